@@ -1,0 +1,245 @@
+/*
+ * acct.h: the privacy event model and every accountant of dpgate.
+ *
+ * Pure numerics: nothing here does I/O, logs, or aborts on bad input.  Every
+ * function that can fail returns 0 or a negative ACCT_E* code and fills a
+ * caller-owned acct_error (first error wins).  The error type is shared by
+ * every module of dpgate: mechanisms/ and trainers/ report through it too.
+ */
+#ifndef ACCT_H
+#define ACCT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dpg_limits.h"
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+enum acct_code {
+	ACCT_OK = 0,
+	ACCT_EINVAL = -1,       /* bad input: HTTP 400, `where` names the field */
+	ACCT_EUNSUPPORTED = -2, /* well-formed but cannot be priced: HTTP 422 */
+	ACCT_ENUMERIC = -3,     /* a numerical routine failed to converge */
+	ACCT_ENOMEM = -4,
+	ACCT_EEXCEEDED = -5,    /* does not fit the budget: HTTP 409 */
+	ACCT_EINTERNAL = -6,
+};
+
+#define ACCT_ERROR_WHERE_BYTES 128
+#define ACCT_ERROR_TEXT_BYTES 256
+
+/*
+ * A caller-owned error record, in the manner of jansson's json_error_t.
+ * `where` is a JSON pointer into the request ("/event/noise_multiplier"), or
+ * empty when no single field is at fault.
+ */
+typedef struct acct_error {
+	int code;
+	char where[ACCT_ERROR_WHERE_BYTES];
+	char text[ACCT_ERROR_TEXT_BYTES];
+} acct_error;
+
+/* Clears an error record.  Accepts NULL. */
+void acct_error_init(acct_error *err);
+
+/*
+ * Records an error unless one is already recorded (the first error wins) and
+ * returns `code`, so that callers can write `return acct_error_set(...)`.
+ * `err` may be NULL, in which case only the code is returned.
+ */
+int acct_error_set(acct_error *err, int code, const char *where,
+		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A short, stable name for an error code ("invalid", "unsupported", ...). */
+const char *acct_code_name(int code);
+
+/* ------------------------------------------------------------------------ */
+/* Privacy events                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The event types of DESIGN.md, named after dp_accounting's DpEvent classes.
+ * The order is part of no contract; names are (see acct_event_type_name).
+ */
+typedef enum acct_event_type {
+	ACCT_EV_GAUSSIAN,
+	ACCT_EV_LAPLACE,
+	ACCT_EV_DISCRETE_GAUSSIAN,
+	ACCT_EV_DISCRETE_LAPLACE,
+	ACCT_EV_RANDOMIZED_RESPONSE,
+	ACCT_EV_EXPONENTIAL_MECHANISM,
+	ACCT_EV_PERMUTE_AND_FLIP,
+	ACCT_EV_EPSILON_DELTA,
+	ACCT_EV_ZCDP,
+	ACCT_EV_POISSON_SAMPLED,
+	ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT,
+	ACCT_EV_SELF_COMPOSED,
+	ACCT_EV_COMPOSED,
+	ACCT_EV_GNMAX,
+	ACCT_EV_PATE_THRESHOLD,
+	ACCT_EV__COUNT
+} acct_event_type;
+
+typedef enum acct_neighbor {
+	ACCT_ADD_REMOVE = 0,
+	ACCT_REPLACE = 1,
+} acct_neighbor;
+
+typedef struct acct_event acct_event;
+
+/*
+ * One node of an event tree.  A tree owns its children: acct_event_free
+ * frees the whole tree.  Fields not used by a type are zero.
+ */
+struct acct_event {
+	acct_event_type type;
+	union {
+		struct { double noise_multiplier; } gaussian;    /* sigma / L2 sens. */
+		struct { double noise_multiplier; } laplace;     /* b / L1 sens.     */
+		struct { double sigma; double sensitivity; } discrete_gaussian;
+		struct { double noise_parameter; double sensitivity; } discrete_laplace;
+		struct { double noise_parameter; int64_t num_buckets; } randomized_response;
+		struct { double epsilon; } exponential_mechanism;
+		struct { double epsilon; } permute_and_flip;
+		struct { double epsilon; double delta; } epsilon_delta;
+		struct { double rho; } zcdp;
+		struct { double sampling_probability; acct_event *event; } poisson_sampled;
+		struct {
+			int64_t source_dataset_size;
+			int64_t sample_size;
+			acct_event *event;
+		} sampled_without_replacement;
+		struct { int64_t count; acct_event *event; } self_composed;
+		struct { size_t n; acct_event **events; } composed;
+		struct { double sigma; } gnmax;
+		struct { double sigma; } pate_threshold;
+	} u;
+};
+
+/* The JSON name of an event type ("poisson_sampled"), or NULL if invalid. */
+const char *acct_event_type_name(acct_event_type type);
+
+/* Looks a JSON type name up.  Returns 0 and writes *ret_type, or -1. */
+int acct_event_type_from_name(const char *name, acct_event_type *ret_type);
+
+/* Allocates a zeroed node of `type`; NULL when out of memory. */
+acct_event *acct_event_new(acct_event_type type);
+
+/* Frees a whole event tree.  Accepts NULL. */
+void acct_event_free(acct_event *ev);
+
+/* Deep-copies a tree; NULL when out of memory. */
+acct_event *acct_event_copy(const acct_event *ev);
+
+/* Convenience constructors; each returns NULL when out of memory and takes
+ * ownership of `inner` in every case (freeing it on failure). */
+acct_event *acct_event_epsilon_delta(double epsilon, double delta);
+acct_event *acct_event_self_composed(int64_t count, acct_event *inner);
+acct_event *acct_event_poisson_sampled(double q, acct_event *inner);
+
+/* ------------------------------------------------------------------------ */
+/* Ledger filters (privacy filters for adaptively chosen releases)          */
+/* ------------------------------------------------------------------------ */
+
+typedef enum acct_ledger_kind {
+	ACCT_LEDGER_BASIC = 0,
+	ACCT_LEDGER_RDP = 1,
+	ACCT_LEDGER_ZCDP = 2,
+} acct_ledger_kind;
+
+/* "basic", "rdp", "zcdp"; NULL if invalid. */
+const char *acct_ledger_kind_name(acct_ledger_kind kind);
+int acct_ledger_kind_from_name(const char *name, acct_ledger_kind *ret_kind);
+
+#define ACCT_FILTER_MAX_ORDERS 64
+
+/*
+ * A composition vector in a ledger's coordinates: for `basic` v[0] = sum of
+ * epsilon and v[1] = sum of delta; for `zcdp` v[0] = sum of rho; for `rdp`
+ * v[i] = summed RDP at the filter's i-th order.  The running composition of
+ * a dataset, the cost of one charge and the reserved total are all of this
+ * type, so admission is O(n) in the number of coordinates only.
+ */
+typedef struct acct_cost {
+	unsigned n;
+	double v[ACCT_FILTER_MAX_ORDERS];
+} acct_cost;
+
+/*
+ * The fixed configuration of one dataset's filter, derived from its budget
+ * once (acct_filter_init) and then used read-only by every admission.
+ */
+typedef struct acct_filter {
+	acct_ledger_kind kind;
+	acct_neighbor neighbor;
+	double epsilon_budget;
+	double delta_budget;
+	unsigned n_orders;                       /* rdp only */
+	double orders[ACCT_FILTER_MAX_ORDERS];   /* rdp only */
+	double bound[ACCT_FILTER_MAX_ORDERS];    /* rdp: B_alpha; zcdp: bound[0] = rho_B */
+} acct_filter;
+
+/*
+ * Prepares a filter for a budget (epsilon_budget > 0, 0 <= delta_budget < 1).
+ * Returns 0, or ACCT_EINVAL / ACCT_EUNSUPPORTED with `err` filled.
+ */
+int acct_filter_init(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighbor,
+		     double epsilon_budget, double delta_budget, acct_error *err);
+
+/* A zero composition vector of the filter's dimension. */
+void acct_filter_zero(const acct_filter *f, acct_cost *ret_cost);
+
+/*
+ * Prices one event in the filter's coordinates.  `delta_share` is the delta a
+ * `basic` ledger may spend on an event that is not an (epsilon, delta) pair
+ * (0 means: only pure or (epsilon, delta) events are accepted).  Returns 0,
+ * ACCT_EINVAL for a malformed event, or ACCT_EUNSUPPORTED when this ledger
+ * cannot price it; *ret_cost is written only on success.
+ */
+int acct_filter_price(const acct_filter *f, const acct_event *ev, double delta_share,
+		      acct_cost *ret_cost, acct_error *err);
+
+/*
+ * Adds `b` to `a` coordinate-wise, each sum rounded toward +infinity, so a
+ * stored running total never underestimates the exact sum of its charges.
+ */
+void acct_cost_add_up(acct_cost *a, const acct_cost *b);
+
+/*
+ * Subtracts `b` from `a`, each difference rounded toward +infinity and
+ * clamped at zero (used to return a released reservation).
+ */
+void acct_cost_sub_up(acct_cost *a, const acct_cost *b);
+
+/*
+ * True when the composition `total` is within the filter's budget: for basic
+ * both sums within the budget, for zcdp rho within rho_B, for rdp at least one
+ * order within its B_alpha.
+ */
+bool acct_filter_within(const acct_filter *f, const acct_cost *total);
+
+/*
+ * The filter's own epsilon for a composition: what the gate compares with the
+ * budget, so that the dashboard and the gate agree.  For basic, the summed
+ * epsilon; for zcdp and rdp, the epsilon the composition converts to at the
+ * filter's delta (split as the filter splits it).  Never below zero.
+ */
+double acct_filter_epsilon(const acct_filter *f, const acct_cost *total);
+
+/* The filter's own delta spent (basic: the summed delta; otherwise the
+ * budget's delta once anything was charged, else 0). */
+double acct_filter_delta(const acct_filter *f, const acct_cost *total);
+
+/* ==== Accountants (issue 3): epsilon, delta, rdp, calibration ==== */
+
+/* ==== end accountants ==== */
+
+/* ==== PATE analysis (issue 5) ==== */
+
+/* ==== end PATE analysis ==== */
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * acct_internal.h: names shared between the files of accountant/ only.
+ */
+#ifndef ACCT_INTERNAL_H
+#define ACCT_INTERNAL_H
+
+#include "acct.h"
+
+/* a + b and a * b rounded toward +infinity (exactly, via TwoSum / fma). */
+double acct__add_up(double a, double b);
+double acct__mul_up(double a, double b);
+
+/*
+ * Renyi-family filters (rdp, zcdp): set up the orders and bounds, price an
+ * event in the filter's coordinates, test a composition, and report the
+ * filter's own epsilon.  Implemented in acct_renyi_filter.c.
+ */
+int acct__filter_init_renyi(acct_filter *f, acct_error *err);
+int acct__filter_price_renyi(const acct_filter *f, const acct_event *ev, acct_cost *ret_cost,
+			     acct_error *err);
+bool acct__filter_within_renyi(const acct_filter *f, const acct_cost *total);
+double acct__filter_epsilon_renyi(const acct_filter *f, const acct_cost *total);
+
+/*
+ * Prices an event that is not an (epsilon, delta) pair for a basic ledger by
+ * the tightest accountant that can price it at `delta_share`.
+ */
+int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, double delta_share,
+			       double *ret_eps, double *ret_delta, acct_error *err);
+
+#endif

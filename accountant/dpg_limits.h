@@ -1,0 +1,54 @@
+/*
+ * dpg_limits.h: every limit a client can push against, in one place.
+ *
+ * Each constant bounds something a request, a policy file or a job can ask
+ * for.  Code that enforces a limit names the constant here; nothing else
+ * hard-codes a bound.  The values are chosen so that the worst admissible
+ * request still answers in well under a second on a 2-core machine.
+ */
+#ifndef DPG_LIMITS_H
+#define DPG_LIMITS_H
+
+/* HTTP */
+#define DPG_MAX_BODY_BYTES          (1u << 20)   /* JSON request bodies */
+#define DPG_MAX_CSV_BYTES           (64u << 20)  /* PUT .../data text/csv */
+#define DPG_MAX_JSON_DEPTH          32           /* nesting of any JSON body */
+#define DPG_MAX_URL_BYTES           2048
+#define DPG_CONNECTION_TIMEOUT_S    30           /* idle connection */
+#define DPG_MAX_CONNECTIONS         1024
+#define DPG_IDEMPOTENCY_KEY_BYTES   128
+#define DPG_MAX_NOTE_BYTES          1024
+#define DPG_MAX_ID_BYTES            64           /* dataset ids, names */
+#define DPG_MAX_NAME_BYTES          256
+#define DPG_MAX_PAGE_SIZE           1000         /* ledger pagination */
+#define DPG_DEFAULT_PAGE_SIZE       100
+#define DPG_MAX_SCOPED_DATASETS     256          /* datasets on one analyst key */
+
+/* Privacy events */
+#define DPG_MAX_EVENT_DEPTH         8            /* nesting of events */
+#define DPG_MAX_EVENT_NODES         4096         /* nodes in one event tree */
+#define DPG_MAX_COMPOSITION_COUNT   100000000LL  /* self_composed count (1e8) */
+#define DPG_MAX_ORDERS              256          /* RDP orders in a request */
+#define DPG_MAX_RDP_ORDER           1e6
+#define DPG_MAX_NUM_BUCKETS         1000000000LL /* randomized response */
+#define DPG_MAX_DATASET_SIZE        1000000000000LL
+
+/* Mechanisms and PATE */
+#define DPG_MAX_VECTOR_LEN          100000       /* values / scores in one call */
+#define DPG_MAX_VOTE_CLASSES        100000
+#define DPG_MAX_TEACHERS            1000000
+#define DPG_MAX_PATE_BATCH          10000
+#define DPG_MAX_LABEL_EM_N          100000000LL
+
+/* Jobs and training */
+#define DPG_MAX_JOB_WORKERS         2
+#define DPG_MAX_QUEUED_JOBS         64
+#define DPG_MAX_TRAINING_STEPS      10000000LL
+#define DPG_MAX_HIDDEN_UNITS        4096
+
+/* Hosted tables */
+#define DPG_MAX_CSV_ROWS            10000000LL
+#define DPG_MAX_CSV_COLUMNS         1024
+#define DPG_MAX_CSV_FIELD_BYTES     1024
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * mech_rng.c: the CSPRNG behind every release.
+ *
+ * system: getrandom(2) with flags 0 blocks until the kernel pool is seeded
+ * and never returns short for requests of up to 256 bytes; larger requests
+ * are looped.  stream and seeded: libsodium's ChaCha20 (IETF, 96-bit nonce)
+ * keystream, re-keyed never; the counter gives 256 GiB per key, far beyond a
+ * job's needs, and we refuse to go past it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <sodium.h>
+
+#include "mech.h"
+
+enum rng_kind { RNG_SYSTEM, RNG_STREAM, RNG_SEEDED };
+
+#define RNG_BLOCK_BYTES 64u
+#define RNG_BUFFER_BLOCKS 64u
+#define RNG_MAX_BLOCKS 0xFFFFFFFFu
+
+struct mech_rng {
+	enum rng_kind kind;
+	uint8_t key[crypto_stream_chacha20_ietf_KEYBYTES];
+	uint8_t nonce[crypto_stream_chacha20_ietf_NONCEBYTES];
+	uint32_t next_block;
+	uint8_t buf[RNG_BLOCK_BYTES * RNG_BUFFER_BLOCKS];
+	size_t buf_pos;
+	size_t buf_len;
+};
+
+static int system_bytes(void *buf, size_t n)
+{
+	uint8_t *p = buf;
+
+	while (n > 0) {
+		size_t want = n > 256 ? 256 : n;
+		ssize_t got = getrandom(p, want, 0);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return ACCT_EINTERNAL;
+		}
+		p += got;
+		n -= (size_t)got;
+	}
+	return 0;
+}
+
+static mech_rng *rng_alloc(enum rng_kind kind)
+{
+	mech_rng *rng = calloc(1, sizeof(*rng));
+
+	if (rng)
+		rng->kind = kind;
+	return rng;
+}
+
+mech_rng *mech_rng_new_system(void)
+{
+	return rng_alloc(RNG_SYSTEM);
+}
+
+mech_rng *mech_rng_new_stream(mech_rng *key_source)
+{
+	mech_rng *rng;
+
+	if (!key_source)
+		return NULL;
+	rng = rng_alloc(key_source->kind == RNG_SEEDED ? RNG_SEEDED : RNG_STREAM);
+	if (!rng)
+		return NULL;
+	if (mech_rng_bytes(key_source, rng->key, sizeof(rng->key)) < 0) {
+		mech_rng_free(rng);
+		return NULL;
+	}
+	return rng;
+}
+
+mech_rng *mech_rng_new_seeded(const uint8_t seed[32])
+{
+	mech_rng *rng = rng_alloc(RNG_SEEDED);
+
+	if (rng)
+		memcpy(rng->key, seed, sizeof(rng->key));
+	return rng;
+}
+
+bool mech_rng_is_deterministic(const mech_rng *rng)
+{
+	return rng && rng->kind == RNG_SEEDED;
+}
+
+void mech_rng_free(mech_rng *rng)
+{
+	if (!rng)
+		return;
+	sodium_memzero(rng, sizeof(*rng));
+	free(rng);
+}
+
+static int stream_refill(mech_rng *rng)
+{
+	if (rng->next_block > RNG_MAX_BLOCKS - RNG_BUFFER_BLOCKS)
+		return ACCT_EINTERNAL;
+	memset(rng->buf, 0, sizeof(rng->buf));
+	crypto_stream_chacha20_ietf_xor_ic(rng->buf, rng->buf, sizeof(rng->buf), rng->nonce,
+					   rng->next_block, rng->key);
+	rng->next_block += RNG_BUFFER_BLOCKS;
+	rng->buf_pos = 0;
+	rng->buf_len = sizeof(rng->buf);
+	return 0;
+}
+
+int mech_rng_bytes(mech_rng *rng, void *buf, size_t n)
+{
+	uint8_t *p = buf;
+
+	if (!rng)
+		return ACCT_EINTERNAL;
+	if (rng->kind == RNG_SYSTEM)
+		return system_bytes(buf, n);
+	while (n > 0) {
+		size_t take;
+
+		if (rng->buf_pos == rng->buf_len && stream_refill(rng) < 0)
+			return ACCT_EINTERNAL;
+		take = rng->buf_len - rng->buf_pos;
+		if (take > n)
+			take = n;
+		memcpy(p, rng->buf + rng->buf_pos, take);
+		/* Consumed keystream is erased so a later memory read reveals nothing. */
+		sodium_memzero(rng->buf + rng->buf_pos, take);
+		rng->buf_pos += take;
+		p += take;
+		n -= take;
+	}
+	return 0;
+}

@@ -1,0 +1,467 @@
+/*
+ * srv_json.c: checked JSON readers and the privacy-event codec.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "srv_json.h"
+
+void srv_json_pointer(char *buf, size_t size, const char *where, const char *key)
+{
+	size_t n = (size_t)snprintf(buf, size, "%s/", where ? where : "");
+
+	/* RFC 6901: '~' becomes "~0" and '/' becomes "~1". */
+	for (const char *k = key; *k && n + 3 < size; k++) {
+		if (*k == '~') {
+			buf[n++] = '~';
+			buf[n++] = '0';
+		} else if (*k == '/') {
+			buf[n++] = '~';
+			buf[n++] = '1';
+		} else {
+			buf[n++] = *k;
+		}
+	}
+	if (n < size)
+		buf[n] = '\0';
+}
+
+/* Records "'key' <what><detail>" as a bad-input error at where/key. */
+static int bad(acct_error *err, const char *where, const char *key, const char *what,
+	       const char *detail)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	srv_json_pointer(ptr, sizeof(ptr), where, key);
+	return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' %s%s", key, what, detail ? detail : "");
+}
+
+/* Shared front half of the readers: 1 = present, 0 = absent, <0 = error. */
+static int lookup(const json_t *obj, const char *where, const char *key, unsigned flags,
+		  json_t **ret, acct_error *err)
+{
+	json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+
+	if (v && json_is_null(v) && (flags & SRV_NULLABLE))
+		v = NULL;
+	if (!v) {
+		if (flags & SRV_REQUIRED)
+			return bad(err, where, key, "is required", NULL);
+		return 0;
+	}
+	*ret = v;
+	return 1;
+}
+
+static void format_bound(char *buf, size_t size, double lo, double hi, unsigned flags)
+{
+	snprintf(buf, size, " in %c%.17g, %.17g%c", (flags & SRV_LO_OPEN) ? '(' : '[', lo, hi,
+		 (flags & SRV_HI_OPEN) ? ')' : ']');
+}
+
+int srv_json_real(const json_t *obj, const char *where, const char *key, unsigned flags,
+		  double lo, double hi, double *ret, acct_error *err)
+{
+	json_t *v = NULL;
+	double x;
+	char range[96];
+	int rc = lookup(obj, where, key, flags, &v, err);
+
+	if (rc <= 0)
+		return rc;
+	if (!json_is_number(v))
+		return bad(err, where, key, "must be a number", NULL);
+	x = json_number_value(v);
+	format_bound(range, sizeof(range), lo, hi, flags);
+	if (!isfinite(x))
+		return bad(err, where, key, "must be a finite number", range);
+	if (x < lo || x > hi || ((flags & SRV_LO_OPEN) && x == lo) ||
+	    ((flags & SRV_HI_OPEN) && x == hi))
+		return bad(err, where, key, "must be a number", range);
+	*ret = x;
+	return 1;
+}
+
+int srv_json_int(const json_t *obj, const char *where, const char *key, unsigned flags,
+		 int64_t lo, int64_t hi, int64_t *ret, acct_error *err)
+{
+	json_t *v = NULL;
+	int64_t x;
+	char range[96];
+	int rc = lookup(obj, where, key, flags, &v, err);
+
+	if (rc <= 0)
+		return rc;
+	snprintf(range, sizeof(range), " in [%lld, %lld]", (long long)lo, (long long)hi);
+	if (json_is_integer(v)) {
+		x = (int64_t)json_integer_value(v);
+	} else if (json_is_real(v)) {
+		double d = json_real_value(v);
+
+		/* 2^63 is the first double beyond int64. */
+		if (!isfinite(d) || d != floor(d) || d < -9223372036854775808.0 ||
+		    d >= 9223372036854775808.0)
+			return bad(err, where, key, "must be an integer", range);
+		x = (int64_t)d;
+	} else {
+		return bad(err, where, key, "must be an integer", range);
+	}
+	if (x < lo || x > hi)
+		return bad(err, where, key, "must be an integer", range);
+	*ret = x;
+	return 1;
+}
+
+int srv_json_string(const json_t *obj, const char *where, const char *key, unsigned flags,
+		    size_t max_bytes, const char **ret, acct_error *err)
+{
+	json_t *v = NULL;
+	char lim[64];
+	int rc = lookup(obj, where, key, flags, &v, err);
+
+	if (rc <= 0)
+		return rc;
+	snprintf(lim, sizeof(lim), " of 1 to %zu bytes", max_bytes);
+	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max_bytes)
+		return bad(err, where, key, "must be a string", lim);
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return bad(err, where, key, "must not contain NUL characters", NULL);
+	*ret = json_string_value(v);
+	return 1;
+}
+
+int srv_json_bool(const json_t *obj, const char *where, const char *key, unsigned flags,
+		  bool *ret, acct_error *err)
+{
+	json_t *v = NULL;
+	int rc = lookup(obj, where, key, flags, &v, err);
+
+	if (rc <= 0)
+		return rc;
+	if (!json_is_boolean(v))
+		return bad(err, where, key, "must be true or false", NULL);
+	*ret = json_is_true(v);
+	return 1;
+}
+
+int srv_json_only_keys(const json_t *obj, const char *where, const char *const *allowed,
+		       acct_error *err)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)obj, key, v) {
+		bool ok = false;
+
+		for (const char *const *a = allowed; *a; a++)
+			if (strcmp(*a, key) == 0)
+				ok = true;
+		if (!ok)
+			return bad(err, where, key, "is not a known field", NULL);
+	}
+	return 0;
+}
+
+int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
+		      acct_neighbor *ret, acct_error *err)
+{
+	const char *s = NULL;
+	int rc = srv_json_string(obj, where, key, SRV_NULLABLE, 32, &s, err);
+
+	if (rc < 0)
+		return rc;
+	if (rc == 0 || strcmp(s, "add_remove") == 0) {
+		*ret = ACCT_ADD_REMOVE;
+		return 0;
+	}
+	if (strcmp(s, "replace") == 0) {
+		*ret = ACCT_REPLACE;
+		return 0;
+	}
+	return bad(err, where, key, "must be \"add_remove\" or \"replace\"", NULL);
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+struct parse_state {
+	unsigned nodes;
+	acct_error *err;
+};
+
+static int parse_node(const json_t *j, const char *where, unsigned depth, struct parse_state *ps,
+		      acct_event **ret);
+
+#define POS_REAL (SRV_REQUIRED | SRV_LO_OPEN)
+
+static int parse_child(const json_t *j, const char *where, const char *key, unsigned depth,
+		       struct parse_state *ps, acct_event **ret)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	json_t *c = json_object_get(j, key);
+
+	srv_json_pointer(ptr, sizeof(ptr), where, key);
+	if (!c)
+		return acct_error_set(ps->err, ACCT_EINVAL, ptr, "'%s' is required", key);
+	return parse_node(c, ptr, depth + 1, ps, ret);
+}
+
+static int parse_node(const json_t *j, const char *where, unsigned depth, struct parse_state *ps,
+		      acct_event **ret)
+{
+	static const char *const k_nm[] = {"type", "noise_multiplier", NULL};
+	static const char *const k_dg[] = {"type", "sigma", "sensitivity", NULL};
+	static const char *const k_dl[] = {"type", "noise_parameter", "sensitivity", NULL};
+	static const char *const k_rr[] = {"type", "noise_parameter", "num_buckets", NULL};
+	static const char *const k_eps[] = {"type", "epsilon", NULL};
+	static const char *const k_ed[] = {"type", "epsilon", "delta", NULL};
+	static const char *const k_rho[] = {"type", "rho", NULL};
+	static const char *const k_ps[] = {"type", "sampling_probability", "event", NULL};
+	static const char *const k_swor[] = {"type", "source_dataset_size", "sample_size", "event", NULL};
+	static const char *const k_sc[] = {"type", "count", "event", NULL};
+	static const char *const k_c[] = {"type", "events", NULL};
+	static const char *const k_sig[] = {"type", "sigma", NULL};
+	acct_error *err = ps->err;
+	acct_event *ev = NULL;
+	const char *tname = NULL;
+	acct_event_type type;
+	const char *const *keys;
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int64_t i64 = 0;
+	int rc;
+
+	if (depth > DPG_MAX_EVENT_DEPTH)
+		return acct_error_set(err, ACCT_EINVAL, where, "events nest deeper than %d levels",
+				      DPG_MAX_EVENT_DEPTH);
+	if (++ps->nodes > DPG_MAX_EVENT_NODES)
+		return acct_error_set(err, ACCT_EINVAL, where, "an event may hold at most %d nodes",
+				      DPG_MAX_EVENT_NODES);
+	if (!json_is_object(j))
+		return acct_error_set(err, ACCT_EINVAL, where, "an event must be a JSON object");
+	rc = srv_json_string(j, where, "type", SRV_REQUIRED, 64, &tname, err);
+	if (rc < 0)
+		return rc;
+	if (acct_event_type_from_name(tname, &type) < 0) {
+		srv_json_pointer(ptr, sizeof(ptr), where, "type");
+		return acct_error_set(err, ACCT_EINVAL, ptr, "unknown event type '%s'", tname);
+	}
+	ev = acct_event_new(type);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
+
+	switch (type) {
+	case ACCT_EV_GAUSSIAN:
+		keys = k_nm;
+		rc = srv_json_real(j, where, "noise_multiplier", POS_REAL, 0, HUGE_VAL,
+				   &ev->u.gaussian.noise_multiplier, err);
+		break;
+	case ACCT_EV_LAPLACE:
+		keys = k_nm;
+		rc = srv_json_real(j, where, "noise_multiplier", POS_REAL, 0, HUGE_VAL,
+				   &ev->u.laplace.noise_multiplier, err);
+		break;
+	case ACCT_EV_DISCRETE_GAUSSIAN:
+		keys = k_dg;
+		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
+				   &ev->u.discrete_gaussian.sigma, err);
+		if (rc >= 0)
+			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1, INT32_MAX, &i64, err);
+		ev->u.discrete_gaussian.sensitivity = (double)i64;
+		break;
+	case ACCT_EV_DISCRETE_LAPLACE:
+		keys = k_dl;
+		rc = srv_json_real(j, where, "noise_parameter", POS_REAL, 0, HUGE_VAL,
+				   &ev->u.discrete_laplace.noise_parameter, err);
+		if (rc >= 0)
+			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1, INT32_MAX, &i64, err);
+		ev->u.discrete_laplace.sensitivity = (double)i64;
+		break;
+	case ACCT_EV_RANDOMIZED_RESPONSE:
+		keys = k_rr;
+		rc = srv_json_real(j, where, "noise_parameter", POS_REAL, 0, 1,
+				   &ev->u.randomized_response.noise_parameter, err);
+		if (rc >= 0)
+			rc = srv_json_int(j, where, "num_buckets", SRV_REQUIRED, 2, DPG_MAX_NUM_BUCKETS,
+					  &ev->u.randomized_response.num_buckets, err);
+		break;
+	case ACCT_EV_EXPONENTIAL_MECHANISM:
+		keys = k_eps;
+		rc = srv_json_real(j, where, "epsilon", POS_REAL, 0, HUGE_VAL,
+				   &ev->u.exponential_mechanism.epsilon, err);
+		break;
+	case ACCT_EV_PERMUTE_AND_FLIP:
+		keys = k_eps;
+		rc = srv_json_real(j, where, "epsilon", POS_REAL, 0, HUGE_VAL,
+				   &ev->u.permute_and_flip.epsilon, err);
+		break;
+	case ACCT_EV_EPSILON_DELTA:
+		keys = k_ed;
+		rc = srv_json_real(j, where, "epsilon", SRV_REQUIRED, 0, HUGE_VAL,
+				   &ev->u.epsilon_delta.epsilon, err);
+		if (rc >= 0)
+			rc = srv_json_real(j, where, "delta", SRV_REQUIRED, 0, 1,
+					   &ev->u.epsilon_delta.delta, err);
+		break;
+	case ACCT_EV_ZCDP:
+		keys = k_rho;
+		rc = srv_json_real(j, where, "rho", SRV_REQUIRED, 0, HUGE_VAL, &ev->u.zcdp.rho, err);
+		break;
+	case ACCT_EV_POISSON_SAMPLED:
+		keys = k_ps;
+		rc = srv_json_real(j, where, "sampling_probability", POS_REAL, 0, 1,
+				   &ev->u.poisson_sampled.sampling_probability, err);
+		if (rc >= 0)
+			rc = parse_child(j, where, "event", depth, ps, &ev->u.poisson_sampled.event);
+		break;
+	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
+		keys = k_swor;
+		rc = srv_json_int(j, where, "source_dataset_size", SRV_REQUIRED, 1, DPG_MAX_DATASET_SIZE,
+				  &ev->u.sampled_without_replacement.source_dataset_size, err);
+		if (rc >= 0)
+			rc = srv_json_int(j, where, "sample_size", SRV_REQUIRED, 1,
+					  ev->u.sampled_without_replacement.source_dataset_size,
+					  &ev->u.sampled_without_replacement.sample_size, err);
+		if (rc >= 0)
+			rc = parse_child(j, where, "event", depth, ps,
+					 &ev->u.sampled_without_replacement.event);
+		break;
+	case ACCT_EV_SELF_COMPOSED:
+		keys = k_sc;
+		rc = srv_json_int(j, where, "count", SRV_REQUIRED, 1, DPG_MAX_COMPOSITION_COUNT,
+				  &ev->u.self_composed.count, err);
+		if (rc >= 0)
+			rc = parse_child(j, where, "event", depth, ps, &ev->u.self_composed.event);
+		break;
+	case ACCT_EV_COMPOSED: {
+		json_t *arr = json_object_get(j, "events");
+		size_t n;
+
+		keys = k_c;
+		srv_json_pointer(ptr, sizeof(ptr), where, "events");
+		if (!json_is_array(arr)) {
+			rc = acct_error_set(err, ACCT_EINVAL, ptr, "'events' must be an array of events");
+			break;
+		}
+		n = json_array_size(arr);
+		if (n > DPG_MAX_EVENT_NODES) {
+			rc = acct_error_set(err, ACCT_EINVAL, ptr, "too many events");
+			break;
+		}
+		ev->u.composed.events = n ? calloc(n, sizeof(acct_event *)) : NULL;
+		if (n && !ev->u.composed.events) {
+			rc = acct_error_set(err, ACCT_ENOMEM, ptr, "out of memory");
+			break;
+		}
+		rc = 0;
+		for (size_t i = 0; i < n && rc >= 0; i++) {
+			char item[ACCT_ERROR_WHERE_BYTES + 24];
+
+			snprintf(item, sizeof(item), "%.*s/%zu", ACCT_ERROR_WHERE_BYTES - 1, ptr, i);
+			rc = parse_node(json_array_get(arr, i), item, depth + 1, ps,
+					&ev->u.composed.events[i]);
+			if (rc >= 0)
+				ev->u.composed.n = i + 1;
+		}
+		break;
+	}
+	case ACCT_EV_GNMAX:
+		keys = k_sig;
+		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL, &ev->u.gnmax.sigma, err);
+		break;
+	case ACCT_EV_PATE_THRESHOLD:
+		keys = k_sig;
+		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
+				   &ev->u.pate_threshold.sigma, err);
+		break;
+	default:
+		keys = k_nm;
+		rc = acct_error_set(err, ACCT_EINTERNAL, where, "unhandled event type");
+		break;
+	}
+	if (rc >= 0)
+		rc = srv_json_only_keys(j, where, keys, err);
+	if (rc < 0) {
+		acct_event_free(ev);
+		return rc;
+	}
+	*ret = ev;
+	return 0;
+}
+
+int srv_event_parse(const json_t *json, const char *where, acct_event **ret_event,
+		    acct_error *err)
+{
+	struct parse_state ps = {.nodes = 0, .err = err};
+
+	return parse_node(json, where ? where : "", 0, &ps, ret_event);
+}
+
+json_t *srv_event_to_json(const acct_event *ev)
+{
+	json_t *j;
+	int bad_set = 0;
+
+	if (!ev)
+		return NULL;
+	j = json_pack("{s:s}", "type", acct_event_type_name(ev->type));
+	if (!j)
+		return NULL;
+#define SETR(k, v) (bad_set |= json_object_set_new(j, (k), json_real(v)))
+#define SETI(k, v) (bad_set |= json_object_set_new(j, (k), json_integer((json_int_t)(v))))
+#define SETE(k, e) (bad_set |= json_object_set_new(j, (k), srv_event_to_json(e)))
+	switch (ev->type) {
+	case ACCT_EV_GAUSSIAN: SETR("noise_multiplier", ev->u.gaussian.noise_multiplier); break;
+	case ACCT_EV_LAPLACE: SETR("noise_multiplier", ev->u.laplace.noise_multiplier); break;
+	case ACCT_EV_DISCRETE_GAUSSIAN:
+		SETR("sigma", ev->u.discrete_gaussian.sigma);
+		SETI("sensitivity", ev->u.discrete_gaussian.sensitivity);
+		break;
+	case ACCT_EV_DISCRETE_LAPLACE:
+		SETR("noise_parameter", ev->u.discrete_laplace.noise_parameter);
+		SETI("sensitivity", ev->u.discrete_laplace.sensitivity);
+		break;
+	case ACCT_EV_RANDOMIZED_RESPONSE:
+		SETR("noise_parameter", ev->u.randomized_response.noise_parameter);
+		SETI("num_buckets", ev->u.randomized_response.num_buckets);
+		break;
+	case ACCT_EV_EXPONENTIAL_MECHANISM: SETR("epsilon", ev->u.exponential_mechanism.epsilon); break;
+	case ACCT_EV_PERMUTE_AND_FLIP: SETR("epsilon", ev->u.permute_and_flip.epsilon); break;
+	case ACCT_EV_EPSILON_DELTA:
+		SETR("epsilon", ev->u.epsilon_delta.epsilon);
+		SETR("delta", ev->u.epsilon_delta.delta);
+		break;
+	case ACCT_EV_ZCDP: SETR("rho", ev->u.zcdp.rho); break;
+	case ACCT_EV_POISSON_SAMPLED:
+		SETR("sampling_probability", ev->u.poisson_sampled.sampling_probability);
+		SETE("event", ev->u.poisson_sampled.event);
+		break;
+	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
+		SETI("source_dataset_size", ev->u.sampled_without_replacement.source_dataset_size);
+		SETI("sample_size", ev->u.sampled_without_replacement.sample_size);
+		SETE("event", ev->u.sampled_without_replacement.event);
+		break;
+	case ACCT_EV_SELF_COMPOSED:
+		SETI("count", ev->u.self_composed.count);
+		SETE("event", ev->u.self_composed.event);
+		break;
+	case ACCT_EV_COMPOSED: {
+		json_t *arr = json_array();
+
+		for (size_t i = 0; arr && i < ev->u.composed.n; i++)
+			bad_set |= json_array_append_new(arr, srv_event_to_json(ev->u.composed.events[i]));
+		bad_set |= json_object_set_new(j, "events", arr);
+		break;
+	}
+	case ACCT_EV_GNMAX: SETR("sigma", ev->u.gnmax.sigma); break;
+	case ACCT_EV_PATE_THRESHOLD: SETR("sigma", ev->u.pate_threshold.sigma); break;
+	default: bad_set = 1; break;
+	}
+#undef SETR
+#undef SETI
+#undef SETE
+	if (bad_set) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}

@@ -1,0 +1,71 @@
+/*
+ * srv_json.h: checked readers for request JSON and the event codec.
+ *
+ * Every number a client sends goes through srv_json_real or srv_json_int
+ * (range, NaN, infinity, type), never through a bare json_number_value.
+ * `where` arguments are JSON pointers naming the enclosing object; errors
+ * name the field itself ("/event/noise_multiplier").
+ */
+#ifndef SRV_JSON_H
+#define SRV_JSON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "acct.h"
+
+/* Range flags for srv_json_real. */
+enum {
+	SRV_REQUIRED = 1 << 0,   /* missing key is an error */
+	SRV_LO_OPEN = 1 << 1,    /* value must be > lo (default >= lo) */
+	SRV_HI_OPEN = 1 << 2,    /* value must be < hi (default <= hi) */
+	SRV_NULLABLE = 1 << 3,   /* JSON null reads as absent */
+};
+
+/*
+ * Reads obj[key] as a finite real in [lo, hi] (openness per flags).  Returns
+ * 1 and writes *ret when present, 0 when absent and not required (leaving
+ * *ret alone), or ACCT_EINVAL with err naming where/key.
+ */
+int srv_json_real(const json_t *obj, const char *where, const char *key, unsigned flags,
+		  double lo, double hi, double *ret, acct_error *err);
+
+/* Like srv_json_real for integers in [lo, hi]; a real with an exact integer
+ * value (3.0, 1e3) is accepted. */
+int srv_json_int(const json_t *obj, const char *where, const char *key, unsigned flags,
+		 int64_t lo, int64_t hi, int64_t *ret, acct_error *err);
+
+/* Reads obj[key] as a string of 1..max_bytes bytes; same return convention. */
+int srv_json_string(const json_t *obj, const char *where, const char *key, unsigned flags,
+		    size_t max_bytes, const char **ret, acct_error *err);
+
+/* Reads obj[key] as a boolean; same return convention. */
+int srv_json_bool(const json_t *obj, const char *where, const char *key, unsigned flags,
+		  bool *ret, acct_error *err);
+
+/* Fails with ACCT_EINVAL naming the first key of obj not in the NULL-ended
+ * list `allowed`. */
+int srv_json_only_keys(const json_t *obj, const char *where, const char *const *allowed,
+		       acct_error *err);
+
+/* Writes where + "/" + key (JSON-pointer escaped) into buf. */
+void srv_json_pointer(char *buf, size_t size, const char *where, const char *key);
+
+/*
+ * Parses a privacy event (DESIGN.md, "Privacy events").  Checks types,
+ * ranges, unknown fields, nesting depth and node count; relation-specific
+ * rules are acct_event_validate's.  On success *ret_event owns a new tree.
+ */
+int srv_event_parse(const json_t *json, const char *where, acct_event **ret_event,
+		    acct_error *err);
+
+/* The canonical JSON of an event tree; NULL when out of memory. */
+json_t *srv_event_to_json(const acct_event *ev);
+
+/* Parses "add_remove" / "replace" from obj[key] (default add_remove). */
+int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
+		      acct_neighbor *ret, acct_error *err);
+
+#endif
