@@ -3,6 +3,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "srv_json.h"
@@ -180,6 +181,129 @@ int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
 		return 0;
 	}
 	return bad(err, where, key, "must be \"add_remove\" or \"replace\"", NULL);
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+struct out_buf {
+	char *s;
+	size_t len, cap;
+	bool failed;
+};
+
+static void out_put(struct out_buf *b, const char *text, size_t n)
+{
+	if (b->failed)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		char *ns;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		ns = realloc(b->s, cap);
+		if (!ns) {
+			b->failed = true;
+			return;
+		}
+		b->s = ns;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, text, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+/* The shortest of %.15g, %.16g, %.17g that reads back as the same double,
+ * so 1e-5 prints as 1e-05 and not 1.0000000000000001e-05, exactly. */
+static void out_real(struct out_buf *b, double x)
+{
+	char buf[40];
+
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, x);
+		if (strtod(buf, NULL) == x)
+			break;
+	}
+	if (!strpbrk(buf, ".eEn"))
+		strcat(buf, ".0");
+	out_put(b, buf, strlen(buf));
+}
+
+static void out_value(struct out_buf *b, const json_t *j)
+{
+	char buf[32];
+
+	switch (json_typeof(j)) {
+	case JSON_OBJECT: {
+		const char *key;
+		json_t *v;
+		bool first = true;
+
+		out_put(b, "{", 1);
+		json_object_foreach((json_t *)j, key, v) {
+			json_t *k = json_string(key);
+
+			if (!first)
+				out_put(b, ",", 1);
+			first = false;
+			if (!k) {
+				b->failed = true;
+				return;
+			}
+			out_value(b, k);
+			json_decref(k);
+			out_put(b, ":", 1);
+			out_value(b, v);
+		}
+		out_put(b, "}", 1);
+		break;
+	}
+	case JSON_ARRAY:
+		out_put(b, "[", 1);
+		for (size_t i = 0; i < json_array_size(j); i++) {
+			if (i)
+				out_put(b, ",", 1);
+			out_value(b, json_array_get(j, i));
+		}
+		out_put(b, "]", 1);
+		break;
+	case JSON_STRING: {
+		char *s = json_dumps(j, JSON_ENCODE_ANY);
+
+		if (!s) {
+			b->failed = true;
+			return;
+		}
+		out_put(b, s, strlen(s));
+		free(s);
+		break;
+	}
+	case JSON_INTEGER:
+		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(j));
+		out_put(b, buf, strlen(buf));
+		break;
+	case JSON_REAL:
+		out_real(b, json_real_value(j));
+		break;
+	case JSON_TRUE: out_put(b, "true", 4); break;
+	case JSON_FALSE: out_put(b, "false", 5); break;
+	case JSON_NULL: out_put(b, "null", 4); break;
+	}
+}
+
+char *srv_json_dump(const json_t *j)
+{
+	struct out_buf b = {0};
+
+	if (!j)
+		return NULL;
+	out_value(&b, j);
+	if (b.failed) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
 }
 
 /* ---- events ------------------------------------------------------------ */

@@ -64,6 +64,12 @@ int srv_event_parse(const json_t *json, const char *where, acct_event **ret_even
 /* The canonical JSON of an event tree; NULL when out of memory. */
 json_t *srv_event_to_json(const acct_event *ev);
 
+/*
+ * Serialises JSON compactly, each real in the shortest form that reads back
+ * as the same double.  Caller frees; NULL when out of memory.
+ */
+char *srv_json_dump(const json_t *j);
+
 /* Parses "add_remove" / "replace" from obj[key] (default add_remove). */
 int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
 		      acct_neighbor *ret, acct_error *err);

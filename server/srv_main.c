@@ -1,2 +1,512 @@
+/*
+ * srv_main.c: the dpgate command line.
+ *
+ *   dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]
+ *   dpgate keys create|list|revoke --db FILE ...
+ *   dpgate epsilon|delta|calibrate|compare|rdp [options] [FILE|-]
+ *   dpgate check POLICY [--json]
+ *   dpgate verify --db FILE
+ *   dpgate routes
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
-int main(void) { puts("dpgate"); return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gsl/gsl_errno.h>
+#include <sodium.h>
+
+#include "srv.h"
+#include "srv_json.h"
+#include "srv_stateless.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:8080"
+#define DEFAULT_DATA_DIR "dpgate-data"
+#define DEFAULT_THREADS 8
+
+static const char usage_top[] =
+	"usage: dpgate <command> [options]\n"
+	"\n"
+	"A privacy-budget service: keeps a differential-privacy budget per dataset,\n"
+	"prices every release in a privacy accountant, and hands releases out only\n"
+	"while the budget holds.\n"
+	"\n"
+	"commands:\n"
+	"  serve       run the HTTP API on an embedded SQLite database\n"
+	"  keys        create, list or revoke API keys (create|list|revoke)\n"
+	"  epsilon     epsilon of a privacy event at a delta (stateless)\n"
+	"  delta       delta of a privacy event at an epsilon (stateless)\n"
+	"  calibrate   solve an event template's one null field for a target (stateless)\n"
+	"  compare     epsilon of an event under every accountant (stateless)\n"
+	"  rdp         Renyi-DP curve of an event (stateless)\n"
+	"  check       check a budget policy file, for CI (exit 0 fits, 1 not, 2 bad)\n"
+	"  verify      recompute every ledger's totals from its rows and compare\n"
+	"  routes      print the HTTP routes\n"
+	"\n"
+	"`dpgate <command> --help` describes a command.\n";
+
+static const char usage_serve[] =
+	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N] [--quiet]\n"
+	"\n"
+	"  --db FILE          SQLite database (default DIR/dpgate.db); created and\n"
+	"                     migrated if needed\n"
+	"  --listen HOST:PORT IPv4 address and port (default " DEFAULT_LISTEN "; port 0 picks one)\n"
+	"  --data-dir DIR     where uploaded tables and models live (default ./" DEFAULT_DATA_DIR ")\n"
+	"  --threads N        HTTP worker threads (default 8)\n"
+	"  --quiet            no access log lines\n"
+	"\n"
+	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
+	"accepting, finishes requests in flight and closes the database.\n";
+
+static const char usage_keys[] =
+	"usage: dpgate keys create --db FILE --role admin|analyst|viewer [--datasets a,b] [--note TEXT] [--if-none]\n"
+	"       dpgate keys list   --db FILE\n"
+	"       dpgate keys revoke --db FILE KEY_ID\n"
+	"\n"
+	"create prints the new key alone on the last line of stdout; it is shown only\n"
+	"once (the database keeps a SHA-256 hash). --if-none creates a key only when\n"
+	"no unrevoked key of that role exists (and then prints nothing).\n";
+
+static const char usage_stateless[] =
+	"usage: dpgate %s [--delta X] [--epsilon X] [--accountant NAME] [--neighbor add_remove|replace] [FILE|-]\n"
+	"\n"
+	"Reads the JSON body of POST /v1/accountant/%s from FILE or stdin (default),\n"
+	"fills missing keys from the options, and prints the route's JSON answer.\n"
+	"Exit status: 0 answered, 1 the event cannot be priced (422), 2 bad input.\n";
+
+static const char usage_verify[] =
+	"usage: dpgate verify --db FILE\n"
+	"\n"
+	"Recomputes every dataset's spent and reserved totals from its ledger rows and\n"
+	"compares them with the stored running totals. Prints a JSON report; exit 0\n"
+	"when all agree and nothing is over budget, 1 otherwise, 2 on errors.\n";
+
+static bool wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
+static int make_dir(const char *dir)
+{
+	if (mkdir(dir, 0700) == 0 || errno == EEXIST)
+		return 0;
+	fprintf(stderr, "dpgate: cannot create %s: %s\n", dir, strerror(errno));
+	return -1;
+}
+
+static int open_store(const char *db_path, unsigned pool, srv_store **ret)
+{
+	char errbuf[512];
+
+	if (srv_store_open(db_path, pool, ret, errbuf, sizeof(errbuf)) < 0) {
+		fprintf(stderr, "dpgate: %s\n", errbuf);
+		return -1;
+	}
+	return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"db", required_argument, NULL, 'd'},
+		{"listen", required_argument, NULL, 'l'},
+		{"data-dir", required_argument, NULL, 'D'},
+		{"threads", required_argument, NULL, 't'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *db = NULL, *listen = DEFAULT_LISTEN, *data_dir = DEFAULT_DATA_DIR;
+	unsigned threads = DEFAULT_THREADS, port;
+	char host[64], dbbuf[4096];
+	const char *colon;
+	srv_ctx ctx;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': db = optarg; break;
+		case 'l': listen = optarg; break;
+		case 'D': data_dir = optarg; break;
+		case 't': {
+			char *end;
+			long t = strtol(optarg, &end, 10);
+
+			if (*end || t < 1 || t > 64) {
+				fprintf(stderr, "dpgate serve: --threads must be 1..64\n");
+				return 2;
+			}
+			threads = (unsigned)t;
+			break;
+		}
+		case 'q': break;
+		case 'h': fputs(usage_serve, stdout); return 0;
+		default: fputs(usage_serve, stderr); return 2;
+		}
+	}
+	colon = strrchr(listen, ':');
+	if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
+		fprintf(stderr, "dpgate serve: --listen must be HOST:PORT\n");
+		return 2;
+	}
+	memcpy(host, listen, (size_t)(colon - listen));
+	host[colon - listen] = '\0';
+	{
+		char *end;
+		long p = strtol(colon + 1, &end, 10);
+
+		if (*end || p < 0 || p > 65535) {
+			fprintf(stderr, "dpgate serve: bad port in --listen\n");
+			return 2;
+		}
+		port = (unsigned)p;
+	}
+	if (make_dir(data_dir) < 0)
+		return 1;
+	if (!db) {
+		snprintf(dbbuf, sizeof(dbbuf), "%s/dpgate.db", data_dir);
+		db = dbbuf;
+	}
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.access_log = true;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--quiet") == 0)
+			ctx.access_log = false;
+	if (!realpath(data_dir, ctx.data_dir))
+		snprintf(ctx.data_dir, sizeof(ctx.data_dir), "%s", data_dir);
+	if (open_store(db, threads + 2, &ctx.store) < 0)
+		return 1;
+	if (!realpath(db, ctx.db_path))
+		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
+	ctx.route_metrics = calloc(srv_routes_count + 1, sizeof(srv_route_metrics));
+	if (!ctx.route_metrics) {
+		srv_store_close(ctx.store);
+		return 1;
+	}
+	rc = srv_http_serve(&ctx, host, port, threads);
+	srv_store_close(ctx.store);
+	free(ctx.route_metrics);
+	return rc;
+}
+
+static int cmd_keys(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"db", required_argument, NULL, 'd'},
+		{"role", required_argument, NULL, 'r'},
+		{"datasets", required_argument, NULL, 's'},
+		{"note", required_argument, NULL, 'n'},
+		{"if-none", no_argument, NULL, 'i'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *db_path = NULL, *role_name = NULL, *datasets = NULL, *note = NULL, *sub;
+	bool if_none = false;
+	srv_store *store = NULL;
+	srv_db *db;
+	int c, rc = 2;
+
+	if (argc < 2 || wants_help(argc, argv)) {
+		fputs(usage_keys, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	sub = argv[1];
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': db_path = optarg; break;
+		case 'r': role_name = optarg; break;
+		case 's': datasets = optarg; break;
+		case 'n': note = optarg; break;
+		case 'i': if_none = true; break;
+		default: fputs(usage_keys, stderr); return 2;
+		}
+	}
+	if (!db_path) {
+		fprintf(stderr, "dpgate keys: --db FILE is required\n");
+		return 2;
+	}
+	if (open_store(db_path, 1, &store) < 0)
+		return 1;
+	db = srv_store_acquire(store);
+	if (strcmp(sub, "create") == 0) {
+		char key_text[SRV_KEY_TEXT_BYTES], key_id[2 * SRV_KEY_ID_BYTES + 1];
+		json_t *scope = json_array();
+		srv_role role;
+		int64_t existing = 0;
+
+		if (!role_name || srv_role_from_name(role_name, &role) < 0) {
+			fprintf(stderr, "dpgate keys create: --role must be admin, analyst or viewer\n");
+			json_decref(scope);
+			goto out;
+		}
+		if (datasets) {
+			char *copy = strdup(datasets), *save = NULL;
+
+			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				json_array_append_new(scope, json_string(t));
+			free(copy);
+		}
+		if (role == SRV_ROLE_ANALYST && json_array_size(scope) == 0) {
+			fprintf(stderr, "dpgate keys create: an analyst key needs --datasets\n");
+			json_decref(scope);
+			goto out;
+		}
+		if (role == SRV_ROLE_ADMIN && json_array_size(scope) > 0) {
+			fprintf(stderr, "dpgate keys create: admin keys are not scoped\n");
+			json_decref(scope);
+			goto out;
+		}
+		if (if_none && srv_keys_count(db, role, &existing) == SRV_OK && existing > 0) {
+			fprintf(stderr, "dpgate keys: a %s key exists already; none created\n", role_name);
+			json_decref(scope);
+			rc = 0;
+			goto out;
+		}
+		if (srv_keys_create(db, role, scope, note, key_text, key_id) != SRV_OK) {
+			fprintf(stderr, "dpgate keys create: cannot write the key\n");
+			json_decref(scope);
+			rc = 1;
+			goto out;
+		}
+		json_decref(scope);
+		fprintf(stderr, "dpgate: created %s key %s; it is shown once:\n", role_name, key_id);
+		printf("%s\n", key_text);
+		sodium_memzero(key_text, sizeof(key_text));
+		rc = 0;
+	} else if (strcmp(sub, "list") == 0) {
+		json_t *arr = NULL;
+
+		if (srv_keys_list(db, &arr) != SRV_OK) {
+			rc = 1;
+			goto out;
+		}
+		json_dumpf(arr, stdout, JSON_INDENT(2));
+		printf("\n");
+		json_decref(arr);
+		rc = 0;
+	} else if (strcmp(sub, "revoke") == 0) {
+		if (optind >= argc) {
+			fprintf(stderr, "dpgate keys revoke: KEY_ID is required\n");
+			goto out;
+		}
+		rc = srv_keys_revoke(db, argv[optind]);
+		if (rc == SRV_NOT_FOUND)
+			fprintf(stderr, "dpgate keys revoke: no such key\n");
+		else if (rc == SRV_OK)
+			printf("revoked %s\n", argv[optind]);
+		rc = rc == SRV_OK ? 0 : 1;
+	} else {
+		fputs(usage_keys, stderr);
+	}
+out:
+	srv_store_release(store, db);
+	srv_store_close(store);
+	return rc;
+}
+
+static json_t *read_json_input(const char *path, acct_error *err)
+{
+	FILE *f = (!path || strcmp(path, "-") == 0) ? stdin : fopen(path, "rb");
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	json_t *j = NULL;
+
+	if (!f) {
+		acct_error_set(err, ACCT_EINVAL, "", "cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		size_t n;
+
+		if (len + 4096 + 1 > cap) {
+			char *nb;
+
+			cap = cap ? cap * 2 : 8192;
+			if (cap > DPG_MAX_BODY_BYTES + 8192) {
+				acct_error_set(err, ACCT_EINVAL, "", "input larger than %u bytes",
+					       DPG_MAX_BODY_BYTES);
+				goto out;
+			}
+			nb = realloc(buf, cap);
+			if (!nb)
+				goto out;
+			buf = nb;
+		}
+		n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	j = srv_parse_body(buf ? buf : "", len, err);
+out:
+	if (f != stdin)
+		fclose(f);
+	free(buf);
+	return j;
+}
+
+static int cmd_stateless(const char *name, srv_json_fn fn, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"delta", required_argument, NULL, 'd'},
+		{"epsilon", required_argument, NULL, 'e'},
+		{"accountant", required_argument, NULL, 'a'},
+		{"neighbor", required_argument, NULL, 'n'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *delta = NULL, *epsilon = NULL, *accountant = NULL, *neighbor = NULL;
+	acct_error err;
+	json_t *body, *answer = NULL;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': delta = optarg; break;
+		case 'e': epsilon = optarg; break;
+		case 'a': accountant = optarg; break;
+		case 'n': neighbor = optarg; break;
+		case 'h': printf(usage_stateless, name, name); return 0;
+		default: fprintf(stderr, usage_stateless, name, name); return 2;
+		}
+	}
+	acct_error_init(&err);
+	body = read_json_input(optind < argc ? argv[optind] : NULL, &err);
+	if (!body) {
+		fprintf(stderr, "dpgate %s: %s%s%s\n", name, err.text, err.where[0] ? " at " : "",
+			err.where);
+		return 2;
+	}
+	/* Options fill in missing keys; numbers are passed as JSON numbers. */
+	if (delta && !json_object_get(body, "delta"))
+		json_object_set_new(body, "delta", json_loads(delta, JSON_DECODE_ANY, NULL));
+	if (epsilon && !json_object_get(body, "epsilon"))
+		json_object_set_new(body, "epsilon", json_loads(epsilon, JSON_DECODE_ANY, NULL));
+	if (accountant && !json_object_get(body, "accountant"))
+		json_object_set_new(body, "accountant", json_string(accountant));
+	if (neighbor && !json_object_get(body, "neighbor"))
+		json_object_set_new(body, "neighbor", json_string(neighbor));
+	rc = fn(body, &answer, &err);
+	json_decref(body);
+	if (rc < 0 || !answer) {
+		fprintf(stderr, "dpgate %s: %s%s%s\n", name, err.text, err.where[0] ? " at " : "",
+			err.where);
+		json_decref(answer);
+		return err.code == ACCT_EINVAL ? 2 : 1;
+	}
+	{
+		char *text = srv_json_dump(answer);
+
+		if (text)
+			printf("%s\n", text);
+		free(text);
+	}
+	json_decref(answer);
+	return 0;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"db", required_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *db_path = NULL;
+	srv_store *store = NULL;
+	srv_db *db;
+	json_t *report = NULL;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': db_path = optarg; break;
+		case 'h': fputs(usage_verify, stdout); return 0;
+		default: fputs(usage_verify, stderr); return 2;
+		}
+	}
+	if (!db_path) {
+		fputs(usage_verify, stderr);
+		return 2;
+	}
+	if (open_store(db_path, 1, &store) < 0)
+		return 2;
+	db = srv_store_acquire(store);
+	rc = srv_store_verify(db, &report);
+	srv_store_release(store, db);
+	srv_store_close(store);
+	if (rc == SRV_DB_ERROR) {
+		fprintf(stderr, "dpgate verify: cannot read the ledger\n");
+		return 2;
+	}
+	json_dumpf(report, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	printf("\n");
+	json_decref(report);
+	return rc == SRV_OK ? 0 : 1;
+}
+
+static int cmd_routes(void)
+{
+	for (size_t i = 0; i < srv_routes_count; i++)
+		printf("%s %s\n", srv_routes[i].method, srv_routes[i].pattern);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		srv_json_fn fn;
+	} stateless[] = {
+		{"epsilon", srv_acct_epsilon},
+		{"delta", srv_acct_delta},
+		{"calibrate", srv_acct_calibrate},
+		{"compare", srv_acct_compare},
+		{"rdp", srv_acct_rdp},
+	};
+	const char *cmd;
+
+	gsl_set_error_handler_off();
+	if (sodium_init() < 0) {
+		fprintf(stderr, "dpgate: libsodium failed to initialise\n");
+		return 1;
+	}
+	if (argc < 2) {
+		fputs(usage_top, stderr);
+		return 2;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		fputs(usage_top, stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("dpgate 0.1.0\n");
+		return 0;
+	}
+	if (strcmp(cmd, "serve") == 0)
+		return cmd_serve(argc - 1, argv + 1);
+	if (strcmp(cmd, "keys") == 0)
+		return cmd_keys(argc - 1, argv + 1);
+	if (strcmp(cmd, "check") == 0)
+		return srv_check_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "verify") == 0)
+		return cmd_verify(argc - 1, argv + 1);
+	if (strcmp(cmd, "routes") == 0)
+		return cmd_routes();
+	for (size_t i = 0; i < sizeof(stateless) / sizeof(stateless[0]); i++)
+		if (strcmp(cmd, stateless[i].name) == 0)
+			return cmd_stateless(cmd, stateless[i].fn, argc - 1, argv + 1);
+	fprintf(stderr, "dpgate: unknown command '%s'\n\n%s", cmd, usage_top);
+	return 2;
+}

@@ -1,0 +1,353 @@
+/*
+ * srv.h: the dpgate executable's internals: context, store, auth, HTTP.
+ *
+ * server/ is the only folder that does I/O.  One srv_ctx is made at start
+ * and passed to every handler through libmicrohttpd's closure pointer; there
+ * are no mutable globals.
+ */
+#ifndef SRV_H
+#define SRV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "acct.h"
+
+/* ------------------------------------------------------------------------ */
+/* Store (srv_store.c)                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* One SQLite connection with its prepared statements; used by one thread at
+ * a time, handed out by the pool. */
+typedef struct srv_db srv_db;
+
+/* A pool of connections to one database file in WAL mode. */
+typedef struct srv_store srv_store;
+
+/*
+ * Opens (creating if needed) the database at `path`, sets WAL mode and
+ * synchronous=FULL, applies the embedded migrations idempotently, and makes a
+ * pool of `pool_size` connections.  Returns 0, or -1 with a message in errbuf.
+ */
+int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store,
+		   char *errbuf, size_t errbuf_size);
+
+/* Checkpoints the WAL and closes every connection.  Accepts NULL. */
+void srv_store_close(srv_store *store);
+
+/* Takes a connection from the pool, waiting while all are in use. */
+srv_db *srv_store_acquire(srv_store *store);
+void srv_store_release(srv_store *store, srv_db *db);
+
+/* The raw connection, for the other store files of server/ (keys). */
+sqlite3 *srv__db_handle(srv_db *db);
+
+/* The schema version recorded by the migrations. */
+int srv_store_schema_version(srv_db *db);
+
+typedef struct srv_dataset {
+	char id[DPG_MAX_ID_BYTES + 1];
+	char name[DPG_MAX_NAME_BYTES + 1];
+	char privacy_unit[DPG_MAX_ID_BYTES + 1];
+	acct_neighbor neighbor;
+	acct_ledger_kind accountant;
+	double budget_epsilon;
+	double budget_delta;
+	acct_cost spent;
+	acct_cost reserved;
+	int64_t open_reservations;
+	int64_t charges;
+	bool archived;
+	char created_at[32];
+	char updated_at[32];
+} srv_dataset;
+
+/* Outcome codes of store operations, beside ACCT_E* for bad input. */
+enum srv_status {
+	SRV_OK = 0,
+	SRV_NOT_FOUND = 1,      /* 404 */
+	SRV_CONFLICT = 2,       /* 409: exists already, or archived, or over budget */
+	SRV_REPLAYED = 3,       /* an idempotent request answered from storage */
+	SRV_IDEM_MISMATCH = 4,  /* same Idempotency-Key, different request: 422 */
+	SRV_DB_ERROR = -100,    /* 503: nothing was written */
+};
+
+/* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
+int srv_store_dataset_get(srv_db *db, const char *id, srv_dataset *ret);
+
+/* Lists datasets ordered by id; `visible` filters (NULL = all).  Calls `each`
+ * for each row; returns SRV_OK or SRV_DB_ERROR. */
+int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id),
+			   void (*each)(void *arg, const srv_dataset *ds), void *arg);
+
+/* Creates a dataset with zero compositions.  SRV_CONFLICT if the id exists. */
+int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *actor);
+
+/*
+ * Updates name and/or budget (NULL / NAN = unchanged).  A budget change is a
+ * ledger row of kind 'budget' naming the actor.  SRV_NOT_FOUND, SRV_CONFLICT
+ * (archived) or SRV_OK, with the updated row in *ret.
+ */
+int srv_store_dataset_update(srv_db *db, const char *id, const char *name,
+			     double budget_epsilon, double budget_delta, const char *actor,
+			     srv_dataset *ret);
+
+/* Archives a dataset (keeps its ledger; refuses new charges). */
+int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv_dataset *ret);
+
+/* What a spending request asks the store to do. */
+typedef enum srv_spend_kind {
+	SRV_SPEND_CHARGE,
+	SRV_SPEND_RESERVE,
+} srv_spend_kind;
+
+/*
+ * Builds the JSON answer of a successful spend inside the transaction, so it
+ * can be stored for idempotent replay: `charge_id` is the ledger row,
+ * `reservation_id` the new reservation (or NULL), `ds` the dataset after the
+ * write.  Returns a new JSON object or NULL (out of memory: the transaction
+ * is rolled back).
+ */
+typedef json_t *(*srv_spend_body_fn)(void *arg, int64_t charge_id, const char *reservation_id,
+				     const srv_dataset *ds);
+
+typedef struct srv_spend {
+	srv_spend_kind kind;
+	const char *dataset_id;
+	const acct_event *event;      /* canonical JSON is stored in the ledger */
+	const acct_cost *cost;        /* priced by the caller with the dataset's filter */
+	const char *note;             /* may be NULL */
+	const char *actor;            /* key id */
+	const char *idempotency_key;  /* may be NULL */
+	const uint8_t *request_hash;  /* 32 bytes, required with a key */
+	int64_t ttl_seconds;          /* reservations */
+	srv_spend_body_fn body_fn;
+	void *body_arg;
+} srv_spend;
+
+/*
+ * Admits and writes a charge or reservation in one IMMEDIATE transaction:
+ * replays a stored answer for a known Idempotency-Key (SRV_REPLAYED, or
+ * SRV_IDEM_MISMATCH when the request differs), commits expired reservations,
+ * checks spent + reserved + cost against the filter, writes the ledger row,
+ * the running totals and the stored answer, and commits with
+ * synchronous=FULL.  Only after this returns SRV_OK may the answer (and any
+ * output in it) be revealed.
+ *
+ * On success *ret_status is the HTTP status and *ret_body (caller frees) the
+ * exact bytes to send.  SRV_CONFLICT means over budget or archived: *ret_ds
+ * holds the dataset for the 409 body.  SRV_NOT_FOUND, SRV_DB_ERROR otherwise.
+ */
+int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
+		    srv_dataset *ret_ds);
+
+/* Closes an open reservation: commit moves its cost to spent, release
+ * returns it.  SRV_NOT_FOUND, SRV_CONFLICT (not open; *ret_state says what it
+ * is) or SRV_OK with the dataset after the change. */
+int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid,
+				bool commit, const char *actor, srv_dataset *ret_ds,
+				char ret_state[16]);
+
+/* Lists reservations of a dataset as JSON (caller owns). */
+int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret);
+
+/* Lists ledger rows with seq > after, at most `limit`, as JSON objects. */
+int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			  json_t **ret_entries, int64_t *ret_next);
+
+/*
+ * Recomputes every dataset's spent and reserved totals from its ledger rows
+ * (in ledger order, with the same upward rounding) and compares them with
+ * the stored totals.  Writes a JSON report; returns SRV_OK when all agree
+ * and no dataset is over its budget, SRV_CONFLICT otherwise.
+ */
+int srv_store_verify(srv_db *db, json_t **ret_report);
+
+/* JSON helpers for compositions stored as text. */
+char *srv_cost_to_text(const acct_cost *c);
+int srv_cost_from_text(const char *text, acct_cost *ret);
+
+/* The dataset's filter, from its stored budget. */
+int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err);
+
+/* The budget summary of DESIGN.md for a dataset (new reference). */
+json_t *srv_dataset_budget_json(const srv_dataset *ds);
+/* The dataset resource (new reference). */
+json_t *srv_dataset_json(const srv_dataset *ds);
+
+/* ------------------------------------------------------------------------ */
+/* API keys (srv_auth.c)                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef enum srv_role {
+	SRV_ROLE_NONE = 0,
+	SRV_ROLE_VIEWER = 1,
+	SRV_ROLE_ANALYST = 2,
+	SRV_ROLE_ADMIN = 3,
+} srv_role;
+
+const char *srv_role_name(srv_role role);
+int srv_role_from_name(const char *name, srv_role *ret);
+
+#define SRV_KEY_ID_BYTES 8            /* public part, hex in the key */
+#define SRV_KEY_SECRET_BYTES 32       /* 256 random bits */
+#define SRV_KEY_TEXT_BYTES 96
+
+/* An authenticated caller. */
+typedef struct srv_principal {
+	char key_id[2 * SRV_KEY_ID_BYTES + 1];
+	srv_role role;
+	json_t *datasets; /* array of dataset ids (analysts, scoped viewers) */
+} srv_principal;
+
+/*
+ * Creates a key: 256 random bits from getrandom, stored as a SHA-256 hash.
+ * Writes the full key text (shown once) into key_text and its id into
+ * key_id.  `datasets` is a borrowed JSON array of ids (may be NULL).
+ */
+int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const char *note,
+		    char key_text[SRV_KEY_TEXT_BYTES], char key_id[2 * SRV_KEY_ID_BYTES + 1]);
+
+/* Lists keys (never secrets) as a JSON array. */
+int srv_keys_list(srv_db *db, json_t **ret);
+
+/* Revokes a key.  SRV_NOT_FOUND or SRV_OK. */
+int srv_keys_revoke(srv_db *db, const char *key_id);
+
+/* Counts unrevoked keys of a role. */
+int srv_keys_count(srv_db *db, srv_role role, int64_t *ret);
+
+/*
+ * Checks an Authorization header value ("Bearer dpg_..."); on success fills
+ * *ret (caller frees with srv_principal_clear) and returns 0.  The hash is
+ * compared in constant time; unknown, malformed and revoked keys all fail
+ * alike with -1.
+ */
+int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret);
+void srv_principal_clear(srv_principal *p);
+
+/* True when the principal may see dataset `id` (admins: all; scoped keys:
+ * only listed ids; unscoped viewers: all). */
+bool srv_principal_sees(const srv_principal *p, const char *id);
+
+/* ------------------------------------------------------------------------ */
+/* Metrics (srv_metrics.c)                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define SRV_METRIC_STATUSES 20
+#define SRV_METRIC_BUCKETS 14
+
+typedef struct srv_route_metrics {
+	atomic_uint_fast64_t by_status[SRV_METRIC_STATUSES];
+	atomic_uint_fast64_t latency_bucket[SRV_METRIC_BUCKETS]; /* non-cumulative */
+	atomic_uint_fast64_t latency_count;
+	atomic_uint_fast64_t latency_sum_us;
+} srv_route_metrics;
+
+/* Records one request on a route (index into the route table, or the
+ * unmatched slot). */
+void srv_metrics_record(srv_route_metrics *m, int status, double seconds);
+
+/* ------------------------------------------------------------------------ */
+/* HTTP (srv_http.c) and routes (srv_routes.c)                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct srv_ctx srv_ctx;
+
+typedef enum srv_access {
+	SRV_PUBLIC,      /* no key: stateless routes, health, metrics, spec */
+	SRV_ANY_KEY,     /* any valid key; scope applied by the handler */
+	SRV_READ,        /* viewer, analyst or admin, scoped to {id} */
+	SRV_SPEND,       /* analyst scoped to {id}, or admin */
+	SRV_ADMIN,       /* admin only */
+} srv_access;
+
+#define SRV_MAX_PATH_PARAMS 3
+
+typedef struct srv_request {
+	srv_ctx *ctx;
+	const char *method;
+	const char *path;
+	const char *params[SRV_MAX_PATH_PARAMS]; /* {id}, {rid}, ... in order */
+	const char *raw_body;
+	size_t raw_len;
+	json_t *body;                            /* parsed object on JSON routes */
+	const char *content_type;
+	const char *idempotency_key;
+	const srv_principal *who;                /* NULL on public routes */
+	srv_db *db;                              /* acquired for the request */
+	const char *(*query)(void *conn, const char *key);
+	void *conn;
+} srv_request;
+
+typedef struct srv_response {
+	int status;
+	char *body;                 /* malloc'd; NULL = empty */
+	size_t len;
+	const char *content_type;   /* static string */
+	char location[256];
+} srv_response;
+
+typedef int (*srv_handler)(srv_request *req, srv_response *res);
+
+typedef struct srv_route {
+	const char *method;
+	const char *pattern;        /* "/v1/datasets/{id}/charges" */
+	srv_access access;
+	bool json_body;             /* body parsed as JSON and required */
+	srv_handler handler;
+} srv_route;
+
+extern const srv_route srv_routes[];
+extern const size_t srv_routes_count;
+
+/*
+ * Matches a method and path against the table.  Returns the route index and
+ * fills params (pointers into `scratch`, which must hold a copy of the path),
+ * or -1 for no such path (404), -2 for a path with no such method (405).
+ */
+int srv_route_match(const char *method, const char *path, char *scratch, size_t scratch_size,
+		    const char *params[SRV_MAX_PATH_PARAMS]);
+
+struct srv_ctx {
+	srv_store *store;
+	char db_path[4096];
+	char data_dir[4096];
+	srv_route_metrics *route_metrics;  /* srv_routes_count + 1 (unmatched) */
+	atomic_int in_flight;
+	atomic_bool stopping;
+	bool access_log;
+};
+
+/* Fills a problem+json response (RFC 9457).  `field` may be NULL; `extra`
+ * (stolen, may be NULL) is merged into the body. */
+void srv_problem(srv_response *res, int status, const char *title, const char *detail,
+		 const char *field, json_t *extra);
+
+/* Maps an acct_error to 400/409/422/500 problem+json. */
+void srv_problem_from_error(srv_response *res, const acct_error *err);
+
+/* Sends a JSON value (stolen) with a status. */
+void srv_json_reply(srv_response *res, int status, json_t *body);
+
+
+/* Parses a request body: size, depth and UTF-8 bounded.  Returns the JSON
+ * or NULL with `err` filled (ACCT_EINVAL). */
+json_t *srv_parse_body(const char *data, size_t len, acct_error *err);
+
+/* Renders /metrics. */
+char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len);
+
+/* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status. */
+int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads);
+
+/* Current UTC time as RFC 3339 text. */
+void srv_now_text(char buf[32]);
+
+#endif

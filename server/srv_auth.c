@@ -1,0 +1,259 @@
+/*
+ * srv_auth.c: API keys.
+ *
+ * A key reads "dpg_<id>_<secret>": <id> is 8 random bytes in hex (public,
+ * the row's primary key, shown in logs and the ledger as the actor) and
+ * <secret> is 32 random bytes (256 bits) from getrandom, in hex.  Only
+ * SHA-256("dpgate-key-v1" || id || secret) is stored; a presented key is
+ * hashed the same way and compared with sodium_memcmp (constant time).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "srv.h"
+
+#define KEY_PREFIX "dpg_"
+#define KEY_HASH_CONTEXT "dpgate-key-v1"
+
+static const char *const role_names[] = {
+	[SRV_ROLE_NONE] = "none",
+	[SRV_ROLE_VIEWER] = "viewer",
+	[SRV_ROLE_ANALYST] = "analyst",
+	[SRV_ROLE_ADMIN] = "admin",
+};
+
+const char *srv_role_name(srv_role role)
+{
+	return (unsigned)role <= SRV_ROLE_ADMIN ? role_names[role] : "none";
+}
+
+int srv_role_from_name(const char *name, srv_role *ret)
+{
+	for (unsigned i = SRV_ROLE_VIEWER; name && i <= SRV_ROLE_ADMIN; i++) {
+		if (strcmp(role_names[i], name) == 0) {
+			*ret = (srv_role)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static void key_hash(const char *id_hex, const char *secret_hex,
+		     uint8_t out[crypto_hash_sha256_BYTES])
+{
+	crypto_hash_sha256_state st;
+
+	crypto_hash_sha256_init(&st);
+	crypto_hash_sha256_update(&st, (const uint8_t *)KEY_HASH_CONTEXT, strlen(KEY_HASH_CONTEXT));
+	crypto_hash_sha256_update(&st, (const uint8_t *)id_hex, strlen(id_hex));
+	crypto_hash_sha256_update(&st, (const uint8_t *)secret_hex, strlen(secret_hex));
+	crypto_hash_sha256_final(&st, out);
+}
+
+int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const char *note,
+		    char key_text[SRV_KEY_TEXT_BYTES], char key_id[2 * SRV_KEY_ID_BYTES + 1])
+{
+	uint8_t id[SRV_KEY_ID_BYTES], secret[SRV_KEY_SECRET_BYTES], hash[crypto_hash_sha256_BYTES];
+	char id_hex[2 * SRV_KEY_ID_BYTES + 1], secret_hex[2 * SRV_KEY_SECRET_BYTES + 1];
+	char now[32];
+	char *scope = NULL;
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_DB_ERROR;
+
+	randombytes_buf(id, sizeof(id));
+	randombytes_buf(secret, sizeof(secret));
+	sodium_bin2hex(id_hex, sizeof(id_hex), id, sizeof(id));
+	sodium_bin2hex(secret_hex, sizeof(secret_hex), secret, sizeof(secret));
+	key_hash(id_hex, secret_hex, hash);
+	scope = json_dumps(datasets ? datasets : json_array(), JSON_COMPACT);
+	if (!scope)
+		goto out;
+	srv_now_text(now);
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "INSERT INTO api_keys (id, hash, role, datasets, note, created_at)"
+			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, id_hex, -1, SQLITE_STATIC);
+	sqlite3_bind_blob(s, 2, hash, sizeof(hash), SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, srv_role_name(role), -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, scope, -1, SQLITE_STATIC);
+	if (note)
+		sqlite3_bind_text(s, 5, note, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 6, now, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		goto out;
+	snprintf(key_text, SRV_KEY_TEXT_BYTES, KEY_PREFIX "%s_%s", id_hex, secret_hex);
+	snprintf(key_id, 2 * SRV_KEY_ID_BYTES + 1, "%s", id_hex);
+	rc = SRV_OK;
+out:
+	sodium_memzero(secret, sizeof(secret));
+	sodium_memzero(secret_hex, sizeof(secret_hex));
+	sqlite3_finalize(s);
+	free(scope);
+	return rc;
+}
+
+int srv_keys_list(srv_db *db, json_t **ret)
+{
+	sqlite3_stmt *s = NULL;
+	json_t *arr = json_array();
+	int rc;
+
+	if (!arr || sqlite3_prepare_v2(srv__db_handle(db),
+				       "SELECT id, role, datasets, note, created_at, revoked_at"
+				       " FROM api_keys ORDER BY created_at, id",
+				       -1, &s, NULL) != SQLITE_OK) {
+		json_decref(arr);
+		return SRV_DB_ERROR;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *o = json_pack("{s:s, s:s, s:o, s:s}", "id", sqlite3_column_text(s, 0),
+				      "role", sqlite3_column_text(s, 1), "datasets",
+				      json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL),
+				      "created_at", sqlite3_column_text(s, 4));
+
+		if (!o)
+			continue;
+		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
+			json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 3)));
+		json_object_set_new(o, "revoked", json_boolean(sqlite3_column_type(s, 5) != SQLITE_NULL));
+		if (sqlite3_column_type(s, 5) != SQLITE_NULL)
+			json_object_set_new(o, "revoked_at",
+					    json_string((const char *)sqlite3_column_text(s, 5)));
+		json_array_append_new(arr, o);
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		json_decref(arr);
+		return SRV_DB_ERROR;
+	}
+	*ret = arr;
+	return SRV_OK;
+}
+
+int srv_keys_revoke(srv_db *db, const char *key_id)
+{
+	sqlite3_stmt *s = NULL;
+	char now[32];
+	int rc = SRV_DB_ERROR;
+
+	srv_now_text(now);
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_DONE)
+		rc = sqlite3_changes(srv__db_handle(db)) == 1 ? SRV_OK : SRV_NOT_FOUND;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int srv_keys_count(srv_db *db, srv_role role, int64_t *ret)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_DB_ERROR;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT count(*) FROM api_keys WHERE role = ?1 AND revoked_at IS NULL",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, srv_role_name(role), -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		*ret = sqlite3_column_int64(s, 0);
+		rc = SRV_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+static bool is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[n] == '\0' || s[n] == '_';
+}
+
+int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret)
+{
+	char id_hex[2 * SRV_KEY_ID_BYTES + 1], secret_hex[2 * SRV_KEY_SECRET_BYTES + 1];
+	uint8_t want[crypto_hash_sha256_BYTES];
+	const char *p;
+	sqlite3_stmt *s = NULL;
+	srv_principal pr;
+	int rc = -1;
+
+	if (!authorization || strncmp(authorization, "Bearer ", 7) != 0)
+		return -1;
+	p = authorization + 7;
+	while (*p == ' ')
+		p++;
+	if (strncmp(p, KEY_PREFIX, strlen(KEY_PREFIX)) != 0)
+		return -1;
+	p += strlen(KEY_PREFIX);
+	if (strlen(p) != 2 * SRV_KEY_ID_BYTES + 1 + 2 * SRV_KEY_SECRET_BYTES ||
+	    !is_hex(p, 2 * SRV_KEY_ID_BYTES) || p[2 * SRV_KEY_ID_BYTES] != '_' ||
+	    !is_hex(p + 2 * SRV_KEY_ID_BYTES + 1, 2 * SRV_KEY_SECRET_BYTES))
+		return -1;
+	memcpy(id_hex, p, 2 * SRV_KEY_ID_BYTES);
+	id_hex[2 * SRV_KEY_ID_BYTES] = '\0';
+	memcpy(secret_hex, p + 2 * SRV_KEY_ID_BYTES + 1, 2 * SRV_KEY_SECRET_BYTES);
+	secret_hex[2 * SRV_KEY_SECRET_BYTES] = '\0';
+	key_hash(id_hex, secret_hex, want);
+	sodium_memzero(secret_hex, sizeof(secret_hex));
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT hash, role, datasets FROM api_keys"
+			       " WHERE id = ?1 AND revoked_at IS NULL",
+			       -1, &s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(s, 1, id_hex, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_ROW)
+		goto out;
+	if (sqlite3_column_bytes(s, 0) != crypto_hash_sha256_BYTES ||
+	    sodium_memcmp(sqlite3_column_blob(s, 0), want, sizeof(want)) != 0)
+		goto out;
+	memset(&pr, 0, sizeof(pr));
+	snprintf(pr.key_id, sizeof(pr.key_id), "%s", id_hex);
+	if (srv_role_from_name((const char *)sqlite3_column_text(s, 1), &pr.role) < 0)
+		goto out;
+	pr.datasets = json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL);
+	if (!json_is_array(pr.datasets)) {
+		json_decref(pr.datasets);
+		goto out;
+	}
+	*ret = pr;
+	rc = 0;
+out:
+	sqlite3_finalize(s);
+	return rc;
+}
+
+void srv_principal_clear(srv_principal *p)
+{
+	if (!p)
+		return;
+	json_decref(p->datasets);
+	p->datasets = NULL;
+}
+
+bool srv_principal_sees(const srv_principal *p, const char *id)
+{
+	size_t i;
+	json_t *v;
+
+	if (!p)
+		return false;
+	if (p->role == SRV_ROLE_ADMIN)
+		return true;
+	if (p->role == SRV_ROLE_VIEWER && json_array_size(p->datasets) == 0)
+		return true;
+	json_array_foreach(p->datasets, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), id) == 0)
+			return true;
+	return false;
+}

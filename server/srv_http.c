@@ -1,0 +1,591 @@
+/*
+ * srv_http.c: libmicrohttpd glue: bounded request intake, routing, auth,
+ * problem+json, access log, metrics and graceful shutdown.
+ *
+ * Every request is bounded before any handler runs: URL length, body size
+ * (413, checked against Content-Length before the body is read and again
+ * while it streams), JSON depth, and the connection timeout.  Handlers run
+ * on libmicrohttpd's worker threads; each takes one pooled SQLite
+ * connection for the duration of the request.
+ */
+#include <errno.h>
+#include <strings.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "srv.h"
+#include "srv_json.h"
+
+#define SHUTDOWN_GRACE_S 10
+#define LOG_PATH_BYTES 256
+
+struct conn_state {
+	char *buf;
+	size_t len;
+	size_t cap;
+	size_t limit;
+	bool too_large;
+	bool replied;
+	struct timespec start;
+	int route;          /* index, or -1 when unmatched */
+	int status;
+	size_t out_bytes;
+	char method[16];
+	char path[LOG_PATH_BYTES];
+	char key_id[2 * SRV_KEY_ID_BYTES + 1];
+};
+
+/* ---- JSON output ---------------------------------------------------------- */
+
+void srv_json_reply(srv_response *res, int status, json_t *body)
+{
+	res->status = status;
+	res->content_type = "application/json";
+	res->body = body ? srv_json_dump(body) : NULL;
+	res->len = res->body ? strlen(res->body) : 0;
+	json_decref(body);
+	if (body && !res->body)
+		srv_problem(res, 500, "Internal error", "out of memory", NULL, NULL);
+}
+
+static const char *status_title(int status)
+{
+	switch (status) {
+	case 400: return "Bad request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not found";
+	case 405: return "Method not allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload too large";
+	case 415: return "Unsupported media type";
+	case 422: return "Unprocessable content";
+	case 503: return "Service unavailable";
+	default: return "Internal error";
+	}
+}
+
+void srv_problem(srv_response *res, int status, const char *title, const char *detail,
+		 const char *field, json_t *extra)
+{
+	char type[64];
+	json_t *p;
+
+	snprintf(type, sizeof(type), "https://dpgate.dev/problems/%d", status);
+	p = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title", title ? title : status_title(status),
+		      "status", status, "detail", detail ? detail : "");
+	if (p && field)
+		json_object_set_new(p, "field", json_string(field));
+	if (p && extra)
+		json_object_update(p, extra);
+	json_decref(extra);
+	free(res->body);
+	res->status = status;
+	res->content_type = "application/problem+json";
+	res->body = p ? srv_json_dump(p) : NULL;
+	res->len = res->body ? strlen(res->body) : 0;
+	json_decref(p);
+}
+
+void srv_problem_from_error(srv_response *res, const acct_error *err)
+{
+	int status;
+
+	switch (err->code) {
+	case ACCT_EINVAL: status = 400; break;
+	case ACCT_EUNSUPPORTED: status = 422; break;
+	case ACCT_EEXCEEDED: status = 409; break;
+	case ACCT_ENUMERIC: status = 422; break;
+	default: status = 500; break;
+	}
+	srv_problem(res, status, NULL, err->text[0] ? err->text : acct_code_name(err->code),
+		    err->where[0] ? err->where : NULL, NULL);
+}
+
+/* ---- request bodies ------------------------------------------------------- */
+
+/* Rejects nesting deeper than DPG_MAX_JSON_DEPTH before jansson recurses. */
+static bool depth_ok(const char *data, size_t len)
+{
+	bool in_string = false, escaped = false;
+	int depth = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = data[i];
+
+		if (in_string) {
+			if (escaped)
+				escaped = false;
+			else if (c == '\\')
+				escaped = true;
+			else if (c == '"')
+				in_string = false;
+			continue;
+		}
+		if (c == '"')
+			in_string = true;
+		else if (c == '[' || c == '{') {
+			if (++depth > DPG_MAX_JSON_DEPTH)
+				return false;
+		} else if (c == ']' || c == '}')
+			depth--;
+	}
+	return true;
+}
+
+json_t *srv_parse_body(const char *data, size_t len, acct_error *err)
+{
+	json_error_t jerr;
+	json_t *j;
+
+	if (len == 0) {
+		acct_error_set(err, ACCT_EINVAL, "", "a JSON object body is required");
+		return NULL;
+	}
+	if (!depth_ok(data, len)) {
+		acct_error_set(err, ACCT_EINVAL, "", "JSON nests deeper than %d levels",
+			       DPG_MAX_JSON_DEPTH);
+		return NULL;
+	}
+	j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j) {
+		acct_error_set(err, ACCT_EINVAL, "", "malformed JSON at line %d column %d: %s",
+			       jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+/* ---- routing --------------------------------------------------------------- */
+
+int srv_route_match(const char *method, const char *path, char *scratch, size_t scratch_size,
+		    const char *params[SRV_MAX_PATH_PARAMS])
+{
+	char *segs[16];
+	size_t nseg = 0;
+	bool path_known = false;
+
+	if (strlen(path) + 1 > scratch_size || path[0] != '/')
+		return -1;
+	memcpy(scratch, path, strlen(path) + 1);
+	for (char *p = scratch + 1, *save = NULL, *tok = strtok_r(p, "/", &save); tok;
+	     tok = strtok_r(NULL, "/", &save)) {
+		if (nseg == 16)
+			return -1;
+		segs[nseg++] = tok;
+	}
+	/* A trailing slash or an empty segment matches nothing. */
+	if (strstr(path, "//") || (strlen(path) > 1 && path[strlen(path) - 1] == '/'))
+		return -1;
+	for (size_t r = 0; r < srv_routes_count; r++) {
+		const char *pat = srv_routes[r].pattern + 1;
+		const char *tmp[SRV_MAX_PATH_PARAMS] = {0};
+		size_t i = 0, np = 0;
+		bool ok = true;
+
+		while (ok && *pat) {
+			const char *slash = strchr(pat, '/');
+			size_t plen = slash ? (size_t)(slash - pat) : strlen(pat);
+
+			if (i == nseg) {
+				ok = false;
+				break;
+			}
+			if (pat[0] == '{') {
+				if (np == SRV_MAX_PATH_PARAMS)
+					ok = false;
+				else
+					tmp[np++] = segs[i];
+			} else if (strlen(segs[i]) != plen || strncmp(segs[i], pat, plen) != 0) {
+				ok = false;
+			}
+			i++;
+			pat += plen + (slash ? 1 : 0);
+		}
+		if (!ok || i != nseg)
+			continue;
+		path_known = true;
+		if (strcmp(srv_routes[r].method, method) == 0) {
+			memcpy(params, tmp, sizeof(tmp));
+			return (int)r;
+		}
+	}
+	return path_known ? -2 : -1;
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+static const char *conn_query(void *conn, const char *key)
+{
+	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static bool id_param_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > DPG_MAX_ID_BYTES)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * JSON routes accept application/json, no Content-Type at all, and curl's
+ * default for -d (application/x-www-form-urlencoded), so that a bare
+ * `curl -d '{...}'` works; the body is parsed as JSON in every case.
+ */
+static bool json_content_type(const char *ct)
+{
+	return !ct || strncasecmp(ct, "application/json", 16) == 0 ||
+	       strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0;
+}
+
+static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
+		     const char *method, const char *url, srv_response *res)
+{
+	char scratch[DPG_MAX_URL_BYTES + 1];
+	srv_request req;
+	srv_principal who = {0};
+	bool have_who = false;
+	const srv_route *route;
+	json_t *body = NULL;
+	int r;
+
+	memset(&req, 0, sizeof(req));
+	r = srv_route_match(method, url, scratch, sizeof(scratch), req.params);
+	cs->route = r >= 0 ? r : -1;
+	if (r == -1) {
+		srv_problem(res, 404, NULL, "no such route", NULL, NULL);
+		return;
+	}
+	if (r == -2) {
+		srv_problem(res, 405, NULL, "the route does not support this method", NULL, NULL);
+		return;
+	}
+	route = &srv_routes[r];
+	for (int i = 0; i < SRV_MAX_PATH_PARAMS && req.params[i]; i++) {
+		if (!id_param_ok(req.params[i])) {
+			srv_problem(res, 404, NULL, "no such resource: malformed identifier in the path",
+				    NULL, NULL);
+			return;
+		}
+	}
+	req.ctx = ctx;
+	req.method = method;
+	req.path = url;
+	req.raw_body = cs->buf;
+	req.raw_len = cs->len;
+	req.content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+	req.idempotency_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
+	req.query = conn_query;
+	req.conn = conn;
+
+	if (route->access != SRV_PUBLIC) {
+		const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+		bool allowed;
+
+		req.db = srv_store_acquire(ctx->store);
+		if (srv_auth_check(req.db, authz, &who) < 0) {
+			srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
+				    NULL, NULL);
+			goto out;
+		}
+		have_who = true;
+		snprintf(cs->key_id, sizeof(cs->key_id), "%s", who.key_id);
+		switch (route->access) {
+		case SRV_ADMIN: allowed = who.role == SRV_ROLE_ADMIN; break;
+		case SRV_SPEND: allowed = who.role >= SRV_ROLE_ANALYST; break;
+		default: allowed = who.role >= SRV_ROLE_VIEWER; break;
+		}
+		if (!allowed) {
+			srv_problem(res, 403, NULL, "this key's role may not use this route", NULL, NULL);
+			goto out;
+		}
+		if ((route->access == SRV_READ || route->access == SRV_SPEND) &&
+		    strstr(route->pattern, "/datasets/{id}") && !srv_principal_sees(&who, req.params[0])) {
+			srv_problem(res, 403, NULL, "this key is not scoped to the dataset", NULL, NULL);
+			goto out;
+		}
+		req.who = &who;
+	}
+	if (route->json_body) {
+		acct_error err;
+
+		acct_error_init(&err);
+		if (!json_content_type(req.content_type)) {
+			srv_problem(res, 415, NULL, "the body must be application/json", NULL, NULL);
+			goto out;
+		}
+		body = srv_parse_body(cs->buf, cs->len, &err);
+		if (!body) {
+			srv_problem_from_error(res, &err);
+			goto out;
+		}
+		if (req.idempotency_key &&
+		    (strlen(req.idempotency_key) == 0 ||
+		     strlen(req.idempotency_key) > DPG_IDEMPOTENCY_KEY_BYTES)) {
+			srv_problem(res, 400, NULL, "Idempotency-Key must be 1 to 128 bytes",
+				    "Idempotency-Key", NULL);
+			goto out;
+		}
+	}
+	req.body = body;
+	route->handler(&req, res);
+out:
+	json_decref(body);
+	if (have_who)
+		srv_principal_clear(&who);
+	if (req.db)
+		srv_store_release(ctx->store, req.db);
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_state *cs,
+				     srv_response *res)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ok;
+
+	if (!res->body && res->status == 0)
+		srv_problem(res, 500, NULL, "the handler produced no answer", NULL, NULL);
+	r = MHD_create_response_from_buffer(res->len, res->body ? res->body : (void *)"",
+					    res->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		free(res->body);
+		return MHD_NO;
+	}
+	res->body = NULL;
+	if (res->content_type)
+		MHD_add_response_header(r, "Content-Type", res->content_type);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (res->location[0])
+		MHD_add_response_header(r, "Location", res->location);
+	if (res->status == 401)
+		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"dpgate\"");
+	cs->status = res->status;
+	cs->out_bytes = res->len;
+	cs->replied = true;
+	ok = MHD_queue_response(conn, (unsigned)res->status, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	srv_ctx *ctx = cls;
+	struct conn_state *cs = *con_cls;
+	srv_response res;
+
+	(void)version;
+	if (!cs) {
+		const char *cl;
+
+		cs = calloc(1, sizeof(*cs));
+		if (!cs)
+			return MHD_NO;
+		*con_cls = cs;
+		atomic_fetch_add(&ctx->in_flight, 1);
+		clock_gettime(CLOCK_MONOTONIC, &cs->start);
+		cs->route = -1;
+		snprintf(cs->method, sizeof(cs->method), "%s", method);
+		snprintf(cs->path, sizeof(cs->path), "%s", url);
+		cs->limit = (strcmp(method, "PUT") == 0 && strstr(url, "/data")) ? DPG_MAX_CSV_BYTES :
+										    DPG_MAX_BODY_BYTES;
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+		if (cl) {
+			char *end;
+			unsigned long long n = strtoull(cl, &end, 10);
+
+			if (*end != '\0' || n > cs->limit)
+				cs->too_large = true;
+		}
+		if (strlen(url) > DPG_MAX_URL_BYTES) {
+			memset(&res, 0, sizeof(res));
+			srv_problem(&res, 414, "URI too long", "the path is too long", NULL, NULL);
+			return send_response(conn, cs, &res);
+		}
+		if (cs->too_large) {
+			memset(&res, 0, sizeof(res));
+			srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
+				    NULL, NULL);
+			return send_response(conn, cs, &res);
+		}
+		return MHD_YES;
+	}
+	if (cs->replied) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+
+		*upload_data_size = 0;
+		if (cs->too_large)
+			return MHD_YES;
+		if (cs->len + n > cs->limit) {
+			cs->too_large = true;
+			free(cs->buf);
+			cs->buf = NULL;
+			cs->len = cs->cap = 0;
+			memset(&res, 0, sizeof(res));
+			srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
+				    NULL, NULL);
+			return send_response(conn, cs, &res);
+		}
+		if (cs->len + n + 1 > cs->cap) {
+			size_t cap = cs->cap ? cs->cap : 4096;
+			char *nb;
+
+			while (cap < cs->len + n + 1)
+				cap *= 2;
+			nb = realloc(cs->buf, cap);
+			if (!nb)
+				return MHD_NO;
+			cs->buf = nb;
+			cs->cap = cap;
+		}
+		memcpy(cs->buf + cs->len, upload_data, n);
+		cs->len += n;
+		cs->buf[cs->len] = '\0';
+		return MHD_YES;
+	}
+	memset(&res, 0, sizeof(res));
+	if (atomic_load(&ctx->stopping))
+		srv_problem(&res, 503, NULL, "the server is shutting down", NULL, NULL);
+	else
+		dispatch(ctx, conn, cs, method, url, &res);
+	return send_response(conn, cs, &res);
+}
+
+static void json_escape_into(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	srv_ctx *ctx = cls;
+	struct conn_state *cs = *con_cls;
+	struct timespec end;
+	double secs;
+
+	(void)conn;
+	if (!cs)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	secs = (double)(end.tv_sec - cs->start.tv_sec) + 1e-9 * (double)(end.tv_nsec - cs->start.tv_nsec);
+	srv_metrics_record(&ctx->route_metrics[cs->route >= 0 ? (size_t)cs->route : srv_routes_count],
+			   cs->status, secs);
+	if (ctx->access_log) {
+		char ts[32];
+
+		srv_now_text(ts);
+		flockfile(stderr);
+		fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"", ts);
+		json_escape_into(stderr, cs->method);
+		fputs("\",\"path\":\"", stderr);
+		json_escape_into(stderr, cs->path);
+		fprintf(stderr, "\",\"route\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%zu,"
+				"\"bytes_out\":%zu,\"key\":\"%s\",\"completed\":%s}\n",
+			cs->route >= 0 ? srv_routes[cs->route].pattern : "-", cs->status, secs * 1e3,
+			cs->len, cs->out_bytes, cs->key_id[0] ? cs->key_id : "-",
+			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "true" : "false");
+		funlockfile(stderr);
+	}
+	free(cs->buf);
+	free(cs);
+	*con_cls = NULL;
+	atomic_fetch_sub(&ctx->in_flight, 1);
+}
+
+int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
+{
+	struct sockaddr_in addr;
+	struct MHD_Daemon *d;
+	const union MHD_DaemonInfo *info;
+	sigset_t set;
+	int sig = 0;
+	MHD_socket listen_fd;
+
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+		fprintf(stderr, "dpgate: --listen needs an IPv4 address, not '%s'\n", host);
+		return 2;
+	}
+	/* Workers inherit this mask; only the main thread takes the signals. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+			     (uint16_t)port, NULL, NULL, on_request, ctx,
+			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+			     MHD_OPTION_THREAD_POOL_SIZE, threads,
+			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
+			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
+			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
+			     MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+			     MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
+		return 1;
+	}
+	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	fprintf(stderr,
+		"{\"level\":\"info\",\"msg\":\"listening\",\"url\":\"http://%s:%u\",\"database\":\"%s\","
+		"\"data_dir\":\"%s\",\"threads\":%u}\n",
+		host, info ? info->port : port, ctx->db_path, ctx->data_dir, threads);
+	fflush(stderr);
+
+	sigwait(&set, &sig);
+	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"shutting down\",\"signal\":%d}\n", sig);
+	/* Stop accepting; let in-flight requests finish. */
+	atomic_store(&ctx->stopping, true);
+	listen_fd = MHD_quiesce_daemon(d);
+	if (listen_fd != MHD_INVALID_SOCKET)
+		close(listen_fd);
+	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+	}
+	MHD_stop_daemon(d);
+	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");
+	return 0;
+}

@@ -1,0 +1,176 @@
+/*
+ * srv_metrics.c: /metrics in the Prometheus text format (version 0.0.4).
+ *
+ * Counters are lock-free atomics updated when a request completes; the
+ * per-dataset gauges are read from the store at scrape time, through the
+ * same filter code the gate uses, so dashboards and the gate agree.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv.h"
+
+static const int metric_statuses[SRV_METRIC_STATUSES] = {
+	200, 201, 202, 204, 400, 401, 403, 404, 405, 409,
+	413, 414, 415, 422, 429, 500, 503, 0, 0, 0,
+};
+
+/* Upper bounds in seconds; the last bucket is +Inf. */
+static const double metric_bounds[SRV_METRIC_BUCKETS - 1] = {
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+};
+
+static int status_slot(int status)
+{
+	for (int i = 0; i < SRV_METRIC_STATUSES; i++)
+		if (metric_statuses[i] == status)
+			return i;
+	return SRV_METRIC_STATUSES - 1; /* "other" */
+}
+
+void srv_metrics_record(srv_route_metrics *m, int status, double seconds)
+{
+	int b = 0;
+
+	while (b < SRV_METRIC_BUCKETS - 1 && seconds > metric_bounds[b])
+		b++;
+	atomic_fetch_add(&m->by_status[status_slot(status)], 1);
+	atomic_fetch_add(&m->latency_bucket[b], 1);
+	atomic_fetch_add(&m->latency_count, 1);
+	atomic_fetch_add(&m->latency_sum_us, (uint_fast64_t)(seconds * 1e6));
+}
+
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		b->cap = b->cap * 2 + (size_t)n + 1;
+		{
+			char *ns = realloc(b->s, b->cap);
+
+			if (!ns) {
+				b->oom = true;
+				return;
+			}
+			b->s = ns;
+		}
+	}
+}
+
+static void dataset_gauges(void *arg, const srv_dataset *ds)
+{
+	struct sbuf *b = arg;
+	acct_filter f;
+	acct_cost with_reserved = ds->spent;
+	double spent, remaining;
+
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return;
+	acct_cost_add_up(&with_reserved, &ds->reserved);
+	spent = acct_filter_epsilon(&f, &ds->spent);
+	remaining = ds->budget_epsilon - acct_filter_epsilon(&f, &with_reserved);
+	if (!(remaining > 0.0) || !acct_filter_within(&f, &with_reserved))
+		remaining = 0.0;
+	/* Dataset ids are [A-Za-z0-9_.-], so they need no label escaping. */
+	sb_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\"} %.17g\n", ds->id,
+		  acct_ledger_kind_name(ds->accountant), spent);
+	sb_printf(b, "dpgate_dataset_epsilon_remaining{dataset=\"%s\",accountant=\"%s\"} %.17g\n",
+		  ds->id, acct_ledger_kind_name(ds->accountant), remaining);
+	sb_printf(b, "dpgate_dataset_epsilon_budget{dataset=\"%s\"} %.17g\n", ds->id,
+		  ds->budget_epsilon);
+	sb_printf(b, "dpgate_dataset_charges{dataset=\"%s\"} %lld\n", ds->id, (long long)ds->charges);
+}
+
+char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
+{
+	struct sbuf b = {.s = malloc(8192), .cap = 8192};
+	srv_db *db;
+
+	if (!b.s)
+		return NULL;
+	b.s[0] = '\0';
+	sb_printf(&b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
+		      "# TYPE dpgate_http_requests_total counter\n");
+	for (size_t r = 0; r <= srv_routes_count; r++) {
+		const char *route = r < srv_routes_count ? srv_routes[r].pattern : "unmatched";
+		const char *method = r < srv_routes_count ? srv_routes[r].method : "";
+
+		for (int s = 0; s < SRV_METRIC_STATUSES; s++) {
+			uint64_t n = atomic_load(&ctx->route_metrics[r].by_status[s]);
+
+			if (n == 0)
+				continue;
+			if (metric_statuses[s])
+				sb_printf(&b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+					  method, route, metric_statuses[s], (unsigned long long)n);
+			else
+				sb_printf(&b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
+					  method, route, (unsigned long long)n);
+		}
+	}
+	sb_printf(&b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
+		      "# TYPE dpgate_http_request_duration_seconds histogram\n");
+	for (size_t r = 0; r <= srv_routes_count; r++) {
+		const srv_route_metrics *m = &ctx->route_metrics[r];
+		const char *route = r < srv_routes_count ? srv_routes[r].pattern : "unmatched";
+		const char *method = r < srv_routes_count ? srv_routes[r].method : "";
+		uint64_t cum = 0, count = atomic_load(&m->latency_count);
+
+		if (count == 0)
+			continue;
+		for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
+			cum += atomic_load(&m->latency_bucket[i]);
+			if (i < SRV_METRIC_BUCKETS - 1)
+				sb_printf(&b, "dpgate_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
+					  method, route, metric_bounds[i], (unsigned long long)cum);
+			else
+				sb_printf(&b, "dpgate_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
+					  method, route, (unsigned long long)cum);
+		}
+		sb_printf(&b, "dpgate_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
+			  method, route, 1e-6 * (double)atomic_load(&m->latency_sum_us));
+		sb_printf(&b, "dpgate_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
+			  method, route, (unsigned long long)count);
+	}
+	sb_printf(&b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
+		      "# TYPE dpgate_dataset_epsilon_spent gauge\n"
+		      "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"
+		      "# TYPE dpgate_dataset_epsilon_remaining gauge\n"
+		      "# HELP dpgate_dataset_epsilon_budget The dataset's epsilon budget.\n"
+		      "# TYPE dpgate_dataset_epsilon_budget gauge\n"
+		      "# HELP dpgate_dataset_charges Charges on the dataset's ledger.\n"
+		      "# TYPE dpgate_dataset_charges gauge\n");
+	db = srv_store_acquire(ctx->store);
+	srv_store_dataset_list(db, NULL, dataset_gauges, &b);
+	srv_store_release(ctx->store, db);
+	if (b.oom) {
+		free(b.s);
+		return NULL;
+	}
+	*ret_len = b.len;
+	return b.s;
+}

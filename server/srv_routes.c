@@ -1,0 +1,789 @@
+/*
+ * srv_routes.c: the route table and the handlers of the core API
+ * (health, metrics, spec, stateless accountant routes, datasets, budgets,
+ * ledger, charges, reservations, dry-run, keys).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "srv.h"
+#include "srv_embedded.h"
+#include "srv_json.h"
+#include "srv_stateless.h"
+
+#define DEFAULT_RESERVATION_TTL_S (24 * 3600)
+#define MAX_RESERVATION_TTL_S (30 * 24 * 3600)
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static void reply_store_error(srv_response *res, int rc, const char *what)
+{
+	switch (rc) {
+	case SRV_NOT_FOUND:
+		srv_problem(res, 404, NULL, what, NULL, NULL);
+		break;
+	case SRV_IDEM_MISMATCH:
+		srv_problem(res, 422, NULL,
+			    "this Idempotency-Key was used with a different request", "Idempotency-Key",
+			    NULL);
+		break;
+	default:
+		srv_problem(res, 503, NULL, "the ledger is busy or unavailable; nothing was charged",
+			    NULL, NULL);
+		break;
+	}
+}
+
+/* Computes SHA-256(method \n path \n body) for idempotency checks. */
+static void request_hash(const srv_request *req, uint8_t out[crypto_hash_sha256_BYTES])
+{
+	crypto_hash_sha256_state st;
+
+	crypto_hash_sha256_init(&st);
+	crypto_hash_sha256_update(&st, (const uint8_t *)req->method, strlen(req->method));
+	crypto_hash_sha256_update(&st, (const uint8_t *)"\n", 1);
+	crypto_hash_sha256_update(&st, (const uint8_t *)req->path, strlen(req->path));
+	crypto_hash_sha256_update(&st, (const uint8_t *)"\n", 1);
+	if (req->raw_len)
+		crypto_hash_sha256_update(&st, (const uint8_t *)req->raw_body, req->raw_len);
+	crypto_hash_sha256_final(&st, out);
+}
+
+static void reply_raw_json(srv_response *res, int status, char *body)
+{
+	res->status = status;
+	res->content_type = "application/json";
+	res->body = body;
+	res->len = strlen(body);
+}
+
+/* ---- public routes -------------------------------------------------------- */
+
+static int h_healthz(srv_request *req, srv_response *res)
+{
+	srv_db *db = srv_store_acquire(req->ctx->store);
+	int version = srv_store_schema_version(db);
+
+	srv_store_release(req->ctx->store, db);
+	if (version <= 0) {
+		srv_problem(res, 503, NULL, "the database is not readable", NULL, NULL);
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:s, s:i}", "status", "ok", "schema_version", version));
+	return 0;
+}
+
+static int h_metrics(srv_request *req, srv_response *res)
+{
+	size_t len = 0;
+	char *text = srv_metrics_render(req->ctx, &len);
+
+	if (!text) {
+		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+		return 0;
+	}
+	res->status = 200;
+	res->content_type = "text/plain; version=0.0.4";
+	res->body = text;
+	res->len = len;
+	return 0;
+}
+
+static int h_openapi(srv_request *req, srv_response *res)
+{
+	(void)req;
+	for (size_t i = 0; i < srv_embedded_count; i++) {
+		if (strcmp(srv_embedded[i].name, "openapi.yaml") == 0) {
+			res->body = malloc(srv_embedded[i].size + 1);
+			if (!res->body)
+				break;
+			memcpy(res->body, srv_embedded[i].data, srv_embedded[i].size + 1);
+			res->len = srv_embedded[i].size;
+			res->status = 200;
+			res->content_type = "application/yaml";
+			return 0;
+		}
+	}
+	srv_problem(res, 500, NULL, "the API description is missing from this build", NULL, NULL);
+	return 0;
+}
+
+static int run_stateless(srv_json_fn fn, srv_request *req, srv_response *res)
+{
+	acct_error err;
+	json_t *answer = NULL;
+
+	acct_error_init(&err);
+	if (fn(req->body, &answer, &err) < 0 || !answer) {
+		if (err.code == ACCT_OK)
+			acct_error_set(&err, ACCT_EINTERNAL, "", "the computation failed");
+		srv_problem_from_error(res, &err);
+		json_decref(answer);
+		return 0;
+	}
+	srv_json_reply(res, 200, answer);
+	return 0;
+}
+
+#define STATELESS(name, fn)                                                  \
+	static int name(srv_request *req, srv_response *res)                 \
+	{                                                                    \
+		return run_stateless(fn, req, res);                          \
+	}
+STATELESS(h_acct_epsilon, srv_acct_epsilon)
+STATELESS(h_acct_delta, srv_acct_delta)
+STATELESS(h_acct_calibrate, srv_acct_calibrate)
+STATELESS(h_acct_rdp, srv_acct_rdp)
+STATELESS(h_acct_compare, srv_acct_compare)
+STATELESS(h_pate_cost, srv_pate_cost)
+STATELESS(h_pate_smooth, srv_pate_smooth_sensitivity)
+STATELESS(h_label_em, srv_label_em_guidance)
+#undef STATELESS
+
+/* ---- datasets ------------------------------------------------------------- */
+
+static bool id_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > DPG_MAX_ID_BYTES)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* Reads {"epsilon":…, "delta":…} at /budget; either may be absent when
+ * `partial`.  Absent values are left as NAN. */
+static int read_budget(const json_t *body, bool partial, double *eps, double *delta,
+		       acct_error *err)
+{
+	static const char *const keys[] = {"epsilon", "delta", NULL};
+	json_t *b = json_object_get(body, "budget");
+	unsigned req = partial ? 0 : SRV_REQUIRED;
+	int rc;
+
+	*eps = NAN;
+	*delta = NAN;
+	if (!b) {
+		if (partial)
+			return 0;
+		return acct_error_set(err, ACCT_EINVAL, "/budget", "'budget' is required");
+	}
+	if (!json_is_object(b))
+		return acct_error_set(err, ACCT_EINVAL, "/budget",
+				      "'budget' must be an object with epsilon and delta");
+	rc = srv_json_only_keys(b, "/budget", keys, err);
+	if (rc >= 0)
+		rc = srv_json_real(b, "/budget", "epsilon", req | SRV_LO_OPEN, 0, 1e6, eps, err);
+	if (rc >= 0)
+		rc = srv_json_real(b, "/budget", "delta", req | SRV_HI_OPEN, 0, 1, delta, err);
+	return rc < 0 ? rc : 0;
+}
+
+static int h_dataset_create(srv_request *req, srv_response *res)
+{
+	static const char *const keys[] = {"id", "name", "budget", "accountant", "neighbor",
+					   "privacy_unit", NULL};
+	srv_dataset ds;
+	acct_error err;
+	acct_filter f;
+	const char *id = NULL, *name = NULL, *acc = "rdp", *unit = "record";
+	int rc;
+
+	memset(&ds, 0, sizeof(ds));
+	acct_error_init(&err);
+	rc = srv_json_only_keys(req->body, "", keys, &err);
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "id", SRV_REQUIRED, DPG_MAX_ID_BYTES, &id, &err);
+	if (rc >= 0 && !id_ok(id))
+		rc = acct_error_set(&err, ACCT_EINVAL, "/id",
+				    "'id' may hold only letters, digits, '_', '-' and '.'");
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "name", 0, DPG_MAX_NAME_BYTES, &name, &err);
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "accountant", 0, 16, &acc, &err);
+	if (rc >= 0 && acct_ledger_kind_from_name(acc, &ds.accountant) < 0)
+		rc = acct_error_set(&err, ACCT_EINVAL, "/accountant",
+				    "'accountant' must be \"rdp\", \"zcdp\" or \"basic\" (pld and the others price single events, not ledgers)");
+	if (rc >= 0)
+		rc = srv_json_neighbor(req->body, "", "neighbor", &ds.neighbor, &err);
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "privacy_unit", 0, DPG_MAX_ID_BYTES, &unit, &err);
+	if (rc >= 0)
+		rc = read_budget(req->body, false, &ds.budget_epsilon, &ds.budget_delta, &err);
+	if (rc >= 0)
+		rc = acct_filter_init(&f, ds.accountant, ds.neighbor, ds.budget_epsilon,
+				      ds.budget_delta, &err);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
+		return 0;
+	}
+	snprintf(ds.id, sizeof(ds.id), "%s", id);
+	snprintf(ds.name, sizeof(ds.name), "%s", name ? name : id);
+	snprintf(ds.privacy_unit, sizeof(ds.privacy_unit), "%s", unit);
+	rc = srv_store_dataset_create(req->db, &ds, req->who->key_id);
+	if (rc == SRV_CONFLICT) {
+		srv_problem(res, 409, NULL, "a dataset with this id exists", "/id", NULL);
+		return 0;
+	}
+	if (rc != SRV_OK || srv_store_dataset_get(req->db, id, &ds) != SRV_OK) {
+		reply_store_error(res, SRV_DB_ERROR, NULL);
+		return 0;
+	}
+	snprintf(res->location, sizeof(res->location), "/v1/datasets/%s", ds.id);
+	srv_json_reply(res, 201, srv_dataset_json(&ds));
+	return 0;
+}
+
+struct list_arg {
+	const srv_principal *who;
+	json_t *arr;
+	bool include_archived;
+};
+
+static bool list_visible(void *arg, const char *id)
+{
+	struct list_arg *la = arg;
+
+	return srv_principal_sees(la->who, id);
+}
+
+static void list_each(void *arg, const srv_dataset *ds)
+{
+	struct list_arg *la = arg;
+	json_t *o;
+
+	if (ds->archived && !la->include_archived)
+		return;
+	o = srv_dataset_json(ds);
+	if (o)
+		json_object_set_new(o, "budget_summary", srv_dataset_budget_json(ds));
+	json_array_append_new(la->arr, o);
+}
+
+static int h_dataset_list(srv_request *req, srv_response *res)
+{
+	const char *arch = req->query(req->conn, "archived");
+	struct list_arg la = {.who = req->who, .arr = json_array(),
+			      .include_archived = arch && strcmp(arch, "true") == 0};
+
+	if (srv_store_dataset_list(req->db, list_visible, list_each, &la) != SRV_OK) {
+		json_decref(la.arr);
+		reply_store_error(res, SRV_DB_ERROR, NULL);
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:o}", "datasets", la.arr));
+	return 0;
+}
+
+/* Loads {id} or answers 404. */
+static bool load_dataset(srv_request *req, srv_response *res, srv_dataset *ds)
+{
+	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
+
+	if (rc != SRV_OK) {
+		reply_store_error(res, rc, "no such dataset");
+		return false;
+	}
+	return true;
+}
+
+static int h_dataset_get(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+	json_t *o;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	o = srv_dataset_json(&ds);
+	if (o)
+		json_object_set_new(o, "budget_summary", srv_dataset_budget_json(&ds));
+	srv_json_reply(res, 200, o);
+	return 0;
+}
+
+static int h_dataset_update(srv_request *req, srv_response *res)
+{
+	static const char *const keys[] = {"name", "budget", NULL};
+	srv_dataset ds, after;
+	acct_error err;
+	acct_filter f;
+	const char *name = NULL;
+	double eps, delta;
+	int rc;
+
+	acct_error_init(&err);
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	rc = srv_json_only_keys(req->body, "", keys, &err);
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "name", 0, DPG_MAX_NAME_BYTES, &name, &err);
+	if (rc >= 0)
+		rc = read_budget(req->body, true, &eps, &delta, &err);
+	if (rc >= 0)
+		rc = acct_filter_init(&f, ds.accountant, ds.neighbor,
+				      isfinite(eps) ? eps : ds.budget_epsilon,
+				      isfinite(delta) ? delta : ds.budget_delta, &err);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
+		return 0;
+	}
+	rc = srv_store_dataset_update(req->db, ds.id, name, eps, delta, req->who->key_id, &after);
+	if (rc == SRV_CONFLICT) {
+		srv_problem(res, 409, NULL, "the dataset is archived", NULL, NULL);
+		return 0;
+	}
+	if (rc != SRV_OK) {
+		reply_store_error(res, rc, "no such dataset");
+		return 0;
+	}
+	srv_json_reply(res, 200, srv_dataset_json(&after));
+	return 0;
+}
+
+static int h_dataset_archive(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+	int rc = srv_store_dataset_archive(req->db, req->params[0], req->who->key_id, &ds);
+
+	if (rc != SRV_OK) {
+		reply_store_error(res, rc, "no such dataset");
+		return 0;
+	}
+	srv_json_reply(res, 200, srv_dataset_json(&ds));
+	return 0;
+}
+
+static int h_budget(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	srv_json_reply(res, 200, srv_dataset_budget_json(&ds));
+	return 0;
+}
+
+/* Parses a query parameter as an integer in [lo, hi]; default when absent. */
+static int query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, int64_t dflt,
+		     int64_t *ret, srv_response *res)
+{
+	const char *v = req->query(req->conn, key);
+	char *end;
+	long long x;
+	char detail[128];
+
+	if (!v) {
+		*ret = dflt;
+		return 0;
+	}
+	x = strtoll(v, &end, 10);
+	if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
+		snprintf(detail, sizeof(detail), "'%s' must be an integer in [%lld, %lld]", key,
+			 (long long)lo, (long long)hi);
+		srv_problem(res, 400, NULL, detail, key, NULL);
+		return -1;
+	}
+	*ret = x;
+	return 0;
+}
+
+static int h_ledger(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+	json_t *entries = NULL;
+	int64_t limit, after, next = -1;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	if (query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_DEFAULT_PAGE_SIZE, &limit, res) < 0 ||
+	    query_int(req, "after", 0, INT64_MAX, 0, &after, res) < 0)
+		return 0;
+	if (srv_store_ledger_list(req->db, ds.id, after, limit, &entries, &next) != SRV_OK) {
+		reply_store_error(res, SRV_DB_ERROR, NULL);
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:o, s:o}", "entries", entries, "next",
+					   next >= 0 ? json_integer(next) : json_null()));
+	return 0;
+}
+
+/* ---- spending ------------------------------------------------------------- */
+
+/*
+ * Parses the event (and the basic ledger's "delta" share) of a spending
+ * request and prices it with the dataset's filter.  On failure answers the
+ * request and returns -1.
+ */
+static int price_request(srv_request *req, srv_response *res, const srv_dataset *ds,
+			 acct_event **ret_event, acct_cost *ret_cost)
+{
+	acct_error err;
+	acct_filter f;
+	acct_event *ev = NULL;
+	double delta_share = 0.0;
+	json_t *ej = json_object_get(req->body, "event");
+	int rc;
+
+	acct_error_init(&err);
+	if (!ej)
+		rc = acct_error_set(&err, ACCT_EINVAL, "/event", "'event' is required");
+	else
+		rc = srv_event_parse(ej, "/event", &ev, &err);
+	if (rc >= 0)
+		rc = srv_json_real(req->body, "", "delta", 0, 0, 1, &delta_share, &err);
+	if (rc >= 0)
+		rc = srv_dataset_filter(ds, &f, &err);
+	if (rc >= 0)
+		rc = acct_filter_price(&f, ev, delta_share, ret_cost, &err);
+	if (rc < 0) {
+		acct_event_free(ev);
+		srv_problem_from_error(res, &err);
+		return -1;
+	}
+	*ret_event = ev;
+	return 0;
+}
+
+static void reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost)
+{
+	acct_filter f;
+	json_t *budget = srv_dataset_budget_json(ds);
+	json_t *extra;
+	double cost_eps = NAN;
+
+	if (ds->archived) {
+		srv_problem(res, 409, NULL, "the dataset is archived and accepts no new charges", NULL,
+			    json_pack("{s:o}", "budget", budget));
+		return;
+	}
+	if (cost && srv_dataset_filter(ds, &f, NULL) == 0)
+		cost_eps = acct_filter_epsilon(&f, cost);
+	extra = json_pack("{s:O, s:O}", "budget", budget, "remaining",
+			  json_object_get(budget, "remaining"));
+	if (extra && isfinite(cost_eps))
+		json_object_set_new(extra, "cost", json_pack("{s:f}", "epsilon", cost_eps));
+	json_decref(budget);
+	srv_problem(res, 409, "Budget exhausted",
+		    "the release does not fit the dataset's remaining privacy budget", NULL, extra);
+}
+
+struct charge_body_arg {
+	const acct_event *event;
+	const acct_cost *cost;
+	int64_t ttl;
+};
+
+static json_t *charge_body(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	(void)arg;
+	(void)rid;
+	return json_pack("{s:I, s:o}", "id", (json_int_t)charge_id, "budget",
+			 srv_dataset_budget_json(ds));
+}
+
+static json_t *reserve_body(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	struct charge_body_arg *a = arg;
+	acct_filter f;
+	double eps = NAN;
+
+	if (srv_dataset_filter(ds, &f, NULL) == 0)
+		eps = acct_filter_epsilon(&f, a->cost);
+	return json_pack("{s:s, s:I, s:s, s:o, s:f, s:I, s:o}", "id", rid, "ledger_seq",
+			 (json_int_t)charge_id, "state", "open", "event", srv_event_to_json(a->event),
+			 "epsilon", eps, "ttl_seconds", (json_int_t)a->ttl, "budget",
+			 srv_dataset_budget_json(ds));
+}
+
+static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
+{
+	static const char *const keys_charge[] = {"event", "note", "delta", NULL};
+	static const char *const keys_reserve[] = {"event", "note", "delta", "ttl_seconds", NULL};
+	uint8_t hash[crypto_hash_sha256_BYTES];
+	struct charge_body_arg arg;
+	srv_dataset ds;
+	acct_event *ev = NULL;
+	acct_cost cost;
+	acct_error err;
+	srv_spend sp;
+	const char *note = NULL;
+	char *body = NULL;
+	int64_t ttl = DEFAULT_RESERVATION_TTL_S;
+	int status = 0, rc;
+
+	acct_error_init(&err);
+	rc = srv_json_only_keys(req->body, "", kind == SRV_SPEND_RESERVE ? keys_reserve : keys_charge,
+				&err);
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note, &err);
+	if (rc >= 0 && kind == SRV_SPEND_RESERVE)
+		rc = srv_json_int(req->body, "", "ttl_seconds", 0, 1, MAX_RESERVATION_TTL_S, &ttl, &err);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
+		return 0;
+	}
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	if (ds.archived) {
+		reply_over_budget(res, &ds, NULL);
+		return 0;
+	}
+	if (price_request(req, res, &ds, &ev, &cost) < 0)
+		return 0;
+	memset(&sp, 0, sizeof(sp));
+	arg.event = ev;
+	arg.cost = &cost;
+	arg.ttl = ttl;
+	sp.kind = kind;
+	sp.dataset_id = ds.id;
+	sp.event = ev;
+	sp.cost = &cost;
+	sp.note = note;
+	sp.actor = req->who->key_id;
+	sp.ttl_seconds = ttl;
+	sp.body_fn = kind == SRV_SPEND_RESERVE ? reserve_body : charge_body;
+	sp.body_arg = &arg;
+	if (req->idempotency_key) {
+		request_hash(req, hash);
+		sp.idempotency_key = req->idempotency_key;
+		sp.request_hash = hash;
+	}
+	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
+	if (rc == SRV_OK || rc == SRV_REPLAYED)
+		reply_raw_json(res, status, body);
+	else if (rc == SRV_CONFLICT)
+		reply_over_budget(res, &ds, &cost);
+	else
+		reply_store_error(res, rc, "no such dataset");
+	acct_event_free(ev);
+	return 0;
+}
+
+static int h_charge(srv_request *req, srv_response *res)
+{
+	return spend(req, res, SRV_SPEND_CHARGE);
+}
+
+static int h_reserve(srv_request *req, srv_response *res)
+{
+	return spend(req, res, SRV_SPEND_RESERVE);
+}
+
+static int close_reservation(srv_request *req, srv_response *res, bool do_commit)
+{
+	srv_dataset ds;
+	char state[16] = "";
+	int rc = srv_store_reservation_close(req->db, req->params[0], req->params[1], do_commit,
+					     req->who->key_id, &ds, state);
+
+	if (rc == SRV_CONFLICT) {
+		char detail[96];
+
+		snprintf(detail, sizeof(detail), "the reservation is %s, not open", state);
+		srv_problem(res, 409, NULL, detail, NULL, json_pack("{s:s}", "state", state));
+		return 0;
+	}
+	if (rc != SRV_OK) {
+		reply_store_error(res, rc, "no such dataset or reservation");
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:o}", "id", req->params[1], "state", state,
+					   "budget", srv_dataset_budget_json(&ds)));
+	return 0;
+}
+
+static int h_res_commit(srv_request *req, srv_response *res)
+{
+	return close_reservation(req, res, true);
+}
+
+static int h_res_release(srv_request *req, srv_response *res)
+{
+	return close_reservation(req, res, false);
+}
+
+static int h_res_list(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+	json_t *arr = NULL;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	if (srv_store_reservation_list(req->db, ds.id, &arr) != SRV_OK) {
+		reply_store_error(res, SRV_DB_ERROR, NULL);
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:o}", "reservations", arr));
+	return 0;
+}
+
+static int h_dry_run(srv_request *req, srv_response *res)
+{
+	static const char *const keys[] = {"event", "delta", NULL};
+	srv_dataset ds;
+	acct_event *ev = NULL;
+	acct_cost cost, total;
+	acct_filter f;
+	acct_error err;
+	double after_eps, remaining;
+	bool fits;
+
+	acct_error_init(&err);
+	if (srv_json_only_keys(req->body, "", keys, &err) < 0) {
+		srv_problem_from_error(res, &err);
+		return 0;
+	}
+	if (!load_dataset(req, res, &ds) || price_request(req, res, &ds, &ev, &cost) < 0)
+		return 0;
+	srv_dataset_filter(&ds, &f, NULL);
+	total = ds.spent;
+	acct_cost_add_up(&total, &ds.reserved);
+	acct_cost_add_up(&total, &cost);
+	fits = !ds.archived && acct_filter_within(&f, &total);
+	after_eps = acct_filter_epsilon(&f, &total);
+	remaining = ds.budget_epsilon - after_eps;
+	if (!fits || !(remaining > 0))
+		remaining = 0.0;
+	srv_json_reply(res, 200,
+		       json_pack("{s:b, s:o, s:{s:f}, s:{s:f, s:f}, s:o}", "fits", fits, "event",
+				 srv_event_to_json(ev), "cost", "epsilon", acct_filter_epsilon(&f, &cost),
+				 "after", "spent_epsilon", after_eps, "remaining_epsilon", remaining,
+				 "budget", srv_dataset_budget_json(&ds)));
+	acct_event_free(ev);
+	return 0;
+}
+
+/* ---- keys ---------------------------------------------------------------- */
+
+static int h_keys_list(srv_request *req, srv_response *res)
+{
+	json_t *arr = NULL;
+
+	if (srv_keys_list(req->db, &arr) != SRV_OK) {
+		reply_store_error(res, SRV_DB_ERROR, NULL);
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:o}", "keys", arr));
+	return 0;
+}
+
+/* Checks a key's dataset scope: an array of distinct valid ids. */
+static int check_scope(const json_t *ds, srv_role role, acct_error *err)
+{
+	size_t i;
+	json_t *v;
+
+	if (!ds)
+		return role == SRV_ROLE_ANALYST ?
+			       acct_error_set(err, ACCT_EINVAL, "/datasets",
+					      "an analyst key needs 'datasets', the ids it may spend on") :
+			       0;
+	if (!json_is_array(ds) || json_array_size(ds) > DPG_MAX_SCOPED_DATASETS)
+		return acct_error_set(err, ACCT_EINVAL, "/datasets",
+				      "'datasets' must be an array of at most %d dataset ids",
+				      DPG_MAX_SCOPED_DATASETS);
+	if (role == SRV_ROLE_ADMIN && json_array_size(ds) > 0)
+		return acct_error_set(err, ACCT_EINVAL, "/datasets", "admin keys are not scoped");
+	if (role == SRV_ROLE_ANALYST && json_array_size(ds) == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/datasets",
+				      "an analyst key needs at least one dataset");
+	json_array_foreach(ds, i, v) {
+		if (!json_is_string(v) || !id_ok(json_string_value(v)))
+			return acct_error_set(err, ACCT_EINVAL, "/datasets", "entry %zu is not a dataset id", i);
+	}
+	return 0;
+}
+
+static int h_keys_create(srv_request *req, srv_response *res)
+{
+	static const char *const keys[] = {"role", "datasets", "note", NULL};
+	const char *role_name = NULL, *note = NULL;
+	char key_text[SRV_KEY_TEXT_BYTES], key_id[2 * SRV_KEY_ID_BYTES + 1];
+	json_t *scope;
+	srv_role role;
+	acct_error err;
+	int rc;
+
+	acct_error_init(&err);
+	rc = srv_json_only_keys(req->body, "", keys, &err);
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "role", SRV_REQUIRED, 16, &role_name, &err);
+	if (rc >= 0 && srv_role_from_name(role_name, &role) < 0)
+		rc = acct_error_set(&err, ACCT_EINVAL, "/role",
+				    "'role' must be \"admin\", \"analyst\" or \"viewer\"");
+	scope = json_object_get(req->body, "datasets");
+	if (rc >= 0)
+		rc = check_scope(scope, role, &err);
+	if (rc >= 0)
+		rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note, &err);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
+		return 0;
+	}
+	if (srv_keys_create(req->db, role, scope, note, key_text, key_id) != SRV_OK) {
+		reply_store_error(res, SRV_DB_ERROR, NULL);
+		return 0;
+	}
+	srv_json_reply(res, 201, json_pack("{s:s, s:s, s:s, s:O}", "id", key_id, "key", key_text,
+					   "role", srv_role_name(role), "datasets",
+					   scope ? scope : json_array()));
+	sodium_memzero(key_text, sizeof(key_text));
+	return 0;
+}
+
+static int h_keys_revoke(srv_request *req, srv_response *res)
+{
+	int rc = srv_keys_revoke(req->db, req->params[0]);
+
+	if (rc != SRV_OK) {
+		reply_store_error(res, rc, "no such key");
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:s, s:b}", "id", req->params[0], "revoked", 1));
+	return 0;
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+const srv_route srv_routes[] = {
+	{"GET", "/healthz", SRV_PUBLIC, false, h_healthz},
+	{"GET", "/metrics", SRV_PUBLIC, false, h_metrics},
+	{"GET", "/v1/openapi.yaml", SRV_PUBLIC, false, h_openapi},
+	{"POST", "/v1/accountant/epsilon", SRV_PUBLIC, true, h_acct_epsilon},
+	{"POST", "/v1/accountant/delta", SRV_PUBLIC, true, h_acct_delta},
+	{"POST", "/v1/accountant/calibrate", SRV_PUBLIC, true, h_acct_calibrate},
+	{"POST", "/v1/accountant/rdp", SRV_PUBLIC, true, h_acct_rdp},
+	{"POST", "/v1/accountant/compare", SRV_PUBLIC, true, h_acct_compare},
+	{"POST", "/v1/pate/cost", SRV_PUBLIC, true, h_pate_cost},
+	{"POST", "/v1/pate/smooth-sensitivity", SRV_PUBLIC, true, h_pate_smooth},
+	{"POST", "/v1/label-em/guidance", SRV_PUBLIC, true, h_label_em},
+	{"GET", "/v1/datasets", SRV_ANY_KEY, false, h_dataset_list},
+	{"POST", "/v1/datasets", SRV_ADMIN, true, h_dataset_create},
+	{"GET", "/v1/datasets/{id}", SRV_READ, false, h_dataset_get},
+	{"PATCH", "/v1/datasets/{id}", SRV_ADMIN, true, h_dataset_update},
+	{"DELETE", "/v1/datasets/{id}", SRV_ADMIN, false, h_dataset_archive},
+	{"GET", "/v1/datasets/{id}/budget", SRV_READ, false, h_budget},
+	{"GET", "/v1/datasets/{id}/ledger", SRV_READ, false, h_ledger},
+	{"POST", "/v1/datasets/{id}/charges", SRV_SPEND, true, h_charge},
+	{"GET", "/v1/datasets/{id}/reservations", SRV_READ, false, h_res_list},
+	{"POST", "/v1/datasets/{id}/reservations", SRV_SPEND, true, h_reserve},
+	{"POST", "/v1/datasets/{id}/reservations/{rid}/commit", SRV_SPEND, false, h_res_commit},
+	{"POST", "/v1/datasets/{id}/reservations/{rid}/release", SRV_SPEND, false, h_res_release},
+	{"POST", "/v1/datasets/{id}/dry-run", SRV_READ, true, h_dry_run},
+	{"GET", "/v1/keys", SRV_ADMIN, false, h_keys_list},
+	{"POST", "/v1/keys", SRV_ADMIN, true, h_keys_create},
+	{"DELETE", "/v1/keys/{id}", SRV_ADMIN, false, h_keys_revoke},
+};
+
+const size_t srv_routes_count = sizeof(srv_routes) / sizeof(srv_routes[0]);

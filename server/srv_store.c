@@ -1,0 +1,1258 @@
+/*
+ * srv_store.c: the SQLite store: connections, migrations, datasets, the
+ * ledger, reservations and idempotent answers.
+ *
+ * Durability: WAL mode with synchronous=FULL, so a COMMIT that returned has
+ * been fsync'ed to the WAL and survives kill -9 and power loss of the OS.
+ * Every write that can spend budget is one BEGIN IMMEDIATE transaction: the
+ * admission check reads the running totals under the write lock, so two
+ * concurrent requests can never both be admitted on the same remaining
+ * budget.  A failure anywhere rolls back and reports SRV_DB_ERROR; the
+ * caller then reveals nothing.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "srv.h"
+#include "srv_embedded.h"
+#include "srv_json.h"
+
+#define BUSY_TIMEOUT_MS 30000
+#define RESERVATION_ID_BYTES 12
+
+enum stmt_id {
+	ST_DATASET_GET,
+	ST_DATASET_UPDATE_TOTALS,
+	ST_LEDGER_INSERT,
+	ST_IDEM_GET,
+	ST_IDEM_PUT,
+	ST_RES_INSERT,
+	ST_RES_GET,
+	ST_RES_CLOSE,
+	ST_RES_EXPIRED,
+	ST__COUNT
+};
+
+static const char *const stmt_sql[ST__COUNT] = {
+	[ST_DATASET_GET] =
+		"SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon, budget_delta,"
+		" spent, reserved, open_reservations, charges, archived, created_at, updated_at"
+		" FROM datasets WHERE id = ?1",
+	[ST_DATASET_UPDATE_TOTALS] =
+		"UPDATE datasets SET spent = ?2, reserved = ?3, open_reservations = ?4,"
+		" charges = ?5, updated_at = ?6 WHERE id = ?1",
+	[ST_LEDGER_INSERT] =
+		"INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta, reservation_id,"
+		" note, actor, idempotency_key, created_at)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	[ST_IDEM_GET] =
+		"SELECT request_hash, status, body FROM idempotency WHERE actor = ?1 AND key = ?2",
+	[ST_IDEM_PUT] =
+		"INSERT INTO idempotency (actor, key, request_hash, status, body, created_at)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_RES_INSERT] =
+		"INSERT INTO reservations (id, dataset_id, event, cost, epsilon, state, actor, note,"
+		" created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, 'open', ?6, ?7, ?8, ?9)",
+	[ST_RES_GET] =
+		"SELECT event, cost, state FROM reservations WHERE id = ?1 AND dataset_id = ?2",
+	[ST_RES_CLOSE] =
+		"UPDATE reservations SET state = ?2, closed_at = ?3, closed_by = ?4 WHERE id = ?1",
+	[ST_RES_EXPIRED] =
+		"SELECT id FROM reservations WHERE dataset_id = ?1 AND state = 'open'"
+		" AND expires_at <= ?2 ORDER BY expires_at, id",
+};
+
+struct srv_db {
+	sqlite3 *h;
+	sqlite3_stmt *stmt[ST__COUNT];
+	srv_db *next_free;
+};
+
+struct srv_store {
+	pthread_mutex_t lock;
+	pthread_cond_t available;
+	srv_db *free_list;
+	srv_db **all;
+	unsigned count;
+};
+
+void srv_now_text(char buf[32])
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+}
+
+/* ---- compositions as text ------------------------------------------------ */
+
+char *srv_cost_to_text(const acct_cost *c)
+{
+	size_t cap = 2 + (size_t)c->n * 26 + 1;
+	char *s = malloc(cap);
+	size_t n = 0;
+
+	if (!s)
+		return NULL;
+	s[n++] = '[';
+	for (unsigned i = 0; i < c->n; i++)
+		n += (size_t)snprintf(s + n, cap - n, "%s%.17g", i ? "," : "", c->v[i]);
+	s[n++] = ']';
+	s[n] = '\0';
+	return s;
+}
+
+int srv_cost_from_text(const char *text, acct_cost *ret)
+{
+	acct_cost c;
+	const char *p = text;
+	char *end;
+
+	memset(&c, 0, sizeof(c));
+	if (!p || *p++ != '[')
+		return -1;
+	while (*p && *p != ']') {
+		double v;
+
+		if (c.n == ACCT_FILTER_MAX_ORDERS)
+			return -1;
+		errno = 0;
+		v = strtod(p, &end);
+		if (end == p || errno == ERANGE || !isfinite(v) || v < 0)
+			return -1;
+		c.v[c.n++] = v;
+		p = end;
+		if (*p == ',')
+			p++;
+	}
+	if (*p != ']')
+		return -1;
+	*ret = c;
+	return 0;
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static int exec_sql(sqlite3 *h, const char *sql)
+{
+	return sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+static sqlite3_stmt *stmt(srv_db *db, enum stmt_id id)
+{
+	sqlite3_stmt *s = db->stmt[id];
+
+	if (!s) {
+		if (sqlite3_prepare_v3(db->h, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &s, NULL) !=
+		    SQLITE_OK)
+			return NULL;
+		db->stmt[id] = s;
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return s;
+}
+
+static void db_close(srv_db *db)
+{
+	if (!db)
+		return;
+	for (int i = 0; i < ST__COUNT; i++)
+		sqlite3_finalize(db->stmt[i]);
+	sqlite3_close_v2(db->h);
+	free(db);
+}
+
+static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
+{
+	srv_db *db = calloc(1, sizeof(*db));
+
+	if (!db) {
+		snprintf(errbuf, errbuf_size, "out of memory");
+		return NULL;
+	}
+	if (sqlite3_open_v2(path, &db->h,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+			    NULL) != SQLITE_OK) {
+		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
+			 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
+	sqlite3_extended_result_codes(db->h, 1);
+	if (exec_sql(db->h, "PRAGMA journal_mode = WAL") < 0 ||
+	    exec_sql(db->h, "PRAGMA synchronous = FULL") < 0 ||
+	    exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0) {
+		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
+		goto fail;
+	}
+	return db;
+fail:
+	db_close(db);
+	return NULL;
+}
+
+/* Starts a write transaction, waiting for the lock (busy handler). */
+static int begin_write(srv_db *db)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int rc = sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+		if (rc == SQLITE_OK)
+			return 0;
+		if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+			return SRV_DB_ERROR;
+	}
+	return SRV_DB_ERROR;
+}
+
+static int commit(srv_db *db)
+{
+	if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+		return 0;
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	return SRV_DB_ERROR;
+}
+
+static void rollback(srv_db *db)
+{
+	if (!sqlite3_get_autocommit(db->h))
+		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
+{
+	char now[32];
+
+	if (begin_write(db) < 0 ||
+	    exec_sql(db->h, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+			    " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+			    " applied_at TEXT NOT NULL)") < 0)
+		goto fail;
+	srv_now_text(now);
+	for (size_t i = 0; i < srv_embedded_count; i++) {
+		const struct srv_embedded_file *f = &srv_embedded[i];
+		size_t len = strlen(f->name);
+		sqlite3_stmt *s = NULL;
+		long version;
+		int have;
+
+		if (len < 5 || strcmp(f->name + len - 4, ".sql") != 0)
+			continue;
+		version = strtol(f->name, NULL, 10);
+		if (version <= 0)
+			continue;
+		if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM schema_migrations WHERE version = ?1", -1,
+				       &s, NULL) != SQLITE_OK)
+			goto fail;
+		sqlite3_bind_int64(s, 1, version);
+		have = sqlite3_step(s) == SQLITE_ROW;
+		sqlite3_finalize(s);
+		if (have)
+			continue;
+		if (exec_sql(db->h, f->data) < 0)
+			goto fail;
+		if (sqlite3_prepare_v2(db->h, "INSERT INTO schema_migrations VALUES (?1, ?2, ?3)", -1,
+				       &s, NULL) != SQLITE_OK)
+			goto fail;
+		sqlite3_bind_int64(s, 1, version);
+		sqlite3_bind_text(s, 2, f->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, now, -1, SQLITE_STATIC);
+		have = sqlite3_step(s);
+		sqlite3_finalize(s);
+		if (have != SQLITE_DONE)
+			goto fail;
+	}
+	if (commit(db) < 0)
+		goto fail;
+	return 0;
+fail:
+	snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
+	rollback(db);
+	return -1;
+}
+
+int srv_store_schema_version(srv_db *db)
+{
+	sqlite3_stmt *s = NULL;
+	int v = 0;
+
+	if (sqlite3_prepare_v2(db->h, "SELECT max(version) FROM schema_migrations", -1, &s, NULL) ==
+		    SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, char *errbuf,
+		   size_t errbuf_size)
+{
+	srv_store *st = calloc(1, sizeof(*st));
+
+	if (!st || pool_size == 0) {
+		snprintf(errbuf, errbuf_size, "out of memory");
+		free(st);
+		return -1;
+	}
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->available, NULL);
+	st->all = calloc(pool_size, sizeof(srv_db *));
+	if (!st->all) {
+		snprintf(errbuf, errbuf_size, "out of memory");
+		goto fail;
+	}
+	for (unsigned i = 0; i < pool_size; i++) {
+		srv_db *db = db_open(path, errbuf, errbuf_size);
+
+		if (!db)
+			goto fail;
+		if (i == 0 && migrate(db, errbuf, errbuf_size) < 0) {
+			db_close(db);
+			goto fail;
+		}
+		st->all[st->count++] = db;
+		db->next_free = st->free_list;
+		st->free_list = db;
+	}
+	*ret_store = st;
+	return 0;
+fail:
+	srv_store_close(st);
+	return -1;
+}
+
+void srv_store_close(srv_store *st)
+{
+	if (!st)
+		return;
+	if (st->count > 0)
+		sqlite3_wal_checkpoint_v2(st->all[0]->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	for (unsigned i = 0; i < st->count; i++)
+		db_close(st->all[i]);
+	free(st->all);
+	pthread_mutex_destroy(&st->lock);
+	pthread_cond_destroy(&st->available);
+	free(st);
+}
+
+srv_db *srv_store_acquire(srv_store *st)
+{
+	srv_db *db;
+
+	pthread_mutex_lock(&st->lock);
+	while (!st->free_list)
+		pthread_cond_wait(&st->available, &st->lock);
+	db = st->free_list;
+	st->free_list = db->next_free;
+	pthread_mutex_unlock(&st->lock);
+	return db;
+}
+
+void srv_store_release(srv_store *st, srv_db *db)
+{
+	if (!db)
+		return;
+	rollback(db);
+	pthread_mutex_lock(&st->lock);
+	db->next_free = st->free_list;
+	st->free_list = db;
+	pthread_cond_signal(&st->available);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* ---- datasets ------------------------------------------------------------ */
+
+static void copy_text(char *dst, size_t size, const unsigned char *src)
+{
+	snprintf(dst, size, "%s", src ? (const char *)src : "");
+}
+
+static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
+{
+	memset(ds, 0, sizeof(*ds));
+	copy_text(ds->id, sizeof(ds->id), sqlite3_column_text(s, 0));
+	copy_text(ds->name, sizeof(ds->name), sqlite3_column_text(s, 1));
+	copy_text(ds->privacy_unit, sizeof(ds->privacy_unit), sqlite3_column_text(s, 2));
+	ds->neighbor = strcmp((const char *)sqlite3_column_text(s, 3), "replace") == 0 ?
+			       ACCT_REPLACE : ACCT_ADD_REMOVE;
+	if (acct_ledger_kind_from_name((const char *)sqlite3_column_text(s, 4), &ds->accountant) < 0)
+		return SRV_DB_ERROR;
+	ds->budget_epsilon = sqlite3_column_double(s, 5);
+	ds->budget_delta = sqlite3_column_double(s, 6);
+	if (srv_cost_from_text((const char *)sqlite3_column_text(s, 7), &ds->spent) < 0 ||
+	    srv_cost_from_text((const char *)sqlite3_column_text(s, 8), &ds->reserved) < 0)
+		return SRV_DB_ERROR;
+	ds->open_reservations = sqlite3_column_int64(s, 9);
+	ds->charges = sqlite3_column_int64(s, 10);
+	ds->archived = sqlite3_column_int(s, 11) != 0;
+	copy_text(ds->created_at, sizeof(ds->created_at), sqlite3_column_text(s, 12));
+	copy_text(ds->updated_at, sizeof(ds->updated_at), sqlite3_column_text(s, 13));
+	return SRV_OK;
+}
+
+int srv_store_dataset_get(srv_db *db, const char *id, srv_dataset *ret)
+{
+	sqlite3_stmt *s = stmt(db, ST_DATASET_GET);
+	int rc;
+
+	if (!s)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		rc = SRV_NOT_FOUND;
+	else if (rc == SQLITE_ROW)
+		rc = row_to_dataset(s, ret);
+	else
+		rc = SRV_DB_ERROR;
+	sqlite3_reset(s);
+	return rc;
+}
+
+int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id),
+			   void (*each)(void *arg, const srv_dataset *ds), void *arg)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
+			       " budget_delta, spent, reserved, open_reservations, charges, archived,"
+			       " created_at, updated_at FROM datasets ORDER BY id",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		srv_dataset ds;
+
+		if (visible && !visible(arg, (const char *)sqlite3_column_text(s, 0)))
+			continue;
+		if (row_to_dataset(s, &ds) != SRV_OK) {
+			rc = SQLITE_ERROR;
+			break;
+		}
+		each(arg, &ds);
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
+int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *actor)
+{
+	sqlite3_stmt *s = NULL;
+	char now[32];
+	char *zero = NULL;
+	acct_filter f;
+	acct_cost z;
+	int rc = SRV_DB_ERROR;
+
+	(void)actor;
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return SRV_DB_ERROR;
+	acct_filter_zero(&f, &z);
+	zero = srv_cost_to_text(&z);
+	if (!zero)
+		return SRV_DB_ERROR;
+	srv_now_text(now);
+	if (begin_write(db) < 0)
+		goto out;
+	if (sqlite3_prepare_v2(db->h,
+			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
+			       " budget_epsilon, budget_delta, spent, reserved, created_at, updated_at)"
+			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?9)",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ds->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, ds->privacy_unit, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove", -1,
+			  SQLITE_STATIC);
+	sqlite3_bind_text(s, 5, acct_ledger_kind_name(ds->accountant), -1, SQLITE_STATIC);
+	sqlite3_bind_double(s, 6, ds->budget_epsilon);
+	sqlite3_bind_double(s, 7, ds->budget_delta);
+	sqlite3_bind_text(s, 8, zero, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 9, now, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+		rc = SRV_CONFLICT;
+		goto out;
+	}
+	if (rc != SQLITE_DONE) {
+		rc = SRV_DB_ERROR;
+		goto out;
+	}
+	rc = commit(db);
+out:
+	sqlite3_finalize(s);
+	rollback(db);
+	free(zero);
+	return rc;
+}
+
+/* Inserts one ledger row; returns its seq or -1. */
+static int64_t ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
+			     const char *event, const char *cost, double eps, double delta,
+			     const char *rid, const char *note, const char *actor,
+			     const char *idem_key, const char *now)
+{
+	sqlite3_stmt *s = stmt(db, ST_LEDGER_INSERT);
+	int rc;
+
+	if (!s)
+		return -1;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
+	if (event)
+		sqlite3_bind_text(s, 3, event, -1, SQLITE_STATIC);
+	if (cost)
+		sqlite3_bind_text(s, 4, cost, -1, SQLITE_STATIC);
+	if (isfinite(eps))
+		sqlite3_bind_double(s, 5, eps);
+	if (isfinite(delta))
+		sqlite3_bind_double(s, 6, delta);
+	if (rid)
+		sqlite3_bind_text(s, 7, rid, -1, SQLITE_STATIC);
+	if (note)
+		sqlite3_bind_text(s, 8, note, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 9, actor, -1, SQLITE_STATIC);
+	if (idem_key)
+		sqlite3_bind_text(s, 10, idem_key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 11, now, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return -1;
+	return sqlite3_last_insert_rowid(db->h);
+}
+
+/* Writes a dataset's running totals. */
+static int save_totals(srv_db *db, const srv_dataset *ds, const char *now)
+{
+	sqlite3_stmt *s = stmt(db, ST_DATASET_UPDATE_TOTALS);
+	char *spent = srv_cost_to_text(&ds->spent);
+	char *reserved = srv_cost_to_text(&ds->reserved);
+	int rc = SRV_DB_ERROR;
+
+	if (!s || !spent || !reserved)
+		goto out;
+	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, spent, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, reserved, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, ds->open_reservations);
+	sqlite3_bind_int64(s, 5, ds->charges);
+	sqlite3_bind_text(s, 6, now, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_DONE && sqlite3_changes(db->h) == 1)
+		rc = SRV_OK;
+	sqlite3_reset(s);
+out:
+	free(spent);
+	free(reserved);
+	return rc;
+}
+
+/* The filter's epsilon of one cost alone, for display in ledger rows. */
+static double cost_epsilon(const srv_dataset *ds, const acct_cost *c)
+{
+	acct_filter f;
+
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return NAN;
+	return acct_filter_epsilon(&f, c);
+}
+
+/*
+ * Closes one open reservation inside the caller's transaction, moving its
+ * cost to spent (commit) or returning it (release), and writes the ledger row.
+ */
+static int close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, bool do_commit,
+				    const char *actor, const char *now, char ret_state[16])
+{
+	sqlite3_stmt *s = stmt(db, ST_RES_GET);
+	acct_cost cost;
+	char *event = NULL, *cost_text = NULL;
+	int rc = SRV_DB_ERROR;
+
+	if (!s)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, rid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ds->id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE) {
+		sqlite3_reset(s);
+		return SRV_NOT_FOUND;
+	}
+	if (rc != SQLITE_ROW) {
+		sqlite3_reset(s);
+		return SRV_DB_ERROR;
+	}
+	if (ret_state)
+		copy_text(ret_state, 16, sqlite3_column_text(s, 2));
+	if (strcmp((const char *)sqlite3_column_text(s, 2), "open") != 0) {
+		sqlite3_reset(s);
+		return SRV_CONFLICT;
+	}
+	event = strdup((const char *)sqlite3_column_text(s, 0));
+	cost_text = strdup((const char *)sqlite3_column_text(s, 1));
+	sqlite3_reset(s);
+	rc = SRV_DB_ERROR;
+	if (!event || !cost_text || srv_cost_from_text(cost_text, &cost) < 0)
+		goto out;
+	if (do_commit) {
+		acct_cost_add_up(&ds->spent, &cost);
+		ds->charges++;
+	}
+	acct_cost_sub_up(&ds->reserved, &cost);
+	ds->open_reservations--;
+	if (ds->open_reservations <= 0) {
+		/* No reservation is open: the reserved total is exactly zero. */
+		ds->open_reservations = 0;
+		for (unsigned i = 0; i < ds->reserved.n; i++)
+			ds->reserved.v[i] = 0.0;
+	}
+	if (ledger_insert(db, ds->id, do_commit ? "commit" : "release", event, cost_text,
+			  cost_epsilon(ds, &cost), NAN, rid, NULL, actor, NULL, now) < 0)
+		goto out;
+	s = stmt(db, ST_RES_CLOSE);
+	if (!s)
+		goto out;
+	sqlite3_bind_text(s, 1, rid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, do_commit ? "committed" : "released", -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, now, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, actor, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s) == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	sqlite3_reset(s);
+	if (ret_state && rc == SRV_OK)
+		snprintf(ret_state, 16, "%s", do_commit ? "committed" : "released");
+out:
+	free(event);
+	free(cost_text);
+	return rc;
+}
+
+/*
+ * Commits every open reservation of the dataset whose expiry has passed
+ * (the documented rule: work that may have touched data is paid for in
+ * full).  Runs inside the caller's transaction.
+ */
+static int sweep_expired(srv_db *db, srv_dataset *ds, const char *now)
+{
+	sqlite3_stmt *s;
+	char ids[16][64];
+	int n = 0, rc;
+
+	if (ds->open_reservations == 0)
+		return SRV_OK;
+	for (;;) {
+		s = stmt(db, ST_RES_EXPIRED);
+		if (!s)
+			return SRV_DB_ERROR;
+		sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, (sqlite3_int64)time(NULL));
+		n = 0;
+		while (n < 16 && (rc = sqlite3_step(s)) == SQLITE_ROW)
+			copy_text(ids[n++], sizeof(ids[0]), sqlite3_column_text(s, 0));
+		sqlite3_reset(s);
+		if (n == 0)
+			return SRV_OK;
+		for (int i = 0; i < n; i++)
+			if (close_reservation_locked(db, ds, ids[i], true, "expiry", now, NULL) != SRV_OK)
+				return SRV_DB_ERROR;
+	}
+}
+
+int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err)
+{
+	return acct_filter_init(ret, ds->accountant, ds->neighbor, ds->budget_epsilon,
+				ds->budget_delta, err);
+}
+
+static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body)
+{
+	sqlite3_stmt *s = stmt(db, ST_IDEM_GET);
+	int rc;
+
+	if (!s)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE) {
+		rc = SRV_OK;
+	} else if (rc == SQLITE_ROW) {
+		const void *hash = sqlite3_column_blob(s, 0);
+		int hlen = sqlite3_column_bytes(s, 0);
+
+		if (hlen != crypto_hash_sha256_BYTES || !hash ||
+		    sodium_memcmp(hash, sp->request_hash, crypto_hash_sha256_BYTES) != 0) {
+			rc = SRV_IDEM_MISMATCH;
+		} else {
+			int len = sqlite3_column_bytes(s, 2);
+			char *body = malloc((size_t)len + 1);
+
+			if (!body) {
+				rc = SRV_DB_ERROR;
+			} else {
+				memcpy(body, sqlite3_column_blob(s, 2), (size_t)len);
+				body[len] = '\0';
+				*ret_status = sqlite3_column_int(s, 1);
+				*ret_body = body;
+				rc = SRV_REPLAYED;
+			}
+		}
+	} else {
+		rc = SRV_DB_ERROR;
+	}
+	sqlite3_reset(s);
+	return rc;
+}
+
+static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *body,
+		      const char *now)
+{
+	sqlite3_stmt *s = stmt(db, ST_IDEM_PUT);
+	int rc;
+
+	if (!s)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
+	sqlite3_bind_blob(s, 3, sp->request_hash, crypto_hash_sha256_BYTES, SQLITE_STATIC);
+	sqlite3_bind_int(s, 4, status);
+	sqlite3_bind_blob(s, 5, body, (int)strlen(body), SQLITE_STATIC);
+	sqlite3_bind_text(s, 6, now, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s) == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	sqlite3_reset(s);
+	return rc;
+}
+
+static void random_id(const char *prefix, char *buf, size_t size)
+{
+	uint8_t raw[RESERVATION_ID_BYTES];
+	char hex[2 * RESERVATION_ID_BYTES + 1];
+
+	randombytes_buf(raw, sizeof(raw));
+	sodium_bin2hex(hex, sizeof(hex), raw, sizeof(raw));
+	snprintf(buf, size, "%s%s", prefix, hex);
+}
+
+int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
+		    srv_dataset *ret_ds)
+{
+	srv_dataset ds;
+	acct_filter f;
+	acct_cost total;
+	char now[32], rid[64];
+	char *event_text = NULL, *cost_text = NULL, *body = NULL;
+	json_t *event_json = NULL, *answer = NULL;
+	int64_t seq;
+	int rc;
+
+	srv_now_text(now);
+	if (begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	if (sp->idempotency_key) {
+		rc = idem_lookup(db, sp, ret_status, ret_body);
+		if (rc != SRV_OK)
+			goto out;
+	}
+	rc = srv_store_dataset_get(db, sp->dataset_id, &ds);
+	if (rc != SRV_OK)
+		goto out;
+	if (ds.archived) {
+		*ret_ds = ds;
+		rc = SRV_CONFLICT;
+		goto out;
+	}
+	rc = sweep_expired(db, &ds, now);
+	if (rc != SRV_OK)
+		goto out;
+	rc = SRV_DB_ERROR;
+	if (srv_dataset_filter(&ds, &f, NULL) < 0)
+		goto out;
+	total = ds.spent;
+	acct_cost_add_up(&total, &ds.reserved);
+	acct_cost_add_up(&total, sp->cost);
+	if (!acct_filter_within(&f, &total)) {
+		/* Expired reservations committed by the sweep stay committed. */
+		if (save_totals(db, &ds, now) != SRV_OK || commit(db) < 0)
+			goto out;
+		*ret_ds = ds;
+		rc = SRV_CONFLICT;
+		goto out;
+	}
+	event_json = srv_event_to_json(sp->event);
+	event_text = event_json ? srv_json_dump(event_json) : NULL;
+	cost_text = srv_cost_to_text(sp->cost);
+	if (!event_text || !cost_text)
+		goto out;
+	rid[0] = '\0';
+	if (sp->kind == SRV_SPEND_RESERVE) {
+		sqlite3_stmt *s = stmt(db, ST_RES_INSERT);
+		int64_t ttl = sp->ttl_seconds;
+
+		random_id("rsv_", rid, sizeof(rid));
+		if (!s)
+			goto out;
+		sqlite3_bind_text(s, 1, rid, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, ds.id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, event_text, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 4, cost_text, -1, SQLITE_STATIC);
+		sqlite3_bind_double(s, 5, cost_epsilon(&ds, sp->cost));
+		sqlite3_bind_text(s, 6, sp->actor, -1, SQLITE_STATIC);
+		if (sp->note)
+			sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 9, (sqlite3_int64)time(NULL) + ttl);
+		if (sqlite3_step(s) != SQLITE_DONE) {
+			sqlite3_reset(s);
+			goto out;
+		}
+		sqlite3_reset(s);
+		acct_cost_add_up(&ds.reserved, sp->cost);
+		ds.open_reservations++;
+	} else {
+		acct_cost_add_up(&ds.spent, sp->cost);
+		ds.charges++;
+	}
+	seq = ledger_insert(db, ds.id, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
+			    event_text, cost_text, cost_epsilon(&ds, sp->cost),
+			    ds.accountant == ACCT_LEDGER_BASIC ? sp->cost->v[1] : NAN,
+			    rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
+	if (seq < 0 || save_totals(db, &ds, now) != SRV_OK)
+		goto out;
+	answer = sp->body_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
+	body = answer ? srv_json_dump(answer) : NULL;
+	if (!body)
+		goto out;
+	if (sp->idempotency_key && idem_store(db, sp, 201, body, now) != SRV_OK)
+		goto out;
+	if (commit(db) < 0)
+		goto out;
+	*ret_status = 201;
+	*ret_body = body;
+	body = NULL;
+	*ret_ds = ds;
+	rc = SRV_OK;
+out:
+	rollback(db); /* a no-op after COMMIT; ends a replay's read */
+	json_decref(event_json);
+	json_decref(answer);
+	free(event_text);
+	free(cost_text);
+	free(body);
+	return rc;
+}
+
+int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid, bool do_commit,
+				const char *actor, srv_dataset *ret_ds, char ret_state[16])
+{
+	srv_dataset ds;
+	char now[32];
+	int rc;
+
+	srv_now_text(now);
+	if (begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	rc = srv_store_dataset_get(db, dataset_id, &ds);
+	if (rc != SRV_OK)
+		goto out;
+	/* Expired ones are committed first, so releasing an expired
+	 * reservation reports that it was committed. */
+	rc = sweep_expired(db, &ds, now);
+	if (rc != SRV_OK)
+		goto out;
+	rc = close_reservation_locked(db, &ds, rid, do_commit, actor, now, ret_state);
+	if (rc == SRV_CONFLICT) {
+		if (save_totals(db, &ds, now) != SRV_OK || commit(db) < 0)
+			rc = SRV_DB_ERROR;
+		else
+			rc = SRV_CONFLICT;
+		goto out;
+	}
+	if (rc != SRV_OK)
+		goto out;
+	if (save_totals(db, &ds, now) != SRV_OK || commit(db) < 0) {
+		rc = SRV_DB_ERROR;
+		goto out;
+	}
+	*ret_ds = ds;
+out:
+	rollback(db);
+	return rc;
+}
+
+int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret)
+{
+	sqlite3_stmt *s = NULL;
+	json_t *arr = json_array();
+	int rc;
+
+	if (!arr)
+		return SRV_DB_ERROR;
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT id, event, epsilon, state, actor, note, created_at, expires_at,"
+			       " closed_at, closed_by FROM reservations WHERE dataset_id = ?1"
+			       " ORDER BY created_at, id",
+			       -1, &s, NULL) != SQLITE_OK) {
+		json_decref(arr);
+		return SRV_DB_ERROR;
+	}
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *o = json_object();
+		time_t exp = (time_t)sqlite3_column_int64(s, 7);
+		struct tm tm;
+		char expires[32];
+
+		gmtime_r(&exp, &tm);
+		strftime(expires, sizeof(expires), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		json_object_set_new(o, "id", json_string((const char *)sqlite3_column_text(s, 0)));
+		json_object_set_new(o, "event", json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL));
+		json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 2)));
+		json_object_set_new(o, "state", json_string((const char *)sqlite3_column_text(s, 3)));
+		json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 4)));
+		if (sqlite3_column_type(s, 5) != SQLITE_NULL)
+			json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 5)));
+		json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 6)));
+		json_object_set_new(o, "expires_at", json_string(expires));
+		if (sqlite3_column_type(s, 8) != SQLITE_NULL) {
+			json_object_set_new(o, "closed_at", json_string((const char *)sqlite3_column_text(s, 8)));
+			json_object_set_new(o, "closed_by", json_string((const char *)sqlite3_column_text(s, 9)));
+		}
+		json_array_append_new(arr, o);
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE) {
+		json_decref(arr);
+		return SRV_DB_ERROR;
+	}
+	*ret = arr;
+	return SRV_OK;
+}
+
+int srv_store_dataset_update(srv_db *db, const char *id, const char *name, double budget_epsilon,
+			     double budget_delta, const char *actor, srv_dataset *ret)
+{
+	srv_dataset ds;
+	acct_filter f;
+	sqlite3_stmt *s = NULL;
+	char now[32];
+	bool budget_changed;
+	int rc;
+
+	srv_now_text(now);
+	if (begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	rc = srv_store_dataset_get(db, id, &ds);
+	if (rc != SRV_OK)
+		goto out;
+	if (ds.archived) {
+		rc = SRV_CONFLICT;
+		goto out;
+	}
+	rc = SRV_DB_ERROR;
+	if (name)
+		snprintf(ds.name, sizeof(ds.name), "%s", name);
+	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
+			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
+	if (budget_changed) {
+		bool raised;
+
+		if (!isfinite(budget_epsilon))
+			budget_epsilon = ds.budget_epsilon;
+		if (!isfinite(budget_delta))
+			budget_delta = ds.budget_delta;
+		raised = budget_epsilon > ds.budget_epsilon || budget_delta > ds.budget_delta;
+		ds.budget_epsilon = budget_epsilon;
+		ds.budget_delta = budget_delta;
+		if (srv_dataset_filter(&ds, &f, NULL) < 0)
+			goto out;
+		if (ledger_insert(db, ds.id, "budget", NULL, NULL, budget_epsilon, budget_delta, NULL,
+				  raised ? "raised" : "lowered", actor, NULL, now) < 0)
+			goto out;
+	}
+	if (sqlite3_prepare_v2(db->h,
+			       "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
+			       " updated_at = ?5 WHERE id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, ds.id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ds.name, -1, SQLITE_STATIC);
+	sqlite3_bind_double(s, 3, ds.budget_epsilon);
+	sqlite3_bind_double(s, 4, ds.budget_delta);
+	sqlite3_bind_text(s, 5, now, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_DONE || commit(db) < 0)
+		goto out;
+	snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
+	*ret = ds;
+	rc = SRV_OK;
+out:
+	sqlite3_finalize(s);
+	rollback(db);
+	return rc;
+}
+
+int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv_dataset *ret)
+{
+	srv_dataset ds;
+	sqlite3_stmt *s = NULL;
+	char now[32];
+	int rc;
+
+	srv_now_text(now);
+	if (begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	rc = srv_store_dataset_get(db, id, &ds);
+	if (rc != SRV_OK)
+		goto out;
+	rc = SRV_DB_ERROR;
+	if (!ds.archived) {
+		if (ledger_insert(db, ds.id, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor, NULL,
+				  now) < 0)
+			goto out;
+		if (sqlite3_prepare_v2(db->h,
+				       "UPDATE datasets SET archived = 1, updated_at = ?2 WHERE id = ?1",
+				       -1, &s, NULL) != SQLITE_OK)
+			goto out;
+		sqlite3_bind_text(s, 1, ds.id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
+		if (sqlite3_step(s) != SQLITE_DONE)
+			goto out;
+		ds.archived = true;
+		snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
+	}
+	if (commit(db) < 0)
+		goto out;
+	*ret = ds;
+	rc = SRV_OK;
+out:
+	sqlite3_finalize(s);
+	rollback(db);
+	return rc;
+}
+
+int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			  json_t **ret_entries, int64_t *ret_next)
+{
+	sqlite3_stmt *s = NULL;
+	json_t *arr = json_array();
+	int64_t last = -1, n = 0;
+	int rc;
+
+	if (!arr)
+		return SRV_DB_ERROR;
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT seq, kind, event, epsilon, delta, reservation_id, note, actor,"
+			       " created_at, idempotency_key FROM ledger"
+			       " WHERE dataset_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+			       -1, &s, NULL) != SQLITE_OK) {
+		json_decref(arr);
+		return SRV_DB_ERROR;
+	}
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, after);
+	sqlite3_bind_int64(s, 3, limit + 1);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *o;
+
+		if (n == limit)
+			break;
+		o = json_object();
+		last = sqlite3_column_int64(s, 0);
+		json_object_set_new(o, "seq", json_integer(last));
+		json_object_set_new(o, "kind", json_string((const char *)sqlite3_column_text(s, 1)));
+		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
+			json_object_set_new(o, "event",
+					    json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL));
+		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
+			json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 3)));
+		if (sqlite3_column_type(s, 4) != SQLITE_NULL)
+			json_object_set_new(o, "delta", json_real(sqlite3_column_double(s, 4)));
+		if (sqlite3_column_type(s, 5) != SQLITE_NULL)
+			json_object_set_new(o, "reservation_id",
+					    json_string((const char *)sqlite3_column_text(s, 5)));
+		if (sqlite3_column_type(s, 6) != SQLITE_NULL)
+			json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 6)));
+		json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 7)));
+		json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 8)));
+		if (sqlite3_column_type(s, 9) != SQLITE_NULL)
+			json_object_set_new(o, "idempotency_key",
+					    json_string((const char *)sqlite3_column_text(s, 9)));
+		json_array_append_new(arr, o);
+		n++;
+	}
+	*ret_next = (rc == SQLITE_ROW) ? last : -1;
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		json_decref(arr);
+		return SRV_DB_ERROR;
+	}
+	*ret_entries = arr;
+	return SRV_OK;
+}
+
+/* Replays one dataset's ledger into fresh totals (see srv_store_verify). */
+static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, bool *ret_ok)
+{
+	sqlite3_stmt *s = NULL;
+	acct_filter f;
+	acct_cost spent, reserved;
+	int64_t open = 0, charges = 0, rows = 0;
+	bool lowered = false, ok;
+	acct_cost total;
+	json_t *o;
+	int rc;
+
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return SRV_DB_ERROR;
+	acct_filter_zero(&f, &spent);
+	acct_filter_zero(&f, &reserved);
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT kind, cost, note FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *kind = (const char *)sqlite3_column_text(s, 0);
+		acct_cost c;
+
+		rows++;
+		if (strcmp(kind, "budget") == 0) {
+			const char *note = (const char *)sqlite3_column_text(s, 2);
+
+			lowered |= note && strcmp(note, "lowered") == 0;
+			continue;
+		}
+		if (strcmp(kind, "archive") == 0)
+			continue;
+		if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
+			rc = SQLITE_CORRUPT;
+			break;
+		}
+		if (strcmp(kind, "charge") == 0) {
+			acct_cost_add_up(&spent, &c);
+			charges++;
+		} else if (strcmp(kind, "reserve") == 0) {
+			acct_cost_add_up(&reserved, &c);
+			open++;
+		} else {
+			if (strcmp(kind, "commit") == 0) {
+				acct_cost_add_up(&spent, &c);
+				charges++;
+			}
+			acct_cost_sub_up(&reserved, &c);
+			if (--open <= 0) {
+				open = 0;
+				acct_filter_zero(&f, &reserved);
+			}
+		}
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return SRV_DB_ERROR;
+	total = spent;
+	acct_cost_add_up(&total, &reserved);
+	ok = memcmp(spent.v, ds->spent.v, sizeof(double) * spent.n) == 0 &&
+	     spent.n == ds->spent.n && reserved.n == ds->reserved.n &&
+	     memcmp(reserved.v, ds->reserved.v, sizeof(double) * reserved.n) == 0 &&
+	     open == ds->open_reservations && charges == ds->charges;
+	o = json_pack("{s:s, s:I, s:b, s:b, s:f, s:f}", "id", ds->id, "rows", (json_int_t)rows,
+		      "totals_match", ok, "within_budget", acct_filter_within(&f, &total),
+		      "spent_epsilon", acct_filter_epsilon(&f, &spent), "stored_spent_epsilon",
+		      acct_filter_epsilon(&f, &ds->spent));
+	if (!acct_filter_within(&f, &total) && !lowered)
+		ok = false;
+	json_array_append_new(report, o);
+	*ret_ok = ok;
+	return SRV_OK;
+}
+
+struct verify_arg {
+	srv_db *db;
+	json_t *report;
+	bool all_ok;
+	bool failed;
+};
+
+static void verify_each(void *arg, const srv_dataset *ds)
+{
+	struct verify_arg *va = arg;
+	bool ok = false;
+
+	if (verify_dataset(va->db, ds, va->report, &ok) != SRV_OK)
+		va->failed = true;
+	if (!ok)
+		va->all_ok = false;
+}
+
+int srv_store_verify(srv_db *db, json_t **ret_report)
+{
+	struct verify_arg va = {.db = db, .report = json_array(), .all_ok = true};
+	int rc;
+
+	if (!va.report)
+		return SRV_DB_ERROR;
+	/* A read transaction gives one consistent snapshot of rows and totals. */
+	exec_sql(db->h, "BEGIN");
+	rc = srv_store_dataset_list(db, NULL, verify_each, &va);
+	exec_sql(db->h, "COMMIT");
+	if (rc != SRV_OK || va.failed) {
+		json_decref(va.report);
+		return SRV_DB_ERROR;
+	}
+	*ret_report = json_pack("{s:b, s:o}", "ok", va.all_ok, "datasets", va.report);
+	return va.all_ok ? SRV_OK : SRV_CONFLICT;
+}
+
+/* ---- JSON views of a dataset --------------------------------------------- */
+
+json_t *srv_dataset_budget_json(const srv_dataset *ds)
+{
+	acct_filter f;
+	acct_cost with_reserved = ds->spent;
+	double spent_eps, committed_eps, remaining;
+
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return NULL;
+	acct_cost_add_up(&with_reserved, &ds->reserved);
+	spent_eps = acct_filter_epsilon(&f, &ds->spent);
+	committed_eps = acct_filter_epsilon(&f, &with_reserved);
+	remaining = ds->budget_epsilon - committed_eps;
+	if (!(remaining > 0.0) || !acct_filter_within(&f, &with_reserved))
+		remaining = 0.0;
+	return json_pack("{s:{s:f, s:f}, s:{s:f, s:f}, s:{s:f, s:I}, s:{s:f}, s:I, s:s}",
+			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
+			 "spent", "epsilon", spent_eps, "delta", acct_filter_delta(&f, &ds->spent),
+			 "reserved", "epsilon", committed_eps - spent_eps, "open",
+			 (json_int_t)ds->open_reservations,
+			 "remaining", "epsilon", remaining,
+			 "charges", (json_int_t)ds->charges,
+			 "accountant", acct_ledger_kind_name(ds->accountant));
+}
+
+json_t *srv_dataset_json(const srv_dataset *ds)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:f, s:f}, s:b, s:s, s:s}",
+			 "id", ds->id, "name", ds->name, "privacy_unit", ds->privacy_unit,
+			 "neighbor", ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove",
+			 "accountant", acct_ledger_kind_name(ds->accountant),
+			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
+			 "archived", ds->archived, "created_at", ds->created_at,
+			 "updated_at", ds->updated_at);
+}
+
+/* ---- keys table access used by srv_auth.c -------------------------------- */
+
+sqlite3 *srv__db_handle(srv_db *db)
+{
+	return db->h;
+}
