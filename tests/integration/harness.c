@@ -1,0 +1,311 @@
+/*
+ * harness.c: see harness.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+
+#include "harness.h"
+
+const char *dpg_bin(void)
+{
+	const char *b = getenv("DPGATE_BIN");
+
+	cr_assert(b && *b, "DPGATE_BIN must name the dpgate binary");
+	return b;
+}
+
+int dpg_run(char *out, size_t out_size, const char *const *argv)
+{
+	int pipefd[2];
+	pid_t pid;
+	size_t n = 0;
+	int status = 0;
+
+	cr_assert_eq(pipe(pipefd), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	for (;;) {
+		ssize_t r = read(pipefd[0], out + n, out_size - 1 - n);
+
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		if (n == out_size - 1)
+			break;
+	}
+	out[n] = '\0';
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void last_line(char *s)
+{
+	size_t n = strlen(s);
+	char *p;
+
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+	p = strrchr(s, '\n');
+	if (p)
+		memmove(s, p + 1, strlen(p + 1) + 1);
+}
+
+void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, char *key,
+		  size_t key_size)
+{
+	char out[4096];
+	const char *argv[] = {dpg_bin(), "keys", "create", "--db", s->db, "--role", role,
+			      datasets ? "--datasets" : NULL, datasets, NULL};
+
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "keys create failed");
+	last_line(out);
+	cr_assert_eq(strncmp(out, "dpg_", 4), 0, "unexpected key text: %s", out);
+	snprintf(key, key_size, "%s", out);
+}
+
+static void spawn(dpg_server *s)
+{
+	char listen[64];
+	char data[300];
+	FILE *f;
+
+	snprintf(listen, sizeof(listen), "127.0.0.1:0");
+	snprintf(data, sizeof(data), "%s/data", s->dir);
+	if (truncate(s->log, 0) < 0 && errno != ENOENT)
+		cr_assert_fail("cannot truncate %s", s->log);
+	s->pid = fork();
+	cr_assert_geq(s->pid, 0);
+	if (s->pid == 0) {
+		int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+		}
+		execl(dpg_bin(), dpg_bin(), "serve", "--db", s->db, "--listen", listen, "--data-dir",
+		      data, "--threads", "8", (char *)NULL);
+		_exit(127);
+	}
+	/* The server logs its URL once it listens. */
+	s->port = 0;
+	for (int i = 0; i < 500 && s->port == 0; i++) {
+		char line[1024];
+
+		usleep(10000);
+		f = fopen(s->log, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			char *u = strstr(line, "\"url\":\"http://127.0.0.1:");
+
+			if (u)
+				s->port = atoi(u + strlen("\"url\":\"http://127.0.0.1:"));
+		}
+		fclose(f);
+		if (waitpid(s->pid, NULL, WNOHANG) == s->pid)
+			cr_assert_fail("dpgate serve exited early; see %s", s->log);
+	}
+	cr_assert_gt(s->port, 0, "dpgate serve did not start; see %s", s->log);
+	for (int i = 0; i < 200; i++) {
+		dpg_resp r;
+
+		if (dpg_http(s, "GET", "/healthz", NULL, NULL, 0, NULL, &r) == 0 && r.status == 200) {
+			dpg_resp_free(&r);
+			return;
+		}
+		dpg_resp_free(&r);
+		usleep(10000);
+	}
+	cr_assert_fail("dpgate serve did not answer /healthz");
+}
+
+void dpg_server_start(dpg_server *s)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(s->dir));
+	snprintf(s->db, sizeof(s->db), "%s/test.db", s->dir);
+	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
+	dpg_make_key(s, "admin", NULL, s->admin_key, sizeof(s->admin_key));
+	spawn(s);
+}
+
+void dpg_server_restart(dpg_server *s)
+{
+	spawn(s);
+}
+
+int dpg_server_signal(dpg_server *s, int sig)
+{
+	int status = 0;
+
+	if (s->pid <= 0)
+		return -1;
+	kill(s->pid, sig);
+	for (int i = 0; i < 3000; i++) {
+		pid_t r = waitpid(s->pid, &status, WNOHANG);
+
+		if (r == s->pid) {
+			s->pid = 0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+		usleep(10000);
+	}
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, &status, 0);
+	s->pid = 0;
+	cr_assert_fail("dpgate did not stop within 30 s after signal %d", sig);
+	return -1;
+}
+
+void dpg_server_destroy(dpg_server *s)
+{
+	char cmd[400];
+
+	if (s->pid > 0)
+		dpg_server_signal(s, SIGTERM);
+	if (!getenv("DPGATE_KEEP_TEST_DIRS") && s->dir[0]) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", s->dir);
+	}
+}
+
+struct sink {
+	char *buf;
+	size_t len;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct sink *s = ud;
+	size_t n = size * nmemb;
+	char *nb = realloc(s->buf, s->len + n + 1);
+
+	if (!nb)
+		return 0;
+	s->buf = nb;
+	memcpy(s->buf + s->len, ptr, n);
+	s->len += n;
+	s->buf[s->len] = '\0';
+	return n;
+}
+
+int dpg_http(const dpg_server *s, const char *method, const char *path, const char *key,
+	     const char *body, size_t body_len, const char *const *headers, dpg_resp *ret)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	struct sink sink = {0};
+	char url[2600], auth[256];
+	char *ct = NULL;
+	CURLcode rc;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!c)
+		return -1;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", s->port, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (key) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
+		h = curl_slist_append(h, auth);
+	}
+	for (const char *const *p = headers; p && *p; p++)
+		h = curl_slist_append(h, *p);
+	h = curl_slist_append(h, "Expect:");
+	if (body) {
+		bool has_ct = false;
+
+		for (const char *const *p = headers; p && *p; p++)
+			if (strncasecmp(*p, "Content-Type:", 13) == 0)
+				has_ct = true;
+		if (!has_ct)
+			h = curl_slist_append(h, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	rc = curl_easy_perform(c);
+	if (rc == CURLE_OK) {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &ret->status);
+		curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+		if (ct)
+			snprintf(ret->content_type, sizeof(ret->content_type), "%s", ct);
+		ret->body = sink.buf ? sink.buf : strdup("");
+		ret->len = sink.len;
+		ret->json = json_loads(ret->body, 0, NULL);
+	} else {
+		free(sink.buf);
+	}
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return rc == CURLE_OK ? 0 : -1;
+}
+
+void dpg_resp_free(dpg_resp *r)
+{
+	free(r->body);
+	json_decref(r->json);
+	memset(r, 0, sizeof(*r));
+}
+
+dpg_resp dpg_call(const dpg_server *s, const char *method, const char *path, const char *key,
+		  const char *json_body)
+{
+	dpg_resp r;
+
+	cr_assert_eq(dpg_http(s, method, path, key, json_body, json_body ? strlen(json_body) : 0,
+			      NULL, &r), 0, "%s %s: no answer", method, path);
+	return r;
+}
+
+void dpg_make_dataset(const dpg_server *s, const char *id, double epsilon, double delta,
+		      const char *accountant)
+{
+	char body[512];
+	dpg_resp r;
+
+	snprintf(body, sizeof(body),
+		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":%.17g,\"delta\":%.17g},\"accountant\":\"%s\"}",
+		 id, epsilon, delta, accountant);
+	r = dpg_call(s, "POST", "/v1/datasets", s->admin_key, body);
+	cr_assert_eq(r.status, 201, "create dataset %s: %ld %s", id, r.status, r.body);
+	dpg_resp_free(&r);
+}
+
+double dpg_num(const json_t *j, const char *dotted)
+{
+	char buf[256], *save = NULL;
+	const json_t *cur = j;
+
+	snprintf(buf, sizeof(buf), "%s", dotted);
+	for (char *t = strtok_r(buf, ".", &save); t && cur; t = strtok_r(NULL, ".", &save))
+		cur = json_object_get(cur, t);
+	cr_assert(json_is_number(cur), "no number at %s", dotted);
+	return json_number_value(cur);
+}

@@ -1,0 +1,75 @@
+/*
+ * harness.h: start the real dpgate binary on a free loopback port with a
+ * temporary database, and talk to it over HTTP with libcurl.
+ */
+#ifndef HARNESS_H
+#define HARNESS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+typedef struct dpg_server {
+	pid_t pid;
+	int port;
+	char dir[256];
+	char db[320];
+	char log[320];
+	char admin_key[160];
+} dpg_server;
+
+typedef struct dpg_resp {
+	long status;
+	char *body;          /* NUL-terminated, caller frees via dpg_resp_free */
+	size_t len;
+	json_t *json;        /* parsed body, or NULL */
+	char content_type[96];
+} dpg_resp;
+
+/* The dpgate binary under test ($DPGATE_BIN). */
+const char *dpg_bin(void);
+
+/* Makes a temp dir, creates an admin key and starts `dpgate serve` on port 0;
+ * waits for /healthz.  Aborts the test on failure. */
+void dpg_server_start(dpg_server *s);
+
+/* Starts the server again on the same database (after a stop or a kill). */
+void dpg_server_restart(dpg_server *s);
+
+/* Sends `sig` and waits for the process; returns its exit status (or 128+sig
+ * when killed by a signal). */
+int dpg_server_signal(dpg_server *s, int sig);
+
+/* Stops the server (SIGTERM) and removes the temp dir. */
+void dpg_server_destroy(dpg_server *s);
+
+/*
+ * One HTTP request.  `key` may be NULL (no Authorization), `body` may be NULL,
+ * `headers` is a NULL-terminated list of extra "Name: value" lines (or NULL).
+ * Returns 0 when an answer arrived (any status), -1 on transport failure.
+ */
+int dpg_http(const dpg_server *s, const char *method, const char *path, const char *key,
+	     const char *body, size_t body_len, const char *const *headers, dpg_resp *ret);
+void dpg_resp_free(dpg_resp *r);
+
+/* Convenience: request with a JSON body string; asserts a transport answer. */
+dpg_resp dpg_call(const dpg_server *s, const char *method, const char *path, const char *key,
+		  const char *json_body);
+
+/* Runs `dpgate` with arguments (NULL-terminated), capturing stdout; returns
+ * the exit status. */
+int dpg_run(char *out, size_t out_size, const char *const *argv);
+
+/* Creates a key through the CLI on the server's database. */
+void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, char *key,
+		  size_t key_size);
+
+/* Creates a dataset with the admin key; asserts 201. */
+void dpg_make_dataset(const dpg_server *s, const char *id, double epsilon, double delta,
+		      const char *accountant);
+
+/* Reads a number at a path like "budget.spent.epsilon" of a JSON object. */
+double dpg_num(const json_t *j, const char *dotted);
+
+#endif

@@ -1,0 +1,353 @@
+/*
+ * test_api.c: datasets, charges, reservations, idempotency, dry-run, the
+ * ledger and shutdown, through HTTP against the real binary.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+static dpg_server srv;
+
+static void setup(void)
+{
+	dpg_server_start(&srv);
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+}
+
+TestSuite(api, .init = setup, .fini = teardown, .timeout = 120);
+
+static const char *charge_1_8 =
+	"{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}";
+
+Test(api, health_and_spec_are_public)
+{
+	dpg_resp r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
+
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "status")), "ok");
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/openapi.yaml", NULL, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "openapi: 3.1") != NULL);
+	dpg_resp_free(&r);
+}
+
+Test(api, dataset_lifecycle)
+{
+	dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
+			      "{\"id\":\"adult\",\"name\":\"Adult census\",\"budget\":{\"epsilon\":3,\"delta\":1e-5},"
+			      "\"accountant\":\"basic\",\"neighbor\":\"add_remove\",\"privacy_unit\":\"record\"}");
+
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "name")), "Adult census");
+	cr_assert_eq(dpg_num(r.json, "budget.epsilon"), 3.0);
+	cr_assert_eq(dpg_num(r.json, "budget.delta"), 1e-5);
+	dpg_resp_free(&r);
+
+	/* The same id again is a conflict. */
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
+		     "{\"id\":\"adult\",\"budget\":{\"epsilon\":1,\"delta\":0},\"accountant\":\"basic\"}");
+	cr_assert_eq(r.status, 409);
+	dpg_resp_free(&r);
+
+	r = dpg_call(&srv, "GET", "/v1/datasets", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "datasets")), 1);
+	dpg_resp_free(&r);
+
+	/* Lowering the budget is recorded in the ledger too. */
+	r = dpg_call(&srv, "PATCH", "/v1/datasets/adult", srv.admin_key,
+		     "{\"budget\":{\"epsilon\":2}}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "budget.epsilon"), 2.0);
+	cr_assert_eq(dpg_num(r.json, "budget.delta"), 1e-5);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/adult/ledger", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	{
+		json_t *e = json_array_get(json_object_get(r.json, "entries"), 0);
+
+		cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "budget");
+		cr_assert_str_eq(json_string_value(json_object_get(e, "note")), "lowered");
+	}
+	dpg_resp_free(&r);
+
+	/* Archive: the ledger stays, charges are refused. */
+	r = dpg_call(&srv, "DELETE", "/v1/datasets/adult", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert(json_is_true(json_object_get(r.json, "archived")));
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/adult/charges", srv.admin_key, charge_1_8);
+	cr_assert_eq(r.status, 409);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/adult/ledger", srv.admin_key, NULL);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 2);
+	dpg_resp_free(&r);
+	/* Archived datasets are hidden from the default listing. */
+	r = dpg_call(&srv, "GET", "/v1/datasets", srv.admin_key, NULL);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "datasets")), 0);
+	dpg_resp_free(&r);
+}
+
+Test(api, charges_stop_exactly_at_the_budget)
+{
+	dpg_resp r;
+	int ok = 0, refused = 0;
+
+	dpg_make_dataset(&srv, "d", 1.0, 1e-5, "basic");
+	for (int i = 0; i < 10; i++) {
+		r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8);
+		if (r.status == 201) {
+			ok++;
+			cr_assert_eq(dpg_num(r.json, "budget.spent.epsilon"), 0.125 * ok);
+			cr_assert_eq(dpg_num(r.json, "budget.remaining.epsilon"), 1.0 - 0.125 * ok);
+		} else {
+			cr_assert_eq(r.status, 409, "%s", r.body);
+			cr_assert_str_eq(r.content_type, "application/problem+json");
+			cr_assert_eq(dpg_num(r.json, "remaining.epsilon"), 0.0);
+			refused++;
+		}
+		dpg_resp_free(&r);
+	}
+	cr_assert_eq(ok, 8);
+	cr_assert_eq(refused, 2);
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "charges"), 8);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 1.0);
+	dpg_resp_free(&r);
+
+	/* Raising the budget admits more, and is a ledger row. */
+	r = dpg_call(&srv, "PATCH", "/v1/datasets/d", srv.admin_key, "{\"budget\":{\"epsilon\":1.125}}");
+	cr_assert_eq(r.status, 200);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8);
+	cr_assert_eq(r.status, 201);
+	dpg_resp_free(&r);
+}
+
+Test(api, delta_is_a_budget_too)
+{
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "d", 10.0, 1e-6, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":1e-6}}");
+	cr_assert_eq(r.status, 201);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":1e-9}}");
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+Test(api, idempotent_retry_replays_bytes_and_charges_once)
+{
+	const char *hdr[] = {"Idempotency-Key: job-42", NULL};
+	dpg_resp a, b, c;
+
+	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
+	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8,
+			      strlen(charge_1_8), hdr, &a), 0);
+	cr_assert_eq(a.status, 201);
+	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8,
+			      strlen(charge_1_8), hdr, &b), 0);
+	cr_assert_eq(b.status, 201);
+	cr_assert_eq(a.len, b.len);
+	cr_assert_eq(memcmp(a.body, b.body, a.len), 0, "replay differs:\n%s\n%s", a.body, b.body);
+	/* The same key with another body is refused and changes nothing. */
+	{
+		const char *other = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}";
+
+		cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, other,
+				      strlen(other), hdr, &c), 0);
+		cr_assert_eq(c.status, 422, "%s", c.body);
+		dpg_resp_free(&c);
+	}
+	c = dpg_call(&srv, "GET", "/v1/datasets/d/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(c.json, "charges"), 1);
+	cr_assert_eq(dpg_num(c.json, "spent.epsilon"), 0.125);
+	dpg_resp_free(&a);
+	dpg_resp_free(&b);
+	dpg_resp_free(&c);
+}
+
+Test(api, dry_run_changes_nothing)
+{
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/dry-run", srv.admin_key,
+		     "{\"event\":{\"type\":\"self_composed\",\"count\":3,\"event\":{\"type\":\"laplace\",\"noise_multiplier\":4}}}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(json_is_true(json_object_get(r.json, "fits")));
+	/* Three Laplace releases at b = 4 per unit sensitivity: 3/4. */
+	cr_assert_eq(dpg_num(r.json, "cost.epsilon"), 0.75);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/dry-run", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":1.5,\"delta\":0}}");
+	cr_assert(json_is_false(json_object_get(r.json, "fits")));
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "charges"), 0);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.0);
+	dpg_resp_free(&r);
+}
+
+Test(api, reservations_commit_release_and_expire)
+{
+	dpg_resp r;
+	char path[256], rid[64], rid2[64], rid3[64];
+
+	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0},\"note\":\"job\"}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	snprintf(rid, sizeof(rid), "%s", json_string_value(json_object_get(r.json, "id")));
+	cr_assert_eq(dpg_num(r.json, "budget.reserved.epsilon"), 0.5);
+	cr_assert_eq(dpg_num(r.json, "budget.remaining.epsilon"), 0.5);
+	dpg_resp_free(&r);
+
+	/* Reserved budget is not available to charges. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.75,\"delta\":0}}");
+	cr_assert_eq(r.status, 409);
+	dpg_resp_free(&r);
+
+	/* Release returns it. */
+	snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/release", rid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "budget.remaining.epsilon"), 1.0);
+	dpg_resp_free(&r);
+	/* A closed reservation cannot be closed again. */
+	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 409);
+	dpg_resp_free(&r);
+
+	/* Commit keeps the cost as spent. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}");
+	snprintf(rid2, sizeof(rid2), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/commit", rid2);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert_eq(dpg_num(r.json, "budget.spent.epsilon"), 0.25);
+	cr_assert_eq(dpg_num(r.json, "budget.reserved.epsilon"), 0.0);
+	dpg_resp_free(&r);
+
+	/* An expired reservation is committed in full, never returned. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0},\"ttl_seconds\":1}");
+	cr_assert_eq(r.status, 201);
+	snprintf(rid3, sizeof(rid3), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	sleep(2);
+	snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/release", rid3);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "committed");
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.5);
+	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0);
+	dpg_resp_free(&r);
+}
+
+Test(api, ledger_pages)
+{
+	dpg_resp r;
+	int seen = 0;
+	long long after = 0;
+
+	dpg_make_dataset(&srv, "d", 100.0, 0, "basic");
+	for (int i = 0; i < 25; i++) {
+		r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8);
+		cr_assert_eq(r.status, 201);
+		dpg_resp_free(&r);
+	}
+	for (int page = 0; page < 10; page++) {
+		char path[128];
+		json_t *next;
+
+		snprintf(path, sizeof(path), "/v1/datasets/d/ledger?limit=10&after=%lld", after);
+		r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		cr_assert_eq(r.status, 200);
+		seen += (int)json_array_size(json_object_get(r.json, "entries"));
+		next = json_object_get(r.json, "next");
+		if (json_is_null(next)) {
+			dpg_resp_free(&r);
+			break;
+		}
+		after = json_integer_value(next);
+		dpg_resp_free(&r);
+	}
+	cr_assert_eq(seen, 25);
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/ledger?limit=0", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 400);
+	dpg_resp_free(&r);
+}
+
+Test(api, metrics_report_requests_and_budgets)
+{
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "gauge_ds", 2.0, 0, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/gauge_ds/charges", srv.admin_key, charge_1_8);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/metrics", NULL, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "dpgate_dataset_epsilon_spent{dataset=\"gauge_ds\",accountant=\"basic\"} 0.125"),
+		  "%s", r.body);
+	cr_assert(strstr(r.body, "dpgate_dataset_epsilon_remaining{dataset=\"gauge_ds\",accountant=\"basic\"} 1.875"));
+	cr_assert(strstr(r.body, "dpgate_http_requests_total{method=\"POST\",route=\"/v1/datasets/{id}/charges\",status=\"201\"} 1"));
+	cr_assert(strstr(r.body, "dpgate_http_request_duration_seconds_bucket"));
+	dpg_resp_free(&r);
+}
+
+Test(api, sigterm_is_graceful_and_the_ledger_verifies)
+{
+	char out[8192];
+	dpg_resp r;
+	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+
+	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
+	cr_assert(strstr(out, "\"totals_match\": true"));
+	dpg_server_restart(&srv);
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.125);
+	dpg_resp_free(&r);
+}
+
+Test(api, cli_help_and_keys)
+{
+	char out[16384];
+	const char *help[] = {dpg_bin(), "--help", NULL};
+	const char *serve_help[] = {dpg_bin(), "serve", "--help", NULL};
+	const char *list[] = {dpg_bin(), "keys", "list", "--db", srv.db, NULL};
+	const char *bad[] = {dpg_bin(), "frobnicate", NULL};
+
+	cr_assert_eq(dpg_run(out, sizeof(out), help), 0);
+	cr_assert(strstr(out, "serve"));
+	cr_assert_eq(dpg_run(out, sizeof(out), serve_help), 0);
+	cr_assert(strstr(out, "--listen"));
+	cr_assert_eq(dpg_run(out, sizeof(out), list), 0);
+	cr_assert(strstr(out, "\"role\": \"admin\""));
+	/* The list shows no secret. */
+	cr_assert_null(strstr(out, srv.admin_key + 21));
+	cr_assert_eq(dpg_run(out, sizeof(out), bad), 2);
+}

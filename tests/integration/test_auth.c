@@ -1,0 +1,181 @@
+/*
+ * test_auth.c: every route x every role x dataset scope.
+ *
+ * The expectations are the contract of DESIGN.md, written out here rather
+ * than read from the server's route table: stateless routes need no key;
+ * viewers read; analysts read and spend on the datasets their key lists;
+ * admins do everything; a missing, unknown or revoked key is 401, a valid
+ * key with the wrong role or outside its scope is 403.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+enum access { PUB, ANY, READ, SPEND, ADMIN };
+
+enum who { W_NONE, W_REVOKED, W_VIEWER, W_VIEWER_B, W_ANALYST_A, W_ANALYST_B, W_ADMIN, W__COUNT };
+
+static const char *const who_names[W__COUNT] = {
+	"no key", "revoked key", "viewer", "viewer scoped to b", "analyst of a", "analyst of b", "admin",
+};
+
+struct route_case {
+	const char *method;
+	const char *path;     /* "{rid}" and "{kid}" are filled per attempt */
+	const char *body;
+	enum access access;
+	long success;
+};
+
+#define EVT "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}}"
+
+static const struct route_case routes[] = {
+	{"GET", "/healthz", NULL, PUB, 200},
+	{"GET", "/metrics", NULL, PUB, 200},
+	{"GET", "/v1/openapi.yaml", NULL, PUB, 200},
+	{"POST", "/v1/accountant/epsilon", "{}", PUB, 0},
+	{"POST", "/v1/accountant/delta", "{}", PUB, 0},
+	{"POST", "/v1/accountant/calibrate", "{}", PUB, 0},
+	{"POST", "/v1/accountant/rdp", "{}", PUB, 0},
+	{"POST", "/v1/accountant/compare", "{}", PUB, 0},
+	{"POST", "/v1/pate/cost", "{}", PUB, 0},
+	{"POST", "/v1/pate/smooth-sensitivity", "{}", PUB, 0},
+	{"POST", "/v1/label-em/guidance", "{}", PUB, 0},
+	{"GET", "/v1/datasets", NULL, ANY, 200},
+	{"POST", "/v1/datasets", "{\"id\":\"new{n}\",\"budget\":{\"epsilon\":1,\"delta\":0},\"accountant\":\"basic\"}", ADMIN, 201},
+	{"GET", "/v1/datasets/a", NULL, READ, 200},
+	{"PATCH", "/v1/datasets/a", "{\"name\":\"A\"}", ADMIN, 200},
+	{"DELETE", "/v1/datasets/z{n}", NULL, ADMIN, 200},
+	{"GET", "/v1/datasets/a/budget", NULL, READ, 200},
+	{"GET", "/v1/datasets/a/ledger", NULL, READ, 200},
+	{"POST", "/v1/datasets/a/charges", EVT, SPEND, 201},
+	{"GET", "/v1/datasets/a/reservations", NULL, READ, 200},
+	{"POST", "/v1/datasets/a/reservations", EVT, SPEND, 201},
+	{"POST", "/v1/datasets/a/reservations/{rid}/commit", NULL, SPEND, 200},
+	{"POST", "/v1/datasets/a/reservations/{rid}/release", NULL, SPEND, 200},
+	{"POST", "/v1/datasets/a/dry-run", EVT, READ, 200},
+	{"GET", "/v1/keys", NULL, ADMIN, 200},
+	{"POST", "/v1/keys", "{\"role\":\"viewer\"}", ADMIN, 201},
+	{"DELETE", "/v1/keys/{kid}", NULL, ADMIN, 200},
+};
+
+/* The status the contract gives `w` on a route of class `a` about dataset a. */
+static long expected(enum who w, enum access a, long success)
+{
+	if (a == PUB)
+		return success;
+	if (w == W_NONE || w == W_REVOKED)
+		return 401;
+	switch (a) {
+	case ANY:
+		return success;
+	case READ:
+		return (w == W_VIEWER || w == W_ANALYST_A || w == W_ADMIN) ? success : 403;
+	case SPEND:
+		return (w == W_ANALYST_A || w == W_ADMIN) ? success : 403;
+	case ADMIN:
+		return w == W_ADMIN ? success : 403;
+	default:
+		return 0;
+	}
+}
+
+static void subst(char *out, size_t size, const char *tmpl, const char *name, const char *value)
+{
+	const char *p = strstr(tmpl, name);
+
+	if (!p) {
+		snprintf(out, size, "%s", tmpl);
+		return;
+	}
+	snprintf(out, size, "%.*s%s%s", (int)(p - tmpl), tmpl, value, p + strlen(name));
+}
+
+Test(auth, every_route_role_and_scope, .timeout = 300)
+{
+	dpg_server srv;
+	char keys[W__COUNT][160];
+	int counter = 0;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "a", 1000.0, 0, "basic");
+	dpg_make_dataset(&srv, "b", 1000.0, 0, "basic");
+	keys[W_NONE][0] = '\0';
+	dpg_make_key(&srv, "analyst", "a", keys[W_REVOKED], sizeof(keys[0]));
+	dpg_make_key(&srv, "viewer", NULL, keys[W_VIEWER], sizeof(keys[0]));
+	dpg_make_key(&srv, "viewer", "b", keys[W_VIEWER_B], sizeof(keys[0]));
+	dpg_make_key(&srv, "analyst", "a", keys[W_ANALYST_A], sizeof(keys[0]));
+	dpg_make_key(&srv, "analyst", "b", keys[W_ANALYST_B], sizeof(keys[0]));
+	snprintf(keys[W_ADMIN], sizeof(keys[0]), "%s", srv.admin_key);
+	{
+		char out[256], id[17];
+		const char *argv[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, id, NULL};
+
+		memcpy(id, keys[W_REVOKED] + 4, 16);
+		id[16] = '\0';
+		cr_assert_eq(dpg_run(out, sizeof(out), argv), 0);
+	}
+
+	for (size_t r = 0; r < sizeof(routes) / sizeof(routes[0]); r++) {
+		for (int w = 0; w < W__COUNT; w++) {
+			const struct route_case *rc = &routes[r];
+			char path[256], tmp[256], body[512], n[16];
+			long want = expected((enum who)w, rc->access, rc->success);
+			dpg_resp resp;
+
+			snprintf(n, sizeof(n), "%d", counter++);
+			subst(path, sizeof(path), rc->path, "{n}", n);
+			subst(body, sizeof(body), rc->body ? rc->body : "", "{n}", n);
+			if (strstr(path, "/z")) {
+				char id[32];
+
+				snprintf(id, sizeof(id), "z%s", n);
+				dpg_make_dataset(&srv, id, 1.0, 0, "basic");
+			}
+			if (strstr(path, "{rid}")) {
+				dpg_resp res = dpg_call(&srv, "POST", "/v1/datasets/a/reservations",
+							srv.admin_key, EVT);
+
+				cr_assert_eq(res.status, 201);
+				snprintf(tmp, sizeof(tmp), "%s", path);
+				subst(path, sizeof(path), tmp, "{rid}",
+				      json_string_value(json_object_get(res.json, "id")));
+				dpg_resp_free(&res);
+			}
+			if (strstr(path, "{kid}")) {
+				char k[160];
+
+				dpg_make_key(&srv, "viewer", NULL, k, sizeof(k));
+				k[20] = '\0';
+				snprintf(tmp, sizeof(tmp), "%s", path);
+				subst(path, sizeof(path), tmp, "{kid}", k + 4);
+			}
+			cr_assert_eq(dpg_http(&srv, rc->method, path, w == W_NONE ? NULL : keys[w],
+					      rc->body ? body : NULL, rc->body ? strlen(body) : 0, NULL,
+					      &resp), 0);
+			if (want == 0) {
+				/* Public computations: whatever the answer, never an auth error. */
+				cr_expect(resp.status != 401 && resp.status != 403,
+					  "%s %s as %s: %ld", rc->method, path, who_names[w], resp.status);
+			} else {
+				cr_expect_eq(resp.status, want, "%s %s as %s: %ld, want %ld: %s", rc->method,
+					     path, who_names[w], resp.status, want, resp.body);
+			}
+			dpg_resp_free(&resp);
+		}
+	}
+
+	/* Listing is filtered by scope. */
+	{
+		dpg_resp l = dpg_call(&srv, "GET", "/v1/datasets", keys[W_ANALYST_B], NULL);
+		json_t *arr = json_object_get(l.json, "datasets");
+
+		cr_assert_eq(json_array_size(arr), 1);
+		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(arr, 0), "id")), "b");
+		dpg_resp_free(&l);
+	}
+	dpg_server_destroy(&srv);
+}

@@ -1,0 +1,212 @@
+/*
+ * test_bad_inputs.c: a table of bad requests.  Each gets the right status
+ * and a problem+json body (naming the field where one is at fault), and
+ * none changes the ledger.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+enum key_kind { K_ADMIN, K_NONE, K_GARBAGE, K_WRONG_SECRET };
+
+struct bad_case {
+	const char *name;
+	const char *method;
+	const char *path;
+	enum key_kind key;
+	const char *content_type;  /* NULL = application/json */
+	const char *body;          /* NULL = no body */
+	long status;
+	const char *field;         /* expected "field", or NULL for none required */
+};
+
+#define CH "/v1/datasets/t/charges"
+#define EV(x) "{\"event\":" x "}"
+
+static const struct bad_case cases[] = {
+	{"malformed json", "POST", CH, K_ADMIN, NULL, "{\"event\":", 400, NULL},
+	{"not an object", "POST", CH, K_ADMIN, NULL, "[1,2,3]", 400, NULL},
+	{"empty body", "POST", CH, K_ADMIN, NULL, "", 400, NULL},
+	{"NaN literal", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":NaN}"), 400, NULL},
+	{"Infinity literal", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":Infinity}"), 400, NULL},
+	{"overflowing number", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1e400}"), 400, NULL},
+	{"negative noise", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":-1}"), 400, "/event/noise_multiplier"},
+	{"zero noise", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"gaussian\",\"noise_multiplier\":0}"), 400, "/event/noise_multiplier"},
+	{"string for number", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":\"2\"}"), 400, "/event/noise_multiplier"},
+	{"negative epsilon", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"epsilon_delta\",\"epsilon\":-0.1,\"delta\":0}"), 400, "/event/epsilon"},
+	{"delta above one", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":2}"), 400, "/event/delta"},
+	{"huge count", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"self_composed\",\"count\":1000000000000,\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1}}"), 400, "/event/count"},
+	{"zero count", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"self_composed\",\"count\":0,\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1}}"), 400, "/event/count"},
+	{"fractional count", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"self_composed\",\"count\":2.5,\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1}}"), 400, "/event/count"},
+	{"q above one", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"poisson_sampled\",\"sampling_probability\":1.5,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1}}"), 400, "/event/sampling_probability"},
+	{"unknown event type", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"magic\"}"), 400, "/event/type"},
+	{"missing event", "POST", CH, K_ADMIN, NULL, "{}", 400, "/event"},
+	{"missing nested event", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"self_composed\",\"count\":2}"), 400, "/event/event"},
+	{"bad item in composed", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"composed\",\"events\":[{\"type\":\"laplace\",\"noise_multiplier\":1},{\"type\":\"laplace\"}]}"), 400, "/event/events/1/noise_multiplier"},
+	{"unknown field", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1,\"noise_multipler\":2}"), 400, "/event/noise_multipler"},
+	{"unknown top-level field", "POST", CH, K_ADMIN, NULL, "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1},\"extra\":1}", 400, "/extra"},
+	{"duplicate keys", "POST", CH, K_ADMIN, NULL, "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1,\"noise_multiplier\":0.001}}", 400, NULL},
+	{"event nesting too deep", "POST", CH, K_ADMIN, NULL,
+	 EV("{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"self_composed\",\"count\":1,\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1}}}}}}}}}}}"), 400, NULL},
+	{"note too long", "POST", CH, K_ADMIN, NULL, NULL /* filled in below */, 400, "/note"},
+	{"invalid utf-8", "POST", CH, K_ADMIN, NULL, "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1},\"note\":\"\xff\xfe\"}", 400, NULL},
+	{"wrong content type", "POST", CH, K_ADMIN, "text/plain", EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 415, NULL},
+	{"no key", "POST", CH, K_NONE, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 401, NULL},
+	{"garbage key", "POST", CH, K_GARBAGE, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 401, NULL},
+	{"wrong secret", "POST", CH, K_WRONG_SECRET, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 401, NULL},
+	{"unknown route", "GET", "/v1/nothing", K_ADMIN, NULL, NULL, 404, NULL},
+	{"unknown dataset", "POST", "/v1/datasets/nope/charges", K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 404, NULL},
+	{"bad id characters", "GET", "/v1/datasets/a%20b", K_ADMIN, NULL, NULL, 404, NULL},
+	{"wrong method", "PUT", "/v1/datasets/t/charges", K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 405, NULL},
+	{"trailing slash", "GET", "/v1/datasets/", K_ADMIN, NULL, NULL, 404, NULL},
+	{"budget not a number", "PATCH", "/v1/datasets/t", K_ADMIN, NULL, "{\"budget\":{\"epsilon\":\"lots\"}}", 400, "/budget/epsilon"},
+	{"budget zero", "PATCH", "/v1/datasets/t", K_ADMIN, NULL, "{\"budget\":{\"epsilon\":0}}", 400, "/budget/epsilon"},
+	{"dataset bad accountant", "POST", "/v1/datasets", K_ADMIN, NULL, "{\"id\":\"x\",\"budget\":{\"epsilon\":1,\"delta\":0},\"accountant\":\"pld\"}", 400, "/accountant"},
+	{"dataset bad id", "POST", "/v1/datasets", K_ADMIN, NULL, "{\"id\":\"a/b\",\"budget\":{\"epsilon\":1,\"delta\":0}}", 400, "/id"},
+	{"dataset delta one", "POST", "/v1/datasets", K_ADMIN, NULL, "{\"id\":\"x\",\"budget\":{\"epsilon\":1,\"delta\":1}}", 400, "/budget/delta"},
+	{"dataset bad neighbor", "POST", "/v1/datasets", K_ADMIN, NULL, "{\"id\":\"x\",\"budget\":{\"epsilon\":1,\"delta\":0},\"neighbor\":\"swap\"}", 400, "/neighbor"},
+	{"reservation ttl negative", "POST", "/v1/datasets/t/reservations", K_ADMIN, NULL, "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1},\"ttl_seconds\":-5}", 400, "/ttl_seconds"},
+	{"unknown reservation", "POST", "/v1/datasets/t/reservations/rsv_0000/commit", K_ADMIN, NULL, NULL, 404, NULL},
+	{"idempotency key too long", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 400, "Idempotency-Key"},
+	{"key role unknown", "POST", "/v1/keys", K_ADMIN, NULL, "{\"role\":\"root\"}", 400, "/role"},
+	{"analyst key without scope", "POST", "/v1/keys", K_ADMIN, NULL, "{\"role\":\"analyst\"}", 400, "/datasets"},
+	{"basic ledger cannot price gaussian without a delta share", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"gaussian\",\"noise_multiplier\":1}"), 422, NULL},
+};
+
+static int ledger_rows(const dpg_server *s)
+{
+	dpg_resp r = dpg_call(s, "GET", "/v1/datasets/t/ledger?limit=1000", s->admin_key, NULL);
+	int n = (int)json_array_size(json_object_get(r.json, "entries"));
+
+	dpg_resp_free(&r);
+	return n;
+}
+
+Test(bad_inputs, each_gets_its_status_and_changes_nothing, .timeout = 180)
+{
+	dpg_server srv;
+	char long_note[2200];
+	char note_body[2400];
+	char hdr_ct[128];
+	char big_key[300];
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 1e-6, "basic");
+	memset(long_note, 'a', sizeof(long_note) - 1);
+	long_note[sizeof(long_note) - 1] = '\0';
+	snprintf(note_body, sizeof(note_body),
+		 "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1},\"note\":\"%s\"}", long_note);
+	memset(big_key, 'k', 200);
+	big_key[200] = '\0';
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct bad_case *c = &cases[i];
+		const char *body = c->body;
+		const char *hdrs[4] = {NULL};
+		char idem[260];
+		const char *key = NULL;
+		char wrong[200];
+		int nh = 0;
+		dpg_resp r;
+
+		if (strcmp(c->name, "note too long") == 0)
+			body = note_body;
+		if (c->content_type) {
+			snprintf(hdr_ct, sizeof(hdr_ct), "Content-Type: %s", c->content_type);
+			hdrs[nh++] = hdr_ct;
+		}
+		if (strcmp(c->name, "idempotency key too long") == 0) {
+			snprintf(idem, sizeof(idem), "Idempotency-Key: %s", big_key);
+			hdrs[nh++] = idem;
+		}
+		switch (c->key) {
+		case K_ADMIN: key = srv.admin_key; break;
+		case K_NONE: key = NULL; break;
+		case K_GARBAGE: key = "not-a-key"; break;
+		case K_WRONG_SECRET:
+			snprintf(wrong, sizeof(wrong), "%s", srv.admin_key);
+			wrong[strlen(wrong) - 1] = wrong[strlen(wrong) - 1] == '0' ? '1' : '0';
+			key = wrong;
+			break;
+		}
+		cr_assert_eq(dpg_http(&srv, c->method, c->path, key, body, body ? strlen(body) : 0,
+				      hdrs, &r), 0, "%s: no answer", c->name);
+		cr_expect_eq(r.status, c->status, "%s: status %ld, want %ld: %s", c->name, r.status,
+			     c->status, r.body);
+		cr_expect_str_eq(r.content_type, "application/problem+json", "%s: content type %s",
+				 c->name, r.content_type);
+		cr_expect(json_is_object(r.json) && json_integer_value(json_object_get(r.json, "status")) == c->status &&
+				  json_is_string(json_object_get(r.json, "detail")) &&
+				  json_is_string(json_object_get(r.json, "title")),
+			  "%s: not problem+json: %s", c->name, r.body);
+		if (c->field)
+			cr_expect(json_is_string(json_object_get(r.json, "field")) &&
+					  strcmp(json_string_value(json_object_get(r.json, "field")), c->field) == 0,
+				  "%s: field %s, want %s", c->name, r.body, c->field);
+		dpg_resp_free(&r);
+	}
+	/* Nothing was charged or recorded. */
+	{
+		dpg_resp r = dpg_call(&srv, "GET", "/v1/datasets/t/budget", srv.admin_key, NULL);
+
+		cr_assert_eq(dpg_num(r.json, "charges"), 0);
+		cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.0);
+		cr_assert_eq(dpg_num(r.json, "budget.epsilon"), 1.0);
+		dpg_resp_free(&r);
+	}
+	cr_assert_eq(ledger_rows(&srv), 0);
+	dpg_server_destroy(&srv);
+}
+
+Test(bad_inputs, oversize_body_is_413_before_reading_it, .timeout = 60)
+{
+	dpg_server srv;
+	size_t n = 2u << 20;
+	char *big = malloc(n + 1);
+	dpg_resp r;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	memset(big, ' ', n);
+	big[0] = '{';
+	big[n - 1] = '}';
+	big[n] = '\0';
+	cr_assert_eq(dpg_http(&srv, "POST", CH, srv.admin_key, big, n, NULL, &r), 0);
+	cr_assert_eq(r.status, 413);
+	cr_assert_str_eq(r.content_type, "application/problem+json");
+	dpg_resp_free(&r);
+	/* The server is still healthy. */
+	r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
+	cr_assert_eq(r.status, 200);
+	dpg_resp_free(&r);
+	free(big);
+	cr_assert_eq(ledger_rows(&srv), 0);
+	dpg_server_destroy(&srv);
+}
+
+Test(bad_inputs, deep_json_is_refused_not_recursed, .timeout = 60)
+{
+	dpg_server srv;
+	char body[4200];
+	size_t n = 0;
+	dpg_resp r;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	n += (size_t)snprintf(body, sizeof(body), "{\"event\":");
+	for (int i = 0; i < 2000; i++)
+		body[n++] = '[';
+	for (int i = 0; i < 2000; i++)
+		body[n++] = ']';
+	body[n++] = '}';
+	body[n] = '\0';
+	r = dpg_call(&srv, "POST", CH, srv.admin_key, body);
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	cr_assert(strstr(r.body, "deeper"));
+	dpg_resp_free(&r);
+	dpg_server_destroy(&srv);
+}
