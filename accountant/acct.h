@@ -307,13 +307,15 @@ int acct_pate_threshold_rdp_data_independent(double sigma, const double *orders,
 
 /*
  * Workspace for the smooth-sensitivity analysis of GNMax histograms of up to
- * `max_classes` classes (a Brent root solver and the grouped histogram that
- * Algorithms 4-5 walk).  NULL when out of memory or max_classes is 0 or above
- * DPG_MAX_VOTE_CLASSES.  Not thread-safe: one workspace per thread.
+ * `max_classes` classes and `max_teachers` teachers: a Brent root solver, the
+ * grouped histogram that Algorithms 4-5 walk, and a table of Gaussian tail
+ * probabilities by vote margin (O(max_classes + max_teachers) memory).  NULL
+ * when out of memory or a size is outside [2, DPG_MAX_VOTE_CLASSES] and
+ * [1, DPG_MAX_TEACHERS].  Not thread-safe: one workspace per thread.
  */
 typedef struct acct_pate_workspace acct_pate_workspace;
 
-acct_pate_workspace *acct_pate_workspace_new(size_t max_classes);
+acct_pate_workspace *acct_pate_workspace_new(size_t max_classes, int64_t max_teachers);
 
 /* Frees a workspace.  Accepts NULL. */
 void acct_pate_workspace_free(acct_pate_workspace *ws);
@@ -350,7 +352,9 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 
 /*
  * Smooth sensitivity (Nissim, Raskhodnikova and Smith 2007; PATE 2018
- * Section B.5): max_d e^{-beta d} ls[d] over d = 0 .. n - 1, beta >= 0.
+ * Section B.5): max_d e^{-beta d} ls[d] over d = 0 .. n - 1, beta >= 0.  A
+ * positive term that underflows counts as the smallest positive double, so
+ * a positive sensitivity is never rounded down to 0.
  */
 double acct_pate_smooth_sensitivity(double beta, const double *ls, size_t n);
 

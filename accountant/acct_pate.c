@@ -33,6 +33,8 @@ struct acct_pate_workspace {
 	int64_t *sorted;            /* scratch: the histogram, sorted */
 	struct vote_group *groups;  /* the histogram minus one top vote, ascending */
 	size_t n_groups;
+	int64_t max_teachers;
+	double *lsf_by_margin;      /* ln Pr[N(0, 2 sigma^2) >= g], g = 0 .. max_teachers; NAN = not yet */
 	gsl_root_fsolver *solver;
 };
 
@@ -376,20 +378,23 @@ int acct_pate_threshold_rdp_data_independent(double sigma, const double *orders,
 /* Smooth sensitivity of the data-dependent RDP (Appendix B.4-B.5)          */
 /* ------------------------------------------------------------------------ */
 
-acct_pate_workspace *acct_pate_workspace_new(size_t max_classes)
+acct_pate_workspace *acct_pate_workspace_new(size_t max_classes, int64_t max_teachers)
 {
 	acct_pate_workspace *ws;
 
-	if (max_classes == 0 || max_classes > DPG_MAX_VOTE_CLASSES)
+	if (max_classes < 2 || max_classes > DPG_MAX_VOTE_CLASSES || max_teachers < 1 ||
+	    max_teachers > DPG_MAX_TEACHERS)
 		return NULL;
 	ws = calloc(1, sizeof(*ws));
 	if (!ws)
 		return NULL;
 	ws->max_classes = max_classes;
+	ws->max_teachers = max_teachers;
 	ws->sorted = malloc(max_classes * sizeof(*ws->sorted));
 	ws->groups = malloc(max_classes * sizeof(*ws->groups));
+	ws->lsf_by_margin = malloc(((size_t)max_teachers + 1) * sizeof(*ws->lsf_by_margin));
 	ws->solver = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
-	if (!ws->sorted || !ws->groups || !ws->solver) {
+	if (!ws->sorted || !ws->groups || !ws->lsf_by_margin || !ws->solver) {
 		acct_pate_workspace_free(ws);
 		return NULL;
 	}
@@ -402,6 +407,7 @@ void acct_pate_workspace_free(acct_pate_workspace *ws)
 		return;
 	free(ws->sorted);
 	free(ws->groups);
+	free(ws->lsf_by_margin);
 	if (ws->solver)
 		gsl_root_fsolver_free(ws->solver);
 	free(ws);
@@ -569,6 +575,19 @@ static int cmp_desc(const void *a, const void *b)
 	return (x < y) - (x > y);
 }
 
+/* ln Pr[N(0, 2 sigma^2) >= margin] for an integer margin in [0, max_teachers],
+ * computed once per analysis and then looked up. */
+static int margin_lsf(acct_pate_workspace *ws, int64_t margin, double sigma, double *ret)
+{
+	double *slot = &ws->lsf_by_margin[margin];
+	int rc;
+
+	if (isnan(*slot) && (rc = log_normal_sf((double)margin, M_SQRT2 * sigma, slot)) < 0)
+		return rc;
+	*ret = *slot;
+	return 0;
+}
+
 /*
  * ln q (Proposition 7) of the histogram {top} + groups, whose classes number
  * m.  Terms are visited by increasing margin; once a term is below the
@@ -576,33 +595,33 @@ static int cmp_desc(const void *a, const void *b)
  * double precision and are skipped, so a step costs O(vote values near the
  * top) rather than O(m).
  */
-static int grouped_logq(const acct_pate_workspace *ws, int64_t top, size_t m, double sigma,
+static int grouped_logq(acct_pate_workspace *ws, int64_t top, size_t m, double sigma,
 			double *ret_logq)
 {
 	const struct vote_group *g = ws->groups;
 	size_t ng = ws->n_groups;
 	bool top_is_max = ng == 0 || top >= g[ng - 1].value;
 	int64_t best = top_is_max ? top : g[ng - 1].value;
-	double scale = M_SQRT2 * sigma, cutoff = -40 - log((double)m), tref = -INFINITY, t, sum = 0;
+	double cutoff = -40 - log((double)m), tref = -INFINITY, t, sum = 0;
 	int rc;
 
 	/* The plurality class is excluded from the union bound. */
 	if (!top_is_max) {
-		if ((rc = log_normal_sf((double)(best - top), scale, &tref)) < 0)
+		if ((rc = margin_lsf(ws, best - top, sigma, &tref)) < 0)
 			return rc;
 	}
 	for (size_t i = ng; i-- > 0;) {
 		int64_t c = g[i].count - (!top_is_max && i == ng - 1);
 
 		if (c > 0) {
-			if ((rc = log_normal_sf((double)(best - g[i].value), scale, &t)) < 0)
+			if ((rc = margin_lsf(ws, best - g[i].value, sigma, &t)) < 0)
 				return rc;
 			tref = fmax(tref, t);
 			break;
 		}
 	}
 	if (!top_is_max) {
-		if ((rc = log_normal_sf((double)(best - top), scale, &t)) < 0)
+		if ((rc = margin_lsf(ws, best - top, sigma, &t)) < 0)
 			return rc;
 		sum += exp(t - tref);
 	}
@@ -611,7 +630,7 @@ static int grouped_logq(const acct_pate_workspace *ws, int64_t top, size_t m, do
 
 		if (c == 0)
 			continue;
-		if ((rc = log_normal_sf((double)(best - g[i].value), scale, &t)) < 0)
+		if ((rc = margin_lsf(ws, best - g[i].value, sigma, &t)) < 0)
 			return rc;
 		if (t - tref < cutoff)
 			break;
@@ -668,9 +687,9 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 		return rc;
 	if (num_classes > ws->max_classes)
 		return acct_error_set(err, ACCT_EINVAL, "/votes", "more classes than the workspace holds");
-	if (num_teachers < 1 || num_teachers > DPG_MAX_TEACHERS)
-		return acct_error_set(err, ACCT_EINVAL, "/num_teachers", "num_teachers must be in [1, %d]",
-				      DPG_MAX_TEACHERS);
+	if (num_teachers < 1 || num_teachers > ws->max_teachers)
+		return acct_error_set(err, ACCT_EINVAL, "/num_teachers", "num_teachers must be in [1, %lld]",
+				      (long long)ws->max_teachers);
 	for (size_t i = 0; i < num_classes; i++) {
 		char where[32];
 
@@ -695,6 +714,8 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 		s.logq1 = lo;
 	}
 
+	for (int64_t g = 0; g <= num_teachers; g++)
+		ws->lsf_by_margin[g] = NAN;
 	/* Group the histogram, sorted descending, minus its top vote. */
 	qsort(ws->sorted, num_classes, sizeof(*ws->sorted), cmp_desc);
 	top = ws->sorted[0];
@@ -746,8 +767,14 @@ double acct_pate_smooth_sensitivity(double beta, const double *ls, size_t n)
 {
 	double best = 0;
 
-	for (size_t d = 0; d < n; d++)
-		best = fmax(best, ls[d] * exp(-beta * (double)d));
+	for (size_t d = 0; d < n; d++) {
+		double v = ls[d] * exp(-beta * (double)d);
+
+		/* Never round a positive sensitivity down to no noise at all. */
+		if (v == 0 && ls[d] > 0)
+			v = DBL_TRUE_MIN;
+		best = fmax(best, v);
+	}
 	return best;
 }
 

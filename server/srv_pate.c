@@ -227,7 +227,7 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	/* Theorem 23's condition first: it is a property of the request. */
 	if ((rc = acct_pate_gnss_rdp(beta, release_sigma, order, &rdp_release, err)) < 0)
 		goto out;
-	ws = acct_pate_workspace_new(m);
+	ws = acct_pate_workspace_new(m, num_teachers);
 	ls = malloc((size_t)num_teachers * sizeof(*ls));
 	if (!ws || !ls) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");

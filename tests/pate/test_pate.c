@@ -151,7 +151,7 @@ Test(pate, threshold_reference_library)
 Test(pate, smooth_sensitivity_reference_library)
 {
 	json_t *cases = load_reference("pate_smooth_sensitivity");
-	acct_pate_workspace *ws = acct_pate_workspace_new(MAX_CLASSES);
+	acct_pate_workspace *ws = acct_pate_workspace_new(MAX_CLASSES, 5000);
 	size_t k;
 	json_t *c;
 
@@ -546,7 +546,7 @@ Test(pate, local_sensitivity_bounds_every_neighbour)
 	static const struct { double conc, sigma, order; } cases[] = {
 		{0.6, 100, 8}, {0.9, 40, 12}, {0.45, 20, 5}, {0.3, 10, 4},
 	};
-	acct_pate_workspace *ws = acct_pate_workspace_new(16);
+	acct_pate_workspace *ws = acct_pate_workspace_new(16, 250);
 	uint64_t state = 99;
 
 	cr_assert(ws);
