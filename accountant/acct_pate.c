@@ -435,7 +435,9 @@ static bool theorem6_applies(double sigma, double logq, double order)
 
 	if (!(mu1 >= order) || !(mu2 > 1))
 		return false;
-	return logq <= (mu2 - 1) * eps2 - mu2 * log(mu1 / (mu1 - 1) * mu2 / (mu2 - 1));
+	/* log1p, not the log of the product: at large sigma the product is
+	 * 1 + 2/mu_2 and mu_2 times its rounded log would swamp the margin. */
+	return logq <= (mu2 - 1) * eps2 - mu2 * (log1p(1 / (mu1 - 1)) + log1p(1 / (mu2 - 1)));
 }
 
 static double dep_minus_indep(double logq, void *p)

@@ -581,3 +581,56 @@ Test(pate, local_sensitivity_bounds_every_neighbour)
 	}
 	acct_pate_workspace_free(ws);
 }
+
+/*
+ * Histograms at the edges: no votes at all (q is the cap 1 - 1/m and the
+ * cost is the data-independent lambda / sigma^2), two classes, very large
+ * and very small sigma, orders near 1 and very high.  Every one is answered
+ * with finite, non-negative figures.
+ */
+Test(pate, edge_histograms_are_answered)
+{
+	static const char *const smooth_bodies[] = {
+		"{\"votes\": [0, 0, 0], \"num_teachers\": 10, \"sigma\": 1, \"order\": 2, \"beta\": 0.1}",
+		"{\"votes\": [1, 0], \"num_teachers\": 1, \"sigma\": 3, \"order\": 8, \"beta\": 0.01}",
+		"{\"votes\": [100, 0], \"num_teachers\": 100, \"sigma\": 1e9, \"order\": 2, \"beta\": 0.1}",
+		"{\"votes\": [100, 0], \"num_teachers\": 100, \"sigma\": 1e-6, \"order\": 1e6, \"beta\": 0}",
+		"{\"votes\": [60, 40], \"num_teachers\": 100, \"sigma\": 1, \"order\": 1.0001, \"beta\": 0.1}",
+		"{\"votes\": [30, 30, 40], \"num_teachers\": 120, \"sigma\": 5, \"order\": 4, \"beta\": 0.05,"
+		" \"release_sigma\": 8}",
+	};
+	json_t *body = parse("{\"votes\": [0, 0, 0, 0], \"sigma\": 2, \"orders\": [1.5, 4],"
+			     " \"threshold\": 0, \"threshold_sigma\": 3}");
+	json_t *ans = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s", err.text);
+	cr_expect(close_to(num(ans, "logq"), log(0.75), 1e-15, 0));
+	cr_expect(close_to(json_number_value(json_array_get(json_object_get(ans, "rdp"), 1)), 1.0, 1e-15, 0));
+	/* T = max votes: answered with probability exactly 1/2. */
+	cr_expect(close_to(num(ans, "logpr_answered"), log(0.5), 1e-15, 0));
+	json_decref(ans);
+	json_decref(body);
+	for (size_t k = 0; k < sizeof(smooth_bodies) / sizeof(smooth_bodies[0]); k++) {
+		json_t *ls;
+		size_t i;
+		json_t *v;
+
+		body = parse(smooth_bodies[k]);
+		ans = NULL;
+		acct_error_init(&err);
+		cr_assert_eq(srv_pate_smooth_sensitivity(body, &ans, &err), 0, "case %zu: %s at %s", k, err.text,
+			     err.where);
+		ls = json_object_get(ans, "local_sensitivity");
+		cr_expect_eq(json_array_size(ls), (size_t)json_integer_value(json_object_get(body, "num_teachers")));
+		json_array_foreach(ls, i, v) {
+			cr_expect(json_number_value(v) >= 0 && isfinite(json_number_value(v)), "case %zu d %zu", k, i);
+			cr_expect(num(ans, "smooth_sensitivity") >= json_number_value(v) *
+				  exp(-json_number_value(json_object_get(body, "beta")) * (double)i) * (1 - 1e-12));
+		}
+		cr_expect(num(ans, "rdp_of_release") > 0);
+		json_decref(ans);
+		json_decref(body);
+	}
+}
