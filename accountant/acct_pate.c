@@ -35,6 +35,7 @@ struct acct_pate_workspace {
 	size_t n_groups;
 	int64_t max_teachers;
 	double *lsf_by_margin;      /* ln Pr[N(0, 2 sigma^2) >= g], g = 0 .. max_teachers; NAN = not yet */
+	double *ls;                 /* local sensitivity by distance, copied out on success */
 	gsl_root_fsolver *solver;
 };
 
@@ -196,9 +197,8 @@ static int copy_finite(const double *v, size_t n, double *ret, acct_error *err)
 int acct_pate_gnmax_logq(const double *votes, size_t num_classes, double sigma,
 			 double *ret_logq, acct_error *err)
 {
-	size_t top = 0;
-	double tmax = -INFINITY, sum = 0, logq;
-	double *terms = NULL;
+	size_t top = 0, second;
+	double tmax, t, sum = 0;
 	int rc;
 
 	if ((rc = check_histogram(votes, num_classes, err)) < 0 ||
@@ -208,31 +208,27 @@ int acct_pate_gnmax_logq(const double *votes, size_t num_classes, double sigma,
 		if (votes[i] > votes[top])
 			top = i;
 	}
-	terms = malloc(num_classes * sizeof(*terms));
-	if (!terms)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	/* Pr[n_i + N(0, s^2) >= n_i* + N(0, s^2)] = Pr[N(0, 2 s^2) >= n_i* - n_i] */
+	second = top == 0 ? 1 : 0;
+	for (size_t i = 0; i < num_classes; i++) {
+		if (i != top && votes[i] > votes[second])
+			second = i;
+	}
+	/*
+	 * Pr[n_i + N(0, s^2) >= n_i* + N(0, s^2)] = Pr[N(0, 2 s^2) >= n_i* - n_i],
+	 * summed by log-sum-exp around the largest term, the runner-up's.
+	 */
+	if ((rc = log_normal_sf(votes[top] - votes[second], M_SQRT2 * sigma, &tmax)) < 0)
+		return acct_error_set(err, rc, "/votes", "log erfc failed");
 	for (size_t i = 0; i < num_classes; i++) {
 		if (i == top)
 			continue;
-		rc = log_normal_sf(votes[top] - votes[i], M_SQRT2 * sigma, &terms[i]);
-		if (rc < 0) {
-			rc = acct_error_set(err, rc, "/votes", "log erfc failed");
-			goto out;
-		}
-		tmax = fmax(tmax, terms[i]);
-	}
-	for (size_t i = 0; i < num_classes; i++) {
-		if (i != top)
-			sum += exp(terms[i] - tmax);
+		if ((rc = log_normal_sf(votes[top] - votes[i], M_SQRT2 * sigma, &t)) < 0)
+			return acct_error_set(err, rc, "/votes", "log erfc failed");
+		sum += exp(t - tmax);
 	}
 	/* The union bound can exceed 1; q <= 1 - 1/m holds for any noise. */
-	logq = fmin(tmax + log(sum), log1p(-1.0 / (double)num_classes));
-	*ret_logq = logq;
-	rc = 0;
-out:
-	free(terms);
-	return rc;
+	*ret_logq = fmin(tmax + log(sum), log1p(-1.0 / (double)num_classes));
+	return 0;
 }
 
 int acct_pate_gnmax_rdp_data_independent(double sigma, const double *orders, size_t n,
@@ -393,8 +389,9 @@ acct_pate_workspace *acct_pate_workspace_new(size_t max_classes, int64_t max_tea
 	ws->sorted = malloc(max_classes * sizeof(*ws->sorted));
 	ws->groups = malloc(max_classes * sizeof(*ws->groups));
 	ws->lsf_by_margin = malloc(((size_t)max_teachers + 1) * sizeof(*ws->lsf_by_margin));
+	ws->ls = malloc((size_t)max_teachers * sizeof(*ws->ls));
 	ws->solver = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
-	if (!ws->sorted || !ws->groups || !ws->lsf_by_margin || !ws->solver) {
+	if (!ws->sorted || !ws->groups || !ws->lsf_by_margin || !ws->ls || !ws->solver) {
 		acct_pate_workspace_free(ws);
 		return NULL;
 	}
@@ -408,6 +405,7 @@ void acct_pate_workspace_free(acct_pate_workspace *ws)
 	free(ws->sorted);
 	free(ws->groups);
 	free(ws->lsf_by_margin);
+	free(ws->ls);
 	if (ws->solver)
 		gsl_root_fsolver_free(ws->solver);
 	free(ws);
@@ -744,24 +742,25 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 	 * reaches [q1, q0] (or unanimity), the maximum is the plateau LS(q1).
 	 */
 	for (int64_t d = 0; d < num_teachers; d++)
-		ret_ls[d] = plateau;
-	if (s.logq1 <= logq && logq <= s.logq0)
-		return 0;
-	if ((rc = local_sensitivity_at(&s, logq, &ls)) < 0)
-		return acct_error_set(err, rc, "/votes", "local sensitivity failed");
-	ret_ls[0] = ls;
-	go_left = logq > s.logq0;
-	for (int64_t d = 1; d < num_teachers; d++) {
-		if (go_left ? !(logq > s.logq0 && ws->groups[ws->n_groups - 1].value > 0)
-			    : !(logq < s.logq1))
-			break;
-		top += go_left ? 1 : -1;
-		move_second_vote(ws, go_left ? -1 : 1);
-		if ((rc = grouped_logq(ws, top, num_classes, sigma, &logq)) < 0 ||
-		    (rc = local_sensitivity_at(&s, logq, &ls)) < 0)
+		ws->ls[d] = plateau;
+	if (logq < s.logq1 || logq > s.logq0) {
+		if ((rc = local_sensitivity_at(&s, logq, &ls)) < 0)
 			return acct_error_set(err, rc, "/votes", "local sensitivity failed");
-		ret_ls[d] = ls;
+		ws->ls[0] = ls;
+		go_left = logq > s.logq0;
+		for (int64_t d = 1; d < num_teachers; d++) {
+			if (go_left ? !(logq > s.logq0 && ws->groups[ws->n_groups - 1].value > 0)
+				    : !(logq < s.logq1))
+				break;
+			top += go_left ? 1 : -1;
+			move_second_vote(ws, go_left ? -1 : 1);
+			if ((rc = grouped_logq(ws, top, num_classes, sigma, &logq)) < 0 ||
+			    (rc = local_sensitivity_at(&s, logq, &ls)) < 0)
+				return acct_error_set(err, rc, "/votes", "local sensitivity failed");
+			ws->ls[d] = ls;
+		}
 	}
+	memcpy(ret_ls, ws->ls, (size_t)num_teachers * sizeof(*ret_ls));
 	return 0;
 }
 
