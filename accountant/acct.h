@@ -240,6 +240,133 @@ double acct_filter_delta(const acct_filter *f, const acct_cost *total);
 
 /* ==== PATE analysis (issue 5) ==== */
 
+/*
+ * Data-dependent privacy analysis of the PATE aggregators of Papernot et al.
+ * 2018, "Scalable private learning with PATE" (ICLR 2018, arXiv:1802.08908):
+ * GNMax (Proposition 7, Theorem 6, Proposition 8), the Confident-GNMax
+ * threshold check (Section 4.2 and Appendix B), and the smooth sensitivity of
+ * the data-dependent RDP (Algorithms 3-5, Theorem 23).  Vote histograms are
+ * arrays of `num_classes` finite reals (integer-valued where stated); sigma
+ * is a standard deviation.  Every function writes its out-parameters only on
+ * success and otherwise returns a negative ACCT_E* code with `err` filled.
+ * The GSL error handler must be off (gsl_set_error_handler_off) in the
+ * process: GSL statuses are checked, never left to abort.
+ */
+
+/* Largest noise standard deviation accepted by the PATE routes. */
+#define ACCT_PATE_MAX_SIGMA 1e9
+
+/*
+ * Proposition 7: an upper bound on ln q, q = Pr[GNMax answer != plurality],
+ * q <= sum_{i != i*} Pr[N(0, 2 sigma^2) >= n_i* - n_i], computed in log space
+ * (log erfc, log-sum-exp) and capped at ln(1 - 1/num_classes).  i* is the
+ * first class with the most votes.  num_classes >= 2, sigma > 0.
+ */
+int acct_pate_gnmax_logq(const double *votes, size_t num_classes, double sigma,
+			 double *ret_logq, acct_error *err);
+
+/*
+ * Proposition 8: the data-independent RDP of one GNMax answer (votes of
+ * L2 sensitivity sqrt 2), lambda / sigma^2, at each of the n orders (> 1).
+ */
+int acct_pate_gnmax_rdp_data_independent(double sigma, const double *orders, size_t n,
+					 double *ret_rdp, acct_error *err);
+
+/*
+ * Theorem 6 with the higher orders mu_2 = sigma sqrt(ln 1/q), mu_1 = mu_2 + 1
+ * of Proposition 10: the data-dependent RDP of one GNMax answer at each order,
+ * given an upper bound logq <= 0 on ln q (-INFINITY allowed: a fixed output
+ * costs 0).  Where the theorem's conditions fail (mu_1 <= lambda, mu_2 <= 1,
+ * q outside the range of Lemma 9 where the bound increases in q, or
+ * ln 1/q <= mu_2 / sigma^2) the order falls back to lambda / sigma^2, and the
+ * result is never above it.
+ */
+int acct_pate_gnmax_rdp(double logq, double sigma, const double *orders, size_t n,
+			double *ret_rdp, acct_error *err);
+
+/*
+ * Confident-GNMax threshold check (Algorithm 1): ln Pr[max_i n_i + N(0,
+ * sigma^2) >= threshold], the maximum vote rounded to the nearest integer.
+ */
+int acct_pate_threshold_logpr(const double *votes, size_t num_classes, double threshold,
+			      double sigma, double *ret_logpr, acct_error *err);
+
+/*
+ * Data-dependent RDP of the threshold check given logpr = ln Pr[answered]:
+ * the check is a Gaussian mechanism of sensitivity 1 on max votes, so
+ * Theorem 6 applies with q = min(Pr[answered], 1 - Pr[answered]) and noise
+ * sqrt(2) sigma (as for GNMax's sensitivity sqrt 2); falls back to, and never
+ * exceeds, the data-independent lambda / (2 sigma^2).
+ */
+int acct_pate_threshold_rdp(double logpr, double sigma, const double *orders, size_t n,
+			    double *ret_rdp, acct_error *err);
+
+/* The data-independent RDP of the threshold check, lambda / (2 sigma^2). */
+int acct_pate_threshold_rdp_data_independent(double sigma, const double *orders, size_t n,
+					     double *ret_rdp, acct_error *err);
+
+/*
+ * Workspace for the smooth-sensitivity analysis of GNMax histograms of up to
+ * `max_classes` classes and `max_teachers` teachers: a Brent root solver, the
+ * grouped histogram that Algorithms 4-5 walk, and a table of Gaussian tail
+ * probabilities by vote margin (O(max_classes + max_teachers) memory).  NULL
+ * when out of memory or a size is outside [2, DPG_MAX_VOTE_CLASSES] and
+ * [1, DPG_MAX_TEACHERS].  Not thread-safe: one workspace per thread.
+ */
+typedef struct acct_pate_workspace acct_pate_workspace;
+
+acct_pate_workspace *acct_pate_workspace_new(size_t max_classes, int64_t max_teachers);
+
+/* Frees a workspace.  Accepts NULL. */
+void acct_pate_workspace_free(acct_pate_workspace *ws);
+
+/*
+ * ln q0(sigma, lambda) (Appendix B.4): the root of "Theorem 6's bound equals
+ * lambda / sigma^2", below which the smooth-sensitivity analysis uses the
+ * data-dependent bound; bracketed from ln q <= min(-(1 + 1/sigma)^2,
+ * -((lambda - 0.99) / sigma)^2, -1/sigma^2) and refined by Brent's method.
+ * ACCT_EUNSUPPORTED when Theorem 6's conditions fail there.
+ */
+int acct_pate_gnmax_logq0(acct_pate_workspace *ws, double sigma, double order,
+			  double *ret_logq0, acct_error *err);
+
+/*
+ * The RDP at one order that the smooth-sensitivity analysis bounds and
+ * releases: lambda / sigma^2 when logq >= ln q0, Theorem 6's bound below.
+ */
+int acct_pate_gnmax_rdp_ss(acct_pate_workspace *ws, double logq, double sigma, double order,
+			   double *ret_rdp, acct_error *err);
+
+/*
+ * Algorithms 3-5 (Proposition 13): upper bounds on the local sensitivity of
+ * acct_pate_gnmax_rdp_ss at distance d = 0 .. num_teachers - 1 from the
+ * integer vote histogram `votes` (sum <= num_teachers), written to
+ * ret_ls[0 .. num_teachers - 1] (caller-owned).  Distance is the number of
+ * teachers changing their vote; beyond the distances the walk of Algorithms
+ * 4-5 visits, the bound is the plateau LS(q1), q1 = B_l(q0).  Runs in
+ * O(num_teachers * distinct vote values) at worst.
+ */
+int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *votes,
+				      size_t num_classes, int64_t num_teachers, double sigma,
+				      double order, double *ret_ls, acct_error *err);
+
+/*
+ * Smooth sensitivity (Nissim, Raskhodnikova and Smith 2007; PATE 2018
+ * Section B.5): max_d e^{-beta d} ls[d] over d = 0 .. n - 1, beta >= 0.  A
+ * positive term that underflows counts as the smallest positive double, so
+ * a positive sensitivity is never rounded down to 0.
+ */
+double acct_pate_smooth_sensitivity(double beta, const double *ls, size_t n);
+
+/*
+ * Theorem 23: RDP at `order` of the GNSS release f(D) + SS_beta(D) N(0,
+ * sigma^2): lambda e^{2 beta} / sigma^2 + (beta lambda - ln(1 - 2 lambda beta)
+ * / 2) / (lambda - 1), valid for 1 < lambda < 1 / (2 beta) (any lambda > 1
+ * when beta = 0).
+ */
+int acct_pate_gnss_rdp(double beta, double sigma, double order, double *ret_rdp,
+		       acct_error *err);
+
 /* ==== end PATE analysis ==== */
 
 #endif

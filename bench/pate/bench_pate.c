@@ -1,0 +1,268 @@
+/*
+ * bench_pate.c: timing of the PATE data-dependent analysis.
+ *
+ * Prints, for 250 and 5000 teachers, the time of one smooth-sensitivity
+ * computation (local sensitivity at every distance, Algorithms 3-5, then the
+ * discounted maximum) and the number of label queries whose cost (Proposition
+ * 7 + Theorem 6 at 9 orders, with the threshold check) is computed per
+ * second, in the library and through the /v1/pate/cost handler (JSON in and
+ * out, no HTTP).  The baseline, measured in the same run, is the
+ * data-independent cost lambda / sigma^2 at the same orders.
+ *
+ * usage: bench_pate [seconds per figure, default 0.5]
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <gsl/gsl_errno.h>
+#include <jansson.h>
+
+#include "acct.h"
+#include "srv_stateless.h"
+
+#define CLASSES 10
+
+static const double orders[] = {1.5, 2, 3, 5, 8, 16, 32, 64, 128};
+#define N_ORDERS (sizeof(orders) / sizeof(orders[0]))
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A histogram of n votes over CLASSES classes, a share conc on class 0 and
+ * the rest spread by an LCG (benchmark input, not privacy noise). */
+static void histogram(double *votes, int64_t n, double conc, uint64_t *state)
+{
+	int64_t top = (int64_t)(conc * (double)n), left = n - top;
+
+	for (size_t i = 0; i < CLASSES; i++)
+		votes[i] = 0;
+	votes[0] = (double)top;
+	while (left-- > 0) {
+		*state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+		votes[1 + (*state >> 33) % (CLASSES - 1)] += 1;
+	}
+}
+
+struct query {
+	double votes[CLASSES];
+};
+
+/* Runs fn over the queries until `budget` seconds pass; returns calls/s. */
+#define RATE(budget, calls, body)                                          \
+	do {                                                               \
+		double t0_ = now(), t_;                                    \
+		(calls) = 0;                                               \
+		do {                                                       \
+			body;                                              \
+			(calls)++;                                         \
+		} while ((t_ = now()) - t0_ < (budget));                   \
+		(calls) = (uint64_t)((double)(calls) / (t_ - t0_));        \
+	} while (0)
+
+/* One smooth-sensitivity computation on `votes` (m classes), timed. */
+static int time_smooth(double budget, const double *votes, size_t m, int64_t teachers, double sigma,
+		       double order, double beta, double *ret_ms, double *ret_ss)
+{
+	acct_pate_workspace *ws = acct_pate_workspace_new(m, teachers);
+	double *ls = malloc((size_t)teachers * sizeof(*ls)), ss = 0, t0, t;
+	uint64_t calls = 0;
+	acct_error err;
+	int rc = 1;
+
+	acct_error_init(&err);
+	if (!ws || !ls)
+		goto out;
+	t0 = now();
+	do {
+		if (acct_pate_gnmax_local_sensitivity(ws, votes, m, teachers, sigma, order, ls, &err) < 0) {
+			fprintf(stderr, "local sensitivity: %s\n", err.text);
+			goto out;
+		}
+		ss = acct_pate_smooth_sensitivity(beta, ls, (size_t)teachers);
+		calls++;
+	} while ((t = now()) - t0 < budget);
+	*ret_ms = 1e3 * (t - t0) / (double)calls;
+	*ret_ss = ss;
+	rc = 0;
+out:
+	acct_pate_workspace_free(ws);
+	free(ls);
+	return rc;
+}
+
+static int bench_smooth(double budget, int64_t teachers, double sigma, double conc, double order,
+			double beta)
+{
+	double votes[CLASSES], ms, ss;
+	uint64_t state = 1;
+
+	histogram(votes, teachers, conc, &state);
+	if (time_smooth(budget, votes, CLASSES, teachers, sigma, order, beta, &ms, &ss) < 0)
+		return 1;
+	printf("smooth sensitivity  teachers %6lld  top share %.2f  sigma %5.0f  order %3.0f  beta %.4f: "
+	       "%9.3f ms/call  (SS %.3g)\n",
+	       (long long)teachers, conc, sigma, order, beta, ms, ss);
+	return 0;
+}
+
+/*
+ * The slowest shape admitted by /v1/pate/smooth-sensitivity: the most
+ * distinct vote counts that DPG_MAX_VECTOR_LEN teachers can cast (classes
+ * voted 0, 1, 2, ... times), so that each step of the walk sums many terms.
+ */
+static int bench_smooth_worst(double budget, double sigma)
+{
+	int64_t teachers = DPG_MAX_VECTOR_LEN, total = 0;
+	size_t m = 0;
+	double *votes = malloc((size_t)teachers * sizeof(*votes)), ms, ss;
+	int rc = 1;
+
+	if (!votes)
+		return 1;
+	while (total + (int64_t)m <= teachers) {
+		votes[m] = (double)m;
+		total += (int64_t)m++;
+	}
+	if (time_smooth(budget, votes, m, teachers, sigma, 8, 0.0329, &ms, &ss) == 0) {
+		printf("smooth sensitivity  teachers %6lld  %zu classes voted 0..%zu  sigma %5.0f: %9.3f ms/call"
+		       "  (SS %.3g, worst case)\n", (long long)teachers, m, m - 1, sigma, ms, ss);
+		rc = 0;
+	}
+	free(votes);
+	return rc;
+}
+
+static int bench_cost(double budget, int64_t teachers, double sigma)
+{
+	enum { NQ = 1024 };
+	struct query *q = malloc(NQ * sizeof(*q));
+	json_t **bodies = calloc(NQ, sizeof(*bodies));
+	double rdp[N_ORDERS], rdp_t[N_ORDERS], logq, logpr, sink = 0;
+	uint64_t state = 3, base, lib, route;
+	size_t k = 0;
+	acct_error err;
+	int rc = 1;
+
+	acct_error_init(&err);
+	if (!q || !bodies)
+		goto out;
+	for (size_t i = 0; i < NQ; i++) {
+		json_t *v = json_array(), *o = json_array();
+
+		histogram(q[i].votes, teachers, 0.3 + 0.7 * (double)i / NQ, &state);
+		for (size_t c = 0; c < CLASSES; c++)
+			json_array_append_new(v, json_integer((json_int_t)q[i].votes[c]));
+		for (size_t c = 0; c < N_ORDERS; c++)
+			json_array_append_new(o, json_real(orders[c]));
+		bodies[i] = json_pack("{s:o, s:f, s:o, s:f, s:f}", "votes", v, "sigma", sigma, "orders", o,
+				      "threshold", 0.6 * (double)teachers, "threshold_sigma", 1.5 * sigma);
+		if (!bodies[i])
+			goto out;
+	}
+	RATE(budget, base, {
+		acct_pate_gnmax_rdp_data_independent(sigma, orders, N_ORDERS, rdp, &err);
+		sink += rdp[k++ % N_ORDERS];
+	});
+	RATE(budget, lib, {
+		const double *v = q[k++ % NQ].votes;
+
+		if (acct_pate_gnmax_logq(v, CLASSES, sigma, &logq, &err) < 0 ||
+		    acct_pate_gnmax_rdp(logq, sigma, orders, N_ORDERS, rdp, &err) < 0 ||
+		    acct_pate_threshold_logpr(v, CLASSES, 0.6 * (double)teachers, 1.5 * sigma, &logpr, &err) < 0 ||
+		    acct_pate_threshold_rdp(logpr, 1.5 * sigma, orders, N_ORDERS, rdp_t, &err) < 0) {
+			fprintf(stderr, "cost: %s\n", err.text);
+			goto out;
+		}
+		sink += rdp[4] + rdp_t[4];
+	});
+	RATE(budget, route, {
+		json_t *ans = NULL;
+
+		if (srv_pate_cost(bodies[k++ % NQ], &ans, &err) < 0) {
+			fprintf(stderr, "route: %s\n", err.text);
+			goto out;
+		}
+		json_decref(ans);
+	});
+	printf("label query cost    teachers %5lld  sigma %5.0f  %zu orders + threshold: "
+	       "%10.0f /s library, %9.0f /s through srv_pate_cost;  baseline data-independent %11.0f /s  (%.3g)\n",
+	       (long long)teachers, sigma, N_ORDERS, (double)lib, (double)route, (double)base, sink > 0 ? 1.0 : 0.0);
+	rc = 0;
+out:
+	for (size_t i = 0; bodies && i < NQ; i++)
+		json_decref(bodies[i]);
+	free(bodies);
+	free(q);
+	return rc;
+}
+
+/*
+ * Not a timing: the epsilon (delta = 1e-5, simple RDP conversion minimised
+ * over orders) of `queries` GNMax answers from 250 teachers at sigma 40 when
+ * the plurality holds a share in [lo, 1] of the votes, data-dependent
+ * (Theorem 6) against data-independent (lambda / sigma^2).
+ */
+static int ensemble_epsilon(int queries, double lo)
+{
+	static const double ord[] = {2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 32, 50, 64, 100};
+	enum { N = sizeof(ord) / sizeof(ord[0]) };
+	double dep[N] = {0}, r[N], eps_dep = INFINITY, eps_ind = INFINITY;
+	uint64_t state = 2018;
+	acct_error err;
+
+	acct_error_init(&err);
+	for (int k = 0; k < queries; k++) {
+		double votes[CLASSES], logq;
+
+		histogram(votes, 250, lo + (1 - lo) * (double)(k % 101) / 100, &state);
+		if (acct_pate_gnmax_logq(votes, CLASSES, 40, &logq, &err) < 0 ||
+		    acct_pate_gnmax_rdp(logq, 40, ord, N, r, &err) < 0)
+			return 1;
+		for (size_t i = 0; i < N; i++)
+			dep[i] += r[i];
+	}
+	for (size_t i = 0; i < N; i++) {
+		eps_dep = fmin(eps_dep, dep[i] + log(1e5) / (ord[i] - 1));
+		eps_ind = fmin(eps_ind, queries * ord[i] / 1600.0 + log(1e5) / (ord[i] - 1));
+	}
+	printf("ensemble epsilon    %d answers, 250 teachers, sigma 40, top share in [%.2f, 1]: "
+	       "data-dependent %.3f, data-independent %.3f (delta 1e-5)\n", queries, lo, eps_dep, eps_ind);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	double budget = argc > 1 ? atof(argv[1]) : 0.5;
+	int rc = 0;
+
+	gsl_set_error_handler_off();
+	if (!(budget > 0))
+		budget = 0.5;
+	rc |= ensemble_epsilon(2000, 0.5);
+	rc |= ensemble_epsilon(2000, 0.8);
+	rc |= ensemble_epsilon(2000, 0.95);
+	rc |= bench_cost(budget, 250, 40);
+	rc |= bench_cost(budget, 5000, 100);
+	rc |= bench_smooth(budget, 250, 40, 0.6, 8, 0.0329);
+	rc |= bench_smooth(budget, 250, 40, 1.0, 12, 0.0329);
+	rc |= bench_smooth(budget, 250, 100, 0.9, 8, 0.0);
+	rc |= bench_smooth(budget, 5000, 100, 0.6, 8, 0.0329);
+	rc |= bench_smooth(budget, 5000, 100, 1.0, 8, 0.0329);
+	rc |= bench_smooth(budget, 5000, 200, 0.3, 15, 0.0);
+	rc |= bench_smooth(budget, 100000, 100, 1.0, 8, 0.0329);
+	rc |= bench_smooth_worst(budget, 10);
+	rc |= bench_smooth_worst(budget, 100);
+	rc |= bench_smooth_worst(budget, 1000);
+	rc |= bench_smooth_worst(budget, 1e4);
+	rc |= bench_smooth_worst(budget, 1e5);
+	rc |= bench_smooth_worst(budget, 1e8);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,668 @@
+/*
+ * test_pate.c: the PATE data-dependent analysis (accountant/acct_pate.c) and
+ * its stateless routes (server/srv_pate.c).
+ *
+ * Expected values come from the reference vectors computed with the PATE
+ * 2018 reference code (tests/data/reference/pate_*.json, tolerances as
+ * ../shared/tools/refcheck uses them) or from closed forms derived here with
+ * libm alone; never from this code's own output.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <gsl/gsl_errno.h>
+#include <jansson.h>
+
+#include "acct.h"
+#include "srv_stateless.h"
+
+#define MAX_CLASSES 200
+
+static void setup(void)
+{
+	gsl_set_error_handler_off();
+}
+
+TestSuite(pate, .init = setup);
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static json_t *load_reference(const char *name)
+{
+	const char *dir = getenv("DPGATE_TEST_DATA");
+	char path[1024];
+	json_error_t jerr;
+	json_t *j;
+
+	cr_assert(dir, "DPGATE_TEST_DATA is not set");
+	snprintf(path, sizeof(path), "%s/reference/%s.json", dir, name);
+	j = json_load_file(path, 0, &jerr);
+	cr_assert(j, "cannot read %s: %s", path, jerr.text);
+	cr_assert(json_is_array(j) && json_array_size(j) > 0, "%s holds no cases", path);
+	return j;
+}
+
+/* Copies a JSON array of numbers into v (capacity cap); returns its length. */
+static size_t reals(const json_t *arr, double *v, size_t cap)
+{
+	size_t n = json_array_size(arr);
+
+	cr_assert(json_is_array(arr) && n <= cap);
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_number_value(json_array_get(arr, i));
+	return n;
+}
+
+static double num(const json_t *obj, const char *key)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	cr_assert(json_is_number(v), "missing number '%s'", key);
+	return json_number_value(v);
+}
+
+/* refcheck's close(): |a - b| <= max(abs, rel |b|), a finite. */
+static bool close_to(double a, double b, double rel, double abs_tol)
+{
+	return isfinite(a) && fabs(a - b) <= fmax(abs_tol, rel * fabs(b));
+}
+
+static void expect_close(const char *id, const char *what, double got, double want, double rel,
+			 double abs_tol)
+{
+	cr_expect(close_to(got, want, rel, abs_tol), "%s %s: got %.17g, reference %.17g", id, what, got,
+		  want);
+}
+
+static json_t *parse(const char *text)
+{
+	json_error_t jerr;
+	json_t *j = json_loads(text, 0, &jerr);
+
+	cr_assert(j, "bad test JSON: %s", jerr.text);
+	return j;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reference vectors through the library                                     */
+/* ------------------------------------------------------------------------ */
+
+Test(pate, gnmax_reference_library)
+{
+	json_t *cases = load_reference("pate_gnmax");
+	size_t k;
+	json_t *c;
+
+	json_array_foreach(cases, k, c) {
+		const char *id = json_string_value(json_object_get(c, "id"));
+		double votes[MAX_CLASSES], orders[DPG_MAX_ORDERS], want[DPG_MAX_ORDERS], want_ind[DPG_MAX_ORDERS];
+		double got[DPG_MAX_ORDERS], got_ind[DPG_MAX_ORDERS], logq;
+		size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
+		size_t n = reals(json_object_get(c, "orders"), orders, DPG_MAX_ORDERS);
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(reals(json_object_get(c, "rdp"), want, DPG_MAX_ORDERS), n);
+		cr_assert_eq(reals(json_object_get(c, "rdp_data_independent"), want_ind, DPG_MAX_ORDERS), n);
+		cr_assert_eq(acct_pate_gnmax_logq(votes, m, num(c, "sigma"), &logq, &err), 0, "%s: %s", id, err.text);
+		expect_close(id, "logq", logq, num(c, "logq"), 1e-6, 1e-9);
+		cr_assert_eq(acct_pate_gnmax_rdp(logq, num(c, "sigma"), orders, n, got, &err), 0, "%s: %s", id, err.text);
+		cr_assert_eq(acct_pate_gnmax_rdp_data_independent(num(c, "sigma"), orders, n, got_ind, &err), 0);
+		for (size_t i = 0; i < n; i++) {
+			expect_close(id, "rdp", got[i], want[i], 1e-6, 1e-12);
+			expect_close(id, "rdp_data_independent", got_ind[i], want_ind[i], 1e-9, 0);
+		}
+	}
+	json_decref(cases);
+}
+
+Test(pate, threshold_reference_library)
+{
+	json_t *cases = load_reference("pate_threshold");
+	size_t k;
+	json_t *c;
+
+	json_array_foreach(cases, k, c) {
+		const char *id = json_string_value(json_object_get(c, "id"));
+		double votes[MAX_CLASSES], orders[DPG_MAX_ORDERS], want[DPG_MAX_ORDERS], got[DPG_MAX_ORDERS];
+		double logpr;
+		size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
+		size_t n = reals(json_object_get(c, "orders"), orders, DPG_MAX_ORDERS);
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(reals(json_object_get(c, "rdp"), want, DPG_MAX_ORDERS), n);
+		cr_assert_eq(acct_pate_threshold_logpr(votes, m, num(c, "threshold"), num(c, "sigma"), &logpr, &err),
+			     0, "%s: %s", id, err.text);
+		expect_close(id, "logpr_answered", logpr, num(c, "logpr_answered"), 1e-6, 1e-9);
+		cr_assert_eq(acct_pate_threshold_rdp(logpr, num(c, "sigma"), orders, n, got, &err), 0, "%s: %s",
+			     id, err.text);
+		for (size_t i = 0; i < n; i++)
+			expect_close(id, "rdp_threshold", got[i], want[i], 1e-6, 1e-12);
+	}
+	json_decref(cases);
+}
+
+Test(pate, smooth_sensitivity_reference_library)
+{
+	json_t *cases = load_reference("pate_smooth_sensitivity");
+	acct_pate_workspace *ws = acct_pate_workspace_new(MAX_CLASSES, 5000);
+	size_t k;
+	json_t *c;
+
+	cr_assert(ws);
+	json_array_foreach(cases, k, c) {
+		const char *id = json_string_value(json_object_get(c, "id"));
+		double votes[MAX_CLASSES], want_ls[10], rdp_release;
+		size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
+		int64_t teachers = (int64_t)num(c, "num_teachers");
+		double *ls = calloc((size_t)teachers, sizeof(*ls));
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert(ls);
+		cr_assert_eq(reals(json_object_get(c, "local_sensitivity_bounds_first10"), want_ls, 10), 10);
+		cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, votes, m, teachers, num(c, "sigma"),
+							       num(c, "order"), ls, &err),
+			     0, "%s: %s", id, err.text);
+		for (size_t d = 0; d < 10; d++)
+			expect_close(id, "local_sensitivity", ls[d], want_ls[d], 1e-4, 1e-12);
+		expect_close(id, "smooth_sensitivity",
+			     acct_pate_smooth_sensitivity(num(c, "beta"), ls, (size_t)teachers),
+			     num(c, "smooth_sensitivity"), 1e-4, 1e-12);
+		cr_assert_eq(acct_pate_gnss_rdp(num(c, "beta"), num(c, "sigma"), num(c, "order"), &rdp_release, &err),
+			     0, "%s: %s", id, err.text);
+		expect_close(id, "rdp_of_release", rdp_release, num(c, "rdp_of_smooth_sensitivity_release"), 1e-6, 0);
+		free(ls);
+	}
+	acct_pate_workspace_free(ws);
+	json_decref(cases);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reference vectors through the stateless routes (refcheck's request)      */
+/* ------------------------------------------------------------------------ */
+
+static void expect_array_close(const char *id, const char *what, const json_t *got, const json_t *want,
+			       size_t n, double rel, double abs_tol)
+{
+	cr_assert(json_is_array(got), "%s: '%s' is not an array", id, what);
+	cr_expect(json_array_size(got) >= n, "%s: '%s' has %zu entries", id, what, json_array_size(got));
+	for (size_t i = 0; i < n && i < json_array_size(got); i++)
+		expect_close(id, what, json_number_value(json_array_get(got, i)),
+			     json_number_value(json_array_get(want, i)), rel, abs_tol);
+}
+
+Test(pate, gnmax_reference_route)
+{
+	json_t *cases = load_reference("pate_gnmax");
+	size_t k;
+	json_t *c;
+
+	json_array_foreach(cases, k, c) {
+		const char *id = json_string_value(json_object_get(c, "id"));
+		json_t *body = json_pack("{s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
+					 json_object_get(c, "sigma"), "orders", json_object_get(c, "orders"));
+		json_t *ans = NULL;
+		acct_error err;
+		size_t n = json_array_size(json_object_get(c, "rdp"));
+
+		acct_error_init(&err);
+		cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
+		expect_close(id, "logq", num(ans, "logq"), num(c, "logq"), 1e-6, 1e-9);
+		cr_expect_eq(json_array_size(json_object_get(ans, "rdp")), n, "%s: rdp length", id);
+		expect_array_close(id, "rdp", json_object_get(ans, "rdp"), json_object_get(c, "rdp"), n, 1e-6, 1e-12);
+		expect_array_close(id, "rdp_data_independent", json_object_get(ans, "rdp_data_independent"),
+				   json_object_get(c, "rdp_data_independent"), n, 1e-9, 0);
+		cr_expect_null(json_object_get(ans, "logpr_answered"), "%s: no threshold was asked for", id);
+		json_decref(ans);
+		json_decref(body);
+	}
+	json_decref(cases);
+}
+
+Test(pate, threshold_reference_route)
+{
+	json_t *cases = load_reference("pate_threshold");
+	size_t k;
+	json_t *c;
+
+	json_array_foreach(cases, k, c) {
+		const char *id = json_string_value(json_object_get(c, "id"));
+		json_t *body = json_pack("{s:O, s:f, s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
+					 1.0, "orders", json_object_get(c, "orders"), "threshold",
+					 json_object_get(c, "threshold"), "threshold_sigma", json_object_get(c, "sigma"));
+		json_t *ans = NULL;
+		acct_error err;
+		size_t n = json_array_size(json_object_get(c, "rdp"));
+
+		acct_error_init(&err);
+		cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
+		expect_close(id, "logpr_answered", num(ans, "logpr_answered"), num(c, "logpr_answered"), 1e-6, 1e-9);
+		cr_expect_eq(json_array_size(json_object_get(ans, "rdp_threshold")), n, "%s: length", id);
+		expect_array_close(id, "rdp_threshold", json_object_get(ans, "rdp_threshold"),
+				   json_object_get(c, "rdp"), n, 1e-6, 1e-12);
+		json_decref(ans);
+		json_decref(body);
+	}
+	json_decref(cases);
+}
+
+Test(pate, smooth_sensitivity_reference_route)
+{
+	json_t *cases = load_reference("pate_smooth_sensitivity");
+	size_t k;
+	json_t *c;
+
+	json_array_foreach(cases, k, c) {
+		const char *id = json_string_value(json_object_get(c, "id"));
+		json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O}", "votes", json_object_get(c, "votes"),
+					 "num_teachers", json_object_get(c, "num_teachers"), "sigma",
+					 json_object_get(c, "sigma"), "order", json_object_get(c, "order"), "beta",
+					 json_object_get(c, "beta"));
+		json_t *ans = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(srv_pate_smooth_sensitivity(body, &ans, &err), 0, "%s: %s at %s", id, err.text,
+			     err.where);
+		expect_close(id, "smooth_sensitivity", num(ans, "smooth_sensitivity"), num(c, "smooth_sensitivity"),
+			     1e-4, 1e-12);
+		expect_close(id, "rdp_of_release", num(ans, "rdp_of_release"),
+			     num(c, "rdp_of_smooth_sensitivity_release"), 1e-6, 0);
+		cr_expect_eq(json_array_size(json_object_get(ans, "local_sensitivity")),
+			     (size_t)num(c, "num_teachers"), "%s: one bound per distance", id);
+		expect_array_close(id, "local_sensitivity", json_object_get(ans, "local_sensitivity"),
+				   json_object_get(c, "local_sensitivity_bounds_first10"), 10, 1e-4, 1e-12);
+		json_decref(ans);
+		json_decref(body);
+	}
+	json_decref(cases);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bad input: 400 with the field at fault                                    */
+/* ------------------------------------------------------------------------ */
+
+struct bad_case {
+	const char *body;
+	int code;
+	const char *where;
+};
+
+static const struct bad_case bad_cost[] = {
+	{"[1, 2]", ACCT_EINVAL, ""},
+	{"{\"sigma\": 1, \"orders\": [2]}", ACCT_EINVAL, "/votes"},
+	{"{\"votes\": [5], \"sigma\": 1, \"orders\": [2]}", ACCT_EINVAL, "/votes"},
+	{"{\"votes\": \"5,3\", \"sigma\": 1, \"orders\": [2]}", ACCT_EINVAL, "/votes"},
+	{"{\"votes\": [5, 3, 0, -1], \"sigma\": 1, \"orders\": [2]}", ACCT_EINVAL, "/votes/3"},
+	{"{\"votes\": [5, 2.5], \"sigma\": 1, \"orders\": [2]}", ACCT_EINVAL, "/votes/1"},
+	{"{\"votes\": [5, \"3\"], \"sigma\": 1, \"orders\": [2]}", ACCT_EINVAL, "/votes/1"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"num_teachers\": 7}", ACCT_EINVAL, "/votes"},
+	{"{\"votes\": [5, 3], \"sigma\": 0, \"orders\": [2]}", ACCT_EINVAL, "/sigma"},
+	{"{\"votes\": [5, 3], \"sigma\": -2, \"orders\": [2]}", ACCT_EINVAL, "/sigma"},
+	{"{\"votes\": [5, 3], \"orders\": [2]}", ACCT_EINVAL, "/sigma"},
+	{"{\"votes\": [5, 3], \"sigma\": 1}", ACCT_EINVAL, "/orders"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": []}", ACCT_EINVAL, "/orders"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2, 1]}", ACCT_EINVAL, "/orders/1"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [0.5]}", ACCT_EINVAL, "/orders/0"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"threshold\": 9, \"threshold_sigma\": 1}",
+	 ACCT_EINVAL, "/threshold"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"threshold\": -1, \"threshold_sigma\": 1}",
+	 ACCT_EINVAL, "/threshold"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"threshold\": 11, \"threshold_sigma\": 1,"
+	 " \"num_teachers\": 10}", ACCT_EINVAL, "/threshold"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"threshold\": 5}", ACCT_EINVAL, "/threshold_sigma"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"threshold\": 5, \"threshold_sigma\": 0}",
+	 ACCT_EINVAL, "/threshold_sigma"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"threshold_sigma\": 3}", ACCT_EINVAL, "/threshold"},
+	{"{\"votes\": [5, 3], \"sigma\": 1, \"orders\": [2], \"extra\": 1}", ACCT_EINVAL, "/extra"},
+};
+
+static const struct bad_case bad_smooth[] = {
+	{"{\"votes\": [5, 3], \"num_teachers\": 7, \"sigma\": 10, \"order\": 8, \"beta\": 0.01}", ACCT_EINVAL, "/votes"},
+	{"{\"votes\": [5, -3], \"num_teachers\": 10, \"sigma\": 10, \"order\": 8, \"beta\": 0.01}", ACCT_EINVAL, "/votes/1"},
+	{"{\"votes\": [5.5, 3], \"num_teachers\": 10, \"sigma\": 10, \"order\": 8, \"beta\": 0.01}", ACCT_EINVAL, "/votes/0"},
+	{"{\"votes\": [5, 3], \"num_teachers\": 0, \"sigma\": 10, \"order\": 8, \"beta\": 0.01}", ACCT_EINVAL, "/num_teachers"},
+	{"{\"votes\": [5, 3], \"num_teachers\": 2.5, \"sigma\": 10, \"order\": 8, \"beta\": 0.01}", ACCT_EINVAL, "/num_teachers"},
+	{"{\"votes\": [5, 3], \"sigma\": 10, \"order\": 8, \"beta\": 0.01}", ACCT_EINVAL, "/num_teachers"},
+	{"{\"votes\": [5, 3], \"num_teachers\": 10, \"sigma\": 0, \"order\": 8, \"beta\": 0.01}", ACCT_EINVAL, "/sigma"},
+	{"{\"votes\": [5, 3], \"num_teachers\": 10, \"sigma\": 10, \"order\": 1, \"beta\": 0.01}", ACCT_EINVAL, "/order"},
+	{"{\"votes\": [5, 3], \"num_teachers\": 10, \"sigma\": 10, \"order\": 8, \"beta\": -0.1}", ACCT_EINVAL, "/beta"},
+	/* Theorem 23 needs order < 1 / (2 beta) = 5. */
+	{"{\"votes\": [5, 3], \"num_teachers\": 10, \"sigma\": 10, \"order\": 8, \"beta\": 0.1}", ACCT_EINVAL, "/beta"},
+	{"{\"votes\": [5, 3], \"num_teachers\": 10, \"sigma\": 10, \"order\": 8, \"beta\": 0.01, \"release_sigma\": 0}",
+	 ACCT_EINVAL, "/release_sigma"},
+	{"{\"votes\": [5, 3], \"num_teachers\": 1000000, \"sigma\": 10, \"order\": 8, \"beta\": 0.01}",
+	 ACCT_EINVAL, "/num_teachers"},
+};
+
+static void run_bad(const struct bad_case *cases, size_t n, srv_json_fn fn)
+{
+	for (size_t i = 0; i < n; i++) {
+		json_t *body = parse(cases[i].body), *ans = NULL;
+		acct_error err;
+		int rc;
+
+		acct_error_init(&err);
+		rc = fn(body, &ans, &err);
+		cr_expect_eq(rc, cases[i].code, "case %zu %s: code %d (%s)", i, cases[i].body, rc, err.text);
+		cr_expect_eq(err.code, cases[i].code, "case %zu: error record", i);
+		cr_expect_str_eq(err.where, cases[i].where, "case %zu %s: where '%s' (%s)", i, cases[i].body,
+				 err.where, err.text);
+		cr_expect_null(ans, "case %zu: no answer on failure", i);
+		json_decref(ans);
+		json_decref(body);
+	}
+}
+
+Test(pate, bad_cost_requests)
+{
+	run_bad(bad_cost, sizeof(bad_cost) / sizeof(bad_cost[0]), srv_pate_cost);
+}
+
+Test(pate, bad_smooth_sensitivity_requests)
+{
+	run_bad(bad_smooth, sizeof(bad_smooth) / sizeof(bad_smooth[0]), srv_pate_smooth_sensitivity);
+}
+
+Test(pate, bad_library_arguments)
+{
+	double votes[] = {5, 3}, orders[] = {2, 4}, out[2], x;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_gnmax_logq(votes, 1, 1.0, &x, &err), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_gnmax_logq(votes, 2, -1.0, &x, &err), ACCT_EINVAL);
+	cr_expect_str_eq(err.where, "/sigma");
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_gnmax_rdp(0.5, 1.0, orders, 2, out, &err), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_gnmax_rdp(NAN, 1.0, orders, 2, out, &err), ACCT_EINVAL);
+	acct_error_init(&err);
+	orders[1] = 1.0;
+	cr_expect_eq(acct_pate_gnmax_rdp(-3.0, 1.0, orders, 2, out, &err), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_gnss_rdp(0.25, 1.0, 2.0, &x, &err), ACCT_EINVAL);
+	cr_expect_str_eq(err.where, "/beta");
+	/* Out-parameters are untouched on failure. */
+	x = 42;
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_threshold_logpr(votes, 2, NAN, 1.0, &x, &err), ACCT_EINVAL);
+	cr_expect_eq(x, 42);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Closed forms and properties                                               */
+/* ------------------------------------------------------------------------ */
+
+/* A unanimous histogram: q <= (m - 1) Pr[N(0, 2 s^2) >= n] = (m - 1) erfc(n / 2s) / 2. */
+Test(pate, unanimous_logq_closed_form)
+{
+	static const struct { size_t m; double n, sigma; } cases[] = {
+		{10, 1000, 40}, {2, 100, 10}, {150, 250, 40}, {5, 300, 100},
+	};
+
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		double votes[MAX_CLASSES] = {0}, logq, want;
+		acct_error err;
+
+		acct_error_init(&err);
+		votes[cases[k].m / 2] = cases[k].n;
+		want = log((double)(cases[k].m - 1) * 0.5 * erfc(cases[k].n / (2 * cases[k].sigma)));
+		cr_assert_eq(acct_pate_gnmax_logq(votes, cases[k].m, cases[k].sigma, &logq, &err), 0);
+		cr_expect(close_to(logq, fmin(want, log(1 - 1.0 / (double)cases[k].m)), 1e-12, 0),
+			  "case %zu: %.17g vs %.17g", k, logq, want);
+	}
+}
+
+/* A tie between two classes of m = 2: q <= Pr[N >= 0] = 1/2 = 1 - 1/m. */
+Test(pate, tie_logq_is_capped)
+{
+	double votes[] = {7, 7}, logq;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(acct_pate_gnmax_logq(votes, 2, 3.0, &logq, &err), 0);
+	cr_expect(close_to(logq, log(0.5), 1e-15, 0));
+}
+
+/* Pr[max + N(0, s^2) >= T] = erfc((T - max) / (s sqrt 2)) / 2. */
+Test(pate, threshold_logpr_closed_form)
+{
+	static const struct { double top, t, sigma; } cases[] = {
+		{300, 250, 50}, {100, 250, 50}, {5, 5, 1}, {3004, 3500, 50},
+	};
+
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		double votes[3] = {1, cases[k].top, 0}, logpr;
+		double want = log(0.5 * erfc((cases[k].t - cases[k].top) / (cases[k].sigma * M_SQRT2)));
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(acct_pate_threshold_logpr(votes, 3, cases[k].t, cases[k].sigma, &logpr, &err), 0);
+		cr_expect(close_to(logpr, want, 1e-12, 0), "case %zu: %.17g vs %.17g", k, logpr, want);
+	}
+}
+
+/* Theorem 23 at beta = 0 is the Gaussian's lambda / sigma^2. */
+Test(pate, gnss_rdp_closed_form)
+{
+	double r;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(acct_pate_gnss_rdp(0.0, 10.0, 5.0, &r, &err), 0);
+	cr_expect(close_to(r, 0.05, 1e-15, 0));
+	cr_assert_eq(acct_pate_gnss_rdp(0.01, 20.0, 8.0, &r, &err), 0);
+	cr_expect(close_to(r, 8 * exp(0.02) / 400 + (0.08 - 0.5 * log(1 - 0.16)) / 7, 1e-14, 0));
+}
+
+Test(pate, smooth_sensitivity_is_discounted_max)
+{
+	double ls[] = {1, 3, 2, 0.5};
+
+	cr_expect_eq(acct_pate_smooth_sensitivity(0.0, ls, 4), 3.0);
+	cr_expect(close_to(acct_pate_smooth_sensitivity(1.0, ls, 4), fmax(1.0, 3 * exp(-1.0)), 1e-15, 0));
+	cr_expect(close_to(acct_pate_smooth_sensitivity(0.1, ls, 4), 3 * exp(-0.1), 1e-15, 0));
+}
+
+/* Deterministic test histograms (not privacy noise): a plurality class with
+ * a share `conc` of n votes, the rest spread by a small LCG. */
+static void histogram(double *votes, size_t m, int64_t n, double conc, uint64_t *state)
+{
+	int64_t top = (int64_t)(conc * (double)n), left = n - top;
+
+	for (size_t i = 0; i < m; i++)
+		votes[i] = 0;
+	votes[0] = (double)top;
+	while (left-- > 0) {
+		*state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+		votes[1 + (*state >> 33) % (m - 1)] += 1;
+	}
+}
+
+Test(pate, data_dependent_never_above_data_independent)
+{
+	static const double orders[] = {1.25, 2, 3, 5, 8, 16, 32, 64, 128, 256};
+	static const double sigmas[] = {5, 20, 40, 100, 200};
+	static const double concs[] = {0.1, 0.3, 0.5, 0.7, 0.9, 0.99, 1.0};
+	uint64_t state = 12345;
+	size_t n = sizeof(orders) / sizeof(orders[0]);
+
+	for (size_t a = 0; a < 5; a++) {
+		for (size_t b = 0; b < 7; b++) {
+			double votes[10], logq, logpr, dep[16], ind[16], tdep[16], tind[16];
+			acct_error err;
+
+			acct_error_init(&err);
+			histogram(votes, 10, 1000, concs[b], &state);
+			cr_assert_eq(acct_pate_gnmax_logq(votes, 10, sigmas[a], &logq, &err), 0);
+			cr_assert_eq(acct_pate_gnmax_rdp(logq, sigmas[a], orders, n, dep, &err), 0);
+			cr_assert_eq(acct_pate_threshold_logpr(votes, 10, 600, sigmas[a], &logpr, &err), 0);
+			cr_assert_eq(acct_pate_threshold_rdp(logpr, sigmas[a], orders, n, tdep, &err), 0);
+			for (size_t i = 0; i < n; i++) {
+				ind[i] = orders[i] / (sigmas[a] * sigmas[a]);
+				tind[i] = orders[i] / (2 * sigmas[a] * sigmas[a]);
+				cr_expect(dep[i] >= 0 && dep[i] <= ind[i], "sigma %g conc %g order %g: %g > %g",
+					  sigmas[a], concs[b], orders[i], dep[i], ind[i]);
+				cr_expect(tdep[i] >= 0 && tdep[i] <= tind[i], "threshold sigma %g conc %g order %g",
+					  sigmas[a], concs[b], orders[i]);
+			}
+		}
+	}
+}
+
+/* With 990 of 1000 teachers agreeing and sigma = 40, q < 1e-30 and the
+ * data-dependent RDP at small orders is far below lambda / sigma^2. */
+Test(pate, strong_consensus_is_nearly_free)
+{
+	double votes[10], logq, orders[] = {2, 8, 16}, dep[3];
+	uint64_t state = 7;
+	acct_error err;
+
+	acct_error_init(&err);
+	histogram(votes, 10, 1000, 0.99, &state);
+	cr_assert_eq(acct_pate_gnmax_logq(votes, 10, 40, &logq, &err), 0);
+	cr_expect_lt(logq, log(1e-30));
+	cr_assert_eq(acct_pate_gnmax_rdp(logq, 40, orders, 3, dep, &err), 0);
+	for (size_t i = 0; i < 3; i++)
+		cr_expect_lt(dep[i], 1e-6 * orders[i] / 1600, "order %g: %g", orders[i], dep[i]);
+}
+
+/*
+ * Proposition 13's claim at distance 0, checked by brute force: for every
+ * neighbour (one teacher moving its vote from class i to class j), the
+ * released RDP moves by at most the local sensitivity bound.
+ */
+Test(pate, local_sensitivity_bounds_every_neighbour)
+{
+	static const struct { double conc, sigma, order; } cases[] = {
+		{0.6, 100, 8}, {0.9, 40, 12}, {0.45, 20, 5}, {0.3, 10, 4},
+	};
+	acct_pate_workspace *ws = acct_pate_workspace_new(16, 250);
+	uint64_t state = 99;
+
+	cr_assert(ws);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		double votes[8], ls[250], logq, base, worst = 0;
+		acct_error err;
+
+		acct_error_init(&err);
+		histogram(votes, 8, 250, cases[k].conc, &state);
+		cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, votes, 8, 250, cases[k].sigma, cases[k].order, ls,
+							       &err), 0, "%s", err.text);
+		cr_assert_eq(acct_pate_gnmax_logq(votes, 8, cases[k].sigma, &logq, &err), 0);
+		cr_assert_eq(acct_pate_gnmax_rdp_ss(ws, logq, cases[k].sigma, cases[k].order, &base, &err), 0);
+		for (size_t i = 0; i < 8; i++) {
+			for (size_t j = 0; j < 8; j++) {
+				double nb[8], r;
+
+				if (i == j || votes[i] == 0)
+					continue;
+				memcpy(nb, votes, sizeof(nb));
+				nb[i] -= 1;
+				nb[j] += 1;
+				cr_assert_eq(acct_pate_gnmax_logq(nb, 8, cases[k].sigma, &logq, &err), 0);
+				cr_assert_eq(acct_pate_gnmax_rdp_ss(ws, logq, cases[k].sigma, cases[k].order, &r, &err), 0);
+				worst = fmax(worst, fabs(r - base));
+			}
+		}
+		cr_expect(worst <= ls[0] * (1 + 1e-9) + 1e-300, "case %zu: neighbours move %g, bound %g", k, worst,
+			  ls[0]);
+		for (size_t d = 0; d < 250; d++)
+			cr_expect(isfinite(ls[d]) && ls[d] >= 0, "case %zu d %zu: %g", k, d, ls[d]);
+	}
+	acct_pate_workspace_free(ws);
+}
+
+/*
+ * Histograms at the edges: no votes at all (q is the cap 1 - 1/m and the
+ * cost is the data-independent lambda / sigma^2), two classes, very large
+ * and very small sigma, orders near 1 and very high.  Every one is answered
+ * with finite, non-negative figures.
+ */
+Test(pate, edge_histograms_are_answered)
+{
+	static const char *const smooth_bodies[] = {
+		"{\"votes\": [0, 0, 0], \"num_teachers\": 10, \"sigma\": 1, \"order\": 2, \"beta\": 0.1}",
+		"{\"votes\": [1, 0], \"num_teachers\": 1, \"sigma\": 3, \"order\": 8, \"beta\": 0.01}",
+		"{\"votes\": [100, 0], \"num_teachers\": 100, \"sigma\": 1e9, \"order\": 2, \"beta\": 0.1}",
+		"{\"votes\": [100, 0], \"num_teachers\": 100, \"sigma\": 1e-6, \"order\": 1e6, \"beta\": 0}",
+		"{\"votes\": [60, 40], \"num_teachers\": 100, \"sigma\": 1, \"order\": 1.0001, \"beta\": 0.1}",
+		"{\"votes\": [30, 30, 40], \"num_teachers\": 120, \"sigma\": 5, \"order\": 4, \"beta\": 0.05,"
+		" \"release_sigma\": 8}",
+	};
+	json_t *body = parse("{\"votes\": [0, 0, 0, 0], \"sigma\": 2, \"orders\": [1.5, 4],"
+			     " \"threshold\": 0, \"threshold_sigma\": 3}");
+	json_t *ans = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s", err.text);
+	cr_expect(close_to(num(ans, "logq"), log(0.75), 1e-15, 0));
+	cr_expect(close_to(json_number_value(json_array_get(json_object_get(ans, "rdp"), 1)), 1.0, 1e-15, 0));
+	/* T = max votes: answered with probability exactly 1/2. */
+	cr_expect(close_to(num(ans, "logpr_answered"), log(0.5), 1e-15, 0));
+	json_decref(ans);
+	json_decref(body);
+	for (size_t k = 0; k < sizeof(smooth_bodies) / sizeof(smooth_bodies[0]); k++) {
+		json_t *ls;
+		size_t i;
+		json_t *v;
+
+		body = parse(smooth_bodies[k]);
+		ans = NULL;
+		acct_error_init(&err);
+		cr_assert_eq(srv_pate_smooth_sensitivity(body, &ans, &err), 0, "case %zu: %s at %s", k, err.text,
+			     err.where);
+		ls = json_object_get(ans, "local_sensitivity");
+		cr_expect_eq(json_array_size(ls), (size_t)json_integer_value(json_object_get(body, "num_teachers")));
+		json_array_foreach(ls, i, v) {
+			cr_expect(json_number_value(v) >= 0 && isfinite(json_number_value(v)), "case %zu d %zu", k, i);
+			cr_expect(num(ans, "smooth_sensitivity") >= json_number_value(v) *
+				  exp(-json_number_value(json_object_get(body, "beta")) * (double)i) * (1 - 1e-12));
+		}
+		cr_expect(num(ans, "rdp_of_release") > 0);
+		json_decref(ans);
+		json_decref(body);
+	}
+}
+
+/*
+ * A strongly agreeing ensemble (250 teachers, 10 classes, the plurality
+ * holding 80-100% of the votes, sigma = 40 as in the paper's MNIST runs):
+ * 2000 answers composed by RDP cost, at delta = 1e-5, a small fraction of
+ * the epsilon of the data-independent lambda / sigma^2, and never more.
+ */
+Test(pate, consensus_ensemble_epsilon)
+{
+	static const double orders[] = {2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 32, 50, 64, 100};
+	enum { N_ORD = sizeof(orders) / sizeof(orders[0]), QUERIES = 2000 };
+	double dep[N_ORD] = {0}, ind[N_ORD], r[N_ORD], eps_dep = INFINITY, eps_ind = INFINITY;
+	uint64_t state = 2018;
+	acct_error err;
+
+	acct_error_init(&err);
+	for (int k = 0; k < QUERIES; k++) {
+		double votes[10], logq;
+
+		histogram(votes, 10, 250, 0.8 + 0.2 * (double)(k % 101) / 100, &state);
+		cr_assert_eq(acct_pate_gnmax_logq(votes, 10, 40, &logq, &err), 0);
+		cr_assert_eq(acct_pate_gnmax_rdp(logq, 40, orders, N_ORD, r, &err), 0);
+		for (size_t i = 0; i < N_ORD; i++)
+			dep[i] += r[i];
+	}
+	for (size_t i = 0; i < N_ORD; i++) {
+		ind[i] = QUERIES * orders[i] / 1600.0;
+		eps_dep = fmin(eps_dep, dep[i] + log(1e5) / (orders[i] - 1));
+		eps_ind = fmin(eps_ind, ind[i] + log(1e5) / (orders[i] - 1));
+	}
+	cr_expect(eps_dep < eps_ind / 4, "data-dependent eps %g vs data-independent %g", eps_dep, eps_ind);
+}
