@@ -37,6 +37,41 @@ void mech_rng_free(mech_rng *rng);
  * refuses (the caller must not release anything then). */
 int mech_rng_bytes(mech_rng *rng, void *buf, size_t n);
 
+/*
+ * Draws a uniform double in [0, 1): 53 random bits scaled by 2^-53, so every
+ * multiple of 2^-53 in [0, 1) is equally likely.  Returns 0 and writes *ret,
+ * or ACCT_EINTERNAL when the rng fails (nothing written).
+ *
+ * Not for releasing private scalars by inversion (Mironov 2012): releases use
+ * the exact samplers below.
+ */
+int mech_rng_uniform(mech_rng *rng, double *ret);
+
+/*
+ * Fills out[0..n) with independent standard normal doubles (Box-Muller on
+ * 53-bit uniforms, both outputs of each pair used).  Meant for bulk gradient
+ * noise in training, where the noise is added to a large aggregate and the
+ * output is not a single released scalar; releases of scalars go through
+ * mech_gaussian_* (exact discrete sampler on a power-of-two grid).  Returns 0,
+ * or ACCT_EINTERNAL when the rng fails (out is then unspecified).
+ */
+int mech_rng_normal_fill(mech_rng *rng, double *out, size_t n);
+
+/*
+ * Draws an integer uniform in [0, bound) without bias (rejection of the
+ * 2^64 mod bound lowest draws).  Returns 0 and writes *ret, ACCT_EINVAL when
+ * bound is 0, or ACCT_EINTERNAL when the rng fails.
+ */
+int mech_rng_uint_below(mech_rng *rng, uint64_t bound, uint64_t *ret);
+
+/*
+ * Draws true with probability exactly p (the double p, as a dyadic rational):
+ * random bits are compared lazily with the binary expansion of p, two bits on
+ * average.  Returns 0 and writes *ret, ACCT_EINVAL when p is not in [0, 1]
+ * (or NaN), or ACCT_EINTERNAL when the rng fails.
+ */
+int mech_rng_bernoulli(mech_rng *rng, double p, bool *ret);
+
 /* ==== end randomness ==== */
 
 /* ==== Samplers and mechanisms (issue 4) ==== */
