@@ -76,6 +76,54 @@ int mech_rng_bernoulli(mech_rng *rng, double p, bool *ret);
 
 /* ==== Samplers and mechanisms (issue 4) ==== */
 
+/* ---- Exact samplers (Canonne, Kamath, Steinke 2020) ---- */
+
+/*
+ * Draws Bernoulli(exp(-num/den)) exactly (CKS Algorithm 1), for any num and
+ * den >= 1.  Expected cost: a few uniform integers.  Returns 0 and writes
+ * *ret, ACCT_EINVAL when den is 0, or ACCT_EINTERNAL when the rng fails.
+ */
+int mech_sample_bernoulli_exp(mech_rng *rng, uint64_t num, uint64_t den, bool *ret);
+
+/*
+ * Draws Z from the discrete Laplace distribution of scale t = scale_num /
+ * scale_den, Pr[Z = z] = (1 - e^{-1/t}) / (1 + e^{-1/t}) e^{-|z|/t}, exactly
+ * (CKS Algorithm 2).  1 <= scale_num, scale_den < 2^63.  Returns 0 and
+ * writes *ret, ACCT_EINVAL for bad parameters, ACCT_EINTERNAL when the rng
+ * fails.
+ */
+int mech_sample_discrete_laplace(mech_rng *rng, uint64_t scale_num, uint64_t scale_den,
+				 int64_t *ret);
+
+/*
+ * Writes the rational scale_num / scale_den >= scale that the mechanisms use
+ * for a discrete Laplace of real scale `scale` (40 significant bits, rounded
+ * up, a power-of-two denominator).  Returns 0, or ACCT_EINVAL when scale is
+ * outside [DPG_MECH_DLAP_MIN_SCALE, DPG_MECH_DLAP_MAX_SCALE].
+ */
+int mech_discrete_laplace_scale(double scale, uint64_t *ret_num, uint64_t *ret_den);
+
+/*
+ * The sigma that mech_sample_discrete_gaussian really uses for `sigma`: sigma
+ * rounded up to S / 2^f with S < 2^24 and f <= 20 (so that CKS's acceptance
+ * test fits 128-bit integers).  NAN when sigma is outside
+ * [DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA].  Events must name
+ * this value, not the requested one.
+ */
+double mech_discrete_gaussian_sigma(double sigma);
+
+/*
+ * Draws Z from the discrete Gaussian N_Z(0, s^2), Pr[Z = z] proportional to
+ * exp(-z^2 / (2 s^2)), s = mech_discrete_gaussian_sigma(sigma), by CKS
+ * Algorithm 3 (discrete Laplace proposals of scale floor(s) + 1 accepted with
+ * Bernoulli(exp(-(|y| - s^2/t)^2 / (2 s^2)))).  Proposals with |y| > 64 t + 64
+ * are rejected outright: their acceptance probability is below e^-1900, so the
+ * output differs from N_Z(0, s^2) by less than that in total variation.
+ * Returns 0 and writes *ret, ACCT_EINVAL for sigma out of range,
+ * ACCT_EINTERNAL when the rng fails.
+ */
+int mech_sample_discrete_gaussian(mech_rng *rng, double sigma, int64_t *ret);
+
 /* ==== end samplers and mechanisms ==== */
 
 #endif
