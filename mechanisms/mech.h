@@ -124,6 +124,50 @@ double mech_discrete_gaussian_sigma(double sigma);
  */
 int mech_sample_discrete_gaussian(mech_rng *rng, double sigma, int64_t *ret);
 
+
+/* ---- Label exponential mechanism (binary labels, Hamming agreement) ---- */
+
+/*
+ * keep_probability p = e^x / (1 + e^x), x = epsilon / (2 sensitivity): the
+ * score q of the label EM is Binomial(n, p) (see mech_labelem.c).
+ */
+double mech_label_em_keep_probability(double epsilon, double sensitivity);
+
+/* log Pr[q = k] = log C(n, k) + k log p + (n - k) log(1 - p).  Returns 0, or
+ * ACCT_EINVAL (where: /n, /epsilon, /sensitivity, /ks). */
+int mech_label_em_log_pmf(int64_t n, double epsilon, double sensitivity, int64_t k,
+			  double *ret, acct_error *err);
+
+/* Success probability Pr[q >= n/2], summed in log space around the tail's
+ * largest term (relative error below 1e-12).  Returns 0 or ACCT_EINVAL. */
+int mech_label_em_success_probability(int64_t n, double epsilon, double sensitivity,
+				      double *ret, acct_error *err);
+
+/*
+ * The inverse: the smallest epsilon whose success probability reaches
+ * `target` in (0, 1), found by bisection (success is increasing in epsilon)
+ * to 2^-50 relative, rounded to the side that reaches the target.  Returns 0
+ * for targets already met as epsilon -> 0 (Pr[Bin(n, 1/2) >= n/2]).  Returns
+ * 0, ACCT_EINVAL, or ACCT_ENUMERIC when the target is too close to 1 to be
+ * reached in double precision.
+ */
+int mech_label_em_epsilon_for_success(int64_t n, double sensitivity, double target,
+				      double *ret, acct_error *err);
+
+/*
+ * Releases labels ret_labels[0..n) (0/1, caller-allocated) by the label EM on
+ * the private labels[0..n): the score is drawn as Binomial(n, p) by n exact
+ * Bernoulli(p) trials, then a uniform labelling with that score by selection
+ * sampling.  *ret_event is exponential_mechanism {epsilon} (McSherry-Talwar:
+ * epsilon-DP when one label changes the score by at most `sensitivity`).
+ * Returns 0, ACCT_EINVAL (bad parameters or a label not 0/1), ACCT_ENOMEM or
+ * ACCT_EINTERNAL; on failure *ret_event is untouched and ret_labels holds
+ * nothing usable.
+ */
+int mech_label_em(mech_rng *rng, const uint8_t *labels, size_t n, double epsilon,
+		  double sensitivity, uint8_t *ret_labels, acct_event **ret_event,
+		  acct_error *err);
+
 /* ==== end samplers and mechanisms ==== */
 
 #endif
