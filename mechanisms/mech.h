@@ -125,6 +125,130 @@ double mech_discrete_gaussian_sigma(double sigma);
 int mech_sample_discrete_gaussian(mech_rng *rng, double sigma, int64_t *ret);
 
 
+
+/* ---- Additive noise (mech_noise.c) ---- */
+
+/*
+ * Laplace release of values[0..n) (n <= DPG_MAX_VECTOR_LEN) with L1
+ * sensitivity `l1_sensitivity` and noise scale `scale` (b; epsilon =
+ * sensitivity / b).  Exact discrete Laplace noise on the power-of-two grid
+ * g = 2^(ceil(log2 b) - 40); see mech_noise.c for why this resists
+ * floating-point attacks.  ret_out[0..n) receives the noisy values;
+ * *ret_event is discrete_laplace {noise_parameter, sensitivity} in grid
+ * units for n = 1 (sensitivity ceil(D/g)), epsilon_delta {a (ceil(D/g) + n -
+ * 1), 0} for vectors.  Returns 0, or ACCT_EINVAL (where: /values/i,
+ * /sensitivity, /scale), ACCT_ENOMEM, ACCT_EINTERNAL; outputs untouched on
+ * failure.
+ */
+int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
+		 double scale, double *ret_out, acct_event **ret_event, acct_error *err);
+
+/*
+ * Gaussian release with L2 sensitivity and standard deviation `sigma`:
+ * exact discrete Gaussian noise on the grid g = 2^(ceil(log2 sigma) - 20).
+ * *ret_event: discrete_gaussian {sigma/g (as used), ceil(D/g)} for n = 1;
+ * zcdp {rho = (D/g + sqrt(n))^2 / (2 (sigma/g)^2)} for vectors (CKS 2020,
+ * Theorem 14).  Same conventions as mech_laplace (where /sigma for sigma).
+ */
+int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensitivity,
+		  double sigma, double *ret_out, acct_event **ret_event, acct_error *err);
+
+/*
+ * The smallest sigma (to 2^-45 relative, rounded up) for which the Gaussian
+ * mechanism with L2 sensitivity D is (epsilon, delta)-DP, by the analytic
+ * Gaussian mechanism's exact condition (Balle and Wang 2018, Theorem 8):
+ * Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D) <=
+ * delta.  This calibrates the continuous Gaussian; the release itself is the
+ * discrete Gaussian on a grid, whose event the ledger prices.  Returns 0 or
+ * ACCT_EINVAL (/epsilon, /delta, /sensitivity).
+ */
+int mech_gaussian_sigma_analytic(double epsilon, double delta, double l2_sensitivity,
+				 double *ret_sigma, acct_error *err);
+
+/*
+ * Discrete Laplace on integers: ret_out[i] = values[i] + Z_i, Z_i exact
+ * discrete Laplace of scale `scale` (rounded up to 40 significant bits).
+ * Event: discrete_laplace {1/scale used, sensitivity} for n = 1,
+ * epsilon_delta {sensitivity / scale used, 0} for vectors (L1).  Sums
+ * beyond int64 saturate (post-processing).
+ */
+int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
+			  int64_t l1_sensitivity, double scale, int64_t *ret_out,
+			  acct_event **ret_event, acct_error *err);
+
+/*
+ * Discrete Gaussian on integers with L2 sensitivity (an integer for n = 1)
+ * and sigma (rounded up, mech_discrete_gaussian_sigma).  Event:
+ * discrete_gaussian {sigma used, sensitivity} for n = 1, zcdp {D^2 /
+ * (2 sigma^2)} for vectors (CKS 2020, Theorem 14).
+ */
+int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
+			   double l2_sensitivity, double sigma, int64_t *ret_out,
+			   acct_event **ret_event, acct_error *err);
+
+/* ---- Selection (mech_select.c) ---- */
+
+/*
+ * The epsilon that selection events name for a requested epsilon: epsilon
+ * (1 + 2^-50) + 2^-38, covering the rounding of the exponents (mech_select.c).
+ */
+double mech_exponential_epsilon_used(double epsilon);
+
+/*
+ * Exponential mechanism (McSherry and Talwar 2007): picks index i of
+ * scores[0..n) with probability proportional to exp(eps u_i / (2 D)), or
+ * exp(eps u_i / D) when `monotone` (all scores move in the same direction
+ * between neighbours; McSherry-Talwar's remark, Dwork-Roth Thm 3.10).
+ * Sampled exactly from exponents rounded to 2^-42.  Event:
+ * exponential_mechanism {mech_exponential_epsilon_used(eps)}.  Returns 0 or
+ * ACCT_EINVAL (where: /scores, /scores/i, /sensitivity, /epsilon), ...
+ */
+int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
+		     acct_error *err);
+
+/*
+ * Permute-and-flip (McKenna and Sheldon 2020): epsilon-DP, never worse than
+ * the exponential mechanism in expected error.  Event: permute_and_flip
+ * {mech_exponential_epsilon_used(eps)}.  Same conventions.
+ */
+int mech_permute_and_flip(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			  double epsilon, size_t *ret_index, acct_event **ret_event,
+			  acct_error *err);
+
+typedef enum mech_rnm_noise {
+	MECH_RNM_LAPLACE,
+	MECH_RNM_GUMBEL,
+	MECH_RNM_GAUSSIAN,
+} mech_rnm_noise;
+
+/*
+ * Report-noisy-max: the index of the largest noisy score.  `param` is
+ * epsilon for Laplace and Gumbel noise, sigma for Gaussian noise.
+ *  - Gumbel: identical in distribution to the exponential mechanism; event
+ *    exponential_mechanism.
+ *  - Laplace: scale 2D/eps (D/eps monotone), Dwork-Roth Claim 3.9, on the
+ *    grid with discrete Laplace noise; event epsilon_delta {eps_eff, 0}.
+ *  - Gaussian: argmax of a Gaussian release of the score vector with L2
+ *    sensitivity D sqrt(n); that release's event (monotone is ignored).
+ */
+int mech_report_noisy_max(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			  mech_rnm_noise noise, double param, bool monotone, size_t *ret_index,
+			  acct_event **ret_event, acct_error *err);
+
+/* The replacement probability p used by k-ary randomized response at
+ * epsilon (dp_accounting's noise_parameter), rounded up. */
+double mech_randomized_response_noise(double epsilon, int64_t k);
+
+/*
+ * k-ary randomized response of value in [0, k): with probability p (above)
+ * a uniform bucket, else the value; epsilon-DP (Warner 1965; Kairouz et al.
+ * 2016).  Event: randomized_response {p, k}.  Returns 0 or ACCT_EINVAL
+ * (where: /value, /num_buckets, /epsilon), ...
+ */
+int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double epsilon,
+			     int64_t *ret, acct_event **ret_event, acct_error *err);
+
 /* ---- Label exponential mechanism (binary labels, Hamming agreement) ---- */
 
 /*

@@ -13,4 +13,8 @@ int mech__rng_u128_below(mech_rng *rng, unsigned __int128 bound, unsigned __int1
 int mech__bernoulli_exp128(mech_rng *rng, unsigned __int128 num, unsigned __int128 den,
 			   bool *ret);
 
+/* The grid of a real Laplace release of scale `scale`: values are scaled by
+ * 2^shift, noise is discrete Laplace of scale num/den >= scale 2^shift. */
+int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den);
+
 #endif
