@@ -37,9 +37,260 @@ void mech_rng_free(mech_rng *rng);
  * refuses (the caller must not release anything then). */
 int mech_rng_bytes(mech_rng *rng, void *buf, size_t n);
 
+/*
+ * Draws a uniform double in [0, 1): 53 random bits scaled by 2^-53, so every
+ * multiple of 2^-53 in [0, 1) is equally likely.  Returns 0 and writes *ret,
+ * or ACCT_EINTERNAL when the rng fails (nothing written).
+ *
+ * Not for releasing private scalars by inversion (Mironov 2012): releases use
+ * the exact samplers below.
+ */
+int mech_rng_uniform(mech_rng *rng, double *ret);
+
+/*
+ * Fills out[0..n) with independent standard normal doubles (Box-Muller on
+ * 53-bit uniforms, both outputs of each pair used).  Meant for bulk gradient
+ * noise in training, where the noise is added to a large aggregate and the
+ * output is not a single released scalar; releases of scalars go through
+ * mech_gaussian_* (exact discrete sampler on a power-of-two grid).  Returns 0,
+ * or ACCT_EINTERNAL when the rng fails (out is then unspecified).
+ */
+int mech_rng_normal_fill(mech_rng *rng, double *out, size_t n);
+
+/*
+ * Draws an integer uniform in [0, bound) without bias (rejection of the
+ * 2^64 mod bound lowest draws).  Returns 0 and writes *ret, ACCT_EINVAL when
+ * bound is 0, or ACCT_EINTERNAL when the rng fails.
+ */
+int mech_rng_uint_below(mech_rng *rng, uint64_t bound, uint64_t *ret);
+
+/*
+ * Draws true with probability exactly p (the double p, as a dyadic rational):
+ * random bits are compared lazily with the binary expansion of p, two bits on
+ * average.  Returns 0 and writes *ret, ACCT_EINVAL when p is not in [0, 1]
+ * (or NaN), or ACCT_EINTERNAL when the rng fails.
+ */
+int mech_rng_bernoulli(mech_rng *rng, double p, bool *ret);
+
 /* ==== end randomness ==== */
 
 /* ==== Samplers and mechanisms (issue 4) ==== */
+
+/* ---- Exact samplers (Canonne, Kamath, Steinke 2020) ---- */
+
+/*
+ * Draws Bernoulli(exp(-num/den)) exactly (CKS Algorithm 1), for any num and
+ * den >= 1.  Expected cost: a few uniform integers.  Returns 0 and writes
+ * *ret, ACCT_EINVAL when den is 0, or ACCT_EINTERNAL when the rng fails.
+ */
+int mech_sample_bernoulli_exp(mech_rng *rng, uint64_t num, uint64_t den, bool *ret);
+
+/*
+ * Draws Z from the discrete Laplace distribution of scale t = scale_num /
+ * scale_den, Pr[Z = z] = (1 - e^{-1/t}) / (1 + e^{-1/t}) e^{-|z|/t}, exactly
+ * (CKS Algorithm 2).  1 <= scale_num, scale_den < 2^63.  Returns 0 and
+ * writes *ret, ACCT_EINVAL for bad parameters, ACCT_EINTERNAL when the rng
+ * fails.
+ */
+int mech_sample_discrete_laplace(mech_rng *rng, uint64_t scale_num, uint64_t scale_den,
+				 int64_t *ret);
+
+/*
+ * Writes the rational scale_num / scale_den >= scale that the mechanisms use
+ * for a discrete Laplace of real scale `scale` (40 significant bits, rounded
+ * up, a power-of-two denominator).  Returns 0, or ACCT_EINVAL when scale is
+ * outside [DPG_MECH_DLAP_MIN_SCALE, DPG_MECH_DLAP_MAX_SCALE].
+ */
+int mech_discrete_laplace_scale(double scale, uint64_t *ret_num, uint64_t *ret_den);
+
+/*
+ * The sigma that mech_sample_discrete_gaussian really uses for `sigma`: sigma
+ * rounded up to S / 2^f with S < 2^24 and f <= 20 (so that CKS's acceptance
+ * test fits 128-bit integers).  NAN when sigma is outside
+ * [DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA].  Events must name
+ * this value, not the requested one.
+ */
+double mech_discrete_gaussian_sigma(double sigma);
+
+/*
+ * Draws Z from the discrete Gaussian N_Z(0, s^2), Pr[Z = z] proportional to
+ * exp(-z^2 / (2 s^2)), s = mech_discrete_gaussian_sigma(sigma), by CKS
+ * Algorithm 3 (discrete Laplace proposals of scale floor(s) + 1 accepted with
+ * Bernoulli(exp(-(|y| - s^2/t)^2 / (2 s^2)))).  Proposals with |y| > 64 t + 64
+ * are rejected outright: their acceptance probability is below e^-1900, so the
+ * output differs from N_Z(0, s^2) by less than that in total variation.
+ * Returns 0 and writes *ret, ACCT_EINVAL for sigma out of range,
+ * ACCT_EINTERNAL when the rng fails.
+ */
+int mech_sample_discrete_gaussian(mech_rng *rng, double sigma, int64_t *ret);
+
+
+
+/* ---- Additive noise (mech_noise.c) ---- */
+
+/*
+ * Laplace release of values[0..n) (n <= DPG_MAX_VECTOR_LEN) with L1
+ * sensitivity `l1_sensitivity` and noise scale `scale` (b; epsilon =
+ * sensitivity / b).  Exact discrete Laplace noise on the power-of-two grid
+ * g = 2^(ceil(log2 b) - 40); see mech_noise.c for why this resists
+ * floating-point attacks.  ret_out[0..n) receives the noisy values;
+ * *ret_event is discrete_laplace {noise_parameter, sensitivity} in grid
+ * units for n = 1 (sensitivity ceil(D/g)), epsilon_delta {a (ceil(D/g) + n -
+ * 1), 0} for vectors.  Returns 0, or ACCT_EINVAL (where: /values/i,
+ * /sensitivity, /scale), ACCT_ENOMEM, ACCT_EINTERNAL; outputs untouched on
+ * failure.
+ */
+int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
+		 double scale, double *ret_out, acct_event **ret_event, acct_error *err);
+
+/*
+ * Gaussian release with L2 sensitivity and standard deviation `sigma`:
+ * exact discrete Gaussian noise on the grid g = 2^(ceil(log2 sigma) - 20).
+ * *ret_event: discrete_gaussian {sigma/g (as used), ceil(D/g)} for n = 1;
+ * zcdp {rho = (D/g + sqrt(n))^2 / (2 (sigma/g)^2)} for vectors (CKS 2020,
+ * Theorem 14).  Same conventions as mech_laplace (where /sigma for sigma).
+ */
+int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensitivity,
+		  double sigma, double *ret_out, acct_event **ret_event, acct_error *err);
+
+/*
+ * The smallest sigma (to 2^-45 relative, rounded up) for which the Gaussian
+ * mechanism with L2 sensitivity D is (epsilon, delta)-DP, by the analytic
+ * Gaussian mechanism's exact condition (Balle and Wang 2018, Theorem 8):
+ * Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D) <=
+ * delta.  This calibrates the continuous Gaussian; the release itself is the
+ * discrete Gaussian on a grid, whose event the ledger prices.  Returns 0 or
+ * ACCT_EINVAL (/epsilon, /delta, /sensitivity).
+ */
+int mech_gaussian_sigma_analytic(double epsilon, double delta, double l2_sensitivity,
+				 double *ret_sigma, acct_error *err);
+
+/*
+ * Discrete Laplace on integers: ret_out[i] = values[i] + Z_i, Z_i exact
+ * discrete Laplace of scale `scale` (rounded up to 40 significant bits).
+ * Event: discrete_laplace {1/scale used, sensitivity} for n = 1,
+ * epsilon_delta {sensitivity / scale used, 0} for vectors (L1).  Sums
+ * beyond int64 saturate (post-processing).
+ */
+int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
+			  int64_t l1_sensitivity, double scale, int64_t *ret_out,
+			  acct_event **ret_event, acct_error *err);
+
+/*
+ * Discrete Gaussian on integers with L2 sensitivity (an integer for n = 1)
+ * and sigma (rounded up, mech_discrete_gaussian_sigma).  Event:
+ * discrete_gaussian {sigma used, sensitivity} for n = 1, zcdp {D^2 /
+ * (2 sigma^2)} for vectors (CKS 2020, Theorem 14).
+ */
+int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
+			   double l2_sensitivity, double sigma, int64_t *ret_out,
+			   acct_event **ret_event, acct_error *err);
+
+/* ---- Selection (mech_select.c) ---- */
+
+/*
+ * The epsilon that selection events name for a requested epsilon: epsilon
+ * (1 + 2^-50) + 2^-38, covering the rounding of the exponents (mech_select.c).
+ */
+double mech_exponential_epsilon_used(double epsilon);
+
+/*
+ * Exponential mechanism (McSherry and Talwar 2007): picks index i of
+ * scores[0..n) with probability proportional to exp(eps u_i / (2 D)), or
+ * exp(eps u_i / D) when `monotone` (all scores move in the same direction
+ * between neighbours; McSherry-Talwar's remark, Dwork-Roth Thm 3.10).
+ * Sampled exactly from exponents rounded to 2^-42.  Event:
+ * exponential_mechanism {mech_exponential_epsilon_used(eps)}.  Returns 0 or
+ * ACCT_EINVAL (where: /scores, /scores/i, /sensitivity, /epsilon), ...
+ */
+int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
+		     acct_error *err);
+
+/*
+ * Permute-and-flip (McKenna and Sheldon 2020): epsilon-DP, never worse than
+ * the exponential mechanism in expected error.  Event: permute_and_flip
+ * {mech_exponential_epsilon_used(eps)}.  Same conventions.
+ */
+int mech_permute_and_flip(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			  double epsilon, size_t *ret_index, acct_event **ret_event,
+			  acct_error *err);
+
+typedef enum mech_rnm_noise {
+	MECH_RNM_LAPLACE,
+	MECH_RNM_GUMBEL,
+	MECH_RNM_GAUSSIAN,
+} mech_rnm_noise;
+
+/*
+ * Report-noisy-max: the index of the largest noisy score.  `param` is
+ * epsilon for Laplace and Gumbel noise, sigma for Gaussian noise.
+ *  - Gumbel: identical in distribution to the exponential mechanism; event
+ *    exponential_mechanism.
+ *  - Laplace: scale 2D/eps (D/eps monotone), Dwork-Roth Claim 3.9, on the
+ *    grid with discrete Laplace noise; event epsilon_delta {eps_eff, 0}.
+ *  - Gaussian: argmax of a Gaussian release of the score vector with L2
+ *    sensitivity D sqrt(n); that release's event (monotone is ignored).
+ */
+int mech_report_noisy_max(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			  mech_rnm_noise noise, double param, bool monotone, size_t *ret_index,
+			  acct_event **ret_event, acct_error *err);
+
+/* The replacement probability p used by k-ary randomized response at
+ * epsilon (dp_accounting's noise_parameter), rounded up. */
+double mech_randomized_response_noise(double epsilon, int64_t k);
+
+/*
+ * k-ary randomized response of value in [0, k): with probability p (above)
+ * a uniform bucket, else the value; epsilon-DP (Warner 1965; Kairouz et al.
+ * 2016).  Event: randomized_response {p, k}.  Returns 0 or ACCT_EINVAL
+ * (where: /value, /num_buckets, /epsilon), ...
+ */
+int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double epsilon,
+			     int64_t *ret, acct_event **ret_event, acct_error *err);
+
+/* ---- Label exponential mechanism (binary labels, Hamming agreement) ---- */
+
+/*
+ * keep_probability p = e^x / (1 + e^x), x = epsilon / (2 sensitivity): the
+ * score q of the label EM is Binomial(n, p) (see mech_labelem.c).
+ */
+double mech_label_em_keep_probability(double epsilon, double sensitivity);
+
+/* log Pr[q = k] = log C(n, k) + k log p + (n - k) log(1 - p).  Returns 0, or
+ * ACCT_EINVAL (where: /n, /epsilon, /sensitivity, /ks). */
+int mech_label_em_log_pmf(int64_t n, double epsilon, double sensitivity, int64_t k,
+			  double *ret, acct_error *err);
+
+/* Success probability Pr[q >= n/2], summed in log space around the tail's
+ * largest term (relative error below 1e-12).  Returns 0 or ACCT_EINVAL. */
+int mech_label_em_success_probability(int64_t n, double epsilon, double sensitivity,
+				      double *ret, acct_error *err);
+
+/*
+ * The inverse: the smallest epsilon whose success probability reaches
+ * `target` in (0, 1), found by bisection (success is increasing in epsilon)
+ * to 2^-50 relative, rounded to the side that reaches the target.  Returns 0
+ * for targets already met as epsilon -> 0 (Pr[Bin(n, 1/2) >= n/2]).  Returns
+ * 0, ACCT_EINVAL, or ACCT_ENUMERIC when the target is too close to 1 to be
+ * reached in double precision.
+ */
+int mech_label_em_epsilon_for_success(int64_t n, double sensitivity, double target,
+				      double *ret, acct_error *err);
+
+/*
+ * Releases labels ret_labels[0..n) (0/1, caller-allocated) by the label EM on
+ * the private labels[0..n): the score is drawn as Binomial(n, p) by n exact
+ * Bernoulli(p) trials, then a uniform labelling with that score by selection
+ * sampling.  *ret_event is exponential_mechanism {epsilon} (McSherry-Talwar:
+ * epsilon-DP when one label changes the score by at most `sensitivity`).
+ * Returns 0, ACCT_EINVAL (bad parameters or a label not 0/1), ACCT_ENOMEM or
+ * ACCT_EINTERNAL; on failure *ret_event is untouched and ret_labels holds
+ * nothing usable.
+ */
+int mech_label_em(mech_rng *rng, const uint8_t *labels, size_t n, double epsilon,
+		  double sensitivity, uint8_t *ret_labels, acct_event **ret_event,
+		  acct_error *err);
 
 /* ==== end samplers and mechanisms ==== */
 

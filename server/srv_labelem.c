@@ -1,12 +1,152 @@
 /*
- * srv_labelem.c: not yet available in this build; every route answers 422.
+ * srv_labelem.c: POST /v1/label-em/guidance (DESIGN.md, stateless routes).
+ *
+ * Forward: body {n, epsilon, sensitivity (default 1), ks (optional)} ->
+ *   {keep_probability, success_probability, log_pmf: {"k": log Pr[q = k]}}.
+ * Inverse: body {n, target_success_probability, sensitivity, ks} (no
+ *   epsilon) -> {epsilon, keep_probability, success_probability, log_pmf}
+ *   where epsilon is the smallest epsilon whose success probability
+ *   Pr[q >= n/2] reaches the target (0 when every epsilon > 0 reaches it;
+ *   the other figures are then those of the limit epsilon -> 0).
+ * The numerics are mechanisms/mech_labelem.c's.
  */
+#include <math.h>
+#include <stdio.h>
+
+#include "mech.h"
+#include "srv_json.h"
 #include "srv_stateless.h"
+
+static const char *const guidance_keys[] = {
+	"n", "epsilon", "sensitivity", "ks", "target_success_probability", NULL,
+};
+
+/* Adds log_pmf for every k of body.ks to ans. */
+static int add_log_pmf(json_t *ans, const json_t *ks, int64_t n, double eps, double sens,
+		       acct_error *err)
+{
+	json_t *obj = json_object();
+	size_t i;
+	json_t *v;
+	int rc = 0;
+
+	if (!obj)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	json_array_foreach(ks, i, v) {
+		char where[ACCT_ERROR_WHERE_BYTES], key[32];
+		int64_t k;
+		double lp;
+
+		snprintf(where, sizeof(where), "/ks/%zu", i);
+		if (json_is_integer(v)) {
+			k = (int64_t)json_integer_value(v);
+		} else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+			   fabs(json_real_value(v)) < 0x1p62) {
+			k = (int64_t)json_real_value(v);
+		} else {
+			rc = acct_error_set(err, ACCT_EINVAL, where, "'ks' entries must be integers");
+			goto out;
+		}
+		if (k < 0 || k > n) {
+			rc = acct_error_set(err, ACCT_EINVAL, where, "'ks' entries must be in [0, n]");
+			goto out;
+		}
+		if (eps > 0.0) {
+			rc = mech_label_em_log_pmf(n, eps, sens, k, &lp, err);
+			if (rc < 0)
+				goto out;
+		} else {
+			/* epsilon -> 0: Binomial(n, 1/2). */
+			lp = lgamma((double)n + 1) - lgamma((double)k + 1) - lgamma((double)(n - k) + 1) -
+			     (double)n * M_LN2;
+		}
+		snprintf(key, sizeof(key), "%lld", (long long)k);
+		if (json_object_set_new(obj, key, json_real(lp)) < 0) {
+			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			goto out;
+		}
+	}
+	if (json_object_set(ans, "log_pmf", obj) < 0)
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+out:
+	json_decref(obj);
+	return rc;
+}
 
 int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *err)
 {
-	(void)body;
-	(void)ret_answer;
-	return acct_error_set(err, ACCT_EUNSUPPORTED, "", "this route is not available in this build");
-}
+	json_t *ans = NULL;
+	const json_t *ks;
+	int64_t n = 0;
+	double eps = 0.0, sens = 1.0, target = 0.0, keep, succ;
+	int rc, has_eps, has_target;
 
+	if (!json_is_object(body))
+		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
+	rc = srv_json_only_keys(body, "", guidance_keys, err);
+	if (rc < 0)
+		return rc;
+	rc = srv_json_int(body, "", "n", SRV_REQUIRED, 1, DPG_MAX_LABEL_EM_N, &n, err);
+	if (rc < 0)
+		return rc;
+	has_eps = srv_json_real(body, "", "epsilon", SRV_NULLABLE | SRV_LO_OPEN, 0.0, HUGE_VAL,
+				&eps, err);
+	if (has_eps < 0)
+		return has_eps;
+	has_target = srv_json_real(body, "", "target_success_probability",
+				   SRV_NULLABLE | SRV_LO_OPEN | SRV_HI_OPEN, 0.0, 1.0, &target, err);
+	if (has_target < 0)
+		return has_target;
+	rc = srv_json_real(body, "", "sensitivity", SRV_NULLABLE | SRV_LO_OPEN, 0.0, HUGE_VAL,
+			   &sens, err);
+	if (rc < 0)
+		return rc;
+	if (has_eps && has_target)
+		return acct_error_set(err, ACCT_EINVAL, "/target_success_probability",
+				      "give either 'epsilon' or 'target_success_probability', not both");
+	if (!has_eps && !has_target)
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+				      "'epsilon' (or 'target_success_probability') is required");
+	ks = json_object_get(body, "ks");
+	if (ks && !json_is_null(ks) &&
+	    (!json_is_array(ks) || json_array_size(ks) > DPG_MAX_VECTOR_LEN))
+		return acct_error_set(err, ACCT_EINVAL, "/ks",
+				      "'ks' must be an array of at most %d integers",
+				      DPG_MAX_VECTOR_LEN);
+	if (has_target) {
+		rc = mech_label_em_epsilon_for_success(n, sens, target, &eps, err);
+		if (rc < 0)
+			return rc;
+	}
+	if (eps > 0.0) {
+		keep = mech_label_em_keep_probability(eps, sens);
+		rc = mech_label_em_success_probability(n, eps, sens, &succ, err);
+		if (rc < 0)
+			return rc;
+	} else {
+		/* Limit epsilon -> 0 (inverse answer 0): p = 1/2. */
+		keep = 0.5;
+		succ = target;
+		rc = mech_label_em_success_probability(n, 0x1p-60, sens, &succ, err);
+		if (rc < 0)
+			return rc;
+	}
+	ans = json_object();
+	if (!ans || json_object_set_new(ans, "keep_probability", json_real(keep)) < 0 ||
+	    json_object_set_new(ans, "success_probability", json_real(succ)) < 0 ||
+	    (has_target && json_object_set_new(ans, "epsilon", json_real(eps)) < 0)) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	if (ks && json_is_array(ks)) {
+		rc = add_log_pmf(ans, ks, n, eps, sens, err);
+		if (rc < 0)
+			goto out;
+	}
+	*ret_answer = ans;
+	ans = NULL;
+	rc = 0;
+out:
+	json_decref(ans);
+	return rc;
+}

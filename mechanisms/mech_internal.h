@@ -1,0 +1,20 @@
+/*
+ * mech_internal.h: names shared inside mechanisms/ only.
+ */
+#ifndef MECH_INTERNAL_H
+#define MECH_INTERNAL_H
+
+#include "mech.h"
+
+/* Like mech_rng_uint_below for a 128-bit bound. */
+int mech__rng_u128_below(mech_rng *rng, unsigned __int128 bound, unsigned __int128 *ret);
+
+/* Bernoulli(exp(-num/den)) with 128-bit num and den (CKS Algorithm 1). */
+int mech__bernoulli_exp128(mech_rng *rng, unsigned __int128 num, unsigned __int128 den,
+			   bool *ret);
+
+/* The grid of a real Laplace release of scale `scale`: values are scaled by
+ * 2^shift, noise is discrete Laplace of scale num/den >= scale 2^shift. */
+int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den);
+
+#endif

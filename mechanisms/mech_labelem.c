@@ -1,0 +1,211 @@
+/*
+ * mech_labelem.c: the label exponential mechanism for binary labels scored
+ * by Hamming agreement, and its guidance figures.
+ *
+ * Output space: all labellings y' of n binary labels; utility u(y') = number
+ * of positions where y' agrees with the private labels y; changing one label
+ * of y changes u by at most `sensitivity` (1 for Hamming agreement).  The
+ * exponential mechanism (McSherry and Talwar 2007) releases y' with
+ * probability proportional to exp(epsilon u(y') / (2 sensitivity)), which is
+ * epsilon-DP.  Grouping labellings by their score q, there are C(n, q) of
+ * them, so Pr[q = k] is proportional to C(n, k) e^{k x}, x = epsilon /
+ * (2 sensitivity): q is Binomial(n, p) with p = e^x / (1 + e^x), the "keep
+ * probability", and given q the labelling is uniform among those with score
+ * q.  We sample exactly that way: q as a sum of n exact Bernoulli(p) trials,
+ * then the q agreeing positions by selection sampling (Knuth, TAOCP vol. 2,
+ * 3.4.2, Algorithm S) with exact uniform integers.  Linear time, constant
+ * memory beyond the output.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mech.h"
+#include "mech_internal.h"
+
+static int check_params(int64_t n, double epsilon, double sensitivity, acct_error *err)
+{
+	if (n < 1 || n > DPG_MAX_LABEL_EM_N)
+		return acct_error_set(err, ACCT_EINVAL, "/n", "n must be in [1, %lld]",
+				      (long long)DPG_MAX_LABEL_EM_N);
+	if (!(isfinite(epsilon) && epsilon > 0.0))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon must be finite and > 0");
+	if (!(isfinite(sensitivity) && sensitivity > 0.0))
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+				      "sensitivity must be finite and > 0");
+	return 0;
+}
+
+double mech_label_em_keep_probability(double epsilon, double sensitivity)
+{
+	double x = epsilon / (2.0 * sensitivity);
+
+	/* The logistic function in the form that cannot overflow. */
+	return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+
+/* log p and log(1 - p) for p = logistic(x), accurate for any x >= 0. */
+static void log_keep(double x, double *ret_lp, double *ret_lq)
+{
+	double l = log1p(exp(-x));
+
+	*ret_lp = -l;
+	*ret_lq = -x - l;
+}
+
+static double log_pmf_at(int64_t n, int64_t k, double lp, double lq)
+{
+	double dn = (double)n, dk = (double)k;
+
+	return lgamma(dn + 1.0) - lgamma(dk + 1.0) - lgamma(dn - dk + 1.0) + dk * lp + (dn - dk) * lq;
+}
+
+int mech_label_em_log_pmf(int64_t n, double epsilon, double sensitivity, int64_t k,
+			  double *ret, acct_error *err)
+{
+	double lp, lq;
+	int rc = check_params(n, epsilon, sensitivity, err);
+
+	if (rc < 0)
+		return rc;
+	if (k < 0 || k > n)
+		return acct_error_set(err, ACCT_EINVAL, "/ks", "k must be in [0, n]");
+	log_keep(epsilon / (2.0 * sensitivity), &lp, &lq);
+	*ret = log_pmf_at(n, k, lp, lq);
+	return 0;
+}
+
+/* Pr[q >= ceil(n/2)] for q ~ Binomial(n, logistic(x)).  The terms are summed
+ * relative to the largest one in the tail (the tail's first term or the
+ * mode), walking outwards until a term falls below 2^-80 of it: every
+ * omitted term is smaller still and they decay geometrically past the mode,
+ * so the relative error is far below 1e-12. */
+static double success_probability(int64_t n, double x)
+{
+	double lp, lq, top, sum = 0.0, p = mech_label_em_keep_probability(x, 0.5);
+	int64_t m = (n + 1) / 2, mode = (int64_t)floor((double)(n + 1) * p), a;
+	const double cut = -80.0 * M_LN2;
+
+	log_keep(x, &lp, &lq);
+	if (mode > n)
+		mode = n;
+	a = mode > m ? mode : m;
+	top = log_pmf_at(n, a, lp, lq);
+	for (int64_t k = a; k <= n; k++) {
+		double d = log_pmf_at(n, k, lp, lq) - top;
+
+		if (d < cut)
+			break;
+		sum += exp(d);
+	}
+	for (int64_t k = a - 1; k >= m; k--) {
+		double d = log_pmf_at(n, k, lp, lq) - top;
+
+		if (d < cut)
+			break;
+		sum += exp(d);
+	}
+	sum = exp(top) * sum;
+	return sum > 1.0 ? 1.0 : sum;
+}
+
+int mech_label_em_success_probability(int64_t n, double epsilon, double sensitivity,
+				      double *ret, acct_error *err)
+{
+	int rc = check_params(n, epsilon, sensitivity, err);
+
+	if (rc < 0)
+		return rc;
+	*ret = success_probability(n, epsilon / (2.0 * sensitivity));
+	return 0;
+}
+
+int mech_label_em_epsilon_for_success(int64_t n, double sensitivity, double target,
+				      double *ret, acct_error *err)
+{
+	double lo = 0.0, hi = 1.0;
+	int rc = check_params(n, 1.0, sensitivity, err);
+
+	if (rc < 0)
+		return rc;
+	if (!(target > 0.0 && target < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, "/target_success_probability",
+				      "target_success_probability must be in (0, 1)");
+	/* Success is increasing in x = epsilon / (2 sensitivity): the binomial
+	 * upper tail increases with p, and p with x.  At x = 0 it is
+	 * Pr[Bin(n, 1/2) >= n/2] >= 1/2; a target at or below that is reached
+	 * by every epsilon > 0, and the infimum 0 is returned. */
+	if (success_probability(n, 0.0) >= target) {
+		*ret = 0.0;
+		return 0;
+	}
+	while (success_probability(n, hi) < target) {
+		hi *= 2.0;
+		if (hi > 1e6)
+			return acct_error_set(err, ACCT_ENUMERIC, "/target_success_probability",
+					      "target not reachable in double precision");
+	}
+	/* Bisection on x to a relative width of 2^-50: the answer is the upper
+	 * end, where the target is known to be reached. */
+	for (int i = 0; i < 200 && hi - lo > hi * 0x1p-50; i++) {
+		double mid = 0.5 * (lo + hi);
+
+		if (success_probability(n, mid) >= target)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	*ret = 2.0 * sensitivity * hi;
+	return 0;
+}
+
+int mech_label_em(mech_rng *rng, const uint8_t *labels, size_t n, double epsilon,
+		  double sensitivity, uint8_t *ret_labels, acct_event **ret_event,
+		  acct_error *err)
+{
+	acct_event *ev = NULL;
+	double p;
+	uint64_t q = 0, kept = 0;
+	int rc = check_params((int64_t)n, epsilon, sensitivity, err);
+
+	if (rc < 0)
+		return rc;
+	if (!labels || !ret_labels)
+		return acct_error_set(err, ACCT_EINVAL, "/labels", "labels are missing");
+	for (size_t i = 0; i < n; i++)
+		if (labels[i] > 1)
+			return acct_error_set(err, ACCT_EINVAL, "/labels", "label %zu is not 0 or 1", i);
+	ev = acct_event_new(ACCT_EV_EXPONENTIAL_MECHANISM);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.exponential_mechanism.epsilon = epsilon;
+	/* p is used as the double it is; Bernoulli trials with that exact p. */
+	p = mech_label_em_keep_probability(epsilon, sensitivity);
+	for (size_t i = 0; i < n; i++) {
+		bool b;
+
+		rc = mech_rng_bernoulli(rng, p, &b);
+		if (rc < 0)
+			goto fail;
+		q += b;
+	}
+	/* A uniformly random set of q positions agrees with the labels. */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t u;
+
+		rc = mech_rng_uint_below(rng, n - i, &u);
+		if (rc < 0)
+			goto fail;
+		if (u < q - kept) {
+			ret_labels[i] = labels[i];
+			kept++;
+		} else {
+			ret_labels[i] = (uint8_t)(1u - labels[i]);
+		}
+	}
+	*ret_event = ev;
+	return 0;
+fail:
+	acct_event_free(ev);
+	return acct_error_set(err, rc, "", "random number generator failed");
+}

@@ -1,0 +1,433 @@
+/*
+ * mech_noise.c: additive-noise mechanisms (Laplace, Gaussian and their
+ * discrete counterparts), each returning its output and its event.
+ *
+ * Real-valued releases (defence against Mironov 2012): a value x is mapped
+ * to the grid g Z with g a power of two tied to the noise scale, k =
+ * floor(x / g) (exact: scaling by a power of two and floor are exact in
+ * binary floating point), exact discrete noise Z in grid units is added in
+ * 128-bit integers, and the output is (k + Z) g, rounded to the nearest
+ * double.  That last rounding is a function of the exact integer k + Z, so
+ * it is post-processing; the set of possible outputs does not depend on x
+ * beyond k, which closes the gaps that the textbook sampler leaves.
+ *
+ * Sensitivity on the grid.  For reals a, b, |floor(a) - floor(b)| <=
+ * ceil(|a - b|).  Hence a scalar query of sensitivity D has integer
+ * sensitivity ceil(D / g); a d-vector of L1 sensitivity D has integer L1
+ * sensitivity at most ceil(D / g) + d - 1 (the sum is an integer below
+ * D/g + d), and of L2 sensitivity D at most D / g + sqrt(d).  Events name
+ * these rounded-up sensitivities, so the charge covers the rounding.
+ *
+ * Events.  Scalars: discrete_laplace {noise_parameter a, sensitivity} and
+ * discrete_gaussian {sigma, sensitivity} in grid units: exactly the integer
+ * mechanism that ran (scaling by g is post-processing).  Vectors: the
+ * d-fold discrete Laplace with integer L1 sensitivity D_Z is pure
+ * (a D_Z)-DP (the privacy loss is a sum |z_i| - |z_i - s_i| <= a sum |s_i|),
+ * emitted as epsilon_delta {a D_Z, 0}; the d-fold discrete Gaussian with
+ * integer L2 sensitivity D_Z satisfies D_Z^2 / (2 sigma^2)-zCDP (CKS 2020,
+ * Theorem 14, multivariate), emitted as zcdp {rho}.  Every number in an
+ * event is rounded in the direction that overstates the privacy cost.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mech.h"
+#include "mech_internal.h"
+
+typedef __int128 i128;
+
+/* Grid resolution: the Laplace scale spans 2^39..2^40 grid units, the
+ * Gaussian sigma 2^19..2^20 (the discrete Gaussian's 128-bit range). */
+#define LAPLACE_GRID_BITS 40
+#define GAUSSIAN_GRID_BITS 20
+
+/* a / b rounded up, for positive finite doubles. */
+static double div_up(double a, double b)
+{
+	double q = a / b;
+
+	if (fma(q, b, -a) < 0)
+		q = nextafter(q, INFINITY);
+	return q;
+}
+
+static double mul_up(double a, double b)
+{
+	double p = a * b;
+
+	if (fma(a, b, -p) > 0)
+		p = nextafter(p, INFINITY);
+	return p;
+}
+
+static double add_up(double a, double b)
+{
+	double s = a + b;
+
+	/* Two-sum error term: positive when s fell below a + b. */
+	double bb = s - a, e = (a - (s - bb)) + (b - bb);
+
+	if (e > 0)
+		s = nextafter(s, INFINITY);
+	return s;
+}
+
+static int check_len(size_t n, acct_error *err)
+{
+	if (n < 1 || n > DPG_MAX_VECTOR_LEN)
+		return acct_error_set(err, ACCT_EINVAL, "/values",
+				      "need 1 to %d values", DPG_MAX_VECTOR_LEN);
+	return 0;
+}
+
+static int check_positive(double x, const char *where, acct_error *err)
+{
+	if (!(isfinite(x) && x > 0.0))
+		return acct_error_set(err, ACCT_EINVAL, where, "must be finite and > 0");
+	return 0;
+}
+
+static int check_values(const double *v, size_t n, acct_error *err)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(v[i])) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/values/%zu", i);
+			return acct_error_set(err, ACCT_EINVAL, where, "must be a finite number");
+		}
+	return 0;
+}
+
+/* k = floor(x 2^shift) as a 128-bit integer; x finite. */
+static int grid_index(double x, int shift, i128 *ret)
+{
+	double k = floor(ldexp(x, shift));
+
+	if (!(fabs(k) < 0x1p120))
+		return -1;
+	*ret = (i128)k;
+	return 0;
+}
+
+/* Integer grid sensitivity for a scalar or an L1 vector: ceil(D 2^shift) +
+ * d - 1.  Fails when it would exceed 2^53 (a sensitivity absurd for the
+ * noise scale). */
+static int grid_l1_sensitivity(double d_sens, int shift, size_t d, double *ret)
+{
+	double s = ceil(ldexp(d_sens, shift)) + (double)(d - 1);
+
+	if (!(s <= 0x1p53))
+		return -1;
+	*ret = s;
+	return 0;
+}
+
+static acct_event *event_epsilon(double eps)
+{
+	return acct_event_epsilon_delta(eps, 0.0);
+}
+
+int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den)
+{
+	int e;
+
+	/* scale < 2^e; grid g = 2^(e - 40), scale / g in [2^39, 2^40). */
+	frexp(scale, &e);
+	*ret_shift = LAPLACE_GRID_BITS - e;
+	return mech_discrete_laplace_scale(ldexp(scale, *ret_shift), ret_num, ret_den);
+}
+
+int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
+		 double scale, double *ret_out, acct_event **ret_event, acct_error *err)
+{
+	acct_event *ev = NULL;
+	double *out = NULL, dz, a;
+	uint64_t num, den;
+	int shift, rc;
+
+	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
+	    (rc = check_positive(l1_sensitivity, "/sensitivity", err)) < 0 ||
+	    (rc = check_positive(scale, "/scale", err)) < 0)
+		return rc;
+	if (mech__laplace_grid(scale, &shift, &num, &den) < 0 ||
+	    grid_l1_sensitivity(l1_sensitivity, shift, n, &dz) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+				      "noise scale too small for the sensitivity (epsilon too large)");
+	out = malloc(n * sizeof(*out));
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		i128 k;
+		int64_t z;
+
+		if (grid_index(values[i], shift, &k) < 0) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/values/%zu", i);
+			rc = acct_error_set(err, ACCT_EINVAL, where, "too large for the noise scale");
+			goto out;
+		}
+		rc = mech_sample_discrete_laplace(rng, num, den, &z);
+		if (rc < 0) {
+			rc = acct_error_set(err, rc, "", "noise sampling failed");
+			goto out;
+		}
+		out[i] = ldexp((double)(k + z), -shift);
+	}
+	/* Noise parameter per grid unit a = den / num (rounded up). */
+	a = div_up((double)den, (double)num);
+	if (n == 1) {
+		ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+		if (ev) {
+			ev->u.discrete_laplace.noise_parameter = a;
+			ev->u.discrete_laplace.sensitivity = dz;
+		}
+	} else {
+		ev = event_epsilon(mul_up(a, dz));
+	}
+	if (!ev) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ret_out[i] = out[i];
+	*ret_event = ev;
+	rc = 0;
+out:
+	free(out);
+	return rc;
+}
+
+int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensitivity,
+		  double sigma, double *ret_out, acct_event **ret_event, acct_error *err)
+{
+	acct_event *ev = NULL;
+	double *out = NULL, sg, dz;
+	int e, shift, rc;
+
+	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
+	    (rc = check_positive(l2_sensitivity, "/sensitivity", err)) < 0 ||
+	    (rc = check_positive(sigma, "/sigma", err)) < 0)
+		return rc;
+	frexp(sigma, &e);
+	shift = GAUSSIAN_GRID_BITS - e;
+	sg = mech_discrete_gaussian_sigma(ldexp(sigma, shift));
+	if (n == 1)
+		dz = ceil(ldexp(l2_sensitivity, shift));
+	else
+		dz = add_up(ldexp(l2_sensitivity, shift), nextafter(sqrt((double)n), INFINITY));
+	if (!isfinite(sg) || !(dz <= 0x1p53))
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+				      "noise scale too small for the sensitivity (epsilon too large)");
+	out = malloc(n * sizeof(*out));
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		i128 k;
+		int64_t z;
+
+		if (grid_index(values[i], shift, &k) < 0) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/values/%zu", i);
+			rc = acct_error_set(err, ACCT_EINVAL, where, "too large for the noise scale");
+			goto out;
+		}
+		rc = mech_sample_discrete_gaussian(rng, sg, &z);
+		if (rc < 0) {
+			rc = acct_error_set(err, rc, "", "noise sampling failed");
+			goto out;
+		}
+		out[i] = ldexp((double)(k + z), -shift);
+	}
+	if (n == 1) {
+		ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);
+		if (ev) {
+			ev->u.discrete_gaussian.sigma = sg;
+			ev->u.discrete_gaussian.sensitivity = dz;
+		}
+	} else {
+		ev = acct_event_new(ACCT_EV_ZCDP);
+		if (ev)
+			ev->u.zcdp.rho = div_up(mul_up(mul_up(dz, dz), 0.5), sg * sg);
+	}
+	if (!ev) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ret_out[i] = out[i];
+	*ret_event = ev;
+	rc = 0;
+out:
+	free(out);
+	return rc;
+}
+
+int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
+			  int64_t l1_sensitivity, double scale, int64_t *ret_out,
+			  acct_event **ret_event, acct_error *err)
+{
+	acct_event *ev = NULL;
+	int64_t *out = NULL;
+	uint64_t num, den;
+	double a;
+	int rc;
+
+	if ((rc = check_len(n, err)) < 0)
+		return rc;
+	if (l1_sensitivity < 1 || l1_sensitivity > (INT64_C(1) << 53))
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+				      "must be an integer in [1, 2^53]");
+	if (mech_discrete_laplace_scale(scale, &num, &den) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/scale", "must be in [%g, %g]",
+				      DPG_MECH_DLAP_MIN_SCALE, DPG_MECH_DLAP_MAX_SCALE);
+	out = malloc(n * sizeof(*out));
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		int64_t z;
+
+		rc = mech_sample_discrete_laplace(rng, num, den, &z);
+		if (rc < 0) {
+			rc = acct_error_set(err, rc, "", "noise sampling failed");
+			goto out;
+		}
+		if (__builtin_add_overflow(values[i], z, &out[i])) {
+			/* Depends on the noise, not only on the data: refusing
+			 * here would leak; saturate instead (post-processing of
+			 * the exact sum). */
+			out[i] = z > 0 ? INT64_MAX : INT64_MIN;
+		}
+	}
+	a = div_up((double)den, (double)num);
+	if (n == 1) {
+		ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+		if (ev) {
+			ev->u.discrete_laplace.noise_parameter = a;
+			ev->u.discrete_laplace.sensitivity = (double)l1_sensitivity;
+		}
+	} else {
+		ev = event_epsilon(mul_up(a, (double)l1_sensitivity));
+	}
+	if (!ev) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ret_out[i] = out[i];
+	*ret_event = ev;
+	rc = 0;
+out:
+	free(out);
+	return rc;
+}
+
+int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
+			   double l2_sensitivity, double sigma, int64_t *ret_out,
+			   acct_event **ret_event, acct_error *err)
+{
+	acct_event *ev = NULL;
+	int64_t *out = NULL;
+	double sg;
+	int rc;
+
+	if ((rc = check_len(n, err)) < 0 ||
+	    (rc = check_positive(l2_sensitivity, "/sensitivity", err)) < 0)
+		return rc;
+	if (n == 1 && l2_sensitivity != floor(l2_sensitivity))
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+				      "must be an integer for a scalar");
+	sg = mech_discrete_gaussian_sigma(sigma);
+	if (!isfinite(sg))
+		return acct_error_set(err, ACCT_EINVAL, "/sigma", "must be in [%g, %g]",
+				      DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA);
+	out = malloc(n * sizeof(*out));
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		int64_t z;
+
+		rc = mech_sample_discrete_gaussian(rng, sg, &z);
+		if (rc < 0) {
+			rc = acct_error_set(err, rc, "", "noise sampling failed");
+			goto out;
+		}
+		if (__builtin_add_overflow(values[i], z, &out[i]))
+			out[i] = z > 0 ? INT64_MAX : INT64_MIN;
+	}
+	if (n == 1) {
+		ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);
+		if (ev) {
+			ev->u.discrete_gaussian.sigma = sg;
+			ev->u.discrete_gaussian.sensitivity = l2_sensitivity;
+		}
+	} else {
+		ev = acct_event_new(ACCT_EV_ZCDP);
+		if (ev)
+			ev->u.zcdp.rho = div_up(mul_up(mul_up(l2_sensitivity, l2_sensitivity), 0.5),
+						sg * sg);
+	}
+	if (!ev) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ret_out[i] = out[i];
+	*ret_event = ev;
+	rc = 0;
+out:
+	free(out);
+	return rc;
+}
+
+/* delta of the Gaussian mechanism at epsilon (Balle and Wang 2018,
+ * Theorem 8): Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D). */
+static double analytic_gaussian_delta(double eps, double sens, double s)
+{
+	double a = sens / (2 * s), b = eps * s / sens;
+	double t1 = 0.5 * erfc(-(a - b) / M_SQRT2);
+	double c = erfc((a + b) / M_SQRT2);
+	double t2 = c > 0 ? 0.5 * exp(eps + log(c)) : 0.0;
+
+	return t1 - t2;
+}
+
+int mech_gaussian_sigma_analytic(double epsilon, double delta, double l2_sensitivity,
+				 double *ret_sigma, acct_error *err)
+{
+	double lo, hi;
+	int rc;
+
+	if ((rc = check_positive(epsilon, "/epsilon", err)) < 0 ||
+	    (rc = check_positive(l2_sensitivity, "/sensitivity", err)) < 0)
+		return rc;
+	if (!(delta > 0.0 && delta < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, "/delta", "must be in (0, 1)");
+	/* delta(sigma) decreases in sigma; bracket, then bisect and return the
+	 * upper end (where delta is known to be met), 2^-45 relative. */
+	hi = l2_sensitivity;
+	while (analytic_gaussian_delta(epsilon, l2_sensitivity, hi) > delta) {
+		hi *= 2;
+		if (hi > l2_sensitivity * 1e12)
+			return acct_error_set(err, ACCT_EINVAL, "/delta", "delta too small");
+	}
+	lo = hi / 2;
+	while (lo > l2_sensitivity * 1e-12 &&
+	       analytic_gaussian_delta(epsilon, l2_sensitivity, lo) <= delta) {
+		hi = lo;
+		lo /= 2;
+	}
+	for (int i = 0; i < 200 && hi - lo > hi * 0x1p-45; i++) {
+		double mid = 0.5 * (lo + hi);
+
+		if (analytic_gaussian_delta(epsilon, l2_sensitivity, mid) <= delta)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	*ret_sigma = hi;
+	return 0;
+}

@@ -1,0 +1,334 @@
+/*
+ * mech_select.c: selection mechanisms (exponential mechanism,
+ * permute-and-flip, report-noisy-max) and k-ary randomized response.
+ *
+ * Exact sampling from rounded exponents.  With c = epsilon / (2 D) (epsilon
+ * / D for monotone scores) and u* = max u, the exponential mechanism picks i
+ * with probability proportional to exp(-gamma_i), gamma_i = c (u* - u_i).
+ * We compute g_i = min(c (u* - u_i), 1024) in double and round it up to the
+ * grid 2^-42; then sampling is exact (uniform proposals accepted with
+ * Bernoulli(exp(-g_i)), CKS Algorithm 1).  Privacy of what runs:
+ *  - min(., 1024) is the exponential mechanism on the clamped utility
+ *    max(u_i, u* - 1024 / c), which has the same sensitivity D (a maximum of
+ *    D-sensitive functions) and the same monotonicity;
+ *  - the double-precision computation and the rounding move each exponent by
+ *    at most eta = 2^-42 + 1025 2^-52 < 2^-41 from c times the clamped gap;
+ *    in the ratio Pr[i | x] / Pr[i | x'] each exponent enters twice (the
+ *    term and the normalisation), so the mechanism is (epsilon + 4 eta)-DP;
+ *  - c itself is a double within relative 2^-53 of epsilon / (2 D).
+ * The events therefore name epsilon_eff = epsilon (1 + 2^-50) + 2^-38.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mech.h"
+#include "mech_internal.h"
+
+typedef unsigned __int128 u128;
+
+#define EXP_CLAMP 1024.0
+#define EXP_GRID_BITS 42
+
+static int check_scores(const double *scores, size_t n, double sensitivity, double epsilon,
+			acct_error *err)
+{
+	if (n < 1 || n > DPG_MAX_VECTOR_LEN)
+		return acct_error_set(err, ACCT_EINVAL, "/scores", "need 1 to %d scores",
+				      DPG_MAX_VECTOR_LEN);
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(scores[i])) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/scores/%zu", i);
+			return acct_error_set(err, ACCT_EINVAL, where, "must be a finite number");
+		}
+	if (!(isfinite(sensitivity) && sensitivity > 0))
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity", "must be finite and > 0");
+	if (!(isfinite(epsilon) && epsilon > 0))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be finite and > 0");
+	return 0;
+}
+
+double mech_exponential_epsilon_used(double epsilon)
+{
+	double e = epsilon * (1.0 + 0x1p-50) + 0x1p-38;
+
+	return nextafter(e, INFINITY);
+}
+
+/* Rounded exponents: ret[i] = ceil(min(c (u* - u_i), 1024) 2^42). */
+static void exponents(const double *scores, size_t n, double c, uint64_t *ret)
+{
+	double top = scores[0];
+
+	for (size_t i = 1; i < n; i++)
+		if (scores[i] > top)
+			top = scores[i];
+	for (size_t i = 0; i < n; i++) {
+		double g = c * (top - scores[i]);
+
+		if (!(g <= EXP_CLAMP))
+			g = EXP_CLAMP;
+		ret[i] = (uint64_t)ceil(ldexp(g, EXP_GRID_BITS));
+	}
+}
+
+static double selection_c(double epsilon, double sensitivity, bool monotone)
+{
+	return monotone ? epsilon / sensitivity : epsilon / (2.0 * sensitivity);
+}
+
+int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
+		     acct_error *err)
+{
+	uint64_t *g = NULL;
+	acct_event *ev = NULL;
+	int rc = check_scores(scores, n, sensitivity, epsilon, err);
+
+	if (rc < 0)
+		return rc;
+	g = malloc(n * sizeof(*g));
+	ev = acct_event_new(ACCT_EV_EXPONENTIAL_MECHANISM);
+	if (!g || !ev) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	ev->u.exponential_mechanism.epsilon = mech_exponential_epsilon_used(epsilon);
+	exponents(scores, n, selection_c(epsilon, sensitivity, monotone), g);
+	/* Rejection from uniform proposals: Pr[i] proportional to
+	 * exp(-g_i); the argmax has g = 0, so at most n proposals on average. */
+	for (;;) {
+		uint64_t i;
+		bool b;
+
+		rc = mech_rng_uint_below(rng, n, &i);
+		if (rc < 0)
+			break;
+		rc = mech__bernoulli_exp128(rng, g[i], (u128)1 << EXP_GRID_BITS, &b);
+		if (rc < 0)
+			break;
+		if (b) {
+			*ret_index = (size_t)i;
+			*ret_event = ev;
+			ev = NULL;
+			break;
+		}
+	}
+	if (rc < 0)
+		rc = acct_error_set(err, rc, "", "random number generator failed");
+out:
+	free(g);
+	acct_event_free(ev);
+	return rc;
+}
+
+int mech_permute_and_flip(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			  double epsilon, size_t *ret_index, acct_event **ret_event,
+			  acct_error *err)
+{
+	uint64_t *g = NULL;
+	size_t *perm = NULL;
+	acct_event *ev = NULL;
+	int rc = check_scores(scores, n, sensitivity, epsilon, err);
+
+	if (rc < 0)
+		return rc;
+	g = malloc(n * sizeof(*g));
+	perm = malloc(n * sizeof(*perm));
+	ev = acct_event_new(ACCT_EV_PERMUTE_AND_FLIP);
+	if (!g || !perm || !ev) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	ev->u.permute_and_flip.epsilon = mech_exponential_epsilon_used(epsilon);
+	exponents(scores, n, selection_c(epsilon, sensitivity, false), g);
+	for (size_t i = 0; i < n; i++)
+		perm[i] = i;
+	/* McKenna and Sheldon 2020, Algorithm 1: visit the candidates in a
+	 * uniformly random order (Fisher-Yates, drawn lazily) and stop at the
+	 * first that passes Bernoulli(exp(eps (u_i - u*) / (2 D))); the argmax
+	 * always passes.  epsilon-DP (their Theorem 1). */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t j;
+		size_t tmp;
+		bool b;
+
+		rc = mech_rng_uint_below(rng, n - i, &j);
+		if (rc < 0)
+			break;
+		tmp = perm[i];
+		perm[i] = perm[i + j];
+		perm[i + j] = tmp;
+		rc = mech__bernoulli_exp128(rng, g[perm[i]], (u128)1 << EXP_GRID_BITS, &b);
+		if (rc < 0)
+			break;
+		if (b) {
+			*ret_index = perm[i];
+			*ret_event = ev;
+			ev = NULL;
+			break;
+		}
+	}
+	if (rc < 0)
+		rc = acct_error_set(err, rc, "", "random number generator failed");
+	else if (ev)
+		rc = acct_error_set(err, ACCT_EINTERNAL, "", "permute-and-flip accepted nothing");
+out:
+	free(g);
+	free(perm);
+	acct_event_free(ev);
+	return rc;
+}
+
+int mech_report_noisy_max(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			  mech_rnm_noise noise, double param, bool monotone, size_t *ret_index,
+			  acct_event **ret_event, acct_error *err)
+{
+	int rc;
+
+	switch (noise) {
+	case MECH_RNM_GUMBEL:
+		/* argmax_i (u_i + Gumbel(2D/eps)) has exactly the exponential
+		 * mechanism's distribution (the Gumbel-max trick: Yellott 1977;
+		 * McSherry and Talwar 2007), so the EM is sampled exactly and
+		 * only the index leaves; the event is the EM's. */
+		return mech_exponential(rng, scores, n, sensitivity, param, monotone, ret_index,
+					ret_event, err);
+	case MECH_RNM_LAPLACE: {
+		/* Dwork and Roth 2014, Claim 3.9: noise Lap(2D/eps) (D/eps for
+		 * monotone scores) makes the argmax eps-DP.  Run on the grid
+		 * with discrete Laplace noise; the claim's threshold argument
+		 * holds for integer noise with ties broken to the lowest index,
+		 * since Pr[Z >= k + m] >= e^{-a m} Pr[Z >= k] for the discrete
+		 * Laplace of parameter a.  The integer score sensitivity is
+		 * ceil(D / g); epsilon_eff = (2 or 1) a ceil(D / g). */
+		uint64_t num, den;
+		int shift;
+		double dz, a, eps;
+		__int128 best = 0;
+		size_t arg = 0;
+		acct_event *ev;
+
+		rc = check_scores(scores, n, sensitivity, param, err);
+		if (rc < 0)
+			return rc;
+		if (mech__laplace_grid((monotone ? 1.0 : 2.0) * sensitivity / param, &shift, &num,
+				       &den) < 0)
+			return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
+		dz = ceil(ldexp(sensitivity, shift));
+		for (size_t i = 0; i < n; i++) {
+			double k = floor(ldexp(scores[i], shift));
+			int64_t z;
+			__int128 v;
+
+			if (!(fabs(k) < 0x1p120)) {
+				char where[ACCT_ERROR_WHERE_BYTES];
+
+				snprintf(where, sizeof(where), "/scores/%zu", i);
+				return acct_error_set(err, ACCT_EINVAL, where,
+						      "too large for the noise scale");
+			}
+			rc = mech_sample_discrete_laplace(rng, num, den, &z);
+			if (rc < 0)
+				return acct_error_set(err, rc, "", "noise sampling failed");
+			v = (__int128)k + z;
+			if (i == 0 || v > best) {
+				best = v;
+				arg = i;
+			}
+		}
+		a = (double)den / (double)num;
+		a = nextafter(a, INFINITY);
+		eps = nextafter(a * dz * (monotone ? 1.0 : 2.0), INFINITY);
+		ev = acct_event_epsilon_delta(eps, 0.0);
+		if (!ev)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		*ret_index = arg;
+		*ret_event = ev;
+		return 0;
+	}
+	case MECH_RNM_GAUSSIAN: {
+		/* The argmax of a Gaussian release of the whole score vector is
+		 * post-processing of it: the event is that of the vector release
+		 * with L2 sensitivity D sqrt(n) (each score moves by at most D). */
+		double *noisy, l2;
+		size_t arg = 0;
+
+		if (n < 1 || n > DPG_MAX_VECTOR_LEN)
+			return acct_error_set(err, ACCT_EINVAL, "/scores", "need 1 to %d scores",
+					      DPG_MAX_VECTOR_LEN);
+		if (!(isfinite(sensitivity) && sensitivity > 0))
+			return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+					      "must be finite and > 0");
+		noisy = malloc(n * sizeof(*noisy));
+		if (!noisy)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		l2 = n == 1 ? sensitivity : nextafter(sensitivity * sqrt((double)n), INFINITY);
+		rc = mech_gaussian(rng, scores, n, l2, param, noisy, ret_event, err);
+		if (rc == 0) {
+			for (size_t i = 1; i < n; i++)
+				if (noisy[i] > noisy[arg])
+					arg = i;
+			*ret_index = arg;
+		} else if (err && err->where[0] && !strncmp(err->where, "/values", 7)) {
+			/* Name the field as the caller knows it. */
+			char tmp[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(tmp, sizeof(tmp), "/scores%s", err->where + 7);
+			snprintf(err->where, sizeof(err->where), "%s", tmp);
+		}
+		free(noisy);
+		return rc;
+	}
+	}
+	return acct_error_set(err, ACCT_EINVAL, "/noise", "unknown noise");
+}
+
+double mech_randomized_response_noise(double epsilon, int64_t k)
+{
+	/* dp_accounting's RandomizedResponseDpEvent: with probability p the
+	 * answer is replaced by a uniform bucket (possibly the true one), so
+	 * Pr[true]/Pr[other] = (1 - p + p/k) / (p/k) = 1 + k(1 - p)/p, which
+	 * equals e^eps for p = k / (e^eps + k - 1).  Rounded up (more noise). */
+	double p = (double)k / (exp(epsilon) + (double)k - 1.0);
+
+	p = nextafter(p, INFINITY);
+	return p > 1.0 ? 1.0 : p;
+}
+
+int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double epsilon,
+			     int64_t *ret, acct_event **ret_event, acct_error *err)
+{
+	acct_event *ev;
+	double p;
+	bool replace;
+	uint64_t u;
+	int rc;
+
+	if (k < 2 || k > DPG_MAX_NUM_BUCKETS)
+		return acct_error_set(err, ACCT_EINVAL, "/num_buckets", "must be in [2, %lld]",
+				      (long long)DPG_MAX_NUM_BUCKETS);
+	if (value < 0 || value >= k)
+		return acct_error_set(err, ACCT_EINVAL, "/value", "must be in [0, num_buckets)");
+	if (!(isfinite(epsilon) && epsilon > 0))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be finite and > 0");
+	p = mech_randomized_response_noise(epsilon, k);
+	/* The exact double p decides (mech_rng_bernoulli is exact), and the
+	 * event names that same p. */
+	rc = mech_rng_bernoulli(rng, p, &replace);
+	if (rc == 0 && replace)
+		rc = mech_rng_uint_below(rng, (uint64_t)k, &u);
+	if (rc < 0)
+		return acct_error_set(err, rc, "", "random number generator failed");
+	ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.randomized_response.noise_parameter = p;
+	ev->u.randomized_response.num_buckets = k;
+	*ret = replace ? (int64_t)u : value;
+	*ret_event = ev;
+	return 0;
+}

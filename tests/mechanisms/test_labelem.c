@@ -1,0 +1,171 @@
+/*
+ * test_labelem.c: label-EM guidance against the reference vectors
+ * (tests/data/reference/label_em.json, computed with SciPy's binomial), and
+ * the sampler against the closed-form Binomial(n, p) score distribution.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "mech.h"
+#include "test_util.h"
+
+static json_t *load_reference(void)
+{
+	const char *dir = getenv("DPGATE_TEST_DATA");
+	char path[1024];
+	json_error_t jerr;
+	json_t *j;
+
+	cr_assert(dir, "DPGATE_TEST_DATA is not set");
+	snprintf(path, sizeof(path), "%s/reference/label_em.json", dir);
+	j = json_load_file(path, 0, &jerr);
+	cr_assert(j, "cannot read %s: %s", path, jerr.text);
+	return j;
+}
+
+static int close_to(double a, double b, double rel, double abs_tol)
+{
+	return isfinite(a) && fabs(a - b) <= fmax(abs_tol, rel * fabs(b));
+}
+
+Test(labelem, guidance_matches_reference)
+{
+	json_t *ref = load_reference(), *c;
+	size_t i;
+
+	cr_assert_gt(json_array_size(ref), 0);
+	json_array_foreach(ref, i, c) {
+		int64_t n = json_integer_value(json_object_get(c, "n"));
+		double eps = json_number_value(json_object_get(c, "epsilon"));
+		double sens = json_number_value(json_object_get(c, "sensitivity"));
+		double want_keep = json_number_value(json_object_get(c, "keep_probability"));
+		double want_succ = json_number_value(json_object_get(c, "success_probability"));
+		double got;
+		const char *key;
+		json_t *v;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert(close_to(mech_label_em_keep_probability(eps, sens), want_keep, 1e-12, 0));
+		cr_assert_eq(mech_label_em_success_probability(n, eps, sens, &got, &err), 0);
+		cr_assert(close_to(got, want_succ, 1e-9, 1e-12), "case %zu: success %.17g want %.17g",
+			  i, got, want_succ);
+		json_object_foreach(json_object_get(c, "log_pmf"), key, v) {
+			cr_assert_eq(mech_label_em_log_pmf(n, eps, sens, atoll(key), &got, &err), 0);
+			cr_assert(close_to(got, json_number_value(v), 1e-9, 1e-6),
+				  "case %zu k %s: %.17g want %.17g", i, key, got, json_number_value(v));
+		}
+	}
+	json_decref(ref);
+}
+
+Test(labelem, inverse_recovers_reference_epsilon)
+{
+	json_t *ref = load_reference(), *c;
+	size_t i;
+
+	json_array_foreach(ref, i, c) {
+		int64_t n = json_integer_value(json_object_get(c, "n"));
+		double eps = json_number_value(json_object_get(c, "epsilon"));
+		double succ = json_number_value(json_object_get(c, "success_probability"));
+		double got, s_at, s_below;
+		acct_error err;
+
+		if (succ >= 1.0 - 1e-6)
+			continue; /* flat there: epsilon is not identifiable */
+		acct_error_init(&err);
+		cr_assert_eq(mech_label_em_epsilon_for_success(n, 1.0, succ, &got, &err), 0);
+		cr_assert(close_to(got, eps, 1e-6, 0), "case %zu: %.17g want %g", i, got, eps);
+		/* Smallest: reached at got, not reached slightly below. */
+		cr_assert_eq(mech_label_em_success_probability(n, got, 1.0, &s_at, &err), 0);
+		cr_assert_geq(s_at, succ);
+		cr_assert_eq(mech_label_em_success_probability(n, got * (1 - 1e-9), 1.0, &s_below, &err), 0);
+		cr_assert_lt(s_below, succ);
+	}
+	json_decref(ref);
+}
+
+Test(labelem, guidance_rejects_bad_input)
+{
+	acct_error err;
+	double v;
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em_success_probability(0, 1, 1, &v, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/n");
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em_success_probability(10, -1, 1, &v, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/epsilon");
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em_success_probability(10, NAN, 1, &v, &err), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em_log_pmf(10, 1, 0, 3, &v, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/sensitivity");
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em_log_pmf(10, 1, 1, 11, &v, &err), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em_epsilon_for_success(10, 1, 1.0, &v, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/target_success_probability");
+	/* A target below Pr[Bin(10, 1/2) >= 5] = 638/1024 needs no epsilon. */
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em_epsilon_for_success(10, 1, 0.6, &v, &err), 0);
+	cr_assert_eq(v, 0.0);
+}
+
+Test(labelem, score_is_binomial_and_positions_uniform)
+{
+	enum { N = 12, T = 40000 };
+	const double eps = 1.0;
+	double p = exp(eps / 2) / (1 + exp(eps / 2)), prob[N + 1], pos_prob[2];
+	uint64_t score_obs[N + 1] = {0}, pos_obs[N][2];
+	uint8_t labels[N], out[N];
+	mech_rng *r = test_rng(20);
+
+	memset(pos_obs, 0, sizeof(pos_obs));
+	for (int i = 0; i < N; i++)
+		labels[i] = (uint8_t)(i % 3 == 0);
+	/* Closed form: Pr[q = k] = C(n, k) p^k (1 - p)^(n - k). */
+	for (int k = 0; k <= N; k++)
+		prob[k] = exp(lgamma(N + 1) - lgamma(k + 1) - lgamma(N - k + 1)) * pow(p, k) *
+			  pow(1 - p, N - k);
+	pos_prob[0] = 1 - p;
+	pos_prob[1] = p;
+	for (int t = 0; t < T; t++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		int q = 0;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_label_em(r, labels, N, eps, 1.0, out, &ev, &err), 0);
+		cr_assert_eq(ev->type, ACCT_EV_EXPONENTIAL_MECHANISM);
+		cr_assert_eq(ev->u.exponential_mechanism.epsilon, eps);
+		acct_event_free(ev);
+		for (int i = 0; i < N; i++) {
+			q += out[i] == labels[i];
+			pos_obs[i][out[i] == labels[i]]++;
+		}
+		score_obs[q]++;
+	}
+	cr_assert_gt(test_chi2_p(score_obs, prob, N + 1, T), TEST_P_MIN);
+	/* By symmetry every position agrees with probability p. */
+	for (int i = 0; i < N; i++)
+		cr_assert_gt(test_chi2_p(pos_obs[i], pos_prob, 2, T), TEST_P_MIN, "position %d", i);
+	mech_rng_free(r);
+}
+
+Test(labelem, rejects_non_binary_labels)
+{
+	uint8_t labels[3] = {0, 2, 1}, out[3];
+	acct_event *ev = NULL;
+	acct_error err;
+	mech_rng *r = test_rng(21);
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em(r, labels, 3, 1.0, 1.0, out, &ev, &err), ACCT_EINVAL);
+	cr_assert_null(ev);
+	mech_rng_free(r);
+}

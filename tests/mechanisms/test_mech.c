@@ -1,0 +1,514 @@
+/*
+ * test_mech.c: each mechanism's output distribution against its closed form
+ * (or a numerical integral of it written here), and its event.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+
+#include "mech.h"
+#include "test_util.h"
+
+struct loc_scale {
+	double loc, scale;
+};
+
+static double cdf_laplace(double x, const void *ctx)
+{
+	const struct loc_scale *ls = ctx;
+	double z = (x - ls->loc) / ls->scale;
+
+	return z < 0 ? 0.5 * exp(z) : 1 - 0.5 * exp(-z);
+}
+
+static double cdf_gauss(double x, const void *ctx)
+{
+	const struct loc_scale *ls = ctx;
+
+	return gsl_cdf_gaussian_P(x - ls->loc, ls->scale);
+}
+
+Test(mech, laplace_scalar_distribution_and_event)
+{
+	enum { N = 100000 };
+	double *x = malloc(N * sizeof(double)), v = 12.5, out;
+	struct loc_scale right = {12.5, 2.0}, shifted = {12.5 + 0.1, 2.0}, wide = {12.5, 2.1};
+	mech_rng *r = test_rng(30);
+
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_laplace(r, &v, 1, 1.0, 2.0, &out, &ev, &err), 0, "%s", err.text);
+		if (i == 0) {
+			double eps;
+
+			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
+			eps = ev->u.discrete_laplace.noise_parameter * ev->u.discrete_laplace.sensitivity;
+			/* epsilon = D / b = 0.5, never understated, rounding tiny. */
+			cr_assert_geq(eps, 0.5);
+			cr_assert_lt(eps, 0.5 * (1 + 1e-9));
+			cr_assert_eq(ev->u.discrete_laplace.sensitivity,
+				     floor(ev->u.discrete_laplace.sensitivity));
+		}
+		acct_event_free(ev);
+		x[i] = out;
+	}
+	cr_assert_gt(test_ks_p(x, N, cdf_laplace, &right), TEST_P_MIN);
+	cr_assert_lt(test_ks_p(x, N, cdf_laplace, &shifted), TEST_P_MIN);
+	cr_assert_lt(test_ks_p(x, N, cdf_laplace, &wide), TEST_P_MIN);
+	free(x);
+	mech_rng_free(r);
+}
+
+Test(mech, laplace_vector_event_covers_rounding)
+{
+	enum { D = 5, N = 20000 };
+	double v[D] = {-3, 0, 1e6, 0.25, 7}, out[D], *col = malloc(N * sizeof(double));
+	struct loc_scale ls = {1e6, 4.0};
+	mech_rng *r = test_rng(31);
+
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_laplace(r, v, D, 2.0, 4.0, out, &ev, &err), 0);
+		cr_assert_eq(ev->type, ACCT_EV_EPSILON_DELTA);
+		cr_assert_geq(ev->u.epsilon_delta.epsilon, 0.5);
+		cr_assert_lt(ev->u.epsilon_delta.epsilon, 0.5 * (1 + 1e-9));
+		cr_assert_eq(ev->u.epsilon_delta.delta, 0.0);
+		acct_event_free(ev);
+		col[i] = out[2];
+	}
+	cr_assert_gt(test_ks_p(col, N, cdf_laplace, &ls), TEST_P_MIN);
+	free(col);
+	mech_rng_free(r);
+}
+
+Test(mech, gaussian_scalar_distribution_and_event)
+{
+	enum { N = 100000 };
+	double *x = malloc(N * sizeof(double)), v = -40.0, out;
+	struct loc_scale right = {-40.0, 3.0}, shifted = {-40.0 + 0.1, 3.0}, wide = {-40.0, 3.1};
+	mech_rng *r = test_rng(32);
+
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_gaussian(r, &v, 1, 1.0, 3.0, &out, &ev, &err), 0, "%s", err.text);
+		if (i == 0) {
+			double nm;
+
+			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_GAUSSIAN);
+			nm = ev->u.discrete_gaussian.sigma / ev->u.discrete_gaussian.sensitivity;
+			/* sigma / D = 3 up to the grid rounding (2^-18 relative). */
+			cr_assert_lt(fabs(nm / 3.0 - 1), 1e-5);
+			cr_assert_eq(ev->u.discrete_gaussian.sensitivity,
+				     floor(ev->u.discrete_gaussian.sensitivity));
+		}
+		acct_event_free(ev);
+		x[i] = out;
+	}
+	cr_assert_gt(test_ks_p(x, N, cdf_gauss, &right), TEST_P_MIN);
+	cr_assert_lt(test_ks_p(x, N, cdf_gauss, &shifted), TEST_P_MIN);
+	cr_assert_lt(test_ks_p(x, N, cdf_gauss, &wide), TEST_P_MIN);
+	free(x);
+	mech_rng_free(r);
+}
+
+Test(mech, gaussian_vector_event_is_zcdp)
+{
+	double v[4] = {1, 2, 3, 4}, out[4];
+	acct_event *ev = NULL;
+	acct_error err;
+	mech_rng *r = test_rng(33);
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_gaussian(r, v, 4, 1.0, 2.0, out, &ev, &err), 0);
+	cr_assert_eq(ev->type, ACCT_EV_ZCDP);
+	/* rho = D^2 / (2 sigma^2) = 1/8, inflated by the rounding: sigma = 2
+	 * is 2^19 grid units, so D = 1 is 2^18 units plus sqrt(4) = 2 for the
+	 * rounding of 4 coordinates; rho grows by (1 + 2^-17)^2. */
+	cr_assert_geq(ev->u.zcdp.rho, 0.125 * (1 + 0x1p-17) * (1 + 0x1p-17));
+	cr_assert_lt(ev->u.zcdp.rho, 0.125 * (1 + 0x1p-17) * (1 + 0x1p-17) * (1 + 1e-9));
+	acct_event_free(ev);
+	mech_rng_free(r);
+}
+
+Test(mech, analytic_gaussian_sigma)
+{
+	/* Balle-Wang condition written out here; sigma is the smallest meeting
+	 * it, and it beats the classic sqrt(2 ln(1.25/delta)) / eps. */
+	static const double cases[][3] = {{1.0, 1e-5, 1.0}, {0.5, 1e-6, 2.0}, {3.0, 1e-3, 1.0}};
+
+	for (size_t i = 0; i < 3; i++) {
+		double eps = cases[i][0], delta = cases[i][1], d = cases[i][2], s;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_gaussian_sigma_analytic(eps, delta, d, &s, &err), 0);
+		for (int side = 0; side < 2; side++) {
+			double ss = side ? s : s * (1 - 1e-9);
+			double dd = gsl_cdf_ugaussian_P(d / (2 * ss) - eps * ss / d) -
+				    exp(eps) * gsl_cdf_ugaussian_P(-d / (2 * ss) - eps * ss / d);
+
+			if (side)
+				cr_assert_leq(dd, delta);
+			else
+				cr_assert_gt(dd, delta);
+		}
+		if (eps < 1.0 + 1e-12)
+			cr_assert_lt(s, d * sqrt(2 * log(1.25 / delta)) / eps);
+	}
+}
+
+Test(mech, discrete_laplace_integers)
+{
+	enum { N = 100000, W = 40 };
+	int64_t v = 1000, out;
+	uint64_t obs[2 * W + 1] = {0};
+	double prob[2 * W + 1], t = 2.5, q = exp(-1 / t), c = (1 - q) / (1 + q), inside = 0;
+	mech_rng *r = test_rng(34);
+
+	for (int z = -W; z <= W; z++)
+		inside += prob[z + W] = c * exp(-fabs((double)z) / t);
+	prob[0] += (1 - inside) / 2;
+	prob[2 * W] += (1 - inside) / 2;
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		int64_t z;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_discrete_laplace(r, &v, 1, 1, t, &out, &ev, &err), 0);
+		if (i == 0) {
+			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
+			cr_assert_eq(ev->u.discrete_laplace.noise_parameter, 0.4);
+			cr_assert_eq(ev->u.discrete_laplace.sensitivity, 1.0);
+		}
+		acct_event_free(ev);
+		z = out - v;
+		obs[(z < -W ? -W : z > W ? W : z) + W]++;
+	}
+	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
+	mech_rng_free(r);
+}
+
+Test(mech, discrete_gaussian_integers)
+{
+	enum { N = 100000, W = 40 };
+	int64_t v = -7, out;
+	uint64_t obs[2 * W + 1] = {0};
+	double prob[2 * W + 1], s = 4.0, norm = 0, inside = 0;
+	mech_rng *r = test_rng(35);
+
+	for (int z = -200; z <= 200; z++)
+		norm += exp(-(double)z * z / (2 * s * s));
+	for (int z = -W; z <= W; z++)
+		inside += prob[z + W] = exp(-(double)z * z / (2 * s * s)) / norm;
+	prob[0] += (1 - inside) / 2;
+	prob[2 * W] += (1 - inside) / 2;
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		int64_t z;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_discrete_gaussian(r, &v, 1, 2.0, s, &out, &ev, &err), 0);
+		if (i == 0) {
+			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_GAUSSIAN);
+			cr_assert_eq(ev->u.discrete_gaussian.sigma, 4.0);
+			cr_assert_eq(ev->u.discrete_gaussian.sensitivity, 2.0);
+		}
+		acct_event_free(ev);
+		z = out - v;
+		obs[(z < -W ? -W : z > W ? W : z) + W]++;
+	}
+	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
+	mech_rng_free(r);
+}
+
+/* Exponential-mechanism probabilities exp(c u_i) / sum. */
+static void em_probs(const double *u, size_t n, double c, double *p)
+{
+	double s = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += p[i] = exp(c * u[i]);
+	for (size_t i = 0; i < n; i++)
+		p[i] /= s;
+}
+
+Test(mech, exponential_mechanism_distribution)
+{
+	enum { K = 5, N = 100000 };
+	double u[K] = {0, 1, 2, 3, 1.5}, p[K], wrong[K];
+	mech_rng *r = test_rng(36);
+
+	for (int mono = 0; mono < 2; mono++) {
+		uint64_t obs[K] = {0};
+
+		em_probs(u, K, mono ? 1.0 : 0.5, p);
+		em_probs(u, K, mono ? 1.1 : 0.55, wrong);
+		for (int i = 0; i < N; i++) {
+			acct_event *ev = NULL;
+			acct_error err;
+			size_t idx;
+
+			acct_error_init(&err);
+			cr_assert_eq(mech_exponential(r, u, K, 1.0, 1.0, mono, &idx, &ev, &err), 0);
+			cr_assert_eq(ev->type, ACCT_EV_EXPONENTIAL_MECHANISM);
+			cr_assert_geq(ev->u.exponential_mechanism.epsilon, 1.0);
+			cr_assert_lt(ev->u.exponential_mechanism.epsilon, 1.0 + 1e-11);
+			acct_event_free(ev);
+			obs[idx]++;
+		}
+		cr_assert_gt(test_chi2_p(obs, p, K, N), TEST_P_MIN, "monotone %d", mono);
+		cr_assert_lt(test_chi2_p(obs, wrong, K, N), TEST_P_MIN, "monotone %d", mono);
+	}
+	mech_rng_free(r);
+}
+
+Test(mech, exponential_mechanism_extreme_scores)
+{
+	double u[4] = {-1e300, 1e300, 0, 1e300 - 1e285}, p;
+	size_t idx;
+	acct_event *ev = NULL;
+	acct_error err;
+	mech_rng *r = test_rng(37);
+
+	(void)p;
+	acct_error_init(&err);
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(mech_exponential(r, u, 4, 1.0, 1.0, false, &idx, &ev, &err), 0);
+		cr_assert_eq(idx, 1u);
+		acct_event_free(ev);
+		ev = NULL;
+	}
+	mech_rng_free(r);
+}
+
+/* Permute-and-flip: exact probabilities by enumerating the permutations. */
+static void pf_probs(const double *u, int n, double c, double *p)
+{
+	int perm[6], count = 0;
+	double acc[6] = {0}, top = u[0];
+
+	for (int i = 1; i < n; i++)
+		if (u[i] > top)
+			top = u[i];
+	for (int i = 0; i < n; i++)
+		perm[i] = i;
+	/* Heap's algorithm over n <= 6 items. */
+	{
+		int cc[6] = {0}, i = 0;
+
+		for (;;) {
+			double stay = 1.0 / 1.0;
+
+			for (int j = 0; j < n; j++) {
+				double q = exp(c * (u[perm[j]] - top));
+
+				acc[perm[j]] += stay * q;
+				stay *= 1 - q;
+			}
+			count++;
+			while (i < n && cc[i] >= i) {
+				cc[i] = 0;
+				i++;
+			}
+			if (i >= n)
+				break;
+			{
+				int a = (i % 2 == 0) ? 0 : cc[i], t = perm[a];
+
+				perm[a] = perm[i];
+				perm[i] = t;
+			}
+			cc[i]++;
+			i = 0;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		p[i] = acc[i] / count;
+}
+
+Test(mech, permute_and_flip_distribution)
+{
+	enum { K = 4, N = 100000 };
+	double u[K] = {0, 2, 3, 1}, p[K], em[K];
+	uint64_t obs[K] = {0};
+	mech_rng *r = test_rng(38);
+
+	pf_probs(u, K, 0.5, p);
+	em_probs(u, K, 0.5, em);
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		size_t idx;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_permute_and_flip(r, u, K, 1.0, 1.0, &idx, &ev, &err), 0);
+		cr_assert_eq(ev->type, ACCT_EV_PERMUTE_AND_FLIP);
+		acct_event_free(ev);
+		obs[idx]++;
+	}
+	cr_assert_gt(test_chi2_p(obs, p, K, N), TEST_P_MIN);
+	/* And it is not the exponential mechanism. */
+	cr_assert_lt(test_chi2_p(obs, em, K, N), TEST_P_MIN);
+	mech_rng_free(r);
+}
+
+/* Pr[argmax = i] = int f_i(x) prod_{j != i} F_j(x) dx, numerically. */
+static void rnm_probs(const double *u, int n, double scale, int gauss, double *p)
+{
+	double lo = -60 * scale - 10, hi = 60 * scale + 10, h = (hi - lo) / 400000;
+
+	for (int i = 0; i < n; i++) {
+		double s = 0;
+
+		for (double x = lo; x < hi; x += h) {
+			double z = (x + h / 2 - u[i]) / scale, f, prod = 1;
+
+			f = gauss ? exp(-z * z / 2) / sqrt(2 * M_PI) / scale : exp(-fabs(z)) / (2 * scale);
+			for (int j = 0; j < n; j++) {
+				struct loc_scale ls = {u[j], scale};
+
+				if (j != i)
+					prod *= gauss ? cdf_gauss(x + h / 2, &ls) : cdf_laplace(x + h / 2, &ls);
+			}
+			s += f * prod * h;
+		}
+		p[i] = s;
+	}
+}
+
+Test(mech, report_noisy_max_distributions)
+{
+	enum { K = 4, N = 60000 };
+	double u[K] = {0, 1, 2.5, 2}, p[K];
+	mech_rng *r = test_rng(39);
+	const struct {
+		mech_rnm_noise noise;
+		double param, scale;
+		int gauss;
+		acct_event_type type;
+	} cases[] = {
+		{MECH_RNM_LAPLACE, 1.0, 2.0, 0, ACCT_EV_EPSILON_DELTA},   /* scale 2D/eps */
+		{MECH_RNM_GAUSSIAN, 1.5, 1.5, 1, ACCT_EV_ZCDP},
+		{MECH_RNM_GUMBEL, 1.0, 0, 0, ACCT_EV_EXPONENTIAL_MECHANISM},
+	};
+
+	for (size_t c = 0; c < 3; c++) {
+		uint64_t obs[K] = {0};
+
+		if (cases[c].noise == MECH_RNM_GUMBEL)
+			em_probs(u, K, 0.5, p);
+		else
+			rnm_probs(u, K, cases[c].scale, cases[c].gauss, p);
+		for (int i = 0; i < N; i++) {
+			acct_event *ev = NULL;
+			acct_error err;
+			size_t idx;
+
+			acct_error_init(&err);
+			cr_assert_eq(mech_report_noisy_max(r, u, K, 1.0, cases[c].noise, cases[c].param,
+							   false, &idx, &ev, &err), 0, "%s", err.text);
+			cr_assert_eq(ev->type, cases[c].type);
+			if (cases[c].noise == MECH_RNM_LAPLACE) {
+				cr_assert_geq(ev->u.epsilon_delta.epsilon, 1.0);
+				cr_assert_lt(ev->u.epsilon_delta.epsilon, 1.0 + 1e-9);
+			}
+			if (cases[c].noise == MECH_RNM_GAUSSIAN) {
+				/* L2 sensitivity sqrt(4) = 2: rho = 4 / (2 1.5^2). */
+				cr_assert_geq(ev->u.zcdp.rho, 4 / (2 * 2.25));
+				cr_assert_lt(ev->u.zcdp.rho, 4 / (2 * 2.25) * (1 + 1e-4));
+			}
+			acct_event_free(ev);
+			obs[idx]++;
+		}
+		cr_assert_gt(test_chi2_p(obs, p, K, N), TEST_P_MIN, "case %zu", c);
+	}
+	mech_rng_free(r);
+}
+
+Test(mech, randomized_response_distribution)
+{
+	enum { K = 4, N = 100000 };
+	const double eps = 1.2;
+	double p = K / (exp(eps) + K - 1), prob[K];
+	uint64_t obs[K] = {0};
+	mech_rng *r = test_rng(40);
+
+	for (int i = 0; i < K; i++)
+		prob[i] = i == 2 ? 1 - p + p / K : p / K;
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		int64_t out;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_randomized_response(r, 2, K, eps, &out, &ev, &err), 0);
+		if (i == 0) {
+			double q = ev->u.randomized_response.noise_parameter;
+
+			cr_assert_eq(ev->type, ACCT_EV_RANDOMIZED_RESPONSE);
+			cr_assert_eq(ev->u.randomized_response.num_buckets, K);
+			/* The epsilon implied by the event is at most eps. */
+			cr_assert_leq(log(1 + K * (1 - q) / q), eps);
+			cr_assert_lt(fabs(q / p - 1), 1e-12);
+		}
+		acct_event_free(ev);
+		obs[out]++;
+	}
+	cr_assert_gt(test_chi2_p(obs, prob, K, N), TEST_P_MIN);
+	mech_rng_free(r);
+}
+
+Test(mech, bad_inputs_name_the_field)
+{
+	mech_rng *r = test_rng(41);
+	double v[2] = {1, NAN}, out[2];
+	int64_t iv = 1, iout;
+	size_t idx;
+	acct_event *ev = NULL;
+	acct_error err;
+
+#define EXPECT(call, field)                                                  \
+	do {                                                                 \
+		acct_error_init(&err);                                       \
+		cr_assert_eq((call), ACCT_EINVAL, #call);                    \
+		cr_assert_str_eq(err.where, field, #call);                   \
+		cr_assert_null(ev);                                          \
+	} while (0)
+	EXPECT(mech_laplace(r, v, 2, 1, 1, out, &ev, &err), "/values/1");
+	EXPECT(mech_laplace(r, v, 0, 1, 1, out, &ev, &err), "/values");
+	EXPECT(mech_laplace(r, v, DPG_MAX_VECTOR_LEN + 1, 1, 1, out, &ev, &err), "/values");
+	EXPECT(mech_laplace(r, v, 1, 0, 1, out, &ev, &err), "/sensitivity");
+	EXPECT(mech_laplace(r, v, 1, -1, 1, out, &ev, &err), "/sensitivity");
+	EXPECT(mech_laplace(r, v, 1, 1, 0, out, &ev, &err), "/scale");
+	EXPECT(mech_gaussian(r, v, 1, 1, NAN, out, &ev, &err), "/sigma");
+	EXPECT(mech_gaussian(r, v, 1, INFINITY, 1, out, &ev, &err), "/sensitivity");
+	EXPECT(mech_discrete_laplace(r, &iv, 1, 0, 1, &iout, &ev, &err), "/sensitivity");
+	EXPECT(mech_discrete_gaussian(r, &iv, 1, 1.5, 1, &iout, &ev, &err), "/sensitivity");
+	EXPECT(mech_exponential(r, v, 2, 1, 1, false, &idx, &ev, &err), "/scores/1");
+	EXPECT(mech_exponential(r, v, 0, 1, 1, false, &idx, &ev, &err), "/scores");
+	EXPECT(mech_exponential(r, v, 1, 1, 0, false, &idx, &ev, &err), "/epsilon");
+	EXPECT(mech_exponential(r, v, 1, 0, 1, false, &idx, &ev, &err), "/sensitivity");
+	EXPECT(mech_permute_and_flip(r, v, 1, 1, -2, &idx, &ev, &err), "/epsilon");
+	EXPECT(mech_report_noisy_max(r, v, 2, 1, MECH_RNM_LAPLACE, 1, false, &idx, &ev, &err),
+	       "/scores/1");
+	EXPECT(mech_report_noisy_max(r, v, 2, 1, MECH_RNM_GAUSSIAN, 1, false, &idx, &ev, &err),
+	       "/scores/1");
+	EXPECT(mech_randomized_response(r, 4, 4, 1, &iout, &ev, &err), "/value");
+	EXPECT(mech_randomized_response(r, 0, 1, 1, &iout, &ev, &err), "/num_buckets");
+	EXPECT(mech_randomized_response(r, 0, 2, 0, &iout, &ev, &err), "/epsilon");
+	EXPECT(mech_gaussian_sigma_analytic(1, 0, 1, &v[0], &err), "/delta");
+#undef EXPECT
+	mech_rng_free(r);
+}

@@ -1,0 +1,118 @@
+/*
+ * test_srv_labelem.c: POST /v1/label-em/guidance at the JSON level, with the
+ * same bodies and tolerances as ../shared/tools/refcheck, and its errors.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "srv_stateless.h"
+
+static json_t *load_reference(void)
+{
+	const char *dir = getenv("DPGATE_TEST_DATA");
+	char path[1024];
+	json_error_t jerr;
+	json_t *j;
+
+	cr_assert(dir, "DPGATE_TEST_DATA is not set");
+	snprintf(path, sizeof(path), "%s/reference/label_em.json", dir);
+	j = json_load_file(path, 0, &jerr);
+	cr_assert(j, "cannot read %s: %s", path, jerr.text);
+	return j;
+}
+
+static int close_to(const json_t *a, double b, double rel, double abs_tol)
+{
+	double x;
+
+	if (!json_is_number(a))
+		return 0;
+	x = json_number_value(a);
+	return isfinite(x) && fabs(x - b) <= fmax(abs_tol, rel * fabs(b));
+}
+
+Test(srv_labelem, refcheck_cases_pass)
+{
+	json_t *ref = load_reference(), *c;
+	size_t i;
+
+	json_array_foreach(ref, i, c) {
+		json_t *ks = json_array(), *body, *ans = NULL, *v;
+		const char *key;
+		acct_error err;
+
+		json_object_foreach(json_object_get(c, "log_pmf"), key, v)
+			json_array_append_new(ks, json_integer(atoll(key)));
+		body = json_pack("{s:O,s:O,s:O,s:o}", "n", json_object_get(c, "n"), "epsilon",
+				 json_object_get(c, "epsilon"), "sensitivity",
+				 json_object_get(c, "sensitivity"), "ks", ks);
+		acct_error_init(&err);
+		cr_assert_eq(srv_label_em_guidance(body, &ans, &err), 0, "%s", err.text);
+		cr_assert(close_to(json_object_get(ans, "success_probability"),
+				   json_number_value(json_object_get(c, "success_probability")), 1e-9,
+				   1e-12));
+		cr_assert(close_to(json_object_get(ans, "keep_probability"),
+				   json_number_value(json_object_get(c, "keep_probability")), 1e-12, 0));
+		json_object_foreach(json_object_get(c, "log_pmf"), key, v)
+			cr_assert(close_to(json_object_get(json_object_get(ans, "log_pmf"), key),
+					   json_number_value(v), 1e-9, 1e-6), "k %s", key);
+		json_decref(ans);
+		json_decref(body);
+	}
+	json_decref(ref);
+}
+
+Test(srv_labelem, inverse_answers_epsilon)
+{
+	/* labelem-001: n = 10, epsilon 0.5 -> success 0.7637240366474727. */
+	json_t *body = json_pack("{s:i,s:f}", "n", 10, "target_success_probability",
+				 0.7637240366474727);
+	json_t *ans = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(srv_label_em_guidance(body, &ans, &err), 0, "%s", err.text);
+	cr_assert(close_to(json_object_get(ans, "epsilon"), 0.5, 1e-6, 0));
+	cr_assert_geq(json_number_value(json_object_get(ans, "success_probability")),
+		      0.7637240366474727);
+	json_decref(ans);
+	json_decref(body);
+}
+
+Test(srv_labelem, bad_inputs_name_the_field)
+{
+	static const struct {
+		const char *body;
+		const char *where;
+	} cases[] = {
+		{"{\"epsilon\":1}", "/n"},
+		{"{\"n\":0,\"epsilon\":1}", "/n"},
+		{"{\"n\":10,\"epsilon\":0}", "/epsilon"},
+		{"{\"n\":10,\"epsilon\":-1}", "/epsilon"},
+		{"{\"n\":10,\"epsilon\":\"x\"}", "/epsilon"},
+		{"{\"n\":10}", "/epsilon"},
+		{"{\"n\":10,\"epsilon\":1,\"sensitivity\":0}", "/sensitivity"},
+		{"{\"n\":10,\"epsilon\":1,\"ks\":[3,11]}", "/ks/1"},
+		{"{\"n\":10,\"epsilon\":1,\"ks\":[1.5]}", "/ks/0"},
+		{"{\"n\":10,\"epsilon\":1,\"ks\":5}", "/ks"},
+		{"{\"n\":10,\"epsilon\":1,\"bogus\":5}", "/bogus"},
+		{"{\"n\":10,\"epsilon\":1,\"target_success_probability\":0.9}",
+		 "/target_success_probability"},
+		{"{\"n\":10,\"target_success_probability\":1}", "/target_success_probability"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *body = json_loads(cases[i].body, 0, NULL), *ans = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(srv_label_em_guidance(body, &ans, &err), ACCT_EINVAL, "%s", cases[i].body);
+		cr_assert_str_eq(err.where, cases[i].where, "%s", cases[i].body);
+		cr_assert_null(ans);
+		json_decref(body);
+	}
+}
