@@ -236,6 +236,156 @@ double acct_filter_delta(const acct_filter *f, const acct_cost *total);
 
 /* ==== Accountants (issue 3): epsilon, delta, rdp, calibration ==== */
 
+/*
+ * The accountants of DESIGN.md.  `strong` is the advanced composition
+ * theorem; `pld` privacy loss distributions.  The order is part of no
+ * contract; the names are (acct_accountant_name).
+ */
+typedef enum acct_accountant {
+	ACCT_BASIC = 0,
+	ACCT_STRONG,
+	ACCT_MOMENTS,
+	ACCT_RDP,
+	ACCT_ZCDP,
+	ACCT_PLD,
+	ACCT__N_ACCOUNTANTS
+} acct_accountant;
+
+/* "basic", "strong", "moments", "rdp", "zcdp", "pld"; NULL if invalid. */
+const char *acct_accountant_name(acct_accountant a);
+int acct_accountant_from_name(const char *name, acct_accountant *ret);
+
+/* The PLD grid interval used when acct_options.pld_interval is 0. */
+#define ACCT_PLD_DEFAULT_INTERVAL 1e-4
+
+/*
+ * How to price: which accountant, which neighbouring relation, and the
+ * accountant's options.  Zero-initialised options mean: basic accountant,
+ * add_remove, tight zCDP conversion, default PLD interval, default orders.
+ */
+typedef struct acct_options {
+	acct_accountant accountant;
+	acct_neighbor neighbor;
+	bool zcdp_bun_steinke;   /* zcdp: rho + 2 sqrt(rho ln 1/delta) */
+	double pld_interval;     /* pld: loss grid step; 0 = default */
+	const double *orders;    /* rdp: NULL = acct_rdp_default_orders */
+	size_t n_orders;
+} acct_options;
+
+/* What an accountant answers: (epsilon, delta) and, for rdp and moments,
+ * the optimal order (RDP order alpha, or the moment lambda); NAN if none. */
+typedef struct acct_result {
+	double epsilon;
+	double delta;
+	double order;
+} acct_result;
+
+/*
+ * Checks the rules an event must meet under a neighbouring relation beyond
+ * its syntax: sampling without replacement only under `replace` (Wang,
+ * Balle, Kasiviswanathan 2019 bound the replace-one relation), Poisson
+ * sampling only under `add_remove` (its amplification is proven for
+ * add/remove), randomized response only under `replace` (a respondent's
+ * answer has no add/remove neighbour), sample_size <= source_dataset_size,
+ * finite positive parameters, counts within DPG_MAX_COMPOSITION_COUNT and
+ * depth within DPG_MAX_EVENT_DEPTH.  Returns 0, ACCT_EINVAL (malformed) or
+ * ACCT_EUNSUPPORTED (well formed, not definable under this relation) with
+ * err->where a JSON pointer below `prefix` ("/event" when prefix is NULL).
+ */
+int acct_event_validate(const acct_event *ev, acct_neighbor neighbor, acct_error *err);
+int acct_event_validate_at(const acct_event *ev, acct_neighbor neighbor, const char *prefix,
+			   acct_error *err);
+
+/*
+ * The smallest epsilon such that the event is (epsilon, delta)-DP under
+ * opt->accountant (an upper bound for every accountant; pld's grid is
+ * pessimistic).  delta in [0, 1).  Writes *ret on success.  An event the
+ * accountant cannot price yields ACCT_EUNSUPPORTED with the reason and
+ * err->where pointing at the offending sub-event ("/event/event"); it is
+ * never approximated.  An event that is not (eps, delta)-DP for any finite
+ * epsilon at this delta (e.g. delta = 0 for a Gaussian) also yields
+ * ACCT_EUNSUPPORTED.
+ */
+int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
+		 acct_result *ret, acct_error *err);
+
+/* The smallest delta such that the event is (epsilon, delta)-DP under
+ * opt->accountant (rdp, moments, zcdp, pld, basic); same conventions. */
+int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
+	       acct_result *ret, acct_error *err);
+
+/*
+ * dp_accounting's default RDP orders (DESIGN.md): 1.1, 1.2, ..., 10.9, then
+ * 11..63, then 128, 256, 512, 1024.  The array is static and read-only.
+ */
+const double *acct_rdp_default_orders(size_t *ret_n);
+
+/*
+ * The RDP curve of an event at `n` orders (each > 1, finite) under a
+ * relation: ret_rdp[i] = epsilon(orders[i]).  Infinite entries mean no
+ * bound at that order.  `*ret_extra_delta` (may be NULL) receives the delta
+ * that (epsilon, delta) events with delta > 0 add outside the RDP curve
+ * (1 - prod (1 - delta_i)); with NULL such events are refused.
+ */
+int acct_rdp(const acct_event *ev, acct_neighbor neighbor, const double *orders, size_t n,
+	     double *ret_rdp, double *ret_extra_delta, acct_error *err);
+
+/*
+ * RDP of the Poisson-subsampled Gaussian (Mironov, Talwar, Zhang 2019):
+ * integer orders by the binomial closed form (Sec. 3.3, eq. for A_alpha),
+ * other orders by adaptive numerical integration of
+ * A_alpha = E_{z~N(0,s^2)} [(1 - q + q exp((2z-1)/(2 s^2)))^alpha].
+ * `force_integration` integrates at integer orders too (for tests).
+ * Returns the RDP, +INF when unbounded, or NAN when integration failed.
+ */
+double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool force_integration);
+
+/*
+ * The improved RDP-to-DP conversion (Canonne, Kamath, Steinke 2020,
+ * Prop. 12; Balle et al. 2020, Thm. 21), minimised over the orders, with
+ * the KL bound delta <= sqrt(1 - exp(-rdp)) for tiny curves: epsilon at
+ * delta (ret_order = the optimal order), and delta at epsilon.
+ */
+double acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta,
+			   double *ret_order);
+double acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double epsilon,
+			 double *ret_order);
+
+/*
+ * rho of an event under zCDP (Bun, Steinke 2016): Gaussian 1/(2 s^2),
+ * discrete Gaussian D^2/(2 s^2) (Canonne et al. 2020, Prop. 5), zcdp events,
+ * pure eps-DP events eps^2/2 (Prop. 1.4), the exponential mechanism eps^2/8
+ * (Cesar, Rogers 2021), gnmax 1/s^2 and pate_threshold 1/(2 s^2);
+ * compositions add.  Subsampled events and (eps, delta>0) events have no
+ * zCDP bound: ACCT_EUNSUPPORTED.
+ */
+int acct_zcdp_rho(const acct_event *ev, acct_neighbor neighbor, double *ret_rho,
+		  acct_error *err);
+
+/*
+ * epsilon of rho-zCDP at delta: the tight conversion inf_{alpha>1} of the
+ * improved RDP conversion of alpha*rho (CKS 2020 Prop. 12), or with
+ * bun_steinke rho + 2 sqrt(rho ln(1/delta)) (Bun, Steinke 2016, Prop. 1.3).
+ */
+double acct_zcdp_to_epsilon(double rho, double delta, bool bun_steinke);
+
+/* The largest rho whose tight conversion gives at most (epsilon, delta). */
+double acct_zcdp_rho_budget(double epsilon, double delta);
+
+/*
+ * Calibration (Brent's method): `field` names one numeric field of `node`,
+ * a node of the tree `root` (noise_multiplier, sigma, noise_parameter,
+ * epsilon, rho, count, sampling_probability, sample_size, ...).  Finds the
+ * smallest noise (or the largest count, rate, epsilon ...) at which root is
+ * (epsilon, delta)-DP under opt, and returns the conservative end of the
+ * final bracket, so *ret_epsilon <= epsilon always.  The field is left set
+ * to the answer.  ACCT_EUNSUPPORTED when no value in the field's range meets
+ * the target.
+ */
+int acct_calibrate(acct_event *root, acct_event *node, const char *field, double epsilon,
+		   double delta, const acct_options *opt, double *ret_value,
+		   double *ret_epsilon, acct_error *err);
+
 /* ==== end accountants ==== */
 
 /* ==== PATE analysis (issue 5) ==== */

@@ -28,4 +28,29 @@ double acct__filter_epsilon_renyi(const acct_filter *f, const acct_cost *total);
 int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, double delta_share,
 			       double *ret_eps, double *ret_delta, acct_error *err);
 
+/* ---- accountants (issue 3) ---- */
+
+/* RDP of an event at `n` orders (acct_rdp without validation); `where` is
+ * the JSON pointer of the event. */
+int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+		 double *ret_rdp, double *ret_extra_delta, const char *where, acct_error *err);
+
+/* One order's improved conversion (CKS 2020 Prop. 12, with the KL bound). */
+double acct__rdp_order_epsilon(double a, double r, double delta);
+double acct__rdp_order_log_delta(double a, double r, double epsilon);
+
+/* epsilon / delta under rdp, moments, pld (no validation). */
+int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+		      double delta, acct_result *ret, acct_error *err);
+int acct__rdp_delta(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+		    double epsilon, acct_result *ret, acct_error *err);
+int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
+			  acct_result *ret, acct_error *err);
+int acct__moments_delta(const acct_event *ev, acct_neighbor nb, double epsilon,
+			acct_result *ret, acct_error *err);
+int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double delta,
+		      acct_result *ret, acct_error *err);
+int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double epsilon,
+		    acct_result *ret, acct_error *err);
+
 #endif

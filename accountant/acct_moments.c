@@ -1,0 +1,165 @@
+/*
+ * acct_moments.c: the moments accountant of Abadi et al., "Deep learning with
+ * differential privacy" (CCS 2016), as published.
+ *
+ * For the sampled Gaussian mechanism with mu0 = N(0, s^2), mu1 = N(1, s^2)
+ * and mu = (1-q) mu0 + q mu1, the log moment at lambda is
+ *   alpha(lambda) = log max(E1, E2),
+ *   E1 = E_{z~mu0} [(mu0(z)/mu(z))^lambda],  E2 = E_{z~mu} [(mu(z)/mu0(z))^lambda]
+ * (Sec. 3.2), both integrated numerically by GSL (acct__log_mixture_moment:
+ * E2 = E_{mu0}[(mu/mu0)^(lambda+1)], E1 = E_{mu0}[(mu/mu0)^(-lambda)], each
+ * integrated as its non-negative excess over the linear term, in log space,
+ * so neither large lambda nor small q overflows or cancels).  Log moments
+ * add under composition (Theorem 2.1) and the tail bound gives
+ *   delta = min_lambda exp(alpha(lambda) - lambda eps),  lambda = 1..32.
+ * Without sampling (q = 1) E1 = E2 = exp(lambda (lambda+1) / (2 s^2)).
+ * Other mechanisms are not part of the published accountant and are
+ * refused (use rdp).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_integration.h>
+
+#include "acct.h"
+#include "acct_internal.h"
+#include "acct_numeric.h"
+
+#define MOMENTS_MAX_LAMBDA 32
+
+struct moments_walk {
+	double a[MOMENTS_MAX_LAMBDA + 1];
+	gsl_integration_workspace *w;
+	acct_error *err;
+};
+
+static int moments_walk(struct moments_walk *mw, const acct_event *ev, double scale,
+			const char *where)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	switch (ev->type) {
+	case ACCT_EV_GAUSSIAN: {
+		double s = ev->u.gaussian.noise_multiplier;
+
+		for (int l = 1; l <= MOMENTS_MAX_LAMBDA; l++)
+			mw->a[l] += scale * (double)l * (double)(l + 1) / (2.0 * s * s);
+		return 0;
+	}
+	case ACCT_EV_POISSON_SAMPLED: {
+		const acct_event *in = ev->u.poisson_sampled.event;
+		double q = ev->u.poisson_sampled.sampling_probability, s;
+
+		snprintf(ptr, sizeof(ptr), "%s/event", where);
+		if (in->type != ACCT_EV_GAUSSIAN)
+			return acct_error_set(mw->err, ACCT_EUNSUPPORTED, ptr,
+					      "the moments accountant (Abadi et al. 2016) prices the "
+					      "sampled Gaussian mechanism only; found a sampled '%s' "
+					      "(use rdp or pld)", acct_event_type_name(in->type));
+		s = in->u.gaussian.noise_multiplier;
+		if (q == 1.0)
+			return moments_walk(mw, in, scale, ptr);
+		for (int l = 1; l <= MOMENTS_MAX_LAMBDA; l++) {
+			double e2 = acct__log_mixture_moment(q, s, (double)(l + 1), mw->w);
+			double e1 = acct__log_mixture_moment(q, s, -(double)l, mw->w);
+
+			if (isnan(e1) || isnan(e2))
+				return acct_error_set(mw->err, ACCT_ENUMERIC, where,
+						      "numerical integration of the log moment "
+						      "failed at lambda = %d", l);
+			mw->a[l] += scale * fmax(fmax(e1, e2), 0.0);
+		}
+		return 0;
+	}
+	case ACCT_EV_SELF_COMPOSED:
+		snprintf(ptr, sizeof(ptr), "%s/event", where);
+		return moments_walk(mw, ev->u.self_composed.event,
+				    scale * (double)ev->u.self_composed.count, ptr);
+	case ACCT_EV_COMPOSED:
+		for (size_t i = 0; i < ev->u.composed.n; i++) {
+			int rc;
+
+			snprintf(ptr, sizeof(ptr), "%s/events/%zu", where, i);
+			rc = moments_walk(mw, ev->u.composed.events[i], scale, ptr);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	default:
+		return acct_error_set(mw->err, ACCT_EUNSUPPORTED, where,
+				      "the moments accountant (Abadi et al. 2016) prices Gaussian "
+				      "and sampled Gaussian events only; found '%s' (use rdp)",
+				      acct_event_type_name(ev->type));
+	}
+}
+
+static int moments_curve(const acct_event *ev, struct moments_walk *mw, acct_error *err)
+{
+	int rc;
+
+	acct__gsl_quiet();
+	memset(mw, 0, sizeof(*mw));
+	mw->err = err;
+	mw->w = gsl_integration_workspace_alloc(ACCT_INTEGRATION_LIMIT);
+	if (!mw->w)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	rc = moments_walk(mw, ev, 1.0, "/event");
+	gsl_integration_workspace_free(mw->w);
+	mw->w = NULL;
+	return rc;
+}
+
+int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
+			  acct_result *ret, acct_error *err)
+{
+	struct moments_walk mw;
+	double best = INFINITY, order = NAN;
+	int rc = moments_curve(ev, &mw, err);
+
+	(void)nb;
+	if (rc < 0)
+		return rc;
+	if (!(delta > 0.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "the moments accountant needs delta > 0");
+	for (int l = 1; l <= MOMENTS_MAX_LAMBDA; l++) {
+		double e = (mw.a[l] - log(delta)) / (double)l;
+
+		if (e < best) {
+			best = e;
+			order = l;
+		}
+	}
+	if (!isfinite(best))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "the log moments are unbounded");
+	ret->epsilon = fmax(best, 0.0);
+	ret->delta = delta;
+	ret->order = order;
+	return 0;
+}
+
+int acct__moments_delta(const acct_event *ev, acct_neighbor nb, double epsilon,
+			acct_result *ret, acct_error *err)
+{
+	struct moments_walk mw;
+	double best = INFINITY, order = NAN;
+	int rc = moments_curve(ev, &mw, err);
+
+	(void)nb;
+	if (rc < 0)
+		return rc;
+	for (int l = 1; l <= MOMENTS_MAX_LAMBDA; l++) {
+		double ld = mw.a[l] - (double)l * epsilon;
+
+		if (ld < best) {
+			best = ld;
+			order = l;
+		}
+	}
+	ret->epsilon = epsilon;
+	ret->delta = fmin(exp(best), 1.0);
+	ret->order = order;
+	return 0;
+}

@@ -1,0 +1,53 @@
+/*
+ * acct_numeric.h: numerical helpers shared by the files of accountant/.
+ */
+#ifndef ACCT_NUMERIC_H
+#define ACCT_NUMERIC_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include <gsl/gsl_integration.h>
+
+/* log(exp(a) + exp(b)) without overflow; -INFINITY is the log of zero. */
+static inline double acct__log_add(double a, double b)
+{
+	double hi = a > b ? a : b, lo = a > b ? b : a;
+
+	if (hi == -INFINITY)
+		return -INFINITY;
+	if (hi == INFINITY)
+		return INFINITY;
+	return hi + log1p(exp(lo - hi));
+}
+
+/* log(exp(a) - exp(b)) for a >= b; -INFINITY when a == b. */
+static inline double acct__log_sub(double a, double b)
+{
+	if (b == -INFINITY)
+		return a;
+	if (a <= b)
+		return -INFINITY;
+	return a + log1p(-exp(b - a));
+}
+
+/* log(n choose k) for real n >= k >= 0. */
+double acct__log_comb(double n, double k);
+
+/* Switches GSL's abort-on-error handler off (idempotent). */
+void acct__gsl_quiet(void);
+
+/* Size of the integration workspaces this module allocates. */
+#define ACCT_INTEGRATION_LIMIT 512
+
+/*
+ * log E_{z~N(0, sigma^2)} [(1 - q + q exp((2z - 1) / (2 sigma^2)))^beta] for
+ * beta > 1 or beta < 0 (both make the integrand's excess over its linear
+ * term non-negative), by GSL adaptive Gauss-Kronrod integration in log
+ * space.  `w` is a caller-owned workspace of ACCT_INTEGRATION_LIMIT
+ * intervals.  Returns NAN when the integration fails.
+ */
+double acct__log_mixture_moment(double q, double sigma, double beta,
+				gsl_integration_workspace *w);
+
+#endif

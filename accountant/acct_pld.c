@@ -1,0 +1,807 @@
+/*
+ * acct_pld.c: privacy loss distributions (Sommer, Meiser, Mohammadi 2019;
+ * Koskela et al. 2020; Doroshenko et al. 2022).
+ *
+ * Each base mechanism is given by its privacy curve delta(eps) (the hockey-
+ * stick divergence of its dominating pair, in closed form).  It is
+ * discretised on the grid eps_i = i h by "connecting the dots" (Doroshenko,
+ * Ghazi, Kamath, Kumar, Manurangsi, PETS 2022, Sec. 3): the discrete PLD
+ * whose curve, as a function of e^eps, is the piecewise-linear interpolation
+ * of the true curve through (0, 1), the grid points and a flat tail at
+ * delta(eps_n).  The true curve is convex in e^eps, so the interpolation
+ * lies above it: the discrete PLD dominates the mechanism (pessimistic), and
+ * the mass delta(eps_n) beyond the grid goes to +infinity, i.e. into delta.
+ *
+ * Add/remove pairs are not symmetric under sampling, so both directions
+ * ("remove": P = (1-q) mu0 + q mu1, Q = mu0; "add": P = mu0, Q = that
+ * mixture) are composed separately and the larger epsilon is reported.
+ * Composition is FFT convolution (GSL radix-2); self-composition raises the
+ * FFT to the count-th power once, in a window that a Chernoff bound shows
+ * holds all but ACCT_PLD_TAIL of the mass.  Tails lighter than ACCT_PLD_TAIL
+ * are truncated pessimistically: the lower tail is moved up to the lowest
+ * kept loss, the upper tail to +infinity, so every epsilon returned is an
+ * upper bound.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fft_halfcomplex.h>
+#include <gsl/gsl_fft_real.h>
+
+#include "acct.h"
+#include "acct_internal.h"
+#include "acct_numeric.h"
+
+/* Mass truncated per tail and operation. */
+#define ACCT_PLD_TAIL 1e-15
+/* Most grid points one PLD may hold (32 MiB of doubles). */
+#define ACCT_PLD_MAX_POINTS (1L << 22)
+/* Gaussian tails beyond this many standard deviations are not gridded
+ * (Phi(-8.5) < 1e-17; the mass is kept pessimistically, see above). */
+#define GAUSS_Z 8.5
+
+/* A discrete PLD: mass p[i] at loss (off + i) h, plus `inf` at +infinity. */
+struct pmf {
+	double h;
+	long off;
+	size_t n;
+	double *p;
+	double inf;
+};
+
+static void pmf_free(struct pmf *m)
+{
+	free(m->p);
+	m->p = NULL;
+	m->n = 0;
+}
+
+/* ---- base mechanisms ---------------------------------------------------- */
+
+enum base_kind { B_GAUSS, B_LAPLACE, B_DLAPLACE, B_DISCRETE };
+
+#define MAX_ATOMS 4
+
+struct base {
+	enum base_kind kind;
+	double s;        /* gauss: sigma; laplace: b; dlaplace: a */
+	double d;        /* dlaplace: sensitivity */
+	double q;        /* sampling probability (1 = none) */
+	bool add;        /* direction */
+	/* discrete: losses and their P-masses, plus mass at +infinity */
+	int natoms;
+	double loss[MAX_ATOMS], w[MAX_ATOMS], winf;
+};
+
+static double phi_upper(double x) /* P(N(0,1) > x) */
+{
+	return 0.5 * erfc(x / M_SQRT2);
+}
+
+/* mu0 and mu1 masses of {log lambda > l} (above) or {log lambda < l}. */
+static void lr_set(const struct base *b, double l, bool above, double *m0, double *m1)
+{
+	switch (b->kind) {
+	case B_GAUSS: {
+		double s = b->s, t = s * s * l + 0.5;
+
+		if (above) {
+			*m0 = phi_upper(t / s);
+			*m1 = phi_upper((t - 1.0) / s);
+		} else {
+			*m0 = phi_upper(-t / s);
+			*m1 = phi_upper(-(t - 1.0) / s);
+		}
+		return;
+	}
+	case B_LAPLACE: {
+		double bb = b->s, e0 = 1.0 / bb, t;
+
+		if (above) {
+			if (l >= e0) {
+				*m0 = *m1 = 0.0;
+				return;
+			}
+			if (l < -e0) {
+				*m0 = *m1 = 1.0;
+				return;
+			}
+			t = (1.0 + bb * l) / 2.0;
+			*m0 = 0.5 * exp(-t / bb);
+			*m1 = 1.0 - 0.5 * exp(-(1.0 - t) / bb);
+		} else {
+			if (l <= -e0) {
+				*m0 = *m1 = 0.0;
+				return;
+			}
+			if (l > e0) {
+				*m0 = *m1 = 1.0;
+				return;
+			}
+			t = (1.0 + bb * l) / 2.0;
+			*m0 = 1.0 - 0.5 * exp(-t / bb);
+			*m1 = 0.5 * exp(-(1.0 - t) / bb);
+		}
+		return;
+	}
+	case B_DLAPLACE: {
+		/* P(X >= j) for the discrete Laplace with r = e^{-a}. */
+		double a = b->s, d = b->d, lr = -a, l1r = log1p(exp(-a)), m, sx0, sx1;
+
+#define SURV(j) ((j) >= 1 ? exp((j) * lr - l1r) : -expm1((1.0 - (j)) * lr - l1r))
+		if (above) {
+			if (l >= a * d) {
+				*m0 = *m1 = 0.0;
+				return;
+			}
+			if (l < -a * d) {
+				*m0 = *m1 = 1.0;
+				return;
+			}
+			m = floor((l / a + d) / 2.0) + 1.0;
+			*m0 = SURV(m);
+			*m1 = SURV(m - d);
+		} else {
+			if (l <= -a * d) {
+				*m0 = *m1 = 0.0;
+				return;
+			}
+			if (l > a * d) {
+				*m0 = *m1 = 1.0;
+				return;
+			}
+			m = ceil((l / a + d) / 2.0);
+			sx0 = SURV(m);
+			sx1 = SURV(m - d);
+			*m0 = 1.0 - sx0;
+			*m1 = 1.0 - sx1;
+		}
+#undef SURV
+		return;
+	}
+	default:
+		*m0 = *m1 = 0.0;
+		return;
+	}
+}
+
+/* The privacy curve delta(eps) of the base pair, for any real eps. */
+static double base_delta(const struct base *b, double eps)
+{
+	double q = b->q, m0, m1, v;
+
+	if (b->kind == B_DISCRETE) {
+		v = b->winf;
+		for (int j = 0; j < b->natoms; j++)
+			if (b->loss[j] > eps)
+				v += b->w[j] * -expm1(eps - b->loss[j]);
+		return v;
+	}
+	if (!b->add) {
+		/* (1-q-e^eps) mu0(S) + q mu1(S), S = {lambda > (e^eps - 1 + q)/q} */
+		double c = expm1(eps) + q;
+
+		if (c <= 0.0)
+			return -expm1(eps);
+		lr_set(b, log(c) - log(q), true, &m0, &m1);
+		v = q * (m1 - m0) - expm1(eps) * m0;
+	} else {
+		/* mu0(S) - e^eps ((1-q) mu0(S) + q mu1(S)), S = {lambda < (e^-eps - 1 + q)/q} */
+		double c = expm1(-eps) + q;
+
+		if (c <= 0.0)
+			return 0.0;
+		lr_set(b, log(c) - log(q), false, &m0, &m1);
+		v = m0 - exp(eps) * ((1.0 - q) * m0 + q * m1);
+	}
+	return fmax(v, 0.0);
+}
+
+/* log lambda range of the base (lambda = mu1/mu0), gridded part. */
+static void base_lr_range(const struct base *b, double *lo, double *hi)
+{
+	switch (b->kind) {
+	case B_GAUSS: {
+		double s = b->s;
+
+		*lo = (2.0 * (-GAUSS_Z * s) - 1.0) / (2.0 * s * s);
+		*hi = (2.0 * (1.0 + GAUSS_Z * s) - 1.0) / (2.0 * s * s);
+		return;
+	}
+	case B_LAPLACE:
+		*lo = -1.0 / b->s;
+		*hi = 1.0 / b->s;
+		return;
+	case B_DLAPLACE:
+		*lo = -b->s * b->d;
+		*hi = b->s * b->d;
+		return;
+	default:
+		*lo = *hi = 0.0;
+		return;
+	}
+}
+
+static void base_loss_range(const struct base *b, double *lo, double *hi)
+{
+	double l0, l1, q = b->q;
+
+	if (b->kind == B_DISCRETE) {
+		*lo = INFINITY;
+		*hi = -INFINITY;
+		for (int j = 0; j < b->natoms; j++) {
+			*lo = fmin(*lo, b->loss[j]);
+			*hi = fmax(*hi, b->loss[j]);
+		}
+		if (b->natoms == 0)
+			*lo = *hi = 0.0;
+		return;
+	}
+	base_lr_range(b, &l0, &l1);
+	/* log(1 - q + q lambda), increasing in lambda */
+#define MIXL(l) (q == 1.0 ? (l) : ((l) <= 0.0 ? log1p(q * expm1(l)) : \
+				    acct__log_add(log1p(-q), log(q) + (l))))
+	if (!b->add) {
+		*lo = MIXL(l0);
+		*hi = MIXL(l1);
+	} else {
+		*lo = -MIXL(l1);
+		*hi = -MIXL(l0);
+	}
+#undef MIXL
+}
+
+/* Connect-the-dots discretisation of one base pair on the grid of step h. */
+static int base_pmf(const struct base *b, double h, struct pmf *ret, const char *where,
+		    acct_error *err)
+{
+	double lo, hi, eh = expm1(h), *dl = NULL;
+	long ilo, ihi;
+	size_t n;
+
+	base_loss_range(b, &lo, &hi);
+	if (!(fabs(lo) < 700.0 && fabs(hi) < 700.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "the privacy loss of this event exceeds 700 nats; pld cannot "
+				      "grid it (use rdp)");
+	ilo = (long)floor(lo / h);
+	ihi = (long)ceil(hi / h);
+	if (ihi - ilo + 1 > ACCT_PLD_MAX_POINTS)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "the PLD of this event needs %ld grid points, more than %ld; "
+				      "raise value_discretization_interval",
+				      ihi - ilo + 1, ACCT_PLD_MAX_POINTS);
+	n = (size_t)(ihi - ilo + 1);
+	dl = malloc(n * sizeof(double));
+	ret->p = calloc(n, sizeof(double));
+	if (!dl || !ret->p) {
+		free(dl);
+		free(ret->p);
+		ret->p = NULL;
+		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		dl[i] = base_delta(b, (double)(ilo + (long)i) * h);
+	ret->h = h;
+	ret->off = ilo;
+	ret->n = n;
+	ret->inf = dl[n - 1];
+	if (n == 1) {
+		ret->p[0] = 1.0 - dl[0];
+	} else {
+		/* p_i = y_i (s_i - s_{i-1}) with s the chord slopes in y = e^eps:
+		 * p_i = [(d_{i+1} - d_i) - e^h (d_i - d_{i-1})] / expm1(h),
+		 * with s_{-1} = (d_0 - 1)/y_0 and s_{n-1} = 0. */
+		for (size_t i = 0; i < n; i++) {
+			double right = i + 1 < n ? (dl[i + 1] - dl[i]) / eh : 0.0;
+			double left = i > 0 ? exp(h) * (dl[i] - dl[i - 1]) / eh : (dl[0] - 1.0);
+			double v = right - left;
+
+			ret->p[i] = v > 0.0 ? v : 0.0;
+		}
+	}
+	free(dl);
+	return 0;
+}
+
+/* ---- operations ------------------------------------------------------------ */
+
+/* Pessimistic tail truncation: lower tail below `tail` moves up to the lowest
+ * kept point, upper tail below `tail` goes to +infinity. */
+static void pmf_trim(struct pmf *m, double tail)
+{
+	size_t a = 0, b = m->n;
+	double lo = 0.0, up = 0.0;
+
+	while (a + 1 < b && lo + m->p[a] < tail)
+		lo += m->p[a++];
+	while (b - 1 > a && up + m->p[b - 1] < tail)
+		up += m->p[--b];
+	if (a == 0 && b == m->n)
+		return;
+	memmove(m->p, m->p + a, (b - a) * sizeof(double));
+	m->p[0] += lo;
+	m->inf += up;
+	m->off += (long)a;
+	m->n = b - a;
+}
+
+static size_t pow2_at_least(size_t n)
+{
+	size_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+/* Convolution a * b into a (FFT, GSL radix 2). */
+static int pmf_convolve(struct pmf *a, const struct pmf *b, acct_error *err)
+{
+	size_t len = a->n + b->n - 1, nfft = pow2_at_least(len);
+	double *x = NULL, *y = NULL;
+	int rc = 0;
+
+	if (len > (size_t)ACCT_PLD_MAX_POINTS)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "the composed PLD needs more than %ld grid points; raise "
+				      "value_discretization_interval", ACCT_PLD_MAX_POINTS);
+	x = calloc(nfft, sizeof(double));
+	y = calloc(nfft, sizeof(double));
+	if (!x || !y) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+		goto out;
+	}
+	memcpy(x, a->p, a->n * sizeof(double));
+	memcpy(y, b->p, b->n * sizeof(double));
+	if (gsl_fft_real_radix2_transform(x, 1, nfft) != GSL_SUCCESS ||
+	    gsl_fft_real_radix2_transform(y, 1, nfft) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
+		goto out;
+	}
+	x[0] *= y[0];
+	if (nfft > 1)
+		x[nfft / 2] *= y[nfft / 2];
+	for (size_t k = 1; k < nfft / 2; k++) {
+		double ar = x[k], ai = x[nfft - k], br = y[k], bi = y[nfft - k];
+
+		x[k] = ar * br - ai * bi;
+		x[nfft - k] = ar * bi + ai * br;
+	}
+	if (gsl_fft_halfcomplex_radix2_inverse(x, 1, nfft) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
+		goto out;
+	}
+	free(a->p);
+	a->p = realloc(x, len * sizeof(double));
+	if (!a->p)
+		a->p = x;
+	x = NULL;
+	for (size_t i = 0; i < len; i++)
+		if (!(a->p[i] > 0.0))
+			a->p[i] = 0.0;
+	a->n = len;
+	a->off += b->off;
+	a->inf = a->inf + b->inf - a->inf * b->inf;
+	pmf_trim(a, ACCT_PLD_TAIL);
+out:
+	free(x);
+	free(y);
+	return rc;
+}
+
+/* log sum_i p_i e^{t L_i} */
+static double log_mgf(const struct pmf *m, double t)
+{
+	double mx = -INFINITY, s = 0.0;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (m->p[i] > 0.0)
+			mx = fmax(mx, log(m->p[i]) + t * (double)(m->off + (long)i) * m->h);
+	if (mx == -INFINITY)
+		return -INFINITY;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->p[i] > 0.0)
+			s += exp(log(m->p[i]) + t * (double)(m->off + (long)i) * m->h - mx);
+	return mx + log(s);
+}
+
+/* The k-fold self-convolution, by one FFT raised to the k-th power in a
+ * window [wlo, whi] outside which the k-fold sum has at most ACCT_PLD_TAIL
+ * mass per side (Chernoff: P(S >= u) <= M(t)^k e^{-t u}). */
+static int pmf_self_compose(struct pmf *m, int64_t k, acct_error *err)
+{
+	double kk = (double)k, lt = log(1.0 / ACCT_PLD_TAIL), h = m->h;
+	double ulo = kk * (double)m->off * h, uhi = kk * (double)(m->off + (long)m->n - 1) * h;
+	double best_hi = uhi, best_lo = ulo, *x = NULL;
+	long wlo, whi;
+	size_t nfft, width;
+	int rc = 0;
+
+	if (k == 1)
+		return 0;
+	for (int j = -10; j <= 40; j++) {
+		double t = ldexp(1.0, j) * 0.01;
+		double up = (kk * log_mgf(m, t) + lt) / t;
+		double dn = -(kk * log_mgf(m, -t) + lt) / t;
+
+		if (isfinite(up))
+			best_hi = fmin(best_hi, up);
+		if (isfinite(dn))
+			best_lo = fmax(best_lo, dn);
+	}
+	wlo = (long)floor(best_lo / h) - 1;
+	whi = (long)ceil(best_hi / h) + 1;
+	if (whi < wlo)
+		whi = wlo;
+	width = (size_t)(whi - wlo + 1);
+	if (width > (size_t)ACCT_PLD_MAX_POINTS)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "the self-composed PLD needs %zu grid points, more than %ld; "
+				      "raise value_discretization_interval", width,
+				      ACCT_PLD_MAX_POINTS);
+	nfft = pow2_at_least(width > m->n ? width : m->n);
+	x = calloc(nfft, sizeof(double));
+	if (!x)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	memcpy(x, m->p, m->n * sizeof(double));
+	if (gsl_fft_real_radix2_transform(x, 1, nfft) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
+		goto out;
+	}
+	/* z^k in polar form: |z|^k e^{i k arg z}. */
+	x[0] = pow(x[0], kk);
+	if (nfft > 1)
+		x[nfft / 2] = x[nfft / 2] < 0.0 && (k & 1) ? -pow(-x[nfft / 2], kk) :
+							    pow(fabs(x[nfft / 2]), kk);
+	for (size_t i = 1; i < nfft / 2; i++) {
+		double re = x[i], im = x[nfft - i], r = hypot(re, im);
+
+		if (r == 0.0) {
+			x[i] = x[nfft - i] = 0.0;
+			continue;
+		}
+		{
+			double lr = kk * log(r), th = fmod(kk * atan2(im, re), 2.0 * M_PI);
+			double mag = lr < -745.0 ? 0.0 : exp(lr);
+
+			x[i] = mag * cos(th);
+			x[nfft - i] = mag * sin(th);
+		}
+	}
+	if (gsl_fft_halfcomplex_radix2_inverse(x, 1, nfft) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
+		goto out;
+	}
+	free(m->p);
+	m->p = calloc(width, sizeof(double));
+	if (!m->p) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+		goto out;
+	}
+	/* True index t sits at circular position (t - k off) mod nfft. */
+	for (long t = wlo; t <= whi; t++) {
+		long pos = (long)((t - (long)k * m->off) % (long)nfft);
+		double v;
+
+		if (pos < 0)
+			pos += (long)nfft;
+		v = x[pos];
+		m->p[t - wlo] = v > 0.0 ? v : 0.0;
+	}
+	m->off = wlo;
+	m->n = width;
+	/* 1 - (1 - inf)^k, plus the mass the window may have folded back. */
+	m->inf = -expm1(kk * log1p(-m->inf)) + 2.0 * ACCT_PLD_TAIL;
+	pmf_trim(m, ACCT_PLD_TAIL);
+out:
+	free(x);
+	return rc;
+}
+
+/* ---- the event walk ------------------------------------------------------------ */
+
+struct pld_pair {
+	struct pmf rm, ad;
+	bool same; /* ad is rm (symmetric pair): ad unused */
+};
+
+static void pair_free(struct pld_pair *p)
+{
+	pmf_free(&p->rm);
+	pmf_free(&p->ad);
+}
+
+static int pmf_copy(struct pmf *dst, const struct pmf *src, acct_error *err)
+{
+	*dst = *src;
+	dst->p = malloc(src->n * sizeof(double));
+	if (!dst->p)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	memcpy(dst->p, src->p, src->n * sizeof(double));
+	return 0;
+}
+
+static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char *where,
+		    struct pld_pair *out, acct_error *err);
+
+static int pair_from_base(struct base *b, double h, const char *where, struct pld_pair *out,
+			  acct_error *err)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	b->add = false;
+	rc = base_pmf(b, h, &out->rm, where, err);
+	if (rc < 0)
+		return rc;
+	/* Unsampled Gaussian, Laplace and discrete Laplace are symmetric under
+	 * reflection; discrete pairs are built symmetric-dominating. */
+	if (b->q == 1.0 || b->kind == B_DISCRETE) {
+		out->same = true;
+		return 0;
+	}
+	b->add = true;
+	rc = base_pmf(b, h, &out->ad, where, err);
+	if (rc < 0)
+		pair_free(out);
+	return rc;
+}
+
+static void base_eps_delta(struct base *b, double eps, double delta)
+{
+	memset(b, 0, sizeof(*b));
+	b->kind = B_DISCRETE;
+	b->q = 1.0;
+	/* Kairouz, Oh, Viswanath 2015: every (eps, delta) pair is dominated by
+	 * this four-point pair; its losses are +-eps and +infinity. */
+	b->natoms = 2;
+	b->loss[0] = eps;
+	b->w[0] = (1.0 - delta) / (1.0 + exp(-eps));
+	b->loss[1] = -eps;
+	b->w[1] = (1.0 - delta) / (1.0 + exp(eps));
+	b->winf = delta;
+}
+
+static int pld_leaf(const acct_event *ev, acct_neighbor nb, double q, double h, const char *where,
+		    struct pld_pair *out, acct_error *err)
+{
+	struct base b;
+
+	memset(&b, 0, sizeof(b));
+	b.q = q;
+	switch (ev->type) {
+	case ACCT_EV_GAUSSIAN:
+		b.kind = B_GAUSS;
+		b.s = ev->u.gaussian.noise_multiplier;
+		break;
+	case ACCT_EV_LAPLACE:
+		b.kind = B_LAPLACE;
+		b.s = ev->u.laplace.noise_multiplier;
+		break;
+	case ACCT_EV_PERMUTE_AND_FLIP:
+		/* Its privacy loss distribution is Laplace's with b = 1/eps. */
+		b.kind = B_LAPLACE;
+		b.s = 1.0 / ev->u.permute_and_flip.epsilon;
+		break;
+	case ACCT_EV_DISCRETE_LAPLACE:
+		b.kind = B_DLAPLACE;
+		b.s = ev->u.discrete_laplace.noise_parameter;
+		b.d = ev->u.discrete_laplace.sensitivity;
+		break;
+	case ACCT_EV_RANDOMIZED_RESPONSE: {
+		double p = ev->u.randomized_response.noise_parameter;
+		double k = (double)ev->u.randomized_response.num_buckets;
+		double lo = p / k, top = 1.0 - p + lo, l = log(top) - log(lo);
+
+		if (q != 1.0)
+			return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+					      "Poisson-sampled randomized response is not defined "
+					      "(sampling needs add_remove, randomized response replace)");
+		(void)nb;
+		b.kind = B_DISCRETE;
+		b.natoms = 3;
+		b.loss[0] = l;
+		b.w[0] = top;
+		b.loss[1] = -l;
+		b.w[1] = lo;
+		b.loss[2] = 0.0;
+		b.w[2] = (k - 2.0) * lo;
+		break;
+	}
+	case ACCT_EV_EPSILON_DELTA:
+	case ACCT_EV_EXPONENTIAL_MECHANISM:
+		if (q != 1.0)
+			return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+					      "pld prices Poisson sampling of gaussian, laplace and "
+					      "discrete_laplace events only");
+		if (ev->type == ACCT_EV_EPSILON_DELTA)
+			base_eps_delta(&b, ev->u.epsilon_delta.epsilon, ev->u.epsilon_delta.delta);
+		else /* eps-DP: dominated by randomized response with eps */
+			base_eps_delta(&b, ev->u.exponential_mechanism.epsilon, 0.0);
+		break;
+	default:
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "pld has no privacy loss distribution for a '%s' event%s",
+				      acct_event_type_name(ev->type),
+				      q != 1.0 ? " under Poisson sampling" : " (use rdp)");
+	}
+	if (q != 1.0 && b.kind == B_DISCRETE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where, "unsupported sampled event");
+	return pair_from_base(&b, h, where, out, err);
+}
+
+static int pair_compose(struct pld_pair *acc, struct pld_pair *x, acct_error *err)
+{
+	int rc;
+
+	if (acc->same && !x->same) {
+		rc = pmf_copy(&acc->ad, &acc->rm, err);
+		if (rc < 0)
+			return rc;
+		acc->same = false;
+	}
+	rc = pmf_convolve(&acc->rm, &x->rm, err);
+	if (rc < 0 || acc->same)
+		return rc;
+	return pmf_convolve(&acc->ad, x->same ? &x->rm : &x->ad, err);
+}
+
+static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char *where,
+		    struct pld_pair *out, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int rc;
+
+	switch (ev->type) {
+	case ACCT_EV_POISSON_SAMPLED:
+		snprintf(ptr, sizeof(ptr), "%s/event", where);
+		return pld_leaf(ev->u.poisson_sampled.event, nb,
+				ev->u.poisson_sampled.sampling_probability, h, ptr, out, err);
+	case ACCT_EV_SELF_COMPOSED:
+		snprintf(ptr, sizeof(ptr), "%s/event", where);
+		rc = pld_walk(ev->u.self_composed.event, nb, h, ptr, out, err);
+		if (rc < 0)
+			return rc;
+		rc = pmf_self_compose(&out->rm, ev->u.self_composed.count, err);
+		if (rc >= 0 && !out->same)
+			rc = pmf_self_compose(&out->ad, ev->u.self_composed.count, err);
+		if (rc < 0)
+			pair_free(out);
+		return rc;
+	case ACCT_EV_COMPOSED: {
+		struct pld_pair acc, x;
+
+		memset(&acc, 0, sizeof(acc));
+		for (size_t i = 0; i < ev->u.composed.n; i++) {
+			snprintf(ptr, sizeof(ptr), "%s/events/%zu", where, i);
+			rc = pld_walk(ev->u.composed.events[i], nb, h, ptr, i == 0 ? &acc : &x, err);
+			if (rc < 0) {
+				pair_free(&acc);
+				return rc;
+			}
+			if (i == 0)
+				continue;
+			rc = pair_compose(&acc, &x, err);
+			pair_free(&x);
+			if (rc < 0) {
+				pair_free(&acc);
+				return rc;
+			}
+		}
+		if (ev->u.composed.n == 0) {
+			/* the empty composition: all mass at loss 0 */
+			acc.rm.h = h;
+			acc.rm.n = 1;
+			acc.rm.p = calloc(1, sizeof(double));
+			if (!acc.rm.p)
+				return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
+			acc.rm.p[0] = 1.0;
+			acc.same = true;
+		}
+		*out = acc;
+		return 0;
+	}
+	default:
+		return pld_leaf(ev, nb, 1.0, h, where, out, err);
+	}
+}
+
+/* ---- queries ---------------------------------------------------------------------- */
+
+/* The smallest eps >= 0 with delta(eps) <= target, on the discrete PLD. */
+static double pmf_epsilon(const struct pmf *m, double target)
+{
+	double a = 0.0, d = 0.0, eh = exp(-m->h);
+
+	if (m->inf > target)
+		return INFINITY;
+	/* Walk down: before visiting point i, a = sum_{j>i} p_j and
+	 * d = sum_{j>i} p_j e^{L_i - L_j}; delta(L_i) = a - d + inf. */
+	for (size_t ii = m->n; ii-- > 0;) {
+		double li = (double)(m->off + (long)ii) * m->h;
+
+		if (ii + 1 < m->n) {
+			d = eh * (d + m->p[ii + 1]);
+			a += m->p[ii + 1];
+		}
+		if (a - d + m->inf > target) {
+			/* delta(x) = a + inf - e^{x - L_i} d on [L_i, L_{i+1}] */
+			double x = li + log((a + m->inf - target) / d);
+
+			return fmax(fmax(x, li), 0.0);
+		}
+		if (li <= 0.0)
+			return 0.0;
+	}
+	return 0.0;
+}
+
+static double pmf_delta(const struct pmf *m, double eps)
+{
+	double v = m->inf;
+
+	for (size_t i = 0; i < m->n; i++) {
+		double l = (double)(m->off + (long)i) * m->h;
+
+		if (l > eps)
+			v += m->p[i] * -expm1(eps - l);
+	}
+	return fmin(v, 1.0);
+}
+
+static int pld_build(const acct_event *ev, acct_neighbor nb, double h, struct pld_pair *out,
+		     acct_error *err)
+{
+	acct__gsl_quiet();
+	if (!(h > 0.0 && h <= 1.0))
+		return acct_error_set(err, ACCT_EINVAL, "/value_discretization_interval",
+				      "the PLD interval must be in (0, 1]");
+	return pld_walk(ev, nb, h, "/event", out, err);
+}
+
+int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double delta,
+		      acct_result *ret, acct_error *err)
+{
+	struct pld_pair p;
+	double e;
+	int rc = pld_build(ev, nb, interval, &p, err);
+
+	if (rc < 0)
+		return rc;
+	e = pmf_epsilon(&p.rm, delta);
+	if (!p.same)
+		e = fmax(e, pmf_epsilon(&p.ad, delta));
+	pair_free(&p);
+	if (!isfinite(e))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "the event is not (epsilon, %g)-DP for any finite epsilon "
+				      "under pld", delta);
+	ret->epsilon = e;
+	ret->delta = delta;
+	ret->order = NAN;
+	return 0;
+}
+
+int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double epsilon,
+		    acct_result *ret, acct_error *err)
+{
+	struct pld_pair p;
+	double d;
+	int rc = pld_build(ev, nb, interval, &p, err);
+
+	if (rc < 0)
+		return rc;
+	d = pmf_delta(&p.rm, epsilon);
+	if (!p.same)
+		d = fmax(d, pmf_delta(&p.ad, epsilon));
+	pair_free(&p);
+	ret->epsilon = epsilon;
+	ret->delta = d;
+	ret->order = NAN;
+	return 0;
+}

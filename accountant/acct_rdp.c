@@ -1,0 +1,834 @@
+/*
+ * acct_rdp.c: Renyi differential privacy (Mironov 2017) of every event type,
+ * composition, and the conversion of an RDP curve to (epsilon, delta).
+ *
+ * Sources of each curve are cited where it is computed.  RDP at order alpha
+ * is written rdp(alpha); every curve here is exact or an upper bound.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_integration.h>
+#include <gsl/gsl_sf_gamma.h>
+
+#include "acct.h"
+#include "acct_internal.h"
+#include "acct_numeric.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+void acct__gsl_quiet(void)
+{
+	gsl_set_error_handler_off();
+}
+
+double acct__log_comb(double n, double k)
+{
+	return lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0);
+}
+
+/* dp_accounting's default orders, as DESIGN.md fixes them. */
+#define N_DEFAULT_ORDERS (99 + 53 + 4)
+
+static const double default_orders[N_DEFAULT_ORDERS] = {
+	1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0,
+	2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9, 3.0,
+	3.1, 3.2, 3.3, 3.4, 3.5, 3.6, 3.7, 3.8, 3.9, 4.0,
+	4.1, 4.2, 4.3, 4.4, 4.5, 4.6, 4.7, 4.8, 4.9, 5.0,
+	5.1, 5.2, 5.3, 5.4, 5.5, 5.6, 5.7, 5.8, 5.9, 6.0,
+	6.1, 6.2, 6.3, 6.4, 6.5, 6.6, 6.7, 6.8, 6.9, 7.0,
+	7.1, 7.2, 7.3, 7.4, 7.5, 7.6, 7.7, 7.8, 7.9, 8.0,
+	8.1, 8.2, 8.3, 8.4, 8.5, 8.6, 8.7, 8.8, 8.9, 9.0,
+	9.1, 9.2, 9.3, 9.4, 9.5, 9.6, 9.7, 9.8, 9.9, 10.0,
+	10.1, 10.2, 10.3, 10.4, 10.5, 10.6, 10.7, 10.8, 10.9,
+	11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+	28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44,
+	45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61,
+	62, 63,
+	128, 256, 512, 1024,
+};
+
+const double *acct_rdp_default_orders(size_t *ret_n)
+{
+	*ret_n = N_DEFAULT_ORDERS;
+	return default_orders;
+}
+
+static bool is_integer_order(double a)
+{
+	return a == floor(a) && a <= DPG_MAX_RDP_ORDER;
+}
+
+/* ---- Poisson-subsampled Gaussian ---------------------------------------- */
+
+/*
+ * log A_alpha for integer alpha (Mironov, Talwar, Zhang 2019, Sec. 3.3):
+ * A = sum_k C(alpha,k) (1-q)^(alpha-k) q^k exp((k^2 - k) / (2 s^2)).
+ * Written as 1 + sum_{k>=2} C(alpha,k) (1-q)^(alpha-k) q^k expm1(...) (the
+ * k = 0, 1 terms and the "1" of each exp sum to one), every term positive,
+ * so small q keeps its digits: log A = log1p(sum).
+ */
+static double log_a_int(double q, double sigma, long alpha)
+{
+	double lq = log(q), l1q = log1p(-q), s = -INFINITY, lc = 0.0;
+	double inv2s2 = 1.0 / (2.0 * sigma * sigma);
+
+	/* lc = log C(alpha, k), updated by the ratio (alpha-k)/(k+1). */
+	lc = log((double)alpha) + log((double)alpha - 1.0) - log(2.0);
+	for (long k = 2; k <= alpha; k++) {
+		double c = (double)(k * k - k) * inv2s2;
+		double lexpm1 = c > 30.0 ? c + log1p(-exp(-c)) : log(expm1(c));
+		double t = lc + (double)k * lq + (double)(alpha - k) * l1q + lexpm1;
+
+		s = acct__log_add(s, t);
+		lc += log((double)(alpha - k)) - log((double)(k + 1));
+	}
+	return s > 0.0 ? s + log1p(exp(-s)) : log1p(exp(s));
+}
+
+struct moment_params {
+	double q, sigma, beta, inv2s2, logc, shift;
+	int scaled;
+};
+
+/* log(1 - q + q e^w), accurate for small q and any w. */
+static double log_mix(double q, double w)
+{
+	if (q == 1.0)
+		return w;
+	if (w <= 0.0)
+		return log1p(q * expm1(w));
+	return acct__log_add(log1p(-q), log(q) + w);
+}
+
+static double moment_integrand(double z, void *vp)
+{
+	const struct moment_params *p = vp;
+	double w = (2.0 * z - 1.0) * p->inv2s2;
+	double lphi0 = -z * z * p->inv2s2 - p->logc;
+	double l1 = log_mix(p->q, w);
+
+	if (p->scaled)
+		return exp(lphi0 + p->beta * l1 - p->shift);
+	{
+		/* phi0 * [(1+x)^beta - 1 - beta x] with x = q expm1(w) >= -q. */
+		double x = p->q * expm1(w);
+
+		if (isfinite(x) && fabs(x) < 0.5)
+			return exp(lphi0) * (expm1(p->beta * l1) - p->beta * x);
+		/* Far from the cancellation: phi0 (1+x)^beta - phi0 - beta q (phi1 - phi0). */
+		{
+			double lphi1 = -(z - 1.0) * (z - 1.0) * p->inv2s2 - p->logc;
+			double v = exp(lphi0 + p->beta * l1) - exp(lphi0) -
+				   p->beta * p->q * (exp(lphi1) - exp(lphi0));
+
+			return v > 0.0 ? v : 0.0;
+		}
+	}
+}
+
+double acct__log_mixture_moment(double q, double sigma, double beta,
+				gsl_integration_workspace *w)
+{
+	struct moment_params p;
+	gsl_function fn;
+	double lo, hi, pts[4], result = 0.0, abserr = 0.0, m = -INFINITY;
+	size_t np = 0;
+	int status;
+
+	p.q = q;
+	p.sigma = sigma;
+	p.beta = beta;
+	p.inv2s2 = 1.0 / (2.0 * sigma * sigma);
+	p.logc = log(sigma) + 0.5 * log(2.0 * M_PI);
+	p.shift = 0.0;
+	p.scaled = 0;
+	lo = -40.0 * sigma;
+	/* For beta > 0 the integrand behaves like exp(-(z - beta)^2 / 2s^2) far
+	 * right; for beta < 0 it is at most phi0 (1-q)^beta. */
+	hi = (beta > 0.0 ? fmax(beta, 1.0) : 1.0) + 40.0 * sigma;
+	/* Largest log-integrand, to choose the form and the scale. */
+	for (int i = 0; i <= 64; i++) {
+		double z = lo + (hi - lo) * i / 64.0;
+		double v = -z * z * p.inv2s2 - p.logc + beta * log_mix(q, (2.0 * z - 1.0) * p.inv2s2);
+
+		m = fmax(m, v);
+	}
+	{
+		double cand[3] = {0.0, 0.5, beta};
+
+		for (int i = 0; i < 3; i++) {
+			double z = cand[i];
+			double v = -z * z * p.inv2s2 - p.logc +
+				   beta * log_mix(q, (2.0 * z - 1.0) * p.inv2s2);
+
+			m = fmax(m, v);
+		}
+	}
+	if (!isfinite(m))
+		return m > 0 ? INFINITY : NAN;
+	if (m > 300.0) {
+		p.scaled = 1;
+		p.shift = m;
+	}
+	fn.function = moment_integrand;
+	fn.params = &p;
+	pts[np++] = lo;
+	pts[np++] = 0.5;
+	if (beta > 0.5 && beta < hi)
+		pts[np++] = beta;
+	pts[np++] = hi;
+	status = gsl_integration_qagp(&fn, pts, np, 0.0, 1e-11, ACCT_INTEGRATION_LIMIT, w,
+				      &result, &abserr);
+	if (status == GSL_EROUND && abserr <= 1e-8 * fabs(result))
+		status = GSL_SUCCESS;
+	if (status != GSL_SUCCESS || !isfinite(result) || result < 0.0)
+		return NAN;
+	if (p.scaled)
+		return result > 0.0 ? p.shift + log(result) : NAN;
+	return log1p(result);
+}
+
+double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool force_integration)
+{
+	gsl_integration_workspace *w;
+	double la;
+
+	acct__gsl_quiet();
+	if (!(q > 0.0) || !(sigma > 0.0) || !(alpha > 1.0))
+		return q == 0.0 ? 0.0 : NAN;
+	if (isinf(alpha))
+		return INFINITY;
+	if (q == 1.0)
+		return alpha / (2.0 * sigma * sigma);
+	if (is_integer_order(alpha) && !force_integration)
+		return log_a_int(q, sigma, (long)alpha) / (alpha - 1.0);
+	w = gsl_integration_workspace_alloc(ACCT_INTEGRATION_LIMIT);
+	if (!w)
+		return NAN;
+	la = acct__log_mixture_moment(q, sigma, alpha, w);
+	gsl_integration_workspace_free(w);
+	return la / (alpha - 1.0);
+}
+
+/* ---- sampling without replacement --------------------------------------- */
+
+/*
+ * Wang, Balle, Kasiviswanathan (AISTATS 2019), Theorem 27 for the Gaussian
+ * mechanism (whose rdp(j) = j / (2 s^2) meets the theorem's condition),
+ * replace-one relation, sampling ratio q = m / n:
+ *   A = 1 + q^2 C(a,2) min(4 (e^{eps(2)} - 1), 2 e^{eps(2)})
+ *       + sum_{j>=3} q^j C(a,j) min(4 sqrt(D^{2 floor(j/2)} D^{2 ceil(j/2)}),
+ *                                    2 e^{(j-1) eps(j)})
+ * where D^k is the k-th forward difference at 0 of h(x) = e^{(x-1) eps(x)}.
+ * Beyond order WOR_MAX_EXACT only the second bound is used (it is the
+ * larger, so this stays an upper bound).  Fractional orders interpolate the
+ * cumulant log A linearly between the neighbouring integers (Corollary 10:
+ * the cumulant is convex).
+ */
+#define WOR_MAX_EXACT 256
+
+struct wor_table {
+	double sigma;
+	int kmax;
+	double logd[WOR_MAX_EXACT + 3]; /* log |D^k h(0)| */
+};
+
+static void wor_table_init(struct wor_table *t, double sigma, int kmax)
+{
+	double lv[WOR_MAX_EXACT + 3];
+	int sg[WOR_MAX_EXACT + 3];
+	double inv2s2 = 1.0 / (2.0 * sigma * sigma);
+
+	t->sigma = sigma;
+	t->kmax = kmax;
+	for (int i = 0; i <= kmax; i++) {
+		lv[i] = (double)i * (double)(i - 1) * inv2s2;
+		sg[i] = 1;
+	}
+	t->logd[0] = lv[0];
+	for (int m = 1; m <= kmax; m++) {
+		for (int i = 0; i + m <= kmax; i++) {
+			/* v[i] <- v[i+1] - v[i], in (sign, log |.|) form. */
+			double a = lv[i + 1], b = lv[i];
+			int sa = sg[i + 1], sb = -sg[i];
+
+			if (sa == sb) {
+				lv[i] = acct__log_add(a, b);
+				sg[i] = sa;
+			} else if (a >= b) {
+				lv[i] = acct__log_sub(a, b);
+				sg[i] = sa;
+			} else {
+				lv[i] = acct__log_sub(b, a);
+				sg[i] = sb;
+			}
+		}
+		t->logd[m] = lv[0];
+	}
+}
+
+static double wor_log_a_int(const struct wor_table *t, double q, long alpha)
+{
+	double inv2s2 = 1.0 / (2.0 * t->sigma * t->sigma);
+	double eps2 = 2.0 * inv2s2;
+	double lq = log(q), s;
+
+	if (alpha <= 1)
+		return 0.0;
+	s = 2.0 * lq + acct__log_comb((double)alpha, 2.0) +
+	    fmin(log(4.0) + eps2 + log1p(-exp(-eps2)), eps2 + log(2.0));
+	for (long j = 3; j <= alpha; j++) {
+		double cap = log(2.0) + (double)(j - 1) * (double)j * inv2s2;
+		double b = cap;
+
+		if (alpha <= WOR_MAX_EXACT) {
+			long lo = 2 * (j / 2), hi = 2 * ((j + 1) / 2);
+
+			b = fmin(log(4.0) + 0.5 * (t->logd[lo] + t->logd[hi]), cap);
+		}
+		s = acct__log_add(s, b + (double)j * lq + acct__log_comb((double)alpha, (double)j));
+	}
+	return s > 0.0 ? s + log1p(exp(-s)) : log1p(exp(s));
+}
+
+/* ---- the event walk ------------------------------------------------------ */
+
+struct rdp_walk {
+	acct_neighbor nb;
+	const double *orders;
+	size_t n;
+	double *out;
+	double log_keep;      /* log prod (1 - delta_i) of (eps, delta) events */
+	bool allow_delta;
+	gsl_integration_workspace *w;
+	struct wor_table *wor; /* scratch, allocated on first use */
+	acct_error *err;
+};
+
+/* Mironov 2017, Prop. 6: Laplace (and any mechanism with its PLD). */
+static double laplace_rdp(double eps, double a)
+{
+	return eps + log1p((a - 1.0) * expm1(eps * (1.0 - 2.0 * a)) / (2.0 * a - 1.0)) / (a - 1.0);
+}
+
+/* Mironov 2017, Prop. 5: binary randomized response with parameter eps,
+ * which dominates every (eps, 0)-DP pair (Kairouz et al. 2015). */
+static double rr_eps_rdp(double eps, double a)
+{
+	double num;
+
+	if (eps == 0.0)
+		return 0.0;
+	num = a * eps + log1p(exp(eps * (1.0 - 2.0 * a))) - (eps + log1p(exp(-eps)));
+	return fmax(num / (a - 1.0), 0.0);
+}
+
+/* k-ary randomized response, replace-one: P = [1-p+p/k, p/k, ...],
+ * Q = [p/k, 1-p+p/k, p/k, ...]; sum P^a Q^(1-a) = b e^{a l} + a' e^{-a l}
+ * + (k-2) b with b = p/k, a' = 1-p+p/k, l = log(a'/b). */
+static double rr_rdp(double p, double k, double a)
+{
+	double b = p / k, top = 1.0 - p + b, l, s;
+
+	if (p >= 1.0)
+		return 0.0;
+	l = log(top) - log(b);
+	s = acct__log_add(log(b) + a * l, log(top) - a * l);
+	if (k > 2.0)
+		s = acct__log_add(s, log(k - 2.0) + log(b));
+	return fmax(s / (a - 1.0), 0.0);
+}
+
+/* Discrete Laplace P(x) ~ e^{-t|x|} against its shift by D (integer):
+ * sum_x Q (P/Q)^a = r^D/(1+r) e^{a t D} + 1/(1+r) e^{-a t D}
+ *   + c r^{D(1-a)} sum_{x=1}^{D-1} g^x,  r = e^{-t}, g = r^{2a-1},
+ *   c = (1-r)/(1+r).  (Derived in tests/accountant/test_rdp.c's header.) */
+static double dlaplace_rdp(double t, double d, double a)
+{
+	double l1pr = log1p(exp(-t));
+	double s = acct__log_add(t * d * (a - 1.0) - l1pr, -a * t * d - l1pr);
+
+	if (d >= 2.0) {
+		double lg = -t * (2.0 * a - 1.0);
+		double lc = log(-expm1(-t)) - l1pr;
+		double geo = lg + log(-expm1(lg * (d - 1.0))) - log(-expm1(lg));
+
+		s = acct__log_add(s, lc + t * d * (a - 1.0) + geo);
+	}
+	return fmax(s / (a - 1.0), 0.0);
+}
+
+/*
+ * The noise multiplier of the single Gaussian equivalent to an event made
+ * only of Gaussian-type parts (Gaussian, discrete Gaussian and zCDP events
+ * have the Gaussian's RDP curve; compositions of them are one Gaussian
+ * query with 1/s^2 = sum 1/s_i^2 -- Mironov et al. 2019, Sec. 3).
+ * Returns the inverse square (0 when none) or -1 when a part is not.
+ */
+static double gaussian_inv_sq(const acct_event *ev)
+{
+	switch (ev->type) {
+	case ACCT_EV_GAUSSIAN:
+		return 1.0 / (ev->u.gaussian.noise_multiplier * ev->u.gaussian.noise_multiplier);
+	case ACCT_EV_DISCRETE_GAUSSIAN: {
+		double r = ev->u.discrete_gaussian.sensitivity / ev->u.discrete_gaussian.sigma;
+
+		return r * r;
+	}
+	case ACCT_EV_ZCDP:
+		return 2.0 * ev->u.zcdp.rho;
+	case ACCT_EV_SELF_COMPOSED: {
+		double v = gaussian_inv_sq(ev->u.self_composed.event);
+
+		return v < 0.0 ? v : v * (double)ev->u.self_composed.count;
+	}
+	case ACCT_EV_COMPOSED: {
+		double s = 0.0;
+
+		for (size_t i = 0; i < ev->u.composed.n; i++) {
+			double v = gaussian_inv_sq(ev->u.composed.events[i]);
+
+			if (v < 0.0)
+				return v;
+			s += v;
+		}
+		return s;
+	}
+	default:
+		return -1.0;
+	}
+}
+
+static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, const char *where);
+
+static int walk_child(struct rdp_walk *wk, const acct_event *ev, double scale, const char *where,
+		      const char *key)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	snprintf(ptr, sizeof(ptr), "%s/%s", where, key);
+	return rdp_walk(wk, ev, scale, ptr);
+}
+
+static int add_curve(struct rdp_walk *wk, double scale, double (*fn)(double, double),
+		     double param)
+{
+	for (size_t i = 0; i < wk->n; i++)
+		wk->out[i] += scale * fn(param, wk->orders[i]);
+	return 0;
+}
+
+static int sampled_gaussian(struct rdp_walk *wk, const acct_event *ev, double scale,
+			    const char *where)
+{
+	const acct_event *inner = ev->u.poisson_sampled.event;
+	double q = ev->u.poisson_sampled.sampling_probability;
+	double inv = gaussian_inv_sq(inner);
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	snprintf(ptr, sizeof(ptr), "%s/event", where);
+	if (inv < 0.0)
+		return acct_error_set(wk->err, ACCT_EUNSUPPORTED, ptr,
+				      "rdp prices Poisson sampling of Gaussian-type events only "
+				      "(gaussian, discrete_gaussian, zcdp and their compositions); "
+				      "use pld for a sampled '%s'", acct_event_type_name(inner->type));
+	if (inv == 0.0)
+		return 0;
+	{
+		double sigma = 1.0 / sqrt(inv);
+
+		for (size_t i = 0; i < wk->n; i++) {
+			double a = wk->orders[i], r;
+
+			if (q == 1.0) {
+				r = a * inv / 2.0;
+			} else if (is_integer_order(a)) {
+				r = log_a_int(q, sigma, (long)a) / (a - 1.0);
+			} else {
+				if (!wk->w) {
+					wk->w = gsl_integration_workspace_alloc(ACCT_INTEGRATION_LIMIT);
+					if (!wk->w)
+						return acct_error_set(wk->err, ACCT_ENOMEM, where, "out of memory");
+				}
+				r = acct__log_mixture_moment(q, sigma, a, wk->w) / (a - 1.0);
+				if (isnan(r))
+					return acct_error_set(wk->err, ACCT_ENUMERIC, where,
+							      "numerical integration of the sampled "
+							      "Gaussian failed at order %g", a);
+			}
+			wk->out[i] += scale * r;
+		}
+	}
+	return 0;
+}
+
+static int sampled_wor_gaussian(struct rdp_walk *wk, const acct_event *ev, double scale,
+				const char *where)
+{
+	const acct_event *inner = ev->u.sampled_without_replacement.event;
+	double q = (double)ev->u.sampled_without_replacement.sample_size /
+		   (double)ev->u.sampled_without_replacement.source_dataset_size;
+	double inv = gaussian_inv_sq(inner), sigma, amax = 0.0;
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int kmax;
+
+	snprintf(ptr, sizeof(ptr), "%s/event", where);
+	if (inv < 0.0)
+		return acct_error_set(wk->err, ACCT_EUNSUPPORTED, ptr,
+				      "rdp prices sampling without replacement of Gaussian-type "
+				      "events only (Wang-Balle-Kasiviswanathan); found '%s'",
+				      acct_event_type_name(inner->type));
+	if (inv == 0.0)
+		return 0;
+	sigma = 1.0 / sqrt(inv);
+	for (size_t i = 0; i < wk->n; i++)
+		amax = fmax(amax, wk->orders[i]);
+	if (q < 1.0) {
+		kmax = (int)fmin(ceil(amax) + 1.0, WOR_MAX_EXACT + 1);
+		if (!wk->wor) {
+			wk->wor = malloc(sizeof(*wk->wor));
+			if (!wk->wor)
+				return acct_error_set(wk->err, ACCT_ENOMEM, where, "out of memory");
+		}
+		wor_table_init(wk->wor, sigma, kmax);
+	}
+	for (size_t i = 0; i < wk->n; i++) {
+		double a = wk->orders[i], r;
+
+		if (q == 1.0) {
+			r = a * inv / 2.0;
+		} else if (a > 1e5) {
+			r = INFINITY; /* the O(alpha) sum is beyond any useful order */
+		} else if (a == floor(a)) {
+			r = wor_log_a_int(wk->wor, q, (long)a) / (a - 1.0);
+		} else {
+			double fl = floor(a), t = a - fl;
+			double x = wor_log_a_int(wk->wor, q, (long)fl);
+			double y = wor_log_a_int(wk->wor, q, (long)fl + 1);
+
+			r = ((1.0 - t) * x + t * y) / (a - 1.0);
+		}
+		wk->out[i] += scale * r;
+	}
+	return 0;
+}
+
+static double exp_mech_rdp(double eps, double a)
+{
+	/* Cesar, Rogers 2021, Sec. 3: the eps-bounded-range exponential
+	 * mechanism has rdp(a) <= xi + a eps^2/8 with the xi below, and eps-DP
+	 * bounds every order by eps. */
+	double r = eps / expm1(eps);
+	double xi = r - 1.0 - log(r) - eps * eps / 8.0;
+
+	return fmin(xi + a * eps * eps / 8.0, eps);
+}
+
+static double linear_rdp(double slope, double a)
+{
+	return slope * a;
+}
+
+static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, const char *where)
+{
+	switch (ev->type) {
+	case ACCT_EV_GAUSSIAN:
+		return add_curve(wk, scale, linear_rdp,
+				 1.0 / (2.0 * ev->u.gaussian.noise_multiplier *
+					ev->u.gaussian.noise_multiplier));
+	case ACCT_EV_DISCRETE_GAUSSIAN: {
+		double r = ev->u.discrete_gaussian.sensitivity / ev->u.discrete_gaussian.sigma;
+
+		/* Canonne, Kamath, Steinke 2020, Prop. 5: (D^2/2s^2)-zCDP. */
+		return add_curve(wk, scale, linear_rdp, r * r / 2.0);
+	}
+	case ACCT_EV_ZCDP:
+		return add_curve(wk, scale, linear_rdp, ev->u.zcdp.rho);
+	case ACCT_EV_GNMAX:
+		/* Papernot et al. 2018: sensitivity-2 votes, rdp = a / s^2. */
+		return add_curve(wk, scale, linear_rdp,
+				 1.0 / (ev->u.gnmax.sigma * ev->u.gnmax.sigma));
+	case ACCT_EV_PATE_THRESHOLD:
+		return add_curve(wk, scale, linear_rdp,
+				 1.0 / (2.0 * ev->u.pate_threshold.sigma * ev->u.pate_threshold.sigma));
+	case ACCT_EV_LAPLACE:
+		return add_curve(wk, scale, laplace_rdp, 1.0 / ev->u.laplace.noise_multiplier);
+	case ACCT_EV_PERMUTE_AND_FLIP:
+		/* McKenna, Sheldon 2020: its privacy loss is that of Laplace. */
+		return add_curve(wk, scale, laplace_rdp, ev->u.permute_and_flip.epsilon);
+	case ACCT_EV_EXPONENTIAL_MECHANISM:
+		return add_curve(wk, scale, exp_mech_rdp, ev->u.exponential_mechanism.epsilon);
+	case ACCT_EV_DISCRETE_LAPLACE:
+		for (size_t i = 0; i < wk->n; i++)
+			wk->out[i] += scale * dlaplace_rdp(ev->u.discrete_laplace.noise_parameter,
+							   ev->u.discrete_laplace.sensitivity,
+							   wk->orders[i]);
+		return 0;
+	case ACCT_EV_RANDOMIZED_RESPONSE:
+		if (wk->nb != ACCT_REPLACE)
+			return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
+					      "randomized response is defined under the replace "
+					      "relation only");
+		for (size_t i = 0; i < wk->n; i++)
+			wk->out[i] += scale * rr_rdp(ev->u.randomized_response.noise_parameter,
+						     (double)ev->u.randomized_response.num_buckets,
+						     wk->orders[i]);
+		return 0;
+	case ACCT_EV_EPSILON_DELTA: {
+		double d = ev->u.epsilon_delta.delta;
+
+		if (d > 0.0) {
+			if (!wk->allow_delta)
+				return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
+						      "an (epsilon, delta) event with delta > 0 has no "
+						      "RDP bound; price it on a basic ledger");
+			wk->log_keep += scale * log1p(-d);
+		}
+		return add_curve(wk, scale, rr_eps_rdp, ev->u.epsilon_delta.epsilon);
+	}
+	case ACCT_EV_POISSON_SAMPLED:
+		return sampled_gaussian(wk, ev, scale, where);
+	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
+		return sampled_wor_gaussian(wk, ev, scale, where);
+	case ACCT_EV_SELF_COMPOSED:
+		return walk_child(wk, ev->u.self_composed.event,
+				  scale * (double)ev->u.self_composed.count, where, "event");
+	case ACCT_EV_COMPOSED:
+		for (size_t i = 0; i < ev->u.composed.n; i++) {
+			char key[32];
+			int rc;
+
+			snprintf(key, sizeof(key), "events/%zu", i);
+			rc = walk_child(wk, ev->u.composed.events[i], scale, where, key);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	default:
+		return acct_error_set(wk->err, ACCT_EINVAL, where, "unknown event type");
+	}
+}
+
+int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+		 double *ret_rdp, double *ret_extra_delta, const char *where, acct_error *err)
+{
+	struct rdp_walk wk;
+	double *out = NULL;
+	int rc;
+
+	acct__gsl_quiet();
+	for (size_t i = 0; i < n; i++)
+		if (!(orders[i] > 1.0 && orders[i] <= DPG_MAX_RDP_ORDER))
+			return acct_error_set(err, ACCT_EINVAL, "/orders",
+					      "orders must be in (1, %g]", DPG_MAX_RDP_ORDER);
+	out = calloc(n ? n : 1, sizeof(double));
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
+	memset(&wk, 0, sizeof(wk));
+	wk.nb = nb;
+	wk.orders = orders;
+	wk.n = n;
+	wk.out = out;
+	wk.allow_delta = ret_extra_delta != NULL;
+	wk.err = err;
+	rc = rdp_walk(&wk, ev, 1.0, where);
+	if (rc < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (isnan(out[i]) || out[i] < -1e-12) {
+			rc = acct_error_set(err, ACCT_ENUMERIC, where,
+					    "RDP at order %g is not a number", orders[i]);
+			goto out;
+		}
+		out[i] = fmax(out[i], 0.0);
+	}
+	memcpy(ret_rdp, out, n * sizeof(double));
+	if (ret_extra_delta)
+		*ret_extra_delta = -expm1(wk.log_keep);
+	rc = 0;
+out:
+	if (wk.w)
+		gsl_integration_workspace_free(wk.w);
+	free(wk.wor);
+	free(out);
+	return rc;
+}
+
+int acct_rdp(const acct_event *ev, acct_neighbor neighbor, const double *orders, size_t n,
+	     double *ret_rdp, double *ret_extra_delta, acct_error *err)
+{
+	int rc = acct_event_validate(ev, neighbor, err);
+
+	if (rc < 0)
+		return rc;
+	return acct__rdp_at(ev, neighbor, orders, n, ret_rdp, ret_extra_delta, "/event", err);
+}
+
+/* ---- conversions --------------------------------------------------------- */
+
+/* CKS 2020 Prop. 12: eps = r + log1p(-1/a) - (log delta + log a)/(a - 1);
+ * and the KL bound gives eps = 0 when delta^2 > 1 - e^{-r}. */
+double acct__rdp_order_epsilon(double a, double r, double delta)
+{
+	if (r <= 0.0)
+		return 0.0;
+	if (delta > 0.0 && delta * delta + expm1(-r) > 0.0)
+		return 0.0;
+	if (!(delta > 0.0) || !isfinite(r))
+		return INFINITY;
+	if (a <= 1.01)
+		return INFINITY;
+	return fmax(r + log1p(-1.0 / a) - (log(delta) + log(a)) / (a - 1.0), 0.0);
+}
+
+double acct__rdp_order_log_delta(double a, double r, double epsilon)
+{
+	double ld;
+
+	if (r <= 0.0)
+		return -INFINITY;
+	if (!isfinite(r))
+		return 0.0;
+	ld = 0.5 * log1p(-exp(-r));
+	if (a > 1.01)
+		ld = fmin(ld, (a - 1.0) * (r - epsilon + log1p(-1.0 / a)) - log(a));
+	return ld;
+}
+
+double acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta,
+			   double *ret_order)
+{
+	double best = INFINITY, order = NAN;
+
+	for (size_t i = 0; i < n; i++) {
+		double e = acct__rdp_order_epsilon(orders[i], rdp[i], delta);
+
+		if (e < best) {
+			best = e;
+			order = orders[i];
+		}
+	}
+	if (ret_order)
+		*ret_order = order;
+	return best;
+}
+
+double acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double epsilon,
+			 double *ret_order)
+{
+	double best = INFINITY, order = NAN;
+
+	for (size_t i = 0; i < n; i++) {
+		double ld = acct__rdp_order_log_delta(orders[i], rdp[i], epsilon);
+
+		if (ld < best) {
+			best = ld;
+			order = orders[i];
+		}
+	}
+	if (ret_order)
+		*ret_order = order;
+	return n ? fmin(exp(best), 1.0) : 1.0;
+}
+
+/*
+ * epsilon under RDP at the given orders.  Every RDP curve is nondecreasing
+ * in the order, so rdp(a) >= rdp(floor a): a fractional order whose
+ * conversion with rdp(floor a) already exceeds the best epsilon so far
+ * cannot win, and its (integrated) RDP is not computed.  The result equals
+ * the minimum over all the orders.
+ */
+int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+		      double delta, acct_result *ret, acct_error *err)
+{
+	double *rdp = NULL, *io = NULL, *ir = NULL, extra = 0.0, eff, best = INFINITY,
+	       order = NAN;
+	size_t ni = 0;
+	int rc;
+
+	rdp = calloc(3 * (n ? n : 1), sizeof(double));
+	if (!rdp)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	io = rdp + n;
+	ir = io + n;
+	for (size_t i = 0; i < n; i++)
+		if (orders[i] == floor(orders[i]))
+			io[ni++] = orders[i];
+	rc = acct__rdp_at(ev, nb, io, ni, ir, &extra, "/event", err);
+	if (rc < 0)
+		goto out;
+	/* Remaining delta after the (eps, delta) events' share:
+	 * 1 - delta = (1 - eff)(1 - extra). */
+	eff = -expm1(log1p(-delta) - log1p(-extra));
+	if (!(eff > 0.0)) {
+		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				    "the event's (epsilon, delta) parts already spend delta %.6g, "
+				    "more than the %.6g asked for", extra, delta);
+		goto out;
+	}
+	for (size_t i = 0; i < ni; i++) {
+		double e = acct__rdp_order_epsilon(io[i], ir[i], eff);
+
+		if (e < best) {
+			best = e;
+			order = io[i];
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		double a = orders[i], lower = 0.0, r, e, x;
+
+		if (a == floor(a))
+			continue;
+		for (size_t j = 0; j < ni; j++)
+			if (io[j] <= a && ir[j] > lower)
+				lower = ir[j];
+		if (acct__rdp_order_epsilon(a, lower, eff) >= best)
+			continue;
+		rc = acct__rdp_at(ev, nb, &orders[i], 1, &r, &x, "/event", err);
+		if (rc < 0)
+			goto out;
+		e = acct__rdp_order_epsilon(a, r, eff);
+		if (e < best || (e == best && a < order)) {
+			best = e;
+			order = a;
+		}
+	}
+	if (!isfinite(best)) {
+		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				    "no finite epsilon under rdp at delta %.6g", delta);
+		goto out;
+	}
+	ret->epsilon = best;
+	ret->delta = delta;
+	ret->order = order;
+	rc = 0;
+out:
+	free(rdp);
+	return rc;
+}
+
+int acct__rdp_delta(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+		    double epsilon, acct_result *ret, acct_error *err)
+{
+	double *rdp = calloc(n ? n : 1, sizeof(double)), extra = 0.0, order = NAN, d;
+	int rc;
+
+	if (!rdp)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	rc = acct__rdp_at(ev, nb, orders, n, rdp, &extra, "/event", err);
+	if (rc < 0)
+		goto out;
+	d = acct_rdp_to_delta(orders, rdp, n, epsilon, &order);
+	d = d + extra - d * extra;
+	ret->epsilon = epsilon;
+	ret->delta = fmin(d, 1.0);
+	ret->order = order;
+out:
+	free(rdp);
+	return rc;
+}
