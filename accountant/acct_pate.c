@@ -153,8 +153,11 @@ static int check_orders(const double *orders, size_t n, acct_error *err)
 	if (!orders || n == 0)
 		return acct_error_set(err, ACCT_EINVAL, "/orders", "at least one order is required");
 	for (size_t i = 0; i < n; i++) {
+		char where[32];
+
+		snprintf(where, sizeof(where), "/orders/%zu", i);
 		if (!(orders[i] > 1) || !isfinite(orders[i]))
-			return acct_error_set(err, ACCT_EINVAL, "/orders", "order %zu must be a finite number above 1", i);
+			return acct_error_set(err, ACCT_EINVAL, where, "order %zu must be a finite number above 1", i);
 	}
 	return 0;
 }
@@ -171,8 +174,11 @@ static int check_histogram(const double *votes, size_t num_classes, acct_error *
 	if (!votes || num_classes < 2)
 		return acct_error_set(err, ACCT_EINVAL, "/votes", "a vote histogram needs at least 2 classes");
 	for (size_t i = 0; i < num_classes; i++) {
+		char where[32];
+
+		snprintf(where, sizeof(where), "/votes/%zu", i);
 		if (!isfinite(votes[i]))
-			return acct_error_set(err, ACCT_EINVAL, "/votes", "vote %zu is not finite", i);
+			return acct_error_set(err, ACCT_EINVAL, where, "vote %zu is not finite", i);
 	}
 	return 0;
 }

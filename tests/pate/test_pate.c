@@ -388,6 +388,7 @@ Test(pate, bad_library_arguments)
 	acct_error_init(&err);
 	orders[1] = 1.0;
 	cr_expect_eq(acct_pate_gnmax_rdp(-3.0, 1.0, orders, 2, out, &err), ACCT_EINVAL);
+	cr_expect_str_eq(err.where, "/orders/1");
 	acct_error_init(&err);
 	cr_expect_eq(acct_pate_gnss_rdp(0.25, 1.0, 2.0, &x, &err), ACCT_EINVAL);
 	cr_expect_str_eq(err.where, "/beta");
