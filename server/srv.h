@@ -117,18 +117,41 @@ typedef enum srv_spend_kind {
 typedef json_t *(*srv_spend_body_fn)(void *arg, int64_t charge_id, const char *reservation_id,
 				     const srv_dataset *ds);
 
+/*
+ * Optional planner, called inside the transaction with the dataset's filter
+ * and its committed composition (spent + reserved, expired reservations
+ * already committed).  It decides what to charge, for requests whose charge
+ * depends on what fits (a PATE batch answers the queries that fit, in order):
+ * it writes the cost and the event to record (both owned by `arg`, valid
+ * until srv_store_spend returns) and returns 0 to charge them, 1 when nothing
+ * fits (the request gets SRV_CONFLICT), or a negative value on error.
+ */
+typedef int (*srv_spend_plan_fn)(void *arg, const acct_filter *f, const acct_cost *committed,
+				 const acct_cost **ret_cost, const acct_event **ret_event);
+
+/*
+ * Optional hook run inside the transaction after the ledger row is written
+ * and before the answer is built, to write rows that must commit together
+ * with the charge (a job, a PATE session's state).  Returns 0 or a negative
+ * value, which rolls everything back (SRV_DB_ERROR).
+ */
+typedef int (*srv_spend_txn_fn)(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
+				const char *reservation_id);
+
 typedef struct srv_spend {
 	srv_spend_kind kind;
 	const char *dataset_id;
 	const acct_event *event;      /* canonical JSON is stored in the ledger */
 	const acct_cost *cost;        /* priced by the caller with the dataset's filter */
+	srv_spend_plan_fn plan_fn;    /* optional: replaces event and cost */
+	srv_spend_txn_fn txn_fn;      /* optional */
 	const char *note;             /* may be NULL */
 	const char *actor;            /* key id */
 	const char *idempotency_key;  /* may be NULL */
 	const uint8_t *request_hash;  /* 32 bytes, required with a key */
 	int64_t ttl_seconds;          /* reservations */
 	srv_spend_body_fn body_fn;
-	void *body_arg;
+	void *body_arg;               /* passed to body_fn, plan_fn and txn_fn */
 } srv_spend;
 
 /*

@@ -441,6 +441,8 @@ static int price_request(srv_request *req, srv_response *res, const srv_dataset 
 	else
 		rc = srv_event_parse(ej, "/event", &ev, &err);
 	if (rc >= 0)
+		rc = acct_event_validate_at(ev, ds->neighbor, "/event", &err);
+	if (rc >= 0)
 		rc = srv_json_real(req->body, "", "delta", 0, 0, 1, &delta_share, &err);
 	if (rc >= 0)
 		rc = srv_dataset_filter(ds, &f, &err);
@@ -784,6 +786,14 @@ const srv_route srv_routes[] = {
 	{"GET", "/v1/keys", SRV_ADMIN, false, h_keys_list},
 	{"POST", "/v1/keys", SRV_ADMIN, true, h_keys_create},
 	{"DELETE", "/v1/keys/{id}", SRV_ADMIN, false, h_keys_revoke},
+	/* ---- mechanisms and hosted data (srv_mech_routes.c) ---- */
+	/* ---- end mechanisms and hosted data ---- */
+
+	/* ---- PATE sessions (srv_pate_session.c) ---- */
+	/* ---- end PATE sessions ---- */
+
+	/* ---- jobs (srv_jobs.c) ---- */
+	/* ---- end jobs ---- */
 };
 
 const size_t srv_routes_count = sizeof(srv_routes) / sizeof(srv_routes[0]);

@@ -753,6 +753,9 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	char now[32], rid[64];
 	char *event_text = NULL, *cost_text = NULL, *body = NULL;
 	json_t *event_json = NULL, *answer = NULL;
+	const acct_cost *cost = NULL;
+	const acct_event *event = NULL;
+	bool fits = true;
 	int64_t seq;
 	int rc;
 
@@ -780,8 +783,22 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		goto out;
 	total = ds.spent;
 	acct_cost_add_up(&total, &ds.reserved);
-	acct_cost_add_up(&total, sp->cost);
-	if (!acct_filter_within(&f, &total)) {
+	if (sp->plan_fn) {
+		int planned = sp->plan_fn(sp->body_arg, &f,
+					  &total, &cost, &event);
+
+		if (planned < 0)
+			goto out;
+		fits = planned == 0;
+	} else {
+		cost = sp->cost;
+		event = sp->event;
+	}
+	if (fits) {
+		acct_cost_add_up(&total, cost);
+		fits = acct_filter_within(&f, &total);
+	}
+	if (!fits) {
 		/* Expired reservations committed by the sweep stay committed. */
 		if (save_totals(db, &ds, now) != SRV_OK || commit(db) < 0)
 			goto out;
@@ -789,9 +806,9 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	event_json = srv_event_to_json(sp->event);
+	event_json = srv_event_to_json(event);
 	event_text = event_json ? srv_json_dump(event_json) : NULL;
-	cost_text = srv_cost_to_text(sp->cost);
+	cost_text = srv_cost_to_text(cost);
 	if (!event_text || !cost_text)
 		goto out;
 	rid[0] = '\0';
@@ -806,7 +823,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		sqlite3_bind_text(s, 2, ds.id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 3, event_text, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 4, cost_text, -1, SQLITE_STATIC);
-		sqlite3_bind_double(s, 5, cost_epsilon(&ds, sp->cost));
+		sqlite3_bind_double(s, 5, cost_epsilon(&ds, cost));
 		sqlite3_bind_text(s, 6, sp->actor, -1, SQLITE_STATIC);
 		if (sp->note)
 			sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
@@ -817,17 +834,19 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 			goto out;
 		}
 		sqlite3_reset(s);
-		acct_cost_add_up(&ds.reserved, sp->cost);
+		acct_cost_add_up(&ds.reserved, cost);
 		ds.open_reservations++;
 	} else {
-		acct_cost_add_up(&ds.spent, sp->cost);
+		acct_cost_add_up(&ds.spent, cost);
 		ds.charges++;
 	}
 	seq = ledger_insert(db, ds.id, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
-			    event_text, cost_text, cost_epsilon(&ds, sp->cost),
-			    ds.accountant == ACCT_LEDGER_BASIC ? sp->cost->v[1] : NAN,
+			    event_text, cost_text, cost_epsilon(&ds, cost),
+			    ds.accountant == ACCT_LEDGER_BASIC ? cost->v[1] : NAN,
 			    rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
 	if (seq < 0 || save_totals(db, &ds, now) != SRV_OK)
+		goto out;
+	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &ds, seq, rid[0] ? rid : NULL) < 0)
 		goto out;
 	answer = sp->body_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
 	body = answer ? srv_json_dump(answer) : NULL;
