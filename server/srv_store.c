@@ -21,6 +21,7 @@
 
 #include "srv.h"
 #include "srv_embedded.h"
+#include "srv_store_internal.h"
 #include "srv_json.h"
 
 #define BUSY_TIMEOUT_MS 30000
@@ -202,7 +203,7 @@ fail:
 }
 
 /* Starts a write transaction, waiting for the lock (busy handler). */
-static int begin_write(srv_db *db)
+int srv__begin_write(srv_db *db)
 {
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int rc = sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -215,7 +216,7 @@ static int begin_write(srv_db *db)
 	return SRV_DB_ERROR;
 }
 
-static int commit(srv_db *db)
+int srv__commit(srv_db *db)
 {
 	if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
 		return 0;
@@ -223,7 +224,7 @@ static int commit(srv_db *db)
 	return SRV_DB_ERROR;
 }
 
-static void rollback(srv_db *db)
+void srv__rollback(srv_db *db)
 {
 	if (!sqlite3_get_autocommit(db->h))
 		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
@@ -233,7 +234,7 @@ static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
 {
 	char now[32];
 
-	if (begin_write(db) < 0 ||
+	if (srv__begin_write(db) < 0 ||
 	    exec_sql(db->h, "CREATE TABLE IF NOT EXISTS schema_migrations ("
 			    " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
 			    " applied_at TEXT NOT NULL)") < 0)
@@ -272,12 +273,12 @@ static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
 		if (have != SQLITE_DONE)
 			goto fail;
 	}
-	if (commit(db) < 0)
+	if (srv__commit(db) < 0)
 		goto fail;
 	return 0;
 fail:
 	snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
-	rollback(db);
+	srv__rollback(db);
 	return -1;
 }
 
@@ -362,7 +363,7 @@ void srv_store_release(srv_store *st, srv_db *db)
 {
 	if (!db)
 		return;
-	rollback(db);
+	srv__rollback(db);
 	pthread_mutex_lock(&st->lock);
 	db->next_free = st->free_list;
 	st->free_list = db;
@@ -463,7 +464,7 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	if (!zero)
 		return SRV_DB_ERROR;
 	srv_now_text(now);
-	if (begin_write(db) < 0)
+	if (srv__begin_write(db) < 0)
 		goto out;
 	if (sqlite3_prepare_v2(db->h,
 			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
@@ -490,16 +491,16 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 		rc = SRV_DB_ERROR;
 		goto out;
 	}
-	rc = commit(db);
+	rc = srv__commit(db);
 out:
 	sqlite3_finalize(s);
-	rollback(db);
+	srv__rollback(db);
 	free(zero);
 	return rc;
 }
 
 /* Inserts one ledger row; returns its seq or -1. */
-static int64_t ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
+int64_t srv__ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
 			     const char *event, const char *cost, double eps, double delta,
 			     const char *rid, const char *note, const char *actor,
 			     const char *idem_key, const char *now)
@@ -535,7 +536,7 @@ static int64_t ledger_insert(srv_db *db, const char *dataset_id, const char *kin
 }
 
 /* Writes a dataset's running totals. */
-static int save_totals(srv_db *db, const srv_dataset *ds, const char *now)
+int srv__save_totals(srv_db *db, const srv_dataset *ds, const char *now)
 {
 	sqlite3_stmt *s = stmt(db, ST_DATASET_UPDATE_TOTALS);
 	char *spent = srv_cost_to_text(&ds->spent);
@@ -573,7 +574,7 @@ static double cost_epsilon(const srv_dataset *ds, const acct_cost *c)
  * Closes one open reservation inside the caller's transaction, moving its
  * cost to spent (commit) or returning it (release), and writes the ledger row.
  */
-static int close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, bool do_commit,
+int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, bool do_commit,
 				    const char *actor, const char *now, char ret_state[16])
 {
 	sqlite3_stmt *s = stmt(db, ST_RES_GET);
@@ -618,7 +619,7 @@ static int close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid
 		for (unsigned i = 0; i < ds->reserved.n; i++)
 			ds->reserved.v[i] = 0.0;
 	}
-	if (ledger_insert(db, ds->id, do_commit ? "commit" : "release", event, cost_text,
+	if (srv__ledger_insert(db, ds->id, do_commit ? "commit" : "release", event, cost_text,
 			  cost_epsilon(ds, &cost), NAN, rid, NULL, actor, NULL, now) < 0)
 		goto out;
 	s = stmt(db, ST_RES_CLOSE);
@@ -643,7 +644,7 @@ out:
  * (the documented rule: work that may have touched data is paid for in
  * full).  Runs inside the caller's transaction.
  */
-static int sweep_expired(srv_db *db, srv_dataset *ds, const char *now)
+int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now)
 {
 	sqlite3_stmt *s;
 	char ids[16][64];
@@ -664,7 +665,7 @@ static int sweep_expired(srv_db *db, srv_dataset *ds, const char *now)
 		if (n == 0)
 			return SRV_OK;
 		for (int i = 0; i < n; i++)
-			if (close_reservation_locked(db, ds, ids[i], true, "expiry", now, NULL) != SRV_OK)
+			if (srv__close_reservation_locked(db, ds, ids[i], true, "expiry", now, NULL) != SRV_OK)
 				return SRV_DB_ERROR;
 	}
 }
@@ -734,7 +735,7 @@ static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *b
 	return rc;
 }
 
-static void random_id(const char *prefix, char *buf, size_t size)
+void srv__random_id(const char *prefix, char *buf, size_t size)
 {
 	uint8_t raw[RESERVATION_ID_BYTES];
 	char hex[2 * RESERVATION_ID_BYTES + 1];
@@ -760,7 +761,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	int rc;
 
 	srv_now_text(now);
-	if (begin_write(db) < 0)
+	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
 	if (sp->idempotency_key) {
 		rc = idem_lookup(db, sp, ret_status, ret_body);
@@ -775,7 +776,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	rc = sweep_expired(db, &ds, now);
+	rc = srv__sweep_expired(db, &ds, now);
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
@@ -800,7 +801,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	}
 	if (!fits) {
 		/* Expired reservations committed by the sweep stay committed. */
-		if (save_totals(db, &ds, now) != SRV_OK || commit(db) < 0)
+		if (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0)
 			goto out;
 		*ret_ds = ds;
 		rc = SRV_CONFLICT;
@@ -816,7 +817,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		sqlite3_stmt *s = stmt(db, ST_RES_INSERT);
 		int64_t ttl = sp->ttl_seconds;
 
-		random_id("rsv_", rid, sizeof(rid));
+		srv__random_id("rsv_", rid, sizeof(rid));
 		if (!s)
 			goto out;
 		sqlite3_bind_text(s, 1, rid, -1, SQLITE_STATIC);
@@ -840,11 +841,11 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		acct_cost_add_up(&ds.spent, cost);
 		ds.charges++;
 	}
-	seq = ledger_insert(db, ds.id, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
+	seq = srv__ledger_insert(db, ds.id, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
 			    event_text, cost_text, cost_epsilon(&ds, cost),
 			    ds.accountant == ACCT_LEDGER_BASIC ? cost->v[1] : NAN,
 			    rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
-	if (seq < 0 || save_totals(db, &ds, now) != SRV_OK)
+	if (seq < 0 || srv__save_totals(db, &ds, now) != SRV_OK)
 		goto out;
 	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &ds, seq, rid[0] ? rid : NULL) < 0)
 		goto out;
@@ -854,7 +855,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		goto out;
 	if (sp->idempotency_key && idem_store(db, sp, 201, body, now) != SRV_OK)
 		goto out;
-	if (commit(db) < 0)
+	if (srv__commit(db) < 0)
 		goto out;
 	*ret_status = 201;
 	*ret_body = body;
@@ -862,7 +863,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	*ret_ds = ds;
 	rc = SRV_OK;
 out:
-	rollback(db); /* a no-op after COMMIT; ends a replay's read */
+	srv__rollback(db); /* a no-op after COMMIT; ends a replay's read */
 	json_decref(event_json);
 	json_decref(answer);
 	free(event_text);
@@ -879,19 +880,19 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	int rc;
 
 	srv_now_text(now);
-	if (begin_write(db) < 0)
+	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
 	rc = srv_store_dataset_get(db, dataset_id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	/* Expired ones are committed first, so releasing an expired
 	 * reservation reports that it was committed. */
-	rc = sweep_expired(db, &ds, now);
+	rc = srv__sweep_expired(db, &ds, now);
 	if (rc != SRV_OK)
 		goto out;
-	rc = close_reservation_locked(db, &ds, rid, do_commit, actor, now, ret_state);
+	rc = srv__close_reservation_locked(db, &ds, rid, do_commit, actor, now, ret_state);
 	if (rc == SRV_CONFLICT) {
-		if (save_totals(db, &ds, now) != SRV_OK || commit(db) < 0)
+		if (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0)
 			rc = SRV_DB_ERROR;
 		else
 			rc = SRV_CONFLICT;
@@ -899,13 +900,13 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	}
 	if (rc != SRV_OK)
 		goto out;
-	if (save_totals(db, &ds, now) != SRV_OK || commit(db) < 0) {
+	if (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0) {
 		rc = SRV_DB_ERROR;
 		goto out;
 	}
 	*ret_ds = ds;
 out:
-	rollback(db);
+	srv__rollback(db);
 	return rc;
 }
 
@@ -969,7 +970,7 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	int rc;
 
 	srv_now_text(now);
-	if (begin_write(db) < 0)
+	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
 	rc = srv_store_dataset_get(db, id, &ds);
 	if (rc != SRV_OK)
@@ -995,7 +996,7 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		ds.budget_delta = budget_delta;
 		if (srv_dataset_filter(&ds, &f, NULL) < 0)
 			goto out;
-		if (ledger_insert(db, ds.id, "budget", NULL, NULL, budget_epsilon, budget_delta, NULL,
+		if (srv__ledger_insert(db, ds.id, "budget", NULL, NULL, budget_epsilon, budget_delta, NULL,
 				  raised ? "raised" : "lowered", actor, NULL, now) < 0)
 			goto out;
 	}
@@ -1009,14 +1010,14 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	sqlite3_bind_double(s, 3, ds.budget_epsilon);
 	sqlite3_bind_double(s, 4, ds.budget_delta);
 	sqlite3_bind_text(s, 5, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE || commit(db) < 0)
+	if (sqlite3_step(s) != SQLITE_DONE || srv__commit(db) < 0)
 		goto out;
 	snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
 	*ret = ds;
 	rc = SRV_OK;
 out:
 	sqlite3_finalize(s);
-	rollback(db);
+	srv__rollback(db);
 	return rc;
 }
 
@@ -1028,14 +1029,14 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 	int rc;
 
 	srv_now_text(now);
-	if (begin_write(db) < 0)
+	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
 	rc = srv_store_dataset_get(db, id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
 	if (!ds.archived) {
-		if (ledger_insert(db, ds.id, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor, NULL,
+		if (srv__ledger_insert(db, ds.id, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor, NULL,
 				  now) < 0)
 			goto out;
 		if (sqlite3_prepare_v2(db->h,
@@ -1049,13 +1050,13 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 		ds.archived = true;
 		snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
 	}
-	if (commit(db) < 0)
+	if (srv__commit(db) < 0)
 		goto out;
 	*ret = ds;
 	rc = SRV_OK;
 out:
 	sqlite3_finalize(s);
-	rollback(db);
+	srv__rollback(db);
 	return rc;
 }
 

@@ -1,0 +1,42 @@
+/*
+ * srv_store_internal.h: transaction and ledger primitives shared by the
+ * store files of server/ (srv_store.c, srv_store_jobs.c, ...).  Everything
+ * here runs on one connection, inside or around one write transaction.
+ */
+#ifndef SRV_STORE_INTERNAL_H
+#define SRV_STORE_INTERNAL_H
+
+#include "srv.h"
+
+/* BEGIN IMMEDIATE, waiting on the busy handler; 0 or SRV_DB_ERROR. */
+int srv__begin_write(srv_db *db);
+
+/* COMMIT (durable with synchronous=FULL); rolls back and returns
+ * SRV_DB_ERROR when it fails. */
+int srv__commit(srv_db *db);
+
+/* ROLLBACK if a transaction is open; a no-op otherwise. */
+void srv__rollback(srv_db *db);
+
+/* Appends one ledger row; returns its seq, or -1. */
+int64_t srv__ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
+			   const char *event, const char *cost, double eps, double delta,
+			   const char *rid, const char *note, const char *actor,
+			   const char *idem_key, const char *now);
+
+/* Writes a dataset's running totals and counters. */
+int srv__save_totals(srv_db *db, const srv_dataset *ds, const char *now);
+
+/* Commits or releases an open reservation of `ds` (updating ds in memory
+ * and the ledger); SRV_NOT_FOUND, SRV_CONFLICT when not open (ret_state
+ * says what it is; may be NULL), SRV_OK or SRV_DB_ERROR. */
+int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, bool do_commit,
+				  const char *actor, const char *now, char ret_state[16]);
+
+/* Commits the dataset's expired open reservations (the expiry rule). */
+int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now);
+
+/* prefix + 24 random hex digits. */
+void srv__random_id(const char *prefix, char *buf, size_t size);
+
+#endif
