@@ -40,6 +40,14 @@
 #define DPG_MAX_PATE_BATCH          10000
 #define DPG_MAX_LABEL_EM_N          100000000LL
 
+/* ---- mechanisms/ (issue 4) ---- */
+/* Exact samplers: ranges in which the integer arithmetic is proven to fit. */
+#define DPG_MECH_DLAP_MIN_SCALE     0x1p-20      /* discrete Laplace scale (integer units) */
+#define DPG_MECH_DLAP_MAX_SCALE     0x1p50
+#define DPG_MECH_DGAUSS_MIN_SIGMA   0x1p-8       /* discrete Gaussian sigma (integer units) */
+#define DPG_MECH_DGAUSS_MAX_SIGMA   0x1p20
+/* ---- end mechanisms ---- */
+
 /* Jobs and training */
 #define DPG_MAX_JOB_WORKERS         2
 #define DPG_MAX_QUEUED_JOBS         64

@@ -8,6 +8,7 @@
  * job's needs, and we refuse to go past it.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -15,6 +16,7 @@
 #include <sodium.h>
 
 #include "mech.h"
+#include "mech_internal.h"
 
 enum rng_kind { RNG_SYSTEM, RNG_STREAM, RNG_SEEDED };
 
@@ -139,5 +141,101 @@ int mech_rng_bytes(mech_rng *rng, void *buf, size_t n)
 		p += take;
 		n -= take;
 	}
+	return 0;
+}
+
+int mech_rng_uniform(mech_rng *rng, double *ret)
+{
+	uint64_t x;
+
+	if (mech_rng_bytes(rng, &x, sizeof(x)) < 0)
+		return ACCT_EINTERNAL;
+	*ret = (double)(x >> 11) * 0x1p-53;
+	return 0;
+}
+
+int mech_rng_normal_fill(mech_rng *rng, double *out, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		double u1, u2, r;
+
+		if (mech_rng_uniform(rng, &u1) < 0 || mech_rng_uniform(rng, &u2) < 0)
+			return ACCT_EINTERNAL;
+		/* 1 - u1 lies in (0, 1], so the logarithm is finite. */
+		r = sqrt(-2.0 * log1p(-u1));
+		out[i++] = r * cos(2.0 * M_PI * u2);
+		if (i < n)
+			out[i++] = r * sin(2.0 * M_PI * u2);
+	}
+	return 0;
+}
+
+int mech_rng_uint_below(mech_rng *rng, uint64_t bound, uint64_t *ret)
+{
+	uint64_t threshold, x;
+
+	if (bound == 0)
+		return ACCT_EINVAL;
+	/* 2^64 mod bound: draws below it would favour small results. */
+	threshold = (0 - bound) % bound;
+	do {
+		if (mech_rng_bytes(rng, &x, sizeof(x)) < 0)
+			return ACCT_EINTERNAL;
+	} while (x < threshold);
+	*ret = x % bound;
+	return 0;
+}
+
+int mech__rng_u128_below(mech_rng *rng, unsigned __int128 bound, unsigned __int128 *ret)
+{
+	unsigned __int128 threshold, x;
+
+	if (bound == 0)
+		return ACCT_EINVAL;
+	threshold = (0 - bound) % bound;
+	do {
+		if (mech_rng_bytes(rng, &x, sizeof(x)) < 0)
+			return ACCT_EINTERNAL;
+	} while (x < threshold);
+	*ret = x % bound;
+	return 0;
+}
+
+int mech_rng_bernoulli(mech_rng *rng, double p, bool *ret)
+{
+	uint64_t mant, word = 0;
+	int exp2, zeros, avail = 0;
+
+	if (!(p >= 0.0 && p <= 1.0))
+		return ACCT_EINVAL;
+	if (p == 0.0 || p == 1.0) {
+		*ret = p == 1.0;
+		return 0;
+	}
+	/* p = f 2^exp2 with f in [1/2, 1): its expansion is -exp2 zeros, then
+	 * the 53 bits of mant = f 2^53, then zeros.  U < p is decided at the
+	 * first bit where a uniform U differs from p; U = p has probability 0. */
+	mant = (uint64_t)ldexp(frexp(p, &exp2), 53);
+	zeros = -exp2;
+	for (int i = 0; i < zeros + 53; i++) {
+		int ubit, pbit;
+
+		if (avail == 0) {
+			if (mech_rng_bytes(rng, &word, sizeof(word)) < 0)
+				return ACCT_EINTERNAL;
+			avail = 64;
+		}
+		ubit = (int)(word & 1u);
+		word >>= 1;
+		avail--;
+		pbit = i < zeros ? 0 : (int)((mant >> (52 - (i - zeros))) & 1u);
+		if (ubit != pbit) {
+			*ret = ubit < pbit;
+			return 0;
+		}
+	}
+	*ret = false;
 	return 0;
 }
