@@ -84,8 +84,9 @@ double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x
 
 /*
  * Poisson sampling (Abadi et al. §3.1): writes into idx the indices i < n
- * with u_i < q, u_i a 53-bit uniform from rng's stream (bulk bytes in
- * `buf`, 8*n bytes).  P(i in lot) = ceil(q 2^53) / 2^53, within 2^-53 of q.
+ * whose uniform 64-bit word from rng's stream (bulk bytes in `buf`, 8*n
+ * bytes) is below floor(q 2^64): P(i in lot) is exactly the double q when
+ * q >= 2^-12, and at most q (never more) below that.
  */
 int trn__poisson_sample(mech_rng *rng, size_t n, double q, uint64_t *buf, size_t *idx,
 			size_t *ret_count);

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
+/* GSL's CBLAS declarations (same symbols, resolved to OpenBLAS at link). */
+#include <gsl/gsl_cblas.h>
 #include <gsl/gsl_eigen.h>
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_matrix.h>
