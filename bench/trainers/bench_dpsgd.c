@@ -6,6 +6,8 @@
  *   bench_dpsgd train [options]        one full DP-SGD run: test accuracy,
  *                                      wall time, epsilon (sanity print)
  *   bench_dpsgd epsilon [options]      only the configuration and epsilon
+ *   bench_dpsgd train-nonprivate [options]  the same run without clipping
+ *                                      or noise (the accuracy ceiling)
  *
  * Options (defaults in brackets): --model mlp|logreg [mlp] --hidden N [1000]
  * --hidden2 N [none] --act relu|tanh [relu] --epochs N [20] --lot N [600]
@@ -21,6 +23,7 @@
  * 2020 (as dp_accounting uses) at dp_accounting's integer orders only (2..63,
  * 128..1024), so it is never below dp_accounting's figure.  The service prices jobs with accountant/.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +92,24 @@ struct opts {
 	bool quiet;
 };
 
+/* The one checked number parser of this file: finite, in [lo, hi]. */
+static int num(const char *v, double lo, double hi, double *ret)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+		return -1;
+	*ret = x;
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
+	double x;
+
 	trn_dpsgd_params_default(&o->p);
 	o->epsilon = 0;
 	o->delta = 1e-5;
@@ -112,44 +131,76 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (o->p.model == TRN_MODEL_LOGREG)
 				o->p.n_hidden = 0;
 		} else if (strcmp(k, "--hidden") == 0) {
-			o->p.hidden[0] = (uint32_t)atoi(v);
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.hidden[0] = (uint32_t)x;
 		} else if (strcmp(k, "--hidden2") == 0) {
-			o->p.hidden[1] = (uint32_t)atoi(v);
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.hidden[1] = (uint32_t)x;
 			o->p.n_hidden = 2;
 		} else if (strcmp(k, "--act") == 0) {
 			if (trn_activation_from_name(v, &o->p.activation) < 0)
 				return -1;
 		} else if (strcmp(k, "--epochs") == 0) {
-			o->p.epochs = (uint32_t)atoi(v);
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.epochs = (uint32_t)x;
 		} else if (strcmp(k, "--lot") == 0) {
-			o->p.lot_size = (uint32_t)atoi(v);
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.lot_size = (uint32_t)x;
 		} else if (strcmp(k, "--sigma") == 0) {
-			o->p.noise_multiplier = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.noise_multiplier = x;
 		} else if (strcmp(k, "--clip") == 0) {
-			o->p.clip_norm = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.clip_norm = x;
 		} else if (strcmp(k, "--clipping") == 0) {
 			if (trn_clipping_from_name(v, &o->p.clipping) < 0)
 				return -1;
 		} else if (strcmp(k, "--lr") == 0) {
-			o->p.learning_rate = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.learning_rate = x;
 		} else if (strcmp(k, "--lr-final") == 0) {
-			o->p.learning_rate_final = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.learning_rate_final = x;
 		} else if (strcmp(k, "--decay-epochs") == 0) {
-			o->p.learning_rate_decay_epochs = (uint32_t)atoi(v);
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.learning_rate_decay_epochs = (uint32_t)x;
 		} else if (strcmp(k, "--momentum") == 0) {
-			o->p.momentum = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.momentum = x;
 		} else if (strcmp(k, "--pca") == 0) {
-			o->p.pca_components = (uint32_t)atoi(v);
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.pca_components = (uint32_t)x;
 		} else if (strcmp(k, "--pca-sigma") == 0) {
-			o->p.pca_noise_multiplier = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.pca_noise_multiplier = x;
 		} else if (strcmp(k, "--max-train") == 0) {
-			o->p.max_train_examples = (uint64_t)atoll(v);
+			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.max_train_examples = (uint64_t)x;
 		} else if (strcmp(k, "--epsilon") == 0) {
-			o->epsilon = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->epsilon = x;
 		} else if (strcmp(k, "--delta") == 0) {
-			o->delta = atof(v);
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->delta = x;
 		} else if (strcmp(k, "--steps") == 0) {
-			o->steps = atoll(v);
+			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
+				return -1;
+			o->steps = (long long)x;
 		} else {
 			return -1;
 		}
@@ -224,13 +275,17 @@ int main(int argc, char **argv)
 
 	if (argc < 2 ||
 	    (strcmp(argv[1], "throughput") && strcmp(argv[1], "train") &&
-	     strcmp(argv[1], "epsilon")) ||
+	     strcmp(argv[1], "train-nonprivate") && strcmp(argv[1], "epsilon")) ||
 	    parse(argc, argv, &o) < 0) {
 		fprintf(stderr, "usage: %s throughput|train|epsilon [options]  (see the source)\n",
 			argv[0]);
 		return 2;
 	}
 	acct_error_init(&err);
+	if (trn_dpsgd_params_validate(&o.p, &err) < 0) {
+		fprintf(stderr, "bad option: %s: %s\n", err.where, err.text);
+		return 2;
+	}
 	if (trn_fashion_mnist_load(NULL, true, &tr, &err) < 0 ||
 	    trn_fashion_mnist_load(NULL, false, &te, &err) < 0) {
 		fprintf(stderr, "loading Fashion-MNIST: %s\n", err.text);
@@ -285,11 +340,14 @@ int main(int argc, char **argv)
 	} else {
 		struct prog pg = {o.quiet, 0};
 
-		if (trn_dpsgd_run(&o.p, tr, te, rng, on_progress, &pg, NULL, &r, &err) < 0)
+		bool np = strcmp(argv[1], "train-nonprivate") == 0;
+
+		if ((np ? trn_sgd_nonprivate_run : trn_dpsgd_run)(&o.p, tr, te, rng, on_progress,
+								   &pg, NULL, &r, &err) < 0)
 			goto fail;
-		printf("result: test_accuracy=%.4f test_loss=%.4f steps=%lld pca_seconds=%.1f "
+		printf("result%s: test_accuracy=%.4f test_loss=%.4f steps=%lld pca_seconds=%.1f "
 		       "train_seconds=%.1f examples/s=%.0f\n",
-		       r->test_accuracy, r->test_loss, (long long)r->steps_done, r->pca_seconds,
+		       np ? " (NON-PRIVATE baseline)" : "", r->test_accuracy, r->test_loss, (long long)r->steps_done, r->pca_seconds,
 		       r->train_seconds, r->examples_processed / r->train_seconds);
 	}
 	rc = 0;
