@@ -59,4 +59,16 @@
 #define DPG_MAX_CSV_COLUMNS         1024
 #define DPG_MAX_CSV_FIELD_BYTES     1024
 
+/* ==== trainers (issue 6) ==== */
+#define DPG_MAX_TRAIN_EXAMPLES      10000000LL   /* rows a trainer reads (= CSV rows) */
+#define DPG_MAX_FEATURES            4096         /* features per row (784 for MNIST) */
+#define DPG_MAX_CLASSES             1000         /* label values 0..classes-1 */
+#define DPG_MAX_EPOCHS              10000
+#define DPG_MAX_LOT_SIZE            1000000      /* expected DP-SGD lot size L */
+#define DPG_MAX_HIDDEN_LAYERS       2            /* MLP hidden layers */
+#define DPG_MAX_MODEL_PARAMS        (1LL << 24)  /* weights + biases (128 MiB) */
+#define DPG_MAX_PCA_COMPONENTS      1024
+#define DPG_MAX_IDX_BYTES           (512LL << 20) /* one decompressed IDX file */
+/* ==== end trainers ==== */
+
 #endif

@@ -1,0 +1,364 @@
+/*
+ * bench_dpsgd.c: DP-SGD on Fashion-MNIST.
+ *
+ *   bench_dpsgd throughput [options]   DP-SGD examples/s next to non-private
+ *                                      SGD on the same model, same run
+ *   bench_dpsgd train [options]        one full DP-SGD run: test accuracy,
+ *                                      wall time, epsilon (sanity print)
+ *   bench_dpsgd epsilon [options]      only the configuration and epsilon
+ *   bench_dpsgd train-nonprivate [options]  the same run without clipping
+ *                                      or noise (the accuracy ceiling)
+ *
+ * Options (defaults in brackets): --model mlp|logreg [mlp] --hidden N [1000]
+ * --hidden2 N [none] --act relu|tanh [relu] --epochs N [20] --lot N [600]
+ * --sigma X [1.1] --clip X [4] --clipping global|per_layer [global]
+ * --lr X [0.05] --lr-final X --decay-epochs N [0] --momentum X [0]
+ * --pca K [0] --pca-sigma X [7] --max-train N [all] --epsilon X (choose sigma
+ * so that the RDP epsilon at --delta [1e-5] is at most X) --steps N
+ * (throughput: stop after N steps of each) --quiet
+ *
+ * The epsilon printed here is a sanity check computed in this file from the
+ * closed form of the sampled Gaussian's RDP at integer orders (Mironov,
+ * Talwar, Zhang 2019, §3.3) and the conversion of Canonne, Kamath, Steinke
+ * 2020 (as dp_accounting uses) at dp_accounting's integer orders only (2..63,
+ * 128..1024), so it is never below dp_accounting's figure.  The service prices jobs with accountant/.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trn.h"
+
+/* ---- sanity RDP ---------------------------------------------------------- */
+
+static double log_add(double a, double b)
+{
+	double m = a > b ? a : b;
+
+	if (m == -INFINITY)
+		return m;
+	return m + log(exp(a - m) + exp(b - m));
+}
+
+/* RDP of one Poisson-sampled Gaussian step at integer order a >= 2. */
+static double rdp_sampled_gaussian(double q, double sigma, int a)
+{
+	double acc = -INFINITY;
+
+	if (q >= 1.0)
+		return a / (2 * sigma * sigma);
+	for (int k = 0; k <= a; k++) {
+		double lb = lgamma(a + 1.0) - lgamma(k + 1.0) - lgamma(a - k + 1.0);
+		double t = lb + (a - k) * log1p(-q) + (k ? k * log(q) : 0.0) +
+			   (k * (double)k - k) / (2 * sigma * sigma);
+
+		acc = log_add(acc, t);
+	}
+	return acc / (a - 1);
+}
+
+static double job_epsilon(double q, double sigma, long long steps, double pca_sigma,
+			  double delta, int *ret_order)
+{
+	/* dp_accounting's integer orders, so this never undercuts its epsilon. */
+	static const int extra[] = {128, 256, 512, 1024};
+	double best = INFINITY;
+
+	for (int i = 2; i <= 63 + 4; i++) {
+		int a = i <= 63 ? i : extra[i - 64];
+		double rdp = steps * rdp_sampled_gaussian(q, sigma, a);
+		double eps;
+
+		if (pca_sigma > 0)
+			rdp += a / (2 * pca_sigma * pca_sigma);
+		eps = rdp + log1p(-1.0 / a) - (log(delta) + log(a)) / (a - 1);
+		if (eps < best) {
+			best = eps;
+			if (ret_order)
+				*ret_order = a;
+		}
+	}
+	return best;
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+struct opts {
+	trn_dpsgd_params p;
+	double epsilon, delta;
+	long long steps;
+	bool quiet;
+};
+
+/* The one checked number parser of this file: finite, in [lo, hi]. */
+static int num(const char *v, double lo, double hi, double *ret)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+		return -1;
+	*ret = x;
+	return 0;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	double x;
+
+	trn_dpsgd_params_default(&o->p);
+	o->epsilon = 0;
+	o->delta = 1e-5;
+	o->steps = 0;
+	o->quiet = false;
+	for (int i = 2; i < argc; i++) {
+		const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(k, "--quiet") == 0) {
+			o->quiet = true;
+			continue;
+		}
+		if (!v)
+			return -1;
+		i++;
+		if (strcmp(k, "--model") == 0) {
+			if (trn_model_kind_from_name(v, &o->p.model) < 0)
+				return -1;
+			if (o->p.model == TRN_MODEL_LOGREG)
+				o->p.n_hidden = 0;
+		} else if (strcmp(k, "--hidden") == 0) {
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.hidden[0] = (uint32_t)x;
+		} else if (strcmp(k, "--hidden2") == 0) {
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.hidden[1] = (uint32_t)x;
+			o->p.n_hidden = 2;
+		} else if (strcmp(k, "--act") == 0) {
+			if (trn_activation_from_name(v, &o->p.activation) < 0)
+				return -1;
+		} else if (strcmp(k, "--epochs") == 0) {
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.epochs = (uint32_t)x;
+		} else if (strcmp(k, "--lot") == 0) {
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.lot_size = (uint32_t)x;
+		} else if (strcmp(k, "--sigma") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.noise_multiplier = x;
+		} else if (strcmp(k, "--clip") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.clip_norm = x;
+		} else if (strcmp(k, "--clipping") == 0) {
+			if (trn_clipping_from_name(v, &o->p.clipping) < 0)
+				return -1;
+		} else if (strcmp(k, "--lr") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.learning_rate = x;
+		} else if (strcmp(k, "--lr-final") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.learning_rate_final = x;
+		} else if (strcmp(k, "--decay-epochs") == 0) {
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.learning_rate_decay_epochs = (uint32_t)x;
+		} else if (strcmp(k, "--momentum") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.momentum = x;
+		} else if (strcmp(k, "--pca") == 0) {
+			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.pca_components = (uint32_t)x;
+		} else if (strcmp(k, "--pca-sigma") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->p.pca_noise_multiplier = x;
+		} else if (strcmp(k, "--max-train") == 0) {
+			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
+				return -1;
+			o->p.max_train_examples = (uint64_t)x;
+		} else if (strcmp(k, "--epsilon") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->epsilon = x;
+		} else if (strcmp(k, "--delta") == 0) {
+			if (num(v, 0, 1e9, &x) < 0)
+				return -1;
+			o->delta = x;
+		} else if (strcmp(k, "--steps") == 0) {
+			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
+				return -1;
+			o->steps = (long long)x;
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Smallest sigma (to 1e-4) whose sanity epsilon is at most the target. */
+static double calibrate_sigma(const struct opts *o, double q, long long steps)
+{
+	double pca = o->p.pca_components ? o->p.pca_noise_multiplier : 0;
+	double lo = 0.3, hi = 50;
+
+	if (job_epsilon(q, hi, steps, pca, o->delta, NULL) > o->epsilon)
+		return NAN;
+	while (hi - lo > 1e-4) {
+		double mid = 0.5 * (lo + hi);
+
+		if (job_epsilon(q, mid, steps, pca, o->delta, NULL) > o->epsilon)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return hi;
+}
+
+/* ---- progress ------------------------------------------------------------------ */
+
+struct prog {
+	bool quiet;
+	long long stop_after;
+};
+
+static int on_progress(const trn_progress *p, void *user)
+{
+	const struct prog *pg = user;
+
+	if (p->evaluated && !pg->quiet)
+		fprintf(stderr, "  epoch %u/%u step %lld/%lld lr %.4f  test loss %.4f acc %.4f\n",
+			p->epoch, p->epochs, (long long)p->step, (long long)p->steps_total,
+			p->learning_rate, p->loss, p->accuracy);
+	return pg->stop_after > 0 && p->step >= pg->stop_after;
+}
+
+static void print_config(const trn_dpsgd_params *p, uint64_t n)
+{
+	printf("config: model=%s hidden=", p->model == TRN_MODEL_LOGREG ? "logreg" : "mlp");
+	for (uint32_t i = 0; i < p->n_hidden; i++)
+		printf("%s%u", i ? "," : "", p->hidden[i]);
+	printf(" activation=%s epochs=%u lot_size=%u noise_multiplier=%.4f clip_norm=%g "
+	       "clipping=%s learning_rate=%g learning_rate_final=%g decay_epochs=%u "
+	       "momentum=%g pca_components=%u pca_noise_multiplier=%g N=%llu\n",
+	       p->activation == TRN_ACT_TANH ? "tanh" : "relu", p->epochs, p->lot_size,
+	       p->noise_multiplier, p->clip_norm,
+	       p->clipping == TRN_CLIP_GLOBAL ? "global" : "per_layer", p->learning_rate,
+	       isnan(p->learning_rate_final) ? p->learning_rate : p->learning_rate_final,
+	       p->learning_rate_decay_epochs, p->momentum, p->pca_components,
+	       p->pca_noise_multiplier, (unsigned long long)n);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	trn_dataset *tr = NULL, *te = NULL;
+	trn_dpsgd_result *r = NULL;
+	mech_rng *sys = NULL, *rng = NULL;
+	acct_error err;
+	uint64_t n;
+	long long steps;
+	double q, eps;
+	int order = 0, rc = 1;
+
+	if (argc < 2 ||
+	    (strcmp(argv[1], "throughput") && strcmp(argv[1], "train") &&
+	     strcmp(argv[1], "train-nonprivate") && strcmp(argv[1], "epsilon")) ||
+	    parse(argc, argv, &o) < 0) {
+		fprintf(stderr, "usage: %s throughput|train|epsilon [options]  (see the source)\n",
+			argv[0]);
+		return 2;
+	}
+	acct_error_init(&err);
+	if (trn_dpsgd_params_validate(&o.p, &err) < 0) {
+		fprintf(stderr, "bad option: %s: %s\n", err.where, err.text);
+		return 2;
+	}
+	if (trn_fashion_mnist_load(NULL, true, &tr, &err) < 0 ||
+	    trn_fashion_mnist_load(NULL, false, &te, &err) < 0) {
+		fprintf(stderr, "loading Fashion-MNIST: %s\n", err.text);
+		goto out;
+	}
+	sys = mech_rng_new_system();
+	rng = sys ? mech_rng_new_stream(sys) : NULL;
+	if (!rng)
+		goto out;
+	n = trn_dpsgd_examples_used(&o.p, tr->n);
+	q = (double)o.p.lot_size / (double)n;
+	steps = trn_dpsgd_steps(&o.p, tr->n);
+	if (o.epsilon > 0) {
+		o.p.noise_multiplier = calibrate_sigma(&o, q, steps);
+		if (isnan(o.p.noise_multiplier)) {
+			fprintf(stderr, "no sigma reaches epsilon %g\n", o.epsilon);
+			goto out;
+		}
+	}
+	print_config(&o.p, n);
+	eps = job_epsilon(q, o.p.noise_multiplier, steps,
+			  o.p.pca_components ? o.p.pca_noise_multiplier : 0, o.delta, &order);
+	printf("event: q=%.6g steps=%lld sigma=%.4f%s -> sanity RDP epsilon %.4f at delta %g "
+	       "(order %d)\n",
+	       q, steps, o.p.noise_multiplier, o.p.pca_components ? " + DP-PCA gaussian" : "",
+	       eps, o.delta, order);
+	fflush(stdout);
+
+	if (strcmp(argv[1], "epsilon") == 0) {
+		rc = 0;
+		goto out;
+	} else if (strcmp(argv[1], "throughput") == 0) {
+		struct prog pg = {true, o.steps};
+		double ex_np, ex_dp;
+
+		if (trn_sgd_nonprivate_run(&o.p, tr, NULL, rng, on_progress, &pg, NULL, &r,
+					   &err) < 0)
+			goto fail;
+		ex_np = r->examples_processed / r->train_seconds;
+		printf("non-private SGD: %lld steps, %llu examples in %.2f s: %.0f examples/s\n",
+		       (long long)r->steps_done, (unsigned long long)r->examples_processed,
+		       r->train_seconds, ex_np);
+		trn_dpsgd_result_free(r);
+		r = NULL;
+		if (trn_dpsgd_run(&o.p, tr, NULL, rng, on_progress, &pg, NULL, &r, &err) < 0)
+			goto fail;
+		ex_dp = r->examples_processed / r->train_seconds;
+		printf("DP-SGD:          %lld steps, %llu examples in %.2f s: %.0f examples/s\n",
+		       (long long)r->steps_done, (unsigned long long)r->examples_processed,
+		       r->train_seconds, ex_dp);
+		printf("ratio DP/non-private: %.3f (target >= 0.5)\n", ex_dp / ex_np);
+	} else {
+		struct prog pg = {o.quiet, 0};
+
+		bool np = strcmp(argv[1], "train-nonprivate") == 0;
+
+		if ((np ? trn_sgd_nonprivate_run : trn_dpsgd_run)(&o.p, tr, te, rng, on_progress,
+								   &pg, NULL, &r, &err) < 0)
+			goto fail;
+		printf("result%s: test_accuracy=%.4f test_loss=%.4f steps=%lld pca_seconds=%.1f "
+		       "train_seconds=%.1f examples/s=%.0f\n",
+		       np ? " (NON-PRIVATE baseline)" : "", r->test_accuracy, r->test_loss, (long long)r->steps_done, r->pca_seconds,
+		       r->train_seconds, r->examples_processed / r->train_seconds);
+	}
+	rc = 0;
+	goto out;
+fail:
+	fprintf(stderr, "error: %s %s: %s\n", acct_code_name(err.code), err.where, err.text);
+out:
+	trn_dpsgd_result_free(r);
+	mech_rng_free(rng);
+	mech_rng_free(sys);
+	trn_dataset_free(tr);
+	trn_dataset_free(te);
+	return rc;
+}

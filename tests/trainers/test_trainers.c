@@ -1,0 +1,927 @@
+/*
+ * test_trainers.c: data loaders, models, per-example clipping and DP-SGD.
+ *
+ * Expected values come from finite differences, closed forms or known facts
+ * about the data (Fashion-MNIST has 6000 training images per class), never
+ * from numbers this code printed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <zlib.h>
+
+#include "trn_internal.h"
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static mech_rng *seeded(uint8_t tag)
+{
+	uint8_t seed[32] = {0x5e, 0xed, tag};
+
+	return mech_rng_new_seeded(seed);
+}
+
+/* A model with random weights and biases (scale `s`), fixed seed. */
+static trn_model *random_model(uint32_t n_layers, const uint32_t *widths, uint32_t act,
+			       double s, uint8_t tag)
+{
+	trn_model *m = NULL;
+	mech_rng *rng = seeded(tag);
+
+	cr_assert_eq(trn__model_new(n_layers, widths, act, &m, NULL), 0);
+	cr_assert_eq(mech_rng_normal_fill(rng, m->params, m->n_params), 0);
+	for (size_t i = 0; i < m->n_params; i++)
+		m->params[i] *= s;
+	mech_rng_free(rng);
+	return m;
+}
+
+static void random_rows(double *x, size_t n, uint32_t *y, size_t rows, uint32_t k,
+			uint8_t tag)
+{
+	mech_rng *rng = seeded(tag);
+
+	cr_assert_eq(mech_rng_normal_fill(rng, x, n), 0);
+	for (size_t i = 0; i < rows; i++) {
+		uint64_t c;
+
+		cr_assert_eq(mech_rng_uint_below(rng, k, &c), 0);
+		y[i] = (uint32_t)c;
+	}
+	mech_rng_free(rng);
+}
+
+/* Central finite-difference gradient of one example's loss. */
+static void fd_gradient(trn_model *m, trn__workspace *ws, const double *x, uint32_t y,
+			double *g)
+{
+	const double h = 1e-5;
+
+	for (size_t p = 0; p < m->n_params; p++) {
+		double keep = m->params[p], up, down;
+
+		m->params[p] = keep + h;
+		up = trn__example_loss(m, ws, x, y);
+		m->params[p] = keep - h;
+		down = trn__example_loss(m, ws, x, y);
+		m->params[p] = keep;
+		g[p] = (up - down) / (2 * h);
+	}
+}
+
+static double norm_range(const double *g, size_t a, size_t b)
+{
+	double s = 0.0;
+
+	for (size_t i = a; i < b; i++)
+		s += g[i] * g[i];
+	return sqrt(s);
+}
+
+/* ---- gradient checks ----------------------------------------------------------- */
+
+struct gradcase {
+	const char *name;
+	uint32_t n_layers;
+	uint32_t widths[4];
+	uint32_t act;
+};
+
+static const struct gradcase gradcases[] = {
+	{"logreg", 1, {5, 3}, 0},
+	{"mlp-relu-1", 2, {5, 7, 3}, TRN_ACT_RELU},
+	{"mlp-tanh-1", 2, {4, 6, 3}, TRN_ACT_TANH},
+	{"mlp-relu-2", 3, {5, 6, 4, 3}, TRN_ACT_RELU},
+	{"mlp-tanh-2", 3, {4, 5, 4, 2}, TRN_ACT_TANH},
+};
+
+#define GC_ROWS 8
+
+static void check_case(const struct gradcase *c, uint8_t tag)
+{
+	trn_model *m = random_model(c->n_layers, c->widths, c->act, 0.7, tag);
+	trn__workspace *ws = NULL;
+	size_t d = c->widths[0], P = m->n_params;
+	double x[GC_ROWS * 8], norms[GC_ROWS], loss_sum;
+	uint32_t y[GC_ROWS];
+	double *fd = calloc(GC_ROWS * P, sizeof(double));
+	double *g1 = calloc(P, sizeof(double)), *sum = calloc(P, sizeof(double));
+	double *want = calloc(P, sizeof(double));
+	trn__clip noclip = {false, TRN_CLIP_GLOBAL, 0.0};
+	double C, sorted[GC_ROWS];
+
+	random_rows(x, GC_ROWS * d, y, GC_ROWS, c->widths[c->n_layers], tag + 100);
+	cr_assert_eq(trn__workspace_new(m, GC_ROWS, &ws, NULL), 0);
+	for (size_t i = 0; i < GC_ROWS; i++)
+		fd_gradient(m, ws, x + i * d, y[i], fd + i * P);
+
+	/* Explicit per-example gradients (batches of one) against FD. */
+	for (size_t i = 0; i < GC_ROWS; i++) {
+		memset(g1, 0, P * sizeof(double));
+		memcpy(ws->act[0], x + i * d, d * sizeof(double));
+		trn__chunk_gradient(m, ws, y + i, 1, &noclip, g1, NULL, NULL, NULL);
+		for (size_t p = 0; p < P; p++)
+			cr_assert(fabs(g1[p] - fd[i * P + p]) < 1e-6 * (1 + fabs(fd[i * P + p])),
+				  "%s: example %zu param %zu: %g vs FD %g", c->name, i, p, g1[p],
+				  fd[i * P + p]);
+	}
+
+	/* Norm trick against the FD norms, and the unclipped batch sum. */
+	memcpy(ws->act[0], x, GC_ROWS * d * sizeof(double));
+	trn__chunk_gradient(m, ws, y, GC_ROWS, &noclip, sum, norms, &loss_sum, NULL);
+	for (size_t i = 0; i < GC_ROWS; i++) {
+		double want_norm = norm_range(fd + i * P, 0, P);
+
+		cr_assert(fabs(norms[i] - want_norm) < 1e-6 * (1 + want_norm),
+			  "%s: norm of example %zu: %g vs FD %g", c->name, i, norms[i], want_norm);
+		sorted[i] = want_norm;
+	}
+	for (size_t p = 0; p < P; p++) {
+		double s = 0.0;
+
+		for (size_t i = 0; i < GC_ROWS; i++)
+			s += fd[i * P + p];
+		cr_assert(fabs(sum[p] - s) < 1e-6 * (1 + fabs(s)), "%s: sum param %zu", c->name, p);
+	}
+
+	/* Global clipping at a C between the smallest and largest norms. */
+	for (size_t i = 0; i < GC_ROWS; i++)
+		for (size_t j = i + 1; j < GC_ROWS; j++)
+			if (sorted[j] < sorted[i]) {
+				double t = sorted[i];
+
+				sorted[i] = sorted[j];
+				sorted[j] = t;
+			}
+	C = 0.5 * (sorted[GC_ROWS / 2 - 1] + sorted[GC_ROWS / 2]);
+	cr_assert(sorted[GC_ROWS - 1] > C && sorted[0] < C);
+	{
+		trn__clip clip = {true, TRN_CLIP_GLOBAL, C};
+
+		memset(sum, 0, P * sizeof(double));
+		memset(want, 0, P * sizeof(double));
+		for (size_t i = 0; i < GC_ROWS; i++) {
+			double n = norm_range(fd + i * P, 0, P), f = n > C ? C / n : 1.0;
+
+			for (size_t p = 0; p < P; p++)
+				want[p] += f * fd[i * P + p];
+		}
+		memcpy(ws->act[0], x, GC_ROWS * d * sizeof(double));
+		trn__chunk_gradient(m, ws, y, GC_ROWS, &clip, sum, NULL, NULL, NULL);
+		for (size_t p = 0; p < P; p++)
+			cr_assert(fabs(sum[p] - want[p]) < 1e-6 * (1 + fabs(want[p])),
+				  "%s: globally clipped sum, param %zu: %g vs %g", c->name, p, sum[p],
+				  want[p]);
+	}
+	/* Per-layer clipping: each layer's slice to C / sqrt(K). */
+	{
+		trn__clip clip = {true, TRN_CLIP_PER_LAYER, C};
+		double cl = C / sqrt((double)m->n_layers);
+
+		memset(sum, 0, P * sizeof(double));
+		memset(want, 0, P * sizeof(double));
+		for (size_t i = 0; i < GC_ROWS; i++)
+			for (uint32_t l = 0; l < m->n_layers; l++) {
+				size_t a = m->w_off[l], b = m->b_off[l] + m->dims[l + 1];
+				double n = norm_range(fd + i * P, a, b), f = n > cl ? cl / n : 1.0;
+
+				for (size_t p = a; p < b; p++)
+					want[p] += f * fd[i * P + p];
+			}
+		memcpy(ws->act[0], x, GC_ROWS * d * sizeof(double));
+		trn__chunk_gradient(m, ws, y, GC_ROWS, &clip, sum, NULL, NULL, NULL);
+		for (size_t p = 0; p < P; p++)
+			cr_assert(fabs(sum[p] - want[p]) < 1e-6 * (1 + fabs(want[p])),
+				  "%s: per-layer clipped sum, param %zu", c->name, p);
+	}
+	free(fd);
+	free(g1);
+	free(sum);
+	free(want);
+	trn__workspace_free(ws);
+	trn_model_free(m);
+}
+
+Test(gradients, per_example_norm_trick_and_clipping_match_finite_differences)
+{
+	for (size_t i = 0; i < sizeof(gradcases) / sizeof(gradcases[0]); i++)
+		check_case(&gradcases[i], (uint8_t)(i + 1));
+}
+
+/* Closed form: a zero softmax regression predicts 1/K, so every loss is
+ * log K and the gradient of example i is (1/K - [j = y_i]) x_i (and bias). */
+Test(gradients, zero_logreg_closed_form)
+{
+	uint32_t widths[2] = {3, 4};
+	trn_model *m = NULL;
+	trn__workspace *ws = NULL;
+	double x[2 * 3] = {1, 2, 3, -1, 0.5, 0}, grad[3 * 4 + 4] = {0}, loss;
+	uint32_t y[2] = {2, 0};
+	trn__clip noclip = {false, TRN_CLIP_GLOBAL, 0.0};
+
+	cr_assert_eq(trn__model_new(1, widths, 0, &m, NULL), 0);
+	cr_assert_eq(trn__workspace_new(m, 2, &ws, NULL), 0);
+	memcpy(ws->act[0], x, sizeof(x));
+	trn__chunk_gradient(m, ws, y, 2, &noclip, grad, NULL, &loss, NULL);
+	cr_assert_float_eq(loss, 2 * log(4.0), 1e-12);
+	for (int j = 0; j < 4; j++) {
+		for (int f = 0; f < 3; f++) {
+			double want = 0.0;
+
+			for (int i = 0; i < 2; i++)
+				want += (0.25 - (y[i] == (uint32_t)j)) * x[i * 3 + f];
+			cr_assert_float_eq(grad[j * 3 + f], want, 1e-12);
+		}
+		cr_assert_float_eq(grad[12 + j], 0.5 - (y[0] == (uint32_t)j) - (y[1] == (uint32_t)j),
+				   1e-12);
+	}
+	trn__workspace_free(ws);
+	trn_model_free(m);
+}
+
+/* ---- clipping bounds the influence of one example --------------------------- */
+
+static void clip_influence(trn_clipping mode)
+{
+	uint32_t widths[3] = {6, 8, 4};
+	trn_model *m = random_model(2, widths, TRN_ACT_RELU, 0.5, 40);
+	trn__workspace *ws = NULL;
+	enum { B = 16 };
+	double x[(B + 1) * 6], norms[B + 1];
+	uint32_t y[B + 1];
+	double *with = calloc(m->n_params, sizeof(double));
+	double *without = calloc(m->n_params, sizeof(double));
+	const double C = 0.1;
+	trn__clip clip = {true, mode, C};
+	double diff = 0.0;
+
+	random_rows(x, (B + 1) * 6, y, B + 1, 4, 41);
+	for (int j = 0; j < 6; j++)
+		x[B * 6 + j] *= 1e6; /* the outlier */
+	cr_assert_eq(trn__workspace_new(m, B + 1, &ws, NULL), 0);
+	/* Give the outlier a label its saturated softmax gets wrong. */
+	for (uint32_t c = 0; c < 4; c++) {
+		y[B] = c;
+		memset(with, 0, m->n_params * sizeof(double));
+		memcpy(ws->act[0], x, sizeof(x));
+		trn__chunk_gradient(m, ws, y, B + 1, &clip, with, norms, NULL, NULL);
+		if (norms[B] > 1e3 * C)
+			break;
+	}
+	cr_assert(norms[B] > 1e3 * C, "the outlier's gradient must be huge: %g", norms[B]);
+	memcpy(ws->act[0], x, B * 6 * sizeof(double));
+	trn__chunk_gradient(m, ws, y, B, &clip, without, NULL, NULL, NULL);
+	for (size_t p = 0; p < m->n_params; p++)
+		diff += (with[p] - without[p]) * (with[p] - without[p]);
+	diff = sqrt(diff);
+	cr_assert(diff <= C * (1 + 1e-12), "one example moved the sum by %g > C = %g", diff, C);
+	cr_assert(diff > 0.5 * C, "a clipped huge gradient still has norm about C: %g", diff);
+	free(with);
+	free(without);
+	trn__workspace_free(ws);
+	trn_model_free(m);
+}
+
+Test(clipping, one_huge_example_moves_sum_by_at_most_C_global)
+{
+	clip_influence(TRN_CLIP_GLOBAL);
+}
+
+Test(clipping, one_huge_example_moves_sum_by_at_most_C_per_layer)
+{
+	clip_influence(TRN_CLIP_PER_LAYER);
+}
+
+/* ---- the privacy event -------------------------------------------------------- */
+
+static void assert_sgd_event(const acct_event *ev, int64_t count, double q, double sigma)
+{
+	cr_assert_eq(ev->type, ACCT_EV_SELF_COMPOSED);
+	cr_assert_eq(ev->u.self_composed.count, count);
+	ev = ev->u.self_composed.event;
+	cr_assert_eq(ev->type, ACCT_EV_POISSON_SAMPLED);
+	cr_assert_eq(ev->u.poisson_sampled.sampling_probability, q);
+	ev = ev->u.poisson_sampled.event;
+	cr_assert_eq(ev->type, ACCT_EV_GAUSSIAN);
+	cr_assert_eq(ev->u.gaussian.noise_multiplier, sigma);
+}
+
+Test(event, equals_hand_built_event)
+{
+	trn_dpsgd_params p;
+	acct_event *ev = NULL;
+
+	trn_dpsgd_params_default(&p);
+	p.epochs = 10;
+	p.lot_size = 600;
+	p.noise_multiplier = 1.1;
+	/* N = 60000: T = 10 * 60000 / 600 = 1000, q = 0.01. */
+	cr_assert_eq(trn_dpsgd_event(&p, 60000, &ev, NULL), 0);
+	assert_sgd_event(ev, 1000, 600.0 / 60000.0, 1.1);
+	acct_event_free(ev);
+	/* N = 59999: T = ceil(599990 / 600) = 1000 (rounded up over the run). */
+	cr_assert_eq(trn_dpsgd_event(&p, 59999, &ev, NULL), 0);
+	assert_sgd_event(ev, 1000, 600.0 / 59999.0, 1.1);
+	acct_event_free(ev);
+	/* N = 60001: ceil(600010 / 600) = 1001. */
+	cr_assert_eq(trn_dpsgd_event(&p, 60001, &ev, NULL), 0);
+	assert_sgd_event(ev, 1001, 600.0 / 60001.0, 1.1);
+	acct_event_free(ev);
+	/* max_train_examples caps N: q = 600/30000 = 0.02, T = 500. */
+	p.max_train_examples = 30000;
+	cr_assert_eq(trn_dpsgd_event(&p, 60000, &ev, NULL), 0);
+	assert_sgd_event(ev, 500, 0.02, 1.1);
+	acct_event_free(ev);
+	/* With DP-PCA: composed([gaussian(sigma_p), sgd]). */
+	p.pca_components = 60;
+	p.pca_noise_multiplier = 7.0;
+	cr_assert_eq(trn_dpsgd_event(&p, 60000, &ev, NULL), 0);
+	cr_assert_eq(ev->type, ACCT_EV_COMPOSED);
+	cr_assert_eq(ev->u.composed.n, 2);
+	cr_assert_eq(ev->u.composed.events[0]->type, ACCT_EV_GAUSSIAN);
+	cr_assert_eq(ev->u.composed.events[0]->u.gaussian.noise_multiplier, 7.0);
+	assert_sgd_event(ev->u.composed.events[1], 500, 0.02, 1.1);
+	acct_event_free(ev);
+	/* A job stopped after 123 steps. */
+	cr_assert_eq(trn_dpsgd_event_for_steps(&p, 60000, 123, &ev, NULL), 0);
+	assert_sgd_event(ev->u.composed.events[1], 123, 0.02, 1.1);
+	acct_event_free(ev);
+	cr_assert_eq(trn_dpsgd_event_for_steps(&p, 60000, 0, &ev, NULL), 0);
+	cr_assert_eq(ev->type, ACCT_EV_GAUSSIAN);
+	acct_event_free(ev);
+	p.pca_components = 0;
+	ev = (acct_event *)1;
+	cr_assert_eq(trn_dpsgd_event_for_steps(&p, 60000, 0, &ev, NULL), 0);
+	cr_assert_null(ev);
+}
+
+struct badparam {
+	const char *where;
+	void (*spoil)(trn_dpsgd_params *p);
+	uint64_t n;
+};
+
+static void sp_lot(trn_dpsgd_params *p) { p->lot_size = 70000; }
+static void sp_lot0(trn_dpsgd_params *p) { p->lot_size = 0; }
+static void sp_sigma(trn_dpsgd_params *p) { p->noise_multiplier = 0.0; }
+static void sp_sigma_nan(trn_dpsgd_params *p) { p->noise_multiplier = NAN; }
+static void sp_clip(trn_dpsgd_params *p) { p->clip_norm = -1.0; }
+static void sp_hidden(trn_dpsgd_params *p) { p->model = TRN_MODEL_LOGREG; }
+static void sp_hidden_wide(trn_dpsgd_params *p) { p->hidden[0] = DPG_MAX_HIDDEN_UNITS + 1; }
+static void sp_steps(trn_dpsgd_params *p) { p->epochs = DPG_MAX_EPOCHS; p->lot_size = 1; }
+static void sp_lr(trn_dpsgd_params *p) { p->learning_rate = INFINITY; }
+static void sp_pca(trn_dpsgd_params *p) { p->pca_components = 10; p->pca_noise_multiplier = 0; }
+static void sp_momentum(trn_dpsgd_params *p) { p->momentum = 1.0; }
+static void sp_model(trn_dpsgd_params *p) { p->model = (trn_model_kind)7; }
+
+static const struct badparam badparams[] = {
+	{"/params/lot_size", sp_lot, 60000},
+	{"/params/lot_size", sp_lot0, 60000},
+	{"/params/noise_multiplier", sp_sigma, 60000},
+	{"/params/noise_multiplier", sp_sigma_nan, 60000},
+	{"/params/clip_norm", sp_clip, 60000},
+	{"/params/hidden", sp_hidden, 60000},
+	{"/params/hidden", sp_hidden_wide, 60000},
+	{"/params/epochs", sp_steps, 60000},
+	{"/params/learning_rate", sp_lr, 60000},
+	{"/params/pca_noise_multiplier", sp_pca, 60000},
+	{"/params/momentum", sp_momentum, 60000},
+	{"/params/model", sp_model, 60000},
+};
+
+Test(event, bad_params_name_their_field)
+{
+	for (size_t i = 0; i < sizeof(badparams) / sizeof(badparams[0]); i++) {
+		trn_dpsgd_params p;
+		acct_error err;
+		acct_event *ev = NULL;
+
+		trn_dpsgd_params_default(&p);
+		badparams[i].spoil(&p);
+		acct_error_init(&err);
+		cr_assert_eq(trn_dpsgd_event(&p, badparams[i].n, &ev, &err), ACCT_EINVAL,
+			     "case %zu", i);
+		cr_assert_null(ev);
+		cr_assert_str_eq(err.where, badparams[i].where, "case %zu: %s", i, err.text);
+	}
+}
+
+/* ---- data --------------------------------------------------------------------- */
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+	strcpy(tmpdir, "/tmp/trn-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void write_file(const char *name, const uint8_t *buf, size_t n, bool gz, char *path)
+{
+	sprintf(path, "%s/%s", tmpdir, name);
+	if (gz) {
+		gzFile f = gzopen(path, "wb");
+
+		cr_assert_not_null(f);
+		if (n)
+			cr_assert_eq(gzwrite(f, buf, (unsigned)n), (int)n);
+		cr_assert_eq(gzclose(f), Z_OK);
+	} else {
+		FILE *f = fopen(path, "wb");
+
+		cr_assert_not_null(f);
+		cr_assert_eq(fwrite(buf, 1, n, f), n);
+		fclose(f);
+	}
+}
+
+static size_t be(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+	return 4;
+}
+
+/* Three 2x2 images with pixels 0..11 * 20, labels 0, 2, 1. */
+static size_t good_images(uint8_t *b)
+{
+	size_t o = 0;
+
+	o += be(b + o, 0x803);
+	o += be(b + o, 3);
+	o += be(b + o, 2);
+	o += be(b + o, 2);
+	for (int i = 0; i < 12; i++)
+		b[o++] = (uint8_t)(i * 20);
+	return o;
+}
+
+static size_t good_labels(uint8_t *b)
+{
+	size_t o = 0;
+
+	o += be(b + o, 0x801);
+	o += be(b + o, 3);
+	b[o++] = 0;
+	b[o++] = 2;
+	b[o++] = 1;
+	return o;
+}
+
+Test(idx, loads_a_valid_pair, .init = make_tmpdir)
+{
+	uint8_t im[64], lb[64];
+	char pi[128], pl[128];
+	trn_dataset *ds = NULL;
+
+	write_file("i.gz", im, good_images(im), true, pi);
+	write_file("l.gz", lb, good_labels(lb), true, pl);
+	cr_assert_eq(trn_idx_load(pi, pl, 3, &ds, NULL), 0);
+	cr_assert_eq(ds->n, 3);
+	cr_assert_eq(ds->d, 4);
+	for (int i = 0; i < 12; i++)
+		cr_assert_float_eq(ds->x[i], i * 20 / 255.0, 1e-15);
+	cr_assert_eq(ds->y[1], 2);
+	trn_dataset_free(ds);
+}
+
+struct idxcase {
+	const char *name;
+	int kind;
+};
+
+Test(idx, rejects_truncated_and_garbled_files, .init = make_tmpdir)
+{
+	uint8_t im[64], lb[64], big[64];
+	char pi[128], pl[128], pb[128];
+	size_t ni = good_images(im), nl = good_labels(lb);
+	trn_dataset *ds = NULL;
+	acct_error err;
+	uint8_t *gzbuf;
+	size_t gzlen;
+	FILE *f;
+
+	write_file("l.gz", lb, nl, true, pl);
+	write_file("i.gz", im, ni, true, pi);
+
+	/* Cases on the image file: each must fail with EINVAL and "/data". */
+	struct {
+		const char *what;
+		size_t len;
+		void (*edit)(uint8_t *b);
+	} cases[] = {
+		{"empty", 0, NULL},
+		{"header only", 16, NULL},
+		{"truncated payload", 16 + 11, NULL},
+		{"trailing byte", 16 + 12 + 1, NULL},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		uint8_t b[64] = {0};
+
+		memcpy(b, im, ni);
+		write_file("bad.gz", b, cases[c].len, true, pb);
+		acct_error_init(&err);
+		ds = NULL;
+		cr_assert_eq(trn_idx_load(pb, pl, 3, &ds, &err), ACCT_EINVAL, "%s", cases[c].what);
+		cr_assert_null(ds);
+		cr_assert_str_eq(err.where, "/data");
+	}
+	/* Bad magic (labels' magic on the image file). */
+	memcpy(big, im, ni);
+	big[3] = 0x01;
+	write_file("magic.gz", big, ni, true, pb);
+	cr_assert_eq(trn_idx_load(pb, pl, 3, &ds, NULL), ACCT_EINVAL);
+	/* Absurd sizes: 2^31 images of 28x28, refused before allocating. */
+	memcpy(big, im, ni);
+	be(big + 4, 0x80000000u);
+	write_file("huge.gz", big, ni, true, pb);
+	cr_assert_eq(trn_idx_load(pb, pl, 3, &ds, NULL), ACCT_EINVAL);
+	/* Rows x cols beyond DPG_MAX_FEATURES. */
+	memcpy(big, im, ni);
+	be(big + 8, 65536);
+	write_file("wide.gz", big, ni, true, pb);
+	cr_assert_eq(trn_idx_load(pb, pl, 3, &ds, NULL), ACCT_EINVAL);
+	/* Label count disagrees with image count. */
+	memcpy(big, lb, nl);
+	be(big + 4, 2);
+	write_file("l2.gz", big, nl - 1, true, pb);
+	cr_assert_eq(trn_idx_load(pi, pb, 3, &ds, NULL), ACCT_EINVAL);
+	/* A label beyond the classes. */
+	cr_assert_eq(trn_idx_load(pi, pl, 2, &ds, NULL), ACCT_EINVAL);
+	/* Missing file. */
+	cr_assert_eq(trn_idx_load("/nonexistent/x.gz", pl, 3, &ds, NULL), ACCT_EINVAL);
+	/* A gzip stream cut in half, and one with garbage after its header. */
+	f = fopen(pi, "rb");
+	cr_assert_not_null(f);
+	gzbuf = malloc(4096);
+	gzlen = fread(gzbuf, 1, 4096, f);
+	fclose(f);
+	write_file("cut.gz", gzbuf, gzlen / 2, false, pb);
+	cr_assert_eq(trn_idx_load(pb, pl, 3, &ds, NULL), ACCT_EINVAL);
+	for (size_t i = 10; i < gzlen; i++)
+		gzbuf[i] ^= 0xA5;
+	write_file("garbled.gz", gzbuf, gzlen, false, pb);
+	cr_assert_eq(trn_idx_load(pb, pl, 3, &ds, NULL), ACCT_EINVAL);
+	cr_assert_null(ds);
+	free(gzbuf);
+}
+
+Test(idx, real_fashion_mnist_header_dims)
+{
+	trn_dataset *tr = NULL, *te = NULL;
+	acct_error err;
+	size_t per_class[10] = {0};
+	double mn = 1, mx = 0;
+
+	acct_error_init(&err);
+	cr_assert_eq(trn_fashion_mnist_load(NULL, true, &tr, &err), 0, "%s", err.text);
+	cr_assert_eq(trn_fashion_mnist_load(NULL, false, &te, &err), 0, "%s", err.text);
+	cr_assert_eq(tr->n, 60000);
+	cr_assert_eq(tr->d, 784);
+	cr_assert_eq(te->n, 10000);
+	cr_assert_eq(te->d, 784);
+	cr_assert_eq(tr->num_classes, 10);
+	for (size_t i = 0; i < tr->n; i++)
+		per_class[tr->y[i]]++;
+	for (int c = 0; c < 10; c++)
+		cr_assert_eq(per_class[c], 6000, "class %d has %zu", c, per_class[c]);
+	for (size_t i = 0; i < te->n * te->d; i++) {
+		mn = fmin(mn, te->x[i]);
+		mx = fmax(mx, te->x[i]);
+	}
+	cr_assert_eq(mn, 0.0);
+	cr_assert_eq(mx, 1.0);
+	trn_dataset_free(tr);
+	trn_dataset_free(te);
+}
+
+Test(data, table_loader_validates)
+{
+	double x[6] = {0, 1, 2, 3, 4, 5};
+	int64_t y[3] = {0, 1, 1};
+	trn_dataset *ds = NULL;
+	acct_error err;
+
+	cr_assert_eq(trn_dataset_from_table(x, y, 3, 2, 2, "/data", &ds, NULL), 0);
+	cr_assert_eq(ds->x[5], 5.0);
+	cr_assert_eq(ds->y[2], 1);
+	trn_dataset_free(ds);
+	ds = NULL;
+	y[1] = 2;
+	acct_error_init(&err);
+	cr_assert_eq(trn_dataset_from_table(x, y, 3, 2, 2, "/data", &ds, &err), ACCT_EINVAL);
+	cr_assert_null(ds);
+	y[1] = -1;
+	cr_assert_eq(trn_dataset_from_table(x, y, 3, 2, 2, "/data", &ds, NULL), ACCT_EINVAL);
+	y[1] = 1;
+	x[3] = NAN;
+	cr_assert_eq(trn_dataset_from_table(x, y, 3, 2, 2, "/data", &ds, NULL), ACCT_EINVAL);
+	cr_assert_eq(trn_dataset_from_table(x, y, 0, 2, 2, "/data", &ds, NULL), ACCT_EINVAL);
+	cr_assert_eq(trn_dataset_from_table(x, y, 3, 2, 1, "/data", &ds, NULL), ACCT_EINVAL);
+	cr_assert_null(ds);
+}
+
+/* ---- sampling, PCA, BLAS ------------------------------------------------------- */
+
+Test(sampling, poisson_lot_sizes)
+{
+	enum { N = 100000 };
+	uint64_t *buf = malloc(N * sizeof(uint64_t));
+	size_t *idx = malloc(N * sizeof(size_t)), count;
+	mech_rng *rng = seeded(60);
+	double q = 0.01, total = 0;
+
+	for (int rep = 0; rep < 20; rep++) {
+		cr_assert_eq(trn__poisson_sample(rng, N, q, buf, idx, &count), 0);
+		/* Binomial(1e5, 0.01): sd 31.5; 6 sd bounds. */
+		cr_assert(fabs((double)count - 1000.0) < 6 * 31.5, "lot of %zu", count);
+		for (size_t i = 1; i < count; i++)
+			cr_assert(idx[i] > idx[i - 1]);
+		total += count;
+	}
+	cr_assert(fabs(total / 20 - 1000.0) < 6 * 31.5 / sqrt(20.0));
+	cr_assert_eq(trn__poisson_sample(rng, N, 1.0, buf, idx, &count), 0);
+	cr_assert_eq(count, N);
+	mech_rng_free(rng);
+	free(buf);
+	free(idx);
+}
+
+Test(pca, exact_pca_finds_the_data_subspace)
+{
+	enum { N = 200, D = 6 };
+	double x[N * D], v[D * 2], coef[2 * N];
+	/* Orthonormal u = e0 rotated, w = (e1 + e2) / sqrt 2. */
+	double u[D] = {0.6, 0, 0, 0.8, 0, 0}, w[D] = {0, M_SQRT1_2, M_SQRT1_2, 0, 0, 0};
+	mech_rng *rng = seeded(70);
+
+	cr_assert_eq(mech_rng_normal_fill(rng, coef, 2 * N), 0);
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < D; j++)
+			x[i * D + j] = 3 * coef[2 * i] * u[j] + coef[2 * i + 1] * w[j];
+	cr_assert_eq(trn__dp_pca(x, N, D, 2, 0.0, rng, v, NULL), 0);
+	/* u and w lie in span(V): ||V^T u|| = ||V^T w|| = 1. */
+	for (int t = 0; t < 2; t++) {
+		const double *z = t ? w : u;
+		double s = 0;
+
+		for (int c = 0; c < 2; c++) {
+			double dot = 0;
+
+			for (int j = 0; j < D; j++)
+				dot += v[j * 2 + c] * z[j];
+			s += dot * dot;
+		}
+		cr_assert_float_eq(s, 1.0, 1e-9);
+	}
+	/* With noise it still runs and returns unit columns. */
+	cr_assert_eq(trn__dp_pca(x, N, D, 2, 4.0, rng, v, NULL), 0);
+	for (int c = 0; c < 2; c++) {
+		double s = 0;
+
+		for (int j = 0; j < D; j++)
+			s += v[j * 2 + c] * v[j * 2 + c];
+		cr_assert_float_eq(s, 1.0, 1e-9);
+	}
+	mech_rng_free(rng);
+}
+
+/*
+ * GSL calls cblas_* through the global symbol scope; the first library in
+ * that scope that defines cblas_dgemm must be OpenBLAS, not libgslcblas.
+ */
+Test(blas, cblas_resolves_to_openblas)
+{
+	void *sym = dlsym(RTLD_DEFAULT, "cblas_dgemm");
+	Dl_info info;
+
+	cr_assert_not_null(sym);
+	cr_assert(dladdr(sym, &info) != 0);
+	cr_assert_not_null(info.dli_fname);
+	cr_assert(strstr(info.dli_fname, "openblas") != NULL, "cblas_dgemm comes from %s",
+		  info.dli_fname);
+}
+
+/* ---- models and training -------------------------------------------------------- */
+
+Test(model, serialise_round_trip_and_format)
+{
+	uint32_t widths[3] = {3, 4, 2};
+	trn_model *m = random_model(2, widths, TRN_ACT_TANH, 1.0, 80), *back = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	double row[3] = {0.3, -1, 2}, w0;
+	uint32_t c1, c2;
+	uint64_t bits;
+
+	cr_assert_eq(trn_model_serialize(m, &buf, &len, NULL), 0);
+	/* 32 + 4 * 3 header bytes, then (4*3 + 4 + 2*4 + 2) doubles. */
+	cr_assert_eq(len, 32 + 12 + 8 * 26);
+	cr_assert_eq(memcmp(buf, "DPGMDL01", 8), 0);
+	cr_assert_eq(buf[8], 1);
+	cr_assert_eq(buf[12], TRN_ACT_TANH);
+	cr_assert_eq(buf[16], 3);   /* input dim */
+	cr_assert_eq(buf[20], 0);   /* no projection */
+	cr_assert_eq(buf[24], 2);   /* layers */
+	cr_assert_eq(buf[28], 2);   /* classes */
+	cr_assert_eq(buf[36], 4);   /* hidden width */
+	bits = 0;
+	for (int i = 0; i < 8; i++)
+		bits |= (uint64_t)buf[44 + i] << (8 * i);
+	memcpy(&w0, &bits, 8);
+	cr_assert_eq(w0, m->params[0]);
+	cr_assert_eq(trn_model_deserialize(buf, len, &back, NULL), 0);
+	cr_assert_eq(memcmp(back->params, m->params, m->n_params * sizeof(double)), 0);
+	cr_assert_eq(trn_model_predict(m, row, 3, &c1, NULL), 0);
+	cr_assert_eq(trn_model_predict(back, row, 3, &c2, NULL), 0);
+	cr_assert_eq(c1, c2);
+	trn_model_free(back);
+	back = NULL;
+	cr_assert_eq(trn_model_deserialize(buf, len - 1, &back, NULL), ACCT_EINVAL);
+	buf[24] = 9;
+	cr_assert_eq(trn_model_deserialize(buf, len, &back, NULL), ACCT_EINVAL);
+	cr_assert_null(back);
+	free(buf);
+	trn_model_free(m);
+}
+
+/* Three well-separated Gaussian blobs in 4 dimensions. */
+static trn_dataset *blobs(size_t n, uint8_t tag)
+{
+	trn_dataset *ds = NULL;
+	mech_rng *rng = seeded(tag);
+	static const double centres[3][4] = {{2, 0, 0, 0}, {0, 2, 0, 0}, {0, 0, 2, 0}};
+
+	cr_assert_eq(trn_dataset_new(n, 4, 3, &ds, NULL), 0);
+	cr_assert_eq(mech_rng_normal_fill(rng, ds->x, n * 4), 0);
+	for (size_t i = 0; i < n; i++) {
+		ds->y[i] = (uint32_t)(i % 3);
+		for (int j = 0; j < 4; j++)
+			ds->x[i * 4 + j] = 0.4 * ds->x[i * 4 + j] + centres[i % 3][j];
+	}
+	mech_rng_free(rng);
+	return ds;
+}
+
+struct counter {
+	int calls, evaluated, stop_at;
+	int64_t last_step;
+};
+
+static int count_progress(const trn_progress *p, void *user)
+{
+	struct counter *c = user;
+
+	c->calls++;
+	c->evaluated += p->evaluated;
+	cr_assert_eq(p->step, c->last_step + 1);
+	c->last_step = p->step;
+	if (p->evaluated)
+		cr_assert(p->accuracy >= 0 && p->accuracy <= 1);
+	return c->stop_at && p->step == c->stop_at;
+}
+
+Test(dpsgd, learns_blobs_and_reports_progress)
+{
+	trn_dataset *tr = blobs(3000, 90), *te = blobs(600, 91);
+	trn_dpsgd_params p;
+	trn_dpsgd_result *r = NULL;
+	mech_rng *rng = seeded(92);
+	struct counter c = {0};
+	acct_error err;
+
+	trn_dpsgd_params_default(&p);
+	p.hidden[0] = 16;
+	p.epochs = 5;
+	p.lot_size = 100;
+	p.noise_multiplier = 1.0;
+	p.clip_norm = 1.0;
+	p.learning_rate = 0.5;
+	acct_error_init(&err);
+	cr_assert_eq(trn_dpsgd_run(&p, tr, te, rng, count_progress, &c, NULL, &r, &err), 0,
+		     "%s", err.text);
+	cr_assert_eq(r->steps_done, 150);
+	cr_assert_eq(r->steps_total, 150);
+	cr_assert_eq(c.calls, 150);
+	cr_assert_eq(c.evaluated, 5);
+	cr_assert(r->test_accuracy > 0.9, "accuracy %g", r->test_accuracy);
+	/* Sampled lots average L = 100: 15000 expected examples, sd ~ 122. */
+	cr_assert(fabs((double)r->examples_processed - 15000.0) < 6 * 122.0);
+	trn_dpsgd_result_free(r);
+	mech_rng_free(rng);
+	trn_dataset_free(tr);
+	trn_dataset_free(te);
+}
+
+Test(dpsgd, cancel_flag_and_callback_stop_the_job)
+{
+	trn_dataset *tr = blobs(600, 93);
+	trn_dpsgd_params p;
+	trn_dpsgd_result *r = NULL;
+	mech_rng *rng = seeded(94);
+	struct counter c = {.stop_at = 3};
+	atomic_bool cancel = true;
+
+	trn_dpsgd_params_default(&p);
+	p.model = TRN_MODEL_LOGREG;
+	p.n_hidden = 0;
+	p.lot_size = 60;
+	cr_assert_eq(trn_dpsgd_run(&p, tr, NULL, rng, NULL, NULL, &cancel, &r, NULL),
+		     TRN_CANCELLED);
+	cr_assert_eq(r->steps_done, 0);
+	cr_assert_not_null(r->model);
+	trn_dpsgd_result_free(r);
+	r = NULL;
+	cr_assert_eq(trn_dpsgd_run(&p, tr, NULL, rng, count_progress, &c, NULL, &r, NULL),
+		     TRN_CANCELLED);
+	cr_assert_eq(r->steps_done, 3);
+	cr_assert(isnan(r->test_accuracy));
+	trn_dpsgd_result_free(r);
+	mech_rng_free(rng);
+	trn_dataset_free(tr);
+}
+
+/*
+ * Noise scale: with all-zero features a softmax regression's weight
+ * gradients vanish, so after one step from zero the weights are exactly
+ * -lr/L * sigma C z, z standard normal: their sample sd must be lr sigma C / L.
+ */
+Test(dpsgd, noise_has_sd_sigma_C_over_L)
+{
+	enum { N = 100, D = 4000, K = 5 };
+	trn_dataset *tr = NULL;
+	trn_dpsgd_params p;
+	trn_dpsgd_result *r = NULL;
+	mech_rng *rng = seeded(95);
+	double s = 0, s2 = 0, want;
+	size_t nw = (size_t)K * D;
+
+	cr_assert_eq(trn_dataset_new(N, D, K, &tr, NULL), 0);
+	for (size_t i = 0; i < N; i++)
+		tr->y[i] = i % K;
+	trn_dpsgd_params_default(&p);
+	p.model = TRN_MODEL_LOGREG;
+	p.n_hidden = 0;
+	p.epochs = 1;
+	p.lot_size = N; /* q = 1: one step */
+	p.noise_multiplier = 2.0;
+	p.clip_norm = 3.0;
+	p.learning_rate = 0.5;
+	cr_assert_eq(trn_dpsgd_run(&p, tr, NULL, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_eq(r->steps_done, 1);
+	for (size_t i = 0; i < nw; i++) {
+		s += r->model->params[i];
+		s2 += r->model->params[i] * r->model->params[i];
+	}
+	want = 0.5 * 2.0 * 3.0 / N;
+	/* An sd estimated from 20000 samples has relative sd 1/sqrt(40000):
+	 * 5 of them is 2.5%, so a noise scale off by 10% fails. */
+	cr_assert(fabs(sqrt(s2 / nw) - want) < 5 * want / sqrt(2.0 * nw), "sd %g, want %g",
+		  sqrt(s2 / nw), want);
+	cr_assert(fabs(s / nw) < 6 * want / sqrt((double)nw));
+	trn_dpsgd_result_free(r);
+	mech_rng_free(rng);
+	trn_dataset_free(tr);
+}
+
+Test(dpsgd, nonprivate_baseline_and_pca_run)
+{
+	trn_dataset *tr = blobs(1500, 96), *te = blobs(300, 97);
+	trn_dpsgd_params p;
+	trn_dpsgd_result *r = NULL;
+	mech_rng *rng = seeded(98);
+	acct_error err;
+
+	trn_dpsgd_params_default(&p);
+	p.hidden[0] = 8;
+	p.epochs = 3;
+	p.lot_size = 50;
+	p.pca_components = 3;
+	p.learning_rate = 0.2;
+	acct_error_init(&err);
+	cr_assert_eq(trn_sgd_nonprivate_run(&p, tr, te, rng, NULL, NULL, NULL, &r, &err), 0,
+		     "%s", err.text);
+	cr_assert(r->test_accuracy > 0.9, "accuracy %g", r->test_accuracy);
+	cr_assert_eq(r->model->proj_dim, 3);
+	trn_dpsgd_result_free(r);
+	r = NULL;
+	cr_assert_eq(trn_dpsgd_run(&p, tr, te, rng, NULL, NULL, NULL, &r, &err), 0, "%s",
+		     err.text);
+	trn_dpsgd_result_free(r);
+	r = NULL;
+	p.pca_components = 5; /* more than the 4 features */
+	acct_error_init(&err);
+	cr_assert_eq(trn_dpsgd_run(&p, tr, te, rng, NULL, NULL, NULL, &r, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/pca_components");
+	mech_rng_free(rng);
+	trn_dataset_free(tr);
+	trn_dataset_free(te);
+}

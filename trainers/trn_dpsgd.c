@@ -1,0 +1,579 @@
+/*
+ * trn_dpsgd.c: DP-SGD (Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar,
+ * Zhang, "Deep Learning with Differential Privacy", CCS 2016, Algorithm 1)
+ * and its parameters, privacy event and non-private baseline.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "trn_internal.h"
+
+/* Rows per forward/backward chunk: big enough for efficient dgemm, small
+ * enough that the workspace stays a few MiB. */
+#define TRN_CHUNK_ROWS 1024u
+
+/* ---- names ------------------------------------------------------------- */
+
+int trn_model_kind_from_name(const char *name, trn_model_kind *ret)
+{
+	if (!name)
+		return -1;
+	if (strcmp(name, "logreg") == 0)
+		*ret = TRN_MODEL_LOGREG;
+	else if (strcmp(name, "mlp") == 0)
+		*ret = TRN_MODEL_MLP;
+	else
+		return -1;
+	return 0;
+}
+
+int trn_activation_from_name(const char *name, trn_activation *ret)
+{
+	if (!name)
+		return -1;
+	if (strcmp(name, "relu") == 0)
+		*ret = TRN_ACT_RELU;
+	else if (strcmp(name, "tanh") == 0)
+		*ret = TRN_ACT_TANH;
+	else
+		return -1;
+	return 0;
+}
+
+int trn_clipping_from_name(const char *name, trn_clipping *ret)
+{
+	if (!name)
+		return -1;
+	if (strcmp(name, "global") == 0)
+		*ret = TRN_CLIP_GLOBAL;
+	else if (strcmp(name, "per_layer") == 0)
+		*ret = TRN_CLIP_PER_LAYER;
+	else
+		return -1;
+	return 0;
+}
+
+/* ---- parameters and event -------------------------------------------------- */
+
+void trn_dpsgd_params_default(trn_dpsgd_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->model = TRN_MODEL_MLP;
+	p->n_hidden = 1;
+	p->hidden[0] = 1000;
+	p->activation = TRN_ACT_RELU;
+	p->epochs = 20;
+	p->lot_size = 600;
+	p->noise_multiplier = 1.1;
+	p->clip_norm = 4.0;
+	p->clipping = TRN_CLIP_GLOBAL;
+	p->learning_rate = 0.05;
+	p->learning_rate_final = NAN;
+	p->learning_rate_decay_epochs = 0;
+	p->momentum = 0.0;
+	p->pca_components = 0;
+	p->pca_noise_multiplier = 7.0;
+	p->max_train_examples = 0;
+}
+
+/* Values beyond which a real parameter is surely a mistake. */
+#define TRN_MAX_NOISE_MULTIPLIER 1e6
+#define TRN_MAX_CLIP_NORM 1e6
+#define TRN_MAX_LEARNING_RATE 1e3
+
+static bool in_range(double x, double lo, double hi)
+{
+	return isfinite(x) && x >= lo && x <= hi;
+}
+
+static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err)
+{
+	if (!p)
+		return acct_error_set(err, ACCT_EINVAL, "/params", "no parameters");
+	if (p->model != TRN_MODEL_LOGREG && p->model != TRN_MODEL_MLP)
+		return acct_error_set(err, ACCT_EINVAL, "/params/model",
+				      "model must be \"logreg\" or \"mlp\"");
+	if (p->model == TRN_MODEL_LOGREG && p->n_hidden != 0)
+		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+				      "logreg has no hidden layers");
+	if (p->model == TRN_MODEL_MLP) {
+		if (p->n_hidden < 1 || p->n_hidden > DPG_MAX_HIDDEN_LAYERS)
+			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+					      "an mlp has 1 to %d hidden layers",
+					      DPG_MAX_HIDDEN_LAYERS);
+		for (uint32_t i = 0; i < p->n_hidden; i++)
+			if (p->hidden[i] < 1 || p->hidden[i] > DPG_MAX_HIDDEN_UNITS)
+				return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+						      "hidden layer widths are 1 to %d",
+						      DPG_MAX_HIDDEN_UNITS);
+		if (p->activation != TRN_ACT_RELU && p->activation != TRN_ACT_TANH)
+			return acct_error_set(err, ACCT_EINVAL, "/params/activation",
+					      "activation must be \"relu\" or \"tanh\"");
+	}
+	if (p->epochs < 1 || p->epochs > DPG_MAX_EPOCHS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/epochs",
+				      "epochs must be 1 to %d", DPG_MAX_EPOCHS);
+	if (p->lot_size < 1 || p->lot_size > DPG_MAX_LOT_SIZE)
+		return acct_error_set(err, ACCT_EINVAL, "/params/lot_size",
+				      "lot_size must be 1 to %d", DPG_MAX_LOT_SIZE);
+	if (private) {
+		/* sigma = 0 would release exact sums: no privacy, refused. */
+		if (!in_range(p->noise_multiplier, 0.0, TRN_MAX_NOISE_MULTIPLIER) ||
+		    !(p->noise_multiplier > 0.0))
+			return acct_error_set(err, ACCT_EINVAL, "/params/noise_multiplier",
+					      "noise_multiplier must be > 0 and at most %g",
+					      TRN_MAX_NOISE_MULTIPLIER);
+		if (!in_range(p->clip_norm, 0.0, TRN_MAX_CLIP_NORM) || !(p->clip_norm > 0.0))
+			return acct_error_set(err, ACCT_EINVAL, "/params/clip_norm",
+					      "clip_norm must be > 0 and at most %g",
+					      TRN_MAX_CLIP_NORM);
+		if (p->clipping != TRN_CLIP_GLOBAL && p->clipping != TRN_CLIP_PER_LAYER)
+			return acct_error_set(err, ACCT_EINVAL, "/params/clipping",
+					      "clipping must be \"global\" or \"per_layer\"");
+	}
+	if (!in_range(p->learning_rate, 0.0, TRN_MAX_LEARNING_RATE) || !(p->learning_rate > 0.0))
+		return acct_error_set(err, ACCT_EINVAL, "/params/learning_rate",
+				      "learning_rate must be > 0 and at most %g",
+				      TRN_MAX_LEARNING_RATE);
+	if (!isnan(p->learning_rate_final) &&
+	    !in_range(p->learning_rate_final, 0.0, TRN_MAX_LEARNING_RATE))
+		return acct_error_set(err, ACCT_EINVAL, "/params/learning_rate_final",
+				      "learning_rate_final must be in [0, %g]",
+				      TRN_MAX_LEARNING_RATE);
+	if (p->learning_rate_decay_epochs > DPG_MAX_EPOCHS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/learning_rate_decay_epochs",
+				      "learning_rate_decay_epochs must be at most %d",
+				      DPG_MAX_EPOCHS);
+	if (!in_range(p->momentum, 0.0, 1.0) || !(p->momentum < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, "/params/momentum",
+				      "momentum must be in [0, 1)");
+	if (p->pca_components > DPG_MAX_PCA_COMPONENTS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
+				      "pca_components must be at most %d", DPG_MAX_PCA_COMPONENTS);
+	if (private && p->pca_components > 0 &&
+	    (!in_range(p->pca_noise_multiplier, 0.0, TRN_MAX_NOISE_MULTIPLIER) ||
+	     !(p->pca_noise_multiplier > 0.0)))
+		return acct_error_set(err, ACCT_EINVAL, "/params/pca_noise_multiplier",
+				      "pca_noise_multiplier must be > 0 and at most %g",
+				      TRN_MAX_NOISE_MULTIPLIER);
+	if (p->max_train_examples > (uint64_t)DPG_MAX_TRAIN_EXAMPLES)
+		return acct_error_set(err, ACCT_EINVAL, "/params/max_train_examples",
+				      "max_train_examples must be at most %lld",
+				      (long long)DPG_MAX_TRAIN_EXAMPLES);
+	return 0;
+}
+
+int trn_dpsgd_params_validate(const trn_dpsgd_params *p, acct_error *err)
+{
+	return params_check(p, true, err);
+}
+
+uint64_t trn_dpsgd_examples_used(const trn_dpsgd_params *p, uint64_t n_train)
+{
+	if (p->max_train_examples > 0 && p->max_train_examples < n_train)
+		return p->max_train_examples;
+	return n_train;
+}
+
+int64_t trn_dpsgd_steps(const trn_dpsgd_params *p, uint64_t n_train)
+{
+	uint64_t n = trn_dpsgd_examples_used(p, n_train);
+
+	if (p->lot_size < 1 || n < 1 || p->epochs < 1 || n > (uint64_t)DPG_MAX_TRAIN_EXAMPLES ||
+	    p->epochs > DPG_MAX_EPOCHS)
+		return 0;
+	/* epochs * n < 1e4 * 1e7 fits easily in 64 bits. */
+	return (int64_t)(((uint64_t)p->epochs * n + p->lot_size - 1) / p->lot_size);
+}
+
+/* Checks that also need the table size; writes N, T and q. */
+static int size_check(const trn_dpsgd_params *p, uint64_t n_train, uint64_t *ret_n,
+		      int64_t *ret_steps, double *ret_q, acct_error *err)
+{
+	uint64_t n = trn_dpsgd_examples_used(p, n_train);
+	int64_t steps;
+
+	if (n < 1 || n > (uint64_t)DPG_MAX_TRAIN_EXAMPLES)
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "the training table needs 1 to %lld rows",
+				      (long long)DPG_MAX_TRAIN_EXAMPLES);
+	if (p->lot_size > n)
+		return acct_error_set(err, ACCT_EINVAL, "/params/lot_size",
+				      "lot_size %u exceeds the %llu training examples (q > 1)",
+				      p->lot_size, (unsigned long long)n);
+	steps = trn_dpsgd_steps(p, n_train);
+	if (steps < 1 || steps > DPG_MAX_TRAINING_STEPS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/epochs",
+				      "the job would take %lld steps; at most %lld are allowed",
+				      (long long)steps, (long long)DPG_MAX_TRAINING_STEPS);
+	*ret_n = n;
+	*ret_steps = steps;
+	*ret_q = (double)p->lot_size / (double)n;
+	return 0;
+}
+
+static acct_event *gaussian_event(double sigma)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_GAUSSIAN);
+
+	if (ev)
+		ev->u.gaussian.noise_multiplier = sigma;
+	return ev;
+}
+
+int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64_t steps,
+			      acct_event **ret, acct_error *err)
+{
+	acct_event *sgd = NULL, *pca = NULL, *all = NULL;
+	uint64_t n;
+	int64_t total;
+	double q;
+	int rc;
+
+	rc = params_check(p, true, err);
+	if (rc < 0)
+		return rc;
+	rc = size_check(p, n_train, &n, &total, &q, err);
+	if (rc < 0)
+		return rc;
+	if (steps < 0 || steps > total)
+		return acct_error_set(err, ACCT_EINVAL, "/params/epochs",
+				      "steps %lld outside 0..%lld", (long long)steps,
+				      (long long)total);
+	if (steps > 0) {
+		sgd = acct_event_self_composed(
+			steps, acct_event_poisson_sampled(q, gaussian_event(p->noise_multiplier)));
+		if (!sgd)
+			goto nomem;
+	}
+	if (p->pca_components > 0) {
+		pca = gaussian_event(p->pca_noise_multiplier);
+		if (!pca)
+			goto nomem;
+	}
+	if (sgd && pca) {
+		all = acct_event_new(ACCT_EV_COMPOSED);
+		if (!all)
+			goto nomem;
+		all->u.composed.events = calloc(2, sizeof(acct_event *));
+		if (!all->u.composed.events)
+			goto nomem;
+		all->u.composed.n = 2;
+		all->u.composed.events[0] = pca;
+		all->u.composed.events[1] = sgd;
+		*ret = all;
+	} else {
+		*ret = sgd ? sgd : pca;
+	}
+	return 0;
+nomem:
+	acct_event_free(all);
+	acct_event_free(sgd);
+	acct_event_free(pca);
+	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory building the event");
+}
+
+int trn_dpsgd_event(const trn_dpsgd_params *p, uint64_t n_train, acct_event **ret,
+		    acct_error *err)
+{
+	int64_t steps;
+	uint64_t n;
+	double q;
+	int rc;
+
+	rc = params_check(p, true, err);
+	if (rc < 0)
+		return rc;
+	rc = size_check(p, n_train, &n, &steps, &q, err);
+	if (rc < 0)
+		return rc;
+	return trn_dpsgd_event_for_steps(p, n_train, steps, ret, err);
+}
+
+/* ---- sampling ------------------------------------------------------------- */
+
+int trn__poisson_sample(mech_rng *rng, size_t n, double q, uint64_t *buf, size_t *idx,
+			size_t *ret_count)
+{
+	/*
+	 * Row i joins when a uniform 64-bit word is below floor(q 2^64): the
+	 * probability is floor(q 2^64) / 2^64, which equals the double q exactly
+	 * when q >= 2^-12 (its ulp is then a multiple of 2^-64) and is at most q
+	 * otherwise; q = 1 takes every row.
+	 */
+	uint64_t threshold;
+	size_t count = 0;
+
+	if (q >= 1.0) {
+		for (size_t i = 0; i < n; i++)
+			idx[i] = i;
+		*ret_count = n;
+		return 0;
+	}
+	threshold = (uint64_t)ldexp(q, 64);
+	if (mech_rng_bytes(rng, buf, n * sizeof(uint64_t)) < 0)
+		return ACCT_EINTERNAL;
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] < threshold)
+			idx[count++] = i;
+	*ret_count = count;
+	return 0;
+}
+
+/* ---- training loop ------------------------------------------------------------ */
+
+void trn_dpsgd_result_free(trn_dpsgd_result *r)
+{
+	if (!r)
+		return;
+	trn_model_free(r->model);
+	free(r);
+}
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Linear decay from lr0 to lr1 over `decay` epochs, then lr1 (Abadi et al. §5). */
+static double scheduled_rate(const trn_dpsgd_params *p, double epochs_done)
+{
+	double lr0 = p->learning_rate;
+	double lr1 = isnan(p->learning_rate_final) ? lr0 : p->learning_rate_final;
+
+	if (p->learning_rate_decay_epochs == 0)
+		return lr0;
+	if (epochs_done >= p->learning_rate_decay_epochs)
+		return lr1;
+	return lr0 + (lr1 - lr0) * epochs_done / p->learning_rate_decay_epochs;
+}
+
+static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *train_ds,
+		 const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+		 void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
+		 acct_error *err)
+{
+	trn_dpsgd_result *res = NULL;
+	trn_model *m = NULL;
+	trn__workspace *ws = NULL;
+	double *xproj = NULL, *grad = NULL, *noise = NULL, *velocity = NULL;
+	uint64_t *ubuf = NULL;
+	size_t *idx = NULL;
+	uint32_t *ylot = NULL;
+	const double *xtr;
+	uint32_t widths[TRN_MAX_LAYERS + 1], n_layers;
+	uint64_t n;
+	int64_t steps, step;
+	size_t d, cap;
+	double q, t0, noise_sd, last_loss = NAN, last_acc = NAN;
+	trn__clip clip;
+	int rc;
+
+	rc = params_check(p, private, err);
+	if (rc < 0)
+		goto out;
+	if (!train_ds || !rng) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/data", "no training table or rng");
+		goto out;
+	}
+	rc = trn_dataset_validate(train_ds, "/data", err);
+	if (rc < 0)
+		goto out;
+	if (eval && (eval->d != train_ds->d || eval->num_classes != train_ds->num_classes ||
+		     trn_dataset_validate(eval, "/data", NULL) < 0)) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/data",
+				    "the evaluation table does not match the training table");
+		goto out;
+	}
+	rc = size_check(p, train_ds->n, &n, &steps, &q, err);
+	if (rc < 0)
+		goto out;
+	d = train_ds->d;
+	if (p->pca_components > d) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
+				    "pca_components %u exceeds the %zu features",
+				    p->pca_components, d);
+		goto out;
+	}
+
+	res = calloc(1, sizeof(*res));
+	if (!res)
+		goto nomem;
+	res->test_accuracy = NAN;
+	res->test_loss = NAN;
+	res->steps_total = steps;
+	res->examples_used = n;
+
+	n_layers = p->model == TRN_MODEL_LOGREG ? 1 : p->n_hidden + 1;
+	widths[0] = p->pca_components ? p->pca_components : (uint32_t)d;
+	for (uint32_t l = 1; l < n_layers; l++)
+		widths[l] = p->hidden[l - 1];
+	widths[n_layers] = train_ds->num_classes;
+	rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
+			    &m, err);
+	if (rc < 0)
+		goto out;
+	m->input_dim = (uint32_t)d;
+
+	/* DP-PCA on the N rows used, then project them once. */
+	xtr = train_ds->x;
+	if (p->pca_components) {
+		double tp = now_seconds();
+		size_t k = p->pca_components;
+
+		m->proj_dim = (uint32_t)k;
+		m->proj = malloc(d * k * sizeof(double));
+		xproj = malloc((size_t)n * k * sizeof(double));
+		if (!m->proj || !xproj)
+			goto nomem;
+		rc = trn__dp_pca(train_ds->x, (size_t)n, d, k, private ? p->pca_noise_multiplier : 0.0,
+				 rng, m->proj, err);
+		if (rc < 0)
+			goto out;
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)k, (int)d, 1.0,
+			    train_ds->x, (int)d, m->proj, (int)k, 0.0, xproj, (int)k);
+		xtr = xproj;
+		res->pca_seconds = now_seconds() - tp;
+	}
+	rc = trn__model_init(m, rng, err);
+	if (rc < 0)
+		goto out;
+
+	cap = p->lot_size < TRN_CHUNK_ROWS ? p->lot_size : TRN_CHUNK_ROWS;
+	rc = trn__workspace_new(m, cap, &ws, err);
+	if (rc < 0)
+		goto out;
+	grad = malloc(m->n_params * sizeof(double));
+	noise = private ? malloc(m->n_params * sizeof(double)) : NULL;
+	velocity = p->momentum > 0.0 ? calloc(m->n_params, sizeof(double)) : NULL;
+	ubuf = malloc((size_t)n * sizeof(uint64_t));
+	idx = malloc((size_t)n * sizeof(size_t));
+	ylot = malloc(cap * sizeof(uint32_t));
+	if (!grad || (private && !noise) || (p->momentum > 0.0 && !velocity) || !ubuf || !idx ||
+	    !ylot)
+		goto nomem;
+
+	clip.enabled = private;
+	clip.mode = p->clipping;
+	clip.clip_norm = p->clip_norm;
+	noise_sd = p->noise_multiplier * p->clip_norm;
+	t0 = now_seconds();
+	for (step = 1; step <= steps; step++) {
+		size_t count, k0 = widths[0];
+		double epochs_done = (double)(step - 1) * p->lot_size / (double)n;
+		double lr = scheduled_rate(p, epochs_done);
+		uint64_t full_before = (uint64_t)(step - 1) * p->lot_size / n;
+		uint64_t full_after = (uint64_t)step * p->lot_size / n;
+		trn_progress pr;
+
+		if (cancel && atomic_load(cancel))
+			break;
+		/* Algorithm 1: take a random sample L_t with probability L/N. */
+		if (trn__poisson_sample(rng, (size_t)n, q, ubuf, idx, &count) < 0) {
+			rc = acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
+			goto out;
+		}
+		/* Compute, clip and sum the per-example gradients, chunk by chunk. */
+		memset(grad, 0, m->n_params * sizeof(double));
+		for (size_t s = 0; s < count; s += cap) {
+			size_t B = count - s < cap ? count - s : cap;
+
+			for (size_t i = 0; i < B; i++) {
+				size_t r = idx[s + i];
+
+				memcpy(ws->act[0] + i * k0, xtr + r * k0, k0 * sizeof(double));
+				ylot[i] = train_ds->y[r];
+			}
+			trn__chunk_gradient(m, ws, ylot, B, &clip, grad, NULL, NULL, NULL);
+		}
+		res->examples_processed += count;
+		/* Add noise N(0, sigma^2 C^2 I); the sum is divided by L, not |L_t|. */
+		if (private) {
+			if (mech_rng_normal_fill(rng, noise, m->n_params) < 0) {
+				rc = acct_error_set(err, ACCT_EINTERNAL, "",
+						    "the random stream failed");
+				goto out;
+			}
+			cblas_daxpy((int)m->n_params, noise_sd, noise, 1, grad, 1);
+		}
+		/* Descend: theta -= lr * g / L (with heavy-ball momentum if asked). */
+		if (velocity) {
+			cblas_dscal((int)m->n_params, p->momentum, velocity, 1);
+			cblas_daxpy((int)m->n_params, 1.0 / p->lot_size, grad, 1, velocity, 1);
+			cblas_daxpy((int)m->n_params, -lr, velocity, 1, m->params, 1);
+		} else {
+			cblas_daxpy((int)m->n_params, -lr / p->lot_size, grad, 1, m->params, 1);
+		}
+		res->steps_done = step;
+
+		pr.evaluated = false;
+		if (eval && (full_after > full_before || step == steps)) {
+			rc = trn_model_evaluate(m, eval, &last_acc, &last_loss, err);
+			if (rc < 0)
+				goto out;
+			pr.evaluated = true;
+		}
+		if (progress) {
+			uint64_t ep = full_before + 1;
+
+			pr.epoch = (uint32_t)(ep > p->epochs ? p->epochs : ep);
+			pr.epochs = p->epochs;
+			pr.step = step;
+			pr.steps_total = steps;
+			pr.learning_rate = lr;
+			pr.loss = last_loss;
+			pr.accuracy = last_acc;
+			if (progress(&pr, progress_user) != 0)
+				break;
+		}
+	}
+	res->train_seconds = now_seconds() - t0;
+	if (eval) {
+		rc = trn_model_evaluate(m, eval, &res->test_accuracy, &res->test_loss, err);
+		if (rc < 0)
+			goto out;
+	}
+	res->model = m;
+	m = NULL;
+	rc = res->steps_done < steps ? TRN_CANCELLED : 0;
+	*ret = res;
+	res = NULL;
+	goto out;
+nomem:
+	rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for training");
+out:
+	trn_dpsgd_result_free(res);
+	trn_model_free(m);
+	trn__workspace_free(ws);
+	free(xproj);
+	free(grad);
+	free(noise);
+	free(velocity);
+	free(ubuf);
+	free(idx);
+	free(ylot);
+	return rc;
+}
+
+int trn_dpsgd_run(const trn_dpsgd_params *p, const trn_dataset *train_ds,
+		  const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+		  void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
+		  acct_error *err)
+{
+	return train(p, true, train_ds, eval, rng, progress, progress_user, cancel, ret, err);
+}
+
+int trn_sgd_nonprivate_run(const trn_dpsgd_params *p, const trn_dataset *train_ds,
+			   const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+			   void *progress_user, const atomic_bool *cancel,
+			   trn_dpsgd_result **ret, acct_error *err)
+{
+	return train(p, false, train_ds, eval, rng, progress, progress_user, cancel, ret, err);
+}

@@ -1,0 +1,537 @@
+/*
+ * trn_model.c: dense softmax classifiers (logistic regression, MLP), their
+ * batched forward/backward passes with per-example clipping by the norm
+ * trick, and the model file format.
+ *
+ * Linear algebra goes straight to CBLAS, which meson links from OpenBLAS
+ * ahead of GSL's reference libgslcblas (tests/trainers checks where
+ * cblas_dgemm resolves at run time).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "trn_internal.h"
+
+int trn__model_new(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
+		   trn_model **ret, acct_error *err)
+{
+	trn_model *m = NULL;
+	size_t off = 0;
+
+	if (n_layers < 1 || n_layers > TRN_MAX_LAYERS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+				      "a model has 1 to %d dense layers", TRN_MAX_LAYERS);
+	if (activation != 0 && activation != TRN_ACT_RELU && activation != TRN_ACT_TANH)
+		return acct_error_set(err, ACCT_EINVAL, "/params/activation",
+				      "unknown activation");
+	for (uint32_t l = 0; l <= n_layers; l++)
+		if (widths[l] < 1 || widths[l] > (l == 0 ? DPG_MAX_FEATURES : DPG_MAX_HIDDEN_UNITS) ||
+		    (l == n_layers && widths[l] < 2))
+			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+					      "layer width %u is out of bounds", widths[l]);
+	for (uint32_t l = 0; l < n_layers; l++) {
+		off += (size_t)widths[l + 1] * widths[l] + widths[l + 1];
+		if (off > (size_t)DPG_MAX_MODEL_PARAMS)
+			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+					      "the model would have more than %lld parameters",
+					      (long long)DPG_MAX_MODEL_PARAMS);
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		goto nomem;
+	m->n_layers = n_layers;
+	m->activation = activation;
+	memcpy(m->dims, widths, (n_layers + 1) * sizeof(uint32_t));
+	m->input_dim = widths[0];
+	off = 0;
+	for (uint32_t l = 0; l < n_layers; l++) {
+		m->w_off[l] = off;
+		off += (size_t)widths[l + 1] * widths[l];
+		m->b_off[l] = off;
+		off += widths[l + 1];
+	}
+	m->n_params = off;
+	m->params = calloc(off, sizeof(double));
+	if (!m->params)
+		goto nomem;
+	*ret = m;
+	return 0;
+nomem:
+	trn_model_free(m);
+	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a model");
+}
+
+void trn_model_free(trn_model *m)
+{
+	if (!m)
+		return;
+	free(m->proj);
+	free(m->params);
+	free(m);
+}
+
+int trn__model_init(trn_model *m, mech_rng *rng, acct_error *err)
+{
+	memset(m->params, 0, m->n_params * sizeof(double));
+	if (m->activation == 0)
+		return 0; /* logistic regression: a convex problem, start at zero */
+	for (uint32_t l = 0; l < m->n_layers; l++) {
+		size_t nw = (size_t)m->dims[l + 1] * m->dims[l];
+		double *w = m->params + m->w_off[l];
+		/* He et al. 2015 for relu, LeCun for tanh. */
+		double sd = sqrt((m->activation == TRN_ACT_RELU ? 2.0 : 1.0) / m->dims[l]);
+
+		if (mech_rng_normal_fill(rng, w, nw) < 0)
+			return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
+		cblas_dscal((int)nw, sd, w, 1);
+	}
+	return 0;
+}
+
+/* ---- workspace ---------------------------------------------------------- */
+
+int trn__workspace_new(const trn_model *m, size_t cap, trn__workspace **ret, acct_error *err)
+{
+	trn__workspace *ws = calloc(1, sizeof(*ws));
+
+	if (!ws)
+		goto nomem;
+	ws->cap = cap;
+	ws->n_layers = m->n_layers;
+	for (uint32_t l = 0; l <= m->n_layers; l++) {
+		ws->act[l] = malloc(cap * m->dims[l] * sizeof(double));
+		if (!ws->act[l])
+			goto nomem;
+	}
+	for (uint32_t l = 0; l < m->n_layers; l++) {
+		ws->delta[l] = malloc(cap * m->dims[l + 1] * sizeof(double));
+		ws->sq[l] = malloc(cap * sizeof(double));
+		if (!ws->delta[l] || !ws->sq[l])
+			goto nomem;
+	}
+	ws->scale = malloc(cap * m->n_layers * sizeof(double));
+	ws->loss = malloc(cap * sizeof(double));
+	if (!ws->scale || !ws->loss)
+		goto nomem;
+	*ret = ws;
+	return 0;
+nomem:
+	trn__workspace_free(ws);
+	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a training workspace");
+}
+
+void trn__workspace_free(trn__workspace *ws)
+{
+	if (!ws)
+		return;
+	for (uint32_t l = 0; l <= TRN_MAX_LAYERS; l++)
+		free(ws->act[l]);
+	for (uint32_t l = 0; l < TRN_MAX_LAYERS; l++) {
+		free(ws->delta[l]);
+		free(ws->sq[l]);
+	}
+	free(ws->scale);
+	free(ws->loss);
+	free(ws);
+}
+
+/* ---- passes -------------------------------------------------------------- */
+
+/*
+ * act[l+1] = f(act[l] W_l^T + b_l) for every layer; the last layer's output
+ * is overwritten with the softmax.  Per-example cross-entropy goes to
+ * ws->loss, computed from the log-sum-exp of the logits.
+ */
+static void forward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
+		    double *ret_loss_sum, size_t *ret_correct)
+{
+	uint32_t L = m->n_layers;
+	double loss_sum = 0.0;
+	size_t correct = 0;
+
+	for (uint32_t l = 0; l < L; l++) {
+		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
+		const double *w = m->params + m->w_off[l], *b = m->params + m->b_off[l];
+		double *z = ws->act[l + 1];
+
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, out, in, 1.0,
+			    ws->act[l], in, w, in, 0.0, z, out);
+		for (size_t i = 0; i < B; i++) {
+			double *zi = z + i * (size_t)out;
+
+			for (int j = 0; j < out; j++)
+				zi[j] += b[j];
+			if (l + 1 == L)
+				continue;
+			if (m->activation == TRN_ACT_RELU) {
+				for (int j = 0; j < out; j++)
+					zi[j] = zi[j] > 0.0 ? zi[j] : 0.0;
+			} else {
+				for (int j = 0; j < out; j++)
+					zi[j] = tanh(zi[j]);
+			}
+		}
+	}
+	for (size_t i = 0; i < B; i++) {
+		int k = (int)m->dims[L];
+		double *zi = ws->act[L] + i * (size_t)k, mx = zi[0], s = 0.0, lse;
+		int arg = 0;
+
+		for (int j = 1; j < k; j++)
+			if (zi[j] > mx) {
+				mx = zi[j];
+				arg = j;
+			}
+		for (int j = 0; j < k; j++)
+			s += exp(zi[j] - mx);
+		lse = mx + log(s);
+		ws->loss[i] = lse - zi[y[i]];
+		loss_sum += ws->loss[i];
+		correct += (uint32_t)arg == y[i];
+		for (int j = 0; j < k; j++)
+			zi[j] = exp(zi[j] - lse);
+	}
+	if (ret_loss_sum)
+		*ret_loss_sum = loss_sum;
+	if (ret_correct)
+		*ret_correct = correct;
+}
+
+void trn__chunk_forward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
+			double *ret_loss_sum, size_t *ret_correct)
+{
+	forward(m, ws, y, B, ret_loss_sum, ret_correct);
+}
+
+static double row_sqnorm(const double *v, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t j = 0; j < n; j++)
+		s += v[j] * v[j];
+	return s;
+}
+
+void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
+			 const trn__clip *clip, double *grad, double *ret_norms,
+			 double *ret_loss_sum, size_t *ret_correct)
+{
+	uint32_t L = m->n_layers;
+
+	if (B == 0) {
+		if (ret_loss_sum)
+			*ret_loss_sum = 0.0;
+		if (ret_correct)
+			*ret_correct = 0;
+		return;
+	}
+	forward(m, ws, y, B, ret_loss_sum, ret_correct);
+
+	/* Output error of softmax cross-entropy: p - onehot(y). */
+	{
+		size_t k = m->dims[L];
+
+		memcpy(ws->delta[L - 1], ws->act[L], B * k * sizeof(double));
+		for (size_t i = 0; i < B; i++)
+			ws->delta[L - 1][i * k + y[i]] -= 1.0;
+	}
+	/* Back-propagate the per-example errors: delta_{l-1} = (delta_l W_l) . f'. */
+	for (uint32_t l = L - 1; l >= 1; l--) {
+		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
+		const double *w = m->params + m->w_off[l];
+		double *dprev = ws->delta[l - 1];
+		const double *a = ws->act[l];
+
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, in, out, 1.0,
+			    ws->delta[l], out, w, in, 0.0, dprev, in);
+		if (m->activation == TRN_ACT_RELU) {
+			for (size_t t = 0; t < B * (size_t)in; t++)
+				if (a[t] <= 0.0)
+					dprev[t] = 0.0;
+		} else {
+			for (size_t t = 0; t < B * (size_t)in; t++)
+				dprev[t] *= 1.0 - a[t] * a[t];
+		}
+	}
+
+	/*
+	 * Norm trick (Goodfellow 2015): example i's gradient for layer l is
+	 * delta_i a_i^T and delta_i, so its squared norm is
+	 * ||delta_i||^2 (||a_i||^2 + 1), with no per-example matrix.
+	 */
+	if ((clip && clip->enabled) || ret_norms) {
+		for (uint32_t l = 0; l < L; l++) {
+			size_t in = m->dims[l], out = m->dims[l + 1];
+
+			for (size_t i = 0; i < B; i++)
+				ws->sq[l][i] = row_sqnorm(ws->delta[l] + i * out, out) *
+					       (row_sqnorm(ws->act[l] + i * in, in) + 1.0);
+		}
+		if (ret_norms)
+			for (size_t i = 0; i < B; i++) {
+				double s = 0.0;
+
+				for (uint32_t l = 0; l < L; l++)
+					s += ws->sq[l][i];
+				ret_norms[i] = sqrt(s);
+			}
+	}
+	/*
+	 * Clipping factors (Abadi et al. Alg. 1: g / max(1, ||g|| / C)); for
+	 * per-layer clipping each of the L layers gets C / sqrt(L), so the
+	 * whole clipped gradient still has norm at most C.
+	 */
+	if (clip && clip->enabled) {
+		for (size_t i = 0; i < B; i++) {
+			if (clip->mode == TRN_CLIP_GLOBAL) {
+				double s = 0.0, c;
+
+				for (uint32_t l = 0; l < L; l++)
+					s += ws->sq[l][i];
+				s = sqrt(s);
+				c = s > clip->clip_norm ? clip->clip_norm / s : 1.0;
+				for (uint32_t l = 0; l < L; l++)
+					ws->scale[l * B + i] = c;
+			} else {
+				double cl = clip->clip_norm / sqrt((double)L);
+
+				for (uint32_t l = 0; l < L; l++) {
+					double s = sqrt(ws->sq[l][i]);
+
+					ws->scale[l * B + i] = s > cl ? cl / s : 1.0;
+				}
+			}
+		}
+		for (uint32_t l = 0; l < L; l++) {
+			size_t out = m->dims[l + 1];
+
+			for (size_t i = 0; i < B; i++) {
+				double c = ws->scale[l * B + i];
+
+				if (c != 1.0)
+					cblas_dscal((int)out, c, ws->delta[l] + i * out, 1);
+			}
+		}
+	}
+	/* The clipped sum as one reweighted matmul per layer: (diag(c) D)^T A. */
+	for (uint32_t l = 0; l < L; l++) {
+		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
+		double *gw = grad + m->w_off[l], *gb = grad + m->b_off[l];
+		const double *d = ws->delta[l];
+
+		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, (int)B, 1.0, d, out,
+			    ws->act[l], in, 1.0, gw, in);
+		for (size_t i = 0; i < B; i++)
+			cblas_daxpy(out, 1.0, d + i * (size_t)out, 1, gb, 1);
+	}
+}
+
+double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x, uint32_t y)
+{
+	double loss;
+
+	memcpy(ws->act[0], x, m->dims[0] * sizeof(double));
+	forward(m, ws, &y, 1, &loss, NULL);
+	return loss;
+}
+
+/* ---- prediction ------------------------------------------------------------ */
+
+/* Copies (projecting if the model projects) rows [start, start+B) of a raw
+ * table into ws->act[0]. */
+static void load_rows(const trn_model *m, trn__workspace *ws, const double *x, size_t start,
+		      size_t B)
+{
+	const double *src = x + start * m->input_dim;
+
+	if (m->proj_dim)
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)m->proj_dim,
+			    (int)m->input_dim, 1.0, src, (int)m->input_dim, m->proj, (int)m->proj_dim,
+			    0.0, ws->act[0], (int)m->proj_dim);
+	else
+		memcpy(ws->act[0], src, B * m->input_dim * sizeof(double));
+}
+
+int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
+		       double *ret_loss, acct_error *err)
+{
+	trn__workspace *ws = NULL;
+	size_t cap = 512, correct = 0;
+	double loss = 0.0;
+	int rc;
+
+	if (!m || !ds || ds->d != m->input_dim || ds->num_classes != m->dims[m->n_layers])
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "the table does not match the model's shape");
+	rc = trn__workspace_new(m, cap, &ws, err);
+	if (rc < 0)
+		return rc;
+	for (size_t s = 0; s < ds->n; s += cap) {
+		size_t B = ds->n - s < cap ? ds->n - s : cap, c;
+		double l;
+
+		load_rows(m, ws, ds->x, s, B);
+		forward(m, ws, ds->y + s, B, &l, &c);
+		loss += l;
+		correct += c;
+	}
+	if (ret_accuracy)
+		*ret_accuracy = (double)correct / ds->n;
+	if (ret_loss)
+		*ret_loss = loss / ds->n;
+	trn__workspace_free(ws);
+	return 0;
+}
+
+int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *ret_class,
+		      acct_error *err)
+{
+	trn__workspace *ws = NULL;
+	uint32_t dummy = 0, k, arg = 0;
+	const double *p;
+	int rc;
+
+	if (!m || !x || d != m->input_dim)
+		return acct_error_set(err, ACCT_EINVAL, "/features",
+				      "expected %u features", m ? m->input_dim : 0);
+	rc = trn__workspace_new(m, 1, &ws, err);
+	if (rc < 0)
+		return rc;
+	load_rows(m, ws, x, 0, 1);
+	forward(m, ws, &dummy, 1, NULL, NULL);
+	k = m->dims[m->n_layers];
+	p = ws->act[m->n_layers];
+	for (uint32_t j = 1; j < k; j++)
+		if (p[j] > p[arg])
+			arg = j;
+	*ret_class = arg;
+	trn__workspace_free(ws);
+	return 0;
+}
+
+/* ---- serialisation ------------------------------------------------------ */
+
+static uint8_t *put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return p + 4;
+}
+
+static uint8_t *put_f64(uint8_t *p, double x)
+{
+	uint64_t v;
+
+	memcpy(&v, &x, 8);
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return p + 8;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static double get_f64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	double x;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	memcpy(&x, &v, 8);
+	return x;
+}
+
+#define MODEL_FIXED_HEADER 32u
+
+int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
+			acct_error *err)
+{
+	size_t n_proj = (size_t)m->input_dim * m->proj_dim;
+	size_t len = MODEL_FIXED_HEADER + 4 * (m->n_layers + 1) + 8 * (n_proj + m->n_params);
+	uint8_t *buf = malloc(len), *p;
+
+	if (!buf)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory serialising a model");
+	memcpy(buf, TRN_MODEL_MAGIC, 8);
+	p = buf + 8;
+	p = put_u32(p, TRN_MODEL_FORMAT_VERSION);
+	p = put_u32(p, m->activation);
+	p = put_u32(p, m->input_dim);
+	p = put_u32(p, m->proj_dim);
+	p = put_u32(p, m->n_layers);
+	p = put_u32(p, m->dims[m->n_layers]);
+	for (uint32_t l = 0; l <= m->n_layers; l++)
+		p = put_u32(p, m->dims[l]);
+	for (size_t i = 0; i < n_proj; i++)
+		p = put_f64(p, m->proj[i]);
+	/* params is already laid out as W_1, b_1, W_2, b_2, ... */
+	for (size_t i = 0; i < m->n_params; i++)
+		p = put_f64(p, m->params[i]);
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_error *err)
+{
+	uint32_t version, act, input_dim, proj_dim, n_layers, classes;
+	uint32_t widths[TRN_MAX_LAYERS + 1];
+	trn_model *m = NULL;
+	const uint8_t *p;
+	size_t n_proj, need;
+	int rc;
+
+	if (!buf || len < MODEL_FIXED_HEADER || memcmp(buf, TRN_MODEL_MAGIC, 8) != 0)
+		return acct_error_set(err, ACCT_EINVAL, "/model", "not a dpgate model file");
+	version = get_u32(buf + 8);
+	act = get_u32(buf + 12);
+	input_dim = get_u32(buf + 16);
+	proj_dim = get_u32(buf + 20);
+	n_layers = get_u32(buf + 24);
+	classes = get_u32(buf + 28);
+	if (version != TRN_MODEL_FORMAT_VERSION || n_layers < 1 || n_layers > TRN_MAX_LAYERS ||
+	    input_dim < 1 || input_dim > DPG_MAX_FEATURES || proj_dim > DPG_MAX_PCA_COMPONENTS ||
+	    proj_dim > input_dim || act > TRN_ACT_TANH || (act == 0) != (n_layers == 1) ||
+	    len < MODEL_FIXED_HEADER + 4 * (n_layers + 1))
+		return acct_error_set(err, ACCT_EINVAL, "/model", "bad model header");
+	p = buf + MODEL_FIXED_HEADER;
+	for (uint32_t l = 0; l <= n_layers; l++, p += 4)
+		widths[l] = get_u32(p);
+	if (widths[0] != (proj_dim ? proj_dim : input_dim) || widths[n_layers] != classes)
+		return acct_error_set(err, ACCT_EINVAL, "/model", "inconsistent layer widths");
+	rc = trn__model_new(n_layers, widths, act, &m, err);
+	if (rc < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/model", "bad layer widths");
+	n_proj = (size_t)input_dim * proj_dim;
+	need = MODEL_FIXED_HEADER + 4 * (n_layers + 1) + 8 * (n_proj + m->n_params);
+	if (len != need) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/model",
+				    "model file has %zu bytes, expected %zu", len, need);
+		goto out;
+	}
+	m->input_dim = input_dim;
+	m->proj_dim = proj_dim;
+	if (proj_dim) {
+		m->proj = malloc(n_proj * sizeof(double));
+		if (!m->proj) {
+			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < n_proj; i++, p += 8)
+			m->proj[i] = get_f64(p);
+	}
+	for (size_t i = 0; i < m->n_params; i++, p += 8)
+		m->params[i] = get_f64(p);
+	*ret = m;
+	m = NULL;
+	rc = 0;
+out:
+	trn_model_free(m);
+	return rc;
+}
