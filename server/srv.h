@@ -319,6 +319,9 @@ typedef struct srv_response {
 
 typedef int (*srv_handler)(srv_request *req, srv_response *res);
 
+/* SHA-256(method \n path \n body) of a request, for Idempotency-Key checks. */
+void srv_request_hash(const srv_request *req, uint8_t out[32]);
+
 typedef struct srv_route {
 	const char *method;
 	const char *pattern;        /* "/v1/datasets/{id}/charges" */

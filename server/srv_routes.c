@@ -13,6 +13,7 @@
 #include "srv.h"
 #include "srv_embedded.h"
 #include "srv_json.h"
+#include "srv_pate_session.h"
 #include "srv_stateless.h"
 
 #define DEFAULT_RESERVATION_TTL_S (24 * 3600)
@@ -39,7 +40,7 @@ static void reply_store_error(srv_response *res, int rc, const char *what)
 }
 
 /* Computes SHA-256(method \n path \n body) for idempotency checks. */
-static void request_hash(const srv_request *req, uint8_t out[crypto_hash_sha256_BYTES])
+void srv_request_hash(const srv_request *req, uint8_t out[crypto_hash_sha256_BYTES])
 {
 	crypto_hash_sha256_state st;
 
@@ -557,7 +558,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	sp.body_fn = kind == SRV_SPEND_RESERVE ? reserve_body : charge_body;
 	sp.body_arg = &arg;
 	if (req->idempotency_key) {
-		request_hash(req, hash);
+		srv_request_hash(req, hash);
 		sp.idempotency_key = req->idempotency_key;
 		sp.request_hash = hash;
 	}
@@ -790,6 +791,11 @@ const srv_route srv_routes[] = {
 	/* ---- end mechanisms and hosted data ---- */
 
 	/* ---- PATE sessions (srv_pate_session.c) ---- */
+	{"GET", "/v1/datasets/{id}/pate/sessions", SRV_READ, false, srv_pate_session_list},
+	{"POST", "/v1/datasets/{id}/pate/sessions", SRV_SPEND, true, srv_pate_session_create},
+	{"GET", "/v1/datasets/{id}/pate/sessions/{sid}", SRV_READ, false, srv_pate_session_get},
+	{"POST", "/v1/datasets/{id}/pate/sessions/{sid}/queries", SRV_SPEND, true, srv_pate_session_queries},
+	{"POST", "/v1/datasets/{id}/pate/sessions/{sid}/release", SRV_SPEND, true, srv_pate_session_release},
 	/* ---- end PATE sessions ---- */
 
 	/* ---- jobs (srv_jobs.c) ---- */
