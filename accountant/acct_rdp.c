@@ -118,6 +118,16 @@ static double moment_integrand(double z, void *vp)
 		/* phi0 * [(1+x)^beta - 1 - beta x] with x = q expm1(w) >= -q. */
 		double x = p->q * expm1(w);
 
+		if (fabs(p->beta * x) < 0.1) {
+			/* sum_{k>=2} C(beta,k) x^k: no cancellation for tiny x */
+			double t = p->beta * (p->beta - 1.0) / 2.0 * x * x, s = t;
+
+			for (int k = 2; k < 60 && fabs(t) > 1e-17 * fabs(s); k++) {
+				t *= (p->beta - k) / (k + 1.0) * x;
+				s += t;
+			}
+			return exp(lphi0) * s;
+		}
 		if (isfinite(x) && fabs(x) < 0.5)
 			return exp(lphi0) * (expm1(p->beta * l1) - p->beta * x);
 		/* Far from the cancellation: phi0 (1+x)^beta - phi0 - beta q (phi1 - phi0). */
