@@ -285,7 +285,7 @@ Test(edge, delta_zero)
 	 * epsilon 4/8 (up to grid steps). */
 	acct_error_init(&err);
 	cr_assert_eq(acct_epsilon(l, 1e-12, &o, &r, &err), 0, "%s", err.text);
-	cr_expect(r.epsilon >= 0.5 - 1e-12 && r.epsilon <= 0.5 + 4 * ACCT_PLD_DEFAULT_INTERVAL);
+	cr_expect(r.epsilon >= 0.5 - 1e-9 && r.epsilon <= 0.5 + 4 * ACCT_PLD_DEFAULT_INTERVAL, "%.17g", r.epsilon);
 	acct_event_free(l);
 	acct_event_free(g);
 }
