@@ -181,6 +181,17 @@ Test(rdp, sampled_gaussian_integration_agrees_with_closed_form)
 	}
 }
 
+/* Fractional order 3.9, q = 0.1, sigma = 4.606 (acc-015's optimum): the
+ * value of log(E_{N(0,s^2)}[(1-q+q e^{(2z-1)/2s^2})^a])/(a-1) computed by
+ * mpmath.quad at 30 digits, an implementation independent of this code. */
+Test(rdp, fractional_order_exact)
+{
+	double want = 0.000948866729294242016739496943623;
+	double got = acct_rdp_sampled_gaussian(0.1, 4.606, 3.9, false);
+
+	cr_expect(fabs(got - want) < 1e-11 * want, "%.17g", got);
+}
+
 /* count = 1 is the event itself; count = 1e7 of a Gaussian is one Gaussian
  * with sigma / sqrt(1e7) (RDP and zCDP are linear in the count). */
 Test(edge, counts_one_and_ten_million)
