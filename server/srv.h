@@ -152,6 +152,7 @@ typedef struct srv_spend {
 	int64_t ttl_seconds;          /* reservations */
 	srv_spend_body_fn body_fn;
 	void *body_arg;               /* passed to body_fn, plan_fn and txn_fn */
+	int success_status;           /* HTTP status of the answer; 0 = 201 */
 } srv_spend;
 
 /*
@@ -340,6 +341,7 @@ int srv_route_match(const char *method, const char *path, char *scratch, size_t 
 
 struct srv_ctx {
 	srv_store *store;
+	struct srv_jobs *jobs;
 	char db_path[4096];
 	char data_dir[4096];
 	srv_route_metrics *route_metrics;  /* srv_routes_count + 1 (unmatched) */
@@ -352,6 +354,13 @@ struct srv_ctx {
  * (stolen, may be NULL) is merged into the body. */
 void srv_problem(srv_response *res, int status, const char *title, const char *detail,
 		 const char *field, json_t *extra);
+
+/* The 409 answer for a release that does not fit (or an archived dataset):
+ * budget summary, remaining and the release's cost. `cost` may be NULL. */
+void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost);
+
+/* SHA-256 of method, path and body: what an Idempotency-Key is bound to. */
+void srv_request_hash(const srv_request *req, uint8_t out[32]);
 
 /* Maps an acct_error to 400/409/422/500 problem+json. */
 void srv_problem_from_error(srv_response *res, const acct_error *err);

@@ -12,6 +12,7 @@
 
 #include "srv.h"
 #include "srv_embedded.h"
+#include "srv_jobs.h"
 #include "srv_json.h"
 #include "srv_stateless.h"
 
@@ -39,7 +40,7 @@ static void reply_store_error(srv_response *res, int rc, const char *what)
 }
 
 /* Computes SHA-256(method \n path \n body) for idempotency checks. */
-static void request_hash(const srv_request *req, uint8_t out[crypto_hash_sha256_BYTES])
+void srv_request_hash(const srv_request *req, uint8_t out[crypto_hash_sha256_BYTES])
 {
 	crypto_hash_sha256_state st;
 
@@ -457,7 +458,7 @@ static int price_request(srv_request *req, srv_response *res, const srv_dataset 
 	return 0;
 }
 
-static void reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost)
+void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost)
 {
 	acct_filter f;
 	json_t *budget = srv_dataset_budget_json(ds);
@@ -538,7 +539,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	if (!load_dataset(req, res, &ds))
 		return 0;
 	if (ds.archived) {
-		reply_over_budget(res, &ds, NULL);
+		srv_reply_over_budget(res, &ds, NULL);
 		return 0;
 	}
 	if (price_request(req, res, &ds, &ev, &cost) < 0)
@@ -557,7 +558,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	sp.body_fn = kind == SRV_SPEND_RESERVE ? reserve_body : charge_body;
 	sp.body_arg = &arg;
 	if (req->idempotency_key) {
-		request_hash(req, hash);
+		srv_request_hash(req, hash);
 		sp.idempotency_key = req->idempotency_key;
 		sp.request_hash = hash;
 	}
@@ -565,7 +566,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
 		reply_raw_json(res, status, body);
 	else if (rc == SRV_CONFLICT)
-		reply_over_budget(res, &ds, &cost);
+		srv_reply_over_budget(res, &ds, &cost);
 	else
 		reply_store_error(res, rc, "no such dataset");
 	acct_event_free(ev);
@@ -793,6 +794,13 @@ const srv_route srv_routes[] = {
 	/* ---- end PATE sessions ---- */
 
 	/* ---- jobs (srv_jobs.c) ---- */
+	{"PUT", "/v1/datasets/{id}/data", SRV_ADMIN, false, srv_h_data_put},
+	{"GET", "/v1/datasets/{id}/data", SRV_READ, false, srv_h_data_get},
+	{"POST", "/v1/datasets/{id}/jobs", SRV_SPEND, true, srv_h_job_submit},
+	{"GET", "/v1/datasets/{id}/jobs", SRV_READ, false, srv_h_job_list},
+	{"GET", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_get},
+	{"DELETE", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_cancel},
+	{"GET", "/v1/jobs/{id}/model", SRV_ANY_KEY, false, srv_h_job_model},
 	/* ---- end jobs ---- */
 };
 

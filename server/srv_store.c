@@ -853,11 +853,12 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	body = answer ? srv_json_dump(answer) : NULL;
 	if (!body)
 		goto out;
-	if (sp->idempotency_key && idem_store(db, sp, 201, body, now) != SRV_OK)
+	if (sp->idempotency_key &&
+	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, now) != SRV_OK)
 		goto out;
 	if (srv__commit(db) < 0)
 		goto out;
-	*ret_status = 201;
+	*ret_status = sp->success_status ? sp->success_status : 201;
 	*ret_body = body;
 	body = NULL;
 	*ret_ds = ds;
