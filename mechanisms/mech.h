@@ -282,13 +282,14 @@ int mech_label_em_epsilon_for_success(int64_t n, double sensitivity, double targ
  * Releases labels ret_labels[0..n) (0/1, caller-allocated) by the label EM on
  * the private labels[0..n): the score is drawn as Binomial(n, p) by n exact
  * Bernoulli(p) trials, then a uniform labelling with that score by selection
- * sampling.  *ret_event is exponential_mechanism {epsilon} (McSherry-Talwar:
+ * sampling.  The 2n draws come from a ChaCha20 stream keyed from `key_rng`
+ * (mech_rng_new_stream; a seeded key_rng gives a seeded stream).  *ret_event is exponential_mechanism {epsilon} (McSherry-Talwar:
  * epsilon-DP when one label changes the score by at most `sensitivity`).
  * Returns 0, ACCT_EINVAL (bad parameters or a label not 0/1), ACCT_ENOMEM or
  * ACCT_EINTERNAL; on failure *ret_event is untouched and ret_labels holds
  * nothing usable.
  */
-int mech_label_em(mech_rng *rng, const uint8_t *labels, size_t n, double epsilon,
+int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double epsilon,
 		  double sensitivity, uint8_t *ret_labels, acct_event **ret_event,
 		  acct_error *err);
 
