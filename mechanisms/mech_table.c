@@ -569,22 +569,50 @@ static double sum_sensitivity(double lo, double hi, acct_neighbor nb)
 	return nb == ACCT_REPLACE ? hi - lo : fmax(fabs(lo), fabs(hi));
 }
 
-static double clamped_sum(const struct column *c, size_t rows, double lo, double hi)
+/*
+ * Releases the sum of the column's values clamped to [lo, hi] with Laplace
+ * noise of scale `scale`, computed exactly on the noise grid: each clamped
+ * value x becomes floor(x / g) (g = 2^-shift, mech_noise.c's grid), the
+ * integers are added exactly in 128 bits, and exact discrete Laplace noise
+ * in grid units is added.  A floating-point sum would have a rounding error
+ * that depends on the data and can exceed the stated sensitivity; the
+ * integer sum cannot.  Adding or removing a row moves it by
+ * |floor(v / g)| <= ceil(max(|lo|, |hi|) / g); replacing one by at most
+ * ceil((hi - lo) / g): the event's integer sensitivity ceil(sens / g).
+ */
+static int laplace_clamped_sum(mech_rng *rng, const struct column *c, size_t rows, double lo,
+			       double hi, double sens, double scale, double *ret,
+			       acct_event **ret_event, acct_error *err)
 {
-	/* Kahan-Neumaier summation: the sum is a deterministic function of
-	 * the data, so its rounding is part of the query, not of the noise;
-	 * compensated summation keeps it within the stated sensitivity up to
-	 * rows * 2^-52 relative, covered by the 2^-40 grid slack below. */
-	double s = 0, comp = 0;
+	__int128 k = 0;
+	uint64_t num, den;
+	int64_t z;
+	int shift, rc;
+	double dz;
+	acct_event *ev;
 
+	if (mech__laplace_grid(scale, &shift, &num, &den) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
+	dz = ceil(ldexp(sens, shift));
+	if (!(dz <= 0x1p53) || !(fmax(fabs(lo), fabs(hi)) * (double)rows < ldexp(0x1p100, -shift)))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+				      "epsilon too large for the clamping bounds");
 	for (size_t i = 0; i < rows; i++) {
 		double x = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
-		double u = s + x;
 
-		comp += fabs(s) >= fabs(x) ? (s - u) + x : (x - u) + s;
-		s = u;
+		k += (__int128)floor(ldexp(x, shift));
 	}
-	return s + comp;
+	rc = mech_sample_discrete_laplace(rng, num, den, &z);
+	if (rc < 0)
+		return acct_error_set(err, rc, "", "noise sampling failed");
+	ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.discrete_laplace.noise_parameter = nextafter((double)den / (double)num, INFINITY);
+	ev->u.discrete_laplace.sensitivity = dz;
+	*ret = ldexp((double)(k + z), -shift);
+	*ret_event = ev;
+	return 0;
 }
 
 int mech_table_sum(mech_rng *rng, const mech_table *t, const char *column, double lo, double hi,
@@ -592,16 +620,15 @@ int mech_table_sum(mech_rng *rng, const mech_table *t, const char *column, doubl
 		   acct_error *err)
 {
 	const struct column *c;
-	double s, sens;
+	double sens;
 	int rc;
 
 	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
 	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
 		return rc;
-	s = clamped_sum(c, t->rows, lo, hi);
-	/* A hair of slack on the sensitivity covers the summation's rounding. */
-	sens = sum_sensitivity(lo, hi, neighbor) * (1 + 0x1p-40);
-	return mech_laplace(rng, &s, 1, sens, sens / epsilon, ret, ret_event, err);
+	sens = sum_sensitivity(lo, hi, neighbor);
+	return laplace_clamped_sum(rng, c, t->rows, lo, hi, sens, sens / epsilon, ret, ret_event,
+				   err);
 }
 
 int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, double lo,
@@ -610,7 +637,7 @@ int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, doub
 {
 	const struct column *c;
 	acct_event *ev = NULL, *e_sum = NULL, *e_cnt = NULL;
-	double s, sens, noisy_sum, mean;
+	double sens, noisy_sum, mean;
 	int64_t noisy_count, n = (int64_t)t->rows;
 	int rc;
 
@@ -621,15 +648,16 @@ int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, doub
 	 * mean = noisy sum / max(noisy count, 1), clamped to [lo, hi] (post-
 	 * processing).  Under replace the count is public: all of epsilon goes
 	 * to the sum. */
-	s = clamped_sum(c, t->rows, lo, hi);
-	sens = sum_sensitivity(lo, hi, neighbor) * (1 + 0x1p-40);
+	sens = sum_sensitivity(lo, hi, neighbor);
 	if (neighbor == ACCT_REPLACE) {
-		rc = mech_laplace(rng, &s, 1, sens, sens / epsilon, &noisy_sum, &ev, err);
+		rc = laplace_clamped_sum(rng, c, t->rows, lo, hi, sens, sens / epsilon, &noisy_sum,
+					 &ev, err);
 		if (rc < 0)
 			return rc;
 		noisy_count = n;
 	} else {
-		rc = mech_laplace(rng, &s, 1, sens, sens / (epsilon / 2), &noisy_sum, &e_sum, err);
+		rc = laplace_clamped_sum(rng, c, t->rows, lo, hi, sens, sens / (epsilon / 2),
+					 &noisy_sum, &e_sum, err);
 		if (rc == 0)
 			rc = mech_discrete_laplace(rng, &n, 1, 1, 2.0 / epsilon, &noisy_count, &e_cnt, err);
 		if (rc < 0)
