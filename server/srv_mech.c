@@ -518,3 +518,118 @@ int srv_mech_release(const char *name, const json_t *body, mech_rng *rng, json_t
 		return label_em(body, rng, ret_output, ret_event, err);
 	return acct_error_set(err, ACCT_EINVAL, "/name", "unknown mechanism '%.64s'", name);
 }
+
+int srv_mech_table_query(const mech_table *t, acct_neighbor neighbor, const json_t *body,
+			 mech_rng *rng, json_t **ret_output, acct_event **ret_event,
+			 acct_error *err)
+{
+	static const char *const keys[] = {"query", "column", "lo", "hi", "q", "categories",
+					   "epsilon", NULL};
+	const char *query = NULL, *column = NULL, *mechanism = "laplace";
+	const char **cats = NULL;
+	double eps = 0, lo = 0, hi = 0, q = 0.5, d = 0;
+	int64_t count = 0, *counts = NULL;
+	acct_event *ev = NULL;
+	json_t *out = NULL, *ans = NULL;
+	size_t ncat = 0;
+	int rc = check_keys(body, keys, err);
+	bool needs_bounds, needs_column;
+
+	if (rc < 0)
+		return rc;
+	if ((rc = srv_json_string(body, "", "query", SRV_REQUIRED, 32, &query, err)) < 0)
+		return rc;
+	if (strcmp(query, "count") && strcmp(query, "sum") && strcmp(query, "mean") &&
+	    strcmp(query, "histogram") && strcmp(query, "quantile"))
+		return acct_error_set(err, ACCT_EINVAL, "/query",
+				      "'query' must be count, sum, mean, histogram or quantile");
+	needs_column = strcmp(query, "count") != 0;
+	needs_bounds = !strcmp(query, "sum") || !strcmp(query, "mean") || !strcmp(query, "quantile");
+	if ((rc = srv_json_string(body, "", "column", needs_column ? SRV_REQUIRED : 0,
+				  DPG_MAX_CSV_FIELD_BYTES, &column, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "lo", needs_bounds ? SRV_REQUIRED : 0, -HUGE_VAL, HUGE_VAL,
+				&lo, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "hi", needs_bounds ? SRV_REQUIRED : 0, -HUGE_VAL, HUGE_VAL,
+				&hi, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "q", !strcmp(query, "quantile") ? SRV_REQUIRED : 0, 0, 1,
+				&q, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, HUGE_VAL, &eps,
+				err)) < 0)
+		return rc;
+	if (!strcmp(query, "histogram")) {
+		json_t *arr = json_object_get(body, "categories"), *v;
+		size_t i;
+
+		if (!json_is_array(arr) || json_array_size(arr) < 1 ||
+		    json_array_size(arr) > DPG_MAX_HISTOGRAM_BINS)
+			return acct_error_set(err, ACCT_EINVAL, "/categories",
+					      "'categories' must be 1 to %d strings (the public bins)",
+					      DPG_MAX_HISTOGRAM_BINS);
+		ncat = json_array_size(arr);
+		cats = calloc(ncat, sizeof(*cats));
+		counts = calloc(ncat, sizeof(*counts));
+		if (!cats || !counts) {
+			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			goto out;
+		}
+		json_array_foreach(arr, i, v) {
+			if (!json_is_string(v)) {
+				char where[ACCT_ERROR_WHERE_BYTES];
+
+				snprintf(where, sizeof(where), "/categories/%zu", i);
+				rc = acct_error_set(err, ACCT_EINVAL, where, "must be a string");
+				goto out;
+			}
+			cats[i] = json_string_value(v);
+		}
+	}
+	if (!strcmp(query, "count")) {
+		mechanism = "discrete_laplace";
+		rc = mech_table_count(rng, t, eps, &count, &ev, err);
+		if (rc == 0)
+			out = json_integer(count);
+	} else if (!strcmp(query, "sum")) {
+		rc = mech_table_sum(rng, t, column, lo, hi, eps, neighbor, &d, &ev, err);
+		if (rc == 0)
+			out = json_real(d);
+	} else if (!strcmp(query, "mean")) {
+		mechanism = "laplace_sum_over_discrete_laplace_count";
+		rc = mech_table_mean(rng, t, column, lo, hi, eps, neighbor, &d, &ev, err);
+		if (rc == 0)
+			out = json_real(d);
+	} else if (!strcmp(query, "histogram")) {
+		mechanism = "discrete_laplace";
+		rc = mech_table_histogram(rng, t, column, cats, ncat, eps, neighbor, counts, &ev, err);
+		if (rc == 0) {
+			out = json_object();
+			for (size_t i = 0; out && i < ncat; i++)
+				if (json_object_set_new(out, cats[i], json_integer(counts[i])) < 0) {
+					json_decref(out);
+					out = NULL;
+				}
+		}
+	} else {
+		mechanism = "exponential";
+		rc = mech_table_quantile(rng, t, column, q, lo, hi, eps, &d, &ev, err);
+		if (rc == 0)
+			out = json_real(d);
+	}
+	if (rc < 0)
+		goto out;
+	ans = json_pack("{s:s,s:s,s:o}", "query", query, "mechanism", mechanism, "output", out);
+	out = NULL;
+	if (!ans) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	*ret_output = ans;
+	*ret_event = ev;
+	ev = NULL;
+	rc = 0;
+out:
+	json_decref(out);
+	acct_event_free(ev);
+	free(cats);
+	free(counts);
+	return rc;
+}

@@ -47,4 +47,21 @@ const char *const *srv_mech_names(void);
 int srv_mech_release(const char *name, const json_t *body, mech_rng *rng, json_t **ret_output,
 		     acct_event **ret_event, acct_error *err);
 
+/*
+ * A query on a hosted table (mechanisms/mech_table.c), from a JSON body:
+ *   {"query":"count", "epsilon":e}
+ *   {"query":"sum"|"mean", "column":c, "lo":a, "hi":b, "epsilon":e}
+ *   {"query":"histogram", "column":c, "categories":["x","y",...], "epsilon":e}
+ *   {"query":"quantile", "column":c, "q":0.5, "lo":a, "hi":b, "epsilon":e}
+ * `neighbor` is the dataset's relation.  On success *ret_output is
+ * {"query":…, "mechanism":…, "output":…} (the mechanism that produced the
+ * number: "discrete_laplace", "laplace", "exponential", ...) and
+ * *ret_event its event; the caller charges the event before revealing the
+ * output, as for srv_mech_release.  Errors name the field (/query, /column,
+ * /lo, /hi, /q, /epsilon, /categories/i).
+ */
+int srv_mech_table_query(const mech_table *t, acct_neighbor neighbor, const json_t *body,
+			 mech_rng *rng, json_t **ret_output, acct_event **ret_event,
+			 acct_error *err);
+
 #endif

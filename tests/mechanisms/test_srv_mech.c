@@ -207,3 +207,71 @@ Test(srv_mech, names_are_listed)
 	cr_assert_eq(n, 9);
 	cr_assert_str_eq(names[0], "laplace");
 }
+
+Test(srv_mech, table_queries)
+{
+	const char *csv = "age,city\n30,Paris\n40,Lyon\n50,Paris\n";
+	static const struct {
+		const char *body, *mechanism;
+		json_type out_type;
+	} good[] = {
+		{"{\"query\":\"count\",\"epsilon\":1}", "discrete_laplace", JSON_INTEGER},
+		{"{\"query\":\"sum\",\"column\":\"age\",\"lo\":0,\"hi\":100,\"epsilon\":1}", "laplace", JSON_REAL},
+		{"{\"query\":\"mean\",\"column\":\"age\",\"lo\":0,\"hi\":100,\"epsilon\":1}",
+		 "laplace_sum_over_discrete_laplace_count", JSON_REAL},
+		{"{\"query\":\"histogram\",\"column\":\"city\",\"categories\":[\"Paris\",\"Rome\"],\"epsilon\":1}",
+		 "discrete_laplace", JSON_OBJECT},
+		{"{\"query\":\"quantile\",\"column\":\"age\",\"q\":0.5,\"lo\":0,\"hi\":100,\"epsilon\":1}",
+		 "exponential", JSON_REAL},
+	};
+	static const struct {
+		const char *body, *where;
+	} bad[] = {
+		{"{\"query\":\"median\",\"epsilon\":1}", "/query"},
+		{"{\"epsilon\":1}", "/query"},
+		{"{\"query\":\"count\"}", "/epsilon"},
+		{"{\"query\":\"sum\",\"column\":\"height\",\"lo\":0,\"hi\":1,\"epsilon\":1}", "/column"},
+		{"{\"query\":\"sum\",\"column\":\"city\",\"lo\":0,\"hi\":1,\"epsilon\":1}", "/column"},
+		{"{\"query\":\"sum\",\"column\":\"age\",\"hi\":1,\"epsilon\":1}", "/lo"},
+		{"{\"query\":\"sum\",\"column\":\"age\",\"lo\":2,\"hi\":1,\"epsilon\":1}", "/hi"},
+		{"{\"query\":\"histogram\",\"column\":\"city\",\"categories\":[3],\"epsilon\":1}", "/categories/0"},
+		{"{\"query\":\"histogram\",\"column\":\"city\",\"epsilon\":1}", "/categories"},
+		{"{\"query\":\"quantile\",\"column\":\"age\",\"lo\":0,\"hi\":1,\"epsilon\":1}", "/q"},
+		{"{\"query\":\"count\",\"epsilon\":1,\"rows\":3}", "/rows"},
+	};
+	mech_table *t = NULL;
+	acct_error err;
+	mech_rng *r = test_rng(52);
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_table_parse_csv(csv, strlen(csv), NULL, 0, &t, &err), 0);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		json_t *body = json_loads(good[i].body, 0, NULL), *out = NULL;
+		acct_event *ev = NULL;
+
+		acct_error_init(&err);
+		cr_assert_eq(srv_mech_table_query(t, ACCT_ADD_REMOVE, body, r, &out, &ev, &err), 0,
+			     "%s: %s %s", good[i].body, err.where, err.text);
+		cr_assert_str_eq(json_string_value(json_object_get(out, "mechanism")), good[i].mechanism);
+		cr_assert_eq(json_typeof(json_object_get(out, "output")), good[i].out_type, "%s",
+			     good[i].body);
+		cr_assert_not_null(ev);
+		json_decref(out);
+		json_decref(body);
+		acct_event_free(ev);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *body = json_loads(bad[i].body, 0, NULL), *out = NULL;
+		acct_event *ev = NULL;
+
+		acct_error_init(&err);
+		cr_assert_eq(srv_mech_table_query(t, ACCT_ADD_REMOVE, body, r, &out, &ev, &err),
+			     ACCT_EINVAL, "%s", bad[i].body);
+		cr_assert_str_eq(err.where, bad[i].where, "%s: %s", bad[i].body, err.text);
+		cr_assert_null(out);
+		cr_assert_null(ev);
+		json_decref(body);
+	}
+	mech_table_free(t);
+	mech_rng_free(r);
+}
