@@ -66,19 +66,7 @@ Test(reference, accounting_epsilon)
 			if (rc == 0)
 				got = json_number_value(json_object_get(ans, "epsilon"));
 			total++;
-			/*
-			 * acc-015/rdp: its optimum is the fractional order 3.9, where
-			 * dp_accounting's series (Mironov et al. 2019, Sec. 3.3) sums
-			 * |C(alpha, i)| and overstates A_alpha; dpgate integrates it
-			 * exactly (test rdp/fractional_order_exact checks the value
-			 * against an independent 30-digit quadrature), so its epsilon is
-			 * 1.3e-4 below the reference.  Accepted when below it by < 2e-4.
-			 */
-			if (rc == 0 && strcmp(json_string_value(json_object_get(c, "id")), "acc-015") == 0 &&
-			    strcmp(acct, "rdp") == 0 && got <= w && w - got < 2e-4 * w) {
-				cr_log_warn("acc-015/rdp: %.10g, reference %.10g (reference overstates "
-					    "fractional-order RDP)", got, w);
-			} else if (rc != 0 || !(fabs(got - w) <= rel_tol(acct) * fabs(w))) {
+			if (rc != 0 || !(fabs(got - w) <= rel_tol(acct) * fabs(w))) {
 				failed++;
 				cr_log_error("%s/%s: got %.10g (rc %d %s %s), want %.10g",
 					     json_string_value(json_object_get(c, "id")), acct, got, rc,
