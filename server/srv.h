@@ -171,6 +171,14 @@ typedef struct srv_spend {
 int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
 		    srv_dataset *ret_ds);
 
+/*
+ * Looks an Idempotency-Key up before anything else is checked, so a retry
+ * gets its stored answer even when the dataset has changed since (archived,
+ * budget spent): SRV_REPLAYED with the bytes, SRV_IDEM_MISMATCH, SRV_OK when
+ * the key is new (or sp has none), SRV_DB_ERROR.
+ */
+int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body);
+
 /* Closes an open reservation: commit moves its cost to spent, release
  * returns it.  SRV_NOT_FOUND, SRV_CONFLICT (not open; *ret_state says what it
  * is) or SRV_OK with the dataset after the change. */
@@ -316,6 +324,7 @@ typedef struct srv_response {
 	size_t len;
 	const char *content_type;   /* static string */
 	char location[256];
+	char allow[64];             /* Allow header of a 405 */
 } srv_response;
 
 typedef int (*srv_handler)(srv_request *req, srv_response *res);
@@ -338,6 +347,9 @@ extern const size_t srv_routes_count;
  */
 int srv_route_match(const char *method, const char *path, char *scratch, size_t scratch_size,
 		    const char *params[SRV_MAX_PATH_PARAMS]);
+
+/* The methods a path supports, comma-separated, for a 405's Allow header. */
+void srv_route_allowed(const char *path, char *buf, size_t size);
 
 struct srv_ctx {
 	srv_store *store;
