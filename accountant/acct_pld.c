@@ -15,7 +15,7 @@
  * Add/remove pairs are not symmetric under sampling, so both directions
  * ("remove": P = (1-q) mu0 + q mu1, Q = mu0; "add": P = mu0, Q = that
  * mixture) are composed separately and the larger epsilon is reported.
- * Composition is FFT convolution (GSL radix-2); self-composition raises the
+ * Composition is FFT convolution (GSL mixed radix, 5-smooth sizes); self-composition raises the
  * FFT to the count-th power once, in a window that a Chernoff bound shows
  * holds all but ACCT_PLD_TAIL of the mass.  Tails lighter than ACCT_PLD_TAIL
  * are truncated pessimistically: the lower tail is moved up to the lowest
@@ -330,19 +330,59 @@ static void pmf_trim(struct pmf *m, double tail)
 	m->n = b - a;
 }
 
-static size_t pow2_at_least(size_t n)
+/* The smallest 5-smooth number >= n: GSL's mixed-radix FFT is fast there. */
+static size_t fft_size(size_t n)
 {
-	size_t p = 1;
+	size_t best = 1;
 
-	while (p < n)
-		p <<= 1;
-	return p;
+	while (best < n)
+		best <<= 1;
+	for (size_t p5 = 1; p5 < best; p5 *= 5)
+		for (size_t p35 = p5; p35 < best; p35 *= 3) {
+			size_t v = p35;
+
+			while (v < n)
+				v <<= 1;
+			if (v < best)
+				best = v;
+		}
+	return best;
+}
+
+/* In-place real FFT (forward: halfcomplex out; inverse: halfcomplex in),
+ * GSL mixed radix; the wavetable and workspace live for this call only. */
+static int fft_real(double *x, size_t n, bool inverse)
+{
+	gsl_fft_real_workspace *ws = gsl_fft_real_workspace_alloc(n);
+	gsl_fft_real_wavetable *rw = NULL;
+	gsl_fft_halfcomplex_wavetable *hw = NULL;
+	int status = GSL_ENOMEM;
+
+	if (!ws)
+		goto out;
+	if (!inverse) {
+		rw = gsl_fft_real_wavetable_alloc(n);
+		if (rw)
+			status = gsl_fft_real_transform(x, 1, n, rw, ws);
+	} else {
+		hw = gsl_fft_halfcomplex_wavetable_alloc(n);
+		if (hw)
+			status = gsl_fft_halfcomplex_inverse(x, 1, n, hw, ws);
+	}
+out:
+	if (rw)
+		gsl_fft_real_wavetable_free(rw);
+	if (hw)
+		gsl_fft_halfcomplex_wavetable_free(hw);
+	if (ws)
+		gsl_fft_real_workspace_free(ws);
+	return status;
 }
 
 /* Convolution a * b into a (FFT, GSL radix 2). */
 static int pmf_convolve(struct pmf *a, const struct pmf *b, acct_error *err)
 {
-	size_t len = a->n + b->n - 1, nfft = pow2_at_least(len);
+	size_t len = a->n + b->n - 1, nfft = fft_size(len);
 	double *x = NULL, *y = NULL;
 	int rc = 0;
 
@@ -358,21 +398,22 @@ static int pmf_convolve(struct pmf *a, const struct pmf *b, acct_error *err)
 	}
 	memcpy(x, a->p, a->n * sizeof(double));
 	memcpy(y, b->p, b->n * sizeof(double));
-	if (gsl_fft_real_radix2_transform(x, 1, nfft) != GSL_SUCCESS ||
-	    gsl_fft_real_radix2_transform(y, 1, nfft) != GSL_SUCCESS) {
+	if (fft_real(x, nfft, false) != GSL_SUCCESS || fft_real(y, nfft, false) != GSL_SUCCESS) {
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
 		goto out;
 	}
+	/* GSL halfcomplex: x[0] real, then (re, im) pairs, and for even n the
+	 * real Nyquist term last. */
 	x[0] *= y[0];
-	if (nfft > 1)
-		x[nfft / 2] *= y[nfft / 2];
-	for (size_t k = 1; k < nfft / 2; k++) {
-		double ar = x[k], ai = x[nfft - k], br = y[k], bi = y[nfft - k];
+	for (size_t k = 1; 2 * k < nfft; k++) {
+		double ar = x[2 * k - 1], ai = x[2 * k], br = y[2 * k - 1], bi = y[2 * k];
 
-		x[k] = ar * br - ai * bi;
-		x[nfft - k] = ar * bi + ai * br;
+		x[2 * k - 1] = ar * br - ai * bi;
+		x[2 * k] = ar * bi + ai * br;
 	}
-	if (gsl_fft_halfcomplex_radix2_inverse(x, 1, nfft) != GSL_SUCCESS) {
+	if (nfft % 2 == 0)
+		x[nfft - 1] *= y[nfft - 1];
+	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
 		goto out;
 	}
@@ -394,19 +435,18 @@ out:
 	return rc;
 }
 
-/* log sum_i p_i e^{t L_i} */
-static double log_mgf(const struct pmf *m, double t)
+/* log sum_i p_i e^{t L_i}, with lp[i] = log p_i precomputed. */
+static double log_mgf(const struct pmf *m, const double *lp, double t)
 {
-	double mx = -INFINITY, s = 0.0;
+	double mx = -INFINITY, s = 0.0, th = t * m->h;
 
 	for (size_t i = 0; i < m->n; i++)
-		if (m->p[i] > 0.0)
-			mx = fmax(mx, log(m->p[i]) + t * (double)(m->off + (long)i) * m->h);
+		mx = fmax(mx, lp[i] + th * (double)(m->off + (long)i));
 	if (mx == -INFINITY)
 		return -INFINITY;
 	for (size_t i = 0; i < m->n; i++)
-		if (m->p[i] > 0.0)
-			s += exp(log(m->p[i]) + t * (double)(m->off + (long)i) * m->h - mx);
+		if (lp[i] > -INFINITY)
+			s += exp(lp[i] + th * (double)(m->off + (long)i) - mx);
 	return mx + log(s);
 }
 
@@ -424,16 +464,24 @@ static int pmf_self_compose(struct pmf *m, int64_t k, acct_error *err)
 
 	if (k == 1)
 		return 0;
-	for (int j = -10; j <= 40; j++) {
+	x = malloc(m->n * sizeof(double));
+	if (!x)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	for (size_t i = 0; i < m->n; i++)
+		x[i] = m->p[i] > 0.0 ? log(m->p[i]) : -INFINITY;
+	/* t = 2^j / 100 for j = -10..40: from very flat to very steep tilts. */
+	for (int j = -10; j <= 40; j += 2) {
 		double t = ldexp(1.0, j) * 0.01;
-		double up = (kk * log_mgf(m, t) + lt) / t;
-		double dn = -(kk * log_mgf(m, -t) + lt) / t;
+		double up = (kk * log_mgf(m, x, t) + lt) / t;
+		double dn = -(kk * log_mgf(m, x, -t) + lt) / t;
 
 		if (isfinite(up))
 			best_hi = fmin(best_hi, up);
 		if (isfinite(dn))
 			best_lo = fmax(best_lo, dn);
 	}
+	free(x);
+	x = NULL;
 	wlo = (long)floor(best_lo / h) - 1;
 	whi = (long)ceil(best_hi / h) + 1;
 	if (whi < wlo)
@@ -444,36 +492,38 @@ static int pmf_self_compose(struct pmf *m, int64_t k, acct_error *err)
 				      "the self-composed PLD needs %zu grid points, more than %ld; "
 				      "raise value_discretization_interval", width,
 				      ACCT_PLD_MAX_POINTS);
-	nfft = pow2_at_least(width > m->n ? width : m->n);
+	nfft = fft_size(width > m->n ? width : m->n);
 	x = calloc(nfft, sizeof(double));
 	if (!x)
 		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
 	memcpy(x, m->p, m->n * sizeof(double));
-	if (gsl_fft_real_radix2_transform(x, 1, nfft) != GSL_SUCCESS) {
+	if (fft_real(x, nfft, false) != GSL_SUCCESS) {
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
 		goto out;
 	}
 	/* z^k in polar form: |z|^k e^{i k arg z}. */
 	x[0] = pow(x[0], kk);
-	if (nfft > 1)
-		x[nfft / 2] = x[nfft / 2] < 0.0 && (k & 1) ? -pow(-x[nfft / 2], kk) :
-							    pow(fabs(x[nfft / 2]), kk);
-	for (size_t i = 1; i < nfft / 2; i++) {
-		double re = x[i], im = x[nfft - i], r = hypot(re, im);
+	if (nfft % 2 == 0)
+		x[nfft - 1] = x[nfft - 1] < 0.0 && (k & 1) ? -pow(-x[nfft - 1], kk) :
+							     pow(fabs(x[nfft - 1]), kk);
+	for (size_t i = 1; 2 * i < nfft; i++) {
+		double re = x[2 * i - 1], im = x[2 * i], r2 = re * re + im * im;
+		double lr = 0.5 * kk * log(r2);
 
-		if (r == 0.0) {
-			x[i] = x[nfft - i] = 0.0;
+		/* |z|^k below the smallest double: skip the phase altogether. */
+		if (!(lr > -745.0)) {
+			x[2 * i - 1] = x[2 * i] = 0.0;
 			continue;
 		}
 		{
-			double lr = kk * log(r), th = fmod(kk * atan2(im, re), 2.0 * M_PI);
-			double mag = lr < -745.0 ? 0.0 : exp(lr);
+			double th = fmod(kk * atan2(im, re), 2.0 * M_PI);
+			double mag = exp(lr);
 
-			x[i] = mag * cos(th);
-			x[nfft - i] = mag * sin(th);
+			x[2 * i - 1] = mag * cos(th);
+			x[2 * i] = mag * sin(th);
 		}
 	}
-	if (gsl_fft_halfcomplex_radix2_inverse(x, 1, nfft) != GSL_SUCCESS) {
+	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
 		goto out;
 	}

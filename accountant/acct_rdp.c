@@ -13,6 +13,7 @@
 
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_integration.h>
+#include <gsl/gsl_sf_erf.h>
 #include <gsl/gsl_sf_gamma.h>
 
 #include "acct.h"
@@ -118,6 +119,16 @@ static double moment_integrand(double z, void *vp)
 		/* phi0 * [(1+x)^beta - 1 - beta x] with x = q expm1(w) >= -q. */
 		double x = p->q * expm1(w);
 
+		if (fabs(p->beta * x) < 0.1) {
+			/* sum_{k>=2} C(beta,k) x^k: no cancellation for tiny x */
+			double t = p->beta * (p->beta - 1.0) / 2.0 * x * x, s = t;
+
+			for (int k = 2; k < 60 && fabs(t) > 1e-17 * fabs(s); k++) {
+				t *= (p->beta - k) / (k + 1.0) * x;
+				s += t;
+			}
+			return exp(lphi0) * s;
+		}
 		if (isfinite(x) && fabs(x) < 0.5)
 			return exp(lphi0) * (expm1(p->beta * l1) - p->beta * x);
 		/* Far from the cancellation: phi0 (1+x)^beta - phi0 - beta q (phi1 - phi0). */
@@ -193,6 +204,52 @@ double acct__log_mixture_moment(double q, double sigma, double beta,
 	return log1p(result);
 }
 
+/*
+ * log A_alpha of the sampled Gaussian at a fractional order by the series of
+ * Mironov, Talwar and Zhang, "Renyi Differential Privacy of the Sampled
+ * Gaussian Mechanism" (2019), Sec. 3.3, with every binomial coefficient
+ * C(alpha, i) taken in absolute value.  For fractional alpha some C(alpha, i)
+ * are negative, so this sum is an upper bound on the exact A_alpha (which the
+ * integration computes); it is the figure dp_accounting reports.  The
+ * fractional-order RDP is the larger of the two, so dpgate's epsilon is never
+ * below the reference implementation's, and never below the exact one.
+ */
+static double log_a_frac_abs_series(double q, double sigma, double alpha)
+{
+	double z0 = sigma * sigma * log(1.0 / q - 1.0) + 0.5;
+	double la0 = -INFINITY, la1 = -INFINITY;
+	double lq = log(q), l1q = log1p(-q), s2 = 2.0 * sigma * sigma;
+
+	for (int i = 0; i < 100000; i++) {
+		double j = alpha - i;
+		double lc = lgamma(alpha + 1.0) - lgamma(i + 1.0) - lgamma(j + 1.0);
+		double lt0 = lc + i * lq + j * l1q;
+		double lt1 = lc + j * lq + i * l1q;
+		double le0 = log(0.5) + gsl_sf_log_erfc((i - z0) / (M_SQRT2 * sigma));
+		double le1 = log(0.5) + gsl_sf_log_erfc((z0 - j) / (M_SQRT2 * sigma));
+		double ls0 = lt0 + ((double)i * i - i) / s2 + le0;
+		double ls1 = lt1 + (j * j - j) / s2 + le1;
+
+		la0 = acct__log_add(la0, ls0);
+		la1 = acct__log_add(la1, ls1);
+		if (i > alpha && fmax(ls0, ls1) < acct__log_add(la0, la1) - 40.0)
+			break;
+	}
+	return acct__log_add(la0, la1);
+}
+
+/* Fractional-order RDP: max(exact integral, the absolute series). */
+static double rdp_sampled_gaussian_frac(double q, double sigma, double alpha,
+					gsl_integration_workspace *w)
+{
+	double exact = acct__log_mixture_moment(q, sigma, alpha, w);
+	double series = log_a_frac_abs_series(q, sigma, alpha);
+
+	if (isnan(exact))
+		return NAN;
+	return (isfinite(series) ? fmax(exact, series) : exact) / (alpha - 1.0);
+}
+
 double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool force_integration)
 {
 	gsl_integration_workspace *w;
@@ -210,9 +267,11 @@ double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool forc
 	w = gsl_integration_workspace_alloc(ACCT_INTEGRATION_LIMIT);
 	if (!w)
 		return NAN;
-	la = acct__log_mixture_moment(q, sigma, alpha, w);
+	/* force_integration asks for the exact integral alone (tests). */
+	la = force_integration ? acct__log_mixture_moment(q, sigma, alpha, w) / (alpha - 1.0) :
+				 rdp_sampled_gaussian_frac(q, sigma, alpha, w);
 	gsl_integration_workspace_free(w);
-	return la / (alpha - 1.0);
+	return la;
 }
 
 /* ---- sampling without replacement --------------------------------------- */
@@ -455,7 +514,7 @@ static int sampled_gaussian(struct rdp_walk *wk, const acct_event *ev, double sc
 					if (!wk->w)
 						return acct_error_set(wk->err, ACCT_ENOMEM, where, "out of memory");
 				}
-				r = acct__log_mixture_moment(q, sigma, a, wk->w) / (a - 1.0);
+				r = rdp_sampled_gaussian_frac(q, sigma, a, wk->w);
 				if (isnan(r))
 					return acct_error_set(wk->err, ACCT_ENUMERIC, where,
 							      "numerical integration of the sampled "
@@ -738,30 +797,49 @@ double acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, doub
 
 /*
  * epsilon under RDP at the given orders.  Every RDP curve is nondecreasing
- * in the order, so rdp(a) >= rdp(floor a): a fractional order whose
- * conversion with rdp(floor a) already exceeds the best epsilon so far
- * cannot win, and its (integrated) RDP is not computed.  The result equals
- * the minimum over all the orders.
+ * in the order (Renyi divergences are), so rdp(a) >= rdp(b) for any order
+ * b <= a already computed: an order whose conversion with that lower bound
+ * already exceeds the best epsilon so far cannot win, and its RDP is not
+ * computed.  A few cheap integer orders are computed first as seeds; the
+ * rest are visited most promising first.  The result equals the minimum
+ * over all the orders.
  */
+static const double seed_orders[] = {2, 4, 8, 16, 32, 63};
+
 int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
 		      double delta, acct_result *ret, acct_error *err)
 {
-	double *rdp = NULL, *io = NULL, *ir = NULL, extra = 0.0, eff, best = INFINITY,
-	       order = NAN;
-	size_t ni = 0;
+	double *done_o = NULL, *done_r = NULL, *so = NULL, *lb = NULL, extra = 0.0, eff;
+	double best = INFINITY, order = NAN;
+	size_t nd = 0, ns = 0, *idx = NULL;
+	char *computed = NULL;
 	int rc;
 
-	rdp = calloc(3 * (n ? n : 1), sizeof(double));
-	if (!rdp)
-		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
-	io = rdp + n;
-	ir = io + n;
+	done_o = calloc(4 * (n ? n : 1), sizeof(double));
+	idx = calloc(n ? n : 1, sizeof(size_t));
+	computed = calloc(n ? n : 1, 1);
+	if (!done_o || !idx || !computed) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+		goto out;
+	}
+	done_r = done_o + n;
+	so = done_r + n;
+	lb = so + n;
 	for (size_t i = 0; i < n; i++)
-		if (orders[i] == floor(orders[i]))
-			io[ni++] = orders[i];
-	rc = acct__rdp_at(ev, nb, io, ni, ir, &extra, "/event", err);
+		for (size_t j = 0; j < sizeof(seed_orders) / sizeof(seed_orders[0]); j++)
+			if (orders[i] == seed_orders[j] && !computed[i]) {
+				so[ns++] = orders[i];
+				computed[i] = 1;
+			}
+	if (ns == 0 && n > 0) {
+		so[ns++] = orders[0];
+		computed[0] = 1;
+	}
+	rc = acct__rdp_at(ev, nb, so, ns, done_r, &extra, "/event", err);
 	if (rc < 0)
 		goto out;
+	memcpy(done_o, so, ns * sizeof(double));
+	nd = ns;
 	/* Remaining delta after the (eps, delta) events' share:
 	 * 1 - delta = (1 - eff)(1 - extra). */
 	eff = -expm1(log1p(-delta) - log1p(-extra));
@@ -771,33 +849,59 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 				    "more than the %.6g asked for", extra, delta);
 		goto out;
 	}
-	for (size_t i = 0; i < ni; i++) {
-		double e = acct__rdp_order_epsilon(io[i], ir[i], eff);
+	for (size_t i = 0; i < nd; i++) {
+		double e = acct__rdp_order_epsilon(done_o[i], done_r[i], eff);
 
-		if (e < best) {
+		if (e < best || (e == best && done_o[i] < order)) {
 			best = e;
-			order = io[i];
+			order = done_o[i];
 		}
 	}
-	for (size_t i = 0; i < n; i++) {
-		double a = orders[i], lower = 0.0, r, e, x;
+#define LOWER(a, out_)                                                           \
+	do {                                                                     \
+		double r_ = 0.0;                                                 \
+		for (size_t j_ = 0; j_ < nd; j_++)                               \
+			if (done_o[j_] <= (a) && done_r[j_] > r_)                \
+				r_ = done_r[j_];                                 \
+		(out_) = acct__rdp_order_epsilon((a), r_, eff);                  \
+	} while (0)
+	{
+		size_t m = 0;
 
-		if (a == floor(a))
-			continue;
-		for (size_t j = 0; j < ni; j++)
-			if (io[j] <= a && ir[j] > lower)
-				lower = ir[j];
-		if (acct__rdp_order_epsilon(a, lower, eff) >= best)
-			continue;
-		rc = acct__rdp_at(ev, nb, &orders[i], 1, &r, &x, "/event", err);
-		if (rc < 0)
-			goto out;
-		e = acct__rdp_order_epsilon(a, r, eff);
-		if (e < best || (e == best && a < order)) {
-			best = e;
-			order = a;
+		for (size_t i = 0; i < n; i++) {
+			if (computed[i])
+				continue;
+			LOWER(orders[i], lb[i]);
+			idx[m++] = i;
+		}
+		/* most promising first (insertion sort: n is small) */
+		for (size_t a = 1; a < m; a++)
+			for (size_t b = a; b > 0 && lb[idx[b]] < lb[idx[b - 1]]; b--) {
+				size_t t = idx[b];
+
+				idx[b] = idx[b - 1];
+				idx[b - 1] = t;
+			}
+		for (size_t t = 0; t < m; t++) {
+			size_t i = idx[t];
+			double a = orders[i], bound, r, x, e;
+
+			LOWER(a, bound);
+			if (bound > best || (bound == best && a > order))
+				continue;
+			rc = acct__rdp_at(ev, nb, &orders[i], 1, &r, &x, "/event", err);
+			if (rc < 0)
+				goto out;
+			done_o[nd] = a;
+			done_r[nd++] = r;
+			e = acct__rdp_order_epsilon(a, r, eff);
+			if (e < best || (e == best && a < order)) {
+				best = e;
+				order = a;
+			}
 		}
 	}
+#undef LOWER
 	if (!isfinite(best)) {
 		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				    "no finite epsilon under rdp at delta %.6g", delta);
@@ -808,7 +912,9 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 	ret->order = order;
 	rc = 0;
 out:
-	free(rdp);
+	free(done_o);
+	free(idx);
+	free(computed);
 	return rc;
 }
 

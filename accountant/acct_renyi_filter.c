@@ -2,50 +2,161 @@
  * acct_renyi_filter.c: the rdp and zcdp ledger filters, and the basic
  * ledger's pricing of events that are not (epsilon, delta) pairs.
  *
- * Not yet available: these ledgers arrive with the accountants (issue 3).
- * Until then every entry point refuses with ACCT_EUNSUPPORTED, so no release
- * is ever priced approximately in silence.
+ * rdp: a union of single-order RDP filters (Feldman, Zrnic, "Individual
+ * privacy accounting via a Renyi filter", NeurIPS 2021, Thm. 3.1 for one
+ * order).  For each filter order alpha the budget B_alpha is the RDP that
+ * the improved conversion (Canonne, Kamath, Steinke 2020, Prop. 12) maps to
+ * exactly (eps_B, delta_B / |orders|).  A composition is admitted while at
+ * least one order stays within its B_alpha; each single-order filter that
+ * holds guarantees (eps_B, delta_B/|orders|)-DP, and a union bound over the
+ * orders pays for choosing the order after the fact, so the ledger is
+ * (eps_B, delta_B)-DP.
+ *
+ * The filter orders (20 of them, each costs a share of delta):
+ *   1.5 1.75 2 2.5 3 4 5 6 8 10 12 14 16 20 24 32 48 64 128 256
+ * They cover the optima of the Gaussian-type curves for budgets between
+ * roughly eps = 0.1 and eps = 50 at delta between 1e-12 and 1e-3.
+ *
+ * zcdp: admit while sum rho <= rho_B, rho_B the largest rho whose tight
+ * conversion gives (eps_B, delta_B).  zCDP bounds every order at once, so
+ * fixing the order at the end is free (Bun, Steinke 2016; the filter is the
+ * RDP filter above applied to the whole curve alpha -> alpha rho).
  */
+#include <math.h>
+#include <string.h>
+
 #include "acct.h"
 #include "acct_internal.h"
 
+static const double filter_orders[] = {
+	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
+};
+#define N_FILTER_ORDERS (sizeof(filter_orders) / sizeof(filter_orders[0]))
+
 int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 {
-	return acct_error_set(err, ACCT_EUNSUPPORTED, "/accountant",
-			      "the %s ledger is not available in this build",
-			      acct_ledger_kind_name(f->kind));
+	if (!(f->delta_budget > 0.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/budget/delta",
+				      "an %s ledger needs a budget delta > 0 (use basic for pure "
+				      "epsilon-DP budgets)", acct_ledger_kind_name(f->kind));
+	if (f->kind == ACCT_LEDGER_ZCDP) {
+		f->bound[0] = acct_zcdp_rho_budget(f->epsilon_budget, f->delta_budget);
+		if (!(f->bound[0] > 0.0))
+			return acct_error_set(err, ACCT_EUNSUPPORTED, "/budget",
+					      "this budget allows no zCDP spending");
+		return 0;
+	}
+	f->n_orders = N_FILTER_ORDERS;
+	{
+		double dshare = f->delta_budget / (double)N_FILTER_ORDERS;
+
+		for (unsigned i = 0; i < N_FILTER_ORDERS; i++) {
+			double a = filter_orders[i];
+			/* eps_B = B + log1p(-1/a) - (log dshare + log a)/(a - 1) */
+			double b = f->epsilon_budget - log1p(-1.0 / a) +
+				   (log(dshare) + log(a)) / (a - 1.0);
+
+			f->orders[i] = a;
+			/* Round the bound down so the conversion never exceeds eps_B. */
+			f->bound[i] = b > 0.0 ? nextafter(b, 0.0) : 0.0;
+		}
+	}
+	return 0;
 }
 
 int acct__filter_price_renyi(const acct_filter *f, const acct_event *ev, acct_cost *ret_cost,
 			     acct_error *err)
 {
-	(void)ev;
-	(void)ret_cost;
-	return acct__filter_init_renyi((acct_filter *)f, err);
+	acct_cost c;
+	int rc = acct_event_validate(ev, f->neighbor, err);
+
+	if (rc < 0)
+		return rc;
+	memset(&c, 0, sizeof(c));
+	if (f->kind == ACCT_LEDGER_ZCDP) {
+		c.n = 1;
+		rc = acct_zcdp_rho(ev, f->neighbor, &c.v[0], err);
+		if (rc < 0)
+			return rc;
+	} else {
+		c.n = f->n_orders;
+		rc = acct__rdp_at(ev, f->neighbor, f->orders, f->n_orders, c.v, NULL, "/event", err);
+		if (rc < 0)
+			return rc;
+	}
+	*ret_cost = c;
+	return 0;
 }
 
 bool acct__filter_within_renyi(const acct_filter *f, const acct_cost *total)
 {
-	(void)f;
-	(void)total;
+	if (f->kind == ACCT_LEDGER_ZCDP)
+		return total->v[0] <= f->bound[0];
+	for (unsigned i = 0; i < f->n_orders; i++)
+		if (total->v[i] <= f->bound[i])
+			return true;
 	return false;
 }
 
 double acct__filter_epsilon_renyi(const acct_filter *f, const acct_cost *total)
 {
-	(void)f;
-	(void)total;
-	return 0.0;
+	double best = INFINITY;
+
+	if (f->kind == ACCT_LEDGER_ZCDP)
+		return acct_zcdp_to_epsilon(total->v[0], f->delta_budget, false);
+	for (unsigned i = 0; i < f->n_orders; i++) {
+		double e = acct__rdp_order_epsilon(f->orders[i], total->v[i],
+						   f->delta_budget / (double)f->n_orders);
+
+		if (e < best)
+			best = e;
+	}
+	return fmax(best, 0.0);
 }
 
+/*
+ * A basic ledger charges (eps, delta_share) where eps is the smallest
+ * epsilon that rdp, zcdp or pld certify at delta_share (each is an upper
+ * bound, so the minimum is one too), rounded up.  Refused when no delta
+ * share is named or none of them can price the event.
+ */
 int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, double delta_share,
 			       double *ret_eps, double *ret_delta, acct_error *err)
 {
-	(void)f;
-	(void)delta_share;
-	(void)ret_eps;
-	(void)ret_delta;
-	return acct_error_set(err, ACCT_EUNSUPPORTED, "/event/type",
-			      "a basic ledger cannot price a '%s' event in this build",
-			      acct_event_type_name(ev->type));
+	static const acct_accountant tried[] = {ACCT_RDP, ACCT_ZCDP, ACCT_PLD};
+	double best = INFINITY;
+	acct_error first;
+	int rc = acct_event_validate(ev, f->neighbor, err);
+
+	if (rc < 0)
+		return rc;
+	if (!(delta_share > 0.0 && delta_share < 1.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "a basic ledger prices a '%s' event only at a delta share: "
+				      "name one in \"delta\"", acct_event_type_name(ev->type));
+	acct_error_init(&first);
+	for (size_t i = 0; i < sizeof(tried) / sizeof(tried[0]); i++) {
+		acct_options o;
+		acct_result r;
+		acct_error e;
+
+		memset(&o, 0, sizeof(o));
+		o.accountant = tried[i];
+		o.neighbor = f->neighbor;
+		acct_error_init(&e);
+		if (acct_epsilon(ev, delta_share, &o, &r, &e) < 0) {
+			if (e.code == ACCT_EINVAL)
+				return acct_error_set(err, e.code, e.where, "%s", e.text);
+			acct_error_set(&first, e.code, e.where, "%s", e.text);
+			continue;
+		}
+		best = fmin(best, r.epsilon);
+	}
+	if (!isfinite(best))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, first.where,
+				      "no accountant can price this event for a basic ledger: %s",
+				      first.text);
+	*ret_eps = nextafter(best, INFINITY);
+	*ret_delta = delta_share;
+	return 0;
 }

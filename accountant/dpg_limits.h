@@ -48,6 +48,9 @@
 #define DPG_MECH_DLAP_MAX_SCALE     0x1p50
 #define DPG_MECH_DGAUSS_MIN_SIGMA   0x1p-8       /* discrete Gaussian sigma (integer units) */
 #define DPG_MECH_DGAUSS_MAX_SIGMA   0x1p20
+/* Hosted tables (besides DPG_MAX_CSV_* below) */
+#define DPG_MAX_CSV_CATEGORIES      65536        /* distinct values of one categorical column */
+#define DPG_MAX_HISTOGRAM_BINS      10000        /* public categories of one histogram query */
 /* ---- end mechanisms ---- */
 
 /* Jobs and training */

@@ -282,15 +282,83 @@ int mech_label_em_epsilon_for_success(int64_t n, double sensitivity, double targ
  * Releases labels ret_labels[0..n) (0/1, caller-allocated) by the label EM on
  * the private labels[0..n): the score is drawn as Binomial(n, p) by n exact
  * Bernoulli(p) trials, then a uniform labelling with that score by selection
- * sampling.  *ret_event is exponential_mechanism {epsilon} (McSherry-Talwar:
+ * sampling.  The 2n draws come from a ChaCha20 stream keyed from `key_rng`
+ * (mech_rng_new_stream; a seeded key_rng gives a seeded stream).  *ret_event is exponential_mechanism {epsilon} (McSherry-Talwar:
  * epsilon-DP when one label changes the score by at most `sensitivity`).
  * Returns 0, ACCT_EINVAL (bad parameters or a label not 0/1), ACCT_ENOMEM or
  * ACCT_EINTERNAL; on failure *ret_event is untouched and ret_labels holds
  * nothing usable.
  */
-int mech_label_em(mech_rng *rng, const uint8_t *labels, size_t n, double epsilon,
+int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double epsilon,
 		  double sensitivity, uint8_t *ret_labels, acct_event **ret_event,
 		  acct_error *err);
+
+
+/* ---- Hosted tables (mech_table.c) ---- */
+
+typedef enum mech_col_kind {
+	MECH_COL_NUMERIC,
+	MECH_COL_CATEGORICAL,
+} mech_col_kind;
+
+/* A declared column of an upload's schema. */
+typedef struct mech_column_decl {
+	const char *name;
+	mech_col_kind kind;
+} mech_column_decl;
+
+/* A parsed table held in memory; opaque. */
+typedef struct mech_table mech_table;
+
+/*
+ * Parses CSV text[0..len) (RFC 4180, header row) into a table.  With
+ * decl == NULL, a column is numeric when every field parses as a finite
+ * number, categorical otherwise.  With a declared schema, a header column
+ * not declared, a declared column missing, or a non-number in a numeric
+ * column is an error.  Ragged rows, limits (DPG_MAX_CSV_BYTES, _ROWS,
+ * _COLUMNS, _FIELD_BYTES, _CATEGORIES) and bad quoting are errors.  Errors
+ * are ACCT_EINVAL with the line (1 = header) and column in the text and in
+ * err->where ("/csv/line/17/age"), or ACCT_ENOMEM.  On success *ret owns a
+ * new table (mech_table_free).
+ */
+int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *decl,
+			 size_t n_decl, mech_table **ret, acct_error *err);
+void mech_table_free(mech_table *t);
+size_t mech_table_rows(const mech_table *t);
+size_t mech_table_columns(const mech_table *t);
+const char *mech_table_column_name(const mech_table *t, size_t j);
+mech_col_kind mech_table_column_kind(const mech_table *t, size_t j);
+
+/*
+ * Queries.  Each validates (where: /column for unknown or wrongly typed
+ * columns, /lo, /hi, /epsilon, /q, /categories/i), computes the exact
+ * answer, releases it through a mechanism above and returns that
+ * mechanism's event:
+ *  - count: discrete Laplace of scale 1/eps (sensitivity 1);
+ *  - sum of values clamped to [lo, hi]: Laplace, sensitivity max(|lo|,|hi|)
+ *    (add/remove) or hi - lo (replace);
+ *  - mean: noisy clamped sum (eps/2) over noisy count (eps/2), clamped to
+ *    [lo, hi]; event composed of both (replace: count public, sum gets eps);
+ *  - histogram over the caller's public categories of a categorical column:
+ *    discrete Laplace per bin, L1 sensitivity 1 (add/remove) or 2 (replace);
+ *  - quantile q in [0, 1]: exponential mechanism over the intervals between
+ *    sorted clamped values (Smith 2011), event exponential_mechanism.
+ */
+int mech_table_count(mech_rng *rng, const mech_table *t, double epsilon, int64_t *ret,
+		     acct_event **ret_event, acct_error *err);
+int mech_table_sum(mech_rng *rng, const mech_table *t, const char *column, double lo, double hi,
+		   double epsilon, acct_neighbor neighbor, double *ret, acct_event **ret_event,
+		   acct_error *err);
+int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, double lo,
+		    double hi, double epsilon, acct_neighbor neighbor, double *ret,
+		    acct_event **ret_event, acct_error *err);
+int mech_table_histogram(mech_rng *rng, const mech_table *t, const char *column,
+			 const char *const *categories, size_t n_categories, double epsilon,
+			 acct_neighbor neighbor, int64_t *ret_counts, acct_event **ret_event,
+			 acct_error *err);
+int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, double q,
+			double lo, double hi, double epsilon, double *ret, acct_event **ret_event,
+			acct_error *err);
 
 /* ==== end samplers and mechanisms ==== */
 

@@ -17,4 +17,8 @@ int mech__bernoulli_exp128(mech_rng *rng, unsigned __int128 num, unsigned __int1
  * 2^shift, noise is discrete Laplace of scale num/den >= scale 2^shift. */
 int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den);
 
+/* The checked number parser of mechanisms/: the whole string must be a
+ * finite number (blanks around allowed).  0, or -1. */
+int mech__parse_real(const char *s, double *ret);
+
 #endif

@@ -152,6 +152,7 @@ typedef struct srv_spend {
 	int64_t ttl_seconds;          /* reservations */
 	srv_spend_body_fn body_fn;
 	void *body_arg;               /* passed to body_fn, plan_fn and txn_fn */
+	int success_status;           /* HTTP status of the answer; 0 = 201 */
 } srv_spend;
 
 /*
@@ -169,6 +170,14 @@ typedef struct srv_spend {
  */
 int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
 		    srv_dataset *ret_ds);
+
+/*
+ * Looks an Idempotency-Key up before anything else is checked, so a retry
+ * gets its stored answer even when the dataset has changed since (archived,
+ * budget spent): SRV_REPLAYED with the bytes, SRV_IDEM_MISMATCH, SRV_OK when
+ * the key is new (or sp has none), SRV_DB_ERROR.
+ */
+int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body);
 
 /* Closes an open reservation: commit moves its cost to spent, release
  * returns it.  SRV_NOT_FOUND, SRV_CONFLICT (not open; *ret_state says what it
@@ -315,12 +324,10 @@ typedef struct srv_response {
 	size_t len;
 	const char *content_type;   /* static string */
 	char location[256];
+	char allow[64];             /* Allow header of a 405 */
 } srv_response;
 
 typedef int (*srv_handler)(srv_request *req, srv_response *res);
-
-/* SHA-256(method \n path \n body) of a request, for Idempotency-Key checks. */
-void srv_request_hash(const srv_request *req, uint8_t out[32]);
 
 typedef struct srv_route {
 	const char *method;
@@ -341,8 +348,12 @@ extern const size_t srv_routes_count;
 int srv_route_match(const char *method, const char *path, char *scratch, size_t scratch_size,
 		    const char *params[SRV_MAX_PATH_PARAMS]);
 
+/* The methods a path supports, comma-separated, for a 405's Allow header. */
+void srv_route_allowed(const char *path, char *buf, size_t size);
+
 struct srv_ctx {
 	srv_store *store;
+	struct srv_jobs *jobs;
 	char db_path[4096];
 	char data_dir[4096];
 	srv_route_metrics *route_metrics;  /* srv_routes_count + 1 (unmatched) */
@@ -355,6 +366,13 @@ struct srv_ctx {
  * (stolen, may be NULL) is merged into the body. */
 void srv_problem(srv_response *res, int status, const char *title, const char *detail,
 		 const char *field, json_t *extra);
+
+/* The 409 answer for a release that does not fit (or an archived dataset):
+ * budget summary, remaining and the release's cost. `cost` may be NULL. */
+void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost);
+
+/* SHA-256 of method, path and body: what an Idempotency-Key is bound to. */
+void srv_request_hash(const srv_request *req, uint8_t out[32]);
 
 /* Maps an acct_error to 400/409/422/500 problem+json. */
 void srv_problem_from_error(srv_response *res, const acct_error *err);

@@ -1,14 +1,385 @@
 /*
- * srv_check.c: `dpgate check` is not yet available in this build.
+ * srv_check.c: `dpgate check POLICY [--json]`, a budget check for CI that
+ * needs no server.
+ *
+ * Usage: dpgate check POLICY [--json]     (POLICY is a file, or - for stdin)
+ * argv as passed to srv_check_main: argv[0] is the subcommand ("check"),
+ * then the arguments in any order.
+ *
+ * Policy format (JSON):
+ *
+ *   {
+ *     "datasets": [
+ *       {
+ *         "id": "adult",                          required, 1..64 bytes
+ *         "budget": {"epsilon": 3, "delta": 1e-5}, required; epsilon > 0,
+ *                                                  0 <= delta < 1
+ *         "accountant": "rdp",                    ledger accountant: rdp
+ *                                                  (default) | zcdp | basic
+ *         "neighbor": "add_remove",               add_remove (default) | replace
+ *         "delta_share": 1e-7,                    basic ledgers only: the delta
+ *                                                  each event that is not an
+ *                                                  (epsilon, delta) pair is
+ *                                                  charged at (default 0: such
+ *                                                  events do not fit)
+ *         "planned": [                            required, may be empty
+ *           {"name": "dp-sgd run",                optional label
+ *            "event": { ...privacy event... },    required (DESIGN.md events)
+ *            "repeat": 3}                         optional, >= 1 (default 1):
+ *                                                  the event is charged this
+ *                                                  many times
+ *         ]
+ *       }
+ *     ]
+ *   }
+ *
+ * Each dataset's planned charges are priced and composed exactly as the
+ * server's ledger filter would admit them (acct_filter_*: the rdp union of
+ * single-order filters, the zcdp rho budget, or basic sums), in order; the
+ * plan fits when every charge is admitted.  The reported spent epsilon is
+ * the filter's own figure, the one the server's budget summary shows.
+ *
+ * Output: a table, one row per dataset (id, accountant, budget epsilon and
+ * delta, spent epsilon, remaining epsilon, charges, FITS / EXCEEDS /
+ * REFUSED), plus one line per refused charge with the reason; with --json
+ * one JSON object:
+ *   {"fits": bool, "datasets": [{"id", "accountant", "neighbor",
+ *     "budget": {"epsilon", "delta"}, "spent": {"epsilon", "delta"},
+ *     "remaining": {"epsilon"}, "charges": N, "fits": bool,
+ *     "events": [{"name", "repeat", "epsilon", "admitted"}],
+ *     "error": {"where", "detail"} (only when a charge cannot be priced)}]}
+ *
+ * Exit status: 0 when every plan fits, 1 when one does not (over budget, or
+ * an event its ledger cannot price, e.g. a subsampled Gaussian on a zcdp
+ * ledger), 2 on a bad policy (unreadable, malformed, unknown fields, bad
+ * events) or bad usage.
  */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "srv_json.h"
 #include "srv_stateless.h"
+
+#define CHECK_MAX_DATASETS 10000
+#define CHECK_MAX_PLANNED 100000
+
+/* obj[a][b], or NULL. */
+static json_t *pget(const json_t *obj, const char *a, const char *b)
+{
+	return json_object_get(json_object_get(obj, a), b);
+}
+
+struct ds_report {
+	json_t *json;
+	bool fits;
+};
+
+static int bad_policy(const acct_error *err)
+{
+	fprintf(stderr, "dpgate check: bad policy at %s: %s\n",
+		err->where[0] ? err->where : "/", err->text);
+	return 2;
+}
+
+/*
+ * Checks one dataset.  Returns 0 (report filled), or ACCT_EINVAL with err
+ * for a malformed entry (bad policy).
+ */
+static int check_dataset(const json_t *ds, const char *where, struct ds_report *rep,
+			 acct_error *err)
+{
+	static const char *const ds_keys[] = {"id", "name", "budget", "accountant", "neighbor",
+					      "delta_share", "planned", NULL};
+	static const char *const ev_keys[] = {"name", "event", "repeat", NULL};
+	static const char *const budget_keys[] = {"epsilon", "delta", NULL};
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	const char *id = NULL, *acct_name = "rdp";
+	acct_ledger_kind kind = ACCT_LEDGER_RDP;
+	acct_neighbor nb = ACCT_ADD_REMOVE;
+	double eps_b = 0.0, delta_b = 0.0, share = 0.0;
+	json_t *budget, *planned, *events = NULL, *j;
+	acct_filter f;
+	acct_cost total;
+	acct_error refusal;
+	size_t i;
+	int rc;
+	int64_t charges = 0;
+	bool fits = true;
+
+	acct_error_init(&refusal);
+	if (!json_is_object(ds))
+		return acct_error_set(err, ACCT_EINVAL, where, "a dataset must be an object");
+	rc = srv_json_only_keys(ds, where, ds_keys, err);
+	if (rc >= 0)
+		rc = srv_json_string(ds, where, "id", SRV_REQUIRED, DPG_MAX_ID_BYTES, &id, err);
+	if (rc >= 0)
+		rc = srv_json_string(ds, where, "accountant", SRV_NULLABLE, 16, &acct_name, err);
+	if (rc < 0)
+		return rc;
+	if (acct_ledger_kind_from_name(acct_name, &kind) < 0) {
+		srv_json_pointer(ptr, sizeof(ptr), where, "accountant");
+		return acct_error_set(err, ACCT_EINVAL, ptr,
+				      "'accountant' must be rdp, zcdp or basic");
+	}
+	rc = srv_json_neighbor(ds, where, "neighbor", &nb, err);
+	if (rc >= 0)
+		rc = srv_json_real(ds, where, "delta_share", SRV_NULLABLE | SRV_HI_OPEN, 0.0, 1.0, &share,
+				   err);
+	if (rc < 0)
+		return rc;
+	srv_json_pointer(ptr, sizeof(ptr), where, "budget");
+	budget = json_object_get(ds, "budget");
+	if (!json_is_object(budget))
+		return acct_error_set(err, ACCT_EINVAL, ptr, "'budget' must be an object");
+	rc = srv_json_only_keys(budget, ptr, budget_keys, err);
+	if (rc >= 0)
+		rc = srv_json_real(budget, ptr, "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0.0, HUGE_VAL,
+				   &eps_b, err);
+	if (rc >= 0)
+		rc = srv_json_real(budget, ptr, "delta", SRV_REQUIRED | SRV_HI_OPEN, 0.0, 1.0, &delta_b,
+				   err);
+	if (rc < 0)
+		return rc;
+	rc = acct_filter_init(&f, kind, nb, eps_b, delta_b, err);
+	if (rc < 0) {
+		/* The filter names "/budget/..."; make it point into the policy. */
+		if (err->code != ACCT_OK) {
+			char tmp[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(tmp, sizeof(tmp), "%s%s", where, err->where);
+			snprintf(err->where, sizeof(err->where), "%s", tmp);
+			err->code = ACCT_EINVAL;
+		}
+		return ACCT_EINVAL;
+	}
+	srv_json_pointer(ptr, sizeof(ptr), where, "planned");
+	planned = json_object_get(ds, "planned");
+	if (!json_is_array(planned) || json_array_size(planned) > CHECK_MAX_PLANNED)
+		return acct_error_set(err, ACCT_EINVAL, ptr,
+				      "'planned' must be an array of at most %d events",
+				      CHECK_MAX_PLANNED);
+	events = json_array();
+	if (!events)
+		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
+	acct_filter_zero(&f, &total);
+	json_array_foreach(planned, i, j) {
+		char item[ACCT_ERROR_WHERE_BYTES + 24], evp[ACCT_ERROR_WHERE_BYTES + 32];
+		const char *name = NULL;
+		int64_t repeat = 1;
+		acct_event *ev = NULL;
+		acct_cost c;
+		acct_error e;
+		bool admitted = false;
+		double cost_eps = NAN;
+
+		snprintf(item, sizeof(item), "%s/%zu", ptr, i);
+		if (!json_is_object(j)) {
+			rc = acct_error_set(err, ACCT_EINVAL, item, "a planned release must be an object");
+			goto fail;
+		}
+		rc = srv_json_only_keys(j, item, ev_keys, err);
+		if (rc >= 0)
+			rc = srv_json_string(j, item, "name", SRV_NULLABLE, DPG_MAX_NAME_BYTES, &name, err);
+		if (rc >= 0)
+			rc = srv_json_int(j, item, "repeat", SRV_NULLABLE, 1, DPG_MAX_COMPOSITION_COUNT,
+					  &repeat, err);
+		if (rc < 0)
+			goto fail;
+		snprintf(evp, sizeof(evp), "%s/event", item);
+		if (!json_object_get(j, "event")) {
+			rc = acct_error_set(err, ACCT_EINVAL, evp, "'event' is required");
+			goto fail;
+		}
+		rc = srv_event_parse(json_object_get(j, "event"), evp, &ev, err);
+		if (rc < 0)
+			goto fail;
+		if (repeat > 1) {
+			ev = acct_event_self_composed(repeat, ev);
+			if (!ev) {
+				rc = acct_error_set(err, ACCT_ENOMEM, item, "out of memory");
+				goto fail;
+			}
+		}
+		acct_error_init(&e);
+		rc = acct_event_validate_at(repeat > 1 ? ev->u.self_composed.event : ev, nb, evp, &e);
+		if (rc == 0)
+			rc = acct_filter_price(&f, ev, share, &c, &e);
+		acct_event_free(ev);
+		if (rc == ACCT_EINVAL || rc == ACCT_ENOMEM) {
+			acct_error_set(err, rc, e.where[0] ? e.where : evp, "%s", e.text);
+			goto fail;
+		}
+		if (rc < 0) {
+			/* Well formed but this ledger cannot price it: the plan cannot run. */
+			if (refusal.code == ACCT_OK)
+				acct_error_set(&refusal, rc, evp, "%s", e.text);
+			fits = false;
+		} else if (fits) {
+			acct_cost next = total;
+
+			acct_cost_add_up(&next, &c);
+			cost_eps = acct_filter_epsilon(&f, &c);
+			if (acct_filter_within(&f, &next)) {
+				total = next;
+				admitted = true;
+				charges += repeat;
+			} else {
+				fits = false;
+			}
+		} else {
+			cost_eps = acct_filter_epsilon(&f, &c);
+		}
+		{
+			json_t *row = json_pack("{s:s?,s:I,s:o,s:b}", "name", name, "repeat",
+						(json_int_t)repeat, "epsilon",
+						isfinite(cost_eps) ? json_real(cost_eps) : json_null(),
+						"admitted", admitted);
+
+			if (!row || json_array_append_new(events, row)) {
+				rc = acct_error_set(err, ACCT_ENOMEM, item, "out of memory");
+				goto fail;
+			}
+		}
+	}
+	{
+		double spent = acct_filter_epsilon(&f, &total);
+		double remaining = fmax(eps_b - spent, 0.0);
+
+		rep->json = json_pack("{s:s,s:s,s:s,s:{s:f,s:f},s:{s:f,s:f},s:{s:f},s:I,s:b,s:o}",
+				      "id", id, "accountant", acct_ledger_kind_name(kind), "neighbor",
+				      nb == ACCT_REPLACE ? "replace" : "add_remove", "budget",
+				      "epsilon", eps_b, "delta", delta_b, "spent", "epsilon", spent,
+				      "delta", acct_filter_delta(&f, &total), "remaining", "epsilon",
+				      remaining, "charges", (json_int_t)charges, "fits", fits,
+				      "events", events);
+		events = NULL;
+		if (!rep->json)
+			return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
+		if (refusal.code != ACCT_OK)
+			json_object_set_new(rep->json, "error",
+					    json_pack("{s:s,s:s}", "where", refusal.where, "detail",
+						      refusal.text));
+		rep->fits = fits;
+	}
+	return 0;
+fail:
+	json_decref(events);
+	return rc < 0 ? rc : ACCT_EINVAL;
+}
+
+static void print_table(const json_t *all)
+{
+	size_t i;
+	json_t *d;
+
+	printf("%-20s %-6s %10s %10s %10s %10s %8s  %s\n", "dataset", "acct", "budget_eps",
+	       "budget_del", "spent_eps", "remaining", "charges", "result");
+	json_array_foreach(json_object_get(all, "datasets"), i, d) {
+		json_t *err = json_object_get(d, "error");
+		const char *res = json_is_true(json_object_get(d, "fits")) ? "FITS" :
+				  err ? "REFUSED" : "EXCEEDS";
+
+		printf("%-20s %-6s %10.4g %10.3g %10.4g %10.4g %8lld  %s\n",
+		       json_string_value(json_object_get(d, "id")),
+		       json_string_value(json_object_get(d, "accountant")),
+		       json_real_value(pget(d, "budget", "epsilon")),
+		       json_real_value(pget(d, "budget", "delta")),
+		       json_real_value(pget(d, "spent", "epsilon")),
+		       json_real_value(pget(d, "remaining", "epsilon")),
+		       (long long)json_integer_value(json_object_get(d, "charges")), res);
+		if (err)
+			printf("  refused at %s: %s\n", json_string_value(json_object_get(err, "where")),
+			       json_string_value(json_object_get(err, "detail")));
+	}
+}
 
 int srv_check_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "dpgate check: not available in this build\n");
-	return 2;
+	const char *path = NULL;
+	bool as_json = false, all_fit = true;
+	json_t *policy = NULL, *datasets, *out = NULL, *arr = NULL, *d;
+	json_error_t jerr;
+	acct_error err;
+	size_t i;
+	int status = 2;
+
+	for (int a = 1; a < argc; a++) {
+		if (strcmp(argv[a], "--json") == 0) {
+			as_json = true;
+		} else if (argv[a][0] == '-' && argv[a][1] != '\0') {
+			fprintf(stderr, "dpgate check: unknown option %s\n"
+				"usage: dpgate check POLICY [--json]\n", argv[a]);
+			return 2;
+		} else if (!path) {
+			path = argv[a];
+		} else {
+			fprintf(stderr, "usage: dpgate check POLICY [--json]\n");
+			return 2;
+		}
+	}
+	if (!path) {
+		fprintf(stderr, "usage: dpgate check POLICY [--json]\n");
+		return 2;
+	}
+	policy = strcmp(path, "-") == 0 ?
+			 json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr) :
+			 json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!policy) {
+		fprintf(stderr, "dpgate check: cannot read policy %s: %s (line %d)\n", path, jerr.text,
+			jerr.line);
+		return 2;
+	}
+	acct_error_init(&err);
+	datasets = json_object_get(policy, "datasets");
+	if (!json_is_object(policy) || !json_is_array(datasets) ||
+	    json_array_size(datasets) > CHECK_MAX_DATASETS) {
+		acct_error_set(&err, ACCT_EINVAL, "/datasets",
+			       "the policy must be an object with a 'datasets' array");
+		status = bad_policy(&err);
+		goto out;
+	}
+	{
+		static const char *const top_keys[] = {"datasets", "version", NULL};
+
+		if (srv_json_only_keys(policy, "", top_keys, &err) < 0) {
+			status = bad_policy(&err);
+			goto out;
+		}
+	}
+	arr = json_array();
+	if (!arr)
+		goto out;
+	json_array_foreach(datasets, i, d) {
+		char where[64];
+		struct ds_report rep = {0};
+
+		snprintf(where, sizeof(where), "/datasets/%zu", i);
+		if (check_dataset(d, where, &rep, &err) < 0) {
+			status = bad_policy(&err);
+			goto out;
+		}
+		all_fit = all_fit && rep.fits;
+		json_array_append_new(arr, rep.json);
+	}
+	out = json_pack("{s:b,s:O}", "fits", all_fit, "datasets", arr);
+	if (!out)
+		goto out;
+	if (as_json) {
+		char *s = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+
+		if (s) {
+			puts(s);
+			free(s);
+		}
+	} else {
+		print_table(out);
+	}
+	status = all_fit ? 0 : 1;
+out:
+	json_decref(out);
+	json_decref(arr);
+	json_decref(policy);
+	return status;
 }

@@ -226,6 +226,22 @@ int srv_route_match(const char *method, const char *path, char *scratch, size_t 
 	return path_known ? -2 : -1;
 }
 
+void srv_route_allowed(const char *path, char *buf, size_t size)
+{
+	char scratch[DPG_MAX_URL_BYTES + 1];
+	const char *params[SRV_MAX_PATH_PARAMS];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t r = 0; r < srv_routes_count; r++) {
+		const char *m = srv_routes[r].method;
+
+		if (strstr(buf, m) || srv_route_match(m, path, scratch, sizeof(scratch), params) < 0)
+			continue;
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? ", " : "", m);
+	}
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char *conn_query(void *conn, const char *key)
@@ -279,6 +295,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 		return;
 	}
 	if (r == -2) {
+		srv_route_allowed(url, res->allow, sizeof(res->allow));
 		srv_problem(res, 405, NULL, "the route does not support this method", NULL, NULL);
 		return;
 	}
@@ -381,6 +398,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		MHD_add_response_header(r, "Location", res->location);
 	if (res->status == 401)
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"dpgate\"");
+	if (res->allow[0])
+		MHD_add_response_header(r, "Allow", res->allow);
 	cs->status = res->status;
 	cs->out_bytes = res->len;
 	cs->replied = true;

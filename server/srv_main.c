@@ -21,6 +21,7 @@
 #include <sodium.h>
 
 #include "srv.h"
+#include "srv_jobs.h"
 #include "srv_json.h"
 #include "srv_stateless.h"
 
@@ -190,7 +191,18 @@ static int cmd_serve(int argc, char **argv)
 		srv_store_close(ctx.store);
 		return 1;
 	}
+	{
+		char errbuf[256];
+
+		if (srv_jobs_start(&ctx, DPG_MAX_JOB_WORKERS, &ctx.jobs, errbuf, sizeof(errbuf)) < 0) {
+			fprintf(stderr, "dpgate: %s\n", errbuf);
+			srv_store_close(ctx.store);
+			free(ctx.route_metrics);
+			return 1;
+		}
+	}
 	rc = srv_http_serve(&ctx, host, port, threads);
+	srv_jobs_stop(ctx.jobs);
 	srv_store_close(ctx.store);
 	free(ctx.route_metrics);
 	return rc;

@@ -664,7 +664,7 @@ struct batch {
 	int64_t n_checks, n_answers, n_student, n_abstain;
 	acct_cost cost;
 	acct_event *event;
-	const char *actor;
+	srv_spend *sp;            /* its success_status is set by the planner */
 };
 
 /* Reads one query's votes (or counts its predictions) into v[0..m). */
@@ -919,6 +919,8 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 		b->event->u.composed.n = np;
 	}
 	b->cost = spent;
+	/* Read by the store after the answer is built, and stored with it. */
+	b->sp->success_status = b->k < b->n ? 409 : 201;
 	*ret_cost = &b->cost;
 	*ret_event = b->event;
 	return 0;
@@ -1057,15 +1059,40 @@ static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const s
 	return o;
 }
 
-/* Sends a stored or fresh batch answer: 409 problem+json when it says so. */
-static void reply_batch(srv_response *res, char *body)
+/* Sends a stored or fresh answer; a 409 (batch cut short) is problem+json. */
+static void reply_stored(srv_response *res, int status, char *body)
 {
-	json_t *j = json_loads(body, 0, NULL);
-	bool partial = json_integer_value(json_object_get(j, "status")) == 409;
+	reply_body(res, status, body, status == 409 ? "application/problem+json" : "application/json");
+}
 
-	json_decref(j);
-	reply_body(res, partial ? 409 : 201, body,
-		   partial ? "application/problem+json" : "application/json");
+/*
+ * Answers a retry from storage before anything else is checked (as the
+ * core spending routes do), so a replay is the same bytes even after the
+ * session or the budget changed.  Returns true when the request is answered.
+ */
+static bool try_replay(srv_request *req, srv_response *res, uint8_t hash[32])
+{
+	srv_spend sp;
+	char *body = NULL;
+	int status = 0, rc;
+
+	if (!req->idempotency_key)
+		return false;
+	memset(&sp, 0, sizeof(sp));
+	srv_request_hash(req, hash);
+	sp.idempotency_key = req->idempotency_key;
+	sp.request_hash = hash;
+	sp.actor = req->who->key_id;
+	rc = srv_store_replay(req->db, &sp, &status, &body);
+	if (rc == SRV_REPLAYED) {
+		reply_stored(res, status, body);
+		return true;
+	}
+	if (rc != SRV_OK) {
+		reply_store_error(res, rc, NULL);
+		return true;
+	}
+	return false;
 }
 
 int srv_pate_session_queries(srv_request *req, srv_response *res)
@@ -1089,8 +1116,9 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&qe, 0, sizeof(qe));
 	memset(&b, 0, sizeof(b));
+	memset(&sp, 0, sizeof(sp));
 	acct_error_init(&err);
-	if (!load_dataset(req, res, &ds))
+	if (try_replay(req, res, hash) || !load_dataset(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
@@ -1149,7 +1177,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 				    &b.dd[i * s.cfg.n_orders], &err)) < 0)
 			goto bad;
 	}
-	memset(&sp, 0, sizeof(sp));
+	b.sp = &sp;
 	sp.kind = SRV_SPEND_CHARGE;
 	sp.dataset_id = ds.id;
 	sp.plan_fn = batch_plan;
@@ -1159,13 +1187,12 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	sp.note = note;
 	sp.actor = req->who->key_id;
 	if (req->idempotency_key) {
-		srv_request_hash(req, hash);
 		sp.idempotency_key = req->idempotency_key;
 		sp.request_hash = hash;
 	}
 	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_batch(res, body);
+		reply_stored(res, status, body);
 		body = NULL;
 	} else if (rc == SRV_CONFLICT) {
 		reply_nothing_fits(res, &ds,
@@ -1397,7 +1424,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
 	acct_error_init(&err);
-	if (!load_dataset(req, res, &ds))
+	if (try_replay(req, res, hash) || !load_dataset(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
@@ -1459,13 +1486,12 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	sp.note = note;
 	sp.actor = req->who->key_id;
 	if (req->idempotency_key) {
-		srv_request_hash(req, hash);
 		sp.idempotency_key = req->idempotency_key;
 		sp.request_hash = hash;
 	}
 	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_body(res, status, body, "application/json");
+		reply_stored(res, status, body);
 		body = NULL;
 	} else if (rc == SRV_CONFLICT) {
 		reply_nothing_fits(res, &ds,

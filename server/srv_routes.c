@@ -3,6 +3,7 @@
  * (health, metrics, spec, stateless accountant routes, datasets, budgets,
  * ledger, charges, reservations, dry-run, keys).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "srv.h"
 #include "srv_embedded.h"
+#include "srv_jobs.h"
 #include "srv_json.h"
 #include "srv_pate_session.h"
 #include "srv_stateless.h"
@@ -388,8 +390,9 @@ static int query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, 
 		*ret = dflt;
 		return 0;
 	}
+	errno = 0;
 	x = strtoll(v, &end, 10);
-	if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
+	if (*v < '0' || *v > '9' || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
 		snprintf(detail, sizeof(detail), "'%s' must be an integer in [%lld, %lld]", key,
 			 (long long)lo, (long long)hi);
 		srv_problem(res, 400, NULL, detail, key, NULL);
@@ -458,7 +461,7 @@ static int price_request(srv_request *req, srv_response *res, const srv_dataset 
 	return 0;
 }
 
-static void reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost)
+void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost)
 {
 	acct_filter f;
 	json_t *budget = srv_dataset_budget_json(ds);
@@ -536,15 +539,30 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
+	memset(&sp, 0, sizeof(sp));
+	if (req->idempotency_key) {
+		srv_request_hash(req, hash);
+		sp.idempotency_key = req->idempotency_key;
+		sp.request_hash = hash;
+		sp.actor = req->who->key_id;
+		rc = srv_store_replay(req->db, &sp, &status, &body);
+		if (rc == SRV_REPLAYED) {
+			reply_raw_json(res, status, body);
+			return 0;
+		}
+		if (rc != SRV_OK) {
+			reply_store_error(res, rc, NULL);
+			return 0;
+		}
+	}
 	if (!load_dataset(req, res, &ds))
 		return 0;
 	if (ds.archived) {
-		reply_over_budget(res, &ds, NULL);
+		srv_reply_over_budget(res, &ds, NULL);
 		return 0;
 	}
 	if (price_request(req, res, &ds, &ev, &cost) < 0)
 		return 0;
-	memset(&sp, 0, sizeof(sp));
 	arg.event = ev;
 	arg.cost = &cost;
 	arg.ttl = ttl;
@@ -557,16 +575,11 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	sp.ttl_seconds = ttl;
 	sp.body_fn = kind == SRV_SPEND_RESERVE ? reserve_body : charge_body;
 	sp.body_arg = &arg;
-	if (req->idempotency_key) {
-		srv_request_hash(req, hash);
-		sp.idempotency_key = req->idempotency_key;
-		sp.request_hash = hash;
-	}
 	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
 		reply_raw_json(res, status, body);
 	else if (rc == SRV_CONFLICT)
-		reply_over_budget(res, &ds, &cost);
+		srv_reply_over_budget(res, &ds, &cost);
 	else
 		reply_store_error(res, rc, "no such dataset");
 	acct_event_free(ev);
@@ -704,6 +717,10 @@ static int check_scope(const json_t *ds, srv_role role, acct_error *err)
 	json_array_foreach(ds, i, v) {
 		if (!json_is_string(v) || !id_ok(json_string_value(v)))
 			return acct_error_set(err, ACCT_EINVAL, "/datasets", "entry %zu is not a dataset id", i);
+		for (size_t k = 0; k < i; k++)
+			if (json_equal(v, json_array_get(ds, k)))
+				return acct_error_set(err, ACCT_EINVAL, "/datasets",
+						      "dataset '%s' is listed twice", json_string_value(v));
 	}
 	return 0;
 }
@@ -747,7 +764,18 @@ static int h_keys_create(srv_request *req, srv_response *res)
 
 static int h_keys_revoke(srv_request *req, srv_response *res)
 {
-	int rc = srv_keys_revoke(req->db, req->params[0]);
+	int64_t admins = 0;
+	int rc;
+
+	/* Revoking the last admin key over HTTP would lock every admin out;
+	 * `dpgate keys revoke` on the host can still do it. */
+	if (strcmp(req->params[0], req->who->key_id) == 0 &&
+	    srv_keys_count(req->db, SRV_ROLE_ADMIN, &admins) == SRV_OK && admins <= 1) {
+		srv_problem(res, 409, NULL, "this is the last admin key; create another admin key first",
+			    NULL, NULL);
+		return 0;
+	}
+	rc = srv_keys_revoke(req->db, req->params[0]);
 
 	if (rc != SRV_OK) {
 		reply_store_error(res, rc, "no such key");
@@ -799,6 +827,13 @@ const srv_route srv_routes[] = {
 	/* ---- end PATE sessions ---- */
 
 	/* ---- jobs (srv_jobs.c) ---- */
+	{"PUT", "/v1/datasets/{id}/data", SRV_ADMIN, false, srv_h_data_put},
+	{"GET", "/v1/datasets/{id}/data", SRV_READ, false, srv_h_data_get},
+	{"POST", "/v1/datasets/{id}/jobs", SRV_SPEND, true, srv_h_job_submit},
+	{"GET", "/v1/datasets/{id}/jobs", SRV_READ, false, srv_h_job_list},
+	{"GET", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_get},
+	{"DELETE", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_cancel},
+	{"GET", "/v1/jobs/{id}/model", SRV_ANY_KEY, false, srv_h_job_model},
 	/* ---- end jobs ---- */
 };
 

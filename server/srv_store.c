@@ -745,6 +745,13 @@ void srv__random_id(const char *prefix, char *buf, size_t size)
 	snprintf(buf, size, "%s%s", prefix, hex);
 }
 
+int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body)
+{
+	if (!sp->idempotency_key)
+		return SRV_OK;
+	return idem_lookup(db, sp, ret_status, ret_body);
+}
+
 int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
 		    srv_dataset *ret_ds)
 {
@@ -853,11 +860,12 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	body = answer ? srv_json_dump(answer) : NULL;
 	if (!body)
 		goto out;
-	if (sp->idempotency_key && idem_store(db, sp, 201, body, now) != SRV_OK)
+	if (sp->idempotency_key &&
+	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, now) != SRV_OK)
 		goto out;
 	if (srv__commit(db) < 0)
 		goto out;
-	*ret_status = 201;
+	*ret_status = sp->success_status ? sp->success_status : 201;
 	*ret_body = body;
 	body = NULL;
 	*ret_ds = ds;
@@ -980,6 +988,8 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		goto out;
 	}
 	rc = SRV_DB_ERROR;
+	if (srv__sweep_expired(db, &ds, now) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
+		goto out;
 	if (name)
 		snprintf(ds.name, sizeof(ds.name), "%s", name);
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
@@ -1035,6 +1045,9 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
+	/* Expired reservations are committed before the dataset freezes. */
+	if (srv__sweep_expired(db, &ds, now) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
+		goto out;
 	if (!ds.archived) {
 		if (srv__ledger_insert(db, ds.id, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor, NULL,
 				  now) < 0)
@@ -1249,10 +1262,14 @@ json_t *srv_dataset_budget_json(const srv_dataset *ds)
 	remaining = ds->budget_epsilon - committed_eps;
 	if (!(remaining > 0.0) || !acct_filter_within(&f, &with_reserved))
 		remaining = 0.0;
+	/* A basic ledger's reserved epsilon is its own sum; other filters only
+	 * have the difference of what spent and spent + reserved convert to. */
 	return json_pack("{s:{s:f, s:f}, s:{s:f, s:f}, s:{s:f, s:I}, s:{s:f}, s:I, s:s}",
 			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
 			 "spent", "epsilon", spent_eps, "delta", acct_filter_delta(&f, &ds->spent),
-			 "reserved", "epsilon", committed_eps - spent_eps, "open",
+			 "reserved", "epsilon",
+			 ds->accountant == ACCT_LEDGER_BASIC ? ds->reserved.v[0] : committed_eps - spent_eps,
+			 "open",
 			 (json_int_t)ds->open_reservations,
 			 "remaining", "epsilon", remaining,
 			 "charges", (json_int_t)ds->charges,

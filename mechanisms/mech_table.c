@@ -1,0 +1,827 @@
+/*
+ * mech_table.c: hosted tables (CSV text -> typed columns) and the queries
+ * the server answers on them, each priced by the event it returns.
+ *
+ * CSV: RFC 4180 (comma separator, double-quoted fields with "" escapes and
+ * embedded newlines, LF or CRLF line ends), a header row of unique non-empty
+ * names.  Every bound is a DPG_MAX_CSV_* constant.  Errors name the line
+ * (1 = header) and the column in the text and in `where`
+ * ("/csv/line/17/age"); nothing is partially returned.
+ *
+ * Neighbouring tables differ by one row (add/remove) or in one row
+ * (replace); each query states its sensitivity under both.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mech.h"
+#include "mech_internal.h"
+
+struct column {
+	char *name;
+	mech_col_kind kind;
+	double *num;      /* numeric: rows values */
+	uint32_t *cat;    /* categorical: index into dict */
+	char **dict;
+	size_t ndict;
+	/* open-addressing hash of dict while parsing */
+	uint32_t *slots;
+	size_t nslots;
+};
+
+struct mech_table {
+	size_t rows, cols;
+	struct column *col;
+};
+
+/* ---- helpers ---- */
+
+int mech__parse_real(const char *s, double *ret)
+{
+	char *end;
+	double x;
+
+	/* The one checked number parser of mechanisms/: the whole field must
+	 * be a finite decimal (or hex) number, surrounding blanks allowed. */
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!*s)
+		return -1;
+	errno = 0;
+	x = strtod(s, &end);
+	if (end == s)
+		return -1;
+	while (*end == ' ' || *end == '\t')
+		end++;
+	if (*end || !isfinite(x) || (errno == ERANGE && fabs(x) > 1.0))
+		return -1;
+	*ret = x;
+	return 0;
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++) {
+		h ^= (uint8_t)*s;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static void column_free(struct column *c)
+{
+	free(c->name);
+	free(c->num);
+	free(c->cat);
+	for (size_t i = 0; i < c->ndict; i++)
+		free(c->dict[i]);
+	free(c->dict);
+	free(c->slots);
+}
+
+void mech_table_free(mech_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->cols; i++)
+		column_free(&t->col[i]);
+	free(t->col);
+	free(t);
+}
+
+/* ---- CSV tokenizer ---- */
+
+struct csv {
+	const char *p, *end;
+	size_t line;
+	char field[DPG_MAX_CSV_FIELD_BYTES + 1];
+};
+
+enum { FIELD_MORE = 1, FIELD_EOL = 2, FIELD_EOF = 3 };
+
+/* Reads one field into c->field; returns FIELD_MORE (a comma follows),
+ * FIELD_EOL, FIELD_EOF, or a negative code with err set. */
+static int csv_field(struct csv *c, acct_error *err)
+{
+	size_t n = 0;
+	bool quoted = false;
+
+	if (c->p < c->end && *c->p == '"') {
+		quoted = true;
+		c->p++;
+	}
+	for (;;) {
+		char ch;
+
+		if (c->p >= c->end) {
+			if (quoted)
+				return acct_error_set(err, ACCT_EINVAL, "/csv",
+						      "line %zu: unterminated quoted field", c->line);
+			break;
+		}
+		ch = *c->p;
+		if (quoted) {
+			if (ch == '"') {
+				if (c->p + 1 < c->end && c->p[1] == '"') {
+					c->p++;
+				} else {
+					c->p++;
+					quoted = false;
+					if (c->p < c->end && *c->p != ',' && *c->p != '\n' && *c->p != '\r')
+						return acct_error_set(err, ACCT_EINVAL, "/csv",
+								      "line %zu: text after a closing quote",
+								      c->line);
+					continue;
+				}
+			} else if (ch == '\n') {
+				c->line++;
+			}
+		} else if (ch == ',' || ch == '\n' || ch == '\r') {
+			break;
+		} else if (ch == '"') {
+			return acct_error_set(err, ACCT_EINVAL, "/csv",
+					      "line %zu: quote inside an unquoted field", c->line);
+		}
+		if (ch == '\0')
+			return acct_error_set(err, ACCT_EINVAL, "/csv", "line %zu: NUL byte", c->line);
+		if (n >= DPG_MAX_CSV_FIELD_BYTES)
+			return acct_error_set(err, ACCT_EINVAL, "/csv",
+					      "line %zu: field longer than %d bytes", c->line,
+					      DPG_MAX_CSV_FIELD_BYTES);
+		c->field[n++] = ch;
+		c->p++;
+	}
+	c->field[n] = '\0';
+	if (c->p >= c->end)
+		return FIELD_EOF;
+	if (*c->p == ',') {
+		c->p++;
+		return FIELD_MORE;
+	}
+	if (*c->p == '\r')
+		c->p++;
+	if (c->p < c->end && *c->p == '\n')
+		c->p++;
+	c->line++;
+	return c->p >= c->end ? FIELD_EOF : FIELD_EOL;
+}
+
+static int add_category(struct column *col, const char *s, uint32_t *ret, acct_error *err,
+			size_t line)
+{
+	uint64_t h;
+	size_t i;
+
+	if (!col->slots) {
+		col->nslots = 64;
+		col->slots = calloc(col->nslots, sizeof(uint32_t));
+		if (!col->slots)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	}
+	h = hash_str(s);
+	for (i = h & (col->nslots - 1); col->slots[i]; i = (i + 1) & (col->nslots - 1))
+		if (!strcmp(col->dict[col->slots[i] - 1], s)) {
+			*ret = col->slots[i] - 1;
+			return 0;
+		}
+	if (col->ndict >= DPG_MAX_CSV_CATEGORIES)
+		return acct_error_set(err, ACCT_EINVAL, "/csv",
+				      "line %zu, column '%s': more than %d distinct values", line,
+				      col->name, DPG_MAX_CSV_CATEGORIES);
+	if ((col->ndict & (col->ndict - 1)) == 0) {
+		char **d = realloc(col->dict, (col->ndict ? col->ndict * 2 : 1) * sizeof(char *));
+
+		if (!d)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		col->dict = d;
+	}
+	col->dict[col->ndict] = strdup(s);
+	if (!col->dict[col->ndict])
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	col->slots[i] = (uint32_t)++col->ndict;
+	*ret = (uint32_t)(col->ndict - 1);
+	if (col->ndict * 2 > col->nslots) {
+		/* Grow and rehash. */
+		size_t ns = col->nslots * 2;
+		uint32_t *slots = calloc(ns, sizeof(uint32_t));
+
+		if (!slots)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		for (size_t k = 0; k < col->ndict; k++) {
+			size_t j = hash_str(col->dict[k]) & (ns - 1);
+
+			while (slots[j])
+				j = (j + 1) & (ns - 1);
+			slots[j] = (uint32_t)(k + 1);
+		}
+		free(col->slots);
+		col->slots = slots;
+		col->nslots = ns;
+	}
+	return 0;
+}
+
+static int set_where(acct_error *err, size_t line, const char *col, const char *what)
+{
+	char where[ACCT_ERROR_WHERE_BYTES];
+
+	snprintf(where, sizeof(where), "/csv/line/%zu/%.64s", line, col);
+	return acct_error_set(err, ACCT_EINVAL, where, "line %zu, column '%.64s': %s", line, col,
+			      what);
+}
+
+/* Skips empty lines (LF or CRLF); true when the input is exhausted. */
+static bool skip_blank_lines(struct csv *c)
+{
+	for (;;) {
+		if (c->p < c->end && *c->p == '\n') {
+			c->p++;
+			c->line++;
+		} else if (c->p + 1 < c->end && c->p[0] == '\r' && c->p[1] == '\n') {
+			c->p += 2;
+			c->line++;
+		} else {
+			return c->p >= c->end;
+		}
+	}
+}
+
+/* Counts data rows (for allocation) and checks the row limit. */
+static int count_rows(const char *text, size_t len, size_t *ret)
+{
+	size_t rows = 0;
+	bool quoted = false, any = false;
+
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == '"')
+			quoted = !quoted;
+		else if (text[i] == '\n' && !quoted) {
+			rows++;
+			any = false;
+			continue;
+		}
+		any = true;
+	}
+	*ret = rows + (any ? 1 : 0);
+	return 0;
+}
+
+int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *decl,
+			 size_t n_decl, mech_table **ret, acct_error *err)
+{
+	mech_table *t = NULL;
+	struct csv *c = NULL;
+	size_t cap_rows = 0, row = 0;
+	int rc, st;
+	bool *is_num = NULL;
+
+	if (!text || len == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is empty");
+	if (len > DPG_MAX_CSV_BYTES)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is larger than %u bytes",
+				      DPG_MAX_CSV_BYTES);
+	count_rows(text, len, &cap_rows);
+	if (cap_rows < 2)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "need a header row and at least one row");
+	cap_rows -= 1;
+	if (cap_rows > (size_t)DPG_MAX_CSV_ROWS)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "more than %lld rows",
+				      (long long)DPG_MAX_CSV_ROWS);
+	t = calloc(1, sizeof(*t));
+	c = malloc(sizeof(*c));
+	if (!t || !c) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto fail;
+	}
+	c->p = text;
+	c->end = text + len;
+	c->line = 1;
+	/* Header. */
+	t->col = calloc(DPG_MAX_CSV_COLUMNS, sizeof(struct column));
+	if (!t->col) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto fail;
+	}
+	do {
+		st = csv_field(c, err);
+		if (st < 0) {
+			rc = st;
+			goto fail;
+		}
+		if (t->cols >= DPG_MAX_CSV_COLUMNS) {
+			rc = acct_error_set(err, ACCT_EINVAL, "/csv", "more than %d columns",
+					    DPG_MAX_CSV_COLUMNS);
+			goto fail;
+		}
+		if (!c->field[0]) {
+			rc = acct_error_set(err, ACCT_EINVAL, "/csv/line/1",
+					    "line 1: column %zu has an empty name", t->cols + 1);
+			goto fail;
+		}
+		for (size_t j = 0; j < t->cols; j++)
+			if (!strcmp(t->col[j].name, c->field)) {
+				rc = set_where(err, 1, c->field, "appears twice in the header");
+				goto fail;
+			}
+		t->col[t->cols].name = strdup(c->field);
+		if (!t->col[t->cols].name) {
+			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			goto fail;
+		}
+		t->cols++;
+	} while (st == FIELD_MORE);
+	/* Declared schema: every header column declared, every declared column
+	 * present. */
+	is_num = calloc(t->cols, sizeof(bool));
+	if (!is_num) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto fail;
+	}
+	for (size_t j = 0; j < t->cols; j++) {
+		is_num[j] = true;
+		if (!decl)
+			continue;
+		is_num[j] = false;
+		{
+			size_t k;
+
+			for (k = 0; k < n_decl; k++)
+				if (!strcmp(decl[k].name, t->col[j].name))
+					break;
+			if (k == n_decl) {
+				rc = set_where(err, 1, t->col[j].name, "is not in the declared schema");
+				goto fail;
+			}
+			is_num[j] = decl[k].kind == MECH_COL_NUMERIC;
+		}
+	}
+	for (size_t k = 0; decl && k < n_decl; k++) {
+		size_t j;
+
+		for (j = 0; j < t->cols; j++)
+			if (!strcmp(decl[k].name, t->col[j].name))
+				break;
+		if (j == t->cols) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/schema/%zu", k);
+			rc = acct_error_set(err, ACCT_EINVAL, where,
+					    "declared column '%.64s' is not in the header", decl[k].name);
+			goto fail;
+		}
+	}
+	/* Without a schema, a first pass over the rows decides the types: a
+	 * column is numeric when every field of it is a finite number.  (The
+	 * second pass below also checks raggedness and limits.) */
+	if (!decl) {
+		struct csv save = *c;
+
+		while (st != FIELD_EOF && !skip_blank_lines(c)) {
+			size_t j = 0;
+			double x;
+
+			do {
+				st = csv_field(c, err);
+				if (st < 0) {
+					rc = st;
+					goto fail;
+				}
+				if (j < t->cols && is_num[j] && mech__parse_real(c->field, &x) < 0)
+					is_num[j] = false;
+				j++;
+			} while (st == FIELD_MORE);
+		}
+		c->p = save.p;
+		c->line = save.line;
+		st = FIELD_EOL;
+	}
+	/* Storage of the decided type only. */
+	for (size_t j = 0; j < t->cols; j++) {
+		if (is_num[j])
+			t->col[j].num = malloc(cap_rows * sizeof(double));
+		else
+			t->col[j].cat = malloc(cap_rows * sizeof(uint32_t));
+		if (!t->col[j].num && !t->col[j].cat) {
+			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			goto fail;
+		}
+	}
+	/* Rows. */
+	while (st != FIELD_EOF) {
+		size_t line = c->line, j = 0;
+
+		/* Empty lines are not rows. */
+		if (skip_blank_lines(c))
+			break;
+		line = c->line;
+		if (row >= cap_rows) {
+			rc = acct_error_set(err, ACCT_EINTERNAL, "/csv", "row count mismatch");
+			goto fail;
+		}
+		do {
+			struct column *col;
+			double x;
+
+			st = csv_field(c, err);
+			if (st < 0) {
+				rc = st;
+				goto fail;
+			}
+			if (j >= t->cols) {
+				char where[ACCT_ERROR_WHERE_BYTES];
+
+				snprintf(where, sizeof(where), "/csv/line/%zu", line);
+				rc = acct_error_set(err, ACCT_EINVAL, where,
+						    "line %zu: more than the header's %zu columns", line,
+						    t->cols);
+				goto fail;
+			}
+			col = &t->col[j];
+			if (is_num[j]) {
+				if (mech__parse_real(c->field, &x) < 0) {
+					if (decl) {
+						rc = set_where(err, line, col->name, "not a finite number");
+						goto fail;
+					}
+					rc = acct_error_set(err, ACCT_EINTERNAL, "/csv",
+							    "type detection disagrees");
+					goto fail;
+				} else {
+					col->num[row] = x;
+				}
+			}
+			if (!is_num[j]) {
+				uint32_t ci = 0;
+
+				rc = add_category(col, c->field, &ci, err, line);
+				if (rc < 0)
+					goto fail;
+				col->cat[row] = ci;
+			}
+			j++;
+		} while (st == FIELD_MORE);
+		if (j != t->cols) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/csv/line/%zu", line);
+			rc = acct_error_set(err, ACCT_EINVAL, where,
+					    "line %zu: %zu fields, the header has %zu", line, j, t->cols);
+			goto fail;
+		}
+		row++;
+	}
+	t->rows = row;
+	if (row == 0) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/csv", "no data rows");
+		goto fail;
+	}
+	for (size_t j = 0; j < t->cols; j++) {
+		t->col[j].kind = is_num[j] ? MECH_COL_NUMERIC : MECH_COL_CATEGORICAL;
+		free(t->col[j].slots);
+		t->col[j].slots = NULL;
+	}
+	free(is_num);
+	free(c);
+	*ret = t;
+	return 0;
+fail:
+	free(is_num);
+	free(c);
+	mech_table_free(t);
+	return rc;
+}
+
+size_t mech_table_rows(const mech_table *t)
+{
+	return t->rows;
+}
+
+size_t mech_table_columns(const mech_table *t)
+{
+	return t->cols;
+}
+
+const char *mech_table_column_name(const mech_table *t, size_t j)
+{
+	return j < t->cols ? t->col[j].name : NULL;
+}
+
+mech_col_kind mech_table_column_kind(const mech_table *t, size_t j)
+{
+	return t->col[j].kind;
+}
+
+static int find_column(const mech_table *t, const char *name, mech_col_kind kind,
+		       const struct column **ret, acct_error *err)
+{
+	for (size_t j = 0; name && j < t->cols; j++)
+		if (!strcmp(t->col[j].name, name)) {
+			if (t->col[j].kind != kind)
+				return acct_error_set(err, ACCT_EINVAL, "/column",
+						      "column '%.64s' is not %s", name,
+						      kind == MECH_COL_NUMERIC ? "numeric" : "categorical");
+			*ret = &t->col[j];
+			return 0;
+		}
+	return acct_error_set(err, ACCT_EINVAL, "/column", "unknown column '%.64s'",
+			      name ? name : "");
+}
+
+static int check_eps(double eps, acct_error *err)
+{
+	if (!(isfinite(eps) && eps > 0))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be finite and > 0");
+	return 0;
+}
+
+static int check_bounds(double lo, double hi, acct_error *err)
+{
+	if (!isfinite(lo))
+		return acct_error_set(err, ACCT_EINVAL, "/lo", "must be a finite number");
+	if (!(isfinite(hi) && hi > lo))
+		return acct_error_set(err, ACCT_EINVAL, "/hi", "must be finite and > lo");
+	return 0;
+}
+
+/* ---- queries ---- */
+
+int mech_table_count(mech_rng *rng, const mech_table *t, double epsilon, int64_t *ret,
+		     acct_event **ret_event, acct_error *err)
+{
+	int64_t n = (int64_t)t->rows;
+	int rc = check_eps(epsilon, err);
+
+	/* Adding or removing a row moves the count by 1: discrete Laplace of
+	 * scale 1/eps is eps-DP (under replace the count is public anyway). */
+	if (rc < 0)
+		return rc;
+	return mech_discrete_laplace(rng, &n, 1, 1, 1.0 / epsilon, ret, ret_event, err);
+}
+
+/* Sensitivity of a clamped sum: add/remove max(|lo|, |hi|), replace hi - lo. */
+static double sum_sensitivity(double lo, double hi, acct_neighbor nb)
+{
+	return nb == ACCT_REPLACE ? hi - lo : fmax(fabs(lo), fabs(hi));
+}
+
+/*
+ * Releases the sum of the column's values clamped to [lo, hi] with Laplace
+ * noise of scale `scale`, computed exactly on the noise grid: each clamped
+ * value x becomes floor(x / g) (g = 2^-shift, mech_noise.c's grid), the
+ * integers are added exactly in 128 bits, and exact discrete Laplace noise
+ * in grid units is added.  A floating-point sum would have a rounding error
+ * that depends on the data and can exceed the stated sensitivity; the
+ * integer sum cannot.  Adding or removing a row moves it by
+ * |floor(v / g)| <= ceil(max(|lo|, |hi|) / g); replacing one by at most
+ * ceil((hi - lo) / g): the event's integer sensitivity ceil(sens / g).
+ */
+static int laplace_clamped_sum(mech_rng *rng, const struct column *c, size_t rows, double lo,
+			       double hi, double sens, double scale, double *ret,
+			       acct_event **ret_event, acct_error *err)
+{
+	__int128 k = 0;
+	uint64_t num, den;
+	int64_t z;
+	int shift, rc;
+	double dz;
+	acct_event *ev;
+
+	if (mech__laplace_grid(scale, &shift, &num, &den) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
+	dz = ceil(ldexp(sens, shift));
+	if (!(dz <= 0x1p53) || !(fmax(fabs(lo), fabs(hi)) * (double)rows < ldexp(0x1p100, -shift)))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+				      "epsilon too large for the clamping bounds");
+	for (size_t i = 0; i < rows; i++) {
+		double x = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
+
+		k += (__int128)floor(ldexp(x, shift));
+	}
+	rc = mech_sample_discrete_laplace(rng, num, den, &z);
+	if (rc < 0)
+		return acct_error_set(err, rc, "", "noise sampling failed");
+	ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.discrete_laplace.noise_parameter = nextafter((double)den / (double)num, INFINITY);
+	ev->u.discrete_laplace.sensitivity = dz;
+	*ret = ldexp((double)(k + z), -shift);
+	*ret_event = ev;
+	return 0;
+}
+
+int mech_table_sum(mech_rng *rng, const mech_table *t, const char *column, double lo, double hi,
+		   double epsilon, acct_neighbor neighbor, double *ret, acct_event **ret_event,
+		   acct_error *err)
+{
+	const struct column *c;
+	double sens;
+	int rc;
+
+	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
+	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
+		return rc;
+	sens = sum_sensitivity(lo, hi, neighbor);
+	return laplace_clamped_sum(rng, c, t->rows, lo, hi, sens, sens / epsilon, ret, ret_event,
+				   err);
+}
+
+int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, double lo,
+		    double hi, double epsilon, acct_neighbor neighbor, double *ret,
+		    acct_event **ret_event, acct_error *err)
+{
+	const struct column *c;
+	acct_event *ev = NULL, *e_sum = NULL, *e_cnt = NULL;
+	double sens, noisy_sum, mean;
+	int64_t noisy_count, n = (int64_t)t->rows;
+	int rc;
+
+	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
+	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
+		return rc;
+	/* Noisy sum and noisy count with epsilon/2 each (basic composition);
+	 * mean = noisy sum / max(noisy count, 1), clamped to [lo, hi] (post-
+	 * processing).  Under replace the count is public: all of epsilon goes
+	 * to the sum. */
+	sens = sum_sensitivity(lo, hi, neighbor);
+	if (neighbor == ACCT_REPLACE) {
+		rc = laplace_clamped_sum(rng, c, t->rows, lo, hi, sens, sens / epsilon, &noisy_sum,
+					 &ev, err);
+		if (rc < 0)
+			return rc;
+		noisy_count = n;
+	} else {
+		rc = laplace_clamped_sum(rng, c, t->rows, lo, hi, sens, sens / (epsilon / 2),
+					 &noisy_sum, &e_sum, err);
+		if (rc == 0)
+			rc = mech_discrete_laplace(rng, &n, 1, 1, 2.0 / epsilon, &noisy_count, &e_cnt, err);
+		if (rc < 0)
+			goto fail;
+		ev = acct_event_new(ACCT_EV_COMPOSED);
+		if (!ev || !(ev->u.composed.events = calloc(2, sizeof(acct_event *)))) {
+			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			goto fail;
+		}
+		ev->u.composed.n = 2;
+		ev->u.composed.events[0] = e_sum;
+		ev->u.composed.events[1] = e_cnt;
+		e_sum = e_cnt = NULL;
+	}
+	mean = noisy_sum / (double)(noisy_count < 1 ? 1 : noisy_count);
+	*ret = mean < lo ? lo : mean > hi ? hi : mean;
+	*ret_event = ev;
+	return 0;
+fail:
+	acct_event_free(ev);
+	acct_event_free(e_sum);
+	acct_event_free(e_cnt);
+	return rc;
+}
+
+int mech_table_histogram(mech_rng *rng, const mech_table *t, const char *column,
+			 const char *const *categories, size_t n_categories, double epsilon,
+			 acct_neighbor neighbor, int64_t *ret_counts, acct_event **ret_event,
+			 acct_error *err)
+{
+	const struct column *c;
+	int64_t *counts = NULL;
+	size_t *map = NULL;
+	int rc;
+
+	if ((rc = find_column(t, column, MECH_COL_CATEGORICAL, &c, err)) < 0 ||
+	    (rc = check_eps(epsilon, err)) < 0)
+		return rc;
+	if (n_categories < 1 || n_categories > DPG_MAX_HISTOGRAM_BINS)
+		return acct_error_set(err, ACCT_EINVAL, "/categories", "need 1 to %d categories",
+				      DPG_MAX_HISTOGRAM_BINS);
+	/* The bins are the caller's public categories: which values occur in
+	 * the data is itself private, so the table's dictionary never shapes
+	 * the answer.  Rows with other values fall in no bin. */
+	counts = calloc(n_categories, sizeof(int64_t));
+	map = malloc((c->ndict ? c->ndict : 1) * sizeof(size_t));
+	if (!counts || !map) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	for (size_t d = 0; d < c->ndict; d++) {
+		map[d] = SIZE_MAX;
+		for (size_t k = 0; k < n_categories; k++)
+			if (categories[k] && !strcmp(categories[k], c->dict[d])) {
+				map[d] = k;
+				break;
+			}
+	}
+	for (size_t k = 0; k < n_categories; k++) {
+		if (!categories[k]) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/categories/%zu", k);
+			rc = acct_error_set(err, ACCT_EINVAL, where, "must be a string");
+			goto out;
+		}
+		for (size_t l = 0; l < k; l++)
+			if (!strcmp(categories[k], categories[l])) {
+				char where[ACCT_ERROR_WHERE_BYTES];
+
+				snprintf(where, sizeof(where), "/categories/%zu", k);
+				rc = acct_error_set(err, ACCT_EINVAL, where, "repeats a category");
+				goto out;
+			}
+	}
+	for (size_t i = 0; i < t->rows; i++)
+		if (map[c->cat[i]] != SIZE_MAX)
+			counts[map[c->cat[i]]]++;
+	/* One row changes one bin by 1 (add/remove, L1 = 1) or two bins by 1
+	 * (replace, L1 = 2). */
+	rc = mech_discrete_laplace(rng, counts, n_categories, neighbor == ACCT_REPLACE ? 2 : 1,
+				   (neighbor == ACCT_REPLACE ? 2.0 : 1.0) / epsilon, ret_counts,
+				   ret_event, err);
+out:
+	free(counts);
+	free(map);
+	return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, double q,
+			double lo, double hi, double epsilon, double *ret, acct_event **ret_event,
+			acct_error *err)
+{
+	const struct column *c;
+	double *x = NULL, *scores = NULL, u;
+	size_t *which = NULL, n = t->rows, m = 0, pick;
+	acct_event *ev = NULL;
+	int rc;
+
+	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
+	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
+		return rc;
+	if (!(q >= 0 && q <= 1))
+		return acct_error_set(err, ACCT_EINVAL, "/q", "must be in [0, 1]");
+	if (n + 1 > DPG_MAX_VECTOR_LEN)
+		return acct_error_set(err, ACCT_EINVAL, "/column",
+				      "quantiles are limited to tables of %d rows",
+				      DPG_MAX_VECTOR_LEN - 1);
+	/* Smith 2011 / the exponential mechanism with Lebesgue base measure on
+	 * [lo, hi]: with the clamped values sorted, x_0 = lo <= x_1 <= ... <=
+	 * x_n <= x_{n+1} = hi, output a point of interval i = [x_i, x_{i+1}]
+	 * with density proportional to exp(-eps |i - q n| / 2) (utility
+	 * sensitivity 1): pick interval i with probability proportional to
+	 * (x_{i+1} - x_i) exp(-eps |i - q n| / 2), then a uniform point in it.
+	 * Empty intervals are skipped; the length enters as the score term
+	 * (2/eps) log(length), sampled by mech_exponential's exact sampler
+	 * (whose exponent clamp at 1024 moves the distribution by at most
+	 * n e^-1024 in total variation). */
+	x = malloc((n + 2) * sizeof(double));
+	scores = malloc((n + 1) * sizeof(double));
+	which = malloc((n + 1) * sizeof(size_t));
+	if (!x || !scores || !which) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	x[0] = lo;
+	for (size_t i = 0; i < n; i++)
+		x[i + 1] = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
+	x[n + 1] = hi;
+	qsort(x + 1, n, sizeof(double), cmp_double);
+	for (size_t i = 0; i <= n; i++) {
+		double len = x[i + 1] - x[i];
+
+		if (len > 0) {
+			scores[m] = -fabs((double)i - q * (double)n) + (2.0 / epsilon) * log(len);
+			which[m++] = i;
+		}
+	}
+	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
+	if (rc < 0)
+		goto out;
+	rc = mech_rng_uniform(rng, &u);
+	if (rc < 0) {
+		rc = acct_error_set(err, rc, "", "random number generator failed");
+		goto out;
+	}
+	{
+		double a = x[which[pick]], b = x[which[pick] + 1], y = a + u * (b - a);
+
+		*ret = y < a ? a : y > b ? b : y;
+	}
+	*ret_event = ev;
+	ev = NULL;
+out:
+	acct_event_free(ev);
+	free(x);
+	free(scores);
+	free(which);
+	return rc;
+}

@@ -1,0 +1,44 @@
+/*
+ * srv_jobs.h: training jobs: submission, the worker pool, progress,
+ * cancellation, models; and the data linked to a dataset.
+ *
+ * The budget rule of a job (README, "Training jobs"):
+ *  - its privacy event is built from its parameters and the linked table's
+ *    row count before any data is read, and reserved in full at submission;
+ *    a job that does not fit is refused with 409 and the epsilon it needs;
+ *  - a job cancelled while queued releases its reservation (no data read);
+ *  - once a worker has started it, the reservation is committed in full when
+ *    it ends, whether it succeeded, failed or was cancelled;
+ *  - at start-up, a job found `running` (the server stopped or crashed under
+ *    it) is marked failed and its reservation committed in full; `queued`
+ *    jobs are queued again.
+ */
+#ifndef SRV_JOBS_H
+#define SRV_JOBS_H
+
+#include "srv.h"
+
+typedef struct srv_jobs srv_jobs;
+
+/*
+ * Applies the start-up rule above and starts `workers` worker threads.
+ * Returns 0, or -1 with a message in errbuf.
+ */
+int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs **ret, char *errbuf,
+		   size_t errbuf_size);
+
+/* Cancels running jobs (they end as failed, reservation committed), joins
+ * the workers and frees the pool.  Queued jobs stay queued in the database.
+ * Accepts NULL. */
+void srv_jobs_stop(srv_jobs *jobs);
+
+/* Route handlers. */
+int srv_h_data_put(srv_request *req, srv_response *res);
+int srv_h_data_get(srv_request *req, srv_response *res);
+int srv_h_job_submit(srv_request *req, srv_response *res);
+int srv_h_job_list(srv_request *req, srv_response *res);
+int srv_h_job_get(srv_request *req, srv_response *res);
+int srv_h_job_cancel(srv_request *req, srv_response *res);
+int srv_h_job_model(srv_request *req, srv_response *res);
+
+#endif

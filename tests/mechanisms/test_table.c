@@ -1,0 +1,313 @@
+/*
+ * test_table.c: CSV parsing (types, quoting, limits, errors naming line and
+ * column) and the table queries' output distributions and events.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "mech.h"
+#include "test_util.h"
+
+static mech_table *parse_ok(const char *csv, const mech_column_decl *decl, size_t nd)
+{
+	mech_table *t = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_table_parse_csv(csv, strlen(csv), decl, nd, &t, &err), 0, "%s: %s",
+		     err.where, err.text);
+	return t;
+}
+
+Test(table, parses_types_quotes_and_line_ends)
+{
+	const char *csv = "age,city,\"note, quoted\"\r\n"
+			  "31,Paris,\"said \"\"hi\"\"\"\r\n"
+			  "45,\"New\nYork\",x\r\n"
+			  "\n"
+			  "27.5,Paris,\r\n";
+	mech_table *t = parse_ok(csv, NULL, 0);
+
+	cr_assert_eq(mech_table_rows(t), 3);
+	cr_assert_eq(mech_table_columns(t), 3);
+	cr_assert_str_eq(mech_table_column_name(t, 2), "note, quoted");
+	cr_assert_eq(mech_table_column_kind(t, 0), MECH_COL_NUMERIC);
+	cr_assert_eq(mech_table_column_kind(t, 1), MECH_COL_CATEGORICAL);
+	cr_assert_eq(mech_table_column_kind(t, 2), MECH_COL_CATEGORICAL);
+	mech_table_free(t);
+	/* A numeric-looking column declared categorical stays categorical. */
+	{
+		mech_column_decl decl[] = {{"zip", MECH_COL_CATEGORICAL}, {"n", MECH_COL_NUMERIC}};
+
+		t = parse_ok("zip,n\n007,1\n75001,2\n", decl, 2);
+		cr_assert_eq(mech_table_column_kind(t, 0), MECH_COL_CATEGORICAL);
+		mech_table_free(t);
+	}
+}
+
+Test(table, bad_csv_names_line_and_column)
+{
+	static const mech_column_decl decl[] = {{"a", MECH_COL_NUMERIC}, {"b", MECH_COL_CATEGORICAL}};
+	static const struct {
+		const char *csv;
+		const mech_column_decl *decl;
+		size_t nd;
+		const char *where;
+	} cases[] = {
+		{"a,b\n1,x\n2\n", NULL, 0, "/csv/line/3"},                 /* ragged: short */
+		{"a,b\n1,x\n2,y,z\n", NULL, 0, "/csv/line/3"},             /* ragged: long */
+		{"a,b\n1,x\nseven,y\n", decl, 2, "/csv/line/3/a"},         /* text in numeric */
+		{"a,b\n1,x\nnan,y\n", decl, 2, "/csv/line/3/a"},           /* NaN is not a number */
+		{"a,b,c\n1,x,3\n", decl, 2, "/csv/line/1/c"},              /* unknown column */
+		{"a\n1\n", decl, 2, "/schema/1"},                          /* declared, absent */
+		{"a,a\n1,2\n", NULL, 0, "/csv/line/1/a"},                  /* duplicate */
+		{"a,b\n", NULL, 0, "/csv"},                                /* no rows */
+		{"", NULL, 0, "/csv"},
+		{"a,b\n\"1,x\n", NULL, 0, "/csv"},                         /* unterminated quote */
+		{"a,,b\n1,2,3\n", NULL, 0, "/csv/line/1"},                 /* empty name */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		mech_table *t = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_parse_csv(cases[i].csv, strlen(cases[i].csv), cases[i].decl,
+						  cases[i].nd, &t, &err), ACCT_EINVAL, "case %zu", i);
+		cr_assert_str_eq(err.where, cases[i].where, "case %zu: %s", i, err.text);
+		cr_assert_null(t);
+	}
+}
+
+Test(table, column_limit)
+{
+	size_t cols = DPG_MAX_CSV_COLUMNS + 1, len = 0;
+	char *csv = malloc(cols * 16 * 2 + 16);
+	mech_table *t = NULL;
+	acct_error err;
+
+	for (size_t j = 0; j < cols; j++)
+		len += (size_t)sprintf(csv + len, "%sc%zu", j ? "," : "", j);
+	len += (size_t)sprintf(csv + len, "\n");
+	for (size_t j = 0; j < cols; j++)
+		len += (size_t)sprintf(csv + len, "%s1", j ? "," : "");
+	acct_error_init(&err);
+	cr_assert_eq(mech_table_parse_csv(csv, len, NULL, 0, &t, &err), ACCT_EINVAL);
+	cr_assert(strstr(err.text, "columns"));
+	free(csv);
+}
+
+/* A table of 200 rows: x = 1..200, g = "a" for x <= 50, "b" otherwise, "c"
+ * never. */
+static mech_table *sample_table(void)
+{
+	char *csv = malloc(200 * 16 + 16);
+	size_t len = (size_t)sprintf(csv, "x,g\n");
+	mech_table *t;
+
+	for (int i = 1; i <= 200; i++)
+		len += (size_t)sprintf(csv + len, "%d,%s\n", i, i <= 50 ? "a" : "b");
+	t = parse_ok(csv, NULL, 0);
+	free(csv);
+	return t;
+}
+
+Test(table, count_is_discrete_laplace_around_n)
+{
+	enum { N = 50000, W = 30 };
+	mech_table *t = sample_table();
+	mech_rng *r = test_rng(60);
+	double prob[2 * W + 1], eps = 0.5, q = exp(-eps), c = (1 - q) / (1 + q), in = 0;
+	uint64_t obs[2 * W + 1] = {0};
+
+	for (int z = -W; z <= W; z++)
+		in += prob[z + W] = c * exp(-eps * abs(z));
+	prob[0] += (1 - in) / 2;
+	prob[2 * W] += (1 - in) / 2;
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		int64_t out, z;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_count(r, t, eps, &out, &ev, &err), 0);
+		if (i == 0)
+			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
+		acct_event_free(ev);
+		z = out - 200;
+		obs[(z < -W ? -W : z > W ? W : z) + W]++;
+	}
+	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
+	mech_table_free(t);
+	mech_rng_free(r);
+}
+
+struct lap {
+	double loc, scale;
+};
+
+static double cdf_lap(double x, const void *ctx)
+{
+	const struct lap *l = ctx;
+	double z = (x - l->loc) / l->scale;
+
+	return z < 0 ? 0.5 * exp(z) : 1 - 0.5 * exp(-z);
+}
+
+Test(table, clamped_sum_distribution)
+{
+	enum { N = 40000 };
+	mech_table *t = sample_table();
+	mech_rng *r = test_rng(61);
+	double *x = malloc(N * sizeof(double));
+	/* clamp to [0, 100]: sum = 1 + ... + 100 + 100 * 100 = 15050;
+	 * add/remove sensitivity 100, eps 1: Laplace scale 100. */
+	struct lap right = {15050, 100}, wrong = {15050 + 10, 100};
+
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_sum(r, t, "x", 0, 100, 1.0, ACCT_ADD_REMOVE, &x[i], &ev, &err), 0);
+		if (i == 0) {
+			double e = ev->u.discrete_laplace.noise_parameter * ev->u.discrete_laplace.sensitivity;
+
+			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
+			cr_assert(e >= 1.0 && e < 1.0 + 1e-9);
+		}
+		acct_event_free(ev);
+	}
+	cr_assert_gt(test_ks_p(x, N, cdf_lap, &right), TEST_P_MIN);
+	cr_assert_lt(test_ks_p(x, N, cdf_lap, &wrong), TEST_P_MIN);
+	free(x);
+	mech_table_free(t);
+	mech_rng_free(r);
+}
+
+Test(table, mean_is_composed_and_close)
+{
+	enum { N = 2000 };
+	mech_table *t = sample_table();
+	mech_rng *r = test_rng(62);
+	double acc = 0;
+
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		double m;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_mean(r, t, "x", 0, 200, 2.0, ACCT_ADD_REMOVE, &m, &ev, &err), 0);
+		cr_assert_eq(ev->type, ACCT_EV_COMPOSED);
+		cr_assert_eq(ev->u.composed.n, 2);
+		cr_assert(m >= 0 && m <= 200);
+		acct_event_free(ev);
+		acc += m;
+	}
+	/* True mean 100.5; the noise (sum scale 200, count scale 1) averages
+	 * to within about 1 over 2000 draws. */
+	cr_assert_lt(fabs(acc / N - 100.5), 2.0);
+	mech_table_free(t);
+	mech_rng_free(r);
+}
+
+Test(table, histogram_over_public_categories)
+{
+	enum { N = 20000 };
+	mech_table *t = sample_table();
+	mech_rng *r = test_rng(63);
+	const char *cats[] = {"b", "a", "c"};
+	double sum[3] = {0};
+
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		int64_t out[3];
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_histogram(r, t, "g", cats, 3, 1.0, ACCT_ADD_REMOVE, out, &ev, &err), 0);
+		cr_assert_eq(ev->type, ACCT_EV_EPSILON_DELTA);
+		cr_assert(ev->u.epsilon_delta.epsilon >= 1.0 &&
+			  ev->u.epsilon_delta.epsilon < 1.0 + 1e-9);
+		acct_event_free(ev);
+		for (int k = 0; k < 3; k++)
+			sum[k] += (double)out[k];
+	}
+	/* Means 150, 50, 0; noise sd sqrt(2 e^-1)/(1 - e^-1) ~ 1.35 per draw. */
+	cr_assert_lt(fabs(sum[0] / N - 150), 0.1);
+	cr_assert_lt(fabs(sum[1] / N - 50), 0.1);
+	cr_assert_lt(fabs(sum[2] / N), 0.1);
+	mech_table_free(t);
+	mech_rng_free(r);
+}
+
+Test(table, quantile_interval_distribution)
+{
+	/* Values 2, 4, 6, 8 on [0, 10], q = 0.5, eps = 1: interval i = [x_i,
+	 * x_{i+1}] of length 2 is chosen with probability proportional to
+	 * 2 exp(-|i - 2| / 2), i = 0..4. */
+	enum { N = 50000 };
+	mech_table *t = parse_ok("v\n8\n2\n6\n4\n", NULL, 0);
+	mech_rng *r = test_rng(64);
+	double prob[5], s = 0;
+	uint64_t obs[5] = {0};
+
+	for (int i = 0; i < 5; i++)
+		s += prob[i] = exp(-fabs(i - 2.0) / 2);
+	for (int i = 0; i < 5; i++)
+		prob[i] /= s;
+	for (int i = 0; i < N; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		double y;
+		int k;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_quantile(r, t, "v", 0.5, 0, 10, 1.0, &y, &ev, &err), 0);
+		cr_assert_eq(ev->type, ACCT_EV_EXPONENTIAL_MECHANISM);
+		acct_event_free(ev);
+		cr_assert(y >= 0 && y <= 10);
+		k = (int)(y / 2);
+		obs[k > 4 ? 4 : k]++;
+	}
+	cr_assert_gt(test_chi2_p(obs, prob, 5, N), TEST_P_MIN);
+	mech_table_free(t);
+	mech_rng_free(r);
+}
+
+Test(table, query_errors_name_the_field)
+{
+	mech_table *t = sample_table();
+	mech_rng *r = test_rng(65);
+	acct_event *ev = NULL;
+	acct_error err;
+	double d;
+	int64_t out[2];
+	const char *cats[] = {"a", "a"};
+
+#define EXPECT(call, field)                                    \
+	do {                                                   \
+		acct_error_init(&err);                         \
+		cr_assert_eq((call), ACCT_EINVAL, #call);      \
+		cr_assert_str_eq(err.where, field, #call);     \
+		cr_assert_null(ev);                            \
+	} while (0)
+	EXPECT(mech_table_sum(r, t, "nope", 0, 1, 1, ACCT_ADD_REMOVE, &d, &ev, &err), "/column");
+	EXPECT(mech_table_sum(r, t, "g", 0, 1, 1, ACCT_ADD_REMOVE, &d, &ev, &err), "/column");
+	EXPECT(mech_table_sum(r, t, "x", 1, 1, 1, ACCT_ADD_REMOVE, &d, &ev, &err), "/hi");
+	EXPECT(mech_table_sum(r, t, "x", NAN, 1, 1, ACCT_ADD_REMOVE, &d, &ev, &err), "/lo");
+	EXPECT(mech_table_mean(r, t, "x", 0, 1, 0, ACCT_ADD_REMOVE, &d, &ev, &err), "/epsilon");
+	EXPECT(mech_table_histogram(r, t, "x", cats, 1, 1, ACCT_ADD_REMOVE, out, &ev, &err), "/column");
+	EXPECT(mech_table_histogram(r, t, "g", cats, 2, 1, ACCT_ADD_REMOVE, out, &ev, &err),
+	       "/categories/1");
+	EXPECT(mech_table_quantile(r, t, "x", 1.5, 0, 1, 1, &d, &ev, &err), "/q");
+	EXPECT(mech_table_count(r, t, -1, out, &ev, &err), "/epsilon");
+#undef EXPECT
+	mech_table_free(t);
+	mech_rng_free(r);
+}
