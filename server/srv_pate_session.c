@@ -333,11 +333,14 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 			return acct_error_set(err, ACCT_EINVAL, "/orders",
 					      "'orders' must be an array of 1 to %d orders", DPG_MAX_PATE_ORDERS);
 		for (size_t i = 0; i < n; i++) {
+			char ptr[32];
+
 			if ((rc = element_real(orders, "/orders", i, 1, DPG_MAX_RDP_ORDER, false,
 					       &c.orders[i], err)) < 0)
 				return rc;
+			snprintf(ptr, sizeof(ptr), "/orders/%zu", i);
 			if (!(c.orders[i] > 1))
-				return acct_error_set(err, ACCT_EINVAL, "/orders", "orders must be above 1");
+				return acct_error_set(err, ACCT_EINVAL, ptr, "order %zu must be above 1", i);
 		}
 		c.n_orders = n;
 	}

@@ -1,0 +1,352 @@
+/*
+ * test_pate_session.c: PATE aggregation sessions through HTTP.
+ *
+ *  - bad inputs: each refused with 400 naming the field, nothing charged;
+ *  - a batch cut short by the budget: 409 with the answered labels, charged
+ *    durably, replayed byte for byte for the same Idempotency-Key;
+ *  - end to end: a synthetic ensemble of 250 teachers answers 2000 queries
+ *    through Confident-GNMax; the answered fraction, the label accuracy
+ *    against the known plurality, the data-independent epsilon and the
+ *    released data-dependent epsilon are printed, and with strong consensus
+ *    the released epsilon must be well below the data-independent one.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+#define TEACHERS 250
+#define CLASSES 10
+
+static dpg_server srv;
+
+static void setup(void)
+{
+	dpg_server_start(&srv);
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+}
+
+TestSuite(pate_session, .init = setup, .fini = teardown, .timeout = 600);
+
+/* Creates a session; returns its id in sid. */
+static void make_session(const char *dataset, const char *config, char *sid, size_t size)
+{
+	char path[256];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/pate/sessions", dataset);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, config);
+	cr_assert_eq(r.status, 201, "create session: %ld %s", r.status, r.body);
+	snprintf(sid, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+}
+
+static int64_t charges_of(const char *dataset)
+{
+	char path[256];
+	dpg_resp r;
+	int64_t n;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", dataset);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	n = (int64_t)dpg_num(r.json, "charges");
+	dpg_resp_free(&r);
+	return n;
+}
+
+struct bad {
+	const char *name;
+	const char *suffix;  /* "" = session creation, "q" = queries */
+	const char *body;
+	const char *field;
+};
+
+#define CFG(x) "{\"aggregator\":\"confident_gnmax\",\"num_teachers\":5,\"num_classes\":3," x "}"
+#define Q(x) "{\"queries\":[" x "]}"
+
+static const struct bad bad_cases[] = {
+	{"sigma zero", "", CFG("\"sigma1\":0,\"sigma2\":1,\"threshold\":3"), "/sigma1"},
+	{"sigma negative", "", CFG("\"sigma1\":2,\"sigma2\":-1,\"threshold\":3"), "/sigma2"},
+	{"threshold above teachers", "", CFG("\"sigma1\":2,\"sigma2\":1,\"threshold\":6"), "/threshold"},
+	{"threshold negative", "", CFG("\"sigma1\":2,\"sigma2\":1,\"threshold\":-1"), "/threshold"},
+	{"threshold missing", "", CFG("\"sigma1\":2,\"sigma2\":1"), "/threshold"},
+	{"unknown aggregator", "", "{\"aggregator\":\"max\",\"num_teachers\":5,\"num_classes\":3}", "/aggregator"},
+	{"one class", "", "{\"aggregator\":\"gnmax\",\"num_teachers\":5,\"num_classes\":1,\"sigma2\":1}", "/num_classes"},
+	{"gnmax with a threshold", "", "{\"aggregator\":\"gnmax\",\"num_teachers\":5,\"num_classes\":3,\"sigma2\":1,\"threshold\":2}", "/threshold"},
+	{"order at 1", "", "{\"aggregator\":\"gnmax\",\"num_teachers\":5,\"num_classes\":3,\"sigma2\":1,\"orders\":[2,1]}", "/orders/1"},
+	{"histogram too short", "q", Q("{\"votes\":[1,2]}"), "/queries/0/votes"},
+	{"histogram too long", "q", Q("{\"votes\":[1,1,1]},{\"votes\":[1,2,0,0]}"), "/queries/1/votes"},
+	{"negative vote", "q", Q("{\"votes\":[1,-1,2]}"), "/queries/0/votes/1"},
+	{"fractional vote", "q", Q("{\"votes\":[1,1.5,2]}"), "/queries/0/votes/1"},
+	{"more votes than teachers", "q", Q("{\"votes\":[3,2,1]}"), "/queries/0/votes"},
+	{"prediction out of range", "q", Q("{\"predictions\":[0,1,2,3,0]}"), "/queries/0/predictions/3"},
+	{"too few predictions", "q", Q("{\"predictions\":[0,1,2,2]}"), "/queries/0/predictions"},
+	{"votes and predictions", "q", Q("{\"votes\":[1,1,1],\"predictions\":[0,1,2,2,2]}"), "/queries/0"},
+	{"probabilities on confident", "q", Q("{\"votes\":[1,1,1],\"student_probabilities\":[1,0,0]}"), "/queries/0/student_probabilities"},
+	{"empty batch", "q", Q(""), "/queries"},
+};
+
+Test(pate_session, bad_inputs_charge_nothing)
+{
+	char sid[128], isid[128], path[256];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "bad", 5, 1e-5, "rdp");
+	make_session("bad", CFG("\"sigma1\":2,\"sigma2\":1,\"threshold\":3"), sid, sizeof(sid));
+	make_session("bad", "{\"aggregator\":\"interactive_gnmax\",\"num_teachers\":5,\"num_classes\":3,"
+		     "\"sigma1\":2,\"sigma2\":1,\"threshold\":3,\"student_confidence\":0.9}", isid, sizeof(isid));
+	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+		const struct bad *c = &bad_cases[i];
+		const char *f;
+
+		if (c->suffix[0])
+			snprintf(path, sizeof(path), "/v1/datasets/bad/pate/sessions/%s/queries", sid);
+		else
+			snprintf(path, sizeof(path), "/v1/datasets/bad/pate/sessions");
+		r = dpg_call(&srv, "POST", path, srv.admin_key, c->body);
+		cr_expect_eq(r.status, 400, "%s: %ld %s", c->name, r.status, r.body);
+		f = json_string_value(json_object_get(r.json, "field"));
+		cr_expect(f && strcmp(f, c->field) == 0, "%s: field %s, expected %s (%s)", c->name,
+			  f ? f : "(none)", c->field, r.body);
+		dpg_resp_free(&r);
+	}
+	/* Interactive: probabilities that do not sum to 1, or are missing. */
+	snprintf(path, sizeof(path), "/v1/datasets/bad/pate/sessions/%s/queries", isid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key,
+		     Q("{\"votes\":[1,1,1],\"student_probabilities\":[0.5,0.2,0.2]}"));
+	cr_expect_eq(r.status, 400, "%s", r.body);
+	cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), "/queries/0/student_probabilities");
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, Q("{\"votes\":[1,1,1]}"));
+	cr_expect_eq(r.status, 400, "%s", r.body);
+	dpg_resp_free(&r);
+	/* A bad query late in a batch refuses the whole batch. */
+	snprintf(path, sizeof(path), "/v1/datasets/bad/pate/sessions/%s/queries", sid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, Q("{\"votes\":[5,0,0]},{\"votes\":[5,0,-1]}"));
+	cr_expect_eq(r.status, 400, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(charges_of("bad"), 0, "a refused request charged the ledger");
+	r = dpg_call(&srv, "GET", "/v1/datasets/bad/pate/sessions", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "sessions")), 2);
+	dpg_resp_free(&r);
+}
+
+/*
+ * GNMax at sigma2 = 8 on an rdp ledger: each answer costs lambda / 64 of RDP.
+ * A batch larger than the budget is cut short: 409 with the answered
+ * labels, charged once, replayed byte for byte; the next batch gets a 409
+ * with nothing answered and no charge.  A unanimous histogram far above
+ * the noise is answered with its label.
+ */
+Test(pate_session, budget_runs_out_inside_a_batch)
+{
+	const char *idem[] = {"Idempotency-Key: batch-1", NULL};
+	char sid[128], path[256], body[8192];
+	size_t n = 0, answered;
+	dpg_resp r, again;
+	json_t *labels;
+
+	dpg_make_dataset(&srv, "small", 1, 1e-5, "rdp");
+	make_session("small", "{\"aggregator\":\"gnmax\",\"num_teachers\":100,\"num_classes\":4,\"sigma2\":8}",
+		     sid, sizeof(sid));
+	n += (size_t)snprintf(body + n, sizeof(body) - n, "{\"queries\":[");
+	for (int i = 0; i < 200; i++)
+		n += (size_t)snprintf(body + n, sizeof(body) - n, "%s{\"votes\":[0,0,100,0]}", i ? "," : "");
+	snprintf(body + n, sizeof(body) - n, "]}");
+	snprintf(path, sizeof(path), "/v1/datasets/small/pate/sessions/%s/queries", sid);
+	cr_assert_eq(dpg_http(&srv, "POST", path, srv.admin_key, body, strlen(body), idem, &r), 0);
+	cr_assert_eq(r.status, 409, "%ld %s", r.status, r.body);
+	cr_assert(strstr(r.content_type, "problem+json"), "%s", r.content_type);
+	answered = (size_t)dpg_num(r.json, "answered");
+	labels = json_object_get(r.json, "labels");
+	cr_assert_gt(answered, 0);
+	cr_assert_lt(answered, 200);
+	cr_assert_eq(json_array_size(labels), answered);
+	for (size_t i = 0; i < answered; i++)
+		cr_assert_eq(json_integer_value(json_array_get(labels, i)), 2, "label %zu", i);
+	cr_assert_eq(charges_of("small"), 1);
+	/* The replay: same bytes, same status, no new charge. */
+	cr_assert_eq(dpg_http(&srv, "POST", path, srv.admin_key, body, strlen(body), idem, &again), 0);
+	cr_assert_eq(again.status, 409);
+	cr_assert_str_eq(again.body, r.body);
+	cr_assert_eq(charges_of("small"), 1);
+	dpg_resp_free(&again);
+	/* Nothing fits any more: 409, nothing answered, nothing charged. */
+	again = dpg_call(&srv, "POST", path, srv.admin_key, "{\"queries\":[{\"votes\":[0,0,100,0]}]}");
+	cr_assert_eq(again.status, 409, "%s", again.body);
+	cr_assert_eq(dpg_num(again.json, "answered"), 0);
+	cr_assert_eq(charges_of("small"), 1);
+	dpg_resp_free(&again);
+	/* The session counted what was answered. */
+	snprintf(path, sizeof(path), "/v1/datasets/small/pate/sessions/%s", sid);
+	again = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(again.json, "counts.teacher_answers"), (double)answered);
+	cr_assert_null(json_object_get(again.json, "dd_rdp"));
+	dpg_resp_free(&again);
+	/* An rdp ledger cannot price the (epsilon, delta) release: 422. */
+	snprintf(path, sizeof(path), "/v1/datasets/small/pate/sessions/%s/release", sid);
+	again = dpg_call(&srv, "POST", path, srv.admin_key,
+			 "{\"beta\":0.0329,\"sigma\":50,\"order\":10,\"delta\":1e-6}");
+	cr_assert_eq(again.status, 422, "%s", again.body);
+	dpg_resp_free(&again);
+	dpg_resp_free(&r);
+}
+
+/* A small LCG: the synthetic ensemble's data (not privacy noise). */
+static uint64_t lcg_state = 20180215;
+
+static double unif(void)
+{
+	lcg_state = lcg_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (double)(lcg_state >> 11) * 0x1p-53;
+}
+
+/*
+ * One query of a synthetic ensemble: a true class; each teacher votes it
+ * with probability `acc`, otherwise a uniformly random other class.
+ * Returns the plurality of the votes (first on ties) and fills votes.
+ */
+static int ensemble_query(double acc, int *pred, int votes[CLASSES])
+{
+	int y = (int)(unif() * CLASSES), best = 0;
+
+	memset(votes, 0, CLASSES * sizeof(int));
+	for (int t = 0; t < TEACHERS; t++) {
+		int c = y;
+
+		if (unif() >= acc)
+			c = (y + 1 + (int)(unif() * (CLASSES - 1))) % CLASSES;
+		pred[t] = c;
+		votes[c]++;
+	}
+	for (int c = 1; c < CLASSES; c++)
+		if (votes[c] > votes[best])
+			best = c;
+	return best;
+}
+
+Test(pate_session, synthetic_ensemble_end_to_end)
+{
+	enum { BATCHES = 20, PER_BATCH = 100 };
+	const double delta = 1e-5, order = 16, beta = 0.02;
+	char sid[128], path[256];
+	int64_t requested = 0, labelled = 0, correct = 0;
+	int64_t checks = 0, answers = 0;
+	double eps_charged, eps_di, eps_dd;
+	int truth[PER_BATCH], pred[TEACHERS], votes[CLASSES];
+	dpg_resp r;
+
+	/* A basic ledger: it can price the (epsilon, delta) release; every
+	 * per-query event is charged at a delta share of 1e-10. */
+	dpg_make_dataset(&srv, "ens", 1e5, 1e-3, "basic");
+	make_session("ens", "{\"aggregator\":\"confident_gnmax\",\"num_teachers\":250,\"num_classes\":10,"
+		     "\"sigma1\":150,\"sigma2\":40,\"threshold\":200,\"delta\":1e-10}", sid, sizeof(sid));
+	snprintf(path, sizeof(path), "/v1/datasets/ens/pate/sessions/%s/queries", sid);
+	for (int b = 0; b < BATCHES; b++) {
+		json_t *qs = json_array(), *body;
+		json_t *labels;
+		char *text;
+
+		for (int i = 0; i < PER_BATCH; i++) {
+			/* 90% strong consensus, 10% hard queries. */
+			double acc = unif() < 0.9 ? 0.99 : 0.35;
+			json_t *arr = json_array();
+
+			truth[i] = ensemble_query(acc, pred, votes);
+			/* Half the batches send per-teacher predictions. */
+			if (b % 2) {
+				for (int t = 0; t < TEACHERS; t++)
+					json_array_append_new(arr, json_integer(pred[t]));
+				json_array_append_new(qs, json_pack("{s:o}", "predictions", arr));
+			} else {
+				for (int c = 0; c < CLASSES; c++)
+					json_array_append_new(arr, json_integer(votes[c]));
+				json_array_append_new(qs, json_pack("{s:o}", "votes", arr));
+			}
+		}
+		body = json_pack("{s:o}", "queries", qs);
+		text = json_dumps(body, JSON_COMPACT);
+		r = dpg_call(&srv, "POST", path, srv.admin_key, text);
+		cr_assert_eq(r.status, 201, "batch %d: %ld %.300s", b, r.status, r.body);
+		labels = json_object_get(r.json, "labels");
+		cr_assert_eq(json_array_size(labels), PER_BATCH);
+		for (int i = 0; i < PER_BATCH; i++) {
+			json_t *l = json_array_get(labels, i);
+
+			requested++;
+			if (json_is_integer(l)) {
+				labelled++;
+				correct += json_integer_value(l) == truth[i];
+			}
+		}
+		checks += (int64_t)dpg_num(r.json, "checks");
+		answers += (int64_t)dpg_num(r.json, "teacher_answers");
+		dpg_resp_free(&r);
+		json_decref(body);
+		free(text);
+	}
+	cr_assert_eq(checks, requested);
+	cr_assert_eq(answers, labelled);
+
+	r = dpg_call(&srv, "GET", "/v1/datasets/ens/budget", srv.admin_key, NULL);
+	eps_charged = dpg_num(r.json, "spent.epsilon");
+	dpg_resp_free(&r);
+
+	/* The data-independent epsilon of the same mechanisms composed by RDP
+	 * (what an rdp ledger charges), minimised over the default orders. */
+	{
+		char body[512];
+
+		snprintf(body, sizeof(body),
+			 "{\"event\":{\"type\":\"composed\",\"events\":["
+			 "{\"type\":\"self_composed\",\"count\":%lld,\"event\":{\"type\":\"pate_threshold\",\"sigma\":150}},"
+			 "{\"type\":\"self_composed\",\"count\":%lld,\"event\":{\"type\":\"gnmax\",\"sigma\":40}}]},"
+			 "\"delta\":%g,\"accountant\":\"rdp\"}",
+			 (long long)checks, (long long)answers, delta);
+		r = dpg_call(&srv, "POST", "/v1/accountant/epsilon", NULL, body);
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		eps_di = dpg_num(r.json, "epsilon");
+		dpg_resp_free(&r);
+	}
+
+	/* The release of the data-dependent RDP (Theorem 23 needs beta <
+	 * 1 / (2 order); a release noise of 15 times the smooth sensitivity). */
+	{
+		char body[256], rpath[256];
+
+		snprintf(rpath, sizeof(rpath), "/v1/datasets/ens/pate/sessions/%s/release", sid);
+		snprintf(body, sizeof(body), "{\"beta\":%g,\"sigma\":15,\"order\":%g,\"delta\":%g}", beta,
+			 order, delta);
+		r = dpg_call(&srv, "POST", rpath, srv.admin_key, body);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		eps_dd = dpg_num(r.json, "epsilon");
+		cr_assert_eq(dpg_num(r.json, "answers_covered"), (double)answers);
+		cr_assert_eq(dpg_num(r.json, "checks_covered"), (double)checks);
+		printf("PATE e2e: %lld queries, answered %.3f, accuracy %.4f vs plurality; "
+		       "charged (basic ledger) eps %.2f; data-independent RDP eps %.3f (delta %g); "
+		       "released data-dependent eps %.3f at order %g (rdp %.4f + release %.4f; "
+		       "data-independent at that order %.3f)\n",
+		       (long long)requested, (double)labelled / (double)requested,
+		       (double)correct / (double)labelled, eps_charged, eps_di, delta, eps_dd, order,
+		       dpg_num(r.json, "rdp"), dpg_num(r.json, "rdp_of_release"),
+		       dpg_num(r.json, "epsilon_data_independent"));
+		dpg_resp_free(&r);
+	}
+	/* Known truth of the ensemble: the strong-consensus queries dominate. */
+	cr_assert_gt((double)labelled / (double)requested, 0.3);
+	cr_assert_gt((double)correct / (double)labelled, 0.97);
+	cr_assert_gt(eps_charged, eps_di, "a basic ledger composes less tightly than RDP");
+	cr_assert_lt(eps_dd, 0.5 * eps_di, "data-dependent %g is not well below data-independent %g",
+		     eps_dd, eps_di);
+}
