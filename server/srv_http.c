@@ -47,6 +47,11 @@ struct conn_state {
 
 void srv_json_reply(srv_response *res, int status, json_t *body)
 {
+	if (!body) {
+		/* json_pack failed: a bug or out of memory, never an empty 200. */
+		srv_problem(res, 500, NULL, "the answer could not be built", NULL, NULL);
+		return;
+	}
 	res->status = status;
 	res->content_type = "application/json";
 	res->body = body ? srv_json_dump(body) : NULL;

@@ -836,9 +836,9 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 			return 0;
 		}
 	}
-	json_decref(body);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:s, s:I}", "dataset", ds.id, "kind", "builtin",
 					   "builtin", builtin, "rows", (json_int_t)rows));
+	json_decref(body);
 	return 0;
 }
 

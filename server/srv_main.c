@@ -25,6 +25,9 @@
 #include "srv_json.h"
 #include "srv_stateless.h"
 
+/* OpenBLAS's own control (cblas.h of libopenblas-dev declares it too). */
+void openblas_set_num_threads(int num_threads);
+
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA_DIR "dpgate-data"
 #define DEFAULT_THREADS 8
@@ -489,6 +492,9 @@ int main(int argc, char **argv)
 	const char *cmd;
 
 	gsl_set_error_handler_off();
+	/* Job workers run in parallel; one BLAS thread each keeps the two
+	 * cores from being oversubscribed. */
+	openblas_set_num_threads(1);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "dpgate: libsodium failed to initialise\n");
 		return 1;

@@ -4,7 +4,7 @@
  *   bench_dpsgd throughput [options]   DP-SGD examples/s next to non-private
  *                                      SGD on the same model, same run
  *   bench_dpsgd train [options]        one full DP-SGD run: test accuracy,
- *                                      wall time, epsilon (sanity print)
+ *                                      wall time, RDP epsilon of its event
  *   bench_dpsgd epsilon [options]      only the configuration and epsilon
  *   bench_dpsgd train-nonprivate [options]  the same run without clipping
  *                                      or noise (the accuracy ceiling)
@@ -17,11 +17,9 @@
  * so that the RDP epsilon at --delta [1e-5] is at most X) --steps N
  * (throughput: stop after N steps of each) --quiet
  *
- * The epsilon printed here is a sanity check computed in this file from the
- * closed form of the sampled Gaussian's RDP at integer orders (Mironov,
- * Talwar, Zhang 2019, §3.3) and the conversion of Canonne, Kamath, Steinke
- * 2020 (as dp_accounting uses) at dp_accounting's integer orders only (2..63,
- * 128..1024), so it is never below dp_accounting's figure.  The service prices jobs with accountant/.
+ * The epsilon printed is the RDP accountant's (accountant/, dp_accounting's
+ * default orders, improved conversion) for the job's event, DP-PCA release
+ * included: the same figure the service reports for the job.
  */
 #include <errno.h>
 #include <math.h>
@@ -31,56 +29,31 @@
 
 #include "trn.h"
 
-/* ---- sanity RDP ---------------------------------------------------------- */
+/* ---- epsilon, from the service's own accountant -------------------------- */
 
-static double log_add(double a, double b)
+/*
+ * The RDP epsilon at `delta` of the job these parameters describe (the
+ * event trn_dpsgd_event builds, DP-PCA included), priced by accountant/
+ * exactly as the service prices it.  NAN when it cannot be priced.
+ */
+static double job_epsilon(const trn_dpsgd_params *p, uint64_t n_train, double delta,
+			  double *ret_order)
 {
-	double m = a > b ? a : b;
+	acct_event *ev = NULL;
+	acct_options opt;
+	acct_result r;
+	double eps = NAN;
 
-	if (m == -INFINITY)
-		return m;
-	return m + log(exp(a - m) + exp(b - m));
-}
-
-/* RDP of one Poisson-sampled Gaussian step at integer order a >= 2. */
-static double rdp_sampled_gaussian(double q, double sigma, int a)
-{
-	double acc = -INFINITY;
-
-	if (q >= 1.0)
-		return a / (2 * sigma * sigma);
-	for (int k = 0; k <= a; k++) {
-		double lb = lgamma(a + 1.0) - lgamma(k + 1.0) - lgamma(a - k + 1.0);
-		double t = lb + (a - k) * log1p(-q) + (k ? k * log(q) : 0.0) +
-			   (k * (double)k - k) / (2 * sigma * sigma);
-
-		acc = log_add(acc, t);
+	memset(&opt, 0, sizeof(opt));
+	opt.accountant = ACCT_RDP;
+	opt.neighbor = ACCT_ADD_REMOVE;
+	if (trn_dpsgd_event(p, n_train, &ev, NULL) == 0 && acct_epsilon(ev, delta, &opt, &r, NULL) == 0) {
+		eps = r.epsilon;
+		if (ret_order)
+			*ret_order = r.order;
 	}
-	return acc / (a - 1);
-}
-
-static double job_epsilon(double q, double sigma, long long steps, double pca_sigma,
-			  double delta, int *ret_order)
-{
-	/* dp_accounting's integer orders, so this never undercuts its epsilon. */
-	static const int extra[] = {128, 256, 512, 1024};
-	double best = INFINITY;
-
-	for (int i = 2; i <= 63 + 4; i++) {
-		int a = i <= 63 ? i : extra[i - 64];
-		double rdp = steps * rdp_sampled_gaussian(q, sigma, a);
-		double eps;
-
-		if (pca_sigma > 0)
-			rdp += a / (2 * pca_sigma * pca_sigma);
-		eps = rdp + log1p(-1.0 / a) - (log(delta) + log(a)) / (a - 1);
-		if (eps < best) {
-			best = eps;
-			if (ret_order)
-				*ret_order = a;
-		}
-	}
-	return best;
+	acct_event_free(ev);
+	return eps;
 }
 
 /* ---- options ---------------------------------------------------------------- */
@@ -208,21 +181,21 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* Smallest sigma (to 1e-4) whose sanity epsilon is at most the target. */
-static double calibrate_sigma(const struct opts *o, double q, long long steps)
+/* Smallest sigma (to 1e-4) whose RDP epsilon is at most the target. */
+static double calibrate_sigma(const struct opts *o, uint64_t n_train)
 {
-	double pca = o->p.pca_components ? o->p.pca_noise_multiplier : 0;
+	trn_dpsgd_params p = o->p;
 	double lo = 0.3, hi = 50;
 
-	if (job_epsilon(q, hi, steps, pca, o->delta, NULL) > o->epsilon)
+	p.noise_multiplier = hi;
+	if (!(job_epsilon(&p, n_train, o->delta, NULL) <= o->epsilon))
 		return NAN;
 	while (hi - lo > 1e-4) {
-		double mid = 0.5 * (lo + hi);
-
-		if (job_epsilon(q, mid, steps, pca, o->delta, NULL) > o->epsilon)
-			lo = mid;
+		p.noise_multiplier = 0.5 * (lo + hi);
+		if (job_epsilon(&p, n_train, o->delta, NULL) > o->epsilon)
+			lo = p.noise_multiplier;
 		else
-			hi = mid;
+			hi = p.noise_multiplier;
 	}
 	return hi;
 }
@@ -271,7 +244,8 @@ int main(int argc, char **argv)
 	uint64_t n;
 	long long steps;
 	double q, eps;
-	int order = 0, rc = 1;
+	double order = NAN;
+	int rc = 1;
 
 	if (argc < 2 ||
 	    (strcmp(argv[1], "throughput") && strcmp(argv[1], "train") &&
@@ -299,17 +273,16 @@ int main(int argc, char **argv)
 	q = (double)o.p.lot_size / (double)n;
 	steps = trn_dpsgd_steps(&o.p, tr->n);
 	if (o.epsilon > 0) {
-		o.p.noise_multiplier = calibrate_sigma(&o, q, steps);
+		o.p.noise_multiplier = calibrate_sigma(&o, tr->n);
 		if (isnan(o.p.noise_multiplier)) {
 			fprintf(stderr, "no sigma reaches epsilon %g\n", o.epsilon);
 			goto out;
 		}
 	}
 	print_config(&o.p, n);
-	eps = job_epsilon(q, o.p.noise_multiplier, steps,
-			  o.p.pca_components ? o.p.pca_noise_multiplier : 0, o.delta, &order);
-	printf("event: q=%.6g steps=%lld sigma=%.4f%s -> sanity RDP epsilon %.4f at delta %g "
-	       "(order %d)\n",
+	eps = job_epsilon(&o.p, tr->n, o.delta, &order);
+	printf("event: q=%.6g steps=%lld sigma=%.4f%s -> RDP epsilon %.4f at delta %g "
+	       "(order %g)\n",
 	       q, steps, o.p.noise_multiplier, o.p.pca_components ? " + DP-PCA gaussian" : "",
 	       eps, o.delta, order);
 	fflush(stdout);

@@ -1,0 +1,276 @@
+/*
+ * test_jobs.c: DP-SGD training jobs through HTTP on Fashion-MNIST: the
+ * event is fixed before data is read, a job over budget is refused, a
+ * finished job's budget and model, cancellation, and the restart rule.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+static dpg_server srv;
+
+static void setup(void)
+{
+	dpg_resp r;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "fm", 50.0, 1e-5, "rdp");
+	r = dpg_call(&srv, "PUT", "/v1/datasets/fm/data", srv.admin_key,
+		     "{\"builtin\":\"fashion-mnist\"}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "rows"), 60000);
+	dpg_resp_free(&r);
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+}
+
+TestSuite(jobs, .init = setup, .fini = teardown, .timeout = 600);
+
+/* A small logistic-regression job: 6000 rows, lots of 600, one epoch. */
+static const char *small_job =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
+	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
+
+static const char *long_job =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
+	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
+
+static json_t *wait_for_state(const char *id, const char *const *states, double seconds)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	for (int i = 0; i < (int)(seconds * 10); i++) {
+		dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		const char *st = json_string_value(json_object_get(r.json, "state"));
+
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		for (const char *const *s = states; *s; s++) {
+			if (st && strcmp(st, *s) == 0) {
+				json_t *j = json_incref(r.json);
+
+				dpg_resp_free(&r);
+				return j;
+			}
+		}
+		dpg_resp_free(&r);
+		usleep(100000);
+	}
+	cr_assert_fail("job %s did not reach the expected state", id);
+	return NULL;
+}
+
+static double stateless_rdp_epsilon(const json_t *event)
+{
+	char *ev = json_dumps(event, JSON_COMPACT);
+	char body[4096];
+	double eps;
+	dpg_resp r;
+
+	snprintf(body, sizeof(body), "{\"event\":%s,\"delta\":1e-5,\"accountant\":\"rdp\"}", ev);
+	free(ev);
+	r = dpg_call(&srv, "POST", "/v1/accountant/epsilon", NULL, body);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	eps = dpg_num(r.json, "epsilon");
+	dpg_resp_free(&r);
+	return eps;
+}
+
+Test(jobs, event_is_fixed_from_params_and_the_job_runs)
+{
+	const char *done[] = {"succeeded", "failed", NULL};
+	char body[1024], path[128], id[64];
+	json_t *ev, *job;
+	dpg_resp r;
+	double needed;
+
+	/* Dry run: N = 6000, L = 600, one epoch: T = 10 steps at q = 0.1. */
+	snprintf(body, sizeof(body), "%.*s,\"dry_run\":true}", (int)strlen(small_job) - 1, small_job);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(json_is_true(json_object_get(r.json, "fits")));
+	ev = json_object_get(r.json, "event");
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "type")), "self_composed");
+	cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 10);
+	ev = json_object_get(ev, "event");
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "type")), "poisson_sampled");
+	cr_assert_eq(json_number_value(json_object_get(ev, "sampling_probability")), 0.1);
+	cr_assert_eq(json_number_value(json_object_get(json_object_get(ev, "event"), "noise_multiplier")), 1.1);
+	needed = dpg_num(r.json, "needed.epsilon");
+	dpg_resp_free(&r);
+	/* Nothing was reserved by the dry run. */
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0);
+	dpg_resp_free(&r);
+
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, small_job);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "queued");
+	cr_assert_eq(dpg_num(r.json, "reservation.epsilon"), needed);
+	dpg_resp_free(&r);
+
+	job = wait_for_state(id, done, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(job, "error")));
+	/* Ten classes: a trained model beats chance by far even with noise. */
+	cr_assert_gt(dpg_num(job, "result.test_accuracy"), 0.4);
+	cr_assert_eq(dpg_num(job, "progress.step"), 10);
+	/* The epsilon it reports is the accountant's for its event. */
+	cr_assert(fabs(dpg_num(job, "result.epsilon") -
+		       stateless_rdp_epsilon(json_object_get(job, "event"))) < 1e-12);
+	json_decref(job);
+
+	/* The reservation was committed in full: spent = the priced cost. */
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0);
+	cr_assert(fabs(dpg_num(r.json, "spent.epsilon") - needed) <= 1e-12 * needed);
+	dpg_resp_free(&r);
+
+	/* The model: a logreg on 784 inputs and 10 classes is the header (32
+	 * bytes), two u32 widths, 784 x 10 weights and 10 biases as f64. */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(r.content_type, "application/octet-stream");
+	cr_assert_eq(r.len, 32 + 2 * 4 + 784 * 10 * 8 + 10 * 8);
+	cr_assert_eq(memcmp(r.body, "DPGMDL01", 8), 0);
+	dpg_resp_free(&r);
+}
+
+Test(jobs, over_budget_is_refused_before_anything_runs)
+{
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "tiny", 0.1, 1e-5, "rdp");
+	r = dpg_call(&srv, "PUT", "/v1/datasets/tiny/data", srv.admin_key,
+		     "{\"builtin\":\"fashion-mnist\"}");
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key, small_job);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	cr_assert_gt(dpg_num(r.json, "cost.epsilon"), 0.1);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/jobs", srv.admin_key, NULL);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 0);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/ledger", srv.admin_key, NULL);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 0);
+	dpg_resp_free(&r);
+}
+
+Test(jobs, bad_params_name_the_field)
+{
+	dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
+			      "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":0}}");
+
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/lot_size");
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
+		     "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":70000}}");
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
+		     "{\"trainer\":\"sgd\"}");
+	cr_assert_eq(r.status, 400);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/trainer");
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/ledger", srv.admin_key, NULL);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 0);
+	dpg_resp_free(&r);
+}
+
+Test(jobs, cancel_queued_releases_running_commits)
+{
+	const char *running[] = {"running", NULL};
+	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
+	char ids[3][64], path[128];
+	dpg_resp r;
+	json_t *j;
+
+	/* Two workers: the third job waits in the queue. */
+	for (int i = 0; i < 3; i++) {
+		r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+		cr_assert_eq(r.status, 202, "%s", r.body);
+		snprintf(ids[i], sizeof(ids[i]), "%s", json_string_value(json_object_get(r.json, "id")));
+		dpg_resp_free(&r);
+	}
+	json_decref(wait_for_state(ids[0], running, 60));
+	json_decref(wait_for_state(ids[1], running, 60));
+	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[2]);
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "cancelled");
+	dpg_resp_free(&r);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]);
+		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+		cr_assert_eq(r.status, 202, "%s", r.body);
+		dpg_resp_free(&r);
+		j = wait_for_state(ids[i], ended, 60);
+		cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled");
+		json_decref(j);
+	}
+	/* Ledger: three reservations; the queued one released, the two that
+	 * ran committed in full. */
+	{
+		int commits = 0, releases = 0;
+		size_t i;
+		json_t *e;
+
+		r = dpg_call(&srv, "GET", "/v1/datasets/fm/ledger", srv.admin_key, NULL);
+		json_array_foreach(json_object_get(r.json, "entries"), i, e) {
+			const char *k = json_string_value(json_object_get(e, "kind"));
+
+			commits += strcmp(k, "commit") == 0;
+			releases += strcmp(k, "release") == 0;
+		}
+		dpg_resp_free(&r);
+		cr_assert_eq(commits, 2);
+		cr_assert_eq(releases, 1);
+	}
+	/* A cancelled job has no model; an ended job cannot be cancelled. */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", ids[0]);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 409);
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[0]);
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 409);
+	dpg_resp_free(&r);
+}
+
+Test(jobs, a_job_running_at_a_crash_fails_and_commits)
+{
+	const char *running[] = {"running", NULL};
+	char id[64], path[128];
+	dpg_resp r;
+	json_t *j;
+
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+	cr_assert_eq(r.status, 202);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	json_decref(wait_for_state(id, running, 60));
+	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
+	dpg_server_restart(&srv);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "failed");
+	cr_assert(strstr(json_string_value(json_object_get(r.json, "error")), "interrupted"));
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0);
+	cr_assert_gt(dpg_num(r.json, "spent.epsilon"), 0.0);
+	dpg_resp_free(&r);
+	(void)j;
+}
