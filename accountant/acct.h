@@ -81,6 +81,7 @@ typedef enum acct_event_type {
 	ACCT_EV_COMPOSED,
 	ACCT_EV_GNMAX,
 	ACCT_EV_PATE_THRESHOLD,
+	ACCT_EV_PATE_GNSS,
 	ACCT_EV__COUNT
 } acct_event_type;
 
@@ -117,6 +118,10 @@ struct acct_event {
 		struct { size_t n; acct_event **events; } composed;
 		struct { double sigma; } gnmax;
 		struct { double sigma; } pate_threshold;
+		/* The smooth-sensitivity (GNSS) release of PATE's data-dependent
+		 * privacy cost: f + SS_beta N(0, sigma^2), Papernot et al. 2018,
+		 * Theorem 23.  RDP only, for 1 < order < 1/(2 beta). */
+		struct { double beta; double sigma; } pate_gnss;
 	} u;
 };
 

@@ -140,6 +140,14 @@ static int validate(const acct_event *ev, acct_neighbor nb, const char *where, u
 			return acct_error_set(err, ACCT_EINVAL, FIELD("sigma"),
 					      "'sigma' must be a finite number > 0");
 		return 0;
+	case ACCT_EV_PATE_GNSS:
+		if (!(ev->u.pate_gnss.beta >= 0.0 && ev->u.pate_gnss.beta < 0.5))
+			return acct_error_set(err, ACCT_EINVAL, FIELD("beta"),
+					      "'beta' must be in [0, 0.5)");
+		if (!pos_finite(ev->u.pate_gnss.sigma))
+			return acct_error_set(err, ACCT_EINVAL, FIELD("sigma"),
+					      "'sigma' must be a finite number > 0");
+		return 0;
 	case ACCT_EV_POISSON_SAMPLED: {
 		double q = ev->u.poisson_sampled.sampling_probability;
 

@@ -60,6 +60,7 @@ static const char *const event_names[ACCT_EV__COUNT] = {
 	[ACCT_EV_COMPOSED] = "composed",
 	[ACCT_EV_GNMAX] = "gnmax",
 	[ACCT_EV_PATE_THRESHOLD] = "pate_threshold",
+	[ACCT_EV_PATE_GNSS] = "pate_gnss",
 };
 
 const char *acct_event_type_name(acct_event_type type)

@@ -615,6 +615,19 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 	case ACCT_EV_PATE_THRESHOLD:
 		return add_curve(wk, scale, linear_rdp,
 				 1.0 / (2.0 * ev->u.pate_threshold.sigma * ev->u.pate_threshold.sigma));
+	case ACCT_EV_PATE_GNSS:
+		/* Papernot et al. 2018, Theorem 23; no bound at orders >= 1/(2 beta). */
+		for (size_t i = 0; i < wk->n; i++) {
+			double r = INFINITY;
+
+			if (ev->u.pate_gnss.beta == 0.0 || 2.0 * wk->orders[i] * ev->u.pate_gnss.beta < 1.0) {
+				if (acct_pate_gnss_rdp(ev->u.pate_gnss.beta, ev->u.pate_gnss.sigma,
+						       wk->orders[i], &r, NULL) < 0)
+					r = INFINITY;
+			}
+			wk->out[i] += scale * r;
+		}
+		return 0;
 	case ACCT_EV_LAPLACE:
 		return add_curve(wk, scale, laplace_rdp, 1.0 / ev->u.laplace.noise_multiplier);
 	case ACCT_EV_PERMUTE_AND_FLIP:

@@ -25,6 +25,8 @@
 #include "srv_json.h"
 
 #define SHUTDOWN_GRACE_S 10
+/* An oversize body up to this size is read and dropped before the 413. */
+#define DRAIN_MAX_BYTES (16u << 20)
 #define LOG_PATH_BYTES 256
 
 struct conn_state {
@@ -34,6 +36,7 @@ struct conn_state {
 	size_t limit;
 	bool too_large;
 	bool replied;
+	size_t drained;     /* bytes of an oversize body read and dropped */
 	struct timespec start;
 	int route;          /* index, or -1 when unmatched */
 	int status;
@@ -449,7 +452,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			srv_problem(&res, 414, "URI too long", "the path is too long", NULL, NULL);
 			return send_response(conn, cs, &res);
 		}
-		if (cs->too_large) {
+		/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
+		 * client, still sending, reads the 413 rather than a reset; a
+		 * larger one is answered at once and the connection closed. */
+		if (cs->too_large && cl && strtoull(cl, NULL, 10) > DRAIN_MAX_BYTES) {
 			memset(&res, 0, sizeof(res));
 			srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
 				    NULL, NULL);
@@ -465,17 +471,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		size_t n = *upload_data_size;
 
 		*upload_data_size = 0;
-		if (cs->too_large)
-			return MHD_YES;
-		if (cs->len + n > cs->limit) {
+		if (!cs->too_large && cs->len + n > cs->limit) {
 			cs->too_large = true;
 			free(cs->buf);
 			cs->buf = NULL;
 			cs->len = cs->cap = 0;
-			memset(&res, 0, sizeof(res));
-			srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
-				    NULL, NULL);
-			return send_response(conn, cs, &res);
+		}
+		if (cs->too_large) {
+			cs->drained += n;
+			if (cs->drained > DRAIN_MAX_BYTES) {
+				memset(&res, 0, sizeof(res));
+				srv_problem(&res, 413, NULL,
+					    "the request body is larger than this route accepts", NULL, NULL);
+				return send_response(conn, cs, &res);
+			}
+			return MHD_YES;
 		}
 		if (cs->len + n + 1 > cs->cap) {
 			size_t cap = cs->cap ? cs->cap : 4096;
@@ -495,7 +505,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	memset(&res, 0, sizeof(res));
-	if (atomic_load(&ctx->stopping))
+	if (cs->too_large)
+		srv_problem(&res, 413, NULL, "the request body is larger than this route accepts", NULL,
+			    NULL);
+	else if (atomic_load(&ctx->stopping))
 		srv_problem(&res, 503, NULL, "the server is shutting down", NULL, NULL);
 	else
 		dispatch(ctx, conn, cs, method, url, &res);

@@ -345,6 +345,7 @@ static int parse_node(const json_t *j, const char *where, unsigned depth, struct
 	static const char *const k_sc[] = {"type", "count", "event", NULL};
 	static const char *const k_c[] = {"type", "events", NULL};
 	static const char *const k_sig[] = {"type", "sigma", NULL};
+	static const char *const k_gnss[] = {"type", "beta", "sigma", NULL};
 	acct_error *err = ps->err;
 	acct_event *ev = NULL;
 	const char *tname = NULL;
@@ -497,6 +498,14 @@ static int parse_node(const json_t *j, const char *where, unsigned depth, struct
 		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
 				   &ev->u.pate_threshold.sigma, err);
 		break;
+	case ACCT_EV_PATE_GNSS:
+		keys = k_gnss;
+		rc = srv_json_real(j, where, "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5,
+				   &ev->u.pate_gnss.beta, err);
+		if (rc >= 0)
+			rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
+					   &ev->u.pate_gnss.sigma, err);
+		break;
 	default:
 		keys = k_nm;
 		rc = acct_error_set(err, ACCT_EINTERNAL, where, "unhandled event type");
@@ -578,6 +587,10 @@ json_t *srv_event_to_json(const acct_event *ev)
 	}
 	case ACCT_EV_GNMAX: SETR("sigma", ev->u.gnmax.sigma); break;
 	case ACCT_EV_PATE_THRESHOLD: SETR("sigma", ev->u.pate_threshold.sigma); break;
+	case ACCT_EV_PATE_GNSS:
+		SETR("beta", ev->u.pate_gnss.beta);
+		SETR("sigma", ev->u.pate_gnss.sigma);
+		break;
 	default: bad_set = 1; break;
 	}
 #undef SETR

@@ -1282,33 +1282,25 @@ static json_t *release_body(void *arg, int64_t charge_id, const char *rid, const
 }
 
 /*
- * The (epsilon, delta) pair that the release is charged: Theorem 23's RDP of
- * the GNSS mechanism at every order of the default grid inside (1, 1/(2 beta)),
- * converted at delta and minimised over them.
+ * The event the release is charged: `pate_gnss` {beta, sigma}, whose RDP
+ * curve is Theorem 23's at every order inside (1, 1/(2 beta)) and unbounded
+ * beyond.  rdp ledgers compose the curve directly; a basic ledger converts it
+ * at the request's delta share; zcdp ledgers refuse it (no zCDP bound).
  */
 static int release_event(double beta, double sigma, double delta, acct_event **ret,
 			 acct_error *err)
 {
-	double orders[DPG_MAX_ORDERS], rdp[DPG_MAX_ORDERS], eps;
-	size_t n_def, n = 0;
-	const double *def = acct_rdp_default_orders(&n_def);
-	int rc;
+	acct_event *ev;
 
-	for (size_t i = 0; i < n_def && n < DPG_MAX_ORDERS; i++) {
-		if (beta > 0 && !(2 * def[i] * beta < 1))
-			continue;
-		if ((rc = acct_pate_gnss_rdp(beta, sigma, def[i], &rdp[n], err)) < 0)
-			return rc;
-		orders[n++] = def[i];
-	}
-	if (n == 0)
+	(void)delta;
+	if (beta > 0 && !(2 * 1.01 * beta < 1))
 		return acct_error_set(err, ACCT_EINVAL, "/beta", "no RDP order below 1/(2 beta)");
-	eps = acct_rdp_to_epsilon(orders, rdp, n, delta, NULL);
-	if (!isfinite(eps))
-		return acct_error_set(err, ACCT_EUNSUPPORTED, "/sigma", "the release's epsilon is not finite");
-	*ret = acct_event_epsilon_delta(nextafter(eps, INFINITY), delta);
-	if (!*ret)
+	ev = acct_event_new(ACCT_EV_PATE_GNSS);
+	if (!ev)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.pate_gnss.beta = beta;
+	ev->u.pate_gnss.sigma = sigma;
+	*ret = ev;
 	return 0;
 }
 
@@ -1461,7 +1453,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	/* What the release costs, priced before any private computation. */
 	if ((rc = release_event(r.beta, r.sigma, r.delta, &r.event, &err)) < 0 ||
 	    (rc = srv_dataset_filter(&ds, &f, &err)) < 0 ||
-	    (rc = acct_filter_price(&f, r.event, 0, &cost, &err)) < 0)
+	    (rc = acct_filter_price(&f, r.event, r.delta, &cost, &err)) < 0)
 		goto bad;
 	if ((rc = release_compute(req->db, &r, &fval, &ss, &err)) < 0)
 		goto bad;

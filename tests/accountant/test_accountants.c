@@ -80,6 +80,39 @@ Test(rdp, gaussian_closed_form)
 	acct_event_free(e);
 }
 
+/*
+ * The PATE smooth-sensitivity release: Papernot et al. 2018, Theorem 23,
+ * RDP(lambda) = lambda e^{2 beta} / sigma^2 + (beta lambda - ln(1 - 2 lambda
+ * beta) / 2) / (lambda - 1) for 1 < lambda < 1 / (2 beta), written out here;
+ * no bound (infinite) at orders from 1 / (2 beta) on.
+ */
+Test(rdp, pate_gnss_is_theorem_23)
+{
+	const double beta = 0.02, sigma = 15;
+	double orders[] = {1.5, 2, 10, 24.9, 25, 64}, r[6];
+	acct_event *e = acct_event_new(ACCT_EV_PATE_GNSS);
+	acct_options o = opts(ACCT_ZCDP, ACCT_ADD_REMOVE);
+	acct_result res;
+	acct_error err;
+
+	e->u.pate_gnss.beta = beta;
+	e->u.pate_gnss.sigma = sigma;
+	acct_error_init(&err);
+	cr_assert_eq(acct_rdp(e, ACCT_ADD_REMOVE, orders, 6, r, NULL, &err), 0, "%s", err.text);
+	for (int i = 0; i < 4; i++) {
+		double l = orders[i];
+		double want = l * exp(2 * beta) / (sigma * sigma) +
+			      (beta * l - log(1 - 2 * l * beta) / 2) / (l - 1);
+
+		cr_expect(fabs(r[i] - want) <= 1e-12 * want, "order %g: %.15g vs %.15g", l, r[i], want);
+	}
+	cr_expect(isinf(r[4]) && isinf(r[5]));
+	/* Only RDP prices it. */
+	acct_error_init(&err);
+	cr_expect_eq(acct_epsilon(e, 1e-5, &o, &res, &err), ACCT_EUNSUPPORTED);
+	acct_event_free(e);
+}
+
 /* Laplace and permute-and-flip against a quadrature written here. */
 Test(rdp, laplace_matches_quadrature)
 {

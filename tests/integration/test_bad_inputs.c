@@ -162,7 +162,7 @@ Test(bad_inputs, each_gets_its_status_and_changes_nothing, .timeout = 180)
 	dpg_server_destroy(&srv);
 }
 
-Test(bad_inputs, oversize_body_is_413_before_reading_it, .timeout = 60)
+Test(bad_inputs, oversize_body_is_413_and_changes_nothing, .timeout = 60)
 {
 	dpg_server srv;
 	size_t n = 2u << 20;
