@@ -246,7 +246,7 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 	char sid[128], path[256];
 	int64_t requested = 0, labelled = 0, correct = 0;
 	int64_t checks = 0, answers = 0;
-	double eps_charged, eps_di, eps_dd;
+	double eps_charged, eps_di, eps_dd, eps_di_order;
 	int truth[PER_BATCH], pred[TEACHERS], votes[CLASSES];
 	dpg_resp r;
 
@@ -344,16 +344,17 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 	}
 
 	/* The release of the data-dependent RDP (Theorem 23 needs beta <
-	 * 1 / (2 order); a release noise of 15 times the smooth sensitivity). */
+	 * 1 / (2 order); a release noise of 8 times the smooth sensitivity). */
 	{
 		char body[256], rpath[256];
 
 		snprintf(rpath, sizeof(rpath), "/v1/datasets/ens/pate/sessions/%s/release", sid);
-		snprintf(body, sizeof(body), "{\"beta\":%g,\"sigma\":15,\"order\":%g,\"delta\":%g}", beta,
+		snprintf(body, sizeof(body), "{\"beta\":%g,\"sigma\":8,\"order\":%g,\"delta\":%g}", beta,
 			 order, delta);
 		r = dpg_call(&srv, "POST", rpath, srv.admin_key, body);
 		cr_assert_eq(r.status, 201, "%s", r.body);
 		eps_dd = dpg_num(r.json, "epsilon");
+		eps_di_order = dpg_num(r.json, "epsilon_data_independent");
 		cr_assert_eq(dpg_num(r.json, "answers_covered"), (double)answers);
 		cr_assert_eq(dpg_num(r.json, "checks_covered"), (double)checks);
 		printf("PATE e2e: %lld queries, answered %.3f, accuracy %.4f vs plurality; "
@@ -369,6 +370,13 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 	/* Known truth of the ensemble: the strong-consensus queries dominate. */
 	cr_assert_gt((double)labelled / (double)requested, 0.3);
 	cr_assert_gt((double)correct / (double)labelled, 0.97);
-	cr_assert_lt(eps_dd, 0.5 * eps_di, "data-dependent %g is not well below data-independent %g",
-		     eps_dd, eps_di);
+	/*
+	 * Compared at the release's order (both converted at delta there): the
+	 * released figure carries noise of sd sigma * SS (about 0.8 here), its
+	 * mean about 2.3; the data-independent figure at order 16 is about 13.
+	 * Exceeding half of it would take a five-sigma draw.
+	 */
+	cr_assert_lt(eps_dd, 0.5 * eps_di_order,
+		     "data-dependent %g is not well below data-independent %g at order %g", eps_dd,
+		     eps_di_order, order);
 }
