@@ -131,6 +131,53 @@ int acct_filter_init(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighb
 	return 0;
 }
 
+/* ---- pure-epsilon leaves that need their own formula (issue 4) ---- */
+
+/* a / b rounded toward +infinity (a, b > 0). */
+static double div_up(double a, double b)
+{
+	double q = a / b;
+
+	if (fma(q, b, -a) < 0.0)
+		q = nextafter(q, INFINITY);
+	return q;
+}
+
+/*
+ * The exact pure epsilon of two dp_accounting leaves, rounded upward:
+ *  - discrete_laplace {noise_parameter a, sensitivity D}: noise with pmf
+ *    proportional to exp(-a |x|), so the privacy loss a (|x - D| - |x|) is
+ *    at most a D (dp_accounting's DiscreteLaplacePrivacyLoss; Canonne,
+ *    Kamath, Steinke 2020, Sec. 2.2): epsilon = a D.
+ *  - randomized_response {noise_parameter p, num_buckets k}: with
+ *    probability p a uniform bucket, else the true one; under replace-one the
+ *    largest likelihood ratio is (1 - p + p/k) / (p/k), so
+ *    epsilon = ln(1 + k (1 - p) / p) (Warner 1965; Kairouz, Oh, Viswanath
+ *    2016).  Validation (acct_event_validate) restricts it to `replace`.
+ * 1 - p is made exact-or-up with Fast2Sum, k (1 - p) / p rounded up, and
+ * the log1p result raised by two ulps to cover libm's error (< 1 ulp in
+ * glibc), so the charge never understates epsilon.
+ */
+static double basic_pure_epsilon(const acct_event *ev)
+{
+	if (ev->type == ACCT_EV_DISCRETE_LAPLACE)
+		return acct__mul_up(ev->u.discrete_laplace.noise_parameter,
+				    ev->u.discrete_laplace.sensitivity);
+	{
+		double p = ev->u.randomized_response.noise_parameter;
+		double k = (double)ev->u.randomized_response.num_buckets;
+		double q = 1.0 - p, t, e;
+
+		if ((-p) - (q - 1.0) > 0.0) /* Fast2Sum remainder of 1 + (-p) */
+			q = nextafter(q, INFINITY);
+		if (q == 0.0)
+			return 0.0;
+		t = div_up(acct__mul_up(k, q), p);
+		e = log1p(t);
+		return nextafter(nextafter(e, INFINITY), INFINITY);
+	}
+}
+
 /*
  * Prices an event as an (epsilon, delta) pair for the basic filter when the
  * pair follows from the event's definition alone (pure-DP mechanisms and
@@ -157,6 +204,10 @@ static int basic_price(const acct_event *ev, double *ret_eps, double *ret_delta,
 		break;
 	case ACCT_EV_PERMUTE_AND_FLIP:
 		e = ev->u.permute_and_flip.epsilon;
+		break;
+	case ACCT_EV_DISCRETE_LAPLACE:
+	case ACCT_EV_RANDOMIZED_RESPONSE:
+		e = basic_pure_epsilon(ev);
 		break;
 	case ACCT_EV_SELF_COMPOSED: {
 		double ie, id;
@@ -203,7 +254,10 @@ int acct_filter_price(const acct_filter *f, const acct_event *ev, double delta_s
 		int rc;
 
 		acct_error_init(&local);
-		rc = basic_price(ev, &c.v[0], &c.v[1], &local);
+		/* Relation rules first (randomized response is replace-only). */
+		rc = acct_event_validate(ev, f->neighbor, &local);
+		if (rc == 0)
+			rc = basic_price(ev, &c.v[0], &c.v[1], &local);
 		if (rc == ACCT_EUNSUPPORTED && local.code == ACCT_OK)
 			rc = acct__basic_price_fallback(f, ev, delta_share, &c.v[0], &c.v[1], &local);
 		if (rc < 0) {

@@ -3,6 +3,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include <criterion/criterion.h>
 
@@ -125,4 +126,100 @@ Test(events, copy_is_deep)
 	cr_assert_eq(b->u.self_composed.event->u.poisson_sampled.event->u.epsilon_delta.epsilon, 1.0);
 	acct_event_free(a);
 	acct_event_free(b);
+}
+
+/* ---- pure-epsilon leaves on the basic ledger (issue 4) ---- */
+
+static double basic_cost(acct_neighbor nb, acct_event *ev, int *ret_rc)
+{
+	acct_filter f;
+	acct_cost c;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, nb, 10.0, 0.0, &err), 0);
+	*ret_rc = acct_filter_price(&f, ev, 0.0, &c, &err);
+	acct_event_free(ev);
+	if (*ret_rc == 0)
+		cr_assert_eq(c.v[1], 0.0, "a pure-DP leaf charges no delta");
+	return *ret_rc == 0 ? c.v[0] : NAN;
+}
+
+static acct_event *dlap(double a, double d)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+
+	ev->u.discrete_laplace.noise_parameter = a;
+	ev->u.discrete_laplace.sensitivity = d;
+	return ev;
+}
+
+static acct_event *rr(double p, int64_t k)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+
+	ev->u.randomized_response.noise_parameter = p;
+	ev->u.randomized_response.num_buckets = k;
+	return ev;
+}
+
+Test(basic_filter, discrete_laplace_is_a_times_sensitivity)
+{
+	/* pmf proportional to exp(-a|x|): loss a(|x-D| - |x|) <= a D. */
+	static const struct { double a, d; } cases[] = {{0.5, 2}, {0.1, 3}, {1.0 / 3.0, 7}, {2.5, 1}};
+	int rc;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		long double exact = (long double)cases[i].a * (long double)cases[i].d;
+		double e = basic_cost(ACCT_ADD_REMOVE, dlap(cases[i].a, cases[i].d), &rc);
+
+		cr_assert_eq(rc, 0, "case %zu", i);
+		cr_assert((long double)e >= exact, "case %zu: %.17g below a*D", i, e);
+		cr_assert((long double)e <= exact * (1.0L + 4 * DBL_EPSILON), "case %zu: %.17g", i, e);
+	}
+	/* An exact product stays exact. */
+	cr_assert_eq(basic_cost(ACCT_REPLACE, dlap(0.5, 2), &rc), 1.0);
+}
+
+Test(basic_filter, randomized_response_is_log_of_the_ratio)
+{
+	/* (1 - p + p/k) / (p/k) = 1 + k (1 - p) / p. */
+	static const struct { double p; int64_t k; } cases[] = {
+		{0.5, 4}, {0.3, 10}, {0.9, 2}, {1e-3, 1000000}, {0.7, 3},
+	};
+	int rc;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		long double p = cases[i].p, k = (long double)cases[i].k;
+		long double exact = logl(1.0L + k * (1.0L - p) / p);
+		double e = basic_cost(ACCT_REPLACE, rr(cases[i].p, cases[i].k), &rc);
+
+		cr_assert_eq(rc, 0, "case %zu", i);
+		cr_assert((long double)e >= exact, "case %zu: %.17g below the exact epsilon", i, e);
+		cr_assert((long double)e <= exact * (1.0L + 16 * DBL_EPSILON), "case %zu: %.17g", i, e);
+	}
+	/* ln 5 for p = 1/2, k = 4 (the stateless basic accountant agrees). */
+	cr_assert_float_eq(basic_cost(ACCT_REPLACE, rr(0.5, 4), &rc), log(5.0), 1e-15);
+	/* p = 1: the output ignores the input. */
+	cr_assert_eq(basic_cost(ACCT_REPLACE, rr(1.0, 4), &rc), 0.0);
+}
+
+Test(basic_filter, randomized_response_needs_replace)
+{
+	int rc;
+
+	cr_assert(isnan(basic_cost(ACCT_ADD_REMOVE, rr(0.5, 4), &rc)));
+	cr_assert_eq(rc, ACCT_EUNSUPPORTED);
+}
+
+Test(basic_filter, composed_pure_leaves_add_up)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_COMPOSED);
+	int rc;
+
+	ev->u.composed.n = 2;
+	ev->u.composed.events = calloc(2, sizeof(acct_event *));
+	ev->u.composed.events[0] = dlap(0.25, 4);
+	ev->u.composed.events[1] = dlap(0.5, 1);
+	cr_assert_eq(basic_cost(ACCT_ADD_REMOVE, ev, &rc), 1.5);
 }
