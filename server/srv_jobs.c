@@ -25,6 +25,7 @@
 
 #include "mech.h"
 #include "srv_jobs.h"
+#include "srv_mech_routes.h"
 #include "srv_json.h"
 #include "srv_store_internal.h"
 #include "trn.h"
@@ -791,12 +792,8 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 		srv_problem(res, rc == SRV_NOT_FOUND ? 404 : 503, NULL, "no such dataset", NULL, NULL);
 		return 0;
 	}
-	if (req->content_type && strncasecmp(req->content_type, "text/csv", 8) == 0) {
-		srv_problem(res, 415, NULL,
-			    "CSV tables cannot be uploaded in this build; link a builtin data set",
-			    NULL, NULL);
-		return 0;
-	}
+	if (req->content_type && strncasecmp(req->content_type, "text/csv", 8) == 0)
+		return srv_data_put_csv(req, res, &ds);
 	body = srv_parse_body(req->raw_body, req->raw_len, &err);
 	if (body && srv_json_only_keys(body, "", keys, &err) >= 0 &&
 	    srv_json_string(body, "", "builtin", SRV_REQUIRED, 64, &builtin, &err) >= 0 &&

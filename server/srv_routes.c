@@ -15,6 +15,7 @@
 #include "srv_embedded.h"
 #include "srv_jobs.h"
 #include "srv_json.h"
+#include "srv_mech_routes.h"
 #include "srv_pate_session.h"
 #include "srv_stateless.h"
 
@@ -816,6 +817,8 @@ const srv_route srv_routes[] = {
 	{"POST", "/v1/keys", SRV_ADMIN, true, h_keys_create},
 	{"DELETE", "/v1/keys/{id}", SRV_ADMIN, false, h_keys_revoke},
 	/* ---- mechanisms and hosted data (srv_mech_routes.c) ---- */
+	{"POST", "/v1/datasets/{id}/mechanisms/{name}", SRV_SPEND, true, srv_h_mech_release},
+	{"POST", "/v1/datasets/{id}/queries", SRV_SPEND, true, srv_h_table_query},
 	/* ---- end mechanisms and hosted data ---- */
 
 	/* ---- PATE sessions (srv_pate_session.c) ---- */
