@@ -32,6 +32,11 @@
 #define DPG_MAX_RDP_ORDER           1e6
 #define DPG_MAX_NUM_BUCKETS         1000000000LL /* randomized response */
 #define DPG_MAX_DATASET_SIZE        1000000000000LL
+/* Integer sensitivity of discrete_laplace / discrete_gaussian events: 2^53,
+ * every integer a double holds exactly.  The real-valued Laplace and
+ * Gaussian releases state their sensitivity in units of a fine grid
+ * (mechanisms/mech_noise.c), which is far above 2^31. */
+#define DPG_MAX_EVENT_SENSITIVITY   9007199254740992LL
 
 /* Mechanisms and PATE */
 #define DPG_MAX_VECTOR_LEN          100000       /* values / scores in one call */

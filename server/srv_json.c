@@ -390,7 +390,8 @@ static int parse_node(const json_t *j, const char *where, unsigned depth, struct
 		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
 				   &ev->u.discrete_gaussian.sigma, err);
 		if (rc >= 0)
-			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1, INT32_MAX, &i64, err);
+			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1,
+					  DPG_MAX_EVENT_SENSITIVITY, &i64, err);
 		ev->u.discrete_gaussian.sensitivity = (double)i64;
 		break;
 	case ACCT_EV_DISCRETE_LAPLACE:
@@ -398,7 +399,8 @@ static int parse_node(const json_t *j, const char *where, unsigned depth, struct
 		rc = srv_json_real(j, where, "noise_parameter", POS_REAL, 0, HUGE_VAL,
 				   &ev->u.discrete_laplace.noise_parameter, err);
 		if (rc >= 0)
-			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1, INT32_MAX, &i64, err);
+			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1,
+					  DPG_MAX_EVENT_SENSITIVITY, &i64, err);
 		ev->u.discrete_laplace.sensitivity = (double)i64;
 		break;
 	case ACCT_EV_RANDOMIZED_RESPONSE:

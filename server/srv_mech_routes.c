@@ -662,6 +662,9 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 		goto out;
 	}
 	if (mech_table_parse_csv(req->raw_body, req->raw_len, d.cols, d.n, &t, &err) < 0) {
+		/* A declared column the header lacks is the query parameter's fault. */
+		if (!strncmp(err.where, "/schema", 7))
+			snprintf(err.where, sizeof(err.where), "columns");
 		srv_problem_from_error(res, &err);
 		goto out;
 	}

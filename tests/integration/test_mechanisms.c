@@ -1,0 +1,896 @@
+/*
+ * test_mechanisms.c: budget-charged mechanism releases, CSV uploads and
+ * hosted-table queries, through HTTP against the real binary.
+ *
+ * What is checked is the contract of DESIGN.md and issue 4: an answer is
+ * sent only with a durable charge (ledger row, budget moved by the priced
+ * cost, the event in the answer is the one charged); an Idempotency-Key
+ * replays the stored output and charges once; refused requests charge and
+ * reveal nothing; no route serves raw rows.  Expected costs on the basic
+ * ledger come from the closed forms (epsilon = a D for discrete Laplace,
+ * ln(1 + k (1 - p) / p) for randomized response, epsilon for selection).
+ * The noisy outputs' distributions are tested in tests/mechanisms.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+static dpg_server srv;
+
+static void setup(void)
+{
+	dpg_server_start(&srv);
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+}
+
+TestSuite(mechanisms, .init = setup, .fini = teardown, .timeout = 300);
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void make_ds(const char *id, const char *accountant, const char *neighbor, double eps,
+		    double delta)
+{
+	char body[512];
+	dpg_resp r;
+
+	snprintf(body, sizeof(body),
+		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":%.17g,\"delta\":%.17g},\"accountant\":\"%s\","
+		 "\"neighbor\":\"%s\"}",
+		 id, eps, delta, accountant, neighbor);
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+	cr_assert_eq(r.status, 201, "create %s: %ld %s", id, r.status, r.body);
+	dpg_resp_free(&r);
+}
+
+struct budget {
+	double spent_eps, spent_delta;
+	long charges;
+	size_t ledger_rows;
+};
+
+static struct budget budget_of(const char *id)
+{
+	char path[256];
+	struct budget b;
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	b.spent_eps = dpg_num(r.json, "spent.epsilon");
+	b.spent_delta = dpg_num(r.json, "spent.delta");
+	b.charges = (long)dpg_num(r.json, "charges");
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	b.ledger_rows = json_array_size(json_object_get(r.json, "entries"));
+	dpg_resp_free(&r);
+	return b;
+}
+
+static void assert_nothing_charged(const char *id, struct budget before, const char *what)
+{
+	struct budget after = budget_of(id);
+
+	cr_assert_eq(after.charges, before.charges, "%s: charged", what);
+	cr_assert_eq(after.ledger_rows, before.ledger_rows, "%s: ledger row written", what);
+	cr_assert_eq(after.spent_eps, before.spent_eps, "%s: epsilon moved", what);
+	cr_assert_eq(after.spent_delta, before.spent_delta, "%s: delta moved", what);
+}
+
+static dpg_resp post(const char *path, const char *key, const char *body, const char *idem)
+{
+	char hdr[256];
+	const char *headers[] = {hdr, NULL};
+	dpg_resp r;
+
+	snprintf(hdr, sizeof(hdr), "Idempotency-Key: %s", idem ? idem : "");
+	cr_assert_eq(dpg_http(&srv, "POST", path, key, body, strlen(body), idem ? headers : NULL,
+			      &r), 0, "POST %s: no answer", path);
+	return r;
+}
+
+static dpg_resp mech(const char *ds, const char *name, const char *body, const char *idem)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/mechanisms/%s", ds, name);
+	return post(path, srv.admin_key, body, idem);
+}
+
+/* The ledger row `seq` of dataset `id` (new reference), or NULL. */
+static json_t *ledger_row(const char *id, json_int_t seq)
+{
+	char path[256];
+	json_t *row = NULL, *e;
+	size_t i;
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	json_array_foreach(json_object_get(r.json, "entries"), i, e) {
+		if (json_integer_value(json_object_get(e, "seq")) == seq)
+			row = json_incref(e);
+	}
+	dpg_resp_free(&r);
+	return row;
+}
+
+/* The cost the dataset's filter gives `event` (POST /dry-run). */
+static double dry_run_cost(const char *id, const json_t *event, double delta_share)
+{
+	char path[256];
+	json_t *body = json_pack("{s:O}", "event", event);
+	char *text;
+	double c;
+	dpg_resp r;
+
+	if (delta_share > 0)
+		json_object_set_new(body, "delta", json_real(delta_share));
+	text = json_dumps(body, JSON_COMPACT);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/dry-run", id);
+	r = post(path, srv.admin_key, text, NULL);
+	cr_assert_eq(r.status, 200, "dry-run: %s", r.body);
+	c = dpg_num(r.json, "cost.epsilon");
+	dpg_resp_free(&r);
+	free(text);
+	json_decref(body);
+	return c;
+}
+
+static double num(const json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	cr_assert(json_is_number(v), "no number at %s", key);
+	return json_number_value(v);
+}
+
+static bool close_rel(double a, double b, double rel)
+{
+	return fabs(a - b) <= rel * fmax(fabs(a), fabs(b));
+}
+
+/* ---- every mechanism on rdp and basic ledgers ------------------------------- */
+
+enum shape { REAL, REALS, INT, INTS, INDEX, LABELS };
+
+struct mech_case {
+	const char *name;
+	const char *body;
+	enum shape shape;
+	size_t n;               /* vector length / number of candidates */
+	const char *event_type;
+	double delta_share;     /* what a basic ledger is priced at (0: pure) */
+};
+
+static const struct mech_case cases[] = {
+	{"laplace", "{\"value\":12.5,\"sensitivity\":1,\"epsilon\":0.5}", REAL, 1,
+	 "discrete_laplace", 0},
+	{"laplace", "{\"values\":[1,2,3,4],\"sensitivity\":2,\"scale\":8}", REALS, 4, "epsilon_delta",
+	 0},
+	{"gaussian", "{\"value\":3.5,\"sensitivity\":1,\"epsilon\":0.5,\"delta\":1e-6}", REAL, 1,
+	 "discrete_gaussian", 1e-6},
+	{"gaussian", "{\"values\":[1,2,3],\"sensitivity\":1,\"sigma\":10,\"ledger_delta\":1e-7}", REALS,
+	 3, "zcdp", 1e-7},
+	{"discrete_laplace", "{\"value\":40,\"sensitivity\":1,\"epsilon\":0.25}", INT, 1,
+	 "discrete_laplace", 0},
+	{"discrete_laplace", "{\"values\":[40,50],\"sensitivity\":2,\"scale\":8}", INTS, 2,
+	 "epsilon_delta", 0},
+	{"discrete_gaussian", "{\"value\":7,\"sensitivity\":1,\"sigma\":6,\"ledger_delta\":1e-6}", INT,
+	 1, "discrete_gaussian", 1e-6},
+	{"discrete_gaussian", "{\"values\":[7,8,9],\"sensitivity\":2,\"sigma\":9,\"ledger_delta\":1e-6}",
+	 INTS, 3, "zcdp", 1e-6},
+	{"exponential", "{\"scores\":[1,5,2],\"sensitivity\":1,\"epsilon\":0.5}", INDEX, 3,
+	 "exponential_mechanism", 0},
+	{"exponential", "{\"scores\":[1,5,2],\"sensitivity\":1,\"epsilon\":0.5,\"monotone\":true}",
+	 INDEX, 3, "exponential_mechanism", 0},
+	{"permute_and_flip", "{\"scores\":[1,5,2,0],\"sensitivity\":1,\"epsilon\":0.4}", INDEX, 4,
+	 "permute_and_flip", 0},
+	{"report_noisy_max", "{\"scores\":[1,5,2],\"sensitivity\":1,\"noise\":\"gumbel\",\"epsilon\":0.5}",
+	 INDEX, 3, "exponential_mechanism", 0},
+	{"report_noisy_max", "{\"scores\":[1,5,2],\"sensitivity\":1,\"noise\":\"laplace\",\"epsilon\":0.5}",
+	 INDEX, 3, "epsilon_delta", 0},
+	{"report_noisy_max",
+	 "{\"scores\":[1,5,2],\"sensitivity\":1,\"noise\":\"gaussian\",\"sigma\":20,\"ledger_delta\":1e-6}",
+	 INDEX, 3, "zcdp", 1e-6},
+	{"randomized_response", "{\"value\":2,\"num_buckets\":4,\"epsilon\":0.5}", INT, 1,
+	 "randomized_response", 0},
+	{"label_em", "{\"labels\":[0,1,1,0,1,0,0,1],\"epsilon\":1}", LABELS, 8,
+	 "exponential_mechanism", 0},
+};
+
+static void check_shape(const struct mech_case *c, const json_t *out)
+{
+	json_t *v;
+	size_t i;
+
+	switch (c->shape) {
+	case REAL:
+		cr_assert(json_is_number(out) && isfinite(json_number_value(out)), "%s", c->body);
+		break;
+	case INT:
+		cr_assert(json_is_integer(out), "%s", c->body);
+		if (!strcmp(c->name, "randomized_response"))
+			cr_assert(json_integer_value(out) >= 0 && json_integer_value(out) < 4);
+		break;
+	case INDEX:
+		cr_assert(json_is_integer(out), "%s", c->body);
+		cr_assert(json_integer_value(out) >= 0 && (size_t)json_integer_value(out) < c->n);
+		break;
+	case REALS:
+	case INTS:
+	case LABELS:
+		cr_assert(json_is_array(out) && json_array_size(out) == c->n, "%s", c->body);
+		json_array_foreach(out, i, v) {
+			if (c->shape == REALS)
+				cr_assert(json_is_number(v) && isfinite(json_number_value(v)));
+			else
+				cr_assert(json_is_integer(v));
+			if (c->shape == LABELS)
+				cr_assert(json_integer_value(v) == 0 || json_integer_value(v) == 1);
+		}
+		break;
+	}
+}
+
+/* The basic ledger's closed-form price of a pure-DP event. */
+static double closed_form_epsilon(const json_t *ev)
+{
+	const char *type = json_string_value(json_object_get(ev, "type"));
+
+	if (!strcmp(type, "discrete_laplace"))
+		return num(ev, "noise_parameter") * num(ev, "sensitivity");
+	if (!strcmp(type, "randomized_response")) {
+		double p = num(ev, "noise_parameter"), k = num(ev, "num_buckets");
+
+		return log1p(k * (1.0 - p) / p);
+	}
+	if (!strcmp(type, "epsilon_delta"))
+		return num(ev, "epsilon");
+	return num(ev, "epsilon"); /* exponential_mechanism, permute_and_flip */
+}
+
+static void run_case(const struct mech_case *c, size_t i, const char *accountant)
+{
+	char id[64];
+	struct budget before, after;
+	json_t *ev, *row;
+	json_int_t charge;
+	double cost;
+	dpg_resp r;
+
+	/* A fresh dataset per case: the spent epsilon is then this release's. */
+	snprintf(id, sizeof(id), "%s_%zu", accountant, i);
+	make_ds(id, accountant, "replace", 50, 1e-5);
+	before = budget_of(id);
+	r = mech(id, c->name, c->body, NULL);
+	cr_assert_eq(r.status, 201, "%s %s on %s: %ld %s", c->name, c->body, accountant, r.status,
+		     r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "mechanism")), c->name);
+	check_shape(c, json_object_get(r.json, "output"));
+	ev = json_object_get(r.json, "event");
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "type")), c->event_type, "%s: %s",
+			 c->body, r.body);
+	charge = json_integer_value(json_object_get(r.json, "charge_id"));
+	cost = dpg_num(r.json, "cost.epsilon");
+	cr_assert_gt(cost, 0.0);
+
+	/* The ledger row is the charge, with the answer's event. */
+	after = budget_of(id);
+	cr_assert_eq(after.charges, before.charges + 1);
+	cr_assert_eq(after.ledger_rows, before.ledger_rows + 1);
+	row = ledger_row(id, charge);
+	cr_assert_not_null(row, "no ledger row %lld", (long long)charge);
+	cr_assert_str_eq(json_string_value(json_object_get(row, "kind")), "charge");
+	cr_assert(json_equal(json_object_get(row, "event"), ev), "ledger event differs: %s", r.body);
+	json_decref(row);
+
+	/* The budget moved by exactly the cost, which is the filter's price of
+	 * the event in the answer. */
+	cr_assert_eq(after.spent_eps, cost, "%s: spent %.17g, cost %.17g", c->body, after.spent_eps,
+		     cost);
+	cr_assert_eq(dpg_num(r.json, "budget.spent.epsilon"), cost);
+	cr_assert_eq(dry_run_cost(id, ev, c->delta_share), cost, "%s", c->body);
+	if (!strcmp(accountant, "basic")) {
+		cr_assert_eq(after.spent_delta, c->delta_share, "%s", c->body);
+		if (c->delta_share == 0) {
+			double exact = closed_form_epsilon(ev);
+
+			/* Rounded up, by a few ulps at most. */
+			cr_assert_geq(cost, exact * (1 - 4 * DBL_EPSILON), "%s", c->body);
+			cr_assert(close_rel(cost, exact, 8 * DBL_EPSILON), "%s: %.17g vs %.17g",
+				  c->body, cost, exact);
+		}
+	}
+	dpg_resp_free(&r);
+}
+
+Test(mechanisms, every_mechanism_on_rdp_and_basic)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		run_case(&cases[i], i, "rdp");
+		run_case(&cases[i], i, "basic");
+	}
+}
+
+Test(mechanisms, requested_epsilon_is_what_basic_charges)
+{
+	/* epsilon given in the body: the charge is that epsilon up to the
+	 * mechanisms' documented upward rounding (2^-38 absolute at most). */
+	static const struct { const char *name, *body; double eps; } pure[] = {
+		{"laplace", "{\"value\":1,\"sensitivity\":3,\"epsilon\":0.3}", 0.3},
+		{"discrete_laplace", "{\"value\":1,\"sensitivity\":2,\"epsilon\":0.7}", 0.7},
+		{"exponential", "{\"scores\":[0,1],\"sensitivity\":1,\"epsilon\":0.2}", 0.2},
+		{"randomized_response", "{\"value\":0,\"num_buckets\":3,\"epsilon\":1.5}", 1.5},
+	};
+
+	make_ds("pure", "basic", "replace", 100, 0);
+	for (size_t i = 0; i < sizeof(pure) / sizeof(pure[0]); i++) {
+		dpg_resp r = mech("pure", pure[i].name, pure[i].body, NULL);
+
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		cr_assert(fabs(dpg_num(r.json, "cost.epsilon") - pure[i].eps) <= 1e-9, "%s: %s",
+			  pure[i].name, r.body);
+		dpg_resp_free(&r);
+	}
+}
+
+Test(mechanisms, zcdp_ledger_prices_every_event)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char id[64];
+		dpg_resp r;
+
+		snprintf(id, sizeof(id), "z_%zu", i);
+		make_ds(id, "zcdp", "replace", 50, 1e-5);
+		r = mech(id, cases[i].name, cases[i].body, NULL);
+		cr_assert_eq(r.status, 201, "%s on zcdp: %s", cases[i].body, r.body);
+		cr_assert_eq(budget_of(id).spent_eps, dpg_num(r.json, "cost.epsilon"));
+		dpg_resp_free(&r);
+	}
+}
+
+Test(mechanisms, randomized_response_needs_replace)
+{
+	struct budget before;
+	dpg_resp r;
+
+	make_ds("addrem", "rdp", "add_remove", 5, 1e-5);
+	before = budget_of("addrem");
+	r = mech("addrem", "randomized_response", "{\"value\":1,\"num_buckets\":4,\"epsilon\":1}", NULL);
+	cr_assert_eq(r.status, 422, "%s", r.body);
+	cr_assert_null(json_object_get(r.json, "output"));
+	dpg_resp_free(&r);
+	assert_nothing_charged("addrem", before, "rr on add_remove");
+}
+
+/* ---- idempotency -------------------------------------------------------------- */
+
+Test(mechanisms, idempotency_key_replays_the_stored_output)
+{
+	const char *body = "{\"values\":[10,20,30],\"sensitivity\":1,\"epsilon\":0.5}";
+	struct budget before, after;
+	dpg_resp a, b, c;
+
+	make_ds("idem", "basic", "add_remove", 10, 0);
+	before = budget_of("idem");
+	a = mech("idem", "laplace", body, "retry-1");
+	cr_assert_eq(a.status, 201, "%s", a.body);
+	b = mech("idem", "laplace", body, "retry-1");
+	cr_assert_eq(b.status, 201, "%s", b.body);
+	/* Byte for byte: the same noisy values, the same charge. */
+	cr_assert_str_eq(a.body, b.body);
+	after = budget_of("idem");
+	cr_assert_eq(after.charges, before.charges + 1);
+	cr_assert_eq(after.spent_eps, dpg_num(a.json, "cost.epsilon"));
+
+	/* A different body with the same key is refused and charges nothing. */
+	c = mech("idem", "laplace", "{\"values\":[10,20,31],\"sensitivity\":1,\"epsilon\":0.5}",
+		 "retry-1");
+	cr_assert_eq(c.status, 422, "%s", c.body);
+	cr_assert_str_eq(json_string_value(json_object_get(c.json, "field")), "Idempotency-Key");
+	cr_assert_null(json_object_get(c.json, "output"));
+	assert_nothing_charged("idem", after, "idempotency mismatch");
+	dpg_resp_free(&c);
+
+	/* So is the same body on another mechanism's path. */
+	c = mech("idem", "gaussian", body, "retry-1");
+	cr_assert_eq(c.status, 422, "%s", c.body);
+	dpg_resp_free(&c);
+
+	/* A new key is a new release with fresh noise. */
+	c = mech("idem", "laplace", body, "retry-2");
+	cr_assert_eq(c.status, 201);
+	cr_assert_eq(budget_of("idem").charges, after.charges + 1);
+	dpg_resp_free(&a);
+	dpg_resp_free(&b);
+	dpg_resp_free(&c);
+}
+
+Test(mechanisms, replay_survives_an_exhausted_budget)
+{
+	const char *body = "{\"value\":1,\"sensitivity\":1,\"epsilon\":1}";
+	dpg_resp a, b, c;
+
+	make_ds("tight", "basic", "add_remove", 1, 0);
+	a = mech("tight", "laplace", body, "k");
+	cr_assert_eq(a.status, 201, "%s", a.body);
+	c = mech("tight", "laplace", body, NULL);
+	cr_assert_eq(c.status, 409, "%s", c.body);
+	b = mech("tight", "laplace", body, "k");
+	cr_assert_eq(b.status, 201);
+	cr_assert_str_eq(a.body, b.body);
+	dpg_resp_free(&a);
+	dpg_resp_free(&b);
+	dpg_resp_free(&c);
+}
+
+/* ---- refusals ------------------------------------------------------------------ */
+
+Test(mechanisms, bad_inputs_charge_nothing)
+{
+	static char big[1200000];
+	static const struct { const char *name, *body; long status; const char *field; } bad[] = {
+		{"exponential", "{\"scores\":[],\"sensitivity\":1,\"epsilon\":1}", 400, "/scores"},
+		{"exponential", "{\"scores\":[1,\"NaN\"],\"sensitivity\":1,\"epsilon\":1}", 400, "/scores/1"},
+		{"exponential", "{\"scores\":[1,2],\"sensitivity\":1,\"epsilon\":1e999}", 400, NULL},
+		{"permute_and_flip", "{\"scores\":[1,2],\"sensitivity\":0,\"epsilon\":1}", 400,
+		 "/sensitivity"},
+		{"laplace", "{\"value\":1,\"sensitivity\":0,\"epsilon\":1}", 400, "/sensitivity"},
+		{"laplace", "{\"value\":1,\"sensitivity\":-1,\"epsilon\":1}", 400, "/sensitivity"},
+		{"laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":0}", 400, "/epsilon"},
+		{"laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":-0.5}", 400, "/epsilon"},
+		{"laplace", "{\"value\":\"x\",\"sensitivity\":1,\"epsilon\":1}", 400, "/value"},
+		{"laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1,\"color\":1}", 400, "/color"},
+		{"gaussian", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1}", 400, "/delta"},
+		{"discrete_laplace", "{\"value\":1.5,\"sensitivity\":1,\"epsilon\":1}", 400, "/value"},
+		{"randomized_response", "{\"value\":4,\"num_buckets\":4,\"epsilon\":1}", 400, "/value"},
+		{"label_em", "{\"labels\":[0,2],\"epsilon\":1}", 400, "/labels/1"},
+		{"laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1,\"ledger_delta\":2}", 400,
+		 "/ledger_delta"},
+		{"laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1,\"note\":7}", 400, "/note"},
+		/* A Gaussian release on a basic ledger needs a delta share. */
+		{"gaussian", "{\"value\":1,\"sensitivity\":1,\"sigma\":5}", 422, "/ledger_delta"},
+		{"no_such_mechanism", "{\"value\":1}", 404, NULL},
+	};
+	struct budget before;
+	size_t off = 0;
+	dpg_resp r;
+
+	make_ds("bad", "basic", "replace", 10, 1e-5);
+	before = budget_of("bad");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = mech("bad", bad[i].name, bad[i].body, NULL);
+		cr_assert_eq(r.status, bad[i].status, "%s %s: %ld %s", bad[i].name, bad[i].body,
+			     r.status, r.body);
+		if (bad[i].field)
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+					 bad[i].field, "%s: %s", bad[i].body, r.body);
+		cr_assert_null(json_object_get(r.json, "output"), "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	/* One value more than DPG_MAX_VECTOR_LEN (100000). */
+	off += (size_t)snprintf(big, sizeof(big), "{\"sensitivity\":1,\"epsilon\":1,\"values\":[0");
+	for (int i = 1; i < 100001; i++)
+		off += (size_t)snprintf(big + off, sizeof(big) - off, ",%d", i % 10);
+	snprintf(big + off, sizeof(big) - off, "]}");
+	r = mech("bad", "laplace", big, NULL);
+	cr_assert_eq(r.status, 400, "%ld %.200s", r.status, r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/values");
+	dpg_resp_free(&r);
+	/* An unknown dataset. */
+	r = mech("nope", "laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1}", NULL);
+	cr_assert_eq(r.status, 404, "%s", r.body);
+	dpg_resp_free(&r);
+	assert_nothing_charged("bad", before, "bad inputs");
+}
+
+Test(mechanisms, over_budget_reveals_nothing)
+{
+	const char *body = "{\"value\":100,\"sensitivity\":1,\"epsilon\":0.75}";
+	struct budget after_first;
+	dpg_resp a, b;
+
+	make_ds("small", "basic", "add_remove", 1, 0);
+	a = mech("small", "discrete_laplace", body, NULL);
+	cr_assert_eq(a.status, 201, "%s", a.body);
+	after_first = budget_of("small");
+	b = mech("small", "discrete_laplace", body, "never-admitted");
+	cr_assert_eq(b.status, 409, "%s", b.body);
+	cr_assert_null(json_object_get(b.json, "output"));
+	cr_assert_null(json_object_get(b.json, "event"));
+	cr_assert(fabs(dpg_num(b.json, "remaining.epsilon") - 0.25) < 1e-9, "%s", b.body);
+	assert_nothing_charged("small", after_first, "over budget");
+	dpg_resp_free(&b);
+	/* The refused key was not stored: it is still refused, not replayed. */
+	b = mech("small", "discrete_laplace", body, "never-admitted");
+	cr_assert_eq(b.status, 409, "%s", b.body);
+	dpg_resp_free(&a);
+	dpg_resp_free(&b);
+}
+
+Test(mechanisms, analysts_scoped_viewers_refused)
+{
+	char analyst[160], viewer[160], path[128];
+	dpg_resp r;
+
+	make_ds("scoped", "rdp", "add_remove", 5, 1e-5);
+	make_ds("other", "rdp", "add_remove", 5, 1e-5);
+	dpg_make_key(&srv, "analyst", "scoped", analyst, sizeof(analyst));
+	dpg_make_key(&srv, "viewer", NULL, viewer, sizeof(viewer));
+	snprintf(path, sizeof(path), "/v1/datasets/scoped/mechanisms/laplace");
+	r = post(path, analyst, "{\"value\":1,\"sensitivity\":1,\"epsilon\":0.1}", NULL);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	r = post(path, viewer, "{\"value\":1,\"sensitivity\":1,\"epsilon\":0.1}", NULL);
+	cr_assert_eq(r.status, 403, "%s", r.body);
+	dpg_resp_free(&r);
+	r = post("/v1/datasets/other/mechanisms/laplace", analyst,
+		 "{\"value\":1,\"sensitivity\":1,\"epsilon\":0.1}", NULL);
+	cr_assert_eq(r.status, 403, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(budget_of("other").charges, 0);
+}
+
+/* ---- hosted tables ------------------------------------------------------------- */
+
+/* Distinctive cell values that must never appear in any answer. */
+static const char *const table_csv =
+	"age,income,city\n"
+	"34,51234.5,Xylopolis\n"
+	"29,48000,Quokkaville\n"
+	"51,99999.25,Xylopolis\n"
+	"45,61000,Zanzibarra\n"
+	"38,57321.75,Quokkaville\n";
+static const char *const secrets[] = {"Zanzibarra", "51234.5", "99999.25", "57321.75", NULL};
+
+static dpg_resp put_csv(const char *id, const char *query, const char *csv, size_t len,
+			const char *key)
+{
+	const char *headers[] = {"Content-Type: text/csv", NULL};
+	char path[512];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data%s", id, query ? query : "");
+	cr_assert_eq(dpg_http(&srv, "PUT", path, key, csv, len, headers, &r), 0, "PUT %s", path);
+	return r;
+}
+
+static void assert_no_raw_rows(const dpg_resp *r)
+{
+	for (const char *const *s = secrets; *s; s++)
+		cr_assert(!strstr(r->body, *s), "answer reveals a raw cell (%s): %s", *s, r->body);
+}
+
+static bool table_file_exists(const char *id)
+{
+	char path[600];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/data/tables/%s.csv", srv.dir, id);
+	return stat(path, &st) == 0;
+}
+
+static size_t temp_files(void)
+{
+	char path[600];
+	struct dirent *e;
+	size_t n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/data/tables", srv.dir);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += strstr(e->d_name, ".tmp.") != NULL;
+	closedir(d);
+	return n;
+}
+
+static dpg_resp query(const char *id, const char *body)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/queries", id);
+	return post(path, srv.admin_key, body, NULL);
+}
+
+Test(mechanisms, csv_upload_and_metadata)
+{
+	dpg_resp r;
+	json_t *cols;
+
+	make_ds("census", "basic", "add_remove", 10, 0);
+	r = put_csv("census", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "kind")), "table");
+	cr_assert_eq(dpg_num(r.json, "rows"), 5);
+	cr_assert_eq(dpg_num(r.json, "bytes"), (double)strlen(table_csv));
+	cols = json_object_get(r.json, "columns");
+	cr_assert_eq(json_array_size(cols), 3);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(cols, 0), "name")), "age");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(cols, 0), "kind")), "numeric");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(cols, 2), "kind")),
+			 "categorical");
+	assert_no_raw_rows(&r);
+	dpg_resp_free(&r);
+	cr_assert(table_file_exists("census"));
+	cr_assert_eq(temp_files(), 0);
+
+	r = dpg_call(&srv, "GET", "/v1/datasets/census/data", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "rows"), 5);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "columns")), 3);
+	assert_no_raw_rows(&r);
+	dpg_resp_free(&r);
+	/* Uploading is an admin's; nothing else serves the file. */
+	{
+		char analyst[160];
+
+		dpg_make_key(&srv, "analyst", "census", analyst, sizeof(analyst));
+		r = put_csv("census", NULL, table_csv, strlen(table_csv), analyst);
+		cr_assert_eq(r.status, 403, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	r = dpg_call(&srv, "GET", "/v1/datasets/census/data/rows", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 404);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/census/queries", srv.admin_key, NULL);
+	cr_assert(r.status == 405 || r.status == 404, "%ld", r.status);
+	dpg_resp_free(&r);
+}
+
+Test(mechanisms, bad_csv_stores_nothing)
+{
+	static const struct { const char *query, *csv, *field_prefix; } bad[] = {
+		{NULL, "a,b\n1,2\n3\n", "/csv/line/3"},                       /* ragged */
+		{NULL, "a,b\n1,2\n3,4,5\n", "/csv/line/3"},                   /* ragged */
+		{"?columns=a:numeric,b:categorical", "a,b\n1,x\nfoo,y\n", "/csv/line/3"},
+		{"?columns=a:numeric", "a,b\n1,2\n", "/csv"},                 /* b undeclared */
+		{"?columns=a:numeric,b:numeric,c:numeric", "a,b\n1,2\n", "columns"}, /* c missing */
+		{"?columns=a:number", "a\n1\n", "columns"},
+		{"?columns=a:numeric,a:numeric", "a\n1\n", "columns"},
+		{NULL, "a,b\n\"1,2\n", "/csv"},                               /* open quote */
+		{NULL, "", "/csv"},
+		{NULL, "a,b\n", "/csv"},                                      /* no rows */
+	};
+	size_t cols = 1100, off = 0;
+	char *wide = malloc(cols * 8 + 64);
+	dpg_resp r;
+
+	make_ds("messy", "basic", "add_remove", 10, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *field;
+
+		r = put_csv("messy", bad[i].query, bad[i].csv, strlen(bad[i].csv), srv.admin_key);
+		cr_assert_eq(r.status, 400, "case %zu: %ld %s", i, r.status, r.body);
+		field = json_string_value(json_object_get(r.json, "field"));
+		cr_assert(field && !strncmp(field, bad[i].field_prefix, strlen(bad[i].field_prefix)),
+			  "case %zu: field %s, want %s...", i, field ? field : "(none)",
+			  bad[i].field_prefix);
+		dpg_resp_free(&r);
+	}
+	/* Too many columns (DPG_MAX_CSV_COLUMNS is 1024). */
+	for (size_t j = 0; j < cols; j++)
+		off += (size_t)sprintf(wide + off, "%sc%zu", j ? "," : "", j);
+	off += (size_t)sprintf(wide + off, "\n");
+	for (size_t j = 0; j < cols; j++)
+		off += (size_t)sprintf(wide + off, "%s1", j ? "," : "");
+	r = put_csv("messy", NULL, wide, off, srv.admin_key);
+	cr_assert_eq(r.status, 400, "%ld %.300s", r.status, r.body);
+	dpg_resp_free(&r);
+	free(wide);
+
+	/* Nothing was stored by any of them. */
+	r = dpg_call(&srv, "GET", "/v1/datasets/messy/data", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 404, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert(!table_file_exists("messy"));
+	cr_assert_eq(temp_files(), 0);
+
+	/* A good table stays in place when a bad one is sent over it. */
+	r = put_csv("messy", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	r = put_csv("messy", NULL, "age\n1\n2,3\n", 10, srv.admin_key);
+	cr_assert_eq(r.status, 400);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/messy/data", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "rows"), 5);
+	dpg_resp_free(&r);
+}
+
+Test(mechanisms, csv_over_the_size_limit_is_413)
+{
+	/* DPG_MAX_CSV_BYTES is 64 MiB: announced by Content-Length, refused
+	 * before the body is read. */
+	size_t len = (64u << 20) + 1;
+	char *blob = malloc(len);
+	dpg_resp r;
+	int rc;
+
+	cr_assert_not_null(blob);
+	make_ds("huge", "basic", "add_remove", 10, 0);
+	memset(blob, '1', len);
+	blob[0] = 'a';
+	blob[1] = '\n';
+	rc = dpg_http(&srv, "PUT", "/v1/datasets/huge/data", srv.admin_key, blob, len,
+		      (const char *const[]){"Content-Type: text/csv", NULL}, &r);
+	free(blob);
+	if (rc == 0) {
+		cr_assert_eq(r.status, 413, "%ld %s", r.status, r.body);
+		dpg_resp_free(&r);
+	}
+	/* (rc < 0: the server closed the connection after its 413, before
+	 * curl finished sending; either way nothing is stored.) */
+	r = dpg_call(&srv, "GET", "/v1/datasets/huge/data", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 404, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert(!table_file_exists("huge"));
+}
+
+Test(mechanisms, every_hosted_query)
+{
+	static const struct {
+		const char *body, *mechanism;
+		double eps;
+	} qs[] = {
+		{"{\"query\":\"count\",\"epsilon\":0.5}", "discrete_laplace", 0.5},
+		{"{\"query\":\"sum\",\"column\":\"age\",\"lo\":0,\"hi\":100,\"epsilon\":0.5}", "laplace", 0.5},
+		{"{\"query\":\"mean\",\"column\":\"income\",\"lo\":0,\"hi\":200000,\"epsilon\":1}",
+		 "laplace_sum_over_discrete_laplace_count", 1},
+		{"{\"query\":\"histogram\",\"column\":\"city\",\"categories\":[\"Xylopolis\",\"Quokkaville\",\"Elsewhere\"],\"epsilon\":0.5}",
+		 "discrete_laplace", 0.5},
+		{"{\"query\":\"quantile\",\"column\":\"age\",\"q\":0.5,\"lo\":0,\"hi\":100,\"epsilon\":0.5}",
+		 "exponential", 0.5},
+	};
+	struct budget before, after;
+	dpg_resp r;
+
+	make_ds("hosted", "basic", "add_remove", 20, 0);
+	r = put_csv("hosted", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+		json_t *out, *row;
+		double cost;
+
+		before = budget_of("hosted");
+		r = query("hosted", qs[i].body);
+		cr_assert_eq(r.status, 201, "%s: %s", qs[i].body, r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "mechanism")),
+				 qs[i].mechanism, "%s", r.body);
+		cr_assert(json_is_object(json_object_get(r.json, "event")));
+		out = json_object_get(r.json, "output");
+		if (i == 0)
+			cr_assert(json_is_integer(out));
+		if (i == 2)
+			cr_assert(json_number_value(out) >= 0 && json_number_value(out) <= 200000);
+		if (i == 3) {
+			cr_assert_eq(json_object_size(out), 3);
+			cr_assert(json_is_integer(json_object_get(out, "Elsewhere")));
+		}
+		if (i == 4)
+			cr_assert(json_number_value(out) >= 0 && json_number_value(out) <= 100);
+		assert_no_raw_rows(&r);
+		cost = dpg_num(r.json, "cost.epsilon");
+		/* Pure DP at the requested epsilon (up to the rounding up of
+		 * scales and exponents); the budget moved by exactly that. */
+		cr_assert(fabs(cost - qs[i].eps) <= 1e-9 * qs[i].eps, "%s: cost %.17g", qs[i].body, cost);
+		after = budget_of("hosted");
+		cr_assert_eq(after.charges, before.charges + 1);
+		cr_assert(close_rel(after.spent_eps - before.spent_eps, cost, 1e-12), "%s", qs[i].body);
+		cr_assert_eq(after.spent_delta, 0.0);
+		row = ledger_row("hosted", json_integer_value(json_object_get(r.json, "charge_id")));
+		cr_assert_not_null(row);
+		cr_assert(json_equal(json_object_get(row, "event"), json_object_get(r.json, "event")));
+		json_decref(row);
+		dpg_resp_free(&r);
+	}
+}
+
+Test(mechanisms, bad_queries_charge_nothing)
+{
+	static const struct { const char *ds, *body; long status; const char *field; } bad[] = {
+		{"qbad", "{\"query\":\"sum\",\"column\":\"height\",\"lo\":0,\"hi\":1,\"epsilon\":1}", 400,
+		 "/column"},
+		{"qbad", "{\"query\":\"sum\",\"column\":\"city\",\"lo\":0,\"hi\":1,\"epsilon\":1}", 400,
+		 "/column"},
+		{"qbad", "{\"query\":\"histogram\",\"column\":\"age\",\"categories\":[\"1\"],\"epsilon\":1}",
+		 400, "/column"},
+		{"qbad", "{\"query\":\"count\",\"epsilon\":0}", 400, "/epsilon"},
+		{"qbad", "{\"query\":\"median\",\"epsilon\":1}", 400, "/query"},
+		{"qbad", "{\"query\":\"quantile\",\"column\":\"age\",\"q\":1.5,\"lo\":0,\"hi\":1,\"epsilon\":1}",
+		 400, "/q"},
+		{"qbad", "{\"query\":\"histogram\",\"column\":\"city\",\"categories\":[],\"epsilon\":1}", 400,
+		 "/categories"},
+		{"qbad", "{\"query\":\"count\",\"epsilon\":1,\"rows\":true}", 400, "/rows"},
+		{"qnone", "{\"query\":\"count\",\"epsilon\":1}", 404, NULL},
+	};
+	struct budget b1, b2;
+	dpg_resp r;
+
+	make_ds("qbad", "rdp", "add_remove", 10, 1e-5);
+	make_ds("qnone", "rdp", "add_remove", 10, 1e-5);
+	r = put_csv("qbad", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	b1 = budget_of("qbad");
+	b2 = budget_of("qnone");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = query(bad[i].ds, bad[i].body);
+		cr_assert_eq(r.status, bad[i].status, "%s: %ld %s", bad[i].body, r.status, r.body);
+		if (bad[i].field)
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+					 bad[i].field, "%s: %s", bad[i].body, r.body);
+		cr_assert_null(json_object_get(r.json, "output"));
+		dpg_resp_free(&r);
+	}
+	assert_nothing_charged("qbad", b1, "bad queries");
+	assert_nothing_charged("qnone", b2, "no table");
+}
+
+Test(mechanisms, declared_schema_types_a_numeric_looking_column)
+{
+	/* zip looks numeric; declared categorical it takes histograms, and a
+	 * re-read of the stored file keeps the declared types. */
+	const char *csv = "zip,age\n10115,30\n10115,40\n80331,50\n";
+	dpg_resp r;
+
+	make_ds("zips", "basic", "add_remove", 10, 0);
+	r = put_csv("zips", "?columns=zip:categorical,age:numeric", csv, strlen(csv), srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(r.json, "columns"), 0), "kind")),
+			 "categorical");
+	dpg_resp_free(&r);
+	r = query("zips",
+		  "{\"query\":\"histogram\",\"column\":\"zip\",\"categories\":[\"10115\",\"80331\"],\"epsilon\":1}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	r = query("zips", "{\"query\":\"sum\",\"column\":\"zip\",\"lo\":0,\"hi\":1,\"epsilon\":1}");
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+Test(mechanisms, query_idempotency_and_over_budget)
+{
+	const char *body = "{\"query\":\"count\",\"epsilon\":0.6}";
+	char path[128];
+	struct budget b;
+	dpg_resp a, c;
+
+	make_ds("qidem", "basic", "add_remove", 1, 0);
+	a = put_csv("qidem", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	cr_assert_eq(a.status, 200);
+	dpg_resp_free(&a);
+	snprintf(path, sizeof(path), "/v1/datasets/qidem/queries");
+	a = post(path, srv.admin_key, body, "q1");
+	c = post(path, srv.admin_key, body, "q1");
+	cr_assert_eq(a.status, 201, "%s", a.body);
+	cr_assert_str_eq(a.body, c.body);
+	dpg_resp_free(&c);
+	b = budget_of("qidem");
+	cr_assert_eq(b.charges, 1);
+	c = post(path, srv.admin_key, body, NULL);
+	cr_assert_eq(c.status, 409, "%s", c.body);
+	cr_assert_null(json_object_get(c.json, "output"));
+	assert_nothing_charged("qidem", b, "query over budget");
+	dpg_resp_free(&a);
+	dpg_resp_free(&c);
+}
