@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <pthread.h>
 
 #include <criterion/criterion.h>
 
@@ -419,6 +420,47 @@ Test(mechanisms, idempotency_key_replays_the_stored_output)
 	dpg_resp_free(&a);
 	dpg_resp_free(&b);
 	dpg_resp_free(&c);
+}
+
+struct racer {
+	const char *body;
+	dpg_resp r;
+};
+
+static void *race_one(void *arg)
+{
+	struct racer *rc = arg;
+	const char *headers[] = {"Idempotency-Key: same-key", NULL};
+
+	if (dpg_http(&srv, "POST", "/v1/datasets/race/mechanisms/gaussian", srv.admin_key, rc->body,
+		     strlen(rc->body), headers, &rc->r) < 0)
+		rc->r.status = -1;
+	return NULL;
+}
+
+Test(mechanisms, concurrent_retries_charge_once_and_agree)
+{
+	/* Eight clients send the same keyed request at once: each sampled its
+	 * own noise, but exactly one charge is admitted and every answer is
+	 * that charge's stored output. */
+	const char *body = "{\"values\":[1,2,3,4,5,6,7,8],\"sensitivity\":1,\"sigma\":3}";
+	struct racer rs[8];
+	pthread_t th[8];
+
+	make_ds("race", "rdp", "add_remove", 50, 1e-5);
+	for (int i = 0; i < 8; i++) {
+		rs[i].body = body;
+		pthread_create(&th[i], NULL, race_one, &rs[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 8; i++) {
+		cr_assert_eq(rs[i].r.status, 201, "client %d: %ld %s", i, rs[i].r.status, rs[i].r.body);
+		cr_assert_str_eq(rs[i].r.body, rs[0].r.body, "client %d got a different output", i);
+	}
+	cr_assert_eq(budget_of("race").charges, 1);
+	for (int i = 0; i < 8; i++)
+		dpg_resp_free(&rs[i].r);
 }
 
 Test(mechanisms, replay_survives_an_exhausted_budget)
