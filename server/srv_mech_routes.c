@@ -509,11 +509,46 @@ fail:
 }
 
 /*
- * Loads the dataset's hosted table.  Answers the request and returns -1
- * when there is none (404) or it cannot be read (500/503).
+ * Checks a query's column against the schema recorded at upload, before the
+ * file is read, so a query that names no such column (or one of the wrong
+ * kind) costs no parse.  srv_mech_table_query checks everything again.
+ */
+static int precheck_column(const json_t *cols, const json_t *body, acct_error *err)
+{
+	const char *query = json_string_value(json_object_get(body, "query"));
+	const char *column = json_string_value(json_object_get(body, "column"));
+	const char *want = NULL;
+	size_t i;
+	json_t *c;
+
+	if (!query || !column)
+		return 0;
+	if (!strcmp(query, "histogram"))
+		want = "categorical";
+	else if (!strcmp(query, "sum") || !strcmp(query, "mean") || !strcmp(query, "quantile"))
+		want = "numeric";
+	json_array_foreach(cols, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		const char *kind = json_string_value(json_object_get(c, "kind"));
+
+		if (name && !strcmp(name, column)) {
+			if (want && kind && strcmp(kind, want) != 0)
+				return acct_error_set(err, ACCT_EINVAL, "/column",
+						      "column '%.64s' is %s; '%s' needs a %s column",
+						      column, kind, query, want);
+			return 0;
+		}
+	}
+	return acct_error_set(err, ACCT_EINVAL, "/column", "the table has no column '%.64s'", column);
+}
+
+/*
+ * Loads the dataset's hosted table for the query `body`.  Answers the
+ * request and returns -1 when there is none (404), the query names a column
+ * the table lacks (400), or the table cannot be read (500/503).
  */
 static int load_table(srv_request *req, srv_response *res, const srv_dataset *ds,
-		      mech_table **ret)
+		      const json_t *body, mech_table **ret)
 {
 	sqlite3_stmt *s = NULL;
 	char kind[16] = "", path[4200] = "";
@@ -546,6 +581,10 @@ static int load_table(srv_request *req, srv_response *res, const srv_dataset *ds
 		goto out;
 	}
 	acct_error_init(&err);
+	if (precheck_column(cols, body, &err) < 0) {
+		srv_problem_from_error(res, &err);
+		goto out;
+	}
 	if (decl_from_json(cols, &d) < 0 || read_table_file(path, &text, &len) < 0 ||
 	    mech_table_parse_csv(text, len, d.cols, d.n, ret, &err) < 0) {
 		srv_problem(res, 500, NULL,
@@ -578,7 +617,7 @@ int srv_h_table_query(srv_request *req, srv_response *res)
 		 query ? query : "?");
 	if (!release_begin(req, res, &r))
 		return 0;
-	if (load_table(req, res, &r.ds, &t) < 0)
+	if (load_table(req, res, &r.ds, r.inner, &t) < 0)
 		goto out;
 	rng = mech_rng_new_system();
 	if (!rng || mech_rng_is_deterministic(rng)) {
