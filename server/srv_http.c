@@ -437,8 +437,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		cs->route = -1;
 		snprintf(cs->method, sizeof(cs->method), "%s", method);
 		snprintf(cs->path, sizeof(cs->path), "%s", url);
-		cs->limit = (strcmp(method, "PUT") == 0 && strstr(url, "/data")) ? DPG_MAX_CSV_BYTES :
-										    DPG_MAX_BODY_BYTES;
+		{
+			size_t ul = strlen(url);
+
+			/* Only PUT /v1/datasets/{id}/data takes a table. */
+			cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 &&
+				     strcmp(url + ul - 5, "/data") == 0) ? DPG_MAX_CSV_BYTES :
+									   DPG_MAX_BODY_BYTES;
+		}
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 		if (cl) {
 			char *end;
