@@ -330,6 +330,18 @@ const char *mech_table_column_name(const mech_table *t, size_t j);
 mech_col_kind mech_table_column_kind(const mech_table *t, size_t j);
 
 /*
+ * Raw cell access for trainers (the server never serves rows): the values of
+ * numeric column j (rows of them; NULL for a categorical column), the
+ * category index of row i of categorical column j (-1 for a numeric one), and
+ * the number and names of a categorical column's categories.  The table
+ * keeps ownership of everything returned.
+ */
+const double *mech_table_numeric_values(const mech_table *t, size_t j);
+int64_t mech_table_category_of(const mech_table *t, size_t j, size_t i);
+size_t mech_table_category_count(const mech_table *t, size_t j);
+const char *mech_table_category_name(const mech_table *t, size_t j, size_t k);
+
+/*
  * Queries.  Each validates (where: /column for unknown or wrongly typed
  * columns, /lo, /hi, /epsilon, /q, /categories/i), computes the exact
  * answer, releases it through a mechanism above and returns that

@@ -825,3 +825,31 @@ out:
 	free(which);
 	return rc;
 }
+
+const double *mech_table_numeric_values(const mech_table *t, size_t j)
+{
+	if (!t || j >= t->cols || t->col[j].kind != MECH_COL_NUMERIC)
+		return NULL;
+	return t->col[j].num;
+}
+
+int64_t mech_table_category_of(const mech_table *t, size_t j, size_t i)
+{
+	if (!t || j >= t->cols || i >= t->rows || t->col[j].kind != MECH_COL_CATEGORICAL)
+		return -1;
+	return (int64_t)t->col[j].cat[i];
+}
+
+size_t mech_table_category_count(const mech_table *t, size_t j)
+{
+	if (!t || j >= t->cols || t->col[j].kind != MECH_COL_CATEGORICAL)
+		return 0;
+	return t->col[j].ndict;
+}
+
+const char *mech_table_category_name(const mech_table *t, size_t j, size_t k)
+{
+	if (!t || j >= t->cols || t->col[j].kind != MECH_COL_CATEGORICAL || k >= t->col[j].ndict)
+		return NULL;
+	return t->col[j].dict[k];
+}

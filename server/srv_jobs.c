@@ -83,7 +83,7 @@ static int parse_dpsgd_params(const json_t *params, trn_dpsgd_params *p, acct_er
 		"model", "hidden", "activation", "epochs", "lot_size", "noise_multiplier",
 		"clip_norm", "clipping", "learning_rate", "learning_rate_final",
 		"learning_rate_decay_epochs", "momentum", "pca_components",
-		"pca_noise_multiplier", "max_train_examples", NULL,
+		"pca_noise_multiplier", "max_train_examples", "label", NULL,
 	};
 	json_t *hidden;
 	int rc;
@@ -173,6 +173,12 @@ static int parse_dpsgd_params(const json_t *params, trn_dpsgd_params *p, acct_er
 				p->hidden[0] = w;
 			}
 		}
+	}
+	if (rc >= 0) {
+		const char *label = NULL;
+
+		/* Read by load_data for hosted tables; checked here for its type. */
+		rc = srv_json_string(params, "/params", "label", 0, DPG_MAX_NAME_BYTES, &label, err);
 	}
 	if (rc >= 0 && p->model == TRN_MODEL_LOGREG)
 		p->n_hidden = 0;
@@ -486,10 +492,109 @@ static int write_model(const char *dir, const char *id, const uint8_t *buf, size
 	return 0;
 }
 
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * A training table from a hosted CSV: the label is the column the job's
+ * params name ("label"; default the last column), the features every other
+ * numeric column, as uploaded (categorical feature columns are skipped).
+ * Classes of a categorical label are its categories in lexicographic order;
+ * a numeric label must hold integers 0..K-1.  The label set, like the schema
+ * and the row count, is metadata the admin fixed at upload.  Errors never
+ * quote rows.
+ */
+static int table_to_dataset(const mech_table *t, const json_t *params, trn_dataset **ret,
+			    acct_error *err)
+{
+	const char *label = json_string_value(json_object_get(params, "label"));
+	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), lj = cols, d = 0;
+	double *x = NULL;
+	int64_t *y = NULL;
+	uint32_t classes = 0;
+	int rc = ACCT_ENOMEM;
+
+	for (size_t j = 0; j < cols; j++)
+		if (label ? strcmp(mech_table_column_name(t, j), label) == 0 : j == cols - 1)
+			lj = j;
+	if (lj == cols)
+		return acct_error_set(err, ACCT_EINVAL, "/params/label",
+				      "the hosted table has no column '%.64s'", label);
+	for (size_t j = 0; j < cols; j++)
+		if (j != lj && mech_table_numeric_values(t, j))
+			d++;
+	if (d == 0 || rows == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "the hosted table has no numeric feature column besides the label");
+	x = malloc(sizeof(double) * rows * d);
+	y = malloc(sizeof(int64_t) * rows);
+	if (!x || !y)
+		goto out;
+	for (size_t j = 0, k = 0; j < cols; j++) {
+		const double *v = mech_table_numeric_values(t, j);
+
+		if (j == lj || !v)
+			continue;
+		for (size_t i = 0; i < rows; i++)
+			x[i * d + k] = v[i];
+		k++;
+	}
+	if (mech_table_numeric_values(t, lj)) {
+		const double *v = mech_table_numeric_values(t, lj);
+		double top = 0;
+
+		for (size_t i = 0; i < rows; i++) {
+			if (!(v[i] >= 0 && v[i] < DPG_MAX_CLASSES && v[i] == floor(v[i]))) {
+				rc = acct_error_set(err, ACCT_EINVAL, "/params/label",
+						    "a numeric label column must hold integers 0 .. %d",
+						    DPG_MAX_CLASSES - 1);
+				goto out;
+			}
+			y[i] = (int64_t)v[i];
+			top = fmax(top, v[i]);
+		}
+		classes = (uint32_t)top + 1;
+	} else {
+		size_t k = mech_table_category_count(t, lj);
+		const char **names = calloc(k ? k : 1, sizeof(char *));
+		int64_t *rank = calloc(k ? k : 1, sizeof(int64_t));
+
+		if (!names || !rank) {
+			free(names);
+			free(rank);
+			goto out;
+		}
+		for (size_t c = 0; c < k; c++)
+			names[c] = mech_table_category_name(t, lj, c);
+		qsort(names, k, sizeof(char *), cmp_names);
+		for (size_t c = 0; c < k; c++)
+			for (size_t r = 0; r < k; r++)
+				if (strcmp(mech_table_category_name(t, lj, c), names[r]) == 0)
+					rank[c] = (int64_t)r;
+		for (size_t i = 0; i < rows; i++)
+			y[i] = rank[mech_table_category_of(t, lj, i)];
+		classes = (uint32_t)k;
+		free(names);
+		free(rank);
+	}
+	if (classes < 2) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/label",
+				    "the label column must hold at least two classes");
+		goto out;
+	}
+	rc = trn_dataset_from_table(x, y, rows, d, classes, "/data", ret, err);
+out:
+	free(x);
+	free(y);
+	return rc;
+}
+
 /* Loads the training table (and a public evaluation table where there is
  * one) that the dataset links. */
-static int load_data(srv_db *db, const char *dataset_id, trn_dataset **ret_train,
-		     trn_dataset **ret_eval, acct_error *err)
+static int load_data(srv_db *db, const char *dataset_id, const json_t *params,
+		     trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err)
 {
 	sqlite3_stmt *s = NULL;
 	char kind[16] = "", builtin[64] = "";
@@ -515,6 +620,18 @@ static int load_data(srv_db *db, const char *dataset_id, trn_dataset **ret_train
 			trn_dataset_free(*ret_train);
 			*ret_train = NULL;
 		}
+		return rc;
+	}
+	if (strcmp(kind, "table") == 0) {
+		mech_table *t = NULL;
+
+		rc = srv_data_load_table(db, dataset_id, &t, err);
+		if (rc < 0)
+			return rc;
+		/* A hosted table has no public split: no progress accuracy. */
+		rc = table_to_dataset(t, params, ret_train, err);
+		mech_table_free(t);
+		*ret_eval = NULL;
 		return rc;
 	}
 	return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
@@ -564,7 +681,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	rc = parse_dpsgd_params(j.params, &p, &err);
 	if (rc >= 0) {
 		db = srv_store_acquire(ctx->store);
-		rc = load_data(db, j.dataset_id, &train, &eval, &err);
+		rc = load_data(db, j.dataset_id, j.params, &train, &eval, &err);
 		srv_store_release(ctx->store, db);
 	}
 	if (rc >= 0 && (int64_t)train->n != j.n_train)
@@ -916,21 +1033,45 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 			 "id", rid, "epsilon", eps, "budget", srv_dataset_budget_json(ds));
 }
 
-static int data_rows(srv_db *db, const char *dataset_id, int64_t *ret)
+/* The linked data's row count and, for a hosted table, its column schema
+ * (a new reference, or NULL). */
+static int data_rows(srv_db *db, const char *dataset_id, int64_t *ret, json_t **ret_columns)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = SRV_NOT_FOUND;
 
-	if (sqlite3_prepare_v2(srv__db_handle(db), "SELECT rows FROM dataset_data WHERE dataset_id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
+	*ret_columns = NULL;
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT rows, kind, columns FROM dataset_data WHERE dataset_id = ?1", -1,
+			       &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
 	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		*ret = sqlite3_column_int64(s, 0);
+		if (strcmp(col_text(s, 1), "table") == 0)
+			*ret_columns = col_json(s, 2);
 		rc = SRV_OK;
 	}
 	sqlite3_finalize(s);
 	return rc;
+}
+
+/* Checks the job's label against a hosted table's schema (metadata, so
+ * before any data is read): it must name a column of the table. */
+static int check_label(const json_t *params, const json_t *columns, acct_error *err)
+{
+	const char *label = json_string_value(json_object_get(params, "label"));
+	size_t i;
+	json_t *c;
+
+	if (!columns || !label)
+		return 0;
+	json_array_foreach(columns, i, c)
+		if (json_is_string(json_object_get(c, "name")) &&
+		    strcmp(json_string_value(json_object_get(c, "name")), label) == 0)
+			return 0;
+	return acct_error_set(err, ACCT_EINVAL, "/params/label", "the hosted table has no column '%.64s'",
+			      label);
 }
 
 int srv_h_job_submit(srv_request *req, srv_response *res)
@@ -946,7 +1087,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	bool dry_run = false;
 	char job_id[48];
 	char *params_text = NULL, *event_text = NULL, *body = NULL;
-	json_t *params_json = NULL, *ev_json = NULL;
+	json_t *params_json = NULL, *ev_json = NULL, *columns = NULL;
 	int64_t n_train = 0;
 	int status = 0, rc;
 
@@ -972,11 +1113,17 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		srv_problem(res, rc == SRV_NOT_FOUND ? 404 : 503, NULL, "no such dataset", NULL, NULL);
 		return 0;
 	}
-	rc = data_rows(req->db, ds.id, &n_train);
+	rc = data_rows(req->db, ds.id, &n_train, &columns);
 	if (rc != SRV_OK) {
 		srv_problem(res, 409, NULL,
 			    "no data is linked to this dataset (PUT /v1/datasets/{id}/data first)",
 			    NULL, NULL);
+		return 0;
+	}
+	rc = check_label(json_object_get(req->body, "params"), columns, &err);
+	json_decref(columns);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
 		return 0;
 	}
 	/* The event, from parameters and the row count alone: no data read. */

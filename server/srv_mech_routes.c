@@ -542,6 +542,43 @@ static int precheck_column(const json_t *cols, const json_t *body, acct_error *e
 	return acct_error_set(err, ACCT_EINVAL, "/column", "the table has no column '%.64s'", column);
 }
 
+int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, acct_error *err)
+{
+	sqlite3_stmt *s = NULL;
+	char kind[16] = "", path[4200] = "";
+	json_t *cols = NULL;
+	struct decl d;
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	memset(&d, 0, sizeof(d));
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT kind, coalesce(path, ''), columns FROM dataset_data"
+			       " WHERE dataset_id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "cannot read the data link");
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		snprintf(kind, sizeof(kind), "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(path, sizeof(path), "%s", (const char *)sqlite3_column_text(s, 1));
+		cols = json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL);
+	}
+	sqlite3_finalize(s);
+	if (strcmp(kind, "table") != 0)
+		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/data", "no table is hosted for this dataset");
+	else if (decl_from_json(cols, &d) < 0 || read_table_file(path, &text, &len) < 0 ||
+		 mech_table_parse_csv(text, len, d.cols, d.n, ret, NULL) < 0)
+		rc = acct_error_set(err, ACCT_EINTERNAL, "/data",
+				    "the hosted table cannot be read back (upload it again)");
+	else
+		rc = 0;
+	json_decref(cols);
+	decl_clear(&d);
+	free(text);
+	return rc;
+}
+
 /*
  * Loads the dataset's hosted table for the query `body`.  Answers the
  * request and returns -1 when there is none (404), the query names a column

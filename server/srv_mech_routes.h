@@ -18,6 +18,7 @@
 #ifndef SRV_MECH_ROUTES_H
 #define SRV_MECH_ROUTES_H
 
+#include "mech.h"
 #include "srv.h"
 
 /*
@@ -49,5 +50,13 @@ int srv_h_table_query(srv_request *req, srv_response *res);
  * (nothing stored), or 503.  Always returns 0 (the answer is in *res).
  */
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds);
+
+/*
+ * Reads the dataset's hosted table back (with its recorded schema) for a
+ * trainer.  Returns 0 and a new table (mech_table_free), ACCT_EUNSUPPORTED
+ * when no table is hosted, or ACCT_EINTERNAL when it cannot be read.  The
+ * error text never quotes the table's contents.
+ */
+int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, acct_error *err);
 
 #endif
