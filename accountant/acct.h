@@ -216,7 +216,8 @@ void acct_cost_add_up(acct_cost *a, const acct_cost *b);
 
 /*
  * Subtracts `b` from `a`, each difference rounded toward +infinity and
- * clamped at zero (used to return a released reservation).
+ * clamped at zero (used to return a released reservation).  An infinite
+ * coordinate of `a` stays infinite.
  */
 void acct_cost_sub_up(acct_cost *a, const acct_cost *b);
 

@@ -81,8 +81,13 @@ void acct_cost_sub_up(acct_cost *a, const acct_cost *b)
 {
 	for (unsigned i = 0; i < a->n; i++) {
 		double y = i < b->n ? b->v[i] : 0.0;
-		double d = acct__add_up(a->v[i], -y);
+		double d;
 
+		/* An infinite total cannot be taken apart: it stays infinite
+		 * (conservative) until nothing it counts is left. */
+		if (isinf(a->v[i]))
+			continue;
+		d = acct__add_up(a->v[i], -y);
 		a->v[i] = d > 0.0 ? d : 0.0;
 	}
 }

@@ -275,6 +275,8 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 				      "the PLD of this event needs %ld grid points, more than %ld; "
 				      "raise value_discretization_interval",
 				      ihi - ilo + 1, ACCT_PLD_MAX_POINTS);
+	if (ihi < ilo)
+		return acct_error_set(err, ACCT_EINTERNAL, where, "empty PLD grid");
 	n = (size_t)(ihi - ilo + 1);
 	dl = malloc(n * sizeof(double));
 	ret->p = calloc(n, sizeof(double));

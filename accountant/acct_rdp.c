@@ -299,7 +299,7 @@ struct wor_table {
 
 static void wor_table_init(struct wor_table *t, double sigma, int kmax)
 {
-	double lv[WOR_MAX_EXACT + 3];
+	double lv[WOR_MAX_EXACT + 3] = {0};
 	int sg[WOR_MAX_EXACT + 3];
 	double inv2s2 = 1.0 / (2.0 * sigma * sigma);
 

@@ -126,9 +126,11 @@ int srv_cost_from_text(const char *text, acct_cost *ret)
 
 		if (c.n == ACCT_FILTER_MAX_ORDERS)
 			return -1;
+		/* +inf is a real coordinate: an RDP order at which some event has
+		 * no bound (e.g. pate_gnss beyond 1/(2 beta)) is exhausted. */
 		errno = 0;
 		v = strtod(p, &end);
-		if (end == p || errno == ERANGE || !isfinite(v) || v < 0)
+		if (end == p || (errno == ERANGE && isfinite(v)) || isnan(v) || v < 0)
 			return -1;
 		c.v[c.n++] = v;
 		p = end;
@@ -359,10 +361,33 @@ srv_db *srv_store_acquire(srv_store *st)
 	return db;
 }
 
+/*
+ * Resets every statement still stepping on the connection: a statement left
+ * mid-result keeps a read transaction open, and a write on that connection
+ * would then fail at once with SQLITE_BUSY_SNAPSHOT instead of waiting.
+ * Returns how many were left busy (a bug in the caller, reported once).
+ */
+static int reset_busy_statements(srv_db *db)
+{
+	int n = 0;
+
+	for (sqlite3_stmt *s = sqlite3_next_stmt(db->h, NULL); s; s = sqlite3_next_stmt(db->h, s)) {
+		if (sqlite3_stmt_busy(s)) {
+			if (n == 0)
+				fprintf(stderr, "{\"level\":\"warn\",\"msg\":\"statement left open\",\"sql\":\"%.80s\"}\n",
+					sqlite3_sql(s));
+			sqlite3_reset(s);
+			n++;
+		}
+	}
+	return n;
+}
+
 void srv_store_release(srv_store *st, srv_db *db)
 {
 	if (!db)
 		return;
+	reset_busy_statements(db);
 	srv__rollback(db);
 	pthread_mutex_lock(&st->lock);
 	db->next_free = st->free_list;

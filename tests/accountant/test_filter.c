@@ -41,6 +41,17 @@ Test(cost, sub_up_clamps_at_zero)
 	cr_assert_eq(a.v[1], 0.0);
 }
 
+Test(cost, infinite_coordinates_stay_infinite)
+{
+	acct_cost a = cost2(INFINITY, 1.0), b = cost2(INFINITY, 0.5);
+
+	acct_cost_sub_up(&a, &b);
+	cr_assert(isinf(a.v[0]), "inf - inf must not become a finite amount");
+	cr_assert_eq(a.v[1], 0.5);
+	acct_cost_add_up(&a, &b);
+	cr_assert(isinf(a.v[0]));
+}
+
 Test(basic_filter, admits_exactly_the_budget)
 {
 	acct_filter f;

@@ -359,3 +359,29 @@ Test(api, cli_help_and_keys)
 	cr_assert_null(strstr(out, srv.admin_key + 21));
 	cr_assert_eq(dpg_run(out, sizeof(out), bad), 2);
 }
+
+/*
+ * An event with no RDP bound at some orders (pate_gnss beyond 1/(2 beta))
+ * leaves infinite coordinates in an rdp ledger's running composition: the
+ * dataset must stay readable and keep admitting at the other orders.
+ */
+Test(api, infinite_rdp_coordinates_are_stored)
+{
+	const char *gnss = "{\"event\":{\"type\":\"pate_gnss\",\"beta\":0.05,\"sigma\":20}}";
+	dpg_resp r;
+	char out[8192];
+	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+
+	dpg_make_dataset(&srv, "r", 10.0, 1e-5, "rdp");
+	for (int i = 0; i < 2; i++) {
+		r = dpg_call(&srv, "POST", "/v1/datasets/r/charges", srv.admin_key, gnss);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	r = dpg_call(&srv, "GET", "/v1/datasets/r/budget", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "charges"), 2);
+	cr_assert_gt(dpg_num(r.json, "remaining.epsilon"), 0.0);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
+}

@@ -7,6 +7,7 @@
  * admins do everything; a missing, unknown or revoked key is 401, a valid
  * key with the wrong role or outside its scope is 403.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ struct route_case {
 #define EVT "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}}"
 #define JOB "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":60,\"max_train_examples\":600}}"
 #define JOB_DRY "{\"trainer\":\"dpsgd\",\"dry_run\":true,\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":60,\"max_train_examples\":600}}"
+#define PATE_SESSION "{\"aggregator\":\"gnmax\",\"num_teachers\":10,\"num_classes\":3,\"sigma2\":5}"
 /* For routes whose allowed outcome depends on timing (cancel a job that may
  * have started; a model that may not exist yet): any status but 401/403. */
 #define ANY_OK (-1)
@@ -72,6 +74,13 @@ static const struct route_case routes[] = {
 	{"GET", "/v1/jobs/{jid}", NULL, READ, 200},
 	{"DELETE", "/v1/jobs/{jid}", NULL, SPEND, ANY_OK},
 	{"GET", "/v1/jobs/{jid}/model", NULL, READ, ANY_OK},
+	{"POST", "/v1/datasets/a/mechanisms/laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":0.01}", SPEND, 201},
+	{"POST", "/v1/datasets/a/queries", "{\"query\":\"count\",\"epsilon\":0.01}", SPEND, ANY_OK},
+	{"POST", "/v1/datasets/a/pate/sessions", PATE_SESSION, SPEND, 201},
+	{"GET", "/v1/datasets/a/pate/sessions", NULL, READ, 200},
+	{"GET", "/v1/datasets/a/pate/sessions/{psid}", NULL, READ, 200},
+	{"POST", "/v1/datasets/a/pate/sessions/{psid}/queries", "{\"queries\":[{\"votes\":[8,1,1]}]}", SPEND, 201},
+	{"POST", "/v1/datasets/a/pate/sessions/{psid}/release", "{\"beta\":0.02,\"sigma\":8,\"order\":16,\"delta\":1e-6}", SPEND, ANY_OK},
 };
 
 /* The status the contract gives `w` on a route of class `a` about dataset a. */
@@ -93,6 +102,23 @@ static long expected(enum who w, enum access a, long success)
 	default:
 		return 0;
 	}
+}
+
+/* Does a concrete test path (with ids and {placeholders}) fit a route
+ * pattern segment by segment ({x} in the pattern matches any segment)? */
+static bool route_matches(const char *path, const char *pattern)
+{
+	while (*path && *pattern) {
+		const char *ps = strchr(path + 1, '/'), *qs = strchr(pattern + 1, '/');
+		size_t pl = ps ? (size_t)(ps - path) : strlen(path);
+		size_t ql = qs ? (size_t)(qs - pattern) : strlen(pattern);
+
+		if (!(pattern[1] == '{' || (pl == ql && strncmp(path, pattern, pl) == 0)))
+			return false;
+		path += pl;
+		pattern += ql;
+	}
+	return *path == '\0' && *pattern == '\0';
 }
 
 static void subst(char *out, size_t size, const char *tmpl, const char *name, const char *value)
@@ -166,6 +192,16 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 				      json_string_value(json_object_get(res.json, "id")));
 				dpg_resp_free(&res);
 			}
+			if (strstr(path, "{psid}")) {
+				dpg_resp res = dpg_call(&srv, "POST", "/v1/datasets/a/pate/sessions",
+							srv.admin_key, PATE_SESSION);
+
+				cr_assert_eq(res.status, 201, "%s", res.body);
+				snprintf(tmp, sizeof(tmp), "%s", path);
+				subst(path, sizeof(path), tmp, "{psid}",
+				      json_string_value(json_object_get(res.json, "id")));
+				dpg_resp_free(&res);
+			}
 			if (strstr(path, "{kid}")) {
 				char k[160];
 
@@ -187,6 +223,24 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 					     path, who_names[w], resp.status, want, resp.body);
 			}
 			dpg_resp_free(&resp);
+		}
+	}
+
+	/* The matrix covers every route the binary serves. */
+	{
+		char out[8192], *save = NULL;
+		const char *argv[] = {dpg_bin(), "routes", NULL};
+
+		cr_assert_eq(dpg_run(out, sizeof(out), argv), 0);
+		for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char method[16], pattern[256];
+			bool found = false;
+
+			cr_assert_eq(sscanf(line, "%15s %255s", method, pattern), 2);
+			for (size_t r = 0; r < sizeof(routes) / sizeof(routes[0]) && !found; r++)
+				found = strcmp(routes[r].method, method) == 0 &&
+					route_matches(routes[r].path, pattern);
+			cr_expect(found, "route %s %s is not in the auth matrix", method, pattern);
 		}
 	}
 
