@@ -278,7 +278,7 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 	if (ihi < ilo)
 		return acct_error_set(err, ACCT_EINTERNAL, where, "empty PLD grid");
 	n = (size_t)(ihi - ilo + 1);
-	dl = malloc(n * sizeof(double));
+	dl = calloc(n, sizeof(double));
 	ret->p = calloc(n, sizeof(double));
 	if (!dl || !ret->p) {
 		free(dl);
