@@ -374,6 +374,15 @@ void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_
 /* SHA-256 of method, path and body: what an Idempotency-Key is bound to. */
 void srv_request_hash(const srv_request *req, uint8_t out[32]);
 
+/* 404 (`what`), 422 (Idempotency-Key reused) or 503 for a store outcome. */
+void srv_reply_store_error(srv_response *res, int rc, const char *what);
+
+/* Sends stored or prebuilt JSON bytes (takes ownership of body). */
+void srv_reply_raw_json(srv_response *res, int status, char *body);
+
+/* A dataset, key or job id: 1 to 64 of [A-Za-z0-9_.-]. */
+bool srv_id_ok(const char *s);
+
 /* Maps an acct_error to 400/409/422/500 problem+json. */
 void srv_problem_from_error(srv_response *res, const acct_error *err);
 

@@ -257,7 +257,7 @@ static const char *conn_query(void *conn, const char *key)
 	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
-static bool id_param_ok(const char *s)
+bool srv_id_ok(const char *s)
 {
 	size_t n = strlen(s);
 
@@ -309,7 +309,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	}
 	route = &srv_routes[r];
 	for (int i = 0; i < SRV_MAX_PATH_PARAMS && req.params[i]; i++) {
-		if (!id_param_ok(req.params[i])) {
+		if (!srv_id_ok(req.params[i])) {
 			srv_problem(res, 404, NULL, "no such resource: malformed identifier in the path",
 				    NULL, NULL);
 			return;

@@ -30,26 +30,6 @@ static const char *const route_keys[] = {"note", "ledger_delta", NULL};
 
 /* ---- answers ---------------------------------------------------------------- */
 
-static void reply_raw_json(srv_response *res, int status, char *body)
-{
-	res->status = status;
-	res->content_type = "application/json";
-	res->body = body;
-	res->len = strlen(body);
-}
-
-static void reply_store_error(srv_response *res, int rc, const char *what)
-{
-	if (rc == SRV_NOT_FOUND)
-		srv_problem(res, 404, NULL, what, NULL, NULL);
-	else if (rc == SRV_IDEM_MISMATCH)
-		srv_problem(res, 422, NULL, "this Idempotency-Key was used with a different request",
-			    "Idempotency-Key", NULL);
-	else
-		srv_problem(res, 503, NULL, "the ledger is busy or unavailable; nothing was charged",
-			    NULL, NULL);
-}
-
 /* ---- one release ------------------------------------------------------------ */
 
 /* What a release request carries besides the mechanism's own fields. */
@@ -83,11 +63,11 @@ static bool release_begin(srv_request *req, srv_response *res, struct release *r
 		sp.actor = req->who->key_id;
 		rc = srv_store_replay(req->db, &sp, &status, &body);
 		if (rc == SRV_REPLAYED) {
-			reply_raw_json(res, status, body);
+			srv_reply_raw_json(res, status, body);
 			return false;
 		}
 		if (rc != SRV_OK) {
-			reply_store_error(res, rc, NULL);
+			srv_reply_store_error(res, rc, NULL);
 			return false;
 		}
 	}
@@ -116,7 +96,7 @@ static bool release_begin(srv_request *req, srv_response *res, struct release *r
 		json_object_del(r->inner, *k);
 	rc = srv_store_dataset_get(req->db, req->params[0], &r->ds);
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 		goto fail;
 	}
 	if (r->ds.archived) {
@@ -238,11 +218,11 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 	}
 	rc = srv_store_spend(req->db, &sp, &status, &body, &r->ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
-		reply_raw_json(res, status, body);
+		srv_reply_raw_json(res, status, body);
 	else if (rc == SRV_CONFLICT)
 		srv_reply_over_budget(res, &r->ds, &cost);
 	else
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 }
 
 /* ---- POST /v1/datasets/{id}/mechanisms/{name} -------------------------------- */

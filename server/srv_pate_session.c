@@ -145,18 +145,6 @@ static void session_clear(struct pate_session *s)
 
 /* ---- small helpers --------------------------------------------------------- */
 
-static void reply_store_error(srv_response *res, int rc, const char *what)
-{
-	if (rc == SRV_NOT_FOUND)
-		srv_problem(res, 404, NULL, what, NULL, NULL);
-	else if (rc == SRV_IDEM_MISMATCH)
-		srv_problem(res, 422, NULL, "this Idempotency-Key was used with a different request",
-			    "Idempotency-Key", NULL);
-	else
-		srv_problem(res, 503, NULL, "the ledger is busy or unavailable; nothing was charged",
-			    NULL, NULL);
-}
-
 /* 409 when nothing fits (or the dataset is archived): nothing was charged.
  * `extra` (stolen, may be NULL) is merged into the body. */
 static void reply_nothing_fits(srv_response *res, const srv_dataset *ds, const char *detail,
@@ -508,7 +496,7 @@ static bool load_dataset(srv_request *req, srv_response *res, srv_dataset *ds)
 	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
 
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 		return false;
 	}
 	return true;
@@ -553,7 +541,7 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 			       "INSERT INTO pate_sessions (id, dataset_id, config, dd_rdp, actor,"
 			       " created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
 			       -1, &st, NULL) != SQLITE_OK) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		goto out;
 	}
 	sqlite3_bind_text(st, 1, s.id, -1, SQLITE_STATIC);
@@ -563,7 +551,7 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 	sqlite3_bind_text(st, 5, req->who->key_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 6, now, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		goto out;
 	}
 	snprintf(res->location, sizeof(res->location), "/v1/datasets/%s/pate/sessions/%s", ds.id, s.id);
@@ -584,7 +572,7 @@ int srv_pate_session_get(srv_request *req, srv_response *res)
 	int rc = session_load(req->db, req->params[0], req->params[1], &s);
 
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such dataset or PATE session");
+		srv_reply_store_error(res, rc, "no such dataset or PATE session");
 		return 0;
 	}
 	srv_json_reply(res, 200, session_json(&s));
@@ -607,7 +595,7 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 				       "SELECT id FROM pate_sessions WHERE dataset_id = ?1"
 				       " ORDER BY created_at, id LIMIT ?2",
 				       -1, &st, NULL) != SQLITE_OK) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		goto out;
 	}
 	sqlite3_bind_text(st, 1, ds.id, -1, SQLITE_STATIC);
@@ -615,7 +603,7 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		json_array_append_new(arr, json_string((const char *)sqlite3_column_text(st, 0)));
 	if (rc != SQLITE_DONE) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		goto out;
 	}
 	sqlite3_finalize(st);
@@ -1092,7 +1080,7 @@ static bool try_replay(srv_request *req, srv_response *res, uint8_t hash[32])
 		return true;
 	}
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, NULL);
+		srv_reply_store_error(res, rc, NULL);
 		return true;
 	}
 	return false;
@@ -1125,7 +1113,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such PATE session");
+		srv_reply_store_error(res, rc, "no such PATE session");
 		return 0;
 	}
 	m = (size_t)s.cfg.num_classes;
@@ -1204,7 +1192,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 				   json_pack("{s:I, s:I}", "requested", (json_int_t)b.n, "answered",
 					     (json_int_t)0));
 	} else {
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 	}
 	goto out;
 bad:
@@ -1423,7 +1411,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such PATE session");
+		srv_reply_store_error(res, rc, "no such PATE session");
 		return 0;
 	}
 	r.s = &s;
@@ -1493,7 +1481,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 				   "the release does not fit the dataset's remaining privacy budget; "
 				   "nothing was released or charged", NULL);
 	} else {
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 	}
 	goto out;
 bad:

@@ -24,7 +24,7 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static void reply_store_error(srv_response *res, int rc, const char *what)
+void srv_reply_store_error(srv_response *res, int rc, const char *what)
 {
 	switch (rc) {
 	case SRV_NOT_FOUND:
@@ -57,7 +57,7 @@ void srv_request_hash(const srv_request *req, uint8_t out[crypto_hash_sha256_BYT
 	crypto_hash_sha256_final(&st, out);
 }
 
-static void reply_raw_json(srv_response *res, int status, char *body)
+void srv_reply_raw_json(srv_response *res, int status, char *body)
 {
 	res->status = status;
 	res->content_type = "application/json";
@@ -150,22 +150,6 @@ STATELESS(h_label_em, srv_label_em_guidance)
 
 /* ---- datasets ------------------------------------------------------------- */
 
-static bool id_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > DPG_MAX_ID_BYTES)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '-' || c == '.'))
-			return false;
-	}
-	return true;
-}
-
 /* Reads {"epsilon":…, "delta":…} at /budget; either may be absent when
  * `partial`.  Absent values are left as NAN. */
 static int read_budget(const json_t *body, bool partial, double *eps, double *delta,
@@ -209,7 +193,7 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 	rc = srv_json_only_keys(req->body, "", keys, &err);
 	if (rc >= 0)
 		rc = srv_json_string(req->body, "", "id", SRV_REQUIRED, DPG_MAX_ID_BYTES, &id, &err);
-	if (rc >= 0 && !id_ok(id))
+	if (rc >= 0 && !srv_id_ok(id))
 		rc = acct_error_set(&err, ACCT_EINVAL, "/id",
 				    "'id' may hold only letters, digits, '_', '-' and '.'");
 	if (rc >= 0)
@@ -241,7 +225,7 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 		return 0;
 	}
 	if (rc != SRV_OK || srv_store_dataset_get(req->db, id, &ds) != SRV_OK) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	snprintf(res->location, sizeof(res->location), "/v1/datasets/%s", ds.id);
@@ -283,7 +267,7 @@ static int h_dataset_list(srv_request *req, srv_response *res)
 
 	if (srv_store_dataset_list(req->db, list_visible, list_each, &la) != SRV_OK) {
 		json_decref(la.arr);
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:o}", "datasets", la.arr));
@@ -296,7 +280,7 @@ static bool load_dataset(srv_request *req, srv_response *res, srv_dataset *ds)
 	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
 
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 		return false;
 	}
 	return true;
@@ -348,7 +332,7 @@ static int h_dataset_update(srv_request *req, srv_response *res)
 		return 0;
 	}
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 		return 0;
 	}
 	srv_json_reply(res, 200, srv_dataset_json(&after));
@@ -361,7 +345,7 @@ static int h_dataset_archive(srv_request *req, srv_response *res)
 	int rc = srv_store_dataset_archive(req->db, req->params[0], req->who->key_id, &ds);
 
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 		return 0;
 	}
 	srv_json_reply(res, 200, srv_dataset_json(&ds));
@@ -415,7 +399,7 @@ static int h_ledger(srv_request *req, srv_response *res)
 	    query_int(req, "after", 0, INT64_MAX, 0, &after, res) < 0)
 		return 0;
 	if (srv_store_ledger_list(req->db, ds.id, after, limit, &entries, &next) != SRV_OK) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:o, s:o}", "entries", entries, "next",
@@ -548,11 +532,11 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 		sp.actor = req->who->key_id;
 		rc = srv_store_replay(req->db, &sp, &status, &body);
 		if (rc == SRV_REPLAYED) {
-			reply_raw_json(res, status, body);
+			srv_reply_raw_json(res, status, body);
 			return 0;
 		}
 		if (rc != SRV_OK) {
-			reply_store_error(res, rc, NULL);
+			srv_reply_store_error(res, rc, NULL);
 			return 0;
 		}
 	}
@@ -578,11 +562,11 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	sp.body_arg = &arg;
 	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
-		reply_raw_json(res, status, body);
+		srv_reply_raw_json(res, status, body);
 	else if (rc == SRV_CONFLICT)
 		srv_reply_over_budget(res, &ds, &cost);
 	else
-		reply_store_error(res, rc, "no such dataset");
+		srv_reply_store_error(res, rc, "no such dataset");
 	acct_event_free(ev);
 	return 0;
 }
@@ -612,7 +596,7 @@ static int close_reservation(srv_request *req, srv_response *res, bool do_commit
 		return 0;
 	}
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such dataset or reservation");
+		srv_reply_store_error(res, rc, "no such dataset or reservation");
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:o}", "id", req->params[1], "state", state,
@@ -638,7 +622,7 @@ static int h_res_list(srv_request *req, srv_response *res)
 	if (!load_dataset(req, res, &ds))
 		return 0;
 	if (srv_store_reservation_list(req->db, ds.id, &arr) != SRV_OK) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:o}", "reservations", arr));
@@ -688,7 +672,7 @@ static int h_keys_list(srv_request *req, srv_response *res)
 	json_t *arr = NULL;
 
 	if (srv_keys_list(req->db, &arr) != SRV_OK) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:o}", "keys", arr));
@@ -716,7 +700,7 @@ static int check_scope(const json_t *ds, srv_role role, acct_error *err)
 		return acct_error_set(err, ACCT_EINVAL, "/datasets",
 				      "an analyst key needs at least one dataset");
 	json_array_foreach(ds, i, v) {
-		if (!json_is_string(v) || !id_ok(json_string_value(v)))
+		if (!json_is_string(v) || !srv_id_ok(json_string_value(v)))
 			return acct_error_set(err, ACCT_EINVAL, "/datasets", "entry %zu is not a dataset id", i);
 		for (size_t k = 0; k < i; k++)
 			if (json_equal(v, json_array_get(ds, k)))
@@ -753,7 +737,7 @@ static int h_keys_create(srv_request *req, srv_response *res)
 		return 0;
 	}
 	if (srv_keys_create(req->db, role, scope, note, key_text, key_id) != SRV_OK) {
-		reply_store_error(res, SRV_DB_ERROR, NULL);
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 201, json_pack("{s:s, s:s, s:s, s:O}", "id", key_id, "key", key_text,
@@ -779,7 +763,7 @@ static int h_keys_revoke(srv_request *req, srv_response *res)
 	rc = srv_keys_revoke(req->db, req->params[0]);
 
 	if (rc != SRV_OK) {
-		reply_store_error(res, rc, "no such key");
+		srv_reply_store_error(res, rc, "no such key");
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:s, s:b}", "id", req->params[0], "revoked", 1));
