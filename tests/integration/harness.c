@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +98,10 @@ static void spawn(dpg_server *s)
 	cr_assert_geq(s->pid, 0);
 	if (s->pid == 0) {
 		int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		/* The server ends with the test process, even when a failed
+		 * assertion skips the test's own teardown. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 
 		if (fd >= 0) {
 			dup2(fd, 2);
