@@ -3,33 +3,43 @@
  * real dpgate binary, printed next to this machine's ceilings measured in
  * the same run.
  *
- *   bench_server [--dpgate PATH] [--duration S] [--threads N] [--dir DIR]
- *                [--samples N] [--max-rows N] [--keep]
+ *   bench_server [--dpgate PATH] [--duration S] [--rounds N] [--threads N]
+ *                [--dir DIR] [--samples N] [--max-rows N] [--keep]
  *
- * What one run measures, in this order:
+ * What one run measures:
+ *   setup: start dpgate (the real binary, `dpgate serve --listen 127.0.0.1:0
+ *      --quiet`, port read from its log) on a temporary database with an
+ *      admin key from `dpgate keys create`; create the datasets; drive every
+ *      SQLite writer past its WAL's first wrap (see WARM_COMMITS);
+ *   then, in each of --rounds rounds, every throughput cell in turn (so that
+ *   a burst of load from elsewhere hits ceilings and dpgate alike; the table
+ *   shows the median of the rounds):
  *   1. ceiling 1: a bare SQLite commit loop (one small INSERT per
- *      transaction, WAL, synchronous=FULL) on a file in the same directory as
- *      the benchmark database, with 1 writer and with 8 writers on separate
- *      connections;
+ *      transaction, WAL, synchronous=FULL, dpgate's open flags and pragmas)
+ *      on a file in the same directory as dpgate's database, with 1 writer
+ *      and with 8 writers on separate connections; and, to split dpgate's
+ *      gap between SQL and HTTP, dpgate's own charge transaction (read the
+ *      dataset, insert the ledger row, write the totals) on dpgate's schema
+ *      with 1 writer;
  *   2. ceiling 2: a bare libmicrohttpd server started with dpgate's flags
- *      (internal polling thread pool, epoll, N threads) answering a fixed
- *      small body, driven by the load generator used for dpgate, with 1, 8
- *      and 64 concurrent clients;
- *   3. dpgate: the real binary on a free loopback port and a temporary
- *      database; durable charges per second on one dataset and spread over
- *      100 datasets with 1, 8 and 64 clients, with p50/p99 latency;
+ *      (internal polling thread pool, epoll, N threads, same limits)
+ *      answering a fixed small body to the very request dpgate gets, driven
+ *      by the same load generator, with 1, 8 and 64 concurrent clients;
+ *   3. dpgate: durable charges per second on one dataset and spread over
+ *      100 datasets with 1, 8 and 64 clients, with p50/p99 latency and the
+ *      server's CPU time per charge;
  *   4. admission latency at 10, 10^4 and 10^6 ledger rows: each ledger is
  *      prefilled with SQLite while the server is stopped (rows copied from a
- *      charge the server wrote, running totals updated to match), then
- *      single charges and dry-runs are timed;
- *   5. correctness: after the dpgate runs, `dpgate verify` must exit 0 and the
- *      number of 201 answers must equal the ledger's charge rows (minus the
- *      rows the benchmark inserted itself).
+ *      charge the server wrote, running totals updated as the server would),
+ *      then single charges and dry-runs are timed, interleaved across sizes;
+ *   5. correctness: `dpgate verify` must exit 0 after the prefill and after
+ *      the runs, and the number of 201 answers must equal the ledger's charge
+ *      rows minus the rows the benchmark inserted itself.
  *
  * The load generator: one thread per client, each with its own HTTP/1.1
- * keep-alive connection (raw sockets, TCP_NODELAY), issuing one request at
- * a time.  A cell runs for a fixed time; the first WARMUP_S seconds are not
- * counted in the rate or the latency figures (they are in the 201 totals).
+ * keep-alive connection (raw sockets, TCP_NODELAY), one request at a time.
+ * A cell runs for a fixed time; the first WARMUP_S seconds are not counted
+ * in the rate or the latency figures (they are in the 201 totals).
  *
  * Output: a plain-text table on stdout, then one line of JSON starting with
  * {"bench":"server" that holds every figure.  Exit status 0 when every
