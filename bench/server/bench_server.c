@@ -32,6 +32,8 @@
  *      prefilled with SQLite while the server is stopped (rows copied from a
  *      charge the server wrote, running totals updated as the server would),
  *      then single charges and dry-runs are timed, interleaved across sizes;
+ *   target: the one-client ratio to the bare commit loop once more, paired:
+ *      short slices of each alternate, and the ratio is of the summed counts;
  *   5. correctness: `dpgate verify` must exit 0 after the prefill and after
  *      the runs, and the number of 201 answers must equal the ledger's charge
  *      rows minus the rows the benchmark inserted itself.
@@ -84,6 +86,8 @@
 #define SPREAD_DATASETS 100
 #define DEFAULT_SAMPLES 200          /* timed charges per ledger size */
 #define DEFAULT_ROUNDS 3
+#define PAIRED_SLICES 8              /* the target check: bare/dpgate slice pairs */
+#define PAIRED_SLICE_S 1.0
 #define WARM_COMMITS 1200            /* > wal_autocheckpoint frames */
 #define MAX_ROUNDS 15
 #define ADMISSION_WARMUP 10          /* untimed charges before them */
@@ -1539,6 +1543,8 @@ int main(int argc, char **argv)
 	uint16_t bare_port = 0;
 	json_t *report = NULL, *arr;
 	double t_begin = now_s();
+	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
+	double paired_ratios[PAIRED_SLICES];
 	long cores;
 
 	if (parse_options(argc, argv, &o) < 0)
@@ -1718,6 +1724,42 @@ int main(int argc, char **argv)
 	MHD_stop_daemon(bare);
 	bare = NULL;
 
+	/*
+	 * The issue's target (one client: at least half the bare commit rate),
+	 * measured paired: short slices of the bare loop and of dpgate alternate
+	 * (order flipped every pair), so both see the same disk and the same
+	 * neighbours; the ratio is of the summed counts.
+	 */
+	for (unsigned k = 0; k < PAIRED_SLICES; k++) {
+		load_spec one = {g.port, 1, PAIRED_SLICE_S, (const char *const *)&one_req, &one_len,
+				 1, 201};
+		load_result a, b;
+
+		for (int step = 0; step < 2; step++) {
+			if ((step == 0) == (k % 2 == 0)) {
+				if (sql_ceiling(sql_path, SQL_BARE, 1, PAIRED_SLICE_S, 0, &a) < 0)
+					goto out;
+			} else if (load_run(&one, g.pid, &b) < 0) {
+				goto out;
+			}
+		}
+		ok_total += b.expected;
+		all_clean &= b.other == 0 && b.failed == 0;
+		paired_commit += (double)a.measured;
+		paired_dpgate += (double)b.measured;
+		paired_ratios[k] = b.rate / a.rate;
+	}
+	paired_ratio = paired_dpgate / paired_commit;
+	paired_median = median_of(paired_ratios, PAIRED_SLICES);
+	printf("\ntarget, paired (%d alternating %.1f s slices of each, %.2f s of each counted):\n"
+	       "  dpgate one dataset, 1 client %.0f/s  vs  bare commit loop, 1 writer %.0f/s:"
+	       " ratio %.2f (median of slice ratios %.2f); target >= 0.5: %s\n",
+	       PAIRED_SLICES, PAIRED_SLICE_S, PAIRED_SLICE_S - WARMUP_S,
+	       paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+	       paired_commit / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_ratio,
+	       paired_median, paired_ratio >= 0.5 ? "met" : "NOT met");
+	fflush(stdout);
+
 	/* 4. admission latency: one server-written charge per ledger, then
 	 * prefill with the server stopped, then time. */
 	for (unsigned i = 0; i < n_sizes; i++) {
@@ -1829,9 +1871,12 @@ int main(int argc, char **argv)
 						     adm[i].dry_p99_us));
 	json_object_set_new(report, "admission", arr);
 	json_object_set_new(report, "target_one_client",
-			    json_pack("{s:f, s:f, s:b}", "ratio_commit_1",
-				      res[C_ONE_1].rate / res[C_SQL_1].rate, "target", 0.5, "met",
-				      res[C_ONE_1].rate / res[C_SQL_1].rate >= 0.5));
+			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:b}", "paired_ratio", paired_ratio,
+				      "paired_median_slice_ratio", paired_median,
+				      "ratio_of_round_medians", res[C_ONE_1].rate / res[C_SQL_1].rate,
+				      "paired_dpgate_per_s",
+				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+				      "target", 0.5, "met", paired_ratio >= 0.5));
 	json_object_set_new(report, "correctness",
 			    json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:b, s:b}", "verify_exit",
 				      verify_rc, "verify_after_prefill_exit", verify_prefill_rc,
