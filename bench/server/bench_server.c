@@ -57,6 +57,8 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -88,6 +90,7 @@
 #define DEFAULT_ROUNDS 3
 #define PAIRED_SLICES 8              /* the target check: bare/dpgate slice pairs */
 #define PAIRED_SLICE_S 1.0
+#define MAX_SPINNERS 256
 #define WARM_COMMITS 1200            /* > wal_autocheckpoint frames */
 #define MAX_ROUNDS 15
 #define ADMISSION_WARMUP 10          /* untimed charges before them */
@@ -1334,6 +1337,28 @@ static void warm_charges(uint16_t port, const char *req, size_t len, unsigned n,
 
 /* ---- the run ------------------------------------------------------------- */
 
+/* ---- --keep-awake ---------------------------------------------------------- */
+
+/*
+ * On a virtual machine an idle vCPU halts, and waking it (an interrupt from
+ * the disk, a packet on loopback, another thread's futex) costs tens to
+ * hundreds of microseconds that have nothing to do with the code measured;
+ * one-client figures then mostly measure wake-ups.  --keep-awake runs one
+ * SCHED_IDLE spinner per core: it runs only when nothing else wants the core,
+ * so it keeps the vCPUs out of halt without taking time from the benchmark
+ * (the effect of booting with idle=poll).
+ */
+static void *spinner_run(void *arg)
+{
+	const atomic_bool *stop = arg;
+	struct sched_param sp = {.sched_priority = 0};
+
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	while (!atomic_load_explicit(stop, memory_order_relaxed))
+		;
+	return NULL;
+}
+
 typedef struct options {
 	const char *dpgate;
 	const char *dir;
@@ -1343,11 +1368,12 @@ typedef struct options {
 	unsigned rounds;
 	long max_rows;
 	bool keep;
+	bool keep_awake;
 } options;
 
 static const char usage[] =
 	"usage: bench_server [--dpgate PATH] [--duration S] [--rounds N] [--threads N]\n"
-	"                    [--dir DIR] [--samples N] [--max-rows N] [--keep]\n"
+	"                    [--dir DIR] [--samples N] [--max-rows N] [--keep-awake] [--keep]\n"
 	"\n"
 	"  --dpgate PATH  the dpgate binary (default: $DPGATE_BIN, else the one built\n"
 	"                 in this tree: " BENCH_DEFAULT_DPGATE ")\n"
@@ -1359,6 +1385,8 @@ static const char usage[] =
 	"                 the SQLite ceilings run in the same directory\n"
 	"  --samples N    timed charges per ledger size (default 200)\n"
 	"  --max-rows N   largest ledger size measured (default 1000000)\n"
+	"  --keep-awake   run a SCHED_IDLE spinner per core so that idle vCPUs do not\n"
+	"                 halt (on VMs, wake-ups otherwise dominate one-client latency)\n"
 	"  --keep         keep the temporary directory\n";
 
 static int parse_options(int argc, char **argv, options *o)
@@ -1372,6 +1400,7 @@ static int parse_options(int argc, char **argv, options *o)
 		{"samples", required_argument, NULL, 's'},
 		{"max-rows", required_argument, NULL, 'r'},
 		{"keep", no_argument, NULL, 'k'},
+		{"keep-awake", no_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -1394,6 +1423,7 @@ static int parse_options(int argc, char **argv, options *o)
 		case 'b': o->dpgate = optarg; break;
 		case 'D': o->dir = optarg; break;
 		case 'k': o->keep = true; break;
+		case 'A': o->keep_awake = true; break;
 		case 'd':
 			o->duration_s = strtod(optarg, &end);
 			if (*end || !(o->duration_s >= 2 * WARMUP_S && o->duration_s <= 60))
@@ -1545,6 +1575,9 @@ int main(int argc, char **argv)
 	double t_begin = now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
 	double paired_ratios[PAIRED_SLICES];
+	pthread_t spinners[MAX_SPINNERS];
+	unsigned n_spinners = 0;
+	atomic_bool stop_spinners = false;
 	long cores;
 
 	if (parse_options(argc, argv, &o) < 0)
@@ -1584,6 +1617,12 @@ int main(int argc, char **argv)
 	printf("  %u rounds x %.2f s per throughput cell (first %.2f s of a cell not counted),"
 	       " %u server threads, SQLite %s, libmicrohttpd %s\n",
 	       o.rounds, o.duration_s, WARMUP_S, o.threads, sqlite3_libversion(), MHD_get_version());
+	if (o.keep_awake) {
+		for (long i = 0; i < cores && n_spinners < MAX_SPINNERS; i++)
+			if (pthread_create(&spinners[n_spinners], NULL, spinner_run, &stop_spinners) == 0)
+				n_spinners++;
+	}
+	printf("  keep-awake spinners: %u\n", n_spinners);
 	fflush(stdout);
 
 	/* Setup: the charge-shaped ceiling's file gets dpgate's schema from
@@ -1842,8 +1881,8 @@ int main(int argc, char **argv)
 	       load1[1], load1[2], now_s() - t_begin);
 
 	/* the machine-readable line */
-	report = json_pack("{s:s, s:i, s:[f,f,f], s:[f,f,f], s:i, s:f, s:i, s:s, s:s}", "bench",
-			   "server", "cores", (int)cores, "load_start", load0[0], load0[1], load0[2],
+	report = json_pack("{s:s, s:i, s:b, s:[f,f,f], s:[f,f,f], s:i, s:f, s:i, s:s, s:s}",
+			   "bench", "server", "cores", (int)cores, "keep_awake", n_spinners > 0, "load_start", load0[0], load0[1], load0[2],
 			   "load_end", load1[0], load1[1], load1[2], "rounds", (int)o.rounds,
 			   "duration_s", o.duration_s, "server_threads", (int)o.threads, "sqlite",
 			   sqlite3_libversion(), "libmicrohttpd", MHD_get_version());
@@ -1894,6 +1933,9 @@ int main(int argc, char **argv)
 	}
 	exit_code = verify_rc == 0 && verify_prefill_rc == 0 && counts_match && all_clean ? 0 : 1;
 out:
+	atomic_store(&stop_spinners, true);
+	for (unsigned i = 0; i < n_spinners; i++)
+		pthread_join(spinners[i], NULL);
 	if (g.pid > 0)
 		dpgate_stop(&g);
 	if (bare)
