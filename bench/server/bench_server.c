@@ -1,0 +1,1967 @@
+/*
+ * bench_server.c: durable charges per second and admission latency of the
+ * real dpgate binary, printed next to this machine's ceilings measured in
+ * the same run.
+ *
+ *   bench_server [--dpgate PATH] [--duration S] [--rounds N] [--threads N]
+ *                [--dir DIR] [--samples N] [--max-rows N] [--keep]
+ *
+ * What one run measures:
+ *   setup: start dpgate (the real binary, `dpgate serve --listen 127.0.0.1:0
+ *      --quiet`, port read from its log) on a temporary database with an
+ *      admin key from `dpgate keys create`; create the datasets; drive every
+ *      SQLite writer past its WAL's first wrap (see WARM_COMMITS);
+ *   then, in each of --rounds rounds, every throughput cell in turn (so that
+ *   a burst of load from elsewhere hits ceilings and dpgate alike; the table
+ *   shows the median of the rounds):
+ *   1. ceiling 1: a bare SQLite commit loop (one small INSERT per
+ *      transaction, WAL, synchronous=FULL, dpgate's open flags and pragmas)
+ *      on a file in the same directory as dpgate's database, with 1 writer
+ *      and with 8 writers on separate connections; and, to split dpgate's
+ *      gap between SQL and HTTP, dpgate's own charge transaction (read the
+ *      dataset, insert the ledger row, write the totals) on dpgate's schema
+ *      with 1 writer;
+ *   2. ceiling 2: a bare libmicrohttpd server started with dpgate's flags
+ *      (internal polling thread pool, epoll, N threads, same limits)
+ *      answering a fixed small body to the very request dpgate gets, driven
+ *      by the same load generator, with 1, 8 and 64 concurrent clients;
+ *   3. dpgate: durable charges per second on one dataset and spread over
+ *      100 datasets with 1, 8 and 64 clients, with p50/p99 latency and the
+ *      server's CPU time per charge;
+ *   4. admission latency at 10, 10^4 and 10^6 ledger rows: each ledger is
+ *      prefilled with SQLite while the server is stopped (rows copied from a
+ *      charge the server wrote, running totals updated as the server would),
+ *      then single charges and dry-runs are timed, interleaved across sizes;
+ *   target: the one-client ratio to the bare commit loop once more, paired:
+ *      short slices of each alternate, and the ratio is of the summed counts;
+ *   5. correctness: `dpgate verify` must exit 0 after the prefill and after
+ *      the runs, and the number of 201 answers must equal the ledger's charge
+ *      rows minus the rows the benchmark inserted itself.
+ *
+ * The load generator: one thread per client, each with its own HTTP/1.1
+ * keep-alive connection (raw sockets, TCP_NODELAY), one request at a time.
+ * A cell runs for a fixed time; the first WARMUP_S seconds are not counted
+ * in the rate or the latency figures (they are in the 201 totals).
+ *
+ * Output: a plain-text table on stdout, then one line of JSON starting with
+ * {"bench":"server" that holds every figure.  Exit status 0 when every
+ * check passed, 1 when a check failed, 2 on bad usage or setup failure.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <sqlite3.h>
+
+#ifndef BENCH_DEFAULT_DPGATE
+#define BENCH_DEFAULT_DPGATE "./build/server/dpgate"
+#endif
+
+#define DEFAULT_DURATION_S 3.0
+#define WARMUP_S 0.25
+#define DEFAULT_SERVER_THREADS 8     /* dpgate serve's default --threads */
+#define MAX_CLIENTS 64
+#define SPREAD_DATASETS 100
+#define DEFAULT_SAMPLES 200          /* timed charges per ledger size */
+#define DEFAULT_ROUNDS 3
+#define PAIRED_SLICES 8              /* the target check: bare/dpgate slice pairs */
+#define PAIRED_SLICE_S 1.0
+#define MAX_SPINNERS 256
+#define WARM_COMMITS 1200            /* > wal_autocheckpoint frames */
+#define MAX_ROUNDS 15
+#define ADMISSION_WARMUP 10          /* untimed charges before them */
+#define DEFAULT_MAX_ROWS 1000000
+#define SQLITE_WRITERS_MANY 8
+#define BUSY_TIMEOUT_MS 30000        /* as server/srv_store.c */
+#define RESP_BUF_BYTES 65536
+#define START_TIMEOUT_S 30.0
+#define STOP_TIMEOUT_S 30.0
+#define CMD_OUT_BYTES (1 << 20)
+#define CHARGE_BODY "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}}"
+#define DRY_RUN_BODY CHARGE_BODY
+
+static const unsigned client_counts[] = {1, 8, 64};
+#define N_CLIENT_COUNTS (sizeof(client_counts) / sizeof(client_counts[0]))
+static const long ledger_sizes[] = {10, 10000, 1000000};
+#define N_LEDGER_SIZES (sizeof(ledger_sizes) / sizeof(ledger_sizes[0]))
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void load_average(double ret[3])
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	ret[0] = ret[1] = ret[2] = NAN;
+	if (!f)
+		return;
+	if (fscanf(f, "%lf %lf %lf", &ret[0], &ret[1], &ret[2]) != 3)
+		ret[0] = ret[1] = ret[2] = NAN;
+	fclose(f);
+}
+
+/* CPU seconds (user + system) a process has used so far, or NAN. */
+static double process_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long utime, stime;
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return NAN;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the parenthesised command name: state is field 3,
+	 * utime field 14, stime field 15. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
+			 &stime) != 2)
+		return NAN;
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The q-quantile (nearest rank) of n sorted values, or NAN when n is 0. */
+static double quantile(const double *sorted, size_t n, double q)
+{
+	size_t i;
+
+	if (n == 0)
+		return NAN;
+	i = (size_t)ceil(q * (double)n);
+	if (i > 0)
+		i--;
+	if (i >= n)
+		i = n - 1;
+	return sorted[i];
+}
+
+/*
+ * Round-upward addition, the same operation as accountant/acct_filter.c's
+ * acct__add_up (TwoSum; step up one ulp when the rounded sum lost a positive
+ * error), so that the totals written here equal what `dpgate verify`
+ * recomputes from the rows, bit for bit.
+ */
+static double add_up(double a, double b)
+{
+	double s = a + b;
+	double bp = s - a;
+	double ap = s - bp;
+	double e = (a - ap) + (b - bp);
+
+	if (e > 0.0)
+		s = nextafter(s, INFINITY);
+	return s;
+}
+
+/* Parses "[x,y]" (the basic ledger's cost text) into two doubles. */
+static int parse_pair(const char *text, double ret[2])
+{
+	char *end;
+
+	if (!text || text[0] != '[')
+		return -1;
+	ret[0] = strtod(text + 1, &end);
+	if (*end != ',')
+		return -1;
+	ret[1] = strtod(end + 1, &end);
+	return *end == ']' ? 0 : -1;
+}
+
+/* A growable array of latencies in microseconds. */
+typedef struct lat_vec {
+	double *v;
+	size_t n, cap;
+} lat_vec;
+
+static int lat_push(lat_vec *l, double us)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 4096;
+		double *v = realloc(l->v, cap * sizeof(double));
+
+		if (!v)
+			return -1;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = us;
+	return 0;
+}
+
+static void lat_free(lat_vec *l)
+{
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* ---- a minimal HTTP/1.1 keep-alive client --------------------------------- */
+
+typedef struct hconn {
+	int fd;
+	uint16_t port;
+	size_t have;
+	char buf[RESP_BUF_BYTES];
+} hconn;
+
+static void hconn_close(hconn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->have = 0;
+}
+
+static int hconn_open(hconn *c, uint16_t port)
+{
+	struct sockaddr_in a;
+	int one = 1;
+
+	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->port = port;
+	c->have = 0;
+	if (c->fd < 0)
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(c->fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		hconn_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+static int send_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Finds a header's value in [hdr, end); returns a pointer to it or NULL. */
+static const char *find_header(const char *hdr, const char *end, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (const char *p = hdr; p && p < end;) {
+		const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
+
+		if (!eol)
+			break;
+		if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+			const char *v = p + nl + 1;
+
+			while (*v == ' ' || *v == '\t')
+				v++;
+			return v;
+		}
+		p = eol + 2;
+	}
+	return NULL;
+}
+
+/*
+ * Sends one request and reads one response on a keep-alive connection,
+ * opening it first if needed.  Returns the HTTP status, or -1 when the
+ * exchange failed (the connection is then closed).  When body_out is given,
+ * the response body (truncated to body_cap - 1 bytes) is copied there.
+ */
+static int hconn_roundtrip(hconn *c, const char *req, size_t len, char *body_out, size_t body_cap)
+{
+	const char *hdr_end = NULL, *v;
+	size_t hdr_len = 0, total;
+	long content_length;
+	bool close_after;
+	int status;
+
+	if (c->fd < 0 && hconn_open(c, c->port) < 0)
+		return -1;
+	if (send_all(c->fd, req, len) < 0)
+		goto fail;
+	for (;;) {
+		ssize_t r;
+
+		if (c->have > 0) {
+			hdr_end = memmem(c->buf, c->have, "\r\n\r\n", 4);
+			if (hdr_end) {
+				hdr_len = (size_t)(hdr_end - c->buf) + 4;
+				break;
+			}
+		}
+		if (c->have == sizeof(c->buf))
+			goto fail;
+		r = recv(c->fd, c->buf + c->have, sizeof(c->buf) - c->have, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			goto fail;
+		c->have += (size_t)r;
+	}
+	if (c->have < 12 || strncmp(c->buf, "HTTP/1.", 7) != 0)
+		goto fail;
+	status = atoi(c->buf + 9); /* "HTTP/1.1 NNN": fixed layout, 3 digits */
+	v = find_header(c->buf, c->buf + hdr_len, "Content-Length");
+	if (!v)
+		goto fail;
+	content_length = strtol(v, NULL, 10);
+	if (content_length < 0 || (size_t)content_length > sizeof(c->buf) - hdr_len)
+		goto fail;
+	v = find_header(c->buf, c->buf + hdr_len, "Connection");
+	close_after = v && strncasecmp(v, "close", 5) == 0;
+	total = hdr_len + (size_t)content_length;
+	while (c->have < total) {
+		ssize_t r = recv(c->fd, c->buf + c->have, sizeof(c->buf) - c->have, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			goto fail;
+		c->have += (size_t)r;
+	}
+	if (body_out && body_cap > 0) {
+		size_t n = (size_t)content_length < body_cap - 1 ? (size_t)content_length : body_cap - 1;
+
+		memcpy(body_out, c->buf + hdr_len, n);
+		body_out[n] = '\0';
+	}
+	memmove(c->buf, c->buf + total, c->have - total);
+	c->have -= total;
+	if (close_after)
+		hconn_close(c);
+	return status;
+fail:
+	hconn_close(c);
+	return -1;
+}
+
+/* Builds a complete request; the caller frees it. */
+static char *build_request(const char *method, const char *path, const char *key, const char *body,
+			   size_t *ret_len)
+{
+	char *s = NULL;
+	int n;
+
+	if (body)
+		n = asprintf(&s,
+			     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s"
+			     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+			     method, path, key ? "Authorization: Bearer " : "", key ? key : "",
+			     key ? "\r\n" : "", strlen(body), body);
+	else
+		n = asprintf(&s, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s\r\n", method, path,
+			     key ? "Authorization: Bearer " : "", key ? key : "", key ? "\r\n" : "");
+	if (n < 0)
+		return NULL;
+	*ret_len = (size_t)n;
+	return s;
+}
+
+/* One request on a fresh connection; returns the status or -1. */
+static int http_once(uint16_t port, const char *method, const char *path, const char *key,
+		     const char *body, char *body_out, size_t body_cap)
+{
+	hconn *c = malloc(sizeof(*c));
+	size_t len;
+	char *req = build_request(method, path, key, body, &len);
+	int status = -1;
+
+	if (c && req) {
+		c->fd = -1;
+		c->port = port;
+		c->have = 0;
+		status = hconn_roundtrip(c, req, len, body_out, body_cap);
+		hconn_close(c);
+	}
+	free(req);
+	free(c);
+	return status;
+}
+
+/* ---- the load generator -------------------------------------------------- */
+
+typedef struct load_spec {
+	uint16_t port;
+	unsigned clients;
+	double duration_s;
+	const char *const *reqs; /* requests used round robin across clients */
+	const size_t *lens;
+	unsigned n_reqs;
+	int expect_status;
+} load_spec;
+
+typedef struct load_result {
+	unsigned clients;
+	double rate;         /* expected-status answers per second in the window */
+	double p50_us, p99_us;
+	uint64_t measured;   /* expected-status answers in the window */
+	uint64_t expected;   /* expected-status answers in the whole cell */
+	uint64_t other;      /* answers with another status, whole cell */
+	uint64_t failed;     /* exchanges that failed (connection errors) */
+	double server_cpu_us; /* server CPU per counted answer, when known */
+} load_result;
+
+typedef struct load_client {
+	const load_spec *spec;
+	unsigned index;
+	pthread_barrier_t *barrier;
+	const double *start; /* written by the main thread before the barrier */
+	uint64_t measured, expected, other, failed;
+	lat_vec lat;
+	hconn conn;
+} load_client;
+
+static void *load_client_run(void *arg)
+{
+	load_client *lc = arg;
+	const load_spec *sp = lc->spec;
+	double window_start, deadline;
+	uint64_t i = 0;
+
+	lc->conn.fd = -1;
+	lc->conn.port = sp->port;
+	hconn_open(&lc->conn, sp->port); /* a failure is retried by the first request */
+	pthread_barrier_wait(lc->barrier);
+	window_start = *lc->start + WARMUP_S;
+	deadline = *lc->start + sp->duration_s;
+	for (;;) {
+		unsigned k = (unsigned)((lc->index + i * sp->clients) % sp->n_reqs);
+		double t0 = now_s(), t1;
+		int status;
+
+		if (t0 >= deadline)
+			break;
+		status = hconn_roundtrip(&lc->conn, sp->reqs[k], sp->lens[k], NULL, 0);
+		t1 = now_s();
+		i++;
+		if (status < 0) {
+			lc->failed++;
+			sleep_s(0.001);
+			continue;
+		}
+		if (status != sp->expect_status) {
+			lc->other++;
+			continue;
+		}
+		lc->expected++;
+		if (t0 >= window_start && t1 <= deadline) {
+			lc->measured++;
+			lat_push(&lc->lat, (t1 - t0) * 1e6);
+		}
+	}
+	hconn_close(&lc->conn);
+	return NULL;
+}
+
+/*
+ * Runs one cell: spec->clients threads for spec->duration_s seconds.
+ * server_pid, when positive, is sampled for CPU time.  Returns 0, or -1
+ * when the threads could not be started.
+ */
+static int load_run(const load_spec *spec, pid_t server_pid, load_result *ret)
+{
+	load_client *lcs = calloc(spec->clients, sizeof(*lcs));
+	pthread_t *tids = calloc(spec->clients, sizeof(*tids));
+	pthread_barrier_t barrier;
+	double start = 0, cpu0 = NAN, cpu1, window;
+	lat_vec all = {0};
+	load_result r;
+	unsigned started = 0;
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	r.clients = spec->clients;
+	if (!lcs || !tids)
+		goto out;
+	pthread_barrier_init(&barrier, NULL, spec->clients + 1);
+	for (unsigned i = 0; i < spec->clients; i++) {
+		lcs[i].spec = spec;
+		lcs[i].index = i;
+		lcs[i].barrier = &barrier;
+		lcs[i].start = &start;
+		if (pthread_create(&tids[i], NULL, load_client_run, &lcs[i]) != 0) {
+			fprintf(stderr, "bench_server: cannot start client thread %u\n", i);
+			exit(2); /* the barrier would wait forever */
+		}
+		started++;
+	}
+	if (server_pid > 0)
+		cpu0 = process_cpu_s(server_pid);
+	start = now_s();
+	pthread_barrier_wait(&barrier);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	cpu1 = server_pid > 0 ? process_cpu_s(server_pid) : NAN;
+	pthread_barrier_destroy(&barrier);
+	for (unsigned i = 0; i < started; i++) {
+		r.measured += lcs[i].measured;
+		r.expected += lcs[i].expected;
+		r.other += lcs[i].other;
+		r.failed += lcs[i].failed;
+		for (size_t j = 0; j < lcs[i].lat.n; j++)
+			lat_push(&all, lcs[i].lat.v[j]);
+		lat_free(&lcs[i].lat);
+	}
+	window = spec->duration_s - WARMUP_S;
+	r.rate = (double)r.measured / window;
+	qsort(all.v, all.n, sizeof(double), cmp_double);
+	r.p50_us = quantile(all.v, all.n, 0.50);
+	r.p99_us = quantile(all.v, all.n, 0.99);
+	/* CPU over the whole cell, divided by every answer of the cell. */
+	r.server_cpu_us = (r.expected + r.other) > 0 ?
+				  (cpu1 - cpu0) * 1e6 / (double)(r.expected + r.other) : NAN;
+	*ret = r;
+	rc = 0;
+out:
+	lat_free(&all);
+	free(lcs);
+	free(tids);
+	return rc;
+}
+
+/* ---- ceiling 1: the bare SQLite commit loop ------------------------------- */
+
+/*
+ * Two shapes of transaction:
+ *   SQL_BARE    one small INSERT per transaction (the ceiling the issue names);
+ *   SQL_CHARGE  what srv_store_spend does for a charge without an
+ *               Idempotency-Key, on dpgate's own schema: read the dataset row,
+ *               insert the ledger row, write the running totals.  It shows how
+ *               much of dpgate's gap to the bare loop is SQL rather than HTTP.
+ */
+typedef enum sql_shape { SQL_BARE, SQL_CHARGE } sql_shape;
+
+typedef struct sql_writer {
+	const char *path;
+	sql_shape shape;
+	pthread_barrier_t *barrier;
+	const double *start;
+	double duration_s;
+	uint64_t max_commits; /* when nonzero: stop after this many, untimed */
+	uint64_t measured, errors;
+	lat_vec lat;
+} sql_writer;
+
+static sqlite3 *sql_open(const char *path)
+{
+	sqlite3 *h = NULL;
+
+	/* The flags and pragmas of server/srv_store.c's db_open. */
+	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+			    NULL) != SQLITE_OK) {
+		sqlite3_close_v2(h);
+		return NULL;
+	}
+	sqlite3_busy_timeout(h, BUSY_TIMEOUT_MS);
+	if (sqlite3_exec(h, "PRAGMA journal_mode = WAL", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(h, "PRAGMA synchronous = FULL", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(h, "PRAGMA foreign_keys = ON", NULL, NULL, NULL) != SQLITE_OK) {
+		sqlite3_close_v2(h);
+		return NULL;
+	}
+	return h;
+}
+
+static void now_text(char buf[32])
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+}
+
+/* One charge-shaped transaction body (after BEGIN IMMEDIATE); 0 or -1. */
+static int sql_charge_body(sqlite3_stmt *get, sqlite3_stmt *ins, sqlite3_stmt *upd)
+{
+	double spent[2];
+	char now[32], spent_text[64];
+	int64_t charges;
+	int rc = -1;
+
+	now_text(now);
+	if (sqlite3_step(get) != SQLITE_ROW ||
+	    parse_pair((const char *)sqlite3_column_text(get, 7), spent) < 0)
+		goto out;
+	charges = sqlite3_column_int64(get, 10);
+	spent[0] = add_up(spent[0], 0.001);
+	snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
+	sqlite3_bind_text(ins, 11, now, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(ins) != SQLITE_DONE)
+		goto out;
+	sqlite3_bind_text(upd, 2, spent_text, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(upd, 5, charges + 1);
+	sqlite3_bind_text(upd, 6, now, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(upd) != SQLITE_DONE)
+		goto out;
+	rc = 0;
+out:
+	sqlite3_reset(get);
+	sqlite3_reset(ins);
+	sqlite3_reset(upd);
+	return rc;
+}
+
+static void *sql_writer_run(void *arg)
+{
+	sql_writer *w = arg;
+	sqlite3 *h = sql_open(w->path);
+	sqlite3_stmt *begin = NULL, *ins = NULL, *commit = NULL, *get = NULL, *upd = NULL;
+	double window_start, deadline;
+
+	if (!h || sqlite3_prepare_v2(h, "BEGIN IMMEDIATE", -1, &begin, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(h, "COMMIT", -1, &commit, NULL) != SQLITE_OK)
+		w->errors++;
+	if (h && w->shape == SQL_BARE &&
+	    sqlite3_prepare_v2(h, "INSERT INTO t (v) VALUES ('charge 0.001')", -1, &ins, NULL) !=
+		    SQLITE_OK)
+		w->errors++;
+	if (h && w->shape == SQL_CHARGE) {
+		/* The statements of server/srv_store.c (ST_DATASET_GET,
+		 * ST_LEDGER_INSERT, ST_DATASET_UPDATE_TOTALS). */
+		if (sqlite3_prepare_v2(h,
+				       "SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
+				       " budget_delta, spent, reserved, open_reservations, charges, archived,"
+				       " created_at, updated_at FROM datasets WHERE id = 'txn'",
+				       -1, &get, NULL) != SQLITE_OK ||
+		    sqlite3_prepare_v2(h,
+				       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
+				       " reservation_id, note, actor, idempotency_key, created_at)"
+				       " VALUES ('txn', 'charge',"
+				       " '{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}',"
+				       " '[0.001,0]', 0.001, 0, NULL, NULL, '0123456789abcdef', NULL, ?11)",
+				       -1, &ins, NULL) != SQLITE_OK ||
+		    sqlite3_prepare_v2(h,
+				       "UPDATE datasets SET spent = ?2, reserved = '[0,0]', open_reservations = 0,"
+				       " charges = ?5, updated_at = ?6 WHERE id = 'txn'",
+				       -1, &upd, NULL) != SQLITE_OK)
+			w->errors++;
+	}
+	pthread_barrier_wait(w->barrier);
+	window_start = *w->start + WARMUP_S;
+	deadline = *w->start + w->duration_s;
+	for (uint64_t done = 0; w->errors == 0; done++) {
+		double t0 = now_s(), t1;
+		int body;
+
+		if (w->max_commits ? done >= w->max_commits : t0 >= deadline)
+			break;
+		if (sqlite3_step(begin) != SQLITE_DONE) {
+			sqlite3_reset(begin);
+			w->errors++;
+			break;
+		}
+		sqlite3_reset(begin);
+		if (w->shape == SQL_BARE) {
+			body = sqlite3_step(ins) == SQLITE_DONE ? 0 : -1;
+			sqlite3_reset(ins);
+		} else {
+			body = sql_charge_body(get, ins, upd);
+		}
+		if (body < 0 || sqlite3_step(commit) != SQLITE_DONE) {
+			w->errors++;
+			sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+		}
+		sqlite3_reset(commit);
+		t1 = now_s();
+		if (t0 >= window_start && t1 <= deadline) {
+			w->measured++;
+			lat_push(&w->lat, (t1 - t0) * 1e6);
+		}
+	}
+	sqlite3_finalize(begin);
+	sqlite3_finalize(ins);
+	sqlite3_finalize(commit);
+	sqlite3_finalize(get);
+	sqlite3_finalize(upd);
+	sqlite3_close_v2(h);
+	return NULL;
+}
+
+/*
+ * Commits per second of `writers` connections on path.  SQL_BARE creates
+ * its one table if needed; SQL_CHARGE expects a file that already holds
+ * dpgate's schema and adds (once) the dataset 'txn'.  With max_commits, each
+ * writer stops after that many commits instead (a warm-up).
+ */
+static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, double duration_s,
+		       uint64_t max_commits, load_result *ret)
+{
+	sql_writer w[SQLITE_WRITERS_MANY];
+	pthread_t tids[SQLITE_WRITERS_MANY];
+	pthread_barrier_t barrier;
+	double start = 0;
+	lat_vec all = {0};
+	load_result r;
+	sqlite3 *h;
+	char now[32], sql[512];
+	uint64_t errors = 0;
+
+	if (writers > SQLITE_WRITERS_MANY)
+		return -1;
+	now_text(now);
+	snprintf(sql, sizeof(sql),
+		 "INSERT OR IGNORE INTO datasets (id, name, privacy_unit, neighbor, accountant,"
+		 " budget_epsilon, budget_delta, spent, reserved, created_at, updated_at)"
+		 " VALUES ('txn', 'txn', 'record', 'add_remove', 'basic', 1e6, 1e-5, '[0,0]',"
+		 " '[0,0]', '%s', '%s')",
+		 now, now);
+	h = sql_open(path);
+	if (!h || sqlite3_exec(h,
+			       shape == SQL_BARE ?
+				       "CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)" :
+				       sql,
+			       NULL, NULL, NULL) != SQLITE_OK) {
+		fprintf(stderr, "bench_server: cannot prepare %s: %s\n", path,
+			h ? sqlite3_errmsg(h) : "out of memory");
+		sqlite3_close_v2(h);
+		return -1;
+	}
+	memset(&r, 0, sizeof(r));
+	memset(w, 0, sizeof(w));
+	pthread_barrier_init(&barrier, NULL, writers + 1);
+	for (unsigned i = 0; i < writers; i++) {
+		w[i].path = path;
+		w[i].shape = shape;
+		w[i].barrier = &barrier;
+		w[i].start = &start;
+		w[i].duration_s = duration_s;
+		w[i].max_commits = max_commits;
+		if (pthread_create(&tids[i], NULL, sql_writer_run, &w[i]) != 0) {
+			fprintf(stderr, "bench_server: cannot start writer thread\n");
+			exit(2);
+		}
+	}
+	start = now_s();
+	pthread_barrier_wait(&barrier);
+	for (unsigned i = 0; i < writers; i++) {
+		pthread_join(tids[i], NULL);
+		r.measured += w[i].measured;
+		errors += w[i].errors;
+		for (size_t j = 0; j < w[i].lat.n; j++)
+			lat_push(&all, w[i].lat.v[j]);
+		lat_free(&w[i].lat);
+	}
+	pthread_barrier_destroy(&barrier);
+	sqlite3_close_v2(h);
+	r.clients = writers;
+	r.rate = (double)r.measured / (duration_s - WARMUP_S);
+	r.failed = errors;
+	qsort(all.v, all.n, sizeof(double), cmp_double);
+	r.p50_us = quantile(all.v, all.n, 0.50);
+	r.p99_us = quantile(all.v, all.n, 0.99);
+	r.server_cpu_us = NAN;
+	lat_free(&all);
+	*ret = r;
+	if (errors)
+		fprintf(stderr, "bench_server: %llu SQLite errors on %s\n",
+			(unsigned long long)errors, path);
+	return errors ? -1 : 0;
+}
+
+/* ---- ceiling 2: a bare libmicrohttpd server ------------------------------- */
+
+/* About the size of dpgate's answer to a charge. */
+static const char fixed_body[] =
+	"{\"id\":1,\"budget\":{\"budget\":{\"epsilon\":1000000.0,\"delta\":1.0000000000000001e-05},"
+	"\"spent\":{\"epsilon\":0.001,\"delta\":0.0},\"reserved\":{\"epsilon\":0.0,\"open\":0},"
+	"\"remaining\":{\"epsilon\":999999.999,\"delta\":0.0},\"charges\":1,\"accountant\":\"basic\"}}";
+
+static enum MHD_Result fixed_handler(void *cls, struct MHD_Connection *conn, const char *url,
+				     const char *method, const char *version,
+				     const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+	static const char seen = 1; /* a constant: only its address is used */
+	struct MHD_Response *r;
+	enum MHD_Result ok;
+
+	(void)cls;
+	(void)url;
+	(void)method;
+	(void)version;
+	(void)upload_data;
+	if (!*con_cls) {
+		*con_cls = (void *)&seen;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	/* One response per request, as dpgate does. */
+	r = MHD_create_response_from_buffer(sizeof(fixed_body) - 1, (void *)fixed_body,
+					    MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	ok = MHD_queue_response(conn, 201, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+/* Starts the bare server with server/srv_http.c's flags; NULL on failure. */
+static struct MHD_Daemon *bare_http_start(unsigned threads, uint16_t *ret_port)
+{
+	struct sockaddr_in addr;
+	struct MHD_Daemon *d;
+	const union MHD_DaemonInfo *info;
+
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_port = 0;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+				     MHD_USE_ERROR_LOG,
+			     0, NULL, NULL, fixed_handler, NULL,
+			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+			     MHD_OPTION_THREAD_POOL_SIZE, threads,
+			     MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+			     MHD_OPTION_CONNECTION_LIMIT, 1024u,
+			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+			     MHD_OPTION_END);
+	if (!d)
+		return NULL;
+	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	if (!info || info->port == 0) {
+		MHD_stop_daemon(d);
+		return NULL;
+	}
+	*ret_port = info->port;
+	return d;
+}
+
+/* ---- the dpgate process -------------------------------------------------- */
+
+typedef struct dpgate {
+	const char *bin;
+	char db[PATH_MAX];
+	char data_dir[PATH_MAX];
+	char log[PATH_MAX];
+	unsigned threads;
+	pid_t pid;
+	uint16_t port;
+} dpgate;
+
+/*
+ * Runs argv to completion with stdout captured into out (NUL-terminated,
+ * truncated to cap - 1) and stderr appended to log_path.  Returns the exit
+ * status, or -1 when it could not run or was killed.
+ */
+static int run_cmd(char *const argv[], const char *log_path, char *out, size_t cap)
+{
+	int pipefd[2], status;
+	size_t n = 0;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		dup2(pipefd[1], 1);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	for (;;) {
+		char sink[4096];
+		ssize_t r;
+
+		if (out && n + 1 < cap)
+			r = read(pipefd[0], out + n, cap - 1 - n);
+		else
+			r = read(pipefd[0], sink, sizeof(sink));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (out && n + 1 < cap)
+			n += (size_t)r;
+	}
+	if (out && cap > 0)
+		out[n] = '\0';
+	close(pipefd[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Starts `dpgate serve` on 127.0.0.1:0 and learns its port from the log. */
+static int dpgate_start(dpgate *g)
+{
+	char threads[16];
+	struct stat st;
+	off_t from = 0;
+	double deadline;
+	pid_t pid;
+
+	snprintf(threads, sizeof(threads), "%u", g->threads);
+	if (stat(g->log, &st) == 0)
+		from = st.st_size;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(g->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		char *const argv[] = {(char *)g->bin, "serve", "--db", g->db, "--listen", "127.0.0.1:0",
+				      "--data-dir", g->data_dir, "--threads", threads, "--quiet", NULL};
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(g->bin, argv);
+		_exit(127);
+	}
+	g->pid = pid;
+	g->port = 0;
+	deadline = now_s() + START_TIMEOUT_S;
+	while (now_s() < deadline) {
+		char buf[8192];
+		const char *p;
+		ssize_t n = 0;
+		int fd, status;
+
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			fprintf(stderr, "bench_server: dpgate exited at start; see %s\n", g->log);
+			g->pid = -1;
+			return -1;
+		}
+		fd = open(g->log, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			n = pread(fd, buf, sizeof(buf) - 1, from);
+			close(fd);
+		}
+		buf[n > 0 ? n : 0] = '\0';
+		p = strstr(buf, "\"url\":\"http://127.0.0.1:");
+		if (p) {
+			long port = strtol(p + strlen("\"url\":\"http://127.0.0.1:"), NULL, 10);
+
+			if (port > 0 && port < 65536) {
+				g->port = (uint16_t)port;
+				break;
+			}
+		}
+		sleep_s(0.02);
+	}
+	if (g->port == 0 || http_once(g->port, "GET", "/healthz", NULL, NULL, NULL, 0) != 200) {
+		fprintf(stderr, "bench_server: dpgate did not come up; see %s\n", g->log);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		g->pid = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* SIGTERM (graceful: the server closes the database cleanly), then wait. */
+static int dpgate_stop(dpgate *g)
+{
+	double deadline = now_s() + STOP_TIMEOUT_S;
+	int status;
+
+	if (g->pid <= 0)
+		return 0;
+	kill(g->pid, SIGTERM);
+	while (now_s() < deadline) {
+		pid_t w = waitpid(g->pid, &status, WNOHANG);
+
+		if (w == g->pid) {
+			g->pid = -1;
+			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+		}
+		sleep_s(0.02);
+	}
+	fprintf(stderr, "bench_server: dpgate did not stop in %.0f s; killing it\n", STOP_TIMEOUT_S);
+	kill(g->pid, SIGKILL);
+	waitpid(g->pid, NULL, 0);
+	g->pid = -1;
+	return -1;
+}
+
+static int dpgate_verify(const dpgate *g)
+{
+	char *const argv[] = {(char *)g->bin, "verify", "--db", (char *)g->db, NULL};
+
+	return run_cmd(argv, g->log, NULL, 0);
+}
+
+/* Creates an admin key; writes it (the last line of stdout) to ret_key. */
+static int dpgate_admin_key(const dpgate *g, char *ret_key, size_t cap)
+{
+	char *const argv[] = {(char *)g->bin, "keys", "create", "--db", (char *)g->db, "--role",
+			      "admin", "--note", "bench_server", NULL};
+	char out[4096];
+	char *last, *end;
+
+	if (run_cmd(argv, g->log, out, sizeof(out)) != 0)
+		return -1;
+	end = out + strlen(out);
+	while (end > out && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' '))
+		*--end = '\0';
+	last = strrchr(out, '\n');
+	last = last ? last + 1 : out;
+	if (*last == '\0' || strlen(last) >= cap)
+		return -1;
+	snprintf(ret_key, cap, "%s", last);
+	return 0;
+}
+
+static int create_dataset(uint16_t port, const char *key, const char *id)
+{
+	char body[256], answer[1024];
+	int status;
+
+	snprintf(body, sizeof(body),
+		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":1e6,\"delta\":1e-5},\"accountant\":\"basic\"}",
+		 id);
+	status = http_once(port, "POST", "/v1/datasets", key, body, answer, sizeof(answer));
+	if (status != 201) {
+		fprintf(stderr, "bench_server: creating dataset %s: status %d: %s\n", id, status, answer);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- ledger prefill (server stopped) ------------------------------------- */
+
+/*
+ * Brings dataset `id`'s ledger to `rows` charge rows in one transaction, by
+ * copying its newest charge row (written by the server), and updates the
+ * stored running totals (spent, charges) exactly as the server would have.
+ * Returns the number of rows inserted, or -1.
+ */
+static long prefill_ledger(const char *db_path, const char *id, long rows)
+{
+	sqlite3 *h = sql_open(db_path);
+	sqlite3_stmt *s = NULL;
+	double cost[2], spent[2];
+	int64_t template_seq = -1, have = 0, charges = 0;
+	long add = -1;
+	char spent_text[128];
+
+	if (!h)
+		return -1;
+	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		goto out;
+	if (sqlite3_prepare_v2(h,
+			       "SELECT max(seq), count(*) FROM ledger WHERE dataset_id = ?1"
+			       " AND kind = 'charge'",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL)
+		goto out;
+	template_seq = sqlite3_column_int64(s, 0);
+	have = sqlite3_column_int64(s, 1);
+	sqlite3_finalize(s);
+	s = NULL;
+	if (rows <= have) {
+		add = 0;
+		goto commit;
+	}
+	if (sqlite3_prepare_v2(h, "SELECT cost FROM ledger WHERE seq = ?1", -1, &s, NULL) !=
+		    SQLITE_OK)
+		goto out;
+	sqlite3_bind_int64(s, 1, template_seq);
+	if (sqlite3_step(s) != SQLITE_ROW ||
+	    parse_pair((const char *)sqlite3_column_text(s, 0), cost) < 0)
+		goto out;
+	sqlite3_finalize(s);
+	s = NULL;
+	if (sqlite3_prepare_v2(h, "SELECT spent, charges FROM datasets WHERE id = ?1", -1, &s,
+			       NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_ROW ||
+	    parse_pair((const char *)sqlite3_column_text(s, 0), spent) < 0)
+		goto out;
+	charges = sqlite3_column_int64(s, 1);
+	sqlite3_finalize(s);
+	s = NULL;
+	if (sqlite3_prepare_v2(h,
+			       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)"
+			       " INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
+			       " reservation_id, note, actor, idempotency_key, created_at)"
+			       " SELECT l.dataset_id, l.kind, l.event, l.cost, l.epsilon, l.delta, NULL,"
+			       " 'bench prefill', l.actor, NULL, l.created_at FROM n, ledger l"
+			       " WHERE l.seq = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_int64(s, 1, template_seq);
+	sqlite3_bind_int64(s, 2, rows - have);
+	if (sqlite3_step(s) != SQLITE_DONE || sqlite3_changes(h) != rows - have)
+		goto out;
+	sqlite3_finalize(s);
+	s = NULL;
+	/* New rows follow every existing row of the dataset, so adding their
+	 * costs to the stored totals in order is the verifier's replay. */
+	for (long i = 0; i < rows - have; i++) {
+		spent[0] = add_up(spent[0], cost[0]);
+		spent[1] = add_up(spent[1], cost[1]);
+	}
+	snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
+	if (sqlite3_prepare_v2(h, "UPDATE datasets SET spent = ?2, charges = ?3 WHERE id = ?1", -1,
+			       &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, spent_text, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, charges + (rows - have));
+	if (sqlite3_step(s) != SQLITE_DONE || sqlite3_changes(h) != 1)
+		goto out;
+	sqlite3_finalize(s);
+	s = NULL;
+	add = rows - have;
+commit:
+	if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		add = -1;
+out:
+	if (add < 0)
+		fprintf(stderr, "bench_server: prefill of %s failed: %s\n", id, sqlite3_errmsg(h));
+	sqlite3_finalize(s);
+	sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_wal_checkpoint_v2(h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	sqlite3_close_v2(h);
+	return add;
+}
+
+/* Counts ledger rows of kind 'charge' and the sum of datasets.charges. */
+static int count_charges(const char *db_path, int64_t *ret_rows, int64_t *ret_stored)
+{
+	sqlite3 *h = sql_open(db_path);
+	sqlite3_stmt *s = NULL;
+	int rc = -1;
+
+	if (!h)
+		return -1;
+	if (sqlite3_prepare_v2(h,
+			       "SELECT (SELECT count(*) FROM ledger WHERE kind = 'charge'),"
+			       " (SELECT total(charges) FROM datasets)",
+			       -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW) {
+		*ret_rows = sqlite3_column_int64(s, 0);
+		*ret_stored = (int64_t)sqlite3_column_double(s, 1);
+		rc = 0;
+	}
+	sqlite3_finalize(s);
+	sqlite3_close_v2(h);
+	return rc;
+}
+
+/* ---- admission latency --------------------------------------------------- */
+
+typedef struct admission {
+	long rows;           /* ledger rows before the timed charges */
+	double charge_p50_us, charge_p99_us, charge_mean_us;
+	double dry_p50_us, dry_p99_us;
+	uint64_t ok;         /* 201 answers (warm-up included) */
+	uint64_t bad;        /* other answers */
+} admission;
+
+/*
+ * Times single requests on one keep-alive connection, interleaved across
+ * the ledger sizes (dry-runs of every size, then charges of every size,
+ * sample after sample), so that every size sees the same disk and load.
+ * Fills a[i] for the datasets "rows<a[i].rows>".  Returns 0 or -1.
+ */
+static int measure_admission(uint16_t port, const char *key, unsigned n_sizes, unsigned samples,
+			     admission *a)
+{
+	char *charge[N_LEDGER_SIZES] = {0}, *dry[N_LEDGER_SIZES] = {0};
+	size_t charge_len[N_LEDGER_SIZES], dry_len[N_LEDGER_SIZES];
+	double *lat_charge = calloc((size_t)n_sizes * samples, sizeof(double));
+	double *lat_dry = calloc((size_t)n_sizes * samples, sizeof(double));
+	hconn *c = malloc(sizeof(*c));
+	int rc = -1;
+
+	if (!lat_charge || !lat_dry || !c)
+		goto out;
+	for (unsigned i = 0; i < n_sizes; i++) {
+		char path[128];
+
+		snprintf(path, sizeof(path), "/v1/datasets/rows%ld/charges", a[i].rows);
+		charge[i] = build_request("POST", path, key, CHARGE_BODY, &charge_len[i]);
+		snprintf(path, sizeof(path), "/v1/datasets/rows%ld/dry-run", a[i].rows);
+		dry[i] = build_request("POST", path, key, DRY_RUN_BODY, &dry_len[i]);
+		if (!charge[i] || !dry[i])
+			goto out;
+		a[i].ok = a[i].bad = 0;
+	}
+	c->fd = -1;
+	c->port = port;
+	c->have = 0;
+	for (unsigned k = 0; k < ADMISSION_WARMUP + samples; k++) {
+		for (int pass = 0; pass < 2; pass++) {
+			for (unsigned i = 0; i < n_sizes; i++) {
+				double t0 = now_s(), t1;
+				int status = pass == 0 ?
+						     hconn_roundtrip(c, dry[i], dry_len[i], NULL, 0) :
+						     hconn_roundtrip(c, charge[i], charge_len[i], NULL, 0);
+
+				t1 = now_s();
+				if (pass == 1 && status == 201)
+					a[i].ok++;
+				else if (status != (pass == 0 ? 200 : 201))
+					a[i].bad++;
+				if (k >= ADMISSION_WARMUP)
+					(pass == 0 ? lat_dry : lat_charge)[(size_t)i * samples + k -
+									   ADMISSION_WARMUP] =
+						(t1 - t0) * 1e6;
+			}
+		}
+	}
+	hconn_close(c);
+	for (unsigned i = 0; i < n_sizes; i++) {
+		double *lc = lat_charge + (size_t)i * samples, *ld = lat_dry + (size_t)i * samples;
+		double sum = 0;
+
+		for (unsigned j = 0; j < samples; j++)
+			sum += lc[j];
+		a[i].charge_mean_us = sum / samples;
+		qsort(lc, samples, sizeof(double), cmp_double);
+		qsort(ld, samples, sizeof(double), cmp_double);
+		a[i].charge_p50_us = quantile(lc, samples, 0.5);
+		a[i].charge_p99_us = quantile(lc, samples, 0.99);
+		a[i].dry_p50_us = quantile(ld, samples, 0.5);
+		a[i].dry_p99_us = quantile(ld, samples, 0.99);
+	}
+	rc = 0;
+out:
+	for (unsigned i = 0; i < n_sizes; i++) {
+		free(charge[i]);
+		free(dry[i]);
+	}
+	free(c);
+	free(lat_charge);
+	free(lat_dry);
+	return rc;
+}
+
+/*
+ * Sends n charges one after another (untimed), adding the 201 answers to
+ * *ok and the others to *bad.
+ */
+static void warm_charges(uint16_t port, const char *req, size_t len, unsigned n, uint64_t *ok,
+			 uint64_t *bad)
+{
+	hconn *c = malloc(sizeof(*c));
+
+	if (!c) {
+		(*bad)++;
+		return;
+	}
+	c->fd = -1;
+	c->port = port;
+	c->have = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (hconn_roundtrip(c, req, len, NULL, 0) == 201)
+			(*ok)++;
+		else
+			(*bad)++;
+	}
+	hconn_close(c);
+	free(c);
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+/* ---- --keep-awake ---------------------------------------------------------- */
+
+/*
+ * On a virtual machine an idle vCPU halts, and waking it (an interrupt from
+ * the disk, a packet on loopback, another thread's futex) costs tens to
+ * hundreds of microseconds that have nothing to do with the code measured;
+ * one-client figures then mostly measure wake-ups.  --keep-awake runs one
+ * SCHED_IDLE spinner per core: it runs only when nothing else wants the core,
+ * so it keeps the vCPUs out of halt without taking time from the benchmark
+ * (the effect of booting with idle=poll).
+ */
+static void *spinner_run(void *arg)
+{
+	const atomic_bool *stop = arg;
+	struct sched_param sp = {.sched_priority = 0};
+
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	while (!atomic_load_explicit(stop, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+typedef struct options {
+	const char *dpgate;
+	const char *dir;
+	double duration_s;
+	unsigned threads;
+	unsigned samples;
+	unsigned rounds;
+	long max_rows;
+	bool keep;
+	bool keep_awake;
+} options;
+
+static const char usage[] =
+	"usage: bench_server [--dpgate PATH] [--duration S] [--rounds N] [--threads N]\n"
+	"                    [--dir DIR] [--samples N] [--max-rows N] [--keep-awake] [--keep]\n"
+	"\n"
+	"  --dpgate PATH  the dpgate binary (default: $DPGATE_BIN, else the one built\n"
+	"                 in this tree: " BENCH_DEFAULT_DPGATE ")\n"
+	"  --duration S   seconds per throughput cell, first 0.25 s not counted (default 3)\n"
+	"  --rounds N     rounds over every throughput cell; the table shows the median\n"
+	"                 of the rounds (default 3)\n"
+	"  --threads N    HTTP worker threads for dpgate and the bare server (default 8)\n"
+	"  --dir DIR      where the temporary databases go (default $TMPDIR or /tmp);\n"
+	"                 the SQLite ceilings run in the same directory\n"
+	"  --samples N    timed charges per ledger size (default 200)\n"
+	"  --max-rows N   largest ledger size measured (default 1000000)\n"
+	"  --keep-awake   run a SCHED_IDLE spinner per core so that idle vCPUs do not\n"
+	"                 halt (on VMs, wake-ups otherwise dominate one-client latency)\n"
+	"  --keep         keep the temporary directory\n";
+
+static int parse_options(int argc, char **argv, options *o)
+{
+	static const struct option opts[] = {
+		{"dpgate", required_argument, NULL, 'b'},
+		{"duration", required_argument, NULL, 'd'},
+		{"rounds", required_argument, NULL, 'R'},
+		{"threads", required_argument, NULL, 't'},
+		{"dir", required_argument, NULL, 'D'},
+		{"samples", required_argument, NULL, 's'},
+		{"max-rows", required_argument, NULL, 'r'},
+		{"keep", no_argument, NULL, 'k'},
+		{"keep-awake", no_argument, NULL, 'A'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->dpgate = getenv("DPGATE_BIN") ? getenv("DPGATE_BIN") : BENCH_DEFAULT_DPGATE;
+	o->dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	o->duration_s = DEFAULT_DURATION_S;
+	o->threads = DEFAULT_SERVER_THREADS;
+	o->samples = DEFAULT_SAMPLES;
+	o->rounds = DEFAULT_ROUNDS;
+	o->max_rows = DEFAULT_MAX_ROWS;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		char *end = NULL;
+		long v;
+
+		errno = 0;
+		switch (c) {
+		case 'b': o->dpgate = optarg; break;
+		case 'D': o->dir = optarg; break;
+		case 'k': o->keep = true; break;
+		case 'A': o->keep_awake = true; break;
+		case 'd':
+			o->duration_s = strtod(optarg, &end);
+			if (*end || !(o->duration_s >= 2 * WARMUP_S && o->duration_s <= 60))
+				goto bad;
+			break;
+		case 'R':
+			v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > MAX_ROUNDS)
+				goto bad;
+			o->rounds = (unsigned)v;
+			break;
+		case 't':
+			v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > 64)
+				goto bad;
+			o->threads = (unsigned)v;
+			break;
+		case 's':
+			v = strtol(optarg, &end, 10);
+			if (*end || v < 10 || v > 100000)
+				goto bad;
+			o->samples = (unsigned)v;
+			break;
+		case 'r':
+			o->max_rows = strtol(optarg, &end, 10);
+			if (*end || o->max_rows < 10 || o->max_rows > 100000000)
+				goto bad;
+			break;
+		case 'h': fputs(usage, stdout); exit(0);
+		default: goto bad;
+		}
+	}
+	if (optind != argc)
+		goto bad;
+	return 0;
+bad:
+	fputs(usage, stderr);
+	return -1;
+}
+
+/* The throughput cells, measured once per round in this order. */
+enum cell {
+	C_SQL_1, C_SQL_8, C_TXN_1,
+	C_HTTP_1, C_HTTP_8, C_HTTP_64,
+	C_ONE_1, C_ONE_8, C_ONE_64,
+	C_SPREAD_1, C_SPREAD_8, C_SPREAD_64,
+	C__COUNT
+};
+
+static const char *const cell_names[C__COUNT] = {
+	[C_SQL_1] = "sqlite_commit_1", [C_SQL_8] = "sqlite_commit_8",
+	[C_TXN_1] = "sqlite_charge_txn_1",
+	[C_HTTP_1] = "http_1", [C_HTTP_8] = "http_8", [C_HTTP_64] = "http_64",
+	[C_ONE_1] = "dpgate_one_1", [C_ONE_8] = "dpgate_one_8", [C_ONE_64] = "dpgate_one_64",
+	[C_SPREAD_1] = "dpgate_100_1", [C_SPREAD_8] = "dpgate_100_8",
+	[C_SPREAD_64] = "dpgate_100_64",
+};
+
+static double median_of(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(double), cmp_double);
+	if (n == 0)
+		return NAN;
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Folds one cell's rounds: medians of the per-round figures, sums of counts. */
+static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum cell c)
+{
+	double rate[MAX_ROUNDS], p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS];
+	load_result r;
+
+	memset(&r, 0, sizeof(r));
+	for (unsigned i = 0; i < n; i++) {
+		const load_result *x = &rounds[i][c];
+
+		rate[i] = x->rate;
+		p50[i] = x->p50_us;
+		p99[i] = x->p99_us;
+		cpu[i] = x->server_cpu_us;
+		r.clients = x->clients;
+		r.measured += x->measured;
+		r.expected += x->expected;
+		r.other += x->other;
+		r.failed += x->failed;
+	}
+	r.rate = median_of(rate, n);
+	r.p50_us = median_of(p50, n);
+	r.p99_us = median_of(p99, n);
+	r.server_cpu_us = isnan(cpu[0]) ? NAN : median_of(cpu, n);
+	return r;
+}
+
+static json_t *cell_json(const load_result *r, const load_result rounds[][C__COUNT], unsigned n,
+			 enum cell c)
+{
+	json_t *per_round = json_array();
+	json_t *o = json_pack("{s:i, s:f, s:f, s:f, s:I, s:I, s:I}", "clients", (int)r->clients,
+			      "rate", r->rate, "p50_us", isnan(r->p50_us) ? -1.0 : r->p50_us,
+			      "p99_us", isnan(r->p99_us) ? -1.0 : r->p99_us, "measured",
+			      (json_int_t)r->measured, "other_status", (json_int_t)r->other,
+			      "failed", (json_int_t)r->failed);
+
+	for (unsigned i = 0; i < n; i++)
+		json_array_append_new(per_round, json_real(rounds[i][c].rate));
+	json_object_set_new(o, "rate_per_round", per_round);
+	if (!isnan(r->server_cpu_us))
+		json_object_set_new(o, "server_cpu_us", json_real(r->server_cpu_us));
+	return o;
+}
+
+static void print_cell(const char *what, const load_result *r, const char *ratio)
+{
+	char cpu[32] = "-";
+
+	if (!isnan(r->server_cpu_us))
+		snprintf(cpu, sizeof(cpu), "%.0f", r->server_cpu_us);
+	printf("  %-22s %7u %9.0f %9.0f %9.0f %7s %6llu  %s\n", what, r->clients, r->rate,
+	       r->p50_us, r->p99_us, cpu, (unsigned long long)(r->other + r->failed), ratio);
+}
+
+static void print_header(const char *title)
+{
+	printf("\n%s\n", title);
+	printf("  %-22s %7s %9s %9s %9s %7s %6s  %s\n", "", "clients", "per_s", "p50_us",
+	       "p99_us", "cpu_us", "errors", "ratios");
+}
+
+int main(int argc, char **argv)
+{
+	options o;
+	dpgate g;
+	char tmpl[PATH_MAX], sql_path[PATH_MAX + 32], txn_path[PATH_MAX + 32], key[256], id[64],
+		path[128];
+	double load0[3], load1[3];
+	load_result (*rounds)[C__COUNT] = NULL;
+	load_result res[C__COUNT];
+	admission adm[N_LEDGER_SIZES];
+	unsigned n_sizes = 0;
+	char *one_req = NULL, *bare_req = NULL, *spread_reqs[SPREAD_DATASETS] = {0};
+	size_t one_len = 0, bare_len = 0, spread_lens[SPREAD_DATASETS];
+	uint64_t ok_total = 0;
+	int64_t prefilled = 0, ledger_charges = -1, stored_charges = -1;
+	int verify_rc = -1, verify_prefill_rc = 0, exit_code = 2;
+	bool counts_match = false, all_clean = true;
+	struct MHD_Daemon *bare = NULL;
+	uint16_t bare_port = 0;
+	json_t *report = NULL, *arr;
+	double t_begin = now_s();
+	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
+	double paired_ratios[PAIRED_SLICES];
+	pthread_t spinners[MAX_SPINNERS];
+	unsigned n_spinners = 0;
+	atomic_bool stop_spinners = false;
+	long cores;
+
+	if (parse_options(argc, argv, &o) < 0)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	memset(&g, 0, sizeof(g));
+	g.bin = o.dpgate;
+	g.threads = o.threads;
+	g.pid = -1;
+	if (access(g.bin, X_OK) != 0) {
+		fprintf(stderr, "bench_server: %s is not executable (--dpgate PATH or DPGATE_BIN)\n",
+			g.bin);
+		return 2;
+	}
+	snprintf(tmpl, sizeof(tmpl), "%s/dpgate-bench-XXXXXX", o.dir);
+	if (!mkdtemp(tmpl)) {
+		fprintf(stderr, "bench_server: cannot create a directory in %s: %s\n", o.dir,
+			strerror(errno));
+		return 2;
+	}
+	rounds = calloc(o.rounds, sizeof(*rounds));
+	if (!rounds)
+		goto out;
+	snprintf(sql_path, sizeof(sql_path), "%s/ceiling.db", tmpl);
+	snprintf(txn_path, sizeof(txn_path), "%s/ceiling-charge.db", tmpl);
+	snprintf(g.db, sizeof(g.db), "%s/dpgate.db", tmpl);
+	snprintf(g.data_dir, sizeof(g.data_dir), "%s/data", tmpl);
+	snprintf(g.log, sizeof(g.log), "%s/dpgate.log", tmpl);
+	mkdir(g.data_dir, 0700);
+
+	cores = sysconf(_SC_NPROCESSORS_ONLN);
+	load_average(load0);
+	printf("bench_server: dpgate %s\n", g.bin);
+	printf("  directory %s (SQLite ceilings and dpgate database on the same filesystem)\n", tmpl);
+	printf("  cores %ld, load average at start %.2f %.2f %.2f\n", cores, load0[0], load0[1],
+	       load0[2]);
+	printf("  %u rounds x %.2f s per throughput cell (first %.2f s of a cell not counted),"
+	       " %u server threads, SQLite %s, libmicrohttpd %s\n",
+	       o.rounds, o.duration_s, WARMUP_S, o.threads, sqlite3_libversion(), MHD_get_version());
+	if (o.keep_awake) {
+		for (long i = 0; i < cores && n_spinners < MAX_SPINNERS; i++)
+			if (pthread_create(&spinners[n_spinners], NULL, spinner_run, &stop_spinners) == 0)
+				n_spinners++;
+	}
+	printf("  keep-awake spinners: %u\n", n_spinners);
+	fflush(stdout);
+
+	/* Setup: the charge-shaped ceiling's file gets dpgate's schema from
+	 * dpgate itself (keys create migrates a new file). */
+	{
+		dpgate schema_only = g;
+		char scratch_key[256];
+
+		snprintf(schema_only.db, sizeof(schema_only.db), "%s", txn_path);
+		if (dpgate_admin_key(&schema_only, scratch_key, sizeof(scratch_key)) < 0) {
+			fprintf(stderr, "bench_server: `dpgate keys create` failed; see %s\n", g.log);
+			goto out;
+		}
+	}
+	bare = bare_http_start(o.threads, &bare_port);
+	if (!bare) {
+		fprintf(stderr, "bench_server: cannot start the bare libmicrohttpd server\n");
+		goto out;
+	}
+	/* The bare server gets the very request dpgate gets (its key is not checked). */
+	bare_req = build_request("POST", "/v1/datasets/one/charges",
+				 "dpg_0000000000000000_0000000000000000000000000000000000000000000000000000000000000000",
+				 CHARGE_BODY, &bare_len);
+	if (dpgate_admin_key(&g, key, sizeof(key)) < 0) {
+		fprintf(stderr, "bench_server: `dpgate keys create` failed; see %s\n", g.log);
+		goto out;
+	}
+	if (dpgate_start(&g) < 0)
+		goto out;
+	if (create_dataset(g.port, key, "one") < 0)
+		goto out;
+	for (unsigned i = 0; i < SPREAD_DATASETS; i++) {
+		snprintf(id, sizeof(id), "s%03u", i);
+		snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
+		if (create_dataset(g.port, key, id) < 0)
+			goto out;
+		spread_reqs[i] = build_request("POST", path, key, CHARGE_BODY, &spread_lens[i]);
+		if (!spread_reqs[i])
+			goto out;
+	}
+	for (unsigned i = 0; i < N_LEDGER_SIZES; i++) {
+		if (ledger_sizes[i] > o.max_rows)
+			break;
+		snprintf(id, sizeof(id), "rows%ld", ledger_sizes[i]);
+		if (create_dataset(g.port, key, id) < 0)
+			goto out;
+		n_sizes++;
+	}
+	one_req = build_request("POST", "/v1/datasets/one/charges", key, CHARGE_BODY, &one_len);
+	if (!bare_req || !one_req)
+		goto out;
+
+	/*
+	 * Steady state first.  SQLite's WAL file grows until the first
+	 * checkpoint (wal_autocheckpoint: 1000 frames) and is overwritten in
+	 * place after that; an fsync that extends a file also commits the
+	 * filesystem journal and costs several times more than one that does
+	 * not.  A long-running server lives in the second state, so every writer
+	 * (the two SQLite ceilings and dpgate) is driven past it, untimed, before
+	 * anything is measured.
+	 */
+	{
+		load_result warm;
+		uint64_t bad = 0;
+
+		if (sql_ceiling(sql_path, SQL_BARE, 1, o.duration_s, WARM_COMMITS, &warm) < 0 ||
+		    sql_ceiling(txn_path, SQL_CHARGE, 1, o.duration_s, WARM_COMMITS, &warm) < 0) {
+			fprintf(stderr, "bench_server: a SQLite ceiling failed\n");
+			goto out;
+		}
+		warm_charges(g.port, one_req, one_len, WARM_COMMITS, &ok_total, &bad);
+		all_clean &= bad == 0;
+	}
+
+	/* 1-3. the throughput cells, round after round, so that a burst of
+	 * load from elsewhere on the machine hits ceilings and dpgate alike. */
+	for (unsigned r = 0; r < o.rounds; r++) {
+		load_result *x = rounds[r];
+
+		if (sql_ceiling(sql_path, SQL_BARE, 1, o.duration_s, 0, &x[C_SQL_1]) < 0 ||
+		    sql_ceiling(sql_path, SQL_BARE, SQLITE_WRITERS_MANY, o.duration_s, 0, &x[C_SQL_8]) < 0 ||
+		    sql_ceiling(txn_path, SQL_CHARGE, 1, o.duration_s, 0, &x[C_TXN_1]) < 0) {
+			fprintf(stderr, "bench_server: a SQLite ceiling failed\n");
+			goto out;
+		}
+		for (unsigned i = 0; i < N_CLIENT_COUNTS; i++) {
+			load_spec http = {bare_port, client_counts[i], o.duration_s,
+					  (const char *const *)&bare_req, &bare_len, 1, 201};
+			load_spec one = {g.port, client_counts[i], o.duration_s,
+					 (const char *const *)&one_req, &one_len, 1, 201};
+			load_spec spread = {g.port, client_counts[i], o.duration_s,
+					    (const char *const *)spread_reqs, spread_lens,
+					    SPREAD_DATASETS, 201};
+
+			if (load_run(&http, -1, &x[C_HTTP_1 + i]) < 0 ||
+			    load_run(&one, g.pid, &x[C_ONE_1 + i]) < 0 ||
+			    load_run(&spread, g.pid, &x[C_SPREAD_1 + i]) < 0)
+				goto out;
+		}
+		printf("  round %u:", r + 1);
+		for (unsigned c = 0; c < C__COUNT; c++)
+			printf(" %s=%.0f", cell_names[c], x[c].rate);
+		printf("\n");
+		fflush(stdout);
+	}
+	for (unsigned c = 0; c < C__COUNT; c++)
+		res[c] = fold_rounds(rounds, o.rounds, c);
+	for (unsigned c = C_ONE_1; c <= C_SPREAD_64; c++) {
+		ok_total += res[c].expected;
+		all_clean &= res[c].other == 0 && res[c].failed == 0;
+	}
+	printf("\nper_s: median over rounds of answers (commits) per second; p50/p99: median over"
+	       " rounds of each\nround's latency quantiles; cpu_us: dpgate CPU time (user+sys) per"
+	       " answer; errors: non-201\nanswers and failed exchanges, all rounds\n");
+	print_header("ceiling 1: bare SQLite commits (WAL, synchronous=FULL), same filesystem");
+	print_cell("1 INSERT/txn, writers", &res[C_SQL_1], "");
+	print_cell("1 INSERT/txn, writers", &res[C_SQL_8], "");
+	{
+		char ratio[64];
+
+		snprintf(ratio, sizeof(ratio), "%.2f x commit1", res[C_TXN_1].rate / res[C_SQL_1].rate);
+		print_cell("dpgate's charge txn", &res[C_TXN_1], ratio);
+	}
+	print_header("ceiling 2: bare libmicrohttpd (dpgate's flags), fixed 201 body, same request");
+	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++)
+		print_cell("fixed body, clients", &res[C_HTTP_1 + i], "");
+	print_header("dpgate: durable charges, POST /v1/datasets/{id}/charges -> 201");
+	for (unsigned i = 0; i < 2 * N_CLIENT_COUNTS; i++) {
+		unsigned c = C_ONE_1 + i, h = C_HTTP_1 + i % N_CLIENT_COUNTS;
+		char ratio[96];
+
+		snprintf(ratio, sizeof(ratio), "%.2f x commit1  %.2f x txn1  %.3f x http",
+			 res[c].rate / res[C_SQL_1].rate, res[c].rate / res[C_TXN_1].rate,
+			 res[c].rate / res[h].rate);
+		print_cell(i < N_CLIENT_COUNTS ? "one dataset" : "100 datasets", &res[c], ratio);
+	}
+	fflush(stdout);
+	MHD_stop_daemon(bare);
+	bare = NULL;
+
+	/*
+	 * The issue's target (one client: at least half the bare commit rate),
+	 * measured paired: short slices of the bare loop and of dpgate alternate
+	 * (order flipped every pair), so both see the same disk and the same
+	 * neighbours; the ratio is of the summed counts.
+	 */
+	for (unsigned k = 0; k < PAIRED_SLICES; k++) {
+		load_spec one = {g.port, 1, PAIRED_SLICE_S, (const char *const *)&one_req, &one_len,
+				 1, 201};
+		load_result a, b;
+
+		for (int step = 0; step < 2; step++) {
+			if ((step == 0) == (k % 2 == 0)) {
+				if (sql_ceiling(sql_path, SQL_BARE, 1, PAIRED_SLICE_S, 0, &a) < 0)
+					goto out;
+			} else if (load_run(&one, g.pid, &b) < 0) {
+				goto out;
+			}
+		}
+		ok_total += b.expected;
+		all_clean &= b.other == 0 && b.failed == 0;
+		paired_commit += (double)a.measured;
+		paired_dpgate += (double)b.measured;
+		paired_ratios[k] = b.rate / a.rate;
+	}
+	paired_ratio = paired_dpgate / paired_commit;
+	paired_median = median_of(paired_ratios, PAIRED_SLICES);
+	printf("\ntarget, paired (%d alternating %.1f s slices of each, %.2f s of each counted):\n"
+	       "  dpgate one dataset, 1 client %.0f/s  vs  bare commit loop, 1 writer %.0f/s:"
+	       " ratio %.2f (median of slice ratios %.2f); target >= 0.5: %s\n",
+	       PAIRED_SLICES, PAIRED_SLICE_S, PAIRED_SLICE_S - WARMUP_S,
+	       paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+	       paired_commit / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_ratio,
+	       paired_median, paired_ratio >= 0.5 ? "met" : "NOT met");
+	fflush(stdout);
+
+	/* 4. admission latency: one server-written charge per ledger, then
+	 * prefill with the server stopped, then time. */
+	for (unsigned i = 0; i < n_sizes; i++) {
+		char answer[1024];
+		int status;
+
+		snprintf(path, sizeof(path), "/v1/datasets/rows%ld/charges", ledger_sizes[i]);
+		status = http_once(g.port, "POST", path, key, CHARGE_BODY, answer, sizeof(answer));
+		if (status != 201) {
+			fprintf(stderr, "bench_server: first charge on %s: %d %s\n", path, status, answer);
+			goto out;
+		}
+		ok_total++;
+	}
+	if (dpgate_stop(&g) < 0)
+		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g.log);
+	printf("\nadmission latency (1 client, keep-alive; per size %u timed dry-runs and charges"
+	       " after %u untimed,\ninterleaved across sizes; ledgers prefilled with the server"
+	       " stopped; ledger_rows = rows before timing)\n",
+	       o.samples, ADMISSION_WARMUP);
+	fflush(stdout);
+	for (unsigned i = 0; i < n_sizes; i++) {
+		double t0 = now_s();
+		long added;
+
+		snprintf(id, sizeof(id), "rows%ld", ledger_sizes[i]);
+		added = prefill_ledger(g.db, id, ledger_sizes[i]);
+		if (added < 0)
+			goto out;
+		prefilled += added;
+		printf("  prefilled %-12s +%ld rows in %.1f s\n", id, added, now_s() - t0);
+	}
+	verify_prefill_rc = dpgate_verify(&g);
+	printf("  dpgate verify after prefill: exit %d\n", verify_prefill_rc);
+	if (dpgate_start(&g) < 0)
+		goto out;
+	{
+		uint64_t bad = 0;
+
+		/* The server's clean stop truncated the WAL: warm it again. */
+		warm_charges(g.port, one_req, one_len, WARM_COMMITS, &ok_total, &bad);
+		all_clean &= bad == 0;
+	}
+	printf("  %-12s %11s %11s %11s %11s %11s\n", "ledger_rows", "charge_p50", "charge_p99",
+	       "charge_mean", "dryrun_p50", "dryrun_p99");
+	for (unsigned i = 0; i < n_sizes; i++)
+		adm[i].rows = ledger_sizes[i];
+	if (measure_admission(g.port, key, n_sizes, o.samples, adm) < 0)
+		goto out;
+	for (unsigned i = 0; i < n_sizes; i++) {
+		ok_total += adm[i].ok;
+		all_clean &= adm[i].bad == 0;
+		printf("  %-12ld %9.0fus %9.0fus %9.0fus %9.0fus %9.0fus\n", adm[i].rows,
+		       adm[i].charge_p50_us, adm[i].charge_p99_us, adm[i].charge_mean_us,
+		       adm[i].dry_p50_us, adm[i].dry_p99_us);
+		fflush(stdout);
+	}
+	if (dpgate_stop(&g) < 0)
+		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g.log);
+
+	/* 5. correctness */
+	verify_rc = dpgate_verify(&g);
+	if (count_charges(g.db, &ledger_charges, &stored_charges) < 0)
+		fprintf(stderr, "bench_server: cannot count the ledger's charges\n");
+	counts_match = ledger_charges >= 0 && (uint64_t)(ledger_charges - prefilled) == ok_total &&
+		       stored_charges == ledger_charges;
+	printf("\ncorrectness\n");
+	printf("  dpgate verify --db %s: exit %d (%s)\n", g.db, verify_rc,
+	       verify_rc == 0 ? "stored totals equal the recomputation" : "FAILED");
+	printf("  201 answers %llu + prefilled rows %lld = %lld; ledger charge rows %lld;"
+	       " datasets.charges total %lld: %s\n",
+	       (unsigned long long)ok_total, (long long)prefilled,
+	       (long long)((int64_t)ok_total + prefilled), (long long)ledger_charges,
+	       (long long)stored_charges, counts_match ? "match" : "MISMATCH");
+	if (!all_clean)
+		printf("  note: some requests failed or got an unexpected status (errors column)\n");
+
+	load_average(load1);
+	printf("\ncores %ld, load average at end %.2f %.2f %.2f; run took %.0f s\n", cores, load1[0],
+	       load1[1], load1[2], now_s() - t_begin);
+
+	/* the machine-readable line */
+	report = json_pack("{s:s, s:i, s:b, s:[f,f,f], s:[f,f,f], s:i, s:f, s:i, s:s, s:s}",
+			   "bench", "server", "cores", (int)cores, "keep_awake", n_spinners > 0, "load_start", load0[0], load0[1], load0[2],
+			   "load_end", load1[0], load1[1], load1[2], "rounds", (int)o.rounds,
+			   "duration_s", o.duration_s, "server_threads", (int)o.threads, "sqlite",
+			   sqlite3_libversion(), "libmicrohttpd", MHD_get_version());
+	for (unsigned c = 0; c < C__COUNT; c++) {
+		json_t *cj = cell_json(&res[c], (const load_result(*)[C__COUNT])rounds, o.rounds, c);
+
+		if (c >= C_ONE_1) {
+			unsigned h = C_HTTP_1 + (c - C_ONE_1) % N_CLIENT_COUNTS;
+
+			json_object_set_new(cj, "ratio_commit_1", json_real(res[c].rate / res[C_SQL_1].rate));
+			json_object_set_new(cj, "ratio_charge_txn_1",
+					    json_real(res[c].rate / res[C_TXN_1].rate));
+			json_object_set_new(cj, "ratio_http", json_real(res[c].rate / res[h].rate));
+		}
+		json_object_set_new(report, cell_names[c], cj);
+	}
+	arr = json_array();
+	for (unsigned i = 0; i < n_sizes; i++)
+		json_array_append_new(arr, json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "ledger_rows",
+						     (json_int_t)adm[i].rows, "charge_p50_us",
+						     adm[i].charge_p50_us, "charge_p99_us",
+						     adm[i].charge_p99_us, "charge_mean_us",
+						     adm[i].charge_mean_us, "dry_run_p50_us",
+						     adm[i].dry_p50_us, "dry_run_p99_us",
+						     adm[i].dry_p99_us));
+	json_object_set_new(report, "admission", arr);
+	json_object_set_new(report, "target_one_client",
+			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:b}", "paired_ratio", paired_ratio,
+				      "paired_median_slice_ratio", paired_median,
+				      "ratio_of_round_medians", res[C_ONE_1].rate / res[C_SQL_1].rate,
+				      "paired_dpgate_per_s",
+				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+				      "target", 0.5, "met", paired_ratio >= 0.5));
+	json_object_set_new(report, "correctness",
+			    json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:b, s:b}", "verify_exit",
+				      verify_rc, "verify_after_prefill_exit", verify_prefill_rc,
+				      "answers_201", (json_int_t)ok_total, "prefilled_rows",
+				      (json_int_t)prefilled, "ledger_charge_rows",
+				      (json_int_t)ledger_charges, "stored_charges",
+				      (json_int_t)stored_charges, "counts_match", counts_match,
+				      "no_errors", all_clean));
+	{
+		char *line = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(6));
+
+		if (line)
+			printf("%s\n", line);
+		free(line);
+	}
+	exit_code = verify_rc == 0 && verify_prefill_rc == 0 && counts_match && all_clean ? 0 : 1;
+out:
+	atomic_store(&stop_spinners, true);
+	for (unsigned i = 0; i < n_spinners; i++)
+		pthread_join(spinners[i], NULL);
+	if (g.pid > 0)
+		dpgate_stop(&g);
+	if (bare)
+		MHD_stop_daemon(bare);
+	json_decref(report);
+	free(rounds);
+	free(one_req);
+	free(bare_req);
+	for (unsigned i = 0; i < SPREAD_DATASETS; i++)
+		free(spread_reqs[i]);
+	if (!o.keep && exit_code == 0) {
+		char side[PATH_MAX + 32];
+		static const char *const files[] = {
+			"ceiling.db", "ceiling.db-wal", "ceiling.db-shm",
+			"ceiling-charge.db", "ceiling-charge.db-wal", "ceiling-charge.db-shm",
+			"dpgate.db", "dpgate.db-wal", "dpgate.db-shm", "dpgate.log"};
+
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+			snprintf(side, sizeof(side), "%s/%s", tmpl, files[i]);
+			unlink(side);
+		}
+		rmdir(g.data_dir);
+		if (rmdir(tmpl) < 0)
+			fprintf(stderr, "bench_server: left %s (not empty)\n", tmpl);
+	} else {
+		fprintf(stderr, "bench_server: kept %s\n", tmpl);
+	}
+	return exit_code;
+}
