@@ -13,8 +13,12 @@
 #include <sodium.h>
 
 #include "srv.h"
+#include "srv_store_internal.h"
 
 #define KEY_PREFIX "dpg_"
+
+static const char sql_key_lookup[] =
+	"SELECT hash, role, datasets FROM api_keys WHERE id = ?1 AND revoked_at IS NULL";
 #define KEY_HASH_CONTEXT "dpgate-key-v1"
 
 static const char *const role_names[] = {
@@ -206,10 +210,8 @@ int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret)
 	secret_hex[2 * SRV_KEY_SECRET_BYTES] = '\0';
 	key_hash(id_hex, secret_hex, want);
 	sodium_memzero(secret_hex, sizeof(secret_hex));
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT hash, role, datasets FROM api_keys"
-			       " WHERE id = ?1 AND revoked_at IS NULL",
-			       -1, &s, NULL) != SQLITE_OK)
+	s = srv__cached_stmt(db, sql_key_lookup);
+	if (!s)
 		return -1;
 	sqlite3_bind_text(s, 1, id_hex, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_ROW)
@@ -229,7 +231,7 @@ int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret)
 	*ret = pr;
 	rc = 0;
 out:
-	sqlite3_finalize(s);
+	sqlite3_reset(s);
 	return rc;
 }
 

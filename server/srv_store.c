@@ -69,9 +69,14 @@ static const char *const stmt_sql[ST__COUNT] = {
 		" AND expires_at <= ?2 ORDER BY expires_at, id",
 };
 
+#define CACHED_STMTS 32
+
 struct srv_db {
 	sqlite3 *h;
 	sqlite3_stmt *stmt[ST__COUNT];
+	/* Statements of the other store files, keyed by their SQL literal. */
+	const char *cached_sql[CACHED_STMTS];
+	sqlite3_stmt *cached[CACHED_STMTS];
 	srv_db *next_free;
 };
 
@@ -165,10 +170,32 @@ static sqlite3_stmt *stmt(srv_db *db, enum stmt_id id)
 	return s;
 }
 
+sqlite3_stmt *srv__cached_stmt(srv_db *db, const char *sql)
+{
+	int i;
+
+	for (i = 0; i < CACHED_STMTS && db->cached_sql[i]; i++) {
+		if (db->cached_sql[i] == sql) {
+			sqlite3_reset(db->cached[i]);
+			sqlite3_clear_bindings(db->cached[i]);
+			return db->cached[i];
+		}
+	}
+	if (i == CACHED_STMTS)
+		return NULL;
+	if (sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, &db->cached[i], NULL) !=
+	    SQLITE_OK)
+		return NULL;
+	db->cached_sql[i] = sql;
+	return db->cached[i];
+}
+
 static void db_close(srv_db *db)
 {
 	if (!db)
 		return;
+	for (int i = 0; i < CACHED_STMTS; i++)
+		sqlite3_finalize(db->cached[i]);
 	for (int i = 0; i < ST__COUNT; i++)
 		sqlite3_finalize(db->stmt[i]);
 	sqlite3_close_v2(db->h);
@@ -205,31 +232,44 @@ fail:
 }
 
 /* Starts a write transaction, waiting for the lock (busy handler). */
+static const char sql_begin[] = "BEGIN IMMEDIATE";
+static const char sql_commit[] = "COMMIT";
+static const char sql_rollback[] = "ROLLBACK";
+
+/* Steps a cached one-shot statement (transaction control). */
+static int step_once(srv_db *db, const char *sql)
+{
+	sqlite3_stmt *s = srv__cached_stmt(db, sql);
+	int rc;
+
+	if (!s)
+		return sqlite3_exec(db->h, sql, NULL, NULL, NULL);
+	rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/*
+ * The busy handler waits up to BUSY_TIMEOUT_MS for the write lock; a lock
+ * still held after that is reported (503), never waited on again.
+ */
 int srv__begin_write(srv_db *db)
 {
-	for (int attempt = 0; attempt < 3; attempt++) {
-		int rc = sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-
-		if (rc == SQLITE_OK)
-			return 0;
-		if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
-			return SRV_DB_ERROR;
-	}
-	return SRV_DB_ERROR;
+	return step_once(db, sql_begin) == SQLITE_OK ? 0 : SRV_DB_ERROR;
 }
 
 int srv__commit(srv_db *db)
 {
-	if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+	if (step_once(db, sql_commit) == SQLITE_OK)
 		return 0;
-	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	step_once(db, sql_rollback);
 	return SRV_DB_ERROR;
 }
 
 void srv__rollback(srv_db *db)
 {
 	if (!sqlite3_get_autocommit(db->h))
-		sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+		step_once(db, sql_rollback);
 }
 
 static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)

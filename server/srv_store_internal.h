@@ -8,6 +8,14 @@
 
 #include "srv.h"
 
+/*
+ * A prepared statement kept for the connection's lifetime, keyed by the
+ * address of its SQL (pass a string literal or static array), reset and with
+ * bindings cleared.  The caller resets it after use and never finalizes it.
+ * NULL when it cannot be prepared or the cache is full.
+ */
+sqlite3_stmt *srv__cached_stmt(srv_db *db, const char *sql);
+
 /* BEGIN IMMEDIATE, waiting on the busy handler; 0 or SRV_DB_ERROR. */
 int srv__begin_write(srv_db *db);
 
