@@ -75,6 +75,7 @@ enum srv_status {
 	SRV_CONFLICT = 2,       /* 409: exists already, or archived, or over budget */
 	SRV_REPLAYED = 3,       /* an idempotent request answered from storage */
 	SRV_IDEM_MISMATCH = 4,  /* same Idempotency-Key, different request: 422 */
+	SRV_PLAN_REFUSED = 5,   /* the spend's plan_fn refused (its own error says why) */
 	SRV_DB_ERROR = -100,    /* 503: nothing was written */
 };
 
@@ -124,7 +125,8 @@ typedef json_t *(*srv_spend_body_fn)(void *arg, int64_t charge_id, const char *r
  * depends on what fits (a PATE batch answers the queries that fit, in order):
  * it writes the cost and the event to record (both owned by `arg`, valid
  * until srv_store_spend returns) and returns 0 to charge them, 1 when nothing
- * fits (the request gets SRV_CONFLICT), or a negative value on error.
+ * fits (the request gets SRV_CONFLICT), or a negative value when it refuses
+ * the request (SRV_PLAN_REFUSED; the planner keeps its own error in `arg`).
  */
 typedef int (*srv_spend_plan_fn)(void *arg, const acct_filter *f, const acct_cost *committed,
 				 const acct_cost **ret_cost, const acct_event **ret_event);

@@ -473,7 +473,33 @@ struct charge_body_arg {
 	const acct_event *event;
 	const acct_cost *cost;
 	int64_t ttl;
+	double delta_share;
+	acct_cost priced;         /* what charge_plan priced, inside the transaction */
+	bool have_price;
+	acct_error err;           /* why charge_plan refused */
 };
+
+/*
+ * Prices a charge or reservation inside its write transaction, with the
+ * filter built from the dataset row read under the write lock: one read of
+ * the dataset per charge, and no budget change can slip in between.
+ */
+static int charge_plan(void *arg, const acct_filter *f, const acct_cost *committed,
+		       const acct_cost **ret_cost, const acct_event **ret_event)
+{
+	struct charge_body_arg *a = arg;
+
+	(void)committed;
+	acct_error_init(&a->err);
+	if (acct_event_validate_at(a->event, f->neighbor, "/event", &a->err) < 0 ||
+	    acct_filter_price(f, a->event, a->delta_share, &a->priced, &a->err) < 0)
+		return -1;
+	a->have_price = true;
+	a->cost = &a->priced;
+	*ret_cost = &a->priced;
+	*ret_event = a->event;
+	return 0;
+}
 
 static json_t *charge_body(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
 {
@@ -505,7 +531,6 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	struct charge_body_arg arg;
 	srv_dataset ds;
 	acct_event *ev = NULL;
-	acct_cost cost;
 	acct_error err;
 	srv_spend sp;
 	const char *note = NULL;
@@ -540,21 +565,27 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 			return 0;
 		}
 	}
-	if (!load_dataset(req, res, &ds))
-		return 0;
-	if (ds.archived) {
-		srv_reply_over_budget(res, &ds, NULL);
-		return 0;
+	memset(&arg, 0, sizeof(arg));
+	{
+		json_t *ej = json_object_get(req->body, "event");
+
+		if (!ej)
+			rc = acct_error_set(&err, ACCT_EINVAL, "/event", "'event' is required");
+		else
+			rc = srv_event_parse(ej, "/event", &ev, &err);
+		if (rc >= 0)
+			rc = srv_json_real(req->body, "", "delta", 0, 0, 1, &arg.delta_share, &err);
+		if (rc < 0) {
+			acct_event_free(ev);
+			srv_problem_from_error(res, &err);
+			return 0;
+		}
 	}
-	if (price_request(req, res, &ds, &ev, &cost) < 0)
-		return 0;
 	arg.event = ev;
-	arg.cost = &cost;
 	arg.ttl = ttl;
 	sp.kind = kind;
-	sp.dataset_id = ds.id;
-	sp.event = ev;
-	sp.cost = &cost;
+	sp.dataset_id = req->params[0];
+	sp.plan_fn = charge_plan;
 	sp.note = note;
 	sp.actor = req->who->key_id;
 	sp.ttl_seconds = ttl;
@@ -564,7 +595,9 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
 		srv_reply_raw_json(res, status, body);
 	else if (rc == SRV_CONFLICT)
-		srv_reply_over_budget(res, &ds, &cost);
+		srv_reply_over_budget(res, &ds, arg.have_price ? &arg.priced : NULL);
+	else if (rc == SRV_PLAN_REFUSED)
+		srv_problem_from_error(res, &arg.err);
 	else
 		srv_reply_store_error(res, rc, "no such dataset");
 	acct_event_free(ev);

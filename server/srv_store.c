@@ -25,6 +25,7 @@
 #include "srv_json.h"
 
 #define BUSY_TIMEOUT_MS 30000
+#define PAGE_SIZE_TEXT "1024"
 #define RESERVATION_ID_BYTES 12
 
 enum stmt_id {
@@ -219,7 +220,11 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	}
 	sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
 	sqlite3_extended_result_codes(db->h, 1);
-	if (exec_sql(db->h, "PRAGMA journal_mode = WAL") < 0 ||
+	/* Set before anything else so a new database gets it (no-op after):
+	 * each charge writes three small rows (ledger, its index, the running
+	 * totals), and smaller pages mean fewer bytes fsync'ed per commit. */
+	if (exec_sql(db->h, "PRAGMA page_size = " PAGE_SIZE_TEXT) < 0 ||
+	    exec_sql(db->h, "PRAGMA journal_mode = WAL") < 0 ||
 	    exec_sql(db->h, "PRAGMA synchronous = FULL") < 0 ||
 	    exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0) {
 		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
@@ -860,8 +865,10 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		int planned = sp->plan_fn(sp->body_arg, &f,
 					  &total, &cost, &event);
 
-		if (planned < 0)
+		if (planned < 0) {
+			rc = SRV_PLAN_REFUSED;
 			goto out;
+		}
 		fits = planned == 0;
 	} else {
 		cost = sp->cost;
