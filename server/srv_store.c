@@ -226,6 +226,9 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	if (exec_sql(db->h, "PRAGMA page_size = " PAGE_SIZE_TEXT) < 0 ||
 	    exec_sql(db->h, "PRAGMA journal_mode = WAL") < 0 ||
 	    exec_sql(db->h, "PRAGMA synchronous = FULL") < 0 ||
+	    /* Pages of the database file are read through a mapping, not one
+	     * pread per page after another connection's write. */
+	    exec_sql(db->h, "PRAGMA mmap_size = 268435456") < 0 ||
 	    exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0) {
 		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
 		goto fail;
