@@ -257,13 +257,26 @@ int srv_keys_revoke(srv_db *db, const char *key_id);
 /* Counts unrevoked keys of a role. */
 int srv_keys_count(srv_db *db, srv_role role, int64_t *ret);
 
+/* The server's cache of checked keys (see srv_auth.c). */
+typedef struct srv_auth_cache srv_auth_cache;
+
+srv_auth_cache *srv_auth_cache_new(const char *db_path);
+void srv_auth_cache_free(srv_auth_cache *cache);
+void srv_auth_cache_flush(srv_auth_cache *cache);
+
+/* The stamp file "<db_path>-keys" that `dpgate keys revoke` rewrites after
+ * its commit so that running servers flush their key caches. */
+void srv_keys_stamp_path(const char *db_path, char *buf, size_t size);
+int srv_keys_touch_stamp(const char *db_path);
+
 /*
  * Checks an Authorization header value ("Bearer dpg_..."); on success fills
  * *ret (caller frees with srv_principal_clear) and returns 0.  The hash is
  * compared in constant time; unknown, malformed and revoked keys all fail
- * alike with -1.
+ * alike with -1.  `cache` may be NULL (no caching).
  */
-int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret);
+int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
+		   srv_principal *ret);
 void srv_principal_clear(srv_principal *p);
 
 /* True when the principal may see dataset `id` (admins: all; scoped keys:
@@ -355,6 +368,7 @@ void srv_route_allowed(const char *path, char *buf, size_t size);
 
 struct srv_ctx {
 	srv_store *store;
+	srv_auth_cache *auth_cache;
 	struct srv_jobs *jobs;
 	char db_path[4096];
 	char data_dir[4096];

@@ -6,9 +6,19 @@
  * <secret> is 32 random bytes (256 bits) from getrandom, in hex.  Only
  * SHA-256("dpgate-key-v1" || id || secret) is stored; a presented key is
  * hashed the same way and compared with sodium_memcmp (constant time).
+ *
+ * The server keeps the keys it has checked in a small in-memory cache (id,
+ * hash, role, scope), so a request costs no database read for its key.  A
+ * revocation must reach it at once: through the API it flushes the cache;
+ * `dpgate keys revoke` (another process) rewrites the stamp file
+ * "<database>-keys" after its commit, and every lookup stats that file and
+ * flushes the cache when it changed.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <sodium.h>
 
@@ -183,7 +193,159 @@ static bool is_hex(const char *s, size_t n)
 	return s[n] == '\0' || s[n] == '_';
 }
 
-int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret)
+/* ---- the key cache --------------------------------------------------------- */
+
+#define AUTH_CACHE_SLOTS 64
+
+struct auth_entry {
+	bool used;
+	char id[2 * SRV_KEY_ID_BYTES + 1];
+	uint8_t hash[crypto_hash_sha256_BYTES];
+	srv_role role;
+	char *datasets;          /* the scope as JSON text */
+};
+
+struct srv_auth_cache {
+	pthread_mutex_t lock;
+	char stamp_path[4200];
+	bool stamp_seen;         /* the stamp's state below is known */
+	bool stamp_exists;
+	struct timespec stamp_mtime;
+	ino_t stamp_ino;
+	off_t stamp_size;
+	unsigned next;
+	struct auth_entry e[AUTH_CACHE_SLOTS];
+};
+
+void srv_keys_stamp_path(const char *db_path, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s-keys", db_path);
+}
+
+int srv_keys_touch_stamp(const char *db_path)
+{
+	char path[4200], text[64];
+	struct timespec ts;
+	FILE *f;
+
+	srv_keys_stamp_path(db_path, path, sizeof(path));
+	clock_gettime(CLOCK_REALTIME, &ts);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	snprintf(text, sizeof(text), "%lld.%09ld\n", (long long)ts.tv_sec, ts.tv_nsec);
+	fputs(text, f);
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+srv_auth_cache *srv_auth_cache_new(const char *db_path)
+{
+	srv_auth_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	srv_keys_stamp_path(db_path, c->stamp_path, sizeof(c->stamp_path));
+	return c;
+}
+
+static void cache_flush_locked(srv_auth_cache *c)
+{
+	for (unsigned i = 0; i < AUTH_CACHE_SLOTS; i++) {
+		free(c->e[i].datasets);
+		sodium_memzero(&c->e[i], sizeof(c->e[i]));
+	}
+}
+
+void srv_auth_cache_flush(srv_auth_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	cache_flush_locked(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void srv_auth_cache_free(srv_auth_cache *c)
+{
+	if (!c)
+		return;
+	cache_flush_locked(c);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* Flushes the cache when the keys stamp changed (another process revoked a
+ * key).  Called with the lock held. */
+static void cache_check_stamp_locked(srv_auth_cache *c)
+{
+	struct stat st;
+	bool exists = stat(c->stamp_path, &st) == 0;
+
+	if (c->stamp_seen && exists == c->stamp_exists &&
+	    (!exists || (st.st_mtim.tv_sec == c->stamp_mtime.tv_sec &&
+			 st.st_mtim.tv_nsec == c->stamp_mtime.tv_nsec && st.st_ino == c->stamp_ino &&
+			 st.st_size == c->stamp_size)))
+		return;
+	cache_flush_locked(c);
+	c->stamp_seen = true;
+	c->stamp_exists = exists;
+	if (exists) {
+		c->stamp_mtime = st.st_mtim;
+		c->stamp_ino = st.st_ino;
+		c->stamp_size = st.st_size;
+	}
+}
+
+/* 1 = found and checked (ret filled), 0 = not cached, -1 = cached, wrong. */
+static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, srv_principal *ret)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	cache_check_stamp_locked(c);
+	for (unsigned i = 0; i < AUTH_CACHE_SLOTS; i++) {
+		struct auth_entry *e = &c->e[i];
+
+		if (!e->used || strcmp(e->id, id) != 0)
+			continue;
+		rc = -1;
+		if (sodium_memcmp(e->hash, want, crypto_hash_sha256_BYTES) == 0) {
+			memset(ret, 0, sizeof(*ret));
+			snprintf(ret->key_id, sizeof(ret->key_id), "%s", id);
+			ret->role = e->role;
+			ret->datasets = json_loads(e->datasets, 0, NULL);
+			rc = json_is_array(ret->datasets) ? 1 : -1;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+static void cache_insert(srv_auth_cache *c, const srv_principal *p, const uint8_t *hash)
+{
+	char *scope = json_dumps(p->datasets, JSON_COMPACT);
+	struct auth_entry *e;
+
+	if (!scope)
+		return;
+	pthread_mutex_lock(&c->lock);
+	e = &c->e[c->next];
+	c->next = (c->next + 1) % AUTH_CACHE_SLOTS;
+	free(e->datasets);
+	e->used = true;
+	snprintf(e->id, sizeof(e->id), "%s", p->key_id);
+	memcpy(e->hash, hash, crypto_hash_sha256_BYTES);
+	e->role = p->role;
+	e->datasets = scope;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- checking a key ------------------------------------------------------- */
+
+int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
+		   srv_principal *ret)
 {
 	char id_hex[2 * SRV_KEY_ID_BYTES + 1], secret_hex[2 * SRV_KEY_SECRET_BYTES + 1];
 	uint8_t want[crypto_hash_sha256_BYTES];
@@ -210,6 +372,12 @@ int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret)
 	secret_hex[2 * SRV_KEY_SECRET_BYTES] = '\0';
 	key_hash(id_hex, secret_hex, want);
 	sodium_memzero(secret_hex, sizeof(secret_hex));
+	if (cache) {
+		int hit = cache_lookup(cache, id_hex, want, ret);
+
+		if (hit != 0)
+			return hit > 0 ? 0 : -1;
+	}
 	s = srv__cached_stmt(db, sql_key_lookup);
 	if (!s)
 		return -1;
@@ -228,6 +396,8 @@ int srv_auth_check(srv_db *db, const char *authorization, srv_principal *ret)
 		json_decref(pr.datasets);
 		goto out;
 	}
+	if (cache)
+		cache_insert(cache, &pr, want);
 	*ret = pr;
 	rc = 0;
 out:

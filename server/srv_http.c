@@ -330,7 +330,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 		bool allowed;
 
 		req.db = srv_store_acquire(ctx->store);
-		if (srv_auth_check(req.db, authz, &who) < 0) {
+		if (srv_auth_check(req.db, ctx->auth_cache, authz, &who) < 0) {
 			srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
 				    NULL, NULL);
 			goto out;

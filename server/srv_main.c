@@ -190,8 +190,11 @@ static int cmd_serve(int argc, char **argv)
 	if (!realpath(db, ctx.db_path))
 		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
 	ctx.route_metrics = calloc(srv_routes_count + 1, sizeof(srv_route_metrics));
-	if (!ctx.route_metrics) {
+	ctx.auth_cache = srv_auth_cache_new(db);
+	if (!ctx.route_metrics || !ctx.auth_cache) {
 		srv_store_close(ctx.store);
+		srv_auth_cache_free(ctx.auth_cache);
+		free(ctx.route_metrics);
 		return 1;
 	}
 	{
@@ -200,6 +203,7 @@ static int cmd_serve(int argc, char **argv)
 		if (srv_jobs_start(&ctx, DPG_MAX_JOB_WORKERS, &ctx.jobs, errbuf, sizeof(errbuf)) < 0) {
 			fprintf(stderr, "dpgate: %s\n", errbuf);
 			srv_store_close(ctx.store);
+			srv_auth_cache_free(ctx.auth_cache);
 			free(ctx.route_metrics);
 			return 1;
 		}
@@ -207,6 +211,7 @@ static int cmd_serve(int argc, char **argv)
 	rc = srv_http_serve(&ctx, host, port, threads);
 	srv_jobs_stop(ctx.jobs);
 	srv_store_close(ctx.store);
+	srv_auth_cache_free(ctx.auth_cache);
 	free(ctx.route_metrics);
 	return rc;
 }
@@ -313,10 +318,15 @@ static int cmd_keys(int argc, char **argv)
 			goto out;
 		}
 		rc = srv_keys_revoke(db, argv[optind]);
-		if (rc == SRV_NOT_FOUND)
+		if (rc == SRV_NOT_FOUND) {
 			fprintf(stderr, "dpgate keys revoke: no such key\n");
-		else if (rc == SRV_OK)
+		} else if (rc == SRV_OK) {
+			/* Running servers flush their key caches on this. */
+			if (srv_keys_touch_stamp(db_path) < 0)
+				fprintf(stderr, "dpgate keys revoke: cannot write %s-keys; restart running "
+						"servers for the revocation to take effect\n", db_path);
 			printf("revoked %s\n", argv[optind]);
+		}
 		rc = rc == SRV_OK ? 0 : 1;
 	} else {
 		fputs(usage_keys, stderr);

@@ -794,6 +794,10 @@ static int h_keys_revoke(srv_request *req, srv_response *res)
 		return 0;
 	}
 	rc = srv_keys_revoke(req->db, req->params[0]);
+	if (rc == SRV_OK) {
+		srv_auth_cache_flush(req->ctx->auth_cache);
+		srv_keys_touch_stamp(req->ctx->db_path);
+	}
 
 	if (rc != SRV_OK) {
 		srv_reply_store_error(res, rc, "no such key");

@@ -385,3 +385,46 @@ Test(api, infinite_rdp_coordinates_are_stored)
 	dpg_resp_free(&r);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
 }
+
+/*
+ * Keys are cached by the server after their first check; a revocation must
+ * still take effect at once, through the API and through the CLI (another
+ * process).
+ */
+Test(api, revocation_reaches_the_key_cache_at_once)
+{
+	char k1[160], k2[160], out[512], id[17], path[64];
+	dpg_resp r;
+	const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, id, NULL};
+
+	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
+	dpg_make_key(&srv, "viewer", NULL, k1, sizeof(k1));
+	dpg_make_key(&srv, "viewer", NULL, k2, sizeof(k2));
+	for (int i = 0; i < 2; i++) {
+		r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", i ? k2 : k1, NULL);
+		cr_assert_eq(r.status, 200);
+		dpg_resp_free(&r);
+	}
+	/* The CLI, while the server runs. */
+	memcpy(id, k1 + 4, 16);
+	id[16] = '\0';
+	cr_assert_eq(dpg_run(out, sizeof(out), revoke), 0, "%s", out);
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k1, NULL);
+	cr_assert_eq(r.status, 401, "a key revoked by the CLI still works: %s", r.body);
+	dpg_resp_free(&r);
+	/* The API. */
+	memcpy(id, k2 + 4, 16);
+	snprintf(path, sizeof(path), "/v1/keys/%s", id);
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k2, NULL);
+	cr_assert_eq(r.status, 401);
+	dpg_resp_free(&r);
+	/* A wrong secret for a cached id is refused too. */
+	snprintf(k1, sizeof(k1), "%s", srv.admin_key);
+	k1[strlen(k1) - 1] = k1[strlen(k1) - 1] == 'a' ? 'b' : 'a';
+	r = dpg_call(&srv, "GET", "/v1/datasets", k1, NULL);
+	cr_assert_eq(r.status, 401);
+	dpg_resp_free(&r);
+}
