@@ -230,6 +230,42 @@ static void out_real(struct out_buf *b, double x)
 	out_put(b, buf, strlen(buf));
 }
 
+/*
+ * A JSON string: '"', '\\' and control characters escaped, everything else
+ * (valid UTF-8, which jansson guarantees for its strings) copied as is.
+ */
+static void out_string(struct out_buf *b, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t start = 0;
+
+	out_put(b, "\"", 1);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[6];
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		out_put(b, s + start, i - start);
+		start = i + 1;
+		if (c == '"' || c == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)c;
+			out_put(b, esc, 2);
+		} else {
+			esc[0] = '\\';
+			esc[1] = 'u';
+			esc[2] = '0';
+			esc[3] = '0';
+			esc[4] = hex[c >> 4];
+			esc[5] = hex[c & 15];
+			out_put(b, esc, 6);
+		}
+	}
+	out_put(b, s + start, len - start);
+	out_put(b, "\"", 1);
+}
+
 static void out_value(struct out_buf *b, const json_t *j)
 {
 	char buf[32];
@@ -242,17 +278,10 @@ static void out_value(struct out_buf *b, const json_t *j)
 
 		out_put(b, "{", 1);
 		json_object_foreach((json_t *)j, key, v) {
-			json_t *k = json_string(key);
-
 			if (!first)
 				out_put(b, ",", 1);
 			first = false;
-			if (!k) {
-				b->failed = true;
-				return;
-			}
-			out_value(b, k);
-			json_decref(k);
+			out_string(b, key, strlen(key));
 			out_put(b, ":", 1);
 			out_value(b, v);
 		}
@@ -268,17 +297,9 @@ static void out_value(struct out_buf *b, const json_t *j)
 		}
 		out_put(b, "]", 1);
 		break;
-	case JSON_STRING: {
-		char *s = json_dumps(j, JSON_ENCODE_ANY);
-
-		if (!s) {
-			b->failed = true;
-			return;
-		}
-		out_put(b, s, strlen(s));
-		free(s);
+	case JSON_STRING:
+		out_string(b, json_string_value(j), json_string_length(j));
 		break;
-	}
 	case JSON_INTEGER:
 		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(j));
 		out_put(b, buf, strlen(buf));

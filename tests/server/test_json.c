@@ -425,3 +425,21 @@ Test(json_dump, shortest_round_trip_reals)
 		json_decref(b);
 	}
 }
+
+/* Strings are escaped per RFC 8259: quote, backslash and control
+ * characters; other UTF-8 is copied.  The output must read back equal. */
+Test(json_dump, strings_are_escaped_and_read_back)
+{
+	json_t *j = json_object();
+	json_t *back;
+	char *text;
+
+	json_object_set_new(j, "a\"b", json_string("x\\y\n\x01\xc3\xa9"));
+	text = srv_json_dump(j);
+	cr_assert_str_eq(text, "{\"a\\\"b\":\"x\\\\y\\u000a\\u0001\xc3\xa9\"}");
+	back = json_loads(text, 0, NULL);
+	cr_assert(json_equal(back, j));
+	free(text);
+	json_decref(back);
+	json_decref(j);
+}
