@@ -210,6 +210,22 @@ int srv_cost_from_text(const char *text, acct_cost *ret);
 /* The dataset's filter, from its stored budget. */
 int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err);
 
+/*
+ * A dataset's epsilon figures as its filter reports them, for the budget
+ * summary, /metrics and dry-runs alike: spent; committed = spent + reserved
+ * (+ `extra`, a release being considered; may be NULL); remaining = budget -
+ * committed, 0 when that composition is not within the filter.  Returns 0,
+ * or -1 when the dataset's filter cannot be built.
+ */
+typedef struct srv_epsilons {
+	double spent;
+	double committed;
+	double remaining;
+	bool within;
+} srv_epsilons;
+
+int srv_dataset_epsilons(const srv_dataset *ds, const acct_cost *extra, srv_epsilons *ret);
+
 /* The budget summary of DESIGN.md for a dataset (new reference). */
 json_t *srv_dataset_budget_json(const srv_dataset *ds);
 /* The dataset resource (new reference). */

@@ -1082,7 +1082,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	acct_error err;
 	acct_event *ev = NULL;
 	acct_filter f;
-	acct_cost cost, total;
+	acct_cost cost;
 	const char *trainer = NULL, *note = NULL;
 	bool dry_run = false;
 	char job_id[48];
@@ -1138,11 +1138,9 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		goto out;
 	}
-	total = ds.spent;
-	acct_cost_add_up(&total, &ds.reserved);
-	acct_cost_add_up(&total, &cost);
 	if (dry_run) {
-		bool fits = !ds.archived && acct_filter_within(&f, &total);
+		srv_epsilons after;
+		bool fits = srv_dataset_epsilons(&ds, &cost, &after) == 0 && !ds.archived && after.within;
 
 		srv_json_reply(res, 200,
 			       json_pack("{s:b, s:o, s:{s:f}, s:I, s:o}", "fits", fits, "event",

@@ -84,22 +84,15 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 static void dataset_gauges(void *arg, const srv_dataset *ds)
 {
 	struct sbuf *b = arg;
-	acct_filter f;
-	acct_cost with_reserved = ds->spent;
-	double spent, remaining;
+	srv_epsilons e;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0)
+	if (srv_dataset_epsilons(ds, NULL, &e) < 0)
 		return;
-	acct_cost_add_up(&with_reserved, &ds->reserved);
-	spent = acct_filter_epsilon(&f, &ds->spent);
-	remaining = ds->budget_epsilon - acct_filter_epsilon(&f, &with_reserved);
-	if (!(remaining > 0.0) || !acct_filter_within(&f, &with_reserved))
-		remaining = 0.0;
 	/* Dataset ids are [A-Za-z0-9_.-], so they need no label escaping. */
 	sb_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\"} %.17g\n", ds->id,
-		  acct_ledger_kind_name(ds->accountant), spent);
+		  acct_ledger_kind_name(ds->accountant), e.spent);
 	sb_printf(b, "dpgate_dataset_epsilon_remaining{dataset=\"%s\",accountant=\"%s\"} %.17g\n",
-		  ds->id, acct_ledger_kind_name(ds->accountant), remaining);
+		  ds->id, acct_ledger_kind_name(ds->accountant), e.remaining);
 	sb_printf(b, "dpgate_dataset_epsilon_budget{dataset=\"%s\"} %.17g\n", ds->id,
 		  ds->budget_epsilon);
 	sb_printf(b, "dpgate_dataset_charges{dataset=\"%s\"} %lld\n", ds->id, (long long)ds->charges);

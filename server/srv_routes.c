@@ -667,10 +667,10 @@ static int h_dry_run(srv_request *req, srv_response *res)
 	static const char *const keys[] = {"event", "delta", NULL};
 	srv_dataset ds;
 	acct_event *ev = NULL;
-	acct_cost cost, total;
+	acct_cost cost;
 	acct_filter f;
 	acct_error err;
-	double after_eps, remaining;
+	srv_epsilons after;
 	bool fits;
 
 	acct_error_init(&err);
@@ -681,18 +681,13 @@ static int h_dry_run(srv_request *req, srv_response *res)
 	if (!load_dataset(req, res, &ds) || price_request(req, res, &ds, &ev, &cost) < 0)
 		return 0;
 	srv_dataset_filter(&ds, &f, NULL);
-	total = ds.spent;
-	acct_cost_add_up(&total, &ds.reserved);
-	acct_cost_add_up(&total, &cost);
-	fits = !ds.archived && acct_filter_within(&f, &total);
-	after_eps = acct_filter_epsilon(&f, &total);
-	remaining = ds.budget_epsilon - after_eps;
-	if (!fits || !(remaining > 0))
-		remaining = 0.0;
+	srv_dataset_epsilons(&ds, &cost, &after);
+	fits = !ds.archived && after.within;
 	srv_json_reply(res, 200,
 		       json_pack("{s:b, s:o, s:{s:f}, s:{s:f, s:f}, s:o}", "fits", fits, "event",
 				 srv_event_to_json(ev), "cost", "epsilon", acct_filter_epsilon(&f, &cost),
-				 "after", "spent_epsilon", after_eps, "remaining_epsilon", remaining,
+				 "after", "spent_epsilon", after.committed, "remaining_epsilon",
+				 fits ? after.remaining : 0.0,
 				 "budget", srv_dataset_budget_json(&ds)));
 	acct_event_free(ev);
 	return 0;

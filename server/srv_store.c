@@ -910,7 +910,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		sqlite3_bind_text(s, 2, ds.id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 3, event_text, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 4, cost_text, -1, SQLITE_STATIC);
-		sqlite3_bind_double(s, 5, cost_epsilon(&ds, cost));
+		sqlite3_bind_double(s, 5, acct_filter_epsilon(&f, cost));
 		sqlite3_bind_text(s, 6, sp->actor, -1, SQLITE_STATIC);
 		if (sp->note)
 			sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
@@ -928,7 +928,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		ds.charges++;
 	}
 	seq = srv__ledger_insert(db, ds.id, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
-			    event_text, cost_text, cost_epsilon(&ds, cost),
+			    event_text, cost_text, acct_filter_epsilon(&f, cost),
 			    ds.accountant == ACCT_LEDGER_BASIC ? cost->v[1] : NAN,
 			    rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
 	if (seq < 0 || srv__save_totals(db, &ds, now) != SRV_OK)
@@ -1327,30 +1327,42 @@ int srv_store_verify(srv_db *db, json_t **ret_report)
 
 /* ---- JSON views of a dataset --------------------------------------------- */
 
+int srv_dataset_epsilons(const srv_dataset *ds, const acct_cost *extra, srv_epsilons *ret)
+{
+	acct_filter f;
+	acct_cost total = ds->spent;
+
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return -1;
+	acct_cost_add_up(&total, &ds->reserved);
+	if (extra)
+		acct_cost_add_up(&total, extra);
+	ret->spent = acct_filter_epsilon(&f, &ds->spent);
+	ret->committed = acct_filter_epsilon(&f, &total);
+	ret->within = acct_filter_within(&f, &total);
+	ret->remaining = ds->budget_epsilon - ret->committed;
+	if (!(ret->remaining > 0.0) || !ret->within)
+		ret->remaining = 0.0;
+	return 0;
+}
+
 json_t *srv_dataset_budget_json(const srv_dataset *ds)
 {
 	acct_filter f;
-	acct_cost with_reserved = ds->spent;
-	double spent_eps, committed_eps, remaining;
+	srv_epsilons e;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0)
+	if (srv_dataset_filter(ds, &f, NULL) < 0 || srv_dataset_epsilons(ds, NULL, &e) < 0)
 		return NULL;
-	acct_cost_add_up(&with_reserved, &ds->reserved);
-	spent_eps = acct_filter_epsilon(&f, &ds->spent);
-	committed_eps = acct_filter_epsilon(&f, &with_reserved);
-	remaining = ds->budget_epsilon - committed_eps;
-	if (!(remaining > 0.0) || !acct_filter_within(&f, &with_reserved))
-		remaining = 0.0;
 	/* A basic ledger's reserved epsilon is its own sum; other filters only
 	 * have the difference of what spent and spent + reserved convert to. */
 	return json_pack("{s:{s:f, s:f}, s:{s:f, s:f}, s:{s:f, s:I}, s:{s:f}, s:I, s:s}",
 			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
-			 "spent", "epsilon", spent_eps, "delta", acct_filter_delta(&f, &ds->spent),
+			 "spent", "epsilon", e.spent, "delta", acct_filter_delta(&f, &ds->spent),
 			 "reserved", "epsilon",
-			 ds->accountant == ACCT_LEDGER_BASIC ? ds->reserved.v[0] : committed_eps - spent_eps,
+			 ds->accountant == ACCT_LEDGER_BASIC ? ds->reserved.v[0] : e.committed - e.spent,
 			 "open",
 			 (json_int_t)ds->open_reservations,
-			 "remaining", "epsilon", remaining,
+			 "remaining", "epsilon", e.remaining,
 			 "charges", (json_int_t)ds->charges,
 			 "accountant", acct_ledger_kind_name(ds->accountant));
 }
