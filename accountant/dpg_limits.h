@@ -16,6 +16,11 @@
 #define DPG_MAX_URL_BYTES           2048
 #define DPG_CONNECTION_TIMEOUT_S    30           /* idle connection */
 #define DPG_MAX_CONNECTIONS         1024
+/* libmicrohttpd memory per connection (request line, headers, read and
+ * write buffers; bodies are copied out).  It zeroes this pool for every
+ * request, so it is kept small: 16 KiB holds any request line and headers
+ * within DPG_MAX_URL_BYTES and the few headers dpgate reads. */
+#define DPG_CONNECTION_MEMORY_BYTES (16u << 10)
 #define DPG_IDEMPOTENCY_KEY_BYTES   128
 #define DPG_MAX_NOTE_BYTES          1024
 #define DPG_MAX_ID_BYTES            64           /* dataset ids, names */

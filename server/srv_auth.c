@@ -23,6 +23,7 @@
 #include <sodium.h>
 
 #include "srv.h"
+#include "srv_fmt.h"
 #include "srv_store_internal.h"
 
 #define KEY_PREFIX "dpg_"
@@ -312,7 +313,7 @@ static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, 
 		rc = -1;
 		if (sodium_memcmp(e->hash, want, crypto_hash_sha256_BYTES) == 0) {
 			memset(ret, 0, sizeof(*ret));
-			snprintf(ret->key_id, sizeof(ret->key_id), "%s", id);
+			srv_strcopy(ret->key_id, sizeof(ret->key_id), id);
 			ret->role = e->role;
 			ret->datasets = json_loads(e->datasets, 0, NULL);
 			rc = json_is_array(ret->datasets) ? 1 : -1;

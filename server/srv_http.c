@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 
 #include "srv.h"
+#include "srv_fmt.h"
 #include "srv_json.h"
 
 #define SHUTDOWN_GRACE_S 10
@@ -336,7 +337,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 			goto out;
 		}
 		have_who = true;
-		snprintf(cs->key_id, sizeof(cs->key_id), "%s", who.key_id);
+		srv_strcopy(cs->key_id, sizeof(cs->key_id), who.key_id);
 		switch (route->access) {
 		case SRV_ADMIN: allowed = who.role == SRV_ROLE_ADMIN; break;
 		case SRV_SPEND: allowed = who.role >= SRV_ROLE_ANALYST; break;
@@ -435,8 +436,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		atomic_fetch_add(&ctx->in_flight, 1);
 		clock_gettime(CLOCK_MONOTONIC, &cs->start);
 		cs->route = -1;
-		snprintf(cs->method, sizeof(cs->method), "%s", method);
-		snprintf(cs->path, sizeof(cs->path), "%s", url);
+		srv_strcopy(cs->method, sizeof(cs->method), method);
+		srv_strcopy(cs->path, sizeof(cs->path), url);
 		{
 			size_t ul = strlen(url);
 
@@ -601,7 +602,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_THREAD_POOL_SIZE, threads,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
 			     MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
 			     MHD_OPTION_END);

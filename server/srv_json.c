@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "srv_json.h"
+#include "srv_fmt.h"
 
 void srv_json_pointer(char *buf, size_t size, const char *where, const char *key)
 {
@@ -74,14 +75,16 @@ int srv_json_real(const json_t *obj, const char *where, const char *key, unsigne
 	if (!json_is_number(v))
 		return bad(err, where, key, "must be a number", NULL);
 	x = json_number_value(v);
+	if (isfinite(x) && x >= lo && x <= hi && !((flags & SRV_LO_OPEN) && x == lo) &&
+	    !((flags & SRV_HI_OPEN) && x == hi)) {
+		*ret = x;
+		return 1;
+	}
+	/* The range text only for the error (printf is costly per request). */
 	format_bound(range, sizeof(range), lo, hi, flags);
 	if (!isfinite(x))
 		return bad(err, where, key, "must be a finite number", range);
-	if (x < lo || x > hi || ((flags & SRV_LO_OPEN) && x == lo) ||
-	    ((flags & SRV_HI_OPEN) && x == hi))
-		return bad(err, where, key, "must be a number", range);
-	*ret = x;
-	return 1;
+	return bad(err, where, key, "must be a number", range);
 }
 
 int srv_json_int(const json_t *obj, const char *where, const char *key, unsigned flags,
@@ -94,7 +97,6 @@ int srv_json_int(const json_t *obj, const char *where, const char *key, unsigned
 
 	if (rc <= 0)
 		return rc;
-	snprintf(range, sizeof(range), " in [%lld, %lld]", (long long)lo, (long long)hi);
 	if (json_is_integer(v)) {
 		x = (int64_t)json_integer_value(v);
 	} else if (json_is_real(v)) {
@@ -103,15 +105,18 @@ int srv_json_int(const json_t *obj, const char *where, const char *key, unsigned
 		/* 2^63 is the first double beyond int64. */
 		if (!isfinite(d) || d != floor(d) || d < -9223372036854775808.0 ||
 		    d >= 9223372036854775808.0)
-			return bad(err, where, key, "must be an integer", range);
+			goto bad_int;
 		x = (int64_t)d;
 	} else {
-		return bad(err, where, key, "must be an integer", range);
+		goto bad_int;
 	}
-	if (x < lo || x > hi)
-		return bad(err, where, key, "must be an integer", range);
-	*ret = x;
-	return 1;
+	if (x >= lo && x <= hi) {
+		*ret = x;
+		return 1;
+	}
+bad_int:
+	snprintf(range, sizeof(range), " in [%lld, %lld]", (long long)lo, (long long)hi);
+	return bad(err, where, key, "must be an integer", range);
 }
 
 int srv_json_string(const json_t *obj, const char *where, const char *key, unsigned flags,
@@ -123,9 +128,10 @@ int srv_json_string(const json_t *obj, const char *where, const char *key, unsig
 
 	if (rc <= 0)
 		return rc;
-	snprintf(lim, sizeof(lim), " of 1 to %zu bytes", max_bytes);
-	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max_bytes)
+	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max_bytes) {
+		snprintf(lim, sizeof(lim), " of 1 to %zu bytes", max_bytes);
 		return bad(err, where, key, "must be a string", lim);
+	}
 	if (strlen(json_string_value(v)) != json_string_length(v))
 		return bad(err, where, key, "must not contain NUL characters", NULL);
 	*ret = json_string_value(v);
@@ -214,20 +220,12 @@ static void out_put(struct out_buf *b, const char *text, size_t n)
 	b->s[b->len] = '\0';
 }
 
-/* The shortest of %.15g, %.16g, %.17g that reads back as the same double,
- * so 1e-5 prints as 1e-05 and not 1.0000000000000001e-05, exactly. */
+/* The shortest form that reads back as the same double (srv_fmt.h). */
 static void out_real(struct out_buf *b, double x)
 {
-	char buf[40];
+	char buf[SRV_FMT_REAL_MAX];
 
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(buf, sizeof(buf), "%.*g", prec, x);
-		if (strtod(buf, NULL) == x)
-			break;
-	}
-	if (!strpbrk(buf, ".eEn"))
-		strcat(buf, ".0");
-	out_put(b, buf, strlen(buf));
+	out_put(b, buf, srv_fmt_real(buf, x));
 }
 
 /*
@@ -301,8 +299,7 @@ static void out_value(struct out_buf *b, const json_t *j)
 		out_string(b, json_string_value(j), json_string_length(j));
 		break;
 	case JSON_INTEGER:
-		snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(j));
-		out_put(b, buf, strlen(buf));
+		out_put(b, buf, srv_fmt_int64(buf, (int64_t)json_integer_value(j)));
 		break;
 	case JSON_REAL:
 		out_real(b, json_real_value(j));

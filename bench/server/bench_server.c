@@ -880,7 +880,7 @@ static struct MHD_Daemon *bare_http_start(unsigned threads, uint16_t *ret_port)
 			     MHD_OPTION_THREAD_POOL_SIZE, threads,
 			     MHD_OPTION_CONNECTION_TIMEOUT, 30u,
 			     MHD_OPTION_CONNECTION_LIMIT, 1024u,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024), /* as dpgate */
 			     MHD_OPTION_END);
 	if (!d)
 		return NULL;
