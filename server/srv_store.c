@@ -23,6 +23,7 @@
 #include "srv_embedded.h"
 #include "srv_store_internal.h"
 #include "srv_json.h"
+#include "srv_fmt.h"
 
 #define BUSY_TIMEOUT_MS 30000
 #define PAGE_SIZE_TEXT "1024"
@@ -92,27 +93,27 @@ struct srv_store {
 void srv_now_text(char buf[32])
 {
 	struct timespec ts;
-	struct tm tm;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	srv_fmt_timestamp(buf, (int64_t)ts.tv_sec, ts.tv_nsec / 1000000);
 }
 
 /* ---- compositions as text ------------------------------------------------ */
 
 char *srv_cost_to_text(const acct_cost *c)
 {
-	size_t cap = 2 + (size_t)c->n * 26 + 1;
+	size_t cap = 2 + (size_t)c->n * SRV_FMT_REAL_MAX + 1;
 	char *s = malloc(cap);
 	size_t n = 0;
 
 	if (!s)
 		return NULL;
 	s[n++] = '[';
-	for (unsigned i = 0; i < c->n; i++)
-		n += (size_t)snprintf(s + n, cap - n, "%s%.17g", i ? "," : "", c->v[i]);
+	for (unsigned i = 0; i < c->n; i++) {
+		if (i)
+			s[n++] = ',';
+		n += srv_fmt_real(s + n, c->v[i]);
+	}
 	s[n++] = ']';
 	s[n] = '\0';
 	return s;
@@ -228,7 +229,7 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	    exec_sql(db->h, "PRAGMA synchronous = FULL") < 0 ||
 	    /* Pages of the database file are read through a mapping, not one
 	     * pread per page after another connection's write. */
-	    exec_sql(db->h, "PRAGMA mmap_size = 268435456") < 0 ||
+	    exec_sql(db->h, "PRAGMA mmap_size = 0") < 0 ||
 	    /* Checkpoint inside a commit every 4000 frames rather than 1000:
 	     * the running-totals and index pages a checkpoint copies are the
 	     * same few pages, so rarer checkpoints copy far fewer per charge. */
@@ -284,9 +285,11 @@ void srv__rollback(srv_db *db)
 		step_once(db, sql_rollback);
 }
 
-static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
+/* migrate's transaction; errbuf gets what went wrong. */
+static int migrate_locked(srv_db *db, char *errbuf, size_t errbuf_size)
 {
 	char now[32];
+	sqlite3_stmt *check = NULL;
 
 	if (srv__begin_write(db) < 0 ||
 	    exec_sql(db->h, "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -327,14 +330,49 @@ static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
 		if (have != SQLITE_DONE)
 			goto fail;
 	}
+	if (sqlite3_prepare_v2(db->h, "PRAGMA foreign_key_check", -1, &check, NULL) != SQLITE_OK)
+		goto fail;
+	if (sqlite3_step(check) == SQLITE_ROW) {
+		snprintf(errbuf, errbuf_size, "migration failed: a row of %s has no parent in %s",
+			 (const char *)sqlite3_column_text(check, 0),
+			 (const char *)sqlite3_column_text(check, 2));
+		goto out;
+	}
+	sqlite3_finalize(check);
+	check = NULL;
 	if (srv__commit(db) < 0)
 		goto fail;
 	return 0;
 fail:
 	snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
+out:
+	sqlite3_finalize(check);
 	srv__rollback(db);
 	return -1;
 }
+
+/*
+ * Applies the embedded migrations not yet recorded, in one transaction.
+ * Foreign keys are off meanwhile, so that a migration may rebuild a table
+ * that others reference (SQLite's documented procedure: create, copy, drop,
+ * rename); PRAGMA foreign_key_check must then find nothing before COMMIT.
+ */
+static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
+{
+	int rc;
+
+	if (exec_sql(db->h, "PRAGMA foreign_keys = OFF") < 0) {
+		snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
+		return -1;
+	}
+	rc = migrate_locked(db, errbuf, errbuf_size);
+	if (exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0 && rc == 0) {
+		snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
+		rc = -1;
+	}
+	return rc;
+}
+
 
 int srv_store_schema_version(srv_db *db)
 {
@@ -450,9 +488,10 @@ void srv_store_release(srv_store *st, srv_db *db)
 
 /* ---- datasets ------------------------------------------------------------ */
 
+/* Copies a column's text, cut to size. */
 static void copy_text(char *dst, size_t size, const unsigned char *src)
 {
-	snprintf(dst, size, "%s", src ? (const char *)src : "");
+	srv_strcopy(dst, size, (const char *)src);
 }
 
 static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
