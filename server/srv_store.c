@@ -227,8 +227,10 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	if (exec_sql(db->h, "PRAGMA page_size = " PAGE_SIZE_TEXT) < 0 ||
 	    exec_sql(db->h, "PRAGMA journal_mode = WAL") < 0 ||
 	    exec_sql(db->h, "PRAGMA synchronous = FULL") < 0 ||
-	    /* Pages of the database file are read through a mapping, not one
-	     * pread per page after another connection's write. */
+	    /* No memory-mapped reads: with a mapping, SQLite looks every page
+	     * up in the WAL index on every fetch, even a cached one, and the
+	     * running-totals page has a long chain there (one frame per
+	     * charge since the last checkpoint).  The page cache serves them. */
 	    exec_sql(db->h, "PRAGMA mmap_size = 0") < 0 ||
 	    /* Checkpoint inside a commit every 4000 frames rather than 1000:
 	     * the running-totals and index pages a checkpoint copies are the
