@@ -119,6 +119,14 @@ typedef json_t *(*srv_spend_body_fn)(void *arg, int64_t charge_id, const char *r
 				     const srv_dataset *ds);
 
 /*
+ * The same answer written directly as JSON text (malloc'ed; NULL when out of
+ * memory or a number is not finite).  Optional: when set it is used instead
+ * of body_fn, for the hot path of direct charges.
+ */
+typedef char *(*srv_spend_text_fn)(void *arg, int64_t charge_id, const char *reservation_id,
+				   const srv_dataset *ds);
+
+/*
  * Optional planner, called inside the transaction with the dataset's filter
  * and its committed composition (spent + reserved, expired reservations
  * already committed).  It decides what to charge, for requests whose charge
@@ -153,7 +161,8 @@ typedef struct srv_spend {
 	const uint8_t *request_hash;  /* 32 bytes, required with a key */
 	int64_t ttl_seconds;          /* reservations */
 	srv_spend_body_fn body_fn;
-	void *body_arg;               /* passed to body_fn, plan_fn and txn_fn */
+	srv_spend_text_fn text_fn;    /* optional: replaces body_fn */
+	void *body_arg;               /* passed to body_fn, text_fn, plan_fn and txn_fn */
 	int success_status;           /* HTTP status of the answer; 0 = 201 */
 } srv_spend;
 
@@ -228,6 +237,13 @@ int srv_dataset_epsilons(const srv_dataset *ds, const acct_cost *extra, srv_epsi
 
 /* The budget summary of DESIGN.md for a dataset (new reference). */
 json_t *srv_dataset_budget_json(const srv_dataset *ds);
+
+/*
+ * srv_dataset_budget_json's object as compact JSON text, byte for byte what
+ * srv_json_dump prints of it, into buf; returns its length, or 0 when it
+ * does not fit or a figure is not finite.
+ */
+size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
 /* The dataset resource (new reference). */
 json_t *srv_dataset_json(const srv_dataset *ds);
 

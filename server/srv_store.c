@@ -976,8 +976,12 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		goto out;
 	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &ds, seq, rid[0] ? rid : NULL) < 0)
 		goto out;
-	answer = sp->body_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
-	body = answer ? srv_json_dump(answer) : NULL;
+	if (sp->text_fn) {
+		body = sp->text_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
+	} else {
+		answer = sp->body_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
+		body = answer ? srv_json_dump(answer) : NULL;
+	}
 	if (!body)
 		goto out;
 	if (sp->idempotency_key &&
@@ -1407,6 +1411,61 @@ json_t *srv_dataset_budget_json(const srv_dataset *ds)
 			 "charges", (json_int_t)ds->charges,
 			 "accountant", acct_ledger_kind_name(ds->accountant));
 }
+
+/* Appends text to buf (of size bytes, len used); false when it is full. */
+static bool put_text(char *buf, size_t size, size_t *len, const char *text, size_t n)
+{
+	if (*len + n >= size)
+		return false;
+	memcpy(buf + *len, text, n);
+	*len += n;
+	buf[*len] = '\0';
+	return true;
+}
+
+static bool put_real(char *buf, size_t size, size_t *len, double x)
+{
+	char num[SRV_FMT_REAL_MAX];
+
+	return isfinite(x) && put_text(buf, size, len, num, srv_fmt_real(num, x));
+}
+
+static bool put_int(char *buf, size_t size, size_t *len, int64_t v)
+{
+	char num[24];
+
+	return put_text(buf, size, len, num, srv_fmt_int64(num, v));
+}
+
+#define PUT(lit) put_text(buf, size, &len, lit, sizeof(lit) - 1)
+
+size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size)
+{
+	const char *name = acct_ledger_kind_name(ds->accountant);
+	acct_filter f;
+	srv_epsilons e;
+	size_t len = 0;
+	bool ok;
+
+	if (srv_dataset_filter(ds, &f, NULL) < 0 || srv_dataset_epsilons(ds, NULL, &e) < 0)
+		return 0;
+	/* The keys and values of srv_dataset_budget_json, in its order. */
+	ok = PUT("{\"budget\":{\"epsilon\":") && put_real(buf, size, &len, ds->budget_epsilon) &&
+	     PUT(",\"delta\":") && put_real(buf, size, &len, ds->budget_delta) &&
+	     PUT("},\"spent\":{\"epsilon\":") && put_real(buf, size, &len, e.spent) &&
+	     PUT(",\"delta\":") && put_real(buf, size, &len, acct_filter_delta(&f, &ds->spent)) &&
+	     PUT("},\"reserved\":{\"epsilon\":") &&
+	     put_real(buf, size, &len,
+		      ds->accountant == ACCT_LEDGER_BASIC ? ds->reserved.v[0] : e.committed - e.spent) &&
+	     PUT(",\"open\":") && put_int(buf, size, &len, ds->open_reservations) &&
+	     PUT("},\"remaining\":{\"epsilon\":") && put_real(buf, size, &len, e.remaining) &&
+	     PUT("},\"charges\":") && put_int(buf, size, &len, ds->charges) &&
+	     PUT(",\"accountant\":\"") && put_text(buf, size, &len, name, strlen(name)) &&
+	     PUT("\"}");
+	return ok ? len : 0;
+}
+
+#undef PUT
 
 json_t *srv_dataset_json(const srv_dataset *ds)
 {

@@ -192,3 +192,75 @@ Test(fmt_real, sixteen_and_seventeen_digits_exactly)
 		}
 	}
 }
+
+/* ---- the charge answer's budget, written as text ------------------------ */
+
+#include "srv.h"
+#include "srv_json.h"
+
+/* A dataset of the given ledger with `n` events of `event_json` spent and
+ * `r` reserved, its totals summed as the store sums them. */
+static srv_dataset dataset_after(acct_ledger_kind kind, double eps_b, double delta_b,
+				 const char *event_json, int n, int r)
+{
+	srv_dataset ds;
+	acct_filter f;
+	acct_event *ev = NULL;
+	acct_cost c;
+	json_t *j = json_loads(event_json, 0, NULL);
+
+	memset(&ds, 0, sizeof(ds));
+	strcpy(ds.id, "d");
+	ds.accountant = kind;
+	ds.neighbor = ACCT_ADD_REMOVE;
+	ds.budget_epsilon = eps_b;
+	ds.budget_delta = delta_b;
+	cr_assert_eq(acct_filter_init(&f, kind, ACCT_ADD_REMOVE, eps_b, delta_b, NULL), 0);
+	acct_filter_zero(&f, &ds.spent);
+	acct_filter_zero(&f, &ds.reserved);
+	cr_assert(j);
+	cr_assert_eq(srv_event_parse(j, "/event", &ev, NULL), 0);
+	cr_assert_eq(acct_filter_price(&f, ev, 1e-9, &c, NULL), 0);
+	for (int i = 0; i < n; i++)
+		acct_cost_add_up(&ds.spent, &c);
+	for (int i = 0; i < r; i++)
+		acct_cost_add_up(&ds.reserved, &c);
+	ds.charges = n;
+	ds.open_reservations = r;
+	acct_event_free(ev);
+	json_decref(j);
+	return ds;
+}
+
+Test(budget_text, same_bytes_as_the_json_tree)
+{
+	static const struct {
+		acct_ledger_kind kind;
+		const char *event;
+	} cases[] = {
+		{ACCT_LEDGER_BASIC, "{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}"},
+		{ACCT_LEDGER_BASIC, "{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":1e-7}"},
+		{ACCT_LEDGER_BASIC, "{\"type\":\"laplace\",\"noise_multiplier\":3}"},
+		{ACCT_LEDGER_RDP, "{\"type\":\"gaussian\",\"noise_multiplier\":4}"},
+		{ACCT_LEDGER_RDP, "{\"type\":\"laplace\",\"noise_multiplier\":10}"},
+		{ACCT_LEDGER_ZCDP, "{\"type\":\"gaussian\",\"noise_multiplier\":7}"},
+	};
+	static const int counts[][2] = {{0, 0}, {1, 0}, {3, 1}, {17, 2}, {250, 0}, {999, 7}};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+			srv_dataset ds = dataset_after(cases[i].kind, 1e6, 1e-5, cases[i].event,
+						       counts[k][0], counts[k][1]);
+			json_t *tree = srv_dataset_budget_json(&ds);
+			char *want = srv_json_dump(tree), got[1024];
+			size_t n = srv_dataset_budget_text(&ds, got, sizeof(got));
+
+			cr_assert(want);
+			cr_assert_eq(n, strlen(want), "%s x%d", cases[i].event, counts[k][0]);
+			cr_assert_str_eq(got, want);
+			/* Too small a buffer is refused, not cut. */
+			cr_assert_eq(srv_dataset_budget_text(&ds, got, n), 0);
+			free(want);
+			json_decref(tree);
+		}
+}
