@@ -182,6 +182,9 @@ typedef struct srv_spend {
 int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
 		    srv_dataset *ret_ds);
 
+/* Group-commit counters: transactions run for spends, and spends in them. */
+void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_spends);
+
 /*
  * Looks an Idempotency-Key up before anything else is checked, so a retry
  * gets its stored answer even when the dataset has changed since (archived,

@@ -149,6 +149,18 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 		sb_printf(&b, "dpgate_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
 			  method, route, (unsigned long long)count);
 	}
+	{
+		uint64_t batches, spends;
+
+		srv_store_group_stats(ctx->store, &batches, &spends);
+		sb_printf(&b, "# HELP dpgate_spend_commits_total Write transactions (fsync'ed commits) run for charges, reservations and other spends; concurrent spends share one.\n"
+			      "# TYPE dpgate_spend_commits_total counter\n"
+			      "dpgate_spend_commits_total %llu\n"
+			      "# HELP dpgate_spends_total Spends run in those transactions.\n"
+			      "# TYPE dpgate_spends_total counter\n"
+			      "dpgate_spends_total %llu\n",
+			  (unsigned long long)batches, (unsigned long long)spends);
+	}
 	sb_printf(&b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
 		      "# TYPE dpgate_dataset_epsilon_spent gauge\n"
 		      "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"

@@ -80,7 +80,10 @@ struct srv_db {
 	const char *cached_sql[CACHED_STMTS];
 	sqlite3_stmt *cached[CACHED_STMTS];
 	srv_db *next_free;
+	srv_store *store;
 };
+
+struct spend_slot;
 
 struct srv_store {
 	pthread_mutex_t lock;
@@ -88,6 +91,13 @@ struct srv_store {
 	srv_db *free_list;
 	srv_db **all;
 	unsigned count;
+	/* Group commit of spends (srv_store_spend): waiting requests, and
+	 * whether one of them is running a batch. */
+	pthread_mutex_t group_lock;
+	pthread_cond_t group_done;
+	struct spend_slot *queue_head, **queue_tail;
+	bool leading;
+	uint64_t batches, batched; /* under group_lock */
 };
 
 void srv_now_text(char buf[32])
@@ -401,6 +411,9 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 	}
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->available, NULL);
+	pthread_mutex_init(&st->group_lock, NULL);
+	pthread_cond_init(&st->group_done, NULL);
+	st->queue_tail = &st->queue_head;
 	st->all = calloc(pool_size, sizeof(srv_db *));
 	if (!st->all) {
 		snprintf(errbuf, errbuf_size, "out of memory");
@@ -415,6 +428,7 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 			db_close(db);
 			goto fail;
 		}
+		db->store = st;
 		st->all[st->count++] = db;
 		db->next_free = st->free_list;
 		st->free_list = db;
@@ -436,6 +450,8 @@ void srv_store_close(srv_store *st)
 		db_close(st->all[i]);
 	free(st->all);
 	pthread_mutex_destroy(&st->lock);
+	pthread_mutex_destroy(&st->group_lock);
+	pthread_cond_destroy(&st->group_done);
 	pthread_cond_destroy(&st->available);
 	free(st);
 }
@@ -870,8 +886,15 @@ int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **re
 	return idem_lookup(db, sp, ret_status, ret_body);
 }
 
-int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
-		    srv_dataset *ret_ds)
+/*
+ * One spend inside the caller's write transaction: everything of
+ * srv_store_spend but BEGIN and COMMIT.  *ret_keep says whether its writes
+ * are to be committed: true for SRV_OK and for an over-budget SRV_CONFLICT
+ * (expired reservations the sweep committed stay committed), false for
+ * every other outcome, whose writes the caller rolls back.
+ */
+static int spend_in_txn(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
+			srv_dataset *ret_ds, bool *ret_keep)
 {
 	srv_dataset ds;
 	acct_filter f;
@@ -885,9 +908,8 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	int64_t seq;
 	int rc;
 
+	*ret_keep = false;
 	srv_now_text(now);
-	if (srv__begin_write(db) < 0)
-		return SRV_DB_ERROR;
 	if (sp->idempotency_key) {
 		rc = idem_lookup(db, sp, ret_status, ret_body);
 		if (rc != SRV_OK)
@@ -928,9 +950,10 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	}
 	if (!fits) {
 		/* Expired reservations committed by the sweep stay committed. */
-		if (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0)
+		if (srv__save_totals(db, &ds, now) != SRV_OK)
 			goto out;
 		*ret_ds = ds;
+		*ret_keep = true;
 		rc = SRV_CONFLICT;
 		goto out;
 	}
@@ -987,21 +1010,164 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 	if (sp->idempotency_key &&
 	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, now) != SRV_OK)
 		goto out;
-	if (srv__commit(db) < 0)
-		goto out;
 	*ret_status = sp->success_status ? sp->success_status : 201;
 	*ret_body = body;
 	body = NULL;
 	*ret_ds = ds;
+	*ret_keep = true;
 	rc = SRV_OK;
 out:
-	srv__rollback(db); /* a no-op after COMMIT; ends a replay's read */
 	json_decref(event_json);
 	json_decref(answer);
 	free(event_text);
 	free(cost_text);
 	free(body);
 	return rc;
+}
+
+/* ---- group commit -------------------------------------------------------- */
+
+/* One waiting srv_store_spend call. */
+struct spend_slot {
+	const srv_spend *sp;
+	int *ret_status;
+	char **ret_body;
+	srv_dataset *ret_ds;
+	int rc;
+	bool keep;
+	bool done;
+	struct spend_slot *next;
+};
+
+#define GROUP_MAX_BATCH 64
+
+static const char sql_savepoint[] = "SAVEPOINT spend";
+static const char sql_release[] = "RELEASE spend";
+static const char sql_rollback_to[] = "ROLLBACK TO spend";
+
+/*
+ * Runs a batch of spends in one write transaction and one COMMIT, in queue
+ * order, each seeing the ones before it (so admission is sequential, as if
+ * each had its own transaction).  With more than one, each runs inside a
+ * savepoint so that one whose writes are not kept is undone alone.  When
+ * the COMMIT fails no answer of the batch is given out: every spend that
+ * would have been kept becomes SRV_DB_ERROR.
+ */
+static void spend_batch(srv_db *db, struct spend_slot *batch)
+{
+	bool single = batch->next == NULL, any_kept = false, broken = false;
+
+	if (srv__begin_write(db) < 0) {
+		for (struct spend_slot *s = batch; s; s = s->next)
+			s->rc = SRV_DB_ERROR;
+		return;
+	}
+	for (struct spend_slot *s = batch; s; s = s->next) {
+		s->keep = false;
+		if (broken || (!single && step_once(db, sql_savepoint) != SQLITE_OK)) {
+			broken = true;
+			s->rc = SRV_DB_ERROR;
+			continue;
+		}
+		s->rc = spend_in_txn(db, s->sp, s->ret_status, s->ret_body, s->ret_ds, &s->keep);
+		if (!single && ((!s->keep && step_once(db, sql_rollback_to) != SQLITE_OK) ||
+				step_once(db, sql_release) != SQLITE_OK))
+			broken = true;
+		any_kept |= s->keep;
+	}
+	if (!broken && any_kept && srv__commit(db) == 0) /* durable: answers may go out */
+		return;
+	srv__rollback(db); /* nothing kept, or the transaction failed */
+	for (struct spend_slot *s = batch; s; s = s->next) {
+		if (!s->keep && !broken)
+			continue; /* a replay or a refusal: nothing of it was to commit */
+		if (s->rc == SRV_OK) {
+			free(*s->ret_body);
+			*s->ret_body = NULL;
+		}
+		s->rc = SRV_DB_ERROR;
+	}
+}
+
+/*
+ * Group commit.  A caller queues its spend; if no batch is running it leads:
+ * it takes the queue (its own spend and whatever else waits), runs it as one
+ * transaction on its own connection, marks every spend done and wakes the
+ * others.  A caller that finds a batch running waits, and the next batch
+ * takes it.  With one client every batch is that client's spend alone; with
+ * many, spends that arrive during one batch's fsync share the next one.
+ * An answer is handed back only after the COMMIT that holds it returned.
+ */
+int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
+		    srv_dataset *ret_ds)
+{
+	srv_store *st = db->store;
+	struct spend_slot me = {sp, ret_status, ret_body, ret_ds, SRV_DB_ERROR, false, false, NULL};
+
+	pthread_mutex_lock(&st->group_lock);
+	*st->queue_tail = &me;
+	st->queue_tail = &me.next;
+	while (!me.done) {
+		struct spend_slot *batch, *last, *next;
+		unsigned n = 1;
+
+		if (st->leading) {
+			pthread_cond_wait(&st->group_done, &st->group_lock);
+			continue;
+		}
+		batch = last = st->queue_head;
+		while (last->next && n < GROUP_MAX_BATCH) {
+			last = last->next;
+			n++;
+		}
+		st->queue_head = last->next;
+		if (!st->queue_head)
+			st->queue_tail = &st->queue_head;
+		last->next = NULL;
+		st->leading = true;
+		st->batches++;
+		st->batched += n;
+		pthread_mutex_unlock(&st->group_lock);
+
+		spend_batch(db, batch);
+
+		pthread_mutex_lock(&st->group_lock);
+		st->leading = false;
+		for (struct spend_slot *s = batch; s; s = next) {
+			next = s->next; /* s may be gone once done is seen */
+			s->done = true;
+		}
+		pthread_cond_broadcast(&st->group_done);
+	}
+	pthread_mutex_unlock(&st->group_lock);
+	return me.rc;
+}
+
+void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_spends)
+{
+	pthread_mutex_lock(&st->group_lock);
+	*ret_batches = st->batches;
+	*ret_spends = st->batched;
+	pthread_mutex_unlock(&st->group_lock);
+}
+
+int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
+			       char **bodies, srv_dataset *dss, int *rcs)
+{
+	struct spend_slot slots[GROUP_MAX_BATCH];
+
+	if (n == 0 || n > GROUP_MAX_BATCH)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		slots[i] = (struct spend_slot){sps[i], &statuses[i], &bodies[i], &dss[i],
+					       SRV_DB_ERROR, false, false,
+					       i + 1 < n ? &slots[i + 1] : NULL};
+		bodies[i] = NULL;
+	}
+	spend_batch(db, slots);
+	for (size_t i = 0; i < n; i++)
+		rcs[i] = slots[i].rc;
+	return 0;
 }
 
 int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid, bool do_commit,

@@ -44,6 +44,14 @@ int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, 
 /* Commits the dataset's expired open reservations (the expiry rule). */
 int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now);
 
+/*
+ * Runs n spends as one group-commit batch (one transaction, a savepoint
+ * each), as srv_store_spend does when requests arrive together; for tests
+ * that need a batch of known content.  rcs[i] is spend i's outcome.
+ */
+int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
+			       char **bodies, srv_dataset *dss, int *rcs);
+
 /* prefix + 24 random hex digits. */
 void srv__random_id(const char *prefix, char *buf, size_t size);
 

@@ -1,0 +1,275 @@
+/*
+ * test_group.c: the store's group commit (srv_store_spend).
+ *
+ * A batch of spends shares one transaction and one COMMIT; each spend runs
+ * in a savepoint and sees the ones before it.  The tests build batches of
+ * known content (srv__spend_batch_for_tests) and check each outcome and
+ * what is left in the ledger, then run many threads against one budget.
+ */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "srv.h"
+#include "srv_json.h"
+#include "srv_store_internal.h"
+
+struct fixture {
+	char dir[64], path[128];
+	srv_store *st;
+};
+
+static void open_store(struct fixture *fx)
+{
+	char err[256];
+
+	strcpy(fx->dir, "/tmp/dpgate-group-XXXXXX");
+	cr_assert(mkdtemp(fx->dir));
+	snprintf(fx->path, sizeof(fx->path), "%s/g.db", fx->dir);
+	cr_assert_eq(srv_store_open(fx->path, 20, &fx->st, err, sizeof(err)), 0, "%s", err);
+}
+
+static void close_store(struct fixture *fx)
+{
+	char cmd[160];
+
+	srv_store_close(fx->st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static void make_dataset(srv_db *db, const char *id, double eps)
+{
+	srv_dataset ds;
+	acct_filter f;
+
+	memset(&ds, 0, sizeof(ds));
+	strcpy(ds.id, id);
+	strcpy(ds.name, id);
+	strcpy(ds.privacy_unit, "row");
+	ds.neighbor = ACCT_ADD_REMOVE;
+	ds.accountant = ACCT_LEDGER_BASIC;
+	ds.budget_epsilon = eps;
+	ds.budget_delta = 1e-5;
+	cr_assert_eq(acct_filter_init(&f, ds.accountant, ds.neighbor, eps, 1e-5, NULL), 0);
+	acct_filter_zero(&f, &ds.spent);
+	acct_filter_zero(&f, &ds.reserved);
+	cr_assert_eq(srv_store_dataset_create(db, &ds, "test"), SRV_OK);
+}
+
+/* One pure-epsilon charge with its event, cost and answer builder. */
+struct charge {
+	acct_event ev;
+	acct_cost cost;
+	srv_spend sp;
+	uint8_t hash[32];
+	bool fail_body;
+};
+
+static json_t *answer(void *arg, int64_t seq, const char *rid, const srv_dataset *ds)
+{
+	struct charge *c = arg;
+
+	(void)rid;
+	if (c->fail_body)
+		return NULL;
+	return json_pack("{s:I, s:f}", "id", (json_int_t)seq, "spent", ds->spent.v[0]);
+}
+
+static void make_charge(struct charge *c, const char *dataset, double eps, const char *key)
+{
+	memset(c, 0, sizeof(*c));
+	c->ev.type = ACCT_EV_EPSILON_DELTA;
+	c->ev.u.epsilon_delta.epsilon = eps;
+	c->cost.n = 2;
+	c->cost.v[0] = eps;
+	c->sp.kind = SRV_SPEND_CHARGE;
+	c->sp.dataset_id = dataset;
+	c->sp.event = &c->ev;
+	c->sp.cost = &c->cost;
+	c->sp.actor = "tester";
+	c->sp.idempotency_key = key;
+	crypto_hash_sha256(c->hash, (const unsigned char *)&eps, sizeof(eps));
+	c->sp.request_hash = c->hash;
+	c->sp.body_fn = answer;
+	c->sp.body_arg = c;
+}
+
+static long long count_rows(srv_db *db, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+	long long n;
+
+	cr_assert_eq(sqlite3_prepare_v2(srv__db_handle(db), sql, -1, &s, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+	n = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return n;
+}
+
+Test(group_commit, each_spend_of_a_batch_keeps_or_drops_its_own_writes)
+{
+	struct fixture fx;
+	struct charge c[7];
+	const srv_spend *sps[7];
+	int statuses[7], rcs[7];
+	char *bodies[7];
+	srv_dataset dss[7], ds;
+	json_t *report = NULL;
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "g", 1.0);
+	make_charge(&c[0], "g", 0.3, "k1");    /* A: charged */
+	make_charge(&c[1], "g", 0.3, "k1");    /* B: A's retry, replayed in the same transaction */
+	make_charge(&c[2], "g", 0.3, NULL);    /* C: charged (0.6) */
+	make_charge(&c[3], "g", 0.5, NULL);    /* D: 1.1 > 1: refused, 409 */
+	make_charge(&c[4], "nope", 0.1, NULL); /* E: no such dataset */
+	make_charge(&c[5], "g", 0.05, NULL);   /* F: its answer fails: rolled back alone */
+	c[5].fail_body = true;
+	make_charge(&c[6], "g", 0.25, NULL);   /* G: charged (0.85) */
+	for (int i = 0; i < 7; i++)
+		sps[i] = &c[i].sp;
+
+	cr_assert_eq(srv__spend_batch_for_tests(db, sps, 7, statuses, bodies, dss, rcs), 0);
+
+	cr_assert_eq(rcs[0], SRV_OK);
+	cr_assert_eq(statuses[0], 201);
+	cr_assert_eq(rcs[1], SRV_REPLAYED);
+	cr_assert_str_eq(bodies[1], bodies[0], "a retry gets the stored bytes");
+	cr_assert_eq(rcs[2], SRV_OK);
+	cr_assert_eq(rcs[3], SRV_CONFLICT);
+	cr_assert_float_eq(dss[3].spent.v[0], 0.6, 1e-12, "the 409 sees A and C");
+	cr_assert_eq(rcs[4], SRV_NOT_FOUND);
+	cr_assert_eq(rcs[5], SRV_DB_ERROR);
+	cr_assert_null(bodies[5]);
+	cr_assert_eq(rcs[6], SRV_OK);
+	cr_assert_float_eq(dss[6].spent.v[0], 0.85, 1e-12);
+
+	/* What committed: A, C and G, nothing of F. */
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE dataset_id = 'g' AND kind = 'charge'"), 3);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE epsilon = 0.05"), 0);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM idempotency WHERE key = 'k1'"), 1);
+	cr_assert_eq(srv_store_dataset_get(db, "g", &ds), SRV_OK);
+	cr_assert_eq(ds.charges, 3);
+	cr_assert_float_eq(ds.spent.v[0], 0.85, 1e-12);
+	cr_assert_eq(srv_store_verify(db, &report), SRV_OK, "stored totals equal the rows");
+	json_decref(report);
+	for (int i = 0; i < 7; i++)
+		free(bodies[i]);
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
+
+Test(group_commit, a_batch_of_refusals_commits_nothing)
+{
+	struct fixture fx;
+	struct charge c[2];
+	const srv_spend *sps[2] = {&c[0].sp, &c[1].sp};
+	int statuses[2], rcs[2];
+	char *bodies[2];
+	srv_dataset dss[2];
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "g", 1.0);
+	make_charge(&c[0], "nope", 0.1, NULL);
+	make_charge(&c[1], "g", 0.1, NULL);
+	c[1].fail_body = true;
+	cr_assert_eq(srv__spend_batch_for_tests(db, sps, 2, statuses, bodies, dss, rcs), 0);
+	cr_assert_eq(rcs[0], SRV_NOT_FOUND);
+	cr_assert_eq(rcs[1], SRV_DB_ERROR);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 0);
+	cr_assert(sqlite3_get_autocommit(srv__db_handle(db)), "no transaction left open");
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
+
+/* ---- many threads, one budget ------------------------------------------- */
+
+#define THREADS 16
+#define PER_THREAD 12
+#define ADMITTED 100
+
+struct worker {
+	srv_store *st;
+	int ok, refused, other;
+};
+
+static void *spend_many(void *arg)
+{
+	struct worker *w = arg;
+	srv_db *db = srv_store_acquire(w->st);
+
+	for (int i = 0; i < PER_THREAD; i++) {
+		struct charge c;
+		srv_dataset ds;
+		char *body = NULL;
+		int status = 0, rc;
+
+		make_charge(&c, "g", 1.0, NULL);
+		rc = srv_store_spend(db, &c.sp, &status, &body, &ds);
+		if (rc == SRV_OK)
+			w->ok++;
+		else if (rc == SRV_CONFLICT)
+			w->refused++;
+		else
+			w->other++;
+		free(body);
+	}
+	srv_store_release(w->st, db);
+	return NULL;
+}
+
+Test(group_commit, concurrent_spends_admit_exactly_the_budget)
+{
+	struct fixture fx;
+	struct worker w[THREADS];
+	pthread_t t[THREADS];
+	int ok = 0, refused = 0, other = 0;
+	uint64_t batches, spends;
+	json_t *report = NULL;
+	srv_dataset ds;
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "g", (double)ADMITTED);
+	srv_store_release(fx.st, db);
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){fx.st, 0, 0, 0};
+		cr_assert_eq(pthread_create(&t[i], NULL, spend_many, &w[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		ok += w[i].ok;
+		refused += w[i].refused;
+		other += w[i].other;
+	}
+	cr_assert_eq(ok, ADMITTED);
+	cr_assert_eq(refused, THREADS * PER_THREAD - ADMITTED);
+	cr_assert_eq(other, 0);
+	srv_store_group_stats(fx.st, &batches, &spends);
+	cr_assert_eq(spends, (uint64_t)(THREADS * PER_THREAD), "every spend ran in a batch");
+	cr_assert(batches >= 1 && batches <= spends);
+	cr_log_info("%d spends in %llu commits", THREADS * PER_THREAD, (unsigned long long)batches);
+	db = srv_store_acquire(fx.st);
+	cr_assert_eq(srv_store_dataset_get(db, "g", &ds), SRV_OK);
+	cr_assert_eq(ds.charges, ADMITTED);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), ADMITTED);
+	cr_assert_eq(srv_store_verify(db, &report), SRV_OK);
+	json_decref(report);
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
