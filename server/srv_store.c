@@ -97,6 +97,7 @@ struct srv_store {
 	pthread_cond_t group_done;
 	struct spend_slot *queue_head, **queue_tail;
 	bool leading;
+	srv_db *writer; /* the leader's connection: one, so its page cache stays warm */
 	uint64_t batches, batched; /* under group_lock */
 };
 
@@ -433,6 +434,10 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 		db->next_free = st->free_list;
 		st->free_list = db;
 	}
+	st->writer = db_open(path, errbuf, errbuf_size);
+	if (!st->writer)
+		goto fail;
+	st->writer->store = st;
 	*ret_store = st;
 	return 0;
 fail:
@@ -448,6 +453,8 @@ void srv_store_close(srv_store *st)
 		sqlite3_wal_checkpoint_v2(st->all[0]->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 	for (unsigned i = 0; i < st->count; i++)
 		db_close(st->all[i]);
+	if (st->writer)
+		db_close(st->writer);
 	free(st->all);
 	pthread_mutex_destroy(&st->lock);
 	pthread_mutex_destroy(&st->group_lock);
@@ -1092,8 +1099,9 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 /*
  * Group commit.  A caller queues its spend; if no batch is running it leads:
  * it takes the queue (its own spend and whatever else waits), runs it as one
- * transaction on its own connection, marks every spend done and wakes the
- * others.  A caller that finds a batch running waits, and the next batch
+ * transaction on the store's writer connection (the same one for every
+ * batch, whoever leads, so its page cache and statements stay warm), marks
+ * every spend done and wakes the others.  A caller that finds a batch running waits, and the next batch
  * takes it.  With one client every batch is that client's spend alone; with
  * many, spends that arrive during one batch's fsync share the next one.
  * An answer is handed back only after the COMMIT that holds it returned.
@@ -1129,7 +1137,8 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		st->batched += n;
 		pthread_mutex_unlock(&st->group_lock);
 
-		spend_batch(db, batch);
+		spend_batch(st->writer, batch);
+		reset_busy_statements(st->writer);
 
 		pthread_mutex_lock(&st->group_lock);
 		st->leading = false;
