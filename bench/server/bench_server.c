@@ -34,6 +34,7 @@
  *      then single charges and dry-runs are timed, interleaved across sizes;
  *   target: the one-client ratio to the bare commit loop once more, paired:
  *      short slices of each alternate, and the ratio is of the summed counts;
+ *      the verdict takes the lower of that and the table's ratio;
  *   5. correctness: `dpgate verify` must exit 0 after the prefill and after
  *      the runs, and the number of 201 answers must equal the ledger's charge
  *      rows minus the rows the benchmark inserted itself.
@@ -1575,7 +1576,9 @@ int main(int argc, char **argv)
 	json_t *report = NULL, *arr;
 	double t_begin = now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
-	double paired_ratios[PAIRED_SLICES];
+	double round_ratio, target_ratio;
+	double paired_ratios[PAIRED_SLICES], paired_bare_rates[PAIRED_SLICES],
+		paired_dpgate_rates[PAIRED_SLICES];
 	pthread_t spinners[MAX_SPINNERS];
 	unsigned n_spinners = 0;
 	atomic_bool stop_spinners = false;
@@ -1798,16 +1801,29 @@ int main(int argc, char **argv)
 		paired_commit += (double)a.measured;
 		paired_dpgate += (double)b.measured;
 		paired_ratios[k] = b.rate / a.rate;
+		paired_bare_rates[k] = a.rate;
+		paired_dpgate_rates[k] = b.rate;
 	}
 	paired_ratio = paired_dpgate / paired_commit;
 	paired_median = median_of(paired_ratios, PAIRED_SLICES);
+	/* The verdict takes the lower of the paired ratio and the ratio of the
+	 * table's round medians: on this VM a bare slice sometimes crawls (a few
+	 * hundred commits/s for a whole second), which flatters the paired
+	 * ratio; the 3 s round cells are hit less. */
+	round_ratio = res[C_ONE_1].rate / res[C_SQL_1].rate;
+	target_ratio = fmin(paired_ratio, round_ratio);
 	printf("\ntarget, paired (%d alternating %.1f s slices of each, %.2f s of each counted):\n"
 	       "  dpgate one dataset, 1 client %.0f/s  vs  bare commit loop, 1 writer %.0f/s:"
-	       " ratio %.2f (median of slice ratios %.2f); target >= 0.5: %s\n",
+	       " ratio %.2f (median of slice ratios %.2f)\n"
+	       "  round medians (table): ratio %.2f; target >= 0.5 on the lower, %.2f: %s\n",
 	       PAIRED_SLICES, PAIRED_SLICE_S, PAIRED_SLICE_S - WARMUP_S,
 	       paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
 	       paired_commit / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_ratio,
-	       paired_median, paired_ratio >= 0.5 ? "met" : "NOT met");
+	       paired_median, round_ratio, target_ratio, target_ratio >= 0.5 ? "met" : "NOT met");
+	printf("  slices (bare/s, dpgate/s):");
+	for (unsigned k = 0; k < PAIRED_SLICES; k++)
+		printf(" %.0f/%.0f", paired_bare_rates[k], paired_dpgate_rates[k]);
+	printf("\n");
 	fflush(stdout);
 
 	/* 4. admission latency: one server-written charge per ledger, then
@@ -1923,10 +1939,9 @@ int main(int argc, char **argv)
 	json_object_set_new(report, "target_one_client",
 			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:b}", "paired_ratio", paired_ratio,
 				      "paired_median_slice_ratio", paired_median,
-				      "ratio_of_round_medians", res[C_ONE_1].rate / res[C_SQL_1].rate,
-				      "paired_dpgate_per_s",
+				      "ratio_of_round_medians", round_ratio, "paired_dpgate_per_s",
 				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
-				      "target", 0.5, "met", paired_ratio >= 0.5));
+				      "target", 0.5, "met", target_ratio >= 0.5));
 	json_object_set_new(report, "correctness",
 			    json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:b, s:b}", "verify_exit",
 				      verify_rc, "verify_after_prefill_exit", verify_prefill_rc,
