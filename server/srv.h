@@ -119,9 +119,9 @@ typedef json_t *(*srv_spend_body_fn)(void *arg, int64_t charge_id, const char *r
 				     const srv_dataset *ds);
 
 /*
- * The same answer written directly as JSON text (malloc'ed; NULL when out of
- * memory or a number is not finite).  Optional: when set it is used instead
- * of body_fn, for the hot path of direct charges.
+ * The answer written directly as JSON text (malloc'ed; NULL when out of
+ * memory or a number is not finite), for the hot path of direct charges.
+ * A spend sets exactly one of body_fn and text_fn.
  */
 typedef char *(*srv_spend_text_fn)(void *arg, int64_t charge_id, const char *reservation_id,
 				   const srv_dataset *ds);
@@ -161,7 +161,7 @@ typedef struct srv_spend {
 	const uint8_t *request_hash;  /* 32 bytes, required with a key */
 	int64_t ttl_seconds;          /* reservations */
 	srv_spend_body_fn body_fn;
-	srv_spend_text_fn text_fn;    /* optional: replaces body_fn */
+	srv_spend_text_fn text_fn;    /* instead of body_fn */
 	void *body_arg;               /* passed to body_fn, text_fn, plan_fn and txn_fn */
 	int success_status;           /* HTTP status of the answer; 0 = 201 */
 } srv_spend;

@@ -386,7 +386,6 @@ static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
 	return rc;
 }
 
-
 int srv_store_schema_version(srv_db *db)
 {
 	sqlite3_stmt *s = NULL;
@@ -1085,9 +1084,11 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	if (!broken && any_kept && srv__commit(db) == 0) /* durable: answers may go out */
 		return;
 	srv__rollback(db); /* nothing kept, or the transaction failed */
+	/* A replay or a refusal stands (nothing of it was to commit; a spend
+	 * that never ran is SRV_DB_ERROR already); what was to commit is lost. */
 	for (struct spend_slot *s = batch; s; s = s->next) {
-		if (!s->keep && !broken)
-			continue; /* a replay or a refusal: nothing of it was to commit */
+		if (!s->keep)
+			continue;
 		if (s->rc == SRV_OK) {
 			free(*s->ret_body);
 			*s->ret_body = NULL;
@@ -1101,10 +1102,11 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
  * it takes the queue (its own spend and whatever else waits), runs it as one
  * transaction on the store's writer connection (the same one for every
  * batch, whoever leads, so its page cache and statements stay warm), marks
- * every spend done and wakes the others.  A caller that finds a batch running waits, and the next batch
- * takes it.  With one client every batch is that client's spend alone; with
- * many, spends that arrive during one batch's fsync share the next one.
- * An answer is handed back only after the COMMIT that holds it returned.
+ * every spend done and wakes the others.  A caller that finds a batch
+ * running waits, and the next batch takes it.  With one client every batch
+ * is that client's spend alone; with many, spends that arrive during one
+ * batch's fsync share the next one.  An answer is handed back only after
+ * the COMMIT that holds it returned.
  */
 int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
 		    srv_dataset *ret_ds)
