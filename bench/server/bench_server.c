@@ -1806,9 +1806,9 @@ int main(int argc, char **argv)
 	paired_ratio = paired_dpgate / paired_commit;
 	paired_median = median_of(paired_ratios, PAIRED_SLICES);
 	/* The verdict takes the lower of the paired ratio and the ratio of the
-	 * table's round medians: on this VM a bare slice sometimes crawls (a few
-	 * hundred commits/s for a whole second), which flatters the paired
-	 * ratio; the 3 s round cells are hit less. */
+	 * table's round medians, so that one bad stretch of the baseline cannot
+	 * carry it (before the ceilings kept their WAL, bare slices crawled at a
+	 * few hundred commits/s and the paired ratio read up to 4). */
 	round_ratio = res[C_ONE_1].rate / res[C_SQL_1].rate;
 	target_ratio = fmin(paired_ratio, round_ratio);
 	printf("\ntarget, paired (%d alternating %.1f s slices of each, %.2f s of each counted):\n"
