@@ -27,13 +27,13 @@
  *      by the same load generator, with 1, 8 and 64 concurrent clients;
  *   3. dpgate: durable charges per second on one dataset and spread over
  *      100 datasets with 1, 8 and 64 clients, with p50/p99 latency and the
- *      server's CPU time per charge;
+ *      server's CPU time per charge; with one client, the charge txn and
+ *      the fixed-body exchange in series give a floor that no server made
+ *      of the two can pass, and its share reached is printed;
  *   4. admission latency at 10, 10^4 and 10^6 ledger rows: each ledger is
  *      prefilled with SQLite while the server is stopped (rows copied from a
  *      charge the server wrote, running totals updated as the server would),
  *      then single charges and dry-runs are timed, interleaved across sizes;
- *      with one client, the charge txn and the fixed-body exchange in
- *      series give a floor no server made of the two can pass;
  *   target: the one-client ratio to the bare commit loop once more, paired:
  *      short slices of each alternate, and the ratio is of the summed counts;
  *      the verdict takes the lower of that and the table's ratio;
