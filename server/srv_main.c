@@ -19,6 +19,7 @@
 
 #include <gsl/gsl_errno.h>
 #include <sodium.h>
+#include <sqlite3.h>
 
 #include "srv.h"
 #include "srv_jobs.h"
@@ -505,6 +506,11 @@ int main(int argc, char **argv)
 	/* Job workers run in parallel; one BLAS thread each keeps the two
 	 * cores from being oversubscribed. */
 	openblas_set_num_threads(1);
+	/* SQLite's allocation statistics take a global mutex on every
+	 * allocation; nothing here reads them (sqlite3_memory_used and the soft
+	 * heap limit are unused).  Off, a one-client charge ran 2-5% faster.
+	 * Must precede SQLite's initialisation, hence first thing. */
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "dpgate: libsodium failed to initialise\n");
 		return 1;
