@@ -203,7 +203,7 @@ struct auth_entry {
 	char id[2 * SRV_KEY_ID_BYTES + 1];
 	uint8_t hash[crypto_hash_sha256_BYTES];
 	srv_role role;
-	char *datasets;          /* the scope as JSON text */
+	json_t *scope;           /* parsed once; lookups hand out references */
 };
 
 struct srv_auth_cache {
@@ -253,7 +253,7 @@ srv_auth_cache *srv_auth_cache_new(const char *db_path)
 static void cache_flush_locked(srv_auth_cache *c)
 {
 	for (unsigned i = 0; i < AUTH_CACHE_SLOTS; i++) {
-		free(c->e[i].datasets);
+		json_decref(c->e[i].scope);
 		sodium_memzero(&c->e[i], sizeof(c->e[i]));
 	}
 }
@@ -315,8 +315,8 @@ static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, 
 			memset(ret, 0, sizeof(*ret));
 			srv_strcopy(ret->key_id, sizeof(ret->key_id), id);
 			ret->role = e->role;
-			ret->datasets = json_loads(e->datasets, 0, NULL);
-			rc = json_is_array(ret->datasets) ? 1 : -1;
+			ret->datasets = json_incref(e->scope);
+			rc = 1;
 		}
 		break;
 	}
@@ -326,24 +326,56 @@ static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, 
 
 static void cache_insert(srv_auth_cache *c, const srv_principal *p, const uint8_t *hash)
 {
-	char *scope = json_dumps(p->datasets, JSON_COMPACT);
+	json_t *scope = json_deep_copy(p->datasets); /* the cache's own */
 	struct auth_entry *e;
 
-	if (!scope)
+	if (!json_is_array(scope)) {
+		json_decref(scope);
 		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	e = &c->e[c->next];
 	c->next = (c->next + 1) % AUTH_CACHE_SLOTS;
-	free(e->datasets);
+	json_decref(e->scope);
 	e->used = true;
 	snprintf(e->id, sizeof(e->id), "%s", p->key_id);
 	memcpy(e->hash, hash, crypto_hash_sha256_BYTES);
 	e->role = p->role;
-	e->datasets = scope;
+	e->scope = scope;
 	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- checking a key ------------------------------------------------------- */
+
+#define KEY_BODY_LEN (2 * SRV_KEY_ID_BYTES + 1 + 2 * SRV_KEY_SECRET_BYTES) /* "<id>_<secret>" */
+
+/*
+ * The last key this thread hashed, and its hash.  A keep-alive client shows
+ * the same key on every request, and the hash is a function of the key text
+ * alone, so one SHA-256 per thread and key suffices.  The text is compared
+ * in constant time and wiped when replaced.  Only the hash is memoised:
+ * every request still goes through the cache (and its revocation stamp) or
+ * the database.
+ */
+static _Thread_local struct {
+	bool valid;
+	char text[KEY_BODY_LEN];
+	uint8_t hash[crypto_hash_sha256_BYTES];
+} hash_memo;
+
+static void key_hash_memo(const char *body, const char *id_hex, const char *secret_hex,
+			  uint8_t out[crypto_hash_sha256_BYTES])
+{
+	if (hash_memo.valid && sodium_memcmp(hash_memo.text, body, KEY_BODY_LEN) == 0) {
+		memcpy(out, hash_memo.hash, crypto_hash_sha256_BYTES);
+		return;
+	}
+	key_hash(id_hex, secret_hex, out);
+	sodium_memzero(&hash_memo, sizeof(hash_memo));
+	memcpy(hash_memo.text, body, KEY_BODY_LEN);
+	memcpy(hash_memo.hash, out, crypto_hash_sha256_BYTES);
+	hash_memo.valid = true;
+}
 
 int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 		   srv_principal *ret)
@@ -363,7 +395,7 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 	if (strncmp(p, KEY_PREFIX, strlen(KEY_PREFIX)) != 0)
 		return -1;
 	p += strlen(KEY_PREFIX);
-	if (strlen(p) != 2 * SRV_KEY_ID_BYTES + 1 + 2 * SRV_KEY_SECRET_BYTES ||
+	if (strlen(p) != KEY_BODY_LEN ||
 	    !is_hex(p, 2 * SRV_KEY_ID_BYTES) || p[2 * SRV_KEY_ID_BYTES] != '_' ||
 	    !is_hex(p + 2 * SRV_KEY_ID_BYTES + 1, 2 * SRV_KEY_SECRET_BYTES))
 		return -1;
@@ -371,7 +403,7 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 	id_hex[2 * SRV_KEY_ID_BYTES] = '\0';
 	memcpy(secret_hex, p + 2 * SRV_KEY_ID_BYTES + 1, 2 * SRV_KEY_SECRET_BYTES);
 	secret_hex[2 * SRV_KEY_SECRET_BYTES] = '\0';
-	key_hash(id_hex, secret_hex, want);
+	key_hash_memo(p, id_hex, secret_hex, want);
 	sodium_memzero(secret_hex, sizeof(secret_hex));
 	if (cache) {
 		int hit = cache_lookup(cache, id_hex, want, ret);
