@@ -363,14 +363,21 @@ static _Thread_local struct {
 	uint8_t hash[crypto_hash_sha256_BYTES];
 } hash_memo;
 
-static void key_hash_memo(const char *body, const char *id_hex, const char *secret_hex,
+/* `body` is a checked "<id>_<secret>" (KEY_BODY_LEN characters), `id_hex`
+ * its id part. */
+static void key_hash_memo(const char *body, const char *id_hex,
 			  uint8_t out[crypto_hash_sha256_BYTES])
 {
+	char secret_hex[2 * SRV_KEY_SECRET_BYTES + 1];
+
 	if (hash_memo.valid && sodium_memcmp(hash_memo.text, body, KEY_BODY_LEN) == 0) {
 		memcpy(out, hash_memo.hash, crypto_hash_sha256_BYTES);
 		return;
 	}
+	memcpy(secret_hex, body + 2 * SRV_KEY_ID_BYTES + 1, 2 * SRV_KEY_SECRET_BYTES);
+	secret_hex[2 * SRV_KEY_SECRET_BYTES] = '\0';
 	key_hash(id_hex, secret_hex, out);
+	sodium_memzero(secret_hex, sizeof(secret_hex));
 	sodium_memzero(&hash_memo, sizeof(hash_memo));
 	memcpy(hash_memo.text, body, KEY_BODY_LEN);
 	memcpy(hash_memo.hash, out, crypto_hash_sha256_BYTES);
@@ -380,7 +387,7 @@ static void key_hash_memo(const char *body, const char *id_hex, const char *secr
 int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 		   srv_principal *ret)
 {
-	char id_hex[2 * SRV_KEY_ID_BYTES + 1], secret_hex[2 * SRV_KEY_SECRET_BYTES + 1];
+	char id_hex[2 * SRV_KEY_ID_BYTES + 1];
 	uint8_t want[crypto_hash_sha256_BYTES];
 	const char *p;
 	sqlite3_stmt *s = NULL;
@@ -401,10 +408,7 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 		return -1;
 	memcpy(id_hex, p, 2 * SRV_KEY_ID_BYTES);
 	id_hex[2 * SRV_KEY_ID_BYTES] = '\0';
-	memcpy(secret_hex, p + 2 * SRV_KEY_ID_BYTES + 1, 2 * SRV_KEY_SECRET_BYTES);
-	secret_hex[2 * SRV_KEY_SECRET_BYTES] = '\0';
-	key_hash_memo(p, id_hex, secret_hex, want);
-	sodium_memzero(secret_hex, sizeof(secret_hex));
+	key_hash_memo(p, id_hex, want);
 	if (cache) {
 		int hit = cache_lookup(cache, id_hex, want, ret);
 
