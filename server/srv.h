@@ -432,6 +432,24 @@ void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_
 /* SHA-256 of method, path and body: what an Idempotency-Key is bound to. */
 void srv_request_hash(const srv_request *req, uint8_t out[32]);
 
+/*
+ * Starts a spend from its request: zeroes *sp and sets what every spending
+ * route takes from the request alike, the key that spends (the ledger's
+ * actor) and, when the request has an Idempotency-Key, that key with the
+ * request's hash, computed into `hash` (which must outlive *sp).
+ */
+void srv_spend_from_request(srv_spend *sp, const srv_request *req, uint8_t hash[32]);
+
+/*
+ * Answers a retry from storage, before anything else of the request is
+ * checked, so that a replay is the same bytes even after the dataset changed.
+ * True when *res holds the answer: the stored one (given to `reply`, which
+ * takes the body) or the store's error.  False when there is nothing stored
+ * for sp's Idempotency-Key, or it has none: go on.
+ */
+bool srv_spend_replayed(const srv_request *req, srv_response *res, const srv_spend *sp,
+			void (*reply)(srv_response *res, int status, char *body));
+
 /* 404 (`what`), 422 (Idempotency-Key reused) or 503 for a store outcome. */
 void srv_reply_store_error(srv_response *res, int rc, const char *what);
 

@@ -1089,8 +1089,13 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	char *params_text = NULL, *event_text = NULL, *body = NULL;
 	json_t *params_json = NULL, *ev_json = NULL, *columns = NULL;
 	int64_t n_train = 0;
+	srv_spend sp;
+	uint8_t hash[32];
 	int status = 0, rc;
 
+	srv_spend_from_request(&sp, req, hash);
+	if (srv_spend_replayed(req, res, &sp, srv_reply_raw_json))
+		return 0;
 	acct_error_init(&err);
 	rc = srv_json_only_keys(req->body, "", keys, &err);
 	if (rc >= 0)
@@ -1154,7 +1159,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		goto out;
 	}
 	params_json = json_object_get(req->body, "params");
-	params_text = srv_json_dump(params_json ? params_json : json_object());
+	params_text = params_json ? srv_json_dump(params_json) : strdup("{}");
 	ev_json = srv_event_to_json(ev);
 	event_text = ev_json ? srv_json_dump(ev_json) : NULL;
 	if (!params_text || !event_text) {
@@ -1165,26 +1170,17 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	{
 		struct submit_arg a = {job_id, ds.id, params_text, event_text, ev, &cost, n_train,
 				       req->who->key_id, note};
-		srv_spend sp;
-		uint8_t hash[32];
 
-		memset(&sp, 0, sizeof(sp));
 		sp.kind = SRV_SPEND_RESERVE;
 		sp.dataset_id = ds.id;
 		sp.event = ev;
 		sp.cost = &cost;
 		sp.note = note ? note : "training job";
-		sp.actor = req->who->key_id;
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;
 		sp.body_fn = submit_body;
 		sp.body_arg = &a;
 		sp.success_status = 202;
-		if (req->idempotency_key) {
-			srv_request_hash(req, hash);
-			sp.idempotency_key = req->idempotency_key;
-			sp.request_hash = hash;
-		}
 		rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	}
 	if (rc == SRV_OK) {

@@ -38,6 +38,7 @@ struct release {
 	json_t *inner;          /* the body without route_keys (new reference) */
 	const char *note;       /* borrowed from req->body, or a default */
 	double delta_share;     /* basic ledgers: delta share for non-(eps, delta) events */
+	srv_spend sp;           /* actor and Idempotency-Key; the rest at the end */
 	uint8_t hash[crypto_hash_sha256_BYTES];
 	char default_note[96];
 };
@@ -51,26 +52,11 @@ struct release {
 static bool release_begin(srv_request *req, srv_response *res, struct release *r)
 {
 	acct_error err;
-	srv_spend sp;
-	char *body = NULL;
-	int status = 0, rc;
+	int rc;
 
-	memset(&sp, 0, sizeof(sp));
-	if (req->idempotency_key) {
-		srv_request_hash(req, r->hash);
-		sp.idempotency_key = req->idempotency_key;
-		sp.request_hash = r->hash;
-		sp.actor = req->who->key_id;
-		rc = srv_store_replay(req->db, &sp, &status, &body);
-		if (rc == SRV_REPLAYED) {
-			srv_reply_raw_json(res, status, body);
-			return false;
-		}
-		if (rc != SRV_OK) {
-			srv_reply_store_error(res, rc, NULL);
-			return false;
-		}
-	}
+	srv_spend_from_request(&r->sp, req, r->hash);
+	if (srv_spend_replayed(req, res, &r->sp, srv_reply_raw_json))
+		return false;
 	acct_error_init(&err);
 	r->note = r->default_note;
 	r->delta_share = 0.0;
@@ -183,7 +169,7 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 	acct_filter f;
 	acct_cost cost;
 	acct_error err;
-	srv_spend sp;
+	srv_spend *sp = &r->sp;
 	char *body = NULL;
 	int status = 0, rc;
 
@@ -200,23 +186,17 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 		srv_problem_from_error(res, &err);
 		return;
 	}
-	memset(&sp, 0, sizeof(sp));
 	arg.answer = answer;
 	arg.event = ev;
 	arg.cost = &cost;
-	sp.kind = SRV_SPEND_CHARGE;
-	sp.dataset_id = r->ds.id;
-	sp.event = ev;
-	sp.cost = &cost;
-	sp.note = r->note;
-	sp.actor = req->who->key_id;
-	sp.body_fn = release_body;
-	sp.body_arg = &arg;
-	if (req->idempotency_key) {
-		sp.idempotency_key = req->idempotency_key;
-		sp.request_hash = r->hash;
-	}
-	rc = srv_store_spend(req->db, &sp, &status, &body, &r->ds);
+	sp->kind = SRV_SPEND_CHARGE;
+	sp->dataset_id = r->ds.id;
+	sp->event = ev;
+	sp->cost = &cost;
+	sp->note = r->note;
+	sp->body_fn = release_body;
+	sp->body_arg = &arg;
+	rc = srv_store_spend(req->db, sp, &status, &body, &r->ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
 		srv_reply_raw_json(res, status, body);
 	else if (rc == SRV_CONFLICT)

@@ -1057,33 +1057,15 @@ static void reply_stored(srv_response *res, int status, char *body)
 }
 
 /*
- * Answers a retry from storage before anything else is checked (as the
- * core spending routes do), so a replay is the same bytes even after the
- * session or the budget changed.  Returns true when the request is answered.
+ * Starts the request's spend and answers a retry from storage before
+ * anything else is checked (as the core spending routes do), so a replay
+ * is the same bytes even after the session or the budget changed.  Returns
+ * true when the request is answered.
  */
-static bool try_replay(srv_request *req, srv_response *res, uint8_t hash[32])
+static bool try_replay(srv_request *req, srv_response *res, srv_spend *sp, uint8_t hash[32])
 {
-	srv_spend sp;
-	char *body = NULL;
-	int status = 0, rc;
-
-	if (!req->idempotency_key)
-		return false;
-	memset(&sp, 0, sizeof(sp));
-	srv_request_hash(req, hash);
-	sp.idempotency_key = req->idempotency_key;
-	sp.request_hash = hash;
-	sp.actor = req->who->key_id;
-	rc = srv_store_replay(req->db, &sp, &status, &body);
-	if (rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		return true;
-	}
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, NULL);
-		return true;
-	}
-	return false;
+	srv_spend_from_request(sp, req, hash);
+	return srv_spend_replayed(req, res, sp, reply_stored);
 }
 
 int srv_pate_session_queries(srv_request *req, srv_response *res)
@@ -1107,9 +1089,8 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&qe, 0, sizeof(qe));
 	memset(&b, 0, sizeof(b));
-	memset(&sp, 0, sizeof(sp));
 	acct_error_init(&err);
-	if (try_replay(req, res, hash) || !load_dataset(req, res, &ds))
+	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
@@ -1176,11 +1157,6 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	sp.body_fn = batch_body;
 	sp.body_arg = &b;
 	sp.note = note;
-	sp.actor = req->who->key_id;
-	if (req->idempotency_key) {
-		sp.idempotency_key = req->idempotency_key;
-		sp.request_hash = hash;
-	}
 	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED) {
 		reply_stored(res, status, body);
@@ -1407,7 +1383,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
 	acct_error_init(&err);
-	if (try_replay(req, res, hash) || !load_dataset(req, res, &ds))
+	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
@@ -1458,7 +1434,6 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 			goto bad;
 		}
 	}
-	memset(&sp, 0, sizeof(sp));
 	sp.kind = SRV_SPEND_CHARGE;
 	sp.dataset_id = ds.id;
 	sp.event = r.event;
@@ -1467,11 +1442,6 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	sp.body_fn = release_body;
 	sp.body_arg = &r;
 	sp.note = note;
-	sp.actor = req->who->key_id;
-	if (req->idempotency_key) {
-		sp.idempotency_key = req->idempotency_key;
-		sp.request_hash = hash;
-	}
 	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED) {
 		reply_stored(res, status, body);

@@ -58,6 +58,37 @@ void srv_request_hash(const srv_request *req, uint8_t out[crypto_hash_sha256_BYT
 	crypto_hash_sha256_final(&st, out);
 }
 
+void srv_spend_from_request(srv_spend *sp, const srv_request *req, uint8_t hash[32])
+{
+	memset(sp, 0, sizeof(*sp));
+	sp->actor = req->who->key_id;
+	if (req->idempotency_key) {
+		srv_request_hash(req, hash);
+		sp->idempotency_key = req->idempotency_key;
+		sp->request_hash = hash;
+	}
+}
+
+bool srv_spend_replayed(const srv_request *req, srv_response *res, const srv_spend *sp,
+			void (*reply)(srv_response *res, int status, char *body))
+{
+	char *body = NULL;
+	int status = 0, rc;
+
+	if (!sp->idempotency_key)
+		return false;
+	rc = srv_store_replay(req->db, sp, &status, &body);
+	if (rc == SRV_REPLAYED) {
+		reply(res, status, body);
+		return true;
+	}
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, NULL);
+		return true;
+	}
+	return false;
+}
+
 void srv_reply_raw_json(srv_response *res, int status, char *body)
 {
 	res->status = status;
@@ -571,22 +602,9 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	memset(&sp, 0, sizeof(sp));
-	if (req->idempotency_key) {
-		srv_request_hash(req, hash);
-		sp.idempotency_key = req->idempotency_key;
-		sp.request_hash = hash;
-		sp.actor = req->who->key_id;
-		rc = srv_store_replay(req->db, &sp, &status, &body);
-		if (rc == SRV_REPLAYED) {
-			srv_reply_raw_json(res, status, body);
-			return 0;
-		}
-		if (rc != SRV_OK) {
-			srv_reply_store_error(res, rc, NULL);
-			return 0;
-		}
-	}
+	srv_spend_from_request(&sp, req, hash);
+	if (srv_spend_replayed(req, res, &sp, srv_reply_raw_json))
+		return 0;
 	memset(&arg, 0, sizeof(arg));
 	{
 		json_t *ej = json_object_get(req->body, "event");
@@ -609,7 +627,6 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	sp.dataset_id = req->params[0];
 	sp.plan_fn = charge_plan;
 	sp.note = note;
-	sp.actor = req->who->key_id;
 	sp.ttl_seconds = ttl;
 	if (kind == SRV_SPEND_RESERVE)
 		sp.body_fn = reserve_body;

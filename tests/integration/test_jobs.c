@@ -160,11 +160,68 @@ Test(jobs, over_budget_is_refused_before_anything_runs)
 	cr_assert_eq(r.status, 409, "%s", r.body);
 	cr_assert_gt(dpg_num(r.json, "cost.epsilon"), 0.1);
 	dpg_resp_free(&r);
+	/* Without params (the defaults): priced and refused the same way. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key, "{\"trainer\":\"dpsgd\"}");
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	dpg_resp_free(&r);
 	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/jobs", srv.admin_key, NULL);
 	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 0);
 	dpg_resp_free(&r);
 	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/ledger", srv.admin_key, NULL);
 	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 0);
+	dpg_resp_free(&r);
+}
+
+/*
+ * A retried submission is answered from storage before the body is checked
+ * again, so it gets the same bytes even after the dataset changed under it
+ * (here its data: the retry's params no longer fit the new table).
+ */
+Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
+{
+	const char *key[] = {"Idempotency-Key: fm-retry-1", NULL};
+	const char *csv_hdr[] = {"Content-Type: text/csv", NULL};
+	const char *csv = "x,y\n1,a\n2,b\n3,a\n4,b\n";
+	char first[4096], path[128];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "again", 50.0, 1e-5, "rdp");
+	r = dpg_call(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key,
+		     "{\"builtin\":\"fashion-mnist\"}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job,
+			      strlen(small_job), key, &r), 0);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	cr_assert_lt(r.len, sizeof(first));
+	memcpy(first, r.body, r.len);
+	first[r.len] = '\0';
+	snprintf(path, sizeof(path), "/v1/jobs/%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	{
+		const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
+
+		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+		dpg_resp_free(&r);
+		json_decref(wait_for_state(path + strlen("/v1/jobs/"), ended, 120));
+	}
+	/* Four rows and no label column: the same body is now a bad request. */
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key, csv,
+			      strlen(csv), csv_hdr, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job);
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	dpg_resp_free(&r);
+	/* The retry: the stored 202, byte for byte, and no second reservation. */
+	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job,
+			      strlen(small_job), key, &r), 0);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	cr_assert_eq(r.len, strlen(first));
+	cr_assert_eq(memcmp(r.body, first, r.len), 0, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/again/jobs", srv.admin_key, NULL);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 1, "%s", r.body);
 	dpg_resp_free(&r);
 }
 
