@@ -120,12 +120,20 @@ static const char *const common_keys[] = {
 	"value_discretization_interval", "template", NULL,
 };
 
-int srv_acct_epsilon(const json_t *body, json_t **ret_answer, acct_error *err)
+/*
+ * The two conversions, one from the other: epsilon at a given delta
+ * (want_epsilon) or delta at a given epsilon.  The answer names the
+ * quantity asked for first, then the accountant, the given one, the
+ * neighbouring relation and the order where the accountant has one.
+ */
+static int convert(const json_t *body, bool want_epsilon, json_t **ret_answer, acct_error *err)
 {
+	const char *given = want_epsilon ? "delta" : "epsilon";
+	const char *asked = want_epsilon ? "epsilon" : "delta";
 	struct common c;
 	acct_event *ev = NULL;
 	acct_result r;
-	double delta = 0.0;
+	double x = 0.0;
 	json_t *ans = NULL;
 	int rc;
 
@@ -133,18 +141,21 @@ int srv_acct_epsilon(const json_t *body, json_t **ret_answer, acct_error *err)
 	if (rc >= 0)
 		rc = srv_json_only_keys(body, "", common_keys, err);
 	if (rc >= 0)
-		rc = srv_json_real(body, "", "delta", SRV_REQUIRED | SRV_HI_OPEN, 0.0, 1.0, &delta, err);
+		rc = want_epsilon ?
+			     srv_json_real(body, "", given, SRV_REQUIRED | SRV_HI_OPEN, 0.0, 1.0, &x, err) :
+			     srv_json_real(body, "", given, SRV_REQUIRED, 0.0, HUGE_VAL, &x, err);
 	if (rc >= 0)
 		rc = parse_event(body, "event", &ev, err);
 	if (rc >= 0)
-		rc = acct_epsilon(ev, delta, &c.opt, &r, err);
+		rc = want_epsilon ? acct_epsilon(ev, x, &c.opt, &r, err) :
+				    acct_delta(ev, x, &c.opt, &r, err);
 	if (rc < 0)
 		goto out;
 	ans = json_object();
-	if (!ans || set_real(ans, "epsilon", r.epsilon) ||
+	if (!ans || set_real(ans, asked, want_epsilon ? r.epsilon : r.delta) ||
 	    json_object_set_new(ans, "accountant",
 				json_string(acct_accountant_name(c.opt.accountant))) ||
-	    set_real(ans, "delta", r.delta) ||
+	    set_real(ans, given, want_epsilon ? r.delta : r.epsilon) ||
 	    json_object_set_new(ans, "neighbor", json_string(neighbor_names[c.opt.neighbor])) ||
 	    (!isnan(r.order) && set_real(ans, "order", r.order))) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
@@ -158,42 +169,14 @@ out:
 	return rc;
 }
 
+int srv_acct_epsilon(const json_t *body, json_t **ret_answer, acct_error *err)
+{
+	return convert(body, true, ret_answer, err);
+}
+
 int srv_acct_delta(const json_t *body, json_t **ret_answer, acct_error *err)
 {
-	struct common c;
-	acct_event *ev = NULL;
-	acct_result r;
-	double eps = 0.0;
-	json_t *ans = NULL;
-	int rc;
-
-	rc = read_common(body, &c, err);
-	if (rc >= 0)
-		rc = srv_json_only_keys(body, "", common_keys, err);
-	if (rc >= 0)
-		rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED, 0.0, HUGE_VAL, &eps, err);
-	if (rc >= 0)
-		rc = parse_event(body, "event", &ev, err);
-	if (rc >= 0)
-		rc = acct_delta(ev, eps, &c.opt, &r, err);
-	if (rc < 0)
-		goto out;
-	ans = json_object();
-	if (!ans || set_real(ans, "delta", r.delta) ||
-	    json_object_set_new(ans, "accountant",
-				json_string(acct_accountant_name(c.opt.accountant))) ||
-	    set_real(ans, "epsilon", r.epsilon) ||
-	    json_object_set_new(ans, "neighbor", json_string(neighbor_names[c.opt.neighbor])) ||
-	    (!isnan(r.order) && set_real(ans, "order", r.order))) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
-	ans = NULL;
-out:
-	json_decref(ans);
-	acct_event_free(ev);
-	return rc;
+	return convert(body, false, ret_answer, err);
 }
 
 /* ---- calibrate ------------------------------------------------------------ */
