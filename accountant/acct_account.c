@@ -51,6 +51,29 @@ static bool pos_finite(double x)
 	return isfinite(x) && x > 0.0;
 }
 
+/* 0 when x, the event's field `name`, is a finite number > 0; else the
+ * error, at where/name. */
+static int need_positive(double x, const char *where, const char *name, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (pos_finite(x))
+		return 0;
+	snprintf(ptr, sizeof(ptr), "%s/%s", where, name);
+	return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' must be a finite number > 0", name);
+}
+
+/* The same for a sensitivity of a discrete mechanism: an integer >= 1. */
+static int need_sensitivity(double x, const char *where, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (x >= 1.0 && x == floor(x))
+		return 0;
+	snprintf(ptr, sizeof(ptr), "%s/sensitivity", where);
+	return acct_error_set(err, ACCT_EINVAL, ptr, "'sensitivity' must be an integer >= 1");
+}
+
 static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
 		    acct_error *err)
 {
@@ -64,33 +87,19 @@ static int validate(const acct_event *ev, acct_neighbor nb, const char *where, u
 				      DPG_MAX_EVENT_DEPTH);
 	switch (ev->type) {
 	case ACCT_EV_GAUSSIAN:
-		if (!pos_finite(ev->u.gaussian.noise_multiplier))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("noise_multiplier"),
-					      "'noise_multiplier' must be a finite number > 0");
-		return 0;
+		return need_positive(ev->u.gaussian.noise_multiplier, where, "noise_multiplier", err);
 	case ACCT_EV_LAPLACE:
-		if (!pos_finite(ev->u.laplace.noise_multiplier))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("noise_multiplier"),
-					      "'noise_multiplier' must be a finite number > 0");
-		return 0;
-	case ACCT_EV_DISCRETE_GAUSSIAN:
-		if (!pos_finite(ev->u.discrete_gaussian.sigma))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sigma"),
-					      "'sigma' must be a finite number > 0");
-		if (!(ev->u.discrete_gaussian.sensitivity >= 1.0 &&
-		      ev->u.discrete_gaussian.sensitivity == floor(ev->u.discrete_gaussian.sensitivity)))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sensitivity"),
-					      "'sensitivity' must be an integer >= 1");
-		return 0;
-	case ACCT_EV_DISCRETE_LAPLACE:
-		if (!pos_finite(ev->u.discrete_laplace.noise_parameter))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("noise_parameter"),
-					      "'noise_parameter' must be a finite number > 0");
-		if (!(ev->u.discrete_laplace.sensitivity >= 1.0 &&
-		      ev->u.discrete_laplace.sensitivity == floor(ev->u.discrete_laplace.sensitivity)))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sensitivity"),
-					      "'sensitivity' must be an integer >= 1");
-		return 0;
+		return need_positive(ev->u.laplace.noise_multiplier, where, "noise_multiplier", err);
+	case ACCT_EV_DISCRETE_GAUSSIAN: {
+		int rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
+
+		return rc < 0 ? rc : need_sensitivity(ev->u.discrete_gaussian.sensitivity, where, err);
+	}
+	case ACCT_EV_DISCRETE_LAPLACE: {
+		int rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
+
+		return rc < 0 ? rc : need_sensitivity(ev->u.discrete_laplace.sensitivity, where, err);
+	}
 	case ACCT_EV_RANDOMIZED_RESPONSE:
 		if (!(ev->u.randomized_response.noise_parameter > 0.0 &&
 		      ev->u.randomized_response.noise_parameter <= 1.0))
@@ -108,15 +117,9 @@ static int validate(const acct_event *ev, acct_neighbor nb, const char *where, u
 					      "add/remove neighbour); set \"neighbor\":\"replace\"");
 		return 0;
 	case ACCT_EV_EXPONENTIAL_MECHANISM:
-		if (!pos_finite(ev->u.exponential_mechanism.epsilon))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("epsilon"),
-					      "'epsilon' must be a finite number > 0");
-		return 0;
+		return need_positive(ev->u.exponential_mechanism.epsilon, where, "epsilon", err);
 	case ACCT_EV_PERMUTE_AND_FLIP:
-		if (!pos_finite(ev->u.permute_and_flip.epsilon))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("epsilon"),
-					      "'epsilon' must be a finite number > 0");
-		return 0;
+		return need_positive(ev->u.permute_and_flip.epsilon, where, "epsilon", err);
 	case ACCT_EV_EPSILON_DELTA:
 		if (!(isfinite(ev->u.epsilon_delta.epsilon) && ev->u.epsilon_delta.epsilon >= 0.0))
 			return acct_error_set(err, ACCT_EINVAL, FIELD("epsilon"),
@@ -131,23 +134,14 @@ static int validate(const acct_event *ev, acct_neighbor nb, const char *where, u
 					      "'rho' must be a finite number >= 0");
 		return 0;
 	case ACCT_EV_GNMAX:
-		if (!pos_finite(ev->u.gnmax.sigma))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sigma"),
-					      "'sigma' must be a finite number > 0");
-		return 0;
+		return need_positive(ev->u.gnmax.sigma, where, "sigma", err);
 	case ACCT_EV_PATE_THRESHOLD:
-		if (!pos_finite(ev->u.pate_threshold.sigma))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sigma"),
-					      "'sigma' must be a finite number > 0");
-		return 0;
+		return need_positive(ev->u.pate_threshold.sigma, where, "sigma", err);
 	case ACCT_EV_PATE_GNSS:
 		if (!(ev->u.pate_gnss.beta >= 0.0 && ev->u.pate_gnss.beta < 0.5))
 			return acct_error_set(err, ACCT_EINVAL, FIELD("beta"),
 					      "'beta' must be in [0, 0.5)");
-		if (!pos_finite(ev->u.pate_gnss.sigma))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sigma"),
-					      "'sigma' must be a finite number > 0");
-		return 0;
+		return need_positive(ev->u.pate_gnss.sigma, where, "sigma", err);
 	case ACCT_EV_POISSON_SAMPLED: {
 		double q = ev->u.poisson_sampled.sampling_probability;
 

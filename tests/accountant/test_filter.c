@@ -234,3 +234,56 @@ Test(basic_filter, composed_pure_leaves_add_up)
 	ev->u.composed.events[1] = dlap(0.5, 1);
 	cr_assert_eq(basic_cost(ACCT_ADD_REMOVE, ev, &rc), 1.5);
 }
+
+/*
+ * acct_event_validate on events built in C (trainers and mechanisms build
+ * theirs without the JSON parser, so this is their only check): each bad
+ * field is named by its JSON pointer under the prefix, a good event passes.
+ */
+static void expect_invalid(acct_event *ev, const char *where)
+{
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(acct_event_validate_at(ev, ACCT_ADD_REMOVE, "/e", &err), ACCT_EINVAL);
+	cr_assert_eq(err.code, ACCT_EINVAL);
+	cr_assert_str_eq(err.where, where);
+	acct_event_free(ev);
+}
+
+Test(validate, bad_fields_are_named)
+{
+	acct_event *ev;
+	acct_error err;
+
+	ev = acct_event_new(ACCT_EV_GAUSSIAN);
+	ev->u.gaussian.noise_multiplier = 0.0;
+	expect_invalid(ev, "/e/noise_multiplier");
+	ev = acct_event_new(ACCT_EV_LAPLACE);
+	ev->u.laplace.noise_multiplier = INFINITY;
+	expect_invalid(ev, "/e/noise_multiplier");
+	ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);
+	ev->u.discrete_gaussian.sigma = NAN;
+	ev->u.discrete_gaussian.sensitivity = 1.0;
+	expect_invalid(ev, "/e/sigma");
+	ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);
+	ev->u.discrete_gaussian.sigma = 2.0;
+	ev->u.discrete_gaussian.sensitivity = 1.5;
+	expect_invalid(ev, "/e/sensitivity");
+	ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+	ev->u.discrete_laplace.noise_parameter = 1.0;
+	ev->u.discrete_laplace.sensitivity = 0.0;
+	expect_invalid(ev, "/e/sensitivity");
+	ev = acct_event_new(ACCT_EV_GNMAX);
+	ev->u.gnmax.sigma = -1.0;
+	expect_invalid(acct_event_self_composed(3, ev), "/e/event/sigma");
+
+	/* The same nodes with good values pass. */
+	ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+	ev->u.discrete_laplace.noise_parameter = 1.0;
+	ev->u.discrete_laplace.sensitivity = 2.0;
+	ev = acct_event_poisson_sampled(0.01, acct_event_self_composed(3, ev));
+	acct_error_init(&err);
+	cr_assert_eq(acct_event_validate_at(ev, ACCT_ADD_REMOVE, "/e", &err), 0, "%s", err.text);
+	acct_event_free(ev);
+}
