@@ -81,6 +81,22 @@ struct srv_db {
 	sqlite3_stmt *cached[CACHED_STMTS];
 	srv_db *next_free;
 	srv_store *store;
+	struct row_cache *rows; /* made by the first spend batch on this connection */
+};
+
+/*
+ * Dataset rows that single spends on one connection committed, exactly as
+ * the database holds them, and the connection's data version read right
+ * after the last of those COMMITs; spend_batch says when they may be used.
+ * Direct-mapped by a hash of the id: a collision only costs a read.
+ */
+#define ROW_CACHE_SLOTS 256
+
+struct row_cache {
+	bool valid;
+	unsigned version;
+	bool used[ROW_CACHE_SLOTS];
+	srv_dataset row[ROW_CACHE_SLOTS];
 };
 
 struct spend_slot;
@@ -207,6 +223,7 @@ static void db_close(srv_db *db)
 {
 	if (!db)
 		return;
+	free(db->rows);
 	for (int i = 0; i < CACHED_STMTS; i++)
 		sqlite3_finalize(db->cached[i]);
 	for (int i = 0; i < ST__COUNT; i++)
@@ -676,7 +693,7 @@ int64_t srv__ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
 }
 
 /* Writes a dataset's running totals. */
-int srv__save_totals(srv_db *db, const srv_dataset *ds, const char *now)
+int srv__save_totals(srv_db *db, srv_dataset *ds, const char *now)
 {
 	sqlite3_stmt *s = stmt(db, ST_DATASET_UPDATE_TOTALS);
 	char *spent = srv_cost_to_text(&ds->spent);
@@ -694,6 +711,13 @@ int srv__save_totals(srv_db *db, const srv_dataset *ds, const char *now)
 	if (sqlite3_step(s) == SQLITE_DONE && sqlite3_changes(db->h) == 1)
 		rc = SRV_OK;
 	sqlite3_reset(s);
+	/* *ds as a read of the row gives it: the totals parsed from the very
+	 * text stored (not assumed to round-trip) and the new updated_at. */
+	if (rc == SRV_OK && (srv_cost_from_text(spent, &ds->spent) < 0 ||
+			     srv_cost_from_text(reserved, &ds->reserved) < 0))
+		rc = SRV_DB_ERROR;
+	if (rc == SRV_OK)
+		srv_strcopy(ds->updated_at, sizeof(ds->updated_at), now);
 out:
 	free(spent);
 	free(reserved);
@@ -899,8 +923,8 @@ int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **re
  * (expired reservations the sweep committed stay committed), false for
  * every other outcome, whose writes the caller rolls back.
  */
-static int spend_in_txn(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
-			srv_dataset *ret_ds, bool *ret_keep)
+static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cached,
+			int *ret_status, char **ret_body, srv_dataset *ret_ds, bool *ret_keep)
 {
 	srv_dataset ds;
 	acct_filter f;
@@ -921,9 +945,13 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, int *ret_status, char *
 		if (rc != SRV_OK)
 			goto out;
 	}
-	rc = srv_store_dataset_get(db, sp->dataset_id, &ds);
-	if (rc != SRV_OK)
-		goto out;
+	if (cached && strcmp(cached->id, sp->dataset_id) == 0) {
+		ds = *cached;
+	} else {
+		rc = srv_store_dataset_get(db, sp->dataset_id, &ds);
+		if (rc != SRV_OK)
+			goto out;
+	}
 	if (ds.archived) {
 		*ret_ds = ds;
 		rc = SRV_CONFLICT;
@@ -1051,6 +1079,34 @@ static const char sql_savepoint[] = "SAVEPOINT spend";
 static const char sql_release[] = "RELEASE spend";
 static const char sql_rollback_to[] = "ROLLBACK TO spend";
 
+/* The connection's SQLITE_FCNTL_DATA_VERSION; false when unknown. */
+static bool data_version(srv_db *db, unsigned *ret)
+{
+	return sqlite3_file_control(db->h, "main", SQLITE_FCNTL_DATA_VERSION, ret) == SQLITE_OK;
+}
+
+static unsigned row_slot(const char *id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h % ROW_CACHE_SLOTS;
+}
+
+static void row_cache_clear(struct row_cache *rc)
+{
+	rc->valid = false;
+	memset(rc->used, 0, sizeof(rc->used));
+}
+
+static const srv_dataset *row_cache_find(const struct row_cache *rc, const char *id)
+{
+	unsigned i = row_slot(id);
+
+	return rc->used[i] && strcmp(rc->row[i].id, id) == 0 ? &rc->row[i] : NULL;
+}
+
 /*
  * Runs a batch of spends in one write transaction and one COMMIT, in queue
  * order, each seeing the ones before it (so admission is sequential, as if
@@ -1058,15 +1114,48 @@ static const char sql_rollback_to[] = "ROLLBACK TO spend";
  * savepoint so that one whose writes are not kept is undone alone.  When
  * the COMMIT fails no answer of the batch is given out: every spend that
  * would have been kept becomes SRV_DB_ERROR.
+ *
+ * A single spend takes its dataset row from the connection's row cache
+ * instead of reading it when the connection's data version is still the
+ * one read right after the last COMMIT that filled the cache.  Why those
+ * rows are the stored ones: SQLite changes a connection's data version at
+ * every commit of its own and, when a read transaction starts, whenever
+ * any other connection or process changed the file since
+ * (SQLITE_FCNTL_DATA_VERSION; pager_reset and CommitPhaseTwo in pager.c).
+ * BEGIN IMMEDIATE has started that read transaction and holds the write
+ * lock, so an unchanged version means the file was written by nothing but
+ * this connection's own COMMITs since the cache was last valid, and each
+ * of those (the cache stays valid across no other) was a single spend
+ * without a txn_fn (which could write anything): it wrote only its own
+ * dataset's row, through srv__save_totals, which leaves the row it hands
+ * back equal to what a read returns, and that row replaced the cached one.
+ * Anything else, a batch, a refusal, a replay, a spend with a txn_fn, a
+ * failed COMMIT, a write by anyone else, empties the cache.
  */
 static void spend_batch(srv_db *db, struct spend_slot *batch)
 {
 	bool single = batch->next == NULL, any_kept = false, broken = false;
+	bool plain = single && !batch->sp->txn_fn;
+	const srv_dataset *cached = NULL;
+	struct row_cache *rows;
+	unsigned version;
 
+	if (!db->rows)
+		db->rows = calloc(1, sizeof(*db->rows)); /* none: every spend reads its row */
+	rows = db->rows;
 	if (srv__begin_write(db) < 0) {
+		if (rows)
+			row_cache_clear(rows);
 		for (struct spend_slot *s = batch; s; s = s->next)
 			s->rc = SRV_DB_ERROR;
 		return;
+	}
+	if (rows) {
+		if (!rows->valid || !data_version(db, &version) || version != rows->version)
+			row_cache_clear(rows);
+		if (rows->valid && plain)
+			cached = row_cache_find(rows, batch->sp->dataset_id);
+		rows->valid = false; /* until this batch's COMMIT is accounted for */
 	}
 	for (struct spend_slot *s = batch; s; s = s->next) {
 		s->keep = false;
@@ -1075,14 +1164,28 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 			s->rc = SRV_DB_ERROR;
 			continue;
 		}
-		s->rc = spend_in_txn(db, s->sp, s->ret_status, s->ret_body, s->ret_ds, &s->keep);
+		s->rc = spend_in_txn(db, s->sp, cached, s->ret_status, s->ret_body, s->ret_ds,
+				     &s->keep);
 		if (!single && ((!s->keep && step_once(db, sql_rollback_to) != SQLITE_OK) ||
 				step_once(db, sql_release) != SQLITE_OK))
 			broken = true;
 		any_kept |= s->keep;
 	}
-	if (!broken && any_kept && srv__commit(db) == 0) /* durable: answers may go out */
+	if (!broken && any_kept && srv__commit(db) == 0) { /* durable: answers may go out */
+		if (rows && plain && batch->rc == SRV_OK && data_version(db, &version)) {
+			unsigned i = row_slot(batch->ret_ds->id);
+
+			rows->row[i] = *batch->ret_ds;
+			rows->used[i] = true;
+			rows->version = version;
+			rows->valid = true;
+		} else if (rows) {
+			row_cache_clear(rows);
+		}
 		return;
+	}
+	if (rows)
+		row_cache_clear(rows);
 	srv__rollback(db); /* nothing kept, or the transaction failed */
 	/* A replay or a refusal stands (nothing of it was to commit; a spend
 	 * that never ran is SRV_DB_ERROR already); what was to commit is lost. */

@@ -32,8 +32,9 @@ int64_t srv__ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
 			   const char *rid, const char *note, const char *actor,
 			   const char *idem_key, const char *now);
 
-/* Writes a dataset's running totals and counters. */
-int srv__save_totals(srv_db *db, const srv_dataset *ds, const char *now);
+/* Writes a dataset's running totals and counters, and leaves *ds as a read
+ * of the row would return it (totals parsed back, updated_at = now). */
+int srv__save_totals(srv_db *db, srv_dataset *ds, const char *now);
 
 /* Commits or releases an open reservation of `ds` (updating ds in memory
  * and the ledger); SRV_NOT_FOUND, SRV_CONFLICT when not open (ret_state

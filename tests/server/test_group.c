@@ -273,3 +273,112 @@ Test(group_commit, concurrent_spends_admit_exactly_the_budget)
 	srv_store_release(fx.st, db);
 	close_store(&fx);
 }
+
+/* Every column a read of the row gives equals what the spend handed back. */
+static void assert_same_row(const srv_dataset *a, const srv_dataset *b)
+{
+	cr_assert_str_eq(a->id, b->id);
+	cr_assert_eq(a->budget_epsilon, b->budget_epsilon);
+	cr_assert_eq(a->budget_delta, b->budget_delta);
+	cr_assert_eq(a->spent.n, b->spent.n);
+	cr_assert_eq(a->reserved.n, b->reserved.n);
+	for (unsigned i = 0; i < a->spent.n; i++)
+		cr_assert_eq(a->spent.v[i], b->spent.v[i]);
+	for (unsigned i = 0; i < a->reserved.n; i++)
+		cr_assert_eq(a->reserved.v[i], b->reserved.v[i]);
+	cr_assert_eq(a->open_reservations, b->open_reservations);
+	cr_assert_eq(a->charges, b->charges);
+	cr_assert_eq(a->archived, b->archived);
+	cr_assert_str_eq(a->updated_at, b->updated_at);
+}
+
+static int charge_one(srv_db *db, const char *dataset, double eps, srv_dataset *ret_ds)
+{
+	struct charge c;
+	char *body = NULL;
+	int status = 0, rc;
+
+	make_charge(&c, dataset, eps, NULL);
+	rc = srv_store_spend(db, &c.sp, &status, &body, ret_ds);
+	free(body);
+	return rc;
+}
+
+/*
+ * The writer connection keeps the dataset rows its single spends
+ * committed and uses them while nothing else wrote the file.  Each change
+ * below comes from elsewhere (another connection of the store, another
+ * SQLite connection as another process would have) and each must decide
+ * the next spend: a remembered row would admit every one of them.
+ */
+Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
+{
+	struct fixture fx;
+	srv_dataset ds, fresh;
+	srv_db *db;
+	sqlite3 *other;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "m", 10.0);
+	make_dataset(db, "n", 10.0);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_OK);
+		cr_assert_eq(srv_store_dataset_get(db, "m", &fresh), SRV_OK);
+		assert_same_row(&ds, &fresh);
+	}
+	cr_assert_eq(ds.spent.v[0], 3.0);
+
+	/* A lower budget through another connection of the store. */
+	cr_assert_eq(srv_store_dataset_update(db, "m", NULL, 3.5, NAN, "admin", &fresh), SRV_OK);
+	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_CONFLICT);
+	cr_assert_eq(ds.budget_epsilon, 3.5);
+	cr_assert_eq(charge_one(db, "m", 0.5, &ds), SRV_OK);
+	cr_assert_eq(srv_store_dataset_get(db, "m", &fresh), SRV_OK);
+	assert_same_row(&ds, &fresh);
+
+	/* Another process spends nearly all of it. */
+	cr_assert_eq(sqlite3_open(fx.path, &other), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(other,
+				  "UPDATE datasets SET spent = '[3.25,0.0]', budget_epsilon = 3.5"
+				  " WHERE id = 'm'",
+				  NULL, NULL, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(charge_one(db, "m", 0.5, &ds), SRV_CONFLICT);
+	cr_assert_eq(ds.spent.v[0], 3.25);
+	cr_assert_eq(charge_one(db, "m", 0.25, &ds), SRV_OK);
+	cr_assert_eq(ds.spent.v[0], 3.5);
+
+	/* A spend on another dataset in between, then back. */
+	cr_assert_eq(charge_one(db, "n", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "m", 0.25, &ds), SRV_CONFLICT);
+
+	/* Two remembered rows; another process changes the one not charged
+	 * next, and the charge after that must see it. */
+	make_dataset(db, "p", 10.0);
+	make_dataset(db, "q", 10.0);
+	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
+	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'q'",
+				  NULL, NULL, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
+	cr_assert_eq(srv_store_dataset_get(db, "p", &fresh), SRV_OK);
+	assert_same_row(&ds, &fresh);
+	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_CONFLICT);
+	cr_assert_eq(ds.spent.v[0], 9.5);
+
+	/* Archived elsewhere: refused, with the archived row. */
+	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET budget_epsilon = 100 WHERE id = 'm'",
+				  NULL, NULL, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_OK);
+	cr_assert_eq(srv_store_dataset_archive(db, "m", "admin", &fresh), SRV_OK);
+	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_CONFLICT);
+	cr_assert(ds.archived);
+	sqlite3_close(other);
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
