@@ -36,7 +36,8 @@
  *      then single charges and dry-runs are timed, interleaved across sizes;
  *   target: the one-client ratio to the bare commit loop once more, paired:
  *      short slices of each alternate, and the ratio is of the summed counts;
- *      the verdict takes the lower of that and the table's ratio;
+ *      the verdict takes the lowest of that and the table's one-client
+ *      ratios (one dataset, 100 datasets);
  *   5. correctness: `dpgate verify` must exit 0 after the prefill and after
  *      the runs, and the number of 201 answers must equal the ledger's charge
  *      rows minus the rows the benchmark inserted itself.
@@ -1587,7 +1588,7 @@ int main(int argc, char **argv)
 	json_t *report = NULL, *arr;
 	double t_begin = now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
-	double round_ratio, target_ratio, floor_rate;
+	double round_ratio, spread_ratio, target_ratio, floor_rate;
 	double paired_ratios[PAIRED_SLICES], paired_bare_rates[PAIRED_SLICES],
 		paired_dpgate_rates[PAIRED_SLICES];
 	pthread_t spinners[MAX_SPINNERS];
@@ -1776,7 +1777,9 @@ int main(int argc, char **argv)
 	}
 	/* With one client nothing overlaps: a charge costs at least its SQL
 	 * transaction plus one HTTP exchange, so no server built from these two
-	 * parts passes the rate of the two in series. */
+	 * parts passes the rate of the two in series.  (The transaction here
+	 * reads the dataset row; dpgate skips that read when it remembers the
+	 * row, so it may pass this floor by that much.) */
 	floor_rate = 1.0 / (1.0 / res[C_TXN_1].rate + 1.0 / res[C_HTTP_1].rate);
 	printf("  one client's floor: charge txn then fixed-body exchange in series %.0f/s"
 	       " = %.2f x commit1; dpgate one dataset reaches %.2f of it\n",
@@ -1814,20 +1817,25 @@ int main(int argc, char **argv)
 	}
 	paired_ratio = paired_dpgate / paired_commit;
 	paired_median = median_of(paired_ratios, PAIRED_SLICES);
-	/* The verdict takes the lower of the paired ratio and the ratio of the
-	 * table's round medians, so that one bad stretch of the baseline cannot
-	 * carry it (before the ceilings kept their WAL, bare slices crawled at a
-	 * few hundred commits/s and the paired ratio read up to 4). */
+	/* The verdict takes the lowest of the paired ratio and the ratios of the
+	 * table's round medians, one dataset and 100 datasets with one client,
+	 * so that one bad stretch of the baseline cannot carry it (before the
+	 * ceilings kept their WAL, bare slices crawled at a few hundred
+	 * commits/s and the paired ratio read up to 4), nor the one dataset
+	 * alone (the server remembers the rows of datasets it charged). */
 	round_ratio = res[C_ONE_1].rate / res[C_SQL_1].rate;
-	target_ratio = fmin(paired_ratio, round_ratio);
+	spread_ratio = res[C_SPREAD_1].rate / res[C_SQL_1].rate;
+	target_ratio = fmin(paired_ratio, fmin(round_ratio, spread_ratio));
 	printf("\ntarget, paired (%d alternating %.1f s slices of each, %.2f s of each counted):\n"
 	       "  dpgate one dataset, 1 client %.0f/s  vs  bare commit loop, 1 writer %.0f/s:"
 	       " ratio %.2f (median of slice ratios %.2f)\n"
-	       "  round medians (table): ratio %.2f; target >= 0.5 on the lower, %.2f: %s\n",
+	       "  round medians (table), 1 client: one dataset %.2f, 100 datasets %.2f\n"
+	       "  target >= 0.5 on the lowest, %.2f: %s\n",
 	       PAIRED_SLICES, PAIRED_SLICE_S, PAIRED_SLICE_S - WARMUP_S,
 	       paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
 	       paired_commit / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_ratio,
-	       paired_median, round_ratio, target_ratio, target_ratio >= 0.5 ? "met" : "NOT met");
+	       paired_median, round_ratio, spread_ratio, target_ratio,
+	       target_ratio >= 0.5 ? "met" : "NOT met");
 	printf("  slices (bare/s, dpgate/s):");
 	for (unsigned k = 0; k < PAIRED_SLICES; k++)
 		printf(" %.0f/%.0f", paired_bare_rates[k], paired_dpgate_rates[k]);
@@ -1945,9 +1953,11 @@ int main(int argc, char **argv)
 						     adm[i].dry_p99_us));
 	json_object_set_new(report, "admission", arr);
 	json_object_set_new(report, "target_one_client",
-			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:b}", "paired_ratio", paired_ratio,
+			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "paired_ratio", paired_ratio,
 				      "paired_median_slice_ratio", paired_median,
-				      "ratio_of_round_medians", round_ratio, "paired_dpgate_per_s",
+				      "ratio_of_round_medians", round_ratio,
+				      "ratio_of_round_medians_100_datasets", spread_ratio,
+				      "paired_dpgate_per_s",
 				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
 				      "target", 0.5, "met", target_ratio >= 0.5));
 	json_object_set_new(report, "floor_one_client",
