@@ -88,9 +88,11 @@ struct srv_db {
  * Dataset rows that single spends on one connection committed, exactly as
  * the database holds them, and the connection's data version read right
  * after the last of those COMMITs; spend_batch says when they may be used.
- * Direct-mapped by a hash of the id: a collision only costs a read.
+ * A row lives in one of ROW_CACHE_WAYS slots from a hash of its id; when
+ * they are all taken the first is replaced (a miss only costs a read).
  */
 #define ROW_CACHE_SLOTS 256
+#define ROW_CACHE_WAYS 4
 
 struct row_cache {
 	bool valid;
@@ -1102,9 +1104,41 @@ static void row_cache_clear(struct row_cache *rc)
 
 static const srv_dataset *row_cache_find(const struct row_cache *rc, const char *id)
 {
-	unsigned i = row_slot(id);
+	unsigned first = row_slot(id);
 
-	return rc->used[i] && strcmp(rc->row[i].id, id) == 0 ? &rc->row[i] : NULL;
+	for (unsigned k = 0; k < ROW_CACHE_WAYS; k++) {
+		unsigned i = (first + k) % ROW_CACHE_SLOTS;
+
+		if (rc->used[i] && strcmp(rc->row[i].id, id) == 0)
+			return &rc->row[i];
+	}
+	return NULL;
+}
+
+/* Stores a row in its own slot, else a free one, else the first. */
+static void row_cache_put(struct row_cache *rc, const srv_dataset *ds)
+{
+	unsigned first = row_slot(ds->id), pick = first;
+	bool found = false;
+
+	for (unsigned k = 0; k < ROW_CACHE_WAYS && !found; k++) {
+		unsigned i = (first + k) % ROW_CACHE_SLOTS;
+
+		if (rc->used[i] && strcmp(rc->row[i].id, ds->id) == 0) {
+			pick = i;
+			found = true;
+		}
+	}
+	for (unsigned k = 0; k < ROW_CACHE_WAYS && !found; k++) {
+		unsigned i = (first + k) % ROW_CACHE_SLOTS;
+
+		if (!rc->used[i]) {
+			pick = i;
+			found = true;
+		}
+	}
+	rc->row[pick] = *ds;
+	rc->used[pick] = true;
 }
 
 /*
@@ -1173,10 +1207,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	}
 	if (!broken && any_kept && srv__commit(db) == 0) { /* durable: answers may go out */
 		if (rows && plain && batch->rc == SRV_OK && data_version(db, &version)) {
-			unsigned i = row_slot(batch->ret_ds->id);
-
-			rows->row[i] = *batch->ret_ds;
-			rows->used[i] = true;
+			row_cache_put(rows, batch->ret_ds);
 			rows->version = version;
 			rows->valid = true;
 		} else if (rows) {

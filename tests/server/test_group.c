@@ -370,6 +370,27 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_CONFLICT);
 	cr_assert_eq(ds.spent.v[0], 9.5);
 
+	/* More datasets than the cache holds: every row handed back is the
+	 * stored one, and a change elsewhere still decides the next spend. */
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 300; i++) {
+			char id[16];
+
+			snprintf(id, sizeof(id), "d%d", i);
+			if (round == 0)
+				make_dataset(db, id, 10.0);
+			cr_assert_eq(charge_one(db, id, 1.0, &ds), SRV_OK);
+			cr_assert_eq(srv_store_dataset_get(db, id, &fresh), SRV_OK);
+			assert_same_row(&ds, &fresh);
+			cr_assert_eq(ds.charges, round + 1);
+		}
+	}
+	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'd299'",
+				  NULL, NULL, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(charge_one(db, "d298", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "d299", 1.0, &ds), SRV_CONFLICT);
+
 	/* Archived elsewhere: refused, with the archived row. */
 	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET budget_epsilon = 100 WHERE id = 'm'",
 				  NULL, NULL, NULL),
