@@ -292,6 +292,12 @@ static void assert_same_row(const srv_dataset *a, const srv_dataset *b)
 	cr_assert_str_eq(a->updated_at, b->updated_at);
 }
 
+/* Another SQLite connection's write, as another process would make it. */
+static void run_sql(sqlite3 *h, const char *sql)
+{
+	cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+}
+
 static int charge_one(srv_db *db, const char *dataset, double eps, srv_dataset *ret_ds)
 {
 	struct charge c;
@@ -340,11 +346,8 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 
 	/* Another process spends nearly all of it. */
 	cr_assert_eq(sqlite3_open(fx.path, &other), SQLITE_OK);
-	cr_assert_eq(sqlite3_exec(other,
-				  "UPDATE datasets SET spent = '[3.25,0.0]', budget_epsilon = 3.5"
-				  " WHERE id = 'm'",
-				  NULL, NULL, NULL),
-		     SQLITE_OK);
+	run_sql(other, "UPDATE datasets SET spent = '[3.25,0.0]', budget_epsilon = 3.5"
+				  " WHERE id = 'm'");
 	cr_assert_eq(charge_one(db, "m", 0.5, &ds), SRV_CONFLICT);
 	cr_assert_eq(ds.spent.v[0], 3.25);
 	cr_assert_eq(charge_one(db, "m", 0.25, &ds), SRV_OK);
@@ -361,9 +364,7 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
-	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'q'",
-				  NULL, NULL, NULL),
-		     SQLITE_OK);
+	run_sql(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'q'");
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
 	cr_assert_eq(srv_store_dataset_get(db, "p", &fresh), SRV_OK);
 	assert_same_row(&ds, &fresh);
@@ -385,16 +386,12 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 			cr_assert_eq(ds.charges, round + 1);
 		}
 	}
-	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'd299'",
-				  NULL, NULL, NULL),
-		     SQLITE_OK);
+	run_sql(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'd299'");
 	cr_assert_eq(charge_one(db, "d298", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "d299", 1.0, &ds), SRV_CONFLICT);
 
 	/* Archived elsewhere: refused, with the archived row. */
-	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET budget_epsilon = 100 WHERE id = 'm'",
-				  NULL, NULL, NULL),
-		     SQLITE_OK);
+	run_sql(other, "UPDATE datasets SET budget_epsilon = 100 WHERE id = 'm'");
 	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_OK);
 	cr_assert_eq(srv_store_dataset_archive(db, "m", "admin", &fresh), SRV_OK);
 	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_CONFLICT);
