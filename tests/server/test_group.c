@@ -346,8 +346,7 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 
 	/* Another process spends nearly all of it. */
 	cr_assert_eq(sqlite3_open(fx.path, &other), SQLITE_OK);
-	run_sql(other, "UPDATE datasets SET spent = '[3.25,0.0]', budget_epsilon = 3.5"
-				  " WHERE id = 'm'");
+	run_sql(other, "UPDATE datasets SET spent = '[3.25,0.0]', budget_epsilon = 3.5 WHERE id = 'm'");
 	cr_assert_eq(charge_one(db, "m", 0.5, &ds), SRV_CONFLICT);
 	cr_assert_eq(ds.spent.v[0], 3.25);
 	cr_assert_eq(charge_one(db, "m", 0.25, &ds), SRV_OK);
