@@ -11,6 +11,7 @@
  * caller then reveals nothing.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,11 +164,17 @@ int srv_cost_from_text(const char *text, acct_cost *ret)
 		if (c.n == ACCT_FILTER_MAX_ORDERS)
 			return -1;
 		/* +inf is a real coordinate: an RDP order at which some event has
-		 * no bound (e.g. pate_gnss beyond 1/(2 beta)) is exhausted. */
+		 * no bound (e.g. pate_gnss beyond 1/(2 beta)) is exhausted.  An
+		 * underflow (ERANGE, finite) is a subnormal, read back exactly as
+		 * srv_cost_to_text wrote it; text below every double would read
+		 * as 0, so it reads as the smallest one instead: a cost is never
+		 * read as less than it is. */
 		errno = 0;
 		v = strtod(p, &end);
-		if (end == p || (errno == ERANGE && isfinite(v)) || isnan(v) || v < 0)
+		if (end == p || isnan(v) || v < 0)
 			return -1;
+		if (errno == ERANGE && v == 0.0)
+			v = DBL_TRUE_MIN;
 		c.v[c.n++] = v;
 		p = end;
 		if (*p == ',')

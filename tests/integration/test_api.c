@@ -387,6 +387,34 @@ Test(api, infinite_rdp_coordinates_are_stored)
 }
 
 /*
+ * The opposite end: a Gaussian with a noise multiplier of 8e153 costs about
+ * 1e-308 at every order, subnormal doubles.  Before, the totals text then
+ * failed to read back and the dataset answered 503 to everything after
+ * that charge; it must be charged, stay readable and verify.
+ */
+Test(api, subnormal_rdp_coordinates_are_stored)
+{
+	const char *tiny = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":8e153}}";
+	const char *unit = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1.0}}";
+	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+	char out[8192];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "s", 10.0, 1e-5, "rdp");
+	r = dpg_call(&srv, "POST", "/v1/datasets/s/charges", srv.admin_key, tiny);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/s/charges", srv.admin_key, unit);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/s/budget", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "charges"), 2);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
+}
+
+/*
  * Keys are cached by the server after their first check; a revocation must
  * still take effect at once, through the API and through the CLI (another
  * process).

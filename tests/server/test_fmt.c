@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "srv.h"
 #include "srv_fmt.h"
 
 static void reference_real(char buf[64], double x)
@@ -263,4 +264,34 @@ Test(budget_text, same_bytes_as_the_json_tree)
 			free(want);
 			json_decref(tree);
 		}
+}
+
+/*
+ * Stored compositions: subnormal coordinates (a Gaussian with a noise
+ * multiplier near 1e154 costs about 1e-308 at every order) read back
+ * exactly, and text below every double reads as the smallest double, never
+ * as 0: a stored cost is never read as less than it is.
+ */
+Test(cost_text, subnormals_read_back_and_nothing_reads_lower)
+{
+	acct_cost c = {.n = 4}, back;
+	char *text;
+
+	c.v[0] = DBL_TRUE_MIN;
+	c.v[1] = ldexp(0.75, -1022) * 1.5625; /* subnormal, not a power of two */
+	c.v[2] = DBL_MIN;
+	c.v[3] = INFINITY;
+	text = srv_cost_to_text(&c);
+	cr_assert_not_null(text);
+	cr_assert_eq(srv_cost_from_text(text, &back), 0, "%s", text);
+	cr_assert_eq(back.n, 4);
+	for (unsigned i = 0; i < 4; i++)
+		cr_assert_eq(memcmp(&back.v[i], &c.v[i], sizeof(double)), 0, "%s [%u]", text, i);
+	free(text);
+	cr_assert_eq(srv_cost_from_text("[1e-400,0.0]", &back), 0);
+	cr_assert_eq(back.v[0], DBL_TRUE_MIN);
+	cr_assert_eq(back.v[1], 0.0);
+	cr_assert_eq(srv_cost_from_text("[-1e-3]", &back), -1);
+	cr_assert_eq(srv_cost_from_text("[0.5,x]", &back), -1);
+	cr_assert_eq(srv_cost_from_text("[nan]", &back), -1);
 }
