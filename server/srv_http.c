@@ -279,6 +279,20 @@ bool srv_id_ok(const char *s)
  * default for -d (application/x-www-form-urlencoded), so that a bare
  * `curl -d '{...}'` works; the body is parsed as JSON in every case.
  */
+/* An Idempotency-Key is stored in the ledger and shown in its JSON: 1 to
+ * DPG_IDEMPOTENCY_KEY_BYTES printable ASCII characters (space to '~'). */
+static bool idempotency_key_ok(const char *key)
+{
+	size_t n = strlen(key);
+
+	if (n == 0 || n > DPG_IDEMPOTENCY_KEY_BYTES)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)key[i] < 0x20 || (unsigned char)key[i] > 0x7e)
+			return false;
+	return true;
+}
+
 static bool json_content_type(const char *ct)
 {
 	return !ct || strncasecmp(ct, "application/json", 16) == 0 ||
@@ -367,10 +381,9 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 			srv_problem_from_error(res, &err);
 			goto out;
 		}
-		if (req.idempotency_key &&
-		    (strlen(req.idempotency_key) == 0 ||
-		     strlen(req.idempotency_key) > DPG_IDEMPOTENCY_KEY_BYTES)) {
-			srv_problem(res, 400, NULL, "Idempotency-Key must be 1 to 128 bytes",
+		if (req.idempotency_key && !idempotency_key_ok(req.idempotency_key)) {
+			srv_problem(res, 400, NULL,
+				    "Idempotency-Key must be 1 to 128 printable ASCII characters",
 				    "Idempotency-Key", NULL);
 			goto out;
 		}

@@ -72,6 +72,7 @@ static const struct bad_case cases[] = {
 	{"reservation ttl negative", "POST", "/v1/datasets/t/reservations", K_ADMIN, NULL, "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1},\"ttl_seconds\":-5}", 400, "/ttl_seconds"},
 	{"unknown reservation", "POST", "/v1/datasets/t/reservations/rsv_0000/commit", K_ADMIN, NULL, NULL, 404, NULL},
 	{"idempotency key too long", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 400, "Idempotency-Key"},
+	{"idempotency key not ascii", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 400, "Idempotency-Key"},
 	{"key role unknown", "POST", "/v1/keys", K_ADMIN, NULL, "{\"role\":\"root\"}", 400, "/role"},
 	{"analyst key without scope", "POST", "/v1/keys", K_ADMIN, NULL, "{\"role\":\"analyst\"}", 400, "/datasets"},
 	{"basic ledger cannot price gaussian without a delta share", "POST", CH, K_ADMIN, NULL, EV("{\"type\":\"gaussian\",\"noise_multiplier\":1}"), 422, NULL},
@@ -123,6 +124,8 @@ Test(bad_inputs, each_gets_its_status_and_changes_nothing, .timeout = 180)
 			snprintf(idem, sizeof(idem), "Idempotency-Key: %s", big_key);
 			hdrs[nh++] = idem;
 		}
+		if (strcmp(c->name, "idempotency key not ascii") == 0)
+			hdrs[nh++] = "Idempotency-Key: caf\xc3\xa9-\xff";
 		switch (c->key) {
 		case K_ADMIN: key = srv.admin_key; break;
 		case K_NONE: key = NULL; break;
