@@ -295,6 +295,19 @@ static void print_table(const json_t *all)
 	}
 }
 
+static const char usage_check[] =
+	"usage: dpgate check POLICY [--json]\n"
+	"\n"
+	"Prices a budget policy without a server, for CI: POLICY (a file, or - for\n"
+	"stdin) is a JSON object {\"datasets\": [{\"id\", \"budget\": {\"epsilon\",\n"
+	"\"delta\"}, \"accountant\" (rdp|zcdp|basic), \"neighbor\", \"delta_share\",\n"
+	"\"planned\": [{\"name\", \"event\", \"repeat\"}]}]}.  Each dataset's planned\n"
+	"charges are admitted in order exactly as the server's ledger filter would.\n"
+	"\n"
+	"  --json   print the report as JSON instead of text\n"
+	"\n"
+	"Exit status: 0 every plan fits, 1 some plan does not, 2 bad policy or usage.\n";
+
 int srv_check_main(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -308,6 +321,9 @@ int srv_check_main(int argc, char **argv)
 	for (int a = 1; a < argc; a++) {
 		if (strcmp(argv[a], "--json") == 0) {
 			as_json = true;
+		} else if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+			fputs(usage_check, stdout);
+			return 0;
 		} else if (argv[a][0] == '-' && argv[a][1] != '\0') {
 			fprintf(stderr, "dpgate check: unknown option %s\n"
 				"usage: dpgate check POLICY [--json]\n", argv[a]);

@@ -481,8 +481,16 @@ static int cmd_verify(int argc, char **argv)
 	return rc == SRV_OK ? 0 : 1;
 }
 
-static int cmd_routes(void)
+static int cmd_routes(int argc, char **argv)
 {
+	if (argc > 1) {
+		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+
+		fputs("usage: dpgate routes\n\nPrints every HTTP route, one \"METHOD pattern\" a line,"
+		      " as the\nserver's router holds them (the OpenAPI spec lists the same).\n",
+		      help ? stdout : stderr);
+		return help ? 0 : 2;
+	}
 	for (size_t i = 0; i < srv_routes_count; i++)
 		printf("%s %s\n", srv_routes[i].method, srv_routes[i].pattern);
 	return 0;
@@ -537,7 +545,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "verify") == 0)
 		return cmd_verify(argc - 1, argv + 1);
 	if (strcmp(cmd, "routes") == 0)
-		return cmd_routes();
+		return cmd_routes(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(stateless) / sizeof(stateless[0]); i++)
 		if (strcmp(cmd, stateless[i].name) == 0)
 			return cmd_stateless(cmd, stateless[i].fn, argc - 1, argv + 1);

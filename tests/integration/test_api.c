@@ -353,6 +353,21 @@ Test(api, cli_help_and_keys)
 	cr_assert(strstr(out, "serve"));
 	cr_assert_eq(dpg_run(out, sizeof(out), serve_help), 0);
 	cr_assert(strstr(out, "--listen"));
+	/* Every command `dpgate --help` lists answers --help on stdout, exit 0. */
+	{
+		static const char *const cmds[] = {"serve", "keys", "epsilon", "delta", "calibrate",
+						   "compare", "rdp", "check", "verify", "routes"};
+
+		cr_assert_eq(dpg_run(out, sizeof(out), help), 0);
+		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+			const char *argv[] = {dpg_bin(), cmds[i], "--help", NULL};
+
+			cr_assert(strstr(out, cmds[i]), "%s is not in dpgate --help", cmds[i]);
+			cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "dpgate %s --help", cmds[i]);
+			cr_assert(strstr(out, "usage: dpgate"), "dpgate %s --help: %s", cmds[i], out);
+			cr_assert_eq(dpg_run(out, sizeof(out), help), 0);
+		}
+	}
 	cr_assert_eq(dpg_run(out, sizeof(out), list), 0);
 	cr_assert(strstr(out, "\"role\": \"admin\""));
 	/* The list shows no secret. */
