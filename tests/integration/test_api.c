@@ -376,6 +376,32 @@ Test(api, cli_help_and_keys)
 }
 
 /*
+ * Makes an rdp dataset, charges each body (201 each), and checks that the
+ * dataset still reads and its ledger verifies; *ret_budget is its budget
+ * summary afterwards.
+ */
+static void charge_and_verify(const char *id, const char *const *bodies, size_t n,
+			      dpg_resp *ret_budget)
+{
+	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+	char path[128], out[8192];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, id, 10.0, 1e-5, "rdp");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
+	for (size_t i = 0; i < n; i++) {
+		r = dpg_call(&srv, "POST", path, srv.admin_key, bodies[i]);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	*ret_budget = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(ret_budget->status, 200, "%s", ret_budget->body);
+	cr_assert_eq(dpg_num(ret_budget->json, "charges"), (double)n);
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
+}
+
+/*
  * An event with no RDP bound at some orders (pate_gnss beyond 1/(2 beta))
  * leaves infinite coordinates in an rdp ledger's running composition: the
  * dataset must stay readable and keep admitting at the other orders.
@@ -383,22 +409,12 @@ Test(api, cli_help_and_keys)
 Test(api, infinite_rdp_coordinates_are_stored)
 {
 	const char *gnss = "{\"event\":{\"type\":\"pate_gnss\",\"beta\":0.05,\"sigma\":20}}";
+	const char *const bodies[] = {gnss, gnss};
 	dpg_resp r;
-	char out[8192];
-	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
 
-	dpg_make_dataset(&srv, "r", 10.0, 1e-5, "rdp");
-	for (int i = 0; i < 2; i++) {
-		r = dpg_call(&srv, "POST", "/v1/datasets/r/charges", srv.admin_key, gnss);
-		cr_assert_eq(r.status, 201, "%s", r.body);
-		dpg_resp_free(&r);
-	}
-	r = dpg_call(&srv, "GET", "/v1/datasets/r/budget", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	cr_assert_eq(dpg_num(r.json, "charges"), 2);
+	charge_and_verify("r", bodies, 2, &r);
 	cr_assert_gt(dpg_num(r.json, "remaining.epsilon"), 0.0);
 	dpg_resp_free(&r);
-	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
 }
 
 /*
@@ -409,24 +425,14 @@ Test(api, infinite_rdp_coordinates_are_stored)
  */
 Test(api, subnormal_rdp_coordinates_are_stored)
 {
-	const char *tiny = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":8e153}}";
-	const char *unit = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1.0}}";
-	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
-	char out[8192];
+	const char *const bodies[] = {
+		"{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":8e153}}",
+		"{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1.0}}",
+	};
 	dpg_resp r;
 
-	dpg_make_dataset(&srv, "s", 10.0, 1e-5, "rdp");
-	r = dpg_call(&srv, "POST", "/v1/datasets/s/charges", srv.admin_key, tiny);
-	cr_assert_eq(r.status, 201, "%s", r.body);
+	charge_and_verify("s", bodies, 2, &r);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/s/charges", srv.admin_key, unit);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/s/budget", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	cr_assert_eq(dpg_num(r.json, "charges"), 2);
-	dpg_resp_free(&r);
-	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
 }
 
 /*
