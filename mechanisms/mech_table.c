@@ -3,8 +3,8 @@
  * the server answers on them, each priced by the event it returns.
  *
  * CSV: RFC 4180 (comma separator, double-quoted fields with "" escapes and
- * embedded newlines, LF or CRLF line ends), a header row of unique non-empty
- * names.  Every bound is a DPG_MAX_CSV_* constant.  Errors name the line
+ * embedded newlines, LF or CRLF line ends, a leading UTF-8 byte-order mark
+ * skipped), a header row of unique non-empty names.  Every bound is a DPG_MAX_CSV_* constant.  Errors name the line
  * (1 = header) and the column in the text and in `where`
  * ("/csv/line/17/age"); nothing is partially returned.
  *
@@ -280,6 +280,12 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 	int rc, st;
 	bool *is_num = NULL;
 
+	/* A UTF-8 byte-order mark (spreadsheet exports write one) is not part
+	 * of the first column's name. */
+	if (text && len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+		text += 3;
+		len -= 3;
+	}
 	if (!text || len == 0)
 		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is empty");
 	if (len > DPG_MAX_CSV_BYTES)

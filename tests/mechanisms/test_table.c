@@ -39,6 +39,11 @@ Test(table, parses_types_quotes_and_line_ends)
 	cr_assert_eq(mech_table_column_kind(t, 1), MECH_COL_CATEGORICAL);
 	cr_assert_eq(mech_table_column_kind(t, 2), MECH_COL_CATEGORICAL);
 	mech_table_free(t);
+	/* A UTF-8 byte-order mark before the header is not part of a name. */
+	t = parse_ok("\xef\xbb\xbf" "age,city\n31,Paris\n", NULL, 0);
+	cr_assert_str_eq(mech_table_column_name(t, 0), "age");
+	cr_assert_eq(mech_table_rows(t), 1);
+	mech_table_free(t);
 	/* A numeric-looking column declared categorical stays categorical. */
 	{
 		mech_column_decl decl[] = {{"zip", MECH_COL_CATEGORICAL}, {"n", MECH_COL_NUMERIC}};
