@@ -545,6 +545,22 @@ static int check_eps(double eps, acct_error *err)
 	return 0;
 }
 
+/*
+ * Epsilon for a count released with discrete Laplace noise of scale
+ * `width` / epsilon (width: the count's L1 sensitivity over its share of
+ * epsilon).  The scale must stay within DPG_MECH_DLAP_{MIN,MAX}_SCALE; the
+ * caller gave epsilon, not a scale, so the error names /epsilon.
+ */
+static int check_dlap_eps(double eps, double width, acct_error *err)
+{
+	double scale = width / eps;
+
+	if (!(scale >= DPG_MECH_DLAP_MIN_SCALE && scale <= DPG_MECH_DLAP_MAX_SCALE))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be in [%g, %g] for this query",
+				      width / DPG_MECH_DLAP_MAX_SCALE, width / DPG_MECH_DLAP_MIN_SCALE);
+	return 0;
+}
+
 static int check_bounds(double lo, double hi, acct_error *err)
 {
 	if (!isfinite(lo))
@@ -564,6 +580,8 @@ int mech_table_count(mech_rng *rng, const mech_table *t, double epsilon, int64_t
 
 	/* Adding or removing a row moves the count by 1: discrete Laplace of
 	 * scale 1/eps is eps-DP (under replace the count is public anyway). */
+	if (rc == 0)
+		rc = check_dlap_eps(epsilon, 1.0, err);
 	if (rc < 0)
 		return rc;
 	return mech_discrete_laplace(rng, &n, 1, 1, 1.0 / epsilon, ret, ret_event, err);
@@ -648,7 +666,8 @@ int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, doub
 	int rc;
 
 	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
-	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
+	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0 ||
+	    (neighbor != ACCT_REPLACE && (rc = check_dlap_eps(epsilon, 2.0, err)) < 0))
 		return rc;
 	/* Noisy sum and noisy count with epsilon/2 each (basic composition);
 	 * mean = noisy sum / max(noisy count, 1), clamped to [lo, hi] (post-
@@ -700,7 +719,8 @@ int mech_table_histogram(mech_rng *rng, const mech_table *t, const char *column,
 	int rc;
 
 	if ((rc = find_column(t, column, MECH_COL_CATEGORICAL, &c, err)) < 0 ||
-	    (rc = check_eps(epsilon, err)) < 0)
+	    (rc = check_eps(epsilon, err)) < 0 ||
+	    (rc = check_dlap_eps(epsilon, neighbor == ACCT_REPLACE ? 2.0 : 1.0, err)) < 0)
 		return rc;
 	if (n_categories < 1 || n_categories > DPG_MAX_HISTOGRAM_BINS)
 		return acct_error_set(err, ACCT_EINVAL, "/categories", "need 1 to %d categories",

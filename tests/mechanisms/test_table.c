@@ -312,6 +312,13 @@ Test(table, query_errors_name_the_field)
 	       "/categories/1");
 	EXPECT(mech_table_quantile(r, t, "x", 1.5, 0, 1, 1, &d, &ev, &err), "/q");
 	EXPECT(mech_table_count(r, t, -1, out, &ev, &err), "/epsilon");
+	/* Epsilons whose noise scale the discrete Laplace sampler cannot take
+	 * are the caller's epsilon at fault, not an internal scale. */
+	EXPECT(mech_table_count(r, t, 1e-300, out, &ev, &err), "/epsilon");
+	EXPECT(mech_table_count(r, t, 1e300, out, &ev, &err), "/epsilon");
+	EXPECT(mech_table_mean(r, t, "x", 0, 1, 1e-300, ACCT_ADD_REMOVE, &d, &ev, &err), "/epsilon");
+	EXPECT(mech_table_histogram(r, t, "g", cats, 1, 1e-300, ACCT_REPLACE, out, &ev, &err),
+	       "/epsilon");
 #undef EXPECT
 	mech_table_free(t);
 	mech_rng_free(r);
