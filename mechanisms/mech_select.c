@@ -18,6 +18,7 @@
  *  - c itself is a double within relative 2^-53 of epsilon / (2 D).
  * The events therefore name epsilon_eff = epsilon (1 + 2^-50) + 2^-38.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +317,12 @@ int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double eps
 	if (!(isfinite(epsilon) && epsilon > 0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be finite and > 0");
 	p = mech_randomized_response_noise(epsilon, k);
+	/* Past about 709, e^eps is no double: p would be the smallest
+	 * subnormal and the event's epsilon, ln(1 + k(1 - p)/p), infinite. */
+	if (!isfinite(exp(epsilon)) || !isfinite(log1p((double)k * (1.0 - p) / p)))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+				      "must be below %.2f (e^epsilon must be a finite double)",
+				      log(DBL_MAX));
 	/* The exact double p decides (mech_rng_bernoulli is exact), and the
 	 * event names that same p. */
 	rc = mech_rng_bernoulli(rng, p, &replace);

@@ -507,6 +507,9 @@ Test(mech, bad_inputs_name_the_field)
 	       "/scores/1");
 	EXPECT(mech_randomized_response(r, 4, 4, 1, &iout, &ev, &err), "/value");
 	EXPECT(mech_randomized_response(r, 0, 1, 1, &iout, &ev, &err), "/num_buckets");
+	/* e^epsilon past DBL_MAX: the event's epsilon would be infinite. */
+	EXPECT(mech_randomized_response(r, 0, 2, 710, &iout, &ev, &err), "/epsilon");
+	EXPECT(mech_randomized_response(r, 0, 2, 1e300, &iout, &ev, &err), "/epsilon");
 	EXPECT(mech_randomized_response(r, 0, 2, 0, &iout, &ev, &err), "/epsilon");
 	EXPECT(mech_gaussian_sigma_analytic(1, 0, 1, &v[0], &err), "/delta");
 #undef EXPECT
