@@ -74,7 +74,8 @@ static const char usage_keys[] =
 	"\n"
 	"create prints the new key alone on the last line of stdout; it is shown only\n"
 	"once (the database keeps a SHA-256 hash). --if-none creates a key only when\n"
-	"no unrevoked key of that role exists (and then prints nothing).\n";
+	"no unrevoked key of that role exists (and then prints nothing). create makes\n"
+	"the database if there is none; list and revoke need an existing one (exit 2).\n";
 
 static const char usage_stateless[] =
 	"usage: dpgate %s [--delta X] [--epsilon X] [--accountant NAME] [--neighbor add_remove|replace] [FILE|-]\n"
@@ -115,6 +116,18 @@ static int open_store(const char *db_path, unsigned pool, srv_store **ret)
 		return -1;
 	}
 	return 0;
+}
+
+/* Commands that only read or change an existing ledger must not create an
+ * empty one at a mistyped path (and then report on it). */
+static bool database_exists(const char *cmd, const char *db_path)
+{
+	struct stat st;
+
+	if (stat(db_path, &st) == 0 && S_ISREG(st.st_mode))
+		return true;
+	fprintf(stderr, "dpgate %s: no database at %s\n", cmd, db_path);
+	return false;
 }
 
 static int cmd_serve(int argc, char **argv)
@@ -254,6 +267,12 @@ static int cmd_keys(int argc, char **argv)
 		fprintf(stderr, "dpgate keys: --db FILE is required\n");
 		return 2;
 	}
+	if (strcmp(sub, "create") != 0 && strcmp(sub, "list") != 0 && strcmp(sub, "revoke") != 0) {
+		fputs(usage_keys, stderr);
+		return 2;
+	}
+	if (strcmp(sub, "create") != 0 && !database_exists("keys", db_path))
+		return 2;
 	if (open_store(db_path, 1, &store) < 0)
 		return 1;
 	db = srv_store_acquire(store);
@@ -465,7 +484,7 @@ static int cmd_verify(int argc, char **argv)
 		fputs(usage_verify, stderr);
 		return 2;
 	}
-	if (open_store(db_path, 1, &store) < 0)
+	if (!database_exists("verify", db_path) || open_store(db_path, 1, &store) < 0)
 		return 2;
 	db = srv_store_acquire(store);
 	rc = srv_store_verify(db, &report);

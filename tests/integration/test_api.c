@@ -373,6 +373,21 @@ Test(api, cli_help_and_keys)
 	/* The list shows no secret. */
 	cr_assert_null(strstr(out, srv.admin_key + 21));
 	cr_assert_eq(dpg_run(out, sizeof(out), bad), 2);
+	/* Commands on an existing ledger do not create one at a wrong path. */
+	{
+		char missing[400];
+		const char *verify[] = {dpg_bin(), "verify", "--db", missing, NULL};
+		const char *keys_list[] = {dpg_bin(), "keys", "list", "--db", missing, NULL};
+		const char *keys_revoke[] = {dpg_bin(), "keys", "revoke", "--db", missing, "abc", NULL};
+		const char *keys_bad[] = {dpg_bin(), "keys", "frob", "--db", missing, NULL};
+		const char *const *cmds[] = {verify, keys_list, keys_revoke, keys_bad};
+
+		snprintf(missing, sizeof(missing), "%s/typo.db", srv.dir);
+		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+			cr_assert_eq(dpg_run(out, sizeof(out), cmds[i]), 2, "%s %s", cmds[i][1], cmds[i][2]);
+			cr_assert_neq(access(missing, F_OK), 0, "%s created %s", cmds[i][1], missing);
+		}
+	}
 }
 
 /*
