@@ -37,7 +37,7 @@ int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 {
 	if (!(f->delta_budget > 0.0))
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/budget/delta",
-				      "an %s ledger needs a budget delta > 0 (use basic for pure "
+				      "the %s ledger needs a budget delta > 0 (use basic for pure "
 				      "epsilon-DP budgets)", acct_ledger_kind_name(f->kind));
 	if (f->kind == ACCT_LEDGER_ZCDP) {
 		f->bound[0] = acct_zcdp_rho_budget(f->epsilon_budget, f->delta_budget);
