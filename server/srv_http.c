@@ -249,6 +249,9 @@ void srv_route_allowed(const char *path, char *buf, size_t size)
 			continue;
 		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? ", " : "", m);
 	}
+	/* HEAD is answered wherever GET is (dispatch). */
+	if (strstr(buf, "GET"))
+		snprintf(buf + n, n < size ? size - n : 0, ", HEAD");
 }
 
 /* ---- dispatch ---------------------------------------------------------- */
@@ -311,7 +314,10 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	int r;
 
 	memset(&req, 0, sizeof(req));
-	r = srv_route_match(method, url, scratch, sizeof(scratch), req.params);
+	/* HEAD runs the GET route; libmicrohttpd sends its headers without the
+	 * body (RFC 9110 9.3.2). */
+	r = srv_route_match(strcmp(method, "HEAD") == 0 ? "GET" : method, url, scratch,
+			    sizeof(scratch), req.params);
 	cs->route = r >= 0 ? r : -1;
 	if (r == -1) {
 		srv_problem(res, 404, NULL, "no such route", NULL, NULL);

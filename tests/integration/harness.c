@@ -232,6 +232,8 @@ int dpg_http(const dpg_server *s, const char *method, const char *path, const ch
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", s->port, path);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (strcmp(method, "HEAD") == 0)
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L); /* headers only, as HEAD answers */
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
@@ -259,6 +261,12 @@ int dpg_http(const dpg_server *s, const char *method, const char *path, const ch
 	if (rc == CURLE_OK) {
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &ret->status);
 		curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+		{
+			curl_off_t cl = -1;
+
+			curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+			ret->content_length = (long long)cl;
+		}
 		if (ct)
 			snprintf(ret->content_type, sizeof(ret->content_type), "%s", ct);
 		ret->body = sink.buf ? sink.buf : strdup("");

@@ -25,6 +25,7 @@ typedef struct dpg_resp {
 	size_t len;
 	json_t *json;        /* parsed body, or NULL */
 	char content_type[96];
+	long long content_length; /* the Content-Length header, -1 when absent */
 } dpg_resp;
 
 /* The dpgate binary under test ($DPGATE_BIN). */

@@ -29,6 +29,38 @@ TestSuite(api, .init = setup, .fini = teardown, .timeout = 120);
 static const char *charge_1_8 =
 	"{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}";
 
+/*
+ * HEAD is answered wherever GET is: the same status and headers, the GET
+ * body's length, no body; a route without GET is 405.
+ */
+Test(api, head_answers_like_get_without_a_body)
+{
+	dpg_resp get, head;
+
+	dpg_make_dataset(&srv, "h", 1.0, 1e-5, "basic");
+	get = dpg_call(&srv, "GET", "/v1/datasets/h/budget", srv.admin_key, NULL);
+	head = dpg_call(&srv, "HEAD", "/v1/datasets/h/budget", srv.admin_key, NULL);
+	cr_assert_eq(get.status, 200);
+	cr_assert_eq(head.status, 200);
+	cr_assert_eq(head.len, 0, "%s", head.body);
+	cr_assert_eq(head.content_length, (long long)get.len);
+	cr_assert_str_eq(head.content_type, get.content_type);
+	dpg_resp_free(&get);
+	dpg_resp_free(&head);
+	/* Auth applies as to GET. */
+	head = dpg_call(&srv, "HEAD", "/v1/datasets/h/budget", NULL, NULL);
+	cr_assert_eq(head.status, 401);
+	dpg_resp_free(&head);
+	head = dpg_call(&srv, "HEAD", "/healthz", NULL, NULL);
+	cr_assert_eq(head.status, 200);
+	cr_assert_eq(head.len, 0);
+	dpg_resp_free(&head);
+	/* A POST-only route: 405. */
+	head = dpg_call(&srv, "HEAD", "/v1/datasets/h/charges", srv.admin_key, NULL);
+	cr_assert_eq(head.status, 405);
+	dpg_resp_free(&head);
+}
+
 Test(api, health_and_spec_are_public)
 {
 	dpg_resp r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
