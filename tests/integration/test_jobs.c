@@ -177,9 +177,20 @@ Test(jobs, over_budget_is_refused_before_anything_runs)
  * again, so it gets the same bytes even after the dataset changed under it
  * (here its data: the retry's params no longer fit the new table).
  */
-Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
+/* Submits small_job to `again` under one Idempotency-Key; asserts 202. */
+static dpg_resp submit_keyed(void)
 {
 	const char *key[] = {"Idempotency-Key: fm-retry-1", NULL};
+	dpg_resp r;
+
+	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job,
+			      strlen(small_job), key, &r), 0);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	return r;
+}
+
+Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
+{
 	const char *csv_hdr[] = {"Content-Type: text/csv", NULL};
 	const char *csv = "x,y\n1,a\n2,b\n3,a\n4,b\n";
 	char first[4096], path[128];
@@ -190,9 +201,7 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 		     "{\"builtin\":\"fashion-mnist\"}");
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
-	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job,
-			      strlen(small_job), key, &r), 0);
-	cr_assert_eq(r.status, 202, "%s", r.body);
+	r = submit_keyed();
 	cr_assert_lt(r.len, sizeof(first));
 	memcpy(first, r.body, r.len);
 	first[r.len] = '\0';
@@ -214,9 +223,7 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	cr_assert_eq(r.status, 400, "%s", r.body);
 	dpg_resp_free(&r);
 	/* The retry: the stored 202, byte for byte, and no second reservation. */
-	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job,
-			      strlen(small_job), key, &r), 0);
-	cr_assert_eq(r.status, 202, "%s", r.body);
+	r = submit_keyed();
 	cr_assert_eq(r.len, strlen(first));
 	cr_assert_eq(memcmp(r.body, first, r.len), 0, "%s", r.body);
 	dpg_resp_free(&r);
