@@ -317,9 +317,9 @@ int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double eps
 	if (!(isfinite(epsilon) && epsilon > 0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be finite and > 0");
 	p = mech_randomized_response_noise(epsilon, k);
-	/* Past about 709, e^eps is no double: p would be the smallest
+	/* Past about 709, e^eps is no double: p is then the smallest
 	 * subnormal and the event's epsilon, ln(1 + k(1 - p)/p), infinite. */
-	if (!isfinite(exp(epsilon)) || !isfinite(log1p((double)k * (1.0 - p) / p)))
+	if (!isfinite(log1p((double)k * (1.0 - p) / p)))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 				      "must be below %.2f (e^epsilon must be a finite double)",
 				      log(DBL_MAX));
