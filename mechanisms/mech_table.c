@@ -643,7 +643,7 @@ int mech_table_sum(mech_rng *rng, const mech_table *t, const char *column, doubl
 		   double epsilon, acct_neighbor neighbor, double *ret, acct_event **ret_event,
 		   acct_error *err)
 {
-	const struct column *c;
+	const struct column *c = NULL;
 	double sens;
 	int rc;
 
@@ -659,7 +659,7 @@ int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, doub
 		    double hi, double epsilon, acct_neighbor neighbor, double *ret,
 		    acct_event **ret_event, acct_error *err)
 {
-	const struct column *c;
+	const struct column *c = NULL;
 	acct_event *ev = NULL, *e_sum = NULL, *e_cnt = NULL;
 	double sens, noisy_sum, mean;
 	int64_t noisy_count, n = (int64_t)t->rows;
@@ -713,7 +713,7 @@ int mech_table_histogram(mech_rng *rng, const mech_table *t, const char *column,
 			 acct_neighbor neighbor, int64_t *ret_counts, acct_event **ret_event,
 			 acct_error *err)
 {
-	const struct column *c;
+	const struct column *c = NULL;
 	int64_t *counts = NULL;
 	size_t *map = NULL;
 	int rc;
@@ -784,7 +784,7 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 			double lo, double hi, double epsilon, double *ret, acct_event **ret_event,
 			acct_error *err)
 {
-	const struct column *c;
+	const struct column *c = NULL;
 	double *x = NULL, *scores = NULL, u;
 	size_t *which = NULL, n = t->rows, m = 0, pick;
 	acct_event *ev = NULL;

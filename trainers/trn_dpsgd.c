@@ -229,9 +229,9 @@ int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64
 			      acct_event **ret, acct_error *err)
 {
 	acct_event *sgd = NULL, *pca = NULL, *all = NULL;
-	uint64_t n;
-	int64_t total;
-	double q;
+	uint64_t n = 0;
+	int64_t total = 0;
+	double q = 0;
 	int rc;
 
 	rc = params_check(p, true, err);
@@ -280,9 +280,9 @@ nomem:
 int trn_dpsgd_event(const trn_dpsgd_params *p, uint64_t n_train, acct_event **ret,
 		    acct_error *err)
 {
-	int64_t steps;
-	uint64_t n;
-	double q;
+	int64_t steps = 0;
+	uint64_t n = 0;
+	double q = 0;
 	int rc;
 
 	rc = params_check(p, true, err);
@@ -369,10 +369,10 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 	uint32_t *ylot = NULL;
 	const double *xtr;
 	uint32_t widths[TRN_MAX_LAYERS + 1], n_layers;
-	uint64_t n;
-	int64_t steps, step;
+	uint64_t n = 0;
+	int64_t steps = 0, step;
 	size_t d, cap;
-	double q, t0, noise_sd, last_loss = NAN, last_acc = NAN;
+	double q = 0, t0, noise_sd, last_loss = NAN, last_acc = NAN;
 	trn__clip clip;
 	int rc;
 
