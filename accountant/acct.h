@@ -209,6 +209,16 @@ int acct_filter_price(const acct_filter *f, const acct_event *ev, double delta_s
 		      acct_cost *ret_cost, acct_error *err);
 
 /*
+ * a + b, a * b and a / b rounded toward +infinity: the least double at or
+ * above the exact result (TwoSum and fma give the exact rounding error, so
+ * the step up is taken only when the rounded result fell below).  For
+ * finite arguments, and b > 0 for the quotient.
+ */
+double acct_add_up(double a, double b);
+double acct_mul_up(double a, double b);
+double acct_div_up(double a, double b);
+
+/*
  * Adds `b` to `a` coordinate-wise, each sum rounded toward +infinity, so a
  * stored running total never underestimates the exact sum of its charges.
  */

@@ -41,7 +41,7 @@ int acct_ledger_kind_from_name(const char *name, acct_ledger_kind *ret_kind)
 	return -1;
 }
 
-double acct__add_up(double a, double b)
+double acct_add_up(double a, double b)
 {
 	/* Knuth's TwoSum gives the exact rounding error of a + b. */
 	double s = a + b;
@@ -54,7 +54,7 @@ double acct__add_up(double a, double b)
 	return s;
 }
 
-double acct__mul_up(double a, double b)
+double acct_mul_up(double a, double b)
 {
 	double p = a * b;
 
@@ -62,6 +62,16 @@ double acct__mul_up(double a, double b)
 	if (fma(a, b, -p) > 0.0)
 		p = nextafter(p, INFINITY);
 	return p;
+}
+
+double acct_div_up(double a, double b)
+{
+	double q = a / b;
+
+	/* q * b - a, exactly: negative when q fell below a / b (b > 0). */
+	if (fma(q, b, -a) < 0.0)
+		q = nextafter(q, INFINITY);
+	return q;
 }
 
 void acct_cost_add_up(acct_cost *a, const acct_cost *b)
@@ -72,7 +82,7 @@ void acct_cost_add_up(acct_cost *a, const acct_cost *b)
 		double x = i < a->n ? a->v[i] : 0.0;
 		double y = i < b->n ? b->v[i] : 0.0;
 
-		a->v[i] = acct__add_up(x, y);
+		a->v[i] = acct_add_up(x, y);
 	}
 	a->n = n;
 }
@@ -87,7 +97,7 @@ void acct_cost_sub_up(acct_cost *a, const acct_cost *b)
 		 * (conservative) until nothing it counts is left. */
 		if (isinf(a->v[i]))
 			continue;
-		d = acct__add_up(a->v[i], -y);
+		d = acct_add_up(a->v[i], -y);
 		a->v[i] = d > 0.0 ? d : 0.0;
 	}
 }
@@ -138,16 +148,6 @@ int acct_filter_init(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighb
 
 /* ---- pure-epsilon leaves that need their own formula (issue 4) ---- */
 
-/* a / b rounded toward +infinity (a, b > 0). */
-static double div_up(double a, double b)
-{
-	double q = a / b;
-
-	if (fma(q, b, -a) < 0.0)
-		q = nextafter(q, INFINITY);
-	return q;
-}
-
 /*
  * The exact pure epsilon of two dp_accounting leaves, rounded upward:
  *  - discrete_laplace {noise_parameter a, sensitivity D}: noise with pmf
@@ -166,7 +166,7 @@ static double div_up(double a, double b)
 static double basic_pure_epsilon(const acct_event *ev)
 {
 	if (ev->type == ACCT_EV_DISCRETE_LAPLACE)
-		return acct__mul_up(ev->u.discrete_laplace.noise_parameter,
+		return acct_mul_up(ev->u.discrete_laplace.noise_parameter,
 				    ev->u.discrete_laplace.sensitivity);
 	{
 		double p = ev->u.randomized_response.noise_parameter;
@@ -177,7 +177,7 @@ static double basic_pure_epsilon(const acct_event *ev)
 			q = nextafter(q, INFINITY);
 		if (q == 0.0)
 			return 0.0;
-		t = div_up(acct__mul_up(k, q), p);
+		t = acct_div_up(acct_mul_up(k, q), p);
 		e = log1p(t);
 		return nextafter(nextafter(e, INFINITY), INFINITY);
 	}
@@ -220,8 +220,8 @@ static int basic_price(const acct_event *ev, double *ret_eps, double *ret_delta,
 
 		if (rc < 0)
 			return rc;
-		e = acct__mul_up((double)ev->u.self_composed.count, ie);
-		d = acct__mul_up((double)ev->u.self_composed.count, id);
+		e = acct_mul_up((double)ev->u.self_composed.count, ie);
+		d = acct_mul_up((double)ev->u.self_composed.count, id);
 		break;
 	}
 	case ACCT_EV_COMPOSED:
@@ -231,8 +231,8 @@ static int basic_price(const acct_event *ev, double *ret_eps, double *ret_delta,
 
 			if (rc < 0)
 				return rc;
-			e = acct__add_up(e, ie);
-			d = acct__add_up(d, id);
+			e = acct_add_up(e, ie);
+			d = acct_add_up(d, id);
 		}
 		break;
 	default:

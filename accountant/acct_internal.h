@@ -6,10 +6,6 @@
 
 #include "acct.h"
 
-/* a + b and a * b rounded toward +infinity (exactly, via TwoSum / fma). */
-double acct__add_up(double a, double b);
-double acct__mul_up(double a, double b);
-
 /*
  * Renyi-family filters (rdp, zcdp): set up the orders and bounds, price an
  * event in the filter's coordinates, test a composition, and report the

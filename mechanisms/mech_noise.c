@@ -42,37 +42,6 @@ typedef __int128 i128;
 #define LAPLACE_GRID_BITS 40
 #define GAUSSIAN_GRID_BITS 20
 
-/* a / b rounded up, for positive finite doubles. */
-static double div_up(double a, double b)
-{
-	double q = a / b;
-
-	if (fma(q, b, -a) < 0)
-		q = nextafter(q, INFINITY);
-	return q;
-}
-
-static double mul_up(double a, double b)
-{
-	double p = a * b;
-
-	if (fma(a, b, -p) > 0)
-		p = nextafter(p, INFINITY);
-	return p;
-}
-
-static double add_up(double a, double b)
-{
-	double s = a + b;
-
-	/* Two-sum error term: positive when s fell below a + b. */
-	double bb = s - a, e = (a - (s - bb)) + (b - bb);
-
-	if (e > 0)
-		s = nextafter(s, INFINITY);
-	return s;
-}
-
 static int check_len(size_t n, acct_error *err)
 {
 	if (n < 1 || n > DPG_MAX_VECTOR_LEN)
@@ -177,7 +146,7 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 		out[i] = ldexp((double)(k + z), -shift);
 	}
 	/* Noise parameter per grid unit a = den / num (rounded up). */
-	a = div_up((double)den, (double)num);
+	a = acct_div_up((double)den, (double)num);
 	if (n == 1) {
 		ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
 		if (ev) {
@@ -185,7 +154,7 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 			ev->u.discrete_laplace.sensitivity = dz;
 		}
 	} else {
-		ev = event_epsilon(mul_up(a, dz));
+		ev = event_epsilon(acct_mul_up(a, dz));
 	}
 	if (!ev) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
@@ -217,7 +186,7 @@ int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensi
 	if (n == 1)
 		dz = ceil(ldexp(l2_sensitivity, shift));
 	else
-		dz = add_up(ldexp(l2_sensitivity, shift), nextafter(sqrt((double)n), INFINITY));
+		dz = acct_add_up(ldexp(l2_sensitivity, shift), nextafter(sqrt((double)n), INFINITY));
 	if (!isfinite(sg) || !(dz <= 0x1p53))
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
 				      "noise scale too small for the sensitivity (epsilon too large)");
@@ -251,7 +220,7 @@ int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensi
 	} else {
 		ev = acct_event_new(ACCT_EV_ZCDP);
 		if (ev)
-			ev->u.zcdp.rho = div_up(mul_up(mul_up(dz, dz), 0.5), sg * sg);
+			ev->u.zcdp.rho = acct_div_up(acct_mul_up(acct_mul_up(dz, dz), 0.5), sg * sg);
 	}
 	if (!ev) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
@@ -302,7 +271,7 @@ int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
 			out[i] = z > 0 ? INT64_MAX : INT64_MIN;
 		}
 	}
-	a = div_up((double)den, (double)num);
+	a = acct_div_up((double)den, (double)num);
 	if (n == 1) {
 		ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
 		if (ev) {
@@ -310,7 +279,7 @@ int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
 			ev->u.discrete_laplace.sensitivity = (double)l1_sensitivity;
 		}
 	} else {
-		ev = event_epsilon(mul_up(a, (double)l1_sensitivity));
+		ev = event_epsilon(acct_mul_up(a, (double)l1_sensitivity));
 	}
 	if (!ev) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
@@ -367,8 +336,8 @@ int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
 	} else {
 		ev = acct_event_new(ACCT_EV_ZCDP);
 		if (ev)
-			ev->u.zcdp.rho = div_up(mul_up(mul_up(l2_sensitivity, l2_sensitivity), 0.5),
-						sg * sg);
+			ev->u.zcdp.rho = acct_div_up(
+				acct_mul_up(acct_mul_up(l2_sensitivity, l2_sensitivity), 0.5), sg * sg);
 	}
 	if (!ev) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");

@@ -102,24 +102,6 @@ fail:
 	return rc;
 }
 
-static double div_up(double a, double b)
-{
-	double q = a / b;
-
-	if (fma(q, b, -a) < 0)
-		q = nextafter(q, INFINITY);
-	return q;
-}
-
-static double mul_up(double a, double b)
-{
-	double p = a * b;
-
-	if (fma(a, b, -p) > 0)
-		p = nextafter(p, INFINITY);
-	return p;
-}
-
 /* Exactly one of the listed keys may be present (absent ones skipped). */
 static int only_one(const json_t *body, const char *const *keys, acct_error *err)
 {
@@ -163,10 +145,10 @@ static int laplace_scale(const json_t *body, double sens, double *ret, acct_erro
 		return rc;
 	if ((rc = srv_json_real(body, "", "epsilon", POS, 0, HUGE_VAL, &x, err)) != 0) {
 		if (rc > 0)
-			*ret = div_up(sens, x);
+			*ret = acct_div_up(sens, x);
 	} else if ((rc = srv_json_real(body, "", "noise_multiplier", POS, 0, HUGE_VAL, &x, err)) != 0) {
 		if (rc > 0)
-			*ret = mul_up(x, sens);
+			*ret = acct_mul_up(x, sens);
 	} else if ((rc = srv_json_real(body, "", "scale", POS, 0, HUGE_VAL, &x, err)) > 0) {
 		*ret = x;
 	}
@@ -198,7 +180,7 @@ static int gaussian_sigma(const json_t *body, double sens, double *ret, acct_err
 		return acct_error_set(err, ACCT_EINVAL, "/delta", "'delta' goes with 'epsilon' only");
 	if ((rc = srv_json_real(body, "", "noise_multiplier", POS, 0, HUGE_VAL, &x, err)) != 0) {
 		if (rc > 0)
-			*ret = mul_up(x, sens);
+			*ret = acct_mul_up(x, sens);
 	} else if ((rc = srv_json_real(body, "", "sigma", POS, 0, HUGE_VAL, &x, err)) > 0) {
 		*ret = x;
 	}

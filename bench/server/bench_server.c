@@ -81,6 +81,10 @@
 #include <microhttpd.h>
 #include <sqlite3.h>
 
+/* The ledger's round-upward addition, so that the totals written here equal
+ * what `dpgate verify` recomputes from the rows, bit for bit. */
+#include "acct.h"
+
 #ifndef BENCH_DEFAULT_DPGATE
 #define BENCH_DEFAULT_DPGATE "./build/server/dpgate"
 #endif
@@ -188,24 +192,6 @@ static double quantile(const double *sorted, size_t n, double q)
 	if (i >= n)
 		i = n - 1;
 	return sorted[i];
-}
-
-/*
- * Round-upward addition, the same operation as accountant/acct_filter.c's
- * acct__add_up (TwoSum; step up one ulp when the rounded sum lost a positive
- * error), so that the totals written here equal what `dpgate verify`
- * recomputes from the rows, bit for bit.
- */
-static double add_up(double a, double b)
-{
-	double s = a + b;
-	double bp = s - a;
-	double ap = s - bp;
-	double e = (a - ap) + (b - bp);
-
-	if (e > 0.0)
-		s = nextafter(s, INFINITY);
-	return s;
 }
 
 /* Parses "[x,y]" (the basic ledger's cost text) into two doubles. */
@@ -660,7 +646,7 @@ static int sql_charge_body(sqlite3_stmt *get, sqlite3_stmt *ins, sqlite3_stmt *u
 	    parse_pair((const char *)sqlite3_column_text(get, 7), spent) < 0)
 		goto out;
 	charges = sqlite3_column_int64(get, 10);
-	spent[0] = add_up(spent[0], 0.001);
+	spent[0] = acct_add_up(spent[0], 0.001);
 	snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
 	sqlite3_bind_text(ins, 11, now, -1, SQLITE_TRANSIENT);
 	if (sqlite3_step(ins) != SQLITE_DONE)
@@ -1183,8 +1169,8 @@ static long prefill_ledger(const char *db_path, const char *id, long rows)
 	/* New rows follow every existing row of the dataset, so adding their
 	 * costs to the stored totals in order is the verifier's replay. */
 	for (long i = 0; i < rows - have; i++) {
-		spent[0] = add_up(spent[0], cost[0]);
-		spent[1] = add_up(spent[1], cost[1]);
+		spent[0] = acct_add_up(spent[0], cost[0]);
+		spent[1] = acct_add_up(spent[1], cost[1]);
 	}
 	snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
 	if (sqlite3_prepare_v2(h, "UPDATE datasets SET spent = ?2, charges = ?3 WHERE id = ?1", -1,
