@@ -49,13 +49,27 @@ void acct_error_init(acct_error *err);
 /*
  * Records an error unless one is already recorded (the first error wins) and
  * returns `code`, so that callers can write `return acct_error_set(...)`.
- * `err` may be NULL, in which case only the code is returned.
+ * `err` may be NULL, in which case only the code is returned.  The recorded
+ * `where` and text are valid UTF-8 whatever the arguments (acct_utf8_scrub),
+ * so that an error quoting client input, or cut short by the buffer, can
+ * still be sent as JSON.
  */
 int acct_error_set(acct_error *err, int code, const char *where,
 		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* A short, stable name for an error code ("invalid", "unsupported", ...). */
 const char *acct_code_name(int code);
+
+/*
+ * UTF-8 as RFC 3629 defines it (shortest form, no surrogates, at most
+ * U+10FFFF), the text JSON strings may hold.  acct_utf8_valid tells whether
+ * the n bytes at s are valid UTF-8 and, when not, writes the offset of the
+ * first byte that does not start a valid sequence.  acct_utf8_scrub
+ * replaces, in place, each byte of a NUL-terminated string that is not part
+ * of a valid sequence by '?'.
+ */
+bool acct_utf8_valid(const char *s, size_t n, size_t *ret_bad);
+void acct_utf8_scrub(char *s);
 
 /* ------------------------------------------------------------------------ */
 /* Privacy events                                                            */

@@ -4,7 +4,8 @@
  *
  * CSV: RFC 4180 (comma separator, double-quoted fields with "" escapes and
  * embedded newlines, LF or CRLF line ends, a leading UTF-8 byte-order mark
- * skipped), a header row of unique non-empty names.  Every bound is a DPG_MAX_CSV_* constant.  Errors name the line
+ * skipped) in UTF-8 without NUL bytes, a header row of unique non-empty
+ * names.  Every bound is a DPG_MAX_CSV_* constant.  Errors name the line
  * (1 = header) and the column in the text and in `where`
  * ("/csv/line/17/age"); nothing is partially returned.
  *
@@ -291,6 +292,23 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 	if (len > DPG_MAX_CSV_BYTES)
 		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is larger than %u bytes",
 				      DPG_MAX_CSV_BYTES);
+	/* Names and categories are sent back in JSON and become C strings. */
+	{
+		const char *nul = memchr(text, '\0', len);
+		size_t bad = len;
+
+		if (!acct_utf8_valid(text, len, &bad) || nul) {
+			size_t at = nul && (size_t)(nul - text) < bad ? (size_t)(nul - text) : bad;
+			char where[ACCT_ERROR_WHERE_BYTES];
+			size_t line = 1;
+
+			for (size_t i = 0; i < at; i++)
+				line += text[i] == '\n';
+			snprintf(where, sizeof(where), "/csv/line/%zu", line);
+			return acct_error_set(err, ACCT_EINVAL, where, "line %zu: %s", line,
+					      at == bad ? "not valid UTF-8 text" : "a NUL byte");
+		}
+	}
 	count_rows(text, len, &cap_rows);
 	if (cap_rows < 2)
 		return acct_error_set(err, ACCT_EINVAL, "/csv", "need a header row and at least one row");

@@ -82,26 +82,51 @@ static const char *status_title(int status)
 	}
 }
 
+/* A copy of s that is valid UTF-8 (see acct_utf8_scrub); NULL for NULL or
+ * out of memory. */
+static char *utf8_copy(const char *s)
+{
+	char *c = s ? strdup(s) : NULL;
+
+	if (c)
+		acct_utf8_scrub(c);
+	return c;
+}
+
 void srv_problem(srv_response *res, int status, const char *title, const char *detail,
 		 const char *field, json_t *extra)
 {
 	char type[64];
+	char *d = utf8_copy(detail ? detail : ""), *f = utf8_copy(field);
 	json_t *p;
 
 	snprintf(type, sizeof(type), "https://dpgate.dev/problems/%d", status);
 	p = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title", title ? title : status_title(status),
-		      "status", status, "detail", detail ? detail : "");
-	if (p && field)
-		json_object_set_new(p, "field", json_string(field));
+		      "status", status, "detail", d ? d : "");
+	if (p && f)
+		json_object_set_new(p, "field", json_string(f));
 	if (p && extra)
 		json_object_update(p, extra);
 	json_decref(extra);
+	free(d);
+	free(f);
 	free(res->body);
 	res->status = status;
 	res->content_type = "application/problem+json";
 	res->body = p ? srv_json_dump(p) : NULL;
-	res->len = res->body ? strlen(res->body) : 0;
 	json_decref(p);
+	if (!res->body) {
+		/* Out of memory: still a problem document, never an empty body. */
+		size_t size = 128;
+
+		res->body = malloc(size);
+		if (res->body)
+			snprintf(res->body, size,
+				 "{\"type\":\"https://dpgate.dev/problems/%d\",\"title\":\"%s\","
+				 "\"status\":%d}",
+				 status, status_title(status), status);
+	}
+	res->len = res->body ? strlen(res->body) : 0;
 }
 
 void srv_problem_from_error(srv_response *res, const acct_error *err)

@@ -320,6 +320,8 @@ static int decl_from_query(const char *text, struct decl *ret, acct_error *err)
 	size_t cap = 1;
 
 	memset(&d, 0, sizeof(d));
+	if (!acct_utf8_valid(text, strlen(text), NULL))
+		return acct_error_set(err, ACCT_EINVAL, "columns", "'columns' is not valid UTF-8");
 	for (const char *p = text; *p; p++)
 		cap += *p == ',';
 	if (cap > DPG_MAX_CSV_COLUMNS)

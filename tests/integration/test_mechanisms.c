@@ -710,6 +710,9 @@ Test(mechanisms, bad_csv_stores_nothing)
 		{NULL, "a,b\n\"1,2\n", "/csv"},                               /* open quote */
 		{NULL, "", "/csv"},
 		{NULL, "a,b\n", "/csv"},                                      /* no rows */
+		{NULL, "q\xff,b\n1,2\n", "/csv/line/1"},                       /* not UTF-8 */
+		{NULL, "a,b\n1,\xe9t\xe9\n", "/csv/line/2"},                   /* Latin-1 cell */
+		{"?columns=a%FF:numeric", "a\n1\n", "columns"},               /* not UTF-8 */
 	};
 	size_t cols = 1100, off = 0;
 	char *wide = malloc(cols * 8 + 64);
@@ -725,6 +728,20 @@ Test(mechanisms, bad_csv_stores_nothing)
 		cr_assert(field && !strncmp(field, bad[i].field_prefix, strlen(bad[i].field_prefix)),
 			  "case %zu: field %s, want %s...", i, field ? field : "(none)",
 			  bad[i].field_prefix);
+		dpg_resp_free(&r);
+	}
+	/* A duplicate name of 70 three-byte characters: the message quotes it
+	 * cut to 64 bytes, mid-character, and is still sent as JSON. */
+	{
+		char dup[2 * 70 * 3 + 16] = "";
+
+		for (int k = 0; k < 2 * 70; k++)
+			strcat(dup, k == 70 ? ",\xe2\x82\xac" : "\xe2\x82\xac");
+		strcat(dup, "\n1,2\n");
+		r = put_csv("messy", NULL, dup, strlen(dup), srv.admin_key);
+		cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+		cr_assert_not_null(r.json, "not JSON: %s", r.body);
+		cr_assert(strstr(r.body, "appears twice"), "%s", r.body);
 		dpg_resp_free(&r);
 	}
 	/* Too many columns (DPG_MAX_CSV_COLUMNS is 1024). */

@@ -88,6 +88,47 @@ Test(table, bad_csv_names_line_and_column)
 	}
 }
 
+/* A string literal and its length (some hold NUL). */
+#define CSV(lit) lit, sizeof(lit) - 1
+
+Test(table, text_must_be_utf8_without_nul)
+{
+	static const struct {
+		const char *csv;
+		size_t len;
+		const char *where;
+	} bad[] = {
+		{CSV("q\xff,b\n1,2\n"), "/csv/line/1"},                /* stray byte in a name */
+		{CSV("\xe9\n1\n"), "/csv/line/1"},                      /* Latin-1, not UTF-8 */
+		{CSV("a,b\n1,\xed\xa0\x80\n"), "/csv/line/2"},          /* a surrogate */
+		{CSV("a,b\n1,x\n2,\xc0\xaf\n"), "/csv/line/3"},         /* overlong */
+		{CSV("a,b\n1,x\n2,\xe2\x82"), "/csv/line/3"},            /* cut short at the end */
+		{CSV("a,b\n1,x\0y\n"), "/csv/line/2"},                  /* NUL in a field */
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		mech_table *t = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_parse_csv(bad[i].csv, bad[i].len, NULL, 0, &t, &err),
+			     ACCT_EINVAL, "case %zu", i);
+		cr_assert_str_eq(err.where, bad[i].where, "case %zu: %s", i, err.text);
+		cr_assert_null(t);
+	}
+	{
+		/* Names and categories in any script are fine. */
+		static const char ok[] = "caf\xc3\xa9,\xe2\x82\xac\n1,\xf0\x9f\x98\x80\n2,x\n";
+		mech_table *t = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_parse_csv(ok, sizeof(ok) - 1, NULL, 0, &t, &err), 0, "%s",
+			     err.text);
+		mech_table_free(t);
+	}
+}
+
 Test(table, column_limit)
 {
 	size_t cols = DPG_MAX_CSV_COLUMNS + 1, len = 0;
