@@ -737,6 +737,11 @@ static int find_field(acct_event *node, const char *field, struct field_ref *f)
 	return 0;
 }
 
+/* Values already evaluated, with their gaps: Brent's method and the
+ * bracket check below ask for the same points again and again, and one
+ * evaluation can cost a tenth of a second (a PLD convolution). */
+#define CALIB_MEMO 64
+
 struct calib {
 	acct_event *root;
 	struct field_ref f;
@@ -746,6 +751,8 @@ struct calib {
 	acct_error err;
 	unsigned evals;
 	double last_eps;
+	double memo_v[CALIB_MEMO], memo_gap[CALIB_MEMO], memo_eps[CALIB_MEMO];
+	unsigned memo_n, memo_next;
 };
 
 /* epsilon(v) - target; records the first failure and returns NAN. */
@@ -755,6 +762,12 @@ static double calib_gap(struct calib *c, double v)
 	acct_error e;
 	int rc;
 
+	for (unsigned i = 0; i < c->memo_n; i++) {
+		if (c->memo_v[i] == v) {
+			c->last_eps = c->memo_eps[i];
+			return c->memo_gap[i];
+		}
+	}
 	if (c->f.real)
 		*c->f.real = v;
 	else
@@ -762,9 +775,9 @@ static double calib_gap(struct calib *c, double v)
 	c->evals++;
 	acct_error_init(&e);
 	rc = acct_epsilon(c->root, c->delta, c->opt, &r, &e);
-	if (rc == ACCT_EUNSUPPORTED && strcmp(e.where, "/delta") == 0)
-		return INFINITY; /* no finite epsilon at this value */
-	if (rc < 0) {
+	if (rc == ACCT_EUNSUPPORTED && strcmp(e.where, "/delta") == 0) {
+		r.epsilon = INFINITY; /* no finite epsilon at this value */
+	} else if (rc < 0) {
 		if (c->rc == 0) {
 			c->rc = rc;
 			c->err = e;
@@ -772,6 +785,12 @@ static double calib_gap(struct calib *c, double v)
 		return NAN;
 	}
 	c->last_eps = r.epsilon;
+	c->memo_v[c->memo_next] = v;
+	c->memo_eps[c->memo_next] = r.epsilon;
+	c->memo_gap[c->memo_next] = r.epsilon - c->target;
+	c->memo_next = (c->memo_next + 1) % CALIB_MEMO;
+	if (c->memo_n < CALIB_MEMO)
+		c->memo_n++;
 	return r.epsilon - c->target;
 }
 
