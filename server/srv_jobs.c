@@ -909,6 +909,13 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 		srv_problem(res, rc == SRV_NOT_FOUND ? 404 : 503, NULL, "no such dataset", NULL, NULL);
 		return 0;
 	}
+	/* As PATCH: an archived dataset does not change.  (Archiving between
+	 * this read and the write below links data nothing can query.) */
+	if (ds.archived) {
+		srv_problem(res, 409, NULL, "the dataset is archived; its data cannot change", NULL,
+			    NULL);
+		return 0;
+	}
 	if (req->content_type && strncasecmp(req->content_type, "text/csv", 8) == 0)
 		return srv_data_put_csv(req, res, &ds);
 	body = srv_parse_body(req->raw_body, req->raw_len, &err);

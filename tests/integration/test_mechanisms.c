@@ -774,6 +774,36 @@ Test(mechanisms, bad_csv_stores_nothing)
 	dpg_resp_free(&r);
 }
 
+Test(mechanisms, archived_dataset_data_cannot_change)
+{
+	const char *json_hdr[] = {"Content-Type: application/json", NULL};
+	dpg_resp r;
+
+	make_ds("retired", "basic", "add_remove", 10, 0);
+	r = put_csv("retired", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "DELETE", "/v1/datasets/retired", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+
+	r = put_csv("retired", NULL, "a\n1\n", 4, srv.admin_key);
+	cr_assert_eq(r.status, 409, "%ld %s", r.status, r.body);
+	cr_assert(strstr(r.body, "archived"), "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/retired/data", srv.admin_key,
+			      "{\"builtin\":\"fashion-mnist\"}", 26, json_hdr, &r), 0);
+	cr_assert_eq(r.status, 409, "%ld %s", r.status, r.body);
+	dpg_resp_free(&r);
+
+	/* Still the first table, still readable. */
+	r = dpg_call(&srv, "GET", "/v1/datasets/retired/data", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "kind")), "table");
+	cr_assert_eq(dpg_num(r.json, "rows"), 5);
+	dpg_resp_free(&r);
+}
+
 Test(mechanisms, csv_over_the_size_limit_is_413)
 {
 	/* DPG_MAX_CSV_BYTES is 64 MiB: announced by Content-Length, refused
