@@ -382,6 +382,7 @@ typedef struct srv_response {
 	const char *content_type;   /* static string */
 	char location[256];
 	char allow[64];             /* Allow header of a 405 */
+	bool retry_after;           /* Retry-After: 1 (a 503 when busy) */
 } srv_response;
 
 typedef int (*srv_handler)(srv_request *req, srv_response *res);
@@ -418,6 +419,11 @@ struct srv_ctx {
 	atomic_int in_flight;
 	atomic_bool stopping;
 	bool access_log;
+	/* Stateless computations (the public POST routes) running, and how many
+	 * may run at once: one can take seconds (a PLD calibration), and the
+	 * other HTTP threads stay free for the routes that spend budget. */
+	atomic_uint public_busy;
+	unsigned public_limit;
 };
 
 /* Fills a problem+json response (RFC 9457).  `field` may be NULL; `extra`

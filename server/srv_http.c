@@ -336,6 +336,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	bool have_who = false;
 	const srv_route *route;
 	json_t *body = NULL;
+	bool public_slot = false;
 	int r;
 
 	memset(&req, 0, sizeof(req));
@@ -354,11 +355,22 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 		return;
 	}
 	route = &srv_routes[r];
+	if (route->access == SRV_PUBLIC && route->json_body) {
+		if (atomic_fetch_add(&ctx->public_busy, 1) >= ctx->public_limit) {
+			atomic_fetch_sub(&ctx->public_busy, 1);
+			res->retry_after = true;
+			srv_problem(res, 503, NULL,
+				    "too many accountant computations are running; retry shortly", NULL,
+				    NULL);
+			return;
+		}
+		public_slot = true;
+	}
 	for (int i = 0; i < SRV_MAX_PATH_PARAMS && req.params[i]; i++) {
 		if (!srv_id_ok(req.params[i])) {
 			srv_problem(res, 404, NULL, "no such resource: malformed identifier in the path",
 				    NULL, NULL);
-			return;
+			goto out;
 		}
 	}
 	req.ctx = ctx;
@@ -427,6 +439,8 @@ out:
 		srv_principal_clear(&who);
 	if (req.db)
 		srv_store_release(ctx->store, req.db);
+	if (public_slot)
+		atomic_fetch_sub(&ctx->public_busy, 1);
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_state *cs,
@@ -453,6 +467,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"dpgate\"");
 	if (res->allow[0])
 		MHD_add_response_header(r, "Allow", res->allow);
+	if (res->retry_after)
+		MHD_add_response_header(r, "Retry-After", "1");
 	cs->status = res->status;
 	cs->out_bytes = res->len;
 	cs->replied = true;
@@ -640,6 +656,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	ctx->public_limit = threads > 1 ? threads / 2 : 1;
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
 			     (uint16_t)port, NULL, NULL, on_request, ctx,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,

@@ -87,10 +87,11 @@ void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, c
 static void spawn(dpg_server *s)
 {
 	char listen[64];
-	char data[300];
+	char data[300], threads[16];
 	FILE *f;
 
 	snprintf(listen, sizeof(listen), "127.0.0.1:0");
+	snprintf(threads, sizeof(threads), "%u", s->threads ? s->threads : 8);
 	snprintf(data, sizeof(data), "%s/data", s->dir);
 	if (truncate(s->log, 0) < 0 && errno != ENOENT)
 		cr_assert_fail("cannot truncate %s", s->log);
@@ -108,7 +109,7 @@ static void spawn(dpg_server *s)
 			dup2(fd, 1);
 		}
 		execl(dpg_bin(), dpg_bin(), "serve", "--db", s->db, "--listen", listen, "--data-dir",
-		      data, "--threads", "8", (char *)NULL);
+		      data, "--threads", threads, (char *)NULL);
 		_exit(127);
 	}
 	/* The server logs its URL once it listens. */
@@ -266,6 +267,9 @@ int dpg_http(const dpg_server *s, const char *method, const char *path, const ch
 
 			curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
 			ret->content_length = (long long)cl;
+			cl = 0;
+			curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &cl);
+			ret->retry_after = (long long)cl;
 		}
 		if (ct)
 			snprintf(ret->content_type, sizeof(ret->content_type), "%s", ct);

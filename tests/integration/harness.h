@@ -17,6 +17,7 @@ typedef struct dpg_server {
 	char db[320];
 	char log[320];
 	char admin_key[160];
+	unsigned threads;    /* --threads for the next (re)start; 0 = 8 */
 } dpg_server;
 
 typedef struct dpg_resp {
@@ -26,6 +27,7 @@ typedef struct dpg_resp {
 	json_t *json;        /* parsed body, or NULL */
 	char content_type[96];
 	long long content_length; /* the Content-Length header, -1 when absent */
+	long long retry_after;    /* the Retry-After header in seconds, 0 when absent */
 } dpg_resp;
 
 /* The dpgate binary under test ($DPGATE_BIN). */

@@ -3,7 +3,10 @@
  * ledger and shutdown, through HTTP against the real binary.
  */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -487,6 +490,87 @@ Test(api, subnormal_rdp_coordinates_are_stored)
  * still take effect at once, through the API and through the CLI (another
  * process).
  */
+/* A PLD calibration: about a second in a debug build, more under ASan. */
+static const char *slow_calibration =
+	"{\"template\":{\"type\":\"self_composed\",\"count\":1000,\"event\":{\"type\":"
+	"\"poisson_sampled\",\"sampling_probability\":0.02,\"event\":{\"type\":\"gaussian\","
+	"\"noise_multiplier\":null}}},\"epsilon\":3,\"delta\":1e-05,\"accountant\":\"pld\"}";
+
+struct slow_call {
+	const dpg_server *s;
+	dpg_resp r;
+	int rc;
+	atomic_bool done;
+};
+
+static void *slow_call_run(void *arg)
+{
+	struct slow_call *sc = arg;
+
+	for (;;) {
+		sc->rc = dpg_http(sc->s, "POST", "/v1/accountant/calibrate", NULL, slow_calibration,
+				  strlen(slow_calibration), NULL, &sc->r);
+		if (sc->rc != 0 || sc->r.status != 503)
+			break;
+		dpg_resp_free(&sc->r); /* the other side held the one slot: again */
+	}
+	atomic_store(&sc->done, true);
+	return NULL;
+}
+
+/*
+ * With --threads 2, one stateless computation may run at a time: while a
+ * slow one runs, another is refused at once with 503 and Retry-After (the
+ * other HTTP thread stays free for the routes that spend budget), and a
+ * charge is still answered.  Once it ends, the same request is answered.
+ */
+Test(api, stateless_computations_leave_threads_for_charges)
+{
+	static const char *eps_body =
+		"{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2},\"delta\":1e-5}";
+	struct slow_call sc = {.s = &srv};
+	bool refused = false;
+	pthread_t t;
+	dpg_resp r;
+
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.threads = 2;
+	dpg_server_restart(&srv);
+	dpg_make_dataset(&srv, "busy", 10.0, 1e-5, "basic");
+
+	cr_assert_eq(pthread_create(&t, NULL, slow_call_run, &sc), 0);
+	/* Let its connection be accepted alone (a thread accepts every pending
+	 * connection at once, and one accepted with it would wait behind it). */
+	usleep(100000);
+	while (!refused && !atomic_load(&sc.done)) {
+		cr_assert_eq(dpg_http(&srv, "POST", "/v1/accountant/epsilon", NULL, eps_body,
+				      strlen(eps_body), NULL, &r), 0);
+		if (r.status == 503) {
+			refused = true;
+			cr_assert_eq(r.retry_after, 1);
+			cr_assert_str_eq(r.content_type, "application/problem+json");
+			cr_assert_not_null(r.json, "%s", r.body);
+			cr_assert(strstr(r.body, "retry"), "%s", r.body);
+			/* A charge goes through meanwhile. */
+			dpg_resp_free(&r);
+			r = dpg_call(&srv, "POST", "/v1/datasets/busy/charges", srv.admin_key,
+				     charge_1_8);
+			cr_assert_eq(r.status, 201, "%s", r.body);
+		} else {
+			cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+		}
+		dpg_resp_free(&r);
+	}
+	cr_assert(refused, "the calibration ended before a second computation was tried");
+	pthread_join(t, NULL);
+	cr_assert_eq(sc.rc, 0);
+	cr_assert_eq(sc.r.status, 200, "%s", sc.r.body);
+	dpg_resp_free(&sc.r);
+	r = dpg_call(&srv, "POST", "/v1/accountant/epsilon", NULL, eps_body);
+	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+	dpg_resp_free(&r);
+}
+
 Test(api, revocation_reaches_the_key_cache_at_once)
 {
 	char k1[160], k2[160], out[512], id[17], path[64];
