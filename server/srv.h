@@ -198,11 +198,15 @@ void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_s
 int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body);
 
 /* Closes an open reservation: commit moves its cost to spent, release
- * returns it.  SRV_NOT_FOUND, SRV_CONFLICT (not open; *ret_state says what it
- * is) or SRV_OK with the dataset after the change. */
+ * returns it.  SRV_NOT_FOUND, SRV_CONFLICT (not open, *ret_state says what it
+ * is; or held by a training job, *ret_job names it) or SRV_OK with the
+ * dataset after the change.  A job's reservation is the job's to close: it
+ * is committed when the job ends once a worker has started it (whatever
+ * the outcome), and released only when the job is cancelled while queued;
+ * closing it here would let a job that read the data go unpaid. */
 int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid,
 				bool commit, const char *actor, srv_dataset *ret_ds,
-				char ret_state[16]);
+				char ret_state[16], char ret_job[64]);
 
 /* Lists reservations of a dataset as JSON (caller owns). */
 int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret);

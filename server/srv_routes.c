@@ -659,10 +659,21 @@ static int h_reserve(srv_request *req, srv_response *res)
 static int close_reservation(srv_request *req, srv_response *res, bool do_commit)
 {
 	srv_dataset ds;
-	char state[16] = "";
+	char state[16] = "", job[64] = "";
 	int rc = srv_store_reservation_close(req->db, req->params[0], req->params[1], do_commit,
-					     req->who->key_id, &ds, state);
+					     req->who->key_id, &ds, state, job);
 
+	if (rc == SRV_CONFLICT && job[0]) {
+		char detail[256];
+
+		snprintf(detail, sizeof(detail),
+			 "the reservation belongs to training job %s: it is committed when the job "
+			 "ends, or released if the job is cancelled while queued (DELETE /v1/jobs/%s)",
+			 job, job);
+		srv_problem(res, 409, NULL, detail, NULL,
+			    json_pack("{s:s, s:s}", "state", state, "job", job));
+		return 0;
+	}
 	if (rc == SRV_CONFLICT) {
 		char detail[96];
 

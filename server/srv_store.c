@@ -1322,8 +1322,38 @@ int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n
 	return 0;
 }
 
+/* The job holding reservation rid of dataset_id, if any: SRV_OK with
+ * ret_job[0] set or empty, or SRV_DB_ERROR. */
+static int reservation_job(srv_db *db, const char *dataset_id, const char *rid,
+			   char ret_job[64], char ret_state[16])
+{
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_DB_ERROR, step;
+
+	ret_job[0] = '\0';
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT j.id, r.state FROM jobs j JOIN reservations r"
+			       " ON r.id = j.reservation_id"
+			       " WHERE j.dataset_id = ?1 AND j.reservation_id = ?2",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, rid, -1, SQLITE_STATIC);
+	step = sqlite3_step(s);
+	if (step == SQLITE_ROW) {
+		snprintf(ret_job, 64, "%s", (const char *)sqlite3_column_text(s, 0));
+		snprintf(ret_state, 16, "%s", (const char *)sqlite3_column_text(s, 1));
+		rc = SRV_OK;
+	} else if (step == SQLITE_DONE) {
+		rc = SRV_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
 int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid, bool do_commit,
-				const char *actor, srv_dataset *ret_ds, char ret_state[16])
+				const char *actor, srv_dataset *ret_ds, char ret_state[16],
+				char ret_job[64])
 {
 	srv_dataset ds;
 	char now[32];
@@ -1340,7 +1370,15 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	rc = srv__sweep_expired(db, &ds, now);
 	if (rc != SRV_OK)
 		goto out;
-	rc = srv__close_reservation_locked(db, &ds, rid, do_commit, actor, now, ret_state);
+	/* In the same transaction as the close: a job and its reservation are
+	 * written together when it is submitted. */
+	rc = reservation_job(db, dataset_id, rid, ret_job, ret_state);
+	if (rc != SRV_OK)
+		goto out;
+	if (ret_job[0])
+		rc = SRV_CONFLICT;
+	else
+		rc = srv__close_reservation_locked(db, &ds, rid, do_commit, actor, now, ret_state);
 	if (rc == SRV_CONFLICT) {
 		if (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0)
 			rc = SRV_DB_ERROR;

@@ -254,23 +254,52 @@ Test(jobs, bad_params_name_the_field)
 	dpg_resp_free(&r);
 }
 
-Test(jobs, cancel_queued_releases_running_commits)
+/* Submits three long jobs on fm (two workers: the third waits in the
+ * queue), writes their ids and reservation ids, and waits until the first
+ * two run. */
+static void submit_three_long_jobs(char ids[3][64], char rids[3][64])
 {
 	const char *running[] = {"running", NULL};
-	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
-	char ids[3][64], path[128];
-	dpg_resp r;
-	json_t *j;
 
-	/* Two workers: the third job waits in the queue. */
 	for (int i = 0; i < 3; i++) {
-		r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+		dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+
 		cr_assert_eq(r.status, 202, "%s", r.body);
-		snprintf(ids[i], sizeof(ids[i]), "%s", json_string_value(json_object_get(r.json, "id")));
+		snprintf(ids[i], 64, "%s", json_string_value(json_object_get(r.json, "id")));
+		snprintf(rids[i], 64, "%s",
+			 json_string_value(json_object_get(json_object_get(r.json, "reservation"), "id")));
 		dpg_resp_free(&r);
 	}
 	json_decref(wait_for_state(ids[0], running, 60));
 	json_decref(wait_for_state(ids[1], running, 60));
+}
+
+/* The number of commit and release rows in fm's ledger. */
+static void count_closes(int *ret_commits, int *ret_releases)
+{
+	dpg_resp r = dpg_call(&srv, "GET", "/v1/datasets/fm/ledger", srv.admin_key, NULL);
+	size_t i;
+	json_t *e;
+
+	*ret_commits = *ret_releases = 0;
+	json_array_foreach(json_object_get(r.json, "entries"), i, e) {
+		const char *k = json_string_value(json_object_get(e, "kind"));
+
+		*ret_commits += strcmp(k, "commit") == 0;
+		*ret_releases += strcmp(k, "release") == 0;
+	}
+	dpg_resp_free(&r);
+}
+
+Test(jobs, cancel_queued_releases_running_commits)
+{
+	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
+	char ids[3][64], rids[3][64], path[128];
+	int commits, releases;
+	dpg_resp r;
+	json_t *j;
+
+	submit_three_long_jobs(ids, rids);
 	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[2]);
 	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);
@@ -287,22 +316,9 @@ Test(jobs, cancel_queued_releases_running_commits)
 	}
 	/* Ledger: three reservations; the queued one released, the two that
 	 * ran committed in full. */
-	{
-		int commits = 0, releases = 0;
-		size_t i;
-		json_t *e;
-
-		r = dpg_call(&srv, "GET", "/v1/datasets/fm/ledger", srv.admin_key, NULL);
-		json_array_foreach(json_object_get(r.json, "entries"), i, e) {
-			const char *k = json_string_value(json_object_get(e, "kind"));
-
-			commits += strcmp(k, "commit") == 0;
-			releases += strcmp(k, "release") == 0;
-		}
-		dpg_resp_free(&r);
-		cr_assert_eq(commits, 2);
-		cr_assert_eq(releases, 1);
-	}
+	count_closes(&commits, &releases);
+	cr_assert_eq(commits, 2);
+	cr_assert_eq(releases, 1);
 	/* A cancelled job has no model; an ended job cannot be cancelled. */
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model", ids[0]);
 	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
@@ -312,6 +328,68 @@ Test(jobs, cancel_queued_releases_running_commits)
 	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 409);
 	dpg_resp_free(&r);
+}
+
+/* POSTs /reservations/{rid}/{what} on fm; expects the 409 naming the job. */
+static void expect_held_by(const char *rid, const char *what, const char *job)
+{
+	char path[256];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/fm/reservations/%s/%s", rid, what);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 409, "%s %s: %ld %s", what, rid, r.status, r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "job")), job, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+/*
+ * A job's reservation is the job's: neither the release nor the commit
+ * route closes it, whether the job is queued, running or ended (releasing a
+ * running job's reservation returned its cost while the job trained and
+ * succeeded).  The budget keeps it reserved, then spent.
+ */
+Test(jobs, a_jobs_reservation_is_closed_only_by_the_job)
+{
+	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
+	char ids[3][64], rids[3][64], path[128];
+	int commits, releases;
+	double reserved;
+	dpg_resp r;
+
+	submit_three_long_jobs(ids, rids);
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
+	reserved = dpg_num(json_object_get(r.json, "reserved"), "epsilon");
+	cr_assert_gt(reserved, 0, "%s", r.body);
+	dpg_resp_free(&r);
+
+	for (int i = 0; i < 3; i++) { /* running, running, queued */
+		expect_held_by(rids[i], "release", ids[i]);
+		expect_held_by(rids[i], "commit", ids[i]);
+	}
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(json_object_get(r.json, "reserved"), "epsilon"), reserved, "%s", r.body);
+	cr_assert_eq(dpg_num(json_object_get(r.json, "spent"), "epsilon"), 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+
+	/* The jobs close them: cancelled while queued releases, stopped while
+	 * running commits; afterwards the routes still refuse. */
+	for (int i = 2; i >= 0; i--) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]);
+		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+		cr_assert(r.status == 200 || r.status == 202, "%ld %s", r.status, r.body);
+		dpg_resp_free(&r);
+		json_decref(wait_for_state(ids[i], ended, 60));
+	}
+	expect_held_by(rids[0], "release", ids[0]);
+	expect_held_by(rids[2], "commit", ids[2]);
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(json_object_get(r.json, "reserved"), "epsilon"), 0.0, "%s", r.body);
+	cr_assert_gt(dpg_num(json_object_get(r.json, "spent"), "epsilon"), 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+	count_closes(&commits, &releases);
+	cr_assert_eq(commits, 2);
+	cr_assert_eq(releases, 1);
 }
 
 Test(jobs, a_job_running_at_a_crash_fails_and_commits)
