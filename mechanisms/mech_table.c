@@ -21,6 +21,9 @@
 #include "mech.h"
 #include "mech_internal.h"
 
+/* The least epsilon a quantile takes (see mech_table_quantile). */
+#define QUANTILE_MIN_EPSILON 1e-300
+
 struct column {
 	char *name;
 	mech_col_kind kind;
@@ -605,10 +608,12 @@ int mech_table_count(mech_rng *rng, const mech_table *t, double epsilon, int64_t
 	return mech_discrete_laplace(rng, &n, 1, 1, 1.0 / epsilon, ret, ret_event, err);
 }
 
-/* Sensitivity of a clamped sum: add/remove max(|lo|, |hi|), replace hi - lo. */
+/* Sensitivity of a clamped sum: add/remove max(|lo|, |hi|), replace hi - lo
+ * rounded up (to nearest, 1 - (-1e-300) is 1, and a row could move the grid
+ * sum by one unit more than the event states). */
 static double sum_sensitivity(double lo, double hi, acct_neighbor nb)
 {
-	return nb == ACCT_REPLACE ? hi - lo : fmax(fabs(lo), fabs(hi));
+	return nb == ACCT_REPLACE ? acct_add_up(hi, -lo) : fmax(fabs(lo), fabs(hi));
 }
 
 /*
@@ -813,6 +818,15 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 		return rc;
 	if (!(q >= 0 && q <= 1))
 		return acct_error_set(err, ACCT_EINVAL, "/q", "must be in [0, 1]");
+	/* Every score below must be finite whatever the data: an error there,
+	 * answered before any charge, would tell the data (with epsilon near
+	 * 1e-307 the length term overflowed exactly when an interval was longer
+	 * than a threshold the caller chose, which read the minimum for free).
+	 * A positive double length has |log(length)| < 745, so at this epsilon
+	 * or above |score| <= n + (2 / epsilon) 745 stays far below DBL_MAX. */
+	if (!(epsilon >= QUANTILE_MIN_EPSILON))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be at least %g for a quantile",
+				      QUANTILE_MIN_EPSILON);
 	if (n + 1 > DPG_MAX_VECTOR_LEN)
 		return acct_error_set(err, ACCT_EINVAL, "/column",
 				      "quantiles are limited to tables of %d rows",

@@ -89,6 +89,11 @@
 #include "srv_pate_session.h"
 #include "srv_store_internal.h"
 
+/* The GNSS release's noise-scale floor and value ceiling (see
+ * srv_pate_session_release). */
+#define GNSS_MIN_SCALE 0x1p-30
+#define GNSS_MAX_VALUE 0x1p60
+
 #define SESSION_ID_BYTES 64
 #define PROB_SUM_TOLERANCE 1e-6
 
@@ -1421,18 +1426,35 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 		goto bad;
 	if ((rc = release_compute(req->db, &r, &fval, &ss, &err)) < 0)
 		goto bad;
-	/* The GNSS release: f + SS * N(0, sigma^2), exact discrete Gaussian
+	/* The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian
 	 * noise on a fine grid (mech_gaussian); its own event is not used, the
-	 * release is priced by Theorem 23 above. */
-	r.rdp_noisy = fval;
-	if (ss > 0) {
-		rng = mech_rng_new_system();
-		if (!rng || mech_gaussian(rng, &fval, 1, 1.0, ss * r.sigma, &r.rdp_noisy, &noise_event,
-					  &err) < 0) {
-			if (!err.code)
-				acct_error_set(&err, ACCT_EINTERNAL, "", "the random number generator failed");
-			goto bad;
-		}
+	 * release is priced by Theorem 23 above.  Nothing after
+	 * release_compute may fail on what it computed, or the error, answered
+	 * before any charge, would itself release it; so:
+	 *  - S = max(SS_beta, GNSS_MIN_SCALE / sigma).  The max of a beta-smooth
+	 *    upper bound on the local sensitivity and a constant is again one
+	 *    (S >= LS, and S(x) <= e^beta S(y) for neighbours since e^beta >= 1;
+	 *    Nissim, Raskhodnikova, Smith 2007, Def. 2.1), so Theorem 23 holds
+	 *    for S, and the noise scale S sigma >= 2^-30 keeps the sampler's grid
+	 *    within reach (a smaller one failed with "noise scale too small",
+	 *    which told SS to whoever bisected on sigma);
+	 *  - f is clamped to [0, GNSS_MAX_VALUE]: clamping cannot raise the
+	 *    local sensitivity at any distance, so S still bounds it, and the
+	 *    value stays on the grid. */
+	if (!(fval <= GNSS_MAX_VALUE))
+		fval = GNSS_MAX_VALUE;
+	if (!(fval >= 0))
+		fval = 0;
+	if (!(ss >= 0 && isfinite(ss * r.sigma))) { /* never: SS is bounded by the data-independent RDP */
+		acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity could not be computed");
+		goto bad;
+	}
+	rng = mech_rng_new_system();
+	if (!rng || mech_gaussian(rng, &fval, 1, 1.0, fmax(ss * r.sigma, GNSS_MIN_SCALE), &r.rdp_noisy,
+				  &noise_event, &err) < 0) {
+		acct_error_init(&err);
+		acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
+		goto bad;
 	}
 	sp.kind = SRV_SPEND_CHARGE;
 	sp.dataset_id = ds.id;

@@ -206,6 +206,45 @@ Test(pate_session, budget_runs_out_inside_a_batch)
 	dpg_resp_free(&r);
 }
 
+/*
+ * The GNSS release draws its noise at scale max(SS_beta, 2^-30 / sigma) *
+ * sigma, so no sigma makes it fail on the data: a sigma too small for the
+ * sampler's grid (SS sigma < 2^-34) was refused with 400 before any
+ * charge, and bisecting on sigma read the smooth sensitivity for free.
+ * Such a release costs more than any budget here: 409, nothing charged,
+ * whatever the votes.
+ */
+Test(pate_session, no_release_fails_on_the_data)
+{
+	static const double sigmas[] = {1e-30, 1e-12, 1e-8, 1e-7, 1e-6};
+	char sid[128], path[256], body[160];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "ss", 1e6, 1e-5, "rdp");
+	make_session("ss", "{\"aggregator\":\"gnmax\",\"num_teachers\":100,\"num_classes\":3,"
+		     "\"sigma2\":40}", sid, sizeof(sid));
+	snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/queries", sid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, "{\"queries\":[{\"votes\":[60,30,10]}]}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(charges_of("ss"), 1);
+	snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/release", sid);
+	for (size_t i = 0; i < sizeof(sigmas) / sizeof(sigmas[0]); i++) {
+		snprintf(body, sizeof(body),
+			 "{\"beta\":0.01,\"sigma\":%.17g,\"order\":10,\"delta\":1e-6}", sigmas[i]);
+		r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+		cr_assert_eq(r.status, 409, "sigma %g: %ld %s", sigmas[i], r.status, r.body);
+		dpg_resp_free(&r);
+	}
+	cr_assert_eq(charges_of("ss"), 1);
+	/* A sigma that fits is released and charged. */
+	r = dpg_call(&srv, "POST", path, srv.admin_key,
+		     "{\"beta\":0.01,\"sigma\":20,\"order\":10,\"delta\":1e-6}");
+	cr_assert_eq(r.status, 201, "%ld %s", r.status, r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(charges_of("ss"), 2);
+}
+
 /* A small LCG: the synthetic ensemble's data (not privacy noise). */
 static uint64_t lcg_state = 20180215;
 

@@ -235,6 +235,68 @@ Test(table, clamped_sum_distribution)
 	mech_rng_free(r);
 }
 
+/*
+ * Under replace, one row moves the grid sum by floor(hi / g) - floor(lo / g)
+ * at most.  With lo = -1e-300 and hi = 1 that is 2^39 + 1 grid units for
+ * epsilon 1: the scale hi - lo is in [1, 2), so mech_noise.c's grid is
+ * g = 2^-39 (scale / g in [2^39, 2^40)); floor(1 / g) = 2^39 and
+ * floor(-1e-300 / g) = -1.  hi - lo rounded to nearest is exactly 1, which
+ * stated 2^39.
+ */
+Test(table, replace_sum_sensitivity_covers_the_grid)
+{
+	mech_table *t = sample_table();
+	mech_rng *r = test_rng(67);
+	acct_event *ev = NULL;
+	acct_error err;
+	double out;
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_table_sum(r, t, "x", -1e-300, 1, 1.0, ACCT_REPLACE, &out, &ev, &err), 0,
+		     "%s", err.text);
+	cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
+	cr_assert_geq(ev->u.discrete_laplace.sensitivity, 0x1p39 + 1, "%.17g",
+		      ev->u.discrete_laplace.sensitivity);
+	acct_event_free(ev);
+	mech_table_free(t);
+	mech_rng_free(r);
+}
+
+/*
+ * A quantile's answer or error never depends on the data beyond the row
+ * count: at epsilon 7.685e-308 the length term (2 / eps) log(len)
+ * overflowed exactly when an interval was longer than 1000, so with
+ * lo = 20 - 1000 the 400 said whether min > 20.  Both tables now get the
+ * same 400 at /epsilon; at 1e-300 even the widest bounds work.
+ */
+Test(table, quantile_errors_do_not_depend_on_the_data)
+{
+	static const char *const tables[] = {"age\n23\n40\n50\n", "age\n19\n40\n50\n"};
+	mech_rng *r = test_rng(71);
+
+	for (int k = 0; k < 2; k++) {
+		mech_table *t = parse_ok(tables[k], NULL, 0);
+		acct_event *ev = NULL;
+		acct_error err;
+		double out;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_quantile(r, t, "age", 0.5, 20 - 1000, 1000, 7.685e-308, &out,
+						 &ev, &err),
+			     ACCT_EINVAL, "table %d", k);
+		cr_assert_str_eq(err.where, "/epsilon", "table %d: %s", k, err.text);
+		cr_assert_null(ev);
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_quantile(r, t, "age", 0.5, -1e300, 1e300, 1e-300, &out, &ev,
+						 &err),
+			     0, "table %d: %s %s", k, err.where, err.text);
+		cr_assert(isfinite(out) && out >= -1e300 && out <= 1e300);
+		acct_event_free(ev);
+		mech_table_free(t);
+	}
+	mech_rng_free(r);
+}
+
 Test(table, mean_is_composed_and_close)
 {
 	enum { N = 2000 };
