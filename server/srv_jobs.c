@@ -83,7 +83,7 @@ static int parse_dpsgd_params(const json_t *params, trn_dpsgd_params *p, acct_er
 		"model", "hidden", "activation", "epochs", "lot_size", "noise_multiplier",
 		"clip_norm", "clipping", "learning_rate", "learning_rate_final",
 		"learning_rate_decay_epochs", "momentum", "pca_components",
-		"pca_noise_multiplier", "max_train_examples", "label", NULL,
+		"pca_noise_multiplier", "max_train_examples", "label", "classes", NULL,
 	};
 	json_t *hidden;
 	int rc;
@@ -492,24 +492,32 @@ static int write_model(const char *dir, const char *id, const uint8_t *buf, size
 	return 0;
 }
 
-static int cmp_names(const void *a, const void *b)
+/* A declared class name and its index, sorted by name for bsearch. */
+struct class_name {
+	const char *name;
+	uint32_t index;
+};
+
+static int cmp_class_names(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
+	return strcmp(((const struct class_name *)a)->name, ((const struct class_name *)b)->name);
 }
 
 /*
  * A training table from a hosted CSV: the label is the column the job's
  * params name ("label"; default the last column), the features every other
  * numeric column, as uploaded (categorical feature columns are skipped).
- * Classes of a categorical label are its categories in lexicographic order;
- * a numeric label must hold integers 0..K-1.  The label set, like the schema
- * and the row count, is metadata the admin fixed at upload.  Errors never
- * quote rows.
+ * The classes are the params' declared ones (check_label): a numeric label
+ * v is class v when v is an integer in 0 .. K-1, a categorical one is the
+ * index of its name in the declared list; any other row gets TRN_NO_CLASS
+ * (sampled, zero gradient).  So nothing here depends on the rows beyond
+ * what the job's event was priced for, and nothing fails on them.
  */
 static int table_to_dataset(const mech_table *t, const json_t *params, trn_dataset **ret,
 			    acct_error *err)
 {
 	const char *label = json_string_value(json_object_get(params, "label"));
+	const json_t *declared = json_object_get(params, "classes");
 	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), lj = cols, d = 0;
 	double *x = NULL;
 	int64_t *y = NULL;
@@ -543,52 +551,52 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 	}
 	if (mech_table_numeric_values(t, lj)) {
 		const double *v = mech_table_numeric_values(t, lj);
-		double top = 0;
 
-		for (size_t i = 0; i < rows; i++) {
-			if (!(v[i] >= 0 && v[i] < DPG_MAX_CLASSES && v[i] == floor(v[i]))) {
-				rc = acct_error_set(err, ACCT_EINVAL, "/params/label",
-						    "a numeric label column must hold integers 0 .. %d",
-						    DPG_MAX_CLASSES - 1);
-				goto out;
-			}
-			y[i] = (int64_t)v[i];
-			top = fmax(top, v[i]);
-		}
-		classes = (uint32_t)top + 1;
+		if (!json_is_integer(declared))
+			goto bad_classes;
+		classes = (uint32_t)json_integer_value(declared);
+		for (size_t i = 0; i < rows; i++)
+			y[i] = v[i] >= 0 && v[i] < (double)classes && v[i] == floor(v[i]) ?
+				       (int64_t)v[i] :
+				       (int64_t)TRN_NO_CLASS;
 	} else {
-		size_t k = mech_table_category_count(t, lj);
-		const char **names = calloc(k ? k : 1, sizeof(char *));
-		int64_t *rank = calloc(k ? k : 1, sizeof(int64_t));
+		size_t k = mech_table_category_count(t, lj), m = json_array_size(declared);
+		struct class_name *byname = calloc(m ? m : 1, sizeof(*byname));
+		int64_t *of = calloc(k ? k : 1, sizeof(int64_t));
 
-		if (!names || !rank) {
-			free(names);
-			free(rank);
+		if (!byname || !of) {
+			free(byname);
+			free(of);
 			goto out;
 		}
-		for (size_t c = 0; c < k; c++)
-			names[c] = mech_table_category_name(t, lj, c);
-		qsort(names, k, sizeof(char *), cmp_names);
-		for (size_t c = 0; c < k; c++)
-			for (size_t r = 0; r < k; r++)
-				if (strcmp(mech_table_category_name(t, lj, c), names[r]) == 0)
-					rank[c] = (int64_t)r;
+		for (size_t c = 0; c < m; c++) {
+			byname[c].name = json_string_value(json_array_get(declared, c));
+			byname[c].index = (uint32_t)c;
+		}
+		qsort(byname, m, sizeof(*byname), cmp_class_names);
+		for (size_t c = 0; c < k; c++) {
+			struct class_name key = {mech_table_category_name(t, lj, c), 0};
+			const struct class_name *hit =
+				bsearch(&key, byname, m, sizeof(*byname), cmp_class_names);
+
+			of[c] = hit ? (int64_t)hit->index : (int64_t)TRN_NO_CLASS;
+		}
 		for (size_t i = 0; i < rows; i++)
-			y[i] = rank[mech_table_category_of(t, lj, i)];
-		classes = (uint32_t)k;
-		free(names);
-		free(rank);
+			y[i] = of[mech_table_category_of(t, lj, i)];
+		classes = (uint32_t)m;
+		free(byname);
+		free(of);
 	}
-	if (classes < 2) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/label",
-				    "the label column must hold at least two classes");
-		goto out;
-	}
+	if (classes < 2)
+		goto bad_classes;
 	rc = trn_dataset_from_table(x, y, rows, d, classes, "/data", ret, err);
 out:
 	free(x);
 	free(y);
 	return rc;
+bad_classes: /* never: check_label refused the job at submission */
+	rc = acct_error_set(err, ACCT_EINVAL, "/params/classes", "the label's classes are not declared");
+	goto out;
 }
 
 /* Loads the training table (and a public evaluation table where there is
@@ -1063,22 +1071,70 @@ static int data_rows(srv_db *db, const char *dataset_id, int64_t *ret, json_t **
 	return rc;
 }
 
-/* Checks the job's label against a hosted table's schema (metadata, so
- * before any data is read): it must name a column of the table. */
+/*
+ * Checks the job's label and classes against a hosted table's schema
+ * (metadata, so before any data is read).  The label must name a column
+ * (default: the last).  The classes must be declared: an integer K for a
+ * numeric label (classes 0 .. K-1), or the list of category names for a
+ * categorical one.  Taken from the data, their number and order would be
+ * released by the model's shape whatever noise the training adds (one row
+ * with a new category changed it), so they are public parameters; a row
+ * whose label is none of them is sampled with a zero gradient
+ * (TRN_NO_CLASS).  Fashion-MNIST has its ten classes and takes none.
+ */
 static int check_label(const json_t *params, const json_t *columns, acct_error *err)
 {
 	const char *label = json_string_value(json_object_get(params, "label"));
-	size_t i;
-	json_t *c;
+	const json_t *classes = json_object_get(params, "classes"), *col = NULL, *c;
+	size_t i, n = json_array_size(columns);
 
-	if (!columns || !label)
+	if (!columns) {
+		if (classes)
+			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+					      "classes are declared for a hosted table's label only");
 		return 0;
+	}
 	json_array_foreach(columns, i, c)
-		if (json_is_string(json_object_get(c, "name")) &&
-		    strcmp(json_string_value(json_object_get(c, "name")), label) == 0)
-			return 0;
-	return acct_error_set(err, ACCT_EINVAL, "/params/label", "the hosted table has no column '%.64s'",
-			      label);
+		if (label ? json_is_string(json_object_get(c, "name")) &&
+				    strcmp(json_string_value(json_object_get(c, "name")), label) == 0 :
+			    i + 1 == n)
+			col = c;
+	if (!col)
+		return acct_error_set(err, ACCT_EINVAL, "/params/label",
+				      "the hosted table has no column '%.64s'", label ? label : "");
+	if (!classes)
+		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+				      "a hosted table's label classes must be declared: an integer K "
+				      "for a numeric label (0 .. K-1), or the list of category names");
+	if (strcmp(json_string_value(json_object_get(col, "kind")), "numeric") == 0) {
+		if (!json_is_integer(classes) || json_integer_value(classes) < 2 ||
+		    json_integer_value(classes) > DPG_MAX_CLASSES)
+			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+					      "a numeric label's classes are an integer K in [2, %d]",
+					      DPG_MAX_CLASSES);
+		return 0;
+	}
+	if (!json_is_array(classes) || json_array_size(classes) < 2 ||
+	    json_array_size(classes) > DPG_MAX_CLASSES)
+		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+				      "a categorical label's classes are a list of 2 to %d names",
+				      DPG_MAX_CLASSES);
+	json_array_foreach(classes, i, c) {
+		char where[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(where, sizeof(where), "/params/classes/%zu", i);
+		if (!json_is_string(c) || json_string_length(c) < 1 ||
+		    json_string_length(c) > DPG_MAX_CSV_FIELD_BYTES ||
+		    strlen(json_string_value(c)) != json_string_length(c))
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a class is a category name of 1 to %d bytes",
+					      DPG_MAX_CSV_FIELD_BYTES);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(json_string_value(json_array_get(classes, k)),
+				   json_string_value(c)) == 0)
+				return acct_error_set(err, ACCT_EINVAL, where, "appears twice");
+	}
+	return 0;
 }
 
 int srv_h_job_submit(srv_request *req, srv_response *res)

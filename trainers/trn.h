@@ -37,6 +37,14 @@ typedef struct trn_dataset {
 } trn_dataset;
 
 /*
+ * The label of a row whose label is none of the declared classes.  Such a
+ * row is still sampled (the sampling rate is fixed from the row count before
+ * any data is read) and its gradient is zero: dropping rows, or failing on
+ * them, would depend on the data.  Evaluation skips it.
+ */
+#define TRN_NO_CLASS UINT32_MAX
+
+/*
  * Allocates a zeroed n x d table with room for n labels.  Bounds: 1 <= n <=
  * DPG_MAX_TRAIN_EXAMPLES, 1 <= d <= DPG_MAX_FEATURES, 2 <= num_classes <=
  * DPG_MAX_CLASSES.  Returns 0 and *ret, or ACCT_EINVAL / ACCT_ENOMEM.
@@ -49,7 +57,7 @@ void trn_dataset_free(trn_dataset *ds);
 
 /*
  * Checks a table a caller filled: the bounds above, every feature finite,
- * every label below num_classes.  `where` prefixes the JSON pointer of an
+ * every label below num_classes or TRN_NO_CLASS.  `where` prefixes the JSON pointer of an
  * error (e.g. "/data"); the offending row is named in the text.
  */
 int trn_dataset_validate(const trn_dataset *ds, const char *where, acct_error *err);

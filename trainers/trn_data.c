@@ -76,7 +76,7 @@ int trn_dataset_validate(const trn_dataset *ds, const char *where, acct_error *e
 				      "table shape %zu x %zu with %u classes is out of bounds",
 				      ds->n, ds->d, ds->num_classes);
 	for (size_t i = 0; i < ds->n; i++) {
-		if (ds->y[i] >= ds->num_classes)
+		if (ds->y[i] >= ds->num_classes && ds->y[i] != TRN_NO_CLASS)
 			return acct_error_set(err, ACCT_EINVAL, where,
 					      "row %zu: label %u is not below %u", i, ds->y[i],
 					      ds->num_classes);
@@ -103,6 +103,10 @@ int trn_dataset_from_table(const double *x, const int64_t *labels, size_t n, siz
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
+		if (labels[i] == (int64_t)TRN_NO_CLASS) {
+			ds->y[i] = TRN_NO_CLASS;
+			continue;
+		}
 		if (labels[i] < 0 || labels[i] >= (int64_t)num_classes) {
 			rc = acct_error_set(err, ACCT_EINVAL, where,
 					    "row %zu: label %lld is not in 0..%u", i,

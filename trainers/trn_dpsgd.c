@@ -483,15 +483,17 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 		/* Compute, clip and sum the per-example gradients, chunk by chunk. */
 		memset(grad, 0, m->n_params * sizeof(double));
 		for (size_t s = 0; s < count; s += cap) {
-			size_t B = count - s < cap ? count - s : cap;
+			size_t B = count - s < cap ? count - s : cap, b = 0;
 
 			for (size_t i = 0; i < B; i++) {
 				size_t r = idx[s + i];
 
-				memcpy(ws->act[0] + i * k0, xtr + r * k0, k0 * sizeof(double));
-				ylot[i] = train_ds->y[r];
+				if (train_ds->y[r] == TRN_NO_CLASS)
+					continue; /* sampled, gradient zero */
+				memcpy(ws->act[0] + b * k0, xtr + r * k0, k0 * sizeof(double));
+				ylot[b++] = train_ds->y[r];
 			}
-			trn__chunk_gradient(m, ws, ylot, B, &clip, grad, NULL, NULL, NULL);
+			trn__chunk_gradient(m, ws, ylot, b, &clip, grad, NULL, NULL, NULL);
 		}
 		res->examples_processed += count;
 		/* Add noise N(0, sigma^2 C^2 I); the sum is divided by L, not |L_t|. */

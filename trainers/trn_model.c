@@ -366,6 +366,11 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
 	if (!m || !ds || ds->d != m->input_dim || ds->num_classes != m->dims[m->n_layers])
 		return acct_error_set(err, ACCT_EINVAL, "/data",
 				      "the table does not match the model's shape");
+	/* Evaluation tables are public splits, every row labelled. */
+	for (size_t i = 0; i < ds->n; i++)
+		if (ds->y[i] >= ds->num_classes)
+			return acct_error_set(err, ACCT_EINVAL, "/data",
+					      "an evaluation row has no class");
 	rc = trn__workspace_new(m, cap, &ws, err);
 	if (rc < 0)
 		return rc;

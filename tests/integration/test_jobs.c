@@ -423,15 +423,60 @@ Test(jobs, a_job_running_at_a_crash_fails_and_commits)
  * with a header row; the label is the "species" column (integers 0..2), the
  * four measurements the features.  No public split: no test accuracy.
  */
-Test(jobs, a_hosted_table_trains)
+/* Waits for the job to succeed; returns its model's size in bytes. */
+static size_t succeeded_model_bytes(const char *id)
 {
 	const char *done[] = {"succeeded", "failed", NULL};
+	json_t *j = wait_for_state(id, done, 120);
+	char path[128];
+	dpg_resp r;
+	size_t n;
+
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(j, "error")));
+	json_decref(j);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	n = r.len;
+	dpg_resp_free(&r);
+	return n;
+}
+
+/* A job submission on `dataset` that must be refused with 400 at `field`. */
+static void expect_refused(const char *dataset, const char *body, const char *field)
+{
+	char path[128];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", dataset);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+	cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+/* The dataset's one job has ended: one charge (its commit), nothing open. */
+static void expect_one_charge_none_open(const char *dataset)
+{
+	char path[128];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", dataset);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "charges"), 1, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+Test(jobs, a_hosted_table_trains)
+{
 	char path[512], id[64], line[256];
 	char *csv = malloc(16384);
 	size_t n = 0;
 	FILE *f;
 	dpg_resp r;
-	json_t *j, *ev;
+	json_t *ev;
 	const char *hdr[] = {"Content-Type: text/csv", NULL};
 
 	snprintf(path, sizeof(path), "%s/iris.csv", getenv("DPGATE_TEST_DATA"));
@@ -451,8 +496,8 @@ Test(jobs, a_hosted_table_trains)
 
 	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
 		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
-		     "\"epochs\":20,\"lot_size\":30,\"noise_multiplier\":1.0,\"clip_norm\":1,"
-		     "\"learning_rate\":0.5}}");
+		     "\"classes\":3,\"epochs\":20,\"lot_size\":30,\"noise_multiplier\":1.0,"
+		     "\"clip_norm\":1,\"learning_rate\":0.5}}");
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
 	/* q = 30 / 150 and T = 20 * 150 / 30 = 100 steps. */
@@ -460,26 +505,90 @@ Test(jobs, a_hosted_table_trains)
 	cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 100);
 	cr_assert_eq(json_number_value(json_object_get(json_object_get(ev, "event"), "sampling_probability")), 0.2);
 	dpg_resp_free(&r);
-	j = wait_for_state(id, done, 120);
-	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(j, "error")));
-	json_decref(j);
 	/* Four inputs, three classes: header, two widths, 4 x 3 weights, 3 biases. */
-	snprintf(path, sizeof(path), "/v1/jobs/%s/model", id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200);
-	cr_assert_eq(r.len, 32 + 2 * 4 + 4 * 3 * 8 + 3 * 8);
-	dpg_resp_free(&r);
+	cr_assert_eq(succeeded_model_bytes(id), 32 + 2 * 4 + 4 * 3 * 8 + 3 * 8);
 	/* A label naming no column is refused from the schema, before any
 	 * reservation. */
-	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
-		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"colour\","
-		     "\"epochs\":1,\"lot_size\":30}}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/label");
+	expect_refused("iris", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
+		       "\"label\":\"colour\",\"classes\":3,\"epochs\":1,\"lot_size\":30}}",
+		       "/params/label");
+	expect_one_charge_none_open("iris");
+}
+
+/* Uploads a 40-row table: two features and a city, Lyon or Paris by row
+ * parity, except that row 7's city is `odd`. */
+static void upload_cities(const char *id, const char *odd)
+{
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	char path[128], csv[2048];
+	size_t n = 0;
+	dpg_resp r;
+
+	n += (size_t)snprintf(csv + n, sizeof(csv) - n, "a,b,city\n");
+	for (int i = 0; i < 40; i++)
+		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%s\n", i % 7, i % 5,
+				      i == 7 ? odd : i % 2 ? "Paris" : "Lyon");
+	dpg_make_dataset(&srv, id, 20.0, 1e-5, "rdp");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
+	cr_assert_eq(dpg_http(&srv, "PUT", path, srv.admin_key, csv, n, hdr, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/iris/budget", srv.admin_key, NULL);
-	cr_assert_eq(dpg_num(r.json, "charges"), 1);
-	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0);
-	dpg_resp_free(&r);
+}
+
+/* A small job on a cities table, with `classes` when not NULL (the text is
+ * in a static buffer). */
+static const char *cities_job(const char *classes)
+{
+	static char body[512];
+
+	snprintf(body, sizeof(body),
+		 "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"city\"%s%s,"
+		 "\"epochs\":2,\"lot_size\":10,\"noise_multiplier\":1.0,\"clip_norm\":1}}",
+		 classes ? ",\"classes\":" : "", classes ? classes : "");
+	return body;
+}
+
+/*
+ * The label's classes are declared by the job, never read from the rows:
+ * two tables one row apart (a third city) train models of the same shape,
+ * and the odd row is sampled with a zero gradient instead of adding a class
+ * (it made the model one class wider, whatever the noise).  Without
+ * declared classes a hosted table's job is refused before any reservation.
+ */
+Test(jobs, label_classes_are_declared_not_read)
+{
+	static const struct {
+		const char *classes, *field;
+	} bad[] = {
+		{NULL, "/params/classes"},
+		{"2", "/params/classes"},                       /* integer for a categorical label */
+		{"[\"Lyon\"]", "/params/classes"},               /* fewer than two */
+		{"[\"Lyon\",\"Lyon\"]", "/params/classes/1"},    /* twice */
+		{"[\"Lyon\",3]", "/params/classes/1"},
+	};
+	long long bytes[2];
+	dpg_resp r;
+
+	upload_cities("ta", "Lyon");
+	upload_cities("tb", "Brest");
+	for (int k = 0; k < 2; k++) {
+		char id[64], path[128];
+
+		snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", k ? "tb" : "ta");
+		r = dpg_call(&srv, "POST", path, srv.admin_key, cities_job("[\"Lyon\",\"Paris\"]"));
+		cr_assert_eq(r.status, 202, "%s", r.body);
+		snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+		dpg_resp_free(&r);
+		bytes[k] = (long long)succeeded_model_bytes(id);
+	}
+	/* Two inputs, two classes: header, two widths, 2 x 2 weights, 2 biases. */
+	cr_assert_eq(bytes[0], 32 + 2 * 4 + 2 * 2 * 8 + 2 * 8);
+	cr_assert_eq(bytes[1], bytes[0]);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_refused("tb", cities_job(bad[i].classes), bad[i].field);
+	expect_one_charge_none_open("tb");
+	/* Fashion-MNIST has its classes. */
+	expect_refused("fm", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
+		       "\"classes\":10,\"epochs\":1,\"lot_size\":600}}", "/params/classes");
 }

@@ -892,6 +892,48 @@ Test(dpsgd, noise_has_sd_sigma_C_over_L)
 	trn_dataset_free(tr);
 }
 
+/*
+ * A row whose label is none of the declared classes (TRN_NO_CLASS) is
+ * sampled and contributes a zero gradient: logistic regression starts at
+ * zero, so without noise a table of such rows leaves every parameter at
+ * exactly zero, while the same rows labelled move them.  Evaluation, on a
+ * public split, refuses such rows.
+ */
+Test(dpsgd, rows_without_a_class_have_zero_gradient)
+{
+	trn_dataset *tr = blobs(300, 99);
+	trn_dpsgd_params p;
+	trn_dpsgd_result *r = NULL;
+	mech_rng *rng = seeded(100);
+	size_t moved = 0;
+	acct_error err;
+
+	trn_dpsgd_params_default(&p);
+	p.model = TRN_MODEL_LOGREG;
+	p.n_hidden = 0;
+	p.epochs = 2;
+	p.lot_size = 50;
+	cr_assert_eq(trn_sgd_nonprivate_run(&p, tr, NULL, rng, NULL, NULL, NULL, &r, NULL), 0);
+	for (size_t i = 0; i < r->model->n_params; i++)
+		moved += r->model->params[i] != 0.0;
+	cr_assert_gt(moved, 0);
+	trn_dpsgd_result_free(r);
+	r = NULL;
+
+	for (size_t i = 0; i < tr->n; i++)
+		tr->y[i] = TRN_NO_CLASS;
+	cr_assert_eq(trn_dataset_validate(tr, "/data", NULL), 0);
+	cr_assert_eq(trn_sgd_nonprivate_run(&p, tr, NULL, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_gt(r->steps_done, 0);
+	for (size_t i = 0; i < r->model->n_params; i++)
+		cr_assert_eq(r->model->params[i], 0.0, "parameter %zu", i);
+	acct_error_init(&err);
+	cr_assert_eq(trn_model_evaluate(r->model, tr, NULL, NULL, &err), ACCT_EINVAL);
+	trn_dpsgd_result_free(r);
+	mech_rng_free(rng);
+	trn_dataset_free(tr);
+}
+
 Test(dpsgd, nonprivate_baseline_and_pca_run)
 {
 	trn_dataset *tr = blobs(1500, 96), *te = blobs(300, 97);
