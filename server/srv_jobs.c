@@ -704,6 +704,9 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	if (rc >= 0)
 		rc = trn_dpsgd_run(&p, train, eval, stream, on_progress, &rs, &slot->cancel, &result,
 				   &err);
+	/* The last step's progress, which the save interval may have skipped. */
+	if (slot->has_progress)
+		save_progress(jobs, slot->id, &slot->progress);
 	if (rc >= 0 && result) {
 		if (trn_model_serialize(result->model, &model, &model_len, &err) == 0) {
 			snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir);

@@ -434,6 +434,8 @@ static size_t succeeded_model_bytes(const char *id)
 
 	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
 			 json_string_value(json_object_get(j, "error")));
+	/* Its progress is the last step's. */
+	cr_assert_eq(dpg_num(j, "progress.step"), dpg_num(j, "result.steps_done"));
 	json_decref(j);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model", id);
 	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
