@@ -323,6 +323,11 @@ int srv_keys_touch_stamp(const char *db_path);
  */
 int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 		   srv_principal *ret);
+
+/* Defined only by tests (weak, so NULL in dpgate): srv_auth_check calls it
+ * between reading a key row and caching it, the one moment at which a
+ * concurrent revocation must not be undone by the cache. */
+void srv__auth_between_read_and_cache(void) __attribute__((weak));
 void srv_principal_clear(srv_principal *p);
 
 /* True when the principal may see dataset `id` (admins: all; scoped keys:

@@ -215,6 +215,11 @@ struct srv_auth_cache {
 	ino_t stamp_ino;
 	off_t stamp_size;
 	unsigned next;
+	/* Incremented by every flush.  A miss notes it before reading the key
+	 * row, and the row is cached only if no flush came between: a row read
+	 * just before a revocation committed, cached just after the flush that
+	 * followed it, would keep the revoked key valid until the next one. */
+	uint64_t gen;
 	struct auth_entry e[AUTH_CACHE_SLOTS];
 };
 
@@ -252,6 +257,7 @@ srv_auth_cache *srv_auth_cache_new(const char *db_path)
 
 static void cache_flush_locked(srv_auth_cache *c)
 {
+	c->gen++;
 	for (unsigned i = 0; i < AUTH_CACHE_SLOTS; i++) {
 		json_decref(c->e[i].scope);
 		sodium_memzero(&c->e[i], sizeof(c->e[i]));
@@ -298,13 +304,16 @@ static void cache_check_stamp_locked(srv_auth_cache *c)
 	}
 }
 
-/* 1 = found and checked (ret filled), 0 = not cached, -1 = cached, wrong. */
-static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, srv_principal *ret)
+/* 1 = found and checked (ret filled), 0 = not cached (*ret_gen: the
+ * generation to pass to cache_insert), -1 = cached, wrong. */
+static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, srv_principal *ret,
+			uint64_t *ret_gen)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
 	cache_check_stamp_locked(c);
+	*ret_gen = c->gen;
 	for (unsigned i = 0; i < AUTH_CACHE_SLOTS; i++) {
 		struct auth_entry *e = &c->e[i];
 
@@ -324,7 +333,10 @@ static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, 
 	return rc;
 }
 
-static void cache_insert(srv_auth_cache *c, const srv_principal *p, const uint8_t *hash)
+/* Caches a key row read after cache_lookup returned generation `gen`,
+ * unless the cache was flushed since. */
+static void cache_insert(srv_auth_cache *c, const srv_principal *p, const uint8_t *hash,
+			 uint64_t gen)
 {
 	json_t *scope = json_deep_copy(p->datasets); /* the cache's own */
 	struct auth_entry *e;
@@ -334,6 +346,12 @@ static void cache_insert(srv_auth_cache *c, const srv_principal *p, const uint8_
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
+	cache_check_stamp_locked(c);
+	if (c->gen != gen) {
+		pthread_mutex_unlock(&c->lock);
+		json_decref(scope);
+		return;
+	}
 	e = &c->e[c->next];
 	c->next = (c->next + 1) % AUTH_CACHE_SLOTS;
 	json_decref(e->scope);
@@ -392,6 +410,7 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 	const char *p;
 	sqlite3_stmt *s = NULL;
 	srv_principal pr;
+	uint64_t gen = 0;
 	int rc = -1;
 
 	if (!authorization || strncmp(authorization, "Bearer ", 7) != 0)
@@ -410,7 +429,7 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 	id_hex[2 * SRV_KEY_ID_BYTES] = '\0';
 	key_hash_memo(p, id_hex, want);
 	if (cache) {
-		int hit = cache_lookup(cache, id_hex, want, ret);
+		int hit = cache_lookup(cache, id_hex, want, ret, &gen);
 
 		if (hit != 0)
 			return hit > 0 ? 0 : -1;
@@ -433,8 +452,10 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 		json_decref(pr.datasets);
 		goto out;
 	}
+	if (srv__auth_between_read_and_cache)
+		srv__auth_between_read_and_cache();
 	if (cache)
-		cache_insert(cache, &pr, want);
+		cache_insert(cache, &pr, want, gen);
 	*ret = pr;
 	rc = 0;
 out:

@@ -136,3 +136,42 @@ Test(auth, revoked_key_refused_right_after_it_was_remembered)
 	cr_assert_eq(check(&fx, fx.cache, hb, idb, NULL, NULL), SRV_ROLE_NONE);
 	afx_close(&fx);
 }
+
+/*
+ * A key row read just before a revocation commits, then cached just after
+ * the flush that follows it, kept the revoked key valid until the next
+ * flush.  srv_auth.c's test hook runs the revocation and the flush at that
+ * moment: the check that raced may pass, the next ones must not.
+ */
+static struct afx *race_fx;
+static char race_id[20];
+static int race_runs;
+
+void srv__auth_between_read_and_cache(void)
+{
+	srv_db *other;
+
+	if (!race_fx || race_runs++)
+		return;
+	other = srv_store_acquire(race_fx->st);
+	cr_assert_eq(srv_keys_revoke(other, race_id), SRV_OK);
+	srv_store_release(race_fx->st, other);
+	srv_auth_cache_flush(race_fx->cache);
+}
+
+Test(auth, a_revocation_racing_a_check_is_not_undone_by_its_cache_entry)
+{
+	struct afx fx;
+	char h[160];
+
+	afx_open(&fx);
+	new_key(&fx, SRV_ROLE_ANALYST, "[\"adult\"]", h, race_id);
+	race_fx = &fx;
+	race_runs = 0;
+	cr_assert_eq(check(&fx, fx.cache, h, race_id, "adult", NULL), SRV_ROLE_ANALYST);
+	cr_assert_eq(race_runs, 1);
+	race_fx = NULL;
+	cr_assert_eq(check(&fx, fx.cache, h, race_id, NULL, NULL), SRV_ROLE_NONE);
+	cr_assert_eq(check(&fx, fx.cache, h, race_id, NULL, NULL), SRV_ROLE_NONE);
+	afx_close(&fx);
+}
