@@ -4,6 +4,9 @@
 #ifndef MECH_INTERNAL_H
 #define MECH_INTERNAL_H
 
+#include <float.h>
+#include <math.h>
+
 #include "mech.h"
 
 /* Like mech_rng_uint_below for a 128-bit bound. */
@@ -16,6 +19,17 @@ int mech__bernoulli_exp128(mech_rng *rng, unsigned __int128 num, unsigned __int1
 /* The grid of a real Laplace release of scale `scale`: values are scaled by
  * 2^shift, noise is discrete Laplace of scale num/den >= scale 2^shift. */
 int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den);
+
+/* A noisy grid sum scaled back, units 2^-shift, as a finite double: past
+ * DBL_MAX it is DBL_MAX (a function of the noisy value alone).  An infinity
+ * cannot be sent as JSON, and the error it caused told whether the noisy
+ * value overflowed without a charge. */
+static inline double mech__grid_value(__int128 units, int shift)
+{
+	double v = ldexp((double)units, -shift);
+
+	return isfinite(v) ? v : copysign(DBL_MAX, v);
+}
 
 /* The checked number parser of mechanisms/: the whole string must be a
  * finite number (blanks around allowed).  0, or -1. */

@@ -143,7 +143,7 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 			rc = acct_error_set(err, rc, "", "noise sampling failed");
 			goto out;
 		}
-		out[i] = ldexp((double)(k + z), -shift);
+		out[i] = mech__grid_value(k + z, shift);
 	}
 	/* Noise parameter per grid unit a = den / num (rounded up). */
 	a = acct_div_up((double)den, (double)num);
@@ -209,7 +209,7 @@ int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensi
 			rc = acct_error_set(err, rc, "", "noise sampling failed");
 			goto out;
 		}
-		out[i] = ldexp((double)(k + z), -shift);
+		out[i] = mech__grid_value(k + z, shift);
 	}
 	if (n == 1) {
 		ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);

@@ -286,6 +286,24 @@ void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t 
 	 */
 	if (clip && clip->enabled) {
 		for (size_t i = 0; i < B; i++) {
+			double total = 0.0;
+
+			/* An example whose gradient is not finite (features near
+			 * DBL_MAX overflow it, then NaN escapes every comparison)
+			 * contributes zero: its rows of delta and of the activations
+			 * are cleared, since scaling inf by 0 gives NaN.  Every
+			 * example's contribution then still has norm at most C. */
+			for (uint32_t l = 0; l < L; l++)
+				total += ws->sq[l][i];
+			if (!isfinite(total)) {
+				for (uint32_t l = 0; l < L; l++) {
+					memset(ws->delta[l] + i * m->dims[l + 1], 0,
+					       m->dims[l + 1] * sizeof(double));
+					memset(ws->act[l] + i * m->dims[l], 0, m->dims[l] * sizeof(double));
+					ws->scale[l * B + i] = 1.0;
+				}
+				continue;
+			}
 			if (clip->mode == TRN_CLIP_GLOBAL) {
 				double s = 0.0, c;
 

@@ -2,6 +2,7 @@
  * test_table.c: CSV parsing (types, quoting, limits, errors naming line and
  * column) and the table queries' output distributions and events.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +295,52 @@ Test(table, quantile_errors_do_not_depend_on_the_data)
 		acct_event_free(ev);
 		mech_table_free(t);
 	}
+	/* Bounds so wide that hi - lo overflows: a gap between values could
+	 * then be infinite or not, depending on the values. */
+	{
+		static const char *const wide[] = {"x\n1e308\n1e308\n", "x\n1e308\n0\n"};
+
+		for (int k = 0; k < 2; k++) {
+			mech_table *t = parse_ok(wide[k], NULL, 0);
+			acct_event *ev = NULL;
+			acct_error err;
+			double out;
+
+			acct_error_init(&err);
+			cr_assert_eq(mech_table_quantile(r, t, "x", 0.5, -1.7e308, 1.7e308, 1, &out, &ev,
+							 &err),
+				     ACCT_EINVAL, "table %d", k);
+			cr_assert_str_eq(err.where, "/hi", "table %d: %s", k, err.text);
+			mech_table_free(t);
+		}
+	}
+	mech_rng_free(r);
+}
+
+/* A noisy sum past DBL_MAX is released as DBL_MAX: an infinity could not
+ * be sent, and the error said whether the noisy value had overflowed. */
+Test(table, a_noisy_sum_stays_finite)
+{
+	mech_table *t = parse_ok("x\n8.988e307\n8.988e307\n", NULL, 0);
+	mech_rng *r = test_rng(73);
+	int at_max = 0;
+
+	for (int i = 0; i < 64; i++) {
+		acct_event *ev = NULL;
+		acct_error err;
+		double out;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_sum(r, t, "x", 0, 8.988e307, 100, ACCT_ADD_REMOVE, &out, &ev,
+					    &err),
+			     0, "%s", err.text);
+		cr_assert(isfinite(out), "draw %d: %g", i, out);
+		at_max += out == DBL_MAX;
+		acct_event_free(ev);
+	}
+	/* The true sum 1.7976e308 is within a noise scale of DBL_MAX. */
+	cr_assert_gt(at_max, 0);
+	mech_table_free(t);
 	mech_rng_free(r);
 }
 

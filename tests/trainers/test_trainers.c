@@ -298,6 +298,51 @@ Test(clipping, one_huge_example_moves_sum_by_at_most_C_per_layer)
 	clip_influence(TRN_CLIP_PER_LAYER);
 }
 
+/*
+ * An example whose gradient overflows (features near DBL_MAX: the norm is inf
+ * or NaN, and NaN escaped the clipping comparison unclipped) contributes
+ * nothing: the clipped sum with it is the sum without it, and finite.
+ */
+static void non_finite_example(trn_clipping mode)
+{
+	uint32_t widths[3] = {6, 8, 4};
+	trn_model *m = random_model(2, widths, TRN_ACT_RELU, 0.5, 42);
+	trn__workspace *ws = NULL;
+	enum { B = 16 };
+	double x[(B + 1) * 6];
+	uint32_t y[B + 1];
+	double *with = calloc(m->n_params, sizeof(double));
+	double *without = calloc(m->n_params, sizeof(double));
+	trn__clip clip = {true, mode, 0.1};
+
+	random_rows(x, (B + 1) * 6, y, B + 1, 4, 43);
+	for (int j = 0; j < 6; j++)
+		x[B * 6 + j] = 1.7e308;
+	cr_assert_eq(trn__workspace_new(m, B + 1, &ws, NULL), 0);
+	memcpy(ws->act[0], x, sizeof(x));
+	trn__chunk_gradient(m, ws, y, B + 1, &clip, with, NULL, NULL, NULL);
+	memcpy(ws->act[0], x, B * 6 * sizeof(double));
+	trn__chunk_gradient(m, ws, y, B, &clip, without, NULL, NULL, NULL);
+	for (size_t p = 0; p < m->n_params; p++) {
+		cr_assert(isfinite(with[p]), "parameter %zu: %g", p, with[p]);
+		cr_assert_eq(with[p], without[p], "parameter %zu", p);
+	}
+	free(with);
+	free(without);
+	trn__workspace_free(ws);
+	trn_model_free(m);
+}
+
+Test(clipping, a_non_finite_example_contributes_nothing_global)
+{
+	non_finite_example(TRN_CLIP_GLOBAL);
+}
+
+Test(clipping, a_non_finite_example_contributes_nothing_per_layer)
+{
+	non_finite_example(TRN_CLIP_PER_LAYER);
+}
+
 /* ---- the privacy event -------------------------------------------------------- */
 
 static void assert_sgd_event(const acct_event *ev, int64_t count, double q, double sigma)
