@@ -11,7 +11,9 @@
  * them, so Pr[q = k] is proportional to C(n, k) e^{k x}, x = epsilon /
  * (2 sensitivity): q is Binomial(n, p) with p = e^x / (1 + e^x), the "keep
  * probability", and given q the labelling is uniform among those with score
- * q.  We sample exactly that way: q as a sum of n exact Bernoulli(p) trials,
+ * q: each label is kept with probability p on its own, binary randomized
+ * response, which is how the release is priced (mech_label_em).  We sample
+ * exactly that way: q as a sum of n exact Bernoulli(p) trials,
  * then the q agreeing positions by selection sampling (Knuth, TAOCP vol. 2,
  * 3.4.2, Algorithm S) with exact uniform integers.  Linear time, constant
  * memory beyond the output.
@@ -176,10 +178,25 @@ int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double eps
 	for (size_t i = 0; i < n; i++)
 		if (labels[i] > 1)
 			return acct_error_set(err, ACCT_EINVAL, "/labels", "label %zu is not 0 or 1", i);
-	ev = acct_event_new(ACCT_EV_EXPONENTIAL_MECHANISM);
+	/*
+	 * What runs is, label by label, binary randomized response that keeps
+	 * the label with probability p (the double below, exactly), and one
+	 * changed label changes one of them: so the event is that randomized
+	 * response, priced from the p used (noise_parameter 2 (1 - p), exact
+	 * for p in [1/2, 1] by Sterbenz).  Naming `epsilon` instead understated
+	 * the cost when `sensitivity` < 1 (x = epsilon / (2 sensitivity) is
+	 * then above epsilon / 2) and when p rounds up; and a p that rounds to
+	 * 1 releases the labels themselves, so it is refused.
+	 */
+	p = mech_label_em_keep_probability(epsilon, sensitivity);
+	if (!(p < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+				      "epsilon / (2 sensitivity) is too large: every label would be kept");
+	ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
 	if (!ev)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	ev->u.exponential_mechanism.epsilon = epsilon;
+	ev->u.randomized_response.noise_parameter = 2.0 * (1.0 - p);
+	ev->u.randomized_response.num_buckets = 2;
 	/* 2n draws: a ChaCha20 stream keyed with 256 bits from the caller's rng
 	 * (the bulk-noise path of DESIGN.md) instead of 2n kernel calls. */
 	rng = mech_rng_new_stream(key_rng);
@@ -188,7 +205,6 @@ int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double eps
 		goto fail;
 	}
 	/* p is used as the double it is; Bernoulli trials with that exact p. */
-	p = mech_label_em_keep_probability(epsilon, sensitivity);
 	for (size_t i = 0; i < n; i++) {
 		bool b;
 

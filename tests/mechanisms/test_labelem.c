@@ -141,8 +141,10 @@ Test(labelem, score_is_binomial_and_positions_uniform)
 
 		acct_error_init(&err);
 		cr_assert_eq(mech_label_em(r, labels, N, eps, 1.0, out, &ev, &err), 0);
-		cr_assert_eq(ev->type, ACCT_EV_EXPONENTIAL_MECHANISM);
-		cr_assert_eq(ev->u.exponential_mechanism.epsilon, eps);
+		/* Binary randomized response keeping with probability p. */
+		cr_assert_eq(ev->type, ACCT_EV_RANDOMIZED_RESPONSE);
+		cr_assert_eq(ev->u.randomized_response.num_buckets, 2);
+		cr_assert(fabs(ev->u.randomized_response.noise_parameter - 2 * (1 - p)) < 1e-15);
 		acct_event_free(ev);
 		for (int i = 0; i < N; i++) {
 			q += out[i] == labels[i];
@@ -154,6 +156,36 @@ Test(labelem, score_is_binomial_and_positions_uniform)
 	/* By symmetry every position agrees with probability p. */
 	for (int i = 0; i < N; i++)
 		cr_assert_gt(test_chi2_p(pos_obs[i], pos_prob, 2, T), TEST_P_MIN, "position %d", i);
+	mech_rng_free(r);
+}
+
+/*
+ * The release is priced from the keep probability actually used: with
+ * sensitivity 0.25 the keep odds are e^(eps / 0.5), a loss of 2 eps per
+ * label, which the old event (the exponential mechanism at eps) priced at
+ * eps.  Priced here as randomized response: log(p / (1 - p)) = 2 eps.  A
+ * keep probability that rounds to 1 would release the labels: refused.
+ */
+Test(labelem, priced_from_the_keep_probability_used)
+{
+	uint8_t labels[4] = {0, 1, 1, 0}, out[4];
+	acct_event *ev = NULL;
+	acct_error err;
+	mech_rng *r = test_rng(22);
+	double noise, odds;
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em(r, labels, 4, 1.0, 0.25, out, &ev, &err), 0, "%s", err.text);
+	cr_assert_eq(ev->type, ACCT_EV_RANDOMIZED_RESPONSE);
+	noise = ev->u.randomized_response.noise_parameter;
+	odds = log((1 - noise / 2) / (noise / 2));
+	cr_assert(fabs(odds - 2.0) < 1e-12, "loss per label %.17g, want 2", odds);
+	acct_event_free(ev);
+	ev = NULL;
+	acct_error_init(&err);
+	cr_assert_eq(mech_label_em(r, labels, 4, 80.0, 1.0, out, &ev, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/epsilon");
+	cr_assert_null(ev);
 	mech_rng_free(r);
 }
 
