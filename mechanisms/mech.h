@@ -144,6 +144,26 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 		 double scale, double *ret_out, acct_event **ret_event, acct_error *err);
 
 /*
+ * The grid mech_gaussian uses for standard deviation `scale`: values are in
+ * units 2^-shift with shift = 20 - ceil(log2 scale), so that the scale spans
+ * 2^19 .. 2^20 units.
+ */
+int mech_gaussian_grid_shift(double scale);
+
+/*
+ * One value rounded down to the grid 2^-shift plus exact discrete Gaussian
+ * noise of standard deviation `sigma` (value units) on that grid, for a
+ * caller that must choose the grid from public figures only (a grid chosen
+ * from a data-dependent sigma shows in the output's last bits).  sigma 2^shift
+ * must be in [8, 2^20]: the sampler then rounds it up by a factor below
+ * 1 + 2^-23, and *ret_sigma_used is what it used.  The output is finite
+ * (mech__grid_value).  Returns 0, ACCT_EINVAL (value or sigma out of
+ * range) or ACCT_EINTERNAL (rng).
+ */
+int mech_gaussian_on_grid(mech_rng *rng, double value, double sigma, int shift, double *ret,
+			  double *ret_sigma_used, acct_error *err);
+
+/*
  * Gaussian release with L2 sensitivity and standard deviation `sigma`:
  * exact discrete Gaussian noise on the grid g = 2^(ceil(log2 sigma) - 20).
  * *ret_event: discrete_gaussian {sigma/g (as used), ceil(D/g)} for n = 1;

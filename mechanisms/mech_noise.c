@@ -169,19 +169,47 @@ out:
 	return rc;
 }
 
+int mech_gaussian_grid_shift(double scale)
+{
+	int e;
+
+	frexp(scale, &e);
+	return GAUSSIAN_GRID_BITS - e;
+}
+
+int mech_gaussian_on_grid(mech_rng *rng, double value, double sigma, int shift, double *ret,
+			  double *ret_sigma_used, acct_error *err)
+{
+	double units = ldexp(sigma, shift), sg;
+	i128 k;
+	int64_t z;
+	int rc;
+
+	if (!(isfinite(units) && units >= 8.0 && units <= 0x1p20))
+		return acct_error_set(err, ACCT_EINVAL, "/sigma", "sigma is off the grid's range");
+	sg = mech_discrete_gaussian_sigma(units);
+	if (!isfinite(value) || !isfinite(sg) || grid_index(value, shift, &k) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/value", "the value is off the grid's range");
+	rc = mech_sample_discrete_gaussian(rng, sg, &z);
+	if (rc < 0)
+		return acct_error_set(err, rc, "", "noise sampling failed");
+	*ret = mech__grid_value(k + z, shift);
+	*ret_sigma_used = ldexp(sg, -shift);
+	return 0;
+}
+
 int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensitivity,
 		  double sigma, double *ret_out, acct_event **ret_event, acct_error *err)
 {
 	acct_event *ev = NULL;
 	double *out = NULL, sg, dz;
-	int e, shift, rc;
+	int shift, rc;
 
 	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
 	    (rc = check_positive(l2_sensitivity, "/sensitivity", err)) < 0 ||
 	    (rc = check_positive(sigma, "/sigma", err)) < 0)
 		return rc;
-	frexp(sigma, &e);
-	shift = GAUSSIAN_GRID_BITS - e;
+	shift = mech_gaussian_grid_shift(sigma);
 	sg = mech_discrete_gaussian_sigma(ldexp(sigma, shift));
 	if (n == 1)
 		dz = ceil(ldexp(l2_sensitivity, shift));

@@ -89,10 +89,16 @@
 #include "srv_pate_session.h"
 #include "srv_store_internal.h"
 
-/* The GNSS release's noise-scale floor and value ceiling (see
- * srv_pate_session_release). */
-#define GNSS_MIN_SCALE 0x1p-30
-#define GNSS_MAX_VALUE 0x1p60
+/* The GNSS release's grid and noise floor (see srv_pate_session_release):
+ * the grid serves noise scales up to 2^8 times the public bound on SS, the
+ * floor is 2^-8 of it, and the sampler's rounding of the scale (below a
+ * factor 1 + 2^-23) is paid for by pricing beta + GNSS_BETA_SLACK.  The
+ * sigma range keeps the grid term g (at most 2^-11 B sigma) under 32 B. */
+#define GNSS_GRID_HEADROOM 0x1p8
+#define GNSS_FLOOR 0x1p-8
+#define GNSS_BETA_SLACK 0x1p-22
+#define GNSS_MIN_SIGMA 1e-6
+#define GNSS_MAX_SIGMA 0x1p16
 
 #define SESSION_ID_BYTES 64
 #define PROB_SUM_TOLERANCE 1e-6
@@ -1399,15 +1405,16 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	if ((rc = srv_json_only_keys(req->body, "", keys, &err)) < 0 ||
 	    (rc = srv_json_real(req->body, "", "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5, &r.beta,
 				&err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "sigma", SRV_REQUIRED | SRV_LO_OPEN, 0,
-				ACCT_PATE_MAX_SIGMA, &r.sigma, &err)) < 0 ||
+	    (rc = srv_json_real(req->body, "", "sigma", SRV_REQUIRED, GNSS_MIN_SIGMA, GNSS_MAX_SIGMA,
+				&r.sigma, &err)) < 0 ||
 	    (rc = srv_json_real(req->body, "", "order", SRV_REQUIRED | SRV_LO_OPEN, 1,
 				DPG_MAX_RDP_ORDER, &r.order, &err)) < 0 ||
 	    (rc = srv_json_real(req->body, "", "delta", SRV_REQUIRED | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1,
 				&r.delta, &err)) < 0 ||
 	    (rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note,
 				  &err)) < 0 ||
-	    (rc = acct_pate_gnss_rdp(r.beta, r.sigma, r.order, &r.rdp_release, &err)) < 0)
+	    (rc = acct_pate_gnss_rdp(r.beta + GNSS_BETA_SLACK, r.sigma, r.order, &r.rdp_release,
+				     &err)) < 0)
 		goto bad;
 	if (s.cfg.agg == AGG_LNMAX) {
 		acct_error_set(&err, ACCT_EUNSUPPORTED, "",
@@ -1420,41 +1427,58 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 		goto out;
 	}
 	/* What the release costs, priced before any private computation. */
-	if ((rc = release_event(r.beta, r.sigma, r.delta, &r.event, &err)) < 0 ||
+	if ((rc = release_event(r.beta + GNSS_BETA_SLACK, r.sigma, r.delta, &r.event, &err)) < 0 ||
 	    (rc = srv_dataset_filter(&ds, &f, &err)) < 0 ||
 	    (rc = acct_filter_price(&f, r.event, r.delta, &cost, &err)) < 0)
 		goto bad;
 	if ((rc = release_compute(req->db, &r, &fval, &ss, &err)) < 0)
 		goto bad;
-	/* The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian
-	 * noise on a fine grid (mech_gaussian); its own event is not used, the
-	 * release is priced by Theorem 23 above.  Nothing after
-	 * release_compute may fail on what it computed, or the error, answered
-	 * before any charge, would itself release it; so:
-	 *  - S = max(SS_beta, GNSS_MIN_SCALE / sigma).  The max of a beta-smooth
-	 *    upper bound on the local sensitivity and a constant is again one
-	 *    (S >= LS, and S(x) <= e^beta S(y) for neighbours since e^beta >= 1;
-	 *    Nissim, Raskhodnikova, Smith 2007, Def. 2.1), so Theorem 23 holds
-	 *    for S, and the noise scale S sigma >= 2^-30 keeps the sampler's grid
-	 *    within reach (a smaller one failed with "noise scale too small",
-	 *    which told SS to whoever bisected on sigma);
-	 *  - f is clamped to [0, GNSS_MAX_VALUE]: clamping cannot raise the
-	 *    local sensitivity at any distance, so S still bounds it, and the
-	 *    value stays on the grid. */
-	if (!(fval <= GNSS_MAX_VALUE))
-		fval = GNSS_MAX_VALUE;
-	if (!(fval >= 0))
-		fval = 0;
-	if (!(ss >= 0 && isfinite(ss * r.sigma))) { /* never: SS is bounded by the data-independent RDP */
-		acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity could not be computed");
-		goto bad;
-	}
-	rng = mech_rng_new_system();
-	if (!rng || mech_gaussian(rng, &fval, 1, 1.0, fmax(ss * r.sigma, GNSS_MIN_SCALE), &r.rdp_noisy,
-				  &noise_event, &err) < 0) {
-		acct_error_init(&err);
-		acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
-		goto bad;
+	/*
+	 * The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian noise
+	 * on a grid; its own event is not used, the release is priced by
+	 * Theorem 23 above.  Nothing after release_compute may depend on the
+	 * data except the value itself: not an error (answered before any
+	 * charge, it would release what was computed) and not the grid (the
+	 * last bits of an output on a grid chosen from SS name the grid, and so
+	 * a range of SS).  So, with B = r.rdp_independent, a public bound on f
+	 * and on its local sensitivity at every distance (each answer's RDP is
+	 * in [0, order / sigma2^2]):
+	 *  - the grid g is chosen from the public scale 2^8 B sigma;
+	 *  - f is clamped to [0, B] and rounded down to the grid: the function
+	 *    released has local sensitivity at most LS_f + g at any distance;
+	 *  - S = max(SS_beta + g, 2^-8 B).  SS_beta + g is a beta-smooth upper
+	 *    bound on that, and so is its max with a constant (S >= LS, and
+	 *    S(x) <= e^beta S(y) for neighbours; Nissim, Raskhodnikova, Smith
+	 *    2007, Def. 2.1).  With g <= 2^-11 B sigma <= 32 B (sigma <= 2^16),
+	 *    S sigma / g then lies in [8, 2^20] units whatever the data;
+	 *  - the sampler rounds S sigma up by a factor below 1 + 2^-23, which
+	 *    keeps the bound and makes it (beta + 2^-23)-smooth: the release is
+	 *    priced at beta + 2^-22.
+	 * (Earlier, a scale below the sampler's reach answered 400 and read SS
+	 * for free, and a grid taken from SS sigma showed in the output.)
+	 */
+	{
+		double bound = r.rdp_independent > 0 ? r.rdp_independent : 1.0;
+		int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r.sigma);
+		double g = ldexp(1.0, -shift), scale, used;
+
+		if (!(fval <= bound))
+			fval = bound;
+		if (!(fval >= 0))
+			fval = 0;
+		scale = fmax(ss + g, GNSS_FLOOR * bound) * r.sigma;
+		if (!(ss >= 0 && scale <= GNSS_GRID_HEADROOM * bound * r.sigma)) {
+			/* never: SS <= B and g <= 32 B */
+			acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
+			goto bad;
+		}
+		rng = mech_rng_new_system();
+		if (!rng || mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &used,
+						  &err) < 0) {
+			acct_error_init(&err);
+			acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
+			goto bad;
+		}
 	}
 	sp.kind = SRV_SPEND_CHARGE;
 	sp.dataset_id = ds.id;

@@ -207,42 +207,67 @@ Test(pate_session, budget_runs_out_inside_a_batch)
 }
 
 /*
- * The GNSS release draws its noise at scale max(SS_beta, 2^-30 / sigma) *
- * sigma, so no sigma makes it fail on the data: a sigma too small for the
- * sampler's grid (SS sigma < 2^-34) was refused with 400 before any
- * charge, and bisecting on sigma read the smooth sensitivity for free.
- * Such a release costs more than any budget here: 409, nothing charged,
- * whatever the votes.
+ * Nothing in a GNSS release may depend on the data but its value:
+ *  - no sigma makes it fail on the data: a sigma too small for the sampler's
+ *    grid (SS sigma < 2^-34) was refused with 400 at /sensitivity before
+ *    any charge, and bisecting on sigma read the smooth sensitivity for
+ *    free.  Tiny sigmas are now refused at /sigma whatever the votes, and
+ *    the rest that cost more than the budget are 409, uncharged;
+ *  - the output's grid is public: 2^(e - 20) for 2^8 B sigma in
+ *    [2^(e-1), 2^e), B the data-independent RDP the answer reports.  It was
+ *    chosen from SS sigma, and the output's last bits named it.
  */
-Test(pate_session, no_release_fails_on_the_data)
+Test(pate_session, no_release_depends_on_the_data_but_its_value)
 {
-	static const double sigmas[] = {1e-30, 1e-12, 1e-8, 1e-7, 1e-6};
-	char sid[128], path[256], body[160];
-	dpg_resp r;
+	static const char *const votes[] = {"[60,30,10]", "[34,33,33]"};
+	static const struct {
+		double sigma;
+		long status;
+	} tries[] = {{1e-30, 400}, {1e-8, 400}, {1e-6, 409}, {1e-3, 409}};
 
 	dpg_make_dataset(&srv, "ss", 1e6, 1e-5, "rdp");
-	make_session("ss", "{\"aggregator\":\"gnmax\",\"num_teachers\":100,\"num_classes\":3,"
-		     "\"sigma2\":40}", sid, sizeof(sid));
-	snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/queries", sid);
-	r = dpg_call(&srv, "POST", path, srv.admin_key, "{\"queries\":[{\"votes\":[60,30,10]}]}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
-	cr_assert_eq(charges_of("ss"), 1);
-	snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/release", sid);
-	for (size_t i = 0; i < sizeof(sigmas) / sizeof(sigmas[0]); i++) {
-		snprintf(body, sizeof(body),
-			 "{\"beta\":0.01,\"sigma\":%.17g,\"order\":10,\"delta\":1e-6}", sigmas[i]);
+	for (int v = 0; v < 2; v++) {
+		char sid[128], path[256], body[160];
+		int64_t charges = charges_of("ss");
+		double bound, g, rdp;
+		dpg_resp r;
+		int e;
+
+		make_session("ss", "{\"aggregator\":\"gnmax\",\"num_teachers\":100,"
+			     "\"num_classes\":3,\"sigma2\":40}", sid, sizeof(sid));
+		snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/queries", sid);
+		snprintf(body, sizeof(body), "{\"queries\":[{\"votes\":%s},{\"votes\":%s}]}",
+			 votes[v], votes[v]);
 		r = dpg_call(&srv, "POST", path, srv.admin_key, body);
-		cr_assert_eq(r.status, 409, "sigma %g: %ld %s", sigmas[i], r.status, r.body);
+		cr_assert_eq(r.status, 201, "%s", r.body);
 		dpg_resp_free(&r);
+		cr_assert_eq(charges_of("ss"), charges + 1);
+		snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/release", sid);
+		for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+			snprintf(body, sizeof(body),
+				 "{\"beta\":0.01,\"sigma\":%.17g,\"order\":10,\"delta\":1e-6}",
+				 tries[i].sigma);
+			r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+			cr_assert_eq(r.status, tries[i].status, "votes %s sigma %g: %ld %s", votes[v],
+				     tries[i].sigma, r.status, r.body);
+			if (r.status == 400)
+				cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+						 "/sigma", "%s", r.body);
+			dpg_resp_free(&r);
+		}
+		cr_assert_eq(charges_of("ss"), charges + 1);
+		/* A sigma that fits: released, charged, on the public grid. */
+		r = dpg_call(&srv, "POST", path, srv.admin_key,
+			     "{\"beta\":0.01,\"sigma\":20,\"order\":10,\"delta\":1e-6}");
+		cr_assert_eq(r.status, 201, "%ld %s", r.status, r.body);
+		bound = dpg_num(r.json, "rdp_data_independent");
+		rdp = dpg_num(r.json, "rdp");
+		frexp(256 * bound * 20, &e);
+		g = ldexp(1.0, e - 20);
+		cr_assert_eq(fmod(rdp, g), 0.0, "rdp %.17g is off the public grid %.17g", rdp, g);
+		dpg_resp_free(&r);
+		cr_assert_eq(charges_of("ss"), charges + 2);
 	}
-	cr_assert_eq(charges_of("ss"), 1);
-	/* A sigma that fits is released and charged. */
-	r = dpg_call(&srv, "POST", path, srv.admin_key,
-		     "{\"beta\":0.01,\"sigma\":20,\"order\":10,\"delta\":1e-6}");
-	cr_assert_eq(r.status, 201, "%ld %s", r.status, r.body);
-	dpg_resp_free(&r);
-	cr_assert_eq(charges_of("ss"), 2);
 }
 
 /* A small LCG: the synthetic ensemble's data (not privacy noise). */
