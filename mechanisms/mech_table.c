@@ -21,8 +21,11 @@
 #include "mech.h"
 #include "mech_internal.h"
 
-/* The least epsilon a quantile takes (see mech_table_quantile). */
+/* The least epsilon a quantile takes, and its public output grid: M = 2^32
+ * cells, M + 1 points (see mech_table_quantile). */
 #define QUANTILE_MIN_EPSILON 1e-300
+#define QUANTILE_GRID_BITS 32
+#define QUANTILE_GRID_POINTS ((UINT64_C(1) << QUANTILE_GRID_BITS) + 1)
 
 struct column {
 	char *name;
@@ -796,9 +799,9 @@ out:
 	return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-	double x = *(const double *)a, y = *(const double *)b;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return (x > y) - (x < y);
 }
@@ -808,7 +811,9 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 			acct_error *err)
 {
 	const struct column *c = NULL;
-	double *x = NULL, *scores = NULL, u;
+	const double grid_points = (double)QUANTILE_GRID_POINTS, width = hi - lo;
+	double *scores = NULL, centre;
+	uint64_t *a = NULL, u;
 	size_t *which = NULL, n = t->rows, m = 0, pick;
 	acct_event *ev = NULL;
 	int rc;
@@ -835,54 +840,66 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 		return acct_error_set(err, ACCT_EINVAL, "/column",
 				      "quantiles are limited to tables of %d rows",
 				      DPG_MAX_VECTOR_LEN - 1);
-	/* Smith 2011 / the exponential mechanism with Lebesgue base measure on
-	 * [lo, hi]: with the clamped values sorted, x_0 = lo <= x_1 <= ... <=
-	 * x_n <= x_{n+1} = hi, output a point of interval i = [x_i, x_{i+1}]
-	 * with density proportional to exp(-eps |i - q n| / 2) (utility
-	 * sensitivity 1): pick interval i with probability proportional to
-	 * (x_{i+1} - x_i) exp(-eps |i - q n| / 2), then a uniform point in it.
-	 * Empty intervals are skipped; the length enters as the score term
-	 * (2/eps) log(length), sampled by mech_exponential's exact sampler
-	 * (whose exponent clamp at 1024 moves the distribution by at most
-	 * n e^-1024 in total variation). */
-	x = malloc((n + 2) * sizeof(double));
+	/*
+	 * Smith 2011's exponential mechanism, on a public grid: the outputs are
+	 * the M + 1 points y_j = lo + (hi - lo) j / M, j = 0 .. M (M = 2^32),
+	 * and y_j has probability proportional to exp(-eps |r(j) - c| / 2),
+	 * r(j) the number of rows at or below it and c = q n (utility
+	 * sensitivity 1).  The output is a function of j alone: drawing it as
+	 * a + u (b - a) between two data values made which doubles could come
+	 * out depend on the data (Mironov 2012), with delta near 0.1 at any
+	 * epsilon.  Each row maps to the grid index a(x) = ceil((x - lo) /
+	 * (hi - lo) M) (monotone in x), so r(j) = #{rows: a(x) <= j} and the
+	 * indexes between two consecutive sorted a's share one r: the interval
+	 * i of count a_{i+1} - a_i (an exact integer) is picked by
+	 * mech_exponential with the count as the score term (2/eps) log(count),
+	 * then a uniform index in it.  c is rounded to a multiple of 2^-20, so
+	 * that i - c is exact and the utility's sensitivity exactly 1.
+	 */
+	a = malloc((n + 2) * sizeof(uint64_t));
 	scores = malloc((n + 1) * sizeof(double));
 	which = malloc((n + 1) * sizeof(size_t));
-	if (!x || !scores || !which) {
+	if (!a || !scores || !which) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	x[0] = lo;
-	for (size_t i = 0; i < n; i++)
-		x[i + 1] = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
-	x[n + 1] = hi;
-	qsort(x + 1, n, sizeof(double), cmp_double);
-	for (size_t i = 0; i <= n; i++) {
-		double len = x[i + 1] - x[i];
+	a[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		double x = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
+		double pos = ceil(ldexp((x - lo) / width, QUANTILE_GRID_BITS));
 
-		if (len > 0) {
-			scores[m] = -fabs((double)i - q * (double)n) + (2.0 / epsilon) * log(len);
+		a[i + 1] = pos <= 0 ? 0 : pos >= grid_points ? (uint64_t)grid_points : (uint64_t)pos;
+	}
+	a[n + 1] = (uint64_t)grid_points;
+	qsort(a + 1, n, sizeof(uint64_t), cmp_u64);
+	centre = ldexp(nearbyint(ldexp(q * (double)n, 20)), -20);
+	for (size_t i = 0; i <= n; i++) {
+		uint64_t count = a[i + 1] - a[i];
+
+		if (count > 0) {
+			scores[m] = -fabs((double)i - centre) + (2.0 / epsilon) * log((double)count);
 			which[m++] = i;
 		}
 	}
 	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
 	if (rc < 0)
 		goto out;
-	rc = mech_rng_uniform(rng, &u);
+	rc = mech_rng_uint_below(rng, a[which[pick] + 1] - a[which[pick]], &u);
 	if (rc < 0) {
 		rc = acct_error_set(err, rc, "", "random number generator failed");
 		goto out;
 	}
 	{
-		double a = x[which[pick]], b = x[which[pick] + 1], y = a + u * (b - a);
+		uint64_t j = a[which[pick]] + u;
+		double y = lo + width * ldexp((double)j, -QUANTILE_GRID_BITS);
 
-		*ret = y < a ? a : y > b ? b : y;
+		*ret = j >= QUANTILE_GRID_POINTS - 1 ? hi : y < lo ? lo : y > hi ? hi : y;
 	}
 	*ret_event = ev;
 	ev = NULL;
 out:
 	acct_event_free(ev);
-	free(x);
+	free(a);
 	free(scores);
 	free(which);
 	return rc;
