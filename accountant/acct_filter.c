@@ -2,8 +2,10 @@
  * acct_filter.c: the ledger filters that gate adaptively chosen releases.
  *
  * basic: Rogers, Roth, Ullman, Vadhan, "Privacy odometers and filters:
- * pay-as-you-go composition" (NeurIPS 2016), Theorem 3.4 (basic composition
- * filter): an adaptively chosen sequence of (eps_i, delta_i)-DP releases,
+ * pay-as-you-go composition" (NeurIPS 2016), the basic composition filter
+ * (see also Whitehouse, Ramdas, Rogers, Wu 2023, "Fully adaptive
+ * composition in differential privacy"): an adaptively chosen sequence of
+ * (eps_i, delta_i)-DP releases,
  * stopped as soon as the next one would push sum eps_i past eps_B or sum
  * delta_i past delta_B, is (eps_B, delta_B)-DP.  Sums are kept rounded
  * toward +infinity so the stored total never understates the exact one.
