@@ -1472,7 +1472,15 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 			acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
 			goto bad;
 		}
-		rng = mech_rng_new_system();
+		{
+			/* A stream keyed for this release: the sampler's rejection
+			 * rounds then cost nanoseconds, not a system call each (a
+			 * timing signal of the noise drawn). */
+			mech_rng *sys = mech_rng_new_system();
+
+			rng = sys ? mech_rng_new_stream(sys) : NULL;
+			mech_rng_free(sys);
+		}
 		if (!rng || mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &used,
 						  &err) < 0) {
 			acct_error_init(&err);
