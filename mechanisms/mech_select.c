@@ -2,21 +2,34 @@
  * mech_select.c: selection mechanisms (exponential mechanism,
  * permute-and-flip, report-noisy-max) and k-ary randomized response.
  *
- * Exact sampling from rounded exponents.  With c = epsilon / (2 D) (epsilon
- * / D for monotone scores) and u* = max u, the exponential mechanism picks i
- * with probability proportional to exp(-gamma_i), gamma_i = c (u* - u_i).
- * We compute g_i = min(c (u* - u_i), 1024) in double and round it up to the
- * grid 2^-42; then sampling is exact (uniform proposals accepted with
- * Bernoulli(exp(-g_i)), CKS Algorithm 1).  Privacy of what runs:
+ * With c = epsilon / (2 D) (epsilon / D for monotone scores) and u* = max u,
+ * the exponential mechanism picks i with probability proportional to
+ * exp(-gamma_i), gamma_i = c (u* - u_i).  We compute g_i = min(c (u* - u_i),
+ * 1024) in double.  Privacy of what runs, common to both samplers below:
  *  - min(., 1024) is the exponential mechanism on the clamped utility
  *    max(u_i, u* - 1024 / c), which has the same sensitivity D (a maximum of
  *    D-sensitive functions) and the same monotonicity;
- *  - the double-precision computation and the rounding move each exponent by
- *    at most eta = 2^-42 + 1025 2^-52 < 2^-41 from c times the clamped gap;
- *    in the ratio Pr[i | x] / Pr[i | x'] each exponent enters twice (the
- *    term and the normalisation), so the mechanism is (epsilon + 4 eta)-DP;
+ *  - each exponent as used is within eta < 2^-40 of c times the clamped gap
+ *    (below); in the ratio Pr[i | x] / Pr[i | x'] each exponent enters twice
+ *    (the term and the normalisation), so the mechanism is
+ *    (epsilon + 4 eta)-DP;
  *  - c itself is a double within relative 2^-53 of epsilon / (2 D).
  * The events therefore name epsilon_eff = epsilon (1 + 2^-50) + 2^-38.
+ *
+ * The exponential mechanism samples by an exponential race, in the same
+ * work whatever the scores (a rejection sampler's number of rounds,
+ * m / sum e^-g, told the data to whoever timed it): every candidate gets an
+ * Exp(1) variate E_i, and the least key g_i + log E_i wins, which is i with
+ * probability e^-g_i / sum_j e^-g_j (E_i e^g_i are independent exponentials
+ * of rates e^-g_i).  E_i = -log U with U uniform on (0, 1) drawn with full
+ * relative precision at both ends (a fair bit picks U = V or 1 - V, V
+ * uniform on (0, 1/2] to every bit of the double), so log E_i is within
+ * 2^-50 of the exact value coupled to it; with 1025 2^-52 for g_i and half
+ * an ulp (2^-43) for the sum, every key is within eta < 2^-40 of the exact
+ * race's, monotonically, and a race whose keys move by at most eta changes
+ * each Pr[i] by a factor within e^(+-2 eta).  Permute-and-flip keeps exact
+ * sampling from exponents rounded up to the grid 2^-42 (CKS Algorithm 1;
+ * eta = 2^-42 + 1025 2^-52).
  */
 #include <float.h>
 #include <math.h>
@@ -81,49 +94,90 @@ static double selection_c(double epsilon, double sensitivity, bool monotone)
 	return monotone ? epsilon / sensitivity : epsilon / (2.0 * sensitivity);
 }
 
+/* A uniform double in (0, 1/2] with every bit of precision: the exponent is
+ * geometric (one per leading zero bit of a random stream), the mantissa 52
+ * fresh bits, so it is the continuous uniform rounded to a double (down
+ * to 2^-1074, where it stops). */
+static int half_uniform(mech_rng *rng, double *ret)
+{
+	uint64_t w, m;
+	int e = -2; /* the value is in [2^e, 2^(e+1)) */
+
+	for (;;) {
+		if (mech_rng_bytes(rng, &w, sizeof(w)) < 0)
+			return ACCT_EINTERNAL;
+		if (w)
+			break;
+		e -= 64;
+		if (e < -1074) {
+			*ret = DBL_TRUE_MIN;
+			return 0;
+		}
+	}
+	e -= __builtin_clzll(w);
+	if (mech_rng_bytes(rng, &m, sizeof(m)) < 0)
+		return ACCT_EINTERNAL;
+	*ret = ldexp((double)((m >> 12) | (UINT64_C(1) << 52)), e - 52);
+	if (*ret == 0)
+		*ret = DBL_TRUE_MIN;
+	return 0;
+}
+
+/* An Exp(1) variate with full relative precision: -log U for U uniform on
+ * (0, 1), U = V or 1 - V for V from half_uniform (then -log1p(-V)). */
+static int exponential_variate(mech_rng *rng, double *ret)
+{
+	uint8_t bit;
+	double v;
+
+	if (mech_rng_bytes(rng, &bit, 1) < 0 || half_uniform(rng, &v) < 0)
+		return ACCT_EINTERNAL;
+	*ret = bit & 1 ? -log(v) : -log1p(-v);
+	return 0;
+}
+
 int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensitivity,
 		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
 		     acct_error *err)
 {
-	uint64_t *g = NULL;
 	acct_event *ev = NULL;
+	double c, top, best_key = INFINITY;
+	size_t best = 0;
 	int rc = check_scores(scores, n, sensitivity, epsilon, err);
 
 	if (rc < 0)
 		return rc;
-	g = malloc(n * sizeof(*g));
 	ev = acct_event_new(ACCT_EV_EXPONENTIAL_MECHANISM);
-	if (!g || !ev) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	ev->u.exponential_mechanism.epsilon = mech_exponential_epsilon_used(epsilon);
-	exponents(scores, n, selection_c(epsilon, sensitivity, monotone), g);
-	/* Rejection from uniform proposals: Pr[i] proportional to
-	 * exp(-g_i); the argmax has g = 0, so at most n proposals on average. */
-	for (;;) {
-		uint64_t i;
-		bool b;
+	c = selection_c(epsilon, sensitivity, monotone);
+	top = scores[0];
+	for (size_t i = 1; i < n; i++)
+		if (scores[i] > top)
+			top = scores[i];
+	/* The race (see the top of the file): one exponential per candidate. */
+	for (size_t i = 0; i < n; i++) {
+		double g = c * (top - scores[i]), e, key;
 
-		rc = mech_rng_uint_below(rng, n, &i);
+		if (!(g <= EXP_CLAMP))
+			g = EXP_CLAMP;
+		rc = exponential_variate(rng, &e);
 		if (rc < 0)
 			break;
-		rc = mech__bernoulli_exp128(rng, g[i], (u128)1 << EXP_GRID_BITS, &b);
-		if (rc < 0)
-			break;
-		if (b) {
-			*ret_index = (size_t)i;
-			*ret_event = ev;
-			ev = NULL;
-			break;
+		key = g + log(e);
+		if (key < best_key) {
+			best_key = key;
+			best = i;
 		}
 	}
-	if (rc < 0)
-		rc = acct_error_set(err, rc, "", "random number generator failed");
-out:
-	free(g);
-	acct_event_free(ev);
-	return rc;
+	if (rc < 0) {
+		acct_event_free(ev);
+		return acct_error_set(err, rc, "", "random number generator failed");
+	}
+	*ret_index = best;
+	*ret_event = ev;
+	return 0;
 }
 
 int mech_permute_and_flip(mech_rng *rng, const double *scores, size_t n, double sensitivity,

@@ -293,6 +293,38 @@ Test(mech, exponential_mechanism_extreme_scores)
 	mech_rng_free(r);
 }
 
+/*
+ * The exponential mechanism draws the same randomness whatever the scores:
+ * two runs from the same seed on very different scores leave their rng at
+ * the same point.  A rejection sampler (the old one) needed about
+ * n / sum e^-g rounds, so its work, and its run time, told the scores.
+ */
+Test(mech, exponential_mechanism_work_does_not_depend_on_the_scores)
+{
+	enum { K = 2000 };
+	static double flat[K], peaked[K];
+	uint64_t after[2];
+
+	for (int i = 0; i < K; i++) {
+		flat[i] = 0;
+		peaked[i] = i == 7 ? 0 : -60;
+	}
+	for (int k = 0; k < 2; k++) {
+		mech_rng *r = test_rng(38);
+		acct_event *ev = NULL;
+		acct_error err;
+		size_t idx;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_exponential(r, k ? peaked : flat, K, 1.0, 1.0, false, &idx, &ev,
+					      &err), 0);
+		acct_event_free(ev);
+		cr_assert_eq(mech_rng_bytes(r, &after[k], sizeof(after[k])), 0);
+		mech_rng_free(r);
+	}
+	cr_assert_eq(after[0], after[1], "the rng moved by a different amount");
+}
+
 /* Permute-and-flip: exact probabilities by enumerating the permutations. */
 static void pf_probs(const double *u, int n, double c, double *p)
 {
