@@ -884,6 +884,13 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
 	if (rc < 0)
 		goto out;
+	/* mech_exponential's slack covers its own arithmetic on exact scores;
+	 * these scores, up to n + (2/eps) 23 in size, carry rounding of their
+	 * own: at most 2^-52 (eps (n + 1) + 512) in each exponent, which enters
+	 * the privacy loss four times (see mech_select.c). */
+	ev->u.exponential_mechanism.epsilon = acct_add_up(
+		ev->u.exponential_mechanism.epsilon,
+		ldexp(acct_add_up(acct_mul_up(epsilon, (double)(n + 1)), 512.0), -50));
 	rc = mech_rng_uint_below(rng, a[which[pick] + 1] - a[which[pick]], &u);
 	if (rc < 0) {
 		rc = acct_error_set(err, rc, "", "random number generator failed");

@@ -425,6 +425,15 @@ Test(table, quantile_interval_distribution)
 		acct_error_init(&err);
 		cr_assert_eq(mech_table_quantile(r, t, "v", 0.5, 0, 10, 1.0, &y, &ev, &err), 0);
 		cr_assert_eq(ev->type, ACCT_EV_EXPONENTIAL_MECHANISM);
+		/* eps (1 + 2^-50) + 2^-38 (the sampler's arithmetic) plus
+		 * 2^-50 (eps (n + 1) + 512) (the scores' rounding), n = 4. */
+		if (i == 0) {
+			double want = 1.0 + 0x1p-50 + 0x1p-38 + 0x1p-50 * (5.0 + 512.0);
+
+			cr_assert(ev->u.exponential_mechanism.epsilon >= want &&
+					  ev->u.exponential_mechanism.epsilon < want * (1 + 1e-15),
+				  "%.17g", ev->u.exponential_mechanism.epsilon);
+		}
 		acct_event_free(ev);
 		cr_assert(y >= 0 && y <= 10);
 		k = (int)(y / 2);
