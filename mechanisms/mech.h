@@ -48,12 +48,16 @@ int mech_rng_bytes(mech_rng *rng, void *buf, size_t n);
 int mech_rng_uniform(mech_rng *rng, double *ret);
 
 /*
- * Fills out[0..n) with independent standard normal doubles (Box-Muller on
- * 53-bit uniforms, both outputs of each pair used).  Meant for bulk gradient
- * noise in training, where the noise is added to a large aggregate and the
- * output is not a single released scalar; releases of scalars go through
- * mech_gaussian_* (exact discrete sampler on a power-of-two grid).  Returns 0,
- * or ACCT_EINTERNAL when the rng fails (out is then unspecified).
+ * Fills out[0..n) with independent standard normal doubles (Box-Muller: the
+ * radius from a full-precision Exp(1), so the tail reaches about 38 sd; the
+ * angle from a 53-bit uniform; both outputs of each pair used).  Meant for
+ * bulk gradient noise in training, where the noise is added to a large
+ * aggregate and the output is not a single released scalar; releases of
+ * scalars go through mech_gaussian_* (exact discrete sampler on a
+ * power-of-two grid).  Training is priced as the continuous Gaussian
+ * mechanism: these doubles approximate it (the approximation is not priced;
+ * its tail is cut past e^-745 of mass).  Returns 0, or ACCT_EINTERNAL when
+ * the rng fails (out is then unspecified).
  */
 int mech_rng_normal_fill(mech_rng *rng, double *out, size_t n);
 

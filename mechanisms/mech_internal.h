@@ -12,6 +12,13 @@
 /* Like mech_rng_uint_below for a 128-bit bound. */
 int mech__rng_u128_below(mech_rng *rng, unsigned __int128 bound, unsigned __int128 *ret);
 
+/* An Exp(1) variate, -log U for U uniform on (0, 1) drawn with full relative
+ * precision at both ends (a fair bit picks U = V or 1 - V, V uniform on
+ * (0, 1/2] to every bit of the double): the variate is within a relative
+ * 2^-50 of the exact one it is coupled to, down to about 2^-1074 and up to
+ * about 745.  0 or ACCT_EINTERNAL. */
+int mech__exp1(mech_rng *rng, double *ret);
+
 /* Bernoulli(exp(-num/den)) with 128-bit num and den (CKS Algorithm 1). */
 int mech__bernoulli_exp128(mech_rng *rng, unsigned __int128 num, unsigned __int128 den,
 			   bool *ret);

@@ -94,48 +94,6 @@ static double selection_c(double epsilon, double sensitivity, bool monotone)
 	return monotone ? epsilon / sensitivity : epsilon / (2.0 * sensitivity);
 }
 
-/* A uniform double in (0, 1/2] with every bit of precision: the exponent is
- * geometric (one per leading zero bit of a random stream), the mantissa 52
- * fresh bits, so it is the continuous uniform rounded to a double (down
- * to 2^-1074, where it stops). */
-static int half_uniform(mech_rng *rng, double *ret)
-{
-	uint64_t w, m;
-	int e = -2; /* the value is in [2^e, 2^(e+1)) */
-
-	for (;;) {
-		if (mech_rng_bytes(rng, &w, sizeof(w)) < 0)
-			return ACCT_EINTERNAL;
-		if (w)
-			break;
-		e -= 64;
-		if (e < -1074) {
-			*ret = DBL_TRUE_MIN;
-			return 0;
-		}
-	}
-	e -= __builtin_clzll(w);
-	if (mech_rng_bytes(rng, &m, sizeof(m)) < 0)
-		return ACCT_EINTERNAL;
-	*ret = ldexp((double)((m >> 12) | (UINT64_C(1) << 52)), e - 52);
-	if (*ret == 0)
-		*ret = DBL_TRUE_MIN;
-	return 0;
-}
-
-/* An Exp(1) variate with full relative precision: -log U for U uniform on
- * (0, 1), U = V or 1 - V for V from half_uniform (then -log1p(-V)). */
-static int exponential_variate(mech_rng *rng, double *ret)
-{
-	uint8_t bit;
-	double v;
-
-	if (mech_rng_bytes(rng, &bit, 1) < 0 || half_uniform(rng, &v) < 0)
-		return ACCT_EINTERNAL;
-	*ret = bit & 1 ? -log(v) : -log1p(-v);
-	return 0;
-}
-
 int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensitivity,
 		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
 		     acct_error *err)
@@ -162,7 +120,7 @@ int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensi
 
 		if (!(g <= EXP_CLAMP))
 			g = EXP_CLAMP;
-		rc = exponential_variate(rng, &e);
+		rc = mech__exp1(rng, &e);
 		if (rc < 0)
 			break;
 		key = g + log(e);
