@@ -212,7 +212,11 @@ static int size_check(const trn_dpsgd_params *p, uint64_t n_train, uint64_t *ret
 				      (long long)steps, (long long)DPG_MAX_TRAINING_STEPS);
 	*ret_n = n;
 	*ret_steps = steps;
-	*ret_q = (double)p->lot_size / (double)n;
+	/* Every step samples from all n_train rows: max_train_examples sets how
+	 * many examples an epoch counts (the number of steps), never which rows
+	 * take part, which under add/remove would swap a row in for one removed
+	 * (a change of two, where the event is priced for one). */
+	*ret_q = (double)p->lot_size / (double)n_train;
 	return 0;
 }
 
@@ -422,22 +426,22 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 		goto out;
 	m->input_dim = (uint32_t)d;
 
-	/* DP-PCA on the N rows used, then project them once. */
+	/* DP-PCA on all the rows, then project them once. */
 	xtr = train_ds->x;
 	if (p->pca_components) {
 		double tp = now_seconds();
-		size_t k = p->pca_components;
+		size_t k = p->pca_components, rows = train_ds->n;
 
 		m->proj_dim = (uint32_t)k;
 		m->proj = malloc(d * k * sizeof(double));
-		xproj = malloc((size_t)n * k * sizeof(double));
+		xproj = malloc(rows * k * sizeof(double));
 		if (!m->proj || !xproj)
 			goto nomem;
-		rc = trn__dp_pca(train_ds->x, (size_t)n, d, k, private ? p->pca_noise_multiplier : 0.0,
-				 rng, m->proj, err);
+		rc = trn__dp_pca(train_ds->x, rows, d, k, private ? p->pca_noise_multiplier : 0.0, rng,
+				 m->proj, err);
 		if (rc < 0)
 			goto out;
-		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)k, (int)d, 1.0,
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)k, (int)d, 1.0,
 			    train_ds->x, (int)d, m->proj, (int)k, 0.0, xproj, (int)k);
 		xtr = xproj;
 		res->pca_seconds = now_seconds() - tp;
@@ -453,8 +457,8 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 	grad = malloc(m->n_params * sizeof(double));
 	noise = private ? malloc(m->n_params * sizeof(double)) : NULL;
 	velocity = p->momentum > 0.0 ? calloc(m->n_params, sizeof(double)) : NULL;
-	ubuf = malloc((size_t)n * sizeof(uint64_t));
-	idx = malloc((size_t)n * sizeof(size_t));
+	ubuf = malloc(train_ds->n * sizeof(uint64_t));
+	idx = malloc(train_ds->n * sizeof(size_t));
 	ylot = malloc(cap * sizeof(uint32_t));
 	if (!grad || (private && !noise) || (p->momentum > 0.0 && !velocity) || !ubuf || !idx ||
 	    !ylot)
@@ -475,8 +479,9 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 
 		if (cancel && atomic_load(cancel))
 			break;
-		/* Algorithm 1: take a random sample L_t with probability L/N. */
-		if (trn__poisson_sample(rng, (size_t)n, q, ubuf, idx, &count) < 0) {
+		/* Algorithm 1: take a random sample L_t, each of the n_train rows
+		 * with probability q = L / n_train. */
+		if (trn__poisson_sample(rng, train_ds->n, q, ubuf, idx, &count) < 0) {
 			rc = acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
 			goto out;
 		}

@@ -54,10 +54,18 @@ int trn__dp_pca(const double *x, size_t n, size_t d, size_t k, double sigma, mec
 
 		memcpy(chunk, x + s * d, B * d * sizeof(double));
 		for (size_t i = 0; i < B; i++) {
-			double nrm = cblas_dnrm2((int)d, chunk + i * d, 1);
+			double *row = chunk + i * d, nrm = cblas_dnrm2((int)d, row, 1), check;
 
-			if (nrm > 0.0)
-				cblas_dscal((int)d, 1.0 / nrm, chunk + i * d, 1);
+			/* Divide, not multiply by 1 / nrm: for a row of subnormals
+			 * 1 / nrm overflows and 0 * inf made the covariance NaN, which
+			 * told that such a row was there.  A row whose normalised norm
+			 * is still not within 1 (never, short of that) is dropped, so
+			 * every row adds at most norm 1 whatever it holds. */
+			for (size_t j = 0; nrm > 0.0 && j < d; j++)
+				row[j] /= nrm;
+			check = cblas_dnrm2((int)d, row, 1);
+			if (!(check <= 1.0 + 1e-12))
+				memset(row, 0, d * sizeof(double));
 		}
 		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)B, 1.0, chunk,
 			    (int)d, 1.0, cov, (int)d);

@@ -36,7 +36,8 @@ static void teardown(void)
 
 TestSuite(jobs, .init = setup, .fini = teardown, .timeout = 600);
 
-/* A small logistic-regression job: 6000 rows, lots of 600, one epoch. */
+/* A small logistic-regression job: an epoch of 6000 examples, lots of 600,
+ * one epoch (10 steps). */
 static const char *small_job =
 	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
 	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
@@ -94,7 +95,8 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 	dpg_resp r;
 	double needed;
 
-	/* Dry run: N = 6000, L = 600, one epoch: T = 10 steps at q = 0.1. */
+	/* Dry run: an epoch of N = 6000, L = 600, one epoch: T = 10 steps, each
+	 * sampling from all 60000 rows at q = 600 / 60000. */
 	snprintf(body, sizeof(body), "%.*s,\"dry_run\":true}", (int)strlen(small_job) - 1, small_job);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
 	cr_assert_eq(r.status, 200, "%s", r.body);
@@ -104,7 +106,7 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 	cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 10);
 	ev = json_object_get(ev, "event");
 	cr_assert_str_eq(json_string_value(json_object_get(ev, "type")), "poisson_sampled");
-	cr_assert_eq(json_number_value(json_object_get(ev, "sampling_probability")), 0.1);
+	cr_assert_eq(json_number_value(json_object_get(ev, "sampling_probability")), 600.0 / 60000.0);
 	cr_assert_eq(json_number_value(json_object_get(json_object_get(ev, "event"), "noise_multiplier")), 1.1);
 	needed = dpg_num(r.json, "needed.epsilon");
 	dpg_resp_free(&r);

@@ -378,10 +378,13 @@ Test(event, equals_hand_built_event)
 	cr_assert_eq(trn_dpsgd_event(&p, 60001, &ev, NULL), 0);
 	assert_sgd_event(ev, 1001, 600.0 / 60001.0, 1.1);
 	acct_event_free(ev);
-	/* max_train_examples caps N: q = 600/30000 = 0.02, T = 500. */
+	/* max_train_examples counts an epoch as N = 30000 examples, T = 10 *
+	 * 30000 / 600 = 500 steps, but every step samples from all 60000 rows:
+	 * q = 600 / 60000 (taking the first N rows made a removed row swap
+	 * another in, a change of two where the event is priced for one). */
 	p.max_train_examples = 30000;
 	cr_assert_eq(trn_dpsgd_event(&p, 60000, &ev, NULL), 0);
-	assert_sgd_event(ev, 500, 0.02, 1.1);
+	assert_sgd_event(ev, 500, 600.0 / 60000.0, 1.1);
 	acct_event_free(ev);
 	/* With DP-PCA: composed([gaussian(sigma_p), sgd]). */
 	p.pca_components = 60;
@@ -391,11 +394,11 @@ Test(event, equals_hand_built_event)
 	cr_assert_eq(ev->u.composed.n, 2);
 	cr_assert_eq(ev->u.composed.events[0]->type, ACCT_EV_GAUSSIAN);
 	cr_assert_eq(ev->u.composed.events[0]->u.gaussian.noise_multiplier, 7.0);
-	assert_sgd_event(ev->u.composed.events[1], 500, 0.02, 1.1);
+	assert_sgd_event(ev->u.composed.events[1], 500, 600.0 / 60000.0, 1.1);
 	acct_event_free(ev);
 	/* A job stopped after 123 steps. */
 	cr_assert_eq(trn_dpsgd_event_for_steps(&p, 60000, 123, &ev, NULL), 0);
-	assert_sgd_event(ev->u.composed.events[1], 123, 0.02, 1.1);
+	assert_sgd_event(ev->u.composed.events[1], 123, 600.0 / 60000.0, 1.1);
 	acct_event_free(ev);
 	cr_assert_eq(trn_dpsgd_event_for_steps(&p, 60000, 0, &ev, NULL), 0);
 	cr_assert_eq(ev->type, ACCT_EV_GAUSSIAN);
@@ -698,6 +701,27 @@ Test(sampling, poisson_lot_sizes)
 	mech_rng_free(rng);
 	free(buf);
 	free(idx);
+}
+
+/*
+ * A row of subnormals normalises like any other: dividing by its norm, not
+ * multiplying by 1 / norm (which overflows, and 0 * inf is NaN), so the
+ * projection stays finite whatever the rows hold.  With the row
+ * (1e-320, 0, 0, 0) among others, the old code returned NaNs.
+ */
+Test(pca, subnormal_rows_do_not_poison_the_projection)
+{
+	enum { N = 50, D = 4 };
+	double x[N * D], v[D * 2];
+	mech_rng *rng = seeded(71);
+
+	cr_assert_eq(mech_rng_normal_fill(rng, x, N * D), 0);
+	x[0] = 1e-320;
+	x[1] = x[2] = x[3] = 0;
+	cr_assert_eq(trn__dp_pca(x, N, D, 2, 1.0, rng, v, NULL), 0);
+	for (int i = 0; i < D * 2; i++)
+		cr_assert(isfinite(v[i]), "projection entry %d: %g", i, v[i]);
+	mech_rng_free(rng);
 }
 
 Test(pca, exact_pca_finds_the_data_subspace)
