@@ -477,6 +477,17 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	return ok;
 }
 
+/* Counts the Content-Length headers of a request (MHD_get_connection_values). */
+static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
+					    const char *value)
+{
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+		(*(unsigned *)cls)++;
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -505,6 +516,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 &&
 				     strcmp(url + ul - 5, "/data") == 0) ? DPG_MAX_CSV_BYTES :
 									   DPG_MAX_BODY_BYTES;
+		}
+		/* Two Content-Length headers (libmicrohttpd reads the first) frame
+		 * the body differently for a proxy that reads the other: refused
+		 * at once, before any body is read, which closes the connection
+		 * (RFC 9112, 6.3). */
+		{
+			unsigned n = 0;
+
+			MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length, &n);
+			if (n > 1) {
+				memset(&res, 0, sizeof(res));
+				srv_problem(&res, 400, NULL, "more than one Content-Length header",
+					    "Content-Length", NULL);
+				return send_response(conn, cs, &res);
+			}
 		}
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 		if (cl) {

@@ -3,9 +3,14 @@
  * and a problem+json body (naming the field where one is at fault), and
  * none changes the ledger.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -187,6 +192,59 @@ Test(bad_inputs, oversize_body_is_413_and_changes_nothing, .timeout = 60)
 	cr_assert_eq(r.status, 200);
 	dpg_resp_free(&r);
 	free(big);
+	cr_assert_eq(ledger_rows(&srv), 0);
+	dpg_server_destroy(&srv);
+}
+
+/* Sends raw bytes on a new connection and reads until the server closes it
+ * (or 5 s pass); returns what came back, NUL-terminated (caller frees). */
+static char *raw_exchange(const dpg_server *srv, const char *req, size_t len)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->port)};
+	struct timeval tv = {.tv_sec = 5};
+	size_t cap = 65536, have = 0;
+	char *out = malloc(cap);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t k;
+
+	cr_assert(out && fd >= 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(write(fd, req, len), (ssize_t)len);
+	while (have + 1 < cap && (k = read(fd, out + have, cap - have - 1)) > 0)
+		have += (size_t)k;
+	out[have] = '\0';
+	close(fd);
+	return out;
+}
+
+/*
+ * Two Content-Length headers frame the body two ways (a proxy reading the
+ * other one would see a hidden request): refused with 400 and the
+ * connection closed, nothing read or charged.  libmicrohttpd took the
+ * first value and answered 201.
+ */
+Test(bad_inputs, two_content_lengths_are_refused, .timeout = 60)
+{
+	static const char body[] = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,"
+				   "\"delta\":0}}";
+	char req[1024], *out;
+	dpg_server srv;
+	int n;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	n = snprintf(req, sizeof(req),
+		     "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+		     "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+		     "Content-Length: 3\r\n\r\n%s",
+		     CH, srv.admin_key, strlen(body), body);
+	out = raw_exchange(&srv, req, (size_t)n);
+	cr_assert(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "%.200s", out);
+	cr_assert(strstr(out, "Connection: close"), "%.300s", out);
+	cr_assert(strstr(out, "\"field\":\"Content-Length\""), "%.300s", out);
+	free(out);
 	cr_assert_eq(ledger_rows(&srv), 0);
 	dpg_server_destroy(&srv);
 }
