@@ -751,7 +751,7 @@ struct calib {
 	acct_error err;
 	unsigned evals;
 	double last_eps;
-	double memo_v[CALIB_MEMO], memo_gap[CALIB_MEMO], memo_eps[CALIB_MEMO];
+	double memo_v[CALIB_MEMO], memo_eps[CALIB_MEMO];
 	unsigned memo_n, memo_next;
 };
 
@@ -765,7 +765,7 @@ static double calib_gap(struct calib *c, double v)
 	for (unsigned i = 0; i < c->memo_n; i++) {
 		if (c->memo_v[i] == v) {
 			c->last_eps = c->memo_eps[i];
-			return c->memo_gap[i];
+			return c->last_eps - c->target;
 		}
 	}
 	if (c->f.real)
@@ -787,7 +787,6 @@ static double calib_gap(struct calib *c, double v)
 	c->last_eps = r.epsilon;
 	c->memo_v[c->memo_next] = v;
 	c->memo_eps[c->memo_next] = r.epsilon;
-	c->memo_gap[c->memo_next] = r.epsilon - c->target;
 	c->memo_next = (c->memo_next + 1) % CALIB_MEMO;
 	if (c->memo_n < CALIB_MEMO)
 		c->memo_n++;

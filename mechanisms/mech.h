@@ -160,12 +160,11 @@ int mech_gaussian_grid_shift(double scale);
  * caller that must choose the grid from public figures only (a grid chosen
  * from a data-dependent sigma shows in the output's last bits).  sigma 2^shift
  * must be in [8, 2^20]: the sampler then rounds it up by a factor below
- * 1 + 2^-23, and *ret_sigma_used is what it used.  The output is finite
- * (mech__grid_value).  Returns 0, ACCT_EINVAL (value or sigma out of
- * range) or ACCT_EINTERNAL (rng).
+ * 1 + 2^-23.  The output is finite (mech__grid_value).  Returns 0,
+ * ACCT_EINVAL (value or sigma out of range) or ACCT_EINTERNAL (rng).
  */
 int mech_gaussian_on_grid(mech_rng *rng, double value, double sigma, int shift, double *ret,
-			  double *ret_sigma_used, acct_error *err);
+			  acct_error *err);
 
 /*
  * Gaussian release with L2 sensitivity and standard deviation `sigma`:

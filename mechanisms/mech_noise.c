@@ -178,7 +178,7 @@ int mech_gaussian_grid_shift(double scale)
 }
 
 int mech_gaussian_on_grid(mech_rng *rng, double value, double sigma, int shift, double *ret,
-			  double *ret_sigma_used, acct_error *err)
+			  acct_error *err)
 {
 	double units = ldexp(sigma, shift), sg;
 	i128 k;
@@ -194,7 +194,6 @@ int mech_gaussian_on_grid(mech_rng *rng, double value, double sigma, int shift, 
 	if (rc < 0)
 		return acct_error_set(err, rc, "", "noise sampling failed");
 	*ret = mech__grid_value(k + z, shift);
-	*ret_sigma_used = ldexp(sg, -shift);
 	return 0;
 }
 

@@ -821,17 +821,17 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
 	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
 		return rc;
-	/* Every interval length below is at most hi - lo: finite, so is its log. */
+	/* The grid's width: finite, so every grid point is. */
 	if (!isfinite(hi - lo))
 		return acct_error_set(err, ACCT_EINVAL, "/hi", "hi - lo must be a finite number");
 	if (!(q >= 0 && q <= 1))
 		return acct_error_set(err, ACCT_EINVAL, "/q", "must be in [0, 1]");
 	/* Every score below must be finite whatever the data: an error there,
 	 * answered before any charge, would tell the data (with epsilon near
-	 * 1e-307 the length term overflowed exactly when an interval was longer
-	 * than a threshold the caller chose, which read the minimum for free).
-	 * A positive finite double length has |log(length)| < 745, so at this
-	 * epsilon or above |score| <= n + (2 / epsilon) 745 stays far below
+	 * 1e-307 a log term overflowed exactly when an interval was wider than
+	 * a threshold the caller chose, which read the minimum for free).  An
+	 * interval holds at most 2^32 + 1 grid points, log below 23, so at this
+	 * epsilon or above |score| <= n + (2 / epsilon) 23 stays far below
 	 * DBL_MAX. */
 	if (!(epsilon >= QUANTILE_MIN_EPSILON))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be at least %g for a quantile",

@@ -302,11 +302,6 @@ bool srv_id_ok(const char *s)
 	return true;
 }
 
-/*
- * JSON routes accept application/json, no Content-Type at all, and curl's
- * default for -d (application/x-www-form-urlencoded), so that a bare
- * `curl -d '{...}'` works; the body is parsed as JSON in every case.
- */
 /* An Idempotency-Key is stored in the ledger and shown in its JSON: 1 to
  * DPG_IDEMPOTENCY_KEY_BYTES printable ASCII characters (space to '~'). */
 static bool idempotency_key_ok(const char *key)
@@ -321,6 +316,11 @@ static bool idempotency_key_ok(const char *key)
 	return true;
 }
 
+/*
+ * JSON routes accept application/json, no Content-Type at all, and curl's
+ * default for -d (application/x-www-form-urlencoded), so that a bare
+ * `curl -d '{...}'` works; the body is parsed as JSON in every case.
+ */
 static bool json_content_type(const char *ct)
 {
 	return !ct || strncasecmp(ct, "application/json", 16) == 0 ||

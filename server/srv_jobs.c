@@ -536,6 +536,12 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 	if (d == 0 || rows == 0)
 		return acct_error_set(err, ACCT_EINVAL, "/data",
 				      "the hosted table has no numeric feature column besides the label");
+	/* Never refused here: check_label refused the job at submission. */
+	if (mech_table_numeric_values(t, lj) ?
+		    !(json_is_integer(declared) && json_integer_value(declared) >= 2) :
+		    json_array_size(declared) < 2)
+		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+				      "the label's classes are not declared");
 	x = malloc(sizeof(double) * rows * d);
 	y = malloc(sizeof(int64_t) * rows);
 	if (!x || !y)
@@ -552,8 +558,6 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 	if (mech_table_numeric_values(t, lj)) {
 		const double *v = mech_table_numeric_values(t, lj);
 
-		if (!json_is_integer(declared))
-			goto bad_classes;
 		classes = (uint32_t)json_integer_value(declared);
 		for (size_t i = 0; i < rows; i++)
 			y[i] = v[i] >= 0 && v[i] < (double)classes && v[i] == floor(v[i]) ?
@@ -587,16 +591,11 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 		free(byname);
 		free(of);
 	}
-	if (classes < 2)
-		goto bad_classes;
 	rc = trn_dataset_from_table(x, y, rows, d, classes, "/data", ret, err);
 out:
 	free(x);
 	free(y);
 	return rc;
-bad_classes: /* never: check_label refused the job at submission */
-	rc = acct_error_set(err, ACCT_EINVAL, "/params/classes", "the label's classes are not declared");
-	goto out;
 }
 
 /* Loads the training table (and a public evaluation table where there is

@@ -96,18 +96,7 @@ fail:
 	return false;
 }
 
-/*
- * A fresh CSPRNG for one release: a ChaCha20 stream keyed with 256 bits of
- * getrandom(2) for this release alone.  Not getrandom per draw: the
- * samplers' rejection loops (discrete Laplace and Gaussian, the exponential
- * mechanism) run longer for some outputs, and some data, and at a system
- * call per draw each extra round cost microseconds that a client could
- * time; from a stream it costs nanoseconds.  (Narrowed, not closed: the
- * samplers are not constant-time.)  Refuses a deterministic source (the
- * server has no way to make one; this is the last line of defence).
- * Returns the rng to use, or NULL.
- */
-static mech_rng *release_rng(void)
+mech_rng *srv_release_rng(void)
 {
 	mech_rng *sys = mech_rng_new_system(), *rng = sys ? mech_rng_new_stream(sys) : NULL;
 	bool weak = !rng || mech_rng_is_deterministic(sys) || mech_rng_is_deterministic(rng);
@@ -225,7 +214,7 @@ int srv_h_mech_release(srv_request *req, srv_response *res)
 	snprintf(r.default_note, sizeof(r.default_note), "mechanism %s", name);
 	if (!release_begin(req, res, &r))
 		return 0;
-	rng = release_rng();
+	rng = srv_release_rng();
 	if (!rng) {
 		srv_problem(res, 503, NULL, "no secure randomness is available; nothing was charged",
 			    NULL, NULL);
@@ -608,7 +597,7 @@ int srv_h_table_query(srv_request *req, srv_response *res)
 		return 0;
 	if (load_table(req, res, &r.ds, r.inner, &t) < 0)
 		goto out;
-	rng = release_rng();
+	rng = srv_release_rng();
 	if (!rng) {
 		srv_problem(res, 503, NULL, "no secure randomness is available; nothing was charged",
 			    NULL, NULL);

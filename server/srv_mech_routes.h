@@ -22,6 +22,18 @@
 #include "srv.h"
 
 /*
+ * A fresh CSPRNG for one release: a ChaCha20 stream keyed with 256 bits of
+ * getrandom(2) for this release alone.  Not getrandom per draw: the
+ * samplers' rejection loops run longer for some outputs, and at a system
+ * call per draw each extra round cost microseconds that a client could
+ * time; from a stream it costs nanoseconds.  (Narrowed, not closed: not
+ * every sampler is constant-time.)  Refuses a deterministic source (the
+ * server has no way to make one; this is the last line of defence).
+ * Returns the rng (caller frees), or NULL.
+ */
+mech_rng *srv_release_rng(void);
+
+/*
  * POST /v1/datasets/{id}/mechanisms/{name}.  Body: the mechanism's fields
  * (srv_mech.h), plus optional "note" (ledger note) and "ledger_delta" (the
  * delta share at which a basic ledger prices an event that is not an

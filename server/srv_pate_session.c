@@ -86,6 +86,7 @@
 #include "mech.h"
 #include "srv.h"
 #include "srv_json.h"
+#include "srv_mech_routes.h"
 #include "srv_pate_session.h"
 #include "srv_store_internal.h"
 
@@ -1089,7 +1090,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	srv_dataset ds;
 	acct_error err;
 	srv_spend sp;
-	mech_rng *sys = NULL, *rng = NULL;
+	mech_rng *rng = NULL;
 	const json_t *qs;
 	const char *note = NULL;
 	double *probs = NULL;
@@ -1148,8 +1149,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 		goto bad;
 	/* Noise for every query, before the transaction: none of it is revealed
 	 * unless its query is admitted and the charge commits. */
-	sys = mech_rng_new_system();
-	rng = sys ? mech_rng_new_stream(sys) : NULL;
+	rng = srv_release_rng();
 	if (!rng) {
 		srv_problem(res, 500, NULL, "the random number generator is unavailable; nothing was charged",
 			    NULL, NULL);
@@ -1186,7 +1186,6 @@ bad:
 	srv_problem_from_error(res, &err);
 out:
 	mech_rng_free(rng);
-	mech_rng_free(sys);
 	acct_event_free(b.event);
 	free(b.votes);
 	free(b.out);
@@ -1460,7 +1459,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	{
 		double bound = r.rdp_independent > 0 ? r.rdp_independent : 1.0;
 		int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r.sigma);
-		double g = ldexp(1.0, -shift), scale, used;
+		double g = ldexp(1.0, -shift), scale;
 
 		if (!(fval <= bound))
 			fval = bound;
@@ -1472,17 +1471,8 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 			acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
 			goto bad;
 		}
-		{
-			/* A stream keyed for this release: the sampler's rejection
-			 * rounds then cost nanoseconds, not a system call each (a
-			 * timing signal of the noise drawn). */
-			mech_rng *sys = mech_rng_new_system();
-
-			rng = sys ? mech_rng_new_stream(sys) : NULL;
-			mech_rng_free(sys);
-		}
-		if (!rng || mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &used,
-						  &err) < 0) {
+		rng = srv_release_rng();
+		if (!rng || mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
 			acct_error_init(&err);
 			acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
 			goto bad;

@@ -1125,23 +1125,15 @@ static const srv_dataset *row_cache_find(const struct row_cache *rc, const char 
 /* Stores a row in its own slot, else a free one, else the first. */
 static void row_cache_put(struct row_cache *rc, const srv_dataset *ds)
 {
-	unsigned first = row_slot(ds->id), pick = first;
-	bool found = false;
+	const srv_dataset *own = row_cache_find(rc, ds->id);
+	unsigned first = row_slot(ds->id), pick = own ? (unsigned)(own - rc->row) : first;
 
-	for (unsigned k = 0; k < ROW_CACHE_WAYS && !found; k++) {
-		unsigned i = (first + k) % ROW_CACHE_SLOTS;
-
-		if (rc->used[i] && strcmp(rc->row[i].id, ds->id) == 0) {
-			pick = i;
-			found = true;
-		}
-	}
-	for (unsigned k = 0; k < ROW_CACHE_WAYS && !found; k++) {
+	for (unsigned k = 0; k < ROW_CACHE_WAYS && !own; k++) {
 		unsigned i = (first + k) % ROW_CACHE_SLOTS;
 
 		if (!rc->used[i]) {
 			pick = i;
-			found = true;
+			break;
 		}
 	}
 	rc->row[pick] = *ds;

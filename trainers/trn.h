@@ -57,8 +57,9 @@ void trn_dataset_free(trn_dataset *ds);
 
 /*
  * Checks a table a caller filled: the bounds above, every feature finite,
- * every label below num_classes or TRN_NO_CLASS.  `where` prefixes the JSON pointer of an
- * error (e.g. "/data"); the offending row is named in the text.
+ * every label below num_classes or TRN_NO_CLASS.  `where` prefixes the
+ * JSON pointer of an error (e.g. "/data"); the offending row is named in
+ * the text.
  */
 int trn_dataset_validate(const trn_dataset *ds, const char *where, acct_error *err);
 

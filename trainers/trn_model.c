@@ -305,11 +305,8 @@ void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t 
 				continue;
 			}
 			if (clip->mode == TRN_CLIP_GLOBAL) {
-				double s = 0.0, c;
+				double s = sqrt(total), c;
 
-				for (uint32_t l = 0; l < L; l++)
-					s += ws->sq[l][i];
-				s = sqrt(s);
 				c = s > clip->clip_norm ? clip->clip_norm / s : 1.0;
 				for (uint32_t l = 0; l < L; l++)
 					ws->scale[l * B + i] = c;
