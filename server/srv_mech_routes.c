@@ -96,7 +96,7 @@ fail:
 	return false;
 }
 
-mech_rng *srv_release_rng(void)
+mech_rng *srv_release_rng(srv_response *res)
 {
 	mech_rng *sys = mech_rng_new_system(), *rng = sys ? mech_rng_new_stream(sys) : NULL;
 	bool weak = !rng || mech_rng_is_deterministic(sys) || mech_rng_is_deterministic(rng);
@@ -104,6 +104,8 @@ mech_rng *srv_release_rng(void)
 	mech_rng_free(sys);
 	if (weak) {
 		mech_rng_free(rng);
+		srv_problem(res, 503, NULL, "no secure randomness is available; nothing was charged",
+			    NULL, NULL);
 		return NULL;
 	}
 	return rng;
@@ -214,12 +216,9 @@ int srv_h_mech_release(srv_request *req, srv_response *res)
 	snprintf(r.default_note, sizeof(r.default_note), "mechanism %s", name);
 	if (!release_begin(req, res, &r))
 		return 0;
-	rng = srv_release_rng();
-	if (!rng) {
-		srv_problem(res, 503, NULL, "no secure randomness is available; nothing was charged",
-			    NULL, NULL);
+	rng = srv_release_rng(res);
+	if (!rng)
 		goto out;
-	}
 	acct_error_init(&err);
 	if (srv_mech_release(name, r.inner, rng, &output, &ev, &err) < 0) {
 		srv_problem_from_error(res, &err);
@@ -597,12 +596,9 @@ int srv_h_table_query(srv_request *req, srv_response *res)
 		return 0;
 	if (load_table(req, res, &r.ds, r.inner, &t) < 0)
 		goto out;
-	rng = srv_release_rng();
-	if (!rng) {
-		srv_problem(res, 503, NULL, "no secure randomness is available; nothing was charged",
-			    NULL, NULL);
+	rng = srv_release_rng(res);
+	if (!rng)
 		goto out;
-	}
 	acct_error_init(&err);
 	if (srv_mech_table_query(t, r.ds.neighbor, r.inner, rng, &answer, &ev, &err) < 0) {
 		srv_problem_from_error(res, &err);

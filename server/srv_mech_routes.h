@@ -29,9 +29,10 @@
  * time; from a stream it costs nanoseconds.  (Narrowed, not closed: not
  * every sampler is constant-time.)  Refuses a deterministic source (the
  * server has no way to make one; this is the last line of defence).
- * Returns the rng (caller frees), or NULL.
+ * Returns the rng (caller frees), or NULL after answering 503: every
+ * release route refuses alike, before its charge.
  */
-mech_rng *srv_release_rng(void);
+mech_rng *srv_release_rng(srv_response *res);
 
 /*
  * POST /v1/datasets/{id}/mechanisms/{name}.  Body: the mechanism's fields

@@ -1149,12 +1149,9 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 		goto bad;
 	/* Noise for every query, before the transaction: none of it is revealed
 	 * unless its query is admitted and the charge commits. */
-	rng = srv_release_rng();
-	if (!rng) {
-		srv_problem(res, 500, NULL, "the random number generator is unavailable; nothing was charged",
-			    NULL, NULL);
+	rng = srv_release_rng(res);
+	if (!rng)
 		goto out;
-	}
 	for (size_t i = 0; i < b.n; i++) {
 		if ((rc = run_query(rng, &s.cfg, &b.votes[i * m], probs ? &probs[i * m] : NULL, &b.out[i],
 				    &b.dd[i * s.cfg.n_orders], &err)) < 0)
@@ -1471,8 +1468,10 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 			acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
 			goto bad;
 		}
-		rng = srv_release_rng();
-		if (!rng || mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
+		rng = srv_release_rng(res);
+		if (!rng)
+			goto out;
+		if (mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
 			acct_error_init(&err);
 			acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
 			goto bad;

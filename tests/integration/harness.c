@@ -108,6 +108,8 @@ static void spawn(dpg_server *s)
 			dup2(fd, 2);
 			dup2(fd, 1);
 		}
+		for (const char *const *e = s->env; e && *e; e++)
+			putenv((char *)*e);
 		execl(dpg_bin(), dpg_bin(), "serve", "--db", s->db, "--listen", listen, "--data-dir",
 		      data, "--threads", threads, (char *)NULL);
 		_exit(127);
@@ -147,7 +149,13 @@ static void spawn(dpg_server *s)
 
 void dpg_server_start(dpg_server *s)
 {
+	dpg_server_start_env(s, NULL);
+}
+
+void dpg_server_start_env(dpg_server *s, const char *const *env)
+{
 	memset(s, 0, sizeof(*s));
+	s->env = env;
 	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
 	cr_assert_not_null(mkdtemp(s->dir));
 	snprintf(s->db, sizeof(s->db), "%s/test.db", s->dir);

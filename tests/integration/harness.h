@@ -18,6 +18,7 @@ typedef struct dpg_server {
 	char log[320];
 	char admin_key[160];
 	unsigned threads;    /* --threads for the next (re)start; 0 = 8 */
+	const char *const *env; /* "NAME=value" set in the server's environment, or NULL */
 } dpg_server;
 
 typedef struct dpg_resp {
@@ -36,6 +37,10 @@ const char *dpg_bin(void);
 /* Makes a temp dir, creates an admin key and starts `dpgate serve` on port 0;
  * waits for /healthz.  Aborts the test on failure. */
 void dpg_server_start(dpg_server *s);
+
+/* As dpg_server_start, with `env` ("NAME=value", NULL-terminated) added to
+ * the server's environment at this and every restart. */
+void dpg_server_start_env(dpg_server *s, const char *const *env);
 
 /* Starts the server again on the same database (after a stop or a kill). */
 void dpg_server_restart(dpg_server *s);

@@ -1,0 +1,193 @@
+/*
+ * test_no_random.c: without a working getrandom, no release route draws
+ * noise from anything else, answers with an output, or charges.
+ *
+ * The server runs with no_random.so preloaded (NO_RANDOM_SHIM, from
+ * meson): its getrandom fails with EIO while the switch file exists.  Every
+ * route that releases noise (direct mechanisms, hosted-table queries, PATE
+ * label queries and the PATE smooth-sensitivity release) must then answer
+ * 503 problem+json and leave the budget, the charge count and the ledger as
+ * they were.  With the switch file gone the same request is released and
+ * charged, which shows that the 503 came from the missing randomness.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+static dpg_server srv;
+static char switch_dir[64], switch_file[128];
+static char env_preload[512], env_switch[160], env_asan[1024];
+static const char *server_env[] = {env_preload, env_switch, env_asan, NULL};
+
+static void setup(void)
+{
+	const char *asan = getenv("ASAN_OPTIONS");
+
+	snprintf(switch_dir, sizeof(switch_dir), "/tmp/dpgate-norandom-XXXXXX");
+	cr_assert_not_null(mkdtemp(switch_dir));
+	snprintf(switch_file, sizeof(switch_file), "%s/off", switch_dir);
+	snprintf(env_preload, sizeof(env_preload), "LD_PRELOAD=%s", NO_RANDOM_SHIM);
+	snprintf(env_switch, sizeof(env_switch), "DPGATE_TEST_NO_RANDOM=%s", switch_file);
+	/* In the sanitizer build the shim comes before the ASan runtime. */
+	snprintf(env_asan, sizeof(env_asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+		 asan ? asan : "", asan && *asan ? ":" : "");
+	dpg_server_start_env(&srv, server_env);
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+	unlink(switch_file);
+	rmdir(switch_dir);
+}
+
+TestSuite(no_random, .init = setup, .fini = teardown, .timeout = 300);
+
+static void randomness(bool on)
+{
+	if (on) {
+		cr_assert(unlink(switch_file) == 0 || access(switch_file, F_OK) != 0);
+	} else {
+		FILE *f = fopen(switch_file, "w");
+
+		cr_assert_not_null(f);
+		fclose(f);
+	}
+}
+
+struct budget {
+	double spent_eps, spent_delta;
+	long charges;
+	size_t ledger_rows;
+};
+
+static struct budget budget_of(const char *id)
+{
+	char path[256];
+	struct budget b;
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	b.spent_eps = dpg_num(r.json, "spent.epsilon");
+	b.spent_delta = dpg_num(r.json, "spent.delta");
+	b.charges = (long)dpg_num(r.json, "charges");
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	b.ledger_rows = json_array_size(json_object_get(r.json, "entries"));
+	dpg_resp_free(&r);
+	return b;
+}
+
+static void make_ds(const char *id, const char *neighbor)
+{
+	char body[256];
+	dpg_resp r;
+
+	snprintf(body, sizeof(body),
+		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":100,\"delta\":1e-3},\"accountant\":\"rdp\","
+		 "\"neighbor\":\"%s\"}",
+		 id, neighbor);
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+	cr_assert_eq(r.status, 201, "create %s: %ld %s", id, r.status, r.body);
+	dpg_resp_free(&r);
+}
+
+static const char *const table_csv = "age,income\n34,51234.5\n29,48000\n51,99999.25\n45,61000\n";
+
+struct release {
+	const char *dataset;
+	const char *path;    /* after /v1/datasets/{dataset}, or after the PATE session's path */
+	const char *body;
+	bool pate;
+};
+
+static const struct release releases[] = {
+	{"m", "/mechanisms/laplace", "{\"value\":12.5,\"sensitivity\":1,\"epsilon\":0.5}", false},
+	{"m", "/mechanisms/gaussian",
+	 "{\"value\":3.5,\"sensitivity\":1,\"epsilon\":0.5,\"delta\":1e-6}", false},
+	{"m", "/mechanisms/discrete_laplace",
+	 "{\"values\":[40,50],\"sensitivity\":2,\"scale\":8}", false},
+	{"m", "/mechanisms/exponential", "{\"scores\":[1,5,2],\"sensitivity\":1,\"epsilon\":0.5}", false},
+	{"m", "/mechanisms/report_noisy_max",
+	 "{\"scores\":[1,5,2],\"sensitivity\":1,\"noise\":\"laplace\",\"epsilon\":0.5}", false},
+	{"m", "/mechanisms/randomized_response",
+	 "{\"value\":2,\"num_buckets\":4,\"epsilon\":0.5}", false},
+	{"m", "/mechanisms/label_em", "{\"labels\":[0,1,1,0,1,0,0,1],\"epsilon\":1}", false},
+	{"t", "/queries", "{\"query\":\"count\",\"epsilon\":0.5}", false},
+	{"t", "/queries",
+	 "{\"query\":\"sum\",\"column\":\"age\",\"lo\":0,\"hi\":100,\"epsilon\":0.5}", false},
+	{"t", "/queries",
+	 "{\"query\":\"quantile\",\"column\":\"age\",\"q\":0.5,\"lo\":0,\"hi\":100,\"epsilon\":0.5}", false},
+	{"t", "/queries", "{\"queries\":[{\"votes\":[60,30,10]}]}", true},
+	{"t", "/release", "{\"beta\":0.01,\"sigma\":20,\"order\":10,\"delta\":1e-6}", true},
+};
+
+static dpg_resp post_release(const struct release *rel, const char *sid)
+{
+	char path[384];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s%s%s%s", rel->dataset,
+		 rel->pate ? "/pate/sessions/" : "", rel->pate ? sid : "", rel->path);
+	return dpg_call(&srv, "POST", path, srv.admin_key, rel->body);
+}
+
+Test(no_random, every_release_route_answers_503_and_charges_nothing)
+{
+	char sid[128];
+	const char *headers[] = {"Content-Type: text/csv", NULL};
+	dpg_resp r;
+
+	make_ds("m", "replace");
+	make_ds("t", "add_remove");
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/t/data", srv.admin_key, table_csv,
+			      strlen(table_csv), headers, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	/* A PATE session with one answered query, so that its release has
+	 * something to release. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/t/pate/sessions", srv.admin_key,
+		     "{\"aggregator\":\"gnmax\",\"num_teachers\":100,\"num_classes\":3,\"sigma2\":40}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	snprintf(sid, sizeof(sid), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	r = post_release(&releases[10], sid);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+
+	for (size_t i = 0; i < sizeof(releases) / sizeof(releases[0]); i++) {
+		const struct release *rel = &releases[i];
+		struct budget before = budget_of(rel->dataset), after;
+
+		randomness(false);
+		r = post_release(rel, sid);
+		cr_assert_eq(r.status, 503, "%s %s without randomness: %ld %s", rel->path, rel->body,
+			     r.status, r.body);
+		cr_assert_str_eq(r.content_type, "application/problem+json", "%s", rel->path);
+		cr_assert_eq(json_integer_value(json_object_get(r.json, "status")), 503, "%s", r.body);
+		cr_assert_null(json_object_get(r.json, "output"), "%s", r.body);
+		dpg_resp_free(&r);
+		after = budget_of(rel->dataset);
+		cr_assert_eq(after.charges, before.charges, "%s: charged", rel->path);
+		cr_assert_eq(after.ledger_rows, before.ledger_rows, "%s: ledger row", rel->path);
+		cr_assert_eq(after.spent_eps, before.spent_eps, "%s: epsilon moved", rel->path);
+		cr_assert_eq(after.spent_delta, before.spent_delta, "%s: delta moved", rel->path);
+
+		randomness(true);
+		r = post_release(rel, sid);
+		cr_assert_eq(r.status, 201, "%s %s with randomness: %ld %s", rel->path, rel->body,
+			     r.status, r.body);
+		dpg_resp_free(&r);
+		after = budget_of(rel->dataset);
+		cr_assert_eq(after.charges, before.charges + 1, "%s: not charged once", rel->path);
+	}
+}
