@@ -77,6 +77,7 @@ enum srv_status {
 	SRV_IDEM_MISMATCH = 4,  /* same Idempotency-Key, different request: 422 */
 	SRV_PLAN_REFUSED = 5,   /* the spend's plan_fn refused (its own error says why) */
 	SRV_DB_ERROR = -100,    /* 503: nothing was written */
+	SRV_NO_RANDOM = -101,   /* 503: getrandom failed; nothing was written */
 };
 
 /* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
@@ -181,7 +182,8 @@ typedef struct srv_spend {
  *
  * On success *ret_status is the HTTP status and *ret_body (caller frees) the
  * exact bytes to send.  SRV_CONFLICT means over budget or archived: *ret_ds
- * holds the dataset for the 409 body.  SRV_NOT_FOUND, SRV_DB_ERROR otherwise.
+ * holds the dataset for the 409 body.  SRV_NO_RANDOM when a reservation's id
+ * could not be drawn.  SRV_NOT_FOUND, SRV_DB_ERROR otherwise.
  */
 int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
 		    srv_dataset *ret_ds);
@@ -290,6 +292,7 @@ typedef struct srv_principal {
  * Creates a key: 256 random bits from getrandom, stored as a SHA-256 hash.
  * Writes the full key text (shown once) into key_text and its id into
  * key_id.  `datasets` is a borrowed JSON array of ids (may be NULL).
+ * Returns SRV_OK, SRV_NO_RANDOM (getrandom failed) or SRV_DB_ERROR.
  */
 int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const char *note,
 		    char key_text[SRV_KEY_TEXT_BYTES], char key_id[2 * SRV_KEY_ID_BYTES + 1]);

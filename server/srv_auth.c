@@ -77,8 +77,9 @@ int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const cha
 	sqlite3_stmt *s = NULL;
 	int rc = SRV_DB_ERROR;
 
-	randombytes_buf(id, sizeof(id));
-	randombytes_buf(secret, sizeof(secret));
+	if (srv__random_bytes(id, sizeof(id)) != SRV_OK ||
+	    srv__random_bytes(secret, sizeof(secret)) != SRV_OK)
+		return SRV_NO_RANDOM;
 	sodium_bin2hex(id_hex, sizeof(id_hex), id, sizeof(id));
 	sodium_bin2hex(secret_hex, sizeof(secret_hex), secret, sizeof(secret));
 	key_hash(id_hex, secret_hex, hash);

@@ -6,9 +6,11 @@
  * them and the linked table's row count (no data read), prices it with the
  * dataset's filter and reserves it; the job row is written in the same
  * transaction as the reservation.  After COMMIT the id is queued in memory.
- * A worker marks it running, loads the data, runs the trainer with a
- * ChaCha20 stream keyed from getrandom, writes the model file, then commits
- * the reservation and records the outcome in one transaction.
+ * A worker marks it running, keys a ChaCha20 stream from getrandom, loads
+ * the data, runs the trainer with the stream, writes the model file, then
+ * commits the reservation and records the outcome in one transaction.  When
+ * getrandom fails the job fails before it loads anything, and the
+ * reservation is released.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -684,6 +686,23 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 			job_row_clear(&j);
 		return; /* cancelled while queued, or gone */
 	}
+	/* The random source comes first: without one the job fails before it
+	 * reads anything, so its reservation goes back to the budget.  Whether
+	 * getrandom works says nothing about the data. */
+	sys = mech_rng_new_system();
+	stream = sys ? mech_rng_new_stream(sys) : NULL;
+	if (!stream) {
+		db = srv_store_acquire(ctx->store);
+		if (job_finish(db, slot->id, "running", "failed", true, NULL,
+			       "no secure randomness is available; nothing was read, and the "
+			       "reservation was released",
+			       NULL, "job") != SRV_OK)
+			fprintf(stderr,
+				"{\"level\":\"error\",\"msg\":\"cannot record the end of job %s\"}\n",
+				slot->id);
+		srv_store_release(ctx->store, db);
+		goto out;
+	}
 	/* From here on the job has touched, or may touch, data. */
 	rc = parse_dpsgd_params(j.params, &p, &err);
 	if (rc >= 0) {
@@ -694,12 +713,6 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	if (rc >= 0 && (int64_t)train->n != j.n_train)
 		rc = acct_error_set(&err, ACCT_EINVAL, "/data",
 				    "the linked data changed since the job was priced");
-	if (rc >= 0) {
-		sys = mech_rng_new_system();
-		stream = sys ? mech_rng_new_stream(sys) : NULL;
-		if (!stream)
-			rc = acct_error_set(&err, ACCT_EINTERNAL, "", "no random source");
-	}
 	if (rc >= 0)
 		rc = trn_dpsgd_run(&p, train, eval, stream, on_progress, &rs, &slot->cancel, &result,
 				   &err);
@@ -746,6 +759,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 				slot->id);
 	}
 	srv_store_release(ctx->store, db);
+out:
 	json_decref(res);
 	free(result_text);
 	free(model);
@@ -1231,7 +1245,10 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
 		goto out;
 	}
-	srv__random_id(JOB_ID_PREFIX, job_id, sizeof(job_id));
+	if ((rc = srv__random_id(JOB_ID_PREFIX, job_id, sizeof(job_id))) != SRV_OK) {
+		srv_reply_store_error(res, rc, NULL);
+		goto out;
+	}
 	{
 		struct submit_arg a = {job_id, ds.id, params_text, event_text, ev, &cost, n_train,
 				       req->who->key_id, note};

@@ -6,7 +6,9 @@
  *  - its privacy event is built from its parameters and the linked table's
  *    row count before any data is read, and reserved in full at submission;
  *    a job that does not fit is refused with 409 and the epsilon it needs;
- *  - a job cancelled while queued releases its reservation (no data read);
+ *  - a job cancelled while queued releases its reservation (no data read),
+ *    and so does a started job that finds no secure randomness: it fails
+ *    before it reads anything;
  *  - once a worker has started it, the reservation is committed in full when
  *    it ends, whether it succeeded, failed or was cancelled;
  *  - at start-up, a job found `running` (the server stopped or crashed under

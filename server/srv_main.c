@@ -282,6 +282,7 @@ static int cmd_keys(int argc, char **argv)
 		json_t *scope = json_array();
 		srv_role role;
 		int64_t existing = 0;
+		int made;
 
 		if (!role_name || srv_role_from_name(role_name, &role) < 0) {
 			fprintf(stderr, "dpgate keys create: --role must be admin, analyst or viewer\n");
@@ -311,8 +312,11 @@ static int cmd_keys(int argc, char **argv)
 			rc = 0;
 			goto out;
 		}
-		if (srv_keys_create(db, role, scope, note, key_text, key_id) != SRV_OK) {
-			fprintf(stderr, "dpgate keys create: cannot write the key\n");
+		made = srv_keys_create(db, role, scope, note, key_text, key_id);
+		if (made != SRV_OK) {
+			fprintf(stderr, "dpgate keys create: %s\n",
+				made == SRV_NO_RANDOM ? "no secure randomness is available" :
+							"cannot write the key");
 			json_decref(scope);
 			rc = 1;
 			goto out;

@@ -689,7 +689,10 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	}
 	snprintf(dir, sizeof(dir), "%s/tables", req->ctx->data_dir);
 	snprintf(path, sizeof(path), "%s/%s.csv", dir, ds->id);
-	srv__random_id(".tmp.", suffix, sizeof(suffix));
+	if (srv__random_id(".tmp.", suffix, sizeof(suffix)) != SRV_OK) {
+		srv_reply_store_error(res, SRV_NO_RANDOM, NULL);
+		goto out;
+	}
 	snprintf(tmp, sizeof(tmp), "%s%s", path, suffix);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		goto io_error;

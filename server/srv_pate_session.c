@@ -540,7 +540,10 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		goto out;
 	}
-	srv__random_id("pate_", s.id, sizeof(s.id));
+	if (srv__random_id("pate_", s.id, sizeof(s.id)) != SRV_OK) {
+		srv_reply_store_error(res, SRV_NO_RANDOM, NULL);
+		goto out;
+	}
 	snprintf(s.dataset_id, sizeof(s.dataset_id), "%s", ds.id);
 	srv_now_text(now);
 	snprintf(s.created_at, sizeof(s.created_at), "%s", now);

@@ -31,6 +31,10 @@ void srv_reply_store_error(srv_response *res, int rc, const char *what)
 	case SRV_NOT_FOUND:
 		srv_problem(res, 404, NULL, what, NULL, NULL);
 		break;
+	case SRV_NO_RANDOM:
+		srv_problem(res, 503, NULL, "no secure randomness is available; nothing was charged",
+			    NULL, NULL);
+		break;
 	case SRV_IDEM_MISMATCH:
 		srv_problem(res, 422, NULL,
 			    "this Idempotency-Key was used with a different request", "Idempotency-Key",
@@ -817,8 +821,8 @@ static int h_keys_create(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if (srv_keys_create(req->db, role, scope, note, key_text, key_id) != SRV_OK) {
-		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+	if ((rc = srv_keys_create(req->db, role, scope, note, key_text, key_id)) != SRV_OK) {
+		srv_reply_store_error(res, rc, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 201, json_pack("{s:s, s:s, s:s, s:O}", "id", key_id, "key", key_text,

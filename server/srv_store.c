@@ -20,6 +20,7 @@
 
 #include <sodium.h>
 
+#include "mech.h"
 #include "srv.h"
 #include "srv_embedded.h"
 #include "srv_store_internal.h"
@@ -908,14 +909,27 @@ static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *b
 	return rc;
 }
 
-void srv__random_id(const char *prefix, char *buf, size_t size)
+int srv__random_bytes(void *buf, size_t n)
+{
+	mech_rng *sys = mech_rng_new_system();
+	int rc = sys && mech_rng_bytes(sys, buf, n) == 0 ? SRV_OK : SRV_NO_RANDOM;
+
+	mech_rng_free(sys);
+	return rc;
+}
+
+int srv__random_id(const char *prefix, char *buf, size_t size)
 {
 	uint8_t raw[RESERVATION_ID_BYTES];
 	char hex[2 * RESERVATION_ID_BYTES + 1];
 
-	randombytes_buf(raw, sizeof(raw));
+	if (size > 0)
+		buf[0] = '\0';
+	if (srv__random_bytes(raw, sizeof(raw)) != SRV_OK)
+		return SRV_NO_RANDOM;
 	sodium_bin2hex(hex, sizeof(hex), raw, sizeof(raw));
 	snprintf(buf, size, "%s%s", prefix, hex);
+	return SRV_OK;
 }
 
 int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body)
@@ -1010,7 +1024,10 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 		sqlite3_stmt *s = stmt(db, ST_RES_INSERT);
 		int64_t ttl = sp->ttl_seconds;
 
-		srv__random_id("rsv_", rid, sizeof(rid));
+		if (srv__random_id("rsv_", rid, sizeof(rid)) != SRV_OK) {
+			rc = SRV_NO_RANDOM;
+			goto out;
+		}
 		if (!s)
 			goto out;
 		sqlite3_bind_text(s, 1, rid, -1, SQLITE_STATIC);

@@ -53,7 +53,15 @@ int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now);
 int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
 			       char **bodies, srv_dataset *dss, int *rcs);
 
-/* prefix + 24 random hex digits. */
-void srv__random_id(const char *prefix, char *buf, size_t size);
+/*
+ * Fills buf with n bytes from getrandom(2).  Returns SRV_OK, or
+ * SRV_NO_RANDOM when the kernel refuses (libsodium's randombytes would
+ * abort the process instead).
+ */
+int srv__random_bytes(void *buf, size_t n);
+
+/* prefix + 24 random hex digits.  Returns SRV_OK or SRV_NO_RANDOM (buf is
+ * then the empty string). */
+int srv__random_id(const char *prefix, char *buf, size_t size);
 
 #endif

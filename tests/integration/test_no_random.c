@@ -8,7 +8,9 @@
  * label queries and the PATE smooth-sensitivity release) must then answer
  * 503 problem+json and leave the budget, the charge count and the ledger as
  * they were.  With the switch file gone the same request is released and
- * charged, which shows that the 503 came from the missing randomness.
+ * charged, which shows that the 503 came from the missing randomness.  A
+ * training job that starts without randomness fails before it reads the
+ * data, and its reservation is released.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -189,5 +191,219 @@ Test(no_random, every_release_route_answers_503_and_charges_nothing)
 		dpg_resp_free(&r);
 		after = budget_of(rel->dataset);
 		cr_assert_eq(after.charges, before.charges + 1, "%s: not charged once", rel->path);
+	}
+}
+
+/* The job `id` once it has ended (asserts that it does within 60 s). */
+static json_t *job_when_ended(const char *id)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	for (int i = 0; i < 600; i++) {
+		dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		const char *st = json_string_value(json_object_get(r.json, "state"));
+
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		if (st && strcmp(st, "queued") != 0 && strcmp(st, "running") != 0) {
+			json_t *j = json_incref(r.json);
+
+			dpg_resp_free(&r);
+			return j;
+		}
+		dpg_resp_free(&r);
+		usleep(100000);
+	}
+	cr_assert_fail("job %s did not end", id);
+	return NULL;
+}
+
+/* Ledger entries of dataset `ds` of one kind ("reserve", "commit", ...). */
+static int ledger_kind(const char *ds, const char *kind)
+{
+	char path[256];
+	dpg_resp r;
+	size_t i;
+	json_t *e;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", ds);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	json_array_foreach(json_object_get(r.json, "entries"), i, e)
+		n += strcmp(json_string_value(json_object_get(e, "kind")), kind) == 0;
+	dpg_resp_free(&r);
+	return n;
+}
+
+static double budget_number(const char *ds, const char *part)
+{
+	char path[256];
+	dpg_resp r;
+	double x;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", ds);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	x = dpg_num(json_object_get(r.json, part), "epsilon");
+	dpg_resp_free(&r);
+	return x;
+}
+
+static void submit(const char *body, char *id, size_t size)
+{
+	dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/j/jobs", srv.admin_key, body);
+
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(id, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+}
+
+static const char *job_state(const char *id, char *buf, size_t size)
+{
+	char path[128];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	snprintf(buf, size, "%s", json_string_value(json_object_get(r.json, "state")));
+	dpg_resp_free(&r);
+	return buf;
+}
+
+/*
+ * Without randomness a job cannot be submitted (its ids are random: 503,
+ * nothing reserved).  A job submitted with randomness that starts without it
+ * fails before it reads the data, and its reservation is released.  To hold
+ * it queued until then, two long jobs keep both workers busy; they are
+ * cancelled while running, so theirs are committed.
+ */
+Test(no_random, a_job_without_randomness_is_refused_or_fails_and_releases)
+{
+	static const char job[] =
+		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\",\"classes\":2,"
+		"\"epochs\":1,\"lot_size\":10,\"noise_multiplier\":1.0,\"clip_norm\":1,"
+		"\"learning_rate\":0.1}}";
+	static const char long_job[] =
+		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\",\"classes\":2,"
+		"\"epochs\":10000,\"lot_size\":1,\"noise_multiplier\":50,\"clip_norm\":1,"
+		"\"learning_rate\":0.1}}";
+	const char *headers[] = {"Content-Type: text/csv", NULL};
+	char csv[8192], id[64], longs[2][64], st[32], path[128];
+	size_t n = 0;
+	const char *error;
+	json_t *j;
+	dpg_resp r;
+
+	n += (size_t)snprintf(csv + n, sizeof(csv) - n, "x1,x2,y\n");
+	for (int i = 0; i < 400; i++)
+		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%d\n", i % 7, i % 5, i % 2);
+	make_ds("j", "add_remove");
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/j/data", srv.admin_key, csv, n, headers, &r),
+		     0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+
+	randomness(false);
+	r = dpg_call(&srv, "POST", "/v1/datasets/j/jobs", srv.admin_key, job);
+	cr_assert_eq(r.status, 503, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(budget_number("j", "reserved"), 0.0);
+	cr_assert_eq(ledger_kind("j", "reserve"), 0);
+
+	randomness(true);
+	for (int i = 0; i < 2; i++)
+		submit(long_job, longs[i], sizeof(longs[i]));
+	for (int i = 0; i < 2; i++) {
+		for (int k = 0; k < 300 && strcmp(job_state(longs[i], st, sizeof(st)), "queued") == 0; k++)
+			usleep(10000);
+		cr_assert_str_eq(st, "running", "long job %d", i);
+	}
+	submit(job, id, sizeof(id));
+	randomness(false);
+	cr_assert_str_eq(job_state(id, st, sizeof(st)), "queued");
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s", longs[i]);
+		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+		cr_assert(r.status == 200 || r.status == 202, "%ld %s", r.status, r.body);
+		dpg_resp_free(&r);
+	}
+	j = job_when_ended(id);
+	error = json_string_value(json_object_get(j, "error"));
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "failed");
+	cr_assert(error && strstr(error, "randomness"), "error: %s", error ? error : "(none)");
+	json_decref(j);
+	for (int i = 0; i < 2; i++)
+		json_decref(job_when_ended(longs[i]));
+	/* Three reservations: the long jobs' committed, the failed job's released. */
+	cr_assert_eq(budget_number("j", "reserved"), 0.0);
+	cr_assert_gt(budget_number("j", "spent"), 0.0);
+	cr_assert_eq(ledger_kind("j", "reserve"), 3);
+	cr_assert_eq(ledger_kind("j", "commit"), 2);
+	cr_assert_eq(ledger_kind("j", "release"), 1);
+}
+
+static size_t array_size_at(const char *path, const char *member)
+{
+	dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	size_t n;
+
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	n = json_array_size(json_object_get(r.json, member));
+	dpg_resp_free(&r);
+	return n;
+}
+
+/* Everything else that draws a random id (reservations, PATE sessions,
+ * API keys, uploads) answers 503 and writes nothing without randomness;
+ * with randomness back the same request succeeds.  The upload comes last:
+ * until then the dataset has no data. */
+Test(no_random, random_ids_answer_503_and_write_nothing)
+{
+	static const struct {
+		const char *method, *path, *body, *content_type;
+		long ok;
+	} cases[] = {
+		{"POST", "/v1/datasets/d/reservations",
+		 "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0}}", NULL, 201},
+		{"POST", "/v1/datasets/d/pate/sessions",
+		 "{\"aggregator\":\"gnmax\",\"num_teachers\":100,\"num_classes\":3,\"sigma2\":40}", NULL,
+		 201},
+		{"POST", "/v1/keys", "{\"role\":\"viewer\"}", NULL, 201},
+		{"PUT", "/v1/datasets/d/data", "a,b\n1,2\n3,4\n", "Content-Type: text/csv", 200},
+	};
+
+	make_ds("d", "add_remove");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *headers[] = {cases[i].content_type, NULL};
+		size_t keys = array_size_at("/v1/keys", "keys");
+		size_t ledger = array_size_at("/v1/datasets/d/ledger", "entries");
+		double reserved = budget_number("d", "reserved");
+		dpg_resp r;
+
+		randomness(false);
+		cr_assert_eq(dpg_http(&srv, cases[i].method, cases[i].path, srv.admin_key,
+				      cases[i].body, strlen(cases[i].body),
+				      cases[i].content_type ? headers : NULL, &r), 0);
+		cr_assert_eq(r.status, 503, "%s %s: %ld %s", cases[i].method, cases[i].path, r.status,
+			     r.body);
+		cr_assert_str_eq(r.content_type, "application/problem+json");
+		dpg_resp_free(&r);
+		cr_assert_eq(array_size_at("/v1/keys", "keys"), keys, "%s", cases[i].path);
+		cr_assert_eq(array_size_at("/v1/datasets/d/ledger", "entries"), ledger, "%s",
+			     cases[i].path);
+		cr_assert_eq(budget_number("d", "reserved"), reserved, "%s", cases[i].path);
+		r = dpg_call(&srv, "GET", "/v1/datasets/d/data", srv.admin_key, NULL);
+		cr_assert_eq(r.status, 404, "%s: data stored: %s", cases[i].path, r.body);
+		dpg_resp_free(&r);
+
+		randomness(true);
+		cr_assert_eq(dpg_http(&srv, cases[i].method, cases[i].path, srv.admin_key,
+				      cases[i].body, strlen(cases[i].body),
+				      cases[i].content_type ? headers : NULL, &r), 0);
+		cr_assert_eq(r.status, cases[i].ok, "%s %s: %ld %s", cases[i].method, cases[i].path,
+			     r.status, r.body);
+		dpg_resp_free(&r);
 	}
 }
