@@ -83,7 +83,7 @@ int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const cha
 	sodium_bin2hex(id_hex, sizeof(id_hex), id, sizeof(id));
 	sodium_bin2hex(secret_hex, sizeof(secret_hex), secret, sizeof(secret));
 	key_hash(id_hex, secret_hex, hash);
-	scope = json_dumps(datasets ? datasets : json_array(), JSON_COMPACT);
+	scope = datasets ? json_dumps(datasets, JSON_COMPACT) : strdup("[]");
 	if (!scope)
 		goto out;
 	srv_now_text(now);

@@ -825,9 +825,9 @@ static int h_keys_create(srv_request *req, srv_response *res)
 		srv_reply_store_error(res, rc, NULL);
 		return 0;
 	}
-	srv_json_reply(res, 201, json_pack("{s:s, s:s, s:s, s:O}", "id", key_id, "key", key_text,
+	srv_json_reply(res, 201, json_pack("{s:s, s:s, s:s, s:o}", "id", key_id, "key", key_text,
 					   "role", srv_role_name(role), "datasets",
-					   scope ? scope : json_array()));
+					   scope ? json_incref(scope) : json_array()));
 	sodium_memzero(key_text, sizeof(key_text));
 	return 0;
 }

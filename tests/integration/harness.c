@@ -195,9 +195,19 @@ int dpg_server_signal(dpg_server *s, int sig)
 void dpg_server_destroy(dpg_server *s)
 {
 	char cmd[400];
+	int status = 0;
 
 	if (s->pid > 0)
-		dpg_server_signal(s, SIGTERM);
+		status = dpg_server_signal(s, SIGTERM);
+	if (status != 0) {
+		/* A graceful stop exits 0; anything else (a sanitizer report at
+		 * exit, a crash during shutdown) fails the test.  The log stays. */
+		fprintf(stderr, "dpgate exited with status %d after SIGTERM; its log:\n", status);
+		snprintf(cmd, sizeof(cmd), "tail -n 60 '%s' >&2", s->log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(could not show %s)\n", s->log);
+		cr_assert_fail("dpgate exited with status %d after SIGTERM; see %s", status, s->log);
+	}
 	if (!getenv("DPGATE_KEEP_TEST_DIRS") && s->dir[0]) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
 		if (system(cmd) != 0)
