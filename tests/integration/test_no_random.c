@@ -407,3 +407,24 @@ Test(no_random, random_ids_answer_503_and_write_nothing)
 		dpg_resp_free(&r);
 	}
 }
+
+/* `dpgate keys create` without randomness exits 1, prints no key and
+ * writes none; with randomness back it creates one. */
+Test(no_random, keys_create_cli_refuses_without_randomness)
+{
+	const char *create[] = {dpg_bin(), "keys", "create", "--db", srv.db, "--role", "viewer", NULL};
+	const char *list[] = {dpg_bin(), "keys", "list", "--db", srv.db, NULL};
+	char before[8192], after[8192], out[4096];
+
+	cr_assert_eq(dpg_run(before, sizeof(before), list), 0);
+	randomness(false);
+	for (const char *const *e = server_env; *e; e++)
+		putenv((char *)*e);
+	cr_assert_eq(dpg_run(out, sizeof(out), create), 1, "stdout: %s", out);
+	cr_assert_null(strstr(out, "dpg_"), "a key was printed: %s", out);
+	randomness(true);
+	cr_assert_eq(dpg_run(after, sizeof(after), list), 0);
+	cr_assert_str_eq(after, before);
+	cr_assert_eq(dpg_run(out, sizeof(out), create), 0, "stdout: %s", out);
+	cr_assert_not_null(strstr(out, "dpg_"), "%s", out);
+}
