@@ -344,3 +344,50 @@ double dpg_num(const json_t *j, const char *dotted)
 	cr_assert(json_is_number(cur), "no number at %s", dotted);
 	return json_number_value(cur);
 }
+
+dpg_budget dpg_budget_of(const dpg_server *s, const char *id)
+{
+	char path[256];
+	dpg_budget b;
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	r = dpg_call(s, "GET", path, s->admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	b.spent_eps = dpg_num(r.json, "spent.epsilon");
+	b.spent_delta = dpg_num(r.json, "spent.delta");
+	b.charges = (long)dpg_num(r.json, "charges");
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
+	r = dpg_call(s, "GET", path, s->admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	b.ledger_rows = json_array_size(json_object_get(r.json, "entries"));
+	dpg_resp_free(&r);
+	return b;
+}
+
+json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
+		     double seconds)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	for (int i = 0; i < (int)(seconds * 10); i++) {
+		dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
+		const char *st = json_string_value(json_object_get(r.json, "state"));
+
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		for (const char *const *want = states; *want; want++) {
+			if (st && strcmp(st, *want) == 0) {
+				json_t *j = json_incref(r.json);
+
+				dpg_resp_free(&r);
+				return j;
+			}
+		}
+		dpg_resp_free(&r);
+		usleep(100000);
+	}
+	cr_assert_fail("job %s did not reach the expected state", id);
+	return NULL;
+}

@@ -80,4 +80,20 @@ void dpg_make_dataset(const dpg_server *s, const char *id, double epsilon, doubl
 /* Reads a number at a path like "budget.spent.epsilon" of a JSON object. */
 double dpg_num(const json_t *j, const char *dotted);
 
+/* What a dataset's budget and ledger say, to compare before and after. */
+typedef struct dpg_budget {
+	double spent_eps, spent_delta;
+	long charges;
+	size_t ledger_rows;  /* entries of the ledger's first page of 1000 */
+} dpg_budget;
+
+/* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
+dpg_budget dpg_budget_of(const dpg_server *s, const char *id);
+
+/* Polls GET /v1/jobs/{id} every 0.1 s until its state is one of `states`
+ * (NULL-terminated); returns the job (caller decrefs).  Fails the test after
+ * `seconds`. */
+json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
+		     double seconds);
+
 #endif

@@ -48,27 +48,7 @@ static const char *long_job =
 
 static json_t *wait_for_state(const char *id, const char *const *states, double seconds)
 {
-	char path[128];
-
-	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	for (int i = 0; i < (int)(seconds * 10); i++) {
-		dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-		const char *st = json_string_value(json_object_get(r.json, "state"));
-
-		cr_assert_eq(r.status, 200, "%s", r.body);
-		for (const char *const *s = states; *s; s++) {
-			if (st && strcmp(st, *s) == 0) {
-				json_t *j = json_incref(r.json);
-
-				dpg_resp_free(&r);
-				return j;
-			}
-		}
-		dpg_resp_free(&r);
-		usleep(100000);
-	}
-	cr_assert_fail("job %s did not reach the expected state", id);
-	return NULL;
+	return dpg_job_wait(&srv, id, states, seconds);
 }
 
 static double stateless_rdp_epsilon(const json_t *event)

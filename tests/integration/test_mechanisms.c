@@ -55,36 +55,14 @@ static void make_ds(const char *id, const char *accountant, const char *neighbor
 	dpg_resp_free(&r);
 }
 
-struct budget {
-	double spent_eps, spent_delta;
-	long charges;
-	size_t ledger_rows;
-};
-
-static struct budget budget_of(const char *id)
+static dpg_budget budget_of(const char *id)
 {
-	char path[256];
-	struct budget b;
-	dpg_resp r;
-
-	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	b.spent_eps = dpg_num(r.json, "spent.epsilon");
-	b.spent_delta = dpg_num(r.json, "spent.delta");
-	b.charges = (long)dpg_num(r.json, "charges");
-	dpg_resp_free(&r);
-	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	b.ledger_rows = json_array_size(json_object_get(r.json, "entries"));
-	dpg_resp_free(&r);
-	return b;
+	return dpg_budget_of(&srv, id);
 }
 
-static void assert_nothing_charged(const char *id, struct budget before, const char *what)
+static void assert_nothing_charged(const char *id, dpg_budget before, const char *what)
 {
-	struct budget after = budget_of(id);
+	dpg_budget after = budget_of(id);
 
 	cr_assert_eq(after.charges, before.charges, "%s: charged", what);
 	cr_assert_eq(after.ledger_rows, before.ledger_rows, "%s: ledger row written", what);
@@ -268,7 +246,7 @@ static double closed_form_epsilon(const json_t *ev)
 static void run_case(const struct mech_case *c, size_t i, const char *accountant)
 {
 	char id[64];
-	struct budget before, after;
+	dpg_budget before, after;
 	json_t *ev, *row;
 	json_int_t charge;
 	double cost;
@@ -367,7 +345,7 @@ Test(mechanisms, zcdp_ledger_prices_every_event)
 
 Test(mechanisms, randomized_response_needs_replace)
 {
-	struct budget before;
+	dpg_budget before;
 	dpg_resp r;
 
 	make_ds("addrem", "rdp", "add_remove", 5, 1e-5);
@@ -384,7 +362,7 @@ Test(mechanisms, randomized_response_needs_replace)
 Test(mechanisms, idempotency_key_replays_the_stored_output)
 {
 	const char *body = "{\"values\":[10,20,30],\"sensitivity\":1,\"epsilon\":0.5}";
-	struct budget before, after;
+	dpg_budget before, after;
 	dpg_resp a, b, c;
 
 	make_ds("idem", "basic", "add_remove", 10, 0);
@@ -509,7 +487,7 @@ Test(mechanisms, bad_inputs_charge_nothing)
 		{"gaussian", "{\"value\":1,\"sensitivity\":1,\"sigma\":5}", 422, "/ledger_delta"},
 		{"no_such_mechanism", "{\"value\":1}", 404, NULL},
 	};
-	struct budget before;
+	dpg_budget before;
 	size_t off = 0;
 	dpg_resp r;
 
@@ -544,7 +522,7 @@ Test(mechanisms, bad_inputs_charge_nothing)
 Test(mechanisms, over_budget_reveals_nothing)
 {
 	const char *body = "{\"value\":100,\"sensitivity\":1,\"epsilon\":0.75}";
-	struct budget after_first;
+	dpg_budget after_first;
 	dpg_resp a, b;
 
 	make_ds("small", "basic", "add_remove", 1, 0);
@@ -848,7 +826,7 @@ Test(mechanisms, every_hosted_query)
 		{"{\"query\":\"quantile\",\"column\":\"age\",\"q\":0.5,\"lo\":0,\"hi\":100,\"epsilon\":0.5}",
 		 "exponential", 0.5},
 	};
-	struct budget before, after;
+	dpg_budget before, after;
 	dpg_resp r;
 
 	make_ds("hosted", "basic", "add_remove", 20, 0);
@@ -911,7 +889,7 @@ Test(mechanisms, bad_queries_charge_nothing)
 		{"qbad", "{\"query\":\"count\",\"epsilon\":1,\"rows\":true}", 400, "/rows"},
 		{"qnone", "{\"query\":\"count\",\"epsilon\":1}", 404, NULL},
 	};
-	struct budget b1, b2;
+	dpg_budget b1, b2;
 	dpg_resp r;
 
 	make_ds("qbad", "rdp", "add_remove", 10, 1e-5);
@@ -961,7 +939,7 @@ Test(mechanisms, query_idempotency_and_over_budget)
 {
 	const char *body = "{\"query\":\"count\",\"epsilon\":0.6}";
 	char path[128];
-	struct budget b;
+	dpg_budget b;
 	dpg_resp a, c;
 
 	make_ds("qidem", "basic", "add_remove", 1, 0);

@@ -63,31 +63,9 @@ static void randomness(bool on)
 	}
 }
 
-struct budget {
-	double spent_eps, spent_delta;
-	long charges;
-	size_t ledger_rows;
-};
-
-static struct budget budget_of(const char *id)
+static dpg_budget budget_of(const char *id)
 {
-	char path[256];
-	struct budget b;
-	dpg_resp r;
-
-	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	b.spent_eps = dpg_num(r.json, "spent.epsilon");
-	b.spent_delta = dpg_num(r.json, "spent.delta");
-	b.charges = (long)dpg_num(r.json, "charges");
-	dpg_resp_free(&r);
-	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	b.ledger_rows = json_array_size(json_object_get(r.json, "entries"));
-	dpg_resp_free(&r);
-	return b;
+	return dpg_budget_of(&srv, id);
 }
 
 static void make_ds(const char *id, const char *neighbor)
@@ -168,7 +146,7 @@ Test(no_random, every_release_route_answers_503_and_charges_nothing)
 
 	for (size_t i = 0; i < sizeof(releases) / sizeof(releases[0]); i++) {
 		const struct release *rel = &releases[i];
-		struct budget before = budget_of(rel->dataset), after;
+		dpg_budget before = budget_of(rel->dataset), after;
 
 		randomness(false);
 		r = post_release(rel, sid);
@@ -197,25 +175,9 @@ Test(no_random, every_release_route_answers_503_and_charges_nothing)
 /* The job `id` once it has ended (asserts that it does within 60 s). */
 static json_t *job_when_ended(const char *id)
 {
-	char path[128];
+	static const char *const ended[] = {"succeeded", "failed", "cancelled", NULL};
 
-	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	for (int i = 0; i < 600; i++) {
-		dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-		const char *st = json_string_value(json_object_get(r.json, "state"));
-
-		cr_assert_eq(r.status, 200, "%s", r.body);
-		if (st && strcmp(st, "queued") != 0 && strcmp(st, "running") != 0) {
-			json_t *j = json_incref(r.json);
-
-			dpg_resp_free(&r);
-			return j;
-		}
-		dpg_resp_free(&r);
-		usleep(100000);
-	}
-	cr_assert_fail("job %s did not end", id);
-	return NULL;
+	return dpg_job_wait(&srv, id, ended, 60);
 }
 
 /* Ledger entries of dataset `ds` of one kind ("reserve", "commit", ...). */
