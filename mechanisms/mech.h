@@ -37,6 +37,11 @@ void mech_rng_free(mech_rng *rng);
  * refuses (the caller must not release anything then). */
 int mech_rng_bytes(mech_rng *rng, void *buf, size_t n);
 
+/* Fills buf with n bytes straight from getrandom(2), without an rng object
+ * (what a system rng does per call).  Returns 0, or ACCT_EINTERNAL if the
+ * kernel refuses. */
+int mech_system_bytes(void *buf, size_t n);
+
 /*
  * Draws a uniform double in [0, 1): 53 random bits scaled by 2^-53, so every
  * multiple of 2^-53 in [0, 1) is equally likely.  Returns 0 and writes *ret,

@@ -35,7 +35,7 @@ struct mech_rng {
 	size_t buf_len;
 };
 
-static int system_bytes(void *buf, size_t n)
+int mech_system_bytes(void *buf, size_t n)
 {
 	uint8_t *p = buf;
 
@@ -126,7 +126,7 @@ int mech_rng_bytes(mech_rng *rng, void *buf, size_t n)
 	if (!rng)
 		return ACCT_EINTERNAL;
 	if (rng->kind == RNG_SYSTEM)
-		return system_bytes(buf, n);
+		return mech_system_bytes(buf, n);
 	while (n > 0) {
 		size_t take;
 

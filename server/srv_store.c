@@ -41,6 +41,7 @@ enum stmt_id {
 	ST_RES_GET,
 	ST_RES_CLOSE,
 	ST_RES_EXPIRED,
+	ST_RES_JOB,
 	ST__COUNT
 };
 
@@ -71,6 +72,9 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_RES_EXPIRED] =
 		"SELECT id FROM reservations WHERE dataset_id = ?1 AND state = 'open'"
 		" AND expires_at <= ?2 ORDER BY expires_at, id",
+	[ST_RES_JOB] =
+		"SELECT j.id, r.state FROM jobs j JOIN reservations r ON r.id = j.reservation_id"
+		" WHERE j.dataset_id = ?1 AND j.reservation_id = ?2",
 };
 
 #define CACHED_STMTS 32
@@ -911,11 +915,7 @@ static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *b
 
 int srv__random_bytes(void *buf, size_t n)
 {
-	mech_rng *sys = mech_rng_new_system();
-	int rc = sys && mech_rng_bytes(sys, buf, n) == 0 ? SRV_OK : SRV_NO_RANDOM;
-
-	mech_rng_free(sys);
-	return rc;
+	return mech_system_bytes(buf, n) == 0 ? SRV_OK : SRV_NO_RANDOM;
 }
 
 int srv__random_id(const char *prefix, char *buf, size_t size)
@@ -1336,15 +1336,11 @@ int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n
 static int reservation_job(srv_db *db, const char *dataset_id, const char *rid,
 			   char ret_job[64], char ret_state[16])
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = stmt(db, ST_RES_JOB);
 	int rc = SRV_DB_ERROR, step;
 
 	ret_job[0] = '\0';
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT j.id, r.state FROM jobs j JOIN reservations r"
-			       " ON r.id = j.reservation_id"
-			       " WHERE j.dataset_id = ?1 AND j.reservation_id = ?2",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (!s)
 		return SRV_DB_ERROR;
 	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, rid, -1, SQLITE_STATIC);
@@ -1356,7 +1352,7 @@ static int reservation_job(srv_db *db, const char *dataset_id, const char *rid,
 	} else if (step == SQLITE_DONE) {
 		rc = SRV_OK;
 	}
-	sqlite3_finalize(s);
+	sqlite3_reset(s);
 	return rc;
 }
 
