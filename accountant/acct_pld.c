@@ -53,6 +53,34 @@ struct pmf {
 	double inf;
 };
 
+/*
+ * The grid work one PLD computation may do: grid points discretised plus,
+ * per FFT, its length times log2 of it.  A composition of many distinct
+ * events, or of events with wide losses, would otherwise run for minutes
+ * (each convolution widens the support); past DPG_MAX_PLD_WORK the
+ * computation stops with ACCT_EUNSUPPORTED, which the basic ledger's
+ * fallback treats as "pld has no answer" and prices with rdp and zcdp.
+ */
+struct pld_work {
+	double done;
+};
+
+static int work_add(struct pld_work *w, double units, const char *where, acct_error *err)
+{
+	w->done += units;
+	if (w->done > (double)DPG_MAX_PLD_WORK)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "pricing this event with pld needs more than %.3g grid "
+				      "operations (the limit); use rdp or zcdp, or raise "
+				      "value_discretization_interval", (double)DPG_MAX_PLD_WORK);
+	return 0;
+}
+
+static double fft_work(size_t nfft)
+{
+	return (double)nfft * log2((double)nfft + 1.0);
+}
+
 static void pmf_free(struct pmf *m)
 {
 	free(m->p);
@@ -257,7 +285,7 @@ static void base_loss_range(const struct base *b, double *lo, double *hi)
 
 /* Connect-the-dots discretisation of one base pair on the grid of step h. */
 static int base_pmf(const struct base *b, double h, struct pmf *ret, const char *where,
-		    acct_error *err)
+		    struct pld_work *w, acct_error *err)
 {
 	double lo, hi, eh = expm1(h), *dl = NULL;
 	long ilo, ihi;
@@ -278,6 +306,8 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 	if (ihi < ilo)
 		return acct_error_set(err, ACCT_EINTERNAL, where, "empty PLD grid");
 	n = (size_t)(ihi - ilo + 1);
+	if (work_add(w, (double)n, where, err) < 0)
+		return ACCT_EUNSUPPORTED;
 	dl = calloc(n, sizeof(double));
 	ret->p = calloc(n, sizeof(double));
 	if (!dl || !ret->p) {
@@ -382,7 +412,7 @@ out:
 }
 
 /* Convolution a * b into a (FFT, GSL radix 2). */
-static int pmf_convolve(struct pmf *a, const struct pmf *b, acct_error *err)
+static int pmf_convolve(struct pmf *a, const struct pmf *b, struct pld_work *w, acct_error *err)
 {
 	size_t len = a->n + b->n - 1, nfft = fft_size(len);
 	double *x = NULL, *y = NULL;
@@ -392,6 +422,8 @@ static int pmf_convolve(struct pmf *a, const struct pmf *b, acct_error *err)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
 				      "the composed PLD needs more than %ld grid points; raise "
 				      "value_discretization_interval", ACCT_PLD_MAX_POINTS);
+	if (work_add(w, 3.0 * fft_work(nfft), "/event", err) < 0)
+		return ACCT_EUNSUPPORTED;
 	x = calloc(nfft, sizeof(double));
 	y = calloc(nfft, sizeof(double));
 	if (!x || !y) {
@@ -455,7 +487,7 @@ static double log_mgf(const struct pmf *m, const double *lp, double t)
 /* The k-fold self-convolution, by one FFT raised to the k-th power in a
  * window [wlo, whi] outside which the k-fold sum has at most ACCT_PLD_TAIL
  * mass per side (Chernoff: P(S >= u) <= M(t)^k e^{-t u}). */
-static int pmf_self_compose(struct pmf *m, int64_t k, acct_error *err)
+static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_error *err)
 {
 	double kk = (double)k, lt = log(1.0 / ACCT_PLD_TAIL), h = m->h;
 	double ulo = kk * (double)m->off * h, uhi = kk * (double)(m->off + (long)m->n - 1) * h;
@@ -495,6 +527,8 @@ static int pmf_self_compose(struct pmf *m, int64_t k, acct_error *err)
 				      "raise value_discretization_interval", width,
 				      ACCT_PLD_MAX_POINTS);
 	nfft = fft_size(width > m->n ? width : m->n);
+	if (work_add(w, 2.0 * fft_work(nfft), "/event", err) < 0)
+		return ACCT_EUNSUPPORTED;
 	x = calloc(nfft, sizeof(double));
 	if (!x)
 		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
@@ -579,16 +613,16 @@ static int pmf_copy(struct pmf *dst, const struct pmf *src, acct_error *err)
 }
 
 static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char *where,
-		    struct pld_pair *out, acct_error *err);
+		    struct pld_pair *out, struct pld_work *w, acct_error *err);
 
 static int pair_from_base(struct base *b, double h, const char *where, struct pld_pair *out,
-			  acct_error *err)
+			  struct pld_work *w, acct_error *err)
 {
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	b->add = false;
-	rc = base_pmf(b, h, &out->rm, where, err);
+	rc = base_pmf(b, h, &out->rm, where, w, err);
 	if (rc < 0)
 		return rc;
 	/* Unsampled Gaussian, Laplace and discrete Laplace are symmetric under
@@ -598,7 +632,7 @@ static int pair_from_base(struct base *b, double h, const char *where, struct pl
 		return 0;
 	}
 	b->add = true;
-	rc = base_pmf(b, h, &out->ad, where, err);
+	rc = base_pmf(b, h, &out->ad, where, w, err);
 	if (rc < 0)
 		pair_free(out);
 	return rc;
@@ -620,7 +654,7 @@ static void base_eps_delta(struct base *b, double eps, double delta)
 }
 
 static int pld_leaf(const acct_event *ev, acct_neighbor nb, double q, double h, const char *where,
-		    struct pld_pair *out, acct_error *err)
+		    struct pld_pair *out, struct pld_work *w, acct_error *err)
 {
 	struct base b;
 
@@ -684,10 +718,11 @@ static int pld_leaf(const acct_event *ev, acct_neighbor nb, double q, double h, 
 	}
 	if (q != 1.0 && b.kind == B_DISCRETE)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, where, "unsupported sampled event");
-	return pair_from_base(&b, h, where, out, err);
+	return pair_from_base(&b, h, where, out, w, err);
 }
 
-static int pair_compose(struct pld_pair *acc, struct pld_pair *x, acct_error *err)
+static int pair_compose(struct pld_pair *acc, struct pld_pair *x, struct pld_work *w,
+			acct_error *err)
 {
 	int rc;
 
@@ -697,14 +732,14 @@ static int pair_compose(struct pld_pair *acc, struct pld_pair *x, acct_error *er
 			return rc;
 		acc->same = false;
 	}
-	rc = pmf_convolve(&acc->rm, &x->rm, err);
+	rc = pmf_convolve(&acc->rm, &x->rm, w, err);
 	if (rc < 0 || acc->same)
 		return rc;
-	return pmf_convolve(&acc->ad, x->same ? &x->rm : &x->ad, err);
+	return pmf_convolve(&acc->ad, x->same ? &x->rm : &x->ad, w, err);
 }
 
 static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char *where,
-		    struct pld_pair *out, acct_error *err)
+		    struct pld_pair *out, struct pld_work *w, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 	int rc;
@@ -713,15 +748,15 @@ static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char
 	case ACCT_EV_POISSON_SAMPLED:
 		snprintf(ptr, sizeof(ptr), "%s/event", where);
 		return pld_leaf(ev->u.poisson_sampled.event, nb,
-				ev->u.poisson_sampled.sampling_probability, h, ptr, out, err);
+				ev->u.poisson_sampled.sampling_probability, h, ptr, out, w, err);
 	case ACCT_EV_SELF_COMPOSED:
 		snprintf(ptr, sizeof(ptr), "%s/event", where);
-		rc = pld_walk(ev->u.self_composed.event, nb, h, ptr, out, err);
+		rc = pld_walk(ev->u.self_composed.event, nb, h, ptr, out, w, err);
 		if (rc < 0)
 			return rc;
-		rc = pmf_self_compose(&out->rm, ev->u.self_composed.count, err);
+		rc = pmf_self_compose(&out->rm, ev->u.self_composed.count, w, err);
 		if (rc >= 0 && !out->same)
-			rc = pmf_self_compose(&out->ad, ev->u.self_composed.count, err);
+			rc = pmf_self_compose(&out->ad, ev->u.self_composed.count, w, err);
 		if (rc < 0)
 			pair_free(out);
 		return rc;
@@ -731,14 +766,14 @@ static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char
 		memset(&acc, 0, sizeof(acc));
 		for (size_t i = 0; i < ev->u.composed.n; i++) {
 			snprintf(ptr, sizeof(ptr), "%s/events/%zu", where, i);
-			rc = pld_walk(ev->u.composed.events[i], nb, h, ptr, i == 0 ? &acc : &x, err);
+			rc = pld_walk(ev->u.composed.events[i], nb, h, ptr, i == 0 ? &acc : &x, w, err);
 			if (rc < 0) {
 				pair_free(&acc);
 				return rc;
 			}
 			if (i == 0)
 				continue;
-			rc = pair_compose(&acc, &x, err);
+			rc = pair_compose(&acc, &x, w, err);
 			pair_free(&x);
 			if (rc < 0) {
 				pair_free(&acc);
@@ -759,7 +794,7 @@ static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char
 		return 0;
 	}
 	default:
-		return pld_leaf(ev, nb, 1.0, h, where, out, err);
+		return pld_leaf(ev, nb, 1.0, h, where, out, w, err);
 	}
 }
 
@@ -809,11 +844,13 @@ static double pmf_delta(const struct pmf *m, double eps)
 static int pld_build(const acct_event *ev, acct_neighbor nb, double h, struct pld_pair *out,
 		     acct_error *err)
 {
+	struct pld_work w = {0.0};
+
 	acct__gsl_quiet();
 	if (!(h > 0.0 && h <= 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/value_discretization_interval",
 				      "the PLD interval must be in (0, 1]");
-	return pld_walk(ev, nb, h, "/event", out, err);
+	return pld_walk(ev, nb, h, "/event", out, &w, err);
 }
 
 int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double delta,

@@ -510,15 +510,46 @@ struct charge_body_arg {
 	const acct_cost *cost;
 	int64_t ttl;
 	double delta_share;
-	acct_cost priced;         /* what charge_plan priced, inside the transaction */
+	acct_cost priced;         /* the event's price under `priced_for` */
+	acct_filter priced_for;   /* the filter it was priced with, outside the transaction */
 	bool have_price;
-	acct_error err;           /* why charge_plan refused */
+	acct_error err;           /* why pricing refused */
 };
 
 /*
- * Prices a charge or reservation inside its write transaction, with the
- * filter built from the dataset row read under the write lock: one read of
- * the dataset per charge, and no budget change can slip in between.
+ * A price depends on the filter's kind, neighbouring relation and orders
+ * only, never on the budget or the running totals; all three are fixed when
+ * the dataset is created (PATCH changes name and budget only).
+ */
+static bool same_pricing(const acct_filter *a, const acct_filter *b)
+{
+	if (a->kind != b->kind || a->neighbor != b->neighbor || a->n_orders != b->n_orders)
+		return false;
+	for (unsigned i = 0; i < a->n_orders; i++)
+		if (a->orders[i] != b->orders[i])
+			return false;
+	return true;
+}
+
+static int price_event(struct charge_body_arg *a, const acct_filter *f)
+{
+	acct_error_init(&a->err);
+	if (acct_event_validate_at(a->event, f->neighbor, "/event", &a->err) < 0 ||
+	    acct_filter_price(f, a->event, a->delta_share, &a->priced, &a->err) < 0)
+		return -1;
+	a->priced_for = *f;
+	a->have_price = true;
+	a->cost = &a->priced;
+	return 0;
+}
+
+/*
+ * Hands the price computed before the transaction to the store, which
+ * admits it with the filter built from the dataset row read under the write
+ * lock.  Pricing can take seconds (a long composition under PLD) and runs
+ * outside the lock, so it delays no other spend.  Should the pricing inputs
+ * differ from those of the snapshot (they cannot change today), the event
+ * is priced again here rather than admitted at a stale price.
  */
 static int charge_plan(void *arg, const acct_filter *f, const acct_cost *committed,
 		       const acct_cost **ret_cost, const acct_event **ret_event)
@@ -526,12 +557,8 @@ static int charge_plan(void *arg, const acct_filter *f, const acct_cost *committ
 	struct charge_body_arg *a = arg;
 
 	(void)committed;
-	acct_error_init(&a->err);
-	if (acct_event_validate_at(a->event, f->neighbor, "/event", &a->err) < 0 ||
-	    acct_filter_price(f, a->event, a->delta_share, &a->priced, &a->err) < 0)
+	if ((!a->have_price || !same_pricing(&a->priced_for, f)) && price_event(a, f) < 0)
 		return -1;
-	a->have_price = true;
-	a->cost = &a->priced;
 	*ret_cost = &a->priced;
 	*ret_event = a->event;
 	return 0;
@@ -627,6 +654,23 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	}
 	arg.event = ev;
 	arg.ttl = ttl;
+	/* Price against a snapshot of the dataset, before the write lock. */
+	rc = srv_store_dataset_get(req->db, req->params[0], &ds);
+	if (rc == SRV_OK) {
+		acct_filter f;
+
+		/* An archived dataset is refused (409) by the store. */
+		if (srv_dataset_filter(&ds, &f, NULL) < 0) {
+			rc = SRV_DB_ERROR;
+		} else if (!ds.archived && price_event(&arg, &f) < 0) {
+			srv_problem_from_error(res, &arg.err);
+			goto out;
+		}
+	}
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such dataset");
+		goto out;
+	}
 	sp.kind = kind;
 	sp.dataset_id = req->params[0];
 	sp.plan_fn = charge_plan;
@@ -646,6 +690,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 		srv_problem_from_error(res, &arg.err);
 	else
 		srv_reply_store_error(res, rc, "no such dataset");
+out:
 	acct_event_free(ev);
 	return 0;
 }

@@ -446,6 +446,53 @@ Test(pld, gaussian_upper_bound_and_tight)
 	}
 }
 
+/*
+ * PLD stops at its work limit (DPG_MAX_PLD_WORK) instead of composing for
+ * minutes: 100 distinct Gaussians widen the support with every convolution.
+ * The basic ledger then prices the same event with rdp and zcdp.  Check of
+ * that price: a composition of Gaussian mechanisms with noise multipliers
+ * s_i is exactly one Gaussian mechanism with 1/s^2 = sum 1/s_i^2 (Dong,
+ * Roth, Su 2019, Cor. 3.3), so no sound epsilon lies below that Gaussian's
+ * exact one; and zCDP gives rho = sum 1/(2 s_i^2) with the conversion
+ * eps <= rho + 2 sqrt(rho ln(1/delta)) (Bun, Steinke 2016, Prop. 1.3), which
+ * the ledger's tighter conversion can only improve on.
+ */
+Test(pld, work_limit_and_basic_fallback)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_COMPOSED);
+	acct_options o = opts(ACCT_PLD, ACCT_ADD_REMOVE);
+	double inv_var = 0.0, rho, delta = 1e-9, exact, upper;
+	acct_filter f;
+	acct_result r;
+	acct_error err;
+	acct_cost c;
+
+	ev->u.composed.n = 100;
+	ev->u.composed.events = calloc(100, sizeof(acct_event *));
+	cr_assert_not_null(ev->u.composed.events);
+	for (int i = 0; i < 100; i++) {
+		double s = 1.0 + 0.01 * i;
+
+		ev->u.composed.events[i] = gauss(s);
+		inv_var += 1.0 / (s * s);
+	}
+	acct_error_init(&err);
+	cr_assert_eq(acct_epsilon(ev, delta, &o, &r, &err), ACCT_EUNSUPPORTED);
+	cr_expect_str_eq(err.where, "/event");
+	cr_expect(strstr(err.text, "limit") != NULL, "%s", err.text);
+
+	acct_error_init(&err);
+	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, ACCT_ADD_REMOVE, 1e6, 1e-3, &err), 0);
+	cr_assert_eq(acct_filter_price(&f, ev, delta, &c, &err), 0, "%s", err.text);
+	exact = gauss_exact_eps(1.0 / sqrt(inv_var), delta);
+	rho = 0.5 * inv_var;
+	upper = rho + 2.0 * sqrt(rho * log(1.0 / delta));
+	cr_expect_eq(c.v[1], delta);
+	cr_expect(c.v[0] >= exact && c.v[0] <= upper, "priced %.10g, exact %.10g, zCDP bound %.10g",
+		  c.v[0], exact, upper);
+	acct_event_free(ev);
+}
+
 /* Moments accountant against Abadi et al.'s published figures. */
 Test(moments, abadi_figures)
 {

@@ -8,7 +8,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -569,6 +571,92 @@ Test(api, stateless_computations_leave_threads_for_charges)
 	r = dpg_call(&srv, "POST", "/v1/accountant/epsilon", NULL, eps_body);
 	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
 	dpg_resp_free(&r);
+}
+
+/* A charge whose price takes long: a basic ledger prices 100 distinct
+ * Gaussians at a delta share with rdp, zcdp and pld, and pld composes until
+ * its work limit. */
+struct slow_charge {
+	const dpg_server *s;
+	char *body;
+	dpg_resp r;
+	int rc;
+	atomic_bool done;
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *slow_charge_run(void *arg)
+{
+	struct slow_charge *sc = arg;
+
+	sc->rc = dpg_http(sc->s, "POST", "/v1/datasets/slow/charges", sc->s->admin_key, sc->body,
+			  strlen(sc->body), NULL, &sc->r);
+	atomic_store(&sc->done, true);
+	return NULL;
+}
+
+/*
+ * Pricing runs before the write lock: while one charge's price is being
+ * computed, charges on another dataset keep being answered.  (When the
+ * price was computed inside the write transaction, every other charge
+ * waited for it: a charge sent just after the slow one answered only when
+ * the slow one did.)  Charges are sent one after another during the slow
+ * request, and at least one must be answered in the middle of it.
+ */
+Test(api, a_slow_price_holds_no_lock)
+{
+	struct slow_charge sc = {.s = &srv};
+	size_t cap = 64 + 100 * 64, len = 0;
+	double t0, t1, done_at[4096];
+	int n_done = 0, in_middle = 0;
+	pthread_t t;
+	dpg_budget b;
+
+	dpg_make_dataset(&srv, "slow", 1e6, 1e-3, "basic");
+	dpg_make_dataset(&srv, "other", 1e6, 1e-3, "basic");
+	sc.body = malloc(cap);
+	cr_assert_not_null(sc.body);
+	len += (size_t)snprintf(sc.body + len, cap - len, "{\"event\":{\"type\":\"composed\",\"events\":[");
+	for (int i = 0; i < 100; i++)
+		len += (size_t)snprintf(sc.body + len, cap - len,
+					"%s{\"type\":\"gaussian\",\"noise_multiplier\":%g}", i ? "," : "",
+					1.0 + 0.01 * i);
+	snprintf(sc.body + len, cap - len, "]},\"delta\":1e-9}");
+
+	t0 = now_s();
+	cr_assert_eq(pthread_create(&t, NULL, slow_charge_run, &sc), 0);
+	while (!atomic_load(&sc.done) && n_done < 4096) {
+		dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/other/charges", srv.admin_key,
+				      charge_1_8);
+
+		cr_assert_eq(r.status, 201, "%ld %s", r.status, r.body);
+		dpg_resp_free(&r);
+		done_at[n_done++] = now_s();
+	}
+	pthread_join(t, NULL);
+	t1 = now_s();
+	cr_assert_eq(sc.rc, 0);
+	cr_assert_eq(sc.r.status, 201, "%ld %s", sc.r.status, sc.r.body);
+	cr_assert(t1 - t0 > 0.2, "the slow charge took only %.3f s: not slow enough to tell", t1 - t0);
+	for (int i = 0; i < n_done; i++)
+		if (done_at[i] > t0 + 0.25 * (t1 - t0) && done_at[i] < t0 + 0.75 * (t1 - t0))
+			in_middle++;
+	cr_assert(in_middle > 0,
+		  "no charge on another dataset was answered while the slow one was priced "
+		  "(%d answered in %.3f s)", n_done, t1 - t0);
+	b = dpg_budget_of(&srv, "slow");
+	cr_assert_eq(b.charges, 1);
+	b = dpg_budget_of(&srv, "other");
+	cr_assert_eq(b.charges, n_done);
+	dpg_resp_free(&sc.r);
+	free(sc.body);
 }
 
 Test(api, revocation_reaches_the_key_cache_at_once)
