@@ -362,6 +362,7 @@ struct srv_jobs {
 	pthread_cond_t wake;
 	char queue[DPG_MAX_QUEUED_JOBS][48];
 	unsigned head, count;
+	unsigned claimed;   /* places held by submissions between check and enqueue */
 	bool stopping;
 	unsigned n_workers;
 	pthread_t threads[DPG_MAX_JOB_WORKERS];
@@ -389,14 +390,40 @@ static bool enqueue(srv_jobs *jobs, const char *id)
 	return ok;
 }
 
-static unsigned queue_length(srv_jobs *jobs)
+/*
+ * Claims a place in the queue for a submission about to reserve its budget;
+ * false when queued jobs and claims fill it.  The claim ends with
+ * enqueue_claimed (the reservation committed) or queue_unclaim (it did
+ * not), so the queue never holds more than DPG_MAX_QUEUED_JOBS and no
+ * accepted job waits for a restart to run.
+ */
+static bool queue_claim(srv_jobs *jobs)
 {
-	unsigned n;
+	bool ok;
 
 	pthread_mutex_lock(&jobs->lock);
-	n = jobs->count;
+	ok = jobs->count + jobs->claimed < DPG_MAX_QUEUED_JOBS;
+	if (ok)
+		jobs->claimed++;
 	pthread_mutex_unlock(&jobs->lock);
-	return n;
+	return ok;
+}
+
+static void queue_unclaim(srv_jobs *jobs)
+{
+	pthread_mutex_lock(&jobs->lock);
+	jobs->claimed--;
+	pthread_mutex_unlock(&jobs->lock);
+}
+
+static void enqueue_claimed(srv_jobs *jobs, const char *id)
+{
+	pthread_mutex_lock(&jobs->lock);
+	jobs->claimed--;
+	snprintf(jobs->queue[(jobs->head + jobs->count) % DPG_MAX_QUEUED_JOBS], 48, "%s", id);
+	jobs->count++;
+	pthread_cond_signal(&jobs->wake);
+	pthread_mutex_unlock(&jobs->lock);
 }
 
 static json_t *progress_json(const trn_progress *p)
@@ -1098,16 +1125,22 @@ static int data_rows(srv_db *db, const char *dataset_id, int64_t *ret, json_t **
  * whose label is none of them is sampled with a zero gradient
  * (TRN_NO_CLASS).  Fashion-MNIST has its ten classes and takes none.
  */
-static int check_label(const json_t *params, const json_t *columns, acct_error *err)
+static int check_label(const json_t *params, const json_t *columns, size_t *ret_features,
+		       uint32_t *ret_classes, acct_error *err)
 {
 	const char *label = json_string_value(json_object_get(params, "label"));
 	const json_t *classes = json_object_get(params, "classes"), *col = NULL, *c;
-	size_t i, n = json_array_size(columns);
+	size_t i, n = json_array_size(columns), features = 0;
 
 	if (!columns) {
 		if (classes)
 			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
 					      "classes are declared for a hosted table's label only");
+		if (label)
+			return acct_error_set(err, ACCT_EINVAL, "/params/label",
+					      "a label column is named for a hosted table only");
+		*ret_features = TRN_FASHION_MNIST_FEATURES;
+		*ret_classes = TRN_FASHION_MNIST_CLASSES;
 		return 0;
 	}
 	json_array_foreach(columns, i, c)
@@ -1118,6 +1151,12 @@ static int check_label(const json_t *params, const json_t *columns, acct_error *
 	if (!col)
 		return acct_error_set(err, ACCT_EINVAL, "/params/label",
 				      "the hosted table has no column '%.64s'", label ? label : "");
+	/* The features: every numeric column but the label (table_to_dataset). */
+	json_array_foreach(columns, i, c)
+		if (c != col && json_is_string(json_object_get(c, "kind")) &&
+		    strcmp(json_string_value(json_object_get(c, "kind")), "numeric") == 0)
+			features++;
+	*ret_features = features;
 	if (!classes)
 		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
 				      "a hosted table's label classes must be declared: an integer K "
@@ -1128,6 +1167,7 @@ static int check_label(const json_t *params, const json_t *columns, acct_error *
 			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
 					      "a numeric label's classes are an integer K in [2, %d]",
 					      DPG_MAX_CLASSES);
+		*ret_classes = (uint32_t)json_integer_value(classes);
 		return 0;
 	}
 	if (!json_is_array(classes) || json_array_size(classes) < 2 ||
@@ -1150,12 +1190,14 @@ static int check_label(const json_t *params, const json_t *columns, acct_error *
 				   json_string_value(c)) == 0)
 				return acct_error_set(err, ACCT_EINVAL, where, "appears twice");
 	}
+	*ret_classes = (uint32_t)json_array_size(classes);
 	return 0;
 }
 
 int srv_h_job_submit(srv_request *req, srv_response *res)
 {
-	static const char *const keys[] = {"trainer", "params", "dry_run", "note", NULL};
+	static const char *const keys[] = {"trainer", "params", "dry_run", "note", "ledger_delta",
+					   NULL};
 	srv_dataset ds;
 	trn_dpsgd_params p;
 	acct_error err;
@@ -1168,6 +1210,10 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	char *params_text = NULL, *event_text = NULL, *body = NULL;
 	json_t *params_json = NULL, *ev_json = NULL, *columns = NULL;
 	int64_t n_train = 0;
+	size_t features = 0;
+	uint32_t classes = 0;
+	double ledger_delta = 0.0;
+	bool claimed = false;
 	srv_spend sp;
 	uint8_t hash[32];
 	int status = 0, rc;
@@ -1187,6 +1233,9 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note, &err);
 	if (rc >= 0)
+		rc = srv_json_real(req->body, "", "ledger_delta",
+				   SRV_NULLABLE | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1, &ledger_delta, &err);
+	if (rc >= 0)
 		rc = parse_dpsgd_params(json_object_get(req->body, "params"), &p, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
@@ -1204,8 +1253,12 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 			    NULL, NULL);
 		return 0;
 	}
-	rc = check_label(json_object_get(req->body, "params"), columns, &err);
+	rc = check_label(json_object_get(req->body, "params"), columns, &features, &classes, &err);
 	json_decref(columns);
+	/* A job that could only fail (PCA wider than the data, a model past
+	 * its bounds) is refused here, before anything is reserved for it. */
+	if (rc >= 0)
+		rc = trn_dpsgd_check_shape(&p, features, classes, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;
@@ -1217,8 +1270,12 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = srv_dataset_filter(&ds, &f, &err);
 	if (rc >= 0)
-		rc = acct_filter_price(&f, ev, 0.0, &cost, &err);
+		rc = acct_filter_price(&f, ev, ledger_delta, &cost, &err);
 	if (rc < 0) {
+		/* A basic ledger prices the job's event at the delta share the
+		 * request names in "ledger_delta" (as a mechanism's does). */
+		if (err.code == ACCT_EUNSUPPORTED && !strcmp(err.where, "/delta"))
+			snprintf(err.where, sizeof(err.where), "/ledger_delta");
 		srv_problem_from_error(res, &err);
 		goto out;
 	}
@@ -1233,10 +1290,14 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 					 "budget", srv_dataset_budget_json(&ds)));
 		goto out;
 	}
-	if (queue_length(req->ctx->jobs) >= DPG_MAX_QUEUED_JOBS) {
+	/* A place in the queue is claimed before the reservation, so every
+	 * 202 names a job that a worker will run. */
+	if (!queue_claim(req->ctx->jobs)) {
+		res->retry_after = true;
 		srv_problem(res, 503, NULL, "the job queue is full; try again later", NULL, NULL);
 		goto out;
 	}
+	claimed = true;
 	params_json = json_object_get(req->body, "params");
 	params_text = params_json ? srv_json_dump(params_json) : strdup("{}");
 	ev_json = srv_event_to_json(ev);
@@ -1266,9 +1327,8 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	}
 	if (rc == SRV_OK) {
-		if (!enqueue(req->ctx->jobs, job_id))
-			fprintf(stderr, "{\"level\":\"warn\",\"msg\":\"job queue full; %s stays queued until restart\"}\n",
-				job_id);
+		enqueue_claimed(req->ctx->jobs, job_id);
+		claimed = false;
 	}
 	if (rc == SRV_OK || rc == SRV_REPLAYED) {
 		res->status = status;
@@ -1287,6 +1347,8 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 			    NULL, NULL);
 	}
 out:
+	if (claimed)
+		queue_unclaim(req->ctx->jobs);
 	acct_event_free(ev);
 	json_decref(ev_json);
 	free(params_text);

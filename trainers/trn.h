@@ -89,6 +89,8 @@ int trn_idx_load(const char *images_path, const char *labels_path, uint32_t num_
 /* Where Debian's dataset-fashion-mnist package installs its files. */
 #define TRN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 #define TRN_FASHION_MNIST_CLASSES 10u
+/* Its images are 28 x 28 pixels: the features of every row. */
+#define TRN_FASHION_MNIST_FEATURES 784
 
 /*
  * Loads Fashion-MNIST's training split (60000 x 784) when `train` is true,
@@ -201,6 +203,18 @@ int64_t trn_dpsgd_steps(const trn_dpsgd_params *p, uint64_t n_train);
  */
 int trn_dpsgd_event(const trn_dpsgd_params *p, uint64_t n_train, acct_event **ret,
 		    acct_error *err);
+
+/*
+ * Checks that a job with parameters `p` can train on data of `d` features
+ * and `num_classes` classes: 1 <= d <= DPG_MAX_FEATURES, pca_components <= d,
+ * and the model's widths and parameter count within the bounds of
+ * trn_dpsgd_run.  Needs only the data's shape, which is public (a hosted
+ * table's column schema, a builtin dataset's size), so the server refuses
+ * a job that could only fail before it reserves budget for it.  Returns 0
+ * or ACCT_EINVAL with the field at fault.
+ */
+int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
+			  acct_error *err);
 
 /*
  * As trn_dpsgd_event but with `steps` in place of T: the event of the first

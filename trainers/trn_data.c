@@ -278,7 +278,8 @@ int trn_fashion_mnist_load(const char *dir, bool train, trn_dataset **ret, acct_
 {
 	char images[PATH_MAX], labels[PATH_MAX];
 	const char *split = train ? "train" : "t10k";
-	int a, b;
+	trn_dataset *ds = NULL;
+	int a, b, rc;
 
 	if (!dir)
 		dir = TRN_FASHION_MNIST_DIR;
@@ -286,5 +287,15 @@ int trn_fashion_mnist_load(const char *dir, bool train, trn_dataset **ret, acct_
 	b = snprintf(labels, sizeof(labels), "%s/%s-labels-idx1-ubyte.gz", dir, split);
 	if (a < 0 || b < 0 || (size_t)a >= sizeof(images) || (size_t)b >= sizeof(labels))
 		return acct_error_set(err, ACCT_EINVAL, "/data", "data directory path too long");
-	return trn_idx_load(images, labels, TRN_FASHION_MNIST_CLASSES, ret, err);
+	rc = trn_idx_load(images, labels, TRN_FASHION_MNIST_CLASSES, &ds, err);
+	if (rc < 0)
+		return rc;
+	/* Jobs were checked against this shape when they were submitted. */
+	if (ds->d != TRN_FASHION_MNIST_FEATURES) {
+		trn_dataset_free(ds);
+		return acct_error_set(err, ACCT_EINVAL, "/data", "%s has rows of other than %d pixels",
+				      images, TRN_FASHION_MNIST_FEATURES);
+	}
+	*ret = ds;
+	return 0;
 }

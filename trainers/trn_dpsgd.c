@@ -359,6 +359,40 @@ static double scheduled_rate(const trn_dpsgd_params *p, double epochs_done)
 	return lr0 + (lr1 - lr0) * epochs_done / p->learning_rate_decay_epochs;
 }
 
+/* The layer widths of the model a job trains: input (the PCA dimension or
+ * d), hidden layers, classes.  Returns the number of dense layers. */
+static uint32_t model_widths(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
+			     uint32_t widths[TRN_MAX_LAYERS + 1])
+{
+	uint32_t n_layers = p->model == TRN_MODEL_LOGREG ? 1 : p->n_hidden + 1;
+
+	widths[0] = p->pca_components ? p->pca_components : (uint32_t)d;
+	for (uint32_t l = 1; l < n_layers; l++)
+		widths[l] = p->hidden[l - 1];
+	widths[n_layers] = num_classes;
+	return n_layers;
+}
+
+int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
+			  acct_error *err)
+{
+	uint32_t widths[TRN_MAX_LAYERS + 1];
+
+	if (d < 1 || d > DPG_MAX_FEATURES)
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "the training data has %zu features; 1 to %d are trained on",
+				      d, DPG_MAX_FEATURES);
+	if (p->pca_components > d)
+		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
+				      "pca_components %u exceeds the %zu features", p->pca_components,
+				      d);
+	if (p->model != TRN_MODEL_LOGREG && p->n_hidden > DPG_MAX_HIDDEN_LAYERS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+				      "at most %d hidden layers", DPG_MAX_HIDDEN_LAYERS);
+	return trn__model_check(model_widths(p, d, num_classes, widths), widths,
+				p->model == TRN_MODEL_LOGREG ? 0 : p->activation, err);
+}
+
 static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *train_ds,
 		 const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
 		 void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
@@ -400,12 +434,9 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 	if (rc < 0)
 		goto out;
 	d = train_ds->d;
-	if (p->pca_components > d) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
-				    "pca_components %u exceeds the %zu features",
-				    p->pca_components, d);
+	rc = trn_dpsgd_check_shape(p, d, train_ds->num_classes, err);
+	if (rc < 0)
 		goto out;
-	}
 
 	res = calloc(1, sizeof(*res));
 	if (!res)
@@ -415,11 +446,7 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 	res->steps_total = steps;
 	res->examples_used = n;
 
-	n_layers = p->model == TRN_MODEL_LOGREG ? 1 : p->n_hidden + 1;
-	widths[0] = p->pca_components ? p->pca_components : (uint32_t)d;
-	for (uint32_t l = 1; l < n_layers; l++)
-		widths[l] = p->hidden[l - 1];
-	widths[n_layers] = train_ds->num_classes;
+	n_layers = model_widths(p, d, train_ds->num_classes, widths);
 	rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
 			    &m, err);
 	if (rc < 0)

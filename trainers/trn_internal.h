@@ -30,6 +30,15 @@ struct trn_model {
 };
 
 /*
+ * The bounds trn__model_new checks, without allocating: 1 to TRN_MAX_LAYERS
+ * layers, widths within DPG_MAX_FEATURES / DPG_MAX_HIDDEN_UNITS, at least
+ * two outputs and at most DPG_MAX_MODEL_PARAMS parameters.  Returns 0 or
+ * ACCT_EINVAL with the field at fault.
+ */
+int trn__model_check(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
+		     acct_error *err);
+
+/*
  * Allocates a model with zero parameters.  widths[0..n_layers] as dims
  * above; activation 0 only when n_layers == 1.  No projection.
  */

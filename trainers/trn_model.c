@@ -15,10 +15,9 @@
 
 #include "trn_internal.h"
 
-int trn__model_new(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
-		   trn_model **ret, acct_error *err)
+int trn__model_check(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
+		     acct_error *err)
 {
-	trn_model *m = NULL;
 	size_t off = 0;
 
 	if (n_layers < 1 || n_layers > TRN_MAX_LAYERS)
@@ -39,6 +38,18 @@ int trn__model_new(uint32_t n_layers, const uint32_t *widths, uint32_t activatio
 					      "the model would have more than %lld parameters",
 					      (long long)DPG_MAX_MODEL_PARAMS);
 	}
+	return 0;
+}
+
+int trn__model_new(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
+		   trn_model **ret, acct_error *err)
+{
+	trn_model *m = NULL;
+	size_t off = 0;
+	int rc = trn__model_check(n_layers, widths, activation, err);
+
+	if (rc < 0)
+		return rc;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		goto nomem;

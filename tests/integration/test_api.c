@@ -632,6 +632,9 @@ Test(api, a_slow_price_holds_no_lock)
 
 	t0 = now_s();
 	cr_assert_eq(pthread_create(&t, NULL, slow_charge_run, &sc), 0);
+	/* Let its connection be accepted alone (a thread accepts every pending
+	 * connection at once, and one accepted with it would wait behind it). */
+	usleep(100000);
 	while (!atomic_load(&sc.done) && n_done < 4096) {
 		dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/other/charges", srv.admin_key,
 				      charge_1_8);

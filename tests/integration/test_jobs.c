@@ -4,7 +4,9 @@
  * finished job's budget and model, cancellation, and the restart rule.
  */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,4 +577,184 @@ Test(jobs, label_classes_are_declared_not_read)
 	/* Fashion-MNIST has its classes. */
 	expect_refused("fm", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
 		       "\"classes\":10,\"epochs\":1,\"lot_size\":600}}", "/params/classes");
+}
+
+/*
+ * A job that could only fail is refused before anything is reserved: the
+ * data's shape is public (Fashion-MNIST's 784 pixels and 10 classes, a
+ * hosted table's column schema and declared classes), so PCA wider than the
+ * features, a model past DPG_MAX_MODEL_PARAMS, or a label column named for
+ * builtin data are known at submission.  (Before, each was accepted with
+ * 202, reserved, and the job failed with its reservation committed.)
+ */
+Test(jobs, jobs_that_could_only_fail_are_refused_before_reserving)
+{
+	dpg_budget before, after;
+
+	upload_cities("shape", "Lyon");
+	before = dpg_budget_of(&srv, "fm");
+	expect_refused("fm", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,"
+		       "\"lot_size\":600,\"pca_components\":785}}", "/params/pca_components");
+	/* 784 x 4096 + 4096 x 4096 + 4096 x 10 weights and biases > 2^24. */
+	expect_refused("fm", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":[4096,4096],"
+		       "\"epochs\":1,\"lot_size\":600}}", "/params/hidden");
+	expect_refused("fm", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"x\","
+		       "\"epochs\":1,\"lot_size\":600}}", "/params/label");
+	after = dpg_budget_of(&srv, "fm");
+	cr_assert_eq(after.ledger_rows, before.ledger_rows);
+	/* The cities table has two numeric features, a and b. */
+	expect_refused("shape", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"city\","
+		       "\"classes\":[\"Lyon\",\"Paris\"],\"epochs\":1,\"lot_size\":10,"
+		       "\"pca_components\":3}}", "/params/pca_components");
+	after = dpg_budget_of(&srv, "shape");
+	cr_assert_eq(after.ledger_rows, 0);
+	cr_assert_eq(after.charges, 0);
+}
+
+/*
+ * A basic ledger prices a job's event (Poisson-sampled Gaussians, which have
+ * no pure-DP price) at the delta share the request names in "ledger_delta",
+ * as a mechanism's release does; without one the job is refused (422,
+ * /ledger_delta) before anything is reserved.  (Before, no field could name
+ * it: every job on a basic ledger was refused.)  The reservation costs
+ * (eps, ledger_delta) with eps the tighter of the rdp and pld answers for the
+ * same event at that delta (README, "Ledger accountants"; zcdp cannot price
+ * sampled events).
+ */
+Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)
+{
+	const char *ended[] = {"succeeded", "failed", "cancelled", NULL};
+	char body[512], id[64];
+	double want = INFINITY;
+	dpg_resp r;
+	json_t *ev;
+
+	dpg_make_dataset(&srv, "fb", 50.0, 1e-5, "basic");
+	r = dpg_call(&srv, "PUT", "/v1/datasets/fb/data", srv.admin_key,
+		     "{\"builtin\":\"fashion-mnist\"}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, small_job);
+	cr_assert_eq(r.status, 422, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/ledger_delta");
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_budget_of(&srv, "fb").ledger_rows, 0);
+
+	snprintf(body, sizeof(body), "%.*s,\"ledger_delta\":1e-6}", (int)strlen(small_job) - 1,
+		 small_job);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, body);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	ev = json_deep_copy(json_object_get(r.json, "event"));
+	dpg_resp_free(&r);
+	for (int a = 0; a < 2; a++) {
+		char *evs = json_dumps(ev, JSON_COMPACT), q[4096];
+
+		snprintf(q, sizeof(q), "{\"event\":%s,\"delta\":1e-6,\"accountant\":\"%s\"}", evs,
+			 a ? "pld" : "rdp");
+		free(evs);
+		r = dpg_call(&srv, "POST", "/v1/accountant/epsilon", NULL, q);
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		want = fmin(want, dpg_num(r.json, "epsilon"));
+		dpg_resp_free(&r);
+	}
+	json_decref(ev);
+	r = dpg_call(&srv, "GET", "/v1/datasets/fb/ledger", srv.admin_key, NULL);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 1, "%s", r.body);
+	{
+		json_t *e = json_array_get(json_object_get(r.json, "entries"), 0);
+
+		cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "reserve");
+		cr_assert_float_eq(dpg_num(e, "epsilon"), want, 1e-12 * want, "%s", r.body);
+		cr_assert_eq(dpg_num(e, "delta"), 1e-6, "%s", r.body);
+	}
+	dpg_resp_free(&r);
+	json_decref(dpg_job_wait(&srv, id, ended, 120));
+}
+
+struct submitter {
+	const char *body;
+	atomic_int *next, *accepted, *full;
+	int total;
+	char (*ids)[64];
+};
+
+static void *submit_run(void *arg)
+{
+	struct submitter *s = arg;
+
+	while (atomic_fetch_add(s->next, 1) < s->total) {
+		dpg_resp r;
+
+		cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/qq/jobs", srv.admin_key, s->body,
+				      strlen(s->body), NULL, &r), 0);
+		if (r.status == 202) {
+			int k = atomic_fetch_add(s->accepted, 1);
+
+			if (k < 128)
+				snprintf(s->ids[k], 64, "%s",
+					 json_string_value(json_object_get(r.json, "id")));
+		} else {
+			cr_assert_eq(r.status, 503, "%ld %s", r.status, r.body);
+			cr_assert_eq(r.retry_after, 1);
+			atomic_fetch_add(s->full, 1);
+		}
+		dpg_resp_free(&r);
+	}
+	return NULL;
+}
+
+/*
+ * The queue's limit holds under concurrent submissions, and every job
+ * accepted with 202 runs.  With both workers busy, 16 clients submit 120
+ * jobs: exactly DPG_MAX_QUEUED_JOBS (64) are accepted and the rest get 503
+ * with Retry-After, nothing reserved for them; once the workers are free,
+ * all 64 succeed and nothing stays reserved.  (Before, the limit was checked
+ * before the reservation and the job queued after it: 65-68 were accepted,
+ * and those past 64 stayed queued, reserved, until a restart.)
+ */
+Test(jobs, the_queue_limit_holds_under_concurrent_submissions)
+{
+	const char *ended[] = {"succeeded", "failed", "cancelled", NULL};
+	static char accepted_ids[128][64];
+	atomic_int next = 0, accepted = 0, full = 0;
+	char ids[3][64], rids[3][64], path[128];
+	struct submitter sub;
+	pthread_t t[16];
+	dpg_resp r;
+
+	upload_cities("qq", "Lyon");
+	r = dpg_call(&srv, "PATCH", "/v1/datasets/qq", srv.admin_key,
+		     "{\"budget\":{\"epsilon\":1e6,\"delta\":1e-5}}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	submit_three_long_jobs(ids, rids);
+	/* The third long job holds one place in the queue. */
+	sub = (struct submitter){cities_job("[\"Lyon\",\"Paris\"]"), &next, &accepted, &full, 120,
+				 accepted_ids};
+	for (int i = 0; i < 16; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, submit_run, &sub), 0);
+	for (int i = 0; i < 16; i++)
+		pthread_join(t[i], NULL);
+	cr_assert_eq(atomic_load(&accepted), 63, "%d accepted, %d refused", atomic_load(&accepted),
+		     atomic_load(&full));
+	cr_assert_eq(atomic_load(&full), 120 - 63);
+	r = dpg_call(&srv, "GET", "/v1/datasets/qq/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "reserved.open"), 63, "%s", r.body);
+	dpg_resp_free(&r);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]);
+		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+		dpg_resp_free(&r);
+	}
+	for (int i = 0; i < 63; i++) {
+		json_t *j = dpg_job_wait(&srv, accepted_ids[i], ended, 300);
+
+		cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
+		json_decref(j);
+	}
+	r = dpg_call(&srv, "GET", "/v1/datasets/qq/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "charges"), 63, "%s", r.body);
+	dpg_resp_free(&r);
 }
