@@ -339,7 +339,9 @@ typedef struct mech_column_decl {
 typedef struct mech_table mech_table;
 
 /*
- * Parses CSV text[0..len) (RFC 4180, header row) into a table.  With
+ * Parses CSV text[0..len) (RFC 4180, header row) into a table.  Rows end
+ * at LF or CRLF (blank lines are skipped); a CR that no LF follows, outside
+ * a quoted field, is an error at its line, and inside one it is data.  With
  * decl == NULL, a column is numeric when every field parses as a finite
  * number, categorical otherwise.  With a declared schema, a header column
  * not declared, a declared column missing, or a non-number in a numeric

@@ -170,10 +170,22 @@ static int csv_field(struct csv *c, acct_error *err)
 		c->p++;
 		return FIELD_MORE;
 	}
-	if (*c->p == '\r')
+	/* A row ends at LF or CRLF.  A bare CR (old Mac line endings, or a
+	 * stray one) is refused rather than guessed at: read as a row end it
+	 * would split rows a spreadsheet shows as one, read as data it would
+	 * glue two rows into one field. */
+	if (*c->p == '\r') {
+		if (c->p + 1 >= c->end || c->p[1] != '\n') {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/csv/line/%zu", c->line);
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "line %zu: a carriage return (CR) not followed by a "
+					      "line feed; end lines with LF or CRLF", c->line);
+		}
 		c->p++;
-	if (c->p < c->end && *c->p == '\n')
-		c->p++;
+	}
+	c->p++;
 	c->line++;
 	return c->p >= c->end ? FIELD_EOF : FIELD_EOL;
 }
@@ -258,26 +270,6 @@ static bool skip_blank_lines(struct csv *c)
 	}
 }
 
-/* Counts data rows (for allocation) and checks the row limit. */
-static int count_rows(const char *text, size_t len, size_t *ret)
-{
-	size_t rows = 0;
-	bool quoted = false, any = false;
-
-	for (size_t i = 0; i < len; i++) {
-		if (text[i] == '"')
-			quoted = !quoted;
-		else if (text[i] == '\n' && !quoted) {
-			rows++;
-			any = false;
-			continue;
-		}
-		any = true;
-	}
-	*ret = rows + (any ? 1 : 0);
-	return 0;
-}
-
 int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *decl,
 			 size_t n_decl, mech_table **ret, acct_error *err)
 {
@@ -315,13 +307,6 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 					      at == bad ? "not valid UTF-8 text" : "a NUL byte");
 		}
 	}
-	count_rows(text, len, &cap_rows);
-	if (cap_rows < 2)
-		return acct_error_set(err, ACCT_EINVAL, "/csv", "need a header row and at least one row");
-	cap_rows -= 1;
-	if (cap_rows > (size_t)DPG_MAX_CSV_ROWS)
-		return acct_error_set(err, ACCT_EINVAL, "/csv", "more than %lld rows",
-				      (long long)DPG_MAX_CSV_ROWS);
 	t = calloc(1, sizeof(*t));
 	c = malloc(sizeof(*c));
 	if (!t || !c) {
@@ -405,30 +390,44 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 			goto fail;
 		}
 	}
-	/* Without a schema, a first pass over the rows decides the types: a
+	/* A first pass over the rows counts them (for allocation and the row
+	 * limit) with the same tokenizer as the second, so the two agree on
+	 * where every row ends; without a schema it also decides the types: a
 	 * column is numeric when every field of it is a finite number.  (The
-	 * second pass below also checks raggedness and limits.) */
-	if (!decl) {
+	 * second pass below checks raggedness and the other limits.) */
+	{
 		struct csv save = *c;
+		int first_st = st;
 
 		while (st != FIELD_EOF && !skip_blank_lines(c)) {
 			size_t j = 0;
 			double x;
 
+			if (cap_rows >= (size_t)DPG_MAX_CSV_ROWS) {
+				rc = acct_error_set(err, ACCT_EINVAL, "/csv", "more than %lld rows",
+						    (long long)DPG_MAX_CSV_ROWS);
+				goto fail;
+			}
+			cap_rows++;
 			do {
 				st = csv_field(c, err);
 				if (st < 0) {
 					rc = st;
 					goto fail;
 				}
-				if (j < t->cols && is_num[j] && mech__parse_real(c->field, &x) < 0)
+				if (!decl && j < t->cols && is_num[j] &&
+				    mech__parse_real(c->field, &x) < 0)
 					is_num[j] = false;
 				j++;
 			} while (st == FIELD_MORE);
 		}
 		c->p = save.p;
 		c->line = save.line;
-		st = FIELD_EOL;
+		st = first_st;
+	}
+	if (cap_rows == 0) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/csv", "need a header row and at least one row");
+		goto fail;
 	}
 	/* Storage of the decided type only. */
 	for (size_t j = 0; j < t->cols; j++) {

@@ -992,8 +992,12 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 	{
 		const char *args[] = {ds.id, builtin, TRN_FASHION_MNIST_DIR, rows_text,
 				      req->who->key_id, now};
+		char *old_table = NULL;
 
+		/* A hosted table this link replaces is removed after the commit
+		 * (srv_data_put_csv's order). */
 		if (srv__begin_write(req->db) < 0 ||
+		    srv__table_file_in_txn(req->db, ds.id, &old_table) != SRV_OK ||
 		    exec_text(req->db,
 			      "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, actor,"
 			      " created_at) VALUES (?1, 'builtin', ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6)"
@@ -1003,10 +1007,13 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 			      6, args) != SRV_OK ||
 		    srv__commit(req->db) < 0) {
 			srv__rollback(req->db);
+			free(old_table);
 			json_decref(body);
 			srv_problem(res, 503, NULL, "cannot record the data link", NULL, NULL);
 			return 0;
 		}
+		srv__table_file_drop(old_table, ds.id);
+		free(old_table);
 	}
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:s, s:I}", "dataset", ds.id, "kind", "builtin",
 					   "builtin", builtin, "rows", (json_int_t)rows));

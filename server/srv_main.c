@@ -24,6 +24,7 @@
 #include "srv.h"
 #include "srv_jobs.h"
 #include "srv_json.h"
+#include "srv_mech_routes.h"
 #include "srv_stateless.h"
 
 /* OpenBLAS's own control (cblas.h of libopenblas-dev declares it too). */
@@ -211,6 +212,20 @@ static int cmd_serve(int argc, char **argv)
 		srv_auth_cache_free(ctx.auth_cache);
 		free(ctx.route_metrics);
 		return 1;
+	}
+	{
+		srv_db *sdb = srv_store_acquire(ctx.store);
+		unsigned removed = 0;
+
+		/* Table files no link names: orphans of a crash mid-upload. */
+		if (!sdb || srv_data_sweep_tables(sdb, ctx.data_dir, &removed) != SRV_OK)
+			fprintf(stderr, "dpgate: cannot sweep %s/tables for orphaned table files\n",
+				ctx.data_dir);
+		else if (removed > 0)
+			fprintf(stderr, "dpgate: removed %u orphaned table file%s from %s/tables\n",
+				removed, removed == 1 ? "" : "s", ctx.data_dir);
+		if (sdb)
+			srv_store_release(ctx.store, sdb);
 	}
 	{
 		char errbuf[256];

@@ -8,6 +8,7 @@
  * from their stored CSV on every query (no cache: a table is at most
  * DPG_MAX_CSV_BYTES, and a query is priced in epsilon, not in milliseconds).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -413,41 +415,6 @@ static int fsync_dir(const char *dir)
 	return rc;
 }
 
-/* Reads a whole file of at most DPG_MAX_CSV_BYTES; caller frees *ret. */
-static int read_table_file(const char *path, char **ret, size_t *ret_len)
-{
-	struct stat st;
-	char *buf = NULL;
-	size_t off = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > DPG_MAX_CSV_BYTES)
-		goto fail;
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		goto fail;
-	while (off < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + off, (size_t)st.st_size - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			goto fail;
-		off += (size_t)n;
-	}
-	close(fd);
-	buf[off] = '\0';
-	*ret = buf;
-	*ret_len = off;
-	return 0;
-fail:
-	free(buf);
-	close(fd);
-	return -1;
-}
-
 /*
  * Checks a query's column against the schema recorded at upload, before the
  * file is read, so a query that names no such column (or one of the wrong
@@ -482,99 +449,287 @@ static int precheck_column(const json_t *cols, const json_t *body, acct_error *e
 	return acct_error_set(err, ACCT_EINVAL, "/column", "the table has no column '%.64s'", column);
 }
 
-int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, acct_error *err)
+/*
+ * Reads a whole file of at most DPG_MAX_CSV_BYTES; caller frees *ret.
+ * Returns 0, -ENOENT when there is no such file (a concurrent upload may
+ * have replaced and removed it), or -EIO for any other failure.  A file
+ * that is open is read whole even if it is unlinked meanwhile.
+ */
+static int read_table_file(const char *path, char **ret, size_t *ret_len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t off = 0;
+	int rc = -EIO;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -EIO;
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > DPG_MAX_CSV_BYTES)
+		goto out;
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		goto out;
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + off, (size_t)st.st_size - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto out;
+		off += (size_t)n;
+	}
+	buf[off] = '\0';
+	*ret = buf;
+	*ret_len = off;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/*
+ * Table files.  Every upload writes <data-dir>/tables/<id>.<24 hex>.csv, a
+ * name no other upload uses, and the dataset_data row names it; the file a
+ * row named before is removed only after the row names the new one.  So a
+ * reader that holds a path from the row finds that table or no file at all
+ * (and then reads the row again), never another table's bytes under the
+ * old schema.  Databases from before this layout name tables/<id>.csv,
+ * which keeps working until the next upload replaces it.
+ */
+
+/* How often a reader reads the link again after its file vanished. */
+#define TABLE_READ_TRIES 4
+
+/* An unreferenced table file younger than this is left by the start-up
+ * sweep: it may be an upload still in flight in another process that
+ * shares the data directory. */
+#define TABLE_ORPHAN_MIN_AGE_S 600
+
+/* Whether s[0..n) is n lowercase hex digits. */
+static bool is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/*
+ * Whether `name` is a file name an upload makes under a random suffix:
+ * "<dataset>.<hex>.csv" (a table), or "<dataset>.csv.tmp.<hex>" (the temp
+ * file of the layout before it).  With dataset_id != NULL, the dataset
+ * part must be that id; "<dataset_id>.csv", the older layout's table, then
+ * counts too.
+ */
+static bool table_file_name(const char *name, const char *dataset_id)
+{
+	static const char tmp_mark[] = ".csv.tmp.", csv[] = ".csv";
+	size_t n = strlen(name), h = SRV__RANDOM_ID_HEX, id_len;
+
+	if (n > h + sizeof(tmp_mark) - 1 && is_hex(name + n - h, h) &&
+	    !memcmp(name + n - h - (sizeof(tmp_mark) - 1), tmp_mark, sizeof(tmp_mark) - 1))
+		id_len = n - h - (sizeof(tmp_mark) - 1);
+	else if (n > h + sizeof(csv) && !strcmp(name + n - (sizeof(csv) - 1), csv) &&
+		 is_hex(name + n - (sizeof(csv) - 1) - h, h) && name[n - (sizeof(csv) - 1) - h - 1] == '.')
+		id_len = n - (sizeof(csv) - 1) - h - 1;
+	else if (dataset_id && n == strlen(dataset_id) + sizeof(csv) - 1 &&
+		 !strcmp(name + n - (sizeof(csv) - 1), csv))
+		id_len = n - (sizeof(csv) - 1);
+	else
+		return false;
+	if (id_len == 0 || id_len > DPG_MAX_ID_BYTES)
+		return false;
+	return !dataset_id || (strlen(dataset_id) == id_len && !memcmp(name, dataset_id, id_len));
+}
+
+/* Removes a table file that a committed upload no longer names, if it is
+ * one dpgate wrote for this dataset; anything else is left alone. */
+static void drop_replaced_table_file(const char *path, const char *dataset_id, const char *new_path)
+{
+	const char *slash;
+
+	if (!path || (new_path && !strcmp(path, new_path)))
+		return;
+	slash = strrchr(path, '/');
+	if (table_file_name(slash ? slash + 1 : path, dataset_id))
+		unlink(path);
+}
+
+/* A dataset's hosted-table link: the file and its recorded schema. */
+struct table_link {
+	char *path;
+	json_t *columns;
+};
+
+static void table_link_clear(struct table_link *l)
+{
+	free(l->path);
+	json_decref(l->columns);
+	memset(l, 0, sizeof(*l));
+}
+
+/* How reading the hosted table can end. */
+enum table_read {
+	TABLE_READ_OK = 0,
+	TABLE_READ_NONE = -1,      /* no table is hosted */
+	TABLE_READ_BAD_QUERY = -2, /* the query names a column the schema lacks (err) */
+	TABLE_READ_REPLACED = -3,  /* replaced under every try */
+	TABLE_READ_DB = -4,        /* the link cannot be read */
+	TABLE_READ_BROKEN = -5,    /* the file it names is missing or does not parse */
+};
+
+/* Reads path and schema in one statement, so they describe the same upload. */
+static int table_link_get(srv_db *db, const char *dataset_id, struct table_link *ret)
 {
 	sqlite3_stmt *s = NULL;
-	char kind[16] = "", path[4200] = "";
-	json_t *cols = NULL;
+	struct table_link l = {NULL, NULL};
+	int rc = TABLE_READ_DB, step;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT kind = 'table' AND path IS NOT NULL, path, columns"
+			       " FROM dataset_data WHERE dataset_id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	step = sqlite3_step(s);
+	if (step == SQLITE_DONE || (step == SQLITE_ROW && sqlite3_column_int(s, 0) == 0)) {
+		rc = TABLE_READ_NONE;
+		goto out;
+	}
+	if (step != SQLITE_ROW)
+		goto out;
+	l.path = strdup((const char *)sqlite3_column_text(s, 1));
+	l.columns = json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL);
+	if (!l.path || !l.columns) {
+		rc = TABLE_READ_BROKEN;
+		goto out;
+	}
+	*ret = l;
+	memset(&l, 0, sizeof(l));
+	rc = TABLE_READ_OK;
+out:
+	sqlite3_finalize(s);
+	table_link_clear(&l);
+	return rc;
+}
+
+/*
+ * Loads the dataset's hosted table, parsed with the schema recorded with
+ * it.  With query_body != NULL, first checks the query's column against
+ * that schema (TABLE_READ_BAD_QUERY, err set).  When the file the link
+ * names is gone, reads the link again: a new path means an upload replaced
+ * the table meanwhile (retried up to TABLE_READ_TRIES times, then
+ * TABLE_READ_REPLACED); the same path means the file is lost
+ * (TABLE_READ_BROKEN).  Returns TABLE_READ_OK and a new table in *ret, or
+ * an enum table_read code.
+ */
+static int hosted_table_read(srv_db *db, const char *dataset_id, const json_t *query_body,
+			     mech_table **ret, acct_error *err)
+{
+	struct table_link link = {NULL, NULL};
 	struct decl d;
-	char *text = NULL;
+	char *text = NULL, *seen = NULL;
 	size_t len = 0;
-	int rc;
+	int rc, tries = 0;
 
 	memset(&d, 0, sizeof(d));
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT kind, coalesce(path, ''), columns FROM dataset_data"
-			       " WHERE dataset_id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
-		return acct_error_set(err, ACCT_EINTERNAL, "", "cannot read the data link");
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_ROW) {
-		snprintf(kind, sizeof(kind), "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(path, sizeof(path), "%s", (const char *)sqlite3_column_text(s, 1));
-		cols = json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL);
+	for (;;) {
+		rc = table_link_get(db, dataset_id, &link);
+		if (rc < 0)
+			goto out;
+		if (query_body && precheck_column(link.columns, query_body, err) < 0) {
+			rc = TABLE_READ_BAD_QUERY;
+			goto out;
+		}
+		rc = read_table_file(link.path, &text, &len);
+		if (rc == 0)
+			break;
+		if (rc != -ENOENT || (seen && !strcmp(seen, link.path))) {
+			rc = TABLE_READ_BROKEN;
+			goto out;
+		}
+		if (++tries == TABLE_READ_TRIES) {
+			rc = TABLE_READ_REPLACED;
+			goto out;
+		}
+		free(seen);
+		seen = link.path;
+		link.path = NULL;
+		table_link_clear(&link);
 	}
-	sqlite3_finalize(s);
-	if (strcmp(kind, "table") != 0)
-		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/data", "no table is hosted for this dataset");
-	else if (decl_from_json(cols, &d) < 0 || read_table_file(path, &text, &len) < 0 ||
-		 mech_table_parse_csv(text, len, d.cols, d.n, ret, NULL) < 0)
-		rc = acct_error_set(err, ACCT_EINTERNAL, "/data",
-				    "the hosted table cannot be read back (upload it again)");
+	if (decl_from_json(link.columns, &d) < 0 ||
+	    mech_table_parse_csv(text, len, d.cols, d.n, ret, NULL) < 0)
+		rc = TABLE_READ_BROKEN;
 	else
-		rc = 0;
-	json_decref(cols);
+		rc = TABLE_READ_OK;
+out:
+	table_link_clear(&link);
 	decl_clear(&d);
 	free(text);
+	free(seen);
 	return rc;
+}
+
+int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, acct_error *err)
+{
+	switch (hosted_table_read(db, dataset_id, NULL, ret, err)) {
+	case TABLE_READ_OK:
+		return 0;
+	case TABLE_READ_NONE:
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
+				      "no table is hosted for this dataset");
+	case TABLE_READ_REPLACED:
+		return acct_error_set(err, ACCT_EINTERNAL, "/data",
+				      "the hosted table was being replaced while it was read");
+	case TABLE_READ_DB:
+		return acct_error_set(err, ACCT_EINTERNAL, "", "cannot read the data link");
+	default:
+		return acct_error_set(err, ACCT_EINTERNAL, "/data",
+				      "the hosted table cannot be read back (upload it again)");
+	}
 }
 
 /*
  * Loads the dataset's hosted table for the query `body`.  Answers the
  * request and returns -1 when there is none (404), the query names a column
- * the table lacks (400), or the table cannot be read (500/503).
+ * the table lacks (400), the table was replaced under every read or the
+ * link cannot be read (503), or the file is lost (500); nothing is charged.
  */
 static int load_table(srv_request *req, srv_response *res, const srv_dataset *ds,
 		      const json_t *body, mech_table **ret)
 {
-	sqlite3_stmt *s = NULL;
-	char kind[16] = "", path[4200] = "";
-	json_t *cols = NULL;
-	struct decl d;
-	char *text = NULL;
-	size_t len = 0;
 	acct_error err;
-	int rc = -1;
 
-	memset(&d, 0, sizeof(d));
-	if (sqlite3_prepare_v2(srv__db_handle(req->db),
-			       "SELECT kind, coalesce(path, ''), columns FROM dataset_data"
-			       " WHERE dataset_id = ?1",
-			       -1, &s, NULL) != SQLITE_OK) {
-		srv_problem(res, 503, NULL, "cannot read the data link; nothing was charged", NULL, NULL);
-		return -1;
-	}
-	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_ROW) {
-		snprintf(kind, sizeof(kind), "%s", (const char *)sqlite3_column_text(s, 0));
-		snprintf(path, sizeof(path), "%s", (const char *)sqlite3_column_text(s, 1));
-		cols = json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL);
-	}
-	sqlite3_finalize(s);
-	if (strcmp(kind, "table") != 0) {
+	acct_error_init(&err);
+	switch (hosted_table_read(req->db, ds->id, body, ret, &err)) {
+	case TABLE_READ_OK:
+		return 0;
+	case TABLE_READ_NONE:
 		srv_problem(res, 404, NULL,
 			    "no table is hosted for this dataset (PUT /v1/datasets/{id}/data with text/csv)",
 			    NULL, NULL);
-		goto out;
-	}
-	acct_error_init(&err);
-	if (precheck_column(cols, body, &err) < 0) {
+		break;
+	case TABLE_READ_BAD_QUERY:
 		srv_problem_from_error(res, &err);
-		goto out;
-	}
-	if (decl_from_json(cols, &d) < 0 || read_table_file(path, &text, &len) < 0 ||
-	    mech_table_parse_csv(text, len, d.cols, d.n, ret, &err) < 0) {
+		break;
+	case TABLE_READ_REPLACED:
+		srv_problem(res, 503, NULL,
+			    "the hosted table is being replaced; try again; nothing was charged",
+			    NULL, NULL);
+		break;
+	case TABLE_READ_DB:
+		srv_problem(res, 503, NULL, "cannot read the data link; nothing was charged", NULL, NULL);
+		break;
+	default:
 		srv_problem(res, 500, NULL,
 			    "the hosted table cannot be read back; nothing was charged (upload it again)",
 			    NULL, NULL);
-		goto out;
+		break;
 	}
-	rc = 0;
-out:
-	json_decref(cols);
-	decl_clear(&d);
-	free(text);
-	return rc;
+	return -1;
 }
 
 /* ---- POST /v1/datasets/{id}/queries ------------------------------------------- */
@@ -616,19 +771,26 @@ out:
 
 /* ---- PUT /v1/datasets/{id}/data, text/csv ---------------------------------------- */
 
-/* Records the table in dataset_data and moves the temp file into place, in
- * one write transaction so concurrent uploads cannot interleave. */
-static int record_table(srv_db *db, const srv_dataset *ds, const char *tmp, const char *path,
-			const char *dir, int64_t rows, const char *columns, int64_t bytes,
-			const char *actor)
+/*
+ * Records the uploaded table (already durable at `path`) in dataset_data,
+ * in one write transaction that also reads the file the link named before
+ * (*ret_old, malloc'd, NULL when none), so that concurrent uploads each
+ * learn exactly the file their own commit replaced.
+ */
+static int record_table(srv_db *db, const srv_dataset *ds, const char *path, int64_t rows,
+			const char *columns, int64_t bytes, const char *actor, char **ret_old)
 {
 	sqlite3_stmt *s = NULL;
-	char now[32];
+	char now[32], *old = NULL;
 	int rc = SRV_DB_ERROR;
 
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
+	rc = srv__table_file_in_txn(db, ds->id, &old);
+	if (rc != SRV_OK)
+		goto out;
+	rc = SRV_DB_ERROR;
 	if (sqlite3_prepare_v2(srv__db_handle(db),
 			       "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, columns,"
 			       " bytes, actor, created_at) VALUES (?1, 'table', NULL, ?2, ?3, ?4, ?5, ?6, ?7)"
@@ -646,27 +808,61 @@ static int record_table(srv_db *db, const srv_dataset *ds, const char *tmp, cons
 	sqlite3_bind_text(s, 7, now, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_DONE)
 		goto out;
-	if (rename(tmp, path) < 0 || fsync_dir(dir) < 0)
-		goto out;
 	rc = srv__commit(db);
 out:
 	sqlite3_finalize(s);
-	if (rc != SRV_OK)
+	if (rc != SRV_OK) {
 		srv__rollback(db);
+		free(old);
+	} else {
+		*ret_old = old;
+	}
 	return rc;
+}
+
+int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret)
+{
+	sqlite3_stmt *s = NULL;
+	char *path = NULL;
+	int rc = SRV_DB_ERROR, step;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT path FROM dataset_data WHERE dataset_id = ?1 AND kind = 'table'"
+			       " AND path IS NOT NULL",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	step = sqlite3_step(s);
+	if (step == SQLITE_ROW) {
+		path = strdup((const char *)sqlite3_column_text(s, 0));
+		if (!path)
+			goto out;
+	} else if (step != SQLITE_DONE) {
+		goto out;
+	}
+	*ret = path;
+	rc = SRV_OK;
+out:
+	sqlite3_finalize(s);
+	return rc;
+}
+
+void srv__table_file_drop(const char *path, const char *dataset_id)
+{
+	drop_replaced_table_file(path, dataset_id, NULL);
 }
 
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 {
 	const char *declared = req->query(req->conn, "columns");
-	char dir[4200], path[4400], tmp[4500], suffix[48];
+	char dir[4200], path[4400], suffix[48];
 	struct decl d;
 	mech_table *t = NULL;
 	acct_error err;
 	json_t *cols = NULL;
-	char *cols_text = NULL;
+	char *cols_text = NULL, *old = NULL;
 	int fd = -1;
-	bool tmp_made = false;
+	bool file_made = false;
 
 	memset(&d, 0, sizeof(d));
 	acct_error_init(&err);
@@ -687,27 +883,34 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
 		goto out;
 	}
-	snprintf(dir, sizeof(dir), "%s/tables", req->ctx->data_dir);
-	snprintf(path, sizeof(path), "%s/%s.csv", dir, ds->id);
-	if (srv__random_id(".tmp.", suffix, sizeof(suffix)) != SRV_OK) {
+	/* A name of its own (see "Table files" above): written and made
+	 * durable before any row names it, so a crash before the commit leaves
+	 * an unreferenced file (removed at the next start) and the old link
+	 * intact, and one after it the new link with its own file. */
+	if (srv__random_id(".", suffix, sizeof(suffix)) != SRV_OK) {
 		srv_reply_store_error(res, SRV_NO_RANDOM, NULL);
 		goto out;
 	}
-	snprintf(tmp, sizeof(tmp), "%s%s", path, suffix);
+	snprintf(dir, sizeof(dir), "%s/tables", req->ctx->data_dir);
+	snprintf(path, sizeof(path), "%s/%s%s.csv", dir, ds->id, suffix);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		goto io_error;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		goto io_error;
-	tmp_made = true;
+	file_made = true;
 	if (write_all(fd, req->raw_body, req->raw_len) < 0 || fsync(fd) < 0)
 		goto io_error;
 	close(fd);
 	fd = -1;
-	if (record_table(req->db, ds, tmp, path, dir, (int64_t)mech_table_rows(t), cols_text,
-			 (int64_t)req->raw_len, req->who->key_id) != SRV_OK)
+	if (fsync_dir(dir) < 0 ||
+	    record_table(req->db, ds, path, (int64_t)mech_table_rows(t), cols_text,
+			 (int64_t)req->raw_len, req->who->key_id, &old) != SRV_OK)
 		goto io_error;
-	tmp_made = false;
+	file_made = false;
+	/* Readers that still hold the old path find no file and read the link
+	 * again; readers that opened it read it whole. */
+	drop_replaced_table_file(old, ds->id, path);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:I, s:O, s:I}", "dataset", ds->id, "kind",
 					   "table", "rows", (json_int_t)mech_table_rows(t), "columns",
 					   cols, "bytes", (json_int_t)req->raw_len));
@@ -717,11 +920,62 @@ io_error:
 out:
 	if (fd >= 0)
 		close(fd);
-	if (tmp_made)
-		unlink(tmp);
+	if (file_made)
+		unlink(path);
+	free(old);
 	free(cols_text);
 	json_decref(cols);
 	mech_table_free(t);
 	decl_clear(&d);
 	return 0;
+}
+
+int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_removed)
+{
+	sqlite3_stmt *s = NULL;
+	char dir[4200];
+	DIR *dp = NULL;
+	struct dirent *e;
+	unsigned removed = 0;
+	time_t now = time(NULL);
+	int rc = SRV_DB_ERROR;
+
+	snprintf(dir, sizeof(dir), "%s/tables", data_dir);
+	dp = opendir(dir);
+	if (!dp) {
+		rc = errno == ENOENT ? SRV_OK : SRV_DB_ERROR;
+		goto out;
+	}
+	/* Referenced: some link names this file, whatever directory the link
+	 * spelled (the data directory may have been given another way). */
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT EXISTS (SELECT 1 FROM dataset_data WHERE path IS NOT NULL AND"
+			       " (path = ?1 OR substr(path, -length(?1) - 1) = '/' || ?1))",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	while ((e = readdir(dp)) != NULL) {
+		struct stat st;
+		int step;
+
+		if (!table_file_name(e->d_name, NULL))
+			continue;
+		if (fstatat(dirfd(dp), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode) || st.st_mtime > now - TABLE_ORPHAN_MIN_AGE_S)
+			continue;
+		sqlite3_reset(s);
+		sqlite3_bind_text(s, 1, e->d_name, -1, SQLITE_TRANSIENT);
+		step = sqlite3_step(s);
+		if (step != SQLITE_ROW)
+			goto out;
+		if (sqlite3_column_int(s, 0) == 0 && unlinkat(dirfd(dp), e->d_name, 0) == 0)
+			removed++;
+	}
+	if (ret_removed)
+		*ret_removed = removed;
+	rc = SRV_OK;
+out:
+	sqlite3_finalize(s);
+	if (dp)
+		closedir(dp);
+	return rc;
 }

@@ -56,20 +56,49 @@ int srv_h_table_query(srv_request *req, srv_response *res);
 /*
  * The text/csv branch of PUT /v1/datasets/{id}/data for dataset `ds`: parses
  * the body (mech_table_parse_csv, optional declared schema in the query
- * parameter `columns=name:numeric,city:categorical`), stores the raw bytes
- * at <data_dir>/tables/<id>.csv (temp file, fsync, rename) and records rows,
- * columns and bytes in dataset_data (kind 'table'), replacing any earlier
- * link.  Answers 200 with the metadata (never rows), 400 with the field
- * (nothing stored), or 503.  Always returns 0 (the answer is in *res).
+ * parameter `columns=name:numeric,city:categorical`), writes the raw bytes
+ * to a file of its own, <data_dir>/tables/<id>.<24 hex>.csv (fsync of the
+ * file and of the directory), then in one write transaction records that
+ * path with the rows, columns and bytes in dataset_data (kind 'table'),
+ * replacing any earlier link, and after the commit removes the file the
+ * earlier link named.  Readers never see a path with another upload's
+ * schema.  Answers 200 with the metadata (never rows), 400 with the field
+ * (nothing stored), or 503 (nothing changed; a file already written is
+ * removed).  Always returns 0 (the answer is in *res).
  */
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds);
 
 /*
  * Reads the dataset's hosted table back (with its recorded schema) for a
- * trainer.  Returns 0 and a new table (mech_table_free), ACCT_EUNSUPPORTED
- * when no table is hosted, or ACCT_EINTERNAL when it cannot be read.  The
- * error text never quotes the table's contents.
+ * trainer, reading the link again if an upload replaced the file meanwhile
+ * (a few times).  Returns 0 and a new table (mech_table_free),
+ * ACCT_EUNSUPPORTED when no table is hosted, or ACCT_EINTERNAL when it
+ * cannot be read (or was replaced under every try).  The error text never
+ * quotes the table's contents.
  */
 int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, acct_error *err);
+
+/*
+ * Removes the files in <data_dir>/tables that no dataset_data row names:
+ * orphans of a crash between an upload's commit and its removal of the
+ * replaced file, or of an upload that never committed.  Only names an
+ * upload makes with a random suffix are considered (<id>.<hex>.csv and the
+ * older <id>.csv.tmp.<hex>), and only files older than ten minutes (an
+ * upload of another process may be in flight).  Meant for start-up, before
+ * requests are served.  Returns SRV_OK and the count removed in
+ * *ret_removed (may be NULL), or SRV_DB_ERROR when the directory or the
+ * database cannot be read (files may have been removed).
+ */
+int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_removed);
+
+/*
+ * Inside the caller's write transaction: the table file the dataset's link
+ * names (malloc'd into *ret, NULL when it hosts no table).  Returns SRV_OK
+ * or SRV_DB_ERROR.  After the commit that replaced the link, pass the path
+ * to srv__table_file_drop, which removes it if it is a file an upload of
+ * this dataset wrote and leaves anything else alone.
+ */
+int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret);
+void srv__table_file_drop(const char *path, const char *dataset_id);
 
 #endif

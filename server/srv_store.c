@@ -30,6 +30,7 @@
 #define BUSY_TIMEOUT_MS 30000
 #define PAGE_SIZE_TEXT "1024"
 #define RESERVATION_ID_BYTES 12
+_Static_assert(2 * RESERVATION_ID_BYTES == SRV__RANDOM_ID_HEX, "srv__random_id's length");
 
 enum stmt_id {
 	ST_DATASET_GET,

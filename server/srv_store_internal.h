@@ -60,8 +60,11 @@ int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n
  */
 int srv__random_bytes(void *buf, size_t n);
 
-/* prefix + 24 random hex digits.  Returns SRV_OK or SRV_NO_RANDOM (buf is
- * then the empty string). */
+/* The number of hex digits srv__random_id appends to its prefix. */
+#define SRV__RANDOM_ID_HEX 24
+
+/* prefix + SRV__RANDOM_ID_HEX random lowercase hex digits.  Returns SRV_OK
+ * or SRV_NO_RANDOM (buf is then the empty string). */
 int srv__random_id(const char *prefix, char *buf, size_t size);
 
 #endif

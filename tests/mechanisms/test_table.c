@@ -130,6 +130,55 @@ Test(table, text_must_be_utf8_without_nul)
 	}
 }
 
+/*
+ * Rows end at LF or CRLF.  A CR that no LF follows, outside quotes, is an
+ * input error at its line (never an internal error, and never "need a
+ * header row" for a file whose only line ends are CRs), with or without a
+ * declared schema; inside a quoted field a CR is data.
+ */
+Test(table, bare_cr_is_refused_at_its_line)
+{
+	static const mech_column_decl decl[] = {{"a", MECH_COL_NUMERIC}, {"b", MECH_COL_NUMERIC}};
+	static const struct {
+		const char *csv;
+		bool declared;
+		const char *where;
+	} bad[] = {
+		{"a\n1\r2\n", false, "/csv/line/2"},                    /* one lone CR among LFs */
+		{"a,b\n1,2\r3,4\n", false, "/csv/line/2"},
+		{"a,b\n1,2\r3,4\n", true, "/csv/line/2"},
+		{"a,b\r1,2\r3,4\r", false, "/csv/line/1"},              /* CR-only line ends */
+		{"a,b\r1,2\r3,4\r", true, "/csv/line/1"},
+		{"a,b\n1,2\n3,4\r", false, "/csv/line/3"},              /* a CR at the very end */
+		{"a,b\r\n1,2\r\n\r3,4\r\n", false, "/csv/line/3"},      /* a CR-terminated blank line */
+		{"a,b\n\"1\"\r2,3\n", false, "/csv/line/2"},            /* after a closing quote */
+		{"a,b\n1,2\r\r\n", false, "/csv/line/2"},
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		mech_table *t = NULL;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_parse_csv(bad[i].csv, strlen(bad[i].csv),
+						  bad[i].declared ? decl : NULL, bad[i].declared ? 2 : 0,
+						  &t, &err),
+			     ACCT_EINVAL, "case %zu: %s", i, err.text);
+		cr_assert_str_eq(err.where, bad[i].where, "case %zu: %s", i, err.text);
+		cr_assert(strstr(err.text, "carriage return"), "case %zu: %s", i, err.text);
+		cr_assert_null(t);
+	}
+	{
+		/* Mixed LF and CRLF rows, and a CR inside quotes, are fine. */
+		mech_table *t = parse_ok("a,b\r\n1,\"x\ry\"\n2,z\r\n", NULL, 0);
+
+		cr_assert_eq(mech_table_rows(t), 2);
+		cr_assert_eq(mech_table_category_count(t, 1), 2);
+		cr_assert_str_eq(mech_table_category_name(t, 1, 0), "x\ry");
+		mech_table_free(t);
+	}
+}
+
 Test(table, column_limit)
 {
 	size_t cols = DPG_MAX_CSV_COLUMNS + 1, len = 0;
