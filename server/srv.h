@@ -33,10 +33,28 @@ typedef struct srv_store srv_store;
 /*
  * Opens (creating if needed) the database at `path`, sets WAL mode and
  * synchronous=FULL, applies the embedded migrations idempotently, and makes a
- * pool of `pool_size` connections.  Returns 0, or -1 with a message in errbuf.
+ * pool of `pool_size` connections.  An absent or empty file is initialised;
+ * a file with tables but no schema_migrations (someone else's database), or
+ * with a schema version above the highest of the embedded migrations, is
+ * refused before anything is written.  Returns 0, or -1 with a message in
+ * errbuf.
  */
 int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store,
 		   char *errbuf, size_t errbuf_size);
+
+/*
+ * Opens an existing dpgate database for reading only (SQLITE_OPEN_READONLY,
+ * query_only): one connection, no migrations, no checkpoint at close, so the
+ * database file is never written.  It may be held open by a running server
+ * (WAL readers share its -wal and -shm files; on a WAL database that no one
+ * has open, SQLite itself creates those two side files, as for any reader).
+ * Refuses, with a message in errbuf and -1, a file that is missing, not
+ * SQLite, without dpgate's schema (empty or foreign), or at another schema
+ * version than this binary's.  Returns 0 with the store in *ret_store; close
+ * it with srv_store_close.  Writes through it fail.
+ */
+int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errbuf,
+			     size_t errbuf_size);
 
 /* Checkpoints the WAL and closes every connection.  Accepts NULL. */
 void srv_store_close(srv_store *store);
@@ -287,6 +305,16 @@ typedef struct srv_principal {
 	 * counts are atomic; its contents are never changed). */
 	json_t *datasets;
 } srv_principal;
+
+/*
+ * Checks what a new key would carry, the same for POST /v1/keys and `dpgate
+ * keys create`: `datasets` (borrowed; NULL when absent) must be an array of
+ * at most DPG_MAX_SCOPED_DATASETS distinct dataset ids (srv_id_ok), none for
+ * an admin key, at least one for an analyst key; `note` (NULL when absent)
+ * must be 1 to DPG_MAX_NOTE_BYTES bytes.  Returns 0, or ACCT_EINVAL with the
+ * first problem in err (where: "/datasets" or "/note").
+ */
+int srv_keys_check(srv_role role, const json_t *datasets, const char *note, acct_error *err);
 
 /*
  * Creates a key: 256 random bits from getrandom, stored as a SHA-256 hash.

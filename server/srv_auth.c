@@ -67,6 +67,49 @@ static void key_hash(const char *id_hex, const char *secret_hex,
 	crypto_hash_sha256_final(&st, out);
 }
 
+/* srv_keys_check's scope half: an array of distinct valid ids. */
+static int check_scope(srv_role role, const json_t *datasets, acct_error *err)
+{
+	size_t i;
+	json_t *v;
+
+	if (!datasets)
+		return role == SRV_ROLE_ANALYST ?
+			       acct_error_set(err, ACCT_EINVAL, "/datasets",
+					      "an analyst key needs 'datasets', the ids it may spend on") :
+			       0;
+	if (!json_is_array(datasets) || json_array_size(datasets) > DPG_MAX_SCOPED_DATASETS)
+		return acct_error_set(err, ACCT_EINVAL, "/datasets",
+				      "'datasets' must be an array of at most %d dataset ids",
+				      DPG_MAX_SCOPED_DATASETS);
+	if (role == SRV_ROLE_ADMIN && json_array_size(datasets) > 0)
+		return acct_error_set(err, ACCT_EINVAL, "/datasets", "admin keys are not scoped");
+	if (role == SRV_ROLE_ANALYST && json_array_size(datasets) == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/datasets",
+				      "an analyst key needs at least one dataset");
+	json_array_foreach(datasets, i, v) {
+		if (!json_is_string(v) || !srv_id_ok(json_string_value(v)))
+			return acct_error_set(err, ACCT_EINVAL, "/datasets",
+					      "entry %zu is not a dataset id (1 to %d of A-Z a-z 0-9 _ - .)",
+					      i, DPG_MAX_ID_BYTES);
+		for (size_t k = 0; k < i; k++)
+			if (json_equal(v, json_array_get(datasets, k)))
+				return acct_error_set(err, ACCT_EINVAL, "/datasets",
+						      "dataset '%s' is listed twice", json_string_value(v));
+	}
+	return 0;
+}
+
+int srv_keys_check(srv_role role, const json_t *datasets, const char *note, acct_error *err)
+{
+	if (check_scope(role, datasets, err) < 0)
+		return ACCT_EINVAL;
+	if (note && (note[0] == '\0' || strlen(note) > DPG_MAX_NOTE_BYTES))
+		return acct_error_set(err, ACCT_EINVAL, "/note", "'note' must be a string of 1 to %d bytes",
+				      DPG_MAX_NOTE_BYTES);
+	return 0;
+}
+
 int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const char *note,
 		    char key_text[SRV_KEY_TEXT_BYTES], char key_id[2 * SRV_KEY_ID_BYTES + 1])
 {

@@ -349,10 +349,16 @@ int srv_check_main(int argc, char **argv)
 	}
 	acct_error_init(&err);
 	datasets = json_object_get(policy, "datasets");
-	if (!json_is_object(policy) || !json_is_array(datasets) ||
-	    json_array_size(datasets) > CHECK_MAX_DATASETS) {
+	if (!json_is_object(policy) || !json_is_array(datasets)) {
 		acct_error_set(&err, ACCT_EINVAL, "/datasets",
 			       "the policy must be an object with a 'datasets' array");
+		status = bad_policy(&err);
+		goto out;
+	}
+	if (json_array_size(datasets) > CHECK_MAX_DATASETS) {
+		acct_error_set(&err, ACCT_EINVAL, "/datasets",
+			       "the policy lists %zu datasets; at most %d are allowed",
+			       json_array_size(datasets), CHECK_MAX_DATASETS);
 		status = bad_policy(&err);
 		goto out;
 	}

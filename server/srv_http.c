@@ -683,6 +683,10 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	signal(SIGPIPE, SIG_IGN);
 
 	ctx->public_limit = threads > 1 ? threads / 2 : 1;
+	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
+	 * second server bind the same port and take half the connections.
+	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
+	 * while old connections sit in TIME_WAIT; an address in use fails here. */
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
 			     (uint16_t)port, NULL, NULL, on_request, ctx,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -691,7 +695,6 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
-			     MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
 			     MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));

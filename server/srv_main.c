@@ -13,8 +13,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <gsl/gsl_errno.h>
@@ -33,6 +36,9 @@ void openblas_set_num_threads(int num_threads);
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA_DIR "dpgate-data"
 #define DEFAULT_THREADS 8
+/* `dpgate serve` holds an exclusive flock on "<database>-serve.lock" while it
+ * runs: one server per database. */
+#define SERVE_LOCK_SUFFIX "-serve.lock"
 
 static const char usage_top[] =
 	"usage: dpgate <command> [options]\n"
@@ -67,7 +73,11 @@ static const char usage_serve[] =
 	"  --quiet            no access log lines\n"
 	"\n"
 	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
-	"accepting, finishes requests in flight and closes the database.\n";
+	"accepting, finishes requests in flight and closes the database.\n"
+	"One server per database: serve holds an exclusive lock on FILE" SERVE_LOCK_SUFFIX "\n"
+	"and exits 1 when another server holds it, or when the address is in use.\n"
+	"A non-empty SQLite file without dpgate's schema, or with a newer schema\n"
+	"version than this dpgate knows, is refused (exit 1).\n";
 
 static const char usage_keys[] =
 	"usage: dpgate keys create --db FILE --role admin|analyst|viewer [--datasets a,b] [--note TEXT] [--if-none]\n"
@@ -91,7 +101,9 @@ static const char usage_verify[] =
 	"\n"
 	"Recomputes every dataset's spent and reserved totals from its ledger rows and\n"
 	"compares them with the stored running totals. Prints a JSON report; exit 0\n"
-	"when all agree and nothing is over budget, 1 otherwise, 2 on errors.\n";
+	"when all agree and nothing is over budget, 1 otherwise, 2 on errors (among\n"
+	"them: FILE is not a dpgate database, or its schema version is not this\n"
+	"dpgate's). Read-only: it never writes FILE, and works while a server runs.\n";
 
 static bool wants_help(int argc, char **argv)
 {
@@ -132,75 +144,68 @@ static bool database_exists(const char *cmd, const char *db_path)
 	return false;
 }
 
-static int cmd_serve(int argc, char **argv)
+/* Refuses positional arguments left after the options (getopt moved them to
+ * argv[first..argc)): prints the usage on stderr.  Returns true when there
+ * were none. */
+static bool no_stray_arguments(const char *cmd, int first, int argc, char **argv,
+			       const char *usage)
 {
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"listen", required_argument, NULL, 'l'},
-		{"data-dir", required_argument, NULL, 'D'},
-		{"threads", required_argument, NULL, 't'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *db = NULL, *listen = DEFAULT_LISTEN, *data_dir = DEFAULT_DATA_DIR;
-	unsigned threads = DEFAULT_THREADS, port;
-	char host[64], dbbuf[4096];
-	const char *colon;
-	srv_ctx ctx;
-	int c, rc;
+	if (first >= argc)
+		return true;
+	fprintf(stderr, "dpgate %s: unexpected argument '%s'\n%s", cmd, argv[first], usage);
+	return false;
+}
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': db = optarg; break;
-		case 'l': listen = optarg; break;
-		case 'D': data_dir = optarg; break;
-		case 't': {
-			char *end;
-			long t = strtol(optarg, &end, 10);
+/*
+ * Takes the one-server-per-database lock: an exclusive, non-blocking flock
+ * on "<database>" SERVE_LOCK_SUFFIX next to the database file (symlinks
+ * resolved when the file exists, so two spellings of one path share the
+ * lock).  The kernel drops it when the process ends, kill -9 included; the
+ * file itself stays.  Returns the descriptor, which the caller keeps open
+ * while it serves, or -1 after a message on stderr (another server holds the
+ * lock, or the file cannot be made).
+ */
+static int serve_lock(const char *db_path)
+{
+	char real[PATH_MAX], lock_path[PATH_MAX + sizeof(SERVE_LOCK_SUFFIX)];
+	const char *base = realpath(db_path, real) ? real : db_path;
+	int fd;
 
-			if (*end || t < 1 || t > 64) {
-				fprintf(stderr, "dpgate serve: --threads must be 1..64\n");
-				return 2;
-			}
-			threads = (unsigned)t;
-			break;
-		}
-		case 'q': break;
-		case 'h': fputs(usage_serve, stdout); return 0;
-		default: fputs(usage_serve, stderr); return 2;
-		}
+	if ((size_t)snprintf(lock_path, sizeof(lock_path), "%s" SERVE_LOCK_SUFFIX, base) >=
+	    sizeof(lock_path)) {
+		fprintf(stderr, "dpgate serve: database path too long: %s\n", db_path);
+		return -1;
 	}
-	colon = strrchr(listen, ':');
-	if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
-		fprintf(stderr, "dpgate serve: --listen must be HOST:PORT\n");
-		return 2;
+	fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "dpgate serve: cannot open the lock file %s: %s\n", lock_path,
+			strerror(errno));
+		return -1;
 	}
-	memcpy(host, listen, (size_t)(colon - listen));
-	host[colon - listen] = '\0';
-	{
-		char *end;
-		long p = strtol(colon + 1, &end, 10);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			fprintf(stderr,
+				"dpgate serve: another dpgate server is running on %s (it holds %s); "
+				"stop it first\n",
+				db_path, lock_path);
+		else
+			fprintf(stderr, "dpgate serve: cannot lock %s: %s\n", lock_path,
+				strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
 
-		if (*end || p < 0 || p > 65535) {
-			fprintf(stderr, "dpgate serve: bad port in --listen\n");
-			return 2;
-		}
-		port = (unsigned)p;
-	}
-	if (make_dir(data_dir) < 0)
-		return 1;
-	if (!db) {
-		snprintf(dbbuf, sizeof(dbbuf), "%s/dpgate.db", data_dir);
-		db = dbbuf;
-	}
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.access_log = true;
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--quiet") == 0)
-			ctx.access_log = false;
-	if (!realpath(data_dir, ctx.data_dir))
-		snprintf(ctx.data_dir, sizeof(ctx.data_dir), "%s", data_dir);
+/* cmd_serve after the lock: opens the store, starts the job workers and
+ * serves until a signal, on a copy of `settings` (data_dir, access_log).
+ * Returns the exit status. */
+static int serve_locked(const srv_ctx *settings, const char *db, const char *host, unsigned port,
+			unsigned threads)
+{
+	srv_ctx ctx = *settings;
+	int rc;
+
 	if (open_store(db, threads + 2, &ctx.store) < 0)
 		return 1;
 	if (!realpath(db, ctx.db_path))
@@ -246,6 +251,87 @@ static int cmd_serve(int argc, char **argv)
 	return rc;
 }
 
+static int cmd_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"db", required_argument, NULL, 'd'},
+		{"listen", required_argument, NULL, 'l'},
+		{"data-dir", required_argument, NULL, 'D'},
+		{"threads", required_argument, NULL, 't'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *db = NULL, *listen = DEFAULT_LISTEN, *data_dir = DEFAULT_DATA_DIR;
+	unsigned threads = DEFAULT_THREADS, port;
+	char host[64], dbbuf[4096];
+	const char *colon;
+	srv_ctx ctx;
+	int c, rc, lock_fd;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': db = optarg; break;
+		case 'l': listen = optarg; break;
+		case 'D': data_dir = optarg; break;
+		case 't': {
+			char *end;
+			long t = strtol(optarg, &end, 10);
+
+			if (*end || t < 1 || t > 64) {
+				fprintf(stderr, "dpgate serve: --threads must be 1..64\n");
+				return 2;
+			}
+			threads = (unsigned)t;
+			break;
+		}
+		case 'q': break;
+		case 'h': fputs(usage_serve, stdout); return 0;
+		default: fputs(usage_serve, stderr); return 2;
+		}
+	}
+	if (!no_stray_arguments("serve", optind, argc, argv, usage_serve))
+		return 2;
+	colon = strrchr(listen, ':');
+	if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
+		fprintf(stderr, "dpgate serve: --listen must be HOST:PORT\n");
+		return 2;
+	}
+	memcpy(host, listen, (size_t)(colon - listen));
+	host[colon - listen] = '\0';
+	{
+		char *end;
+		long p = strtol(colon + 1, &end, 10);
+
+		if (*end || p < 0 || p > 65535) {
+			fprintf(stderr, "dpgate serve: bad port in --listen\n");
+			return 2;
+		}
+		port = (unsigned)p;
+	}
+	if (make_dir(data_dir) < 0)
+		return 1;
+	if (!db) {
+		snprintf(dbbuf, sizeof(dbbuf), "%s/dpgate.db", data_dir);
+		db = dbbuf;
+	}
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.access_log = true;
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--quiet") == 0)
+			ctx.access_log = false;
+	if (!realpath(data_dir, ctx.data_dir))
+		snprintf(ctx.data_dir, sizeof(ctx.data_dir), "%s", data_dir);
+	/* Before the store opens: migrations and the restart rule (jobs left
+	 * running are marked failed) are for the one server of a database. */
+	lock_fd = serve_lock(db);
+	if (lock_fd < 0)
+		return 1;
+	rc = serve_locked(&ctx, db, host, port, threads);
+	close(lock_fd);
+	return rc;
+}
+
 static int cmd_keys(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -260,7 +346,9 @@ static int cmd_keys(int argc, char **argv)
 	const char *db_path = NULL, *role_name = NULL, *datasets = NULL, *note = NULL, *sub;
 	bool if_none = false;
 	srv_store *store = NULL;
-	srv_db *db;
+	srv_db *db = NULL;
+	json_t *scope = NULL;
+	srv_role role = SRV_ROLE_NONE;
 	int c, rc = 2;
 
 	if (argc < 2 || wants_help(argc, argv)) {
@@ -287,43 +375,53 @@ static int cmd_keys(int argc, char **argv)
 		fputs(usage_keys, stderr);
 		return 2;
 	}
-	if (strcmp(sub, "create") != 0 && !database_exists("keys", db_path))
+	/* revoke takes KEY_ID; nothing else takes a positional argument. */
+	if (!no_stray_arguments("keys", optind + (strcmp(sub, "revoke") == 0), argc, argv,
+				usage_keys))
 		return 2;
-	if (open_store(db_path, 1, &store) < 0)
-		return 1;
-	db = srv_store_acquire(store);
 	if (strcmp(sub, "create") == 0) {
-		char key_text[SRV_KEY_TEXT_BYTES], key_id[2 * SRV_KEY_ID_BYTES + 1];
-		json_t *scope = json_array();
-		srv_role role;
-		int64_t existing = 0;
-		int made;
+		acct_error err;
 
 		if (!role_name || srv_role_from_name(role_name, &role) < 0) {
 			fprintf(stderr, "dpgate keys create: --role must be admin, analyst or viewer\n");
-			json_decref(scope);
 			goto out;
 		}
+		/* No --datasets is no scope at all, as an absent "datasets". */
 		if (datasets) {
 			char *copy = strdup(datasets), *save = NULL;
 
+			scope = json_array();
+			if (!copy || !scope) {
+				free(copy);
+				rc = 1;
+				goto out;
+			}
 			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
 				json_array_append_new(scope, json_string(t));
 			free(copy);
 		}
-		if (role == SRV_ROLE_ANALYST && json_array_size(scope) == 0) {
-			fprintf(stderr, "dpgate keys create: an analyst key needs --datasets\n");
-			json_decref(scope);
+		/* POST /v1/keys's checks, before the database is opened or made. */
+		acct_error_init(&err);
+		if (srv_keys_check(role, scope, note, &err) < 0) {
+			fprintf(stderr, "dpgate keys create: %s: %s\n",
+				strcmp(err.where, "/note") == 0 ? "--note" : "--datasets", err.text);
 			goto out;
 		}
-		if (role == SRV_ROLE_ADMIN && json_array_size(scope) > 0) {
-			fprintf(stderr, "dpgate keys create: admin keys are not scoped\n");
-			json_decref(scope);
-			goto out;
-		}
+	}
+	if (strcmp(sub, "create") != 0 && !database_exists("keys", db_path))
+		return 2;
+	if (open_store(db_path, 1, &store) < 0) {
+		rc = 1;
+		goto out;
+	}
+	db = srv_store_acquire(store);
+	if (strcmp(sub, "create") == 0) {
+		char key_text[SRV_KEY_TEXT_BYTES], key_id[2 * SRV_KEY_ID_BYTES + 1];
+		int64_t existing = 0;
+		int made;
+
 		if (if_none && srv_keys_count(db, role, &existing) == SRV_OK && existing > 0) {
 			fprintf(stderr, "dpgate keys: a %s key exists already; none created\n", role_name);
-			json_decref(scope);
 			rc = 0;
 			goto out;
 		}
@@ -332,11 +430,9 @@ static int cmd_keys(int argc, char **argv)
 			fprintf(stderr, "dpgate keys create: %s\n",
 				made == SRV_NO_RANDOM ? "no secure randomness is available" :
 							"cannot write the key");
-			json_decref(scope);
 			rc = 1;
 			goto out;
 		}
-		json_decref(scope);
 		fprintf(stderr, "dpgate: created %s key %s; it is shown once:\n", role_name, key_id);
 		printf("%s\n", key_text);
 		sodium_memzero(key_text, sizeof(key_text));
@@ -372,6 +468,7 @@ static int cmd_keys(int argc, char **argv)
 		fputs(usage_keys, stderr);
 	}
 out:
+	json_decref(scope);
 	srv_store_release(store, db);
 	srv_store_close(store);
 	return rc;
@@ -418,6 +515,28 @@ out:
 	return j;
 }
 
+/*
+ * Reads the number option `--option` of command `cmd` into a new JSON real:
+ * the whole text must be a finite decimal (strtod syntax, no hex or
+ * infinities).  Returns the JSON value, or NULL after a message on stderr;
+ * the route's own checks judge the range.
+ */
+static json_t *number_option(const char *cmd, const char *option, const char *text)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(text, &end);
+	if (end == text || *end != '\0' || !isfinite(x) || errno == ERANGE ||
+	    strpbrk(text, "xX") != NULL) {
+		fprintf(stderr, "dpgate %s: --%s must be a finite number, not '%s'\n", cmd, option,
+			text);
+		return NULL;
+	}
+	return json_real(x);
+}
+
 static int cmd_stateless(const char *name, srv_json_fn fn, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -428,45 +547,58 @@ static int cmd_stateless(const char *name, srv_json_fn fn, int argc, char **argv
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *delta = NULL, *epsilon = NULL, *accountant = NULL, *neighbor = NULL;
+	const char *accountant = NULL, *neighbor = NULL;
 	acct_error err;
-	json_t *body, *answer = NULL;
-	int c, rc;
+	json_t *body = NULL, *answer = NULL, *delta = NULL, *epsilon = NULL;
+	int c, rc = 2;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': delta = optarg; break;
-		case 'e': epsilon = optarg; break;
+		case 'd':
+			json_decref(delta);
+			if (!(delta = number_option(name, "delta", optarg)))
+				goto out;
+			break;
+		case 'e':
+			json_decref(epsilon);
+			if (!(epsilon = number_option(name, "epsilon", optarg)))
+				goto out;
+			break;
 		case 'a': accountant = optarg; break;
 		case 'n': neighbor = optarg; break;
-		case 'h': printf(usage_stateless, name, name); return 0;
-		default: fprintf(stderr, usage_stateless, name, name); return 2;
+		case 'h': printf(usage_stateless, name, name); rc = 0; goto out;
+		default: fprintf(stderr, usage_stateless, name, name); goto out;
 		}
+	}
+	/* At most one FILE. */
+	if (optind + 1 < argc) {
+		fprintf(stderr, "dpgate %s: unexpected argument '%s'\n", name, argv[optind + 1]);
+		fprintf(stderr, usage_stateless, name, name);
+		goto out;
 	}
 	acct_error_init(&err);
 	body = read_json_input(optind < argc ? argv[optind] : NULL, &err);
 	if (!body) {
 		fprintf(stderr, "dpgate %s: %s%s%s\n", name, err.text, err.where[0] ? " at " : "",
 			err.where);
-		return 2;
+		goto out;
 	}
 	/* Options fill in missing keys; numbers are passed as JSON numbers. */
 	if (delta && !json_object_get(body, "delta"))
-		json_object_set_new(body, "delta", json_loads(delta, JSON_DECODE_ANY, NULL));
+		json_object_set(body, "delta", delta);
 	if (epsilon && !json_object_get(body, "epsilon"))
-		json_object_set_new(body, "epsilon", json_loads(epsilon, JSON_DECODE_ANY, NULL));
+		json_object_set(body, "epsilon", epsilon);
 	if (accountant && !json_object_get(body, "accountant"))
 		json_object_set_new(body, "accountant", json_string(accountant));
 	if (neighbor && !json_object_get(body, "neighbor"))
 		json_object_set_new(body, "neighbor", json_string(neighbor));
 	rc = fn(body, &answer, &err);
-	json_decref(body);
 	if (rc < 0 || !answer) {
 		fprintf(stderr, "dpgate %s: %s%s%s\n", name, err.text, err.where[0] ? " at " : "",
 			err.where);
-		json_decref(answer);
-		return err.code == ACCT_EINVAL ? 2 : 1;
+		rc = err.code == ACCT_EINVAL ? 2 : 1;
+		goto out;
 	}
 	{
 		char *text = srv_json_dump(answer);
@@ -475,8 +607,13 @@ static int cmd_stateless(const char *name, srv_json_fn fn, int argc, char **argv
 			printf("%s\n", text);
 		free(text);
 	}
+	rc = 0;
+out:
 	json_decref(answer);
-	return 0;
+	json_decref(body);
+	json_decref(delta);
+	json_decref(epsilon);
+	return rc;
 }
 
 static int cmd_verify(int argc, char **argv)
@@ -490,6 +627,7 @@ static int cmd_verify(int argc, char **argv)
 	srv_store *store = NULL;
 	srv_db *db;
 	json_t *report = NULL;
+	char errbuf[512];
 	int c, rc;
 
 	optind = 1;
@@ -500,12 +638,18 @@ static int cmd_verify(int argc, char **argv)
 		default: fputs(usage_verify, stderr); return 2;
 		}
 	}
-	if (!db_path) {
-		fputs(usage_verify, stderr);
+	if (!db_path || !no_stray_arguments("verify", optind, argc, argv, usage_verify)) {
+		if (!db_path)
+			fputs(usage_verify, stderr);
 		return 2;
 	}
-	if (!database_exists("verify", db_path) || open_store(db_path, 1, &store) < 0)
+	/* Read-only: no migration, nothing created, no checkpoint. */
+	if (!database_exists("verify", db_path))
 		return 2;
+	if (srv_store_open_read_only(db_path, &store, errbuf, sizeof(errbuf)) < 0) {
+		fprintf(stderr, "dpgate verify: %s\n", errbuf);
+		return 2;
+	}
 	db = srv_store_acquire(store);
 	rc = srv_store_verify(db, &report);
 	srv_store_release(store, db);

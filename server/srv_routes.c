@@ -809,37 +809,6 @@ static int h_keys_list(srv_request *req, srv_response *res)
 	return 0;
 }
 
-/* Checks a key's dataset scope: an array of distinct valid ids. */
-static int check_scope(const json_t *ds, srv_role role, acct_error *err)
-{
-	size_t i;
-	json_t *v;
-
-	if (!ds)
-		return role == SRV_ROLE_ANALYST ?
-			       acct_error_set(err, ACCT_EINVAL, "/datasets",
-					      "an analyst key needs 'datasets', the ids it may spend on") :
-			       0;
-	if (!json_is_array(ds) || json_array_size(ds) > DPG_MAX_SCOPED_DATASETS)
-		return acct_error_set(err, ACCT_EINVAL, "/datasets",
-				      "'datasets' must be an array of at most %d dataset ids",
-				      DPG_MAX_SCOPED_DATASETS);
-	if (role == SRV_ROLE_ADMIN && json_array_size(ds) > 0)
-		return acct_error_set(err, ACCT_EINVAL, "/datasets", "admin keys are not scoped");
-	if (role == SRV_ROLE_ANALYST && json_array_size(ds) == 0)
-		return acct_error_set(err, ACCT_EINVAL, "/datasets",
-				      "an analyst key needs at least one dataset");
-	json_array_foreach(ds, i, v) {
-		if (!json_is_string(v) || !srv_id_ok(json_string_value(v)))
-			return acct_error_set(err, ACCT_EINVAL, "/datasets", "entry %zu is not a dataset id", i);
-		for (size_t k = 0; k < i; k++)
-			if (json_equal(v, json_array_get(ds, k)))
-				return acct_error_set(err, ACCT_EINVAL, "/datasets",
-						      "dataset '%s' is listed twice", json_string_value(v));
-	}
-	return 0;
-}
-
 static int h_keys_create(srv_request *req, srv_response *res)
 {
 	static const char *const keys[] = {"role", "datasets", "note", NULL};
@@ -858,10 +827,12 @@ static int h_keys_create(srv_request *req, srv_response *res)
 		rc = acct_error_set(&err, ACCT_EINVAL, "/role",
 				    "'role' must be \"admin\", \"analyst\" or \"viewer\"");
 	scope = json_object_get(req->body, "datasets");
-	if (rc >= 0)
-		rc = check_scope(scope, role, &err);
+	/* The JSON types here; what a key may carry in srv_keys_check, which
+	 * `dpgate keys create` shares. */
 	if (rc >= 0)
 		rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note, &err);
+	if (rc >= 0)
+		rc = srv_keys_check(role, scope, note, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/stat.h>
+
 #include <sodium.h>
 
 #include "mech.h"
@@ -124,6 +126,7 @@ struct srv_store {
 	bool leading;
 	srv_db *writer; /* the leader's connection: one, so its page cache stays warm */
 	uint64_t batches, batched; /* under group_lock */
+	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
 };
 
 void srv_now_text(char buf[32])
@@ -330,29 +333,135 @@ void srv__rollback(srv_db *db)
 		step_once(db, sql_rollback);
 }
 
-/* migrate's transaction; errbuf gets what went wrong. */
-static int migrate_locked(srv_db *db, char *errbuf, size_t errbuf_size)
+/* The version a migration file's name starts with ("005_x.sql" is 5), or 0
+ * when the embedded file is not a migration. */
+static long migration_version(const struct srv_embedded_file *f)
+{
+	size_t len = strlen(f->name);
+	long version;
+
+	if (len < 5 || strcmp(f->name + len - 4, ".sql") != 0)
+		return 0;
+	version = strtol(f->name, NULL, 10);
+	return version > 0 ? version : 0;
+}
+
+/* The highest schema version this binary's embedded migrations reach. */
+static long known_schema_version(void)
+{
+	long known = 0;
+
+	for (size_t i = 0; i < srv_embedded_count; i++) {
+		long v = migration_version(&srv_embedded[i]);
+
+		if (v > known)
+			known = v;
+	}
+	return known;
+}
+
+/* The first column of a one-row integer query, or -1 when it fails. */
+static int64_t query_int(sqlite3 *h, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+/* What a database file holds, as far as dpgate's schema goes. */
+enum schema_state {
+	SCHEMA_EMPTY,   /* no tables at all (a new or zero-byte file) */
+	SCHEMA_FOREIGN, /* tables, but no schema_migrations: someone else's */
+	SCHEMA_OLDER,   /* dpgate's, with migrations left to apply */
+	SCHEMA_CURRENT, /* dpgate's, at this binary's version */
+	SCHEMA_NEWER,   /* dpgate's, from a newer binary */
+};
+
+/*
+ * Reads which of enum schema_state the database at `h` is in; *ret_version
+ * gets the highest recorded migration (0 when there is none).  Returns 0,
+ * or -1 with a message in errbuf when SQLite cannot read the file (not a
+ * database, locked past the busy timeout).
+ */
+static int schema_inspect(sqlite3 *h, const char *path, enum schema_state *ret_state,
+			  int64_t *ret_version, char *errbuf, size_t errbuf_size)
+{
+	int64_t has_migrations, objects, version = 0;
+	long known = known_schema_version();
+
+	has_migrations = query_int(h, "SELECT count(*) FROM sqlite_master"
+				      " WHERE type = 'table' AND name = 'schema_migrations'");
+	objects = query_int(h, "SELECT count(*) FROM sqlite_master");
+	if (has_migrations < 0 || objects < 0) {
+		snprintf(errbuf, errbuf_size, "cannot read %s: %s", path, sqlite3_errmsg(h));
+		return -1;
+	}
+	if (has_migrations > 0) {
+		version = query_int(h, "SELECT coalesce(max(version), 0) FROM schema_migrations");
+		if (version < 0) {
+			snprintf(errbuf, errbuf_size, "cannot read %s: %s", path, sqlite3_errmsg(h));
+			return -1;
+		}
+	}
+	*ret_version = version;
+	if (has_migrations == 0)
+		*ret_state = objects == 0 ? SCHEMA_EMPTY : SCHEMA_FOREIGN;
+	else if (version > known)
+		*ret_state = SCHEMA_NEWER;
+	else
+		*ret_state = version == known ? SCHEMA_CURRENT : SCHEMA_OLDER;
+	return 0;
+}
+
+/* The message for a database this binary must not use (foreign or newer). */
+static void schema_refusal(enum schema_state state, const char *path, int64_t version,
+			   char *errbuf, size_t errbuf_size)
+{
+	if (state == SCHEMA_FOREIGN)
+		snprintf(errbuf, errbuf_size,
+			 "%s is not a dpgate database (it has tables but no schema_migrations); "
+			 "refusing to use it",
+			 path);
+	else
+		snprintf(errbuf, errbuf_size,
+			 "%s has schema version %lld, newer than this dpgate knows (%ld); "
+			 "refusing to use it (run the newer dpgate)",
+			 path, (long long)version, known_schema_version());
+}
+
+/* migrate's transaction; errbuf gets what went wrong.  A foreign database or
+ * one from a newer dpgate is refused before anything is written. */
+static int migrate_locked(srv_db *db, const char *path, char *errbuf, size_t errbuf_size)
 {
 	char now[32];
 	sqlite3_stmt *check = NULL;
+	enum schema_state state;
+	int64_t recorded;
 
-	if (srv__begin_write(db) < 0 ||
-	    exec_sql(db->h, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+	if (srv__begin_write(db) < 0)
+		goto fail;
+	if (schema_inspect(db->h, path, &state, &recorded, errbuf, errbuf_size) < 0)
+		goto out;
+	if (state == SCHEMA_FOREIGN || state == SCHEMA_NEWER) {
+		schema_refusal(state, path, recorded, errbuf, errbuf_size);
+		goto out;
+	}
+	if (exec_sql(db->h, "CREATE TABLE IF NOT EXISTS schema_migrations ("
 			    " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
 			    " applied_at TEXT NOT NULL)") < 0)
 		goto fail;
 	srv_now_text(now);
 	for (size_t i = 0; i < srv_embedded_count; i++) {
 		const struct srv_embedded_file *f = &srv_embedded[i];
-		size_t len = strlen(f->name);
 		sqlite3_stmt *s = NULL;
-		long version;
+		long version = migration_version(f);
 		int have;
 
-		if (len < 5 || strcmp(f->name + len - 4, ".sql") != 0)
-			continue;
-		version = strtol(f->name, NULL, 10);
-		if (version <= 0)
+		if (version == 0)
 			continue;
 		if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM schema_migrations WHERE version = ?1", -1,
 				       &s, NULL) != SQLITE_OK)
@@ -402,7 +511,7 @@ out:
  * that others reference (SQLite's documented procedure: create, copy, drop,
  * rename); PRAGMA foreign_key_check must then find nothing before COMMIT.
  */
-static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
+static int migrate(srv_db *db, const char *path, char *errbuf, size_t errbuf_size)
 {
 	int rc;
 
@@ -410,7 +519,7 @@ static int migrate(srv_db *db, char *errbuf, size_t errbuf_size)
 		snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
 		return -1;
 	}
-	rc = migrate_locked(db, errbuf, errbuf_size);
+	rc = migrate_locked(db, path, errbuf, errbuf_size);
 	if (exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0 && rc == 0) {
 		snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
 		rc = -1;
@@ -431,11 +540,50 @@ int srv_store_schema_version(srv_db *db)
 	return v;
 }
 
+/*
+ * Looks at an existing non-empty file before any connection configures it:
+ * PRAGMA journal_mode = WAL alone rewrites the header of a rollback-journal
+ * database, so someone else's SQLite file must be refused on a read-only
+ * connection first.  Returns 0 (absent, empty, or dpgate's at this or an older
+ * version) or -1 with a message in errbuf.  migrate_locked checks again
+ * under the write lock.
+ */
+static int precheck_existing(const char *path, char *errbuf, size_t errbuf_size)
+{
+	struct stat st;
+	sqlite3 *h = NULL;
+	enum schema_state state;
+	int64_t version;
+	int rc = -1;
+
+	if (stat(path, &st) < 0 || (S_ISREG(st.st_mode) && st.st_size == 0))
+		return 0; /* sqlite3_open_v2 with SQLITE_OPEN_CREATE reports the rest */
+	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
+			 h ? sqlite3_errmsg(h) : "out of memory");
+		goto out;
+	}
+	sqlite3_busy_timeout(h, BUSY_TIMEOUT_MS);
+	if (schema_inspect(h, path, &state, &version, errbuf, errbuf_size) < 0)
+		goto out;
+	if (state == SCHEMA_FOREIGN || state == SCHEMA_NEWER) {
+		schema_refusal(state, path, version, errbuf, errbuf_size);
+		goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_close_v2(h);
+	return rc;
+}
+
 int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, char *errbuf,
 		   size_t errbuf_size)
 {
-	srv_store *st = calloc(1, sizeof(*st));
+	srv_store *st;
 
+	if (precheck_existing(path, errbuf, errbuf_size) < 0)
+		return -1;
+	st = calloc(1, sizeof(*st));
 	if (!st || pool_size == 0) {
 		snprintf(errbuf, errbuf_size, "out of memory");
 		free(st);
@@ -456,7 +604,7 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 
 		if (!db)
 			goto fail;
-		if (i == 0 && migrate(db, errbuf, errbuf_size) < 0) {
+		if (i == 0 && migrate(db, path, errbuf, errbuf_size) < 0) {
 			db_close(db);
 			goto fail;
 		}
@@ -476,11 +624,80 @@ fail:
 	return -1;
 }
 
+int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errbuf,
+			     size_t errbuf_size)
+{
+	srv_store *st = calloc(1, sizeof(*st));
+	srv_db *db = calloc(1, sizeof(*db));
+	enum schema_state state;
+	int64_t version;
+
+	if (!st || !db) {
+		snprintf(errbuf, errbuf_size, "out of memory");
+		free(st);
+		free(db);
+		return -1;
+	}
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->available, NULL);
+	pthread_mutex_init(&st->group_lock, NULL);
+	pthread_cond_init(&st->group_done, NULL);
+	st->queue_tail = &st->queue_head;
+	st->read_only = true;
+	st->all = calloc(1, sizeof(srv_db *));
+	if (!st->all) {
+		snprintf(errbuf, errbuf_size, "out of memory");
+		free(db);
+		goto fail;
+	}
+	db->store = st;
+	st->all[st->count++] = db;
+	st->free_list = db;
+	/* No SQLITE_OPEN_CREATE: a missing file stays missing. */
+	if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+	    SQLITE_OK) {
+		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
+			 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
+	sqlite3_extended_result_codes(db->h, 1);
+	if (exec_sql(db->h, "PRAGMA query_only = ON") < 0 ||
+	    exec_sql(db->h, "PRAGMA mmap_size = 0") < 0) {
+		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
+		goto fail;
+	}
+	if (schema_inspect(db->h, path, &state, &version, errbuf, errbuf_size) < 0)
+		goto fail;
+	switch (state) {
+	case SCHEMA_CURRENT:
+		break;
+	case SCHEMA_EMPTY:
+		snprintf(errbuf, errbuf_size, "%s is not a dpgate database (it has no tables)", path);
+		goto fail;
+	case SCHEMA_OLDER:
+		snprintf(errbuf, errbuf_size,
+			 "%s has schema version %lld, older than this dpgate's %ld; start `dpgate "
+			 "serve` on it (or run `dpgate keys list`) once to migrate it",
+			 path, (long long)version, known_schema_version());
+		goto fail;
+	case SCHEMA_FOREIGN:
+	case SCHEMA_NEWER:
+		schema_refusal(state, path, version, errbuf, errbuf_size);
+		goto fail;
+	}
+	*ret_store = st;
+	return 0;
+fail:
+	srv_store_close(st);
+	return -1;
+}
+
 void srv_store_close(srv_store *st)
 {
 	if (!st)
 		return;
-	if (st->count > 0)
+	if (st->count > 0 && !st->read_only)
 		sqlite3_wal_checkpoint_v2(st->all[0]->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 	for (unsigned i = 0; i < st->count; i++)
 		db_close(st->all[i]);

@@ -6,9 +6,11 @@
  * 001..004 (as dpgate applied them, recorded in schema_migrations), with
  * rows in every table that 005 rebuilds and rows elsewhere that point at
  * them: a job holding a reservation, PATE answers holding ledger rows.
- * Then `dpgate verify --db` (which opens and migrates the store) must exit
- * 0 and the database must be at version 5 with the same rows, no dangling
- * reference, and the same values accepted and refused as before.
+ * `dpgate verify`, which is read-only, refuses the old version and leaves
+ * the file alone; `dpgate keys list` (which opens and migrates the store)
+ * must then exit 0, the database must be at version 5 with the same rows,
+ * no dangling reference, and the same values accepted and refused as
+ * before, and verify must now pass.
  */
 #include <criterion/criterion.h>
 
@@ -121,6 +123,7 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 {
 	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
 	const char *argv[] = {dpg_bin(), "verify", "--db", path, NULL};
+	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
 	sqlite3 *h = NULL;
 	char *msg = NULL;
 
@@ -128,6 +131,8 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
 	make_v4_database(path);
 
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 2, "verify before migration: %s", out);
+	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "verify after migration: %s", out);
 
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
@@ -163,6 +168,7 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	sqlite3_close(h);
 
 	/* Opening again applies nothing more. */
+	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "second keys list: %s", out);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "second verify: %s", out);
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
 	cr_assert_eq(count(h, "SELECT count(*) FROM schema_migrations"), 5);

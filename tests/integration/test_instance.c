@@ -1,0 +1,453 @@
+/*
+ * test_instance.c: one server per port and per database, and the command
+ * line's refusals: `dpgate verify` is read-only and refuses what is not a
+ * dpgate database (or a newer one), `dpgate keys create` checks what POST
+ * /v1/keys checks, and bad numbers or stray arguments are usage errors.
+ *
+ * Commands that must fail at once are run with a time limit, so that a
+ * binary which starts serving instead fails the test rather than hanging it.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* How long a command that should fail at start may take (sanitizer builds
+ * start slowly). */
+#define START_LIMIT_S 20
+#define STILL_RUNNING (-1)
+
+static dpg_server srv;
+
+static void setup(void)
+{
+	dpg_server_start(&srv);
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+}
+
+TestSuite(instance, .init = setup, .fini = teardown, .timeout = 300);
+
+/*
+ * Runs argv with stdout and stderr both captured into out (NUL-terminated)
+ * and stdin empty.  Returns the exit status, or STILL_RUNNING when the
+ * command had not ended after `seconds` (it is killed then).
+ */
+static int run_limited(char *out, size_t out_size, const char *const *argv, int seconds)
+{
+	char path[] = "/tmp/dpgate-instance-out-XXXXXX";
+	int fd = mkstemp(path), status = 0, rc = STILL_RUNNING;
+	pid_t pid;
+	FILE *f;
+	size_t n;
+
+	cr_assert_geq(fd, 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int null_fd = open("/dev/null", O_RDONLY);
+
+		dup2(null_fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fd);
+	for (int i = 0; i < seconds * 20; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+			break;
+		}
+		usleep(50000);
+	}
+	if (rc == STILL_RUNNING) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	f = fopen(path, "rb");
+	cr_assert_not_null(f);
+	n = fread(out, 1, out_size - 1, f);
+	out[n] = '\0';
+	fclose(f);
+	unlink(path);
+	return rc;
+}
+
+/* The whole content of a file (caller frees); *ret_len gets its length. */
+static char *slurp(const char *path, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	cr_assert_not_null(f, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*ret_len = (size_t)n;
+	return buf;
+}
+
+static void sql_file(const char *path, const char *sql)
+{
+	sqlite3 *h = NULL;
+
+	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+	sqlite3_close(h);
+}
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* Runs argv on `path` and requires `want` and the file unchanged, byte for
+ * byte, with no -wal, -shm or -journal file left beside it. */
+static void expect_refused_untouched(const char *const *argv, const char *path, int want,
+				     const char *says)
+{
+	char out[8192], side[512];
+	static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
+	size_t before_len, after_len;
+	char *before = slurp(path, &before_len), *after;
+	int rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+
+	cr_assert_eq(rc, want, "dpgate %s on %s: exit %d: %s", argv[1], path, rc, out);
+	cr_assert_not_null(strstr(out, says), "dpgate %s on %s said: %s", argv[1], path, out);
+	after = slurp(path, &after_len);
+	cr_assert_eq(after_len, before_len, "dpgate %s changed the size of %s", argv[1], path);
+	cr_assert_eq(memcmp(before, after, before_len), 0, "dpgate %s changed %s", argv[1], path);
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(side, sizeof(side), "%s%s", path, suffixes[i]);
+		cr_assert(!exists(side), "dpgate %s left %s", argv[1], side);
+	}
+	free(before);
+	free(after);
+}
+
+Test(instance, a_second_server_on_the_same_port_fails_and_the_first_keeps_its_database)
+{
+	char out[8192], listen[64], other_db[400], other_data[400];
+	const char *argv[] = {dpg_bin(), "serve", "--db", other_db, "--listen", listen,
+			      "--data-dir", other_data, "--quiet", NULL};
+	int rc;
+
+	dpg_make_dataset(&srv, "mine", 1.0, 0, "basic");
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", srv.port);
+	snprintf(other_db, sizeof(other_db), "%s/other.db", srv.dir);
+	snprintf(other_data, sizeof(other_data), "%s/other-data", srv.dir);
+	rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+	cr_assert_eq(rc, 1, "second serve on port %d: exit %d: %s", srv.port, rc, out);
+	cr_assert_not_null(strstr(out, "cannot listen"), "%s", out);
+	/* Every request still reaches the first server and its database. */
+	for (int i = 0; i < 20; i++) {
+		dpg_resp r = dpg_call(&srv, "GET", "/v1/datasets/mine", srv.admin_key, NULL);
+
+		cr_assert_eq(r.status, 200, "request %d: %ld %s", i, r.status, r.body);
+		dpg_resp_free(&r);
+	}
+}
+
+Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_jobs)
+{
+	static const char *const running[] = {"running", NULL};
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	char out[8192], path[512], line[256], id[64], job_path[128], other_data[400];
+	const char *argv[] = {dpg_bin(), "serve", "--db", srv.db, "--listen", "127.0.0.1:0",
+			      "--data-dir", other_data, "--quiet", NULL};
+	char *csv = malloc(16384);
+	size_t n = 0;
+	FILE *f;
+	dpg_resp r;
+	int rc;
+
+	/* A job that runs for minutes: an MLP on iris, 3000 epochs of lots of 5. */
+	snprintf(path, sizeof(path), "%s/iris.csv", getenv("DPGATE_TEST_DATA"));
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(csv);
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	n += (size_t)snprintf(csv + n, 16384 - n, "a,b,c,d,species\n");
+	while (fgets(line, sizeof(line), f))
+		n += (size_t)snprintf(csv + n, 16384 - n, "%s", line);
+	fclose(f);
+	dpg_make_dataset(&srv, "iris", 1000.0, 1e-5, "rdp");
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/iris/data", srv.admin_key, csv, n, hdr, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	free(csv);
+	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
+		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,"
+		     "\"label\":\"species\",\"classes\":3,\"epochs\":3000,\"lot_size\":5,"
+		     "\"noise_multiplier\":1.0}}");
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	json_decref(dpg_job_wait(&srv, id, running, 60));
+
+	snprintf(other_data, sizeof(other_data), "%s/other-data", srv.dir);
+	rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+	cr_assert_eq(rc, 1, "second serve on %s: exit %d: %s", srv.db, rc, out);
+	cr_assert_not_null(strstr(out, "another dpgate server is running"), "%s", out);
+
+	/* The restart rule did not run: the job still runs, unfailed. */
+	snprintf(job_path, sizeof(job_path), "/v1/jobs/%s", id);
+	r = dpg_call(&srv, "GET", job_path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "running", "%s", r.body);
+	cr_assert_null(json_object_get(r.json, "error"), "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "DELETE", job_path, srv.admin_key, NULL);
+	dpg_resp_free(&r);
+	/* Once the first server is gone, the lock is free again. */
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	dpg_server_restart(&srv);
+}
+
+Test(instance, verify_refuses_a_foreign_or_empty_file_and_leaves_it_as_it_was)
+{
+	char foreign[400], empty[400];
+	const char *verify_foreign[] = {dpg_bin(), "verify", "--db", foreign, NULL};
+	const char *verify_empty[] = {dpg_bin(), "verify", "--db", empty, NULL};
+	FILE *f;
+
+	snprintf(foreign, sizeof(foreign), "%s/foreign.db", srv.dir);
+	snprintf(empty, sizeof(empty), "%s/empty.db", srv.dir);
+	sql_file(foreign, "CREATE TABLE t (x); INSERT INTO t VALUES (1)");
+	f = fopen(empty, "wb");
+	cr_assert_not_null(f);
+	fclose(f);
+	expect_refused_untouched(verify_foreign, foreign, 2, "not a dpgate database");
+	expect_refused_untouched(verify_empty, empty, 2, "not a dpgate database");
+}
+
+Test(instance, serve_and_keys_refuse_a_foreign_database_and_leave_it_as_it_was)
+{
+	char foreign[400], data[400], empty[400], out[8192];
+	const char *serve[] = {dpg_bin(), "serve", "--db", foreign, "--listen", "127.0.0.1:0",
+			       "--data-dir", data, "--quiet", NULL};
+	const char *keys[] = {dpg_bin(), "keys", "create", "--db", foreign, "--role", "admin", NULL};
+	const char *keys_empty[] = {dpg_bin(), "keys", "create", "--db", empty, "--role", "admin", NULL};
+	const char *verify_empty[] = {dpg_bin(), "verify", "--db", empty, NULL};
+	FILE *f;
+
+	snprintf(foreign, sizeof(foreign), "%s/foreign.db", srv.dir);
+	snprintf(data, sizeof(data), "%s/foreign-data", srv.dir);
+	snprintf(empty, sizeof(empty), "%s/empty.db", srv.dir);
+	sql_file(foreign, "CREATE TABLE t (x); INSERT INTO t VALUES (1)");
+	expect_refused_untouched(serve, foreign, 1, "not a dpgate database");
+	expect_refused_untouched(keys, foreign, 1, "not a dpgate database");
+	/* A zero-byte file is a new database, as before. */
+	f = fopen(empty, "wb");
+	cr_assert_not_null(f);
+	fclose(f);
+	cr_assert_eq(run_limited(out, sizeof(out), keys_empty, START_LIMIT_S), 0, "%s", out);
+	cr_assert_eq(run_limited(out, sizeof(out), verify_empty, START_LIMIT_S), 0, "%s", out);
+}
+
+Test(instance, verify_serve_and_keys_refuse_a_newer_schema)
+{
+	char newer[400], data[400];
+	const char *verify[] = {dpg_bin(), "verify", "--db", newer, NULL};
+	const char *serve[] = {dpg_bin(), "serve", "--db", newer, "--listen", "127.0.0.1:0",
+			       "--data-dir", data, "--quiet", NULL};
+	const char *keys_list[] = {dpg_bin(), "keys", "list", "--db", newer, NULL};
+	char cmd[1024];
+
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	snprintf(newer, sizeof(newer), "%s/newer.db", srv.dir);
+	snprintf(data, sizeof(data), "%s/newer-data", srv.dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", srv.db, newer);
+	cr_assert_eq(system(cmd), 0);
+	/* A version above every schema/NNN_*.sql this binary embeds. */
+	sql_file(newer, "PRAGMA journal_mode = DELETE;"
+			"INSERT INTO schema_migrations VALUES (999, '999_future.sql', 't')");
+	expect_refused_untouched(verify, newer, 2, "newer than this dpgate");
+	expect_refused_untouched(serve, newer, 1, "newer than this dpgate");
+	expect_refused_untouched(keys_list, newer, 1, "newer than this dpgate");
+	dpg_server_restart(&srv);
+}
+
+Test(instance, verify_works_while_a_server_runs_on_the_database)
+{
+	char out[8192];
+	const char *verify[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+	dpg_resp r;
+	int rc;
+
+	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	rc = run_limited(out, sizeof(out), verify, START_LIMIT_S);
+	cr_assert_eq(rc, 0, "verify beside a running server: exit %d: %s", rc, out);
+	cr_assert_not_null(strstr(out, "\"totals_match\": true"), "%s", out);
+	/* The server goes on charging afterwards. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
+{
+	enum { MANY = 257 };
+	char out[16384], long_id[201], *many = malloc(MANY * 8), *note = malloc(5001), fresh[400];
+	const char *list[] = {dpg_bin(), "keys", "list", "--db", srv.db, NULL};
+	size_t n = 0, keys_before;
+	json_t *arr;
+
+	cr_assert_not_null(many);
+	cr_assert_not_null(note);
+	for (int i = 0; i < MANY; i++)
+		n += (size_t)snprintf(many + n, MANY * 8 - n, "%sd%d", i ? "," : "", i);
+	memset(long_id, 'a', 200);
+	long_id[200] = '\0';
+	memset(note, 'n', 5000);
+	note[5000] = '\0';
+	snprintf(fresh, sizeof(fresh), "%s/fresh.db", srv.dir);
+	cr_assert_eq(dpg_run(out, sizeof(out), list), 0);
+	arr = json_loads(out, 0, NULL);
+	keys_before = json_array_size(arr);
+	json_decref(arr);
+	{
+		const char *const bad[][10] = {
+			{"--role", "analyst", "--datasets", many},
+			{"--role", "analyst", "--datasets", "../x"},
+			{"--role", "viewer", "--datasets", "ok,a/b"},
+			{"--role", "analyst", "--datasets", long_id},
+			{"--role", "analyst", "--datasets", "a,b,a"},
+			{"--role", "viewer", "--note", note},
+			{"--role", "admin", "--datasets", "a"},
+			{"--role", "analyst"},
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			for (int on_fresh = 0; on_fresh < 2; on_fresh++) {
+				const char *argv[16] = {dpg_bin(), "keys", "create", "--db",
+							on_fresh ? fresh : srv.db};
+				int k = 5, rc;
+
+				for (int j = 0; bad[i][j]; j++)
+					argv[k++] = bad[i][j];
+				argv[k] = NULL;
+				rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+				cr_assert_eq(rc, 2, "case %zu: exit %d: %s", i, rc, out);
+				cr_assert_null(strstr(out, "dpg_"), "case %zu printed a key: %s", i, out);
+				cr_assert(!exists(fresh), "case %zu made %s", i, fresh);
+			}
+		}
+	}
+	cr_assert_eq(dpg_run(out, sizeof(out), list), 0);
+	arr = json_loads(out, 0, NULL);
+	cr_assert_eq(json_array_size(arr), keys_before, "a refused create wrote a key: %s", out);
+	json_decref(arr);
+	/* The same limits hold over HTTP. */
+	{
+		char body[8192];
+		dpg_resp r;
+
+		snprintf(body, sizeof(body), "{\"role\":\"analyst\",\"datasets\":[\"%s\"]}", long_id);
+		r = dpg_call(&srv, "POST", "/v1/keys", srv.admin_key, body);
+		cr_assert_eq(r.status, 400, "%s", r.body);
+		dpg_resp_free(&r);
+		snprintf(body, sizeof(body), "{\"role\":\"viewer\",\"note\":\"%s\"}", note);
+		r = dpg_call(&srv, "POST", "/v1/keys", srv.admin_key, body);
+		cr_assert_eq(r.status, 400, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	free(many);
+	free(note);
+}
+
+Test(instance, bad_numbers_and_stray_arguments_exit_2)
+{
+	char out[8192], data[400], body[400];
+	const char *db = srv.db;
+	const char *const cases[][10] = {
+		{"epsilon", "--delta", "abc", body},
+		{"epsilon", "--delta", "1e-5x", body},
+		{"delta", "--epsilon", "", body},
+		{"calibrate", "--epsilon", "0x10", body},
+		{"compare", "--delta", "nan", body},
+		{"rdp", "--delta", "inf", body},
+		{"epsilon", body, "extra"},
+		{"serve", "extra", "--listen", "127.0.0.1:0", "--data-dir", data},
+		{"verify", "--db", db, "extra"},
+		{"keys", "list", "--db", db, "extra"},
+		{"keys", "create", "--db", db, "--role", "admin", "extra"},
+		{"keys", "revoke", "--db", db, "abc", "extra"},
+		{"check", body, "extra"},
+	};
+	FILE *f;
+
+	snprintf(data, sizeof(data), "%s/stray-data", srv.dir);
+	snprintf(body, sizeof(body), "%s/event.json", srv.dir);
+	f = fopen(body, "w");
+	cr_assert_not_null(f);
+	fputs("{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}}", f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *argv[16] = {dpg_bin()};
+		int k = 1, rc;
+
+		for (int j = 0; j < 10 && cases[i][j]; j++)
+			argv[k++] = cases[i][j];
+		argv[k] = NULL;
+		rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+		cr_assert_eq(rc, 2, "dpgate %s %s (case %zu): exit %d: %s", cases[i][0], cases[i][1], i,
+			     rc, out);
+		if (strncmp(cases[i][1], "--", 2) == 0 && strcmp(cases[i][0], "serve") != 0 &&
+		    strcmp(cases[i][0], "verify") != 0)
+			cr_assert_not_null(strstr(out, cases[i][1]), "case %zu names no option: %s", i, out);
+		else
+			cr_assert_not_null(strstr(out, "usage"), "case %zu: %s", i, out);
+	}
+	/* A good number is still passed on. */
+	{
+		const char *argv[] = {dpg_bin(), "epsilon", "--delta", "1e-5", body, NULL};
+		int rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+
+		cr_assert_eq(rc, 0, "%s", out);
+		cr_assert_not_null(strstr(out, "\"epsilon\""), "%s", out);
+	}
+}
+
+Test(instance, check_names_the_dataset_limit)
+{
+	char path[400], out[8192];
+	const char *argv[] = {dpg_bin(), "check", path, NULL};
+	FILE *f;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/big-policy.json", srv.dir);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("{\"datasets\":[", f);
+	for (int i = 0; i < 10001; i++)
+		fprintf(f, "%s{}", i ? "," : "");
+	fputs("]}", f);
+	fclose(f);
+	rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+	cr_assert_eq(rc, 2, "%s", out);
+	cr_assert_not_null(strstr(out, "at most 10000"), "%s", out);
+}
