@@ -37,8 +37,11 @@ void openblas_set_num_threads(int num_threads);
 #define DEFAULT_DATA_DIR "dpgate-data"
 #define DEFAULT_THREADS 8
 /* `dpgate serve` holds an exclusive flock on "<database>-serve.lock" while it
- * runs: one server per database. */
+ * runs, one server per database, and on "<data dir>/.serve.lock", one server
+ * per data directory (its start-up sweep removes table files that its own
+ * database does not name). */
 #define SERVE_LOCK_SUFFIX "-serve.lock"
+#define DATA_DIR_LOCK_SUFFIX "/.serve.lock"
 
 static const char usage_top[] =
 	"usage: dpgate <command> [options]\n"
@@ -157,23 +160,23 @@ static bool no_stray_arguments(const char *cmd, int first, int argc, char **argv
 }
 
 /*
- * Takes the one-server-per-database lock: an exclusive, non-blocking flock
- * on "<database>" SERVE_LOCK_SUFFIX next to the database file (symlinks
- * resolved when the file exists, so two spellings of one path share the
- * lock).  The kernel drops it when the process ends, kill -9 included; the
- * file itself stays.  Returns the descriptor, which the caller keeps open
- * while it serves, or -1 after a message on stderr (another server holds the
+ * Takes a one-server lock: an exclusive, non-blocking flock on `path` with
+ * `suffix` appended (symlinks in `path` resolved when it exists, so two
+ * spellings of one path share the lock); `what` names the path in messages.
+ * The kernel drops it when the process ends, kill -9 included; the file
+ * itself stays.  Returns the descriptor, which the caller keeps open while
+ * it serves, or -1 after a message on stderr (another server holds the
  * lock, or the file cannot be made).
  */
-static int serve_lock(const char *db_path)
+static int serve_lock(const char *path, const char *suffix, const char *what)
 {
-	char real[PATH_MAX], lock_path[PATH_MAX + sizeof(SERVE_LOCK_SUFFIX)];
-	const char *base = realpath(db_path, real) ? real : db_path;
+	char real[PATH_MAX], lock_path[PATH_MAX + 32];
+	const char *base = realpath(path, real) ? real : path;
 	int fd;
 
-	if ((size_t)snprintf(lock_path, sizeof(lock_path), "%s" SERVE_LOCK_SUFFIX, base) >=
+	if ((size_t)snprintf(lock_path, sizeof(lock_path), "%s%s", base, suffix) >=
 	    sizeof(lock_path)) {
-		fprintf(stderr, "dpgate serve: database path too long: %s\n", db_path);
+		fprintf(stderr, "dpgate serve: %s path too long: %s\n", what, path);
 		return -1;
 	}
 	fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -185,9 +188,9 @@ static int serve_lock(const char *db_path)
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno == EWOULDBLOCK)
 			fprintf(stderr,
-				"dpgate serve: another dpgate server is running on %s (it holds %s); "
-				"stop it first\n",
-				db_path, lock_path);
+				"dpgate serve: another dpgate server is running on the %s %s (it "
+				"holds %s); stop it first\n",
+				what, path, lock_path);
 		else
 			fprintf(stderr, "dpgate serve: cannot lock %s: %s\n", lock_path,
 				strerror(errno));
@@ -267,7 +270,7 @@ static int cmd_serve(int argc, char **argv)
 	char host[64], dbbuf[4096];
 	const char *colon;
 	srv_ctx ctx;
-	int c, rc, lock_fd;
+	int c, rc, lock_fd, dir_lock_fd;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -324,10 +327,16 @@ static int cmd_serve(int argc, char **argv)
 		snprintf(ctx.data_dir, sizeof(ctx.data_dir), "%s", data_dir);
 	/* Before the store opens: migrations and the restart rule (jobs left
 	 * running are marked failed) are for the one server of a database. */
-	lock_fd = serve_lock(db);
+	lock_fd = serve_lock(db, SERVE_LOCK_SUFFIX, "database");
 	if (lock_fd < 0)
 		return 1;
+	dir_lock_fd = serve_lock(ctx.data_dir, DATA_DIR_LOCK_SUFFIX, "data directory");
+	if (dir_lock_fd < 0) {
+		close(lock_fd);
+		return 1;
+	}
 	rc = serve_locked(&ctx, db, host, port, threads);
+	close(dir_lock_fd);
 	close(lock_fd);
 	return rc;
 }

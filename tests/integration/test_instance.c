@@ -451,3 +451,41 @@ Test(instance, check_names_the_dataset_limit)
 	cr_assert_eq(rc, 2, "%s", out);
 	cr_assert_not_null(strstr(out, "at most 10000"), "%s", out);
 }
+
+/*
+ * One server per data directory too: a server's start-up sweep removes
+ * table files its own database does not name, so a second server on the
+ * same data directory with another database would delete the first one's
+ * tables.  It exits 1 instead, and the first server's table stays readable.
+ */
+Test(instance, a_second_server_on_the_same_data_directory_exits_1)
+{
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	char out[8192], other_db[400], data_dir[400];
+	const char *argv[] = {dpg_bin(), "serve", "--db", other_db, "--listen", "127.0.0.1:0",
+			      "--data-dir", data_dir, "--quiet", NULL};
+	const char *query = "{\"query\":\"count\",\"epsilon\":0.5}";
+	dpg_resp r;
+	int rc;
+
+	dpg_make_dataset(&srv, "t", 10.0, 1e-5, "basic");
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/t/data", srv.admin_key, "a\n1\n2\n", 6, hdr,
+			      &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	snprintf(data_dir, sizeof(data_dir), "%s/data", srv.dir);
+	snprintf(other_db, sizeof(other_db), "%s/other.db", srv.dir);
+	/* The other database's own first admin key, so it would start. */
+	{
+		const char *mk[] = {dpg_bin(), "keys", "create", "--db", other_db, "--role", "admin",
+				    NULL};
+
+		cr_assert_eq(dpg_run(out, sizeof(out), mk), 0, "%s", out);
+	}
+	rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+	cr_assert_eq(rc, 1, "second serve on %s: exit %d: %s", data_dir, rc, out);
+	cr_assert_not_null(strstr(out, "data directory"), "%s", out);
+	r = dpg_call(&srv, "POST", "/v1/datasets/t/queries", srv.admin_key, query);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+}
