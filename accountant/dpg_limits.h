@@ -48,6 +48,7 @@
 #define DPG_MAX_VOTE_CLASSES        100000
 #define DPG_MAX_TEACHERS            1000000
 #define DPG_MAX_PATE_BATCH          10000
+#define DPG_MAX_PATE_BATCH_CELLS    (1u << 22)   /* queries x classes of one batch (32 MiB of votes) */
 #define DPG_MAX_PATE_ORDERS         64           /* RDP orders a PATE session tracks */
 #define DPG_MAX_PATE_RELEASE_WORK   500000000LL  /* answered queries x teachers in one release */
 #define DPG_MAX_PLD_WORK            4e8          /* grid operations of one PLD pricing */

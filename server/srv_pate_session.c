@@ -1127,9 +1127,16 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	b.qe = &qe;
 	b.n = json_array_size(qs);
 	b.m = m;
-	/* The body is at most DPG_MAX_BODY_BYTES, so n * m is bounded by it
-	 * (every count is at least one byte of JSON), or n * teachers for
-	 * predictions, also bounded by the body. */
+	/* Queries given as predictions (one class index per teacher) are small
+	 * in the body but take m vote counts each here: n * m is bounded by
+	 * its own limit, before anything is allocated. */
+	if (b.n * m > DPG_MAX_PATE_BATCH_CELLS) {
+		acct_error_set(&err, ACCT_EINVAL, "/queries",
+			       "a batch holds at most %u queries x classes; with %zu classes, send "
+			       "at most %zu queries at once",
+			       DPG_MAX_PATE_BATCH_CELLS, m, (size_t)DPG_MAX_PATE_BATCH_CELLS / m);
+		goto bad;
+	}
 	b.votes = malloc(b.n * m * sizeof(*b.votes));
 	b.out = calloc(b.n, sizeof(*b.out));
 	b.dd = malloc(b.n * s.cfg.n_orders * sizeof(*b.dd));

@@ -448,3 +448,44 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 		     "data-dependent %g is not below data-independent %g at order %g", eps_dd,
 		     eps_di_order, order);
 }
+
+/*
+ * A batch's queries x classes is bounded before anything is allocated:
+ * queries given as predictions take a few bytes each in the body but
+ * num_classes vote counts each in the server.  With 100000 classes, 42
+ * queries (4.2e6 > 2^22 cells) are refused with 400 at /queries and nothing
+ * is charged; 41 are answered.  (Before, 10000 such queries made the server
+ * allocate 8 GB per array.)
+ */
+Test(pate_session, a_batch_of_queries_times_classes_is_bounded)
+{
+	char sid[128], path[256], *body = malloc(65536);
+	size_t n;
+	dpg_resp r;
+
+	cr_assert_not_null(body);
+	dpg_make_dataset(&srv, "wide", 1e6, 1e-5, "rdp");
+	make_session("wide", "{\"aggregator\":\"gnmax\",\"num_teachers\":3,\"num_classes\":100000,"
+		     "\"sigma2\":40}", sid, sizeof(sid));
+	snprintf(path, sizeof(path), "/v1/datasets/wide/pate/sessions/%s/queries", sid);
+	for (int k = 42; k >= 41; k--) {
+		n = (size_t)snprintf(body, 65536, "{\"queries\":[");
+		for (int i = 0; i < k; i++)
+			n += (size_t)snprintf(body + n, 65536 - n, "%s{\"predictions\":[7,7,99999]}",
+					      i ? "," : "");
+		snprintf(body + n, 65536 - n, "]}");
+		r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+		if (k == 42) {
+			cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/queries");
+			cr_assert(strstr(r.body, "41 queries"), "%s", r.body);
+			cr_assert_eq(charges_of("wide"), 0);
+		} else {
+			cr_assert_eq(r.status, 201, "%ld %s", r.status, r.body);
+			cr_assert_eq(json_array_size(json_object_get(r.json, "labels")), 41, "%s", r.body);
+			cr_assert_eq(charges_of("wide"), 1);
+		}
+		dpg_resp_free(&r);
+	}
+	free(body);
+}
