@@ -39,6 +39,12 @@ int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/budget/delta",
 				      "the %s ledger needs a budget delta > 0 (use basic for pure "
 				      "epsilon-DP budgets)", acct_ledger_kind_name(f->kind));
+	/* The conversions take log(delta / 20): a subnormal delta underflows
+	 * to 0 there, and the spent epsilon would be +infinity. */
+	if (f->delta_budget < DPG_MIN_LEDGER_DELTA)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/budget/delta",
+				      "the %s ledger needs a budget delta of at least %g",
+				      acct_ledger_kind_name(f->kind), DPG_MIN_LEDGER_DELTA);
 	if (f->kind == ACCT_LEDGER_ZCDP) {
 		f->bound[0] = acct_zcdp_rho_budget(f->epsilon_budget, f->delta_budget);
 		if (!(f->bound[0] > 0.0))

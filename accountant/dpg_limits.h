@@ -52,6 +52,7 @@
 #define DPG_MAX_PATE_ORDERS         64           /* RDP orders a PATE session tracks */
 #define DPG_MAX_PATE_RELEASE_WORK   500000000LL  /* answered queries x teachers in one release */
 #define DPG_MAX_PLD_WORK            4e8          /* grid operations of one PLD pricing */
+#define DPG_MIN_LEDGER_DELTA        1e-100       /* budget delta of an rdp or zcdp ledger */
 #define DPG_MAX_LABEL_EM_N          100000000LL
 
 /* ---- mechanisms/ (issue 4) ---- */

@@ -62,6 +62,12 @@ static int check_scores(const double *scores, size_t n, double sensitivity, doub
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity", "must be finite and > 0");
 	if (!(isfinite(epsilon) && epsilon > 0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be finite and > 0");
+	/* The exponents are eps (u* - u_i) / (2 D): an infinite factor would
+	 * make the argmax's 0 x inf = NaN, and every candidate equally likely. */
+	if (!isfinite(epsilon / (2.0 * sensitivity)))
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+				      "epsilon / (2 sensitivity) overflows; scale the scores and the "
+				      "sensitivity up");
 	return 0;
 }
 

@@ -783,6 +783,14 @@ static int h_dry_run(srv_request *req, srv_response *res)
 	if (!load_dataset(req, res, &ds) || price_request(req, res, &ds, &ev, &cost) < 0)
 		return 0;
 	srv_dataset_filter(&ds, &f, NULL);
+	if (!isfinite(acct_filter_epsilon(&f, &cost))) {
+		/* JSON has no infinity; such an event can never be charged (409). */
+		srv_problem(res, 422, NULL,
+			    "the event's epsilon under this dataset's ledger is unbounded: it can "
+			    "never fit", "/event", NULL);
+		acct_event_free(ev);
+		return 0;
+	}
 	srv_dataset_epsilons(&ds, &cost, &after);
 	fits = !ds.archived && after.within;
 	srv_json_reply(res, 200,

@@ -699,3 +699,55 @@ Test(api, revocation_reaches_the_key_cache_at_once)
 	cr_assert_eq(r.status, 401);
 	dpg_resp_free(&r);
 }
+
+/*
+ * Costs and budgets a JSON number cannot carry.  A dry-run of an event whose
+ * epsilon under the ledger is infinite (a Gaussian with sigma 1e-160: RDP
+ * alpha / (2 sigma^2) = inf at every order) is 422 at /event (it was 500:
+ * the answer could not be built); a charge of it is 409.  An rdp or zcdp
+ * budget delta below DPG_MIN_LEDGER_DELTA (1e-100) is refused: 5e-324 / 20
+ * underflows to 0 in the conversion, and the budget summary became
+ * unreadable (500) after such a PATCH.
+ */
+Test(api, unbounded_costs_and_subnormal_deltas_are_refused)
+{
+	static const char *huge = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1e-160}}";
+	dpg_budget before, after;
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "r", 1.0, 1e-5, "rdp");
+	dpg_make_dataset(&srv, "z", 1.0, 1e-5, "zcdp");
+	r = dpg_call(&srv, "POST", "/v1/datasets/r/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":10}}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	before = dpg_budget_of(&srv, "r");
+	for (int i = 0; i < 2; i++) {
+		r = dpg_call(&srv, "POST", i ? "/v1/datasets/z/dry-run" : "/v1/datasets/r/dry-run",
+			     srv.admin_key, huge);
+		cr_assert_eq(r.status, 422, "%ld %s", r.status, r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/event");
+		dpg_resp_free(&r);
+	}
+	r = dpg_call(&srv, "POST", "/v1/datasets/r/charges", srv.admin_key, huge);
+	cr_assert_eq(r.status, 409, "%ld %s", r.status, r.body);
+	dpg_resp_free(&r);
+	for (int i = 0; i < 2; i++) {
+		r = dpg_call(&srv, "PATCH", i ? "/v1/datasets/z" : "/v1/datasets/r", srv.admin_key,
+			     "{\"budget\":{\"delta\":5e-324}}");
+		cr_assert(r.status == 422 || r.status == 400, "%ld %s", r.status, r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/budget/delta",
+				 "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
+		     "{\"id\":\"tiny\",\"budget\":{\"epsilon\":1,\"delta\":1e-200},\"accountant\":\"rdp\"}");
+	cr_assert(r.status == 422 || r.status == 400, "%ld %s", r.status, r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/r/budget", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+	dpg_resp_free(&r);
+	after = dpg_budget_of(&srv, "r");
+	cr_assert_eq(after.ledger_rows, before.ledger_rows);
+	cr_assert_eq(after.spent_eps, before.spent_eps);
+}

@@ -290,6 +290,19 @@ Test(mech, exponential_mechanism_extreme_scores)
 		acct_event_free(ev);
 		ev = NULL;
 	}
+	/* A huge but finite epsilon / (2 sensitivity): the argmax always wins. */
+	for (int i = 0; i < 100; i++) {
+		double w[2] = {0, 100};
+
+		cr_assert_eq(mech_exponential(r, w, 2, 1e-300, 1.0, false, &idx, &ev, &err), 0);
+		cr_assert_eq(idx, 1u);
+		acct_event_free(ev);
+		ev = NULL;
+		cr_assert_eq(mech_permute_and_flip(r, w, 2, 1e-300, 1.0, &idx, &ev, &err), 0);
+		cr_assert_eq(idx, 1u);
+		acct_event_free(ev);
+		ev = NULL;
+	}
 	mech_rng_free(r);
 }
 
@@ -533,6 +546,18 @@ Test(mech, bad_inputs_name_the_field)
 	EXPECT(mech_exponential(r, v, 1, 1, 0, false, &idx, &ev, &err), "/epsilon");
 	EXPECT(mech_exponential(r, v, 1, 0, 1, false, &idx, &ev, &err), "/sensitivity");
 	EXPECT(mech_permute_and_flip(r, v, 1, 1, -2, &idx, &ev, &err), "/epsilon");
+	/* epsilon / (2 sensitivity) = +inf: the argmax's exponent would be
+	 * 0 x inf = NaN (P&F accepted nobody; the race went uniform). */
+	{
+		double u[2] = {0, 100};
+
+		EXPECT(mech_exponential(r, u, 2, 5e-324, 1e-10, false, &idx, &ev, &err),
+		       "/sensitivity");
+		EXPECT(mech_exponential(r, u, 2, 1e-300, 1e300, true, &idx, &ev, &err),
+		       "/sensitivity");
+		EXPECT(mech_permute_and_flip(r, u, 2, 5e-324, 1e-10, &idx, &ev, &err),
+		       "/sensitivity");
+	}
 	EXPECT(mech_report_noisy_max(r, v, 2, 1, MECH_RNM_LAPLACE, 1, false, &idx, &ev, &err),
 	       "/scores/1");
 	EXPECT(mech_report_noisy_max(r, v, 2, 1, MECH_RNM_GAUSSIAN, 1, false, &idx, &ev, &err),
