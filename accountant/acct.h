@@ -298,6 +298,9 @@ typedef struct acct_options {
 	acct_neighbor neighbor;
 	bool zcdp_bun_steinke;   /* zcdp: rho + 2 sqrt(rho ln 1/delta) */
 	double pld_interval;     /* pld: loss grid step; 0 = default */
+	double *pld_work;        /* pld: grid work done so far, shared by the calls
+				  * that use these options and bounded in total by
+				  * DPG_MAX_PLD_WORK; NULL: each call has its own */
 	const double *orders;    /* rdp: NULL = acct_rdp_default_orders */
 	size_t n_orders;
 } acct_options;

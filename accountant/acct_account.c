@@ -579,7 +579,8 @@ int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
 		break;
 	}
 	case ACCT_PLD:
-		rc = acct__pld_epsilon(ev, opt->neighbor, pld_interval(opt), delta, &r, err);
+		rc = acct__pld_epsilon(ev, opt->neighbor, pld_interval(opt), opt->pld_work, delta, &r,
+				       err);
 		break;
 	default:
 		rc = acct_error_set(err, ACCT_EINVAL, "/accountant", "unknown accountant");
@@ -648,7 +649,8 @@ int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
 		break;
 	}
 	case ACCT_PLD:
-		rc = acct__pld_delta(ev, opt->neighbor, pld_interval(opt), epsilon, &r, err);
+		rc = acct__pld_delta(ev, opt->neighbor, pld_interval(opt), opt->pld_work, epsilon, &r,
+				     err);
 		break;
 	case ACCT_STRONG:
 		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/accountant",
@@ -816,6 +818,8 @@ int acct_calibrate(acct_event *root, acct_event *node, const char *field, double
 {
 	struct calib c;
 	struct calib_fn cf;
+	acct_options shared = *opt;
+	double pld_work = 0.0;
 	gsl_root_fsolver *s = NULL;
 	gsl_function fn;
 	double ok, bad, g, x_ok, x_bad;
@@ -834,7 +838,11 @@ int acct_calibrate(acct_event *root, acct_event *node, const char *field, double
 	c.root = root;
 	c.delta = delta;
 	c.target = epsilon;
-	c.opt = opt;
+	/* One work budget for every pld evaluation of the search, so a
+	 * calibration ends within DPG_MAX_PLD_WORK as one pricing does. */
+	if (!shared.pld_work)
+		shared.pld_work = &pld_work;
+	c.opt = &shared;
 	acct_error_init(&c.err);
 
 	if (c.f.kind == FIELD_COUNT) {

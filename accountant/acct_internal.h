@@ -44,9 +44,9 @@ int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
 			  acct_result *ret, acct_error *err);
 int acct__moments_delta(const acct_event *ev, acct_neighbor nb, double epsilon,
 			acct_result *ret, acct_error *err);
-int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double delta,
+int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double *work, double delta,
 		      acct_result *ret, acct_error *err);
-int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double epsilon,
+int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double *work, double epsilon,
 		    acct_result *ret, acct_error *err);
 
 #endif

@@ -54,8 +54,8 @@ struct pmf {
 };
 
 /*
- * The grid work one PLD computation may do: grid points discretised plus,
- * per FFT, its length times log2 of it.  A composition of many distinct
+ * The grid work one PLD computation may do: grid points discretised
+ * (PLD_POINT_WORK each) plus, per FFT, its length times log2 of it.  A composition of many distinct
  * events, or of events with wide losses, would otherwise run for minutes
  * (each convolution widens the support); past DPG_MAX_PLD_WORK the
  * computation stops with ACCT_EUNSUPPORTED, which the basic ledger's
@@ -75,6 +75,10 @@ static int work_add(struct pld_work *w, double units, const char *where, acct_er
 				      "value_discretization_interval", (double)DPG_MAX_PLD_WORK);
 	return 0;
 }
+
+/* A discretised point evaluates the curve (exp, expm1, erfc): measured at
+ * about 25 FFT work units (n log2 n counts one per unit). */
+#define PLD_POINT_WORK 25.0
 
 static double fft_work(size_t nfft)
 {
@@ -306,7 +310,7 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 	if (ihi < ilo)
 		return acct_error_set(err, ACCT_EINTERNAL, where, "empty PLD grid");
 	n = (size_t)(ihi - ilo + 1);
-	if (work_add(w, (double)n, where, err) < 0)
+	if (work_add(w, PLD_POINT_WORK * (double)n, where, err) < 0)
 		return ACCT_EUNSUPPORTED;
 	dl = calloc(n, sizeof(double));
 	ret->p = calloc(n, sizeof(double));
@@ -841,24 +845,29 @@ static double pmf_delta(const struct pmf *m, double eps)
 	return fmin(v, 1.0);
 }
 
-static int pld_build(const acct_event *ev, acct_neighbor nb, double h, struct pld_pair *out,
-		     acct_error *err)
+static int pld_build(const acct_event *ev, acct_neighbor nb, double h, double *work,
+		     struct pld_pair *out, acct_error *err)
 {
-	struct pld_work w = {0.0};
+	struct pld_work w = {work ? *work : 0.0};
+	int rc;
 
 	acct__gsl_quiet();
 	if (!(h > 0.0 && h <= 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/value_discretization_interval",
 				      "the PLD interval must be in (0, 1]");
-	return pld_walk(ev, nb, h, "/event", out, &w, err);
+	rc = pld_walk(ev, nb, h, "/event", out, &w, err);
+	if (work)
+		*work = w.done;
+	return rc;
 }
 
-int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double delta,
+int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double *work,
+		      double delta,
 		      acct_result *ret, acct_error *err)
 {
 	struct pld_pair p;
 	double e;
-	int rc = pld_build(ev, nb, interval, &p, err);
+	int rc = pld_build(ev, nb, interval, work, &p, err);
 
 	if (rc < 0)
 		return rc;
@@ -876,12 +885,13 @@ int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, d
 	return 0;
 }
 
-int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double epsilon,
+int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double *work,
+		    double epsilon,
 		    acct_result *ret, acct_error *err)
 {
 	struct pld_pair p;
 	double d;
-	int rc = pld_build(ev, nb, interval, &p, err);
+	int rc = pld_build(ev, nb, interval, work, &p, err);
 
 	if (rc < 0)
 		return rc;
