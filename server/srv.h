@@ -423,6 +423,7 @@ typedef struct srv_response {
 	char location[256];
 	char allow[64];             /* Allow header of a 405 */
 	bool retry_after;           /* Retry-After: 1 (a 503 when busy) */
+	bool close;                 /* Connection: close (a request whose framing was refused) */
 } srv_response;
 
 typedef int (*srv_handler)(srv_request *req, srv_response *res);

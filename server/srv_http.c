@@ -77,6 +77,7 @@ static const char *status_title(int status)
 	case 413: return "Payload too large";
 	case 415: return "Unsupported media type";
 	case 422: return "Unprocessable content";
+	case 501: return "Not implemented";
 	case 503: return "Service unavailable";
 	default: return "Internal error";
 	}
@@ -469,6 +470,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		MHD_add_response_header(r, "Allow", res->allow);
 	if (res->retry_after)
 		MHD_add_response_header(r, "Retry-After", "1");
+	if (res->close)
+		MHD_add_response_header(r, "Connection", "close");
 	cs->status = res->status;
 	cs->out_bytes = res->len;
 	cs->replied = true;
@@ -477,15 +480,78 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	return ok;
 }
 
-/* Counts the Content-Length headers of a request (MHD_get_connection_values). */
-static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
-					    const char *value)
+/* How many request headers are named `name` (MHD_get_connection_values). */
+struct header_count {
+	const char *name;
+	unsigned n;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
 {
+	struct header_count *hc = cls;
+
 	(void)kind;
 	(void)value;
-	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
-		(*(unsigned *)cls)++;
+	if (strcasecmp(key, hc->name) == 0)
+		hc->n++;
 	return MHD_YES;
+}
+
+static unsigned header_count(struct MHD_Connection *conn, const char *name)
+{
+	struct header_count hc = {name, 0};
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
+	return hc.n;
+}
+
+/*
+ * Checks how the request's body is framed, before any of it is read
+ * (RFC 9112, 6).  Returns true and fills `res` with a problem that closes
+ * the connection when the framing is refused: two Content-Length headers,
+ * or Transfer-Encoding beside Content-Length (400: a proxy that reads the
+ * other header would see a hidden request, 6.3); a Transfer-Encoding other
+ * than one `chunked` (501: libmicrohttpd decodes no other coding and would
+ * wait for the body until the idle timeout, 6.1).  Returns false for a
+ * request framed by one Content-Length, by `chunked` alone, or by neither.
+ */
+static bool framing_refused(struct MHD_Connection *conn, srv_response *res)
+{
+	unsigned n_cl = header_count(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	unsigned n_te = header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	const char *detail, *field;
+	int status;
+
+	if (n_cl > 1) {
+		status = 400;
+		detail = "more than one Content-Length header";
+		field = "Content-Length";
+	} else if (n_te > 0 && n_cl > 0) {
+		status = 400;
+		detail = "Transfer-Encoding and Content-Length together frame the body two ways";
+		field = "Transfer-Encoding";
+	} else if (n_te > 1 || (te && strcasecmp(te, "chunked") != 0)) {
+		status = 501;
+		detail = "the only Transfer-Encoding accepted is chunked";
+		field = "Transfer-Encoding";
+	} else {
+		return false;
+	}
+	memset(res, 0, sizeof(*res));
+	res->close = true;
+	srv_problem(res, status, NULL, detail, field, NULL);
+	return true;
+}
+
+/* True when the client waits for 100 Continue before it sends the body. */
+static bool expects_continue(struct MHD_Connection *conn)
+{
+	const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+
+	return expect && strcasecmp(expect, "100-continue") == 0;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -517,21 +583,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				     strcmp(url + ul - 5, "/data") == 0) ? DPG_MAX_CSV_BYTES :
 									   DPG_MAX_BODY_BYTES;
 		}
-		/* Two Content-Length headers (libmicrohttpd reads the first) frame
-		 * the body differently for a proxy that reads the other: refused
-		 * at once, before any body is read, which closes the connection
-		 * (RFC 9112, 6.3). */
-		{
-			unsigned n = 0;
-
-			MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length, &n);
-			if (n > 1) {
-				memset(&res, 0, sizeof(res));
-				srv_problem(&res, 400, NULL, "more than one Content-Length header",
-					    "Content-Length", NULL);
-				return send_response(conn, cs, &res);
-			}
-		}
+		/* Refused framing is answered at once, before any body is read,
+		 * and the connection closed (RFC 9112, 6.3). */
+		if (framing_refused(conn, &res))
+			return send_response(conn, cs, &res);
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 		if (cl) {
 			char *end;
@@ -547,9 +602,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
 		 * client, still sending, reads the 413 rather than a reset; a
-		 * larger one is answered at once and the connection closed. */
-		if (cs->too_large && cl && strtoull(cl, NULL, 10) > DRAIN_MAX_BYTES) {
+		 * larger one is answered at once and the connection closed.  A
+		 * client that sent Expect: 100-continue has sent no body yet: it
+		 * gets the 413 at once instead of 100 Continue (RFC 9110, 10.1.1). */
+		if (cs->too_large && cl &&
+		    (strtoull(cl, NULL, 10) > DRAIN_MAX_BYTES || expects_continue(conn))) {
 			memset(&res, 0, sizeof(res));
+			res.close = true;
 			srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
 				    NULL, NULL);
 			return send_response(conn, cs, &res);

@@ -4,6 +4,7 @@
  * none changes the ledger.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,15 +198,17 @@ Test(bad_inputs, oversize_body_is_413_and_changes_nothing, .timeout = 60)
 }
 
 /* Sends raw bytes on a new connection and reads until the server closes it
- * (or 5 s pass); returns what came back, NUL-terminated (caller frees). */
-static char *raw_exchange(const dpg_server *srv, const char *req, size_t len)
+ * (or 5 s pass); returns what came back, NUL-terminated (caller frees).
+ * *ret_closed (when not NULL) tells whether the server closed the
+ * connection (end of stream or a reset) rather than leaving it open. */
+static char *raw_exchange(const dpg_server *srv, const char *req, size_t len, bool *ret_closed)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv->port)};
 	struct timeval tv = {.tv_sec = 5};
 	size_t cap = 65536, have = 0;
 	char *out = malloc(cap);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	ssize_t k;
+	ssize_t k = 0;
 
 	cr_assert(out && fd >= 0);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -214,9 +217,41 @@ static char *raw_exchange(const dpg_server *srv, const char *req, size_t len)
 	cr_assert_eq(write(fd, req, len), (ssize_t)len);
 	while (have + 1 < cap && (k = read(fd, out + have, cap - have - 1)) > 0)
 		have += (size_t)k;
+	if (ret_closed)
+		*ret_closed = k == 0 || (k < 0 && errno == ECONNRESET);
 	out[have] = '\0';
 	close(fd);
 	return out;
+}
+
+/* How many times `needle` occurs in `hay`. */
+static int occurrences(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* A refused request got exactly one answer with `status_line`, as
+ * problem+json, and the server closed the connection after it. */
+static void expect_refused_and_closed(const char *what, const char *out, bool closed,
+				      const char *status_line)
+{
+	cr_expect(strncmp(out, status_line, strlen(status_line)) == 0, "%s: %.300s", what, out);
+	cr_expect(strstr(out, "Content-Type: application/problem+json"), "%s: %.300s", what, out);
+	cr_expect(strstr(out, "Connection: close"), "%s: %.300s", what, out);
+	cr_expect_eq(occurrences(out, "HTTP/1.1 "), 1, "%s: %.600s", what, out);
+	cr_expect(closed, "%s: the connection was left open: %.300s", what, out);
+}
+
+static void expect_budget_unchanged(const dpg_budget *before, const dpg_budget *after)
+{
+	cr_expect_eq(after->charges, before->charges);
+	cr_expect_eq(after->ledger_rows, before->ledger_rows);
+	cr_expect_eq(after->spent_eps, before->spent_eps);
+	cr_expect_eq(after->spent_delta, before->spent_delta);
 }
 
 /*
@@ -240,12 +275,114 @@ Test(bad_inputs, two_content_lengths_are_refused, .timeout = 60)
 		     "Content-Type: application/json\r\nContent-Length: %zu\r\n"
 		     "Content-Length: 3\r\n\r\n%s",
 		     CH, srv.admin_key, strlen(body), body);
-	out = raw_exchange(&srv, req, (size_t)n);
+	out = raw_exchange(&srv, req, (size_t)n, NULL);
 	cr_assert(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "%.200s", out);
 	cr_assert(strstr(out, "Connection: close"), "%.300s", out);
 	cr_assert(strstr(out, "\"field\":\"Content-Length\""), "%.300s", out);
 	free(out);
 	cr_assert_eq(ledger_rows(&srv), 0);
+	dpg_server_destroy(&srv);
+}
+
+#define CHARGE_BODY "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":0}}"
+
+/*
+ * Transfer-Encoding: chunked beside a Content-Length frames the body two
+ * ways (RFC 9112, 6.3): refused with 400 naming Transfer-Encoding and the
+ * connection closed, so the request pipelined behind it is never read.
+ * libmicrohttpd decoded the chunks, charged (201) and answered the
+ * pipelined GET /healthz (200) on the same connection.
+ */
+Test(bad_inputs, chunked_with_content_length_is_refused, .timeout = 60)
+{
+	char req[1024], *out;
+	dpg_server srv;
+	dpg_budget before, after;
+	bool closed;
+	int n;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	before = dpg_budget_of(&srv, "t");
+	n = snprintf(req, sizeof(req),
+		     "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+		     "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+		     "Content-Length: %zu\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n"
+		     "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+		     CH, srv.admin_key, strlen(CHARGE_BODY), strlen(CHARGE_BODY), CHARGE_BODY);
+	out = raw_exchange(&srv, req, (size_t)n, &closed);
+	expect_refused_and_closed("chunked and Content-Length", out, closed, "HTTP/1.1 400 ");
+	cr_expect(strstr(out, "\"field\":\"Transfer-Encoding\""), "%.400s", out);
+	free(out);
+	after = dpg_budget_of(&srv, "t");
+	expect_budget_unchanged(&before, &after);
+	dpg_server_destroy(&srv);
+}
+
+/*
+ * A Transfer-Encoding other than one `chunked` is a coding libmicrohttpd
+ * cannot decode: 501 at once and the connection closed (RFC 9112, 6.1).
+ * libmicrohttpd read such a body until the client closed, so the client
+ * got no answer until the 30 s idle timeout.
+ */
+Test(bad_inputs, unsupported_transfer_encoding_is_501, .timeout = 120)
+{
+	static const char *const codings[] = {
+		"gzip", "identity", "chunked, chunked", "gzip, chunked", "chunked\r\nTransfer-Encoding: chunked",
+	};
+	dpg_server srv;
+	dpg_budget before, after;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	before = dpg_budget_of(&srv, "t");
+	for (size_t i = 0; i < sizeof(codings) / sizeof(codings[0]); i++) {
+		char req[1024], *out;
+		bool closed;
+		int n = snprintf(req, sizeof(req),
+				 "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+				 "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\n"
+				 "%zx\r\n%s\r\n0\r\n\r\n",
+				 CH, srv.admin_key, codings[i], strlen(CHARGE_BODY), CHARGE_BODY);
+
+		out = raw_exchange(&srv, req, (size_t)n, &closed);
+		expect_refused_and_closed(codings[i], out, closed, "HTTP/1.1 501 ");
+		cr_expect(strstr(out, "\"field\":\"Transfer-Encoding\""), "%s: %.400s", codings[i], out);
+		free(out);
+	}
+	after = dpg_budget_of(&srv, "t");
+	expect_budget_unchanged(&before, &after);
+	dpg_server_destroy(&srv);
+}
+
+/*
+ * Expect: 100-continue with a Content-Length over DPG_MAX_BODY_BYTES: the
+ * client has sent no body yet, so the 413 comes at once, without 100
+ * Continue, and the connection is closed.  The server used to answer 100
+ * Continue and wait for the 2 MiB body.
+ */
+Test(bad_inputs, expect_continue_oversize_is_413_at_once, .timeout = 60)
+{
+	char req[1024], *out;
+	dpg_server srv;
+	dpg_budget before, after;
+	bool closed;
+	int n;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	before = dpg_budget_of(&srv, "t");
+	n = snprintf(req, sizeof(req),
+		     "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+		     "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+		     "Content-Length: %u\r\n\r\n",
+		     CH, srv.admin_key, 2097152u /* twice DPG_MAX_BODY_BYTES */);
+	out = raw_exchange(&srv, req, (size_t)n, &closed);
+	cr_expect(!strstr(out, "100 Continue"), "%.300s", out);
+	expect_refused_and_closed("Expect: 100-continue", out, closed, "HTTP/1.1 413 ");
+	free(out);
+	after = dpg_budget_of(&srv, "t");
+	expect_budget_unchanged(&before, &after);
 	dpg_server_destroy(&srv);
 }
 
