@@ -540,6 +540,27 @@ int srv_store_schema_version(srv_db *db)
 	return v;
 }
 
+/* A store with its locks made and room for `pool_size` connections, none
+ * open yet; NULL when out of memory.  srv_store_close ends it. */
+static srv_store *store_alloc(unsigned pool_size)
+{
+	srv_store *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return NULL;
+	st->all = calloc(pool_size, sizeof(srv_db *));
+	if (!st->all) {
+		free(st);
+		return NULL;
+	}
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->available, NULL);
+	pthread_mutex_init(&st->group_lock, NULL);
+	pthread_cond_init(&st->group_done, NULL);
+	st->queue_tail = &st->queue_head;
+	return st;
+}
+
 /*
  * Looks at an existing non-empty file before any connection configures it:
  * PRAGMA journal_mode = WAL alone rewrites the header of a rollback-journal
@@ -583,21 +604,10 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 
 	if (precheck_existing(path, errbuf, errbuf_size) < 0)
 		return -1;
-	st = calloc(1, sizeof(*st));
-	if (!st || pool_size == 0) {
+	st = pool_size ? store_alloc(pool_size) : NULL;
+	if (!st) {
 		snprintf(errbuf, errbuf_size, "out of memory");
-		free(st);
 		return -1;
-	}
-	pthread_mutex_init(&st->lock, NULL);
-	pthread_cond_init(&st->available, NULL);
-	pthread_mutex_init(&st->group_lock, NULL);
-	pthread_cond_init(&st->group_done, NULL);
-	st->queue_tail = &st->queue_head;
-	st->all = calloc(pool_size, sizeof(srv_db *));
-	if (!st->all) {
-		snprintf(errbuf, errbuf_size, "out of memory");
-		goto fail;
 	}
 	for (unsigned i = 0; i < pool_size; i++) {
 		srv_db *db = db_open(path, errbuf, errbuf_size);
@@ -627,29 +637,16 @@ fail:
 int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errbuf,
 			     size_t errbuf_size)
 {
-	srv_store *st = calloc(1, sizeof(*st));
-	srv_db *db = calloc(1, sizeof(*db));
+	srv_store *st = store_alloc(1);
+	srv_db *db = st ? calloc(1, sizeof(*db)) : NULL;
 	enum schema_state state;
 	int64_t version;
 
-	if (!st || !db) {
+	if (!db) {
 		snprintf(errbuf, errbuf_size, "out of memory");
-		free(st);
-		free(db);
-		return -1;
-	}
-	pthread_mutex_init(&st->lock, NULL);
-	pthread_cond_init(&st->available, NULL);
-	pthread_mutex_init(&st->group_lock, NULL);
-	pthread_cond_init(&st->group_done, NULL);
-	st->queue_tail = &st->queue_head;
-	st->read_only = true;
-	st->all = calloc(1, sizeof(srv_db *));
-	if (!st->all) {
-		snprintf(errbuf, errbuf_size, "out of memory");
-		free(db);
 		goto fail;
 	}
+	st->read_only = true;
 	db->store = st;
 	st->all[st->count++] = db;
 	st->free_list = db;
