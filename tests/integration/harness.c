@@ -345,6 +345,31 @@ double dpg_num(const json_t *j, const char *dotted)
 	return json_number_value(cur);
 }
 
+void dpg_upload_iris(const dpg_server *s, const char *id, const char *header)
+{
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	char path[512], line[256], *csv = malloc(16384);
+	size_t n = 0;
+	FILE *f;
+	dpg_resp r;
+
+	cr_assert_not_null(csv);
+	snprintf(path, sizeof(path), "%s/iris.csv", getenv("DPGATE_TEST_DATA"));
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(line, sizeof(line), f)); /* "150,4,setosa,..." */
+	n += (size_t)snprintf(csv + n, 16384 - n, "%s\n", header);
+	while (fgets(line, sizeof(line), f))
+		n += (size_t)snprintf(csv + n, 16384 - n, "%s", line);
+	fclose(f);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
+	cr_assert_eq(dpg_http(s, "PUT", path, s->admin_key, csv, n, hdr, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "rows"), 150, "%s", r.body);
+	dpg_resp_free(&r);
+	free(csv);
+}
+
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id)
 {
 	char path[256];

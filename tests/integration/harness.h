@@ -87,6 +87,11 @@ typedef struct dpg_budget {
 	size_t ledger_rows;  /* entries of the ledger's first page of 1000 */
 } dpg_budget;
 
+/* Uploads tests/data/iris.csv (150 rows: four measurements and the
+ * species) as dataset `id`'s hosted table, its first line replaced by
+ * `header`; asserts 200 and 150 rows. */
+void dpg_upload_iris(const dpg_server *s, const char *id, const char *header);
+
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);
 

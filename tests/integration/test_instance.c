@@ -169,31 +169,15 @@ Test(instance, a_second_server_on_the_same_port_fails_and_the_first_keeps_its_da
 Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_jobs)
 {
 	static const char *const running[] = {"running", NULL};
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
-	char out[8192], path[512], line[256], id[64], job_path[128], other_data[400];
+	char out[8192], id[64], job_path[128], other_data[400];
 	const char *argv[] = {dpg_bin(), "serve", "--db", srv.db, "--listen", "127.0.0.1:0",
 			      "--data-dir", other_data, "--quiet", NULL};
-	char *csv = malloc(16384);
-	size_t n = 0;
-	FILE *f;
 	dpg_resp r;
 	int rc;
 
 	/* A job that runs for minutes: an MLP on iris, 3000 epochs of lots of 5. */
-	snprintf(path, sizeof(path), "%s/iris.csv", getenv("DPGATE_TEST_DATA"));
-	f = fopen(path, "r");
-	cr_assert_not_null(f);
-	cr_assert_not_null(csv);
-	cr_assert_not_null(fgets(line, sizeof(line), f));
-	n += (size_t)snprintf(csv + n, 16384 - n, "a,b,c,d,species\n");
-	while (fgets(line, sizeof(line), f))
-		n += (size_t)snprintf(csv + n, 16384 - n, "%s", line);
-	fclose(f);
 	dpg_make_dataset(&srv, "iris", 1000.0, 1e-5, "rdp");
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/iris/data", srv.admin_key, csv, n, hdr, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
-	free(csv);
+	dpg_upload_iris(&srv, "iris", "a,b,c,d,species");
 	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
 		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,"
 		     "\"label\":\"species\",\"classes\":3,\"epochs\":3000,\"lot_size\":5,"

@@ -457,28 +457,12 @@ static void expect_one_charge_none_open(const char *dataset)
 
 Test(jobs, a_hosted_table_trains)
 {
-	char path[512], id[64], line[256];
-	char *csv = malloc(16384);
-	size_t n = 0;
-	FILE *f;
+	char id[64];
 	dpg_resp r;
 	json_t *ev;
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
 
-	snprintf(path, sizeof(path), "%s/iris.csv", getenv("DPGATE_TEST_DATA"));
-	f = fopen(path, "r");
-	cr_assert_not_null(f);
-	cr_assert_not_null(fgets(line, sizeof(line), f)); /* "150,4,setosa,..." */
-	n += (size_t)snprintf(csv + n, 16384 - n, "sepal_length,sepal_width,petal_length,petal_width,species\n");
-	while (fgets(line, sizeof(line), f))
-		n += (size_t)snprintf(csv + n, 16384 - n, "%s", line);
-	fclose(f);
 	dpg_make_dataset(&srv, "iris", 20.0, 1e-5, "rdp");
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/iris/data", srv.admin_key, csv, n, hdr, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	cr_assert_eq(dpg_num(r.json, "rows"), 150);
-	dpg_resp_free(&r);
-	free(csv);
+	dpg_upload_iris(&srv, "iris", "sepal_length,sepal_width,petal_length,petal_width,species");
 
 	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
 		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
