@@ -101,6 +101,17 @@ enum srv_status {
 /* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
 int srv_store_dataset_get(srv_db *db, const char *id, srv_dataset *ret);
 
+/*
+ * A filter to price a spend on dataset `id` with before the write lock: its
+ * ledger kind, neighbouring relation and orders are the dataset's (fixed at
+ * creation), its budget may be an older one, so it serves pricing only;
+ * admission builds its filter from the row read under the lock.  Remembered
+ * per store after the first read; *ret_archived is true only when the row
+ * just read says so (archived datasets are not remembered).  Returns SRV_OK,
+ * SRV_NOT_FOUND or SRV_DB_ERROR.
+ */
+int srv_store_dataset_pricing(srv_db *db, const char *id, acct_filter *ret, bool *ret_archived);
+
 /* Lists datasets ordered by id; `visible` filters (NULL = all).  Calls `each`
  * for each row; returns SRV_OK or SRV_DB_ERROR. */
 int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id),

@@ -654,15 +654,14 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	}
 	arg.event = ev;
 	arg.ttl = ttl;
-	/* Price against a snapshot of the dataset, before the write lock. */
-	rc = srv_store_dataset_get(req->db, req->params[0], &ds);
-	if (rc == SRV_OK) {
+	/* Price before the write lock, with the dataset's pricing inputs. */
+	{
 		acct_filter f;
+		bool archived;
 
+		rc = srv_store_dataset_pricing(req->db, req->params[0], &f, &archived);
 		/* An archived dataset is refused (409) by the store. */
-		if (srv_dataset_filter(&ds, &f, NULL) < 0) {
-			rc = SRV_DB_ERROR;
-		} else if (!ds.archived && price_event(&arg, &f) < 0) {
+		if (rc == SRV_OK && !archived && price_event(&arg, &f) < 0) {
 			srv_problem_from_error(res, &arg.err);
 			goto out;
 		}

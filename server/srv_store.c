@@ -110,6 +110,30 @@ struct row_cache {
 	srv_dataset row[ROW_CACHE_SLOTS];
 };
 
+/*
+ * The pricing inputs of datasets (srv_store_dataset_pricing): a dataset's
+ * ledger kind, neighbouring relation and orders are fixed when it is made,
+ * and a spend prices its event with them before it takes the write lock.
+ * Remembering them saves that read, which costs more than the rest of the
+ * pricing: the writer's commits have emptied the reading connection's page
+ * cache.  One slot per hash of the id; a collision replaces (a miss only
+ * costs the read).  Archiving a dataset removes it and bumps `generation`,
+ * and a read is remembered only if no removal came between it and the put.
+ */
+#define PRICING_SLOTS 512
+
+struct pricing_slot {
+	bool used;
+	char id[DPG_MAX_ID_BYTES + 1];
+	acct_filter filter;
+};
+
+struct pricing_cache {
+	pthread_mutex_t lock;
+	uint64_t generation;
+	struct pricing_slot slot[PRICING_SLOTS];
+};
+
 struct spend_slot;
 
 struct srv_store {
@@ -127,6 +151,7 @@ struct srv_store {
 	srv_db *writer; /* the leader's connection: one, so its page cache stays warm */
 	uint64_t batches, batched; /* under group_lock */
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
+	struct pricing_cache *pricing;
 };
 
 void srv_now_text(char buf[32])
@@ -549,10 +574,14 @@ static srv_store *store_alloc(unsigned pool_size)
 	if (!st)
 		return NULL;
 	st->all = calloc(pool_size, sizeof(srv_db *));
-	if (!st->all) {
+	st->pricing = calloc(1, sizeof(*st->pricing));
+	if (!st->all || !st->pricing) {
+		free(st->all);
+		free(st->pricing);
 		free(st);
 		return NULL;
 	}
+	pthread_mutex_init(&st->pricing->lock, NULL);
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->available, NULL);
 	pthread_mutex_init(&st->group_lock, NULL);
@@ -701,6 +730,8 @@ void srv_store_close(srv_store *st)
 	if (st->writer)
 		db_close(st->writer);
 	free(st->all);
+	pthread_mutex_destroy(&st->pricing->lock);
+	free(st->pricing);
 	pthread_mutex_destroy(&st->lock);
 	pthread_mutex_destroy(&st->group_lock);
 	pthread_cond_destroy(&st->group_done);
@@ -804,6 +835,76 @@ int srv_store_dataset_get(srv_db *db, const char *id, srv_dataset *ret)
 		rc = SRV_DB_ERROR;
 	sqlite3_reset(s);
 	return rc;
+}
+
+/* FNV-1a of an id: where the dataset caches keep its row. */
+static uint32_t id_hash(const char *id)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+static unsigned pricing_slot_of(const char *id)
+{
+	return id_hash(id) % PRICING_SLOTS;
+}
+
+int srv_store_dataset_pricing(srv_db *db, const char *id, acct_filter *ret, bool *ret_archived)
+{
+	struct pricing_cache *pc = db->store ? db->store->pricing : NULL;
+	struct pricing_slot *sl = pc ? &pc->slot[pricing_slot_of(id)] : NULL;
+	uint64_t generation = 0;
+	srv_dataset ds;
+	int rc;
+
+	*ret_archived = false;
+	if (pc) {
+		bool hit;
+
+		pthread_mutex_lock(&pc->lock);
+		hit = sl->used && strcmp(sl->id, id) == 0;
+		if (hit)
+			*ret = sl->filter;
+		generation = pc->generation;
+		pthread_mutex_unlock(&pc->lock);
+		if (hit)
+			return SRV_OK;
+	}
+	rc = srv_store_dataset_get(db, id, &ds);
+	if (rc != SRV_OK)
+		return rc;
+	if (srv_dataset_filter(&ds, ret, NULL) < 0)
+		return SRV_DB_ERROR;
+	*ret_archived = ds.archived;
+	if (pc && !ds.archived) {
+		pthread_mutex_lock(&pc->lock);
+		if (pc->generation == generation) {
+			sl->used = true;
+			srv_strcopy(sl->id, sizeof(sl->id), ds.id);
+			sl->filter = *ret;
+		}
+		pthread_mutex_unlock(&pc->lock);
+	}
+	return SRV_OK;
+}
+
+/* Forgets the pricing inputs of a dataset that is being archived. */
+static void pricing_forget(srv_db *db, const char *id)
+{
+	struct pricing_cache *pc = db->store ? db->store->pricing : NULL;
+	struct pricing_slot *sl;
+
+	if (!pc)
+		return;
+	sl = &pc->slot[pricing_slot_of(id)];
+	pthread_mutex_lock(&pc->lock);
+	if (sl->used && strcmp(sl->id, id) == 0)
+		sl->used = false;
+	pc->generation++;
+	pthread_mutex_unlock(&pc->lock);
 }
 
 int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id),
@@ -1328,11 +1429,7 @@ static bool data_version(srv_db *db, unsigned *ret)
 
 static unsigned row_slot(const char *id)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
-
-	for (const unsigned char *p = (const unsigned char *)id; *p; p++)
-		h = (h ^ *p) * 16777619u;
-	return h % ROW_CACHE_SLOTS;
+	return id_hash(id) % ROW_CACHE_SLOTS;
 }
 
 static void row_cache_clear(struct row_cache *rc)
@@ -1765,6 +1862,7 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 	}
 	if (srv__commit(db) < 0)
 		goto out;
+	pricing_forget(db, ds.id);
 	*ret = ds;
 	rc = SRV_OK;
 out:

@@ -172,6 +172,50 @@ Test(api, charges_stop_exactly_at_the_budget)
 	dpg_resp_free(&r);
 }
 
+/*
+ * A spend is priced before the write lock with its dataset's ledger kind,
+ * which the server remembers per dataset after the first read.  A Gaussian
+ * without a delta share is priced by an rdp ledger and refused (422, /delta)
+ * by a basic one, so answers that follow the wrong dataset's kind would show.
+ * Archiving forgets the dataset: the store then refuses the event as
+ * archived (409) before any pricing, as on a first charge.
+ */
+Test(api, pricing_follows_each_dataset_and_archiving)
+{
+	static const char *gauss = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":4.0}}";
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "b", 10.0, 1e-5, "basic");
+	dpg_make_dataset(&srv, "r", 10.0, 1e-5, "rdp");
+	for (int round = 0; round < 3; round++) {
+		r = dpg_call(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, gauss);
+		cr_assert_eq(r.status, 422, "round %d: %s", round, r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/delta");
+		dpg_resp_free(&r);
+		r = dpg_call(&srv, "POST", "/v1/datasets/r/charges", srv.admin_key, gauss);
+		cr_assert_eq(r.status, 201, "round %d: %s", round, r.body);
+		dpg_resp_free(&r);
+		r = dpg_call(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, charge_1_8);
+		cr_assert_eq(r.status, 201, "round %d: %s", round, r.body);
+		dpg_resp_free(&r);
+	}
+	r = dpg_call(&srv, "DELETE", "/v1/datasets/b", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, gauss);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, charge_1_8);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/b/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "charges"), 3);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/r/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "charges"), 3);
+	dpg_resp_free(&r);
+}
+
 Test(api, delta_is_a_budget_too)
 {
 	dpg_resp r;
