@@ -702,16 +702,33 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 
 		srv_now_text(now);
 		args[1] = now;
+		/* A job whose dataset was archived while it queued does not
+		 * start: the archive's ledger row came first, so the job would
+		 * read the data of a dataset that refuses all new work. */
 		rc = exec_text(db,
 			       "UPDATE jobs SET state = 'running', started_at = ?2"
-			       " WHERE id = ?1 AND state = 'queued'",
+			       " WHERE id = ?1 AND state = 'queued' AND NOT EXISTS"
+			       " (SELECT 1 FROM datasets d WHERE d.id = jobs.dataset_id AND d.archived)",
 			       2, args);
+		if (rc == SRV_NOT_FOUND && strcmp(j.state, "queued") == 0) {
+			int fin = job_finish(db, slot->id, "queued", "cancelled", true, NULL,
+					     "the dataset was archived before the job started; nothing "
+					     "was read, and the reservation was released",
+					     NULL, "job");
+
+			/* SRV_CONFLICT: a user cancelled it meanwhile. */
+			if (fin != SRV_OK && fin != SRV_CONFLICT)
+				fprintf(stderr,
+					"{\"level\":\"error\",\"msg\":\"cannot cancel job %s of an "
+					"archived dataset\"}\n",
+					slot->id);
+		}
 	}
 	srv_store_release(ctx->store, db);
 	if (rc != SRV_OK) {
 		if (rc == SRV_OK || rc == SRV_NOT_FOUND)
 			job_row_clear(&j);
-		return; /* cancelled while queued, or gone */
+		return; /* cancelled while queued, its dataset archived, or gone */
 	}
 	/* The random source comes first: without one the job fails before it
 	 * reads anything, so its reservation goes back to the budget.  Whether

@@ -314,6 +314,49 @@ Test(jobs, cancel_queued_releases_running_commits)
 	dpg_resp_free(&r);
 }
 
+/*
+ * Archiving a dataset stops the work that has not started: a job still
+ * queued when its dataset is archived never runs (it would read the data of
+ * a dataset that refuses all new work); it ends cancelled, its reservation
+ * released.  Jobs already running keep going and commit in full.
+ */
+Test(jobs, a_queued_job_of_an_archived_dataset_never_starts)
+{
+	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
+	const char *left_queue[] = {"running", "cancelled", "failed", "succeeded", NULL};
+	char ids[3][64], rids[3][64], path[128];
+	int commits, releases;
+	dpg_resp r;
+	json_t *j;
+
+	submit_three_long_jobs(ids, rids);
+	r = dpg_call(&srv, "DELETE", "/v1/datasets/fm", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	/* Free both workers; the queued job is taken next. */
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]);
+		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+		cr_assert_eq(r.status, 202, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	j = wait_for_state(ids[2], left_queue, 60);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled", "%s",
+			 json_dumps(j, JSON_COMPACT));
+	cr_assert(strstr(json_string_value(json_object_get(j, "error")), "archived"));
+	json_decref(j);
+	for (int i = 0; i < 2; i++)
+		json_decref(wait_for_state(ids[i], ended, 60));
+	count_closes(&commits, &releases);
+	cr_assert_eq(commits, 2);
+	cr_assert_eq(releases, 1);
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0, "%s", r.body);
+	cr_assert_gt(dpg_num(r.json, "spent.epsilon"), 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
 /* POSTs /reservations/{rid}/{what} on fm; expects the 409 naming the job. */
 static void expect_held_by(const char *rid, const char *what, const char *job)
 {
