@@ -262,6 +262,63 @@ Test(api, idempotent_retry_replays_bytes_and_charges_once)
 	dpg_resp_free(&c);
 }
 
+/*
+ * A retry is answered from storage before the dataset is looked at, so the
+ * stored answer comes back byte for byte after the dataset was archived
+ * (charge, reservation and a mechanism release); a new key gets 409.
+ */
+Test(api, a_retry_after_archiving_gets_the_stored_answer)
+{
+	static const struct {
+		const char *path, *body;
+	} spends[] = {
+		{"/v1/datasets/d/charges", "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}"},
+		{"/v1/datasets/d/reservations", "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}"},
+		{"/v1/datasets/d/mechanisms/laplace", "{\"value\":12.5,\"sensitivity\":1,\"epsilon\":0.5}"},
+	};
+	enum { N = sizeof(spends) / sizeof(spends[0]) };
+	char key[N][64], new_key[N][64];
+	const char *hdr[N][2], *fresh[N][2];
+	dpg_resp first[N], again, r;
+
+	/* An Idempotency-Key names one request: one per route here. */
+	for (int i = 0; i < N; i++) {
+		snprintf(key[i], sizeof(key[i]), "Idempotency-Key: before-archive-%d", i);
+		snprintf(new_key[i], sizeof(new_key[i]), "Idempotency-Key: after-archive-%d", i);
+		hdr[i][0] = key[i];
+		fresh[i][0] = new_key[i];
+		hdr[i][1] = fresh[i][1] = NULL;
+	}
+
+	dpg_make_dataset(&srv, "d", 10.0, 0, "basic");
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(dpg_http(&srv, "POST", spends[i].path, srv.admin_key, spends[i].body,
+				      strlen(spends[i].body), hdr[i], &first[i]), 0);
+		cr_assert_eq(first[i].status, 201, "%s: %s", spends[i].path, first[i].body);
+	}
+	r = dpg_call(&srv, "DELETE", "/v1/datasets/d", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(dpg_http(&srv, "POST", spends[i].path, srv.admin_key, spends[i].body,
+				      strlen(spends[i].body), hdr[i], &again), 0);
+		cr_assert_eq(again.status, 201, "%s: %s", spends[i].path, again.body);
+		cr_assert_eq(again.len, first[i].len, "%s", spends[i].path);
+		cr_assert_eq(memcmp(again.body, first[i].body, again.len), 0, "%s:\n%s\n%s",
+			     spends[i].path, first[i].body, again.body);
+		dpg_resp_free(&again);
+		cr_assert_eq(dpg_http(&srv, "POST", spends[i].path, srv.admin_key, spends[i].body,
+				      strlen(spends[i].body), fresh[i], &again), 0);
+		cr_assert_eq(again.status, 409, "%s: %s", spends[i].path, again.body);
+		dpg_resp_free(&again);
+		dpg_resp_free(&first[i]);
+	}
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "charges"), 2);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.625);
+	dpg_resp_free(&r);
+}
+
 Test(api, dry_run_changes_nothing)
 {
 	dpg_resp r;
