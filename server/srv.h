@@ -433,7 +433,6 @@ typedef struct srv_response {
 	const char *content_type;   /* static string */
 	char location[256];
 	char allow[64];             /* Allow header of a 405 */
-	bool retry_after;           /* Retry-After: 1 (a 503 when busy) */
 	bool close;                 /* Connection: close (a request whose framing was refused) */
 } srv_response;
 

@@ -359,7 +359,6 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	if (route->access == SRV_PUBLIC && route->json_body) {
 		if (atomic_fetch_add(&ctx->public_busy, 1) >= ctx->public_limit) {
 			atomic_fetch_sub(&ctx->public_busy, 1);
-			res->retry_after = true;
 			srv_problem(res, 503, NULL,
 				    "too many accountant computations are running; retry shortly", NULL,
 				    NULL);
@@ -468,7 +467,10 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"dpgate\"");
 	if (res->allow[0])
 		MHD_add_response_header(r, "Allow", res->allow);
-	if (res->retry_after)
+	/* Every 503 here is a passing state (a busy ledger or worker pool, a
+	 * shutdown, a table being replaced, randomness failing): say when to
+	 * come back (RFC 9110, 10.2.3). */
+	if (res->status == 503)
 		MHD_add_response_header(r, "Retry-After", "1");
 	if (res->close)
 		MHD_add_response_header(r, "Connection", "close");

@@ -1317,7 +1317,6 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	/* A place in the queue is claimed before the reservation, so every
 	 * 202 names a job that a worker will run. */
 	if (!queue_claim(req->ctx->jobs)) {
-		res->retry_after = true;
 		srv_problem(res, 503, NULL, "the job queue is full; try again later", NULL, NULL);
 		goto out;
 	}

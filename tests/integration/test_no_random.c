@@ -154,6 +154,7 @@ Test(no_random, every_release_route_answers_503_and_charges_nothing)
 			     r.status, r.body);
 		cr_assert_str_eq(r.content_type, "application/problem+json", "%s", rel->path);
 		cr_assert_eq(json_integer_value(json_object_get(r.json, "status")), 503, "%s", r.body);
+		cr_assert_eq(r.retry_after, 1, "%s: a 503 says when to retry", rel->path);
 		cr_assert_null(json_object_get(r.json, "output"), "%s", r.body);
 		dpg_resp_free(&r);
 		after = budget_of(rel->dataset);
@@ -351,6 +352,7 @@ Test(no_random, random_ids_answer_503_and_write_nothing)
 		cr_assert_eq(r.status, 503, "%s %s: %ld %s", cases[i].method, cases[i].path, r.status,
 			     r.body);
 		cr_assert_str_eq(r.content_type, "application/problem+json");
+		cr_assert_eq(r.retry_after, 1, "%s: a 503 says when to retry", cases[i].path);
 		dpg_resp_free(&r);
 		cr_assert_eq(array_size_at("/v1/keys", "keys"), keys, "%s", cases[i].path);
 		cr_assert_eq(array_size_at("/v1/datasets/d/ledger", "entries"), ledger, "%s",
