@@ -191,6 +191,17 @@ json_t *srv_parse_body(const char *data, size_t len, acct_error *err)
 		return NULL;
 	}
 	j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j && json_error_code(&jerr) == json_error_numeric_overflow) {
+		/* Well-formed but out of range: name the value (the text before
+		 * it parsed, so its pointer is known). */
+		char where[ACCT_ERROR_WHERE_BYTES];
+
+		srv_json_pointer_at(data, len, jerr.position > 0 ? (size_t)jerr.position : 0, where,
+				    sizeof(where));
+		acct_error_set(err, ACCT_EINVAL, where, "number out of range at line %d column %d: %s",
+			       jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
 	if (!j) {
 		acct_error_set(err, ACCT_EINVAL, "", "malformed JSON at line %d column %d: %s",
 			       jerr.line, jerr.column, jerr.text);

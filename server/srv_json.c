@@ -1,11 +1,13 @@
 /*
  * srv_json.c: checked JSON readers and the privacy-event codec.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpg_limits.h"
 #include "srv_json.h"
 #include "srv_fmt.h"
 
@@ -27,6 +29,120 @@ void srv_json_pointer(char *buf, size_t size, const char *where, const char *key
 	}
 	if (n < size)
 		buf[n] = '\0';
+}
+
+struct scan_frame {
+	bool object;
+	long index;    /* arrays: the element's */
+	char key[64];  /* objects: the member's (cut to size) */
+	bool have_key; /* objects: a key came, its value not yet */
+};
+
+/* The pointer of the member or element about to start in frames[0..depth). */
+static void scan_pointer(const struct scan_frame *frames, int depth, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	for (int d = 0; d < depth; d++) {
+		char prefix[ACCT_ERROR_WHERE_BYTES];
+
+		srv_strcopy(prefix, sizeof(prefix), buf);
+		if (frames[d].object)
+			srv_json_pointer(buf, size, prefix, frames[d].key);
+		else
+			snprintf(buf, size, "%s/%ld", prefix, frames[d].index);
+	}
+}
+
+/* Decodes the JSON string whose opening quote is data[i] into out (cut to
+ * size, \u escapes outside ASCII as '?'); returns the index past its end. */
+static size_t scan_string(const char *data, size_t len, size_t i, char *out, size_t size)
+{
+	size_t n = 0;
+
+	for (i++; i < len && data[i] != '"'; i++) {
+		char c = data[i];
+
+		if (c == '\\' && i + 1 < len) {
+			c = data[++i];
+			switch (c) {
+			case 'b': c = '\b'; break;
+			case 'f': c = '\f'; break;
+			case 'n': c = '\n'; break;
+			case 'r': c = '\r'; break;
+			case 't': c = '\t'; break;
+			case 'u': {
+				unsigned v = 0;
+				size_t k;
+
+				for (k = 1; k <= 4 && i + k < len && isxdigit((unsigned char)data[i + k]); k++)
+					v = v * 16 + (unsigned)(isdigit((unsigned char)data[i + k]) ?
+						data[i + k] - '0' : (tolower((unsigned char)data[i + k]) - 'a' + 10));
+				i += k - 1;
+				c = v > 0 && v < 0x80 ? (char)v : '?';
+				break;
+			}
+			default: break; /* '"', '\\', '/' stand for themselves */
+			}
+		}
+		if (n + 1 < size)
+			out[n++] = c;
+	}
+	if (size)
+		out[n] = '\0';
+	return i + 1;
+}
+
+void srv_json_pointer_at(const char *data, size_t len, size_t pos, char *buf, size_t size)
+{
+	struct scan_frame frames[DPG_MAX_JSON_DEPTH + 1];
+	int depth = 0;
+	size_t i = 0;
+
+	if (size == 0)
+		return;
+	buf[0] = '\0';
+	if (pos > len)
+		pos = len;
+	while (i < pos) {
+		char c = data[i];
+		struct scan_frame *top = depth ? &frames[depth - 1] : NULL;
+		bool is_key = top && top->object && !top->have_key;
+
+		if (c == '{' || c == '[') {
+			if (depth == DPG_MAX_JSON_DEPTH + 1)
+				return;
+			if (top && top->object)
+				top->have_key = false; /* this container is the member's value */
+			frames[depth++] = (struct scan_frame){.object = c == '{'};
+			i++;
+		} else if (c == '}' || c == ']') {
+			if (depth > 0)
+				depth--;
+			i++;
+		} else if (c == ',') {
+			if (top && !top->object)
+				top->index++;
+			i++;
+		} else if (c == '"' && is_key) {
+			i = scan_string(data, len, i, top->key, sizeof(top->key));
+			top->have_key = true;
+		} else if (c == '"') {
+			char skip[1];
+
+			scan_pointer(frames, depth, buf, size);
+			if (top && top->object)
+				top->have_key = false;
+			i = scan_string(data, len, i, skip, 0);
+		} else if (c == ':' || isspace((unsigned char)c)) {
+			i++;
+		} else { /* a number or a literal */
+			scan_pointer(frames, depth, buf, size);
+			if (top && top->object)
+				top->have_key = false;
+			while (i < len && !strchr(",]}", data[i]) && !isspace((unsigned char)data[i]))
+				i++;
+		}
+	}
 }
 
 /* Records "'key' <what><detail>" as a bad-input error at where/key. */

@@ -54,6 +54,14 @@ int srv_json_only_keys(const json_t *obj, const char *where, const char *const *
 void srv_json_pointer(char *buf, size_t size, const char *where, const char *key);
 
 /*
+ * The JSON pointer of the last scalar value (number, string, literal) that
+ * starts before byte `pos` of `data`, whose bytes up to there a parser read
+ * as valid JSON: the value at fault when the parser stopped on it (a number
+ * too large, say).  "" when that value is the whole text or there is none.
+ */
+void srv_json_pointer_at(const char *data, size_t len, size_t pos, char *buf, size_t size);
+
+/*
  * Parses a privacy event (DESIGN.md, "Privacy events").  Checks types,
  * ranges, unknown fields, nesting depth and node count; relation-specific
  * rules are acct_event_validate's.  On success *ret_event owns a new tree.

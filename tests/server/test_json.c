@@ -390,6 +390,37 @@ Test(event_parse, values_reach_the_tree)
 
 /* Reals print in the shortest form that reads back as the same double;
  * a real never prints as an integer. */
+/*
+ * The pointer of the value a parser stopped on: the last scalar that starts
+ * before the position, through objects (keys decoded and RFC 6901 escaped)
+ * and arrays (elements counted, containers included).
+ */
+Test(json_pointer_at, names_the_last_value_before_the_position)
+{
+	static const struct {
+		const char *text, *stop_after, *want;
+	} cases[] = {
+		{"{\"a\":1,\"b\":99999999999999999999}", "999}", "/b"},
+		{"{\"a\":{\"b\":[1,{\"c\":2},[3,4e999]]}}", "4e999", "/a/b/2/1"},
+		{"{\"x\":[[],{},\"s\",true,null,-1e400]}", "-1e400", "/x/5"},
+		{"{\"a/b\":{\"c~d\":1e999}}", "1e999", "/a~1b/c~0d"},
+		{"{\"k\\\"q\\u0041\":1e999}", "1e999", "/k\"qA"},
+		{"{\"s\":\"a,]}\\\"b\",\"n\":1e999}", "1e999", "/n"},
+		{"1e999", "1e999", ""},
+	};
+	char buf[128];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *end = strstr(cases[i].text, cases[i].stop_after);
+		size_t pos;
+
+		cr_assert_not_null(end, "case %zu", i);
+		pos = (size_t)(end - cases[i].text) + strlen(cases[i].stop_after);
+		srv_json_pointer_at(cases[i].text, strlen(cases[i].text), pos, buf, sizeof(buf));
+		cr_assert_str_eq(buf, cases[i].want, "case %zu: %s", i, cases[i].text);
+	}
+}
+
 Test(json_dump, shortest_round_trip_reals)
 {
 	static const struct {
