@@ -66,6 +66,31 @@ Test(api, head_answers_like_get_without_a_body)
 	dpg_resp_free(&head);
 }
 
+/*
+ * /v1/accountant/rdp: the Gaussian's RDP is alpha / (2 sigma^2) (Mironov
+ * 2017, Prop. 7); where that overflows, the answer says null (JSON has no
+ * infinity) rather than a number or an error.
+ */
+Test(api, rdp_curve_writes_null_where_unbounded)
+{
+	dpg_resp r = dpg_call(&srv, "POST", "/v1/accountant/rdp", NULL,
+			      "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2},\"orders\":[2,10]}");
+	json_t *rdp;
+
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	rdp = json_object_get(r.json, "rdp");
+	cr_assert_float_eq(json_real_value(json_array_get(rdp, 0)), 2.0 / 8.0, 1e-12, "%s", r.body);
+	cr_assert_float_eq(json_real_value(json_array_get(rdp, 1)), 10.0 / 8.0, 1e-12, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/accountant/rdp", NULL,
+		     "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1e-160},\"orders\":[2]}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	rdp = json_object_get(r.json, "rdp");
+	cr_assert_eq(json_array_size(rdp), 1, "%s", r.body);
+	cr_assert(json_is_null(json_array_get(rdp, 0)), "%s", r.body);
+	dpg_resp_free(&r);
+}
+
 Test(api, health_and_spec_are_public)
 {
 	dpg_resp r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
