@@ -258,6 +258,18 @@ static void submit_three_long_jobs(char ids[3][64], char rids[3][64])
 	json_decref(wait_for_state(ids[1], running, 60));
 }
 
+/* DELETE /v1/jobs/{id}; expects `status` (200 queued, 202 running). */
+static void cancel_job(const char *id, long status)
+{
+	char path[128];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, status, "%s: %s", id, r.body);
+	dpg_resp_free(&r);
+}
+
 /* The number of commit and release rows in fm's ledger. */
 static void count_closes(int *ret_commits, int *ret_releases)
 {
@@ -290,10 +302,7 @@ Test(jobs, cancel_queued_releases_running_commits)
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "cancelled");
 	dpg_resp_free(&r);
 	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]);
-		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
-		cr_assert_eq(r.status, 202, "%s", r.body);
-		dpg_resp_free(&r);
+		cancel_job(ids[i], 202);
 		j = wait_for_state(ids[i], ended, 60);
 		cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled");
 		json_decref(j);
@@ -324,7 +333,7 @@ Test(jobs, a_queued_job_of_an_archived_dataset_never_starts)
 {
 	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
 	const char *left_queue[] = {"running", "cancelled", "failed", "succeeded", NULL};
-	char ids[3][64], rids[3][64], path[128];
+	char ids[3][64], rids[3][64];
 	int commits, releases;
 	dpg_resp r;
 	json_t *j;
@@ -334,12 +343,8 @@ Test(jobs, a_queued_job_of_an_archived_dataset_never_starts)
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	/* Free both workers; the queued job is taken next. */
-	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]);
-		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
-		cr_assert_eq(r.status, 202, "%s", r.body);
-		dpg_resp_free(&r);
-	}
+	for (int i = 0; i < 2; i++)
+		cancel_job(ids[i], 202);
 	j = wait_for_state(ids[2], left_queue, 60);
 	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled", "%s",
 			 json_dumps(j, JSON_COMPACT));
