@@ -6,6 +6,7 @@
  * from numbers this code printed.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -470,6 +471,25 @@ static void make_tmpdir(void)
 	cr_assert_not_null(mkdtemp(tmpdir));
 }
 
+/* Removes the files the test wrote and the directory (it has no subdirectories). */
+static void remove_tmpdir(void)
+{
+	DIR *d = opendir(tmpdir);
+	struct dirent *e;
+	char path[128];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(tmpdir);
+}
+
 static void write_file(const char *name, const uint8_t *buf, size_t n, bool gz, char *path)
 {
 	sprintf(path, "%s/%s", tmpdir, name);
@@ -524,7 +544,7 @@ static size_t good_labels(uint8_t *b)
 	return o;
 }
 
-Test(idx, loads_a_valid_pair, .init = make_tmpdir)
+Test(idx, loads_a_valid_pair, .init = make_tmpdir, .fini = remove_tmpdir)
 {
 	uint8_t im[64], lb[64];
 	char pi[128], pl[128];
@@ -546,7 +566,7 @@ struct idxcase {
 	int kind;
 };
 
-Test(idx, rejects_truncated_and_garbled_files, .init = make_tmpdir)
+Test(idx, rejects_truncated_and_garbled_files, .init = make_tmpdir, .fini = remove_tmpdir)
 {
 	uint8_t im[64], lb[64], big[64];
 	char pi[128], pl[128], pb[128];
