@@ -21,11 +21,15 @@
  *      and with 8 writers on separate connections; and, to split dpgate's
  *      gap between SQL and HTTP, dpgate's own charge transaction (read the
  *      dataset, insert the ledger row, write the totals) on dpgate's schema
- *      with 1 writer;
+ *      and settings (page size, checkpoint interval) with 1 writer;
  *   2. ceiling 2: a bare libmicrohttpd server started with dpgate's flags
  *      (internal polling thread pool, epoll, N threads, same limits)
  *      answering a fixed small body to the very request dpgate gets, driven
  *      by the same load generator, with 1, 8 and 64 concurrent clients;
+ *      and, with 1 client, the same server running dpgate's charge
+ *      transaction (on the charge-shaped file, own connection) before each
+ *      answer: the one-client floor measured, what a server that parses,
+ *      checks and prices nothing gets from these two parts;
  *   3. dpgate: durable charges per second on one dataset and spread over
  *      100 datasets with 1, 8 and 64 clients, with p50/p99 latency and the
  *      server's CPU time per charge; with one client, the charge txn and
@@ -627,6 +631,22 @@ static sqlite3 *sql_open(const char *path)
 	return h;
 }
 
+/* A connection for the charge shape: as sql_open, with what server/
+ * srv_store.c's db_open sets beyond it (the page size, 1024, is the file's:
+ * dpgate made it), so that the txn ceiling and the floor's server run
+ * dpgate's transaction as dpgate runs it. */
+static sqlite3 *sql_open_as_dpgate(const char *path)
+{
+	sqlite3 *h = sql_open(path);
+
+	if (h && (sqlite3_exec(h, "PRAGMA mmap_size = 0", NULL, NULL, NULL) != SQLITE_OK ||
+		  sqlite3_exec(h, "PRAGMA wal_autocheckpoint = 4000", NULL, NULL, NULL) != SQLITE_OK)) {
+		sqlite3_close_v2(h);
+		return NULL;
+	}
+	return h;
+}
+
 static void now_text(char buf[32])
 {
 	struct timespec ts;
@@ -669,10 +689,35 @@ out:
 	return rc;
 }
 
+/* The statements of server/srv_store.c's charge (ST_DATASET_GET,
+ * ST_LEDGER_INSERT, ST_DATASET_UPDATE_TOTALS) on dataset 'txn'; 0 or -1. */
+static int sql_prepare_charge(sqlite3 *h, sqlite3_stmt **ret_get, sqlite3_stmt **ret_ins,
+			      sqlite3_stmt **ret_upd)
+{
+	if (sqlite3_prepare_v2(h,
+			       "SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
+			       " budget_delta, spent, reserved, open_reservations, charges, archived,"
+			       " created_at, updated_at FROM datasets WHERE id = 'txn'",
+			       -1, ret_get, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(h,
+			       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
+			       " reservation_id, note, actor, idempotency_key, created_at)"
+			       " VALUES ('txn', 'charge',"
+			       " '{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}',"
+			       " '[0.001,0]', 0.001, 0, NULL, NULL, '0123456789abcdef', NULL, ?11)",
+			       -1, ret_ins, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(h,
+			       "UPDATE datasets SET spent = ?2, reserved = '[0,0]', open_reservations = 0,"
+			       " charges = ?5, updated_at = ?6 WHERE id = 'txn'",
+			       -1, ret_upd, NULL) != SQLITE_OK)
+		return -1;
+	return 0;
+}
+
 static void *sql_writer_run(void *arg)
 {
 	sql_writer *w = arg;
-	sqlite3 *h = sql_open(w->path);
+	sqlite3 *h = w->shape == SQL_CHARGE ? sql_open_as_dpgate(w->path) : sql_open(w->path);
 	sqlite3_stmt *begin = NULL, *ins = NULL, *commit = NULL, *get = NULL, *upd = NULL;
 	double window_start, deadline;
 
@@ -683,27 +728,8 @@ static void *sql_writer_run(void *arg)
 	    sqlite3_prepare_v2(h, "INSERT INTO t (v) VALUES ('charge 0.001')", -1, &ins, NULL) !=
 		    SQLITE_OK)
 		w->errors++;
-	if (h && w->shape == SQL_CHARGE) {
-		/* The statements of server/srv_store.c (ST_DATASET_GET,
-		 * ST_LEDGER_INSERT, ST_DATASET_UPDATE_TOTALS). */
-		if (sqlite3_prepare_v2(h,
-				       "SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
-				       " budget_delta, spent, reserved, open_reservations, charges, archived,"
-				       " created_at, updated_at FROM datasets WHERE id = 'txn'",
-				       -1, &get, NULL) != SQLITE_OK ||
-		    sqlite3_prepare_v2(h,
-				       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
-				       " reservation_id, note, actor, idempotency_key, created_at)"
-				       " VALUES ('txn', 'charge',"
-				       " '{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}',"
-				       " '[0.001,0]', 0.001, 0, NULL, NULL, '0123456789abcdef', NULL, ?11)",
-				       -1, &ins, NULL) != SQLITE_OK ||
-		    sqlite3_prepare_v2(h,
-				       "UPDATE datasets SET spent = ?2, reserved = '[0,0]', open_reservations = 0,"
-				       " charges = ?5, updated_at = ?6 WHERE id = 'txn'",
-				       -1, &upd, NULL) != SQLITE_OK)
-			w->errors++;
-	}
+	if (h && w->shape == SQL_CHARGE && sql_prepare_charge(h, &get, &ins, &upd) < 0)
+		w->errors++;
 	pthread_barrier_wait(w->barrier);
 	window_start = *w->start + WARMUP_S;
 	deadline = *w->start + w->duration_s;
@@ -867,8 +893,104 @@ static enum MHD_Result fixed_handler(void *cls, struct MHD_Connection *conn, con
 	return ok;
 }
 
-/* Starts the bare server with server/srv_http.c's flags; NULL on failure. */
-static struct MHD_Daemon *bare_http_start(unsigned threads, uint16_t *ret_port)
+/*
+ * The measured floor of one client: the bare server, except that before it
+ * answers a request it runs dpgate's charge transaction (the SQL_CHARGE
+ * shape, BEGIN IMMEDIATE to COMMIT, synchronous=FULL) on one connection of
+ * its own, under a lock as dpgate's group commit does.  It parses nothing,
+ * checks no key, prices nothing and formats no answer: whatever dpgate does
+ * beyond this is its own cost.  A failed transaction is answered 500.
+ */
+typedef struct txn_server {
+	pthread_mutex_t lock;
+	sqlite3 *h;
+	sqlite3_stmt *begin, *commit, *get, *ins, *upd;
+} txn_server;
+
+static void txn_server_close(txn_server *t)
+{
+	sqlite3_finalize(t->begin);
+	sqlite3_finalize(t->commit);
+	sqlite3_finalize(t->get);
+	sqlite3_finalize(t->ins);
+	sqlite3_finalize(t->upd);
+	sqlite3_close_v2(t->h);
+	pthread_mutex_destroy(&t->lock);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Opens path (dpgate's schema, dataset 'txn' present) for the txn server. */
+static int txn_server_open(txn_server *t, const char *path)
+{
+	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->lock, NULL);
+	t->h = sql_open_as_dpgate(path);
+	if (!t->h || sqlite3_prepare_v2(t->h, "BEGIN IMMEDIATE", -1, &t->begin, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(t->h, "COMMIT", -1, &t->commit, NULL) != SQLITE_OK ||
+	    sql_prepare_charge(t->h, &t->get, &t->ins, &t->upd) < 0) {
+		txn_server_close(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* One durable charge transaction; 0 or -1 (rolled back). */
+static int txn_server_charge(txn_server *t)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&t->lock);
+	if (sqlite3_step(t->begin) == SQLITE_DONE) {
+		rc = sql_charge_body(t->get, t->ins, t->upd);
+		if (rc == 0 && sqlite3_step(t->commit) != SQLITE_DONE)
+			rc = -1;
+		sqlite3_reset(t->commit);
+		if (rc < 0)
+			sqlite3_exec(t->h, "ROLLBACK", NULL, NULL, NULL);
+	}
+	sqlite3_reset(t->begin);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+static enum MHD_Result txn_handler(void *cls, struct MHD_Connection *conn, const char *url,
+				   const char *method, const char *version, const char *upload_data,
+				   size_t *upload_data_size, void **con_cls)
+{
+	static const char seen = 1; /* a constant: only its address is used */
+	struct MHD_Response *r;
+	enum MHD_Result ok;
+	unsigned status = 201;
+
+	(void)url;
+	(void)method;
+	(void)version;
+	(void)upload_data;
+	if (!*con_cls) {
+		*con_cls = (void *)&seen;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (txn_server_charge(cls) < 0)
+		status = 500;
+	r = MHD_create_response_from_buffer(sizeof(fixed_body) - 1, (void *)fixed_body,
+					    MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	ok = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+/* Starts a bare server (handler and its cls) with server/srv_http.c's
+ * flags; NULL on failure. */
+static struct MHD_Daemon *bare_http_start(unsigned threads, MHD_AccessHandlerCallback handler,
+					  void *cls, uint16_t *ret_port)
 {
 	struct sockaddr_in addr;
 	struct MHD_Daemon *d;
@@ -880,7 +1002,7 @@ static struct MHD_Daemon *bare_http_start(unsigned threads, uint16_t *ret_port)
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 				     MHD_USE_ERROR_LOG,
-			     0, NULL, NULL, fixed_handler, NULL,
+			     0, NULL, NULL, handler, cls,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 			     MHD_OPTION_THREAD_POOL_SIZE, threads,
 			     MHD_OPTION_CONNECTION_TIMEOUT, 30u,
@@ -1472,7 +1594,7 @@ bad:
 /* The throughput cells, measured once per round in this order. */
 enum cell {
 	C_SQL_1, C_SQL_8, C_TXN_1,
-	C_HTTP_1, C_HTTP_8, C_HTTP_64,
+	C_HTTP_1, C_HTTP_8, C_HTTP_64, C_TXN_HTTP_1,
 	C_ONE_1, C_ONE_8, C_ONE_64,
 	C_SPREAD_1, C_SPREAD_8, C_SPREAD_64,
 	C__COUNT
@@ -1482,6 +1604,7 @@ static const char *const cell_names[C__COUNT] = {
 	[C_SQL_1] = "sqlite_commit_1", [C_SQL_8] = "sqlite_commit_8",
 	[C_TXN_1] = "sqlite_charge_txn_1",
 	[C_HTTP_1] = "http_1", [C_HTTP_8] = "http_8", [C_HTTP_64] = "http_64",
+	[C_TXN_HTTP_1] = "charge_txn_http_1",
 	[C_ONE_1] = "dpgate_one_1", [C_ONE_8] = "dpgate_one_8", [C_ONE_64] = "dpgate_one_64",
 	[C_SPREAD_1] = "dpgate_100_1", [C_SPREAD_8] = "dpgate_100_8",
 	[C_SPREAD_64] = "dpgate_100_64",
@@ -1574,8 +1697,10 @@ int main(int argc, char **argv)
 	int64_t prefilled = 0, ledger_charges = -1, stored_charges = -1;
 	int verify_rc = -1, verify_prefill_rc = 0, exit_code = 2;
 	bool counts_match = false, all_clean = true;
-	struct MHD_Daemon *bare = NULL;
-	uint16_t bare_port = 0;
+	struct MHD_Daemon *bare = NULL, *txn_http = NULL;
+	uint16_t bare_port = 0, txn_port = 0;
+	txn_server txn_srv = {0};
+	bool txn_srv_open = false;
 	json_t *report = NULL, *arr;
 	double t_begin = now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
@@ -1644,7 +1769,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	bare = bare_http_start(o.threads, &bare_port);
+	bare = bare_http_start(o.threads, fixed_handler, NULL, &bare_port);
 	if (!bare) {
 		fprintf(stderr, "bench_server: cannot start the bare libmicrohttpd server\n");
 		goto out;
@@ -1704,6 +1829,17 @@ int main(int argc, char **argv)
 		warm_charges(g.port, one_req, one_len, WARM_COMMITS, &ok_total, &bad);
 		all_clean &= bad == 0;
 	}
+	/* The measured floor's server, on the warmed charge-shaped file. */
+	if (txn_server_open(&txn_srv, txn_path) < 0) {
+		fprintf(stderr, "bench_server: cannot open %s for the txn server\n", txn_path);
+		goto out;
+	}
+	txn_srv_open = true;
+	txn_http = bare_http_start(o.threads, txn_handler, &txn_srv, &txn_port);
+	if (!txn_http) {
+		fprintf(stderr, "bench_server: cannot start the txn server\n");
+		goto out;
+	}
 
 	/* 1-3. the throughput cells, round after round, so that a burst of
 	 * load from elsewhere on the machine hits ceilings and dpgate alike. */
@@ -1729,6 +1865,13 @@ int main(int argc, char **argv)
 			    load_run(&one, g.pid, &x[C_ONE_1 + i]) < 0 ||
 			    load_run(&spread, g.pid, &x[C_SPREAD_1 + i]) < 0)
 				goto out;
+			if (i == 0) {
+				load_spec txn = {txn_port, 1, o.duration_s,
+						 (const char *const *)&bare_req, &bare_len, 1, 201};
+
+				if (load_run(&txn, -1, &x[C_TXN_HTTP_1]) < 0)
+					goto out;
+			}
 		}
 		printf("  round %u:", r + 1);
 		for (unsigned c = 0; c < C__COUNT; c++)
@@ -1742,6 +1885,8 @@ int main(int argc, char **argv)
 		ok_total += res[c].expected;
 		all_clean &= res[c].other == 0 && res[c].failed == 0;
 	}
+	/* A floor server that failed a transaction measured nothing. */
+	all_clean &= res[C_TXN_HTTP_1].other == 0 && res[C_TXN_HTTP_1].failed == 0;
 	printf("\nper_s: median over rounds of answers (commits) per second; p50/p99: median over"
 	       " rounds of each\nround's latency quantiles; cpu_us: dpgate CPU time (user+sys) per"
 	       " answer; errors: non-201\nanswers and failed exchanges, all rounds\n");
@@ -1757,6 +1902,13 @@ int main(int argc, char **argv)
 	print_header("ceiling 2: bare libmicrohttpd (dpgate's flags), fixed 201 body, same request");
 	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++)
 		print_cell("fixed body, clients", &res[C_HTTP_1 + i], "");
+	{
+		char ratio[64];
+
+		snprintf(ratio, sizeof(ratio), "%.2f x commit1",
+			 res[C_TXN_HTTP_1].rate / res[C_SQL_1].rate);
+		print_cell("charge txn, then body", &res[C_TXN_HTTP_1], ratio);
+	}
 	print_header("dpgate: durable charges, POST /v1/datasets/{id}/charges -> 201");
 	for (unsigned i = 0; i < 2 * N_CLIENT_COUNTS; i++) {
 		unsigned c = C_ONE_1 + i, h = C_HTTP_1 + i % N_CLIENT_COUNTS;
@@ -1771,14 +1923,23 @@ int main(int argc, char **argv)
 	 * transaction plus one HTTP exchange, so no server built from these two
 	 * parts passes the rate of the two in series.  (The transaction here
 	 * reads the dataset row; dpgate skips that read when it remembers the
-	 * row, so it may pass this floor by that much.) */
+	 * row, so it may pass this floor by that much.)  The txn server is that
+	 * floor measured: a bare server that runs the charge txn per request. */
 	floor_rate = 1.0 / (1.0 / res[C_TXN_1].rate + 1.0 / res[C_HTTP_1].rate);
 	printf("  one client's floor: charge txn then fixed-body exchange in series %.0f/s"
 	       " = %.2f x commit1; dpgate one dataset reaches %.2f of it\n",
 	       floor_rate, floor_rate / res[C_SQL_1].rate, res[C_ONE_1].rate / floor_rate);
+	printf("  measured: a bare server that runs the charge txn, then answers, %.0f/s"
+	       " = %.2f x commit1; dpgate one dataset reaches %.2f of it\n",
+	       res[C_TXN_HTTP_1].rate, res[C_TXN_HTTP_1].rate / res[C_SQL_1].rate,
+	       res[C_ONE_1].rate / res[C_TXN_HTTP_1].rate);
 	fflush(stdout);
 	MHD_stop_daemon(bare);
 	bare = NULL;
+	MHD_stop_daemon(txn_http);
+	txn_http = NULL;
+	txn_server_close(&txn_srv);
+	txn_srv_open = false;
 
 	/*
 	 * The issue's target (one client: at least half the bare commit rate),
@@ -1953,9 +2114,13 @@ int main(int argc, char **argv)
 				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
 				      "target", 0.5, "met", target_ratio >= 0.5));
 	json_object_set_new(report, "floor_one_client",
-			    json_pack("{s:f, s:f, s:f}", "per_s", floor_rate, "ratio_commit_1",
-				      floor_rate / res[C_SQL_1].rate, "dpgate_share",
-				      res[C_ONE_1].rate / floor_rate));
+			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "per_s", floor_rate,
+				      "ratio_commit_1", floor_rate / res[C_SQL_1].rate, "dpgate_share",
+				      res[C_ONE_1].rate / floor_rate, "measured_per_s",
+				      res[C_TXN_HTTP_1].rate, "measured_ratio_commit_1",
+				      res[C_TXN_HTTP_1].rate / res[C_SQL_1].rate,
+				      "dpgate_share_of_measured",
+				      res[C_ONE_1].rate / res[C_TXN_HTTP_1].rate));
 	json_object_set_new(report, "correctness",
 			    json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:b, s:b}", "verify_exit",
 				      verify_rc, "verify_after_prefill_exit", verify_prefill_rc,
@@ -1980,6 +2145,10 @@ out:
 		dpgate_stop(&g);
 	if (bare)
 		MHD_stop_daemon(bare);
+	if (txn_http)
+		MHD_stop_daemon(txn_http);
+	if (txn_srv_open)
+		txn_server_close(&txn_srv);
 	json_decref(report);
 	free(rounds);
 	free(one_req);
@@ -1991,7 +2160,8 @@ out:
 		static const char *const files[] = {
 			"ceiling.db", "ceiling.db-wal", "ceiling.db-shm",
 			"ceiling-charge.db", "ceiling-charge.db-wal", "ceiling-charge.db-shm",
-			"dpgate.db", "dpgate.db-wal", "dpgate.db-shm", "dpgate.log"};
+			"dpgate.db", "dpgate.db-wal", "dpgate.db-shm", "dpgate.db-serve.lock",
+			"dpgate.log", "data/.serve.lock"};
 
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 			snprintf(side, sizeof(side), "%s/%s", tmpl, files[i]);
