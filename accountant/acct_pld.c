@@ -455,10 +455,19 @@ static int pmf_convolve(struct pmf *a, const struct pmf *b, struct pld_work *w, 
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
 		goto out;
 	}
+	/* Keep only the len values the result has (x holds nfft); without
+	 * memory for the smaller copy, x itself serves. */
+	{
+		double *kept = len < nfft ? malloc(len * sizeof(double)) : NULL;
+
+		if (kept) {
+			memcpy(kept, x, len * sizeof(double));
+			free(x);
+			x = kept;
+		}
+	}
 	free(a->p);
-	a->p = realloc(x, len * sizeof(double));
-	if (!a->p)
-		a->p = x;
+	a->p = x;
 	x = NULL;
 	for (size_t i = 0; i < len; i++)
 		if (!(a->p[i] > 0.0))
