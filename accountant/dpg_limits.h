@@ -28,6 +28,9 @@
 #define DPG_MAX_PAGE_SIZE           1000         /* ledger pagination */
 #define DPG_DEFAULT_PAGE_SIZE       100
 #define DPG_MAX_SCOPED_DATASETS     256          /* datasets on one analyst key */
+/* `dpgate check` policy files (at most DPG_MAX_BODY_BYTES, as JSON bodies) */
+#define DPG_MAX_CHECK_DATASETS      10000        /* datasets one policy names */
+#define DPG_MAX_CHECK_PLANNED       100000       /* planned events of one dataset */
 
 /* Privacy events */
 #define DPG_MAX_EVENT_DEPTH         8            /* nesting of events */

@@ -62,9 +62,6 @@
 #include "srv_json.h"
 #include "srv_stateless.h"
 
-#define CHECK_MAX_DATASETS 10000
-#define CHECK_MAX_PLANNED 100000
-
 /* obj[a][b], or NULL. */
 static json_t *pget(const json_t *obj, const char *a, const char *b)
 {
@@ -156,10 +153,10 @@ static int check_dataset(const json_t *ds, const char *where, struct ds_report *
 	}
 	srv_json_pointer(ptr, sizeof(ptr), where, "planned");
 	planned = json_object_get(ds, "planned");
-	if (!json_is_array(planned) || json_array_size(planned) > CHECK_MAX_PLANNED)
+	if (!json_is_array(planned) || json_array_size(planned) > DPG_MAX_CHECK_PLANNED)
 		return acct_error_set(err, ACCT_EINVAL, ptr,
 				      "'planned' must be an array of at most %d events",
-				      CHECK_MAX_PLANNED);
+				      DPG_MAX_CHECK_PLANNED);
 	events = json_array();
 	if (!events)
 		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
@@ -355,10 +352,10 @@ int srv_check_main(int argc, char **argv)
 		status = bad_policy(&err);
 		goto out;
 	}
-	if (json_array_size(datasets) > CHECK_MAX_DATASETS) {
+	if (json_array_size(datasets) > DPG_MAX_CHECK_DATASETS) {
 		acct_error_set(&err, ACCT_EINVAL, "/datasets",
 			       "the policy lists %zu datasets; at most %d are allowed",
-			       json_array_size(datasets), CHECK_MAX_DATASETS);
+			       json_array_size(datasets), DPG_MAX_CHECK_DATASETS);
 		status = bad_policy(&err);
 		goto out;
 	}
