@@ -854,45 +854,6 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 
 /* ---- ceiling 2: a bare libmicrohttpd server ------------------------------- */
 
-/* About the size of dpgate's answer to a charge. */
-static const char fixed_body[] =
-	"{\"id\":1,\"budget\":{\"budget\":{\"epsilon\":1000000.0,\"delta\":1.0000000000000001e-05},"
-	"\"spent\":{\"epsilon\":0.001,\"delta\":0.0},\"reserved\":{\"epsilon\":0.0,\"open\":0},"
-	"\"remaining\":{\"epsilon\":999999.999,\"delta\":0.0},\"charges\":1,\"accountant\":\"basic\"}}";
-
-static enum MHD_Result fixed_handler(void *cls, struct MHD_Connection *conn, const char *url,
-				     const char *method, const char *version,
-				     const char *upload_data, size_t *upload_data_size, void **con_cls)
-{
-	static const char seen = 1; /* a constant: only its address is used */
-	struct MHD_Response *r;
-	enum MHD_Result ok;
-
-	(void)cls;
-	(void)url;
-	(void)method;
-	(void)version;
-	(void)upload_data;
-	if (!*con_cls) {
-		*con_cls = (void *)&seen;
-		return MHD_YES;
-	}
-	if (*upload_data_size) {
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
-	/* One response per request, as dpgate does. */
-	r = MHD_create_response_from_buffer(sizeof(fixed_body) - 1, (void *)fixed_body,
-					    MHD_RESPMEM_PERSISTENT);
-	if (!r)
-		return MHD_NO;
-	MHD_add_response_header(r, "Content-Type", "application/json");
-	MHD_add_response_header(r, "Cache-Control", "no-store");
-	ok = MHD_queue_response(conn, 201, r);
-	MHD_destroy_response(r);
-	return ok;
-}
-
 /*
  * The measured floor of one client: the bare server, except that before it
  * answers a request it runs dpgate's charge transaction (the SQL_CHARGE
@@ -953,11 +914,20 @@ static int txn_server_charge(txn_server *t)
 	return rc;
 }
 
-static enum MHD_Result txn_handler(void *cls, struct MHD_Connection *conn, const char *url,
-				   const char *method, const char *version, const char *upload_data,
-				   size_t *upload_data_size, void **con_cls)
+/* About the size of dpgate's answer to a charge. */
+static const char fixed_body[] =
+	"{\"id\":1,\"budget\":{\"budget\":{\"epsilon\":1000000.0,\"delta\":1.0000000000000001e-05},"
+	"\"spent\":{\"epsilon\":0.001,\"delta\":0.0},\"reserved\":{\"epsilon\":0.0,\"open\":0},"
+	"\"remaining\":{\"epsilon\":999999.999,\"delta\":0.0},\"charges\":1,\"accountant\":\"basic\"}}";
+
+/* The bare server's handler: with a txn_server as cls, the floor's server
+ * (one charge transaction before the answer, 500 when it failed). */
+static enum MHD_Result fixed_handler(void *cls, struct MHD_Connection *conn, const char *url,
+				     const char *method, const char *version,
+				     const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
 	static const char seen = 1; /* a constant: only its address is used */
+	txn_server *txn = cls;
 	struct MHD_Response *r;
 	enum MHD_Result ok;
 	unsigned status = 201;
@@ -974,8 +944,9 @@ static enum MHD_Result txn_handler(void *cls, struct MHD_Connection *conn, const
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
-	if (txn_server_charge(cls) < 0)
+	if (txn && txn_server_charge(txn) < 0)
 		status = 500;
+	/* One response per request, as dpgate does. */
 	r = MHD_create_response_from_buffer(sizeof(fixed_body) - 1, (void *)fixed_body,
 					    MHD_RESPMEM_PERSISTENT);
 	if (!r)
@@ -1835,7 +1806,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	txn_srv_open = true;
-	txn_http = bare_http_start(o.threads, txn_handler, &txn_srv, &txn_port);
+	txn_http = bare_http_start(o.threads, fixed_handler, &txn_srv, &txn_port);
 	if (!txn_http) {
 		fprintf(stderr, "bench_server: cannot start the txn server\n");
 		goto out;
