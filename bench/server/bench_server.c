@@ -958,10 +958,9 @@ static enum MHD_Result fixed_handler(void *cls, struct MHD_Connection *conn, con
 	return ok;
 }
 
-/* Starts a bare server (handler and its cls) with server/srv_http.c's
- * flags; NULL on failure. */
-static struct MHD_Daemon *bare_http_start(unsigned threads, MHD_AccessHandlerCallback handler,
-					  void *cls, uint16_t *ret_port)
+/* Starts a bare server with server/srv_http.c's flags: the fixed-body one,
+ * or with txn the floor's; NULL on failure. */
+static struct MHD_Daemon *bare_http_start(unsigned threads, txn_server *txn, uint16_t *ret_port)
 {
 	struct sockaddr_in addr;
 	struct MHD_Daemon *d;
@@ -973,7 +972,7 @@ static struct MHD_Daemon *bare_http_start(unsigned threads, MHD_AccessHandlerCal
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
 				     MHD_USE_ERROR_LOG,
-			     0, NULL, NULL, handler, cls,
+			     0, NULL, NULL, fixed_handler, txn,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 			     MHD_OPTION_THREAD_POOL_SIZE, threads,
 			     MHD_OPTION_CONNECTION_TIMEOUT, 30u,
@@ -1740,7 +1739,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	bare = bare_http_start(o.threads, fixed_handler, NULL, &bare_port);
+	bare = bare_http_start(o.threads, NULL, &bare_port);
 	if (!bare) {
 		fprintf(stderr, "bench_server: cannot start the bare libmicrohttpd server\n");
 		goto out;
@@ -1806,7 +1805,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	txn_srv_open = true;
-	txn_http = bare_http_start(o.threads, fixed_handler, &txn_srv, &txn_port);
+	txn_http = bare_http_start(o.threads, &txn_srv, &txn_port);
 	if (!txn_http) {
 		fprintf(stderr, "bench_server: cannot start the txn server\n");
 		goto out;
