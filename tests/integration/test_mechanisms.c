@@ -1183,6 +1183,22 @@ static char *linked_path(const char *id)
 	return path;
 }
 
+/* Makes dataset `id`, hosts table_csv on it and stops the server (SIGTERM);
+ * returns the path the link records (caller frees). */
+static char *host_table_and_stop(const char *id)
+{
+	char *linked;
+	dpg_resp r;
+
+	make_ds(id, "basic", "add_remove", 100, 0);
+	r = put_csv(id, NULL, table_csv, strlen(table_csv), srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	linked = linked_path(id);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	return linked;
+}
+
 /*
  * The crash windows of an upload, laid out by hand while the server is
  * stopped: a file written but never committed (another table), a file the
@@ -1209,13 +1225,8 @@ Test(mechanisms, start_sweeps_orphaned_table_files)
 	char *linked, *base;
 	dpg_resp r;
 
-	make_ds("crashed", "basic", "add_remove", 100, 0);
-	r = put_csv("crashed", NULL, table_csv, strlen(table_csv), srv.admin_key);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
-	linked = linked_path("crashed");
+	linked = host_table_and_stop("crashed");
 	base = strrchr(linked, '/') + 1;
-	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	for (size_t i = 0; i < sizeof(orphans) / sizeof(orphans[0]); i++)
 		place_table_file(orphans[i], i == 1 ? table_csv : "x,y,z\n1,2,3\n", 3600);
 	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
@@ -1255,12 +1266,7 @@ Test(mechanisms, older_table_layout_keeps_working)
 	sqlite3_stmt *s = NULL;
 	dpg_resp r;
 
-	make_ds("legacy", "basic", "add_remove", 100, 0);
-	r = put_csv("legacy", NULL, table_csv, strlen(table_csv), srv.admin_key);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
-	linked = linked_path("legacy");
-	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	linked = host_table_and_stop("legacy");
 	snprintf(old_path, sizeof(old_path), "%s", linked);
 	snprintf(legacy, sizeof(legacy), "%.*slegacy.csv", (int)(strrchr(linked, '/') + 1 - linked),
 		 linked);
