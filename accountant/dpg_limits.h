@@ -79,6 +79,9 @@
 #define DPG_MAX_CSV_ROWS            10000000LL
 #define DPG_MAX_CSV_COLUMNS         1024
 #define DPG_MAX_CSV_FIELD_BYTES     1024
+/* Parsed hosted tables the server keeps between queries while no request
+ * uses them (server/srv_table_cache.h); least recently used dropped first. */
+#define DPG_TABLE_CACHE_BYTES       ((size_t)256 << 20)
 
 /* ==== trainers (issue 6) ==== */
 #define DPG_MAX_TRAIN_EXAMPLES      10000000LL   /* rows a trainer reads (= CSV rows) */

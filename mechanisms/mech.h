@@ -356,6 +356,8 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 void mech_table_free(mech_table *t);
 size_t mech_table_rows(const mech_table *t);
 size_t mech_table_columns(const mech_table *t);
+/* The heap bytes the table holds (an upper bound within a few percent). */
+size_t mech_table_bytes(const mech_table *t);
 const char *mech_table_column_name(const mech_table *t, size_t j);
 mech_col_kind mech_table_column_kind(const mech_table *t, size_t j);
 

@@ -530,6 +530,23 @@ size_t mech_table_rows(const mech_table *t)
 	return t->rows;
 }
 
+size_t mech_table_bytes(const mech_table *t)
+{
+	size_t n = sizeof(*t) + DPG_MAX_CSV_COLUMNS * sizeof(struct column);
+
+	for (size_t j = 0; j < t->cols; j++) {
+		const struct column *c = &t->col[j];
+
+		n += strlen(c->name) + 1 + c->nslots * sizeof(uint32_t);
+		n += t->rows * (c->num ? sizeof(double) : sizeof(uint32_t));
+		/* The dict array doubles as it grows: at most twice its count. */
+		n += 2 * c->ndict * sizeof(char *);
+		for (size_t k = 0; k < c->ndict; k++)
+			n += strlen(c->dict[k]) + 1;
+	}
+	return n;
+}
+
 size_t mech_table_columns(const mech_table *t)
 {
 	return t->cols;

@@ -463,6 +463,7 @@ void srv_route_allowed(const char *path, char *buf, size_t size);
 struct srv_ctx {
 	srv_store *store;
 	srv_auth_cache *auth_cache;
+	struct srv_table_cache *tables; /* parsed hosted tables (srv_table_cache.h) */
 	struct srv_jobs *jobs;
 	char db_path[4096];
 	char data_dir[4096];

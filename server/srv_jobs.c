@@ -628,9 +628,10 @@ out:
 }
 
 /* Loads the training table (and a public evaluation table where there is
- * one) that the dataset links. */
-static int load_data(srv_db *db, const char *dataset_id, const json_t *params,
-		     trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err)
+ * one) that the dataset links; a hosted table through `tables`. */
+static int load_data(srv_table_cache *tables, srv_db *db, const char *dataset_id,
+		     const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
+		     acct_error *err)
 {
 	sqlite3_stmt *s = NULL;
 	char kind[16] = "", builtin[64] = "";
@@ -659,14 +660,14 @@ static int load_data(srv_db *db, const char *dataset_id, const json_t *params,
 		return rc;
 	}
 	if (strcmp(kind, "table") == 0) {
-		mech_table *t = NULL;
+		srv_table_ref *t = NULL;
 
-		rc = srv_data_load_table(db, dataset_id, &t, err);
+		rc = srv_data_load_table(tables, db, dataset_id, &t, err);
 		if (rc < 0)
 			return rc;
 		/* A hosted table has no public split: no progress accuracy. */
-		rc = table_to_dataset(t, params, ret_train, err);
-		mech_table_free(t);
+		rc = table_to_dataset(srv_table_ref_table(t), params, ret_train, err);
+		srv_table_cache_release(tables, t);
 		*ret_eval = NULL;
 		return rc;
 	}
@@ -751,7 +752,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	rc = parse_dpsgd_params(j.params, &p, &err);
 	if (rc >= 0) {
 		db = srv_store_acquire(ctx->store);
-		rc = load_data(db, j.dataset_id, j.params, &train, &eval, &err);
+		rc = load_data(ctx->tables, db, j.dataset_id, j.params, &train, &eval, &err);
 		srv_store_release(ctx->store, db);
 	}
 	if (rc >= 0 && (int64_t)train->n != j.n_train)
@@ -1029,7 +1030,7 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 			srv_problem(res, 503, NULL, "cannot record the data link", NULL, NULL);
 			return 0;
 		}
-		srv__table_file_drop(old_table, ds.id);
+		srv__table_file_drop(req->ctx->tables, old_table, ds.id);
 		free(old_table);
 	}
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:s, s:I}", "dataset", ds.id, "kind", "builtin",

@@ -29,6 +29,7 @@
 #include "srv_json.h"
 #include "srv_mech_routes.h"
 #include "srv_stateless.h"
+#include "srv_table_cache.h"
 
 /* OpenBLAS's own control (cblas.h of libopenblas-dev declares it too). */
 void openblas_set_num_threads(int num_threads);
@@ -207,7 +208,7 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 			unsigned threads)
 {
 	srv_ctx ctx = *settings;
-	int rc;
+	int rc = 1;
 
 	if (open_store(db, threads + 2, &ctx.store) < 0)
 		return 1;
@@ -215,12 +216,9 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
 	ctx.route_metrics = calloc(srv_routes_count + 1, sizeof(srv_route_metrics));
 	ctx.auth_cache = srv_auth_cache_new(db);
-	if (!ctx.route_metrics || !ctx.auth_cache) {
-		srv_store_close(ctx.store);
-		srv_auth_cache_free(ctx.auth_cache);
-		free(ctx.route_metrics);
-		return 1;
-	}
+	ctx.tables = srv_table_cache_new(DPG_TABLE_CACHE_BYTES);
+	if (!ctx.route_metrics || !ctx.auth_cache || !ctx.tables)
+		goto out;
 	{
 		srv_db *sdb = srv_store_acquire(ctx.store);
 		unsigned removed = 0;
@@ -240,16 +238,16 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 
 		if (srv_jobs_start(&ctx, DPG_MAX_JOB_WORKERS, &ctx.jobs, errbuf, sizeof(errbuf)) < 0) {
 			fprintf(stderr, "dpgate: %s\n", errbuf);
-			srv_store_close(ctx.store);
-			srv_auth_cache_free(ctx.auth_cache);
-			free(ctx.route_metrics);
-			return 1;
+			goto out;
 		}
 	}
 	rc = srv_http_serve(&ctx, host, port, threads);
 	srv_jobs_stop(ctx.jobs);
+out:
 	srv_store_close(ctx.store);
 	srv_auth_cache_free(ctx.auth_cache);
+	/* After the HTTP threads and the job workers: no reference is left. */
+	srv_table_cache_free(ctx.tables);
 	free(ctx.route_metrics);
 	return rc;
 }

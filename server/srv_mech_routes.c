@@ -26,6 +26,7 @@
 #include "srv_mech.h"
 #include "srv_mech_routes.h"
 #include "srv_store_internal.h"
+#include "srv_table_cache.h"
 
 /* Keys of a release body that belong to the route, not to the mechanism. */
 static const char *const route_keys[] = {"note", "ledger_delta", NULL};
@@ -450,12 +451,13 @@ static int precheck_column(const json_t *cols, const json_t *body, acct_error *e
 }
 
 /*
- * Reads a whole file of at most DPG_MAX_CSV_BYTES; caller frees *ret.
+ * Reads a whole file of at most DPG_MAX_CSV_BYTES; caller frees *ret;
+ * *ret_st is the state of the file read (fstat of the descriptor read).
  * Returns 0, -ENOENT when there is no such file (a concurrent upload may
  * have replaced and removed it), or -EIO for any other failure.  A file
  * that is open is read whole even if it is unlinked meanwhile.
  */
-static int read_table_file(const char *path, char **ret, size_t *ret_len)
+static int read_table_file(const char *path, char **ret, size_t *ret_len, struct stat *ret_st)
 {
 	struct stat st;
 	char *buf = NULL;
@@ -482,6 +484,7 @@ static int read_table_file(const char *path, char **ret, size_t *ret_len)
 	buf[off] = '\0';
 	*ret = buf;
 	*ret_len = off;
+	*ret_st = st;
 	buf = NULL;
 	rc = 0;
 out:
@@ -546,28 +549,34 @@ static bool table_file_name(const char *name, const char *dataset_id)
 }
 
 /* Removes a table file that a committed upload no longer names, if it is
- * one dpgate wrote for this dataset; anything else is left alone. */
-static void drop_replaced_table_file(const char *path, const char *dataset_id, const char *new_path)
+ * one dpgate wrote for this dataset (anything else is left alone), and
+ * drops its parse from `cache`. */
+static void drop_replaced_table_file(srv_table_cache *cache, const char *path,
+				     const char *dataset_id, const char *new_path)
 {
 	const char *slash;
 
 	if (!path || (new_path && !strcmp(path, new_path)))
 		return;
+	srv_table_cache_forget(cache, path);
 	slash = strrchr(path, '/');
 	if (table_file_name(slash ? slash + 1 : path, dataset_id))
 		unlink(path);
 }
 
-/* A dataset's hosted-table link: the file and its recorded schema. */
+/* A dataset's hosted-table link: the file and its recorded schema (parsed
+ * and as stored). */
 struct table_link {
 	char *path;
 	json_t *columns;
+	char *columns_text;
 };
 
 static void table_link_clear(struct table_link *l)
 {
 	free(l->path);
 	json_decref(l->columns);
+	free(l->columns_text);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -585,7 +594,7 @@ enum table_read {
 static int table_link_get(srv_db *db, const char *dataset_id, struct table_link *ret)
 {
 	sqlite3_stmt *s = NULL;
-	struct table_link l = {NULL, NULL};
+	struct table_link l = {NULL, NULL, NULL};
 	int rc = TABLE_READ_DB, step;
 
 	if (sqlite3_prepare_v2(srv__db_handle(db),
@@ -602,7 +611,9 @@ static int table_link_get(srv_db *db, const char *dataset_id, struct table_link 
 	if (step != SQLITE_ROW)
 		goto out;
 	l.path = strdup((const char *)sqlite3_column_text(s, 1));
-	l.columns = json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL);
+	if (sqlite3_column_type(s, 2) == SQLITE_TEXT)
+		l.columns_text = strdup((const char *)sqlite3_column_text(s, 2));
+	l.columns = l.columns_text ? json_loads(l.columns_text, 0, NULL) : NULL;
 	if (!l.path || !l.columns) {
 		rc = TABLE_READ_BROKEN;
 		goto out;
@@ -618,19 +629,25 @@ out:
 
 /*
  * Loads the dataset's hosted table, parsed with the schema recorded with
- * it.  With query_body != NULL, first checks the query's column against
- * that schema (TABLE_READ_BAD_QUERY, err set).  When the file the link
- * names is gone, reads the link again: a new path means an upload replaced
- * the table meanwhile (retried up to TABLE_READ_TRIES times, then
+ * it: from `cache` when it holds the parse of the file the link names in
+ * its present state, else read and parsed, and added to `cache`.  With
+ * query_body != NULL, first checks the query's column against that schema
+ * (TABLE_READ_BAD_QUERY, err set).  When the file the link names is gone,
+ * reads the link again: a new path means an upload replaced the table
+ * meanwhile (retried up to TABLE_READ_TRIES times, then
  * TABLE_READ_REPLACED); the same path means the file is lost
- * (TABLE_READ_BROKEN).  Returns TABLE_READ_OK and a new table in *ret, or
- * an enum table_read code.
+ * (TABLE_READ_BROKEN).  Returns TABLE_READ_OK and a reference in *ret
+ * (srv_table_cache_release with the same cache), or an enum table_read
+ * code.
  */
-static int hosted_table_read(srv_db *db, const char *dataset_id, const json_t *query_body,
-			     mech_table **ret, acct_error *err)
+static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dataset_id,
+			     const json_t *query_body, srv_table_ref **ret, acct_error *err)
 {
-	struct table_link link = {NULL, NULL};
+	struct table_link link = {NULL, NULL, NULL};
 	struct decl d;
+	struct stat st;
+	srv_table_ref *ref = NULL;
+	mech_table *t = NULL;
 	char *text = NULL, *seen = NULL;
 	size_t len = 0;
 	int rc, tries = 0;
@@ -644,7 +661,12 @@ static int hosted_table_read(srv_db *db, const char *dataset_id, const json_t *q
 			rc = TABLE_READ_BAD_QUERY;
 			goto out;
 		}
-		rc = read_table_file(link.path, &text, &len);
+		if (stat(link.path, &st) == 0 &&
+		    (ref = srv_table_cache_find(cache, link.path, &st, link.columns_text))) {
+			rc = TABLE_READ_OK;
+			goto out;
+		}
+		rc = read_table_file(link.path, &text, &len, &st);
 		if (rc == 0)
 			break;
 		if (rc != -ENOENT || (seen && !strcmp(seen, link.path))) {
@@ -661,11 +683,15 @@ static int hosted_table_read(srv_db *db, const char *dataset_id, const json_t *q
 		table_link_clear(&link);
 	}
 	if (decl_from_json(link.columns, &d) < 0 ||
-	    mech_table_parse_csv(text, len, d.cols, d.n, ret, NULL) < 0)
+	    mech_table_parse_csv(text, len, d.cols, d.n, &t, NULL) < 0) {
 		rc = TABLE_READ_BROKEN;
-	else
-		rc = TABLE_READ_OK;
+		goto out;
+	}
+	ref = srv_table_cache_add(cache, link.path, &st, link.columns_text, t);
+	rc = ref ? TABLE_READ_OK : TABLE_READ_BROKEN;
 out:
+	if (rc == TABLE_READ_OK)
+		*ret = ref;
 	table_link_clear(&link);
 	decl_clear(&d);
 	free(text);
@@ -673,9 +699,10 @@ out:
 	return rc;
 }
 
-int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, acct_error *err)
+int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_id,
+			srv_table_ref **ret, acct_error *err)
 {
-	switch (hosted_table_read(db, dataset_id, NULL, ret, err)) {
+	switch (hosted_table_read(cache, db, dataset_id, NULL, ret, err)) {
 	case TABLE_READ_OK:
 		return 0;
 	case TABLE_READ_NONE:
@@ -699,12 +726,12 @@ int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, ac
  * link cannot be read (503), or the file is lost (500); nothing is charged.
  */
 static int load_table(srv_request *req, srv_response *res, const srv_dataset *ds,
-		      const json_t *body, mech_table **ret)
+		      const json_t *body, srv_table_ref **ret)
 {
 	acct_error err;
 
 	acct_error_init(&err);
-	switch (hosted_table_read(req->db, ds->id, body, ret, &err)) {
+	switch (hosted_table_read(req->ctx->tables, req->db, ds->id, body, ret, &err)) {
 	case TABLE_READ_OK:
 		return 0;
 	case TABLE_READ_NONE:
@@ -737,7 +764,7 @@ static int load_table(srv_request *req, srv_response *res, const srv_dataset *ds
 int srv_h_table_query(srv_request *req, srv_response *res)
 {
 	struct release r;
-	mech_table *t = NULL;
+	srv_table_ref *t = NULL;
 	mech_rng *rng = NULL;
 	acct_event *ev = NULL;
 	acct_error err;
@@ -755,7 +782,7 @@ int srv_h_table_query(srv_request *req, srv_response *res)
 	if (!rng)
 		goto out;
 	acct_error_init(&err);
-	if (srv_mech_table_query(t, r.ds.neighbor, r.inner, rng, &answer, &ev, &err) < 0) {
+	if (srv_mech_table_query(srv_table_ref_table(t), r.ds.neighbor, r.inner, rng, &answer, &ev, &err) < 0) {
 		srv_problem_from_error(res, &err);
 		goto out;
 	}
@@ -764,7 +791,7 @@ out:
 	json_decref(answer);
 	acct_event_free(ev);
 	mech_rng_free(rng);
-	mech_table_free(t);
+	srv_table_cache_release(req->ctx->tables, t);
 	json_decref(r.inner);
 	return 0;
 }
@@ -847,9 +874,9 @@ out:
 	return rc;
 }
 
-void srv__table_file_drop(const char *path, const char *dataset_id)
+void srv__table_file_drop(srv_table_cache *cache, const char *path, const char *dataset_id)
 {
-	drop_replaced_table_file(path, dataset_id, NULL);
+	drop_replaced_table_file(cache, path, dataset_id, NULL);
 }
 
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
@@ -910,7 +937,7 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	file_made = false;
 	/* Readers that still hold the old path find no file and read the link
 	 * again; readers that opened it read it whole. */
-	drop_replaced_table_file(old, ds->id, path);
+	drop_replaced_table_file(req->ctx->tables, old, ds->id, path);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:I, s:O, s:I}", "dataset", ds->id, "kind",
 					   "table", "rows", (json_int_t)mech_table_rows(t), "columns",
 					   cols, "bytes", (json_int_t)req->raw_len));

@@ -20,6 +20,7 @@
 
 #include "mech.h"
 #include "srv.h"
+#include "srv_table_cache.h"
 
 /*
  * A fresh CSPRNG for one release: a ChaCha20 stream keyed with 256 bits of
@@ -71,12 +72,15 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 /*
  * Reads the dataset's hosted table back (with its recorded schema) for a
  * trainer, reading the link again if an upload replaced the file meanwhile
- * (a few times).  Returns 0 and a new table (mech_table_free),
+ * (a few times); the parse comes from `cache` when it holds it (may be
+ * NULL).  Returns 0 and a reference to the table (srv_table_cache_release
+ * with the same cache; the table is shared and read-only),
  * ACCT_EUNSUPPORTED when no table is hosted, or ACCT_EINTERNAL when it
  * cannot be read (or was replaced under every try).  The error text never
  * quotes the table's contents.
  */
-int srv_data_load_table(srv_db *db, const char *dataset_id, mech_table **ret, acct_error *err);
+int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_id,
+			srv_table_ref **ret, acct_error *err);
 
 /*
  * Removes the files in <data_dir>/tables that no dataset_data row names:
@@ -96,9 +100,10 @@ int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_remove
  * names (malloc'd into *ret, NULL when it hosts no table).  Returns SRV_OK
  * or SRV_DB_ERROR.  After the commit that replaced the link, pass the path
  * to srv__table_file_drop, which removes it if it is a file an upload of
- * this dataset wrote and leaves anything else alone.
+ * this dataset wrote (and drops its parse from `cache`, which may be NULL)
+ * and leaves anything else alone.
  */
 int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret);
-void srv__table_file_drop(const char *path, const char *dataset_id);
+void srv__table_file_drop(srv_table_cache *cache, const char *path, const char *dataset_id);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "srv.h"
+#include "srv_table_cache.h"
 
 static const int metric_statuses[SRV_METRIC_STATUSES] = {
 	200, 201, 202, 204, 400, 401, 403, 404, 405, 409,
@@ -160,6 +161,24 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 			      "# TYPE dpgate_spends_total counter\n"
 			      "dpgate_spends_total %llu\n",
 			  (unsigned long long)batches, (unsigned long long)spends);
+	}
+	{
+		srv_table_cache_stats t;
+
+		srv_table_cache_get_stats(ctx->tables, &t);
+		sb_printf(&b, "# HELP dpgate_table_cache_hits_total Hosted-table reads served from a kept parse.\n"
+			      "# TYPE dpgate_table_cache_hits_total counter\n"
+			      "dpgate_table_cache_hits_total %llu\n"
+			      "# HELP dpgate_table_cache_misses_total Hosted-table reads that read and parsed the file.\n"
+			      "# TYPE dpgate_table_cache_misses_total counter\n"
+			      "dpgate_table_cache_misses_total %llu\n"
+			      "# HELP dpgate_table_cache_evictions_total Kept parses dropped to stay within the bound.\n"
+			      "# TYPE dpgate_table_cache_evictions_total counter\n"
+			      "dpgate_table_cache_evictions_total %llu\n"
+			      "# HELP dpgate_table_cache_bytes Memory held by kept parses.\n"
+			      "# TYPE dpgate_table_cache_bytes gauge\n"
+			      "dpgate_table_cache_bytes %zu\n",
+			  t.hits, t.misses, t.evictions, t.bytes);
 	}
 	sb_printf(&b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
 		      "# TYPE dpgate_dataset_epsilon_spent gauge\n"

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -1294,4 +1295,103 @@ Test(mechanisms, older_table_layout_keeps_working)
 	cr_assert(fabs(json_number_value(json_object_get(r.json, "output")) - 4) < 2, "%s", r.body);
 	dpg_resp_free(&r);
 	free(linked);
+}
+
+/* ---- parsed tables kept between queries --------------------------------------- */
+
+/* A count of dataset `id`'s table with epsilon 50: discrete Laplace of
+ * scale 1/50, off by more than 20 with probability about e^-1000. */
+static void assert_count_near(const char *id, double rows, const char *when)
+{
+	dpg_resp r = query(id, "{\"query\":\"count\",\"epsilon\":50}");
+	double out;
+
+	cr_assert_eq(r.status, 201, "%s: %s", when, r.body);
+	out = json_number_value(json_object_get(r.json, "output"));
+	cr_assert(fabs(out - rows) <= 20, "%s: count %g, the table has %g rows", when, out, rows);
+	dpg_resp_free(&r);
+}
+
+/* A counter of /metrics with no labels. */
+static double metric(const char *name)
+{
+	dpg_resp r = dpg_call(&srv, "GET", "/metrics", NULL, NULL);
+	size_t n = strlen(name);
+	double v = -1;
+
+	cr_assert_eq(r.status, 200);
+	for (const char *line = r.body; line; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		if (!strncmp(line, name, n) && line[n] == ' ') {
+			v = strtod(line + n + 1, NULL);
+			break;
+		}
+	}
+	dpg_resp_free(&r);
+	cr_assert_geq(v, 0, "no %s in /metrics", name);
+	return v;
+}
+
+/* Runs `queries` counts on `id` and checks how many read the file. */
+static void assert_counts_parse(const char *id, double rows, int queries, double parses,
+				const char *when)
+{
+	double hits = metric("dpgate_table_cache_hits_total");
+	double misses = metric("dpgate_table_cache_misses_total");
+
+	for (int i = 0; i < queries; i++)
+		assert_count_near(id, rows, when);
+	cr_assert_eq(metric("dpgate_table_cache_misses_total") - misses, parses,
+		     "%s: %g reads of the file for %d queries", when,
+		     metric("dpgate_table_cache_misses_total") - misses, queries);
+	cr_assert_eq(metric("dpgate_table_cache_hits_total") - hits, queries - parses, "%s", when);
+}
+
+/*
+ * Repeated queries are answered from the parse the server keeps, and never
+ * from one that no longer describes the linked file: after an upload
+ * replaces the table (a new file), after the linked file is appended to
+ * behind the server's back (same path, another size), and after it is
+ * removed (the documented 500, nothing charged).
+ */
+Test(mechanisms, kept_tables_follow_their_file)
+{
+	size_t la, lb;
+	char *a = repeat_rows("a,b\n", "1,2\n", TABLE_A_ROWS, &la);
+	char *b = repeat_rows("a,b\n", "1,2\n", TABLE_B_ROWS, &lb);
+	char *path;
+	dpg_budget before, after;
+	dpg_resp r;
+	FILE *f;
+
+	make_ds("kept", "basic", "add_remove", 1e6, 0);
+	r = put_csv("kept", NULL, a, la, srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	assert_counts_parse("kept", TABLE_A_ROWS, 3, 1, "first table");
+	r = put_csv("kept", NULL, b, lb, srv.admin_key);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	assert_counts_parse("kept", TABLE_B_ROWS, 3, 1, "after the upload replaced it");
+
+	path = linked_path("kept");
+	f = fopen(path, "a");
+	cr_assert_not_null(f, "%s", path);
+	for (int i = 0; i < 500; i++)
+		fputs("1,2\n", f);
+	cr_assert_eq(fclose(f), 0);
+	assert_counts_parse("kept", TABLE_B_ROWS + 500, 2, 1, "after rows were appended to the file");
+
+	cr_assert_eq(unlink(path), 0);
+	before = dpg_budget_of(&srv, "kept");
+	r = query("kept", "{\"query\":\"count\",\"epsilon\":50}");
+	cr_assert_eq(r.status, 500, "a removed file was still served: %s", r.body);
+	cr_assert(strstr(r.body, "cannot be read back"), "%s", r.body);
+	dpg_resp_free(&r);
+	after = dpg_budget_of(&srv, "kept");
+	cr_assert_eq(after.charges, before.charges);
+	cr_assert_eq(after.spent_eps, before.spent_eps);
+	free(path);
+	free(a);
+	free(b);
 }
