@@ -42,7 +42,7 @@
  *  - a reservation or PATE session never answers 2xx under another
  *    dataset's path;
  *  - a path identifier that is not 1 to 64 of [A-Za-z0-9_.-] once
- *    percent-decoded is 404 (405, 414) before anything else;
+ *    percent-decoded is 404 (405, or 413 and 414 that come first);
  *  - a spending route refuses an Idempotency-Key that is not 1 to 128
  *    printable ASCII characters.
  * After the run, jobs are cancelled or waited out, and for every dataset
@@ -90,6 +90,8 @@
 #define FUZZ_DEEP_ARRAY       1000    /* "an array nested 1000 deep" */
 #define FUZZ_PRINT_BODY_BYTES 4096    /* a longer body is printed in part and saved whole */
 #define FUZZ_JOB_END_S        120     /* waiting for the fuzzer's jobs to end */
+#define FUZZ_MAX_REPLAYS      1024    /* stored answers to Idempotency-Keys remembered */
+#define FUZZ_CLOCK_SLACK_S    1.5     /* between the server's clock and ours */
 
 /* Stand-ins in a serialized body, replaced by raw text after jansson's dump. */
 #define RAW_MARK "@@fuzz-raw@@"
@@ -112,7 +114,9 @@ enum access { A_PUBLIC, A_ANY_KEY, A_READ, A_SPEND, A_ADMIN };
 struct fz_dataset {
 	char id[FUZZ_ID_BYTES];
 	char accountant[16];
-	double epsilon, delta;
+	double epsilon, delta;          /* at creation */
+	double cur_epsilon, cur_delta;  /* after the PATCHes answered 200 */
+	bool lowered;                   /* by one of them */
 	bool known_budget;
 	bool protected_; /* never archived, re-linked or re-budgeted by the fuzzer */
 };
@@ -121,7 +125,24 @@ struct fz_dataset {
 struct fz_object {
 	char id[FUZZ_ID_BYTES];
 	char dataset[FUZZ_ID_BYTES];
-	char kind[24]; /* a session's aggregator */
+	char kind[24];  /* a session's aggregator */
+	bool closed;    /* a reservation committed or released; a job cancelled (200) */
+	double expires; /* a reservation's expiry on our clock (0: unknown) */
+};
+
+/* A stored answer: what an Idempotency-Key of one API key was first
+ * admitted with (the server identifies the request by method, path and raw
+ * body bytes). */
+struct fz_replay {
+	const char *api_key;
+	char idempotency[160];
+	char method[16];
+	char path[FUZZ_PATH_BYTES];
+	uint64_t body_hash;
+	size_t body_len;
+	long status;
+	char *answer;
+	size_t answer_len;
 };
 
 struct fz_pool {
@@ -138,6 +159,9 @@ struct world {
 	struct fz_dataset ds[FUZZ_POOL_MAX];
 	size_t n_ds;
 	struct fz_pool reservations, sessions, jobs, keys;
+	struct fz_replay replays[FUZZ_MAX_REPLAYS];
+	size_t n_replays;
+	long replays_seen;  /* retries that had to get a stored answer */
 	long counter;       /* fresh names */
 	int failures;
 	bool server_dead;
@@ -452,6 +476,19 @@ static const struct seed seeds[] = {
 	 "scratch patch-r", NULL, P_NONE, "a,b,c\n1,2.5,x\n3,-4,y\n5,6e2,\"z,w\"\n", true},
 	{"PUT", "/v1/datasets/{ds}/data", A_ADMIN, "scratch patch-r", NULL, P_NONE,
 	 "age,city\r\n34,Lyon\r\n51,\"Paris\"\r\n", true},
+	{"PUT", "/v1/datasets/{ds}/data", A_ADMIN, "scratch patch-r", NULL, P_NONE,
+	 "a,b,c\n0,1.5,x\n1,-2,y\n0,3e2,\"x\"\n1,0.25,\"y,z\"\n0,-0.5,\"multi\nline\"\n1,7,x\n0,8,y\n"
+	 "1,9,x\n", true},
+	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, "scratch patch-r", NULL, P_NONE,
+	 "{\"query\":\"sum\",\"column\":\"b\",\"lo\":-10,\"hi\":10,\"epsilon\":0.05}", false},
+	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, "scratch patch-r", NULL, P_NONE,
+	 "{\"query\":\"histogram\",\"column\":\"c\",\"categories\":[\"x\",\"y\"],\"epsilon\":0.05}",
+	 false},
+	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, "scratch patch-r", NULL, P_NONE,
+	 "{\"query\":\"quantile\",\"column\":\"a\",\"q\":0.9,\"lo\":0,\"hi\":1,\"epsilon\":0.05}", false},
+	{"POST", "/v1/datasets/{ds}/jobs", A_SPEND, "scratch patch-r", NULL, P_NONE,
+	 "{\"trainer\":\"dpsgd\",\"ledger_delta\":1e-9,\"params\":{\"model\":\"logreg\",\"label\":\"c\","
+	 "\"classes\":[\"x\",\"y\"],\"epochs\":1,\"lot_size\":4,\"noise_multiplier\":4}}", false},
 	{"PUT", "/v1/datasets/{ds}/data", A_ADMIN, "scratch", NULL, P_NONE,
 	 "{\"builtin\":\"fashion-mnist\"}", false},
 	{"GET", "/v1/datasets/{ds}/data", A_READ, READABLE, NULL, P_NONE, NULL, false},
@@ -703,6 +740,29 @@ static const struct ident *ident_named(const struct request *r, const char *name
 	return NULL;
 }
 
+/* Whether the seed's route reads an Idempotency-Key (openapi.yaml): the
+ * spending POSTs but PATE session creation, commit and release. */
+static bool reads_idempotency_key(const struct seed *s)
+{
+	const char *p = s->path;
+	size_t n = strlen(p);
+
+	if (strcmp(s->method, "POST") != 0 || strstr(p, "{rid}"))
+		return false;
+	return (n >= 8 && strcmp(p + n - 8, "/charges") == 0) ||
+	       (n >= 13 && strcmp(p + n - 13, "/reservations") == 0) ||
+	       (n >= 8 && strcmp(p + n - 8, "/queries") == 0) ||
+	       (n >= 5 && strcmp(p + n - 5, "/jobs") == 0) || strstr(p, "/mechanisms/") ||
+	       (strstr(p, "/pate/sessions/{sid}/release") != NULL);
+}
+
+/* Whether libcurl sends the Idempotency-Key of `r` (not an empty or blank
+ * value). */
+static bool idempotency_sent(const struct request *r)
+{
+	return strspn(r->idempotency, " ") < strlen(r->idempotency);
+}
+
 /*
  * Why a 2xx to `r` would be wrong, or NULL when it may succeed: the key's
  * authority (openapi.yaml, x-dpgate-access and the route descriptions), and
@@ -741,7 +801,7 @@ static const char *success_forbidden(const struct request *r)
 	}
 	if (ds && obj && ds->plain[0] && obj->owner[0] && strcmp(ds->plain, obj->owner) != 0)
 		return "a reservation or session answered under another dataset's path";
-	if (r->bad_idempotency && s->access == A_SPEND && s->body && !s->csv)
+	if (r->bad_idempotency && reads_idempotency_key(s))
 		return "a spending route took an Idempotency-Key outside 1 to 128 printable ASCII";
 	return NULL;
 }
@@ -848,11 +908,11 @@ static void check_answer(struct world *w, const struct request *r, int rc, const
 				     "a problem document without type, title, detail and the HTTP status");
 	}
 	/* A malformed path identifier is refused before anything else is
-	 * looked at: 404 (405 when the path is another method's, 414 when the
-	 * target is too long). */
+	 * looked at: 404 (405 when the path is another method's; 413 and 414,
+	 * a body or target too large, come before any routing). */
 	for (int i = 0; i < r->n_id; i++)
 		if (!ident_ok(r->id[i].value) && resp->status != 404 && resp->status != 405 &&
-		    resp->status != 414) {
+		    resp->status != 413 && resp->status != 414) {
 			fail_request(w, r, resp, "a malformed path identifier was not refused with 404");
 			break;
 		}
@@ -891,8 +951,8 @@ static void dataset_add(struct world *w, const json_t *answer, bool protected_)
 	snprintf(d->accountant, sizeof(d->accountant), "%s", acct ? acct : "");
 	d->known_budget = json_is_number(json_object_get(b, "epsilon")) &&
 			  json_is_number(json_object_get(b, "delta"));
-	d->epsilon = json_number_value(json_object_get(b, "epsilon"));
-	d->delta = json_number_value(json_object_get(b, "delta"));
+	d->epsilon = d->cur_epsilon = json_number_value(json_object_get(b, "epsilon"));
+	d->delta = d->cur_delta = json_number_value(json_object_get(b, "delta"));
 	d->protected_ = protected_;
 }
 
@@ -906,6 +966,14 @@ static void pool_add(struct fz_pool *p, const char *id, const char *dataset, con
 	snprintf(o->id, sizeof(o->id), "%s", id);
 	snprintf(o->dataset, sizeof(o->dataset), "%s", dataset ? dataset : "");
 	snprintf(o->kind, sizeof(o->kind), "%s", kind ? kind : "");
+}
+
+static struct fz_object *pool_find(struct fz_pool *p, const char *id)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->item[i].id, id) == 0)
+			return &p->item[i];
+	return NULL;
 }
 
 /* A random word of a space-separated list. */
@@ -1554,6 +1622,89 @@ static void mutate_bytes(struct world *w, struct request *r)
 	}
 }
 
+/*
+ * Mutates a CSV body cell by cell: one field (or header name) replaced by a
+ * value a table loader must read or refuse, or a line repeated or dropped.
+ * The fields are found by commas and line feeds alone (quotes ignored).
+ */
+static void mutate_csv(struct world *w, struct request *r)
+{
+	static const char *const cells[] = {
+		"", "nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "1e-400", "5e-324",
+		"0x1p3", " 1", "1 ", "\"1\"", "\"a\"\"b\"", "\"a\nb\"", "\"a\r\nb\"", "\"", "a\"b",
+		"\r", "-0", "+1", "1,2", "9007199254740993", "1e308", "-1e308", "\xc3\xa9", "\xff",
+		"a", "x", "y", "c", "\t",
+	};
+	struct buf *b = &r->body;
+	size_t lines = 0, line, start = 0, end;
+
+	for (size_t i = 0; i < b->len; i++)
+		lines += b->p[i] == '\n';
+	if (lines == 0) {
+		mutate_bytes(w, r);
+		return;
+	}
+	line = below(w, lines);
+	for (size_t i = 0, seen = 0; i < b->len && seen < line; i++)
+		if (b->p[i] == '\n' && ++seen == line)
+			start = i + 1;
+	end = start;
+	while (end < b->len && b->p[end] != '\n')
+		end++;
+	if (chance(w, 1, 4)) {
+		/* Repeat the line, or drop it. */
+		if (chance(w, 1, 2)) {
+			char *copy = malloc(end - start + 1);
+
+			cr_assert_not_null(copy);
+			memcpy(copy, b->p + start, end - start);
+			copy[end - start] = '\n';
+			buf_insert(b, end + (end < b->len), copy, end - start + 1);
+			free(copy);
+			note(r, "repeat CSV line %zu", line);
+		} else {
+			size_t n = end - start + (end < b->len);
+
+			memmove(b->p + start, b->p + start + n, b->len - start - n);
+			b->len -= n;
+			b->p[b->len] = '\0';
+			note(r, "drop CSV line %zu", line);
+		}
+		return;
+	}
+	{
+		/* The k-th field of the line. */
+		size_t fields = 1, k, fs = start, fe;
+		const char *cell = cells[below(w, sizeof(cells) / sizeof(cells[0]))];
+
+		for (size_t i = start; i < end; i++)
+			fields += b->p[i] == ',';
+		k = below(w, fields);
+		for (size_t i = start, seen = 0; i < end && seen < k; i++)
+			if (b->p[i] == ',' && ++seen == k)
+				fs = i + 1;
+		fe = fs;
+		while (fe < end && b->p[fe] != ',' && b->p[fe] != '\r')
+			fe++;
+		memmove(b->p + fs, b->p + fe, b->len - fe);
+		b->len -= fe - fs;
+		b->p[b->len] = '\0';
+		if (chance(w, 1, 8)) {
+			/* A field past DPG_MAX_CSV_FIELD_BYTES. */
+			char *big = malloc(1025);
+
+			cr_assert_not_null(big);
+			memset(big, '7', 1025);
+			buf_insert(b, fs, big, 1025);
+			free(big);
+			note(r, "CSV line %zu field %zu := 1025 digits", line, k);
+		} else {
+			buf_insert(b, fs, cell, strlen(cell));
+			note(r, "CSV line %zu field %zu := \"%s\"", line, k, cell);
+		}
+	}
+}
+
 /* ---- mutations of the URL -------------------------------------------------- */
 
 /* Datasets the fuzzer may archive, re-link or re-budget (never the
@@ -1737,7 +1888,7 @@ static void mutate_headers(struct world *w, struct request *r)
 		snprintf(r->idempotency, sizeof(r->idempotency), "%s",
 			 idempotency[below(w, sizeof(idempotency) / sizeof(idempotency[0]))]);
 		/* libcurl sends no header for an empty or blank value. */
-		r->bad_idempotency = strspn(r->idempotency, " ") < strlen(r->idempotency);
+		r->bad_idempotency = idempotency_sent(r);
 		note(r, "Idempotency-Key := \"%s\"", r->idempotency);
 	} else if (r->seed->csv) {
 		snprintf(r->content_type, sizeof(r->content_type), "%s",
@@ -1793,7 +1944,9 @@ static void mutate_once(struct world *w, struct request *r)
 		return;
 	if (k < 47 && json && mutate_json(w, r, true))
 		return;
-	if (k < 65 && r->has_body) {
+	if (k < 50 && r->seed->csv) {
+		mutate_csv(w, r);
+	} else if (k < 65 && r->has_body) {
 		mutate_bytes(w, r);
 	} else if (k < 82 && r->n_id > 0) {
 		mutate_ident(w, r);
@@ -1811,10 +1964,14 @@ static void mutate(struct world *w, struct request *r)
 	r->key = r->role == R_GARBAGE ? garbage_keys[below(w, sizeof(garbage_keys) /
 							    sizeof(garbage_keys[0]))]
 				      : key_of(w, r->role);
-	/* Spending routes sometimes share an Idempotency-Key: replays and
-	 * mismatches. */
-	if (r->seed->access == A_SPEND && chance(w, 3, 20))
-		snprintf(r->idempotency, sizeof(r->idempotency), "fuzz-%zu", below(w, 8));
+	/* Spending routes sometimes carry an Idempotency-Key: one of a few
+	 * shared ones (mismatches), or a fresh one (retried below). */
+	if (r->seed->access == A_SPEND && chance(w, 3, 10)) {
+		if (chance(w, 1, 2))
+			snprintf(r->idempotency, sizeof(r->idempotency), "fuzz-%zu", below(w, 8));
+		else
+			snprintf(r->idempotency, sizeof(r->idempotency), "fuzz-once-%ld", w->counter++);
+	}
 	if (chance(w, 1, 10))
 		return; /* the valid seed itself */
 	mutate_once(w, r);
@@ -1829,7 +1986,7 @@ static void mutate(struct world *w, struct request *r)
 /* ---- sending, and learning ids from the answers ------------------------------ */
 
 /* Remembers what a successful request created. */
-static void learn(struct world *w, const struct request *r, const dpg_resp *resp)
+static void learn(struct world *w, const struct request *r, const dpg_resp *resp, double started)
 {
 	const struct seed *s = r->seed;
 	const struct ident *ds = ident_named(r, "ds");
@@ -1842,14 +1999,153 @@ static void learn(struct world *w, const struct request *r, const dpg_resp *resp
 		dataset_add(w, resp->json, false);
 	else if (strcmp(s->path, "/v1/keys") == 0)
 		pool_add(&w->keys, id, NULL, NULL);
-	else if (strstr(s->path, "/reservations") && !strstr(s->path, "{rid}"))
+	else if (strstr(s->path, "/reservations") && !strstr(s->path, "{rid}")) {
+		const json_t *ttl = json_object_get(resp->json, "ttl_seconds");
+
+		if (pool_find(&w->reservations, id))
+			return; /* a replay */
 		pool_add(&w->reservations, id, dataset, "");
+		if (json_is_integer(ttl))
+			w->reservations.item[w->reservations.n - 1].expires =
+				started + (double)json_integer_value(ttl);
+	}
 	else if (strstr(s->path, "/pate/sessions") && !strstr(s->path, "{sid}"))
 		pool_add(&w->sessions, id, dataset,
 			 json_string_value(json_object_get(json_object_get(resp->json, "config"),
 							   "aggregator")));
 	else if (strstr(s->path, "/jobs") && resp->status == 202)
 		pool_add(&w->jobs, id, dataset, "dpsgd");
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* FNV-1a, to recognise a body sent again. */
+static uint64_t body_hash(const struct buf *b)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < b->len; i++)
+		h = (h ^ (unsigned char)b->p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/*
+ * Idempotency (openapi.yaml, IdempotencyKey): a request sent again with the
+ * key, method, path and body of an admitted one gets the stored answer byte
+ * for byte; another request with the same key never succeeds.  Admitted
+ * answers are remembered.
+ */
+static void check_replay(struct world *w, const struct request *r, const dpg_resp *resp,
+			 double started)
+{
+	size_t path_len = strcspn(r->path, "?");
+	uint64_t h = body_hash(&r->body);
+	struct fz_replay *rp = NULL;
+
+	(void)started;
+	if (!idempotency_sent(r) || r->bad_idempotency || !reads_idempotency_key(r->seed) ||
+	    r->method_changed || !r->key)
+		return;
+	for (size_t i = 0; i < w->n_replays; i++)
+		if (w->replays[i].api_key == r->key &&
+		    strcmp(w->replays[i].idempotency, r->idempotency) == 0)
+			rp = &w->replays[i];
+	if (rp) {
+		bool same = strcmp(rp->method, r->method) == 0 && strlen(rp->path) == path_len &&
+			    strncmp(rp->path, r->path, path_len) == 0 && rp->body_hash == h &&
+			    rp->body_len == r->body.len;
+
+		/* A Content-Type of its own may be refused (415) before the
+		 * stored answer is looked up. */
+		bool own_type = !r->content_type[0] ||
+				(r->seed->csv && strcmp(r->content_type, "text/csv") == 0);
+
+		w->replays_seen += same && own_type;
+		if (same && own_type &&
+		    (resp->status != rp->status || resp->len != rp->answer_len ||
+		     memcmp(resp->body, rp->answer, rp->answer_len) != 0))
+			fail_request(w, r, resp, "a retry did not get the stored answer byte for byte");
+		else if (!same && resp->status >= 200 && resp->status < 300)
+			fail_request(w, r, resp,
+				     "an Idempotency-Key used before succeeded with another request");
+		return;
+	}
+	if ((resp->status == 201 || resp->status == 202) && w->n_replays < FUZZ_MAX_REPLAYS) {
+		rp = &w->replays[w->n_replays++];
+		rp->api_key = r->key;
+		snprintf(rp->idempotency, sizeof(rp->idempotency), "%s", r->idempotency);
+		snprintf(rp->method, sizeof(rp->method), "%s", r->method);
+		snprintf(rp->path, sizeof(rp->path), "%.*s", (int)path_len, r->path);
+		rp->body_hash = h;
+		rp->body_len = r->body.len;
+		rp->status = resp->status;
+		rp->answer = malloc(resp->len + 1);
+		cr_assert_not_null(rp->answer);
+		memcpy(rp->answer, resp->body, resp->len);
+		rp->answer_len = resp->len;
+	}
+}
+
+/*
+ * Properties that span requests: a budget summary in any answer stays within
+ * a budget never lowered; a reservation closes once, and never past its
+ * expiry; a PATCH that lowers a budget is remembered.
+ */
+static void check_sequence(struct world *w, const struct request *r, const dpg_resp *resp,
+			   double started)
+{
+	const struct ident *ds = ident_named(r, "ds");
+	const struct ident *rid = ident_named(r, "rid");
+	struct fz_dataset *d = ds && ds->plain[0] ? dataset_find(w, ds->plain) : NULL;
+	const json_t *sum = json_object_get(resp->json, "budget");
+	bool ok = resp->status >= 200 && resp->status < 300;
+
+	if (!json_object_get(sum, "spent"))
+		sum = json_object_get(resp->json, "budget_summary");
+	if (d && d->known_budget && !d->lowered && json_is_object(json_object_get(sum, "spent"))) {
+		double be = json_number_value(json_object_get(json_object_get(sum, "budget"), "epsilon"));
+		double bd = json_number_value(json_object_get(json_object_get(sum, "budget"), "delta"));
+		double se = json_number_value(json_object_get(json_object_get(sum, "spent"), "epsilon"));
+		double sd = json_number_value(json_object_get(json_object_get(sum, "spent"), "delta"));
+
+		if (be == d->cur_epsilon && bd == d->cur_delta && (se > be || sd > bd))
+			fail_request(w, r, resp, "an answer shows more spent than a budget never lowered");
+	}
+	if (ok && d && strcmp(r->method, "PATCH") == 0 && strcmp(r->seed->path, "/v1/datasets/{ds}") == 0) {
+		const json_t *b = json_object_get(resp->json, "budget");
+		double e = json_number_value(json_object_get(b, "epsilon"));
+		double dl = json_number_value(json_object_get(b, "delta"));
+
+		d->lowered |= e < d->cur_epsilon || dl < d->cur_delta;
+		d->cur_epsilon = e;
+		d->cur_delta = dl;
+	}
+	if (ok && rid && !r->method_changed) {
+		struct fz_object *o = pool_find(&w->reservations, rid->plain);
+
+		if (o && ds && strcmp(o->dataset, ds->plain) == 0) {
+			if (o->closed)
+				fail_request(w, r, resp, "a reservation was committed or released twice");
+			else if (o->expires > 0 && started > o->expires + FUZZ_CLOCK_SLACK_S)
+				fail_request(w, r, resp,
+					     "a reservation past its expiry was committed or released");
+			o->closed = true;
+		}
+	}
+	if (ok && strcmp(r->seed->path, "/v1/jobs/{jid}") == 0 && strcmp(r->method, "DELETE") == 0 &&
+	    resp->status == 200) {
+		struct fz_object *o = pool_find(&w->jobs, ident_named(r, "jid")->plain);
+
+		if (o)
+			o->closed = true;
+	}
+	check_replay(w, r, resp, started);
 }
 
 /* Sends `r` and checks the answer's properties. */
@@ -1859,7 +2155,7 @@ static void send_and_check(struct world *w, struct request *r)
 	char ct[128], idem[200];
 	const char *hdrs[3] = {NULL};
 	int nh = 0, rc;
-	struct timespec t0;
+	double started, answered;
 	dpg_resp resp;
 
 	if (r->content_type[0]) {
@@ -1870,13 +2166,14 @@ static void send_and_check(struct world *w, struct request *r)
 		snprintf(idem, sizeof(idem), "Idempotency-Key: %s", r->idempotency);
 		hdrs[nh++] = idem;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	started = now_s();
 	rc = dpg_http_opt(&w->srv, &opts, r->method, r->path, r->key,
 			  r->has_body ? (r->body.p ? r->body.p : "") : NULL, r->body.len, hdrs, &resp);
-	check_answer(w, r, rc, &resp, elapsed_s(&t0));
+	answered = now_s();
+	check_answer(w, r, rc, &resp, answered - started);
 	if (w->verbose) {
 		fprintf(stderr, "%ld %ld %.3f %s %s %.150s [%s]\n", w->iter, rc == 0 ? resp.status : -1,
-			elapsed_s(&t0), role_names[r->role], r->method, r->path, r->mutation);
+			answered - started, role_names[r->role], r->method, r->path, r->mutation);
 		if (rc == 0 && resp.status >= 400 && resp.json)
 			fprintf(stderr, "    %s %s\n",
 				json_string_value(json_object_get(resp.json, "field")),
@@ -1886,7 +2183,8 @@ static void send_and_check(struct world *w, struct request *r)
 		w->statuses[resp.status]++;
 	w->last_status = rc == 0 ? resp.status : -1;
 	if (rc == 0) {
-		learn(w, r, &resp);
+		check_sequence(w, r, &resp, started);
+		learn(w, r, &resp, answered);
 		dpg_resp_free(&resp);
 	}
 }
@@ -2049,18 +2347,25 @@ static void end_jobs(struct world *w)
 		}
 		json_decref(jobs);
 	}
-	if (w->verbose)
-		for (size_t i = 0; i < w->jobs.n; i++) {
-			char path[256];
-			json_t *j;
+	/* A job cancelled while queued (200) ends cancelled, never run. */
+	for (size_t i = 0; i < w->jobs.n; i++) {
+		const struct fz_object *o = &w->jobs.item[i];
+		char path[256];
+		const char *state;
+		json_t *j;
 
-			snprintf(path, sizeof(path), "/v1/jobs/%s", w->jobs.item[i].id);
-			j = admin_call(w, "GET", path, NULL, 200);
-			fprintf(stderr, "job %s: %s %s\n", w->jobs.item[i].id,
-				json_string_value(json_object_get(j, "state")),
+		if (!o->closed && !w->verbose)
+			continue;
+		snprintf(path, sizeof(path), "/v1/jobs/%s", o->id);
+		j = admin_call(w, "GET", path, NULL, 200);
+		state = json_string_value(json_object_get(j, "state"));
+		cr_expect(!o->closed || (state && strcmp(state, "cancelled") == 0),
+			  "job %s was cancelled while queued (200) but ended %s", o->id, state);
+		if (w->verbose)
+			fprintf(stderr, "job %s: %s %s\n", o->id, state,
 				json_string_value(json_object_get(j, "error")));
-			json_decref(j);
-		}
+		json_decref(j);
+	}
 }
 
 /* Reads every ledger row of dataset `id`, oldest first (caller decrefs). */
@@ -2190,6 +2495,8 @@ static void world_finish(struct world *w)
 	status = dpg_run(out, sizeof(out), argv);
 	cr_expect_eq(status, 0, "dpgate verify exited %d: %s", status, out);
 	dpg_server_destroy(&w->srv); /* removes the directory (the server has stopped) */
+	for (i = 0; i < w->n_replays; i++)
+		free(w->replays[i].answer);
 }
 
 /* ---- fixed cases: inputs sent on every run ----------------------------------- */
@@ -2281,10 +2588,17 @@ Test(fuzz, mutated_requests_keep_every_property, .timeout = 900)
 		instantiate(w, &seeds[below(w, N_SEEDS)], &r);
 		mutate(w, &r);
 		send_and_check(w, &r);
+		/* A client retrying an admitted request gets its stored answer. */
+		if ((w->last_status == 201 || w->last_status == 202) && idempotency_sent(&r) &&
+		    chance(w, 1, 2)) {
+			note(&r, "sent again");
+			send_and_check(w, &r);
+		}
 		request_free(&r);
 	}
 	fprintf(stderr, "fuzz: seed %" PRIu64 ": %ld requests in %.1f s, %d failure(s), %zu datasets,"
-		" %zu jobs\n", w->seed, w->iter, elapsed_s(&t0), w->failures, w->n_ds, w->jobs.n);
+		" %zu jobs, %ld retries of stored answers\n", w->seed, w->iter, elapsed_s(&t0),
+		w->failures, w->n_ds, w->jobs.n, w->replays_seen);
 	fprintf(stderr, "fuzz: answers by status:");
 	for (int st = 0; st < 600; st++)
 		if (w->statuses[st])
