@@ -78,7 +78,7 @@
 #include "harness.h"
 
 #define FUZZ_DEFAULT_SEED     20240611u
-#define FUZZ_DEFAULT_ITERS    4000
+#define FUZZ_DEFAULT_ITERS    6000
 #define FUZZ_ANSWER_LIMIT_S   10      /* an answer later than this is a potential hang */
 #define FUZZ_MAX_FAILURES     20      /* failures reported before the run stops */
 #define FUZZ_MAX_NODES        512     /* JSON nodes one mutation chooses among */
