@@ -285,8 +285,10 @@ int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double eps
  */
 double mech_label_em_keep_probability(double epsilon, double sensitivity);
 
-/* log Pr[q = k] = log C(n, k) + k log p + (n - k) log(1 - p).  Returns 0, or
- * ACCT_EINVAL (where: /n, /epsilon, /sensitivity, /ks). */
+/* log Pr[q = k] = log C(n, k) + k log p + (n - k) log(1 - p); -infinity
+ * where that is below -DBL_MAX (epsilon / sensitivity so large that Pr[q = k]
+ * for k < n underflows every double, or overflows itself).  Never NaN.
+ * Returns 0, or ACCT_EINVAL (where: /n, /epsilon, /sensitivity, /ks). */
 int mech_label_em_log_pmf(int64_t n, double epsilon, double sensitivity, int64_t k,
 			  double *ret, acct_error *err);
 

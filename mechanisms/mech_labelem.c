@@ -55,11 +55,20 @@ static void log_keep(double x, double *ret_lp, double *ret_lq)
 	*ret_lq = -x - l;
 }
 
+/* log Pr[q = k].  A term whose count is zero is left out rather than
+ * multiplied: where x overflows, lq is -infinity and 0 * lq would be NaN
+ * (Pr[q = n] is then 1, log 0).  The result is -infinity where log Pr[q = k]
+ * is below -DBL_MAX. */
 static double log_pmf_at(int64_t n, int64_t k, double lp, double lq)
 {
 	double dn = (double)n, dk = (double)k;
+	double l = lgamma(dn + 1.0) - lgamma(dk + 1.0) - lgamma(dn - dk + 1.0);
 
-	return lgamma(dn + 1.0) - lgamma(dk + 1.0) - lgamma(dn - dk + 1.0) + dk * lp + (dn - dk) * lq;
+	if (k > 0)
+		l += dk * lp;
+	if (k < n)
+		l += (dn - dk) * lq;
+	return l;
 }
 
 int mech_label_em_log_pmf(int64_t n, double epsilon, double sensitivity, int64_t k,

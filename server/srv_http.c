@@ -45,7 +45,78 @@ struct conn_state {
 	char method[16];
 	char path[LOG_PATH_BYTES];
 	char key_id[2 * SRV_KEY_ID_BYTES + 1];
+	bool encoded_slash; /* the raw path held %2F (on_uri) */
 };
+
+/* ---- the request target ---------------------------------------------------- */
+
+/*
+ * libmicrohttpd percent-decodes the path before routing.  Its own decoding
+ * turned an encoded NUL into the end of the path and an encoded slash into
+ * a segment boundary, so DELETE /v1/datasets/a%00/charges archived dataset
+ * a, and GET /v1/datasets/a%2Fbudget answered a's budget: another route
+ * than the one asked for, about an identifier that is not one.
+ */
+
+/* *con_cls of a request whose raw path holds an encoded slash; on_request
+ * replaces it with the request's conn_state.  Only its address is used. */
+static const char encoded_slash_mark;
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Called with the raw request target before it is decoded
+ * (MHD_OPTION_URI_LOG_CALLBACK): marks a path holding %2F, which no route
+ * has (dispatch answers 404).  A query may hold %2F.
+ */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	size_t path_len = strcspn(uri, "?");
+
+	(void)cls;
+	(void)conn;
+	for (size_t i = 0; i + 2 < path_len; i++)
+		if (uri[i] == '%' && uri[i + 1] == '2' && (uri[i + 2] == 'F' || uri[i + 2] == 'f'))
+			return (void *)&encoded_slash_mark;
+	return NULL;
+}
+
+/*
+ * Percent-decodes the path and each query name and value in place
+ * (MHD_OPTION_UNESCAPE_CALLBACK, RFC 3986 2.1), except %00, which stays as
+ * the three characters: a NUL would end the string early.  It then fails as
+ * any character outside a path identifier or a number does.  Returns the
+ * new length.
+ */
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char *w = s;
+
+	(void)cls;
+	(void)conn;
+	for (const char *r = s; *r;) {
+		int hi = r[0] == '%' ? hex_value(r[1]) : -1;
+		int lo = hi >= 0 ? hex_value(r[2]) : -1;
+
+		if (lo >= 0 && (hi | lo) != 0) {
+			*w++ = (char)(hi * 16 + lo);
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
 
 /* ---- JSON output ---------------------------------------------------------- */
 
@@ -352,6 +423,11 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	int r;
 
 	memset(&req, 0, sizeof(req));
+	if (cs->encoded_slash) {
+		srv_problem(res, 404, NULL, "no such route: the path holds an encoded slash (%2F)",
+			    NULL, NULL);
+		return;
+	}
 	/* HEAD runs the GET route; libmicrohttpd sends its headers without the
 	 * body (RFC 9110 9.3.2). */
 	r = srv_route_match(strcmp(method, "HEAD") == 0 ? "GET" : method, url, scratch,
@@ -576,12 +652,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	srv_response res;
 
 	(void)version;
-	if (!cs) {
+	if (!cs || cs == (const void *)&encoded_slash_mark) {
 		const char *cl;
 
 		cs = calloc(1, sizeof(*cs));
 		if (!cs)
 			return MHD_NO;
+		cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
 		*con_cls = cs;
 		atomic_fetch_add(&ctx->in_flight, 1);
 		clock_gettime(CLOCK_MONOTONIC, &cs->start);
@@ -703,8 +780,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	double secs;
 
 	(void)conn;
-	if (!cs)
-		return;
+	if (!cs || cs == (const void *)&encoded_slash_mark)
+		return; /* libmicrohttpd answered before on_request ran */
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	secs = (double)(end.tv_sec - cs->start.tv_sec) + 1e-9 * (double)(end.tv_nsec - cs->start.tv_nsec);
 	srv_metrics_record(&ctx->route_metrics[cs->route >= 0 ? (size_t)cs->route : srv_routes_count],
@@ -767,6 +844,8 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
+			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+			     MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
 			     MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));

@@ -2,7 +2,8 @@
  * srv_labelem.c: POST /v1/label-em/guidance (DESIGN.md, stateless routes).
  *
  * Forward: body {n, epsilon, sensitivity (default 1), ks (optional)} ->
- *   {keep_probability, success_probability, log_pmf: {"k": log Pr[q = k]}}.
+ *   {keep_probability, success_probability, log_pmf: {"k": log Pr[q = k]}},
+ *   a log_pmf entry null where it is -infinity (below -DBL_MAX).
  * Inverse: body {n, target_success_probability, sensitivity, ks} (no
  *   epsilon) -> {epsilon, keep_probability, success_probability, log_pmf}
  *   where epsilon is the smallest epsilon whose success probability
@@ -61,7 +62,10 @@ static int add_log_pmf(json_t *ans, const json_t *ks, int64_t n, double eps, dou
 			     (double)n * M_LN2;
 		}
 		snprintf(key, sizeof(key), "%lld", (long long)k);
-		if (json_object_set_new(obj, key, json_real(lp)) < 0) {
+		/* JSON has no -infinity: a log-probability below -DBL_MAX (the
+		 * probability underflows every double) is written null, as the
+		 * RDP route writes an unbounded order. */
+		if (json_object_set_new(obj, key, isfinite(lp) ? json_real(lp) : json_null()) < 0) {
 			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 			goto out;
 		}
@@ -131,6 +135,9 @@ int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *e
 		if (rc < 0)
 			return rc;
 	}
+	if (!isfinite(keep) || !isfinite(succ))
+		return acct_error_set(err, ACCT_ENUMERIC, "/epsilon",
+				      "the keep or success probability is not a finite number");
 	ans = json_object();
 	if (!ans || json_object_set_new(ans, "keep_probability", json_real(keep)) < 0 ||
 	    json_object_set_new(ans, "success_probability", json_real(succ)) < 0 ||

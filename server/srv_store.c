@@ -1792,19 +1792,22 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
 			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
 	if (budget_changed) {
-		bool raised;
+		bool lowered;
 
 		if (!isfinite(budget_epsilon))
 			budget_epsilon = ds.budget_epsilon;
 		if (!isfinite(budget_delta))
 			budget_delta = ds.budget_delta;
-		raised = budget_epsilon > ds.budget_epsilon || budget_delta > ds.budget_delta;
+		/* A change that lowers either part is "lowered", even when it
+		 * raises the other: what is spent may now exceed the budget, and
+		 * `dpgate verify` accepts that only after a "lowered" row. */
+		lowered = budget_epsilon < ds.budget_epsilon || budget_delta < ds.budget_delta;
 		ds.budget_epsilon = budget_epsilon;
 		ds.budget_delta = budget_delta;
 		if (srv_dataset_filter(&ds, &f, NULL) < 0)
 			goto out;
 		if (srv__ledger_insert(db, ds.id, "budget", NULL, NULL, budget_epsilon, budget_delta, NULL,
-				  raised ? "raised" : "lowered", actor, NULL, now) < 0)
+				  lowered ? "lowered" : "raised", actor, NULL, now) < 0)
 			goto out;
 	}
 	if (sqlite3_prepare_v2(db->h,

@@ -45,13 +45,16 @@ int dpg_run(char *out, size_t out_size, const char *const *argv)
 	}
 	close(pipefd[1]);
 	for (;;) {
-		ssize_t r = read(pipefd[0], out + n, out_size - 1 - n);
+		char drop[4096];
+		/* Past the buffer the rest is read and dropped: closing the pipe
+		 * early would kill the child with SIGPIPE. */
+		ssize_t r = n < out_size - 1 ? read(pipefd[0], out + n, out_size - 1 - n)
+					     : read(pipefd[0], drop, sizeof(drop));
 
 		if (r <= 0)
 			break;
-		n += (size_t)r;
-		if (n == out_size - 1)
-			break;
+		if (n < out_size - 1)
+			n += (size_t)r;
 	}
 	out[n] = '\0';
 	close(pipefd[0]);
@@ -238,6 +241,13 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 int dpg_http(const dpg_server *s, const char *method, const char *path, const char *key,
 	     const char *body, size_t body_len, const char *const *headers, dpg_resp *ret)
 {
+	return dpg_http_opt(s, NULL, method, path, key, body, body_len, headers, ret);
+}
+
+int dpg_http_opt(const dpg_server *s, const dpg_http_opts *opts, const char *method,
+		 const char *path, const char *key, const char *body, size_t body_len,
+		 const char *const *headers, dpg_resp *ret)
+{
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
 	struct sink sink = {0};
@@ -248,14 +258,18 @@ int dpg_http(const dpg_server *s, const char *method, const char *path, const ch
 	memset(ret, 0, sizeof(*ret));
 	if (!c)
 		return -1;
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", s->port, path);
+	cr_assert_lt((size_t)snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", s->port, path),
+		     sizeof(url), "a path of %zu bytes does not fit the harness's URL buffer",
+		     strlen(path));
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	if (strcmp(method, "HEAD") == 0)
 		curl_easy_setopt(c, CURLOPT_NOBODY, 1L); /* headers only, as HEAD answers */
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, opts && opts->timeout_s > 0 ? opts->timeout_s : 60L);
+	if (opts && opts->path_as_is)
+		curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	if (key) {
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);

@@ -59,14 +59,27 @@ void dpg_server_destroy(dpg_server *s);
  */
 int dpg_http(const dpg_server *s, const char *method, const char *path, const char *key,
 	     const char *body, size_t body_len, const char *const *headers, dpg_resp *ret);
+
+/* How dpg_http_opt sends a request. */
+typedef struct dpg_http_opts {
+	long timeout_s;   /* limit on the whole exchange; 0 = 60 s */
+	bool path_as_is;  /* send "." and ".." segments as written (libcurl removes them) */
+} dpg_http_opts;
+
+/* As dpg_http, with `opts` (NULL = the defaults above); a request that
+ * outlasts the time limit is a transport failure (-1). */
+int dpg_http_opt(const dpg_server *s, const dpg_http_opts *opts, const char *method,
+		 const char *path, const char *key, const char *body, size_t body_len,
+		 const char *const *headers, dpg_resp *ret);
 void dpg_resp_free(dpg_resp *r);
 
 /* Convenience: request with a JSON body string; asserts a transport answer. */
 dpg_resp dpg_call(const dpg_server *s, const char *method, const char *path, const char *key,
 		  const char *json_body);
 
-/* Runs `dpgate` with arguments (NULL-terminated), capturing stdout; returns
- * the exit status. */
+/* Runs `dpgate` with arguments (NULL-terminated), capturing stdout (its
+ * first out_size - 1 bytes; the rest is read and dropped); returns the exit
+ * status. */
 int dpg_run(char *out, size_t out_size, const char *const *argv);
 
 /* Creates a key through the CLI on the server's database. */

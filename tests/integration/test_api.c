@@ -877,3 +877,36 @@ Test(api, unbounded_costs_and_subnormal_deltas_are_refused)
 	cr_assert_eq(after.ledger_rows, before.ledger_rows);
 	cr_assert_eq(after.spent_eps, before.spent_eps);
 }
+
+/*
+ * A PATCH that raises epsilon and lowers delta below what is spent is a
+ * lowering: its ledger row reads "lowered", and `dpgate verify` accepts the
+ * spent delta above the budget.  The row read "raised" (found by
+ * test_fuzz: {"budget":{"epsilon":4,"delta":5e-324}}), and verify then
+ * reported the database as over budget and exited 1.
+ */
+Test(api, a_budget_change_that_lowers_delta_is_lowered)
+{
+	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+	char out[8192];
+	json_t *e;
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "mixed", 1.0, 1e-6, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/mixed/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":1e-7}}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "PATCH", "/v1/datasets/mixed", srv.admin_key,
+		     "{\"budget\":{\"epsilon\":4,\"delta\":5e-324}}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/mixed/ledger", srv.admin_key, NULL);
+	e = json_array_get(json_object_get(r.json, "entries"), 1);
+	cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "budget", "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(e, "note")), "lowered", "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
+	dpg_server_restart(&srv);
+}

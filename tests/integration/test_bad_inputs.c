@@ -69,6 +69,13 @@ static const struct bad_case cases[] = {
 	{"unknown route", "GET", "/v1/nothing", K_ADMIN, NULL, NULL, 404, NULL},
 	{"unknown dataset", "POST", "/v1/datasets/nope/charges", K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 404, NULL},
 	{"bad id characters", "GET", "/v1/datasets/a%20b", K_ADMIN, NULL, NULL, 404, NULL},
+	/* An encoded NUL ended the decoded path and an encoded slash split a
+	 * segment: DELETE /v1/datasets/t%00/charges archived t, and
+	 * /v1/datasets/t%2Fbudget answered t's budget (found by test_fuzz). */
+	{"encoded NUL in an id", "GET", "/v1/datasets/t%00/budget", K_ADMIN, NULL, NULL, 404, NULL},
+	{"encoded NUL before a segment", "DELETE", "/v1/datasets/t%00/charges", K_ADMIN, NULL, NULL, 405, NULL},
+	{"encoded slash in an id", "GET", "/v1/datasets/t%2Fbudget", K_ADMIN, NULL, NULL, 404, NULL},
+	{"encoded NUL in a query value", "GET", "/v1/datasets/t/ledger?limit=5%00", K_ADMIN, NULL, NULL, 400, "limit"},
 	{"wrong method", "PUT", "/v1/datasets/t/charges", K_ADMIN, NULL, EV("{\"type\":\"laplace\",\"noise_multiplier\":1}"), 405, NULL},
 	{"trailing slash", "GET", "/v1/datasets/", K_ADMIN, NULL, NULL, 404, NULL},
 	{"budget not a number", "PATCH", "/v1/datasets/t", K_ADMIN, NULL, "{\"budget\":{\"epsilon\":\"lots\"}}", 400, "/budget/epsilon"},

@@ -116,3 +116,34 @@ Test(srv_labelem, bad_inputs_name_the_field)
 		json_decref(body);
 	}
 }
+
+/*
+ * Where epsilon / (2 sensitivity) overflows, or is so large that log Pr[q =
+ * k] is below -DBL_MAX, the figures are those of p = 1: success 1,
+ * log Pr[q = n] = 0, and every other k null (-infinity).  Both bodies
+ * answered 500 "out of memory": 0 * -inf made log Pr[q = n] NaN, and
+ * jansson refuses a non-finite real.
+ */
+Test(srv_labelem, overflowing_epsilon_writes_null_log_pmf)
+{
+	static const char *const bodies[] = {
+		"{\"n\":10,\"epsilon\":1,\"sensitivity\":5e-324,\"ks\":[0,5,10]}",
+		"{\"n\":10,\"epsilon\":1e308,\"sensitivity\":1,\"ks\":[0,5,10]}",
+	};
+
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		json_t *body = json_loads(bodies[i], 0, NULL), *ans = NULL, *pmf;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(srv_label_em_guidance(body, &ans, &err), 0, "%s: %s", bodies[i], err.text);
+		cr_assert_eq(json_number_value(json_object_get(ans, "keep_probability")), 1.0);
+		cr_assert_eq(json_number_value(json_object_get(ans, "success_probability")), 1.0);
+		pmf = json_object_get(ans, "log_pmf");
+		cr_assert(json_is_null(json_object_get(pmf, "0")), "%s", bodies[i]);
+		cr_assert(json_is_null(json_object_get(pmf, "5")), "%s", bodies[i]);
+		cr_assert_eq(json_number_value(json_object_get(pmf, "10")), 0.0, "%s", bodies[i]);
+		json_decref(ans);
+		json_decref(body);
+	}
+}
