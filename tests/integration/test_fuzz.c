@@ -2283,8 +2283,13 @@ static struct world *world_start(void)
 	dpg_make_key(&w->srv, "viewer", NULL, w->revoked, sizeof(w->revoked));
 	snprintf(path, sizeof(path), "/v1/keys/%.16s", w->revoked + 4);
 	json_decref(admin_call(w, "DELETE", path, NULL, 200));
+	/* The admin key with one hex digit of its secret changed. */
 	snprintf(w->wrong_secret, sizeof(w->wrong_secret), "%s", w->srv.admin_key);
-	w->wrong_secret[strlen(w->wrong_secret) - 1] ^= 1;
+	{
+		char *last = &w->wrong_secret[strlen(w->wrong_secret) - 1];
+
+		*last = *last == '0' ? '1' : '0';
+	}
 
 	make_session(w, "r-large", "{\"aggregator\":\"gnmax\",\"num_teachers\":10,\"num_classes\":3,"
 		     "\"sigma2\":5}", votes);
@@ -2332,17 +2337,15 @@ static void end_jobs(struct world *w)
 		jobs = admin_call(w, "GET", path, NULL, 200);
 		json_array_foreach(json_object_get(jobs, "jobs"), k, job) {
 			const char *id = json_string_value(json_object_get(job, "id"));
+			dpg_resp r;
 
 			if (job_ended(json_string_value(json_object_get(job, "state"))))
 				continue;
 			snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-			{
-				dpg_resp r = dpg_call(&w->srv, "DELETE", path, w->srv.admin_key, NULL);
-
-				cr_expect(r.status == 200 || r.status == 202 || r.status == 409,
-					  "cancel %s: %ld %s", id, r.status, r.body);
-				dpg_resp_free(&r);
-			}
+			r = dpg_call(&w->srv, "DELETE", path, w->srv.admin_key, NULL);
+			cr_expect(r.status == 200 || r.status == 202 || r.status == 409, "cancel %s: %ld %s",
+				  id, r.status, r.body);
+			dpg_resp_free(&r);
 			json_decref(dpg_job_wait(&w->srv, id, ended, FUZZ_JOB_END_S));
 		}
 		json_decref(jobs);
