@@ -69,6 +69,9 @@ sqlite3 *srv__db_handle(srv_db *db);
 /* The schema version recorded by the migrations. */
 int srv_store_schema_version(srv_db *db);
 
+/* The highest schema version this binary's embedded migrations reach. */
+long srv_store_known_schema_version(void);
+
 typedef struct srv_dataset {
 	char id[DPG_MAX_ID_BYTES + 1];
 	char name[DPG_MAX_NAME_BYTES + 1];
@@ -253,6 +256,24 @@ int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int
  * and no dataset is over its budget, SRV_CONFLICT otherwise.
  */
 int srv_store_verify(srv_db *db, json_t **ret_report);
+
+/*
+ * Writes a consistent copy of the dpgate database at db_path into the empty
+ * file at out_path with SQLite's VACUUM INTO, through a read-only
+ * connection: one read transaction, so the copy holds every transaction
+ * committed before it began and none after, while a running server goes on
+ * committing.  A file without dpgate's schema (no tables, or someone
+ * else's) is refused before anything is written; a dpgate schema of any
+ * version is copied; *ret_version gets the copy's schema version and
+ * *ret_current whether it is this binary's.  The copy is not synced here.
+ * 0, or -1 with a message in errbuf.
+ */
+int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_version,
+		     bool *ret_current, char *errbuf, size_t errbuf_size);
+
+/* fsyncs a directory, so that a file created or renamed in it is durable;
+ * 0 or -1 (errno set). */
+int srv_fsync_dir(const char *dir);
 
 /* JSON helpers for compositions stored as text. */
 char *srv_cost_to_text(const acct_cost *c);

@@ -6,8 +6,10 @@
  *   dpgate epsilon|delta|calibrate|compare|rdp [options] [FILE|-]
  *   dpgate check POLICY [--json]
  *   dpgate verify --db FILE
+ *   dpgate backup --db FILE --to OUT
  *   dpgate routes
  */
+#define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -61,6 +63,7 @@ static const char usage_top[] =
 	"  rdp         Renyi-DP curve of an event (stateless)\n"
 	"  check       check a budget policy file, for CI (exit 0 fits, 1 not, 2 bad)\n"
 	"  verify      recompute every ledger's totals from its rows and compare\n"
+	"  backup      write a consistent copy of the database, also while serving\n"
 	"  routes      print the HTTP routes\n"
 	"\n"
 	"`dpgate <command> --help` describes a command.\n";
@@ -108,6 +111,20 @@ static const char usage_verify[] =
 	"when all agree and nothing is over budget, 1 otherwise, 2 on errors (among\n"
 	"them: FILE is not a dpgate database, or its schema version is not this\n"
 	"dpgate's). Read-only: it never writes FILE, and works while a server runs.\n";
+
+static const char usage_backup[] =
+	"usage: dpgate backup --db FILE --to OUT\n"
+	"\n"
+	"Writes a consistent copy of the dpgate database FILE to the new file OUT,\n"
+	"also while a server runs on FILE: the copy holds every transaction committed\n"
+	"before it began (every charge already answered) and none after. OUT must not\n"
+	"exist; the copy is written beside it under a temporary name (mode 0600),\n"
+	"synced, replayed as `dpgate verify` does, and only then named OUT. Table\n"
+	"files in the server's data directory are not copied. Prints a JSON report;\n"
+	"exit 0 when the copy is in place and its ledger verifies (or its schema is\n"
+	"another dpgate version's, which this one does not replay), 1 when it is in\n"
+	"place but its ledger does not verify (the source's would not either), 2 on\n"
+	"errors, when nothing is left behind.\n";
 
 static bool wants_help(int argc, char **argv)
 {
@@ -671,6 +688,154 @@ static int cmd_verify(int argc, char **argv)
 	return rc == SRV_OK ? 0 : 1;
 }
 
+/* The directory part of path ("." when it has none), in buf. */
+static void dir_of(const char *path, char *buf, size_t size)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		snprintf(buf, size, ".");
+	else if (slash == path)
+		snprintf(buf, size, "/");
+	else
+		snprintf(buf, size, "%.*s", (int)(slash - path), path);
+}
+
+/*
+ * Gives the finished copy tmp the name out without ever replacing a file
+ * that appeared there meanwhile: renameat2 with RENAME_NOREPLACE, or, where
+ * the filesystem lacks it, a hard link (which fails on an existing name)
+ * and the temporary name removed.  0, or -1 with errno set.
+ */
+static int name_without_replacing(const char *tmp, const char *out)
+{
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+	if (link(tmp, out) < 0)
+		return -1;
+	unlink(tmp);
+	return 0;
+}
+
+static int cmd_backup(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"db", required_argument, NULL, 'd'},
+		{"to", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *db_path = NULL, *out_path = NULL, *base;
+	char dir[PATH_MAX], tmp[PATH_MAX + 64], errbuf[512];
+	srv_store *store = NULL;
+	json_t *report = NULL, *out = NULL;
+	struct stat st;
+	int64_t version = 0;
+	bool current = false;
+	int c, fd = -1, rc = 2, vrc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': db_path = optarg; break;
+		case 't': out_path = optarg; break;
+		case 'h': fputs(usage_backup, stdout); return 0;
+		default: fputs(usage_backup, stderr); return 2;
+		}
+	}
+	if (!db_path || !out_path || !no_stray_arguments("backup", optind, argc, argv, usage_backup)) {
+		if (!db_path || !out_path)
+			fputs(usage_backup, stderr);
+		return 2;
+	}
+	if (!database_exists("backup", db_path))
+		return 2;
+	if (lstat(out_path, &st) == 0 || errno != ENOENT) {
+		fprintf(stderr, "dpgate backup: %s: %s\n", out_path,
+			errno == ENOENT || errno == 0 ? "exists; a backup never replaces a file"
+						      : strerror(errno));
+		return 2;
+	}
+	base = strrchr(out_path, '/') ? strrchr(out_path, '/') + 1 : out_path;
+	if (!*base || strlen(out_path) >= sizeof(dir)) {
+		fprintf(stderr, "dpgate backup: --to must name a file\n");
+		return 2;
+	}
+	dir_of(out_path, dir, sizeof(dir));
+	snprintf(tmp, sizeof(tmp), "%s/.%s.partial-XXXXXX", dir, base);
+	fd = mkstemp(tmp); /* mode 0600: the copy holds the ledger and key hashes */
+	if (fd < 0) {
+		fprintf(stderr, "dpgate backup: cannot create a file in %s: %s\n", dir,
+			strerror(errno));
+		return 2;
+	}
+	if (srv_store_backup(db_path, tmp, &version, &current, errbuf, sizeof(errbuf)) < 0) {
+		fprintf(stderr, "dpgate backup: %s\n", errbuf);
+		goto out;
+	}
+	if (fsync(fd) < 0 || fstat(fd, &st) < 0) {
+		fprintf(stderr, "dpgate backup: cannot sync %s: %s\n", tmp, strerror(errno));
+		goto out;
+	}
+	if (current) {
+		srv_db *db;
+
+		/* The copy is a plain (rollback-journal) file: opened read-only
+		 * it gains no side files. */
+		if (srv_store_open_read_only(tmp, &store, errbuf, sizeof(errbuf)) < 0) {
+			fprintf(stderr, "dpgate backup: %s\n", errbuf);
+			goto out;
+		}
+		db = srv_store_acquire(store);
+		vrc = srv_store_verify(db, &report);
+		srv_store_release(store, db);
+		srv_store_close(store);
+		if (vrc == SRV_DB_ERROR) {
+			fprintf(stderr, "dpgate backup: cannot read the copy's ledger\n");
+			goto out;
+		}
+		out = json_pack("{s:s, s:s, s:I, s:I, s:o}", "backup", out_path, "source", db_path,
+				"bytes", (json_int_t)st.st_size, "schema_version",
+				(json_int_t)version, "verify", report);
+	} else {
+		/* Another dpgate version's schema (a backup before an upgrade):
+		 * copied as it is, not replayed by this binary. */
+		vrc = SRV_OK;
+		snprintf(errbuf, sizeof(errbuf),
+			 "schema version %lld is not this dpgate's (%ld): copied, not replayed",
+			 (long long)version, srv_store_known_schema_version());
+		out = json_pack("{s:s, s:s, s:I, s:I, s:n, s:s}", "backup", out_path, "source",
+				db_path, "bytes", (json_int_t)st.st_size, "schema_version",
+				(json_int_t)version, "verify", "note", errbuf);
+	}
+	if (!out) {
+		fprintf(stderr, "dpgate backup: out of memory\n");
+		goto out;
+	}
+	if (name_without_replacing(tmp, out_path) < 0) {
+		fprintf(stderr, "dpgate backup: cannot name the copy %s: %s\n", out_path,
+			errno == EEXIST ? "a file of that name appeared meanwhile" : strerror(errno));
+		goto out;
+	}
+	tmp[0] = '\0'; /* named: nothing to remove */
+	if (srv_fsync_dir(dir) < 0) {
+		fprintf(stderr, "dpgate backup: cannot sync %s: %s\n", dir, strerror(errno));
+		goto out;
+	}
+	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	printf("\n");
+	rc = vrc == SRV_OK ? 0 : 1;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc == 2 && tmp[0])
+		unlink(tmp);
+	json_decref(out);
+	return rc;
+}
+
 static int cmd_routes(int argc, char **argv)
 {
 	if (argc > 1) {
@@ -734,6 +899,8 @@ int main(int argc, char **argv)
 		return srv_check_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "verify") == 0)
 		return cmd_verify(argc - 1, argv + 1);
+	if (strcmp(cmd, "backup") == 0)
+		return cmd_backup(argc - 1, argv + 1);
 	if (strcmp(cmd, "routes") == 0)
 		return cmd_routes(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(stateless) / sizeof(stateless[0]); i++)

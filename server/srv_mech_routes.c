@@ -403,8 +403,7 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* fsyncs a directory so a rename in it is durable. */
-static int fsync_dir(const char *dir)
+int srv_fsync_dir(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY);
 	int rc;
@@ -930,7 +929,7 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 		goto io_error;
 	close(fd);
 	fd = -1;
-	if (fsync_dir(dir) < 0 ||
+	if (srv_fsync_dir(dir) < 0 ||
 	    record_table(req->db, ds, path, (int64_t)mech_table_rows(t), cols_text,
 			 (int64_t)req->raw_len, req->who->key_id, &old) != SRV_OK)
 		goto io_error;

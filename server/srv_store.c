@@ -371,8 +371,7 @@ static long migration_version(const struct srv_embedded_file *f)
 	return version > 0 ? version : 0;
 }
 
-/* The highest schema version this binary's embedded migrations reach. */
-static long known_schema_version(void)
+long srv_store_known_schema_version(void)
 {
 	long known = 0;
 
@@ -416,7 +415,7 @@ static int schema_inspect(sqlite3 *h, const char *path, enum schema_state *ret_s
 			  int64_t *ret_version, char *errbuf, size_t errbuf_size)
 {
 	int64_t has_migrations, objects, version = 0;
-	long known = known_schema_version();
+	long known = srv_store_known_schema_version();
 
 	has_migrations = query_int(h, "SELECT count(*) FROM sqlite_master"
 				      " WHERE type = 'table' AND name = 'schema_migrations'");
@@ -455,7 +454,7 @@ static void schema_refusal(enum schema_state state, const char *path, int64_t ve
 		snprintf(errbuf, errbuf_size,
 			 "%s has schema version %lld, newer than this dpgate knows (%ld); "
 			 "refusing to use it (run the newer dpgate)",
-			 path, (long long)version, known_schema_version());
+			 path, (long long)version, srv_store_known_schema_version());
 }
 
 /* migrate's transaction; errbuf gets what went wrong.  A foreign database or
@@ -705,7 +704,7 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errb
 		snprintf(errbuf, errbuf_size,
 			 "%s has schema version %lld, older than this dpgate's %ld; start `dpgate "
 			 "serve` on it (or run `dpgate keys list`) once to migrate it",
-			 path, (long long)version, known_schema_version());
+			 path, (long long)version, srv_store_known_schema_version());
 		goto fail;
 	case SCHEMA_FOREIGN:
 	case SCHEMA_NEWER:
@@ -2045,6 +2044,63 @@ int srv_store_verify(srv_db *db, json_t **ret_report)
 	}
 	*ret_report = json_pack("{s:b, s:o}", "ok", va.all_ok, "datasets", va.report);
 	return va.all_ok ? SRV_OK : SRV_CONFLICT;
+}
+
+int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_version,
+		     bool *ret_current, char *errbuf, size_t errbuf_size)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	enum schema_state state;
+	int64_t version;
+	int rc = -1;
+
+	/* No SQLITE_OPEN_CREATE: a missing file stays missing; read-only, so
+	 * the source is never written, and no query_only, which would refuse
+	 * the write VACUUM INTO makes to the copy. */
+	if (sqlite3_open_v2(db_path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+	    SQLITE_OK) {
+		snprintf(errbuf, errbuf_size, "cannot open %s: %s", db_path,
+			 h ? sqlite3_errmsg(h) : "out of memory");
+		goto out;
+	}
+	sqlite3_busy_timeout(h, BUSY_TIMEOUT_MS);
+	if (schema_inspect(h, db_path, &state, &version, errbuf, errbuf_size) < 0)
+		goto out;
+	if (state == SCHEMA_EMPTY) {
+		snprintf(errbuf, errbuf_size, "%s is not a dpgate database (it has no tables)",
+			 db_path);
+		goto out;
+	}
+	if (state == SCHEMA_FOREIGN) {
+		schema_refusal(state, db_path, version, errbuf, errbuf_size);
+		goto out;
+	}
+	if (sqlite3_prepare_v2(h, "VACUUM INTO ?1", -1, &s, NULL) != SQLITE_OK) {
+		snprintf(errbuf, errbuf_size, "cannot start the copy: %s", sqlite3_errmsg(h));
+		goto out;
+	}
+	sqlite3_bind_text(s, 1, out_path, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_DONE) {
+		snprintf(errbuf, errbuf_size, "cannot copy %s: %s", db_path, sqlite3_errmsg(h));
+		goto out;
+	}
+	sqlite3_finalize(s);
+	s = NULL;
+	sqlite3_close_v2(h);
+	/* What the copy holds (a migration may have run between the look at
+	 * the source and the copy's snapshot). */
+	if (sqlite3_open_v2(out_path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+		    SQLITE_OK ||
+	    schema_inspect(h, out_path, &state, &version, errbuf, errbuf_size) < 0)
+		goto out;
+	*ret_version = version;
+	*ret_current = state == SCHEMA_CURRENT;
+	rc = 0;
+out:
+	sqlite3_finalize(s);
+	sqlite3_close_v2(h);
+	return rc;
 }
 
 /* ---- JSON views of a dataset --------------------------------------------- */

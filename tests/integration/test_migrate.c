@@ -7,7 +7,9 @@
  * rows in every table that 005 rebuilds and rows elsewhere that point at
  * them: a job holding a reservation, PATE answers holding ledger rows.
  * `dpgate verify`, which is read-only, refuses the old version and leaves
- * the file alone; `dpgate keys list` (which opens and migrates the store)
+ * the file alone; `dpgate backup` copies it as it is (the backup to take
+ * before an upgrade) without replaying it; `dpgate keys list` (which opens
+ * and migrates the store)
  * must then exit 0, the database must be at version 5 with the same rows,
  * no dangling reference, and the same values accepted and refused as
  * before, and verify must now pass.
@@ -119,6 +121,33 @@ static void make_v4_database(const char *path)
 	sqlite3_close(h);
 }
 
+/* `dpgate backup` of the version 4 file: exit 0, the copy at version 4 with
+ * the same rows, reported as not replayed; the source still at version 4. */
+static void backup_keeps_version_4(const char *path, const char *dir)
+{
+	char copy[PATH_MAX], out[8192];
+	const char *backup[] = {dpg_bin(), "backup", "--db", path, "--to", copy, NULL};
+	json_t *report;
+	sqlite3 *h = NULL;
+
+	snprintf(copy, sizeof(copy), "%s/before-upgrade.db", dir);
+	cr_assert_eq(dpg_run(out, sizeof(out), backup), 0, "backup of version 4: %s", out);
+	report = json_loads(out, 0, NULL);
+	cr_assert(report, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(report, "schema_version")), 4);
+	cr_assert(json_is_null(json_object_get(report, "verify")), "%s", out);
+	cr_assert(json_is_string(json_object_get(report, "note")), "%s", out);
+	json_decref(report);
+	cr_assert_eq(sqlite3_open(copy, &h), SQLITE_OK);
+	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), 4);
+	cr_assert_eq(count(h, "SELECT count(*) FROM ledger"), 3);
+	cr_assert_eq(count(h, "SELECT count(*) FROM pate_answers"), 2);
+	sqlite3_close(h);
+	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), 4);
+	sqlite3_close(h);
+}
+
 Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 {
 	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
@@ -132,6 +161,7 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	make_v4_database(path);
 
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 2, "verify before migration: %s", out);
+	backup_keeps_version_4(path, dir);
 	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "verify after migration: %s", out);
 

@@ -1,0 +1,242 @@
+/*
+ * test_backup.c: `dpgate backup --db FILE --to OUT` copies a live ledger
+ * consistently, and its copy restores.
+ *
+ * Under load (one client charging without pause), the copy must hold every
+ * charge answered before the backup started, and at most the one charge in
+ * flight beyond those answered when it ended; its stored totals must equal
+ * its rows (`dpgate verify` on it exits 0); it must be mode 0600; and a
+ * server started on it after the restore the README describes must report
+ * the copy's figures and go on charging.  The refusals leave nothing behind:
+ * an existing OUT is never replaced, a missing directory, a file that is
+ * not a dpgate database, and usage errors all exit 2 with no partial copy.
+ */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static dpg_server srv;
+
+static void setup(void)
+{
+	dpg_server_start(&srv);
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+}
+
+TestSuite(backup, .init = setup, .fini = teardown, .timeout = 300);
+
+static const char charge_body[] = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.001,"
+				  "\"delta\":0}}";
+
+struct charger {
+	atomic_bool stop;
+	atomic_long acked;
+	atomic_long other;
+};
+
+static void *charge_loop(void *arg)
+{
+	struct charger *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		dpg_resp r;
+
+		if (dpg_http(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_body,
+			     strlen(charge_body), NULL, &r) == 0 &&
+		    r.status == 201)
+			atomic_fetch_add(&c->acked, 1);
+		else
+			atomic_fetch_add(&c->other, 1);
+		dpg_resp_free(&r);
+	}
+	return NULL;
+}
+
+static long long count_rows(const char *path, const char *sql)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	long long n;
+
+	cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+	n = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return n;
+}
+
+/* How many names in dir hold ".partial-" (a copy left behind). */
+static int partial_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert(d, "cannot open %s", dir);
+	while ((e = readdir(d)))
+		n += strstr(e->d_name, ".partial-") != NULL;
+	closedir(d);
+	return n;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+Test(backup, a_copy_under_load_holds_every_answered_charge_and_restores)
+{
+	char copy[400], out[16384], path[400];
+	const char *backup[] = {dpg_bin(), "backup", "--db", srv.db, "--to", copy, NULL};
+	const char *verify[] = {dpg_bin(), "verify", "--db", copy, NULL};
+	struct charger c = {0};
+	long before, after;
+	long long rows, stored;
+	pthread_t th;
+	struct stat st;
+	json_t *report;
+	dpg_budget b;
+	dpg_resp r;
+	int rc;
+
+	snprintf(copy, sizeof(copy), "%s/copy.db", srv.dir);
+	dpg_make_dataset(&srv, "d", 1e6, 1e-5, "basic");
+	cr_assert_eq(pthread_create(&th, NULL, charge_loop, &c), 0);
+	while (atomic_load(&c.acked) < 50)
+		sleep_ms(5);
+	before = atomic_load(&c.acked);
+	rc = dpg_run(out, sizeof(out), backup);
+	after = atomic_load(&c.acked);
+	atomic_store(&c.stop, true);
+	pthread_join(th, NULL);
+	cr_assert_eq(rc, 0, "backup: %s", out);
+	cr_assert_eq(atomic_load(&c.other), 0, "every charge was answered 201");
+
+	/* The report names the copy and says its ledger replays. */
+	report = json_loads(out, 0, NULL);
+	cr_assert(report, "backup printed no JSON: %s", out);
+	cr_assert_str_eq(json_string_value(json_object_get(report, "backup")), copy);
+	cr_assert(json_is_true(json_object_get(json_object_get(report, "verify"), "ok")), "%s", out);
+	json_decref(report);
+
+	/* Every charge answered before the backup began, and at most the one
+	 * in flight beyond those answered when it ended. */
+	rows = count_rows(copy, "SELECT count(*) FROM ledger WHERE dataset_id = 'd'"
+				" AND kind = 'charge'");
+	stored = count_rows(copy, "SELECT charges FROM datasets WHERE id = 'd'");
+	cr_assert_geq(rows, before, "copy holds %lld charges, %ld were answered before", rows,
+		      before);
+	cr_assert_leq(rows, after + 1, "copy holds %lld charges, %ld answered after", rows, after);
+	cr_assert_eq(stored, rows, "the copy's running total counts its rows");
+	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify on the copy: %s", out);
+	cr_assert_eq(stat(copy, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
+	cr_assert_eq(partial_files(srv.dir), 0);
+
+	/* Restore as the README says: stop the server, move the database and
+	 * its side files away, put the copy in its place, start again. */
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s%s", srv.db, i == 0 ? "-wal" : "-shm");
+		cr_assert(unlink(path) == 0 || errno == ENOENT, "%s", path);
+	}
+	cr_assert_eq(rename(copy, srv.db), 0);
+	dpg_server_restart(&srv);
+	b = dpg_budget_of(&srv, "d");
+	cr_assert_eq(b.charges, rows);
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_body);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_budget_of(&srv, "d").charges, rows + 1);
+}
+
+/* Writes text to path (creating it). */
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert(f, "cannot create %s", path);
+	cr_assert_eq(fputs(text, f) >= 0, true);
+	cr_assert_eq(fclose(f), 0);
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 4096);
+
+	cr_assert(f && buf);
+	cr_assert(fread(buf, 1, 4095, f) < 4095);
+	fclose(f);
+	return buf;
+}
+
+Test(backup, refusals_write_nothing)
+{
+	char out[16384], exists[400], missing[400], text[400], empty[400], foreign[400], to[400];
+	const char *onto_existing[] = {dpg_bin(), "backup", "--db", srv.db, "--to", exists, NULL};
+	const char *into_missing[] = {dpg_bin(), "backup", "--db", srv.db, "--to", missing, NULL};
+	const char *from_text[] = {dpg_bin(), "backup", "--db", text, "--to", to, NULL};
+	const char *from_empty[] = {dpg_bin(), "backup", "--db", empty, "--to", to, NULL};
+	const char *from_foreign[] = {dpg_bin(), "backup", "--db", foreign, "--to", to, NULL};
+	const char *no_to[] = {dpg_bin(), "backup", "--db", srv.db, NULL};
+	const char *stray[] = {dpg_bin(), "backup", "--db", srv.db, "--to", to, "extra", NULL};
+	const char *onto_dir[] = {dpg_bin(), "backup", "--db", srv.db, "--to", srv.dir, NULL};
+	sqlite3 *h = NULL;
+	char *kept;
+
+	snprintf(exists, sizeof(exists), "%s/exists.db", srv.dir);
+	snprintf(missing, sizeof(missing), "%s/no/such/dir/copy.db", srv.dir);
+	snprintf(text, sizeof(text), "%s/notes.txt", srv.dir);
+	snprintf(empty, sizeof(empty), "%s/empty.db", srv.dir);
+	snprintf(foreign, sizeof(foreign), "%s/foreign.db", srv.dir);
+	snprintf(to, sizeof(to), "%s/to.db", srv.dir);
+	write_file(exists, "keep me\n");
+	write_file(text, "not a database\n");
+	write_file(empty, "");
+	cr_assert_eq(sqlite3_open(foreign, &h), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(h, "CREATE TABLE t (x)", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+
+	cr_assert_eq(dpg_run(out, sizeof(out), onto_existing), 2);
+	kept = read_file(exists);
+	cr_assert_str_eq(kept, "keep me\n");
+	free(kept);
+	cr_assert_eq(dpg_run(out, sizeof(out), into_missing), 2);
+	cr_assert_eq(dpg_run(out, sizeof(out), from_text), 2);
+	cr_assert_eq(dpg_run(out, sizeof(out), from_empty), 2);
+	cr_assert_eq(dpg_run(out, sizeof(out), from_foreign), 2);
+	cr_assert_eq(dpg_run(out, sizeof(out), no_to), 2);
+	cr_assert_eq(dpg_run(out, sizeof(out), stray), 2);
+	cr_assert_eq(dpg_run(out, sizeof(out), onto_dir), 2);
+	cr_assert_eq(access(to, F_OK), -1, "no copy was named");
+	cr_assert_eq(partial_files(srv.dir), 0, "no partial copy was left");
+	/* The source files are as they were: the empty file is still empty. */
+	{
+		struct stat st;
+
+		cr_assert_eq(stat(empty, &st), 0);
+		cr_assert_eq(st.st_size, 0);
+	}
+}
