@@ -41,7 +41,9 @@
  *
  * Output: a table, one row per dataset (id, accountant, budget epsilon and
  * delta, spent epsilon, remaining epsilon, charges, FITS / EXCEEDS /
- * REFUSED), plus one line per refused charge with the reason; with --json
+ * REFUSED), plus one line per refused charge with the reason and, for a
+ * plan over its budget, one naming the planned release that did not fit
+ * (nothing after it is charged); with --json
  * one JSON object:
  *   {"fits": bool, "datasets": [{"id", "accountant", "neighbor",
  *     "budget": {"epsilon", "delta"}, "spent": {"epsilon", "delta"},
@@ -266,6 +268,34 @@ fail:
 	return rc < 0 ? rc : ACCT_EINVAL;
 }
 
+/* For a plan that exceeds its budget: the planned release that did not fit
+ * (the first not admitted; nothing after it is charged), where the table
+ * alone shows only totals. */
+static void print_first_exceeding(size_t index, const json_t *d)
+{
+	size_t k;
+	json_t *ev;
+
+	json_array_foreach(json_object_get(d, "events"), k, ev) {
+		const char *name = json_string_value(json_object_get(ev, "name"));
+		const json_t *eps = json_object_get(ev, "epsilon");
+
+		if (json_is_true(json_object_get(ev, "admitted")))
+			continue;
+		printf("  does not fit: /datasets/%zu/planned/%zu%s%s%s x%lld, ", index, k,
+		       name ? " \"" : "", name ? name : "", name ? "\"" : "",
+		       (long long)json_integer_value(json_object_get(ev, "repeat")));
+		if (json_is_real(eps))
+			printf("epsilon %.4g alone", json_real_value(eps));
+		else
+			printf("epsilon unbounded");
+		printf(", after spending %.4g of %.4g; nothing after it is charged\n",
+		       json_real_value(pget(d, "spent", "epsilon")),
+		       json_real_value(pget(d, "budget", "epsilon")));
+		return;
+	}
+}
+
 static void print_table(const json_t *all)
 {
 	size_t i;
@@ -289,6 +319,8 @@ static void print_table(const json_t *all)
 		if (err)
 			printf("  refused at %s: %s\n", json_string_value(json_object_get(err, "where")),
 			       json_string_value(json_object_get(err, "detail")));
+		else if (!json_is_true(json_object_get(d, "fits")))
+			print_first_exceeding(i, d);
 	}
 }
 

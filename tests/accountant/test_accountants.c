@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <jansson.h>
 
 #include "acct.h"
@@ -738,6 +739,38 @@ static int run_check(const char *policy, bool json)
 	rc = srv_check_main(json ? 3 : 2, argv);
 	unlink(path);
 	return rc;
+}
+
+/*
+ * The text report names the planned release that did not fit.  Closed form
+ * under basic composition: Laplace with b = 4 costs 1/4, so "ok" (x4) spends
+ * 1 of the budget 2 and "q" (x9) would cost 9/4 = 2.25 on its own; "later"
+ * is never charged.
+ */
+Test(check, text_names_the_release_that_does_not_fit, .init = cr_redirect_stdout)
+{
+	char buf[4096] = "";
+	FILE *f;
+
+	cr_assert_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"accountant\":\"basic\","
+			       "\"budget\":{\"epsilon\":2,\"delta\":0},\"planned\":["
+			       "{\"name\":\"ok\",\"event\":{\"type\":\"laplace\",\"noise_multiplier\":4},"
+			       "\"repeat\":4},"
+			       "{\"name\":\"q\",\"event\":{\"type\":\"laplace\",\"noise_multiplier\":4},"
+			       "\"repeat\":9},"
+			       "{\"name\":\"later\",\"event\":{\"type\":\"laplace\",\"noise_multiplier\":"
+			       "4}}]}]}",
+			       false),
+		     1);
+	fflush(stdout);
+	f = cr_get_redirected_stdout();
+	cr_assert(f);
+	cr_assert(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+	cr_expect(strstr(buf, "EXCEEDS"), "%s", buf);
+	cr_expect(strstr(buf, "  does not fit: /datasets/0/planned/1 \"q\" x9, epsilon 2.25 alone,"
+			      " after spending 1 of 2; nothing after it is charged\n"),
+		  "%s", buf);
+	cr_expect_null(strstr(buf, "later"), "%s", buf);
 }
 
 Test(check, exit_codes)

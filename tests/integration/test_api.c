@@ -519,7 +519,8 @@ Test(api, cli_help_and_keys)
 	/* Every command `dpgate --help` lists answers --help on stdout, exit 0. */
 	{
 		static const char *const cmds[] = {"serve", "keys", "epsilon", "delta", "calibrate",
-						   "compare", "rdp", "check", "verify", "routes"};
+						   "compare", "rdp", "check", "verify", "backup",
+						   "routes"};
 
 		cr_assert_eq(dpg_run(out, sizeof(out), help), 0);
 		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
