@@ -640,6 +640,33 @@ out:
 	return rc;
 }
 
+/*
+ * Replays the ledger of the dpgate database at path (srv_store_verify, on a
+ * read-only store): SRV_OK or SRV_CONFLICT with the report in *ret_report,
+ * or -1 after a message on stderr naming cmd.
+ */
+static int verify_file(const char *cmd, const char *path, json_t **ret_report)
+{
+	srv_store *store = NULL;
+	char errbuf[512];
+	srv_db *db;
+	int rc;
+
+	if (srv_store_open_read_only(path, &store, errbuf, sizeof(errbuf)) < 0) {
+		fprintf(stderr, "dpgate %s: %s\n", cmd, errbuf);
+		return -1;
+	}
+	db = srv_store_acquire(store);
+	rc = srv_store_verify(db, ret_report);
+	srv_store_release(store, db);
+	srv_store_close(store);
+	if (rc == SRV_DB_ERROR) {
+		fprintf(stderr, "dpgate %s: cannot read the ledger of %s\n", cmd, path);
+		return -1;
+	}
+	return rc;
+}
+
 static int cmd_verify(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -648,10 +675,7 @@ static int cmd_verify(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *db_path = NULL;
-	srv_store *store = NULL;
-	srv_db *db;
 	json_t *report = NULL;
-	char errbuf[512];
 	int c, rc;
 
 	optind = 1;
@@ -670,18 +694,9 @@ static int cmd_verify(int argc, char **argv)
 	/* Read-only: no migration, nothing created, no checkpoint. */
 	if (!database_exists("verify", db_path))
 		return 2;
-	if (srv_store_open_read_only(db_path, &store, errbuf, sizeof(errbuf)) < 0) {
-		fprintf(stderr, "dpgate verify: %s\n", errbuf);
+	rc = verify_file("verify", db_path, &report);
+	if (rc < 0)
 		return 2;
-	}
-	db = srv_store_acquire(store);
-	rc = srv_store_verify(db, &report);
-	srv_store_release(store, db);
-	srv_store_close(store);
-	if (rc == SRV_DB_ERROR) {
-		fprintf(stderr, "dpgate verify: cannot read the ledger\n");
-		return 2;
-	}
 	json_dumpf(report, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
 	printf("\n");
 	json_decref(report);
@@ -729,7 +744,6 @@ static int cmd_backup(int argc, char **argv)
 	};
 	const char *db_path = NULL, *out_path = NULL, *base;
 	char dir[PATH_MAX], tmp[PATH_MAX + 64], errbuf[512];
-	srv_store *store = NULL;
 	json_t *report = NULL, *out = NULL;
 	struct stat st;
 	int64_t version = 0;
@@ -780,22 +794,11 @@ static int cmd_backup(int argc, char **argv)
 		goto out;
 	}
 	if (current) {
-		srv_db *db;
-
 		/* The copy is a plain (rollback-journal) file: opened read-only
 		 * it gains no side files. */
-		if (srv_store_open_read_only(tmp, &store, errbuf, sizeof(errbuf)) < 0) {
-			fprintf(stderr, "dpgate backup: %s\n", errbuf);
+		vrc = verify_file("backup", tmp, &report);
+		if (vrc < 0)
 			goto out;
-		}
-		db = srv_store_acquire(store);
-		vrc = srv_store_verify(db, &report);
-		srv_store_release(store, db);
-		srv_store_close(store);
-		if (vrc == SRV_DB_ERROR) {
-			fprintf(stderr, "dpgate backup: cannot read the copy's ledger\n");
-			goto out;
-		}
 		out = json_pack("{s:s, s:s, s:I, s:I, s:o}", "backup", out_path, "source", db_path,
 				"bytes", (json_int_t)st.st_size, "schema_version",
 				(json_int_t)version, "verify", report);

@@ -590,6 +590,32 @@ static srv_store *store_alloc(unsigned pool_size)
 }
 
 /*
+ * Opens path read-only (no SQLITE_OPEN_CREATE: a missing file stays
+ * missing) and reads its schema state.  Returns 0 with the connection in
+ * *ret_h, or -1 with a message in errbuf and *ret_h NULL.
+ */
+static int inspect_file(const char *path, sqlite3 **ret_h, enum schema_state *ret_state,
+			int64_t *ret_version, char *errbuf, size_t errbuf_size)
+{
+	sqlite3 *h = NULL;
+
+	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
+			 h ? sqlite3_errmsg(h) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(h, BUSY_TIMEOUT_MS);
+	if (schema_inspect(h, path, ret_state, ret_version, errbuf, errbuf_size) < 0)
+		goto fail;
+	*ret_h = h;
+	return 0;
+fail:
+	sqlite3_close_v2(h);
+	*ret_h = NULL;
+	return -1;
+}
+
+/*
  * Looks at an existing non-empty file before any connection configures it:
  * PRAGMA journal_mode = WAL alone rewrites the header of a rollback-journal
  * database, so someone else's SQLite file must be refused on a read-only
@@ -607,13 +633,7 @@ static int precheck_existing(const char *path, char *errbuf, size_t errbuf_size)
 
 	if (stat(path, &st) < 0 || (S_ISREG(st.st_mode) && st.st_size == 0))
 		return 0; /* sqlite3_open_v2 with SQLITE_OPEN_CREATE reports the rest */
-	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
-			 h ? sqlite3_errmsg(h) : "out of memory");
-		goto out;
-	}
-	sqlite3_busy_timeout(h, BUSY_TIMEOUT_MS);
-	if (schema_inspect(h, path, &state, &version, errbuf, errbuf_size) < 0)
+	if (inspect_file(path, &h, &state, &version, errbuf, errbuf_size) < 0)
 		goto out;
 	if (state == SCHEMA_FOREIGN || state == SCHEMA_NEWER) {
 		schema_refusal(state, path, version, errbuf, errbuf_size);
@@ -2055,17 +2075,9 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	int64_t version;
 	int rc = -1;
 
-	/* No SQLITE_OPEN_CREATE: a missing file stays missing; read-only, so
-	 * the source is never written, and no query_only, which would refuse
-	 * the write VACUUM INTO makes to the copy. */
-	if (sqlite3_open_v2(db_path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
-	    SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot open %s: %s", db_path,
-			 h ? sqlite3_errmsg(h) : "out of memory");
-		goto out;
-	}
-	sqlite3_busy_timeout(h, BUSY_TIMEOUT_MS);
-	if (schema_inspect(h, db_path, &state, &version, errbuf, errbuf_size) < 0)
+	/* Read-only, so the source is never written, and without query_only,
+	 * which would refuse the write VACUUM INTO makes to the copy. */
+	if (inspect_file(db_path, &h, &state, &version, errbuf, errbuf_size) < 0)
 		goto out;
 	if (state == SCHEMA_EMPTY) {
 		snprintf(errbuf, errbuf_size, "%s is not a dpgate database (it has no tables)",
@@ -2090,9 +2102,7 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	sqlite3_close_v2(h);
 	/* What the copy holds (a migration may have run between the look at
 	 * the source and the copy's snapshot). */
-	if (sqlite3_open_v2(out_path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
-		    SQLITE_OK ||
-	    schema_inspect(h, out_path, &state, &version, errbuf, errbuf_size) < 0)
+	if (inspect_file(out_path, &h, &state, &version, errbuf, errbuf_size) < 0)
 		goto out;
 	*ret_version = version;
 	*ret_current = state == SCHEMA_CURRENT;
