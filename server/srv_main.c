@@ -766,10 +766,13 @@ static int cmd_backup(int argc, char **argv)
 	}
 	if (!database_exists("backup", db_path))
 		return 2;
-	if (lstat(out_path, &st) == 0 || errno != ENOENT) {
-		fprintf(stderr, "dpgate backup: %s: %s\n", out_path,
-			errno == ENOENT || errno == 0 ? "exists; a backup never replaces a file"
-						      : strerror(errno));
+	if (lstat(out_path, &st) == 0) {
+		fprintf(stderr, "dpgate backup: %s exists; a backup never replaces a file\n",
+			out_path);
+		return 2;
+	}
+	if (errno != ENOENT) {
+		fprintf(stderr, "dpgate backup: %s: %s\n", out_path, strerror(errno));
 		return 2;
 	}
 	base = strrchr(out_path, '/') ? strrchr(out_path, '/') + 1 : out_path;
@@ -824,7 +827,10 @@ static int cmd_backup(int argc, char **argv)
 	}
 	tmp[0] = '\0'; /* named: nothing to remove */
 	if (srv_fsync_dir(dir) < 0) {
+		/* The name may not survive a crash: no copy rather than one
+		 * that might vanish. */
 		fprintf(stderr, "dpgate backup: cannot sync %s: %s\n", dir, strerror(errno));
+		unlink(out_path);
 		goto out;
 	}
 	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
