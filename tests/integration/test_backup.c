@@ -123,8 +123,13 @@ Test(backup, a_copy_under_load_holds_every_answered_charge_and_restores)
 	snprintf(copy, sizeof(copy), "%s/copy.db", srv.dir);
 	dpg_make_dataset(&srv, "d", 1e6, 1e-5, "basic");
 	cr_assert_eq(pthread_create(&th, NULL, charge_loop, &c), 0);
-	while (atomic_load(&c.acked) < 50)
+	for (int i = 0; i < 6000 && atomic_load(&c.acked) < 50 && atomic_load(&c.other) == 0; i++)
 		sleep_ms(5);
+	if (atomic_load(&c.acked) < 50) {
+		atomic_store(&c.stop, true);
+		pthread_join(th, NULL);
+		cr_assert_fail("the load did not start (%ld other answers)", atomic_load(&c.other));
+	}
 	before = atomic_load(&c.acked);
 	rc = dpg_run(out, sizeof(out), backup);
 	after = atomic_load(&c.acked);
