@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <sqlite3.h>
@@ -220,7 +221,9 @@ typedef struct srv_spend {
 int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body,
 		    srv_dataset *ret_ds);
 
-/* Group-commit counters: transactions run for spends, and spends in them. */
+/* Group-commit counters: write transactions run for spends (those that
+ * committed and those rolled back because nothing in them was kept), and
+ * spends in them. */
 void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_spends);
 
 /*
@@ -402,18 +405,41 @@ bool srv_principal_sees(const srv_principal *p, const char *id);
 /* ------------------------------------------------------------------------ */
 
 #define SRV_METRIC_STATUSES 20
-#define SRV_METRIC_BUCKETS 14
+#define SRV_METRIC_BUCKETS 17
+
+/* A latency histogram for /metrics: observations per bucket (not
+ * cumulative; the upper bounds, shared by every histogram, are
+ * srv_metrics.c's) and their sum, each a lock-free atomic.  All zero is an
+ * empty histogram. */
+typedef struct srv_histogram {
+	atomic_uint_fast64_t bucket[SRV_METRIC_BUCKETS];
+	atomic_uint_fast64_t sum_ns;
+} srv_histogram;
+
+/* Adds one observation of `seconds` (a negative or NaN one counts as 0). */
+void srv_histogram_observe(srv_histogram *h, double seconds);
+
+/* Seconds from `start` to now on CLOCK_MONOTONIC. */
+double srv_seconds_since(const struct timespec *start);
 
 typedef struct srv_route_metrics {
 	atomic_uint_fast64_t by_status[SRV_METRIC_STATUSES];
-	atomic_uint_fast64_t latency_bucket[SRV_METRIC_BUCKETS]; /* non-cumulative */
-	atomic_uint_fast64_t latency_count;
-	atomic_uint_fast64_t latency_sum_us;
+	srv_histogram latency;
 } srv_route_metrics;
 
 /* Records one request on a route (index into the route table, or the
  * unmatched slot). */
 void srv_metrics_record(srv_route_metrics *m, int status, double seconds);
+
+/*
+ * The store's latency histograms of spend transactions that committed:
+ * *ret_txn from BEGIN IMMEDIATE to the durable COMMIT's return (the time
+ * the write lock is held), *ret_commit the COMMIT alone (the WAL write and
+ * its fsync).  The pointers stay valid until srv_store_close; the counts
+ * are read with atomic loads.
+ */
+void srv_store_spend_timings(srv_store *st, const srv_histogram **ret_txn,
+			     const srv_histogram **ret_commit);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP (srv_http.c) and routes (srv_routes.c)                              */

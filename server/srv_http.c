@@ -776,14 +776,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	srv_ctx *ctx = cls;
 	struct conn_state *cs = *con_cls;
-	struct timespec end;
 	double secs;
 
 	(void)conn;
 	if (!cs || cs == (const void *)&encoded_slash_mark)
 		return; /* libmicrohttpd answered before on_request ran */
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	secs = (double)(end.tv_sec - cs->start.tv_sec) + 1e-9 * (double)(end.tv_nsec - cs->start.tv_nsec);
+	secs = srv_seconds_since(&cs->start);
 	srv_metrics_record(&ctx->route_metrics[cs->route >= 0 ? (size_t)cs->route : srv_routes_count],
 			   cs->status, secs);
 	if (ctx->access_log) {

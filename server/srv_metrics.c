@@ -18,9 +18,12 @@ static const int metric_statuses[SRV_METRIC_STATUSES] = {
 	413, 414, 415, 422, 429, 500, 503, 0, 0, 0,
 };
 
-/* Upper bounds in seconds; the last bucket is +Inf. */
+/* Upper bounds in seconds, shared by every histogram; the last bucket is
+ * +Inf.  Fine below a millisecond, where a charge's whole answer and its
+ * durable COMMIT both fall on a disk with a write-back cache. */
 static const double metric_bounds[SRV_METRIC_BUCKETS - 1] = {
-	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+	0.00005, 0.0001, 0.00015, 0.0002, 0.00025, 0.0005, 0.001, 0.0025,
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
 };
 
 static int status_slot(int status)
@@ -31,16 +34,31 @@ static int status_slot(int status)
 	return SRV_METRIC_STATUSES - 1; /* "other" */
 }
 
-void srv_metrics_record(srv_route_metrics *m, int status, double seconds)
+void srv_histogram_observe(srv_histogram *h, double seconds)
 {
 	int b = 0;
 
+	if (!(seconds > 0.0))
+		seconds = 0.0;
 	while (b < SRV_METRIC_BUCKETS - 1 && seconds > metric_bounds[b])
 		b++;
+	atomic_fetch_add(&h->bucket[b], 1);
+	/* Capped at 10^9 s, so that the conversion is defined. */
+	atomic_fetch_add(&h->sum_ns, (uint_fast64_t)((seconds < 1e9 ? seconds : 1e9) * 1e9));
+}
+
+double srv_seconds_since(const struct timespec *start)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
+}
+
+void srv_metrics_record(srv_route_metrics *m, int status, double seconds)
+{
 	atomic_fetch_add(&m->by_status[status_slot(status)], 1);
-	atomic_fetch_add(&m->latency_bucket[b], 1);
-	atomic_fetch_add(&m->latency_count, 1);
-	atomic_fetch_add(&m->latency_sum_us, (uint_fast64_t)(seconds * 1e6));
+	srv_histogram_observe(&m->latency, seconds);
 }
 
 struct sbuf {
@@ -80,6 +98,39 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 			b->s = ns;
 		}
 	}
+}
+
+/* The _bucket, _sum and _count lines of one histogram, with `labels`
+ * (NULL for none) before le; nothing when it is empty and skip_empty.
+ * Each bucket is read once and _count is their total, so that it always
+ * equals the +Inf bucket, even while requests are observed. */
+static void histogram_lines(struct sbuf *b, const char *name, const char *labels,
+			    const srv_histogram *h, bool skip_empty)
+{
+	uint64_t n[SRV_METRIC_BUCKETS], cum = 0;
+	const char *sep = labels ? "," : "", *open = labels ? "{" : "", *close = labels ? "}" : "";
+
+	for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
+		n[i] = atomic_load(&h->bucket[i]);
+		cum += n[i];
+	}
+	if (cum == 0 && skip_empty)
+		return;
+	if (!labels)
+		labels = "";
+	cum = 0;
+	for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
+		cum += n[i];
+		if (i < SRV_METRIC_BUCKETS - 1)
+			sb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, metric_bounds[i],
+				  (unsigned long long)cum);
+		else
+			sb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+				  (unsigned long long)cum);
+	}
+	sb_printf(b, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
+		  1e-9 * (double)atomic_load(&h->sum_ns));
+	sb_printf(b, "%s_count%s%s%s %llu\n", name, open, labels, close, (unsigned long long)cum);
 }
 
 static void dataset_gauges(void *arg, const srv_dataset *ds)
@@ -129,38 +180,36 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 	sb_printf(&b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
 		      "# TYPE dpgate_http_request_duration_seconds histogram\n");
 	for (size_t r = 0; r <= srv_routes_count; r++) {
-		const srv_route_metrics *m = &ctx->route_metrics[r];
 		const char *route = r < srv_routes_count ? srv_routes[r].pattern : "unmatched";
 		const char *method = r < srv_routes_count ? srv_routes[r].method : "";
-		uint64_t cum = 0, count = atomic_load(&m->latency_count);
+		char labels[256];
 
-		if (count == 0)
-			continue;
-		for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
-			cum += atomic_load(&m->latency_bucket[i]);
-			if (i < SRV_METRIC_BUCKETS - 1)
-				sb_printf(&b, "dpgate_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"%g\"} %llu\n",
-					  method, route, metric_bounds[i], (unsigned long long)cum);
-			else
-				sb_printf(&b, "dpgate_http_request_duration_seconds_bucket{method=\"%s\",route=\"%s\",le=\"+Inf\"} %llu\n",
-					  method, route, (unsigned long long)cum);
-		}
-		sb_printf(&b, "dpgate_http_request_duration_seconds_sum{method=\"%s\",route=\"%s\"} %.6f\n",
-			  method, route, 1e-6 * (double)atomic_load(&m->latency_sum_us));
-		sb_printf(&b, "dpgate_http_request_duration_seconds_count{method=\"%s\",route=\"%s\"} %llu\n",
-			  method, route, (unsigned long long)count);
+		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"", method, route);
+		histogram_lines(&b, "dpgate_http_request_duration_seconds", labels,
+				&ctx->route_metrics[r].latency, true);
 	}
 	{
 		uint64_t batches, spends;
 
 		srv_store_group_stats(ctx->store, &batches, &spends);
-		sb_printf(&b, "# HELP dpgate_spend_commits_total Write transactions (fsync'ed commits) run for charges, reservations and other spends; concurrent spends share one.\n"
+		sb_printf(&b, "# HELP dpgate_spend_commits_total Write transactions run for charges, reservations and other spends (concurrent spends share one); one whose spends were all refused is rolled back, not fsync'ed.\n"
 			      "# TYPE dpgate_spend_commits_total counter\n"
 			      "dpgate_spend_commits_total %llu\n"
 			      "# HELP dpgate_spends_total Spends run in those transactions.\n"
 			      "# TYPE dpgate_spends_total counter\n"
 			      "dpgate_spends_total %llu\n",
 			  (unsigned long long)batches, (unsigned long long)spends);
+	}
+	{
+		const srv_histogram *txn, *commit;
+
+		srv_store_spend_timings(ctx->store, &txn, &commit);
+		sb_printf(&b, "# HELP dpgate_spend_transaction_duration_seconds Spend write transactions that committed, from BEGIN IMMEDIATE to the durable COMMIT's return (the write lock held).\n"
+			      "# TYPE dpgate_spend_transaction_duration_seconds histogram\n");
+		histogram_lines(&b, "dpgate_spend_transaction_duration_seconds", NULL, txn, false);
+		sb_printf(&b, "# HELP dpgate_spend_commit_duration_seconds The COMMIT of those transactions alone: the WAL write and its fsync.\n"
+			      "# TYPE dpgate_spend_commit_duration_seconds histogram\n");
+		histogram_lines(&b, "dpgate_spend_commit_duration_seconds", NULL, commit, false);
 	}
 	{
 		srv_table_cache_stats t;

@@ -150,6 +150,7 @@ struct srv_store {
 	bool leading;
 	srv_db *writer; /* the leader's connection: one, so its page cache stays warm */
 	uint64_t batches, batched; /* under group_lock */
+	srv_histogram spend_txn, spend_commit; /* spend transactions that committed */
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
 	struct pricing_cache *pricing;
 };
@@ -1157,15 +1158,13 @@ out:
  * (the documented rule: work that may have touched data is paid for in
  * full).  Runs inside the caller's transaction.
  */
-int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now)
+int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_closed)
 {
 	sqlite3_stmt *s;
 	char ids[16][64];
-	int n = 0, rc;
+	int n = 0, closed = 0, rc;
 
-	if (ds->open_reservations == 0)
-		return SRV_OK;
-	for (;;) {
+	while (ds->open_reservations > 0) {
 		s = stmt(db, ST_RES_EXPIRED);
 		if (!s)
 			return SRV_DB_ERROR;
@@ -1176,11 +1175,15 @@ int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now)
 			copy_text(ids[n++], sizeof(ids[0]), sqlite3_column_text(s, 0));
 		sqlite3_reset(s);
 		if (n == 0)
-			return SRV_OK;
+			break;
 		for (int i = 0; i < n; i++)
 			if (srv__close_reservation_locked(db, ds, ids[i], true, "expiry", now, NULL) != SRV_OK)
 				return SRV_DB_ERROR;
+		closed += n;
 	}
+	if (ret_closed)
+		*ret_closed = closed;
+	return SRV_OK;
 }
 
 int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err)
@@ -1278,8 +1281,9 @@ int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **re
  * One spend inside the caller's write transaction: everything of
  * srv_store_spend but BEGIN and COMMIT.  *ret_keep says whether its writes
  * are to be committed: true for SRV_OK and for an over-budget SRV_CONFLICT
- * (expired reservations the sweep committed stay committed), false for
- * every other outcome, whose writes the caller rolls back.
+ * that found expired reservations (the sweep committed them: they stay
+ * committed), false for every other outcome, whose writes (if any) the
+ * caller rolls back.
  */
 static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cached,
 			int *ret_status, char **ret_body, srv_dataset *ret_ds, bool *ret_keep)
@@ -1294,7 +1298,7 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 	const acct_event *event = NULL;
 	bool fits = true;
 	int64_t seq;
-	int rc;
+	int swept = 0, rc;
 
 	*ret_keep = false;
 	srv_now_text(now);
@@ -1315,7 +1319,7 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	rc = srv__sweep_expired(db, &ds, now);
+	rc = srv__sweep_expired(db, &ds, now, &swept);
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
@@ -1341,11 +1345,13 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 		fits = acct_filter_within(&f, &total);
 	}
 	if (!fits) {
-		/* Expired reservations committed by the sweep stay committed. */
-		if (srv__save_totals(db, &ds, now) != SRV_OK)
+		/* Expired reservations committed by the sweep stay committed.
+		 * Without any, the refusal changed nothing: nothing is written,
+		 * and no fsync is paid for it. */
+		if (swept > 0 && srv__save_totals(db, &ds, now) != SRV_OK)
 			goto out;
 		*ret_ds = ds;
-		*ret_keep = true;
+		*ret_keep = swept > 0;
 		rc = SRV_CONFLICT;
 		goto out;
 	}
@@ -1519,11 +1525,13 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	bool plain = single && !batch->sp->txn_fn;
 	const srv_dataset *cached = NULL;
 	struct row_cache *rows;
+	struct timespec began, committing;
 	unsigned version;
 
 	if (!db->rows)
 		db->rows = calloc(1, sizeof(*db->rows)); /* none: every spend reads its row */
 	rows = db->rows;
+	clock_gettime(CLOCK_MONOTONIC, &began);
 	if (srv__begin_write(db) < 0) {
 		if (rows)
 			row_cache_clear(rows);
@@ -1552,7 +1560,13 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 			broken = true;
 		any_kept |= s->keep;
 	}
+	if (!broken && any_kept)
+		clock_gettime(CLOCK_MONOTONIC, &committing);
 	if (!broken && any_kept && srv__commit(db) == 0) { /* durable: answers may go out */
+		if (db->store) {
+			srv_histogram_observe(&db->store->spend_commit, srv_seconds_since(&committing));
+			srv_histogram_observe(&db->store->spend_txn, srv_seconds_since(&began));
+		}
 		if (rows && plain && batch->rc == SRV_OK && data_version(db, &version)) {
 			row_cache_put(rows, batch->ret_ds);
 			rows->version = version;
@@ -1643,6 +1657,13 @@ void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_s
 	pthread_mutex_unlock(&st->group_lock);
 }
 
+void srv_store_spend_timings(srv_store *st, const srv_histogram **ret_txn,
+			     const srv_histogram **ret_commit)
+{
+	*ret_txn = &st->spend_txn;
+	*ret_commit = &st->spend_commit;
+}
+
 int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
 			       char **bodies, srv_dataset *dss, int *rcs)
 {
@@ -1703,7 +1724,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 		goto out;
 	/* Expired ones are committed first, so releasing an expired
 	 * reservation reports that it was committed. */
-	rc = srv__sweep_expired(db, &ds, now);
+	rc = srv__sweep_expired(db, &ds, now, NULL);
 	if (rc != SRV_OK)
 		goto out;
 	/* In the same transaction as the close: a job and its reservation are
@@ -1804,7 +1825,7 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		goto out;
 	}
 	rc = SRV_DB_ERROR;
-	if (srv__sweep_expired(db, &ds, now) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
+	if (srv__sweep_expired(db, &ds, now, NULL) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
 		goto out;
 	if (name)
 		snprintf(ds.name, sizeof(ds.name), "%s", name);
@@ -1865,7 +1886,7 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 		goto out;
 	rc = SRV_DB_ERROR;
 	/* Expired reservations are committed before the dataset freezes. */
-	if (srv__sweep_expired(db, &ds, now) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
+	if (srv__sweep_expired(db, &ds, now, NULL) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
 		goto out;
 	if (!ds.archived) {
 		if (srv__ledger_insert(db, ds.id, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor, NULL,

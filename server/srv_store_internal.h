@@ -42,8 +42,9 @@ int srv__save_totals(srv_db *db, srv_dataset *ds, const char *now);
 int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, bool do_commit,
 				  const char *actor, const char *now, char ret_state[16]);
 
-/* Commits the dataset's expired open reservations (the expiry rule). */
-int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now);
+/* Commits the dataset's expired open reservations (the expiry rule);
+ * *ret_closed (may be NULL) is set to how many, on SRV_OK. */
+int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_closed);
 
 /*
  * Runs n spends as one group-commit batch (one transaction, a savepoint

@@ -384,6 +384,27 @@ void dpg_upload_iris(const dpg_server *s, const char *id, const char *header)
 	free(csv);
 }
 
+double dpg_metric(const dpg_server *s, const char *name)
+{
+	dpg_resp r = dpg_call(s, "GET", "/metrics", NULL, NULL);
+	size_t n = strlen(name);
+	bool found = false;
+	double v = 0;
+
+	cr_assert_eq(r.status, 200);
+	for (const char *line = r.body; line; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		if (!strncmp(line, name, n) && line[n] == ' ') {
+			v = strtod(line + n + 1, NULL);
+			found = true;
+			break;
+		}
+	}
+	dpg_resp_free(&r);
+	cr_assert(found, "no %s in /metrics", name);
+	return v;
+}
+
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id)
 {
 	char path[256];

@@ -108,6 +108,12 @@ void dpg_upload_iris(const dpg_server *s, const char *id, const char *header);
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);
 
+/* The value of one /metrics sample: `name` is the sample as written before
+ * its value, labels included (`dpgate_spends_total`,
+ * `dpgate_spend_commit_duration_seconds_bucket{le="+Inf"}`).  Fails the test
+ * when /metrics does not answer 200 or has no such sample. */
+double dpg_metric(const dpg_server *s, const char *name);
+
 /* Polls GET /v1/jobs/{id} every 0.1 s until its state is one of `states`
  * (NULL-terminated); returns the job (caller decrefs).  Fails the test after
  * `seconds`. */

@@ -486,6 +486,165 @@ Test(api, metrics_report_requests_and_budgets)
 	dpg_resp_free(&r);
 }
 
+/*
+ * Checks one histogram of a /metrics text: its _bucket lines whose labels
+ * hold `labels` (the whole label set when it is "", i.e. none but le) come
+ * in order of le, their counts never fall, the last is le="+Inf" and equals
+ * _count, and _sum is 0 exactly when _count is.  Returns _count.
+ */
+static double histogram_count(const char *text, const char *name, const char *labels)
+{
+	char bucket[256], count_name[256], sum_name[256];
+	double prev_le = -1, prev = 0, count = -1, sum = -1;
+	int buckets = 0;
+	bool inf = false;
+
+	snprintf(bucket, sizeof(bucket), "%s_bucket{%s%s", name, labels, *labels ? "," : "");
+	snprintf(count_name, sizeof(count_name), "%s_count%s%s%s ", name, *labels ? "{" : "", labels,
+		 *labels ? "}" : "");
+	snprintf(sum_name, sizeof(sum_name), "%s_sum%s%s%s ", name, *labels ? "{" : "", labels,
+		 *labels ? "}" : "");
+	for (const char *line = text; line && *line; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		if (!strncmp(line, bucket, strlen(bucket)) && !strncmp(line + strlen(bucket), "le=\"", 4)) {
+			const char *le = line + strlen(bucket) + 4, *close = strstr(le, "\"} ");
+			double n;
+
+			cr_assert_not_null(close, "%.80s", line);
+			cr_assert(!inf, "%s: a bucket after +Inf", name);
+			n = strtod(close + 3, NULL);
+			cr_assert_geq(n, prev, "%s: cumulative counts fall at %.80s", name, line);
+			if (!strncmp(le, "+Inf", 4)) {
+				inf = true;
+			} else {
+				double bound = strtod(le, NULL);
+
+				cr_assert_gt(bound, prev_le, "%s: bounds out of order", name);
+				prev_le = bound;
+			}
+			prev = n;
+			buckets++;
+		} else if (!strncmp(line, count_name, strlen(count_name))) {
+			count = strtod(line + strlen(count_name), NULL);
+		} else if (!strncmp(line, sum_name, strlen(sum_name))) {
+			sum = strtod(line + strlen(sum_name), NULL);
+		}
+	}
+	cr_assert(inf && buckets > 1, "%s{%s}: no buckets ending at +Inf", name, labels);
+	cr_assert_eq(count, prev, "%s{%s}: _count %g, +Inf bucket %g", name, labels, count, prev);
+	cr_assert_geq(sum, 0, "%s{%s}: no _sum", name, labels);
+	cr_assert_eq(sum > 0, count > 0, "%s{%s}: _sum %g with _count %g", name, labels, sum, count);
+	return count;
+}
+
+/* Both spend-timing histograms, checked; *ret_commit_sum their COMMIT
+ * time in all; returns how many spend transactions committed. */
+static double committed_spends(double *ret_commit_sum, double *ret_txn_sum)
+{
+	dpg_resp r = dpg_call(&srv, "GET", "/metrics", NULL, NULL);
+	double commits, txns;
+
+	cr_assert_eq(r.status, 200);
+	commits = histogram_count(r.body, "dpgate_spend_commit_duration_seconds", "");
+	txns = histogram_count(r.body, "dpgate_spend_transaction_duration_seconds", "");
+	cr_assert_eq(commits, txns);
+	dpg_resp_free(&r);
+	*ret_commit_sum = dpg_metric(&srv, "dpgate_spend_commit_duration_seconds_sum");
+	*ret_txn_sum = dpg_metric(&srv, "dpgate_spend_transaction_duration_seconds_sum");
+	return commits;
+}
+
+/*
+ * A refused charge changes nothing, so it writes nothing: no fsync'ed
+ * commit and no new updated_at; one that found an expired reservation
+ * commits it, and that outlives a restart.  /metrics' spend histograms
+ * count exactly the transactions that committed, each COMMIT inside its
+ * transaction, while dpgate_spend_commits_total counts every transaction
+ * run; the request histogram of the charges route counts every request.
+ */
+Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
+{
+	const char *quarter = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}";
+	double c0, c1, c2, commit_sum, txn_sum, t0, t1;
+	char updated[64], rid[64], path[128];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "t", 0.5, 0, "basic");
+	c0 = committed_spends(&commit_sum, &txn_sum);
+	t0 = dpg_metric(&srv, "dpgate_spend_commits_total");
+	for (int i = 0; i < 2; i++) {
+		r = dpg_call(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key, quarter);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	r = dpg_call(&srv, "GET", "/v1/datasets/t", srv.admin_key, NULL);
+	snprintf(updated, sizeof(updated), "%s", json_string_value(json_object_get(r.json, "updated_at")));
+	dpg_resp_free(&r);
+	c1 = committed_spends(&commit_sum, &txn_sum);
+	cr_assert_eq(c1, c0 + 2);
+	cr_assert_gt(commit_sum, 0);
+	cr_assert_leq(commit_sum, txn_sum);
+	usleep(20000); /* updated_at has milliseconds: a write now would show */
+	for (int i = 0; i < 3; i++) {
+		r = dpg_call(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key, quarter);
+		cr_assert_eq(r.status, 409, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	cr_assert_eq(committed_spends(&commit_sum, &txn_sum), c1, "a refusal committed");
+	t1 = dpg_metric(&srv, "dpgate_spend_commits_total");
+	cr_assert_eq(t1, t0 + 5, "every transaction run is counted");
+	r = dpg_call(&srv, "GET", "/v1/datasets/t", srv.admin_key, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "updated_at")), updated);
+	dpg_resp_free(&r);
+	{
+		dpg_budget b = dpg_budget_of(&srv, "t");
+
+		cr_assert_eq(b.spent_eps, 0.5);
+		cr_assert_eq(b.charges, 2);
+	}
+	/* Every request of the route is in its latency histogram (counted as
+	 * libmicrohttpd reports it complete: poll briefly). */
+	for (int i = 0;; i++) {
+		r = dpg_call(&srv, "GET", "/metrics", NULL, NULL);
+		if (histogram_count(r.body, "dpgate_http_request_duration_seconds",
+				    "method=\"POST\",route=\"/v1/datasets/{id}/charges\"") == 5)
+			break;
+		dpg_resp_free(&r);
+		cr_assert_lt(i, 100, "the charges route's histogram never reached 5");
+		usleep(10000);
+	}
+	dpg_resp_free(&r);
+
+	/* A refusal that finds an expired reservation commits the sweep. */
+	dpg_make_dataset(&srv, "u", 0.5, 0, "basic");
+	r = dpg_call(&srv, "POST", "/v1/datasets/u/reservations", srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0},\"ttl_seconds\":1}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	snprintf(rid, sizeof(rid), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/u/charges", srv.admin_key, quarter);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	c2 = committed_spends(&commit_sum, &txn_sum);
+	sleep(2);
+	r = dpg_call(&srv, "POST", "/v1/datasets/u/charges", srv.admin_key, quarter);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "budget.reserved.epsilon"), 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(committed_spends(&commit_sum, &txn_sum), c2 + 1);
+	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
+	dpg_server_restart(&srv);
+	r = dpg_call(&srv, "GET", "/v1/datasets/u/budget", srv.admin_key, NULL);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.5, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/datasets/u/reservations/%s/release", rid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "committed");
+	dpg_resp_free(&r);
+}
+
 Test(api, sigterm_is_graceful_and_the_ledger_verifies)
 {
 	char out[8192];

@@ -1315,21 +1315,7 @@ static void assert_count_near(const char *id, double rows, const char *when)
 /* A counter of /metrics with no labels. */
 static double metric(const char *name)
 {
-	dpg_resp r = dpg_call(&srv, "GET", "/metrics", NULL, NULL);
-	size_t n = strlen(name);
-	double v = -1;
-
-	cr_assert_eq(r.status, 200);
-	for (const char *line = r.body; line; line = strchr(line, '\n')) {
-		line += *line == '\n';
-		if (!strncmp(line, name, n) && line[n] == ' ') {
-			v = strtod(line + n + 1, NULL);
-			break;
-		}
-	}
-	dpg_resp_free(&r);
-	cr_assert_geq(v, 0, "no %s in /metrics", name);
-	return v;
+	return dpg_metric(&srv, name);
 }
 
 /* Runs `queries` counts on `id` and checks how many read the file. */
