@@ -42,7 +42,9 @@
  *   target: the one-client ratio to the bare commit loop once more, paired:
  *      short slices of each alternate, and the ratio is of the summed counts;
  *      the verdict takes the lowest of that and the table's one-client
- *      ratios (one dataset, 100 datasets);
+ *      ratios (one dataset, 100 datasets); dpgate's /metrics, read before
+ *      and after the dpgate slices, split one charge's mean time into its
+ *      spend transaction (and that transaction's COMMIT) and the rest;
  *   5. correctness: `dpgate verify` must exit 0 after the prefill and after
  *      the runs, and the number of 201 answers must equal the ledger's charge
  *      rows minus the rows the benchmark inserted itself.
@@ -433,6 +435,39 @@ static int http_once(uint16_t port, const char *method, const char *path, const 
 	free(req);
 	free(c);
 	return status;
+}
+
+/* dpgate's spend-timing histograms from /metrics: the _sum (seconds) and
+ * _count of dpgate_spend_transaction_duration_seconds (ret[0], ret[1]) and
+ * of dpgate_spend_commit_duration_seconds (ret[2], ret[3]); 0 or -1. */
+static int scrape_spend_timings(uint16_t port, double ret[4])
+{
+	static const char *const names[4] = {
+		"dpgate_spend_transaction_duration_seconds_sum ",
+		"dpgate_spend_transaction_duration_seconds_count ",
+		"dpgate_spend_commit_duration_seconds_sum ",
+		"dpgate_spend_commit_duration_seconds_count ",
+	};
+	size_t cap = 1u << 20;
+	char *text = malloc(cap);
+	int found = 0;
+
+	if (!text || http_once(port, "GET", "/metrics", NULL, NULL, text, cap) != 200) {
+		free(text);
+		return -1;
+	}
+	for (int k = 0; k < 4; k++) {
+		for (const char *line = text; line && *line; line = strchr(line, '\n')) {
+			line += *line == '\n';
+			if (!strncmp(line, names[k], strlen(names[k]))) {
+				ret[k] = strtod(line + strlen(names[k]), NULL);
+				found++;
+				break;
+			}
+		}
+	}
+	free(text);
+	return found == 4 ? 0 : -1;
 }
 
 /* ---- the load generator -------------------------------------------------- */
@@ -1675,6 +1710,7 @@ int main(int argc, char **argv)
 	double t_begin = now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
 	double round_ratio, spread_ratio, target_ratio, floor_rate;
+	double timings_before[4], timings_after[4], split_txn_us = NAN, split_commit_us = NAN;
 	double paired_ratios[PAIRED_SLICES], paired_bare_rates[PAIRED_SLICES],
 		paired_dpgate_rates[PAIRED_SLICES];
 	pthread_t spinners[MAX_SPINNERS];
@@ -1917,6 +1953,10 @@ int main(int argc, char **argv)
 	 * (order flipped every pair), so both see the same disk and the same
 	 * neighbours; the ratio is of the summed counts.
 	 */
+	if (scrape_spend_timings(g.port, timings_before) < 0) {
+		fprintf(stderr, "bench_server: no spend timings in dpgate's /metrics\n");
+		goto out;
+	}
 	for (unsigned k = 0; k < PAIRED_SLICES; k++) {
 		load_spec one = {g.port, 1, PAIRED_SLICE_S, (const char *const *)&one_req, &one_len,
 				 1, 201};
@@ -1937,6 +1977,22 @@ int main(int argc, char **argv)
 		paired_ratios[k] = b.rate / a.rate;
 		paired_bare_rates[k] = a.rate;
 		paired_dpgate_rates[k] = b.rate;
+	}
+	if (scrape_spend_timings(g.port, timings_after) < 0) {
+		fprintf(stderr, "bench_server: no spend timings in dpgate's /metrics\n");
+		goto out;
+	}
+	/* Where the time of one dpgate charge goes, in means over the dpgate
+	 * slices (their warm-up included): the spend transaction and its COMMIT
+	 * from dpgate's own histograms, the rest (HTTP both ways, parsing,
+	 * pricing, the answer) is the answer period less the transaction. */
+	{
+		double txns = timings_after[1] - timings_before[1];
+		double commits = timings_after[3] - timings_before[3];
+
+		split_txn_us = txns > 0 ? 1e6 * (timings_after[0] - timings_before[0]) / txns : NAN;
+		split_commit_us =
+			commits > 0 ? 1e6 * (timings_after[2] - timings_before[2]) / commits : NAN;
 	}
 	paired_ratio = paired_dpgate / paired_commit;
 	paired_median = median_of(paired_ratios, PAIRED_SLICES);
@@ -1963,6 +2019,17 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < PAIRED_SLICES; k++)
 		printf(" %.0f/%.0f", paired_bare_rates[k], paired_dpgate_rates[k]);
 	printf("\n");
+	{
+		double dpgate_period = 1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_dpgate;
+		double bare_period = 1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_commit;
+
+		printf("  one dpgate charge, means (dpgate's /metrics): %.0f us per answer = spend transaction"
+		       " %.0f us (of it COMMIT, WAL write + fsync, %.0f us) + %.0f us the rest (HTTP both"
+		       " ways, parsing, pricing, answer);\n"
+		       "  one bare commit loop transaction %.0f us\n",
+		       dpgate_period, split_txn_us, split_commit_us, dpgate_period - split_txn_us,
+		       bare_period);
+	}
 	fflush(stdout);
 
 	/* 4. admission latency: one server-written charge per ledger, then
@@ -2083,6 +2150,12 @@ int main(int argc, char **argv)
 				      "paired_dpgate_per_s",
 				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
 				      "target", 0.5, "met", target_ratio >= 0.5));
+	json_object_set_new(report, "one_charge_split_us",
+			    json_pack("{s:f, s:f, s:f, s:f}", "answer_period",
+				      1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_dpgate,
+				      "spend_transaction", split_txn_us, "commit", split_commit_us,
+				      "bare_transaction",
+				      1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_commit));
 	json_object_set_new(report, "floor_one_client",
 			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "per_s", floor_rate,
 				      "ratio_commit_1", floor_rate / res[C_SQL_1].rate, "dpgate_share",
