@@ -1714,7 +1714,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 {
 	srv_dataset ds;
 	char now[32];
-	int rc;
+	int swept = 0, rc;
 
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
@@ -1724,7 +1724,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 		goto out;
 	/* Expired ones are committed first, so releasing an expired
 	 * reservation reports that it was committed. */
-	rc = srv__sweep_expired(db, &ds, now, NULL);
+	rc = srv__sweep_expired(db, &ds, now, &swept);
 	if (rc != SRV_OK)
 		goto out;
 	/* In the same transaction as the close: a job and its reservation are
@@ -1737,10 +1737,10 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	else
 		rc = srv__close_reservation_locked(db, &ds, rid, do_commit, actor, now, ret_state);
 	if (rc == SRV_CONFLICT) {
-		if (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0)
+		/* What the sweep committed stays committed; without it the
+		 * refusal changed nothing and writes nothing. */
+		if (swept > 0 && (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0))
 			rc = SRV_DB_ERROR;
-		else
-			rc = SRV_CONFLICT;
 		goto out;
 	}
 	if (rc != SRV_OK)

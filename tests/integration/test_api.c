@@ -557,7 +557,8 @@ static double committed_spends(double *ret_commit_sum, double *ret_txn_sum)
 /*
  * A refused charge changes nothing, so it writes nothing: no fsync'ed
  * commit and no new updated_at; one that found an expired reservation
- * commits it, and that outlives a restart.  /metrics' spend histograms
+ * commits it, and that outlives a restart.  A refused close of a
+ * reservation writes nothing either.  /metrics' spend histograms
  * count exactly the transactions that committed, each COMMIT inside its
  * transaction, while dpgate_spend_commits_total counts every transaction
  * run; the request histogram of the charges route counts every request.
@@ -638,10 +639,19 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.5, "%s", r.body);
 	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0, "%s", r.body);
 	dpg_resp_free(&r);
+	/* Closing a reservation that is closed already is refused, and
+	 * writes nothing either. */
+	r = dpg_call(&srv, "GET", "/v1/datasets/u", srv.admin_key, NULL);
+	snprintf(updated, sizeof(updated), "%s", json_string_value(json_object_get(r.json, "updated_at")));
+	dpg_resp_free(&r);
+	usleep(20000);
 	snprintf(path, sizeof(path), "/v1/datasets/u/reservations/%s/release", rid);
 	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 409, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "committed");
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/u", srv.admin_key, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "updated_at")), updated);
 	dpg_resp_free(&r);
 }
 
