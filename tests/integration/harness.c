@@ -384,6 +384,19 @@ void dpg_upload_iris(const dpg_server *s, const char *id, const char *header)
 	free(csv);
 }
 
+const char *dpg_get_string(const dpg_server *s, const char *path, const char *field, char *buf,
+			   size_t size)
+{
+	dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
+	const char *v;
+
+	cr_assert_eq(r.status, 200, "GET %s: %s", path, r.body);
+	v = json_string_value(json_object_get(r.json, field));
+	snprintf(buf, size, "%s", v ? v : "");
+	dpg_resp_free(&r);
+	return buf;
+}
+
 double dpg_metric(const dpg_server *s, const char *name)
 {
 	dpg_resp r = dpg_call(s, "GET", "/metrics", NULL, NULL);

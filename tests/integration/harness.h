@@ -108,6 +108,12 @@ void dpg_upload_iris(const dpg_server *s, const char *id, const char *header);
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);
 
+/* GETs `path` with the admin key (asserts 200) and copies the string at
+ * its top-level `field` into buf (empty when it is not a string); returns
+ * buf. */
+const char *dpg_get_string(const dpg_server *s, const char *path, const char *field, char *buf,
+			   size_t size);
+
 /* The value of one /metrics sample: `name` is the sample as written before
  * its value, labels included (`dpgate_spends_total`,
  * `dpgate_spend_commit_duration_seconds_bucket{le="+Inf"}`).  Fails the test

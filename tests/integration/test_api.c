@@ -366,6 +366,29 @@ Test(api, dry_run_changes_nothing)
 	dpg_resp_free(&r);
 }
 
+/* Releasing reservation `rid` of dataset `id` is refused (409) because it
+ * was committed already. */
+static void assert_release_finds_committed(const char *id, const char *rid)
+{
+	char path[160];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/reservations/%s/release", id, rid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "committed");
+	dpg_resp_free(&r);
+}
+
+/* Dataset `id`'s updated_at, into out. */
+static void updated_at_of(const char *id, char *out, size_t size)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s", id);
+	dpg_get_string(&srv, path, "updated_at", out, size);
+}
+
 Test(api, reservations_commit_release_and_expire)
 {
 	dpg_resp r;
@@ -416,11 +439,7 @@ Test(api, reservations_commit_release_and_expire)
 	snprintf(rid3, sizeof(rid3), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
 	sleep(2);
-	snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/release", rid3);
-	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 409, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "committed");
-	dpg_resp_free(&r);
+	assert_release_finds_committed("d", rid3);
 	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", srv.admin_key, NULL);
 	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.5);
 	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0);
@@ -567,7 +586,7 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 {
 	const char *quarter = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}";
 	double c0, c1, c2, commit_sum, txn_sum, t0, t1;
-	char updated[64], rid[64], path[128];
+	char updated[64], after[64], rid[64];
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "t", 0.5, 0, "basic");
@@ -578,9 +597,7 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 		cr_assert_eq(r.status, 201, "%s", r.body);
 		dpg_resp_free(&r);
 	}
-	r = dpg_call(&srv, "GET", "/v1/datasets/t", srv.admin_key, NULL);
-	snprintf(updated, sizeof(updated), "%s", json_string_value(json_object_get(r.json, "updated_at")));
-	dpg_resp_free(&r);
+	updated_at_of("t", updated, sizeof(updated));
 	c1 = committed_spends(&commit_sum, &txn_sum);
 	cr_assert_eq(c1, c0 + 2);
 	cr_assert_gt(commit_sum, 0);
@@ -594,9 +611,8 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 	cr_assert_eq(committed_spends(&commit_sum, &txn_sum), c1, "a refusal committed");
 	t1 = dpg_metric(&srv, "dpgate_spend_commits_total");
 	cr_assert_eq(t1, t0 + 5, "every transaction run is counted");
-	r = dpg_call(&srv, "GET", "/v1/datasets/t", srv.admin_key, NULL);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "updated_at")), updated);
-	dpg_resp_free(&r);
+	updated_at_of("t", after, sizeof(after));
+	cr_assert_str_eq(after, updated);
 	{
 		dpg_budget b = dpg_budget_of(&srv, "t");
 
@@ -641,18 +657,11 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 	dpg_resp_free(&r);
 	/* Closing a reservation that is closed already is refused, and
 	 * writes nothing either. */
-	r = dpg_call(&srv, "GET", "/v1/datasets/u", srv.admin_key, NULL);
-	snprintf(updated, sizeof(updated), "%s", json_string_value(json_object_get(r.json, "updated_at")));
-	dpg_resp_free(&r);
+	updated_at_of("u", updated, sizeof(updated));
 	usleep(20000);
-	snprintf(path, sizeof(path), "/v1/datasets/u/reservations/%s/release", rid);
-	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 409, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "committed");
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/u", srv.admin_key, NULL);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "updated_at")), updated);
-	dpg_resp_free(&r);
+	assert_release_finds_committed("u", rid);
+	updated_at_of("u", after, sizeof(after));
+	cr_assert_str_eq(after, updated);
 }
 
 Test(api, sigterm_is_graceful_and_the_ledger_verifies)

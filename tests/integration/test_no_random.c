@@ -225,14 +225,9 @@ static void submit(const char *body, char *id, size_t size)
 static const char *job_state(const char *id, char *buf, size_t size)
 {
 	char path[128];
-	dpg_resp r;
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	snprintf(buf, size, "%s", json_string_value(json_object_get(r.json, "state")));
-	dpg_resp_free(&r);
-	return buf;
+	return dpg_get_string(&srv, path, "state", buf, size);
 }
 
 /*
