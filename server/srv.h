@@ -419,7 +419,8 @@ typedef struct srv_histogram {
 /* Adds one observation of `seconds` (a negative or NaN one counts as 0). */
 void srv_histogram_observe(srv_histogram *h, double seconds);
 
-/* Seconds from `start` to now on CLOCK_MONOTONIC. */
+/* Seconds from `from` to `to`, and from `start` to now on CLOCK_MONOTONIC. */
+double srv_seconds_between(const struct timespec *from, const struct timespec *to);
 double srv_seconds_since(const struct timespec *start);
 
 typedef struct srv_route_metrics {

@@ -47,12 +47,17 @@ void srv_histogram_observe(srv_histogram *h, double seconds)
 	atomic_fetch_add(&h->sum_ns, (uint_fast64_t)((seconds < 1e9 ? seconds : 1e9) * 1e9));
 }
 
+double srv_seconds_between(const struct timespec *from, const struct timespec *to)
+{
+	return (double)(to->tv_sec - from->tv_sec) + 1e-9 * (double)(to->tv_nsec - from->tv_nsec);
+}
+
 double srv_seconds_since(const struct timespec *start)
 {
 	struct timespec now;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
+	return srv_seconds_between(start, &now);
 }
 
 void srv_metrics_record(srv_route_metrics *m, int status, double seconds)

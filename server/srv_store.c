@@ -1164,7 +1164,11 @@ int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_cl
 	char ids[16][64];
 	int n = 0, closed = 0, rc;
 
-	while (ds->open_reservations > 0) {
+	if (ret_closed)
+		*ret_closed = 0;
+	if (ds->open_reservations == 0)
+		return SRV_OK;
+	for (;;) {
 		s = stmt(db, ST_RES_EXPIRED);
 		if (!s)
 			return SRV_DB_ERROR;
@@ -1564,8 +1568,11 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 		clock_gettime(CLOCK_MONOTONIC, &committing);
 	if (!broken && any_kept && srv__commit(db) == 0) { /* durable: answers may go out */
 		if (db->store) {
-			srv_histogram_observe(&db->store->spend_commit, srv_seconds_since(&committing));
-			srv_histogram_observe(&db->store->spend_txn, srv_seconds_since(&began));
+			struct timespec done;
+
+			clock_gettime(CLOCK_MONOTONIC, &done);
+			srv_histogram_observe(&db->store->spend_commit, srv_seconds_between(&committing, &done));
+			srv_histogram_observe(&db->store->spend_txn, srv_seconds_between(&began, &done));
 		}
 		if (rows && plain && batch->rc == SRV_OK && data_version(db, &version)) {
 			row_cache_put(rows, batch->ret_ds);
