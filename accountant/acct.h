@@ -406,6 +406,19 @@ double acct_zcdp_to_epsilon(double rho, double delta, bool bun_steinke);
 double acct_zcdp_rho_budget(double epsilon, double delta);
 
 /*
+ * Switches GSL's abort-on-error handler off, once per process.  Every
+ * accountant entry point that calls GSL calls it; a program with threads
+ * calls it before it starts them (GSL reads the handler unlocked).
+ */
+void acct_gsl_quiet(void);
+
+/*
+ * log(n choose k) for real n >= k >= 0, through lgamma_r: lgamma() writes
+ * the global signgam, a data race when server threads price at once.
+ */
+double acct_log_binomial(double n, double k);
+
+/*
  * Calibration (Brent's method): `field` names one numeric field of `node`,
  * a node of the tree `root` (noise_multiplier, sigma, noise_parameter,
  * epsilon, rho, count, sampling_probability, sample_size, ...).  Finds the

@@ -540,7 +540,7 @@ int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
 	size_t n;
 	int rc;
 
-	acct__gsl_quiet();
+	acct_gsl_quiet();
 	if (!(delta >= 0.0 && delta < 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/delta", "'delta' must be in [0, 1)");
 	rc = acct_event_validate(ev, opt->neighbor, err);
@@ -602,7 +602,7 @@ int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
 	size_t n;
 	int rc;
 
-	acct__gsl_quiet();
+	acct_gsl_quiet();
 	if (!(isfinite(epsilon) && epsilon >= 0.0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 				      "'epsilon' must be a finite number >= 0");
@@ -826,7 +826,7 @@ int acct_calibrate(acct_event *root, acct_event *node, const char *field, double
 	bool decreasing;
 	int rc = 0, status;
 
-	acct__gsl_quiet();
+	acct_gsl_quiet();
 	memset(&c, 0, sizeof(c));
 	if (!(isfinite(epsilon) && epsilon > 0.0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",

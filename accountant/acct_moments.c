@@ -98,7 +98,7 @@ static int moments_curve(const acct_event *ev, struct moments_walk *mw, acct_err
 {
 	int rc;
 
-	acct__gsl_quiet();
+	acct_gsl_quiet();
 	memset(mw, 0, sizeof(*mw));
 	mw->err = err;
 	mw->w = gsl_integration_workspace_alloc(ACCT_INTEGRATION_LIMIT);

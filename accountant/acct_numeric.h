@@ -31,11 +31,6 @@ static inline double acct__log_sub(double a, double b)
 	return a + log1p(-exp(b - a));
 }
 
-/* log(n choose k) for real n >= k >= 0. */
-double acct__log_comb(double n, double k);
-
-/* Switches GSL's abort-on-error handler off (idempotent). */
-void acct__gsl_quiet(void);
 
 /* Size of the integration workspaces this module allocates. */
 #define ACCT_INTEGRATION_LIMIT 512

@@ -860,7 +860,7 @@ static int pld_build(const acct_event *ev, acct_neighbor nb, double h, double *w
 	struct pld_work w = {work ? *work : 0.0};
 	int rc;
 
-	acct__gsl_quiet();
+	acct_gsl_quiet();
 	if (!(h > 0.0 && h <= 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/value_discretization_interval",
 				      "the PLD interval must be in (0, 1]");

@@ -7,6 +7,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +23,25 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-void acct__gsl_quiet(void)
+static pthread_once_t gsl_quiet_once = PTHREAD_ONCE_INIT;
+
+static void gsl_quiet_now(void)
 {
 	gsl_set_error_handler_off();
 }
 
-double acct__log_comb(double n, double k)
+/* Once per process: GSL keeps the handler in a global that it reads and
+ * writes unlocked, so server threads pricing at once must not all set it. */
+void acct_gsl_quiet(void)
 {
-	return lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0);
+	pthread_once(&gsl_quiet_once, gsl_quiet_now);
+}
+
+double acct_log_binomial(double n, double k)
+{
+	int sign;
+
+	return lgamma_r(n + 1.0, &sign) - lgamma_r(k + 1.0, &sign) - lgamma_r(n - k + 1.0, &sign);
 }
 
 /* dp_accounting's default orders, as DESIGN.md fixes them. */
@@ -222,7 +234,7 @@ static double log_a_frac_abs_series(double q, double sigma, double alpha)
 
 	for (int i = 0; i < 100000; i++) {
 		double j = alpha - i;
-		double lc = lgamma(alpha + 1.0) - lgamma(i + 1.0) - lgamma(j + 1.0);
+		double lc = acct_log_binomial(alpha, i);
 		double lt0 = lc + i * lq + j * l1q;
 		double lt1 = lc + j * lq + i * l1q;
 		double le0 = log(0.5) + gsl_sf_log_erfc((i - z0) / (M_SQRT2 * sigma));
@@ -255,7 +267,7 @@ double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool forc
 	gsl_integration_workspace *w;
 	double la;
 
-	acct__gsl_quiet();
+	acct_gsl_quiet();
 	if (!(q > 0.0) || !(sigma > 0.0) || !(alpha > 1.0))
 		return q == 0.0 ? 0.0 : NAN;
 	if (isinf(alpha))
@@ -339,7 +351,7 @@ static double wor_log_a_int(const struct wor_table *t, double q, long alpha)
 
 	if (alpha <= 1)
 		return 0.0;
-	s = 2.0 * lq + acct__log_comb((double)alpha, 2.0) +
+	s = 2.0 * lq + acct_log_binomial((double)alpha, 2.0) +
 	    fmin(log(4.0) + eps2 + log1p(-exp(-eps2)), eps2 + log(2.0));
 	for (long j = 3; j <= alpha; j++) {
 		double cap = log(2.0) + (double)(j - 1) * (double)j * inv2s2;
@@ -350,7 +362,7 @@ static double wor_log_a_int(const struct wor_table *t, double q, long alpha)
 
 			b = fmin(log(4.0) + 0.5 * (t->logd[lo] + t->logd[hi]), cap);
 		}
-		s = acct__log_add(s, b + (double)j * lq + acct__log_comb((double)alpha, (double)j));
+		s = acct__log_add(s, b + (double)j * lq + acct_log_binomial((double)alpha, (double)j));
 	}
 	return s > 0.0 ? s + log1p(exp(-s)) : log1p(exp(s));
 }
@@ -693,7 +705,7 @@ int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, s
 	double *out = NULL;
 	int rc;
 
-	acct__gsl_quiet();
+	acct_gsl_quiet();
 	for (size_t i = 0; i < n; i++)
 		if (!(orders[i] > 1.0 && orders[i] <= DPG_MAX_RDP_ORDER))
 			return acct_error_set(err, ACCT_EINVAL, "/orders",

@@ -335,9 +335,8 @@ int srv_role_from_name(const char *name, srv_role *ret);
 typedef struct srv_principal {
 	char key_id[2 * SRV_KEY_ID_BYTES + 1];
 	srv_role role;
-	/* Array of dataset ids (analysts, scoped viewers).  Read-only: it may
-	 * be shared with the key cache and other requests (jansson's reference
-	 * counts are atomic; its contents are never changed). */
+	/* Array of dataset ids (analysts, scoped viewers); this request's own
+	 * (the key cache keeps another copy, never shared between threads). */
 	json_t *datasets;
 } srv_principal;
 

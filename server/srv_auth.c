@@ -368,8 +368,11 @@ static int cache_lookup(srv_auth_cache *c, const char *id, const uint8_t *want, 
 			memset(ret, 0, sizeof(*ret));
 			srv_strcopy(ret->key_id, sizeof(ret->key_id), id);
 			ret->role = e->role;
-			ret->datasets = json_incref(e->scope);
-			rc = 1;
+			/* A copy of its own: jansson reads a reference count
+			 * without an atomic load before it decrements it, so
+			 * one json_t must not be released by two threads. */
+			ret->datasets = json_deep_copy(e->scope);
+			rc = ret->datasets ? 1 : 0;
 		}
 		break;
 	}

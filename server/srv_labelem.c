@@ -58,8 +58,7 @@ static int add_log_pmf(json_t *ans, const json_t *ks, int64_t n, double eps, dou
 				goto out;
 		} else {
 			/* epsilon -> 0: Binomial(n, 1/2). */
-			lp = lgamma((double)n + 1) - lgamma((double)k + 1) - lgamma((double)(n - k) + 1) -
-			     (double)n * M_LN2;
+			lp = acct_log_binomial((double)n, (double)k) - (double)n * M_LN2;
 		}
 		snprintf(key, sizeof(key), "%lld", (long long)k);
 		/* JSON has no -infinity: a log-probability below -DBL_MAX (the

@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <gsl/gsl_errno.h>
 #include <sodium.h>
 #include <sqlite3.h>
 
@@ -874,7 +873,7 @@ int main(int argc, char **argv)
 	};
 	const char *cmd;
 
-	gsl_set_error_handler_off();
+	acct_gsl_quiet();
 	/* Job workers run in parallel; one BLAS thread each keeps the two
 	 * cores from being oversubscribed. */
 	openblas_set_num_threads(1);
