@@ -62,7 +62,8 @@ int dpg_http(const dpg_server *s, const char *method, const char *path, const ch
 
 /* How dpg_http_opt sends a request. */
 typedef struct dpg_http_opts {
-	long timeout_s;   /* limit on the whole exchange; 0 = 60 s */
+	long timeout_s;   /* limit on the whole exchange; 0 = 60 s (both times
+			   * DPGATE_TEST_TIME_SCALE when set) */
 	bool path_as_is;  /* send "." and ".." segments as written (libcurl removes them) */
 } dpg_http_opts;
 
