@@ -62,7 +62,7 @@ static void log_keep(double x, double *ret_lp, double *ret_lq)
 static double log_pmf_at(int64_t n, int64_t k, double lp, double lq)
 {
 	double dn = (double)n, dk = (double)k;
-	double l = lgamma(dn + 1.0) - lgamma(dk + 1.0) - lgamma(dn - dk + 1.0);
+	double l = acct_log_binomial(dn, dk);
 
 	if (k > 0)
 		l += dk * lp;
