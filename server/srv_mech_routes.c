@@ -887,6 +887,8 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	acct_error err;
 	json_t *cols = NULL;
 	char *cols_text = NULL, *old = NULL;
+	struct stat st;
+	json_int_t rows;
 	int fd = -1;
 	bool file_made = false;
 
@@ -925,21 +927,38 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	if (fd < 0)
 		goto io_error;
 	file_made = true;
-	if (write_all(fd, req->raw_body, req->raw_len) < 0 || fsync(fd) < 0)
+	if (write_all(fd, req->raw_body, req->raw_len) < 0 || fsync(fd) < 0 || fstat(fd, &st) < 0)
 		goto io_error;
 	close(fd);
 	fd = -1;
-	if (srv_fsync_dir(dir) < 0 ||
-	    record_table(req->db, ds, path, (int64_t)mech_table_rows(t), cols_text,
-			 (int64_t)req->raw_len, req->who->key_id, &old) != SRV_OK)
+	rows = (json_int_t)mech_table_rows(t);
+	if (srv_fsync_dir(dir) < 0)
 		goto io_error;
+	/*
+	 * Keeps this parse for the queries that follow, under the key a read of
+	 * the new link will look up: the path, the file's state as written
+	 * (st), and the schema text about to be recorded.  It is the table that
+	 * read would parse: the file holds exactly these bytes, and the schema
+	 * names every header column with the kind this parse gave it (declared,
+	 * or inferred as the reader then declares it).  Added before the link
+	 * exists, so an upload that replaces this one right after its commit
+	 * finds it to forget; the cache takes t, also when it cannot keep it.
+	 */
+	srv_table_cache_release(req->ctx->tables,
+				srv_table_cache_add(req->ctx->tables, path, &st, cols_text, t));
+	t = NULL;
+	if (record_table(req->db, ds, path, (int64_t)rows, cols_text, (int64_t)req->raw_len,
+			 req->who->key_id, &old) != SRV_OK) {
+		srv_table_cache_forget(req->ctx->tables, path);
+		goto io_error;
+	}
 	file_made = false;
 	/* Readers that still hold the old path find no file and read the link
 	 * again; readers that opened it read it whole. */
 	drop_replaced_table_file(req->ctx->tables, old, ds->id, path);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:I, s:O, s:I}", "dataset", ds->id, "kind",
-					   "table", "rows", (json_int_t)mech_table_rows(t), "columns",
-					   cols, "bytes", (json_int_t)req->raw_len));
+					   "table", "rows", rows, "columns", cols, "bytes",
+					   (json_int_t)req->raw_len));
 	goto out;
 io_error:
 	srv_problem(res, 503, NULL, "cannot store the table; nothing was changed", NULL, NULL);

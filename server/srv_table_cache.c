@@ -200,6 +200,15 @@ srv_table_ref *srv_table_cache_add(srv_table_cache *c, const char *path, const s
 		entry_free(e);
 		return had;
 	}
+	/* A parse of the same path in another state describes a file that has
+	 * since changed (it was just read or written in state *st): no lookup
+	 * will match it again, so it goes now instead of when it ages out.
+	 * Users that hold it keep it until their release. */
+	for (srv_table_ref *o = c->head, *next; o; o = next) {
+		next = o->next;
+		if (!same_state(o, st) && !strcmp(o->path, path))
+			drop_entry(c, o);
+	}
 	if (e->bytes <= c->max_bytes) {
 		push_front(c, e);
 		shrink(c);

@@ -14,7 +14,9 @@
  *   - the schema text it is parsed with (dataset_data.columns).
  * The database stays the source of truth: a reader first reads the link
  * (path and schema), then asks the cache, so a replaced or removed table is
- * never served (its path is no longer linked).
+ * never served (its path is no longer linked).  An upload adds the parse it
+ * made under the key its link will have, so the first query after it reads
+ * no file either.
  *
  * Tables are shared read-only between requests through counted
  * references.  The cache holds at most max_bytes of tables that no request
@@ -56,8 +58,9 @@ srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const 
  * Adds table t (ownership passes to the cache, also on failure) as the
  * parse of `path` in state *st with `schema`, and returns a reference to
  * it; when another request added the same key meanwhile, t is freed and
- * the reference is to that one.  A table larger than the cache's bound is
- * not kept, only referenced (freed at its last release).  With c == NULL,
+ * the reference is to that one.  Kept parses of `path` in another state
+ * are dropped (the file has moved on).  A table larger than the cache's
+ * bound is not kept, only referenced (freed at its last release).  With c == NULL,
  * the reference is to t alone.  NULL only when out of memory (t freed).
  */
 srv_table_ref *srv_table_cache_add(srv_table_cache *c, const char *path, const struct stat *st,

@@ -119,6 +119,37 @@ Test(table_cache, any_change_of_the_key_misses)
 	srv_table_cache_free(c);
 }
 
+/*
+ * A file read again in a new state (rewritten behind the server's back, or
+ * its modification time moved) leaves one parse kept, not two: the old
+ * state's parse goes at the add, also while a user holds it (the user
+ * keeps its table until release).  Another path is untouched.
+ */
+Test(table_cache, a_new_state_of_a_path_drops_its_older_parse)
+{
+	srv_table_cache *c = srv_table_cache_new(1 << 20);
+	struct stat old_st = state(1, 100, 1000), new_st = state(1, 100, 2000);
+	srv_table_ref *held = srv_table_cache_add(c, "/t/a.csv", &old_st, "[]", table_of(4));
+	srv_table_cache_stats s;
+	srv_table_ref *r;
+
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/b.csv", &old_st, "[]", table_of(2)));
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/a.csv", &new_st, "[]", table_of(5)));
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 2, "%zu tables kept", s.tables);
+	cr_assert_null(srv_table_cache_find(c, "/t/a.csv", &old_st, "[]"));
+	cr_assert_eq(rows_of(held), 4, "the holder's table changed under it");
+	srv_table_cache_release(c, held);
+	r = srv_table_cache_find(c, "/t/a.csv", &new_st, "[]");
+	cr_assert_not_null(r);
+	cr_assert_eq(rows_of(r), 5);
+	srv_table_cache_release(c, r);
+	r = srv_table_cache_find(c, "/t/b.csv", &old_st, "[]");
+	cr_assert_not_null(r, "another path's parse was dropped");
+	srv_table_cache_release(c, r);
+	srv_table_cache_free(c);
+}
+
 /* Two requests that parsed the same file at once share one copy. */
 Test(table_cache, a_second_add_of_a_key_returns_the_first)
 {
