@@ -31,7 +31,6 @@ static inline double acct__log_sub(double a, double b)
 	return a + log1p(-exp(b - a));
 }
 
-
 /* Size of the integration workspaces this module allocates. */
 #define ACCT_INTEGRATION_LIMIT 512
 
