@@ -129,6 +129,18 @@ static bool same_state(const srv_table_ref *e, const struct stat *st)
 	       e->mtime.tv_sec == st->st_mtim.tv_sec && e->mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
+/* Drops every listed parse of `path`, except one in state *keep (when
+ * keep is not NULL); users that hold one keep it until their release.
+ * Under the lock. */
+static void drop_path(srv_table_cache *c, const char *path, const struct stat *keep)
+{
+	for (srv_table_ref *e = c->head, *next; e; e = next) {
+		next = e->next;
+		if ((!keep || !same_state(e, keep)) && !strcmp(e->path, path))
+			drop_entry(c, e);
+	}
+}
+
 /* The listed entry for the key, or NULL.  Under the lock. */
 static srv_table_ref *lookup(srv_table_cache *c, const char *path, const struct stat *st,
 			     const char *schema)
@@ -202,13 +214,8 @@ srv_table_ref *srv_table_cache_add(srv_table_cache *c, const char *path, const s
 	}
 	/* A parse of the same path in another state describes a file that has
 	 * since changed (it was just read or written in state *st): no lookup
-	 * will match it again, so it goes now instead of when it ages out.
-	 * Users that hold it keep it until their release. */
-	for (srv_table_ref *o = c->head, *next; o; o = next) {
-		next = o->next;
-		if (!same_state(o, st) && !strcmp(o->path, path))
-			drop_entry(c, o);
-	}
+	 * will match it again, so it goes now instead of when it ages out. */
+	drop_path(c, path, st);
 	if (e->bytes <= c->max_bytes) {
 		push_front(c, e);
 		shrink(c);
@@ -246,11 +253,7 @@ void srv_table_cache_forget(srv_table_cache *c, const char *path)
 	if (!c || !path)
 		return;
 	pthread_mutex_lock(&c->lock);
-	for (srv_table_ref *e = c->head, *next; e; e = next) {
-		next = e->next;
-		if (!strcmp(e->path, path))
-			drop_entry(c, e);
-	}
+	drop_path(c, path, NULL);
 	pthread_mutex_unlock(&c->lock);
 }
 
