@@ -234,6 +234,20 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 			      "dpgate_table_cache_bytes %zu\n",
 			  t.hits, t.misses, t.evictions, t.bytes);
 	}
+	{
+		static const char *const outcome[SRV_POLL_OUTCOMES] = {
+			[SRV_POLL_REQUEST] = "request",
+			[SRV_POLL_CLOSED] = "closed",
+			[SRV_POLL_BUSY] = "busy",
+			[SRV_POLL_TIMEOUT] = "timeout",
+		};
+
+		sb_printf(&b, "# HELP dpgate_busy_polls_total Polls of a keep-alive connection for its next request while the server was otherwise idle (serve --busy-poll-us), by how they ended.\n"
+			      "# TYPE dpgate_busy_polls_total counter\n");
+		for (int o = 0; o < SRV_POLL_OUTCOMES; o++)
+			sb_printf(&b, "dpgate_busy_polls_total{outcome=\"%s\"} %llu\n", outcome[o],
+				  (unsigned long long)atomic_load(&ctx->busy_polls[o]));
+	}
 	sb_printf(&b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
 		      "# TYPE dpgate_dataset_epsilon_spent gauge\n"
 		      "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"

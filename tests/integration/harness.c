@@ -113,8 +113,14 @@ static void spawn(dpg_server *s)
 		}
 		for (const char *const *e = s->env; e && *e; e++)
 			putenv((char *)*e);
-		execl(dpg_bin(), dpg_bin(), "serve", "--db", s->db, "--listen", listen, "--data-dir",
-		      data, "--threads", threads, (char *)NULL);
+		{
+			const char *argv[] = {dpg_bin(), "serve", "--db", s->db, "--listen", listen,
+					      "--data-dir", data, "--threads", threads,
+					      s->busy_poll_us ? "--busy-poll-us" : NULL,
+					      s->busy_poll_us, NULL};
+
+			execv(dpg_bin(), (char *const *)argv);
+		}
 		_exit(127);
 	}
 	/* The server logs its URL once it listens. */
@@ -157,8 +163,16 @@ void dpg_server_start(dpg_server *s)
 
 void dpg_server_start_env(dpg_server *s, const char *const *env)
 {
+	dpg_server_start_with(s, env, 0, NULL);
+}
+
+void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads,
+			   const char *busy_poll_us)
+{
 	memset(s, 0, sizeof(*s));
 	s->env = env;
+	s->threads = threads;
+	s->busy_poll_us = busy_poll_us;
 	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
 	cr_assert_not_null(mkdtemp(s->dir));
 	snprintf(s->db, sizeof(s->db), "%s/test.db", s->dir);

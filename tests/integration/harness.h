@@ -18,6 +18,7 @@ typedef struct dpg_server {
 	char log[320];
 	char admin_key[160];
 	unsigned threads;    /* --threads for the next (re)start; 0 = 8 */
+	const char *busy_poll_us; /* --busy-poll-us for the next (re)start; NULL = the default */
 	const char *const *env; /* "NAME=value" set in the server's environment, or NULL */
 } dpg_server;
 
@@ -41,6 +42,11 @@ void dpg_server_start(dpg_server *s);
 /* As dpg_server_start, with `env` ("NAME=value", NULL-terminated) added to
  * the server's environment at this and every restart. */
 void dpg_server_start_env(dpg_server *s, const char *const *env);
+
+/* As dpg_server_start_env, with --threads `threads` (0: 8) and, when not
+ * NULL, --busy-poll-us `busy_poll_us`, at this and every restart. */
+void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads,
+			   const char *busy_poll_us);
 
 /* Starts the server again on the same database (after a stop or a kill). */
 void dpg_server_restart(dpg_server *s);

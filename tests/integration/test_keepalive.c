@@ -1,0 +1,367 @@
+/*
+ * test_keepalive.c: requests on one kept-alive connection, and the idle
+ * server's poll for a connection's next request (serve --busy-poll-us,
+ * server/srv_http.c, await_next_request).
+ *
+ * The poll must change nothing a client sees: every request on the
+ * connection is answered as without it, pipelined ones included, and a
+ * client that closes is let go.  Its rules are checked through
+ * /metrics' dpgate_busy_polls_total{outcome}: a quick client is polled for,
+ * a slow one at most once until it is quick again, and 0 turns it off.
+ *
+ * Each test talks to the server over its own raw socket, so that the
+ * connection stays open between requests (libcurl's handles in the harness
+ * open one per request).  /metrics is read on that same connection: no
+ * other connection's poll can then end between two readings.
+ */
+#define _GNU_SOURCE /* strcasestr */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define CHARGE_BODY "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.01,\"delta\":0}}"
+
+typedef struct conn {
+	int fd;
+	char buf[1 << 16];
+	size_t have;  /* bytes in buf not yet consumed */
+} conn;
+
+typedef struct polls {
+	double request, closed, busy, timeout;
+} polls;
+
+static void conn_open(conn *c, const dpg_server *s)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+	struct timeval tv = {.tv_sec = 30};
+
+	c->have = 0;
+	c->fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(c->fd, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	cr_assert_eq(connect(c->fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s", strerror(errno));
+}
+
+static void conn_send_all(const conn *c, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t k = write(c->fd, data, len);
+
+		cr_assert_gt(k, 0, "write: %s", strerror(errno));
+		data += k;
+		len -= (size_t)k;
+	}
+}
+
+/* Writes one request (a body of NULL: none). */
+static void conn_send(const conn *c, const char *method, const char *path, const char *key,
+		      const char *body)
+{
+	char req[2048];
+	int n;
+
+	n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n", method, path);
+	if (key)
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "Authorization: Bearer %s\r\n", key);
+	if (body)
+		n += snprintf(req + n, sizeof(req) - (size_t)n,
+			      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+			      strlen(body), body);
+	else
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n");
+	cr_assert_lt((size_t)n, sizeof(req));
+	conn_send_all(c, req, (size_t)n);
+}
+
+/* Reads one whole answer (framed by Content-Length); returns its status and
+ * copies its body into `body` (NUL-terminated, cut to `size`). */
+static int conn_read(conn *c, char *body, size_t size)
+{
+	for (;;) {
+		char *end, *cl;
+		size_t head, len, whole;
+		int status;
+
+		c->buf[c->have] = '\0';
+		end = strstr(c->buf, "\r\n\r\n");
+		if (end) {
+			head = (size_t)(end + 4 - c->buf);
+			cl = strcasestr(c->buf, "\r\nContent-Length:");
+			cr_assert(cl && cl < end, "an answer without Content-Length: %.300s", c->buf);
+			len = strtoul(cl + 17, NULL, 10);
+			whole = head + len;
+			cr_assert_lt(whole, sizeof(c->buf));
+			if (c->have >= whole) {
+				cr_assert_eq(sscanf(c->buf, "HTTP/1.1 %d", &status), 1, "%.200s", c->buf);
+				if (body) {
+					size_t n = len < size - 1 ? len : size - 1;
+
+					memcpy(body, c->buf + head, n);
+					body[n] = '\0';
+				}
+				memmove(c->buf, c->buf + whole, c->have - whole);
+				c->have -= whole;
+				return status;
+			}
+		}
+		{
+			ssize_t k = read(c->fd, c->buf + c->have, sizeof(c->buf) - 1 - c->have);
+
+			cr_assert_gt(k, 0, "the server closed or timed out (%s) after %.200s",
+				     k < 0 ? strerror(errno) : "end of stream", c->buf);
+			c->have += (size_t)k;
+		}
+	}
+}
+
+static int conn_call(conn *c, const char *method, const char *path, const char *key,
+		     const char *body)
+{
+	conn_send(c, method, path, key, body);
+	return conn_read(c, NULL, 0);
+}
+
+static double metric_line(const char *text, const char *name)
+{
+	const char *p = strstr(text, name);
+
+	cr_assert_not_null(p, "no %s in /metrics", name);
+	return strtod(p + strlen(name), NULL);
+}
+
+/* /metrics' poll counters, read on the connection itself. */
+static polls conn_polls(conn *c)
+{
+	static char body[1 << 16];
+	polls p;
+
+	conn_send(c, "GET", "/metrics", NULL, NULL);
+	cr_assert_eq(conn_read(c, body, sizeof(body)), 200);
+	p.request = metric_line(body, "dpgate_busy_polls_total{outcome=\"request\"} ");
+	p.closed = metric_line(body, "dpgate_busy_polls_total{outcome=\"closed\"} ");
+	p.busy = metric_line(body, "dpgate_busy_polls_total{outcome=\"busy\"} ");
+	p.timeout = metric_line(body, "dpgate_busy_polls_total{outcome=\"timeout\"} ");
+	return p;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* After the harness's own requests (one connection each, closed at once):
+ * lets the server's polls of those connections end before a test counts. */
+static void settle(void)
+{
+	sleep_ms(100);
+}
+
+/* A client sending one request after another is polled for, and every
+ * answer is what it would be without the poll: 30 health checks and 20
+ * charges, all counted on the ledger. */
+Test(keepalive, a_quick_client_is_polled_for_and_answered_in_full, .timeout = 300)
+{
+	dpg_server srv;
+	conn c;
+	polls before, after;
+
+	dpg_server_start_with(&srv, NULL, 2, "10000");
+	dpg_make_dataset(&srv, "k", 10.0, 0, "basic");
+	settle();
+	conn_open(&c, &srv);
+	before = conn_polls(&c);
+	for (int i = 0; i < 30; i++)
+		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200, "check %d", i);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(conn_call(&c, "POST", "/v1/datasets/k/charges", srv.admin_key,
+				       CHARGE_BODY),
+			     201, "charge %d", i);
+	after = conn_polls(&c);
+	/* 50 answers, each followed at once by the next request: the
+	 * connection is polled for after nearly every one (10 ms is far
+	 * longer than the client's turn, also under a sanitizer). */
+	cr_expect_geq(after.request - before.request, 25, "polls that met a request: %.0f",
+		      after.request - before.request);
+	close(c.fd);
+	{
+		dpg_budget b = dpg_budget_of(&srv, "k");
+
+		cr_expect_eq(b.charges, 20);
+		cr_expect_eq(b.ledger_rows, 20);
+		cr_expect_float_eq(b.spent_eps, 0.2, 1e-9);
+	}
+	dpg_server_destroy(&srv);
+}
+
+/* A client that pauses longer than the poll costs one poll, which times
+ * out; it is not polled for again until its gaps are short again. */
+Test(keepalive, a_slow_client_is_polled_for_at_most_once, .timeout = 300)
+{
+	dpg_server srv;
+	conn c;
+	polls first, slow, quick;
+
+	dpg_server_start_with(&srv, NULL, 2, "5000");
+	settle();
+	conn_open(&c, &srv);
+	cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
+	sleep_ms(100); /* the poll after the first answer times out */
+	first = conn_polls(&c);
+	cr_expect_geq(first.timeout, 1);
+	for (int i = 0; i < 5; i++) {
+		sleep_ms(100);
+		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
+	}
+	sleep_ms(100);
+	slow = conn_polls(&c);
+	cr_expect_eq(slow.request + slow.timeout, first.request + first.timeout,
+		     "a slow client was polled for: %.0f more polls",
+		     slow.request + slow.timeout - first.request - first.timeout);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
+	quick = conn_polls(&c);
+	cr_expect_geq(quick.request - slow.request, 10, "a quick client again: %.0f polls met a request",
+		      quick.request - slow.request);
+	close(c.fd);
+	dpg_server_destroy(&srv);
+}
+
+/* --busy-poll-us 0: no poll at all, for this connection or the harness's. */
+Test(keepalive, busy_poll_0_never_polls, .timeout = 300)
+{
+	dpg_server srv;
+	conn c;
+	polls p;
+
+	dpg_server_start_with(&srv, NULL, 2, "0");
+	conn_open(&c, &srv);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
+	p = conn_polls(&c);
+	cr_expect_eq(p.request + p.closed + p.busy + p.timeout, 0);
+	close(c.fd);
+	dpg_server_destroy(&srv);
+}
+
+/* Requests sent in one write are all answered, in order: the second is
+ * already in libmicrohttpd's buffer, where the poll's peek cannot see it,
+ * and waits out the poll at most. */
+Test(keepalive, pipelined_requests_are_all_answered_in_order, .timeout = 300)
+{
+	static const char three[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+				    "GET /v1/nope HTTP/1.1\r\nHost: x\r\n\r\n"
+				    "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+	dpg_server srv;
+	conn c;
+
+	dpg_server_start_with(&srv, NULL, 1, "10000");
+	conn_open(&c, &srv);
+	conn_send_all(&c, three, sizeof(three) - 1);
+	cr_expect_eq(conn_read(&c, NULL, 0), 200);
+	cr_expect_eq(conn_read(&c, NULL, 0), 404);
+	cr_expect_eq(conn_read(&c, NULL, 0), 200);
+	/* and the connection still serves */
+	cr_expect_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
+	close(c.fd);
+	dpg_server_destroy(&srv);
+}
+
+/* Twelve requests in one write: after each answer the next request is
+ * already in libmicrohttpd's buffer, not on the socket, so every poll times
+ * out, but the gaps are short.  The backoff (after the k-th timed-out poll
+ * in a row, skip 2^k completions) lets three of the eleven polls happen. */
+Test(keepalive, polls_that_time_out_back_off, .timeout = 300)
+{
+	char twelve[12 * 40];
+	size_t n = 0;
+	dpg_server srv;
+	conn c;
+	polls before, after;
+
+	dpg_server_start_with(&srv, NULL, 1, "2000");
+	settle();
+	for (int i = 0; i < 12; i++)
+		n += (size_t)snprintf(twelve + n, sizeof(twelve) - n,
+				      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+	conn_open(&c, &srv);
+	before = conn_polls(&c);
+	sleep_ms(50); /* the poll after /metrics times out; the backoff starts */
+	cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
+	conn_send_all(&c, twelve, n);
+	for (int i = 0; i < 12; i++)
+		cr_assert_eq(conn_read(&c, NULL, 0), 200, "answer %d", i);
+	after = conn_polls(&c);
+	cr_expect_leq(after.timeout - before.timeout, 5, "%.0f polls timed out",
+		      after.timeout - before.timeout);
+	cr_expect_geq(after.timeout - before.timeout, 2, "%.0f polls timed out",
+		      after.timeout - before.timeout);
+	close(c.fd);
+	dpg_server_destroy(&srv);
+}
+
+/* A client that closes after its answer ends the poll at once; the worker,
+ * the only one, goes on serving others. */
+Test(keepalive, a_client_that_closes_is_let_go, .timeout = 300)
+{
+	dpg_server srv;
+	conn a, b;
+	polls before, after;
+
+	dpg_server_start_with(&srv, NULL, 1, "10000");
+	settle();
+	conn_open(&a, &srv);
+	before = conn_polls(&a);
+	cr_assert_eq(conn_call(&a, "GET", "/healthz", NULL, NULL), 200);
+	close(a.fd);
+	sleep_ms(50);
+	conn_open(&b, &srv);
+	after = conn_polls(&b);
+	cr_expect_geq(after.closed - before.closed, 1, "closed %.0f timeout %.0f",
+		      after.closed - before.closed, after.timeout - before.timeout);
+	cr_expect_eq(after.timeout, before.timeout);
+	cr_expect_eq(conn_call(&b, "GET", "/healthz", NULL, NULL), 200);
+	close(b.fd);
+	dpg_server_destroy(&srv);
+}
+
+/* Two connections on the one worker: the poll is only for a worker's only
+ * connection, so an answer on one never waits on a poll for the other. */
+Test(keepalive, a_worker_with_two_connections_does_not_poll, .timeout = 300)
+{
+	dpg_server srv;
+	conn a, b;
+	polls before, after;
+
+	dpg_server_start_with(&srv, NULL, 1, "10000");
+	settle();
+	conn_open(&a, &srv);
+	conn_open(&b, &srv);
+	/* both are accepted (and so owned by the one worker) once each has
+	 * been answered */
+	cr_assert_eq(conn_call(&b, "GET", "/healthz", NULL, NULL), 200);
+	before = conn_polls(&a);
+	for (int i = 0; i < 20; i++) {
+		cr_assert_eq(conn_call(&a, "GET", "/healthz", NULL, NULL), 200);
+		cr_assert_eq(conn_call(&b, "GET", "/healthz", NULL, NULL), 200);
+	}
+	after = conn_polls(&a);
+	cr_expect_eq(after.request + after.timeout + after.closed + after.busy,
+		     before.request + before.timeout + before.closed + before.busy);
+	close(a.fd);
+	close(b.fd);
+	dpg_server_destroy(&srv);
+}
