@@ -990,7 +990,8 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
 			     (uint16_t)port, NULL, NULL, on_request, ctx,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-			     MHD_OPTION_THREAD_POOL_SIZE, threads,
+			     /* 1: libmicrohttpd's one internal thread, no pool */
+			     MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
@@ -1015,14 +1016,21 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	/* Stop accepting; let in-flight requests finish. */
 	atomic_store(&ctx->stopping, true);
 	listen_fd = MHD_quiesce_daemon(d);
+	/* shutdown, not close: new connections are refused at once, but the
+	 * descriptor stays ours until libmicrohttpd's threads, which drop it
+	 * from their epoll sets after the quiesce, have stopped; closed here,
+	 * its number could be reused under them (ThreadSanitizer saw the
+	 * close race their epoll_ctl with --threads 1). */
 	if (listen_fd != MHD_INVALID_SOCKET)
-		close(listen_fd);
+		shutdown(listen_fd, SHUT_RDWR);
 	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 
 		nanosleep(&ts, NULL);
 	}
 	MHD_stop_daemon(d);
+	if (listen_fd != MHD_INVALID_SOCKET)
+		close(listen_fd);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");
 	return 0;
 }
