@@ -163,10 +163,12 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* After the harness's own requests (one connection each, closed at once):
- * lets the server's polls of those connections end before a test counts. */
-static void settle(void)
+/* Starts a server with --threads `threads` and --busy-poll-us `busy`, then
+ * lets the server's polls of the harness's own connections (one per
+ * request, closed at once) end before the test counts. */
+static void start(dpg_server *srv, unsigned threads, const char *busy)
 {
+	dpg_server_start_with(srv, NULL, threads, busy);
 	sleep_ms(100);
 }
 
@@ -179,9 +181,9 @@ Test(keepalive, a_quick_client_is_polled_for_and_answered_in_full, .timeout = 30
 	conn c;
 	polls before, after;
 
-	dpg_server_start_with(&srv, NULL, 2, "10000");
+	start(&srv, 2, "10000");
 	dpg_make_dataset(&srv, "k", 10.0, 0, "basic");
-	settle();
+	sleep_ms(100); /* that request's connection, too */
 	conn_open(&c, &srv);
 	before = conn_polls(&c);
 	for (int i = 0; i < 30; i++)
@@ -215,8 +217,7 @@ Test(keepalive, a_slow_client_is_polled_for_at_most_once, .timeout = 300)
 	conn c;
 	polls first, slow, quick;
 
-	dpg_server_start_with(&srv, NULL, 2, "5000");
-	settle();
+	start(&srv, 2, "5000");
 	conn_open(&c, &srv);
 	cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
 	sleep_ms(100); /* the poll after the first answer times out */
@@ -247,7 +248,7 @@ Test(keepalive, busy_poll_0_never_polls, .timeout = 300)
 	conn c;
 	polls p;
 
-	dpg_server_start_with(&srv, NULL, 2, "0");
+	start(&srv, 2, "0");
 	conn_open(&c, &srv);
 	for (int i = 0; i < 20; i++)
 		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
@@ -268,7 +269,7 @@ Test(keepalive, pipelined_requests_are_all_answered_in_order, .timeout = 300)
 	dpg_server srv;
 	conn c;
 
-	dpg_server_start_with(&srv, NULL, 1, "10000");
+	start(&srv, 1, "10000");
 	conn_open(&c, &srv);
 	conn_send_all(&c, three, sizeof(three) - 1);
 	cr_expect_eq(conn_read(&c, NULL, 0), 200);
@@ -292,8 +293,7 @@ Test(keepalive, polls_that_time_out_back_off, .timeout = 300)
 	conn c;
 	polls before, after;
 
-	dpg_server_start_with(&srv, NULL, 1, "2000");
-	settle();
+	start(&srv, 1, "2000");
 	for (int i = 0; i < 12; i++)
 		n += (size_t)snprintf(twelve + n, sizeof(twelve) - n,
 				      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -321,8 +321,7 @@ Test(keepalive, a_client_that_closes_is_let_go, .timeout = 300)
 	conn a, b;
 	polls before, after;
 
-	dpg_server_start_with(&srv, NULL, 1, "10000");
-	settle();
+	start(&srv, 1, "10000");
 	conn_open(&a, &srv);
 	before = conn_polls(&a);
 	cr_assert_eq(conn_call(&a, "GET", "/healthz", NULL, NULL), 200);
@@ -346,8 +345,7 @@ Test(keepalive, a_worker_with_two_connections_does_not_poll, .timeout = 300)
 	conn a, b;
 	polls before, after;
 
-	dpg_server_start_with(&srv, NULL, 1, "10000");
-	settle();
+	start(&srv, 1, "10000");
 	conn_open(&a, &srv);
 	conn_open(&b, &srv);
 	/* both are accepted (and so owned by the one worker) once each has
