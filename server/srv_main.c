@@ -40,8 +40,9 @@ void openblas_set_num_threads(int num_threads);
 #define DEFAULT_THREADS 8
 /* serve --busy-poll-us (srv_http.c, await_next_request) */
 #define DEFAULT_BUSY_POLL_US 200
-#define DEFAULT_BUSY_POLL_TEXT "200"
 #define MAX_BUSY_POLL_US 10000
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
 /* `dpgate serve` holds an exclusive flock on "<database>-serve.lock" while it
  * runs, one server per database, and on "<data dir>/.serve.lock", one server
  * per data directory (its start-up sweep removes table files that its own
@@ -83,9 +84,10 @@ static const char usage_serve[] =
 	"                     stateless computations at once (past that: 503)\n"
 	"  --busy-poll-us N   when a keep-alive request completes and nothing else is\n"
 	"                     running, poll that connection for its next request for up\n"
-	"                     to N microseconds before sleeping (default " DEFAULT_BUSY_POLL_TEXT ", 0..10000;\n"
-	"                     0 turns it off): saves a client that sends one request after\n"
-	"                     another the wake-up of an idle CPU, for idle CPU time\n"
+	"                     to N microseconds before sleeping (default " TEXT_OF(DEFAULT_BUSY_POLL_US) ",\n"
+	"                     0.." TEXT_OF(MAX_BUSY_POLL_US) "; 0 turns it off): saves a client that sends\n"
+	"                     one request after another the wake-up of an idle CPU, for\n"
+	"                     idle CPU time\n"
 	"  --quiet            no access log lines\n"
 	"\n"
 	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
