@@ -653,7 +653,7 @@ static bool expects_continue(struct MHD_Connection *conn)
 /*
  * One client sending charges one after another waits, per charge, for the
  * server's fsync and for two wake-ups across CPUs: its request wakes a worker
- * blocked in epoll_wait, the answer wakes the client.  On a virtual machine
+ * blocked in poll, the answer wakes the client.  On a virtual machine
  * whose idle vCPUs halt, each such wake-up of a halted vCPU costs tens of
  * microseconds, a tenth of a charge.  So when a keep-alive request completes
  * and the server has nothing else to do, its worker polls that connection's
@@ -987,7 +987,15 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	 * second server bind the same port and take half the connections.
 	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
 	 * while old connections sit in TIME_WAIT; an address in use fails here. */
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	/* poll, not epoll: libmicrohttpd 0.9.75 (Debian 12) quiesces a pool of
+	 * epoll workers by taking the listening socket out of each worker's
+	 * epoll set from this thread, while a worker that wakes meanwhile takes
+	 * it out too; the second epoll_ctl fails and the library aborts
+	 * ("Failed to remove listen FD from epoll set").  A poll worker leaves
+	 * the socket out of its next poll set when told through its ITC, with
+	 * no such race.  The sets are small: a worker polls its own connections
+	 * and the listening socket. */
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
 			     (uint16_t)port, NULL, NULL, on_request, ctx,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 			     /* 1: libmicrohttpd's one internal thread, no pool */
@@ -1018,9 +1026,9 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	listen_fd = MHD_quiesce_daemon(d);
 	/* shutdown, not close: new connections are refused at once, but the
 	 * descriptor stays ours until libmicrohttpd's threads, which drop it
-	 * from their epoll sets after the quiesce, have stopped; closed here,
+	 * from their poll sets after the quiesce, have stopped; closed here,
 	 * its number could be reused under them (ThreadSanitizer saw the
-	 * close race their epoll_ctl with --threads 1). */
+	 * close race their use of it with --threads 1). */
 	if (listen_fd != MHD_INVALID_SOCKET)
 		shutdown(listen_fd, SHUT_RDWR);
 	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
