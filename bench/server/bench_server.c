@@ -1005,7 +1005,7 @@ static struct MHD_Daemon *bare_http_start(unsigned threads, txn_server *txn, uin
 	addr.sin_family = AF_INET;
 	addr.sin_port = 0;
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
 				     MHD_USE_ERROR_LOG,
 			     0, NULL, NULL, fixed_handler, txn,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
