@@ -181,6 +181,15 @@ void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threa
 	spawn(s);
 }
 
+void dpg_preload_init(dpg_preload *p, const char *shim)
+{
+	const char *asan = getenv("ASAN_OPTIONS");
+
+	snprintf(p->preload, sizeof(p->preload), "LD_PRELOAD=%s", shim);
+	snprintf(p->asan, sizeof(p->asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+		 asan ? asan : "", asan && *asan ? ":" : "");
+}
+
 void dpg_server_restart(dpg_server *s)
 {
 	spawn(s);

@@ -48,6 +48,17 @@ void dpg_server_start_env(dpg_server *s, const char *const *env);
 void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads,
 			   const char *busy_poll_us);
 
+/* The environment lines that preload a shared object into the server: put
+ * `preload` and `asan` in the env given to dpg_server_start_env/_with. */
+typedef struct dpg_preload {
+	char preload[512]; /* LD_PRELOAD=shim */
+	char asan[1024];   /* ASAN_OPTIONS as the tests run with, plus
+			    * verify_asan_link_order=0: in the sanitizer build
+			    * the shim comes before the ASan runtime */
+} dpg_preload;
+
+void dpg_preload_init(dpg_preload *p, const char *shim);
+
 /* Starts the server again on the same database (after a stop or a kill). */
 void dpg_server_restart(dpg_server *s);
 

@@ -452,18 +452,15 @@ static void *load(void *arg)
  * signal and alternate --threads 2 and 1 (a pool, and its one thread). */
 Test(keepalive, sigterm_under_keepalive_load_stops_cleanly, .timeout = 600)
 {
-	char req[2048], out[8192], env_preload[512], env_asan[1024];
-	const char *env[] = {env_preload, env_asan, NULL};
+	char req[2048], out[8192];
+	dpg_preload shim;
+	const char *env[] = {shim.preload, shim.asan, NULL};
 	const char *verify[] = {dpg_bin(), "verify", "--db", NULL, NULL};
-	const char *asan = getenv("ASAN_OPTIONS");
 	dpg_server srv;
 	long answered = 0;
 	size_t req_len;
 
-	snprintf(env_preload, sizeof(env_preload), "LD_PRELOAD=%s", SLOW_LISTEN_REMOVAL_SHIM);
-	/* In the sanitizer build the shim comes before the ASan runtime. */
-	snprintf(env_asan, sizeof(env_asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
-		 asan ? asan : "", asan && *asan ? ":" : "");
+	dpg_preload_init(&shim, SLOW_LISTEN_REMOVAL_SHIM);
 	dpg_server_start_with(&srv, env, 2, NULL);
 	sleep_ms(100);
 	dpg_make_dataset(&srv, "k", 1000.0, 0, "basic");

@@ -24,21 +24,17 @@
 
 static dpg_server srv;
 static char switch_dir[64], switch_file[128];
-static char env_preload[512], env_switch[160], env_asan[1024];
-static const char *server_env[] = {env_preload, env_switch, env_asan, NULL};
+static char env_switch[160];
+static dpg_preload shim;
+static const char *server_env[] = {shim.preload, env_switch, shim.asan, NULL};
 
 static void setup(void)
 {
-	const char *asan = getenv("ASAN_OPTIONS");
-
 	snprintf(switch_dir, sizeof(switch_dir), "/tmp/dpgate-norandom-XXXXXX");
 	cr_assert_not_null(mkdtemp(switch_dir));
 	snprintf(switch_file, sizeof(switch_file), "%s/off", switch_dir);
-	snprintf(env_preload, sizeof(env_preload), "LD_PRELOAD=%s", NO_RANDOM_SHIM);
+	dpg_preload_init(&shim, NO_RANDOM_SHIM);
 	snprintf(env_switch, sizeof(env_switch), "DPGATE_TEST_NO_RANDOM=%s", switch_file);
-	/* In the sanitizer build the shim comes before the ASan runtime. */
-	snprintf(env_asan, sizeof(env_asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
-		 asan ? asan : "", asan && *asan ? ":" : "");
 	dpg_server_start_env(&srv, server_env);
 }
 
