@@ -156,6 +156,37 @@ static void load_average(double ret[3])
 	fclose(f);
 }
 
+/* The machine's CPU time counters from /proc/stat's first line, in ticks:
+ * ret[0] all (user through steal), ret[1] steal; NANs when unreadable. */
+static void host_cpu_ticks(double ret[2])
+{
+	unsigned long long v[8] = {0};
+	FILE *f = fopen("/proc/stat", "r");
+
+	ret[0] = ret[1] = NAN;
+	if (!f)
+		return;
+	/* cpu user nice system idle iowait irq softirq steal (guest time is
+	 * already inside user and nice) */
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]) == 8) {
+		ret[0] = 0;
+		for (int i = 0; i < 8; i++)
+			ret[0] += (double)v[i];
+		ret[1] = (double)v[7];
+	}
+	fclose(f);
+}
+
+/* The share of the machine's CPU time the hypervisor gave to others
+ * (steal) between two host_cpu_ticks readings, in percent, or NAN. */
+static double steal_percent(const double before[2], const double after[2])
+{
+	double all = after[0] - before[0];
+
+	return all > 0 ? 100.0 * (after[1] - before[1]) / all : NAN;
+}
+
 /* CPU seconds (user + system) a process has used so far, or NAN. */
 static double process_cpu_s(pid_t pid)
 {
@@ -1691,7 +1722,8 @@ int main(int argc, char **argv)
 	dpgate g;
 	char tmpl[PATH_MAX], sql_path[PATH_MAX + 32], txn_path[PATH_MAX + 32], key[256], id[64],
 		path[128];
-	double load0[3], load1[3];
+	double load0[3], load1[3], ticks0[2], ticks1[2], paired_ticks0[2], paired_ticks1[2];
+	double paired_steal[PAIRED_SLICES];
 	load_result (*rounds)[C__COUNT] = NULL;
 	load_result res[C__COUNT];
 	admission adm[N_LEDGER_SIZES];
@@ -1748,6 +1780,7 @@ int main(int argc, char **argv)
 
 	cores = sysconf(_SC_NPROCESSORS_ONLN);
 	load_average(load0);
+	host_cpu_ticks(ticks0);
 	printf("bench_server: dpgate %s\n", g.bin);
 	printf("  directory %s (SQLite ceilings and dpgate database on the same filesystem)\n", tmpl);
 	printf("  cores %ld, load average at start %.2f %.2f %.2f\n", cores, load0[0], load0[1],
@@ -1957,10 +1990,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_server: no spend timings in dpgate's /metrics\n");
 		goto out;
 	}
+	host_cpu_ticks(paired_ticks0);
 	for (unsigned k = 0; k < PAIRED_SLICES; k++) {
 		load_spec one = {g.port, 1, PAIRED_SLICE_S, (const char *const *)&one_req, &one_len,
 				 1, 201};
 		load_result a, b;
+		double pair_ticks0[2], pair_ticks1[2];
+
+		host_cpu_ticks(pair_ticks0);
 
 		for (int step = 0; step < 2; step++) {
 			if ((step == 0) == (k % 2 == 0)) {
@@ -1970,6 +2007,8 @@ int main(int argc, char **argv)
 				goto out;
 			}
 		}
+		host_cpu_ticks(pair_ticks1);
+		paired_steal[k] = steal_percent(pair_ticks0, pair_ticks1);
 		ok_total += b.expected;
 		all_clean &= b.other == 0 && b.failed == 0;
 		paired_commit += (double)a.measured;
@@ -1978,6 +2017,7 @@ int main(int argc, char **argv)
 		paired_bare_rates[k] = a.rate;
 		paired_dpgate_rates[k] = b.rate;
 	}
+	host_cpu_ticks(paired_ticks1);
 	if (scrape_spend_timings(g.port, timings_after) < 0) {
 		fprintf(stderr, "bench_server: no spend timings in dpgate's /metrics\n");
 		goto out;
@@ -2018,6 +2058,15 @@ int main(int argc, char **argv)
 	printf("  slices (bare/s, dpgate/s):");
 	for (unsigned k = 0; k < PAIRED_SLICES; k++)
 		printf(" %.0f/%.0f", paired_bare_rates[k], paired_dpgate_rates[k]);
+	/* Steal is CPU time the hypervisor gave to other guests.  The bare loop
+	 * is one thread that mostly waits on fsync; a dpgate charge needs the
+	 * client and a server worker to run in turn, so stolen time slows it
+	 * more, and a low ratio in a pair with high steal says more about the
+	 * host than about dpgate. */
+	printf("\n  host CPU steal during the slices: %.1f%%; per pair:",
+	       steal_percent(paired_ticks0, paired_ticks1));
+	for (unsigned k = 0; k < PAIRED_SLICES; k++)
+		printf(" %.0f%%", paired_steal[k]);
 	printf("\n");
 	{
 		double dpgate_period = 1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_dpgate;
@@ -2110,8 +2159,10 @@ int main(int argc, char **argv)
 		printf("  note: some requests failed or got an unexpected status (errors column)\n");
 
 	load_average(load1);
-	printf("\ncores %ld, load average at end %.2f %.2f %.2f; run took %.0f s\n", cores, load1[0],
-	       load1[1], load1[2], now_s() - t_begin);
+	host_cpu_ticks(ticks1);
+	printf("\ncores %ld, load average at end %.2f %.2f %.2f, host CPU steal over the run %.1f%%;"
+	       " run took %.0f s\n",
+	       cores, load1[0], load1[1], load1[2], steal_percent(ticks0, ticks1), now_s() - t_begin);
 
 	/* the machine-readable line */
 	report = json_pack("{s:s, s:i, s:b, s:[f,f,f], s:[f,f,f], s:i, s:f, s:i, s:s, s:s}",
@@ -2142,6 +2193,19 @@ int main(int argc, char **argv)
 						     adm[i].dry_p50_us, "dry_run_p99_us",
 						     adm[i].dry_p99_us));
 	json_object_set_new(report, "admission", arr);
+	{
+		json_t *steal = json_object(), *pairs = json_array();
+		double run = steal_percent(ticks0, ticks1), paired = steal_percent(paired_ticks0, paired_ticks1);
+
+		/* json_real refuses NaN: an unreadable /proc/stat reads null */
+		for (unsigned k = 0; k < PAIRED_SLICES; k++)
+			json_array_append_new(pairs, isnan(paired_steal[k]) ? json_null()
+									    : json_real(paired_steal[k]));
+		json_object_set_new(steal, "run", isnan(run) ? json_null() : json_real(run));
+		json_object_set_new(steal, "paired", isnan(paired) ? json_null() : json_real(paired));
+		json_object_set_new(steal, "per_pair", pairs);
+		json_object_set_new(report, "host_steal_pct", steal);
+	}
 	json_object_set_new(report, "target_one_client",
 			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "paired_ratio", paired_ratio,
 				      "paired_median_slice_ratio", paired_median,
