@@ -181,6 +181,14 @@ void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threa
 	spawn(s);
 }
 
+double dpg_now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 void dpg_preload_init(dpg_preload *p, const char *shim)
 {
 	const char *asan = getenv("ASAN_OPTIONS");

@@ -59,6 +59,9 @@ typedef struct dpg_preload {
 
 void dpg_preload_init(dpg_preload *p, const char *shim);
 
+/* Seconds on the monotonic clock, for timing steps of a test. */
+double dpg_now_s(void);
+
 /* Starts the server again on the same database (after a stop or a kill). */
 void dpg_server_restart(dpg_server *s);
 

@@ -889,14 +889,6 @@ struct slow_charge {
 	atomic_bool done;
 };
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void *slow_charge_run(void *arg)
 {
 	struct slow_charge *sc = arg;
@@ -935,7 +927,7 @@ Test(api, a_slow_price_holds_no_lock)
 					1.0 + 0.01 * i);
 	snprintf(sc.body + len, cap - len, "]},\"delta\":1e-9}");
 
-	t0 = now_s();
+	t0 = dpg_now_s();
 	cr_assert_eq(pthread_create(&t, NULL, slow_charge_run, &sc), 0);
 	/* Let its connection be accepted alone (a thread accepts every pending
 	 * connection at once, and one accepted with it would wait behind it). */
@@ -946,10 +938,10 @@ Test(api, a_slow_price_holds_no_lock)
 
 		cr_assert_eq(r.status, 201, "%ld %s", r.status, r.body);
 		dpg_resp_free(&r);
-		done_at[n_done++] = now_s();
+		done_at[n_done++] = dpg_now_s();
 	}
 	pthread_join(t, NULL);
-	t1 = now_s();
+	t1 = dpg_now_s();
 	cr_assert_eq(sc.rc, 0);
 	cr_assert_eq(sc.r.status, 201, "%ld %s", sc.r.status, sc.r.body);
 	cr_assert(t1 - t0 > 0.2, "the slow charge took only %.3f s: not slow enough to tell", t1 - t0);

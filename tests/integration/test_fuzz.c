@@ -2017,14 +2017,6 @@ static void learn(struct world *w, const struct request *r, const dpg_resp *resp
 		pool_add(&w->jobs, id, dataset, "dpsgd");
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* FNV-1a, to recognise a body sent again. */
 static uint64_t body_hash(const struct buf *b)
 {
@@ -2166,10 +2158,10 @@ static void send_and_check(struct world *w, struct request *r)
 		snprintf(idem, sizeof(idem), "Idempotency-Key: %s", r->idempotency);
 		hdrs[nh++] = idem;
 	}
-	started = now_s();
+	started = dpg_now_s();
 	rc = dpg_http_opt(&w->srv, &opts, r->method, r->path, r->key,
 			  r->has_body ? (r->body.p ? r->body.p : "") : NULL, r->body.len, hdrs, &resp);
-	answered = now_s();
+	answered = dpg_now_s();
 	check_answer(w, r, rc, &resp, answered - started);
 	if (w->verbose) {
 		fprintf(stderr, "%ld %ld %.3f %s %s %.150s [%s]\n", w->iter, rc == 0 ? resp.status : -1,
