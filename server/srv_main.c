@@ -280,6 +280,22 @@ out:
 	return rc;
 }
 
+/* Reads a count option: the whole text decimal digits (no sign, no
+ * spaces), lo..hi.  False when it is not. */
+static bool count_option(const char *text, unsigned lo, unsigned hi, unsigned *ret)
+{
+	size_t n = strlen(text);
+	unsigned long v;
+
+	if (n == 0 || n > 9 || strspn(text, "0123456789") != n)
+		return false;
+	v = strtoul(text, NULL, 10);
+	if (v < lo || v > hi)
+		return false;
+	*ret = (unsigned)v;
+	return true;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -304,31 +320,19 @@ static int cmd_serve(int argc, char **argv)
 		case 'd': db = optarg; break;
 		case 'l': listen = optarg; break;
 		case 'D': data_dir = optarg; break;
-		case 't': {
-			char *end;
-			long t = strtol(optarg, &end, 10);
-
-			if (*end || t < 1 || t > 64) {
+		case 't':
+			if (!count_option(optarg, 1, 64, &threads)) {
 				fprintf(stderr, "dpgate serve: --threads must be 1..64\n");
 				return 2;
 			}
-			threads = (unsigned)t;
 			break;
-		}
-		case 'b': {
-			size_t n = strlen(optarg);
-			long us = n > 0 && n <= 5 && strspn(optarg, "0123456789") == n ?
-					  strtol(optarg, NULL, 10) :
-					  -1;
-
-			if (us < 0 || us > MAX_BUSY_POLL_US) {
+		case 'b':
+			if (!count_option(optarg, 0, MAX_BUSY_POLL_US, &busy_poll_us)) {
 				fprintf(stderr, "dpgate serve: --busy-poll-us must be 0..%d\n",
 					MAX_BUSY_POLL_US);
 				return 2;
 			}
-			busy_poll_us = (unsigned)us;
 			break;
-		}
 		case 'q': break;
 		case 'h': fputs(usage_serve, stdout); return 0;
 		default: fputs(usage_serve, stderr); return 2;
