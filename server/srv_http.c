@@ -963,6 +963,13 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 {
 	struct sockaddr_in addr;
 	struct MHD_Daemon *d;
+	/* A pool of `threads` workers; with 1, libmicrohttpd's one internal
+	 * thread and no pool option at all (a size of 0 or 1 is ignored with a
+	 * warning on stderr, among the JSON log lines). */
+	struct MHD_OptionItem pool[] = {
+		{threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
+		{MHD_OPTION_END, 0, NULL},
+	};
 	const union MHD_DaemonInfo *info;
 	sigset_t set;
 	int sig = 0;
@@ -998,8 +1005,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
 			     (uint16_t)port, NULL, NULL, on_request, ctx,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-			     /* 1: libmicrohttpd's one internal thread, no pool */
-			     MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
+			     MHD_OPTION_ARRAY, pool,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,

@@ -483,3 +483,47 @@ Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	dpg_resp_free(&r);
 }
+
+/* Every line `serve` writes to stderr is one JSON object (the start and stop
+ * lines, the access log), also with --threads 1, where libmicrohttpd runs
+ * without a pool and would warn, in plain text, about a pool size it was
+ * given and ignores. */
+Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
+{
+	static const unsigned thread_counts[] = {1, 8};
+
+	for (size_t i = 0; i < sizeof(thread_counts) / sizeof(thread_counts[0]); i++) {
+		dpg_server s;
+		dpg_resp r;
+		char line[4096];
+		int lines = 0;
+		FILE *f;
+
+		dpg_server_start_with(&s, NULL, thread_counts[i], NULL);
+		r = dpg_call(&s, "GET", "/healthz", NULL, NULL);
+		cr_assert_eq(r.status, 200);
+		dpg_resp_free(&r);
+		r = dpg_call(&s, "GET", "/v1/nope", NULL, NULL);
+		cr_assert_eq(r.status, 404);
+		dpg_resp_free(&r);
+		cr_assert_eq(dpg_server_signal(&s, SIGTERM), 0);
+		f = fopen(s.log, "r");
+		cr_assert_not_null(f, "%s", s.log);
+		while (fgets(line, sizeof(line), f)) {
+			json_error_t err;
+			json_t *j;
+
+			if (line[0] == '\n')
+				continue;
+			j = json_loads(line, 0, &err);
+			cr_expect(j && json_is_object(j), "--threads %u, %s line %d is not a JSON object: %s",
+				  thread_counts[i], s.log, lines + 1, line);
+			json_decref(j);
+			lines++;
+		}
+		fclose(f);
+		/* listening, two access lines, shutting down, stopped at least */
+		cr_expect_geq(lines, 5, "--threads %u: %d log lines", thread_counts[i], lines);
+		dpg_server_destroy(&s);
+	}
+}
