@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -921,6 +922,27 @@ static void json_escape_into(FILE *f, const char *s)
 	}
 }
 
+/* libmicrohttpd's own messages (MHD_USE_ERROR_LOG: a malformed request it
+ * answers itself, a failed accept), as JSON lines like the rest of the log.
+ * Its messages are one sentence; a longer one is cut at 1 KiB. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[1024], ts[32];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	srv_now_text(ts);
+	flockfile(stderr);
+	fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"warn\",\"msg\":\"libmicrohttpd\",\"detail\":\"", ts);
+	json_escape_into(stderr, msg);
+	fputs("\"}\n", stderr);
+	funlockfile(stderr);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
@@ -1004,6 +1026,8 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	 * and the listening socket. */
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
 			     (uint16_t)port, NULL, NULL, on_request, ctx,
+			     /* first, so that it gets the messages of the options below */
+			     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 			     MHD_OPTION_ARRAY, pool,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,

@@ -9,13 +9,17 @@
  */
 #include <criterion/criterion.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -484,10 +488,32 @@ Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 	dpg_resp_free(&r);
 }
 
-/* Every line `serve` writes to stderr is one JSON object (the start and stop
- * lines, the access log), also with --threads 1, where libmicrohttpd runs
- * without a pool and would warn, in plain text, about a pool size it was
- * given and ignores. */
+/* Sends `req` on a new connection to the server and returns the answer's
+ * status code (from its status line), or -1. */
+static int raw_status(const dpg_server *s, const char *req)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+	struct timeval tv = {.tv_sec = 10};
+	char buf[64] = {0};
+	int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1;
+
+	if (fd < 0)
+		return -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req) ||
+	    recv(fd, buf, sizeof(buf) - 1, 0) <= 0 || sscanf(buf, "HTTP/1.1 %d", &status) != 1)
+		status = -1;
+	close(fd);
+	return status;
+}
+
+/* Every line `serve` writes to stderr is one JSON object: the start and stop
+ * lines, the access log, and libmicrohttpd's own messages about requests it
+ * answers itself (here a bad Content-Length and an unknown HTTP version).
+ * Also with --threads 1, where libmicrohttpd runs without a pool and would
+ * warn about a pool size it was given and ignores. */
 Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
 {
 	static const unsigned thread_counts[] = {1, 8};
@@ -496,7 +522,7 @@ Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
 		dpg_server s;
 		dpg_resp r;
 		char line[4096];
-		int lines = 0;
+		int lines = 0, library_lines = 0;
 		FILE *f;
 
 		dpg_server_start_with(&s, NULL, thread_counts[i], NULL);
@@ -506,6 +532,10 @@ Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
 		r = dpg_call(&s, "GET", "/v1/nope", NULL, NULL);
 		cr_assert_eq(r.status, 404);
 		dpg_resp_free(&r);
+		cr_assert_eq(raw_status(&s, "GET /healthz HTTP/1.1\r\nHost: x\r\n"
+					    "Content-Length: abc\r\n\r\n"),
+			     400);
+		cr_assert_eq(raw_status(&s, "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n"), 505);
 		cr_assert_eq(dpg_server_signal(&s, SIGTERM), 0);
 		f = fopen(s.log, "r");
 		cr_assert_not_null(f, "%s", s.log);
@@ -518,12 +548,18 @@ Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
 			j = json_loads(line, 0, &err);
 			cr_expect(j && json_is_object(j), "--threads %u, %s line %d is not a JSON object: %s",
 				  thread_counts[i], s.log, lines + 1, line);
+			if (j && json_is_string(json_object_get(j, "msg")) &&
+			    strcmp(json_string_value(json_object_get(j, "msg")), "libmicrohttpd") == 0)
+				library_lines++;
 			json_decref(j);
 			lines++;
 		}
 		fclose(f);
 		/* listening, two access lines, shutting down, stopped at least */
 		cr_expect_geq(lines, 5, "--threads %u: %d log lines", thread_counts[i], lines);
+		/* one or more per request libmicrohttpd answered itself */
+		cr_expect_geq(library_lines, 2, "--threads %u: %d libmicrohttpd lines",
+			      thread_counts[i], library_lines);
 		dpg_server_destroy(&s);
 	}
 }
