@@ -229,6 +229,25 @@ static int serve_lock(const char *path, const char *suffix, const char *what)
 	return fd;
 }
 
+/* One JSON line of serve's log before it listens: level, msg, detail (when
+ * not NULL) and count (when >= 0), as the access log writes its lines. */
+static void log_event(const char *level, const char *msg, const char *detail, long long count)
+{
+	json_t *j = json_pack("{s:s, s:s}", "level", level, "msg", msg);
+
+	if (!j)
+		return;
+	if (detail)
+		json_object_set_new(j, "detail", json_string(detail));
+	if (count >= 0)
+		json_object_set_new(j, "count", json_integer(count));
+	flockfile(stderr);
+	if (json_dumpf(j, stderr, JSON_COMPACT) == 0)
+		fputc('\n', stderr);
+	funlockfile(stderr);
+	json_decref(j);
+}
+
 /* cmd_serve after the lock: opens the store, starts the job workers and
  * serves until a signal, on a copy of `settings` (data_dir, access_log).
  * Returns the exit status. */
@@ -240,6 +259,15 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 
 	if (open_store(db, threads + 2, &ctx.store) < 0)
 		return 1;
+	{
+		char errbuf[256];
+		int64_t added;
+
+		/* Not fatal: without it commits only pay more until the WAL
+		 * has grown to this size by itself. */
+		if (srv_store_preallocate_wal(ctx.store, &added, errbuf, sizeof(errbuf)) < 0)
+			log_event("warn", "WAL file not written out", errbuf, -1);
+	}
 	if (!realpath(db, ctx.db_path))
 		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
 	ctx.route_metrics = calloc(srv_routes_count + 1, sizeof(srv_route_metrics));
@@ -253,11 +281,9 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 
 		/* Table files no link names: orphans of a crash mid-upload. */
 		if (!sdb || srv_data_sweep_tables(sdb, ctx.data_dir, &removed) != SRV_OK)
-			fprintf(stderr, "dpgate: cannot sweep %s/tables for orphaned table files\n",
-				ctx.data_dir);
+			log_event("warn", "cannot sweep orphaned table files", ctx.data_dir, -1);
 		else if (removed > 0)
-			fprintf(stderr, "dpgate: removed %u orphaned table file%s from %s/tables\n",
-				removed, removed == 1 ? "" : "s", ctx.data_dir);
+			log_event("info", "removed orphaned table files", ctx.data_dir, removed);
 		if (sdb)
 			srv_store_release(ctx.store, sdb);
 	}

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -562,4 +563,75 @@ Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
 			      thread_counts[i], library_lines);
 		dpg_server_destroy(&s);
 	}
+}
+
+/* The WAL's working size: its 32-byte header, then the frames (a 24-byte
+ * header and a 1024-byte page each) of one checkpoint interval, 4000. */
+#define WAL_WORKING_BYTES (32 + 4000LL * (24 + 1024))
+
+static long long wal_bytes(const dpg_server *s)
+{
+	char path[400];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s-wal", s->db);
+	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+static void charge_n(const dpg_server *s, const char *id, int n)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
+	for (int i = 0; i < n; i++) {
+		dpg_resp r = dpg_call(s, "POST", path, s->admin_key,
+				      "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,"
+				      "\"delta\":0}}");
+
+		cr_assert_eq(r.status, 201, "charge %d: %s", i, r.body);
+		dpg_resp_free(&r);
+	}
+}
+
+/*
+ * serve writes the WAL file out to its working size at start, so that
+ * commits overwrite blocks the file has instead of growing it, and again
+ * after a clean stop (which deletes the WAL).  The zeros past the last frame
+ * are never read as frames: after kill -9 right after a start, and after
+ * kill -9 following charges, the ledger holds exactly the acknowledged
+ * charges and `dpgate verify` passes.
+ */
+Test(instance, serve_writes_the_wal_out_and_its_zeros_are_never_read_as_frames)
+{
+	char out[8192];
+	const char *verify[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+	dpg_budget b;
+	int rc;
+
+	cr_assert_geq(wal_bytes(&srv), WAL_WORKING_BYTES, "at start: %lld bytes", wal_bytes(&srv));
+	dpg_make_dataset(&srv, "w", 1000.0, 0, "basic");
+	charge_n(&srv, "w", 3);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_leq(wal_bytes(&srv), 0, "a clean stop leaves %lld WAL bytes", wal_bytes(&srv));
+	dpg_server_restart(&srv);
+	cr_assert_geq(wal_bytes(&srv), WAL_WORKING_BYTES, "after a restart: %lld bytes",
+		      wal_bytes(&srv));
+
+	/* Killed before its first commit: the WAL is zeros from its first byte. */
+	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
+	dpg_server_restart(&srv);
+	b = dpg_budget_of(&srv, "w");
+	cr_assert_eq(b.charges, 3);
+	cr_assert_eq(b.ledger_rows, 3, "%zu ledger rows", b.ledger_rows);
+
+	/* Killed after charges: valid frames, then zeros. */
+	charge_n(&srv, "w", 5);
+	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
+	rc = run_limited(out, sizeof(out), verify, START_LIMIT_S);
+	cr_assert_eq(rc, 0, "verify after kill -9: exit %d: %s", rc, out);
+	dpg_server_restart(&srv);
+	b = dpg_budget_of(&srv, "w");
+	cr_assert_eq(b.charges, 8);
+	cr_assert_eq(b.ledger_rows, 8, "%zu ledger rows", b.ledger_rows);
+	cr_assert(fabs(b.spent_eps - 2.0) < 1e-9, "spent %.17g", b.spent_eps);
 }

@@ -1200,6 +1200,27 @@ static char *host_table_and_stop(const char *id)
 	return linked;
 }
 
+/* The count of serve's JSON log line about removed orphaned table files
+ * (the last one in srv.log), or -1 when there is none. */
+static long long removed_in_log(void)
+{
+	char line[4096];
+	long long count = -1;
+	FILE *f = fopen(srv.log, "r");
+
+	cr_assert_not_null(f, "%s", srv.log);
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *msg = json_string_value(json_object_get(j, "msg"));
+
+		if (msg && strcmp(msg, "removed orphaned table files") == 0)
+			count = json_integer_value(json_object_get(j, "count"));
+		json_decref(j);
+	}
+	fclose(f);
+	return count;
+}
+
 /*
  * The crash windows of an upload, laid out by hand while the server is
  * stopped: a file written but never committed (another table), a file the
@@ -1246,6 +1267,7 @@ Test(mechanisms, start_sweeps_orphaned_table_files)
 	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
 		cr_assert(table_file_present(kept[i]), "%s was removed", kept[i]);
 	cr_assert(table_file_present(base), "the linked file %s was removed", base);
+	cr_assert_eq(removed_in_log(), 4, "the start's log line names the 4 removed files");
 	/* The committed table, with its schema, answers. */
 	r = query("crashed", "{\"query\":\"sum\",\"column\":\"age\",\"lo\":0,\"hi\":100,\"epsilon\":50}");
 	cr_assert_eq(r.status, 201, "%s", r.body);
