@@ -45,7 +45,12 @@
  *      ratios (one dataset, 100 datasets); dpgate's /metrics, read before
  *      and after the dpgate slices, split one charge's mean time into its
  *      spend transaction (and that transaction's COMMIT) and the rest;
- *   5. correctness: `dpgate verify` must exit 0 after the prefill and after
+ *   5. the first RESTART_CHARGES charges after a restart, in --rounds
+ *      pairs: a restart as served (serve writes the WAL out to its working
+ *      size at start), then a restart with the WAL cut to 0 bytes after the
+ *      start (the file before serve wrote it out, which each commit grows);
+ *      the ratio is of the summed times;
+ *   6. correctness: `dpgate verify` must exit 0 after the prefill and after
  *      the runs, and the number of 201 answers must equal the ledger's charge
  *      rows minus the rows the benchmark inserted itself.
  *
@@ -111,6 +116,7 @@
 				      * dpgate charge */
 #define MAX_ROUNDS 15
 #define ADMISSION_WARMUP 10          /* untimed charges before them */
+#define RESTART_CHARGES 1000         /* timed charges right after a restart */
 #define DEFAULT_MAX_ROWS 1000000
 #define SQLITE_WRITERS_MANY 8
 #define BUSY_TIMEOUT_MS 30000        /* as server/srv_store.c */
@@ -1498,6 +1504,39 @@ static void warm_charges(uint16_t port, const char *req, size_t len, unsigned n,
 	free(c);
 }
 
+/*
+ * The first RESTART_CHARGES charges after a restart, timed on one keep-alive
+ * connection.  A clean stop checkpoints and deletes the WAL, and serve
+ * writes it out again at start; with cut_wal the file is cut to 0 bytes
+ * right after the start, as it was before serve wrote it out, so that the
+ * commits grow it.  Cutting it is safe only because nothing has been
+ * written since the start: the WAL holds no frame, and SQLite writes its
+ * header and frames at offsets it computes, not at the file's end.
+ * Returns the charges per second, or a negative number on failure.
+ */
+static double first_charges_after_restart(dpgate *g, const char *req, size_t len, bool cut_wal,
+					  uint64_t *ok, uint64_t *bad)
+{
+	char wal[PATH_MAX + 8];
+	uint64_t ok0 = *ok;
+	double t0;
+
+	if (dpgate_stop(g) < 0)
+		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g->log);
+	if (dpgate_start(g) < 0)
+		return -1;
+	snprintf(wal, sizeof(wal), "%s-wal", g->db);
+	if (cut_wal && truncate(wal, 0) < 0) {
+		fprintf(stderr, "bench_server: cannot cut %s: %s\n", wal, strerror(errno));
+		return -1;
+	}
+	t0 = now_s();
+	warm_charges(g->port, req, len, RESTART_CHARGES, ok, bad);
+	if (*ok - ok0 != RESTART_CHARGES)
+		return -1;
+	return RESTART_CHARGES / (now_s() - t0);
+}
+
 /* ---- the run ------------------------------------------------------------- */
 
 /* ---- --keep-awake ---------------------------------------------------------- */
@@ -1542,7 +1581,7 @@ static const char usage[] =
 	"                 in this tree: " BENCH_DEFAULT_DPGATE ")\n"
 	"  --duration S   seconds per throughput cell, first 0.25 s not counted (default 3)\n"
 	"  --rounds N     rounds over every throughput cell; the table shows the median\n"
-	"                 of the rounds (default 3)\n"
+	"                 of the rounds (default 3); as many restart pairs\n"
 	"  --threads N    HTTP worker threads for dpgate and the bare server (default 8)\n"
 	"  --dir DIR      where the temporary databases go (default $TMPDIR or /tmp);\n"
 	"                 the SQLite ceilings run in the same directory\n"
@@ -1745,6 +1784,7 @@ int main(int argc, char **argv)
 	double timings_before[4], timings_after[4], split_txn_us = NAN, split_commit_us = NAN;
 	double paired_ratios[PAIRED_SLICES], paired_bare_rates[PAIRED_SLICES],
 		paired_dpgate_rates[PAIRED_SLICES];
+	double restart_kept[MAX_ROUNDS], restart_cut[MAX_ROUNDS], restart_ratio = NAN;
 	pthread_t spinners[MAX_SPINNERS];
 	unsigned n_spinners = 0;
 	atomic_bool stop_spinners = false;
@@ -2138,10 +2178,51 @@ int main(int argc, char **argv)
 		       adm[i].dry_p50_us, adm[i].dry_p99_us);
 		fflush(stdout);
 	}
+
+	/* 5. the first charges after a restart, WAL written out or cut */
+	printf("\nfirst %u charges after a restart (1 client, one dataset; %u rounds, each a restart"
+	       " as served,\nthen a restart with the WAL cut to 0 bytes after the start: the file"
+	       " before serve wrote it out)\n",
+	       RESTART_CHARGES, o.rounds);
+	{
+		double sum_kept = 0, sum_cut = 0, med_kept, med_cut;
+		uint64_t bad = 0;
+
+		for (unsigned r = 0; r < o.rounds; r++) {
+			restart_kept[r] = first_charges_after_restart(&g, one_req, one_len, false,
+								      &ok_total, &bad);
+			restart_cut[r] = restart_kept[r] < 0 ? -1
+							     : first_charges_after_restart(
+								       &g, one_req, one_len, true,
+								       &ok_total, &bad);
+			if (restart_kept[r] < 0 || restart_cut[r] < 0) {
+				fprintf(stderr, "bench_server: the restart cell failed; see %s\n", g.log);
+				goto out;
+			}
+			sum_kept += RESTART_CHARGES / restart_kept[r];
+			sum_cut += RESTART_CHARGES / restart_cut[r];
+			printf("  round %u: written out %.0f/s, cut %.0f/s\n", r + 1, restart_kept[r],
+			       restart_cut[r]);
+		}
+		all_clean &= bad == 0;
+		restart_ratio = sum_cut / sum_kept;
+		{
+			double kept[MAX_ROUNDS], cut[MAX_ROUNDS]; /* median_of sorts */
+
+			memcpy(kept, restart_kept, o.rounds * sizeof(double));
+			memcpy(cut, restart_cut, o.rounds * sizeof(double));
+			med_kept = median_of(kept, o.rounds);
+			med_cut = median_of(cut, o.rounds);
+		}
+		printf("  medians: written out %.0f/s, cut %.0f/s; written out over cut, on the"
+		       " summed times: %.2f x\n",
+		       med_kept, med_cut, restart_ratio);
+		fflush(stdout);
+	}
 	if (dpgate_stop(&g) < 0)
 		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g.log);
 
-	/* 5. correctness */
+	/* 6. correctness */
 	verify_rc = dpgate_verify(&g);
 	if (count_charges(g.db, &ledger_charges, &stored_charges) < 0)
 		fprintf(stderr, "bench_server: cannot count the ledger's charges\n");
@@ -2193,6 +2274,18 @@ int main(int argc, char **argv)
 						     adm[i].dry_p50_us, "dry_run_p99_us",
 						     adm[i].dry_p99_us));
 	json_object_set_new(report, "admission", arr);
+	{
+		json_t *kept = json_array(), *cut = json_array();
+
+		for (unsigned r = 0; r < o.rounds; r++) {
+			json_array_append_new(kept, json_real(restart_kept[r]));
+			json_array_append_new(cut, json_real(restart_cut[r]));
+		}
+		json_object_set_new(report, "restart",
+				    json_pack("{s:i, s:o, s:o, s:f}", "charges", RESTART_CHARGES,
+					      "written_out_per_s", kept, "cut_per_s", cut,
+					      "ratio", restart_ratio));
+	}
 	{
 		json_t *steal = json_object(), *pairs = json_array();
 		double run = steal_percent(ticks0, ticks1), paired = steal_percent(paired_ticks0, paired_ticks1);
