@@ -1372,6 +1372,21 @@ int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **re
  * committed), false for every other outcome, whose writes (if any) the
  * caller rolls back.
  */
+/*
+ * A reservation's expires_at: the first whole second at or after `ttl`
+ * seconds from now.  The sweep closes it once time(NULL) >= expires_at, so
+ * it is never closed before its TTL has passed (truncating now to its
+ * second instead could close a 1-second reservation a millisecond after it
+ * was made), and at most a second after.
+ */
+static int64_t expiry_second(int64_t ttl)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec + ttl + (ts.tv_nsec > 0 ? 1 : 0);
+}
+
 static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cached,
 			int *ret_status, char **ret_body, srv_dataset *ret_ds, bool *ret_keep)
 {
@@ -1467,7 +1482,7 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 		if (sp->note)
 			sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 9, (sqlite3_int64)time(NULL) + ttl);
+		sqlite3_bind_int64(s, 9, expiry_second(ttl));
 		if (sqlite3_step(s) != SQLITE_DONE) {
 			sqlite3_reset(s);
 			goto out;

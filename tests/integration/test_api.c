@@ -446,6 +446,65 @@ Test(api, reservations_commit_release_and_expire)
 	dpg_resp_free(&r);
 }
 
+/* Sleeps until the wall clock's fraction of a second is at least `ns`
+ * nanoseconds; returns that clock reading. */
+static struct timespec wall_clock_at_fraction(long ns)
+{
+	struct timespec ts;
+
+	for (;;) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (ts.tv_nsec >= ns)
+			return ts;
+		usleep((useconds_t)((ns - ts.tv_nsec) / 1000 + 1));
+	}
+}
+
+/*
+ * A reservation lives at least its whole TTL.  One made with ttl_seconds 1
+ * in the last tenth of a wall-clock second is still open, and can be
+ * released, just after that second ends: an expiry counted from the whole
+ * second it was made in (time(NULL) + ttl) would have passed by then.
+ * Attempts whose request itself crossed the second are not judged.
+ */
+Test(api, a_reservation_is_not_swept_before_its_ttl_has_passed)
+{
+	bool judged = false;
+
+	dpg_make_dataset(&srv, "d", 100.0, 0, "basic");
+	for (int attempt = 0; attempt < 10 && !judged; attempt++) {
+		struct timespec made = wall_clock_at_fraction(900000000L), after;
+		char rid[64], path[160];
+		dpg_resp r;
+
+		r = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key,
+			     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0},"
+			     "\"ttl_seconds\":1}");
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		snprintf(rid, sizeof(rid), "%s", json_string_value(json_object_get(r.json, "id")));
+		dpg_resp_free(&r);
+		clock_gettime(CLOCK_REALTIME, &after);
+		if (after.tv_sec != made.tv_sec)
+			continue;
+		/* 30 ms into the next second: 0.13 s or less after it was made. */
+		do {
+			usleep(5000);
+			clock_gettime(CLOCK_REALTIME, &after);
+		} while (after.tv_sec == made.tv_sec || after.tv_nsec < 30000000L);
+		if (after.tv_sec != made.tv_sec + 1)
+			continue; /* descheduled for a second: not judged */
+		snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/release", rid);
+		r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
+		cr_assert_eq(r.status, 200, "released %.3f s after it was made, ttl 1 s: %s",
+			     (double)(after.tv_sec - made.tv_sec) +
+				     (double)(after.tv_nsec - made.tv_nsec) / 1e9,
+			     r.body);
+		dpg_resp_free(&r);
+		judged = true;
+	}
+	cr_assert(judged, "no attempt was made and released within one wall-clock second");
+}
+
 Test(api, ledger_pages)
 {
 	dpg_resp r;
