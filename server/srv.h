@@ -61,12 +61,11 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errb
  * Writes zeros past the end of the WAL file, under the write lock, until it
  * holds a checkpoint interval of frames, and syncs them: commits then
  * overwrite blocks the file already has instead of growing it (see the
- * comment in srv_store.c).  For serve at start.  Returns 0 with the bytes
- * added in *ret_bytes (0 when the file was already that long), or -1 with a
- * message in errbuf and the file as it was.
+ * comment in srv_store.c).  For serve at start.  Returns 0 (also when the
+ * file was that long already), or -1 with a message in errbuf and the file
+ * as it was.
  */
-int srv_store_preallocate_wal(srv_store *store, int64_t *ret_bytes, char *errbuf,
-			      size_t errbuf_size);
+int srv_store_preallocate_wal(srv_store *store, char *errbuf, size_t errbuf_size);
 
 /* Checkpoints the WAL and closes every connection.  Accepts NULL. */
 void srv_store_close(srv_store *store);

@@ -261,11 +261,10 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 		return 1;
 	{
 		char errbuf[256];
-		int64_t added;
 
 		/* Not fatal: without it commits only pay more until the WAL
 		 * has grown to this size by itself. */
-		if (srv_store_preallocate_wal(ctx.store, &added, errbuf, sizeof(errbuf)) < 0)
+		if (srv_store_preallocate_wal(ctx.store, errbuf, sizeof(errbuf)) < 0)
 			log_event("warn", "WAL file not written out", errbuf, -1);
 	}
 	if (!realpath(db, ctx.db_path))

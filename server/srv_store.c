@@ -32,7 +32,9 @@
 #define BUSY_TIMEOUT_MS 30000
 #define PAGE_SIZE_TEXT "1024"
 /* PRAGMA wal_autocheckpoint: frames in the WAL after which a commit checkpoints. */
-#define WAL_AUTOCHECKPOINT_TEXT "4000"
+#define WAL_AUTOCHECKPOINT_FRAMES 4000
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
 #define RESERVATION_ID_BYTES 12
 _Static_assert(2 * RESERVATION_ID_BYTES == SRV__RANDOM_ID_HEX, "srv__random_id's length");
 
@@ -309,7 +311,7 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	    /* Checkpoint inside a commit every 4000 frames rather than 1000:
 	     * the running-totals and index pages a checkpoint copies are the
 	     * same few pages, so rarer checkpoints copy far fewer per charge. */
-	    exec_sql(db->h, "PRAGMA wal_autocheckpoint = " WAL_AUTOCHECKPOINT_TEXT) < 0 ||
+	    exec_sql(db->h, "PRAGMA wal_autocheckpoint = " TEXT_OF(WAL_AUTOCHECKPOINT_FRAMES)) < 0 ||
 	    exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0) {
 		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
 		goto fail;
@@ -785,7 +787,7 @@ void srv_store_close(srv_store *st)
  */
 #define WAL_PREALLOC_EXTRA_FRAMES 512 /* a group commit's frames past the checkpoint mark */
 
-int srv_store_preallocate_wal(srv_store *st, int64_t *ret_bytes, char *errbuf, size_t errbuf_size)
+int srv_store_preallocate_wal(srv_store *st, char *errbuf, size_t errbuf_size)
 {
 	static const unsigned char zeros[64 * 1024];
 	sqlite3_file *wal = NULL;
@@ -794,13 +796,12 @@ int srv_store_preallocate_wal(srv_store *st, int64_t *ret_bytes, char *errbuf, s
 	int64_t page_size, frames;
 	int rc;
 
-	*ret_bytes = 0;
 	if (st->read_only || !db) {
 		snprintf(errbuf, errbuf_size, "the store is read-only");
 		return -1;
 	}
 	page_size = query_int(db->h, "PRAGMA page_size");
-	frames = atoi(WAL_AUTOCHECKPOINT_TEXT) + WAL_PREALLOC_EXTRA_FRAMES;
+	frames = WAL_AUTOCHECKPOINT_FRAMES + WAL_PREALLOC_EXTRA_FRAMES;
 	if (page_size <= 0) {
 		snprintf(errbuf, errbuf_size, "cannot read the page size: %s", sqlite3_errmsg(db->h));
 		return -1;
@@ -832,7 +833,6 @@ int srv_store_preallocate_wal(srv_store *st, int64_t *ret_bytes, char *errbuf, s
 		goto undo;
 	}
 	srv__rollback(db);
-	*ret_bytes = at > size ? at - size : 0;
 	return 0;
 undo:
 	/* Past `size` nothing is SQLite's: give the space back. */
@@ -1365,14 +1365,6 @@ int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **re
 }
 
 /*
- * One spend inside the caller's write transaction: everything of
- * srv_store_spend but BEGIN and COMMIT.  *ret_keep says whether its writes
- * are to be committed: true for SRV_OK and for an over-budget SRV_CONFLICT
- * that found expired reservations (the sweep committed them: they stay
- * committed), false for every other outcome, whose writes (if any) the
- * caller rolls back.
- */
-/*
  * A reservation's expires_at: the first whole second at or after `ttl`
  * seconds from now.  The sweep closes it once time(NULL) >= expires_at, so
  * it is never closed before its TTL has passed (truncating now to its
@@ -1387,6 +1379,14 @@ static int64_t expiry_second(int64_t ttl)
 	return (int64_t)ts.tv_sec + ttl + (ts.tv_nsec > 0 ? 1 : 0);
 }
 
+/*
+ * One spend inside the caller's write transaction: everything of
+ * srv_store_spend but BEGIN and COMMIT.  *ret_keep says whether its writes
+ * are to be committed: true for SRV_OK and for an over-budget SRV_CONFLICT
+ * that found expired reservations (the sweep committed them: they stay
+ * committed), false for every other outcome, whose writes (if any) the
+ * caller rolls back.
+ */
 static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cached,
 			int *ret_status, char **ret_body, srv_dataset *ret_ds, bool *ret_keep)
 {
