@@ -33,6 +33,8 @@
 #define PAGE_SIZE_TEXT "1024"
 /* PRAGMA wal_autocheckpoint: frames in the WAL after which a commit checkpoints. */
 #define WAL_AUTOCHECKPOINT_FRAMES 4000
+/* Frames the WAL is written out to past the checkpoint mark: a group commit's. */
+#define WAL_PREALLOC_EXTRA_FRAMES 512
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
 #define RESERVATION_ID_BYTES 12
@@ -280,9 +282,35 @@ static void db_close(srv_db *db)
 	free(db);
 }
 
+/* The first column of a one-row integer query, or -1 when it fails. */
+static int64_t query_int(sqlite3 *h, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+/*
+ * The WAL's working size in bytes: its 32-byte header, then frames (a 24-byte
+ * header and one page each) for one checkpoint interval and a group commit
+ * past it.  serve writes the file out to this size at start, and every
+ * connection keeps it to this size (PRAGMA journal_size_limit) once it has
+ * outgrown it; see srv_store_preallocate_wal.
+ */
+static int64_t wal_working_bytes(int64_t page_size)
+{
+	return 32 + (int64_t)(WAL_AUTOCHECKPOINT_FRAMES + WAL_PREALLOC_EXTRA_FRAMES) * (page_size + 24);
+}
+
 static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 {
 	srv_db *db = calloc(1, sizeof(*db));
+	char limit_sql[64];
+	int64_t page_size;
 
 	if (!db) {
 		snprintf(errbuf, errbuf_size, "out of memory");
@@ -313,6 +341,24 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	     * same few pages, so rarer checkpoints copy far fewer per charge. */
 	    exec_sql(db->h, "PRAGMA wal_autocheckpoint = " TEXT_OF(WAL_AUTOCHECKPOINT_FRAMES)) < 0 ||
 	    exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0) {
+		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
+		goto fail;
+	}
+	/* A reader that holds a snapshot for long (a backup, a big ledger page)
+	 * keeps checkpoints from finishing, and the WAL grows past its working
+	 * size meanwhile.  With this limit, the first commit after SQLite starts
+	 * the WAL over from its first frame cuts the file back to the working
+	 * size (never below the frames that commit wrote), so what serve wrote
+	 * out at start is kept and the excess is given back. */
+	page_size = query_int(db->h, "PRAGMA page_size");
+	if (page_size <= 0) {
+		snprintf(errbuf, errbuf_size, "cannot read the page size of %s: %s", path,
+			 sqlite3_errmsg(db->h));
+		goto fail;
+	}
+	snprintf(limit_sql, sizeof(limit_sql), "PRAGMA journal_size_limit = %lld",
+		 (long long)wal_working_bytes(page_size));
+	if (exec_sql(db->h, limit_sql) < 0) {
 		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
 		goto fail;
 	}
@@ -387,18 +433,6 @@ long srv_store_known_schema_version(void)
 			known = v;
 	}
 	return known;
-}
-
-/* The first column of a one-row integer query, or -1 when it fails. */
-static int64_t query_int(sqlite3 *h, const char *sql)
-{
-	sqlite3_stmt *s = NULL;
-	int64_t v = -1;
-
-	if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
-		v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return v;
 }
 
 /* What a database file holds, as far as dpgate's schema goes. */
@@ -785,7 +819,6 @@ void srv_store_close(srv_store *st)
  * file handle for the WAL (SQLITE_FCNTL_JOURNAL_POINTER), so no second
  * descriptor is opened and closed on the file.
  */
-#define WAL_PREALLOC_EXTRA_FRAMES 512 /* a group commit's frames past the checkpoint mark */
 
 int srv_store_preallocate_wal(srv_store *st, char *errbuf, size_t errbuf_size)
 {
@@ -793,7 +826,7 @@ int srv_store_preallocate_wal(srv_store *st, char *errbuf, size_t errbuf_size)
 	sqlite3_file *wal = NULL;
 	sqlite3_int64 size = 0, target, at;
 	srv_db *db = st->writer;
-	int64_t page_size, frames;
+	int64_t page_size;
 	int rc;
 
 	if (st->read_only || !db) {
@@ -801,13 +834,11 @@ int srv_store_preallocate_wal(srv_store *st, char *errbuf, size_t errbuf_size)
 		return -1;
 	}
 	page_size = query_int(db->h, "PRAGMA page_size");
-	frames = WAL_AUTOCHECKPOINT_FRAMES + WAL_PREALLOC_EXTRA_FRAMES;
 	if (page_size <= 0) {
 		snprintf(errbuf, errbuf_size, "cannot read the page size: %s", sqlite3_errmsg(db->h));
 		return -1;
 	}
-	/* 32-byte WAL header, then frames of a 24-byte header and one page. */
-	target = 32 + frames * (page_size + 24);
+	target = wal_working_bytes(page_size);
 	if (srv__begin_write(db) != 0) {
 		snprintf(errbuf, errbuf_size, "cannot take the write lock: %s", sqlite3_errmsg(db->h));
 		return -1;

@@ -635,3 +635,60 @@ Test(instance, serve_writes_the_wal_out_and_its_zeros_are_never_read_as_frames)
 	cr_assert_eq(b.ledger_rows, 8, "%zu ledger rows", b.ledger_rows);
 	cr_assert(fabs(b.spent_eps - 2.0) < 1e-9, "spent %.17g", b.spent_eps);
 }
+
+/*
+ * A WAL that outgrew its working size is cut back to it.  A reader holding
+ * one snapshot keeps every checkpoint from finishing, so the WAL grows past
+ * what serve wrote out at start.  Once the reader is gone, a checkpoint
+ * finishes, SQLite starts the WAL over from its first frame, and the commit
+ * that does so must leave the file at its size at start: not larger (the
+ * excess is given back), not smaller (the written-out blocks are kept).
+ */
+Test(instance, a_wal_grown_past_its_working_size_is_cut_back_to_it)
+{
+	const long long start = wal_bytes(&srv);
+	sqlite3 *reader = NULL;
+	sqlite3_stmt *s = NULL;
+	long long grown;
+	int charges = 0;
+	dpg_budget b;
+
+	cr_assert_geq(start, WAL_WORKING_BYTES, "at start: %lld bytes", start);
+	dpg_make_dataset(&srv, "g", 1e6, 0, "basic");
+	cr_assert_eq(sqlite3_open_v2(srv.db, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(reader, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(reader, "SELECT count(*) FROM ledger", -1, &s, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(sqlite3_step(s), SQLITE_ROW); /* the snapshot is taken here */
+	sqlite3_finalize(s);
+
+	/* Each charge appends frames; no checkpoint can get past the snapshot. */
+	while (wal_bytes(&srv) <= start && charges < 6000) {
+		charge_n(&srv, "g", 50);
+		charges += 50;
+	}
+	grown = wal_bytes(&srv);
+	cr_assert_gt(grown, start, "%d charges under the reader: %lld bytes", charges, grown);
+	cr_assert_eq(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_close(reader), SQLITE_OK);
+
+	/* The next commit checkpoints all of it; one after that starts over. */
+	for (int i = 0; i < 200 && wal_bytes(&srv) != start; i++) {
+		charge_n(&srv, "g", 1);
+		charges++;
+	}
+	cr_assert_eq(wal_bytes(&srv), start, "grown to %lld, now %lld bytes, working size %lld",
+		     grown, wal_bytes(&srv), start);
+
+	b = dpg_budget_of(&srv, "g");
+	cr_assert_eq(b.charges, charges);
+	cr_assert_eq(sqlite3_open_v2(srv.db, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(reader,
+					"SELECT count(*) FROM ledger WHERE dataset_id = 'g' AND kind = 'charge'",
+					-1, &s, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+	cr_assert_eq(sqlite3_column_int(s, 0), charges, "%d ledger rows", sqlite3_column_int(s, 0));
+	sqlite3_finalize(s);
+	sqlite3_close(reader);
+}
