@@ -1750,8 +1750,10 @@ static void mutate_ident(struct world *w, struct request *r)
 		const struct fz_dataset *d = random_dataset(w, destructive(r->seed));
 		size_t n = 0;
 
-		if (!d)
-			break;
+		if (!d) {
+			*id = before; /* nothing to put there: left as it was */
+			return;
+		}
 		for (const char *p = d->id; *p; p++)
 			n += (size_t)snprintf(id->value + n, sizeof(id->value) - n, "%%%02X",
 					      (unsigned char)*p);
@@ -1775,10 +1777,12 @@ static void mutate_ident(struct world *w, struct request *r)
 	case 10: case 11: {
 		const struct fz_dataset *d = random_dataset(w, destructive(r->seed));
 
-		if (d) {
-			snprintf(id->value, sizeof(id->value), "%s", d->id);
-			snprintf(id->plain, sizeof(id->plain), "%s", d->id);
+		if (!d) {
+			*id = before;
+			return;
 		}
+		snprintf(id->value, sizeof(id->value), "%s", d->id);
+		snprintf(id->plain, sizeof(id->plain), "%s", d->id);
 		break;
 	}
 	case 12: case 13: {
@@ -1786,13 +1790,16 @@ static void mutate_ident(struct world *w, struct request *r)
 		const struct fz_pool *pools[] = {&w->reservations, &w->sessions, &w->jobs};
 		const struct fz_pool *p = pools[below(w, 3)];
 
-		if (p->n) {
-			const struct fz_object *o = &p->item[below(w, p->n)];
+		const struct fz_object *o;
 
-			snprintf(id->value, sizeof(id->value), "%s", o->id);
-			snprintf(id->plain, sizeof(id->plain), "%s", o->id);
-			snprintf(id->owner, sizeof(id->owner), "%s", o->dataset);
+		if (!p->n) {
+			*id = before;
+			return;
 		}
+		o = &p->item[below(w, p->n)];
+		snprintf(id->value, sizeof(id->value), "%s", o->id);
+		snprintf(id->plain, sizeof(id->plain), "%s", o->id);
+		snprintf(id->owner, sizeof(id->owner), "%s", o->dataset);
 		break;
 	}
 	case 14:
@@ -2009,10 +2016,17 @@ static void learn(struct world *w, const struct request *r, const dpg_resp *resp
 			w->reservations.item[w->reservations.n - 1].expires =
 				started + (double)json_integer_value(ttl);
 	}
-	else if (strstr(s->path, "/pate/sessions") && !strstr(s->path, "{sid}"))
-		pool_add(&w->sessions, id, dataset,
-			 json_string_value(json_object_get(json_object_get(resp->json, "config"),
-							   "aggregator")));
+	else if (strstr(s->path, "/pate/sessions") && !strstr(s->path, "{sid}")) {
+		/* A session is picked later by its dataset: one whose dataset this
+		 * request's path left unknown takes the answer's. */
+		const char *owner = dataset[0] ? dataset
+					       : json_string_value(json_object_get(resp->json, "dataset_id"));
+
+		if (owner && owner[0])
+			pool_add(&w->sessions, id, owner,
+				 json_string_value(json_object_get(json_object_get(resp->json, "config"),
+								   "aggregator")));
+	}
 	else if (strstr(s->path, "/jobs") && resp->status == 202)
 		pool_add(&w->jobs, id, dataset, "dpsgd");
 }
