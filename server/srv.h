@@ -110,6 +110,8 @@ enum srv_status {
 	SRV_PLAN_REFUSED = 5,   /* the spend's plan_fn refused (its own error says why) */
 	SRV_DB_ERROR = -100,    /* 503: nothing was written */
 	SRV_NO_RANDOM = -101,   /* 503: getrandom failed; nothing was written */
+	SRV_COMMIT_FAILED = -102, /* 503: COMMIT failed (storage): not applied, but its
+				   * write may still be found after a crash */
 };
 
 /* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */

@@ -889,7 +889,7 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	char *cols_text = NULL, *old = NULL;
 	struct stat st;
 	json_int_t rows;
-	int fd = -1;
+	int fd = -1, rc;
 	bool file_made = false;
 
 	memset(&d, 0, sizeof(d));
@@ -947,9 +947,15 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	srv_table_cache_release(req->ctx->tables,
 				srv_table_cache_add(req->ctx->tables, path, &st, cols_text, t));
 	t = NULL;
-	if (record_table(req->db, ds, path, (int64_t)rows, cols_text, (int64_t)req->raw_len,
-			 req->who->key_id, &old) != SRV_OK) {
+	rc = record_table(req->db, ds, path, (int64_t)rows, cols_text, (int64_t)req->raw_len,
+			  req->who->key_id, &old);
+	if (rc != SRV_OK) {
 		srv_table_cache_forget(req->ctx->tables, path);
+		/* A failed COMMIT's link may still be found at the next start
+		 * (srv__commit): the file stays for it, and that start's sweep
+		 * removes it if the link is not there. */
+		if (rc == SRV_COMMIT_FAILED)
+			file_made = false;
 		goto io_error;
 	}
 	file_made = false;

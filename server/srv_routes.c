@@ -40,6 +40,13 @@ void srv_reply_store_error(srv_response *res, int rc, const char *what)
 			    "this Idempotency-Key was used with a different request", "Idempotency-Key",
 			    NULL);
 		break;
+	case SRV_COMMIT_FAILED:
+		srv_problem(res, 503, NULL,
+			    "the database could not be written (a storage error); nothing was answered. "
+			    "The write may still be found, and counted, after the server restarts; "
+			    "a retry with the same Idempotency-Key is applied once",
+			    NULL, NULL);
+		break;
 	default:
 		srv_problem(res, 503, NULL, "the ledger is busy or unavailable; nothing was charged",
 			    NULL, NULL);

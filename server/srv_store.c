@@ -395,12 +395,27 @@ int srv__begin_write(srv_db *db)
 	return step_once(db, sql_begin) == SQLITE_OK ? 0 : SRV_DB_ERROR;
 }
 
+/*
+ * A COMMIT that fails (a write or fsync error, a full disk) is logged: the
+ * operator must know the storage is failing.  Its transaction is rolled
+ * back and no answer may go out, but it is not certain that nothing of it
+ * stays: the WAL frames written before the failure may be complete on disk
+ * and, if the server stops before its next commit overwrites them, be
+ * found again as a committed transaction when the database is next opened
+ * (SQLite's WAL recovery takes every frame whose salts and checksum chain
+ * hold).  Such a write counts a spend whose answer never went out, which
+ * over-counts the budget and never under-counts it.
+ */
 int srv__commit(srv_db *db)
 {
-	if (step_once(db, sql_commit) == SQLITE_OK)
+	int rc = step_once(db, sql_commit);
+
+	if (rc == SQLITE_OK)
 		return 0;
+	fprintf(stderr, "{\"level\":\"error\",\"msg\":\"commit failed\",\"detail\":\"%s\",\"code\":%d}\n",
+		sqlite3_errstr(rc), rc);
 	step_once(db, sql_rollback);
-	return SRV_DB_ERROR;
+	return SRV_COMMIT_FAILED;
 }
 
 void srv__rollback(srv_db *db)
@@ -1656,6 +1671,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 {
 	bool single = batch->next == NULL, any_kept = false, broken = false;
 	bool plain = single && !batch->sp->txn_fn;
+	int commit_rc = SRV_DB_ERROR; /* until a COMMIT is tried */
 	const srv_dataset *cached = NULL;
 	struct row_cache *rows;
 	struct timespec began, committing;
@@ -1693,9 +1709,11 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 			broken = true;
 		any_kept |= s->keep;
 	}
-	if (!broken && any_kept)
+	if (!broken && any_kept) {
 		clock_gettime(CLOCK_MONOTONIC, &committing);
-	if (!broken && any_kept && srv__commit(db) == 0) { /* durable: answers may go out */
+		commit_rc = srv__commit(db);
+	}
+	if (!broken && any_kept && commit_rc == 0) { /* durable: answers may go out */
 		if (db->store) {
 			struct timespec done;
 
@@ -1716,7 +1734,8 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 		row_cache_clear(rows);
 	srv__rollback(db); /* nothing kept, or the transaction failed */
 	/* A replay or a refusal stands (nothing of it was to commit; a spend
-	 * that never ran is SRV_DB_ERROR already); what was to commit is lost. */
+	 * that never ran is SRV_DB_ERROR already); what was to commit is lost,
+	 * as far as anyone is told: SRV_COMMIT_FAILED when its COMMIT failed. */
 	for (struct spend_slot *s = batch; s; s = s->next) {
 		if (!s->keep)
 			continue;
@@ -1724,7 +1743,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 			free(*s->ret_body);
 			*s->ret_body = NULL;
 		}
-		s->rc = SRV_DB_ERROR;
+		s->rc = commit_rc;
 	}
 }
 
@@ -1875,16 +1894,22 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	if (rc == SRV_CONFLICT) {
 		/* What the sweep committed stays committed; without it the
 		 * refusal changed nothing and writes nothing. */
-		if (swept > 0 && (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0))
-			rc = SRV_DB_ERROR;
+		if (swept > 0) {
+			rc = srv__save_totals(db, &ds, now);
+			if (rc == SRV_OK)
+				rc = srv__commit(db);
+			if (rc == SRV_OK)
+				rc = SRV_CONFLICT;
+		}
 		goto out;
 	}
 	if (rc != SRV_OK)
 		goto out;
-	if (srv__save_totals(db, &ds, now) != SRV_OK || srv__commit(db) < 0) {
-		rc = SRV_DB_ERROR;
+	rc = srv__save_totals(db, &ds, now);
+	if (rc == SRV_OK)
+		rc = srv__commit(db);
+	if (rc != SRV_OK)
 		goto out;
-	}
 	*ret_ds = ds;
 out:
 	srv__rollback(db);
@@ -1996,11 +2021,13 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	sqlite3_bind_double(s, 3, ds.budget_epsilon);
 	sqlite3_bind_double(s, 4, ds.budget_delta);
 	sqlite3_bind_text(s, 5, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE || srv__commit(db) < 0)
+	if (sqlite3_step(s) != SQLITE_DONE)
+		goto out;
+	rc = srv__commit(db);
+	if (rc != SRV_OK)
 		goto out;
 	snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
 	*ret = ds;
-	rc = SRV_OK;
 out:
 	sqlite3_finalize(s);
 	srv__rollback(db);
@@ -2039,11 +2066,11 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 		ds.archived = true;
 		snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
 	}
-	if (srv__commit(db) < 0)
+	rc = srv__commit(db);
+	if (rc != SRV_OK)
 		goto out;
 	pricing_forget(db, ds.id);
 	*ret = ds;
-	rc = SRV_OK;
 out:
 	sqlite3_finalize(s);
 	srv__rollback(db);

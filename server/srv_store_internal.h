@@ -19,8 +19,8 @@ sqlite3_stmt *srv__cached_stmt(srv_db *db, const char *sql);
 /* BEGIN IMMEDIATE, waiting on the busy handler; 0 or SRV_DB_ERROR. */
 int srv__begin_write(srv_db *db);
 
-/* COMMIT (durable with synchronous=FULL); rolls back and returns
- * SRV_DB_ERROR when it fails. */
+/* COMMIT (durable with synchronous=FULL); when it fails, logs it, rolls
+ * back and returns SRV_COMMIT_FAILED (see srv_store.c on what may stay). */
 int srv__commit(srv_db *db);
 
 /* ROLLBACK if a transaction is open; a no-op otherwise. */
