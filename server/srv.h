@@ -238,6 +238,9 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
  * spends in them. */
 void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_spends);
 
+/* COMMITs that failed since the store was opened (srv__commit logs each). */
+uint64_t srv_store_commit_failures(srv_store *st);
+
 /*
  * Looks an Idempotency-Key up before anything else is checked, so a retry
  * gets its stored answer even when the dataset has changed since (archived,

@@ -204,6 +204,10 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 			      "# TYPE dpgate_spends_total counter\n"
 			      "dpgate_spends_total %llu\n",
 			  (unsigned long long)batches, (unsigned long long)spends);
+		sb_printf(&b, "# HELP dpgate_commit_failures_total COMMITs that failed (a storage error: fsync, a full disk), each logged; the request answered 503 and released nothing.\n"
+			      "# TYPE dpgate_commit_failures_total counter\n"
+			      "dpgate_commit_failures_total %llu\n",
+			  (unsigned long long)srv_store_commit_failures(ctx->store));
 	}
 	{
 		const srv_histogram *txn, *commit;

@@ -157,6 +157,7 @@ struct srv_store {
 	srv_db *writer; /* the leader's connection: one, so its page cache stays warm */
 	uint64_t batches, batched; /* under group_lock */
 	srv_histogram spend_txn, spend_commit; /* spend transactions that committed */
+	atomic_uint_fast64_t commit_failures; /* COMMITs that failed, on any connection */
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
 	struct pricing_cache *pricing;
 };
@@ -414,6 +415,8 @@ int srv__commit(srv_db *db)
 		return 0;
 	fprintf(stderr, "{\"level\":\"error\",\"msg\":\"commit failed\",\"detail\":\"%s\",\"code\":%d}\n",
 		sqlite3_errstr(rc), rc);
+	if (db->store)
+		atomic_fetch_add(&db->store->commit_failures, 1);
 	step_once(db, sql_rollback);
 	return SRV_COMMIT_FAILED;
 }
@@ -1810,6 +1813,11 @@ void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_s
 	*ret_batches = st->batches;
 	*ret_spends = st->batched;
 	pthread_mutex_unlock(&st->group_lock);
+}
+
+uint64_t srv_store_commit_failures(srv_store *st)
+{
+	return atomic_load(&st->commit_failures);
 }
 
 void srv_store_spend_timings(srv_store *st, const srv_histogram **ret_txn,

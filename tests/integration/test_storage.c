@@ -193,6 +193,7 @@ Test(storage, every_write_refused_while_the_disk_fails_and_the_server_goes_on_af
 		assert_commit_failed(&r, "update");
 		logged += 4;
 		cr_assert_eq(commit_failures_logged(), logged, "%s: log %s", ds, srv.log);
+		cr_assert_eq(dpg_metric(&srv, "dpgate_commit_failures_total"), (double)logged);
 
 		/* Reads go on and show none of it. */
 		b = dpg_budget_of(&srv, ds);
@@ -219,6 +220,7 @@ Test(storage, every_write_refused_while_the_disk_fails_and_the_server_goes_on_af
 		cr_assert_eq(b.charges, 3, "%s: %ld charges", ds, b.charges);
 		cr_assert_eq(b.spent_eps, 0.5 + 0.25 + 0.5, "%s: spent %.17g", ds, b.spent_eps);
 		cr_assert_eq(commit_failures_logged(), logged);
+		cr_assert_eq(dpg_metric(&srv, "dpgate_commit_failures_total"), (double)logged);
 	}
 
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
