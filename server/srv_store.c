@@ -835,28 +835,27 @@ void srv_store_close(srv_store *st)
  * the write lock (BEGIN IMMEDIATE), which any connection appending frames
  * or starting the WAL over must hold.  The writes go through SQLite's own
  * file handle for the WAL (SQLITE_FCNTL_JOURNAL_POINTER), so no second
- * descriptor is opened and closed on the file.
+ * descriptor is opened and closed on the file.  The size written out to is
+ * the connection's journal_size_limit, the working size db_open set.
  */
-
 int srv_store_preallocate_wal(srv_store *st, char *errbuf, size_t errbuf_size)
 {
 	static const unsigned char zeros[64 * 1024];
 	sqlite3_file *wal = NULL;
 	sqlite3_int64 size = 0, target, at;
 	srv_db *db = st->writer;
-	int64_t page_size;
 	int rc;
 
 	if (st->read_only || !db) {
 		snprintf(errbuf, errbuf_size, "the store is read-only");
 		return -1;
 	}
-	page_size = query_int(db->h, "PRAGMA page_size");
-	if (page_size <= 0) {
-		snprintf(errbuf, errbuf_size, "cannot read the page size: %s", sqlite3_errmsg(db->h));
+	target = query_int(db->h, "PRAGMA journal_size_limit");
+	if (target <= 0) {
+		snprintf(errbuf, errbuf_size, "cannot read the WAL's working size: %s",
+			 sqlite3_errmsg(db->h));
 		return -1;
 	}
-	target = wal_working_bytes(page_size);
 	if (srv__begin_write(db) != 0) {
 		snprintf(errbuf, errbuf_size, "cannot take the write lock: %s", sqlite3_errmsg(db->h));
 		return -1;
