@@ -15,6 +15,7 @@
 
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <sqlite3.h>
 
 #include "harness.h"
 
@@ -510,4 +511,31 @@ json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *sta
 	}
 	cr_assert_fail("job %s did not reach the expected state", id);
 	return NULL;
+}
+
+long long dpg_count_rows(const char *path, const char *sql)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	long long n;
+
+	cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+	n = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return n;
+}
+
+void dpg_switch_file(const char *path, bool exists)
+{
+	if (exists) {
+		FILE *f = fopen(path, "w");
+
+		cr_assert_not_null(f);
+		fclose(f);
+	} else {
+		cr_assert(unlink(path) == 0 || access(path, F_OK) != 0);
+	}
 }

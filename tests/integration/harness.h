@@ -147,4 +147,12 @@ double dpg_metric(const dpg_server *s, const char *name);
 json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
 		     double seconds);
 
+/* The first column of a one-row query (a count) on the database file at
+ * `path`, opened read-only; asserts that the query runs. */
+long long dpg_count_rows(const char *path, const char *sql);
+
+/* Creates the file at `path` (exists) or removes it: the switch a preloaded
+ * test shim watches. */
+void dpg_switch_file(const char *path, bool exists);
+
 #endif

@@ -69,21 +69,6 @@ static void *charge_loop(void *arg)
 	return NULL;
 }
 
-static long long count_rows(const char *path, const char *sql)
-{
-	sqlite3 *h = NULL;
-	sqlite3_stmt *s = NULL;
-	long long n;
-
-	cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
-	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
-	n = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(h);
-	return n;
-}
-
 /* How many names in dir hold ".partial-" (a copy left behind). */
 static int partial_files(const char *dir)
 {
@@ -147,9 +132,9 @@ Test(backup, a_copy_under_load_holds_every_answered_charge_and_restores)
 
 	/* Every charge answered before the backup began, and at most the one
 	 * in flight beyond those answered when it ended. */
-	rows = count_rows(copy, "SELECT count(*) FROM ledger WHERE dataset_id = 'd'"
+	rows = dpg_count_rows(copy, "SELECT count(*) FROM ledger WHERE dataset_id = 'd'"
 				" AND kind = 'charge'");
-	stored = count_rows(copy, "SELECT charges FROM datasets WHERE id = 'd'");
+	stored = dpg_count_rows(copy, "SELECT charges FROM datasets WHERE id = 'd'");
 	cr_assert_geq(rows, before, "copy holds %lld charges, %ld were answered before", rows,
 		      before);
 	cr_assert_leq(rows, after + 1, "copy holds %lld charges, %ld answered after", rows, after);

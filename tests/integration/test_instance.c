@@ -682,13 +682,7 @@ Test(instance, a_wal_grown_past_its_working_size_is_cut_back_to_it)
 
 	b = dpg_budget_of(&srv, "g");
 	cr_assert_eq(b.charges, charges);
-	cr_assert_eq(sqlite3_open_v2(srv.db, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	cr_assert_eq(sqlite3_prepare_v2(reader,
-					"SELECT count(*) FROM ledger WHERE dataset_id = 'g' AND kind = 'charge'",
-					-1, &s, NULL),
-		     SQLITE_OK);
-	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
-	cr_assert_eq(sqlite3_column_int(s, 0), charges, "%d ledger rows", sqlite3_column_int(s, 0));
-	sqlite3_finalize(s);
-	sqlite3_close(reader);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger"
+					    " WHERE dataset_id = 'g' AND kind = 'charge'"),
+		     charges);
 }

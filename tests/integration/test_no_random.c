@@ -49,14 +49,7 @@ TestSuite(no_random, .init = setup, .fini = teardown, .timeout = 300);
 
 static void randomness(bool on)
 {
-	if (on) {
-		cr_assert(unlink(switch_file) == 0 || access(switch_file, F_OK) != 0);
-	} else {
-		FILE *f = fopen(switch_file, "w");
-
-		cr_assert_not_null(f);
-		fclose(f);
-	}
+	dpg_switch_file(switch_file, !on);
 }
 
 static dpg_budget budget_of(const char *id)

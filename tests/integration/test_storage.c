@@ -23,7 +23,6 @@
  * charged exactly once either way.
  */
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,18 +60,6 @@ static void teardown(void)
 }
 
 TestSuite(storage, .init = setup, .fini = teardown, .timeout = 300);
-
-static void switch_set(const char *file, bool failing)
-{
-	if (failing) {
-		FILE *f = fopen(file, "w");
-
-		cr_assert_not_null(f);
-		fclose(f);
-	} else {
-		cr_assert(unlink(file) == 0 || access(file, F_OK) != 0);
-	}
-}
 
 static const char charge_quarter[] =
 	"{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}";
@@ -126,23 +113,13 @@ static int commit_failures_logged(void)
 }
 
 /* Charge rows of dataset `id`, counted in the database file itself. */
-static int ledger_charges(const char *id)
+static long long ledger_charges(const char *id)
 {
-	sqlite3 *h = NULL;
-	sqlite3_stmt *s = NULL;
-	int n;
+	char sql[160];
 
-	cr_assert_eq(sqlite3_open_v2(srv.db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	cr_assert_eq(sqlite3_prepare_v2(h,
-					"SELECT count(*) FROM ledger WHERE dataset_id = ?1 AND kind = 'charge'",
-					-1, &s, NULL),
-		     SQLITE_OK);
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
-	n = sqlite3_column_int(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(h);
-	return n;
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM ledger WHERE dataset_id = '%s' AND kind = 'charge'", id);
+	return dpg_count_rows(srv.db, sql);
 }
 
 static int verify_exit(void)
@@ -182,7 +159,7 @@ Test(storage, every_write_refused_while_the_disk_fails_and_the_server_goes_on_af
 		cr_assert_eq(r.status, 201, "%s", r.body);
 		dpg_resp_free(&r);
 
-		switch_set(kinds[k].file_of_switch, true);
+		dpg_switch_file(kinds[k].file_of_switch, true);
 		r = post_keyed(path, charge_quarter, key);
 		assert_commit_failed(&r, "charge");
 		r = dpg_call(&srv, "POST", mech, srv.admin_key, laplace);
@@ -205,7 +182,7 @@ Test(storage, every_write_refused_while_the_disk_fails_and_the_server_goes_on_af
 		dpg_resp_free(&r);
 
 		/* The disk is back: the same requests go through. */
-		switch_set(kinds[k].file_of_switch, false);
+		dpg_switch_file(kinds[k].file_of_switch, false);
 		r = post_keyed(path, charge_quarter, key);
 		cr_assert_eq(r.status, 201, "%s: retried charge: %s", ds, r.body);
 		dpg_resp_free(&r);
@@ -248,11 +225,11 @@ Test(storage, a_retry_after_a_failed_commit_and_a_crash_is_charged_once)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	dpg_resp_free(&r);
 
-	switch_set(sync_file, true);
+	dpg_switch_file(sync_file, true);
 	r = post_keyed(path, charge_quarter, "once");
 	assert_commit_failed(&r, "charge");
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
-	switch_set(sync_file, false);
+	dpg_switch_file(sync_file, false);
 
 	cr_assert_eq(verify_exit(), 0);
 	dpg_server_restart(&srv);
