@@ -326,9 +326,6 @@ static int job_finish(srv_db *db, const char *job_id, const char *from_state, co
 	/* An expired reservation was committed by the sweep already: fine. */
 	if (rc == SRV_CONFLICT)
 		rc = SRV_OK;
-	if (rc != SRV_OK)
-		goto out;
-	rc = srv__save_totals(db, &ds, now);
 	if (rc == SRV_OK) {
 		const char *args[] = {job_id, state, result, error, model_path, now};
 

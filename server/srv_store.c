@@ -42,7 +42,6 @@ _Static_assert(2 * RESERVATION_ID_BYTES == SRV__RANDOM_ID_HEX, "srv__random_id's
 
 enum stmt_id {
 	ST_DATASET_GET,
-	ST_DATASET_UPDATE_TOTALS,
 	ST_LEDGER_INSERT,
 	ST_IDEM_GET,
 	ST_IDEM_PUT,
@@ -54,18 +53,28 @@ enum stmt_id {
 	ST__COUNT
 };
 
+/*
+ * A dataset as the API shows it: its row, and the running totals that its
+ * last ledger row carries (schema/006_ledger_totals.sql); no row, no
+ * totals (all NULL: zero).  Its updated_at is the later of the row's own
+ * and that ledger row's.  The last row is one seek down ledger_by_dataset,
+ * whatever the ledger's size.  Columns in row_to_dataset's order.
+ */
+#define DATASET_SELECT \
+	"SELECT d.id, d.name, d.privacy_unit, d.neighbor, d.accountant, d.budget_epsilon," \
+	" d.budget_delta, l.spent, l.reserved, l.open_reservations, l.charges, d.archived," \
+	" d.created_at, CASE WHEN l.created_at > d.updated_at THEN l.created_at" \
+	" ELSE d.updated_at END, l.seq" \
+	" FROM datasets d LEFT JOIN ledger l ON l.seq =" \
+	" (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)"
+
 static const char *const stmt_sql[ST__COUNT] = {
-	[ST_DATASET_GET] =
-		"SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon, budget_delta,"
-		" spent, reserved, open_reservations, charges, archived, created_at, updated_at"
-		" FROM datasets WHERE id = ?1",
-	[ST_DATASET_UPDATE_TOTALS] =
-		"UPDATE datasets SET spent = ?2, reserved = ?3, open_reservations = ?4,"
-		" charges = ?5, updated_at = ?6 WHERE id = ?1",
+	[ST_DATASET_GET] = DATASET_SELECT " WHERE d.id = ?1",
 	[ST_LEDGER_INSERT] =
 		"INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta, reservation_id,"
-		" note, actor, idempotency_key, created_at)"
-		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+		" note, actor, idempotency_key, created_at, spent, reserved, open_reservations,"
+		" charges)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
 	[ST_IDEM_GET] =
 		"SELECT request_hash, status, body FROM idempotency WHERE actor = ?1 AND key = ?2",
 	[ST_IDEM_PUT] =
@@ -946,6 +955,8 @@ static void copy_text(char *dst, size_t size, const unsigned char *src)
 	srv_strcopy(dst, size, (const char *)src);
 }
 
+/* Fills *ds from a row of DATASET_SELECT; SRV_DB_ERROR when the dataset's
+ * last ledger row carries no totals (a database this dpgate did not write). */
 static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
 {
 	memset(ds, 0, sizeof(*ds));
@@ -958,9 +969,21 @@ static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
 		return SRV_DB_ERROR;
 	ds->budget_epsilon = sqlite3_column_double(s, 5);
 	ds->budget_delta = sqlite3_column_double(s, 6);
-	if (srv_cost_from_text((const char *)sqlite3_column_text(s, 7), &ds->spent) < 0 ||
-	    srv_cost_from_text((const char *)sqlite3_column_text(s, 8), &ds->reserved) < 0)
+	if (sqlite3_column_type(s, 14) == SQLITE_NULL) {
+		acct_filter f;
+
+		/* No ledger row: nothing spent or reserved, in the dataset's
+		 * coordinates. */
+		if (srv_dataset_filter(ds, &f, NULL) < 0)
+			return SRV_DB_ERROR;
+		acct_filter_zero(&f, &ds->spent);
+		ds->reserved = ds->spent;
+	} else if (srv_cost_from_text((const char *)sqlite3_column_text(s, 7), &ds->spent) < 0 ||
+		   srv_cost_from_text((const char *)sqlite3_column_text(s, 8), &ds->reserved) < 0 ||
+		   sqlite3_column_type(s, 9) != SQLITE_INTEGER ||
+		   sqlite3_column_type(s, 10) != SQLITE_INTEGER) {
 		return SRV_DB_ERROR;
+	}
 	ds->open_reservations = sqlite3_column_int64(s, 9);
 	ds->charges = sqlite3_column_int64(s, 10);
 	ds->archived = sqlite3_column_int(s, 11) != 0;
@@ -1064,11 +1087,7 @@ int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id
 	sqlite3_stmt *s = NULL;
 	int rc;
 
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
-			       " budget_delta, spent, reserved, open_reservations, charges, archived,"
-			       " created_at, updated_at FROM datasets ORDER BY id",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db->h, DATASET_SELECT " ORDER BY d.id", -1, &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		srv_dataset ds;
@@ -1089,25 +1108,20 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 {
 	sqlite3_stmt *s = NULL;
 	char now[32];
-	char *zero = NULL;
 	acct_filter f;
-	acct_cost z;
 	int rc = SRV_DB_ERROR;
 
 	(void)actor;
 	if (srv_dataset_filter(ds, &f, NULL) < 0)
 		return SRV_DB_ERROR;
-	acct_filter_zero(&f, &z);
-	zero = srv_cost_to_text(&z);
-	if (!zero)
-		return SRV_DB_ERROR;
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
+	/* No ledger row yet: its totals read as zero (row_to_dataset). */
 	if (sqlite3_prepare_v2(db->h,
 			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
-			       " budget_epsilon, budget_delta, spent, reserved, created_at, updated_at)"
-			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?9)",
+			       " budget_epsilon, budget_delta, created_at, updated_at)"
+			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
 			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
@@ -1118,8 +1132,7 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	sqlite3_bind_text(s, 5, acct_ledger_kind_name(ds->accountant), -1, SQLITE_STATIC);
 	sqlite3_bind_double(s, 6, ds->budget_epsilon);
 	sqlite3_bind_double(s, 7, ds->budget_delta);
-	sqlite3_bind_text(s, 8, zero, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 9, now, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
 		rc = SRV_CONFLICT;
@@ -1133,22 +1146,24 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 out:
 	sqlite3_finalize(s);
 	srv__rollback(db);
-	free(zero);
 	return rc;
 }
 
-/* Inserts one ledger row; returns its seq or -1. */
-int64_t srv__ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
-			     const char *event, const char *cost, double eps, double delta,
-			     const char *rid, const char *note, const char *actor,
-			     const char *idem_key, const char *now)
+/* Appends one ledger row carrying ds's totals; returns its seq or -1. */
+int64_t srv__ledger_insert(srv_db *db, srv_dataset *ds, const char *kind, const char *event,
+			   const char *cost, double eps, double delta, const char *rid,
+			   const char *note, const char *actor, const char *idem_key,
+			   const char *now)
 {
 	sqlite3_stmt *s = stmt(db, ST_LEDGER_INSERT);
-	int rc;
+	char *spent = srv_cost_to_text(&ds->spent);
+	char *reserved = srv_cost_to_text(&ds->reserved);
+	acct_cost spent_read, reserved_read;
+	int64_t seq = -1;
 
-	if (!s)
-		return -1;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	if (!s || !spent || !reserved)
+		goto out;
+	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
 	if (event)
 		sqlite3_bind_text(s, 3, event, -1, SQLITE_STATIC);
@@ -1166,43 +1181,31 @@ int64_t srv__ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
 	if (idem_key)
 		sqlite3_bind_text(s, 10, idem_key, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 11, now, -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
+	sqlite3_bind_text(s, 12, spent, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 13, reserved, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 14, ds->open_reservations);
+	sqlite3_bind_int64(s, 15, ds->charges);
+	if (sqlite3_step(s) == SQLITE_DONE)
+		seq = sqlite3_last_insert_rowid(db->h);
 	sqlite3_reset(s);
-	if (rc != SQLITE_DONE)
-		return -1;
-	return sqlite3_last_insert_rowid(db->h);
-}
-
-/* Writes a dataset's running totals. */
-int srv__save_totals(srv_db *db, srv_dataset *ds, const char *now)
-{
-	sqlite3_stmt *s = stmt(db, ST_DATASET_UPDATE_TOTALS);
-	char *spent = srv_cost_to_text(&ds->spent);
-	char *reserved = srv_cost_to_text(&ds->reserved);
-	int rc = SRV_DB_ERROR;
-
-	if (!s || !spent || !reserved)
-		goto out;
-	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, spent, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, reserved, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 4, ds->open_reservations);
-	sqlite3_bind_int64(s, 5, ds->charges);
-	sqlite3_bind_text(s, 6, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_DONE && sqlite3_changes(db->h) == 1)
-		rc = SRV_OK;
-	sqlite3_reset(s);
-	/* *ds as a read of the row gives it: the totals parsed from the very
-	 * text stored (not assumed to round-trip) and the new updated_at. */
-	if (rc == SRV_OK && (srv_cost_from_text(spent, &ds->spent) < 0 ||
-			     srv_cost_from_text(reserved, &ds->reserved) < 0))
-		rc = SRV_DB_ERROR;
-	if (rc == SRV_OK)
-		srv_strcopy(ds->updated_at, sizeof(ds->updated_at), now);
+	/* *ds as a read now gives it: the totals parsed from the very text
+	 * stored (not assumed to round-trip), and updated_at the later of what
+	 * it was and now.  (A read takes the later of the dataset row's and
+	 * this entry's; the two differ only if the clock stepped back since the
+	 * dataset's previous entry, and then only in updated_at.) */
+	if (seq >= 0 && (srv_cost_from_text(spent, &spent_read) < 0 ||
+			 srv_cost_from_text(reserved, &reserved_read) < 0))
+		seq = -1;
+	if (seq >= 0) {
+		ds->spent = spent_read;
+		ds->reserved = reserved_read;
+		if (strcmp(now, ds->updated_at) > 0)
+			srv_strcopy(ds->updated_at, sizeof(ds->updated_at), now);
+	}
 out:
 	free(spent);
 	free(reserved);
-	return rc;
+	return seq;
 }
 
 /* The filter's epsilon of one cost alone, for display in ledger rows. */
@@ -1264,8 +1267,8 @@ int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, 
 		for (unsigned i = 0; i < ds->reserved.n; i++)
 			ds->reserved.v[i] = 0.0;
 	}
-	if (srv__ledger_insert(db, ds->id, do_commit ? "commit" : "release", event, cost_text,
-			  cost_epsilon(ds, &cost), NAN, rid, NULL, actor, NULL, now) < 0)
+	if (srv__ledger_insert(db, ds, do_commit ? "commit" : "release", event, cost_text,
+			       cost_epsilon(ds, &cost), NAN, rid, NULL, actor, NULL, now) < 0)
 		goto out;
 	s = stmt(db, ST_RES_CLOSE);
 	if (!s)
@@ -1495,11 +1498,9 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 		fits = acct_filter_within(&f, &total);
 	}
 	if (!fits) {
-		/* Expired reservations committed by the sweep stay committed.
-		 * Without any, the refusal changed nothing: nothing is written,
-		 * and no fsync is paid for it. */
-		if (swept > 0 && srv__save_totals(db, &ds, now) != SRV_OK)
-			goto out;
+		/* Expired reservations committed by the sweep stay committed (its
+		 * ledger rows carry the totals).  Without any, the refusal changed
+		 * nothing: nothing is written, and no fsync is paid for it. */
 		*ret_ds = ds;
 		*ret_keep = swept > 0;
 		rc = SRV_CONFLICT;
@@ -1542,11 +1543,11 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 		acct_cost_add_up(&ds.spent, cost);
 		ds.charges++;
 	}
-	seq = srv__ledger_insert(db, ds.id, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
-			    event_text, cost_text, acct_filter_epsilon(&f, cost),
-			    ds.accountant == ACCT_LEDGER_BASIC ? cost->v[1] : NAN,
-			    rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
-	if (seq < 0 || srv__save_totals(db, &ds, now) != SRV_OK)
+	seq = srv__ledger_insert(db, &ds, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
+				 event_text, cost_text, acct_filter_epsilon(&f, cost),
+				 ds.accountant == ACCT_LEDGER_BASIC ? cost->v[1] : NAN,
+				 rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
+	if (seq < 0)
 		goto out;
 	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &ds, seq, rid[0] ? rid : NULL) < 0)
 		goto out;
@@ -1663,9 +1664,10 @@ static void row_cache_put(struct row_cache *rc, const srv_dataset *ds)
  * lock, so an unchanged version means the file was written by nothing but
  * this connection's own COMMITs since the cache was last valid, and each
  * of those (the cache stays valid across no other) was a single spend
- * without a txn_fn (which could write anything): it wrote only its own
- * dataset's row, through srv__save_totals, which leaves the row it hands
- * back equal to what a read returns, and that row replaced the cached one.
+ * without a txn_fn (which could write anything): of what a dataset read
+ * returns, it changed only its own dataset's totals, through the ledger rows
+ * it appended (srv__ledger_insert), which leave the row it hands back equal
+ * to what a read returns, and that row replaced the cached one.
  * Anything else, a batch, a refusal, a replay, a spend with a txn_fn, a
  * failed COMMIT, a write by anyone else, empties the cache.
  */
@@ -1902,9 +1904,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 		/* What the sweep committed stays committed; without it the
 		 * refusal changed nothing and writes nothing. */
 		if (swept > 0) {
-			rc = srv__save_totals(db, &ds, now);
-			if (rc == SRV_OK)
-				rc = srv__commit(db);
+			rc = srv__commit(db);
 			if (rc == SRV_OK)
 				rc = SRV_CONFLICT;
 		}
@@ -1912,9 +1912,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	}
 	if (rc != SRV_OK)
 		goto out;
-	rc = srv__save_totals(db, &ds, now);
-	if (rc == SRV_OK)
-		rc = srv__commit(db);
+	rc = srv__commit(db);
 	if (rc != SRV_OK)
 		goto out;
 	*ret_ds = ds;
@@ -1993,7 +1991,7 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		goto out;
 	}
 	rc = SRV_DB_ERROR;
-	if (srv__sweep_expired(db, &ds, now, NULL) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
+	if (srv__sweep_expired(db, &ds, now, NULL) != SRV_OK)
 		goto out;
 	if (name)
 		snprintf(ds.name, sizeof(ds.name), "%s", name);
@@ -2014,8 +2012,8 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		ds.budget_delta = budget_delta;
 		if (srv_dataset_filter(&ds, &f, NULL) < 0)
 			goto out;
-		if (srv__ledger_insert(db, ds.id, "budget", NULL, NULL, budget_epsilon, budget_delta, NULL,
-				  lowered ? "lowered" : "raised", actor, NULL, now) < 0)
+		if (srv__ledger_insert(db, &ds, "budget", NULL, NULL, budget_epsilon, budget_delta,
+				       NULL, lowered ? "lowered" : "raised", actor, NULL, now) < 0)
 			goto out;
 	}
 	if (sqlite3_prepare_v2(db->h,
@@ -2056,11 +2054,11 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 		goto out;
 	rc = SRV_DB_ERROR;
 	/* Expired reservations are committed before the dataset freezes. */
-	if (srv__sweep_expired(db, &ds, now, NULL) != SRV_OK || srv__save_totals(db, &ds, now) != SRV_OK)
+	if (srv__sweep_expired(db, &ds, now, NULL) != SRV_OK)
 		goto out;
 	if (!ds.archived) {
-		if (srv__ledger_insert(db, ds.id, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor, NULL,
-				  now) < 0)
+		if (srv__ledger_insert(db, &ds, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor,
+				       NULL, now) < 0)
 			goto out;
 		if (sqlite3_prepare_v2(db->h,
 				       "UPDATE datasets SET archived = 1, updated_at = ?2 WHERE id = ?1",
@@ -2144,13 +2142,23 @@ int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int
 	return SRV_OK;
 }
 
-/* Replays one dataset's ledger into fresh totals (see srv_store_verify). */
+/* Whether two compositions are the same doubles, bit for bit. */
+static bool same_cost(const acct_cost *a, const acct_cost *b)
+{
+	return a->n == b->n && memcmp(a->v, b->v, sizeof(double) * a->n) == 0;
+}
+
+/*
+ * Replays one dataset's ledger into fresh totals (see srv_store_verify), and
+ * checks the totals each row carries (schema/006: every row written since;
+ * before it, only each dataset's last) against the replay up to that row.
+ */
 static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, bool *ret_ok)
 {
 	sqlite3_stmt *s = NULL;
 	acct_filter f;
 	acct_cost spent, reserved;
-	int64_t open = 0, charges = 0, rows = 0;
+	int64_t open = 0, charges = 0, rows = 0, checked = 0, first_bad = -1;
 	bool lowered = false, ok;
 	acct_cost total;
 	json_t *o;
@@ -2161,58 +2169,66 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 	acct_filter_zero(&f, &spent);
 	acct_filter_zero(&f, &reserved);
 	if (sqlite3_prepare_v2(db->h,
-			       "SELECT kind, cost, note FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
+			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges"
+			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
 			       -1, &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
 	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		const char *kind = (const char *)sqlite3_column_text(s, 0);
-		acct_cost c;
+		acct_cost c, carried_spent, carried_reserved;
 
 		rows++;
 		if (strcmp(kind, "budget") == 0) {
 			const char *note = (const char *)sqlite3_column_text(s, 2);
 
 			lowered |= note && strcmp(note, "lowered") == 0;
-			continue;
-		}
-		if (strcmp(kind, "archive") == 0)
-			continue;
-		if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
-			rc = SQLITE_CORRUPT;
-			break;
-		}
-		if (strcmp(kind, "charge") == 0) {
-			acct_cost_add_up(&spent, &c);
-			charges++;
-		} else if (strcmp(kind, "reserve") == 0) {
-			acct_cost_add_up(&reserved, &c);
-			open++;
-		} else {
-			if (strcmp(kind, "commit") == 0) {
+		} else if (strcmp(kind, "archive") != 0) {
+			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
+				rc = SQLITE_CORRUPT;
+				break;
+			}
+			if (strcmp(kind, "charge") == 0) {
 				acct_cost_add_up(&spent, &c);
 				charges++;
-			}
-			acct_cost_sub_up(&reserved, &c);
-			if (--open <= 0) {
-				open = 0;
-				acct_filter_zero(&f, &reserved);
+			} else if (strcmp(kind, "reserve") == 0) {
+				acct_cost_add_up(&reserved, &c);
+				open++;
+			} else {
+				if (strcmp(kind, "commit") == 0) {
+					acct_cost_add_up(&spent, &c);
+					charges++;
+				}
+				acct_cost_sub_up(&reserved, &c);
+				if (--open <= 0) {
+					open = 0;
+					acct_filter_zero(&f, &reserved);
+				}
 			}
 		}
+		if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+			continue;
+		checked++;
+		if (first_bad < 0 &&
+		    (srv_cost_from_text((const char *)sqlite3_column_text(s, 4), &carried_spent) < 0 ||
+		     srv_cost_from_text((const char *)sqlite3_column_text(s, 5), &carried_reserved) < 0 ||
+		     !same_cost(&carried_spent, &spent) || !same_cost(&carried_reserved, &reserved) ||
+		     sqlite3_column_int64(s, 6) != open || sqlite3_column_int64(s, 7) != charges))
+			first_bad = sqlite3_column_int64(s, 3);
 	}
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE)
 		return SRV_DB_ERROR;
 	total = spent;
 	acct_cost_add_up(&total, &reserved);
-	ok = memcmp(spent.v, ds->spent.v, sizeof(double) * spent.n) == 0 &&
-	     spent.n == ds->spent.n && reserved.n == ds->reserved.n &&
-	     memcmp(reserved.v, ds->reserved.v, sizeof(double) * reserved.n) == 0 &&
+	ok = first_bad < 0 && same_cost(&spent, &ds->spent) && same_cost(&reserved, &ds->reserved) &&
 	     open == ds->open_reservations && charges == ds->charges;
-	o = json_pack("{s:s, s:I, s:b, s:b, s:f, s:f}", "id", ds->id, "rows", (json_int_t)rows,
-		      "totals_match", ok, "within_budget", acct_filter_within(&f, &total),
-		      "spent_epsilon", acct_filter_epsilon(&f, &spent), "stored_spent_epsilon",
-		      acct_filter_epsilon(&f, &ds->spent));
+	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f}", "id", ds->id, "rows", (json_int_t)rows,
+		      "rows_with_totals", (json_int_t)checked, "totals_match", ok, "within_budget",
+		      acct_filter_within(&f, &total), "spent_epsilon", acct_filter_epsilon(&f, &spent),
+		      "stored_spent_epsilon", acct_filter_epsilon(&f, &ds->spent));
+	if (o && first_bad >= 0)
+		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(first_bad));
 	if (!acct_filter_within(&f, &total) && !lowered)
 		ok = false;
 	json_array_append_new(report, o);

@@ -26,15 +26,18 @@ int srv__commit(srv_db *db);
 /* ROLLBACK if a transaction is open; a no-op otherwise. */
 void srv__rollback(srv_db *db);
 
-/* Appends one ledger row; returns its seq, or -1. */
-int64_t srv__ledger_insert(srv_db *db, const char *dataset_id, const char *kind,
-			   const char *event, const char *cost, double eps, double delta,
-			   const char *rid, const char *note, const char *actor,
-			   const char *idem_key, const char *now);
-
-/* Writes a dataset's running totals and counters, and leaves *ds as a read
- * of the row would return it (totals parsed back, updated_at = now). */
-int srv__save_totals(srv_db *db, srv_dataset *ds, const char *now);
+/*
+ * Appends one ledger row to ds's ledger, carrying ds's running totals and
+ * counters as they stand after the row (the caller has applied the row to
+ * *ds first); these become the dataset's totals (schema/006).  Leaves *ds
+ * as a read of the dataset would return it (totals parsed back from the text
+ * stored, updated_at the later of its own and now).  Returns the row's seq,
+ * or -1 (nothing of *ds changed).
+ */
+int64_t srv__ledger_insert(srv_db *db, srv_dataset *ds, const char *kind, const char *event,
+			   const char *cost, double eps, double delta, const char *rid,
+			   const char *note, const char *actor, const char *idem_key,
+			   const char *now);
 
 /* Commits or releases an open reservation of `ds` (updating ds in memory
  * and the ledger); SRV_NOT_FOUND, SRV_CONFLICT when not open (ret_state

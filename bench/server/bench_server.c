@@ -20,8 +20,9 @@
  *      on a file in the same directory as dpgate's database, with 1 writer
  *      and with 8 writers on separate connections; and, to split dpgate's
  *      gap between SQL and HTTP, dpgate's own charge transaction (read the
- *      dataset, insert the ledger row, write the totals) on dpgate's schema
- *      and settings (page size, checkpoint interval) with 1 writer;
+ *      dataset and its totals, append the ledger row that carries the new
+ *      totals) on dpgate's schema and settings (page size, checkpoint
+ *      interval) with 1 writer;
  *   2. ceiling 2: a bare libmicrohttpd server started with dpgate's flags
  *      (internal polling thread pool, epoll, N threads, same limits)
  *      answering a fixed small body to the very request dpgate gets, driven
@@ -37,7 +38,8 @@
  *      of the two can pass, and its share reached is printed;
  *   4. admission latency at 10, 10^4 and 10^6 ledger rows: each ledger is
  *      prefilled with SQLite while the server is stopped (rows copied from a
- *      charge the server wrote, running totals updated as the server would),
+ *      charge the server wrote, each carrying the running totals the server
+ *      would have written),
  *      then single charges and dry-runs are timed, interleaved across sizes;
  *   target: the one-client ratio to the bare commit loop once more, paired:
  *      short slices of each alternate, and the ratio is of the summed counts;
@@ -654,9 +656,10 @@ out:
  * Two shapes of transaction:
  *   SQL_BARE    one small INSERT per transaction (the ceiling the issue names);
  *   SQL_CHARGE  what srv_store_spend does for a charge without an
- *               Idempotency-Key, on dpgate's own schema: read the dataset row,
- *               insert the ledger row, write the running totals.  It shows how
- *               much of dpgate's gap to the bare loop is SQL rather than HTTP.
+ *               Idempotency-Key, on dpgate's own schema: read the dataset row
+ *               and its totals (its last ledger row), append the ledger row
+ *               that carries the new totals.  It shows how much of dpgate's
+ *               gap to the bare loop is SQL rather than HTTP.
  */
 typedef enum sql_shape { SQL_BARE, SQL_CHARGE } sql_shape;
 
@@ -731,57 +734,59 @@ static void now_text(char buf[32])
 }
 
 /* One charge-shaped transaction body (after BEGIN IMMEDIATE); 0 or -1. */
-static int sql_charge_body(sqlite3_stmt *get, sqlite3_stmt *ins, sqlite3_stmt *upd)
+static int sql_charge_body(sqlite3_stmt *get, sqlite3_stmt *ins)
 {
-	double spent[2];
+	double spent[2] = {0, 0};
 	char now[32], spent_text[64];
-	int64_t charges;
+	int64_t charges = 0;
 	int rc = -1;
 
 	now_text(now);
-	if (sqlite3_step(get) != SQLITE_ROW ||
-	    parse_pair((const char *)sqlite3_column_text(get, 7), spent) < 0)
+	if (sqlite3_step(get) != SQLITE_ROW)
 		goto out;
-	charges = sqlite3_column_int64(get, 10);
+	/* No ledger row yet: the totals are zero. */
+	if (sqlite3_column_type(get, 14) != SQLITE_NULL) {
+		if (parse_pair((const char *)sqlite3_column_text(get, 7), spent) < 0)
+			goto out;
+		charges = sqlite3_column_int64(get, 10);
+	}
 	spent[0] = acct_add_up(spent[0], 0.001);
 	snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
 	sqlite3_bind_text(ins, 11, now, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(ins, 12, spent_text, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(ins, 15, charges + 1);
 	if (sqlite3_step(ins) != SQLITE_DONE)
-		goto out;
-	sqlite3_bind_text(upd, 2, spent_text, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(upd, 5, charges + 1);
-	sqlite3_bind_text(upd, 6, now, -1, SQLITE_TRANSIENT);
-	if (sqlite3_step(upd) != SQLITE_DONE)
 		goto out;
 	rc = 0;
 out:
 	sqlite3_reset(get);
 	sqlite3_reset(ins);
-	sqlite3_reset(upd);
 	return rc;
 }
 
 /* The statements of server/srv_store.c's charge (ST_DATASET_GET,
- * ST_LEDGER_INSERT, ST_DATASET_UPDATE_TOTALS) on dataset 'txn'; 0 or -1. */
-static int sql_prepare_charge(sqlite3 *h, sqlite3_stmt **ret_get, sqlite3_stmt **ret_ins,
-			      sqlite3_stmt **ret_upd)
+ * ST_LEDGER_INSERT) on dataset 'txn'; 0 or -1. */
+static int sql_prepare_charge(sqlite3 *h, sqlite3_stmt **ret_get, sqlite3_stmt **ret_ins)
 {
 	if (sqlite3_prepare_v2(h,
-			       "SELECT id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
-			       " budget_delta, spent, reserved, open_reservations, charges, archived,"
-			       " created_at, updated_at FROM datasets WHERE id = 'txn'",
+			       "SELECT d.id, d.name, d.privacy_unit, d.neighbor, d.accountant,"
+			       " d.budget_epsilon, d.budget_delta, l.spent, l.reserved,"
+			       " l.open_reservations, l.charges, d.archived, d.created_at,"
+			       " CASE WHEN l.created_at > d.updated_at THEN l.created_at"
+			       " ELSE d.updated_at END, l.seq"
+			       " FROM datasets d LEFT JOIN ledger l ON l.seq ="
+			       " (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)"
+			       " WHERE d.id = 'txn'",
 			       -1, ret_get, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(h,
 			       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
-			       " reservation_id, note, actor, idempotency_key, created_at)"
+			       " reservation_id, note, actor, idempotency_key, created_at, spent,"
+			       " reserved, open_reservations, charges)"
 			       " VALUES ('txn', 'charge',"
 			       " '{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}',"
-			       " '[0.001,0]', 0.001, 0, NULL, NULL, '0123456789abcdef', NULL, ?11)",
-			       -1, ret_ins, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(h,
-			       "UPDATE datasets SET spent = ?2, reserved = '[0,0]', open_reservations = 0,"
-			       " charges = ?5, updated_at = ?6 WHERE id = 'txn'",
-			       -1, ret_upd, NULL) != SQLITE_OK)
+			       " '[0.001,0]', 0.001, 0, NULL, NULL, '0123456789abcdef', NULL, ?11, ?12,"
+			       " '[0,0]', 0, ?15)",
+			       -1, ret_ins, NULL) != SQLITE_OK)
 		return -1;
 	return 0;
 }
@@ -790,7 +795,7 @@ static void *sql_writer_run(void *arg)
 {
 	sql_writer *w = arg;
 	sqlite3 *h = w->shape == SQL_CHARGE ? sql_open_as_dpgate(w->path) : sql_open(w->path);
-	sqlite3_stmt *begin = NULL, *ins = NULL, *commit = NULL, *get = NULL, *upd = NULL;
+	sqlite3_stmt *begin = NULL, *ins = NULL, *commit = NULL, *get = NULL;
 	double window_start, deadline;
 
 	if (!h || sqlite3_prepare_v2(h, "BEGIN IMMEDIATE", -1, &begin, NULL) != SQLITE_OK ||
@@ -800,7 +805,7 @@ static void *sql_writer_run(void *arg)
 	    sqlite3_prepare_v2(h, "INSERT INTO t (v) VALUES ('charge 0.001')", -1, &ins, NULL) !=
 		    SQLITE_OK)
 		w->errors++;
-	if (h && w->shape == SQL_CHARGE && sql_prepare_charge(h, &get, &ins, &upd) < 0)
+	if (h && w->shape == SQL_CHARGE && sql_prepare_charge(h, &get, &ins) < 0)
 		w->errors++;
 	pthread_barrier_wait(w->barrier);
 	window_start = *w->start + WARMUP_S;
@@ -821,7 +826,7 @@ static void *sql_writer_run(void *arg)
 			body = sqlite3_step(ins) == SQLITE_DONE ? 0 : -1;
 			sqlite3_reset(ins);
 		} else {
-			body = sql_charge_body(get, ins, upd);
+			body = sql_charge_body(get, ins);
 		}
 		if (body < 0 || sqlite3_step(commit) != SQLITE_DONE) {
 			w->errors++;
@@ -838,7 +843,6 @@ static void *sql_writer_run(void *arg)
 	sqlite3_finalize(ins);
 	sqlite3_finalize(commit);
 	sqlite3_finalize(get);
-	sqlite3_finalize(upd);
 	sqlite3_close_v2(h);
 	return NULL;
 }
@@ -867,9 +871,8 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 	now_text(now);
 	snprintf(sql, sizeof(sql),
 		 "INSERT OR IGNORE INTO datasets (id, name, privacy_unit, neighbor, accountant,"
-		 " budget_epsilon, budget_delta, spent, reserved, created_at, updated_at)"
-		 " VALUES ('txn', 'txn', 'record', 'add_remove', 'basic', 1e6, 1e-5, '[0,0]',"
-		 " '[0,0]', '%s', '%s')",
+		 " budget_epsilon, budget_delta, created_at, updated_at)"
+		 " VALUES ('txn', 'txn', 'record', 'add_remove', 'basic', 1e6, 1e-5, '%s', '%s')",
 		 now, now);
 	h = sql_open(path);
 	if (!h || sqlite3_exec(h,
@@ -937,7 +940,7 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 typedef struct txn_server {
 	pthread_mutex_t lock;
 	sqlite3 *h;
-	sqlite3_stmt *begin, *commit, *get, *ins, *upd;
+	sqlite3_stmt *begin, *commit, *get, *ins;
 } txn_server;
 
 static void txn_server_close(txn_server *t)
@@ -946,7 +949,6 @@ static void txn_server_close(txn_server *t)
 	sqlite3_finalize(t->commit);
 	sqlite3_finalize(t->get);
 	sqlite3_finalize(t->ins);
-	sqlite3_finalize(t->upd);
 	sqlite3_close_v2(t->h);
 	pthread_mutex_destroy(&t->lock);
 	memset(t, 0, sizeof(*t));
@@ -960,7 +962,7 @@ static int txn_server_open(txn_server *t, const char *path)
 	t->h = sql_open_as_dpgate(path);
 	if (!t->h || sqlite3_prepare_v2(t->h, "BEGIN IMMEDIATE", -1, &t->begin, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(t->h, "COMMIT", -1, &t->commit, NULL) != SQLITE_OK ||
-	    sql_prepare_charge(t->h, &t->get, &t->ins, &t->upd) < 0) {
+	    sql_prepare_charge(t->h, &t->get, &t->ins) < 0) {
 		txn_server_close(t);
 		return -1;
 	}
@@ -974,7 +976,7 @@ static int txn_server_charge(txn_server *t)
 
 	pthread_mutex_lock(&t->lock);
 	if (sqlite3_step(t->begin) == SQLITE_DONE) {
-		rc = sql_charge_body(t->get, t->ins, t->upd);
+		rc = sql_charge_body(t->get, t->ins);
 		if (rc == 0 && sqlite3_step(t->commit) != SQLITE_DONE)
 			rc = -1;
 		sqlite3_reset(t->commit);
@@ -1268,9 +1270,9 @@ static int create_dataset(uint16_t port, const char *key, const char *id)
 
 /*
  * Brings dataset `id`'s ledger to `rows` charge rows in one transaction, by
- * copying its newest charge row (written by the server), and updates the
- * stored running totals (spent, charges) exactly as the server would have.
- * Returns the number of rows inserted, or -1.
+ * copying its newest row (a charge written by the server), each copy
+ * carrying the running totals (spent, charges) exactly as the server would
+ * have written them.  Returns the number of rows inserted, or -1.
  */
 static long prefill_ledger(const char *db_path, const char *id, long rows)
 {
@@ -1301,55 +1303,45 @@ static long prefill_ledger(const char *db_path, const char *id, long rows)
 		add = 0;
 		goto commit;
 	}
-	if (sqlite3_prepare_v2(h, "SELECT cost FROM ledger WHERE seq = ?1", -1, &s, NULL) !=
-		    SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(s, 1, template_seq);
-	if (sqlite3_step(s) != SQLITE_ROW ||
-	    parse_pair((const char *)sqlite3_column_text(s, 0), cost) < 0)
-		goto out;
-	sqlite3_finalize(s);
-	s = NULL;
-	if (sqlite3_prepare_v2(h, "SELECT spent, charges FROM datasets WHERE id = ?1", -1, &s,
-			       NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_ROW ||
-	    parse_pair((const char *)sqlite3_column_text(s, 0), spent) < 0)
-		goto out;
-	charges = sqlite3_column_int64(s, 1);
-	sqlite3_finalize(s);
-	s = NULL;
+	/* The template must be the dataset's last row: its totals are the
+	 * dataset's, and the copies follow it. */
 	if (sqlite3_prepare_v2(h,
-			       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)"
-			       " INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
-			       " reservation_id, note, actor, idempotency_key, created_at)"
-			       " SELECT l.dataset_id, l.kind, l.event, l.cost, l.epsilon, l.delta, NULL,"
-			       " 'bench prefill', l.actor, NULL, l.created_at FROM n, ledger l"
-			       " WHERE l.seq = ?1",
+			       "SELECT cost, spent, charges FROM ledger WHERE seq = ?1 AND seq ="
+			       " (SELECT max(seq) FROM ledger WHERE dataset_id = ?2)"
+			       " AND open_reservations = 0",
 			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_int64(s, 1, template_seq);
-	sqlite3_bind_int64(s, 2, rows - have);
-	if (sqlite3_step(s) != SQLITE_DONE || sqlite3_changes(h) != rows - have)
+	sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_ROW ||
+	    parse_pair((const char *)sqlite3_column_text(s, 0), cost) < 0 ||
+	    parse_pair((const char *)sqlite3_column_text(s, 1), spent) < 0)
 		goto out;
+	charges = sqlite3_column_int64(s, 2);
 	sqlite3_finalize(s);
 	s = NULL;
+	if (sqlite3_prepare_v2(h,
+			       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
+			       " reservation_id, note, actor, idempotency_key, created_at, spent,"
+			       " reserved, open_reservations, charges)"
+			       " SELECT dataset_id, kind, event, cost, epsilon, delta, NULL,"
+			       " 'bench prefill', actor, NULL, created_at, ?2, reserved, 0, ?3"
+			       " FROM ledger WHERE seq = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
 	/* New rows follow every existing row of the dataset, so adding their
-	 * costs to the stored totals in order is the verifier's replay. */
+	 * costs to the totals in order is the verifier's replay. */
 	for (long i = 0; i < rows - have; i++) {
 		spent[0] = acct_add_up(spent[0], cost[0]);
 		spent[1] = acct_add_up(spent[1], cost[1]);
+		snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
+		sqlite3_bind_int64(s, 1, template_seq);
+		sqlite3_bind_text(s, 2, spent_text, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, charges + i + 1);
+		if (sqlite3_step(s) != SQLITE_DONE || sqlite3_changes(h) != 1)
+			goto out;
+		sqlite3_reset(s);
 	}
-	snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
-	if (sqlite3_prepare_v2(h, "UPDATE datasets SET spent = ?2, charges = ?3 WHERE id = ?1", -1,
-			       &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, spent_text, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, charges + (rows - have));
-	if (sqlite3_step(s) != SQLITE_DONE || sqlite3_changes(h) != 1)
-		goto out;
 	sqlite3_finalize(s);
 	s = NULL;
 	add = rows - have;
@@ -1366,7 +1358,8 @@ out:
 	return add;
 }
 
-/* Counts ledger rows of kind 'charge' and the sum of datasets.charges. */
+/* Counts ledger rows of kind 'charge' and the sum over datasets of the
+ * charges counter their last ledger row carries. */
 static int count_charges(const char *db_path, int64_t *ret_rows, int64_t *ret_stored)
 {
 	sqlite3 *h = sql_open(db_path);
@@ -1377,7 +1370,8 @@ static int count_charges(const char *db_path, int64_t *ret_rows, int64_t *ret_st
 		return -1;
 	if (sqlite3_prepare_v2(h,
 			       "SELECT (SELECT count(*) FROM ledger WHERE kind = 'charge'),"
-			       " (SELECT total(charges) FROM datasets)",
+			       " (SELECT total((SELECT charges FROM ledger WHERE dataset_id = d.id"
+			       " ORDER BY seq DESC LIMIT 1)) FROM datasets d)",
 			       -1, &s, NULL) == SQLITE_OK &&
 	    sqlite3_step(s) == SQLITE_ROW) {
 		*ret_rows = sqlite3_column_int64(s, 0);
@@ -2234,7 +2228,7 @@ int main(int argc, char **argv)
 	printf("  dpgate verify --db %s: exit %d (%s)\n", g.db, verify_rc,
 	       verify_rc == 0 ? "stored totals equal the recomputation" : "FAILED");
 	printf("  201 answers %llu + prefilled rows %lld = %lld; ledger charge rows %lld;"
-	       " datasets.charges total %lld: %s\n",
+	       " charges counted by the datasets' last rows %lld: %s\n",
 	       (unsigned long long)ok_total, (long long)prefilled,
 	       (long long)((int64_t)ok_total + prefilled), (long long)ledger_charges,
 	       (long long)stored_charges, counts_match ? "match" : "MISMATCH");

@@ -10,11 +10,14 @@
  * the file alone; `dpgate backup` copies it as it is (the backup to take
  * before an upgrade) without replaying it; `dpgate keys list` (which opens
  * and migrates the store)
- * must then exit 0, the database must be at version 5 with the same rows,
- * no dangling reference, and the same values accepted and refused as
- * before, and verify must now pass.
+ * must then exit 0, the database must be at the newest version with the
+ * same rows, no dangling reference, and the same values accepted and
+ * refused as before, each dataset's totals on its last ledger row (006),
+ * and verify must now pass.  A database whose dataset row counts charges
+ * that no ledger row records is refused by 006 and left as it was.
  */
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include <limits.h>
 #include <sqlite3.h>
@@ -26,8 +29,12 @@
 #include "harness.h"
 
 static const char *const old_migrations[] = {
-	"001_init.sql", "002_jobs.sql", "003_ledger_rowid.sql", "004_pate.sql", NULL,
+	"001_init.sql", "002_jobs.sql", "003_ledger_rowid.sql", "004_pate.sql", "005_plain_checks.sql",
+	NULL,
 };
+
+/* The newest schema version; the project's schema/ has one file for each. */
+#define NEWEST_VERSION 6
 
 static char *read_text(const char *path)
 {
@@ -67,9 +74,9 @@ static long long count(sqlite3 *h, const char *sql)
 	return n;
 }
 
-/* A database at schema version 4 with rows that reference the ledger and
- * the reservations. */
-static void make_v4_database(const char *path)
+/* A database as dpgate left it at schema `version` (4 or 5), with no rows;
+ * the caller inserts them and commits.  Returns the open handle. */
+static sqlite3 *make_old_schema(const char *path, int version)
 {
 	const char *root = getenv("DPGATE_SOURCE_ROOT");
 	sqlite3 *h = NULL;
@@ -80,7 +87,7 @@ static void make_v4_database(const char *path)
 	exec_ok(h, "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; BEGIN;"
 		   "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
 		   " name TEXT NOT NULL, applied_at TEXT NOT NULL)");
-	for (int i = 0; old_migrations[i]; i++) {
+	for (int i = 0; i < version && old_migrations[i]; i++) {
 		char *sql, record[160];
 
 		snprintf(file, sizeof(file), "%s/schema/%s", root, old_migrations[i]);
@@ -92,11 +99,22 @@ static void make_v4_database(const char *path)
 			 i + 1, old_migrations[i]);
 		exec_ok(h, record);
 	}
+	return h;
+}
+
+/* A database at schema version 4 with rows that reference the ledger and
+ * the reservations, and a dataset with no ledger row. */
+static void make_v4_database(const char *path)
+{
+	sqlite3 *h = make_old_schema(path, 4);
+
 	exec_ok(h,
 		"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
 		" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"
 		" updated_at) VALUES ('d1', 'd1', 'row', 'add_remove', 'basic', 10, 1e-5,"
-		" '[0.5,0]', '[1,0]', 1, 2, 0, 't', 't');"
+		" '[0.5,0]', '[1,0]', 1, 2, 0, 't', 't'),"
+		" ('d2', 'd2', 'row', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
+		" 't', 't');"
 		"INSERT INTO ledger (seq, dataset_id, kind, event, cost, epsilon, delta, actor,"
 		" created_at) VALUES"
 		" (1, 'd1', 'charge', '{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}',"
@@ -167,8 +185,21 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
 	exec_ok(h, "PRAGMA foreign_keys = ON");
-	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), 5);
+	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), NEWEST_VERSION);
 	cr_assert_eq(count(h, "SELECT count(*) FROM ledger"), 3);
+	/* 006: the last row of d1 carries d1's totals, the earlier ones none;
+	 * the dataset rows no longer hold totals. */
+	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE seq = 3 AND spent = '[0.5,0]'"
+			      " AND reserved = '[1,0]' AND open_reservations = 1 AND charges = 2"),
+		     1);
+	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE seq < 3 AND spent IS NULL"
+			      " AND reserved IS NULL AND open_reservations IS NULL"
+			      " AND charges IS NULL"),
+		     2);
+	cr_assert_eq(count(h, "SELECT count(*) FROM pragma_table_info('datasets') WHERE name IN"
+			      " ('spent', 'reserved', 'open_reservations', 'charges')"),
+		     0);
+	cr_assert_eq(count(h, "SELECT count(*) FROM datasets"), 2);
 	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE seq = 3 AND kind = 'reserve'"
 			      " AND reservation_id = 'rsv_1'"),
 		     1);
@@ -179,9 +210,10 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	cr_assert_eq(count(h, "SELECT count(*) FROM sqlite_master WHERE name IN"
 			      " ('ledger_by_dataset', 'reservations_open')"),
 		     2);
-	/* The plain checks accept and refuse what the lists did. */
-	exec_ok(h, "INSERT INTO ledger (dataset_id, kind, actor, created_at)"
-		   " VALUES ('d1', 'budget', 'k', 't')");
+	/* The plain checks accept and refuse what the lists did (the row
+	 * accepted is taken back: it carries no totals). */
+	exec_ok(h, "SAVEPOINT accepted; INSERT INTO ledger (dataset_id, kind, actor, created_at)"
+		   " VALUES ('d1', 'budget', 'k', 't'); ROLLBACK TO accepted; RELEASE accepted");
 	cr_assert_neq(sqlite3_exec(h, "INSERT INTO ledger (dataset_id, kind, actor, created_at)"
 				      " VALUES ('d1', 'refund', 'k', 't')",
 				   NULL, NULL, &msg),
@@ -201,7 +233,124 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "second keys list: %s", out);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "second verify: %s", out);
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
-	cr_assert_eq(count(h, "SELECT count(*) FROM schema_migrations"), 5);
+	cr_assert_eq(count(h, "SELECT count(*) FROM schema_migrations"), NEWEST_VERSION);
+	sqlite3_close(h);
+
+	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
+	cr_assert_eq(system(out), 0);
+}
+
+/* What verify reports of one dataset, as {"rows", "totals_match", ...}. */
+static json_t *verify_entry(json_t *report, const char *id)
+{
+	json_t *all = json_object_get(report, "datasets"), *d;
+	size_t i;
+
+	json_array_foreach(all, i, d)
+		if (strcmp(json_string_value(json_object_get(d, "id")), id) == 0)
+			return d;
+	cr_assert_fail("verify reports no dataset %s", id);
+	return NULL;
+}
+
+Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
+{
+	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
+	const char *verify[] = {dpg_bin(), "verify", "--db", path, NULL};
+	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
+	json_t *report, *d;
+	sqlite3 *h;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	h = make_old_schema(path, 5);
+	/* d1: two charges and a budget row after them; d2: nothing yet. */
+	exec_ok(h,
+		"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
+		" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"
+		" updated_at) VALUES ('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
+		" '[0.75,1e-06]', '[0,0]', 0, 2, 0, 't0', 't2'),"
+		" ('d2', 'd2', 'row', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
+		" 't0', 't0');"
+		"INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta, note, actor,"
+		" created_at) VALUES"
+		" ('d1', 'charge', '{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0}',"
+		"  '[0.5,0]', 0.5, 0, NULL, 'k', 't1'),"
+		" ('d1', 'charge', '{\"type\":\"epsilon_delta\",\"epsilon\":0.25,"
+		"  \"delta\":1e-06}', '[0.25,1e-06]', 0.25, 1e-06, NULL, 'k', 't1'),"
+		" ('d1', 'budget', NULL, NULL, 4, 1e-5, 'raised', 'admin', 't2');"
+		"COMMIT;");
+	sqlite3_close(h);
+
+	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
+	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify after migration: %s", out);
+	report = json_loads(out, 0, NULL);
+	cr_assert(report, "%s", out);
+	/* d1's stored totals are its replay: 0.5 + 0.25 spent, read from the
+	 * budget row that ends its ledger. */
+	d = verify_entry(report, "d1");
+	cr_assert_eq(json_integer_value(json_object_get(d, "rows")), 3);
+	cr_assert_eq(json_integer_value(json_object_get(d, "rows_with_totals")), 1);
+	cr_assert(json_is_true(json_object_get(d, "totals_match")), "%s", out);
+	cr_assert_eq(json_real_value(json_object_get(d, "stored_spent_epsilon")), 0.75);
+	d = verify_entry(report, "d2");
+	cr_assert_eq(json_integer_value(json_object_get(d, "rows")), 0);
+	cr_assert(json_is_true(json_object_get(d, "totals_match")), "%s", out);
+	cr_assert_eq(json_real_value(json_object_get(d, "stored_spent_epsilon")), 0.0);
+	json_decref(report);
+
+	/* Totals on an earlier row are checked against the replay up to it:
+	 * right ones pass, wrong ones fail verify, and the report names the
+	 * row. */
+	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	exec_ok(h, "UPDATE ledger SET spent = '[0.5,0]', reserved = '[0,0]', open_reservations = 0,"
+		   " charges = 1 WHERE seq = 1");
+	sqlite3_close(h);
+	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify of right totals: %s", out);
+	report = json_loads(out, 0, NULL);
+	cr_assert(report, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(verify_entry(report, "d1"),
+							 "rows_with_totals")),
+		     2);
+	json_decref(report);
+	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	exec_ok(h, "UPDATE ledger SET spent = '[0.4,0]' WHERE seq = 1");
+	sqlite3_close(h);
+	cr_assert_eq(dpg_run(out, sizeof(out), verify), 1, "verify of a row with wrong totals: %s",
+		     out);
+	report = json_loads(out, 0, NULL);
+	cr_assert(report, "%s", out);
+	d = verify_entry(report, "d1");
+	cr_assert(json_is_false(json_object_get(d, "totals_match")), "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(d, "first_row_with_wrong_totals")), 1, "%s",
+		     out);
+	json_decref(report);
+
+	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
+	cr_assert_eq(system(out), 0);
+}
+
+Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
+{
+	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
+	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
+	sqlite3 *h;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	h = make_old_schema(path, 5);
+	exec_ok(h,
+		"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
+		" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"
+		" updated_at) VALUES ('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
+		" '[0.5,0]', '[0,0]', 0, 1, 0, 't', 't');"
+		"COMMIT;");
+	sqlite3_close(h);
+
+	cr_assert_neq(dpg_run(out, sizeof(out), migrate), 0, "keys list migrated it: %s", out);
+	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), 5);
+	cr_assert_eq(count(h, "SELECT charges FROM datasets WHERE id = 'd1'"), 1);
 	sqlite3_close(h);
 
 	snprintf(out, sizeof(out), "rm -rf '%s'", dir);

@@ -298,6 +298,20 @@ static void run_sql(sqlite3 *h, const char *sql)
 	cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
 }
 
+/* Another writer changes what the dataset has spent: the totals its last
+ * ledger row carries (schema/006). */
+static void set_spent_elsewhere(sqlite3 *h, const char *dataset, const char *spent)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+		 "UPDATE ledger SET spent = '%s' WHERE seq ="
+		 " (SELECT max(seq) FROM ledger WHERE dataset_id = '%s')",
+		 spent, dataset);
+	run_sql(h, sql);
+	cr_assert_eq(sqlite3_changes(h), 1, "%s has no ledger row", dataset);
+}
+
 static int charge_one(srv_db *db, const char *dataset, double eps, srv_dataset *ret_ds)
 {
 	struct charge c;
@@ -346,7 +360,8 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 
 	/* Another process spends nearly all of it. */
 	cr_assert_eq(sqlite3_open(fx.path, &other), SQLITE_OK);
-	run_sql(other, "UPDATE datasets SET spent = '[3.25,0.0]', budget_epsilon = 3.5 WHERE id = 'm'");
+	run_sql(other, "UPDATE datasets SET budget_epsilon = 3.5 WHERE id = 'm'");
+	set_spent_elsewhere(other, "m", "[3.25,0.0]");
 	cr_assert_eq(charge_one(db, "m", 0.5, &ds), SRV_CONFLICT);
 	cr_assert_eq(ds.spent.v[0], 3.25);
 	cr_assert_eq(charge_one(db, "m", 0.25, &ds), SRV_OK);
@@ -363,7 +378,7 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
-	run_sql(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'q'");
+	set_spent_elsewhere(other, "q", "[9.5,0.0]");
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
 	cr_assert_eq(srv_store_dataset_get(db, "p", &fresh), SRV_OK);
 	assert_same_row(&ds, &fresh);
@@ -385,7 +400,7 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 			cr_assert_eq(ds.charges, round + 1);
 		}
 	}
-	run_sql(other, "UPDATE datasets SET spent = '[9.5,0.0]' WHERE id = 'd299'");
+	set_spent_elsewhere(other, "d299", "[9.5,0.0]");
 	cr_assert_eq(charge_one(db, "d298", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "d299", 1.0, &ds), SRV_CONFLICT);
 
