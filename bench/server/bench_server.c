@@ -41,10 +41,14 @@
  *      charge the server wrote, each carrying the running totals the server
  *      would have written),
  *      then single charges and dry-runs are timed, interleaved across sizes;
- *   target: the one-client ratio to the bare commit loop once more, paired:
- *      short slices of each alternate, and the ratio is of the summed counts;
- *      the verdict takes the lowest of that and the table's one-client
- *      ratios (one dataset, 100 datasets); dpgate's /metrics, read before
+ *   target: the one-client ratios to the bare commit loop once more, paired:
+ *      short slices of the bare loop, dpgate on one dataset and dpgate over
+ *      100 datasets take turns (the order rotates), each ratio is of the
+ *      summed counts and also the median of the per-turn ratios, and the
+ *      verdict takes the lowest of these four; the lowest of the summed
+ *      one-dataset ratio and the table's one-client ratios (the verdict
+ *      before 2026-11-26, which compared cells measured up to half a
+ *      minute apart) is printed beside it; dpgate's /metrics, read before
  *      and after the dpgate slices, split one charge's mean time into its
  *      spend transaction (and that transaction's COMMIT) and the rest;
  *   5. the first RESTART_CHARGES charges after a restart, in --rounds
@@ -110,7 +114,7 @@
 #define SPREAD_DATASETS 100
 #define DEFAULT_SAMPLES 200          /* timed charges per ledger size */
 #define DEFAULT_ROUNDS 3
-#define PAIRED_SLICES 8              /* the target check: bare/dpgate slice pairs */
+#define PAIRED_SLICES 8              /* the target check: turns of bare, one, 100 */
 #define PAIRED_SLICE_S 1.0
 #define MAX_SPINNERS 256
 #define WARM_COMMITS 2000            /* > frames to the first checkpoint: 1000 at
@@ -1774,10 +1778,12 @@ int main(int argc, char **argv)
 	json_t *report = NULL, *arr;
 	double t_begin = now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
-	double round_ratio, spread_ratio, target_ratio, floor_rate;
+	double paired_spread = 0, paired_spread_ratio, paired_spread_median;
+	double round_ratio, spread_ratio, target_ratio, old_rule_ratio, floor_rate;
 	double timings_before[4], timings_after[4], split_txn_us = NAN, split_commit_us = NAN;
 	double paired_ratios[PAIRED_SLICES], paired_bare_rates[PAIRED_SLICES],
-		paired_dpgate_rates[PAIRED_SLICES];
+		paired_dpgate_rates[PAIRED_SLICES], paired_spread_ratios[PAIRED_SLICES],
+		paired_spread_rates[PAIRED_SLICES];
 	double restart_kept[MAX_ROUNDS], restart_cut[MAX_ROUNDS], restart_ratio = NAN;
 	pthread_t spinners[MAX_SPINNERS];
 	unsigned n_spinners = 0;
@@ -2016,9 +2022,10 @@ int main(int argc, char **argv)
 
 	/*
 	 * The issue's target (one client: at least half the bare commit rate),
-	 * measured paired: short slices of the bare loop and of dpgate alternate
-	 * (order flipped every pair), so both see the same disk and the same
-	 * neighbours; the ratio is of the summed counts.
+	 * measured paired: short slices of the bare loop, of dpgate on one
+	 * dataset and of dpgate over 100 datasets take turns (the order rotates
+	 * every turn), so all three see the same disk and the same neighbours
+	 * within about three seconds; each ratio is of the summed counts.
 	 */
 	if (scrape_spend_timings(g.port, timings_before) < 0) {
 		fprintf(stderr, "bench_server: no spend timings in dpgate's /metrics\n");
@@ -2028,28 +2035,35 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < PAIRED_SLICES; k++) {
 		load_spec one = {g.port, 1, PAIRED_SLICE_S, (const char *const *)&one_req, &one_len,
 				 1, 201};
-		load_result a, b;
+		load_spec spread = {g.port, 1, PAIRED_SLICE_S, (const char *const *)spread_reqs,
+				    spread_lens, SPREAD_DATASETS, 201};
+		load_result a, b, c;
 		double pair_ticks0[2], pair_ticks1[2];
 
 		host_cpu_ticks(pair_ticks0);
+		for (unsigned step = 0; step < 3; step++) {
+			unsigned which = (k + step) % 3;
 
-		for (int step = 0; step < 2; step++) {
-			if ((step == 0) == (k % 2 == 0)) {
+			if (which == 0) {
 				if (sql_ceiling(sql_path, SQL_BARE, 1, PAIRED_SLICE_S, 0, &a) < 0)
 					goto out;
-			} else if (load_run(&one, g.pid, &b) < 0) {
+			} else if (load_run(which == 1 ? &one : &spread, g.pid,
+					    which == 1 ? &b : &c) < 0) {
 				goto out;
 			}
 		}
 		host_cpu_ticks(pair_ticks1);
 		paired_steal[k] = steal_percent(pair_ticks0, pair_ticks1);
-		ok_total += b.expected;
-		all_clean &= b.other == 0 && b.failed == 0;
+		ok_total += b.expected + c.expected;
+		all_clean &= b.other == 0 && b.failed == 0 && c.other == 0 && c.failed == 0;
 		paired_commit += (double)a.measured;
 		paired_dpgate += (double)b.measured;
+		paired_spread += (double)c.measured;
 		paired_ratios[k] = b.rate / a.rate;
+		paired_spread_ratios[k] = c.rate / a.rate;
 		paired_bare_rates[k] = a.rate;
 		paired_dpgate_rates[k] = b.rate;
+		paired_spread_rates[k] = c.rate;
 	}
 	host_cpu_ticks(paired_ticks1);
 	if (scrape_spend_timings(g.port, timings_after) < 0) {
@@ -2057,7 +2071,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* Where the time of one dpgate charge goes, in means over the dpgate
-	 * slices (their warm-up included): the spend transaction and its COMMIT
+	 * slices (one dataset and 100; their warm-up included): the spend
+	 * transaction and its COMMIT
 	 * from dpgate's own histograms, the rest (HTTP both ways, parsing,
 	 * pricing, the answer) is the answer period less the transaction. */
 	{
@@ -2070,40 +2085,56 @@ int main(int argc, char **argv)
 	}
 	paired_ratio = paired_dpgate / paired_commit;
 	paired_median = median_of(paired_ratios, PAIRED_SLICES);
-	/* The verdict takes the lowest of the paired ratio and the ratios of the
-	 * table's round medians, one dataset and 100 datasets with one client,
-	 * so that one bad stretch of the baseline cannot carry it (before the
-	 * ceilings kept their WAL, bare slices crawled at a few hundred
-	 * commits/s and the paired ratio read up to 4), nor the one dataset
-	 * alone (the server remembers the rows of datasets it charged). */
+	paired_spread_ratio = paired_spread / paired_commit;
+	paired_spread_median = median_of(paired_spread_ratios, PAIRED_SLICES);
+	/* The verdict takes the lowest of the summed and the median per-turn
+	 * ratios, one dataset and 100 datasets: a stretch in which the baseline
+	 * crawled cannot carry the summed ratios (before the ceilings kept their
+	 * WAL, bare slices crawled at a few hundred commits/s and the summed
+	 * ratio read up to 4), since the medians must hold too; and the one
+	 * dataset alone cannot carry it (the server remembers the rows of
+	 * datasets it charged).  Every ratio compares slices at most about three
+	 * seconds apart.  The table's round medians compare cells measured up
+	 * to half a minute apart, when this host's commit rate can move by a
+	 * third; the verdict until 2026-11-26 took the lowest of them and the
+	 * summed one-dataset ratio, printed beside it. */
 	round_ratio = res[C_ONE_1].rate / res[C_SQL_1].rate;
 	spread_ratio = res[C_SPREAD_1].rate / res[C_SQL_1].rate;
-	target_ratio = fmin(paired_ratio, fmin(round_ratio, spread_ratio));
-	printf("\ntarget, paired (%d alternating %.1f s slices of each, %.2f s of each counted):\n"
-	       "  dpgate one dataset, 1 client %.0f/s  vs  bare commit loop, 1 writer %.0f/s:"
-	       " ratio %.2f (median of slice ratios %.2f)\n"
-	       "  round medians (table), 1 client: one dataset %.2f, 100 datasets %.2f\n"
-	       "  target >= 0.5 on the lowest, %.2f: %s\n",
+	target_ratio = fmin(fmin(paired_ratio, paired_median),
+			    fmin(paired_spread_ratio, paired_spread_median));
+	old_rule_ratio = fmin(paired_ratio, fmin(round_ratio, spread_ratio));
+	printf("\ntarget, paired (%d turns of %.1f s slices of each, %.2f s of each counted):\n"
+	       "  bare commit loop, 1 writer %.0f/s\n"
+	       "  dpgate one dataset, 1 client %.0f/s: ratio %.2f (median of turn ratios %.2f)\n"
+	       "  dpgate 100 datasets, 1 client %.0f/s: ratio %.2f (median of turn ratios %.2f)\n"
+	       "  target >= 0.5 on the lowest of these four, %.2f: %s\n"
+	       "  round medians (table), 1 client: one dataset %.2f, 100 datasets %.2f;"
+	       " lowest of these and the summed one-dataset ratio (the verdict until"
+	       " 2026-11-26) %.2f\n",
 	       PAIRED_SLICES, PAIRED_SLICE_S, PAIRED_SLICE_S - WARMUP_S,
-	       paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
-	       paired_commit / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_ratio,
-	       paired_median, round_ratio, spread_ratio, target_ratio,
-	       target_ratio >= 0.5 ? "met" : "NOT met");
-	printf("  slices (bare/s, dpgate/s):");
+	       paired_commit / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+	       paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_ratio,
+	       paired_median,
+	       paired_spread / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_spread_ratio,
+	       paired_spread_median, target_ratio, target_ratio >= 0.5 ? "met" : "NOT met",
+	       round_ratio, spread_ratio, old_rule_ratio);
+	printf("  turns (bare/s, one dataset/s, 100 datasets/s):");
 	for (unsigned k = 0; k < PAIRED_SLICES; k++)
-		printf(" %.0f/%.0f", paired_bare_rates[k], paired_dpgate_rates[k]);
+		printf(" %.0f/%.0f/%.0f", paired_bare_rates[k], paired_dpgate_rates[k],
+		       paired_spread_rates[k]);
 	/* Steal is CPU time the hypervisor gave to other guests.  The bare loop
 	 * is one thread that mostly waits on fsync; a dpgate charge needs the
 	 * client and a server worker to run in turn, so stolen time slows it
-	 * more, and a low ratio in a pair with high steal says more about the
+	 * more, and a low ratio in a turn with high steal says more about the
 	 * host than about dpgate. */
-	printf("\n  host CPU steal during the slices: %.1f%%; per pair:",
+	printf("\n  host CPU steal during the slices: %.1f%%; per turn:",
 	       steal_percent(paired_ticks0, paired_ticks1));
 	for (unsigned k = 0; k < PAIRED_SLICES; k++)
 		printf(" %.0f%%", paired_steal[k]);
 	printf("\n");
 	{
-		double dpgate_period = 1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_dpgate;
+		double dpgate_period = 1e6 * 2 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) /
+				       (paired_dpgate + paired_spread);
 		double bare_period = 1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_commit;
 
 		printf("  one dpgate charge, means (dpgate's /metrics): %.0f us per answer = spend transaction"
@@ -2296,16 +2327,23 @@ int main(int argc, char **argv)
 		json_object_set_new(report, "host_steal_pct", steal);
 	}
 	json_object_set_new(report, "target_one_client",
-			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "paired_ratio", paired_ratio,
+			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}",
+				      "paired_ratio", paired_ratio,
 				      "paired_median_slice_ratio", paired_median,
+				      "paired_ratio_100_datasets", paired_spread_ratio,
+				      "paired_median_slice_ratio_100_datasets", paired_spread_median,
 				      "ratio_of_round_medians", round_ratio,
 				      "ratio_of_round_medians_100_datasets", spread_ratio,
+				      "lowest_by_the_rule_until_2026_11_26", old_rule_ratio,
 				      "paired_dpgate_per_s",
 				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
-				      "target", 0.5, "met", target_ratio >= 0.5));
+				      "paired_dpgate_100_datasets_per_s",
+				      paired_spread / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+				      "lowest", target_ratio, "target", 0.5, "met", target_ratio >= 0.5));
 	json_object_set_new(report, "one_charge_split_us",
 			    json_pack("{s:f, s:f, s:f, s:f}", "answer_period",
-				      1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_dpgate,
+				      1e6 * 2 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) /
+					      (paired_dpgate + paired_spread),
 				      "spend_transaction", split_txn_us, "commit", split_commit_us,
 				      "bare_transaction",
 				      1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_commit));

@@ -741,6 +741,115 @@ Test(api, sigterm_is_graceful_and_the_ledger_verifies)
 	dpg_resp_free(&r);
 }
 
+/*
+ * Asserts that dataset `id`'s last ledger row is of `kind` and carries the
+ * totals the budget route answers (schema/006): spent and reserved epsilon
+ * (in 1/1024ths: the test's costs are exact in binary), open reservations
+ * and charges.
+ */
+static void assert_last_row_carries_the_budget(const char *id, const char *kind)
+{
+	char path[128], sql[640];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	snprintf(sql, sizeof(sql),
+		 "SELECT kind = '%s' AND json_extract(spent, '$[0]') * 1024 = %.0f"
+		 " AND json_extract(reserved, '$[0]') * 1024 = %.0f AND open_reservations = %.0f"
+		 " AND charges = %.0f FROM ledger WHERE dataset_id = '%s' ORDER BY seq DESC LIMIT 1",
+		 kind, 1024 * dpg_num(r.json, "spent.epsilon"),
+		 1024 * dpg_num(r.json, "reserved.epsilon"), dpg_num(r.json, "reserved.open"),
+		 dpg_num(r.json, "charges"), id);
+	cr_assert_eq(dpg_count_rows(srv.db, sql), 1, "the last row is no %s row with %s", kind,
+		     r.body);
+	dpg_resp_free(&r);
+}
+
+/* POSTs body to dataset k's `what` (charges, reservations, …); asserts
+ * `status` and returns the answer's "id" (a reservation's) in rid. */
+static void post_to_k(const char *what, const char *body, int status, char *rid, size_t size)
+{
+	char path[160];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/k/%s", what);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+	cr_assert_eq(r.status, status, "%s: %s", path, r.body);
+	if (rid)
+		snprintf(rid, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+}
+
+/*
+ * Every kind of ledger row (charge, reserve, commit, release, a commit by
+ * the expiry sweep, budget, archive) carries the dataset's totals after
+ * it, equal to what the budget route then answers; `dpgate verify` checks
+ * each of them against its replay.
+ */
+Test(api, every_ledger_row_carries_the_totals_after_it)
+{
+	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+	const char *quarter = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}";
+	char out[8192], rid[64], path[160];
+	json_t *report, *datasets, *d, *k = NULL;
+	size_t i;
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "k", 4.0, 0, "basic");
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'k'"), 0);
+	cr_assert_eq(dpg_budget_of(&srv, "k").spent_eps, 0.0);
+	post_to_k("charges", quarter, 201, NULL, 0);
+	assert_last_row_carries_the_budget("k", "charge");
+	post_to_k("reservations", "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0}}",
+		  201, rid, sizeof(rid));
+	assert_last_row_carries_the_budget("k", "reserve");
+	snprintf(path, sizeof(path), "reservations/%s/commit", rid);
+	post_to_k(path, NULL, 200, NULL, 0);
+	assert_last_row_carries_the_budget("k", "commit");
+	post_to_k("reservations", quarter, 201, rid, sizeof(rid));
+	assert_last_row_carries_the_budget("k", "reserve");
+	snprintf(path, sizeof(path), "reservations/%s/release", rid);
+	post_to_k(path, NULL, 200, NULL, 0);
+	assert_last_row_carries_the_budget("k", "release");
+	post_to_k("reservations",
+		  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0},\"ttl_seconds\":1}",
+		  201, NULL, 0);
+	assert_last_row_carries_the_budget("k", "reserve");
+	sleep(2);
+	post_to_k("charges", quarter, 201, NULL, 0);
+	assert_last_row_carries_the_budget("k", "charge");
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT kind = 'commit' AND actor = 'expiry'"
+					    " AND open_reservations = 0 AND charges = 3"
+					    " FROM ledger WHERE dataset_id = 'k'"
+					    " ORDER BY seq DESC LIMIT 1 OFFSET 1"),
+		     1, "the sweep's commit row");
+	r = dpg_call(&srv, "PATCH", "/v1/datasets/k", srv.admin_key, "{\"budget\":{\"epsilon\":5}}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	assert_last_row_carries_the_budget("k", "budget");
+	r = dpg_call(&srv, "DELETE", "/v1/datasets/k", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	assert_last_row_carries_the_budget("k", "archive");
+
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
+	report = json_loads(out, 0, NULL);
+	cr_assert(report, "%s", out);
+	datasets = json_object_get(report, "datasets");
+	json_array_foreach(datasets, i, d)
+		if (strcmp(json_string_value(json_object_get(d, "id")), "k") == 0)
+			k = d;
+	cr_assert(k, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(k, "rows")), 10, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(k, "rows_with_totals")), 10, "%s", out);
+	cr_assert(json_is_true(json_object_get(k, "totals_match")), "%s", out);
+	json_decref(report);
+	dpg_server_restart(&srv);
+}
+
 Test(api, cli_help_and_keys)
 {
 	char out[16384];
