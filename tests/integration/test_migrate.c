@@ -36,6 +36,13 @@ static const char *const old_migrations[] = {
 /* The newest schema version; the project's schema/ has one file for each. */
 #define NEWEST_VERSION 6
 
+/* A dataset row as schemas 1 to 5 held it, its running totals included;
+ * the VALUES follow. */
+#define OLD_DATASET_INSERT                                                                 \
+	"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon," \
+	" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"  \
+	" updated_at) VALUES "
+
 static char *read_text(const char *path)
 {
 	FILE *f = fopen(path, "rb");
@@ -109,9 +116,7 @@ static void make_v4_database(const char *path)
 	sqlite3 *h = make_old_schema(path, 4);
 
 	exec_ok(h,
-		"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
-		" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"
-		" updated_at) VALUES ('d1', 'd1', 'row', 'add_remove', 'basic', 10, 1e-5,"
+		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 10, 1e-5,"
 		" '[0.5,0]', '[1,0]', 1, 2, 0, 't', 't'),"
 		" ('d2', 'd2', 'row', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
 		" 't', 't');"
@@ -266,9 +271,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	h = make_old_schema(path, 5);
 	/* d1: two charges and a budget row after them; d2: nothing yet. */
 	exec_ok(h,
-		"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
-		" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"
-		" updated_at) VALUES ('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
+		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
 		" '[0.75,1e-06]', '[0,0]', 0, 2, 0, 't0', 't2'),"
 		" ('d2', 'd2', 'row', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
 		" 't0', 't0');"
@@ -340,9 +343,7 @@ Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
 	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
 	h = make_old_schema(path, 5);
 	exec_ok(h,
-		"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon,"
-		" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"
-		" updated_at) VALUES ('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
+		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
 		" '[0.5,0]', '[0,0]', 0, 1, 0, 't', 't');"
 		"COMMIT;");
 	sqlite3_close(h);
