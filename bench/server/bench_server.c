@@ -1779,6 +1779,8 @@ int main(int argc, char **argv)
 	double t_begin = now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
 	double paired_spread = 0, paired_spread_ratio, paired_spread_median;
+	/* seconds of each kind of slice counted in the paired turns */
+	const double paired_counted_s = PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S);
 	double round_ratio, spread_ratio, target_ratio, old_rule_ratio, floor_rate;
 	double timings_before[4], timings_after[4], split_txn_us = NAN, split_commit_us = NAN;
 	double paired_ratios[PAIRED_SLICES], paired_bare_rates[PAIRED_SLICES],
@@ -2112,10 +2114,10 @@ int main(int argc, char **argv)
 	       " lowest of these and the summed one-dataset ratio (the verdict until"
 	       " 2026-11-26) %.2f\n",
 	       PAIRED_SLICES, PAIRED_SLICE_S, PAIRED_SLICE_S - WARMUP_S,
-	       paired_commit / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
-	       paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_ratio,
+	       paired_commit / paired_counted_s,
+	       paired_dpgate / paired_counted_s, paired_ratio,
 	       paired_median,
-	       paired_spread / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)), paired_spread_ratio,
+	       paired_spread / paired_counted_s, paired_spread_ratio,
 	       paired_spread_median, target_ratio, target_ratio >= 0.5 ? "met" : "NOT met",
 	       round_ratio, spread_ratio, old_rule_ratio);
 	printf("  turns (bare/s, one dataset/s, 100 datasets/s):");
@@ -2133,9 +2135,9 @@ int main(int argc, char **argv)
 		printf(" %.0f%%", paired_steal[k]);
 	printf("\n");
 	{
-		double dpgate_period = 1e6 * 2 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) /
+		double dpgate_period = 1e6 * 2 * paired_counted_s /
 				       (paired_dpgate + paired_spread);
-		double bare_period = 1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_commit;
+		double bare_period = 1e6 * paired_counted_s / paired_commit;
 
 		printf("  one dpgate charge, means (dpgate's /metrics): %.0f us per answer = spend transaction"
 		       " %.0f us (of it COMMIT, WAL write + fsync, %.0f us) + %.0f us the rest (HTTP both"
@@ -2336,17 +2338,17 @@ int main(int argc, char **argv)
 				      "ratio_of_round_medians_100_datasets", spread_ratio,
 				      "lowest_by_the_rule_until_2026_11_26", old_rule_ratio,
 				      "paired_dpgate_per_s",
-				      paired_dpgate / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+				      paired_dpgate / paired_counted_s,
 				      "paired_dpgate_100_datasets_per_s",
-				      paired_spread / (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S)),
+				      paired_spread / paired_counted_s,
 				      "lowest", target_ratio, "target", 0.5, "met", target_ratio >= 0.5));
 	json_object_set_new(report, "one_charge_split_us",
 			    json_pack("{s:f, s:f, s:f, s:f}", "answer_period",
-				      1e6 * 2 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) /
+				      1e6 * 2 * paired_counted_s /
 					      (paired_dpgate + paired_spread),
 				      "spend_transaction", split_txn_us, "commit", split_commit_us,
 				      "bare_transaction",
-				      1e6 * PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S) / paired_commit));
+				      1e6 * paired_counted_s / paired_commit));
 	json_object_set_new(report, "floor_one_client",
 			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "per_s", floor_rate,
 				      "ratio_commit_1", floor_rate / res[C_SQL_1].rate, "dpgate_share",
