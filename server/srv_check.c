@@ -113,7 +113,7 @@ static int check_dataset(const json_t *ds, const char *where, struct ds_report *
 	rc = srv_json_only_keys(ds, where, ds_keys, err);
 	if (rc >= 0)
 		rc = srv_json_string(ds, where, "id", SRV_REQUIRED, DPG_MAX_ID_BYTES, &id, err);
-	if (rc >= 0 && (!srv_id_ok(id) || strcmp(id, ".") == 0 || strcmp(id, "..") == 0)) {
+	if (rc >= 0 && !srv_id_ok(id)) {
 		srv_json_pointer(ptr, sizeof(ptr), where, "id");
 		rc = acct_error_set(err, ACCT_EINVAL, ptr,
 				    "'id' must be a dataset id the server takes: letters, digits, "

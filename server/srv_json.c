@@ -743,7 +743,9 @@ bool srv_id_ok(const char *s)
 {
 	size_t n = strlen(s);
 
-	if (n == 0 || n > DPG_MAX_ID_BYTES)
+	/* "." and "..": clients and proxies resolve such path segments away,
+	 * so no path would reach what they name. */
+	if (n == 0 || n > DPG_MAX_ID_BYTES || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];

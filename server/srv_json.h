@@ -82,7 +82,7 @@ char *srv_json_dump(const json_t *j);
 int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
 		      acct_neighbor *ret, acct_error *err);
 
-/* A dataset, key or job id: 1 to 64 of [A-Za-z0-9_.-]. */
+/* A dataset, key or job id: 1 to 64 of [A-Za-z0-9_.-], not "." or "..". */
 bool srv_id_ok(const char *s);
 
 #endif

@@ -238,11 +238,8 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 		rc = srv_json_string(req->body, "", "id", SRV_REQUIRED, DPG_MAX_ID_BYTES, &id, &err);
 	if (rc >= 0 && !srv_id_ok(id))
 		rc = acct_error_set(&err, ACCT_EINVAL, "/id",
-				    "'id' may hold only letters, digits, '_', '-' and '.'");
-	/* Clients and proxies resolve these segments away: no path would
-	 * reach the dataset. */
-	if (rc >= 0 && (strcmp(id, ".") == 0 || strcmp(id, "..") == 0))
-		rc = acct_error_set(&err, ACCT_EINVAL, "/id", "'id' may not be '.' or '..'");
+				    "'id' may hold only letters, digits, '_', '-' and '.', "
+				    "and may not be '.' or '..'");
 	if (rc >= 0)
 		rc = srv_json_string(req->body, "", "name", 0, DPG_MAX_NAME_BYTES, &name, &err);
 	if (rc >= 0)
