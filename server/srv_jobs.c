@@ -998,7 +998,7 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 	acct_error_init(&err);
 	rc = srv_store_dataset_get(req->db, req->params[0], &ds);
 	if (rc != SRV_OK) {
-		srv_problem(res, rc == SRV_NOT_FOUND ? 404 : 503, NULL, "no such dataset", NULL, NULL);
+		srv_reply_store_error(res, rc, "no such dataset");
 		return 0;
 	}
 	/* As PATCH: an archived dataset does not change.  (Archiving between
@@ -1301,7 +1301,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	}
 	rc = srv_store_dataset_get(req->db, req->params[0], &ds);
 	if (rc != SRV_OK) {
-		srv_problem(res, rc == SRV_NOT_FOUND ? 404 : 503, NULL, "no such dataset", NULL, NULL);
+		srv_reply_store_error(res, rc, "no such dataset");
 		return 0;
 	}
 	rc = data_rows(req->db, ds.id, &n_train, &columns);
@@ -1556,7 +1556,7 @@ int srv_h_job_list(srv_request *req, srv_response *res)
 
 	/* As every other dataset route: no such dataset is 404. */
 	if (rc != SRV_OK) {
-		srv_problem(res, rc == SRV_NOT_FOUND ? 404 : 503, NULL, "no such dataset", NULL, NULL);
+		srv_reply_store_error(res, rc, "no such dataset");
 		return 0;
 	}
 	arr = json_array();
