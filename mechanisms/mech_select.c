@@ -136,27 +136,44 @@ static int race(mech_rng *rng, const double *scores, size_t n, double c, enum ra
 	return 0;
 }
 
-int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensitivity,
-		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
-		     acct_error *err)
+/*
+ * A selection drawn by one race (kind): the scores checked, the event of
+ * the mechanism (the exponential mechanism's for RACE_EXPONENTIAL,
+ * permute-and-flip's for RACE_FLIP) with the epsilon it uses, and the
+ * winner.  0, or the error with nothing returned.
+ */
+static int select_by_race(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			  double epsilon, bool monotone, enum race_key kind, size_t *ret_index,
+			  acct_event **ret_event, acct_error *err)
 {
 	acct_event *ev = NULL;
 	int rc = check_scores(scores, n, sensitivity, epsilon, err);
 
 	if (rc < 0)
 		return rc;
-	ev = acct_event_new(ACCT_EV_EXPONENTIAL_MECHANISM);
+	ev = acct_event_new(kind == RACE_EXPONENTIAL ? ACCT_EV_EXPONENTIAL_MECHANISM :
+						      ACCT_EV_PERMUTE_AND_FLIP);
 	if (!ev)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	ev->u.exponential_mechanism.epsilon = mech_exponential_epsilon_used(epsilon);
-	rc = race(rng, scores, n, selection_c(epsilon, sensitivity, monotone), RACE_EXPONENTIAL,
-		  ret_index);
+	if (kind == RACE_EXPONENTIAL)
+		ev->u.exponential_mechanism.epsilon = mech_exponential_epsilon_used(epsilon);
+	else
+		ev->u.permute_and_flip.epsilon = mech_exponential_epsilon_used(epsilon);
+	rc = race(rng, scores, n, selection_c(epsilon, sensitivity, monotone), kind, ret_index);
 	if (rc < 0) {
 		acct_event_free(ev);
 		return acct_error_set(err, rc, "", "random number generator failed");
 	}
 	*ret_event = ev;
 	return 0;
+}
+
+int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
+		     acct_error *err)
+{
+	return select_by_race(rng, scores, n, sensitivity, epsilon, monotone, RACE_EXPONENTIAL,
+			      ret_index, ret_event, err);
 }
 
 /*
@@ -175,22 +192,8 @@ int mech_permute_and_flip(mech_rng *rng, const double *scores, size_t n, double 
 			  double epsilon, size_t *ret_index, acct_event **ret_event,
 			  acct_error *err)
 {
-	acct_event *ev = NULL;
-	int rc = check_scores(scores, n, sensitivity, epsilon, err);
-
-	if (rc < 0)
-		return rc;
-	ev = acct_event_new(ACCT_EV_PERMUTE_AND_FLIP);
-	if (!ev)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	ev->u.permute_and_flip.epsilon = mech_exponential_epsilon_used(epsilon);
-	rc = race(rng, scores, n, selection_c(epsilon, sensitivity, false), RACE_FLIP, ret_index);
-	if (rc < 0) {
-		acct_event_free(ev);
-		return acct_error_set(err, rc, "", "random number generator failed");
-	}
-	*ret_event = ev;
-	return 0;
+	return select_by_race(rng, scores, n, sensitivity, epsilon, false, RACE_FLIP, ret_index,
+			      ret_event, err);
 }
 
 int mech_report_noisy_max(mech_rng *rng, const double *scores, size_t n, double sensitivity,
