@@ -558,6 +558,9 @@ struct srv_ctx {
 	/* Seconds a request's body may take to arrive, counted from its
 	 * headers; a slower one is cut off (srv_http.c, on_request). */
 	unsigned body_timeout_s;
+	/* Idle-priority spinners that keep the CPUs awake while a request is
+	 * served alone (srv_awake.h); NULL when busy_poll_us is 0. */
+	struct srv_awake *awake;
 	atomic_bool busy_polling;   /* one worker at a time */
 	atomic_uint_fast64_t busy_polls[SRV_POLL_OUTCOMES];
 };

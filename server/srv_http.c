@@ -25,6 +25,7 @@
 #include <microhttpd.h>
 
 #include "srv.h"
+#include "srv_awake.h"
 #include "srv_fmt.h"
 #include "srv_json.h"
 
@@ -53,6 +54,7 @@ struct conn_state {
 	char key_id[2 * SRV_KEY_ID_BYTES + 1];
 	bool encoded_slash; /* the raw path held %2F (on_uri) */
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
+	bool awake;         /* it holds the CPUs awake (srv_awake_enter) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
 };
 
@@ -880,10 +882,12 @@ static bool expects_continue(struct MHD_Connection *conn)
  * busy_poll_us.  A client woken on the poller's own CPU may wait for the
  * poll to end: that poll times out, and the backoff spaces such polls out.
  *
- * --busy-poll-us 0 turns it off.  What the client sends and receives is
- * unchanged; the poll only peeks at the socket.  A pipelined request that
- * libmicrohttpd has already read into its buffer is not on the socket: it
- * waits out the poll, at most busy_poll_us.
+ * --busy-poll-us 0 turns it off, and with it the idle-priority threads
+ * that keep the CPUs awake while a request is served alone (srv_awake.h),
+ * which save such wake-ups during the request.  What the client sends and
+ * receives is unchanged; the poll only peeks at the socket.  A pipelined
+ * request that libmicrohttpd has already read into its buffer is not on
+ * the socket: it waits out the poll, at most busy_poll_us.
  */
 
 #define BUSY_POLL_MAX_BACKOFF 10 /* at most 2^10 = 1024 completions skipped */
@@ -1011,6 +1015,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
 		*con_cls = cs;
 		atomic_fetch_add(&ctx->in_flight, 1);
+		cs->awake = srv_awake_enter(ctx->awake);
 		clock_gettime(CLOCK_MONOTONIC, &cs->start);
 		note_request_gap(ctx, conn);
 		connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
@@ -1195,6 +1200,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		funlockfile(stderr);
 	}
 	keep_alive = cs->keep_alive;
+	srv_awake_end(ctx->awake, cs->awake);
 	free(cs->buf);
 	free(cs);
 	*con_cls = NULL;
@@ -1234,6 +1240,10 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	signal(SIGPIPE, SIG_IGN);
 
 	ctx->public_limit = threads > 1 ? threads / 2 : 1;
+	/* Before the workers: a request served alone keeps the CPUs awake
+	 * (srv_awake.h), with the poll's flag; a request never waits for it. */
+	if (ctx->busy_poll_us > 0)
+		ctx->awake = srv_awake_start(&ctx->in_flight, SRV_AWAKE_MAX_SPIN_US);
 	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
 	 * second server bind the same port and take half the connections.
 	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
@@ -1262,6 +1272,8 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
+		srv_awake_stop(ctx->awake);
+		ctx->awake = NULL;
 		return 1;
 	}
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -1289,6 +1301,8 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		nanosleep(&ts, NULL);
 	}
 	MHD_stop_daemon(d);
+	srv_awake_stop(ctx->awake);
+	ctx->awake = NULL;
 	if (listen_fd != MHD_INVALID_SOCKET)
 		close(listen_fd);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");

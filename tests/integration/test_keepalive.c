@@ -8,6 +8,8 @@
  * client that closes is let go.  Its rules are checked through
  * /metrics' dpgate_busy_polls_total{outcome}: a quick client is polled for,
  * a slow one at most once until it is quick again, and 0 turns it off.
+ * The same flag keeps the CPUs awake while a request is served alone
+ * (srv_awake.h), counted in dpgate_awake_requests_total.
  *
  * Each test talks to the server over its own raw socket, so that the
  * connection stays open between requests (libcurl's handles in the harness
@@ -182,19 +184,67 @@ static double metric_line(const char *text, const char *name)
 	return strtod(p + strlen(name), NULL);
 }
 
-/* /metrics' poll counters, read on the connection itself. */
-static polls conn_polls(conn *c)
+/* /metrics, read on the connection itself (valid until the next call). */
+static const char *conn_metrics(conn *c)
 {
 	static char body[1 << 16];
-	polls p;
 
 	conn_send(c, "GET", "/metrics", NULL, NULL);
 	cr_assert_eq(conn_read(c, body, sizeof(body)), 200);
+	return body;
+}
+
+/* /metrics' poll counters, read on the connection itself. */
+static polls conn_polls(conn *c)
+{
+	const char *body = conn_metrics(c);
+	polls p;
+
 	p.request = metric_line(body, "dpgate_busy_polls_total{outcome=\"request\"} ");
 	p.closed = metric_line(body, "dpgate_busy_polls_total{outcome=\"closed\"} ");
 	p.busy = metric_line(body, "dpgate_busy_polls_total{outcome=\"busy\"} ");
 	p.timeout = metric_line(body, "dpgate_busy_polls_total{outcome=\"timeout\"} ");
 	return p;
+}
+
+/* n charges of 0.01 on dataset ds, one after another on c, each 201. */
+static void charge_on(conn *c, const dpg_server *srv, const char *ds, int n)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", ds);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(conn_call(c, "POST", path, srv->admin_key, CHARGE_BODY), 201,
+			     "charge %d", i);
+}
+
+/* Dataset ds holds exactly n of those charges, on its ledger and in its
+ * totals. */
+static void expect_charged(const dpg_server *srv, const char *ds, int n)
+{
+	dpg_budget b = dpg_budget_of(srv, ds);
+
+	cr_expect_eq(b.charges, n);
+	cr_expect_eq(b.ledger_rows, n);
+	cr_expect_float_eq(b.spent_eps, 0.01 * n, 1e-9);
+}
+
+typedef struct awake {
+	double requests, spins, threads;
+} awake;
+
+/* /metrics' awake counters, read on the connection itself. */
+static awake conn_awake(conn *c)
+{
+	const char *body = conn_metrics(c);
+	awake a;
+
+	/* At a line's start: the HELP lines name them too. */
+	a.requests = metric_line(body, "\ndpgate_awake_requests_total ");
+	a.spins = metric_line(body, "\ndpgate_awake_spins_total{ended=\"before_limit\"} ") +
+		  metric_line(body, "\ndpgate_awake_spins_total{ended=\"time_limit\"} ");
+	a.threads = metric_line(body, "\ndpgate_awake_threads ");
+	return a;
 }
 
 static void sleep_ms(long ms)
@@ -229,10 +279,7 @@ Test(keepalive, a_quick_client_is_polled_for_and_answered_in_full, .timeout = 30
 	before = conn_polls(&c);
 	for (int i = 0; i < 30; i++)
 		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200, "check %d", i);
-	for (int i = 0; i < 20; i++)
-		cr_assert_eq(conn_call(&c, "POST", "/v1/datasets/k/charges", srv.admin_key,
-				       CHARGE_BODY),
-			     201, "charge %d", i);
+	charge_on(&c, &srv, "k", 20);
 	after = conn_polls(&c);
 	/* 50 answers, each followed at once by the next request: the
 	 * connection is polled for after nearly every one (10 ms is far
@@ -240,25 +287,21 @@ Test(keepalive, a_quick_client_is_polled_for_and_answered_in_full, .timeout = 30
 	cr_expect_geq(after.request - before.request, 25, "polls that met a request: %.0f",
 		      after.request - before.request);
 	close(c.fd);
-	{
-		dpg_budget b = dpg_budget_of(&srv, "k");
-
-		cr_expect_eq(b.charges, 20);
-		cr_expect_eq(b.ledger_rows, 20);
-		cr_expect_float_eq(b.spent_eps, 0.2, 1e-9);
-	}
+	expect_charged(&srv, "k", 20);
 	dpg_server_destroy(&srv);
 }
 
 /* A client that pauses longer than the poll costs one poll, which times
- * out; it is not polled for again until its gaps are short again. */
+ * out; it is not polled for again until its gaps are short again.  The
+ * poll is the longest allowed, 10 ms, so that a quick client's turn fits
+ * in it also when other tests load the machine (the pauses are 100 ms). */
 Test(keepalive, a_slow_client_is_polled_for_at_most_once, .timeout = 300)
 {
 	dpg_server srv;
 	conn c;
 	polls first, slow, quick;
 
-	start(&srv, 2, "5000");
+	start(&srv, 2, "10000");
 	conn_open(&c, &srv);
 	cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
 	sleep_ms(100); /* the poll after the first answer times out */
@@ -282,7 +325,8 @@ Test(keepalive, a_slow_client_is_polled_for_at_most_once, .timeout = 300)
 	dpg_server_destroy(&srv);
 }
 
-/* --busy-poll-us 0: no poll at all, for this connection or the harness's. */
+/* --busy-poll-us 0: no poll at all, for this connection or the harness's,
+ * and no thread that keeps the CPUs awake. */
 Test(keepalive, busy_poll_0_never_polls, .timeout = 300)
 {
 	dpg_server srv;
@@ -295,7 +339,39 @@ Test(keepalive, busy_poll_0_never_polls, .timeout = 300)
 		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
 	p = conn_polls(&c);
 	cr_expect_eq(p.request + p.closed + p.busy + p.timeout, 0);
+	{
+		awake aw = conn_awake(&c);
+
+		cr_expect_eq(aw.threads, 0);
+		cr_expect_eq(aw.requests + aw.spins, 0);
+	}
 	close(c.fd);
+	dpg_server_destroy(&srv);
+}
+
+/* With the poll on, each request served alone asks the idle-priority
+ * threads to keep the CPUs awake (srv_awake.h), and what it answers is
+ * unchanged: 20 charges one after another, all on the ledger. */
+Test(keepalive, a_lone_request_keeps_the_cpus_awake, .timeout = 300)
+{
+	dpg_server srv;
+	conn c;
+	awake before, after;
+
+	start(&srv, 2, "200");
+	dpg_make_dataset(&srv, "w", 10.0, 0, "basic");
+	sleep_ms(100);
+	conn_open(&c, &srv);
+	before = conn_awake(&c);
+	cr_expect_geq(before.threads, 1, "no awake thread with the poll on");
+	charge_on(&c, &srv, "w", 20);
+	after = conn_awake(&c);
+	/* The 20 charges and this second /metrics read, each alone (the first
+	 * counted itself before it was read). */
+	cr_expect_eq(after.requests - before.requests, 21, "requests that asked: %.0f",
+		     after.requests - before.requests);
+	close(c.fd);
+	expect_charged(&srv, "w", 20);
 	dpg_server_destroy(&srv);
 }
 
