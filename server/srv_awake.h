@@ -13,7 +13,9 @@
  * more requests are in flight (the CPUs are busy then, and spinners would
  * only add to the scheduler's work).  Idle priority holds within the
  * process's cgroup: against other cgroups under the cpu controller the
- * spinners count at the cgroup's weight (README: serve --busy-poll-us 0).
+ * spinners count at the cgroup's weight (README: serve --busy-poll-us 0),
+ * and a cgroup CPU quota counts their time like any other: serve does not
+ * start them under a quota below its CPUs (srv_cgroup.h).
  */
 #ifndef SRV_AWAKE_H
 #define SRV_AWAKE_H

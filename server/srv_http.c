@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <errno.h>
+#include <sched.h>
 #include <strings.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -26,6 +27,7 @@
 
 #include "srv.h"
 #include "srv_awake.h"
+#include "srv_cgroup.h"
 #include "srv_fmt.h"
 #include "srv_json.h"
 
@@ -997,6 +999,29 @@ static void await_next_request(srv_ctx *ctx, struct MHD_Connection *conn)
 	atomic_fetch_add(&ctx->busy_polls[outcome], 1);
 }
 
+/* Starts the spinners that keep the CPUs awake (srv_awake.h), unless a
+ * cgroup CPU quota smaller than the CPUs this process may use applies
+ * (srv_cgroup.h): spinning would spend the quota, and once it is spent
+ * every thread of the server waits for the next period.  (With a quota
+ * of all its CPUs or more, the process cannot outspend it.)  The quota is
+ * read once, here. */
+static srv_awake *start_awake(const srv_ctx *ctx)
+{
+	double quota = srv_cgroup_cpu_quota("/proc/self/mountinfo", "/proc/self/cgroup");
+	cpu_set_t allowed;
+	int cpus;
+
+	if (quota > 0 && sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
+	    quota < (double)(cpus = CPU_COUNT(&allowed))) {
+		fprintf(stderr,
+			"{\"level\":\"info\",\"msg\":\"CPUs not kept awake\",\"reason\":"
+			"\"a cgroup CPU quota below the CPUs\",\"quota_cpus\":%.3f,\"cpus\":%d}\n",
+			quota, cpus);
+		return NULL;
+	}
+	return srv_awake_start(&ctx->in_flight, SRV_AWAKE_MAX_SPIN_US);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -1243,7 +1268,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	/* Before the workers: a request served alone keeps the CPUs awake
 	 * (srv_awake.h), with the poll's flag; a request never waits for it. */
 	if (ctx->busy_poll_us > 0)
-		ctx->awake = srv_awake_start(&ctx->in_flight, SRV_AWAKE_MAX_SPIN_US);
+		ctx->awake = start_awake(ctx);
 	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
 	 * second server bind the same port and take half the connections.
 	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind

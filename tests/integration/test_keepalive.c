@@ -21,14 +21,18 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -388,6 +392,222 @@ Test(keepalive, a_lone_request_keeps_the_cpus_awake, .timeout = 300)
 		     after.requests - before.requests);
 	close(c.fd);
 	expect_charged(&srv, "w", 20);
+	dpg_server_destroy(&srv);
+}
+
+/* A cgroup with the cpu controller that this test made, with the test
+ * process in it (and so the servers it starts). */
+typedef struct test_cgroup {
+	char dir[256];    /* the group made for the test */
+	char origin[600]; /* cgroup.procs of the group the process came from */
+	bool v2;
+} test_cgroup;
+
+/* Writes printf text to a file in one write (as cgroup files want it);
+ * 0, or -1 with errno. */
+static int write_text(const char *path, const char *fmt, ...)
+{
+	char text[128];
+	va_list ap;
+	int fd, n, saved;
+	ssize_t w;
+
+	va_start(ap, fmt);
+	n = vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	w = write(fd, text, (size_t)n);
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return w == n ? 0 : -1;
+}
+
+/* The process's group in /proc/self/cgroup: v2's "0::PATH", or the v1
+ * line whose controllers include cpu. */
+static void own_group(bool v2, char *ret, size_t size)
+{
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	char line[512];
+
+	snprintf(ret, size, "/");
+	while (f && fgets(line, sizeof(line), f)) {
+		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+		char ctrl[256];
+
+		if (!b)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(ctrl, sizeof(ctrl), ",%.*s,", (int)(b - a - 1), a + 1);
+		if (v2 ? strncmp(line, "0::", 3) == 0 : strstr(ctrl, ",cpu,") != NULL) {
+			snprintf(ret, size, "%s", b + 1);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* Makes a group beside the hierarchy's root for this process and moves the
+ * process into it; false, with why, where the machine has no cpu hierarchy
+ * that this process may change (not root, a read-only cgroup file system,
+ * the controller not enabled).  Tried in order: cgroup v1's cpu mount,
+ * then cgroup v2 with cpu in the root's cgroup.subtree_control. */
+static bool test_cgroup_enter(test_cgroup *g, char *why, size_t why_size)
+{
+	static const char *const mounts[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct",
+					     "/sys/fs/cgroup"};
+	char path[600], self[512];
+
+	snprintf(why, why_size, "no cgroup file system with the cpu controller");
+	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+		bool v2 = i == 2;
+
+		if (v2) {
+			FILE *sc;
+			char line[256] = "";
+
+			snprintf(path, sizeof(path), "%s/cgroup.subtree_control", mounts[i]);
+			sc = fopen(path, "r");
+			if (!sc)
+				continue;
+			if (!fgets(line, sizeof(line), sc))
+				line[0] = '\0';
+			fclose(sc);
+			if (!strstr(line, "cpu ") && !strstr(line, "cpu\n"))
+				continue;
+		} else {
+			snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", mounts[i]);
+			if (access(path, R_OK) != 0)
+				continue;
+		}
+		own_group(v2, self, sizeof(self));
+		snprintf(g->origin, sizeof(g->origin), "%s%s/cgroup.procs", mounts[i],
+			 strcmp(self, "/") == 0 ? "" : self);
+		snprintf(g->dir, sizeof(g->dir), "%s/dpgate-test-%d", mounts[i], (int)getpid());
+		g->v2 = v2;
+		if (mkdir(g->dir, 0755) != 0) {
+			snprintf(why, why_size, "cannot make %s: %s", g->dir, strerror(errno));
+			g->dir[0] = '\0';
+			return false;
+		}
+		snprintf(path, sizeof(path), "%s/cgroup.procs", g->dir);
+		if (write_text(path, "%d\n", (int)getpid()) != 0) {
+			snprintf(why, why_size, "cannot move into %s: %s", g->dir, strerror(errno));
+			rmdir(g->dir);
+			g->dir[0] = '\0';
+			return false;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* Sets the group's quota to `cpus` CPUs (period 100 ms). */
+static void test_cgroup_quota(const test_cgroup *g, double cpus)
+{
+	char path[300];
+	long quota = (long)(cpus * 100000.0);
+
+	if (g->v2) {
+		snprintf(path, sizeof(path), "%s/cpu.max", g->dir);
+		cr_assert_eq(write_text(path, "%ld 100000\n", quota), 0, "%s", strerror(errno));
+	} else {
+		snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", g->dir);
+		cr_assert_eq(write_text(path, "100000\n"), 0, "%s", strerror(errno));
+		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", g->dir);
+		cr_assert_eq(write_text(path, "%ld\n", quota), 0, "%s", strerror(errno));
+	}
+}
+
+/* The test's group, for its .fini, which runs also after a failed
+ * assertion ends the test early. */
+static test_cgroup quota_group;
+
+/* Moves the process back where it came from and removes the group, if the
+ * test made one.  A server still in it (a failed assertion skipped its
+ * dpg_server_destroy) is one this test started: it is killed first. */
+static void test_cgroup_leave(void)
+{
+	test_cgroup *g = &quota_group;
+	char procs[300];
+
+	if (g->dir[0] == '\0')
+		return;
+	cr_expect_eq(write_text(g->origin, "%d\n", (int)getpid()), 0, "%s: %s", g->origin,
+		     strerror(errno));
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", g->dir);
+	for (int i = 0; i < 100 && rmdir(g->dir) != 0 && errno == EBUSY; i++) {
+		FILE *f = fopen(procs, "r");
+		int pid;
+
+		while (f && fscanf(f, "%d", &pid) == 1)
+			if (pid != getpid())
+				kill(pid, SIGKILL);
+		if (f)
+			fclose(f);
+		sleep_ms(20);
+	}
+	cr_expect_eq(access(g->dir, F_OK), -1, "%s is left", g->dir);
+	g->dir[0] = '\0';
+}
+
+/* The server's /metrics count of awake threads and whether its log says
+ * that a quota kept them off. */
+static double awake_threads_of(dpg_server *srv, bool *quota_logged)
+{
+	conn c;
+	awake a;
+	char text[8192] = "";
+	FILE *f;
+
+	conn_open(&c, srv);
+	a = conn_awake(&c);
+	close(c.fd);
+	f = fopen(srv->log, "r");
+	cr_assert_not_null(f);
+	*quota_logged = false;
+	while (fgets(text, sizeof(text), f))
+		if (strstr(text, "\"msg\":\"CPUs not kept awake\"") &&
+		    strstr(text, "\"reason\":\"a cgroup CPU quota below the CPUs\""))
+			*quota_logged = true;
+	fclose(f);
+	return a.threads;
+}
+
+/* Under a cgroup CPU quota below its CPUs, serve keeps no CPU awake
+ * (server/srv_cgroup.h: the spinning would spend the quota) and says so;
+ * with a quota of all its CPUs it does.  Needs a cpu cgroup it may make
+ * (as root on this machine's kind); the quota files' layouts are tested
+ * without one in tests/server/test_cgroup.c. */
+Test(keepalive, a_cpu_quota_below_the_cpus_keeps_no_cpu_awake, .timeout = 300,
+     .fini = test_cgroup_leave)
+{
+	test_cgroup *g = &quota_group;
+	dpg_server srv;
+	cpu_set_t allowed;
+	char why[600];
+	double cpus;
+	bool logged;
+
+	cr_assert_eq(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+	cpus = CPU_COUNT(&allowed);
+	if (!test_cgroup_enter(g, why, sizeof(why)))
+		cr_skip_test("%s", why);
+	test_cgroup_quota(g, cpus - 0.25);
+	start(&srv, 2, NULL);
+	cr_expect_eq(awake_threads_of(&srv, &logged), 0, "awake threads under %.2f CPUs of %.0f",
+		     cpus - 0.25, cpus);
+	cr_expect(logged, "no log line says why");
+	dpg_server_destroy(&srv);
+
+	test_cgroup_quota(g, cpus);
+	start(&srv, 2, NULL);
+	cr_expect_eq(awake_threads_of(&srv, &logged), cpus < 16 ? cpus : 16,
+		     "awake threads under a quota of all %.0f CPUs", cpus);
+	cr_expect_not(logged);
 	dpg_server_destroy(&srv);
 }
 
