@@ -79,17 +79,6 @@ static long long parse_count(const char *s)
 	return v;
 }
 
-/* Copies `src` into dst[size]; false when it does not fit. */
-static bool copy_path(char *dst, size_t size, const char *src)
-{
-	size_t n = strlen(src);
-
-	if (n >= size)
-		return false;
-	memcpy(dst, src, n + 1);
-	return true;
-}
-
 /* Finds the cgroup2 mount (v2) or the v1 mount with the cpu controller in
  * the mountinfo file; the first one listed wins. */
 static bool find_mount(const char *mountinfo, bool v2, cg_mount *ret)
@@ -121,8 +110,8 @@ static bool find_mount(const char *mountinfo, bool v2, cg_mount *ret)
 			continue;
 		unescape_octal(field[3]);
 		unescape_octal(field[4]);
-		found = copy_path(ret->root, sizeof(ret->root), field[3]) &&
-			copy_path(ret->point, sizeof(ret->point), field[4]);
+		found = snprintf(ret->root, sizeof(ret->root), "%s", field[3]) < (int)sizeof(ret->root) &&
+			snprintf(ret->point, sizeof(ret->point), "%s", field[4]) < (int)sizeof(ret->point);
 	}
 	free(line);
 	fclose(f);
@@ -150,7 +139,7 @@ static bool find_group(const char *cgroup, bool v2, char *ret, size_t size)
 		*second = '\0';
 		/* line is now the ID, first + 1 the controllers. */
 		if (v2 ? strcmp(line, "0") == 0 && first[1] == '\0' : list_has(first + 1, "cpu"))
-			found = copy_path(ret, size, second + 1);
+			found = snprintf(ret, size, "%s", second + 1) < (int)size;
 	}
 	free(line);
 	fclose(f);

@@ -263,7 +263,7 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 			      "# TYPE dpgate_awake_spins_total counter\n"
 			      "dpgate_awake_spins_total{ended=\"before_limit\"} %llu\n"
 			      "dpgate_awake_spins_total{ended=\"time_limit\"} %llu\n"
-			      "# HELP dpgate_awake_threads Idle-priority threads that keep the CPUs awake (0 with --busy-poll-us 0).\n"
+			      "# HELP dpgate_awake_threads Idle-priority threads that keep the CPUs awake (0 with --busy-poll-us 0, and under a cgroup CPU quota below the CPUs).\n"
 			      "# TYPE dpgate_awake_threads gauge\n"
 			      "dpgate_awake_threads %u\n",
 			  (unsigned long long)aw.requests, (unsigned long long)(aw.spins - aw.time_limit),
