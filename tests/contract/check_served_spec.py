@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""check_served_spec.py SPEC: the query parameters openapi.yaml declares for
-the dataset listing against a running server.  Each value of the
-`archived` parameter's enum is answered 200 (`true` lists the archived
-dataset, `false` and no value do not, and the enum's default answers as no
-value does); a value outside the enum is refused with a 4XX the operation
-documents, as problem+json naming `archived`.  Exits 77 when PyYAML is not
-installed."""
+"""check_served_spec.py SPEC: the dataset listing's `archived` query
+parameter as openapi.yaml declares it, against a running server.  Each
+value of its enum is answered 200 (`true` lists the archived dataset,
+`false` and no value do not, and the enum's default answers as no value
+does); a value outside the enum is refused with a 4XX the operation
+documents, as problem+json naming `archived`, and changes nothing.  Exits
+77 when PyYAML is not installed."""
 import sys
 import urllib.parse
 
