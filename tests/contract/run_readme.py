@@ -57,7 +57,7 @@ exit 1
 
 
 def strip_comment(line):
-    # The README's blocks put comments after two or more spaces and '#'.
+    # The README's blocks put a comment after whitespace and '# '.
     return re.sub(r"\s+#\s.*$", "", line).strip()
 
 
