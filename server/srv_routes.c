@@ -303,12 +303,35 @@ static void list_each(void *arg, const srv_dataset *ds)
 	json_array_append_new(la->arr, o);
 }
 
+/* Reads the boolean query parameter `key` ("true" or "false", as the
+ * spec's enum says; absent is `dflt`) into *ret.  Any other value is
+ * answered 400 naming the parameter and returns -1: a misspelt flag
+ * must not pass for its default. */
+static int query_bool(srv_request *req, const char *key, bool dflt, bool *ret, srv_response *res)
+{
+	const char *v = req->query(req->conn, key);
+	char detail[128];
+
+	if (!v) {
+		*ret = dflt;
+		return 0;
+	}
+	if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+		snprintf(detail, sizeof(detail), "'%s' must be true or false", key);
+		srv_problem(res, 400, NULL, detail, key, NULL);
+		return -1;
+	}
+	*ret = strcmp(v, "true") == 0;
+	return 0;
+}
+
 static int h_dataset_list(srv_request *req, srv_response *res)
 {
-	const char *arch = req->query(req->conn, "archived");
-	struct list_arg la = {.who = req->who, .arr = json_array(),
-			      .include_archived = arch && strcmp(arch, "true") == 0};
+	struct list_arg la = {.who = req->who};
 
+	if (query_bool(req, "archived", false, &la.include_archived, res) < 0)
+		return 0;
+	la.arr = json_array();
 	if (srv_store_dataset_list(req->db, list_visible, list_each, &la) != SRV_OK) {
 		json_decref(la.arr);
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);

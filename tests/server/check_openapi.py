@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """check_openapi.py SPEC: parses openapi/openapi.yaml as YAML and checks
 what a line-based reader cannot: the document is one mapping of OpenAPI
-3.1.0, every local $ref resolves, and operationIds are unique.  Exits 77
-(meson's "skipped") when PyYAML is not installed."""
+3.1.0, every local $ref resolves, operationIds are unique, every tag an
+operation uses is declared with a description, every operation documents a
+4XX answer, and every component is referenced.  The last three are rules of
+the linters .ci/lint-openapi runs (redocly's recommended-strict, spectral's
+spectral:oas), checked here too so that the suite holds them where node is
+absent.  Exits 77 (meson's "skipped") when PyYAML is not installed."""
 import sys
 
 try:
@@ -60,6 +64,31 @@ def main():
                 errors.append(f"operationId {oid} used by {seen[oid]} and {method.upper()} {path}")
             else:
                 seen[oid] = f"{method.upper()} {path}"
+    declared = {}
+    for t in doc.get("tags") or []:
+        name = t.get("name") if isinstance(t, dict) else None
+        if not name or name in declared:
+            errors.append(f"tag {name!r} declared without a name or twice")
+        elif not str(t.get("description") or "").strip():
+            errors.append(f"tag {name} declared without a description")
+        declared[name] = True
+    for path, item in (doc.get("paths") or {}).items():
+        for method, op in item.items():
+            if method not in METHODS:
+                continue
+            for tag in op.get("tags") or []:
+                if tag not in declared:
+                    errors.append(f"{method.upper()} {path}: tag {tag} is not declared under tags")
+            codes = [str(c) for c in (op.get("responses") or {})]
+            if not any(c.startswith("4") for c in codes):
+                errors.append(f"{method.upper()} {path}: no 4XX response")
+    used = set(refs(doc))
+    for kind, entries in (doc.get("components") or {}).items():
+        if kind == "securitySchemes":
+            continue  # named by security requirements, not by $ref
+        for name in entries or {}:
+            if f"#/components/{kind}/{name}" not in used:
+                errors.append(f"components/{kind}/{name} is never referenced")
     for e in errors:
         print(e)
     print(f"{len(seen)} operations, {len(errors)} errors")

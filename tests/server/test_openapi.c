@@ -428,8 +428,8 @@ Test(openapi, file_is_plain_openapi_3_1)
 	cr_expect_null(strchr(text, '\t'), "tabs are not valid YAML indentation");
 	cr_expect_eq(strlen(text), len, "NUL byte inside the spec");
 	cr_expect_not_null(strstr(text, "\ncomponents:\n"), "no components section");
-	cr_expect_not_null(strstr(text, "    CheckPolicy:\n"),
-			   "the placeholder for the dpgate check policy is missing");
+	cr_expect_not_null(strstr(text, "\nx-dpgate-policy:\n"),
+			   "the schema of the dpgate check policy is missing");
 	free(text);
 }
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""check_served_spec.py SPEC: the dataset listing's `archived` query
+parameter as openapi.yaml declares it, against a running server.  Each
+value of its enum is answered 200 (`true` lists the archived dataset,
+`false` and no value do not, and the enum's default answers as no value
+does); a value outside the enum is refused with a 4XX the operation
+documents, as problem+json naming `archived`, and changes nothing.  Exits
+77 when PyYAML is not installed."""
+import sys
+import urllib.parse
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from dpgate_server import Server  # noqa: E402
+
+try:
+    import yaml
+except ImportError:
+    print("PyYAML not installed: skipped")
+    sys.exit(77)
+
+OUTSIDE_ENUM = ["yes", "1", "0", "TRUE", "True", "", "true%20", "false,true"]
+
+
+def deref(doc, node):
+    while isinstance(node, dict) and "$ref" in node:
+        target = doc
+        for part in node["$ref"][2:].split("/"):
+            target = target[part.replace("~1", "/").replace("~0", "~")]
+        node = target
+    return node
+
+
+def main():
+    with open(sys.argv[1], encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    op = doc["paths"]["/v1/datasets"]["get"]
+    params = [deref(doc, p) for p in op.get("parameters") or []]
+    archived = [p for p in params if p.get("in") == "query" and p.get("name") == "archived"]
+    if len(archived) != 1:
+        print("GET /v1/datasets declares no `archived` query parameter")
+        return 1
+    schema = archived[0]["schema"]
+    enum = schema.get("enum") or []
+    documented = {str(c) for c in op["responses"]}
+    errors = []
+
+    with Server() as srv:
+        for ds in ("kept", "gone"):
+            st, _ = srv.call("POST", "/v1/datasets",
+                             {"id": ds, "budget": {"epsilon": 1, "delta": 0}, "accountant": "basic"},
+                             srv.key)
+            assert st == 201, st
+        st, _ = srv.call("DELETE", "/v1/datasets/gone", key=srv.key)
+        assert st == 200, st
+
+        def listing(query):
+            st, body = srv.call("GET", "/v1/datasets" + query, key=srv.key)
+            ids = sorted(d["id"] for d in body["datasets"]) if st == 200 else None
+            return st, body, ids
+
+        st, _, plain = listing("")
+        if (st, plain) != (200, ["kept"]):
+            errors.append(f"no archived parameter: {st} {plain}, expected 200 ['kept']")
+        if sorted(enum) != ["false", "true"]:
+            errors.append(f"archived's enum is {enum}, expected true and false")
+        for value in enum:
+            st, body, ids = listing("?archived=" + value)
+            want = ["gone", "kept"] if value == "true" else ["kept"]
+            if (st, ids) != (200, want):
+                errors.append(f"archived={value}: {st} {ids or body}, expected 200 {want}")
+        if "default" in schema:
+            st, _, ids = listing("?archived=" + urllib.parse.quote(str(schema["default"])))
+            if (st, ids) != (200, plain):
+                errors.append(f"archived={schema['default']} (the default): {ids}, no value: {plain}")
+        for value in OUTSIDE_ENUM:
+            st, body, _ = listing("?archived=" + value)
+            if not (400 <= st < 500 and str(st) in documented):
+                errors.append(f"archived={value!r} (outside the enum): status {st}, "
+                              f"expected a 4XX of {sorted(documented)}")
+            elif not isinstance(body, dict) or body.get("field") != "archived":
+                errors.append(f"archived={value!r}: the problem does not name archived: {body}")
+        st, _, after = listing("")
+        if (st, after) != (200, plain):
+            errors.append(f"the refused listings changed what is listed: {after}")
+    for e in errors:
+        print(e)
+    print(f"archived: {len(enum)} enum values, {len(OUTSIDE_ENUM)} outside it, {len(errors)} errors")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
