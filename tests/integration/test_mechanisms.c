@@ -726,7 +726,8 @@ Test(mechanisms, bad_csv_stores_nothing)
 		{"?columns=a:numeric,b:numeric,c:numeric", "a,b\n1,2\n", "columns"}, /* c missing */
 		{"?columns=a:number", "a\n1\n", "columns"},
 		{"?columns=a:numeric,a:numeric", "a\n1\n", "columns"},
-		{NULL, "a,b\n\"1,2\n", "/csv"},                               /* open quote */
+		{NULL, "a,b\n\"1,2\n", "/csv/line/2"},                        /* open quote */
+		{NULL, "a,b\n1,2\n3,4\"\n", "/csv/line/3"},                   /* stray quote */
 		{NULL, "", "/csv"},
 		{NULL, "a,b\n", "/csv"},                                      /* no rows */
 		{NULL, "q\xff,b\n1,2\n", "/csv/line/1"},                       /* not UTF-8 */
