@@ -572,9 +572,23 @@ Test(jobs, a_hosted_table_trains)
 	ev = json_object_get(r.json, "event");
 	cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 100);
 	cr_assert_eq(json_number_value(json_object_get(json_object_get(ev, "event"), "sampling_probability")), 0.2);
+	/* q = L/N takes N as public, though the upload did not declare it:
+	 * the answer, the job and its ledger row say so. */
+	cr_assert_eq(dpg_num(r.json, "public_row_count"), 150, "%s", r.body);
 	dpg_resp_free(&r);
 	/* Four inputs, three classes: header, two widths, 4 x 3 weights, 3 biases. */
 	cr_assert_eq(succeeded_model_bytes(id), 32 + 2 * 4 + 4 * 3 * 8 + 3 * 8);
+	{
+		char path[128];
+
+		snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+		r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		cr_assert_eq(dpg_num(r.json, "public_row_count"), 150, "%s", r.body);
+		dpg_resp_free(&r);
+		r = dpg_call(&srv, "GET", "/v1/datasets/iris/ledger", srv.admin_key, NULL);
+		cr_assert(strstr(r.body, "treats the row count as public"), "%s", r.body);
+		dpg_resp_free(&r);
+	}
 	/* A label naming no column is refused from the schema, before any
 	 * reservation. */
 	expect_refused("iris", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
