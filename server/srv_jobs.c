@@ -1526,6 +1526,12 @@ static json_t *job_json(srv_request *req, job_row *j)
 		}
 	}
 	json_object_set_new(o, "progress", progress);
+	/* An ended job that kept no result (it failed before training, was
+	 * cancelled while queued, or was running when the server died) says
+	 * so, as a kept result does. */
+	if (!j->result && (!strcmp(j->state, "succeeded") || !strcmp(j->state, "failed") ||
+			   !strcmp(j->state, "cancelled")))
+		json_object_set_new(o, "result", json_pack("{s:b}", "model_available", false));
 	if (j->result) {
 		json_t *result = json_deep_copy(j->result);
 		json_t *eps = json_object_get(progress, "epsilon");
@@ -1667,9 +1673,14 @@ int srv_h_job_model(srv_request *req, srv_response *res)
 
 	if (!load_visible_job(req, res, &j))
 		return 0;
-	if (strcmp(j.state, "succeeded") != 0 || !j.model_path) {
-		srv_problem(res, 409, NULL, "the job has no model (it has not succeeded)", NULL,
-			    json_pack("{s:s}", "state", j.state));
+	/* A cancelled or failed job's model is delivered too: it saw no more
+	 * steps than the event its reservation committed in full covers
+	 * (result.steps_done says how many). */
+	if (!j.model_path) {
+		srv_problem(res, 409, NULL,
+			    "the job kept no model (it has not ended, or it ended before training "
+			    "or while the server was down)",
+			    NULL, json_pack("{s:s}", "state", j.state));
 		goto out;
 	}
 	f = fopen(j.model_path, "rb");
