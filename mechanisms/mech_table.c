@@ -111,11 +111,21 @@ struct csv {
 
 enum { FIELD_MORE = 1, FIELD_EOL = 2, FIELD_EOF = 3 };
 
+/* A tokenizer error at `line`: ACCT_EINVAL with where "/csv/line/N" and the
+ * text "line N: what", so a client finds the line whichever it reads. */
+static int csv_error(acct_error *err, size_t line, const char *what)
+{
+	char where[ACCT_ERROR_WHERE_BYTES];
+
+	snprintf(where, sizeof(where), "/csv/line/%zu", line);
+	return acct_error_set(err, ACCT_EINVAL, where, "line %zu: %s", line, what);
+}
+
 /* Reads one field into c->field; returns FIELD_MORE (a comma follows),
  * FIELD_EOL, FIELD_EOF, or a negative code with err set. */
 static int csv_field(struct csv *c, acct_error *err)
 {
-	size_t n = 0;
+	size_t n = 0, first_line = c->line;
 	bool quoted = false;
 
 	if (c->p < c->end && *c->p == '"') {
@@ -126,9 +136,10 @@ static int csv_field(struct csv *c, acct_error *err)
 		char ch;
 
 		if (c->p >= c->end) {
+			/* Named by the line the quote opened on: the end of the
+			 * text is where it was noticed, not where it went wrong. */
 			if (quoted)
-				return acct_error_set(err, ACCT_EINVAL, "/csv",
-						      "line %zu: unterminated quoted field", c->line);
+				return csv_error(err, first_line, "unterminated quoted field");
 			break;
 		}
 		ch = *c->p;
@@ -140,9 +151,8 @@ static int csv_field(struct csv *c, acct_error *err)
 					c->p++;
 					quoted = false;
 					if (c->p < c->end && *c->p != ',' && *c->p != '\n' && *c->p != '\r')
-						return acct_error_set(err, ACCT_EINVAL, "/csv",
-								      "line %zu: text after a closing quote",
-								      c->line);
+						return csv_error(err, c->line,
+								 "text after a closing quote");
 					continue;
 				}
 			} else if (ch == '\n') {
@@ -151,15 +161,17 @@ static int csv_field(struct csv *c, acct_error *err)
 		} else if (ch == ',' || ch == '\n' || ch == '\r') {
 			break;
 		} else if (ch == '"') {
-			return acct_error_set(err, ACCT_EINVAL, "/csv",
-					      "line %zu: quote inside an unquoted field", c->line);
+			return csv_error(err, c->line, "quote inside an unquoted field");
 		}
 		if (ch == '\0')
-			return acct_error_set(err, ACCT_EINVAL, "/csv", "line %zu: NUL byte", c->line);
-		if (n >= DPG_MAX_CSV_FIELD_BYTES)
-			return acct_error_set(err, ACCT_EINVAL, "/csv",
-					      "line %zu: field longer than %d bytes", c->line,
-					      DPG_MAX_CSV_FIELD_BYTES);
+			return csv_error(err, c->line, "NUL byte");
+		if (n >= DPG_MAX_CSV_FIELD_BYTES) {
+			char what[64];
+
+			snprintf(what, sizeof(what), "field longer than %d bytes",
+				 DPG_MAX_CSV_FIELD_BYTES);
+			return csv_error(err, c->line, what);
+		}
 		c->field[n++] = ch;
 		c->p++;
 	}
@@ -175,14 +187,10 @@ static int csv_field(struct csv *c, acct_error *err)
 	 * would split rows a spreadsheet shows as one, read as data it would
 	 * glue two rows into one field. */
 	if (*c->p == '\r') {
-		if (c->p + 1 >= c->end || c->p[1] != '\n') {
-			char where[ACCT_ERROR_WHERE_BYTES];
-
-			snprintf(where, sizeof(where), "/csv/line/%zu", c->line);
-			return acct_error_set(err, ACCT_EINVAL, where,
-					      "line %zu: a carriage return (CR) not followed by a "
-					      "line feed; end lines with LF or CRLF", c->line);
-		}
+		if (c->p + 1 >= c->end || c->p[1] != '\n')
+			return csv_error(err, c->line,
+					 "a carriage return (CR) not followed by a line feed; "
+					 "end lines with LF or CRLF");
 		c->p++;
 	}
 	c->p++;
@@ -208,10 +216,14 @@ static int add_category(struct column *col, const char *s, uint32_t *ret, acct_e
 			*ret = col->slots[i] - 1;
 			return 0;
 		}
-	if (col->ndict >= DPG_MAX_CSV_CATEGORIES)
-		return acct_error_set(err, ACCT_EINVAL, "/csv",
-				      "line %zu, column '%s': more than %d distinct values", line,
+	if (col->ndict >= DPG_MAX_CSV_CATEGORIES) {
+		char where[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(where, sizeof(where), "/csv/line/%zu/%.64s", line, col->name);
+		return acct_error_set(err, ACCT_EINVAL, where,
+				      "line %zu, column '%.64s': more than %d distinct values", line,
 				      col->name, DPG_MAX_CSV_CATEGORIES);
+	}
 	if ((col->ndict & (col->ndict - 1)) == 0) {
 		char **d = realloc(col->dict, (col->ndict ? col->ndict * 2 : 1) * sizeof(char *));
 
@@ -329,8 +341,8 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 			goto fail;
 		}
 		if (t->cols >= DPG_MAX_CSV_COLUMNS) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/csv", "more than %d columns",
-					    DPG_MAX_CSV_COLUMNS);
+			rc = acct_error_set(err, ACCT_EINVAL, "/csv/line/1",
+					    "line 1: more than %d columns", DPG_MAX_CSV_COLUMNS);
 			goto fail;
 		}
 		if (!c->field[0]) {
@@ -404,7 +416,11 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 			double x;
 
 			if (cap_rows >= (size_t)DPG_MAX_CSV_ROWS) {
-				rc = acct_error_set(err, ACCT_EINVAL, "/csv", "more than %lld rows",
+				char where[ACCT_ERROR_WHERE_BYTES];
+
+				snprintf(where, sizeof(where), "/csv/line/%zu", c->line);
+				rc = acct_error_set(err, ACCT_EINVAL, where,
+						    "line %zu: more than %lld rows", c->line,
 						    (long long)DPG_MAX_CSV_ROWS);
 				goto fail;
 			}

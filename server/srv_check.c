@@ -51,6 +51,9 @@
  *     "events": [{"name", "repeat", "epsilon", "admitted"}],
  *     "error": {"where", "detail"} (only when a charge cannot be priced)}]}
  *
+ * A field a dataset's ledger ignores (delta_share on an rdp or zcdp ledger)
+ * is warned about on stderr; the exit status does not change.
+ *
  * Exit status: 0 when every plan fits, 1 when one does not (over budget, or
  * an event its ledger cannot price, e.g. a subsampled Gaussian on a zcdp
  * ledger), 2 on a bad policy (unreadable, malformed, unknown fields, bad
@@ -73,6 +76,7 @@ static json_t *pget(const json_t *obj, const char *a, const char *b)
 struct ds_report {
 	json_t *json;
 	bool fits;
+	char warning[ACCT_ERROR_TEXT_BYTES]; /* a field the policy sets in vain, or "" */
 };
 
 static int bad_policy(const acct_error *err)
@@ -134,6 +138,19 @@ static int check_dataset(const json_t *ds, const char *where, struct ds_report *
 				   err);
 	if (rc < 0)
 		return rc;
+	/* Only a basic ledger converts events at a delta share; rdp and zcdp
+	 * price every event themselves.  Not an error (the plan is priced as
+	 * the server would), but a policy author who set it expects it to
+	 * count. */
+	rep->warning[0] = '\0';
+	if (kind != ACCT_LEDGER_BASIC && json_object_get(ds, "delta_share") &&
+	    !json_is_null(json_object_get(ds, "delta_share"))) {
+		srv_json_pointer(ptr, sizeof(ptr), where, "delta_share");
+		snprintf(rep->warning, sizeof(rep->warning),
+			 "%s is ignored: a%s %s ledger prices every event itself; only basic "
+			 "ledgers use a delta share",
+			 ptr, kind == ACCT_LEDGER_RDP ? "n" : "", acct_name);
+	}
 	srv_json_pointer(ptr, sizeof(ptr), where, "budget");
 	budget = json_object_get(ds, "budget");
 	if (!json_is_object(budget))
@@ -342,7 +359,8 @@ static const char usage_check[] =
 	"\n"
 	"Prices a budget policy without a server, for CI: POLICY (a file, or - for\n"
 	"stdin) is a JSON object {\"datasets\": [{\"id\", \"budget\": {\"epsilon\",\n"
-	"\"delta\"}, \"accountant\" (rdp|zcdp|basic), \"neighbor\", \"delta_share\",\n"
+	"\"delta\"}, \"accountant\" (rdp|zcdp|basic), \"neighbor\", \"delta_share\" (basic\n"
+	"ledgers only; elsewhere a warning),\n"
 	"\"planned\": [{\"name\", \"event\", \"repeat\"}]}]}.  Each dataset's planned\n"
 	"charges are admitted in order exactly as the server's ledger filter would.\n"
 	"\n"
@@ -373,20 +391,27 @@ int srv_check_main(int argc, char **argv)
 		} else if (!path) {
 			path = argv[a];
 		} else {
-			fprintf(stderr, "usage: dpgate check POLICY [--json]\n");
+			fprintf(stderr, "dpgate check: unexpected argument '%s' (one POLICY)\n"
+				"usage: dpgate check POLICY [--json]\n", argv[a]);
 			return 2;
 		}
 	}
 	if (!path) {
-		fprintf(stderr, "usage: dpgate check POLICY [--json]\n");
+		fprintf(stderr, "dpgate check: POLICY is required (a file, or - for stdin)\n"
+			"usage: dpgate check POLICY [--json]\n");
 		return 2;
 	}
 	policy = strcmp(path, "-") == 0 ?
 			 json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr) :
 			 json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
 	if (!policy) {
-		fprintf(stderr, "dpgate check: cannot read policy %s: %s (line %d)\n", path, jerr.text,
-			jerr.line);
+		/* jansson reports line -1 when no text was read (a missing or
+		 * unreadable file): no line to name then. */
+		if (jerr.line > 0)
+			fprintf(stderr, "dpgate check: cannot read policy %s: %s (line %d)\n", path,
+				jerr.text, jerr.line);
+		else
+			fprintf(stderr, "dpgate check: cannot read policy %s: %s\n", path, jerr.text);
 		return 2;
 	}
 	acct_error_init(&err);
@@ -442,6 +467,8 @@ int srv_check_main(int argc, char **argv)
 				goto out;
 			}
 		}
+		if (rep.warning[0])
+			fprintf(stderr, "dpgate check: warning: %s\n", rep.warning);
 		all_fit = all_fit && rep.fits;
 		json_array_append_new(arr, rep.json);
 	}

@@ -1048,10 +1048,11 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 		    srv__table_file_in_txn(req->db, ds.id, &old_table) != SRV_OK ||
 		    exec_text(req->db,
 			      "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, actor,"
-			      " created_at) VALUES (?1, 'builtin', ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6)"
+			      " created_at, rows_public, schema_declared)"
+			      " VALUES (?1, 'builtin', ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6, 1, 1)"
 			      " ON CONFLICT (dataset_id) DO UPDATE SET kind = 'builtin',"
 			      " builtin = ?2, path = ?3, rows = CAST(?4 AS INTEGER), actor = ?5,"
-			      " created_at = ?6",
+			      " created_at = ?6, rows_public = 1, schema_declared = 1",
 			      6, args) != SRV_OK ||
 		    srv__commit(req->db) < 0) {
 			srv__rollback(req->db);
@@ -1063,8 +1064,9 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 		srv__table_file_drop(req->ctx->tables, old_table, ds.id);
 		free(old_table);
 	}
-	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:s, s:I}", "dataset", ds.id, "kind", "builtin",
-					   "builtin", builtin, "rows", (json_int_t)rows));
+	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:s, s:I, s:s, s:s}", "dataset", ds.id, "kind",
+					   "builtin", "builtin", builtin, "rows", (json_int_t)rows,
+					   "row_count", "public", "schema", "declared"));
 	json_decref(body);
 	return 0;
 }
@@ -1073,22 +1075,35 @@ int srv_h_data_get(srv_request *req, srv_response *res)
 {
 	sqlite3_stmt *s = NULL;
 	json_t *o = NULL;
+	bool admin = req->who && req->who->role == SRV_ROLE_ADMIN;
 
 	if (sqlite3_prepare_v2(srv__db_handle(req->db),
-			       "SELECT kind, builtin, rows, columns, bytes, created_at FROM dataset_data"
-			       " WHERE dataset_id = ?1",
+			       "SELECT kind, builtin, rows, columns, bytes, created_at, rows_public,"
+			       " schema_declared FROM dataset_data WHERE dataset_id = ?1",
 			       -1, &s, NULL) != SQLITE_OK) {
 		srv_problem(res, 503, NULL, "cannot read the data link", NULL, NULL);
 		return 0;
 	}
 	sqlite3_bind_text(s, 1, req->params[0], -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW) {
-		o = json_pack("{s:s, s:s, s:I, s:o, s:s}", "dataset", req->params[0], "kind",
-			      col_text(s, 0), "rows", (json_int_t)sqlite3_column_int64(s, 2), "columns",
-			      col_json(s, 3), "created_at", col_text(s, 5));
-		/* The file's size depends on the values (their digits): an admin,
-		 * who uploads the data, sees it; a viewer or analyst does not. */
-		if (o && req->who && req->who->role == SRV_ROLE_ADMIN)
+		bool rows_public = sqlite3_column_int(s, 6) != 0;
+		bool declared = sqlite3_column_int(s, 7) != 0;
+
+		/* Under add/remove neighbours the row count is a function of the
+		 * private rows, and so are kinds inferred from the values: either
+		 * is shown to a reader other than an admin (who uploads the data)
+		 * only when the upload declared it. */
+		o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "dataset", req->params[0], "kind",
+			      col_text(s, 0), "row_count", rows_public ? "public" : "private",
+			      "schema", declared ? "declared" : "inferred", "created_at",
+			      col_text(s, 5));
+		if (o && (rows_public || admin))
+			json_object_set_new(o, "rows", json_integer(sqlite3_column_int64(s, 2)));
+		if (o && (declared || admin))
+			json_object_set_new(o, "columns", col_json(s, 3));
+		/* The file's size depends on the values (their digits): an admin
+		 * sees it; a viewer or analyst does not. */
+		if (o && admin)
 			json_object_set_new(o, "bytes", json_integer(sqlite3_column_int64(s, 4)));
 		if (o && sqlite3_column_type(s, 1) != SQLITE_NULL)
 			json_object_set_new(o, "builtin", json_string(col_text(s, 1)));
@@ -1144,9 +1159,10 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 	(void)charge_id;
 	if (srv_dataset_filter(ds, &f, NULL) == 0)
 		eps = acct_filter_epsilon(&f, a->cost);
-	return json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:f}, s:o}", "id", a->job_id, "state", "queued",
-			 "trainer", "dpsgd", "event", srv_event_to_json(a->event), "reservation",
-			 "id", rid, "epsilon", eps, "budget", srv_dataset_budget_json(ds));
+	return json_pack("{s:s, s:s, s:s, s:o, s:I, s:{s:s, s:f}, s:o}", "id", a->job_id, "state",
+			 "queued", "trainer", "dpsgd", "event", srv_event_to_json(a->event),
+			 "public_row_count", (json_int_t)a->n_train, "reservation", "id", rid,
+			 "epsilon", eps, "budget", srv_dataset_budget_json(ds));
 }
 
 /* The linked data's row count and, for a hosted table, its column schema
@@ -1321,7 +1337,11 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	/* The event, from parameters and the row count alone: no data read. */
+	/* The event, from parameters and the row count alone: no data read.
+	 * Its sampling probability q = lot_size / N takes the row count N as
+	 * public, as the moments accountant does (Abadi et al. 2016, section
+	 * 3.1), whatever the upload declared: the event (N = lot_size / q) and
+	 * the answers say so in "public_row_count" and the ledger note. */
 	rc = trn_dpsgd_event(&p, (uint64_t)n_train, &ev, &err);
 	if (rc >= 0)
 		rc = acct_event_validate_at(ev, ds.neighbor, "/params", &err);
@@ -1342,10 +1362,11 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		bool fits = srv_dataset_epsilons(&ds, &cost, &after) == 0 && !ds.archived && after.within;
 
 		srv_json_reply(res, 200,
-			       json_pack("{s:b, s:o, s:{s:f}, s:I, s:o}", "fits", fits, "event",
+			       json_pack("{s:b, s:o, s:{s:f}, s:I, s:I, s:o}", "fits", fits, "event",
 					 srv_event_to_json(ev), "needed", "epsilon",
 					 acct_filter_epsilon(&f, &cost), "n_train", (json_int_t)n_train,
-					 "budget", srv_dataset_budget_json(&ds)));
+					 "public_row_count", (json_int_t)n_train, "budget",
+					 srv_dataset_budget_json(&ds)));
 		goto out;
 	}
 	/* A place in the queue is claimed before the reservation, so every
@@ -1375,7 +1396,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		sp.dataset_id = ds.id;
 		sp.event = ev;
 		sp.cost = &cost;
-		sp.note = note ? note : "training job";
+		sp.note = note ? note : "training job (treats the row count as public: q = L/N)";
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;
 		sp.body_fn = submit_body;
@@ -1450,6 +1471,8 @@ static json_t *job_json(srv_request *req, job_row *j)
 
 	if (!o)
 		return NULL;
+	/* The N of the event's q = lot_size / N (srv_h_job_submit). */
+	json_object_set_new(o, "public_row_count", json_integer(j->n_train));
 	if (j->started_at[0])
 		json_object_set_new(o, "started_at", json_string(j->started_at));
 	if (j->finished_at[0])
@@ -1503,6 +1526,12 @@ static json_t *job_json(srv_request *req, job_row *j)
 		}
 	}
 	json_object_set_new(o, "progress", progress);
+	/* An ended job that kept no result (it failed before training, was
+	 * cancelled while queued, or was running when the server died) says
+	 * so, as a kept result does. */
+	if (!j->result && (!strcmp(j->state, "succeeded") || !strcmp(j->state, "failed") ||
+			   !strcmp(j->state, "cancelled")))
+		json_object_set_new(o, "result", json_pack("{s:b}", "model_available", false));
 	if (j->result) {
 		json_t *result = json_deep_copy(j->result);
 		json_t *eps = json_object_get(progress, "epsilon");
@@ -1644,9 +1673,14 @@ int srv_h_job_model(srv_request *req, srv_response *res)
 
 	if (!load_visible_job(req, res, &j))
 		return 0;
-	if (strcmp(j.state, "succeeded") != 0 || !j.model_path) {
-		srv_problem(res, 409, NULL, "the job has no model (it has not succeeded)", NULL,
-			    json_pack("{s:s}", "state", j.state));
+	/* A cancelled or failed job's model is delivered too: it saw no more
+	 * steps than the event its reservation committed in full covers
+	 * (result.steps_done says how many). */
+	if (!j.model_path) {
+		srv_problem(res, 409, NULL,
+			    "the job kept no model (it has not ended, or it ended before training "
+			    "or while the server was down)",
+			    NULL, json_pack("{s:s}", "state", j.state));
 		goto out;
 	}
 	f = fopen(j.model_path, "rb");

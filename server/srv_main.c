@@ -68,12 +68,22 @@ static const char usage_top[] =
 	"  calibrate   solve an event template's one null field for a target (stateless)\n"
 	"  compare     epsilon of an event under every accountant (stateless)\n"
 	"  rdp         Renyi-DP curve of an event (stateless)\n"
+	"  pate-cost   RDP of a PATE GNMax answer from its votes (stateless)\n"
+	"  pate-smooth-sensitivity\n"
+	"              smooth sensitivity of a PATE answer's RDP (stateless)\n"
+	"  label-em-guidance\n"
+	"              keep and success probabilities of label EM at an epsilon (stateless)\n"
 	"  check       check a budget policy file, for CI (exit 0 fits, 1 not, 2 bad)\n"
 	"  verify      recompute every ledger's totals from its rows and compare\n"
 	"  backup      write a consistent copy of the database, also while serving\n"
 	"  routes      print the HTTP routes\n"
+	"  help CMD    describe command CMD (as `dpgate CMD --help`)\n"
 	"\n"
-	"`dpgate <command> --help` describes a command.\n";
+	"options:\n"
+	"  --help      this text\n"
+	"  --version   print dpgate's version\n"
+	"\n"
+	"`dpgate <command> --help` or `dpgate help <command>` describes a command.\n";
 
 static const char usage_serve[] =
 	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]\n"
@@ -117,11 +127,58 @@ static const char usage_keys[] =
 	"no unrevoked key of that role exists (and then prints nothing). create makes\n"
 	"the database if there is none; list and revoke need an existing one (exit 2).\n";
 
+/*
+ * The stateless commands: each reads the body of its route and prints the
+ * route's answer.  `example` is a complete body the command answers (the
+ * CLI test runs every one), shown by its --help.
+ */
+static const struct stateless_cmd {
+	const char *name;
+	const char *route;
+	srv_json_fn fn;
+	const char *example;
+} stateless_cmds[] = {
+	{"epsilon", "/v1/accountant/epsilon", srv_acct_epsilon,
+	 "{\"event\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
+	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
+	 "\"gaussian\", \"noise_multiplier\": 1.1}}}, \"delta\": 1e-5, \"accountant\": "
+	 "\"rdp\", \"neighbor\": \"add_remove\"}"},
+	{"delta", "/v1/accountant/delta", srv_acct_delta,
+	 "{\"event\": {\"type\": \"gaussian\", \"noise_multiplier\": 2}, \"epsilon\": 1, "
+	 "\"accountant\": \"pld\", \"neighbor\": \"add_remove\"}"},
+	{"calibrate", "/v1/accountant/calibrate", srv_acct_calibrate,
+	 "{\"template\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
+	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
+	 "\"gaussian\", \"noise_multiplier\": null}}}, \"epsilon\": 3, \"delta\": 1e-5, "
+	 "\"accountant\": \"rdp\", \"neighbor\": \"add_remove\"}"},
+	{"compare", "/v1/accountant/compare", srv_acct_compare,
+	 "{\"event\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
+	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
+	 "\"gaussian\", \"noise_multiplier\": 1.1}}}, \"delta\": 1e-5, \"neighbor\": "
+	 "\"add_remove\"}"},
+	{"rdp", "/v1/accountant/rdp", srv_acct_rdp,
+	 "{\"event\": {\"type\": \"gaussian\", \"noise_multiplier\": 2}, \"orders\": [2, 4, "
+	 "8, 16, 32]}"},
+	{"pate-cost", "/v1/pate/cost", srv_pate_cost,
+	 "{\"votes\": [90, 5, 5], \"sigma\": 40, \"orders\": [2, 4, 8, 16, 32]}"},
+	{"pate-smooth-sensitivity", "/v1/pate/smooth-sensitivity", srv_pate_smooth_sensitivity,
+	 "{\"votes\": [90, 5, 5], \"num_teachers\": 100, \"sigma\": 40, \"order\": 10, "
+	 "\"beta\": 0.0329}"},
+	{"label-em-guidance", "/v1/label-em/guidance", srv_label_em_guidance,
+	 "{\"n\": 1000, \"epsilon\": 1, \"sensitivity\": 1, \"ks\": [0, 1, 2]}"},
+};
+
+/* Printed with the command's name, route, example body and name again. */
 static const char usage_stateless[] =
 	"usage: dpgate %s [--delta X] [--epsilon X] [--accountant NAME] [--neighbor add_remove|replace] [FILE|-]\n"
 	"\n"
-	"Reads the JSON body of POST /v1/accountant/%s from FILE or stdin (default),\n"
+	"Reads the JSON body of POST %s from FILE or stdin (default),\n"
 	"fills missing keys from the options, and prints the route's JSON answer.\n"
+	"\n"
+	"Example (a complete body):\n"
+	"  %s\n"
+	"in a file body.json: dpgate %s body.json\n"
+	"\n"
 	"Exit status: 0 answered, 1 the event cannot be priced (422), 2 bad input.\n";
 
 static const char usage_verify[] =
@@ -637,8 +694,14 @@ static json_t *number_option(const char *cmd, const char *option, const char *te
 	return json_real(x);
 }
 
-static int cmd_stateless(const char *name, srv_json_fn fn, int argc, char **argv)
+static void print_stateless_usage(FILE *f, const struct stateless_cmd *cmd)
 {
+	fprintf(f, usage_stateless, cmd->name, cmd->route, cmd->example, cmd->name);
+}
+
+static int cmd_stateless(const struct stateless_cmd *cmd, int argc, char **argv)
+{
+	const char *name = cmd->name;
 	static const struct option opts[] = {
 		{"delta", required_argument, NULL, 'd'},
 		{"epsilon", required_argument, NULL, 'e'},
@@ -667,14 +730,14 @@ static int cmd_stateless(const char *name, srv_json_fn fn, int argc, char **argv
 			break;
 		case 'a': accountant = optarg; break;
 		case 'n': neighbor = optarg; break;
-		case 'h': printf(usage_stateless, name, name); rc = 0; goto out;
-		default: fprintf(stderr, usage_stateless, name, name); goto out;
+		case 'h': print_stateless_usage(stdout, cmd); rc = 0; goto out;
+		default: print_stateless_usage(stderr, cmd); goto out;
 		}
 	}
 	/* At most one FILE. */
 	if (optind + 1 < argc) {
 		fprintf(stderr, "dpgate %s: unexpected argument '%s'\n", name, argv[optind + 1]);
-		fprintf(stderr, usage_stateless, name, name);
+		print_stateless_usage(stderr, cmd);
 		goto out;
 	}
 	acct_error_init(&err);
@@ -693,7 +756,7 @@ static int cmd_stateless(const char *name, srv_json_fn fn, int argc, char **argv
 		json_object_set_new(body, "accountant", json_string(accountant));
 	if (neighbor && !json_object_get(body, "neighbor"))
 		json_object_set_new(body, "neighbor", json_string(neighbor));
-	rc = fn(body, &answer, &err);
+	rc = cmd->fn(body, &answer, &err);
 	if (rc < 0 || !answer) {
 		fprintf(stderr, "dpgate %s: %s%s%s\n", name, err.text, err.where[0] ? " at " : "",
 			err.where);
@@ -936,19 +999,47 @@ static int cmd_routes(int argc, char **argv)
 	return 0;
 }
 
+/* "dpgate " and a command name of up to 48 bytes. */
+#define PROG_NAME_BYTES 64
+
+/* The commands other than the stateless ones, by name. */
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+} commands[] = {
+	{"serve", cmd_serve},
+	{"keys", cmd_keys},
+	{"check", srv_check_main},
+	{"verify", cmd_verify},
+	{"backup", cmd_backup},
+	{"routes", cmd_routes},
+};
+
+/*
+ * Runs command `cmd` with its arguments argv[1..argc).  argv[0] is set to
+ * `prog`, the caller's buffer of PROG_NAME_BYTES, which then holds "dpgate
+ * CMD": getopt's own messages ("unrecognized option") start with argv[0],
+ * and so every error of a command starts with "dpgate CMD:".  Returns the
+ * command's exit status, or -1 when there is no such command.
+ */
+static int run_command(const char *cmd, int argc, char **argv, char *prog)
+{
+	snprintf(prog, PROG_NAME_BYTES, "dpgate %.48s", cmd);
+	argv[0] = prog;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(cmd, commands[i].name) == 0)
+			return commands[i].run(argc, argv);
+	for (size_t i = 0; i < sizeof(stateless_cmds) / sizeof(stateless_cmds[0]); i++)
+		if (strcmp(cmd, stateless_cmds[i].name) == 0)
+			return cmd_stateless(&stateless_cmds[i], argc, argv);
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		srv_json_fn fn;
-	} stateless[] = {
-		{"epsilon", srv_acct_epsilon},
-		{"delta", srv_acct_delta},
-		{"calibrate", srv_acct_calibrate},
-		{"compare", srv_acct_compare},
-		{"rdp", srv_acct_rdp},
-	};
 	const char *cmd;
+	char prog[PROG_NAME_BYTES];
+	int rc;
 
 	acct_gsl_quiet();
 	/* Job workers run in parallel; one BLAS thread each keeps the two
@@ -968,7 +1059,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cmd = argv[1];
-	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+	    (strcmp(cmd, "help") == 0 && argc == 2)) {
 		fputs(usage_top, stdout);
 		return 0;
 	}
@@ -976,21 +1068,21 @@ int main(int argc, char **argv)
 		printf("dpgate 0.1.0\n");
 		return 0;
 	}
-	if (strcmp(cmd, "serve") == 0)
-		return cmd_serve(argc - 1, argv + 1);
-	if (strcmp(cmd, "keys") == 0)
-		return cmd_keys(argc - 1, argv + 1);
-	if (strcmp(cmd, "check") == 0)
-		return srv_check_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "verify") == 0)
-		return cmd_verify(argc - 1, argv + 1);
-	if (strcmp(cmd, "backup") == 0)
-		return cmd_backup(argc - 1, argv + 1);
-	if (strcmp(cmd, "routes") == 0)
-		return cmd_routes(argc - 1, argv + 1);
-	for (size_t i = 0; i < sizeof(stateless) / sizeof(stateless[0]); i++)
-		if (strcmp(cmd, stateless[i].name) == 0)
-			return cmd_stateless(cmd, stateless[i].fn, argc - 1, argv + 1);
-	fprintf(stderr, "dpgate: unknown command '%s'\n\n%s", cmd, usage_top);
-	return 2;
+	/* `dpgate help CMD` is `dpgate CMD --help`. */
+	if (strcmp(cmd, "help") == 0) {
+		char *help_argv[] = {argv[2], "--help", NULL};
+
+		if (argc > 3) {
+			fprintf(stderr, "dpgate help: one command at a time\n");
+			return 2;
+		}
+		rc = run_command(argv[2], 2, help_argv, prog);
+		if (rc < 0)
+			fprintf(stderr, "dpgate help: unknown command '%s'\n\n%s", argv[2], usage_top);
+		return rc < 0 ? 2 : rc;
+	}
+	rc = run_command(cmd, argc - 1, argv + 1, prog);
+	if (rc < 0)
+		fprintf(stderr, "dpgate: unknown command '%s'\n\n%s", cmd, usage_top);
+	return rc < 0 ? 2 : rc;
 }

@@ -804,7 +804,8 @@ out:
  * learn exactly the file their own commit replaced.
  */
 static int record_table(srv_db *db, const srv_dataset *ds, const char *path, int64_t rows,
-			const char *columns, int64_t bytes, const char *actor, char **ret_old)
+			const char *columns, int64_t bytes, bool rows_public, bool schema_declared,
+			const char *actor, char **ret_old)
 {
 	sqlite3_stmt *s = NULL;
 	char now[32], *old = NULL;
@@ -819,10 +820,11 @@ static int record_table(srv_db *db, const srv_dataset *ds, const char *path, int
 	rc = SRV_DB_ERROR;
 	if (sqlite3_prepare_v2(srv__db_handle(db),
 			       "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, columns,"
-			       " bytes, actor, created_at) VALUES (?1, 'table', NULL, ?2, ?3, ?4, ?5, ?6, ?7)"
+			       " bytes, actor, created_at, rows_public, schema_declared)"
+			       " VALUES (?1, 'table', NULL, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
 			       " ON CONFLICT (dataset_id) DO UPDATE SET kind = 'table', builtin = NULL,"
 			       " path = ?2, rows = ?3, columns = ?4, bytes = ?5, actor = ?6,"
-			       " created_at = ?7",
+			       " created_at = ?7, rows_public = ?8, schema_declared = ?9",
 			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
@@ -832,6 +834,8 @@ static int record_table(srv_db *db, const srv_dataset *ds, const char *path, int
 	sqlite3_bind_int64(s, 5, bytes);
 	sqlite3_bind_text(s, 6, actor, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 7, now, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 8, rows_public);
+	sqlite3_bind_int(s, 9, schema_declared);
 	if (sqlite3_step(s) != SQLITE_DONE)
 		goto out;
 	rc = srv__commit(db);
@@ -878,9 +882,27 @@ void srv__table_file_drop(srv_table_cache *cache, const char *path, const char *
 	drop_replaced_table_file(cache, path, dataset_id, NULL);
 }
 
+/*
+ * Reads the `row_count` query parameter: "public" (the row count is not
+ * private, e.g. fixed by the study design, and every reader may see it) or
+ * "private", the default.  Anything else is an error naming "row_count".
+ */
+static int row_count_from_query(const char *text, bool *ret_public, acct_error *err)
+{
+	if (!text || !strcmp(text, "private"))
+		*ret_public = false;
+	else if (!strcmp(text, "public"))
+		*ret_public = true;
+	else
+		return acct_error_set(err, ACCT_EINVAL, "row_count",
+				      "'row_count' must be \"public\" or \"private\"");
+	return 0;
+}
+
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 {
 	const char *declared = req->query(req->conn, "columns");
+	bool rows_public = false;
 	char dir[4200], path[4400], suffix[48];
 	struct decl d;
 	mech_table *t = NULL;
@@ -894,7 +916,8 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 
 	memset(&d, 0, sizeof(d));
 	acct_error_init(&err);
-	if (declared && decl_from_query(declared, &d, &err) < 0) {
+	if (row_count_from_query(req->query(req->conn, "row_count"), &rows_public, &err) < 0 ||
+	    (declared && decl_from_query(declared, &d, &err) < 0)) {
 		srv_problem_from_error(res, &err);
 		goto out;
 	}
@@ -948,7 +971,7 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 				srv_table_cache_add(req->ctx->tables, path, &st, cols_text, t));
 	t = NULL;
 	rc = record_table(req->db, ds, path, (int64_t)rows, cols_text, (int64_t)req->raw_len,
-			  req->who->key_id, &old);
+			  rows_public, declared != NULL, req->who->key_id, &old);
 	if (rc != SRV_OK) {
 		srv_table_cache_forget(req->ctx->tables, path);
 		/* A failed COMMIT's link may still be found at the next start
@@ -962,9 +985,11 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	/* Readers that still hold the old path find no file and read the link
 	 * again; readers that opened it read it whole. */
 	drop_replaced_table_file(req->ctx->tables, old, ds->id, path);
-	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:I, s:O, s:I}", "dataset", ds->id, "kind",
-					   "table", "rows", rows, "columns", cols, "bytes",
-					   (json_int_t)req->raw_len));
+	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:I, s:O, s:I, s:s, s:s}", "dataset", ds->id,
+					   "kind", "table", "rows", rows, "columns", cols, "bytes",
+					   (json_int_t)req->raw_len, "row_count",
+					   rows_public ? "public" : "private", "schema",
+					   declared ? "declared" : "inferred"));
 	goto out;
 io_error:
 	srv_problem(res, 503, NULL, "cannot store the table; nothing was changed", NULL, NULL);

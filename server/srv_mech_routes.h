@@ -57,10 +57,12 @@ int srv_h_table_query(srv_request *req, srv_response *res);
 /*
  * The text/csv branch of PUT /v1/datasets/{id}/data for dataset `ds`: parses
  * the body (mech_table_parse_csv, optional declared schema in the query
- * parameter `columns=name:numeric,city:categorical`), writes the raw bytes
+ * parameter `columns=name:numeric,city:categorical`, optional
+ * `row_count=public|private`, private by default), writes the raw bytes
  * to a file of its own, <data_dir>/tables/<id>.<24 hex>.csv (fsync of the
  * file and of the directory), then in one write transaction records that
- * path with the rows, columns and bytes in dataset_data (kind 'table'),
+ * path with the rows, columns, bytes and what was declared (the schema,
+ * a public row count) in dataset_data (kind 'table'),
  * replacing any earlier link, and after the commit removes the file the
  * earlier link named.  Readers never see a path with another upload's
  * schema.  Answers 200 with the metadata (never rows), 400 with the field

@@ -1052,12 +1052,14 @@ static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const s
 	else
 		json_decref(sources);
 	if (o && b->k < b->n) {
-		char detail[160];
+		char detail[160], type[64];
 
 		snprintf(detail, sizeof(detail),
 			 "the budget ran out inside the batch: the first %zu of %zu queries were answered "
 			 "and charged; send the rest again as a new request", b->k, b->n);
-		json_object_set_new(o, "type", json_string("about:blank"));
+		/* The type every other problem of this status has (srv_problem). */
+		snprintf(type, sizeof(type), "https://dpgate.dev/problems/%d", 409);
+		json_object_set_new(o, "type", json_string(type));
 		json_object_set_new(o, "title", json_string("Budget exhausted"));
 		json_object_set_new(o, "status", json_integer(409));
 		json_object_set_new(o, "detail", json_string(detail));

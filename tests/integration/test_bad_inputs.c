@@ -614,3 +614,184 @@ Test(bad_inputs, a_body_that_drips_is_cut_at_the_body_timeout, .timeout = 60)
 	dpg_resp_free(&r);
 	dpg_server_destroy(&srv);
 }
+
+/* ---- the command line ----------------------------------------------------------- */
+
+/* The stateless commands: each one's --help shows a complete example body. */
+static const char *const stateless_cmds[] = {"epsilon", "delta", "calibrate", "compare", "rdp",
+					     "pate-cost", "pate-smooth-sensitivity",
+					     "label-em-guidance"};
+
+/*
+ * Runs dpgate with `args` (NULL-terminated, without the binary) and returns
+ * its exit status; out gets its stderr when `want_stderr`, else its stdout.
+ */
+static int cli(char *out, size_t size, bool want_stderr, const char *const *args)
+{
+	const char *argv[16] = {"/bin/sh", "-c",
+				want_stderr ? "exec \"$@\" 2>&1 >/dev/null" : "exec \"$@\" 2>/dev/null",
+				"sh", dpg_bin()};
+	size_t n = 5;
+
+	for (size_t i = 0; args[i]; i++) {
+		cr_assert_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
+		argv[n++] = args[i];
+	}
+	argv[n] = NULL;
+	return dpg_run(out, size, argv);
+}
+
+/* Writes `text` to a new file in a new directory; returns its path. */
+static void temp_file(char *path, size_t size, const char *name, const char *text)
+{
+	char dir[] = "/tmp/dpgate-cli-XXXXXX";
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, size, "%s/%s", dir, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert(fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+static void remove_temp_file(const char *path)
+{
+	char dir[400];
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(cli, help_lists_version_and_help_cmd_is_cmd_help)
+{
+	static const char *const cmds[] = {"serve", "keys", "epsilon", "delta", "calibrate",
+					   "compare", "rdp", "pate-cost", "pate-smooth-sensitivity",
+					   "label-em-guidance", "check", "verify", "backup",
+					   "routes"};
+	char top[16384], a[16384], b[16384];
+
+	cr_assert_eq(cli(top, sizeof(top), false, (const char *const[]){"--help", NULL}), 0);
+	cr_assert(strstr(top, "--version"), "--version is not in dpgate --help:\n%s", top);
+	cr_assert_eq(cli(a, sizeof(a), false, (const char *const[]){"--version", NULL}), 0);
+	cr_assert(!strncmp(a, "dpgate ", 7), "%s", a);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char usage[64];
+
+		cr_assert(strstr(top, cmds[i]), "%s is not in dpgate --help", cmds[i]);
+		cr_assert_eq(cli(a, sizeof(a), false, (const char *const[]){"help", cmds[i], NULL}), 0,
+			     "dpgate help %s", cmds[i]);
+		cr_assert_eq(cli(b, sizeof(b), false, (const char *const[]){cmds[i], "--help", NULL}),
+			     0, "dpgate %s --help", cmds[i]);
+		snprintf(usage, sizeof(usage), "usage: dpgate %s", cmds[i]);
+		cr_assert(!strncmp(a, usage, strlen(usage)), "dpgate help %s:\n%s", cmds[i], a);
+		cr_assert_str_eq(a, b, "dpgate help %s differs from dpgate %s --help", cmds[i],
+				 cmds[i]);
+	}
+	cr_assert_eq(cli(a, sizeof(a), true, (const char *const[]){"help", "frobnicate", NULL}), 2);
+	cr_assert(!strncmp(a, "dpgate help: ", 13), "%s", a);
+}
+
+/* Every error of a command starts "dpgate CMD:", getopt's included, and a
+ * missing file is named without a line number it does not have. */
+Test(cli, errors_start_with_the_command)
+{
+	static const struct { const char *args[6]; const char *prefix; } bad[] = {
+		{{"epsilon", "--bogus", NULL}, "dpgate epsilon: "},
+		{{"rdp", "a.json", "b.json", NULL}, "dpgate rdp: "},
+		{{"pate-cost", "--epsilon", "x", NULL}, "dpgate pate-cost: "},
+		{{"serve", "--bogus", NULL}, "dpgate serve: "},
+		{{"keys", "list", "--bogus", NULL}, "dpgate keys: "},
+		{{"verify", "--bogus", NULL}, "dpgate verify: "},
+		{{"backup", "--bogus", NULL}, "dpgate backup: "},
+		{{"check", NULL}, "dpgate check: "},
+		{{"check", "a.json", "b.json", NULL}, "dpgate check: "},
+		{{"check", "/nonexistent/policy.json", NULL}, "dpgate check: "},
+		{{"epsilon", "/nonexistent/body.json", NULL}, "dpgate epsilon: "},
+	};
+	char err[8192];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(cli(err, sizeof(err), true, bad[i].args), 2, "case %zu: %s", i, err);
+		cr_assert(!strncmp(err, bad[i].prefix, strlen(bad[i].prefix)),
+			  "case %zu: stderr does not start with '%s':\n%s", i, bad[i].prefix, err);
+		cr_assert_null(strstr(err, "line -1"), "case %zu: %s", i, err);
+	}
+	cr_assert_eq(cli(err, sizeof(err), true,
+			 (const char *const[]){"check", "/nonexistent/policy.json", NULL}),
+		     2);
+	cr_assert(strstr(err, "/nonexistent/policy.json") && strstr(err, "No such file"), "%s", err);
+}
+
+/* Each stateless command's help shows a complete body: run as shown, the
+ * command answers it (exit 0, a JSON object). */
+Test(cli, stateless_help_examples_run)
+{
+	char help[16384], out[65536], path[400];
+
+	for (size_t i = 0; i < sizeof(stateless_cmds) / sizeof(stateless_cmds[0]); i++) {
+		const char *ex, *end;
+		char body[4096];
+		json_t *answer;
+
+		cr_assert_eq(cli(help, sizeof(help), false,
+				 (const char *const[]){stateless_cmds[i], "--help", NULL}),
+			     0);
+		ex = strstr(help, "Example");
+		cr_assert_not_null(ex, "dpgate %s --help shows no example:\n%s", stateless_cmds[i],
+				   help);
+		ex = strstr(ex, "\n  {");
+		cr_assert_not_null(ex, "dpgate %s --help: no body after Example", stateless_cmds[i]);
+		ex += 3;
+		end = strchr(ex, '\n');
+		cr_assert_not_null(end);
+		cr_assert_lt((size_t)(end - ex), sizeof(body));
+		snprintf(body, sizeof(body), "%.*s", (int)(end - ex), ex);
+		temp_file(path, sizeof(path), "body.json", body);
+		cr_assert_eq(cli(out, sizeof(out), false,
+				 (const char *const[]){stateless_cmds[i], path, NULL}),
+			     0, "dpgate %s %s (%s)", stateless_cmds[i], path, body);
+		answer = json_loads(out, 0, NULL);
+		cr_assert(json_is_object(answer), "dpgate %s: %s", stateless_cmds[i], out);
+		json_decref(answer);
+		remove_temp_file(path);
+	}
+}
+
+/* delta_share is read by basic ledgers only: on rdp and zcdp it is warned
+ * about on stderr, and the exit status is the one without it. */
+Test(cli, check_warns_of_a_field_its_accountant_ignores)
+{
+	static const char *const accountants[] = {"rdp", "zcdp", "basic"};
+	char policy[1024], path[400], err[8192], out[16384];
+
+	for (size_t i = 0; i < 3; i++) {
+		int with, without;
+
+		for (int share = 1; share >= 0; share--) {
+			snprintf(policy, sizeof(policy),
+				 "{\"datasets\":[{\"id\":\"d\",\"budget\":{\"epsilon\":1,\"delta\":1e-5},"
+				 "\"accountant\":\"%s\"%s,\"planned\":[{\"event\":{\"type\":\"laplace\","
+				 "\"noise_multiplier\":10}}]}]}",
+				 accountants[i], share ? ",\"delta_share\":1e-7" : "");
+			temp_file(path, sizeof(path), "policy.json", policy);
+			if (share) {
+				with = cli(err, sizeof(err), true,
+					   (const char *const[]){"check", path, NULL});
+				if (i < 2)
+					cr_assert(strstr(err, "dpgate check: warning: "
+							      "/datasets/0/delta_share"),
+						  "%s: no warning:\n%s", accountants[i], err);
+				else
+					cr_assert_null(strstr(err, "warning"), "basic: %s", err);
+			} else {
+				without = cli(out, sizeof(out), false,
+					      (const char *const[]){"check", path, NULL});
+			}
+			remove_temp_file(path);
+		}
+		cr_assert_eq(with, without, "%s", accountants[i]);
+		cr_assert_eq(with, 0, "%s", accountants[i]);
+	}
+}

@@ -313,8 +313,14 @@ Test(jobs, cancel_queued_releases_running_commits)
 	count_closes(&commits, &releases);
 	cr_assert_eq(commits, 2);
 	cr_assert_eq(releases, 1);
-	/* A cancelled job has no model; an ended job cannot be cancelled. */
-	snprintf(path, sizeof(path), "/v1/jobs/%s/model", ids[0]);
+	/* The job cancelled while queued kept no model, and says so; an ended
+	 * job cannot be cancelled. */
+	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[2]);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert(json_is_false(json_object_get(json_object_get(r.json, "result"), "model_available")),
+		  "%s", r.body);
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", ids[2]);
 	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 409);
 	dpg_resp_free(&r);
@@ -322,6 +328,86 @@ Test(jobs, cancel_queued_releases_running_commits)
 	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 409);
 	dpg_resp_free(&r);
+}
+
+/* Waits until job `id` has applied at least `steps` steps (60 s at most). */
+static void wait_for_steps(const char *id, int64_t steps)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	for (int i = 0; i < 600; i++) {
+		dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		json_t *step = json_object_get(json_object_get(r.json, "progress"), "step");
+		double done = json_is_integer(step) ? (double)json_integer_value(step) : -1;
+
+		dpg_resp_free(&r);
+		if (done >= (double)steps)
+			return;
+		usleep(100 * 1000);
+	}
+	cr_assert_fail("job %s did not reach %lld steps", id, (long long)steps);
+}
+
+/* Job `id` has ended in `state` with a model of the steps it saw: the
+ * result says so, and the model is served, of long_job's shape (an MLP
+ * 784 -> 256 -> 10: header, three u32 widths, weights and biases). */
+static void assert_partial_model(const char *id, const char *state, int64_t min_steps)
+{
+	char path[128];
+	json_t *job, *result;
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	job = r.json;
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), state, "%s", r.body);
+	result = json_object_get(job, "result");
+	cr_assert(json_is_true(json_object_get(result, "model_available")), "%s", r.body);
+	cr_assert_geq(dpg_num(result, "steps_done"), (double)min_steps, "%s", r.body);
+	cr_assert_lt(dpg_num(result, "steps_done"), dpg_num(result, "steps_total"), "%s", r.body);
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(r.content_type, "application/octet-stream");
+	cr_assert_eq(r.len, 32 + 3 * 4 + 784 * 256 * 8 + 256 * 8 + 256 * 10 * 8 + 10 * 8);
+	cr_assert_eq(memcmp(r.body, "DPGMDL01", 8), 0);
+	dpg_resp_free(&r);
+}
+
+/*
+ * A job stopped while it trains is charged in full, so the model of the
+ * steps it saw is as private as that charge says: it is delivered, with
+ * those steps, whether a user cancelled the job or the server's stop
+ * failed it.
+ */
+Test(jobs, a_stopped_job_delivers_the_model_it_trained)
+{
+	const char *running[] = {"running", NULL}, *ended[] = {"cancelled", "failed", NULL};
+	char id[64];
+	dpg_resp r;
+
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	json_decref(wait_for_state(id, running, 60));
+	wait_for_steps(id, 2);
+	cancel_job(id, 202);
+	json_decref(wait_for_state(id, ended, 60));
+	assert_partial_model(id, "cancelled", 2);
+
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	json_decref(wait_for_state(id, running, 60));
+	wait_for_steps(id, 2);
+	/* A graceful stop cancels the running job, which ends failed. */
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	dpg_server_restart(&srv);
+	assert_partial_model(id, "failed", 2);
 }
 
 /* Listing the jobs of a dataset that does not exist is 404, as every other
@@ -572,9 +658,23 @@ Test(jobs, a_hosted_table_trains)
 	ev = json_object_get(r.json, "event");
 	cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 100);
 	cr_assert_eq(json_number_value(json_object_get(json_object_get(ev, "event"), "sampling_probability")), 0.2);
+	/* q = L/N takes N as public, though the upload did not declare it:
+	 * the answer, the job and its ledger row say so. */
+	cr_assert_eq(dpg_num(r.json, "public_row_count"), 150, "%s", r.body);
 	dpg_resp_free(&r);
 	/* Four inputs, three classes: header, two widths, 4 x 3 weights, 3 biases. */
 	cr_assert_eq(succeeded_model_bytes(id), 32 + 2 * 4 + 4 * 3 * 8 + 3 * 8);
+	{
+		char path[128];
+
+		snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+		r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		cr_assert_eq(dpg_num(r.json, "public_row_count"), 150, "%s", r.body);
+		dpg_resp_free(&r);
+		r = dpg_call(&srv, "GET", "/v1/datasets/iris/ledger", srv.admin_key, NULL);
+		cr_assert(strstr(r.body, "treats the row count as public"), "%s", r.body);
+		dpg_resp_free(&r);
+	}
 	/* A label naming no column is refused from the schema, before any
 	 * reservation. */
 	expect_refused("iris", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","

@@ -687,15 +687,17 @@ Test(mechanisms, csv_upload_and_metadata)
 	cr_assert_eq(dpg_num(r.json, "bytes"), (double)strlen(table_csv));
 	assert_no_raw_rows(&r);
 	dpg_resp_free(&r);
-	/* The file's size tells about the values (12 or 120 is a byte more):
-	 * a viewer sees the schema and the row count, not the size. */
+	/* The file's size tells about the values (12 or 120 is a byte more),
+	 * and an undeclared row count and inferred kinds about the rows: a
+	 * viewer sees none of them (metadata_shows_what_was_declared). */
 	{
 		char viewer[160];
 
 		dpg_make_key(&srv, "viewer", "census", viewer, sizeof(viewer));
 		r = dpg_call(&srv, "GET", "/v1/datasets/census/data", viewer, NULL);
 		cr_assert_eq(r.status, 200, "%s", r.body);
-		cr_assert_eq(dpg_num(r.json, "rows"), 5);
+		cr_assert_null(json_object_get(r.json, "rows"), "%s", r.body);
+		cr_assert_null(json_object_get(r.json, "columns"), "%s", r.body);
 		cr_assert_null(json_object_get(r.json, "bytes"), "%s", r.body);
 		dpg_resp_free(&r);
 	}
@@ -726,7 +728,8 @@ Test(mechanisms, bad_csv_stores_nothing)
 		{"?columns=a:numeric,b:numeric,c:numeric", "a,b\n1,2\n", "columns"}, /* c missing */
 		{"?columns=a:number", "a\n1\n", "columns"},
 		{"?columns=a:numeric,a:numeric", "a\n1\n", "columns"},
-		{NULL, "a,b\n\"1,2\n", "/csv"},                               /* open quote */
+		{NULL, "a,b\n\"1,2\n", "/csv/line/2"},                        /* open quote */
+		{NULL, "a,b\n1,2\n3,4\"\n", "/csv/line/3"},                   /* stray quote */
 		{NULL, "", "/csv"},
 		{NULL, "a,b\n", "/csv"},                                      /* no rows */
 		{NULL, "q\xff,b\n1,2\n", "/csv/line/1"},                       /* not UTF-8 */
@@ -955,6 +958,139 @@ Test(mechanisms, bad_queries_charge_nothing)
 	}
 	assert_nothing_charged("qbad", b1, "bad queries");
 	assert_nothing_charged("qnone", b2, "no table");
+}
+
+/* The data link as `key` sees it (200 asserted). */
+static dpg_resp data_link(const char *id, const char *key)
+{
+	char path[256];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
+	r = dpg_call(&srv, "GET", path, key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	return r;
+}
+
+/*
+ * Under add/remove neighbours the row count and kinds inferred from the
+ * values are functions of the private rows: readers other than admins see
+ * each only when the upload declared it (row_count=public, columns=...).
+ * The admin always sees both, marked as declared or not.  The expected row
+ * count is counted from the text here.
+ */
+Test(mechanisms, metadata_shows_what_was_declared)
+{
+	static const struct {
+		const char *query;
+		bool rows_shown, columns_shown;
+		const char *row_count, *schema;
+	} uploads[] = {
+		{NULL, false, false, "private", "inferred"},
+		{"?row_count=private", false, false, "private", "inferred"},
+		{"?row_count=public", true, false, "public", "inferred"},
+		{"?columns=age:numeric,income:numeric,city:categorical", false, true, "private",
+		 "declared"},
+		{"?columns=age:numeric,income:numeric,city:categorical&row_count=public", true, true,
+		 "public", "declared"},
+	};
+	char analyst[160], viewer[160];
+	double rows = 0;
+
+	for (const char *p = strchr(table_csv, '\n') + 1; *p; p++)
+		rows += *p == '\n';
+	make_ds("meta", "rdp", "add_remove", 10, 1e-5);
+	dpg_make_key(&srv, "analyst", "meta", analyst, sizeof(analyst));
+	dpg_make_key(&srv, "viewer", "meta", viewer, sizeof(viewer));
+	for (size_t i = 0; i < sizeof(uploads) / sizeof(uploads[0]); i++) {
+		const char *readers[] = {analyst, viewer};
+		dpg_resp r = put_csv("meta", uploads[i].query, table_csv, strlen(table_csv),
+				     srv.admin_key);
+
+		cr_assert_eq(r.status, 200, "case %zu: %s", i, r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "row_count")),
+				 uploads[i].row_count, "case %zu", i);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "schema")),
+				 uploads[i].schema, "case %zu", i);
+		dpg_resp_free(&r);
+		r = data_link("meta", srv.admin_key);
+		cr_assert_eq(dpg_num(r.json, "rows"), rows, "case %zu: %s", i, r.body);
+		cr_assert_eq(json_array_size(json_object_get(r.json, "columns")), 3, "case %zu", i);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "row_count")),
+				 uploads[i].row_count, "case %zu", i);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "schema")),
+				 uploads[i].schema, "case %zu", i);
+		dpg_resp_free(&r);
+		for (size_t k = 0; k < 2; k++) {
+			r = data_link("meta", readers[k]);
+			if (uploads[i].rows_shown)
+				cr_assert_eq(dpg_num(r.json, "rows"), rows, "case %zu: %s", i, r.body);
+			else
+				cr_assert_null(json_object_get(r.json, "rows"), "case %zu: %s", i,
+					       r.body);
+			if (uploads[i].columns_shown)
+				cr_assert_eq(json_array_size(json_object_get(r.json, "columns")), 3,
+					     "case %zu: %s", i, r.body);
+			else
+				cr_assert_null(json_object_get(r.json, "columns"), "case %zu: %s", i,
+					       r.body);
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "row_count")),
+					 uploads[i].row_count, "case %zu", i);
+			cr_assert_null(json_object_get(r.json, "bytes"), "case %zu", i);
+			dpg_resp_free(&r);
+		}
+	}
+	/* A bad row_count is the parameter's fault, and stores nothing: the
+	 * last upload's public declarations stand. */
+	{
+		dpg_resp r = put_csv("meta", "?row_count=yes", "a\n1\n", 4, srv.admin_key);
+
+		cr_assert_eq(r.status, 400, "%s", r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "row_count");
+		dpg_resp_free(&r);
+		r = data_link("meta", viewer);
+		cr_assert_eq(dpg_num(r.json, "rows"), rows, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+}
+
+/*
+ * A value its declared kind does not allow is a 400 naming the line and
+ * column, never a change of kind: an empty cell, `nan` or text in a
+ * declared numeric column.  Undeclared, the same table is taken, its
+ * column inferred categorical and marked so.
+ */
+Test(mechanisms, declared_kind_is_kept_or_refused)
+{
+	static const struct { const char *csv, *field; } bad[] = {
+		{"age,city\n30,A\n,B\n", "/csv/line/3/age"},
+		{"age,city\n30,A\n41,B\nnan,C\n", "/csv/line/4/age"},
+		{"age,city\n30,A\nforty,B\n", "/csv/line/3/age"},
+	};
+
+	make_ds("kinds", "basic", "add_remove", 10, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		dpg_resp r = put_csv("kinds", "?columns=age:numeric,city:categorical", bad[i].csv,
+				     strlen(bad[i].csv), srv.admin_key);
+
+		cr_assert_eq(r.status, 400, "case %zu: %s", i, r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), bad[i].field,
+				 "case %zu", i);
+		dpg_resp_free(&r);
+		r = dpg_call(&srv, "GET", "/v1/datasets/kinds/data", srv.admin_key, NULL);
+		cr_assert_eq(r.status, 404, "case %zu: %s", i, r.body);
+		dpg_resp_free(&r);
+	}
+	{
+		dpg_resp r = put_csv("kinds", NULL, bad[0].csv, strlen(bad[0].csv), srv.admin_key);
+
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(
+					 json_array_get(json_object_get(r.json, "columns"), 0), "kind")),
+				 "categorical");
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "schema")), "inferred");
+		dpg_resp_free(&r);
+	}
 }
 
 Test(mechanisms, declared_schema_types_a_numeric_looking_column)

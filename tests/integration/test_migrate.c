@@ -34,7 +34,7 @@ static const char *const old_migrations[] = {
 };
 
 /* The newest schema version; the project's schema/ has one file for each. */
-#define NEWEST_VERSION 6
+#define NEWEST_VERSION 7
 
 /* A dataset row as schemas 1 to 5 held it, its running totals included;
  * the VALUES follow. */
@@ -139,6 +139,9 @@ static void make_v4_database(const char *path)
 		" updated_at) VALUES ('pate_1', 'd1', '{}', '[]', 'k', 't', 't');"
 		"INSERT INTO pate_answers (id, session_id, charge_seq, votes) VALUES"
 		" (1, 'pate_1', 1, x'00'), (2, 'pate_1', 2, x'01');"
+		"INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, actor, created_at)"
+		" VALUES ('d1', 'builtin', 'fashion-mnist', '/usr/share', 60000, 'k', 't'),"
+		" ('d2', 'table', NULL, '/nowhere/d2.csv', 5, 'k', 't');"
 		"COMMIT;");
 	cr_assert_eq(count(h, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
 	sqlite3_close(h);
@@ -211,6 +214,14 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	cr_assert_eq(count(h, "SELECT count(*) FROM reservations WHERE state = 'open'"), 1);
 	cr_assert_eq(count(h, "SELECT count(*) FROM jobs WHERE reservation_id = 'rsv_1'"), 1);
 	cr_assert_eq(count(h, "SELECT count(*) FROM pate_answers"), 2);
+	/* 007: a builtin's row count and schema are public; an older upload
+	 * declared neither. */
+	cr_assert_eq(count(h, "SELECT count(*) FROM dataset_data WHERE dataset_id = 'd1'"
+			      " AND rows_public = 1 AND schema_declared = 1"),
+		     1);
+	cr_assert_eq(count(h, "SELECT count(*) FROM dataset_data WHERE dataset_id = 'd2'"
+			      " AND rows_public = 0 AND schema_declared = 0"),
+		     1);
 	cr_assert_eq(count(h, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
 	cr_assert_eq(count(h, "SELECT count(*) FROM sqlite_master WHERE name IN"
 			      " ('ledger_by_dataset', 'reservations_open')"),

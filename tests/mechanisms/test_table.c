@@ -73,7 +73,11 @@ Test(table, bad_csv_names_line_and_column)
 		{"a,a\n1,2\n", NULL, 0, "/csv/line/1/a"},                  /* duplicate */
 		{"a,b\n", NULL, 0, "/csv"},                                /* no rows */
 		{"", NULL, 0, "/csv"},
-		{"a,b\n\"1,x\n", NULL, 0, "/csv"},                         /* unterminated quote */
+		{"a,b\n\"1,x\n", NULL, 0, "/csv/line/2"},                  /* unterminated quote */
+		{"a,b\n1,x\n2,\"y\nz\n", NULL, 0, "/csv/line/3"},         /* ... opened on line 3 */
+		{"a,b\n1,x\n2,\"y\"z\n", NULL, 0, "/csv/line/3"},         /* text after a quote */
+		{"a,b\n1,x\n2,y\"z\n", NULL, 0, "/csv/line/3"},            /* quote mid-field */
+		{"a,b\n\"1\n2\",x\n3,y\"\n", NULL, 0, "/csv/line/4"},   /* after a quoted LF */
 		{"a,,b\n1,2,3\n", NULL, 0, "/csv/line/1"},                 /* empty name */
 	};
 
@@ -563,4 +567,26 @@ Test(table, query_errors_name_the_field)
 #undef EXPECT
 	mech_table_free(t);
 	mech_rng_free(r);
+}
+
+/* The tokenizer's own limits name the line too: a field one byte over
+ * DPG_MAX_CSV_FIELD_BYTES on line 3. */
+Test(table, long_field_names_its_line)
+{
+	size_t n = DPG_MAX_CSV_FIELD_BYTES + 1;
+	char *csv = malloc(n + 32);
+	mech_table *t = NULL;
+	acct_error err;
+	size_t len;
+
+	cr_assert_not_null(csv);
+	len = (size_t)sprintf(csv, "a,b\n1,x\n2,");
+	memset(csv + len, 'y', n);
+	len += n;
+	csv[len++] = '\n';
+	acct_error_init(&err);
+	cr_assert_eq(mech_table_parse_csv(csv, len, NULL, 0, &t, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/csv/line/3", "%s", err.text);
+	cr_assert_null(t);
+	free(csv);
 }
