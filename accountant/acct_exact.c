@@ -158,7 +158,10 @@ double acct_discrete_gaussian_delta(double sigma, double sensitivity, double eps
 	double u = c - d / 2.0, m, eu, near, lnum, tie;
 	struct log_bounds z, a, b;
 
-	if (!(s > 0.0 && d >= 1.0 && epsilon >= 0.0) || !isfinite(u) || fabs(u) > 0x1p52)
+	/* Outside what doubles resolve (1 / 2s^2 overflowing, u past 2^52)
+	 * nothing is claimed: delta 1. */
+	if (!(s > 0.0 && d >= 1.0 && epsilon >= 0.0) || !isfinite(1.0 / (2.0 * s * s)) ||
+	    !isfinite(u) || fabs(u) > 0x1p52)
 		return 1.0;
 	z = dg_norm(s);
 	/* The losses above eps are the outputs y > u (Theorem 7's events),
