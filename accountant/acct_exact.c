@@ -105,9 +105,8 @@ static struct log_bounds dg_tail_em(double s, double m)
 	double rem = t >= 2.3345 ? he3 / (720.0 * s3) : 12.3 / (720.0 * s3) / exp(lf);
 	/* erfcx through exp(log erfc + t^2/2) loses about ulp(t^2/2). */
 	double round = (8.0 + 0.5 * t * t) * DBL_EPSILON * main_;
-	struct log_bounds b;
-
 	double lerr = 4.0 * DBL_EPSILON * (1.0 - lf); /* of lf itself */
+	struct log_bounds b;
 
 	b.hi = lf + log(main_ + rem + round) + lerr;
 	b.lo = main_ - rem - round > 0.0 ? lf + log(main_ - rem - round) - lerr : -INFINITY;
@@ -250,40 +249,36 @@ int acct__exact_delta(const acct_event *ev, double epsilon, acct_result *ret, ac
 
 /*
  * delta(eps) falls as eps grows, so the smallest eps whose bound meets the
- * target is found by doubling, then bisection to the last bit; the end
- * returned is one where the bound was seen to hold.
+ * target is found by doubling, then bisection to the last bits; the end
+ * returned is one where the bound was seen to hold (0 when delta(0), the
+ * total variation distance, already does).
  */
 int acct__exact_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err)
 {
-	double lo = 0.0, hi = 1.0, d;
+	double lo = 0.0, hi = 0.0, d;
 
 	if (!lone_curve(ev, 0.0, &d))
 		return ACCT_EUNSUPPORTED;
-	if (d <= delta) {
-		hi = 0.0;
-		goto done;
-	}
-	for (;;) {
-		lone_curve(ev, hi, &d);
-		if (d <= delta)
-			break;
-		lo = hi;
-		hi *= 2.0;
-		if (hi > EXACT_MAX_EPSILON)
-			return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
-					      "the event is not (epsilon, %g)-DP for any epsilon "
-					      "up to %g", delta, EXACT_MAX_EPSILON);
-	}
-	for (int i = 0; i < 200 && hi - lo > 4.0 * DBL_EPSILON * hi; i++) {
-		double mid = 0.5 * (lo + hi);
+	if (d > delta) {
+		hi = 1.0;
+		while (lone_curve(ev, hi, &d) && d > delta) {
+			lo = hi;
+			hi *= 2.0;
+			if (hi > EXACT_MAX_EPSILON)
+				return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+						      "the event is not (epsilon, %g)-DP for any "
+						      "epsilon up to %g", delta, EXACT_MAX_EPSILON);
+		}
+		for (int i = 0; i < 200 && hi - lo > 4.0 * DBL_EPSILON * hi; i++) {
+			double mid = 0.5 * (lo + hi);
 
-		lone_curve(ev, mid, &d);
-		if (d <= delta)
-			hi = mid;
-		else
-			lo = mid;
+			lone_curve(ev, mid, &d);
+			if (d <= delta)
+				hi = mid;
+			else
+				lo = mid;
+		}
 	}
-done:
 	ret->epsilon = hi;
 	ret->delta = delta;
 	ret->order = NAN;
