@@ -7,12 +7,15 @@
  * for the Gaussian Balle and Wang's Phi formula (2018, Theorem 8).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "acct.h"
+#include "srv_stateless.h"
 
 /* sum_y max(0, P(y) - e^eps P(y - D)), P = N_Z(0, s^2), over |y| <= K. */
 static double dg_delta_direct(double s, double d, double eps)
@@ -203,4 +206,44 @@ Test(exact, gaussian_delta_is_the_phi_formula)
 			cr_expect(got >= want && got <= want * (1 + 1e-9) + 1e-300,
 				  "s %g eps %g: %.15g vs %.15g", sig[i], eps[j], got, want);
 		}
+}
+
+/* The stateless routes answer the same through their JSON: epsilon and
+ * delta of a discrete Gaussian under pld and basic (both refused before). */
+Test(exact, epsilon_and_delta_routes)
+{
+	static const char *const accs[] = {"pld", "basic"};
+
+	for (int i = 0; i < 2; i++) {
+		char body[256];
+		json_error_t je;
+		json_t *b, *ans = NULL;
+		acct_error err;
+		double eps;
+
+		snprintf(body, sizeof(body),
+			 "{\"event\":{\"type\":\"discrete_gaussian\",\"sigma\":3,\"sensitivity\":4},"
+			 "\"delta\":1e-5,\"accountant\":\"%s\"}", accs[i]);
+		b = json_loads(body, 0, &je);
+		cr_assert_not_null(b, "%s", je.text);
+		acct_error_init(&err);
+		cr_assert_eq(srv_acct_epsilon(b, &ans, &err), 0, "%s: %s", accs[i], err.text);
+		eps = json_number_value(json_object_get(ans, "epsilon"));
+		cr_expect_leq(dg_delta_direct(3, 4, eps), 1e-5);
+		cr_expect_gt(dg_delta_direct(3, 4, eps * (1 - 1e-8)), 1e-5);
+		json_decref(ans);
+		json_decref(b);
+
+		snprintf(body, sizeof(body),
+			 "{\"event\":{\"type\":\"discrete_gaussian\",\"sigma\":3,\"sensitivity\":4},"
+			 "\"epsilon\":1.5,\"accountant\":\"%s\"}", accs[i]);
+		b = json_loads(body, 0, &je);
+		ans = NULL;
+		acct_error_init(&err);
+		cr_assert_eq(srv_acct_delta(b, &ans, &err), 0, "%s: %s", accs[i], err.text);
+		cr_expect(fabs(json_number_value(json_object_get(ans, "delta")) -
+			       dg_delta_direct(3, 4, 1.5)) <= 1e-9 * dg_delta_direct(3, 4, 1.5));
+		json_decref(ans);
+		json_decref(b);
+	}
 }
