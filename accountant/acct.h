@@ -360,6 +360,17 @@ int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
 	       acct_result *ret, acct_error *err);
 
 /*
+ * The exact delta at epsilon of one release, an upper bound that errs only
+ * by rounding, always upward: acct_gaussian_delta for Gaussian noise of
+ * noise multiplier s (Balle and Wang 2018, Theorem 8), and
+ * acct_discrete_gaussian_delta for discrete Gaussian noise N_Z(0, sigma^2)
+ * on an integer query of sensitivity D (Canonne, Kamath, Steinke 2020,
+ * Theorem 7).  Invalid arguments give 1.
+ */
+double acct_gaussian_delta(double noise_multiplier, double epsilon);
+double acct_discrete_gaussian_delta(double sigma, double sensitivity, double epsilon);
+
+/*
  * dp_accounting's default RDP orders (DESIGN.md): 1.1, 1.2, ..., 10.9, then
  * 11..63, then 128, 256, 512, 1024.  The array is static and read-only.
  */

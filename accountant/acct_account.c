@@ -536,7 +536,12 @@ int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
 		return rc;
 	switch (opt->accountant) {
 	case ACCT_BASIC:
-		rc = basic_epsilon(ev, delta, &r, err);
+		/* A lone Gaussian-type release is no (eps, delta) pair by
+		 * definition; its exact curve gives the pair at this delta. */
+		if (acct__exact_leaf(ev) && delta > 0.0)
+			rc = acct__exact_epsilon(ev, delta, &r, err);
+		else
+			rc = basic_epsilon(ev, delta, &r, err);
 		break;
 	case ACCT_STRONG:
 		rc = strong_epsilon(ev, delta, &r, err);
@@ -567,8 +572,14 @@ int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
 		break;
 	}
 	case ACCT_PLD:
-		rc = acct__pld_epsilon(ev, opt->neighbor, pld_interval(opt), opt->pld_work, delta, &r,
-				       err);
+		/* pld has no grid for the discrete Gaussian; alone, its exact
+		 * curve is the privacy loss distribution's own answer. */
+		if (acct__exact_leaf(ev) &&
+		    acct__exact_leaf(ev)->type == ACCT_EV_DISCRETE_GAUSSIAN && delta > 0.0)
+			rc = acct__exact_epsilon(ev, delta, &r, err);
+		else
+			rc = acct__pld_epsilon(ev, opt->neighbor, pld_interval(opt), opt->pld_work,
+					       delta, &r, err);
 		break;
 	default:
 		rc = acct_error_set(err, ACCT_EINVAL, "/accountant", "unknown accountant");
@@ -601,6 +612,10 @@ int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
 	case ACCT_BASIC: {
 		struct dp_sums s = {0};
 
+		if (acct__exact_leaf(ev)) {
+			rc = acct__exact_delta(ev, epsilon, &r, err);
+			break;
+		}
 		rc = dp_flatten(ev, 1.0, "/event", "basic", &s, err);
 		if (rc < 0)
 			break;
@@ -637,8 +652,12 @@ int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
 		break;
 	}
 	case ACCT_PLD:
-		rc = acct__pld_delta(ev, opt->neighbor, pld_interval(opt), opt->pld_work, epsilon, &r,
-				     err);
+		if (acct__exact_leaf(ev) &&
+		    acct__exact_leaf(ev)->type == ACCT_EV_DISCRETE_GAUSSIAN)
+			rc = acct__exact_delta(ev, epsilon, &r, err);
+		else
+			rc = acct__pld_delta(ev, opt->neighbor, pld_interval(opt), opt->pld_work,
+					     epsilon, &r, err);
 		break;
 	case ACCT_STRONG:
 		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/accountant",

@@ -49,4 +49,15 @@ int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, d
 int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double *work, double epsilon,
 		    acct_result *ret, acct_error *err);
 
+/*
+ * Lone Gaussian-type events priced by their exact privacy curve
+ * (acct_exact.c).  acct__exact_leaf returns the gaussian or
+ * discrete_gaussian that `ev` is (through compositions of one event), or
+ * NULL.  The two others answer for such an event (epsilon and delta each an
+ * upper bound) and return ACCT_EUNSUPPORTED, err untouched, for any other.
+ */
+const acct_event *acct__exact_leaf(const acct_event *ev);
+int acct__exact_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err);
+int acct__exact_delta(const acct_event *ev, double epsilon, acct_result *ret, acct_error *err);
+
 #endif

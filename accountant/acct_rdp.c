@@ -250,15 +250,22 @@ static double log_a_frac_abs_series(double q, double sigma, double alpha)
 	return acct__log_add(la0, la1);
 }
 
-/* Fractional-order RDP: max(exact integral, the absolute series). */
+/*
+ * Fractional-order RDP: max(exact integral, the absolute series).  The
+ * exact integral's RDP alone goes to *ret_exact when it is not NULL: it is
+ * a Renyi divergence, so nondecreasing in the order, which the absolute
+ * series is not (its terms change sign pattern with the order).
+ */
 static double rdp_sampled_gaussian_frac(double q, double sigma, double alpha,
-					gsl_integration_workspace *w)
+					gsl_integration_workspace *w, double *ret_exact)
 {
 	double exact = acct__log_mixture_moment(q, sigma, alpha, w);
 	double series = log_a_frac_abs_series(q, sigma, alpha);
 
 	if (isnan(exact))
 		return NAN;
+	if (ret_exact)
+		*ret_exact = exact / (alpha - 1.0);
 	return (isfinite(series) ? fmax(exact, series) : exact) / (alpha - 1.0);
 }
 
@@ -281,7 +288,7 @@ double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool forc
 		return NAN;
 	/* force_integration asks for the exact integral alone (tests). */
 	la = force_integration ? acct__log_mixture_moment(q, sigma, alpha, w) / (alpha - 1.0) :
-				 rdp_sampled_gaussian_frac(q, sigma, alpha, w);
+				 rdp_sampled_gaussian_frac(q, sigma, alpha, w, NULL);
 	gsl_integration_workspace_free(w);
 	return la;
 }
@@ -374,6 +381,7 @@ struct rdp_walk {
 	const double *orders;
 	size_t n;
 	double *out;
+	double *floor;         /* a nondecreasing lower bound of out, or NULL */
 	double log_keep;      /* log prod (1 - delta_i) of (eps, delta) events */
 	bool allow_delta;
 	gsl_integration_workspace *w;
@@ -498,6 +506,21 @@ static int walk_child(struct rdp_walk *wk, const acct_event *ev, double scale, c
 static void add_at(struct rdp_walk *wk, size_t i, double scale, double r)
 {
 	wk->out[i] = acct_add_up(wk->out[i], acct_mul_up(scale, r));
+	if (wk->floor)
+		wk->floor[i] += scale * r;
+}
+
+/*
+ * The same for a curve whose computed values need not be nondecreasing in
+ * the order (an upper bound that is not itself a Renyi divergence): r goes
+ * to the curve, and `lo`, a lower bound of r that is nondecreasing in the
+ * order, to the floor that the order search prunes with.
+ */
+static void add_at_floor(struct rdp_walk *wk, size_t i, double scale, double r, double lo)
+{
+	wk->out[i] = acct_add_up(wk->out[i], acct_mul_up(scale, r));
+	if (wk->floor)
+		wk->floor[i] += scale * lo;
 }
 
 static int add_curve(struct rdp_walk *wk, double scale, double (*fn)(double, double),
@@ -533,25 +556,27 @@ static int sampled_gaussian(struct rdp_walk *wk, const acct_event *ev, double sc
 		double sigma = 1.0 / sqrt(inv);
 
 		for (size_t i = 0; i < wk->n; i++) {
-			double a = wk->orders[i], r;
+			double a = wk->orders[i], r, exact;
 
 			if (q == 1.0) {
-				r = acct_mul_up(a, inv) / 2.0;
+				r = exact = acct_mul_up(a, inv) / 2.0;
 			} else if (is_integer_order(a)) {
-				r = log_a_int(q, sigma, (long)a) / (a - 1.0);
+				r = exact = log_a_int(q, sigma, (long)a) / (a - 1.0);
 			} else {
 				if (!wk->w) {
 					wk->w = gsl_integration_workspace_alloc(ACCT_INTEGRATION_LIMIT);
 					if (!wk->w)
 						return acct_error_set(wk->err, ACCT_ENOMEM, where, "out of memory");
 				}
-				r = rdp_sampled_gaussian_frac(q, sigma, a, wk->w);
+				r = rdp_sampled_gaussian_frac(q, sigma, a, wk->w, &exact);
 				if (isnan(r))
 					return acct_error_set(wk->err, ACCT_ENUMERIC, where,
 							      "numerical integration of the sampled "
 							      "Gaussian failed at order %g", a);
 			}
-			add_at(wk, i, scale, r);
+			/* The integer closed form and the integral are the exact
+			 * divergence; the absolute series is not monotone. */
+			add_at_floor(wk, i, scale, r, exact);
 		}
 	}
 	return 0;
@@ -603,7 +628,9 @@ static int sampled_wor_gaussian(struct rdp_walk *wk, const acct_event *ev, doubl
 
 			r = ((1.0 - t) * x + t * y) / (a - 1.0);
 		}
-		add_at(wk, i, scale, r);
+		/* Theorem 27's bound is not shown to grow with the order:
+		 * it gives the order search no floor. */
+		add_at_floor(wk, i, scale, r, q == 1.0 ? r : 0.0);
 	}
 	return 0;
 }
@@ -646,16 +673,20 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 		return add_curve(wk, scale, linear_rdp,
 				 acct_inv_sq_up(ev->u.pate_threshold.sigma) / 2.0);
 	case ACCT_EV_PATE_GNSS:
-		/* Papernot et al. 2018, Theorem 23; no bound at orders >= 1/(2 beta). */
+		/* Papernot et al. 2018, Theorem 23; no bound at orders >= 1/(2 beta).
+		 * Its second term falls with the order near 1; the first,
+		 * a e^{2 beta} / s^2, is the floor. */
 		for (size_t i = 0; i < wk->n; i++) {
-			double r = INFINITY;
+			double a = wk->orders[i], r = INFINITY;
 
-			if (ev->u.pate_gnss.beta == 0.0 || 2.0 * wk->orders[i] * ev->u.pate_gnss.beta < 1.0) {
+			if (ev->u.pate_gnss.beta == 0.0 || 2.0 * a * ev->u.pate_gnss.beta < 1.0) {
 				if (acct_pate_gnss_rdp(ev->u.pate_gnss.beta, ev->u.pate_gnss.sigma,
-						       wk->orders[i], &r, NULL) < 0)
+						       a, &r, NULL) < 0)
 					r = INFINITY;
 			}
-			add_at(wk, i, scale, r);
+			add_at_floor(wk, i, scale, r,
+				     a * exp(2.0 * ev->u.pate_gnss.beta) /
+					     (ev->u.pate_gnss.sigma * ev->u.pate_gnss.sigma));
 		}
 		return 0;
 	case ACCT_EV_LAPLACE:
@@ -718,8 +749,14 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 	}
 }
 
-int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
-		 double *ret_rdp, double *ret_extra_delta, const char *where, acct_error *err)
+/*
+ * The RDP curve at `n` orders and, when ret_floor is not NULL, its floor: at
+ * each order a lower bound of the curve that is nondecreasing in the order,
+ * so that floor(b) <= curve(a) for every order a >= b.
+ */
+static int rdp_at_floor(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+			double *ret_rdp, double *ret_floor, double *ret_extra_delta,
+			const char *where, acct_error *err)
 {
 	struct rdp_walk wk;
 	double *out = NULL;
@@ -730,7 +767,7 @@ int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, s
 		if (!(orders[i] > 1.0 && orders[i] <= DPG_MAX_RDP_ORDER))
 			return acct_error_set(err, ACCT_EINVAL, "/orders",
 					      "orders must be in (1, %g]", DPG_MAX_RDP_ORDER);
-	out = calloc(n ? n : 1, sizeof(double));
+	out = calloc(2 * (n ? n : 1), sizeof(double));
 	if (!out)
 		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
 	memset(&wk, 0, sizeof(wk));
@@ -738,6 +775,7 @@ int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, s
 	wk.orders = orders;
 	wk.n = n;
 	wk.out = out;
+	wk.floor = ret_floor ? out + n : NULL;
 	wk.allow_delta = ret_extra_delta != NULL;
 	wk.err = err;
 	rc = rdp_walk(&wk, ev, 1.0, where);
@@ -752,6 +790,9 @@ int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, s
 		out[i] = fmax(out[i], 0.0);
 	}
 	memcpy(ret_rdp, out, n * sizeof(double));
+	if (ret_floor)
+		for (size_t i = 0; i < n; i++)
+			ret_floor[i] = fmin(fmax(wk.floor[i], 0.0), out[i]);
 	if (ret_extra_delta)
 		*ret_extra_delta = -expm1(wk.log_keep);
 	rc = 0;
@@ -761,6 +802,12 @@ out:
 	free(wk.wor);
 	free(out);
 	return rc;
+}
+
+int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
+		 double *ret_rdp, double *ret_extra_delta, const char *where, acct_error *err)
+{
+	return rdp_at_floor(ev, nb, orders, n, ret_rdp, NULL, ret_extra_delta, where, err);
 }
 
 int acct_rdp(const acct_event *ev, acct_neighbor neighbor, const double *orders, size_t n,
@@ -841,35 +888,75 @@ double acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, doub
 }
 
 /*
- * epsilon under RDP at the given orders.  Every RDP curve is nondecreasing
- * in the order (Renyi divergences are), so rdp(a) >= rdp(b) for any order
- * b <= a already computed: an order whose conversion with that lower bound
- * already exceeds the best epsilon so far cannot win, and its RDP is not
- * computed.  A few cheap integer orders are computed first as seeds; the
- * rest are visited most promising first.  The result equals the minimum
- * over all the orders.
+ * epsilon under RDP at the given orders: the minimum over all of them of
+ * the conversion of the curve.  The curve itself need not grow with the
+ * order (the fractional orders of the sampled Gaussian report the absolute
+ * series, an upper bound that can exceed the value at a higher order), so
+ * the search prunes with the walk's floor instead: a lower bound of the
+ * curve that is nondecreasing in the order (the exact divergence where one
+ * is computed, nothing where none is).  floor(b) <= rdp(a) for every order
+ * a >= b, and the conversion grows with the RDP, so an order whose
+ * conversion of the largest floor at or below it already exceeds the best
+ * epsilon so far cannot win, and its RDP is not computed.  A few cheap
+ * integer orders are computed first as seeds; the rest are visited most
+ * promising first.  The result equals the minimum over all the orders.
  */
 static const double seed_orders[] = {2, 4, 8, 16, 32, 63};
+
+/* The floors carry rounding and the integration's error (relative 1e-11
+ * asked, up to 1e-8 accepted where GSL reports round-off: see
+ * acct__log_mixture_moment); pruning uses them lowered by this much. */
+#define RDP_FLOOR_SLACK 1e-7
+
+struct order_search {
+	const double *orders; /* the orders asked for */
+	size_t n;
+	double delta;         /* the delta left after the (eps, delta) parts */
+	double *done_o;       /* orders computed so far, and their floors */
+	double *done_f;
+	size_t nd;
+};
+
+/* The lowest epsilon that order a could still reach: the conversion of the
+ * largest floor computed at an order at or below a. */
+static double order_lower_bound(const struct order_search *s, double a)
+{
+	double r = 0.0;
+
+	for (size_t j = 0; j < s->nd; j++)
+		if (s->done_o[j] <= a && s->done_f[j] > r)
+			r = s->done_f[j];
+	return acct__rdp_order_epsilon(a, r * (1.0 - RDP_FLOOR_SLACK), s->delta);
+}
+
+static void order_done(struct order_search *s, double a, double floor_)
+{
+	s->done_o[s->nd] = a;
+	s->done_f[s->nd++] = floor_;
+}
 
 int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
 		      double delta, acct_result *ret, acct_error *err)
 {
-	double *done_o = NULL, *done_r = NULL, *so = NULL, *lb = NULL, extra = 0.0, eff;
+	struct order_search s = {.orders = orders, .n = n};
+	double *so = NULL, *sr = NULL, *sf = NULL, *lb = NULL, extra = 0.0;
 	double best = INFINITY, order = NAN;
-	size_t nd = 0, ns = 0, *idx = NULL;
+	size_t ns = 0, m = 0, *idx = NULL;
 	char *computed = NULL;
 	int rc;
 
-	done_o = calloc(4 * (n ? n : 1), sizeof(double));
+	s.done_o = calloc(6 * (n ? n : 1), sizeof(double));
 	idx = calloc(n ? n : 1, sizeof(size_t));
 	computed = calloc(n ? n : 1, 1);
-	if (!done_o || !idx || !computed) {
+	if (!s.done_o || !idx || !computed) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
 		goto out;
 	}
-	done_r = done_o + n;
-	so = done_r + n;
-	lb = so + n;
+	s.done_f = s.done_o + n;
+	so = s.done_f + n;
+	sr = so + n;
+	sf = sr + n;
+	lb = sf + n;
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < sizeof(seed_orders) / sizeof(seed_orders[0]); j++)
 			if (orders[i] == seed_orders[j] && !computed[i]) {
@@ -880,73 +967,57 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 		so[ns++] = orders[0];
 		computed[0] = 1;
 	}
-	rc = acct__rdp_at(ev, nb, so, ns, done_r, &extra, "/event", err);
+	rc = rdp_at_floor(ev, nb, so, ns, sr, sf, &extra, "/event", err);
 	if (rc < 0)
 		goto out;
-	memcpy(done_o, so, ns * sizeof(double));
-	nd = ns;
 	/* Remaining delta after the (eps, delta) events' share:
 	 * 1 - delta = (1 - eff)(1 - extra). */
-	eff = -expm1(log1p(-delta) - log1p(-extra));
-	if (!(eff > 0.0)) {
+	s.delta = -expm1(log1p(-delta) - log1p(-extra));
+	if (!(s.delta > 0.0)) {
 		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				    "the event's (epsilon, delta) parts already spend delta %.6g, "
 				    "more than the %.6g asked for", extra, delta);
 		goto out;
 	}
-	for (size_t i = 0; i < nd; i++) {
-		double e = acct__rdp_order_epsilon(done_o[i], done_r[i], eff);
+	for (size_t i = 0; i < ns; i++) {
+		double e = acct__rdp_order_epsilon(so[i], sr[i], s.delta);
 
-		if (e < best || (e == best && done_o[i] < order)) {
+		order_done(&s, so[i], sf[i]);
+		if (e < best || (e == best && so[i] < order)) {
 			best = e;
-			order = done_o[i];
+			order = so[i];
 		}
 	}
-#define LOWER(a, out_)                                                           \
-	do {                                                                     \
-		double r_ = 0.0;                                                 \
-		for (size_t j_ = 0; j_ < nd; j_++)                               \
-			if (done_o[j_] <= (a) && done_r[j_] > r_)                \
-				r_ = done_r[j_];                                 \
-		(out_) = acct__rdp_order_epsilon((a), r_, eff);                  \
-	} while (0)
-	{
-		size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (computed[i])
+			continue;
+		lb[i] = order_lower_bound(&s, orders[i]);
+		idx[m++] = i;
+	}
+	/* most promising first (insertion sort: n is small) */
+	for (size_t a = 1; a < m; a++)
+		for (size_t b = a; b > 0 && lb[idx[b]] < lb[idx[b - 1]]; b--) {
+			size_t t = idx[b];
 
-		for (size_t i = 0; i < n; i++) {
-			if (computed[i])
-				continue;
-			LOWER(orders[i], lb[i]);
-			idx[m++] = i;
+			idx[b] = idx[b - 1];
+			idx[b - 1] = t;
 		}
-		/* most promising first (insertion sort: n is small) */
-		for (size_t a = 1; a < m; a++)
-			for (size_t b = a; b > 0 && lb[idx[b]] < lb[idx[b - 1]]; b--) {
-				size_t t = idx[b];
+	for (size_t t = 0; t < m; t++) {
+		size_t i = idx[t];
+		double a = orders[i], bound = order_lower_bound(&s, a), r, f, x, e;
 
-				idx[b] = idx[b - 1];
-				idx[b - 1] = t;
-			}
-		for (size_t t = 0; t < m; t++) {
-			size_t i = idx[t];
-			double a = orders[i], bound, r, x, e;
-
-			LOWER(a, bound);
-			if (bound > best || (bound == best && a > order))
-				continue;
-			rc = acct__rdp_at(ev, nb, &orders[i], 1, &r, &x, "/event", err);
-			if (rc < 0)
-				goto out;
-			done_o[nd] = a;
-			done_r[nd++] = r;
-			e = acct__rdp_order_epsilon(a, r, eff);
-			if (e < best || (e == best && a < order)) {
-				best = e;
-				order = a;
-			}
+		if (bound > best || (bound == best && a > order))
+			continue;
+		rc = rdp_at_floor(ev, nb, &orders[i], 1, &r, &f, &x, "/event", err);
+		if (rc < 0)
+			goto out;
+		order_done(&s, a, f);
+		e = acct__rdp_order_epsilon(a, r, s.delta);
+		if (e < best || (e == best && a < order)) {
+			best = e;
+			order = a;
 		}
 	}
-#undef LOWER
 	if (!isfinite(best)) {
 		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				    "no finite epsilon under rdp at delta %.6g", delta);
@@ -957,7 +1028,7 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 	ret->order = order;
 	rc = 0;
 out:
-	free(done_o);
+	free(s.done_o);
 	free(idx);
 	free(computed);
 	return rc;

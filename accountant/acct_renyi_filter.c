@@ -136,9 +136,10 @@ double acct__filter_epsilon_renyi(const acct_filter *f, const acct_cost *total)
 
 /*
  * A basic ledger charges (eps, delta_share) where eps is the smallest
- * epsilon that rdp, zcdp or pld certify at delta_share (each is an upper
- * bound, so the minimum is one too), rounded up.  Refused when no delta
- * share is named or none of them can price the event.
+ * epsilon that rdp, zcdp or pld certify at delta_share, or, for a lone
+ * gaussian or discrete_gaussian, its exact curve (acct_exact.c): each is an
+ * upper bound, so the minimum is one too, rounded up.  Refused when no
+ * delta share is named or none of them can price the event.
  */
 int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, double delta_share,
 			       double *ret_eps, double *ret_delta, acct_error *err)
@@ -155,6 +156,16 @@ int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, doubl
 				      "a basic ledger prices a '%s' event only at a delta share: "
 				      "name one in \"delta\"", acct_event_type_name(ev->type));
 	acct_error_init(&first);
+	if (acct__exact_leaf(ev)) {
+		acct_result r;
+		acct_error e;
+
+		acct_error_init(&e);
+		if (acct__exact_epsilon(ev, delta_share, &r, &e) == 0)
+			best = r.epsilon;
+		else
+			acct_error_set(&first, e.code, e.where, "%s", e.text);
+	}
 	for (size_t i = 0; i < sizeof(tried) / sizeof(tried[0]); i++) {
 		acct_options o;
 		acct_result r;

@@ -313,8 +313,11 @@ int mech_label_em_epsilon_for_success(int64_t n, double sensitivity, double targ
  * the private labels[0..n): the score is drawn as Binomial(n, p) by n exact
  * Bernoulli(p) trials, then a uniform labelling with that score by selection
  * sampling.  The 2n draws come from a ChaCha20 stream keyed from `key_rng`
- * (mech_rng_new_stream; a seeded key_rng gives a seeded stream).  *ret_event is exponential_mechanism {epsilon} (McSherry-Talwar:
- * epsilon-DP when one label changes the score by at most `sensitivity`).
+ * (mech_rng_new_stream; a seeded key_rng gives a seeded stream).  The
+ * privacy unit is one label and `sensitivity` (D) must be 1, the Hamming
+ * score's; any other D is ACCT_EINVAL at /sensitivity.  *ret_event is binary
+ * randomized_response with the keep probability p used, whose epsilon is
+ * log(p / (1 - p)) = epsilon / (2D) = epsilon / 2 (mech_labelem.c derives it).
  * Returns 0, ACCT_EINVAL (bad parameters or a label not 0/1), ACCT_ENOMEM or
  * ACCT_EINTERNAL; on failure *ret_event is untouched and ret_labels holds
  * nothing usable.

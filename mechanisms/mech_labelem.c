@@ -2,18 +2,34 @@
  * mech_labelem.c: the label exponential mechanism for binary labels scored
  * by Hamming agreement, and its guidance figures.
  *
- * Output space: all labellings y' of n binary labels; utility u(y') = number
- * of positions where y' agrees with the private labels y; changing one label
- * of y changes u by at most `sensitivity` (1 for Hamming agreement).  The
- * exponential mechanism (McSherry and Talwar 2007) releases y' with
- * probability proportional to exp(epsilon u(y') / (2 sensitivity)), which is
- * epsilon-DP.  Grouping labellings by their score q, there are C(n, q) of
- * them, so Pr[q = k] is proportional to C(n, k) e^{k x}, x = epsilon /
- * (2 sensitivity): q is Binomial(n, p) with p = e^x / (1 + e^x), the "keep
- * probability", and given q the labelling is uniform among those with score
- * q: each label is kept with probability p on its own, binary randomized
- * response, which is how the release is priced (mech_label_em).  We sample
- * exactly that way: q as a sum of n exact Bernoulli(p) trials,
+ * Privacy unit: one label.  Neighbouring label vectors y, y' differ in one
+ * position.  Output space: all labellings z of the n labels; utility u(z)
+ * = number of positions where z agrees with the private labels.  D (the
+ * `sensitivity` field) is the exponential mechanism's utility sensitivity,
+ * max over z and neighbours |u_y(z) - u_y'(z)|, which for Hamming agreement
+ * under one-label neighbours is exactly 1.  The exponential mechanism
+ * (McSherry and Talwar 2007; Bi and Suppakitpaisarn 2022, Def. 4) releases
+ * z with probability proportional to exp(epsilon u(z) / (2D)) and is
+ * epsilon-DP for any utility of sensitivity D.
+ *
+ * What it costs here is less.  With x = epsilon / (2D), the normaliser
+ * sum_z e^{x u(z)} = (1 + e^x)^n does not depend on y, so changing one label
+ * changes the probability of every z by e^{+x} or e^{-x} exactly: the
+ * release is x-DP, epsilon / (2D), and no better (a z that agrees at the
+ * changed position attains it).  Grouping labellings by their score q,
+ * there are C(n, q) of them, so Pr[q = k] is proportional to C(n, k) e^{k
+ * x}: q is Binomial(n, p) with p = e^x / (1 + e^x), the "keep probability",
+ * and given q the labelling is uniform among those with score q: each label
+ * is kept with probability p on its own, binary randomized response with
+ * loss log(p / (1 - p)) = x.  That is the event charged (mech_label_em): at
+ * D = 1, epsilon / 2.
+ *
+ * Only D = 1 is accepted.  A unit that could change D > 1 labels (several
+ * labels per person) would cost D x = epsilon / 2 for the group, while the
+ * event prices one label, x: the ledger would record a D-th of the cost.
+ * D < 1 misstates the score's sensitivity.  Both are refused at /sensitivity.
+ *
+ * We sample exactly that way: q as a sum of n exact Bernoulli(p) trials,
  * then the q agreeing positions by selection sampling (Knuth, TAOCP vol. 2,
  * 3.4.2, Algorithm S) with exact uniform integers.  Linear time, constant
  * memory beyond the output.
@@ -25,6 +41,10 @@
 #include "mech.h"
 #include "mech_internal.h"
 
+/* The utility sensitivity of Hamming agreement when neighbours differ in
+ * one label: the only D this mechanism prices correctly (see above). */
+#define LABEL_EM_SCORE_SENSITIVITY 1.0
+
 static int check_params(int64_t n, double epsilon, double sensitivity, acct_error *err)
 {
 	if (n < 1 || n > DPG_MAX_LABEL_EM_N)
@@ -32,9 +52,12 @@ static int check_params(int64_t n, double epsilon, double sensitivity, acct_erro
 				      (long long)DPG_MAX_LABEL_EM_N);
 	if (!(isfinite(epsilon) && epsilon > 0.0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon must be finite and > 0");
-	if (!(isfinite(sensitivity) && sensitivity > 0.0))
+	if (sensitivity != LABEL_EM_SCORE_SENSITIVITY)
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
-				      "sensitivity must be finite and > 0");
+				      "sensitivity must be 1: the privacy unit is one label, which "
+				      "changes the Hamming score by at most 1; a unit of several "
+				      "labels is not supported (each release is charged as one "
+				      "label)");
 	return 0;
 }
 
@@ -192,10 +215,9 @@ int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double eps
 	 * the label with probability p (the double below, exactly), and one
 	 * changed label changes one of them: so the event is that randomized
 	 * response, priced from the p used (noise_parameter 2 (1 - p), exact
-	 * for p in [1/2, 1] by Sterbenz).  Naming `epsilon` instead understated
-	 * the cost when `sensitivity` < 1 (x = epsilon / (2 sensitivity) is
-	 * then above epsilon / 2) and when p rounds up; and a p that rounds to
-	 * 1 releases the labels themselves, so it is refused.
+	 * for p in [1/2, 1] by Sterbenz), whose epsilon is log(p / (1 - p)) =
+	 * epsilon / 2 up to the rounding of p, which it includes.  A p that
+	 * rounds to 1 releases the labels themselves, so it is refused.
 	 */
 	p = mech_label_em_keep_probability(epsilon, sensitivity);
 	if (!(p < 1.0))

@@ -1,9 +1,12 @@
 /*
  * srv_labelem.c: POST /v1/label-em/guidance (DESIGN.md, stateless routes).
  *
- * Forward: body {n, epsilon, sensitivity (default 1), ks (optional)} ->
- *   {keep_probability, success_probability, log_pmf: {"k": log Pr[q = k]}},
- *   a log_pmf entry null where it is -infinity (below -DBL_MAX).
+ * Forward: body {n, epsilon, sensitivity (1, the default, is the only value
+ *   accepted: one label per privacy unit, see mech_labelem.c), ks} ->
+ *   {keep_probability, success_probability, charged_epsilon,
+ *   log_pmf: {"k": log Pr[q = k]}}, a log_pmf entry null where it is
+ *   -infinity (below -DBL_MAX); charged_epsilon is what a release at these
+ *   parameters costs per label, log(p / (1 - p)) = epsilon / 2.
  * Inverse: body {n, target_success_probability, sensitivity, ks} (no
  *   epsilon) -> {epsilon, keep_probability, success_probability, log_pmf}
  *   where epsilon is the smallest epsilon whose success probability
@@ -140,6 +143,7 @@ int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *e
 	ans = json_object();
 	if (!ans || json_object_set_new(ans, "keep_probability", json_real(keep)) < 0 ||
 	    json_object_set_new(ans, "success_probability", json_real(succ)) < 0 ||
+	    json_object_set_new(ans, "charged_epsilon", json_real(eps / (2.0 * sens))) < 0 ||
 	    (has_target && json_object_set_new(ans, "epsilon", json_real(eps)) < 0)) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;

@@ -2526,9 +2526,10 @@ static const struct fixed_case fixed_cases[] = {
 	{"POST", "/v1/datasets/b-large/charges", R_ADMIN, NULL,
 	 "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":5e-324}}", 0, 0},
 	/* 500 "out of memory": log Pr[q = k] was NaN or -infinity, which
-	 * jansson cannot write; -infinity is null now, and the bad k a 400. */
+	 * jansson cannot write; -infinity is null now, and the bad k a 400.
+	 * A sensitivity other than 1 is refused (one label per unit). */
 	{"POST", "/v1/label-em/guidance", R_NONE, NULL,
-	 "{\"n\":10,\"epsilon\":1,\"sensitivity\":4.9406564584124654e-324,\"ks\":[0,5,10]}", 0, 200},
+	 "{\"n\":10,\"epsilon\":1,\"sensitivity\":4.9406564584124654e-324,\"ks\":[0,5,10]}", 0, 400},
 	{"POST", "/v1/label-em/guidance", R_NONE, NULL,
 	 "{\"n\":10,\"epsilon\":1e308,\"sensitivity\":1,\"ks\":[0,5,10]}", 0, 200},
 	{"POST", "/v1/label-em/guidance", R_ADMIN, NULL,

@@ -160,27 +160,47 @@ Test(labelem, score_is_binomial_and_positions_uniform)
 }
 
 /*
- * The release is priced from the keep probability actually used: with
- * sensitivity 0.25 the keep odds are e^(eps / 0.5), a loss of 2 eps per
- * label, which the old event (the exponential mechanism at eps) priced at
- * eps.  Priced here as randomized response: log(p / (1 - p)) = 2 eps.  A
- * keep probability that rounds to 1 would release the labels: refused.
+ * What one release costs: the exponential mechanism with utility
+ * sensitivity D = 1 keeps each label with p = e^(eps/2) / (1 + e^(eps/2)),
+ * so changing one label changes the probability of every output by
+ * e^(+-eps/2): the event must be worth log(p / (1 - p)) = eps / (2D) =
+ * eps / 2 per label (not eps / D), and a basic ledger charges that.  A D
+ * other than 1 is refused rather than charged as one label: a unit of D > 1
+ * labels would cost D times that.  A keep probability that rounds to 1
+ * would release the labels: refused.
  */
-Test(labelem, priced_from_the_keep_probability_used)
+Test(labelem, charged_eps_over_2d_and_only_d_one)
 {
 	uint8_t labels[4] = {0, 1, 1, 0}, out[4];
+	double bad_d[] = {0.25, 0.5, 2.0, 3.0, 1.0 + 0x1p-52, 1.0 - 0x1p-53};
 	acct_event *ev = NULL;
 	acct_error err;
 	mech_rng *r = test_rng(22);
 	double noise, odds;
 
 	acct_error_init(&err);
-	cr_assert_eq(mech_label_em(r, labels, 4, 1.0, 0.25, out, &ev, &err), 0, "%s", err.text);
+	cr_assert_eq(mech_label_em(r, labels, 4, 1.0, 1.0, out, &ev, &err), 0, "%s", err.text);
 	cr_assert_eq(ev->type, ACCT_EV_RANDOMIZED_RESPONSE);
+	cr_assert_eq(ev->u.randomized_response.num_buckets, 2);
 	noise = ev->u.randomized_response.noise_parameter;
 	odds = log((1 - noise / 2) / (noise / 2));
-	cr_assert(fabs(odds - 2.0) < 1e-12, "loss per label %.17g, want 2", odds);
+	cr_assert(fabs(odds - 0.5) < 1e-12, "loss per label %.17g, want 0.5", odds);
+	/* The pure epsilon a basic ledger charges (rounded up, never below). */
+	cr_assert(acct_pure_epsilon_up(ev) >= 0.5 - 1e-15 && acct_pure_epsilon_up(ev) < 0.5 + 1e-12,
+		  "%.17g", acct_pure_epsilon_up(ev));
 	acct_event_free(ev);
+	for (size_t i = 0; i < sizeof(bad_d) / sizeof(bad_d[0]); i++) {
+		ev = NULL;
+		acct_error_init(&err);
+		cr_assert_eq(mech_label_em(r, labels, 4, 1.0, bad_d[i], out, &ev, &err), ACCT_EINVAL,
+			     "D = %.17g", bad_d[i]);
+		cr_assert_str_eq(err.where, "/sensitivity");
+		cr_assert_null(ev);
+		acct_error_init(&err);
+		cr_assert_eq(mech_label_em_epsilon_for_success(10, bad_d[i], 0.9, &odds, &err),
+			     ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/sensitivity");
+	}
 	ev = NULL;
 	acct_error_init(&err);
 	cr_assert_eq(mech_label_em(r, labels, 4, 80.0, 1.0, out, &ev, &err), ACCT_EINVAL);

@@ -57,6 +57,14 @@ Test(srv_labelem, refcheck_cases_pass)
 				   1e-12));
 		cr_assert(close_to(json_object_get(ans, "keep_probability"),
 				   json_number_value(json_object_get(c, "keep_probability")), 1e-12, 0));
+		/* What a release costs per label: the log odds of keeping it,
+		 * from the reference's keep probability (epsilon / 2 at D = 1). */
+		{
+			double p = json_number_value(json_object_get(c, "keep_probability"));
+
+			cr_assert(close_to(json_object_get(ans, "charged_epsilon"), log(p / (1 - p)),
+					   1e-9, 0), "%s", json_string_value(json_object_get(c, "id")));
+		}
 		json_object_foreach(json_object_get(c, "log_pmf"), key, v)
 			cr_assert(close_to(json_object_get(json_object_get(ans, "log_pmf"), key),
 					   json_number_value(v), 1e-9, 1e-6), "k %s", key);
@@ -96,6 +104,11 @@ Test(srv_labelem, bad_inputs_name_the_field)
 		{"{\"n\":10,\"epsilon\":\"x\"}", "/epsilon"},
 		{"{\"n\":10}", "/epsilon"},
 		{"{\"n\":10,\"epsilon\":1,\"sensitivity\":0}", "/sensitivity"},
+		/* One label per unit: the Hamming score's sensitivity is 1. */
+		{"{\"n\":10,\"epsilon\":1,\"sensitivity\":2}", "/sensitivity"},
+		{"{\"n\":10,\"epsilon\":1,\"sensitivity\":0.5}", "/sensitivity"},
+		{"{\"n\":10,\"target_success_probability\":0.9,\"sensitivity\":3}",
+		 "/sensitivity"},
 		{"{\"n\":10,\"epsilon\":1,\"ks\":[3,11]}", "/ks/1"},
 		{"{\"n\":10,\"epsilon\":1,\"ks\":[1.5]}", "/ks/0"},
 		{"{\"n\":10,\"epsilon\":1,\"ks\":5}", "/ks"},
@@ -127,7 +140,7 @@ Test(srv_labelem, bad_inputs_name_the_field)
 Test(srv_labelem, overflowing_epsilon_writes_null_log_pmf)
 {
 	static const char *const bodies[] = {
-		"{\"n\":10,\"epsilon\":1,\"sensitivity\":5e-324,\"ks\":[0,5,10]}",
+		"{\"n\":10,\"epsilon\":1.7e308,\"ks\":[0,5,10]}",
 		"{\"n\":10,\"epsilon\":1e308,\"sensitivity\":1,\"ks\":[0,5,10]}",
 	};
 
