@@ -505,6 +505,32 @@ bool srv_json_content_type(const char *ct)
 	       srv_media_type_is(ct, "application/x-www-form-urlencoded");
 }
 
+/* How many request headers are named `name` (MHD_get_connection_values). */
+struct header_count {
+	const char *name;
+	unsigned n;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	struct header_count *hc = cls;
+
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, hc->name) == 0)
+		hc->n++;
+	return MHD_YES;
+}
+
+static unsigned header_count(struct MHD_Connection *conn, const char *name)
+{
+	struct header_count hc = {name, 0};
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
+	return hc.n;
+}
+
 /* What admit() found out about a request, held until admission_end(). */
 struct admission {
 	char scratch[DPG_MAX_URL_BYTES + 1]; /* the path's parameters point here */
@@ -538,6 +564,14 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 	int r;
 
 	memset(a, 0, sizeof(*a));
+	/* Authorization is a singleton field (RFC 9110, 11.6.2): with two, a
+	 * proxy that reads the last could check another key than the one
+	 * used here (the first), so neither is taken. */
+	if (header_count(conn, MHD_HTTP_HEADER_AUTHORIZATION) > 1) {
+		srv_problem(res, 400, NULL, "more than one Authorization header", "Authorization",
+			    NULL);
+		return -1;
+	}
 	if (cs->encoded_slash) {
 		srv_problem(res, 404, NULL, "no such route: the path holds an encoded slash (%2F)",
 			    NULL, NULL);
@@ -722,32 +756,6 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	cs->status = ok == MHD_YES ? res->status : 0;
 	cs->out_bytes = ok == MHD_YES ? res->len : 0;
 	return ok;
-}
-
-/* How many request headers are named `name` (MHD_get_connection_values). */
-struct header_count {
-	const char *name;
-	unsigned n;
-};
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				    const char *value)
-{
-	struct header_count *hc = cls;
-
-	(void)kind;
-	(void)value;
-	if (strcasecmp(key, hc->name) == 0)
-		hc->n++;
-	return MHD_YES;
-}
-
-static unsigned header_count(struct MHD_Connection *conn, const char *name)
-{
-	struct header_count hc = {name, 0};
-
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
-	return hc.n;
 }
 
 /* An RFC 9110 token character (5.6.2), the only ones a header name has. */

@@ -255,3 +255,51 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 	}
 	dpg_server_destroy(&srv);
 }
+
+/*
+ * Authorization is a singleton header: two of them, whichever comes first
+ * and whether or not they agree, are refused with 400 naming the header,
+ * on a spending route (nothing charged) as on a public one.
+ */
+Test(auth, two_authorization_headers_are_refused, .timeout = 120)
+{
+	static const char bogus[] = "Authorization: Bearer dpg_0000000000000000_"
+				    "0000000000000000000000000000000000000000000000000000000000000000";
+	char mine[256];
+	dpg_server srv;
+	dpg_budget before, after;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "a", 1.0, 0, "basic");
+	snprintf(mine, sizeof(mine), "Authorization: Bearer %s", srv.admin_key);
+	before = dpg_budget_of(&srv, "a");
+	{
+		const char *const orders[][3] = {{mine, bogus, NULL}, {bogus, mine, NULL},
+						 {mine, mine, NULL}};
+
+		for (size_t i = 0; i < sizeof(orders) / sizeof(orders[0]); i++) {
+			const char *const paths[][2] = {{"POST", "/v1/datasets/a/charges"},
+							{"GET", "/healthz"}};
+
+			for (size_t p = 0; p < 2; p++) {
+				bool post = strcmp(paths[p][0], "POST") == 0;
+				dpg_resp r;
+
+				cr_assert_eq(dpg_http(&srv, paths[p][0], paths[p][1], NULL,
+						      post ? EVT : NULL, post ? strlen(EVT) : 0,
+						      orders[i], &r), 0);
+				cr_expect_eq(r.status, 400, "order %zu, %s: %ld %s", i, paths[p][1],
+					     r.status, r.body);
+				cr_expect_str_eq(r.content_type, "application/problem+json");
+				cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")),
+						 "Authorization", "%s", r.body);
+				dpg_resp_free(&r);
+			}
+		}
+	}
+	after = dpg_budget_of(&srv, "a");
+	cr_expect_eq(after.charges, before.charges);
+	cr_expect_eq(after.ledger_rows, before.ledger_rows);
+	cr_expect_eq(after.spent_eps, before.spent_eps);
+	dpg_server_destroy(&srv);
+}
