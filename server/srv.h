@@ -558,6 +558,12 @@ struct srv_ctx {
 	/* Seconds a request's body may take to arrive, counted from its
 	 * headers; a slower one is cut off (srv_http.c, on_request). */
 	unsigned body_timeout_s;
+	/* Seconds a request's header block may take from its first byte, and
+	 * connections one client address may hold (srv_conns.h). */
+	unsigned header_timeout_s;
+	unsigned max_conns_per_ip;
+	/* Connections waiting for a request (srv_conns.h); NULL until serving. */
+	struct srv_conns *conns;
 	/* Idle-priority spinners that keep the CPUs awake while a request is
 	 * served alone (srv_awake.h); NULL when busy_poll_us is 0. */
 	struct srv_awake *awake;

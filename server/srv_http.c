@@ -4,7 +4,9 @@
  *
  * Every request is bounded before any handler runs: URL length, body size
  * (413, checked against Content-Length before the body is read and again
- * while it streams), JSON depth, and the connection timeout.  Handlers run
+ * while it streams), JSON depth, and the connection timeout; connections
+ * are bounded per client address, in the time their headers take, and in
+ * how many may wait for a request (srv_conns.h).  Handlers run
  * on libmicrohttpd's worker threads; each takes one pooled SQLite
  * connection for the duration of the request.
  */
@@ -28,6 +30,7 @@
 #include "srv.h"
 #include "srv_awake.h"
 #include "srv_cgroup.h"
+#include "srv_conns.h"
 #include "srv_fmt.h"
 #include "srv_json.h"
 
@@ -58,6 +61,8 @@ struct conn_state {
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
 	bool awake;         /* it holds the CPUs awake (srv_awake_enter) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
+	srv_conns *conns;   /* the server's waiting connections (srv_conns.h) */
+	srv_conn *waiting;  /* this connection's entry there, or NULL */
 };
 
 /* ---- the request target ---------------------------------------------------- */
@@ -748,6 +753,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		cs->keep_alive = false;
 	}
 	cs->replied = true;
+	/* Answered: no longer waiting, never closed for the reserve. */
+	srv_conns_serving(cs->conns, cs->waiting);
 	ok = MHD_queue_response(conn, (unsigned)res->status, r);
 	MHD_destroy_response(r);
 	/* libmicrohttpd 0.9.75 takes no answer while a body is arriving (a
@@ -908,6 +915,7 @@ struct conn_sock {
 	bool quick;                /* its last gap fitted in busy_poll_us */
 	unsigned timeouts;         /* polls timed out since one met a request */
 	unsigned skip;             /* completions still to pass without a poll */
+	srv_conn *waiting;         /* its entry in ctx->conns (srv_conns.h), or NULL */
 };
 
 /* Connections owned by this libmicrohttpd worker thread: the connection
@@ -917,17 +925,27 @@ static _Thread_local unsigned worker_connections;
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
-	(void)cls;
-	(void)conn;
+	srv_ctx *ctx = cls;
+
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		struct conn_sock *sock = calloc(1, sizeof(*sock));
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 
-		if (sock)
+		if (sock) {
 			sock->quick = true;
+			if (ci)
+				sock->waiting = srv_conns_add(ctx->conns, ci->connect_fd);
+		}
 		*socket_context = sock;
 		worker_connections++;
 	} else {
-		free(*socket_context);
+		struct conn_sock *sock = *socket_context;
+
+		/* Before libmicrohttpd closes the socket (srv_conns.h). */
+		if (sock)
+			srv_conns_remove(ctx->conns, sock->waiting);
+		free(sock);
 		*socket_context = NULL;
 		worker_connections--;
 	}
@@ -1055,6 +1073,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		cs->keep_alive = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
 				 !(connection && strcasestr(connection, "close"));
 		cs->route = -1;
+		{
+			struct conn_sock *sock = conn_sock_of(conn);
+
+			cs->conns = ctx->conns;
+			cs->waiting = sock ? sock->waiting : NULL;
+			srv_conns_headers_in(cs->conns, cs->waiting);
+		}
 		srv_strcopy(cs->method, sizeof(cs->method), method);
 		srv_strcopy(cs->path, sizeof(cs->path), url);
 		{
@@ -1089,10 +1114,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			srv_problem(&res, 414, "URI too long", "the path is too long", NULL, NULL);
 			return send_response(conn, cs, &res);
 		}
-		if (((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
-		     header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) &&
-		    refused_before_body(ctx, conn, cs, method, url, &res))
-			return send_response(conn, cs, &res);
+		if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
+		    header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) {
+			if (refused_before_body(ctx, conn, cs, method, url, &res))
+				return send_response(conn, cs, &res);
+			/* Admitted before its body is read: served from here
+			 * on; its pace is the body timeout's to bound (and the
+			 * address limit's). */
+			srv_conns_serving(cs->conns, cs->waiting);
+		}
 		/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
 		 * client, still sending, reads the 413 rather than a reset; a
 		 * larger one is answered at once and the connection closed.  A
@@ -1158,6 +1188,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	memset(&res, 0, sizeof(res));
+	/* The whole request is in: it is served from here on. */
+	srv_conns_serving(cs->conns, cs->waiting);
 	if (cs->too_large)
 		srv_problem(&res, 413, NULL, "the request body is larger than this route accepts", NULL,
 			    NULL);
@@ -1238,8 +1270,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(cs);
 	*con_cls = NULL;
 	atomic_fetch_sub(&ctx->in_flight, 1);
-	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && keep_alive)
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && keep_alive) {
+		struct conn_sock *sock = conn_sock_of(conn);
+
+		srv_conns_wait_again(ctx->conns, sock ? sock->waiting : NULL);
 		await_next_request(ctx, conn);
+	}
 }
 
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
@@ -1277,6 +1313,14 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	 * (srv_awake.h), with the poll's flag; a request never waits for it. */
 	if (ctx->busy_poll_us > 0)
 		ctx->awake = start_awake(ctx);
+	ctx->conns = srv_conns_new(ctx->header_timeout_s,
+				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
+	if (!ctx->conns) {
+		fprintf(stderr, "dpgate: cannot start the connection sweeper: %s\n", strerror(errno));
+		srv_awake_stop(ctx->awake);
+		ctx->awake = NULL;
+		return 1;
+	}
 	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
 	 * second server bind the same port and take half the connections.
 	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
@@ -1297,9 +1341,10 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_ARRAY, pool,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
+			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, ctx->max_conns_per_ip,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
-			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, ctx,
 			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 			     MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
 			     MHD_OPTION_END);
@@ -1307,6 +1352,8 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
 		srv_awake_stop(ctx->awake);
 		ctx->awake = NULL;
+		srv_conns_free(ctx->conns);
+		ctx->conns = NULL;
 		return 1;
 	}
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -1336,6 +1383,9 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	MHD_stop_daemon(d);
 	srv_awake_stop(ctx->awake);
 	ctx->awake = NULL;
+	/* After libmicrohttpd: every connection it had is closed and removed. */
+	srv_conns_free(ctx->conns);
+	ctx->conns = NULL;
 	if (listen_fd != MHD_INVALID_SOCKET)
 		close(listen_fd);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");

@@ -12,6 +12,7 @@
 
 #include "srv.h"
 #include "srv_awake.h"
+#include "srv_conns.h"
 #include "srv_table_cache.h"
 
 static const int metric_statuses[SRV_METRIC_STATUSES] = {
@@ -268,6 +269,19 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 			      "dpgate_awake_threads %u\n",
 			  (unsigned long long)aw.requests, (unsigned long long)(aw.spins - aw.time_limit),
 			  (unsigned long long)aw.time_limit, aw.threads);
+	}
+	{
+		srv_conns_stats cs = srv_conns_read_stats(ctx->conns);
+
+		sb_printf(&b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
+			      "# TYPE dpgate_connections_waiting gauge\n"
+			      "dpgate_connections_waiting %u\n"
+			      "# HELP dpgate_connections_closed_total Waiting connections the server closed, by why: a request's headers past the header deadline (serve --header-timeout, answered 408), or the longest-waiting one when waiting connections held all but the reserved slots.\n"
+			      "# TYPE dpgate_connections_closed_total counter\n"
+			      "dpgate_connections_closed_total{reason=\"header_timeout\"} %llu\n"
+			      "dpgate_connections_closed_total{reason=\"waiting_limit\"} %llu\n",
+			  cs.waiting, (unsigned long long)cs.header_timeouts,
+			  (unsigned long long)cs.waiting_limit);
 	}
 	sb_printf(&b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
 		      "# TYPE dpgate_dataset_epsilon_spent gauge\n"
