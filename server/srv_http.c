@@ -688,6 +688,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	req->raw_len = cs->len;
 	req->content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	req->idempotency_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
+	req->authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 	req->query = conn_query;
 	req->conn = conn;
 	if (route->json_body) {

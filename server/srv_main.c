@@ -80,7 +80,7 @@ static const char usage_top[] =
 static const char usage_serve[] =
 	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]\n"
 	"                    [--busy-poll-us N] [--body-timeout S] [--header-timeout S]\n"
-	"                    [--max-conns-per-ip N] [--quiet]\n"
+	"                    [--max-conns-per-ip N] [--public-metrics] [--quiet]\n"
 	"\n"
 	"  --db FILE          SQLite database (default DIR/dpgate.db); created and\n"
 	"                     migrated if needed\n"
@@ -111,6 +111,8 @@ static const char usage_serve[] =
 	"                     yet admitted, idle keep-alive) hold all but " TEXT_OF(DPG_CONNECTION_RESERVE) " of the\n"
 	"                     " TEXT_OF(DPG_MAX_CONNECTIONS) " slots; past that a new connection closes the\n"
 	"                     longest-waiting one\n"
+	"  --public-metrics   /metrics shows every dataset's gauges to anyone; without\n"
+	"                     it, only those of the datasets the request's key may read\n"
 	"  --quiet            no access log lines\n"
 	"\n"
 	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
@@ -355,6 +357,7 @@ static int cmd_serve(int argc, char **argv)
 		{"body-timeout", required_argument, NULL, 'T'},
 		{"header-timeout", required_argument, NULL, 'H'},
 		{"max-conns-per-ip", required_argument, NULL, 'P'},
+		{"public-metrics", no_argument, NULL, 'M'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -363,6 +366,7 @@ static int cmd_serve(int argc, char **argv)
 	unsigned threads = DEFAULT_THREADS, busy_poll_us = DEFAULT_BUSY_POLL_US, port;
 	unsigned body_timeout_s = DEFAULT_BODY_TIMEOUT_S, header_timeout_s = DPG_HEADER_TIMEOUT_S;
 	unsigned max_conns_per_ip = DPG_MAX_CONNECTIONS_PER_IP;
+	bool public_metrics = false;
 	char host[64], dbbuf[4096];
 	const char *colon;
 	srv_ctx ctx;
@@ -407,6 +411,7 @@ static int cmd_serve(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'M': public_metrics = true; break;
 		case 'q': break;
 		case 'h': fputs(usage_serve, stdout); return 0;
 		default: fputs(usage_serve, stderr); return 2;
@@ -443,6 +448,7 @@ static int cmd_serve(int argc, char **argv)
 	ctx.body_timeout_s = body_timeout_s;
 	ctx.header_timeout_s = header_timeout_s;
 	ctx.max_conns_per_ip = max_conns_per_ip;
+	ctx.public_metrics = public_metrics;
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--quiet") == 0)
 			ctx.access_log = false;
