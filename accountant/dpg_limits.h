@@ -13,7 +13,7 @@
 #define DPG_MAX_BODY_BYTES          (1u << 20)   /* JSON request bodies */
 #define DPG_MAX_CSV_BYTES           (64u << 20)  /* PUT .../data text/csv */
 #define DPG_MAX_JSON_DEPTH          32           /* nesting of any JSON body */
-#define DPG_MAX_URL_BYTES           2048
+#define DPG_MAX_URL_BYTES           2048         /* request target: path and query */
 #define DPG_CONNECTION_TIMEOUT_S    30           /* idle connection */
 #define DPG_MAX_CONNECTIONS         1024
 /* A request's header block, from its first byte (serve --header-timeout;

@@ -59,6 +59,7 @@ struct conn_state {
 	char key_id[2 * SRV_KEY_ID_BYTES + 1];
 	bool encoded_slash; /* the raw path held %2F (on_uri) */
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
+	bool long_target;   /* the request target was over DPG_MAX_URL_BYTES (on_uri) */
 	bool awake;         /* it holds the CPUs awake (srv_awake_enter) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
 	srv_conns *conns;   /* the server's waiting connections (srv_conns.h) */
@@ -75,14 +76,16 @@ struct conn_state {
  * than the one asked for, about an identifier that is not one.
  */
 
-/* *con_cls of a request whose raw path holds an encoded slash, or whose
- * request target holds a NUL byte; on_request replaces it with the
+/* *con_cls of a request whose raw path holds an encoded slash, whose
+ * request target holds a NUL byte, or whose target (path and query) is
+ * longer than DPG_MAX_URL_BYTES; on_request replaces it with the
  * request's conn_state.  Only their addresses are used. */
-static const char encoded_slash_mark, nul_target_mark;
+static const char encoded_slash_mark, nul_target_mark, long_target_mark;
 
 static bool is_mark(const void *p)
 {
-	return p == (const void *)&encoded_slash_mark || p == (const void *)&nul_target_mark;
+	return p == (const void *)&encoded_slash_mark || p == (const void *)&nul_target_mark ||
+	       p == (const void *)&long_target_mark;
 }
 
 static int hex_value(char c)
@@ -122,8 +125,10 @@ static bool target_has_nul(const char *uri)
 
 /*
  * Called with the raw request target before it is decoded
- * (MHD_OPTION_URI_LOG_CALLBACK): marks a path holding %2F, which no route
- * has (dispatch answers 404).  A query may hold %2F.
+ * (MHD_OPTION_URI_LOG_CALLBACK): marks a target longer than
+ * DPG_MAX_URL_BYTES (414; on_request sees the path alone, so a long query
+ * would pass), and a path holding %2F, which no route has (dispatch
+ * answers 404).  A query may hold %2F.
  */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
@@ -133,6 +138,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	(void)conn;
 	if (target_has_nul(uri))
 		return (void *)&nul_target_mark;
+	if (strlen(uri) > DPG_MAX_URL_BYTES)
+		return (void *)&long_target_mark;
 	for (size_t i = 0; i + 2 < path_len; i++)
 		if (uri[i] == '%' && uri[i + 1] == '2' && (uri[i + 2] == 'F' || uri[i + 2] == 'f'))
 			return (void *)&encoded_slash_mark;
@@ -1065,6 +1072,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
 		cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
+		cs->long_target = *con_cls == (const void *)&long_target_mark;
 		*con_cls = cs;
 		atomic_fetch_add(&ctx->in_flight, 1);
 		cs->awake = srv_awake_enter(ctx->awake);
@@ -1110,9 +1118,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			if (*end != '\0' || n > cs->limit)
 				cs->too_large = true;
 		}
-		if (strlen(url) > DPG_MAX_URL_BYTES) {
+		if (cs->long_target || strlen(url) > DPG_MAX_URL_BYTES) {
+			char detail[96];
+
+			snprintf(detail, sizeof(detail),
+				 "the request target (path and query) is longer than %u bytes",
+				 (unsigned)DPG_MAX_URL_BYTES);
 			memset(&res, 0, sizeof(res));
-			srv_problem(&res, 414, "URI too long", "the path is too long", NULL, NULL);
+			srv_problem(&res, 414, "URI too long", detail, NULL, NULL);
 			return send_response(conn, cs, &res);
 		}
 		if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
