@@ -363,8 +363,11 @@ Test(openapi, every_spec_operation_is_a_route)
 	for (size_t i = 0; i < sp.n; i++) {
 		bool found = false;
 
+		/* HEAD is served wherever GET is (srv_http.c, admit). */
+		const char *method = strcmp(sp.ops[i].method, "HEAD") == 0 ? "GET" : sp.ops[i].method;
+
 		for (size_t r = 0; r < srv_routes_count && !found; r++)
-			found = strcmp(srv_routes[r].method, sp.ops[i].method) == 0 &&
+			found = strcmp(srv_routes[r].method, method) == 0 &&
 				strcmp(srv_routes[r].pattern, sp.ops[i].path) == 0;
 		if (!found) {
 			cr_log_error("openapi.yaml line %d: %s %s is not a route of the server",
@@ -393,7 +396,37 @@ Test(openapi, operations_are_unique_and_named)
 				  "operationId %s is used twice", sp.ops[i].operation_id);
 		}
 	}
-	cr_expect_eq(sp.n, srv_routes_count);
+	{
+		size_t gets = 0;
+
+		for (size_t r = 0; r < srv_routes_count; r++)
+			gets += strcmp(srv_routes[r].method, "GET") == 0;
+		cr_expect_eq(sp.n, srv_routes_count + gets, "%zu operations for %zu routes, %zu of them GET",
+			     sp.n, srv_routes_count, gets);
+	}
+}
+
+/* The server answers HEAD wherever it answers GET, with GET's access
+ * rules: the spec says so on every GET path, with the same access and
+ * security. */
+Test(openapi, every_get_route_has_its_head_operation)
+{
+	struct spec sp;
+
+	load_spec(&sp);
+	for (size_t r = 0; r < srv_routes_count; r++) {
+		const struct spec_op *get, *head;
+
+		if (strcmp(srv_routes[r].method, "GET") != 0)
+			continue;
+		get = find_op(&sp, "GET", srv_routes[r].pattern);
+		head = find_op(&sp, "HEAD", srv_routes[r].pattern);
+		cr_expect_not_null(head, "GET %s has no head operation in the spec", srv_routes[r].pattern);
+		if (!get || !head)
+			continue;
+		cr_expect_str_eq(head->access, get->access, "HEAD %s", srv_routes[r].pattern);
+		cr_expect_eq(head->security_none, get->security_none, "HEAD %s", srv_routes[r].pattern);
+	}
 }
 
 Test(openapi, access_levels_match_the_table)
