@@ -1330,7 +1330,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	ctx->conns = srv_conns_new(ctx->header_timeout_s,
 				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
 	if (!ctx->conns) {
-		fprintf(stderr, "dpgate: cannot start the connection sweeper: %s\n", strerror(errno));
+		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
 		srv_awake_stop(ctx->awake);
 		ctx->awake = NULL;
 		return 1;
@@ -1373,8 +1373,10 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	fprintf(stderr,
 		"{\"level\":\"info\",\"msg\":\"listening\",\"url\":\"http://%s:%u\",\"database\":\"%s\","
-		"\"data_dir\":\"%s\",\"threads\":%u,\"busy_poll_us\":%u}\n",
-		host, info ? info->port : port, ctx->db_path, ctx->data_dir, threads, ctx->busy_poll_us);
+		"\"data_dir\":\"%s\",\"threads\":%u,\"busy_poll_us\":%u,\"header_timeout_s\":%u,"
+		"\"max_conns_per_ip\":%u,\"public_metrics\":%s}\n",
+		host, info ? info->port : port, ctx->db_path, ctx->data_dir, threads, ctx->busy_poll_us,
+		ctx->header_timeout_s, ctx->max_conns_per_ip, ctx->public_metrics ? "true" : "false");
 	fflush(stderr);
 
 	sigwait(&set, &sig);
