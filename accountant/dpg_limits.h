@@ -13,9 +13,21 @@
 #define DPG_MAX_BODY_BYTES          (1u << 20)   /* JSON request bodies */
 #define DPG_MAX_CSV_BYTES           (64u << 20)  /* PUT .../data text/csv */
 #define DPG_MAX_JSON_DEPTH          32           /* nesting of any JSON body */
-#define DPG_MAX_URL_BYTES           2048
+#define DPG_MAX_URL_BYTES           2048         /* request target: path and query */
 #define DPG_CONNECTION_TIMEOUT_S    30           /* idle connection */
 #define DPG_MAX_CONNECTIONS         1024
+/* A request's header block, from its first byte (serve --header-timeout;
+ * server/srv_conns.h): a client that drips headers cannot hold a slot. */
+#define DPG_HEADER_TIMEOUT_S        5
+/* Connections from one client address at once (serve --max-conns-per-ip):
+ * above the 64 clients of bench_server and test suites' few dozen; a
+ * server behind a proxy, whose clients all come from its address, raises
+ * it to DPG_MAX_CONNECTIONS. */
+#define DPG_MAX_CONNECTIONS_PER_IP  128
+/* Slots that connections waiting for a request may not take: past
+ * DPG_MAX_CONNECTIONS - this, a new connection closes the longest-waiting
+ * one, so that new clients and requests in service always find a slot. */
+#define DPG_CONNECTION_RESERVE      64
 /* libmicrohttpd memory per connection (request line, headers, read and
  * write buffers; bodies are copied out).  It zeroes this pool for every
  * request, so it is kept small: 16 KiB holds any request line and headers

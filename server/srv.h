@@ -486,6 +486,7 @@ typedef struct srv_request {
 	json_t *body;                            /* parsed object on JSON routes */
 	const char *content_type;
 	const char *idempotency_key;
+	const char *authorization;               /* the header, or NULL */
 	const srv_principal *who;                /* NULL on public routes */
 	srv_db *db;                              /* acquired for the request */
 	const char *(*query)(void *conn, const char *key);
@@ -558,6 +559,15 @@ struct srv_ctx {
 	/* Seconds a request's body may take to arrive, counted from its
 	 * headers; a slower one is cut off (srv_http.c, on_request). */
 	unsigned body_timeout_s;
+	/* Seconds a request's header block may take from its first byte, and
+	 * connections one client address may hold (srv_conns.h). */
+	unsigned header_timeout_s;
+	unsigned max_conns_per_ip;
+	/* Connections waiting for a request (srv_conns.h); NULL until serving. */
+	struct srv_conns *conns;
+	/* /metrics shows every dataset's gauges to anyone (serve
+	 * --public-metrics); otherwise only those a key may read. */
+	bool public_metrics;
 	/* Idle-priority spinners that keep the CPUs awake while a request is
 	 * served alone (srv_awake.h); NULL when busy_poll_us is 0. */
 	struct srv_awake *awake;
@@ -622,8 +632,13 @@ void srv_json_reply(srv_response *res, int status, json_t *body);
  * or NULL with `err` filled (ACCT_EINVAL). */
 json_t *srv_parse_body(const char *data, size_t len, acct_error *err);
 
-/* Renders /metrics. */
-char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len);
+/*
+ * GET /metrics: the process's metrics to anyone; the per-dataset gauges
+ * (labelled archived="true" or "false") for the datasets the request's
+ * key may read, or for every dataset under serve --public-metrics.  A key
+ * is optional; an invalid one is 401.
+ */
+int srv_metrics_get(srv_request *req, srv_response *res);
 
 /* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status. */
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads);

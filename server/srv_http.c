@@ -4,7 +4,9 @@
  *
  * Every request is bounded before any handler runs: URL length, body size
  * (413, checked against Content-Length before the body is read and again
- * while it streams), JSON depth, and the connection timeout.  Handlers run
+ * while it streams), JSON depth, and the connection timeout; connections
+ * are bounded per client address, in the time their headers take, and in
+ * how many may wait for a request (srv_conns.h).  Handlers run
  * on libmicrohttpd's worker threads; each takes one pooled SQLite
  * connection for the duration of the request.
  */
@@ -28,6 +30,7 @@
 #include "srv.h"
 #include "srv_awake.h"
 #include "srv_cgroup.h"
+#include "srv_conns.h"
 #include "srv_fmt.h"
 #include "srv_json.h"
 
@@ -56,8 +59,11 @@ struct conn_state {
 	char key_id[2 * SRV_KEY_ID_BYTES + 1];
 	bool encoded_slash; /* the raw path held %2F (on_uri) */
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
+	bool long_target;   /* the request target was over DPG_MAX_URL_BYTES (on_uri) */
 	bool awake;         /* it holds the CPUs awake (srv_awake_enter) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
+	srv_conns *conns;   /* the server's waiting connections (srv_conns.h) */
+	srv_conn *waiting;  /* this connection's entry there, or NULL */
 };
 
 /* ---- the request target ---------------------------------------------------- */
@@ -70,14 +76,16 @@ struct conn_state {
  * than the one asked for, about an identifier that is not one.
  */
 
-/* *con_cls of a request whose raw path holds an encoded slash, or whose
- * request target holds a NUL byte; on_request replaces it with the
+/* *con_cls of a request whose raw path holds an encoded slash, whose
+ * request target holds a NUL byte, or whose target (path and query) is
+ * longer than DPG_MAX_URL_BYTES; on_request replaces it with the
  * request's conn_state.  Only their addresses are used. */
-static const char encoded_slash_mark, nul_target_mark;
+static const char encoded_slash_mark, nul_target_mark, long_target_mark;
 
 static bool is_mark(const void *p)
 {
-	return p == (const void *)&encoded_slash_mark || p == (const void *)&nul_target_mark;
+	return p == (const void *)&encoded_slash_mark || p == (const void *)&nul_target_mark ||
+	       p == (const void *)&long_target_mark;
 }
 
 static int hex_value(char c)
@@ -117,8 +125,10 @@ static bool target_has_nul(const char *uri)
 
 /*
  * Called with the raw request target before it is decoded
- * (MHD_OPTION_URI_LOG_CALLBACK): marks a path holding %2F, which no route
- * has (dispatch answers 404).  A query may hold %2F.
+ * (MHD_OPTION_URI_LOG_CALLBACK): marks a target longer than
+ * DPG_MAX_URL_BYTES (414; on_request sees the path alone, so a long query
+ * would pass), and a path holding %2F, which no route has (dispatch
+ * answers 404).  A query may hold %2F.
  */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
@@ -128,6 +138,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	(void)conn;
 	if (target_has_nul(uri))
 		return (void *)&nul_target_mark;
+	if (strlen(uri) > DPG_MAX_URL_BYTES)
+		return (void *)&long_target_mark;
 	for (size_t i = 0; i + 2 < path_len; i++)
 		if (uri[i] == '%' && uri[i + 1] == '2' && (uri[i + 2] == 'F' || uri[i + 2] == 'f'))
 			return (void *)&encoded_slash_mark;
@@ -505,6 +517,32 @@ bool srv_json_content_type(const char *ct)
 	       srv_media_type_is(ct, "application/x-www-form-urlencoded");
 }
 
+/* How many request headers are named `name` (MHD_get_connection_values). */
+struct header_count {
+	const char *name;
+	unsigned n;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	struct header_count *hc = cls;
+
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, hc->name) == 0)
+		hc->n++;
+	return MHD_YES;
+}
+
+static unsigned header_count(struct MHD_Connection *conn, const char *name)
+{
+	struct header_count hc = {name, 0};
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
+	return hc.n;
+}
+
 /* What admit() found out about a request, held until admission_end(). */
 struct admission {
 	char scratch[DPG_MAX_URL_BYTES + 1]; /* the path's parameters point here */
@@ -538,6 +576,14 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 	int r;
 
 	memset(a, 0, sizeof(*a));
+	/* Authorization is a singleton field (RFC 9110, 11.6.2): with two, a
+	 * proxy that reads the last could check another key than the one
+	 * used here (the first), so neither is taken. */
+	if (header_count(conn, MHD_HTTP_HEADER_AUTHORIZATION) > 1) {
+		srv_problem(res, 400, NULL, "more than one Authorization header", "Authorization",
+			    NULL);
+		return -1;
+	}
 	if (cs->encoded_slash) {
 		srv_problem(res, 404, NULL, "no such route: the path holds an encoded slash (%2F)",
 			    NULL, NULL);
@@ -649,6 +695,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	req->raw_len = cs->len;
 	req->content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	req->idempotency_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
+	req->authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 	req->query = conn_query;
 	req->conn = conn;
 	if (route->json_body) {
@@ -714,6 +761,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		cs->keep_alive = false;
 	}
 	cs->replied = true;
+	/* Answered: no longer waiting, never closed for the reserve. */
+	srv_conns_serving(cs->conns, cs->waiting);
 	ok = MHD_queue_response(conn, (unsigned)res->status, r);
 	MHD_destroy_response(r);
 	/* libmicrohttpd 0.9.75 takes no answer while a body is arriving (a
@@ -722,32 +771,6 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	cs->status = ok == MHD_YES ? res->status : 0;
 	cs->out_bytes = ok == MHD_YES ? res->len : 0;
 	return ok;
-}
-
-/* How many request headers are named `name` (MHD_get_connection_values). */
-struct header_count {
-	const char *name;
-	unsigned n;
-};
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				    const char *value)
-{
-	struct header_count *hc = cls;
-
-	(void)kind;
-	(void)value;
-	if (strcasecmp(key, hc->name) == 0)
-		hc->n++;
-	return MHD_YES;
-}
-
-static unsigned header_count(struct MHD_Connection *conn, const char *name)
-{
-	struct header_count hc = {name, 0};
-
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
-	return hc.n;
 }
 
 /* An RFC 9110 token character (5.6.2), the only ones a header name has. */
@@ -900,6 +923,7 @@ struct conn_sock {
 	bool quick;                /* its last gap fitted in busy_poll_us */
 	unsigned timeouts;         /* polls timed out since one met a request */
 	unsigned skip;             /* completions still to pass without a poll */
+	srv_conn *waiting;         /* its entry in ctx->conns (srv_conns.h), or NULL */
 };
 
 /* Connections owned by this libmicrohttpd worker thread: the connection
@@ -909,17 +933,27 @@ static _Thread_local unsigned worker_connections;
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
-	(void)cls;
-	(void)conn;
+	srv_ctx *ctx = cls;
+
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		struct conn_sock *sock = calloc(1, sizeof(*sock));
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 
-		if (sock)
+		if (sock) {
 			sock->quick = true;
+			if (ci)
+				sock->waiting = srv_conns_add(ctx->conns, ci->connect_fd);
+		}
 		*socket_context = sock;
 		worker_connections++;
 	} else {
-		free(*socket_context);
+		struct conn_sock *sock = *socket_context;
+
+		/* Before libmicrohttpd closes the socket (srv_conns.h). */
+		if (sock)
+			srv_conns_remove(ctx->conns, sock->waiting);
+		free(sock);
 		*socket_context = NULL;
 		worker_connections--;
 	}
@@ -1038,6 +1072,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
 		cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
+		cs->long_target = *con_cls == (const void *)&long_target_mark;
 		*con_cls = cs;
 		atomic_fetch_add(&ctx->in_flight, 1);
 		cs->awake = srv_awake_enter(ctx->awake);
@@ -1047,6 +1082,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		cs->keep_alive = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
 				 !(connection && strcasestr(connection, "close"));
 		cs->route = -1;
+		{
+			struct conn_sock *sock = conn_sock_of(conn);
+
+			cs->conns = ctx->conns;
+			cs->waiting = sock ? sock->waiting : NULL;
+			srv_conns_headers_in(cs->conns, cs->waiting);
+		}
 		srv_strcopy(cs->method, sizeof(cs->method), method);
 		srv_strcopy(cs->path, sizeof(cs->path), url);
 		{
@@ -1076,15 +1118,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			if (*end != '\0' || n > cs->limit)
 				cs->too_large = true;
 		}
-		if (strlen(url) > DPG_MAX_URL_BYTES) {
+		if (cs->long_target || strlen(url) > DPG_MAX_URL_BYTES) {
+			char detail[96];
+
+			snprintf(detail, sizeof(detail),
+				 "the request target (path and query) is longer than %u bytes",
+				 (unsigned)DPG_MAX_URL_BYTES);
 			memset(&res, 0, sizeof(res));
-			srv_problem(&res, 414, "URI too long", "the path is too long", NULL, NULL);
+			srv_problem(&res, 414, "URI too long", detail, NULL, NULL);
 			return send_response(conn, cs, &res);
 		}
-		if (((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
-		     header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) &&
-		    refused_before_body(ctx, conn, cs, method, url, &res))
-			return send_response(conn, cs, &res);
+		if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
+		    header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) {
+			if (refused_before_body(ctx, conn, cs, method, url, &res))
+				return send_response(conn, cs, &res);
+			/* Admitted before its body is read: served from here
+			 * on; its pace is the body timeout's to bound (and the
+			 * address limit's). */
+			srv_conns_serving(cs->conns, cs->waiting);
+		}
 		/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
 		 * client, still sending, reads the 413 rather than a reset; a
 		 * larger one is answered at once and the connection closed.  A
@@ -1150,6 +1202,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 	memset(&res, 0, sizeof(res));
+	/* The whole request is in: it is served from here on. */
+	srv_conns_serving(cs->conns, cs->waiting);
 	if (cs->too_large)
 		srv_problem(&res, 413, NULL, "the request body is larger than this route accepts", NULL,
 			    NULL);
@@ -1230,8 +1284,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(cs);
 	*con_cls = NULL;
 	atomic_fetch_sub(&ctx->in_flight, 1);
-	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && keep_alive)
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && keep_alive) {
+		struct conn_sock *sock = conn_sock_of(conn);
+
+		srv_conns_wait_again(ctx->conns, sock ? sock->waiting : NULL);
 		await_next_request(ctx, conn);
+	}
 }
 
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
@@ -1269,6 +1327,14 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	 * (srv_awake.h), with the poll's flag; a request never waits for it. */
 	if (ctx->busy_poll_us > 0)
 		ctx->awake = start_awake(ctx);
+	ctx->conns = srv_conns_new(ctx->header_timeout_s,
+				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
+	if (!ctx->conns) {
+		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
+		srv_awake_stop(ctx->awake);
+		ctx->awake = NULL;
+		return 1;
+	}
 	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
 	 * second server bind the same port and take half the connections.
 	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
@@ -1289,9 +1355,10 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_ARRAY, pool,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
+			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, ctx->max_conns_per_ip,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
 			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
-			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, ctx,
 			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
 			     MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
 			     MHD_OPTION_END);
@@ -1299,13 +1366,17 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
 		srv_awake_stop(ctx->awake);
 		ctx->awake = NULL;
+		srv_conns_free(ctx->conns);
+		ctx->conns = NULL;
 		return 1;
 	}
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	fprintf(stderr,
 		"{\"level\":\"info\",\"msg\":\"listening\",\"url\":\"http://%s:%u\",\"database\":\"%s\","
-		"\"data_dir\":\"%s\",\"threads\":%u,\"busy_poll_us\":%u}\n",
-		host, info ? info->port : port, ctx->db_path, ctx->data_dir, threads, ctx->busy_poll_us);
+		"\"data_dir\":\"%s\",\"threads\":%u,\"busy_poll_us\":%u,\"header_timeout_s\":%u,"
+		"\"max_conns_per_ip\":%u,\"public_metrics\":%s}\n",
+		host, info ? info->port : port, ctx->db_path, ctx->data_dir, threads, ctx->busy_poll_us,
+		ctx->header_timeout_s, ctx->max_conns_per_ip, ctx->public_metrics ? "true" : "false");
 	fflush(stderr);
 
 	sigwait(&set, &sig);
@@ -1328,6 +1399,9 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	MHD_stop_daemon(d);
 	srv_awake_stop(ctx->awake);
 	ctx->awake = NULL;
+	/* After libmicrohttpd: every connection it had is closed and removed. */
+	srv_conns_free(ctx->conns);
+	ctx->conns = NULL;
 	if (listen_fd != MHD_INVALID_SOCKET)
 		close(listen_fd);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");

@@ -44,6 +44,8 @@ void openblas_set_num_threads(int num_threads);
 /* serve --body-timeout (srv_http.c, on_request) */
 #define DEFAULT_BODY_TIMEOUT_S 300
 #define MAX_BODY_TIMEOUT_S 86400
+/* serve --header-timeout (srv_conns.h); the default is DPG_HEADER_TIMEOUT_S */
+#define MAX_HEADER_TIMEOUT_S 3600
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
 /* `dpgate serve` holds an exclusive flock on "<database>-serve.lock" while it
@@ -87,7 +89,8 @@ static const char usage_top[] =
 
 static const char usage_serve[] =
 	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]\n"
-	"                    [--busy-poll-us N] [--body-timeout S] [--quiet]\n"
+	"                    [--busy-poll-us N] [--body-timeout S] [--header-timeout S]\n"
+	"                    [--max-conns-per-ip N] [--public-metrics] [--quiet]\n"
 	"\n"
 	"  --db FILE          SQLite database (default DIR/dpgate.db); created and\n"
 	"                     migrated if needed\n"
@@ -108,6 +111,18 @@ static const char usage_serve[] =
 	"                     request's headers is cut off and its connection closed\n"
 	"                     (default " TEXT_OF(DEFAULT_BODY_TIMEOUT_S) ", 1.." TEXT_OF(MAX_BODY_TIMEOUT_S) "): a client that sends slowly\n"
 	"                     holds a connection at most that long (an idle one 30 s)\n"
+	"  --header-timeout S a request's headers still arriving S seconds after their\n"
+	"                     first byte get 408 and the connection is closed (default\n"
+	"                     " TEXT_OF(DPG_HEADER_TIMEOUT_S) ", 1.." TEXT_OF(MAX_HEADER_TIMEOUT_S) ")\n"
+	"  --max-conns-per-ip N  connections one client address may hold at once\n"
+	"                     (default " TEXT_OF(DPG_MAX_CONNECTIONS_PER_IP) ", 1.." TEXT_OF(DPG_MAX_CONNECTIONS) "; loopback too); behind a proxy,\n"
+	"                     whose clients all share its address, raise it to " TEXT_OF(DPG_MAX_CONNECTIONS) ".\n"
+	"                     Connections waiting for a request (headers, a body not\n"
+	"                     yet admitted, idle keep-alive) hold all but " TEXT_OF(DPG_CONNECTION_RESERVE) " of the\n"
+	"                     " TEXT_OF(DPG_MAX_CONNECTIONS) " slots; past that a new connection closes the\n"
+	"                     longest-waiting one\n"
+	"  --public-metrics   /metrics shows every dataset's gauges to anyone; without\n"
+	"                     it, only those of the datasets the request's key may read\n"
 	"  --quiet            no access log lines\n"
 	"\n"
 	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
@@ -397,13 +412,18 @@ static int cmd_serve(int argc, char **argv)
 		{"threads", required_argument, NULL, 't'},
 		{"busy-poll-us", required_argument, NULL, 'b'},
 		{"body-timeout", required_argument, NULL, 'T'},
+		{"header-timeout", required_argument, NULL, 'H'},
+		{"max-conns-per-ip", required_argument, NULL, 'P'},
+		{"public-metrics", no_argument, NULL, 'M'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *db = NULL, *listen = DEFAULT_LISTEN, *data_dir = DEFAULT_DATA_DIR;
 	unsigned threads = DEFAULT_THREADS, busy_poll_us = DEFAULT_BUSY_POLL_US, port;
-	unsigned body_timeout_s = DEFAULT_BODY_TIMEOUT_S;
+	unsigned body_timeout_s = DEFAULT_BODY_TIMEOUT_S, header_timeout_s = DPG_HEADER_TIMEOUT_S;
+	unsigned max_conns_per_ip = DPG_MAX_CONNECTIONS_PER_IP;
+	bool public_metrics = false;
 	char host[64], dbbuf[4096];
 	const char *colon;
 	srv_ctx ctx;
@@ -434,6 +454,21 @@ static int cmd_serve(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'H':
+			if (!count_option(optarg, 1, MAX_HEADER_TIMEOUT_S, &header_timeout_s)) {
+				fprintf(stderr, "dpgate serve: --header-timeout must be 1..%d seconds\n",
+					MAX_HEADER_TIMEOUT_S);
+				return 2;
+			}
+			break;
+		case 'P':
+			if (!count_option(optarg, 1, DPG_MAX_CONNECTIONS, &max_conns_per_ip)) {
+				fprintf(stderr, "dpgate serve: --max-conns-per-ip must be 1..%d\n",
+					DPG_MAX_CONNECTIONS);
+				return 2;
+			}
+			break;
+		case 'M': public_metrics = true; break;
 		case 'q': break;
 		case 'h': fputs(usage_serve, stdout); return 0;
 		default: fputs(usage_serve, stderr); return 2;
@@ -468,6 +503,9 @@ static int cmd_serve(int argc, char **argv)
 	ctx.access_log = true;
 	ctx.busy_poll_us = busy_poll_us;
 	ctx.body_timeout_s = body_timeout_s;
+	ctx.header_timeout_s = header_timeout_s;
+	ctx.max_conns_per_ip = max_conns_per_ip;
+	ctx.public_metrics = public_metrics;
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--quiet") == 0)
 			ctx.access_log = false;

@@ -12,6 +12,7 @@
 
 #include "srv.h"
 #include "srv_awake.h"
+#include "srv_conns.h"
 #include "srv_table_cache.h"
 
 static const int metric_statuses[SRV_METRIC_STATUSES] = {
@@ -139,24 +140,44 @@ static void histogram_lines(struct sbuf *b, const char *name, const char *labels
 	sb_printf(b, "%s_count%s%s%s %llu\n", name, open, labels, close, (unsigned long long)cum);
 }
 
+/* Whose datasets the per-dataset gauges show: every one, or those a key
+ * may read (srv_principal_sees), or none (who NULL, all false). */
+struct gauge_scope {
+	struct sbuf *b;
+	const srv_principal *who;
+	bool all;
+};
+
+static bool gauge_visible(void *arg, const char *id)
+{
+	const struct gauge_scope *g = arg;
+
+	return g->all || srv_principal_sees(g->who, id);
+}
+
 static void dataset_gauges(void *arg, const srv_dataset *ds)
 {
-	struct sbuf *b = arg;
+	const struct gauge_scope *g = arg;
+	struct sbuf *b = g->b;
+	const char *archived = ds->archived ? "true" : "false";
 	srv_epsilons e;
 
 	if (srv_dataset_epsilons(ds, NULL, &e) < 0)
 		return;
 	/* Dataset ids are [A-Za-z0-9_.-], so they need no label escaping. */
-	sb_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\"} %.17g\n", ds->id,
-		  acct_ledger_kind_name(ds->accountant), e.spent);
-	sb_printf(b, "dpgate_dataset_epsilon_remaining{dataset=\"%s\",accountant=\"%s\"} %.17g\n",
-		  ds->id, acct_ledger_kind_name(ds->accountant), e.remaining);
-	sb_printf(b, "dpgate_dataset_epsilon_budget{dataset=\"%s\"} %.17g\n", ds->id,
-		  ds->budget_epsilon);
-	sb_printf(b, "dpgate_dataset_charges{dataset=\"%s\"} %lld\n", ds->id, (long long)ds->charges);
+	sb_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
+		  ds->id, acct_ledger_kind_name(ds->accountant), archived, e.spent);
+	sb_printf(b, "dpgate_dataset_epsilon_remaining{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
+		  ds->id, acct_ledger_kind_name(ds->accountant), archived, e.remaining);
+	sb_printf(b, "dpgate_dataset_epsilon_budget{dataset=\"%s\",archived=\"%s\"} %.17g\n", ds->id,
+		  archived, ds->budget_epsilon);
+	sb_printf(b, "dpgate_dataset_charges{dataset=\"%s\",archived=\"%s\"} %lld\n", ds->id, archived,
+		  (long long)ds->charges);
 }
 
-char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
+/* The exposition text; the per-dataset gauges as `scope` says.  NULL when
+ * out of memory. */
+static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret_len)
 {
 	struct sbuf b = {.s = malloc(8192), .cap = 8192};
 	srv_db *db;
@@ -269,6 +290,22 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 			  (unsigned long long)aw.requests, (unsigned long long)(aw.spins - aw.time_limit),
 			  (unsigned long long)aw.time_limit, aw.threads);
 	}
+	{
+		srv_conns_stats cs = srv_conns_read_stats(ctx->conns);
+
+		sb_printf(&b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
+			      "# TYPE dpgate_connections_waiting gauge\n"
+			      "dpgate_connections_waiting %u\n"
+			      "# HELP dpgate_connections_closed_total Waiting connections the server closed, by why: a request's headers past the header deadline (serve --header-timeout, answered 408), or the longest-waiting one when waiting connections held all but the reserved slots.\n"
+			      "# TYPE dpgate_connections_closed_total counter\n"
+			      "dpgate_connections_closed_total{reason=\"header_timeout\"} %llu\n"
+			      "dpgate_connections_closed_total{reason=\"waiting_limit\"} %llu\n",
+			  cs.waiting, (unsigned long long)cs.header_timeouts,
+			  (unsigned long long)cs.waiting_limit);
+	}
+	/* Which datasets exist, their budgets and spending are the ledger's,
+	 * not the process's: shown only as the request's key may read them,
+	 * or to anyone under serve --public-metrics. */
 	sb_printf(&b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
 		      "# TYPE dpgate_dataset_epsilon_spent gauge\n"
 		      "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"
@@ -277,13 +314,56 @@ char *srv_metrics_render(srv_ctx *ctx, size_t *ret_len)
 		      "# TYPE dpgate_dataset_epsilon_budget gauge\n"
 		      "# HELP dpgate_dataset_charges Charges on the dataset's ledger.\n"
 		      "# TYPE dpgate_dataset_charges gauge\n");
-	db = srv_store_acquire(ctx->store);
-	srv_store_dataset_list(db, NULL, dataset_gauges, &b);
-	srv_store_release(ctx->store, db);
+	if (scope->all || scope->who) {
+		scope->b = &b;
+		db = srv_store_acquire(ctx->store);
+		srv_store_dataset_list(db, gauge_visible, dataset_gauges, scope);
+		srv_store_release(ctx->store, db);
+	}
 	if (b.oom) {
 		free(b.s);
 		return NULL;
 	}
 	*ret_len = b.len;
 	return b.s;
+}
+
+int srv_metrics_get(srv_request *req, srv_response *res)
+{
+	srv_ctx *ctx = req->ctx;
+	struct gauge_scope scope = {.all = ctx->public_metrics};
+	srv_principal who;
+	bool have_who = false;
+	size_t len = 0;
+	char *text;
+
+	/* A key is optional; one given must be valid, so that a scraper with
+	 * a revoked or mistyped token fails loudly rather than losing its
+	 * gauges. */
+	if (req->authorization) {
+		srv_db *db = srv_store_acquire(ctx->store);
+		int rc = srv_auth_check(db, ctx->auth_cache, req->authorization, &who);
+
+		srv_store_release(ctx->store, db);
+		if (rc < 0) {
+			srv_problem(res, 401, NULL,
+				    "the API key is not valid (a key is optional on /metrics)",
+				    "Authorization", NULL);
+			return 0;
+		}
+		have_who = true;
+		scope.who = &who;
+	}
+	text = metrics_render(ctx, &scope, &len);
+	if (have_who)
+		srv_principal_clear(&who);
+	if (!text) {
+		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+		return 0;
+	}
+	res->status = 200;
+	res->content_type = "text/plain; version=0.0.4";
+	res->body = text;
+	res->len = len;
+	return 0;
 }

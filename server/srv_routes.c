@@ -124,22 +124,6 @@ static int h_healthz(srv_request *req, srv_response *res)
 	return 0;
 }
 
-static int h_metrics(srv_request *req, srv_response *res)
-{
-	size_t len = 0;
-	char *text = srv_metrics_render(req->ctx, &len);
-
-	if (!text) {
-		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
-		return 0;
-	}
-	res->status = 200;
-	res->content_type = "text/plain; version=0.0.4";
-	res->body = text;
-	res->len = len;
-	return 0;
-}
-
 static int h_openapi(srv_request *req, srv_response *res)
 {
 	(void)req;
@@ -914,7 +898,7 @@ static int h_keys_revoke(srv_request *req, srv_response *res)
 
 const srv_route srv_routes[] = {
 	{"GET", "/healthz", SRV_PUBLIC, false, h_healthz},
-	{"GET", "/metrics", SRV_PUBLIC, false, h_metrics},
+	{"GET", "/metrics", SRV_PUBLIC, false, srv_metrics_get},
 	{"GET", "/v1/openapi.yaml", SRV_PUBLIC, false, h_openapi},
 	{"POST", "/v1/accountant/epsilon", SRV_PUBLIC, true, h_acct_epsilon},
 	{"POST", "/v1/accountant/delta", SRV_PUBLIC, true, h_acct_delta},

@@ -115,7 +115,7 @@ static void spawn(dpg_server *s)
 		for (const char *const *e = s->env; e && *e; e++)
 			putenv((char *)*e);
 		{
-			const char *argv[16] = {dpg_bin(), "serve", "--db", s->db, "--listen", listen,
+			const char *argv[24] = {dpg_bin(), "serve", "--db", s->db, "--listen", listen,
 						"--data-dir", data, "--threads", threads};
 			int n = 10;
 
@@ -127,6 +127,8 @@ static void spawn(dpg_server *s)
 				argv[n++] = "--body-timeout";
 				argv[n++] = s->body_timeout_s;
 			}
+			for (const char *const *a = s->serve_args; a && *a && n < 23; a++)
+				argv[n++] = *a;
 			argv[n] = NULL;
 			execv(dpg_bin(), (char *const *)argv);
 		}

@@ -20,6 +20,8 @@ typedef struct dpg_server {
 	unsigned threads;    /* --threads for the next (re)start; 0 = 8 */
 	const char *busy_poll_us; /* --busy-poll-us for the next (re)start; NULL = the default */
 	const char *body_timeout_s; /* --body-timeout for the next (re)start; NULL = the default */
+	const char *const *serve_args; /* more serve arguments (NULL-terminated, at most 8) for
+					* the next (re)start, or NULL */
 	const char *const *env; /* "NAME=value" set in the server's environment, or NULL */
 } dpg_server;
 

@@ -549,16 +549,16 @@ Test(api, metrics_report_requests_and_budgets)
 	/* A request is counted when libmicrohttpd reports it complete, which
 	 * can be just after the client has read the answer: poll briefly. */
 	for (int i = 0; i < 100; i++) {
-		r = dpg_call(&srv, "GET", "/metrics", NULL, NULL);
+		r = dpg_call(&srv, "GET", "/metrics", srv.admin_key, NULL);
 		if (strstr(r.body, "route=\"/v1/datasets/{id}/charges\",status=\"201\"} 1"))
 			break;
 		dpg_resp_free(&r);
 		usleep(10000);
 	}
 	cr_assert_eq(r.status, 200);
-	cr_assert(strstr(r.body, "dpgate_dataset_epsilon_spent{dataset=\"gauge_ds\",accountant=\"basic\"} 0.125"),
+	cr_assert(strstr(r.body, "dpgate_dataset_epsilon_spent{dataset=\"gauge_ds\",accountant=\"basic\",archived=\"false\"} 0.125"),
 		  "%s", r.body);
-	cr_assert(strstr(r.body, "dpgate_dataset_epsilon_remaining{dataset=\"gauge_ds\",accountant=\"basic\"} 1.875"));
+	cr_assert(strstr(r.body, "dpgate_dataset_epsilon_remaining{dataset=\"gauge_ds\",accountant=\"basic\",archived=\"false\"} 1.875"));
 	cr_assert(strstr(r.body, "dpgate_http_requests_total{method=\"POST\",route=\"/v1/datasets/{id}/charges\",status=\"201\"} 1"));
 	cr_assert(strstr(r.body, "dpgate_http_request_duration_seconds_bucket"));
 	dpg_resp_free(&r);

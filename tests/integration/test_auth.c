@@ -4,9 +4,11 @@
  * The expectations are the contract of DESIGN.md, written out here rather
  * than read from the server's route table: stateless routes need no key;
  * viewers read; analysts read and spend on the datasets their key lists;
+ * /metrics takes a key or none, and a key given must be valid;
  * admins do everything; a missing, unknown or revoked key is 401, a valid
  * key with the wrong role or outside its scope is 403.
  */
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +17,9 @@
 
 #include "harness.h"
 
-enum access { PUB, ANY, READ, SPEND, ADMIN };
+/* OPT: public, but a key given must be valid (/metrics, whose dataset
+ * gauges follow the key). */
+enum access { PUB, OPT, ANY, READ, SPEND, ADMIN };
 
 enum who { W_NONE, W_REVOKED, W_VIEWER, W_VIEWER_B, W_ANALYST_A, W_ANALYST_B, W_ADMIN, W__COUNT };
 
@@ -41,7 +45,7 @@ struct route_case {
 
 static const struct route_case routes[] = {
 	{"GET", "/healthz", NULL, PUB, 200},
-	{"GET", "/metrics", NULL, PUB, 200},
+	{"GET", "/metrics", NULL, OPT, 200},
 	{"GET", "/v1/openapi.yaml", NULL, PUB, 200},
 	{"POST", "/v1/accountant/epsilon", "{}", PUB, 0},
 	{"POST", "/v1/accountant/delta", "{}", PUB, 0},
@@ -88,6 +92,8 @@ static long expected(enum who w, enum access a, long success)
 {
 	if (a == PUB)
 		return success == ANY_OK ? 0 : success;
+	if (a == OPT)
+		return w == W_REVOKED ? 401 : success;
 	if (w == W_NONE || w == W_REVOKED)
 		return 401;
 	switch (a) {
@@ -253,5 +259,149 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(arr, 0), "id")), "b");
 		dpg_resp_free(&l);
 	}
+	dpg_server_destroy(&srv);
+}
+
+/*
+ * Authorization is a singleton header: two of them, whichever comes first
+ * and whether or not they agree, are refused with 400 naming the header,
+ * on a spending route (nothing charged) as on a public one.
+ */
+Test(auth, two_authorization_headers_are_refused, .timeout = 120)
+{
+	static const char bogus[] = "Authorization: Bearer dpg_0000000000000000_"
+				    "0000000000000000000000000000000000000000000000000000000000000000";
+	char mine[256];
+	dpg_server srv;
+	dpg_budget before, after;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "a", 1.0, 0, "basic");
+	snprintf(mine, sizeof(mine), "Authorization: Bearer %s", srv.admin_key);
+	before = dpg_budget_of(&srv, "a");
+	{
+		const char *const orders[][3] = {{mine, bogus, NULL}, {bogus, mine, NULL},
+						 {mine, mine, NULL}};
+
+		for (size_t i = 0; i < sizeof(orders) / sizeof(orders[0]); i++) {
+			const char *const paths[][2] = {{"POST", "/v1/datasets/a/charges"},
+							{"GET", "/healthz"}};
+
+			for (size_t p = 0; p < 2; p++) {
+				bool post = strcmp(paths[p][0], "POST") == 0;
+				dpg_resp r;
+
+				cr_assert_eq(dpg_http(&srv, paths[p][0], paths[p][1], NULL,
+						      post ? EVT : NULL, post ? strlen(EVT) : 0,
+						      orders[i], &r), 0);
+				cr_expect_eq(r.status, 400, "order %zu, %s: %ld %s", i, paths[p][1],
+					     r.status, r.body);
+				cr_expect_str_eq(r.content_type, "application/problem+json");
+				cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")),
+						 "Authorization", "%s", r.body);
+				dpg_resp_free(&r);
+			}
+		}
+	}
+	after = dpg_budget_of(&srv, "a");
+	cr_expect_eq(after.charges, before.charges);
+	cr_expect_eq(after.ledger_rows, before.ledger_rows);
+	cr_expect_eq(after.spent_eps, before.spent_eps);
+	dpg_server_destroy(&srv);
+}
+
+/* Whether the /metrics text `body` has a sample line starting with
+ * `sample` (the name and its labels). */
+static bool has_sample(const char *body, const char *sample)
+{
+	size_t n = strlen(sample);
+
+	for (const char *line = body; line && *line; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		if (strncmp(line, sample, n) == 0 && line[n] == ' ')
+			return true;
+	}
+	return false;
+}
+
+/* The gauges of datasets a (budget 1.5), b (2.5) and c (0.5, archived)
+ * that `key` (NULL: none) gets on /metrics: bit 0 a, 1 b, 2 c.  Checks
+ * each one shown carries its budget and its archived label. */
+static unsigned metrics_datasets(const dpg_server *s, const char *key)
+{
+	static const char *const sample[3] = {
+		"dpgate_dataset_epsilon_budget{dataset=\"a\",archived=\"false\"}",
+		"dpgate_dataset_epsilon_budget{dataset=\"b\",archived=\"false\"}",
+		"dpgate_dataset_epsilon_budget{dataset=\"c\",archived=\"true\"}",
+	};
+	static const char *const budget[3] = {" 1.5\n", " 2.5\n", " 0.5\n"};
+	dpg_resp r = dpg_call(s, "GET", "/metrics", key, NULL);
+	unsigned seen = 0;
+
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	/* Process metrics are everyone's. */
+	cr_expect(has_sample(r.body, "dpgate_spends_total"), "%s", r.body);
+	for (int i = 0; i < 3; i++) {
+		const char *p = strstr(r.body, sample[i]);
+
+		if (!p)
+			continue;
+		seen |= 1u << i;
+		cr_expect(strncmp(p + strlen(sample[i]), budget[i], strlen(budget[i])) == 0, "%.120s",
+			  p);
+	}
+	/* No dataset's sample at all beyond those. */
+	{
+		unsigned lines = 0;
+
+		for (const char *p = r.body; (p = strstr(p, "\ndpgate_dataset_")); p++)
+			lines++;
+		cr_expect_eq(lines, 4u * (unsigned)__builtin_popcount(seen), "%s", r.body);
+	}
+	dpg_resp_free(&r);
+	return seen;
+}
+
+/*
+ * /metrics' per-dataset gauges follow the key: none to anonymous callers,
+ * a scoped key's own datasets, every one to an admin and to an unscoped
+ * viewer (who may read them all); an invalid key is 401.  With serve
+ * --public-metrics, anyone gets them all.  An archived dataset's gauges
+ * say archived="true".
+ */
+Test(auth, metrics_show_datasets_only_to_keys_that_read_them, .timeout = 120)
+{
+	static const char *const public_args[] = {"--public-metrics", NULL};
+	char analyst_a[160], viewer_b[160], viewer_all[160];
+	dpg_server srv;
+	dpg_resp r;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "a", 1.5, 0, "basic");
+	dpg_make_dataset(&srv, "b", 2.5, 0, "basic");
+	dpg_make_dataset(&srv, "c", 0.5, 0, "basic");
+	r = dpg_call(&srv, "DELETE", "/v1/datasets/c", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	dpg_make_key(&srv, "analyst", "a", analyst_a, sizeof(analyst_a));
+	dpg_make_key(&srv, "viewer", "b", viewer_b, sizeof(viewer_b));
+	dpg_make_key(&srv, "viewer", NULL, viewer_all, sizeof(viewer_all));
+
+	cr_expect_eq(metrics_datasets(&srv, NULL), 0u);
+	cr_expect_eq(metrics_datasets(&srv, analyst_a), 1u);
+	cr_expect_eq(metrics_datasets(&srv, viewer_b), 2u);
+	cr_expect_eq(metrics_datasets(&srv, viewer_all), 7u);
+	cr_expect_eq(metrics_datasets(&srv, srv.admin_key), 7u);
+	r = dpg_call(&srv, "GET", "/metrics", "dpg_0000000000000000_"
+		     "0000000000000000000000000000000000000000000000000000000000000000", NULL);
+	cr_expect_eq(r.status, 401, "%s", r.body);
+	cr_expect_str_eq(r.content_type, "application/problem+json");
+	dpg_resp_free(&r);
+
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.serve_args = public_args;
+	dpg_server_restart(&srv);
+	cr_expect_eq(metrics_datasets(&srv, NULL), 7u);
+	cr_expect_eq(metrics_datasets(&srv, analyst_a), 7u);
 	dpg_server_destroy(&srv);
 }

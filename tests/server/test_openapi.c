@@ -41,7 +41,7 @@ struct spec_op {
 	char path[MAX_TEXT];
 	char operation_id[MAX_TEXT];
 	char access[32];          /* x-dpgate-access */
-	bool security_none;       /* `security: []` */
+	bool security_none;       /* `security: []`, or `[{}, {bearer: []}]` (a key optional) */
 	int line;
 };
 
@@ -238,7 +238,9 @@ static void parse_spec(const char *text, struct spec *sp)
 				char v[32];
 
 				line_value(line + 6, v, sizeof(v));
-				op->security_none = strcmp(v, "[]") == 0;
+				/* No key, or a key optional (/metrics). */
+				op->security_none = strcmp(v, "[]") == 0 ||
+						    strcmp(v, "[{}, {bearer: []}]") == 0;
 			}
 		}
 	}
@@ -361,8 +363,11 @@ Test(openapi, every_spec_operation_is_a_route)
 	for (size_t i = 0; i < sp.n; i++) {
 		bool found = false;
 
+		/* HEAD is served wherever GET is (srv_http.c, admit). */
+		const char *method = strcmp(sp.ops[i].method, "HEAD") == 0 ? "GET" : sp.ops[i].method;
+
 		for (size_t r = 0; r < srv_routes_count && !found; r++)
-			found = strcmp(srv_routes[r].method, sp.ops[i].method) == 0 &&
+			found = strcmp(srv_routes[r].method, method) == 0 &&
 				strcmp(srv_routes[r].pattern, sp.ops[i].path) == 0;
 		if (!found) {
 			cr_log_error("openapi.yaml line %d: %s %s is not a route of the server",
@@ -391,7 +396,37 @@ Test(openapi, operations_are_unique_and_named)
 				  "operationId %s is used twice", sp.ops[i].operation_id);
 		}
 	}
-	cr_expect_eq(sp.n, srv_routes_count);
+	{
+		size_t gets = 0;
+
+		for (size_t r = 0; r < srv_routes_count; r++)
+			gets += strcmp(srv_routes[r].method, "GET") == 0;
+		cr_expect_eq(sp.n, srv_routes_count + gets, "%zu operations for %zu routes, %zu of them GET",
+			     sp.n, srv_routes_count, gets);
+	}
+}
+
+/* The server answers HEAD wherever it answers GET, with GET's access
+ * rules: the spec says so on every GET path, with the same access and
+ * security. */
+Test(openapi, every_get_route_has_its_head_operation)
+{
+	struct spec sp;
+
+	load_spec(&sp);
+	for (size_t r = 0; r < srv_routes_count; r++) {
+		const struct spec_op *get, *head;
+
+		if (strcmp(srv_routes[r].method, "GET") != 0)
+			continue;
+		get = find_op(&sp, "GET", srv_routes[r].pattern);
+		head = find_op(&sp, "HEAD", srv_routes[r].pattern);
+		cr_expect_not_null(head, "GET %s has no head operation in the spec", srv_routes[r].pattern);
+		if (!get || !head)
+			continue;
+		cr_expect_str_eq(head->access, get->access, "HEAD %s", srv_routes[r].pattern);
+		cr_expect_eq(head->security_none, get->security_none, "HEAD %s", srv_routes[r].pattern);
+	}
 }
 
 Test(openapi, access_levels_match_the_table)
@@ -407,10 +442,10 @@ Test(openapi, access_levels_match_the_table)
 			continue; /* reported by every_route_is_in_the_spec */
 		cr_expect_str_eq(op->access, want, "%s %s: x-dpgate-access is '%s', the router says '%s'",
 				 op->method, op->path, op->access, want);
-		/* Public operations opt out of the global bearer requirement;
-		 * every other one keeps it. */
+		/* Public operations opt out of the global bearer requirement
+		 * (or make it optional); every other one keeps it. */
 		cr_expect_eq(op->security_none, srv_routes[r].access == SRV_PUBLIC,
-			     "%s %s: `security: []` must be present exactly on public routes",
+			     "%s %s: `security: []` (or a key optional) must be present exactly on public routes",
 			     op->method, op->path);
 	}
 }
