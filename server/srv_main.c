@@ -46,13 +46,6 @@ void openblas_set_num_threads(int num_threads);
 #define MAX_BODY_TIMEOUT_S 86400
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
-/* `dpgate serve` holds an exclusive flock on "<database>-serve.lock" while it
- * runs, one server per database, and on "<data dir>/.serve.lock", one server
- * per data directory (its start-up sweep removes table files that its own
- * database does not name). */
-#define SERVE_LOCK_SUFFIX "-serve.lock"
-#define DATA_DIR_LOCK_SUFFIX "/.serve.lock"
-
 static const char usage_top[] =
 	"usage: dpgate <command> [options]\n"
 	"\n"
@@ -102,8 +95,10 @@ static const char usage_serve[] =
 	"\n"
 	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
 	"accepting, finishes requests in flight and closes the database.\n"
-	"One server per database: serve holds an exclusive lock on FILE" SERVE_LOCK_SUFFIX "\n"
-	"and exits 1 when another server holds it, or when the address is in use.\n"
+	"One server per database and per data directory: serve holds an exclusive\n"
+	"flock on FILE and on DIR themselves, whatever path reaches them (a symlink,\n"
+	"a hard link, a bind mount), and exits 1 when another server holds either,\n"
+	"or when the address is in use.\n"
 	"A non-empty SQLite file without dpgate's schema, or with a newer schema\n"
 	"version than this dpgate knows, is refused (exit 1).\n";
 
@@ -199,39 +194,44 @@ static bool no_stray_arguments(const char *cmd, int first, int argc, char **argv
 }
 
 /*
- * Takes a one-server lock: an exclusive, non-blocking flock on `path` with
- * `suffix` appended (symlinks in `path` resolved when it exists, so two
- * spellings of one path share the lock); `what` names the path in messages.
- * The kernel drops it when the process ends, kill -9 included; the file
- * itself stays.  Returns the descriptor, which the caller keeps open while
- * it serves, or -1 after a message on stderr (another server holds the
- * lock, or the file cannot be made).
+ * Takes a one-server lock: an exclusive, non-blocking flock(2) on the file
+ * or directory at `path` itself (the database file is created 0600 when
+ * absent, as the store would create it; a directory is opened read-only).
+ * A lock on the object rather than on a name beside it is shared by every
+ * path that reaches it: a symlink, a hard link, a bind mount of its
+ * directory.  flock locks are independent of the POSIX (fcntl) locks that
+ * SQLite takes on the database file, so they neither block the `keys`,
+ * `verify` and `backup` commands nor disappear when SQLite closes one of
+ * its own descriptors of the file (as a second fcntl lock would).  The
+ * kernel drops the lock when the process ends, kill -9 included.  `what`
+ * names the path in messages.  Returns the descriptor, which the caller
+ * keeps open while it serves, or -1 after a message on stderr (another
+ * server holds the lock, or the file cannot be opened).
  */
-static int serve_lock(const char *path, const char *suffix, const char *what)
+static int serve_lock(const char *path, bool directory, const char *what)
 {
-	char real[PATH_MAX], lock_path[PATH_MAX + 32];
-	const char *base = realpath(path, real) ? real : path;
-	int fd;
+	struct stat st;
+	int fd = directory ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+			   : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
-	if ((size_t)snprintf(lock_path, sizeof(lock_path), "%s%s", base, suffix) >=
-	    sizeof(lock_path)) {
-		fprintf(stderr, "dpgate serve: %s path too long: %s\n", what, path);
+	if (fd < 0) {
+		fprintf(stderr, "dpgate serve: cannot open the %s %s: %s\n", what, path,
+			strerror(errno));
 		return -1;
 	}
-	fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		fprintf(stderr, "dpgate serve: cannot open the lock file %s: %s\n", lock_path,
-			strerror(errno));
+	if (!directory && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		fprintf(stderr, "dpgate serve: the %s %s is not a regular file\n", what, path);
+		close(fd);
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno == EWOULDBLOCK)
 			fprintf(stderr,
-				"dpgate serve: another dpgate server is running on the %s %s (it "
-				"holds %s); stop it first\n",
-				what, path, lock_path);
+				"dpgate serve: another dpgate server is running on the %s %s (under "
+				"this or another path to the same file); stop it first\n",
+				what, path);
 		else
-			fprintf(stderr, "dpgate serve: cannot lock %s: %s\n", lock_path,
+			fprintf(stderr, "dpgate serve: cannot lock the %s %s: %s\n", what, path,
 				strerror(errno));
 		close(fd);
 		return -1;
@@ -417,11 +417,13 @@ static int cmd_serve(int argc, char **argv)
 	if (!realpath(data_dir, ctx.data_dir))
 		snprintf(ctx.data_dir, sizeof(ctx.data_dir), "%s", data_dir);
 	/* Before the store opens: migrations and the restart rule (jobs left
-	 * running are marked failed) are for the one server of a database. */
-	lock_fd = serve_lock(db, SERVE_LOCK_SUFFIX, "database");
+	 * running are marked failed) are for the one server of a database, and
+	 * the start-up sweep of the data directory removes table files that its
+	 * own database does not name, so a directory has one server too. */
+	lock_fd = serve_lock(db, false, "database");
 	if (lock_fd < 0)
 		return 1;
-	dir_lock_fd = serve_lock(ctx.data_dir, DATA_DIR_LOCK_SUFFIX, "data directory");
+	dir_lock_fd = serve_lock(ctx.data_dir, true, "data directory");
 	if (dir_lock_fd < 0) {
 		close(lock_fd);
 		return 1;
