@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -110,7 +111,9 @@ static const char usage_keys[] =
 	"create prints the new key alone on the last line of stdout; it is shown only\n"
 	"once (the database keeps a SHA-256 hash). --if-none creates a key only when\n"
 	"no unrevoked key of that role exists (and then prints nothing). create makes\n"
-	"the database if there is none; list and revoke need an existing one (exit 2).\n";
+	"the database if there is none; list and revoke need an existing one (exit 2).\n"
+	"create and revoke are recorded with the login name that ran them (\"cli:NAME\"),\n"
+	"readable by admins at GET /v1/audit/keys.\n";
 
 static const char usage_stateless[] =
 	"usage: dpgate %s [--delta X] [--epsilon X] [--accountant NAME] [--neighbor add_remove|replace] [FILE|-]\n"
@@ -434,6 +437,18 @@ static int cmd_serve(int argc, char **argv)
 	return rc;
 }
 
+/* Who runs a `dpgate keys` command, as the key audit rows name it:
+ * "cli:<login name>", or "cli:uid=<n>" when the uid has no passwd entry. */
+static void cli_actor(char *buf, size_t size)
+{
+	struct passwd *pw = getpwuid(geteuid());
+
+	if (pw && pw->pw_name && pw->pw_name[0])
+		snprintf(buf, size, "cli:%s", pw->pw_name);
+	else
+		snprintf(buf, size, "cli:uid=%lu", (unsigned long)geteuid());
+}
+
 static int cmd_keys(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -451,6 +466,7 @@ static int cmd_keys(int argc, char **argv)
 	srv_db *db = NULL;
 	json_t *scope = NULL;
 	srv_role role = SRV_ROLE_NONE;
+	char actor[SRV_ACTOR_BYTES];
 	int c, rc = 2;
 
 	if (argc < 2 || wants_help(argc, argv)) {
@@ -517,6 +533,7 @@ static int cmd_keys(int argc, char **argv)
 		goto out;
 	}
 	db = srv_store_acquire(store);
+	cli_actor(actor, sizeof(actor));
 	if (strcmp(sub, "create") == 0) {
 		char key_text[SRV_KEY_TEXT_BYTES], key_id[2 * SRV_KEY_ID_BYTES + 1];
 		int64_t existing = 0;
@@ -527,7 +544,7 @@ static int cmd_keys(int argc, char **argv)
 			rc = 0;
 			goto out;
 		}
-		made = srv_keys_create(db, role, scope, note, key_text, key_id);
+		made = srv_keys_create(db, role, scope, note, actor, key_text, key_id);
 		if (made != SRV_OK) {
 			fprintf(stderr, "dpgate keys create: %s\n",
 				made == SRV_NO_RANDOM ? "no secure randomness is available" :
@@ -555,7 +572,7 @@ static int cmd_keys(int argc, char **argv)
 			fprintf(stderr, "dpgate keys revoke: KEY_ID is required\n");
 			goto out;
 		}
-		rc = srv_keys_revoke(db, argv[optind]);
+		rc = srv_keys_revoke(db, argv[optind], actor);
 		if (rc == SRV_NOT_FOUND) {
 			fprintf(stderr, "dpgate keys revoke: no such key\n");
 		} else if (rc == SRV_OK) {

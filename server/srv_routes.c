@@ -431,24 +431,51 @@ static int query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, 
 	return 0;
 }
 
-static int h_ledger(srv_request *req, srv_response *res)
+/* A list page of a store lister: {"entries": [...], "next": seq|null}
+ * from the request's `after` and `limit`. */
+typedef int (*list_fn)(srv_db *db, const char *id, int64_t after, int64_t limit,
+		       json_t **ret_entries, int64_t *ret_next);
+
+static int reply_page(srv_request *req, srv_response *res, list_fn list, const char *id)
 {
-	srv_dataset ds;
 	json_t *entries = NULL;
 	int64_t limit, after, next = -1;
 
-	if (!load_dataset(req, res, &ds))
-		return 0;
 	if (query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_DEFAULT_PAGE_SIZE, &limit, res) < 0 ||
 	    query_int(req, "after", 0, INT64_MAX, 0, &after, res) < 0)
 		return 0;
-	if (srv_store_ledger_list(req->db, ds.id, after, limit, &entries, &next) != SRV_OK) {
+	if (list(req->db, id, after, limit, &entries, &next) != SRV_OK) {
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:o, s:o}", "entries", entries, "next",
 					   next >= 0 ? json_integer(next) : json_null()));
 	return 0;
+}
+
+static int h_ledger(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	return reply_page(req, res, srv_store_ledger_list, ds.id);
+}
+
+/* A dataset's administrative history: creation, budget changes, archive. */
+static int h_dataset_audit(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	return reply_page(req, res, srv_store_dataset_audit, ds.id);
+}
+
+/* Who created and revoked which key, and when (srv_auth.c). */
+static int h_keys_audit(srv_request *req, srv_response *res)
+{
+	return reply_page(req, res, srv_keys_audit, NULL);
 }
 
 /* ---- spending ------------------------------------------------------------- */
@@ -852,7 +879,8 @@ static int h_keys_create(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if ((rc = srv_keys_create(req->db, role, scope, note, key_text, key_id)) != SRV_OK) {
+	if ((rc = srv_keys_create(req->db, role, scope, note, req->who->key_id, key_text,
+				  key_id)) != SRV_OK) {
 		srv_reply_store_error(res, rc, NULL);
 		return 0;
 	}
@@ -867,7 +895,7 @@ static int h_keys_revoke(srv_request *req, srv_response *res)
 {
 	/* Revoking the last admin key over HTTP would lock every admin out;
 	 * `dpgate keys revoke` on the host can still do it. */
-	int rc = srv_keys_revoke_keeping_an_admin(req->db, req->params[0]);
+	int rc = srv_keys_revoke_keeping_an_admin(req->db, req->params[0], req->who->key_id);
 
 	if (rc == SRV_CONFLICT) {
 		srv_problem(res, 409, NULL, "this is the last admin key; create another admin key first",
@@ -908,6 +936,7 @@ const srv_route srv_routes[] = {
 	{"DELETE", "/v1/datasets/{id}", SRV_ADMIN, false, h_dataset_archive},
 	{"GET", "/v1/datasets/{id}/budget", SRV_READ, false, h_budget},
 	{"GET", "/v1/datasets/{id}/ledger", SRV_READ, false, h_ledger},
+	{"GET", "/v1/datasets/{id}/audit", SRV_ADMIN, false, h_dataset_audit},
 	{"POST", "/v1/datasets/{id}/charges", SRV_SPEND, true, h_charge},
 	{"GET", "/v1/datasets/{id}/reservations", SRV_READ, false, h_res_list},
 	{"POST", "/v1/datasets/{id}/reservations", SRV_SPEND, true, h_reserve},
@@ -917,6 +946,7 @@ const srv_route srv_routes[] = {
 	{"GET", "/v1/keys", SRV_ADMIN, false, h_keys_list},
 	{"POST", "/v1/keys", SRV_ADMIN, true, h_keys_create},
 	{"DELETE", "/v1/keys/{id}", SRV_ADMIN, false, h_keys_revoke},
+	{"GET", "/v1/audit/keys", SRV_ADMIN, false, h_keys_audit},
 	/* ---- mechanisms and hosted data (srv_mech_routes.c) ---- */
 	{"POST", "/v1/datasets/{id}/mechanisms/{name}", SRV_SPEND, true, srv_h_mech_release},
 	{"POST", "/v1/datasets/{id}/queries", SRV_SPEND, true, srv_h_table_query},

@@ -1119,16 +1119,15 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 {
 	sqlite3_stmt *s = NULL;
 	char now[32];
+	srv_dataset row = *ds;
 	acct_filter f;
 	int rc = SRV_DB_ERROR;
 
-	(void)actor;
 	if (srv_dataset_filter(ds, &f, NULL) < 0)
-		return SRV_DB_ERROR;
+		goto out;
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
-	/* No ledger row yet: its totals read as zero (row_to_dataset). */
 	if (sqlite3_prepare_v2(db->h,
 			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
 			       " budget_epsilon, budget_delta, created_at, updated_at)"
@@ -1153,6 +1152,17 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 		rc = SRV_DB_ERROR;
 		goto out;
 	}
+	rc = SRV_DB_ERROR;
+	/* The creation row: the initial budget and who set it, with zero
+	 * totals in the dataset's coordinates. */
+	acct_filter_zero(&f, &row.spent);
+	row.reserved = row.spent;
+	row.open_reservations = 0;
+	row.charges = 0;
+	srv_strcopy(row.updated_at, sizeof(row.updated_at), now);
+	if (srv__ledger_insert(db, &row, "create", NULL, NULL, ds->budget_epsilon, ds->budget_delta,
+			       NULL, NULL, actor, NULL, now) < 0)
+		goto out;
 	rc = srv__commit(db);
 out:
 	sqlite3_finalize(s);
@@ -2016,6 +2026,9 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
 			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
 	if (budget_changed) {
+		double previous_epsilon = ds.budget_epsilon, previous_delta = ds.budget_delta;
+		sqlite3_stmt *p = NULL;
+		int64_t seq;
 		bool lowered;
 
 		if (!isfinite(budget_epsilon))
@@ -2030,9 +2043,27 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		ds.budget_delta = budget_delta;
 		if (srv_dataset_filter(&ds, &f, NULL) < 0)
 			goto out;
-		if (srv__ledger_insert(db, &ds, "budget", NULL, NULL, budget_epsilon, budget_delta,
-				       NULL, lowered ? "lowered" : "raised", actor, NULL, now) < 0)
+		seq = srv__ledger_insert(db, &ds, "budget", NULL, NULL, budget_epsilon, budget_delta,
+					 NULL, lowered ? "lowered" : "raised", actor, NULL, now);
+		if (seq < 0)
 			goto out;
+		/* The budget it replaced, so that the ledger alone gives the
+		 * budget in force at every row (schema/007). */
+		if (sqlite3_prepare_v2(db->h,
+				       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
+				       " WHERE seq = ?1",
+				       -1, &p, NULL) != SQLITE_OK)
+			goto out;
+		sqlite3_bind_int64(p, 1, seq);
+		sqlite3_bind_double(p, 2, previous_epsilon);
+		sqlite3_bind_double(p, 3, previous_delta);
+		rc = sqlite3_step(p);
+		sqlite3_finalize(p);
+		if (rc != SQLITE_DONE) {
+			rc = SRV_DB_ERROR;
+			goto out;
+		}
+		rc = SRV_DB_ERROR;
 	}
 	if (sqlite3_prepare_v2(db->h,
 			       "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
@@ -2100,24 +2131,81 @@ out:
 	return rc;
 }
 
-int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			  json_t **ret_entries, int64_t *ret_next)
+/* A budget pair as JSON: {"epsilon", "delta"} from two REAL columns, or
+ * JSON null when they are NULL (an initial budget that was never recorded). */
+static json_t *budget_pair(sqlite3_stmt *s, int col)
+{
+	if (sqlite3_column_type(s, col) == SQLITE_NULL)
+		return json_null();
+	return json_pack("{s:f, s:f}", "epsilon", sqlite3_column_double(s, col), "delta",
+			 sqlite3_column_double(s, col + 1));
+}
+
+/* The columns of a ledger row as the list routes show it, in row_json's
+ * order. */
+#define LEDGER_ROW_COLUMNS \
+	"seq, kind, event, epsilon, delta, reservation_id, note, actor, created_at," \
+	" idempotency_key, previous_epsilon, previous_delta"
+
+/*
+ * One ledger row as JSON.  A budget row also shows the budget it replaced
+ * (previous_budget, when recorded); in the audit list (`audit`), create and
+ * budget rows show their budget as "budget" and a synthesized creation row
+ * says so.
+ */
+static json_t *row_json(sqlite3_stmt *s, bool audit)
+{
+	const char *kind = (const char *)sqlite3_column_text(s, 1);
+	bool has_budget = strcmp(kind, "create") == 0 || strcmp(kind, "budget") == 0;
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "seq", json_integer(sqlite3_column_int64(s, 0)));
+	json_object_set_new(o, "kind", json_string(kind));
+	if (sqlite3_column_type(s, 2) != SQLITE_NULL)
+		json_object_set_new(o, "event",
+				    json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL));
+	if (audit && has_budget) {
+		json_object_set_new(o, "budget", budget_pair(s, 3));
+	} else {
+		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
+			json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 3)));
+		if (sqlite3_column_type(s, 4) != SQLITE_NULL)
+			json_object_set_new(o, "delta", json_real(sqlite3_column_double(s, 4)));
+	}
+	if (strcmp(kind, "budget") == 0 && sqlite3_column_type(s, 10) != SQLITE_NULL)
+		json_object_set_new(o, "previous_budget", budget_pair(s, 10));
+	if (sqlite3_column_type(s, 5) != SQLITE_NULL)
+		json_object_set_new(o, "reservation_id",
+				    json_string((const char *)sqlite3_column_text(s, 5)));
+	if (sqlite3_column_type(s, 6) != SQLITE_NULL)
+		json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 6)));
+	if (audit && strcmp(kind, "create") == 0)
+		json_object_set_new(o, "synthesized",
+				    json_boolean(sqlite3_column_type(s, 6) != SQLITE_NULL &&
+						 strcmp((const char *)sqlite3_column_text(s, 6),
+							"synthesized") == 0));
+	json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 7)));
+	json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 8)));
+	if (sqlite3_column_type(s, 9) != SQLITE_NULL)
+		json_object_set_new(o, "idempotency_key",
+				    json_string((const char *)sqlite3_column_text(s, 9)));
+	return o;
+}
+
+/* One page of `sql` (binding dataset id, after, limit + 1) as row_json
+ * objects; see srv_store_ledger_list. */
+static int list_rows(srv_db *db, const char *sql, bool audit, const char *dataset_id,
+		     int64_t after, int64_t limit, json_t **ret_entries, int64_t *ret_next)
 {
 	sqlite3_stmt *s = NULL;
 	json_t *arr = json_array();
 	int64_t last = -1, n = 0;
-	int rc;
+	int rc = SQLITE_ERROR;
 
-	if (!arr)
-		return SRV_DB_ERROR;
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT seq, kind, event, epsilon, delta, reservation_id, note, actor,"
-			       " created_at, idempotency_key FROM ledger"
-			       " WHERE dataset_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-			       -1, &s, NULL) != SQLITE_OK) {
-		json_decref(arr);
-		return SRV_DB_ERROR;
-	}
+	if (!arr || sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
+		goto out;
 	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, after);
 	sqlite3_bind_int64(s, 3, limit + 1);
@@ -2126,38 +2214,46 @@ int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int
 
 		if (n == limit)
 			break;
-		o = json_object();
+		o = row_json(s, audit);
+		if (!o || json_array_append_new(arr, o) < 0) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
 		last = sqlite3_column_int64(s, 0);
-		json_object_set_new(o, "seq", json_integer(last));
-		json_object_set_new(o, "kind", json_string((const char *)sqlite3_column_text(s, 1)));
-		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
-			json_object_set_new(o, "event",
-					    json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL));
-		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
-			json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 3)));
-		if (sqlite3_column_type(s, 4) != SQLITE_NULL)
-			json_object_set_new(o, "delta", json_real(sqlite3_column_double(s, 4)));
-		if (sqlite3_column_type(s, 5) != SQLITE_NULL)
-			json_object_set_new(o, "reservation_id",
-					    json_string((const char *)sqlite3_column_text(s, 5)));
-		if (sqlite3_column_type(s, 6) != SQLITE_NULL)
-			json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 6)));
-		json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 7)));
-		json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 8)));
-		if (sqlite3_column_type(s, 9) != SQLITE_NULL)
-			json_object_set_new(o, "idempotency_key",
-					    json_string((const char *)sqlite3_column_text(s, 9)));
-		json_array_append_new(arr, o);
 		n++;
 	}
-	*ret_next = (rc == SQLITE_ROW) ? last : -1;
+out:
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
 		json_decref(arr);
 		return SRV_DB_ERROR;
 	}
+	*ret_next = (rc == SQLITE_ROW) ? last : -1;
 	*ret_entries = arr;
 	return SRV_OK;
+}
+
+int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			  json_t **ret_entries, int64_t *ret_next)
+{
+	return list_rows(db,
+			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
+			 " WHERE dataset_id = ?1 AND seq > ?2 AND kind <> 'create'"
+			 " ORDER BY seq LIMIT ?3",
+			 false, dataset_id, after, limit, ret_entries, ret_next);
+}
+
+int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			    json_t **ret_entries, int64_t *ret_next)
+{
+	/* The condition of the partial index ledger_admin_rows (schema/007),
+	 * so that a page costs its own rows, not the dataset's charges. */
+	return list_rows(db,
+			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
+			 " WHERE dataset_id = ?1 AND seq > ?2"
+			 " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
+			 " ORDER BY seq LIMIT ?3",
+			 true, dataset_id, after, limit, ret_entries, ret_next);
 }
 
 /* Whether two compositions are the same doubles, bit for bit. */
@@ -2201,7 +2297,7 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 			const char *note = (const char *)sqlite3_column_text(s, 2);
 
 			lowered |= note && strcmp(note, "lowered") == 0;
-		} else if (strcmp(kind, "archive") != 0) {
+		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
 			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
 				rc = SQLITE_CORRUPT;
 				break;

@@ -783,8 +783,8 @@ static void post_to_k(const char *what, const char *body, int status, char *rid,
 }
 
 /*
- * Every kind of ledger row (charge, reserve, commit, release, a commit by
- * the expiry sweep, budget, archive) carries the dataset's totals after
+ * Every kind of ledger row (create, charge, reserve, commit, release, a
+ * commit by the expiry sweep, budget, archive) carries the dataset's totals after
  * it, equal to what the budget route then answers; `dpgate verify` checks
  * each of them against its replay.
  */
@@ -798,7 +798,8 @@ Test(api, every_ledger_row_carries_the_totals_after_it)
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "k", 4.0, 0, "basic");
-	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'k'"), 0);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'k'"), 1);
+	assert_last_row_carries_the_budget("k", "create");
 	cr_assert_eq(dpg_budget_of(&srv, "k").spent_eps, 0.0);
 	post_to_k("charges", quarter, 201, NULL, 0);
 	assert_last_row_carries_the_budget("k", "charge");
@@ -843,8 +844,8 @@ Test(api, every_ledger_row_carries_the_totals_after_it)
 		if (strcmp(json_string_value(json_object_get(d, "id")), "k") == 0)
 			k = d;
 	cr_assert(k, "%s", out);
-	cr_assert_eq(json_integer_value(json_object_get(k, "rows")), 10, "%s", out);
-	cr_assert_eq(json_integer_value(json_object_get(k, "rows_with_totals")), 10, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(k, "rows")), 11, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(k, "rows_with_totals")), 11, "%s", out);
 	cr_assert(json_is_true(json_object_get(k, "totals_match")), "%s", out);
 	json_decref(report);
 	dpg_server_restart(&srv);
