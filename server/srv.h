@@ -280,8 +280,11 @@ int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, i
 /*
  * Recomputes every dataset's spent and reserved totals from its ledger rows
  * (in ledger order, with the same upward rounding) and compares them with
- * the stored totals.  Writes a JSON report; returns SRV_OK when all agree
- * and no dataset is over its budget, SRV_CONFLICT otherwise.
+ * the stored totals, and replays its budget history (the 'create' row, then
+ * each 'budget' row): every admission (charge, reserve) must fit the budget
+ * in force at its row, and the last budget must be the dataset's.  Writes a
+ * JSON report; returns SRV_OK when all agree and no admission was over its
+ * budget, SRV_CONFLICT otherwise.
  */
 int srv_store_verify(srv_db *db, json_t **ret_report);
 

@@ -2263,27 +2263,93 @@ static bool same_cost(const acct_cost *a, const acct_cost *b)
 }
 
 /*
+ * The budget a dataset was created with, from its 'create' row: *ret_known
+ * is false when the row leaves it unknown (synthesized by schema/007 for a
+ * dataset whose budget had changed before).  *ret_rows gets how many
+ * 'create' rows there are (one, unless the ledger was tampered with).
+ */
+static int initial_budget(srv_db *db, const char *id, double *ret_eps, double *ret_delta,
+			  bool *ret_known, int64_t *ret_rows)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t rows = 0;
+	int rc;
+
+	*ret_known = false;
+	/* The partial index's condition (schema/007), so that the row is found
+	 * without walking the dataset's charges. */
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT epsilon, delta FROM ledger WHERE dataset_id = ?1"
+			       " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
+			       " AND kind = 'create' ORDER BY seq",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (rows++ == 0 && sqlite3_column_type(s, 0) != SQLITE_NULL &&
+		    sqlite3_column_type(s, 1) != SQLITE_NULL) {
+			*ret_eps = sqlite3_column_double(s, 0);
+			*ret_delta = sqlite3_column_double(s, 1);
+			*ret_known = true;
+		}
+	}
+	sqlite3_finalize(s);
+	*ret_rows = rows;
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
+/* What replaying one dataset's budget history found. */
+struct budget_replay {
+	srv_dataset in_force;   /* the dataset with the budget of the current row */
+	acct_filter filter;     /* in_force's filter */
+	bool known;             /* false until a recorded budget is met */
+	bool history_ok;        /* each budget row's previous budget is the one in force */
+	int64_t unchecked;      /* admissions before any known budget */
+	int64_t first_over;     /* first admission past its budget, or -1 */
+	double largest_epsilon, largest_delta;
+};
+
+/* Puts budget (eps, delta) in force from here on. */
+static int replay_budget(struct budget_replay *br, double eps, double delta)
+{
+	br->in_force.budget_epsilon = eps;
+	br->in_force.budget_delta = delta;
+	br->known = true;
+	br->largest_epsilon = fmax(br->largest_epsilon, eps);
+	br->largest_delta = fmax(br->largest_delta, delta);
+	return srv_dataset_filter(&br->in_force, &br->filter, NULL) < 0 ? SRV_DB_ERROR : SRV_OK;
+}
+
+/*
  * Replays one dataset's ledger into fresh totals (see srv_store_verify), and
  * checks the totals each row carries (schema/006: every row written since;
  * before it, only each dataset's last) against the replay up to that row.
+ * Replays its budget history beside them (schema/007) and checks each
+ * admission as the gate made it (spend_in_txn): spent plus reserved before
+ * the row, plus the row's cost, within the budget in force at that row.
  */
 static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, bool *ret_ok)
 {
 	sqlite3_stmt *s = NULL;
+	struct budget_replay br = {.in_force = *ds, .history_ok = true, .first_over = -1};
 	acct_filter f;
 	acct_cost spent, reserved;
-	int64_t open = 0, charges = 0, rows = 0, checked = 0, first_bad = -1;
-	bool lowered = false, ok;
+	int64_t open = 0, charges = 0, rows = 0, checked = 0, first_bad = -1, creations = 0;
+	bool lowered = false, ok, budget_matches;
+	double eps0 = NAN, delta0 = NAN;
 	acct_cost total;
 	json_t *o;
 	int rc;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0)
+	if (srv_dataset_filter(ds, &f, NULL) < 0 ||
+	    initial_budget(db, ds->id, &eps0, &delta0, &br.known, &creations) != SRV_OK ||
+	    (br.known && replay_budget(&br, eps0, delta0) != SRV_OK))
 		return SRV_DB_ERROR;
 	acct_filter_zero(&f, &spent);
 	acct_filter_zero(&f, &reserved);
 	if (sqlite3_prepare_v2(db->h,
-			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges"
+			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
+			       " epsilon, delta, previous_epsilon, previous_delta"
 			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
 			       -1, &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
@@ -2297,10 +2363,29 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 			const char *note = (const char *)sqlite3_column_text(s, 2);
 
 			lowered |= note && strcmp(note, "lowered") == 0;
+			if (br.known && sqlite3_column_type(s, 10) != SQLITE_NULL &&
+			    (sqlite3_column_double(s, 10) != br.in_force.budget_epsilon ||
+			     sqlite3_column_double(s, 11) != br.in_force.budget_delta))
+				br.history_ok = false;
+			if (replay_budget(&br, sqlite3_column_double(s, 8),
+					  sqlite3_column_double(s, 9)) != SRV_OK) {
+				rc = SQLITE_CORRUPT;
+				break;
+			}
 		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
 			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
 				rc = SQLITE_CORRUPT;
 				break;
+			}
+			if (strcmp(kind, "charge") == 0 || strcmp(kind, "reserve") == 0) {
+				/* The gate's own sum, in its order. */
+				total = spent;
+				acct_cost_add_up(&total, &reserved);
+				acct_cost_add_up(&total, &c);
+				if (!br.known)
+					br.unchecked++;
+				else if (br.first_over < 0 && !acct_filter_within(&br.filter, &total))
+					br.first_over = sqlite3_column_int64(s, 3);
 			}
 			if (strcmp(kind, "charge") == 0) {
 				acct_cost_add_up(&spent, &c);
@@ -2337,13 +2422,32 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 	acct_cost_add_up(&total, &reserved);
 	ok = first_bad < 0 && same_cost(&spent, &ds->spent) && same_cost(&reserved, &ds->reserved) &&
 	     open == ds->open_reservations && charges == ds->charges;
-	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f}", "id", ds->id, "rows", (json_int_t)rows,
-		      "rows_with_totals", (json_int_t)checked, "totals_match", ok, "within_budget",
-		      acct_filter_within(&f, &total), "spent_epsilon", acct_filter_epsilon(&f, &spent),
-		      "stored_spent_epsilon", acct_filter_epsilon(&f, &ds->spent));
+	/* The replayed budget must be the one the dataset holds: a budget
+	 * changed without its ledger row is not one the history explains. */
+	budget_matches = !br.known || (br.in_force.budget_epsilon == ds->budget_epsilon &&
+				       br.in_force.budget_delta == ds->budget_delta);
+	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f, s:b, s:b, s:I}", "id", ds->id, "rows",
+		      (json_int_t)rows, "rows_with_totals", (json_int_t)checked, "totals_match", ok,
+		      "within_budget", acct_filter_within(&f, &total), "spent_epsilon",
+		      acct_filter_epsilon(&f, &spent), "stored_spent_epsilon",
+		      acct_filter_epsilon(&f, &ds->spent), "admissions_within_budget",
+		      br.first_over < 0, "budget_history_matches",
+		      br.history_ok && budget_matches && creations == 1,
+		      "admissions_before_a_known_budget", (json_int_t)br.unchecked);
 	if (o && first_bad >= 0)
 		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(first_bad));
-	if (!acct_filter_within(&f, &total) && !lowered)
+	if (o && br.first_over >= 0)
+		json_object_set_new(o, "first_row_over_budget", json_integer(br.first_over));
+	/* Recorded budgets only: with an unknown initial budget, at least. */
+	if (o && br.known)
+		json_object_set_new(o, "largest_budget",
+				    json_pack("{s:f, s:f}", "epsilon", br.largest_epsilon, "delta",
+					      br.largest_delta));
+	if (br.first_over >= 0 || !br.history_ok || !budget_matches || creations != 1)
+		ok = false;
+	/* Admissions no recorded budget covers: only the end state can be
+	 * checked, and a lowered budget explains an excess there. */
+	if (br.unchecked > 0 && !acct_filter_within(&f, &total) && !lowered)
 		ok = false;
 	json_array_append_new(report, o);
 	*ret_ok = ok;

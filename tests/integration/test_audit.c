@@ -6,11 +6,19 @@
  * them, listed by GET /v1/datasets/{id}/audit; key creations and
  * revocations, over HTTP and through `dpgate keys`, are listed by GET
  * /v1/audit/keys.  Both are admin only and paginated like the ledger.
+ *
+ * `dpgate verify` replays each dataset's budgets from those rows and checks
+ * every admission against the budget in force at its row.  The forgeries
+ * below are written with SQLite directly, as an auditor (or an intruder
+ * with the file) would: each carries totals that agree with the replay, so
+ * only the budget history can tell them apart.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
 
 #include <pwd.h>
+#include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +40,8 @@ static void teardown(void)
 
 TestSuite(audit, .init = setup, .fini = teardown, .timeout = 300);
 
+static const char half[] = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0}}";
+
 /* The public id of a key "dpg_<id>_<secret>". */
 static void key_id_of(const char *key, char *buf, size_t size)
 {
@@ -50,14 +60,111 @@ static void expect_status(const char *method, const char *path, const char *key,
 	dpg_resp_free(&r);
 }
 
+/* Runs SQL on the database file, with the server stopped. */
+static void forge(const char *sql)
+{
+	sqlite3 *h = NULL;
+	char *msg = NULL;
+
+	cr_assert_eq(sqlite3_open(srv.db, &h), SQLITE_OK);
+	sqlite3_busy_timeout(h, 10000);
+	cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, &msg), SQLITE_OK, "%s: %s", sql,
+		     msg ? msg : "");
+	sqlite3_close(h);
+}
+
+/* Runs `dpgate verify` on the server's database: its exit status, and its
+ * report's entry for dataset `id` in *ret (caller decrefs the report). */
+static int verify(const char *id, json_t **ret_report, json_t **ret_entry)
+{
+	static char out[1 << 16];
+	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
+	int rc = dpg_run(out, sizeof(out), argv);
+	json_t *report = json_loads(out, 0, NULL), *d;
+	size_t i;
+
+	cr_assert(report, "verify printed no JSON (exit %d): %s", rc, out);
+	*ret_entry = NULL;
+	json_array_foreach(json_object_get(report, "datasets"), i, d)
+		if (strcmp(json_string_value(json_object_get(d, "id")), id) == 0)
+			*ret_entry = d;
+	cr_assert(*ret_entry, "verify reports no dataset %s: %s", id, out);
+	*ret_report = report;
+	return rc;
+}
+
+/*
+ * A charge admitted past a lowered budget, the budget raised again after it:
+ * the totals agree and the end state is within the budget, so only the
+ * budget in force at the forged row shows it.
+ */
+Test(audit, verify_finds_an_admission_past_the_budget_of_its_moment)
+{
+	json_t *report, *d;
+	long long forged;
+
+	dpg_make_dataset(&srv, "v", 1.0, 0, "basic");
+	expect_status("POST", "/v1/datasets/v/charges", srv.admin_key, half, 201);
+	expect_status("PATCH", "/v1/datasets/v", srv.admin_key, "{\"budget\":{\"epsilon\":0.5}}", 200);
+	/* The gate refuses what the forger will write. */
+	expect_status("POST", "/v1/datasets/v/charges", srv.admin_key,
+		      "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}", 409);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_eq(verify("v", &report, &d), 0, "an honest history");
+	json_decref(report);
+
+	/* 0.5 + 0.25 spent on a budget of 0.5, the row's totals right. */
+	forge("INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta, actor, created_at,"
+	      " spent, reserved, open_reservations, charges) VALUES ('v', 'charge',"
+	      " '{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}', '[0.25,0.0]', 0.25, 0,"
+	      " 'forger', '2026-01-01T00:00:00.000Z', '[0.75,0.0]', '[0.0,0.0]', 0, 2)");
+	forged = dpg_count_rows(srv.db, "SELECT max(seq) FROM ledger");
+	dpg_server_restart(&srv);
+	expect_status("PATCH", "/v1/datasets/v", srv.admin_key, "{\"budget\":{\"epsilon\":1}}", 200);
+	cr_assert_eq(dpg_budget_of(&srv, "v").spent_eps, 0.75);
+
+	cr_assert_eq(verify("v", &report, &d), 1, "the forged admission");
+	cr_assert(json_is_true(json_object_get(d, "totals_match")));
+	cr_assert(json_is_true(json_object_get(d, "within_budget")));
+	cr_assert(json_is_false(json_object_get(d, "admissions_within_budget")));
+	cr_assert_eq(json_integer_value(json_object_get(d, "first_row_over_budget")), forged);
+	cr_assert(json_is_false(json_object_get(report, "ok")));
+	json_decref(report);
+}
+
+/* A budget written into the dataset row without its ledger row is not one
+ * the history explains; lowering below what is spent, through the API, is. */
+Test(audit, verify_replays_the_budget_history_to_the_dataset_row)
+{
+	json_t *report, *d;
+
+	dpg_make_dataset(&srv, "h", 1.0, 0, "basic");
+	expect_status("POST", "/v1/datasets/h/charges", srv.admin_key, half, 201);
+	expect_status("PATCH", "/v1/datasets/h", srv.admin_key, "{\"budget\":{\"epsilon\":0.25}}",
+		      200);
+	cr_assert_eq(verify("h", &report, &d), 0);
+	cr_assert(json_is_false(json_object_get(d, "within_budget")));
+	cr_assert(json_is_true(json_object_get(d, "admissions_within_budget")));
+	cr_assert(json_is_true(json_object_get(d, "budget_history_matches")));
+	json_decref(report);
+
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	forge("UPDATE datasets SET budget_epsilon = 5 WHERE id = 'h'");
+	cr_assert_eq(verify("h", &report, &d), 1, "a budget no ledger row set");
+	cr_assert(json_is_false(json_object_get(d, "budget_history_matches")));
+	json_decref(report);
+	dpg_server_restart(&srv);
+}
+
 /*
  * Creation, raise, lower and archive are audit rows with their actor and
- * budgets; the largest budget the dataset ever had is the largest of them.  The ledger's own listing is unchanged.
+ * budgets; the largest budget the dataset ever had is the largest of them,
+ * and verify reports it.  The ledger's own listing is unchanged.
  */
 Test(audit, dataset_history_names_who_set_each_budget)
 {
 	char admin_id[64], analyst[160], viewer[160];
-	json_t *entries, *e;
+	json_t *entries, *e, *report, *d;
 	dpg_resp r;
 
 	key_id_of(srv.admin_key, admin_id, sizeof(admin_id));
@@ -121,6 +228,11 @@ Test(audit, dataset_history_names_who_set_each_budget)
 	expect_status("GET", "/v1/datasets/a/audit", viewer, NULL, 403);
 	expect_status("GET", "/v1/datasets/a/audit", NULL, NULL, 401);
 
+	/* The largest budget ever, from the database alone. */
+	cr_assert_eq(verify("a", &report, &d), 0);
+	cr_assert_eq(dpg_num(d, "largest_budget.epsilon"), 3.0);
+	cr_assert_eq(dpg_num(d, "largest_budget.delta"), 1e-5);
+	json_decref(report);
 }
 
 /* The key_events rows of key `id`, in order, as "action:actor" joined by

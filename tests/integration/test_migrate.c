@@ -303,9 +303,14 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	cr_assert_eq(json_integer_value(json_object_get(d, "rows_with_totals")), 2);
 	cr_assert(json_is_true(json_object_get(d, "totals_match")), "%s", out);
 	cr_assert_eq(json_real_value(json_object_get(d, "stored_spent_epsilon")), 0.75);
+	/* d1's budget changed before any budget was recorded: its two charges
+	 * precede every known budget. */
+	cr_assert_eq(json_integer_value(json_object_get(d, "admissions_before_a_known_budget")), 2,
+		     "%s", out);
 	d = verify_entry(report, "d2");
 	cr_assert_eq(json_integer_value(json_object_get(d, "rows")), 1);
 	cr_assert(json_is_true(json_object_get(d, "totals_match")), "%s", out);
+	cr_assert(json_is_true(json_object_get(d, "budget_history_matches")), "%s", out);
 	cr_assert_eq(json_real_value(json_object_get(d, "stored_spent_epsilon")), 0.0);
 	json_decref(report);
 
