@@ -91,6 +91,10 @@ typedef struct srv_dataset {
 	acct_ledger_kind accountant;
 	double budget_epsilon;
 	double budget_delta;
+	/* rdp: the filter orders chosen at creation; n_filter_orders = 0 means
+	 * the default ones (acct_filter_default_orders). */
+	unsigned n_filter_orders;
+	double filter_orders[DPG_MAX_FILTER_ORDERS];
 	acct_cost spent;
 	acct_cost reserved;
 	int64_t open_reservations;
@@ -329,8 +333,19 @@ typedef struct srv_epsilons {
 
 int srv_dataset_epsilons(const srv_dataset *ds, const acct_cost *extra, srv_epsilons *ret);
 
-/* The budget summary of DESIGN.md for a dataset (new reference). */
+/* The budget summary of DESIGN.md for a dataset (new reference); an rdp
+ * dataset's also says how its filter splits delta ("filter"). */
 json_t *srv_dataset_budget_json(const srv_dataset *ds);
+
+/*
+ * Adds to `cost` (a JSON object that states what a charge of `ev` costs on
+ * this dataset's ledger) what the ledger's filter adds to the event's own
+ * price: on an rdp ledger "event_epsilon", the event's own RDP epsilon at the
+ * budget's full delta (minimised over the RDP accountant's orders), beside
+ * the filter's orders and delta share.  Nothing on other ledgers.  Returns
+ * 0, or -1 when out of memory.
+ */
+int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t *cost);
 
 /*
  * srv_dataset_budget_json's object as compact JSON text, byte for byte what

@@ -221,10 +221,54 @@ static int read_budget(const json_t *body, bool partial, double *eps, double *de
 	return rc < 0 ? rc : 0;
 }
 
+/*
+ * Reads the optional "filter_orders" of a new rdp dataset into ds: an array
+ * of 1 to DPG_MAX_FILTER_ORDERS numbers (acct_filter_init_orders checks the
+ * values).  Absent: none, the default orders.
+ */
+static int read_filter_orders(const json_t *body, srv_dataset *ds, acct_error *err)
+{
+	json_t *arr = json_object_get(body, "filter_orders");
+	size_t n = json_array_size(arr);
+
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr) || n < 1 || n > DPG_MAX_FILTER_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "'filter_orders' must be an array of 1 to %d numbers",
+				      DPG_MAX_FILTER_ORDERS);
+	if (ds->accountant != ACCT_LEDGER_RDP)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "only an rdp ledger has filter orders");
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(arr, i);
+		char where[32];
+
+		snprintf(where, sizeof(where), "/filter_orders/%zu", i);
+		if (!json_is_number(x))
+			return acct_error_set(err, ACCT_EINVAL, where, "a filter order must be a number");
+		ds->filter_orders[i] = json_number_value(x);
+	}
+	ds->n_filter_orders = (unsigned)n;
+	return 0;
+}
+
+/* True when a filter admits some spending: an rdp filter whose every order's
+ * bound is 0 would refuse every charge. */
+static bool filter_admits_some(const acct_filter *f)
+{
+	if (f->kind != ACCT_LEDGER_RDP)
+		return true;
+	for (unsigned i = 0; i < f->n_orders; i++)
+		if (f->bound[i] > 0.0)
+			return true;
+	return false;
+}
+
 static int h_dataset_create(srv_request *req, srv_response *res)
 {
 	static const char *const keys[] = {"id", "name", "budget", "accountant", "neighbor",
-					   "privacy_unit", NULL};
+					   "privacy_unit", "filter_orders", NULL};
 	srv_dataset ds;
 	acct_error err;
 	acct_filter f;
@@ -254,8 +298,13 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = read_budget(req->body, false, &ds.budget_epsilon, &ds.budget_delta, &err);
 	if (rc >= 0)
-		rc = acct_filter_init(&f, ds.accountant, ds.neighbor, ds.budget_epsilon,
-				      ds.budget_delta, &err);
+		rc = read_filter_orders(req->body, &ds, &err);
+	if (rc >= 0)
+		rc = srv_dataset_filter(&ds, &f, &err);
+	if (rc >= 0 && ds.n_filter_orders > 0 && !filter_admits_some(&f))
+		rc = acct_error_set(&err, ACCT_EINVAL, "/filter_orders",
+				    "at these orders this budget admits no spending: the delta "
+				    "share of each order converts to no RDP budget");
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;
@@ -363,9 +412,10 @@ static int h_dataset_update(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = read_budget(req->body, true, &eps, &delta, &err);
 	if (rc >= 0)
-		rc = acct_filter_init(&f, ds.accountant, ds.neighbor,
-				      isfinite(eps) ? eps : ds.budget_epsilon,
-				      isfinite(delta) ? delta : ds.budget_delta, &err);
+		rc = acct_filter_init_orders(&f, ds.accountant, ds.neighbor,
+					     isfinite(eps) ? eps : ds.budget_epsilon,
+					     isfinite(delta) ? delta : ds.budget_delta,
+					     ds.filter_orders, ds.n_filter_orders, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;
@@ -807,6 +857,7 @@ static int h_dry_run(srv_request *req, srv_response *res)
 	acct_filter f;
 	acct_error err;
 	srv_epsilons after;
+	json_t *answer;
 	bool fits;
 
 	acct_error_init(&err);
@@ -827,12 +878,15 @@ static int h_dry_run(srv_request *req, srv_response *res)
 	}
 	srv_dataset_epsilons(&ds, &cost, &after);
 	fits = !ds.archived && after.within;
-	srv_json_reply(res, 200,
-		       json_pack("{s:b, s:o, s:{s:f}, s:{s:f, s:f}, s:o}", "fits", fits, "event",
-				 srv_event_to_json(ev), "cost", "epsilon", acct_filter_epsilon(&f, &cost),
-				 "after", "spent_epsilon", after.committed, "remaining_epsilon",
-				 fits ? after.remaining : 0.0,
-				 "budget", srv_dataset_budget_json(&ds)));
+	answer = json_pack("{s:b, s:o, s:{s:f}, s:{s:f, s:f}, s:o}", "fits", fits, "event",
+			   srv_event_to_json(ev), "cost", "epsilon", acct_filter_epsilon(&f, &cost),
+			   "after", "spent_epsilon", after.committed, "remaining_epsilon",
+			   fits ? after.remaining : 0.0, "budget", srv_dataset_budget_json(&ds));
+	if (answer && srv_dataset_explain_cost(&ds, ev, json_object_get(answer, "cost")) < 0) {
+		json_decref(answer);
+		answer = NULL;
+	}
+	srv_json_reply(res, 200, answer);
 	acct_event_free(ev);
 	return 0;
 }

@@ -66,7 +66,7 @@ enum stmt_id {
 	"SELECT d.id, d.name, d.privacy_unit, d.neighbor, d.accountant, d.budget_epsilon," \
 	" d.budget_delta, l.spent, l.reserved, l.open_reservations, l.charges, d.archived," \
 	" d.created_at, CASE WHEN l.created_at > d.updated_at THEN l.created_at" \
-	" ELSE d.updated_at END, l.seq" \
+	" ELSE d.updated_at END, l.seq, d.filter_orders" \
 	" FROM datasets d LEFT JOIN ledger l ON l.seq =" \
 	" (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)"
 
@@ -966,6 +966,33 @@ static void copy_text(char *dst, size_t size, const unsigned char *src)
 	srv_strcopy(dst, size, (const char *)src);
 }
 
+/* Reads a dataset's filter orders (a JSON array of numbers, as
+ * orders_to_text writes it) into ds; -1 when the text is not one. */
+static int orders_from_text(const char *text, srv_dataset *ds)
+{
+	acct_cost c;
+
+	if (srv_cost_from_text(text, &c) < 0 || c.n == 0 || c.n > DPG_MAX_FILTER_ORDERS)
+		return -1;
+	memcpy(ds->filter_orders, c.v, c.n * sizeof(c.v[0]));
+	ds->n_filter_orders = c.n;
+	return 0;
+}
+
+/* A dataset's own filter orders as text, or NULL (none: the default ones,
+ * or out of memory when ds has some; the caller tells them apart). */
+static char *orders_to_text(const srv_dataset *ds)
+{
+	acct_cost c;
+
+	if (ds->n_filter_orders == 0)
+		return NULL;
+	memset(&c, 0, sizeof(c));
+	memcpy(c.v, ds->filter_orders, ds->n_filter_orders * sizeof(c.v[0]));
+	c.n = ds->n_filter_orders;
+	return srv_cost_to_text(&c);
+}
+
 /* Fills *ds from a row of DATASET_SELECT; SRV_DB_ERROR when the dataset's
  * last ledger row carries no totals (a database this dpgate did not write). */
 static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
@@ -980,6 +1007,9 @@ static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
 		return SRV_DB_ERROR;
 	ds->budget_epsilon = sqlite3_column_double(s, 5);
 	ds->budget_delta = sqlite3_column_double(s, 6);
+	if (sqlite3_column_type(s, 15) != SQLITE_NULL &&
+	    orders_from_text((const char *)sqlite3_column_text(s, 15), ds) < 0)
+		return SRV_DB_ERROR;
 	if (sqlite3_column_type(s, 14) == SQLITE_NULL) {
 		acct_filter f;
 
@@ -1119,19 +1149,20 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 {
 	sqlite3_stmt *s = NULL;
 	char now[32];
+	char *orders = orders_to_text(ds);
 	srv_dataset row = *ds;
 	acct_filter f;
 	int rc = SRV_DB_ERROR;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0)
+	if (srv_dataset_filter(ds, &f, NULL) < 0 || (ds->n_filter_orders > 0 && !orders))
 		goto out;
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
 	if (sqlite3_prepare_v2(db->h,
 			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
-			       " budget_epsilon, budget_delta, created_at, updated_at)"
-			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+			       " budget_epsilon, budget_delta, created_at, updated_at, filter_orders)"
+			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
 			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
@@ -1143,6 +1174,8 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	sqlite3_bind_double(s, 6, ds->budget_epsilon);
 	sqlite3_bind_double(s, 7, ds->budget_delta);
 	sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
+	if (orders)
+		sqlite3_bind_text(s, 9, orders, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
 		rc = SRV_CONFLICT;
@@ -1167,6 +1200,7 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 out:
 	sqlite3_finalize(s);
 	srv__rollback(db);
+	free(orders);
 	return rc;
 }
 
@@ -1347,8 +1381,9 @@ int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_cl
 
 int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err)
 {
-	return acct_filter_init(ret, ds->accountant, ds->neighbor, ds->budget_epsilon,
-				ds->budget_delta, err);
+	return acct_filter_init_orders(ret, ds->accountant, ds->neighbor, ds->budget_epsilon,
+				       ds->budget_delta, ds->filter_orders, ds->n_filter_orders,
+				       err);
 }
 
 static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body)
@@ -2563,12 +2598,13 @@ json_t *srv_dataset_budget_json(const srv_dataset *ds)
 {
 	acct_filter f;
 	srv_epsilons e;
+	json_t *o;
 
 	if (srv_dataset_filter(ds, &f, NULL) < 0 || srv_dataset_epsilons(ds, NULL, &e) < 0)
 		return NULL;
 	/* A basic ledger's reserved epsilon is its own sum; other filters only
 	 * have the difference of what spent and spent + reserved convert to. */
-	return json_pack("{s:{s:f, s:f}, s:{s:f, s:f}, s:{s:f, s:I}, s:{s:f}, s:I, s:s}",
+	o = json_pack("{s:{s:f, s:f}, s:{s:f, s:f}, s:{s:f, s:I}, s:{s:f}, s:I, s:s}",
 			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
 			 "spent", "epsilon", e.spent, "delta", acct_filter_delta(&f, &ds->spent),
 			 "reserved", "epsilon",
@@ -2578,6 +2614,16 @@ json_t *srv_dataset_budget_json(const srv_dataset *ds)
 			 "remaining", "epsilon", e.remaining,
 			 "charges", (json_int_t)ds->charges,
 			 "accountant", acct_ledger_kind_name(ds->accountant));
+	/* Why an rdp ledger's epsilons exceed the events' own: the filter's
+	 * delta is split over its orders (acct_renyi_filter.c). */
+	if (o && ds->accountant == ACCT_LEDGER_RDP &&
+	    json_object_set_new(o, "filter", json_pack("{s:I, s:f}", "order_count",
+						       (json_int_t)f.n_orders, "delta_per_order",
+						       f.delta_budget / (double)f.n_orders)) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 /* Appends text to buf (of size bytes, len used); false when it is full. */
@@ -2629,7 +2675,12 @@ size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size)
 	     PUT("},\"remaining\":{\"epsilon\":") && put_real(buf, size, &len, e.remaining) &&
 	     PUT("},\"charges\":") && put_int(buf, size, &len, ds->charges) &&
 	     PUT(",\"accountant\":\"") && put_text(buf, size, &len, name, strlen(name)) &&
-	     PUT("\"}");
+	     PUT("\"");
+	if (ok && ds->accountant == ACCT_LEDGER_RDP)
+		ok = PUT(",\"filter\":{\"order_count\":") && put_int(buf, size, &len, f.n_orders) &&
+		     PUT(",\"delta_per_order\":") &&
+		     put_real(buf, size, &len, f.delta_budget / (double)f.n_orders) && PUT("}");
+	ok = ok && PUT("}");
 	return ok ? len : 0;
 }
 
@@ -2637,13 +2688,54 @@ size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size)
 
 json_t *srv_dataset_json(const srv_dataset *ds)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:f, s:f}, s:b, s:s, s:s}",
-			 "id", ds->id, "name", ds->name, "privacy_unit", ds->privacy_unit,
-			 "neighbor", ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove",
-			 "accountant", acct_ledger_kind_name(ds->accountant),
-			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
-			 "archived", ds->archived, "created_at", ds->created_at,
-			 "updated_at", ds->updated_at);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:f, s:f}, s:b, s:s, s:s}",
+			      "id", ds->id, "name", ds->name, "privacy_unit", ds->privacy_unit,
+			      "neighbor", ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove",
+			      "accountant", acct_ledger_kind_name(ds->accountant),
+			      "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
+			      "archived", ds->archived, "created_at", ds->created_at,
+			      "updated_at", ds->updated_at);
+
+	/* An rdp dataset's filter orders, its own or the default ones. */
+	if (o && ds->accountant == ACCT_LEDGER_RDP) {
+		unsigned n = ds->n_filter_orders;
+		const double *orders = n ? ds->filter_orders : acct_filter_default_orders(&n);
+		json_t *arr = json_array();
+
+		for (unsigned i = 0; arr && i < n; i++)
+			if (json_array_append_new(arr, json_real(orders[i])) < 0)
+				break;
+		if (json_object_set_new(o, "filter_orders", arr) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t *cost)
+{
+	acct_filter f;
+	acct_options opts;
+	acct_result r;
+	acct_error err;
+
+	if (ds->accountant != ACCT_LEDGER_RDP || srv_dataset_filter(ds, &f, NULL) < 0)
+		return 0;
+	memset(&opts, 0, sizeof(opts));
+	opts.accountant = ACCT_RDP;
+	opts.neighbor = ds->neighbor;
+	acct_error_init(&err);
+	/* An event the RDP accountant prices, the filter priced too; were it
+	 * to fail, the figure is left out rather than guessed. */
+	if (acct_epsilon(ev, ds->budget_delta, &opts, &r, &err) == 0 && isfinite(r.epsilon) &&
+	    json_object_set_new(cost, "event_epsilon", json_real(r.epsilon)) < 0)
+		return -1;
+	if (json_object_set_new(cost, "filter_order_count", json_integer(f.n_orders)) < 0 ||
+	    json_object_set_new(cost, "delta_per_order",
+				json_real(f.delta_budget / (double)f.n_orders)) < 0)
+		return -1;
+	return 0;
 }
 
 /* ---- keys table access used by srv_auth.c -------------------------------- */

@@ -37,7 +37,7 @@ static const char *const old_migrations[] = {
 };
 
 /* The newest schema version; the project's schema/ has one file for each. */
-#define NEWEST_VERSION 7
+#define NEWEST_VERSION 8
 
 /* A dataset row as schemas 1 to 5 held it, its running totals included;
  * the VALUES follow. */
@@ -328,6 +328,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 			      " AND epsilon = 1 AND delta = 1e-5 AND spent = '[0.0,0.0]'"
 			      " AND reserved = '[0.0,0.0]' AND open_reservations = 0 AND charges = 0"),
 		     1);
+	cr_assert_eq(count(h, "SELECT count(*) FROM datasets WHERE filter_orders IS NULL"), 2);
 	/* Keys: a creation each, and k2's revocation, in time order. */
 	cr_assert_eq(count(h, "SELECT count(*) FROM key_events WHERE synthesized = 1"
 			      " AND actor = 'unknown'"),
