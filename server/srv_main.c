@@ -126,8 +126,10 @@ static const char usage_verify[] =
 	"usage: dpgate verify --db FILE\n"
 	"\n"
 	"Recomputes every dataset's spent and reserved totals from its ledger rows and\n"
-	"compares them with the stored running totals. Prints a JSON report; exit 0\n"
-	"when all agree and nothing is over budget, 1 otherwise, 2 on errors (among\n"
+	"compares them with the stored running totals, and replays its budget history\n"
+	"(creation, each raise and lower) to check every admission against the budget\n"
+	"in force at its row. Prints a JSON report; exit 0 when all agree and no\n"
+	"admission was over its budget, 1 otherwise, 2 on errors (among\n"
 	"them: FILE is not a dpgate database, or its schema version is not this\n"
 	"dpgate's). Read-only: it never writes FILE, and works while a server runs.\n";
 
