@@ -210,10 +210,11 @@ static bool no_stray_arguments(const char *cmd, int first, int argc, char **argv
  * its own descriptors of the file (as a second fcntl lock would).  The
  * kernel drops the lock when the process ends, kill -9 included.  `what`
  * names the path in messages.  Returns the descriptor, which the caller
- * keeps open while it serves, or -1 after a message on stderr (another
- * server holds the lock, or the file cannot be opened).
+ * keeps open while it serves, with the file's hard link count in *ret_links
+ * (may be NULL), or -1 after a message on stderr (another server holds the
+ * lock, or the file cannot be opened).
  */
-static int serve_lock(const char *path, bool directory, const char *what)
+static int serve_lock(const char *path, bool directory, const char *what, long long *ret_links)
 {
 	struct stat st;
 	int fd = directory ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -241,6 +242,8 @@ static int serve_lock(const char *path, bool directory, const char *what)
 		close(fd);
 		return -1;
 	}
+	if (ret_links)
+		*ret_links = fstat(fd, &st) == 0 ? (long long)st.st_nlink : 1;
 	return fd;
 }
 
@@ -356,6 +359,7 @@ static int cmd_serve(int argc, char **argv)
 	const char *colon;
 	srv_ctx ctx;
 	int c, rc, lock_fd, dir_lock_fd;
+	long long links = 1;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -425,10 +429,17 @@ static int cmd_serve(int argc, char **argv)
 	 * running are marked failed) are for the one server of a database, and
 	 * the start-up sweep of the data directory removes table files that its
 	 * own database does not name, so a directory has one server too. */
-	lock_fd = serve_lock(db, false, "database");
+	lock_fd = serve_lock(db, false, "database", &links);
 	if (lock_fd < 0)
 		return 1;
-	dir_lock_fd = serve_lock(ctx.data_dir, true, "data directory");
+	/* SQLite names the WAL after the path it was given: a command run on
+	 * another hard link of this file (`dpgate keys`) would use a WAL of its
+	 * own, and neither side would see the other's commits. */
+	if (links > 1)
+		log_event("warn",
+			  "the database file has other hard links; give every dpgate command this "
+			  "path", db, links);
+	dir_lock_fd = serve_lock(ctx.data_dir, true, "data directory", NULL);
 	if (dir_lock_fd < 0) {
 		close(lock_fd);
 		return 1;

@@ -257,10 +257,19 @@ Test(instance, a_second_server_on_a_hard_link_or_symlink_of_the_database_exits_1
 	expect_second_server_refused(hard, data, "another dpgate server is running");
 	expect_second_server_refused(soft, data, "another dpgate server is running");
 	first_server_still_charges("one");
-	/* Once the first server is gone, the file is free under any name. */
+	/* Once the first server is gone, the file is free under any name; the
+	 * server says that another name exists (each name has its own WAL). */
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	dpg_server_restart(&srv);
 	first_server_still_charges("one");
+	{
+		size_t len;
+		char *log = slurp(srv.log, &len);
+
+		log[len] = '\0'; /* slurp leaves room for it */
+		cr_assert_not_null(strstr(log, "other hard links"), "%s", log);
+		free(log);
+	}
 }
 
 /*
