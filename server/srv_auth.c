@@ -14,7 +14,7 @@
  * "<database>-keys" after its commit, and every lookup stats that file and
  * flushes the cache when it changed.
  *
- * Every creation and revocation is also a row of key_events (schema/007),
+ * Every creation and revocation is also a row of key_events (schema/008),
  * written in the same transaction: which key, what it could do, who did it
  * (an admin key's id, or "cli:<user>" for `dpgate keys`) and when.
  */

@@ -2083,7 +2083,7 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		if (seq < 0)
 			goto out;
 		/* The budget it replaced, so that the ledger alone gives the
-		 * budget in force at every row (schema/007). */
+		 * budget in force at every row (schema/008). */
 		if (sqlite3_prepare_v2(db->h,
 				       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
 				       " WHERE seq = ?1",
@@ -2281,7 +2281,7 @@ int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int
 int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			    json_t **ret_entries, int64_t *ret_next)
 {
-	/* The condition of the partial index ledger_admin_rows (schema/007),
+	/* The condition of the partial index ledger_admin_rows (schema/008),
 	 * so that a page costs its own rows, not the dataset's charges. */
 	return list_rows(db,
 			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
@@ -2299,7 +2299,7 @@ static bool same_cost(const acct_cost *a, const acct_cost *b)
 
 /*
  * The budget a dataset was created with, from its 'create' row: *ret_known
- * is false when the row leaves it unknown (synthesized by schema/007 for a
+ * is false when the row leaves it unknown (synthesized by schema/008 for a
  * dataset whose budget had changed before).  *ret_rows gets how many
  * 'create' rows there are (one, unless the ledger was tampered with).
  */
@@ -2311,7 +2311,7 @@ static int initial_budget(srv_db *db, const char *id, double *ret_eps, double *r
 	int rc;
 
 	*ret_known = false;
-	/* The partial index's condition (schema/007), so that the row is found
+	/* The partial index's condition (schema/008), so that the row is found
 	 * without walking the dataset's charges. */
 	if (sqlite3_prepare_v2(db->h,
 			       "SELECT epsilon, delta FROM ledger WHERE dataset_id = ?1"
@@ -2359,7 +2359,7 @@ static int replay_budget(struct budget_replay *br, double eps, double delta)
  * Replays one dataset's ledger into fresh totals (see srv_store_verify), and
  * checks the totals each row carries (schema/006: every row written since;
  * before it, only each dataset's last) against the replay up to that row.
- * Replays its budget history beside them (schema/007) and checks each
+ * Replays its budget history beside them (schema/008) and checks each
  * admission as the gate made it (spend_in_txn): spent plus reserved before
  * the row, plus the row's cost, within the budget in force at that row.
  */

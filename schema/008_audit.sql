@@ -1,4 +1,4 @@
--- 007_audit.sql: the audit trail of datasets, budgets and keys.
+-- 008_audit.sql: the audit trail of datasets, budgets and keys.
 --
 -- The ledger gains a 'create' row, written with the dataset: its initial
 -- budget (epsilon, delta) and who made it (actor).  A 'budget' row now also
@@ -58,7 +58,7 @@ CREATE INDEX ledger_by_dataset ON ledger (dataset_id, seq);
 -- The synthesized creation rows, computed before any is appended.  Zero
 -- totals have the dimension of the dataset's ledger: basic (epsilon,
 -- delta), zcdp (rho), rdp (one per default filter order, 20).
-CREATE TEMP TABLE m007_created AS
+CREATE TEMP TABLE m008_created AS
   SELECT d.id AS dataset_id,
          CASE WHEN b.n = 0 THEN d.budget_epsilon END AS epsilon,
          CASE WHEN b.n = 0 THEN d.budget_delta END AS delta,
@@ -82,8 +82,8 @@ INSERT INTO ledger (dataset_id, kind, epsilon, delta, note, actor, created_at, s
                     open_reservations, charges)
   SELECT dataset_id, 'create', epsilon, delta, 'synthesized', 'migration', created_at, spent,
          reserved, open_reservations, charges
-    FROM m007_created ORDER BY dataset_id;
-DROP TABLE m007_created;
+    FROM m008_created ORDER BY dataset_id;
+DROP TABLE m008_created;
 
 CREATE TABLE key_events (
   seq          INTEGER PRIMARY KEY,

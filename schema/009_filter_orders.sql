@@ -1,4 +1,4 @@
--- 008_filter_orders.sql: an rdp dataset's own filter orders.
+-- 009_filter_orders.sql: an rdp dataset's own filter orders.
 --
 -- The RDP orders of the dataset's filter (acct_filter_init_orders), chosen
 -- at creation and fixed from then on, as a JSON array of numbers; NULL
