@@ -209,6 +209,21 @@ typedef struct acct_filter {
 int acct_filter_init(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighbor,
 		     double epsilon_budget, double delta_budget, acct_error *err);
 
+/*
+ * As acct_filter_init, for an rdp ledger whose filter uses the n `orders`
+ * given instead of the default ones (n = 0 is acct_filter_init): each
+ * finite, above DPG_MIN_FILTER_ORDER and at most DPG_MAX_RDP_ORDER, strictly
+ * increasing, 1 <= n <= DPG_MAX_FILTER_ORDERS.  delta_budget is split over
+ * these n orders, so fewer orders leave each a larger share, and one order
+ * none to split.  Errors point at "/filter_orders" (or an element of it).
+ */
+int acct_filter_init_orders(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighbor,
+			    double epsilon_budget, double delta_budget, const double *orders,
+			    unsigned n, acct_error *err);
+
+/* The default rdp filter orders; *ret_n gets their count. */
+const double *acct_filter_default_orders(unsigned *ret_n);
+
 /* A zero composition vector of the filter's dimension. */
 void acct_filter_zero(const acct_filter *f, acct_cost *ret_cost);
 

@@ -12,10 +12,13 @@
  * orders pays for choosing the order after the fact, so the ledger is
  * (eps_B, delta_B)-DP.
  *
- * The filter orders (20 of them, each costs a share of delta):
+ * The default filter orders (20 of them, each costs a share of delta):
  *   1.5 1.75 2 2.5 3 4 5 6 8 10 12 14 16 20 24 32 48 64 128 256
  * They cover the optima of the Gaussian-type curves for budgets between
- * roughly eps = 0.1 and eps = 50 at delta between 1e-12 and 1e-3.
+ * roughly eps = 0.1 and eps = 50 at delta between 1e-12 and 1e-3.  A
+ * dataset may name its own (acct_filter_init_orders): a user who knows the
+ * regime keeps fewer orders and so a larger delta share at each; with one
+ * order there is nothing to choose afterwards and nothing to split.
  *
  * zcdp: admit while sum rho <= rho_B, rho_B the largest rho whose tight
  * conversion gives (eps_B, delta_B).  zCDP bounds every order at once, so
@@ -24,6 +27,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "acct.h"
@@ -33,6 +37,55 @@ static const double filter_orders[] = {
 	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
 };
 #define N_FILTER_ORDERS (sizeof(filter_orders) / sizeof(filter_orders[0]))
+_Static_assert(DPG_MAX_FILTER_ORDERS <= ACCT_FILTER_MAX_ORDERS, "a filter holds its orders");
+_Static_assert(N_FILTER_ORDERS <= DPG_MAX_FILTER_ORDERS, "the default orders are allowed");
+
+const double *acct_filter_default_orders(unsigned *ret_n)
+{
+	*ret_n = N_FILTER_ORDERS;
+	return filter_orders;
+}
+
+int acct_filter_init_orders(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighbor,
+			    double epsilon_budget, double delta_budget, const double *orders,
+			    unsigned n, acct_error *err)
+{
+	acct_filter tmp;
+	int rc = acct_filter_init(&tmp, kind, neighbor, epsilon_budget, delta_budget, err);
+
+	if (rc < 0)
+		return rc;
+	if (n == 0) {
+		*f = tmp;
+		return 0;
+	}
+	if (kind != ACCT_LEDGER_RDP)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "only an rdp ledger has filter orders");
+	if (n > DPG_MAX_FILTER_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "at most %d filter orders", DPG_MAX_FILTER_ORDERS);
+	for (unsigned i = 0; i < n; i++) {
+		char where[32];
+
+		snprintf(where, sizeof(where), "/filter_orders/%u", i);
+		if (!(isfinite(orders[i]) && orders[i] > DPG_MIN_FILTER_ORDER &&
+		      orders[i] <= DPG_MAX_RDP_ORDER))
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a filter order must be a number above %g and at most %g",
+					      DPG_MIN_FILTER_ORDER, DPG_MAX_RDP_ORDER);
+		if (i > 0 && !(orders[i] > orders[i - 1]))
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "filter orders must be increasing, without repeats");
+	}
+	memcpy(tmp.orders, orders, n * sizeof(orders[0]));
+	tmp.n_orders = n;
+	rc = acct__filter_init_renyi(&tmp, err);
+	if (rc < 0)
+		return rc;
+	*f = tmp;
+	return 0;
+}
 
 int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 {
@@ -40,7 +93,7 @@ int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/budget/delta",
 				      "the %s ledger needs a budget delta > 0 (use basic for pure "
 				      "epsilon-DP budgets)", acct_ledger_kind_name(f->kind));
-	/* The conversions take log(delta / 20): a subnormal delta underflows
+	/* The conversions take log(delta / n): a subnormal delta underflows
 	 * to 0 there, and the spent epsilon would be +infinity. */
 	if (f->delta_budget < DPG_MIN_LEDGER_DELTA)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/budget/delta",
@@ -53,12 +106,16 @@ int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 					      "this budget allows no zCDP spending");
 		return 0;
 	}
-	f->n_orders = N_FILTER_ORDERS;
+	/* Orders named by acct_filter_init_orders, else the default ones. */
+	if (f->n_orders == 0) {
+		f->n_orders = N_FILTER_ORDERS;
+		memcpy(f->orders, filter_orders, sizeof(filter_orders));
+	}
 	{
-		double dshare = f->delta_budget / (double)N_FILTER_ORDERS;
+		double dshare = f->delta_budget / (double)f->n_orders;
 
-		for (unsigned i = 0; i < N_FILTER_ORDERS; i++) {
-			double a = filter_orders[i];
+		for (unsigned i = 0; i < f->n_orders; i++) {
+			double a = f->orders[i];
 			/* eps_B = B + log1p(-1/a) - (log dshare + log a)/(a - 1) */
 			double l1 = log(dshare), l2 = log(a);
 			double t1 = log1p(-1.0 / a), t2 = (l1 + l2) / (a - 1.0);
@@ -77,7 +134,11 @@ int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 			 */
 			b -= 16.0 * DBL_EPSILON *
 			     (f->epsilon_budget + fabs(t1) + (fabs(l1) + l2) / (a - 1.0));
-			f->orders[i] = a;
+			/* Below 1.5 (a dataset's own orders) 1/a's error is
+			 * amplified a/(a - 1) > 3 times: at most DBL_EPSILON/2 /
+			 * (a - 1) in t1, covered twice over. */
+			if (a < 1.5)
+				b -= DBL_EPSILON / (a - 1.0);
 			f->bound[i] = b > 0.0 ? nextafter(b, 0.0) : 0.0;
 		}
 	}

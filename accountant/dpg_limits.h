@@ -50,6 +50,10 @@
 #define DPG_MAX_COMPOSITION_COUNT   100000000LL  /* self_composed count (1e8) */
 #define DPG_MAX_ORDERS              256          /* RDP orders in a request */
 #define DPG_MAX_RDP_ORDER           1e6
+#define DPG_MAX_FILTER_ORDERS       32           /* orders of a dataset's rdp filter */
+/* A dataset's filter orders are above this: RDP converts to epsilon only
+ * above it (acct__rdp_order_epsilon). */
+#define DPG_MIN_FILTER_ORDER        1.01
 #define DPG_MAX_NUM_BUCKETS         1000000000LL /* randomized response */
 #define DPG_MAX_DATASET_SIZE        1000000000000LL
 /* Integer sensitivity of discrete_laplace / discrete_gaussian events: 2^53,

@@ -91,6 +91,10 @@ typedef struct srv_dataset {
 	acct_ledger_kind accountant;
 	double budget_epsilon;
 	double budget_delta;
+	/* rdp: the filter orders chosen at creation; n_filter_orders = 0 means
+	 * the default ones (acct_filter_default_orders). */
+	unsigned n_filter_orders;
+	double filter_orders[DPG_MAX_FILTER_ORDERS];
 	acct_cost spent;
 	acct_cost reserved;
 	int64_t open_reservations;
@@ -133,7 +137,9 @@ int srv_store_dataset_pricing(srv_db *db, const char *id, acct_filter *ret, bool
 int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id),
 			   void (*each)(void *arg, const srv_dataset *ds), void *arg);
 
-/* Creates a dataset with zero compositions.  SRV_CONFLICT if the id exists. */
+/* Creates a dataset with zero compositions, and its 'create' ledger row
+ * (initial budget, actor) in the same transaction.  SRV_CONFLICT if the id
+ * exists. */
 int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *actor);
 
 /*
@@ -263,15 +269,26 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 /* Lists reservations of a dataset as JSON (caller owns). */
 int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret);
 
-/* Lists ledger rows with seq > after, at most `limit`, as JSON objects. */
+/* Lists ledger rows with seq > after, at most `limit`, as JSON objects
+ * (the 'create' row is the audit list's, not the ledger's).  *ret_next is
+ * the last seq listed when more follow, else -1. */
 int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			  json_t **ret_entries, int64_t *ret_next);
+
+/* Lists a dataset's administrative ledger rows (create, budget, archive)
+ * with seq > after, at most `limit`, as JSON objects; paging as
+ * srv_store_ledger_list. */
+int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			    json_t **ret_entries, int64_t *ret_next);
 
 /*
  * Recomputes every dataset's spent and reserved totals from its ledger rows
  * (in ledger order, with the same upward rounding) and compares them with
- * the stored totals.  Writes a JSON report; returns SRV_OK when all agree
- * and no dataset is over its budget, SRV_CONFLICT otherwise.
+ * the stored totals, and replays its budget history (the 'create' row, then
+ * each 'budget' row): every admission (charge, reserve) must fit the budget
+ * in force at its row, and the last budget must be the dataset's.  Writes a
+ * JSON report; returns SRV_OK when all agree and no admission was over its
+ * budget, SRV_CONFLICT otherwise.
  */
 int srv_store_verify(srv_db *db, json_t **ret_report);
 
@@ -316,8 +333,19 @@ typedef struct srv_epsilons {
 
 int srv_dataset_epsilons(const srv_dataset *ds, const acct_cost *extra, srv_epsilons *ret);
 
-/* The budget summary of DESIGN.md for a dataset (new reference). */
+/* The budget summary of DESIGN.md for a dataset (new reference); an rdp
+ * dataset's also says how its filter splits delta ("filter"). */
 json_t *srv_dataset_budget_json(const srv_dataset *ds);
+
+/*
+ * Adds to `cost` (a JSON object that states what a charge of `ev` costs on
+ * this dataset's ledger) what the ledger's filter adds to the event's own
+ * price: on an rdp ledger "event_epsilon", the event's own RDP epsilon at the
+ * budget's full delta (minimised over the RDP accountant's orders), beside
+ * the filter's orders and delta share.  Nothing on other ledgers.  Returns
+ * 0, or -1 when out of memory.
+ */
+int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t *cost);
 
 /*
  * srv_dataset_budget_json's object as compact JSON text, byte for byte what
@@ -345,6 +373,9 @@ int srv_role_from_name(const char *name, srv_role *ret);
 #define SRV_KEY_ID_BYTES 8            /* public part, hex in the key */
 #define SRV_KEY_SECRET_BYTES 32       /* 256 random bits */
 #define SRV_KEY_TEXT_BYTES 96
+/* An actor as audit rows name it: a key id, or "cli:" and a login name
+ * (LOGIN_NAME_MAX is 256 on Linux). */
+#define SRV_ACTOR_BYTES (4 + 256 + 1)
 
 /* An authenticated caller. */
 typedef struct srv_principal {
@@ -366,23 +397,35 @@ typedef struct srv_principal {
 int srv_keys_check(srv_role role, const json_t *datasets, const char *note, acct_error *err);
 
 /*
- * Creates a key: 256 random bits from getrandom, stored as a SHA-256 hash.
+ * Creates a key: 256 random bits from getrandom, stored as a SHA-256 hash,
+ * and its key_events row naming `actor` (who made it), in one transaction.
  * Writes the full key text (shown once) into key_text and its id into
  * key_id.  `datasets` is a borrowed JSON array of ids (may be NULL).
- * Returns SRV_OK, SRV_NO_RANDOM (getrandom failed) or SRV_DB_ERROR.
+ * Returns SRV_OK, SRV_NO_RANDOM (getrandom failed), SRV_DB_ERROR or
+ * SRV_COMMIT_FAILED (key_text and key_id are then not written).
  */
 int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const char *note,
-		    char key_text[SRV_KEY_TEXT_BYTES], char key_id[2 * SRV_KEY_ID_BYTES + 1]);
+		    const char *actor, char key_text[SRV_KEY_TEXT_BYTES],
+		    char key_id[2 * SRV_KEY_ID_BYTES + 1]);
 
 /* Lists keys (never secrets) as a JSON array. */
 int srv_keys_list(srv_db *db, json_t **ret);
 
-/* Revokes a key.  SRV_NOT_FOUND or SRV_OK. */
-int srv_keys_revoke(srv_db *db, const char *key_id);
+/* Revokes a key, with a key_events row naming `actor`, in one transaction
+ * (a key revoked already is left as it was).  SRV_NOT_FOUND, SRV_OK or
+ * SRV_DB_ERROR. */
+int srv_keys_revoke(srv_db *db, const char *key_id, const char *actor);
 
 /* Revokes a key unless it is the last live admin key (SRV_CONFLICT), the
  * count and the revocation in one write transaction. */
-int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id);
+int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char *actor);
+
+/* Lists key_events rows (creations and revocations, who and when) with seq
+ * > after, at most `limit`, as JSON objects; *ret_next as
+ * srv_store_ledger_list's.  The second argument is unused (the lister shape
+ * of the dataset lists).  SRV_OK or SRV_DB_ERROR. */
+int srv_keys_audit(srv_db *db, const char *unused, int64_t after, int64_t limit,
+		   json_t **ret_entries, int64_t *ret_next);
 
 /* Counts unrevoked keys of a role. */
 int srv_keys_count(srv_db *db, srv_role role, int64_t *ret);

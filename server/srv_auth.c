@@ -13,6 +13,10 @@
  * `dpgate keys revoke` (another process) rewrites the stamp file
  * "<database>-keys" after its commit, and every lookup stats that file and
  * flushes the cache when it changed.
+ *
+ * Every creation and revocation is also a row of key_events (schema/008),
+ * written in the same transaction: which key, what it could do, who did it
+ * (an admin key's id, or "cli:<user>" for `dpgate keys`) and when.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -113,8 +117,33 @@ int srv_keys_check(srv_role role, const json_t *datasets, const char *note, acct
 	return 0;
 }
 
+/* Appends the key_events row of `action` on key_id (its role and scope as
+ * the key row holds them), inside the caller's transaction. */
+static int key_event(srv_db *db, const char *key_id, const char *action, const char *actor,
+		     const char *now)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_DB_ERROR;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "INSERT INTO key_events (key_id, action, role, datasets, actor,"
+			       " created_at) SELECT id, ?2, role, datasets, ?3, ?4 FROM api_keys"
+			       " WHERE id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, action, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, actor, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, now, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_DONE && sqlite3_changes(srv__db_handle(db)) == 1)
+		rc = SRV_OK;
+	sqlite3_finalize(s);
+	return rc;
+}
+
 int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const char *note,
-		    char key_text[SRV_KEY_TEXT_BYTES], char key_id[2 * SRV_KEY_ID_BYTES + 1])
+		    const char *actor, char key_text[SRV_KEY_TEXT_BYTES],
+		    char key_id[2 * SRV_KEY_ID_BYTES + 1])
 {
 	uint8_t id[SRV_KEY_ID_BYTES], secret[SRV_KEY_SECRET_BYTES], hash[crypto_hash_sha256_BYTES];
 	char id_hex[2 * SRV_KEY_ID_BYTES + 1], secret_hex[2 * SRV_KEY_SECRET_BYTES + 1];
@@ -133,6 +162,8 @@ int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const cha
 	if (!scope)
 		goto out;
 	srv_now_text(now);
+	if (srv__begin_write(db) < 0)
+		goto out;
 	if (sqlite3_prepare_v2(srv__db_handle(db),
 			       "INSERT INTO api_keys (id, hash, role, datasets, note, created_at)"
 			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -147,10 +178,16 @@ int srv_keys_create(srv_db *db, srv_role role, const json_t *datasets, const cha
 	sqlite3_bind_text(s, 6, now, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_DONE)
 		goto out;
+	if (key_event(db, id_hex, "create", actor, now) != SRV_OK)
+		goto out;
+	/* The key is shown only once it and its audit row are durable. */
+	rc = srv__commit(db);
+	if (rc != SRV_OK)
+		goto out;
 	snprintf(key_text, SRV_KEY_TEXT_BYTES, KEY_PREFIX "%s_%s", id_hex, secret_hex);
 	snprintf(key_id, 2 * SRV_KEY_ID_BYTES + 1, "%s", id_hex);
-	rc = SRV_OK;
 out:
+	srv__rollback(db);
 	sodium_memzero(secret, sizeof(secret));
 	sodium_memzero(secret_hex, sizeof(secret_hex));
 	sqlite3_finalize(s);
@@ -196,7 +233,9 @@ int srv_keys_list(srv_db *db, json_t **ret)
 	return SRV_OK;
 }
 
-int srv_keys_revoke(srv_db *db, const char *key_id)
+/* Revokes a key inside the caller's transaction; a key revoked already
+ * stays as it was (SRV_OK, no second audit row). */
+static int revoke_locked(srv_db *db, const char *key_id, const char *actor)
 {
 	sqlite3_stmt *s = NULL;
 	char now[32];
@@ -204,18 +243,48 @@ int srv_keys_revoke(srv_db *db, const char *key_id)
 
 	srv_now_text(now);
 	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?2) WHERE id = ?1",
+			       "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
 			       -1, &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
 	sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_DONE)
-		rc = sqlite3_changes(srv__db_handle(db)) == 1 ? SRV_OK : SRV_NOT_FOUND;
+	if (sqlite3_step(s) != SQLITE_DONE)
+		goto out;
+	if (sqlite3_changes(srv__db_handle(db)) == 1) {
+		rc = key_event(db, key_id, "revoke", actor, now);
+		goto out;
+	}
+	sqlite3_finalize(s);
+	if (sqlite3_prepare_v2(srv__db_handle(db), "SELECT 1 FROM api_keys WHERE id = ?1", -1, &s,
+			       NULL) != SQLITE_OK) {
+		s = NULL;
+		goto out;
+	}
+	sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
+	switch (sqlite3_step(s)) {
+	case SQLITE_ROW: rc = SRV_OK; break;
+	case SQLITE_DONE: rc = SRV_NOT_FOUND; break;
+	default: break;
+	}
+out:
 	sqlite3_finalize(s);
 	return rc;
 }
 
-int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id)
+int srv_keys_revoke(srv_db *db, const char *key_id, const char *actor)
+{
+	int rc;
+
+	if (srv__begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	rc = revoke_locked(db, key_id, actor);
+	if (rc == SRV_OK)
+		rc = srv__commit(db);
+	srv__rollback(db);
+	return rc;
+}
+
+int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char *actor)
 {
 	sqlite3_stmt *s = NULL;
 	int64_t admins = 0;
@@ -245,7 +314,7 @@ int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id)
 	    admins <= 1)
 		rc = SRV_CONFLICT;
 	if (rc == SRV_OK)
-		rc = srv_keys_revoke(db, key_id);
+		rc = revoke_locked(db, key_id, actor);
 	if (rc == SRV_OK)
 		rc = srv__commit(db);
 	srv__rollback(db);
@@ -268,6 +337,52 @@ int srv_keys_count(srv_db *db, srv_role role, int64_t *ret)
 	}
 	sqlite3_finalize(s);
 	return rc;
+}
+
+int srv_keys_audit(srv_db *db, const char *unused, int64_t after, int64_t limit,
+		   json_t **ret_entries, int64_t *ret_next)
+{
+	sqlite3_stmt *s = NULL;
+	json_t *arr = json_array();
+	int64_t last = -1, n = 0;
+	int rc = SQLITE_ERROR;
+
+	(void)unused;
+	if (!arr || sqlite3_prepare_v2(srv__db_handle(db),
+				       "SELECT seq, key_id, action, role, datasets, actor, synthesized,"
+				       " created_at FROM key_events WHERE seq > ?1 ORDER BY seq"
+				       " LIMIT ?2",
+				       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_int64(s, 1, after);
+	sqlite3_bind_int64(s, 2, limit + 1);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		json_t *o;
+
+		if (n == limit)
+			break;
+		last = sqlite3_column_int64(s, 0);
+		o = json_pack("{s:I, s:s, s:s, s:s, s:o, s:s, s:b, s:s}", "seq", (json_int_t)last,
+			      "key_id", sqlite3_column_text(s, 1), "action", sqlite3_column_text(s, 2),
+			      "role", sqlite3_column_text(s, 3), "datasets",
+			      json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL), "actor",
+			      sqlite3_column_text(s, 5), "synthesized", sqlite3_column_int(s, 6) != 0,
+			      "created_at", sqlite3_column_text(s, 7));
+		if (!o || json_array_append_new(arr, o) < 0) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		n++;
+	}
+out:
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		json_decref(arr);
+		return SRV_DB_ERROR;
+	}
+	*ret_next = rc == SQLITE_ROW ? last : -1;
+	*ret_entries = arr;
+	return SRV_OK;
 }
 
 static bool is_hex(const char *s, size_t n)

@@ -1361,12 +1361,20 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		srv_epsilons after;
 		bool fits = srv_dataset_epsilons(&ds, &cost, &after) == 0 && !ds.archived && after.within;
 
-		srv_json_reply(res, 200,
-			       json_pack("{s:b, s:o, s:{s:f}, s:I, s:I, s:o}", "fits", fits, "event",
-					 srv_event_to_json(ev), "needed", "epsilon",
-					 acct_filter_epsilon(&f, &cost), "n_train", (json_int_t)n_train,
-					 "public_row_count", (json_int_t)n_train, "budget",
-					 srv_dataset_budget_json(&ds)));
+		json_t *answer = json_pack("{s:b, s:o, s:{s:f}, s:I, s:I, s:o}", "fits", fits,
+					   "event", srv_event_to_json(ev), "needed", "epsilon",
+					   acct_filter_epsilon(&f, &cost), "n_train",
+					   (json_int_t)n_train, "public_row_count",
+					   (json_int_t)n_train, "budget", srv_dataset_budget_json(&ds));
+
+		/* Beside the charge, the event's own epsilon (what the rdp
+		 * filter's delta split adds). */
+		if (answer &&
+		    srv_dataset_explain_cost(&ds, ev, json_object_get(answer, "needed")) < 0) {
+			json_decref(answer);
+			answer = NULL;
+		}
+		srv_json_reply(res, 200, answer);
 		goto out;
 	}
 	/* A place in the queue is claimed before the reservation, so every

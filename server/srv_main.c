@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -48,13 +49,6 @@ void openblas_set_num_threads(int num_threads);
 #define MAX_HEADER_TIMEOUT_S 3600
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
-/* `dpgate serve` holds an exclusive flock on "<database>-serve.lock" while it
- * runs, one server per database, and on "<data dir>/.serve.lock", one server
- * per data directory (its start-up sweep removes table files that its own
- * database does not name). */
-#define SERVE_LOCK_SUFFIX "-serve.lock"
-#define DATA_DIR_LOCK_SUFFIX "/.serve.lock"
-
 static const char usage_top[] =
 	"usage: dpgate <command> [options]\n"
 	"\n"
@@ -127,8 +121,10 @@ static const char usage_serve[] =
 	"\n"
 	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
 	"accepting, finishes requests in flight and closes the database.\n"
-	"One server per database: serve holds an exclusive lock on FILE" SERVE_LOCK_SUFFIX "\n"
-	"and exits 1 when another server holds it, or when the address is in use.\n"
+	"One server per database and per data directory: serve holds an exclusive\n"
+	"flock on FILE and on DIR themselves, whatever path reaches them (a symlink,\n"
+	"a hard link, a bind mount), and exits 1 when another server holds either,\n"
+	"or when the address is in use.\n"
 	"A non-empty SQLite file without dpgate's schema, or with a newer schema\n"
 	"version than this dpgate knows, is refused (exit 1).\n";
 
@@ -140,7 +136,9 @@ static const char usage_keys[] =
 	"create prints the new key alone on the last line of stdout; it is shown only\n"
 	"once (the database keeps a SHA-256 hash). --if-none creates a key only when\n"
 	"no unrevoked key of that role exists (and then prints nothing). create makes\n"
-	"the database if there is none; list and revoke need an existing one (exit 2).\n";
+	"the database if there is none; list and revoke need an existing one (exit 2).\n"
+	"create and revoke are recorded with the login name that ran them (\"cli:NAME\"),\n"
+	"readable by admins at GET /v1/audit/keys.\n";
 
 /*
  * The stateless commands: each reads the body of its route and prints the
@@ -200,8 +198,10 @@ static const char usage_verify[] =
 	"usage: dpgate verify --db FILE\n"
 	"\n"
 	"Recomputes every dataset's spent and reserved totals from its ledger rows and\n"
-	"compares them with the stored running totals. Prints a JSON report; exit 0\n"
-	"when all agree and nothing is over budget, 1 otherwise, 2 on errors (among\n"
+	"compares them with the stored running totals, and replays its budget history\n"
+	"(creation, each raise and lower) to check every admission against the budget\n"
+	"in force at its row. Prints a JSON report; exit 0 when all agree and no\n"
+	"admission was over its budget, 1 otherwise, 2 on errors (among\n"
 	"them: FILE is not a dpgate database, or its schema version is not this\n"
 	"dpgate's). Read-only: it never writes FILE, and works while a server runs.\n";
 
@@ -271,43 +271,51 @@ static bool no_stray_arguments(const char *cmd, int first, int argc, char **argv
 }
 
 /*
- * Takes a one-server lock: an exclusive, non-blocking flock on `path` with
- * `suffix` appended (symlinks in `path` resolved when it exists, so two
- * spellings of one path share the lock); `what` names the path in messages.
- * The kernel drops it when the process ends, kill -9 included; the file
- * itself stays.  Returns the descriptor, which the caller keeps open while
- * it serves, or -1 after a message on stderr (another server holds the
- * lock, or the file cannot be made).
+ * Takes a one-server lock: an exclusive, non-blocking flock(2) on the file
+ * or directory at `path` itself (the database file is created 0600 when
+ * absent, as the store would create it; a directory is opened read-only).
+ * A lock on the object rather than on a name beside it is shared by every
+ * path that reaches it: a symlink, a hard link, a bind mount of its
+ * directory.  flock locks are independent of the POSIX (fcntl) locks that
+ * SQLite takes on the database file, so they neither block the `keys`,
+ * `verify` and `backup` commands nor disappear when SQLite closes one of
+ * its own descriptors of the file (as a second fcntl lock would).  The
+ * kernel drops the lock when the process ends, kill -9 included.  `what`
+ * names the path in messages.  Returns the descriptor, which the caller
+ * keeps open while it serves, with the file's hard link count in *ret_links
+ * (may be NULL), or -1 after a message on stderr (another server holds the
+ * lock, or the file cannot be opened).
  */
-static int serve_lock(const char *path, const char *suffix, const char *what)
+static int serve_lock(const char *path, bool directory, const char *what, long long *ret_links)
 {
-	char real[PATH_MAX], lock_path[PATH_MAX + 32];
-	const char *base = realpath(path, real) ? real : path;
-	int fd;
+	struct stat st;
+	int fd = directory ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+			   : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
-	if ((size_t)snprintf(lock_path, sizeof(lock_path), "%s%s", base, suffix) >=
-	    sizeof(lock_path)) {
-		fprintf(stderr, "dpgate serve: %s path too long: %s\n", what, path);
+	if (fd < 0) {
+		fprintf(stderr, "dpgate serve: cannot open the %s %s: %s\n", what, path,
+			strerror(errno));
 		return -1;
 	}
-	fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		fprintf(stderr, "dpgate serve: cannot open the lock file %s: %s\n", lock_path,
-			strerror(errno));
+	if (!directory && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		fprintf(stderr, "dpgate serve: the %s %s is not a regular file\n", what, path);
+		close(fd);
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno == EWOULDBLOCK)
 			fprintf(stderr,
-				"dpgate serve: another dpgate server is running on the %s %s (it "
-				"holds %s); stop it first\n",
-				what, path, lock_path);
+				"dpgate serve: another dpgate server is running on the %s %s (under "
+				"this or another path to the same file); stop it first\n",
+				what, path);
 		else
-			fprintf(stderr, "dpgate serve: cannot lock %s: %s\n", lock_path,
+			fprintf(stderr, "dpgate serve: cannot lock the %s %s: %s\n", what, path,
 				strerror(errno));
 		close(fd);
 		return -1;
 	}
+	if (ret_links)
+		*ret_links = fstat(fd, &st) == 0 ? (long long)st.st_nlink : 1;
 	return fd;
 }
 
@@ -428,6 +436,7 @@ static int cmd_serve(int argc, char **argv)
 	const char *colon;
 	srv_ctx ctx;
 	int c, rc, lock_fd, dir_lock_fd;
+	long long links = 1;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -512,11 +521,20 @@ static int cmd_serve(int argc, char **argv)
 	if (!realpath(data_dir, ctx.data_dir))
 		snprintf(ctx.data_dir, sizeof(ctx.data_dir), "%s", data_dir);
 	/* Before the store opens: migrations and the restart rule (jobs left
-	 * running are marked failed) are for the one server of a database. */
-	lock_fd = serve_lock(db, SERVE_LOCK_SUFFIX, "database");
+	 * running are marked failed) are for the one server of a database, and
+	 * the start-up sweep of the data directory removes table files that its
+	 * own database does not name, so a directory has one server too. */
+	lock_fd = serve_lock(db, false, "database", &links);
 	if (lock_fd < 0)
 		return 1;
-	dir_lock_fd = serve_lock(ctx.data_dir, DATA_DIR_LOCK_SUFFIX, "data directory");
+	/* SQLite names the WAL after the path it was given: a command run on
+	 * another hard link of this file (`dpgate keys`) would use a WAL of its
+	 * own, and neither side would see the other's commits. */
+	if (links > 1)
+		log_event("warn",
+			  "the database file has other hard links; give every dpgate command this "
+			  "path", db, links);
+	dir_lock_fd = serve_lock(ctx.data_dir, true, "data directory", NULL);
 	if (dir_lock_fd < 0) {
 		close(lock_fd);
 		return 1;
@@ -525,6 +543,18 @@ static int cmd_serve(int argc, char **argv)
 	close(dir_lock_fd);
 	close(lock_fd);
 	return rc;
+}
+
+/* Who runs a `dpgate keys` command, as the key audit rows name it:
+ * "cli:<login name>", or "cli:uid=<n>" when the uid has no passwd entry. */
+static void cli_actor(char *buf, size_t size)
+{
+	struct passwd *pw = getpwuid(geteuid());
+
+	if (pw && pw->pw_name && pw->pw_name[0])
+		snprintf(buf, size, "cli:%s", pw->pw_name);
+	else
+		snprintf(buf, size, "cli:uid=%lu", (unsigned long)geteuid());
 }
 
 static int cmd_keys(int argc, char **argv)
@@ -544,6 +574,7 @@ static int cmd_keys(int argc, char **argv)
 	srv_db *db = NULL;
 	json_t *scope = NULL;
 	srv_role role = SRV_ROLE_NONE;
+	char actor[SRV_ACTOR_BYTES];
 	int c, rc = 2;
 
 	if (argc < 2 || wants_help(argc, argv)) {
@@ -610,6 +641,7 @@ static int cmd_keys(int argc, char **argv)
 		goto out;
 	}
 	db = srv_store_acquire(store);
+	cli_actor(actor, sizeof(actor));
 	if (strcmp(sub, "create") == 0) {
 		char key_text[SRV_KEY_TEXT_BYTES], key_id[2 * SRV_KEY_ID_BYTES + 1];
 		int64_t existing = 0;
@@ -620,7 +652,7 @@ static int cmd_keys(int argc, char **argv)
 			rc = 0;
 			goto out;
 		}
-		made = srv_keys_create(db, role, scope, note, key_text, key_id);
+		made = srv_keys_create(db, role, scope, note, actor, key_text, key_id);
 		if (made != SRV_OK) {
 			fprintf(stderr, "dpgate keys create: %s\n",
 				made == SRV_NO_RANDOM ? "no secure randomness is available" :
@@ -648,7 +680,7 @@ static int cmd_keys(int argc, char **argv)
 			fprintf(stderr, "dpgate keys revoke: KEY_ID is required\n");
 			goto out;
 		}
-		rc = srv_keys_revoke(db, argv[optind]);
+		rc = srv_keys_revoke(db, argv[optind], actor);
 		if (rc == SRV_NOT_FOUND) {
 			fprintf(stderr, "dpgate keys revoke: no such key\n");
 		} else if (rc == SRV_OK) {

@@ -205,10 +205,54 @@ static int read_budget(const json_t *body, bool partial, double *eps, double *de
 	return rc < 0 ? rc : 0;
 }
 
+/*
+ * Reads the optional "filter_orders" of a new rdp dataset into ds: an array
+ * of 1 to DPG_MAX_FILTER_ORDERS numbers (acct_filter_init_orders checks the
+ * values).  Absent: none, the default orders.
+ */
+static int read_filter_orders(const json_t *body, srv_dataset *ds, acct_error *err)
+{
+	json_t *arr = json_object_get(body, "filter_orders");
+	size_t n = json_array_size(arr);
+
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr) || n < 1 || n > DPG_MAX_FILTER_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "'filter_orders' must be an array of 1 to %d numbers",
+				      DPG_MAX_FILTER_ORDERS);
+	if (ds->accountant != ACCT_LEDGER_RDP)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "only an rdp ledger has filter orders");
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(arr, i);
+		char where[32];
+
+		snprintf(where, sizeof(where), "/filter_orders/%zu", i);
+		if (!json_is_number(x))
+			return acct_error_set(err, ACCT_EINVAL, where, "a filter order must be a number");
+		ds->filter_orders[i] = json_number_value(x);
+	}
+	ds->n_filter_orders = (unsigned)n;
+	return 0;
+}
+
+/* True when a filter admits some spending: an rdp filter whose every order's
+ * bound is 0 would refuse every charge. */
+static bool filter_admits_some(const acct_filter *f)
+{
+	if (f->kind != ACCT_LEDGER_RDP)
+		return true;
+	for (unsigned i = 0; i < f->n_orders; i++)
+		if (f->bound[i] > 0.0)
+			return true;
+	return false;
+}
+
 static int h_dataset_create(srv_request *req, srv_response *res)
 {
 	static const char *const keys[] = {"id", "name", "budget", "accountant", "neighbor",
-					   "privacy_unit", NULL};
+					   "privacy_unit", "filter_orders", NULL};
 	srv_dataset ds;
 	acct_error err;
 	acct_filter f;
@@ -238,8 +282,13 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = read_budget(req->body, false, &ds.budget_epsilon, &ds.budget_delta, &err);
 	if (rc >= 0)
-		rc = acct_filter_init(&f, ds.accountant, ds.neighbor, ds.budget_epsilon,
-				      ds.budget_delta, &err);
+		rc = read_filter_orders(req->body, &ds, &err);
+	if (rc >= 0)
+		rc = srv_dataset_filter(&ds, &f, &err);
+	if (rc >= 0 && ds.n_filter_orders > 0 && !filter_admits_some(&f))
+		rc = acct_error_set(&err, ACCT_EINVAL, "/filter_orders",
+				    "at these orders this budget admits no spending: the delta "
+				    "share of each order converts to no RDP budget");
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;
@@ -370,9 +419,10 @@ static int h_dataset_update(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = read_budget(req->body, true, &eps, &delta, &err);
 	if (rc >= 0)
-		rc = acct_filter_init(&f, ds.accountant, ds.neighbor,
-				      isfinite(eps) ? eps : ds.budget_epsilon,
-				      isfinite(delta) ? delta : ds.budget_delta, &err);
+		rc = acct_filter_init_orders(&f, ds.accountant, ds.neighbor,
+					     isfinite(eps) ? eps : ds.budget_epsilon,
+					     isfinite(delta) ? delta : ds.budget_delta,
+					     ds.filter_orders, ds.n_filter_orders, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;
@@ -438,24 +488,51 @@ static int query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, 
 	return 0;
 }
 
-static int h_ledger(srv_request *req, srv_response *res)
+/* A list page of a store lister: {"entries": [...], "next": seq|null}
+ * from the request's `after` and `limit`. */
+typedef int (*list_fn)(srv_db *db, const char *id, int64_t after, int64_t limit,
+		       json_t **ret_entries, int64_t *ret_next);
+
+static int reply_page(srv_request *req, srv_response *res, list_fn list, const char *id)
 {
-	srv_dataset ds;
 	json_t *entries = NULL;
 	int64_t limit, after, next = -1;
 
-	if (!load_dataset(req, res, &ds))
-		return 0;
 	if (query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_DEFAULT_PAGE_SIZE, &limit, res) < 0 ||
 	    query_int(req, "after", 0, INT64_MAX, 0, &after, res) < 0)
 		return 0;
-	if (srv_store_ledger_list(req->db, ds.id, after, limit, &entries, &next) != SRV_OK) {
+	if (list(req->db, id, after, limit, &entries, &next) != SRV_OK) {
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
 	srv_json_reply(res, 200, json_pack("{s:o, s:o}", "entries", entries, "next",
 					   next >= 0 ? json_integer(next) : json_null()));
 	return 0;
+}
+
+static int h_ledger(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	return reply_page(req, res, srv_store_ledger_list, ds.id);
+}
+
+/* A dataset's administrative history: creation, budget changes, archive. */
+static int h_dataset_audit(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	return reply_page(req, res, srv_store_dataset_audit, ds.id);
+}
+
+/* Who created and revoked which key, and when (srv_auth.c). */
+static int h_keys_audit(srv_request *req, srv_response *res)
+{
+	return reply_page(req, res, srv_keys_audit, NULL);
 }
 
 /* ---- spending ------------------------------------------------------------- */
@@ -787,6 +864,7 @@ static int h_dry_run(srv_request *req, srv_response *res)
 	acct_filter f;
 	acct_error err;
 	srv_epsilons after;
+	json_t *answer;
 	bool fits;
 
 	acct_error_init(&err);
@@ -807,12 +885,15 @@ static int h_dry_run(srv_request *req, srv_response *res)
 	}
 	srv_dataset_epsilons(&ds, &cost, &after);
 	fits = !ds.archived && after.within;
-	srv_json_reply(res, 200,
-		       json_pack("{s:b, s:o, s:{s:f}, s:{s:f, s:f}, s:o}", "fits", fits, "event",
-				 srv_event_to_json(ev), "cost", "epsilon", acct_filter_epsilon(&f, &cost),
-				 "after", "spent_epsilon", after.committed, "remaining_epsilon",
-				 fits ? after.remaining : 0.0,
-				 "budget", srv_dataset_budget_json(&ds)));
+	answer = json_pack("{s:b, s:o, s:{s:f}, s:{s:f, s:f}, s:o}", "fits", fits, "event",
+			   srv_event_to_json(ev), "cost", "epsilon", acct_filter_epsilon(&f, &cost),
+			   "after", "spent_epsilon", after.committed, "remaining_epsilon",
+			   fits ? after.remaining : 0.0, "budget", srv_dataset_budget_json(&ds));
+	if (answer && srv_dataset_explain_cost(&ds, ev, json_object_get(answer, "cost")) < 0) {
+		json_decref(answer);
+		answer = NULL;
+	}
+	srv_json_reply(res, 200, answer);
 	acct_event_free(ev);
 	return 0;
 }
@@ -859,7 +940,8 @@ static int h_keys_create(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if ((rc = srv_keys_create(req->db, role, scope, note, key_text, key_id)) != SRV_OK) {
+	if ((rc = srv_keys_create(req->db, role, scope, note, req->who->key_id, key_text,
+				  key_id)) != SRV_OK) {
 		srv_reply_store_error(res, rc, NULL);
 		return 0;
 	}
@@ -874,7 +956,7 @@ static int h_keys_revoke(srv_request *req, srv_response *res)
 {
 	/* Revoking the last admin key over HTTP would lock every admin out;
 	 * `dpgate keys revoke` on the host can still do it. */
-	int rc = srv_keys_revoke_keeping_an_admin(req->db, req->params[0]);
+	int rc = srv_keys_revoke_keeping_an_admin(req->db, req->params[0], req->who->key_id);
 
 	if (rc == SRV_CONFLICT) {
 		srv_problem(res, 409, NULL, "this is the last admin key; create another admin key first",
@@ -915,6 +997,7 @@ const srv_route srv_routes[] = {
 	{"DELETE", "/v1/datasets/{id}", SRV_ADMIN, false, h_dataset_archive},
 	{"GET", "/v1/datasets/{id}/budget", SRV_READ, false, h_budget},
 	{"GET", "/v1/datasets/{id}/ledger", SRV_READ, false, h_ledger},
+	{"GET", "/v1/datasets/{id}/audit", SRV_ADMIN, false, h_dataset_audit},
 	{"POST", "/v1/datasets/{id}/charges", SRV_SPEND, true, h_charge},
 	{"GET", "/v1/datasets/{id}/reservations", SRV_READ, false, h_res_list},
 	{"POST", "/v1/datasets/{id}/reservations", SRV_SPEND, true, h_reserve},
@@ -924,6 +1007,7 @@ const srv_route srv_routes[] = {
 	{"GET", "/v1/keys", SRV_ADMIN, false, h_keys_list},
 	{"POST", "/v1/keys", SRV_ADMIN, true, h_keys_create},
 	{"DELETE", "/v1/keys/{id}", SRV_ADMIN, false, h_keys_revoke},
+	{"GET", "/v1/audit/keys", SRV_ADMIN, false, h_keys_audit},
 	/* ---- mechanisms and hosted data (srv_mech_routes.c) ---- */
 	{"POST", "/v1/datasets/{id}/mechanisms/{name}", SRV_SPEND, true, srv_h_mech_release},
 	{"POST", "/v1/datasets/{id}/queries", SRV_SPEND, true, srv_h_table_query},

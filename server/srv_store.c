@@ -66,7 +66,7 @@ enum stmt_id {
 	"SELECT d.id, d.name, d.privacy_unit, d.neighbor, d.accountant, d.budget_epsilon," \
 	" d.budget_delta, l.spent, l.reserved, l.open_reservations, l.charges, d.archived," \
 	" d.created_at, CASE WHEN l.created_at > d.updated_at THEN l.created_at" \
-	" ELSE d.updated_at END, l.seq" \
+	" ELSE d.updated_at END, l.seq, d.filter_orders" \
 	" FROM datasets d LEFT JOIN ledger l ON l.seq =" \
 	" (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)"
 
@@ -966,6 +966,33 @@ static void copy_text(char *dst, size_t size, const unsigned char *src)
 	srv_strcopy(dst, size, (const char *)src);
 }
 
+/* Reads a dataset's filter orders (a JSON array of numbers, as
+ * orders_to_text writes it) into ds; -1 when the text is not one. */
+static int orders_from_text(const char *text, srv_dataset *ds)
+{
+	acct_cost c;
+
+	if (srv_cost_from_text(text, &c) < 0 || c.n == 0 || c.n > DPG_MAX_FILTER_ORDERS)
+		return -1;
+	memcpy(ds->filter_orders, c.v, c.n * sizeof(c.v[0]));
+	ds->n_filter_orders = c.n;
+	return 0;
+}
+
+/* A dataset's own filter orders as text, or NULL (none: the default ones,
+ * or out of memory when ds has some; the caller tells them apart). */
+static char *orders_to_text(const srv_dataset *ds)
+{
+	acct_cost c;
+
+	if (ds->n_filter_orders == 0)
+		return NULL;
+	memset(&c, 0, sizeof(c));
+	memcpy(c.v, ds->filter_orders, ds->n_filter_orders * sizeof(c.v[0]));
+	c.n = ds->n_filter_orders;
+	return srv_cost_to_text(&c);
+}
+
 /* Fills *ds from a row of DATASET_SELECT; SRV_DB_ERROR when the dataset's
  * last ledger row carries no totals (a database this dpgate did not write). */
 static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
@@ -980,6 +1007,9 @@ static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
 		return SRV_DB_ERROR;
 	ds->budget_epsilon = sqlite3_column_double(s, 5);
 	ds->budget_delta = sqlite3_column_double(s, 6);
+	if (sqlite3_column_type(s, 15) != SQLITE_NULL &&
+	    orders_from_text((const char *)sqlite3_column_text(s, 15), ds) < 0)
+		return SRV_DB_ERROR;
 	if (sqlite3_column_type(s, 14) == SQLITE_NULL) {
 		acct_filter f;
 
@@ -1119,20 +1149,20 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 {
 	sqlite3_stmt *s = NULL;
 	char now[32];
+	char *orders = orders_to_text(ds);
+	srv_dataset row = *ds;
 	acct_filter f;
 	int rc = SRV_DB_ERROR;
 
-	(void)actor;
-	if (srv_dataset_filter(ds, &f, NULL) < 0)
-		return SRV_DB_ERROR;
+	if (srv_dataset_filter(ds, &f, NULL) < 0 || (ds->n_filter_orders > 0 && !orders))
+		goto out;
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
-	/* No ledger row yet: its totals read as zero (row_to_dataset). */
 	if (sqlite3_prepare_v2(db->h,
 			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
-			       " budget_epsilon, budget_delta, created_at, updated_at)"
-			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+			       " budget_epsilon, budget_delta, created_at, updated_at, filter_orders)"
+			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
 			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
@@ -1144,6 +1174,8 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	sqlite3_bind_double(s, 6, ds->budget_epsilon);
 	sqlite3_bind_double(s, 7, ds->budget_delta);
 	sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
+	if (orders)
+		sqlite3_bind_text(s, 9, orders, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
 		rc = SRV_CONFLICT;
@@ -1153,10 +1185,22 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 		rc = SRV_DB_ERROR;
 		goto out;
 	}
+	rc = SRV_DB_ERROR;
+	/* The creation row: the initial budget and who set it, with zero
+	 * totals in the dataset's coordinates. */
+	acct_filter_zero(&f, &row.spent);
+	row.reserved = row.spent;
+	row.open_reservations = 0;
+	row.charges = 0;
+	srv_strcopy(row.updated_at, sizeof(row.updated_at), now);
+	if (srv__ledger_insert(db, &row, "create", NULL, NULL, ds->budget_epsilon, ds->budget_delta,
+			       NULL, NULL, actor, NULL, now) < 0)
+		goto out;
 	rc = srv__commit(db);
 out:
 	sqlite3_finalize(s);
 	srv__rollback(db);
+	free(orders);
 	return rc;
 }
 
@@ -1337,8 +1381,9 @@ int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_cl
 
 int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err)
 {
-	return acct_filter_init(ret, ds->accountant, ds->neighbor, ds->budget_epsilon,
-				ds->budget_delta, err);
+	return acct_filter_init_orders(ret, ds->accountant, ds->neighbor, ds->budget_epsilon,
+				       ds->budget_delta, ds->filter_orders, ds->n_filter_orders,
+				       err);
 }
 
 static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body)
@@ -2016,6 +2061,9 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
 			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
 	if (budget_changed) {
+		double previous_epsilon = ds.budget_epsilon, previous_delta = ds.budget_delta;
+		sqlite3_stmt *p = NULL;
+		int64_t seq;
 		bool lowered;
 
 		if (!isfinite(budget_epsilon))
@@ -2030,9 +2078,27 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		ds.budget_delta = budget_delta;
 		if (srv_dataset_filter(&ds, &f, NULL) < 0)
 			goto out;
-		if (srv__ledger_insert(db, &ds, "budget", NULL, NULL, budget_epsilon, budget_delta,
-				       NULL, lowered ? "lowered" : "raised", actor, NULL, now) < 0)
+		seq = srv__ledger_insert(db, &ds, "budget", NULL, NULL, budget_epsilon, budget_delta,
+					 NULL, lowered ? "lowered" : "raised", actor, NULL, now);
+		if (seq < 0)
 			goto out;
+		/* The budget it replaced, so that the ledger alone gives the
+		 * budget in force at every row (schema/008). */
+		if (sqlite3_prepare_v2(db->h,
+				       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
+				       " WHERE seq = ?1",
+				       -1, &p, NULL) != SQLITE_OK)
+			goto out;
+		sqlite3_bind_int64(p, 1, seq);
+		sqlite3_bind_double(p, 2, previous_epsilon);
+		sqlite3_bind_double(p, 3, previous_delta);
+		rc = sqlite3_step(p);
+		sqlite3_finalize(p);
+		if (rc != SQLITE_DONE) {
+			rc = SRV_DB_ERROR;
+			goto out;
+		}
+		rc = SRV_DB_ERROR;
 	}
 	if (sqlite3_prepare_v2(db->h,
 			       "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
@@ -2100,24 +2166,81 @@ out:
 	return rc;
 }
 
-int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			  json_t **ret_entries, int64_t *ret_next)
+/* A budget pair as JSON: {"epsilon", "delta"} from two REAL columns, or
+ * JSON null when they are NULL (an initial budget that was never recorded). */
+static json_t *budget_pair(sqlite3_stmt *s, int col)
+{
+	if (sqlite3_column_type(s, col) == SQLITE_NULL)
+		return json_null();
+	return json_pack("{s:f, s:f}", "epsilon", sqlite3_column_double(s, col), "delta",
+			 sqlite3_column_double(s, col + 1));
+}
+
+/* The columns of a ledger row as the list routes show it, in row_json's
+ * order. */
+#define LEDGER_ROW_COLUMNS \
+	"seq, kind, event, epsilon, delta, reservation_id, note, actor, created_at," \
+	" idempotency_key, previous_epsilon, previous_delta"
+
+/*
+ * One ledger row as JSON.  A budget row also shows the budget it replaced
+ * (previous_budget, when recorded); in the audit list (`audit`), create and
+ * budget rows show their budget as "budget" and a synthesized creation row
+ * says so.
+ */
+static json_t *row_json(sqlite3_stmt *s, bool audit)
+{
+	const char *kind = (const char *)sqlite3_column_text(s, 1);
+	bool has_budget = strcmp(kind, "create") == 0 || strcmp(kind, "budget") == 0;
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "seq", json_integer(sqlite3_column_int64(s, 0)));
+	json_object_set_new(o, "kind", json_string(kind));
+	if (sqlite3_column_type(s, 2) != SQLITE_NULL)
+		json_object_set_new(o, "event",
+				    json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL));
+	if (audit && has_budget) {
+		json_object_set_new(o, "budget", budget_pair(s, 3));
+	} else {
+		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
+			json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 3)));
+		if (sqlite3_column_type(s, 4) != SQLITE_NULL)
+			json_object_set_new(o, "delta", json_real(sqlite3_column_double(s, 4)));
+	}
+	if (strcmp(kind, "budget") == 0 && sqlite3_column_type(s, 10) != SQLITE_NULL)
+		json_object_set_new(o, "previous_budget", budget_pair(s, 10));
+	if (sqlite3_column_type(s, 5) != SQLITE_NULL)
+		json_object_set_new(o, "reservation_id",
+				    json_string((const char *)sqlite3_column_text(s, 5)));
+	if (sqlite3_column_type(s, 6) != SQLITE_NULL)
+		json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 6)));
+	if (audit && strcmp(kind, "create") == 0)
+		json_object_set_new(o, "synthesized",
+				    json_boolean(sqlite3_column_type(s, 6) != SQLITE_NULL &&
+						 strcmp((const char *)sqlite3_column_text(s, 6),
+							"synthesized") == 0));
+	json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 7)));
+	json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 8)));
+	if (sqlite3_column_type(s, 9) != SQLITE_NULL)
+		json_object_set_new(o, "idempotency_key",
+				    json_string((const char *)sqlite3_column_text(s, 9)));
+	return o;
+}
+
+/* One page of `sql` (binding dataset id, after, limit + 1) as row_json
+ * objects; see srv_store_ledger_list. */
+static int list_rows(srv_db *db, const char *sql, bool audit, const char *dataset_id,
+		     int64_t after, int64_t limit, json_t **ret_entries, int64_t *ret_next)
 {
 	sqlite3_stmt *s = NULL;
 	json_t *arr = json_array();
 	int64_t last = -1, n = 0;
-	int rc;
+	int rc = SQLITE_ERROR;
 
-	if (!arr)
-		return SRV_DB_ERROR;
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT seq, kind, event, epsilon, delta, reservation_id, note, actor,"
-			       " created_at, idempotency_key FROM ledger"
-			       " WHERE dataset_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-			       -1, &s, NULL) != SQLITE_OK) {
-		json_decref(arr);
-		return SRV_DB_ERROR;
-	}
+	if (!arr || sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
+		goto out;
 	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, after);
 	sqlite3_bind_int64(s, 3, limit + 1);
@@ -2126,38 +2249,46 @@ int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int
 
 		if (n == limit)
 			break;
-		o = json_object();
+		o = row_json(s, audit);
+		if (!o || json_array_append_new(arr, o) < 0) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
 		last = sqlite3_column_int64(s, 0);
-		json_object_set_new(o, "seq", json_integer(last));
-		json_object_set_new(o, "kind", json_string((const char *)sqlite3_column_text(s, 1)));
-		if (sqlite3_column_type(s, 2) != SQLITE_NULL)
-			json_object_set_new(o, "event",
-					    json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL));
-		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
-			json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 3)));
-		if (sqlite3_column_type(s, 4) != SQLITE_NULL)
-			json_object_set_new(o, "delta", json_real(sqlite3_column_double(s, 4)));
-		if (sqlite3_column_type(s, 5) != SQLITE_NULL)
-			json_object_set_new(o, "reservation_id",
-					    json_string((const char *)sqlite3_column_text(s, 5)));
-		if (sqlite3_column_type(s, 6) != SQLITE_NULL)
-			json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 6)));
-		json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 7)));
-		json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 8)));
-		if (sqlite3_column_type(s, 9) != SQLITE_NULL)
-			json_object_set_new(o, "idempotency_key",
-					    json_string((const char *)sqlite3_column_text(s, 9)));
-		json_array_append_new(arr, o);
 		n++;
 	}
-	*ret_next = (rc == SQLITE_ROW) ? last : -1;
+out:
 	sqlite3_finalize(s);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
 		json_decref(arr);
 		return SRV_DB_ERROR;
 	}
+	*ret_next = (rc == SQLITE_ROW) ? last : -1;
 	*ret_entries = arr;
 	return SRV_OK;
+}
+
+int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			  json_t **ret_entries, int64_t *ret_next)
+{
+	return list_rows(db,
+			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
+			 " WHERE dataset_id = ?1 AND seq > ?2 AND kind <> 'create'"
+			 " ORDER BY seq LIMIT ?3",
+			 false, dataset_id, after, limit, ret_entries, ret_next);
+}
+
+int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			    json_t **ret_entries, int64_t *ret_next)
+{
+	/* The condition of the partial index ledger_admin_rows (schema/008),
+	 * so that a page costs its own rows, not the dataset's charges. */
+	return list_rows(db,
+			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
+			 " WHERE dataset_id = ?1 AND seq > ?2"
+			 " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
+			 " ORDER BY seq LIMIT ?3",
+			 true, dataset_id, after, limit, ret_entries, ret_next);
 }
 
 /* Whether two compositions are the same doubles, bit for bit. */
@@ -2167,27 +2298,93 @@ static bool same_cost(const acct_cost *a, const acct_cost *b)
 }
 
 /*
+ * The budget a dataset was created with, from its 'create' row: *ret_known
+ * is false when the row leaves it unknown (synthesized by schema/008 for a
+ * dataset whose budget had changed before).  *ret_rows gets how many
+ * 'create' rows there are (one, unless the ledger was tampered with).
+ */
+static int initial_budget(srv_db *db, const char *id, double *ret_eps, double *ret_delta,
+			  bool *ret_known, int64_t *ret_rows)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t rows = 0;
+	int rc;
+
+	*ret_known = false;
+	/* The partial index's condition (schema/008), so that the row is found
+	 * without walking the dataset's charges. */
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT epsilon, delta FROM ledger WHERE dataset_id = ?1"
+			       " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
+			       " AND kind = 'create' ORDER BY seq",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (rows++ == 0 && sqlite3_column_type(s, 0) != SQLITE_NULL &&
+		    sqlite3_column_type(s, 1) != SQLITE_NULL) {
+			*ret_eps = sqlite3_column_double(s, 0);
+			*ret_delta = sqlite3_column_double(s, 1);
+			*ret_known = true;
+		}
+	}
+	sqlite3_finalize(s);
+	*ret_rows = rows;
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
+/* What replaying one dataset's budget history found. */
+struct budget_replay {
+	srv_dataset in_force;   /* the dataset with the budget of the current row */
+	acct_filter filter;     /* in_force's filter */
+	bool known;             /* false until a recorded budget is met */
+	bool history_ok;        /* each budget row's previous budget is the one in force */
+	int64_t unchecked;      /* admissions before any known budget */
+	int64_t first_over;     /* first admission past its budget, or -1 */
+	double largest_epsilon, largest_delta;
+};
+
+/* Puts budget (eps, delta) in force from here on. */
+static int replay_budget(struct budget_replay *br, double eps, double delta)
+{
+	br->in_force.budget_epsilon = eps;
+	br->in_force.budget_delta = delta;
+	br->known = true;
+	br->largest_epsilon = fmax(br->largest_epsilon, eps);
+	br->largest_delta = fmax(br->largest_delta, delta);
+	return srv_dataset_filter(&br->in_force, &br->filter, NULL) < 0 ? SRV_DB_ERROR : SRV_OK;
+}
+
+/*
  * Replays one dataset's ledger into fresh totals (see srv_store_verify), and
  * checks the totals each row carries (schema/006: every row written since;
  * before it, only each dataset's last) against the replay up to that row.
+ * Replays its budget history beside them (schema/008) and checks each
+ * admission as the gate made it (spend_in_txn): spent plus reserved before
+ * the row, plus the row's cost, within the budget in force at that row.
  */
 static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, bool *ret_ok)
 {
 	sqlite3_stmt *s = NULL;
+	struct budget_replay br = {.in_force = *ds, .history_ok = true, .first_over = -1};
 	acct_filter f;
 	acct_cost spent, reserved;
-	int64_t open = 0, charges = 0, rows = 0, checked = 0, first_bad = -1;
-	bool lowered = false, ok;
+	int64_t open = 0, charges = 0, rows = 0, checked = 0, first_bad = -1, creations = 0;
+	bool lowered = false, ok, budget_matches;
+	double eps0 = NAN, delta0 = NAN;
 	acct_cost total;
 	json_t *o;
 	int rc;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0)
+	if (srv_dataset_filter(ds, &f, NULL) < 0 ||
+	    initial_budget(db, ds->id, &eps0, &delta0, &br.known, &creations) != SRV_OK ||
+	    (br.known && replay_budget(&br, eps0, delta0) != SRV_OK))
 		return SRV_DB_ERROR;
 	acct_filter_zero(&f, &spent);
 	acct_filter_zero(&f, &reserved);
 	if (sqlite3_prepare_v2(db->h,
-			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges"
+			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
+			       " epsilon, delta, previous_epsilon, previous_delta"
 			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
 			       -1, &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
@@ -2201,10 +2398,29 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 			const char *note = (const char *)sqlite3_column_text(s, 2);
 
 			lowered |= note && strcmp(note, "lowered") == 0;
-		} else if (strcmp(kind, "archive") != 0) {
+			if (br.known && sqlite3_column_type(s, 10) != SQLITE_NULL &&
+			    (sqlite3_column_double(s, 10) != br.in_force.budget_epsilon ||
+			     sqlite3_column_double(s, 11) != br.in_force.budget_delta))
+				br.history_ok = false;
+			if (replay_budget(&br, sqlite3_column_double(s, 8),
+					  sqlite3_column_double(s, 9)) != SRV_OK) {
+				rc = SQLITE_CORRUPT;
+				break;
+			}
+		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
 			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
 				rc = SQLITE_CORRUPT;
 				break;
+			}
+			if (strcmp(kind, "charge") == 0 || strcmp(kind, "reserve") == 0) {
+				/* The gate's own sum, in its order. */
+				total = spent;
+				acct_cost_add_up(&total, &reserved);
+				acct_cost_add_up(&total, &c);
+				if (!br.known)
+					br.unchecked++;
+				else if (br.first_over < 0 && !acct_filter_within(&br.filter, &total))
+					br.first_over = sqlite3_column_int64(s, 3);
 			}
 			if (strcmp(kind, "charge") == 0) {
 				acct_cost_add_up(&spent, &c);
@@ -2241,13 +2457,32 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 	acct_cost_add_up(&total, &reserved);
 	ok = first_bad < 0 && same_cost(&spent, &ds->spent) && same_cost(&reserved, &ds->reserved) &&
 	     open == ds->open_reservations && charges == ds->charges;
-	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f}", "id", ds->id, "rows", (json_int_t)rows,
-		      "rows_with_totals", (json_int_t)checked, "totals_match", ok, "within_budget",
-		      acct_filter_within(&f, &total), "spent_epsilon", acct_filter_epsilon(&f, &spent),
-		      "stored_spent_epsilon", acct_filter_epsilon(&f, &ds->spent));
+	/* The replayed budget must be the one the dataset holds: a budget
+	 * changed without its ledger row is not one the history explains. */
+	budget_matches = !br.known || (br.in_force.budget_epsilon == ds->budget_epsilon &&
+				       br.in_force.budget_delta == ds->budget_delta);
+	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f, s:b, s:b, s:I}", "id", ds->id, "rows",
+		      (json_int_t)rows, "rows_with_totals", (json_int_t)checked, "totals_match", ok,
+		      "within_budget", acct_filter_within(&f, &total), "spent_epsilon",
+		      acct_filter_epsilon(&f, &spent), "stored_spent_epsilon",
+		      acct_filter_epsilon(&f, &ds->spent), "admissions_within_budget",
+		      br.first_over < 0, "budget_history_matches",
+		      br.history_ok && budget_matches && creations == 1,
+		      "admissions_before_a_known_budget", (json_int_t)br.unchecked);
 	if (o && first_bad >= 0)
 		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(first_bad));
-	if (!acct_filter_within(&f, &total) && !lowered)
+	if (o && br.first_over >= 0)
+		json_object_set_new(o, "first_row_over_budget", json_integer(br.first_over));
+	/* Recorded budgets only: with an unknown initial budget, at least. */
+	if (o && br.known)
+		json_object_set_new(o, "largest_budget",
+				    json_pack("{s:f, s:f}", "epsilon", br.largest_epsilon, "delta",
+					      br.largest_delta));
+	if (br.first_over >= 0 || !br.history_ok || !budget_matches || creations != 1)
+		ok = false;
+	/* Admissions no recorded budget covers: only the end state can be
+	 * checked, and a lowered budget explains an excess there. */
+	if (br.unchecked > 0 && !acct_filter_within(&f, &total) && !lowered)
 		ok = false;
 	json_array_append_new(report, o);
 	*ret_ok = ok;
@@ -2363,12 +2598,13 @@ json_t *srv_dataset_budget_json(const srv_dataset *ds)
 {
 	acct_filter f;
 	srv_epsilons e;
+	json_t *o;
 
 	if (srv_dataset_filter(ds, &f, NULL) < 0 || srv_dataset_epsilons(ds, NULL, &e) < 0)
 		return NULL;
 	/* A basic ledger's reserved epsilon is its own sum; other filters only
 	 * have the difference of what spent and spent + reserved convert to. */
-	return json_pack("{s:{s:f, s:f}, s:{s:f, s:f}, s:{s:f, s:I}, s:{s:f}, s:I, s:s}",
+	o = json_pack("{s:{s:f, s:f}, s:{s:f, s:f}, s:{s:f, s:I}, s:{s:f}, s:I, s:s}",
 			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
 			 "spent", "epsilon", e.spent, "delta", acct_filter_delta(&f, &ds->spent),
 			 "reserved", "epsilon",
@@ -2378,6 +2614,16 @@ json_t *srv_dataset_budget_json(const srv_dataset *ds)
 			 "remaining", "epsilon", e.remaining,
 			 "charges", (json_int_t)ds->charges,
 			 "accountant", acct_ledger_kind_name(ds->accountant));
+	/* Why an rdp ledger's epsilons exceed the events' own: the filter's
+	 * delta is split over its orders (acct_renyi_filter.c). */
+	if (o && ds->accountant == ACCT_LEDGER_RDP &&
+	    json_object_set_new(o, "filter", json_pack("{s:I, s:f}", "order_count",
+						       (json_int_t)f.n_orders, "delta_per_order",
+						       f.delta_budget / (double)f.n_orders)) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 /* Appends text to buf (of size bytes, len used); false when it is full. */
@@ -2429,7 +2675,12 @@ size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size)
 	     PUT("},\"remaining\":{\"epsilon\":") && put_real(buf, size, &len, e.remaining) &&
 	     PUT("},\"charges\":") && put_int(buf, size, &len, ds->charges) &&
 	     PUT(",\"accountant\":\"") && put_text(buf, size, &len, name, strlen(name)) &&
-	     PUT("\"}");
+	     PUT("\"");
+	if (ok && ds->accountant == ACCT_LEDGER_RDP)
+		ok = PUT(",\"filter\":{\"order_count\":") && put_int(buf, size, &len, f.n_orders) &&
+		     PUT(",\"delta_per_order\":") &&
+		     put_real(buf, size, &len, f.delta_budget / (double)f.n_orders) && PUT("}");
+	ok = ok && PUT("}");
 	return ok ? len : 0;
 }
 
@@ -2437,13 +2688,54 @@ size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size)
 
 json_t *srv_dataset_json(const srv_dataset *ds)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:f, s:f}, s:b, s:s, s:s}",
-			 "id", ds->id, "name", ds->name, "privacy_unit", ds->privacy_unit,
-			 "neighbor", ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove",
-			 "accountant", acct_ledger_kind_name(ds->accountant),
-			 "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
-			 "archived", ds->archived, "created_at", ds->created_at,
-			 "updated_at", ds->updated_at);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:f, s:f}, s:b, s:s, s:s}",
+			      "id", ds->id, "name", ds->name, "privacy_unit", ds->privacy_unit,
+			      "neighbor", ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove",
+			      "accountant", acct_ledger_kind_name(ds->accountant),
+			      "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
+			      "archived", ds->archived, "created_at", ds->created_at,
+			      "updated_at", ds->updated_at);
+
+	/* An rdp dataset's filter orders, its own or the default ones. */
+	if (o && ds->accountant == ACCT_LEDGER_RDP) {
+		unsigned n = ds->n_filter_orders;
+		const double *orders = n ? ds->filter_orders : acct_filter_default_orders(&n);
+		json_t *arr = json_array();
+
+		for (unsigned i = 0; arr && i < n; i++)
+			if (json_array_append_new(arr, json_real(orders[i])) < 0)
+				break;
+		if (json_object_set_new(o, "filter_orders", arr) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t *cost)
+{
+	acct_filter f;
+	acct_options opts;
+	acct_result r;
+	acct_error err;
+
+	if (ds->accountant != ACCT_LEDGER_RDP || srv_dataset_filter(ds, &f, NULL) < 0)
+		return 0;
+	memset(&opts, 0, sizeof(opts));
+	opts.accountant = ACCT_RDP;
+	opts.neighbor = ds->neighbor;
+	acct_error_init(&err);
+	/* An event the RDP accountant prices, the filter priced too; were it
+	 * to fail, the figure is left out rather than guessed. */
+	if (acct_epsilon(ev, ds->budget_delta, &opts, &r, &err) == 0 && isfinite(r.epsilon) &&
+	    json_object_set_new(cost, "event_epsilon", json_real(r.epsilon)) < 0)
+		return -1;
+	if (json_object_set_new(cost, "filter_order_count", json_integer(f.n_orders)) < 0 ||
+	    json_object_set_new(cost, "delta_per_order",
+				json_real(f.delta_budget / (double)f.n_orders)) < 0)
+		return -1;
+	return 0;
 }
 
 /* ---- keys table access used by srv_auth.c -------------------------------- */

@@ -783,8 +783,8 @@ static void post_to_k(const char *what, const char *body, int status, char *rid,
 }
 
 /*
- * Every kind of ledger row (charge, reserve, commit, release, a commit by
- * the expiry sweep, budget, archive) carries the dataset's totals after
+ * Every kind of ledger row (create, charge, reserve, commit, release, a
+ * commit by the expiry sweep, budget, archive) carries the dataset's totals after
  * it, equal to what the budget route then answers; `dpgate verify` checks
  * each of them against its replay.
  */
@@ -798,7 +798,8 @@ Test(api, every_ledger_row_carries_the_totals_after_it)
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "k", 4.0, 0, "basic");
-	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'k'"), 0);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'k'"), 1);
+	assert_last_row_carries_the_budget("k", "create");
 	cr_assert_eq(dpg_budget_of(&srv, "k").spent_eps, 0.0);
 	post_to_k("charges", quarter, 201, NULL, 0);
 	assert_last_row_carries_the_budget("k", "charge");
@@ -843,8 +844,8 @@ Test(api, every_ledger_row_carries_the_totals_after_it)
 		if (strcmp(json_string_value(json_object_get(d, "id")), "k") == 0)
 			k = d;
 	cr_assert(k, "%s", out);
-	cr_assert_eq(json_integer_value(json_object_get(k, "rows")), 10, "%s", out);
-	cr_assert_eq(json_integer_value(json_object_get(k, "rows_with_totals")), 10, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(k, "rows")), 11, "%s", out);
+	cr_assert_eq(json_integer_value(json_object_get(k, "rows_with_totals")), 11, "%s", out);
 	cr_assert(json_is_true(json_object_get(k, "totals_match")), "%s", out);
 	json_decref(report);
 	dpg_server_restart(&srv);
@@ -1294,4 +1295,187 @@ Test(api, a_budget_change_that_lowers_delta_is_lowered)
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "%s", out);
 	dpg_server_restart(&srv);
+}
+
+/* ---- an rdp dataset's filter orders ---------------------------------------- */
+
+/* Mironov 2017, Prop. 6: the RDP at order a of Laplace noise whose pure
+ * epsilon is eps, in the proposition's own form. */
+static double laplace_rdp_mironov(double eps, double a)
+{
+	return log(a / (2.0 * a - 1.0) * exp((a - 1.0) * eps) +
+		   (a - 1.0) / (2.0 * a - 1.0) * exp(-a * eps)) /
+	       (a - 1.0);
+}
+
+/* RDP r at order a as (epsilon, delta)-DP: Canonne, Kamath, Steinke 2020,
+ * Prop. 12 (Balle et al. 2020, Thm. 21),
+ * epsilon = r + log((a - 1)/a) - (log delta + log a)/(a - 1). */
+static double rdp_epsilon_at(double a, double r, double delta)
+{
+	return r + log((a - 1.0) / a) - (log(delta) + log(a)) / (a - 1.0);
+}
+
+/* The filter orders DESIGN.md and the README document as the default. */
+static const double default_filter_orders[] = {
+	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
+};
+
+/* The epsilon of the last ledger row of dataset id (a charge). */
+static double last_charge_epsilon(const char *id)
+{
+	char path[128];
+	dpg_resp r;
+	json_t *entries;
+	double eps;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	entries = json_object_get(r.json, "entries");
+	cr_assert_gt(json_array_size(entries), 0, "%s", r.body);
+	eps = dpg_num(json_array_get(entries, json_array_size(entries) - 1), "epsilon");
+	dpg_resp_free(&r);
+	return eps;
+}
+
+/*
+ * With one filter order the filter keeps all of delta at that order: a
+ * charge costs exactly the event's own RDP at the order converted at
+ * delta_B.  The default filter still splits delta over its 20 orders, and
+ * charges what it charged (Laplace epsilon 0.5 at delta 1e-5: 0.5285).
+ */
+Test(api, a_one_order_filter_charges_the_events_own_conversion)
+{
+	const double delta = 1e-5, a = 8.0, sigma = 2.0;
+	const char *laplace = "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":2}}";
+	double want, got, best = INFINITY;
+	json_t *orders;
+	dpg_resp r;
+
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
+		     "{\"id\":\"one\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
+		     "\"accountant\":\"rdp\",\"filter_orders\":[8]}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	orders = json_object_get(r.json, "filter_orders");
+	cr_assert_eq(json_array_size(orders), 1, "%s", r.body);
+	cr_assert_eq(json_number_value(json_array_get(orders, 0)), 8.0);
+	dpg_resp_free(&r);
+
+	/* Gaussian noise multiplier sigma: RDP a / (2 sigma^2) (Mironov 2017,
+	 * Prop. 7), here exactly 1. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/one/charges", srv.admin_key,
+		     "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	want = rdp_epsilon_at(a, a / (2.0 * sigma * sigma), delta);
+	cr_assert_float_eq(dpg_num(r.json, "budget.spent.epsilon"), want, 1e-12 * want, "%s want %.17g",
+			   r.body, want);
+	cr_assert_eq(dpg_num(r.json, "budget.filter.order_count"), 1.0, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "budget.filter.delta_per_order"), delta, "%s", r.body);
+	dpg_resp_free(&r);
+	got = last_charge_epsilon("one");
+	cr_assert_float_eq(got, want, 1e-12 * want, "ledger %.17g, want %.17g", got, want);
+
+	/* Laplace on the one order: its own conversion, in the dry run too. */
+	want = rdp_epsilon_at(a, laplace_rdp_mironov(0.5, a), delta);
+	r = dpg_call(&srv, "POST", "/v1/datasets/one/dry-run", srv.admin_key, laplace);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_float_eq(dpg_num(r.json, "cost.epsilon"), want, 1e-12 * want, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "cost.filter_order_count"), 1.0, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "cost.delta_per_order"), delta, "%s", r.body);
+	dpg_resp_free(&r);
+	/* A budget change keeps the dataset's orders. */
+	r = dpg_call(&srv, "PATCH", "/v1/datasets/one", srv.admin_key, "{\"budget\":{\"epsilon\":12}}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "filter_orders")), 1, "%s", r.body);
+	dpg_resp_free(&r);
+
+	/* The default filter: the 20 documented orders, delta / 20 each, and
+	 * the minimum over them of each order's conversion at that share. */
+	dpg_make_dataset(&srv, "dflt", 10.0, delta, "rdp");
+	r = dpg_call(&srv, "GET", "/v1/datasets/dflt", srv.admin_key, NULL);
+	orders = json_object_get(r.json, "filter_orders");
+	cr_assert_eq(json_array_size(orders), 20, "%s", r.body);
+	for (size_t i = 0; i < 20; i++)
+		cr_assert_eq(json_number_value(json_array_get(orders, i)), default_filter_orders[i]);
+	cr_assert_eq(dpg_num(r.json, "budget_summary.filter.order_count"), 20.0, "%s", r.body);
+	cr_assert_float_eq(dpg_num(r.json, "budget_summary.filter.delta_per_order"), delta / 20,
+			   1e-25, "%s", r.body);
+	dpg_resp_free(&r);
+	for (size_t i = 0; i < 20; i++) {
+		double o = default_filter_orders[i];
+
+		best = fmin(best, rdp_epsilon_at(o, laplace_rdp_mironov(0.5, o), delta / 20));
+	}
+	r = dpg_call(&srv, "POST", "/v1/datasets/dflt/dry-run", srv.admin_key, laplace);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_float_eq(dpg_num(r.json, "cost.epsilon"), best, 1e-9 * best, "%s want %.17g",
+			   r.body, best);
+	/* The event's own epsilon at the full delta is below what the filter
+	 * charges, and the answer says so. */
+	cr_assert_lt(dpg_num(r.json, "cost.event_epsilon"), dpg_num(r.json, "cost.epsilon"), "%s",
+		     r.body);
+	cr_assert_gt(dpg_num(r.json, "cost.event_epsilon"), 0.0, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "cost.filter_order_count"), 20.0, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/datasets/dflt/charges", srv.admin_key, laplace);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	got = last_charge_epsilon("dflt");
+	cr_assert_float_eq(got, best, 1e-9 * best, "ledger %.17g, want %.17g", got, best);
+	cr_assert_float_eq(got, 0.5285, 5e-5, "the figure the audit measured: %.17g", got);
+
+	/* A training job's dry run states the same beside what it needs. */
+	dpg_upload_iris(&srv, "dflt", "a,b,c,d,species");
+	r = dpg_call(&srv, "POST", "/v1/datasets/dflt/jobs", srv.admin_key,
+		     "{\"trainer\":\"dpsgd\",\"dry_run\":true,\"params\":{\"model\":\"logreg\","
+		     "\"label\":\"species\",\"classes\":3,\"epochs\":2,\"lot_size\":10,"
+		     "\"noise_multiplier\":1.0}}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_lt(dpg_num(r.json, "needed.event_epsilon"), dpg_num(r.json, "needed.epsilon"), "%s",
+		     r.body);
+	cr_assert_eq(dpg_num(r.json, "needed.filter_order_count"), 20.0, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+/* Bad filter orders are refused with the field at fault, creating nothing. */
+Test(api, filter_orders_are_validated_and_create_nothing)
+{
+	static const struct {
+		const char *orders, *accountant, *budget, *field;
+	} cases[] = {
+		{"[2,2]", "rdp", NULL, "/filter_orders/1"},
+		{"[3,2]", "rdp", NULL, "/filter_orders/1"},
+		{"[1]", "rdp", NULL, "/filter_orders/0"},
+		{"[1.01]", "rdp", NULL, "/filter_orders/0"},
+		{"[8,2e6]", "rdp", NULL, "/filter_orders/1"},
+		{"[]", "rdp", NULL, "/filter_orders"},
+		{"8", "rdp", NULL, "/filter_orders"},
+		{"[8,\"x\"]", "rdp", NULL, "/filter_orders/1"},
+		{"[2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,"
+		 "31,32,33,34]",
+		 "rdp", NULL, "/filter_orders"},
+		{"[8]", "basic", NULL, "/filter_orders"},
+		{"[8]", "zcdp", NULL, "/filter_orders"},
+		/* eps_B + log(1 - 1/a) + log(delta_B a)/(a - 1) < 0: nothing fits. */
+		{"[1.02]", "rdp", "{\"epsilon\":0.01,\"delta\":1e-10}", "/filter_orders"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char body[512];
+		dpg_resp r;
+
+		snprintf(body, sizeof(body),
+			 "{\"id\":\"f%zu\",\"budget\":%s,\"accountant\":\"%s\",\"filter_orders\":%s}", i,
+			 cases[i].budget ? cases[i].budget : "{\"epsilon\":1,\"delta\":1e-5}",
+			 cases[i].accountant, cases[i].orders);
+		r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+		cr_assert_eq(r.status, 400, "%s: %ld %s", body, r.status, r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), cases[i].field,
+				 "%s: %s", body, r.body);
+		dpg_resp_free(&r);
+		snprintf(body, sizeof(body), "/v1/datasets/f%zu", i);
+		r = dpg_call(&srv, "GET", body, srv.admin_key, NULL);
+		cr_assert_eq(r.status, 404, "%s", r.body);
+		dpg_resp_free(&r);
+	}
 }

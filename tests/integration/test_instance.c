@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -209,6 +211,102 @@ Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_j
 	/* Once the first server is gone, the lock is free again. */
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	dpg_server_restart(&srv);
+}
+
+/* Starts a second `dpgate serve` on `db` and `data` (a time limit: one that
+ * starts serving fails the test) and asserts that it exits 1 naming `why`. */
+static void expect_second_server_refused(const char *db, const char *data, const char *why)
+{
+	char out[8192];
+	const char *argv[] = {dpg_bin(), "serve", "--db", db, "--listen", "127.0.0.1:0",
+			      "--data-dir", data, "--quiet", NULL};
+	int rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+
+	cr_assert_eq(rc, 1, "second serve on %s, %s: exit %d: %s", db, data, rc, out);
+	cr_assert_not_null(strstr(out, why), "%s", out);
+}
+
+/* The first server still answers and charges on its own database. */
+static void first_server_still_charges(const char *id)
+{
+	char path[128];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
+	r = dpg_call(&srv, "POST", path, srv.admin_key,
+		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+/*
+ * A hard link or a symlink to the running server's database is the same
+ * file: a second server on it would admit its own copy of every budget and
+ * keep its own WAL.  It must exit 1 before it opens the store.
+ */
+Test(instance, a_second_server_on_a_hard_link_or_symlink_of_the_database_exits_1)
+{
+	char hard[400], soft[400], data[400];
+
+	dpg_make_dataset(&srv, "one", 1.0, 0, "basic");
+	snprintf(hard, sizeof(hard), "%s/hard-link.db", srv.dir);
+	snprintf(soft, sizeof(soft), "%s/symlink.db", srv.dir);
+	snprintf(data, sizeof(data), "%s/other-data", srv.dir);
+	cr_assert_eq(link(srv.db, hard), 0, "link: %s", strerror(errno));
+	cr_assert_eq(symlink(srv.db, soft), 0, "symlink: %s", strerror(errno));
+	expect_second_server_refused(hard, data, "another dpgate server is running");
+	expect_second_server_refused(soft, data, "another dpgate server is running");
+	first_server_still_charges("one");
+	/* Once the first server is gone, the file is free under any name; the
+	 * server says that another name exists (each name has its own WAL). */
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	dpg_server_restart(&srv);
+	first_server_still_charges("one");
+	{
+		size_t len;
+		char *log = slurp(srv.log, &len);
+
+		log[len] = '\0'; /* slurp leaves room for it */
+		cr_assert_not_null(strstr(log, "other hard links"), "%s", log);
+		free(log);
+	}
+}
+
+/*
+ * The database's directory (and with it the data directory) bound through a
+ * second path: neither the database nor the data directory may get a second
+ * server.  Needs mount(2) (root or CAP_SYS_ADMIN); skipped where refused.
+ */
+Test(instance, a_second_server_through_a_bind_mount_of_the_directory_exits_1)
+{
+	char bind_point[] = "/tmp/dpgate-bind-XXXXXX", db[400], data[400], other_db[400],
+	     other_data[400], out[8192];
+	const char *base = strrchr(srv.db, '/') + 1;
+
+	dpg_make_dataset(&srv, "one", 1.0, 0, "basic");
+	cr_assert_not_null(mkdtemp(bind_point));
+	if (mount(srv.dir, bind_point, NULL, MS_BIND, NULL) < 0) {
+		int e = errno;
+
+		rmdir(bind_point);
+		cr_skip_test("mount --bind is not permitted here (%s); run as root to test it",
+			     strerror(e));
+	}
+	snprintf(db, sizeof(db), "%s/%s", bind_point, base);
+	snprintf(data, sizeof(data), "%s/data", bind_point);
+	snprintf(other_db, sizeof(other_db), "%s/other.db", srv.dir);
+	snprintf(other_data, sizeof(other_data), "%s/other-data", srv.dir);
+	{
+		const char *mk[] = {dpg_bin(), "keys", "create", "--db", other_db, "--role", "admin",
+				    NULL};
+
+		cr_assert_eq(dpg_run(out, sizeof(out), mk), 0, "%s", out);
+	}
+	expect_second_server_refused(db, other_data, "another dpgate server is running");
+	expect_second_server_refused(other_db, data, "data directory");
+	umount2(bind_point, MNT_DETACH);
+	rmdir(bind_point);
+	first_server_still_charges("one");
 }
 
 Test(instance, verify_refuses_a_foreign_or_empty_file_and_leaves_it_as_it_was)

@@ -14,7 +14,10 @@
  * same rows, no dangling reference, and the same values accepted and
  * refused as before, each dataset's totals on its last ledger row (006),
  * and verify must now pass.  A database whose dataset row counts charges
- * that no ledger row records is refused by 006 and left as it was.
+ * that no ledger row records is refused by 006 and left as it was.  008
+ * gives every dataset a synthesized 'create' row (its budget when no budget
+ * row says it changed, else unknown) carrying its totals, and every key
+ * synthesized key_events rows.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -33,8 +36,8 @@ static const char *const old_migrations[] = {
 	NULL,
 };
 
-/* The newest schema version; the project's schema/ has one file for each. */
-#define NEWEST_VERSION 7
+/* The newest schema version: the highest schema/NNN_*.sql. */
+#define NEWEST_VERSION 9
 
 /* A dataset row as schemas 1 to 5 held it, its running totals included;
  * the VALUES follow. */
@@ -181,6 +184,7 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
 	sqlite3 *h = NULL;
 	char *msg = NULL;
+	long long applied;
 
 	cr_assert(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
@@ -194,7 +198,9 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
 	exec_ok(h, "PRAGMA foreign_keys = ON");
 	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), NEWEST_VERSION);
-	cr_assert_eq(count(h, "SELECT count(*) FROM ledger"), 3);
+	applied = count(h, "SELECT count(*) FROM schema_migrations");
+	/* The three rows, and 008's synthesized creation rows of d1 and d2. */
+	cr_assert_eq(count(h, "SELECT count(*) FROM ledger"), 5);
 	/* 006: the last row of d1 carries d1's totals, the earlier ones none;
 	 * the dataset rows no longer hold totals. */
 	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE seq = 3 AND spent = '[0.5,0]'"
@@ -249,7 +255,7 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "second keys list: %s", out);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "second verify: %s", out);
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
-	cr_assert_eq(count(h, "SELECT count(*) FROM schema_migrations"), NEWEST_VERSION);
+	cr_assert_eq(count(h, "SELECT count(*) FROM schema_migrations"), applied);
 	sqlite3_close(h);
 
 	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
@@ -293,6 +299,9 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 		" ('d1', 'charge', '{\"type\":\"epsilon_delta\",\"epsilon\":0.25,"
 		"  \"delta\":1e-06}', '[0.25,1e-06]', 0.25, 1e-06, NULL, 'k', 't1'),"
 		" ('d1', 'budget', NULL, NULL, 4, 1e-5, 'raised', 'admin', 't2');"
+		"INSERT INTO api_keys (id, hash, role, datasets, created_at, revoked_at) VALUES"
+		" ('k1', x'00', 'admin', '[]', 't0', NULL),"
+		" ('k2', x'01', 'analyst', '[\"d1\"]', 't1', 't3');"
 		"COMMIT;");
 	sqlite3_close(h);
 
@@ -303,15 +312,45 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	/* d1's stored totals are its replay: 0.5 + 0.25 spent, read from the
 	 * budget row that ends its ledger. */
 	d = verify_entry(report, "d1");
-	cr_assert_eq(json_integer_value(json_object_get(d, "rows")), 3);
-	cr_assert_eq(json_integer_value(json_object_get(d, "rows_with_totals")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(d, "rows")), 4);
+	cr_assert_eq(json_integer_value(json_object_get(d, "rows_with_totals")), 2);
 	cr_assert(json_is_true(json_object_get(d, "totals_match")), "%s", out);
 	cr_assert_eq(json_real_value(json_object_get(d, "stored_spent_epsilon")), 0.75);
+	/* d1's budget changed before any budget was recorded: its two charges
+	 * precede every known budget. */
+	cr_assert_eq(json_integer_value(json_object_get(d, "admissions_before_a_known_budget")), 2,
+		     "%s", out);
 	d = verify_entry(report, "d2");
-	cr_assert_eq(json_integer_value(json_object_get(d, "rows")), 0);
+	cr_assert_eq(json_integer_value(json_object_get(d, "rows")), 1);
 	cr_assert(json_is_true(json_object_get(d, "totals_match")), "%s", out);
+	cr_assert(json_is_true(json_object_get(d, "budget_history_matches")), "%s", out);
 	cr_assert_eq(json_real_value(json_object_get(d, "stored_spent_epsilon")), 0.0);
 	json_decref(report);
+
+	/* 008: one synthesized creation row each, after the dataset's rows and
+	 * carrying its totals; the budget only where no budget row changed it. */
+	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE kind = 'create'"
+			      " AND note = 'synthesized' AND actor = 'migration'"),
+		     2);
+	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE kind = 'create' AND dataset_id = 'd1'"
+			      " AND seq = 4 AND epsilon IS NULL AND delta IS NULL AND created_at = 't0'"
+			      " AND spent = (SELECT spent FROM ledger WHERE seq = 3) AND charges = 2"),
+		     1);
+	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE kind = 'create' AND dataset_id = 'd2'"
+			      " AND epsilon = 1 AND delta = 1e-5 AND spent = '[0.0,0.0]'"
+			      " AND reserved = '[0.0,0.0]' AND open_reservations = 0 AND charges = 0"),
+		     1);
+	cr_assert_eq(count(h, "SELECT count(*) FROM datasets WHERE filter_orders IS NULL"), 2);
+	/* Keys: a creation each, and k2's revocation, in time order. */
+	cr_assert_eq(count(h, "SELECT count(*) FROM key_events WHERE synthesized = 1"
+			      " AND actor = 'unknown'"),
+		     3);
+	cr_assert_eq(count(h, "SELECT group_concat(key_id || ':' || action, ',') = "
+			      "'k1:create,k2:create,k2:revoke' FROM"
+			      " (SELECT key_id, action FROM key_events ORDER BY seq)"),
+		     1);
+	sqlite3_close(h);
 
 	/* Totals on an earlier row are checked against the replay up to it:
 	 * right ones pass, wrong ones fail verify, and the report names the
@@ -325,7 +364,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	cr_assert(report, "%s", out);
 	cr_assert_eq(json_integer_value(json_object_get(verify_entry(report, "d1"),
 							 "rows_with_totals")),
-		     2);
+		     3);
 	json_decref(report);
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
 	exec_ok(h, "UPDATE ledger SET spent = '[0.4,0]' WHERE seq = 1");

@@ -54,7 +54,7 @@ static void new_key(struct afx *fx, srv_role role, const char *scope_json, char 
 	char text[SRV_KEY_TEXT_BYTES];
 	json_t *scope = scope_json ? json_loads(scope_json, 0, NULL) : NULL;
 
-	cr_assert_eq(srv_keys_create(fx->db, role, scope, NULL, text, id), 0);
+	cr_assert_eq(srv_keys_create(fx->db, role, scope, NULL, "test", text, id), 0);
 	json_decref(scope);
 	snprintf(header, 160, "Bearer %s", text);
 }
@@ -124,14 +124,14 @@ Test(auth, revoked_key_refused_right_after_it_was_remembered)
 	new_key(&fx, SRV_ROLE_ANALYST, "[\"adult\"]", hb, idb);
 	/* Through the API: the handler flushes the cache after the revoke. */
 	cr_assert_eq(check(&fx, fx.cache, ha, ida, NULL, NULL), SRV_ROLE_ADMIN);
-	cr_assert_eq(srv_keys_revoke(fx.db, ida), SRV_OK);
+	cr_assert_eq(srv_keys_revoke(fx.db, ida, "test"), SRV_OK);
 	srv_auth_cache_flush(fx.cache);
 	cr_assert_eq(check(&fx, fx.cache, ha, ida, NULL, NULL), SRV_ROLE_NONE);
 	cr_assert_eq(check(&fx, NULL, ha, ida, NULL, NULL), SRV_ROLE_NONE);
 	/* From another process: `dpgate keys revoke` commits, then rewrites
 	 * the stamp; the cache must see it on the next check. */
 	cr_assert_eq(check(&fx, fx.cache, hb, idb, "adult", NULL), SRV_ROLE_ANALYST);
-	cr_assert_eq(srv_keys_revoke(fx.db, idb), SRV_OK);
+	cr_assert_eq(srv_keys_revoke(fx.db, idb, "test"), SRV_OK);
 	cr_assert_eq(srv_keys_touch_stamp(fx.path), 0);
 	cr_assert_eq(check(&fx, fx.cache, hb, idb, NULL, NULL), SRV_ROLE_NONE);
 	afx_close(&fx);
@@ -154,7 +154,7 @@ void srv__auth_between_read_and_cache(void)
 	if (!race_fx || race_runs++)
 		return;
 	other = srv_store_acquire(race_fx->st);
-	cr_assert_eq(srv_keys_revoke(other, race_id), SRV_OK);
+	cr_assert_eq(srv_keys_revoke(other, race_id, "test"), SRV_OK);
 	srv_store_release(race_fx->st, other);
 	srv_auth_cache_flush(race_fx->cache);
 }
