@@ -63,6 +63,35 @@ int dpg_run(char *out, size_t out_size, const char *const *argv)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+void dpg_assert_in_spec(const dpg_server *s, const char *method, const char *spec_path,
+			const char *status, const char *media, const char *body)
+{
+	const char *root = getenv("DPGATE_SOURCE_ROOT");
+	char script[512], spec[512], file[400], out[4096];
+	FILE *f;
+	int fd, rc;
+
+	cr_assert_not_null(root);
+	snprintf(script, sizeof(script), "%s/tests/server/check_response.py", root);
+	snprintf(spec, sizeof(spec), "%s/openapi/openapi.yaml", root);
+	snprintf(file, sizeof(file), "%s/body-XXXXXX", s->dir);
+	fd = mkstemp(file);
+	cr_assert_geq(fd, 0);
+	f = fdopen(fd, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(fputs(body, f) >= 0 && fclose(f) == 0, true);
+	{
+		const char *argv[] = {"/usr/bin/env", "python3", script, spec, method, spec_path,
+				      status, media, file, NULL};
+
+		rc = dpg_run(out, sizeof(out), argv);
+	}
+	if (rc == 77)
+		cr_skip_test("%s", out);
+	cr_assert_eq(rc, 0, "%s %s %s: the body does not fit the spec:\n%s\n%s", method, spec_path,
+		     status, out, body);
+}
+
 static void last_line(char *s)
 {
 	size_t n = strlen(s);

@@ -106,6 +106,14 @@ dpg_resp dpg_call(const dpg_server *s, const char *method, const char *path, con
  * status. */
 int dpg_run(char *out, size_t out_size, const char *const *argv);
 
+/* Checks a response body against the schema the spec gives that operation's
+ * response (tests/server/check_response.py, JSON Schema 2020-12, where a
+ * oneOf must match exactly one alternative): fails the test when it does
+ * not fit, skips it when PyYAML or jsonschema is missing.  `spec_path` is
+ * the spec's path template, e.g. "/v1/keys/{id}". */
+void dpg_assert_in_spec(const dpg_server *s, const char *method, const char *spec_path,
+			const char *status, const char *media, const char *body);
+
 /* Creates a key through the CLI on the server's database. */
 void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, char *key,
 		  size_t key_size);

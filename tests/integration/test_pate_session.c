@@ -50,38 +50,6 @@ static void make_session(const char *dataset, const char *config, char *sid, siz
 	dpg_resp_free(&r);
 }
 
-/*
- * Validates a 409 body of the batch route against the spec's schema for it
- * (tests/server/check_response.py, JSON Schema 2020-12): a oneOf must match
- * exactly one alternative.  Skips the test when PyYAML or jsonschema is
- * missing.
- */
-static void assert_batch_409_in_spec(const char *name, const char *body)
-{
-	const char *root = getenv("DPGATE_SOURCE_ROOT");
-	char script[512], spec[512], file[400], out[4096];
-	FILE *f;
-	int rc;
-
-	cr_assert_not_null(root);
-	snprintf(script, sizeof(script), "%s/tests/server/check_response.py", root);
-	snprintf(spec, sizeof(spec), "%s/openapi/openapi.yaml", root);
-	snprintf(file, sizeof(file), "%s/%s.json", srv.dir, name);
-	f = fopen(file, "w");
-	cr_assert_not_null(f);
-	cr_assert_eq(fputs(body, f) >= 0 && fclose(f) == 0, true);
-	{
-		const char *argv[] = {"/usr/bin/env", "python3", script, spec, "POST",
-				      "/v1/datasets/{id}/pate/sessions/{sid}/queries", "409",
-				      "application/problem+json", file, NULL};
-
-		rc = dpg_run(out, sizeof(out), argv);
-	}
-	if (rc == 77)
-		cr_skip_test("%s", out);
-	cr_assert_eq(rc, 0, "the 409 body does not fit the spec:\n%s\n%s", out, body);
-}
-
 static int64_t charges_of(const char *dataset)
 {
 	char path[256];
@@ -211,7 +179,8 @@ Test(pate_session, budget_runs_out_inside_a_batch)
 	 * spec's alternatives for this 409. */
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "type")),
 			 "https://dpgate.dev/problems/409");
-	assert_batch_409_in_spec("cut-short", r.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/datasets/{id}/pate/sessions/{sid}/queries", "409",
+			   "application/problem+json", r.body);
 	cr_assert_eq(charges_of("small"), 1);
 	/* The replay: same bytes, same status, no new charge. */
 	cr_assert_eq(dpg_http(&srv, "POST", path, srv.admin_key, body, strlen(body), idem, &again), 0);
@@ -223,7 +192,8 @@ Test(pate_session, budget_runs_out_inside_a_batch)
 	again = dpg_call(&srv, "POST", path, srv.admin_key, "{\"queries\":[{\"votes\":[0,0,100,0]}]}");
 	cr_assert_eq(again.status, 409, "%s", again.body);
 	cr_assert_eq(dpg_num(again.json, "answered"), 0);
-	assert_batch_409_in_spec("nothing-fits", again.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/datasets/{id}/pate/sessions/{sid}/queries", "409",
+			   "application/problem+json", again.body);
 	cr_assert_eq(charges_of("small"), 1);
 	dpg_resp_free(&again);
 	/* The session counted what was answered. */
