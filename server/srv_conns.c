@@ -4,8 +4,9 @@
  *
  * Waiting connections are a doubly linked list, oldest first, under one
  * mutex: adding, leaving and closing the oldest are O(1); the sweeper
- * walks the list once per SRV_CONNS_SWEEP_MS, with one getsockopt per
- * connection whose request has not yet sent a byte.
+ * walks the list once per SRV_CONNS_SWEEP_MS while it is not empty (and
+ * sleeps while it is), with one getsockopt per connection whose request
+ * has not yet sent a byte.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -127,6 +128,9 @@ static void begin_wait(srv_conns *t, srv_conn *c, bool fresh)
 		clock_gettime(CLOCK_MONOTONIC, &c->first_byte);
 	}
 	list_append(t, c);
+	/* The sweeper sleeps while no connection waits: wake it for this one. */
+	if (t->waiting == 1)
+		pthread_cond_signal(&t->wake);
 }
 
 /* Closes a waiting connection (lock held): libmicrohttpd reads the end of
@@ -180,6 +184,13 @@ static void *sweeper_main(void *arg)
 	while (!t->stop) {
 		struct timespec now;
 
+		/* An idle server costs no wake-ups: with no connection waiting
+		 * there is nothing to time, until begin_wait signals. */
+		if (!t->head) {
+			pthread_cond_wait(&t->wake, &t->lock);
+			clock_gettime(CLOCK_MONOTONIC, &next);
+			continue;
+		}
 		next.tv_nsec += SRV_CONNS_SWEEP_MS * 1000000L;
 		while (next.tv_nsec >= 1000000000L) {
 			next.tv_nsec -= 1000000000L;
