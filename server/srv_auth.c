@@ -339,50 +339,25 @@ int srv_keys_count(srv_db *db, srv_role role, int64_t *ret)
 	return rc;
 }
 
+static json_t *key_event_row(sqlite3_stmt *s, const void *unused)
+{
+	(void)unused;
+	return json_pack("{s:I, s:s, s:s, s:s, s:o, s:s, s:b, s:s}", "seq",
+			 (json_int_t)sqlite3_column_int64(s, 0), "key_id", sqlite3_column_text(s, 1),
+			 "action", sqlite3_column_text(s, 2), "role", sqlite3_column_text(s, 3),
+			 "datasets", json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL),
+			 "actor", sqlite3_column_text(s, 5), "synthesized",
+			 sqlite3_column_int(s, 6) != 0, "created_at", sqlite3_column_text(s, 7));
+}
+
 int srv_keys_audit(srv_db *db, const char *unused, int64_t after, int64_t limit,
 		   json_t **ret_entries, int64_t *ret_next)
 {
-	sqlite3_stmt *s = NULL;
-	json_t *arr = json_array();
-	int64_t last = -1, n = 0;
-	int rc = SQLITE_ERROR;
-
 	(void)unused;
-	if (!arr || sqlite3_prepare_v2(srv__db_handle(db),
-				       "SELECT seq, key_id, action, role, datasets, actor, synthesized,"
-				       " created_at FROM key_events WHERE seq > ?1 ORDER BY seq"
-				       " LIMIT ?2",
-				       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(s, 1, after);
-	sqlite3_bind_int64(s, 2, limit + 1);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *o;
-
-		if (n == limit)
-			break;
-		last = sqlite3_column_int64(s, 0);
-		o = json_pack("{s:I, s:s, s:s, s:s, s:o, s:s, s:b, s:s}", "seq", (json_int_t)last,
-			      "key_id", sqlite3_column_text(s, 1), "action", sqlite3_column_text(s, 2),
-			      "role", sqlite3_column_text(s, 3), "datasets",
-			      json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL), "actor",
-			      sqlite3_column_text(s, 5), "synthesized", sqlite3_column_int(s, 6) != 0,
-			      "created_at", sqlite3_column_text(s, 7));
-		if (!o || json_array_append_new(arr, o) < 0) {
-			rc = SQLITE_NOMEM;
-			break;
-		}
-		n++;
-	}
-out:
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		json_decref(arr);
-		return SRV_DB_ERROR;
-	}
-	*ret_next = rc == SQLITE_ROW ? last : -1;
-	*ret_entries = arr;
-	return SRV_OK;
+	return srv__db_page(db,
+			    "SELECT seq, key_id, action, role, datasets, actor, synthesized,"
+			    " created_at FROM key_events WHERE seq > ?2 ORDER BY seq LIMIT ?3",
+			    NULL, after, limit, key_event_row, NULL, ret_entries, ret_next);
 }
 
 static bool is_hex(const char *s, size_t n)

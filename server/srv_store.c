@@ -2229,10 +2229,9 @@ static json_t *row_json(sqlite3_stmt *s, bool audit)
 	return o;
 }
 
-/* One page of `sql` (binding dataset id, after, limit + 1) as row_json
- * objects; see srv_store_ledger_list. */
-static int list_rows(srv_db *db, const char *sql, bool audit, const char *dataset_id,
-		     int64_t after, int64_t limit, json_t **ret_entries, int64_t *ret_next)
+int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
+		 int64_t limit, srv_page_row_fn row, const void *row_arg, json_t **ret_entries,
+		 int64_t *ret_next)
 {
 	sqlite3_stmt *s = NULL;
 	json_t *arr = json_array();
@@ -2241,7 +2240,8 @@ static int list_rows(srv_db *db, const char *sql, bool audit, const char *datase
 
 	if (!arr || sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
 		goto out;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	if (text_param)
+		sqlite3_bind_text(s, 1, text_param, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, after);
 	sqlite3_bind_int64(s, 3, limit + 1);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -2249,7 +2249,7 @@ static int list_rows(srv_db *db, const char *sql, bool audit, const char *datase
 
 		if (n == limit)
 			break;
-		o = row_json(s, audit);
+		o = row(s, row_arg);
 		if (!o || json_array_append_new(arr, o) < 0) {
 			rc = SQLITE_NOMEM;
 			break;
@@ -2268,14 +2268,26 @@ out:
 	return SRV_OK;
 }
 
+static json_t *ledger_row(sqlite3_stmt *s, const void *unused)
+{
+	(void)unused;
+	return row_json(s, false);
+}
+
+static json_t *audit_row(sqlite3_stmt *s, const void *unused)
+{
+	(void)unused;
+	return row_json(s, true);
+}
+
 int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			  json_t **ret_entries, int64_t *ret_next)
 {
-	return list_rows(db,
+	return srv__db_page(db,
 			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
 			 " WHERE dataset_id = ?1 AND seq > ?2 AND kind <> 'create'"
 			 " ORDER BY seq LIMIT ?3",
-			 false, dataset_id, after, limit, ret_entries, ret_next);
+			 dataset_id, after, limit, ledger_row, NULL, ret_entries, ret_next);
 }
 
 int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
@@ -2283,12 +2295,12 @@ int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, i
 {
 	/* The condition of the partial index ledger_admin_rows (schema/008),
 	 * so that a page costs its own rows, not the dataset's charges. */
-	return list_rows(db,
+	return srv__db_page(db,
 			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
 			 " WHERE dataset_id = ?1 AND seq > ?2"
 			 " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
 			 " ORDER BY seq LIMIT ?3",
-			 true, dataset_id, after, limit, ret_entries, ret_next);
+			 dataset_id, after, limit, audit_row, NULL, ret_entries, ret_next);
 }
 
 /* Whether two compositions are the same doubles, bit for bit. */
