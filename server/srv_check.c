@@ -17,6 +17,10 @@
  *         "accountant": "rdp",                    ledger accountant: rdp
  *                                                  (default) | zcdp | basic
  *         "neighbor": "add_remove",               add_remove (default) | replace
+ *         "filter_orders": [4, 8, 16],            rdp ledgers only: the filter's
+ *                                                  orders, as the dataset's
+ *                                                  (default: the 20 default
+ *                                                  orders)
  *         "delta_share": 1e-7,                    basic ledgers only: the delta
  *                                                  each event that is not an
  *                                                  (epsilon, delta) pair is
@@ -94,14 +98,15 @@ static int check_dataset(const json_t *ds, const char *where, struct ds_report *
 			 acct_error *err)
 {
 	static const char *const ds_keys[] = {"id", "name", "budget", "accountant", "neighbor",
-					      "delta_share", "planned", NULL};
+					      "delta_share", "filter_orders", "planned", NULL};
 	static const char *const ev_keys[] = {"name", "event", "repeat", NULL};
 	static const char *const budget_keys[] = {"epsilon", "delta", NULL};
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 	const char *id = NULL, *acct_name = "rdp";
 	acct_ledger_kind kind = ACCT_LEDGER_RDP;
 	acct_neighbor nb = ACCT_ADD_REMOVE;
-	double eps_b = 0.0, delta_b = 0.0, share = 0.0;
+	double eps_b = 0.0, delta_b = 0.0, share = 0.0, orders[DPG_MAX_FILTER_ORDERS];
+	unsigned n_orders = 0;
 	json_t *budget, *planned, *events = NULL, *j;
 	acct_filter f;
 	acct_cost total;
@@ -136,6 +141,8 @@ static int check_dataset(const json_t *ds, const char *where, struct ds_report *
 	if (rc >= 0)
 		rc = srv_json_real(ds, where, "delta_share", SRV_NULLABLE | SRV_HI_OPEN, 0.0, 1.0, &share,
 				   err);
+	if (rc >= 0)
+		rc = srv_json_filter_orders(ds, where, kind, orders, &n_orders, err);
 	if (rc < 0)
 		return rc;
 	/* Only a basic ledger converts events at a delta share; rdp and zcdp
@@ -164,9 +171,11 @@ static int check_dataset(const json_t *ds, const char *where, struct ds_report *
 				   err);
 	if (rc < 0)
 		return rc;
-	rc = acct_filter_init(&f, kind, nb, eps_b, delta_b, err);
+	rc = n_orders > 0 ? acct_filter_init_orders(&f, kind, nb, eps_b, delta_b, orders, n_orders, err)
+			  : acct_filter_init(&f, kind, nb, eps_b, delta_b, err);
 	if (rc < 0) {
-		/* The filter names "/budget/..."; make it point into the policy. */
+		/* The filter names "/budget/..." or "/filter_orders/..."; make it
+		 * point into the policy. */
 		if (err->code != ACCT_OK) {
 			char tmp[ACCT_ERROR_WHERE_BYTES];
 
@@ -359,8 +368,9 @@ static const char usage_check[] =
 	"\n"
 	"Prices a budget policy without a server, for CI: POLICY (a file, or - for\n"
 	"stdin) is a JSON object {\"datasets\": [{\"id\", \"budget\": {\"epsilon\",\n"
-	"\"delta\"}, \"accountant\" (rdp|zcdp|basic), \"neighbor\", \"delta_share\" (basic\n"
-	"ledgers only; elsewhere a warning),\n"
+	"\"delta\"}, \"accountant\" (rdp|zcdp|basic), \"neighbor\", \"filter_orders\" (rdp\n"
+	"ledgers only, as the dataset's), \"delta_share\" (basic ledgers only; elsewhere\n"
+	"a warning),\n"
 	"\"planned\": [{\"name\", \"event\", \"repeat\"}]}]}.  Each dataset's planned\n"
 	"charges are admitted in order exactly as the server's ledger filter would.\n"
 	"\n"

@@ -307,6 +307,39 @@ int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
 
 /* ---- output ------------------------------------------------------------ */
 
+int srv_json_filter_orders(const json_t *obj, const char *where, acct_ledger_kind kind,
+			   double *orders, unsigned *ret_n, acct_error *err)
+{
+	json_t *arr = json_object_get(obj, "filter_orders");
+	size_t n = json_array_size(arr);
+	double got[DPG_MAX_FILTER_ORDERS];
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!arr) {
+		*ret_n = 0;
+		return 0;
+	}
+	srv_json_pointer(ptr, sizeof(ptr), where, "filter_orders");
+	if (!json_is_array(arr) || n < 1 || n > DPG_MAX_FILTER_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, ptr,
+				      "'filter_orders' must be an array of 1 to %d numbers",
+				      DPG_MAX_FILTER_ORDERS);
+	if (kind != ACCT_LEDGER_RDP)
+		return acct_error_set(err, ACCT_EINVAL, ptr, "only an rdp ledger has filter orders");
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(arr, i);
+		char at[ACCT_ERROR_WHERE_BYTES + 24];
+
+		snprintf(at, sizeof(at), "%s/%zu", ptr, i);
+		if (!json_is_number(x))
+			return acct_error_set(err, ACCT_EINVAL, at, "a filter order must be a number");
+		got[i] = json_number_value(x);
+	}
+	memcpy(orders, got, n * sizeof(got[0]));
+	*ret_n = (unsigned)n;
+	return 0;
+}
+
 struct out_buf {
 	char *s;
 	size_t len, cap;

@@ -82,6 +82,17 @@ char *srv_json_dump(const json_t *j);
 int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
 		      acct_neighbor *ret, acct_error *err);
 
+/*
+ * Reads obj's optional "filter_orders" (the orders of an rdp ledger's
+ * filter) into orders[0..*ret_n) (room for DPG_MAX_FILTER_ORDERS): an array of 1 to DPG_MAX_FILTER_ORDERS
+ * numbers, allowed only when kind is an rdp ledger; acct_filter_init_orders
+ * checks the values.  Absent: *ret_n = 0 (the default orders).  Returns 0,
+ * or ACCT_EINVAL with err pointing under `where`; orders and *ret_n are
+ * written only on success.
+ */
+int srv_json_filter_orders(const json_t *obj, const char *where, acct_ledger_kind kind,
+			   double *orders, unsigned *ret_n, acct_error *err);
+
 /* A dataset, key or job id: 1 to 64 of [A-Za-z0-9_.-], not "." or "..". */
 bool srv_id_ok(const char *s);
 

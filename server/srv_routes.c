@@ -205,38 +205,6 @@ static int read_budget(const json_t *body, bool partial, double *eps, double *de
 	return rc < 0 ? rc : 0;
 }
 
-/*
- * Reads the optional "filter_orders" of a new rdp dataset into ds: an array
- * of 1 to DPG_MAX_FILTER_ORDERS numbers (acct_filter_init_orders checks the
- * values).  Absent: none, the default orders.
- */
-static int read_filter_orders(const json_t *body, srv_dataset *ds, acct_error *err)
-{
-	json_t *arr = json_object_get(body, "filter_orders");
-	size_t n = json_array_size(arr);
-
-	if (!arr)
-		return 0;
-	if (!json_is_array(arr) || n < 1 || n > DPG_MAX_FILTER_ORDERS)
-		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
-				      "'filter_orders' must be an array of 1 to %d numbers",
-				      DPG_MAX_FILTER_ORDERS);
-	if (ds->accountant != ACCT_LEDGER_RDP)
-		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
-				      "only an rdp ledger has filter orders");
-	for (size_t i = 0; i < n; i++) {
-		json_t *x = json_array_get(arr, i);
-		char where[32];
-
-		snprintf(where, sizeof(where), "/filter_orders/%zu", i);
-		if (!json_is_number(x))
-			return acct_error_set(err, ACCT_EINVAL, where, "a filter order must be a number");
-		ds->filter_orders[i] = json_number_value(x);
-	}
-	ds->n_filter_orders = (unsigned)n;
-	return 0;
-}
-
 /* True when a filter admits some spending: an rdp filter whose every order's
  * bound is 0 would refuse every charge. */
 static bool filter_admits_some(const acct_filter *f)
@@ -282,7 +250,8 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = read_budget(req->body, false, &ds.budget_epsilon, &ds.budget_delta, &err);
 	if (rc >= 0)
-		rc = read_filter_orders(req->body, &ds, &err);
+		rc = srv_json_filter_orders(req->body, "", ds.accountant, ds.filter_orders,
+					    &ds.n_filter_orders, &err);
 	if (rc >= 0)
 		rc = srv_dataset_filter(&ds, &f, &err);
 	if (rc >= 0 && ds.n_filter_orders > 0 && !filter_admits_some(&f))

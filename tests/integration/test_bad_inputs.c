@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -794,4 +795,55 @@ Test(cli, check_warns_of_a_field_its_accountant_ignores)
 		cr_assert_eq(with, without, "%s", accountants[i]);
 		cr_assert_eq(with, 0, "%s", accountants[i]);
 	}
+}
+
+/* RDP r at order a as (epsilon, delta)-DP: Canonne, Kamath, Steinke 2020,
+ * Prop. 12, epsilon = r + log((a - 1)/a) - (log delta + log a)/(a - 1). */
+static double rdp_epsilon_at_order(double a, double r, double delta)
+{
+	return r + log((a - 1.0) / a) - (log(delta) + log(a)) / (a - 1.0);
+}
+
+/*
+ * A policy prices an rdp dataset at its own filter orders, as the server's
+ * dataset with those orders: with the one order 8, a Gaussian of noise
+ * multiplier 2 repeated 3 times costs its RDP 3 * 8 / (2 * 2^2) = 3
+ * (Mironov 2017, Prop. 7) converted at all of delta; filter orders on a
+ * basic ledger are a bad policy (exit 2, the field named).
+ */
+Test(cli, check_prices_a_datasets_own_filter_orders)
+{
+	const double delta = 1e-5, want = rdp_epsilon_at_order(8.0, 3.0, 1e-5);
+	char policy[1024], path[400], out[16384];
+	json_t *report;
+	double spent;
+	int rc;
+
+	snprintf(policy, sizeof(policy),
+		 "{\"datasets\":[{\"id\":\"d\",\"budget\":{\"epsilon\":10,\"delta\":%g},"
+		 "\"accountant\":\"rdp\",\"filter_orders\":[8],\"planned\":[{\"event\":"
+		 "{\"type\":\"gaussian\",\"noise_multiplier\":2},\"repeat\":3}]}]}",
+		 delta);
+	temp_file(path, sizeof(path), "policy.json", policy);
+	rc = cli(out, sizeof(out), false, (const char *const[]){"check", path, "--json", NULL});
+	remove_temp_file(path);
+	cr_assert_eq(rc, 0, "%s", out);
+	report = json_loads(out, 0, NULL);
+	cr_assert_not_null(report, "%s", out);
+	spent = json_real_value(json_object_get(
+		json_object_get(json_array_get(json_object_get(report, "datasets"), 0), "spent"),
+		"epsilon"));
+	/* The report prints 10 significant digits. */
+	cr_assert_float_eq(spent, want, 1e-9 * want, "spent %.17g, want %.17g\n%s", spent, want,
+			   out);
+	json_decref(report);
+
+	snprintf(policy, sizeof(policy),
+		 "{\"datasets\":[{\"id\":\"d\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
+		 "\"accountant\":\"basic\",\"filter_orders\":[8],\"planned\":[]}]}");
+	temp_file(path, sizeof(path), "policy.json", policy);
+	rc = cli(out, sizeof(out), true, (const char *const[]){"check", path, NULL});
+	remove_temp_file(path);
+	cr_assert_eq(rc, 2, "%s", out);
+	cr_assert(strstr(out, "/datasets/0/filter_orders"), "%s", out);
 }
