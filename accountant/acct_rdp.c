@@ -1004,7 +1004,10 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 		}
 	for (size_t t = 0; t < m; t++) {
 		size_t i = idx[t];
-		double a = orders[i], bound = order_lower_bound(&s, a), r, f, x, e;
+		double a = orders[i], bound = order_lower_bound(&s, a), e;
+		/* Written by rdp_at_floor on success; set so that -O3's
+		 * flow analysis, which cannot see that, has no warning. */
+		double r = 0.0, f = 0.0, x = 0.0;
 
 		if (bound > best || (bound == best && a > order))
 			continue;
