@@ -847,3 +847,25 @@ Test(cli, check_prices_a_datasets_own_filter_orders)
 	cr_assert_eq(rc, 2, "%s", out);
 	cr_assert(strstr(out, "/datasets/0/filter_orders"), "%s", out);
 }
+
+/*
+ * A bad planned release after one its basic ledger refuses (no delta
+ * share) is named at its own pointer: the refusal's pointer to
+ * "delta_share" once replaced the "planned" one that later releases are
+ * named by.
+ */
+Test(cli, check_names_a_bad_release_after_a_refused_one)
+{
+	static const char policy[] =
+		"{\"datasets\":[{\"id\":\"d\",\"budget\":{\"epsilon\":1,\"delta\":1e-5},"
+		"\"accountant\":\"basic\",\"planned\":[{\"event\":{\"type\":\"gaussian\","
+		"\"noise_multiplier\":1}},{\"x\":1}]}]}";
+	char path[400], err[8192];
+	int rc;
+
+	temp_file(path, sizeof(path), "policy.json", policy);
+	rc = cli(err, sizeof(err), true, (const char *const[]){"check", path, NULL});
+	remove_temp_file(path);
+	cr_assert_eq(rc, 2, "%s", err);
+	cr_assert(strstr(err, "dpgate check: bad policy at /datasets/0/planned/1/x: "), "%s", err);
+}
