@@ -1,15 +1,12 @@
 /*
- * srv_main.c: the dpgate command line.
+ * srv_main.c: dpgate's main() and `dpgate serve`.
  *
  *   dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]
- *   dpgate keys create|list|revoke --db FILE ...
- *   dpgate epsilon|delta|calibrate|compare|rdp [options] [FILE|-]
- *   dpgate check POLICY [--json]
- *   dpgate verify --db FILE
- *   dpgate backup --db FILE --to OUT
- *   dpgate routes
+ *
+ * Every other command lives in cli/, one file each (cli.h); main() finds a
+ * command by name and runs it.
  */
-#define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -17,7 +14,6 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -26,6 +22,7 @@
 #include <sodium.h>
 #include <sqlite3.h>
 
+#include "cli.h"
 #include "srv.h"
 #include "srv_jobs.h"
 #include "srv_json.h"
@@ -49,38 +46,6 @@ void openblas_set_num_threads(int num_threads);
 #define MAX_HEADER_TIMEOUT_S 3600
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
-static const char usage_top[] =
-	"usage: dpgate <command> [options]\n"
-	"\n"
-	"A privacy-budget service: keeps a differential-privacy budget per dataset,\n"
-	"prices every release in a privacy accountant, and hands releases out only\n"
-	"while the budget holds.\n"
-	"\n"
-	"commands:\n"
-	"  serve       run the HTTP API on an embedded SQLite database\n"
-	"  keys        create, list or revoke API keys (create|list|revoke)\n"
-	"  epsilon     epsilon of a privacy event at a delta (stateless)\n"
-	"  delta       delta of a privacy event at an epsilon (stateless)\n"
-	"  calibrate   solve an event template's one null field for a target (stateless)\n"
-	"  compare     epsilon of an event under every accountant (stateless)\n"
-	"  rdp         Renyi-DP curve of an event (stateless)\n"
-	"  pate-cost   RDP of a PATE GNMax answer from its votes (stateless)\n"
-	"  pate-smooth-sensitivity\n"
-	"              smooth sensitivity of a PATE answer's RDP (stateless)\n"
-	"  label-em-guidance\n"
-	"              keep and success probabilities of label EM at an epsilon (stateless)\n"
-	"  check       check a budget policy file, for CI (exit 0 fits, 1 not, 2 bad)\n"
-	"  verify      recompute every ledger's totals from its rows and compare\n"
-	"  backup      write a consistent copy of the database, also while serving\n"
-	"  routes      print the HTTP routes\n"
-	"  help CMD    describe command CMD (as `dpgate CMD --help`)\n"
-	"\n"
-	"options:\n"
-	"  --help      this text\n"
-	"  --version   print dpgate's version\n"
-	"\n"
-	"`dpgate <command> --help` or `dpgate help <command>` describes a command.\n";
-
 static const char usage_serve[] =
 	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]\n"
 	"                    [--busy-poll-us N] [--body-timeout S] [--header-timeout S]\n"
@@ -128,105 +93,6 @@ static const char usage_serve[] =
 	"A non-empty SQLite file without dpgate's schema, or with a newer schema\n"
 	"version than this dpgate knows, is refused (exit 1).\n";
 
-static const char usage_keys[] =
-	"usage: dpgate keys create --db FILE --role admin|analyst|viewer [--datasets a,b] [--note TEXT] [--if-none]\n"
-	"       dpgate keys list   --db FILE\n"
-	"       dpgate keys revoke --db FILE KEY_ID\n"
-	"\n"
-	"create prints the new key alone on the last line of stdout; it is shown only\n"
-	"once (the database keeps a SHA-256 hash). --if-none creates a key only when\n"
-	"no unrevoked key of that role exists (and then prints nothing). create makes\n"
-	"the database if there is none; list and revoke need an existing one (exit 2).\n"
-	"create and revoke are recorded with the login name that ran them (\"cli:NAME\"),\n"
-	"readable by admins at GET /v1/audit/keys.\n";
-
-/*
- * The stateless commands: each reads the body of its route and prints the
- * route's answer.  `example` is a complete body the command answers (the
- * CLI test runs every one), shown by its --help.
- */
-static const struct stateless_cmd {
-	const char *name;
-	const char *route;
-	srv_json_fn fn;
-	const char *example;
-} stateless_cmds[] = {
-	{"epsilon", "/v1/accountant/epsilon", srv_acct_epsilon,
-	 "{\"event\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
-	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
-	 "\"gaussian\", \"noise_multiplier\": 1.1}}}, \"delta\": 1e-5, \"accountant\": "
-	 "\"rdp\", \"neighbor\": \"add_remove\"}"},
-	{"delta", "/v1/accountant/delta", srv_acct_delta,
-	 "{\"event\": {\"type\": \"gaussian\", \"noise_multiplier\": 2}, \"epsilon\": 1, "
-	 "\"accountant\": \"pld\", \"neighbor\": \"add_remove\"}"},
-	{"calibrate", "/v1/accountant/calibrate", srv_acct_calibrate,
-	 "{\"template\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
-	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
-	 "\"gaussian\", \"noise_multiplier\": null}}}, \"epsilon\": 3, \"delta\": 1e-5, "
-	 "\"accountant\": \"rdp\", \"neighbor\": \"add_remove\"}"},
-	{"compare", "/v1/accountant/compare", srv_acct_compare,
-	 "{\"event\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
-	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
-	 "\"gaussian\", \"noise_multiplier\": 1.1}}}, \"delta\": 1e-5, \"neighbor\": "
-	 "\"add_remove\"}"},
-	{"rdp", "/v1/accountant/rdp", srv_acct_rdp,
-	 "{\"event\": {\"type\": \"gaussian\", \"noise_multiplier\": 2}, \"orders\": [2, 4, "
-	 "8, 16, 32]}"},
-	{"pate-cost", "/v1/pate/cost", srv_pate_cost,
-	 "{\"votes\": [90, 5, 5], \"sigma\": 40, \"orders\": [2, 4, 8, 16, 32]}"},
-	{"pate-smooth-sensitivity", "/v1/pate/smooth-sensitivity", srv_pate_smooth_sensitivity,
-	 "{\"votes\": [90, 5, 5], \"num_teachers\": 100, \"sigma\": 40, \"order\": 10, "
-	 "\"beta\": 0.0329}"},
-	{"label-em-guidance", "/v1/label-em/guidance", srv_label_em_guidance,
-	 "{\"n\": 1000, \"epsilon\": 1, \"sensitivity\": 1, \"ks\": [0, 1, 2]}"},
-};
-
-/* Printed with the command's name, route, example body and name again. */
-static const char usage_stateless[] =
-	"usage: dpgate %s [--delta X] [--epsilon X] [--accountant NAME] [--neighbor add_remove|replace] [FILE|-]\n"
-	"\n"
-	"Reads the JSON body of POST %s from FILE or stdin (default),\n"
-	"fills missing keys from the options, and prints the route's JSON answer.\n"
-	"\n"
-	"Example (a complete body):\n"
-	"  %s\n"
-	"in a file body.json: dpgate %s body.json\n"
-	"\n"
-	"Exit status: 0 answered, 1 the event cannot be priced (422), 2 bad input.\n";
-
-static const char usage_verify[] =
-	"usage: dpgate verify --db FILE\n"
-	"\n"
-	"Recomputes every dataset's spent and reserved totals from its ledger rows and\n"
-	"compares them with the stored running totals, and replays its budget history\n"
-	"(creation, each raise and lower) to check every admission against the budget\n"
-	"in force at its row. Prints a JSON report; exit 0 when all agree and no\n"
-	"admission was over its budget, 1 otherwise, 2 on errors (among\n"
-	"them: FILE is not a dpgate database, or its schema version is not this\n"
-	"dpgate's). Read-only: it never writes FILE, and works while a server runs.\n";
-
-static const char usage_backup[] =
-	"usage: dpgate backup --db FILE --to OUT\n"
-	"\n"
-	"Writes a consistent copy of the dpgate database FILE to the new file OUT,\n"
-	"also while a server runs on FILE: the copy holds every transaction committed\n"
-	"before it began (every charge already answered) and none after. OUT must not\n"
-	"exist; the copy is written beside it under a temporary name (mode 0600),\n"
-	"synced, replayed as `dpgate verify` does, and only then named OUT. Table\n"
-	"files in the server's data directory are not copied. Prints a JSON report;\n"
-	"exit 0 when the copy is in place and its ledger verifies (or its schema is\n"
-	"another dpgate version's, which this one does not replay), 1 when it is in\n"
-	"place but its ledger does not verify (the source's would not either), 2 on\n"
-	"errors, when nothing is left behind.\n";
-
-static bool wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			return true;
-	return false;
-}
-
 static int make_dir(const char *dir)
 {
 	if (mkdir(dir, 0700) == 0 || errno == EEXIST)
@@ -244,18 +110,6 @@ static int open_store(const char *db_path, unsigned pool, srv_store **ret)
 		return -1;
 	}
 	return 0;
-}
-
-/* Commands that only read or change an existing ledger must not create an
- * empty one at a mistyped path (and then report on it). */
-static bool database_exists(const char *cmd, const char *db_path)
-{
-	struct stat st;
-
-	if (stat(db_path, &st) == 0 && S_ISREG(st.st_mode))
-		return true;
-	fprintf(stderr, "dpgate %s: no database at %s\n", cmd, db_path);
-	return false;
 }
 
 /* Refuses positional arguments left after the options (getopt moved them to
@@ -545,544 +399,20 @@ static int cmd_serve(int argc, char **argv)
 	return rc;
 }
 
-/* Who runs a `dpgate keys` command, as the key audit rows name it:
- * "cli:<login name>", or "cli:uid=<n>" when the uid has no passwd entry. */
-static void cli_actor(char *buf, size_t size)
-{
-	struct passwd *pw = getpwuid(geteuid());
-
-	if (pw && pw->pw_name && pw->pw_name[0])
-		snprintf(buf, size, "cli:%s", pw->pw_name);
-	else
-		snprintf(buf, size, "cli:uid=%lu", (unsigned long)geteuid());
-}
-
-static int cmd_keys(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"role", required_argument, NULL, 'r'},
-		{"datasets", required_argument, NULL, 's'},
-		{"note", required_argument, NULL, 'n'},
-		{"if-none", no_argument, NULL, 'i'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *db_path = NULL, *role_name = NULL, *datasets = NULL, *note = NULL, *sub;
-	bool if_none = false;
-	srv_store *store = NULL;
-	srv_db *db = NULL;
-	json_t *scope = NULL;
-	srv_role role = SRV_ROLE_NONE;
-	char actor[SRV_ACTOR_BYTES];
-	int c, rc = 2;
-
-	if (argc < 2 || wants_help(argc, argv)) {
-		fputs(usage_keys, argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
-	}
-	sub = argv[1];
-	optind = 2;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': db_path = optarg; break;
-		case 'r': role_name = optarg; break;
-		case 's': datasets = optarg; break;
-		case 'n': note = optarg; break;
-		case 'i': if_none = true; break;
-		default: fputs(usage_keys, stderr); return 2;
-		}
-	}
-	if (!db_path) {
-		fprintf(stderr, "dpgate keys: --db FILE is required\n");
-		return 2;
-	}
-	if (strcmp(sub, "create") != 0 && strcmp(sub, "list") != 0 && strcmp(sub, "revoke") != 0) {
-		fputs(usage_keys, stderr);
-		return 2;
-	}
-	/* revoke takes KEY_ID; nothing else takes a positional argument. */
-	if (!no_stray_arguments("keys", optind + (strcmp(sub, "revoke") == 0), argc, argv,
-				usage_keys))
-		return 2;
-	if (strcmp(sub, "create") == 0) {
-		acct_error err;
-
-		if (!role_name || srv_role_from_name(role_name, &role) < 0) {
-			fprintf(stderr, "dpgate keys create: --role must be admin, analyst or viewer\n");
-			goto out;
-		}
-		/* No --datasets is no scope at all, as an absent "datasets". */
-		if (datasets) {
-			char *copy = strdup(datasets), *save = NULL;
-
-			scope = json_array();
-			if (!copy || !scope) {
-				free(copy);
-				rc = 1;
-				goto out;
-			}
-			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-				json_array_append_new(scope, json_string(t));
-			free(copy);
-		}
-		/* POST /v1/keys's checks, before the database is opened or made. */
-		acct_error_init(&err);
-		if (srv_keys_check(role, scope, note, &err) < 0) {
-			fprintf(stderr, "dpgate keys create: %s: %s\n",
-				strcmp(err.where, "/note") == 0 ? "--note" : "--datasets", err.text);
-			goto out;
-		}
-	}
-	if (strcmp(sub, "create") != 0 && !database_exists("keys", db_path))
-		return 2;
-	if (open_store(db_path, 1, &store) < 0) {
-		rc = 1;
-		goto out;
-	}
-	db = srv_store_acquire(store);
-	cli_actor(actor, sizeof(actor));
-	if (strcmp(sub, "create") == 0) {
-		char key_text[SRV_KEY_TEXT_BYTES], key_id[2 * SRV_KEY_ID_BYTES + 1];
-		int64_t existing = 0;
-		int made;
-
-		if (if_none && srv_keys_count(db, role, &existing) == SRV_OK && existing > 0) {
-			fprintf(stderr, "dpgate keys: a %s key exists already; none created\n", role_name);
-			rc = 0;
-			goto out;
-		}
-		made = srv_keys_create(db, role, scope, note, actor, key_text, key_id);
-		if (made != SRV_OK) {
-			fprintf(stderr, "dpgate keys create: %s\n",
-				made == SRV_NO_RANDOM ? "no secure randomness is available" :
-							"cannot write the key");
-			rc = 1;
-			goto out;
-		}
-		fprintf(stderr, "dpgate: created %s key %s; it is shown once:\n", role_name, key_id);
-		printf("%s\n", key_text);
-		sodium_memzero(key_text, sizeof(key_text));
-		rc = 0;
-	} else if (strcmp(sub, "list") == 0) {
-		json_t *arr = NULL;
-
-		if (srv_keys_list(db, &arr) != SRV_OK) {
-			rc = 1;
-			goto out;
-		}
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		printf("\n");
-		json_decref(arr);
-		rc = 0;
-	} else if (strcmp(sub, "revoke") == 0) {
-		if (optind >= argc) {
-			fprintf(stderr, "dpgate keys revoke: KEY_ID is required\n");
-			goto out;
-		}
-		rc = srv_keys_revoke(db, argv[optind], actor);
-		if (rc == SRV_NOT_FOUND) {
-			fprintf(stderr, "dpgate keys revoke: no such key\n");
-		} else if (rc == SRV_OK) {
-			/* Running servers flush their key caches on this. */
-			if (srv_keys_touch_stamp(db_path) < 0)
-				fprintf(stderr, "dpgate keys revoke: cannot write %s-keys; restart running "
-						"servers for the revocation to take effect\n", db_path);
-			printf("revoked %s\n", argv[optind]);
-		}
-		rc = rc == SRV_OK ? 0 : 1;
-	} else {
-		fputs(usage_keys, stderr);
-	}
-out:
-	json_decref(scope);
-	srv_store_release(store, db);
-	srv_store_close(store);
-	return rc;
-}
-
-static json_t *read_json_input(const char *path, acct_error *err)
-{
-	FILE *f = (!path || strcmp(path, "-") == 0) ? stdin : fopen(path, "rb");
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	json_t *j = NULL;
-
-	if (!f) {
-		acct_error_set(err, ACCT_EINVAL, "", "cannot open %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	for (;;) {
-		size_t n;
-
-		if (len + 4096 + 1 > cap) {
-			char *nb;
-
-			cap = cap ? cap * 2 : 8192;
-			if (cap > DPG_MAX_BODY_BYTES + 8192) {
-				acct_error_set(err, ACCT_EINVAL, "", "input larger than %u bytes",
-					       DPG_MAX_BODY_BYTES);
-				goto out;
-			}
-			nb = realloc(buf, cap);
-			if (!nb)
-				goto out;
-			buf = nb;
-		}
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-		if (n == 0)
-			break;
-	}
-	j = srv_parse_body(buf ? buf : "", len, err);
-out:
-	if (f != stdin)
-		fclose(f);
-	free(buf);
-	return j;
-}
-
-/*
- * Reads the number option `--option` of command `cmd` into a new JSON real:
- * the whole text must be a finite decimal (strtod syntax, no hex or
- * infinities).  Returns the JSON value, or NULL after a message on stderr;
- * the route's own checks judge the range.
- */
-static json_t *number_option(const char *cmd, const char *option, const char *text)
-{
-	char *end;
-	double x;
-
-	errno = 0;
-	x = strtod(text, &end);
-	if (end == text || *end != '\0' || !isfinite(x) || errno == ERANGE ||
-	    strpbrk(text, "xX") != NULL) {
-		fprintf(stderr, "dpgate %s: --%s must be a finite number, not '%s'\n", cmd, option,
-			text);
-		return NULL;
-	}
-	return json_real(x);
-}
-
-static void print_stateless_usage(FILE *f, const struct stateless_cmd *cmd)
-{
-	fprintf(f, usage_stateless, cmd->name, cmd->route, cmd->example, cmd->name);
-}
-
-static int cmd_stateless(const struct stateless_cmd *cmd, int argc, char **argv)
-{
-	const char *name = cmd->name;
-	static const struct option opts[] = {
-		{"delta", required_argument, NULL, 'd'},
-		{"epsilon", required_argument, NULL, 'e'},
-		{"accountant", required_argument, NULL, 'a'},
-		{"neighbor", required_argument, NULL, 'n'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *accountant = NULL, *neighbor = NULL;
-	acct_error err;
-	json_t *body = NULL, *answer = NULL, *delta = NULL, *epsilon = NULL;
-	int c, rc = 2;
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd':
-			json_decref(delta);
-			if (!(delta = number_option(name, "delta", optarg)))
-				goto out;
-			break;
-		case 'e':
-			json_decref(epsilon);
-			if (!(epsilon = number_option(name, "epsilon", optarg)))
-				goto out;
-			break;
-		case 'a': accountant = optarg; break;
-		case 'n': neighbor = optarg; break;
-		case 'h': print_stateless_usage(stdout, cmd); rc = 0; goto out;
-		default: print_stateless_usage(stderr, cmd); goto out;
-		}
-	}
-	/* At most one FILE. */
-	if (optind + 1 < argc) {
-		fprintf(stderr, "dpgate %s: unexpected argument '%s'\n", name, argv[optind + 1]);
-		print_stateless_usage(stderr, cmd);
-		goto out;
-	}
-	acct_error_init(&err);
-	body = read_json_input(optind < argc ? argv[optind] : NULL, &err);
-	if (!body) {
-		fprintf(stderr, "dpgate %s: %s%s%s\n", name, err.text, err.where[0] ? " at " : "",
-			err.where);
-		goto out;
-	}
-	/* Options fill in missing keys; numbers are passed as JSON numbers. */
-	if (delta && !json_object_get(body, "delta"))
-		json_object_set(body, "delta", delta);
-	if (epsilon && !json_object_get(body, "epsilon"))
-		json_object_set(body, "epsilon", epsilon);
-	if (accountant && !json_object_get(body, "accountant"))
-		json_object_set_new(body, "accountant", json_string(accountant));
-	if (neighbor && !json_object_get(body, "neighbor"))
-		json_object_set_new(body, "neighbor", json_string(neighbor));
-	rc = cmd->fn(body, &answer, &err);
-	if (rc < 0 || !answer) {
-		fprintf(stderr, "dpgate %s: %s%s%s\n", name, err.text, err.where[0] ? " at " : "",
-			err.where);
-		rc = err.code == ACCT_EINVAL ? 2 : 1;
-		goto out;
-	}
-	{
-		char *text = srv_json_dump(answer);
-
-		if (text)
-			printf("%s\n", text);
-		free(text);
-	}
-	rc = 0;
-out:
-	json_decref(answer);
-	json_decref(body);
-	json_decref(delta);
-	json_decref(epsilon);
-	return rc;
-}
-
-/*
- * Replays the ledger of the dpgate database at path (srv_store_verify, on a
- * read-only store): SRV_OK or SRV_CONFLICT with the report in *ret_report,
- * or -1 after a message on stderr naming cmd.
- */
-static int verify_file(const char *cmd, const char *path, json_t **ret_report)
-{
-	srv_store *store = NULL;
-	char errbuf[512];
-	srv_db *db;
-	int rc;
-
-	if (srv_store_open_read_only(path, &store, errbuf, sizeof(errbuf)) < 0) {
-		fprintf(stderr, "dpgate %s: %s\n", cmd, errbuf);
-		return -1;
-	}
-	db = srv_store_acquire(store);
-	rc = srv_store_verify(db, ret_report);
-	srv_store_release(store, db);
-	srv_store_close(store);
-	if (rc == SRV_DB_ERROR) {
-		fprintf(stderr, "dpgate %s: cannot read the ledger of %s\n", cmd, path);
-		return -1;
-	}
-	return rc;
-}
-
-static int cmd_verify(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *db_path = NULL;
-	json_t *report = NULL;
-	int c, rc;
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': db_path = optarg; break;
-		case 'h': fputs(usage_verify, stdout); return 0;
-		default: fputs(usage_verify, stderr); return 2;
-		}
-	}
-	if (!db_path || !no_stray_arguments("verify", optind, argc, argv, usage_verify)) {
-		if (!db_path)
-			fputs(usage_verify, stderr);
-		return 2;
-	}
-	/* Read-only: no migration, nothing created, no checkpoint. */
-	if (!database_exists("verify", db_path))
-		return 2;
-	rc = verify_file("verify", db_path, &report);
-	if (rc < 0)
-		return 2;
-	json_dumpf(report, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-	printf("\n");
-	json_decref(report);
-	return rc == SRV_OK ? 0 : 1;
-}
-
-/* The directory part of path ("." when it has none), in buf. */
-static void dir_of(const char *path, char *buf, size_t size)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (!slash)
-		snprintf(buf, size, ".");
-	else if (slash == path)
-		snprintf(buf, size, "/");
-	else
-		snprintf(buf, size, "%.*s", (int)(slash - path), path);
-}
-
-/*
- * Gives the finished copy tmp the name out without ever replacing a file
- * that appeared there meanwhile: renameat2 with RENAME_NOREPLACE, or, where
- * the filesystem lacks it, a hard link (which fails on an existing name)
- * and the temporary name removed.  0, or -1 with errno set.
- */
-static int name_without_replacing(const char *tmp, const char *out)
-{
-	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
-		return -1;
-	if (link(tmp, out) < 0)
-		return -1;
-	unlink(tmp);
-	return 0;
-}
-
-static int cmd_backup(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"to", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *db_path = NULL, *out_path = NULL, *base;
-	char dir[PATH_MAX], tmp[PATH_MAX + 64], errbuf[512];
-	json_t *report = NULL, *out = NULL;
-	struct stat st;
-	int64_t version = 0;
-	bool current = false;
-	int c, fd = -1, rc = 2, vrc;
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': db_path = optarg; break;
-		case 't': out_path = optarg; break;
-		case 'h': fputs(usage_backup, stdout); return 0;
-		default: fputs(usage_backup, stderr); return 2;
-		}
-	}
-	if (!db_path || !out_path || !no_stray_arguments("backup", optind, argc, argv, usage_backup)) {
-		if (!db_path || !out_path)
-			fputs(usage_backup, stderr);
-		return 2;
-	}
-	if (!database_exists("backup", db_path))
-		return 2;
-	if (lstat(out_path, &st) == 0) {
-		fprintf(stderr, "dpgate backup: %s exists; a backup never replaces a file\n",
-			out_path);
-		return 2;
-	}
-	if (errno != ENOENT) {
-		fprintf(stderr, "dpgate backup: %s: %s\n", out_path, strerror(errno));
-		return 2;
-	}
-	base = strrchr(out_path, '/') ? strrchr(out_path, '/') + 1 : out_path;
-	if (!*base || strlen(out_path) >= sizeof(dir)) {
-		fprintf(stderr, "dpgate backup: --to must name a file\n");
-		return 2;
-	}
-	dir_of(out_path, dir, sizeof(dir));
-	snprintf(tmp, sizeof(tmp), "%s/.%s.partial-XXXXXX", dir, base);
-	fd = mkstemp(tmp); /* mode 0600: the copy holds the ledger and key hashes */
-	if (fd < 0) {
-		fprintf(stderr, "dpgate backup: cannot create a file in %s: %s\n", dir,
-			strerror(errno));
-		return 2;
-	}
-	if (srv_store_backup(db_path, tmp, &version, &current, errbuf, sizeof(errbuf)) < 0) {
-		fprintf(stderr, "dpgate backup: %s\n", errbuf);
-		goto out;
-	}
-	if (fsync(fd) < 0 || fstat(fd, &st) < 0) {
-		fprintf(stderr, "dpgate backup: cannot sync %s: %s\n", tmp, strerror(errno));
-		goto out;
-	}
-	if (current) {
-		/* The copy is a plain (rollback-journal) file: opened read-only
-		 * it gains no side files. */
-		vrc = verify_file("backup", tmp, &report);
-		if (vrc < 0)
-			goto out;
-		out = json_pack("{s:s, s:s, s:I, s:I, s:o}", "backup", out_path, "source", db_path,
-				"bytes", (json_int_t)st.st_size, "schema_version",
-				(json_int_t)version, "verify", report);
-	} else {
-		/* Another dpgate version's schema (a backup before an upgrade):
-		 * copied as it is, not replayed by this binary. */
-		vrc = SRV_OK;
-		snprintf(errbuf, sizeof(errbuf),
-			 "schema version %lld is not this dpgate's (%ld): copied, not replayed",
-			 (long long)version, srv_store_known_schema_version());
-		out = json_pack("{s:s, s:s, s:I, s:I, s:n, s:s}", "backup", out_path, "source",
-				db_path, "bytes", (json_int_t)st.st_size, "schema_version",
-				(json_int_t)version, "verify", "note", errbuf);
-	}
-	if (!out) {
-		fprintf(stderr, "dpgate backup: out of memory\n");
-		goto out;
-	}
-	if (name_without_replacing(tmp, out_path) < 0) {
-		fprintf(stderr, "dpgate backup: cannot name the copy %s: %s\n", out_path,
-			errno == EEXIST ? "a file of that name appeared meanwhile" : strerror(errno));
-		goto out;
-	}
-	tmp[0] = '\0'; /* named: nothing to remove */
-	if (srv_fsync_dir(dir) < 0) {
-		/* The name may not survive a crash: no copy rather than one
-		 * that might vanish. */
-		fprintf(stderr, "dpgate backup: cannot sync %s: %s\n", dir, strerror(errno));
-		unlink(out_path);
-		goto out;
-	}
-	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-	printf("\n");
-	rc = vrc == SRV_OK ? 0 : 1;
-out:
-	if (fd >= 0)
-		close(fd);
-	if (rc == 2 && tmp[0])
-		unlink(tmp);
-	json_decref(out);
-	return rc;
-}
-
-static int cmd_routes(int argc, char **argv)
-{
-	if (argc > 1) {
-		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
-
-		fputs("usage: dpgate routes\n\nPrints every HTTP route, one \"METHOD pattern\" a line,"
-		      " as the\nserver's router holds them (the OpenAPI spec lists the same).\n",
-		      help ? stdout : stderr);
-		return help ? 0 : 2;
-	}
-	for (size_t i = 0; i < srv_routes_count; i++)
-		printf("%s %s\n", srv_routes[i].method, srv_routes[i].pattern);
-	return 0;
-}
-
 /* "dpgate " and a command name of up to 48 bytes. */
 #define PROG_NAME_BYTES 64
 
-/* The commands other than the stateless ones, by name. */
+/* The commands other than the stateless ones, by name (cli.h). */
 static const struct {
 	const char *name;
 	int (*run)(int argc, char **argv);
 } commands[] = {
 	{"serve", cmd_serve},
-	{"keys", cmd_keys},
+	{"keys", cli_keys_main},
 	{"check", srv_check_main},
-	{"verify", cmd_verify},
-	{"backup", cmd_backup},
-	{"routes", cmd_routes},
+	{"verify", cli_verify_main},
+	{"backup", cli_backup_main},
+	{"routes", cli_routes_main},
 };
 
 /*
@@ -1094,15 +424,15 @@ static const struct {
  */
 static int run_command(const char *cmd, int argc, char **argv, char *prog)
 {
+	const cli_stateless_cmd *stateless;
+
 	snprintf(prog, PROG_NAME_BYTES, "dpgate %.48s", cmd);
 	argv[0] = prog;
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(cmd, commands[i].name) == 0)
 			return commands[i].run(argc, argv);
-	for (size_t i = 0; i < sizeof(stateless_cmds) / sizeof(stateless_cmds[0]); i++)
-		if (strcmp(cmd, stateless_cmds[i].name) == 0)
-			return cmd_stateless(&stateless_cmds[i], argc, argv);
-	return -1;
+	stateless = cli_stateless_find(cmd);
+	return stateless ? cli_stateless_main(stateless, argc, argv) : -1;
 }
 
 int main(int argc, char **argv)
@@ -1125,17 +455,17 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (argc < 2) {
-		fputs(usage_top, stderr);
+		cli_help_print(stderr);
 		return 2;
 	}
 	cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
 	    (strcmp(cmd, "help") == 0 && argc == 2)) {
-		fputs(usage_top, stdout);
+		cli_help_print(stdout);
 		return 0;
 	}
 	if (strcmp(cmd, "--version") == 0) {
-		printf("dpgate 0.1.0\n");
+		cli_help_version();
 		return 0;
 	}
 	/* `dpgate help CMD` is `dpgate CMD --help`. */
@@ -1147,12 +477,16 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		rc = run_command(argv[2], 2, help_argv, prog);
-		if (rc < 0)
-			fprintf(stderr, "dpgate help: unknown command '%s'\n\n%s", argv[2], usage_top);
+		if (rc < 0) {
+			fprintf(stderr, "dpgate help: unknown command '%s'\n\n", argv[2]);
+			cli_help_print(stderr);
+		}
 		return rc < 0 ? 2 : rc;
 	}
 	rc = run_command(cmd, argc - 1, argv + 1, prog);
-	if (rc < 0)
-		fprintf(stderr, "dpgate: unknown command '%s'\n\n%s", cmd, usage_top);
+	if (rc < 0) {
+		fprintf(stderr, "dpgate: unknown command '%s'\n\n", cmd);
+		cli_help_print(stderr);
+	}
 	return rc < 0 ? 2 : rc;
 }

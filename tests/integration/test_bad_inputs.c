@@ -847,3 +847,83 @@ Test(cli, check_prices_a_datasets_own_filter_orders)
 	cr_assert_eq(rc, 2, "%s", out);
 	cr_assert(strstr(out, "/datasets/0/filter_orders"), "%s", out);
 }
+
+/*
+ * A bad planned release after one its basic ledger refuses (no delta
+ * share) is named at its own pointer: the refusal's pointer to
+ * "delta_share" once replaced the "planned" one that later releases are
+ * named by.
+ */
+Test(cli, check_names_a_bad_release_after_a_refused_one)
+{
+	static const char policy[] =
+		"{\"datasets\":[{\"id\":\"d\",\"budget\":{\"epsilon\":1,\"delta\":1e-5},"
+		"\"accountant\":\"basic\",\"planned\":[{\"event\":{\"type\":\"gaussian\","
+		"\"noise_multiplier\":1}},{\"x\":1}]}]}";
+	char path[400], err[8192];
+	int rc;
+
+	temp_file(path, sizeof(path), "policy.json", policy);
+	rc = cli(err, sizeof(err), true, (const char *const[]){"check", path, NULL});
+	remove_temp_file(path);
+	cr_assert_eq(rc, 2, "%s", err);
+	cr_assert(strstr(err, "dpgate check: bad policy at /datasets/0/planned/1/x: "), "%s", err);
+}
+
+/* The value after `key` in text (up to a quote, a space or a line end),
+ * into buf; asserts it is there. */
+static void value_after(const char *text, const char *key, char *buf, size_t size,
+			const char *what)
+{
+	const char *at = strstr(text, key);
+	size_t n;
+
+	cr_assert_not_null(at, "no %s in %s", key, what);
+	at += strlen(key);
+	n = strcspn(at, "' \n");
+	cr_assert(n > 0 && n < size, "bad %s in %s", key, what);
+	memcpy(buf, at, n);
+	buf[n] = '\0';
+}
+
+/*
+ * The version has one source, meson.build's project(): `dpgate --version`
+ * prints it, and the served spec's info.version says the same.
+ */
+Test(cli, version_is_the_meson_projects_everywhere, .timeout = 60)
+{
+	const char *root = getenv("DPGATE_SOURCE_ROOT");
+	char path[512], want[64], got[64], out[256], line[96];
+	char *meson, *info;
+	dpg_server srv;
+	dpg_resp r;
+	FILE *f;
+	long size;
+
+	cr_assert_not_null(root, "DPGATE_SOURCE_ROOT is not set (run through meson test)");
+	snprintf(path, sizeof(path), "%s/meson.build", root);
+	f = fopen(path, "rb");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert(fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0);
+	rewind(f);
+	meson = calloc((size_t)size + 1, 1);
+	cr_assert(meson && fread(meson, 1, (size_t)size, f) == (size_t)size);
+	fclose(f);
+	cr_assert_not_null(strstr(meson, "project('dpgate'"), "%s", path);
+	value_after(strstr(meson, "project('dpgate'"), "version : '", want, sizeof(want), path);
+	free(meson);
+
+	cr_assert_eq(cli(out, sizeof(out), false, (const char *const[]){"--version", NULL}), 0);
+	snprintf(line, sizeof(line), "dpgate %s\n", want);
+	cr_assert_str_eq(out, line, "dpgate --version");
+
+	dpg_server_start(&srv);
+	cr_assert_eq(dpg_http(&srv, "GET", "/v1/openapi.yaml", NULL, NULL, 0, NULL, &r), 0);
+	cr_assert_eq(r.status, 200);
+	info = strstr(r.body, "\ninfo:\n");
+	cr_assert_not_null(info, "the served spec has no info block");
+	value_after(info, "\n  version: ", got, sizeof(got), "the served spec's info");
+	cr_assert_str_eq(got, want, "served info.version %s, meson.build %s", got, want);
+	dpg_resp_free(&r);
+	dpg_server_destroy(&srv);
+}

@@ -1,0 +1,75 @@
+/*
+ * cli.h: the dpgate commands other than `serve`, one file each.
+ *
+ * Every command takes the arguments after `dpgate` (argv[0] is "dpgate
+ * CMD", so that getopt's own messages name the command) and returns the
+ * process exit status: 0 success, 1 a failure the command reports (a
+ * ledger that does not verify, a key that cannot be written), 2 bad usage
+ * or bad input.  Messages go to stderr and start "dpgate CMD:"; results go
+ * to stdout.  `dpgate check` lives in cli/check.c as srv_check_main
+ * (srv_stateless.h), which the accountant's tests call directly.
+ */
+#ifndef CLI_H
+#define CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "srv.h"
+
+/* cli/help.c: `dpgate --help` and `dpgate --version`. */
+void cli_help_print(FILE *f);
+void cli_help_version(void);
+
+/* cli/keys.c: `dpgate keys create|list|revoke --db FILE ...`. */
+int cli_keys_main(int argc, char **argv);
+
+/* cli/verify.c: `dpgate verify --db FILE`. */
+int cli_verify_main(int argc, char **argv);
+
+/*
+ * Replays the ledger of the dpgate database at path (srv_store_verify, on a
+ * read-only store): SRV_OK or SRV_CONFLICT with the report in *ret_report
+ * (caller owns it), or -1 after a message on stderr naming cmd.
+ */
+int cli_verify_file(const char *cmd, const char *path, json_t **ret_report);
+
+/* cli/backup.c: `dpgate backup --db FILE --to OUT`. */
+int cli_backup_main(int argc, char **argv);
+
+/* cli/routes.c: `dpgate routes`. */
+int cli_routes_main(int argc, char **argv);
+
+/*
+ * cli/stateless.c: the commands that answer one stateless route (epsilon,
+ * delta, calibrate, ...) from a JSON body.  cli_stateless_find returns the
+ * command called `name`, or NULL; cli_stateless_main runs it.
+ */
+typedef struct cli_stateless_cmd cli_stateless_cmd;
+const cli_stateless_cmd *cli_stateless_find(const char *name);
+int cli_stateless_main(const cli_stateless_cmd *cmd, int argc, char **argv);
+
+/* cli/args.c: argument helpers shared by the commands. */
+
+/* True when an argument after argv[0] is --help or -h. */
+bool cli_args_wants_help(int argc, char **argv);
+
+/* Refuses positional arguments left after the options (getopt moved them to
+ * argv[first..argc)): prints the usage on stderr.  Returns true when there
+ * were none. */
+bool cli_args_no_stray(const char *cmd, int first, int argc, char **argv, const char *usage);
+
+/* cli/db.c: opening the database of a command. */
+
+/* Opens (creates and migrates if needed) the store at db_path with `pool`
+ * connections into *ret.  0, or -1 after a message on stderr. */
+int cli_db_open(const char *db_path, unsigned pool, srv_store **ret);
+
+/* True when db_path is a regular file; false after a message naming cmd.
+ * Commands that only read or change an existing ledger must not create an
+ * empty one at a mistyped path (and then report on it). */
+bool cli_db_exists(const char *cmd, const char *db_path);
+
+#endif
