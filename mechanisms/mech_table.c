@@ -877,19 +877,13 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, double q,
-			double lo, double hi, double epsilon, double *ret, acct_event **ret_event,
-			acct_error *err)
+/* The checks a quantile makes before it touches the data; sets *ret_col. */
+static int quantile_check(const mech_table *t, const char *column, double q, double lo,
+			  double hi, double epsilon, const struct column **ret_col, acct_error *err)
 {
-	const struct column *c = NULL;
-	const double grid_points = (double)QUANTILE_GRID_POINTS, width = hi - lo;
-	double *scores = NULL, centre;
-	uint64_t *a = NULL, u;
-	size_t *which = NULL, n = t->rows, m = 0, pick;
-	acct_event *ev = NULL;
 	int rc;
 
-	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
+	if ((rc = find_column(t, column, MECH_COL_NUMERIC, ret_col, err)) < 0 ||
 	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
 		return rc;
 	/* The grid's width: finite, so every grid point is. */
@@ -907,10 +901,83 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 	if (!(epsilon >= QUANTILE_MIN_EPSILON))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be at least %g for a quantile",
 				      QUANTILE_MIN_EPSILON);
-	if (n + 1 > DPG_MAX_VECTOR_LEN)
+	if (t->rows + 1 > DPG_MAX_VECTOR_LEN)
 		return acct_error_set(err, ACCT_EINVAL, "/column",
 				      "quantiles are limited to tables of %d rows",
 				      DPG_MAX_VECTOR_LEN - 1);
+	return 0;
+}
+
+/* Fills a[0 .. n + 1] with 0, the sorted grid indexes a(x) of the n rows
+ * clamped to [lo, hi], and M. */
+static void quantile_grid_indexes(const struct column *c, size_t n, double lo, double hi,
+				  uint64_t *a)
+{
+	const double grid_points = (double)QUANTILE_GRID_POINTS, width = hi - lo;
+
+	a[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		double x = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
+		double pos = ceil(ldexp((x - lo) / width, QUANTILE_GRID_BITS));
+
+		a[i + 1] = pos <= 0 ? 0 : pos >= grid_points ? (uint64_t)grid_points : (uint64_t)pos;
+	}
+	a[n + 1] = (uint64_t)grid_points;
+	qsort(a + 1, n, sizeof(uint64_t), cmp_u64);
+}
+
+/* The score of each non-empty interval i between a[i] and a[i + 1]:
+ * -|i - c| + (2 / eps) log(count).  Writes the scores and their intervals'
+ * indexes to scores and which; returns how many. */
+static size_t quantile_scores(const uint64_t *a, size_t n, double q, double epsilon,
+			      double *scores, size_t *which)
+{
+	double centre = ldexp(nearbyint(ldexp(q * (double)n, 20)), -20);
+	size_t m = 0;
+
+	for (size_t i = 0; i <= n; i++) {
+		uint64_t count = a[i + 1] - a[i];
+
+		if (count > 0) {
+			scores[m] = -fabs((double)i - centre) + (2.0 / epsilon) * log((double)count);
+			which[m++] = i;
+		}
+	}
+	return m;
+}
+
+/* Draws a uniform grid index in [a_lo, a_hi) and writes its point in
+ * [lo, hi] to *ret. */
+static int quantile_point(mech_rng *rng, uint64_t a_lo, uint64_t a_hi, double lo, double hi,
+			  double *ret, acct_error *err)
+{
+	uint64_t u, j;
+	double y;
+	int rc;
+
+	rc = mech_rng_uint_below(rng, a_hi - a_lo, &u);
+	if (rc < 0)
+		return acct_error_set(err, rc, "", "random number generator failed");
+	j = a_lo + u;
+	y = lo + (hi - lo) * ldexp((double)j, -QUANTILE_GRID_BITS);
+	*ret = j >= QUANTILE_GRID_POINTS - 1 ? hi : y < lo ? lo : y > hi ? hi : y;
+	return 0;
+}
+
+int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, double q,
+			double lo, double hi, double epsilon, double *ret, acct_event **ret_event,
+			acct_error *err)
+{
+	const struct column *c = NULL;
+	double *scores = NULL;
+	uint64_t *a = NULL;
+	size_t *which = NULL, n = t->rows, m, pick;
+	acct_event *ev = NULL;
+	int rc;
+
+	rc = quantile_check(t, column, q, lo, hi, epsilon, &c, err);
+	if (rc < 0)
+		return rc;
 	/*
 	 * Smith 2011's exponential mechanism, on a public grid: the outputs are
 	 * the M + 1 points y_j = lo + (hi - lo) j / M, j = 0 .. M (M = 2^32),
@@ -934,24 +1001,8 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	a[0] = 0;
-	for (size_t i = 0; i < n; i++) {
-		double x = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
-		double pos = ceil(ldexp((x - lo) / width, QUANTILE_GRID_BITS));
-
-		a[i + 1] = pos <= 0 ? 0 : pos >= grid_points ? (uint64_t)grid_points : (uint64_t)pos;
-	}
-	a[n + 1] = (uint64_t)grid_points;
-	qsort(a + 1, n, sizeof(uint64_t), cmp_u64);
-	centre = ldexp(nearbyint(ldexp(q * (double)n, 20)), -20);
-	for (size_t i = 0; i <= n; i++) {
-		uint64_t count = a[i + 1] - a[i];
-
-		if (count > 0) {
-			scores[m] = -fabs((double)i - centre) + (2.0 / epsilon) * log((double)count);
-			which[m++] = i;
-		}
-	}
+	quantile_grid_indexes(c, n, lo, hi, a);
+	m = quantile_scores(a, n, q, epsilon, scores, which);
 	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
 	if (rc < 0)
 		goto out;
@@ -962,17 +1013,9 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 	ev->u.exponential_mechanism.epsilon = acct_add_up(
 		ev->u.exponential_mechanism.epsilon,
 		ldexp(acct_add_up(acct_mul_up(epsilon, (double)(n + 1)), 512.0), -50));
-	rc = mech_rng_uint_below(rng, a[which[pick] + 1] - a[which[pick]], &u);
-	if (rc < 0) {
-		rc = acct_error_set(err, rc, "", "random number generator failed");
+	rc = quantile_point(rng, a[which[pick]], a[which[pick] + 1], lo, hi, ret, err);
+	if (rc < 0)
 		goto out;
-	}
-	{
-		uint64_t j = a[which[pick]] + u;
-		double y = lo + width * ldexp((double)j, -QUANTILE_GRID_BITS);
-
-		*ret = j >= QUANTILE_GRID_POINTS - 1 ? hi : y < lo ? lo : y > hi ? hi : y;
-	}
 	*ret_event = ev;
 	ev = NULL;
 out:
