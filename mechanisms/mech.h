@@ -83,7 +83,7 @@ int mech_rng_bernoulli(mech_rng *rng, double p, bool *ret);
 
 /* ==== end randomness ==== */
 
-/* ==== Samplers and mechanisms (issue 4) ==== */
+/* ==== Samplers and mechanisms ==== */
 
 /* ---- Exact samplers (Canonne, Kamath, Steinke 2020) ---- */
 

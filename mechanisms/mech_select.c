@@ -196,12 +196,106 @@ int mech_permute_and_flip(mech_rng *rng, const double *scores, size_t n, double 
 			      ret_event, err);
 }
 
+/*
+ * Report-noisy-max with Laplace noise.  Dwork and Roth 2014, Claim 3.9:
+ * noise Lap(2D/eps) (D/eps for monotone scores) makes the argmax eps-DP.
+ * Run on the grid with discrete Laplace noise; the claim's threshold
+ * argument holds for integer noise with ties broken to the lowest index,
+ * since Pr[Z >= k + m] >= e^{-a m} Pr[Z >= k] for the discrete Laplace of
+ * parameter a.  The integer score sensitivity is ceil(D / g); epsilon_eff
+ * = (2 or 1) a ceil(D / g).
+ */
+static int rnm_laplace(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+		       double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
+		       acct_error *err)
+{
+	uint64_t num, den;
+	int shift, rc;
+	double dz, a, eps;
+	__int128 best = 0;
+	size_t arg = 0;
+	acct_event *ev;
+
+	rc = check_scores(scores, n, sensitivity, epsilon, err);
+	if (rc < 0)
+		return rc;
+	if (mech__laplace_grid((monotone ? 1.0 : 2.0) * sensitivity / epsilon, &shift, &num,
+			       &den) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
+	dz = ceil(ldexp(sensitivity, shift));
+	for (size_t i = 0; i < n; i++) {
+		double k = floor(ldexp(scores[i], shift));
+		int64_t z;
+		__int128 v;
+
+		if (!(fabs(k) < 0x1p120)) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/scores/%zu", i);
+			return acct_error_set(err, ACCT_EINVAL, where, "too large for the noise scale");
+		}
+		rc = mech_sample_discrete_laplace(rng, num, den, &z);
+		if (rc < 0)
+			return acct_error_set(err, rc, "", "noise sampling failed");
+		v = (__int128)k + z;
+		if (i == 0 || v > best) {
+			best = v;
+			arg = i;
+		}
+	}
+	a = (double)den / (double)num;
+	a = nextafter(a, INFINITY);
+	eps = nextafter(a * dz * (monotone ? 1.0 : 2.0), INFINITY);
+	ev = acct_event_epsilon_delta(eps, 0.0);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	*ret_index = arg;
+	*ret_event = ev;
+	return 0;
+}
+
+/* Report-noisy-max with Gaussian noise.  The argmax of a Gaussian release
+ * of the whole score vector is post-processing of it: the event is that of
+ * the vector release with L2 sensitivity D sqrt(n) (each score moves by at
+ * most D). */
+static int rnm_gaussian(mech_rng *rng, const double *scores, size_t n, double sensitivity,
+			double noise_multiplier, size_t *ret_index, acct_event **ret_event,
+			acct_error *err)
+{
+	double *noisy, l2;
+	size_t arg = 0;
+	int rc;
+
+	if (n < 1 || n > DPG_MAX_VECTOR_LEN)
+		return acct_error_set(err, ACCT_EINVAL, "/scores", "need 1 to %d scores",
+				      DPG_MAX_VECTOR_LEN);
+	if (!(isfinite(sensitivity) && sensitivity > 0))
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity", "must be finite and > 0");
+	noisy = malloc(n * sizeof(*noisy));
+	if (!noisy)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	l2 = n == 1 ? sensitivity : nextafter(sensitivity * sqrt((double)n), INFINITY);
+	rc = mech_gaussian(rng, scores, n, l2, noise_multiplier, noisy, ret_event, err);
+	if (rc == 0) {
+		for (size_t i = 1; i < n; i++)
+			if (noisy[i] > noisy[arg])
+				arg = i;
+		*ret_index = arg;
+	} else if (err && err->where[0] && !strncmp(err->where, "/values", 7)) {
+		/* Name the field as the caller knows it. */
+		char tmp[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(tmp, sizeof(tmp), "/scores%s", err->where + 7);
+		snprintf(err->where, sizeof(err->where), "%s", tmp);
+	}
+	free(noisy);
+	return rc;
+}
+
 int mech_report_noisy_max(mech_rng *rng, const double *scores, size_t n, double sensitivity,
 			  mech_rnm_noise noise, double param, bool monotone, size_t *ret_index,
 			  acct_event **ret_event, acct_error *err)
 {
-	int rc;
-
 	switch (noise) {
 	case MECH_RNM_GUMBEL:
 		/* argmax_i (u_i + Gumbel(2D/eps)) has exactly the exponential
@@ -210,92 +304,11 @@ int mech_report_noisy_max(mech_rng *rng, const double *scores, size_t n, double 
 		 * only the index leaves; the event is the EM's. */
 		return mech_exponential(rng, scores, n, sensitivity, param, monotone, ret_index,
 					ret_event, err);
-	case MECH_RNM_LAPLACE: {
-		/* Dwork and Roth 2014, Claim 3.9: noise Lap(2D/eps) (D/eps for
-		 * monotone scores) makes the argmax eps-DP.  Run on the grid
-		 * with discrete Laplace noise; the claim's threshold argument
-		 * holds for integer noise with ties broken to the lowest index,
-		 * since Pr[Z >= k + m] >= e^{-a m} Pr[Z >= k] for the discrete
-		 * Laplace of parameter a.  The integer score sensitivity is
-		 * ceil(D / g); epsilon_eff = (2 or 1) a ceil(D / g). */
-		uint64_t num, den;
-		int shift;
-		double dz, a, eps;
-		__int128 best = 0;
-		size_t arg = 0;
-		acct_event *ev;
-
-		rc = check_scores(scores, n, sensitivity, param, err);
-		if (rc < 0)
-			return rc;
-		if (mech__laplace_grid((monotone ? 1.0 : 2.0) * sensitivity / param, &shift, &num,
-				       &den) < 0)
-			return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
-		dz = ceil(ldexp(sensitivity, shift));
-		for (size_t i = 0; i < n; i++) {
-			double k = floor(ldexp(scores[i], shift));
-			int64_t z;
-			__int128 v;
-
-			if (!(fabs(k) < 0x1p120)) {
-				char where[ACCT_ERROR_WHERE_BYTES];
-
-				snprintf(where, sizeof(where), "/scores/%zu", i);
-				return acct_error_set(err, ACCT_EINVAL, where,
-						      "too large for the noise scale");
-			}
-			rc = mech_sample_discrete_laplace(rng, num, den, &z);
-			if (rc < 0)
-				return acct_error_set(err, rc, "", "noise sampling failed");
-			v = (__int128)k + z;
-			if (i == 0 || v > best) {
-				best = v;
-				arg = i;
-			}
-		}
-		a = (double)den / (double)num;
-		a = nextafter(a, INFINITY);
-		eps = nextafter(a * dz * (monotone ? 1.0 : 2.0), INFINITY);
-		ev = acct_event_epsilon_delta(eps, 0.0);
-		if (!ev)
-			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		*ret_index = arg;
-		*ret_event = ev;
-		return 0;
-	}
-	case MECH_RNM_GAUSSIAN: {
-		/* The argmax of a Gaussian release of the whole score vector is
-		 * post-processing of it: the event is that of the vector release
-		 * with L2 sensitivity D sqrt(n) (each score moves by at most D). */
-		double *noisy, l2;
-		size_t arg = 0;
-
-		if (n < 1 || n > DPG_MAX_VECTOR_LEN)
-			return acct_error_set(err, ACCT_EINVAL, "/scores", "need 1 to %d scores",
-					      DPG_MAX_VECTOR_LEN);
-		if (!(isfinite(sensitivity) && sensitivity > 0))
-			return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
-					      "must be finite and > 0");
-		noisy = malloc(n * sizeof(*noisy));
-		if (!noisy)
-			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		l2 = n == 1 ? sensitivity : nextafter(sensitivity * sqrt((double)n), INFINITY);
-		rc = mech_gaussian(rng, scores, n, l2, param, noisy, ret_event, err);
-		if (rc == 0) {
-			for (size_t i = 1; i < n; i++)
-				if (noisy[i] > noisy[arg])
-					arg = i;
-			*ret_index = arg;
-		} else if (err && err->where[0] && !strncmp(err->where, "/values", 7)) {
-			/* Name the field as the caller knows it. */
-			char tmp[ACCT_ERROR_WHERE_BYTES];
-
-			snprintf(tmp, sizeof(tmp), "/scores%s", err->where + 7);
-			snprintf(err->where, sizeof(err->where), "%s", tmp);
-		}
-		free(noisy);
-		return rc;
-	}
+	case MECH_RNM_LAPLACE:
+		return rnm_laplace(rng, scores, n, sensitivity, param, monotone, ret_index,
+				   ret_event, err);
+	case MECH_RNM_GAUSSIAN:
+		return rnm_gaussian(rng, scores, n, sensitivity, param, ret_index, ret_event, err);
 	}
 	return acct_error_set(err, ACCT_EINVAL, "/noise", "unknown noise");
 }

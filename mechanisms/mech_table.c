@@ -282,14 +282,254 @@ static bool skip_blank_lines(struct csv *c)
 	}
 }
 
+/* The CSV parser's state between its phases: the tokenizer, the table being
+ * built, each column's decided type, and the last tokenizer result. */
+struct csv_parse {
+	struct csv *c;
+	mech_table *t;
+	bool *is_num;
+	const mech_column_decl *decl;
+	size_t n_decl;
+	int st;
+};
+
+/* Refuses text that is empty, too large, not UTF-8 or holds a NUL byte:
+ * names and categories are sent back in JSON and become C strings. */
+static int csv_check_text(const char *text, size_t len, acct_error *err)
+{
+	const char *nul;
+	size_t bad = len;
+
+	if (!text || len == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is empty");
+	if (len > DPG_MAX_CSV_BYTES)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is larger than %u bytes",
+				      DPG_MAX_CSV_BYTES);
+	nul = memchr(text, '\0', len);
+	if (!acct_utf8_valid(text, len, &bad) || nul) {
+		size_t at = nul && (size_t)(nul - text) < bad ? (size_t)(nul - text) : bad;
+		char where[ACCT_ERROR_WHERE_BYTES];
+		size_t line = 1;
+
+		for (size_t i = 0; i < at; i++)
+			line += text[i] == '\n';
+		snprintf(where, sizeof(where), "/csv/line/%zu", line);
+		return acct_error_set(err, ACCT_EINVAL, where, "line %zu: %s", line,
+				      at == bad ? "not valid UTF-8 text" : "a NUL byte");
+	}
+	return 0;
+}
+
+/* Reads the header row into t->col: at most DPG_MAX_CSV_COLUMNS unique,
+ * non-empty names. */
+static int csv_read_header(struct csv_parse *p, acct_error *err)
+{
+	mech_table *t = p->t;
+	struct csv *c = p->c;
+
+	do {
+		p->st = csv_field(c, err);
+		if (p->st < 0)
+			return p->st;
+		if (t->cols >= DPG_MAX_CSV_COLUMNS)
+			return acct_error_set(err, ACCT_EINVAL, "/csv/line/1",
+					      "line 1: more than %d columns", DPG_MAX_CSV_COLUMNS);
+		if (!c->field[0])
+			return acct_error_set(err, ACCT_EINVAL, "/csv/line/1",
+					      "line 1: column %zu has an empty name", t->cols + 1);
+		for (size_t j = 0; j < t->cols; j++)
+			if (!strcmp(t->col[j].name, c->field))
+				return set_where(err, 1, c->field, "appears twice in the header");
+		t->col[t->cols].name = strdup(c->field);
+		if (!t->col[t->cols].name)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		t->cols++;
+	} while (p->st == FIELD_MORE);
+	return 0;
+}
+
+/* Types the columns from the declared schema, or numeric until the first
+ * pass says otherwise when there is none.  With a schema, every header
+ * column must be declared and every declared column present. */
+static int csv_apply_schema(struct csv_parse *p, acct_error *err)
+{
+	const mech_table *t = p->t;
+
+	for (size_t j = 0; j < t->cols; j++) {
+		size_t k;
+
+		p->is_num[j] = true;
+		if (!p->decl)
+			continue;
+		for (k = 0; k < p->n_decl; k++)
+			if (!strcmp(p->decl[k].name, t->col[j].name))
+				break;
+		if (k == p->n_decl)
+			return set_where(err, 1, t->col[j].name, "is not in the declared schema");
+		p->is_num[j] = p->decl[k].kind == MECH_COL_NUMERIC;
+	}
+	for (size_t k = 0; p->decl && k < p->n_decl; k++) {
+		size_t j;
+
+		for (j = 0; j < t->cols; j++)
+			if (!strcmp(p->decl[k].name, t->col[j].name))
+				break;
+		if (j == t->cols) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/schema/%zu", k);
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "declared column '%.64s' is not in the header",
+					      p->decl[k].name);
+		}
+	}
+	return 0;
+}
+
+/* A first pass over the rows counts them (for allocation and the row limit)
+ * with the same tokenizer as the second, so the two agree on where every
+ * row ends; without a schema it also decides the types: a column is
+ * numeric when every field of it is a finite number.  (The second pass
+ * checks raggedness and the other limits.)  Leaves the tokenizer where it
+ * found it. */
+static int csv_count_rows(struct csv_parse *p, size_t *ret_rows, acct_error *err)
+{
+	struct csv *c = p->c;
+	const char *start = c->p;
+	size_t start_line = c->line, rows = 0;
+	int st = p->st;
+
+	while (st != FIELD_EOF && !skip_blank_lines(c)) {
+		size_t j = 0;
+		double x;
+
+		if (rows >= (size_t)DPG_MAX_CSV_ROWS) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/csv/line/%zu", c->line);
+			return acct_error_set(err, ACCT_EINVAL, where, "line %zu: more than %lld rows",
+					      c->line, (long long)DPG_MAX_CSV_ROWS);
+		}
+		rows++;
+		do {
+			st = csv_field(c, err);
+			if (st < 0)
+				return st;
+			if (!p->decl && j < p->t->cols && p->is_num[j] &&
+			    mech__parse_real(c->field, &x) < 0)
+				p->is_num[j] = false;
+			j++;
+		} while (st == FIELD_MORE);
+	}
+	c->p = start;
+	c->line = start_line;
+	if (rows == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "need a header row and at least one row");
+	*ret_rows = rows;
+	return 0;
+}
+
+/* Allocates each column's storage, of its decided type only. */
+static int csv_alloc_columns(struct csv_parse *p, size_t cap_rows, acct_error *err)
+{
+	for (size_t j = 0; j < p->t->cols; j++) {
+		struct column *col = &p->t->col[j];
+
+		if (p->is_num[j])
+			col->num = malloc(cap_rows * sizeof(double));
+		else
+			col->cat = malloc(cap_rows * sizeof(uint32_t));
+		if (!col->num && !col->cat)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	}
+	return 0;
+}
+
+/* Stores the field just read as row `row` of column j (text line `line`). */
+static int csv_store_field(struct csv_parse *p, size_t j, size_t row, size_t line,
+			   acct_error *err)
+{
+	struct column *col = &p->t->col[j];
+	uint32_t ci = 0;
+	double x;
+	int rc;
+
+	if (p->is_num[j]) {
+		if (mech__parse_real(p->c->field, &x) < 0) {
+			if (p->decl)
+				return set_where(err, line, col->name, "not a finite number");
+			return acct_error_set(err, ACCT_EINTERNAL, "/csv", "type detection disagrees");
+		}
+		col->num[row] = x;
+		return 0;
+	}
+	rc = add_category(col, p->c->field, &ci, err, line);
+	if (rc < 0)
+		return rc;
+	col->cat[row] = ci;
+	return 0;
+}
+
+/* Reads the row that starts at text line `line` as row `row`: exactly as
+ * many fields as the header has. */
+static int csv_read_row(struct csv_parse *p, size_t row, size_t line, acct_error *err)
+{
+	char where[ACCT_ERROR_WHERE_BYTES];
+	size_t j = 0;
+	int rc;
+
+	do {
+		p->st = csv_field(p->c, err);
+		if (p->st < 0)
+			return p->st;
+		if (j >= p->t->cols) {
+			snprintf(where, sizeof(where), "/csv/line/%zu", line);
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "line %zu: more than the header's %zu columns", line,
+					      p->t->cols);
+		}
+		rc = csv_store_field(p, j, row, line, err);
+		if (rc < 0)
+			return rc;
+		j++;
+	} while (p->st == FIELD_MORE);
+	if (j != p->t->cols) {
+		snprintf(where, sizeof(where), "/csv/line/%zu", line);
+		return acct_error_set(err, ACCT_EINVAL, where,
+				      "line %zu: %zu fields, the header has %zu", line, j, p->t->cols);
+	}
+	return 0;
+}
+
+/* The second pass: every data row into the columns; empty lines are not
+ * rows. */
+static int csv_read_rows(struct csv_parse *p, size_t cap_rows, acct_error *err)
+{
+	size_t row = 0;
+	int rc;
+
+	while (p->st != FIELD_EOF) {
+		if (skip_blank_lines(p->c))
+			break;
+		if (row >= cap_rows)
+			return acct_error_set(err, ACCT_EINTERNAL, "/csv", "row count mismatch");
+		rc = csv_read_row(p, row, p->c->line, err);
+		if (rc < 0)
+			return rc;
+		row++;
+	}
+	p->t->rows = row;
+	if (row == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/csv", "no data rows");
+	return 0;
+}
+
 int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *decl,
 			 size_t n_decl, mech_table **ret, acct_error *err)
 {
-	mech_table *t = NULL;
-	struct csv *c = NULL;
-	size_t cap_rows = 0, row = 0;
-	int rc, st;
-	bool *is_num = NULL;
+	struct csv_parse p = { .decl = decl, .n_decl = n_decl };
+	size_t cap_rows = 0;
+	int rc;
 
 	/* A UTF-8 byte-order mark (spreadsheet exports write one) is not part
 	 * of the first column's name. */
@@ -297,247 +537,46 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 		text += 3;
 		len -= 3;
 	}
-	if (!text || len == 0)
-		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is empty");
-	if (len > DPG_MAX_CSV_BYTES)
-		return acct_error_set(err, ACCT_EINVAL, "/csv", "the table is larger than %u bytes",
-				      DPG_MAX_CSV_BYTES);
-	/* Names and categories are sent back in JSON and become C strings. */
-	{
-		const char *nul = memchr(text, '\0', len);
-		size_t bad = len;
-
-		if (!acct_utf8_valid(text, len, &bad) || nul) {
-			size_t at = nul && (size_t)(nul - text) < bad ? (size_t)(nul - text) : bad;
-			char where[ACCT_ERROR_WHERE_BYTES];
-			size_t line = 1;
-
-			for (size_t i = 0; i < at; i++)
-				line += text[i] == '\n';
-			snprintf(where, sizeof(where), "/csv/line/%zu", line);
-			return acct_error_set(err, ACCT_EINVAL, where, "line %zu: %s", line,
-					      at == bad ? "not valid UTF-8 text" : "a NUL byte");
-		}
-	}
-	t = calloc(1, sizeof(*t));
-	c = malloc(sizeof(*c));
-	if (!t || !c) {
+	rc = csv_check_text(text, len, err);
+	if (rc < 0)
+		return rc;
+	p.t = calloc(1, sizeof(*p.t));
+	p.c = malloc(sizeof(*p.c));
+	if (!p.t || !p.c) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto fail;
+		goto out;
 	}
-	c->p = text;
-	c->end = text + len;
-	c->line = 1;
-	/* Header. */
-	t->col = calloc(DPG_MAX_CSV_COLUMNS, sizeof(struct column));
-	if (!t->col) {
+	p.c->p = text;
+	p.c->end = text + len;
+	p.c->line = 1;
+	p.t->col = calloc(DPG_MAX_CSV_COLUMNS, sizeof(struct column));
+	if (!p.t->col) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto fail;
+		goto out;
 	}
-	do {
-		st = csv_field(c, err);
-		if (st < 0) {
-			rc = st;
-			goto fail;
-		}
-		if (t->cols >= DPG_MAX_CSV_COLUMNS) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/csv/line/1",
-					    "line 1: more than %d columns", DPG_MAX_CSV_COLUMNS);
-			goto fail;
-		}
-		if (!c->field[0]) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/csv/line/1",
-					    "line 1: column %zu has an empty name", t->cols + 1);
-			goto fail;
-		}
-		for (size_t j = 0; j < t->cols; j++)
-			if (!strcmp(t->col[j].name, c->field)) {
-				rc = set_where(err, 1, c->field, "appears twice in the header");
-				goto fail;
-			}
-		t->col[t->cols].name = strdup(c->field);
-		if (!t->col[t->cols].name) {
-			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-			goto fail;
-		}
-		t->cols++;
-	} while (st == FIELD_MORE);
-	/* Declared schema: every header column declared, every declared column
-	 * present. */
-	is_num = calloc(t->cols, sizeof(bool));
-	if (!is_num) {
+	rc = csv_read_header(&p, err);
+	if (rc < 0)
+		goto out;
+	p.is_num = calloc(p.t->cols, sizeof(bool));
+	if (!p.is_num) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto fail;
+		goto out;
 	}
-	for (size_t j = 0; j < t->cols; j++) {
-		is_num[j] = true;
-		if (!decl)
-			continue;
-		is_num[j] = false;
-		{
-			size_t k;
-
-			for (k = 0; k < n_decl; k++)
-				if (!strcmp(decl[k].name, t->col[j].name))
-					break;
-			if (k == n_decl) {
-				rc = set_where(err, 1, t->col[j].name, "is not in the declared schema");
-				goto fail;
-			}
-			is_num[j] = decl[k].kind == MECH_COL_NUMERIC;
-		}
+	if ((rc = csv_apply_schema(&p, err)) < 0 || (rc = csv_count_rows(&p, &cap_rows, err)) < 0 ||
+	    (rc = csv_alloc_columns(&p, cap_rows, err)) < 0 ||
+	    (rc = csv_read_rows(&p, cap_rows, err)) < 0)
+		goto out;
+	for (size_t j = 0; j < p.t->cols; j++) {
+		p.t->col[j].kind = p.is_num[j] ? MECH_COL_NUMERIC : MECH_COL_CATEGORICAL;
+		free(p.t->col[j].slots);
+		p.t->col[j].slots = NULL;
 	}
-	for (size_t k = 0; decl && k < n_decl; k++) {
-		size_t j;
-
-		for (j = 0; j < t->cols; j++)
-			if (!strcmp(decl[k].name, t->col[j].name))
-				break;
-		if (j == t->cols) {
-			char where[ACCT_ERROR_WHERE_BYTES];
-
-			snprintf(where, sizeof(where), "/schema/%zu", k);
-			rc = acct_error_set(err, ACCT_EINVAL, where,
-					    "declared column '%.64s' is not in the header", decl[k].name);
-			goto fail;
-		}
-	}
-	/* A first pass over the rows counts them (for allocation and the row
-	 * limit) with the same tokenizer as the second, so the two agree on
-	 * where every row ends; without a schema it also decides the types: a
-	 * column is numeric when every field of it is a finite number.  (The
-	 * second pass below checks raggedness and the other limits.) */
-	{
-		struct csv save = *c;
-		int first_st = st;
-
-		while (st != FIELD_EOF && !skip_blank_lines(c)) {
-			size_t j = 0;
-			double x;
-
-			if (cap_rows >= (size_t)DPG_MAX_CSV_ROWS) {
-				char where[ACCT_ERROR_WHERE_BYTES];
-
-				snprintf(where, sizeof(where), "/csv/line/%zu", c->line);
-				rc = acct_error_set(err, ACCT_EINVAL, where,
-						    "line %zu: more than %lld rows", c->line,
-						    (long long)DPG_MAX_CSV_ROWS);
-				goto fail;
-			}
-			cap_rows++;
-			do {
-				st = csv_field(c, err);
-				if (st < 0) {
-					rc = st;
-					goto fail;
-				}
-				if (!decl && j < t->cols && is_num[j] &&
-				    mech__parse_real(c->field, &x) < 0)
-					is_num[j] = false;
-				j++;
-			} while (st == FIELD_MORE);
-		}
-		c->p = save.p;
-		c->line = save.line;
-		st = first_st;
-	}
-	if (cap_rows == 0) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/csv", "need a header row and at least one row");
-		goto fail;
-	}
-	/* Storage of the decided type only. */
-	for (size_t j = 0; j < t->cols; j++) {
-		if (is_num[j])
-			t->col[j].num = malloc(cap_rows * sizeof(double));
-		else
-			t->col[j].cat = malloc(cap_rows * sizeof(uint32_t));
-		if (!t->col[j].num && !t->col[j].cat) {
-			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-			goto fail;
-		}
-	}
-	/* Rows. */
-	while (st != FIELD_EOF) {
-		size_t line = c->line, j = 0;
-
-		/* Empty lines are not rows. */
-		if (skip_blank_lines(c))
-			break;
-		line = c->line;
-		if (row >= cap_rows) {
-			rc = acct_error_set(err, ACCT_EINTERNAL, "/csv", "row count mismatch");
-			goto fail;
-		}
-		do {
-			struct column *col;
-			double x;
-
-			st = csv_field(c, err);
-			if (st < 0) {
-				rc = st;
-				goto fail;
-			}
-			if (j >= t->cols) {
-				char where[ACCT_ERROR_WHERE_BYTES];
-
-				snprintf(where, sizeof(where), "/csv/line/%zu", line);
-				rc = acct_error_set(err, ACCT_EINVAL, where,
-						    "line %zu: more than the header's %zu columns", line,
-						    t->cols);
-				goto fail;
-			}
-			col = &t->col[j];
-			if (is_num[j]) {
-				if (mech__parse_real(c->field, &x) < 0) {
-					if (decl) {
-						rc = set_where(err, line, col->name, "not a finite number");
-						goto fail;
-					}
-					rc = acct_error_set(err, ACCT_EINTERNAL, "/csv",
-							    "type detection disagrees");
-					goto fail;
-				} else {
-					col->num[row] = x;
-				}
-			}
-			if (!is_num[j]) {
-				uint32_t ci = 0;
-
-				rc = add_category(col, c->field, &ci, err, line);
-				if (rc < 0)
-					goto fail;
-				col->cat[row] = ci;
-			}
-			j++;
-		} while (st == FIELD_MORE);
-		if (j != t->cols) {
-			char where[ACCT_ERROR_WHERE_BYTES];
-
-			snprintf(where, sizeof(where), "/csv/line/%zu", line);
-			rc = acct_error_set(err, ACCT_EINVAL, where,
-					    "line %zu: %zu fields, the header has %zu", line, j, t->cols);
-			goto fail;
-		}
-		row++;
-	}
-	t->rows = row;
-	if (row == 0) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/csv", "no data rows");
-		goto fail;
-	}
-	for (size_t j = 0; j < t->cols; j++) {
-		t->col[j].kind = is_num[j] ? MECH_COL_NUMERIC : MECH_COL_CATEGORICAL;
-		free(t->col[j].slots);
-		t->col[j].slots = NULL;
-	}
-	free(is_num);
-	free(c);
-	*ret = t;
-	return 0;
-fail:
-	free(is_num);
-	free(c);
-	mech_table_free(t);
+	*ret = p.t;
+	p.t = NULL;
+out:
+	free(p.is_num);
+	free(p.c);
+	mech_table_free(p.t);
 	return rc;
 }
 
@@ -838,19 +877,13 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, double q,
-			double lo, double hi, double epsilon, double *ret, acct_event **ret_event,
-			acct_error *err)
+/* The checks a quantile makes before it touches the data; sets *ret_col. */
+static int quantile_check(const mech_table *t, const char *column, double q, double lo,
+			  double hi, double epsilon, const struct column **ret_col, acct_error *err)
 {
-	const struct column *c = NULL;
-	const double grid_points = (double)QUANTILE_GRID_POINTS, width = hi - lo;
-	double *scores = NULL, centre;
-	uint64_t *a = NULL, u;
-	size_t *which = NULL, n = t->rows, m = 0, pick;
-	acct_event *ev = NULL;
 	int rc;
 
-	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
+	if ((rc = find_column(t, column, MECH_COL_NUMERIC, ret_col, err)) < 0 ||
 	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
 		return rc;
 	/* The grid's width: finite, so every grid point is. */
@@ -868,10 +901,83 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 	if (!(epsilon >= QUANTILE_MIN_EPSILON))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be at least %g for a quantile",
 				      QUANTILE_MIN_EPSILON);
-	if (n + 1 > DPG_MAX_VECTOR_LEN)
+	if (t->rows + 1 > DPG_MAX_VECTOR_LEN)
 		return acct_error_set(err, ACCT_EINVAL, "/column",
 				      "quantiles are limited to tables of %d rows",
 				      DPG_MAX_VECTOR_LEN - 1);
+	return 0;
+}
+
+/* Fills a[0 .. n + 1] with 0, the sorted grid indexes a(x) of the n rows
+ * clamped to [lo, hi], and M. */
+static void quantile_grid_indexes(const struct column *c, size_t n, double lo, double hi,
+				  uint64_t *a)
+{
+	const double grid_points = (double)QUANTILE_GRID_POINTS, width = hi - lo;
+
+	a[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		double x = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
+		double pos = ceil(ldexp((x - lo) / width, QUANTILE_GRID_BITS));
+
+		a[i + 1] = pos <= 0 ? 0 : pos >= grid_points ? (uint64_t)grid_points : (uint64_t)pos;
+	}
+	a[n + 1] = (uint64_t)grid_points;
+	qsort(a + 1, n, sizeof(uint64_t), cmp_u64);
+}
+
+/* The score of each non-empty interval i between a[i] and a[i + 1]:
+ * -|i - c| + (2 / eps) log(count).  Writes the scores and their intervals'
+ * indexes to scores and which; returns how many. */
+static size_t quantile_scores(const uint64_t *a, size_t n, double q, double epsilon,
+			      double *scores, size_t *which)
+{
+	double centre = ldexp(nearbyint(ldexp(q * (double)n, 20)), -20);
+	size_t m = 0;
+
+	for (size_t i = 0; i <= n; i++) {
+		uint64_t count = a[i + 1] - a[i];
+
+		if (count > 0) {
+			scores[m] = -fabs((double)i - centre) + (2.0 / epsilon) * log((double)count);
+			which[m++] = i;
+		}
+	}
+	return m;
+}
+
+/* Draws a uniform grid index in [a_lo, a_hi) and writes its point in
+ * [lo, hi] to *ret. */
+static int quantile_point(mech_rng *rng, uint64_t a_lo, uint64_t a_hi, double lo, double hi,
+			  double *ret, acct_error *err)
+{
+	uint64_t u, j;
+	double y;
+	int rc;
+
+	rc = mech_rng_uint_below(rng, a_hi - a_lo, &u);
+	if (rc < 0)
+		return acct_error_set(err, rc, "", "random number generator failed");
+	j = a_lo + u;
+	y = lo + (hi - lo) * ldexp((double)j, -QUANTILE_GRID_BITS);
+	*ret = j >= QUANTILE_GRID_POINTS - 1 ? hi : y < lo ? lo : y > hi ? hi : y;
+	return 0;
+}
+
+int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, double q,
+			double lo, double hi, double epsilon, double *ret, acct_event **ret_event,
+			acct_error *err)
+{
+	const struct column *c = NULL;
+	double *scores = NULL;
+	uint64_t *a = NULL;
+	size_t *which = NULL, n = t->rows, m, pick;
+	acct_event *ev = NULL;
+	int rc;
+
+	rc = quantile_check(t, column, q, lo, hi, epsilon, &c, err);
+	if (rc < 0)
+		return rc;
 	/*
 	 * Smith 2011's exponential mechanism, on a public grid: the outputs are
 	 * the M + 1 points y_j = lo + (hi - lo) j / M, j = 0 .. M (M = 2^32),
@@ -895,24 +1001,8 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	a[0] = 0;
-	for (size_t i = 0; i < n; i++) {
-		double x = c->num[i] < lo ? lo : c->num[i] > hi ? hi : c->num[i];
-		double pos = ceil(ldexp((x - lo) / width, QUANTILE_GRID_BITS));
-
-		a[i + 1] = pos <= 0 ? 0 : pos >= grid_points ? (uint64_t)grid_points : (uint64_t)pos;
-	}
-	a[n + 1] = (uint64_t)grid_points;
-	qsort(a + 1, n, sizeof(uint64_t), cmp_u64);
-	centre = ldexp(nearbyint(ldexp(q * (double)n, 20)), -20);
-	for (size_t i = 0; i <= n; i++) {
-		uint64_t count = a[i + 1] - a[i];
-
-		if (count > 0) {
-			scores[m] = -fabs((double)i - centre) + (2.0 / epsilon) * log((double)count);
-			which[m++] = i;
-		}
-	}
+	quantile_grid_indexes(c, n, lo, hi, a);
+	m = quantile_scores(a, n, q, epsilon, scores, which);
 	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
 	if (rc < 0)
 		goto out;
@@ -923,17 +1013,9 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 	ev->u.exponential_mechanism.epsilon = acct_add_up(
 		ev->u.exponential_mechanism.epsilon,
 		ldexp(acct_add_up(acct_mul_up(epsilon, (double)(n + 1)), 512.0), -50));
-	rc = mech_rng_uint_below(rng, a[which[pick] + 1] - a[which[pick]], &u);
-	if (rc < 0) {
-		rc = acct_error_set(err, rc, "", "random number generator failed");
+	rc = quantile_point(rng, a[which[pick]], a[which[pick] + 1], lo, hi, ret, err);
+	if (rc < 0)
 		goto out;
-	}
-	{
-		uint64_t j = a[which[pick]] + u;
-		double y = lo + width * ldexp((double)j, -QUANTILE_GRID_BITS);
-
-		*ret = j >= QUANTILE_GRID_POINTS - 1 ? hi : y < lo ? lo : y > hi ? hi : y;
-	}
 	*ret_event = ev;
 	ev = NULL;
 out:

@@ -1,5 +1,5 @@
 /*
- * srv_pate_session.h: stateful PATE aggregation sessions (issue 5).
+ * srv_pate_session.h: stateful PATE aggregation sessions.
  *
  *   POST /v1/datasets/{id}/pate/sessions                      create (SRV_SPEND)
  *   GET  /v1/datasets/{id}/pate/sessions                      list (SRV_READ)

@@ -15,7 +15,7 @@
 #include "acct.h"
 #include "mech.h"
 
-/* ==== Data (issue 6) ==== */
+/* ==== Data ==== */
 
 /*
  * A labelled numeric table held in memory: n rows of d features (float64,
@@ -102,7 +102,7 @@ int trn_fashion_mnist_load(const char *dir, bool train, trn_dataset **ret, acct_
 
 /* ==== end data ==== */
 
-/* ==== Models and DP-SGD (issue 6) ==== */
+/* ==== Models and DP-SGD ==== */
 
 typedef enum trn_model_kind {
 	TRN_MODEL_LOGREG = 0,  /* "logreg": softmax regression */

@@ -180,15 +180,64 @@ static gzFile gz_open_checked(const char *path, acct_error *err, int *rc)
 	return f;
 }
 
+/* Reads and checks the 16-byte header of an IDX image file (magic 0x803,
+ * count, rows, columns) within the DPG_MAX_* bounds. */
+static int idx_read_image_header(gzFile f, const char *path, uint32_t *ret_n, size_t *ret_d,
+				 acct_error *err)
+{
+	uint8_t hdr[16];
+	uint32_t n, rows, cols;
+
+	if (gz_read_exact(f, hdr, 16) < 0 || be32(hdr) != IDX_MAGIC_IMAGES)
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "%s is not an IDX image file (magic 0x00000803)", path);
+	n = be32(hdr + 4);
+	rows = be32(hdr + 8);
+	cols = be32(hdr + 12);
+	if (n < 1 || (uint64_t)n > (uint64_t)DPG_MAX_TRAIN_EXAMPLES || rows < 1 || cols < 1 ||
+	    (uint64_t)rows * cols > DPG_MAX_FEATURES ||
+	    (uint64_t)n * rows * cols > (uint64_t)DPG_MAX_IDX_BYTES)
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "%s: sizes %u x %u x %u are out of bounds", path, n, rows, cols);
+	*ret_n = n;
+	*ret_d = (size_t)rows * cols;
+	return 0;
+}
+
+/* Reads and checks the 8-byte header of an IDX label file (magic 0x801)
+ * holding n labels. */
+static int idx_read_label_header(gzFile f, const char *path, uint32_t n, acct_error *err)
+{
+	uint8_t hdr[8];
+	uint32_t n_labels;
+
+	if (gz_read_exact(f, hdr, 8) < 0 || be32(hdr) != IDX_MAGIC_LABELS)
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "%s is not an IDX label file (magic 0x00000801)", path);
+	n_labels = be32(hdr + 4);
+	if (n_labels != n)
+		return acct_error_set(err, ACCT_EINVAL, "/data", "%u images but %u labels", n,
+				      n_labels);
+	return 0;
+}
+
+/* Reads exactly n payload bytes, which must end the file. */
+static int idx_read_payload(gzFile f, const char *path, uint8_t *buf, size_t n, acct_error *err)
+{
+	if (gz_read_exact(f, buf, n) < 0 || !gz_at_clean_end(f))
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "%s: payload is truncated, corrupt or has trailing bytes", path);
+	return 0;
+}
+
 int trn_idx_load(const char *images_path, const char *labels_path, uint32_t num_classes,
 		 trn_dataset **ret, acct_error *err)
 {
 	gzFile fi = NULL, fl = NULL;
-	uint8_t hdr[16];
 	uint8_t *pix = NULL, *lab = NULL;
 	trn_dataset *ds = NULL;
-	uint32_t n, rows, cols, n_labels;
-	size_t d;
+	uint32_t n = 0;
+	size_t d = 0;
 	int rc = 0;
 
 	fi = gz_open_checked(images_path, err, &rc);
@@ -197,55 +246,18 @@ int trn_idx_load(const char *images_path, const char *labels_path, uint32_t num_
 	fl = gz_open_checked(labels_path, err, &rc);
 	if (!fl)
 		goto out;
-
-	if (gz_read_exact(fi, hdr, 16) < 0 || be32(hdr) != IDX_MAGIC_IMAGES) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "%s is not an IDX image file (magic 0x00000803)", images_path);
+	if ((rc = idx_read_image_header(fi, images_path, &n, &d, err)) < 0 ||
+	    (rc = idx_read_label_header(fl, labels_path, n, err)) < 0)
 		goto out;
-	}
-	n = be32(hdr + 4);
-	rows = be32(hdr + 8);
-	cols = be32(hdr + 12);
-	if (n < 1 || (uint64_t)n > (uint64_t)DPG_MAX_TRAIN_EXAMPLES || rows < 1 || cols < 1 ||
-	    (uint64_t)rows * cols > DPG_MAX_FEATURES ||
-	    (uint64_t)n * rows * cols > (uint64_t)DPG_MAX_IDX_BYTES) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "%s: sizes %u x %u x %u are out of bounds", images_path, n, rows,
-				    cols);
-		goto out;
-	}
-	d = (size_t)rows * cols;
-
-	if (gz_read_exact(fl, hdr, 8) < 0 || be32(hdr) != IDX_MAGIC_LABELS) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "%s is not an IDX label file (magic 0x00000801)", labels_path);
-		goto out;
-	}
-	n_labels = be32(hdr + 4);
-	if (n_labels != n) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "%u images but %u labels", n, n_labels);
-		goto out;
-	}
-
 	pix = malloc((size_t)n * d);
 	lab = malloc(n);
 	if (!pix || !lab) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory reading IDX");
 		goto out;
 	}
-	if (gz_read_exact(fi, pix, (size_t)n * d) < 0 || !gz_at_clean_end(fi)) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "%s: payload is truncated, corrupt or has trailing bytes",
-				    images_path);
+	if ((rc = idx_read_payload(fi, images_path, pix, (size_t)n * d, err)) < 0 ||
+	    (rc = idx_read_payload(fl, labels_path, lab, n, err)) < 0)
 		goto out;
-	}
-	if (gz_read_exact(fl, lab, n) < 0 || !gz_at_clean_end(fl)) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "%s: payload is truncated, corrupt or has trailing bytes",
-				    labels_path);
-		goto out;
-	}
 	for (uint32_t i = 0; i < n; i++)
 		if (lab[i] >= num_classes) {
 			rc = acct_error_set(err, ACCT_EINVAL, "/data",
@@ -253,7 +265,6 @@ int trn_idx_load(const char *images_path, const char *labels_path, uint32_t num_
 					    lab[i], i, num_classes);
 			goto out;
 		}
-
 	rc = trn_dataset_new(n, d, num_classes, &ds, err);
 	if (rc < 0)
 		goto out;

@@ -393,165 +393,201 @@ int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_clas
 				p->model == TRN_MODEL_LOGREG ? 0 : p->activation, err);
 }
 
-static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *train_ds,
-		 const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
-		 void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
-		 acct_error *err)
-{
-	trn_dpsgd_result *res = NULL;
-	trn_model *m = NULL;
-	trn__workspace *ws = NULL;
-	double *xproj = NULL, *grad = NULL, *noise = NULL, *velocity = NULL;
-	uint64_t *ubuf = NULL;
-	size_t *idx = NULL;
-	uint32_t *ylot = NULL;
-	const double *xtr;
-	uint32_t widths[TRN_MAX_LAYERS + 1], n_layers;
-	uint64_t n = 0;
-	int64_t steps = 0, step;
-	size_t d, cap;
-	double q = 0, t0, noise_sd, last_loss = NAN, last_acc = NAN;
+/* One training run: its inputs, the model and buffers it owns, and what
+ * the step loop reports.  train_run_free releases what it owns. */
+struct train_run {
+	const trn_dpsgd_params *p;
+	bool private;
+	const trn_dataset *ds, *eval;
+	mech_rng *rng;
+	trn_dpsgd_result *res;
+	trn_model *m;
+	trn__workspace *ws;
+	const double *xtr; /* the rows trained on: ds->x, or xproj under DP-PCA */
+	size_t row_dim;    /* their width */
+	double *xproj, *grad, *noise, *velocity;
+	uint64_t *ubuf;
+	size_t *idx;
+	uint32_t *ylot;
+	size_t cap;        /* rows per gradient chunk */
+	uint64_t n;        /* examples used, N */
+	int64_t steps;
+	double q, last_loss, last_acc;
 	trn__clip clip;
+};
+
+static void train_run_free(struct train_run *r)
+{
+	trn_dpsgd_result_free(r->res);
+	trn_model_free(r->m);
+	trn__workspace_free(r->ws);
+	free(r->xproj);
+	free(r->grad);
+	free(r->noise);
+	free(r->velocity);
+	free(r->ubuf);
+	free(r->idx);
+	free(r->ylot);
+}
+
+static int train_nomem(acct_error *err)
+{
+	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for training");
+}
+
+/* Checks the parameters and the tables, and sets the run's N, steps and
+ * sampling rate q. */
+static int train_check(struct train_run *r, acct_error *err)
+{
+	const trn_dataset *ds = r->ds, *eval = r->eval;
 	int rc;
 
-	rc = params_check(p, private, err);
+	rc = params_check(r->p, r->private, err);
 	if (rc < 0)
-		goto out;
-	if (!train_ds || !rng) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data", "no training table or rng");
-		goto out;
+		return rc;
+	if (!ds || !r->rng)
+		return acct_error_set(err, ACCT_EINVAL, "/data", "no training table or rng");
+	rc = trn_dataset_validate(ds, "/data", err);
+	if (rc < 0)
+		return rc;
+	if (eval && (eval->d != ds->d || eval->num_classes != ds->num_classes ||
+		     trn_dataset_validate(eval, "/data", NULL) < 0))
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "the evaluation table does not match the training table");
+	rc = size_check(r->p, ds->n, &r->n, &r->steps, &r->q, err);
+	if (rc < 0)
+		return rc;
+	return trn_dpsgd_check_shape(r->p, ds->d, ds->num_classes, err);
+}
+
+/* DP-PCA on all the rows, then projects them once (Abadi et al. §5). */
+static int train_project(struct train_run *r, acct_error *err)
+{
+	const trn_dataset *ds = r->ds;
+	size_t k = r->p->pca_components, d = ds->d, rows = ds->n;
+	double tp = now_seconds();
+	int rc;
+
+	r->m->proj_dim = (uint32_t)k;
+	r->m->proj = malloc(d * k * sizeof(double));
+	r->xproj = malloc(rows * k * sizeof(double));
+	if (!r->m->proj || !r->xproj)
+		return train_nomem(err);
+	rc = trn__dp_pca(ds->x, rows, d, k, r->private ? r->p->pca_noise_multiplier : 0.0, r->rng,
+			 r->m->proj, err);
+	if (rc < 0)
+		return rc;
+	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)k, (int)d, 1.0, ds->x,
+		    (int)d, r->m->proj, (int)k, 0.0, r->xproj, (int)k);
+	r->xtr = r->xproj;
+	r->res->pca_seconds = now_seconds() - tp;
+	return 0;
+}
+
+/* Allocates the gradient workspace and the step loop's buffers. */
+static int train_alloc(struct train_run *r, acct_error *err)
+{
+	const trn_dpsgd_params *p = r->p;
+	size_t np = r->m->n_params;
+	int rc;
+
+	r->cap = p->lot_size < TRN_CHUNK_ROWS ? p->lot_size : TRN_CHUNK_ROWS;
+	rc = trn__workspace_new(r->m, r->cap, &r->ws, err);
+	if (rc < 0)
+		return rc;
+	r->grad = malloc(np * sizeof(double));
+	r->noise = r->private ? malloc(np * sizeof(double)) : NULL;
+	r->velocity = p->momentum > 0.0 ? calloc(np, sizeof(double)) : NULL;
+	r->ubuf = malloc(r->ds->n * sizeof(uint64_t));
+	r->idx = malloc(r->ds->n * sizeof(size_t));
+	r->ylot = malloc(r->cap * sizeof(uint32_t));
+	if (!r->grad || (r->private && !r->noise) || (p->momentum > 0.0 && !r->velocity) ||
+	    !r->ubuf || !r->idx || !r->ylot)
+		return train_nomem(err);
+	return 0;
+}
+
+/* Sums the clipped per-example gradients of the `count` sampled rows into
+ * grad, chunk by chunk; a sampled row without a class contributes zero. */
+static void train_lot_gradient(struct train_run *r, size_t count)
+{
+	trn__workspace *ws = r->ws;
+	size_t k0 = r->row_dim;
+
+	memset(r->grad, 0, r->m->n_params * sizeof(double));
+	for (size_t s = 0; s < count; s += r->cap) {
+		size_t B = count - s < r->cap ? count - s : r->cap, b = 0;
+
+		for (size_t i = 0; i < B; i++) {
+			size_t row = r->idx[s + i];
+
+			if (r->ds->y[row] == TRN_NO_CLASS)
+				continue;
+			memcpy(ws->act[0] + b * k0, r->xtr + row * k0, k0 * sizeof(double));
+			r->ylot[b++] = r->ds->y[row];
+		}
+		trn__chunk_gradient(r->m, ws, r->ylot, b, &r->clip, r->grad, NULL, NULL, NULL);
 	}
-	rc = trn_dataset_validate(train_ds, "/data", err);
-	if (rc < 0)
-		goto out;
-	if (eval && (eval->d != train_ds->d || eval->num_classes != train_ds->num_classes ||
-		     trn_dataset_validate(eval, "/data", NULL) < 0)) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "the evaluation table does not match the training table");
-		goto out;
+}
+
+/* One step of Abadi et al.'s Algorithm 1 at learning rate lr: sample a lot,
+ * sum its clipped gradients, add noise when private, descend. */
+static int train_step(struct train_run *r, double lr, acct_error *err)
+{
+	const trn_dpsgd_params *p = r->p;
+	trn_model *m = r->m;
+	size_t count;
+
+	/* Algorithm 1: take a random sample L_t, each of the n_train rows
+	 * with probability q = L / n_train. */
+	if (trn__poisson_sample(r->rng, r->ds->n, r->q, r->ubuf, r->idx, &count) < 0)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
+	train_lot_gradient(r, count);
+	r->res->examples_processed += count;
+	/* Add noise N(0, sigma^2 C^2 I); the sum is divided by L, not |L_t|. */
+	if (r->private) {
+		if (mech_rng_normal_fill(r->rng, r->noise, m->n_params) < 0)
+			return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
+		cblas_daxpy((int)m->n_params, p->noise_multiplier * p->clip_norm, r->noise, 1,
+			    r->grad, 1);
 	}
-	rc = size_check(p, train_ds->n, &n, &steps, &q, err);
-	if (rc < 0)
-		goto out;
-	d = train_ds->d;
-	rc = trn_dpsgd_check_shape(p, d, train_ds->num_classes, err);
-	if (rc < 0)
-		goto out;
-
-	res = calloc(1, sizeof(*res));
-	if (!res)
-		goto nomem;
-	res->test_accuracy = NAN;
-	res->test_loss = NAN;
-	res->steps_total = steps;
-	res->examples_used = n;
-
-	n_layers = model_widths(p, d, train_ds->num_classes, widths);
-	rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
-			    &m, err);
-	if (rc < 0)
-		goto out;
-	m->input_dim = (uint32_t)d;
-
-	/* DP-PCA on all the rows, then project them once. */
-	xtr = train_ds->x;
-	if (p->pca_components) {
-		double tp = now_seconds();
-		size_t k = p->pca_components, rows = train_ds->n;
-
-		m->proj_dim = (uint32_t)k;
-		m->proj = malloc(d * k * sizeof(double));
-		xproj = malloc(rows * k * sizeof(double));
-		if (!m->proj || !xproj)
-			goto nomem;
-		rc = trn__dp_pca(train_ds->x, rows, d, k, private ? p->pca_noise_multiplier : 0.0, rng,
-				 m->proj, err);
-		if (rc < 0)
-			goto out;
-		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)k, (int)d, 1.0,
-			    train_ds->x, (int)d, m->proj, (int)k, 0.0, xproj, (int)k);
-		xtr = xproj;
-		res->pca_seconds = now_seconds() - tp;
+	/* Descend: theta -= lr * g / L (with heavy-ball momentum if asked). */
+	if (r->velocity) {
+		cblas_dscal((int)m->n_params, p->momentum, r->velocity, 1);
+		cblas_daxpy((int)m->n_params, 1.0 / p->lot_size, r->grad, 1, r->velocity, 1);
+		cblas_daxpy((int)m->n_params, -lr, r->velocity, 1, m->params, 1);
+	} else {
+		cblas_daxpy((int)m->n_params, -lr / p->lot_size, r->grad, 1, m->params, 1);
 	}
-	rc = trn__model_init(m, rng, err);
-	if (rc < 0)
-		goto out;
+	return 0;
+}
 
-	cap = p->lot_size < TRN_CHUNK_ROWS ? p->lot_size : TRN_CHUNK_ROWS;
-	rc = trn__workspace_new(m, cap, &ws, err);
-	if (rc < 0)
-		goto out;
-	grad = malloc(m->n_params * sizeof(double));
-	noise = private ? malloc(m->n_params * sizeof(double)) : NULL;
-	velocity = p->momentum > 0.0 ? calloc(m->n_params, sizeof(double)) : NULL;
-	ubuf = malloc(train_ds->n * sizeof(uint64_t));
-	idx = malloc(train_ds->n * sizeof(size_t));
-	ylot = malloc(cap * sizeof(uint32_t));
-	if (!grad || (private && !noise) || (p->momentum > 0.0 && !velocity) || !ubuf || !idx ||
-	    !ylot)
-		goto nomem;
+/* Runs the steps until the last, a cancel, or a progress callback that
+ * returns non-zero; evaluates after each full epoch and the last step. */
+static int train_loop(struct train_run *r, trn_progress_fn progress, void *progress_user,
+		      const atomic_bool *cancel, acct_error *err)
+{
+	const trn_dpsgd_params *p = r->p;
+	int rc;
 
-	clip.enabled = private;
-	clip.mode = p->clipping;
-	clip.clip_norm = p->clip_norm;
-	noise_sd = p->noise_multiplier * p->clip_norm;
-	t0 = now_seconds();
-	for (step = 1; step <= steps; step++) {
-		size_t count, k0 = widths[0];
-		double epochs_done = (double)(step - 1) * p->lot_size / (double)n;
+	for (int64_t step = 1; step <= r->steps; step++) {
+		double epochs_done = (double)(step - 1) * p->lot_size / (double)r->n;
 		double lr = scheduled_rate(p, epochs_done);
-		uint64_t full_before = (uint64_t)(step - 1) * p->lot_size / n;
-		uint64_t full_after = (uint64_t)step * p->lot_size / n;
+		uint64_t full_before = (uint64_t)(step - 1) * p->lot_size / r->n;
+		uint64_t full_after = (uint64_t)step * p->lot_size / r->n;
 		trn_progress pr;
 
 		if (cancel && atomic_load(cancel))
 			break;
-		/* Algorithm 1: take a random sample L_t, each of the n_train rows
-		 * with probability q = L / n_train. */
-		if (trn__poisson_sample(rng, train_ds->n, q, ubuf, idx, &count) < 0) {
-			rc = acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
-			goto out;
-		}
-		/* Compute, clip and sum the per-example gradients, chunk by chunk. */
-		memset(grad, 0, m->n_params * sizeof(double));
-		for (size_t s = 0; s < count; s += cap) {
-			size_t B = count - s < cap ? count - s : cap, b = 0;
-
-			for (size_t i = 0; i < B; i++) {
-				size_t r = idx[s + i];
-
-				if (train_ds->y[r] == TRN_NO_CLASS)
-					continue; /* sampled, gradient zero */
-				memcpy(ws->act[0] + b * k0, xtr + r * k0, k0 * sizeof(double));
-				ylot[b++] = train_ds->y[r];
-			}
-			trn__chunk_gradient(m, ws, ylot, b, &clip, grad, NULL, NULL, NULL);
-		}
-		res->examples_processed += count;
-		/* Add noise N(0, sigma^2 C^2 I); the sum is divided by L, not |L_t|. */
-		if (private) {
-			if (mech_rng_normal_fill(rng, noise, m->n_params) < 0) {
-				rc = acct_error_set(err, ACCT_EINTERNAL, "",
-						    "the random stream failed");
-				goto out;
-			}
-			cblas_daxpy((int)m->n_params, noise_sd, noise, 1, grad, 1);
-		}
-		/* Descend: theta -= lr * g / L (with heavy-ball momentum if asked). */
-		if (velocity) {
-			cblas_dscal((int)m->n_params, p->momentum, velocity, 1);
-			cblas_daxpy((int)m->n_params, 1.0 / p->lot_size, grad, 1, velocity, 1);
-			cblas_daxpy((int)m->n_params, -lr, velocity, 1, m->params, 1);
-		} else {
-			cblas_daxpy((int)m->n_params, -lr / p->lot_size, grad, 1, m->params, 1);
-		}
-		res->steps_done = step;
-
+		rc = train_step(r, lr, err);
+		if (rc < 0)
+			return rc;
+		r->res->steps_done = step;
 		pr.evaluated = false;
-		if (eval && (full_after > full_before || step == steps)) {
-			rc = trn_model_evaluate(m, eval, &last_acc, &last_loss, err);
+		if (r->eval && (full_after > full_before || step == r->steps)) {
+			rc = trn_model_evaluate(r->m, r->eval, &r->last_acc, &r->last_loss, err);
 			if (rc < 0)
-				goto out;
+				return rc;
 			pr.evaluated = true;
 		}
 		if (progress) {
@@ -560,39 +596,71 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 			pr.epoch = (uint32_t)(ep > p->epochs ? p->epochs : ep);
 			pr.epochs = p->epochs;
 			pr.step = step;
-			pr.steps_total = steps;
+			pr.steps_total = r->steps;
 			pr.learning_rate = lr;
-			pr.loss = last_loss;
-			pr.accuracy = last_acc;
+			pr.loss = r->last_loss;
+			pr.accuracy = r->last_acc;
 			if (progress(&pr, progress_user) != 0)
 				break;
 		}
 	}
-	res->train_seconds = now_seconds() - t0;
+	return 0;
+}
+
+static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *train_ds,
+		 const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+		 void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
+		 acct_error *err)
+{
+	struct train_run r = { .p = p, .private = private, .ds = train_ds, .eval = eval,
+			       .rng = rng, .last_loss = NAN, .last_acc = NAN };
+	uint32_t widths[TRN_MAX_LAYERS + 1], n_layers;
+	double t0;
+	int rc;
+
+	rc = train_check(&r, err);
+	if (rc < 0)
+		goto out;
+	r.res = calloc(1, sizeof(*r.res));
+	if (!r.res) {
+		rc = train_nomem(err);
+		goto out;
+	}
+	r.res->test_accuracy = NAN;
+	r.res->test_loss = NAN;
+	r.res->steps_total = r.steps;
+	r.res->examples_used = r.n;
+	n_layers = model_widths(p, train_ds->d, train_ds->num_classes, widths);
+	rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
+			    &r.m, err);
+	if (rc < 0)
+		goto out;
+	r.m->input_dim = (uint32_t)train_ds->d;
+	r.xtr = train_ds->x;
+	r.row_dim = widths[0];
+	if ((p->pca_components && (rc = train_project(&r, err)) < 0) ||
+	    (rc = trn__model_init(r.m, rng, err)) < 0 || (rc = train_alloc(&r, err)) < 0)
+		goto out;
+	r.clip.enabled = private;
+	r.clip.mode = p->clipping;
+	r.clip.clip_norm = p->clip_norm;
+	t0 = now_seconds();
+	rc = train_loop(&r, progress, progress_user, cancel, err);
+	if (rc < 0)
+		goto out;
+	r.res->train_seconds = now_seconds() - t0;
 	if (eval) {
-		rc = trn_model_evaluate(m, eval, &res->test_accuracy, &res->test_loss, err);
+		rc = trn_model_evaluate(r.m, eval, &r.res->test_accuracy, &r.res->test_loss, err);
 		if (rc < 0)
 			goto out;
 	}
-	res->model = m;
-	m = NULL;
-	rc = res->steps_done < steps ? TRN_CANCELLED : 0;
-	*ret = res;
-	res = NULL;
-	goto out;
-nomem:
-	rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for training");
+	r.res->model = r.m;
+	r.m = NULL;
+	rc = r.res->steps_done < r.steps ? TRN_CANCELLED : 0;
+	*ret = r.res;
+	r.res = NULL;
 out:
-	trn_dpsgd_result_free(res);
-	trn_model_free(m);
-	trn__workspace_free(ws);
-	free(xproj);
-	free(grad);
-	free(noise);
-	free(velocity);
-	free(ubuf);
-	free(idx);
-	free(ylot);
+	train_run_free(&r);
 	return rc;
 }
 

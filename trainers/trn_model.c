@@ -226,30 +226,16 @@ static double row_sqnorm(const double *v, size_t n)
 	return s;
 }
 
-void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
-			 const trn__clip *clip, double *grad, double *ret_norms,
-			 double *ret_loss_sum, size_t *ret_correct)
+/* Back-propagates the per-example errors of softmax cross-entropy: the
+ * output error p - onehot(y), then delta_{l-1} = (delta_l W_l) . f'. */
+static void backward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B)
 {
 	uint32_t L = m->n_layers;
+	size_t k = m->dims[L];
 
-	if (B == 0) {
-		if (ret_loss_sum)
-			*ret_loss_sum = 0.0;
-		if (ret_correct)
-			*ret_correct = 0;
-		return;
-	}
-	forward(m, ws, y, B, ret_loss_sum, ret_correct);
-
-	/* Output error of softmax cross-entropy: p - onehot(y). */
-	{
-		size_t k = m->dims[L];
-
-		memcpy(ws->delta[L - 1], ws->act[L], B * k * sizeof(double));
-		for (size_t i = 0; i < B; i++)
-			ws->delta[L - 1][i * k + y[i]] -= 1.0;
-	}
-	/* Back-propagate the per-example errors: delta_{l-1} = (delta_l W_l) . f'. */
+	memcpy(ws->delta[L - 1], ws->act[L], B * k * sizeof(double));
+	for (size_t i = 0; i < B; i++)
+		ws->delta[L - 1][i * k + y[i]] -= 1.0;
 	for (uint32_t l = L - 1; l >= 1; l--) {
 		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
 		const double *w = m->params + m->w_off[l];
@@ -267,83 +253,115 @@ void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t 
 				dprev[t] *= 1.0 - a[t] * a[t];
 		}
 	}
+}
 
-	/*
-	 * Norm trick (Goodfellow 2015): example i's gradient for layer l is
-	 * delta_i a_i^T and delta_i, so its squared norm is
-	 * ||delta_i||^2 (||a_i||^2 + 1), with no per-example matrix.
-	 */
-	if ((clip && clip->enabled) || ret_norms) {
-		for (uint32_t l = 0; l < L; l++) {
-			size_t in = m->dims[l], out = m->dims[l + 1];
+/*
+ * Norm trick (Goodfellow 2015): example i's gradient for layer l is
+ * delta_i a_i^T and delta_i, so its squared norm is
+ * ||delta_i||^2 (||a_i||^2 + 1), with no per-example matrix.  Fills
+ * ws->sq, and ret_norms (when not NULL) with the global norms.
+ */
+static void example_sqnorms(const trn_model *m, trn__workspace *ws, size_t B, double *ret_norms)
+{
+	uint32_t L = m->n_layers;
 
-			for (size_t i = 0; i < B; i++)
-				ws->sq[l][i] = row_sqnorm(ws->delta[l] + i * out, out) *
-					       (row_sqnorm(ws->act[l] + i * in, in) + 1.0);
-		}
-		if (ret_norms)
-			for (size_t i = 0; i < B; i++) {
-				double s = 0.0;
-
-				for (uint32_t l = 0; l < L; l++)
-					s += ws->sq[l][i];
-				ret_norms[i] = sqrt(s);
-			}
-	}
-	/*
-	 * Clipping factors (Abadi et al. Alg. 1: g / max(1, ||g|| / C)); for
-	 * per-layer clipping each of the L layers gets C / sqrt(L), so the
-	 * whole clipped gradient still has norm at most C.
-	 */
-	if (clip && clip->enabled) {
-		for (size_t i = 0; i < B; i++) {
-			double total = 0.0;
-
-			/* An example whose gradient is not finite (features near
-			 * DBL_MAX overflow it, then NaN escapes every comparison)
-			 * contributes zero: its rows of delta and of the activations
-			 * are cleared, since scaling inf by 0 gives NaN.  Every
-			 * example's contribution then still has norm at most C. */
-			for (uint32_t l = 0; l < L; l++)
-				total += ws->sq[l][i];
-			if (!isfinite(total)) {
-				for (uint32_t l = 0; l < L; l++) {
-					memset(ws->delta[l] + i * m->dims[l + 1], 0,
-					       m->dims[l + 1] * sizeof(double));
-					memset(ws->act[l] + i * m->dims[l], 0, m->dims[l] * sizeof(double));
-					ws->scale[l * B + i] = 1.0;
-				}
-				continue;
-			}
-			if (clip->mode == TRN_CLIP_GLOBAL) {
-				double s = sqrt(total), c;
-
-				c = s > clip->clip_norm ? clip->clip_norm / s : 1.0;
-				for (uint32_t l = 0; l < L; l++)
-					ws->scale[l * B + i] = c;
-			} else {
-				double cl = clip->clip_norm / sqrt((double)L);
-
-				for (uint32_t l = 0; l < L; l++) {
-					double s = sqrt(ws->sq[l][i]);
-
-					ws->scale[l * B + i] = s > cl ? cl / s : 1.0;
-				}
-			}
-		}
-		for (uint32_t l = 0; l < L; l++) {
-			size_t out = m->dims[l + 1];
-
-			for (size_t i = 0; i < B; i++) {
-				double c = ws->scale[l * B + i];
-
-				if (c != 1.0)
-					cblas_dscal((int)out, c, ws->delta[l] + i * out, 1);
-			}
-		}
-	}
-	/* The clipped sum as one reweighted matmul per layer: (diag(c) D)^T A. */
 	for (uint32_t l = 0; l < L; l++) {
+		size_t in = m->dims[l], out = m->dims[l + 1];
+
+		for (size_t i = 0; i < B; i++)
+			ws->sq[l][i] = row_sqnorm(ws->delta[l] + i * out, out) *
+				       (row_sqnorm(ws->act[l] + i * in, in) + 1.0);
+	}
+	if (ret_norms)
+		for (size_t i = 0; i < B; i++) {
+			double s = 0.0;
+
+			for (uint32_t l = 0; l < L; l++)
+				s += ws->sq[l][i];
+			ret_norms[i] = sqrt(s);
+		}
+}
+
+/*
+ * Example i's clipping factors, one per layer in ws->scale (Abadi et al.
+ * Alg. 1: g / max(1, ||g|| / C)); for per-layer clipping each of the L
+ * layers gets C / sqrt(L), so the whole clipped gradient still has norm at
+ * most C.
+ */
+static void example_clip_factors(const trn_model *m, trn__workspace *ws, size_t B, size_t i,
+				 const trn__clip *clip)
+{
+	uint32_t L = m->n_layers;
+	double total = 0.0;
+
+	/* An example whose gradient is not finite (features near DBL_MAX
+	 * overflow it, then NaN escapes every comparison) contributes zero:
+	 * its rows of delta and of the activations are cleared, since scaling
+	 * inf by 0 gives NaN.  Every example's contribution then still has
+	 * norm at most C. */
+	for (uint32_t l = 0; l < L; l++)
+		total += ws->sq[l][i];
+	if (!isfinite(total)) {
+		for (uint32_t l = 0; l < L; l++) {
+			memset(ws->delta[l] + i * m->dims[l + 1], 0, m->dims[l + 1] * sizeof(double));
+			memset(ws->act[l] + i * m->dims[l], 0, m->dims[l] * sizeof(double));
+			ws->scale[l * B + i] = 1.0;
+		}
+		return;
+	}
+	if (clip->mode == TRN_CLIP_GLOBAL) {
+		double s = sqrt(total), c;
+
+		c = s > clip->clip_norm ? clip->clip_norm / s : 1.0;
+		for (uint32_t l = 0; l < L; l++)
+			ws->scale[l * B + i] = c;
+	} else {
+		double cl = clip->clip_norm / sqrt((double)L);
+
+		for (uint32_t l = 0; l < L; l++) {
+			double s = sqrt(ws->sq[l][i]);
+
+			ws->scale[l * B + i] = s > cl ? cl / s : 1.0;
+		}
+	}
+}
+
+/* Clips every example's errors in place by its factors. */
+static void clip_deltas(const trn_model *m, trn__workspace *ws, size_t B, const trn__clip *clip)
+{
+	for (size_t i = 0; i < B; i++)
+		example_clip_factors(m, ws, B, i, clip);
+	for (uint32_t l = 0; l < m->n_layers; l++) {
+		size_t out = m->dims[l + 1];
+
+		for (size_t i = 0; i < B; i++) {
+			double c = ws->scale[l * B + i];
+
+			if (c != 1.0)
+				cblas_dscal((int)out, c, ws->delta[l] + i * out, 1);
+		}
+	}
+}
+
+void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
+			 const trn__clip *clip, double *grad, double *ret_norms,
+			 double *ret_loss_sum, size_t *ret_correct)
+{
+	if (B == 0) {
+		if (ret_loss_sum)
+			*ret_loss_sum = 0.0;
+		if (ret_correct)
+			*ret_correct = 0;
+		return;
+	}
+	forward(m, ws, y, B, ret_loss_sum, ret_correct);
+	backward(m, ws, y, B);
+	if ((clip && clip->enabled) || ret_norms)
+		example_sqnorms(m, ws, B, ret_norms);
+	if (clip && clip->enabled)
+		clip_deltas(m, ws, B, clip);
+	/* The clipped sum as one reweighted matmul per layer: (diag(c) D)^T A. */
+	for (uint32_t l = 0; l < m->n_layers; l++) {
 		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
 		double *gw = grad + m->w_off[l], *gb = grad + m->b_off[l];
 		const double *d = ws->delta[l];

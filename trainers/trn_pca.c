@@ -25,6 +25,54 @@
 
 #define PCA_CHUNK_ROWS 1024u
 
+/* Adds the upper triangle of A^T A to cov (d x d, row-major), the rows of
+ * x normalised to unit norm, one rank-B update per chunk of
+ * PCA_CHUNK_ROWS rows. */
+static void pca_gram_upper(const double *x, size_t n, size_t d, double *chunk, double *cov)
+{
+	for (size_t s = 0; s < n; s += PCA_CHUNK_ROWS) {
+		size_t B = n - s < PCA_CHUNK_ROWS ? n - s : PCA_CHUNK_ROWS;
+
+		memcpy(chunk, x + s * d, B * d * sizeof(double));
+		for (size_t i = 0; i < B; i++) {
+			double *row = chunk + i * d, nrm = cblas_dnrm2((int)d, row, 1), check;
+
+			/* Divide, not multiply by 1 / nrm: for a row of subnormals
+			 * 1 / nrm overflows and 0 * inf made the covariance NaN, which
+			 * told that such a row was there.  A row whose normalised norm
+			 * is still not within 1 (never, short of that) is dropped, so
+			 * every row adds at most norm 1 whatever it holds. */
+			for (size_t j = 0; nrm > 0.0 && j < d; j++)
+				row[j] /= nrm;
+			check = cblas_dnrm2((int)d, row, 1);
+			if (!(check <= 1.0 + 1e-12))
+				memset(row, 0, d * sizeof(double));
+		}
+		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)B, 1.0, chunk,
+			    (int)d, 1.0, cov, (int)d);
+	}
+}
+
+/* Adds N(0, sigma^2) to each of the d (d + 1) / 2 upper entries of cov
+ * (none when sigma is 0), then mirrors the upper triangle into the lower. */
+static int pca_add_noise(double *cov, size_t d, double sigma, mech_rng *rng, double *noise,
+			 acct_error *err)
+{
+	if (sigma > 0.0) {
+		size_t t = 0;
+
+		if (mech_rng_normal_fill(rng, noise, d * (d + 1) / 2) < 0)
+			return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
+		for (size_t i = 0; i < d; i++)
+			for (size_t j = i; j < d; j++)
+				cov[i * d + j] += sigma * noise[t++];
+	}
+	for (size_t i = 0; i < d; i++)
+		for (size_t j = 0; j < i; j++)
+			cov[i * d + j] = cov[j * d + i];
+	return 0;
+}
+
 int trn__dp_pca(const double *x, size_t n, size_t d, size_t k, double sigma, mech_rng *rng,
 		double *ret_v, acct_error *err)
 {
@@ -48,43 +96,10 @@ int trn__dp_pca(const double *x, size_t n, size_t d, size_t k, double sigma, mec
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for DP-PCA");
 		goto out;
 	}
-	/* Upper triangle of A^T A, unit-normalised rows, one rank-B update per chunk. */
-	for (size_t s = 0; s < n; s += PCA_CHUNK_ROWS) {
-		size_t B = n - s < PCA_CHUNK_ROWS ? n - s : PCA_CHUNK_ROWS;
-
-		memcpy(chunk, x + s * d, B * d * sizeof(double));
-		for (size_t i = 0; i < B; i++) {
-			double *row = chunk + i * d, nrm = cblas_dnrm2((int)d, row, 1), check;
-
-			/* Divide, not multiply by 1 / nrm: for a row of subnormals
-			 * 1 / nrm overflows and 0 * inf made the covariance NaN, which
-			 * told that such a row was there.  A row whose normalised norm
-			 * is still not within 1 (never, short of that) is dropped, so
-			 * every row adds at most norm 1 whatever it holds. */
-			for (size_t j = 0; nrm > 0.0 && j < d; j++)
-				row[j] /= nrm;
-			check = cblas_dnrm2((int)d, row, 1);
-			if (!(check <= 1.0 + 1e-12))
-				memset(row, 0, d * sizeof(double));
-		}
-		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)B, 1.0, chunk,
-			    (int)d, 1.0, cov, (int)d);
-	}
-	if (sigma > 0.0) {
-		size_t t = 0;
-
-		if (mech_rng_normal_fill(rng, noise, d * (d + 1) / 2) < 0) {
-			rc = acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
-			goto out;
-		}
-		for (size_t i = 0; i < d; i++)
-			for (size_t j = i; j < d; j++)
-				cov[i * d + j] += sigma * noise[t++];
-	}
-	for (size_t i = 0; i < d; i++)
-		for (size_t j = 0; j < i; j++)
-			cov[i * d + j] = cov[j * d + i];
-
+	pca_gram_upper(x, n, d, chunk, cov);
+	rc = pca_add_noise(cov, d, sigma, rng, noise, err);
+	if (rc < 0)
+		goto out;
 	cv = gsl_matrix_view_array(cov, d, d);
 	if (gsl_eigen_symmv(&cv.matrix, eval, evec, ew) != GSL_SUCCESS ||
 	    gsl_eigen_symmv_sort(eval, evec, GSL_EIGEN_SORT_VAL_DESC) != GSL_SUCCESS) {

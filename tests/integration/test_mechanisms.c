@@ -2,7 +2,7 @@
  * test_mechanisms.c: budget-charged mechanism releases, CSV uploads and
  * hosted-table queries, through HTTP against the real binary.
  *
- * What is checked is the contract of DESIGN.md and issue 4: an answer is
+ * What is checked is the contract of DESIGN.md: an answer is
  * sent only with a durable charge (ledger row, budget moved by the priced
  * cost, the event in the answer is the one charged); an Idempotency-Key
  * replays the stored output and charges once; refused requests charge and

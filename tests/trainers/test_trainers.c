@@ -476,7 +476,8 @@ static void remove_tmpdir(void)
 {
 	DIR *d = opendir(tmpdir);
 	struct dirent *e;
-	char path[128];
+	/* Room for any directory entry's name, so no path is cut short. */
+	char path[sizeof(tmpdir) + 1 + sizeof(e->d_name)];
 
 	if (!d)
 		return;
