@@ -2,7 +2,7 @@
  * srv_jobs.h: training jobs: submission, the worker pool, progress,
  * cancellation, models; and the data linked to a dataset.
  *
- * The budget rule of a job (README, "Training jobs"):
+ * The budget rule of a job (docs/training.md, "Budget rule"):
  *  - its privacy event is built from its parameters and the linked table's
  *    row count before any data is read, and reserved in full at submission;
  *    a job that does not fit is refused with 409 and the epsilon it needs;

@@ -1316,7 +1316,7 @@ static double rdp_epsilon_at(double a, double r, double delta)
 	return r + log((a - 1.0) / a) - (log(delta) + log(a)) / (a - 1.0);
 }
 
-/* The filter orders DESIGN.md and the README document as the default. */
+/* The filter orders DESIGN.md and docs/concepts.md document as the default. */
 static const double default_filter_orders[] = {
 	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
 };

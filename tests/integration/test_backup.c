@@ -6,8 +6,8 @@
  * charge answered before the backup started, and at most the one charge in
  * flight beyond those answered when it ended; its stored totals must equal
  * its rows (`dpgate verify` on it exits 0); it must be mode 0600; and a
- * server started on it after the restore the README describes must report
- * the copy's figures and go on charging.  The refusals leave nothing behind:
+ * server started on it after the restore docs/operations.md describes must
+ * report the copy's figures and go on charging.  The refusals leave nothing behind:
  * an existing OUT is never replaced, a missing directory, a file that is
  * not a dpgate database, and usage errors all exit 2 with no partial copy.
  */
@@ -145,7 +145,7 @@ Test(backup, a_copy_under_load_holds_every_answered_charge_and_restores)
 	cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
 	cr_assert_eq(partial_files(srv.dir), 0);
 
-	/* Restore as the README says: stop the server, move the database and
+	/* Restore as docs/operations.md says: stop the server, move the database and
 	 * its side files away, put the copy in its place, start again. */
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	for (int i = 0; i < 2; i++) {

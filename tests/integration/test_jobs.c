@@ -800,7 +800,7 @@ Test(jobs, jobs_that_could_only_fail_are_refused_before_reserving)
  * /ledger_delta) before anything is reserved.  (Before, no field could name
  * it: every job on a basic ledger was refused.)  The reservation costs
  * (eps, ledger_delta) with eps the tighter of the rdp and pld answers for the
- * same event at that delta (README, "Ledger accountants"; zcdp cannot price
+ * same event at that delta (docs/concepts.md, "Ledger accountants and filters"; zcdp cannot price
  * sampled events).
  */
 Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)

@@ -379,7 +379,7 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 	dpg_resp_free(&r);
 	/* The ledger charged exactly the data-independent events: its spent
 	 * epsilon is the RDP accountant's for them at the filter's 20 orders and
-	 * delta share (README: delta_B / 20). */
+	 * delta share (docs/concepts.md: delta_B / 20). */
 	{
 		char body[768];
 		double want;
