@@ -21,29 +21,6 @@
 #include "acct_internal.h"
 #include "acct_numeric.h"
 
-/* ---- helpers ------------------------------------------------------------ */
-
-static pthread_once_t gsl_quiet_once = PTHREAD_ONCE_INIT;
-
-static void gsl_quiet_now(void)
-{
-	gsl_set_error_handler_off();
-}
-
-/* Once per process: GSL keeps the handler in a global that it reads and
- * writes unlocked, so server threads pricing at once must not all set it. */
-void acct_gsl_quiet(void)
-{
-	pthread_once(&gsl_quiet_once, gsl_quiet_now);
-}
-
-double acct_log_binomial(double n, double k)
-{
-	int sign;
-
-	return lgamma_r(n + 1.0, &sign) - lgamma_r(k + 1.0, &sign) - lgamma_r(n - k + 1.0, &sign);
-}
-
 /* dp_accounting's default orders, as DESIGN.md fixes them. */
 #define N_DEFAULT_ORDERS (99 + 53 + 4)
 

@@ -1,0 +1,372 @@
+/*
+ * acct_calibrate.c: calibration, the search for the value of one event
+ * field that meets an epsilon target under a chosen accountant.
+ */
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_roots.h>
+
+#include "acct.h"
+#include "acct_internal.h"
+
+enum field_kind {
+	FIELD_NOISE,    /* real, epsilon decreases as it grows, (0, inf) */
+	FIELD_NOISE01,  /* real, epsilon decreases as it grows, (0, 1] */
+	FIELD_LOSS,     /* real, epsilon increases as it grows, (0, inf) */
+	FIELD_LOSS01,   /* real, epsilon increases as it grows, (0, 1] */
+	FIELD_COUNT,    /* integer, epsilon increases as it grows, [1, hi] */
+};
+
+struct field_ref {
+	enum field_kind kind;
+	double *real;
+	int64_t *integer;
+	int64_t int_hi;
+};
+
+static int find_field(acct_event *node, const char *field, struct field_ref *f)
+{
+	memset(f, 0, sizeof(*f));
+#define IS(t, name) (node->type == (t) && strcmp(field, name) == 0)
+	if (IS(ACCT_EV_GAUSSIAN, "noise_multiplier")) {
+		f->kind = FIELD_NOISE;
+		f->real = &node->u.gaussian.noise_multiplier;
+	} else if (IS(ACCT_EV_LAPLACE, "noise_multiplier")) {
+		f->kind = FIELD_NOISE;
+		f->real = &node->u.laplace.noise_multiplier;
+	} else if (IS(ACCT_EV_DISCRETE_GAUSSIAN, "sigma")) {
+		f->kind = FIELD_NOISE;
+		f->real = &node->u.discrete_gaussian.sigma;
+	} else if (IS(ACCT_EV_GNMAX, "sigma")) {
+		f->kind = FIELD_NOISE;
+		f->real = &node->u.gnmax.sigma;
+	} else if (IS(ACCT_EV_PATE_THRESHOLD, "sigma")) {
+		f->kind = FIELD_NOISE;
+		f->real = &node->u.pate_threshold.sigma;
+	} else if (IS(ACCT_EV_RANDOMIZED_RESPONSE, "noise_parameter")) {
+		f->kind = FIELD_NOISE01;
+		f->real = &node->u.randomized_response.noise_parameter;
+	} else if (IS(ACCT_EV_DISCRETE_LAPLACE, "noise_parameter")) {
+		f->kind = FIELD_LOSS;
+		f->real = &node->u.discrete_laplace.noise_parameter;
+	} else if (IS(ACCT_EV_EXPONENTIAL_MECHANISM, "epsilon")) {
+		f->kind = FIELD_LOSS;
+		f->real = &node->u.exponential_mechanism.epsilon;
+	} else if (IS(ACCT_EV_PERMUTE_AND_FLIP, "epsilon")) {
+		f->kind = FIELD_LOSS;
+		f->real = &node->u.permute_and_flip.epsilon;
+	} else if (IS(ACCT_EV_EPSILON_DELTA, "epsilon")) {
+		f->kind = FIELD_LOSS;
+		f->real = &node->u.epsilon_delta.epsilon;
+	} else if (IS(ACCT_EV_ZCDP, "rho")) {
+		f->kind = FIELD_LOSS;
+		f->real = &node->u.zcdp.rho;
+	} else if (IS(ACCT_EV_POISSON_SAMPLED, "sampling_probability")) {
+		f->kind = FIELD_LOSS01;
+		f->real = &node->u.poisson_sampled.sampling_probability;
+	} else if (IS(ACCT_EV_SELF_COMPOSED, "count")) {
+		f->kind = FIELD_COUNT;
+		f->integer = &node->u.self_composed.count;
+		f->int_hi = DPG_MAX_COMPOSITION_COUNT;
+	} else if (IS(ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT, "sample_size")) {
+		f->kind = FIELD_COUNT;
+		f->integer = &node->u.sampled_without_replacement.sample_size;
+		f->int_hi = node->u.sampled_without_replacement.source_dataset_size;
+	} else {
+		return -1;
+	}
+#undef IS
+	return 0;
+}
+
+/* Values already evaluated, with their gaps: Brent's method and the
+ * bracket check below ask for the same points again and again, and one
+ * evaluation can cost a tenth of a second (a PLD convolution). */
+#define CALIB_MEMO 64
+
+struct calib {
+	acct_event *root;
+	struct field_ref f;
+	double delta, target;
+	const acct_options *opt;
+	int rc;
+	acct_error err;
+	unsigned evals;
+	double last_eps;
+	double memo_v[CALIB_MEMO], memo_eps[CALIB_MEMO];
+	unsigned memo_n, memo_next;
+};
+
+/* epsilon(v) - target; records the first failure and returns NAN. */
+static double calib_gap(struct calib *c, double v)
+{
+	acct_result r;
+	acct_error e;
+	int rc;
+
+	for (unsigned i = 0; i < c->memo_n; i++) {
+		if (c->memo_v[i] == v) {
+			c->last_eps = c->memo_eps[i];
+			return c->last_eps - c->target;
+		}
+	}
+	if (c->f.real)
+		*c->f.real = v;
+	else
+		*c->f.integer = (int64_t)v;
+	c->evals++;
+	acct_error_init(&e);
+	rc = acct_epsilon(c->root, c->delta, c->opt, &r, &e);
+	if (rc == ACCT_EUNSUPPORTED && strcmp(e.where, "/delta") == 0) {
+		r.epsilon = INFINITY; /* no finite epsilon at this value */
+	} else if (rc < 0) {
+		if (c->rc == 0) {
+			c->rc = rc;
+			c->err = e;
+		}
+		return NAN;
+	}
+	c->last_eps = r.epsilon;
+	c->memo_v[c->memo_next] = v;
+	c->memo_eps[c->memo_next] = r.epsilon;
+	c->memo_next = (c->memo_next + 1) % CALIB_MEMO;
+	if (c->memo_n < CALIB_MEMO)
+		c->memo_n++;
+	return r.epsilon - c->target;
+}
+
+/* The GSL function: the gap as a function of log(v) for unbounded fields,
+ * of v for (0,1] fields; sign arranged so that it increases with epsilon. */
+struct calib_fn {
+	struct calib *c;
+	bool log_scale;
+};
+
+static double calib_gsl(double x, void *vp)
+{
+	struct calib_fn *cf = vp;
+	double g = calib_gap(cf->c, cf->log_scale ? exp(x) : x);
+
+	if (isinf(g))
+		g = g > 0 ? 1e300 : -1e300;
+	return g;
+}
+
+int acct_calibrate(acct_event *root, acct_event *node, const char *field, double epsilon,
+		   double delta, const acct_options *opt, double *ret_value, double *ret_epsilon,
+		   acct_error *err)
+{
+	struct calib c;
+	struct calib_fn cf;
+	acct_options shared = *opt;
+	double pld_work = 0.0;
+	gsl_root_fsolver *s = NULL;
+	gsl_function fn;
+	double ok, bad, g, x_ok, x_bad;
+	bool decreasing;
+	int rc = 0, status;
+
+	acct_gsl_quiet();
+	memset(&c, 0, sizeof(c));
+	if (!(isfinite(epsilon) && epsilon > 0.0))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+				      "'epsilon' must be a finite number > 0");
+	if (find_field(node, field, &c.f) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/template",
+				      "'%s' of a '%s' event cannot be calibrated", field,
+				      acct_event_type_name(node->type));
+	c.root = root;
+	c.delta = delta;
+	c.target = epsilon;
+	/* One work budget for every pld evaluation of the search, so a
+	 * calibration ends within DPG_MAX_PLD_WORK as one pricing does. */
+	if (!shared.pld_work)
+		shared.pld_work = &pld_work;
+	c.opt = &shared;
+	acct_error_init(&c.err);
+
+	if (c.f.kind == FIELD_COUNT) {
+		/* Largest integer meeting the target, by bisection (epsilon is
+		 * nondecreasing in a count or a sample size). */
+		int64_t lo = 1, hi = c.f.int_hi;
+
+		g = calib_gap(&c, 1.0);
+		if (c.rc < 0)
+			goto fail;
+		if (g > 0.0) {
+			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+					    "even '%s' = 1 exceeds epsilon %g", field, epsilon);
+			goto out;
+		}
+		g = calib_gap(&c, (double)hi);
+		if (c.rc < 0)
+			goto fail;
+		if (g <= 0.0) {
+			lo = hi;
+		} else {
+			while (hi - lo > 1) {
+				int64_t mid = lo + (hi - lo) / 2;
+
+				g = calib_gap(&c, (double)mid);
+				if (c.rc < 0)
+					goto fail;
+				if (g <= 0.0)
+					lo = mid;
+				else
+					hi = mid;
+			}
+		}
+		ok = (double)lo;
+		goto done;
+	}
+
+	decreasing = c.f.kind == FIELD_NOISE || c.f.kind == FIELD_NOISE01;
+	cf.c = &c;
+	cf.log_scale = c.f.kind == FIELD_NOISE || c.f.kind == FIELD_LOSS;
+	/* Bracket: `ok` meets the target, `bad` does not. */
+	if (cf.log_scale) {
+		double v = 1.0;
+		bool have_ok = false, have_bad = false;
+
+		ok = bad = v;
+		for (int i = 0; i < 200 && !(have_ok && have_bad); i++) {
+			g = calib_gap(&c, v);
+			if (c.rc < 0)
+				goto fail;
+			if (g <= 0.0) {
+				ok = v;
+				have_ok = true;
+			} else {
+				bad = v;
+				have_bad = true;
+			}
+			/* Move toward the side still missing. */
+			if (!have_ok)
+				v = decreasing ? v * 2.0 : v / 2.0;
+			else if (!have_bad)
+				v = decreasing ? v / 2.0 : v * 2.0;
+			if (v < 1e-12 || v > 1e12)
+				break;
+		}
+		if (!have_ok) {
+			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+					    "no value of '%s' in [1e-12, 1e12] meets epsilon %g",
+					    field, epsilon);
+			goto out;
+		}
+		if (!have_bad) {
+			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/template",
+					    "every value of '%s' meets epsilon %g; the target does "
+					    "not constrain it", field, epsilon);
+			goto out;
+		}
+		x_ok = log(ok);
+		x_bad = log(bad);
+	} else {
+		/* (0, 1] fields */
+		g = calib_gap(&c, 1.0);
+		if (c.rc < 0)
+			goto fail;
+		if (decreasing) {
+			if (g > 0.0) {
+				rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+						    "even '%s' = 1 exceeds epsilon %g", field, epsilon);
+				goto out;
+			}
+			ok = 1.0;
+			bad = 0.5;
+			while ((g = calib_gap(&c, bad)) <= 0.0 && bad > 1e-300) {
+				ok = bad;
+				bad /= 2.0;
+			}
+		} else {
+			if (g <= 0.0) {
+				ok = 1.0;
+				goto done;
+			}
+			bad = 1.0;
+			ok = 0.5;
+			while ((g = calib_gap(&c, ok)) > 0.0 && ok > 1e-300) {
+				bad = ok;
+				ok /= 2.0;
+			}
+		}
+		if (c.rc < 0)
+			goto fail;
+		x_ok = ok;
+		x_bad = bad;
+	}
+
+	/* Brent's method on the bracket (Brent 1973, ch. 4; GSL's brent). */
+	fn.function = calib_gsl;
+	fn.params = &cf;
+	s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
+	if (!s) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	status = gsl_root_fsolver_set(s, &fn, fmin(x_ok, x_bad), fmax(x_ok, x_bad));
+	if (status != GSL_SUCCESS) {
+		if (c.rc < 0)
+			goto fail;
+		rc = acct_error_set(err, ACCT_ENUMERIC, "", "calibration bracket failed");
+		goto out;
+	}
+	for (int it = 0; it < 100; it++) {
+		double lo, hi, glo;
+
+		status = gsl_root_fsolver_iterate(s);
+		if (c.rc < 0)
+			goto fail;
+		if (status != GSL_SUCCESS) {
+			rc = acct_error_set(err, ACCT_ENUMERIC, "", "Brent's method failed");
+			goto out;
+		}
+		lo = gsl_root_fsolver_x_lower(s);
+		hi = gsl_root_fsolver_x_upper(s);
+		/* Keep our own bracket: which end meets the target. */
+		glo = calib_gsl(lo, &cf);
+		if (c.rc < 0)
+			goto fail;
+		if (glo <= 0.0) {
+			x_ok = lo;
+			x_bad = hi;
+		} else {
+			x_ok = hi;
+			x_bad = lo;
+		}
+		if (gsl_root_test_interval(lo, hi, 0.0, 1e-10) == GSL_SUCCESS)
+			break;
+	}
+	/* The conservative end, checked. */
+	g = calib_gsl(x_ok, &cf);
+	if (c.rc < 0)
+		goto fail;
+	if (g > 0.0) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "", "calibration lost its bracket");
+		goto out;
+	}
+	(void)x_bad;
+	ok = cf.log_scale ? exp(x_ok) : x_ok;
+	/* exp(log(v)) may round: make sure the value evaluated is returned. */
+done:
+	g = calib_gap(&c, ok);
+	if (c.rc < 0)
+		goto fail;
+	if (g > 0.0) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "", "calibration result misses the target");
+		goto out;
+	}
+	*ret_value = ok;
+	*ret_epsilon = c.last_eps;
+	rc = 0;
+	goto out;
+fail:
+	rc = acct_error_set(err, c.rc, c.err.where, "%s", c.err.text);
+out:
+	if (s)
+		gsl_root_fsolver_free(s);
+	return rc;
+}
