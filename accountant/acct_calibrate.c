@@ -26,58 +26,65 @@ struct field_ref {
 	int64_t int_hi;
 };
 
+/* Whether `field` of `node` is the field `name` of an event of type `t`. */
+static inline bool is_field(const acct_event *node, const char *field, acct_event_type t,
+			    const char *name)
+{
+	return node->type == t && strcmp(field, name) == 0;
+}
+
+/* Points `f` at the field of `node` named `field`, with how epsilon moves
+ * as it grows; -1 when that field cannot be calibrated. */
 static int find_field(acct_event *node, const char *field, struct field_ref *f)
 {
 	memset(f, 0, sizeof(*f));
-#define IS(t, name) (node->type == (t) && strcmp(field, name) == 0)
-	if (IS(ACCT_EV_GAUSSIAN, "noise_multiplier")) {
+	if (is_field(node, field, ACCT_EV_GAUSSIAN, "noise_multiplier")) {
 		f->kind = FIELD_NOISE;
 		f->real = &node->u.gaussian.noise_multiplier;
-	} else if (IS(ACCT_EV_LAPLACE, "noise_multiplier")) {
+	} else if (is_field(node, field, ACCT_EV_LAPLACE, "noise_multiplier")) {
 		f->kind = FIELD_NOISE;
 		f->real = &node->u.laplace.noise_multiplier;
-	} else if (IS(ACCT_EV_DISCRETE_GAUSSIAN, "sigma")) {
+	} else if (is_field(node, field, ACCT_EV_DISCRETE_GAUSSIAN, "sigma")) {
 		f->kind = FIELD_NOISE;
 		f->real = &node->u.discrete_gaussian.sigma;
-	} else if (IS(ACCT_EV_GNMAX, "sigma")) {
+	} else if (is_field(node, field, ACCT_EV_GNMAX, "sigma")) {
 		f->kind = FIELD_NOISE;
 		f->real = &node->u.gnmax.sigma;
-	} else if (IS(ACCT_EV_PATE_THRESHOLD, "sigma")) {
+	} else if (is_field(node, field, ACCT_EV_PATE_THRESHOLD, "sigma")) {
 		f->kind = FIELD_NOISE;
 		f->real = &node->u.pate_threshold.sigma;
-	} else if (IS(ACCT_EV_RANDOMIZED_RESPONSE, "noise_parameter")) {
+	} else if (is_field(node, field, ACCT_EV_RANDOMIZED_RESPONSE, "noise_parameter")) {
 		f->kind = FIELD_NOISE01;
 		f->real = &node->u.randomized_response.noise_parameter;
-	} else if (IS(ACCT_EV_DISCRETE_LAPLACE, "noise_parameter")) {
+	} else if (is_field(node, field, ACCT_EV_DISCRETE_LAPLACE, "noise_parameter")) {
 		f->kind = FIELD_LOSS;
 		f->real = &node->u.discrete_laplace.noise_parameter;
-	} else if (IS(ACCT_EV_EXPONENTIAL_MECHANISM, "epsilon")) {
+	} else if (is_field(node, field, ACCT_EV_EXPONENTIAL_MECHANISM, "epsilon")) {
 		f->kind = FIELD_LOSS;
 		f->real = &node->u.exponential_mechanism.epsilon;
-	} else if (IS(ACCT_EV_PERMUTE_AND_FLIP, "epsilon")) {
+	} else if (is_field(node, field, ACCT_EV_PERMUTE_AND_FLIP, "epsilon")) {
 		f->kind = FIELD_LOSS;
 		f->real = &node->u.permute_and_flip.epsilon;
-	} else if (IS(ACCT_EV_EPSILON_DELTA, "epsilon")) {
+	} else if (is_field(node, field, ACCT_EV_EPSILON_DELTA, "epsilon")) {
 		f->kind = FIELD_LOSS;
 		f->real = &node->u.epsilon_delta.epsilon;
-	} else if (IS(ACCT_EV_ZCDP, "rho")) {
+	} else if (is_field(node, field, ACCT_EV_ZCDP, "rho")) {
 		f->kind = FIELD_LOSS;
 		f->real = &node->u.zcdp.rho;
-	} else if (IS(ACCT_EV_POISSON_SAMPLED, "sampling_probability")) {
+	} else if (is_field(node, field, ACCT_EV_POISSON_SAMPLED, "sampling_probability")) {
 		f->kind = FIELD_LOSS01;
 		f->real = &node->u.poisson_sampled.sampling_probability;
-	} else if (IS(ACCT_EV_SELF_COMPOSED, "count")) {
+	} else if (is_field(node, field, ACCT_EV_SELF_COMPOSED, "count")) {
 		f->kind = FIELD_COUNT;
 		f->integer = &node->u.self_composed.count;
 		f->int_hi = DPG_MAX_COMPOSITION_COUNT;
-	} else if (IS(ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT, "sample_size")) {
+	} else if (is_field(node, field, ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT, "sample_size")) {
 		f->kind = FIELD_COUNT;
 		f->integer = &node->u.sampled_without_replacement.sample_size;
 		f->int_hi = node->u.sampled_without_replacement.source_dataset_size;
 	} else {
 		return -1;
 	}
-#undef IS
 	return 0;
 }
 

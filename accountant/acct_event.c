@@ -256,12 +256,154 @@ static int need_sensitivity(double x, const char *where, acct_error *err)
 	return acct_error_set(err, ACCT_EINVAL, ptr, "'sensitivity' must be an integer >= 1");
 }
 
+/* The JSON pointer of the field `name` of the event at `where`, written
+ * into `buf` (ACCT_ERROR_WHERE_BYTES long); returns buf. */
+static inline const char *field_at(char *buf, const char *where, const char *name)
+{
+	snprintf(buf, ACCT_ERROR_WHERE_BYTES, "%s/%s", where, name);
+	return buf;
+}
+
+static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
+		    acct_error *err);
+
+static int validate_randomized_response(const acct_event *ev, acct_neighbor nb,
+					const char *where, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(ev->u.randomized_response.noise_parameter > 0.0 &&
+	      ev->u.randomized_response.noise_parameter <= 1.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "noise_parameter"),
+				      "'noise_parameter' must be in (0, 1]");
+	if (ev->u.randomized_response.num_buckets < 2 ||
+	    ev->u.randomized_response.num_buckets > DPG_MAX_NUM_BUCKETS)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "num_buckets"),
+				      "'num_buckets' must be in [2, %lld]",
+				      (long long)DPG_MAX_NUM_BUCKETS);
+	if (nb != ACCT_REPLACE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "randomized response is defined under the replace "
+				      "relation only (a respondent's answer has no "
+				      "add/remove neighbour); set \"neighbor\":\"replace\"");
+	return 0;
+}
+
+static int validate_epsilon_delta(const acct_event *ev, const char *where, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(isfinite(ev->u.epsilon_delta.epsilon) && ev->u.epsilon_delta.epsilon >= 0.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "epsilon"),
+				      "'epsilon' must be a finite number >= 0");
+	if (!(ev->u.epsilon_delta.delta >= 0.0 && ev->u.epsilon_delta.delta < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "delta"),
+				      "'delta' must be in [0, 1)");
+	return 0;
+}
+
+static int validate_zcdp(const acct_event *ev, const char *where, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(isfinite(ev->u.zcdp.rho) && ev->u.zcdp.rho >= 0.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "rho"),
+				      "'rho' must be a finite number >= 0");
+	return 0;
+}
+
+static int validate_pate_gnss(const acct_event *ev, const char *where, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(ev->u.pate_gnss.beta >= 0.0 && ev->u.pate_gnss.beta < 0.5))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "beta"),
+				      "'beta' must be in [0, 0.5)");
+	return need_positive(ev->u.pate_gnss.sigma, where, "sigma", err);
+}
+
+static int validate_poisson_sampled(const acct_event *ev, acct_neighbor nb, const char *where,
+				    unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	double q = ev->u.poisson_sampled.sampling_probability;
+
+	if (!(q > 0.0 && q <= 1.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sampling_probability"),
+				      "'sampling_probability' must be in (0, 1]");
+	if (nb != ACCT_ADD_REMOVE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "Poisson sampling is accounted under the add_remove "
+				      "relation only; under replace use "
+				      "sampled_without_replacement");
+	return validate(ev->u.poisson_sampled.event, nb, field_at(ptr, where, "event"), depth + 1,
+			err);
+}
+
+static int validate_sampled_wor(const acct_event *ev, acct_neighbor nb, const char *where,
+				unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int64_t n = ev->u.sampled_without_replacement.source_dataset_size;
+	int64_t m = ev->u.sampled_without_replacement.sample_size;
+
+	if (n < 1 || n > DPG_MAX_DATASET_SIZE)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "source_dataset_size"),
+				      "'source_dataset_size' must be in [1, %lld]",
+				      (long long)DPG_MAX_DATASET_SIZE);
+	if (m < 1 || m > n)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sample_size"),
+				      "'sample_size' must be in [1, source_dataset_size]");
+	if (nb != ACCT_REPLACE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "sampling without replacement is accounted under the "
+				      "replace relation only (Wang, Balle, Kasiviswanathan "
+				      "2019); under add_remove use poisson_sampled");
+	return validate(ev->u.sampled_without_replacement.event, nb,
+			field_at(ptr, where, "event"), depth + 1, err);
+}
+
+static int validate_self_composed(const acct_event *ev, acct_neighbor nb, const char *where,
+				  unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (ev->u.self_composed.count < 1 ||
+	    ev->u.self_composed.count > DPG_MAX_COMPOSITION_COUNT)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "count"),
+				      "'count' must be in [1, %lld]",
+				      (long long)DPG_MAX_COMPOSITION_COUNT);
+	return validate(ev->u.self_composed.event, nb, field_at(ptr, where, "event"), depth + 1,
+			err);
+}
+
+static int validate_composed(const acct_event *ev, acct_neighbor nb, const char *where,
+			     unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (ev->u.composed.n > DPG_MAX_EVENT_NODES)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "events"),
+				      "too many events");
+	for (size_t i = 0; i < ev->u.composed.n; i++) {
+		char item[ACCT_ERROR_WHERE_BYTES + 32];
+		int rc;
+
+		snprintf(item, sizeof(item), "%s/events/%zu", where, i);
+		rc = validate(ev->u.composed.events[i], nb, item, depth + 1, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Validates the event at JSON pointer `where`, `depth` levels down. */
 static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
 		    acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int rc;
 
-#define FIELD(name) (snprintf(ptr, sizeof(ptr), "%s/%s", where, name), ptr)
 	if (!ev)
 		return acct_error_set(err, ACCT_EINVAL, where, "missing event");
 	if (depth > DPG_MAX_EVENT_DEPTH)
@@ -272,114 +414,40 @@ static int validate(const acct_event *ev, acct_neighbor nb, const char *where, u
 		return need_positive(ev->u.gaussian.noise_multiplier, where, "noise_multiplier", err);
 	case ACCT_EV_LAPLACE:
 		return need_positive(ev->u.laplace.noise_multiplier, where, "noise_multiplier", err);
-	case ACCT_EV_DISCRETE_GAUSSIAN: {
-		int rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
-
+	case ACCT_EV_DISCRETE_GAUSSIAN:
+		rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
 		return rc < 0 ? rc : need_sensitivity(ev->u.discrete_gaussian.sensitivity, where, err);
-	}
-	case ACCT_EV_DISCRETE_LAPLACE: {
-		int rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
-
+	case ACCT_EV_DISCRETE_LAPLACE:
+		rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
 		return rc < 0 ? rc : need_sensitivity(ev->u.discrete_laplace.sensitivity, where, err);
-	}
 	case ACCT_EV_RANDOMIZED_RESPONSE:
-		if (!(ev->u.randomized_response.noise_parameter > 0.0 &&
-		      ev->u.randomized_response.noise_parameter <= 1.0))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("noise_parameter"),
-					      "'noise_parameter' must be in (0, 1]");
-		if (ev->u.randomized_response.num_buckets < 2 ||
-		    ev->u.randomized_response.num_buckets > DPG_MAX_NUM_BUCKETS)
-			return acct_error_set(err, ACCT_EINVAL, FIELD("num_buckets"),
-					      "'num_buckets' must be in [2, %lld]",
-					      (long long)DPG_MAX_NUM_BUCKETS);
-		if (nb != ACCT_REPLACE)
-			return acct_error_set(err, ACCT_EUNSUPPORTED, where,
-					      "randomized response is defined under the replace "
-					      "relation only (a respondent's answer has no "
-					      "add/remove neighbour); set \"neighbor\":\"replace\"");
-		return 0;
+		return validate_randomized_response(ev, nb, where, err);
 	case ACCT_EV_EXPONENTIAL_MECHANISM:
 		return need_positive(ev->u.exponential_mechanism.epsilon, where, "epsilon", err);
 	case ACCT_EV_PERMUTE_AND_FLIP:
 		return need_positive(ev->u.permute_and_flip.epsilon, where, "epsilon", err);
 	case ACCT_EV_EPSILON_DELTA:
-		if (!(isfinite(ev->u.epsilon_delta.epsilon) && ev->u.epsilon_delta.epsilon >= 0.0))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("epsilon"),
-					      "'epsilon' must be a finite number >= 0");
-		if (!(ev->u.epsilon_delta.delta >= 0.0 && ev->u.epsilon_delta.delta < 1.0))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("delta"),
-					      "'delta' must be in [0, 1)");
-		return 0;
+		return validate_epsilon_delta(ev, where, err);
 	case ACCT_EV_ZCDP:
-		if (!(isfinite(ev->u.zcdp.rho) && ev->u.zcdp.rho >= 0.0))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("rho"),
-					      "'rho' must be a finite number >= 0");
-		return 0;
+		return validate_zcdp(ev, where, err);
 	case ACCT_EV_GNMAX:
 		return need_positive(ev->u.gnmax.sigma, where, "sigma", err);
 	case ACCT_EV_PATE_THRESHOLD:
 		return need_positive(ev->u.pate_threshold.sigma, where, "sigma", err);
 	case ACCT_EV_PATE_GNSS:
-		if (!(ev->u.pate_gnss.beta >= 0.0 && ev->u.pate_gnss.beta < 0.5))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("beta"),
-					      "'beta' must be in [0, 0.5)");
-		return need_positive(ev->u.pate_gnss.sigma, where, "sigma", err);
-	case ACCT_EV_POISSON_SAMPLED: {
-		double q = ev->u.poisson_sampled.sampling_probability;
-
-		if (!(q > 0.0 && q <= 1.0))
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sampling_probability"),
-					      "'sampling_probability' must be in (0, 1]");
-		if (nb != ACCT_ADD_REMOVE)
-			return acct_error_set(err, ACCT_EUNSUPPORTED, where,
-					      "Poisson sampling is accounted under the add_remove "
-					      "relation only; under replace use "
-					      "sampled_without_replacement");
-		return validate(ev->u.poisson_sampled.event, nb, FIELD("event"), depth + 1, err);
-	}
-	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT: {
-		int64_t n = ev->u.sampled_without_replacement.source_dataset_size;
-		int64_t m = ev->u.sampled_without_replacement.sample_size;
-
-		if (n < 1 || n > DPG_MAX_DATASET_SIZE)
-			return acct_error_set(err, ACCT_EINVAL, FIELD("source_dataset_size"),
-					      "'source_dataset_size' must be in [1, %lld]",
-					      (long long)DPG_MAX_DATASET_SIZE);
-		if (m < 1 || m > n)
-			return acct_error_set(err, ACCT_EINVAL, FIELD("sample_size"),
-					      "'sample_size' must be in [1, source_dataset_size]");
-		if (nb != ACCT_REPLACE)
-			return acct_error_set(err, ACCT_EUNSUPPORTED, where,
-					      "sampling without replacement is accounted under the "
-					      "replace relation only (Wang, Balle, Kasiviswanathan "
-					      "2019); under add_remove use poisson_sampled");
-		return validate(ev->u.sampled_without_replacement.event, nb, FIELD("event"),
-				depth + 1, err);
-	}
+		return validate_pate_gnss(ev, where, err);
+	case ACCT_EV_POISSON_SAMPLED:
+		return validate_poisson_sampled(ev, nb, where, depth, err);
+	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
+		return validate_sampled_wor(ev, nb, where, depth, err);
 	case ACCT_EV_SELF_COMPOSED:
-		if (ev->u.self_composed.count < 1 ||
-		    ev->u.self_composed.count > DPG_MAX_COMPOSITION_COUNT)
-			return acct_error_set(err, ACCT_EINVAL, FIELD("count"),
-					      "'count' must be in [1, %lld]",
-					      (long long)DPG_MAX_COMPOSITION_COUNT);
-		return validate(ev->u.self_composed.event, nb, FIELD("event"), depth + 1, err);
+		return validate_self_composed(ev, nb, where, depth, err);
 	case ACCT_EV_COMPOSED:
-		if (ev->u.composed.n > DPG_MAX_EVENT_NODES)
-			return acct_error_set(err, ACCT_EINVAL, FIELD("events"), "too many events");
-		for (size_t i = 0; i < ev->u.composed.n; i++) {
-			char item[ACCT_ERROR_WHERE_BYTES + 32];
-			int rc;
-
-			snprintf(item, sizeof(item), "%s/events/%zu", where, i);
-			rc = validate(ev->u.composed.events[i], nb, item, depth + 1, err);
-			if (rc < 0)
-				return rc;
-		}
-		return 0;
+		return validate_composed(ev, nb, where, depth, err);
 	default:
-		return acct_error_set(err, ACCT_EINVAL, FIELD("type"), "unknown event type");
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "type"),
+				      "unknown event type");
 	}
-#undef FIELD
 }
 
 int acct_event_validate_at(const acct_event *ev, acct_neighbor neighbor, const char *prefix,

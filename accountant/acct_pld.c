@@ -114,87 +114,111 @@ static double phi_upper(double x) /* P(N(0,1) > x) */
 	return 0.5 * erfc(x / M_SQRT2);
 }
 
+/* Gaussian pair N(0, s^2) vs N(1, s^2) (unit sensitivity): with
+ * t = s^2 l + 1/2, {log lambda > l} = {x > t}. */
+static void lr_set_gauss(const struct base *b, double l, bool above, double *m0, double *m1)
+{
+	double s = b->s, t = s * s * l + 0.5;
+
+	if (above) {
+		*m0 = phi_upper(t / s);
+		*m1 = phi_upper((t - 1.0) / s);
+	} else {
+		*m0 = phi_upper(-t / s);
+		*m1 = phi_upper(-(t - 1.0) / s);
+	}
+}
+
+/* Laplace pair of scale b centred at 0 and 1: the loss is clamped to
+ * [-1/b, 1/b], and between those {log lambda > l} = {x > t},
+ * t = (1 + b l) / 2. */
+static void lr_set_laplace(const struct base *b, double l, bool above, double *m0, double *m1)
+{
+	double bb = b->s, e0 = 1.0 / bb, t;
+
+	if (above) {
+		if (l >= e0) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l < -e0) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		t = (1.0 + bb * l) / 2.0;
+		*m0 = 0.5 * exp(-t / bb);
+		*m1 = 1.0 - 0.5 * exp(-(1.0 - t) / bb);
+	} else {
+		if (l <= -e0) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l > e0) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		t = (1.0 + bb * l) / 2.0;
+		*m0 = 1.0 - 0.5 * exp(-t / bb);
+		*m1 = 0.5 * exp(-(1.0 - t) / bb);
+	}
+}
+
+/* P(X >= j) for the discrete Laplace with r = e^{-a}, given lr = log r and
+ * l1r = log(1 + r). */
+static inline double dlaplace_surv(double j, double lr, double l1r)
+{
+	return j >= 1 ? exp(j * lr - l1r) : -expm1((1.0 - j) * lr - l1r);
+}
+
+/* Discrete Laplace pair (parameter a, sensitivity d) centred at 0 and d:
+ * the loss is clamped to [-a d, a d], and between those the set is a tail
+ * {x >= m} of integers. */
+static void lr_set_dlaplace(const struct base *b, double l, bool above, double *m0, double *m1)
+{
+	double a = b->s, d = b->d, lr = -a, l1r = log1p(exp(-a)), m, sx0, sx1;
+
+	if (above) {
+		if (l >= a * d) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l < -a * d) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		m = floor((l / a + d) / 2.0) + 1.0;
+		*m0 = dlaplace_surv(m, lr, l1r);
+		*m1 = dlaplace_surv(m - d, lr, l1r);
+	} else {
+		if (l <= -a * d) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l > a * d) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		m = ceil((l / a + d) / 2.0);
+		sx0 = dlaplace_surv(m, lr, l1r);
+		sx1 = dlaplace_surv(m - d, lr, l1r);
+		*m0 = 1.0 - sx0;
+		*m1 = 1.0 - sx1;
+	}
+}
+
 /* mu0 and mu1 masses of {log lambda > l} (above) or {log lambda < l}. */
 static void lr_set(const struct base *b, double l, bool above, double *m0, double *m1)
 {
 	switch (b->kind) {
-	case B_GAUSS: {
-		double s = b->s, t = s * s * l + 0.5;
-
-		if (above) {
-			*m0 = phi_upper(t / s);
-			*m1 = phi_upper((t - 1.0) / s);
-		} else {
-			*m0 = phi_upper(-t / s);
-			*m1 = phi_upper(-(t - 1.0) / s);
-		}
+	case B_GAUSS:
+		lr_set_gauss(b, l, above, m0, m1);
 		return;
-	}
-	case B_LAPLACE: {
-		double bb = b->s, e0 = 1.0 / bb, t;
-
-		if (above) {
-			if (l >= e0) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l < -e0) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			t = (1.0 + bb * l) / 2.0;
-			*m0 = 0.5 * exp(-t / bb);
-			*m1 = 1.0 - 0.5 * exp(-(1.0 - t) / bb);
-		} else {
-			if (l <= -e0) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l > e0) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			t = (1.0 + bb * l) / 2.0;
-			*m0 = 1.0 - 0.5 * exp(-t / bb);
-			*m1 = 0.5 * exp(-(1.0 - t) / bb);
-		}
+	case B_LAPLACE:
+		lr_set_laplace(b, l, above, m0, m1);
 		return;
-	}
-	case B_DLAPLACE: {
-		/* P(X >= j) for the discrete Laplace with r = e^{-a}. */
-		double a = b->s, d = b->d, lr = -a, l1r = log1p(exp(-a)), m, sx0, sx1;
-
-#define SURV(j) ((j) >= 1 ? exp((j) * lr - l1r) : -expm1((1.0 - (j)) * lr - l1r))
-		if (above) {
-			if (l >= a * d) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l < -a * d) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			m = floor((l / a + d) / 2.0) + 1.0;
-			*m0 = SURV(m);
-			*m1 = SURV(m - d);
-		} else {
-			if (l <= -a * d) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l > a * d) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			m = ceil((l / a + d) / 2.0);
-			sx0 = SURV(m);
-			sx1 = SURV(m - d);
-			*m0 = 1.0 - sx0;
-			*m1 = 1.0 - sx1;
-		}
-#undef SURV
+	case B_DLAPLACE:
+		lr_set_dlaplace(b, l, above, m0, m1);
 		return;
-	}
 	default:
 		*m0 = *m1 = 0.0;
 		return;
@@ -258,6 +282,16 @@ static void base_lr_range(const struct base *b, double *lo, double *hi)
 	}
 }
 
+/* log(1 - q + q lambda) at l = log lambda: the loss of the q-subsampled
+ * pair where the base pair's is l, increasing in l. */
+static inline double mix_loss(double q, double l)
+{
+	if (q == 1.0)
+		return l;
+	return l <= 0.0 ? log1p(q * expm1(l)) : acct__log_add(log1p(-q), log(q) + l);
+}
+
+/* The loss range of the (possibly subsampled) base pair. */
 static void base_loss_range(const struct base *b, double *lo, double *hi)
 {
 	double l0, l1, q = b->q;
@@ -274,17 +308,13 @@ static void base_loss_range(const struct base *b, double *lo, double *hi)
 		return;
 	}
 	base_lr_range(b, &l0, &l1);
-	/* log(1 - q + q lambda), increasing in lambda */
-#define MIXL(l) (q == 1.0 ? (l) : ((l) <= 0.0 ? log1p(q * expm1(l)) : \
-				    acct__log_add(log1p(-q), log(q) + (l))))
 	if (!b->add) {
-		*lo = MIXL(l0);
-		*hi = MIXL(l1);
+		*lo = mix_loss(q, l0);
+		*hi = mix_loss(q, l1);
 	} else {
-		*lo = -MIXL(l1);
-		*hi = -MIXL(l0);
+		*lo = -mix_loss(q, l1);
+		*hi = -mix_loss(q, l0);
 	}
-#undef MIXL
 }
 
 /* Connect-the-dots discretisation of one base pair on the grid of step h. */
