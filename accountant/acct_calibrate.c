@@ -161,19 +161,227 @@ static double calib_gsl(double x, void *vp)
 	return g;
 }
 
+/* Reports the first failure that calib_gap recorded; returns its code. */
+static int calib_fail(const struct calib *c, acct_error *err)
+{
+	return acct_error_set(err, c->rc, c->err.where, "%s", c->err.text);
+}
+
+/*
+ * A count or a sample size: the largest integer in [1, int_hi] that meets
+ * the target, by bisection (epsilon is nondecreasing in either).
+ */
+static int calib_count(struct calib *c, const char *field, double *ret_ok, acct_error *err)
+{
+	int64_t lo = 1, hi = c->f.int_hi;
+	double g = calib_gap(c, 1.0);
+
+	if (c->rc < 0)
+		return calib_fail(c, err);
+	if (g > 0.0)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+				      "even '%s' = 1 exceeds epsilon %g", field, c->target);
+	g = calib_gap(c, (double)hi);
+	if (c->rc < 0)
+		return calib_fail(c, err);
+	if (g <= 0.0) {
+		lo = hi;
+	} else {
+		while (hi - lo > 1) {
+			int64_t mid = lo + (hi - lo) / 2;
+
+			g = calib_gap(c, (double)mid);
+			if (c->rc < 0)
+				return calib_fail(c, err);
+			if (g <= 0.0)
+				lo = mid;
+			else
+				hi = mid;
+		}
+	}
+	*ret_ok = (double)lo;
+	return 0;
+}
+
+/*
+ * An unbounded real field: from 1, doubles or halves the value until one
+ * value meets the target (`ok`) and one does not (`bad`), within
+ * [1e-12, 1e12].  Writes the bracket's ends in log scale.
+ */
+static int calib_bracket_log(struct calib *c, bool decreasing, const char *field,
+			     double *ret_x_ok, double *ret_x_bad, acct_error *err)
+{
+	double v = 1.0, ok = v, bad = v, g;
+	bool have_ok = false, have_bad = false;
+
+	for (int i = 0; i < 200 && !(have_ok && have_bad); i++) {
+		g = calib_gap(c, v);
+		if (c->rc < 0)
+			return calib_fail(c, err);
+		if (g <= 0.0) {
+			ok = v;
+			have_ok = true;
+		} else {
+			bad = v;
+			have_bad = true;
+		}
+		/* Move toward the side still missing. */
+		if (!have_ok)
+			v = decreasing ? v * 2.0 : v / 2.0;
+		else if (!have_bad)
+			v = decreasing ? v / 2.0 : v * 2.0;
+		if (v < 1e-12 || v > 1e12)
+			break;
+	}
+	if (!have_ok)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+				      "no value of '%s' in [1e-12, 1e12] meets epsilon %g",
+				      field, c->target);
+	if (!have_bad)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/template",
+				      "every value of '%s' meets epsilon %g; the target does "
+				      "not constrain it", field, c->target);
+	*ret_x_ok = log(ok);
+	*ret_x_bad = log(bad);
+	return 0;
+}
+
+/*
+ * A field in (0, 1]: from 1, halves toward 0 until the bracket is found.
+ * Returns 1, with *ret_x_ok = 1, when 1 itself is the answer (a loss field
+ * that meets the target at its largest value), 0 with a bracket otherwise.
+ */
+static int calib_bracket_unit(struct calib *c, bool decreasing, const char *field,
+			      double *ret_x_ok, double *ret_x_bad, acct_error *err)
+{
+	double ok, bad, g = calib_gap(c, 1.0);
+
+	if (c->rc < 0)
+		return calib_fail(c, err);
+	if (decreasing) {
+		if (g > 0.0)
+			return acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+					      "even '%s' = 1 exceeds epsilon %g", field, c->target);
+		ok = 1.0;
+		bad = 0.5;
+		while ((g = calib_gap(c, bad)) <= 0.0 && bad > 1e-300) {
+			ok = bad;
+			bad /= 2.0;
+		}
+	} else {
+		if (g <= 0.0) {
+			*ret_x_ok = 1.0;
+			return 1;
+		}
+		bad = 1.0;
+		ok = 0.5;
+		while ((g = calib_gap(c, ok)) > 0.0 && ok > 1e-300) {
+			bad = ok;
+			ok /= 2.0;
+		}
+	}
+	if (c->rc < 0)
+		return calib_fail(c, err);
+	*ret_x_ok = ok;
+	*ret_x_bad = bad;
+	return 0;
+}
+
+/*
+ * Brent's method on the bracket [x_ok, x_bad] (Brent 1973, ch. 4; GSL's
+ * brent), keeping track of which end meets the target; writes that end,
+ * checked once more, to *x_ok.
+ */
+static int calib_brent(struct calib_fn *cf, double *x_ok, double x_bad, acct_error *err)
+{
+	struct calib *c = cf->c;
+	gsl_root_fsolver *s = NULL;
+	gsl_function fn = {.function = calib_gsl, .params = cf};
+	double glo;
+	int rc = 0, status;
+
+	s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
+	if (!s) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	status = gsl_root_fsolver_set(s, &fn, fmin(*x_ok, x_bad), fmax(*x_ok, x_bad));
+	if (status != GSL_SUCCESS) {
+		rc = c->rc < 0 ? calib_fail(c, err) :
+		     acct_error_set(err, ACCT_ENUMERIC, "", "calibration bracket failed");
+		goto out;
+	}
+	for (int it = 0; it < 100; it++) {
+		double lo, hi;
+
+		status = gsl_root_fsolver_iterate(s);
+		if (c->rc < 0) {
+			rc = calib_fail(c, err);
+			goto out;
+		}
+		if (status != GSL_SUCCESS) {
+			rc = acct_error_set(err, ACCT_ENUMERIC, "", "Brent's method failed");
+			goto out;
+		}
+		lo = gsl_root_fsolver_x_lower(s);
+		hi = gsl_root_fsolver_x_upper(s);
+		/* Keep our own bracket: which end meets the target. */
+		glo = calib_gsl(lo, cf);
+		if (c->rc < 0) {
+			rc = calib_fail(c, err);
+			goto out;
+		}
+		*x_ok = glo <= 0.0 ? lo : hi;
+		if (gsl_root_test_interval(lo, hi, 0.0, 1e-10) == GSL_SUCCESS)
+			break;
+	}
+	/* The conservative end, checked. */
+	glo = calib_gsl(*x_ok, cf);
+	if (c->rc < 0)
+		rc = calib_fail(c, err);
+	else if (glo > 0.0)
+		rc = acct_error_set(err, ACCT_ENUMERIC, "", "calibration lost its bracket");
+out:
+	if (s)
+		gsl_root_fsolver_free(s);
+	return rc;
+}
+
+/* Finds the value of a real field that meets the target, into *ret_ok. */
+static int calib_real(struct calib *c, const char *field, double *ret_ok, acct_error *err)
+{
+	struct calib_fn cf;
+	bool decreasing = c->f.kind == FIELD_NOISE || c->f.kind == FIELD_NOISE01;
+	double x_ok = 1.0, x_bad = 1.0;
+	int rc;
+
+	cf.c = c;
+	cf.log_scale = c->f.kind == FIELD_NOISE || c->f.kind == FIELD_LOSS;
+	/* Bracket: `x_ok` meets the target, `x_bad` does not. */
+	if (cf.log_scale)
+		rc = calib_bracket_log(c, decreasing, field, &x_ok, &x_bad, err);
+	else
+		rc = calib_bracket_unit(c, decreasing, field, &x_ok, &x_bad, err);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		rc = calib_brent(&cf, &x_ok, x_bad, err);
+		if (rc < 0)
+			return rc;
+	}
+	*ret_ok = cf.log_scale ? exp(x_ok) : x_ok;
+	return 0;
+}
+
 int acct_calibrate(acct_event *root, acct_event *node, const char *field, double epsilon,
 		   double delta, const acct_options *opt, double *ret_value, double *ret_epsilon,
 		   acct_error *err)
 {
 	struct calib c;
-	struct calib_fn cf;
 	acct_options shared = *opt;
 	double pld_work = 0.0;
-	gsl_root_fsolver *s = NULL;
-	gsl_function fn;
-	double ok, bad, g, x_ok, x_bad;
-	bool decreasing;
-	int rc = 0, status;
+	double ok = 1.0, g;
+	int rc;
 
 	acct_gsl_quiet();
 	memset(&c, 0, sizeof(c));
@@ -194,186 +402,19 @@ int acct_calibrate(acct_event *root, acct_event *node, const char *field, double
 	c.opt = &shared;
 	acct_error_init(&c.err);
 
-	if (c.f.kind == FIELD_COUNT) {
-		/* Largest integer meeting the target, by bisection (epsilon is
-		 * nondecreasing in a count or a sample size). */
-		int64_t lo = 1, hi = c.f.int_hi;
-
-		g = calib_gap(&c, 1.0);
-		if (c.rc < 0)
-			goto fail;
-		if (g > 0.0) {
-			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
-					    "even '%s' = 1 exceeds epsilon %g", field, epsilon);
-			goto out;
-		}
-		g = calib_gap(&c, (double)hi);
-		if (c.rc < 0)
-			goto fail;
-		if (g <= 0.0) {
-			lo = hi;
-		} else {
-			while (hi - lo > 1) {
-				int64_t mid = lo + (hi - lo) / 2;
-
-				g = calib_gap(&c, (double)mid);
-				if (c.rc < 0)
-					goto fail;
-				if (g <= 0.0)
-					lo = mid;
-				else
-					hi = mid;
-			}
-		}
-		ok = (double)lo;
-		goto done;
-	}
-
-	decreasing = c.f.kind == FIELD_NOISE || c.f.kind == FIELD_NOISE01;
-	cf.c = &c;
-	cf.log_scale = c.f.kind == FIELD_NOISE || c.f.kind == FIELD_LOSS;
-	/* Bracket: `ok` meets the target, `bad` does not. */
-	if (cf.log_scale) {
-		double v = 1.0;
-		bool have_ok = false, have_bad = false;
-
-		ok = bad = v;
-		for (int i = 0; i < 200 && !(have_ok && have_bad); i++) {
-			g = calib_gap(&c, v);
-			if (c.rc < 0)
-				goto fail;
-			if (g <= 0.0) {
-				ok = v;
-				have_ok = true;
-			} else {
-				bad = v;
-				have_bad = true;
-			}
-			/* Move toward the side still missing. */
-			if (!have_ok)
-				v = decreasing ? v * 2.0 : v / 2.0;
-			else if (!have_bad)
-				v = decreasing ? v / 2.0 : v * 2.0;
-			if (v < 1e-12 || v > 1e12)
-				break;
-		}
-		if (!have_ok) {
-			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
-					    "no value of '%s' in [1e-12, 1e12] meets epsilon %g",
-					    field, epsilon);
-			goto out;
-		}
-		if (!have_bad) {
-			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/template",
-					    "every value of '%s' meets epsilon %g; the target does "
-					    "not constrain it", field, epsilon);
-			goto out;
-		}
-		x_ok = log(ok);
-		x_bad = log(bad);
-	} else {
-		/* (0, 1] fields */
-		g = calib_gap(&c, 1.0);
-		if (c.rc < 0)
-			goto fail;
-		if (decreasing) {
-			if (g > 0.0) {
-				rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
-						    "even '%s' = 1 exceeds epsilon %g", field, epsilon);
-				goto out;
-			}
-			ok = 1.0;
-			bad = 0.5;
-			while ((g = calib_gap(&c, bad)) <= 0.0 && bad > 1e-300) {
-				ok = bad;
-				bad /= 2.0;
-			}
-		} else {
-			if (g <= 0.0) {
-				ok = 1.0;
-				goto done;
-			}
-			bad = 1.0;
-			ok = 0.5;
-			while ((g = calib_gap(&c, ok)) > 0.0 && ok > 1e-300) {
-				bad = ok;
-				ok /= 2.0;
-			}
-		}
-		if (c.rc < 0)
-			goto fail;
-		x_ok = ok;
-		x_bad = bad;
-	}
-
-	/* Brent's method on the bracket (Brent 1973, ch. 4; GSL's brent). */
-	fn.function = calib_gsl;
-	fn.params = &cf;
-	s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
-	if (!s) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	status = gsl_root_fsolver_set(s, &fn, fmin(x_ok, x_bad), fmax(x_ok, x_bad));
-	if (status != GSL_SUCCESS) {
-		if (c.rc < 0)
-			goto fail;
-		rc = acct_error_set(err, ACCT_ENUMERIC, "", "calibration bracket failed");
-		goto out;
-	}
-	for (int it = 0; it < 100; it++) {
-		double lo, hi, glo;
-
-		status = gsl_root_fsolver_iterate(s);
-		if (c.rc < 0)
-			goto fail;
-		if (status != GSL_SUCCESS) {
-			rc = acct_error_set(err, ACCT_ENUMERIC, "", "Brent's method failed");
-			goto out;
-		}
-		lo = gsl_root_fsolver_x_lower(s);
-		hi = gsl_root_fsolver_x_upper(s);
-		/* Keep our own bracket: which end meets the target. */
-		glo = calib_gsl(lo, &cf);
-		if (c.rc < 0)
-			goto fail;
-		if (glo <= 0.0) {
-			x_ok = lo;
-			x_bad = hi;
-		} else {
-			x_ok = hi;
-			x_bad = lo;
-		}
-		if (gsl_root_test_interval(lo, hi, 0.0, 1e-10) == GSL_SUCCESS)
-			break;
-	}
-	/* The conservative end, checked. */
-	g = calib_gsl(x_ok, &cf);
-	if (c.rc < 0)
-		goto fail;
-	if (g > 0.0) {
-		rc = acct_error_set(err, ACCT_ENUMERIC, "", "calibration lost its bracket");
-		goto out;
-	}
-	(void)x_bad;
-	ok = cf.log_scale ? exp(x_ok) : x_ok;
+	if (c.f.kind == FIELD_COUNT)
+		rc = calib_count(&c, field, &ok, err);
+	else
+		rc = calib_real(&c, field, &ok, err);
+	if (rc < 0)
+		return rc;
 	/* exp(log(v)) may round: make sure the value evaluated is returned. */
-done:
 	g = calib_gap(&c, ok);
 	if (c.rc < 0)
-		goto fail;
-	if (g > 0.0) {
-		rc = acct_error_set(err, ACCT_ENUMERIC, "", "calibration result misses the target");
-		goto out;
-	}
+		return calib_fail(&c, err);
+	if (g > 0.0)
+		return acct_error_set(err, ACCT_ENUMERIC, "", "calibration result misses the target");
 	*ret_value = ok;
 	*ret_epsilon = c.last_eps;
-	rc = 0;
-	goto out;
-fail:
-	rc = acct_error_set(err, c.rc, c.err.where, "%s", c.err.text);
-out:
-	if (s)
-		gsl_root_fsolver_free(s);
-	return rc;
+	return 0;
 }
