@@ -892,6 +892,7 @@ struct order_search {
 	double *done_o;       /* orders computed so far, and their floors */
 	double *done_f;
 	size_t nd;
+	double best, order;   /* the lowest epsilon so far, and its order */
 };
 
 /* The lowest epsilon that order a could still reach: the conversion of the
@@ -912,13 +913,119 @@ static void order_done(struct order_search *s, double a, double floor_)
 	s->done_f[s->nd++] = floor_;
 }
 
+/* Keeps epsilon e at order a if it beats the best so far (ties go to the
+ * lower order). */
+static void order_offer(struct order_search *s, double a, double e)
+{
+	if (e < s->best || (e == s->best && a < s->order)) {
+		s->best = e;
+		s->order = a;
+	}
+}
+
+/* Writes to so[] the seed orders among those asked for (or the first one
+ * when none is a seed), marks them computed; returns how many. */
+static size_t seed_pick(const double *orders, size_t n, double *so, char *computed)
+{
+	size_t ns = 0;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < sizeof(seed_orders) / sizeof(seed_orders[0]); j++)
+			if (orders[i] == seed_orders[j] && !computed[i]) {
+				so[ns++] = orders[i];
+				computed[i] = 1;
+			}
+	if (ns == 0 && n > 0) {
+		so[ns++] = orders[0];
+		computed[0] = 1;
+	}
+	return ns;
+}
+
+/*
+ * Computes the seeds' RDP (sr) and floors (sf), sets the delta left after
+ * the event's (epsilon, delta) parts, and offers the seeds' epsilons.
+ * Refused when those parts spend all of `delta`.
+ */
+static int seed_search(struct order_search *s, const acct_event *ev, acct_neighbor nb,
+		       const double *so, size_t ns, double *sr, double *sf, double delta,
+		       acct_error *err)
+{
+	double extra = 0.0;
+	int rc = rdp_at_floor(ev, nb, so, ns, sr, sf, &extra, "/event", err);
+
+	if (rc < 0)
+		return rc;
+	/* Remaining delta after the (eps, delta) events' share:
+	 * 1 - delta = (1 - eff)(1 - extra). */
+	s->delta = -expm1(log1p(-delta) - log1p(-extra));
+	if (!(s->delta > 0.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "the event's (epsilon, delta) parts already spend delta %.6g, "
+				      "more than the %.6g asked for", extra, delta);
+	for (size_t i = 0; i < ns; i++) {
+		double e = acct__rdp_order_epsilon(so[i], sr[i], s->delta);
+
+		order_done(s, so[i], sf[i]);
+		order_offer(s, so[i], e);
+	}
+	return 0;
+}
+
+/* Writes to idx[] the orders not yet computed, most promising (lowest
+ * lower bound, lb[]) first; returns how many. */
+static size_t rest_queue(const struct order_search *s, const char *computed, double *lb,
+			 size_t *idx)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		if (computed[i])
+			continue;
+		lb[i] = order_lower_bound(s, s->orders[i]);
+		idx[m++] = i;
+	}
+	/* insertion sort: n is small */
+	for (size_t a = 1; a < m; a++)
+		for (size_t b = a; b > 0 && lb[idx[b]] < lb[idx[b - 1]]; b--) {
+			size_t t = idx[b];
+
+			idx[b] = idx[b - 1];
+			idx[b - 1] = t;
+		}
+	return m;
+}
+
+/* Visits the queued orders, computing the RDP only at those whose lower
+ * bound can still beat the best epsilon so far. */
+static int rest_search(struct order_search *s, const acct_event *ev, acct_neighbor nb,
+		       const size_t *idx, size_t m, acct_error *err)
+{
+	for (size_t t = 0; t < m; t++) {
+		size_t i = idx[t];
+		double a = s->orders[i], bound = order_lower_bound(s, a);
+		/* Written by rdp_at_floor on success; set so that -O3's
+		 * flow analysis, which cannot see that, has no warning. */
+		double r = 0.0, f = 0.0, x = 0.0;
+		int rc;
+
+		if (bound > s->best || (bound == s->best && a > s->order))
+			continue;
+		rc = rdp_at_floor(ev, nb, &s->orders[i], 1, &r, &f, &x, "/event", err);
+		if (rc < 0)
+			return rc;
+		order_done(s, a, f);
+		order_offer(s, a, acct__rdp_order_epsilon(a, r, s->delta));
+	}
+	return 0;
+}
+
 int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
 		      double delta, acct_result *ret, acct_error *err)
 {
-	struct order_search s = {.orders = orders, .n = n};
-	double *so = NULL, *sr = NULL, *sf = NULL, *lb = NULL, extra = 0.0;
-	double best = INFINITY, order = NAN;
-	size_t ns = 0, m = 0, *idx = NULL;
+	struct order_search s = {.orders = orders, .n = n, .best = INFINITY, .order = NAN};
+	double *so, *sr, *sf, *lb;
+	size_t ns, m, *idx = NULL;
 	char *computed = NULL;
 	int rc;
 
@@ -934,78 +1041,22 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 	sr = so + n;
 	sf = sr + n;
 	lb = sf + n;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < sizeof(seed_orders) / sizeof(seed_orders[0]); j++)
-			if (orders[i] == seed_orders[j] && !computed[i]) {
-				so[ns++] = orders[i];
-				computed[i] = 1;
-			}
-	if (ns == 0 && n > 0) {
-		so[ns++] = orders[0];
-		computed[0] = 1;
-	}
-	rc = rdp_at_floor(ev, nb, so, ns, sr, sf, &extra, "/event", err);
+	ns = seed_pick(orders, n, so, computed);
+	rc = seed_search(&s, ev, nb, so, ns, sr, sf, delta, err);
 	if (rc < 0)
 		goto out;
-	/* Remaining delta after the (eps, delta) events' share:
-	 * 1 - delta = (1 - eff)(1 - extra). */
-	s.delta = -expm1(log1p(-delta) - log1p(-extra));
-	if (!(s.delta > 0.0)) {
-		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
-				    "the event's (epsilon, delta) parts already spend delta %.6g, "
-				    "more than the %.6g asked for", extra, delta);
+	m = rest_queue(&s, computed, lb, idx);
+	rc = rest_search(&s, ev, nb, idx, m, err);
+	if (rc < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < ns; i++) {
-		double e = acct__rdp_order_epsilon(so[i], sr[i], s.delta);
-
-		order_done(&s, so[i], sf[i]);
-		if (e < best || (e == best && so[i] < order)) {
-			best = e;
-			order = so[i];
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (computed[i])
-			continue;
-		lb[i] = order_lower_bound(&s, orders[i]);
-		idx[m++] = i;
-	}
-	/* most promising first (insertion sort: n is small) */
-	for (size_t a = 1; a < m; a++)
-		for (size_t b = a; b > 0 && lb[idx[b]] < lb[idx[b - 1]]; b--) {
-			size_t t = idx[b];
-
-			idx[b] = idx[b - 1];
-			idx[b - 1] = t;
-		}
-	for (size_t t = 0; t < m; t++) {
-		size_t i = idx[t];
-		double a = orders[i], bound = order_lower_bound(&s, a), e;
-		/* Written by rdp_at_floor on success; set so that -O3's
-		 * flow analysis, which cannot see that, has no warning. */
-		double r = 0.0, f = 0.0, x = 0.0;
-
-		if (bound > best || (bound == best && a > order))
-			continue;
-		rc = rdp_at_floor(ev, nb, &orders[i], 1, &r, &f, &x, "/event", err);
-		if (rc < 0)
-			goto out;
-		order_done(&s, a, f);
-		e = acct__rdp_order_epsilon(a, r, s.delta);
-		if (e < best || (e == best && a < order)) {
-			best = e;
-			order = a;
-		}
-	}
-	if (!isfinite(best)) {
+	if (!isfinite(s.best)) {
 		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				    "no finite epsilon under rdp at delta %.6g", delta);
 		goto out;
 	}
-	ret->epsilon = best;
+	ret->epsilon = s.best;
 	ret->delta = delta;
-	ret->order = order;
+	ret->order = s.order;
 	rc = 0;
 out:
 	free(s.done_o);
