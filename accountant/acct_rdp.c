@@ -628,6 +628,85 @@ static double linear_rdp(double slope, double a)
 	return acct_mul_up(slope, a);
 }
 
+/* Papernot et al. 2018, Theorem 23; no bound at orders >= 1/(2 beta).  Its
+ * second term falls with the order near 1; the first, a e^{2 beta} / s^2,
+ * is the floor. */
+static int walk_pate_gnss(struct rdp_walk *wk, const acct_event *ev, double scale)
+{
+	for (size_t i = 0; i < wk->n; i++) {
+		double a = wk->orders[i], r = INFINITY;
+
+		if (ev->u.pate_gnss.beta == 0.0 || 2.0 * a * ev->u.pate_gnss.beta < 1.0) {
+			if (acct_pate_gnss_rdp(ev->u.pate_gnss.beta, ev->u.pate_gnss.sigma, a, &r,
+					       NULL) < 0)
+				r = INFINITY;
+		}
+		add_at_floor(wk, i, scale, r,
+			     a * exp(2.0 * ev->u.pate_gnss.beta) /
+				     (ev->u.pate_gnss.sigma * ev->u.pate_gnss.sigma));
+	}
+	return 0;
+}
+
+/* The discrete Laplace's curve, order by order (dlaplace_rdp). */
+static int walk_discrete_laplace(struct rdp_walk *wk, const acct_event *ev, double scale)
+{
+	for (size_t i = 0; i < wk->n; i++)
+		add_at(wk, i, scale,
+		       dlaplace_rdp(ev->u.discrete_laplace.noise_parameter,
+				    ev->u.discrete_laplace.sensitivity, wk->orders[i]));
+	return 0;
+}
+
+/* Randomized response's curve (rr_rdp), under replace only. */
+static int walk_randomized_response(struct rdp_walk *wk, const acct_event *ev, double scale,
+				    const char *where)
+{
+	if (wk->nb != ACCT_REPLACE)
+		return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
+				      "randomized response is defined under the replace "
+				      "relation only");
+	for (size_t i = 0; i < wk->n; i++)
+		add_at(wk, i, scale,
+		       rr_rdp(ev->u.randomized_response.noise_parameter,
+			      (double)ev->u.randomized_response.num_buckets, wk->orders[i]));
+	return 0;
+}
+
+/* An (epsilon, delta) pair: epsilon's curve as a pure-DP release, and its
+ * delta kept apart (log_keep) where the caller allows one. */
+static int walk_epsilon_delta(struct rdp_walk *wk, const acct_event *ev, double scale,
+			      const char *where)
+{
+	double d = ev->u.epsilon_delta.delta;
+
+	if (d > 0.0) {
+		if (!wk->allow_delta)
+			return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
+					      "an (epsilon, delta) event with delta > 0 has no "
+					      "RDP bound; price it on a basic ledger");
+		wk->log_keep += scale * log1p(-d);
+	}
+	return add_curve(wk, scale, rr_eps_rdp, ev->u.epsilon_delta.epsilon);
+}
+
+/* Composition adds the curves (Mironov 2017, Prop. 1). */
+static int walk_composed(struct rdp_walk *wk, const acct_event *ev, double scale,
+			 const char *where)
+{
+	for (size_t i = 0; i < ev->u.composed.n; i++) {
+		char key[32];
+		int rc;
+
+		snprintf(key, sizeof(key), "events/%zu", i);
+		rc = walk_child(wk, ev->u.composed.events[i], scale, where, key);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Adds `scale` times the RDP curve of `ev` to the walk's curve. */
 static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, const char *where)
 {
 	switch (ev->type) {
@@ -650,22 +729,7 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 		return add_curve(wk, scale, linear_rdp,
 				 acct_inv_sq_up(ev->u.pate_threshold.sigma) / 2.0);
 	case ACCT_EV_PATE_GNSS:
-		/* Papernot et al. 2018, Theorem 23; no bound at orders >= 1/(2 beta).
-		 * Its second term falls with the order near 1; the first,
-		 * a e^{2 beta} / s^2, is the floor. */
-		for (size_t i = 0; i < wk->n; i++) {
-			double a = wk->orders[i], r = INFINITY;
-
-			if (ev->u.pate_gnss.beta == 0.0 || 2.0 * a * ev->u.pate_gnss.beta < 1.0) {
-				if (acct_pate_gnss_rdp(ev->u.pate_gnss.beta, ev->u.pate_gnss.sigma,
-						       a, &r, NULL) < 0)
-					r = INFINITY;
-			}
-			add_at_floor(wk, i, scale, r,
-				     a * exp(2.0 * ev->u.pate_gnss.beta) /
-					     (ev->u.pate_gnss.sigma * ev->u.pate_gnss.sigma));
-		}
-		return 0;
+		return walk_pate_gnss(wk, ev, scale);
 	case ACCT_EV_LAPLACE:
 		return add_curve(wk, scale, laplace_rdp,
 				 acct_div_up(1.0, ev->u.laplace.noise_multiplier));
@@ -675,33 +739,11 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 	case ACCT_EV_EXPONENTIAL_MECHANISM:
 		return add_curve(wk, scale, exp_mech_rdp, ev->u.exponential_mechanism.epsilon);
 	case ACCT_EV_DISCRETE_LAPLACE:
-		for (size_t i = 0; i < wk->n; i++)
-			add_at(wk, i, scale,
-			       dlaplace_rdp(ev->u.discrete_laplace.noise_parameter,
-					    ev->u.discrete_laplace.sensitivity, wk->orders[i]));
-		return 0;
+		return walk_discrete_laplace(wk, ev, scale);
 	case ACCT_EV_RANDOMIZED_RESPONSE:
-		if (wk->nb != ACCT_REPLACE)
-			return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
-					      "randomized response is defined under the replace "
-					      "relation only");
-		for (size_t i = 0; i < wk->n; i++)
-			add_at(wk, i, scale,
-			       rr_rdp(ev->u.randomized_response.noise_parameter,
-				      (double)ev->u.randomized_response.num_buckets, wk->orders[i]));
-		return 0;
-	case ACCT_EV_EPSILON_DELTA: {
-		double d = ev->u.epsilon_delta.delta;
-
-		if (d > 0.0) {
-			if (!wk->allow_delta)
-				return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
-						      "an (epsilon, delta) event with delta > 0 has no "
-						      "RDP bound; price it on a basic ledger");
-			wk->log_keep += scale * log1p(-d);
-		}
-		return add_curve(wk, scale, rr_eps_rdp, ev->u.epsilon_delta.epsilon);
-	}
+		return walk_randomized_response(wk, ev, scale, where);
+	case ACCT_EV_EPSILON_DELTA:
+		return walk_epsilon_delta(wk, ev, scale, where);
 	case ACCT_EV_POISSON_SAMPLED:
 		return sampled_gaussian(wk, ev, scale, where);
 	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
@@ -711,16 +753,7 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 				  acct_mul_up(scale, (double)ev->u.self_composed.count), where,
 				  "event");
 	case ACCT_EV_COMPOSED:
-		for (size_t i = 0; i < ev->u.composed.n; i++) {
-			char key[32];
-			int rc;
-
-			snprintf(key, sizeof(key), "events/%zu", i);
-			rc = walk_child(wk, ev->u.composed.events[i], scale, where, key);
-			if (rc < 0)
-				return rc;
-		}
-		return 0;
+		return walk_composed(wk, ev, scale, where);
 	default:
 		return acct_error_set(wk->err, ACCT_EINVAL, where, "unknown event type");
 	}
