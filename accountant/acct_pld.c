@@ -527,20 +527,20 @@ static double log_mgf(const struct pmf *m, const double *lp, double t)
 	return mx + log(s);
 }
 
-/* The k-fold self-convolution, by one FFT raised to the k-th power in a
- * window [wlo, whi] outside which the k-fold sum has at most ACCT_PLD_TAIL
- * mass per side (Chernoff: P(S >= u) <= M(t)^k e^{-t u}). */
-static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_error *err)
+/*
+ * The grid window [*ret_wlo, *ret_whi] outside which the k-fold sum of `m`
+ * has at most ACCT_PLD_TAIL mass per side: for each tilt t on a geometric
+ * scan, Chernoff's bound P(S >= u) <= M(t)^k e^{-t u} gives an upper end,
+ * and the same at -t a lower end; the tightest of each is kept.
+ */
+static int self_compose_window(const struct pmf *m, int64_t k, long *ret_wlo, long *ret_whi,
+			       acct_error *err)
 {
 	double kk = (double)k, lt = log(1.0 / ACCT_PLD_TAIL), h = m->h;
 	double ulo = kk * (double)m->off * h, uhi = kk * (double)(m->off + (long)m->n - 1) * h;
-	double best_hi = uhi, best_lo = ulo, *x = NULL;
+	double best_hi = uhi, best_lo = ulo, *x;
 	long wlo, whi;
-	size_t nfft, width;
-	int rc = 0;
 
-	if (k == 1)
-		return 0;
 	x = malloc(m->n * sizeof(double));
 	if (!x)
 		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
@@ -558,29 +558,21 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 			best_lo = fmax(best_lo, dn);
 	}
 	free(x);
-	x = NULL;
 	wlo = (long)floor(best_lo / h) - 1;
 	whi = (long)ceil(best_hi / h) + 1;
 	if (whi < wlo)
 		whi = wlo;
-	width = (size_t)(whi - wlo + 1);
-	if (width > (size_t)ACCT_PLD_MAX_POINTS)
-		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
-				      "the self-composed PLD needs %zu grid points, more than %ld; "
-				      "raise value_discretization_interval", width,
-				      ACCT_PLD_MAX_POINTS);
-	nfft = fft_size(width > m->n ? width : m->n);
-	if (work_add(w, 2.0 * fft_work(nfft), "/event", err) < 0)
-		return ACCT_EUNSUPPORTED;
-	x = calloc(nfft, sizeof(double));
-	if (!x)
-		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
-	memcpy(x, m->p, m->n * sizeof(double));
-	if (fft_real(x, nfft, false) != GSL_SUCCESS) {
-		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
-		goto out;
-	}
-	/* z^k in polar form: |z|^k e^{i k arg z}. */
+	*ret_wlo = wlo;
+	*ret_whi = whi;
+	return 0;
+}
+
+/* Raises each coefficient of a real FFT (GSL's halfcomplex order) to the
+ * k-th power, in polar form: z^k = |z|^k e^{i k arg z}. */
+static void spectrum_power(double *x, size_t nfft, int64_t k)
+{
+	double kk = (double)k;
+
 	x[0] = pow(x[0], kk);
 	if (nfft % 2 == 0)
 		x[nfft - 1] = x[nfft - 1] < 0.0 && (k & 1) ? -pow(-x[nfft - 1], kk) :
@@ -602,16 +594,19 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 			x[2 * i] = mag * sin(th);
 		}
 	}
-	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
-		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
-		goto out;
-	}
+}
+
+/* Replaces m's masses by the window [wlo, wlo + width) of the circular
+ * k-fold convolution x (nfft long), with the k-fold mass at infinity. */
+static int self_compose_unwrap(struct pmf *m, const double *x, size_t nfft, int64_t k, long wlo,
+			       size_t width, acct_error *err)
+{
+	long whi = wlo + (long)width - 1;
+
 	free(m->p);
 	m->p = calloc(width, sizeof(double));
-	if (!m->p) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
-		goto out;
-	}
+	if (!m->p)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
 	/* True index t sits at circular position (t - k off) mod nfft. */
 	for (long t = wlo; t <= whi; t++) {
 		long pos = (long)((t - (long)k * m->off) % (long)nfft);
@@ -625,8 +620,49 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 	m->off = wlo;
 	m->n = width;
 	/* 1 - (1 - inf)^k, plus the mass the window may have folded back. */
-	m->inf = -expm1(kk * log1p(-m->inf)) + 2.0 * ACCT_PLD_TAIL;
+	m->inf = -expm1((double)k * log1p(-m->inf)) + 2.0 * ACCT_PLD_TAIL;
 	pmf_trim(m, ACCT_PLD_TAIL);
+	return 0;
+}
+
+/* The k-fold self-convolution, by one FFT raised to the k-th power in a
+ * window [wlo, whi] outside which the k-fold sum has at most ACCT_PLD_TAIL
+ * mass per side (Chernoff: P(S >= u) <= M(t)^k e^{-t u}). */
+static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_error *err)
+{
+	double *x = NULL;
+	long wlo = 0, whi = 0;
+	size_t nfft, width;
+	int rc;
+
+	if (k == 1)
+		return 0;
+	rc = self_compose_window(m, k, &wlo, &whi, err);
+	if (rc < 0)
+		return rc;
+	width = (size_t)(whi - wlo + 1);
+	if (width > (size_t)ACCT_PLD_MAX_POINTS)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "the self-composed PLD needs %zu grid points, more than %ld; "
+				      "raise value_discretization_interval", width,
+				      ACCT_PLD_MAX_POINTS);
+	nfft = fft_size(width > m->n ? width : m->n);
+	if (work_add(w, 2.0 * fft_work(nfft), "/event", err) < 0)
+		return ACCT_EUNSUPPORTED;
+	x = calloc(nfft, sizeof(double));
+	if (!x)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	memcpy(x, m->p, m->n * sizeof(double));
+	if (fft_real(x, nfft, false) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
+		goto out;
+	}
+	spectrum_power(x, nfft, k);
+	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
+		goto out;
+	}
+	rc = self_compose_unwrap(m, x, nfft, k, wlo, width, err);
 out:
 	free(x);
 	return rc;
