@@ -426,9 +426,9 @@ static double dlaplace_rdp(double t, double d, double a)
  * 2019, Sec. 3) and discrete Gaussians at their (D/s)^2.  A generic `zcdp`
  * event is not one: its RDP curve is the Gaussian's, but what subsampling
  * does to a mechanism depends on more than its RDP curve, and no bound
- * says a rho-zCDP mechanism subsamples as well as the Gaussian does; it was
- * priced so until 2026-11-26 and is refused now.  Returns the inverse
- * square (0 when none) or -1 when a part is not Gaussian-type.
+ * says a rho-zCDP mechanism subsamples as well as the Gaussian does, so it
+ * is refused.  Returns the inverse square (0 when none) or -1 when a part
+ * is not Gaussian-type.
  */
 static double gaussian_inv_sq(const acct_event *ev)
 {

@@ -174,7 +174,7 @@ Test(events, copy_is_deep)
 	acct_event_free(b);
 }
 
-/* ---- pure-epsilon leaves on the basic ledger (issue 4) ---- */
+/* ---- pure-epsilon leaves on the basic ledger ---- */
 
 static double basic_cost(acct_neighbor nb, acct_event *ev, int *ret_rc)
 {
