@@ -1,175 +1,18 @@
 /*
  * acct_event.c: the event tree's leaf helpers: the names of event types,
  * ledger kinds and accountants, allocation, copies and constructors, and
- * validation of an event against a neighbouring relation.  Every other
+ * validation of an event against a neighbouring relation, all driven by one
+ * table that describes each event type once (event_descs).  Every other
  * accountant file calls into this one, and it calls none of them but the
  * error helpers, so the accountants never call each other in a loop.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "acct.h"
-
-static const char *const event_names[ACCT_EV__COUNT] = {
-	[ACCT_EV_GAUSSIAN] = "gaussian",
-	[ACCT_EV_LAPLACE] = "laplace",
-	[ACCT_EV_DISCRETE_GAUSSIAN] = "discrete_gaussian",
-	[ACCT_EV_DISCRETE_LAPLACE] = "discrete_laplace",
-	[ACCT_EV_RANDOMIZED_RESPONSE] = "randomized_response",
-	[ACCT_EV_EXPONENTIAL_MECHANISM] = "exponential_mechanism",
-	[ACCT_EV_PERMUTE_AND_FLIP] = "permute_and_flip",
-	[ACCT_EV_EPSILON_DELTA] = "epsilon_delta",
-	[ACCT_EV_ZCDP] = "zcdp",
-	[ACCT_EV_POISSON_SAMPLED] = "poisson_sampled",
-	[ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT] = "sampled_without_replacement",
-	[ACCT_EV_SELF_COMPOSED] = "self_composed",
-	[ACCT_EV_COMPOSED] = "composed",
-	[ACCT_EV_GNMAX] = "gnmax",
-	[ACCT_EV_PATE_THRESHOLD] = "pate_threshold",
-	[ACCT_EV_PATE_GNSS] = "pate_gnss",
-};
-
-const char *acct_event_type_name(acct_event_type type)
-{
-	if ((unsigned)type >= ACCT_EV__COUNT)
-		return NULL;
-	return event_names[type];
-}
-
-int acct_event_type_from_name(const char *name, acct_event_type *ret_type)
-{
-	if (!name)
-		return -1;
-	for (unsigned i = 0; i < ACCT_EV__COUNT; i++) {
-		if (strcmp(event_names[i], name) == 0) {
-			*ret_type = (acct_event_type)i;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-acct_event *acct_event_new(acct_event_type type)
-{
-	acct_event *ev = calloc(1, sizeof(*ev));
-
-	if (ev)
-		ev->type = type;
-	return ev;
-}
-
-void acct_event_free(acct_event *ev)
-{
-	if (!ev)
-		return;
-	switch (ev->type) {
-	case ACCT_EV_POISSON_SAMPLED:
-		acct_event_free(ev->u.poisson_sampled.event);
-		break;
-	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
-		acct_event_free(ev->u.sampled_without_replacement.event);
-		break;
-	case ACCT_EV_SELF_COMPOSED:
-		acct_event_free(ev->u.self_composed.event);
-		break;
-	case ACCT_EV_COMPOSED:
-		for (size_t i = 0; i < ev->u.composed.n; i++)
-			acct_event_free(ev->u.composed.events[i]);
-		free(ev->u.composed.events);
-		break;
-	default:
-		break;
-	}
-	free(ev);
-}
-
-/* The single child slot of a wrapper event, or NULL for other types. */
-static acct_event **child_slot(acct_event *ev)
-{
-	switch (ev->type) {
-	case ACCT_EV_POISSON_SAMPLED: return &ev->u.poisson_sampled.event;
-	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT: return &ev->u.sampled_without_replacement.event;
-	case ACCT_EV_SELF_COMPOSED: return &ev->u.self_composed.event;
-	default: return NULL;
-	}
-}
-
-acct_event *acct_event_copy(const acct_event *ev)
-{
-	acct_event *copy = NULL;
-	acct_event **slot;
-
-	if (!ev)
-		return NULL;
-	copy = malloc(sizeof(*copy));
-	if (!copy)
-		return NULL;
-	*copy = *ev;
-	if (ev->type == ACCT_EV_COMPOSED) {
-		size_t n = ev->u.composed.n;
-
-		copy->u.composed.n = 0;
-		copy->u.composed.events = n ? calloc(n, sizeof(acct_event *)) : NULL;
-		if (n && !copy->u.composed.events)
-			goto fail;
-		for (size_t i = 0; i < n; i++) {
-			copy->u.composed.events[i] = acct_event_copy(ev->u.composed.events[i]);
-			if (!copy->u.composed.events[i])
-				goto fail;
-			copy->u.composed.n = i + 1;
-		}
-		return copy;
-	}
-	slot = child_slot(copy);
-	if (slot && *slot) {
-		*slot = acct_event_copy(*slot);
-		if (!*slot)
-			goto fail;
-	}
-	return copy;
-fail:
-	acct_event_free(copy);
-	return NULL;
-}
-
-acct_event *acct_event_epsilon_delta(double epsilon, double delta)
-{
-	acct_event *ev = acct_event_new(ACCT_EV_EPSILON_DELTA);
-
-	if (ev) {
-		ev->u.epsilon_delta.epsilon = epsilon;
-		ev->u.epsilon_delta.delta = delta;
-	}
-	return ev;
-}
-
-acct_event *acct_event_self_composed(int64_t count, acct_event *inner)
-{
-	acct_event *ev = acct_event_new(ACCT_EV_SELF_COMPOSED);
-
-	if (!ev) {
-		acct_event_free(inner);
-		return NULL;
-	}
-	ev->u.self_composed.count = count;
-	ev->u.self_composed.event = inner;
-	return ev;
-}
-
-acct_event *acct_event_poisson_sampled(double q, acct_event *inner)
-{
-	acct_event *ev = acct_event_new(ACCT_EV_POISSON_SAMPLED);
-
-	if (!ev) {
-		acct_event_free(inner);
-		return NULL;
-	}
-	ev->u.poisson_sampled.sampling_probability = q;
-	ev->u.poisson_sampled.event = inner;
-	return ev;
-}
 
 static const char *const ledger_names[] = {
 	[ACCT_LEDGER_BASIC] = "basic",
@@ -267,8 +110,65 @@ static inline const char *field_at(char *buf, const char *where, const char *nam
 static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
 		    acct_error *err);
 
+/*
+ * One validator per event type, each with the same signature so that the
+ * descriptor table below can name it: `ev` is of that type, at JSON
+ * pointer `where`, `depth` levels down; wrappers validate their children.
+ */
+static int validate_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
+			     unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.gaussian.noise_multiplier, where, "noise_multiplier", err);
+}
+
+static int validate_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
+			    unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.laplace.noise_multiplier, where, "noise_multiplier", err);
+}
+
+static int validate_discrete_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
+				      unsigned depth, acct_error *err)
+{
+	int rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
+
+	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_gaussian.sensitivity, where, err);
+}
+
+static int validate_discrete_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
+				     unsigned depth, acct_error *err)
+{
+	int rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
+
+	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_laplace.sensitivity, where, err);
+}
+
+static int validate_exponential_mechanism(const acct_event *ev, acct_neighbor nb,
+					  const char *where, unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.exponential_mechanism.epsilon, where, "epsilon", err);
+}
+
+static int validate_permute_and_flip(const acct_event *ev, acct_neighbor nb, const char *where,
+				     unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.permute_and_flip.epsilon, where, "epsilon", err);
+}
+
+static int validate_gnmax(const acct_event *ev, acct_neighbor nb, const char *where,
+			  unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.gnmax.sigma, where, "sigma", err);
+}
+
+static int validate_pate_threshold(const acct_event *ev, acct_neighbor nb, const char *where,
+				   unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.pate_threshold.sigma, where, "sigma", err);
+}
+
 static int validate_randomized_response(const acct_event *ev, acct_neighbor nb,
-					const char *where, acct_error *err)
+					const char *where, unsigned depth, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 
@@ -289,7 +189,8 @@ static int validate_randomized_response(const acct_event *ev, acct_neighbor nb,
 	return 0;
 }
 
-static int validate_epsilon_delta(const acct_event *ev, const char *where, acct_error *err)
+static int validate_epsilon_delta(const acct_event *ev, acct_neighbor nb, const char *where,
+				  unsigned depth, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 
@@ -302,7 +203,8 @@ static int validate_epsilon_delta(const acct_event *ev, const char *where, acct_
 	return 0;
 }
 
-static int validate_zcdp(const acct_event *ev, const char *where, acct_error *err)
+static int validate_zcdp(const acct_event *ev, acct_neighbor nb, const char *where,
+			 unsigned depth, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 
@@ -312,7 +214,8 @@ static int validate_zcdp(const acct_event *ev, const char *where, acct_error *er
 	return 0;
 }
 
-static int validate_pate_gnss(const acct_event *ev, const char *where, acct_error *err)
+static int validate_pate_gnss(const acct_event *ev, acct_neighbor nb, const char *where,
+			      unsigned depth, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 
@@ -397,58 +300,239 @@ static int validate_composed(const acct_event *ev, acct_neighbor nb, const char 
 	return 0;
 }
 
+/* ---- the event types ---------------------------------------------------- */
+
+/* How an event holds its sub-events. */
+enum event_children {
+	CHILDREN_NONE,
+	CHILDREN_ONE,  /* one acct_event * at `child` */
+	CHILDREN_MANY, /* u.composed.events[0 .. u.composed.n) */
+};
+
+/*
+ * Each event type described once, on the accountant side: its name (the
+ * JSON "type"), its validator and where its sub-events are.  Names, free,
+ * copy and validation all read this table; adding an event type adds one
+ * row here (and its pricing in each accountant).
+ */
+struct event_desc {
+	const char *name;
+	int (*validate)(const acct_event *ev, acct_neighbor nb, const char *where,
+			unsigned depth, acct_error *err);
+	enum event_children children;
+	size_t child;
+};
+
+#define ONE_CHILD(member) CHILDREN_ONE, offsetof(acct_event, u.member.event)
+
+static const struct event_desc event_descs[ACCT_EV__COUNT] = {
+	[ACCT_EV_GAUSSIAN] = {"gaussian", validate_gaussian, CHILDREN_NONE, 0},
+	[ACCT_EV_LAPLACE] = {"laplace", validate_laplace, CHILDREN_NONE, 0},
+	[ACCT_EV_DISCRETE_GAUSSIAN] = {"discrete_gaussian", validate_discrete_gaussian,
+				       CHILDREN_NONE, 0},
+	[ACCT_EV_DISCRETE_LAPLACE] = {"discrete_laplace", validate_discrete_laplace,
+				      CHILDREN_NONE, 0},
+	[ACCT_EV_RANDOMIZED_RESPONSE] = {"randomized_response", validate_randomized_response,
+					 CHILDREN_NONE, 0},
+	[ACCT_EV_EXPONENTIAL_MECHANISM] = {"exponential_mechanism", validate_exponential_mechanism,
+					   CHILDREN_NONE, 0},
+	[ACCT_EV_PERMUTE_AND_FLIP] = {"permute_and_flip", validate_permute_and_flip,
+				      CHILDREN_NONE, 0},
+	[ACCT_EV_EPSILON_DELTA] = {"epsilon_delta", validate_epsilon_delta, CHILDREN_NONE, 0},
+	[ACCT_EV_ZCDP] = {"zcdp", validate_zcdp, CHILDREN_NONE, 0},
+	[ACCT_EV_POISSON_SAMPLED] = {"poisson_sampled", validate_poisson_sampled,
+				     ONE_CHILD(poisson_sampled)},
+	[ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT] = {"sampled_without_replacement",
+						 validate_sampled_wor,
+						 ONE_CHILD(sampled_without_replacement)},
+	[ACCT_EV_SELF_COMPOSED] = {"self_composed", validate_self_composed,
+				   ONE_CHILD(self_composed)},
+	[ACCT_EV_COMPOSED] = {"composed", validate_composed, CHILDREN_MANY, 0},
+	[ACCT_EV_GNMAX] = {"gnmax", validate_gnmax, CHILDREN_NONE, 0},
+	[ACCT_EV_PATE_THRESHOLD] = {"pate_threshold", validate_pate_threshold, CHILDREN_NONE, 0},
+	[ACCT_EV_PATE_GNSS] = {"pate_gnss", validate_pate_gnss, CHILDREN_NONE, 0},
+};
+
+#undef ONE_CHILD
+
+/* The row of `type`, or NULL for a type outside the table. */
+static const struct event_desc *event_desc_of(acct_event_type type)
+{
+	if ((unsigned)type >= ACCT_EV__COUNT || !event_descs[type].name)
+		return NULL;
+	return &event_descs[type];
+}
+
+const char *acct_event_type_name(acct_event_type type)
+{
+	const struct event_desc *d = event_desc_of(type);
+
+	return d ? d->name : NULL;
+}
+
+int acct_event_type_from_name(const char *name, acct_event_type *ret_type)
+{
+	if (!name)
+		return -1;
+	for (unsigned i = 0; i < ACCT_EV__COUNT; i++) {
+		if (event_descs[i].name && strcmp(event_descs[i].name, name) == 0) {
+			*ret_type = (acct_event_type)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 /* Validates the event at JSON pointer `where`, `depth` levels down. */
 static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
 		    acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
-	int rc;
+	const struct event_desc *d;
 
 	if (!ev)
 		return acct_error_set(err, ACCT_EINVAL, where, "missing event");
 	if (depth > DPG_MAX_EVENT_DEPTH)
 		return acct_error_set(err, ACCT_EINVAL, where, "events nest deeper than %d levels",
 				      DPG_MAX_EVENT_DEPTH);
-	switch (ev->type) {
-	case ACCT_EV_GAUSSIAN:
-		return need_positive(ev->u.gaussian.noise_multiplier, where, "noise_multiplier", err);
-	case ACCT_EV_LAPLACE:
-		return need_positive(ev->u.laplace.noise_multiplier, where, "noise_multiplier", err);
-	case ACCT_EV_DISCRETE_GAUSSIAN:
-		rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
-		return rc < 0 ? rc : need_sensitivity(ev->u.discrete_gaussian.sensitivity, where, err);
-	case ACCT_EV_DISCRETE_LAPLACE:
-		rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
-		return rc < 0 ? rc : need_sensitivity(ev->u.discrete_laplace.sensitivity, where, err);
-	case ACCT_EV_RANDOMIZED_RESPONSE:
-		return validate_randomized_response(ev, nb, where, err);
-	case ACCT_EV_EXPONENTIAL_MECHANISM:
-		return need_positive(ev->u.exponential_mechanism.epsilon, where, "epsilon", err);
-	case ACCT_EV_PERMUTE_AND_FLIP:
-		return need_positive(ev->u.permute_and_flip.epsilon, where, "epsilon", err);
-	case ACCT_EV_EPSILON_DELTA:
-		return validate_epsilon_delta(ev, where, err);
-	case ACCT_EV_ZCDP:
-		return validate_zcdp(ev, where, err);
-	case ACCT_EV_GNMAX:
-		return need_positive(ev->u.gnmax.sigma, where, "sigma", err);
-	case ACCT_EV_PATE_THRESHOLD:
-		return need_positive(ev->u.pate_threshold.sigma, where, "sigma", err);
-	case ACCT_EV_PATE_GNSS:
-		return validate_pate_gnss(ev, where, err);
-	case ACCT_EV_POISSON_SAMPLED:
-		return validate_poisson_sampled(ev, nb, where, depth, err);
-	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
-		return validate_sampled_wor(ev, nb, where, depth, err);
-	case ACCT_EV_SELF_COMPOSED:
-		return validate_self_composed(ev, nb, where, depth, err);
-	case ACCT_EV_COMPOSED:
-		return validate_composed(ev, nb, where, depth, err);
-	default:
+	d = event_desc_of(ev->type);
+	if (!d)
 		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "type"),
 				      "unknown event type");
-	}
+	return d->validate(ev, nb, where, depth, err);
 }
+
+acct_event *acct_event_new(acct_event_type type)
+{
+	acct_event *ev = calloc(1, sizeof(*ev));
+
+	if (ev)
+		ev->type = type;
+	return ev;
+}
+
+/* The single child slot of a wrapper event, or NULL for other types. */
+static acct_event **child_slot(acct_event *ev)
+{
+	const struct event_desc *d = event_desc_of(ev->type);
+
+	if (!d || d->children != CHILDREN_ONE)
+		return NULL;
+	return (acct_event **)(void *)((char *)ev + d->child);
+}
+
+/* Whether `ev` holds a list of sub-events (u.composed). */
+static bool has_many(const acct_event *ev)
+{
+	const struct event_desc *d = event_desc_of(ev->type);
+
+	return d && d->children == CHILDREN_MANY;
+}
+
+void acct_event_free(acct_event *ev)
+{
+	acct_event **slot;
+
+	if (!ev)
+		return;
+	if (has_many(ev)) {
+		for (size_t i = 0; i < ev->u.composed.n; i++)
+			acct_event_free(ev->u.composed.events[i]);
+		free(ev->u.composed.events);
+	}
+	slot = child_slot(ev);
+	if (slot)
+		acct_event_free(*slot);
+	free(ev);
+}
+
+/*
+ * Replaces the sub-events `copy` shares with `ev` (a shallow copy of it) by
+ * deep copies.  On failure `copy` holds only what it owns (the children
+ * copied so far), so acct_event_free(copy) is safe.
+ */
+static int copy_children(acct_event *copy, const acct_event *ev)
+{
+	acct_event **slot;
+
+	if (has_many(ev)) {
+		size_t n = ev->u.composed.n;
+
+		copy->u.composed.n = 0;
+		copy->u.composed.events = n ? calloc(n, sizeof(acct_event *)) : NULL;
+		if (n && !copy->u.composed.events)
+			return -1;
+		for (size_t i = 0; i < n; i++) {
+			copy->u.composed.events[i] = acct_event_copy(ev->u.composed.events[i]);
+			if (!copy->u.composed.events[i])
+				return -1;
+			copy->u.composed.n = i + 1;
+		}
+		return 0;
+	}
+	slot = child_slot(copy);
+	if (slot && *slot) {
+		*slot = acct_event_copy(*slot);
+		if (!*slot)
+			return -1;
+	}
+	return 0;
+}
+
+acct_event *acct_event_copy(const acct_event *ev)
+{
+	acct_event *copy;
+
+	if (!ev)
+		return NULL;
+	copy = malloc(sizeof(*copy));
+	if (!copy)
+		return NULL;
+	*copy = *ev;
+	if (copy_children(copy, ev) < 0) {
+		acct_event_free(copy);
+		return NULL;
+	}
+	return copy;
+}
+
+acct_event *acct_event_epsilon_delta(double epsilon, double delta)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_EPSILON_DELTA);
+
+	if (ev) {
+		ev->u.epsilon_delta.epsilon = epsilon;
+		ev->u.epsilon_delta.delta = delta;
+	}
+	return ev;
+}
+
+acct_event *acct_event_self_composed(int64_t count, acct_event *inner)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_SELF_COMPOSED);
+
+	if (!ev) {
+		acct_event_free(inner);
+		return NULL;
+	}
+	ev->u.self_composed.count = count;
+	ev->u.self_composed.event = inner;
+	return ev;
+}
+
+acct_event *acct_event_poisson_sampled(double q, acct_event *inner)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_POISSON_SAMPLED);
+
+	if (!ev) {
+		acct_event_free(inner);
+		return NULL;
+	}
+	ev->u.poisson_sampled.sampling_probability = q;
+	ev->u.poisson_sampled.event = inner;
+	return ev;
+}
+
 
 int acct_event_validate_at(const acct_event *ev, acct_neighbor neighbor, const char *prefix,
 			   acct_error *err)
