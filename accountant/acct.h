@@ -291,7 +291,7 @@ double acct_filter_epsilon(const acct_filter *f, const acct_cost *total);
  * budget's delta once anything was charged, else 0). */
 double acct_filter_delta(const acct_filter *f, const acct_cost *total);
 
-/* ==== Accountants (issue 3): epsilon, delta, rdp, calibration ==== */
+/* ==== Accountants: epsilon, delta, rdp, calibration ==== */
 
 /*
  * The accountants of DESIGN.md.  `strong` is the advanced composition
@@ -474,7 +474,7 @@ int acct_calibrate(acct_event *root, acct_event *node, const char *field, double
 
 /* ==== end accountants ==== */
 
-/* ==== PATE analysis (issue 5) ==== */
+/* ==== PATE analysis ==== */
 
 /*
  * Data-dependent privacy analysis of the PATE aggregators of Papernot et al.

@@ -10,113 +10,12 @@
  * delta_i past delta_B, is (eps_B, delta_B)-DP.  Sums are kept rounded
  * toward +infinity so the stored total never understates the exact one.
  */
-#include <fenv.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "acct.h"
 #include "acct_internal.h"
-
-static const char *const ledger_names[] = {
-	[ACCT_LEDGER_BASIC] = "basic",
-	[ACCT_LEDGER_RDP] = "rdp",
-	[ACCT_LEDGER_ZCDP] = "zcdp",
-};
-
-const char *acct_ledger_kind_name(acct_ledger_kind kind)
-{
-	if ((unsigned)kind > ACCT_LEDGER_ZCDP)
-		return NULL;
-	return ledger_names[kind];
-}
-
-int acct_ledger_kind_from_name(const char *name, acct_ledger_kind *ret_kind)
-{
-	if (!name)
-		return -1;
-	for (unsigned i = 0; i <= ACCT_LEDGER_ZCDP; i++) {
-		if (strcmp(ledger_names[i], name) == 0) {
-			*ret_kind = (acct_ledger_kind)i;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-double acct_add_up(double a, double b)
-{
-	/* Knuth's TwoSum gives the exact rounding error of a + b. */
-	double s = a + b;
-	double bp = s - a;
-	double ap = s - bp;
-	double e = (a - ap) + (b - bp);
-
-	if (e > 0.0)
-		s = nextafter(s, INFINITY);
-	return s;
-}
-
-double acct_mul_up(double a, double b)
-{
-	double p = a * b;
-
-	/* fma gives the exact error of the product. */
-	if (fma(a, b, -p) > 0.0)
-		p = nextafter(p, INFINITY);
-	return p;
-}
-
-double acct_mul_down(double a, double b)
-{
-	double p = a * b;
-
-	if (fma(a, b, -p) < 0.0)
-		p = nextafter(p, -INFINITY);
-	return p;
-}
-
-double acct_inv_sq_up(double s)
-{
-	return acct_div_up(1.0, acct_mul_down(s, s));
-}
-
-double acct_div_up(double a, double b)
-{
-	double q = a / b;
-
-	/* q * b - a, exactly: negative when q fell below a / b (b > 0). */
-	if (fma(q, b, -a) < 0.0)
-		q = nextafter(q, INFINITY);
-	return q;
-}
-
-void acct_cost_add_up(acct_cost *a, const acct_cost *b)
-{
-	unsigned n = a->n > b->n ? a->n : b->n;
-
-	for (unsigned i = 0; i < n; i++) {
-		double x = i < a->n ? a->v[i] : 0.0;
-		double y = i < b->n ? b->v[i] : 0.0;
-
-		a->v[i] = acct_add_up(x, y);
-	}
-	a->n = n;
-}
-
-void acct_cost_sub_up(acct_cost *a, const acct_cost *b)
-{
-	for (unsigned i = 0; i < a->n; i++) {
-		double y = i < b->n ? b->v[i] : 0.0;
-		double d;
-
-		/* An infinite total cannot be taken apart: it stays infinite
-		 * (conservative) until nothing it counts is left. */
-		if (isinf(a->v[i]))
-			continue;
-		d = acct_add_up(a->v[i], -y);
-		a->v[i] = d > 0.0 ? d : 0.0;
-	}
-}
 
 void acct_filter_zero(const acct_filter *f, acct_cost *ret_cost)
 {
@@ -162,57 +61,45 @@ int acct_filter_init(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighb
 	return 0;
 }
 
-/* ---- pure-epsilon leaves that need their own formula (issue 4) ---- */
-
-/*
- * The pure epsilon of a leaf, rounded upward; of the two that need their
- * own formula:
- *  - discrete_laplace {noise_parameter a, sensitivity D}: noise with pmf
- *    proportional to exp(-a |x|), so the privacy loss a (|x - D| - |x|) is
- *    at most a D (dp_accounting's DiscreteLaplacePrivacyLoss; Canonne,
- *    Kamath, Steinke 2020, Sec. 2.2): epsilon = a D.
- *  - randomized_response {noise_parameter p, num_buckets k}: with
- *    probability p a uniform bucket, else the true one; under replace-one the
- *    largest likelihood ratio is (1 - p + p/k) / (p/k), so
- *    epsilon = ln(1 + k (1 - p) / p) (Warner 1965; Kairouz, Oh, Viswanath
- *    2016).  Validation (acct_event_validate) restricts it to `replace`.
- * 1 - p is made exact-or-up with Fast2Sum, k (1 - p) / p rounded up, and
- * the log1p result raised by two ulps to cover libm's error (< 1 ulp in
- * glibc), so the charge never understates epsilon.
- */
-double acct_pure_epsilon_up(const acct_event *ev)
+int acct_filter_init_orders(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighbor,
+			    double epsilon_budget, double delta_budget, const double *orders,
+			    unsigned n, acct_error *err)
 {
-	switch (ev->type) {
-	case ACCT_EV_LAPLACE:
-		/* Laplace with scale b per unit of L1 sensitivity is (1/b)-DP. */
-		return acct_div_up(1.0, ev->u.laplace.noise_multiplier);
-	case ACCT_EV_EXPONENTIAL_MECHANISM:
-		return ev->u.exponential_mechanism.epsilon;
-	case ACCT_EV_PERMUTE_AND_FLIP:
-		return ev->u.permute_and_flip.epsilon;
-	case ACCT_EV_EPSILON_DELTA:
-		return ev->u.epsilon_delta.delta == 0.0 ? ev->u.epsilon_delta.epsilon : -1.0;
-	case ACCT_EV_DISCRETE_LAPLACE:
-		return acct_mul_up(ev->u.discrete_laplace.noise_parameter,
-				    ev->u.discrete_laplace.sensitivity);
-	case ACCT_EV_RANDOMIZED_RESPONSE:
-		break;
-	default:
-		return -1.0;
-	}
-	{
-		double p = ev->u.randomized_response.noise_parameter;
-		double k = (double)ev->u.randomized_response.num_buckets;
-		double q = 1.0 - p, t, e;
+	acct_filter tmp;
+	int rc = acct_filter_init(&tmp, kind, neighbor, epsilon_budget, delta_budget, err);
 
-		if ((-p) - (q - 1.0) > 0.0) /* Fast2Sum remainder of 1 + (-p) */
-			q = nextafter(q, INFINITY);
-		if (q == 0.0)
-			return 0.0;
-		t = acct_div_up(acct_mul_up(k, q), p);
-		e = log1p(t);
-		return nextafter(nextafter(e, INFINITY), INFINITY);
+	if (rc < 0)
+		return rc;
+	if (n == 0) {
+		*f = tmp;
+		return 0;
 	}
+	if (kind != ACCT_LEDGER_RDP)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "only an rdp ledger has filter orders");
+	if (n > DPG_MAX_FILTER_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				      "at most %d filter orders", DPG_MAX_FILTER_ORDERS);
+	for (unsigned i = 0; i < n; i++) {
+		char where[32];
+
+		snprintf(where, sizeof(where), "/filter_orders/%u", i);
+		if (!(isfinite(orders[i]) && orders[i] > DPG_MIN_FILTER_ORDER &&
+		      orders[i] <= DPG_MAX_RDP_ORDER))
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a filter order must be a number above %g and at most %g",
+					      DPG_MIN_FILTER_ORDER, DPG_MAX_RDP_ORDER);
+		if (i > 0 && !(orders[i] > orders[i - 1]))
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "filter orders must be increasing, without repeats");
+	}
+	memcpy(tmp.orders, orders, n * sizeof(orders[0]));
+	tmp.n_orders = n;
+	rc = acct__filter_init_renyi(&tmp, err);
+	if (rc < 0)
+		return rc;
+	*f = tmp;
+	return 0;
 }
 
 /*

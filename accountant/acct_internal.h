@@ -24,7 +24,21 @@ double acct__filter_epsilon_renyi(const acct_filter *f, const acct_cost *total);
 int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, double delta_share,
 			       double *ret_eps, double *ret_delta, acct_error *err);
 
-/* ---- accountants (issue 3) ---- */
+/* ---- accountants ---- */
+
+/*
+ * basic and strong composition of (epsilon, delta) releases (acct_basic.c),
+ * without validation.  acct__basic_delta writes only ret->delta.
+ */
+int acct__basic_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err);
+int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err);
+int acct__basic_delta(const acct_event *ev, double epsilon, acct_result *ret, acct_error *err);
+
+/* The rho of an event (acct_zcdp_rho without validation), and the tight
+ * conversion of rho-zCDP to delta at `eps` (acct_zcdp.c). */
+int acct__zcdp_rho(const acct_event *ev, acct_neighbor neighbor, double *ret_rho,
+		   acct_error *err);
+double acct__zcdp_to_delta(double rho, double eps);
 
 /* RDP of an event at `n` orders (acct_rdp without validation); `where` is
  * the JSON pointer of the event. */

@@ -677,18 +677,14 @@ static void move_second_vote(acct_pate_workspace *ws, int delta)
 	ws->n_groups = ng;
 }
 
-int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *votes,
-				      size_t num_classes, int64_t num_teachers, double sigma,
-				      double order, double *ret_ls, acct_error *err)
+/* Checks the histogram against the workspace and num_teachers, and copies
+ * it, as integers, into ws->sorted. */
+static int ls_check_votes(acct_pate_workspace *ws, const double *votes, size_t num_classes,
+			  int64_t num_teachers, acct_error *err)
 {
-	struct ss_params s = {.sigma = sigma, .order = order, .num_classes = num_classes};
-	double total = 0, logq, plateau, ls;
-	int64_t top;
-	bool go_left;
+	double total = 0;
 	int rc;
 
-	if (!ws || !ret_ls)
-		return acct_error_set(err, ACCT_EINVAL, "", "no workspace or output");
 	if ((rc = check_histogram(votes, num_classes, err)) < 0)
 		return rc;
 	if (num_classes > ws->max_classes)
@@ -709,22 +705,14 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 	if (total > (double)num_teachers)
 		return acct_error_set(err, ACCT_EINVAL, "/votes", "%.0f votes from %lld teachers", total,
 				      (long long)num_teachers);
-	if ((rc = acct_pate_gnmax_logq0(ws, sigma, order, &s.logq0, err)) < 0)
-		return rc;
-	/* q1 = B_l(q0): below it a neighbour cannot reach q0 (Algorithm 3). */
-	{
-		double lo, hi;
+	return 0;
+}
 
-		if ((rc = log_q_bounds(s.logq0, sigma, num_classes, &lo, &hi)) < 0)
-			return acct_error_set(err, rc, "/sigma", "the bound B_l(q0) failed");
-		s.logq1 = lo;
-	}
-
-	for (int64_t g = 0; g <= num_teachers; g++)
-		ws->lsf_by_margin[g] = NAN;
-	/* Group the histogram, sorted descending, minus its top vote. */
+/* Sorts ws->sorted descending and groups it, minus its top vote, into
+ * ws->groups (ascending); returns the top vote. */
+static int64_t ls_group(acct_pate_workspace *ws, size_t num_classes)
+{
 	qsort(ws->sorted, num_classes, sizeof(*ws->sorted), cmp_desc);
-	top = ws->sorted[0];
 	ws->n_groups = 0;
 	for (size_t i = num_classes; i-- > 1;) {
 		size_t ng = ws->n_groups;
@@ -736,36 +724,74 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 			ws->n_groups = ng + 1;
 		}
 	}
+	return ws->sorted[0];
+}
+
+/*
+ * Algorithms 4-5, walked in O(distance) steps: a histogram at distance d
+ * whose q is furthest from [q1, q0] moves one vote per step from the
+ * runner-up to the top (q above q0: q falls towards q0) or from the top to
+ * the runner-up (q below q1: q rises towards q1).  Once the walk reaches
+ * [q1, q0] (or unanimity), the maximum is the plateau LS(q1), which fills
+ * ws->ls[] beforehand.  `logq` is that of the grouped histogram.
+ */
+static int ls_walk(acct_pate_workspace *ws, const struct ss_params *s, int64_t top, double logq,
+		   int64_t num_teachers, acct_error *err)
+{
+	bool go_left;
+	double ls;
+	int rc;
+
+	if (!(logq < s->logq1 || logq > s->logq0))
+		return 0;
+	if ((rc = local_sensitivity_at(s, logq, &ls)) < 0)
+		return acct_error_set(err, rc, "/votes", "local sensitivity failed");
+	ws->ls[0] = ls;
+	go_left = logq > s->logq0;
+	for (int64_t d = 1; d < num_teachers; d++) {
+		if (go_left ? !(logq > s->logq0 && ws->groups[ws->n_groups - 1].value > 0)
+			    : !(logq < s->logq1))
+			break;
+		top += go_left ? 1 : -1;
+		move_second_vote(ws, go_left ? -1 : 1);
+		if ((rc = grouped_logq(ws, top, s->num_classes, s->sigma, &logq)) < 0 ||
+		    (rc = local_sensitivity_at(s, logq, &ls)) < 0)
+			return acct_error_set(err, rc, "/votes", "local sensitivity failed");
+		ws->ls[d] = ls;
+	}
+	return 0;
+}
+
+int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *votes,
+				      size_t num_classes, int64_t num_teachers, double sigma,
+				      double order, double *ret_ls, acct_error *err)
+{
+	struct ss_params s = {.sigma = sigma, .order = order, .num_classes = num_classes};
+	double logq, plateau, lo, hi;
+	int64_t top;
+	int rc;
+
+	if (!ws || !ret_ls)
+		return acct_error_set(err, ACCT_EINVAL, "", "no workspace or output");
+	if ((rc = ls_check_votes(ws, votes, num_classes, num_teachers, err)) < 0)
+		return rc;
+	if ((rc = acct_pate_gnmax_logq0(ws, sigma, order, &s.logq0, err)) < 0)
+		return rc;
+	/* q1 = B_l(q0): below it a neighbour cannot reach q0 (Algorithm 3). */
+	if ((rc = log_q_bounds(s.logq0, sigma, num_classes, &lo, &hi)) < 0)
+		return acct_error_set(err, rc, "/sigma", "the bound B_l(q0) failed");
+	s.logq1 = lo;
+
+	for (int64_t g = 0; g <= num_teachers; g++)
+		ws->lsf_by_margin[g] = NAN;
+	top = ls_group(ws, num_classes);
 	if ((rc = grouped_logq(ws, top, num_classes, sigma, &logq)) < 0 ||
 	    (rc = local_sensitivity_at(&s, s.logq1, &plateau)) < 0)
 		return acct_error_set(err, rc, "/votes", "local sensitivity failed");
-
-	/*
-	 * Algorithms 4-5, walked in O(distance) steps: a histogram at distance
-	 * d whose q is furthest from [q1, q0] moves one vote per step from the
-	 * runner-up to the top (q above q0: q falls towards q0) or from the top
-	 * to the runner-up (q below q1: q rises towards q1).  Once the walk
-	 * reaches [q1, q0] (or unanimity), the maximum is the plateau LS(q1).
-	 */
 	for (int64_t d = 0; d < num_teachers; d++)
 		ws->ls[d] = plateau;
-	if (logq < s.logq1 || logq > s.logq0) {
-		if ((rc = local_sensitivity_at(&s, logq, &ls)) < 0)
-			return acct_error_set(err, rc, "/votes", "local sensitivity failed");
-		ws->ls[0] = ls;
-		go_left = logq > s.logq0;
-		for (int64_t d = 1; d < num_teachers; d++) {
-			if (go_left ? !(logq > s.logq0 && ws->groups[ws->n_groups - 1].value > 0)
-				    : !(logq < s.logq1))
-				break;
-			top += go_left ? 1 : -1;
-			move_second_vote(ws, go_left ? -1 : 1);
-			if ((rc = grouped_logq(ws, top, num_classes, sigma, &logq)) < 0 ||
-			    (rc = local_sensitivity_at(&s, logq, &ls)) < 0)
-				return acct_error_set(err, rc, "/votes", "local sensitivity failed");
-			ws->ls[d] = ls;
-		}
-	}
+	if ((rc = ls_walk(ws, &s, top, logq, num_teachers, err)) < 0)
+		return rc;
 	memcpy(ret_ls, ws->ls, (size_t)num_teachers * sizeof(*ret_ls));
 	return 0;
 }

@@ -114,87 +114,111 @@ static double phi_upper(double x) /* P(N(0,1) > x) */
 	return 0.5 * erfc(x / M_SQRT2);
 }
 
+/* Gaussian pair N(0, s^2) vs N(1, s^2) (unit sensitivity): with
+ * t = s^2 l + 1/2, {log lambda > l} = {x > t}. */
+static void lr_set_gauss(const struct base *b, double l, bool above, double *m0, double *m1)
+{
+	double s = b->s, t = s * s * l + 0.5;
+
+	if (above) {
+		*m0 = phi_upper(t / s);
+		*m1 = phi_upper((t - 1.0) / s);
+	} else {
+		*m0 = phi_upper(-t / s);
+		*m1 = phi_upper(-(t - 1.0) / s);
+	}
+}
+
+/* Laplace pair of scale b centred at 0 and 1: the loss is clamped to
+ * [-1/b, 1/b], and between those {log lambda > l} = {x > t},
+ * t = (1 + b l) / 2. */
+static void lr_set_laplace(const struct base *b, double l, bool above, double *m0, double *m1)
+{
+	double bb = b->s, e0 = 1.0 / bb, t;
+
+	if (above) {
+		if (l >= e0) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l < -e0) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		t = (1.0 + bb * l) / 2.0;
+		*m0 = 0.5 * exp(-t / bb);
+		*m1 = 1.0 - 0.5 * exp(-(1.0 - t) / bb);
+	} else {
+		if (l <= -e0) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l > e0) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		t = (1.0 + bb * l) / 2.0;
+		*m0 = 1.0 - 0.5 * exp(-t / bb);
+		*m1 = 0.5 * exp(-(1.0 - t) / bb);
+	}
+}
+
+/* P(X >= j) for the discrete Laplace with r = e^{-a}, given lr = log r and
+ * l1r = log(1 + r). */
+static inline double dlaplace_surv(double j, double lr, double l1r)
+{
+	return j >= 1 ? exp(j * lr - l1r) : -expm1((1.0 - j) * lr - l1r);
+}
+
+/* Discrete Laplace pair (parameter a, sensitivity d) centred at 0 and d:
+ * the loss is clamped to [-a d, a d], and between those the set is a tail
+ * {x >= m} of integers. */
+static void lr_set_dlaplace(const struct base *b, double l, bool above, double *m0, double *m1)
+{
+	double a = b->s, d = b->d, lr = -a, l1r = log1p(exp(-a)), m, sx0, sx1;
+
+	if (above) {
+		if (l >= a * d) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l < -a * d) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		m = floor((l / a + d) / 2.0) + 1.0;
+		*m0 = dlaplace_surv(m, lr, l1r);
+		*m1 = dlaplace_surv(m - d, lr, l1r);
+	} else {
+		if (l <= -a * d) {
+			*m0 = *m1 = 0.0;
+			return;
+		}
+		if (l > a * d) {
+			*m0 = *m1 = 1.0;
+			return;
+		}
+		m = ceil((l / a + d) / 2.0);
+		sx0 = dlaplace_surv(m, lr, l1r);
+		sx1 = dlaplace_surv(m - d, lr, l1r);
+		*m0 = 1.0 - sx0;
+		*m1 = 1.0 - sx1;
+	}
+}
+
 /* mu0 and mu1 masses of {log lambda > l} (above) or {log lambda < l}. */
 static void lr_set(const struct base *b, double l, bool above, double *m0, double *m1)
 {
 	switch (b->kind) {
-	case B_GAUSS: {
-		double s = b->s, t = s * s * l + 0.5;
-
-		if (above) {
-			*m0 = phi_upper(t / s);
-			*m1 = phi_upper((t - 1.0) / s);
-		} else {
-			*m0 = phi_upper(-t / s);
-			*m1 = phi_upper(-(t - 1.0) / s);
-		}
+	case B_GAUSS:
+		lr_set_gauss(b, l, above, m0, m1);
 		return;
-	}
-	case B_LAPLACE: {
-		double bb = b->s, e0 = 1.0 / bb, t;
-
-		if (above) {
-			if (l >= e0) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l < -e0) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			t = (1.0 + bb * l) / 2.0;
-			*m0 = 0.5 * exp(-t / bb);
-			*m1 = 1.0 - 0.5 * exp(-(1.0 - t) / bb);
-		} else {
-			if (l <= -e0) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l > e0) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			t = (1.0 + bb * l) / 2.0;
-			*m0 = 1.0 - 0.5 * exp(-t / bb);
-			*m1 = 0.5 * exp(-(1.0 - t) / bb);
-		}
+	case B_LAPLACE:
+		lr_set_laplace(b, l, above, m0, m1);
 		return;
-	}
-	case B_DLAPLACE: {
-		/* P(X >= j) for the discrete Laplace with r = e^{-a}. */
-		double a = b->s, d = b->d, lr = -a, l1r = log1p(exp(-a)), m, sx0, sx1;
-
-#define SURV(j) ((j) >= 1 ? exp((j) * lr - l1r) : -expm1((1.0 - (j)) * lr - l1r))
-		if (above) {
-			if (l >= a * d) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l < -a * d) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			m = floor((l / a + d) / 2.0) + 1.0;
-			*m0 = SURV(m);
-			*m1 = SURV(m - d);
-		} else {
-			if (l <= -a * d) {
-				*m0 = *m1 = 0.0;
-				return;
-			}
-			if (l > a * d) {
-				*m0 = *m1 = 1.0;
-				return;
-			}
-			m = ceil((l / a + d) / 2.0);
-			sx0 = SURV(m);
-			sx1 = SURV(m - d);
-			*m0 = 1.0 - sx0;
-			*m1 = 1.0 - sx1;
-		}
-#undef SURV
+	case B_DLAPLACE:
+		lr_set_dlaplace(b, l, above, m0, m1);
 		return;
-	}
 	default:
 		*m0 = *m1 = 0.0;
 		return;
@@ -258,6 +282,16 @@ static void base_lr_range(const struct base *b, double *lo, double *hi)
 	}
 }
 
+/* log(1 - q + q lambda) at l = log lambda: the loss of the q-subsampled
+ * pair where the base pair's is l, increasing in l. */
+static inline double mix_loss(double q, double l)
+{
+	if (q == 1.0)
+		return l;
+	return l <= 0.0 ? log1p(q * expm1(l)) : acct__log_add(log1p(-q), log(q) + l);
+}
+
+/* The loss range of the (possibly subsampled) base pair. */
 static void base_loss_range(const struct base *b, double *lo, double *hi)
 {
 	double l0, l1, q = b->q;
@@ -274,17 +308,13 @@ static void base_loss_range(const struct base *b, double *lo, double *hi)
 		return;
 	}
 	base_lr_range(b, &l0, &l1);
-	/* log(1 - q + q lambda), increasing in lambda */
-#define MIXL(l) (q == 1.0 ? (l) : ((l) <= 0.0 ? log1p(q * expm1(l)) : \
-				    acct__log_add(log1p(-q), log(q) + (l))))
 	if (!b->add) {
-		*lo = MIXL(l0);
-		*hi = MIXL(l1);
+		*lo = mix_loss(q, l0);
+		*hi = mix_loss(q, l1);
 	} else {
-		*lo = -MIXL(l1);
-		*hi = -MIXL(l0);
+		*lo = -mix_loss(q, l1);
+		*hi = -mix_loss(q, l0);
 	}
-#undef MIXL
 }
 
 /* Connect-the-dots discretisation of one base pair on the grid of step h. */
@@ -497,20 +527,20 @@ static double log_mgf(const struct pmf *m, const double *lp, double t)
 	return mx + log(s);
 }
 
-/* The k-fold self-convolution, by one FFT raised to the k-th power in a
- * window [wlo, whi] outside which the k-fold sum has at most ACCT_PLD_TAIL
- * mass per side (Chernoff: P(S >= u) <= M(t)^k e^{-t u}). */
-static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_error *err)
+/*
+ * The grid window [*ret_wlo, *ret_whi] outside which the k-fold sum of `m`
+ * has at most ACCT_PLD_TAIL mass per side: for each tilt t on a geometric
+ * scan, Chernoff's bound P(S >= u) <= M(t)^k e^{-t u} gives an upper end,
+ * and the same at -t a lower end; the tightest of each is kept.
+ */
+static int self_compose_window(const struct pmf *m, int64_t k, long *ret_wlo, long *ret_whi,
+			       acct_error *err)
 {
 	double kk = (double)k, lt = log(1.0 / ACCT_PLD_TAIL), h = m->h;
 	double ulo = kk * (double)m->off * h, uhi = kk * (double)(m->off + (long)m->n - 1) * h;
-	double best_hi = uhi, best_lo = ulo, *x = NULL;
+	double best_hi = uhi, best_lo = ulo, *x;
 	long wlo, whi;
-	size_t nfft, width;
-	int rc = 0;
 
-	if (k == 1)
-		return 0;
 	x = malloc(m->n * sizeof(double));
 	if (!x)
 		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
@@ -528,29 +558,21 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 			best_lo = fmax(best_lo, dn);
 	}
 	free(x);
-	x = NULL;
 	wlo = (long)floor(best_lo / h) - 1;
 	whi = (long)ceil(best_hi / h) + 1;
 	if (whi < wlo)
 		whi = wlo;
-	width = (size_t)(whi - wlo + 1);
-	if (width > (size_t)ACCT_PLD_MAX_POINTS)
-		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
-				      "the self-composed PLD needs %zu grid points, more than %ld; "
-				      "raise value_discretization_interval", width,
-				      ACCT_PLD_MAX_POINTS);
-	nfft = fft_size(width > m->n ? width : m->n);
-	if (work_add(w, 2.0 * fft_work(nfft), "/event", err) < 0)
-		return ACCT_EUNSUPPORTED;
-	x = calloc(nfft, sizeof(double));
-	if (!x)
-		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
-	memcpy(x, m->p, m->n * sizeof(double));
-	if (fft_real(x, nfft, false) != GSL_SUCCESS) {
-		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
-		goto out;
-	}
-	/* z^k in polar form: |z|^k e^{i k arg z}. */
+	*ret_wlo = wlo;
+	*ret_whi = whi;
+	return 0;
+}
+
+/* Raises each coefficient of a real FFT (GSL's halfcomplex order) to the
+ * k-th power, in polar form: z^k = |z|^k e^{i k arg z}. */
+static void spectrum_power(double *x, size_t nfft, int64_t k)
+{
+	double kk = (double)k;
+
 	x[0] = pow(x[0], kk);
 	if (nfft % 2 == 0)
 		x[nfft - 1] = x[nfft - 1] < 0.0 && (k & 1) ? -pow(-x[nfft - 1], kk) :
@@ -572,16 +594,19 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 			x[2 * i] = mag * sin(th);
 		}
 	}
-	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
-		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
-		goto out;
-	}
+}
+
+/* Replaces m's masses by the window [wlo, wlo + width) of the circular
+ * k-fold convolution x (nfft long), with the k-fold mass at infinity. */
+static int self_compose_unwrap(struct pmf *m, const double *x, size_t nfft, int64_t k, long wlo,
+			       size_t width, acct_error *err)
+{
+	long whi = wlo + (long)width - 1;
+
 	free(m->p);
 	m->p = calloc(width, sizeof(double));
-	if (!m->p) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
-		goto out;
-	}
+	if (!m->p)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
 	/* True index t sits at circular position (t - k off) mod nfft. */
 	for (long t = wlo; t <= whi; t++) {
 		long pos = (long)((t - (long)k * m->off) % (long)nfft);
@@ -595,8 +620,49 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 	m->off = wlo;
 	m->n = width;
 	/* 1 - (1 - inf)^k, plus the mass the window may have folded back. */
-	m->inf = -expm1(kk * log1p(-m->inf)) + 2.0 * ACCT_PLD_TAIL;
+	m->inf = -expm1((double)k * log1p(-m->inf)) + 2.0 * ACCT_PLD_TAIL;
 	pmf_trim(m, ACCT_PLD_TAIL);
+	return 0;
+}
+
+/* The k-fold self-convolution, by one FFT raised to the k-th power in a
+ * window [wlo, whi] outside which the k-fold sum has at most ACCT_PLD_TAIL
+ * mass per side (Chernoff: P(S >= u) <= M(t)^k e^{-t u}). */
+static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_error *err)
+{
+	double *x = NULL;
+	long wlo = 0, whi = 0;
+	size_t nfft, width;
+	int rc;
+
+	if (k == 1)
+		return 0;
+	rc = self_compose_window(m, k, &wlo, &whi, err);
+	if (rc < 0)
+		return rc;
+	width = (size_t)(whi - wlo + 1);
+	if (width > (size_t)ACCT_PLD_MAX_POINTS)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "the self-composed PLD needs %zu grid points, more than %ld; "
+				      "raise value_discretization_interval", width,
+				      ACCT_PLD_MAX_POINTS);
+	nfft = fft_size(width > m->n ? width : m->n);
+	if (work_add(w, 2.0 * fft_work(nfft), "/event", err) < 0)
+		return ACCT_EUNSUPPORTED;
+	x = calloc(nfft, sizeof(double));
+	if (!x)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	memcpy(x, m->p, m->n * sizeof(double));
+	if (fft_real(x, nfft, false) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
+		goto out;
+	}
+	spectrum_power(x, nfft, k);
+	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
+		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
+		goto out;
+	}
+	rc = self_compose_unwrap(m, x, nfft, k, wlo, width, err);
 out:
 	free(x);
 	return rc;

@@ -7,7 +7,6 @@
  */
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,29 +19,6 @@
 #include "acct.h"
 #include "acct_internal.h"
 #include "acct_numeric.h"
-
-/* ---- helpers ------------------------------------------------------------ */
-
-static pthread_once_t gsl_quiet_once = PTHREAD_ONCE_INIT;
-
-static void gsl_quiet_now(void)
-{
-	gsl_set_error_handler_off();
-}
-
-/* Once per process: GSL keeps the handler in a global that it reads and
- * writes unlocked, so server threads pricing at once must not all set it. */
-void acct_gsl_quiet(void)
-{
-	pthread_once(&gsl_quiet_once, gsl_quiet_now);
-}
-
-double acct_log_binomial(double n, double k)
-{
-	int sign;
-
-	return lgamma_r(n + 1.0, &sign) - lgamma_r(k + 1.0, &sign) - lgamma_r(n - k + 1.0, &sign);
-}
 
 /* dp_accounting's default orders, as DESIGN.md fixes them. */
 #define N_DEFAULT_ORDERS (99 + 53 + 4)
@@ -449,9 +425,9 @@ static double dlaplace_rdp(double t, double d, double a)
  * 2019, Sec. 3) and discrete Gaussians at their (D/s)^2.  A generic `zcdp`
  * event is not one: its RDP curve is the Gaussian's, but what subsampling
  * does to a mechanism depends on more than its RDP curve, and no bound
- * says a rho-zCDP mechanism subsamples as well as the Gaussian does; it was
- * priced so until 2026-11-26 and is refused now.  Returns the inverse
- * square (0 when none) or -1 when a part is not Gaussian-type.
+ * says a rho-zCDP mechanism subsamples as well as the Gaussian does, so it
+ * is refused.  Returns the inverse square (0 when none) or -1 when a part
+ * is not Gaussian-type.
  */
 static double gaussian_inv_sq(const acct_event *ev)
 {
@@ -651,6 +627,85 @@ static double linear_rdp(double slope, double a)
 	return acct_mul_up(slope, a);
 }
 
+/* Papernot et al. 2018, Theorem 23; no bound at orders >= 1/(2 beta).  Its
+ * second term falls with the order near 1; the first, a e^{2 beta} / s^2,
+ * is the floor. */
+static int walk_pate_gnss(struct rdp_walk *wk, const acct_event *ev, double scale)
+{
+	for (size_t i = 0; i < wk->n; i++) {
+		double a = wk->orders[i], r = INFINITY;
+
+		if (ev->u.pate_gnss.beta == 0.0 || 2.0 * a * ev->u.pate_gnss.beta < 1.0) {
+			if (acct_pate_gnss_rdp(ev->u.pate_gnss.beta, ev->u.pate_gnss.sigma, a, &r,
+					       NULL) < 0)
+				r = INFINITY;
+		}
+		add_at_floor(wk, i, scale, r,
+			     a * exp(2.0 * ev->u.pate_gnss.beta) /
+				     (ev->u.pate_gnss.sigma * ev->u.pate_gnss.sigma));
+	}
+	return 0;
+}
+
+/* The discrete Laplace's curve, order by order (dlaplace_rdp). */
+static int walk_discrete_laplace(struct rdp_walk *wk, const acct_event *ev, double scale)
+{
+	for (size_t i = 0; i < wk->n; i++)
+		add_at(wk, i, scale,
+		       dlaplace_rdp(ev->u.discrete_laplace.noise_parameter,
+				    ev->u.discrete_laplace.sensitivity, wk->orders[i]));
+	return 0;
+}
+
+/* Randomized response's curve (rr_rdp), under replace only. */
+static int walk_randomized_response(struct rdp_walk *wk, const acct_event *ev, double scale,
+				    const char *where)
+{
+	if (wk->nb != ACCT_REPLACE)
+		return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
+				      "randomized response is defined under the replace "
+				      "relation only");
+	for (size_t i = 0; i < wk->n; i++)
+		add_at(wk, i, scale,
+		       rr_rdp(ev->u.randomized_response.noise_parameter,
+			      (double)ev->u.randomized_response.num_buckets, wk->orders[i]));
+	return 0;
+}
+
+/* An (epsilon, delta) pair: epsilon's curve as a pure-DP release, and its
+ * delta kept apart (log_keep) where the caller allows one. */
+static int walk_epsilon_delta(struct rdp_walk *wk, const acct_event *ev, double scale,
+			      const char *where)
+{
+	double d = ev->u.epsilon_delta.delta;
+
+	if (d > 0.0) {
+		if (!wk->allow_delta)
+			return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
+					      "an (epsilon, delta) event with delta > 0 has no "
+					      "RDP bound; price it on a basic ledger");
+		wk->log_keep += scale * log1p(-d);
+	}
+	return add_curve(wk, scale, rr_eps_rdp, ev->u.epsilon_delta.epsilon);
+}
+
+/* Composition adds the curves (Mironov 2017, Prop. 1). */
+static int walk_composed(struct rdp_walk *wk, const acct_event *ev, double scale,
+			 const char *where)
+{
+	for (size_t i = 0; i < ev->u.composed.n; i++) {
+		char key[32];
+		int rc;
+
+		snprintf(key, sizeof(key), "events/%zu", i);
+		rc = walk_child(wk, ev->u.composed.events[i], scale, where, key);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Adds `scale` times the RDP curve of `ev` to the walk's curve. */
 static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, const char *where)
 {
 	switch (ev->type) {
@@ -673,22 +728,7 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 		return add_curve(wk, scale, linear_rdp,
 				 acct_inv_sq_up(ev->u.pate_threshold.sigma) / 2.0);
 	case ACCT_EV_PATE_GNSS:
-		/* Papernot et al. 2018, Theorem 23; no bound at orders >= 1/(2 beta).
-		 * Its second term falls with the order near 1; the first,
-		 * a e^{2 beta} / s^2, is the floor. */
-		for (size_t i = 0; i < wk->n; i++) {
-			double a = wk->orders[i], r = INFINITY;
-
-			if (ev->u.pate_gnss.beta == 0.0 || 2.0 * a * ev->u.pate_gnss.beta < 1.0) {
-				if (acct_pate_gnss_rdp(ev->u.pate_gnss.beta, ev->u.pate_gnss.sigma,
-						       a, &r, NULL) < 0)
-					r = INFINITY;
-			}
-			add_at_floor(wk, i, scale, r,
-				     a * exp(2.0 * ev->u.pate_gnss.beta) /
-					     (ev->u.pate_gnss.sigma * ev->u.pate_gnss.sigma));
-		}
-		return 0;
+		return walk_pate_gnss(wk, ev, scale);
 	case ACCT_EV_LAPLACE:
 		return add_curve(wk, scale, laplace_rdp,
 				 acct_div_up(1.0, ev->u.laplace.noise_multiplier));
@@ -698,33 +738,11 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 	case ACCT_EV_EXPONENTIAL_MECHANISM:
 		return add_curve(wk, scale, exp_mech_rdp, ev->u.exponential_mechanism.epsilon);
 	case ACCT_EV_DISCRETE_LAPLACE:
-		for (size_t i = 0; i < wk->n; i++)
-			add_at(wk, i, scale,
-			       dlaplace_rdp(ev->u.discrete_laplace.noise_parameter,
-					    ev->u.discrete_laplace.sensitivity, wk->orders[i]));
-		return 0;
+		return walk_discrete_laplace(wk, ev, scale);
 	case ACCT_EV_RANDOMIZED_RESPONSE:
-		if (wk->nb != ACCT_REPLACE)
-			return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
-					      "randomized response is defined under the replace "
-					      "relation only");
-		for (size_t i = 0; i < wk->n; i++)
-			add_at(wk, i, scale,
-			       rr_rdp(ev->u.randomized_response.noise_parameter,
-				      (double)ev->u.randomized_response.num_buckets, wk->orders[i]));
-		return 0;
-	case ACCT_EV_EPSILON_DELTA: {
-		double d = ev->u.epsilon_delta.delta;
-
-		if (d > 0.0) {
-			if (!wk->allow_delta)
-				return acct_error_set(wk->err, ACCT_EUNSUPPORTED, where,
-						      "an (epsilon, delta) event with delta > 0 has no "
-						      "RDP bound; price it on a basic ledger");
-			wk->log_keep += scale * log1p(-d);
-		}
-		return add_curve(wk, scale, rr_eps_rdp, ev->u.epsilon_delta.epsilon);
-	}
+		return walk_randomized_response(wk, ev, scale, where);
+	case ACCT_EV_EPSILON_DELTA:
+		return walk_epsilon_delta(wk, ev, scale, where);
 	case ACCT_EV_POISSON_SAMPLED:
 		return sampled_gaussian(wk, ev, scale, where);
 	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
@@ -734,16 +752,7 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 				  acct_mul_up(scale, (double)ev->u.self_composed.count), where,
 				  "event");
 	case ACCT_EV_COMPOSED:
-		for (size_t i = 0; i < ev->u.composed.n; i++) {
-			char key[32];
-			int rc;
-
-			snprintf(key, sizeof(key), "events/%zu", i);
-			rc = walk_child(wk, ev->u.composed.events[i], scale, where, key);
-			if (rc < 0)
-				return rc;
-		}
-		return 0;
+		return walk_composed(wk, ev, scale, where);
 	default:
 		return acct_error_set(wk->err, ACCT_EINVAL, where, "unknown event type");
 	}
@@ -915,6 +924,7 @@ struct order_search {
 	double *done_o;       /* orders computed so far, and their floors */
 	double *done_f;
 	size_t nd;
+	double best, order;   /* the lowest epsilon so far, and its order */
 };
 
 /* The lowest epsilon that order a could still reach: the conversion of the
@@ -935,13 +945,119 @@ static void order_done(struct order_search *s, double a, double floor_)
 	s->done_f[s->nd++] = floor_;
 }
 
+/* Keeps epsilon e at order a if it beats the best so far (ties go to the
+ * lower order). */
+static void order_offer(struct order_search *s, double a, double e)
+{
+	if (e < s->best || (e == s->best && a < s->order)) {
+		s->best = e;
+		s->order = a;
+	}
+}
+
+/* Writes to so[] the seed orders among those asked for (or the first one
+ * when none is a seed), marks them computed; returns how many. */
+static size_t seed_pick(const double *orders, size_t n, double *so, char *computed)
+{
+	size_t ns = 0;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < sizeof(seed_orders) / sizeof(seed_orders[0]); j++)
+			if (orders[i] == seed_orders[j] && !computed[i]) {
+				so[ns++] = orders[i];
+				computed[i] = 1;
+			}
+	if (ns == 0 && n > 0) {
+		so[ns++] = orders[0];
+		computed[0] = 1;
+	}
+	return ns;
+}
+
+/*
+ * Computes the seeds' RDP (sr) and floors (sf), sets the delta left after
+ * the event's (epsilon, delta) parts, and offers the seeds' epsilons.
+ * Refused when those parts spend all of `delta`.
+ */
+static int seed_search(struct order_search *s, const acct_event *ev, acct_neighbor nb,
+		       const double *so, size_t ns, double *sr, double *sf, double delta,
+		       acct_error *err)
+{
+	double extra = 0.0;
+	int rc = rdp_at_floor(ev, nb, so, ns, sr, sf, &extra, "/event", err);
+
+	if (rc < 0)
+		return rc;
+	/* Remaining delta after the (eps, delta) events' share:
+	 * 1 - delta = (1 - eff)(1 - extra). */
+	s->delta = -expm1(log1p(-delta) - log1p(-extra));
+	if (!(s->delta > 0.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "the event's (epsilon, delta) parts already spend delta %.6g, "
+				      "more than the %.6g asked for", extra, delta);
+	for (size_t i = 0; i < ns; i++) {
+		double e = acct__rdp_order_epsilon(so[i], sr[i], s->delta);
+
+		order_done(s, so[i], sf[i]);
+		order_offer(s, so[i], e);
+	}
+	return 0;
+}
+
+/* Writes to idx[] the orders not yet computed, most promising (lowest
+ * lower bound, lb[]) first; returns how many. */
+static size_t rest_queue(const struct order_search *s, const char *computed, double *lb,
+			 size_t *idx)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		if (computed[i])
+			continue;
+		lb[i] = order_lower_bound(s, s->orders[i]);
+		idx[m++] = i;
+	}
+	/* insertion sort: n is small */
+	for (size_t a = 1; a < m; a++)
+		for (size_t b = a; b > 0 && lb[idx[b]] < lb[idx[b - 1]]; b--) {
+			size_t t = idx[b];
+
+			idx[b] = idx[b - 1];
+			idx[b - 1] = t;
+		}
+	return m;
+}
+
+/* Visits the queued orders, computing the RDP only at those whose lower
+ * bound can still beat the best epsilon so far. */
+static int rest_search(struct order_search *s, const acct_event *ev, acct_neighbor nb,
+		       const size_t *idx, size_t m, acct_error *err)
+{
+	for (size_t t = 0; t < m; t++) {
+		size_t i = idx[t];
+		double a = s->orders[i], bound = order_lower_bound(s, a);
+		/* Written by rdp_at_floor on success; set so that -O3's
+		 * flow analysis, which cannot see that, has no warning. */
+		double r = 0.0, f = 0.0, x = 0.0;
+		int rc;
+
+		if (bound > s->best || (bound == s->best && a > s->order))
+			continue;
+		rc = rdp_at_floor(ev, nb, &s->orders[i], 1, &r, &f, &x, "/event", err);
+		if (rc < 0)
+			return rc;
+		order_done(s, a, f);
+		order_offer(s, a, acct__rdp_order_epsilon(a, r, s->delta));
+	}
+	return 0;
+}
+
 int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
 		      double delta, acct_result *ret, acct_error *err)
 {
-	struct order_search s = {.orders = orders, .n = n};
-	double *so = NULL, *sr = NULL, *sf = NULL, *lb = NULL, extra = 0.0;
-	double best = INFINITY, order = NAN;
-	size_t ns = 0, m = 0, *idx = NULL;
+	struct order_search s = {.orders = orders, .n = n, .best = INFINITY, .order = NAN};
+	double *so, *sr, *sf, *lb;
+	size_t ns, m, *idx = NULL;
 	char *computed = NULL;
 	int rc;
 
@@ -957,78 +1073,22 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 	sr = so + n;
 	sf = sr + n;
 	lb = sf + n;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < sizeof(seed_orders) / sizeof(seed_orders[0]); j++)
-			if (orders[i] == seed_orders[j] && !computed[i]) {
-				so[ns++] = orders[i];
-				computed[i] = 1;
-			}
-	if (ns == 0 && n > 0) {
-		so[ns++] = orders[0];
-		computed[0] = 1;
-	}
-	rc = rdp_at_floor(ev, nb, so, ns, sr, sf, &extra, "/event", err);
+	ns = seed_pick(orders, n, so, computed);
+	rc = seed_search(&s, ev, nb, so, ns, sr, sf, delta, err);
 	if (rc < 0)
 		goto out;
-	/* Remaining delta after the (eps, delta) events' share:
-	 * 1 - delta = (1 - eff)(1 - extra). */
-	s.delta = -expm1(log1p(-delta) - log1p(-extra));
-	if (!(s.delta > 0.0)) {
-		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
-				    "the event's (epsilon, delta) parts already spend delta %.6g, "
-				    "more than the %.6g asked for", extra, delta);
+	m = rest_queue(&s, computed, lb, idx);
+	rc = rest_search(&s, ev, nb, idx, m, err);
+	if (rc < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < ns; i++) {
-		double e = acct__rdp_order_epsilon(so[i], sr[i], s.delta);
-
-		order_done(&s, so[i], sf[i]);
-		if (e < best || (e == best && so[i] < order)) {
-			best = e;
-			order = so[i];
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (computed[i])
-			continue;
-		lb[i] = order_lower_bound(&s, orders[i]);
-		idx[m++] = i;
-	}
-	/* most promising first (insertion sort: n is small) */
-	for (size_t a = 1; a < m; a++)
-		for (size_t b = a; b > 0 && lb[idx[b]] < lb[idx[b - 1]]; b--) {
-			size_t t = idx[b];
-
-			idx[b] = idx[b - 1];
-			idx[b - 1] = t;
-		}
-	for (size_t t = 0; t < m; t++) {
-		size_t i = idx[t];
-		double a = orders[i], bound = order_lower_bound(&s, a), e;
-		/* Written by rdp_at_floor on success; set so that -O3's
-		 * flow analysis, which cannot see that, has no warning. */
-		double r = 0.0, f = 0.0, x = 0.0;
-
-		if (bound > best || (bound == best && a > order))
-			continue;
-		rc = rdp_at_floor(ev, nb, &orders[i], 1, &r, &f, &x, "/event", err);
-		if (rc < 0)
-			goto out;
-		order_done(&s, a, f);
-		e = acct__rdp_order_epsilon(a, r, s.delta);
-		if (e < best || (e == best && a < order)) {
-			best = e;
-			order = a;
-		}
-	}
-	if (!isfinite(best)) {
+	if (!isfinite(s.best)) {
 		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				    "no finite epsilon under rdp at delta %.6g", delta);
 		goto out;
 	}
-	ret->epsilon = best;
+	ret->epsilon = s.best;
 	ret->delta = delta;
-	ret->order = order;
+	ret->order = s.order;
 	rc = 0;
 out:
 	free(s.done_o);

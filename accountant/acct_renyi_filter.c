@@ -46,47 +46,6 @@ const double *acct_filter_default_orders(unsigned *ret_n)
 	return filter_orders;
 }
 
-int acct_filter_init_orders(acct_filter *f, acct_ledger_kind kind, acct_neighbor neighbor,
-			    double epsilon_budget, double delta_budget, const double *orders,
-			    unsigned n, acct_error *err)
-{
-	acct_filter tmp;
-	int rc = acct_filter_init(&tmp, kind, neighbor, epsilon_budget, delta_budget, err);
-
-	if (rc < 0)
-		return rc;
-	if (n == 0) {
-		*f = tmp;
-		return 0;
-	}
-	if (kind != ACCT_LEDGER_RDP)
-		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
-				      "only an rdp ledger has filter orders");
-	if (n > DPG_MAX_FILTER_ORDERS)
-		return acct_error_set(err, ACCT_EINVAL, "/filter_orders",
-				      "at most %d filter orders", DPG_MAX_FILTER_ORDERS);
-	for (unsigned i = 0; i < n; i++) {
-		char where[32];
-
-		snprintf(where, sizeof(where), "/filter_orders/%u", i);
-		if (!(isfinite(orders[i]) && orders[i] > DPG_MIN_FILTER_ORDER &&
-		      orders[i] <= DPG_MAX_RDP_ORDER))
-			return acct_error_set(err, ACCT_EINVAL, where,
-					      "a filter order must be a number above %g and at most %g",
-					      DPG_MIN_FILTER_ORDER, DPG_MAX_RDP_ORDER);
-		if (i > 0 && !(orders[i] > orders[i - 1]))
-			return acct_error_set(err, ACCT_EINVAL, where,
-					      "filter orders must be increasing, without repeats");
-	}
-	memcpy(tmp.orders, orders, n * sizeof(orders[0]));
-	tmp.n_orders = n;
-	rc = acct__filter_init_renyi(&tmp, err);
-	if (rc < 0)
-		return rc;
-	*f = tmp;
-	return 0;
-}
-
 int acct__filter_init_renyi(acct_filter *f, acct_error *err)
 {
 	if (!(f->delta_budget > 0.0))

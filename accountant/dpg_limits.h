@@ -74,7 +74,7 @@
 #define DPG_MIN_LEDGER_DELTA        1e-100       /* budget delta of an rdp or zcdp ledger */
 #define DPG_MAX_LABEL_EM_N          100000000LL
 
-/* ---- mechanisms/ (issue 4) ---- */
+/* ---- mechanisms/ ---- */
 /* Exact samplers: ranges in which the integer arithmetic is proven to fit. */
 #define DPG_MECH_DLAP_MIN_SCALE     0x1p-20      /* discrete Laplace scale (integer units) */
 #define DPG_MECH_DLAP_MAX_SCALE     0x1p50
@@ -99,7 +99,7 @@
  * uses them (server/srv_table_cache.h); least recently used dropped first. */
 #define DPG_TABLE_CACHE_BYTES       ((size_t)256 << 20)
 
-/* ==== trainers (issue 6) ==== */
+/* ==== trainers ==== */
 #define DPG_MAX_TRAIN_EXAMPLES      10000000LL   /* rows a trainer reads (= CSV rows) */
 #define DPG_MAX_FEATURES            4096         /* features per row (784 for MNIST) */
 #define DPG_MAX_CLASSES             1000         /* label values 0..classes-1 */

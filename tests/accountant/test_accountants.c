@@ -1033,8 +1033,8 @@ Test(rounding, zcdp_rho_budget_converts_within_the_budget)
 /*
  * A Poisson-sampled generic zcdp event has no RDP bound here: its RDP
  * curve is the Gaussian's, but subsampling depends on more than that curve,
- * so pricing it as the sampled Gaussian was wrong.  Refused (an
- * unsupported event, the field named); the sampled Gaussian of the same
+ * so it is not priced as the sampled Gaussian.  Refused (an unsupported
+ * event, the field named); the sampled Gaussian of the same
  * curve (1/sigma^2 = 2 rho) is priced, by the closed form at order 2:
  * log(1 + q^2 (e^(1/sigma^2) - 1)) (Mironov, Talwar, Zhang 2019, Sec. 3.3).
  */

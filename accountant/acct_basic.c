@@ -1,0 +1,179 @@
+/*
+ * acct_basic.c: the pure and (epsilon, delta) parts of accounting: the pure
+ * epsilon of a leaf, and the basic and strong composition accountants.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "acct.h"
+#include "acct_internal.h"
+
+
+/*
+ * The pure epsilon of a leaf, rounded upward; of the two that need their
+ * own formula:
+ *  - discrete_laplace {noise_parameter a, sensitivity D}: noise with pmf
+ *    proportional to exp(-a |x|), so the privacy loss a (|x - D| - |x|) is
+ *    at most a D (dp_accounting's DiscreteLaplacePrivacyLoss; Canonne,
+ *    Kamath, Steinke 2020, Sec. 2.2): epsilon = a D.
+ *  - randomized_response {noise_parameter p, num_buckets k}: with
+ *    probability p a uniform bucket, else the true one; under replace-one the
+ *    largest likelihood ratio is (1 - p + p/k) / (p/k), so
+ *    epsilon = ln(1 + k (1 - p) / p) (Warner 1965; Kairouz, Oh, Viswanath
+ *    2016).  Validation (acct_event_validate) restricts it to `replace`.
+ * 1 - p is made exact-or-up with Fast2Sum, k (1 - p) / p rounded up, and
+ * the log1p result raised by two ulps to cover libm's error (< 1 ulp in
+ * glibc), so the charge never understates epsilon.
+ */
+double acct_pure_epsilon_up(const acct_event *ev)
+{
+	switch (ev->type) {
+	case ACCT_EV_LAPLACE:
+		/* Laplace with scale b per unit of L1 sensitivity is (1/b)-DP. */
+		return acct_div_up(1.0, ev->u.laplace.noise_multiplier);
+	case ACCT_EV_EXPONENTIAL_MECHANISM:
+		return ev->u.exponential_mechanism.epsilon;
+	case ACCT_EV_PERMUTE_AND_FLIP:
+		return ev->u.permute_and_flip.epsilon;
+	case ACCT_EV_EPSILON_DELTA:
+		return ev->u.epsilon_delta.delta == 0.0 ? ev->u.epsilon_delta.epsilon : -1.0;
+	case ACCT_EV_DISCRETE_LAPLACE:
+		return acct_mul_up(ev->u.discrete_laplace.noise_parameter,
+				    ev->u.discrete_laplace.sensitivity);
+	case ACCT_EV_RANDOMIZED_RESPONSE:
+		break;
+	default:
+		return -1.0;
+	}
+	{
+		double p = ev->u.randomized_response.noise_parameter;
+		double k = (double)ev->u.randomized_response.num_buckets;
+		double q = 1.0 - p, t, e;
+
+		if ((-p) - (q - 1.0) > 0.0) /* Fast2Sum remainder of 1 + (-p) */
+			q = nextafter(q, INFINITY);
+		if (q == 0.0)
+			return 0.0;
+		t = acct_div_up(acct_mul_up(k, q), p);
+		e = log1p(t);
+		return nextafter(nextafter(e, INFINITY), INFINITY);
+	}
+}
+
+/* ---- pure and (eps, delta) parts: basic and strong ----------------------- */
+
+struct dp_sums {
+	double eps, delta, eps_sq, eps_drift; /* sums over the releases */
+};
+
+/* Adds mult copies of every (eps, delta) leaf; ACCT_EUNSUPPORTED otherwise. */
+static int dp_flatten(const acct_event *ev, double mult, const char *where, const char *acct,
+		      struct dp_sums *s, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	double e, d = 0.0;
+
+	switch (ev->type) {
+	case ACCT_EV_SELF_COMPOSED:
+		snprintf(ptr, sizeof(ptr), "%s/event", where);
+		return dp_flatten(ev->u.self_composed.event, mult * (double)ev->u.self_composed.count,
+				  ptr, acct, s, err);
+	case ACCT_EV_COMPOSED:
+		for (size_t i = 0; i < ev->u.composed.n; i++) {
+			int rc;
+
+			snprintf(ptr, sizeof(ptr), "%s/events/%zu", where, i);
+			rc = dp_flatten(ev->u.composed.events[i], mult, ptr, acct, s, err);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	case ACCT_EV_EPSILON_DELTA:
+		e = ev->u.epsilon_delta.epsilon;
+		d = ev->u.epsilon_delta.delta;
+		break;
+	default:
+		e = acct_pure_epsilon_up(ev);
+		if (e < 0.0)
+			return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+					      "%s composition needs (epsilon, delta) releases; a '%s' "
+					      "event is not one by definition (use rdp, zcdp or pld)",
+					      acct, acct_event_type_name(ev->type));
+		break;
+	}
+	s->eps += mult * e;
+	s->delta += mult * d;
+	s->eps_sq += mult * e * e;
+	s->eps_drift += mult * e * expm1(e);
+	return 0;
+}
+
+/*
+ * basic: sum of epsilon and of delta (Dwork, Roth 2014, Thm. 3.16).  The
+ * answer is refused when the summed delta exceeds the delta asked for.
+ */
+int acct__basic_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err)
+{
+	struct dp_sums s = {0};
+	int rc = dp_flatten(ev, 1.0, "/event", "basic", &s, err);
+
+	if (rc < 0)
+		return rc;
+	if (s.delta > delta)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "basic composition spends delta %.6g, more than the %.6g "
+				      "asked for", s.delta, delta);
+	ret->epsilon = s.eps;
+	ret->delta = s.delta;
+	ret->order = NAN;
+	return 0;
+}
+
+/*
+ * strong: the advanced composition theorem (Dwork, Rothblum, Vadhan 2010;
+ * Dwork, Roth 2014, Thm. 3.20), in its form for heterogeneous releases
+ * (Kairouz, Oh, Viswanath 2015, Thm. 3.5's corollary):
+ *   eps = sqrt(2 ln(1/delta') sum eps_i^2) + sum eps_i (e^eps_i - 1),
+ * (eps, sum delta_i + delta')-DP, which for k-fold (eps0, delta0) is the
+ * textbook sqrt(2k ln(1/delta')) eps0 + k eps0 (e^eps0 - 1).
+ * How delta' is chosen: all of the delta asked for that the releases do not
+ * spend themselves, delta' = delta - sum delta_i.  (Any smaller delta' only
+ * raises eps.)  Refused when nothing is left.
+ */
+int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err)
+{
+	struct dp_sums s = {0};
+	double dp;
+	int rc = dp_flatten(ev, 1.0, "/event", "strong", &s, err);
+
+	if (rc < 0)
+		return rc;
+	dp = delta - s.delta;
+	if (!(dp > 0.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "strong composition needs delta above the releases' own "
+				      "delta %.6g; %.6g leaves nothing for delta'", s.delta, delta);
+	ret->epsilon = sqrt(2.0 * log(1.0 / dp) * s.eps_sq) + s.eps_drift;
+	ret->delta = delta;
+	ret->order = NAN;
+	return 0;
+}
+
+/*
+ * basic, the other way: the summed delta of the releases, refused when
+ * their summed epsilon exceeds the epsilon asked for.
+ */
+int acct__basic_delta(const acct_event *ev, double epsilon, acct_result *ret, acct_error *err)
+{
+	struct dp_sums s = {0};
+	int rc = dp_flatten(ev, 1.0, "/event", "basic", &s, err);
+
+	if (rc < 0)
+		return rc;
+	if (s.eps > epsilon)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+				      "basic composition spends epsilon %.6g, more than %.6g",
+				      s.eps, epsilon);
+	ret->delta = s.delta;
+	return 0;
+}

@@ -1,0 +1,548 @@
+/*
+ * acct_event.c: the event tree's leaf helpers: the names of event types,
+ * ledger kinds and accountants, allocation, copies and constructors, and
+ * validation of an event against a neighbouring relation, all driven by one
+ * table that describes each event type once (event_descs).  Every other
+ * accountant file calls into this one, and it calls none of them but the
+ * error helpers, so the accountants never call each other in a loop.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acct.h"
+
+static const char *const ledger_names[] = {
+	[ACCT_LEDGER_BASIC] = "basic",
+	[ACCT_LEDGER_RDP] = "rdp",
+	[ACCT_LEDGER_ZCDP] = "zcdp",
+};
+
+const char *acct_ledger_kind_name(acct_ledger_kind kind)
+{
+	if ((unsigned)kind > ACCT_LEDGER_ZCDP)
+		return NULL;
+	return ledger_names[kind];
+}
+
+int acct_ledger_kind_from_name(const char *name, acct_ledger_kind *ret_kind)
+{
+	if (!name)
+		return -1;
+	for (unsigned i = 0; i <= ACCT_LEDGER_ZCDP; i++) {
+		if (strcmp(ledger_names[i], name) == 0) {
+			*ret_kind = (acct_ledger_kind)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static const char *const accountant_names[ACCT__N_ACCOUNTANTS] = {
+	[ACCT_BASIC] = "basic",
+	[ACCT_STRONG] = "strong",
+	[ACCT_MOMENTS] = "moments",
+	[ACCT_RDP] = "rdp",
+	[ACCT_ZCDP] = "zcdp",
+	[ACCT_PLD] = "pld",
+};
+
+const char *acct_accountant_name(acct_accountant a)
+{
+	if ((unsigned)a >= ACCT__N_ACCOUNTANTS)
+		return NULL;
+	return accountant_names[a];
+}
+
+int acct_accountant_from_name(const char *name, acct_accountant *ret)
+{
+	if (!name)
+		return -1;
+	for (unsigned i = 0; i < ACCT__N_ACCOUNTANTS; i++) {
+		if (strcmp(accountant_names[i], name) == 0) {
+			*ret = (acct_accountant)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+static bool pos_finite(double x)
+{
+	return isfinite(x) && x > 0.0;
+}
+
+/* 0 when x, the event's field `name`, is a finite number > 0; else the
+ * error, at where/name. */
+static int need_positive(double x, const char *where, const char *name, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (pos_finite(x))
+		return 0;
+	snprintf(ptr, sizeof(ptr), "%s/%s", where, name);
+	return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' must be a finite number > 0", name);
+}
+
+/* The same for a sensitivity of a discrete mechanism: an integer >= 1. */
+static int need_sensitivity(double x, const char *where, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (x >= 1.0 && x == floor(x))
+		return 0;
+	snprintf(ptr, sizeof(ptr), "%s/sensitivity", where);
+	return acct_error_set(err, ACCT_EINVAL, ptr, "'sensitivity' must be an integer >= 1");
+}
+
+/* The JSON pointer of the field `name` of the event at `where`, written
+ * into `buf` (ACCT_ERROR_WHERE_BYTES long); returns buf. */
+static inline const char *field_at(char *buf, const char *where, const char *name)
+{
+	snprintf(buf, ACCT_ERROR_WHERE_BYTES, "%s/%s", where, name);
+	return buf;
+}
+
+static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
+		    acct_error *err);
+
+/*
+ * One validator per event type, each with the same signature so that the
+ * descriptor table below can name it: `ev` is of that type, at JSON
+ * pointer `where`, `depth` levels down; wrappers validate their children.
+ */
+static int validate_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
+			     unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.gaussian.noise_multiplier, where, "noise_multiplier", err);
+}
+
+static int validate_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
+			    unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.laplace.noise_multiplier, where, "noise_multiplier", err);
+}
+
+static int validate_discrete_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
+				      unsigned depth, acct_error *err)
+{
+	int rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
+
+	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_gaussian.sensitivity, where, err);
+}
+
+static int validate_discrete_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
+				     unsigned depth, acct_error *err)
+{
+	int rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
+
+	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_laplace.sensitivity, where, err);
+}
+
+static int validate_exponential_mechanism(const acct_event *ev, acct_neighbor nb,
+					  const char *where, unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.exponential_mechanism.epsilon, where, "epsilon", err);
+}
+
+static int validate_permute_and_flip(const acct_event *ev, acct_neighbor nb, const char *where,
+				     unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.permute_and_flip.epsilon, where, "epsilon", err);
+}
+
+static int validate_gnmax(const acct_event *ev, acct_neighbor nb, const char *where,
+			  unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.gnmax.sigma, where, "sigma", err);
+}
+
+static int validate_pate_threshold(const acct_event *ev, acct_neighbor nb, const char *where,
+				   unsigned depth, acct_error *err)
+{
+	return need_positive(ev->u.pate_threshold.sigma, where, "sigma", err);
+}
+
+static int validate_randomized_response(const acct_event *ev, acct_neighbor nb,
+					const char *where, unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(ev->u.randomized_response.noise_parameter > 0.0 &&
+	      ev->u.randomized_response.noise_parameter <= 1.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "noise_parameter"),
+				      "'noise_parameter' must be in (0, 1]");
+	if (ev->u.randomized_response.num_buckets < 2 ||
+	    ev->u.randomized_response.num_buckets > DPG_MAX_NUM_BUCKETS)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "num_buckets"),
+				      "'num_buckets' must be in [2, %lld]",
+				      (long long)DPG_MAX_NUM_BUCKETS);
+	if (nb != ACCT_REPLACE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "randomized response is defined under the replace "
+				      "relation only (a respondent's answer has no "
+				      "add/remove neighbour); set \"neighbor\":\"replace\"");
+	return 0;
+}
+
+static int validate_epsilon_delta(const acct_event *ev, acct_neighbor nb, const char *where,
+				  unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(isfinite(ev->u.epsilon_delta.epsilon) && ev->u.epsilon_delta.epsilon >= 0.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "epsilon"),
+				      "'epsilon' must be a finite number >= 0");
+	if (!(ev->u.epsilon_delta.delta >= 0.0 && ev->u.epsilon_delta.delta < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "delta"),
+				      "'delta' must be in [0, 1)");
+	return 0;
+}
+
+static int validate_zcdp(const acct_event *ev, acct_neighbor nb, const char *where,
+			 unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(isfinite(ev->u.zcdp.rho) && ev->u.zcdp.rho >= 0.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "rho"),
+				      "'rho' must be a finite number >= 0");
+	return 0;
+}
+
+static int validate_pate_gnss(const acct_event *ev, acct_neighbor nb, const char *where,
+			      unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!(ev->u.pate_gnss.beta >= 0.0 && ev->u.pate_gnss.beta < 0.5))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "beta"),
+				      "'beta' must be in [0, 0.5)");
+	return need_positive(ev->u.pate_gnss.sigma, where, "sigma", err);
+}
+
+static int validate_poisson_sampled(const acct_event *ev, acct_neighbor nb, const char *where,
+				    unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	double q = ev->u.poisson_sampled.sampling_probability;
+
+	if (!(q > 0.0 && q <= 1.0))
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sampling_probability"),
+				      "'sampling_probability' must be in (0, 1]");
+	if (nb != ACCT_ADD_REMOVE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "Poisson sampling is accounted under the add_remove "
+				      "relation only; under replace use "
+				      "sampled_without_replacement");
+	return validate(ev->u.poisson_sampled.event, nb, field_at(ptr, where, "event"), depth + 1,
+			err);
+}
+
+static int validate_sampled_wor(const acct_event *ev, acct_neighbor nb, const char *where,
+				unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int64_t n = ev->u.sampled_without_replacement.source_dataset_size;
+	int64_t m = ev->u.sampled_without_replacement.sample_size;
+
+	if (n < 1 || n > DPG_MAX_DATASET_SIZE)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "source_dataset_size"),
+				      "'source_dataset_size' must be in [1, %lld]",
+				      (long long)DPG_MAX_DATASET_SIZE);
+	if (m < 1 || m > n)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sample_size"),
+				      "'sample_size' must be in [1, source_dataset_size]");
+	if (nb != ACCT_REPLACE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "sampling without replacement is accounted under the "
+				      "replace relation only (Wang, Balle, Kasiviswanathan "
+				      "2019); under add_remove use poisson_sampled");
+	return validate(ev->u.sampled_without_replacement.event, nb,
+			field_at(ptr, where, "event"), depth + 1, err);
+}
+
+static int validate_self_composed(const acct_event *ev, acct_neighbor nb, const char *where,
+				  unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (ev->u.self_composed.count < 1 ||
+	    ev->u.self_composed.count > DPG_MAX_COMPOSITION_COUNT)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "count"),
+				      "'count' must be in [1, %lld]",
+				      (long long)DPG_MAX_COMPOSITION_COUNT);
+	return validate(ev->u.self_composed.event, nb, field_at(ptr, where, "event"), depth + 1,
+			err);
+}
+
+static int validate_composed(const acct_event *ev, acct_neighbor nb, const char *where,
+			     unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (ev->u.composed.n > DPG_MAX_EVENT_NODES)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "events"),
+				      "too many events");
+	for (size_t i = 0; i < ev->u.composed.n; i++) {
+		char item[ACCT_ERROR_WHERE_BYTES + 32];
+		int rc;
+
+		snprintf(item, sizeof(item), "%s/events/%zu", where, i);
+		rc = validate(ev->u.composed.events[i], nb, item, depth + 1, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- the event types ---------------------------------------------------- */
+
+/* How an event holds its sub-events. */
+enum event_children {
+	CHILDREN_NONE,
+	CHILDREN_ONE,  /* one acct_event * at `child` */
+	CHILDREN_MANY, /* u.composed.events[0 .. u.composed.n) */
+};
+
+/*
+ * Each event type described once, on the accountant side: its name (the
+ * JSON "type"), its validator and where its sub-events are.  Names, free,
+ * copy and validation all read this table; adding an event type adds one
+ * row here (and its pricing in each accountant).
+ */
+struct event_desc {
+	const char *name;
+	int (*validate)(const acct_event *ev, acct_neighbor nb, const char *where,
+			unsigned depth, acct_error *err);
+	enum event_children children;
+	size_t child;
+};
+
+#define ONE_CHILD(member) CHILDREN_ONE, offsetof(acct_event, u.member.event)
+
+static const struct event_desc event_descs[ACCT_EV__COUNT] = {
+	[ACCT_EV_GAUSSIAN] = {"gaussian", validate_gaussian, CHILDREN_NONE, 0},
+	[ACCT_EV_LAPLACE] = {"laplace", validate_laplace, CHILDREN_NONE, 0},
+	[ACCT_EV_DISCRETE_GAUSSIAN] = {"discrete_gaussian", validate_discrete_gaussian,
+				       CHILDREN_NONE, 0},
+	[ACCT_EV_DISCRETE_LAPLACE] = {"discrete_laplace", validate_discrete_laplace,
+				      CHILDREN_NONE, 0},
+	[ACCT_EV_RANDOMIZED_RESPONSE] = {"randomized_response", validate_randomized_response,
+					 CHILDREN_NONE, 0},
+	[ACCT_EV_EXPONENTIAL_MECHANISM] = {"exponential_mechanism", validate_exponential_mechanism,
+					   CHILDREN_NONE, 0},
+	[ACCT_EV_PERMUTE_AND_FLIP] = {"permute_and_flip", validate_permute_and_flip,
+				      CHILDREN_NONE, 0},
+	[ACCT_EV_EPSILON_DELTA] = {"epsilon_delta", validate_epsilon_delta, CHILDREN_NONE, 0},
+	[ACCT_EV_ZCDP] = {"zcdp", validate_zcdp, CHILDREN_NONE, 0},
+	[ACCT_EV_POISSON_SAMPLED] = {"poisson_sampled", validate_poisson_sampled,
+				     ONE_CHILD(poisson_sampled)},
+	[ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT] = {"sampled_without_replacement",
+						 validate_sampled_wor,
+						 ONE_CHILD(sampled_without_replacement)},
+	[ACCT_EV_SELF_COMPOSED] = {"self_composed", validate_self_composed,
+				   ONE_CHILD(self_composed)},
+	[ACCT_EV_COMPOSED] = {"composed", validate_composed, CHILDREN_MANY, 0},
+	[ACCT_EV_GNMAX] = {"gnmax", validate_gnmax, CHILDREN_NONE, 0},
+	[ACCT_EV_PATE_THRESHOLD] = {"pate_threshold", validate_pate_threshold, CHILDREN_NONE, 0},
+	[ACCT_EV_PATE_GNSS] = {"pate_gnss", validate_pate_gnss, CHILDREN_NONE, 0},
+};
+
+#undef ONE_CHILD
+
+/* The row of `type`, or NULL for a type outside the table. */
+static const struct event_desc *event_desc_of(acct_event_type type)
+{
+	if ((unsigned)type >= ACCT_EV__COUNT || !event_descs[type].name)
+		return NULL;
+	return &event_descs[type];
+}
+
+const char *acct_event_type_name(acct_event_type type)
+{
+	const struct event_desc *d = event_desc_of(type);
+
+	return d ? d->name : NULL;
+}
+
+int acct_event_type_from_name(const char *name, acct_event_type *ret_type)
+{
+	if (!name)
+		return -1;
+	for (unsigned i = 0; i < ACCT_EV__COUNT; i++) {
+		if (event_descs[i].name && strcmp(event_descs[i].name, name) == 0) {
+			*ret_type = (acct_event_type)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Validates the event at JSON pointer `where`, `depth` levels down. */
+static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
+		    acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	const struct event_desc *d;
+
+	if (!ev)
+		return acct_error_set(err, ACCT_EINVAL, where, "missing event");
+	if (depth > DPG_MAX_EVENT_DEPTH)
+		return acct_error_set(err, ACCT_EINVAL, where, "events nest deeper than %d levels",
+				      DPG_MAX_EVENT_DEPTH);
+	d = event_desc_of(ev->type);
+	if (!d)
+		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "type"),
+				      "unknown event type");
+	return d->validate(ev, nb, where, depth, err);
+}
+
+acct_event *acct_event_new(acct_event_type type)
+{
+	acct_event *ev = calloc(1, sizeof(*ev));
+
+	if (ev)
+		ev->type = type;
+	return ev;
+}
+
+/* The single child slot of a wrapper event, or NULL for other types. */
+static acct_event **child_slot(acct_event *ev)
+{
+	const struct event_desc *d = event_desc_of(ev->type);
+
+	if (!d || d->children != CHILDREN_ONE)
+		return NULL;
+	return (acct_event **)(void *)((char *)ev + d->child);
+}
+
+/* Whether `ev` holds a list of sub-events (u.composed). */
+static bool has_many(const acct_event *ev)
+{
+	const struct event_desc *d = event_desc_of(ev->type);
+
+	return d && d->children == CHILDREN_MANY;
+}
+
+void acct_event_free(acct_event *ev)
+{
+	acct_event **slot;
+
+	if (!ev)
+		return;
+	if (has_many(ev)) {
+		for (size_t i = 0; i < ev->u.composed.n; i++)
+			acct_event_free(ev->u.composed.events[i]);
+		free(ev->u.composed.events);
+	}
+	slot = child_slot(ev);
+	if (slot)
+		acct_event_free(*slot);
+	free(ev);
+}
+
+/*
+ * Replaces the sub-events `copy` shares with `ev` (a shallow copy of it) by
+ * deep copies.  On failure `copy` holds only what it owns (the children
+ * copied so far), so acct_event_free(copy) is safe.
+ */
+static int copy_children(acct_event *copy, const acct_event *ev)
+{
+	acct_event **slot;
+
+	if (has_many(ev)) {
+		size_t n = ev->u.composed.n;
+
+		copy->u.composed.n = 0;
+		copy->u.composed.events = n ? calloc(n, sizeof(acct_event *)) : NULL;
+		if (n && !copy->u.composed.events)
+			return -1;
+		for (size_t i = 0; i < n; i++) {
+			copy->u.composed.events[i] = acct_event_copy(ev->u.composed.events[i]);
+			if (!copy->u.composed.events[i])
+				return -1;
+			copy->u.composed.n = i + 1;
+		}
+		return 0;
+	}
+	slot = child_slot(copy);
+	if (slot && *slot) {
+		*slot = acct_event_copy(*slot);
+		if (!*slot)
+			return -1;
+	}
+	return 0;
+}
+
+acct_event *acct_event_copy(const acct_event *ev)
+{
+	acct_event *copy;
+
+	if (!ev)
+		return NULL;
+	copy = malloc(sizeof(*copy));
+	if (!copy)
+		return NULL;
+	*copy = *ev;
+	if (copy_children(copy, ev) < 0) {
+		acct_event_free(copy);
+		return NULL;
+	}
+	return copy;
+}
+
+acct_event *acct_event_epsilon_delta(double epsilon, double delta)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_EPSILON_DELTA);
+
+	if (ev) {
+		ev->u.epsilon_delta.epsilon = epsilon;
+		ev->u.epsilon_delta.delta = delta;
+	}
+	return ev;
+}
+
+acct_event *acct_event_self_composed(int64_t count, acct_event *inner)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_SELF_COMPOSED);
+
+	if (!ev) {
+		acct_event_free(inner);
+		return NULL;
+	}
+	ev->u.self_composed.count = count;
+	ev->u.self_composed.event = inner;
+	return ev;
+}
+
+acct_event *acct_event_poisson_sampled(double q, acct_event *inner)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_POISSON_SAMPLED);
+
+	if (!ev) {
+		acct_event_free(inner);
+		return NULL;
+	}
+	ev->u.poisson_sampled.sampling_probability = q;
+	ev->u.poisson_sampled.event = inner;
+	return ev;
+}
+
+
+int acct_event_validate_at(const acct_event *ev, acct_neighbor neighbor, const char *prefix,
+			   acct_error *err)
+{
+	if (neighbor != ACCT_ADD_REMOVE && neighbor != ACCT_REPLACE)
+		return acct_error_set(err, ACCT_EINVAL, "/neighbor", "unknown neighbouring relation");
+	return validate(ev, neighbor, prefix ? prefix : "/event", 0, err);
+}
+
+int acct_event_validate(const acct_event *ev, acct_neighbor neighbor, acct_error *err)
+{
+	return acct_event_validate_at(ev, neighbor, NULL, err);
+}

@@ -1,0 +1,83 @@
+/*
+ * acct_round.c: arithmetic rounded toward +infinity (or -infinity), so
+ * that a stored privacy cost never understates the exact one.  A leaf:
+ * it calls no other accountant file.
+ */
+#include <math.h>
+
+#include "acct.h"
+
+double acct_add_up(double a, double b)
+{
+	/* Knuth's TwoSum gives the exact rounding error of a + b. */
+	double s = a + b;
+	double bp = s - a;
+	double ap = s - bp;
+	double e = (a - ap) + (b - bp);
+
+	if (e > 0.0)
+		s = nextafter(s, INFINITY);
+	return s;
+}
+
+double acct_mul_up(double a, double b)
+{
+	double p = a * b;
+
+	/* fma gives the exact error of the product. */
+	if (fma(a, b, -p) > 0.0)
+		p = nextafter(p, INFINITY);
+	return p;
+}
+
+double acct_mul_down(double a, double b)
+{
+	double p = a * b;
+
+	if (fma(a, b, -p) < 0.0)
+		p = nextafter(p, -INFINITY);
+	return p;
+}
+
+double acct_inv_sq_up(double s)
+{
+	return acct_div_up(1.0, acct_mul_down(s, s));
+}
+
+double acct_div_up(double a, double b)
+{
+	double q = a / b;
+
+	/* q * b - a, exactly: negative when q fell below a / b (b > 0). */
+	if (fma(q, b, -a) < 0.0)
+		q = nextafter(q, INFINITY);
+	return q;
+}
+
+void acct_cost_add_up(acct_cost *a, const acct_cost *b)
+{
+	unsigned n = a->n > b->n ? a->n : b->n;
+
+	for (unsigned i = 0; i < n; i++) {
+		double x = i < a->n ? a->v[i] : 0.0;
+		double y = i < b->n ? b->v[i] : 0.0;
+
+		a->v[i] = acct_add_up(x, y);
+	}
+	a->n = n;
+}
+
+void acct_cost_sub_up(acct_cost *a, const acct_cost *b)
+{
+	for (unsigned i = 0; i < a->n; i++) {
+		double y = i < b->n ? b->v[i] : 0.0;
+		double d;
+
+		/* An infinite total cannot be taken apart: it stays infinite
+		 * (conservative) until nothing it counts is left. */
+		if (isinf(a->v[i]))
+			continue;
+		d = acct_add_up(a->v[i], -y);
+		a->v[i] = d > 0.0 ? d : 0.0;
+	}
+}

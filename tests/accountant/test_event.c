@@ -1,0 +1,109 @@
+/*
+ * test_event.c: the event-type table of acct_event.c, row by row: every
+ * type has a name that maps back to it, a validator that checks its own
+ * fields, and wrappers whose child is freed and copied with them.  The
+ * expected field at fault is read off the rules in DESIGN.md (a zeroed
+ * event breaks the first rule of its type), not off the code.
+ */
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "acct.h"
+
+Test(event_table, every_type_name_maps_back_to_its_type)
+{
+	for (unsigned t = 0; t < ACCT_EV__COUNT; t++) {
+		const char *name = acct_event_type_name((acct_event_type)t);
+		acct_event_type back = ACCT_EV__COUNT;
+
+		cr_assert_not_null(name, "type %u has no name", t);
+		cr_assert_eq(acct_event_type_from_name(name, &back), 0, "%s", name);
+		cr_assert_eq(back, (acct_event_type)t, "%s", name);
+		for (unsigned u = 0; u < t; u++)
+			cr_assert_str_neq(name, acct_event_type_name((acct_event_type)u));
+	}
+	cr_assert_null(acct_event_type_name(ACCT_EV__COUNT));
+	cr_assert_lt(acct_event_type_from_name("no_such_event", &(acct_event_type){0}), 0);
+	cr_assert_lt(acct_event_type_from_name(NULL, &(acct_event_type){0}), 0);
+}
+
+/* The field a zeroed event of each type gets wrong first, or NULL when
+ * zero is allowed for every field it has (delta and rho may be 0, an empty
+ * composition is nothing). */
+static const struct {
+	acct_event_type type;
+	const char *where;
+} zeroed[] = {
+	{ACCT_EV_GAUSSIAN, "/event/noise_multiplier"},
+	{ACCT_EV_LAPLACE, "/event/noise_multiplier"},
+	{ACCT_EV_DISCRETE_GAUSSIAN, "/event/sigma"},
+	{ACCT_EV_DISCRETE_LAPLACE, "/event/noise_parameter"},
+	{ACCT_EV_RANDOMIZED_RESPONSE, "/event/noise_parameter"},
+	{ACCT_EV_EXPONENTIAL_MECHANISM, "/event/epsilon"},
+	{ACCT_EV_PERMUTE_AND_FLIP, "/event/epsilon"},
+	{ACCT_EV_EPSILON_DELTA, NULL},
+	{ACCT_EV_ZCDP, NULL},
+	{ACCT_EV_POISSON_SAMPLED, "/event/sampling_probability"},
+	{ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT, "/event/source_dataset_size"},
+	{ACCT_EV_SELF_COMPOSED, "/event/count"},
+	{ACCT_EV_COMPOSED, NULL},
+	{ACCT_EV_GNMAX, "/event/sigma"},
+	{ACCT_EV_PATE_THRESHOLD, "/event/sigma"},
+	{ACCT_EV_PATE_GNSS, "/event/sigma"},
+};
+
+Test(event_table, every_type_is_validated_by_its_own_rules)
+{
+	cr_assert_eq(sizeof(zeroed) / sizeof(zeroed[0]), ACCT_EV__COUNT);
+	for (size_t i = 0; i < sizeof(zeroed) / sizeof(zeroed[0]); i++) {
+		acct_event *ev = acct_event_new(zeroed[i].type);
+		acct_error err;
+		int rc;
+
+		cr_assert_not_null(ev);
+		acct_error_init(&err);
+		rc = acct_event_validate(ev, ACCT_REPLACE, &err);
+		if (zeroed[i].where) {
+			cr_assert_eq(rc, ACCT_EINVAL, "%s: %d", acct_event_type_name(zeroed[i].type), rc);
+			cr_assert_str_eq(err.where, zeroed[i].where, "%s",
+					 acct_event_type_name(zeroed[i].type));
+		} else {
+			cr_assert_eq(rc, 0, "%s: %s", acct_event_type_name(zeroed[i].type), err.text);
+		}
+		acct_event_free(ev);
+	}
+}
+
+Test(event_table, an_unknown_type_is_refused_at_its_type)
+{
+	acct_event *ev = acct_event_new(ACCT_EV__COUNT);
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(acct_event_validate(ev, ACCT_ADD_REMOVE, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/event/type");
+	acct_event_free(ev);
+}
+
+Test(event_table, wrappers_copy_their_child_deeply)
+{
+	acct_event *g = acct_event_new(ACCT_EV_GAUSSIAN);
+	acct_event *ev, *copy;
+	acct_error err;
+
+	g->u.gaussian.noise_multiplier = 1.5;
+	ev = acct_event_self_composed(10, acct_event_poisson_sampled(0.25, g));
+	cr_assert_not_null(ev);
+	copy = acct_event_copy(ev);
+	cr_assert_not_null(copy);
+	cr_assert_neq(copy->u.self_composed.event, ev->u.self_composed.event);
+	cr_assert_neq(copy->u.self_composed.event->u.poisson_sampled.event, g);
+	cr_assert_eq(copy->u.self_composed.event->u.poisson_sampled.event->u.gaussian.noise_multiplier,
+		     1.5);
+	acct_event_free(ev);
+	/* The copy stands alone once the original is gone. */
+	acct_error_init(&err);
+	cr_assert_eq(acct_event_validate(copy, ACCT_ADD_REMOVE, &err), 0, "%s", err.text);
+	acct_event_free(copy);
+}
