@@ -625,9 +625,6 @@ struct srv_ctx {
 	/* /metrics shows every dataset's gauges to anyone (serve
 	 * --public-metrics); otherwise only those a key may read. */
 	bool public_metrics;
-	/* Idle-priority spinners that keep the CPUs awake while a request is
-	 * served alone (srv_awake.h); NULL when busy_poll_us is 0. */
-	struct srv_awake *awake;
 	atomic_bool busy_polling;   /* one worker at a time */
 	atomic_uint_fast64_t busy_polls[SRV_POLL_OUTCOMES];
 };

@@ -12,7 +12,6 @@
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <errno.h>
-#include <sched.h>
 #include <strings.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -28,8 +27,6 @@
 #include <microhttpd.h>
 
 #include "srv.h"
-#include "srv_awake.h"
-#include "srv_cgroup.h"
 #include "srv_conns.h"
 #include "srv_fmt.h"
 #include "srv_json.h"
@@ -60,7 +57,6 @@ struct conn_state {
 	bool encoded_slash; /* the raw path held %2F (on_uri) */
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
 	bool long_target;   /* the request target was over DPG_MAX_URL_BYTES (on_uri) */
-	bool awake;         /* it holds the CPUs awake (srv_awake_enter) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
 	srv_conns *conns;   /* the server's waiting connections (srv_conns.h) */
 	srv_conn *waiting;  /* this connection's entry there, or NULL */
@@ -907,10 +903,8 @@ static bool expects_continue(struct MHD_Connection *conn)
  * busy_poll_us.  A client woken on the poller's own CPU may wait for the
  * poll to end: that poll times out, and the backoff spaces such polls out.
  *
- * --busy-poll-us 0 turns it off, and with it the idle-priority threads
- * that keep the CPUs awake while a request is served alone (srv_awake.h),
- * which save such wake-ups during the request.  What the client sends and
- * receives is unchanged; the poll only peeks at the socket.  A pipelined
+ * --busy-poll-us 0 turns it off.  What the client sends and receives is
+ * unchanged; the poll only peeks at the socket.  A pipelined
  * request that libmicrohttpd has already read into its buffer is not on
  * the socket: it waits out the poll, at most busy_poll_us.
  */
@@ -1033,29 +1027,6 @@ static void await_next_request(srv_ctx *ctx, struct MHD_Connection *conn)
 	atomic_fetch_add(&ctx->busy_polls[outcome], 1);
 }
 
-/* Starts the spinners that keep the CPUs awake (srv_awake.h), unless a
- * cgroup CPU quota smaller than the CPUs this process may use applies
- * (srv_cgroup.h): spinning would spend the quota, and once it is spent
- * every thread of the server waits for the next period.  (With a quota
- * of all its CPUs or more, the process cannot outspend it.)  The quota is
- * read once, here. */
-static srv_awake *start_awake(const srv_ctx *ctx)
-{
-	double quota = srv_cgroup_cpu_quota("/proc/self/mountinfo", "/proc/self/cgroup");
-	cpu_set_t allowed;
-	int cpus;
-
-	if (quota > 0 && sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
-	    quota < (double)(cpus = CPU_COUNT(&allowed))) {
-		fprintf(stderr,
-			"{\"level\":\"info\",\"msg\":\"CPUs not kept awake\",\"reason\":"
-			"\"a cgroup CPU quota below the CPUs\",\"quota_cpus\":%.3f,\"cpus\":%d}\n",
-			quota, cpus);
-		return NULL;
-	}
-	return srv_awake_start(&ctx->in_flight, SRV_AWAKE_MAX_SPIN_US);
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -1075,7 +1046,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		cs->long_target = *con_cls == (const void *)&long_target_mark;
 		*con_cls = cs;
 		atomic_fetch_add(&ctx->in_flight, 1);
-		cs->awake = srv_awake_enter(ctx->awake);
 		clock_gettime(CLOCK_MONOTONIC, &cs->start);
 		note_request_gap(ctx, conn);
 		connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
@@ -1279,7 +1249,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		funlockfile(stderr);
 	}
 	keep_alive = cs->keep_alive;
-	srv_awake_end(ctx->awake, cs->awake);
 	free(cs->buf);
 	free(cs);
 	*con_cls = NULL;
@@ -1323,16 +1292,10 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	signal(SIGPIPE, SIG_IGN);
 
 	ctx->public_limit = threads > 1 ? threads / 2 : 1;
-	/* Before the workers: a request served alone keeps the CPUs awake
-	 * (srv_awake.h), with the poll's flag; a request never waits for it. */
-	if (ctx->busy_poll_us > 0)
-		ctx->awake = start_awake(ctx);
 	ctx->conns = srv_conns_new(ctx->header_timeout_s,
 				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
 	if (!ctx->conns) {
 		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
-		srv_awake_stop(ctx->awake);
-		ctx->awake = NULL;
 		return 1;
 	}
 	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
@@ -1364,8 +1327,6 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
-		srv_awake_stop(ctx->awake);
-		ctx->awake = NULL;
 		srv_conns_free(ctx->conns);
 		ctx->conns = NULL;
 		return 1;
@@ -1397,8 +1358,6 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		nanosleep(&ts, NULL);
 	}
 	MHD_stop_daemon(d);
-	srv_awake_stop(ctx->awake);
-	ctx->awake = NULL;
 	/* After libmicrohttpd: every connection it had is closed and removed. */
 	srv_conns_free(ctx->conns);
 	ctx->conns = NULL;

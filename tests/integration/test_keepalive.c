@@ -8,8 +8,6 @@
  * client that closes is let go.  Its rules are checked through
  * /metrics' dpgate_busy_polls_total{outcome}: a quick client is polled for,
  * a slow one at most once until it is quick again, and 0 turns it off.
- * The same flag keeps the CPUs awake while a request is served alone
- * (srv_awake.h), counted in dpgate_awake_requests_total.
  *
  * Each test talks to the server over its own raw socket, so that the
  * connection stays open between requests (libcurl's handles in the harness
@@ -21,18 +19,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -233,24 +227,6 @@ static void expect_charged(const dpg_server *srv, const char *ds, int n)
 	cr_expect_float_eq(b.spent_eps, 0.01 * n, 1e-9);
 }
 
-typedef struct awake {
-	double requests, spins, threads;
-} awake;
-
-/* /metrics' awake counters, read on the connection itself. */
-static awake conn_awake(conn *c)
-{
-	const char *body = conn_metrics(c);
-	awake a;
-
-	/* At a line's start: the HELP lines name them too. */
-	a.requests = metric_line(body, "\ndpgate_awake_requests_total ");
-	a.spins = metric_line(body, "\ndpgate_awake_spins_total{ended=\"before_limit\"} ") +
-		  metric_line(body, "\ndpgate_awake_spins_total{ended=\"time_limit\"} ");
-	a.threads = metric_line(body, "\ndpgate_awake_threads ");
-	return a;
-}
-
 static void sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -345,8 +321,7 @@ Test(keepalive, a_slow_client_is_polled_for_at_most_once, .timeout = 300)
 	dpg_server_destroy(&srv);
 }
 
-/* --busy-poll-us 0: no poll at all, for this connection or the harness's,
- * and no thread that keeps the CPUs awake. */
+/* --busy-poll-us 0: no poll at all, for this connection or the harness's. */
 Test(keepalive, busy_poll_0_never_polls, .timeout = 300)
 {
 	dpg_server srv;
@@ -359,272 +334,7 @@ Test(keepalive, busy_poll_0_never_polls, .timeout = 300)
 		cr_assert_eq(conn_call(&c, "GET", "/healthz", NULL, NULL), 200);
 	p = conn_polls(&c);
 	cr_expect_eq(p.request + p.closed + p.busy + p.timeout, 0);
-	{
-		awake aw = conn_awake(&c);
-
-		cr_expect_eq(aw.threads, 0);
-		cr_expect_eq(aw.requests + aw.spins, 0);
-	}
 	close(c.fd);
-	dpg_server_destroy(&srv);
-}
-
-/* Whether the server's log says that a cgroup CPU quota below its CPUs
- * kept the CPUs from being kept awake (server/srv_cgroup.h). */
-static bool quota_kept_them_off(const dpg_server *srv)
-{
-	char text[8192];
-	bool said = false;
-	FILE *f = fopen(srv->log, "r");
-
-	cr_assert_not_null(f);
-	while (fgets(text, sizeof(text), f))
-		if (strstr(text, "\"msg\":\"CPUs not kept awake\"") &&
-		    strstr(text, "\"reason\":\"a cgroup CPU quota below the CPUs\""))
-			said = true;
-	fclose(f);
-	return said;
-}
-
-/* With the poll on, each request served alone asks the idle-priority
- * threads to keep the CPUs awake (srv_awake.h), and what it answers is
- * unchanged: 20 charges one after another, all on the ledger.  Where the
- * tests run under a cgroup CPU quota below the CPUs, the server has no
- * such threads (srv_cgroup.h), and that is checked instead. */
-Test(keepalive, a_lone_request_keeps_the_cpus_awake, .timeout = 300)
-{
-	dpg_server srv;
-	conn c;
-	awake before, after;
-
-	start(&srv, 2, "200");
-	dpg_make_dataset(&srv, "w", 10.0, 0, "basic");
-	sleep_ms(100);
-	conn_open(&c, &srv);
-	before = conn_awake(&c);
-	charge_on(&c, &srv, "w", 20);
-	after = conn_awake(&c);
-	if (quota_kept_them_off(&srv)) {
-		/* This machine holds the tests to a CPU quota below its CPUs:
-		 * no thread, and no request asks (srv_awake_enter of NULL). */
-		cr_expect_eq(after.threads, 0);
-		cr_expect_eq(after.requests, 0);
-	} else {
-		cr_expect_geq(before.threads, 1, "no awake thread with the poll on");
-		/* The 20 charges and this second /metrics read, each alone (the
-		 * first counted itself before it was read). */
-		cr_expect_eq(after.requests - before.requests, 21, "requests that asked: %.0f",
-			     after.requests - before.requests);
-	}
-	close(c.fd);
-	expect_charged(&srv, "w", 20);
-	dpg_server_destroy(&srv);
-}
-
-/* A cgroup with the cpu controller that this test made, with the test
- * process in it (and so the servers it starts). */
-typedef struct test_cgroup {
-	char dir[256];    /* the group made for the test */
-	char origin[600]; /* cgroup.procs of the group the process came from */
-	bool v2;
-} test_cgroup;
-
-/* Writes printf text to a file in one write (as cgroup files want it);
- * 0, or -1 with errno. */
-static int write_text(const char *path, const char *fmt, ...)
-{
-	char text[128];
-	va_list ap;
-	int fd, n, saved;
-	ssize_t w;
-
-	va_start(ap, fmt);
-	n = vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	w = write(fd, text, (size_t)n);
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return w == n ? 0 : -1;
-}
-
-/* The process's group in /proc/self/cgroup: v2's "0::PATH", or the v1
- * line whose controllers include cpu. */
-static void own_group(bool v2, char *ret, size_t size)
-{
-	FILE *f = fopen("/proc/self/cgroup", "r");
-	char line[512];
-
-	snprintf(ret, size, "/");
-	while (f && fgets(line, sizeof(line), f)) {
-		char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
-		char ctrl[256];
-
-		if (!b)
-			continue;
-		line[strcspn(line, "\n")] = '\0';
-		snprintf(ctrl, sizeof(ctrl), ",%.*s,", (int)(b - a - 1), a + 1);
-		if (v2 ? strncmp(line, "0::", 3) == 0 : strstr(ctrl, ",cpu,") != NULL) {
-			snprintf(ret, size, "%s", b + 1);
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-}
-
-/* Makes a group beside the hierarchy's root for this process and moves the
- * process into it; false, with why, where the machine has no cpu hierarchy
- * that this process may change (not root, a read-only cgroup file system,
- * the controller not enabled).  Tried in order: cgroup v1's cpu mount,
- * then cgroup v2 with cpu in the root's cgroup.subtree_control. */
-static bool test_cgroup_enter(test_cgroup *g, char *why, size_t why_size)
-{
-	static const char *const mounts[] = {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct",
-					     "/sys/fs/cgroup"};
-	char path[600], self[512];
-
-	snprintf(why, why_size, "no cgroup file system with the cpu controller");
-	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
-		bool v2 = i == 2;
-
-		if (v2) {
-			FILE *sc;
-			char line[256] = "";
-
-			snprintf(path, sizeof(path), "%s/cgroup.subtree_control", mounts[i]);
-			sc = fopen(path, "r");
-			if (!sc)
-				continue;
-			if (!fgets(line, sizeof(line), sc))
-				line[0] = '\0';
-			fclose(sc);
-			if (!strstr(line, "cpu ") && !strstr(line, "cpu\n"))
-				continue;
-		} else {
-			snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", mounts[i]);
-			if (access(path, R_OK) != 0)
-				continue;
-		}
-		own_group(v2, self, sizeof(self));
-		snprintf(g->origin, sizeof(g->origin), "%s%s/cgroup.procs", mounts[i],
-			 strcmp(self, "/") == 0 ? "" : self);
-		snprintf(g->dir, sizeof(g->dir), "%s/dpgate-test-%d", mounts[i], (int)getpid());
-		g->v2 = v2;
-		if (mkdir(g->dir, 0755) != 0) {
-			snprintf(why, why_size, "cannot make %s: %s", g->dir, strerror(errno));
-			g->dir[0] = '\0';
-			return false;
-		}
-		snprintf(path, sizeof(path), "%s/cgroup.procs", g->dir);
-		if (write_text(path, "%d\n", (int)getpid()) != 0) {
-			snprintf(why, why_size, "cannot move into %s: %s", g->dir, strerror(errno));
-			rmdir(g->dir);
-			g->dir[0] = '\0';
-			return false;
-		}
-		return true;
-	}
-	return false;
-}
-
-/* Sets the group's quota to `cpus` CPUs (period 100 ms). */
-static void test_cgroup_quota(const test_cgroup *g, double cpus)
-{
-	char path[300];
-	long quota = (long)(cpus * 100000.0);
-
-	if (g->v2) {
-		snprintf(path, sizeof(path), "%s/cpu.max", g->dir);
-		cr_assert_eq(write_text(path, "%ld 100000\n", quota), 0, "%s", strerror(errno));
-	} else {
-		snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", g->dir);
-		cr_assert_eq(write_text(path, "100000\n"), 0, "%s", strerror(errno));
-		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", g->dir);
-		cr_assert_eq(write_text(path, "%ld\n", quota), 0, "%s", strerror(errno));
-	}
-}
-
-/* The test's group, for its .fini, which runs also after a failed
- * assertion ends the test early. */
-static test_cgroup quota_group;
-
-/* Moves the process back where it came from and removes the group, if the
- * test made one.  A server still in it (a failed assertion skipped its
- * dpg_server_destroy) is one this test started: it is killed first. */
-static void test_cgroup_leave(void)
-{
-	test_cgroup *g = &quota_group;
-	char procs[300];
-
-	if (g->dir[0] == '\0')
-		return;
-	cr_expect_eq(write_text(g->origin, "%d\n", (int)getpid()), 0, "%s: %s", g->origin,
-		     strerror(errno));
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", g->dir);
-	for (int i = 0; i < 100 && rmdir(g->dir) != 0 && errno == EBUSY; i++) {
-		FILE *f = fopen(procs, "r");
-		int pid;
-
-		while (f && fscanf(f, "%d", &pid) == 1)
-			if (pid != getpid())
-				kill(pid, SIGKILL);
-		if (f)
-			fclose(f);
-		sleep_ms(20);
-	}
-	cr_expect_eq(access(g->dir, F_OK), -1, "%s is left", g->dir);
-	g->dir[0] = '\0';
-}
-
-/* The server's /metrics count of awake threads and whether its log says
- * that a quota kept them off. */
-static double awake_threads_of(dpg_server *srv, bool *quota_logged)
-{
-	conn c;
-	awake a;
-
-	conn_open(&c, srv);
-	a = conn_awake(&c);
-	close(c.fd);
-	*quota_logged = quota_kept_them_off(srv);
-	return a.threads;
-}
-
-/* Under a cgroup CPU quota below its CPUs, serve keeps no CPU awake
- * (server/srv_cgroup.h: the spinning would spend the quota) and says so;
- * with a quota of all its CPUs it does.  Needs a cpu cgroup it may make
- * (as root on this machine's kind); the quota files' layouts are tested
- * without one in tests/server/test_cgroup.c. */
-Test(keepalive, a_cpu_quota_below_the_cpus_keeps_no_cpu_awake, .timeout = 300,
-     .fini = test_cgroup_leave)
-{
-	test_cgroup *g = &quota_group;
-	dpg_server srv;
-	cpu_set_t allowed;
-	char why[600];
-	double cpus;
-	bool logged;
-
-	cr_assert_eq(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-	cpus = CPU_COUNT(&allowed);
-	if (!test_cgroup_enter(g, why, sizeof(why)))
-		cr_skip_test("%s", why);
-	test_cgroup_quota(g, cpus - 0.25);
-	start(&srv, 2, NULL);
-	cr_expect_eq(awake_threads_of(&srv, &logged), 0, "awake threads under %.2f CPUs of %.0f",
-		     cpus - 0.25, cpus);
-	cr_expect(logged, "no log line says why");
-	dpg_server_destroy(&srv);
-
-	test_cgroup_quota(g, cpus);
-	start(&srv, 2, NULL);
-	cr_expect_eq(awake_threads_of(&srv, &logged), cpus < 16 ? cpus : 16,
-		     "awake threads under a quota of all %.0f CPUs", cpus);
-	cr_expect_not(logged);
 	dpg_server_destroy(&srv);
 }
 
