@@ -260,20 +260,6 @@ static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret
 			  t.hits, t.misses, t.evictions, t.bytes);
 	}
 	{
-		static const char *const outcome[SRV_POLL_OUTCOMES] = {
-			[SRV_POLL_REQUEST] = "request",
-			[SRV_POLL_CLOSED] = "closed",
-			[SRV_POLL_BUSY] = "busy",
-			[SRV_POLL_TIMEOUT] = "timeout",
-		};
-
-		sb_printf(&b, "# HELP dpgate_busy_polls_total Polls of a keep-alive connection for its next request while the server was otherwise idle (serve --busy-poll-us), by how they ended.\n"
-			      "# TYPE dpgate_busy_polls_total counter\n");
-		for (int o = 0; o < SRV_POLL_OUTCOMES; o++)
-			sb_printf(&b, "dpgate_busy_polls_total{outcome=\"%s\"} %llu\n", outcome[o],
-				  (unsigned long long)atomic_load(&ctx->busy_polls[o]));
-	}
-	{
 		srv_conns_stats cs = srv_conns_read_stats(ctx->conns);
 
 		sb_printf(&b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
