@@ -584,16 +584,6 @@ int srv_route_match(const char *method, const char *path, char *scratch, size_t 
 /* The methods a path supports, comma-separated, for a 405's Allow header. */
 void srv_route_allowed(const char *path, char *buf, size_t size);
 
-/* How an idle server's poll of a keep-alive connection for its next request
- * ended (srv_http.c, await_next_request; /metrics). */
-typedef enum srv_busy_poll_outcome {
-	SRV_POLL_REQUEST,  /* the next request's bytes arrived */
-	SRV_POLL_CLOSED,   /* the client closed the connection, or it failed */
-	SRV_POLL_BUSY,     /* another request started, or the server is stopping */
-	SRV_POLL_TIMEOUT,  /* busy_poll_us passed */
-	SRV_POLL_OUTCOMES
-} srv_busy_poll_outcome;
-
 struct srv_ctx {
 	srv_store *store;
 	srv_auth_cache *auth_cache;
@@ -610,9 +600,6 @@ struct srv_ctx {
 	 * other HTTP threads stay free for the routes that spend budget. */
 	atomic_uint public_busy;
 	unsigned public_limit;
-	/* How long a worker polls an idle server's one keep-alive connection
-	 * for its next request (srv_http.c, await_next_request); 0: never. */
-	unsigned busy_poll_us;
 	/* Seconds a request's body may take to arrive, counted from its
 	 * headers; a slower one is cut off (srv_http.c, on_request). */
 	unsigned body_timeout_s;
@@ -625,11 +612,6 @@ struct srv_ctx {
 	/* /metrics shows every dataset's gauges to anyone (serve
 	 * --public-metrics); otherwise only those a key may read. */
 	bool public_metrics;
-	/* Idle-priority spinners that keep the CPUs awake while a request is
-	 * served alone (srv_awake.h); NULL when busy_poll_us is 0. */
-	struct srv_awake *awake;
-	atomic_bool busy_polling;   /* one worker at a time */
-	atomic_uint_fast64_t busy_polls[SRV_POLL_OUTCOMES];
 };
 
 /* Fills a problem+json response (RFC 9457).  `field` may be NULL; `extra`

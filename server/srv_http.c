@@ -12,7 +12,6 @@
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <errno.h>
-#include <sched.h>
 #include <strings.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -28,8 +27,6 @@
 #include <microhttpd.h>
 
 #include "srv.h"
-#include "srv_awake.h"
-#include "srv_cgroup.h"
 #include "srv_conns.h"
 #include "srv_fmt.h"
 #include "srv_json.h"
@@ -60,7 +57,6 @@ struct conn_state {
 	bool encoded_slash; /* the raw path held %2F (on_uri) */
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
 	bool long_target;   /* the request target was over DPG_MAX_URL_BYTES (on_uri) */
-	bool awake;         /* it holds the CPUs awake (srv_awake_enter) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
 	srv_conns *conns;   /* the server's waiting connections (srv_conns.h) */
 	srv_conn *waiting;  /* this connection's entry there, or NULL */
@@ -878,57 +874,13 @@ static bool expects_continue(struct MHD_Connection *conn)
 	return expect && strcasecmp(expect, "100-continue") == 0;
 }
 
-/* ---- waiting for a connection's next request ------------------------------ */
+/* ---- a connection's socket context --------------------------------------- */
 
-/*
- * One client sending charges one after another waits, per charge, for the
- * server's fsync and for two wake-ups across CPUs: its request wakes a worker
- * blocked in poll, the answer wakes the client.  On a virtual machine
- * whose idle vCPUs halt, each such wake-up of a halted vCPU costs tens of
- * microseconds, a tenth of a charge.  So when a keep-alive request completes
- * and the server has nothing else to do, its worker polls that connection's
- * socket for up to busy_poll_us before it goes back to libmicrohttpd's wait:
- * a client that answers quickly finds the worker running.
- *
- * The poll spends CPU that is idle, and only then: it starts only when no
- * request is in flight anywhere, this worker owns no other connection, and no
- * other worker is polling; it stops when the socket is readable or closed,
- * when another request starts, or when busy_poll_us have passed.  Polls that
- * time out are kept rare, per connection:
- *   - a connection whose last gap between answer and next request was longer
- *     than busy_poll_us (a remote client, a dashboard) is not polled for;
- *   - after a poll that timed out, the connection's next 2^k completions
- *     (k the timed-out polls since the last one that met a request, 2^k at
- *     most 1024) are not polled for.
- * The poll does not yield the CPU.  A yielding poller hands its CPU to any
- * runnable task (a training job's thread, a batch process) and gets it back
- * only at that task's next scheduling point, milliseconds later, while the
- * request it polls for waits; without yielding, other tasks wait at most
- * busy_poll_us.  A client woken on the poller's own CPU may wait for the
- * poll to end: that poll times out, and the backoff spaces such polls out.
- *
- * --busy-poll-us 0 turns it off, and with it the idle-priority threads
- * that keep the CPUs awake while a request is served alone (srv_awake.h),
- * which save such wake-ups during the request.  What the client sends and
- * receives is unchanged; the poll only peeks at the socket.  A pipelined
- * request that libmicrohttpd has already read into its buffer is not on
- * the socket: it waits out the poll, at most busy_poll_us.
- */
-
-#define BUSY_POLL_MAX_BACKOFF 10 /* at most 2^10 = 1024 completions skipped */
-
+/* Per connection (libmicrohttpd's socket context): its entry among the
+ * connections waiting for a request (srv_conns.h). */
 struct conn_sock {
-	struct timespec completed; /* when its last request completed */
-	bool completed_valid;
-	bool quick;                /* its last gap fitted in busy_poll_us */
-	unsigned timeouts;         /* polls timed out since one met a request */
-	unsigned skip;             /* completions still to pass without a poll */
-	srv_conn *waiting;         /* its entry in ctx->conns (srv_conns.h), or NULL */
+	srv_conn *waiting; /* its entry in ctx->conns, or NULL */
 };
-
-/* Connections owned by this libmicrohttpd worker thread: the connection
- * notifications run on the thread that owns the connection. */
-static _Thread_local unsigned worker_connections;
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
@@ -940,13 +892,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 
-		if (sock) {
-			sock->quick = true;
-			if (ci)
-				sock->waiting = srv_conns_add(ctx->conns, ci->connect_fd);
-		}
+		if (sock && ci)
+			sock->waiting = srv_conns_add(ctx->conns, ci->connect_fd);
 		*socket_context = sock;
-		worker_connections++;
 	} else {
 		struct conn_sock *sock = *socket_context;
 
@@ -955,7 +903,6 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 			srv_conns_remove(ctx->conns, sock->waiting);
 		free(sock);
 		*socket_context = NULL;
-		worker_connections--;
 	}
 }
 
@@ -965,95 +912,6 @@ static struct conn_sock *conn_sock_of(struct MHD_Connection *conn)
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 	return ci ? ci->socket_context : NULL;
-}
-
-/* At a request's start: was the gap since the connection's last answer
- * short enough for the poll? */
-static void note_request_gap(const srv_ctx *ctx, struct MHD_Connection *conn)
-{
-	struct conn_sock *sock = conn_sock_of(conn);
-
-	if (sock && sock->completed_valid)
-		sock->quick = srv_seconds_since(&sock->completed) * 1e6 <= (double)ctx->busy_poll_us;
-}
-
-/* After a keep-alive request completed (in_flight already lowered): polls
- * the connection for its next request, within the rules above, and counts
- * how the poll ended. */
-static void await_next_request(srv_ctx *ctx, struct MHD_Connection *conn)
-{
-	struct conn_sock *sock = conn_sock_of(conn);
-	const union MHD_ConnectionInfo *ci;
-	double limit_s = (double)ctx->busy_poll_us * 1e-6;
-	srv_busy_poll_outcome outcome;
-
-	if (!sock)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &sock->completed);
-	sock->completed_valid = true;
-	if (ctx->busy_poll_us == 0)
-		return;
-	if (sock->skip > 0) {
-		sock->skip--;
-		return;
-	}
-	if (!sock->quick || worker_connections != 1 || atomic_load(&ctx->in_flight) != 0 ||
-	    atomic_load(&ctx->stopping))
-		return;
-	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (!ci || atomic_exchange(&ctx->busy_polling, true))
-		return;
-	for (;;) {
-		char c;
-		/* Peeks: the bytes stay for libmicrohttpd, which takes it from here. */
-		ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-
-		if (n > 0) {
-			outcome = SRV_POLL_REQUEST;
-			sock->timeouts = 0;
-			break;
-		}
-		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-			outcome = SRV_POLL_CLOSED;
-			break;
-		}
-		if (atomic_load(&ctx->in_flight) != 0 || atomic_load(&ctx->stopping)) {
-			outcome = SRV_POLL_BUSY;
-			break;
-		}
-		if (srv_seconds_since(&sock->completed) >= limit_s) {
-			outcome = SRV_POLL_TIMEOUT;
-			if (sock->timeouts < BUSY_POLL_MAX_BACKOFF)
-				sock->timeouts++;
-			sock->skip = 1u << sock->timeouts;
-			break;
-		}
-	}
-	atomic_store(&ctx->busy_polling, false);
-	atomic_fetch_add(&ctx->busy_polls[outcome], 1);
-}
-
-/* Starts the spinners that keep the CPUs awake (srv_awake.h), unless a
- * cgroup CPU quota smaller than the CPUs this process may use applies
- * (srv_cgroup.h): spinning would spend the quota, and once it is spent
- * every thread of the server waits for the next period.  (With a quota
- * of all its CPUs or more, the process cannot outspend it.)  The quota is
- * read once, here. */
-static srv_awake *start_awake(const srv_ctx *ctx)
-{
-	double quota = srv_cgroup_cpu_quota("/proc/self/mountinfo", "/proc/self/cgroup");
-	cpu_set_t allowed;
-	int cpus;
-
-	if (quota > 0 && sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
-	    quota < (double)(cpus = CPU_COUNT(&allowed))) {
-		fprintf(stderr,
-			"{\"level\":\"info\",\"msg\":\"CPUs not kept awake\",\"reason\":"
-			"\"a cgroup CPU quota below the CPUs\",\"quota_cpus\":%.3f,\"cpus\":%d}\n",
-			quota, cpus);
-		return NULL;
-	}
-	return srv_awake_start(&ctx->in_flight, SRV_AWAKE_MAX_SPIN_US);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -1075,9 +933,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		cs->long_target = *con_cls == (const void *)&long_target_mark;
 		*con_cls = cs;
 		atomic_fetch_add(&ctx->in_flight, 1);
-		cs->awake = srv_awake_enter(ctx->awake);
 		clock_gettime(CLOCK_MONOTONIC, &cs->start);
-		note_request_gap(ctx, conn);
 		connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
 		cs->keep_alive = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
 				 !(connection && strcasestr(connection, "close"));
@@ -1279,7 +1135,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		funlockfile(stderr);
 	}
 	keep_alive = cs->keep_alive;
-	srv_awake_end(ctx->awake, cs->awake);
 	free(cs->buf);
 	free(cs);
 	*con_cls = NULL;
@@ -1288,7 +1143,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		struct conn_sock *sock = conn_sock_of(conn);
 
 		srv_conns_wait_again(ctx->conns, sock ? sock->waiting : NULL);
-		await_next_request(ctx, conn);
 	}
 }
 
@@ -1323,16 +1177,10 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	signal(SIGPIPE, SIG_IGN);
 
 	ctx->public_limit = threads > 1 ? threads / 2 : 1;
-	/* Before the workers: a request served alone keeps the CPUs awake
-	 * (srv_awake.h), with the poll's flag; a request never waits for it. */
-	if (ctx->busy_poll_us > 0)
-		ctx->awake = start_awake(ctx);
 	ctx->conns = srv_conns_new(ctx->header_timeout_s,
 				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
 	if (!ctx->conns) {
 		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
-		srv_awake_stop(ctx->awake);
-		ctx->awake = NULL;
 		return 1;
 	}
 	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
@@ -1364,8 +1212,6 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 			     MHD_OPTION_END);
 	if (!d) {
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
-		srv_awake_stop(ctx->awake);
-		ctx->awake = NULL;
 		srv_conns_free(ctx->conns);
 		ctx->conns = NULL;
 		return 1;
@@ -1373,9 +1219,9 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
 	fprintf(stderr,
 		"{\"level\":\"info\",\"msg\":\"listening\",\"url\":\"http://%s:%u\",\"database\":\"%s\","
-		"\"data_dir\":\"%s\",\"threads\":%u,\"busy_poll_us\":%u,\"header_timeout_s\":%u,"
+		"\"data_dir\":\"%s\",\"threads\":%u,\"header_timeout_s\":%u,"
 		"\"max_conns_per_ip\":%u,\"public_metrics\":%s}\n",
-		host, info ? info->port : port, ctx->db_path, ctx->data_dir, threads, ctx->busy_poll_us,
+		host, info ? info->port : port, ctx->db_path, ctx->data_dir, threads,
 		ctx->header_timeout_s, ctx->max_conns_per_ip, ctx->public_metrics ? "true" : "false");
 	fflush(stderr);
 
@@ -1397,8 +1243,6 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		nanosleep(&ts, NULL);
 	}
 	MHD_stop_daemon(d);
-	srv_awake_stop(ctx->awake);
-	ctx->awake = NULL;
 	/* After libmicrohttpd: every connection it had is closed and removed. */
 	srv_conns_free(ctx->conns);
 	ctx->conns = NULL;

@@ -36,9 +36,6 @@ void openblas_set_num_threads(int num_threads);
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA_DIR "dpgate-data"
 #define DEFAULT_THREADS 8
-/* serve --busy-poll-us (srv_http.c, await_next_request) */
-#define DEFAULT_BUSY_POLL_US 200
-#define MAX_BUSY_POLL_US 10000
 /* serve --body-timeout (srv_http.c, on_request) */
 #define DEFAULT_BODY_TIMEOUT_S 300
 #define MAX_BODY_TIMEOUT_S 86400
@@ -48,7 +45,7 @@ void openblas_set_num_threads(int num_threads);
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
 static const char usage_serve[] =
 	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]\n"
-	"                    [--busy-poll-us N] [--body-timeout S] [--header-timeout S]\n"
+	"                    [--body-timeout S] [--header-timeout S]\n"
 	"                    [--max-conns-per-ip N] [--public-metrics] [--quiet]\n"
 	"\n"
 	"  --db FILE          SQLite database (default DIR/dpgate.db); created and\n"
@@ -57,15 +54,6 @@ static const char usage_serve[] =
 	"  --data-dir DIR     where uploaded tables and models live (default ./" DEFAULT_DATA_DIR ")\n"
 	"  --threads N        HTTP worker threads (default 8); at most half of them run\n"
 	"                     stateless computations at once (past that: 503)\n"
-	"  --busy-poll-us N   when a keep-alive request completes and nothing else is\n"
-	"                     running, poll that connection for its next request for up\n"
-	"                     to N microseconds before sleeping (default " TEXT_OF(DEFAULT_BUSY_POLL_US) ",\n"
-	"                     0.." TEXT_OF(MAX_BUSY_POLL_US) "; 0 turns it off): saves a client that sends\n"
-	"                     one request after another the wake-up of an idle CPU, for\n"
-	"                     idle CPU time; while on, a request served alone also has\n"
-	"                     one idle-priority thread per CPU spin (at most 2 ms) so\n"
-	"                     that its fsync and its answer find running CPUs (not\n"
-	"                     under a cgroup CPU quota below the CPUs)\n"
 	"  --body-timeout S   a request body still arriving S seconds after the\n"
 	"                     request's headers is cut off and its connection closed\n"
 	"                     (default " TEXT_OF(DEFAULT_BODY_TIMEOUT_S) ", 1.." TEXT_OF(MAX_BODY_TIMEOUT_S) "): a client that sends slowly\n"
@@ -272,7 +260,6 @@ static int cmd_serve(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'},
 		{"data-dir", required_argument, NULL, 'D'},
 		{"threads", required_argument, NULL, 't'},
-		{"busy-poll-us", required_argument, NULL, 'b'},
 		{"body-timeout", required_argument, NULL, 'T'},
 		{"header-timeout", required_argument, NULL, 'H'},
 		{"max-conns-per-ip", required_argument, NULL, 'P'},
@@ -282,7 +269,7 @@ static int cmd_serve(int argc, char **argv)
 		{NULL, 0, NULL, 0},
 	};
 	const char *db = NULL, *listen = DEFAULT_LISTEN, *data_dir = DEFAULT_DATA_DIR;
-	unsigned threads = DEFAULT_THREADS, busy_poll_us = DEFAULT_BUSY_POLL_US, port;
+	unsigned threads = DEFAULT_THREADS, port;
 	unsigned body_timeout_s = DEFAULT_BODY_TIMEOUT_S, header_timeout_s = DPG_HEADER_TIMEOUT_S;
 	unsigned max_conns_per_ip = DPG_MAX_CONNECTIONS_PER_IP;
 	bool public_metrics = false;
@@ -300,13 +287,6 @@ static int cmd_serve(int argc, char **argv)
 		case 't':
 			if (!count_option(optarg, 1, 64, &threads)) {
 				fprintf(stderr, "dpgate serve: --threads must be 1..64\n");
-				return 2;
-			}
-			break;
-		case 'b':
-			if (!count_option(optarg, 0, MAX_BUSY_POLL_US, &busy_poll_us)) {
-				fprintf(stderr, "dpgate serve: --busy-poll-us must be 0..%d\n",
-					MAX_BUSY_POLL_US);
 				return 2;
 			}
 			break;
@@ -364,7 +344,6 @@ static int cmd_serve(int argc, char **argv)
 	}
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.access_log = true;
-	ctx.busy_poll_us = busy_poll_us;
 	ctx.body_timeout_s = body_timeout_s;
 	ctx.header_timeout_s = header_timeout_s;
 	ctx.max_conns_per_ip = max_conns_per_ip;

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "srv.h"
-#include "srv_awake.h"
 #include "srv_conns.h"
 #include "srv_table_cache.h"
 
@@ -259,36 +258,6 @@ static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret
 			      "# TYPE dpgate_table_cache_bytes gauge\n"
 			      "dpgate_table_cache_bytes %zu\n",
 			  t.hits, t.misses, t.evictions, t.bytes);
-	}
-	{
-		static const char *const outcome[SRV_POLL_OUTCOMES] = {
-			[SRV_POLL_REQUEST] = "request",
-			[SRV_POLL_CLOSED] = "closed",
-			[SRV_POLL_BUSY] = "busy",
-			[SRV_POLL_TIMEOUT] = "timeout",
-		};
-
-		sb_printf(&b, "# HELP dpgate_busy_polls_total Polls of a keep-alive connection for its next request while the server was otherwise idle (serve --busy-poll-us), by how they ended.\n"
-			      "# TYPE dpgate_busy_polls_total counter\n");
-		for (int o = 0; o < SRV_POLL_OUTCOMES; o++)
-			sb_printf(&b, "dpgate_busy_polls_total{outcome=\"%s\"} %llu\n", outcome[o],
-				  (unsigned long long)atomic_load(&ctx->busy_polls[o]));
-	}
-	{
-		srv_awake_stats aw = srv_awake_read_stats(ctx->awake);
-
-		sb_printf(&b, "# HELP dpgate_awake_requests_total Requests, each the only one in flight, during which idle-priority threads kept the CPUs from halting (serve --busy-poll-us).\n"
-			      "# TYPE dpgate_awake_requests_total counter\n"
-			      "dpgate_awake_requests_total %llu\n"
-			      "# HELP dpgate_awake_spins_total Rounds those threads spun, one per thread and request, by whether they ended at the time limit or before it (the request ended, a second one started, or a newer one took over).\n"
-			      "# TYPE dpgate_awake_spins_total counter\n"
-			      "dpgate_awake_spins_total{ended=\"before_limit\"} %llu\n"
-			      "dpgate_awake_spins_total{ended=\"time_limit\"} %llu\n"
-			      "# HELP dpgate_awake_threads Idle-priority threads that keep the CPUs awake (0 with --busy-poll-us 0, and under a cgroup CPU quota below the CPUs).\n"
-			      "# TYPE dpgate_awake_threads gauge\n"
-			      "dpgate_awake_threads %u\n",
-			  (unsigned long long)aw.requests, (unsigned long long)(aw.spins - aw.time_limit),
-			  (unsigned long long)aw.time_limit, aw.threads);
 	}
 	{
 		srv_conns_stats cs = srv_conns_read_stats(ctx->conns);

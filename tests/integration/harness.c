@@ -148,10 +148,6 @@ static void spawn(dpg_server *s)
 						"--data-dir", data, "--threads", threads};
 			int n = 10;
 
-			if (s->busy_poll_us) {
-				argv[n++] = "--busy-poll-us";
-				argv[n++] = s->busy_poll_us;
-			}
 			if (s->body_timeout_s) {
 				argv[n++] = "--body-timeout";
 				argv[n++] = s->body_timeout_s;
@@ -203,16 +199,14 @@ void dpg_server_start(dpg_server *s)
 
 void dpg_server_start_env(dpg_server *s, const char *const *env)
 {
-	dpg_server_start_with(s, env, 0, NULL);
+	dpg_server_start_with(s, env, 0);
 }
 
-void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads,
-			   const char *busy_poll_us)
+void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads)
 {
 	memset(s, 0, sizeof(*s));
 	s->env = env;
 	s->threads = threads;
-	s->busy_poll_us = busy_poll_us;
 	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
 	cr_assert_not_null(mkdtemp(s->dir));
 	snprintf(s->db, sizeof(s->db), "%s/test.db", s->dir);

@@ -18,7 +18,6 @@ typedef struct dpg_server {
 	char log[320];
 	char admin_key[160];
 	unsigned threads;    /* --threads for the next (re)start; 0 = 8 */
-	const char *busy_poll_us; /* --busy-poll-us for the next (re)start; NULL = the default */
 	const char *body_timeout_s; /* --body-timeout for the next (re)start; NULL = the default */
 	const char *const *serve_args; /* more serve arguments (NULL-terminated, at most 8) for
 					* the next (re)start, or NULL */
@@ -46,10 +45,9 @@ void dpg_server_start(dpg_server *s);
  * the server's environment at this and every restart. */
 void dpg_server_start_env(dpg_server *s, const char *const *env);
 
-/* As dpg_server_start_env, with --threads `threads` (0: 8) and, when not
- * NULL, --busy-poll-us `busy_poll_us`, at this and every restart. */
-void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads,
-			   const char *busy_poll_us);
+/* As dpg_server_start_env, with --threads `threads` (0: 8) at this and
+ * every restart. */
+void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads);
 
 /* The environment lines that preload a shared object into the server: put
  * `preload` and `asan` in the env given to dpg_server_start_env/_with. */
