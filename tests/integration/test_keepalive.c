@@ -564,7 +564,7 @@ static void test_cgroup_leave(void)
 		return;
 	cr_expect_eq(write_text(g->origin, "%d\n", (int)getpid()), 0, "%s: %s", g->origin,
 		     strerror(errno));
-	snprintf(procs, sizeof(procs), "%s/cgroup.procs", g->dir);
+	cr_assert_lt(snprintf(procs, sizeof(procs), "%s/cgroup.procs", g->dir), (int)sizeof(procs));
 	for (int i = 0; i < 100 && rmdir(g->dir) != 0 && errno == EBUSY; i++) {
 		FILE *f = fopen(procs, "r");
 		int pid;
