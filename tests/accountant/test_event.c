@@ -5,6 +5,7 @@
  * expected field at fault is read off the rules in DESIGN.md (a zeroed
  * event breaks the first rule of its type), not off the code.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
