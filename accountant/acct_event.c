@@ -76,6 +76,31 @@ static bool pos_finite(double x)
 	return isfinite(x) && x > 0.0;
 }
 
+/*
+ * The JSON pointer of the field `name` of the event at `where`, written into
+ * `buf` (ACCT_ERROR_WHERE_BYTES long); returns buf.  A pointer too long for
+ * an acct_error (events nest, and the caller's prefix adds to the depth) is
+ * shortened to the deepest ancestor that fits, ending at a '/' boundary: it
+ * still names the right place, only less precisely, where a cut string
+ * would name a field that does not exist.
+ */
+static const char *field_at(char *buf, const char *where, const char *name)
+{
+	size_t n = strlen(where);
+
+	if ((size_t)snprintf(buf, ACCT_ERROR_WHERE_BYTES, "%s/%s", where, name) <
+	    ACCT_ERROR_WHERE_BYTES)
+		return buf;
+	/* where[0..n) is a whole pointer when where[n] is '/' or the end (RFC
+	 * 6901 escapes a '/' inside a key as "~1"). */
+	if (n >= ACCT_ERROR_WHERE_BYTES)
+		for (n = ACCT_ERROR_WHERE_BYTES - 1; n > 0 && where[n] != '/'; n--)
+			;
+	memcpy(buf, where, n);
+	buf[n] = '\0';
+	return buf;
+}
+
 /* 0 when x, the event's field `name`, is a finite number > 0; else the
  * error, at where/name. */
 static int need_positive(double x, const char *where, const char *name, acct_error *err)
@@ -84,8 +109,8 @@ static int need_positive(double x, const char *where, const char *name, acct_err
 
 	if (pos_finite(x))
 		return 0;
-	snprintf(ptr, sizeof(ptr), "%s/%s", where, name);
-	return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' must be a finite number > 0", name);
+	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, name),
+			      "'%s' must be a finite number > 0", name);
 }
 
 /* The same for a sensitivity of a discrete mechanism: an integer >= 1. */
@@ -95,17 +120,10 @@ static int need_sensitivity(double x, const char *where, acct_error *err)
 
 	if (x >= 1.0 && x == floor(x))
 		return 0;
-	snprintf(ptr, sizeof(ptr), "%s/sensitivity", where);
-	return acct_error_set(err, ACCT_EINVAL, ptr, "'sensitivity' must be an integer >= 1");
+	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sensitivity"),
+			      "'sensitivity' must be an integer >= 1");
 }
 
-/* The JSON pointer of the field `name` of the event at `where`, written
- * into `buf` (ACCT_ERROR_WHERE_BYTES long); returns buf. */
-static inline const char *field_at(char *buf, const char *where, const char *name)
-{
-	snprintf(buf, ACCT_ERROR_WHERE_BYTES, "%s/%s", where, name);
-	return buf;
-}
 
 static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
 		    acct_error *err);

@@ -21,15 +21,18 @@
  *  - system: every byte straight from getrandom(2);
  *  - stream: a ChaCha20 keystream keyed with 256 bits from another rng, for
  *    bulk noise (training);
- *  - seeded: a ChaCha20 keystream keyed from a caller's seed, for tests
- *    only; mech_rng_is_deterministic() says so and the server refuses it.
+ *  - seeded: a ChaCha20 keystream keyed from a caller's seed, compiled
+ *    only under DPG_TESTING; mech_rng_is_deterministic() says so and the
+ *    server refuses it.
  * A mech_rng is not thread-safe: one per thread or job.
  */
 typedef struct mech_rng mech_rng;
 
 mech_rng *mech_rng_new_system(void);
 mech_rng *mech_rng_new_stream(mech_rng *key_source);
+#ifdef DPG_TESTING
 mech_rng *mech_rng_new_seeded(const uint8_t seed[32]);
+#endif
 bool mech_rng_is_deterministic(const mech_rng *rng);
 void mech_rng_free(mech_rng *rng);
 

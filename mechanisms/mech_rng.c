@@ -84,6 +84,7 @@ mech_rng *mech_rng_new_stream(mech_rng *key_source)
 	return rng;
 }
 
+#ifdef DPG_TESTING
 mech_rng *mech_rng_new_seeded(const uint8_t seed[32])
 {
 	mech_rng *rng = rng_alloc(RNG_SEEDED);
@@ -92,6 +93,7 @@ mech_rng *mech_rng_new_seeded(const uint8_t seed[32])
 		memcpy(rng->key, seed, sizeof(rng->key));
 	return rng;
 }
+#endif
 
 bool mech_rng_is_deterministic(const mech_rng *rng)
 {

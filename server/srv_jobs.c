@@ -386,8 +386,10 @@ static bool enqueue(srv_jobs *jobs, const char *id)
 	bool ok = false;
 
 	pthread_mutex_lock(&jobs->lock);
-	if (jobs->count < DPG_MAX_QUEUED_JOBS) {
-		snprintf(jobs->queue[(jobs->head + jobs->count) % DPG_MAX_QUEUED_JOBS], 48, "%s", id);
+	/* An id too long for a queue entry is refused, not queued cut. */
+	if (jobs->count < DPG_MAX_QUEUED_JOBS &&
+	    (size_t)snprintf(jobs->queue[(jobs->head + jobs->count) % DPG_MAX_QUEUED_JOBS],
+			     sizeof(jobs->queue[0]), "%s", id) < sizeof(jobs->queue[0])) {
 		jobs->count++;
 		ok = true;
 		pthread_cond_signal(&jobs->wake);
@@ -503,8 +505,10 @@ static int write_model(const char *dir, const char *id, const uint8_t *buf, size
 
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return -1;
-	snprintf(path, path_size, "%s/%s.dpgm", dir, id);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* A path too long is an error: a cut one would name another file. */
+	if ((size_t)snprintf(path, path_size, "%s/%s.dpgm", dir, id) >= path_size ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+		return -1;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0)
 		return -1;
@@ -772,8 +776,9 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		save_progress(jobs, slot->id, &slot->progress);
 	if (rc >= 0 && result) {
 		if (trn_model_serialize(result->model, &model, &model_len, &err) == 0) {
-			snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir);
-			if (write_model(models_dir, slot->id, model, model_len, model_path,
+			if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models",
+					     ctx->data_dir) >= sizeof(models_dir) ||
+			    write_model(models_dir, slot->id, model, model_len, model_path,
 					sizeof(model_path)) < 0)
 				model_path[0] = '\0';
 		}
@@ -795,7 +800,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	db = srv_store_acquire(ctx->store);
 	{
 		const char *error = NULL;
-		char msg[ACCT_ERROR_TEXT_BYTES + 64];
+		char msg[ACCT_ERROR_TEXT_BYTES + sizeof(" at ") + ACCT_ERROR_WHERE_BYTES];
 
 		if (rc < 0) {
 			snprintf(msg, sizeof(msg), "%s%s%s", err.text, err.where[0] ? " at " : "", err.where);

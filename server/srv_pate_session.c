@@ -1052,7 +1052,8 @@ static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const s
 	else
 		json_decref(sources);
 	if (o && b->k < b->n) {
-		char detail[160], type[64];
+		/* Room for the text and two counts of up to 20 digits each. */
+		char detail[192], type[64];
 
 		snprintf(detail, sizeof(detail),
 			 "the budget ran out inside the batch: the first %zu of %zu queries were answered "

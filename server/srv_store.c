@@ -1891,6 +1891,7 @@ void srv_store_spend_timings(srv_store *st, const srv_histogram **ret_txn,
 	*ret_commit = &st->spend_commit;
 }
 
+#ifdef DPG_TESTING
 int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
 			       char **bodies, srv_dataset *dss, int *rcs)
 {
@@ -1909,6 +1910,7 @@ int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n
 		rcs[i] = slots[i].rc;
 	return 0;
 }
+#endif
 
 /* The job holding reservation rid of dataset_id, if any: SRV_OK with
  * ret_job[0] set or empty, or SRV_DB_ERROR. */

@@ -49,6 +49,7 @@ int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, 
  * *ret_closed (may be NULL) is set to how many, on SRV_OK. */
 int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_closed);
 
+#ifdef DPG_TESTING
 /*
  * Runs n spends as one group-commit batch (one transaction, a savepoint
  * each), as srv_store_spend does when requests arrive together; for tests
@@ -56,6 +57,7 @@ int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_cl
  */
 int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
 			       char **bodies, srv_dataset *dss, int *rcs);
+#endif
 
 /*
  * Fills buf with n bytes from getrandom(2).  Returns SRV_OK, or

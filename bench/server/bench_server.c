@@ -724,8 +724,13 @@ static void now_text(char buf[32])
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	/* 24 bytes up to year 9999; past that the bench has no valid time. */
+	if (snprintf(buf, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+		     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		     ts.tv_nsec / 1000000) >= 32) {
+		fprintf(stderr, "bench_server: the clock is past year 9999\n");
+		exit(2);
+	}
 }
 
 /* One charge-shaped transaction body (after BEGIN IMMEDIATE); 0 or -1. */
@@ -1745,11 +1750,17 @@ int main(int argc, char **argv)
 	rounds = calloc(o.rounds, sizeof(*rounds));
 	if (!rounds)
 		goto out;
-	snprintf(sql_path, sizeof(sql_path), "%s/ceiling.db", tmpl);
-	snprintf(txn_path, sizeof(txn_path), "%s/ceiling-charge.db", tmpl);
-	snprintf(g.db, sizeof(g.db), "%s/dpgate.db", tmpl);
-	snprintf(g.data_dir, sizeof(g.data_dir), "%s/data", tmpl);
-	snprintf(g.log, sizeof(g.log), "%s/dpgate.log", tmpl);
+	/* Every path below must fit whole, or it would name another file. */
+	if ((size_t)snprintf(sql_path, sizeof(sql_path), "%s/ceiling.db", tmpl) >= sizeof(sql_path) ||
+	    (size_t)snprintf(txn_path, sizeof(txn_path), "%s/ceiling-charge.db", tmpl) >=
+		    sizeof(g.db) ||
+	    (size_t)snprintf(g.db, sizeof(g.db), "%s/dpgate.db", tmpl) >= sizeof(g.db) ||
+	    (size_t)snprintf(g.data_dir, sizeof(g.data_dir), "%s/data", tmpl) >=
+		    sizeof(g.data_dir) ||
+	    (size_t)snprintf(g.log, sizeof(g.log), "%s/dpgate.log", tmpl) >= sizeof(g.log)) {
+		fprintf(stderr, "bench_server: the path %s is too long\n", tmpl);
+		goto out;
+	}
 	mkdir(g.data_dir, 0700);
 
 	cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1770,7 +1781,7 @@ int main(int argc, char **argv)
 		dpgate schema_only = g;
 		char scratch_key[256];
 
-		snprintf(schema_only.db, sizeof(schema_only.db), "%s", txn_path);
+		memcpy(schema_only.db, txn_path, sizeof(schema_only.db));
 		if (dpgate_admin_key(&schema_only, scratch_key, sizeof(scratch_key)) < 0) {
 			fprintf(stderr, "bench_server: `dpgate keys create` failed; see %s\n", g.log);
 			goto out;

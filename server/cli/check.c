@@ -201,12 +201,15 @@ static int open_filter(const json_t *ds, const char *where, struct ds_ledger *L,
 			     : acct_filter_init(&L->f, L->kind, L->nb, L->eps_b, L->delta_b, err);
 	if (rc < 0) {
 		/* The filter names "/budget/..." or "/filter_orders/..."; make it
-		 * point into the policy. */
+		 * point into the policy.  A joined pointer too long for err->where
+		 * falls back to the entry's own pointer rather than being cut. */
 		if (err->code != ACCT_OK) {
 			char tmp[ACCT_ERROR_WHERE_BYTES];
 
-			snprintf(tmp, sizeof(tmp), "%s%s", where, err->where);
-			snprintf(err->where, sizeof(err->where), "%s", tmp);
+			if ((size_t)snprintf(tmp, sizeof(tmp), "%s%s", where, err->where) >=
+			    sizeof(tmp))
+				snprintf(tmp, sizeof(tmp), "%s", where);
+			memcpy(err->where, tmp, sizeof(err->where));
 			err->code = ACCT_EINVAL;
 		}
 		return ACCT_EINVAL;

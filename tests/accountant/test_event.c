@@ -5,6 +5,7 @@
  * expected field at fault is read off the rules in DESIGN.md (a zeroed
  * event breaks the first rule of its type), not off the code.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -106,4 +107,32 @@ Test(event_table, wrappers_copy_their_child_deeply)
 	acct_error_init(&err);
 	cr_assert_eq(acct_event_validate(copy, ACCT_ADD_REMOVE, &err), 0, "%s", err.text);
 	acct_event_free(copy);
+}
+
+/* A pointer too long for acct_error.where is shortened to an ancestor that
+ * ends at a '/' boundary, never cut inside a key.  The expected pointers
+ * are built here from the prefix alone. */
+Test(event_table, long_pointers_shorten_to_an_ancestor)
+{
+	char prefix[160], expect[160];
+	acct_event *g = acct_event_new(ACCT_EV_GAUSSIAN);
+	acct_error err;
+
+	cr_assert_not_null(g);
+	g->u.gaussian.noise_multiplier = -1.0;
+	/* The prefix fits, the field below it does not: the prefix is kept. */
+	snprintf(prefix, sizeof(prefix), "/%0100d/%020d", 0, 0);
+	cr_assert_lt(strlen(prefix) + strlen("/noise_multiplier"), 200);
+	cr_assert_geq(strlen(prefix) + strlen("/noise_multiplier"), ACCT_ERROR_WHERE_BYTES);
+	acct_error_init(&err);
+	cr_assert_eq(acct_event_validate_at(g, ACCT_ADD_REMOVE, prefix, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, prefix);
+	/* The prefix itself is too long: its first key is what fits. */
+	snprintf(prefix, sizeof(prefix), "/%0100d/%040d", 0, 0);
+	snprintf(expect, sizeof(expect), "/%0100d", 0);
+	cr_assert_geq(strlen(prefix), ACCT_ERROR_WHERE_BYTES);
+	acct_error_init(&err);
+	cr_assert_eq(acct_event_validate_at(g, ACCT_ADD_REMOVE, prefix, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, expect);
+	acct_event_free(g);
 }

@@ -132,7 +132,7 @@ Test(bad_inputs, each_gets_its_status_and_changes_nothing, .timeout = 180)
 		const struct bad_case *c = &cases[i];
 		const char *body = c->body;
 		const char *hdrs[4] = {NULL};
-		char idem[260];
+		char idem[sizeof("Idempotency-Key: ") + sizeof(big_key)];
 		const char *key = NULL;
 		char wrong[200];
 		int nh = 0;

@@ -925,7 +925,7 @@ Test(jobs, the_queue_limit_holds_under_concurrent_submissions)
 	cr_assert_eq(dpg_num(r.json, "reserved.open"), 63, "%s", r.body);
 	dpg_resp_free(&r);
 	for (int i = 0; i < 3; i++) {
-		snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]);
+		cr_assert_lt(snprintf(path, sizeof(path), "/v1/jobs/%s", ids[i]), (int)sizeof(path));
 		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 		dpg_resp_free(&r);
 	}

@@ -215,7 +215,7 @@ static const char *job_state(const char *id, char *buf, size_t size)
 {
 	char path[128];
 
-	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	cr_assert_lt(snprintf(path, sizeof(path), "/v1/jobs/%s", id), (int)sizeof(path));
 	return dpg_get_string(&srv, path, "state", buf, size);
 }
 
@@ -271,7 +271,7 @@ Test(no_random, a_job_without_randomness_is_refused_or_fails_and_releases)
 	randomness(false);
 	cr_assert_str_eq(job_state(id, st, sizeof(st)), "queued");
 	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "/v1/jobs/%s", longs[i]);
+		cr_assert_lt(snprintf(path, sizeof(path), "/v1/jobs/%s", longs[i]), (int)sizeof(path));
 		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 		cr_assert(r.status == 200 || r.status == 202, "%ld %s", r.status, r.body);
 		dpg_resp_free(&r);

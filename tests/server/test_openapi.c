@@ -48,7 +48,7 @@ struct spec_op {
 struct spec {
 	struct spec_op ops[MAX_OPS];
 	size_t n;
-	char error[512];          /* first layout error, empty when none */
+	char error[1024 + 128];  /* first layout error (whole line, number, why), or empty */
 	bool saw_paths;
 };
 
