@@ -80,6 +80,8 @@ int srv__job_finish(srv_db *db, const char *job_id, const char *from_state, cons
  * oldest first, into `ids`; SRV_DB_ERROR when they cannot be read. */
 int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],
 			  unsigned max, unsigned *ret_n);
+/* SQLite's text for the connection's last error, for a start-up message. */
+const char *srv__job_db_error(srv_db *db);
 /* Calls `fn` with each job of a dataset, newest first, at most 1000. */
 int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
 			     void (*fn)(void *arg, const srv_job_row *j), void *arg);

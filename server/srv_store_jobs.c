@@ -206,6 +206,11 @@ int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_
 	return SRV_OK;
 }
 
+const char *srv__job_db_error(srv_db *db)
+{
+	return sqlite3_errmsg(srv__db_handle(db));
+}
+
 int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
 			     void (*fn)(void *arg, const srv_job_row *j), void *arg)
 {

@@ -312,7 +312,7 @@ static int fail_interrupted(srv_db *db, char *errbuf, size_t errbuf_size)
 	while (n_running == 64) {
 		if (srv__job_ids_in_state(db, "running", running, 64, &n_running) != SRV_OK) {
 			snprintf(errbuf, errbuf_size, "cannot read the jobs that were running: %s",
-				 sqlite3_errmsg(srv__db_handle(db)));
+				 srv__job_db_error(db));
 			return -1;
 		}
 		for (unsigned i = 0; i < n_running; i++) {
