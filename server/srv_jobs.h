@@ -1,6 +1,8 @@
 /*
- * srv_jobs.h: training jobs: submission, the worker pool, progress,
- * cancellation, models; and the data linked to a dataset.
+ * srv_jobs.h: the routes of training jobs (srv_jobs_routes.c) and of the
+ * data linked to a dataset (srv_data_routes.c).  The queue and worker pool
+ * are in jobs/ (jobs/jobs.h), the jobs' SQL in srv_store_jobs.c and their
+ * parameters in srv_jobs_params.c.
  *
  * The budget rule of a job (docs/training.md, "Budget rule"):
  *  - its privacy event is built from its parameters and the linked table's
@@ -18,21 +20,8 @@
 #ifndef SRV_JOBS_H
 #define SRV_JOBS_H
 
+#include "jobs/jobs.h"
 #include "srv.h"
-
-typedef struct srv_jobs srv_jobs;
-
-/*
- * Applies the start-up rule above and starts `workers` worker threads.
- * Returns 0, or -1 with a message in errbuf.
- */
-int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs **ret, char *errbuf,
-		   size_t errbuf_size);
-
-/* Cancels running jobs (they end as failed, reservation committed), joins
- * the workers and frees the pool.  Queued jobs stay queued in the database.
- * Accepts NULL. */
-void srv_jobs_stop(srv_jobs *jobs);
 
 /* Route handlers. */
 int srv_h_data_put(srv_request *req, srv_response *res);
