@@ -4,7 +4,7 @@
  *   POST /v1/datasets/{id}/mechanisms/{name}   (spend)  srv_h_mech_release
  *   POST /v1/datasets/{id}/queries             (spend)  srv_h_table_query
  *   PUT  /v1/datasets/{id}/data, text/csv      (admin)  srv_data_put_csv,
- *        called by srv_h_data_put (srv_jobs.c) for CSV bodies.
+ *        called by srv_h_data_put (srv_data_routes.c) for CSV bodies.
  *
  * The release rule (DESIGN.md, "Budgets, ledger and the filter"): a retried
  * request with a known Idempotency-Key gets its stored answer before

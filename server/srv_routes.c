@@ -990,7 +990,7 @@ const srv_route srv_routes[] = {
 	{"POST", "/v1/datasets/{id}/pate/sessions/{sid}/release", SRV_SPEND, true, srv_pate_session_release},
 	/* ---- end PATE sessions ---- */
 
-	/* ---- jobs (srv_jobs.c) ---- */
+	/* ---- data links and jobs (srv_data_routes.c, srv_jobs_routes.c) ---- */
 	{"PUT", "/v1/datasets/{id}/data", SRV_ADMIN, false, srv_h_data_put},
 	{"GET", "/v1/datasets/{id}/data", SRV_READ, false, srv_h_data_get},
 	{"POST", "/v1/datasets/{id}/jobs", SRV_SPEND, true, srv_h_job_submit},
