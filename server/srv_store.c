@@ -1486,6 +1486,143 @@ static int64_t expiry_second(int64_t ttl)
 	return (int64_t)ts.tv_sec + ttl + (ts.tv_nsec > 0 ? 1 : 0);
 }
 
+/* What one spend inside its transaction has read and decided so far. */
+struct spend_work {
+	srv_dataset ds;          /* its dataset's row, with this spend's writes */
+	acct_filter f;           /* ds's filter */
+	const acct_cost *cost;   /* what it charges or reserves */
+	const acct_event *event; /* what it records */
+	char now[32];
+	char rid[64];            /* the reservation's id; empty for a charge */
+};
+
+/*
+ * Whether w's spend fits its dataset on top of what is spent and reserved:
+ * sets w->f, w->cost and w->event, and *ret_fits.  A plan_fn picks the cost
+ * against the filter and those totals; its refusal is SRV_PLAN_REFUSED.
+ */
+static int spend_fits(const srv_spend *sp, struct spend_work *w, bool *ret_fits)
+{
+	acct_cost total;
+	bool fits = true;
+
+	if (srv_dataset_filter(&w->ds, &w->f, NULL) < 0)
+		return SRV_DB_ERROR;
+	total = w->ds.spent;
+	acct_cost_add_up(&total, &w->ds.reserved);
+	if (sp->plan_fn) {
+		int planned = sp->plan_fn(sp->body_arg, &w->f,
+					  &total, &w->cost, &w->event);
+
+		if (planned < 0)
+			return SRV_PLAN_REFUSED;
+		fits = planned == 0;
+	} else {
+		w->cost = sp->cost;
+		w->event = sp->event;
+	}
+	if (fits) {
+		acct_cost_add_up(&total, w->cost);
+		fits = acct_filter_within(&w->f, &total);
+	}
+	*ret_fits = fits;
+	return SRV_OK;
+}
+
+/*
+ * Inserts w's spend as an open reservation under a fresh id (w->rid) and
+ * adds its cost to the row's reserved total.
+ */
+static int spend_reserve(srv_db *db, const srv_spend *sp, struct spend_work *w,
+			 const char *event_text, const char *cost_text)
+{
+	sqlite3_stmt *s = stmt(db, ST_RES_INSERT);
+	int64_t ttl = sp->ttl_seconds;
+
+	if (srv__random_id("rsv_", w->rid, sizeof(w->rid)) != SRV_OK)
+		return SRV_NO_RANDOM;
+	if (!s)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, w->rid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, w->ds.id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, event_text, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, cost_text, -1, SQLITE_STATIC);
+	sqlite3_bind_double(s, 5, acct_filter_epsilon(&w->f, w->cost));
+	sqlite3_bind_text(s, 6, sp->actor, -1, SQLITE_STATIC);
+	if (sp->note)
+		sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 8, w->now, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 9, expiry_second(ttl));
+	if (sqlite3_step(s) != SQLITE_DONE) {
+		sqlite3_reset(s);
+		return SRV_DB_ERROR;
+	}
+	sqlite3_reset(s);
+	acct_cost_add_up(&w->ds.reserved, w->cost);
+	w->ds.open_reservations++;
+	return SRV_OK;
+}
+
+/*
+ * Writes w's admitted spend: its reservation (for a reserve) or its charge
+ * to the row's totals, then its ledger row, then whatever its txn_fn
+ * writes.  *ret_seq is the ledger row's seq.
+ */
+static int spend_write(srv_db *db, const srv_spend *sp, struct spend_work *w, int64_t *ret_seq)
+{
+	char *event_text = NULL, *cost_text = NULL;
+	json_t *event_json;
+	const char *rid;
+	int64_t seq;
+	int rc = SRV_DB_ERROR;
+
+	event_json = srv_event_to_json(w->event);
+	event_text = event_json ? srv_json_dump(event_json) : NULL;
+	cost_text = srv_cost_to_text(w->cost);
+	if (!event_text || !cost_text)
+		goto out;
+	w->rid[0] = '\0';
+	if (sp->kind == SRV_SPEND_RESERVE) {
+		rc = spend_reserve(db, sp, w, event_text, cost_text);
+		if (rc != SRV_OK)
+			goto out;
+		rc = SRV_DB_ERROR;
+	} else {
+		acct_cost_add_up(&w->ds.spent, w->cost);
+		w->ds.charges++;
+	}
+	rid = w->rid[0] ? w->rid : NULL;
+	seq = srv__ledger_insert(db, &w->ds, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
+				 event_text, cost_text, acct_filter_epsilon(&w->f, w->cost),
+				 w->ds.accountant == ACCT_LEDGER_BASIC ? w->cost->v[1] : NAN,
+				 rid, sp->note, sp->actor, sp->idempotency_key, w->now);
+	if (seq < 0)
+		goto out;
+	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &w->ds, seq, rid) < 0)
+		goto out;
+	*ret_seq = seq;
+	rc = SRV_OK;
+out:
+	json_decref(event_json);
+	free(event_text);
+	free(cost_text);
+	return rc;
+}
+
+/* The answer to a written spend, as text; NULL when it could not be made. */
+static char *spend_answer(const srv_spend *sp, int64_t seq, const char *rid, const srv_dataset *ds)
+{
+	json_t *answer;
+	char *body;
+
+	if (sp->text_fn)
+		return sp->text_fn(sp->body_arg, seq, rid, ds);
+	answer = sp->body_fn(sp->body_arg, seq, rid, ds);
+	body = answer ? srv_json_dump(answer) : NULL;
+	json_decref(answer);
+	return body;
+}
+
 /*
  * One spend inside the caller's write transaction: everything of
  * srv_store_spend but BEGIN and COMMIT.  *ret_keep says whether its writes
@@ -1497,138 +1634,65 @@ static int64_t expiry_second(int64_t ttl)
 static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cached,
 			int *ret_status, char **ret_body, srv_dataset *ret_ds, bool *ret_keep)
 {
-	srv_dataset ds;
-	acct_filter f;
-	acct_cost total;
-	char now[32], rid[64];
-	char *event_text = NULL, *cost_text = NULL, *body = NULL;
-	json_t *event_json = NULL, *answer = NULL;
-	const acct_cost *cost = NULL;
-	const acct_event *event = NULL;
-	bool fits = true;
+	struct spend_work w;
+	char *body = NULL;
+	bool fits;
 	int64_t seq;
 	int swept = 0, rc;
 
+	w.cost = NULL;
+	w.event = NULL;
 	*ret_keep = false;
-	srv_now_text(now);
+	srv_now_text(w.now);
 	if (sp->idempotency_key) {
 		rc = idem_lookup(db, sp, ret_status, ret_body);
 		if (rc != SRV_OK)
 			goto out;
 	}
 	if (cached && strcmp(cached->id, sp->dataset_id) == 0) {
-		ds = *cached;
+		w.ds = *cached;
 	} else {
-		rc = srv_store_dataset_get(db, sp->dataset_id, &ds);
+		rc = srv_store_dataset_get(db, sp->dataset_id, &w.ds);
 		if (rc != SRV_OK)
 			goto out;
 	}
-	if (ds.archived) {
-		*ret_ds = ds;
+	if (w.ds.archived) {
+		*ret_ds = w.ds;
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	rc = srv__sweep_expired(db, &ds, now, &swept);
+	rc = srv__sweep_expired(db, &w.ds, w.now, &swept);
 	if (rc != SRV_OK)
 		goto out;
-	rc = SRV_DB_ERROR;
-	if (srv_dataset_filter(&ds, &f, NULL) < 0)
+	rc = spend_fits(sp, &w, &fits);
+	if (rc != SRV_OK)
 		goto out;
-	total = ds.spent;
-	acct_cost_add_up(&total, &ds.reserved);
-	if (sp->plan_fn) {
-		int planned = sp->plan_fn(sp->body_arg, &f,
-					  &total, &cost, &event);
-
-		if (planned < 0) {
-			rc = SRV_PLAN_REFUSED;
-			goto out;
-		}
-		fits = planned == 0;
-	} else {
-		cost = sp->cost;
-		event = sp->event;
-	}
-	if (fits) {
-		acct_cost_add_up(&total, cost);
-		fits = acct_filter_within(&f, &total);
-	}
 	if (!fits) {
 		/* Expired reservations committed by the sweep stay committed (its
 		 * ledger rows carry the totals).  Without any, the refusal changed
 		 * nothing: nothing is written, and no fsync is paid for it. */
-		*ret_ds = ds;
+		*ret_ds = w.ds;
 		*ret_keep = swept > 0;
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	event_json = srv_event_to_json(event);
-	event_text = event_json ? srv_json_dump(event_json) : NULL;
-	cost_text = srv_cost_to_text(cost);
-	if (!event_text || !cost_text)
+	rc = spend_write(db, sp, &w, &seq);
+	if (rc != SRV_OK)
 		goto out;
-	rid[0] = '\0';
-	if (sp->kind == SRV_SPEND_RESERVE) {
-		sqlite3_stmt *s = stmt(db, ST_RES_INSERT);
-		int64_t ttl = sp->ttl_seconds;
-
-		if (srv__random_id("rsv_", rid, sizeof(rid)) != SRV_OK) {
-			rc = SRV_NO_RANDOM;
-			goto out;
-		}
-		if (!s)
-			goto out;
-		sqlite3_bind_text(s, 1, rid, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, ds.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 3, event_text, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 4, cost_text, -1, SQLITE_STATIC);
-		sqlite3_bind_double(s, 5, acct_filter_epsilon(&f, cost));
-		sqlite3_bind_text(s, 6, sp->actor, -1, SQLITE_STATIC);
-		if (sp->note)
-			sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 9, expiry_second(ttl));
-		if (sqlite3_step(s) != SQLITE_DONE) {
-			sqlite3_reset(s);
-			goto out;
-		}
-		sqlite3_reset(s);
-		acct_cost_add_up(&ds.reserved, cost);
-		ds.open_reservations++;
-	} else {
-		acct_cost_add_up(&ds.spent, cost);
-		ds.charges++;
-	}
-	seq = srv__ledger_insert(db, &ds, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
-				 event_text, cost_text, acct_filter_epsilon(&f, cost),
-				 ds.accountant == ACCT_LEDGER_BASIC ? cost->v[1] : NAN,
-				 rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
-	if (seq < 0)
-		goto out;
-	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &ds, seq, rid[0] ? rid : NULL) < 0)
-		goto out;
-	if (sp->text_fn) {
-		body = sp->text_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
-	} else {
-		answer = sp->body_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
-		body = answer ? srv_json_dump(answer) : NULL;
-	}
+	rc = SRV_DB_ERROR;
+	body = spend_answer(sp, seq, w.rid[0] ? w.rid : NULL, &w.ds);
 	if (!body)
 		goto out;
 	if (sp->idempotency_key &&
-	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, now) != SRV_OK)
+	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, w.now) != SRV_OK)
 		goto out;
 	*ret_status = sp->success_status ? sp->success_status : 201;
 	*ret_body = body;
 	body = NULL;
-	*ret_ds = ds;
+	*ret_ds = w.ds;
 	*ret_keep = true;
 	rc = SRV_OK;
 out:
-	json_decref(event_json);
-	json_decref(answer);
-	free(event_text);
-	free(cost_text);
 	free(body);
 	return rc;
 }
