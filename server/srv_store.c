@@ -1766,6 +1766,32 @@ static void row_cache_put(struct row_cache *rc, const srv_dataset *ds)
 }
 
 /*
+ * Tells a rolled-back batch's spends what became of them.  A refusal stands
+ * (nothing of it was to commit; a spend that never ran is SRV_DB_ERROR
+ * already); what was to commit is lost, as far as anyone is told:
+ * commit_rc, SRV_COMMIT_FAILED when its COMMIT failed.  A replay stands
+ * only when the batch had nothing to commit: otherwise it may have read the
+ * stored answer of an earlier spend of this batch under the same key, which
+ * was never committed (a later retry then gets a new answer, a second noisy
+ * output for one charge), so it fails too, and its retry reads what is
+ * durable.
+ */
+static void spend_batch_lost(struct spend_slot *batch, bool any_kept, int commit_rc)
+{
+	for (struct spend_slot *s = batch; s; s = s->next) {
+		bool replay = s->rc == SRV_REPLAYED;
+
+		if (!s->keep && !(replay && any_kept))
+			continue;
+		if (s->rc == SRV_OK || replay) {
+			free(*s->ret_body);
+			*s->ret_body = NULL;
+		}
+		s->rc = commit_rc;
+	}
+}
+
+/*
  * Runs a batch of spends in one write transaction and one COMMIT, in queue
  * order, each seeing the ones before it (so admission is sequential, as if
  * each had its own transaction).  With more than one, each runs inside a
@@ -1857,25 +1883,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	if (rows)
 		row_cache_clear(rows);
 	srv__rollback(db); /* nothing kept, or the transaction failed */
-	/* A refusal stands (nothing of it was to commit; a spend that never
-	 * ran is SRV_DB_ERROR already); what was to commit is lost, as far as
-	 * anyone is told: SRV_COMMIT_FAILED when its COMMIT failed.  A replay
-	 * stands only when the batch had nothing to commit: otherwise it may
-	 * have read the stored answer of an earlier spend of this batch under
-	 * the same key, which was never committed (a later retry then gets a
-	 * new answer, a second noisy output for one charge), so it fails too,
-	 * and its retry reads what is durable. */
-	for (struct spend_slot *s = batch; s; s = s->next) {
-		bool replay = s->rc == SRV_REPLAYED;
-
-		if (!s->keep && !(replay && any_kept))
-			continue;
-		if (s->rc == SRV_OK || replay) {
-			free(*s->ret_body);
-			*s->ret_body = NULL;
-		}
-		s->rc = commit_rc;
-	}
+	spend_batch_lost(batch, any_kept, commit_rc);
 }
 
 /*
