@@ -2107,11 +2107,56 @@ int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret)
 	return SRV_OK;
 }
 
+/*
+ * Puts a new budget in force on ds inside the caller's write transaction (a
+ * part that is not finite keeps its current value) and appends its "budget"
+ * ledger row, which records the budget it replaced.
+ */
+static int budget_change(srv_db *db, srv_dataset *ds, double budget_epsilon, double budget_delta,
+			 const char *actor, const char *now)
+{
+	double previous_epsilon = ds->budget_epsilon, previous_delta = ds->budget_delta;
+	sqlite3_stmt *p = NULL;
+	acct_filter f;
+	int64_t seq;
+	bool lowered;
+	int rc;
+
+	if (!isfinite(budget_epsilon))
+		budget_epsilon = ds->budget_epsilon;
+	if (!isfinite(budget_delta))
+		budget_delta = ds->budget_delta;
+	/* A change that lowers either part is "lowered", even when it raises
+	 * the other: what is spent may now exceed the budget, and `dpgate
+	 * verify` accepts that only after a "lowered" row. */
+	lowered = budget_epsilon < ds->budget_epsilon || budget_delta < ds->budget_delta;
+	ds->budget_epsilon = budget_epsilon;
+	ds->budget_delta = budget_delta;
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return SRV_DB_ERROR;
+	seq = srv__ledger_insert(db, ds, "budget", NULL, NULL, budget_epsilon, budget_delta, NULL,
+				 lowered ? "lowered" : "raised", actor, NULL, now);
+	if (seq < 0)
+		return SRV_DB_ERROR;
+	/* The budget it replaced, so that the ledger alone gives the budget in
+	 * force at every row (schema/008). */
+	if (sqlite3_prepare_v2(db->h,
+			       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
+			       " WHERE seq = ?1",
+			       -1, &p, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_int64(p, 1, seq);
+	sqlite3_bind_double(p, 2, previous_epsilon);
+	sqlite3_bind_double(p, 3, previous_delta);
+	rc = sqlite3_step(p);
+	sqlite3_finalize(p);
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
 int srv_store_dataset_update(srv_db *db, const char *id, const char *name, double budget_epsilon,
 			     double budget_delta, const char *actor, srv_dataset *ret)
 {
 	srv_dataset ds;
-	acct_filter f;
 	sqlite3_stmt *s = NULL;
 	char now[32];
 	bool budget_changed;
@@ -2134,46 +2179,9 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		snprintf(ds.name, sizeof(ds.name), "%s", name);
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
 			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
-	if (budget_changed) {
-		double previous_epsilon = ds.budget_epsilon, previous_delta = ds.budget_delta;
-		sqlite3_stmt *p = NULL;
-		int64_t seq;
-		bool lowered;
-
-		if (!isfinite(budget_epsilon))
-			budget_epsilon = ds.budget_epsilon;
-		if (!isfinite(budget_delta))
-			budget_delta = ds.budget_delta;
-		/* A change that lowers either part is "lowered", even when it
-		 * raises the other: what is spent may now exceed the budget, and
-		 * `dpgate verify` accepts that only after a "lowered" row. */
-		lowered = budget_epsilon < ds.budget_epsilon || budget_delta < ds.budget_delta;
-		ds.budget_epsilon = budget_epsilon;
-		ds.budget_delta = budget_delta;
-		if (srv_dataset_filter(&ds, &f, NULL) < 0)
-			goto out;
-		seq = srv__ledger_insert(db, &ds, "budget", NULL, NULL, budget_epsilon, budget_delta,
-					 NULL, lowered ? "lowered" : "raised", actor, NULL, now);
-		if (seq < 0)
-			goto out;
-		/* The budget it replaced, so that the ledger alone gives the
-		 * budget in force at every row (schema/008). */
-		if (sqlite3_prepare_v2(db->h,
-				       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
-				       " WHERE seq = ?1",
-				       -1, &p, NULL) != SQLITE_OK)
-			goto out;
-		sqlite3_bind_int64(p, 1, seq);
-		sqlite3_bind_double(p, 2, previous_epsilon);
-		sqlite3_bind_double(p, 3, previous_delta);
-		rc = sqlite3_step(p);
-		sqlite3_finalize(p);
-		if (rc != SQLITE_DONE) {
-			rc = SRV_DB_ERROR;
-			goto out;
-		}
-		rc = SRV_DB_ERROR;
-	}
+	if (budget_changed &&
+	    budget_change(db, &ds, budget_epsilon, budget_delta, actor, now) != SRV_OK)
+		goto out;
 	if (sqlite3_prepare_v2(db->h,
 			       "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
 			       " updated_at = ?5 WHERE id = ?1",
