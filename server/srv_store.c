@@ -2449,6 +2449,122 @@ static int replay_budget(struct budget_replay *br, double eps, double delta)
 	return srv_dataset_filter(&br->in_force, &br->filter, NULL) < 0 ? SRV_DB_ERROR : SRV_OK;
 }
 
+/* The totals replaying one dataset's ledger rebuilds, row by row. */
+struct ledger_replay {
+	acct_filter f;             /* the dataset's filter */
+	acct_cost spent, reserved;
+	int64_t open, charges;
+	int64_t rows, checked;     /* rows read; rows that carry totals */
+	int64_t first_bad;         /* first row carrying other totals, or -1 */
+	bool lowered;              /* some budget row lowered the budget */
+};
+
+/* Replays a "budget" row of the ledger statement s into br. */
+static int replay_budget_row(struct budget_replay *br, sqlite3_stmt *s, bool *lowered)
+{
+	const char *note = (const char *)sqlite3_column_text(s, 2);
+
+	*lowered |= note && strcmp(note, "lowered") == 0;
+	if (br->known && sqlite3_column_type(s, 10) != SQLITE_NULL &&
+	    (sqlite3_column_double(s, 10) != br->in_force.budget_epsilon ||
+	     sqlite3_column_double(s, 11) != br->in_force.budget_delta))
+		br->history_ok = false;
+	return replay_budget(br, sqlite3_column_double(s, 8), sqlite3_column_double(s, 9));
+}
+
+/*
+ * Replays a row of kind `kind` (an admission, "charge" or "reserve", or the
+ * close of a reservation) with cost c into lr, and checks an admission as
+ * the gate made it against the budget br holds in force; seq is the row's.
+ */
+static void replay_spend(struct ledger_replay *lr, struct budget_replay *br, const char *kind,
+			 const acct_cost *c, int64_t seq)
+{
+	if (strcmp(kind, "charge") == 0 || strcmp(kind, "reserve") == 0) {
+		/* The gate's own sum, in its order. */
+		acct_cost total = lr->spent;
+
+		acct_cost_add_up(&total, &lr->reserved);
+		acct_cost_add_up(&total, c);
+		if (!br->known)
+			br->unchecked++;
+		else if (br->first_over < 0 && !acct_filter_within(&br->filter, &total))
+			br->first_over = seq;
+	}
+	if (strcmp(kind, "charge") == 0) {
+		acct_cost_add_up(&lr->spent, c);
+		lr->charges++;
+	} else if (strcmp(kind, "reserve") == 0) {
+		acct_cost_add_up(&lr->reserved, c);
+		lr->open++;
+	} else {
+		if (strcmp(kind, "commit") == 0) {
+			acct_cost_add_up(&lr->spent, c);
+			lr->charges++;
+		}
+		acct_cost_sub_up(&lr->reserved, c);
+		if (--lr->open <= 0) {
+			lr->open = 0;
+			acct_filter_zero(&lr->f, &lr->reserved);
+		}
+	}
+}
+
+/* Whether the totals the ledger statement s's row carries are lr's. */
+static bool row_totals_match(sqlite3_stmt *s, const struct ledger_replay *lr)
+{
+	acct_cost carried_spent, carried_reserved;
+
+	return srv_cost_from_text((const char *)sqlite3_column_text(s, 4), &carried_spent) >= 0 &&
+	       srv_cost_from_text((const char *)sqlite3_column_text(s, 5), &carried_reserved) >= 0 &&
+	       same_cost(&carried_spent, &lr->spent) && same_cost(&carried_reserved, &lr->reserved) &&
+	       sqlite3_column_int64(s, 6) == lr->open && sqlite3_column_int64(s, 7) == lr->charges;
+}
+
+/*
+ * Replays the ledger of dataset id, in order, into lr (which starts from
+ * zero totals) and br, and checks each row's carried totals against lr.
+ */
+static int replay_ledger(srv_db *db, const char *id, struct ledger_replay *lr,
+			 struct budget_replay *br)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
+			       " epsilon, delta, previous_epsilon, previous_delta"
+			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *kind = (const char *)sqlite3_column_text(s, 0);
+		acct_cost c;
+
+		lr->rows++;
+		if (strcmp(kind, "budget") == 0) {
+			if (replay_budget_row(br, s, &lr->lowered) != SRV_OK) {
+				rc = SQLITE_CORRUPT;
+				break;
+			}
+		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
+			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
+				rc = SQLITE_CORRUPT;
+				break;
+			}
+			replay_spend(lr, br, kind, &c, sqlite3_column_int64(s, 3));
+		}
+		if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+			continue;
+		lr->checked++;
+		if (lr->first_bad < 0 && !row_totals_match(s, lr))
+			lr->first_bad = sqlite3_column_int64(s, 3);
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
 /*
  * Replays one dataset's ledger into fresh totals (see srv_store_verify), and
  * checks the totals each row carries (schema/006: every row written since;
@@ -2459,112 +2575,41 @@ static int replay_budget(struct budget_replay *br, double eps, double delta)
  */
 static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, bool *ret_ok)
 {
-	sqlite3_stmt *s = NULL;
 	struct budget_replay br = {.in_force = *ds, .history_ok = true, .first_over = -1};
-	acct_filter f;
-	acct_cost spent, reserved;
-	int64_t open = 0, charges = 0, rows = 0, checked = 0, first_bad = -1, creations = 0;
-	bool lowered = false, ok, budget_matches;
+	struct ledger_replay lr = {.first_bad = -1};
+	int64_t creations = 0;
+	bool ok, budget_matches;
 	double eps0 = NAN, delta0 = NAN;
 	acct_cost total;
 	json_t *o;
-	int rc;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0 ||
+	if (srv_dataset_filter(ds, &lr.f, NULL) < 0 ||
 	    initial_budget(db, ds->id, &eps0, &delta0, &br.known, &creations) != SRV_OK ||
 	    (br.known && replay_budget(&br, eps0, delta0) != SRV_OK))
 		return SRV_DB_ERROR;
-	acct_filter_zero(&f, &spent);
-	acct_filter_zero(&f, &reserved);
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
-			       " epsilon, delta, previous_epsilon, previous_delta"
-			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
-			       -1, &s, NULL) != SQLITE_OK)
+	acct_filter_zero(&lr.f, &lr.spent);
+	acct_filter_zero(&lr.f, &lr.reserved);
+	if (replay_ledger(db, ds->id, &lr, &br) != SRV_OK)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *kind = (const char *)sqlite3_column_text(s, 0);
-		acct_cost c, carried_spent, carried_reserved;
-
-		rows++;
-		if (strcmp(kind, "budget") == 0) {
-			const char *note = (const char *)sqlite3_column_text(s, 2);
-
-			lowered |= note && strcmp(note, "lowered") == 0;
-			if (br.known && sqlite3_column_type(s, 10) != SQLITE_NULL &&
-			    (sqlite3_column_double(s, 10) != br.in_force.budget_epsilon ||
-			     sqlite3_column_double(s, 11) != br.in_force.budget_delta))
-				br.history_ok = false;
-			if (replay_budget(&br, sqlite3_column_double(s, 8),
-					  sqlite3_column_double(s, 9)) != SRV_OK) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
-			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-			if (strcmp(kind, "charge") == 0 || strcmp(kind, "reserve") == 0) {
-				/* The gate's own sum, in its order. */
-				total = spent;
-				acct_cost_add_up(&total, &reserved);
-				acct_cost_add_up(&total, &c);
-				if (!br.known)
-					br.unchecked++;
-				else if (br.first_over < 0 && !acct_filter_within(&br.filter, &total))
-					br.first_over = sqlite3_column_int64(s, 3);
-			}
-			if (strcmp(kind, "charge") == 0) {
-				acct_cost_add_up(&spent, &c);
-				charges++;
-			} else if (strcmp(kind, "reserve") == 0) {
-				acct_cost_add_up(&reserved, &c);
-				open++;
-			} else {
-				if (strcmp(kind, "commit") == 0) {
-					acct_cost_add_up(&spent, &c);
-					charges++;
-				}
-				acct_cost_sub_up(&reserved, &c);
-				if (--open <= 0) {
-					open = 0;
-					acct_filter_zero(&f, &reserved);
-				}
-			}
-		}
-		if (sqlite3_column_type(s, 4) == SQLITE_NULL)
-			continue;
-		checked++;
-		if (first_bad < 0 &&
-		    (srv_cost_from_text((const char *)sqlite3_column_text(s, 4), &carried_spent) < 0 ||
-		     srv_cost_from_text((const char *)sqlite3_column_text(s, 5), &carried_reserved) < 0 ||
-		     !same_cost(&carried_spent, &spent) || !same_cost(&carried_reserved, &reserved) ||
-		     sqlite3_column_int64(s, 6) != open || sqlite3_column_int64(s, 7) != charges))
-			first_bad = sqlite3_column_int64(s, 3);
-	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return SRV_DB_ERROR;
-	total = spent;
-	acct_cost_add_up(&total, &reserved);
-	ok = first_bad < 0 && same_cost(&spent, &ds->spent) && same_cost(&reserved, &ds->reserved) &&
-	     open == ds->open_reservations && charges == ds->charges;
+	total = lr.spent;
+	acct_cost_add_up(&total, &lr.reserved);
+	ok = lr.first_bad < 0 && same_cost(&lr.spent, &ds->spent) &&
+	     same_cost(&lr.reserved, &ds->reserved) && lr.open == ds->open_reservations &&
+	     lr.charges == ds->charges;
 	/* The replayed budget must be the one the dataset holds: a budget
 	 * changed without its ledger row is not one the history explains. */
 	budget_matches = !br.known || (br.in_force.budget_epsilon == ds->budget_epsilon &&
 				       br.in_force.budget_delta == ds->budget_delta);
 	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f, s:b, s:b, s:I}", "id", ds->id, "rows",
-		      (json_int_t)rows, "rows_with_totals", (json_int_t)checked, "totals_match", ok,
-		      "within_budget", acct_filter_within(&f, &total), "spent_epsilon",
-		      acct_filter_epsilon(&f, &spent), "stored_spent_epsilon",
-		      acct_filter_epsilon(&f, &ds->spent), "admissions_within_budget",
+		      (json_int_t)lr.rows, "rows_with_totals", (json_int_t)lr.checked,
+		      "totals_match", ok, "within_budget", acct_filter_within(&lr.f, &total),
+		      "spent_epsilon", acct_filter_epsilon(&lr.f, &lr.spent), "stored_spent_epsilon",
+		      acct_filter_epsilon(&lr.f, &ds->spent), "admissions_within_budget",
 		      br.first_over < 0, "budget_history_matches",
 		      br.history_ok && budget_matches && creations == 1,
 		      "admissions_before_a_known_budget", (json_int_t)br.unchecked);
-	if (o && first_bad >= 0)
-		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(first_bad));
+	if (o && lr.first_bad >= 0)
+		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(lr.first_bad));
 	if (o && br.first_over >= 0)
 		json_object_set_new(o, "first_row_over_budget", json_integer(br.first_over));
 	/* Recorded budgets only: with an unknown initial budget, at least. */
@@ -2576,7 +2621,7 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 		ok = false;
 	/* Admissions no recorded budget covers: only the end state can be
 	 * checked, and a lowered budget explains an excess there. */
-	if (br.unchecked > 0 && !acct_filter_within(&f, &total) && !lowered)
+	if (br.unchecked > 0 && !acct_filter_within(&lr.f, &total) && !lr.lowered)
 		ok = false;
 	json_array_append_new(report, o);
 	*ret_ok = ok;
