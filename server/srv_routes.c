@@ -668,10 +668,53 @@ static json_t *reserve_body(void *arg, int64_t charge_id, const char *rid, const
 			 srv_dataset_budget_json(ds));
 }
 
-static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
+/*
+ * Reads a spend's "note" and, for a reservation, its "ttl_seconds", and
+ * refuses any key a spend of this kind does not have.
+ */
+static int spend_read_head(const json_t *body, srv_spend_kind kind, const char **ret_note,
+			   int64_t *ret_ttl, acct_error *err)
 {
 	static const char *const keys_charge[] = {"event", "note", "delta", NULL};
 	static const char *const keys_reserve[] = {"event", "note", "delta", "ttl_seconds", NULL};
+	int rc;
+
+	rc = srv_json_only_keys(body, "", kind == SRV_SPEND_RESERVE ? keys_reserve : keys_charge,
+				err);
+	if (rc >= 0)
+		rc = srv_json_string(body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note, err);
+	if (rc >= 0 && kind == SRV_SPEND_RESERVE)
+		rc = srv_json_int(body, "", "ttl_seconds", 0, 1, MAX_RESERVATION_TTL_S, ret_ttl, err);
+	return rc;
+}
+
+/*
+ * Reads a spend's required "event" into *ret_ev (the caller frees it) and
+ * its optional "delta" share into *ret_delta_share.
+ */
+static int spend_read_event(const json_t *body, acct_event **ret_ev, double *ret_delta_share,
+			    acct_error *err)
+{
+	json_t *ej = json_object_get(body, "event");
+	acct_event *ev = NULL;
+	int rc;
+
+	if (!ej)
+		rc = acct_error_set(err, ACCT_EINVAL, "/event", "'event' is required");
+	else
+		rc = srv_event_parse(ej, "/event", &ev, err);
+	if (rc >= 0)
+		rc = srv_json_real(body, "", "delta", 0, 0, 1, ret_delta_share, err);
+	if (rc < 0) {
+		acct_event_free(ev);
+		return rc;
+	}
+	*ret_ev = ev;
+	return rc;
+}
+
+static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
+{
 	uint8_t hash[crypto_hash_sha256_BYTES];
 	struct charge_body_arg arg;
 	srv_dataset ds;
@@ -684,12 +727,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	int status = 0, rc;
 
 	acct_error_init(&err);
-	rc = srv_json_only_keys(req->body, "", kind == SRV_SPEND_RESERVE ? keys_reserve : keys_charge,
-				&err);
-	if (rc >= 0)
-		rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note, &err);
-	if (rc >= 0 && kind == SRV_SPEND_RESERVE)
-		rc = srv_json_int(req->body, "", "ttl_seconds", 0, 1, MAX_RESERVATION_TTL_S, &ttl, &err);
+	rc = spend_read_head(req->body, kind, &note, &ttl, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;
@@ -698,20 +736,10 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	if (srv_spend_replayed(req, res, &sp, srv_reply_raw_json))
 		return 0;
 	memset(&arg, 0, sizeof(arg));
-	{
-		json_t *ej = json_object_get(req->body, "event");
-
-		if (!ej)
-			rc = acct_error_set(&err, ACCT_EINVAL, "/event", "'event' is required");
-		else
-			rc = srv_event_parse(ej, "/event", &ev, &err);
-		if (rc >= 0)
-			rc = srv_json_real(req->body, "", "delta", 0, 0, 1, &arg.delta_share, &err);
-		if (rc < 0) {
-			acct_event_free(ev);
-			srv_problem_from_error(res, &err);
-			return 0;
-		}
+	rc = spend_read_event(req->body, &ev, &arg.delta_share, &err);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
+		return 0;
 	}
 	arg.event = ev;
 	arg.ttl = ttl;

@@ -1486,6 +1486,143 @@ static int64_t expiry_second(int64_t ttl)
 	return (int64_t)ts.tv_sec + ttl + (ts.tv_nsec > 0 ? 1 : 0);
 }
 
+/* What one spend inside its transaction has read and decided so far. */
+struct spend_work {
+	srv_dataset ds;          /* its dataset's row, with this spend's writes */
+	acct_filter f;           /* ds's filter */
+	const acct_cost *cost;   /* what it charges or reserves */
+	const acct_event *event; /* what it records */
+	char now[32];
+	char rid[64];            /* the reservation's id; empty for a charge */
+};
+
+/*
+ * Whether w's spend fits its dataset on top of what is spent and reserved:
+ * sets w->f, w->cost and w->event, and *ret_fits.  A plan_fn picks the cost
+ * against the filter and those totals; its refusal is SRV_PLAN_REFUSED.
+ */
+static int spend_fits(const srv_spend *sp, struct spend_work *w, bool *ret_fits)
+{
+	acct_cost total;
+	bool fits = true;
+
+	if (srv_dataset_filter(&w->ds, &w->f, NULL) < 0)
+		return SRV_DB_ERROR;
+	total = w->ds.spent;
+	acct_cost_add_up(&total, &w->ds.reserved);
+	if (sp->plan_fn) {
+		int planned = sp->plan_fn(sp->body_arg, &w->f,
+					  &total, &w->cost, &w->event);
+
+		if (planned < 0)
+			return SRV_PLAN_REFUSED;
+		fits = planned == 0;
+	} else {
+		w->cost = sp->cost;
+		w->event = sp->event;
+	}
+	if (fits) {
+		acct_cost_add_up(&total, w->cost);
+		fits = acct_filter_within(&w->f, &total);
+	}
+	*ret_fits = fits;
+	return SRV_OK;
+}
+
+/*
+ * Inserts w's spend as an open reservation under a fresh id (w->rid) and
+ * adds its cost to the row's reserved total.
+ */
+static int spend_reserve(srv_db *db, const srv_spend *sp, struct spend_work *w,
+			 const char *event_text, const char *cost_text)
+{
+	sqlite3_stmt *s = stmt(db, ST_RES_INSERT);
+	int64_t ttl = sp->ttl_seconds;
+
+	if (srv__random_id("rsv_", w->rid, sizeof(w->rid)) != SRV_OK)
+		return SRV_NO_RANDOM;
+	if (!s)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, w->rid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, w->ds.id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, event_text, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, cost_text, -1, SQLITE_STATIC);
+	sqlite3_bind_double(s, 5, acct_filter_epsilon(&w->f, w->cost));
+	sqlite3_bind_text(s, 6, sp->actor, -1, SQLITE_STATIC);
+	if (sp->note)
+		sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 8, w->now, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 9, expiry_second(ttl));
+	if (sqlite3_step(s) != SQLITE_DONE) {
+		sqlite3_reset(s);
+		return SRV_DB_ERROR;
+	}
+	sqlite3_reset(s);
+	acct_cost_add_up(&w->ds.reserved, w->cost);
+	w->ds.open_reservations++;
+	return SRV_OK;
+}
+
+/*
+ * Writes w's admitted spend: its reservation (for a reserve) or its charge
+ * to the row's totals, then its ledger row, then whatever its txn_fn
+ * writes.  *ret_seq is the ledger row's seq.
+ */
+static int spend_write(srv_db *db, const srv_spend *sp, struct spend_work *w, int64_t *ret_seq)
+{
+	char *event_text = NULL, *cost_text = NULL;
+	json_t *event_json;
+	const char *rid;
+	int64_t seq;
+	int rc = SRV_DB_ERROR;
+
+	event_json = srv_event_to_json(w->event);
+	event_text = event_json ? srv_json_dump(event_json) : NULL;
+	cost_text = srv_cost_to_text(w->cost);
+	if (!event_text || !cost_text)
+		goto out;
+	w->rid[0] = '\0';
+	if (sp->kind == SRV_SPEND_RESERVE) {
+		rc = spend_reserve(db, sp, w, event_text, cost_text);
+		if (rc != SRV_OK)
+			goto out;
+		rc = SRV_DB_ERROR;
+	} else {
+		acct_cost_add_up(&w->ds.spent, w->cost);
+		w->ds.charges++;
+	}
+	rid = w->rid[0] ? w->rid : NULL;
+	seq = srv__ledger_insert(db, &w->ds, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
+				 event_text, cost_text, acct_filter_epsilon(&w->f, w->cost),
+				 w->ds.accountant == ACCT_LEDGER_BASIC ? w->cost->v[1] : NAN,
+				 rid, sp->note, sp->actor, sp->idempotency_key, w->now);
+	if (seq < 0)
+		goto out;
+	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &w->ds, seq, rid) < 0)
+		goto out;
+	*ret_seq = seq;
+	rc = SRV_OK;
+out:
+	json_decref(event_json);
+	free(event_text);
+	free(cost_text);
+	return rc;
+}
+
+/* The answer to a written spend, as text; NULL when it could not be made. */
+static char *spend_answer(const srv_spend *sp, int64_t seq, const char *rid, const srv_dataset *ds)
+{
+	json_t *answer;
+	char *body;
+
+	if (sp->text_fn)
+		return sp->text_fn(sp->body_arg, seq, rid, ds);
+	answer = sp->body_fn(sp->body_arg, seq, rid, ds);
+	body = answer ? srv_json_dump(answer) : NULL;
+	json_decref(answer);
+	return body;
+}
+
 /*
  * One spend inside the caller's write transaction: everything of
  * srv_store_spend but BEGIN and COMMIT.  *ret_keep says whether its writes
@@ -1497,138 +1634,65 @@ static int64_t expiry_second(int64_t ttl)
 static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cached,
 			int *ret_status, char **ret_body, srv_dataset *ret_ds, bool *ret_keep)
 {
-	srv_dataset ds;
-	acct_filter f;
-	acct_cost total;
-	char now[32], rid[64];
-	char *event_text = NULL, *cost_text = NULL, *body = NULL;
-	json_t *event_json = NULL, *answer = NULL;
-	const acct_cost *cost = NULL;
-	const acct_event *event = NULL;
-	bool fits = true;
+	struct spend_work w;
+	char *body = NULL;
+	bool fits;
 	int64_t seq;
 	int swept = 0, rc;
 
+	w.cost = NULL;
+	w.event = NULL;
 	*ret_keep = false;
-	srv_now_text(now);
+	srv_now_text(w.now);
 	if (sp->idempotency_key) {
 		rc = idem_lookup(db, sp, ret_status, ret_body);
 		if (rc != SRV_OK)
 			goto out;
 	}
 	if (cached && strcmp(cached->id, sp->dataset_id) == 0) {
-		ds = *cached;
+		w.ds = *cached;
 	} else {
-		rc = srv_store_dataset_get(db, sp->dataset_id, &ds);
+		rc = srv_store_dataset_get(db, sp->dataset_id, &w.ds);
 		if (rc != SRV_OK)
 			goto out;
 	}
-	if (ds.archived) {
-		*ret_ds = ds;
+	if (w.ds.archived) {
+		*ret_ds = w.ds;
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	rc = srv__sweep_expired(db, &ds, now, &swept);
+	rc = srv__sweep_expired(db, &w.ds, w.now, &swept);
 	if (rc != SRV_OK)
 		goto out;
-	rc = SRV_DB_ERROR;
-	if (srv_dataset_filter(&ds, &f, NULL) < 0)
+	rc = spend_fits(sp, &w, &fits);
+	if (rc != SRV_OK)
 		goto out;
-	total = ds.spent;
-	acct_cost_add_up(&total, &ds.reserved);
-	if (sp->plan_fn) {
-		int planned = sp->plan_fn(sp->body_arg, &f,
-					  &total, &cost, &event);
-
-		if (planned < 0) {
-			rc = SRV_PLAN_REFUSED;
-			goto out;
-		}
-		fits = planned == 0;
-	} else {
-		cost = sp->cost;
-		event = sp->event;
-	}
-	if (fits) {
-		acct_cost_add_up(&total, cost);
-		fits = acct_filter_within(&f, &total);
-	}
 	if (!fits) {
 		/* Expired reservations committed by the sweep stay committed (its
 		 * ledger rows carry the totals).  Without any, the refusal changed
 		 * nothing: nothing is written, and no fsync is paid for it. */
-		*ret_ds = ds;
+		*ret_ds = w.ds;
 		*ret_keep = swept > 0;
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	event_json = srv_event_to_json(event);
-	event_text = event_json ? srv_json_dump(event_json) : NULL;
-	cost_text = srv_cost_to_text(cost);
-	if (!event_text || !cost_text)
+	rc = spend_write(db, sp, &w, &seq);
+	if (rc != SRV_OK)
 		goto out;
-	rid[0] = '\0';
-	if (sp->kind == SRV_SPEND_RESERVE) {
-		sqlite3_stmt *s = stmt(db, ST_RES_INSERT);
-		int64_t ttl = sp->ttl_seconds;
-
-		if (srv__random_id("rsv_", rid, sizeof(rid)) != SRV_OK) {
-			rc = SRV_NO_RANDOM;
-			goto out;
-		}
-		if (!s)
-			goto out;
-		sqlite3_bind_text(s, 1, rid, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, ds.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 3, event_text, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 4, cost_text, -1, SQLITE_STATIC);
-		sqlite3_bind_double(s, 5, acct_filter_epsilon(&f, cost));
-		sqlite3_bind_text(s, 6, sp->actor, -1, SQLITE_STATIC);
-		if (sp->note)
-			sqlite3_bind_text(s, 7, sp->note, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 9, expiry_second(ttl));
-		if (sqlite3_step(s) != SQLITE_DONE) {
-			sqlite3_reset(s);
-			goto out;
-		}
-		sqlite3_reset(s);
-		acct_cost_add_up(&ds.reserved, cost);
-		ds.open_reservations++;
-	} else {
-		acct_cost_add_up(&ds.spent, cost);
-		ds.charges++;
-	}
-	seq = srv__ledger_insert(db, &ds, sp->kind == SRV_SPEND_RESERVE ? "reserve" : "charge",
-				 event_text, cost_text, acct_filter_epsilon(&f, cost),
-				 ds.accountant == ACCT_LEDGER_BASIC ? cost->v[1] : NAN,
-				 rid[0] ? rid : NULL, sp->note, sp->actor, sp->idempotency_key, now);
-	if (seq < 0)
-		goto out;
-	if (sp->txn_fn && sp->txn_fn(sp->body_arg, db, &ds, seq, rid[0] ? rid : NULL) < 0)
-		goto out;
-	if (sp->text_fn) {
-		body = sp->text_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
-	} else {
-		answer = sp->body_fn(sp->body_arg, seq, rid[0] ? rid : NULL, &ds);
-		body = answer ? srv_json_dump(answer) : NULL;
-	}
+	rc = SRV_DB_ERROR;
+	body = spend_answer(sp, seq, w.rid[0] ? w.rid : NULL, &w.ds);
 	if (!body)
 		goto out;
 	if (sp->idempotency_key &&
-	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, now) != SRV_OK)
+	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, w.now) != SRV_OK)
 		goto out;
 	*ret_status = sp->success_status ? sp->success_status : 201;
 	*ret_body = body;
 	body = NULL;
-	*ret_ds = ds;
+	*ret_ds = w.ds;
 	*ret_keep = true;
 	rc = SRV_OK;
 out:
-	json_decref(event_json);
-	json_decref(answer);
-	free(event_text);
-	free(cost_text);
 	free(body);
 	return rc;
 }
@@ -1699,6 +1763,32 @@ static void row_cache_put(struct row_cache *rc, const srv_dataset *ds)
 	}
 	rc->row[pick] = *ds;
 	rc->used[pick] = true;
+}
+
+/*
+ * Tells a rolled-back batch's spends what became of them.  A refusal stands
+ * (nothing of it was to commit; a spend that never ran is SRV_DB_ERROR
+ * already); what was to commit is lost, as far as anyone is told:
+ * commit_rc, SRV_COMMIT_FAILED when its COMMIT failed.  A replay stands
+ * only when the batch had nothing to commit: otherwise it may have read the
+ * stored answer of an earlier spend of this batch under the same key, which
+ * was never committed (a later retry then gets a new answer, a second noisy
+ * output for one charge), so it fails too, and its retry reads what is
+ * durable.
+ */
+static void spend_batch_lost(struct spend_slot *batch, bool any_kept, int commit_rc)
+{
+	for (struct spend_slot *s = batch; s; s = s->next) {
+		bool replay = s->rc == SRV_REPLAYED;
+
+		if (!s->keep && !(replay && any_kept))
+			continue;
+		if (s->rc == SRV_OK || replay) {
+			free(*s->ret_body);
+			*s->ret_body = NULL;
+		}
+		s->rc = commit_rc;
+	}
 }
 
 /*
@@ -1793,25 +1883,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	if (rows)
 		row_cache_clear(rows);
 	srv__rollback(db); /* nothing kept, or the transaction failed */
-	/* A refusal stands (nothing of it was to commit; a spend that never
-	 * ran is SRV_DB_ERROR already); what was to commit is lost, as far as
-	 * anyone is told: SRV_COMMIT_FAILED when its COMMIT failed.  A replay
-	 * stands only when the batch had nothing to commit: otherwise it may
-	 * have read the stored answer of an earlier spend of this batch under
-	 * the same key, which was never committed (a later retry then gets a
-	 * new answer, a second noisy output for one charge), so it fails too,
-	 * and its retry reads what is durable. */
-	for (struct spend_slot *s = batch; s; s = s->next) {
-		bool replay = s->rc == SRV_REPLAYED;
-
-		if (!s->keep && !(replay && any_kept))
-			continue;
-		if (s->rc == SRV_OK || replay) {
-			free(*s->ret_body);
-			*s->ret_body = NULL;
-		}
-		s->rc = commit_rc;
-	}
+	spend_batch_lost(batch, any_kept, commit_rc);
 }
 
 /*
@@ -2035,11 +2107,56 @@ int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret)
 	return SRV_OK;
 }
 
+/*
+ * Puts a new budget in force on ds inside the caller's write transaction (a
+ * part that is not finite keeps its current value) and appends its "budget"
+ * ledger row, which records the budget it replaced.
+ */
+static int budget_change(srv_db *db, srv_dataset *ds, double budget_epsilon, double budget_delta,
+			 const char *actor, const char *now)
+{
+	double previous_epsilon = ds->budget_epsilon, previous_delta = ds->budget_delta;
+	sqlite3_stmt *p = NULL;
+	acct_filter f;
+	int64_t seq;
+	bool lowered;
+	int rc;
+
+	if (!isfinite(budget_epsilon))
+		budget_epsilon = ds->budget_epsilon;
+	if (!isfinite(budget_delta))
+		budget_delta = ds->budget_delta;
+	/* A change that lowers either part is "lowered", even when it raises
+	 * the other: what is spent may now exceed the budget, and `dpgate
+	 * verify` accepts that only after a "lowered" row. */
+	lowered = budget_epsilon < ds->budget_epsilon || budget_delta < ds->budget_delta;
+	ds->budget_epsilon = budget_epsilon;
+	ds->budget_delta = budget_delta;
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return SRV_DB_ERROR;
+	seq = srv__ledger_insert(db, ds, "budget", NULL, NULL, budget_epsilon, budget_delta, NULL,
+				 lowered ? "lowered" : "raised", actor, NULL, now);
+	if (seq < 0)
+		return SRV_DB_ERROR;
+	/* The budget it replaced, so that the ledger alone gives the budget in
+	 * force at every row (schema/008). */
+	if (sqlite3_prepare_v2(db->h,
+			       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
+			       " WHERE seq = ?1",
+			       -1, &p, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_int64(p, 1, seq);
+	sqlite3_bind_double(p, 2, previous_epsilon);
+	sqlite3_bind_double(p, 3, previous_delta);
+	rc = sqlite3_step(p);
+	sqlite3_finalize(p);
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
 int srv_store_dataset_update(srv_db *db, const char *id, const char *name, double budget_epsilon,
 			     double budget_delta, const char *actor, srv_dataset *ret)
 {
 	srv_dataset ds;
-	acct_filter f;
 	sqlite3_stmt *s = NULL;
 	char now[32];
 	bool budget_changed;
@@ -2062,46 +2179,9 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		snprintf(ds.name, sizeof(ds.name), "%s", name);
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
 			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
-	if (budget_changed) {
-		double previous_epsilon = ds.budget_epsilon, previous_delta = ds.budget_delta;
-		sqlite3_stmt *p = NULL;
-		int64_t seq;
-		bool lowered;
-
-		if (!isfinite(budget_epsilon))
-			budget_epsilon = ds.budget_epsilon;
-		if (!isfinite(budget_delta))
-			budget_delta = ds.budget_delta;
-		/* A change that lowers either part is "lowered", even when it
-		 * raises the other: what is spent may now exceed the budget, and
-		 * `dpgate verify` accepts that only after a "lowered" row. */
-		lowered = budget_epsilon < ds.budget_epsilon || budget_delta < ds.budget_delta;
-		ds.budget_epsilon = budget_epsilon;
-		ds.budget_delta = budget_delta;
-		if (srv_dataset_filter(&ds, &f, NULL) < 0)
-			goto out;
-		seq = srv__ledger_insert(db, &ds, "budget", NULL, NULL, budget_epsilon, budget_delta,
-					 NULL, lowered ? "lowered" : "raised", actor, NULL, now);
-		if (seq < 0)
-			goto out;
-		/* The budget it replaced, so that the ledger alone gives the
-		 * budget in force at every row (schema/008). */
-		if (sqlite3_prepare_v2(db->h,
-				       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
-				       " WHERE seq = ?1",
-				       -1, &p, NULL) != SQLITE_OK)
-			goto out;
-		sqlite3_bind_int64(p, 1, seq);
-		sqlite3_bind_double(p, 2, previous_epsilon);
-		sqlite3_bind_double(p, 3, previous_delta);
-		rc = sqlite3_step(p);
-		sqlite3_finalize(p);
-		if (rc != SQLITE_DONE) {
-			rc = SRV_DB_ERROR;
-			goto out;
-		}
-		rc = SRV_DB_ERROR;
-	}
+	if (budget_changed &&
+	    budget_change(db, &ds, budget_epsilon, budget_delta, actor, now) != SRV_OK)
+		goto out;
 	if (sqlite3_prepare_v2(db->h,
 			       "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
 			       " updated_at = ?5 WHERE id = ?1",
@@ -2369,6 +2449,122 @@ static int replay_budget(struct budget_replay *br, double eps, double delta)
 	return srv_dataset_filter(&br->in_force, &br->filter, NULL) < 0 ? SRV_DB_ERROR : SRV_OK;
 }
 
+/* The totals replaying one dataset's ledger rebuilds, row by row. */
+struct ledger_replay {
+	acct_filter f;             /* the dataset's filter */
+	acct_cost spent, reserved;
+	int64_t open, charges;
+	int64_t rows, checked;     /* rows read; rows that carry totals */
+	int64_t first_bad;         /* first row carrying other totals, or -1 */
+	bool lowered;              /* some budget row lowered the budget */
+};
+
+/* Replays a "budget" row of the ledger statement s into br. */
+static int replay_budget_row(struct budget_replay *br, sqlite3_stmt *s, bool *lowered)
+{
+	const char *note = (const char *)sqlite3_column_text(s, 2);
+
+	*lowered |= note && strcmp(note, "lowered") == 0;
+	if (br->known && sqlite3_column_type(s, 10) != SQLITE_NULL &&
+	    (sqlite3_column_double(s, 10) != br->in_force.budget_epsilon ||
+	     sqlite3_column_double(s, 11) != br->in_force.budget_delta))
+		br->history_ok = false;
+	return replay_budget(br, sqlite3_column_double(s, 8), sqlite3_column_double(s, 9));
+}
+
+/*
+ * Replays a row of kind `kind` (an admission, "charge" or "reserve", or the
+ * close of a reservation) with cost c into lr, and checks an admission as
+ * the gate made it against the budget br holds in force; seq is the row's.
+ */
+static void replay_spend(struct ledger_replay *lr, struct budget_replay *br, const char *kind,
+			 const acct_cost *c, int64_t seq)
+{
+	if (strcmp(kind, "charge") == 0 || strcmp(kind, "reserve") == 0) {
+		/* The gate's own sum, in its order. */
+		acct_cost total = lr->spent;
+
+		acct_cost_add_up(&total, &lr->reserved);
+		acct_cost_add_up(&total, c);
+		if (!br->known)
+			br->unchecked++;
+		else if (br->first_over < 0 && !acct_filter_within(&br->filter, &total))
+			br->first_over = seq;
+	}
+	if (strcmp(kind, "charge") == 0) {
+		acct_cost_add_up(&lr->spent, c);
+		lr->charges++;
+	} else if (strcmp(kind, "reserve") == 0) {
+		acct_cost_add_up(&lr->reserved, c);
+		lr->open++;
+	} else {
+		if (strcmp(kind, "commit") == 0) {
+			acct_cost_add_up(&lr->spent, c);
+			lr->charges++;
+		}
+		acct_cost_sub_up(&lr->reserved, c);
+		if (--lr->open <= 0) {
+			lr->open = 0;
+			acct_filter_zero(&lr->f, &lr->reserved);
+		}
+	}
+}
+
+/* Whether the totals the ledger statement s's row carries are lr's. */
+static bool row_totals_match(sqlite3_stmt *s, const struct ledger_replay *lr)
+{
+	acct_cost carried_spent, carried_reserved;
+
+	return srv_cost_from_text((const char *)sqlite3_column_text(s, 4), &carried_spent) >= 0 &&
+	       srv_cost_from_text((const char *)sqlite3_column_text(s, 5), &carried_reserved) >= 0 &&
+	       same_cost(&carried_spent, &lr->spent) && same_cost(&carried_reserved, &lr->reserved) &&
+	       sqlite3_column_int64(s, 6) == lr->open && sqlite3_column_int64(s, 7) == lr->charges;
+}
+
+/*
+ * Replays the ledger of dataset id, in order, into lr (which starts from
+ * zero totals) and br, and checks each row's carried totals against lr.
+ */
+static int replay_ledger(srv_db *db, const char *id, struct ledger_replay *lr,
+			 struct budget_replay *br)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(db->h,
+			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
+			       " epsilon, delta, previous_epsilon, previous_delta"
+			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *kind = (const char *)sqlite3_column_text(s, 0);
+		acct_cost c;
+
+		lr->rows++;
+		if (strcmp(kind, "budget") == 0) {
+			if (replay_budget_row(br, s, &lr->lowered) != SRV_OK) {
+				rc = SQLITE_CORRUPT;
+				break;
+			}
+		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
+			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
+				rc = SQLITE_CORRUPT;
+				break;
+			}
+			replay_spend(lr, br, kind, &c, sqlite3_column_int64(s, 3));
+		}
+		if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+			continue;
+		lr->checked++;
+		if (lr->first_bad < 0 && !row_totals_match(s, lr))
+			lr->first_bad = sqlite3_column_int64(s, 3);
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
 /*
  * Replays one dataset's ledger into fresh totals (see srv_store_verify), and
  * checks the totals each row carries (schema/006: every row written since;
@@ -2379,112 +2575,41 @@ static int replay_budget(struct budget_replay *br, double eps, double delta)
  */
 static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, bool *ret_ok)
 {
-	sqlite3_stmt *s = NULL;
 	struct budget_replay br = {.in_force = *ds, .history_ok = true, .first_over = -1};
-	acct_filter f;
-	acct_cost spent, reserved;
-	int64_t open = 0, charges = 0, rows = 0, checked = 0, first_bad = -1, creations = 0;
-	bool lowered = false, ok, budget_matches;
+	struct ledger_replay lr = {.first_bad = -1};
+	int64_t creations = 0;
+	bool ok, budget_matches;
 	double eps0 = NAN, delta0 = NAN;
 	acct_cost total;
 	json_t *o;
-	int rc;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0 ||
+	if (srv_dataset_filter(ds, &lr.f, NULL) < 0 ||
 	    initial_budget(db, ds->id, &eps0, &delta0, &br.known, &creations) != SRV_OK ||
 	    (br.known && replay_budget(&br, eps0, delta0) != SRV_OK))
 		return SRV_DB_ERROR;
-	acct_filter_zero(&f, &spent);
-	acct_filter_zero(&f, &reserved);
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
-			       " epsilon, delta, previous_epsilon, previous_delta"
-			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
-			       -1, &s, NULL) != SQLITE_OK)
+	acct_filter_zero(&lr.f, &lr.spent);
+	acct_filter_zero(&lr.f, &lr.reserved);
+	if (replay_ledger(db, ds->id, &lr, &br) != SRV_OK)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *kind = (const char *)sqlite3_column_text(s, 0);
-		acct_cost c, carried_spent, carried_reserved;
-
-		rows++;
-		if (strcmp(kind, "budget") == 0) {
-			const char *note = (const char *)sqlite3_column_text(s, 2);
-
-			lowered |= note && strcmp(note, "lowered") == 0;
-			if (br.known && sqlite3_column_type(s, 10) != SQLITE_NULL &&
-			    (sqlite3_column_double(s, 10) != br.in_force.budget_epsilon ||
-			     sqlite3_column_double(s, 11) != br.in_force.budget_delta))
-				br.history_ok = false;
-			if (replay_budget(&br, sqlite3_column_double(s, 8),
-					  sqlite3_column_double(s, 9)) != SRV_OK) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
-			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-			if (strcmp(kind, "charge") == 0 || strcmp(kind, "reserve") == 0) {
-				/* The gate's own sum, in its order. */
-				total = spent;
-				acct_cost_add_up(&total, &reserved);
-				acct_cost_add_up(&total, &c);
-				if (!br.known)
-					br.unchecked++;
-				else if (br.first_over < 0 && !acct_filter_within(&br.filter, &total))
-					br.first_over = sqlite3_column_int64(s, 3);
-			}
-			if (strcmp(kind, "charge") == 0) {
-				acct_cost_add_up(&spent, &c);
-				charges++;
-			} else if (strcmp(kind, "reserve") == 0) {
-				acct_cost_add_up(&reserved, &c);
-				open++;
-			} else {
-				if (strcmp(kind, "commit") == 0) {
-					acct_cost_add_up(&spent, &c);
-					charges++;
-				}
-				acct_cost_sub_up(&reserved, &c);
-				if (--open <= 0) {
-					open = 0;
-					acct_filter_zero(&f, &reserved);
-				}
-			}
-		}
-		if (sqlite3_column_type(s, 4) == SQLITE_NULL)
-			continue;
-		checked++;
-		if (first_bad < 0 &&
-		    (srv_cost_from_text((const char *)sqlite3_column_text(s, 4), &carried_spent) < 0 ||
-		     srv_cost_from_text((const char *)sqlite3_column_text(s, 5), &carried_reserved) < 0 ||
-		     !same_cost(&carried_spent, &spent) || !same_cost(&carried_reserved, &reserved) ||
-		     sqlite3_column_int64(s, 6) != open || sqlite3_column_int64(s, 7) != charges))
-			first_bad = sqlite3_column_int64(s, 3);
-	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		return SRV_DB_ERROR;
-	total = spent;
-	acct_cost_add_up(&total, &reserved);
-	ok = first_bad < 0 && same_cost(&spent, &ds->spent) && same_cost(&reserved, &ds->reserved) &&
-	     open == ds->open_reservations && charges == ds->charges;
+	total = lr.spent;
+	acct_cost_add_up(&total, &lr.reserved);
+	ok = lr.first_bad < 0 && same_cost(&lr.spent, &ds->spent) &&
+	     same_cost(&lr.reserved, &ds->reserved) && lr.open == ds->open_reservations &&
+	     lr.charges == ds->charges;
 	/* The replayed budget must be the one the dataset holds: a budget
 	 * changed without its ledger row is not one the history explains. */
 	budget_matches = !br.known || (br.in_force.budget_epsilon == ds->budget_epsilon &&
 				       br.in_force.budget_delta == ds->budget_delta);
 	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f, s:b, s:b, s:I}", "id", ds->id, "rows",
-		      (json_int_t)rows, "rows_with_totals", (json_int_t)checked, "totals_match", ok,
-		      "within_budget", acct_filter_within(&f, &total), "spent_epsilon",
-		      acct_filter_epsilon(&f, &spent), "stored_spent_epsilon",
-		      acct_filter_epsilon(&f, &ds->spent), "admissions_within_budget",
+		      (json_int_t)lr.rows, "rows_with_totals", (json_int_t)lr.checked,
+		      "totals_match", ok, "within_budget", acct_filter_within(&lr.f, &total),
+		      "spent_epsilon", acct_filter_epsilon(&lr.f, &lr.spent), "stored_spent_epsilon",
+		      acct_filter_epsilon(&lr.f, &ds->spent), "admissions_within_budget",
 		      br.first_over < 0, "budget_history_matches",
 		      br.history_ok && budget_matches && creations == 1,
 		      "admissions_before_a_known_budget", (json_int_t)br.unchecked);
-	if (o && first_bad >= 0)
-		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(first_bad));
+	if (o && lr.first_bad >= 0)
+		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(lr.first_bad));
 	if (o && br.first_over >= 0)
 		json_object_set_new(o, "first_row_over_budget", json_integer(br.first_over));
 	/* Recorded budgets only: with an unknown initial budget, at least. */
@@ -2496,7 +2621,7 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 		ok = false;
 	/* Admissions no recorded budget covers: only the end state can be
 	 * checked, and a lowered budget explains an excess there. */
-	if (br.unchecked > 0 && !acct_filter_within(&f, &total) && !lowered)
+	if (br.unchecked > 0 && !acct_filter_within(&lr.f, &total) && !lr.lowered)
 		ok = false;
 	json_array_append_new(report, o);
 	*ret_ok = ok;
