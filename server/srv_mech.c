@@ -295,6 +295,58 @@ out:
 	return rc;
 }
 
+/* Reads report_noisy_max's 'noise' into *ret_kind, and refuses 'noise' on
+ * the other selection mechanisms; leaves *ret_kind alone for them. */
+static int selection_noise(const char *name, const json_t *body, mech_rnm_noise *ret_kind,
+			   acct_error *err)
+{
+	const char *noise = NULL;
+	int rc;
+
+	if (!strcmp(name, "report_noisy_max")) {
+		rc = srv_json_string(body, "", "noise", SRV_REQUIRED, 16, &noise, err);
+		if (rc < 0)
+			return rc;
+		if (!strcmp(noise, "laplace"))
+			*ret_kind = MECH_RNM_LAPLACE;
+		else if (!strcmp(noise, "gumbel"))
+			*ret_kind = MECH_RNM_GUMBEL;
+		else if (!strcmp(noise, "gaussian"))
+			*ret_kind = MECH_RNM_GAUSSIAN;
+		else
+			return acct_error_set(err, ACCT_EINVAL, "/noise",
+					      "'noise' must be laplace, gumbel or gaussian");
+	} else if (json_object_get(body, "noise")) {
+		return acct_error_set(err, ACCT_EINVAL, "/noise", "'noise' is for report_noisy_max");
+	}
+	return 0;
+}
+
+/* Reads the selection's privacy parameter into *ret_param: sigma for
+ * Gaussian noisy max over n scores of the given sensitivity, else epsilon;
+ * refuses the parameters of the other family. */
+static int selection_param(const json_t *body, mech_rnm_noise kind, bool monotone, size_t n,
+			   double sens, double *ret_param, acct_error *err)
+{
+	if (kind == MECH_RNM_GAUSSIAN) {
+		double l2 = n == 1 ? sens : sens * sqrt((double)n);
+
+		if (json_object_get(body, "epsilon"))
+			return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+					      "Gaussian noisy max takes 'sigma' or 'noise_multiplier'");
+		if (monotone)
+			return acct_error_set(err, ACCT_EINVAL, "/monotone",
+					      "Gaussian noisy max has no monotone variant");
+		return gaussian_sigma(body, l2, ret_param, err);
+	}
+	if (json_object_get(body, "sigma") || json_object_get(body, "noise_multiplier"))
+		return acct_error_set(err, ACCT_EINVAL,
+				      json_object_get(body, "sigma") ? "/sigma" : "/noise_multiplier",
+				      "this mechanism takes 'epsilon'");
+	return srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, HUGE_VAL,
+			     ret_param, err);
+}
+
 static int selection(const char *name, const json_t *body, mech_rng *rng, json_t **ret_output,
 		     acct_event **ret_event, acct_error *err)
 {
@@ -303,7 +355,6 @@ static int selection(const char *name, const json_t *body, mech_rng *rng, json_t
 	struct vec in;
 	double sens = 0, param = 0;
 	bool monotone = false;
-	const char *noise = NULL;
 	mech_rnm_noise kind = MECH_RNM_GUMBEL;
 	acct_event *ev = NULL;
 	size_t idx = 0;
@@ -319,54 +370,15 @@ static int selection(const char *name, const json_t *body, mech_rng *rng, json_t
 				&sens, err)) < 0 ||
 	    (rc = srv_json_bool(body, "", "monotone", SRV_NULLABLE, &monotone, err)) < 0)
 		goto out;
-	if (!strcmp(name, "report_noisy_max")) {
-		rc = srv_json_string(body, "", "noise", SRV_REQUIRED, 16, &noise, err);
-		if (rc < 0)
-			goto out;
-		if (!strcmp(noise, "laplace"))
-			kind = MECH_RNM_LAPLACE;
-		else if (!strcmp(noise, "gumbel"))
-			kind = MECH_RNM_GUMBEL;
-		else if (!strcmp(noise, "gaussian"))
-			kind = MECH_RNM_GAUSSIAN;
-		else {
-			rc = acct_error_set(err, ACCT_EINVAL, "/noise",
-					    "'noise' must be laplace, gumbel or gaussian");
-			goto out;
-		}
-	} else if (json_object_get(body, "noise")) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/noise", "'noise' is for report_noisy_max");
+	rc = selection_noise(name, body, &kind, err);
+	if (rc < 0)
 		goto out;
-	}
 	if (!strcmp(name, "permute_and_flip") && monotone) {
 		rc = acct_error_set(err, ACCT_EINVAL, "/monotone",
 				    "permute_and_flip has no monotone variant here");
 		goto out;
 	}
-	if (kind == MECH_RNM_GAUSSIAN) {
-		double l2 = in.n == 1 ? sens : sens * sqrt((double)in.n);
-
-		if (json_object_get(body, "epsilon")) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/epsilon",
-					    "Gaussian noisy max takes 'sigma' or 'noise_multiplier'");
-			goto out;
-		}
-		if (monotone) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/monotone",
-					    "Gaussian noisy max has no monotone variant");
-			goto out;
-		}
-		rc = gaussian_sigma(body, l2, &param, err);
-	} else {
-		if (json_object_get(body, "sigma") || json_object_get(body, "noise_multiplier")) {
-			rc = acct_error_set(err, ACCT_EINVAL,
-					    json_object_get(body, "sigma") ? "/sigma" : "/noise_multiplier",
-					    "this mechanism takes 'epsilon'");
-			goto out;
-		}
-		rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, HUGE_VAL,
-				   &param, err);
-	}
+	rc = selection_param(body, kind, monotone, in.n, sens, &param, err);
 	if (rc < 0)
 		goto out;
 	if (!strcmp(name, "exponential"))
