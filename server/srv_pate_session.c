@@ -246,12 +246,10 @@ static int parse_real_array_text(const char *text, double *v, size_t n)
 /* ---- configuration --------------------------------------------------------- */
 
 /*
- * Reads and checks a session configuration (the creation body, or the
- * stored normalised config).  On success fills *cfg and, when ret_norm is
- * not NULL, a normalised JSON copy (new reference).
+ * Checks the body's keys, reads the aggregator into c->agg and checks that
+ * the aggregator's parameters, and only those, are present.
  */
-static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_norm,
-			acct_error *err)
+static int config_aggregator(const json_t *body, struct pate_cfg *c, acct_error *err)
 {
 	static const char *const keys[] = {"aggregator", "num_teachers", "num_classes", "sigma1",
 					   "sigma2", "threshold", "gamma", "student_confidence",
@@ -264,23 +262,18 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 		{"gamma", {1, 0, 0, 0}},
 		{"student_confidence", {0, 0, 0, 2}},
 	};
-	struct pate_cfg c;
 	const char *agg = NULL;
-	const json_t *orders;
-	json_t *norm = NULL;
 	int rc;
 
-	memset(&c, 0, sizeof(c));
-	c.student_confidence = NAN;
 	if (!json_is_object(body))
 		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
 	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
 	    (rc = srv_json_string(body, "", "aggregator", SRV_REQUIRED, 32, &agg, err)) < 0)
 		return rc;
-	for (c.agg = 0; c.agg < AGG__COUNT; c.agg++)
-		if (strcmp(agg, agg_names[c.agg]) == 0)
+	for (c->agg = 0; c->agg < AGG__COUNT; c->agg++)
+		if (strcmp(agg, agg_names[c->agg]) == 0)
 			break;
-	if (c.agg == AGG__COUNT)
+	if (c->agg == AGG__COUNT)
 		return acct_error_set(err, ACCT_EINVAL, "/aggregator",
 				      "'aggregator' must be \"lnmax\", \"gnmax\", \"confident_gnmax\" or \"interactive_gnmax\"");
 	for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
@@ -288,13 +281,89 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 		char ptr[64];
 
 		snprintf(ptr, sizeof(ptr), "/%s", params[i].key);
-		if (params[i].use[c.agg] == 1 && !present)
+		if (params[i].use[c->agg] == 1 && !present)
 			return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' is required by %s", params[i].key,
-					      agg_names[c.agg]);
-		if (params[i].use[c.agg] == 0 && present)
-			return acct_error_set(err, ACCT_EINVAL, ptr, "%s takes no '%s'", agg_names[c.agg],
+					      agg_names[c->agg]);
+		if (params[i].use[c->agg] == 0 && present)
+			return acct_error_set(err, ACCT_EINVAL, ptr, "%s takes no '%s'", agg_names[c->agg],
 					      params[i].key);
 	}
+	return 0;
+}
+
+/* Reads 'orders' into c->orders, or the default orders when absent. */
+static int config_orders(const json_t *body, struct pate_cfg *c, acct_error *err)
+{
+	const json_t *orders = json_object_get(body, "orders");
+	size_t n;
+	int rc;
+
+	if (!orders) {
+		c->n_orders = sizeof(default_orders) / sizeof(default_orders[0]);
+		memcpy(c->orders, default_orders, sizeof(default_orders));
+		return 0;
+	}
+	n = json_array_size(orders);
+	if (!json_is_array(orders) || n < 1 || n > DPG_MAX_PATE_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, "/orders",
+				      "'orders' must be an array of 1 to %d orders", DPG_MAX_PATE_ORDERS);
+	for (size_t i = 0; i < n; i++) {
+		char ptr[32];
+
+		if ((rc = element_real(orders, "/orders", i, 1, DPG_MAX_RDP_ORDER, false,
+				       &c->orders[i], err)) < 0)
+			return rc;
+		snprintf(ptr, sizeof(ptr), "/orders/%zu", i);
+		if (!(c->orders[i] > 1))
+			return acct_error_set(err, ACCT_EINVAL, ptr, "order %zu must be above 1", i);
+	}
+	c->n_orders = n;
+	return 0;
+}
+
+/* The normalised JSON copy of a checked configuration (new reference), or
+ * NULL when out of memory. */
+static json_t *config_json(const struct pate_cfg *c)
+{
+	json_t *norm;
+
+	norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c->agg], "num_teachers",
+			 (json_int_t)c->num_teachers, "num_classes", (json_int_t)c->num_classes,
+			 "orders", real_array(c->orders, c->n_orders));
+	if (!norm)
+		return NULL;
+	if (c->agg != AGG_LNMAX && c->agg != AGG_GNMAX) {
+		json_object_set_new(norm, "sigma1", json_real(c->sigma1));
+		json_object_set_new(norm, "threshold", json_real(c->threshold));
+	}
+	if (c->agg != AGG_LNMAX)
+		json_object_set_new(norm, "sigma2", json_real(c->sigma2));
+	if (c->agg == AGG_LNMAX)
+		json_object_set_new(norm, "gamma", json_real(c->gamma));
+	if (isfinite(c->student_confidence))
+		json_object_set_new(norm, "student_confidence", json_real(c->student_confidence));
+	if (c->delta_share > 0)
+		json_object_set_new(norm, "delta", json_real(c->delta_share));
+	return norm;
+}
+
+/*
+ * Reads and checks a session configuration (the creation body, or the
+ * stored normalised config).  On success fills *cfg and, when ret_norm is
+ * not NULL, a normalised JSON copy (new reference).
+ */
+static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_norm,
+			acct_error *err)
+{
+	struct pate_cfg c;
+	json_t *norm = NULL;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.student_confidence = NAN;
+	rc = config_aggregator(body, &c, err);
+	if (rc < 0)
+		return rc;
 	if ((rc = srv_json_int(body, "", "num_teachers", SRV_REQUIRED, 1, DPG_MAX_TEACHERS,
 			       &c.num_teachers, err)) < 0 ||
 	    (rc = srv_json_int(body, "", "num_classes", SRV_REQUIRED, 2, DPG_MAX_VOTE_CLASSES,
@@ -322,46 +391,13 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 	} else if (mech_discrete_laplace_scale(1.0 / c.gamma, &c.lap_num, &c.lap_den) < 0) {
 		return acct_error_set(err, ACCT_EINVAL, "/gamma", "1/gamma outside the sampler's range");
 	}
-	orders = json_object_get(body, "orders");
-	if (!orders) {
-		c.n_orders = sizeof(default_orders) / sizeof(default_orders[0]);
-		memcpy(c.orders, default_orders, sizeof(default_orders));
-	} else {
-		size_t n = json_array_size(orders);
-
-		if (!json_is_array(orders) || n < 1 || n > DPG_MAX_PATE_ORDERS)
-			return acct_error_set(err, ACCT_EINVAL, "/orders",
-					      "'orders' must be an array of 1 to %d orders", DPG_MAX_PATE_ORDERS);
-		for (size_t i = 0; i < n; i++) {
-			char ptr[32];
-
-			if ((rc = element_real(orders, "/orders", i, 1, DPG_MAX_RDP_ORDER, false,
-					       &c.orders[i], err)) < 0)
-				return rc;
-			snprintf(ptr, sizeof(ptr), "/orders/%zu", i);
-			if (!(c.orders[i] > 1))
-				return acct_error_set(err, ACCT_EINVAL, ptr, "order %zu must be above 1", i);
-		}
-		c.n_orders = n;
-	}
+	rc = config_orders(body, &c, err);
+	if (rc < 0)
+		return rc;
 	if (ret_norm) {
-		norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c.agg], "num_teachers",
-				 (json_int_t)c.num_teachers, "num_classes", (json_int_t)c.num_classes,
-				 "orders", real_array(c.orders, c.n_orders));
+		norm = config_json(&c);
 		if (!norm)
 			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		if (c.agg != AGG_LNMAX && c.agg != AGG_GNMAX) {
-			json_object_set_new(norm, "sigma1", json_real(c.sigma1));
-			json_object_set_new(norm, "threshold", json_real(c.threshold));
-		}
-		if (c.agg != AGG_LNMAX)
-			json_object_set_new(norm, "sigma2", json_real(c.sigma2));
-		if (c.agg == AGG_LNMAX)
-			json_object_set_new(norm, "gamma", json_real(c.gamma));
-		if (isfinite(c.student_confidence))
-			json_object_set_new(norm, "student_confidence", json_real(c.student_confidence));
-		if (c.delta_share > 0)
-			json_object_set_new(norm, "delta", json_real(c.delta_share));
 		*ret_norm = norm;
 	}
 	*cfg = c;
