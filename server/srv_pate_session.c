@@ -1122,9 +1122,104 @@ static bool try_replay(srv_request *req, srv_response *res, srv_spend *sp, uint8
 	return srv_spend_replayed(req, res, sp, reply_stored);
 }
 
-int srv_pate_session_queries(srv_request *req, srv_response *res)
+/*
+ * Reads the batch's note and queries into b (b->s set); the caller frees
+ * b's arrays and *ret_probs (the student's probabilities, interactive
+ * aggregator only) whether or not this succeeds.  On failure answers 400
+ * or 500 and returns -1.
+ */
+static int batch_read(srv_request *req, srv_response *res, struct batch *b, double **ret_probs,
+		      const char **ret_note)
 {
 	static const char *const keys[] = {"queries", "note", NULL};
+	const struct pate_cfg *c = &b->s->cfg;
+	size_t m = (size_t)c->num_classes;
+	double *probs = NULL;
+	const json_t *qs;
+	acct_error err;
+
+	acct_error_init(&err);
+	qs = json_object_get(req->body, "queries");
+	if (srv_json_only_keys(req->body, "", keys, &err) < 0 ||
+	    srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note,
+			    &err) < 0)
+		goto bad;
+	if (!json_is_array(qs) || json_array_size(qs) < 1 || json_array_size(qs) > DPG_MAX_PATE_BATCH) {
+		acct_error_set(&err, ACCT_EINVAL, "/queries",
+			       "'queries' must be an array of 1 to %d queries", DPG_MAX_PATE_BATCH);
+		goto bad;
+	}
+	b->n = json_array_size(qs);
+	b->m = m;
+	/* Queries given as predictions (one class index per teacher) are small
+	 * in the body but take m vote counts each here: n * m is bounded by
+	 * its own limit, before anything is allocated. */
+	if (b->n * m > DPG_MAX_PATE_BATCH_CELLS) {
+		acct_error_set(&err, ACCT_EINVAL, "/queries",
+			       "a batch holds at most %u queries x classes; with %zu classes, send "
+			       "at most %zu queries at once",
+			       DPG_MAX_PATE_BATCH_CELLS, m, (size_t)DPG_MAX_PATE_BATCH_CELLS / m);
+		goto bad;
+	}
+	b->votes = malloc(b->n * m * sizeof(*b->votes));
+	b->out = calloc(b->n, sizeof(*b->out));
+	b->dd = malloc(b->n * c->n_orders * sizeof(*b->dd));
+	if (c->agg == AGG_INTERACTIVE) {
+		probs = malloc(b->n * m * sizeof(*probs));
+		*ret_probs = probs;
+	}
+	if (!b->votes || !b->out || !b->dd || (c->agg == AGG_INTERACTIVE && !probs)) {
+		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+		return -1;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		if (parse_query(json_array_get(qs, i), i, c, &b->votes[i * m],
+				probs ? &probs[i * m] : NULL, &err) < 0)
+			goto bad;
+	}
+	return 0;
+bad:
+	srv_problem_from_error(res, &err);
+	return -1;
+}
+
+/*
+ * Charges the batch in one store transaction (batch_plan, batch_txn and
+ * batch_body run inside srv_store_spend) and answers: the stored reply,
+ * 409 when not even the first query fits, or the store's error.
+ */
+static void batch_spend(srv_request *req, srv_response *res, srv_spend *sp, struct batch *b,
+			srv_dataset *ds, const char *note)
+{
+	char *body = NULL;
+	int status = 0, rc;
+
+	b->sp = sp;
+	sp->kind = SRV_SPEND_CHARGE;
+	sp->dataset_id = ds->id;
+	sp->plan_fn = batch_plan;
+	sp->txn_fn = batch_txn;
+	sp->body_fn = batch_body;
+	sp->body_arg = b;
+	sp->note = note;
+	rc = srv_store_spend(req->db, sp, &status, &body, ds);
+	if (rc == SRV_OK || rc == SRV_REPLAYED) {
+		reply_stored(res, status, body);
+		body = NULL;
+	} else if (rc == SRV_CONFLICT) {
+		reply_nothing_fits(res, ds,
+				   "not even the first query fits the dataset's remaining privacy "
+				   "budget; nothing was answered or charged",
+				   json_pack("{s:I, s:I}", "requested", (json_int_t)b->n, "answered",
+					     (json_int_t)0));
+	} else {
+		srv_reply_store_error(res, rc, "no such dataset");
+	}
+	free(body);
+}
+
+int srv_pate_session_queries(srv_request *req, srv_response *res)
+{
 	uint8_t hash[32];
 	struct pate_session s;
 	struct query_events qe;
@@ -1133,12 +1228,10 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	acct_error err;
 	srv_spend sp;
 	mech_rng *rng = NULL;
-	const json_t *qs;
 	const char *note = NULL;
 	double *probs = NULL;
-	char *body = NULL;
 	size_t m;
-	int status = 0, rc;
+	int rc;
 
 	memset(&s, 0, sizeof(s));
 	memset(&qe, 0, sizeof(qe));
@@ -1152,44 +1245,10 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 		return 0;
 	}
 	m = (size_t)s.cfg.num_classes;
-	qs = json_object_get(req->body, "queries");
-	if ((rc = srv_json_only_keys(req->body, "", keys, &err)) < 0 ||
-	    (rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note,
-				  &err)) < 0)
-		goto bad;
-	if (!json_is_array(qs) || json_array_size(qs) < 1 || json_array_size(qs) > DPG_MAX_PATE_BATCH) {
-		acct_error_set(&err, ACCT_EINVAL, "/queries",
-			       "'queries' must be an array of 1 to %d queries", DPG_MAX_PATE_BATCH);
-		goto bad;
-	}
 	b.s = &s;
 	b.qe = &qe;
-	b.n = json_array_size(qs);
-	b.m = m;
-	/* Queries given as predictions (one class index per teacher) are small
-	 * in the body but take m vote counts each here: n * m is bounded by
-	 * its own limit, before anything is allocated. */
-	if (b.n * m > DPG_MAX_PATE_BATCH_CELLS) {
-		acct_error_set(&err, ACCT_EINVAL, "/queries",
-			       "a batch holds at most %u queries x classes; with %zu classes, send "
-			       "at most %zu queries at once",
-			       DPG_MAX_PATE_BATCH_CELLS, m, (size_t)DPG_MAX_PATE_BATCH_CELLS / m);
-		goto bad;
-	}
-	b.votes = malloc(b.n * m * sizeof(*b.votes));
-	b.out = calloc(b.n, sizeof(*b.out));
-	b.dd = malloc(b.n * s.cfg.n_orders * sizeof(*b.dd));
-	if (s.cfg.agg == AGG_INTERACTIVE)
-		probs = malloc(b.n * m * sizeof(*probs));
-	if (!b.votes || !b.out || !b.dd || (s.cfg.agg == AGG_INTERACTIVE && !probs)) {
-		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+	if (batch_read(req, res, &b, &probs, &note) < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < b.n; i++) {
-		if ((rc = parse_query(json_array_get(qs, i), i, &s.cfg, &b.votes[i * m],
-				      probs ? &probs[i * m] : NULL, &err)) < 0)
-			goto bad;
-	}
 	if (ds.archived) {
 		reply_nothing_fits(res, &ds, NULL, NULL);
 		goto out;
@@ -1206,27 +1265,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 				    &b.dd[i * s.cfg.n_orders], &err)) < 0)
 			goto bad;
 	}
-	b.sp = &sp;
-	sp.kind = SRV_SPEND_CHARGE;
-	sp.dataset_id = ds.id;
-	sp.plan_fn = batch_plan;
-	sp.txn_fn = batch_txn;
-	sp.body_fn = batch_body;
-	sp.body_arg = &b;
-	sp.note = note;
-	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		body = NULL;
-	} else if (rc == SRV_CONFLICT) {
-		reply_nothing_fits(res, &ds,
-				   "not even the first query fits the dataset's remaining privacy "
-				   "budget; nothing was answered or charged",
-				   json_pack("{s:I, s:I}", "requested", (json_int_t)b.n, "answered",
-					     (json_int_t)0));
-	} else {
-		srv_reply_store_error(res, rc, "no such dataset");
-	}
+	batch_spend(req, res, &sp, &b, &ds, note);
 	goto out;
 bad:
 	srv_problem_from_error(res, &err);
@@ -1237,7 +1276,6 @@ out:
 	free(b.out);
 	free(b.dd);
 	free(probs);
-	free(body);
 	query_events_clear(&qe);
 	session_clear(&s);
 	return 0;
