@@ -1362,57 +1362,51 @@ static int release_event(double beta, double sigma, double delta, acct_event **r
 	return 0;
 }
 
-/*
- * f(D) at `order` and its smooth sensitivity (see the top of the file), from
- * the answered histograms as of one snapshot.
- */
-static int release_compute(srv_db *db, struct release *r, double *ret_f, double *ret_ss,
-			   acct_error *err)
+/* Reads the session's counters into r, inside the caller's read
+ * transaction. */
+static int release_counters(sqlite3 *h, struct release *r, acct_error *err)
 {
-	const struct pate_cfg *c = &r->s->cfg;
-	sqlite3 *h = srv__db_handle(db);
 	sqlite3_stmt *st = NULL;
-	acct_pate_workspace *ws = NULL;
-	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
-	double *ls = NULL, *ls_sum = NULL, *v = NULL, f = 0;
-	int rc = 0, step;
+	int rc = 0;
 
-	/* One read transaction: the counters and the rows agree. */
-	if (sqlite3_exec(h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 	if (sqlite3_prepare_v2(h, "SELECT checks, teacher_answers FROM pate_sessions WHERE id = ?1", -1,
-			       &st, NULL) != SQLITE_OK) {
-		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
-		goto out;
-	}
+			       &st, NULL) != SQLITE_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 	sqlite3_bind_text(st, 1, r->s->id, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the session vanished");
-		goto out;
+	} else {
+		r->checks = sqlite3_column_int64(st, 0);
+		r->answers = sqlite3_column_int64(st, 1);
 	}
-	r->checks = sqlite3_column_int64(st, 0);
-	r->answers = sqlite3_column_int64(st, 1);
 	sqlite3_finalize(st);
-	st = NULL;
-	if ((double)r->answers * (double)M > (double)DPG_MAX_PATE_RELEASE_WORK) {
-		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "",
-				    "%lld answers from %zu teachers exceed what one release analyses (%lld)",
-				    (long long)r->answers, M, (long long)DPG_MAX_PATE_RELEASE_WORK);
-		goto out;
-	}
-	ws = acct_pate_workspace_new(m, (int64_t)M);
-	ls = malloc(M * sizeof(*ls));
-	ls_sum = calloc(M, sizeof(*ls_sum));
-	v = malloc(m * sizeof(*v));
-	if (!ws || !ls || !ls_sum || !v) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
+	return rc;
+}
+
+/* Scratch for the scan of the answered histograms: m votes, and M local
+ * sensitivities (one per distance) and their running sums. */
+struct release_scratch {
+	acct_pate_workspace *ws;
+	double *ls, *ls_sum, *v;
+};
+
+/*
+ * Sums each stored answer's data-dependent RDP at r->order into *ret_f and
+ * its local sensitivities into x->ls_sum, inside the caller's read
+ * transaction.
+ */
+static int release_scan_answers(sqlite3 *h, const struct release *r, struct release_scratch *x,
+				double *ret_f, acct_error *err)
+{
+	const struct pate_cfg *c = &r->s->cfg;
+	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
+	sqlite3_stmt *st = NULL;
+	double f = 0;
+	int rc = 0, step;
+
 	if (sqlite3_prepare_v2(h, "SELECT votes FROM pate_answers WHERE session_id = ?1 ORDER BY id", -1,
-			       &st, NULL) != SQLITE_OK) {
-		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
-		goto out;
-	}
+			       &st, NULL) != SQLITE_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 	sqlite3_bind_text(st, 1, r->s->id, -1, SQLITE_STATIC);
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		const int32_t *blob = sqlite3_column_blob(st, 0);
@@ -1423,36 +1417,79 @@ static int release_compute(srv_db *db, struct release *r, double *ret_f, double 
 			goto out;
 		}
 		for (size_t j = 0; j < m; j++)
-			v[j] = (double)blob[j];
-		if ((rc = acct_pate_gnmax_logq(v, m, c->sigma2_used, &logq, err)) < 0 ||
-		    (rc = acct_pate_gnmax_rdp_ss(ws, logq, c->sigma2_used, r->order, &rdp, err)) < 0 ||
-		    (rc = acct_pate_gnmax_local_sensitivity(ws, v, m, (int64_t)M, c->sigma2_used, r->order,
-							    ls, err)) < 0)
+			x->v[j] = (double)blob[j];
+		if ((rc = acct_pate_gnmax_logq(x->v, m, c->sigma2_used, &logq, err)) < 0 ||
+		    (rc = acct_pate_gnmax_rdp_ss(x->ws, logq, c->sigma2_used, r->order, &rdp, err)) < 0 ||
+		    (rc = acct_pate_gnmax_local_sensitivity(x->ws, x->v, m, (int64_t)M, c->sigma2_used,
+							    r->order, x->ls, err)) < 0)
 			goto out;
 		f += rdp;
 		for (size_t d = 0; d < M; d++)
-			ls_sum[d] += ls[d];
+			x->ls_sum[d] += x->ls[d];
 	}
 	if (step != SQLITE_DONE) {
 		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 		goto out;
 	}
+	*ret_f = f;
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * f(D) at `order` and its smooth sensitivity (see the top of the file), from
+ * the answered histograms as of one snapshot.
+ */
+static int release_compute(srv_db *db, struct release *r, double *ret_f, double *ret_ss,
+			   acct_error *err)
+{
+	const struct pate_cfg *c = &r->s->cfg;
+	sqlite3 *h = srv__db_handle(db);
+	struct release_scratch x = { NULL, NULL, NULL, NULL };
+	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
+	double f = 0;
+	int rc = 0;
+
+	/* One read transaction: the counters and the rows agree. */
+	if (sqlite3_exec(h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
+	rc = release_counters(h, r, err);
+	if (rc < 0)
+		goto out;
+	if ((double)r->answers * (double)M > (double)DPG_MAX_PATE_RELEASE_WORK) {
+		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "",
+				    "%lld answers from %zu teachers exceed what one release analyses (%lld)",
+				    (long long)r->answers, M, (long long)DPG_MAX_PATE_RELEASE_WORK);
+		goto out;
+	}
+	x.ws = acct_pate_workspace_new(m, (int64_t)M);
+	x.ls = malloc(M * sizeof(*x.ls));
+	x.ls_sum = calloc(M, sizeof(*x.ls_sum));
+	x.v = malloc(m * sizeof(*x.v));
+	if (!x.ws || !x.ls || !x.ls_sum || !x.v) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	rc = release_scan_answers(h, r, &x, &f, err);
+	if (rc < 0)
+		goto out;
 	/* The checks at their data-independent bound (no sensitivity). */
 	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
 		f += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
 	*ret_f = f;
-	*ret_ss = acct_pate_smooth_sensitivity(r->beta, ls_sum, M);
+	*ret_ss = acct_pate_smooth_sensitivity(r->beta, x.ls_sum, M);
 	r->rdp_independent = (double)r->answers * r->order / (c->sigma2_used * c->sigma2_used);
 	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
 		r->rdp_independent += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
 	rc = 0;
 out:
-	sqlite3_finalize(st);
 	sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
-	acct_pate_workspace_free(ws);
-	free(ls);
-	free(ls_sum);
-	free(v);
+	acct_pate_workspace_free(x.ws);
+	free(x.ls);
+	free(x.ls_sum);
+	free(x.v);
 	return rc;
 }
 
