@@ -90,7 +90,7 @@
 #include "srv_pate_session.h"
 #include "srv_store_internal.h"
 
-/* The GNSS release's grid and noise floor (see srv_pate_session_release):
+/* The GNSS release's grid and noise floor (see release_scale):
  * the grid serves noise scales up to 2^8 times the public bound on SS, the
  * floor is 2^-8 of it, and the sampler's rounding of the scale (below a
  * factor 1 + 2^-23) is paid for by pricing beta + GNSS_BETA_SLACK.  The
@@ -1493,9 +1493,110 @@ out:
 	return rc;
 }
 
-int srv_pate_session_release(srv_request *req, srv_response *res)
+/* Reads the release request's parameters into r and *ret_note, and the
+ * RDP of the release itself at r->order into r->rdp_release. */
+static int release_read(const json_t *body, struct release *r, const char **ret_note,
+			acct_error *err)
 {
 	static const char *const keys[] = {"beta", "sigma", "order", "delta", "note", NULL};
+	int rc;
+
+	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5, &r->beta,
+				err)) < 0 ||
+	    (rc = srv_json_real(body, "", "sigma", SRV_REQUIRED, GNSS_MIN_SIGMA, GNSS_MAX_SIGMA,
+				&r->sigma, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "order", SRV_REQUIRED | SRV_LO_OPEN, 1,
+				DPG_MAX_RDP_ORDER, &r->order, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "delta", SRV_REQUIRED | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1,
+				&r->delta, err)) < 0 ||
+	    (rc = srv_json_string(body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note,
+				  err)) < 0 ||
+	    (rc = acct_pate_gnss_rdp(r->beta + GNSS_BETA_SLACK, r->sigma, r->order, &r->rdp_release,
+				     err)) < 0)
+		return rc;
+	return 0;
+}
+
+/*
+ * The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian noise
+ * on a grid; its own event is not used, the release is priced by
+ * Theorem 23 above.  Nothing after release_compute may depend on the
+ * data except the value itself: not an error (answered before any
+ * charge, it would release what was computed) and not the grid (the
+ * last bits of an output on a grid chosen from SS name the grid, and so
+ * a range of SS).  So, with B = r->rdp_independent, a public bound on f
+ * and on its local sensitivity at every distance (each answer's RDP is
+ * in [0, order / sigma2^2]):
+ *  - the grid g is chosen from the public scale 2^8 B sigma;
+ *  - f is clamped to [0, B] and rounded down to the grid: the function
+ *    released has local sensitivity at most LS_f + g at any distance;
+ *  - S = max(SS_beta + g, 2^-8 B).  SS_beta + g is a beta-smooth upper
+ *    bound on that, and so is its max with a constant (S >= LS, and
+ *    S(x) <= e^beta S(y) for neighbours; Nissim, Raskhodnikova, Smith
+ *    2007, Def. 2.1).  With g <= 2^-11 B sigma <= 32 B (sigma <= 2^16),
+ *    S sigma / g then lies in [8, 2^20] units whatever the data;
+ *  - the sampler rounds S sigma up by a factor below 1 + 2^-23, which
+ *    keeps the bound and makes it (beta + 2^-23)-smooth: the release is
+ *    priced at beta + 2^-22.
+ * (Earlier, a scale below the sampler's reach answered 400 and read SS
+ * for free, and a grid taken from SS sigma showed in the output.)
+ */
+static int release_scale(const struct release *r, double *fval, double ss, int *ret_shift,
+			 double *ret_scale, acct_error *err)
+{
+	double bound = r->rdp_independent > 0 ? r->rdp_independent : 1.0;
+	int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r->sigma);
+	double g = ldexp(1.0, -shift), scale;
+
+	if (!(*fval <= bound))
+		*fval = bound;
+	if (!(*fval >= 0))
+		*fval = 0;
+	scale = fmax(ss + g, GNSS_FLOOR * bound) * r->sigma;
+	if (!(ss >= 0 && scale <= GNSS_GRID_HEADROOM * bound * r->sigma))
+		/* never: SS <= B and g <= 32 B */
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
+	*ret_shift = shift;
+	*ret_scale = scale;
+	return 0;
+}
+
+/*
+ * Charges the release in one store transaction (release_txn and
+ * release_body run inside srv_store_spend) and answers: the stored reply,
+ * 409 when it does not fit, or the store's error.
+ */
+static void release_spend(srv_request *req, srv_response *res, srv_spend *sp, struct release *r,
+			  srv_dataset *ds, const acct_cost *cost, const char *note)
+{
+	char *body = NULL;
+	int status = 0, rc;
+
+	sp->kind = SRV_SPEND_CHARGE;
+	sp->dataset_id = ds->id;
+	sp->event = r->event;
+	sp->cost = cost;
+	sp->txn_fn = release_txn;
+	sp->body_fn = release_body;
+	sp->body_arg = r;
+	sp->note = note;
+	rc = srv_store_spend(req->db, sp, &status, &body, ds);
+	if (rc == SRV_OK || rc == SRV_REPLAYED) {
+		reply_stored(res, status, body);
+		body = NULL;
+	} else if (rc == SRV_CONFLICT) {
+		reply_nothing_fits(res, ds,
+				   "the release does not fit the dataset's remaining privacy budget; "
+				   "nothing was released or charged", NULL);
+	} else {
+		srv_reply_store_error(res, rc, "no such dataset");
+	}
+	free(body);
+}
+
+int srv_pate_session_release(srv_request *req, srv_response *res)
+{
 	uint8_t hash[32];
 	struct pate_session s;
 	struct release r;
@@ -1505,11 +1606,9 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	acct_cost cost;
 	srv_spend sp;
 	mech_rng *rng = NULL;
-	acct_event *noise_event = NULL;
 	const char *note = NULL;
-	char *body = NULL;
-	double fval = 0, ss = 0;
-	int status = 0, rc;
+	double fval = 0, ss = 0, scale = 0;
+	int shift = 0, rc;
 
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
@@ -1522,19 +1621,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 		return 0;
 	}
 	r.s = &s;
-	if ((rc = srv_json_only_keys(req->body, "", keys, &err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5, &r.beta,
-				&err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "sigma", SRV_REQUIRED, GNSS_MIN_SIGMA, GNSS_MAX_SIGMA,
-				&r.sigma, &err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "order", SRV_REQUIRED | SRV_LO_OPEN, 1,
-				DPG_MAX_RDP_ORDER, &r.order, &err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "delta", SRV_REQUIRED | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1,
-				&r.delta, &err)) < 0 ||
-	    (rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note,
-				  &err)) < 0 ||
-	    (rc = acct_pate_gnss_rdp(r.beta + GNSS_BETA_SLACK, r.sigma, r.order, &r.rdp_release,
-				     &err)) < 0)
+	if ((rc = release_read(req->body, &r, &note, &err)) < 0)
 		goto bad;
 	if (s.cfg.agg == AGG_LNMAX) {
 		acct_error_set(&err, ACCT_EUNSUPPORTED, "",
@@ -1553,81 +1640,24 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 		goto bad;
 	if ((rc = release_compute(req->db, &r, &fval, &ss, &err)) < 0)
 		goto bad;
-	/*
-	 * The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian noise
-	 * on a grid; its own event is not used, the release is priced by
-	 * Theorem 23 above.  Nothing after release_compute may depend on the
-	 * data except the value itself: not an error (answered before any
-	 * charge, it would release what was computed) and not the grid (the
-	 * last bits of an output on a grid chosen from SS name the grid, and so
-	 * a range of SS).  So, with B = r.rdp_independent, a public bound on f
-	 * and on its local sensitivity at every distance (each answer's RDP is
-	 * in [0, order / sigma2^2]):
-	 *  - the grid g is chosen from the public scale 2^8 B sigma;
-	 *  - f is clamped to [0, B] and rounded down to the grid: the function
-	 *    released has local sensitivity at most LS_f + g at any distance;
-	 *  - S = max(SS_beta + g, 2^-8 B).  SS_beta + g is a beta-smooth upper
-	 *    bound on that, and so is its max with a constant (S >= LS, and
-	 *    S(x) <= e^beta S(y) for neighbours; Nissim, Raskhodnikova, Smith
-	 *    2007, Def. 2.1).  With g <= 2^-11 B sigma <= 32 B (sigma <= 2^16),
-	 *    S sigma / g then lies in [8, 2^20] units whatever the data;
-	 *  - the sampler rounds S sigma up by a factor below 1 + 2^-23, which
-	 *    keeps the bound and makes it (beta + 2^-23)-smooth: the release is
-	 *    priced at beta + 2^-22.
-	 * (Earlier, a scale below the sampler's reach answered 400 and read SS
-	 * for free, and a grid taken from SS sigma showed in the output.)
-	 */
-	{
-		double bound = r.rdp_independent > 0 ? r.rdp_independent : 1.0;
-		int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r.sigma);
-		double g = ldexp(1.0, -shift), scale;
-
-		if (!(fval <= bound))
-			fval = bound;
-		if (!(fval >= 0))
-			fval = 0;
-		scale = fmax(ss + g, GNSS_FLOOR * bound) * r.sigma;
-		if (!(ss >= 0 && scale <= GNSS_GRID_HEADROOM * bound * r.sigma)) {
-			/* never: SS <= B and g <= 32 B */
-			acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
-			goto bad;
-		}
-		rng = srv_release_rng(res);
-		if (!rng)
-			goto out;
-		if (mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
-			acct_error_init(&err);
-			acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
-			goto bad;
-		}
+	/* From here on only the value depends on the data (see release_scale). */
+	if (release_scale(&r, &fval, ss, &shift, &scale, &err) < 0)
+		goto bad;
+	rng = srv_release_rng(res);
+	if (!rng)
+		goto out;
+	if (mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
+		acct_error_init(&err);
+		acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
+		goto bad;
 	}
-	sp.kind = SRV_SPEND_CHARGE;
-	sp.dataset_id = ds.id;
-	sp.event = r.event;
-	sp.cost = &cost;
-	sp.txn_fn = release_txn;
-	sp.body_fn = release_body;
-	sp.body_arg = &r;
-	sp.note = note;
-	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		body = NULL;
-	} else if (rc == SRV_CONFLICT) {
-		reply_nothing_fits(res, &ds,
-				   "the release does not fit the dataset's remaining privacy budget; "
-				   "nothing was released or charged", NULL);
-	} else {
-		srv_reply_store_error(res, rc, "no such dataset");
-	}
+	release_spend(req, res, &sp, &r, &ds, &cost, note);
 	goto out;
 bad:
 	srv_problem_from_error(res, &err);
 out:
 	mech_rng_free(rng);
-	acct_event_free(noise_event);
 	acct_event_free(r.event);
-	free(body);
 	session_clear(&s);
 	return 0;
 }
