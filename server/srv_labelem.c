@@ -79,12 +79,20 @@ out:
 	return rc;
 }
 
-int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *err)
-{
-	json_t *ans = NULL;
+/* The guidance request's parameters: n, sensitivity, either epsilon or
+ * the target success probability (has_target says which), and ks or NULL. */
+struct guidance_params {
+	int64_t n;
+	double eps, sens, target;
+	int has_target;
 	const json_t *ks;
-	int64_t n = 0;
-	double eps = 0.0, sens = 1.0, target = 0.0, keep, succ;
+};
+
+/* Reads and checks the guidance body into *p; on failure fills err and
+ * returns its negative code, leaving the fields it had not reached. */
+static int parse_guidance(const json_t *body, struct guidance_params *p, acct_error *err)
+{
+	const json_t *ks;
 	int rc, has_eps, has_target;
 
 	if (!json_is_object(body))
@@ -92,19 +100,20 @@ int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *e
 	rc = srv_json_only_keys(body, "", guidance_keys, err);
 	if (rc < 0)
 		return rc;
-	rc = srv_json_int(body, "", "n", SRV_REQUIRED, 1, DPG_MAX_LABEL_EM_N, &n, err);
+	rc = srv_json_int(body, "", "n", SRV_REQUIRED, 1, DPG_MAX_LABEL_EM_N, &p->n, err);
 	if (rc < 0)
 		return rc;
 	has_eps = srv_json_real(body, "", "epsilon", SRV_NULLABLE | SRV_LO_OPEN, 0.0, HUGE_VAL,
-				&eps, err);
+				&p->eps, err);
 	if (has_eps < 0)
 		return has_eps;
 	has_target = srv_json_real(body, "", "target_success_probability",
-				   SRV_NULLABLE | SRV_LO_OPEN | SRV_HI_OPEN, 0.0, 1.0, &target, err);
+				   SRV_NULLABLE | SRV_LO_OPEN | SRV_HI_OPEN, 0.0, 1.0, &p->target,
+				   err);
 	if (has_target < 0)
 		return has_target;
 	rc = srv_json_real(body, "", "sensitivity", SRV_NULLABLE | SRV_LO_OPEN, 0.0, HUGE_VAL,
-			   &sens, err);
+			   &p->sens, err);
 	if (rc < 0)
 		return rc;
 	if (has_eps && has_target)
@@ -119,6 +128,29 @@ int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *e
 		return acct_error_set(err, ACCT_EINVAL, "/ks",
 				      "'ks' must be an array of at most %d integers",
 				      DPG_MAX_VECTOR_LEN);
+	p->has_target = has_target;
+	p->ks = ks;
+	return 0;
+}
+
+int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *err)
+{
+	struct guidance_params p = { .n = 0, .eps = 0.0, .sens = 1.0, .target = 0.0 };
+	json_t *ans = NULL;
+	const json_t *ks;
+	int64_t n;
+	double eps, sens, target, keep, succ;
+	int rc, has_target;
+
+	rc = parse_guidance(body, &p, err);
+	if (rc < 0)
+		return rc;
+	n = p.n;
+	eps = p.eps;
+	sens = p.sens;
+	target = p.target;
+	has_target = p.has_target;
+	ks = p.ks;
 	if (has_target) {
 		rc = mech_label_em_epsilon_for_success(n, sens, target, &eps, err);
 		if (rc < 0)

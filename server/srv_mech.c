@@ -295,6 +295,58 @@ out:
 	return rc;
 }
 
+/* Reads report_noisy_max's 'noise' into *ret_kind, and refuses 'noise' on
+ * the other selection mechanisms; leaves *ret_kind alone for them. */
+static int selection_noise(const char *name, const json_t *body, mech_rnm_noise *ret_kind,
+			   acct_error *err)
+{
+	const char *noise = NULL;
+	int rc;
+
+	if (!strcmp(name, "report_noisy_max")) {
+		rc = srv_json_string(body, "", "noise", SRV_REQUIRED, 16, &noise, err);
+		if (rc < 0)
+			return rc;
+		if (!strcmp(noise, "laplace"))
+			*ret_kind = MECH_RNM_LAPLACE;
+		else if (!strcmp(noise, "gumbel"))
+			*ret_kind = MECH_RNM_GUMBEL;
+		else if (!strcmp(noise, "gaussian"))
+			*ret_kind = MECH_RNM_GAUSSIAN;
+		else
+			return acct_error_set(err, ACCT_EINVAL, "/noise",
+					      "'noise' must be laplace, gumbel or gaussian");
+	} else if (json_object_get(body, "noise")) {
+		return acct_error_set(err, ACCT_EINVAL, "/noise", "'noise' is for report_noisy_max");
+	}
+	return 0;
+}
+
+/* Reads the selection's privacy parameter into *ret_param: sigma for
+ * Gaussian noisy max over n scores of the given sensitivity, else epsilon;
+ * refuses the parameters of the other family. */
+static int selection_param(const json_t *body, mech_rnm_noise kind, bool monotone, size_t n,
+			   double sens, double *ret_param, acct_error *err)
+{
+	if (kind == MECH_RNM_GAUSSIAN) {
+		double l2 = n == 1 ? sens : sens * sqrt((double)n);
+
+		if (json_object_get(body, "epsilon"))
+			return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+					      "Gaussian noisy max takes 'sigma' or 'noise_multiplier'");
+		if (monotone)
+			return acct_error_set(err, ACCT_EINVAL, "/monotone",
+					      "Gaussian noisy max has no monotone variant");
+		return gaussian_sigma(body, l2, ret_param, err);
+	}
+	if (json_object_get(body, "sigma") || json_object_get(body, "noise_multiplier"))
+		return acct_error_set(err, ACCT_EINVAL,
+				      json_object_get(body, "sigma") ? "/sigma" : "/noise_multiplier",
+				      "this mechanism takes 'epsilon'");
+	return srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, HUGE_VAL,
+			     ret_param, err);
+}
+
 static int selection(const char *name, const json_t *body, mech_rng *rng, json_t **ret_output,
 		     acct_event **ret_event, acct_error *err)
 {
@@ -303,7 +355,6 @@ static int selection(const char *name, const json_t *body, mech_rng *rng, json_t
 	struct vec in;
 	double sens = 0, param = 0;
 	bool monotone = false;
-	const char *noise = NULL;
 	mech_rnm_noise kind = MECH_RNM_GUMBEL;
 	acct_event *ev = NULL;
 	size_t idx = 0;
@@ -319,54 +370,15 @@ static int selection(const char *name, const json_t *body, mech_rng *rng, json_t
 				&sens, err)) < 0 ||
 	    (rc = srv_json_bool(body, "", "monotone", SRV_NULLABLE, &monotone, err)) < 0)
 		goto out;
-	if (!strcmp(name, "report_noisy_max")) {
-		rc = srv_json_string(body, "", "noise", SRV_REQUIRED, 16, &noise, err);
-		if (rc < 0)
-			goto out;
-		if (!strcmp(noise, "laplace"))
-			kind = MECH_RNM_LAPLACE;
-		else if (!strcmp(noise, "gumbel"))
-			kind = MECH_RNM_GUMBEL;
-		else if (!strcmp(noise, "gaussian"))
-			kind = MECH_RNM_GAUSSIAN;
-		else {
-			rc = acct_error_set(err, ACCT_EINVAL, "/noise",
-					    "'noise' must be laplace, gumbel or gaussian");
-			goto out;
-		}
-	} else if (json_object_get(body, "noise")) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/noise", "'noise' is for report_noisy_max");
+	rc = selection_noise(name, body, &kind, err);
+	if (rc < 0)
 		goto out;
-	}
 	if (!strcmp(name, "permute_and_flip") && monotone) {
 		rc = acct_error_set(err, ACCT_EINVAL, "/monotone",
 				    "permute_and_flip has no monotone variant here");
 		goto out;
 	}
-	if (kind == MECH_RNM_GAUSSIAN) {
-		double l2 = in.n == 1 ? sens : sens * sqrt((double)in.n);
-
-		if (json_object_get(body, "epsilon")) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/epsilon",
-					    "Gaussian noisy max takes 'sigma' or 'noise_multiplier'");
-			goto out;
-		}
-		if (monotone) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/monotone",
-					    "Gaussian noisy max has no monotone variant");
-			goto out;
-		}
-		rc = gaussian_sigma(body, l2, &param, err);
-	} else {
-		if (json_object_get(body, "sigma") || json_object_get(body, "noise_multiplier")) {
-			rc = acct_error_set(err, ACCT_EINVAL,
-					    json_object_get(body, "sigma") ? "/sigma" : "/noise_multiplier",
-					    "this mechanism takes 'epsilon'");
-			goto out;
-		}
-		rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, HUGE_VAL,
-				   &param, err);
-	}
+	rc = selection_param(body, kind, monotone, in.n, sens, &param, err);
 	if (rc < 0)
 		goto out;
 	if (!strcmp(name, "exponential"))
@@ -501,19 +513,22 @@ int srv_mech_release(const char *name, const json_t *body, mech_rng *rng, json_t
 	return acct_error_set(err, ACCT_EINVAL, "/name", "unknown mechanism '%.64s'", name);
 }
 
-int srv_mech_table_query(const mech_table *t, acct_neighbor neighbor, const json_t *body,
-			 mech_rng *rng, json_t **ret_output, acct_event **ret_event,
-			 acct_error *err)
+/* A table query's parameters as read from the body; cats and counts are
+ * owned by the caller and hold ncat entries for a histogram, else NULL. */
+struct table_query {
+	const char *query, *column;
+	double eps, lo, hi, q;
+	const char **cats;
+	int64_t *counts;
+	size_t ncat;
+};
+
+/* Reads and checks the query's scalar fields into *tq. */
+static int table_query_parse(const json_t *body, struct table_query *tq, acct_error *err)
 {
 	static const char *const keys[] = {"query", "column", "lo", "hi", "q", "categories",
 					   "epsilon", NULL};
-	const char *query = NULL, *column = NULL, *mechanism = "laplace";
-	const char **cats = NULL;
-	double eps = 0, lo = 0, hi = 0, q = 0.5, d = 0;
-	int64_t count = 0, *counts = NULL;
-	acct_event *ev = NULL;
-	json_t *out = NULL, *ans = NULL;
-	size_t ncat = 0;
+	const char *query = NULL;
 	int rc = check_keys(body, keys, err);
 	bool needs_bounds, needs_column;
 
@@ -525,80 +540,126 @@ int srv_mech_table_query(const mech_table *t, acct_neighbor neighbor, const json
 	    strcmp(query, "histogram") && strcmp(query, "quantile"))
 		return acct_error_set(err, ACCT_EINVAL, "/query",
 				      "'query' must be count, sum, mean, histogram or quantile");
+	tq->query = query;
 	needs_column = strcmp(query, "count") != 0;
 	needs_bounds = !strcmp(query, "sum") || !strcmp(query, "mean") || !strcmp(query, "quantile");
 	if ((rc = srv_json_string(body, "", "column", needs_column ? SRV_REQUIRED : 0,
-				  DPG_MAX_CSV_FIELD_BYTES, &column, err)) < 0 ||
+				  DPG_MAX_CSV_FIELD_BYTES, &tq->column, err)) < 0 ||
 	    (rc = srv_json_real(body, "", "lo", needs_bounds ? SRV_REQUIRED : 0, -HUGE_VAL, HUGE_VAL,
-				&lo, err)) < 0 ||
+				&tq->lo, err)) < 0 ||
 	    (rc = srv_json_real(body, "", "hi", needs_bounds ? SRV_REQUIRED : 0, -HUGE_VAL, HUGE_VAL,
-				&hi, err)) < 0 ||
+				&tq->hi, err)) < 0 ||
 	    (rc = srv_json_real(body, "", "q", !strcmp(query, "quantile") ? SRV_REQUIRED : 0, 0, 1,
-				&q, err)) < 0 ||
-	    (rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, HUGE_VAL, &eps,
-				err)) < 0)
+				&tq->q, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, HUGE_VAL,
+				&tq->eps, err)) < 0)
 		return rc;
-	if (!strcmp(query, "histogram")) {
-		json_t *arr = json_object_get(body, "categories"), *v;
-		size_t i;
+	return 0;
+}
 
-		if (!json_is_array(arr) || json_array_size(arr) < 1 ||
-		    json_array_size(arr) > DPG_MAX_HISTOGRAM_BINS)
-			return acct_error_set(err, ACCT_EINVAL, "/categories",
-					      "'categories' must be 1 to %d strings (the public bins)",
-					      DPG_MAX_HISTOGRAM_BINS);
-		ncat = json_array_size(arr);
-		cats = calloc(ncat, sizeof(*cats));
-		counts = calloc(ncat, sizeof(*counts));
-		if (!cats || !counts) {
-			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-			goto out;
-		}
-		json_array_foreach(arr, i, v) {
-			if (!json_is_string(v)) {
-				char where[ACCT_ERROR_WHERE_BYTES];
+/* Reads a histogram's public categories into tq->cats and allocates
+ * tq->counts beside them; on failure the caller still frees both. */
+static int table_query_categories(const json_t *body, struct table_query *tq, acct_error *err)
+{
+	json_t *arr = json_object_get(body, "categories"), *v;
+	size_t i;
 
-				snprintf(where, sizeof(where), "/categories/%zu", i);
-				rc = acct_error_set(err, ACCT_EINVAL, where, "must be a string");
-				goto out;
-			}
-			cats[i] = json_string_value(v);
+	if (!json_is_array(arr) || json_array_size(arr) < 1 ||
+	    json_array_size(arr) > DPG_MAX_HISTOGRAM_BINS)
+		return acct_error_set(err, ACCT_EINVAL, "/categories",
+				      "'categories' must be 1 to %d strings (the public bins)",
+				      DPG_MAX_HISTOGRAM_BINS);
+	tq->ncat = json_array_size(arr);
+	tq->cats = calloc(tq->ncat, sizeof(*tq->cats));
+	tq->counts = calloc(tq->ncat, sizeof(*tq->counts));
+	if (!tq->cats || !tq->counts)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	json_array_foreach(arr, i, v) {
+		if (!json_is_string(v)) {
+			char where[ACCT_ERROR_WHERE_BYTES];
+
+			snprintf(where, sizeof(where), "/categories/%zu", i);
+			return acct_error_set(err, ACCT_EINVAL, where, "must be a string");
 		}
+		tq->cats[i] = json_string_value(v);
 	}
+	return 0;
+}
+
+/* Runs the query on t; on success *ret_out is its JSON output (NULL when
+ * out of memory), *ret_mechanism names the mechanism and *ret_event is
+ * the charge. */
+static int table_query_run(const mech_table *t, acct_neighbor neighbor,
+			   const struct table_query *tq, mech_rng *rng, const char **ret_mechanism,
+			   json_t **ret_out, acct_event **ret_event, acct_error *err)
+{
+	const char *query = tq->query;
+	int64_t count = 0;
+	double d = 0;
+	json_t *out = NULL;
+	int rc;
+
 	if (!strcmp(query, "count")) {
-		mechanism = "discrete_laplace";
-		rc = mech_table_count(rng, t, eps, &count, &ev, err);
+		*ret_mechanism = "discrete_laplace";
+		rc = mech_table_count(rng, t, tq->eps, &count, ret_event, err);
 		if (rc == 0)
 			out = json_integer(count);
 	} else if (!strcmp(query, "sum")) {
-		rc = mech_table_sum(rng, t, column, lo, hi, eps, neighbor, &d, &ev, err);
+		rc = mech_table_sum(rng, t, tq->column, tq->lo, tq->hi, tq->eps, neighbor, &d,
+				    ret_event, err);
 		if (rc == 0)
 			out = json_real(d);
 	} else if (!strcmp(query, "mean")) {
-		mechanism = "laplace_sum_over_discrete_laplace_count";
-		rc = mech_table_mean(rng, t, column, lo, hi, eps, neighbor, &d, &ev, err);
+		*ret_mechanism = "laplace_sum_over_discrete_laplace_count";
+		rc = mech_table_mean(rng, t, tq->column, tq->lo, tq->hi, tq->eps, neighbor, &d,
+				     ret_event, err);
 		if (rc == 0)
 			out = json_real(d);
 	} else if (!strcmp(query, "histogram")) {
-		mechanism = "discrete_laplace";
-		rc = mech_table_histogram(rng, t, column, cats, ncat, eps, neighbor, counts, &ev, err);
+		*ret_mechanism = "discrete_laplace";
+		rc = mech_table_histogram(rng, t, tq->column, tq->cats, tq->ncat, tq->eps, neighbor,
+					  tq->counts, ret_event, err);
 		if (rc == 0) {
 			out = json_object();
-			for (size_t i = 0; out && i < ncat; i++)
-				if (json_object_set_new(out, cats[i], json_integer(counts[i])) < 0) {
+			for (size_t i = 0; out && i < tq->ncat; i++)
+				if (json_object_set_new(out, tq->cats[i],
+							json_integer(tq->counts[i])) < 0) {
 					json_decref(out);
 					out = NULL;
 				}
 		}
 	} else {
-		mechanism = "exponential";
-		rc = mech_table_quantile(rng, t, column, q, lo, hi, eps, &d, &ev, err);
+		*ret_mechanism = "exponential";
+		rc = mech_table_quantile(rng, t, tq->column, tq->q, tq->lo, tq->hi, tq->eps, &d,
+					 ret_event, err);
 		if (rc == 0)
 			out = json_real(d);
 	}
+	*ret_out = out;
+	return rc;
+}
+
+int srv_mech_table_query(const mech_table *t, acct_neighbor neighbor, const json_t *body,
+			 mech_rng *rng, json_t **ret_output, acct_event **ret_event,
+			 acct_error *err)
+{
+	struct table_query tq = { .q = 0.5 };
+	const char *mechanism = "laplace";
+	acct_event *ev = NULL;
+	json_t *out = NULL, *ans = NULL;
+	int rc = table_query_parse(body, &tq, err);
+
+	if (rc < 0)
+		return rc;
+	if (!strcmp(tq.query, "histogram")) {
+		rc = table_query_categories(body, &tq, err);
+		if (rc < 0)
+			goto out;
+	}
+	rc = table_query_run(t, neighbor, &tq, rng, &mechanism, &out, &ev, err);
 	if (rc < 0)
 		goto out;
-	ans = json_pack("{s:s,s:s,s:o}", "query", query, "mechanism", mechanism, "output", out);
+	ans = json_pack("{s:s,s:s,s:o}", "query", tq.query, "mechanism", mechanism, "output", out);
 	out = NULL;
 	if (!ans) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
@@ -611,7 +672,7 @@ int srv_mech_table_query(const mech_table *t, acct_neighbor neighbor, const json
 out:
 	json_decref(out);
 	acct_event_free(ev);
-	free(cats);
-	free(counts);
+	free(tq.cats);
+	free(tq.counts);
 	return rc;
 }

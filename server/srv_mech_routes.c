@@ -899,41 +899,83 @@ static int row_count_from_query(const char *text, bool *ret_public, acct_error *
 	return 0;
 }
 
-int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
-{
-	const char *declared = req->query(req->conn, "columns");
-	bool rows_public = false;
-	char dir[4200], path[4400], suffix[48];
+/* What a CSV upload's steps share: the declared columns (NULL when
+ * inferred), the parsed table and its column list, owned by the caller. */
+struct csv_upload {
+	const char *declared;
+	bool rows_public;
 	struct decl d;
-	mech_table *t = NULL;
-	acct_error err;
-	json_t *cols = NULL;
-	char *cols_text = NULL, *old = NULL;
-	struct stat st;
-	json_int_t rows;
-	int fd = -1, rc;
-	bool file_made = false;
+	mech_table *t;
+	json_t *cols;
+	char *cols_text;
+};
 
-	memset(&d, 0, sizeof(d));
+/* Reads the query parameters and parses the body into up; on failure
+ * writes the problem into res and returns -1. */
+static int csv_upload_parse(srv_request *req, srv_response *res, struct csv_upload *up)
+{
+	acct_error err;
+
 	acct_error_init(&err);
-	if (row_count_from_query(req->query(req->conn, "row_count"), &rows_public, &err) < 0 ||
-	    (declared && decl_from_query(declared, &d, &err) < 0)) {
+	if (row_count_from_query(req->query(req->conn, "row_count"), &up->rows_public, &err) < 0 ||
+	    (up->declared && decl_from_query(up->declared, &up->d, &err) < 0)) {
 		srv_problem_from_error(res, &err);
-		goto out;
+		return -1;
 	}
-	if (mech_table_parse_csv(req->raw_body, req->raw_len, d.cols, d.n, &t, &err) < 0) {
+	if (mech_table_parse_csv(req->raw_body, req->raw_len, up->d.cols, up->d.n, &up->t,
+				 &err) < 0) {
 		/* A declared column the header lacks is the query parameter's fault. */
 		if (!strncmp(err.where, "/schema", 7))
 			snprintf(err.where, sizeof(err.where), "columns");
 		srv_problem_from_error(res, &err);
-		goto out;
+		return -1;
 	}
-	cols = columns_json(t);
-	cols_text = cols ? srv_json_dump(cols) : NULL;
-	if (!cols_text) {
+	up->cols = columns_json(up->t);
+	up->cols_text = up->cols ? srv_json_dump(up->cols) : NULL;
+	if (!up->cols_text) {
 		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
-		goto out;
+		return -1;
 	}
+	return 0;
+}
+
+/* Creates path (a new name) in dir, writes the body into it and makes the
+ * file and its directory entry durable; *st receives the file's state.
+ * *ret_made turns true once the file exists, for the caller to remove on
+ * failure.  Returns 0, or -1 on an I/O error with no descriptor left open. */
+static int write_table_file(const char *dir, const char *path, const char *body, size_t len,
+			    struct stat *st, bool *ret_made)
+{
+	int fd;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -1;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	*ret_made = true;
+	if (write_all(fd, body, len) < 0 || fsync(fd) < 0 || fstat(fd, st) < 0) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return srv_fsync_dir(dir) < 0 ? -1 : 0;
+}
+
+int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
+{
+	struct csv_upload up;
+	char dir[4200], path[4400], suffix[48];
+	char *old = NULL;
+	struct stat st;
+	json_int_t rows;
+	int rc;
+	bool file_made = false;
+
+	memset(&up, 0, sizeof(up));
+	up.declared = req->query(req->conn, "columns");
+	if (csv_upload_parse(req, res, &up) < 0)
+		goto out;
 	/* A name of its own (see "Table files" above): written and made
 	 * durable before any row names it, so a crash before the commit leaves
 	 * an unreferenced file (removed at the next start) and the old link
@@ -944,19 +986,9 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	}
 	snprintf(dir, sizeof(dir), "%s/tables", req->ctx->data_dir);
 	snprintf(path, sizeof(path), "%s/%s%s.csv", dir, ds->id, suffix);
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+	if (write_table_file(dir, path, req->raw_body, req->raw_len, &st, &file_made) < 0)
 		goto io_error;
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		goto io_error;
-	file_made = true;
-	if (write_all(fd, req->raw_body, req->raw_len) < 0 || fsync(fd) < 0 || fstat(fd, &st) < 0)
-		goto io_error;
-	close(fd);
-	fd = -1;
-	rows = (json_int_t)mech_table_rows(t);
-	if (srv_fsync_dir(dir) < 0)
-		goto io_error;
+	rows = (json_int_t)mech_table_rows(up.t);
 	/*
 	 * Keeps this parse for the queries that follow, under the key a read of
 	 * the new link will look up: the path, the file's state as written
@@ -968,10 +1000,10 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	 * finds it to forget; the cache takes t, also when it cannot keep it.
 	 */
 	srv_table_cache_release(req->ctx->tables,
-				srv_table_cache_add(req->ctx->tables, path, &st, cols_text, t));
-	t = NULL;
-	rc = record_table(req->db, ds, path, (int64_t)rows, cols_text, (int64_t)req->raw_len,
-			  rows_public, declared != NULL, req->who->key_id, &old);
+				srv_table_cache_add(req->ctx->tables, path, &st, up.cols_text, up.t));
+	up.t = NULL;
+	rc = record_table(req->db, ds, path, (int64_t)rows, up.cols_text, (int64_t)req->raw_len,
+			  up.rows_public, up.declared != NULL, req->who->key_id, &old);
 	if (rc != SRV_OK) {
 		srv_table_cache_forget(req->ctx->tables, path);
 		/* A failed COMMIT's link may still be found at the next start
@@ -986,23 +1018,21 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	 * again; readers that opened it read it whole. */
 	drop_replaced_table_file(req->ctx->tables, old, ds->id, path);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:I, s:O, s:I, s:s, s:s}", "dataset", ds->id,
-					   "kind", "table", "rows", rows, "columns", cols, "bytes",
+					   "kind", "table", "rows", rows, "columns", up.cols, "bytes",
 					   (json_int_t)req->raw_len, "row_count",
-					   rows_public ? "public" : "private", "schema",
-					   declared ? "declared" : "inferred"));
+					   up.rows_public ? "public" : "private", "schema",
+					   up.declared ? "declared" : "inferred"));
 	goto out;
 io_error:
 	srv_problem(res, 503, NULL, "cannot store the table; nothing was changed", NULL, NULL);
 out:
-	if (fd >= 0)
-		close(fd);
 	if (file_made)
 		unlink(path);
 	free(old);
-	free(cols_text);
-	json_decref(cols);
-	mech_table_free(t);
-	decl_clear(&d);
+	free(up.cols_text);
+	json_decref(up.cols);
+	mech_table_free(up.t);
+	decl_clear(&up.d);
 	return 0;
 }
 

@@ -90,7 +90,7 @@
 #include "srv_pate_session.h"
 #include "srv_store_internal.h"
 
-/* The GNSS release's grid and noise floor (see srv_pate_session_release):
+/* The GNSS release's grid and noise floor (see release_scale):
  * the grid serves noise scales up to 2^8 times the public bound on SS, the
  * floor is 2^-8 of it, and the sampler's rounding of the scale (below a
  * factor 1 + 2^-23) is paid for by pricing beta + GNSS_BETA_SLACK.  The
@@ -246,12 +246,10 @@ static int parse_real_array_text(const char *text, double *v, size_t n)
 /* ---- configuration --------------------------------------------------------- */
 
 /*
- * Reads and checks a session configuration (the creation body, or the
- * stored normalised config).  On success fills *cfg and, when ret_norm is
- * not NULL, a normalised JSON copy (new reference).
+ * Checks the body's keys, reads the aggregator into c->agg and checks that
+ * the aggregator's parameters, and only those, are present.
  */
-static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_norm,
-			acct_error *err)
+static int config_aggregator(const json_t *body, struct pate_cfg *c, acct_error *err)
 {
 	static const char *const keys[] = {"aggregator", "num_teachers", "num_classes", "sigma1",
 					   "sigma2", "threshold", "gamma", "student_confidence",
@@ -264,23 +262,18 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 		{"gamma", {1, 0, 0, 0}},
 		{"student_confidence", {0, 0, 0, 2}},
 	};
-	struct pate_cfg c;
 	const char *agg = NULL;
-	const json_t *orders;
-	json_t *norm = NULL;
 	int rc;
 
-	memset(&c, 0, sizeof(c));
-	c.student_confidence = NAN;
 	if (!json_is_object(body))
 		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
 	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
 	    (rc = srv_json_string(body, "", "aggregator", SRV_REQUIRED, 32, &agg, err)) < 0)
 		return rc;
-	for (c.agg = 0; c.agg < AGG__COUNT; c.agg++)
-		if (strcmp(agg, agg_names[c.agg]) == 0)
+	for (c->agg = 0; c->agg < AGG__COUNT; c->agg++)
+		if (strcmp(agg, agg_names[c->agg]) == 0)
 			break;
-	if (c.agg == AGG__COUNT)
+	if (c->agg == AGG__COUNT)
 		return acct_error_set(err, ACCT_EINVAL, "/aggregator",
 				      "'aggregator' must be \"lnmax\", \"gnmax\", \"confident_gnmax\" or \"interactive_gnmax\"");
 	for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
@@ -288,13 +281,89 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 		char ptr[64];
 
 		snprintf(ptr, sizeof(ptr), "/%s", params[i].key);
-		if (params[i].use[c.agg] == 1 && !present)
+		if (params[i].use[c->agg] == 1 && !present)
 			return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' is required by %s", params[i].key,
-					      agg_names[c.agg]);
-		if (params[i].use[c.agg] == 0 && present)
-			return acct_error_set(err, ACCT_EINVAL, ptr, "%s takes no '%s'", agg_names[c.agg],
+					      agg_names[c->agg]);
+		if (params[i].use[c->agg] == 0 && present)
+			return acct_error_set(err, ACCT_EINVAL, ptr, "%s takes no '%s'", agg_names[c->agg],
 					      params[i].key);
 	}
+	return 0;
+}
+
+/* Reads 'orders' into c->orders, or the default orders when absent. */
+static int config_orders(const json_t *body, struct pate_cfg *c, acct_error *err)
+{
+	const json_t *orders = json_object_get(body, "orders");
+	size_t n;
+	int rc;
+
+	if (!orders) {
+		c->n_orders = sizeof(default_orders) / sizeof(default_orders[0]);
+		memcpy(c->orders, default_orders, sizeof(default_orders));
+		return 0;
+	}
+	n = json_array_size(orders);
+	if (!json_is_array(orders) || n < 1 || n > DPG_MAX_PATE_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, "/orders",
+				      "'orders' must be an array of 1 to %d orders", DPG_MAX_PATE_ORDERS);
+	for (size_t i = 0; i < n; i++) {
+		char ptr[32];
+
+		if ((rc = element_real(orders, "/orders", i, 1, DPG_MAX_RDP_ORDER, false,
+				       &c->orders[i], err)) < 0)
+			return rc;
+		snprintf(ptr, sizeof(ptr), "/orders/%zu", i);
+		if (!(c->orders[i] > 1))
+			return acct_error_set(err, ACCT_EINVAL, ptr, "order %zu must be above 1", i);
+	}
+	c->n_orders = n;
+	return 0;
+}
+
+/* The normalised JSON copy of a checked configuration (new reference), or
+ * NULL when out of memory. */
+static json_t *config_json(const struct pate_cfg *c)
+{
+	json_t *norm;
+
+	norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c->agg], "num_teachers",
+			 (json_int_t)c->num_teachers, "num_classes", (json_int_t)c->num_classes,
+			 "orders", real_array(c->orders, c->n_orders));
+	if (!norm)
+		return NULL;
+	if (c->agg != AGG_LNMAX && c->agg != AGG_GNMAX) {
+		json_object_set_new(norm, "sigma1", json_real(c->sigma1));
+		json_object_set_new(norm, "threshold", json_real(c->threshold));
+	}
+	if (c->agg != AGG_LNMAX)
+		json_object_set_new(norm, "sigma2", json_real(c->sigma2));
+	if (c->agg == AGG_LNMAX)
+		json_object_set_new(norm, "gamma", json_real(c->gamma));
+	if (isfinite(c->student_confidence))
+		json_object_set_new(norm, "student_confidence", json_real(c->student_confidence));
+	if (c->delta_share > 0)
+		json_object_set_new(norm, "delta", json_real(c->delta_share));
+	return norm;
+}
+
+/*
+ * Reads and checks a session configuration (the creation body, or the
+ * stored normalised config).  On success fills *cfg and, when ret_norm is
+ * not NULL, a normalised JSON copy (new reference).
+ */
+static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_norm,
+			acct_error *err)
+{
+	struct pate_cfg c;
+	json_t *norm = NULL;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.student_confidence = NAN;
+	rc = config_aggregator(body, &c, err);
+	if (rc < 0)
+		return rc;
 	if ((rc = srv_json_int(body, "", "num_teachers", SRV_REQUIRED, 1, DPG_MAX_TEACHERS,
 			       &c.num_teachers, err)) < 0 ||
 	    (rc = srv_json_int(body, "", "num_classes", SRV_REQUIRED, 2, DPG_MAX_VOTE_CLASSES,
@@ -322,46 +391,13 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 	} else if (mech_discrete_laplace_scale(1.0 / c.gamma, &c.lap_num, &c.lap_den) < 0) {
 		return acct_error_set(err, ACCT_EINVAL, "/gamma", "1/gamma outside the sampler's range");
 	}
-	orders = json_object_get(body, "orders");
-	if (!orders) {
-		c.n_orders = sizeof(default_orders) / sizeof(default_orders[0]);
-		memcpy(c.orders, default_orders, sizeof(default_orders));
-	} else {
-		size_t n = json_array_size(orders);
-
-		if (!json_is_array(orders) || n < 1 || n > DPG_MAX_PATE_ORDERS)
-			return acct_error_set(err, ACCT_EINVAL, "/orders",
-					      "'orders' must be an array of 1 to %d orders", DPG_MAX_PATE_ORDERS);
-		for (size_t i = 0; i < n; i++) {
-			char ptr[32];
-
-			if ((rc = element_real(orders, "/orders", i, 1, DPG_MAX_RDP_ORDER, false,
-					       &c.orders[i], err)) < 0)
-				return rc;
-			snprintf(ptr, sizeof(ptr), "/orders/%zu", i);
-			if (!(c.orders[i] > 1))
-				return acct_error_set(err, ACCT_EINVAL, ptr, "order %zu must be above 1", i);
-		}
-		c.n_orders = n;
-	}
+	rc = config_orders(body, &c, err);
+	if (rc < 0)
+		return rc;
 	if (ret_norm) {
-		norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c.agg], "num_teachers",
-				 (json_int_t)c.num_teachers, "num_classes", (json_int_t)c.num_classes,
-				 "orders", real_array(c.orders, c.n_orders));
+		norm = config_json(&c);
 		if (!norm)
 			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		if (c.agg != AGG_LNMAX && c.agg != AGG_GNMAX) {
-			json_object_set_new(norm, "sigma1", json_real(c.sigma1));
-			json_object_set_new(norm, "threshold", json_real(c.threshold));
-		}
-		if (c.agg != AGG_LNMAX)
-			json_object_set_new(norm, "sigma2", json_real(c.sigma2));
-		if (c.agg == AGG_LNMAX)
-			json_object_set_new(norm, "gamma", json_real(c.gamma));
-		if (isfinite(c.student_confidence))
-			json_object_set_new(norm, "student_confidence", json_real(c.student_confidence));
-		if (c.delta_share > 0)
-			json_object_set_new(norm, "delta", json_real(c.delta_share));
 		*ret_norm = norm;
 	}
 	*cfg = c;
@@ -1086,9 +1122,104 @@ static bool try_replay(srv_request *req, srv_response *res, srv_spend *sp, uint8
 	return srv_spend_replayed(req, res, sp, reply_stored);
 }
 
-int srv_pate_session_queries(srv_request *req, srv_response *res)
+/*
+ * Reads the batch's note and queries into b (b->s set); the caller frees
+ * b's arrays and *ret_probs (the student's probabilities, interactive
+ * aggregator only) whether or not this succeeds.  On failure answers 400
+ * or 500 and returns -1.
+ */
+static int batch_read(srv_request *req, srv_response *res, struct batch *b, double **ret_probs,
+		      const char **ret_note)
 {
 	static const char *const keys[] = {"queries", "note", NULL};
+	const struct pate_cfg *c = &b->s->cfg;
+	size_t m = (size_t)c->num_classes;
+	double *probs = NULL;
+	const json_t *qs;
+	acct_error err;
+
+	acct_error_init(&err);
+	qs = json_object_get(req->body, "queries");
+	if (srv_json_only_keys(req->body, "", keys, &err) < 0 ||
+	    srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note,
+			    &err) < 0)
+		goto bad;
+	if (!json_is_array(qs) || json_array_size(qs) < 1 || json_array_size(qs) > DPG_MAX_PATE_BATCH) {
+		acct_error_set(&err, ACCT_EINVAL, "/queries",
+			       "'queries' must be an array of 1 to %d queries", DPG_MAX_PATE_BATCH);
+		goto bad;
+	}
+	b->n = json_array_size(qs);
+	b->m = m;
+	/* Queries given as predictions (one class index per teacher) are small
+	 * in the body but take m vote counts each here: n * m is bounded by
+	 * its own limit, before anything is allocated. */
+	if (b->n * m > DPG_MAX_PATE_BATCH_CELLS) {
+		acct_error_set(&err, ACCT_EINVAL, "/queries",
+			       "a batch holds at most %u queries x classes; with %zu classes, send "
+			       "at most %zu queries at once",
+			       DPG_MAX_PATE_BATCH_CELLS, m, (size_t)DPG_MAX_PATE_BATCH_CELLS / m);
+		goto bad;
+	}
+	b->votes = malloc(b->n * m * sizeof(*b->votes));
+	b->out = calloc(b->n, sizeof(*b->out));
+	b->dd = malloc(b->n * c->n_orders * sizeof(*b->dd));
+	if (c->agg == AGG_INTERACTIVE) {
+		probs = malloc(b->n * m * sizeof(*probs));
+		*ret_probs = probs;
+	}
+	if (!b->votes || !b->out || !b->dd || (c->agg == AGG_INTERACTIVE && !probs)) {
+		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+		return -1;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		if (parse_query(json_array_get(qs, i), i, c, &b->votes[i * m],
+				probs ? &probs[i * m] : NULL, &err) < 0)
+			goto bad;
+	}
+	return 0;
+bad:
+	srv_problem_from_error(res, &err);
+	return -1;
+}
+
+/*
+ * Charges the batch in one store transaction (batch_plan, batch_txn and
+ * batch_body run inside srv_store_spend) and answers: the stored reply,
+ * 409 when not even the first query fits, or the store's error.
+ */
+static void batch_spend(srv_request *req, srv_response *res, srv_spend *sp, struct batch *b,
+			srv_dataset *ds, const char *note)
+{
+	char *body = NULL;
+	int status = 0, rc;
+
+	b->sp = sp;
+	sp->kind = SRV_SPEND_CHARGE;
+	sp->dataset_id = ds->id;
+	sp->plan_fn = batch_plan;
+	sp->txn_fn = batch_txn;
+	sp->body_fn = batch_body;
+	sp->body_arg = b;
+	sp->note = note;
+	rc = srv_store_spend(req->db, sp, &status, &body, ds);
+	if (rc == SRV_OK || rc == SRV_REPLAYED) {
+		reply_stored(res, status, body);
+		body = NULL;
+	} else if (rc == SRV_CONFLICT) {
+		reply_nothing_fits(res, ds,
+				   "not even the first query fits the dataset's remaining privacy "
+				   "budget; nothing was answered or charged",
+				   json_pack("{s:I, s:I}", "requested", (json_int_t)b->n, "answered",
+					     (json_int_t)0));
+	} else {
+		srv_reply_store_error(res, rc, "no such dataset");
+	}
+	free(body);
+}
+
+int srv_pate_session_queries(srv_request *req, srv_response *res)
+{
 	uint8_t hash[32];
 	struct pate_session s;
 	struct query_events qe;
@@ -1097,12 +1228,10 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	acct_error err;
 	srv_spend sp;
 	mech_rng *rng = NULL;
-	const json_t *qs;
 	const char *note = NULL;
 	double *probs = NULL;
-	char *body = NULL;
 	size_t m;
-	int status = 0, rc;
+	int rc;
 
 	memset(&s, 0, sizeof(s));
 	memset(&qe, 0, sizeof(qe));
@@ -1116,44 +1245,10 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 		return 0;
 	}
 	m = (size_t)s.cfg.num_classes;
-	qs = json_object_get(req->body, "queries");
-	if ((rc = srv_json_only_keys(req->body, "", keys, &err)) < 0 ||
-	    (rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note,
-				  &err)) < 0)
-		goto bad;
-	if (!json_is_array(qs) || json_array_size(qs) < 1 || json_array_size(qs) > DPG_MAX_PATE_BATCH) {
-		acct_error_set(&err, ACCT_EINVAL, "/queries",
-			       "'queries' must be an array of 1 to %d queries", DPG_MAX_PATE_BATCH);
-		goto bad;
-	}
 	b.s = &s;
 	b.qe = &qe;
-	b.n = json_array_size(qs);
-	b.m = m;
-	/* Queries given as predictions (one class index per teacher) are small
-	 * in the body but take m vote counts each here: n * m is bounded by
-	 * its own limit, before anything is allocated. */
-	if (b.n * m > DPG_MAX_PATE_BATCH_CELLS) {
-		acct_error_set(&err, ACCT_EINVAL, "/queries",
-			       "a batch holds at most %u queries x classes; with %zu classes, send "
-			       "at most %zu queries at once",
-			       DPG_MAX_PATE_BATCH_CELLS, m, (size_t)DPG_MAX_PATE_BATCH_CELLS / m);
-		goto bad;
-	}
-	b.votes = malloc(b.n * m * sizeof(*b.votes));
-	b.out = calloc(b.n, sizeof(*b.out));
-	b.dd = malloc(b.n * s.cfg.n_orders * sizeof(*b.dd));
-	if (s.cfg.agg == AGG_INTERACTIVE)
-		probs = malloc(b.n * m * sizeof(*probs));
-	if (!b.votes || !b.out || !b.dd || (s.cfg.agg == AGG_INTERACTIVE && !probs)) {
-		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+	if (batch_read(req, res, &b, &probs, &note) < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < b.n; i++) {
-		if ((rc = parse_query(json_array_get(qs, i), i, &s.cfg, &b.votes[i * m],
-				      probs ? &probs[i * m] : NULL, &err)) < 0)
-			goto bad;
-	}
 	if (ds.archived) {
 		reply_nothing_fits(res, &ds, NULL, NULL);
 		goto out;
@@ -1170,27 +1265,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 				    &b.dd[i * s.cfg.n_orders], &err)) < 0)
 			goto bad;
 	}
-	b.sp = &sp;
-	sp.kind = SRV_SPEND_CHARGE;
-	sp.dataset_id = ds.id;
-	sp.plan_fn = batch_plan;
-	sp.txn_fn = batch_txn;
-	sp.body_fn = batch_body;
-	sp.body_arg = &b;
-	sp.note = note;
-	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		body = NULL;
-	} else if (rc == SRV_CONFLICT) {
-		reply_nothing_fits(res, &ds,
-				   "not even the first query fits the dataset's remaining privacy "
-				   "budget; nothing was answered or charged",
-				   json_pack("{s:I, s:I}", "requested", (json_int_t)b.n, "answered",
-					     (json_int_t)0));
-	} else {
-		srv_reply_store_error(res, rc, "no such dataset");
-	}
+	batch_spend(req, res, &sp, &b, &ds, note);
 	goto out;
 bad:
 	srv_problem_from_error(res, &err);
@@ -1201,7 +1276,6 @@ out:
 	free(b.out);
 	free(b.dd);
 	free(probs);
-	free(body);
 	query_events_clear(&qe);
 	session_clear(&s);
 	return 0;
@@ -1288,57 +1362,51 @@ static int release_event(double beta, double sigma, double delta, acct_event **r
 	return 0;
 }
 
-/*
- * f(D) at `order` and its smooth sensitivity (see the top of the file), from
- * the answered histograms as of one snapshot.
- */
-static int release_compute(srv_db *db, struct release *r, double *ret_f, double *ret_ss,
-			   acct_error *err)
+/* Reads the session's counters into r, inside the caller's read
+ * transaction. */
+static int release_counters(sqlite3 *h, struct release *r, acct_error *err)
 {
-	const struct pate_cfg *c = &r->s->cfg;
-	sqlite3 *h = srv__db_handle(db);
 	sqlite3_stmt *st = NULL;
-	acct_pate_workspace *ws = NULL;
-	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
-	double *ls = NULL, *ls_sum = NULL, *v = NULL, f = 0;
-	int rc = 0, step;
+	int rc = 0;
 
-	/* One read transaction: the counters and the rows agree. */
-	if (sqlite3_exec(h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 	if (sqlite3_prepare_v2(h, "SELECT checks, teacher_answers FROM pate_sessions WHERE id = ?1", -1,
-			       &st, NULL) != SQLITE_OK) {
-		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
-		goto out;
-	}
+			       &st, NULL) != SQLITE_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 	sqlite3_bind_text(st, 1, r->s->id, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the session vanished");
-		goto out;
+	} else {
+		r->checks = sqlite3_column_int64(st, 0);
+		r->answers = sqlite3_column_int64(st, 1);
 	}
-	r->checks = sqlite3_column_int64(st, 0);
-	r->answers = sqlite3_column_int64(st, 1);
 	sqlite3_finalize(st);
-	st = NULL;
-	if ((double)r->answers * (double)M > (double)DPG_MAX_PATE_RELEASE_WORK) {
-		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "",
-				    "%lld answers from %zu teachers exceed what one release analyses (%lld)",
-				    (long long)r->answers, M, (long long)DPG_MAX_PATE_RELEASE_WORK);
-		goto out;
-	}
-	ws = acct_pate_workspace_new(m, (int64_t)M);
-	ls = malloc(M * sizeof(*ls));
-	ls_sum = calloc(M, sizeof(*ls_sum));
-	v = malloc(m * sizeof(*v));
-	if (!ws || !ls || !ls_sum || !v) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
+	return rc;
+}
+
+/* Scratch for the scan of the answered histograms: m votes, and M local
+ * sensitivities (one per distance) and their running sums. */
+struct release_scratch {
+	acct_pate_workspace *ws;
+	double *ls, *ls_sum, *v;
+};
+
+/*
+ * Sums each stored answer's data-dependent RDP at r->order into *ret_f and
+ * its local sensitivities into x->ls_sum, inside the caller's read
+ * transaction.
+ */
+static int release_scan_answers(sqlite3 *h, const struct release *r, struct release_scratch *x,
+				double *ret_f, acct_error *err)
+{
+	const struct pate_cfg *c = &r->s->cfg;
+	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
+	sqlite3_stmt *st = NULL;
+	double f = 0;
+	int rc = 0, step;
+
 	if (sqlite3_prepare_v2(h, "SELECT votes FROM pate_answers WHERE session_id = ?1 ORDER BY id", -1,
-			       &st, NULL) != SQLITE_OK) {
-		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
-		goto out;
-	}
+			       &st, NULL) != SQLITE_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 	sqlite3_bind_text(st, 1, r->s->id, -1, SQLITE_STATIC);
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		const int32_t *blob = sqlite3_column_blob(st, 0);
@@ -1349,42 +1417,186 @@ static int release_compute(srv_db *db, struct release *r, double *ret_f, double 
 			goto out;
 		}
 		for (size_t j = 0; j < m; j++)
-			v[j] = (double)blob[j];
-		if ((rc = acct_pate_gnmax_logq(v, m, c->sigma2_used, &logq, err)) < 0 ||
-		    (rc = acct_pate_gnmax_rdp_ss(ws, logq, c->sigma2_used, r->order, &rdp, err)) < 0 ||
-		    (rc = acct_pate_gnmax_local_sensitivity(ws, v, m, (int64_t)M, c->sigma2_used, r->order,
-							    ls, err)) < 0)
+			x->v[j] = (double)blob[j];
+		if ((rc = acct_pate_gnmax_logq(x->v, m, c->sigma2_used, &logq, err)) < 0 ||
+		    (rc = acct_pate_gnmax_rdp_ss(x->ws, logq, c->sigma2_used, r->order, &rdp, err)) < 0 ||
+		    (rc = acct_pate_gnmax_local_sensitivity(x->ws, x->v, m, (int64_t)M, c->sigma2_used,
+							    r->order, x->ls, err)) < 0)
 			goto out;
 		f += rdp;
 		for (size_t d = 0; d < M; d++)
-			ls_sum[d] += ls[d];
+			x->ls_sum[d] += x->ls[d];
 	}
 	if (step != SQLITE_DONE) {
 		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 		goto out;
 	}
+	*ret_f = f;
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * f(D) at `order` and its smooth sensitivity (see the top of the file), from
+ * the answered histograms as of one snapshot.
+ */
+static int release_compute(srv_db *db, struct release *r, double *ret_f, double *ret_ss,
+			   acct_error *err)
+{
+	const struct pate_cfg *c = &r->s->cfg;
+	sqlite3 *h = srv__db_handle(db);
+	struct release_scratch x = { NULL, NULL, NULL, NULL };
+	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
+	double f = 0;
+	int rc = 0;
+
+	/* One read transaction: the counters and the rows agree. */
+	if (sqlite3_exec(h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
+	rc = release_counters(h, r, err);
+	if (rc < 0)
+		goto out;
+	if ((double)r->answers * (double)M > (double)DPG_MAX_PATE_RELEASE_WORK) {
+		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "",
+				    "%lld answers from %zu teachers exceed what one release analyses (%lld)",
+				    (long long)r->answers, M, (long long)DPG_MAX_PATE_RELEASE_WORK);
+		goto out;
+	}
+	x.ws = acct_pate_workspace_new(m, (int64_t)M);
+	x.ls = malloc(M * sizeof(*x.ls));
+	x.ls_sum = calloc(M, sizeof(*x.ls_sum));
+	x.v = malloc(m * sizeof(*x.v));
+	if (!x.ws || !x.ls || !x.ls_sum || !x.v) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	rc = release_scan_answers(h, r, &x, &f, err);
+	if (rc < 0)
+		goto out;
 	/* The checks at their data-independent bound (no sensitivity). */
 	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
 		f += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
 	*ret_f = f;
-	*ret_ss = acct_pate_smooth_sensitivity(r->beta, ls_sum, M);
+	*ret_ss = acct_pate_smooth_sensitivity(r->beta, x.ls_sum, M);
 	r->rdp_independent = (double)r->answers * r->order / (c->sigma2_used * c->sigma2_used);
 	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
 		r->rdp_independent += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
 	rc = 0;
 out:
-	sqlite3_finalize(st);
 	sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
-	acct_pate_workspace_free(ws);
-	free(ls);
-	free(ls_sum);
-	free(v);
+	acct_pate_workspace_free(x.ws);
+	free(x.ls);
+	free(x.ls_sum);
+	free(x.v);
 	return rc;
+}
+
+/* Reads the release request's parameters into r and *ret_note, and the
+ * RDP of the release itself at r->order into r->rdp_release. */
+static int release_read(const json_t *body, struct release *r, const char **ret_note,
+			acct_error *err)
+{
+	static const char *const keys[] = {"beta", "sigma", "order", "delta", "note", NULL};
+	int rc;
+
+	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5, &r->beta,
+				err)) < 0 ||
+	    (rc = srv_json_real(body, "", "sigma", SRV_REQUIRED, GNSS_MIN_SIGMA, GNSS_MAX_SIGMA,
+				&r->sigma, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "order", SRV_REQUIRED | SRV_LO_OPEN, 1,
+				DPG_MAX_RDP_ORDER, &r->order, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "delta", SRV_REQUIRED | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1,
+				&r->delta, err)) < 0 ||
+	    (rc = srv_json_string(body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note,
+				  err)) < 0 ||
+	    (rc = acct_pate_gnss_rdp(r->beta + GNSS_BETA_SLACK, r->sigma, r->order, &r->rdp_release,
+				     err)) < 0)
+		return rc;
+	return 0;
+}
+
+/*
+ * The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian noise
+ * on a grid; its own event is not used, the release is priced by
+ * Theorem 23 above.  Nothing after release_compute may depend on the
+ * data except the value itself: not an error (answered before any
+ * charge, it would release what was computed) and not the grid (the
+ * last bits of an output on a grid chosen from SS name the grid, and so
+ * a range of SS).  So, with B = r->rdp_independent, a public bound on f
+ * and on its local sensitivity at every distance (each answer's RDP is
+ * in [0, order / sigma2^2]):
+ *  - the grid g is chosen from the public scale 2^8 B sigma;
+ *  - f is clamped to [0, B] and rounded down to the grid: the function
+ *    released has local sensitivity at most LS_f + g at any distance;
+ *  - S = max(SS_beta + g, 2^-8 B).  SS_beta + g is a beta-smooth upper
+ *    bound on that, and so is its max with a constant (S >= LS, and
+ *    S(x) <= e^beta S(y) for neighbours; Nissim, Raskhodnikova, Smith
+ *    2007, Def. 2.1).  With g <= 2^-11 B sigma <= 32 B (sigma <= 2^16),
+ *    S sigma / g then lies in [8, 2^20] units whatever the data;
+ *  - the sampler rounds S sigma up by a factor below 1 + 2^-23, which
+ *    keeps the bound and makes it (beta + 2^-23)-smooth: the release is
+ *    priced at beta + 2^-22.
+ * (Earlier, a scale below the sampler's reach answered 400 and read SS
+ * for free, and a grid taken from SS sigma showed in the output.)
+ */
+static int release_scale(const struct release *r, double *fval, double ss, int *ret_shift,
+			 double *ret_scale, acct_error *err)
+{
+	double bound = r->rdp_independent > 0 ? r->rdp_independent : 1.0;
+	int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r->sigma);
+	double g = ldexp(1.0, -shift), scale;
+
+	if (!(*fval <= bound))
+		*fval = bound;
+	if (!(*fval >= 0))
+		*fval = 0;
+	scale = fmax(ss + g, GNSS_FLOOR * bound) * r->sigma;
+	if (!(ss >= 0 && scale <= GNSS_GRID_HEADROOM * bound * r->sigma))
+		/* never: SS <= B and g <= 32 B */
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
+	*ret_shift = shift;
+	*ret_scale = scale;
+	return 0;
+}
+
+/*
+ * Charges the release in one store transaction (release_txn and
+ * release_body run inside srv_store_spend) and answers: the stored reply,
+ * 409 when it does not fit, or the store's error.
+ */
+static void release_spend(srv_request *req, srv_response *res, srv_spend *sp, struct release *r,
+			  srv_dataset *ds, const acct_cost *cost, const char *note)
+{
+	char *body = NULL;
+	int status = 0, rc;
+
+	sp->kind = SRV_SPEND_CHARGE;
+	sp->dataset_id = ds->id;
+	sp->event = r->event;
+	sp->cost = cost;
+	sp->txn_fn = release_txn;
+	sp->body_fn = release_body;
+	sp->body_arg = r;
+	sp->note = note;
+	rc = srv_store_spend(req->db, sp, &status, &body, ds);
+	if (rc == SRV_OK || rc == SRV_REPLAYED) {
+		reply_stored(res, status, body);
+		body = NULL;
+	} else if (rc == SRV_CONFLICT) {
+		reply_nothing_fits(res, ds,
+				   "the release does not fit the dataset's remaining privacy budget; "
+				   "nothing was released or charged", NULL);
+	} else {
+		srv_reply_store_error(res, rc, "no such dataset");
+	}
+	free(body);
 }
 
 int srv_pate_session_release(srv_request *req, srv_response *res)
 {
-	static const char *const keys[] = {"beta", "sigma", "order", "delta", "note", NULL};
 	uint8_t hash[32];
 	struct pate_session s;
 	struct release r;
@@ -1394,11 +1606,9 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	acct_cost cost;
 	srv_spend sp;
 	mech_rng *rng = NULL;
-	acct_event *noise_event = NULL;
 	const char *note = NULL;
-	char *body = NULL;
-	double fval = 0, ss = 0;
-	int status = 0, rc;
+	double fval = 0, ss = 0, scale = 0;
+	int shift = 0, rc;
 
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
@@ -1411,19 +1621,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 		return 0;
 	}
 	r.s = &s;
-	if ((rc = srv_json_only_keys(req->body, "", keys, &err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5, &r.beta,
-				&err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "sigma", SRV_REQUIRED, GNSS_MIN_SIGMA, GNSS_MAX_SIGMA,
-				&r.sigma, &err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "order", SRV_REQUIRED | SRV_LO_OPEN, 1,
-				DPG_MAX_RDP_ORDER, &r.order, &err)) < 0 ||
-	    (rc = srv_json_real(req->body, "", "delta", SRV_REQUIRED | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1,
-				&r.delta, &err)) < 0 ||
-	    (rc = srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &note,
-				  &err)) < 0 ||
-	    (rc = acct_pate_gnss_rdp(r.beta + GNSS_BETA_SLACK, r.sigma, r.order, &r.rdp_release,
-				     &err)) < 0)
+	if ((rc = release_read(req->body, &r, &note, &err)) < 0)
 		goto bad;
 	if (s.cfg.agg == AGG_LNMAX) {
 		acct_error_set(&err, ACCT_EUNSUPPORTED, "",
@@ -1442,81 +1640,24 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 		goto bad;
 	if ((rc = release_compute(req->db, &r, &fval, &ss, &err)) < 0)
 		goto bad;
-	/*
-	 * The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian noise
-	 * on a grid; its own event is not used, the release is priced by
-	 * Theorem 23 above.  Nothing after release_compute may depend on the
-	 * data except the value itself: not an error (answered before any
-	 * charge, it would release what was computed) and not the grid (the
-	 * last bits of an output on a grid chosen from SS name the grid, and so
-	 * a range of SS).  So, with B = r.rdp_independent, a public bound on f
-	 * and on its local sensitivity at every distance (each answer's RDP is
-	 * in [0, order / sigma2^2]):
-	 *  - the grid g is chosen from the public scale 2^8 B sigma;
-	 *  - f is clamped to [0, B] and rounded down to the grid: the function
-	 *    released has local sensitivity at most LS_f + g at any distance;
-	 *  - S = max(SS_beta + g, 2^-8 B).  SS_beta + g is a beta-smooth upper
-	 *    bound on that, and so is its max with a constant (S >= LS, and
-	 *    S(x) <= e^beta S(y) for neighbours; Nissim, Raskhodnikova, Smith
-	 *    2007, Def. 2.1).  With g <= 2^-11 B sigma <= 32 B (sigma <= 2^16),
-	 *    S sigma / g then lies in [8, 2^20] units whatever the data;
-	 *  - the sampler rounds S sigma up by a factor below 1 + 2^-23, which
-	 *    keeps the bound and makes it (beta + 2^-23)-smooth: the release is
-	 *    priced at beta + 2^-22.
-	 * (Earlier, a scale below the sampler's reach answered 400 and read SS
-	 * for free, and a grid taken from SS sigma showed in the output.)
-	 */
-	{
-		double bound = r.rdp_independent > 0 ? r.rdp_independent : 1.0;
-		int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r.sigma);
-		double g = ldexp(1.0, -shift), scale;
-
-		if (!(fval <= bound))
-			fval = bound;
-		if (!(fval >= 0))
-			fval = 0;
-		scale = fmax(ss + g, GNSS_FLOOR * bound) * r.sigma;
-		if (!(ss >= 0 && scale <= GNSS_GRID_HEADROOM * bound * r.sigma)) {
-			/* never: SS <= B and g <= 32 B */
-			acct_error_set(&err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
-			goto bad;
-		}
-		rng = srv_release_rng(res);
-		if (!rng)
-			goto out;
-		if (mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
-			acct_error_init(&err);
-			acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
-			goto bad;
-		}
+	/* From here on only the value depends on the data (see release_scale). */
+	if (release_scale(&r, &fval, ss, &shift, &scale, &err) < 0)
+		goto bad;
+	rng = srv_release_rng(res);
+	if (!rng)
+		goto out;
+	if (mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
+		acct_error_init(&err);
+		acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
+		goto bad;
 	}
-	sp.kind = SRV_SPEND_CHARGE;
-	sp.dataset_id = ds.id;
-	sp.event = r.event;
-	sp.cost = &cost;
-	sp.txn_fn = release_txn;
-	sp.body_fn = release_body;
-	sp.body_arg = &r;
-	sp.note = note;
-	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		body = NULL;
-	} else if (rc == SRV_CONFLICT) {
-		reply_nothing_fits(res, &ds,
-				   "the release does not fit the dataset's remaining privacy budget; "
-				   "nothing was released or charged", NULL);
-	} else {
-		srv_reply_store_error(res, rc, "no such dataset");
-	}
+	release_spend(req, res, &sp, &r, &ds, &cost, note);
 	goto out;
 bad:
 	srv_problem_from_error(res, &err);
 out:
 	mech_rng_free(rng);
-	acct_event_free(noise_event);
 	acct_event_free(r.event);
-	free(body);
 	session_clear(&s);
 	return 0;
 }
