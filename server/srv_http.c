@@ -914,6 +914,171 @@ static struct conn_sock *conn_sock_of(struct MHD_Connection *conn)
 	return ci ? ci->socket_context : NULL;
 }
 
+/*
+ * The first call for a request: its conn_state, made from what on_uri
+ * marked in *con_cls, which then points to it.  NULL when out of memory,
+ * *con_cls untouched.
+ */
+static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *conn,
+					 const char *url, const char *method, const char *version,
+					 void **con_cls)
+{
+	struct conn_state *cs = calloc(1, sizeof(*cs));
+	const char *connection;
+	struct conn_sock *sock;
+	size_t ul;
+
+	if (!cs)
+		return NULL;
+	cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
+	cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
+	cs->long_target = *con_cls == (const void *)&long_target_mark;
+	*con_cls = cs;
+	atomic_fetch_add(&ctx->in_flight, 1);
+	clock_gettime(CLOCK_MONOTONIC, &cs->start);
+	connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
+	cs->keep_alive = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+			 !(connection && strcasestr(connection, "close"));
+	cs->route = -1;
+	sock = conn_sock_of(conn);
+	cs->conns = ctx->conns;
+	cs->waiting = sock ? sock->waiting : NULL;
+	srv_conns_headers_in(cs->conns, cs->waiting);
+	srv_strcopy(cs->method, sizeof(cs->method), method);
+	srv_strcopy(cs->path, sizeof(cs->path), url);
+	ul = strlen(url);
+	/* Only PUT /v1/datasets/{id}/data takes a table. */
+	cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 && strcmp(url + ul - 5, "/data") == 0) ?
+			    DPG_MAX_CSV_BYTES :
+			    DPG_MAX_BODY_BYTES;
+	return cs;
+}
+
+/*
+ * The checks on a request's head, made once, before any of its body is
+ * read.  Returns send_response()'s result when the request is answered
+ * here, MHD_YES when its body is to be read.
+ */
+static enum MHD_Result request_head(srv_ctx *ctx, struct MHD_Connection *conn,
+				    struct conn_state *cs, const char *method, const char *url)
+{
+	srv_response res;
+	const char *cl;
+
+	/* A request line or header that cannot be read one way only, and
+	 * refused framing, are answered at once, before any body is
+	 * read, and the connection closed (RFC 9112, 3 and 6.3). */
+	if (cs->nul_in_target) {
+		memset(&res, 0, sizeof(res));
+		res.close = true;
+		srv_problem(&res, 400, NULL, "the request target holds a NUL byte", NULL, NULL);
+		return send_response(conn, cs, &res);
+	}
+	if (header_names_refused(conn, &res) || framing_refused(conn, &res))
+		return send_response(conn, cs, &res);
+	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+	if (cl) {
+		char *end;
+		unsigned long long n = strtoull(cl, &end, 10);
+
+		if (*end != '\0' || n > cs->limit)
+			cs->too_large = true;
+	}
+	if (cs->long_target || strlen(url) > DPG_MAX_URL_BYTES) {
+		char detail[96];
+
+		snprintf(detail, sizeof(detail),
+			 "the request target (path and query) is longer than %u bytes",
+			 (unsigned)DPG_MAX_URL_BYTES);
+		memset(&res, 0, sizeof(res));
+		srv_problem(&res, 414, "URI too long", detail, NULL, NULL);
+		return send_response(conn, cs, &res);
+	}
+	if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
+	    header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) {
+		if (refused_before_body(ctx, conn, cs, method, url, &res))
+			return send_response(conn, cs, &res);
+		/* Admitted before its body is read: served from here
+		 * on; its pace is the body timeout's to bound (and the
+		 * address limit's). */
+		srv_conns_serving(cs->conns, cs->waiting);
+	}
+	/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
+	 * client, still sending, reads the 413 rather than a reset; a
+	 * larger one is answered at once and the connection closed.  A
+	 * client that sent Expect: 100-continue has sent no body yet: it
+	 * gets the 413 at once instead of 100 Continue (RFC 9110, 10.1.1). */
+	if (cs->too_large && cl &&
+	    (strtoull(cl, NULL, 10) > DRAIN_MAX_BYTES || expects_continue(conn))) {
+		memset(&res, 0, sizeof(res));
+		res.close = true;
+		srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
+			    NULL, NULL);
+		return send_response(conn, cs, &res);
+	}
+	return MHD_YES;
+}
+
+/* Appends `n` bytes of body to cs->buf and keeps it NUL-terminated,
+ * doubling its capacity from 4 KiB.  False when out of memory. */
+static bool body_append(struct conn_state *cs, const char *data, size_t n)
+{
+	if (cs->len + n + 1 > cs->cap) {
+		size_t cap = cs->cap ? cs->cap : 4096;
+		char *nb;
+
+		while (cap < cs->len + n + 1)
+			cap *= 2;
+		nb = realloc(cs->buf, cap);
+		if (!nb)
+			return false;
+		cs->buf = nb;
+		cs->cap = cap;
+	}
+	memcpy(cs->buf + cs->len, data, n);
+	cs->len += n;
+	cs->buf[cs->len] = '\0';
+	return true;
+}
+
+/*
+ * One piece of a request's body, `n` bytes at `data`: kept, or counted
+ * and dropped once the body is known to be too large.  Returns MHD_NO to
+ * cut the connection, send_response()'s result when the drained bytes
+ * pass DRAIN_MAX_BYTES, MHD_YES to read on.
+ */
+static enum MHD_Result body_piece(srv_ctx *ctx, struct MHD_Connection *conn,
+				  struct conn_state *cs, const char *data, size_t n)
+{
+	srv_response res;
+
+	/* A body still arriving past the deadline: the connection is cut
+	 * (libmicrohttpd 0.9.75 takes no answer while a body arrives).
+	 * The idle timeout alone let one byte every 29 s hold it for ever. */
+	if (ctx->body_timeout_s > 0 &&
+	    srv_seconds_since(&cs->start) > (double)ctx->body_timeout_s) {
+		cs->status = 0;
+		return MHD_NO;
+	}
+	if (!cs->too_large && cs->len + n > cs->limit) {
+		cs->too_large = true;
+		free(cs->buf);
+		cs->buf = NULL;
+		cs->len = cs->cap = 0;
+	}
+	if (cs->too_large) {
+		cs->drained += n;
+		if (cs->drained > DRAIN_MAX_BYTES) {
+			memset(&res, 0, sizeof(res));
+			srv_problem(&res, 413, NULL,
+				    "the request body is larger than this route accepts", NULL, NULL);
+			return send_response(conn, cs, &res);
+		}
+		return MHD_YES;
+	}
+	return body_append(cs, data, n) ? MHD_YES : MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -923,90 +1088,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	srv_response res;
 
 	if (!cs || is_mark(cs)) {
-		const char *cl, *connection;
-
-		cs = calloc(1, sizeof(*cs));
+		cs = conn_state_new(ctx, conn, url, method, version, con_cls);
 		if (!cs)
 			return MHD_NO;
-		cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
-		cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
-		cs->long_target = *con_cls == (const void *)&long_target_mark;
-		*con_cls = cs;
-		atomic_fetch_add(&ctx->in_flight, 1);
-		clock_gettime(CLOCK_MONOTONIC, &cs->start);
-		connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
-		cs->keep_alive = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
-				 !(connection && strcasestr(connection, "close"));
-		cs->route = -1;
-		{
-			struct conn_sock *sock = conn_sock_of(conn);
-
-			cs->conns = ctx->conns;
-			cs->waiting = sock ? sock->waiting : NULL;
-			srv_conns_headers_in(cs->conns, cs->waiting);
-		}
-		srv_strcopy(cs->method, sizeof(cs->method), method);
-		srv_strcopy(cs->path, sizeof(cs->path), url);
-		{
-			size_t ul = strlen(url);
-
-			/* Only PUT /v1/datasets/{id}/data takes a table. */
-			cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 &&
-				     strcmp(url + ul - 5, "/data") == 0) ? DPG_MAX_CSV_BYTES :
-									   DPG_MAX_BODY_BYTES;
-		}
-		/* A request line or header that cannot be read one way only, and
-		 * refused framing, are answered at once, before any body is
-		 * read, and the connection closed (RFC 9112, 3 and 6.3). */
-		if (cs->nul_in_target) {
-			memset(&res, 0, sizeof(res));
-			res.close = true;
-			srv_problem(&res, 400, NULL, "the request target holds a NUL byte", NULL, NULL);
-			return send_response(conn, cs, &res);
-		}
-		if (header_names_refused(conn, &res) || framing_refused(conn, &res))
-			return send_response(conn, cs, &res);
-		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-		if (cl) {
-			char *end;
-			unsigned long long n = strtoull(cl, &end, 10);
-
-			if (*end != '\0' || n > cs->limit)
-				cs->too_large = true;
-		}
-		if (cs->long_target || strlen(url) > DPG_MAX_URL_BYTES) {
-			char detail[96];
-
-			snprintf(detail, sizeof(detail),
-				 "the request target (path and query) is longer than %u bytes",
-				 (unsigned)DPG_MAX_URL_BYTES);
-			memset(&res, 0, sizeof(res));
-			srv_problem(&res, 414, "URI too long", detail, NULL, NULL);
-			return send_response(conn, cs, &res);
-		}
-		if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
-		    header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) {
-			if (refused_before_body(ctx, conn, cs, method, url, &res))
-				return send_response(conn, cs, &res);
-			/* Admitted before its body is read: served from here
-			 * on; its pace is the body timeout's to bound (and the
-			 * address limit's). */
-			srv_conns_serving(cs->conns, cs->waiting);
-		}
-		/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
-		 * client, still sending, reads the 413 rather than a reset; a
-		 * larger one is answered at once and the connection closed.  A
-		 * client that sent Expect: 100-continue has sent no body yet: it
-		 * gets the 413 at once instead of 100 Continue (RFC 9110, 10.1.1). */
-		if (cs->too_large && cl &&
-		    (strtoull(cl, NULL, 10) > DRAIN_MAX_BYTES || expects_continue(conn))) {
-			memset(&res, 0, sizeof(res));
-			res.close = true;
-			srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
-				    NULL, NULL);
-			return send_response(conn, cs, &res);
-		}
-		return MHD_YES;
+		return request_head(ctx, conn, cs, method, url);
 	}
 	if (cs->replied) {
 		*upload_data_size = 0;
@@ -1016,46 +1101,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		size_t n = *upload_data_size;
 
 		*upload_data_size = 0;
-		/* A body still arriving past the deadline: the connection is cut
-		 * (libmicrohttpd 0.9.75 takes no answer while a body arrives).
-		 * The idle timeout alone let one byte every 29 s hold it for ever. */
-		if (ctx->body_timeout_s > 0 &&
-		    srv_seconds_since(&cs->start) > (double)ctx->body_timeout_s) {
-			cs->status = 0;
-			return MHD_NO;
-		}
-		if (!cs->too_large && cs->len + n > cs->limit) {
-			cs->too_large = true;
-			free(cs->buf);
-			cs->buf = NULL;
-			cs->len = cs->cap = 0;
-		}
-		if (cs->too_large) {
-			cs->drained += n;
-			if (cs->drained > DRAIN_MAX_BYTES) {
-				memset(&res, 0, sizeof(res));
-				srv_problem(&res, 413, NULL,
-					    "the request body is larger than this route accepts", NULL, NULL);
-				return send_response(conn, cs, &res);
-			}
-			return MHD_YES;
-		}
-		if (cs->len + n + 1 > cs->cap) {
-			size_t cap = cs->cap ? cs->cap : 4096;
-			char *nb;
-
-			while (cap < cs->len + n + 1)
-				cap *= 2;
-			nb = realloc(cs->buf, cap);
-			if (!nb)
-				return MHD_NO;
-			cs->buf = nb;
-			cs->cap = cap;
-		}
-		memcpy(cs->buf + cs->len, upload_data, n);
-		cs->len += n;
-		cs->buf[cs->len] = '\0';
-		return MHD_YES;
+		return body_piece(ctx, conn, cs, upload_data, n);
 	}
 	memset(&res, 0, sizeof(res));
 	/* The whole request is in: it is served from here on. */
