@@ -1192,10 +1192,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 }
 
-int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
+/*
+ * Starts libmicrohttpd on `addr` with `threads` workers and this file's
+ * callbacks.  Returns the daemon, or NULL with errno set by the failure.
+ */
+static struct MHD_Daemon *start_daemon(srv_ctx *ctx, struct sockaddr_in *addr, unsigned port,
+				       unsigned threads)
 {
-	struct sockaddr_in addr;
-	struct MHD_Daemon *d;
 	/* A pool of `threads` workers; with 1, libmicrohttpd's one internal
 	 * thread and no pool option at all (a size of 0 or 1 is ignored with a
 	 * warning on stderr, among the JSON log lines). */
@@ -1203,10 +1206,75 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		{threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
 		{MHD_OPTION_END, 0, NULL},
 	};
+
+	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
+	 * second server bind the same port and take half the connections.
+	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
+	 * while old connections sit in TIME_WAIT; an address in use fails here. */
+	/* poll, not epoll: libmicrohttpd 0.9.75 (Debian 12) quiesces a pool of
+	 * epoll workers by taking the listening socket out of each worker's
+	 * epoll set from this thread, while a worker that wakes meanwhile takes
+	 * it out too; the second epoll_ctl fails and the library aborts
+	 * ("Failed to remove listen FD from epoll set").  A poll worker leaves
+	 * the socket out of its next poll set when told through its ITC, with
+	 * no such race.  The sets are small: a worker polls its own connections
+	 * and the listening socket. */
+	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+				(uint16_t)port, NULL, NULL, on_request, ctx,
+				/* first, so that it gets the messages of the options below */
+				MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+				MHD_OPTION_ARRAY, pool,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, ctx->max_conns_per_ip,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, ctx,
+				MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+				MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
+				MHD_OPTION_END);
+}
+
+/*
+ * The graceful stop after a signal: no new connection is accepted, the
+ * requests in flight get up to SHUTDOWN_GRACE_S to finish, then the
+ * daemon and the connection sweeper are stopped and freed.
+ */
+static void stop_daemon(srv_ctx *ctx, struct MHD_Daemon *d)
+{
+	MHD_socket listen_fd;
+
+	/* Stop accepting; let in-flight requests finish. */
+	atomic_store(&ctx->stopping, true);
+	listen_fd = MHD_quiesce_daemon(d);
+	/* shutdown, not close: new connections are refused at once, but the
+	 * descriptor stays ours until libmicrohttpd's threads, which drop it
+	 * from their poll sets after the quiesce, have stopped; closed here,
+	 * its number could be reused under them (ThreadSanitizer saw the
+	 * close race their use of it with --threads 1). */
+	if (listen_fd != MHD_INVALID_SOCKET)
+		shutdown(listen_fd, SHUT_RDWR);
+	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+	}
+	MHD_stop_daemon(d);
+	/* After libmicrohttpd: every connection it had is closed and removed. */
+	srv_conns_free(ctx->conns);
+	ctx->conns = NULL;
+	if (listen_fd != MHD_INVALID_SOCKET)
+		close(listen_fd);
+}
+
+int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
+{
+	struct sockaddr_in addr;
+	struct MHD_Daemon *d;
 	const union MHD_DaemonInfo *info;
 	sigset_t set;
 	int sig = 0;
-	MHD_socket listen_fd;
 
 	memset(&addr, 0, sizeof(addr));
 	addr.sin_family = AF_INET;
@@ -1229,33 +1297,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
 		return 1;
 	}
-	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
-	 * second server bind the same port and take half the connections.
-	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
-	 * while old connections sit in TIME_WAIT; an address in use fails here. */
-	/* poll, not epoll: libmicrohttpd 0.9.75 (Debian 12) quiesces a pool of
-	 * epoll workers by taking the listening socket out of each worker's
-	 * epoll set from this thread, while a worker that wakes meanwhile takes
-	 * it out too; the second epoll_ctl fails and the library aborts
-	 * ("Failed to remove listen FD from epoll set").  A poll worker leaves
-	 * the socket out of its next poll set when told through its ITC, with
-	 * no such race.  The sets are small: a worker polls its own connections
-	 * and the listening socket. */
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-			     (uint16_t)port, NULL, NULL, on_request, ctx,
-			     /* first, so that it gets the messages of the options below */
-			     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-			     MHD_OPTION_ARRAY, pool,
-			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
-			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
-			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, ctx->max_conns_per_ip,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
-			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
-			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, ctx,
-			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-			     MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
-			     MHD_OPTION_END);
+	d = start_daemon(ctx, &addr, port, threads);
 	if (!d) {
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
 		srv_conns_free(ctx->conns);
@@ -1273,27 +1315,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 
 	sigwait(&set, &sig);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"shutting down\",\"signal\":%d}\n", sig);
-	/* Stop accepting; let in-flight requests finish. */
-	atomic_store(&ctx->stopping, true);
-	listen_fd = MHD_quiesce_daemon(d);
-	/* shutdown, not close: new connections are refused at once, but the
-	 * descriptor stays ours until libmicrohttpd's threads, which drop it
-	 * from their poll sets after the quiesce, have stopped; closed here,
-	 * its number could be reused under them (ThreadSanitizer saw the
-	 * close race their use of it with --threads 1). */
-	if (listen_fd != MHD_INVALID_SOCKET)
-		shutdown(listen_fd, SHUT_RDWR);
-	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
-		struct timespec ts = {0, 10 * 1000 * 1000};
-
-		nanosleep(&ts, NULL);
-	}
-	MHD_stop_daemon(d);
-	/* After libmicrohttpd: every connection it had is closed and removed. */
-	srv_conns_free(ctx->conns);
-	ctx->conns = NULL;
-	if (listen_fd != MHD_INVALID_SOCKET)
-		close(listen_fd);
+	stop_daemon(ctx, d);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");
 	return 0;
 }
