@@ -914,6 +914,171 @@ static struct conn_sock *conn_sock_of(struct MHD_Connection *conn)
 	return ci ? ci->socket_context : NULL;
 }
 
+/*
+ * The first call for a request: its conn_state, made from what on_uri
+ * marked in *con_cls, which then points to it.  NULL when out of memory,
+ * *con_cls untouched.
+ */
+static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *conn,
+					 const char *url, const char *method, const char *version,
+					 void **con_cls)
+{
+	struct conn_state *cs = calloc(1, sizeof(*cs));
+	const char *connection;
+	struct conn_sock *sock;
+	size_t ul;
+
+	if (!cs)
+		return NULL;
+	cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
+	cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
+	cs->long_target = *con_cls == (const void *)&long_target_mark;
+	*con_cls = cs;
+	atomic_fetch_add(&ctx->in_flight, 1);
+	clock_gettime(CLOCK_MONOTONIC, &cs->start);
+	connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
+	cs->keep_alive = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+			 !(connection && strcasestr(connection, "close"));
+	cs->route = -1;
+	sock = conn_sock_of(conn);
+	cs->conns = ctx->conns;
+	cs->waiting = sock ? sock->waiting : NULL;
+	srv_conns_headers_in(cs->conns, cs->waiting);
+	srv_strcopy(cs->method, sizeof(cs->method), method);
+	srv_strcopy(cs->path, sizeof(cs->path), url);
+	ul = strlen(url);
+	/* Only PUT /v1/datasets/{id}/data takes a table. */
+	cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 && strcmp(url + ul - 5, "/data") == 0) ?
+			    DPG_MAX_CSV_BYTES :
+			    DPG_MAX_BODY_BYTES;
+	return cs;
+}
+
+/*
+ * The checks on a request's head, made once, before any of its body is
+ * read.  Returns send_response()'s result when the request is answered
+ * here, MHD_YES when its body is to be read.
+ */
+static enum MHD_Result request_head(srv_ctx *ctx, struct MHD_Connection *conn,
+				    struct conn_state *cs, const char *method, const char *url)
+{
+	srv_response res;
+	const char *cl;
+
+	/* A request line or header that cannot be read one way only, and
+	 * refused framing, are answered at once, before any body is
+	 * read, and the connection closed (RFC 9112, 3 and 6.3). */
+	if (cs->nul_in_target) {
+		memset(&res, 0, sizeof(res));
+		res.close = true;
+		srv_problem(&res, 400, NULL, "the request target holds a NUL byte", NULL, NULL);
+		return send_response(conn, cs, &res);
+	}
+	if (header_names_refused(conn, &res) || framing_refused(conn, &res))
+		return send_response(conn, cs, &res);
+	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+	if (cl) {
+		char *end;
+		unsigned long long n = strtoull(cl, &end, 10);
+
+		if (*end != '\0' || n > cs->limit)
+			cs->too_large = true;
+	}
+	if (cs->long_target || strlen(url) > DPG_MAX_URL_BYTES) {
+		char detail[96];
+
+		snprintf(detail, sizeof(detail),
+			 "the request target (path and query) is longer than %u bytes",
+			 (unsigned)DPG_MAX_URL_BYTES);
+		memset(&res, 0, sizeof(res));
+		srv_problem(&res, 414, "URI too long", detail, NULL, NULL);
+		return send_response(conn, cs, &res);
+	}
+	if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
+	    header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) {
+		if (refused_before_body(ctx, conn, cs, method, url, &res))
+			return send_response(conn, cs, &res);
+		/* Admitted before its body is read: served from here
+		 * on; its pace is the body timeout's to bound (and the
+		 * address limit's). */
+		srv_conns_serving(cs->conns, cs->waiting);
+	}
+	/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
+	 * client, still sending, reads the 413 rather than a reset; a
+	 * larger one is answered at once and the connection closed.  A
+	 * client that sent Expect: 100-continue has sent no body yet: it
+	 * gets the 413 at once instead of 100 Continue (RFC 9110, 10.1.1). */
+	if (cs->too_large && cl &&
+	    (strtoull(cl, NULL, 10) > DRAIN_MAX_BYTES || expects_continue(conn))) {
+		memset(&res, 0, sizeof(res));
+		res.close = true;
+		srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
+			    NULL, NULL);
+		return send_response(conn, cs, &res);
+	}
+	return MHD_YES;
+}
+
+/* Appends `n` bytes of body to cs->buf and keeps it NUL-terminated,
+ * doubling its capacity from 4 KiB.  False when out of memory. */
+static bool body_append(struct conn_state *cs, const char *data, size_t n)
+{
+	if (cs->len + n + 1 > cs->cap) {
+		size_t cap = cs->cap ? cs->cap : 4096;
+		char *nb;
+
+		while (cap < cs->len + n + 1)
+			cap *= 2;
+		nb = realloc(cs->buf, cap);
+		if (!nb)
+			return false;
+		cs->buf = nb;
+		cs->cap = cap;
+	}
+	memcpy(cs->buf + cs->len, data, n);
+	cs->len += n;
+	cs->buf[cs->len] = '\0';
+	return true;
+}
+
+/*
+ * One piece of a request's body, `n` bytes at `data`: kept, or counted
+ * and dropped once the body is known to be too large.  Returns MHD_NO to
+ * cut the connection, send_response()'s result when the drained bytes
+ * pass DRAIN_MAX_BYTES, MHD_YES to read on.
+ */
+static enum MHD_Result body_piece(srv_ctx *ctx, struct MHD_Connection *conn,
+				  struct conn_state *cs, const char *data, size_t n)
+{
+	srv_response res;
+
+	/* A body still arriving past the deadline: the connection is cut
+	 * (libmicrohttpd 0.9.75 takes no answer while a body arrives).
+	 * The idle timeout alone let one byte every 29 s hold it for ever. */
+	if (ctx->body_timeout_s > 0 &&
+	    srv_seconds_since(&cs->start) > (double)ctx->body_timeout_s) {
+		cs->status = 0;
+		return MHD_NO;
+	}
+	if (!cs->too_large && cs->len + n > cs->limit) {
+		cs->too_large = true;
+		free(cs->buf);
+		cs->buf = NULL;
+		cs->len = cs->cap = 0;
+	}
+	if (cs->too_large) {
+		cs->drained += n;
+		if (cs->drained > DRAIN_MAX_BYTES) {
+			memset(&res, 0, sizeof(res));
+			srv_problem(&res, 413, NULL,
+				    "the request body is larger than this route accepts", NULL, NULL);
+			return send_response(conn, cs, &res);
+		}
+		return MHD_YES;
+	}
+	return body_append(cs, data, n) ? MHD_YES : MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -923,90 +1088,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	srv_response res;
 
 	if (!cs || is_mark(cs)) {
-		const char *cl, *connection;
-
-		cs = calloc(1, sizeof(*cs));
+		cs = conn_state_new(ctx, conn, url, method, version, con_cls);
 		if (!cs)
 			return MHD_NO;
-		cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
-		cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
-		cs->long_target = *con_cls == (const void *)&long_target_mark;
-		*con_cls = cs;
-		atomic_fetch_add(&ctx->in_flight, 1);
-		clock_gettime(CLOCK_MONOTONIC, &cs->start);
-		connection = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
-		cs->keep_alive = strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
-				 !(connection && strcasestr(connection, "close"));
-		cs->route = -1;
-		{
-			struct conn_sock *sock = conn_sock_of(conn);
-
-			cs->conns = ctx->conns;
-			cs->waiting = sock ? sock->waiting : NULL;
-			srv_conns_headers_in(cs->conns, cs->waiting);
-		}
-		srv_strcopy(cs->method, sizeof(cs->method), method);
-		srv_strcopy(cs->path, sizeof(cs->path), url);
-		{
-			size_t ul = strlen(url);
-
-			/* Only PUT /v1/datasets/{id}/data takes a table. */
-			cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 &&
-				     strcmp(url + ul - 5, "/data") == 0) ? DPG_MAX_CSV_BYTES :
-									   DPG_MAX_BODY_BYTES;
-		}
-		/* A request line or header that cannot be read one way only, and
-		 * refused framing, are answered at once, before any body is
-		 * read, and the connection closed (RFC 9112, 3 and 6.3). */
-		if (cs->nul_in_target) {
-			memset(&res, 0, sizeof(res));
-			res.close = true;
-			srv_problem(&res, 400, NULL, "the request target holds a NUL byte", NULL, NULL);
-			return send_response(conn, cs, &res);
-		}
-		if (header_names_refused(conn, &res) || framing_refused(conn, &res))
-			return send_response(conn, cs, &res);
-		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-		if (cl) {
-			char *end;
-			unsigned long long n = strtoull(cl, &end, 10);
-
-			if (*end != '\0' || n > cs->limit)
-				cs->too_large = true;
-		}
-		if (cs->long_target || strlen(url) > DPG_MAX_URL_BYTES) {
-			char detail[96];
-
-			snprintf(detail, sizeof(detail),
-				 "the request target (path and query) is longer than %u bytes",
-				 (unsigned)DPG_MAX_URL_BYTES);
-			memset(&res, 0, sizeof(res));
-			srv_problem(&res, 414, "URI too long", detail, NULL, NULL);
-			return send_response(conn, cs, &res);
-		}
-		if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||
-		    header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0) {
-			if (refused_before_body(ctx, conn, cs, method, url, &res))
-				return send_response(conn, cs, &res);
-			/* Admitted before its body is read: served from here
-			 * on; its pace is the body timeout's to bound (and the
-			 * address limit's). */
-			srv_conns_serving(cs->conns, cs->waiting);
-		}
-		/* A declared body up to DRAIN_MAX_BYTES is read and dropped, so the
-		 * client, still sending, reads the 413 rather than a reset; a
-		 * larger one is answered at once and the connection closed.  A
-		 * client that sent Expect: 100-continue has sent no body yet: it
-		 * gets the 413 at once instead of 100 Continue (RFC 9110, 10.1.1). */
-		if (cs->too_large && cl &&
-		    (strtoull(cl, NULL, 10) > DRAIN_MAX_BYTES || expects_continue(conn))) {
-			memset(&res, 0, sizeof(res));
-			res.close = true;
-			srv_problem(&res, 413, NULL, "the request body is larger than this route accepts",
-				    NULL, NULL);
-			return send_response(conn, cs, &res);
-		}
-		return MHD_YES;
+		return request_head(ctx, conn, cs, method, url);
 	}
 	if (cs->replied) {
 		*upload_data_size = 0;
@@ -1016,46 +1101,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		size_t n = *upload_data_size;
 
 		*upload_data_size = 0;
-		/* A body still arriving past the deadline: the connection is cut
-		 * (libmicrohttpd 0.9.75 takes no answer while a body arrives).
-		 * The idle timeout alone let one byte every 29 s hold it for ever. */
-		if (ctx->body_timeout_s > 0 &&
-		    srv_seconds_since(&cs->start) > (double)ctx->body_timeout_s) {
-			cs->status = 0;
-			return MHD_NO;
-		}
-		if (!cs->too_large && cs->len + n > cs->limit) {
-			cs->too_large = true;
-			free(cs->buf);
-			cs->buf = NULL;
-			cs->len = cs->cap = 0;
-		}
-		if (cs->too_large) {
-			cs->drained += n;
-			if (cs->drained > DRAIN_MAX_BYTES) {
-				memset(&res, 0, sizeof(res));
-				srv_problem(&res, 413, NULL,
-					    "the request body is larger than this route accepts", NULL, NULL);
-				return send_response(conn, cs, &res);
-			}
-			return MHD_YES;
-		}
-		if (cs->len + n + 1 > cs->cap) {
-			size_t cap = cs->cap ? cs->cap : 4096;
-			char *nb;
-
-			while (cap < cs->len + n + 1)
-				cap *= 2;
-			nb = realloc(cs->buf, cap);
-			if (!nb)
-				return MHD_NO;
-			cs->buf = nb;
-			cs->cap = cap;
-		}
-		memcpy(cs->buf + cs->len, upload_data, n);
-		cs->len += n;
-		cs->buf[cs->len] = '\0';
-		return MHD_YES;
+		return body_piece(ctx, conn, cs, upload_data, n);
 	}
 	memset(&res, 0, sizeof(res));
 	/* The whole request is in: it is served from here on. */
@@ -1146,10 +1192,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 }
 
-int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
+/*
+ * Starts libmicrohttpd on `addr` with `threads` workers and this file's
+ * callbacks.  Returns the daemon, or NULL with errno set by the failure.
+ */
+static struct MHD_Daemon *start_daemon(srv_ctx *ctx, struct sockaddr_in *addr, unsigned port,
+				       unsigned threads)
 {
-	struct sockaddr_in addr;
-	struct MHD_Daemon *d;
 	/* A pool of `threads` workers; with 1, libmicrohttpd's one internal
 	 * thread and no pool option at all (a size of 0 or 1 is ignored with a
 	 * warning on stderr, among the JSON log lines). */
@@ -1157,10 +1206,75 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		{threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
 		{MHD_OPTION_END, 0, NULL},
 	};
+
+	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
+	 * second server bind the same port and take half the connections.
+	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
+	 * while old connections sit in TIME_WAIT; an address in use fails here. */
+	/* poll, not epoll: libmicrohttpd 0.9.75 (Debian 12) quiesces a pool of
+	 * epoll workers by taking the listening socket out of each worker's
+	 * epoll set from this thread, while a worker that wakes meanwhile takes
+	 * it out too; the second epoll_ctl fails and the library aborts
+	 * ("Failed to remove listen FD from epoll set").  A poll worker leaves
+	 * the socket out of its next poll set when told through its ITC, with
+	 * no such race.  The sets are small: a worker polls its own connections
+	 * and the listening socket. */
+	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+				(uint16_t)port, NULL, NULL, on_request, ctx,
+				/* first, so that it gets the messages of the options below */
+				MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+				MHD_OPTION_ARRAY, pool,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, ctx->max_conns_per_ip,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, ctx,
+				MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+				MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
+				MHD_OPTION_END);
+}
+
+/*
+ * The graceful stop after a signal: no new connection is accepted, the
+ * requests in flight get up to SHUTDOWN_GRACE_S to finish, then the
+ * daemon and the connection sweeper are stopped and freed.
+ */
+static void stop_daemon(srv_ctx *ctx, struct MHD_Daemon *d)
+{
+	MHD_socket listen_fd;
+
+	/* Stop accepting; let in-flight requests finish. */
+	atomic_store(&ctx->stopping, true);
+	listen_fd = MHD_quiesce_daemon(d);
+	/* shutdown, not close: new connections are refused at once, but the
+	 * descriptor stays ours until libmicrohttpd's threads, which drop it
+	 * from their poll sets after the quiesce, have stopped; closed here,
+	 * its number could be reused under them (ThreadSanitizer saw the
+	 * close race their use of it with --threads 1). */
+	if (listen_fd != MHD_INVALID_SOCKET)
+		shutdown(listen_fd, SHUT_RDWR);
+	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+
+		nanosleep(&ts, NULL);
+	}
+	MHD_stop_daemon(d);
+	/* After libmicrohttpd: every connection it had is closed and removed. */
+	srv_conns_free(ctx->conns);
+	ctx->conns = NULL;
+	if (listen_fd != MHD_INVALID_SOCKET)
+		close(listen_fd);
+}
+
+int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
+{
+	struct sockaddr_in addr;
+	struct MHD_Daemon *d;
 	const union MHD_DaemonInfo *info;
 	sigset_t set;
 	int sig = 0;
-	MHD_socket listen_fd;
 
 	memset(&addr, 0, sizeof(addr));
 	addr.sin_family = AF_INET;
@@ -1183,33 +1297,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
 		return 1;
 	}
-	/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its SO_REUSEPORT would let a
-	 * second server bind the same port and take half the connections.
-	 * libmicrohttpd's default SO_REUSEADDR still lets a restart rebind
-	 * while old connections sit in TIME_WAIT; an address in use fails here. */
-	/* poll, not epoll: libmicrohttpd 0.9.75 (Debian 12) quiesces a pool of
-	 * epoll workers by taking the listening socket out of each worker's
-	 * epoll set from this thread, while a worker that wakes meanwhile takes
-	 * it out too; the second epoll_ctl fails and the library aborts
-	 * ("Failed to remove listen FD from epoll set").  A poll worker leaves
-	 * the socket out of its next poll set when told through its ITC, with
-	 * no such race.  The sets are small: a worker polls its own connections
-	 * and the listening socket. */
-	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-			     (uint16_t)port, NULL, NULL, on_request, ctx,
-			     /* first, so that it gets the messages of the options below */
-			     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-			     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-			     MHD_OPTION_ARRAY, pool,
-			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)DPG_CONNECTION_TIMEOUT_S,
-			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)DPG_MAX_CONNECTIONS,
-			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, ctx->max_conns_per_ip,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)DPG_CONNECTION_MEMORY_BYTES,
-			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, ctx,
-			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, ctx,
-			     MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-			     MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
-			     MHD_OPTION_END);
+	d = start_daemon(ctx, &addr, port, threads);
 	if (!d) {
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
 		srv_conns_free(ctx->conns);
@@ -1227,27 +1315,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 
 	sigwait(&set, &sig);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"shutting down\",\"signal\":%d}\n", sig);
-	/* Stop accepting; let in-flight requests finish. */
-	atomic_store(&ctx->stopping, true);
-	listen_fd = MHD_quiesce_daemon(d);
-	/* shutdown, not close: new connections are refused at once, but the
-	 * descriptor stays ours until libmicrohttpd's threads, which drop it
-	 * from their poll sets after the quiesce, have stopped; closed here,
-	 * its number could be reused under them (ThreadSanitizer saw the
-	 * close race their use of it with --threads 1). */
-	if (listen_fd != MHD_INVALID_SOCKET)
-		shutdown(listen_fd, SHUT_RDWR);
-	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
-		struct timespec ts = {0, 10 * 1000 * 1000};
-
-		nanosleep(&ts, NULL);
-	}
-	MHD_stop_daemon(d);
-	/* After libmicrohttpd: every connection it had is closed and removed. */
-	srv_conns_free(ctx->conns);
-	ctx->conns = NULL;
-	if (listen_fd != MHD_INVALID_SOCKET)
-		close(listen_fd);
+	stop_daemon(ctx, d);
 	fprintf(stderr, "{\"level\":\"info\",\"msg\":\"stopped\"}\n");
 	return 0;
 }

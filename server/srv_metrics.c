@@ -174,18 +174,12 @@ static void dataset_gauges(void *arg, const srv_dataset *ds)
 		  (long long)ds->charges);
 }
 
-/* The exposition text; the per-dataset gauges as `scope` says.  NULL when
- * out of memory. */
-static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret_len)
+/* dpgate_http_requests_total: a line per route and status seen; the row
+ * after the last route counts the requests no route matched. */
+static void request_counts(struct sbuf *b, srv_ctx *ctx)
 {
-	struct sbuf b = {.s = malloc(8192), .cap = 8192};
-	srv_db *db;
-
-	if (!b.s)
-		return NULL;
-	b.s[0] = '\0';
-	sb_printf(&b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
-		      "# TYPE dpgate_http_requests_total counter\n");
+	sb_printf(b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
+		     "# TYPE dpgate_http_requests_total counter\n");
 	for (size_t r = 0; r <= srv_routes_count; r++) {
 		const char *route = r < srv_routes_count ? srv_routes[r].pattern : "unmatched";
 		const char *method = r < srv_routes_count ? srv_routes[r].method : "";
@@ -196,99 +190,137 @@ static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret
 			if (n == 0)
 				continue;
 			if (metric_statuses[s])
-				sb_printf(&b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+				sb_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
 					  method, route, metric_statuses[s], (unsigned long long)n);
 			else
-				sb_printf(&b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
+				sb_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
 					  method, route, (unsigned long long)n);
 		}
 	}
-	sb_printf(&b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
-		      "# TYPE dpgate_http_request_duration_seconds histogram\n");
+}
+
+/* dpgate_http_request_duration_seconds: a histogram per route that has
+ * served a request, and one for the unmatched. */
+static void request_durations(struct sbuf *b, srv_ctx *ctx)
+{
+	sb_printf(b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
+		     "# TYPE dpgate_http_request_duration_seconds histogram\n");
 	for (size_t r = 0; r <= srv_routes_count; r++) {
 		const char *route = r < srv_routes_count ? srv_routes[r].pattern : "unmatched";
 		const char *method = r < srv_routes_count ? srv_routes[r].method : "";
 		char labels[256];
 
 		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"", method, route);
-		histogram_lines(&b, "dpgate_http_request_duration_seconds", labels,
+		histogram_lines(b, "dpgate_http_request_duration_seconds", labels,
 				&ctx->route_metrics[r].latency, true);
 	}
-	{
-		uint64_t batches, spends;
+}
 
-		srv_store_group_stats(ctx->store, &batches, &spends);
-		sb_printf(&b, "# HELP dpgate_spend_commits_total Write transactions run for charges, reservations and other spends (concurrent spends share one); one whose spends were all refused is rolled back, not fsync'ed.\n"
-			      "# TYPE dpgate_spend_commits_total counter\n"
-			      "dpgate_spend_commits_total %llu\n"
-			      "# HELP dpgate_spends_total Spends run in those transactions.\n"
-			      "# TYPE dpgate_spends_total counter\n"
-			      "dpgate_spends_total %llu\n",
-			  (unsigned long long)batches, (unsigned long long)spends);
-		sb_printf(&b, "# HELP dpgate_commit_failures_total COMMITs that failed (a storage error: fsync, a full disk), each logged; the request answered 503 and released nothing.\n"
-			      "# TYPE dpgate_commit_failures_total counter\n"
-			      "dpgate_commit_failures_total %llu\n",
-			  (unsigned long long)srv_store_commit_failures(ctx->store));
-	}
-	{
-		const srv_histogram *txn, *commit;
+/* The spend write transactions: how many ran, how many spends they
+ * carried, how many COMMITs failed, and how long they took. */
+static void spend_metrics(struct sbuf *b, srv_ctx *ctx)
+{
+	uint64_t batches, spends;
+	const srv_histogram *txn, *commit;
 
-		srv_store_spend_timings(ctx->store, &txn, &commit);
-		sb_printf(&b, "# HELP dpgate_spend_transaction_duration_seconds Spend write transactions that committed, from BEGIN IMMEDIATE to the durable COMMIT's return (the write lock held).\n"
-			      "# TYPE dpgate_spend_transaction_duration_seconds histogram\n");
-		histogram_lines(&b, "dpgate_spend_transaction_duration_seconds", NULL, txn, false);
-		sb_printf(&b, "# HELP dpgate_spend_commit_duration_seconds The COMMIT of those transactions alone: the WAL write and its fsync.\n"
-			      "# TYPE dpgate_spend_commit_duration_seconds histogram\n");
-		histogram_lines(&b, "dpgate_spend_commit_duration_seconds", NULL, commit, false);
-	}
-	{
-		srv_table_cache_stats t;
+	srv_store_group_stats(ctx->store, &batches, &spends);
+	sb_printf(b, "# HELP dpgate_spend_commits_total Write transactions run for charges, reservations and other spends (concurrent spends share one); one whose spends were all refused is rolled back, not fsync'ed.\n"
+		     "# TYPE dpgate_spend_commits_total counter\n"
+		     "dpgate_spend_commits_total %llu\n"
+		     "# HELP dpgate_spends_total Spends run in those transactions.\n"
+		     "# TYPE dpgate_spends_total counter\n"
+		     "dpgate_spends_total %llu\n",
+		  (unsigned long long)batches, (unsigned long long)spends);
+	sb_printf(b, "# HELP dpgate_commit_failures_total COMMITs that failed (a storage error: fsync, a full disk), each logged; the request answered 503 and released nothing.\n"
+		     "# TYPE dpgate_commit_failures_total counter\n"
+		     "dpgate_commit_failures_total %llu\n",
+		  (unsigned long long)srv_store_commit_failures(ctx->store));
+	srv_store_spend_timings(ctx->store, &txn, &commit);
+	sb_printf(b, "# HELP dpgate_spend_transaction_duration_seconds Spend write transactions that committed, from BEGIN IMMEDIATE to the durable COMMIT's return (the write lock held).\n"
+		     "# TYPE dpgate_spend_transaction_duration_seconds histogram\n");
+	histogram_lines(b, "dpgate_spend_transaction_duration_seconds", NULL, txn, false);
+	sb_printf(b, "# HELP dpgate_spend_commit_duration_seconds The COMMIT of those transactions alone: the WAL write and its fsync.\n"
+		     "# TYPE dpgate_spend_commit_duration_seconds histogram\n");
+	histogram_lines(b, "dpgate_spend_commit_duration_seconds", NULL, commit, false);
+}
 
-		srv_table_cache_get_stats(ctx->tables, &t);
-		sb_printf(&b, "# HELP dpgate_table_cache_hits_total Hosted-table reads served from a kept parse.\n"
-			      "# TYPE dpgate_table_cache_hits_total counter\n"
-			      "dpgate_table_cache_hits_total %llu\n"
-			      "# HELP dpgate_table_cache_misses_total Hosted-table reads that read and parsed the file.\n"
-			      "# TYPE dpgate_table_cache_misses_total counter\n"
-			      "dpgate_table_cache_misses_total %llu\n"
-			      "# HELP dpgate_table_cache_evictions_total Kept parses dropped to stay within the bound.\n"
-			      "# TYPE dpgate_table_cache_evictions_total counter\n"
-			      "dpgate_table_cache_evictions_total %llu\n"
-			      "# HELP dpgate_table_cache_bytes Memory held by kept parses.\n"
-			      "# TYPE dpgate_table_cache_bytes gauge\n"
-			      "dpgate_table_cache_bytes %zu\n",
-			  t.hits, t.misses, t.evictions, t.bytes);
-	}
-	{
-		srv_conns_stats cs = srv_conns_read_stats(ctx->conns);
+/* The hosted-table cache: hits, misses, evictions and the bytes it holds. */
+static void table_cache_metrics(struct sbuf *b, srv_ctx *ctx)
+{
+	srv_table_cache_stats t;
 
-		sb_printf(&b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
-			      "# TYPE dpgate_connections_waiting gauge\n"
-			      "dpgate_connections_waiting %u\n"
-			      "# HELP dpgate_connections_closed_total Waiting connections the server closed, by why: a request's headers past the header deadline (serve --header-timeout, answered 408), or the longest-waiting one when waiting connections held all but the reserved slots.\n"
-			      "# TYPE dpgate_connections_closed_total counter\n"
-			      "dpgate_connections_closed_total{reason=\"header_timeout\"} %llu\n"
-			      "dpgate_connections_closed_total{reason=\"waiting_limit\"} %llu\n",
-			  cs.waiting, (unsigned long long)cs.header_timeouts,
-			  (unsigned long long)cs.waiting_limit);
-	}
+	srv_table_cache_get_stats(ctx->tables, &t);
+	sb_printf(b, "# HELP dpgate_table_cache_hits_total Hosted-table reads served from a kept parse.\n"
+		     "# TYPE dpgate_table_cache_hits_total counter\n"
+		     "dpgate_table_cache_hits_total %llu\n"
+		     "# HELP dpgate_table_cache_misses_total Hosted-table reads that read and parsed the file.\n"
+		     "# TYPE dpgate_table_cache_misses_total counter\n"
+		     "dpgate_table_cache_misses_total %llu\n"
+		     "# HELP dpgate_table_cache_evictions_total Kept parses dropped to stay within the bound.\n"
+		     "# TYPE dpgate_table_cache_evictions_total counter\n"
+		     "dpgate_table_cache_evictions_total %llu\n"
+		     "# HELP dpgate_table_cache_bytes Memory held by kept parses.\n"
+		     "# TYPE dpgate_table_cache_bytes gauge\n"
+		     "dpgate_table_cache_bytes %zu\n",
+		  t.hits, t.misses, t.evictions, t.bytes);
+}
+
+/* The connections waiting for a request, and those the server closed. */
+static void connection_metrics(struct sbuf *b, srv_ctx *ctx)
+{
+	srv_conns_stats cs = srv_conns_read_stats(ctx->conns);
+
+	sb_printf(b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
+		     "# TYPE dpgate_connections_waiting gauge\n"
+		     "dpgate_connections_waiting %u\n"
+		     "# HELP dpgate_connections_closed_total Waiting connections the server closed, by why: a request's headers past the header deadline (serve --header-timeout, answered 408), or the longest-waiting one when waiting connections held all but the reserved slots.\n"
+		     "# TYPE dpgate_connections_closed_total counter\n"
+		     "dpgate_connections_closed_total{reason=\"header_timeout\"} %llu\n"
+		     "dpgate_connections_closed_total{reason=\"waiting_limit\"} %llu\n",
+		  cs.waiting, (unsigned long long)cs.header_timeouts,
+		  (unsigned long long)cs.waiting_limit);
+}
+
+/* The per-dataset gauges' HELP and TYPE lines, always, and their values
+ * for the datasets `scope` shows. */
+static void dataset_metrics(struct sbuf *b, srv_ctx *ctx, struct gauge_scope *scope)
+{
+	srv_db *db;
+
 	/* Which datasets exist, their budgets and spending are the ledger's,
 	 * not the process's: shown only as the request's key may read them,
 	 * or to anyone under serve --public-metrics. */
-	sb_printf(&b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
-		      "# TYPE dpgate_dataset_epsilon_spent gauge\n"
-		      "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"
-		      "# TYPE dpgate_dataset_epsilon_remaining gauge\n"
-		      "# HELP dpgate_dataset_epsilon_budget The dataset's epsilon budget.\n"
-		      "# TYPE dpgate_dataset_epsilon_budget gauge\n"
-		      "# HELP dpgate_dataset_charges Charges on the dataset's ledger.\n"
-		      "# TYPE dpgate_dataset_charges gauge\n");
+	sb_printf(b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
+		     "# TYPE dpgate_dataset_epsilon_spent gauge\n"
+		     "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"
+		     "# TYPE dpgate_dataset_epsilon_remaining gauge\n"
+		     "# HELP dpgate_dataset_epsilon_budget The dataset's epsilon budget.\n"
+		     "# TYPE dpgate_dataset_epsilon_budget gauge\n"
+		     "# HELP dpgate_dataset_charges Charges on the dataset's ledger.\n"
+		     "# TYPE dpgate_dataset_charges gauge\n");
 	if (scope->all || scope->who) {
-		scope->b = &b;
+		scope->b = b;
 		db = srv_store_acquire(ctx->store);
 		srv_store_dataset_list(db, gauge_visible, dataset_gauges, scope);
 		srv_store_release(ctx->store, db);
 	}
+}
+
+/* The exposition text; the per-dataset gauges as `scope` says.  NULL when
+ * out of memory. */
+static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret_len)
+{
+	struct sbuf b = {.s = malloc(8192), .cap = 8192};
+
+	if (!b.s)
+		return NULL;
+	b.s[0] = '\0';
+	request_counts(&b, ctx);
+	request_durations(&b, ctx);
+	spend_metrics(&b, ctx);
+	table_cache_metrics(&b, ctx);
+	connection_metrics(&b, ctx);
+	dataset_metrics(&b, ctx, scope);
 	if (b.oom) {
 		free(b.s);
 		return NULL;
