@@ -222,7 +222,22 @@ static bool count_option(const char *text, unsigned lo, unsigned hi, unsigned *r
 	return true;
 }
 
-int cli_serve_main(int argc, char **argv)
+/* serve's options as the command line gives them. */
+typedef struct {
+	const char *db;         /* NULL: DIR/dpgate.db */
+	const char *listen;     /* HOST:PORT, not yet split */
+	const char *data_dir;
+	unsigned threads;
+	unsigned body_timeout_s;
+	unsigned header_timeout_s;
+	unsigned max_conns_per_ip;
+	bool public_metrics;
+} serve_options;
+
+/* Reads serve's options into *o, defaults first, and refuses a stray
+ * argument.  True when serve goes on; false with the exit status in
+ * *ret_status (0 after --help, 2 after a message and the usage). */
+static bool serve_parse_options(int argc, char **argv, serve_options *o, int *ret_status)
 {
 	static const struct option opts[] = {
 		{"db", required_argument, NULL, 'd'},
@@ -237,91 +252,108 @@ int cli_serve_main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *db = NULL, *listen = DEFAULT_LISTEN, *data_dir = DEFAULT_DATA_DIR;
-	unsigned threads = DEFAULT_THREADS, port;
-	unsigned body_timeout_s = DEFAULT_BODY_TIMEOUT_S, header_timeout_s = DPG_HEADER_TIMEOUT_S;
-	unsigned max_conns_per_ip = DPG_MAX_CONNECTIONS_PER_IP;
-	bool public_metrics = false;
-	char host[64], dbbuf[4096];
-	const char *colon;
-	srv_ctx ctx;
-	int c, rc, lock_fd, dir_lock_fd;
-	long long links = 1;
+	int c;
 
+	*o = (serve_options){
+		.listen = DEFAULT_LISTEN,
+		.data_dir = DEFAULT_DATA_DIR,
+		.threads = DEFAULT_THREADS,
+		.body_timeout_s = DEFAULT_BODY_TIMEOUT_S,
+		.header_timeout_s = DPG_HEADER_TIMEOUT_S,
+		.max_conns_per_ip = DPG_MAX_CONNECTIONS_PER_IP,
+	};
+	*ret_status = 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': db = optarg; break;
-		case 'l': listen = optarg; break;
-		case 'D': data_dir = optarg; break;
+		case 'd': o->db = optarg; break;
+		case 'l': o->listen = optarg; break;
+		case 'D': o->data_dir = optarg; break;
 		case 't':
-			if (!count_option(optarg, 1, 64, &threads)) {
+			if (!count_option(optarg, 1, 64, &o->threads)) {
 				fprintf(stderr, "dpgate serve: --threads must be 1..64\n");
-				return 2;
+				return false;
 			}
 			break;
 		case 'T':
-			if (!count_option(optarg, 1, MAX_BODY_TIMEOUT_S, &body_timeout_s)) {
+			if (!count_option(optarg, 1, MAX_BODY_TIMEOUT_S, &o->body_timeout_s)) {
 				fprintf(stderr, "dpgate serve: --body-timeout must be 1..%d seconds\n",
 					MAX_BODY_TIMEOUT_S);
-				return 2;
+				return false;
 			}
 			break;
 		case 'H':
-			if (!count_option(optarg, 1, MAX_HEADER_TIMEOUT_S, &header_timeout_s)) {
+			if (!count_option(optarg, 1, MAX_HEADER_TIMEOUT_S, &o->header_timeout_s)) {
 				fprintf(stderr, "dpgate serve: --header-timeout must be 1..%d seconds\n",
 					MAX_HEADER_TIMEOUT_S);
-				return 2;
+				return false;
 			}
 			break;
 		case 'P':
-			if (!count_option(optarg, 1, DPG_MAX_CONNECTIONS, &max_conns_per_ip)) {
+			if (!count_option(optarg, 1, DPG_MAX_CONNECTIONS, &o->max_conns_per_ip)) {
 				fprintf(stderr, "dpgate serve: --max-conns-per-ip must be 1..%d\n",
 					DPG_MAX_CONNECTIONS);
-				return 2;
+				return false;
 			}
 			break;
-		case 'M': public_metrics = true; break;
+		case 'M': o->public_metrics = true; break;
 		case 'q': break;
-		case 'h': fputs(usage_serve, stdout); return 0;
-		default: fputs(usage_serve, stderr); return 2;
+		case 'h': fputs(usage_serve, stdout); *ret_status = 0; return false;
+		default: fputs(usage_serve, stderr); return false;
 		}
 	}
-	if (!cli_args_no_stray("serve", optind, argc, argv, usage_serve))
-		return 2;
-	colon = strrchr(listen, ':');
-	if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
+	return cli_args_no_stray("serve", optind, argc, argv, usage_serve);
+}
+
+/* Splits --listen's HOST:PORT into host (host_size bytes) and *ret_port.
+ * False after a message; then neither is written. */
+static bool serve_parse_listen(const char *listen, char *host, size_t host_size,
+			       unsigned *ret_port)
+{
+	const char *colon = strrchr(listen, ':');
+	char *end;
+	long p;
+
+	if (!colon || (size_t)(colon - listen) >= host_size) {
 		fprintf(stderr, "dpgate serve: --listen must be HOST:PORT\n");
-		return 2;
+		return false;
+	}
+	p = strtol(colon + 1, &end, 10);
+	if (*end || p < 0 || p > 65535) {
+		fprintf(stderr, "dpgate serve: bad port in --listen\n");
+		return false;
 	}
 	memcpy(host, listen, (size_t)(colon - listen));
 	host[colon - listen] = '\0';
-	{
-		char *end;
-		long p = strtol(colon + 1, &end, 10);
+	*ret_port = (unsigned)p;
+	return true;
+}
 
-		if (*end || p < 0 || p > 65535) {
-			fprintf(stderr, "dpgate serve: bad port in --listen\n");
-			return 2;
-		}
-		port = (unsigned)p;
-	}
-	if (make_dir(data_dir) < 0)
-		return 1;
-	if (!db) {
-		snprintf(dbbuf, sizeof(dbbuf), "%s/dpgate.db", data_dir);
-		db = dbbuf;
-	}
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.access_log = true;
-	ctx.body_timeout_s = body_timeout_s;
-	ctx.header_timeout_s = header_timeout_s;
-	ctx.max_conns_per_ip = max_conns_per_ip;
-	ctx.public_metrics = public_metrics;
+/* The server's settings from the options into *ctx, zeroed first.
+ * --quiet is looked for in argv word for word: an abbreviation that getopt
+ * accepts (--qui) does not silence the access log. */
+static void serve_settings(const serve_options *o, int argc, char **argv, srv_ctx *ctx)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->access_log = true;
+	ctx->body_timeout_s = o->body_timeout_s;
+	ctx->header_timeout_s = o->header_timeout_s;
+	ctx->max_conns_per_ip = o->max_conns_per_ip;
+	ctx->public_metrics = o->public_metrics;
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--quiet") == 0)
-			ctx.access_log = false;
-	if (!realpath(data_dir, ctx.data_dir))
-		snprintf(ctx.data_dir, sizeof(ctx.data_dir), "%s", data_dir);
+			ctx->access_log = false;
+	if (!realpath(o->data_dir, ctx->data_dir))
+		snprintf(ctx->data_dir, sizeof(ctx->data_dir), "%s", o->data_dir);
+}
+
+/* Takes the one-server locks on the database and on settings->data_dir,
+ * serves (serve_locked) and lets them go.  Returns the exit status. */
+static int serve_with_locks(const srv_ctx *settings, const char *db, const char *host,
+			    unsigned port, unsigned threads)
+{
+	long long links = 1;
+	int rc = 1, lock_fd, dir_lock_fd;
+
 	/* Before the store opens: migrations and the restart rule (jobs left
 	 * running are marked failed) are for the one server of a database, and
 	 * the start-up sweep of the data directory removes table files that its
@@ -336,13 +368,34 @@ int cli_serve_main(int argc, char **argv)
 		log_event("warn",
 			  "the database file has other hard links; give every dpgate command this "
 			  "path", db, links);
-	dir_lock_fd = serve_lock(ctx.data_dir, true, "data directory", NULL);
-	if (dir_lock_fd < 0) {
-		close(lock_fd);
-		return 1;
-	}
-	rc = serve_locked(&ctx, db, host, port, threads);
+	dir_lock_fd = serve_lock(settings->data_dir, true, "data directory", NULL);
+	if (dir_lock_fd < 0)
+		goto out;
+	rc = serve_locked(settings, db, host, port, threads);
 	close(dir_lock_fd);
+out:
 	close(lock_fd);
 	return rc;
+}
+
+int cli_serve_main(int argc, char **argv)
+{
+	serve_options o;
+	char host[64], dbbuf[4096];
+	unsigned port;
+	srv_ctx ctx;
+	int rc;
+
+	if (!serve_parse_options(argc, argv, &o, &rc))
+		return rc;
+	if (!serve_parse_listen(o.listen, host, sizeof(host), &port))
+		return 2;
+	if (make_dir(o.data_dir) < 0)
+		return 1;
+	if (!o.db) {
+		snprintf(dbbuf, sizeof(dbbuf), "%s/dpgate.db", o.data_dir);
+		o.db = dbbuf;
+	}
+	serve_settings(&o, argc, argv, &ctx);
+	return serve_with_locks(&ctx, o.db, host, port, o.threads);
 }
