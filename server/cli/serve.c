@@ -149,7 +149,7 @@ static void log_event(const char *level, const char *msg, const char *detail, lo
 	json_decref(j);
 }
 
-/* cmd_serve after the lock: opens the store, starts the job workers and
+/* cli_serve_main after the locks: opens the store, starts the job workers and
  * serves until a signal, on a copy of `settings` (data_dir, access_log).
  * Returns the exit status. */
 static int serve_locked(const srv_ctx *settings, const char *db, const char *host, unsigned port,
