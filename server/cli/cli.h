@@ -1,5 +1,5 @@
 /*
- * cli.h: the dpgate commands other than `serve`, one file each.
+ * cli.h: the dpgate commands, one file each.
  *
  * Every command takes the arguments after `dpgate` (argv[0] is "dpgate
  * CMD", so that getopt's own messages name the command) and returns the
@@ -22,6 +22,12 @@
 /* cli/help.c: `dpgate --help` and `dpgate --version`. */
 void cli_help_print(FILE *f);
 void cli_help_version(void);
+
+/* cli/serve.c: `dpgate serve [--db FILE] [--listen HOST:PORT] ...`: serves
+ * until SIGINT or SIGTERM (then 0); 1 when it cannot start (another server
+ * holds the database or the data directory, the store or the address
+ * cannot be opened), 2 on bad usage. */
+int cli_serve_main(int argc, char **argv);
 
 /* cli/keys.c: `dpgate keys create|list|revoke --db FILE ...`. */
 int cli_keys_main(int argc, char **argv);
