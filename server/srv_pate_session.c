@@ -1184,6 +1184,31 @@ bad:
 }
 
 /*
+ * Runs a filled spend and answers it: the stored reply (also a replay),
+ * 409 with conflict_detail and conflict_extra (stolen, may be NULL) when
+ * it does not fit, or the store's error.
+ */
+static void spend_and_reply(srv_request *req, srv_response *res, const srv_spend *sp,
+			    srv_dataset *ds, const char *conflict_detail, json_t *conflict_extra)
+{
+	char *body = NULL;
+	int status = 0, rc;
+
+	rc = srv_store_spend(req->db, sp, &status, &body, ds);
+	if (rc == SRV_OK || rc == SRV_REPLAYED) {
+		reply_stored(res, status, body);
+		body = NULL;
+	} else if (rc == SRV_CONFLICT) {
+		reply_nothing_fits(res, ds, conflict_detail, conflict_extra);
+		conflict_extra = NULL;
+	} else {
+		srv_reply_store_error(res, rc, "no such dataset");
+	}
+	json_decref(conflict_extra);
+	free(body);
+}
+
+/*
  * Charges the batch in one store transaction (batch_plan, batch_txn and
  * batch_body run inside srv_store_spend) and answers: the stored reply,
  * 409 when not even the first query fits, or the store's error.
@@ -1191,9 +1216,6 @@ bad:
 static void batch_spend(srv_request *req, srv_response *res, srv_spend *sp, struct batch *b,
 			srv_dataset *ds, const char *note)
 {
-	char *body = NULL;
-	int status = 0, rc;
-
 	b->sp = sp;
 	sp->kind = SRV_SPEND_CHARGE;
 	sp->dataset_id = ds->id;
@@ -1202,20 +1224,11 @@ static void batch_spend(srv_request *req, srv_response *res, srv_spend *sp, stru
 	sp->body_fn = batch_body;
 	sp->body_arg = b;
 	sp->note = note;
-	rc = srv_store_spend(req->db, sp, &status, &body, ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		body = NULL;
-	} else if (rc == SRV_CONFLICT) {
-		reply_nothing_fits(res, ds,
-				   "not even the first query fits the dataset's remaining privacy "
-				   "budget; nothing was answered or charged",
-				   json_pack("{s:I, s:I}", "requested", (json_int_t)b->n, "answered",
-					     (json_int_t)0));
-	} else {
-		srv_reply_store_error(res, rc, "no such dataset");
-	}
-	free(body);
+	spend_and_reply(req, res, sp, ds,
+			"not even the first query fits the dataset's remaining privacy budget; "
+			"nothing was answered or charged",
+			json_pack("{s:I, s:I}", "requested", (json_int_t)b->n, "answered",
+				  (json_int_t)0));
 }
 
 int srv_pate_session_queries(srv_request *req, srv_response *res)
@@ -1570,9 +1583,6 @@ static int release_scale(const struct release *r, double *fval, double ss, int *
 static void release_spend(srv_request *req, srv_response *res, srv_spend *sp, struct release *r,
 			  srv_dataset *ds, const acct_cost *cost, const char *note)
 {
-	char *body = NULL;
-	int status = 0, rc;
-
 	sp->kind = SRV_SPEND_CHARGE;
 	sp->dataset_id = ds->id;
 	sp->event = r->event;
@@ -1581,18 +1591,10 @@ static void release_spend(srv_request *req, srv_response *res, srv_spend *sp, st
 	sp->body_fn = release_body;
 	sp->body_arg = r;
 	sp->note = note;
-	rc = srv_store_spend(req->db, sp, &status, &body, ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		body = NULL;
-	} else if (rc == SRV_CONFLICT) {
-		reply_nothing_fits(res, ds,
-				   "the release does not fit the dataset's remaining privacy budget; "
-				   "nothing was released or charged", NULL);
-	} else {
-		srv_reply_store_error(res, rc, "no such dataset");
-	}
-	free(body);
+	spend_and_reply(req, res, sp, ds,
+			"the release does not fit the dataset's remaining privacy budget; "
+			"nothing was released or charged",
+			NULL);
 }
 
 int srv_pate_session_release(srv_request *req, srv_response *res)
