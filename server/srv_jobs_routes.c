@@ -27,27 +27,23 @@ bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)
 	return true;
 }
 
+/* A job being submitted: its row (reservation_id filled in the
+ * transaction) and what its answer shows. */
 struct submit_arg {
-	const char *job_id;
-	const char *dataset_id;
-	const char *params_text;
-	const char *event_text;
+	srv_job_new job;
 	const acct_event *event;
 	const acct_cost *cost;
-	int64_t n_train;
-	const char *actor;
-	const char *note;
 };
 
 static int submit_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
 		      const char *rid)
 {
 	struct submit_arg *a = arg;
-	srv_job_new job = {a->job_id, a->dataset_id, a->params_text, a->event_text, a->n_train,
-			   rid, a->actor, a->note};
+	srv_job_new job = a->job;
 
 	(void)ds;
 	(void)charge_id;
+	job.reservation_id = rid;
 	return srv__job_insert(db, &job) == SRV_OK ? 0 : -1;
 }
 
@@ -60,9 +56,9 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 	(void)charge_id;
 	if (srv_dataset_filter(ds, &f, NULL) == 0)
 		eps = acct_filter_epsilon(&f, a->cost);
-	return json_pack("{s:s, s:s, s:s, s:o, s:I, s:{s:s, s:f}, s:o}", "id", a->job_id, "state",
+	return json_pack("{s:s, s:s, s:s, s:o, s:I, s:{s:s, s:f}, s:o}", "id", a->job.id, "state",
 			 "queued", "trainer", "dpsgd", "event", srv_event_to_json(a->event),
-			 "public_row_count", (json_int_t)a->n_train, "reservation", "id", rid,
+			 "public_row_count", (json_int_t)a->job.n_train, "reservation", "id", rid,
 			 "epsilon", eps, "budget", srv_dataset_budget_json(ds));
 }
 
@@ -225,9 +221,9 @@ static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_
 		srv_reply_store_error(res, rc, NULL);
 		goto out;
 	}
-	a->job_id = job_id;
-	a->params_text = params_text;
-	a->event_text = event_text;
+	a->job.id = job_id;
+	a->job.params_text = params_text;
+	a->job.event_text = event_text;
 	sp->body_arg = a;
 	rc = srv_store_spend(req->db, sp, &status, &body, ds);
 	if (rc == SRV_OK) {
@@ -271,8 +267,12 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	} else if (sr.dry_run) {
 		reply_dry_run(res, &ds, ev, &f, &cost, n_train);
 	} else {
-		struct submit_arg a = {NULL, ds.id, NULL, NULL, ev, &cost, n_train,
-				       req->who->key_id, sr.note};
+		struct submit_arg a = {.job = {.dataset_id = ds.id,
+					       .n_train = n_train,
+					       .actor = req->who->key_id,
+					       .note = sr.note},
+				       .event = ev,
+				       .cost = &cost};
 
 		sp.kind = SRV_SPEND_RESERVE;
 		sp.dataset_id = ds.id;
