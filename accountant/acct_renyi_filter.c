@@ -155,10 +155,11 @@ double acct__filter_epsilon_renyi(const acct_filter *f, const acct_cost *total)
 }
 
 /*
- * A basic ledger charges (eps, delta_share) where eps is the smallest
- * epsilon that rdp, zcdp or pld certify at delta_share, or, for a lone
- * gaussian or discrete_gaussian, its exact curve (acct_exact.c): each is an
- * upper bound, so the minimum is one too, rounded up.  Refused when no
+ * A basic ledger charges (eps, delta_share) where eps is, for a lone
+ * gaussian or discrete_gaussian, its exact curve (acct_exact.c), and
+ * otherwise the smallest epsilon that rdp, zcdp or pld certify at
+ * delta_share: each is an upper bound, so the minimum is one too, rounded
+ * up.  Refused when no
  * delta share is named or none of them can price the event.
  */
 int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, double delta_share,
@@ -180,11 +181,15 @@ int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, doubl
 		acct_result r;
 		acct_error e;
 
+		/* The exact curve is the tightest bound there is: no other
+		 * accountant can go below it (pld would even compute it again
+		 * for a discrete Gaussian), so it is the answer when it has one. */
 		acct_error_init(&e);
-		if (acct__exact_epsilon(ev, delta_share, &r, &e) == 0)
+		if (acct__exact_epsilon(ev, delta_share, &r, &e) == 0 && isfinite(r.epsilon)) {
 			best = r.epsilon;
-		else
-			acct_error_set(&first, e.code, e.where, "%s", e.text);
+			goto priced;
+		}
+		acct_error_set(&first, e.code, e.where, "%s", e.text);
 	}
 	for (size_t i = 0; i < sizeof(tried) / sizeof(tried[0]); i++) {
 		acct_options o;
@@ -207,6 +212,7 @@ int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, doubl
 		return acct_error_set(err, ACCT_EUNSUPPORTED, first.where,
 				      "no accountant can price this event for a basic ledger: %s",
 				      first.text);
+priced:
 	*ret_eps = nextafter(best, INFINITY);
 	*ret_delta = delta_share;
 	return 0;
