@@ -18,6 +18,7 @@
 
 #include "acct.h"
 #include "srv_stateless.h"
+#include "test_data.h"
 
 #define MAX_CLASSES 200
 
@@ -31,21 +32,6 @@ TestSuite(pate, .init = setup);
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
-
-static json_t *load_reference(const char *name)
-{
-	const char *dir = getenv("DPGATE_TEST_DATA");
-	char path[1024];
-	json_error_t jerr;
-	json_t *j;
-
-	cr_assert(dir, "DPGATE_TEST_DATA is not set");
-	snprintf(path, sizeof(path), "%s/reference/%s.json", dir, name);
-	j = json_load_file(path, 0, &jerr);
-	cr_assert(j, "cannot read %s: %s", path, jerr.text);
-	cr_assert(json_is_array(j) && json_array_size(j) > 0, "%s holds no cases", path);
-	return j;
-}
 
 /* Copies a JSON array of numbers into v (capacity cap); returns its length. */
 static size_t reals(const json_t *arr, double *v, size_t cap)
@@ -94,7 +80,7 @@ static json_t *parse(const char *text)
 
 Test(pate, gnmax_reference_library)
 {
-	json_t *cases = load_reference("pate_gnmax");
+	json_t *cases = test_load_reference("pate_gnmax");
 	size_t k;
 	json_t *c;
 
@@ -123,7 +109,7 @@ Test(pate, gnmax_reference_library)
 
 Test(pate, threshold_reference_library)
 {
-	json_t *cases = load_reference("pate_threshold");
+	json_t *cases = test_load_reference("pate_threshold");
 	size_t k;
 	json_t *c;
 
@@ -150,7 +136,7 @@ Test(pate, threshold_reference_library)
 
 Test(pate, smooth_sensitivity_reference_library)
 {
-	json_t *cases = load_reference("pate_smooth_sensitivity");
+	json_t *cases = test_load_reference("pate_smooth_sensitivity");
 	acct_pate_workspace *ws = acct_pate_workspace_new(MAX_CLASSES, 5000);
 	size_t k;
 	json_t *c;
@@ -200,7 +186,7 @@ static void expect_array_close(const char *id, const char *what, const json_t *g
 
 Test(pate, gnmax_reference_route)
 {
-	json_t *cases = load_reference("pate_gnmax");
+	json_t *cases = test_load_reference("pate_gnmax");
 	size_t k;
 	json_t *c;
 
@@ -228,7 +214,7 @@ Test(pate, gnmax_reference_route)
 
 Test(pate, threshold_reference_route)
 {
-	json_t *cases = load_reference("pate_threshold");
+	json_t *cases = test_load_reference("pate_threshold");
 	size_t k;
 	json_t *c;
 
@@ -255,7 +241,7 @@ Test(pate, threshold_reference_route)
 
 Test(pate, smooth_sensitivity_reference_route)
 {
-	json_t *cases = load_reference("pate_smooth_sensitivity");
+	json_t *cases = test_load_reference("pate_smooth_sensitivity");
 	size_t k;
 	json_t *c;
 
