@@ -135,6 +135,28 @@ typedef struct dpg_budget {
  * `header`; asserts 200 and 150 rows. */
 void dpg_upload_iris(const dpg_server *s, const char *id, const char *header);
 
+/* PUTs `len` bytes of CSV as dataset `id`'s hosted table with the admin
+ * key; asserts 200 and returns the number of rows the answer states. */
+long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len);
+
+/* POSTs the job request `body` on dataset `id` with the admin key, asserts
+ * 202 and copies the new job's id into job_id (size bytes); returns the
+ * answer (the caller frees it). */
+dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, char *job_id,
+			size_t size);
+
+/* The whole content of the file at `path`, NUL-terminated (the caller
+ * frees it); *ret_len, when not NULL, gets its length.  Fails the test when
+ * the file cannot be read. */
+char *dpg_read_file(const char *path, size_t *ret_len);
+
+/* Every entry of a paged listing, oldest first (the caller decrefs the
+ * array): GETs `path` (which holds its query, "limit=" included) with
+ * "&after=N" appended, from 0 and then at each page's "next" until it is
+ * null, with the admin key; asserts 200 on each page, and fails the test
+ * when the listing has not ended after max_pages pages. */
+json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages);
+
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);
 

@@ -93,25 +93,6 @@ static int run_limited(char *out, size_t out_size, const char *const *argv, int 
 	return rc;
 }
 
-/* The whole content of a file (caller frees); *ret_len gets its length. */
-static char *slurp(const char *path, size_t *ret_len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	cr_assert_not_null(f, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*ret_len = (size_t)n;
-	return buf;
-}
-
 static void sql_file(const char *path, const char *sql)
 {
 	sqlite3 *h = NULL;
@@ -134,12 +115,12 @@ static void expect_refused_untouched(const char *const *argv, const char *path, 
 	char out[8192], side[512];
 	static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
 	size_t before_len, after_len;
-	char *before = slurp(path, &before_len), *after;
+	char *before = dpg_read_file(path, &before_len), *after;
 	int rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
 
 	cr_assert_eq(rc, want, "dpgate %s on %s: exit %d: %s", argv[1], path, rc, out);
 	cr_assert_not_null(strstr(out, says), "dpgate %s on %s said: %s", argv[1], path, out);
-	after = slurp(path, &after_len);
+	after = dpg_read_file(path, &after_len);
 	cr_assert_eq(after_len, before_len, "dpgate %s changed the size of %s", argv[1], path);
 	cr_assert_eq(memcmp(before, after, before_len), 0, "dpgate %s changed %s", argv[1], path);
 	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
@@ -185,12 +166,11 @@ Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_j
 	/* A job that runs for minutes: an MLP on iris, 3000 epochs of lots of 5. */
 	dpg_make_dataset(&srv, "iris", 1000.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", "a,b,c,d,species");
-	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
-		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,"
-		     "\"label\":\"species\",\"classes\":3,\"epochs\":3000,\"lot_size\":5,"
-		     "\"noise_multiplier\":1.0}}");
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "iris",
+			   "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,"
+			   "\"label\":\"species\",\"classes\":3,\"epochs\":3000,\"lot_size\":5,"
+			   "\"noise_multiplier\":1.0}}",
+			   id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(dpg_job_wait(&srv, id, running, 60));
 
@@ -263,10 +243,8 @@ Test(instance, a_second_server_on_a_hard_link_or_symlink_of_the_database_exits_1
 	dpg_server_restart(&srv);
 	first_server_still_charges("one");
 	{
-		size_t len;
-		char *log = slurp(srv.log, &len);
+		char *log = dpg_read_file(srv.log, NULL);
 
-		log[len] = '\0'; /* slurp leaves room for it */
 		cr_assert_not_null(strstr(log, "other hard links"), "%s", log);
 		free(log);
 	}
@@ -553,7 +531,6 @@ Test(instance, check_names_the_dataset_limit)
  */
 Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 {
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
 	char out[8192], other_db[400], data_dir[400];
 	const char *argv[] = {dpg_bin(), "serve", "--db", other_db, "--listen", "127.0.0.1:0",
 			      "--data-dir", data_dir, "--quiet", NULL};
@@ -562,10 +539,7 @@ Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 	int rc;
 
 	dpg_make_dataset(&srv, "t", 10.0, 1e-5, "basic");
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/t/data", srv.admin_key, "a\n1\n2\n", 6, hdr,
-			      &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_upload_csv(&srv, "t", "a\n1\n2\n", 6);
 	snprintf(data_dir, sizeof(data_dir), "%s/data", srv.dir);
 	snprintf(other_db, sizeof(other_db), "%s/other.db", srv.dir);
 	/* The other database's own first admin key, so it would start. */

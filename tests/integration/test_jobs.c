@@ -98,9 +98,7 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0);
 	dpg_resp_free(&r);
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, small_job);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", small_job, id, sizeof(id));
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "queued");
 	cr_assert_eq(dpg_num(r.json, "reservation.epsilon"), needed);
 	dpg_resp_free(&r);
@@ -247,10 +245,8 @@ static void submit_three_long_jobs(char ids[3][64], char rids[3][64])
 	const char *running[] = {"running", NULL};
 
 	for (int i = 0; i < 3; i++) {
-		dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+		dpg_resp r = dpg_submit_job(&srv, "fm", long_job, ids[i], 64);
 
-		cr_assert_eq(r.status, 202, "%s", r.body);
-		snprintf(ids[i], 64, "%s", json_string_value(json_object_get(r.json, "id")));
 		snprintf(rids[i], 64, "%s",
 			 json_string_value(json_object_get(json_object_get(r.json, "reservation"), "id")));
 		dpg_resp_free(&r);
@@ -388,9 +384,7 @@ Test(jobs, a_stopped_job_delivers_the_model_it_trained)
 	char id[64];
 	dpg_resp r;
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
@@ -398,9 +392,7 @@ Test(jobs, a_stopped_job_delivers_the_model_it_trained)
 	json_decref(wait_for_state(id, ended, 60));
 	assert_partial_model(id, "cancelled", 2);
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
@@ -567,9 +559,7 @@ Test(jobs, a_job_running_at_a_crash_fails_and_commits)
 	dpg_resp r;
 	json_t *j;
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
-	cr_assert_eq(r.status, 202);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(id, running, 60));
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
@@ -648,12 +638,11 @@ Test(jobs, a_hosted_table_trains)
 	dpg_make_dataset(&srv, "iris", 20.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", "sepal_length,sepal_width,petal_length,petal_width,species");
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
-		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
-		     "\"classes\":3,\"epochs\":20,\"lot_size\":30,\"noise_multiplier\":1.0,"
-		     "\"clip_norm\":1,\"learning_rate\":0.5}}");
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "iris",
+			   "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
+			   "\"classes\":3,\"epochs\":20,\"lot_size\":30,\"noise_multiplier\":1.0,"
+			   "\"clip_norm\":1,\"learning_rate\":0.5}}",
+			   id, sizeof(id));
 	/* q = 30 / 150 and T = 20 * 150 / 30 = 100 steps. */
 	ev = json_object_get(r.json, "event");
 	cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 100);
@@ -687,20 +676,15 @@ Test(jobs, a_hosted_table_trains)
  * parity, except that row 7's city is `odd`. */
 static void upload_cities(const char *id, const char *odd)
 {
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
-	char path[128], csv[2048];
+	char csv[2048];
 	size_t n = 0;
-	dpg_resp r;
 
 	n += (size_t)snprintf(csv + n, sizeof(csv) - n, "a,b,city\n");
 	for (int i = 0; i < 40; i++)
 		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%s\n", i % 7, i % 5,
 				      i == 7 ? odd : i % 2 ? "Paris" : "Lyon");
 	dpg_make_dataset(&srv, id, 20.0, 1e-5, "rdp");
-	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
-	cr_assert_eq(dpg_http(&srv, "PUT", path, srv.admin_key, csv, n, hdr, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_upload_csv(&srv, id, csv, n);
 }
 
 /* A small job on a cities table, with `classes` when not NULL (the text is
@@ -740,12 +724,10 @@ Test(jobs, label_classes_are_declared_not_read)
 	upload_cities("ta", "Lyon");
 	upload_cities("tb", "Brest");
 	for (int k = 0; k < 2; k++) {
-		char id[64], path[128];
+		char id[64];
 
-		snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", k ? "tb" : "ta");
-		r = dpg_call(&srv, "POST", path, srv.admin_key, cities_job("[\"Lyon\",\"Paris\"]"));
-		cr_assert_eq(r.status, 202, "%s", r.body);
-		snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+		r = dpg_submit_job(&srv, k ? "tb" : "ta", cities_job("[\"Lyon\",\"Paris\"]"), id,
+				   sizeof(id));
 		dpg_resp_free(&r);
 		bytes[k] = (long long)succeeded_model_bytes(id);
 	}
@@ -824,9 +806,7 @@ Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)
 
 	snprintf(body, sizeof(body), "%.*s,\"ledger_delta\":1e-6}", (int)strlen(small_job) - 1,
 		 small_job);
-	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, body);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fb", body, id, sizeof(id));
 	ev = json_deep_copy(json_object_get(r.json, "event"));
 	dpg_resp_free(&r);
 	for (int a = 0; a < 2; a++) {
