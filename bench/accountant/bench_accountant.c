@@ -20,29 +20,16 @@
 #include <time.h>
 
 #include "acct.h"
+#include "bench_common.h"
 
 #define REF_PLD 0.9469993047462426 /* acc-000, dp_accounting PLD */
 #define REF_RDP 1.0354900660362436 /* acc-000, dp_accounting RDP */
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Sorts t; median in ms (t[0] is then the minimum, printed beside it). */
+/* Sorts t; its upper median (t[0] is then the minimum, printed beside
+ * it). */
 static double median(double *t, int n)
 {
-	qsort(t, (size_t)n, sizeof(double), cmp);
+	bench_sort(t, (size_t)n);
 	return t[n / 2];
 }
 
@@ -67,13 +54,13 @@ int main(void)
 
 	o.accountant = ACCT_RDP;
 	for (n = 0; n < 200; n++) {
-		double t0 = now();
+		double t0 = bench_now_s();
 
 		if (acct_epsilon(ev, 1e-5, &o, &r, &err) < 0) {
 			fprintf(stderr, "rdp: %s\n", err.text);
 			return 1;
 		}
-		t[n] = now() - t0;
+		t[n] = bench_now_s() - t0;
 		eps_rdp = r.epsilon;
 	}
 	med = 1e3 * median(t, n);
@@ -86,12 +73,12 @@ int main(void)
 		double *curve = malloc(no * sizeof(double)), extra;
 
 		for (n = 0; n < 20; n++) {
-			double t0 = now();
+			double t0 = bench_now_s();
 
 			if (!curve || acct_rdp(ev, ACCT_ADD_REMOVE, orders, no, curve, &extra, &err) < 0)
 				return 1;
 			eps_base = acct_rdp_to_epsilon(orders, curve, no, 1e-5, NULL);
-			t[n] = now() - t0;
+			t[n] = bench_now_s() - t0;
 		}
 		med = 1e3 * median(t, n);
 		printf("baseline epsilon %.10f (full curve, %zu orders)  %8.3f ms/call (median of %d, min %.3f)\n",
@@ -101,13 +88,13 @@ int main(void)
 
 	o.accountant = ACCT_PLD;
 	for (n = 0; n < 20; n++) {
-		double t0 = now();
+		double t0 = bench_now_s();
 
 		if (acct_epsilon(ev, 1e-5, &o, &r, &err) < 0) {
 			fprintf(stderr, "pld: %s\n", err.text);
 			return 1;
 		}
-		t[n] = now() - t0;
+		t[n] = bench_now_s() - t0;
 		eps_pld = r.epsilon;
 	}
 	med = 1e3 * median(t, n);
