@@ -71,6 +71,21 @@ static int check_values(const double *v, size_t n, acct_error *err)
 	return 0;
 }
 
+/* The checks every real-valued release starts with: 1 to
+ * DPG_MAX_VECTOR_LEN finite values, a finite positive sensitivity and a
+ * finite positive noise scale (named `scale_where` in the error). */
+static int check_real_release(const double *values, size_t n, double sensitivity, double scale,
+			      const char *scale_where, acct_error *err)
+{
+	int rc;
+
+	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
+	    (rc = check_positive(sensitivity, "/sensitivity", err)) < 0 ||
+	    (rc = check_positive(scale, scale_where, err)) < 0)
+		return rc;
+	return 0;
+}
+
 /* k = floor(x 2^shift) as a 128-bit integer; x finite. */
 static int grid_index(double x, int shift, i128 *ret)
 {
@@ -236,9 +251,7 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 	double *out, dz;
 	int shift, rc;
 
-	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
-	    (rc = check_positive(l1_sensitivity, "/sensitivity", err)) < 0 ||
-	    (rc = check_positive(scale, "/scale", err)) < 0)
+	if ((rc = check_real_release(values, n, l1_sensitivity, scale, "/scale", err)) < 0)
 		return rc;
 	if (mech__laplace_grid(scale, &shift, &nz.num, &nz.den) < 0 ||
 	    grid_l1_sensitivity(l1_sensitivity, shift, n, &dz) < 0)
@@ -290,9 +303,7 @@ int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensi
 	double *out, dz;
 	int shift, rc;
 
-	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
-	    (rc = check_positive(l2_sensitivity, "/sensitivity", err)) < 0 ||
-	    (rc = check_positive(sigma, "/sigma", err)) < 0)
+	if ((rc = check_real_release(values, n, l2_sensitivity, sigma, "/sigma", err)) < 0)
 		return rc;
 	shift = mech_gaussian_grid_shift(sigma);
 	nz.sigma = mech_discrete_gaussian_sigma(ldexp(sigma, shift));
