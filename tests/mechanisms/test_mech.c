@@ -189,42 +189,49 @@ static acct_event *count_int_noise(mech_rng *r, const struct int_release *c, int
 	return first;
 }
 
-Test(mech, discrete_laplace_integers)
+/*
+ * Scalar integer releases: the noise out - value against the exact pmf
+ * (CKS 2020), and the event naming exactly the mechanism that ran.  The
+ * discrete Laplace of scale 2.5 has noise parameter 1/2.5 = 0.4; the
+ * discrete Gaussian of sigma 4 (an exact sampler sigma) keeps 4.
+ */
+Test(mech, scalar_integer_releases)
 {
 	enum { N = 100000, W = 40 };
-	static const struct int_release c = {false, 1000, 1, 2.5};
-	uint64_t obs[2 * W + 1] = {0};
-	double prob[2 * W + 1];
-	mech_rng *r = test_rng(34);
-	acct_event *ev;
+	static const struct {
+		struct int_release c;
+		uint8_t tag;
+		acct_event_type type;
+		double param, sensitivity; /* noise_parameter or sigma */
+	} cases[] = {
+		{{false, 1000, 1, 2.5}, 34, ACCT_EV_DISCRETE_LAPLACE, 0.4, 1.0},
+		{{true, -7, 2.0, 4.0}, 35, ACCT_EV_DISCRETE_GAUSSIAN, 4.0, 2.0},
+	};
 
-	test_dlap_pmf(c.scale, W, prob);
-	ev = count_int_noise(r, &c, N, W, obs);
-	cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
-	cr_assert_eq(ev->u.discrete_laplace.noise_parameter, 0.4);
-	cr_assert_eq(ev->u.discrete_laplace.sensitivity, 1.0);
-	acct_event_free(ev);
-	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
-	mech_rng_free(r);
-}
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		const struct int_release *c = &cases[k].c;
+		uint64_t obs[2 * W + 1] = {0};
+		double prob[2 * W + 1];
+		mech_rng *r = test_rng(cases[k].tag);
+		acct_event *ev;
 
-Test(mech, discrete_gaussian_integers)
-{
-	enum { N = 100000, W = 40 };
-	static const struct int_release c = {true, -7, 2.0, 4.0};
-	uint64_t obs[2 * W + 1] = {0};
-	double prob[2 * W + 1];
-	mech_rng *r = test_rng(35);
-	acct_event *ev;
-
-	test_dgauss_pmf(c.scale, W, prob);
-	ev = count_int_noise(r, &c, N, W, obs);
-	cr_assert_eq(ev->type, ACCT_EV_DISCRETE_GAUSSIAN);
-	cr_assert_eq(ev->u.discrete_gaussian.sigma, 4.0);
-	cr_assert_eq(ev->u.discrete_gaussian.sensitivity, 2.0);
-	acct_event_free(ev);
-	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
-	mech_rng_free(r);
+		if (c->gaussian)
+			test_dgauss_pmf(c->scale, W, prob);
+		else
+			test_dlap_pmf(c->scale, W, prob);
+		ev = count_int_noise(r, c, N, W, obs);
+		cr_assert_eq(ev->type, cases[k].type);
+		if (c->gaussian) {
+			cr_assert_eq(ev->u.discrete_gaussian.sigma, cases[k].param);
+			cr_assert_eq(ev->u.discrete_gaussian.sensitivity, cases[k].sensitivity);
+		} else {
+			cr_assert_eq(ev->u.discrete_laplace.noise_parameter, cases[k].param);
+			cr_assert_eq(ev->u.discrete_laplace.sensitivity, cases[k].sensitivity);
+		}
+		acct_event_free(ev);
+		cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN, "case %zu", k);
+		mech_rng_free(r);
+	}
 }
 
 /*
