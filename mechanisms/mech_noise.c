@@ -232,11 +232,23 @@ static acct_event *gaussian_event(double sg, double sens, size_t n)
 	return ev;
 }
 
-/* Hands the caller its output (bytes of it) and the event ev, or fails
- * when ev could not be made: outputs are written only on success. */
-static int publish(acct_event *ev, const void *out, size_t bytes, void *ret_out,
-		   acct_event **ret_event, acct_error *err)
+/* The event of n draws of nz on a query of integer sensitivity sens
+ * (L1 for Laplace, L2 for the Gaussian); NULL when out of memory. */
+static acct_event *noise_event(const struct int_noise *nz, double sens, size_t n)
 {
+	if (nz->gaussian)
+		return gaussian_event(nz->sigma, sens, n);
+	return laplace_event(nz->num, nz->den, sens, n);
+}
+
+/* Hands the caller its output (bytes of out) and the event of the draws,
+ * or fails when that event could not be made: outputs are written only
+ * on success. */
+static int publish(const struct int_noise *nz, double sens, size_t n, const void *out,
+		   size_t bytes, void *ret_out, acct_event **ret_event, acct_error *err)
+{
+	acct_event *ev = noise_event(nz, sens, n);
+
 	if (!ev)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	memcpy(ret_out, out, bytes);
@@ -244,11 +256,46 @@ static int publish(acct_event *ev, const void *out, size_t bytes, void *ret_out,
 	return 0;
 }
 
+/* A real-valued release on the grid of `shift` (header comment), priced
+ * for the integer sensitivity sens. */
+static int grid_release(mech_rng *rng, const struct int_noise *nz, const double *values,
+			size_t n, int shift, double sens, double *ret_out, acct_event **ret_event,
+			acct_error *err)
+{
+	double *out = malloc(n * sizeof(*out));
+	int rc;
+
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	rc = add_grid_noise(rng, nz, values, n, shift, out, err);
+	if (rc == 0)
+		rc = publish(nz, sens, n, out, n * sizeof(*out), ret_out, ret_event, err);
+	free(out);
+	return rc;
+}
+
+/* An integer release, priced for the sensitivity sens. */
+static int int_release(mech_rng *rng, const struct int_noise *nz, const int64_t *values,
+		       size_t n, double sens, int64_t *ret_out, acct_event **ret_event,
+		       acct_error *err)
+{
+	int64_t *out = malloc(n * sizeof(*out));
+	int rc;
+
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	rc = add_int_noise(rng, nz, values, n, out, err);
+	if (rc == 0)
+		rc = publish(nz, sens, n, out, n * sizeof(*out), ret_out, ret_event, err);
+	free(out);
+	return rc;
+}
+
 int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
 		 double scale, double *ret_out, acct_event **ret_event, acct_error *err)
 {
 	struct int_noise nz = {.gaussian = false};
-	double *out, dz;
+	double dz;
 	int shift, rc;
 
 	if ((rc = check_real_release(values, n, l1_sensitivity, scale, "/scale", err)) < 0)
@@ -257,15 +304,7 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 	    grid_l1_sensitivity(l1_sensitivity, shift, n, &dz) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
 				      "noise scale too small for the sensitivity (epsilon too large)");
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	rc = add_grid_noise(rng, &nz, values, n, shift, out, err);
-	if (rc == 0)
-		rc = publish(laplace_event(nz.num, nz.den, dz, n), out, n * sizeof(*out), ret_out,
-			     ret_event, err);
-	free(out);
-	return rc;
+	return grid_release(rng, &nz, values, n, shift, dz, ret_out, ret_event, err);
 }
 
 int mech_gaussian_grid_shift(double scale)
@@ -300,7 +339,7 @@ int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensi
 		  double sigma, double *ret_out, acct_event **ret_event, acct_error *err)
 {
 	struct int_noise nz = {.gaussian = true};
-	double *out, dz;
+	double dz;
 	int shift, rc;
 
 	if ((rc = check_real_release(values, n, l2_sensitivity, sigma, "/sigma", err)) < 0)
@@ -314,15 +353,7 @@ int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensi
 	if (!isfinite(nz.sigma) || !(dz <= 0x1p53))
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
 				      "noise scale too small for the sensitivity (epsilon too large)");
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	rc = add_grid_noise(rng, &nz, values, n, shift, out, err);
-	if (rc == 0)
-		rc = publish(gaussian_event(nz.sigma, dz, n), out, n * sizeof(*out), ret_out,
-			     ret_event, err);
-	free(out);
-	return rc;
+	return grid_release(rng, &nz, values, n, shift, dz, ret_out, ret_event, err);
 }
 
 int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
@@ -330,7 +361,6 @@ int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
 			  acct_event **ret_event, acct_error *err)
 {
 	struct int_noise nz = {.gaussian = false};
-	int64_t *out;
 	int rc;
 
 	if ((rc = check_len(n, err)) < 0)
@@ -341,15 +371,7 @@ int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
 	if (mech_discrete_laplace_scale(scale, &nz.num, &nz.den) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/scale", "must be in [%g, %g]",
 				      DPG_MECH_DLAP_MIN_SCALE, DPG_MECH_DLAP_MAX_SCALE);
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	rc = add_int_noise(rng, &nz, values, n, out, err);
-	if (rc == 0)
-		rc = publish(laplace_event(nz.num, nz.den, (double)l1_sensitivity, n), out,
-			     n * sizeof(*out), ret_out, ret_event, err);
-	free(out);
-	return rc;
+	return int_release(rng, &nz, values, n, (double)l1_sensitivity, ret_out, ret_event, err);
 }
 
 int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
@@ -357,7 +379,6 @@ int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
 			   acct_event **ret_event, acct_error *err)
 {
 	struct int_noise nz = {.gaussian = true};
-	int64_t *out;
 	int rc;
 
 	if ((rc = check_len(n, err)) < 0 ||
@@ -370,15 +391,7 @@ int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
 	if (!isfinite(nz.sigma))
 		return acct_error_set(err, ACCT_EINVAL, "/sigma", "must be in [%g, %g]",
 				      DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA);
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	rc = add_int_noise(rng, &nz, values, n, out, err);
-	if (rc == 0)
-		rc = publish(gaussian_event(nz.sigma, l2_sensitivity, n), out, n * sizeof(*out),
-			     ret_out, ret_event, err);
-	free(out);
-	return rc;
+	return int_release(rng, &nz, values, n, l2_sensitivity, ret_out, ret_event, err);
 }
 
 /* delta of the Gaussian mechanism at epsilon (Balle and Wang 2018,
