@@ -1483,6 +1483,20 @@ static const char usage[] =
 	"  --max-rows N   largest ledger size measured (default 1000000)\n"
 	"  --keep         keep the temporary directory\n";
 
+/* A whole decimal number in [lo, hi] from text, or -1. */
+static int parse_whole(const char *text, long lo, long hi, long *ret)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < lo || v > hi)
+		return -1;
+	*ret = v;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, options *o)
 {
 	static const struct option opts[] = {
@@ -1522,26 +1536,22 @@ static int parse_options(int argc, char **argv, options *o)
 				goto bad;
 			break;
 		case 'R':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > MAX_ROUNDS)
+			if (parse_whole(optarg, 1, MAX_ROUNDS, &v) < 0)
 				goto bad;
 			o->rounds = (unsigned)v;
 			break;
 		case 't':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 64)
+			if (parse_whole(optarg, 1, 64, &v) < 0)
 				goto bad;
 			o->threads = (unsigned)v;
 			break;
 		case 's':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 10 || v > 100000)
+			if (parse_whole(optarg, 10, 100000, &v) < 0)
 				goto bad;
 			o->samples = (unsigned)v;
 			break;
 		case 'r':
-			o->max_rows = strtol(optarg, &end, 10);
-			if (*end || o->max_rows < 10 || o->max_rows > 100000000)
+			if (parse_whole(optarg, 10, 100000000, &o->max_rows) < 0)
 				goto bad;
 			break;
 		case 'h': fputs(usage, stdout); exit(0);
