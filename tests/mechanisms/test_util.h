@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <criterion/criterion.h>
 #include <gsl/gsl_cdf.h>
 
 #include "mech.h"
@@ -165,6 +166,23 @@ static inline void test_dgauss_pmf(double sigma, int w, double *prob)
 static inline int test_int_cell(int64_t z, int w)
 {
 	return (int)(z < -w ? -w : z > w ? w : z) + w;
+}
+
+/*
+ * The sample x[0..n) (sorted in place) fits the law cdf with parameters
+ * `right` (KS p above TEST_P_MIN), and the same sample tells each of the
+ * `n_wrong` laws in `wrong` apart (p below it): the test and its power.
+ */
+static inline void test_expect_ks_fit(double *x, size_t n,
+				      double (*cdf)(double, const void *),
+				      const struct test_loc_scale *right,
+				      const struct test_loc_scale *wrong, size_t n_wrong)
+{
+	cr_assert_gt(test_ks_p(x, n, cdf, right), TEST_P_MIN, "loc %g scale %g", right->loc,
+		     right->scale);
+	for (size_t i = 0; i < n_wrong; i++)
+		cr_assert_lt(test_ks_p(x, n, cdf, &wrong[i]), TEST_P_MIN, "loc %g scale %g",
+			     wrong[i].loc, wrong[i].scale);
 }
 
 #endif
