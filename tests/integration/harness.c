@@ -459,6 +459,15 @@ void dpg_upload_iris(const dpg_server *s, const char *id, const char *header)
 	free(csv);
 }
 
+void dpg_expect_status(const dpg_server *s, const char *method, const char *path,
+		       const char *key, const char *json_body, long status)
+{
+	dpg_resp r = dpg_call(s, method, path, key, json_body);
+
+	cr_assert_eq(r.status, status, "%s %s: %ld %s", method, path, r.status, r.body);
+	dpg_resp_free(&r);
+}
+
 long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len)
 {
 	const char *hdr[] = {"Content-Type: text/csv", NULL};

@@ -99,6 +99,11 @@ void dpg_resp_free(dpg_resp *r);
 dpg_resp dpg_call(const dpg_server *s, const char *method, const char *path, const char *key,
 		  const char *json_body);
 
+/* Convenience: dpg_call, then asserts the answer's status (its body in the
+ * message) and frees the answer. */
+void dpg_expect_status(const dpg_server *s, const char *method, const char *path,
+		       const char *key, const char *json_body, long status);
+
 /* Runs `dpgate` with arguments (NULL-terminated), capturing stdout (its
  * first out_size - 1 bytes; the rest is read and dropped); returns the exit
  * status. */

@@ -386,9 +386,7 @@ Test(auth, metrics_show_datasets_only_to_keys_that_read_them, .timeout = 120)
 	dpg_make_dataset(&srv, "a", 1.5, 0, "basic");
 	dpg_make_dataset(&srv, "b", 2.5, 0, "basic");
 	dpg_make_dataset(&srv, "c", 0.5, 0, "basic");
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/c", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/c", srv.admin_key, NULL, 200);
 	dpg_make_key(&srv, "analyst", "a", analyst_a, sizeof(analyst_a));
 	dpg_make_key(&srv, "viewer", "b", viewer_b, sizeof(viewer_b));
 	dpg_make_key(&srv, "viewer", NULL, viewer_all, sizeof(viewer_all));
@@ -430,16 +428,12 @@ Test(auth, the_last_admin_key_is_kept_with_a_409_of_the_spec, .timeout = 120)
 	dpg_assert_in_spec(&srv, "DELETE", "/v1/keys/{id}", "409", "application/problem+json",
 			   r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/keys", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/keys", srv.admin_key, NULL, 200);
 
 	dpg_make_key(&srv, "admin", NULL, other, sizeof(other));
 	r = dpg_call(&srv, "DELETE", path, other, NULL);
 	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/keys", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 401, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/keys", srv.admin_key, NULL, 401);
 	dpg_server_destroy(&srv);
 }

@@ -210,13 +210,11 @@ static void expect_second_server_refused(const char *db, const char *data, const
 static void first_server_still_charges(const char *id)
 {
 	char path[128];
-	dpg_resp r;
 
 	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
-	r = dpg_call(&srv, "POST", path, srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", path, srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}",
+			  201);
 }
 
 /*
@@ -355,22 +353,19 @@ Test(instance, verify_works_while_a_server_runs_on_the_database)
 {
 	char out[8192];
 	const char *verify[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
-	dpg_resp r;
 	int rc;
 
 	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}",
+			  201);
 	rc = run_limited(out, sizeof(out), verify, START_LIMIT_S);
 	cr_assert_eq(rc, 0, "verify beside a running server: exit %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "\"totals_match\": true"), "%s", out);
 	/* The server goes on charging afterwards. */
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}",
+			  201);
 }
 
 Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
@@ -429,16 +424,11 @@ Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
 	/* The same limits hold over HTTP. */
 	{
 		char body[8192];
-		dpg_resp r;
 
 		snprintf(body, sizeof(body), "{\"role\":\"analyst\",\"datasets\":[\"%s\"]}", long_id);
-		r = dpg_call(&srv, "POST", "/v1/keys", srv.admin_key, body);
-		cr_assert_eq(r.status, 400, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "POST", "/v1/keys", srv.admin_key, body, 400);
 		snprintf(body, sizeof(body), "{\"role\":\"viewer\",\"note\":\"%s\"}", note);
-		r = dpg_call(&srv, "POST", "/v1/keys", srv.admin_key, body);
-		cr_assert_eq(r.status, 400, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "POST", "/v1/keys", srv.admin_key, body, 400);
 	}
 	free(many);
 	free(note);
@@ -535,7 +525,6 @@ Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 	const char *argv[] = {dpg_bin(), "serve", "--db", other_db, "--listen", "127.0.0.1:0",
 			      "--data-dir", data_dir, "--quiet", NULL};
 	const char *query = "{\"query\":\"count\",\"epsilon\":0.5}";
-	dpg_resp r;
 	int rc;
 
 	dpg_make_dataset(&srv, "t", 10.0, 1e-5, "basic");
@@ -552,9 +541,7 @@ Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 	rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
 	cr_assert_eq(rc, 1, "second serve on %s: exit %d: %s", data_dir, rc, out);
 	cr_assert_not_null(strstr(out, "data directory"), "%s", out);
-	r = dpg_call(&srv, "POST", "/v1/datasets/t/queries", srv.admin_key, query);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/t/queries", srv.admin_key, query, 201);
 }
 
 /* Sends `req` on a new connection to the server and returns the answer's
@@ -589,18 +576,13 @@ Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
 
 	for (size_t i = 0; i < sizeof(thread_counts) / sizeof(thread_counts[0]); i++) {
 		dpg_server s;
-		dpg_resp r;
 		char line[4096];
 		int lines = 0, library_lines = 0;
 		FILE *f;
 
 		dpg_server_start_with(&s, NULL, thread_counts[i]);
-		r = dpg_call(&s, "GET", "/healthz", NULL, NULL);
-		cr_assert_eq(r.status, 200);
-		dpg_resp_free(&r);
-		r = dpg_call(&s, "GET", "/v1/nope", NULL, NULL);
-		cr_assert_eq(r.status, 404);
-		dpg_resp_free(&r);
+		dpg_expect_status(&s, "GET", "/healthz", NULL, NULL, 200);
+		dpg_expect_status(&s, "GET", "/v1/nope", NULL, NULL, 404);
 		cr_assert_eq(raw_status(&s, "GET /healthz HTTP/1.1\r\nHost: x\r\n"
 					    "Content-Length: abc\r\n\r\n"),
 			     400);

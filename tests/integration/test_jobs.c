@@ -144,9 +144,8 @@ Test(jobs, over_budget_is_refused_before_anything_runs)
 	cr_assert_gt(dpg_num(r.json, "cost.epsilon"), 0.1);
 	dpg_resp_free(&r);
 	/* Without params (the defaults): priced and refused the same way. */
-	r = dpg_call(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key, "{\"trainer\":\"dpsgd\"}");
-	cr_assert_eq(r.status, 409, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key,
+			  "{\"trainer\":\"dpsgd\"}", 409);
 	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/jobs", srv.admin_key, NULL);
 	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 0);
 	dpg_resp_free(&r);
@@ -180,10 +179,8 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "again", 50.0, 1e-5, "rdp");
-	r = dpg_call(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key,
-		     "{\"builtin\":\"fashion-mnist\"}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	r = submit_keyed();
 	cr_assert_lt(r.len, sizeof(first));
 	memcpy(first, r.body, r.len);
@@ -202,9 +199,7 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 			      strlen(csv), csv_hdr, &r), 0);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job);
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job, 400);
 	/* The retry: the stored 202, byte for byte, and no second reservation. */
 	r = submit_keyed();
 	cr_assert_eq(r.len, strlen(first));
@@ -223,10 +218,8 @@ Test(jobs, bad_params_name_the_field)
 	cr_assert_eq(r.status, 400, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/lot_size");
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
-		     "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":70000}}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
+			  "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":70000}}", 400);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
 		     "{\"trainer\":\"sgd\"}");
 	cr_assert_eq(r.status, 400);
@@ -317,13 +310,9 @@ Test(jobs, cancel_queued_releases_running_commits)
 		  "%s", r.body);
 	dpg_resp_free(&r);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model", ids[2]);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", path, srv.admin_key, NULL, 409);
 	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[0]);
-	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", path, srv.admin_key, NULL, 409);
 }
 
 /* Waits until job `id` has applied at least `steps` steps (60 s at most). */
@@ -410,9 +399,7 @@ Test(jobs, the_job_list_of_a_missing_dataset_is_404)
 
 	cr_assert_eq(r.status, 404, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/fm/jobs", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/fm/jobs", srv.admin_key, NULL, 200);
 }
 
 /*
@@ -467,9 +454,7 @@ Test(jobs, a_queued_job_of_an_archived_dataset_never_starts)
 	json_t *j;
 
 	submit_three_long_jobs(ids, rids);
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/fm", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/fm", srv.admin_key, NULL, 200);
 	/* Free both workers; the queued job is taken next. */
 	for (int i = 0; i < 2; i++)
 		cancel_job(ids[i], 202);
@@ -794,10 +779,8 @@ Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)
 	json_t *ev;
 
 	dpg_make_dataset(&srv, "fb", 50.0, 1e-5, "basic");
-	r = dpg_call(&srv, "PUT", "/v1/datasets/fb/data", srv.admin_key,
-		     "{\"builtin\":\"fashion-mnist\"}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/fb/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, small_job);
 	cr_assert_eq(r.status, 422, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/ledger_delta");
@@ -886,10 +869,8 @@ Test(jobs, the_queue_limit_holds_under_concurrent_submissions)
 	dpg_resp r;
 
 	upload_cities("qq", "Lyon");
-	r = dpg_call(&srv, "PATCH", "/v1/datasets/qq", srv.admin_key,
-		     "{\"budget\":{\"epsilon\":1e6,\"delta\":1e-5}}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/qq", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":1e6,\"delta\":1e-5}}", 200);
 	submit_three_long_jobs(ids, rids);
 	/* The third long job holds one place in the queue. */
 	sub = (struct submitter){cities_job("[\"Lyon\",\"Paris\"]"), &next, &accepted, &full, 120,

@@ -245,9 +245,7 @@ Test(no_random, a_job_without_randomness_is_refused_or_fails_and_releases)
 	dpg_upload_csv(&srv, "j", csv, n);
 
 	randomness(false);
-	r = dpg_call(&srv, "POST", "/v1/datasets/j/jobs", srv.admin_key, job);
-	cr_assert_eq(r.status, 503, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/j/jobs", srv.admin_key, job, 503);
 	cr_assert_eq(budget_number("j", "reserved"), 0.0);
 	cr_assert_eq(ledger_kind("j", "reserve"), 0);
 
