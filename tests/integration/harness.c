@@ -516,6 +516,19 @@ char *dpg_read_file(const char *path, size_t *ret_len)
 	return buf;
 }
 
+size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field)
+{
+	dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
+	size_t n;
+
+	cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
+	cr_assert(json_is_array(json_object_get(r.json, field)), "GET %s: no %s: %s", path, field,
+		  r.body);
+	n = json_array_size(json_object_get(r.json, field));
+	dpg_resp_free(&r);
+	return n;
+}
+
 json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages)
 {
 	json_t *all = json_array();

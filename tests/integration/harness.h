@@ -155,6 +155,10 @@ dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, c
  * the file cannot be read. */
 char *dpg_read_file(const char *path, size_t *ret_len);
 
+/* GETs `path` with the admin key, asserts 200, and returns the length of
+ * the array at the answer's top-level `field` (asserted to be one). */
+size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field);
+
 /* Every entry of a paged listing, oldest first (the caller decrefs the
  * array): GETs `path` (which holds its query, "limit=" included) with
  * "&after=N" appended, from 0 and then at each page's "next" until it is

@@ -150,13 +150,9 @@ Test(api, dataset_lifecycle)
 	dpg_resp_free(&r);
 	dpg_expect_status(&srv, "POST", "/v1/datasets/adult/charges", srv.admin_key,
 			  charge_1_8, 409);
-	r = dpg_call(&srv, "GET", "/v1/datasets/adult/ledger", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 2);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/adult/ledger", "entries"), 2);
 	/* Archived datasets are hidden from the default listing. */
-	r = dpg_call(&srv, "GET", "/v1/datasets", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "datasets")), 0);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets", "datasets"), 0);
 }
 
 Test(api, charges_stop_exactly_at_the_budget)

@@ -146,9 +146,7 @@ Test(jobs, over_budget_is_refused_before_anything_runs)
 	/* Without params (the defaults): priced and refused the same way. */
 	dpg_expect_status(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key,
 			  "{\"trainer\":\"dpsgd\"}", 409);
-	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/jobs", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 0);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/tiny/jobs", "jobs"), 0);
 	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/ledger", srv.admin_key, NULL);
 	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 0);
 	dpg_resp_free(&r);
@@ -205,9 +203,7 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	cr_assert_eq(r.len, strlen(first));
 	cr_assert_eq(memcmp(r.body, first, r.len), 0, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/again/jobs", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 1, "%s", r.body);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/again/jobs", "jobs"), 1);
 }
 
 Test(jobs, bad_params_name_the_field)
@@ -225,9 +221,7 @@ Test(jobs, bad_params_name_the_field)
 	cr_assert_eq(r.status, 400);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/trainer");
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/fm/ledger", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 0);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/fm/ledger", "entries"), 0);
 }
 
 /* Submits three long jobs on fm (two workers: the third waits in the
