@@ -468,6 +468,23 @@ void dpg_expect_status(const dpg_server *s, const char *method, const char *path
 	dpg_resp_free(&r);
 }
 
+const char *dpg_key_id(const char *key, char *buf, size_t size)
+{
+	const char *start = key + 4, *end = strchr(start, '_');
+
+	cr_assert(strncmp(key, "dpg_", 4) == 0 && end, "%s", key);
+	snprintf(buf, size, "%.*s", (int)(end - start), start);
+	return buf;
+}
+
+void dpg_revoke_key_cli(const char *db, const char *id)
+{
+	const char *argv[] = {dpg_bin(), "keys", "revoke", "--db", db, id, NULL};
+	char out[512];
+
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "keys revoke %s: %s", id, out);
+}
+
 long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len)
 {
 	const char *hdr[] = {"Content-Type: text/csv", NULL};

@@ -121,6 +121,14 @@ void dpg_assert_in_spec(const dpg_server *s, const char *method, const char *spe
 void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, char *key,
 		  size_t key_size);
 
+/* The public id of a key "dpg_<id>_<secret>", copied into buf (size
+ * bytes); fails the test on a key of another shape.  Returns buf. */
+const char *dpg_key_id(const char *key, char *buf, size_t size);
+
+/* Revokes the key with public id `id` through the CLI (`dpgate keys
+ * revoke --db DB ID`, the server running or not); asserts exit 0. */
+void dpg_revoke_key_cli(const char *db, const char *id);
+
 /* Creates a dataset with the admin key; asserts 201. */
 void dpg_make_dataset(const dpg_server *s, const char *id, double epsilon, double delta,
 		      const char *accountant);

@@ -486,10 +486,9 @@ Test(api, ledger_pages)
 	json_t *entries;
 
 	dpg_make_dataset(&srv, "d", 100.0, 0, "basic");
-	for (int i = 0; i < 25; i++) {
+	for (int i = 0; i < 25; i++)
 		dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
 				  charge_1_8, 201);
-	}
 	/* Pages of 10: three, the last holding 5. */
 	entries = dpg_list_all(&srv, "/v1/datasets/d/ledger?limit=10", 10);
 	cr_assert_eq(json_array_size(entries), 25);
@@ -609,20 +608,18 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 	dpg_make_dataset(&srv, "t", 0.5, 0, "basic");
 	c0 = committed_spends(&commit_sum, &txn_sum);
 	t0 = dpg_metric(&srv, "dpgate_spend_commits_total");
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		dpg_expect_status(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key,
 				  quarter, 201);
-	}
 	updated_at_of("t", updated, sizeof(updated));
 	c1 = committed_spends(&commit_sum, &txn_sum);
 	cr_assert_eq(c1, c0 + 2);
 	cr_assert_gt(commit_sum, 0);
 	cr_assert_leq(commit_sum, txn_sum);
 	usleep(20000); /* updated_at has milliseconds: a write now would show */
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 3; i++)
 		dpg_expect_status(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key,
 				  quarter, 409);
-	}
 	cr_assert_eq(committed_spends(&commit_sum, &txn_sum), c1, "a refusal committed");
 	t1 = dpg_metric(&srv, "dpgate_spend_commits_total");
 	cr_assert_eq(t1, t0 + 5, "every transaction run is counted");
@@ -864,9 +861,8 @@ static void charge_and_verify(const char *id, const char *const *bodies, size_t 
 
 	dpg_make_dataset(&srv, id, 10.0, 1e-5, "rdp");
 	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		dpg_expect_status(&srv, "POST", path, srv.admin_key, bodies[i], 201);
-	}
 	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
 	*ret_budget = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(ret_budget->status, 200, "%s", ret_budget->body);
@@ -1077,25 +1073,21 @@ Test(api, a_slow_price_holds_no_lock)
 
 Test(api, revocation_reaches_the_key_cache_at_once)
 {
-	char k1[160], k2[160], out[512], id[17], path[64];
+	char k1[160], k2[160], id[17], path[64];
 	dpg_resp r;
-	const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, id, NULL};
 
 	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
 	dpg_make_key(&srv, "viewer", NULL, k1, sizeof(k1));
 	dpg_make_key(&srv, "viewer", NULL, k2, sizeof(k2));
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", i ? k2 : k1, NULL, 200);
-	}
 	/* The CLI, while the server runs. */
-	memcpy(id, k1 + 4, 16);
-	id[16] = '\0';
-	cr_assert_eq(dpg_run(out, sizeof(out), revoke), 0, "%s", out);
+	dpg_revoke_key_cli(srv.db, dpg_key_id(k1, id, sizeof(id)));
 	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k1, NULL);
 	cr_assert_eq(r.status, 401, "a key revoked by the CLI still works: %s", r.body);
 	dpg_resp_free(&r);
 	/* The API. */
-	memcpy(id, k2 + 4, 16);
+	dpg_key_id(k2, id, sizeof(id));
 	snprintf(path, sizeof(path), "/v1/keys/%s", id);
 	dpg_expect_status(&srv, "DELETE", path, srv.admin_key, NULL, 200);
 	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k2, NULL, 401);
@@ -1132,8 +1124,7 @@ Test(api, the_bearer_scheme_is_matched_in_any_case)
  */
 Test(api, a_revocation_through_a_symlinked_path_reaches_the_server)
 {
-	char k[160], out[512], id[17], link[400];
-	const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", link, id, NULL};
+	char k[160], id[17], link[400];
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
@@ -1141,9 +1132,7 @@ Test(api, a_revocation_through_a_symlinked_path_reaches_the_server)
 	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k, NULL, 200);
 	snprintf(link, sizeof(link), "%s/link.db", srv.dir);
 	cr_assert_eq(symlink(srv.db, link), 0);
-	memcpy(id, k + 4, 16);
-	id[16] = '\0';
-	cr_assert_eq(dpg_run(out, sizeof(out), revoke), 0, "%s", out);
+	dpg_revoke_key_cli(link, dpg_key_id(k, id, sizeof(id)));
 	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k, NULL);
 	cr_assert_eq(r.status, 401, "a key revoked through a symlink still works: %s", r.body);
 	dpg_resp_free(&r);

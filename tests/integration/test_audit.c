@@ -42,15 +42,6 @@ TestSuite(audit, .init = setup, .fini = teardown, .timeout = 300);
 
 static const char half[] = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0}}";
 
-/* The public id of a key "dpg_<id>_<secret>". */
-static void key_id_of(const char *key, char *buf, size_t size)
-{
-	const char *start = key + 4, *end = strchr(start, '_');
-
-	cr_assert(strncmp(key, "dpg_", 4) == 0 && end, "%s", key);
-	snprintf(buf, size, "%.*s", (int)(end - start), start);
-}
-
 /* Runs SQL on the database file, with the server stopped. */
 static void forge(const char *sql)
 {
@@ -160,7 +151,7 @@ Test(audit, dataset_history_names_who_set_each_budget)
 	json_t *entries, *e, *report, *d;
 	dpg_resp r;
 
-	key_id_of(srv.admin_key, admin_id, sizeof(admin_id));
+	dpg_key_id(srv.admin_key, admin_id, sizeof(admin_id));
 	dpg_make_dataset(&srv, "a", 2.0, 1e-5, "rdp");
 	dpg_expect_status(&srv, "PATCH", "/v1/datasets/a", srv.admin_key,
 			  "{\"budget\":{\"epsilon\":3}}", 200);
@@ -268,16 +259,15 @@ static void key_history(const char *id, char *buf, size_t size)
 
 Test(audit, key_creation_and_revocation_name_who_did_them)
 {
-	char admin_id[64], cli[160], cli_id[64], http_id[64], want[256], got[1024], out[4096];
+	char admin_id[64], cli[160], cli_id[64], http_id[64], want[256], got[1024];
 	struct passwd *pw = getpwuid(geteuid());
-	const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, http_id, NULL};
 	dpg_resp r;
 
 	cr_assert(pw && pw->pw_name, "this test's user has no passwd entry");
-	key_id_of(srv.admin_key, admin_id, sizeof(admin_id));
+	dpg_key_id(srv.admin_key, admin_id, sizeof(admin_id));
 	/* Through the CLI: created by cli:<login>, revoked over HTTP. */
 	dpg_make_key(&srv, "viewer", NULL, cli, sizeof(cli));
-	key_id_of(cli, cli_id, sizeof(cli_id));
+	dpg_key_id(cli, cli_id, sizeof(cli_id));
 	snprintf(want, sizeof(want), "/v1/keys/%s", cli_id);
 	dpg_expect_status(&srv, "DELETE", want, srv.admin_key, NULL, 200);
 	/* A second revocation changes nothing and records nothing. */
@@ -291,7 +281,7 @@ Test(audit, key_creation_and_revocation_name_who_did_them)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	snprintf(http_id, sizeof(http_id), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	cr_assert_eq(dpg_run(out, sizeof(out), revoke), 0, "%s", out);
+	dpg_revoke_key_cli(srv.db, http_id);
 	key_history(http_id, got, sizeof(got));
 	snprintf(want, sizeof(want), "create:%s,revoke:cli:%s", admin_id, pw->pw_name);
 	cr_assert_str_eq(got, want);

@@ -171,12 +171,11 @@ static void fill_ids(const dpg_server *srv, char *path, size_t size)
 		dpg_resp_free(&res);
 	}
 	if (strstr(path, "{kid}")) {
-		char k[160];
+		char k[160], kid[64];
 
 		dpg_make_key(srv, "viewer", NULL, k, sizeof(k));
-		k[20] = '\0';
 		snprintf(tmp, sizeof(tmp), "%s", path);
-		subst(path, size, tmp, "{kid}", k + 4);
+		subst(path, size, tmp, "{kid}", dpg_key_id(k, kid, sizeof(kid)));
 	}
 }
 
@@ -197,12 +196,9 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 	dpg_make_key(&srv, "analyst", "b", keys[W_ANALYST_B], sizeof(keys[0]));
 	snprintf(keys[W_ADMIN], sizeof(keys[0]), "%s", srv.admin_key);
 	{
-		char out[256], id[17];
-		const char *argv[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, id, NULL};
+		char id[64];
 
-		memcpy(id, keys[W_REVOKED] + 4, 16);
-		id[16] = '\0';
-		cr_assert_eq(dpg_run(out, sizeof(out), argv), 0);
+		dpg_revoke_key_cli(srv.db, dpg_key_id(keys[W_REVOKED], id, sizeof(id)));
 	}
 
 	for (size_t r = 0; r < sizeof(routes) / sizeof(routes[0]); r++) {
