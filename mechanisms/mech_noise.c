@@ -29,8 +29,10 @@
  * event is rounded in the direction that overstates the privacy cost.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mech.h"
 #include "mech_internal.h"
@@ -66,6 +68,21 @@ static int check_values(const double *v, size_t n, acct_error *err)
 			snprintf(where, sizeof(where), "/values/%zu", i);
 			return acct_error_set(err, ACCT_EINVAL, where, "must be a finite number");
 		}
+	return 0;
+}
+
+/* The checks every real-valued release starts with: 1 to
+ * DPG_MAX_VECTOR_LEN finite values, a finite positive sensitivity and a
+ * finite positive noise scale (named `scale_where` in the error). */
+static int check_real_release(const double *values, size_t n, double sensitivity, double scale,
+			      const char *scale_where, acct_error *err)
+{
+	int rc;
+
+	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
+	    (rc = check_positive(sensitivity, "/sensitivity", err)) < 0 ||
+	    (rc = check_positive(scale, scale_where, err)) < 0)
+		return rc;
 	return 0;
 }
 
@@ -108,65 +125,186 @@ int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t
 	return mech_discrete_laplace_scale(ldexp(scale, *ret_shift), ret_num, ret_den);
 }
 
-int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
-		 double scale, double *ret_out, acct_event **ret_event, acct_error *err)
-{
-	acct_event *ev = NULL;
-	double *out = NULL, dz, a;
+/* Integer noise, the one thing in which the four additive mechanisms
+ * differ once their inputs are checked: discrete Laplace of scale num/den
+ * or discrete Gaussian of sigma (the sampler's own sigma), both exact. */
+struct int_noise {
+	bool gaussian;
 	uint64_t num, den;
-	int shift, rc;
+	double sigma;
+};
 
-	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
-	    (rc = check_positive(l1_sensitivity, "/sensitivity", err)) < 0 ||
-	    (rc = check_positive(scale, "/scale", err)) < 0)
-		return rc;
-	if (mech__laplace_grid(scale, &shift, &num, &den) < 0 ||
-	    grid_l1_sensitivity(l1_sensitivity, shift, n, &dz) < 0)
-		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
-				      "noise scale too small for the sensitivity (epsilon too large)");
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+static int draw_noise(mech_rng *rng, const struct int_noise *nz, int64_t *ret_z, acct_error *err)
+{
+	int rc;
+
+	if (nz->gaussian)
+		rc = mech_sample_discrete_gaussian(rng, nz->sigma, ret_z);
+	else
+		rc = mech_sample_discrete_laplace(rng, nz->num, nz->den, ret_z);
+	if (rc < 0)
+		return acct_error_set(err, rc, "", "noise sampling failed");
+	return 0;
+}
+
+/* out[i] = (floor(values[i] 2^shift) + Z_i) 2^-shift, the grid release of
+ * the header comment.  Fails on a value too large for the grid. */
+static int add_grid_noise(mech_rng *rng, const struct int_noise *nz, const double *values,
+			  size_t n, int shift, double *out, acct_error *err)
+{
 	for (size_t i = 0; i < n; i++) {
 		i128 k;
 		int64_t z;
+		int rc;
 
 		if (grid_index(values[i], shift, &k) < 0) {
 			char where[ACCT_ERROR_WHERE_BYTES];
 
 			snprintf(where, sizeof(where), "/values/%zu", i);
-			rc = acct_error_set(err, ACCT_EINVAL, where, "too large for the noise scale");
-			goto out;
+			return acct_error_set(err, ACCT_EINVAL, where, "too large for the noise scale");
 		}
-		rc = mech_sample_discrete_laplace(rng, num, den, &z);
-		if (rc < 0) {
-			rc = acct_error_set(err, rc, "", "noise sampling failed");
-			goto out;
-		}
+		if ((rc = draw_noise(rng, nz, &z, err)) < 0)
+			return rc;
 		out[i] = mech__grid_value(k + z, shift);
 	}
-	/* Noise parameter per grid unit a = den / num (rounded up). */
-	a = acct_div_up((double)den, (double)num);
-	if (n == 1) {
-		ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
-		if (ev) {
-			ev->u.discrete_laplace.noise_parameter = a;
-			ev->u.discrete_laplace.sensitivity = dz;
+	return 0;
+}
+
+/* out[i] = values[i] + Z_i, saturated at the int64 range. */
+static int add_int_noise(mech_rng *rng, const struct int_noise *nz, const int64_t *values,
+			 size_t n, int64_t *out, acct_error *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		int64_t z;
+		int rc;
+
+		if ((rc = draw_noise(rng, nz, &z, err)) < 0)
+			return rc;
+		if (__builtin_add_overflow(values[i], z, &out[i])) {
+			/* Depends on the noise, not only on the data: refusing
+			 * here would leak; saturate instead (post-processing of
+			 * the exact sum). */
+			out[i] = z > 0 ? INT64_MAX : INT64_MIN;
 		}
-	} else {
-		ev = event_epsilon(acct_mul_up(a, dz));
 	}
-	if (!ev) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
+	return 0;
+}
+
+/* The event of n discrete Laplace draws of scale num/den on a query of
+ * integer L1 sensitivity sens (header comment: the scalar names the
+ * mechanism, a vector is pure (a sens)-DP), a = den/num rounded up.  NULL
+ * when out of memory. */
+static acct_event *laplace_event(uint64_t num, uint64_t den, double sens, size_t n)
+{
+	double a = acct_div_up((double)den, (double)num);
+	acct_event *ev;
+
+	if (n > 1)
+		return event_epsilon(acct_mul_up(a, sens));
+	ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
+	if (ev) {
+		ev->u.discrete_laplace.noise_parameter = a;
+		ev->u.discrete_laplace.sensitivity = sens;
 	}
-	for (size_t i = 0; i < n; i++)
-		ret_out[i] = out[i];
+	return ev;
+}
+
+/* The event of n discrete Gaussian draws of sigma sg on a query of
+ * integer L2 sensitivity sens: the scalar names the mechanism, a vector is
+ * sens^2 / (2 sg^2)-zCDP (CKS 2020, Theorem 14), rounded up.  NULL when
+ * out of memory. */
+static acct_event *gaussian_event(double sg, double sens, size_t n)
+{
+	acct_event *ev;
+
+	if (n > 1) {
+		ev = acct_event_new(ACCT_EV_ZCDP);
+		if (ev)
+			ev->u.zcdp.rho = acct_div_up(acct_mul_up(acct_mul_up(sens, sens), 0.5),
+						     sg * sg);
+		return ev;
+	}
+	ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);
+	if (ev) {
+		ev->u.discrete_gaussian.sigma = sg;
+		ev->u.discrete_gaussian.sensitivity = sens;
+	}
+	return ev;
+}
+
+/* The event of n draws of nz on a query of integer sensitivity sens
+ * (L1 for Laplace, L2 for the Gaussian); NULL when out of memory. */
+static acct_event *noise_event(const struct int_noise *nz, double sens, size_t n)
+{
+	if (nz->gaussian)
+		return gaussian_event(nz->sigma, sens, n);
+	return laplace_event(nz->num, nz->den, sens, n);
+}
+
+/* Hands the caller its output (bytes of out) and the event of the draws,
+ * or fails when that event could not be made: outputs are written only
+ * on success. */
+static int publish(const struct int_noise *nz, double sens, size_t n, const void *out,
+		   size_t bytes, void *ret_out, acct_event **ret_event, acct_error *err)
+{
+	acct_event *ev = noise_event(nz, sens, n);
+
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	memcpy(ret_out, out, bytes);
 	*ret_event = ev;
-	rc = 0;
-out:
+	return 0;
+}
+
+/* A real-valued release on the grid of `shift` (header comment), priced
+ * for the integer sensitivity sens. */
+static int grid_release(mech_rng *rng, const struct int_noise *nz, const double *values,
+			size_t n, int shift, double sens, double *ret_out, acct_event **ret_event,
+			acct_error *err)
+{
+	double *out = malloc(n * sizeof(*out));
+	int rc;
+
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	rc = add_grid_noise(rng, nz, values, n, shift, out, err);
+	if (rc == 0)
+		rc = publish(nz, sens, n, out, n * sizeof(*out), ret_out, ret_event, err);
 	free(out);
 	return rc;
+}
+
+/* An integer release, priced for the sensitivity sens. */
+static int int_release(mech_rng *rng, const struct int_noise *nz, const int64_t *values,
+		       size_t n, double sens, int64_t *ret_out, acct_event **ret_event,
+		       acct_error *err)
+{
+	int64_t *out = malloc(n * sizeof(*out));
+	int rc;
+
+	if (!out)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	rc = add_int_noise(rng, nz, values, n, out, err);
+	if (rc == 0)
+		rc = publish(nz, sens, n, out, n * sizeof(*out), ret_out, ret_event, err);
+	free(out);
+	return rc;
+}
+
+int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
+		 double scale, double *ret_out, acct_event **ret_event, acct_error *err)
+{
+	struct int_noise nz = {.gaussian = false};
+	double dz;
+	int shift, rc;
+
+	if ((rc = check_real_release(values, n, l1_sensitivity, scale, "/scale", err)) < 0)
+		return rc;
+	if (mech__laplace_grid(scale, &shift, &nz.num, &nz.den) < 0 ||
+	    grid_l1_sensitivity(l1_sensitivity, shift, n, &dz) < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
+				      "noise scale too small for the sensitivity (epsilon too large)");
+	return grid_release(rng, &nz, values, n, shift, dz, ret_out, ret_event, err);
 }
 
 int mech_gaussian_grid_shift(double scale)
@@ -200,76 +338,29 @@ int mech_gaussian_on_grid(mech_rng *rng, double value, double sigma, int shift, 
 int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensitivity,
 		  double sigma, double *ret_out, acct_event **ret_event, acct_error *err)
 {
-	acct_event *ev = NULL;
-	double *out = NULL, sg, dz;
+	struct int_noise nz = {.gaussian = true};
+	double dz;
 	int shift, rc;
 
-	if ((rc = check_len(n, err)) < 0 || (rc = check_values(values, n, err)) < 0 ||
-	    (rc = check_positive(l2_sensitivity, "/sensitivity", err)) < 0 ||
-	    (rc = check_positive(sigma, "/sigma", err)) < 0)
+	if ((rc = check_real_release(values, n, l2_sensitivity, sigma, "/sigma", err)) < 0)
 		return rc;
 	shift = mech_gaussian_grid_shift(sigma);
-	sg = mech_discrete_gaussian_sigma(ldexp(sigma, shift));
+	nz.sigma = mech_discrete_gaussian_sigma(ldexp(sigma, shift));
 	if (n == 1)
 		dz = ceil(ldexp(l2_sensitivity, shift));
 	else
 		dz = acct_add_up(ldexp(l2_sensitivity, shift), nextafter(sqrt((double)n), INFINITY));
-	if (!isfinite(sg) || !(dz <= 0x1p53))
+	if (!isfinite(nz.sigma) || !(dz <= 0x1p53))
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
 				      "noise scale too small for the sensitivity (epsilon too large)");
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		i128 k;
-		int64_t z;
-
-		if (grid_index(values[i], shift, &k) < 0) {
-			char where[ACCT_ERROR_WHERE_BYTES];
-
-			snprintf(where, sizeof(where), "/values/%zu", i);
-			rc = acct_error_set(err, ACCT_EINVAL, where, "too large for the noise scale");
-			goto out;
-		}
-		rc = mech_sample_discrete_gaussian(rng, sg, &z);
-		if (rc < 0) {
-			rc = acct_error_set(err, rc, "", "noise sampling failed");
-			goto out;
-		}
-		out[i] = mech__grid_value(k + z, shift);
-	}
-	if (n == 1) {
-		ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);
-		if (ev) {
-			ev->u.discrete_gaussian.sigma = sg;
-			ev->u.discrete_gaussian.sensitivity = dz;
-		}
-	} else {
-		ev = acct_event_new(ACCT_EV_ZCDP);
-		if (ev)
-			ev->u.zcdp.rho = acct_div_up(acct_mul_up(acct_mul_up(dz, dz), 0.5), sg * sg);
-	}
-	if (!ev) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		ret_out[i] = out[i];
-	*ret_event = ev;
-	rc = 0;
-out:
-	free(out);
-	return rc;
+	return grid_release(rng, &nz, values, n, shift, dz, ret_out, ret_event, err);
 }
 
 int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
 			  int64_t l1_sensitivity, double scale, int64_t *ret_out,
 			  acct_event **ret_event, acct_error *err)
 {
-	acct_event *ev = NULL;
-	int64_t *out = NULL;
-	uint64_t num, den;
-	double a;
+	struct int_noise nz = {.gaussian = false};
 	int rc;
 
 	if ((rc = check_len(n, err)) < 0)
@@ -277,57 +368,17 @@ int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,
 	if (l1_sensitivity < 1 || l1_sensitivity > (INT64_C(1) << 53))
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
 				      "must be an integer in [1, 2^53]");
-	if (mech_discrete_laplace_scale(scale, &num, &den) < 0)
+	if (mech_discrete_laplace_scale(scale, &nz.num, &nz.den) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/scale", "must be in [%g, %g]",
 				      DPG_MECH_DLAP_MIN_SCALE, DPG_MECH_DLAP_MAX_SCALE);
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		int64_t z;
-
-		rc = mech_sample_discrete_laplace(rng, num, den, &z);
-		if (rc < 0) {
-			rc = acct_error_set(err, rc, "", "noise sampling failed");
-			goto out;
-		}
-		if (__builtin_add_overflow(values[i], z, &out[i])) {
-			/* Depends on the noise, not only on the data: refusing
-			 * here would leak; saturate instead (post-processing of
-			 * the exact sum). */
-			out[i] = z > 0 ? INT64_MAX : INT64_MIN;
-		}
-	}
-	a = acct_div_up((double)den, (double)num);
-	if (n == 1) {
-		ev = acct_event_new(ACCT_EV_DISCRETE_LAPLACE);
-		if (ev) {
-			ev->u.discrete_laplace.noise_parameter = a;
-			ev->u.discrete_laplace.sensitivity = (double)l1_sensitivity;
-		}
-	} else {
-		ev = event_epsilon(acct_mul_up(a, (double)l1_sensitivity));
-	}
-	if (!ev) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		ret_out[i] = out[i];
-	*ret_event = ev;
-	rc = 0;
-out:
-	free(out);
-	return rc;
+	return int_release(rng, &nz, values, n, (double)l1_sensitivity, ret_out, ret_event, err);
 }
 
 int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
 			   double l2_sensitivity, double sigma, int64_t *ret_out,
 			   acct_event **ret_event, acct_error *err)
 {
-	acct_event *ev = NULL;
-	int64_t *out = NULL;
-	double sg;
+	struct int_noise nz = {.gaussian = true};
 	int rc;
 
 	if ((rc = check_len(n, err)) < 0 ||
@@ -336,47 +387,11 @@ int mech_discrete_gaussian(mech_rng *rng, const int64_t *values, size_t n,
 	if (n == 1 && l2_sensitivity != floor(l2_sensitivity))
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
 				      "must be an integer for a scalar");
-	sg = mech_discrete_gaussian_sigma(sigma);
-	if (!isfinite(sg))
+	nz.sigma = mech_discrete_gaussian_sigma(sigma);
+	if (!isfinite(nz.sigma))
 		return acct_error_set(err, ACCT_EINVAL, "/sigma", "must be in [%g, %g]",
 				      DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA);
-	out = malloc(n * sizeof(*out));
-	if (!out)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		int64_t z;
-
-		rc = mech_sample_discrete_gaussian(rng, sg, &z);
-		if (rc < 0) {
-			rc = acct_error_set(err, rc, "", "noise sampling failed");
-			goto out;
-		}
-		if (__builtin_add_overflow(values[i], z, &out[i]))
-			out[i] = z > 0 ? INT64_MAX : INT64_MIN;
-	}
-	if (n == 1) {
-		ev = acct_event_new(ACCT_EV_DISCRETE_GAUSSIAN);
-		if (ev) {
-			ev->u.discrete_gaussian.sigma = sg;
-			ev->u.discrete_gaussian.sensitivity = l2_sensitivity;
-		}
-	} else {
-		ev = acct_event_new(ACCT_EV_ZCDP);
-		if (ev)
-			ev->u.zcdp.rho = acct_div_up(
-				acct_mul_up(acct_mul_up(l2_sensitivity, l2_sensitivity), 0.5), sg * sg);
-	}
-	if (!ev) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		ret_out[i] = out[i];
-	*ret_event = ev;
-	rc = 0;
-out:
-	free(out);
-	return rc;
+	return int_release(rng, &nz, values, n, l2_sensitivity, ret_out, ret_event, err);
 }
 
 /* delta of the Gaussian mechanism at epsilon (Balle and Wang 2018,

@@ -20,30 +20,38 @@
 #include <time.h>
 
 #include "acct.h"
+#include "bench_common.h"
 
 #define REF_PLD 0.9469993047462426 /* acc-000, dp_accounting PLD */
 #define REF_RDP 1.0354900660362436 /* acc-000, dp_accounting RDP */
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Sorts t; median in ms (t[0] is then the minimum, printed beside it). */
+/* Sorts t; its upper median (t[0] is then the minimum, printed beside
+ * it). */
 static double median(double *t, int n)
 {
-	qsort(t, (size_t)n, sizeof(double), cmp);
+	bench_sort(t, (size_t)n);
 	return t[n / 2];
+}
+
+/* Times `calls` calls of acct_epsilon(ev, 1e-5) under o into t[] (in
+ * seconds); the last result goes to r.  Returns 0, or -1 (said on stderr,
+ * prefixed by `what`) when a call fails. */
+static int time_epsilon(const acct_event *ev, const acct_options *o, int calls, double *t,
+			acct_result *r, const char *what)
+{
+	acct_error err;
+
+	acct_error_init(&err);
+	for (int n = 0; n < calls; n++) {
+		double t0 = bench_now_s();
+
+		if (acct_epsilon(ev, 1e-5, o, r, &err) < 0) {
+			fprintf(stderr, "%s: %s\n", what, err.text);
+			return -1;
+		}
+		t[n] = bench_now_s() - t0;
+	}
+	return 0;
 }
 
 int main(void)
@@ -66,16 +74,10 @@ int main(void)
 	acct_error_init(&err);
 
 	o.accountant = ACCT_RDP;
-	for (n = 0; n < 200; n++) {
-		double t0 = now();
-
-		if (acct_epsilon(ev, 1e-5, &o, &r, &err) < 0) {
-			fprintf(stderr, "rdp: %s\n", err.text);
-			return 1;
-		}
-		t[n] = now() - t0;
-		eps_rdp = r.epsilon;
-	}
+	n = 200;
+	if (time_epsilon(ev, &o, n, t, &r, "rdp") < 0)
+		return 1;
+	eps_rdp = r.epsilon;
 	med = 1e3 * median(t, n);
 	printf("rdp      epsilon %.10f (reference %.10f)  %8.3f ms/call (median of %d, min %.3f), order %g\n",
 	       eps_rdp, REF_RDP, med, n, 1e3 * t[0], r.order);
@@ -86,12 +88,12 @@ int main(void)
 		double *curve = malloc(no * sizeof(double)), extra;
 
 		for (n = 0; n < 20; n++) {
-			double t0 = now();
+			double t0 = bench_now_s();
 
 			if (!curve || acct_rdp(ev, ACCT_ADD_REMOVE, orders, no, curve, &extra, &err) < 0)
 				return 1;
 			eps_base = acct_rdp_to_epsilon(orders, curve, no, 1e-5, NULL);
-			t[n] = now() - t0;
+			t[n] = bench_now_s() - t0;
 		}
 		med = 1e3 * median(t, n);
 		printf("baseline epsilon %.10f (full curve, %zu orders)  %8.3f ms/call (median of %d, min %.3f)\n",
@@ -100,16 +102,10 @@ int main(void)
 	}
 
 	o.accountant = ACCT_PLD;
-	for (n = 0; n < 20; n++) {
-		double t0 = now();
-
-		if (acct_epsilon(ev, 1e-5, &o, &r, &err) < 0) {
-			fprintf(stderr, "pld: %s\n", err.text);
-			return 1;
-		}
-		t[n] = now() - t0;
-		eps_pld = r.epsilon;
-	}
+	n = 20;
+	if (time_epsilon(ev, &o, n, t, &r, "pld") < 0)
+		return 1;
+	eps_pld = r.epsilon;
 	med = 1e3 * median(t, n);
 	printf("pld      epsilon %.10f (reference %.10f, %+.3f%%)  %8.3f ms/call (median of %d, min %.3f)\n",
 	       eps_pld, REF_PLD, 100.0 * (eps_pld - REF_PLD) / REF_PLD, med, n,

@@ -17,22 +17,15 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "mech.h"
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef int (*one_fn)(mech_rng *rng, void *ctx);
 
 /* Runs fn in batches until `budget` seconds pass; returns calls/second. */
 static double rate(one_fn fn, mech_rng *rng, void *ctx, double budget)
 {
-	double t0 = now(), t;
+	double t0 = bench_now_s(), t;
 	long calls = 0;
 
 	do {
@@ -42,7 +35,7 @@ static double rate(one_fn fn, mech_rng *rng, void *ctx, double budget)
 				exit(1);
 			}
 		calls += 256;
-		t = now();
+		t = bench_now_s();
 	} while (t - t0 < budget);
 	return (double)calls / (t - t0);
 }
@@ -168,7 +161,7 @@ static void dlap_time_by_magnitude(mech_rng *rng)
 	long count[DLAP_GROUPS] = {0};
 
 	for (long i = 0; i < DLAP_TIMED_DRAWS; i++) {
-		double t0 = now(), t1;
+		double t0 = bench_now_s(), t1;
 		int64_t z;
 		long g;
 
@@ -176,7 +169,7 @@ static void dlap_time_by_magnitude(mech_rng *rng)
 			fprintf(stderr, "sampler failed\n");
 			exit(1);
 		}
-		t1 = now();
+		t1 = bench_now_s();
 		g = (long)((z < 0 ? -z : z) / DLAP_TIMED_SCALE);
 		if (g >= DLAP_GROUPS)
 			g = DLAP_GROUPS - 1;
@@ -239,11 +232,11 @@ int main(int argc, char **argv)
 			labels[i] = (uint8_t)(i % 2);
 		for (int k = 0; k < 2; k++) {
 			acct_event *ev = NULL;
-			double t0 = now(), t1;
+			double t0 = bench_now_s(), t1;
 
 			if (mech_label_em(rngs[k], labels, n, 1.0, 1.0, out, &ev, NULL) < 0)
 				return 1;
-			t1 = now();
+			t1 = bench_now_s();
 			acct_event_free(ev);
 			printf("label EM n=1e6 (%s rng): %.3f s\n", k ? "stream" : "system", t1 - t0);
 		}

@@ -21,20 +21,13 @@
 #include <jansson.h>
 
 #include "acct.h"
+#include "bench_common.h"
 #include "srv_stateless.h"
 
 #define CLASSES 10
 
 static const double orders[] = {1.5, 2, 3, 5, 8, 16, 32, 64, 128};
 #define N_ORDERS (sizeof(orders) / sizeof(orders[0]))
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A histogram of n votes over CLASSES classes, a share conc on class 0 and
  * the rest spread by an LCG (benchmark input, not privacy noise). */
@@ -58,12 +51,12 @@ struct query {
 /* Runs fn over the queries until `budget` seconds pass; returns calls/s. */
 #define RATE(budget, calls, body)                                          \
 	do {                                                               \
-		double t0_ = now(), t_;                                    \
+		double t0_ = bench_now_s(), t_;                                    \
 		(calls) = 0;                                               \
 		do {                                                       \
 			body;                                              \
 			(calls)++;                                         \
-		} while ((t_ = now()) - t0_ < (budget));                   \
+		} while ((t_ = bench_now_s()) - t0_ < (budget));                   \
 		(calls) = (uint64_t)((double)(calls) / (t_ - t0_));        \
 	} while (0)
 
@@ -80,7 +73,7 @@ static int time_smooth(double budget, const double *votes, size_t m, int64_t tea
 	acct_error_init(&err);
 	if (!ws || !ls)
 		goto out;
-	t0 = now();
+	t0 = bench_now_s();
 	do {
 		if (acct_pate_gnmax_local_sensitivity(ws, votes, m, teachers, sigma, order, ls, &err) < 0) {
 			fprintf(stderr, "local sensitivity: %s\n", err.text);
@@ -88,7 +81,7 @@ static int time_smooth(double budget, const double *votes, size_t m, int64_t tea
 		}
 		ss = acct_pate_smooth_sensitivity(beta, ls, (size_t)teachers);
 		calls++;
-	} while ((t = now()) - t0 < budget);
+	} while ((t = bench_now_s()) - t0 < budget);
 	*ret_ms = 1e3 * (t - t0) / (double)calls;
 	*ret_ss = ss;
 	rc = 0;

@@ -94,6 +94,7 @@
 /* The ledger's round-upward addition, so that the totals written here equal
  * what `dpgate verify` recomputes from the rows, bit for bit. */
 #include "acct.h"
+#include "bench_common.h"
 
 #ifndef BENCH_DEFAULT_DPGATE
 #define BENCH_DEFAULT_DPGATE "./build/server/dpgate"
@@ -130,14 +131,6 @@ static const long ledger_sizes[] = {10, 10000, 1000000};
 #define N_LEDGER_SIZES (sizeof(ledger_sizes) / sizeof(ledger_sizes[0]))
 
 /* ---- small helpers ------------------------------------------------------- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void sleep_s(double s)
 {
@@ -213,13 +206,6 @@ static double process_cpu_s(pid_t pid)
 			 &stime) != 2)
 		return NAN;
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
 }
 
 /* The q-quantile (nearest rank) of n sorted values, or NAN when n is 0. */
@@ -552,13 +538,13 @@ static void *load_client_run(void *arg)
 	deadline = *lc->start + sp->duration_s;
 	for (;;) {
 		unsigned k = (unsigned)((lc->index + i * sp->clients) % sp->n_reqs);
-		double t0 = now_s(), t1;
+		double t0 = bench_now_s(), t1;
 		int status;
 
 		if (t0 >= deadline)
 			break;
 		status = hconn_roundtrip(&lc->conn, sp->reqs[k], sp->lens[k], NULL, 0);
-		t1 = now_s();
+		t1 = bench_now_s();
 		i++;
 		if (status < 0) {
 			lc->failed++;
@@ -613,7 +599,7 @@ static int load_run(const load_spec *spec, pid_t server_pid, load_result *ret)
 	}
 	if (server_pid > 0)
 		cpu0 = process_cpu_s(server_pid);
-	start = now_s();
+	start = bench_now_s();
 	pthread_barrier_wait(&barrier);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(tids[i], NULL);
@@ -630,7 +616,7 @@ static int load_run(const load_spec *spec, pid_t server_pid, load_result *ret)
 	}
 	window = spec->duration_s - WARMUP_S;
 	r.rate = (double)r.measured / window;
-	qsort(all.v, all.n, sizeof(double), cmp_double);
+	bench_sort(all.v, all.n);
 	r.p50_us = quantile(all.v, all.n, 0.50);
 	r.p99_us = quantile(all.v, all.n, 0.99);
 	/* CPU over the whole cell, divided by every answer of the cell. */
@@ -811,7 +797,7 @@ static void *sql_writer_run(void *arg)
 	window_start = *w->start + WARMUP_S;
 	deadline = *w->start + w->duration_s;
 	for (uint64_t done = 0; w->errors == 0; done++) {
-		double t0 = now_s(), t1;
+		double t0 = bench_now_s(), t1;
 		int body;
 
 		if (w->max_commits ? done >= w->max_commits : t0 >= deadline)
@@ -833,7 +819,7 @@ static void *sql_writer_run(void *arg)
 			sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
 		}
 		sqlite3_reset(commit);
-		t1 = now_s();
+		t1 = bench_now_s();
 		if (t0 >= window_start && t1 <= deadline) {
 			w->measured++;
 			lat_push(&w->lat, (t1 - t0) * 1e6);
@@ -900,7 +886,7 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 			exit(2);
 		}
 	}
-	start = now_s();
+	start = bench_now_s();
 	pthread_barrier_wait(&barrier);
 	for (unsigned i = 0; i < writers; i++) {
 		pthread_join(tids[i], NULL);
@@ -915,7 +901,7 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 	r.clients = writers;
 	r.rate = (double)r.measured / (duration_s - WARMUP_S);
 	r.failed = errors;
-	qsort(all.v, all.n, sizeof(double), cmp_double);
+	bench_sort(all.v, all.n);
 	r.p50_us = quantile(all.v, all.n, 0.50);
 	r.p99_us = quantile(all.v, all.n, 0.99);
 	r.server_cpu_us = NAN;
@@ -1095,8 +1081,8 @@ static int dpgate_start(dpgate *g)
 	}
 	g->pid = pid;
 	g->port = 0;
-	deadline = now_s() + START_TIMEOUT_S;
-	while (now_s() < deadline) {
+	deadline = bench_now_s() + START_TIMEOUT_S;
+	while (bench_now_s() < deadline) {
 		char buf[8192];
 		const char *p;
 		ssize_t n = 0;
@@ -1137,13 +1123,13 @@ static int dpgate_start(dpgate *g)
 /* SIGTERM (graceful: the server closes the database cleanly), then wait. */
 static int dpgate_stop(dpgate *g)
 {
-	double deadline = now_s() + STOP_TIMEOUT_S;
+	double deadline = bench_now_s() + STOP_TIMEOUT_S;
 	int status;
 
 	if (g->pid <= 0)
 		return 0;
 	kill(g->pid, SIGTERM);
-	while (now_s() < deadline) {
+	while (bench_now_s() < deadline) {
 		pid_t w = waitpid(g->pid, &status, WNOHANG);
 
 		if (w == g->pid) {
@@ -1365,12 +1351,12 @@ static int measure_admission(uint16_t port, const char *key, unsigned n_sizes, u
 	for (unsigned k = 0; k < ADMISSION_WARMUP + samples; k++) {
 		for (int pass = 0; pass < 2; pass++) {
 			for (unsigned i = 0; i < n_sizes; i++) {
-				double t0 = now_s(), t1;
+				double t0 = bench_now_s(), t1;
 				int status = pass == 0 ?
 						     hconn_roundtrip(c, dry[i], dry_len[i], NULL, 0) :
 						     hconn_roundtrip(c, charge[i], charge_len[i], NULL, 0);
 
-				t1 = now_s();
+				t1 = bench_now_s();
 				if (pass == 1 && status == 201)
 					a[i].ok++;
 				else if (status != (pass == 0 ? 200 : 201))
@@ -1390,8 +1376,8 @@ static int measure_admission(uint16_t port, const char *key, unsigned n_sizes, u
 		for (unsigned j = 0; j < samples; j++)
 			sum += lc[j];
 		a[i].charge_mean_us = sum / samples;
-		qsort(lc, samples, sizeof(double), cmp_double);
-		qsort(ld, samples, sizeof(double), cmp_double);
+		bench_sort(lc, samples);
+		bench_sort(ld, samples);
 		a[i].charge_p50_us = quantile(lc, samples, 0.5);
 		a[i].charge_p99_us = quantile(lc, samples, 0.99);
 		a[i].dry_p50_us = quantile(ld, samples, 0.5);
@@ -1461,11 +1447,11 @@ static double first_charges_after_restart(dpgate *g, const char *req, size_t len
 		fprintf(stderr, "bench_server: cannot cut %s: %s\n", wal, strerror(errno));
 		return -1;
 	}
-	t0 = now_s();
+	t0 = bench_now_s();
 	warm_charges(g->port, req, len, RESTART_CHARGES, ok, bad);
 	if (*ok - ok0 != RESTART_CHARGES)
 		return -1;
-	return RESTART_CHARGES / (now_s() - t0);
+	return RESTART_CHARGES / (bench_now_s() - t0);
 }
 
 /* ---- the run ------------------------------------------------------------- */
@@ -1496,6 +1482,20 @@ static const char usage[] =
 	"  --samples N    timed charges per ledger size (default 200)\n"
 	"  --max-rows N   largest ledger size measured (default 1000000)\n"
 	"  --keep         keep the temporary directory\n";
+
+/* A whole decimal number in [lo, hi] from text, or -1. */
+static int parse_whole(const char *text, long lo, long hi, long *ret)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || *end || v < lo || v > hi)
+		return -1;
+	*ret = v;
+	return 0;
+}
 
 static int parse_options(int argc, char **argv, options *o)
 {
@@ -1536,26 +1536,22 @@ static int parse_options(int argc, char **argv, options *o)
 				goto bad;
 			break;
 		case 'R':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > MAX_ROUNDS)
+			if (parse_whole(optarg, 1, MAX_ROUNDS, &v) < 0)
 				goto bad;
 			o->rounds = (unsigned)v;
 			break;
 		case 't':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 64)
+			if (parse_whole(optarg, 1, 64, &v) < 0)
 				goto bad;
 			o->threads = (unsigned)v;
 			break;
 		case 's':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 10 || v > 100000)
+			if (parse_whole(optarg, 10, 100000, &v) < 0)
 				goto bad;
 			o->samples = (unsigned)v;
 			break;
 		case 'r':
-			o->max_rows = strtol(optarg, &end, 10);
-			if (*end || o->max_rows < 10 || o->max_rows > 100000000)
+			if (parse_whole(optarg, 10, 100000000, &o->max_rows) < 0)
 				goto bad;
 			break;
 		case 'h': fputs(usage, stdout); exit(0);
@@ -1588,14 +1584,6 @@ static const char *const cell_names[C__COUNT] = {
 	[C_SPREAD_64] = "dpgate_100_64",
 };
 
-static double median_of(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(double), cmp_double);
-	if (n == 0)
-		return NAN;
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Folds one cell's rounds: medians of the per-round figures, sums of counts. */
 static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum cell c)
 {
@@ -1616,10 +1604,10 @@ static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum 
 		r.other += x->other;
 		r.failed += x->failed;
 	}
-	r.rate = median_of(rate, n);
-	r.p50_us = median_of(p50, n);
-	r.p99_us = median_of(p99, n);
-	r.server_cpu_us = isnan(cpu[0]) ? NAN : median_of(cpu, n);
+	r.rate = bench_median(rate, n);
+	r.p50_us = bench_median(p50, n);
+	r.p99_us = bench_median(p99, n);
+	r.server_cpu_us = isnan(cpu[0]) ? NAN : bench_median(cpu, n);
 	return r;
 }
 
@@ -1717,7 +1705,7 @@ int main(int argc, char **argv)
 	struct MHD_Daemon *bare = NULL;
 	uint16_t bare_port = 0;
 	json_t *report = NULL, *arr;
-	double t_begin = now_s();
+	double t_begin = bench_now_s();
 	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
 	double paired_spread = 0, paired_spread_ratio, paired_spread_median;
 	/* seconds of each kind of slice counted in the paired turns */
@@ -1980,9 +1968,9 @@ int main(int argc, char **argv)
 			commits > 0 ? 1e6 * (timings_after[2] - timings_before[2]) / commits : NAN;
 	}
 	paired_ratio = paired_dpgate / paired_commit;
-	paired_median = median_of(paired_ratios, PAIRED_SLICES);
+	paired_median = bench_median(paired_ratios, PAIRED_SLICES);
 	paired_spread_ratio = paired_spread / paired_commit;
-	paired_spread_median = median_of(paired_spread_ratios, PAIRED_SLICES);
+	paired_spread_median = bench_median(paired_spread_ratios, PAIRED_SLICES);
 	printf("\none client, paired (%d turns of %.1f s slices of each, %.2f s of each counted):\n"
 	       "  bare commit loop, 1 writer %.0f/s\n"
 	       "  dpgate one dataset, 1 client %.0f/s: ratio %.2f (median of turn ratios %.2f)\n"
@@ -2041,7 +2029,7 @@ int main(int argc, char **argv)
 	       o.samples, ADMISSION_WARMUP);
 	fflush(stdout);
 	for (unsigned i = 0; i < n_sizes; i++) {
-		double t0 = now_s();
+		double t0 = bench_now_s();
 		long added;
 
 		snprintf(id, sizeof(id), "rows%ld", ledger_sizes[i]);
@@ -2049,7 +2037,7 @@ int main(int argc, char **argv)
 		if (added < 0)
 			goto out;
 		prefilled += added;
-		printf("  prefilled %-12s +%ld rows in %.1f s\n", id, added, now_s() - t0);
+		printf("  prefilled %-12s +%ld rows in %.1f s\n", id, added, bench_now_s() - t0);
 	}
 	verify_prefill_rc = dpgate_verify(&g);
 	printf("  dpgate verify after prefill: exit %d\n", verify_prefill_rc);
@@ -2107,12 +2095,12 @@ int main(int argc, char **argv)
 		all_clean &= bad == 0;
 		restart_ratio = sum_cut / sum_kept;
 		{
-			double kept[MAX_ROUNDS], cut[MAX_ROUNDS]; /* median_of sorts */
+			double kept[MAX_ROUNDS], cut[MAX_ROUNDS]; /* bench_median sorts */
 
 			memcpy(kept, restart_kept, o.rounds * sizeof(double));
 			memcpy(cut, restart_cut, o.rounds * sizeof(double));
-			med_kept = median_of(kept, o.rounds);
-			med_cut = median_of(cut, o.rounds);
+			med_kept = bench_median(kept, o.rounds);
+			med_cut = bench_median(cut, o.rounds);
 		}
 		printf("  medians: written out %.0f/s, cut %.0f/s; written out over cut, on the"
 		       " summed times: %.2f x\n",
@@ -2143,7 +2131,7 @@ int main(int argc, char **argv)
 	host_cpu_ticks(ticks1);
 	printf("\ncores %ld, load average at end %.2f %.2f %.2f, host CPU steal over the run %.1f%%;"
 	       " run took %.0f s\n",
-	       cores, load1[0], load1[1], load1[2], steal_percent(ticks0, ticks1), now_s() - t_begin);
+	       cores, load1[0], load1[1], load1[2], steal_percent(ticks0, ticks1), bench_now_s() - t_begin);
 
 	/* the machine-readable line */
 	report = json_pack("{s:s, s:i, s:[f,f,f], s:[f,f,f], s:i, s:f, s:i, s:s, s:s}",

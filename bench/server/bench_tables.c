@@ -35,67 +35,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
+#include "bench_common.h"
+#include "bench_http.h"
 
 #define MAX_ROUNDS 20
 #define MAX_REPEATS 100
 
-static double now_s(void)
+/* One JSON request (body NUL-terminated) on the kept connection. */
+static long post_json(bench_dpgate *d, const char *path, const char *body, bench_answer *out)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The start of an answer's body (enough for a status check and /metrics). */
-struct answer {
-	char text[1 << 16];
-	size_t len;
-};
-
-static size_t keep_answer(char *p, size_t size, size_t n, void *ud)
-{
-	struct answer *a = ud;
-	size_t k = size * n, room = sizeof(a->text) - 1 - a->len, take = k < room ? k : room;
-
-	memcpy(a->text + a->len, p, take);
-	a->len += take;
-	a->text[a->len] = '\0';
-	return k;
-}
-
-/* One exchange on the shared handle (keep-alive); returns the status, 0 on
- * a transport failure. */
-static long exchange(CURL *c, int port, const char *key, const char *method, const char *path,
-		     const char *type, const char *body, size_t body_len, struct answer *out)
-{
-	char url[512], auth[256], ctype[96];
-	struct curl_slist *h = NULL;
-	long status = 0;
-
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
-	snprintf(ctype, sizeof(ctype), "Content-Type: %s", type);
-	h = curl_slist_append(h, auth);
-	h = curl_slist_append(h, ctype);
-	h = curl_slist_append(h, "Expect:");
-	out->len = 0;
-	out->text[0] = '\0';
-	curl_easy_reset(c);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-	}
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(h);
-	return status;
+	return bench_exchange(d, "POST", path, "application/json", body, strlen(body), out);
 }
 
 /* The table: `rows` rows from a fixed linear congruential sequence. */
@@ -169,19 +118,6 @@ static int age_table_file(const char *data)
 	return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv)
 {
 	static const char count_q[] = "{\"query\":\"count\",\"epsilon\":0.01}";
@@ -191,18 +127,16 @@ int main(int argc, char **argv)
 	long rows = argc > 2 ? atol(argv[2]) : 1000000;
 	int repeats = argc > 3 ? atoi(argv[3]) : 5, rounds = argc > 4 ? atoi(argv[4]) : 3;
 	int port = 20000 + (int)(getpid() % 20000), rc = 1, bad = 0;
-	char dir[] = "/tmp/bench-tables-XXXXXX", db[128], data[128], cmd[512], key[160] = "";
-	char listen[64];
+	char dir[] = "/tmp/bench-tables-XXXXXX", db[128], data[128], cmd[512];
+	const char *serve_args[] = {"--data-dir", data, "--quiet", NULL};
 	double upload[MAX_ROUNDS], first[MAX_ROUNDS], miss[MAX_ROUNDS];
 	double hit_count[MAX_ROUNDS * MAX_REPEATS];
 	double hit_sum[MAX_ROUNDS * MAX_REPEATS], rss0 = -1, rss1 = -1, hits, misses;
-	static struct answer out;
+	static bench_answer out;
+	bench_dpgate d;
 	size_t csv_len = 0;
 	char *csv = NULL;
 	long st = 0;
-	pid_t pid;
-	FILE *p;
-	CURL *c;
 
 	if (!bin || rows < 1 || rows > 1000000 || repeats < 1 || repeats > MAX_REPEATS ||
 	    rounds < 1 || rounds > MAX_ROUNDS || !mkdtemp(dir)) {
@@ -213,73 +147,48 @@ int main(int argc, char **argv)
 	csv = make_csv(rows, &csv_len);
 	snprintf(db, sizeof(db), "%s/b.db", dir);
 	snprintf(data, sizeof(data), "%s/data", dir);
-	snprintf(cmd, sizeof(cmd), "%s keys create --db %s --role admin 2>/dev/null | tail -1", bin, db);
-	p = popen(cmd, "r");
-	if (!csv || !p || !fgets(key, sizeof(key), p))
+	if (!csv || bench_dpgate_start(&d, bin, db, port, serve_args) < 0)
 		return 1;
-	pclose(p);
-	key[strcspn(key, "\n")] = '\0';
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-	pid = fork();
-	if (pid == 0) {
-		if (!freopen("/dev/null", "w", stderr))
-			_exit(127);
-		execl(bin, bin, "serve", "--db", db, "--data-dir", data, "--listen", listen, "--quiet",
-		      (char *)NULL);
-		_exit(127);
-	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	c = curl_easy_init();
-	for (int i = 0; i < 300 && exchange(c, port, key, "GET", "/healthz", "text/plain", NULL, 0,
-					    &out) != 200; i++)
-		usleep(10000);
-	{
-		static const char dataset[] = "{\"id\":\"t\",\"budget\":{\"epsilon\":1000000,\"delta\":1e-5}}";
-
-		st = exchange(c, port, key, "POST", "/v1/datasets", "application/json", dataset,
-			      strlen(dataset), &out);
-	}
+	st = post_json(&d, "/v1/datasets",
+		       "{\"id\":\"t\",\"budget\":{\"epsilon\":1000000,\"delta\":1e-5}}", &out);
 	if (st != 201)
 		goto out;
-	rss0 = rss_mib(pid);
+	rss0 = rss_mib(d.pid);
 	for (int r = 0; r < rounds; r++) {
-		double t = now_s();
+		double t = bench_now_s();
 
-		st = exchange(c, port, key, "PUT", "/v1/datasets/t/data", "text/csv", csv, csv_len,
-			      &out);
-		upload[r] = now_s() - t;
+		st = bench_exchange(&d, "PUT", "/v1/datasets/t/data", "text/csv", csv, csv_len, &out);
+		upload[r] = bench_now_s() - t;
 		if (st != 200)
 			goto out;
-		t = now_s();
-		bad += exchange(c, port, key, "POST", "/v1/datasets/t/queries", "application/json",
-				count_q, strlen(count_q), &out) != 201;
-		first[r] = now_s() - t;
+		t = bench_now_s();
+		bad += post_json(&d, "/v1/datasets/t/queries", count_q, &out) != 201;
+		first[r] = bench_now_s() - t;
 		if (age_table_file(data) < 0) {
 			fprintf(stderr, "bench_tables: cannot find or age the table file\n");
 			goto out;
 		}
-		t = now_s();
-		bad += exchange(c, port, key, "POST", "/v1/datasets/t/queries", "application/json",
-				count_q, strlen(count_q), &out) != 201;
-		miss[r] = now_s() - t;
+		t = bench_now_s();
+		bad += post_json(&d, "/v1/datasets/t/queries", count_q, &out) != 201;
+		miss[r] = bench_now_s() - t;
 		for (int k = 0; k < repeats; k++) {
-			t = now_s();
-			bad += exchange(c, port, key, "POST", "/v1/datasets/t/queries",
-					"application/json", count_q, strlen(count_q), &out) != 201;
-			hit_count[r * repeats + k] = now_s() - t;
-			t = now_s();
-			bad += exchange(c, port, key, "POST", "/v1/datasets/t/queries",
-					"application/json", sum_q, strlen(sum_q), &out) != 201;
-			hit_sum[r * repeats + k] = now_s() - t;
+			t = bench_now_s();
+			bad += post_json(&d, "/v1/datasets/t/queries", count_q, &out) != 201;
+			hit_count[r * repeats + k] = bench_now_s() - t;
+			t = bench_now_s();
+			bad += post_json(&d, "/v1/datasets/t/queries", sum_q, &out) != 201;
+			hit_sum[r * repeats + k] = bench_now_s() - t;
 		}
 	}
-	rss1 = rss_mib(pid);
-	st = exchange(c, port, key, "GET", "/metrics", "text/plain", NULL, 0, &out);
+	rss1 = rss_mib(d.pid);
+	st = bench_exchange(&d, "GET", "/metrics", "text/plain", NULL, 0, &out);
 	hits = metric(out.text, "dpgate_table_cache_hits_total");
 	misses = metric(out.text, "dpgate_table_cache_misses_total");
 	{
-		double up = median(upload, rounds), m = median(miss, rounds), f = median(first, rounds);
-		double hc = median(hit_count, rounds * repeats), hs = median(hit_sum, rounds * repeats);
+		double up = bench_median(upload, (size_t)rounds), m = bench_median(miss, (size_t)rounds);
+		double f = bench_median(first, (size_t)rounds);
+		double hc = bench_median(hit_count, (size_t)(rounds * repeats));
+		double hs = bench_median(hit_sum, (size_t)(rounds * repeats));
 		int want_hits = rounds * (1 + 2 * repeats);
 		bool counters = hits == (double)want_hits && misses == (double)rounds;
 
@@ -310,10 +219,8 @@ int main(int argc, char **argv)
 out:
 	if (st != 200 && st != 201)
 		fprintf(stderr, "bench_tables: setup failed: %ld %.300s\n", st, out.text);
-	curl_easy_cleanup(c);
+	bench_dpgate_stop(&d);
 	curl_global_cleanup();
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
 	free(csv);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)

@@ -442,11 +442,9 @@ double dpg_num(const json_t *j, const char *dotted)
 
 void dpg_upload_iris(const dpg_server *s, const char *id, const char *header)
 {
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
 	char path[512], line[256], *csv = malloc(16384);
 	size_t n = 0;
 	FILE *f;
-	dpg_resp r;
 
 	cr_assert_not_null(csv);
 	snprintf(path, sizeof(path), "%s/iris.csv", getenv("DPGATE_TEST_DATA"));
@@ -457,12 +455,124 @@ void dpg_upload_iris(const dpg_server *s, const char *id, const char *header)
 	while (fgets(line, sizeof(line), f))
 		n += (size_t)snprintf(csv + n, 16384 - n, "%s", line);
 	fclose(f);
-	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
-	cr_assert_eq(dpg_http(s, "PUT", path, s->admin_key, csv, n, hdr, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	cr_assert_eq(dpg_num(r.json, "rows"), 150, "%s", r.body);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_upload_csv(s, id, csv, n), 150);
 	free(csv);
+}
+
+void dpg_expect_status(const dpg_server *s, const char *method, const char *path,
+		       const char *key, const char *json_body, long status)
+{
+	dpg_resp r = dpg_call(s, method, path, key, json_body);
+
+	cr_assert_eq(r.status, status, "%s %s: %ld %s", method, path, r.status, r.body);
+	dpg_resp_free(&r);
+}
+
+const char *dpg_key_id(const char *key, char *buf, size_t size)
+{
+	const char *start = key + 4, *end = strchr(start, '_');
+
+	cr_assert(strncmp(key, "dpg_", 4) == 0 && end, "%s", key);
+	snprintf(buf, size, "%.*s", (int)(end - start), start);
+	return buf;
+}
+
+void dpg_revoke_key_cli(const char *db, const char *id)
+{
+	const char *argv[] = {dpg_bin(), "keys", "revoke", "--db", db, id, NULL};
+	char out[512];
+
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "keys revoke %s: %s", id, out);
+}
+
+long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len)
+{
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	char path[512];
+	dpg_resp r;
+	long rows;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
+	cr_assert_eq(dpg_http(s, "PUT", path, s->admin_key, csv, len, hdr, &r), 0, "PUT %s", path);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	rows = (long)dpg_num(r.json, "rows");
+	dpg_resp_free(&r);
+	return rows;
+}
+
+dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, char *job_id,
+			size_t size)
+{
+	char path[512];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", id);
+	r = dpg_call(s, "POST", path, s->admin_key, body);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	return r;
+}
+
+char *dpg_read_file(const char *path, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	cr_assert_not_null(f, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	if (ret_len)
+		*ret_len = (size_t)n;
+	return buf;
+}
+
+size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field)
+{
+	dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
+	size_t n;
+
+	cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
+	cr_assert(json_is_array(json_object_get(r.json, field)), "GET %s: no %s: %s", path, field,
+		  r.body);
+	n = json_array_size(json_object_get(r.json, field));
+	dpg_resp_free(&r);
+	return n;
+}
+
+json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages)
+{
+	json_t *all = json_array();
+	long long after = 0;
+
+	cr_assert_not_null(all);
+	for (int page = 0; page < max_pages; page++) {
+		char url[512];
+		json_t *next;
+		dpg_resp r;
+
+		snprintf(url, sizeof(url), "%s&after=%lld", path, after);
+		r = dpg_call(s, "GET", url, s->admin_key, NULL);
+		cr_assert_eq(r.status, 200, "GET %s: %ld %s", url, r.status, r.body);
+		cr_assert_eq(json_array_extend(all, json_object_get(r.json, "entries")), 0, "%s",
+			     r.body);
+		next = json_object_get(r.json, "next");
+		if (json_is_null(next)) {
+			dpg_resp_free(&r);
+			return all;
+		}
+		cr_assert(json_is_integer(next), "%s", r.body);
+		after = json_integer_value(next);
+		dpg_resp_free(&r);
+	}
+	cr_assert_fail("GET %s did not end within %d pages", path, max_pages);
+	return NULL;
 }
 
 const char *dpg_get_string(const dpg_server *s, const char *path, const char *field, char *buf,

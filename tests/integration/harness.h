@@ -99,6 +99,11 @@ void dpg_resp_free(dpg_resp *r);
 dpg_resp dpg_call(const dpg_server *s, const char *method, const char *path, const char *key,
 		  const char *json_body);
 
+/* Convenience: dpg_call, then asserts the answer's status (its body in the
+ * message) and frees the answer. */
+void dpg_expect_status(const dpg_server *s, const char *method, const char *path,
+		       const char *key, const char *json_body, long status);
+
 /* Runs `dpgate` with arguments (NULL-terminated), capturing stdout (its
  * first out_size - 1 bytes; the rest is read and dropped); returns the exit
  * status. */
@@ -115,6 +120,14 @@ void dpg_assert_in_spec(const dpg_server *s, const char *method, const char *spe
 /* Creates a key through the CLI on the server's database. */
 void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, char *key,
 		  size_t key_size);
+
+/* The public id of a key "dpg_<id>_<secret>", copied into buf (size
+ * bytes); fails the test on a key of another shape.  Returns buf. */
+const char *dpg_key_id(const char *key, char *buf, size_t size);
+
+/* Revokes the key with public id `id` through the CLI (`dpgate keys
+ * revoke --db DB ID`, the server running or not); asserts exit 0. */
+void dpg_revoke_key_cli(const char *db, const char *id);
 
 /* Creates a dataset with the admin key; asserts 201. */
 void dpg_make_dataset(const dpg_server *s, const char *id, double epsilon, double delta,
@@ -134,6 +147,32 @@ typedef struct dpg_budget {
  * species) as dataset `id`'s hosted table, its first line replaced by
  * `header`; asserts 200 and 150 rows. */
 void dpg_upload_iris(const dpg_server *s, const char *id, const char *header);
+
+/* PUTs `len` bytes of CSV as dataset `id`'s hosted table with the admin
+ * key; asserts 200 and returns the number of rows the answer states. */
+long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len);
+
+/* POSTs the job request `body` on dataset `id` with the admin key, asserts
+ * 202 and copies the new job's id into job_id (size bytes); returns the
+ * answer (the caller frees it). */
+dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, char *job_id,
+			size_t size);
+
+/* The whole content of the file at `path`, NUL-terminated (the caller
+ * frees it); *ret_len, when not NULL, gets its length.  Fails the test when
+ * the file cannot be read. */
+char *dpg_read_file(const char *path, size_t *ret_len);
+
+/* GETs `path` with the admin key, asserts 200, and returns the length of
+ * the array at the answer's top-level `field` (asserted to be one). */
+size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field);
+
+/* Every entry of a paged listing, oldest first (the caller decrefs the
+ * array): GETs `path` (which holds its query, "limit=" included) with
+ * "&after=N" appended, from 0 and then at each page's "next" until it is
+ * null, with the admin key; asserts 200 on each page, and fails the test
+ * when the listing has not ended after max_pages pages. */
+json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages);
 
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);

@@ -117,10 +117,9 @@ Test(api, dataset_lifecycle)
 	dpg_resp_free(&r);
 
 	/* The same id again is a conflict. */
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
-		     "{\"id\":\"adult\",\"budget\":{\"epsilon\":1,\"delta\":0},\"accountant\":\"basic\"}");
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key,
+			  "{\"id\":\"adult\",\"budget\":{\"epsilon\":1,\"delta\":0},\"accountant\":\"basic\"}",
+			  409);
 
 	r = dpg_call(&srv, "GET", "/v1/datasets", srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200);
@@ -149,16 +148,11 @@ Test(api, dataset_lifecycle)
 	cr_assert_eq(r.status, 200);
 	cr_assert(json_is_true(json_object_get(r.json, "archived")));
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/adult/charges", srv.admin_key, charge_1_8);
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/adult/ledger", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 2);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/adult/charges", srv.admin_key,
+			  charge_1_8, 409);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/adult/ledger", "entries"), 2);
 	/* Archived datasets are hidden from the default listing. */
-	r = dpg_call(&srv, "GET", "/v1/datasets", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "datasets")), 0);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets", "datasets"), 0);
 }
 
 Test(api, charges_stop_exactly_at_the_budget)
@@ -189,12 +183,9 @@ Test(api, charges_stop_exactly_at_the_budget)
 	dpg_resp_free(&r);
 
 	/* Raising the budget admits more, and is a ledger row. */
-	r = dpg_call(&srv, "PATCH", "/v1/datasets/d", srv.admin_key, "{\"budget\":{\"epsilon\":1.125}}");
-	cr_assert_eq(r.status, 200);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8);
-	cr_assert_eq(r.status, 201);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/d", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":1.125}}", 200);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8, 201);
 }
 
 /*
@@ -224,15 +215,9 @@ Test(api, pricing_follows_each_dataset_and_archiving)
 		cr_assert_eq(r.status, 201, "round %d: %s", round, r.body);
 		dpg_resp_free(&r);
 	}
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/b", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, gauss);
-	cr_assert_eq(r.status, 409, "%s", r.body);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, charge_1_8);
-	cr_assert_eq(r.status, 409, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/b", srv.admin_key, NULL, 200);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, gauss, 409);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/b/charges", srv.admin_key, charge_1_8, 409);
 	r = dpg_call(&srv, "GET", "/v1/datasets/b/budget", srv.admin_key, NULL);
 	cr_assert_eq(dpg_num(r.json, "charges"), 3);
 	dpg_resp_free(&r);
@@ -243,17 +228,13 @@ Test(api, pricing_follows_each_dataset_and_archiving)
 
 Test(api, delta_is_a_budget_too)
 {
-	dpg_resp r;
-
 	dpg_make_dataset(&srv, "d", 10.0, 1e-6, "basic");
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":1e-6}}");
-	cr_assert_eq(r.status, 201);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":1e-9}}");
-	cr_assert_eq(r.status, 409, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":1e-6}}",
+			  201);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":1e-9}}",
+			  409);
 }
 
 Test(api, idempotent_retry_replays_bytes_and_charges_once)
@@ -321,9 +302,7 @@ Test(api, a_retry_after_archiving_gets_the_stored_answer)
 				      strlen(spends[i].body), hdr[i], &first[i]), 0);
 		cr_assert_eq(first[i].status, 201, "%s: %s", spends[i].path, first[i].body);
 	}
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/d", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/d", srv.admin_key, NULL, 200);
 	for (int i = 0; i < N; i++) {
 		cr_assert_eq(dpg_http(&srv, "POST", spends[i].path, srv.admin_key, spends[i].body,
 				      strlen(spends[i].body), hdr[i], &again), 0);
@@ -404,10 +383,9 @@ Test(api, reservations_commit_release_and_expire)
 	dpg_resp_free(&r);
 
 	/* Reserved budget is not available to charges. */
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.75,\"delta\":0}}");
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.75,\"delta\":0}}",
+			  409);
 
 	/* Release returns it. */
 	snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/release", rid);
@@ -416,9 +394,7 @@ Test(api, reservations_commit_release_and_expire)
 	cr_assert_eq(dpg_num(r.json, "budget.remaining.epsilon"), 1.0);
 	dpg_resp_free(&r);
 	/* A closed reservation cannot be closed again. */
-	r = dpg_call(&srv, "POST", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", path, srv.admin_key, NULL, 409);
 
 	/* Commit keeps the cost as spent. */
 	r = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key,
@@ -507,36 +483,17 @@ Test(api, a_reservation_is_not_swept_before_its_ttl_has_passed)
 
 Test(api, ledger_pages)
 {
-	dpg_resp r;
-	int seen = 0;
-	long long after = 0;
+	json_t *entries;
 
 	dpg_make_dataset(&srv, "d", 100.0, 0, "basic");
-	for (int i = 0; i < 25; i++) {
-		r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_1_8);
-		cr_assert_eq(r.status, 201);
-		dpg_resp_free(&r);
-	}
-	for (int page = 0; page < 10; page++) {
-		char path[128];
-		json_t *next;
-
-		snprintf(path, sizeof(path), "/v1/datasets/d/ledger?limit=10&after=%lld", after);
-		r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-		cr_assert_eq(r.status, 200);
-		seen += (int)json_array_size(json_object_get(r.json, "entries"));
-		next = json_object_get(r.json, "next");
-		if (json_is_null(next)) {
-			dpg_resp_free(&r);
-			break;
-		}
-		after = json_integer_value(next);
-		dpg_resp_free(&r);
-	}
-	cr_assert_eq(seen, 25);
-	r = dpg_call(&srv, "GET", "/v1/datasets/d/ledger?limit=0", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 400);
-	dpg_resp_free(&r);
+	for (int i = 0; i < 25; i++)
+		dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+				  charge_1_8, 201);
+	/* Pages of 10: three, the last holding 5. */
+	entries = dpg_list_all(&srv, "/v1/datasets/d/ledger?limit=10", 10);
+	cr_assert_eq(json_array_size(entries), 25);
+	json_decref(entries);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/d/ledger?limit=0", srv.admin_key, NULL, 400);
 }
 
 Test(api, metrics_report_requests_and_budgets)
@@ -651,22 +608,18 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 	dpg_make_dataset(&srv, "t", 0.5, 0, "basic");
 	c0 = committed_spends(&commit_sum, &txn_sum);
 	t0 = dpg_metric(&srv, "dpgate_spend_commits_total");
-	for (int i = 0; i < 2; i++) {
-		r = dpg_call(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key, quarter);
-		cr_assert_eq(r.status, 201, "%s", r.body);
-		dpg_resp_free(&r);
-	}
+	for (int i = 0; i < 2; i++)
+		dpg_expect_status(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key,
+				  quarter, 201);
 	updated_at_of("t", updated, sizeof(updated));
 	c1 = committed_spends(&commit_sum, &txn_sum);
 	cr_assert_eq(c1, c0 + 2);
 	cr_assert_gt(commit_sum, 0);
 	cr_assert_leq(commit_sum, txn_sum);
 	usleep(20000); /* updated_at has milliseconds: a write now would show */
-	for (int i = 0; i < 3; i++) {
-		r = dpg_call(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key, quarter);
-		cr_assert_eq(r.status, 409, "%s", r.body);
-		dpg_resp_free(&r);
-	}
+	for (int i = 0; i < 3; i++)
+		dpg_expect_status(&srv, "POST", "/v1/datasets/t/charges", srv.admin_key,
+				  quarter, 409);
 	cr_assert_eq(committed_spends(&commit_sum, &txn_sum), c1, "a refusal committed");
 	t1 = dpg_metric(&srv, "dpgate_spend_commits_total");
 	cr_assert_eq(t1, t0 + 5, "every transaction run is counted");
@@ -698,9 +651,7 @@ Test(api, a_refusal_writes_nothing_and_spend_timings_count_each_commit)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	snprintf(rid, sizeof(rid), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/u/charges", srv.admin_key, quarter);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/u/charges", srv.admin_key, quarter, 201);
 	c2 = committed_spends(&commit_sum, &txn_sum);
 	sleep(2);
 	r = dpg_call(&srv, "POST", "/v1/datasets/u/charges", srv.admin_key, quarter);
@@ -795,7 +746,6 @@ Test(api, every_ledger_row_carries_the_totals_after_it)
 	char out[8192], rid[64], path[160];
 	json_t *report, *datasets, *d, *k = NULL;
 	size_t i;
-	dpg_resp r;
 
 	dpg_make_dataset(&srv, "k", 4.0, 0, "basic");
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'k'"), 1);
@@ -826,13 +776,10 @@ Test(api, every_ledger_row_carries_the_totals_after_it)
 					    " FROM ledger WHERE dataset_id = 'k'"
 					    " ORDER BY seq DESC LIMIT 1 OFFSET 1"),
 		     1, "the sweep's commit row");
-	r = dpg_call(&srv, "PATCH", "/v1/datasets/k", srv.admin_key, "{\"budget\":{\"epsilon\":5}}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/k", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":5}}", 200);
 	assert_last_row_carries_the_budget("k", "budget");
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/k", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/k", srv.admin_key, NULL, 200);
 	assert_last_row_carries_the_budget("k", "archive");
 
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
@@ -911,15 +858,11 @@ static void charge_and_verify(const char *id, const char *const *bodies, size_t 
 {
 	const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
 	char path[128], out[8192];
-	dpg_resp r;
 
 	dpg_make_dataset(&srv, id, 10.0, 1e-5, "rdp");
 	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
-	for (size_t i = 0; i < n; i++) {
-		r = dpg_call(&srv, "POST", path, srv.admin_key, bodies[i]);
-		cr_assert_eq(r.status, 201, "%s", r.body);
-		dpg_resp_free(&r);
-	}
+	for (size_t i = 0; i < n; i++)
+		dpg_expect_status(&srv, "POST", path, srv.admin_key, bodies[i], 201);
 	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
 	*ret_budget = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(ret_budget->status, 200, "%s", ret_budget->body);
@@ -1130,40 +1073,28 @@ Test(api, a_slow_price_holds_no_lock)
 
 Test(api, revocation_reaches_the_key_cache_at_once)
 {
-	char k1[160], k2[160], out[512], id[17], path[64];
+	char k1[160], k2[160], id[17], path[64];
 	dpg_resp r;
-	const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, id, NULL};
 
 	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
 	dpg_make_key(&srv, "viewer", NULL, k1, sizeof(k1));
 	dpg_make_key(&srv, "viewer", NULL, k2, sizeof(k2));
-	for (int i = 0; i < 2; i++) {
-		r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", i ? k2 : k1, NULL);
-		cr_assert_eq(r.status, 200);
-		dpg_resp_free(&r);
-	}
+	for (int i = 0; i < 2; i++)
+		dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", i ? k2 : k1, NULL, 200);
 	/* The CLI, while the server runs. */
-	memcpy(id, k1 + 4, 16);
-	id[16] = '\0';
-	cr_assert_eq(dpg_run(out, sizeof(out), revoke), 0, "%s", out);
+	dpg_revoke_key_cli(srv.db, dpg_key_id(k1, id, sizeof(id)));
 	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k1, NULL);
 	cr_assert_eq(r.status, 401, "a key revoked by the CLI still works: %s", r.body);
 	dpg_resp_free(&r);
 	/* The API. */
-	memcpy(id, k2 + 4, 16);
+	dpg_key_id(k2, id, sizeof(id));
 	snprintf(path, sizeof(path), "/v1/keys/%s", id);
-	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k2, NULL);
-	cr_assert_eq(r.status, 401);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", path, srv.admin_key, NULL, 200);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k2, NULL, 401);
 	/* A wrong secret for a cached id is refused too. */
 	snprintf(k1, sizeof(k1), "%s", srv.admin_key);
 	k1[strlen(k1) - 1] = k1[strlen(k1) - 1] == 'a' ? 'b' : 'a';
-	r = dpg_call(&srv, "GET", "/v1/datasets", k1, NULL);
-	cr_assert_eq(r.status, 401);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets", k1, NULL, 401);
 }
 
 /* The authentication scheme's name is case-insensitive (RFC 9110, 11.1):
@@ -1193,20 +1124,15 @@ Test(api, the_bearer_scheme_is_matched_in_any_case)
  */
 Test(api, a_revocation_through_a_symlinked_path_reaches_the_server)
 {
-	char k[160], out[512], id[17], link[400];
-	const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", link, id, NULL};
+	char k[160], id[17], link[400];
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
 	dpg_make_key(&srv, "viewer", NULL, k, sizeof(k));
-	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k, NULL);
-	cr_assert_eq(r.status, 200);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k, NULL, 200);
 	snprintf(link, sizeof(link), "%s/link.db", srv.dir);
 	cr_assert_eq(symlink(srv.db, link), 0);
-	memcpy(id, k + 4, 16);
-	id[16] = '\0';
-	cr_assert_eq(dpg_run(out, sizeof(out), revoke), 0, "%s", out);
+	dpg_revoke_key_cli(link, dpg_key_id(k, id, sizeof(id)));
 	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k, NULL);
 	cr_assert_eq(r.status, 401, "a key revoked through a symlink still works: %s", r.body);
 	dpg_resp_free(&r);
@@ -1229,10 +1155,8 @@ Test(api, unbounded_costs_and_subnormal_deltas_are_refused)
 
 	dpg_make_dataset(&srv, "r", 1.0, 1e-5, "rdp");
 	dpg_make_dataset(&srv, "z", 1.0, 1e-5, "zcdp");
-	r = dpg_call(&srv, "POST", "/v1/datasets/r/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":10}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/r/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":10}}", 201);
 	before = dpg_budget_of(&srv, "r");
 	for (int i = 0; i < 2; i++) {
 		r = dpg_call(&srv, "POST", i ? "/v1/datasets/z/dry-run" : "/v1/datasets/r/dry-run",
@@ -1279,14 +1203,11 @@ Test(api, a_budget_change_that_lowers_delta_is_lowered)
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "mixed", 1.0, 1e-6, "basic");
-	r = dpg_call(&srv, "POST", "/v1/datasets/mixed/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":1e-7}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "PATCH", "/v1/datasets/mixed", srv.admin_key,
-		     "{\"budget\":{\"epsilon\":4,\"delta\":5e-324}}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/mixed/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":1e-7}}",
+			  201);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/mixed", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":4,\"delta\":5e-324}}", 200);
 	r = dpg_call(&srv, "GET", "/v1/datasets/mixed/ledger", srv.admin_key, NULL);
 	e = json_array_get(json_object_get(r.json, "entries"), 1);
 	cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "budget", "%s", r.body);
@@ -1417,9 +1338,7 @@ Test(api, a_one_order_filter_charges_the_events_own_conversion)
 	cr_assert_gt(dpg_num(r.json, "cost.event_epsilon"), 0.0, "%s", r.body);
 	cr_assert_eq(dpg_num(r.json, "cost.filter_order_count"), 20.0, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/dflt/charges", srv.admin_key, laplace);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/dflt/charges", srv.admin_key, laplace, 201);
 	got = last_charge_epsilon("dflt");
 	cr_assert_float_eq(got, best, 1e-9 * best, "ledger %.17g, want %.17g", got, best);
 	cr_assert_float_eq(got, 0.5285, 5e-5, "the figure the audit measured: %.17g", got);
@@ -1474,8 +1393,6 @@ Test(api, filter_orders_are_validated_and_create_nothing)
 				 "%s: %s", body, r.body);
 		dpg_resp_free(&r);
 		snprintf(body, sizeof(body), "/v1/datasets/f%zu", i);
-		r = dpg_call(&srv, "GET", body, srv.admin_key, NULL);
-		cr_assert_eq(r.status, 404, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "GET", body, srv.admin_key, NULL, 404);
 	}
 }

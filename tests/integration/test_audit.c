@@ -42,24 +42,6 @@ TestSuite(audit, .init = setup, .fini = teardown, .timeout = 300);
 
 static const char half[] = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0}}";
 
-/* The public id of a key "dpg_<id>_<secret>". */
-static void key_id_of(const char *key, char *buf, size_t size)
-{
-	const char *start = key + 4, *end = strchr(start, '_');
-
-	cr_assert(strncmp(key, "dpg_", 4) == 0 && end, "%s", key);
-	snprintf(buf, size, "%.*s", (int)(end - start), start);
-}
-
-static void expect_status(const char *method, const char *path, const char *key,
-			  const char *body, long status)
-{
-	dpg_resp r = dpg_call(&srv, method, path, key, body);
-
-	cr_assert_eq(r.status, status, "%s %s: %ld %s", method, path, r.status, r.body);
-	dpg_resp_free(&r);
-}
-
 /* Runs SQL on the database file, with the server stopped. */
 static void forge(const char *sql)
 {
@@ -104,11 +86,12 @@ Test(audit, verify_finds_an_admission_past_the_budget_of_its_moment)
 	long long forged;
 
 	dpg_make_dataset(&srv, "v", 1.0, 0, "basic");
-	expect_status("POST", "/v1/datasets/v/charges", srv.admin_key, half, 201);
-	expect_status("PATCH", "/v1/datasets/v", srv.admin_key, "{\"budget\":{\"epsilon\":0.5}}", 200);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/v/charges", srv.admin_key, half, 201);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/v", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":0.5}}", 200);
 	/* The gate refuses what the forger will write. */
-	expect_status("POST", "/v1/datasets/v/charges", srv.admin_key,
-		      "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}", 409);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/v/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}", 409);
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	cr_assert_eq(verify("v", &report, &d), 0, "an honest history");
 	json_decref(report);
@@ -120,7 +103,8 @@ Test(audit, verify_finds_an_admission_past_the_budget_of_its_moment)
 	      " 'forger', '2026-01-01T00:00:00.000Z', '[0.75,0.0]', '[0.0,0.0]', 0, 2)");
 	forged = dpg_count_rows(srv.db, "SELECT max(seq) FROM ledger");
 	dpg_server_restart(&srv);
-	expect_status("PATCH", "/v1/datasets/v", srv.admin_key, "{\"budget\":{\"epsilon\":1}}", 200);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/v", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":1}}", 200);
 	cr_assert_eq(dpg_budget_of(&srv, "v").spent_eps, 0.75);
 
 	cr_assert_eq(verify("v", &report, &d), 1, "the forged admission");
@@ -139,9 +123,9 @@ Test(audit, verify_replays_the_budget_history_to_the_dataset_row)
 	json_t *report, *d;
 
 	dpg_make_dataset(&srv, "h", 1.0, 0, "basic");
-	expect_status("POST", "/v1/datasets/h/charges", srv.admin_key, half, 201);
-	expect_status("PATCH", "/v1/datasets/h", srv.admin_key, "{\"budget\":{\"epsilon\":0.25}}",
-		      200);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/h/charges", srv.admin_key, half, 201);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/h", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":0.25}}", 200);
 	cr_assert_eq(verify("h", &report, &d), 0);
 	cr_assert(json_is_false(json_object_get(d, "within_budget")));
 	cr_assert(json_is_true(json_object_get(d, "admissions_within_budget")));
@@ -167,12 +151,13 @@ Test(audit, dataset_history_names_who_set_each_budget)
 	json_t *entries, *e, *report, *d;
 	dpg_resp r;
 
-	key_id_of(srv.admin_key, admin_id, sizeof(admin_id));
+	dpg_key_id(srv.admin_key, admin_id, sizeof(admin_id));
 	dpg_make_dataset(&srv, "a", 2.0, 1e-5, "rdp");
-	expect_status("PATCH", "/v1/datasets/a", srv.admin_key, "{\"budget\":{\"epsilon\":3}}", 200);
-	expect_status("PATCH", "/v1/datasets/a", srv.admin_key,
-		      "{\"budget\":{\"epsilon\":1,\"delta\":1e-6}}", 200);
-	expect_status("DELETE", "/v1/datasets/a", srv.admin_key, NULL, 200);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/a", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":3}}", 200);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/a", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":1,\"delta\":1e-6}}", 200);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/a", srv.admin_key, NULL, 200);
 
 	r = dpg_call(&srv, "GET", "/v1/datasets/a/audit", srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);
@@ -210,7 +195,7 @@ Test(audit, dataset_history_names_who_set_each_budget)
 	cr_assert_eq(r.status, 400, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "limit");
 	dpg_resp_free(&r);
-	expect_status("GET", "/v1/datasets/nope/audit", srv.admin_key, NULL, 404);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/nope/audit", srv.admin_key, NULL, 404);
 
 	/* The ledger lists what it listed before: the two budget rows and the
 	 * archive row, no creation row, so its sums and counts are unchanged. */
@@ -224,9 +209,9 @@ Test(audit, dataset_history_names_who_set_each_budget)
 	/* Admins only. */
 	dpg_make_key(&srv, "analyst", "a", analyst, sizeof(analyst));
 	dpg_make_key(&srv, "viewer", NULL, viewer, sizeof(viewer));
-	expect_status("GET", "/v1/datasets/a/audit", analyst, NULL, 403);
-	expect_status("GET", "/v1/datasets/a/audit", viewer, NULL, 403);
-	expect_status("GET", "/v1/datasets/a/audit", NULL, NULL, 401);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/a/audit", analyst, NULL, 403);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/a/audit", viewer, NULL, 403);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/a/audit", NULL, NULL, 401);
 
 	/* The largest budget ever, from the database alone. */
 	cr_assert_eq(verify("a", &report, &d), 0);
@@ -274,20 +259,19 @@ static void key_history(const char *id, char *buf, size_t size)
 
 Test(audit, key_creation_and_revocation_name_who_did_them)
 {
-	char admin_id[64], cli[160], cli_id[64], http_id[64], want[256], got[1024], out[4096];
+	char admin_id[64], cli[160], cli_id[64], http_id[64], want[256], got[1024];
 	struct passwd *pw = getpwuid(geteuid());
-	const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, http_id, NULL};
 	dpg_resp r;
 
 	cr_assert(pw && pw->pw_name, "this test's user has no passwd entry");
-	key_id_of(srv.admin_key, admin_id, sizeof(admin_id));
+	dpg_key_id(srv.admin_key, admin_id, sizeof(admin_id));
 	/* Through the CLI: created by cli:<login>, revoked over HTTP. */
 	dpg_make_key(&srv, "viewer", NULL, cli, sizeof(cli));
-	key_id_of(cli, cli_id, sizeof(cli_id));
+	dpg_key_id(cli, cli_id, sizeof(cli_id));
 	snprintf(want, sizeof(want), "/v1/keys/%s", cli_id);
-	expect_status("DELETE", want, srv.admin_key, NULL, 200);
+	dpg_expect_status(&srv, "DELETE", want, srv.admin_key, NULL, 200);
 	/* A second revocation changes nothing and records nothing. */
-	expect_status("DELETE", want, srv.admin_key, NULL, 200);
+	dpg_expect_status(&srv, "DELETE", want, srv.admin_key, NULL, 200);
 	key_history(cli_id, got, sizeof(got));
 	snprintf(want, sizeof(want), "create:cli:%s,revoke:%s", pw->pw_name, admin_id);
 	cr_assert_str_eq(got, want);
@@ -297,7 +281,7 @@ Test(audit, key_creation_and_revocation_name_who_did_them)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	snprintf(http_id, sizeof(http_id), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	cr_assert_eq(dpg_run(out, sizeof(out), revoke), 0, "%s", out);
+	dpg_revoke_key_cli(srv.db, http_id);
 	key_history(http_id, got, sizeof(got));
 	snprintf(want, sizeof(want), "create:%s,revoke:cli:%s", admin_id, pw->pw_name);
 	cr_assert_str_eq(got, want);
@@ -318,9 +302,9 @@ Test(audit, key_creation_and_revocation_name_who_did_them)
 	dpg_resp_free(&r);
 
 	/* Admins only; bad paging names its parameter. */
-	expect_status("GET", "/v1/audit/keys", cli, NULL, 401);
+	dpg_expect_status(&srv, "GET", "/v1/audit/keys", cli, NULL, 401);
 	dpg_make_key(&srv, "viewer", NULL, cli, sizeof(cli));
-	expect_status("GET", "/v1/audit/keys", cli, NULL, 403);
+	dpg_expect_status(&srv, "GET", "/v1/audit/keys", cli, NULL, 403);
 	r = dpg_call(&srv, "GET", "/v1/audit/keys?after=-1", srv.admin_key, NULL);
 	cr_assert_eq(r.status, 400, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "after");

@@ -140,6 +140,45 @@ static void subst(char *out, size_t size, const char *tmpl, const char *name, co
 	snprintf(out, size, "%.*s%s%s", (int)(p - tmpl), tmpl, value, p + strlen(name));
 }
 
+/* The objects a route's path may name, each made by one admin request
+ * whose answer's "id" fills its placeholder. */
+static const struct {
+	const char *placeholder, *path, *body;
+	long status;
+} made_ids[] = {
+	{"{rid}", "/v1/datasets/a/reservations", EVT, 201},
+	{"{jid}", "/v1/datasets/a/jobs", JOB, 202},
+	{"{psid}", "/v1/datasets/a/pate/sessions", PATE_SESSION, 201},
+};
+
+/* Replaces the placeholders of path (size bytes) by the ids of new
+ * objects: a reservation, a job, a PATE session (on dataset a) and a
+ * viewer key. */
+static void fill_ids(const dpg_server *srv, char *path, size_t size)
+{
+	char tmp[256];
+
+	for (size_t i = 0; i < sizeof(made_ids) / sizeof(made_ids[0]); i++) {
+		dpg_resp res;
+
+		if (!strstr(path, made_ids[i].placeholder))
+			continue;
+		res = dpg_call(srv, "POST", made_ids[i].path, srv->admin_key, made_ids[i].body);
+		cr_assert_eq(res.status, made_ids[i].status, "%s", res.body);
+		snprintf(tmp, sizeof(tmp), "%s", path);
+		subst(path, size, tmp, made_ids[i].placeholder,
+		      json_string_value(json_object_get(res.json, "id")));
+		dpg_resp_free(&res);
+	}
+	if (strstr(path, "{kid}")) {
+		char k[160], kid[64];
+
+		dpg_make_key(srv, "viewer", NULL, k, sizeof(k));
+		snprintf(tmp, sizeof(tmp), "%s", path);
+		subst(path, size, tmp, "{kid}", dpg_key_id(k, kid, sizeof(kid)));
+	}
+}
+
 Test(auth, every_route_role_and_scope, .timeout = 300)
 {
 	dpg_server srv;
@@ -157,18 +196,15 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 	dpg_make_key(&srv, "analyst", "b", keys[W_ANALYST_B], sizeof(keys[0]));
 	snprintf(keys[W_ADMIN], sizeof(keys[0]), "%s", srv.admin_key);
 	{
-		char out[256], id[17];
-		const char *argv[] = {dpg_bin(), "keys", "revoke", "--db", srv.db, id, NULL};
+		char id[64];
 
-		memcpy(id, keys[W_REVOKED] + 4, 16);
-		id[16] = '\0';
-		cr_assert_eq(dpg_run(out, sizeof(out), argv), 0);
+		dpg_revoke_key_cli(srv.db, dpg_key_id(keys[W_REVOKED], id, sizeof(id)));
 	}
 
 	for (size_t r = 0; r < sizeof(routes) / sizeof(routes[0]); r++) {
 		for (int w = 0; w < W__COUNT; w++) {
 			const struct route_case *rc = &routes[r];
-			char path[256], tmp[256], body[512], n[16];
+			char path[256], body[512], n[16];
 			long want = expected((enum who)w, rc->access, rc->success);
 			dpg_resp resp;
 
@@ -181,43 +217,7 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 				snprintf(id, sizeof(id), "z%s", n);
 				dpg_make_dataset(&srv, id, 1.0, 0, "basic");
 			}
-			if (strstr(path, "{rid}")) {
-				dpg_resp res = dpg_call(&srv, "POST", "/v1/datasets/a/reservations",
-							srv.admin_key, EVT);
-
-				cr_assert_eq(res.status, 201);
-				snprintf(tmp, sizeof(tmp), "%s", path);
-				subst(path, sizeof(path), tmp, "{rid}",
-				      json_string_value(json_object_get(res.json, "id")));
-				dpg_resp_free(&res);
-			}
-			if (strstr(path, "{jid}")) {
-				dpg_resp res = dpg_call(&srv, "POST", "/v1/datasets/a/jobs", srv.admin_key, JOB);
-
-				cr_assert_eq(res.status, 202, "%s", res.body);
-				snprintf(tmp, sizeof(tmp), "%s", path);
-				subst(path, sizeof(path), tmp, "{jid}",
-				      json_string_value(json_object_get(res.json, "id")));
-				dpg_resp_free(&res);
-			}
-			if (strstr(path, "{psid}")) {
-				dpg_resp res = dpg_call(&srv, "POST", "/v1/datasets/a/pate/sessions",
-							srv.admin_key, PATE_SESSION);
-
-				cr_assert_eq(res.status, 201, "%s", res.body);
-				snprintf(tmp, sizeof(tmp), "%s", path);
-				subst(path, sizeof(path), tmp, "{psid}",
-				      json_string_value(json_object_get(res.json, "id")));
-				dpg_resp_free(&res);
-			}
-			if (strstr(path, "{kid}")) {
-				char k[160];
-
-				dpg_make_key(&srv, "viewer", NULL, k, sizeof(k));
-				k[20] = '\0';
-				snprintf(tmp, sizeof(tmp), "%s", path);
-				subst(path, sizeof(path), tmp, "{kid}", k + 4);
-			}
+			fill_ids(&srv, path, sizeof(path));
 			cr_assert_eq(dpg_http(&srv, rc->method, path, w == W_NONE ? NULL : keys[w],
 					      rc->body ? body : NULL, rc->body ? strlen(body) : 0, NULL,
 					      &resp), 0);
@@ -382,9 +382,7 @@ Test(auth, metrics_show_datasets_only_to_keys_that_read_them, .timeout = 120)
 	dpg_make_dataset(&srv, "a", 1.5, 0, "basic");
 	dpg_make_dataset(&srv, "b", 2.5, 0, "basic");
 	dpg_make_dataset(&srv, "c", 0.5, 0, "basic");
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/c", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/c", srv.admin_key, NULL, 200);
 	dpg_make_key(&srv, "analyst", "a", analyst_a, sizeof(analyst_a));
 	dpg_make_key(&srv, "viewer", "b", viewer_b, sizeof(viewer_b));
 	dpg_make_key(&srv, "viewer", NULL, viewer_all, sizeof(viewer_all));
@@ -426,16 +424,12 @@ Test(auth, the_last_admin_key_is_kept_with_a_409_of_the_spec, .timeout = 120)
 	dpg_assert_in_spec(&srv, "DELETE", "/v1/keys/{id}", "409", "application/problem+json",
 			   r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/keys", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/keys", srv.admin_key, NULL, 200);
 
 	dpg_make_key(&srv, "admin", NULL, other, sizeof(other));
 	r = dpg_call(&srv, "DELETE", path, other, NULL);
 	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/keys", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 401, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/keys", srv.admin_key, NULL, 401);
 	dpg_server_destroy(&srv);
 }

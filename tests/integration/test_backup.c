@@ -102,7 +102,6 @@ Test(backup, a_copy_under_load_holds_every_answered_charge_and_restores)
 	struct stat st;
 	json_t *report;
 	dpg_budget b;
-	dpg_resp r;
 	int rc;
 
 	snprintf(copy, sizeof(copy), "%s/copy.db", srv.dir);
@@ -156,9 +155,7 @@ Test(backup, a_copy_under_load_holds_every_answered_charge_and_restores)
 	dpg_server_restart(&srv);
 	b = dpg_budget_of(&srv, "d");
 	cr_assert_eq(b.charges, rows);
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_body);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_body, 201);
 	cr_assert_eq(dpg_budget_of(&srv, "d").charges, rows + 1);
 }
 

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <netinet/in.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,9 +208,7 @@ Test(bad_inputs, oversize_body_is_413_and_changes_nothing, .timeout = 60)
 	cr_assert_str_eq(r.content_type, "application/problem+json");
 	dpg_resp_free(&r);
 	/* The server is still healthy. */
-	r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
-	cr_assert_eq(r.status, 200);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
 	free(big);
 	cr_assert_eq(ledger_rows(&srv), 0);
 	dpg_server_destroy(&srv);
@@ -264,12 +263,42 @@ static void expect_refused_and_closed(const char *what, const char *out, bool cl
 	cr_expect(closed, "%s: the connection was left open: %.300s", what, out);
 }
 
-static void expect_budget_unchanged(const dpg_budget *before, const dpg_budget *after)
+/* Writes a POST to the charges of t with the admin key into req (size
+ * bytes): the request line, Host and Authorization, then `fmt` with its
+ * arguments (the other headers and the body).  Returns the length. */
+__attribute__((format(printf, 4, 5)))
+static int charge_request(char *req, size_t size, const dpg_server *srv, const char *fmt, ...)
 {
-	cr_expect_eq(after->charges, before->charges);
-	cr_expect_eq(after->ledger_rows, before->ledger_rows);
-	cr_expect_eq(after->spent_eps, before->spent_eps);
-	cr_expect_eq(after->spent_delta, before->spent_delta);
+	va_list ap;
+	int n = snprintf(req, size, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n",
+			 CH, srv->admin_key);
+
+	cr_assert(n > 0 && (size_t)n < size);
+	va_start(ap, fmt);
+	n += vsnprintf(req + n, size - (size_t)n, fmt, ap);
+	va_end(ap);
+	cr_assert((size_t)n < size, "request too long for its buffer");
+	return n;
+}
+
+/* Starts srv with dataset t (basic, epsilon 1), which the refused
+ * requests below aim at; returns t's budget and ledger as they start. */
+static dpg_budget start_with_t(dpg_server *srv)
+{
+	dpg_server_start(srv);
+	dpg_make_dataset(srv, "t", 1.0, 0, "basic");
+	return dpg_budget_of(srv, "t");
+}
+
+/* t's budget and ledger are still as `before` says. */
+static void expect_t_unchanged(const dpg_server *srv, const dpg_budget *before)
+{
+	dpg_budget after = dpg_budget_of(srv, "t");
+
+	cr_expect_eq(after.charges, before->charges);
+	cr_expect_eq(after.ledger_rows, before->ledger_rows);
+	cr_expect_eq(after.spent_eps, before->spent_eps);
+	cr_expect_eq(after.spent_delta, before->spent_delta);
 }
 
 /*
@@ -288,11 +317,10 @@ Test(bad_inputs, two_content_lengths_are_refused, .timeout = 60)
 
 	dpg_server_start(&srv);
 	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
-	n = snprintf(req, sizeof(req),
-		     "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-		     "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-		     "Content-Length: 3\r\n\r\n%s",
-		     CH, srv.admin_key, strlen(body), body);
+	n = charge_request(req, sizeof(req), &srv,
+			   "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+			   "Content-Length: 3\r\n\r\n%s",
+			   strlen(body), body);
 	out = raw_exchange(&srv, req, (size_t)n, NULL);
 	cr_assert(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "%.200s", out);
 	cr_assert(strstr(out, "Connection: close"), "%.300s", out);
@@ -315,25 +343,21 @@ Test(bad_inputs, chunked_with_content_length_is_refused, .timeout = 60)
 {
 	char req[1024], *out;
 	dpg_server srv;
-	dpg_budget before, after;
+	dpg_budget before;
 	bool closed;
 	int n;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
-	before = dpg_budget_of(&srv, "t");
-	n = snprintf(req, sizeof(req),
-		     "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-		     "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-		     "Content-Length: %zu\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n"
-		     "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-		     CH, srv.admin_key, strlen(CHARGE_BODY), strlen(CHARGE_BODY), CHARGE_BODY);
+	before = start_with_t(&srv);
+	n = charge_request(req, sizeof(req), &srv,
+			   "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+			   "Content-Length: %zu\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n"
+			   "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+			   strlen(CHARGE_BODY), strlen(CHARGE_BODY), CHARGE_BODY);
 	out = raw_exchange(&srv, req, (size_t)n, &closed);
 	expect_refused_and_closed("chunked and Content-Length", out, closed, "HTTP/1.1 400 ");
 	cr_expect(strstr(out, "\"field\":\"Transfer-Encoding\""), "%.400s", out);
 	free(out);
-	after = dpg_budget_of(&srv, "t");
-	expect_budget_unchanged(&before, &after);
+	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
 }
 
@@ -349,27 +373,23 @@ Test(bad_inputs, unsupported_transfer_encoding_is_501, .timeout = 120)
 		"gzip", "identity", "chunked, chunked", "gzip, chunked", "chunked\r\nTransfer-Encoding: chunked",
 	};
 	dpg_server srv;
-	dpg_budget before, after;
+	dpg_budget before;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
-	before = dpg_budget_of(&srv, "t");
+	before = start_with_t(&srv);
 	for (size_t i = 0; i < sizeof(codings) / sizeof(codings[0]); i++) {
 		char req[1024], *out;
 		bool closed;
-		int n = snprintf(req, sizeof(req),
-				 "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-				 "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\n"
-				 "%zx\r\n%s\r\n0\r\n\r\n",
-				 CH, srv.admin_key, codings[i], strlen(CHARGE_BODY), CHARGE_BODY);
+		int n = charge_request(req, sizeof(req), &srv,
+				       "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\n"
+				       "%zx\r\n%s\r\n0\r\n\r\n",
+				       codings[i], strlen(CHARGE_BODY), CHARGE_BODY);
 
 		out = raw_exchange(&srv, req, (size_t)n, &closed);
 		expect_refused_and_closed(codings[i], out, closed, "HTTP/1.1 501 ");
 		cr_expect(strstr(out, "\"field\":\"Transfer-Encoding\""), "%s: %.400s", codings[i], out);
 		free(out);
 	}
-	after = dpg_budget_of(&srv, "t");
-	expect_budget_unchanged(&before, &after);
+	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
 }
 
@@ -383,24 +403,20 @@ Test(bad_inputs, expect_continue_oversize_is_413_at_once, .timeout = 60)
 {
 	char req[1024], *out;
 	dpg_server srv;
-	dpg_budget before, after;
+	dpg_budget before;
 	bool closed;
 	int n;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
-	before = dpg_budget_of(&srv, "t");
-	n = snprintf(req, sizeof(req),
-		     "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-		     "Content-Type: application/json\r\nExpect: 100-continue\r\n"
-		     "Content-Length: %u\r\n\r\n",
-		     CH, srv.admin_key, 2097152u /* twice DPG_MAX_BODY_BYTES */);
+	before = start_with_t(&srv);
+	n = charge_request(req, sizeof(req), &srv,
+			   "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+			   "Content-Length: %u\r\n\r\n",
+			   2097152u /* twice DPG_MAX_BODY_BYTES */);
 	out = raw_exchange(&srv, req, (size_t)n, &closed);
 	cr_expect(!strstr(out, "100 Continue"), "%.300s", out);
 	expect_refused_and_closed("Expect: 100-continue", out, closed, "HTTP/1.1 413 ");
 	free(out);
-	after = dpg_budget_of(&srv, "t");
-	expect_budget_unchanged(&before, &after);
+	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
 }
 
@@ -481,29 +497,24 @@ Test(bad_inputs, a_header_name_with_a_space_is_refused_and_hides_no_request, .ti
 	static const char *const names[] = {"Content-Length ", "Transfer-Encoding ", "X-A\tB"};
 	char inner[1024], req[2048], *out;
 	dpg_server srv;
-	dpg_budget before, after;
+	dpg_budget before;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
-	before = dpg_budget_of(&srv, "t");
-	snprintf(inner, sizeof(inner),
-		 "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-		 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-		 CH, srv.admin_key, strlen(CHARGE_BODY), CHARGE_BODY);
+	before = start_with_t(&srv);
+	charge_request(inner, sizeof(inner), &srv,
+		       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+		       strlen(CHARGE_BODY), CHARGE_BODY);
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		bool closed;
-		int n = snprintf(req, sizeof(req),
-				 "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-				 "%s: %zu\r\n\r\n%s",
-				 CH, srv.admin_key, names[i], strlen(inner), inner);
+		int n = charge_request(req, sizeof(req), &srv,
+				       "%s: %zu\r\n\r\n%s",
+				       names[i], strlen(inner), inner);
 
 		out = raw_exchange(&srv, req, (size_t)n, &closed);
 		expect_refused_and_closed(names[i], out, closed, "HTTP/1.1 400 ");
 		cr_expect(strstr(out, "not an HTTP token"), "%.400s", out);
 		free(out);
 	}
-	after = dpg_budget_of(&srv, "t");
-	expect_budget_unchanged(&before, &after);
+	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
 }
 
@@ -568,10 +579,9 @@ Test(bad_inputs, a_body_that_drips_is_cut_at_the_body_timeout, .timeout = 60)
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	struct timeval tv = {.tv_sec = 1};
 	dpg_server srv;
-	dpg_budget before, after;
+	dpg_budget before;
 	char req[1024], buf[256];
 	double t0, cut = -1;
-	dpg_resp r;
 	int fd, n;
 
 	dpg_server_start(&srv);
@@ -580,10 +590,8 @@ Test(bad_inputs, a_body_that_drips_is_cut_at_the_body_timeout, .timeout = 60)
 	srv.body_timeout_s = "2";
 	dpg_server_restart(&srv);
 	before = dpg_budget_of(&srv, "t");
-	n = snprintf(req, sizeof(req),
-		     "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-		     "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"event\":",
-		     CH, srv.admin_key);
+	n = charge_request(req, sizeof(req), &srv,
+			   "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"event\":");
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	a.sin_port = htons((uint16_t)srv.port);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -608,11 +616,8 @@ Test(bad_inputs, a_body_that_drips_is_cut_at_the_body_timeout, .timeout = 60)
 	close(fd);
 	cr_assert_geq(cut, 1.5, "cut after %.2f s, before the body timeout", cut);
 	cr_assert_leq(cut, 6.0, "the dripping body was not cut (%.2f s)", cut);
-	after = dpg_budget_of(&srv, "t");
-	expect_budget_unchanged(&before, &after);
-	r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
-	cr_assert_eq(r.status, 200);
-	dpg_resp_free(&r);
+	expect_t_unchanged(&srv, &before);
+	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
 	dpg_server_destroy(&srv);
 }
 

@@ -100,28 +100,13 @@ Test(crash, kill9_never_loses_an_acknowledged_charge, .timeout = 600)
 	cr_assert_gt(ld.n_acked, 0, "no charge was acknowledged");
 	/* Collect every ledger seq and look each acknowledged id up. */
 	{
-		long long after = 0;
+		json_t *entries = dpg_list_all(&srv, "/v1/datasets/c/ledger?limit=1000", 1000), *e;
+		size_t i;
 
-		for (;;) {
-			char path[128];
-			dpg_resp r;
-			json_t *e, *next;
-			size_t i;
-
-			snprintf(path, sizeof(path), "/v1/datasets/c/ledger?limit=1000&after=%lld", after);
-			r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-			cr_assert_eq(r.status, 200);
-			json_array_foreach(json_object_get(r.json, "entries"), i, e)
-				if (n_seqs < MAX_ACKED * 2)
-					seqs[n_seqs++] = json_integer_value(json_object_get(e, "seq"));
-			next = json_object_get(r.json, "next");
-			if (json_is_null(next)) {
-				dpg_resp_free(&r);
-				break;
-			}
-			after = json_integer_value(next);
-			dpg_resp_free(&r);
-		}
+		json_array_foreach(entries, i, e)
+			if (n_seqs < MAX_ACKED * 2)
+				seqs[n_seqs++] = json_integer_value(json_object_get(e, "seq"));
+		json_decref(entries);
 	}
 	qsort(seqs, (size_t)n_seqs, sizeof(long long), cmp_ll);
 	for (int i = 0; i < ld.n_acked; i++)

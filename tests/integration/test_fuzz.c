@@ -2216,19 +2216,14 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
 /* Uploads a 40-row table with a categorical column to dataset `id`. */
 static void upload_cities(struct world *w, const char *id)
 {
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
-	char path[128], csv[2048];
+	char csv[2048];
 	size_t n = 0;
-	dpg_resp r;
 
 	n += (size_t)snprintf(csv + n, sizeof(csv) - n, "age,income,city\n");
 	for (int i = 0; i < 40; i++)
 		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%s\n", 20 + i, 1000 * (i % 9),
 				      i % 2 ? "Paris" : "Lyon");
-	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
-	cr_assert_eq(dpg_http(&w->srv, "PUT", path, w->srv.admin_key, csv, n, hdr, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_upload_csv(&w->srv, id, csv, n);
 }
 
 /* Creates a PATE session on `dataset` and answers one batch on it. */
@@ -2380,24 +2375,10 @@ static void end_jobs(struct world *w)
 /* Reads every ledger row of dataset `id`, oldest first (caller decrefs). */
 static json_t *ledger_of(struct world *w, const char *id)
 {
-	json_t *all = json_array();
-	long long after = 0;
+	char path[256];
 
-	for (;;) {
-		char path[256];
-		json_t *page, *next;
-
-		snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000&after=%lld", id, after);
-		page = admin_call(w, "GET", path, NULL, 200);
-		json_array_extend(all, json_object_get(page, "entries"));
-		next = json_object_get(page, "next");
-		if (!json_is_integer(next)) {
-			json_decref(page);
-			return all;
-		}
-		after = json_integer_value(next);
-		json_decref(page);
-	}
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
+	return dpg_list_all(&w->srv, path, 10000);
 }
 
 /*

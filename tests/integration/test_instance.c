@@ -93,25 +93,6 @@ static int run_limited(char *out, size_t out_size, const char *const *argv, int 
 	return rc;
 }
 
-/* The whole content of a file (caller frees); *ret_len gets its length. */
-static char *slurp(const char *path, size_t *ret_len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	cr_assert_not_null(f, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*ret_len = (size_t)n;
-	return buf;
-}
-
 static void sql_file(const char *path, const char *sql)
 {
 	sqlite3 *h = NULL;
@@ -134,12 +115,12 @@ static void expect_refused_untouched(const char *const *argv, const char *path, 
 	char out[8192], side[512];
 	static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
 	size_t before_len, after_len;
-	char *before = slurp(path, &before_len), *after;
+	char *before = dpg_read_file(path, &before_len), *after;
 	int rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
 
 	cr_assert_eq(rc, want, "dpgate %s on %s: exit %d: %s", argv[1], path, rc, out);
 	cr_assert_not_null(strstr(out, says), "dpgate %s on %s said: %s", argv[1], path, out);
-	after = slurp(path, &after_len);
+	after = dpg_read_file(path, &after_len);
 	cr_assert_eq(after_len, before_len, "dpgate %s changed the size of %s", argv[1], path);
 	cr_assert_eq(memcmp(before, after, before_len), 0, "dpgate %s changed %s", argv[1], path);
 	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
@@ -185,12 +166,11 @@ Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_j
 	/* A job that runs for minutes: an MLP on iris, 3000 epochs of lots of 5. */
 	dpg_make_dataset(&srv, "iris", 1000.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", "a,b,c,d,species");
-	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
-		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,"
-		     "\"label\":\"species\",\"classes\":3,\"epochs\":3000,\"lot_size\":5,"
-		     "\"noise_multiplier\":1.0}}");
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "iris",
+			   "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,"
+			   "\"label\":\"species\",\"classes\":3,\"epochs\":3000,\"lot_size\":5,"
+			   "\"noise_multiplier\":1.0}}",
+			   id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(dpg_job_wait(&srv, id, running, 60));
 
@@ -230,13 +210,11 @@ static void expect_second_server_refused(const char *db, const char *data, const
 static void first_server_still_charges(const char *id)
 {
 	char path[128];
-	dpg_resp r;
 
 	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
-	r = dpg_call(&srv, "POST", path, srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", path, srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.25,\"delta\":0}}",
+			  201);
 }
 
 /*
@@ -263,10 +241,8 @@ Test(instance, a_second_server_on_a_hard_link_or_symlink_of_the_database_exits_1
 	dpg_server_restart(&srv);
 	first_server_still_charges("one");
 	{
-		size_t len;
-		char *log = slurp(srv.log, &len);
+		char *log = dpg_read_file(srv.log, NULL);
 
-		log[len] = '\0'; /* slurp leaves room for it */
 		cr_assert_not_null(strstr(log, "other hard links"), "%s", log);
 		free(log);
 	}
@@ -377,22 +353,19 @@ Test(instance, verify_works_while_a_server_runs_on_the_database)
 {
 	char out[8192];
 	const char *verify[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
-	dpg_resp r;
 	int rc;
 
 	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}",
+			  201);
 	rc = run_limited(out, sizeof(out), verify, START_LIMIT_S);
 	cr_assert_eq(rc, 0, "verify beside a running server: exit %d: %s", rc, out);
 	cr_assert_not_null(strstr(out, "\"totals_match\": true"), "%s", out);
 	/* The server goes on charging afterwards. */
-	r = dpg_call(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
-		     "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}");
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}",
+			  201);
 }
 
 Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
@@ -451,16 +424,11 @@ Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
 	/* The same limits hold over HTTP. */
 	{
 		char body[8192];
-		dpg_resp r;
 
 		snprintf(body, sizeof(body), "{\"role\":\"analyst\",\"datasets\":[\"%s\"]}", long_id);
-		r = dpg_call(&srv, "POST", "/v1/keys", srv.admin_key, body);
-		cr_assert_eq(r.status, 400, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "POST", "/v1/keys", srv.admin_key, body, 400);
 		snprintf(body, sizeof(body), "{\"role\":\"viewer\",\"note\":\"%s\"}", note);
-		r = dpg_call(&srv, "POST", "/v1/keys", srv.admin_key, body);
-		cr_assert_eq(r.status, 400, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "POST", "/v1/keys", srv.admin_key, body, 400);
 	}
 	free(many);
 	free(note);
@@ -553,19 +521,14 @@ Test(instance, check_names_the_dataset_limit)
  */
 Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 {
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
 	char out[8192], other_db[400], data_dir[400];
 	const char *argv[] = {dpg_bin(), "serve", "--db", other_db, "--listen", "127.0.0.1:0",
 			      "--data-dir", data_dir, "--quiet", NULL};
 	const char *query = "{\"query\":\"count\",\"epsilon\":0.5}";
-	dpg_resp r;
 	int rc;
 
 	dpg_make_dataset(&srv, "t", 10.0, 1e-5, "basic");
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/t/data", srv.admin_key, "a\n1\n2\n", 6, hdr,
-			      &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_upload_csv(&srv, "t", "a\n1\n2\n", 6);
 	snprintf(data_dir, sizeof(data_dir), "%s/data", srv.dir);
 	snprintf(other_db, sizeof(other_db), "%s/other.db", srv.dir);
 	/* The other database's own first admin key, so it would start. */
@@ -578,9 +541,7 @@ Test(instance, a_second_server_on_the_same_data_directory_exits_1)
 	rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
 	cr_assert_eq(rc, 1, "second serve on %s: exit %d: %s", data_dir, rc, out);
 	cr_assert_not_null(strstr(out, "data directory"), "%s", out);
-	r = dpg_call(&srv, "POST", "/v1/datasets/t/queries", srv.admin_key, query);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/t/queries", srv.admin_key, query, 201);
 }
 
 /* Sends `req` on a new connection to the server and returns the answer's
@@ -615,18 +576,13 @@ Test(instance, every_serve_log_line_is_json_with_one_thread_or_many)
 
 	for (size_t i = 0; i < sizeof(thread_counts) / sizeof(thread_counts[0]); i++) {
 		dpg_server s;
-		dpg_resp r;
 		char line[4096];
 		int lines = 0, library_lines = 0;
 		FILE *f;
 
 		dpg_server_start_with(&s, NULL, thread_counts[i]);
-		r = dpg_call(&s, "GET", "/healthz", NULL, NULL);
-		cr_assert_eq(r.status, 200);
-		dpg_resp_free(&r);
-		r = dpg_call(&s, "GET", "/v1/nope", NULL, NULL);
-		cr_assert_eq(r.status, 404);
-		dpg_resp_free(&r);
+		dpg_expect_status(&s, "GET", "/healthz", NULL, NULL, 200);
+		dpg_expect_status(&s, "GET", "/v1/nope", NULL, NULL, 404);
 		cr_assert_eq(raw_status(&s, "GET /healthz HTTP/1.1\r\nHost: x\r\n"
 					    "Content-Length: abc\r\n\r\n"),
 			     400);

@@ -98,9 +98,7 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0);
 	dpg_resp_free(&r);
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, small_job);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", small_job, id, sizeof(id));
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "queued");
 	cr_assert_eq(dpg_num(r.json, "reservation.epsilon"), needed);
 	dpg_resp_free(&r);
@@ -146,12 +144,9 @@ Test(jobs, over_budget_is_refused_before_anything_runs)
 	cr_assert_gt(dpg_num(r.json, "cost.epsilon"), 0.1);
 	dpg_resp_free(&r);
 	/* Without params (the defaults): priced and refused the same way. */
-	r = dpg_call(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key, "{\"trainer\":\"dpsgd\"}");
-	cr_assert_eq(r.status, 409, "%s", r.body);
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/jobs", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 0);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key,
+			  "{\"trainer\":\"dpsgd\"}", 409);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/tiny/jobs", "jobs"), 0);
 	r = dpg_call(&srv, "GET", "/v1/datasets/tiny/ledger", srv.admin_key, NULL);
 	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 0);
 	dpg_resp_free(&r);
@@ -182,10 +177,8 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	dpg_resp r;
 
 	dpg_make_dataset(&srv, "again", 50.0, 1e-5, "rdp");
-	r = dpg_call(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key,
-		     "{\"builtin\":\"fashion-mnist\"}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	r = submit_keyed();
 	cr_assert_lt(r.len, sizeof(first));
 	memcpy(first, r.body, r.len);
@@ -204,17 +197,13 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 			      strlen(csv), csv_hdr, &r), 0);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job);
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job, 400);
 	/* The retry: the stored 202, byte for byte, and no second reservation. */
 	r = submit_keyed();
 	cr_assert_eq(r.len, strlen(first));
 	cr_assert_eq(memcmp(r.body, first, r.len), 0, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/again/jobs", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "jobs")), 1, "%s", r.body);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/again/jobs", "jobs"), 1);
 }
 
 Test(jobs, bad_params_name_the_field)
@@ -225,18 +214,14 @@ Test(jobs, bad_params_name_the_field)
 	cr_assert_eq(r.status, 400, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/lot_size");
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
-		     "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":70000}}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
+			  "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":70000}}", 400);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
 		     "{\"trainer\":\"sgd\"}");
 	cr_assert_eq(r.status, 400);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/trainer");
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/fm/ledger", srv.admin_key, NULL);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "entries")), 0);
-	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/fm/ledger", "entries"), 0);
 }
 
 /* Submits three long jobs on fm (two workers: the third waits in the
@@ -247,10 +232,8 @@ static void submit_three_long_jobs(char ids[3][64], char rids[3][64])
 	const char *running[] = {"running", NULL};
 
 	for (int i = 0; i < 3; i++) {
-		dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
+		dpg_resp r = dpg_submit_job(&srv, "fm", long_job, ids[i], 64);
 
-		cr_assert_eq(r.status, 202, "%s", r.body);
-		snprintf(ids[i], 64, "%s", json_string_value(json_object_get(r.json, "id")));
 		snprintf(rids[i], 64, "%s",
 			 json_string_value(json_object_get(json_object_get(r.json, "reservation"), "id")));
 		dpg_resp_free(&r);
@@ -321,13 +304,9 @@ Test(jobs, cancel_queued_releases_running_commits)
 		  "%s", r.body);
 	dpg_resp_free(&r);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model", ids[2]);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", path, srv.admin_key, NULL, 409);
 	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[0]);
-	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 409);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", path, srv.admin_key, NULL, 409);
 }
 
 /* Waits until job `id` has applied at least `steps` steps (60 s at most). */
@@ -388,9 +367,7 @@ Test(jobs, a_stopped_job_delivers_the_model_it_trained)
 	char id[64];
 	dpg_resp r;
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
@@ -398,9 +375,7 @@ Test(jobs, a_stopped_job_delivers_the_model_it_trained)
 	json_decref(wait_for_state(id, ended, 60));
 	assert_partial_model(id, "cancelled", 2);
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
@@ -418,9 +393,7 @@ Test(jobs, the_job_list_of_a_missing_dataset_is_404)
 
 	cr_assert_eq(r.status, 404, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "GET", "/v1/datasets/fm/jobs", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/fm/jobs", srv.admin_key, NULL, 200);
 }
 
 /*
@@ -475,9 +448,7 @@ Test(jobs, a_queued_job_of_an_archived_dataset_never_starts)
 	json_t *j;
 
 	submit_three_long_jobs(ids, rids);
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/fm", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/fm", srv.admin_key, NULL, 200);
 	/* Free both workers; the queued job is taken next. */
 	for (int i = 0; i < 2; i++)
 		cancel_job(ids[i], 202);
@@ -567,9 +538,7 @@ Test(jobs, a_job_running_at_a_crash_fails_and_commits)
 	dpg_resp r;
 	json_t *j;
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, long_job);
-	cr_assert_eq(r.status, 202);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(id, running, 60));
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
@@ -648,12 +617,11 @@ Test(jobs, a_hosted_table_trains)
 	dpg_make_dataset(&srv, "iris", 20.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", "sepal_length,sepal_width,petal_length,petal_width,species");
 
-	r = dpg_call(&srv, "POST", "/v1/datasets/iris/jobs", srv.admin_key,
-		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
-		     "\"classes\":3,\"epochs\":20,\"lot_size\":30,\"noise_multiplier\":1.0,"
-		     "\"clip_norm\":1,\"learning_rate\":0.5}}");
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "iris",
+			   "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
+			   "\"classes\":3,\"epochs\":20,\"lot_size\":30,\"noise_multiplier\":1.0,"
+			   "\"clip_norm\":1,\"learning_rate\":0.5}}",
+			   id, sizeof(id));
 	/* q = 30 / 150 and T = 20 * 150 / 30 = 100 steps. */
 	ev = json_object_get(r.json, "event");
 	cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 100);
@@ -687,20 +655,15 @@ Test(jobs, a_hosted_table_trains)
  * parity, except that row 7's city is `odd`. */
 static void upload_cities(const char *id, const char *odd)
 {
-	const char *hdr[] = {"Content-Type: text/csv", NULL};
-	char path[128], csv[2048];
+	char csv[2048];
 	size_t n = 0;
-	dpg_resp r;
 
 	n += (size_t)snprintf(csv + n, sizeof(csv) - n, "a,b,city\n");
 	for (int i = 0; i < 40; i++)
 		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%s\n", i % 7, i % 5,
 				      i == 7 ? odd : i % 2 ? "Paris" : "Lyon");
 	dpg_make_dataset(&srv, id, 20.0, 1e-5, "rdp");
-	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
-	cr_assert_eq(dpg_http(&srv, "PUT", path, srv.admin_key, csv, n, hdr, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_upload_csv(&srv, id, csv, n);
 }
 
 /* A small job on a cities table, with `classes` when not NULL (the text is
@@ -740,12 +703,10 @@ Test(jobs, label_classes_are_declared_not_read)
 	upload_cities("ta", "Lyon");
 	upload_cities("tb", "Brest");
 	for (int k = 0; k < 2; k++) {
-		char id[64], path[128];
+		char id[64];
 
-		snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", k ? "tb" : "ta");
-		r = dpg_call(&srv, "POST", path, srv.admin_key, cities_job("[\"Lyon\",\"Paris\"]"));
-		cr_assert_eq(r.status, 202, "%s", r.body);
-		snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+		r = dpg_submit_job(&srv, k ? "tb" : "ta", cities_job("[\"Lyon\",\"Paris\"]"), id,
+				   sizeof(id));
 		dpg_resp_free(&r);
 		bytes[k] = (long long)succeeded_model_bytes(id);
 	}
@@ -812,10 +773,8 @@ Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)
 	json_t *ev;
 
 	dpg_make_dataset(&srv, "fb", 50.0, 1e-5, "basic");
-	r = dpg_call(&srv, "PUT", "/v1/datasets/fb/data", srv.admin_key,
-		     "{\"builtin\":\"fashion-mnist\"}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/fb/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, small_job);
 	cr_assert_eq(r.status, 422, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/ledger_delta");
@@ -824,9 +783,7 @@ Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)
 
 	snprintf(body, sizeof(body), "%.*s,\"ledger_delta\":1e-6}", (int)strlen(small_job) - 1,
 		 small_job);
-	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, body);
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "id")));
+	r = dpg_submit_job(&srv, "fb", body, id, sizeof(id));
 	ev = json_deep_copy(json_object_get(r.json, "event"));
 	dpg_resp_free(&r);
 	for (int a = 0; a < 2; a++) {
@@ -906,10 +863,8 @@ Test(jobs, the_queue_limit_holds_under_concurrent_submissions)
 	dpg_resp r;
 
 	upload_cities("qq", "Lyon");
-	r = dpg_call(&srv, "PATCH", "/v1/datasets/qq", srv.admin_key,
-		     "{\"budget\":{\"epsilon\":1e6,\"delta\":1e-5}}");
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/qq", srv.admin_key,
+			  "{\"budget\":{\"epsilon\":1e6,\"delta\":1e-5}}", 200);
 	submit_three_long_jobs(ids, rids);
 	/* The third long job holds one place in the queue. */
 	sub = (struct submitter){cities_job("[\"Lyon\",\"Paris\"]"), &next, &accepted, &full, 120,

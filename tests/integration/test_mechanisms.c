@@ -710,9 +710,7 @@ Test(mechanisms, csv_upload_and_metadata)
 		cr_assert_eq(r.status, 403, "%s", r.body);
 		dpg_resp_free(&r);
 	}
-	r = dpg_call(&srv, "GET", "/v1/datasets/census/data/rows", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 404);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/census/data/rows", srv.admin_key, NULL, 404);
 	r = dpg_call(&srv, "GET", "/v1/datasets/census/queries", srv.admin_key, NULL);
 	cr_assert(r.status == 405 || r.status == 404, "%ld", r.status);
 	dpg_resp_free(&r);
@@ -782,9 +780,7 @@ Test(mechanisms, bad_csv_stores_nothing)
 	free(wide);
 
 	/* Nothing was stored by any of them. */
-	r = dpg_call(&srv, "GET", "/v1/datasets/messy/data", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 404, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/messy/data", srv.admin_key, NULL, 404);
 	cr_assert(!table_file_exists("messy"));
 	cr_assert_eq(temp_files(), 0);
 
@@ -809,9 +805,7 @@ Test(mechanisms, archived_dataset_data_cannot_change)
 	r = put_csv("retired", NULL, table_csv, strlen(table_csv), srv.admin_key);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "DELETE", "/v1/datasets/retired", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/retired", srv.admin_key, NULL, 200);
 
 	r = put_csv("retired", NULL, "a\n1\n", 4, srv.admin_key);
 	cr_assert_eq(r.status, 409, "%ld %s", r.status, r.body);
@@ -853,9 +847,7 @@ Test(mechanisms, csv_over_the_size_limit_is_413)
 	}
 	/* (rc < 0: the server closed the connection after its 413, before
 	 * curl finished sending; either way nothing is stored.) */
-	r = dpg_call(&srv, "GET", "/v1/datasets/huge/data", srv.admin_key, NULL);
-	cr_assert_eq(r.status, 404, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/huge/data", srv.admin_key, NULL, 404);
 	cr_assert(!table_file_exists("huge"));
 }
 

@@ -46,24 +46,6 @@ static const char *const old_migrations[] = {
 	" budget_delta, spent, reserved, open_reservations, charges, archived, created_at,"  \
 	" updated_at) VALUES "
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	long n;
-	char *s;
-
-	cr_assert(f, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	s = malloc((size_t)n + 1);
-	cr_assert(s);
-	cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-	s[n] = '\0';
-	fclose(f);
-	return s;
-}
-
 static void exec_ok(sqlite3 *h, const char *sql)
 {
 	char *msg = NULL;
@@ -101,7 +83,7 @@ static sqlite3 *make_old_schema(const char *path, int version)
 		char *sql, record[160];
 
 		snprintf(file, sizeof(file), "%s/schema/%s", root, old_migrations[i]);
-		sql = read_text(file);
+		sql = dpg_read_file(file, NULL);
 		exec_ok(h, sql);
 		free(sql);
 		snprintf(record, sizeof(record),

@@ -113,15 +113,11 @@ static dpg_resp post_release(const struct release *rel, const char *sid)
 Test(no_random, every_release_route_answers_503_and_charges_nothing)
 {
 	char sid[128];
-	const char *headers[] = {"Content-Type: text/csv", NULL};
 	dpg_resp r;
 
 	make_ds("m", "replace");
 	make_ds("t", "add_remove");
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/t/data", srv.admin_key, table_csv,
-			      strlen(table_csv), headers, &r), 0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_upload_csv(&srv, "t", table_csv, strlen(table_csv));
 	/* A PATE session with one answered query, so that its release has
 	 * something to release. */
 	r = dpg_call(&srv, "POST", "/v1/datasets/t/pate/sessions", srv.admin_key,
@@ -236,7 +232,6 @@ Test(no_random, a_job_without_randomness_is_refused_or_fails_and_releases)
 		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\",\"classes\":2,"
 		"\"epochs\":10000,\"lot_size\":1,\"noise_multiplier\":50,\"clip_norm\":1,"
 		"\"learning_rate\":0.1}}";
-	const char *headers[] = {"Content-Type: text/csv", NULL};
 	char csv[8192], id[64], longs[2][64], st[32], path[128];
 	size_t n = 0;
 	const char *error;
@@ -247,15 +242,10 @@ Test(no_random, a_job_without_randomness_is_refused_or_fails_and_releases)
 	for (int i = 0; i < 400; i++)
 		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%d\n", i % 7, i % 5, i % 2);
 	make_ds("j", "add_remove");
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/j/data", srv.admin_key, csv, n, headers, &r),
-		     0);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_upload_csv(&srv, "j", csv, n);
 
 	randomness(false);
-	r = dpg_call(&srv, "POST", "/v1/datasets/j/jobs", srv.admin_key, job);
-	cr_assert_eq(r.status, 503, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/j/jobs", srv.admin_key, job, 503);
 	cr_assert_eq(budget_number("j", "reserved"), 0.0);
 	cr_assert_eq(ledger_kind("j", "reserve"), 0);
 

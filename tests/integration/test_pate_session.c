@@ -246,9 +246,7 @@ Test(pate_session, no_release_depends_on_the_data_but_its_value)
 		snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/queries", sid);
 		snprintf(body, sizeof(body), "{\"queries\":[{\"votes\":%s},{\"votes\":%s}]}",
 			 votes[v], votes[v]);
-		r = dpg_call(&srv, "POST", path, srv.admin_key, body);
-		cr_assert_eq(r.status, 201, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "POST", path, srv.admin_key, body, 201);
 		cr_assert_eq(charges_of("ss"), charges + 1);
 		snprintf(path, sizeof(path), "/v1/datasets/ss/pate/sessions/%s/release", sid);
 		for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {

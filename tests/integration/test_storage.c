@@ -155,9 +155,7 @@ Test(storage, every_write_refused_while_the_disk_fails_and_the_server_goes_on_af
 		snprintf(ds_path, sizeof(ds_path), "/v1/datasets/%s", ds);
 		snprintf(key, sizeof(key), "retry-%s", ds);
 		dpg_make_dataset(&srv, ds, 10.0, 1e-5, "basic");
-		r = dpg_call(&srv, "POST", path, srv.admin_key, charge_half);
-		cr_assert_eq(r.status, 201, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "POST", path, srv.admin_key, charge_half, 201);
 
 		dpg_switch_file(kinds[k].file_of_switch, true);
 		r = post_keyed(path, charge_quarter, key);
@@ -177,9 +175,7 @@ Test(storage, every_write_refused_while_the_disk_fails_and_the_server_goes_on_af
 		cr_assert_eq(b.charges, 1, "%s: %ld charges", ds, b.charges);
 		cr_assert_eq(b.spent_eps, 0.5, "%s: spent %.17g", ds, b.spent_eps);
 		cr_assert_str_eq(dpg_get_string(&srv, ds_path, "name", name, sizeof(name)), ds);
-		r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
-		cr_assert_eq(r.status, 200, "%s", r.body);
-		dpg_resp_free(&r);
+		dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
 
 		/* The disk is back: the same requests go through. */
 		dpg_switch_file(kinds[k].file_of_switch, false);
@@ -221,9 +217,7 @@ Test(storage, a_retry_after_a_failed_commit_and_a_crash_is_charged_once)
 	long found;
 
 	dpg_make_dataset(&srv, "c", 10.0, 1e-5, "basic");
-	r = dpg_call(&srv, "POST", path, srv.admin_key, charge_half);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", path, srv.admin_key, charge_half, 201);
 
 	dpg_switch_file(sync_file, true);
 	r = post_keyed(path, charge_quarter, "once");

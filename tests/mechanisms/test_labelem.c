@@ -11,21 +11,8 @@
 #include <jansson.h>
 
 #include "mech.h"
+#include "test_data.h"
 #include "test_util.h"
-
-static json_t *load_reference(void)
-{
-	const char *dir = getenv("DPGATE_TEST_DATA");
-	char path[1024];
-	json_error_t jerr;
-	json_t *j;
-
-	cr_assert(dir, "DPGATE_TEST_DATA is not set");
-	snprintf(path, sizeof(path), "%s/reference/label_em.json", dir);
-	j = json_load_file(path, 0, &jerr);
-	cr_assert(j, "cannot read %s: %s", path, jerr.text);
-	return j;
-}
 
 static int close_to(double a, double b, double rel, double abs_tol)
 {
@@ -34,7 +21,7 @@ static int close_to(double a, double b, double rel, double abs_tol)
 
 Test(labelem, guidance_matches_reference)
 {
-	json_t *ref = load_reference(), *c;
+	json_t *ref = test_load_reference("label_em"), *c;
 	size_t i;
 
 	cr_assert_gt(json_array_size(ref), 0);
@@ -65,7 +52,7 @@ Test(labelem, guidance_matches_reference)
 
 Test(labelem, inverse_recovers_reference_epsilon)
 {
-	json_t *ref = load_reference(), *c;
+	json_t *ref = test_load_reference("label_em"), *c;
 	size_t i;
 
 	json_array_foreach(ref, i, c) {

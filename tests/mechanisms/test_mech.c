@@ -11,30 +11,11 @@
 #include "mech.h"
 #include "test_util.h"
 
-struct loc_scale {
-	double loc, scale;
-};
-
-static double cdf_laplace(double x, const void *ctx)
-{
-	const struct loc_scale *ls = ctx;
-	double z = (x - ls->loc) / ls->scale;
-
-	return z < 0 ? 0.5 * exp(z) : 1 - 0.5 * exp(-z);
-}
-
-static double cdf_gauss(double x, const void *ctx)
-{
-	const struct loc_scale *ls = ctx;
-
-	return gsl_cdf_gaussian_P(x - ls->loc, ls->scale);
-}
-
 Test(mech, laplace_scalar_distribution_and_event)
 {
 	enum { N = 100000 };
 	double *x = malloc(N * sizeof(double)), v = 12.5, out;
-	struct loc_scale right = {12.5, 2.0}, shifted = {12.5 + 0.1, 2.0}, wide = {12.5, 2.1};
+	const struct test_loc_scale right = {12.5, 2.0}, wrong[] = {{12.5 + 0.1, 2.0}, {12.5, 2.1}};
 	mech_rng *r = test_rng(30);
 
 	for (int i = 0; i < N; i++) {
@@ -57,9 +38,7 @@ Test(mech, laplace_scalar_distribution_and_event)
 		acct_event_free(ev);
 		x[i] = out;
 	}
-	cr_assert_gt(test_ks_p(x, N, cdf_laplace, &right), TEST_P_MIN);
-	cr_assert_lt(test_ks_p(x, N, cdf_laplace, &shifted), TEST_P_MIN);
-	cr_assert_lt(test_ks_p(x, N, cdf_laplace, &wide), TEST_P_MIN);
+	test_expect_ks_fit(x, N, test_cdf_laplace, &right, wrong, 2);
 	free(x);
 	mech_rng_free(r);
 }
@@ -68,7 +47,7 @@ Test(mech, laplace_vector_event_covers_rounding)
 {
 	enum { D = 5, N = 20000 };
 	double v[D] = {-3, 0, 1e6, 0.25, 7}, out[D], *col = malloc(N * sizeof(double));
-	struct loc_scale ls = {1e6, 4.0};
+	struct test_loc_scale ls = {1e6, 4.0};
 	mech_rng *r = test_rng(31);
 
 	for (int i = 0; i < N; i++) {
@@ -84,7 +63,7 @@ Test(mech, laplace_vector_event_covers_rounding)
 		acct_event_free(ev);
 		col[i] = out[2];
 	}
-	cr_assert_gt(test_ks_p(col, N, cdf_laplace, &ls), TEST_P_MIN);
+	cr_assert_gt(test_ks_p(col, N, test_cdf_laplace, &ls), TEST_P_MIN);
 	free(col);
 	mech_rng_free(r);
 }
@@ -93,7 +72,7 @@ Test(mech, gaussian_scalar_distribution_and_event)
 {
 	enum { N = 100000 };
 	double *x = malloc(N * sizeof(double)), v = -40.0, out;
-	struct loc_scale right = {-40.0, 3.0}, shifted = {-40.0 + 0.1, 3.0}, wide = {-40.0, 3.1};
+	const struct test_loc_scale right = {-40.0, 3.0}, wrong[] = {{-40.0 + 0.1, 3.0}, {-40.0, 3.1}};
 	mech_rng *r = test_rng(32);
 
 	for (int i = 0; i < N; i++) {
@@ -115,9 +94,7 @@ Test(mech, gaussian_scalar_distribution_and_event)
 		acct_event_free(ev);
 		x[i] = out;
 	}
-	cr_assert_gt(test_ks_p(x, N, cdf_gauss, &right), TEST_P_MIN);
-	cr_assert_lt(test_ks_p(x, N, cdf_gauss, &shifted), TEST_P_MIN);
-	cr_assert_lt(test_ks_p(x, N, cdf_gauss, &wide), TEST_P_MIN);
+	test_expect_ks_fit(x, N, test_cdf_gauss, &right, wrong, 2);
 	free(x);
 	mech_rng_free(r);
 }
@@ -168,69 +145,125 @@ Test(mech, analytic_gaussian_sigma)
 	}
 }
 
-Test(mech, discrete_laplace_integers)
+/* A scalar integer release: mech_discrete_laplace (scale t) or
+ * mech_discrete_gaussian (sigma) of value with sensitivity. */
+struct int_release {
+	bool gaussian;
+	int64_t value;
+	double sensitivity, scale;
+};
+
+static int release_int(mech_rng *r, const struct int_release *c, int64_t *out, acct_event **ev,
+		       acct_error *err)
 {
-	enum { N = 100000, W = 40 };
-	int64_t v = 1000, out;
-	uint64_t obs[2 * W + 1] = {0};
-	double prob[2 * W + 1], t = 2.5, q = exp(-1 / t), c = (1 - q) / (1 + q), inside = 0;
-	mech_rng *r = test_rng(34);
-
-	for (int z = -W; z <= W; z++)
-		inside += prob[z + W] = c * exp(-fabs((double)z) / t);
-	prob[0] += (1 - inside) / 2;
-	prob[2 * W] += (1 - inside) / 2;
-	for (int i = 0; i < N; i++) {
-		acct_event *ev = NULL;
-		acct_error err;
-		int64_t z;
-
-		acct_error_init(&err);
-		cr_assert_eq(mech_discrete_laplace(r, &v, 1, 1, t, &out, &ev, &err), 0);
-		if (i == 0) {
-			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
-			cr_assert_eq(ev->u.discrete_laplace.noise_parameter, 0.4);
-			cr_assert_eq(ev->u.discrete_laplace.sensitivity, 1.0);
-		}
-		acct_event_free(ev);
-		z = out - v;
-		obs[(z < -W ? -W : z > W ? W : z) + W]++;
-	}
-	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
-	mech_rng_free(r);
+	if (c->gaussian)
+		return mech_discrete_gaussian(r, &c->value, 1, c->sensitivity, c->scale, out, ev, err);
+	return mech_discrete_laplace(r, &c->value, 1, (int64_t)c->sensitivity, c->scale, out, ev,
+				     err);
 }
 
-Test(mech, discrete_gaussian_integers)
+/* Counts the noise out - value of n releases in obs[0..2w] (test_int_cell)
+ * and returns the first release's event (the caller frees it). */
+static acct_event *count_int_noise(mech_rng *r, const struct int_release *c, int n, int w,
+				   uint64_t *obs)
 {
-	enum { N = 100000, W = 40 };
-	int64_t v = -7, out;
-	uint64_t obs[2 * W + 1] = {0};
-	double prob[2 * W + 1], s = 4.0, norm = 0, inside = 0;
-	mech_rng *r = test_rng(35);
+	acct_event *first = NULL;
 
-	for (int z = -200; z <= 200; z++)
-		norm += exp(-(double)z * z / (2 * s * s));
-	for (int z = -W; z <= W; z++)
-		inside += prob[z + W] = exp(-(double)z * z / (2 * s * s)) / norm;
-	prob[0] += (1 - inside) / 2;
-	prob[2 * W] += (1 - inside) / 2;
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < n; i++) {
 		acct_event *ev = NULL;
 		acct_error err;
-		int64_t z;
+		int64_t out;
 
 		acct_error_init(&err);
-		cr_assert_eq(mech_discrete_gaussian(r, &v, 1, 2.0, s, &out, &ev, &err), 0);
-		if (i == 0) {
-			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_GAUSSIAN);
-			cr_assert_eq(ev->u.discrete_gaussian.sigma, 4.0);
-			cr_assert_eq(ev->u.discrete_gaussian.sensitivity, 2.0);
+		cr_assert_eq(release_int(r, c, &out, &ev, &err), 0, "%s", err.text);
+		if (i == 0)
+			first = ev;
+		else
+			acct_event_free(ev);
+		obs[test_int_cell(out - c->value, w)]++;
+	}
+	return first;
+}
+
+/*
+ * Scalar integer releases: the noise out - value against the exact pmf
+ * (CKS 2020), and the event naming exactly the mechanism that ran.  The
+ * discrete Laplace of scale 2.5 has noise parameter 1/2.5 = 0.4; the
+ * discrete Gaussian of sigma 4 (an exact sampler sigma) keeps 4.
+ */
+Test(mech, scalar_integer_releases)
+{
+	enum { N = 100000, W = 40 };
+	static const struct {
+		struct int_release c;
+		uint8_t tag;
+		acct_event_type type;
+		double param, sensitivity; /* noise_parameter or sigma */
+	} cases[] = {
+		{{false, 1000, 1, 2.5}, 34, ACCT_EV_DISCRETE_LAPLACE, 0.4, 1.0},
+		{{true, -7, 2.0, 4.0}, 35, ACCT_EV_DISCRETE_GAUSSIAN, 4.0, 2.0},
+	};
+
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		const struct int_release *c = &cases[k].c;
+		uint64_t obs[2 * W + 1] = {0};
+		double prob[2 * W + 1];
+		mech_rng *r = test_rng(cases[k].tag);
+		acct_event *ev;
+
+		if (c->gaussian)
+			test_dgauss_pmf(c->scale, W, prob);
+		else
+			test_dlap_pmf(c->scale, W, prob);
+		ev = count_int_noise(r, c, N, W, obs);
+		cr_assert_eq(ev->type, cases[k].type);
+		if (c->gaussian) {
+			cr_assert_eq(ev->u.discrete_gaussian.sigma, cases[k].param);
+			cr_assert_eq(ev->u.discrete_gaussian.sensitivity, cases[k].sensitivity);
+		} else {
+			cr_assert_eq(ev->u.discrete_laplace.noise_parameter, cases[k].param);
+			cr_assert_eq(ev->u.discrete_laplace.sensitivity, cases[k].sensitivity);
 		}
 		acct_event_free(ev);
-		z = out - v;
-		obs[(z < -W ? -W : z > W ? W : z) + W]++;
+		cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN, "case %zu", k);
+		mech_rng_free(r);
 	}
-	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
+}
+
+/*
+ * Near the ends of int64 the sum value + noise would overflow for half the
+ * draws; it saturates instead (refusing would depend on the noise, which
+ * leaks): from INT64_MAX every output is within reach of INT64_MAX below it
+ * and never wraps, from INT64_MIN likewise above it, and both ends are hit.
+ */
+Test(mech, integer_releases_saturate_at_the_ends)
+{
+	enum { N = 2000 };
+	static const int64_t ends[] = {INT64_MAX, INT64_MIN};
+	mech_rng *r = test_rng(36);
+
+	for (int g = 0; g < 2; g++)
+		for (size_t e = 0; e < 2; e++) {
+			struct int_release c = {g == 1, ends[e], 1.0, 2.5};
+			int at_end = 0;
+
+			for (int i = 0; i < N; i++) {
+				acct_event *ev = NULL;
+				acct_error err;
+				int64_t out;
+
+				acct_error_init(&err);
+				cr_assert_eq(release_int(r, &c, &out, &ev, &err), 0, "%s", err.text);
+				acct_event_free(ev);
+				if (e == 0)
+					cr_assert_geq(out, INT64_MAX - 1000, "%lld", (long long)out);
+				else
+					cr_assert_leq(out, INT64_MIN + 1000, "%lld", (long long)out);
+				at_end += out == c.value;
+			}
+			/* P(noise >= 0) > 1/2 for either distribution. */
+			cr_assert_gt(at_end, N / 3, "gaussian %d, end %zu: %d", g, e, at_end);
+		}
 	mech_rng_free(r);
 }
 
@@ -479,10 +512,10 @@ static void rnm_probs(const double *u, int n, double scale, int gauss, double *p
 
 			f = gauss ? exp(-z * z / 2) / sqrt(2 * M_PI) / scale : exp(-fabs(z)) / (2 * scale);
 			for (int j = 0; j < n; j++) {
-				struct loc_scale ls = {u[j], scale};
+				struct test_loc_scale ls = {u[j], scale};
 
 				if (j != i)
-					prod *= gauss ? cdf_gauss(x + h / 2, &ls) : cdf_laplace(x + h / 2, &ls);
+					prod *= gauss ? test_cdf_gauss(x + h / 2, &ls) : test_cdf_laplace(x + h / 2, &ls);
 			}
 			s += f * prod * h;
 		}

@@ -35,36 +35,6 @@ Test(samplers, bernoulli_exp_matches_exp_minus_gamma)
 	mech_rng_free(r);
 }
 
-/* Exact pmf of the discrete Laplace of scale t on [-w, w] (cell 0 = -w). */
-static void dlap_pmf(double t, int w, double *prob)
-{
-	double q = exp(-1.0 / t), c = (1.0 - q) / (1.0 + q);
-
-	for (int z = -w; z <= w; z++)
-		prob[z + w] = c * exp(-fabs((double)z) / t);
-}
-
-static void dgauss_pmf(double sigma, int w, double *prob)
-{
-	double norm = 0.0;
-	int wide = w + (int)(40 * sigma) + 40;
-
-	for (int z = -wide; z <= wide; z++)
-		norm += exp(-(double)z * z / (2 * sigma * sigma));
-	for (int z = -w; z <= w; z++)
-		prob[z + w] = exp(-(double)z * z / (2 * sigma * sigma)) / norm;
-}
-
-/* Histogram of n draws on [-w, w]; values outside land in the end cells and
- * the expected probabilities' tails are folded in likewise. */
-static void fold_tails(double *prob, int w, double total_inside)
-{
-	double out = 1.0 - total_inside;
-
-	prob[0] += out / 2;
-	prob[2 * w] += out / 2;
-}
-
 Test(samplers, discrete_laplace_matches_pmf)
 {
 	static const uint64_t cases[][2] = {{1, 1}, {1, 2}, {37, 10}, {12, 1}, {1, 8}};
@@ -73,23 +43,17 @@ Test(samplers, discrete_laplace_matches_pmf)
 
 	for (size_t j = 0; j < sizeof(cases) / sizeof(cases[0]); j++) {
 		double t = (double)cases[j][0] / (double)cases[j][1];
-		double prob[2 * W + 1], wrong[2 * W + 1], inside = 0, winside = 0, sum = 0;
+		double prob[2 * W + 1], wrong[2 * W + 1], sum = 0;
 		uint64_t obs[2 * W + 1] = {0};
 
-		dlap_pmf(t, W, prob);
-		dlap_pmf(t * 1.05, W, wrong);
-		for (int i = 0; i < 2 * W + 1; i++) {
-			inside += prob[i];
-			winside += wrong[i];
-		}
-		fold_tails(prob, W, inside);
-		fold_tails(wrong, W, winside);
+		test_dlap_pmf(t, W, prob);
+		test_dlap_pmf(t * 1.05, W, wrong);
 		for (int i = 0; i < N; i++) {
 			int64_t z;
 
 			cr_assert_eq(mech_sample_discrete_laplace(r, cases[j][0], cases[j][1], &z), 0);
 			sum += (double)z;
-			obs[(z < -W ? -W : z > W ? W : z) + W]++;
+			obs[test_int_cell(z, W)]++;
 		}
 		cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN, "scale %g", t);
 		/* Mean 0: |mean| within 5 standard errors (variance 2q/(1-q)^2). */
@@ -135,25 +99,19 @@ Test(samplers, discrete_gaussian_matches_pmf)
 
 	for (size_t j = 0; j < sizeof(sigmas) / sizeof(sigmas[0]); j++) {
 		double s = sigmas[j], used = mech_discrete_gaussian_sigma(s);
-		double prob[2 * W + 1], wrong[2 * W + 1], inside = 0, winside = 0, sum = 0;
+		double prob[2 * W + 1], wrong[2 * W + 1], sum = 0;
 		uint64_t obs[2 * W + 1] = {0};
 
 		cr_assert_geq(used, s);
 		cr_assert_lt(used, s * (1 + 0x1p-11));
-		dgauss_pmf(s, W, prob);
-		dgauss_pmf(s * 1.03, W, wrong);
-		for (int i = 0; i < 2 * W + 1; i++) {
-			inside += prob[i];
-			winside += wrong[i];
-		}
-		fold_tails(prob, W, inside);
-		fold_tails(wrong, W, winside);
+		test_dgauss_pmf(s, W, prob);
+		test_dgauss_pmf(s * 1.03, W, wrong);
 		for (int i = 0; i < N; i++) {
 			int64_t z;
 
 			cr_assert_eq(mech_sample_discrete_gaussian(r, s, &z), 0);
 			sum += (double)z;
-			obs[(z < -W ? -W : z > W ? W : z) + W]++;
+			obs[test_int_cell(z, W)]++;
 		}
 		cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN, "sigma %g", s);
 		cr_assert_lt(fabs(sum / N), 5 * s / sqrt(N) + 1e-3, "sigma %g", s);

@@ -10,20 +10,7 @@
 #include <jansson.h>
 
 #include "srv_stateless.h"
-
-static json_t *load_reference(void)
-{
-	const char *dir = getenv("DPGATE_TEST_DATA");
-	char path[1024];
-	json_error_t jerr;
-	json_t *j;
-
-	cr_assert(dir, "DPGATE_TEST_DATA is not set");
-	snprintf(path, sizeof(path), "%s/reference/label_em.json", dir);
-	j = json_load_file(path, 0, &jerr);
-	cr_assert(j, "cannot read %s: %s", path, jerr.text);
-	return j;
-}
+#include "test_data.h"
 
 static int close_to(const json_t *a, double b, double rel, double abs_tol)
 {
@@ -37,7 +24,7 @@ static int close_to(const json_t *a, double b, double rel, double abs_tol)
 
 Test(srv_labelem, refcheck_cases_pass)
 {
-	json_t *ref = load_reference(), *c;
+	json_t *ref = test_load_reference("label_em"), *c;
 	size_t i;
 
 	json_array_foreach(ref, i, c) {

@@ -221,13 +221,11 @@ Test(table, count_is_discrete_laplace_around_n)
 	enum { N = 50000, W = 30 };
 	mech_table *t = sample_table();
 	mech_rng *r = test_rng(60);
-	double prob[2 * W + 1], eps = 0.5, q = exp(-eps), c = (1 - q) / (1 + q), in = 0;
+	double prob[2 * W + 1], eps = 0.5;
 	uint64_t obs[2 * W + 1] = {0};
 
-	for (int z = -W; z <= W; z++)
-		in += prob[z + W] = c * exp(-eps * abs(z));
-	prob[0] += (1 - in) / 2;
-	prob[2 * W] += (1 - in) / 2;
+	/* Sensitivity 1 at epsilon eps: the discrete Laplace of scale 1/eps. */
+	test_dlap_pmf(1 / eps, W, prob);
 	for (int i = 0; i < N; i++) {
 		acct_event *ev = NULL;
 		acct_error err;
@@ -239,23 +237,11 @@ Test(table, count_is_discrete_laplace_around_n)
 			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
 		acct_event_free(ev);
 		z = out - 200;
-		obs[(z < -W ? -W : z > W ? W : z) + W]++;
+		obs[test_int_cell(z, W)]++;
 	}
 	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
 	mech_table_free(t);
 	mech_rng_free(r);
-}
-
-struct lap {
-	double loc, scale;
-};
-
-static double cdf_lap(double x, const void *ctx)
-{
-	const struct lap *l = ctx;
-	double z = (x - l->loc) / l->scale;
-
-	return z < 0 ? 0.5 * exp(z) : 1 - 0.5 * exp(-z);
 }
 
 Test(table, clamped_sum_distribution)
@@ -266,7 +252,7 @@ Test(table, clamped_sum_distribution)
 	double *x = malloc(N * sizeof(double));
 	/* clamp to [0, 100]: sum = 1 + ... + 100 + 100 * 100 = 15050;
 	 * add/remove sensitivity 100, eps 1: Laplace scale 100. */
-	struct lap right = {15050, 100}, wrong = {15050 + 10, 100};
+	const struct test_loc_scale right = {15050, 100}, wrong = {15050 + 10, 100};
 
 	for (int i = 0; i < N; i++) {
 		acct_event *ev = NULL;
@@ -282,8 +268,7 @@ Test(table, clamped_sum_distribution)
 		}
 		acct_event_free(ev);
 	}
-	cr_assert_gt(test_ks_p(x, N, cdf_lap, &right), TEST_P_MIN);
-	cr_assert_lt(test_ks_p(x, N, cdf_lap, &wrong), TEST_P_MIN);
+	test_expect_ks_fit(x, N, test_cdf_laplace, &right, &wrong, 1);
 	free(x);
 	mech_table_free(t);
 	mech_rng_free(r);

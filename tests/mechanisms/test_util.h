@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <criterion/criterion.h>
 #include <gsl/gsl_cdf.h>
 
 #include "mech.h"
@@ -94,6 +95,94 @@ static inline double test_ks_p(double *x, size_t n, double (*cdf)(double, const 
 			d = hi;
 	}
 	return test_kolmogorov_q((sn + 0.12 + 0.11 / sn) * d);
+}
+
+/* A location and a scale: the context of the CDFs below. */
+struct test_loc_scale {
+	double loc, scale;
+};
+
+/* CDF of the Laplace distribution with density exp(-|x - loc| / scale) /
+ * (2 scale); ctx is a struct test_loc_scale. */
+static inline double test_cdf_laplace(double x, const void *ctx)
+{
+	const struct test_loc_scale *ls = ctx;
+	double z = (x - ls->loc) / ls->scale;
+
+	return z < 0 ? 0.5 * exp(z) : 1 - 0.5 * exp(-z);
+}
+
+/* CDF of the normal distribution N(loc, scale^2); ctx as above. */
+static inline double test_cdf_gauss(double x, const void *ctx)
+{
+	const struct test_loc_scale *ls = ctx;
+
+	return gsl_cdf_gaussian_P(x - ls->loc, ls->scale);
+}
+
+/* The mass of prob[0..2w] that lies outside [-w, w] (1 - their sum) goes
+ * half to each end cell, as a histogram that counts draws beyond w in the
+ * end cells sees it (test_int_cell). */
+static inline void test_fold_tails(double *prob, int w)
+{
+	double inside = 0.0;
+
+	for (int i = 0; i < 2 * w + 1; i++)
+		inside += prob[i];
+	prob[0] += (1.0 - inside) / 2;
+	prob[2 * w] += (1.0 - inside) / 2;
+}
+
+/* Exact pmf of the discrete Laplace of scale t, P(z) = (1 - q)/(1 + q)
+ * q^|z| with q = e^(-1/t) (CKS 2020, Definition 2), on [-w, w] (cell 0 =
+ * -w), tails folded. */
+static inline void test_dlap_pmf(double t, int w, double *prob)
+{
+	double q = exp(-1.0 / t), c = (1.0 - q) / (1.0 + q);
+
+	for (int z = -w; z <= w; z++)
+		prob[z + w] = c * exp(-fabs((double)z) / t);
+	test_fold_tails(prob, w);
+}
+
+/* Exact pmf of the discrete Gaussian, P(z) proportional to
+ * exp(-z^2 / (2 sigma^2)) (CKS 2020, Definition 1), on [-w, w], tails
+ * folded; the normaliser sums far enough out that what it leaves is below
+ * a double's resolution. */
+static inline void test_dgauss_pmf(double sigma, int w, double *prob)
+{
+	double norm = 0.0;
+	int wide = w + (int)(40 * sigma) + 40;
+
+	for (int z = -wide; z <= wide; z++)
+		norm += exp(-(double)z * z / (2 * sigma * sigma));
+	for (int z = -w; z <= w; z++)
+		prob[z + w] = exp(-(double)z * z / (2 * sigma * sigma)) / norm;
+	test_fold_tails(prob, w);
+}
+
+/* The histogram cell of an integer draw z on [-w, w]: the end cells take
+ * the tails. */
+static inline int test_int_cell(int64_t z, int w)
+{
+	return (int)(z < -w ? -w : z > w ? w : z) + w;
+}
+
+/*
+ * The sample x[0..n) (sorted in place) fits the law cdf with parameters
+ * `right` (KS p above TEST_P_MIN), and the same sample tells each of the
+ * `n_wrong` laws in `wrong` apart (p below it): the test and its power.
+ */
+static inline void test_expect_ks_fit(double *x, size_t n,
+				      double (*cdf)(double, const void *),
+				      const struct test_loc_scale *right,
+				      const struct test_loc_scale *wrong, size_t n_wrong)
+{
+	cr_assert_gt(test_ks_p(x, n, cdf, right), TEST_P_MIN, "loc %g scale %g", right->loc,
+		     right->scale);
+	for (size_t i = 0; i < n_wrong; i++)
+		cr_assert_lt(test_ks_p(x, n, cdf, &wrong[i]), TEST_P_MIN, "loc %g scale %g",
+			     wrong[i].loc, wrong[i].scale);
 }
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "acct.h"
 #include "srv_stateless.h"
+#include "test_data.h"
 
 #define MAX_CLASSES 200
 
@@ -31,21 +32,6 @@ TestSuite(pate, .init = setup);
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
-
-static json_t *load_reference(const char *name)
-{
-	const char *dir = getenv("DPGATE_TEST_DATA");
-	char path[1024];
-	json_error_t jerr;
-	json_t *j;
-
-	cr_assert(dir, "DPGATE_TEST_DATA is not set");
-	snprintf(path, sizeof(path), "%s/reference/%s.json", dir, name);
-	j = json_load_file(path, 0, &jerr);
-	cr_assert(j, "cannot read %s: %s", path, jerr.text);
-	cr_assert(json_is_array(j) && json_array_size(j) > 0, "%s holds no cases", path);
-	return j;
-}
 
 /* Copies a JSON array of numbers into v (capacity cap); returns its length. */
 static size_t reals(const json_t *arr, double *v, size_t cap)
@@ -88,100 +74,107 @@ static json_t *parse(const char *text)
 	return j;
 }
 
+/* Runs check on every case of the reference vector file NAME, with the
+ * case's id; ctx is passed through. */
+static void each_reference_case(const char *name,
+				void (*check)(const char *id, json_t *c, void *ctx), void *ctx)
+{
+	json_t *cases = test_load_reference(name);
+	size_t k;
+	json_t *c;
+
+	json_array_foreach(cases, k, c)
+		check(json_string_value(json_object_get(c, "id")), c, ctx);
+	json_decref(cases);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Reference vectors through the library                                     */
 /* ------------------------------------------------------------------------ */
 
+static void gnmax_reference_library_case(const char *id, json_t *c, void *ctx)
+{
+	double votes[MAX_CLASSES], orders[DPG_MAX_ORDERS], want[DPG_MAX_ORDERS], want_ind[DPG_MAX_ORDERS];
+	double got[DPG_MAX_ORDERS], got_ind[DPG_MAX_ORDERS], logq;
+	size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
+	size_t n = reals(json_object_get(c, "orders"), orders, DPG_MAX_ORDERS);
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(reals(json_object_get(c, "rdp"), want, DPG_MAX_ORDERS), n);
+	cr_assert_eq(reals(json_object_get(c, "rdp_data_independent"), want_ind, DPG_MAX_ORDERS), n);
+	cr_assert_eq(acct_pate_gnmax_logq(votes, m, num(c, "sigma"), &logq, &err), 0, "%s: %s", id, err.text);
+	expect_close(id, "logq", logq, num(c, "logq"), 1e-6, 1e-9);
+	cr_assert_eq(acct_pate_gnmax_rdp(logq, num(c, "sigma"), orders, n, got, &err), 0, "%s: %s", id, err.text);
+	cr_assert_eq(acct_pate_gnmax_rdp_data_independent(num(c, "sigma"), orders, n, got_ind, &err), 0);
+	for (size_t i = 0; i < n; i++) {
+		expect_close(id, "rdp", got[i], want[i], 1e-6, 1e-12);
+		expect_close(id, "rdp_data_independent", got_ind[i], want_ind[i], 1e-9, 0);
+	}
+}
+
 Test(pate, gnmax_reference_library)
 {
-	json_t *cases = load_reference("pate_gnmax");
-	size_t k;
-	json_t *c;
+	each_reference_case("pate_gnmax", gnmax_reference_library_case, NULL);
+}
 
-	json_array_foreach(cases, k, c) {
-		const char *id = json_string_value(json_object_get(c, "id"));
-		double votes[MAX_CLASSES], orders[DPG_MAX_ORDERS], want[DPG_MAX_ORDERS], want_ind[DPG_MAX_ORDERS];
-		double got[DPG_MAX_ORDERS], got_ind[DPG_MAX_ORDERS], logq;
-		size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
-		size_t n = reals(json_object_get(c, "orders"), orders, DPG_MAX_ORDERS);
-		acct_error err;
+static void threshold_reference_library_case(const char *id, json_t *c, void *ctx)
+{
+	double votes[MAX_CLASSES], orders[DPG_MAX_ORDERS], want[DPG_MAX_ORDERS], got[DPG_MAX_ORDERS];
+	double logpr;
+	size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
+	size_t n = reals(json_object_get(c, "orders"), orders, DPG_MAX_ORDERS);
+	acct_error err;
 
-		acct_error_init(&err);
-		cr_assert_eq(reals(json_object_get(c, "rdp"), want, DPG_MAX_ORDERS), n);
-		cr_assert_eq(reals(json_object_get(c, "rdp_data_independent"), want_ind, DPG_MAX_ORDERS), n);
-		cr_assert_eq(acct_pate_gnmax_logq(votes, m, num(c, "sigma"), &logq, &err), 0, "%s: %s", id, err.text);
-		expect_close(id, "logq", logq, num(c, "logq"), 1e-6, 1e-9);
-		cr_assert_eq(acct_pate_gnmax_rdp(logq, num(c, "sigma"), orders, n, got, &err), 0, "%s: %s", id, err.text);
-		cr_assert_eq(acct_pate_gnmax_rdp_data_independent(num(c, "sigma"), orders, n, got_ind, &err), 0);
-		for (size_t i = 0; i < n; i++) {
-			expect_close(id, "rdp", got[i], want[i], 1e-6, 1e-12);
-			expect_close(id, "rdp_data_independent", got_ind[i], want_ind[i], 1e-9, 0);
-		}
-	}
-	json_decref(cases);
+	acct_error_init(&err);
+	cr_assert_eq(reals(json_object_get(c, "rdp"), want, DPG_MAX_ORDERS), n);
+	cr_assert_eq(acct_pate_threshold_logpr(votes, m, num(c, "threshold"), num(c, "sigma"), &logpr, &err),
+		     0, "%s: %s", id, err.text);
+	expect_close(id, "logpr_answered", logpr, num(c, "logpr_answered"), 1e-6, 1e-9);
+	cr_assert_eq(acct_pate_threshold_rdp(logpr, num(c, "sigma"), orders, n, got, &err), 0, "%s: %s",
+		     id, err.text);
+	for (size_t i = 0; i < n; i++)
+		expect_close(id, "rdp_threshold", got[i], want[i], 1e-6, 1e-12);
 }
 
 Test(pate, threshold_reference_library)
 {
-	json_t *cases = load_reference("pate_threshold");
-	size_t k;
-	json_t *c;
+	each_reference_case("pate_threshold", threshold_reference_library_case, NULL);
+}
 
-	json_array_foreach(cases, k, c) {
-		const char *id = json_string_value(json_object_get(c, "id"));
-		double votes[MAX_CLASSES], orders[DPG_MAX_ORDERS], want[DPG_MAX_ORDERS], got[DPG_MAX_ORDERS];
-		double logpr;
-		size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
-		size_t n = reals(json_object_get(c, "orders"), orders, DPG_MAX_ORDERS);
-		acct_error err;
+static void smooth_sensitivity_reference_library_case(const char *id, json_t *c, void *ctx)
+{
+	acct_pate_workspace *ws = ctx;
+	double votes[MAX_CLASSES], want_ls[10], rdp_release;
+	size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
+	int64_t teachers = (int64_t)num(c, "num_teachers");
+	double *ls = calloc((size_t)teachers, sizeof(*ls));
+	acct_error err;
 
-		acct_error_init(&err);
-		cr_assert_eq(reals(json_object_get(c, "rdp"), want, DPG_MAX_ORDERS), n);
-		cr_assert_eq(acct_pate_threshold_logpr(votes, m, num(c, "threshold"), num(c, "sigma"), &logpr, &err),
-			     0, "%s: %s", id, err.text);
-		expect_close(id, "logpr_answered", logpr, num(c, "logpr_answered"), 1e-6, 1e-9);
-		cr_assert_eq(acct_pate_threshold_rdp(logpr, num(c, "sigma"), orders, n, got, &err), 0, "%s: %s",
-			     id, err.text);
-		for (size_t i = 0; i < n; i++)
-			expect_close(id, "rdp_threshold", got[i], want[i], 1e-6, 1e-12);
-	}
-	json_decref(cases);
+	acct_error_init(&err);
+	cr_assert(ls);
+	cr_assert_eq(reals(json_object_get(c, "local_sensitivity_bounds_first10"), want_ls, 10), 10);
+	cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, votes, m, teachers, num(c, "sigma"),
+						       num(c, "order"), ls, &err),
+		     0, "%s: %s", id, err.text);
+	for (size_t d = 0; d < 10; d++)
+		expect_close(id, "local_sensitivity", ls[d], want_ls[d], 1e-4, 1e-12);
+	expect_close(id, "smooth_sensitivity",
+		     acct_pate_smooth_sensitivity(num(c, "beta"), ls, (size_t)teachers),
+		     num(c, "smooth_sensitivity"), 1e-4, 1e-12);
+	cr_assert_eq(acct_pate_gnss_rdp(num(c, "beta"), num(c, "sigma"), num(c, "order"), &rdp_release, &err),
+		     0, "%s: %s", id, err.text);
+	expect_close(id, "rdp_of_release", rdp_release, num(c, "rdp_of_smooth_sensitivity_release"), 1e-6, 0);
+	free(ls);
 }
 
 Test(pate, smooth_sensitivity_reference_library)
 {
-	json_t *cases = load_reference("pate_smooth_sensitivity");
 	acct_pate_workspace *ws = acct_pate_workspace_new(MAX_CLASSES, 5000);
-	size_t k;
-	json_t *c;
 
 	cr_assert(ws);
-	json_array_foreach(cases, k, c) {
-		const char *id = json_string_value(json_object_get(c, "id"));
-		double votes[MAX_CLASSES], want_ls[10], rdp_release;
-		size_t m = reals(json_object_get(c, "votes"), votes, MAX_CLASSES);
-		int64_t teachers = (int64_t)num(c, "num_teachers");
-		double *ls = calloc((size_t)teachers, sizeof(*ls));
-		acct_error err;
-
-		acct_error_init(&err);
-		cr_assert(ls);
-		cr_assert_eq(reals(json_object_get(c, "local_sensitivity_bounds_first10"), want_ls, 10), 10);
-		cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, votes, m, teachers, num(c, "sigma"),
-							       num(c, "order"), ls, &err),
-			     0, "%s: %s", id, err.text);
-		for (size_t d = 0; d < 10; d++)
-			expect_close(id, "local_sensitivity", ls[d], want_ls[d], 1e-4, 1e-12);
-		expect_close(id, "smooth_sensitivity",
-			     acct_pate_smooth_sensitivity(num(c, "beta"), ls, (size_t)teachers),
-			     num(c, "smooth_sensitivity"), 1e-4, 1e-12);
-		cr_assert_eq(acct_pate_gnss_rdp(num(c, "beta"), num(c, "sigma"), num(c, "order"), &rdp_release, &err),
-			     0, "%s: %s", id, err.text);
-		expect_close(id, "rdp_of_release", rdp_release, num(c, "rdp_of_smooth_sensitivity_release"), 1e-6, 0);
-		free(ls);
-	}
+	each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_library_case, ws);
 	acct_pate_workspace_free(ws);
-	json_decref(cases);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -198,91 +191,82 @@ static void expect_array_close(const char *id, const char *what, const json_t *g
 			     json_number_value(json_array_get(want, i)), rel, abs_tol);
 }
 
+static void gnmax_reference_route_case(const char *id, json_t *c, void *ctx)
+{
+	json_t *body = json_pack("{s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
+				 json_object_get(c, "sigma"), "orders", json_object_get(c, "orders"));
+	json_t *ans = NULL;
+	acct_error err;
+	size_t n = json_array_size(json_object_get(c, "rdp"));
+
+	acct_error_init(&err);
+	cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
+	expect_close(id, "logq", num(ans, "logq"), num(c, "logq"), 1e-6, 1e-9);
+	cr_expect_eq(json_array_size(json_object_get(ans, "rdp")), n, "%s: rdp length", id);
+	expect_array_close(id, "rdp", json_object_get(ans, "rdp"), json_object_get(c, "rdp"), n, 1e-6, 1e-12);
+	expect_array_close(id, "rdp_data_independent", json_object_get(ans, "rdp_data_independent"),
+			   json_object_get(c, "rdp_data_independent"), n, 1e-9, 0);
+	cr_expect_null(json_object_get(ans, "logpr_answered"), "%s: no threshold was asked for", id);
+	json_decref(ans);
+	json_decref(body);
+}
+
 Test(pate, gnmax_reference_route)
 {
-	json_t *cases = load_reference("pate_gnmax");
-	size_t k;
-	json_t *c;
+	each_reference_case("pate_gnmax", gnmax_reference_route_case, NULL);
+}
 
-	json_array_foreach(cases, k, c) {
-		const char *id = json_string_value(json_object_get(c, "id"));
-		json_t *body = json_pack("{s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
-					 json_object_get(c, "sigma"), "orders", json_object_get(c, "orders"));
-		json_t *ans = NULL;
-		acct_error err;
-		size_t n = json_array_size(json_object_get(c, "rdp"));
+static void threshold_reference_route_case(const char *id, json_t *c, void *ctx)
+{
+	json_t *body = json_pack("{s:O, s:f, s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
+				 1.0, "orders", json_object_get(c, "orders"), "threshold",
+				 json_object_get(c, "threshold"), "threshold_sigma", json_object_get(c, "sigma"));
+	json_t *ans = NULL;
+	acct_error err;
+	size_t n = json_array_size(json_object_get(c, "rdp"));
 
-		acct_error_init(&err);
-		cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
-		expect_close(id, "logq", num(ans, "logq"), num(c, "logq"), 1e-6, 1e-9);
-		cr_expect_eq(json_array_size(json_object_get(ans, "rdp")), n, "%s: rdp length", id);
-		expect_array_close(id, "rdp", json_object_get(ans, "rdp"), json_object_get(c, "rdp"), n, 1e-6, 1e-12);
-		expect_array_close(id, "rdp_data_independent", json_object_get(ans, "rdp_data_independent"),
-				   json_object_get(c, "rdp_data_independent"), n, 1e-9, 0);
-		cr_expect_null(json_object_get(ans, "logpr_answered"), "%s: no threshold was asked for", id);
-		json_decref(ans);
-		json_decref(body);
-	}
-	json_decref(cases);
+	acct_error_init(&err);
+	cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
+	expect_close(id, "logpr_answered", num(ans, "logpr_answered"), num(c, "logpr_answered"), 1e-6, 1e-9);
+	cr_expect_eq(json_array_size(json_object_get(ans, "rdp_threshold")), n, "%s: length", id);
+	expect_array_close(id, "rdp_threshold", json_object_get(ans, "rdp_threshold"),
+			   json_object_get(c, "rdp"), n, 1e-6, 1e-12);
+	json_decref(ans);
+	json_decref(body);
 }
 
 Test(pate, threshold_reference_route)
 {
-	json_t *cases = load_reference("pate_threshold");
-	size_t k;
-	json_t *c;
+	each_reference_case("pate_threshold", threshold_reference_route_case, NULL);
+}
 
-	json_array_foreach(cases, k, c) {
-		const char *id = json_string_value(json_object_get(c, "id"));
-		json_t *body = json_pack("{s:O, s:f, s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
-					 1.0, "orders", json_object_get(c, "orders"), "threshold",
-					 json_object_get(c, "threshold"), "threshold_sigma", json_object_get(c, "sigma"));
-		json_t *ans = NULL;
-		acct_error err;
-		size_t n = json_array_size(json_object_get(c, "rdp"));
+static void smooth_sensitivity_reference_route_case(const char *id, json_t *c, void *ctx)
+{
+	json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O}", "votes", json_object_get(c, "votes"),
+				 "num_teachers", json_object_get(c, "num_teachers"), "sigma",
+				 json_object_get(c, "sigma"), "order", json_object_get(c, "order"), "beta",
+				 json_object_get(c, "beta"));
+	json_t *ans = NULL;
+	acct_error err;
 
-		acct_error_init(&err);
-		cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
-		expect_close(id, "logpr_answered", num(ans, "logpr_answered"), num(c, "logpr_answered"), 1e-6, 1e-9);
-		cr_expect_eq(json_array_size(json_object_get(ans, "rdp_threshold")), n, "%s: length", id);
-		expect_array_close(id, "rdp_threshold", json_object_get(ans, "rdp_threshold"),
-				   json_object_get(c, "rdp"), n, 1e-6, 1e-12);
-		json_decref(ans);
-		json_decref(body);
-	}
-	json_decref(cases);
+	acct_error_init(&err);
+	cr_assert_eq(srv_pate_smooth_sensitivity(body, &ans, &err), 0, "%s: %s at %s", id, err.text,
+		     err.where);
+	expect_close(id, "smooth_sensitivity", num(ans, "smooth_sensitivity"), num(c, "smooth_sensitivity"),
+		     1e-4, 1e-12);
+	expect_close(id, "rdp_of_release", num(ans, "rdp_of_release"),
+		     num(c, "rdp_of_smooth_sensitivity_release"), 1e-6, 0);
+	cr_expect_eq(json_array_size(json_object_get(ans, "local_sensitivity")),
+		     (size_t)num(c, "num_teachers"), "%s: one bound per distance", id);
+	expect_array_close(id, "local_sensitivity", json_object_get(ans, "local_sensitivity"),
+			   json_object_get(c, "local_sensitivity_bounds_first10"), 10, 1e-4, 1e-12);
+	json_decref(ans);
+	json_decref(body);
 }
 
 Test(pate, smooth_sensitivity_reference_route)
 {
-	json_t *cases = load_reference("pate_smooth_sensitivity");
-	size_t k;
-	json_t *c;
-
-	json_array_foreach(cases, k, c) {
-		const char *id = json_string_value(json_object_get(c, "id"));
-		json_t *body = json_pack("{s:O, s:O, s:O, s:O, s:O}", "votes", json_object_get(c, "votes"),
-					 "num_teachers", json_object_get(c, "num_teachers"), "sigma",
-					 json_object_get(c, "sigma"), "order", json_object_get(c, "order"), "beta",
-					 json_object_get(c, "beta"));
-		json_t *ans = NULL;
-		acct_error err;
-
-		acct_error_init(&err);
-		cr_assert_eq(srv_pate_smooth_sensitivity(body, &ans, &err), 0, "%s: %s at %s", id, err.text,
-			     err.where);
-		expect_close(id, "smooth_sensitivity", num(ans, "smooth_sensitivity"), num(c, "smooth_sensitivity"),
-			     1e-4, 1e-12);
-		expect_close(id, "rdp_of_release", num(ans, "rdp_of_release"),
-			     num(c, "rdp_of_smooth_sensitivity_release"), 1e-6, 0);
-		cr_expect_eq(json_array_size(json_object_get(ans, "local_sensitivity")),
-			     (size_t)num(c, "num_teachers"), "%s: one bound per distance", id);
-		expect_array_close(id, "local_sensitivity", json_object_get(ans, "local_sensitivity"),
-				   json_object_get(c, "local_sensitivity_bounds_first10"), 10, 1e-4, 1e-12);
-		json_decref(ans);
-		json_decref(body);
-	}
-	json_decref(cases);
+	each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_route_case, NULL);
 }
 
 /* ------------------------------------------------------------------------ */

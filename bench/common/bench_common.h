@@ -1,0 +1,22 @@
+/*
+ * bench_common.h: what every benchmark measures with: a monotonic clock
+ * and medians.  Benchmarks report medians of repeated runs, so that one
+ * slow run on a shared machine does not move the figure.
+ */
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
+
+#include <stddef.h>
+
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC), from an arbitrary
+ * origin. */
+double bench_now_s(void);
+
+/* Sorts v[0..n) in ascending order. */
+void bench_sort(double *v, size_t n);
+
+/* Sorts v[0..n) and returns its median (the mean of the two middle values
+ * when n is even), or NAN when n is 0. */
+double bench_median(double *v, size_t n);
+
+#endif

@@ -1,0 +1,22 @@
+/*
+ * test_data.h: the test data every unit-test folder reads the same way.
+ *
+ * The reference vectors live in tests/data/reference/ (copies of
+ * ../shared/reference/); tests/meson.build points DPGATE_TEST_DATA at
+ * tests/data.  One loader, so that each test folder checks a vector file
+ * the same way before it trusts its cases.
+ */
+#ifndef TEST_DATA_H
+#define TEST_DATA_H
+
+#include <jansson.h>
+
+/*
+ * Loads tests/data/reference/NAME.json and returns it (the caller frees it
+ * with json_decref).  Fails the running Criterion test when
+ * DPGATE_TEST_DATA is unset, when the file does not parse, or when it is
+ * not a non-empty array of cases.
+ */
+json_t *test_load_reference(const char *name);
+
+#endif
