@@ -109,19 +109,47 @@ typedef enum trn_model_kind {
 	TRN_MODEL_MLP = 1,     /* "mlp": 1 or 2 hidden dense layers */
 } trn_model_kind;
 
+/*
+ * Activation codes of a model's layers, as stored in the model format.  A
+ * DP-SGD job's hidden layers use relu or tanh; identity (code 0, v1's
+ * "none"), cos and sigmoid exist for models other trainers build with
+ * trn_model_from_layers.  The last (logit) layer is always identity.
+ */
 typedef enum trn_activation {
+	TRN_ACT_IDENTITY = 0,  /* "identity" (v1 called it "none") */
 	TRN_ACT_RELU = 1,      /* "relu" */
 	TRN_ACT_TANH = 2,      /* "tanh" */
+	TRN_ACT_COS = 3,       /* "cos" */
+	TRN_ACT_SIGMOID = 4,   /* "sigmoid": 1 / (1 + e^-z) */
 } trn_activation;
+
+#define TRN_ACT_MAX TRN_ACT_SIGMOID
+
+/*
+ * How a model maps a raw feature row x to its input, before any projection.
+ * The rule and its public scale B are stored in the model, so predict
+ * applies the same rule as training did.
+ *  - none: x as given;
+ *  - unit_ball: z = x / B, then z / ||z|| when ||z|| > 1, so ||z|| <= 1
+ *    (the bound the output-perturbation theorems assume).
+ */
+typedef enum trn_input_rule {
+	TRN_INPUT_NONE = 0,      /* "none" */
+	TRN_INPUT_UNIT_BALL = 1, /* "unit_ball" */
+} trn_input_rule;
 
 typedef enum trn_clipping {
 	TRN_CLIP_GLOBAL = 0,    /* "global": the whole gradient to norm C */
 	TRN_CLIP_PER_LAYER = 1, /* "per_layer": each of K layers to C/sqrt(K) */
 } trn_clipping;
 
-/* Name <-> value for the JSON strings above; _from_name returns 0 or -1. */
+/* Name <-> value for the JSON strings above; _from_name returns 0 or -1.
+ * trn_activation_from_name accepts only the DP-SGD hidden activations
+ * (relu, tanh); trn_activation_name names every code (NULL if unknown). */
 int trn_model_kind_from_name(const char *name, trn_model_kind *ret);
 int trn_activation_from_name(const char *name, trn_activation *ret);
+const char *trn_activation_name(uint32_t code);
+const char *trn_input_rule_name(uint32_t rule);
 int trn_clipping_from_name(const char *name, trn_clipping *ret);
 
 /*
@@ -225,16 +253,43 @@ int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_clas
 int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64_t steps,
 			      acct_event **ret, acct_error *err);
 
-/* A trained classifier: an optional linear input projection, then dense
- * layers.  Opaque; freed with trn_model_free. */
+/* A trained classifier: an input rule, an optional linear projection, then
+ * dense layers.  Opaque; freed with trn_model_free. */
 typedef struct trn_model trn_model;
 
 void trn_model_free(trn_model *m);
 
+/*
+ * Builds a model from its layers: n_layers dense layers of widths
+ * widths[0..n_layers] (widths[0] = raw input dimension, widths[n_layers] =
+ * number of classes >= 2), activations[0..n_layers-1] (trn_activation codes;
+ * the last must be TRN_ACT_IDENTITY), `params` the weights in the format's
+ * order (W_1 row-major widths[1] x widths[0], b_1, W_2, b_2, ...), and the
+ * input rule with its scale B (finite, > 0; ignored for TRN_INPUT_NONE).
+ * Everything is copied.  Returns 0 and *ret, or ACCT_EINVAL (bounds of
+ * trn_dpsgd_check_shape's models, a non-finite weight) / ACCT_ENOMEM.
+ */
+int trn_model_from_layers(uint32_t n_layers, const uint32_t *widths,
+			  const uint32_t *activations, const double *params,
+			  trn_input_rule rule, double input_scale, trn_model **ret,
+			  acct_error *err);
+
+/* The raw input dimension D and the number of classes of a model. */
+uint32_t trn_model_input_dim(const trn_model *m);
+uint32_t trn_model_num_classes(const trn_model *m);
+
 /* The predicted class of one raw feature row (length = the model's input
- * dimension).  Returns 0, or ACCT_EINVAL. */
+ * dimension): the argmax of the scores below.  Returns 0, or ACCT_EINVAL. */
 int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *ret_class,
 		      acct_error *err);
+
+/*
+ * The per-class scores of one raw feature row: the softmax of the logits,
+ * written to scores[0..k-1]; k must be the model's number of classes.
+ * Returns 0, or ACCT_EINVAL (wrong d or k; nothing written) / ACCT_ENOMEM.
+ */
+int trn_model_scores(const trn_model *m, const double *x, size_t d, double *scores, size_t k,
+		     acct_error *err);
 
 /* Accuracy (fraction correct) and mean cross-entropy of a model on a table
  * of raw rows.  Either output may be NULL. */
@@ -244,34 +299,45 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
 /*
  * Serialises a model into the documented format below, returned as a new
  * malloc'd buffer (caller frees).  Every integer is little-endian, every
- * real an IEEE-754 binary64 stored little-endian.
+ * real an IEEE-754 binary64 stored little-endian.  New models are written
+ * as version 2; version 1 files (written before input rules and per-layer
+ * activations existed) are still read.
  *
+ * Version 2:
  *   offset  size  field
  *   0       8     magic "DPGMDL01"
- *   8       4     u32 format version = 1
- *   12      4     u32 activation of hidden layers: 0 none, 1 relu, 2 tanh
+ *   8       4     u32 format version = 2
+ *   12      4     u32 input rule: 0 none, 1 unit_ball (see trn_input_rule)
  *   16      4     u32 raw input dimension D (features per table row)
  *   20      4     u32 projection dimension P (0 = no projection)
- *   24      4     u32 number of dense layers K (1 = logreg, 2-3 = mlp)
+ *   24      4     u32 number of dense layers K
  *   28      4     u32 number of classes
- *   32      4*(K+1) u32 layer widths w_0..w_K (w_0 = P if P > 0 else D,
+ *   32      8     f64 input scale B of the rule (1 for rule none)
+ *   40      4*(K+1) u32 layer widths w_0..w_K (w_0 = P if P > 0 else D,
  *                   w_K = number of classes)
+ *   then    4*K   u32 activation of layers 1..K: 0 identity, 1 relu,
+ *                   2 tanh, 3 cos, 4 sigmoid (layer K: 0)
  *   then    D*P f64  projection V, row-major D x P (row r = input feature r)
  *   then    for each layer k = 1..K: W_k, f64 row-major w_k x w_{k-1},
  *           then b_k, f64 w_k
  *
- * Prediction: h_0 = x V (or x when P = 0); h_k = f(W_k h_{k-1} + b_k) for
- * hidden layers (f = relu or tanh); logits = W_K h_{K-1} + b_K; the class
- * is the argmax; probabilities the softmax of the logits.
+ * Version 1 (read only): the same magic; then at 8 u32 version = 1, at 12
+ * u32 activation of every hidden layer (0 none, 1 relu, 2 tanh; 0 exactly
+ * when K = 1), D, P, K and classes at 16-28 as above, the widths at 32,
+ * then V and the layers as above; no input rule, no per-layer codes.
+ *
+ * Prediction: z = the input rule applied to x; h_0 = z V (or z when P = 0);
+ * h_k = f_k(W_k h_{k-1} + b_k); logits = h_K; the class is the argmax; the
+ * scores the softmax of the logits.
  */
 #define TRN_MODEL_MAGIC "DPGMDL01"
-#define TRN_MODEL_FORMAT_VERSION 1u
+#define TRN_MODEL_FORMAT_VERSION 2u
 
 int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 			acct_error *err);
 
-/* Parses the format above (bounds-checked; a short, long or inconsistent
- * buffer gives ACCT_EINVAL).  Returns 0 and a new model in *ret. */
+/* Parses either version above (bounds-checked; a short, long or
+ * inconsistent buffer gives ACCT_EINVAL).  Returns 0 and a new model. */
 int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_error *err);
 
 /*

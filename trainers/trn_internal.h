@@ -19,7 +19,12 @@
 struct trn_model {
 	uint32_t n_layers;
 	uint32_t dims[TRN_MAX_LAYERS + 1];
-	uint32_t activation;          /* 0 none (logreg), TRN_ACT_RELU, TRN_ACT_TANH */
+	uint32_t activation;          /* 0 none (logreg), TRN_ACT_RELU, TRN_ACT_TANH:
+	                                 the hidden layers' code a DP-SGD model was
+	                                 built with (initialisation reads it) */
+	uint32_t layer_act[TRN_MAX_LAYERS]; /* code of each layer; the last is identity */
+	uint32_t input_rule;          /* trn_input_rule */
+	double input_scale;           /* B of the rule */
 	uint32_t input_dim;
 	uint32_t proj_dim;            /* 0: no projection */
 	double *proj;                 /* input_dim x proj_dim, or NULL */
@@ -40,7 +45,10 @@ int trn__model_check(uint32_t n_layers, const uint32_t *widths, uint32_t activat
 
 /*
  * Allocates a model with zero parameters.  widths[0..n_layers] as dims
- * above; activation 0 only when n_layers == 1.  No projection.
+ * above; activation 0 only when n_layers == 1; every hidden layer gets
+ * `activation`, the last identity.  No projection, input rule none.
+ * Gradient passes support identity, relu, tanh and sigmoid layers (a cos
+ * layer's derivative needs its pre-activation, which is not kept).
  */
 int trn__model_new(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
 		   trn_model **ret, acct_error *err);
