@@ -17,6 +17,13 @@
 
 #include "trn_internal.h"
 
+static mech_rng *seeded(uint8_t tag)
+{
+	uint8_t seed[32] = {0xe5, 0xb1, tag};
+
+	return mech_rng_new_seeded(seed);
+}
+
 static void softmax_ref(const double *z, size_t k, double *p)
 {
 	double mx = z[0], s = 0.0;
@@ -234,4 +241,120 @@ Test(model_v2, bad_layers_rules_and_score_sizes_are_refused)
 	cr_assert_eq(trn_model_scores(m, x, 3, s, 2, NULL), 0);
 	cr_assert(fabs(s[0] + s[1] - 1.0) < 1e-15);
 	trn_model_free(m);
+}
+
+/* ---- the output-perturbation noise sampler ----------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Kolmogorov-Smirnov statistic of n samples (sorted in place) against a
+ * CDF given by its parameters. */
+typedef double (*cdf_fn)(double x, double a, double b);
+
+static double ks_stat(double *v, size_t n, cdf_fn cdf, double a, double b)
+{
+	double dmax = 0.0;
+
+	qsort(v, n, sizeof(double), cmp_double);
+	for (size_t i = 0; i < n; i++) {
+		double f = cdf(v[i], a, b), lo = f - (double)i / n, hi = (double)(i + 1) / n - f;
+
+		dmax = fmax(dmax, fmax(lo, hi));
+	}
+	return dmax;
+}
+
+/* The KS critical value at level 1e-3: sqrt(-ln(alpha/2) / 2) / sqrt(n). */
+static double ks_critical(size_t n)
+{
+	return sqrt(-log(0.5e-3) / 2.0) / sqrt((double)n);
+}
+
+#define BALL_SAMPLES 4000
+
+/* Norms, and (1 + <eta/||eta||, e>)/2 for a fixed unit vector e, of
+ * BALL_SAMPLES draws. */
+static void ball_draws(size_t d, double beta, uint8_t tag, double *norms, double *proj)
+{
+	mech_rng *rng = seeded(tag);
+	double *eta = malloc(d * sizeof(double)), e_dot;
+
+	cr_assert_not_null(eta);
+	for (size_t s = 0; s < BALL_SAMPLES; s++) {
+		double n2 = 0.0;
+
+		cr_assert_eq(mech_ball_sample(rng, d, beta, eta, NULL), 0);
+		e_dot = 0.0;
+		for (size_t j = 0; j < d; j++) {
+			n2 += eta[j] * eta[j];
+			e_dot += eta[j] / sqrt((double)d);   /* e = (1,...,1)/sqrt(d) */
+		}
+		norms[s] = sqrt(n2);
+		proj[s] = (1.0 + e_dot / norms[s]) / 2.0;
+	}
+	free(eta);
+	mech_rng_free(rng);
+}
+
+/* Norm ~ Gamma(d, 1/beta); for a uniform direction in R^d, (1 + t)/2 ~
+ * Beta((d-1)/2, (d-1)/2) with t its projection on a fixed unit vector. */
+Test(ball, norm_is_gamma_and_direction_uniform)
+{
+	static const struct { size_t d; double beta; } cases[] = {
+		{2, 1.0}, {3, 0.25}, {10, 7.5}, {101, 2.0},
+	};
+	double *norms = malloc(BALL_SAMPLES * sizeof(double));
+	double *proj = malloc(BALL_SAMPLES * sizeof(double));
+	double crit = ks_critical(BALL_SAMPLES);
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		double d = (double)cases[c].d, b = cases[c].beta, h = (d - 1) / 2, ks;
+
+		ball_draws(cases[c].d, b, (uint8_t)(10 + c), norms, proj);
+		ks = ks_stat(norms, BALL_SAMPLES, gsl_cdf_gamma_P, d, 1.0 / b);
+		cr_assert(ks < crit, "d=%g norm KS %.4f >= %.4f", d, ks, crit);
+		/* power: the same norms are far from Gamma(d, 1.15/beta) and, for
+		 * small d, from Gamma(d - 1, 1/beta) (the density without the
+		 * r^(d-1) factor's last power) */
+		ks = ks_stat(norms, BALL_SAMPLES, gsl_cdf_gamma_P, d, 1.15 / b);
+		cr_assert(ks > crit, "d=%g: KS cannot tell a 15%% wrong scale (%.4f)", d, ks);
+		if (d <= 10) {
+			ks = ks_stat(norms, BALL_SAMPLES, gsl_cdf_gamma_P, d - 1, 1.0 / b);
+			cr_assert(ks > crit, "d=%g: KS cannot tell shape d-1", d);
+		}
+		ks = ks_stat(proj, BALL_SAMPLES, gsl_cdf_beta_P, h, h);
+		cr_assert(ks < crit, "d=%g direction KS %.4f >= %.4f", d, ks, crit);
+		/* power: a direction law with twice the concentration */
+		ks = ks_stat(proj, BALL_SAMPLES, gsl_cdf_beta_P, 2 * h + 1, 2 * h + 1);
+		cr_assert(ks > crit, "d=%g: KS cannot tell a wrong direction law (%.4f)", d, ks);
+	}
+	free(norms);
+	free(proj);
+}
+
+Test(ball, bad_dimension_or_beta_is_refused_and_nothing_written)
+{
+	mech_rng *rng = seeded(30);
+	double out[3] = {7, 7, 7};
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(mech_ball_sample(rng, 0, 1.0, out, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/d");
+	cr_assert_eq(mech_ball_sample(rng, DPG_MAX_VECTOR_LEN + 1, 1.0, out, NULL), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_assert_eq(mech_ball_sample(rng, 3, 0.0, out, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/beta");
+	cr_assert_eq(mech_ball_sample(rng, 3, -1.0, out, NULL), ACCT_EINVAL);
+	cr_assert_eq(mech_ball_sample(rng, 3, NAN, out, NULL), ACCT_EINVAL);
+	cr_assert_eq(mech_ball_sample(rng, 3, INFINITY, out, NULL), ACCT_EINVAL);
+	cr_assert_eq(mech_ball_sample(NULL, 3, 1.0, out, NULL), ACCT_EINVAL);
+	for (int j = 0; j < 3; j++)
+		cr_assert_eq(out[j], 7);
+	mech_rng_free(rng);
 }
