@@ -433,4 +433,136 @@ int trn_sgd_nonprivate_run(const trn_dpsgd_params *p, const trn_dataset *train,
 
 /* ==== end models and DP-SGD ==== */
 
+/* ==== Ensemble of local classifiers (Hamm, Cao, Belkin 2016) ==== */
+
+/*
+ * Learning privately from multiparty data (Hamm, Cao, Belkin, ICML 2016):
+ * each of M parties trains a classifier on its own rows, non-privately; the
+ * ensemble labels public unlabelled auxiliary rows; a regularised logistic
+ * ERM on those labels is released with output perturbation.  The privacy
+ * unit is a whole party: neighbouring tables differ in every row of one
+ * party (docs/ensemble.md derives the sensitivities).
+ */
+typedef enum trn_ensemble_algorithm {
+	TRN_ENSEMBLE_SOFT_LABEL = 0,    /* "soft_label": Algorithm 2 (default) */
+	TRN_ENSEMBLE_MAJORITY_VOTE = 1, /* "majority_vote": Algorithm 1 */
+} trn_ensemble_algorithm;
+
+typedef enum trn_local_model {
+	TRN_LOCAL_LOGREG = 0,      /* "logreg": L2-regularised logistic regression */
+	TRN_LOCAL_LINEAR_SVM = 1,  /* "linear_svm": L2-regularised squared hinge */
+	TRN_LOCAL_GAUSSIAN_NB = 2, /* "gaussian_nb": Gaussian naive Bayes */
+	TRN_LOCAL_KNN = 3,         /* "knn": k nearest neighbours, majority */
+} trn_local_model;
+
+int trn_ensemble_algorithm_from_name(const char *name, trn_ensemble_algorithm *ret);
+int trn_local_model_from_name(const char *name, trn_local_model *ret);
+
+/*
+ * The parameters of an ensemble job; JSON names beside each field.  The
+ * server resolves "party_column" (the party code of each row, given to
+ * trn_ensemble_run), "label", "classes" (the table's labels and
+ * num_classes) and "auxiliary_data" (the public table) itself; "parties"
+ * as a list of names becomes M = its length, names mapped to codes 0..M-1.
+ */
+typedef struct trn_ensemble_params {
+	trn_ensemble_algorithm algorithm; /* "algorithm": "soft_label" | "majority_vote" */
+	double epsilon;                   /* "epsilon": the pure epsilon charged */
+	uint32_t parties;                 /* "parties": M, public, never read from rows */
+	uint32_t n_local_models;          /* length of "local_model" (a string: 1) */
+	trn_local_model local_model[DPG_MAX_ENSEMBLE_LOCAL_KINDS];
+	                                  /* "local_model": a kind or a list given to
+	                                     parties round-robin (party j gets
+	                                     local_model[j mod n_local_models]) */
+	double lambda;                    /* "lambda": L2 weight of the released ERM */
+	double input_scale;               /* "input_scale": B of the unit-ball rule */
+	double local_lambda;              /* "local_lambda": L2 weight of local logreg/svm */
+	uint32_t knn_k;                   /* "knn_k": neighbours of a knn local model */
+} trn_ensemble_params;
+
+/* Fills the defaults: soft_label, epsilon 1, M = 0 (must be given),
+ * logreg, lambda 1e-3, input_scale 1, local_lambda 1e-3, knn_k 5. */
+void trn_ensemble_params_default(trn_ensemble_params *p);
+
+/* Checks every field, with `where` "/params/<json name>" for the first bad
+ * one.  Returns 0 or ACCT_EINVAL. */
+int trn_ensemble_params_validate(const trn_ensemble_params *p, acct_error *err);
+
+/*
+ * The event charged: epsilon_delta(epsilon, 0), pure epsilon-DP for the
+ * party-level neighbouring relation (one party's rows change arbitrarily,
+ * which covers adding, removing or replacing any of its rows).  Needs the
+ * parameters only.  Returns 0 and a new event, or ACCT_EINVAL / ENOMEM.
+ */
+int trn_ensemble_event(const trn_ensemble_params *p, acct_event **ret, acct_error *err);
+
+/*
+ * Checks that a job can run on a private table of n_train rows, d features
+ * and num_classes classes with an auxiliary table of n_aux rows of the same
+ * d features: d <= DPG_MAX_ENSEMBLE_FEATURES, 1 <= n_aux <=
+ * DPG_MAX_ENSEMBLE_AUX_ROWS, 2 <= num_classes <= DPG_MAX_CLASSES, and for
+ * knn n_aux * n_train * d <= DPG_MAX_ENSEMBLE_KNN_WORK.  Public sizes only.
+ */
+int trn_ensemble_check_shape(const trn_ensemble_params *p, size_t d, uint32_t num_classes,
+			     uint64_t n_train, uint64_t n_aux, acct_error *err);
+
+/*
+ * The noise rate beta of each released block, eta ~ exp(-beta ||eta||):
+ * beta = epsilon / S with S = 2/lambda (majority_vote, Theorem 1) or
+ * 2/(M lambda) (soft_label, Theorem 3), plus the solver's slack (see
+ * docs/ensemble.md), for an ERM over n_aux rows of d + 1 inputs.  A
+ * function of public values only.  0 when the arguments are invalid.
+ */
+double trn_ensemble_noise_beta(const trn_ensemble_params *p, size_t d, uint32_t num_classes,
+			       uint64_t n_aux);
+
+/* Progress: public facts only (the phase and how many parties are done). */
+typedef struct trn_ensemble_progress {
+	const char *phase;          /* "local_models", "erm", "release" */
+	uint32_t parties_trained;
+	uint32_t parties;
+} trn_ensemble_progress;
+
+typedef int (*trn_ensemble_progress_fn)(const trn_ensemble_progress *progress, void *user);
+
+typedef struct trn_ensemble_result {
+	trn_model *model;       /* logistic model, v2, unit_ball input rule; owned */
+	double test_accuracy;   /* on the public test table; NaN without one */
+	double noise_beta;      /* trn_ensemble_noise_beta: public */
+	uint64_t aux_rows;
+	double train_seconds;
+} trn_ensemble_result;
+
+/* Frees a result and its model.  Accepts NULL. */
+void trn_ensemble_result_free(trn_ensemble_result *r);
+
+/*
+ * Runs the ensemble trainer.  `train` is the private table; party[i] is the
+ * party code of row i (a row whose code is >= M, or whose label is
+ * TRN_NO_CLASS, is ignored by every party).  `aux` is the public auxiliary
+ * table (its labels are ignored); `test` (may be NULL) a public labelled
+ * table; both with train's d features (and test with its classes).  All
+ * noise comes from `rng`, a CSPRNG stream.  `progress` may be NULL;
+ * `cancel` (may be NULL) is polled between parties.
+ *
+ * Steps: each party's local model is trained on its rows and votes on
+ * every auxiliary row; targets are the majority label (Algorithm 1) or the
+ * vote fractions (Algorithm 2); one logistic ERM per block (one block for
+ * two classes, one-vs-rest blocks for more) over u = (z, 1)/sqrt(2), z the
+ * unit-ball rule of x, is solved by Newton's method until its gradient norm
+ * is at most 1e-10; each block gets noise from mech_ball_sample with
+ * trn_ensemble_noise_beta; the model folds the 1/sqrt(2) into its weights.
+ *
+ * Returns 0 and *ret; TRN_CANCELLED (nothing released, *ret untouched); or
+ * a negative code: ACCT_EINVAL for bad params or tables, ACCT_ENOMEM,
+ * ACCT_EINTERNAL when the rng fails or the ERM does not converge (then
+ * nothing is released).  Never prints, never aborts.
+ */
+int trn_ensemble_run(const trn_ensemble_params *p, const trn_dataset *train,
+		     const uint32_t *party, const trn_dataset *aux, const trn_dataset *test,
+		     mech_rng *rng, trn_ensemble_progress_fn progress, void *progress_user,
+		     const atomic_bool *cancel, trn_ensemble_result **ret, acct_error *err);
+
+/* ==== end ensemble ==== */
+
 #endif

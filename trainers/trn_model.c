@@ -450,7 +450,7 @@ static void load_rows_raw(const trn_model *m, trn__workspace *ws, const double *
  * c x: 1/B when ||x / B|| <= 1, else 1/||x||, so that ||c x|| <= 1.  The
  * norm is scaled by its largest entry first so that no square overflows.
  */
-static double unit_ball_factor(const double *x, size_t d, double B)
+double trn__unit_ball_factor(const double *x, size_t d, double B)
 {
 	double mx = 0.0, s = 0.0, norm;
 
@@ -478,7 +478,7 @@ static void load_rows(const trn_model *m, trn__workspace *ws, const double *x, s
 		return;
 	for (size_t i = 0; i < B; i++)
 		cblas_dscal((int)m->dims[0],
-			    unit_ball_factor(src + i * m->input_dim, m->input_dim, m->input_scale),
+			    trn__unit_ball_factor(src + i * m->input_dim, m->input_dim, m->input_scale),
 			    ws->act[0] + i * m->dims[0], 1);
 }
 
