@@ -280,7 +280,12 @@ static int cholesky_solve(double *h, size_t n, const double *b, double *x)
 	return 0;
 }
 
-/* The Newton direction -H^-1 grad at the point pb->dh was computed for. */
+/*
+ * The Newton direction -H^-1 grad, H = V^T V + lambda I with V's rows
+ * sqrt(l''_i / n) u_i.  With fewer rows than inputs (a party's local model)
+ * the n x n system of the Woodbury identity is solved instead:
+ * H^-1 g = (g - V^T (V V^T + lambda I)^-1 V g) / lambda.
+ */
 static int newton_direction(erm_problem *pb)
 {
 	size_t n = pb->n, du = pb->du;
@@ -291,13 +296,30 @@ static int newton_direction(erm_problem *pb)
 		for (size_t j = 0; j < du; j++)
 			pb->v[i * du + j] = c * pb->u[i * du + j];
 	}
-	cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, (int)du, (int)n, 1.0, pb->v, (int)du,
-		    0.0, pb->hess, (int)du);
-	for (size_t j = 0; j < du; j++)
-		pb->hess[j * du + j] += pb->lambda;
-	if (cholesky_solve(pb->hess, du, pb->grad, pb->step) < 0)
+	if (n >= du) {
+		cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, (int)du, (int)n, 1.0, pb->v,
+			    (int)du, 0.0, pb->hess, (int)du);
+		for (size_t j = 0; j < du; j++)
+			pb->hess[j * du + j] += pb->lambda;
+		if (cholesky_solve(pb->hess, du, pb->grad, pb->step) < 0)
+			return -1;
+		cblas_dscal((int)du, -1.0, pb->step, 1);
+		return 0;
+	}
+	cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)n, (int)du, 1.0, pb->v,
+		    (int)du, 0.0, pb->hess, (int)n);
+	for (size_t i = 0; i < n; i++)
+		pb->hess[i * n + i] += pb->lambda;
+	cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)du, 1.0, pb->v, (int)du, pb->grad,
+		    1, 0.0, pb->t, 1);
+	if (cholesky_solve(pb->hess, n, pb->t, pb->dg) < 0)
 		return -1;
-	cblas_dscal((int)du, -1.0, pb->step, 1);
+	/* step = -(g - V^T s) / lambda; t and dg are recomputed by the next
+	 * evaluation. */
+	memcpy(pb->step, pb->grad, du * sizeof(double));
+	cblas_dgemv(CblasRowMajor, CblasTrans, (int)n, (int)du, -1.0, pb->v, (int)du, pb->dg, 1,
+		    1.0, pb->step, 1);
+	cblas_dscal((int)du, -1.0 / pb->lambda, pb->step, 1);
 	return 0;
 }
 
@@ -345,7 +367,7 @@ static int erm_problem_alloc(erm_problem *pb)
 	pb->dg = malloc(pb->n * sizeof(double));
 	pb->dh = malloc(pb->n * sizeof(double));
 	pb->v = malloc(pb->n * pb->du * sizeof(double));
-	pb->hess = malloc(pb->du * pb->du * sizeof(double));
+	pb->hess = malloc((pb->n < pb->du ? pb->n * pb->n : pb->du * pb->du) * sizeof(double));
 	pb->grad = malloc(pb->du * sizeof(double));
 	pb->step = malloc(pb->du * sizeof(double));
 	pb->w_try = malloc(pb->du * sizeof(double));
