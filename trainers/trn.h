@@ -481,7 +481,7 @@ typedef struct trn_ensemble_params {
 } trn_ensemble_params;
 
 /* Fills the defaults: soft_label, epsilon 1, M = 0 (must be given),
- * logreg, lambda 1e-3, input_scale 1, local_lambda 1e-3, knn_k 5. */
+ * logreg, lambda 0.03, input_scale 1, local_lambda 1e-3, knn_k 5. */
 void trn_ensemble_params_default(trn_ensemble_params *p);
 
 /* Checks every field, with `where` "/params/<json name>" for the first bad

@@ -64,7 +64,7 @@ void trn_ensemble_params_default(trn_ensemble_params *p)
 	p->parties = 0;
 	p->n_local_models = 1;
 	p->local_model[0] = TRN_LOCAL_LOGREG;
-	p->lambda = 1e-3;
+	p->lambda = 0.03;
 	p->input_scale = 1.0;
 	p->local_lambda = 1e-3;
 	p->knn_k = 5;
