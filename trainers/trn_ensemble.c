@@ -548,7 +548,7 @@ static int local_knn(const trn_ensemble_params *p, const party_rows *pr, local_v
 {
 	size_t k = p->knn_k < pr->n ? p->knn_k : pr->n, du = pr->du;
 	double *bd = malloc(k * sizeof(double));
-	uint32_t *bl = malloc(k * sizeof(uint32_t)), *tally = calloc(pr->num_classes, 4);
+	uint32_t *bl = malloc(k * sizeof(uint32_t)), *tally = calloc(pr->num_classes, sizeof(uint32_t));
 
 	if (!bd || !bl || !tally) {
 		free(bd);

@@ -178,11 +178,11 @@ static void shuffle(mech_rng *rng, size_t *idx, size_t n)
 {
 	for (size_t i = n; i > 1; i--) {
 		uint64_t j;
+		size_t t;
 
 		if (mech_rng_uint_below(rng, i, &j) < 0)
-			abort();
-		size_t t = idx[i - 1];
-
+			abort();   /* a benchmark without randomness has nothing to report */
+		t = idx[i - 1];
 		idx[i - 1] = idx[j];
 		idx[j] = t;
 	}
