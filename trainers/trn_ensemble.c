@@ -26,8 +26,6 @@
  * per iteration. */
 #define ENS_MAX_NEWTON 100
 #define ENS_MAX_HALVINGS 40
-/* Gradient tolerance of local models: their output need not be exact. */
-#define ENS_LOCAL_TOL 1e-8
 /* Unit roundoff of binary64, 2^-53. */
 #define ENS_UNIT_ROUNDOFF 0x1p-53
 
@@ -402,7 +400,7 @@ out:
 	return rc;
 }
 
-/* ---- inputs, local models and votes -------------------------------------- */
+/* ---- inputs and votes --------------------------------------------------------- */
 
 int trn__ensemble_inputs(const trn_dataset *ds, double B, double **ret_u, acct_error *err)
 {
@@ -421,199 +419,6 @@ int trn__ensemble_inputs(const trn_dataset *ds, double B, double **ret_u, acct_e
 	}
 	*ret_u = u;
 	return 0;
-}
-
-/* One party's rows: their inputs (gathered) and labels. */
-typedef struct party_rows {
-	size_t n, du;
-	uint32_t num_classes;
-	double *u;       /* n x du */
-	uint32_t *y;
-} party_rows;
-
-/* The predicted class of each auxiliary row by one local model. */
-typedef struct local_votes {
-	const double *u_aux;
-	size_t n_aux;
-	uint32_t *cls;   /* n_aux */
-} local_votes;
-
-/* One-vs-rest linear models (or one for two classes), trained by
- * trn__erm_solve with the local loss; votes argmax_k w_k . u. */
-static int local_linear(const trn_ensemble_params *p, trn__loss loss, const party_rows *pr,
-			local_votes *lv, acct_error *err)
-{
-	uint32_t K = pr->num_classes, blocks = trn__ensemble_blocks(K);
-	double *w = calloc((size_t)blocks * pr->du, sizeof(double));
-	double *a = malloc(pr->n * sizeof(double));
-	int rc = 0;
-
-	if (!w || !a) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
-		goto out;
-	}
-	for (uint32_t b = 0; b < blocks; b++) {
-		uint32_t pos = blocks == 1 ? 1 : b;
-
-		for (size_t i = 0; i < pr->n; i++)
-			a[i] = pr->y[i] == pos ? 1.0 : 0.0;
-		rc = trn__erm_solve(pr->u, pr->n, pr->du, a, p->local_lambda, loss, ENS_LOCAL_TOL,
-				    false, w + (size_t)b * pr->du, err);
-		if (rc < 0)
-			goto out;
-	}
-	for (size_t i = 0; i < lv->n_aux; i++) {
-		const double *ui = lv->u_aux + i * pr->du;
-		double best = -INFINITY;
-
-		for (uint32_t b = 0; b < blocks; b++) {
-			double s = cblas_ddot((int)pr->du, w + (size_t)b * pr->du, 1, ui, 1);
-
-			if (blocks == 1) {
-				lv->cls[i] = s > 0.0 ? 1 : 0;
-			} else if (s > best) {
-				best = s;
-				lv->cls[i] = b;
-			}
-		}
-	}
-out:
-	free(w);
-	free(a);
-	return rc;
-}
-
-/*
- * Gaussian naive Bayes: per class, the prior count and each feature's mean
- * and variance; variances get a floor of 1e-9 times the largest one plus
- * 1e-12 (as scikit-learn's var_smoothing), so a constant feature stays
- * finite.  A class absent from the party is never predicted.
- */
-static int local_gaussian_nb(const party_rows *pr, local_votes *lv, acct_error *err)
-{
-	size_t K = pr->num_classes, du = pr->du;
-	double *mean = calloc(K * du, sizeof(double)), *var = calloc(K * du, sizeof(double));
-	double *cnt = calloc(K, sizeof(double)), vmax = 0.0, floor_v;
-
-	if (!mean || !var || !cnt) {
-		free(mean);
-		free(var);
-		free(cnt);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
-	}
-	for (size_t i = 0; i < pr->n; i++) {
-		cnt[pr->y[i]] += 1.0;
-		cblas_daxpy((int)du, 1.0, pr->u + i * du, 1, mean + pr->y[i] * du, 1);
-	}
-	for (size_t k = 0; k < K; k++)
-		if (cnt[k] > 0)
-			cblas_dscal((int)du, 1.0 / cnt[k], mean + k * du, 1);
-	for (size_t i = 0; i < pr->n; i++)
-		for (size_t j = 0; j < du; j++) {
-			double e = pr->u[i * du + j] - mean[pr->y[i] * du + j];
-
-			var[pr->y[i] * du + j] += e * e / cnt[pr->y[i]];
-		}
-	for (size_t t = 0; t < K * du; t++)
-		vmax = var[t] > vmax ? var[t] : vmax;
-	floor_v = 1e-9 * vmax + 1e-12;
-	for (size_t i = 0; i < lv->n_aux; i++) {
-		double best = -INFINITY;
-
-		lv->cls[i] = 0;
-		for (size_t k = 0; k < K; k++) {
-			double s = log(cnt[k]);
-
-			for (size_t j = 0; cnt[k] > 0 && j < du; j++) {
-				double v = var[k * du + j] + floor_v, e = lv->u_aux[i * du + j] - mean[k * du + j];
-
-				s -= 0.5 * (log(v) + e * e / v);
-			}
-			if (cnt[k] > 0 && s > best) {
-				best = s;
-				lv->cls[i] = (uint32_t)k;
-			}
-		}
-	}
-	free(mean);
-	free(var);
-	free(cnt);
-	return 0;
-}
-
-/* k nearest neighbours (Euclidean on the inputs), majority of their labels,
- * ties to the lowest class; k is capped at the party's row count. */
-static int local_knn(const trn_ensemble_params *p, const party_rows *pr, local_votes *lv,
-		     acct_error *err)
-{
-	size_t k = p->knn_k < pr->n ? p->knn_k : pr->n, du = pr->du;
-	double *bd = malloc(k * sizeof(double));
-	uint32_t *bl = malloc(k * sizeof(uint32_t)), *tally = calloc(pr->num_classes, sizeof(uint32_t));
-
-	if (!bd || !bl || !tally) {
-		free(bd);
-		free(bl);
-		free(tally);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
-	}
-	for (size_t i = 0; i < lv->n_aux; i++) {
-		size_t have = 0;
-
-		for (size_t r = 0; r < pr->n; r++) {
-			double dist = 0.0;
-			size_t pos;
-
-			for (size_t j = 0; j < du; j++) {
-				double e = lv->u_aux[i * du + j] - pr->u[r * du + j];
-
-				dist += e * e;
-			}
-			if (have == k && dist >= bd[k - 1])
-				continue;
-			pos = have < k ? have++ : k - 1;
-			for (; pos > 0 && bd[pos - 1] > dist; pos--) {
-				bd[pos] = bd[pos - 1];
-				bl[pos] = bl[pos - 1];
-			}
-			bd[pos] = dist;
-			bl[pos] = pr->y[r];
-		}
-		memset(tally, 0, pr->num_classes * sizeof(uint32_t));
-		lv->cls[i] = 0;
-		for (size_t t = 0; t < have; t++)
-			tally[bl[t]]++;
-		for (uint32_t c = 1; c < pr->num_classes; c++)
-			if (tally[c] > tally[lv->cls[i]])
-				lv->cls[i] = c;
-	}
-	free(bd);
-	free(bl);
-	free(tally);
-	return 0;
-}
-
-/* Trains party j's model and writes its votes.  A party without labelled
- * rows votes class 0: any fixed rule will do, the votes being a function
- * of that party's rows alone. */
-static int local_train_vote(const trn_ensemble_params *p, uint32_t j, const party_rows *pr,
-			    local_votes *lv, acct_error *err)
-{
-	trn_local_model kind = p->local_model[j % p->n_local_models];
-
-	if (pr->n == 0) {
-		memset(lv->cls, 0, lv->n_aux * sizeof(uint32_t));
-		return 0;
-	}
-	switch (kind) {
-	case TRN_LOCAL_LOGREG:
-		return local_linear(p, TRN__LOSS_LOGISTIC, pr, lv, err);
-	case TRN_LOCAL_LINEAR_SVM:
-		return local_linear(p, TRN__LOSS_SQ_HINGE, pr, lv, err);
-	case TRN_LOCAL_GAUSSIAN_NB:
-		return local_gaussian_nb(pr, lv, err);
-	default:
-		return local_knn(p, pr, lv, err);
-	}
 }
 
 /* Row indices grouped by party (counting sort): party j's rows are
@@ -645,7 +450,7 @@ static int group_by_party(const trn_dataset *train, const uint32_t *party, uint3
 
 /* Gathers party j's rows into pr (buffers sized for the largest party). */
 static void gather_party(const trn_dataset *train, const double *u_train, const size_t *order,
-			 const size_t *start, uint32_t j, party_rows *pr)
+			 const size_t *start, uint32_t j, trn__party_rows *pr)
 {
 	pr->n = start[j + 1] - start[j];
 	for (size_t r = 0; r < pr->n; r++) {
@@ -666,8 +471,8 @@ int trn__ensemble_votes(const trn_ensemble_params *p, const trn_dataset *train,
 			size_t n_aux, trn_ensemble_progress_fn progress, void *progress_user,
 			const atomic_bool *cancel, uint32_t *counts, acct_error *err)
 {
-	party_rows pr = {.du = train->d + 1, .num_classes = train->num_classes};
-	local_votes lv = {.u_aux = u_aux, .n_aux = n_aux};
+	trn__party_rows pr = {.du = train->d + 1, .num_classes = train->num_classes};
+	trn__local_votes lv = {.u_aux = u_aux, .n_aux = n_aux};
 	size_t *order = NULL, *start = NULL, biggest = 1;
 	int rc = 0;
 
@@ -690,7 +495,7 @@ int trn__ensemble_votes(const trn_ensemble_params *p, const trn_dataset *train,
 			goto out;
 		}
 		gather_party(train, u_train, order, start, j, &pr);
-		rc = local_train_vote(p, j, &pr, &lv, err);
+		rc = trn__local_train_vote(p, j, &pr, &lv, err);
 		if (rc < 0)
 			goto out;
 		for (size_t i = 0; i < n_aux; i++)

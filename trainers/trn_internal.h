@@ -150,6 +150,28 @@ int trn__erm_solve(const double *u, size_t n, size_t du, const double *a, double
  * scale B applied to row i, so ||u_i|| <= 1.  *ret_u is n x (d+1), malloc'd. */
 int trn__ensemble_inputs(const trn_dataset *ds, double B, double **ret_u, acct_error *err);
 
+/* One party's rows for its local model: their inputs (gathered, n x du)
+ * and labels. */
+typedef struct trn__party_rows {
+	size_t n, du;
+	uint32_t num_classes;
+	double *u;
+	uint32_t *y;
+} trn__party_rows;
+
+/* Where a local model writes its predicted class of each auxiliary row. */
+typedef struct trn__local_votes {
+	const double *u_aux;   /* n_aux x du */
+	size_t n_aux;
+	uint32_t *cls;         /* n_aux */
+} trn__local_votes;
+
+/* Trains party j's local model (kind local_model[j mod n_local_models]) on
+ * its rows and writes its votes (trn_ensemble_local.c).  A party without
+ * rows votes class 0.  Returns 0, or ACCT_ENOMEM / an ERM error. */
+int trn__local_train_vote(const trn_ensemble_params *p, uint32_t j, const trn__party_rows *pr,
+			  trn__local_votes *lv, acct_error *err);
+
 /* Number of ERM blocks for K classes: 1 for two, else K (one-vs-rest). */
 uint32_t trn__ensemble_blocks(uint32_t num_classes);
 
