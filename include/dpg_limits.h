@@ -115,6 +115,7 @@
 #define DPG_MAX_ENSEMBLE_LOCAL_KINDS 16          /* entries of a local_model list */
 #define DPG_MAX_ENSEMBLE_KNN_K      100          /* neighbours of a knn local model */
 #define DPG_MAX_ENSEMBLE_KNN_WORK   1e11         /* aux rows x train rows x features for knn */
+#define DPG_MAX_ENSEMBLE_TREE_DEPTH 16           /* depth of a decision_tree local model */
 /* ==== end trainers ==== */
 
 #endif

@@ -453,6 +453,7 @@ typedef enum trn_local_model {
 	TRN_LOCAL_LINEAR_SVM = 1,  /* "linear_svm": L2-regularised squared hinge */
 	TRN_LOCAL_GAUSSIAN_NB = 2, /* "gaussian_nb": Gaussian naive Bayes */
 	TRN_LOCAL_KNN = 3,         /* "knn": k nearest neighbours, majority */
+	TRN_LOCAL_DECISION_TREE = 4, /* "decision_tree": depth-limited CART (Gini) */
 } trn_local_model;
 
 int trn_ensemble_algorithm_from_name(const char *name, trn_ensemble_algorithm *ret);
@@ -478,10 +479,12 @@ typedef struct trn_ensemble_params {
 	double input_scale;               /* "input_scale": B of the unit-ball rule */
 	double local_lambda;              /* "local_lambda": L2 weight of local logreg/svm */
 	uint32_t knn_k;                   /* "knn_k": neighbours of a knn local model */
+	uint32_t max_depth;               /* "max_depth": depth of a decision_tree */
 } trn_ensemble_params;
 
 /* Fills the defaults: soft_label, epsilon 1, M = 0 (must be given),
- * logreg, lambda 0.03, input_scale 1, local_lambda 1e-3, knn_k 5. */
+ * logreg, lambda 0.03, input_scale 1, local_lambda 1e-3, knn_k 5,
+ * max_depth 5. */
 void trn_ensemble_params_default(trn_ensemble_params *p);
 
 /* Checks every field, with `where` "/params/<json name>" for the first bad

@@ -44,7 +44,8 @@ int trn_ensemble_algorithm_from_name(const char *name, trn_ensemble_algorithm *r
 
 int trn_local_model_from_name(const char *name, trn_local_model *ret)
 {
-	static const char *const names[] = {"logreg", "linear_svm", "gaussian_nb", "knn"};
+	static const char *const names[] = {"logreg", "linear_svm", "gaussian_nb", "knn",
+					    "decision_tree"};
 
 	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(name, names[i]) == 0) {
@@ -66,6 +67,7 @@ void trn_ensemble_params_default(trn_ensemble_params *p)
 	p->input_scale = 1.0;
 	p->local_lambda = 1e-3;
 	p->knn_k = 5;
+	p->max_depth = 5;
 }
 
 static bool positive_finite(double x)
@@ -89,7 +91,7 @@ int trn_ensemble_params_validate(const trn_ensemble_params *p, acct_error *err)
 				      "local_model lists 1 to %d kinds",
 				      DPG_MAX_ENSEMBLE_LOCAL_KINDS);
 	for (uint32_t i = 0; i < p->n_local_models; i++)
-		if ((unsigned)p->local_model[i] > TRN_LOCAL_KNN)
+		if ((unsigned)p->local_model[i] > TRN_LOCAL_DECISION_TREE)
 			return acct_error_set(err, ACCT_EINVAL, "/params/local_model",
 					      "unknown local model kind");
 	if (!positive_finite(p->lambda) || p->lambda > 1e6)
@@ -104,6 +106,9 @@ int trn_ensemble_params_validate(const trn_ensemble_params *p, acct_error *err)
 	if (p->knn_k < 1 || p->knn_k > DPG_MAX_ENSEMBLE_KNN_K)
 		return acct_error_set(err, ACCT_EINVAL, "/params/knn_k",
 				      "knn_k must be 1 to %d", DPG_MAX_ENSEMBLE_KNN_K);
+	if (p->max_depth < 1 || p->max_depth > DPG_MAX_ENSEMBLE_TREE_DEPTH)
+		return acct_error_set(err, ACCT_EINVAL, "/params/max_depth",
+				      "max_depth must be 1 to %d", DPG_MAX_ENSEMBLE_TREE_DEPTH);
 	return 0;
 }
 

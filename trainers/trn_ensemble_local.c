@@ -172,11 +172,170 @@ static int local_knn(const trn_ensemble_params *p, const trn__party_rows *pr, tr
 	return 0;
 }
 
+/* ---- depth-limited CART ------------------------------------------------------ */
+
+/* A node: a leaf when feature < 0, else rows with u[feature] <= threshold
+ * go to `left`. */
+typedef struct tree_node {
+	int32_t feature;
+	double threshold;
+	uint32_t left, right;
+	uint32_t cls;
+} tree_node;
+
+/* A value and its label, sorted to scan thresholds. */
+typedef struct tree_pair {
+	double v;
+	uint32_t y;
+} tree_pair;
+
+typedef struct tree_build {
+	const trn__party_rows *pr;
+	tree_node *nodes;
+	size_t n_nodes;
+	tree_pair *pairs;      /* n scratch */
+	uint32_t *cl, *cr;     /* class counts left and right of a threshold */
+} tree_build;
+
+static int cmp_pair(const void *a, const void *b)
+{
+	double x = ((const tree_pair *)a)->v, y = ((const tree_pair *)b)->v;
+
+	return (x > y) - (x < y);
+}
+
+/* The majority class of rows idx[0..n) (ties to the lowest class). */
+static uint32_t tree_majority(tree_build *tb, const size_t *idx, size_t n)
+{
+	uint32_t K = tb->pr->num_classes, best = 0;
+
+	memset(tb->cl, 0, K * sizeof(uint32_t));
+	for (size_t i = 0; i < n; i++)
+		tb->cl[tb->pr->y[idx[i]]]++;
+	for (uint32_t c = 1; c < K; c++)
+		if (tb->cl[c] > tb->cl[best])
+			best = c;
+	return best;
+}
+
+/*
+ * The split of rows idx[0..n) with the lowest weighted Gini impurity
+ * (Breiman et al. 1984): maximises sum_c l_c^2 / n_l + sum_c r_c^2 / n_r
+ * over features and midpoints between distinct values.  Returns false when
+ * no split beats the unsplit node.
+ */
+static bool tree_best_split(tree_build *tb, const size_t *idx, size_t n, int32_t *ret_f,
+			    double *ret_t)
+{
+	uint32_t K = tb->pr->num_classes;
+	double base = 0, best;
+	bool found = false;
+
+	tree_majority(tb, idx, n);
+	for (uint32_t c = 0; c < K; c++)
+		base += (double)tb->cl[c] * tb->cl[c] / (double)n;
+	best = base * (1 + 1e-12);
+	for (size_t j = 0; j < tb->pr->du; j++) {
+		double sl = 0, sr = base * (double)n;
+
+		for (size_t i = 0; i < n; i++)
+			tb->pairs[i] = (tree_pair){tb->pr->u[idx[i] * tb->pr->du + j], tb->pr->y[idx[i]]};
+		qsort(tb->pairs, n, sizeof(tree_pair), cmp_pair);
+		tree_majority(tb, idx, n);
+		memcpy(tb->cr, tb->cl, K * sizeof(uint32_t));
+		memset(tb->cl, 0, K * sizeof(uint32_t));
+		for (size_t i = 0; i + 1 < n; i++) {
+			uint32_t y = tb->pairs[i].y;
+			double score;
+
+			/* sums of squared counts, updated as one row moves left */
+			sl += 2.0 * tb->cl[y] + 1;
+			sr -= 2.0 * tb->cr[y] - 1;
+			tb->cl[y]++;
+			tb->cr[y]--;
+			if (tb->pairs[i + 1].v <= tb->pairs[i].v)
+				continue;
+			score = sl / (double)(i + 1) + sr / (double)(n - i - 1);
+			if (score > best) {
+				best = score;
+				*ret_f = (int32_t)j;
+				*ret_t = tb->pairs[i].v + (tb->pairs[i + 1].v - tb->pairs[i].v) / 2;
+				found = true;
+			}
+		}
+	}
+	return found;
+}
+
+/* Grows the subtree of rows idx[0..n) at `depth`; returns its node index. */
+static uint32_t tree_grow(tree_build *tb, size_t *idx, size_t n, uint32_t depth,
+			  uint32_t max_depth)
+{
+	uint32_t me = (uint32_t)tb->n_nodes++;
+	int32_t f = -1;
+	double t = 0;
+	size_t nl = 0;
+
+	tb->nodes[me] = (tree_node){.feature = -1, .cls = tree_majority(tb, idx, n)};
+	if (depth >= max_depth || n < 2 || !tree_best_split(tb, idx, n, &f, &t))
+		return me;
+	for (size_t i = 0; i < n; i++)   /* partition: u[f] <= t first */
+		if (tb->pr->u[idx[i] * tb->pr->du + (size_t)f] <= t) {
+			size_t s = idx[nl];
+
+			idx[nl++] = idx[i];
+			idx[i] = s;
+		}
+	tb->nodes[me].feature = f;
+	tb->nodes[me].threshold = t;
+	tb->nodes[me].left = tree_grow(tb, idx, nl, depth + 1, max_depth);
+	tb->nodes[me].right = tree_grow(tb, idx + nl, n - nl, depth + 1, max_depth);
+	return me;
+}
+
+/* A depth-limited CART classification tree on the party's rows. */
+static int local_tree(const trn_ensemble_params *p, const trn__party_rows *pr,
+		      trn__local_votes *lv, acct_error *err)
+{
+	size_t max_nodes = ((size_t)2 << p->max_depth) - 1;
+	tree_build tb = {.pr = pr};
+	size_t *idx = malloc(pr->n * sizeof(size_t));
+	int rc = 0;
+
+	tb.nodes = malloc(max_nodes * sizeof(tree_node));
+	tb.pairs = malloc(pr->n * sizeof(tree_pair));
+	tb.cl = malloc(pr->num_classes * sizeof(uint32_t));
+	tb.cr = malloc(pr->num_classes * sizeof(uint32_t));
+	if (!idx || !tb.nodes || !tb.pairs || !tb.cl || !tb.cr) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
+		goto out;
+	}
+	for (size_t i = 0; i < pr->n; i++)
+		idx[i] = i;
+	tree_grow(&tb, idx, pr->n, 0, p->max_depth);
+	for (size_t i = 0; i < lv->n_aux; i++) {
+		const tree_node *nd = tb.nodes;
+
+		while (nd->feature >= 0)
+			nd = tb.nodes + (lv->u_aux[i * pr->du + (size_t)nd->feature] <= nd->threshold
+						 ? nd->left
+						 : nd->right);
+		lv->cls[i] = nd->cls;
+	}
+out:
+	free(idx);
+	free(tb.nodes);
+	free(tb.pairs);
+	free(tb.cl);
+	free(tb.cr);
+	return rc;
+}
+
 /* Trains party j's model and writes its votes.  A party without labelled
  * rows votes class 0: any fixed rule will do, the votes being a function
  * of that party's rows alone. */
 int trn__local_train_vote(const trn_ensemble_params *p, uint32_t j, const trn__party_rows *pr,
-			    trn__local_votes *lv, acct_error *err)
+			  trn__local_votes *lv, acct_error *err)
 {
 	trn_local_model kind = p->local_model[j % p->n_local_models];
 
@@ -191,7 +350,9 @@ int trn__local_train_vote(const trn_ensemble_params *p, uint32_t j, const trn__p
 		return local_linear(p, TRN__LOSS_SQ_HINGE, pr, lv, err);
 	case TRN_LOCAL_GAUSSIAN_NB:
 		return local_gaussian_nb(pr, lv, err);
-	default:
+	case TRN_LOCAL_KNN:
 		return local_knn(p, pr, lv, err);
+	default:
+		return local_tree(p, pr, lv, err);
 	}
 }

@@ -628,9 +628,9 @@ Test(ensemble_sensitivity, replacing_a_whole_party_stays_within_the_bound)
 	trn_ensemble_params p;
 
 	trn_ensemble_params_default(&p);
-	p.parties = 6;
-	p.n_local_models = 4;
-	for (uint32_t k = 0; k < 4; k++)
+	p.parties = 7;
+	p.n_local_models = 5;
+	for (uint32_t k = 0; k < 5; k++)
 		p.local_model[k] = (trn_local_model)k;
 	p.input_scale = 2.0;
 	for (int trial = 0; trial < 12; trial++) {
@@ -692,10 +692,11 @@ static trn_dataset *separable(mech_rng *rng, size_t n, uint32_t K)
 Test(ensemble_local, every_kind_separates_a_separable_table)
 {
 	mech_rng *rng = seeded(60);
-	static const char *const names[] = {"logreg", "linear_svm", "gaussian_nb", "knn"};
+	static const char *const names[] = {"logreg", "linear_svm", "gaussian_nb", "knn",
+					    "decision_tree"};
 
 	for (uint32_t K = 2; K <= 3; K++)
-		for (size_t k = 0; k < 4; k++) {
+		for (size_t k = 0; k < 5; k++) {
 			trn_dataset *tr = separable(rng, 30, K), *te = separable(rng, 60, K);
 			uint32_t party[30] = {0}, *counts = calloc(60 * K, 4);
 			trn_ensemble_params p;
@@ -769,6 +770,8 @@ static void bp_lambda_nan(trn_ensemble_params *p) { p->lambda = NAN; }
 static void bp_scale(trn_ensemble_params *p) { p->input_scale = 0; }
 static void bp_local_lambda(trn_ensemble_params *p) { p->local_lambda = 0; }
 static void bp_knn(trn_ensemble_params *p) { p->knn_k = DPG_MAX_ENSEMBLE_KNN_K + 1; }
+static void bp_depth0(trn_ensemble_params *p) { p->max_depth = 0; }
+static void bp_depth(trn_ensemble_params *p) { p->max_depth = DPG_MAX_ENSEMBLE_TREE_DEPTH + 1; }
 
 Test(ensemble, bad_params_are_refused_with_their_pointer)
 {
@@ -779,6 +782,7 @@ Test(ensemble, bad_params_are_refused_with_their_pointer)
 		{bp_kind, "/params/local_model"},  {bp_lambda, "/params/lambda"},
 		{bp_lambda_nan, "/params/lambda"}, {bp_scale, "/params/input_scale"},
 		{bp_local_lambda, "/params/local_lambda"}, {bp_knn, "/params/knn_k"},
+		{bp_depth0, "/params/max_depth"},  {bp_depth, "/params/max_depth"},
 	};
 	trn_ensemble_params p;
 	acct_event *ev = NULL;
@@ -876,6 +880,8 @@ Test(ensemble, job_end_to_end_then_cancel)
 	p.n_local_models = 3;
 	p.local_model[1] = TRN_LOCAL_GAUSSIAN_NB;
 	p.local_model[2] = TRN_LOCAL_KNN;
+	p.local_model[3] = TRN_LOCAL_DECISION_TREE;
+	p.n_local_models = 4;
 	cr_assert_eq(trn_ensemble_run(&p, tr, party, aux, te, rng, log_progress, &lg, NULL, &r,
 				      NULL), 0);
 	cr_assert(r->test_accuracy > 0.95, "accuracy %g", r->test_accuracy);
@@ -899,5 +905,49 @@ Test(ensemble, job_end_to_end_then_cancel)
 	trn_dataset_free(tr);
 	trn_dataset_free(aux);
 	trn_dataset_free(te);
+	mech_rng_free(rng);
+}
+
+/* class 1 exactly in the quadrant x > 0, y > 0 (an AND): one axis split
+ * gets about 3/4 of the rows right (a threshold inside a cluster may gain a
+ * row or two by chance, never the missing quarter), two splits all. */
+Test(ensemble_local, decision_tree_depth_limits_what_it_learns)
+{
+	mech_rng *rng = seeded(61);
+	trn_dataset *tr = NULL;
+	uint32_t party[80] = {0}, *counts = calloc(80 * 2, 4);
+	trn_ensemble_params p;
+	double *u = NULL;
+
+	cr_assert_eq(trn_dataset_new(80, 2, 2, &tr, NULL), 0);
+	for (size_t i = 0; i < 80; i++) {
+		double sx = i % 2 ? 1 : -1, sy = i % 4 < 2 ? 1 : -1;
+
+		tr->x[2 * i] = sx * (0.5 + 0.4 * uniform(rng));
+		tr->x[2 * i + 1] = sy * (0.5 + 0.4 * uniform(rng));
+		tr->y[i] = sx > 0 && sy > 0;
+	}
+	trn_ensemble_params_default(&p);
+	p.parties = 1;
+	p.input_scale = 2;
+	p.local_model[0] = TRN_LOCAL_DECISION_TREE;
+	cr_assert_eq(trn__ensemble_inputs(tr, 2, &u, NULL), 0);
+	for (uint32_t depth = 1; depth <= 2; depth++) {
+		size_t right = 0;
+
+		p.max_depth = depth;
+		memset(counts, 0, 80 * 2 * 4);
+		cr_assert_eq(trn__ensemble_votes(&p, tr, u, party, u, 80, NULL, NULL, NULL, counts,
+						 NULL), 0);
+		for (size_t i = 0; i < 80; i++)
+			right += counts[i * 2 + tr->y[i]];
+		if (depth == 1)
+			cr_assert(right >= 60 && right <= 64, "depth 1: %zu right", right);
+		else
+			cr_assert_eq(right, 80, "depth 2: %zu right", right);
+	}
+	free(counts);
+	free(u);
+	trn_dataset_free(tr);
 	mech_rng_free(rng);
 }
