@@ -278,6 +278,28 @@ int trn_model_from_layers(uint32_t n_layers, const uint32_t *widths,
 uint32_t trn_model_input_dim(const trn_model *m);
 uint32_t trn_model_num_classes(const trn_model *m);
 
+/*
+ * A read-only view of a model's parts, for exporting it (the JSON model):
+ * every pointer points into the model and is valid until trn_model_free.
+ * widths has n_layers + 1 entries, activations n_layers, params n_params
+ * (the format's layer order), proj input_dim x proj_dim (NULL when
+ * proj_dim is 0).
+ */
+typedef struct trn_model_info {
+	uint32_t input_dim;
+	uint32_t proj_dim;
+	const double *proj;
+	uint32_t n_layers;
+	const uint32_t *widths;
+	const uint32_t *activations;
+	const double *params;
+	size_t n_params;
+	trn_input_rule input_rule;
+	double input_scale;
+} trn_model_info;
+
+void trn_model_info_get(const trn_model *m, trn_model_info *ret);
+
 /* The predicted class of one raw feature row (length = the model's input
  * dimension): the argmax of the scores below.  Returns 0, or ACCT_EINVAL. */
 int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *ret_class,

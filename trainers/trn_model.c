@@ -584,6 +584,22 @@ uint32_t trn_model_num_classes(const trn_model *m)
 	return m ? m->dims[m->n_layers] : 0;
 }
 
+void trn_model_info_get(const trn_model *m, trn_model_info *ret)
+{
+	*ret = (trn_model_info){
+		.input_dim = m->input_dim,
+		.proj_dim = m->proj_dim,
+		.proj = m->proj_dim ? m->proj : NULL,
+		.n_layers = m->n_layers,
+		.widths = m->dims,
+		.activations = m->layer_act,
+		.params = m->params,
+		.n_params = m->n_params,
+		.input_rule = (trn_input_rule)m->input_rule,
+		.input_scale = m->input_scale,
+	};
+}
+
 /* Checks per-layer codes (each known, the last identity) and an input rule
  * with its scale. */
 static int check_layers_and_rule(uint32_t n_layers, const uint32_t *acts, uint32_t rule,

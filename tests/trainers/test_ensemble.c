@@ -204,6 +204,21 @@ Test(model_v2, layers_activations_and_unit_ball_rule_match_their_definition)
 		check_scores(m, rows[i], 3, want, 3);
 		check_scores(back, rows[i], 3, want, 3);
 	}
+	{
+		trn_model_info info;
+
+		trn_model_info_get(back, &info);
+		cr_assert_eq(info.input_dim, 3);
+		cr_assert_eq(info.proj_dim, 0);
+		cr_assert_null(info.proj);
+		cr_assert_eq(info.n_layers, 3);
+		cr_assert_eq(info.n_params, 43);
+		cr_assert_eq(memcmp(info.widths, widths, sizeof(widths)), 0);
+		cr_assert_eq(memcmp(info.activations, acts, sizeof(acts)), 0);
+		cr_assert_eq(memcmp(info.params, w, sizeof(w)), 0);
+		cr_assert_eq(info.input_rule, TRN_INPUT_UNIT_BALL);
+		cr_assert_eq(info.input_scale, 2.0);
+	}
 	free(buf);
 	trn_model_free(back);
 	trn_model_free(m);
