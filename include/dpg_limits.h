@@ -109,6 +109,13 @@
 #define DPG_MAX_MODEL_PARAMS        (1LL << 24)  /* weights + biases (128 MiB) */
 #define DPG_MAX_PCA_COMPONENTS      1024
 #define DPG_MAX_IDX_BYTES           (512LL << 20) /* one decompressed IDX file */
+#define DPG_MAX_ENSEMBLE_PARTIES    100000       /* parties M of an ensemble job */
+#define DPG_MAX_ENSEMBLE_AUX_ROWS   100000       /* auxiliary rows labelled by the ensemble */
+#define DPG_MAX_ENSEMBLE_FEATURES   2048         /* features of its ERM (Hessian 32 MiB) */
+#define DPG_MAX_ENSEMBLE_LOCAL_KINDS 16          /* entries of a local_model list */
+#define DPG_MAX_ENSEMBLE_KNN_K      100          /* neighbours of a knn local model */
+#define DPG_MAX_ENSEMBLE_KNN_WORK   1e11         /* aux rows x train rows x features for knn */
+#define DPG_MAX_ENSEMBLE_TREE_DEPTH 16           /* depth of a decision_tree local model */
 /* ==== end trainers ==== */
 
 #endif

@@ -414,4 +414,19 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 
 /* ==== end samplers and mechanisms ==== */
 
+/* ==== L2 output-perturbation noise (mech_ball.c) ==== */
+
+/*
+ * Draws eta in R^d with density proportional to exp(-beta ||eta||_2), the
+ * noise of output perturbation for an L2 sensitivity S at beta = eps / S
+ * (Chaudhuri et al. 2011; Hamm et al. 2016, Theorems 1 and 3): its norm is
+ * Gamma(shape d, scale 1/beta), its direction uniform on the sphere, all
+ * from `rng`.  Writes out[0..d).  Returns 0; ACCT_EINVAL (nothing written)
+ * when d is 0 or above DPG_MAX_VECTOR_LEN or beta is not finite and
+ * positive; ACCT_EINTERNAL when the rng fails (out unspecified).
+ */
+int mech_ball_sample(mech_rng *rng, size_t d, double beta, double *out, acct_error *err);
+
+/* ==== end L2 output-perturbation noise ==== */
+
 #endif

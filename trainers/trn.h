@@ -109,19 +109,47 @@ typedef enum trn_model_kind {
 	TRN_MODEL_MLP = 1,     /* "mlp": 1 or 2 hidden dense layers */
 } trn_model_kind;
 
+/*
+ * Activation codes of a model's layers, as stored in the model format.  A
+ * DP-SGD job's hidden layers use relu or tanh; identity (code 0, v1's
+ * "none"), cos and sigmoid exist for models other trainers build with
+ * trn_model_from_layers.  The last (logit) layer is always identity.
+ */
 typedef enum trn_activation {
+	TRN_ACT_IDENTITY = 0,  /* "identity" (v1 called it "none") */
 	TRN_ACT_RELU = 1,      /* "relu" */
 	TRN_ACT_TANH = 2,      /* "tanh" */
+	TRN_ACT_COS = 3,       /* "cos" */
+	TRN_ACT_SIGMOID = 4,   /* "sigmoid": 1 / (1 + e^-z) */
 } trn_activation;
+
+#define TRN_ACT_MAX TRN_ACT_SIGMOID
+
+/*
+ * How a model maps a raw feature row x to its input, before any projection.
+ * The rule and its public scale B are stored in the model, so predict
+ * applies the same rule as training did.
+ *  - none: x as given;
+ *  - unit_ball: z = x / B, then z / ||z|| when ||z|| > 1, so ||z|| <= 1
+ *    (the bound the output-perturbation theorems assume).
+ */
+typedef enum trn_input_rule {
+	TRN_INPUT_NONE = 0,      /* "none" */
+	TRN_INPUT_UNIT_BALL = 1, /* "unit_ball" */
+} trn_input_rule;
 
 typedef enum trn_clipping {
 	TRN_CLIP_GLOBAL = 0,    /* "global": the whole gradient to norm C */
 	TRN_CLIP_PER_LAYER = 1, /* "per_layer": each of K layers to C/sqrt(K) */
 } trn_clipping;
 
-/* Name <-> value for the JSON strings above; _from_name returns 0 or -1. */
+/* Name <-> value for the JSON strings above; _from_name returns 0 or -1.
+ * trn_activation_from_name accepts only the DP-SGD hidden activations
+ * (relu, tanh); trn_activation_name names every code (NULL if unknown). */
 int trn_model_kind_from_name(const char *name, trn_model_kind *ret);
 int trn_activation_from_name(const char *name, trn_activation *ret);
+const char *trn_activation_name(uint32_t code);
+const char *trn_input_rule_name(uint32_t rule);
 int trn_clipping_from_name(const char *name, trn_clipping *ret);
 
 /*
@@ -225,16 +253,65 @@ int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_clas
 int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64_t steps,
 			      acct_event **ret, acct_error *err);
 
-/* A trained classifier: an optional linear input projection, then dense
- * layers.  Opaque; freed with trn_model_free. */
+/* A trained classifier: an input rule, an optional linear projection, then
+ * dense layers.  Opaque; freed with trn_model_free. */
 typedef struct trn_model trn_model;
 
 void trn_model_free(trn_model *m);
 
+/*
+ * Builds a model from its layers: n_layers dense layers of widths
+ * widths[0..n_layers] (widths[0] = raw input dimension, widths[n_layers] =
+ * number of classes >= 2), activations[0..n_layers-1] (trn_activation codes;
+ * the last must be TRN_ACT_IDENTITY), `params` the weights in the format's
+ * order (W_1 row-major widths[1] x widths[0], b_1, W_2, b_2, ...), and the
+ * input rule with its scale B (finite, > 0; ignored for TRN_INPUT_NONE).
+ * Everything is copied.  Returns 0 and *ret, or ACCT_EINVAL (bounds of
+ * trn_dpsgd_check_shape's models, a non-finite weight) / ACCT_ENOMEM.
+ */
+int trn_model_from_layers(uint32_t n_layers, const uint32_t *widths,
+			  const uint32_t *activations, const double *params,
+			  trn_input_rule rule, double input_scale, trn_model **ret,
+			  acct_error *err);
+
+/* The raw input dimension D and the number of classes of a model. */
+uint32_t trn_model_input_dim(const trn_model *m);
+uint32_t trn_model_num_classes(const trn_model *m);
+
+/*
+ * A read-only view of a model's parts, for exporting it (the JSON model):
+ * every pointer points into the model and is valid until trn_model_free.
+ * widths has n_layers + 1 entries, activations n_layers, params n_params
+ * (the format's layer order), proj input_dim x proj_dim (NULL when
+ * proj_dim is 0).
+ */
+typedef struct trn_model_info {
+	uint32_t input_dim;
+	uint32_t proj_dim;
+	const double *proj;
+	uint32_t n_layers;
+	const uint32_t *widths;
+	const uint32_t *activations;
+	const double *params;
+	size_t n_params;
+	trn_input_rule input_rule;
+	double input_scale;
+} trn_model_info;
+
+void trn_model_info_get(const trn_model *m, trn_model_info *ret);
+
 /* The predicted class of one raw feature row (length = the model's input
- * dimension).  Returns 0, or ACCT_EINVAL. */
+ * dimension): the argmax of the scores below.  Returns 0, or ACCT_EINVAL. */
 int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *ret_class,
 		      acct_error *err);
+
+/*
+ * The per-class scores of one raw feature row: the softmax of the logits,
+ * written to scores[0..k-1]; k must be the model's number of classes.
+ * Returns 0, or ACCT_EINVAL (wrong d or k; nothing written) / ACCT_ENOMEM.
+ */
+int trn_model_scores(const trn_model *m, const double *x, size_t d, double *scores, size_t k,
+		     acct_error *err);
 
 /* Accuracy (fraction correct) and mean cross-entropy of a model on a table
  * of raw rows.  Either output may be NULL. */
@@ -244,34 +321,45 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
 /*
  * Serialises a model into the documented format below, returned as a new
  * malloc'd buffer (caller frees).  Every integer is little-endian, every
- * real an IEEE-754 binary64 stored little-endian.
+ * real an IEEE-754 binary64 stored little-endian.  New models are written
+ * as version 2; version 1 files (written before input rules and per-layer
+ * activations existed) are still read.
  *
+ * Version 2:
  *   offset  size  field
  *   0       8     magic "DPGMDL01"
- *   8       4     u32 format version = 1
- *   12      4     u32 activation of hidden layers: 0 none, 1 relu, 2 tanh
+ *   8       4     u32 format version = 2
+ *   12      4     u32 input rule: 0 none, 1 unit_ball (see trn_input_rule)
  *   16      4     u32 raw input dimension D (features per table row)
  *   20      4     u32 projection dimension P (0 = no projection)
- *   24      4     u32 number of dense layers K (1 = logreg, 2-3 = mlp)
+ *   24      4     u32 number of dense layers K
  *   28      4     u32 number of classes
- *   32      4*(K+1) u32 layer widths w_0..w_K (w_0 = P if P > 0 else D,
+ *   32      8     f64 input scale B of the rule (1 for rule none)
+ *   40      4*(K+1) u32 layer widths w_0..w_K (w_0 = P if P > 0 else D,
  *                   w_K = number of classes)
+ *   then    4*K   u32 activation of layers 1..K: 0 identity, 1 relu,
+ *                   2 tanh, 3 cos, 4 sigmoid (layer K: 0)
  *   then    D*P f64  projection V, row-major D x P (row r = input feature r)
  *   then    for each layer k = 1..K: W_k, f64 row-major w_k x w_{k-1},
  *           then b_k, f64 w_k
  *
- * Prediction: h_0 = x V (or x when P = 0); h_k = f(W_k h_{k-1} + b_k) for
- * hidden layers (f = relu or tanh); logits = W_K h_{K-1} + b_K; the class
- * is the argmax; probabilities the softmax of the logits.
+ * Version 1 (read only): the same magic; then at 8 u32 version = 1, at 12
+ * u32 activation of every hidden layer (0 none, 1 relu, 2 tanh; 0 exactly
+ * when K = 1), D, P, K and classes at 16-28 as above, the widths at 32,
+ * then V and the layers as above; no input rule, no per-layer codes.
+ *
+ * Prediction: z = the input rule applied to x; h_0 = z V (or z when P = 0);
+ * h_k = f_k(W_k h_{k-1} + b_k); logits = h_K; the class is the argmax; the
+ * scores the softmax of the logits.
  */
 #define TRN_MODEL_MAGIC "DPGMDL01"
-#define TRN_MODEL_FORMAT_VERSION 1u
+#define TRN_MODEL_FORMAT_VERSION 2u
 
 int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 			acct_error *err);
 
-/* Parses the format above (bounds-checked; a short, long or inconsistent
- * buffer gives ACCT_EINVAL).  Returns 0 and a new model in *ret. */
+/* Parses either version above (bounds-checked; a short, long or
+ * inconsistent buffer gives ACCT_EINVAL).  Returns 0 and a new model. */
 int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_error *err);
 
 /*
@@ -366,5 +454,140 @@ int trn_sgd_nonprivate_run(const trn_dpsgd_params *p, const trn_dataset *train,
 			   trn_dpsgd_result **ret, acct_error *err);
 
 /* ==== end models and DP-SGD ==== */
+
+/* ==== Ensemble of local classifiers (Hamm, Cao, Belkin 2016) ==== */
+
+/*
+ * Learning privately from multiparty data (Hamm, Cao, Belkin, ICML 2016):
+ * each of M parties trains a classifier on its own rows, non-privately; the
+ * ensemble labels public unlabelled auxiliary rows; a regularised logistic
+ * ERM on those labels is released with output perturbation.  The privacy
+ * unit is a whole party: neighbouring tables differ in every row of one
+ * party (docs/ensemble.md derives the sensitivities).
+ */
+typedef enum trn_ensemble_algorithm {
+	TRN_ENSEMBLE_SOFT_LABEL = 0,    /* "soft_label": Algorithm 2 (default) */
+	TRN_ENSEMBLE_MAJORITY_VOTE = 1, /* "majority_vote": Algorithm 1 */
+} trn_ensemble_algorithm;
+
+typedef enum trn_local_model {
+	TRN_LOCAL_LOGREG = 0,      /* "logreg": L2-regularised logistic regression */
+	TRN_LOCAL_LINEAR_SVM = 1,  /* "linear_svm": L2-regularised squared hinge */
+	TRN_LOCAL_GAUSSIAN_NB = 2, /* "gaussian_nb": Gaussian naive Bayes */
+	TRN_LOCAL_KNN = 3,         /* "knn": k nearest neighbours, majority */
+	TRN_LOCAL_DECISION_TREE = 4, /* "decision_tree": depth-limited CART (Gini) */
+} trn_local_model;
+
+int trn_ensemble_algorithm_from_name(const char *name, trn_ensemble_algorithm *ret);
+int trn_local_model_from_name(const char *name, trn_local_model *ret);
+
+/*
+ * The parameters of an ensemble job; JSON names beside each field.  The
+ * server resolves "party_column" (the party code of each row, given to
+ * trn_ensemble_run), "label", "classes" (the table's labels and
+ * num_classes) and "auxiliary_data" (the public table) itself; "parties"
+ * as a list of names becomes M = its length, names mapped to codes 0..M-1.
+ */
+typedef struct trn_ensemble_params {
+	trn_ensemble_algorithm algorithm; /* "algorithm": "soft_label" | "majority_vote" */
+	double epsilon;                   /* "epsilon": the pure epsilon charged */
+	uint32_t parties;                 /* "parties": M, public, never read from rows */
+	uint32_t n_local_models;          /* length of "local_model" (a string: 1) */
+	trn_local_model local_model[DPG_MAX_ENSEMBLE_LOCAL_KINDS];
+	                                  /* "local_model": a kind or a list given to
+	                                     parties round-robin (party j gets
+	                                     local_model[j mod n_local_models]) */
+	double lambda;                    /* "lambda": L2 weight of the released ERM */
+	double input_scale;               /* "input_scale": B of the unit-ball rule */
+	double local_lambda;              /* "local_lambda": L2 weight of local logreg/svm */
+	uint32_t knn_k;                   /* "knn_k": neighbours of a knn local model */
+	uint32_t max_depth;               /* "max_depth": depth of a decision_tree */
+} trn_ensemble_params;
+
+/* Fills the defaults: soft_label, epsilon 1, M = 0 (must be given),
+ * logreg, lambda 0.03, input_scale 1, local_lambda 1e-3, knn_k 5,
+ * max_depth 5. */
+void trn_ensemble_params_default(trn_ensemble_params *p);
+
+/* Checks every field, with `where` "/params/<json name>" for the first bad
+ * one.  Returns 0 or ACCT_EINVAL. */
+int trn_ensemble_params_validate(const trn_ensemble_params *p, acct_error *err);
+
+/*
+ * The event charged: epsilon_delta(epsilon, 0), pure epsilon-DP for the
+ * party-level neighbouring relation (one party's rows change arbitrarily,
+ * which covers adding, removing or replacing any of its rows).  Needs the
+ * parameters only.  Returns 0 and a new event, or ACCT_EINVAL / ENOMEM.
+ */
+int trn_ensemble_event(const trn_ensemble_params *p, acct_event **ret, acct_error *err);
+
+/*
+ * Checks that a job can run on a private table of n_train rows, d features
+ * and num_classes classes with an auxiliary table of n_aux rows of the same
+ * d features: d <= DPG_MAX_ENSEMBLE_FEATURES, 1 <= n_aux <=
+ * DPG_MAX_ENSEMBLE_AUX_ROWS, 2 <= num_classes <= DPG_MAX_CLASSES, and for
+ * knn n_aux * n_train * d <= DPG_MAX_ENSEMBLE_KNN_WORK.  Public sizes only.
+ */
+int trn_ensemble_check_shape(const trn_ensemble_params *p, size_t d, uint32_t num_classes,
+			     uint64_t n_train, uint64_t n_aux, acct_error *err);
+
+/*
+ * The noise rate beta of each released block, eta ~ exp(-beta ||eta||):
+ * beta = epsilon / S with S = 2/lambda (majority_vote, Theorem 1) or
+ * 2/(M lambda) (soft_label, Theorem 3), plus the solver's slack (see
+ * docs/ensemble.md), for an ERM over n_aux rows of d + 1 inputs.  A
+ * function of public values only.  0 when the arguments are invalid.
+ */
+double trn_ensemble_noise_beta(const trn_ensemble_params *p, size_t d, uint32_t num_classes,
+			       uint64_t n_aux);
+
+/* Progress: public facts only (the phase and how many parties are done). */
+typedef struct trn_ensemble_progress {
+	const char *phase;          /* "local_models", "erm", "release" */
+	uint32_t parties_trained;
+	uint32_t parties;
+} trn_ensemble_progress;
+
+typedef int (*trn_ensemble_progress_fn)(const trn_ensemble_progress *progress, void *user);
+
+typedef struct trn_ensemble_result {
+	trn_model *model;       /* logistic model, v2, unit_ball input rule; owned */
+	double test_accuracy;   /* on the public test table; NaN without one */
+	double noise_beta;      /* trn_ensemble_noise_beta: public */
+	uint64_t aux_rows;
+	double train_seconds;
+} trn_ensemble_result;
+
+/* Frees a result and its model.  Accepts NULL. */
+void trn_ensemble_result_free(trn_ensemble_result *r);
+
+/*
+ * Runs the ensemble trainer.  `train` is the private table; party[i] is the
+ * party code of row i (a row whose code is >= M, or whose label is
+ * TRN_NO_CLASS, is ignored by every party).  `aux` is the public auxiliary
+ * table (its labels are ignored); `test` (may be NULL) a public labelled
+ * table; both with train's d features (and test with its classes).  All
+ * noise comes from `rng`, a CSPRNG stream.  `progress` may be NULL;
+ * `cancel` (may be NULL) is polled between parties.
+ *
+ * Steps: each party's local model is trained on its rows and votes on
+ * every auxiliary row; targets are the majority label (Algorithm 1) or the
+ * vote fractions (Algorithm 2); one logistic ERM per block (one block for
+ * two classes, one-vs-rest blocks for more) over u = (z, 1)/sqrt(2), z the
+ * unit-ball rule of x, is solved by Newton's method until its gradient norm
+ * is at most 1e-10; each block gets noise from mech_ball_sample with
+ * trn_ensemble_noise_beta; the model folds the 1/sqrt(2) into its weights.
+ *
+ * Returns 0 and *ret; TRN_CANCELLED (nothing released, *ret untouched); or
+ * a negative code: ACCT_EINVAL for bad params or tables, ACCT_ENOMEM,
+ * ACCT_EINTERNAL when the rng fails or the ERM does not converge (then
+ * nothing is released).  Never prints, never aborts.
+ */
+int trn_ensemble_run(const trn_ensemble_params *p, const trn_dataset *train,
+		     const uint32_t *party, const trn_dataset *aux, const trn_dataset *test,
+		     mech_rng *rng, trn_ensemble_progress_fn progress, void *progress_user,
+		     const atomic_bool *cancel, trn_ensemble_result **ret, acct_error *err);
+
+/* ==== end ensemble ==== */
 
 #endif

@@ -19,7 +19,12 @@
 struct trn_model {
 	uint32_t n_layers;
 	uint32_t dims[TRN_MAX_LAYERS + 1];
-	uint32_t activation;          /* 0 none (logreg), TRN_ACT_RELU, TRN_ACT_TANH */
+	uint32_t activation;          /* 0 none (logreg), TRN_ACT_RELU, TRN_ACT_TANH:
+	                                 the hidden layers' code a DP-SGD model was
+	                                 built with (initialisation reads it) */
+	uint32_t layer_act[TRN_MAX_LAYERS]; /* code of each layer; the last is identity */
+	uint32_t input_rule;          /* trn_input_rule */
+	double input_scale;           /* B of the rule */
 	uint32_t input_dim;
 	uint32_t proj_dim;            /* 0: no projection */
 	double *proj;                 /* input_dim x proj_dim, or NULL */
@@ -40,7 +45,10 @@ int trn__model_check(uint32_t n_layers, const uint32_t *widths, uint32_t activat
 
 /*
  * Allocates a model with zero parameters.  widths[0..n_layers] as dims
- * above; activation 0 only when n_layers == 1.  No projection.
+ * above; activation 0 only when n_layers == 1; every hidden layer gets
+ * `activation`, the last identity.  No projection, input rule none.
+ * Gradient passes support identity, relu, tanh and sigmoid layers (a cos
+ * layer's derivative needs its pre-activation, which is not kept).
  */
 int trn__model_new(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
 		   trn_model **ret, acct_error *err);
@@ -112,5 +120,84 @@ int trn__dp_pca(const double *x, size_t n, size_t d, size_t k, double sigma, mec
 /* Initialises weights (He for relu, Glorot for tanh, zero for logreg) and
  * zero biases from rng's stream. */
 int trn__model_init(trn_model *m, mech_rng *rng, acct_error *err);
+
+/* ---- ensemble (trn_ensemble.c), shared with its tests and benchmark ---- */
+
+/* The factor c with which the unit_ball rule of scale B maps x to c x. */
+double trn__unit_ball_factor(const double *x, size_t d, double B);
+
+/* Losses of trn__erm_solve, as functions of the margin t. */
+typedef enum trn__loss {
+	TRN__LOSS_LOGISTIC = 0,  /* l(t) = log(1 + e^-t) */
+	TRN__LOSS_SQ_HINGE = 1,  /* l(t) = max(0, 1 - t)^2 */
+} trn__loss;
+
+/*
+ * Minimises R(w) = (1/n) sum_i [a_i l(w.u_i) + (1 - a_i) l(-w.u_i)] +
+ * (lambda/2) ||w||^2 over w in R^du (u: n x du row-major, a_i in [0, 1]) by
+ * Newton's method with step halving, from w = 0, until the computed
+ * gradient norm is at most `tol`.  When `must_converge` is false the last
+ * iterate is accepted after the iteration cap; otherwise that is
+ * ACCT_EINTERNAL.  Writes w (du).  Returns 0 or a negative code.
+ */
+int trn__erm_solve(const double *u, size_t n, size_t du, const double *a, double lambda,
+		   trn__loss loss, double tol, bool must_converge, double *w, acct_error *err);
+
+/* The gradient stopping threshold of the released ERM. */
+#define TRN__ENSEMBLE_GRAD_TOL 1e-10
+
+/* ERM inputs of a table: u_i = (z_i, 1) / sqrt(2), z_i the unit-ball rule of
+ * scale B applied to row i, so ||u_i|| <= 1.  *ret_u is n x (d+1), malloc'd. */
+int trn__ensemble_inputs(const trn_dataset *ds, double B, double **ret_u, acct_error *err);
+
+/* One party's rows for its local model: their inputs (gathered, n x du)
+ * and labels. */
+typedef struct trn__party_rows {
+	size_t n, du;
+	uint32_t num_classes;
+	double *u;
+	uint32_t *y;
+} trn__party_rows;
+
+/* Where a local model writes its predicted class of each auxiliary row. */
+typedef struct trn__local_votes {
+	const double *u_aux;   /* n_aux x du */
+	size_t n_aux;
+	uint32_t *cls;         /* n_aux */
+} trn__local_votes;
+
+/* Trains party j's local model (kind local_model[j mod n_local_models]) on
+ * its rows and writes its votes (trn_ensemble_local.c).  A party without
+ * rows votes class 0.  Returns 0, or ACCT_ENOMEM / an ERM error. */
+int trn__local_train_vote(const trn_ensemble_params *p, uint32_t j, const trn__party_rows *pr,
+			  trn__local_votes *lv, acct_error *err);
+
+/* Number of ERM blocks for K classes: 1 for two, else K (one-vs-rest). */
+uint32_t trn__ensemble_blocks(uint32_t num_classes);
+
+/*
+ * Trains every party's local model on its rows of `train` (inputs u_train,
+ * from trn__ensemble_inputs) and adds its vote on each auxiliary row to
+ * counts (n_aux x num_classes, zeroed by the caller).
+ */
+int trn__ensemble_votes(const trn_ensemble_params *p, const trn_dataset *train,
+			const double *u_train, const uint32_t *party, const double *u_aux,
+			size_t n_aux, trn_ensemble_progress_fn progress, void *progress_user,
+			const atomic_bool *cancel, uint32_t *counts, acct_error *err);
+
+/* Targets a (n x blocks, row-major) from the votes: the majority label's
+ * indicator (ties to the lowest class) or the vote fractions out of M. */
+void trn__ensemble_targets(trn_ensemble_algorithm algorithm, const uint32_t *counts, size_t n,
+			   uint32_t num_classes, uint32_t parties, double *a);
+
+/* The exact minimiser of every block's ERM (w: blocks x du). */
+int trn__ensemble_fit(const double *u, size_t n, size_t du, const double *a, uint32_t blocks,
+		      double lambda, double *w, acct_error *err);
+
+/* Adds noise of rate beta to every block of w (in place) and builds the
+ * released model: input rule unit_ball of scale B, logits of class k =
+ * (w_k[0..d) . z + w_k[d]) / sqrt(2) (two classes: class 0's logit 0). */
+int trn__ensemble_release(double *w, uint32_t num_classes, size_t d, double beta, double B,
+			  mech_rng *rng, trn_model **ret, acct_error *err);
 
 #endif

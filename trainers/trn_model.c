@@ -1,7 +1,8 @@
 /*
- * trn_model.c: dense softmax classifiers (logistic regression, MLP), their
- * batched forward/backward passes with per-example clipping by the norm
- * trick, and the model file format.
+ * trn_model.c: dense softmax classifiers (logistic regression, MLP, and
+ * models other trainers assemble layer by layer), their batched
+ * forward/backward passes with per-example clipping by the norm trick, the
+ * input rule applied before the first layer, and the model file format.
  *
  * Linear algebra goes straight to CBLAS, which meson links from OpenBLAS
  * ahead of GSL's reference libgslcblas (tests/trainers checks where
@@ -14,6 +15,18 @@
 #include <cblas.h>
 
 #include "trn_internal.h"
+
+const char *trn_activation_name(uint32_t code)
+{
+	static const char *const names[] = {"identity", "relu", "tanh", "cos", "sigmoid"};
+
+	return code <= TRN_ACT_MAX ? names[code] : NULL;
+}
+
+const char *trn_input_rule_name(uint32_t rule)
+{
+	return rule == TRN_INPUT_NONE ? "none" : rule == TRN_INPUT_UNIT_BALL ? "unit_ball" : NULL;
+}
 
 int trn__model_check(uint32_t n_layers, const uint32_t *widths, uint32_t activation,
 		     acct_error *err)
@@ -55,6 +68,10 @@ int trn__model_new(uint32_t n_layers, const uint32_t *widths, uint32_t activatio
 		goto nomem;
 	m->n_layers = n_layers;
 	m->activation = activation;
+	for (uint32_t l = 0; l < n_layers; l++)
+		m->layer_act[l] = l + 1 < n_layers ? activation : TRN_ACT_IDENTITY;
+	m->input_rule = TRN_INPUT_NONE;
+	m->input_scale = 1.0;
 	memcpy(m->dims, widths, (n_layers + 1) * sizeof(uint32_t));
 	m->input_dim = widths[0];
 	off = 0;
@@ -151,6 +168,54 @@ void trn__workspace_free(trn__workspace *ws)
 
 /* ---- passes -------------------------------------------------------------- */
 
+/* z <- f(z) elementwise for an activation code (identity: unchanged). */
+static void activate(uint32_t code, double *z, size_t n)
+{
+	switch (code) {
+	case TRN_ACT_RELU:
+		for (size_t j = 0; j < n; j++)
+			z[j] = z[j] > 0.0 ? z[j] : 0.0;
+		break;
+	case TRN_ACT_TANH:
+		for (size_t j = 0; j < n; j++)
+			z[j] = tanh(z[j]);
+		break;
+	case TRN_ACT_COS:
+		for (size_t j = 0; j < n; j++)
+			z[j] = cos(z[j]);
+		break;
+	case TRN_ACT_SIGMOID:
+		for (size_t j = 0; j < n; j++)
+			z[j] = 1.0 / (1.0 + exp(-z[j]));
+		break;
+	default:
+		break;
+	}
+}
+
+/* delta <- delta * f'(z), with f'(z) written through the layer's output
+ * a = f(z): relu 1[a > 0], tanh 1 - a^2, sigmoid a (1 - a), identity 1. */
+static void activation_backward(uint32_t code, const double *a, double *delta, size_t n)
+{
+	switch (code) {
+	case TRN_ACT_RELU:
+		for (size_t t = 0; t < n; t++)
+			if (a[t] <= 0.0)
+				delta[t] = 0.0;
+		break;
+	case TRN_ACT_TANH:
+		for (size_t t = 0; t < n; t++)
+			delta[t] *= 1.0 - a[t] * a[t];
+		break;
+	case TRN_ACT_SIGMOID:
+		for (size_t t = 0; t < n; t++)
+			delta[t] *= a[t] * (1.0 - a[t]);
+		break;
+	default:
+		break;
+	}
+}
+
 /*
  * act[l+1] = f(act[l] W_l^T + b_l) for every layer; the last layer's output
  * is overwritten with the softmax.  Per-example cross-entropy goes to
@@ -175,15 +240,7 @@ static void forward(const trn_model *m, trn__workspace *ws, const uint32_t *y, s
 
 			for (int j = 0; j < out; j++)
 				zi[j] += b[j];
-			if (l + 1 == L)
-				continue;
-			if (m->activation == TRN_ACT_RELU) {
-				for (int j = 0; j < out; j++)
-					zi[j] = zi[j] > 0.0 ? zi[j] : 0.0;
-			} else {
-				for (int j = 0; j < out; j++)
-					zi[j] = tanh(zi[j]);
-			}
+			activate(m->layer_act[l], zi, (size_t)out);
 		}
 	}
 	for (size_t i = 0; i < B; i++) {
@@ -244,14 +301,7 @@ static void backward(const trn_model *m, trn__workspace *ws, const uint32_t *y, 
 
 		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, in, out, 1.0,
 			    ws->delta[l], out, w, in, 0.0, dprev, in);
-		if (m->activation == TRN_ACT_RELU) {
-			for (size_t t = 0; t < B * (size_t)in; t++)
-				if (a[t] <= 0.0)
-					dprev[t] = 0.0;
-		} else {
-			for (size_t t = 0; t < B * (size_t)in; t++)
-				dprev[t] *= 1.0 - a[t] * a[t];
-		}
+		activation_backward(m->layer_act[l - 1], a, dprev, B * (size_t)in);
 	}
 }
 
@@ -384,19 +434,52 @@ double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x
 
 /* ---- prediction ------------------------------------------------------------ */
 
-/* Copies (projecting if the model projects) rows [start, start+B) of a raw
- * table into ws->act[0]. */
-static void load_rows(const trn_model *m, trn__workspace *ws, const double *x, size_t start,
-		      size_t B)
+/* Copies (projecting if the model projects) B raw rows into ws->act[0]. */
+static void load_rows_raw(const trn_model *m, trn__workspace *ws, const double *src, size_t B)
 {
-	const double *src = x + start * m->input_dim;
-
 	if (m->proj_dim)
 		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)m->proj_dim,
 			    (int)m->input_dim, 1.0, src, (int)m->input_dim, m->proj, (int)m->proj_dim,
 			    0.0, ws->act[0], (int)m->proj_dim);
 	else
 		memcpy(ws->act[0], src, B * m->input_dim * sizeof(double));
+}
+
+/*
+ * The factor c with which the unit_ball rule maps a raw row to its input
+ * c x: 1/B when ||x / B|| <= 1, else 1/||x||, so that ||c x|| <= 1.  The
+ * norm is scaled by its largest entry first so that no square overflows.
+ */
+double trn__unit_ball_factor(const double *x, size_t d, double B)
+{
+	double mx = 0.0, s = 0.0, norm;
+
+	for (size_t j = 0; j < d; j++)
+		mx = fabs(x[j]) > mx ? fabs(x[j]) : mx;
+	if (mx == 0.0)
+		return 1.0 / B;
+	for (size_t j = 0; j < d; j++)
+		s += (x[j] / mx) * (x[j] / mx);
+	norm = mx * sqrt(s);
+	return norm / B > 1.0 ? 1.0 / norm : 1.0 / B;
+}
+
+/* Copies (projecting if the model projects) rows [start, start+B) of a raw
+ * table into ws->act[0], after the model's input rule.  The rule scales
+ * each row by a factor and the projection is linear, so the factor is
+ * applied to the projected row: (c x) V = c (x V). */
+static void load_rows(const trn_model *m, trn__workspace *ws, const double *x, size_t start,
+		      size_t B)
+{
+	const double *src = x + start * m->input_dim;
+
+	load_rows_raw(m, ws, src, B);
+	if (m->input_rule != TRN_INPUT_UNIT_BALL)
+		return;
+	for (size_t i = 0; i < B; i++)
+		cblas_dscal((int)m->dims[0],
+			    trn__unit_ball_factor(src + i * m->input_dim, m->input_dim, m->input_scale),
+			    ws->act[0] + i * m->dims[0], 1);
 }
 
 int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
@@ -435,22 +518,35 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
 	return 0;
 }
 
-int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *ret_class,
-		      acct_error *err)
+/* Runs one raw row through the model into a one-row workspace; the softmax
+ * of the logits is left in ws->act[n_layers]. */
+static int forward_one(const trn_model *m, const double *x, size_t d, trn__workspace **ret_ws,
+		       acct_error *err)
 {
-	trn__workspace *ws = NULL;
-	uint32_t dummy = 0, k, arg = 0;
-	const double *p;
+	uint32_t dummy = 0;
 	int rc;
 
 	if (!m || !x || d != m->input_dim)
 		return acct_error_set(err, ACCT_EINVAL, "/features",
 				      "expected %u features", m ? m->input_dim : 0);
-	rc = trn__workspace_new(m, 1, &ws, err);
+	rc = trn__workspace_new(m, 1, ret_ws, err);
 	if (rc < 0)
 		return rc;
-	load_rows(m, ws, x, 0, 1);
-	forward(m, ws, &dummy, 1, NULL, NULL);
+	load_rows(m, *ret_ws, x, 0, 1);
+	forward(m, *ret_ws, &dummy, 1, NULL, NULL);
+	return 0;
+}
+
+int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *ret_class,
+		      acct_error *err)
+{
+	trn__workspace *ws = NULL;
+	uint32_t k, arg = 0;
+	const double *p;
+	int rc = forward_one(m, x, d, &ws, err);
+
+	if (rc < 0)
+		return rc;
 	k = m->dims[m->n_layers];
 	p = ws->act[m->n_layers];
 	for (uint32_t j = 1; j < k; j++)
@@ -458,6 +554,115 @@ int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *r
 			arg = j;
 	*ret_class = arg;
 	trn__workspace_free(ws);
+	return 0;
+}
+
+int trn_model_scores(const trn_model *m, const double *x, size_t d, double *scores, size_t k,
+		     acct_error *err)
+{
+	trn__workspace *ws = NULL;
+	int rc;
+
+	if (!m || !scores || k != m->dims[m->n_layers])
+		return acct_error_set(err, ACCT_EINVAL, "/scores", "expected %u classes",
+				      m ? m->dims[m->n_layers] : 0);
+	rc = forward_one(m, x, d, &ws, err);
+	if (rc < 0)
+		return rc;
+	memcpy(scores, ws->act[m->n_layers], k * sizeof(double));
+	trn__workspace_free(ws);
+	return 0;
+}
+
+uint32_t trn_model_input_dim(const trn_model *m)
+{
+	return m ? m->input_dim : 0;
+}
+
+uint32_t trn_model_num_classes(const trn_model *m)
+{
+	return m ? m->dims[m->n_layers] : 0;
+}
+
+void trn_model_info_get(const trn_model *m, trn_model_info *ret)
+{
+	*ret = (trn_model_info){
+		.input_dim = m->input_dim,
+		.proj_dim = m->proj_dim,
+		.proj = m->proj_dim ? m->proj : NULL,
+		.n_layers = m->n_layers,
+		.widths = m->dims,
+		.activations = m->layer_act,
+		.params = m->params,
+		.n_params = m->n_params,
+		.input_rule = (trn_input_rule)m->input_rule,
+		.input_scale = m->input_scale,
+	};
+}
+
+/* Checks per-layer codes (each known, the last identity) and an input rule
+ * with its scale. */
+static int check_layers_and_rule(uint32_t n_layers, const uint32_t *acts, uint32_t rule,
+				 double scale, acct_error *err)
+{
+	for (uint32_t l = 0; l < n_layers; l++)
+		if (acts[l] > TRN_ACT_MAX || (l + 1 == n_layers && acts[l] != TRN_ACT_IDENTITY))
+			return acct_error_set(err, ACCT_EINVAL, "/model/activations",
+					      "layer %u has a bad activation code %u", l + 1,
+					      acts[l]);
+	if (rule != TRN_INPUT_NONE && rule != TRN_INPUT_UNIT_BALL)
+		return acct_error_set(err, ACCT_EINVAL, "/model/input_rule",
+				      "unknown input rule %u", rule);
+	if (!isfinite(scale) || scale <= 0.0)
+		return acct_error_set(err, ACCT_EINVAL, "/model/input_scale",
+				      "the input scale must be finite and positive");
+	return 0;
+}
+
+/* A model of the given widths and per-layer codes with zero weights.  The
+ * hidden-layer code recorded for initialisation is the first layer's. */
+static int model_new_layers(uint32_t n_layers, const uint32_t *widths, const uint32_t *acts,
+			    uint32_t rule, double scale, trn_model **ret, acct_error *err)
+{
+	trn_model *m = NULL;
+	int rc = check_layers_and_rule(n_layers, acts, rule, scale, err);
+
+	if (rc < 0)
+		return rc;
+	/* Bounds only: the per-layer codes replace the single code below. */
+	rc = trn__model_new(n_layers, widths, n_layers > 1 ? TRN_ACT_RELU : 0, &m, err);
+	if (rc < 0)
+		return rc;
+	m->activation = n_layers > 1 ? acts[0] : 0;
+	memcpy(m->layer_act, acts, n_layers * sizeof(uint32_t));
+	m->input_rule = rule;
+	m->input_scale = rule == TRN_INPUT_NONE ? 1.0 : scale;
+	*ret = m;
+	return 0;
+}
+
+int trn_model_from_layers(uint32_t n_layers, const uint32_t *widths,
+			  const uint32_t *activations, const double *params,
+			  trn_input_rule rule, double input_scale, trn_model **ret,
+			  acct_error *err)
+{
+	trn_model *m = NULL;
+	int rc;
+
+	if (!widths || !activations || !params || !ret)
+		return acct_error_set(err, ACCT_EINVAL, "/model", "missing layers");
+	rc = model_new_layers(n_layers, widths, activations, rule,
+			      rule == TRN_INPUT_NONE ? 1.0 : input_scale, &m, err);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < m->n_params; i++)
+		if (!isfinite(params[i])) {
+			trn_model_free(m);
+			return acct_error_set(err, ACCT_EINVAL, "/model/params",
+					      "weight %zu is not finite", i);
+		}
+	memcpy(m->params, params, m->n_params * sizeof(double));
+	*ret = m;
 	return 0;
 }
 
@@ -496,13 +701,26 @@ static double get_f64(const uint8_t *p)
 	return x;
 }
 
-#define MODEL_FIXED_HEADER 32u
+/* Bytes before the widths: magic, version, five u32 fields, and in version
+ * 2 the input scale. */
+#define MODEL_V1_HEADER 32u
+#define MODEL_V2_HEADER 40u
+
+/* The whole file's length for a given version and shape. */
+static size_t model_file_len(uint32_t version, uint32_t n_layers, size_t n_proj,
+			     size_t n_params)
+{
+	if (version == 1)
+		return MODEL_V1_HEADER + 4 * (n_layers + 1) + 8 * (n_proj + n_params);
+	return MODEL_V2_HEADER + 4 * (n_layers + 1) + 4 * (size_t)n_layers +
+	       8 * (n_proj + n_params);
+}
 
 int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 			acct_error *err)
 {
 	size_t n_proj = (size_t)m->input_dim * m->proj_dim;
-	size_t len = MODEL_FIXED_HEADER + 4 * (m->n_layers + 1) + 8 * (n_proj + m->n_params);
+	size_t len = model_file_len(2, m->n_layers, n_proj, m->n_params);
 	uint8_t *buf = malloc(len), *p;
 
 	if (!buf)
@@ -510,13 +728,16 @@ int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 	memcpy(buf, TRN_MODEL_MAGIC, 8);
 	p = buf + 8;
 	p = put_u32(p, TRN_MODEL_FORMAT_VERSION);
-	p = put_u32(p, m->activation);
+	p = put_u32(p, m->input_rule);
 	p = put_u32(p, m->input_dim);
 	p = put_u32(p, m->proj_dim);
 	p = put_u32(p, m->n_layers);
 	p = put_u32(p, m->dims[m->n_layers]);
+	p = put_f64(p, m->input_scale);
 	for (uint32_t l = 0; l <= m->n_layers; l++)
 		p = put_u32(p, m->dims[l]);
+	for (uint32_t l = 0; l < m->n_layers; l++)
+		p = put_u32(p, m->layer_act[l]);
 	for (size_t i = 0; i < n_proj; i++)
 		p = put_f64(p, m->proj[i]);
 	/* params is already laid out as W_1, b_1, W_2, b_2, ... */
@@ -527,46 +748,80 @@ int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 	return 0;
 }
 
+/* The fields of either version's header, once read. */
+typedef struct model_header {
+	uint32_t version, rule, input_dim, proj_dim, n_layers, classes;
+	double scale;
+	uint32_t widths[TRN_MAX_LAYERS + 1];
+	uint32_t acts[TRN_MAX_LAYERS];
+	const uint8_t *body; /* the projection, then the layers */
+} model_header;
+
+/* Reads a v1 (hidden activation at 12) or v2 (input rule at 12, scale at
+ * 32, per-layer codes after the widths) header and checks its bounds. */
+static int read_header(const uint8_t *buf, size_t len, model_header *h, acct_error *err)
+{
+	uint32_t word12;
+	size_t fixed;
+	const uint8_t *p;
+
+	if (!buf || len < MODEL_V1_HEADER || memcmp(buf, TRN_MODEL_MAGIC, 8) != 0)
+		return acct_error_set(err, ACCT_EINVAL, "/model", "not a dpgate model file");
+	h->version = get_u32(buf + 8);
+	word12 = get_u32(buf + 12);
+	h->input_dim = get_u32(buf + 16);
+	h->proj_dim = get_u32(buf + 20);
+	h->n_layers = get_u32(buf + 24);
+	h->classes = get_u32(buf + 28);
+	fixed = h->version == 1 ? MODEL_V1_HEADER : MODEL_V2_HEADER;
+	if ((h->version != 1 && h->version != 2) || h->n_layers < 1 ||
+	    h->n_layers > TRN_MAX_LAYERS || h->input_dim < 1 || h->input_dim > DPG_MAX_FEATURES ||
+	    h->proj_dim > DPG_MAX_PCA_COMPONENTS || h->proj_dim > h->input_dim ||
+	    (h->version == 1 && (word12 > TRN_ACT_TANH || (word12 == 0) != (h->n_layers == 1))) ||
+	    len < fixed + 4 * (size_t)(h->n_layers + 1) +
+		    (h->version == 1 ? 0 : 4 * (size_t)h->n_layers))
+		return acct_error_set(err, ACCT_EINVAL, "/model", "bad model header");
+	h->rule = h->version == 1 ? TRN_INPUT_NONE : word12;
+	h->scale = h->version == 1 ? 1.0 : get_f64(buf + 32);
+	p = buf + fixed;
+	for (uint32_t l = 0; l <= h->n_layers; l++, p += 4)
+		h->widths[l] = get_u32(p);
+	for (uint32_t l = 0; l < h->n_layers; l++)
+		if (h->version == 1)
+			h->acts[l] = l + 1 < h->n_layers ? word12 : TRN_ACT_IDENTITY;
+		else
+			h->acts[l] = get_u32(p + 4 * l);
+	h->body = h->version == 1 ? p : p + 4 * h->n_layers;
+	if (h->widths[0] != (h->proj_dim ? h->proj_dim : h->input_dim) ||
+	    h->widths[h->n_layers] != h->classes)
+		return acct_error_set(err, ACCT_EINVAL, "/model", "inconsistent layer widths");
+	return 0;
+}
+
 int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_error *err)
 {
-	uint32_t version, act, input_dim, proj_dim, n_layers, classes;
-	uint32_t widths[TRN_MAX_LAYERS + 1];
+	model_header h;
 	trn_model *m = NULL;
 	const uint8_t *p;
 	size_t n_proj, need;
-	int rc;
+	int rc = read_header(buf, len, &h, err);
 
-	if (!buf || len < MODEL_FIXED_HEADER || memcmp(buf, TRN_MODEL_MAGIC, 8) != 0)
-		return acct_error_set(err, ACCT_EINVAL, "/model", "not a dpgate model file");
-	version = get_u32(buf + 8);
-	act = get_u32(buf + 12);
-	input_dim = get_u32(buf + 16);
-	proj_dim = get_u32(buf + 20);
-	n_layers = get_u32(buf + 24);
-	classes = get_u32(buf + 28);
-	if (version != TRN_MODEL_FORMAT_VERSION || n_layers < 1 || n_layers > TRN_MAX_LAYERS ||
-	    input_dim < 1 || input_dim > DPG_MAX_FEATURES || proj_dim > DPG_MAX_PCA_COMPONENTS ||
-	    proj_dim > input_dim || act > TRN_ACT_TANH || (act == 0) != (n_layers == 1) ||
-	    len < MODEL_FIXED_HEADER + 4 * (n_layers + 1))
-		return acct_error_set(err, ACCT_EINVAL, "/model", "bad model header");
-	p = buf + MODEL_FIXED_HEADER;
-	for (uint32_t l = 0; l <= n_layers; l++, p += 4)
-		widths[l] = get_u32(p);
-	if (widths[0] != (proj_dim ? proj_dim : input_dim) || widths[n_layers] != classes)
-		return acct_error_set(err, ACCT_EINVAL, "/model", "inconsistent layer widths");
-	rc = trn__model_new(n_layers, widths, act, &m, err);
 	if (rc < 0)
-		return acct_error_set(err, ACCT_EINVAL, "/model", "bad layer widths");
-	n_proj = (size_t)input_dim * proj_dim;
-	need = MODEL_FIXED_HEADER + 4 * (n_layers + 1) + 8 * (n_proj + m->n_params);
+		return rc;
+	rc = model_new_layers(h.n_layers, h.widths, h.acts, h.rule, h.scale, &m, err);
+	if (rc < 0)
+		return acct_error_set(err, ACCT_EINVAL, "/model", "bad layers or input rule");
+	n_proj = (size_t)h.input_dim * h.proj_dim;
+	need = model_file_len(h.version, h.n_layers, n_proj, m->n_params);
 	if (len != need) {
 		rc = acct_error_set(err, ACCT_EINVAL, "/model",
 				    "model file has %zu bytes, expected %zu", len, need);
 		goto out;
 	}
-	m->input_dim = input_dim;
-	m->proj_dim = proj_dim;
-	if (proj_dim) {
+	m->input_dim = h.input_dim;
+	m->proj_dim = h.proj_dim;
+	p = h.body;
+	if (h.proj_dim) {
 		m->proj = malloc(n_proj * sizeof(double));
 		if (!m->proj) {
 			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");

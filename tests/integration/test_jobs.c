@@ -120,13 +120,14 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 	cr_assert(fabs(dpg_num(r.json, "spent.epsilon") - needed) <= 1e-12 * needed);
 	dpg_resp_free(&r);
 
-	/* The model: a logreg on 784 inputs and 10 classes is the header (32
-	 * bytes), two u32 widths, 784 x 10 weights and 10 biases as f64. */
+	/* The model: a logreg on 784 inputs and 10 classes is the version 2
+	 * header (40 bytes), two u32 widths, one u32 layer activation, 784 x 10
+	 * weights and 10 biases as f64. */
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model", id);
 	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200);
 	cr_assert_str_eq(r.content_type, "application/octet-stream");
-	cr_assert_eq(r.len, 32 + 2 * 4 + 784 * 10 * 8 + 10 * 8);
+	cr_assert_eq(r.len, 40 + 2 * 4 + 4 + 784 * 10 * 8 + 10 * 8);
 	cr_assert_eq(memcmp(r.body, "DPGMDL01", 8), 0);
 	dpg_resp_free(&r);
 }
@@ -350,7 +351,7 @@ static void assert_partial_model(const char *id, const char *state, int64_t min_
 	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	cr_assert_str_eq(r.content_type, "application/octet-stream");
-	cr_assert_eq(r.len, 32 + 3 * 4 + 784 * 256 * 8 + 256 * 8 + 256 * 10 * 8 + 10 * 8);
+	cr_assert_eq(r.len, 40 + 3 * 4 + 2 * 4 + 784 * 256 * 8 + 256 * 8 + 256 * 10 * 8 + 10 * 8);
 	cr_assert_eq(memcmp(r.body, "DPGMDL01", 8), 0);
 	dpg_resp_free(&r);
 }
@@ -630,8 +631,9 @@ Test(jobs, a_hosted_table_trains)
 	 * the answer, the job and its ledger row say so. */
 	cr_assert_eq(dpg_num(r.json, "public_row_count"), 150, "%s", r.body);
 	dpg_resp_free(&r);
-	/* Four inputs, three classes: header, two widths, 4 x 3 weights, 3 biases. */
-	cr_assert_eq(succeeded_model_bytes(id), 32 + 2 * 4 + 4 * 3 * 8 + 3 * 8);
+	/* Four inputs, three classes: header, two widths, one activation, 4 x 3
+	 * weights, 3 biases. */
+	cr_assert_eq(succeeded_model_bytes(id), 40 + 2 * 4 + 4 + 4 * 3 * 8 + 3 * 8);
 	{
 		char path[128];
 
@@ -710,8 +712,9 @@ Test(jobs, label_classes_are_declared_not_read)
 		dpg_resp_free(&r);
 		bytes[k] = (long long)succeeded_model_bytes(id);
 	}
-	/* Two inputs, two classes: header, two widths, 2 x 2 weights, 2 biases. */
-	cr_assert_eq(bytes[0], 32 + 2 * 4 + 2 * 2 * 8 + 2 * 8);
+	/* Two inputs, two classes: header, two widths, one activation, 2 x 2
+	 * weights, 2 biases. */
+	cr_assert_eq(bytes[0], 40 + 2 * 4 + 4 + 2 * 2 * 8 + 2 * 8);
 	cr_assert_eq(bytes[1], bytes[0]);
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)

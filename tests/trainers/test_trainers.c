@@ -813,19 +813,22 @@ Test(model, serialise_round_trip_and_format)
 	uint64_t bits;
 
 	cr_assert_eq(trn_model_serialize(m, &buf, &len, NULL), 0);
-	/* 32 + 4 * 3 header bytes, then (4*3 + 4 + 2*4 + 2) doubles. */
-	cr_assert_eq(len, 32 + 12 + 8 * 26);
+	/* Version 2: 40 + 4 * 3 header bytes, 4 * 2 activation codes, then
+	 * (4*3 + 4 + 2*4 + 2) doubles. */
+	cr_assert_eq(len, 40 + 12 + 8 + 8 * 26);
 	cr_assert_eq(memcmp(buf, "DPGMDL01", 8), 0);
-	cr_assert_eq(buf[8], 1);
-	cr_assert_eq(buf[12], TRN_ACT_TANH);
+	cr_assert_eq(buf[8], 2);
+	cr_assert_eq(buf[12], TRN_INPUT_NONE);
 	cr_assert_eq(buf[16], 3);   /* input dim */
 	cr_assert_eq(buf[20], 0);   /* no projection */
 	cr_assert_eq(buf[24], 2);   /* layers */
 	cr_assert_eq(buf[28], 2);   /* classes */
-	cr_assert_eq(buf[36], 4);   /* hidden width */
+	cr_assert_eq(buf[44], 4);   /* hidden width */
+	cr_assert_eq(buf[52], TRN_ACT_TANH);
+	cr_assert_eq(buf[56], TRN_ACT_IDENTITY);
 	bits = 0;
 	for (int i = 0; i < 8; i++)
-		bits |= (uint64_t)buf[44 + i] << (8 * i);
+		bits |= (uint64_t)buf[60 + i] << (8 * i);
 	memcpy(&w0, &bits, 8);
 	cr_assert_eq(w0, m->params[0]);
 	cr_assert_eq(trn_model_deserialize(buf, len, &back, NULL), 0);
