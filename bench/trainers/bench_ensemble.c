@@ -19,8 +19,7 @@
  * 20% public auxiliary rows, 20% public test rows.  Fashion-MNIST: the two
  * classes' training images are the private rows; their test images are
  * halved into auxiliary and test rows.  Features are standardised with
- * the statistics of a public table (the whole CSV table; Fashion-MNIST's
- * test split), then, with --pcs K, projected on the top K principal
+ * the statistics of the split's public auxiliary rows, then, with --pcs K, projected on the top K principal
  * directions of the auxiliary rows and standardised again with theirs;
  * the input rule's scale is B = sqrt(d), so rows longer than the typical
  * standardised row are scaled down to norm 1.  Local models are
@@ -225,6 +224,16 @@ static int project(trn_dataset **ds, const double *v, size_t k)
 	return 0;
 }
 
+/* Standardises the three tables of a split with the statistics of its
+ * public auxiliary rows (the auxiliary table last, since it is the
+ * reference): no statistic of the private rows shapes the features. */
+static void standardise_by_aux(task *t)
+{
+	standardise(t->aux, t->train);
+	standardise(t->aux, t->test);
+	standardise(t->aux, t->aux);
+}
+
 /*
  * Projects the three tables on the top k principal directions of the public
  * auxiliary rows (exact PCA of their unit-normalised rows, trn__dp_pca with
@@ -242,11 +251,8 @@ static int public_pca(task *t, size_t k, mech_rng *rng)
 		rc = trn__dp_pca(t->aux->x, t->aux->n, t->aux->d, k, 0.0, rng, v, NULL);
 	if (rc == 0)
 		rc = project(&t->train, v, k) | project(&t->aux, v, k) | project(&t->test, v, k);
-	if (rc == 0) {
-		standardise(t->aux, t->train);
-		standardise(t->aux, t->test);
-		standardise(t->aux, t->aux);
-	}
+	if (rc == 0)
+		standardise_by_aux(t);
 	free(v);
 	return rc;
 }
@@ -562,6 +568,8 @@ static int bench_dataset(const char *name, const trn_dataset *all, const trn_dat
 		task_inputs in = {0};
 
 		rc = fm_test ? split_fashion(all, fm_test, o->pair, rng, &t) : split_table(all, rng, &t);
+		if (rc == 0)
+			standardise_by_aux(&t);
 		t.name = name;
 		t.lambda = lambda;
 		if (rc == 0 && project)
@@ -643,7 +651,6 @@ static int run_csv(const bench_opts *o, const char *name, const dataset_defaults
 		fprintf(stderr, "cannot read %s\n", path);
 		return -1;
 	}
-	standardise(all, all);
 	rc = bench_dataset(name, all, NULL, o, dd, rng);
 	trn_dataset_free(all);
 	return rc;
@@ -663,8 +670,6 @@ static int run_fashion(const bench_opts *o, mech_rng *rng)
 		trn_dataset_free(tr);
 		return -1;
 	}
-	standardise(te, tr);   /* the public test split's statistics */
-	standardise(te, te);
 	snprintf(name, sizeof(name), "fashion-mnist %u vs %u", o->pair[0], o->pair[1]);
 	rc = bench_dataset(name, tr, te, o, &FASHION, rng);
 	trn_dataset_free(tr);
