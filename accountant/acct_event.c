@@ -320,58 +320,133 @@ static int validate_composed(const acct_event *ev, acct_neighbor nb, const char 
 
 /* ---- the event types ---------------------------------------------------- */
 
-/* How an event holds its sub-events. */
-enum event_children {
-	CHILDREN_NONE,
-	CHILDREN_ONE,  /* one acct_event * at `child` */
-	CHILDREN_MANY, /* u.composed.events[0 .. u.composed.n) */
+/*
+ * The parameters of each type, in canonical order.  The JSON name is the
+ * field's name in acct_event, so a row cannot name a field that is not
+ * there.  The bounds are the wire format's (openapi.yaml's event schemas):
+ * what a parser accepts before the validator applies a type's own rules.
+ */
+#define REAL(type, field, fl, l, h)                                                         \
+	{.name = #field, .kind = ACCT_PARAM_REAL, .flags = (fl), .lo = (l), .hi = (h),      \
+	 .offset = offsetof(acct_event, u.type.field)}
+#define INT(type, field, kind_, fl, lo_, hi_)                                               \
+	{.name = #field, .kind = (kind_), .flags = (fl), .min = (lo_), .max = (hi_),        \
+	 .offset = offsetof(acct_event, u.type.field)}
+#define EVENT(type)                                                                         \
+	{.name = "event", .kind = ACCT_PARAM_EVENT, .offset = offsetof(acct_event, u.type.event)}
+
+static const acct_event_param p_gaussian[] = {
+	REAL(gaussian, noise_multiplier, ACCT_PARAM_LO_OPEN, 0, INFINITY),
 };
+static const acct_event_param p_laplace[] = {
+	REAL(laplace, noise_multiplier, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_discrete_gaussian[] = {
+	REAL(discrete_gaussian, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+	INT(discrete_gaussian, sensitivity, ACCT_PARAM_INT_REAL, 0, 1, DPG_MAX_EVENT_SENSITIVITY),
+};
+static const acct_event_param p_discrete_laplace[] = {
+	REAL(discrete_laplace, noise_parameter, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+	INT(discrete_laplace, sensitivity, ACCT_PARAM_INT_REAL, 0, 1, DPG_MAX_EVENT_SENSITIVITY),
+};
+static const acct_event_param p_randomized_response[] = {
+	REAL(randomized_response, noise_parameter, ACCT_PARAM_LO_OPEN, 0, 1),
+	INT(randomized_response, num_buckets, ACCT_PARAM_INT, 0, 2, DPG_MAX_NUM_BUCKETS),
+};
+static const acct_event_param p_exponential_mechanism[] = {
+	REAL(exponential_mechanism, epsilon, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_permute_and_flip[] = {
+	REAL(permute_and_flip, epsilon, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_epsilon_delta[] = {
+	REAL(epsilon_delta, epsilon, 0, 0, INFINITY),
+	REAL(epsilon_delta, delta, 0, 0, 1),
+};
+static const acct_event_param p_zcdp[] = {
+	REAL(zcdp, rho, 0, 0, INFINITY),
+};
+static const acct_event_param p_poisson_sampled[] = {
+	REAL(poisson_sampled, sampling_probability, ACCT_PARAM_LO_OPEN, 0, 1),
+	EVENT(poisson_sampled),
+};
+static const acct_event_param p_sampled_wor[] = {
+	INT(sampled_without_replacement, source_dataset_size, ACCT_PARAM_INT, 0, 1,
+	    DPG_MAX_DATASET_SIZE),
+	INT(sampled_without_replacement, sample_size, ACCT_PARAM_INT, ACCT_PARAM_MAX_PREV, 1,
+	    DPG_MAX_DATASET_SIZE),
+	EVENT(sampled_without_replacement),
+};
+static const acct_event_param p_self_composed[] = {
+	INT(self_composed, count, ACCT_PARAM_INT, 0, 1, DPG_MAX_COMPOSITION_COUNT),
+	EVENT(self_composed),
+};
+static const acct_event_param p_composed[] = {
+	{.name = "events", .kind = ACCT_PARAM_EVENTS, .max = DPG_MAX_EVENT_NODES,
+	 .offset = offsetof(acct_event, u.composed.events),
+	 .count_offset = offsetof(acct_event, u.composed.n)},
+};
+static const acct_event_param p_gnmax[] = {
+	REAL(gnmax, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_pate_threshold[] = {
+	REAL(pate_threshold, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_pate_gnss[] = {
+	REAL(pate_gnss, beta, ACCT_PARAM_HI_OPEN, 0, 0.5),
+	REAL(pate_gnss, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+
+#undef REAL
+#undef INT
+#undef EVENT
 
 /*
  * Each event type described once, on the accountant side: its name (the
- * JSON "type"), its validator and where its sub-events are.  Names, free,
- * copy and validation all read this table; adding an event type adds one
- * row here (and its pricing in each accountant).
+ * JSON "type"), its validator and its parameters.  Names, parsing and
+ * printing (server/srv_json.c), free, copy and validation all read this
+ * table; adding an event type adds one row here (and its pricing in each
+ * accountant).
  */
 struct event_desc {
 	const char *name;
 	int (*validate)(const acct_event *ev, acct_neighbor nb, const char *where,
 			unsigned depth, acct_error *err);
-	enum event_children children;
-	size_t child;
+	const acct_event_param *params;
+	size_t n_params;
 };
 
-#define ONE_CHILD(member) CHILDREN_ONE, offsetof(acct_event, u.member.event)
+#define ROW(name, validator, params) {name, validator, params, sizeof(params) / sizeof(params[0])}
 
 static const struct event_desc event_descs[ACCT_EV__COUNT] = {
-	[ACCT_EV_GAUSSIAN] = {"gaussian", validate_gaussian, CHILDREN_NONE, 0},
-	[ACCT_EV_LAPLACE] = {"laplace", validate_laplace, CHILDREN_NONE, 0},
-	[ACCT_EV_DISCRETE_GAUSSIAN] = {"discrete_gaussian", validate_discrete_gaussian,
-				       CHILDREN_NONE, 0},
-	[ACCT_EV_DISCRETE_LAPLACE] = {"discrete_laplace", validate_discrete_laplace,
-				      CHILDREN_NONE, 0},
-	[ACCT_EV_RANDOMIZED_RESPONSE] = {"randomized_response", validate_randomized_response,
-					 CHILDREN_NONE, 0},
-	[ACCT_EV_EXPONENTIAL_MECHANISM] = {"exponential_mechanism", validate_exponential_mechanism,
-					   CHILDREN_NONE, 0},
-	[ACCT_EV_PERMUTE_AND_FLIP] = {"permute_and_flip", validate_permute_and_flip,
-				      CHILDREN_NONE, 0},
-	[ACCT_EV_EPSILON_DELTA] = {"epsilon_delta", validate_epsilon_delta, CHILDREN_NONE, 0},
-	[ACCT_EV_ZCDP] = {"zcdp", validate_zcdp, CHILDREN_NONE, 0},
-	[ACCT_EV_POISSON_SAMPLED] = {"poisson_sampled", validate_poisson_sampled,
-				     ONE_CHILD(poisson_sampled)},
-	[ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT] = {"sampled_without_replacement",
-						 validate_sampled_wor,
-						 ONE_CHILD(sampled_without_replacement)},
-	[ACCT_EV_SELF_COMPOSED] = {"self_composed", validate_self_composed,
-				   ONE_CHILD(self_composed)},
-	[ACCT_EV_COMPOSED] = {"composed", validate_composed, CHILDREN_MANY, 0},
-	[ACCT_EV_GNMAX] = {"gnmax", validate_gnmax, CHILDREN_NONE, 0},
-	[ACCT_EV_PATE_THRESHOLD] = {"pate_threshold", validate_pate_threshold, CHILDREN_NONE, 0},
-	[ACCT_EV_PATE_GNSS] = {"pate_gnss", validate_pate_gnss, CHILDREN_NONE, 0},
+	[ACCT_EV_GAUSSIAN] = ROW("gaussian", validate_gaussian, p_gaussian),
+	[ACCT_EV_LAPLACE] = ROW("laplace", validate_laplace, p_laplace),
+	[ACCT_EV_DISCRETE_GAUSSIAN] = ROW("discrete_gaussian", validate_discrete_gaussian,
+					  p_discrete_gaussian),
+	[ACCT_EV_DISCRETE_LAPLACE] = ROW("discrete_laplace", validate_discrete_laplace,
+					 p_discrete_laplace),
+	[ACCT_EV_RANDOMIZED_RESPONSE] = ROW("randomized_response", validate_randomized_response,
+					    p_randomized_response),
+	[ACCT_EV_EXPONENTIAL_MECHANISM] = ROW("exponential_mechanism",
+					      validate_exponential_mechanism,
+					      p_exponential_mechanism),
+	[ACCT_EV_PERMUTE_AND_FLIP] = ROW("permute_and_flip", validate_permute_and_flip,
+					 p_permute_and_flip),
+	[ACCT_EV_EPSILON_DELTA] = ROW("epsilon_delta", validate_epsilon_delta, p_epsilon_delta),
+	[ACCT_EV_ZCDP] = ROW("zcdp", validate_zcdp, p_zcdp),
+	[ACCT_EV_POISSON_SAMPLED] = ROW("poisson_sampled", validate_poisson_sampled,
+					p_poisson_sampled),
+	[ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT] = ROW("sampled_without_replacement",
+						    validate_sampled_wor, p_sampled_wor),
+	[ACCT_EV_SELF_COMPOSED] = ROW("self_composed", validate_self_composed, p_self_composed),
+	[ACCT_EV_COMPOSED] = ROW("composed", validate_composed, p_composed),
+	[ACCT_EV_GNMAX] = ROW("gnmax", validate_gnmax, p_gnmax),
+	[ACCT_EV_PATE_THRESHOLD] = ROW("pate_threshold", validate_pate_threshold,
+				       p_pate_threshold),
+	[ACCT_EV_PATE_GNSS] = ROW("pate_gnss", validate_pate_gnss, p_pate_gnss),
 };
 
-#undef ONE_CHILD
+#undef ROW
 
 /* The row of `type`, or NULL for a type outside the table. */
 static const struct event_desc *event_desc_of(acct_event_type type)
@@ -386,6 +461,16 @@ const char *acct_event_type_name(acct_event_type type)
 	const struct event_desc *d = event_desc_of(type);
 
 	return d ? d->name : NULL;
+}
+
+const acct_event_param *acct_event_params(acct_event_type type, size_t *ret_n)
+{
+	const struct event_desc *d = event_desc_of(type);
+
+	if (!d)
+		return NULL;
+	*ret_n = d->n_params;
+	return d->params;
 }
 
 int acct_event_type_from_name(const char *name, acct_event_type *ret_type)
@@ -429,71 +514,100 @@ acct_event *acct_event_new(acct_event_type type)
 	return ev;
 }
 
-/* The single child slot of a wrapper event, or NULL for other types. */
-static acct_event **child_slot(acct_event *ev)
+/* The sub-event field `p` (ACCT_PARAM_EVENT) of `ev`. */
+static acct_event **event_at(acct_event *ev, const acct_event_param *p)
 {
-	const struct event_desc *d = event_desc_of(ev->type);
-
-	if (!d || d->children != CHILDREN_ONE)
-		return NULL;
-	return (acct_event **)(void *)((char *)ev + d->child);
+	return (acct_event **)(void *)((char *)ev + p->offset);
 }
 
-/* Whether `ev` holds a list of sub-events (u.composed). */
-static bool has_many(const acct_event *ev)
+/* The sub-event list `p` (ACCT_PARAM_EVENTS) of `ev`, and its length. */
+static acct_event ***events_at(acct_event *ev, const acct_event_param *p)
 {
-	const struct event_desc *d = event_desc_of(ev->type);
+	return (acct_event ***)(void *)((char *)ev + p->offset);
+}
 
-	return d && d->children == CHILDREN_MANY;
+static size_t *count_at(acct_event *ev, const acct_event_param *p)
+{
+	return (size_t *)(void *)((char *)ev + p->count_offset);
+}
+
+/* Frees what parameter `p` of `ev` owns (its sub-events), if anything. */
+static void free_param(acct_event *ev, const acct_event_param *p)
+{
+	if (p->kind == ACCT_PARAM_EVENT) {
+		acct_event_free(*event_at(ev, p));
+	} else if (p->kind == ACCT_PARAM_EVENTS) {
+		acct_event **list = *events_at(ev, p);
+
+		for (size_t i = 0; i < *count_at(ev, p); i++)
+			acct_event_free(list[i]);
+		free(list);
+	}
 }
 
 void acct_event_free(acct_event *ev)
 {
-	acct_event **slot;
+	const struct event_desc *d;
 
 	if (!ev)
 		return;
-	if (has_many(ev)) {
-		for (size_t i = 0; i < ev->u.composed.n; i++)
-			acct_event_free(ev->u.composed.events[i]);
-		free(ev->u.composed.events);
-	}
-	slot = child_slot(ev);
-	if (slot)
-		acct_event_free(*slot);
+	d = event_desc_of(ev->type);
+	for (size_t i = 0; d && i < d->n_params; i++)
+		free_param(ev, &d->params[i]);
 	free(ev);
+}
+
+/* Deep-copies parameter `p` of `ev` into `copy`, whose field for it is
+ * empty: on failure it holds the sub-events copied so far. */
+static int copy_param(acct_event *copy, const acct_event *ev, const acct_event_param *p)
+{
+	acct_event *src = (acct_event *)ev; /* read only: the accessors are shared */
+	size_t n;
+
+	if (p->kind == ACCT_PARAM_EVENT) {
+		if (!*event_at(src, p))
+			return 0;
+		*event_at(copy, p) = acct_event_copy(*event_at(src, p));
+		return *event_at(copy, p) ? 0 : -1;
+	}
+	if (p->kind != ACCT_PARAM_EVENTS)
+		return 0;
+	n = *count_at(src, p);
+	*events_at(copy, p) = n ? calloc(n, sizeof(acct_event *)) : NULL;
+	if (n && !*events_at(copy, p))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		(*events_at(copy, p))[i] = acct_event_copy((*events_at(src, p))[i]);
+		if (!(*events_at(copy, p))[i])
+			return -1;
+		*count_at(copy, p) = i + 1;
+	}
+	return 0;
 }
 
 /*
  * Replaces the sub-events `copy` shares with `ev` (a shallow copy of it) by
- * deep copies.  On failure `copy` holds only what it owns (the children
- * copied so far), so acct_event_free(copy) is safe.
+ * deep copies.  Every shared field is emptied first, so that on failure
+ * `copy` holds only what it owns (the children copied so far) and
+ * acct_event_free(copy) is safe.
  */
 static int copy_children(acct_event *copy, const acct_event *ev)
 {
-	acct_event **slot;
+	const struct event_desc *d = event_desc_of(ev->type);
 
-	if (has_many(ev)) {
-		size_t n = ev->u.composed.n;
+	for (size_t i = 0; d && i < d->n_params; i++) {
+		const acct_event_param *p = &d->params[i];
 
-		copy->u.composed.n = 0;
-		copy->u.composed.events = n ? calloc(n, sizeof(acct_event *)) : NULL;
-		if (n && !copy->u.composed.events)
-			return -1;
-		for (size_t i = 0; i < n; i++) {
-			copy->u.composed.events[i] = acct_event_copy(ev->u.composed.events[i]);
-			if (!copy->u.composed.events[i])
-				return -1;
-			copy->u.composed.n = i + 1;
+		if (p->kind == ACCT_PARAM_EVENT) {
+			*event_at(copy, p) = NULL;
+		} else if (p->kind == ACCT_PARAM_EVENTS) {
+			*events_at(copy, p) = NULL;
+			*count_at(copy, p) = 0;
 		}
-		return 0;
 	}
-	slot = child_slot(copy);
-	if (slot && *slot) {
-		*slot = acct_event_copy(*slot);
-		if (!*slot)
+	for (size_t i = 0; d && i < d->n_params; i++)
+		if (copy_param(copy, ev, &d->params[i]) < 0)
 			return -1;
-	}
 	return 0;
 }
 
