@@ -936,14 +936,26 @@ static int pld_build(const acct_event *ev, acct_neighbor nb, double h, double *w
 	return rc;
 }
 
+/* Whether `ev` is a lone discrete Gaussian, which pld prices by its exact
+ * curve: it has no grid for it, and alone that curve is the privacy loss
+ * distribution's own answer. */
+static bool lone_discrete_gaussian(const acct_event *ev)
+{
+	const acct_event *leaf = acct__exact_leaf(ev);
+
+	return leaf && leaf->type == ACCT_EV_DISCRETE_GAUSSIAN;
+}
+
 int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double *work,
-		      double delta,
-		      acct_result *ret, acct_error *err)
+		      double delta, acct_result *ret, acct_error *err)
 {
 	struct pld_pair p;
 	double e;
-	int rc = pld_build(ev, nb, interval, work, &p, err);
+	int rc;
 
+	if (lone_discrete_gaussian(ev) && delta > 0.0)
+		return acct__exact_epsilon(ev, delta, ret, err);
+	rc = pld_build(ev, nb, interval, work, &p, err);
 	if (rc < 0)
 		return rc;
 	e = pmf_epsilon(&p.rm, delta);
@@ -961,13 +973,15 @@ int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, d
 }
 
 int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double *work,
-		    double epsilon,
-		    acct_result *ret, acct_error *err)
+		    double epsilon, acct_result *ret, acct_error *err)
 {
 	struct pld_pair p;
 	double d;
-	int rc = pld_build(ev, nb, interval, work, &p, err);
+	int rc;
 
+	if (lone_discrete_gaussian(ev))
+		return acct__exact_delta(ev, epsilon, ret, err);
+	rc = pld_build(ev, nb, interval, work, &p, err);
 	if (rc < 0)
 		return rc;
 	d = pmf_delta(&p.rm, epsilon);

@@ -1061,6 +1061,9 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 	char *computed = NULL;
 	int rc;
 
+	if (delta == 0.0)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "an RDP bound converts to no finite epsilon at delta = 0");
 	s.done_o = calloc(6 * (n ? n : 1), sizeof(double));
 	idx = calloc(n ? n : 1, sizeof(size_t));
 	computed = calloc(n ? n : 1, 1);

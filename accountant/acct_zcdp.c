@@ -180,6 +180,42 @@ double acct__zcdp_to_delta(double rho, double eps)
 	return fmin(exp(ld), 1.0);
 }
 
+int acct__zcdp_epsilon(const acct_event *ev, acct_neighbor nb, double delta, bool bun_steinke,
+		       acct_result *ret, acct_error *err)
+{
+	double rho = 0.0, eps;
+	int rc = acct__zcdp_rho(ev, nb, &rho, err);
+
+	if (rc < 0)
+		return rc;
+	eps = acct_zcdp_to_epsilon(rho, delta, bun_steinke);
+	if (!isfinite(eps))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "rho = %.6g converts to no finite epsilon at delta = %g",
+				      rho, delta);
+	ret->epsilon = eps;
+	return 0;
+}
+
+int acct__zcdp_delta(const acct_event *ev, acct_neighbor nb, double epsilon, bool bun_steinke,
+		     acct_result *ret, acct_error *err)
+{
+	double rho = 0.0, t;
+	int rc = acct__zcdp_rho(ev, nb, &rho, err);
+
+	if (rc < 0)
+		return rc;
+	if (!bun_steinke) {
+		ret->delta = acct__zcdp_to_delta(rho, epsilon);
+		return 0;
+	}
+	/* Inverting rho + 2 sqrt(rho ln 1/delta) = eps (Bun, Steinke 2016,
+	 * Prop. 1.3). */
+	t = epsilon > rho ? (epsilon - rho) / 2.0 : 0.0;
+	ret->delta = rho > 0.0 ? fmin(exp(-t * t / rho), 1.0) : 0.0;
+	return 0;
+}
+
 double acct_zcdp_rho_budget(double epsilon, double delta)
 {
 	/*
