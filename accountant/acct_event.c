@@ -113,15 +113,27 @@ static int need_positive(double x, const char *where, const char *name, acct_err
 			      "'%s' must be a finite number > 0", name);
 }
 
-/* The same for a sensitivity of a discrete mechanism: an integer >= 1. */
-static int need_sensitivity(double x, const char *where, acct_error *err)
+/* The same for a finite number >= 0 (an epsilon, a rho). */
+static int need_non_negative(double x, const char *where, const char *name, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (isfinite(x) && x >= 0.0)
+		return 0;
+	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, name),
+			      "'%s' must be a finite number >= 0", name);
+}
+
+/* The same for `name`, a sensitivity of a discrete mechanism: an integer
+ * >= 1. */
+static int need_sensitivity(double x, const char *where, const char *name, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 
 	if (x >= 1.0 && x == floor(x))
 		return 0;
-	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sensitivity"),
-			      "'sensitivity' must be an integer >= 1");
+	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, name),
+			      "'%s' must be an integer >= 1", name);
 }
 
 
@@ -129,60 +141,35 @@ static int validate(const acct_event *ev, acct_neighbor nb, const char *where, u
 		    acct_error *err);
 
 /*
- * One validator per event type, each with the same signature so that the
- * descriptor table below can name it: `ev` is of that type, at JSON
- * pointer `where`, `depth` levels down; wrappers validate their children.
+ * One validator per kind of event, each with the same signature so that
+ * the descriptor table below can name it: `ev` is of a type the validator
+ * is for, at JSON pointer `where`, `depth` levels down; wrappers validate
+ * their children.
+ *
+ * A noise mechanism's event (gaussian, laplace, their discrete forms, the
+ * exponential mechanism, permute-and-flip, PATE's GNMax and threshold) is
+ * valid when each real parameter of its row, a noise scale or an epsilon,
+ * is a finite number > 0 and each integer held in a real, a discrete
+ * sensitivity, is an integer >= 1, checked in the row's order.
  */
-static int validate_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
-			     unsigned depth, acct_error *err)
+static int validate_mechanism(const acct_event *ev, acct_neighbor nb, const char *where,
+			      unsigned depth, acct_error *err)
 {
-	return need_positive(ev->u.gaussian.noise_multiplier, where, "noise_multiplier", err);
-}
+	size_t n = 0;
+	const acct_event_param *p = acct_event_params(ev->type, &n);
 
-static int validate_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
-			    unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.laplace.noise_multiplier, where, "noise_multiplier", err);
-}
+	for (size_t i = 0; p && i < n; i++) {
+		double x = *(const double *)(const void *)((const char *)ev + p[i].offset);
+		int rc = 0;
 
-static int validate_discrete_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
-				      unsigned depth, acct_error *err)
-{
-	int rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
-
-	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_gaussian.sensitivity, where, err);
-}
-
-static int validate_discrete_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
-				     unsigned depth, acct_error *err)
-{
-	int rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
-
-	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_laplace.sensitivity, where, err);
-}
-
-static int validate_exponential_mechanism(const acct_event *ev, acct_neighbor nb,
-					  const char *where, unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.exponential_mechanism.epsilon, where, "epsilon", err);
-}
-
-static int validate_permute_and_flip(const acct_event *ev, acct_neighbor nb, const char *where,
-				     unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.permute_and_flip.epsilon, where, "epsilon", err);
-}
-
-static int validate_gnmax(const acct_event *ev, acct_neighbor nb, const char *where,
-			  unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.gnmax.sigma, where, "sigma", err);
-}
-
-static int validate_pate_threshold(const acct_event *ev, acct_neighbor nb, const char *where,
-				   unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.pate_threshold.sigma, where, "sigma", err);
+		if (p[i].kind == ACCT_PARAM_REAL)
+			rc = need_positive(x, where, p[i].name, err);
+		else if (p[i].kind == ACCT_PARAM_INT_REAL)
+			rc = need_sensitivity(x, where, p[i].name, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 static int validate_randomized_response(const acct_event *ev, acct_neighbor nb,
@@ -211,10 +198,10 @@ static int validate_epsilon_delta(const acct_event *ev, acct_neighbor nb, const 
 				  unsigned depth, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int rc = need_non_negative(ev->u.epsilon_delta.epsilon, where, "epsilon", err);
 
-	if (!(isfinite(ev->u.epsilon_delta.epsilon) && ev->u.epsilon_delta.epsilon >= 0.0))
-		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "epsilon"),
-				      "'epsilon' must be a finite number >= 0");
+	if (rc < 0)
+		return rc;
 	if (!(ev->u.epsilon_delta.delta >= 0.0 && ev->u.epsilon_delta.delta < 1.0))
 		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "delta"),
 				      "'delta' must be in [0, 1)");
@@ -224,12 +211,7 @@ static int validate_epsilon_delta(const acct_event *ev, acct_neighbor nb, const 
 static int validate_zcdp(const acct_event *ev, acct_neighbor nb, const char *where,
 			 unsigned depth, acct_error *err)
 {
-	char ptr[ACCT_ERROR_WHERE_BYTES];
-
-	if (!(isfinite(ev->u.zcdp.rho) && ev->u.zcdp.rho >= 0.0))
-		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "rho"),
-				      "'rho' must be a finite number >= 0");
-	return 0;
+	return need_non_negative(ev->u.zcdp.rho, where, "rho", err);
 }
 
 static int validate_pate_gnss(const acct_event *ev, acct_neighbor nb, const char *where,
@@ -419,18 +401,18 @@ struct event_desc {
 #define ROW(name, validator, params) {name, validator, params, sizeof(params) / sizeof(params[0])}
 
 static const struct event_desc event_descs[ACCT_EV__COUNT] = {
-	[ACCT_EV_GAUSSIAN] = ROW("gaussian", validate_gaussian, p_gaussian),
-	[ACCT_EV_LAPLACE] = ROW("laplace", validate_laplace, p_laplace),
-	[ACCT_EV_DISCRETE_GAUSSIAN] = ROW("discrete_gaussian", validate_discrete_gaussian,
+	[ACCT_EV_GAUSSIAN] = ROW("gaussian", validate_mechanism, p_gaussian),
+	[ACCT_EV_LAPLACE] = ROW("laplace", validate_mechanism, p_laplace),
+	[ACCT_EV_DISCRETE_GAUSSIAN] = ROW("discrete_gaussian", validate_mechanism,
 					  p_discrete_gaussian),
-	[ACCT_EV_DISCRETE_LAPLACE] = ROW("discrete_laplace", validate_discrete_laplace,
+	[ACCT_EV_DISCRETE_LAPLACE] = ROW("discrete_laplace", validate_mechanism,
 					 p_discrete_laplace),
 	[ACCT_EV_RANDOMIZED_RESPONSE] = ROW("randomized_response", validate_randomized_response,
 					    p_randomized_response),
 	[ACCT_EV_EXPONENTIAL_MECHANISM] = ROW("exponential_mechanism",
-					      validate_exponential_mechanism,
+					      validate_mechanism,
 					      p_exponential_mechanism),
-	[ACCT_EV_PERMUTE_AND_FLIP] = ROW("permute_and_flip", validate_permute_and_flip,
+	[ACCT_EV_PERMUTE_AND_FLIP] = ROW("permute_and_flip", validate_mechanism,
 					 p_permute_and_flip),
 	[ACCT_EV_EPSILON_DELTA] = ROW("epsilon_delta", validate_epsilon_delta, p_epsilon_delta),
 	[ACCT_EV_ZCDP] = ROW("zcdp", validate_zcdp, p_zcdp),
@@ -440,8 +422,8 @@ static const struct event_desc event_descs[ACCT_EV__COUNT] = {
 						    validate_sampled_wor, p_sampled_wor),
 	[ACCT_EV_SELF_COMPOSED] = ROW("self_composed", validate_self_composed, p_self_composed),
 	[ACCT_EV_COMPOSED] = ROW("composed", validate_composed, p_composed),
-	[ACCT_EV_GNMAX] = ROW("gnmax", validate_gnmax, p_gnmax),
-	[ACCT_EV_PATE_THRESHOLD] = ROW("pate_threshold", validate_pate_threshold,
+	[ACCT_EV_GNMAX] = ROW("gnmax", validate_mechanism, p_gnmax),
+	[ACCT_EV_PATE_THRESHOLD] = ROW("pate_threshold", validate_mechanism,
 				       p_pate_threshold),
 	[ACCT_EV_PATE_GNSS] = ROW("pate_gnss", validate_pate_gnss, p_pate_gnss),
 };
@@ -639,29 +621,41 @@ acct_event *acct_event_epsilon_delta(double epsilon, double delta)
 	return ev;
 }
 
+/*
+ * A new event of `type`, a wrapper (its row has one ACCT_PARAM_EVENT), that
+ * holds `inner` as its sub-event; `inner` is freed when that fails.
+ */
+static acct_event *wrapper_new(acct_event_type type, acct_event *inner)
+{
+	const struct event_desc *d = event_desc_of(type);
+	acct_event *ev = acct_event_new(type);
+
+	for (size_t i = 0; ev && d && i < d->n_params; i++) {
+		if (d->params[i].kind == ACCT_PARAM_EVENT) {
+			*event_at(ev, &d->params[i]) = inner;
+			return ev;
+		}
+	}
+	acct_event_free(ev);
+	acct_event_free(inner);
+	return NULL;
+}
+
 acct_event *acct_event_self_composed(int64_t count, acct_event *inner)
 {
-	acct_event *ev = acct_event_new(ACCT_EV_SELF_COMPOSED);
+	acct_event *ev = wrapper_new(ACCT_EV_SELF_COMPOSED, inner);
 
-	if (!ev) {
-		acct_event_free(inner);
-		return NULL;
-	}
-	ev->u.self_composed.count = count;
-	ev->u.self_composed.event = inner;
+	if (ev)
+		ev->u.self_composed.count = count;
 	return ev;
 }
 
 acct_event *acct_event_poisson_sampled(double q, acct_event *inner)
 {
-	acct_event *ev = acct_event_new(ACCT_EV_POISSON_SAMPLED);
+	acct_event *ev = wrapper_new(ACCT_EV_POISSON_SAMPLED, inner);
 
-	if (!ev) {
-		acct_event_free(inner);
-		return NULL;
-	}
-	ev->u.poisson_sampled.sampling_probability = q;
-	ev->u.poisson_sampled.event = inner;
+	if (ev)
+		ev->u.poisson_sampled.sampling_probability = q;
 	return ev;
 }
 
