@@ -25,28 +25,49 @@ static double pld_interval(const acct_options *opt)
 	return opt->pld_interval > 0.0 ? opt->pld_interval : ACCT_PLD_DEFAULT_INTERVAL;
 }
 
-/* The accountant `opt` names, asked for epsilon at `delta`. */
-static int epsilon_by(const acct_event *ev, double delta, const acct_options *opt,
-		      acct_result *r, acct_error *err)
+/* What acct_epsilon and acct_delta ask an accountant for. */
+enum answer {
+	EPSILON_AT_DELTA,
+	DELTA_AT_EPSILON,
+};
+
+/* The accountant `opt` names, asked for `want` at x (a delta or an
+ * epsilon), once the event is validated. */
+static int answer_by(const acct_event *ev, enum answer want, double x, const acct_options *opt,
+		     acct_result *r, acct_error *err)
 {
+	bool eps = want == EPSILON_AT_DELTA;
+	acct_neighbor nb = opt->neighbor;
 	const double *o;
 	size_t n;
+	int rc;
 
+	acct_gsl_quiet();
+	rc = acct_event_validate(ev, nb, err);
+	if (rc < 0)
+		return rc;
 	switch (opt->accountant) {
 	case ACCT_BASIC:
-		return acct__basic_epsilon(ev, delta, r, err);
+		return eps ? acct__basic_epsilon(ev, x, r, err) : acct__basic_delta(ev, x, r, err);
 	case ACCT_STRONG:
-		return acct__strong_epsilon(ev, delta, r, err);
+		if (eps)
+			return acct__strong_epsilon(ev, x, r, err);
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/accountant",
+				      "the strong composition theorem answers epsilon for a delta, "
+				      "not delta for an epsilon");
 	case ACCT_MOMENTS:
-		return acct__moments_epsilon(ev, opt->neighbor, delta, r, err);
+		return eps ? acct__moments_epsilon(ev, nb, x, r, err)
+			   : acct__moments_delta(ev, nb, x, r, err);
 	case ACCT_RDP:
 		orders_of(opt, &o, &n);
-		return acct__rdp_epsilon(ev, opt->neighbor, o, n, delta, r, err);
+		return eps ? acct__rdp_epsilon(ev, nb, o, n, x, r, err)
+			   : acct__rdp_delta(ev, nb, o, n, x, r, err);
 	case ACCT_ZCDP:
-		return acct__zcdp_epsilon(ev, opt->neighbor, delta, opt->zcdp_bun_steinke, r, err);
+		return eps ? acct__zcdp_epsilon(ev, nb, x, opt->zcdp_bun_steinke, r, err)
+			   : acct__zcdp_delta(ev, nb, x, opt->zcdp_bun_steinke, r, err);
 	case ACCT_PLD:
-		return acct__pld_epsilon(ev, opt->neighbor, pld_interval(opt), opt->pld_work, delta,
-					 r, err);
+		return eps ? acct__pld_epsilon(ev, nb, pld_interval(opt), opt->pld_work, x, r, err)
+			   : acct__pld_delta(ev, nb, pld_interval(opt), opt->pld_work, x, r, err);
 	default:
 		return acct_error_set(err, ACCT_EINVAL, "/accountant", "unknown accountant");
 	}
@@ -58,13 +79,9 @@ int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
 	acct_result r = {.epsilon = NAN, .delta = delta, .order = NAN};
 	int rc;
 
-	acct_gsl_quiet();
 	if (!(delta >= 0.0 && delta < 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/delta", "'delta' must be in [0, 1)");
-	rc = acct_event_validate(ev, opt->neighbor, err);
-	if (rc < 0)
-		return rc;
-	rc = epsilon_by(ev, delta, opt, &r, err);
+	rc = answer_by(ev, EPSILON_AT_DELTA, delta, opt, &r, err);
 	if (rc < 0)
 		return rc;
 	if (isnan(r.epsilon))
@@ -73,49 +90,16 @@ int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
 	return 0;
 }
 
-/* The accountant `opt` names, asked for delta at `epsilon`. */
-static int delta_by(const acct_event *ev, double epsilon, const acct_options *opt,
-		    acct_result *r, acct_error *err)
-{
-	const double *o;
-	size_t n;
-
-	switch (opt->accountant) {
-	case ACCT_BASIC:
-		return acct__basic_delta(ev, epsilon, r, err);
-	case ACCT_STRONG:
-		return acct_error_set(err, ACCT_EUNSUPPORTED, "/accountant",
-				      "the strong composition theorem answers epsilon for a delta, "
-				      "not delta for an epsilon");
-	case ACCT_MOMENTS:
-		return acct__moments_delta(ev, opt->neighbor, epsilon, r, err);
-	case ACCT_RDP:
-		orders_of(opt, &o, &n);
-		return acct__rdp_delta(ev, opt->neighbor, o, n, epsilon, r, err);
-	case ACCT_ZCDP:
-		return acct__zcdp_delta(ev, opt->neighbor, epsilon, opt->zcdp_bun_steinke, r, err);
-	case ACCT_PLD:
-		return acct__pld_delta(ev, opt->neighbor, pld_interval(opt), opt->pld_work, epsilon,
-				       r, err);
-	default:
-		return acct_error_set(err, ACCT_EINVAL, "/accountant", "unknown accountant");
-	}
-}
-
 int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
 	       acct_result *ret, acct_error *err)
 {
 	acct_result r = {.epsilon = epsilon, .delta = NAN, .order = NAN};
 	int rc;
 
-	acct_gsl_quiet();
 	if (!(isfinite(epsilon) && epsilon >= 0.0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 				      "'epsilon' must be a finite number >= 0");
-	rc = acct_event_validate(ev, opt->neighbor, err);
-	if (rc < 0)
-		return rc;
-	rc = delta_by(ev, epsilon, opt, &r, err);
+	rc = answer_by(ev, DELTA_AT_EPSILON, epsilon, opt, &r, err);
 	if (rc < 0)
 		return rc;
 	*ret = r;

@@ -863,36 +863,15 @@ double acct__rdp_order_log_delta(double a, double r, double epsilon)
 double acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta,
 			   double *ret_order)
 {
-	double best = INFINITY, order = NAN;
-
-	for (size_t i = 0; i < n; i++) {
-		double e = acct__rdp_order_epsilon(orders[i], rdp[i], delta);
-
-		if (e < best) {
-			best = e;
-			order = orders[i];
-		}
-	}
-	if (ret_order)
-		*ret_order = order;
-	return best;
+	return acct__min_over_orders(acct__rdp_order_epsilon, orders, rdp, n, delta, ret_order);
 }
 
 double acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double epsilon,
 			 double *ret_order)
 {
-	double best = INFINITY, order = NAN;
+	double best = acct__min_over_orders(acct__rdp_order_log_delta, orders, rdp, n, epsilon,
+					    ret_order);
 
-	for (size_t i = 0; i < n; i++) {
-		double ld = acct__rdp_order_log_delta(orders[i], rdp[i], epsilon);
-
-		if (ld < best) {
-			best = ld;
-			order = orders[i];
-		}
-	}
-	if (ret_order)
-		*ret_order = order;
 	return n ? fmin(exp(best), 1.0) : 1.0;
 }
 
