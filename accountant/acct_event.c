@@ -543,23 +543,27 @@ void acct_event_free(acct_event *ev)
  * empty: on failure it holds the sub-events copied so far. */
 static int copy_param(acct_event *copy, const acct_event *ev, const acct_event_param *p)
 {
-	acct_event *src = (acct_event *)ev; /* read only: the accessors are shared */
+	const char *src = (const char *)ev;
+	const acct_event *child;
+	acct_event *const *list;
 	size_t n;
 
 	if (p->kind == ACCT_PARAM_EVENT) {
-		if (!*event_at(src, p))
+		child = *(acct_event *const *)(const void *)(src + p->offset);
+		if (!child)
 			return 0;
-		*event_at(copy, p) = acct_event_copy(*event_at(src, p));
+		*event_at(copy, p) = acct_event_copy(child);
 		return *event_at(copy, p) ? 0 : -1;
 	}
 	if (p->kind != ACCT_PARAM_EVENTS)
 		return 0;
-	n = *count_at(src, p);
+	list = *(acct_event *const *const *)(const void *)(src + p->offset);
+	n = *(const size_t *)(const void *)(src + p->count_offset);
 	*events_at(copy, p) = n ? calloc(n, sizeof(acct_event *)) : NULL;
 	if (n && !*events_at(copy, p))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		(*events_at(copy, p))[i] = acct_event_copy((*events_at(src, p))[i]);
+		(*events_at(copy, p))[i] = acct_event_copy(list[i]);
 		if (!(*events_at(copy, p))[i])
 			return -1;
 		*count_at(copy, p) = i + 1;

@@ -483,10 +483,16 @@ struct parse_state {
 static int parse_node(const json_t *j, const char *where, unsigned depth, struct parse_state *ps,
 		      acct_event **ret);
 
-/* The field of parameter `p` in `ev`, whose type the parameter is of. */
-static void *param_field(const acct_event *ev, const acct_event_param *p)
+/* The field of parameter `p` in `ev`, whose type the parameter is of, to
+ * write and to read. */
+static void *param_field(acct_event *ev, const acct_event_param *p)
 {
-	return (void *)((const char *)ev + p->offset);
+	return (char *)ev + p->offset;
+}
+
+static const void *param_value(const acct_event *ev, const acct_event_param *p)
+{
+	return (const char *)ev + p->offset;
 }
 
 /* Parameter `p`'s sub-event, at where/<name>. */
@@ -554,7 +560,7 @@ static int parse_param(const json_t *j, const char *where, const acct_event_para
 	int rc;
 
 	if ((p->flags & ACCT_PARAM_MAX_PREV) && i > 0)
-		hi = *(const int64_t *)param_field(ev, &params[i - 1]);
+		hi = *(const int64_t *)param_value(ev, &params[i - 1]);
 	switch (p->kind) {
 	case ACCT_PARAM_REAL:
 		return srv_json_real(j, where, p->name, real_flags(p), p->lo, p->hi,
@@ -664,7 +670,7 @@ int srv_event_parse(const json_t *json, const char *where, acct_event **ret_even
 /* The JSON array of the sub-events of parameter `p` (ACCT_PARAM_EVENTS). */
 static json_t *children_to_json(const acct_event *ev, const acct_event_param *p)
 {
-	acct_event *const *list = *(acct_event *const *const *)param_field(ev, p);
+	acct_event *const *list = *(acct_event *const *const *)param_value(ev, p);
 	size_t n = *(const size_t *)((const char *)ev + p->count_offset);
 	json_t *arr = json_array();
 
@@ -680,7 +686,7 @@ static json_t *children_to_json(const acct_event *ev, const acct_event_param *p)
 /* The JSON of parameter `p` of `ev`; NULL when out of memory. */
 static json_t *param_to_json(const acct_event *ev, const acct_event_param *p)
 {
-	const void *field = param_field(ev, p);
+	const void *field = param_value(ev, p);
 
 	switch (p->kind) {
 	case ACCT_PARAM_REAL:
