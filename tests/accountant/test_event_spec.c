@@ -1,8 +1,9 @@
 /*
  * test_event_spec.c: the event descriptor (acct_event_params) against the
  * published contract, openapi/openapi.yaml's PrivacyEvent.  Every type of
- * the table is a discriminator value of PrivacyEvent and every value is a
- * type of the table; each type's schema requires exactly "type" and the
+ * the table is a discriminator value of PrivacyEvent, its schema one of
+ * PrivacyEvent's oneOf, and every value is a type of the table; each
+ * type's schema requires exactly "type" and the
  * parameters of its row, in the row's order, refuses other members, and
  * gives each parameter the kind and bounds the row gives it.  So a type
  * added to the table without its schema, or a bound changed on one side
@@ -111,6 +112,20 @@ static bool mapping_of(const struct spec *s, const char *name, char *out, size_t
 			return true;
 		}
 	}
+	return false;
+}
+
+/* Whether PrivacyEvent's oneOf lists the schema `schema`. */
+static bool in_one_of(const struct spec *s, const char *schema)
+{
+	size_t pe = find_key(s, 0, s->n, 4, "PrivacyEvent");
+	size_t end = block_end(s, pe), one_of = find_key(s, pe, end, 6, "oneOf");
+	char want[192];
+
+	snprintf(want, sizeof(want), "- $ref: '#/components/schemas/%s'", schema);
+	for (size_t i = one_of + 1; i < end && i < block_end(s, one_of); i++)
+		if (strcmp(s->line[i] + indent_of(s->line[i]), want) == 0)
+			return true;
 	return false;
 }
 
@@ -266,6 +281,7 @@ Test(event_spec, every_type_and_parameter_is_in_openapi)
 		cr_assert_not_null(params, "%s has no parameters", name);
 		cr_assert(mapping_of(&s, name, schema, sizeof(schema)),
 			  "event type '%s' is not in PrivacyEvent's discriminator mapping", name);
+		cr_assert(in_one_of(&s, schema), "PrivacyEvent's oneOf lacks %s", schema);
 		at = find_key(&s, 0, s.n, 4, schema);
 		cr_assert_lt(at, s.n, "no schema %s for '%s'", schema, name);
 		end = block_end(&s, at);
