@@ -139,6 +139,49 @@ struct acct_event {
 	} u;
 };
 
+/*
+ * The parameters of an event type, described once as data so that every
+ * reader and writer of events (the server's JSON codec, the spec check,
+ * free and copy here) walks one list instead of repeating a switch over
+ * types.  The description knows no JSON: a parameter is a name, a kind, the
+ * bounds a well-formed value lies in and where its field sits in
+ * acct_event.  The bounds are those of the wire format; the stricter rules
+ * of a type (acct_event_validate) are its validator's.
+ */
+typedef enum acct_param_kind {
+	ACCT_PARAM_REAL,     /* a double in [lo, hi] */
+	ACCT_PARAM_INT,      /* an int64_t in [min, max] */
+	ACCT_PARAM_INT_REAL, /* an integer in [min, max], held in a double */
+	ACCT_PARAM_EVENT,    /* a sub-event: an acct_event * the event owns */
+	ACCT_PARAM_EVENTS,   /* at most max sub-events: an acct_event ** array
+			      * the event owns, its length a size_t at
+			      * count_offset */
+} acct_param_kind;
+
+enum acct_param_flag {
+	ACCT_PARAM_LO_OPEN = 1 << 0, /* a real must be > lo, not >= lo */
+	ACCT_PARAM_HI_OPEN = 1 << 1, /* a real must be < hi, not <= hi */
+	ACCT_PARAM_MAX_PREV = 1 << 2, /* an integer's max is the value of the
+				       * ACCT_PARAM_INT before it */
+};
+
+typedef struct acct_event_param {
+	const char *name;    /* the JSON member name */
+	acct_param_kind kind;
+	unsigned flags;      /* acct_param_flag */
+	double lo, hi;       /* ACCT_PARAM_REAL */
+	int64_t min, max;    /* integers; max also bounds ACCT_PARAM_EVENTS */
+	size_t offset;       /* offsetof(acct_event, u.<type>.<field>) */
+	size_t count_offset; /* ACCT_PARAM_EVENTS: where its length is */
+} acct_event_param;
+
+/*
+ * The parameters of `type` in their canonical order (the order the server
+ * reads and prints them), *ret_n of them; NULL, *ret_n untouched, for a
+ * type outside the table.  The array is static and read-only.
+ */
+const acct_event_param *acct_event_params(acct_event_type type, size_t *ret_n);
+
 /* The JSON name of an event type ("poisson_sampled"), or NULL if invalid. */
 const char *acct_event_type_name(acct_event_type type);
 

@@ -1,6 +1,8 @@
 /*
  * acct_account.c: the epsilon/delta front door, which validates an event
- * and dispatches it to the accountant the options name.
+ * and dispatches it to the accountant the options name.  Each accountant's
+ * entry point answers every event it takes, special cases included, so the
+ * dispatch is one switch by accountant.
  */
 #include <math.h>
 #include <stddef.h>
@@ -23,71 +25,63 @@ static double pld_interval(const acct_options *opt)
 	return opt->pld_interval > 0.0 ? opt->pld_interval : ACCT_PLD_DEFAULT_INTERVAL;
 }
 
-int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
-		 acct_result *ret, acct_error *err)
+/* What acct_epsilon and acct_delta ask an accountant for. */
+enum answer {
+	EPSILON_AT_DELTA,
+	DELTA_AT_EPSILON,
+};
+
+/* The accountant `opt` names, asked for `want` at x (a delta or an
+ * epsilon), once the event is validated. */
+static int answer_by(const acct_event *ev, enum answer want, double x, const acct_options *opt,
+		     acct_result *r, acct_error *err)
 {
-	acct_result r = {.epsilon = NAN, .delta = delta, .order = NAN};
+	bool eps = want == EPSILON_AT_DELTA;
+	acct_neighbor nb = opt->neighbor;
 	const double *o;
 	size_t n;
 	int rc;
 
 	acct_gsl_quiet();
-	if (!(delta >= 0.0 && delta < 1.0))
-		return acct_error_set(err, ACCT_EINVAL, "/delta", "'delta' must be in [0, 1)");
-	rc = acct_event_validate(ev, opt->neighbor, err);
+	rc = acct_event_validate(ev, nb, err);
 	if (rc < 0)
 		return rc;
 	switch (opt->accountant) {
 	case ACCT_BASIC:
-		/* A lone Gaussian-type release is no (eps, delta) pair by
-		 * definition; its exact curve gives the pair at this delta. */
-		if (acct__exact_leaf(ev) && delta > 0.0)
-			rc = acct__exact_epsilon(ev, delta, &r, err);
-		else
-			rc = acct__basic_epsilon(ev, delta, &r, err);
-		break;
+		return eps ? acct__basic_epsilon(ev, x, r, err) : acct__basic_delta(ev, x, r, err);
 	case ACCT_STRONG:
-		rc = acct__strong_epsilon(ev, delta, &r, err);
-		break;
+		if (eps)
+			return acct__strong_epsilon(ev, x, r, err);
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/accountant",
+				      "the strong composition theorem answers epsilon for a delta, "
+				      "not delta for an epsilon");
 	case ACCT_MOMENTS:
-		rc = acct__moments_epsilon(ev, opt->neighbor, delta, &r, err);
-		break;
+		return eps ? acct__moments_epsilon(ev, nb, x, r, err)
+			   : acct__moments_delta(ev, nb, x, r, err);
 	case ACCT_RDP:
 		orders_of(opt, &o, &n);
-		if (delta == 0.0) {
-			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
-					    "an RDP bound converts to no finite epsilon at delta = 0");
-			break;
-		}
-		rc = acct__rdp_epsilon(ev, opt->neighbor, o, n, delta, &r, err);
-		break;
-	case ACCT_ZCDP: {
-		double rho = 0.0;
-
-		rc = acct__zcdp_rho(ev, opt->neighbor, &rho, err);
-		if (rc < 0)
-			break;
-		r.epsilon = acct_zcdp_to_epsilon(rho, delta, opt->zcdp_bun_steinke);
-		if (!isfinite(r.epsilon))
-			rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
-					    "rho = %.6g converts to no finite epsilon at delta = %g",
-					    rho, delta);
-		break;
-	}
+		return eps ? acct__rdp_epsilon(ev, nb, o, n, x, r, err)
+			   : acct__rdp_delta(ev, nb, o, n, x, r, err);
+	case ACCT_ZCDP:
+		return eps ? acct__zcdp_epsilon(ev, nb, x, opt->zcdp_bun_steinke, r, err)
+			   : acct__zcdp_delta(ev, nb, x, opt->zcdp_bun_steinke, r, err);
 	case ACCT_PLD:
-		/* pld has no grid for the discrete Gaussian; alone, its exact
-		 * curve is the privacy loss distribution's own answer. */
-		if (acct__exact_leaf(ev) &&
-		    acct__exact_leaf(ev)->type == ACCT_EV_DISCRETE_GAUSSIAN && delta > 0.0)
-			rc = acct__exact_epsilon(ev, delta, &r, err);
-		else
-			rc = acct__pld_epsilon(ev, opt->neighbor, pld_interval(opt), opt->pld_work,
-					       delta, &r, err);
-		break;
+		return eps ? acct__pld_epsilon(ev, nb, pld_interval(opt), opt->pld_work, x, r, err)
+			   : acct__pld_delta(ev, nb, pld_interval(opt), opt->pld_work, x, r, err);
 	default:
-		rc = acct_error_set(err, ACCT_EINVAL, "/accountant", "unknown accountant");
-		break;
+		return acct_error_set(err, ACCT_EINVAL, "/accountant", "unknown accountant");
 	}
+}
+
+int acct_epsilon(const acct_event *ev, double delta, const acct_options *opt,
+		 acct_result *ret, acct_error *err)
+{
+	acct_result r = {.epsilon = NAN, .delta = delta, .order = NAN};
+	int rc;
+
+	if (!(delta >= 0.0 && delta < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, "/delta", "'delta' must be in [0, 1)");
+	rc = answer_by(ev, EPSILON_AT_DELTA, delta, opt, &r, err);
 	if (rc < 0)
 		return rc;
 	if (isnan(r.epsilon))
@@ -100,64 +94,12 @@ int acct_delta(const acct_event *ev, double epsilon, const acct_options *opt,
 	       acct_result *ret, acct_error *err)
 {
 	acct_result r = {.epsilon = epsilon, .delta = NAN, .order = NAN};
-	const double *o;
-	size_t n;
 	int rc;
 
-	acct_gsl_quiet();
 	if (!(isfinite(epsilon) && epsilon >= 0.0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 				      "'epsilon' must be a finite number >= 0");
-	rc = acct_event_validate(ev, opt->neighbor, err);
-	if (rc < 0)
-		return rc;
-	switch (opt->accountant) {
-	case ACCT_BASIC:
-		if (acct__exact_leaf(ev))
-			rc = acct__exact_delta(ev, epsilon, &r, err);
-		else
-			rc = acct__basic_delta(ev, epsilon, &r, err);
-		break;
-	case ACCT_MOMENTS:
-		rc = acct__moments_delta(ev, opt->neighbor, epsilon, &r, err);
-		break;
-	case ACCT_RDP:
-		orders_of(opt, &o, &n);
-		rc = acct__rdp_delta(ev, opt->neighbor, o, n, epsilon, &r, err);
-		break;
-	case ACCT_ZCDP: {
-		double rho = 0.0;
-
-		rc = acct__zcdp_rho(ev, opt->neighbor, &rho, err);
-		if (rc < 0)
-			break;
-		if (opt->zcdp_bun_steinke) {
-			double t = epsilon > rho ? (epsilon - rho) / 2.0 : 0.0;
-
-			/* Inverting rho + 2 sqrt(rho ln 1/delta) = eps. */
-			r.delta = rho > 0.0 ? fmin(exp(-t * t / rho), 1.0) : 0.0;
-		} else {
-			r.delta = acct__zcdp_to_delta(rho, epsilon);
-		}
-		break;
-	}
-	case ACCT_PLD:
-		if (acct__exact_leaf(ev) &&
-		    acct__exact_leaf(ev)->type == ACCT_EV_DISCRETE_GAUSSIAN)
-			rc = acct__exact_delta(ev, epsilon, &r, err);
-		else
-			rc = acct__pld_delta(ev, opt->neighbor, pld_interval(opt), opt->pld_work,
-					     epsilon, &r, err);
-		break;
-	case ACCT_STRONG:
-		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/accountant",
-				    "the strong composition theorem answers epsilon for a delta, "
-				    "not delta for an epsilon");
-		break;
-	default:
-		rc = acct_error_set(err, ACCT_EINVAL, "/accountant", "unknown accountant");
-		break;
-	}
+	rc = answer_by(ev, DELTA_AT_EPSILON, epsilon, opt, &r, err);
 	if (rc < 0)
 		return rc;
 	*ret = r;

@@ -115,8 +115,13 @@ static int dp_flatten(const acct_event *ev, double mult, const char *where, cons
 int acct__basic_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err)
 {
 	struct dp_sums s = {0};
-	int rc = dp_flatten(ev, 1.0, "/event", "basic", &s, err);
+	int rc;
 
+	/* A lone Gaussian-type release is no (eps, delta) pair by definition;
+	 * its exact curve gives the pair at this delta. */
+	if (acct__exact_leaf(ev) && delta > 0.0)
+		return acct__exact_epsilon(ev, delta, ret, err);
+	rc = dp_flatten(ev, 1.0, "/event", "basic", &s, err);
 	if (rc < 0)
 		return rc;
 	if (s.delta > delta)
@@ -166,8 +171,12 @@ int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, a
 int acct__basic_delta(const acct_event *ev, double epsilon, acct_result *ret, acct_error *err)
 {
 	struct dp_sums s = {0};
-	int rc = dp_flatten(ev, 1.0, "/event", "basic", &s, err);
+	int rc;
 
+	/* A lone Gaussian-type release: its exact curve, as for epsilon. */
+	if (acct__exact_leaf(ev))
+		return acct__exact_delta(ev, epsilon, ret, err);
+	rc = dp_flatten(ev, 1.0, "/event", "basic", &s, err);
 	if (rc < 0)
 		return rc;
 	if (s.eps > epsilon)

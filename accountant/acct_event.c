@@ -113,15 +113,27 @@ static int need_positive(double x, const char *where, const char *name, acct_err
 			      "'%s' must be a finite number > 0", name);
 }
 
-/* The same for a sensitivity of a discrete mechanism: an integer >= 1. */
-static int need_sensitivity(double x, const char *where, acct_error *err)
+/* The same for a finite number >= 0 (an epsilon, a rho). */
+static int need_non_negative(double x, const char *where, const char *name, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (isfinite(x) && x >= 0.0)
+		return 0;
+	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, name),
+			      "'%s' must be a finite number >= 0", name);
+}
+
+/* The same for `name`, a sensitivity of a discrete mechanism: an integer
+ * >= 1. */
+static int need_sensitivity(double x, const char *where, const char *name, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 
 	if (x >= 1.0 && x == floor(x))
 		return 0;
-	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sensitivity"),
-			      "'sensitivity' must be an integer >= 1");
+	return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, name),
+			      "'%s' must be an integer >= 1", name);
 }
 
 
@@ -129,60 +141,35 @@ static int validate(const acct_event *ev, acct_neighbor nb, const char *where, u
 		    acct_error *err);
 
 /*
- * One validator per event type, each with the same signature so that the
- * descriptor table below can name it: `ev` is of that type, at JSON
- * pointer `where`, `depth` levels down; wrappers validate their children.
+ * One validator per kind of event, each with the same signature so that
+ * the descriptor table below can name it: `ev` is of a type the validator
+ * is for, at JSON pointer `where`, `depth` levels down; wrappers validate
+ * their children.
+ *
+ * A noise mechanism's event (gaussian, laplace, their discrete forms, the
+ * exponential mechanism, permute-and-flip, PATE's GNMax and threshold) is
+ * valid when each real parameter of its row, a noise scale or an epsilon,
+ * is a finite number > 0 and each integer held in a real, a discrete
+ * sensitivity, is an integer >= 1, checked in the row's order.
  */
-static int validate_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
-			     unsigned depth, acct_error *err)
+static int validate_mechanism(const acct_event *ev, acct_neighbor nb, const char *where,
+			      unsigned depth, acct_error *err)
 {
-	return need_positive(ev->u.gaussian.noise_multiplier, where, "noise_multiplier", err);
-}
+	size_t n = 0;
+	const acct_event_param *p = acct_event_params(ev->type, &n);
 
-static int validate_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
-			    unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.laplace.noise_multiplier, where, "noise_multiplier", err);
-}
+	for (size_t i = 0; p && i < n; i++) {
+		double x = *(const double *)(const void *)((const char *)ev + p[i].offset);
+		int rc = 0;
 
-static int validate_discrete_gaussian(const acct_event *ev, acct_neighbor nb, const char *where,
-				      unsigned depth, acct_error *err)
-{
-	int rc = need_positive(ev->u.discrete_gaussian.sigma, where, "sigma", err);
-
-	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_gaussian.sensitivity, where, err);
-}
-
-static int validate_discrete_laplace(const acct_event *ev, acct_neighbor nb, const char *where,
-				     unsigned depth, acct_error *err)
-{
-	int rc = need_positive(ev->u.discrete_laplace.noise_parameter, where, "noise_parameter", err);
-
-	return rc < 0 ? rc : need_sensitivity(ev->u.discrete_laplace.sensitivity, where, err);
-}
-
-static int validate_exponential_mechanism(const acct_event *ev, acct_neighbor nb,
-					  const char *where, unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.exponential_mechanism.epsilon, where, "epsilon", err);
-}
-
-static int validate_permute_and_flip(const acct_event *ev, acct_neighbor nb, const char *where,
-				     unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.permute_and_flip.epsilon, where, "epsilon", err);
-}
-
-static int validate_gnmax(const acct_event *ev, acct_neighbor nb, const char *where,
-			  unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.gnmax.sigma, where, "sigma", err);
-}
-
-static int validate_pate_threshold(const acct_event *ev, acct_neighbor nb, const char *where,
-				   unsigned depth, acct_error *err)
-{
-	return need_positive(ev->u.pate_threshold.sigma, where, "sigma", err);
+		if (p[i].kind == ACCT_PARAM_REAL)
+			rc = need_positive(x, where, p[i].name, err);
+		else if (p[i].kind == ACCT_PARAM_INT_REAL)
+			rc = need_sensitivity(x, where, p[i].name, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 static int validate_randomized_response(const acct_event *ev, acct_neighbor nb,
@@ -211,10 +198,10 @@ static int validate_epsilon_delta(const acct_event *ev, acct_neighbor nb, const 
 				  unsigned depth, acct_error *err)
 {
 	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int rc = need_non_negative(ev->u.epsilon_delta.epsilon, where, "epsilon", err);
 
-	if (!(isfinite(ev->u.epsilon_delta.epsilon) && ev->u.epsilon_delta.epsilon >= 0.0))
-		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "epsilon"),
-				      "'epsilon' must be a finite number >= 0");
+	if (rc < 0)
+		return rc;
 	if (!(ev->u.epsilon_delta.delta >= 0.0 && ev->u.epsilon_delta.delta < 1.0))
 		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "delta"),
 				      "'delta' must be in [0, 1)");
@@ -224,12 +211,7 @@ static int validate_epsilon_delta(const acct_event *ev, acct_neighbor nb, const 
 static int validate_zcdp(const acct_event *ev, acct_neighbor nb, const char *where,
 			 unsigned depth, acct_error *err)
 {
-	char ptr[ACCT_ERROR_WHERE_BYTES];
-
-	if (!(isfinite(ev->u.zcdp.rho) && ev->u.zcdp.rho >= 0.0))
-		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "rho"),
-				      "'rho' must be a finite number >= 0");
-	return 0;
+	return need_non_negative(ev->u.zcdp.rho, where, "rho", err);
 }
 
 static int validate_pate_gnss(const acct_event *ev, acct_neighbor nb, const char *where,
@@ -320,58 +302,133 @@ static int validate_composed(const acct_event *ev, acct_neighbor nb, const char 
 
 /* ---- the event types ---------------------------------------------------- */
 
-/* How an event holds its sub-events. */
-enum event_children {
-	CHILDREN_NONE,
-	CHILDREN_ONE,  /* one acct_event * at `child` */
-	CHILDREN_MANY, /* u.composed.events[0 .. u.composed.n) */
+/*
+ * The parameters of each type, in canonical order.  The JSON name is the
+ * field's name in acct_event, so a row cannot name a field that is not
+ * there.  The bounds are the wire format's (openapi.yaml's event schemas):
+ * what a parser accepts before the validator applies a type's own rules.
+ */
+#define REAL(type, field, fl, l, h)                                                         \
+	{.name = #field, .kind = ACCT_PARAM_REAL, .flags = (fl), .lo = (l), .hi = (h),      \
+	 .offset = offsetof(acct_event, u.type.field)}
+#define INT(type, field, kind_, fl, lo_, hi_)                                               \
+	{.name = #field, .kind = (kind_), .flags = (fl), .min = (lo_), .max = (hi_),        \
+	 .offset = offsetof(acct_event, u.type.field)}
+#define EVENT(type)                                                                         \
+	{.name = "event", .kind = ACCT_PARAM_EVENT, .offset = offsetof(acct_event, u.type.event)}
+
+static const acct_event_param p_gaussian[] = {
+	REAL(gaussian, noise_multiplier, ACCT_PARAM_LO_OPEN, 0, INFINITY),
 };
+static const acct_event_param p_laplace[] = {
+	REAL(laplace, noise_multiplier, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_discrete_gaussian[] = {
+	REAL(discrete_gaussian, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+	INT(discrete_gaussian, sensitivity, ACCT_PARAM_INT_REAL, 0, 1, DPG_MAX_EVENT_SENSITIVITY),
+};
+static const acct_event_param p_discrete_laplace[] = {
+	REAL(discrete_laplace, noise_parameter, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+	INT(discrete_laplace, sensitivity, ACCT_PARAM_INT_REAL, 0, 1, DPG_MAX_EVENT_SENSITIVITY),
+};
+static const acct_event_param p_randomized_response[] = {
+	REAL(randomized_response, noise_parameter, ACCT_PARAM_LO_OPEN, 0, 1),
+	INT(randomized_response, num_buckets, ACCT_PARAM_INT, 0, 2, DPG_MAX_NUM_BUCKETS),
+};
+static const acct_event_param p_exponential_mechanism[] = {
+	REAL(exponential_mechanism, epsilon, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_permute_and_flip[] = {
+	REAL(permute_and_flip, epsilon, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_epsilon_delta[] = {
+	REAL(epsilon_delta, epsilon, 0, 0, INFINITY),
+	REAL(epsilon_delta, delta, 0, 0, 1),
+};
+static const acct_event_param p_zcdp[] = {
+	REAL(zcdp, rho, 0, 0, INFINITY),
+};
+static const acct_event_param p_poisson_sampled[] = {
+	REAL(poisson_sampled, sampling_probability, ACCT_PARAM_LO_OPEN, 0, 1),
+	EVENT(poisson_sampled),
+};
+static const acct_event_param p_sampled_wor[] = {
+	INT(sampled_without_replacement, source_dataset_size, ACCT_PARAM_INT, 0, 1,
+	    DPG_MAX_DATASET_SIZE),
+	INT(sampled_without_replacement, sample_size, ACCT_PARAM_INT, ACCT_PARAM_MAX_PREV, 1,
+	    DPG_MAX_DATASET_SIZE),
+	EVENT(sampled_without_replacement),
+};
+static const acct_event_param p_self_composed[] = {
+	INT(self_composed, count, ACCT_PARAM_INT, 0, 1, DPG_MAX_COMPOSITION_COUNT),
+	EVENT(self_composed),
+};
+static const acct_event_param p_composed[] = {
+	{.name = "events", .kind = ACCT_PARAM_EVENTS, .max = DPG_MAX_EVENT_NODES,
+	 .offset = offsetof(acct_event, u.composed.events),
+	 .count_offset = offsetof(acct_event, u.composed.n)},
+};
+static const acct_event_param p_gnmax[] = {
+	REAL(gnmax, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_pate_threshold[] = {
+	REAL(pate_threshold, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+static const acct_event_param p_pate_gnss[] = {
+	REAL(pate_gnss, beta, ACCT_PARAM_HI_OPEN, 0, 0.5),
+	REAL(pate_gnss, sigma, ACCT_PARAM_LO_OPEN, 0, INFINITY),
+};
+
+#undef REAL
+#undef INT
+#undef EVENT
 
 /*
  * Each event type described once, on the accountant side: its name (the
- * JSON "type"), its validator and where its sub-events are.  Names, free,
- * copy and validation all read this table; adding an event type adds one
- * row here (and its pricing in each accountant).
+ * JSON "type"), its validator and its parameters.  Names, parsing and
+ * printing (server/srv_json.c), free, copy and validation all read this
+ * table; adding an event type adds one row here (and its pricing in each
+ * accountant).
  */
 struct event_desc {
 	const char *name;
 	int (*validate)(const acct_event *ev, acct_neighbor nb, const char *where,
 			unsigned depth, acct_error *err);
-	enum event_children children;
-	size_t child;
+	const acct_event_param *params;
+	size_t n_params;
 };
 
-#define ONE_CHILD(member) CHILDREN_ONE, offsetof(acct_event, u.member.event)
+#define ROW(name, validator, params) {name, validator, params, sizeof(params) / sizeof(params[0])}
 
 static const struct event_desc event_descs[ACCT_EV__COUNT] = {
-	[ACCT_EV_GAUSSIAN] = {"gaussian", validate_gaussian, CHILDREN_NONE, 0},
-	[ACCT_EV_LAPLACE] = {"laplace", validate_laplace, CHILDREN_NONE, 0},
-	[ACCT_EV_DISCRETE_GAUSSIAN] = {"discrete_gaussian", validate_discrete_gaussian,
-				       CHILDREN_NONE, 0},
-	[ACCT_EV_DISCRETE_LAPLACE] = {"discrete_laplace", validate_discrete_laplace,
-				      CHILDREN_NONE, 0},
-	[ACCT_EV_RANDOMIZED_RESPONSE] = {"randomized_response", validate_randomized_response,
-					 CHILDREN_NONE, 0},
-	[ACCT_EV_EXPONENTIAL_MECHANISM] = {"exponential_mechanism", validate_exponential_mechanism,
-					   CHILDREN_NONE, 0},
-	[ACCT_EV_PERMUTE_AND_FLIP] = {"permute_and_flip", validate_permute_and_flip,
-				      CHILDREN_NONE, 0},
-	[ACCT_EV_EPSILON_DELTA] = {"epsilon_delta", validate_epsilon_delta, CHILDREN_NONE, 0},
-	[ACCT_EV_ZCDP] = {"zcdp", validate_zcdp, CHILDREN_NONE, 0},
-	[ACCT_EV_POISSON_SAMPLED] = {"poisson_sampled", validate_poisson_sampled,
-				     ONE_CHILD(poisson_sampled)},
-	[ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT] = {"sampled_without_replacement",
-						 validate_sampled_wor,
-						 ONE_CHILD(sampled_without_replacement)},
-	[ACCT_EV_SELF_COMPOSED] = {"self_composed", validate_self_composed,
-				   ONE_CHILD(self_composed)},
-	[ACCT_EV_COMPOSED] = {"composed", validate_composed, CHILDREN_MANY, 0},
-	[ACCT_EV_GNMAX] = {"gnmax", validate_gnmax, CHILDREN_NONE, 0},
-	[ACCT_EV_PATE_THRESHOLD] = {"pate_threshold", validate_pate_threshold, CHILDREN_NONE, 0},
-	[ACCT_EV_PATE_GNSS] = {"pate_gnss", validate_pate_gnss, CHILDREN_NONE, 0},
+	[ACCT_EV_GAUSSIAN] = ROW("gaussian", validate_mechanism, p_gaussian),
+	[ACCT_EV_LAPLACE] = ROW("laplace", validate_mechanism, p_laplace),
+	[ACCT_EV_DISCRETE_GAUSSIAN] = ROW("discrete_gaussian", validate_mechanism,
+					  p_discrete_gaussian),
+	[ACCT_EV_DISCRETE_LAPLACE] = ROW("discrete_laplace", validate_mechanism,
+					 p_discrete_laplace),
+	[ACCT_EV_RANDOMIZED_RESPONSE] = ROW("randomized_response", validate_randomized_response,
+					    p_randomized_response),
+	[ACCT_EV_EXPONENTIAL_MECHANISM] = ROW("exponential_mechanism",
+					      validate_mechanism,
+					      p_exponential_mechanism),
+	[ACCT_EV_PERMUTE_AND_FLIP] = ROW("permute_and_flip", validate_mechanism,
+					 p_permute_and_flip),
+	[ACCT_EV_EPSILON_DELTA] = ROW("epsilon_delta", validate_epsilon_delta, p_epsilon_delta),
+	[ACCT_EV_ZCDP] = ROW("zcdp", validate_zcdp, p_zcdp),
+	[ACCT_EV_POISSON_SAMPLED] = ROW("poisson_sampled", validate_poisson_sampled,
+					p_poisson_sampled),
+	[ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT] = ROW("sampled_without_replacement",
+						    validate_sampled_wor, p_sampled_wor),
+	[ACCT_EV_SELF_COMPOSED] = ROW("self_composed", validate_self_composed, p_self_composed),
+	[ACCT_EV_COMPOSED] = ROW("composed", validate_composed, p_composed),
+	[ACCT_EV_GNMAX] = ROW("gnmax", validate_mechanism, p_gnmax),
+	[ACCT_EV_PATE_THRESHOLD] = ROW("pate_threshold", validate_mechanism,
+				       p_pate_threshold),
+	[ACCT_EV_PATE_GNSS] = ROW("pate_gnss", validate_pate_gnss, p_pate_gnss),
 };
 
-#undef ONE_CHILD
+#undef ROW
 
 /* The row of `type`, or NULL for a type outside the table. */
 static const struct event_desc *event_desc_of(acct_event_type type)
@@ -386,6 +443,16 @@ const char *acct_event_type_name(acct_event_type type)
 	const struct event_desc *d = event_desc_of(type);
 
 	return d ? d->name : NULL;
+}
+
+const acct_event_param *acct_event_params(acct_event_type type, size_t *ret_n)
+{
+	const struct event_desc *d = event_desc_of(type);
+
+	if (!d)
+		return NULL;
+	*ret_n = d->n_params;
+	return d->params;
 }
 
 int acct_event_type_from_name(const char *name, acct_event_type *ret_type)
@@ -429,71 +496,104 @@ acct_event *acct_event_new(acct_event_type type)
 	return ev;
 }
 
-/* The single child slot of a wrapper event, or NULL for other types. */
-static acct_event **child_slot(acct_event *ev)
+/* The sub-event field `p` (ACCT_PARAM_EVENT) of `ev`. */
+static acct_event **event_at(acct_event *ev, const acct_event_param *p)
 {
-	const struct event_desc *d = event_desc_of(ev->type);
-
-	if (!d || d->children != CHILDREN_ONE)
-		return NULL;
-	return (acct_event **)(void *)((char *)ev + d->child);
+	return (acct_event **)(void *)((char *)ev + p->offset);
 }
 
-/* Whether `ev` holds a list of sub-events (u.composed). */
-static bool has_many(const acct_event *ev)
+/* The sub-event list `p` (ACCT_PARAM_EVENTS) of `ev`, and its length. */
+static acct_event ***events_at(acct_event *ev, const acct_event_param *p)
 {
-	const struct event_desc *d = event_desc_of(ev->type);
+	return (acct_event ***)(void *)((char *)ev + p->offset);
+}
 
-	return d && d->children == CHILDREN_MANY;
+static size_t *count_at(acct_event *ev, const acct_event_param *p)
+{
+	return (size_t *)(void *)((char *)ev + p->count_offset);
+}
+
+/* Frees what parameter `p` of `ev` owns (its sub-events), if anything. */
+static void free_param(acct_event *ev, const acct_event_param *p)
+{
+	if (p->kind == ACCT_PARAM_EVENT) {
+		acct_event_free(*event_at(ev, p));
+	} else if (p->kind == ACCT_PARAM_EVENTS) {
+		acct_event **list = *events_at(ev, p);
+
+		for (size_t i = 0; i < *count_at(ev, p); i++)
+			acct_event_free(list[i]);
+		free(list);
+	}
 }
 
 void acct_event_free(acct_event *ev)
 {
-	acct_event **slot;
+	const struct event_desc *d;
 
 	if (!ev)
 		return;
-	if (has_many(ev)) {
-		for (size_t i = 0; i < ev->u.composed.n; i++)
-			acct_event_free(ev->u.composed.events[i]);
-		free(ev->u.composed.events);
-	}
-	slot = child_slot(ev);
-	if (slot)
-		acct_event_free(*slot);
+	d = event_desc_of(ev->type);
+	for (size_t i = 0; d && i < d->n_params; i++)
+		free_param(ev, &d->params[i]);
 	free(ev);
+}
+
+/* Deep-copies parameter `p` of `ev` into `copy`, whose field for it is
+ * empty: on failure it holds the sub-events copied so far. */
+static int copy_param(acct_event *copy, const acct_event *ev, const acct_event_param *p)
+{
+	const char *src = (const char *)ev;
+	const acct_event *child;
+	acct_event *const *list;
+	size_t n;
+
+	if (p->kind == ACCT_PARAM_EVENT) {
+		child = *(acct_event *const *)(const void *)(src + p->offset);
+		if (!child)
+			return 0;
+		*event_at(copy, p) = acct_event_copy(child);
+		return *event_at(copy, p) ? 0 : -1;
+	}
+	if (p->kind != ACCT_PARAM_EVENTS)
+		return 0;
+	list = *(acct_event *const *const *)(const void *)(src + p->offset);
+	n = *(const size_t *)(const void *)(src + p->count_offset);
+	*events_at(copy, p) = n ? calloc(n, sizeof(acct_event *)) : NULL;
+	if (n && !*events_at(copy, p))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		(*events_at(copy, p))[i] = acct_event_copy(list[i]);
+		if (!(*events_at(copy, p))[i])
+			return -1;
+		*count_at(copy, p) = i + 1;
+	}
+	return 0;
 }
 
 /*
  * Replaces the sub-events `copy` shares with `ev` (a shallow copy of it) by
- * deep copies.  On failure `copy` holds only what it owns (the children
- * copied so far), so acct_event_free(copy) is safe.
+ * deep copies.  Every shared field is emptied first, so that on failure
+ * `copy` holds only what it owns (the children copied so far) and
+ * acct_event_free(copy) is safe.
  */
 static int copy_children(acct_event *copy, const acct_event *ev)
 {
-	acct_event **slot;
+	const struct event_desc *d = event_desc_of(ev->type);
 
-	if (has_many(ev)) {
-		size_t n = ev->u.composed.n;
+	for (size_t i = 0; d && i < d->n_params; i++) {
+		const acct_event_param *p = &d->params[i];
 
-		copy->u.composed.n = 0;
-		copy->u.composed.events = n ? calloc(n, sizeof(acct_event *)) : NULL;
-		if (n && !copy->u.composed.events)
-			return -1;
-		for (size_t i = 0; i < n; i++) {
-			copy->u.composed.events[i] = acct_event_copy(ev->u.composed.events[i]);
-			if (!copy->u.composed.events[i])
-				return -1;
-			copy->u.composed.n = i + 1;
+		if (p->kind == ACCT_PARAM_EVENT) {
+			*event_at(copy, p) = NULL;
+		} else if (p->kind == ACCT_PARAM_EVENTS) {
+			*events_at(copy, p) = NULL;
+			*count_at(copy, p) = 0;
 		}
-		return 0;
 	}
-	slot = child_slot(copy);
-	if (slot && *slot) {
-		*slot = acct_event_copy(*slot);
-		if (!*slot)
+	for (size_t i = 0; d && i < d->n_params; i++)
+		if (copy_param(copy, ev, &d->params[i]) < 0)
 			return -1;
-	}
 	return 0;
 }
 
@@ -525,29 +625,41 @@ acct_event *acct_event_epsilon_delta(double epsilon, double delta)
 	return ev;
 }
 
+/*
+ * A new event of `type`, a wrapper (its row has one ACCT_PARAM_EVENT), that
+ * holds `inner` as its sub-event; `inner` is freed when that fails.
+ */
+static acct_event *wrapper_new(acct_event_type type, acct_event *inner)
+{
+	const struct event_desc *d = event_desc_of(type);
+	acct_event *ev = acct_event_new(type);
+
+	for (size_t i = 0; ev && d && i < d->n_params; i++) {
+		if (d->params[i].kind == ACCT_PARAM_EVENT) {
+			*event_at(ev, &d->params[i]) = inner;
+			return ev;
+		}
+	}
+	acct_event_free(ev);
+	acct_event_free(inner);
+	return NULL;
+}
+
 acct_event *acct_event_self_composed(int64_t count, acct_event *inner)
 {
-	acct_event *ev = acct_event_new(ACCT_EV_SELF_COMPOSED);
+	acct_event *ev = wrapper_new(ACCT_EV_SELF_COMPOSED, inner);
 
-	if (!ev) {
-		acct_event_free(inner);
-		return NULL;
-	}
-	ev->u.self_composed.count = count;
-	ev->u.self_composed.event = inner;
+	if (ev)
+		ev->u.self_composed.count = count;
 	return ev;
 }
 
 acct_event *acct_event_poisson_sampled(double q, acct_event *inner)
 {
-	acct_event *ev = acct_event_new(ACCT_EV_POISSON_SAMPLED);
+	acct_event *ev = wrapper_new(ACCT_EV_POISSON_SAMPLED, inner);
 
-	if (!ev) {
-		acct_event_free(inner);
-		return NULL;
-	}
-	ev->u.poisson_sampled.sampling_probability = q;
-	ev->u.poisson_sampled.event = inner;
+	if (ev)
+		ev->u.poisson_sampled.sampling_probability = q;
 	return ev;
 }
 

@@ -28,7 +28,9 @@ int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, doubl
 
 /*
  * basic and strong composition of (epsilon, delta) releases (acct_basic.c),
- * without validation.  acct__basic_delta writes only ret->delta.
+ * without validation.  basic answers a lone Gaussian-type event by its
+ * exact curve (acct__exact_*).  acct__basic_delta writes only ret->delta
+ * (or, for that event, the whole result).
  */
 int acct__basic_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err);
 int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err);
@@ -40,6 +42,14 @@ int acct__zcdp_rho(const acct_event *ev, acct_neighbor neighbor, double *ret_rho
 		   acct_error *err);
 double acct__zcdp_to_delta(double rho, double eps);
 
+/* epsilon at `delta` and delta at `epsilon` under zcdp (no validation):
+ * the event's rho converted tightly, or by rho + 2 sqrt(rho ln 1/delta)
+ * when `bun_steinke`.  Each writes only the member it answers. */
+int acct__zcdp_epsilon(const acct_event *ev, acct_neighbor nb, double delta, bool bun_steinke,
+		       acct_result *ret, acct_error *err);
+int acct__zcdp_delta(const acct_event *ev, acct_neighbor nb, double epsilon, bool bun_steinke,
+		     acct_result *ret, acct_error *err);
+
 /* RDP of an event at `n` orders (acct_rdp without validation); `where` is
  * the JSON pointer of the event. */
 int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
@@ -49,7 +59,11 @@ int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, s
 double acct__rdp_order_epsilon(double a, double r, double delta);
 double acct__rdp_order_log_delta(double a, double r, double epsilon);
 
-/* epsilon / delta under rdp, moments, pld (no validation). */
+/*
+ * epsilon / delta under rdp, moments, pld (no validation).  rdp refuses
+ * delta = 0 (no finite epsilon); pld answers a lone discrete Gaussian by
+ * its exact curve (acct__exact_*), having no grid for it.
+ */
 int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
 		      double delta, acct_result *ret, acct_error *err);
 int acct__rdp_delta(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,

@@ -110,12 +110,41 @@ static int moments_curve(const acct_event *ev, struct moments_walk *mw, acct_err
 	return rc;
 }
 
+/* The tail bound at one lambda (Abadi et al. 2016, Thm. 2 (2)): epsilon at
+ * `delta`, (alpha(lambda) + ln 1/delta) / lambda, and log delta at `eps`,
+ * alpha(lambda) - lambda eps. */
+static double epsilon_at(double lambda, double alpha, double delta)
+{
+	return (alpha - log(delta)) / lambda;
+}
+
+static double log_delta_at(double lambda, double alpha, double eps)
+{
+	return alpha - lambda * eps;
+}
+
+/* The log moments of `ev`, then the least f(lambda, alpha(lambda), x) over
+ * lambda = 1..MOMENTS_MAX_LAMBDA and the lambda attaining it. */
+static int moments_best(const acct_event *ev, double (*f)(double, double, double), double x,
+			double *ret_best, double *ret_order, acct_error *err)
+{
+	struct moments_walk mw;
+	double lambdas[MOMENTS_MAX_LAMBDA];
+	int rc = moments_curve(ev, &mw, err);
+
+	if (rc < 0)
+		return rc;
+	for (int l = 1; l <= MOMENTS_MAX_LAMBDA; l++)
+		lambdas[l - 1] = l;
+	*ret_best = acct__min_over_orders(f, lambdas, mw.a + 1, MOMENTS_MAX_LAMBDA, x, ret_order);
+	return 0;
+}
+
 int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
 			  acct_result *ret, acct_error *err)
 {
-	struct moments_walk mw;
 	double best = INFINITY, order = NAN;
-	int rc = moments_curve(ev, &mw, err);
+	int rc = moments_best(ev, epsilon_at, delta, &best, &order, err);
 
 	(void)nb;
 	if (rc < 0)
@@ -123,14 +152,6 @@ int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
 	if (!(delta > 0.0))
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "the moments accountant needs delta > 0");
-	for (int l = 1; l <= MOMENTS_MAX_LAMBDA; l++) {
-		double e = (mw.a[l] - log(delta)) / (double)l;
-
-		if (e < best) {
-			best = e;
-			order = l;
-		}
-	}
 	if (!isfinite(best))
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
 				      "the log moments are unbounded");
@@ -143,21 +164,12 @@ int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
 int acct__moments_delta(const acct_event *ev, acct_neighbor nb, double epsilon,
 			acct_result *ret, acct_error *err)
 {
-	struct moments_walk mw;
 	double best = INFINITY, order = NAN;
-	int rc = moments_curve(ev, &mw, err);
+	int rc = moments_best(ev, log_delta_at, epsilon, &best, &order, err);
 
 	(void)nb;
 	if (rc < 0)
 		return rc;
-	for (int l = 1; l <= MOMENTS_MAX_LAMBDA; l++) {
-		double ld = mw.a[l] - (double)l * epsilon;
-
-		if (ld < best) {
-			best = ld;
-			order = l;
-		}
-	}
 	ret->epsilon = epsilon;
 	ret->delta = fmin(exp(best), 1.0);
 	ret->order = order;

@@ -1,7 +1,8 @@
 /*
  * acct_numeric.c: numerical helpers with no accountant logic in them:
- * switching GSL's abort-on-error handler off, and the log of a binomial
- * coefficient.  A leaf: it calls no other accountant file.
+ * switching GSL's abort-on-error handler off, the log of a binomial
+ * coefficient, and the minimum over orders of a Renyi-type conversion.  A
+ * leaf: it calls no other accountant file.
  */
 #include <math.h>
 #include <pthread.h>
@@ -30,4 +31,23 @@ double acct_log_binomial(double n, double k)
 	int sign;
 
 	return lgamma_r(n + 1.0, &sign) - lgamma_r(k + 1.0, &sign) - lgamma_r(n - k + 1.0, &sign);
+}
+
+double acct__min_over_orders(double (*f)(double order, double value, double x),
+			     const double *orders, const double *values, size_t n, double x,
+			     double *ret_order)
+{
+	double best = INFINITY, order = NAN;
+
+	for (size_t i = 0; i < n; i++) {
+		double v = f(orders[i], values[i], x);
+
+		if (v < best) {
+			best = v;
+			order = orders[i];
+		}
+	}
+	if (ret_order)
+		*ret_order = order;
+	return best;
 }

@@ -31,6 +31,17 @@ static inline double acct__log_sub(double a, double b)
 	return a + log1p(-exp(b - a));
 }
 
+/*
+ * The least f(orders[i], values[i], x) over the n orders, and in *ret_order
+ * (when not NULL) the order attaining it, NAN when none is below +inf: the
+ * optimisation over orders that every conversion from a Renyi-type curve
+ * makes (Mironov 2017, Prop. 3; Abadi et al. 2016, Thm. 2 (2)), each order
+ * giving a valid bound.
+ */
+double acct__min_over_orders(double (*f)(double order, double value, double x),
+			     const double *orders, const double *values, size_t n, double x,
+			     double *ret_order);
+
 /* Size of the integration workspaces this module allocates. */
 #define ACCT_INTEGRATION_LIMIT 512
 

@@ -936,20 +936,49 @@ static int pld_build(const acct_event *ev, acct_neighbor nb, double h, double *w
 	return rc;
 }
 
-int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double *work,
-		      double delta,
-		      acct_result *ret, acct_error *err)
+/* Whether `ev` is a lone discrete Gaussian, which pld prices by its exact
+ * curve: it has no grid for it, and alone that curve is the privacy loss
+ * distribution's own answer. */
+static bool lone_discrete_gaussian(const acct_event *ev)
+{
+	const acct_event *leaf = acct__exact_leaf(ev);
+
+	return leaf && leaf->type == ACCT_EV_DISCRETE_GAUSSIAN;
+}
+
+/*
+ * The privacy loss distributions of `ev` read by `f` (pmf_epsilon at a
+ * delta, pmf_delta at an epsilon) at x: for an asymmetric pair the larger
+ * of the two readings, the bound that holds for both orders of the
+ * neighbouring datasets.
+ */
+static int pld_read(const acct_event *ev, acct_neighbor nb, double interval, double *work,
+		    double (*f)(const struct pmf *, double), double x, double *ret,
+		    acct_error *err)
 {
 	struct pld_pair p;
-	double e;
 	int rc = pld_build(ev, nb, interval, work, &p, err);
 
 	if (rc < 0)
 		return rc;
-	e = pmf_epsilon(&p.rm, delta);
+	*ret = f(&p.rm, x);
 	if (!p.same)
-		e = fmax(e, pmf_epsilon(&p.ad, delta));
+		*ret = fmax(*ret, f(&p.ad, x));
 	pair_free(&p);
+	return 0;
+}
+
+int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double *work,
+		      double delta, acct_result *ret, acct_error *err)
+{
+	double e;
+	int rc;
+
+	if (lone_discrete_gaussian(ev) && delta > 0.0)
+		return acct__exact_epsilon(ev, delta, ret, err);
+	rc = pld_read(ev, nb, interval, work, pmf_epsilon, delta, &e, err);
+	if (rc < 0)
+		return rc;
 	if (!isfinite(e))
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "the event is not (epsilon, %g)-DP for any finite epsilon "
@@ -961,19 +990,16 @@ int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, d
 }
 
 int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double *work,
-		    double epsilon,
-		    acct_result *ret, acct_error *err)
+		    double epsilon, acct_result *ret, acct_error *err)
 {
-	struct pld_pair p;
 	double d;
-	int rc = pld_build(ev, nb, interval, work, &p, err);
+	int rc;
 
+	if (lone_discrete_gaussian(ev))
+		return acct__exact_delta(ev, epsilon, ret, err);
+	rc = pld_read(ev, nb, interval, work, pmf_delta, epsilon, &d, err);
 	if (rc < 0)
 		return rc;
-	d = pmf_delta(&p.rm, epsilon);
-	if (!p.same)
-		d = fmax(d, pmf_delta(&p.ad, epsilon));
-	pair_free(&p);
 	ret->epsilon = epsilon;
 	ret->delta = d;
 	ret->order = NAN;

@@ -863,36 +863,15 @@ double acct__rdp_order_log_delta(double a, double r, double epsilon)
 double acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta,
 			   double *ret_order)
 {
-	double best = INFINITY, order = NAN;
-
-	for (size_t i = 0; i < n; i++) {
-		double e = acct__rdp_order_epsilon(orders[i], rdp[i], delta);
-
-		if (e < best) {
-			best = e;
-			order = orders[i];
-		}
-	}
-	if (ret_order)
-		*ret_order = order;
-	return best;
+	return acct__min_over_orders(acct__rdp_order_epsilon, orders, rdp, n, delta, ret_order);
 }
 
 double acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double epsilon,
 			 double *ret_order)
 {
-	double best = INFINITY, order = NAN;
+	double best = acct__min_over_orders(acct__rdp_order_log_delta, orders, rdp, n, epsilon,
+					    ret_order);
 
-	for (size_t i = 0; i < n; i++) {
-		double ld = acct__rdp_order_log_delta(orders[i], rdp[i], epsilon);
-
-		if (ld < best) {
-			best = ld;
-			order = orders[i];
-		}
-	}
-	if (ret_order)
-		*ret_order = order;
 	return n ? fmin(exp(best), 1.0) : 1.0;
 }
 
@@ -1061,6 +1040,9 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 	char *computed = NULL;
 	int rc;
 
+	if (delta == 0.0)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "an RDP bound converts to no finite epsilon at delta = 0");
 	s.done_o = calloc(6 * (n ? n : 1), sizeof(double));
 	idx = calloc(n ? n : 1, sizeof(size_t));
 	computed = calloc(n ? n : 1, 1);

@@ -180,6 +180,45 @@ double acct__zcdp_to_delta(double rho, double eps)
 	return fmin(exp(ld), 1.0);
 }
 
+int acct__zcdp_epsilon(const acct_event *ev, acct_neighbor nb, double delta, bool bun_steinke,
+		       acct_result *ret, acct_error *err)
+{
+	double rho = 0.0, eps;
+	int rc = acct__zcdp_rho(ev, nb, &rho, err);
+
+	if (rc < 0)
+		return rc;
+	eps = acct_zcdp_to_epsilon(rho, delta, bun_steinke);
+	if (!isfinite(eps))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "rho = %.6g converts to no finite epsilon at delta = %g",
+				      rho, delta);
+	ret->epsilon = eps;
+	return 0;
+}
+
+/* delta at `eps` of a rho-zCDP release, tight or by inverting
+ * rho + 2 sqrt(rho ln 1/delta) = eps (Bun, Steinke 2016, Prop. 1.3). */
+static double zcdp_delta_of(double rho, double eps, bool bun_steinke)
+{
+	double t = eps > rho ? (eps - rho) / 2.0 : 0.0;
+
+	if (!bun_steinke)
+		return acct__zcdp_to_delta(rho, eps);
+	return rho > 0.0 ? fmin(exp(-t * t / rho), 1.0) : 0.0;
+}
+
+int acct__zcdp_delta(const acct_event *ev, acct_neighbor nb, double epsilon, bool bun_steinke,
+		     acct_result *ret, acct_error *err)
+{
+	double rho = 0.0;
+	int rc = acct__zcdp_rho(ev, nb, &rho, err);
+
+	if (rc == 0)
+		ret->delta = zcdp_delta_of(rho, epsilon, bun_steinke);
+	return rc;
+}
+
 double acct_zcdp_rho_budget(double epsilon, double delta)
 {
 	/*

@@ -483,43 +483,152 @@ struct parse_state {
 static int parse_node(const json_t *j, const char *where, unsigned depth, struct parse_state *ps,
 		      acct_event **ret);
 
-#define POS_REAL (SRV_REQUIRED | SRV_LO_OPEN)
-
-static int parse_child(const json_t *j, const char *where, const char *key, unsigned depth,
-		       struct parse_state *ps, acct_event **ret)
+/* The field of parameter `p` in `ev`, whose type the parameter is of, to
+ * write and to read. */
+static void *param_field(acct_event *ev, const acct_event_param *p)
 {
-	char ptr[ACCT_ERROR_WHERE_BYTES];
-	json_t *c = json_object_get(j, key);
-
-	srv_json_pointer(ptr, sizeof(ptr), where, key);
-	if (!c)
-		return acct_error_set(ps->err, ACCT_EINVAL, ptr, "'%s' is required", key);
-	return parse_node(c, ptr, depth + 1, ps, ret);
+	return (char *)ev + p->offset;
 }
 
+static const void *param_value(const acct_event *ev, const acct_event_param *p)
+{
+	return (const char *)ev + p->offset;
+}
+
+/* Parameter `p`'s sub-event, at where/<name>. */
+static int parse_child(const json_t *j, const char *where, const acct_event_param *p,
+		       unsigned depth, struct parse_state *ps, acct_event *ev)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	json_t *c = json_object_get(j, p->name);
+
+	srv_json_pointer(ptr, sizeof(ptr), where, p->name);
+	if (!c)
+		return acct_error_set(ps->err, ACCT_EINVAL, ptr, "'%s' is required", p->name);
+	return parse_node(c, ptr, depth + 1, ps, param_field(ev, p));
+}
+
+/* Parameter `p`'s list of sub-events, at where/<name>/<index>. */
+static int parse_children(const json_t *j, const char *where, const acct_event_param *p,
+			  unsigned depth, struct parse_state *ps, acct_event *ev)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	json_t *arr = json_object_get(j, p->name);
+	acct_event **list;
+	size_t *count = (size_t *)((char *)ev + p->count_offset);
+	size_t n;
+	int rc = 0;
+
+	srv_json_pointer(ptr, sizeof(ptr), where, p->name);
+	if (!json_is_array(arr))
+		return acct_error_set(ps->err, ACCT_EINVAL, ptr, "'%s' must be an array of events",
+				      p->name);
+	n = json_array_size(arr);
+	if (n > (size_t)p->max)
+		return acct_error_set(ps->err, ACCT_EINVAL, ptr, "too many events");
+	list = n ? calloc(n, sizeof(acct_event *)) : NULL;
+	if (n && !list)
+		return acct_error_set(ps->err, ACCT_ENOMEM, ptr, "out of memory");
+	*(acct_event ***)param_field(ev, p) = list;
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		char item[ACCT_ERROR_WHERE_BYTES + 24];
+
+		snprintf(item, sizeof(item), "%.*s/%zu", ACCT_ERROR_WHERE_BYTES - 1, ptr, i);
+		rc = parse_node(json_array_get(arr, i), item, depth + 1, ps, &list[i]);
+		if (rc >= 0)
+			*count = i + 1;
+	}
+	return rc;
+}
+
+/* The srv_json_real flags of a required real parameter. */
+static unsigned real_flags(const acct_event_param *p)
+{
+	return SRV_REQUIRED | ((p->flags & ACCT_PARAM_LO_OPEN) ? SRV_LO_OPEN : 0) |
+	       ((p->flags & ACCT_PARAM_HI_OPEN) ? SRV_HI_OPEN : 0);
+}
+
+/*
+ * Reads parameter i of the event `ev` (of a type with parameters
+ * params[0..]) from its JSON `j` at `where`; < 0 on error.
+ */
+static int parse_param(const json_t *j, const char *where, const acct_event_param *params,
+		       size_t i, unsigned depth, struct parse_state *ps, acct_event *ev)
+{
+	const acct_event_param *p = &params[i];
+	int64_t hi = p->max, i64 = 0;
+	int rc;
+
+	if ((p->flags & ACCT_PARAM_MAX_PREV) && i > 0)
+		hi = *(const int64_t *)param_value(ev, &params[i - 1]);
+	switch (p->kind) {
+	case ACCT_PARAM_REAL:
+		return srv_json_real(j, where, p->name, real_flags(p), p->lo, p->hi,
+				     param_field(ev, p), ps->err);
+	case ACCT_PARAM_INT:
+		return srv_json_int(j, where, p->name, SRV_REQUIRED, p->min, hi,
+				    param_field(ev, p), ps->err);
+	case ACCT_PARAM_INT_REAL:
+		rc = srv_json_int(j, where, p->name, SRV_REQUIRED, p->min, hi, &i64, ps->err);
+		if (rc > 0)
+			*(double *)param_field(ev, p) = (double)i64;
+		return rc;
+	case ACCT_PARAM_EVENT:
+		return parse_child(j, where, p, depth, ps, ev);
+	case ACCT_PARAM_EVENTS:
+		return parse_children(j, where, p, depth, ps, ev);
+	}
+	return acct_error_set(ps->err, ACCT_EINTERNAL, where, "unhandled parameter kind");
+}
+
+/* 0 when every member of the event `j` is "type" or one of its n params. */
+static int only_params(const json_t *j, const char *where, const acct_event_param *params,
+		       size_t n, acct_error *err)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)j, key, v) {
+		bool ok = strcmp(key, "type") == 0;
+
+		for (size_t i = 0; i < n && !ok; i++)
+			ok = strcmp(params[i].name, key) == 0;
+		if (!ok)
+			return bad(err, where, key, "is not a known field", NULL);
+	}
+	return 0;
+}
+
+/* The event type named by the "type" member of the object `j`. */
+static int parse_type(const json_t *j, const char *where, acct_event_type *ret_type,
+		      acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	const char *tname = NULL;
+	int rc = srv_json_string(j, where, "type", SRV_REQUIRED, 64, &tname, err);
+
+	if (rc < 0)
+		return rc;
+	if (acct_event_type_from_name(tname, ret_type) < 0) {
+		srv_json_pointer(ptr, sizeof(ptr), where, "type");
+		return acct_error_set(err, ACCT_EINVAL, ptr, "unknown event type '%s'", tname);
+	}
+	return 0;
+}
+
+/*
+ * One event node and, through its parameters, the tree under it: the
+ * members are read in the order of the type's parameters
+ * (acct_event_params), so the first bad one is the one reported.
+ */
 static int parse_node(const json_t *j, const char *where, unsigned depth, struct parse_state *ps,
 		      acct_event **ret)
 {
-	static const char *const k_nm[] = {"type", "noise_multiplier", NULL};
-	static const char *const k_dg[] = {"type", "sigma", "sensitivity", NULL};
-	static const char *const k_dl[] = {"type", "noise_parameter", "sensitivity", NULL};
-	static const char *const k_rr[] = {"type", "noise_parameter", "num_buckets", NULL};
-	static const char *const k_eps[] = {"type", "epsilon", NULL};
-	static const char *const k_ed[] = {"type", "epsilon", "delta", NULL};
-	static const char *const k_rho[] = {"type", "rho", NULL};
-	static const char *const k_ps[] = {"type", "sampling_probability", "event", NULL};
-	static const char *const k_swor[] = {"type", "source_dataset_size", "sample_size", "event", NULL};
-	static const char *const k_sc[] = {"type", "count", "event", NULL};
-	static const char *const k_c[] = {"type", "events", NULL};
-	static const char *const k_sig[] = {"type", "sigma", NULL};
-	static const char *const k_gnss[] = {"type", "beta", "sigma", NULL};
 	acct_error *err = ps->err;
+	const acct_event_param *params;
 	acct_event *ev = NULL;
-	const char *tname = NULL;
 	acct_event_type type;
-	const char *const *keys;
-	char ptr[ACCT_ERROR_WHERE_BYTES];
-	int64_t i64 = 0;
+	size_t n = 0;
 	int rc;
 
 	if (depth > DPG_MAX_EVENT_DEPTH)
@@ -530,164 +639,24 @@ static int parse_node(const json_t *j, const char *where, unsigned depth, struct
 				      DPG_MAX_EVENT_NODES);
 	if (!json_is_object(j))
 		return acct_error_set(err, ACCT_EINVAL, where, "an event must be a JSON object");
-	rc = srv_json_string(j, where, "type", SRV_REQUIRED, 64, &tname, err);
+	rc = parse_type(j, where, &type, err);
 	if (rc < 0)
 		return rc;
-	if (acct_event_type_from_name(tname, &type) < 0) {
-		srv_json_pointer(ptr, sizeof(ptr), where, "type");
-		return acct_error_set(err, ACCT_EINVAL, ptr, "unknown event type '%s'", tname);
-	}
+	params = acct_event_params(type, &n);
 	ev = acct_event_new(type);
 	if (!ev)
 		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
-
-	switch (type) {
-	case ACCT_EV_GAUSSIAN:
-		keys = k_nm;
-		rc = srv_json_real(j, where, "noise_multiplier", POS_REAL, 0, HUGE_VAL,
-				   &ev->u.gaussian.noise_multiplier, err);
-		break;
-	case ACCT_EV_LAPLACE:
-		keys = k_nm;
-		rc = srv_json_real(j, where, "noise_multiplier", POS_REAL, 0, HUGE_VAL,
-				   &ev->u.laplace.noise_multiplier, err);
-		break;
-	case ACCT_EV_DISCRETE_GAUSSIAN:
-		keys = k_dg;
-		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
-				   &ev->u.discrete_gaussian.sigma, err);
-		if (rc >= 0)
-			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1,
-					  DPG_MAX_EVENT_SENSITIVITY, &i64, err);
-		ev->u.discrete_gaussian.sensitivity = (double)i64;
-		break;
-	case ACCT_EV_DISCRETE_LAPLACE:
-		keys = k_dl;
-		rc = srv_json_real(j, where, "noise_parameter", POS_REAL, 0, HUGE_VAL,
-				   &ev->u.discrete_laplace.noise_parameter, err);
-		if (rc >= 0)
-			rc = srv_json_int(j, where, "sensitivity", SRV_REQUIRED, 1,
-					  DPG_MAX_EVENT_SENSITIVITY, &i64, err);
-		ev->u.discrete_laplace.sensitivity = (double)i64;
-		break;
-	case ACCT_EV_RANDOMIZED_RESPONSE:
-		keys = k_rr;
-		rc = srv_json_real(j, where, "noise_parameter", POS_REAL, 0, 1,
-				   &ev->u.randomized_response.noise_parameter, err);
-		if (rc >= 0)
-			rc = srv_json_int(j, where, "num_buckets", SRV_REQUIRED, 2, DPG_MAX_NUM_BUCKETS,
-					  &ev->u.randomized_response.num_buckets, err);
-		break;
-	case ACCT_EV_EXPONENTIAL_MECHANISM:
-		keys = k_eps;
-		rc = srv_json_real(j, where, "epsilon", POS_REAL, 0, HUGE_VAL,
-				   &ev->u.exponential_mechanism.epsilon, err);
-		break;
-	case ACCT_EV_PERMUTE_AND_FLIP:
-		keys = k_eps;
-		rc = srv_json_real(j, where, "epsilon", POS_REAL, 0, HUGE_VAL,
-				   &ev->u.permute_and_flip.epsilon, err);
-		break;
-	case ACCT_EV_EPSILON_DELTA:
-		keys = k_ed;
-		rc = srv_json_real(j, where, "epsilon", SRV_REQUIRED, 0, HUGE_VAL,
-				   &ev->u.epsilon_delta.epsilon, err);
-		if (rc >= 0)
-			rc = srv_json_real(j, where, "delta", SRV_REQUIRED, 0, 1,
-					   &ev->u.epsilon_delta.delta, err);
-		break;
-	case ACCT_EV_ZCDP:
-		keys = k_rho;
-		rc = srv_json_real(j, where, "rho", SRV_REQUIRED, 0, HUGE_VAL, &ev->u.zcdp.rho, err);
-		break;
-	case ACCT_EV_POISSON_SAMPLED:
-		keys = k_ps;
-		rc = srv_json_real(j, where, "sampling_probability", POS_REAL, 0, 1,
-				   &ev->u.poisson_sampled.sampling_probability, err);
-		if (rc >= 0)
-			rc = parse_child(j, where, "event", depth, ps, &ev->u.poisson_sampled.event);
-		break;
-	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
-		keys = k_swor;
-		rc = srv_json_int(j, where, "source_dataset_size", SRV_REQUIRED, 1, DPG_MAX_DATASET_SIZE,
-				  &ev->u.sampled_without_replacement.source_dataset_size, err);
-		if (rc >= 0)
-			rc = srv_json_int(j, where, "sample_size", SRV_REQUIRED, 1,
-					  ev->u.sampled_without_replacement.source_dataset_size,
-					  &ev->u.sampled_without_replacement.sample_size, err);
-		if (rc >= 0)
-			rc = parse_child(j, where, "event", depth, ps,
-					 &ev->u.sampled_without_replacement.event);
-		break;
-	case ACCT_EV_SELF_COMPOSED:
-		keys = k_sc;
-		rc = srv_json_int(j, where, "count", SRV_REQUIRED, 1, DPG_MAX_COMPOSITION_COUNT,
-				  &ev->u.self_composed.count, err);
-		if (rc >= 0)
-			rc = parse_child(j, where, "event", depth, ps, &ev->u.self_composed.event);
-		break;
-	case ACCT_EV_COMPOSED: {
-		json_t *arr = json_object_get(j, "events");
-		size_t n;
-
-		keys = k_c;
-		srv_json_pointer(ptr, sizeof(ptr), where, "events");
-		if (!json_is_array(arr)) {
-			rc = acct_error_set(err, ACCT_EINVAL, ptr, "'events' must be an array of events");
-			break;
-		}
-		n = json_array_size(arr);
-		if (n > DPG_MAX_EVENT_NODES) {
-			rc = acct_error_set(err, ACCT_EINVAL, ptr, "too many events");
-			break;
-		}
-		ev->u.composed.events = n ? calloc(n, sizeof(acct_event *)) : NULL;
-		if (n && !ev->u.composed.events) {
-			rc = acct_error_set(err, ACCT_ENOMEM, ptr, "out of memory");
-			break;
-		}
-		rc = 0;
-		for (size_t i = 0; i < n && rc >= 0; i++) {
-			char item[ACCT_ERROR_WHERE_BYTES + 24];
-
-			snprintf(item, sizeof(item), "%.*s/%zu", ACCT_ERROR_WHERE_BYTES - 1, ptr, i);
-			rc = parse_node(json_array_get(arr, i), item, depth + 1, ps,
-					&ev->u.composed.events[i]);
-			if (rc >= 0)
-				ev->u.composed.n = i + 1;
-		}
-		break;
-	}
-	case ACCT_EV_GNMAX:
-		keys = k_sig;
-		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL, &ev->u.gnmax.sigma, err);
-		break;
-	case ACCT_EV_PATE_THRESHOLD:
-		keys = k_sig;
-		rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
-				   &ev->u.pate_threshold.sigma, err);
-		break;
-	case ACCT_EV_PATE_GNSS:
-		keys = k_gnss;
-		rc = srv_json_real(j, where, "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5,
-				   &ev->u.pate_gnss.beta, err);
-		if (rc >= 0)
-			rc = srv_json_real(j, where, "sigma", POS_REAL, 0, HUGE_VAL,
-					   &ev->u.pate_gnss.sigma, err);
-		break;
-	default:
-		keys = k_nm;
-		rc = acct_error_set(err, ACCT_EINTERNAL, where, "unhandled event type");
-		break;
-	}
+	for (size_t i = 0; i < n && rc >= 0; i++)
+		rc = parse_param(j, where, params, i, depth, ps, ev);
 	if (rc >= 0)
-		rc = srv_json_only_keys(j, where, keys, err);
-	if (rc < 0) {
-		acct_event_free(ev);
-		return rc;
-	}
+		rc = only_params(j, where, params, n, err);
+	if (rc < 0)
+		goto out;
 	*ret = ev;
-	return 0;
+	ev = NULL;
+out:
+	acct_event_free(ev);
+	return rc < 0 ? rc : 0;
 }
 
 int srv_event_parse(const json_t *json, const char *where, acct_event **ret_event,
@@ -698,76 +667,61 @@ int srv_event_parse(const json_t *json, const char *where, acct_event **ret_even
 	return parse_node(json, where ? where : "", 0, &ps, ret_event);
 }
 
+/* The JSON array of the sub-events of parameter `p` (ACCT_PARAM_EVENTS). */
+static json_t *children_to_json(const acct_event *ev, const acct_event_param *p)
+{
+	acct_event *const *list = *(acct_event *const *const *)param_value(ev, p);
+	size_t n = *(const size_t *)((const char *)ev + p->count_offset);
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < n; i++) {
+		if (json_array_append_new(arr, srv_event_to_json(list[i])) < 0) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+/* The JSON of parameter `p` of `ev`; NULL when out of memory. */
+static json_t *param_to_json(const acct_event *ev, const acct_event_param *p)
+{
+	const void *field = param_value(ev, p);
+
+	switch (p->kind) {
+	case ACCT_PARAM_REAL:
+		return json_real(*(const double *)field);
+	case ACCT_PARAM_INT:
+		return json_integer((json_int_t)*(const int64_t *)field);
+	case ACCT_PARAM_INT_REAL:
+		return json_integer((json_int_t)*(const double *)field);
+	case ACCT_PARAM_EVENT:
+		return srv_event_to_json(*(acct_event *const *)field);
+	case ACCT_PARAM_EVENTS:
+		return children_to_json(ev, p);
+	}
+	return NULL;
+}
+
 json_t *srv_event_to_json(const acct_event *ev)
 {
+	const acct_event_param *params;
 	json_t *j;
-	int bad_set = 0;
+	size_t n = 0;
 
 	if (!ev)
+		return NULL;
+	params = acct_event_params(ev->type, &n);
+	if (!params)
 		return NULL;
 	j = json_pack("{s:s}", "type", acct_event_type_name(ev->type));
 	if (!j)
 		return NULL;
-#define SETR(k, v) (bad_set |= json_object_set_new(j, (k), json_real(v)))
-#define SETI(k, v) (bad_set |= json_object_set_new(j, (k), json_integer((json_int_t)(v))))
-#define SETE(k, e) (bad_set |= json_object_set_new(j, (k), srv_event_to_json(e)))
-	switch (ev->type) {
-	case ACCT_EV_GAUSSIAN: SETR("noise_multiplier", ev->u.gaussian.noise_multiplier); break;
-	case ACCT_EV_LAPLACE: SETR("noise_multiplier", ev->u.laplace.noise_multiplier); break;
-	case ACCT_EV_DISCRETE_GAUSSIAN:
-		SETR("sigma", ev->u.discrete_gaussian.sigma);
-		SETI("sensitivity", ev->u.discrete_gaussian.sensitivity);
-		break;
-	case ACCT_EV_DISCRETE_LAPLACE:
-		SETR("noise_parameter", ev->u.discrete_laplace.noise_parameter);
-		SETI("sensitivity", ev->u.discrete_laplace.sensitivity);
-		break;
-	case ACCT_EV_RANDOMIZED_RESPONSE:
-		SETR("noise_parameter", ev->u.randomized_response.noise_parameter);
-		SETI("num_buckets", ev->u.randomized_response.num_buckets);
-		break;
-	case ACCT_EV_EXPONENTIAL_MECHANISM: SETR("epsilon", ev->u.exponential_mechanism.epsilon); break;
-	case ACCT_EV_PERMUTE_AND_FLIP: SETR("epsilon", ev->u.permute_and_flip.epsilon); break;
-	case ACCT_EV_EPSILON_DELTA:
-		SETR("epsilon", ev->u.epsilon_delta.epsilon);
-		SETR("delta", ev->u.epsilon_delta.delta);
-		break;
-	case ACCT_EV_ZCDP: SETR("rho", ev->u.zcdp.rho); break;
-	case ACCT_EV_POISSON_SAMPLED:
-		SETR("sampling_probability", ev->u.poisson_sampled.sampling_probability);
-		SETE("event", ev->u.poisson_sampled.event);
-		break;
-	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
-		SETI("source_dataset_size", ev->u.sampled_without_replacement.source_dataset_size);
-		SETI("sample_size", ev->u.sampled_without_replacement.sample_size);
-		SETE("event", ev->u.sampled_without_replacement.event);
-		break;
-	case ACCT_EV_SELF_COMPOSED:
-		SETI("count", ev->u.self_composed.count);
-		SETE("event", ev->u.self_composed.event);
-		break;
-	case ACCT_EV_COMPOSED: {
-		json_t *arr = json_array();
-
-		for (size_t i = 0; arr && i < ev->u.composed.n; i++)
-			bad_set |= json_array_append_new(arr, srv_event_to_json(ev->u.composed.events[i]));
-		bad_set |= json_object_set_new(j, "events", arr);
-		break;
-	}
-	case ACCT_EV_GNMAX: SETR("sigma", ev->u.gnmax.sigma); break;
-	case ACCT_EV_PATE_THRESHOLD: SETR("sigma", ev->u.pate_threshold.sigma); break;
-	case ACCT_EV_PATE_GNSS:
-		SETR("beta", ev->u.pate_gnss.beta);
-		SETR("sigma", ev->u.pate_gnss.sigma);
-		break;
-	default: bad_set = 1; break;
-	}
-#undef SETR
-#undef SETI
-#undef SETE
-	if (bad_set) {
-		json_decref(j);
-		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (json_object_set_new(j, params[i].name, param_to_json(ev, &params[i])) < 0) {
+			json_decref(j);
+			return NULL;
+		}
 	}
 	return j;
 }

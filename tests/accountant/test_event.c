@@ -5,6 +5,7 @@
  * expected field at fault is read off the rules in DESIGN.md (a zeroed
  * event breaks the first rule of its type), not off the code.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -135,4 +136,78 @@ Test(event_table, long_pointers_shorten_to_an_ancestor)
 	cr_assert_eq(acct_event_validate_at(g, ACCT_ADD_REMOVE, prefix, &err), ACCT_EINVAL);
 	cr_assert_str_eq(err.where, expect);
 	acct_event_free(g);
+}
+
+/*
+ * Out-of-range values of the real fields, set in C (where no parser stands
+ * in front of the validator), each refused at its field with the rule of
+ * DESIGN.md's event table as text: noise scales and a mechanism's epsilon
+ * finite and > 0, an (epsilon, delta) pair's epsilon and a rho finite and
+ * >= 0, delta in [0, 1), a discrete sensitivity an integer >= 1.
+ */
+static const struct {
+	acct_event_type type;
+	double a, b; /* the type's first and second real fields */
+	const char *where, *text;
+} bad_reals[] = {
+	{ACCT_EV_ZCDP, -1.0, 0, "/event/rho", "'rho' must be a finite number >= 0"},
+	{ACCT_EV_ZCDP, INFINITY, 0, "/event/rho", "'rho' must be a finite number >= 0"},
+	{ACCT_EV_EPSILON_DELTA, NAN, 0, "/event/epsilon", "'epsilon' must be a finite number >= 0"},
+	{ACCT_EV_EPSILON_DELTA, -0.5, 0, "/event/epsilon", "'epsilon' must be a finite number >= 0"},
+	{ACCT_EV_EPSILON_DELTA, 1.0, 1.0, "/event/delta", "'delta' must be in [0, 1)"},
+	{ACCT_EV_EXPONENTIAL_MECHANISM, 0.0, 0, "/event/epsilon",
+	 "'epsilon' must be a finite number > 0"},
+	{ACCT_EV_PERMUTE_AND_FLIP, INFINITY, 0, "/event/epsilon",
+	 "'epsilon' must be a finite number > 0"},
+	{ACCT_EV_PATE_THRESHOLD, NAN, 0, "/event/sigma", "'sigma' must be a finite number > 0"},
+	{ACCT_EV_GAUSSIAN, -2.0, 0, "/event/noise_multiplier",
+	 "'noise_multiplier' must be a finite number > 0"},
+	{ACCT_EV_DISCRETE_GAUSSIAN, 1.0, 0.5, "/event/sensitivity",
+	 "'sensitivity' must be an integer >= 1"},
+	{ACCT_EV_DISCRETE_LAPLACE, 1.0, 2.5, "/event/sensitivity",
+	 "'sensitivity' must be an integer >= 1"},
+};
+
+/* An event of `type` whose first two real fields are a and b. */
+static acct_event *with_reals(acct_event_type type, double a, double b)
+{
+	acct_event *ev = acct_event_new(type);
+
+	cr_assert_not_null(ev);
+	switch (type) {
+	case ACCT_EV_ZCDP: ev->u.zcdp.rho = a; break;
+	case ACCT_EV_EPSILON_DELTA:
+		ev->u.epsilon_delta.epsilon = a;
+		ev->u.epsilon_delta.delta = b;
+		break;
+	case ACCT_EV_EXPONENTIAL_MECHANISM: ev->u.exponential_mechanism.epsilon = a; break;
+	case ACCT_EV_PERMUTE_AND_FLIP: ev->u.permute_and_flip.epsilon = a; break;
+	case ACCT_EV_PATE_THRESHOLD: ev->u.pate_threshold.sigma = a; break;
+	case ACCT_EV_GAUSSIAN: ev->u.gaussian.noise_multiplier = a; break;
+	case ACCT_EV_DISCRETE_GAUSSIAN:
+		ev->u.discrete_gaussian.sigma = a;
+		ev->u.discrete_gaussian.sensitivity = b;
+		break;
+	case ACCT_EV_DISCRETE_LAPLACE:
+		ev->u.discrete_laplace.noise_parameter = a;
+		ev->u.discrete_laplace.sensitivity = b;
+		break;
+	default: cr_assert_fail("no setter for %s", acct_event_type_name(type));
+	}
+	return ev;
+}
+
+Test(event_table, out_of_range_reals_are_refused_with_their_rule)
+{
+	for (size_t i = 0; i < sizeof(bad_reals) / sizeof(bad_reals[0]); i++) {
+		acct_event *ev = with_reals(bad_reals[i].type, bad_reals[i].a, bad_reals[i].b);
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(acct_event_validate(ev, ACCT_ADD_REMOVE, &err), ACCT_EINVAL, "row %zu",
+			     i);
+		cr_assert_str_eq(err.where, bad_reals[i].where, "row %zu", i);
+		cr_assert_str_eq(err.text, bad_reals[i].text, "row %zu", i);
+		acct_event_free(ev);
+	}
 }
