@@ -19,8 +19,9 @@
  * 20% public auxiliary rows, 20% public test rows.  Fashion-MNIST: the two
  * classes' training images are the private rows; their test images are
  * halved into auxiliary and test rows.  Features are standardised with
- * the statistics of the split's public auxiliary rows, then, with --pcs K, projected on the top K principal
- * directions of the auxiliary rows and standardised again with theirs;
+ * the statistics of the split's public auxiliary rows, then, with --pcs
+ * K, projected on the top K principal directions of the auxiliary rows
+ * and standardised again with theirs;
  * the input rule's scale is B = sqrt(d), so rows longer than the typical
  * standardised row are scaled down to norm 1.  Local models are
  * logistic regressions.  All noise and shuffles come from a CSPRNG stream
