@@ -8,7 +8,7 @@
  *
  * Options (defaults in brackets): --dataset breast_cancer|fmnist|both
  * [both] --data DIR [../shared/data] --fmnist DIR [Debian's] --pair A,B
- * [2,4: pullover vs coat] --runs N [3] --eps LIST [0.1,0.25,0.5,1,2,4]
+ * [2,4: pullover vs coat] --runs N [5] --eps LIST [0.1,0.25,0.5,1,2,4]
  * --losses LIST [all seven] --model linear|mlp [linear] --hidden N [64]
  * --epochs N [20] --batch N [64] --lr X [0.01] --momentum X [0.9] --wd X
  * [1e-3] --b X [200] --r X [50] --clean (add a row trained on the true
@@ -121,7 +121,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->fmnist_dir = NULL;
 	o->pair[0] = 2;
 	o->pair[1] = 4;
-	o->runs = 3;
+	o->runs = 5;
+	o->p.epochs = 20;
 	o->clean = false;
 	parse_eps("0.1,0.25,0.5,1,2,4", o);
 	parse_losses("barrier_hinge,hinge,logistic,sigmoid,ramp,squared,unhinged", o);
