@@ -238,7 +238,7 @@ int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double eps
 {
 	acct_event *ev = NULL;
 	mech_rng *rng = NULL;
-	double p;
+	double p = 0.0;
 	uint64_t q = 0, kept = 0;
 	int rc = check_params((int64_t)n, epsilon, sensitivity, err);
 
