@@ -26,7 +26,7 @@ typedef struct trn_eval_metrics {
  * scores), scores the n x num_classes per-class scores (logits or
  * probabilities: only their order and, for two classes, score_1 - score_0
  * matter; may be NULL when num_classes > 2).  The AUC is the Mann-Whitney
- * U statistic over U / (n_0 n_1), ties between classes counted 1/2, by one
+ * statistic U divided by n_0 n_1, ties between classes counted 1/2, by one
  * sort: O(n log n).  Returns 0 and *ret, ACCT_EINVAL (a label or predicted
  * class out of range, scores missing) or ACCT_ENOMEM.
  */
