@@ -431,6 +431,9 @@ typedef struct trn_label_em_params {
 	double momentum;             /* "momentum": heavy-ball, in [0, 1) */
 	double weight_decay;         /* "weight_decay": L2 on every parameter, >= 0;
 	                                > 0 with the unhinged loss */
+	double gradient_clip;        /* "gradient_clip": the mean batch gradient (decay
+	                                included) is scaled to at most this L2 norm;
+	                                0 = never (default 10) */
 	bool center;                 /* "center": train on x - mean(x) over the training
 	                                rows (public features), folded into the first
 	                                layer's bias on release (default true) */
@@ -443,7 +446,7 @@ int trn_label_em_model_from_name(const char *name, trn_model_kind *ret);
  * Fills the defaults: epsilon 1, barrier hinge with b = 200, r = 50
  * (Charoenphakdee et al. 2019), 2 classes, linear model, 50 epochs of
  * batches of 64, learning rate 0.01, momentum 0.9, weight decay 1e-3,
- * centred features.
+ * gradient clip 10, centred features.
  */
 void trn_label_em_params_default(trn_label_em_params *p);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <criterion/criterion.h>
 
 #include "trn_eval.h"
@@ -483,6 +484,8 @@ static void batch_zero(trn_label_em_params *p) { p->batch_size = 0; }
 static void lr_zero(trn_label_em_params *p) { p->learning_rate = 0.0; }
 static void momentum_one(trn_label_em_params *p) { p->momentum = 1.0; }
 static void decay_negative(trn_label_em_params *p) { p->weight_decay = -1e-3; }
+static void clip_negative(trn_label_em_params *p) { p->gradient_clip = -1.0; }
+static void clip_nan(trn_label_em_params *p) { p->gradient_clip = NAN; }
 static void unhinged_no_decay(trn_label_em_params *p)
 {
 	p->loss.kind = TRN_LOSS_UNHINGED;
@@ -502,6 +505,7 @@ Test(label_em, bad_params_refused_with_their_pointer)
 		{ "/params/learning_rate", lr_zero }, { "/params/momentum", momentum_one },
 		{ "/params/weight_decay", decay_negative },
 		{ "/params/weight_decay", unhinged_no_decay },
+		{ "/params/gradient_clip", clip_negative }, { "/params/gradient_clip", clip_nan },
 	};
 	trn_label_em_params p;
 	acct_event *ev = NULL;
@@ -802,11 +806,7 @@ Test(label_em, mlp_runs_and_beats_the_released_labels, .timeout = 120)
 	size_t len = 0;
 	trn_model *back = NULL;
 
-	/* The sigmoid loss: symmetric everywhere and smooth, so plain SGD with
-	 * momentum settles where the barrier's slope b = 200 makes it bounce. */
 	trn_label_em_params_default(&p);
-	p.loss.kind = TRN_LOSS_SIGMOID;
-	p.learning_rate = 0.05;
 	p.epsilon = 2.0;
 	p.model = TRN_MODEL_MLP;
 	p.n_hidden = 1;
@@ -875,4 +875,40 @@ Test(label_em, more_than_two_classes_refused)
 	cr_assert_null(res);
 	trn_dataset_free(ds);
 	mech_rng_free(rng);
+}
+
+/* One full-batch step from theta = 0 (linear, no momentum, no centring) is
+ * -lr g: with the clip on, its norm is exactly lr * gradient_clip. */
+Test(label_em, gradient_clip_bounds_the_step)
+{
+	trn_dataset *ds = toy_table(200, 70);
+	const double clips[2] = { 2.0, 0.0 };
+
+	for (size_t i = 0; i < ds->n * TOY_D; i++)
+		ds->x[i] *= 1000.0; /* a mean gradient of norm in the hundreds */
+	for (int k = 0; k < 2; k++) {
+		trn_label_em_params p;
+		trn_label_em_result *res = NULL;
+		mech_rng *rng = seeded(71);
+		double norm;
+
+		trn_label_em_params_default(&p);
+		p.loss.kind = TRN_LOSS_UNHINGED;
+		p.weight_decay = 1e-9;
+		p.momentum = 0.0;
+		p.learning_rate = 0.5;
+		p.batch_size = 200;
+		p.epochs = 1;
+		p.center = false;
+		p.gradient_clip = clips[k];
+		cr_assert_eq(trn_label_em_run(&p, ds, NULL, rng, NULL, NULL, NULL, &res, NULL), 0);
+		norm = cblas_dnrm2((int)res->model->n_params, res->model->params, 1);
+		if (k == 0)
+			cr_assert(fabs(norm - 0.5 * 2.0) < 1e-12, "step norm %g", norm);
+		else
+			cr_assert(norm > 0.5 * 100.0, "unclipped step norm %g", norm);
+		trn_label_em_result_free(res);
+		mech_rng_free(rng);
+	}
+	trn_dataset_free(ds);
 }
