@@ -11,8 +11,8 @@
  * [2,4: pullover vs coat] --runs N [5] --eps LIST [0.1,0.25,0.5,1,2,4]
  * --losses LIST [all seven] --model linear|mlp [linear] --hidden N [64]
  * --epochs N [20] --batch N [64] --lr X [0.01] --momentum X [0.9] --wd X
- * [1e-3] --b X [200] --r X [50] --clean (add a row trained on the true
- * labels: the ceiling, through the same code at epsilon 60).
+ * [1e-3] --b X [200] --r X [50] --clip X [10] --clean (add a row trained
+ * on the true labels: the ceiling, through the same code at epsilon 60).
  *
  * Splits: breast_cancer's rows with index = 0 mod 5 are the public test
  * split (114 rows), the other 455 are trained on; Fashion-MNIST's training
@@ -108,6 +108,8 @@ static int parse_number(struct opts *o, const char *k, const char *v)
 		o->p.loss.b = x;
 	else if (strcmp(k, "--r") == 0)
 		o->p.loss.r = x;
+	else if (strcmp(k, "--clip") == 0)
+		o->p.gradient_clip = x;
 	else
 		return -1;
 	return 0;
@@ -356,10 +358,10 @@ static int run_grid(const struct opts *o, const char *name, const trn_dataset *t
 		    const trn_dataset *test)
 {
 	printf("\n%s: %zu training rows, %zu test rows, %zu features; model %s, %u epochs, "
-	       "batch %u, lr %g, momentum %g, weight decay %g, b %g, r %g, %d runs\n\n",
+	       "batch %u, lr %g, momentum %g, weight decay %g, b %g, r %g, clip %g, %d runs\n\n",
 	       name, train->n, test->n, train->d, o->p.model == TRN_MODEL_MLP ? "mlp" : "linear",
 	       o->p.epochs, o->p.batch_size, o->p.learning_rate, o->p.momentum,
-	       o->p.weight_decay, o->p.loss.b, o->p.loss.r, o->runs);
+	       o->p.weight_decay, o->p.loss.b, o->p.loss.r, o->p.gradient_clip, o->runs);
 	printf("| data | loss | eps | keep p | accuracy | AUC | balanced error | s/run |\n");
 	printf("|---|---|---|---|---|---|---|---|\n");
 	for (size_t l = 0; l < o->n_losses; l++) {
