@@ -329,6 +329,16 @@ int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double eps
 		  double sensitivity, uint8_t *ret_labels, acct_event **ret_event,
 		  acct_error *err);
 
+/*
+ * The event mech_label_em charges for n labels at (epsilon, sensitivity),
+ * built without running it, so that a dry run or a reservation can price a
+ * release before any label is read; the same code builds mech_label_em's
+ * event.  Returns 0 and a new event (caller frees), or ACCT_EINVAL /
+ * ACCT_ENOMEM as mech_label_em would.
+ */
+int mech_label_em_event(int64_t n, double epsilon, double sensitivity, acct_event **ret_event,
+			acct_error *err);
+
 
 /* ---- Hosted tables (mech_table.c) ---- */
 

@@ -193,13 +193,52 @@ int mech_label_em_epsilon_for_success(int64_t n, double sensitivity, double targ
 	return 0;
 }
 
+/*
+ * What runs is, label by label, binary randomized response that keeps the
+ * label with probability p (the double below, exactly), and one changed
+ * label changes one of them: so the event is that randomized response,
+ * priced from the p used (noise_parameter 2 (1 - p), exact for p in [1/2, 1]
+ * by Sterbenz), whose epsilon is log(p / (1 - p)) = epsilon / 2 up to the
+ * rounding of p, which it includes.  A p that rounds to 1 releases the
+ * labels themselves, so it is refused.
+ */
+static int label_em_event(double epsilon, double sensitivity, double *ret_p,
+			  acct_event **ret_event, acct_error *err)
+{
+	double p = mech_label_em_keep_probability(epsilon, sensitivity);
+	acct_event *ev;
+
+	if (!(p < 1.0))
+		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+				      "epsilon / (2 sensitivity) is too large: every label would be kept");
+	ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.randomized_response.noise_parameter = 2.0 * (1.0 - p);
+	ev->u.randomized_response.num_buckets = 2;
+	*ret_p = p;
+	*ret_event = ev;
+	return 0;
+}
+
+int mech_label_em_event(int64_t n, double epsilon, double sensitivity, acct_event **ret_event,
+			acct_error *err)
+{
+	double p;
+	int rc = check_params(n, epsilon, sensitivity, err);
+
+	if (rc < 0)
+		return rc;
+	return label_em_event(epsilon, sensitivity, &p, ret_event, err);
+}
+
 int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double epsilon,
 		  double sensitivity, uint8_t *ret_labels, acct_event **ret_event,
 		  acct_error *err)
 {
 	acct_event *ev = NULL;
 	mech_rng *rng = NULL;
-	double p;
+	double p = 0.0;
 	uint64_t q = 0, kept = 0;
 	int rc = check_params((int64_t)n, epsilon, sensitivity, err);
 
@@ -210,24 +249,9 @@ int mech_label_em(mech_rng *key_rng, const uint8_t *labels, size_t n, double eps
 	for (size_t i = 0; i < n; i++)
 		if (labels[i] > 1)
 			return acct_error_set(err, ACCT_EINVAL, "/labels", "label %zu is not 0 or 1", i);
-	/*
-	 * What runs is, label by label, binary randomized response that keeps
-	 * the label with probability p (the double below, exactly), and one
-	 * changed label changes one of them: so the event is that randomized
-	 * response, priced from the p used (noise_parameter 2 (1 - p), exact
-	 * for p in [1/2, 1] by Sterbenz), whose epsilon is log(p / (1 - p)) =
-	 * epsilon / 2 up to the rounding of p, which it includes.  A p that
-	 * rounds to 1 releases the labels themselves, so it is refused.
-	 */
-	p = mech_label_em_keep_probability(epsilon, sensitivity);
-	if (!(p < 1.0))
-		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
-				      "epsilon / (2 sensitivity) is too large: every label would be kept");
-	ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
-	if (!ev)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	ev->u.randomized_response.noise_parameter = 2.0 * (1.0 - p);
-	ev->u.randomized_response.num_buckets = 2;
+	rc = label_em_event(epsilon, sensitivity, &p, &ev, err);
+	if (rc < 0)
+		return rc;
 	/* 2n draws: a ChaCha20 stream keyed with 256 bits from the caller's rng
 	 * (the bulk-noise path of DESIGN.md) instead of 2n kernel calls. */
 	rng = mech_rng_new_stream(key_rng);

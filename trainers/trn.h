@@ -590,4 +590,168 @@ int trn_ensemble_run(const trn_ensemble_params *p, const trn_dataset *train,
 
 /* ==== end ensemble ==== */
 
+/* ==== label_em: label-private learning with a symmetric loss ==== */
+
+/*
+ * Margin losses l(z) of a binary classifier, z = y f(x) with y in {-1, +1}
+ * (trn_loss.c).  "symmetric" means l(z) + l(-z) is constant: sigmoid (1),
+ * ramp (1) and unhinged (2) everywhere; the barrier hinge (2r) on [-r, r]
+ * only, where it is r - z.
+ */
+typedef enum trn_loss_kind {
+	TRN_LOSS_BARRIER_HINGE = 0, /* "barrier_hinge": max(-b(r+z)+r, max(b(z-r), r-z)) */
+	TRN_LOSS_HINGE = 1,         /* "hinge": max(0, 1 - z) */
+	TRN_LOSS_LOGISTIC = 2,      /* "logistic": log(1 + e^-z) */
+	TRN_LOSS_SIGMOID = 3,       /* "sigmoid": 1 / (1 + e^z) */
+	TRN_LOSS_RAMP = 4,          /* "ramp": min(1, max(0, (1 - z) / 2)) */
+	TRN_LOSS_SQUARED = 5,       /* "squared": (1 - z)^2 */
+	TRN_LOSS_UNHINGED = 6,      /* "unhinged": 1 - z */
+} trn_loss_kind;
+
+/* A loss and its shape parameters (b > 1, r > 0: the barrier hinge's only). */
+typedef struct trn_loss {
+	trn_loss_kind kind;
+	double b;
+	double r;
+} trn_loss;
+
+/* Name <-> value for the JSON strings above; _from_name returns 0 or -1,
+ * trn_loss_name NULL for an unknown kind. */
+int trn_loss_from_name(const char *name, trn_loss_kind *ret);
+const char *trn_loss_name(trn_loss_kind kind);
+
+/* True for the losses symmetric on the whole line (sigmoid, ramp, unhinged). */
+bool trn_loss_is_symmetric(trn_loss_kind kind);
+
+/*
+ * l(z), and in *ret_deriv (may be NULL) dl/dz; at a kink the right
+ * derivative (for the convex hinge and barrier hinge, a subgradient).
+ * NaN for an unknown kind.  The caller checks b and r.
+ */
+double trn_loss_eval(const trn_loss *loss, double z, double *ret_deriv);
+
+/*
+ * The parameters of a label_em job (Bi and Suppakitpaisarn 2022): labels
+ * privatised once by the label exponential mechanism, then ordinary
+ * gradient descent with a margin loss on the public features.  The JSON
+ * name of each field is beside it; "label" (the label column) is resolved
+ * by the server into the trn_dataset's y.  Start from
+ * trn_label_em_params_default.
+ */
+typedef struct trn_label_em_params {
+	double epsilon;              /* "epsilon": the mechanism's epsilon; the release
+	                                is epsilon/2-DP (mech_labelem.c) */
+	trn_loss loss;               /* "loss", "b", "r" */
+	uint32_t classes;            /* "classes": must be 2 */
+	trn_model_kind model;        /* "model": "linear" (TRN_MODEL_LOGREG's one dense
+	                                layer) | "mlp" */
+	uint32_t n_hidden;           /* hidden layers: 0 for linear, 1-2 for mlp */
+	uint32_t hidden[DPG_MAX_HIDDEN_LAYERS]; /* "hidden" */
+	trn_activation activation;   /* "activation": "relu" | "tanh" */
+	uint32_t epochs;             /* "epochs" */
+	uint32_t batch_size;         /* "batch_size": rows per gradient step */
+	double learning_rate;        /* "learning_rate" */
+	double momentum;             /* "momentum": heavy-ball, in [0, 1) */
+	double weight_decay;         /* "weight_decay": L2 on every parameter, >= 0;
+	                                > 0 with the unhinged loss */
+	double gradient_clip;        /* "gradient_clip": the mean batch gradient (decay
+	                                included) is scaled to at most this L2 norm;
+	                                0 = never (default 10) */
+	bool center;                 /* "center": train on x - mean(x) over the training
+	                                rows (public features), folded into the first
+	                                layer's bias on release (default true) */
+} trn_label_em_params;
+
+/* "linear" <-> TRN_MODEL_LOGREG, "mlp" <-> TRN_MODEL_MLP; 0 or -1. */
+int trn_label_em_model_from_name(const char *name, trn_model_kind *ret);
+
+/*
+ * Fills the defaults: epsilon 1, barrier hinge with b = 200, r = 50
+ * (Charoenphakdee et al. 2019), 2 classes, linear model, 50 epochs of
+ * batches of 64, learning rate 0.01, momentum 0.9, weight decay 1e-3,
+ * gradient clip 10, centred features.
+ */
+void trn_label_em_params_default(trn_label_em_params *p);
+
+/* Checks every field, with `where` = "/params/<json name>" for the first
+ * bad one.  Needs no data. */
+int trn_label_em_params_validate(const trn_label_em_params *p, acct_error *err);
+
+/*
+ * The job's privacy event for a label column of n_rows rows, before any
+ * label is read: exactly mech_label_em's event for (n_rows, epsilon, D = 1),
+ * binary randomized_response with keep probability p = e^{eps/2} / (1 +
+ * e^{eps/2}), i.e. epsilon / 2.  Training afterwards is post-processing.
+ * Returns 0 and a new event (caller frees), or ACCT_EINVAL ("/params/..."
+ * or "/data" for n_rows outside 1..DPG_MAX_LABEL_EM_N), ACCT_ENOMEM.
+ */
+int trn_label_em_event(const trn_label_em_params *p, uint64_t n_rows, acct_event **ret,
+		       acct_error *err);
+
+/*
+ * What a dry run shows before epsilon is spent, for n_rows labels: the keep
+ * probability p, the expected fraction of labels released correct (E[q]/n =
+ * p, q ~ Binomial(n, p)) and the paper's success probability Pr[q >= n/2]
+ * (mech_label_em_success_probability).
+ */
+typedef struct trn_label_em_guidance {
+	double keep_probability;
+	double expected_correct_fraction;
+	double success_probability;
+} trn_label_em_guidance;
+
+int trn_label_em_guidance_for(const trn_label_em_params *p, uint64_t n_rows,
+			      trn_label_em_guidance *ret, acct_error *err);
+
+/*
+ * Checks that a job can train on d features and num_classes classes: 1 <=
+ * d <= DPG_MAX_FEATURES, num_classes == 2 (the paper's binary setting; more
+ * classes are refused at "/params/classes"), the model within the bounds
+ * of trn_model.  Public shape only.  Returns 0 or ACCT_EINVAL.
+ */
+int trn_label_em_check_shape(const trn_label_em_params *p, size_t d, uint32_t num_classes,
+			     acct_error *err);
+
+typedef struct trn_label_em_result {
+	trn_model *model;            /* 2 classes; margin = logit_1 - logit_0 */
+	bool labels_released;        /* the mechanism ran: its event is spent */
+	double test_accuracy;        /* on the public test table; NaN without one */
+	double test_auc;
+	double test_balanced_error;
+	uint32_t epochs_done;
+	int64_t steps_done;
+	int64_t steps_total;
+	uint64_t examples_used;      /* rows whose labels were released */
+	double train_seconds;
+} trn_label_em_result;
+
+/* Frees a result and its model.  Accepts NULL. */
+void trn_label_em_result_free(trn_label_em_result *r);
+
+/*
+ * Runs a label_em job on `train` (labels private, features public; 2
+ * classes): one call of mech_label_em over the whole label column, the
+ * first draw from `rng` and the only read of the labels (a row without a
+ * class enters it as class 0, so that nothing depends on which rows lack
+ * one); then `epochs` passes of mini-batch gradient descent with momentum
+ * on the mean margin loss l(s_i (logit_1 - logit_0)), s_i = +1 for a
+ * released label 1 and -1 for 0, plus (weight_decay / 2) ||theta||^2, on
+ * rows centred by the training features' mean when p->center (features are
+ * public under label DP); the released model takes raw rows.
+ * Shuffling and initialisation draw from a stream keyed from `rng`.
+ *
+ * `test` (may be NULL) is public data with the same d and 2 classes: the
+ * only table metrics and progress are computed on.  `cancel` is polled
+ * before the mechanism and every step; `progress` (may be NULL) is called
+ * after every epoch with the test accuracy (loss is NaN).  Returns 0 and
+ * *ret; TRN_CANCELLED and *ret (labels_released says whether the event was
+ * spent) when cancelled; or a negative code, *ret untouched.
+ */
+int trn_label_em_run(const trn_label_em_params *p, const trn_dataset *train,
+		     const trn_dataset *test, mech_rng *rng, trn_progress_fn progress,
+		     void *progress_user, const atomic_bool *cancel, trn_label_em_result **ret,
+		     acct_error *err);
+
+/* ==== end label_em ==== */
+
 #endif

@@ -96,6 +96,22 @@ void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t 
 void trn__chunk_forward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
 			double *ret_loss_sum, size_t *ret_correct);
 
+/*
+ * The hook for losses other than softmax cross-entropy.  trn__chunk_logits
+ * runs the dense layers on the B <= ws->cap rows in ws->act[0] and leaves
+ * the raw logits (B x classes) in ws->act[n_layers].  The caller then
+ * writes d loss_i / d logits_i into ws->delta[n_layers - 1] (B x classes)
+ * and calls trn__chunk_backprop, which back-propagates them through the
+ * hidden layers and adds the summed (unclipped) gradient to grad.
+ */
+void trn__chunk_logits(const trn_model *m, trn__workspace *ws, size_t B);
+void trn__chunk_backprop(const trn_model *m, trn__workspace *ws, size_t B, double *grad);
+
+/* Copies rows [start, start+B) of a raw n x input_dim table into ws->act[0],
+ * through the model's projection if it has one. */
+void trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x,
+			  size_t start, size_t B);
+
 /* Cross-entropy loss of one example (reference for finite differences). */
 double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x, uint32_t y);
 
@@ -199,5 +215,12 @@ int trn__ensemble_fit(const double *u, size_t n, size_t du, const double *a, uin
  * (w_k[0..d) . z + w_k[d]) / sqrt(2) (two classes: class 0's logit 0). */
 int trn__ensemble_release(double *w, uint32_t num_classes, size_t d, double beta, double B,
 			  mech_rng *rng, trn_model **ret, acct_error *err);
+
+/*
+ * The label column a label_em job hands to the label EM: y[i] == 1 gives 1,
+ * anything else (class 0 or TRN_NO_CLASS) 0, so that neighbouring tables
+ * (one label changed) give columns that differ in at most one position.
+ */
+void trn__label_em_column(const trn_dataset *ds, uint8_t *ret_column);
 
 #endif

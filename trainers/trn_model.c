@@ -221,12 +221,11 @@ static void activation_backward(uint32_t code, const double *a, double *delta, s
  * is overwritten with the softmax.  Per-example cross-entropy goes to
  * ws->loss, computed from the log-sum-exp of the logits.
  */
-static void forward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
-		    double *ret_loss_sum, size_t *ret_correct)
+/* act[l+1] = f(act[l] W_l^T + b_l); the last layer's output is left as the
+ * raw logits. */
+static void dense_forward(const trn_model *m, trn__workspace *ws, size_t B)
 {
 	uint32_t L = m->n_layers;
-	double loss_sum = 0.0;
-	size_t correct = 0;
 
 	for (uint32_t l = 0; l < L; l++) {
 		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
@@ -243,6 +242,16 @@ static void forward(const trn_model *m, trn__workspace *ws, const uint32_t *y, s
 			activate(m->layer_act[l], zi, (size_t)out);
 		}
 	}
+}
+
+static void forward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
+		    double *ret_loss_sum, size_t *ret_correct)
+{
+	uint32_t L = m->n_layers;
+	double loss_sum = 0.0;
+	size_t correct = 0;
+
+	dense_forward(m, ws, B);
 	for (size_t i = 0; i < B; i++) {
 		int k = (int)m->dims[L];
 		double *zi = ws->act[L] + i * (size_t)k, mx = zi[0], s = 0.0, lse;
@@ -283,16 +292,12 @@ static double row_sqnorm(const double *v, size_t n)
 	return s;
 }
 
-/* Back-propagates the per-example errors of softmax cross-entropy: the
- * output error p - onehot(y), then delta_{l-1} = (delta_l W_l) . f'. */
-static void backward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B)
+/* Back-propagates the output errors already in delta[L-1] through the
+ * hidden layers: delta_{l-1} = (delta_l W_l) . f'. */
+static void backprop_hidden(const trn_model *m, trn__workspace *ws, size_t B)
 {
 	uint32_t L = m->n_layers;
-	size_t k = m->dims[L];
 
-	memcpy(ws->delta[L - 1], ws->act[L], B * k * sizeof(double));
-	for (size_t i = 0; i < B; i++)
-		ws->delta[L - 1][i * k + y[i]] -= 1.0;
 	for (uint32_t l = L - 1; l >= 1; l--) {
 		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
 		const double *w = m->params + m->w_off[l];
@@ -303,6 +308,19 @@ static void backward(const trn_model *m, trn__workspace *ws, const uint32_t *y, 
 			    ws->delta[l], out, w, in, 0.0, dprev, in);
 		activation_backward(m->layer_act[l - 1], a, dprev, B * (size_t)in);
 	}
+}
+
+/* Back-propagates the per-example errors of softmax cross-entropy: the
+ * output error p - onehot(y), then through the hidden layers. */
+static void backward(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B)
+{
+	uint32_t L = m->n_layers;
+	size_t k = m->dims[L];
+
+	memcpy(ws->delta[L - 1], ws->act[L], B * k * sizeof(double));
+	for (size_t i = 0; i < B; i++)
+		ws->delta[L - 1][i * k + y[i]] -= 1.0;
+	backprop_hidden(m, ws, B);
 }
 
 /*
@@ -393,6 +411,22 @@ static void clip_deltas(const trn_model *m, trn__workspace *ws, size_t B, const 
 	}
 }
 
+/* Adds to grad the sum over the B rows of delta_i a_i^T (and delta_i for
+ * the bias), one matmul per layer: D^T A. */
+static void sum_gradient(const trn_model *m, trn__workspace *ws, size_t B, double *grad)
+{
+	for (uint32_t l = 0; l < m->n_layers; l++) {
+		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
+		double *gw = grad + m->w_off[l], *gb = grad + m->b_off[l];
+		const double *d = ws->delta[l];
+
+		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, (int)B, 1.0, d, out,
+			    ws->act[l], in, 1.0, gw, in);
+		for (size_t i = 0; i < B; i++)
+			cblas_daxpy(out, 1.0, d + i * (size_t)out, 1, gb, 1);
+	}
+}
+
 void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t *y, size_t B,
 			 const trn__clip *clip, double *grad, double *ret_norms,
 			 double *ret_loss_sum, size_t *ret_correct)
@@ -411,16 +445,20 @@ void trn__chunk_gradient(const trn_model *m, trn__workspace *ws, const uint32_t 
 	if (clip && clip->enabled)
 		clip_deltas(m, ws, B, clip);
 	/* The clipped sum as one reweighted matmul per layer: (diag(c) D)^T A. */
-	for (uint32_t l = 0; l < m->n_layers; l++) {
-		int in = (int)m->dims[l], out = (int)m->dims[l + 1];
-		double *gw = grad + m->w_off[l], *gb = grad + m->b_off[l];
-		const double *d = ws->delta[l];
+	sum_gradient(m, ws, B, grad);
+}
 
-		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, (int)B, 1.0, d, out,
-			    ws->act[l], in, 1.0, gw, in);
-		for (size_t i = 0; i < B; i++)
-			cblas_daxpy(out, 1.0, d + i * (size_t)out, 1, gb, 1);
-	}
+void trn__chunk_logits(const trn_model *m, trn__workspace *ws, size_t B)
+{
+	dense_forward(m, ws, B);
+}
+
+void trn__chunk_backprop(const trn_model *m, trn__workspace *ws, size_t B, double *grad)
+{
+	if (B == 0)
+		return;
+	backprop_hidden(m, ws, B);
+	sum_gradient(m, ws, B, grad);
 }
 
 double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x, uint32_t y)
@@ -480,6 +518,12 @@ static void load_rows(const trn_model *m, trn__workspace *ws, const double *x, s
 		cblas_dscal((int)m->dims[0],
 			    trn__unit_ball_factor(src + i * m->input_dim, m->input_dim, m->input_scale),
 			    ws->act[0] + i * m->dims[0], 1);
+}
+
+void trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x,
+			  size_t start, size_t B)
+{
+	load_rows(m, ws, x, start, B);
 }
 
 int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
