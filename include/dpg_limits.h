@@ -109,6 +109,12 @@
 #define DPG_MAX_MODEL_PARAMS        (1LL << 24)  /* weights + biases (128 MiB) */
 #define DPG_MAX_PCA_COMPONENTS      1024
 #define DPG_MAX_IDX_BYTES           (512LL << 20) /* one decompressed IDX file */
+/* Soft large margin clustering (slmc) */
+#define DPG_MAX_SLMC_CLUSTERS       100          /* cluster codes C */
+#define DPG_MAX_SLMC_FEATURES       4096         /* random Fourier features D */
+#define DPG_MAX_SLMC_ITERATIONS     1000         /* ADMM rounds K */
+#define DPG_MAX_SLMC_PARTIES        1000         /* learners M */
+#define DPG_MAX_RFF_WEIGHTS         (1LL << 24)  /* D x d entries of the feature map */
 /* ==== end trainers ==== */
 
 #endif
