@@ -114,7 +114,7 @@
 #define DPG_MAX_SLMC_FEATURES       4096         /* random Fourier features D */
 #define DPG_MAX_SLMC_ITERATIONS     1000         /* ADMM rounds K */
 #define DPG_MAX_SLMC_PARTIES        1000         /* learners M */
-#define DPG_MAX_RFF_WEIGHTS         (1LL << 24)  /* D x d entries of the feature map */
+#define DPG_MAX_RFF_WEIGHTS         (1LL << 23)  /* D x d entries of the feature map (64 MiB) */
 /* ==== end trainers ==== */
 
 #endif

@@ -547,7 +547,11 @@ void trn_slmc_result_free(trn_slmc_result *r);
  * 0..parties-1 (from the party column); NULL splits the rows uniformly at
  * random over p->parties learners with `rng`.  noise_multiplier must be the
  * resolved z (trn_slmc_event's output when epsilon is given; epsilon is
- * then ignored).  `test` (may
+ * then ignored).  `aux` (may be NULL, "auxiliary_data") is public rows with
+ * the same d: FCM on them gives centres, and each private row's first
+ * memberships are the FCM formula against those centres (a function of the
+ * row alone); without it the first memberships come from a random public
+ * consensus Z^0.  `test` (may
  * be NULL) is public labelled data with the same d: clustering accuracy and
  * NMI are measured on it only.  `rng` must be a CSPRNG stream: it draws the
  * feature map, the split, the initial consensus and every noise vector.
@@ -556,7 +560,7 @@ void trn_slmc_result_free(trn_slmc_result *r);
  * a negative code with `err` (*ret untouched).  Never prints, never aborts.
  */
 int trn_slmc_run(const trn_slmc_params *p, const trn_dataset *train, const uint32_t *party,
-		 const trn_dataset *test, mech_rng *rng, trn_slmc_progress_fn progress,
+		 const trn_dataset *aux, const trn_dataset *test, mech_rng *rng, trn_slmc_progress_fn progress,
 		 void *progress_user, const atomic_bool *cancel, trn_slmc_result **ret,
 		 acct_error *err);
 
@@ -566,7 +570,8 @@ int trn_slmc_run(const trn_slmc_params *p, const trn_dataset *train, const uint3
  * it.  noise_multiplier and epsilon are ignored.
  */
 int trn_slmc_nonprivate_run(const trn_slmc_params *p, const trn_dataset *train,
-			    const uint32_t *party, const trn_dataset *test, mech_rng *rng,
+			    const uint32_t *party, const trn_dataset *aux,
+			    const trn_dataset *test, mech_rng *rng,
 			    trn_slmc_progress_fn progress, void *progress_user,
 			    const atomic_bool *cancel, trn_slmc_result **ret, acct_error *err);
 

@@ -23,11 +23,34 @@
 
 #include "trn_slmc_internal.h"
 
-void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u)
+void trn__slmc_fcm_weights(double *dist, uint32_t C, double m)
 {
 	double dmin = INFINITY, sum = 0.0;
 	uint32_t zeros = 0;
 
+	for (uint32_t k = 0; k < C; k++) {
+		if (dist[k] < dmin)
+			dmin = dist[k];
+		if (dist[k] == 0.0)
+			zeros++;
+	}
+	if (zeros > 0) {
+		for (uint32_t k = 0; k < C; k++)
+			dist[k] = dist[k] == 0.0 ? 1.0 / zeros : 0.0;
+		return;
+	}
+	/* u_k proportional to d_k^(-1/(m-1)), scaled by dmin so that every
+	 * weight is in (0, 1] and nothing overflows. */
+	for (uint32_t k = 0; k < C; k++) {
+		dist[k] = pow(dmin / dist[k], 1.0 / (m - 1.0));
+		sum += dist[k];
+	}
+	for (uint32_t k = 0; k < C; k++)
+		dist[k] /= sum;
+}
+
+void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u)
+{
 	for (uint32_t k = 0; k < C; k++) {
 		double dk = 0.0;
 
@@ -37,24 +60,8 @@ void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u)
 			dk += e * e;
 		}
 		ret_u[k] = dk;
-		if (dk < dmin)
-			dmin = dk;
-		if (dk == 0.0)
-			zeros++;
 	}
-	if (zeros > 0) {
-		for (uint32_t k = 0; k < C; k++)
-			ret_u[k] = ret_u[k] == 0.0 ? 1.0 / zeros : 0.0;
-		return;
-	}
-	/* u_k proportional to d_k^(-1/(m-1)), scaled by dmin so that every
-	 * weight is in (0, 1] and nothing overflows. */
-	for (uint32_t k = 0; k < C; k++) {
-		ret_u[k] = pow(dmin / ret_u[k], 1.0 / (m - 1.0));
-		sum += ret_u[k];
-	}
-	for (uint32_t k = 0; k < C; k++)
-		ret_u[k] /= sum;
+	trn__slmc_fcm_weights(ret_u, C, m);
 }
 
 int trn__slmc_ws_new(size_t cap, size_t d1, uint32_t C, trn__slmc_ws **ret, acct_error *err)

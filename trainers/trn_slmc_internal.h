@@ -25,6 +25,24 @@
  */
 void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u);
 
+/* The same closed form from C squared distances, in place: dist[k] becomes
+ * u_k. */
+void trn__slmc_fcm_weights(double *dist, uint32_t C, double m);
+
+/*
+ * Fuzzy c-means (Bezdek 1981, eqs. 11.3a-b) on the rows of a PUBLIC table:
+ * centres seeded by k-means++ (Arthur and Vassilvitskii 2007) from `rng`,
+ * then TRN_SLMC_FCM_ROUNDS rounds of the membership and centre updates.
+ * Writes C x d centres.
+ */
+#define TRN_SLMC_FCM_ROUNDS 100
+int trn__slmc_fcm_centres(const trn_dataset *pub, uint32_t C, double m, mech_rng *rng,
+			  double *ret_centres, acct_error *err);
+
+/* FCM memberships of one row x (d) to public centres (C x d). */
+void trn__slmc_centre_memberships(const double *x, size_t d, const double *centres,
+				  uint32_t C, double m, double *ret_u);
+
 /* Workspace of the local solve, for up to `cap` rows of D+1 columns. */
 typedef struct trn__slmc_ws {
 	size_t cap;

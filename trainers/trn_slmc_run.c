@@ -25,6 +25,7 @@ typedef struct slmc_state {
 	double *alpha;            /* M x len: scaled duals (then theta~ + alpha) */
 	double *theta;            /* len: one learner's upload */
 	double *z_new;            /* len */
+	double *u0;               /* n x C first memberships (public centres), or NULL */
 	trn__slmc_ws *ws;
 	trn_slmc_model *model;    /* Z lives in model->theta */
 } slmc_state;
@@ -36,6 +37,7 @@ static void state_free(slmc_state *s)
 	free(s->alpha);
 	free(s->theta);
 	free(s->z_new);
+	free(s->u0);
 	trn__slmc_ws_free(s->ws);
 	trn_slmc_model_free(s->model);
 }
@@ -72,9 +74,10 @@ static int assign_learners(const trn_slmc_params *p, size_t n, const uint32_t *p
 	return 0;
 }
 
-/* Features of every row, grouped by learner (a counting sort), into s->a. */
+/* Features of every row, grouped by learner (a counting sort), into s->a;
+ * with public centres, each row's first memberships into s->u0 alike. */
 static int group_rows(slmc_state *s, const trn_dataset *train, const uint32_t *learner,
-		      acct_error *err)
+		      const trn_slmc_params *p, const double *centres, acct_error *err)
 {
 	size_t *pos = calloc(s->M + 1, sizeof(*pos));
 	size_t cap = 0;
@@ -89,21 +92,30 @@ static int group_rows(slmc_state *s, const trn_dataset *train, const uint32_t *l
 		s->off[m + 1] += s->off[m];
 		pos[m] = s->off[m];
 	}
-	for (size_t i = 0; i < s->n; i++)
-		trn__slmc_features(s->model->rff, train->x + i * train->d, 1,
-				   s->a + pos[learner[i]]++ * s->d1);
+	for (size_t i = 0; i < s->n; i++) {
+		size_t at = pos[learner[i]]++;
+
+		trn__slmc_features(s->model->rff, train->x + i * train->d, 1, s->a + at * s->d1);
+		if (centres)
+			trn__slmc_centre_memberships(train->x + i * train->d, train->d, centres,
+						     s->C, p->fuzzifier, s->u0 + at * s->C);
+	}
 	free(pos);
 	return trn__slmc_ws_new(cap, s->d1, s->C, &s->ws, err);
 }
 
-/* The public start: feature map, split, Z^0 with N(0,1) weights and zero
- * bias (a data-independent random function into the label space, so the
- * first memberships differ between clusters), zero duals. */
+/* The public start: feature map, split, zero duals, and either FCM
+ * centres of the public rows `aux` (first memberships against them, Z^0 =
+ * 0) or, without public rows, Z^0 with N(0,1) weights and zero bias (a
+ * data-independent random function into the label space, so that the
+ * first memberships differ between clusters). */
 static int state_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset *train,
-		      const uint32_t *party, mech_rng *rng, acct_error *err)
+		      const uint32_t *party, const trn_dataset *aux, mech_rng *rng,
+		      acct_error *err)
 {
 	trn_rff *rff = NULL;
 	uint32_t *learner = NULL;
+	double *centres = NULL;
 	int rc;
 
 	s->n = train->n;
@@ -129,19 +141,32 @@ static int state_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
+	if (aux) {
+		centres = malloc((size_t)s->C * train->d * sizeof(double));
+		s->u0 = malloc(s->n * s->C * sizeof(double));
+		if (!centres || !s->u0) {
+			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			goto out;
+		}
+		rc = trn__slmc_fcm_centres(aux, s->C, p->fuzzifier, rng, centres, err);
+		if (rc != 0)
+			goto out;
+	}
 	rc = assign_learners(p, s->n, party, rng, learner, err);
 	if (rc == 0)
-		rc = group_rows(s, train, learner, err);
-	if (rc == 0 && mech_rng_normal_fill(rng, s->model->theta, s->len - s->C) != 0)
+		rc = group_rows(s, train, learner, p, centres, err);
+	if (rc == 0 && !aux && mech_rng_normal_fill(rng, s->model->theta, s->len - s->C) != 0)
 		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the random source failed");
 out:
+	free(centres);
 	free(learner);
 	return rc;
 }
 
 /*
  * One round (Boyd et al. 2011, eqs. 7.6-7.8 with g = 0): every learner m
- * solves for theta_m towards v_m = Z - alpha_m and uploads theta_m + N(0,
+ * takes memberships from Z (or, in the first round with public centres,
+ * from those), solves for theta_m towards v_m = Z - alpha_m and uploads theta_m + N(0,
  * sigma^2 I); then Z' = mean_m(theta~_m + alpha_m) and alpha_m += theta~_m
  * - Z'.  The duals use the noisy uploads, so they are public.
  */
@@ -156,8 +181,14 @@ static int admm_round(slmc_state *s, const trn_slmc_params *p, double sigma, mec
 
 		for (size_t j = 0; j < s->len; j++)
 			v[j] = z[j] - alpha[j];
-		rc = trn__slmc_local_update(s->a + s->off[m] * s->d1, s->off[m + 1] - s->off[m], p,
-					    1.0 / s->M, z, v, s->ws, s->theta, err);
+		if (s->u0)
+			rc = trn__slmc_ridge(s->a + s->off[m] * s->d1, s->u0 + s->off[m] * s->C,
+					     s->off[m + 1] - s->off[m], p, 1.0 / s->M, v, s->ws,
+					     s->theta, err);
+		else
+			rc = trn__slmc_local_update(s->a + s->off[m] * s->d1,
+						    s->off[m + 1] - s->off[m], p, 1.0 / s->M, z, v,
+						    s->ws, s->theta, err);
 		if (rc != 0)
 			return rc;
 		if (sigma > 0.0) {
@@ -174,6 +205,9 @@ static int admm_round(slmc_state *s, const trn_slmc_params *p, double sigma, mec
 		cblas_daxpy((int)s->len, 1.0 / s->M, s->alpha + (size_t)m * s->len, 1, s->z_new, 1);
 	for (uint32_t m = 0; m < s->M; m++)
 		cblas_daxpy((int)s->len, -1.0, s->z_new, 1, s->alpha + (size_t)m * s->len, 1);
+	/* The public-centre memberships serve the first round only. */
+	free(s->u0);
+	s->u0 = NULL;
 	cblas_daxpy((int)s->len, -1.0, s->z_new, 1, z, 1);
 	*ret_change = cblas_dnrm2((int)s->len, z, 1);
 	memcpy(z, s->z_new, s->len * sizeof(double));
@@ -229,7 +263,8 @@ static int admm_loop(slmc_state *s, const trn_slmc_params *p, double sigma, mech
 }
 
 static int slmc_run(const trn_slmc_params *p, bool private, const trn_dataset *train,
-		    const uint32_t *party, const trn_dataset *test, mech_rng *rng,
+		    const uint32_t *party, const trn_dataset *aux, const trn_dataset *test,
+		    mech_rng *rng,
 		    trn_slmc_progress_fn progress, void *user, const atomic_bool *cancel,
 		    trn_slmc_result **ret, acct_error *err)
 {
@@ -246,6 +281,10 @@ static int slmc_run(const trn_slmc_params *p, bool private, const trn_dataset *t
 	if (rc == 0 && test && test->d != train->d)
 		rc = acct_error_set(err, ACCT_EINVAL, "/params/test_data",
 				    "test_data has %zu features, the table %zu", test->d, train->d);
+	if (rc == 0 && aux && aux->d != train->d)
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/auxiliary_data",
+				    "auxiliary_data has %zu features, the table %zu", aux->d,
+				    train->d);
 	if (rc != 0)
 		return rc;
 	r = calloc(1, sizeof(*r));
@@ -254,7 +293,7 @@ static int slmc_run(const trn_slmc_params *p, bool private, const trn_dataset *t
 	r->noise_multiplier = private ? p->noise_multiplier : 0.0;
 	r->sensitivity = trn_slmc_sensitivity(p);
 	r->sigma = r->noise_multiplier * r->sensitivity;
-	rc = state_init(&s, p, train, party, rng, err);
+	rc = state_init(&s, p, train, party, aux, rng, err);
 	if (rc != 0)
 		goto out;
 	status = admm_loop(&s, p, r->sigma, rng, progress, user, cancel, &r->iterations_done,
@@ -279,7 +318,7 @@ out:
 }
 
 int trn_slmc_run(const trn_slmc_params *p, const trn_dataset *train, const uint32_t *party,
-		 const trn_dataset *test, mech_rng *rng, trn_slmc_progress_fn progress,
+		 const trn_dataset *aux, const trn_dataset *test, mech_rng *rng, trn_slmc_progress_fn progress,
 		 void *progress_user, const atomic_bool *cancel, trn_slmc_result **ret,
 		 acct_error *err)
 {
@@ -299,15 +338,16 @@ int trn_slmc_run(const trn_slmc_params *p, const trn_dataset *train, const uint3
 		return acct_error_set(err, ACCT_EINVAL, "/params/noise_multiplier",
 				      "the noise multiplier must be resolved (trn_slmc_event) "
 				      "before the run");
-	return slmc_run(p, true, train, party, test, rng, progress, progress_user, cancel, ret,
+	return slmc_run(p, true, train, party, aux, test, rng, progress, progress_user, cancel, ret,
 			err);
 }
 
 int trn_slmc_nonprivate_run(const trn_slmc_params *p, const trn_dataset *train,
-			    const uint32_t *party, const trn_dataset *test, mech_rng *rng,
+			    const uint32_t *party, const trn_dataset *aux,
+			    const trn_dataset *test, mech_rng *rng,
 			    trn_slmc_progress_fn progress, void *progress_user,
 			    const atomic_bool *cancel, trn_slmc_result **ret, acct_error *err)
 {
-	return slmc_run(p, false, train, party, test, rng, progress, progress_user, cancel, ret,
+	return slmc_run(p, false, train, party, aux, test, rng, progress, progress_user, cancel, ret,
 			err);
 }

@@ -547,3 +547,501 @@ Test(ridge, ball_constraint_meets_its_kkt_conditions)
 	}
 	mech_rng_free(rng);
 }
+
+/* ---- sensitivity ---------------------------------------------------------- */
+
+typedef struct sens_case {
+	trn_slmc_params p;
+	trn_rff *rff;
+	size_t d, d1, len;
+	double *z, *v;
+	double reg_w;
+} sens_case;
+
+/* Random parameters, a random public feature map, consensus and centre. */
+static void sens_case_make(sens_case *sc, mech_rng *rng)
+{
+	trn_slmc_params_default(&sc->p);
+	sc->p.clusters = 2 + (uint32_t)below(rng, 4);
+	sc->p.features = 2 + (uint32_t)below(rng, 30);
+	sc->p.gamma = exp(4.0 * unif(rng) - 2.0);
+	sc->p.lambda = exp(6.0 * unif(rng) - 3.0);
+	sc->p.rho = exp(4.0 * unif(rng) - 2.0);
+	sc->p.max_norm = exp(4.0 * unif(rng) - 2.0);
+	sc->p.fuzzifier = 1.1 + 2.0 * unif(rng);
+	sc->d = 1 + (size_t)below(rng, 5);
+	sc->d1 = (size_t)sc->p.features + 1;
+	sc->len = sc->d1 * sc->p.clusters;
+	sc->reg_w = 1.0 / (double)(1 + below(rng, 4));
+	cr_assert_eq(trn_rff_new((uint32_t)sc->d, sc->p.features, sc->p.gamma, rng, &sc->rff,
+				 NULL), 0);
+	sc->z = malloc(sc->len * sizeof(double));
+	sc->v = malloc(sc->len * sizeof(double));
+	for (size_t j = 0; j < sc->len; j++) {
+		sc->z[j] = 3.0 * normal(rng);
+		sc->v[j] = 3.0 * normal(rng);
+	}
+}
+
+static void sens_case_free(sens_case *sc)
+{
+	trn_rff_free(sc->rff);
+	free(sc->z);
+	free(sc->v);
+}
+
+/* One learner's upload (before noise) on rows x (n x d), as the run computes
+ * it: features by the public map, then trn__slmc_local_update. */
+static void upload(const sens_case *sc, const double *x, size_t n, double *theta)
+{
+	double *a = malloc((n ? n : 1) * sc->d1 * sizeof(double));
+	trn__slmc_ws *ws = NULL;
+
+	cr_assert_not_null(a);
+	trn__slmc_features(sc->rff, x, n, a);
+	cr_assert_eq(trn__slmc_ws_new(n, sc->d1, sc->p.clusters, &ws, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, n, &sc->p, sc->reg_w, sc->z, sc->v, ws, theta,
+					    NULL), 0);
+	trn__slmc_ws_free(ws);
+	free(a);
+}
+
+static double dist2(const double *a, const double *b, size_t len)
+{
+	double s = 0.0;
+
+	for (size_t j = 0; j < len; j++)
+		s += (a[j] - b[j]) * (a[j] - b[j]);
+	return s;
+}
+
+/* A random row: mostly near the others, sometimes far (outliers). */
+static void random_row(mech_rng *rng, size_t d, double *x)
+{
+	double scale = unif(rng) < 0.2 ? 50.0 : 1.0;
+
+	for (size_t j = 0; j < d; j++)
+		x[j] = scale * normal(rng);
+}
+
+Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
+{
+	mech_rng *rng = seeded(8);
+	double worst_ar = 0.0, worst_rep = 0.0;
+
+	for (int trial = 0; trial < 300; trial++) {
+		sens_case sc;
+		size_t n = 1 + (size_t)below(rng, 40), j;
+		double *x, *x2, *t0, *t1, *t2, *t3, d_ar, d_rep, moved;
+
+		sens_case_make(&sc, rng);
+		x = malloc((n + 1) * sc.d * sizeof(double));
+		x2 = malloc((n + 1) * sc.d * sizeof(double));
+		t0 = malloc(sc.len * sizeof(double));
+		t1 = malloc(sc.len * sizeof(double));
+		t2 = malloc(sc.len * sizeof(double));
+		t3 = malloc(sc.len * sizeof(double));
+		for (size_t i = 0; i <= n; i++)
+			random_row(rng, sc.d, x + i * sc.d);
+		sc.p.neighbor = ACCT_ADD_REMOVE;
+		d_ar = trn_slmc_sensitivity(&sc.p);
+		sc.p.neighbor = ACCT_REPLACE;
+		d_rep = trn_slmc_sensitivity(&sc.p);
+		/* add/remove: the table with and without its last row. */
+		upload(&sc, x, n, t0);
+		upload(&sc, x, n + 1, t1);
+		moved = sqrt(dist2(t0, t1, sc.len));
+		cr_assert(moved <= d_ar, "trial %d add: moved %.17g > Delta %.17g", trial, moved,
+			  d_ar);
+		worst_ar = fmax(worst_ar, moved / d_ar);
+		/* replace row j by the extra row. */
+		j = (size_t)below(rng, n);
+		memcpy(x2, x, n * sc.d * sizeof(double));
+		memcpy(x2 + j * sc.d, x + n * sc.d, sc.d * sizeof(double));
+		upload(&sc, x2, n, t2);
+		moved = sqrt(dist2(t0, t2, sc.len));
+		cr_assert(moved <= d_rep, "trial %d replace: moved %.17g > Delta %.17g", trial,
+			  moved, d_rep);
+		worst_rep = fmax(worst_rep, moved / d_rep);
+		/* replace moving the row to another learner: this learner loses
+		 * row j, a second learner (rows x2[0..n)) gains the new row.
+		 * The round's joint change is the root of the summed squares. */
+		memcpy(x2, x, n * sc.d * sizeof(double));
+		memcpy(x2 + j * sc.d, x + (n - 1) * sc.d, sc.d * sizeof(double));
+		upload(&sc, x2, n - 1, t2);
+		upload(&sc, x + sc.d, n, t3);
+		upload(&sc, x, n, t1);
+		memcpy(x2 + (n - 1) * sc.d, x + n * sc.d, sc.d * sizeof(double));
+		{
+			double *t4 = malloc(sc.len * sizeof(double));
+			double *xg = malloc((n + 1) * sc.d * sizeof(double));
+
+			memcpy(xg, x + sc.d, n * sc.d * sizeof(double));
+			memcpy(xg + n * sc.d, x + n * sc.d, sc.d * sizeof(double));
+			upload(&sc, xg, n + 1, t4);
+			moved = sqrt(dist2(t1, t2, sc.len) + dist2(t3, t4, sc.len));
+			cr_assert(moved <= d_rep, "trial %d party move: %.17g > %.17g", trial,
+				  moved, d_rep);
+			free(t4);
+			free(xg);
+		}
+		sens_case_free(&sc);
+		free(x);
+		free(x2);
+		free(t0);
+		free(t1);
+		free(t2);
+		free(t3);
+	}
+	/* Random tables stay well inside the bound (the tight case is the
+	 * next test); they must still reach a visible fraction of it. */
+	cr_log_info("largest realised / Delta: add_remove %.3f, replace %.3f", worst_ar,
+		    worst_rep);
+	cr_assert_gt(worst_ar, 0.02, "add_remove never exceeded %.3g of Delta", worst_ar);
+	mech_rng_free(rng);
+}
+
+Test(sensitivity, delta_is_reached_by_the_extreme_row)
+{
+	/* Every step of Theorem 1 tight at once: a map with omega = 0 and
+	 * phase = 0 (phi = sqrt(2/D) 1, ||a||^2 = 3), an empty learner whose
+	 * solution is its centre v = -B a/||a|| e_2^T on the sphere, a public consensus that maps the new row exactly onto
+	 * code e_2 (u = e_2, s = 1, t = e_2), and lambda << rho so that the
+	 * move is the gradient step 2 lambda ||a|| ||s theta^T a - t|| / rho
+	 * = 2 sqrt(3) lambda (sqrt(3) B + 1) / rho. */
+	enum { D = 8, C = 3, d = 2 };
+	trn_rff rff = {.d = d, .features = D, .gamma = 1.0};
+	double omega[D * d] = {0}, phase[D] = {0}, a[D + 1], z[(D + 1) * C] = {0};
+	double v[(D + 1) * C] = {0}, t0[(D + 1) * C], t1[(D + 1) * C], x[d] = {0.3, -1.0};
+	trn_slmc_params p;
+	trn__slmc_ws *ws = NULL;
+	double na2 = 0.0, delta, moved;
+
+	rff.omega = omega;
+	rff.phase = phase;
+	trn_slmc_params_default(&p);
+	p.clusters = C;
+	p.features = D;
+	p.lambda = 1e-4;
+	p.rho = 1.0;
+	p.max_norm = 2.0;
+	trn__slmc_features(&rff, x, 1, a);
+	for (size_t j = 0; j <= D; j++)
+		na2 += a[j] * a[j];
+	cr_assert_float_eq(na2, 3.0, 1e-12);
+	for (size_t j = 0; j <= D; j++) {
+		z[j * C + 1] = a[j] / na2;
+		v[j * C + 1] = -p.max_norm * a[j] / sqrt(na2);
+	}
+	cr_assert_eq(trn__slmc_ws_new(1, D + 1, C, &ws, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, 0, &p, 0.0, z, v, ws, t0, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, 1, &p, 0.0, z, v, ws, t1, NULL), 0);
+	delta = trn_slmc_sensitivity(&p);
+	moved = sqrt(dist2(t0, t1, (D + 1) * C));
+	cr_assert(moved <= delta, "moved %.17g > Delta %.17g", moved, delta);
+	cr_assert(moved >= 0.999 * delta, "moved %.17g, Delta %.17g: bound not tight", moved,
+		  delta);
+	trn__slmc_ws_free(ws);
+}
+
+/* ---- event, calibration, parameters ---------------------------------------- */
+
+Test(event, is_k_gaussians_priced_as_the_zcdp_closed_form)
+{
+	trn_slmc_params p;
+	acct_event *ev = NULL;
+	acct_options opt = {.accountant = ACCT_ZCDP, .zcdp_bun_steinke = true};
+	acct_result res;
+	double z = 0.0, rho, expect;
+
+	trn_slmc_params_default(&p);
+	p.epsilon = 0.0;
+	p.noise_multiplier = 3.0;
+	p.iterations = 12;
+	cr_assert_eq(trn_slmc_event(&p, 1e-5, &opt, &ev, &z, NULL), 0);
+	cr_assert_eq(ev->type, ACCT_EV_SELF_COMPOSED);
+	cr_assert_eq(ev->u.self_composed.count, 12);
+	cr_assert_eq(ev->u.self_composed.event->type, ACCT_EV_GAUSSIAN);
+	cr_assert_float_eq(ev->u.self_composed.event->u.gaussian.noise_multiplier, 3.0, 0.0);
+	cr_assert_float_eq(z, 3.0, 0.0);
+	/* Bun and Steinke 2016: Gaussian rho = 1/(2 z^2) (Prop. 1.6), K-fold
+	 * composition adds (Lemma 1.7), eps = rho + 2 sqrt(rho ln(1/delta))
+	 * (Prop. 1.3). */
+	rho = 12.0 / (2.0 * 9.0);
+	expect = rho + 2.0 * sqrt(rho * log(1e5));
+	cr_assert_eq(acct_epsilon(ev, 1e-5, &opt, &res, NULL), 0);
+	cr_assert(fabs(res.epsilon - expect) <= 1e-9 * expect, "eps %.15g, closed form %.15g",
+		  res.epsilon, expect);
+	acct_event_free(ev);
+}
+
+Test(event, calibrated_noise_meets_the_target_and_no_less_does)
+{
+	static const double targets[] = {0.5, 1.0, 4.0};
+	acct_options opt = {.accountant = ACCT_RDP};
+
+	for (size_t t = 0; t < 3; t++) {
+		trn_slmc_params p;
+		acct_event *ev = NULL, *lower;
+		acct_result res;
+		double z = 0.0;
+
+		trn_slmc_params_default(&p);
+		p.epsilon = targets[t];
+		p.iterations = 20;
+		cr_assert_eq(trn_slmc_event(&p, 1e-5, &opt, &ev, &z, NULL), 0);
+		cr_assert_gt(z, 0.0);
+		cr_assert_eq(acct_epsilon(ev, 1e-5, &opt, &res, NULL), 0);
+		cr_assert_leq(res.epsilon, targets[t], "eps %.15g > %g", res.epsilon, targets[t]);
+		/* One percent less noise misses the target: z is the smallest. */
+		lower = acct_event_new(ACCT_EV_GAUSSIAN);
+		lower->u.gaussian.noise_multiplier = 0.99 * z;
+		lower = acct_event_self_composed(20, lower);
+		cr_assert_eq(acct_epsilon(lower, 1e-5, &opt, &res, NULL), 0);
+		cr_assert_gt(res.epsilon, targets[t]);
+		acct_event_free(lower);
+		acct_event_free(ev);
+	}
+}
+
+typedef struct bad_param {
+	const char *where;
+	void (*spoil)(trn_slmc_params *p);
+} bad_param;
+
+static void no_clusters(trn_slmc_params *p) { p->clusters = 1; }
+static void many_features(trn_slmc_params *p) { p->features = DPG_MAX_SLMC_FEATURES + 1; }
+static void nan_gamma(trn_slmc_params *p) { p->gamma = NAN; }
+static void zero_lambda(trn_slmc_params *p) { p->lambda = 0.0; }
+static void negative_rho(trn_slmc_params *p) { p->rho = -1.0; }
+static void crisp_fuzzifier(trn_slmc_params *p) { p->fuzzifier = 1.0; }
+static void no_iterations(trn_slmc_params *p) { p->iterations = 0; }
+static void no_parties(trn_slmc_params *p) { p->parties = 0; }
+static void inf_norm(trn_slmc_params *p) { p->max_norm = INFINITY; }
+static void both_noise(trn_slmc_params *p) { p->noise_multiplier = 1.0; }
+static void no_noise(trn_slmc_params *p) { p->epsilon = 0.0; }
+static void bad_epsilon(trn_slmc_params *p) { p->epsilon = -2.0; }
+
+Test(params, bad_fields_are_named)
+{
+	static const bad_param table[] = {
+		{"/params/clusters", no_clusters},
+		{"/params/features", many_features},
+		{"/params/gamma", nan_gamma},
+		{"/params/lambda", zero_lambda},
+		{"/params/rho", negative_rho},
+		{"/params/fuzzifier", crisp_fuzzifier},
+		{"/params/iterations", no_iterations},
+		{"/params/parties", no_parties},
+		{"/params/max_norm", inf_norm},
+		{"/params/noise_multiplier", both_noise},
+		{"/params/noise_multiplier", no_noise},
+		{"/params/epsilon", bad_epsilon},
+	};
+	trn_slmc_params p;
+	acct_event *ev = NULL;
+
+	trn_slmc_params_default(&p);
+	cr_assert_eq(trn_slmc_params_validate(&p, NULL), 0);
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		acct_error err;
+
+		trn_slmc_params_default(&p);
+		table[i].spoil(&p);
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_params_validate(&p, &err), ACCT_EINVAL, "%s", table[i].where);
+		cr_assert_str_eq(err.where, table[i].where);
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_event(&p, 1e-5, NULL, &ev, NULL, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, table[i].where);
+		cr_assert_null(ev);
+	}
+	/* An unreachable target names epsilon too (delta 0: no Gaussian). */
+	{
+		acct_options opt = {.accountant = ACCT_RDP};
+		acct_error err;
+
+		trn_slmc_params_default(&p);
+		acct_error_init(&err);
+		cr_assert_lt(trn_slmc_event(&p, 0.0, &opt, &ev, NULL, &err), 0);
+		cr_assert_str_eq(err.where, "/params/epsilon");
+	}
+	/* Shape: too many features x columns, and the learners' duals. */
+	{
+		acct_error err;
+
+		trn_slmc_params_default(&p);
+		p.features = 4096;
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4096, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/params/features");
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4, NULL), 0);
+		p.features = 200;
+		p.clusters = 100;
+		p.parties = 1000;
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/params/features");
+		p.parties = 10;
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4, NULL), 0);
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_check_shape(&p, 0, 4, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/data");
+	}
+}
+
+/* ---- whole runs ------------------------------------------------------------ */
+
+/* Two Gaussian blobs in the plane at (-2, 0) and (2, 0), sd 0.4. */
+static trn_dataset *blobs(size_t n, uint8_t tag)
+{
+	trn_dataset *ds = NULL;
+	mech_rng *rng = seeded(tag);
+
+	cr_assert_eq(trn_dataset_new(n, 2, 2, &ds, NULL), 0);
+	for (size_t i = 0; i < n; i++) {
+		ds->y[i] = (uint32_t)(i % 2);
+		ds->x[i * 2] = (ds->y[i] ? 2.0 : -2.0) + 0.4 * normal(rng);
+		ds->x[i * 2 + 1] = 0.4 * normal(rng);
+	}
+	mech_rng_free(rng);
+	return ds;
+}
+
+static int count_rounds(const trn_slmc_progress *pr, void *user)
+{
+	int *calls = user;
+
+	cr_assert(isfinite(pr->consensus_change));
+	cr_assert_eq(pr->iteration, (uint32_t)*calls + 1);
+	(*calls)++;
+	return 0;
+}
+
+static void blob_params(trn_slmc_params *p)
+{
+	trn_slmc_params_default(p);
+	p->clusters = 2;
+	p->features = 100;
+	p->gamma = 0.25;
+	p->lambda = 1.0;
+	p->rho = 1.0;
+	p->iterations = 15;
+	p->parties = 3;
+	p->max_norm = 10.0;
+	p->epsilon = 0.0;
+	p->noise_multiplier = 1e-6;
+}
+
+Test(run, separates_two_blobs_with_and_without_noise)
+{
+	trn_dataset *train = blobs(300, 20), *test = blobs(200, 21);
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(22);
+	int calls = 0;
+
+	blob_params(&p);
+	cr_assert_eq(trn_slmc_nonprivate_run(&p, train, NULL, NULL, test, rng, count_rounds, &calls,
+					     NULL, &r, NULL), 0);
+	cr_assert_eq(calls, 15);
+	cr_assert_eq(r->iterations_done, 15u);
+	cr_assert_geq(r->clustering_accuracy, 0.97, "accuracy %g", r->clustering_accuracy);
+	cr_assert_geq(r->nmi, 0.8, "nmi %g", r->nmi);
+	cr_assert_float_eq(r->sigma, 0.0, 0.0);
+	trn_slmc_result_free(r);
+	r = NULL;
+	/* Tiny noise, private path, learners from a party column. */
+	{
+		uint32_t *party = malloc(train->n * sizeof(uint32_t));
+
+		for (size_t i = 0; i < train->n; i++)
+			party[i] = (uint32_t)(i % 3);
+		cr_assert_eq(trn_slmc_run(&p, train, party, NULL, test, rng, NULL, NULL, NULL, &r,
+					  NULL), 0);
+		cr_assert_geq(r->clustering_accuracy, 0.97, "accuracy %g",
+			      r->clustering_accuracy);
+		cr_assert_float_eq(r->sigma, 1e-6 * trn_slmc_sensitivity(&p), 1e-20);
+		trn_slmc_result_free(r);
+		r = NULL;
+		party[7] = 3;
+		{
+			acct_error err;
+
+			acct_error_init(&err);
+			cr_assert_eq(trn_slmc_run(&p, train, party, NULL, test, rng, NULL, NULL, NULL,
+						  &r, &err), ACCT_EINVAL);
+			cr_assert_str_eq(err.where, "/params/party_column");
+			cr_assert_null(r);
+		}
+		free(party);
+	}
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+	trn_dataset_free(test);
+}
+
+Test(run, cancel_flag_stops_before_any_round)
+{
+	trn_dataset *train = blobs(50, 23);
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(24);
+	atomic_bool cancel = true;
+
+	blob_params(&p);
+	cr_assert_eq(trn_slmc_run(&p, train, NULL, NULL, NULL, rng, NULL, NULL, &cancel, &r, NULL),
+		     TRN_CANCELLED);
+	cr_assert_eq(r->iterations_done, 0u);
+	cr_assert(isnan(r->clustering_accuracy));
+	trn_slmc_result_free(r);
+	/* An unresolved epsilon is refused by the run. */
+	p.noise_multiplier = 0.0;
+	p.epsilon = 1.0;
+	r = NULL;
+	cr_assert_eq(trn_slmc_run(&p, train, NULL, NULL, NULL, rng, NULL, NULL, NULL, &r, NULL),
+		     ACCT_EINVAL);
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+}
+
+/* The objective of a noiseless run with M learners (rows by a party column,
+ * so the rng stream and hence the map and Z^0 are the same for every M). */
+static double objective_after(const trn_dataset *train, uint32_t M, uint32_t K)
+{
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(26);
+	uint32_t *party = malloc(train->n * sizeof(uint32_t));
+	double obj;
+
+	trn_dataset *aux = blobs(40, 27);
+
+	blob_params(&p);
+	p.parties = M;
+	p.iterations = K;
+	for (size_t i = 0; i < train->n; i++)
+		party[i] = (uint32_t)(i % M);
+	cr_assert_eq(trn_slmc_nonprivate_run(&p, train, party, aux, NULL, rng, NULL, NULL, NULL,
+					     &r, NULL), 0);
+	trn_dataset_free(aux);
+	cr_assert_eq(trn_slmc_objective(r->model, train, p.lambda, p.fuzzifier, &obj, NULL), 0);
+	trn_slmc_result_free(r);
+	mech_rng_free(rng);
+	free(party);
+	return obj;
+}
+
+Test(run, consensus_admm_reaches_the_single_learner_objective)
+{
+	trn_dataset *train = blobs(120, 25);
+	double one = objective_after(train, 1, 80), three = objective_after(train, 3, 80);
+	double early = objective_after(train, 3, 1);
+
+	/* Boyd et al. 2011, Sec. 7.1: consensus ADMM solves the same problem
+	 * as one learner holding every row.  With the regulariser split 1/M per
+	 * learner the two objectives agree once the rounds have converged. */
+	cr_assert(fabs(three - one) <= 0.02 * one, "M=3: %g, M=1: %g", three, one);
+	cr_assert_gt(early, 1.03 * one, "one round already at %g (converged %g)", early, one);
+	trn_dataset_free(train);
+}
