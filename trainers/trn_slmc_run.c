@@ -164,16 +164,17 @@ out:
 }
 
 /*
- * One round (Boyd et al. 2011, eqs. 7.6-7.8 with g = 0): every learner m
+ * One round (Boyd et al. 2011, eqs. 7.6-7.8, g the indicator of the ball
+ * of radius B): every learner m
  * takes memberships from Z (or, in the first round with public centres,
  * from those), solves for theta_m towards v_m = Z - alpha_m and uploads theta_m + N(0,
- * sigma^2 I); then Z' = mean_m(theta~_m + alpha_m) and alpha_m += theta~_m
- * - Z'.  The duals use the noisy uploads, so they are public.
+ * sigma^2 I); then Z' = proj_B(mean_m(theta~_m + alpha_m)) and alpha_m +=
+ * theta~_m - Z'.  The duals use the noisy uploads, so they are public.
  */
 static int admm_round(slmc_state *s, const trn_slmc_params *p, double sigma, mech_rng *rng,
 		      double *ret_change, acct_error *err)
 {
-	double *z = s->model->theta, *v = s->z_new;
+	double *z = s->model->theta, *v = s->z_new, norm;
 	int rc;
 
 	for (uint32_t m = 0; m < s->M; m++) {
@@ -203,6 +204,13 @@ static int admm_round(slmc_state *s, const trn_slmc_params *p, double sigma, mec
 	memset(s->z_new, 0, s->len * sizeof(double));
 	for (uint32_t m = 0; m < s->M; m++)
 		cblas_daxpy((int)s->len, 1.0 / s->M, s->alpha + (size_t)m * s->len, 1, s->z_new, 1);
+	/* g = indicator of the ball ||Z|| <= B ([B+11] eq. 7.6: the Z step is
+	 * its prox, a projection).  Every local solution lies in the ball, so
+	 * the noiseless consensus does too, and projecting the noisy average
+	 * can only bring it closer; it is post-processing of the uploads. */
+	norm = cblas_dnrm2((int)s->len, s->z_new, 1);
+	if (norm > p->max_norm)
+		cblas_dscal((int)s->len, p->max_norm / norm, s->z_new, 1);
 	for (uint32_t m = 0; m < s->M; m++)
 		cblas_daxpy((int)s->len, -1.0, s->z_new, 1, s->alpha + (size_t)m * s->len, 1);
 	/* The public-centre memberships serve the first round only. */
