@@ -1045,3 +1045,28 @@ Test(run, consensus_admm_reaches_the_single_learner_objective)
 	cr_assert_gt(early, 1.03 * one, "one round already at %g (converged %g)", early, one);
 	trn_dataset_free(train);
 }
+
+Test(run, released_consensus_stays_in_the_ball_under_heavy_noise)
+{
+	trn_dataset *train = blobs(60, 28);
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(29);
+	double n2 = 0.0;
+	size_t len;
+
+	blob_params(&p);
+	p.noise_multiplier = 50.0;
+	p.max_norm = 2.0;
+	cr_assert_eq(trn_slmc_run(&p, train, NULL, NULL, NULL, rng, NULL, NULL, NULL, &r, NULL),
+		     0);
+	/* The noise alone has norm about 50 Delta sqrt((D+1) C), far outside. */
+	cr_assert_gt(r->sigma * sqrt((double)(p.features + 1) * p.clusters), 10.0 * p.max_norm);
+	len = ((size_t)p.features + 1) * p.clusters;
+	for (size_t j = 0; j < len; j++)
+		n2 += r->model->theta[j] * r->model->theta[j];
+	cr_assert_leq(sqrt(n2), p.max_norm * (1.0 + 1e-12), "||Z|| = %g > B", sqrt(n2));
+	trn_slmc_result_free(r);
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+}
