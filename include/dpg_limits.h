@@ -116,6 +116,12 @@
 #define DPG_MAX_ENSEMBLE_KNN_K      100          /* neighbours of a knn local model */
 #define DPG_MAX_ENSEMBLE_KNN_WORK   1e11         /* aux rows x train rows x features for knn */
 #define DPG_MAX_ENSEMBLE_TREE_DEPTH 16           /* depth of a decision_tree local model */
+/* Soft large margin clustering (slmc) */
+#define DPG_MAX_SLMC_CLUSTERS       100          /* cluster codes C */
+#define DPG_MAX_SLMC_FEATURES       4096         /* random Fourier features D */
+#define DPG_MAX_SLMC_ITERATIONS     1000         /* ADMM rounds K */
+#define DPG_MAX_SLMC_PARTIES        1000         /* learners M */
+#define DPG_MAX_RFF_WEIGHTS         (1LL << 23)  /* D x d entries of the feature map (64 MiB) */
 /* ==== end trainers ==== */
 
 #endif

@@ -754,4 +754,224 @@ int trn_label_em_run(const trn_label_em_params *p, const trn_dataset *train,
 
 /* ==== end label_em ==== */
 
+/* ==== Soft large margin clustering (slmc) ==== */
+
+/*
+ * Random Fourier features of the RBF kernel k(x, y) = exp(-gamma ||x-y||^2)
+ * (Rahimi and Recht, "Random Features for Large-Scale Kernel Machines",
+ * NIPS 2007, Algorithm 1): phi(x) = sqrt(2/D) cos(Omega x + phase), the D
+ * rows of Omega iid N(0, 2 gamma I_d) (the kernel's Fourier transform), the
+ * phases iid U[0, 2 pi).  E[phi(x).phi(y)] = k(x, y) and ||phi(x)|| <= sqrt(2).
+ * The map is drawn before any data is read and does not depend on it: it is
+ * public, shared by every learner and released with the model.  The caller
+ * may read the fields; trn_rff_free frees the struct and its arrays.
+ */
+typedef struct trn_rff {
+	uint32_t d;          /* input dimension */
+	uint32_t features;   /* D */
+	double gamma;
+	double *omega;       /* D x d, row-major */
+	double *phase;       /* D */
+} trn_rff;
+
+/*
+ * Draws a map from `rng` (1 <= d <= DPG_MAX_FEATURES, 1 <= features <=
+ * DPG_MAX_SLMC_FEATURES, D*d <= DPG_MAX_RFF_WEIGHTS, 0 < gamma finite).
+ * Returns 0 and *ret, ACCT_EINVAL, ACCT_ENOMEM or ACCT_EINTERNAL (rng).
+ */
+int trn_rff_new(uint32_t d, uint32_t features, double gamma, mech_rng *rng, trn_rff **ret,
+		acct_error *err);
+
+/* Frees a map.  Accepts NULL. */
+void trn_rff_free(trn_rff *f);
+
+/* phi of the n rows of x (n x d, row-major) into ret_phi (n x D).  Never
+ * fails for valid arguments. */
+void trn_rff_map(const trn_rff *f, const double *x, size_t n, double *ret_phi);
+
+/*
+ * Clustering metrics (on public, labelled rows only).
+ *
+ * trn_match_assign solves the n x n assignment problem min sum_i
+ * cost[i][assign[i]] (Kuhn-Munkres with potentials, O(n^3)); ret_assign[i]
+ * is the column of row i.  n <= DPG_MAX_SLMC_CLUSTERS + DPG_MAX_CLASSES.
+ *
+ * trn_clustering_accuracy is max over one-to-one maps g from clusters to
+ * classes of (1/n) sum_i [g(cluster_i) = label_i], found by the assignment
+ * problem on the contingency table.  trn_nmi is the normalised mutual
+ * information I(U;V) / ((H(U) + H(V)) / 2) (arithmetic mean, sklearn's
+ * default), 1 when both partitions have one block.  Rows labelled
+ * TRN_NO_CLASS are skipped.  Both return 0 and *ret, or ACCT_EINVAL
+ * (no labelled row, a cluster >= n_clusters, a label >= n_classes) /
+ * ACCT_ENOMEM.
+ */
+int trn_match_assign(const double *cost, size_t n, size_t *ret_assign, acct_error *err);
+int trn_clustering_accuracy(const uint32_t *clusters, const uint32_t *labels, size_t n,
+			    uint32_t n_clusters, uint32_t n_classes, double *ret, acct_error *err);
+int trn_nmi(const uint32_t *clusters, const uint32_t *labels, size_t n, uint32_t n_clusters,
+	    uint32_t n_classes, double *ret, acct_error *err);
+
+/*
+ * The parameters of an slmc job: soft large margin clustering (Wang and
+ * Chen, Information Sciences 2013) over random Fourier features, split over
+ * M learners by consensus ADMM (Boyd et al. 2011, Sec. 7.1) with Gaussian
+ * noise on every upload.  docs/slmc.md derives every equation and the
+ * sensitivity.  Give exactly one of noise_multiplier and epsilon.
+ */
+typedef struct trn_slmc_params {
+	uint32_t clusters;        /* "clusters": C, 2..DPG_MAX_SLMC_CLUSTERS */
+	uint32_t features;        /* "features": D, random Fourier features */
+	double gamma;             /* "gamma": RBF bandwidth, k = exp(-gamma ||x-y||^2) */
+	double lambda;            /* "lambda": weight of the membership loss */
+	double rho;               /* "rho": ADMM penalty */
+	double fuzzifier;         /* "fuzzifier": m > 1 */
+	uint32_t iterations;      /* "iterations": K ADMM rounds, fixed in advance */
+	double noise_multiplier;  /* "noise_multiplier": z, upload noise sd = z * Delta;
+	                             0 when epsilon is given */
+	double epsilon;           /* "epsilon": target epsilon, z calibrated; 0 when
+	                             noise_multiplier is given */
+	uint32_t parties;         /* "parties": M learners */
+	double max_norm;          /* "max_norm": B, each local solution lies in the
+	                             Frobenius ball of radius B (bounds Delta) */
+	acct_neighbor neighbor;   /* not JSON: the dataset's neighbouring relation,
+	                             set by the server; Delta depends on it */
+} trn_slmc_params;
+
+/* Defaults: 3 clusters, 200 features, gamma 1, lambda 1, rho 10, fuzzifier 2,
+ * 10 iterations, noise_multiplier 0 with epsilon 1, 2 parties, max_norm 5,
+ * add_remove. */
+void trn_slmc_params_default(trn_slmc_params *p);
+
+/* Checks every field; `where` = "/params/<json name>" of the first bad one. */
+int trn_slmc_params_validate(const trn_slmc_params *p, acct_error *err);
+
+/*
+ * Delta: the L2 sensitivity of one ADMM round's uploads (all learners'
+ * local solutions, before noise) to one row under p->neighbor:
+ * 2 sqrt(3) lambda (sqrt(3) B + 1) / rho for add_remove, twice that for
+ * replace (docs/slmc.md, Theorem 1).  NaN for invalid parameters.
+ */
+double trn_slmc_sensitivity(const trn_slmc_params *p);
+
+/*
+ * The job's event, self_composed(K, gaussian(z)), from the parameters alone,
+ * before any data is read.  With epsilon > 0, z is the smallest noise
+ * multiplier acct_calibrate finds at which the event is (epsilon, delta)-DP
+ * under opt's accountant (opt->neighbor is replaced by p->neighbor);
+ * otherwise z = noise_multiplier.  Returns 0, *ret (caller frees) and
+ * *ret_noise_multiplier = z (may be NULL; the value trn_slmc_run needs),
+ * or ACCT_EINVAL with "/params/..." / a calibration error.
+ */
+int trn_slmc_event(const trn_slmc_params *p, double delta, const acct_options *opt,
+		   acct_event **ret, double *ret_noise_multiplier, acct_error *err);
+
+/*
+ * Checks that a job can run on data of public shape (n rows, d features):
+ * 1 <= d <= DPG_MAX_FEATURES, D*d <= DPG_MAX_RFF_WEIGHTS, (D+1)*C*M <=
+ * DPG_MAX_MODEL_PARAMS (the learners' duals), n >= 1.  Returns 0 or
+ * ACCT_EINVAL.
+ */
+int trn_slmc_check_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_error *err);
+
+/*
+ * The released clustering: the feature map and the consensus Z = (W; b^T),
+ * (D+1) x C row-major (rows 0..D-1 are W, row D is b).  The cluster of x
+ * is argmin_k ||f(x) - y_k|| = argmax_k f_k(x), f(x) = W^T phi(x) + b, with
+ * one-hot codes y_k.  It is a dense net with a cos hidden layer (Omega,
+ * phase, scaled by sqrt(2/D)) and a linear output, which
+ * trn_slmc_model_to_model turns into the trn_model that predict and the
+ * model download use.
+ */
+typedef struct trn_slmc_model {
+	trn_rff *rff;
+	uint32_t clusters;
+	double *theta;            /* (D+1) x C */
+} trn_slmc_model;
+
+void trn_slmc_model_free(trn_slmc_model *m);
+
+/*
+ * The same clustering as a trn_model: layer 1 is Omega (D x d) with bias
+ * phase and a cos activation, layer 2 is sqrt(2/D) W^T (C x D) with bias b,
+ * so its logits are f(x) and its argmax is the nearest one-hot code.  Its
+ * scores are softmax(f(x)), not f(x).  Returns 0 and *ret, ACCT_EINVAL when
+ * the model is outside trn_model's bounds (D > DPG_MAX_HIDDEN_UNITS), or
+ * ACCT_ENOMEM.
+ */
+int trn_slmc_model_to_model(const trn_slmc_model *m, trn_model **ret, acct_error *err);
+
+/* The cluster of each of the n rows of x (n x d) into ret_clusters; the
+ * label-space outputs f(x) into ret_scores (n x C) when not NULL. */
+int trn_slmc_predict(const trn_slmc_model *m, const double *x, size_t n, size_t d,
+		     uint32_t *ret_clusters, double *ret_scores, acct_error *err);
+
+/*
+ * The SLMC objective of a model on a table, at the optimal memberships:
+ * 1/2 ||W||^2 + lambda sum_i sum_k u_ki^m ||f(x_i) - y_k||^2.  For
+ * benchmarks on public data only: it reads every row, and nothing of it is
+ * covered by a job's event.
+ */
+int trn_slmc_objective(const trn_slmc_model *m, const trn_dataset *ds, double lambda,
+		       double fuzzifier, double *ret, acct_error *err);
+
+/* Progress after each round: public facts only (the noisy consensus). */
+typedef struct trn_slmc_progress {
+	uint32_t iteration;       /* rounds done, 1..K */
+	uint32_t iterations;      /* K */
+	double consensus_change;  /* ||Z^k - Z^(k-1)||_F of the noisy consensus */
+	const trn_slmc_model *consensus; /* Z^k, valid during the call only */
+} trn_slmc_progress;
+
+/* Returns 0 to continue; anything else cancels like the flag. */
+typedef int (*trn_slmc_progress_fn)(const trn_slmc_progress *progress, void *user);
+
+typedef struct trn_slmc_result {
+	trn_slmc_model *model;        /* owned by the result */
+	double clustering_accuracy;   /* on the public test table; NaN without one */
+	double nmi;                   /* likewise */
+	uint32_t iterations_done;
+	double noise_multiplier;      /* z used */
+	double sensitivity;           /* Delta */
+	double sigma;                 /* z * Delta, sd of every upload coordinate */
+	double train_seconds;
+} trn_slmc_result;
+
+void trn_slmc_result_free(trn_slmc_result *r);
+
+/*
+ * Runs DP-SLMC (docs/slmc.md, Algorithm 1) on `train` and returns the
+ * consensus model.  `party` (may be NULL) gives each row's learner in
+ * 0..parties-1 (from the party column); NULL splits the rows uniformly at
+ * random over p->parties learners with `rng`.  noise_multiplier must be the
+ * resolved z (trn_slmc_event's output when epsilon is given; epsilon is
+ * then ignored).  `aux` (may be NULL, "auxiliary_data") is public rows with
+ * the same d: FCM on them gives centres, and each private row's first
+ * memberships are the FCM formula against those centres (a function of the
+ * row alone); without it the first memberships come from a random public
+ * consensus Z^0.  `test` (may
+ * be NULL) is public labelled data with the same d: clustering accuracy and
+ * NMI are measured on it only.  `rng` must be a CSPRNG stream: it draws the
+ * feature map, the split, the initial consensus and every noise vector.
+ * Memberships of private rows never leave this function.
+ * Returns 0 and *ret; TRN_CANCELLED and *ret with the consensus so far; or
+ * a negative code with `err` (*ret untouched).  Never prints, never aborts.
+ */
+int trn_slmc_run(const trn_slmc_params *p, const trn_dataset *train, const uint32_t *party,
+		 const trn_dataset *aux, const trn_dataset *test, mech_rng *rng, trn_slmc_progress_fn progress,
+		 void *progress_user, const atomic_bool *cancel, trn_slmc_result **ret,
+		 acct_error *err);
+
+/*
+ * The same algorithm with no noise (distributed SLMC, DS-SLMC), for
+ * benchmarks only: NOT differentially private; the server must never run
+ * it.  noise_multiplier and epsilon are ignored.
+ */
+int trn_slmc_nonprivate_run(const trn_slmc_params *p, const trn_dataset *train,
+			    const uint32_t *party, const trn_dataset *aux,
+			    const trn_dataset *test, mech_rng *rng,
+			    trn_slmc_progress_fn progress, void *progress_user,
+			    const atomic_bool *cancel, trn_slmc_result **ret, acct_error *err);
+
+/* ==== end slmc ==== */
+
 #endif

@@ -1,0 +1,1116 @@
+/*
+ * test_slmc.c: unit tests of the slmc trainer: random Fourier features,
+ * the membership and ridge steps against their optimality conditions and a
+ * direct solve, the sensitivity bound on random neighbouring tables, the
+ * event and its calibration, parameter checks, Hungarian matching and NMI.
+ * Every expected value is a closed form or an independent computation here.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <gsl/gsl_linalg.h>
+
+#include "trn_slmc_internal.h"
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static mech_rng *seeded(uint8_t tag)
+{
+	uint8_t seed[32] = {0x51, 0x3c, tag};
+
+	return mech_rng_new_seeded(seed);
+}
+
+static double unif(mech_rng *rng)
+{
+	double u;
+
+	cr_assert_eq(mech_rng_uniform(rng, &u), 0);
+	return u;
+}
+
+static double normal(mech_rng *rng)
+{
+	double z;
+
+	cr_assert_eq(mech_rng_normal_fill(rng, &z, 1), 0);
+	return z;
+}
+
+static uint64_t below(mech_rng *rng, uint64_t n)
+{
+	uint64_t v;
+
+	cr_assert_eq(mech_rng_uint_below(rng, n, &v), 0);
+	return v;
+}
+
+/* A random point of the probability simplex with C entries. */
+static void random_simplex(mech_rng *rng, uint32_t C, double *u)
+{
+	double s = 0.0;
+
+	for (uint32_t k = 0; k < C; k++) {
+		u[k] = -log(1.0 - unif(rng));
+		s += u[k];
+	}
+	for (uint32_t k = 0; k < C; k++)
+		u[k] /= s;
+}
+
+/* ---- random Fourier features ------------------------------------------------ */
+
+/* Mean |phi(x).phi(y) - exp(-gamma ||x-y||^2)| over all pairs of P points,
+ * averaged over `draws` independent maps. */
+static double rff_error(const double *x, size_t P, uint32_t d, uint32_t D, double gamma,
+			int draws, uint8_t tag)
+{
+	double *phi = malloc(P * D * sizeof(double)), err = 0.0;
+	size_t pairs = 0;
+
+	cr_assert_not_null(phi);
+	for (int r = 0; r < draws; r++) {
+		mech_rng *rng = seeded((uint8_t)(tag + r));
+		trn_rff *f = NULL;
+
+		cr_assert_eq(trn_rff_new(d, D, gamma, rng, &f, NULL), 0);
+		trn_rff_map(f, x, P, phi);
+		for (size_t i = 0; i < P; i++) {
+			double n2 = 0.0;
+
+			for (uint32_t j = 0; j < D; j++)
+				n2 += phi[i * D + j] * phi[i * D + j];
+			cr_assert_leq(n2, 2.0 + 1e-12, "||phi||^2 = %g > 2", n2);
+			for (size_t k = i + 1; k < P; k++) {
+				double dot = 0.0, dist = 0.0;
+
+				for (uint32_t j = 0; j < D; j++)
+					dot += phi[i * D + j] * phi[k * D + j];
+				for (uint32_t j = 0; j < d; j++)
+					dist += (x[i * d + j] - x[k * d + j]) *
+						(x[i * d + j] - x[k * d + j]);
+				err += fabs(dot - exp(-gamma * dist));
+				pairs++;
+			}
+		}
+		trn_rff_free(f);
+		mech_rng_free(rng);
+	}
+	free(phi);
+	return err / (double)pairs;
+}
+
+Test(rff, kernel_error_shrinks_like_one_over_sqrt_D)
+{
+	enum { P = 24, d = 5 };
+	static const uint32_t Ds[] = {64, 256, 1024, 4096};
+	double x[P * d], e[4];
+	mech_rng *rng = seeded(1);
+
+	/* Points at distances where the kernel takes values across (0, 1). */
+	for (size_t i = 0; i < P * d; i++)
+		x[i] = 0.5 * normal(rng);
+	mech_rng_free(rng);
+	for (int k = 0; k < 4; k++)
+		e[k] = rff_error(x, P, d, Ds[k], 0.7, 6, (uint8_t)(10 + 10 * k));
+	/* The error of a mean of D bounded iid terms is O(1/sqrt(D)): each
+	 * quadrupling of D should halve it.  Allow 1.5 to 2.7 per step, and
+	 * require the product of the three steps near 8. */
+	for (int k = 0; k < 3; k++) {
+		double ratio = e[k] / e[k + 1];
+
+		cr_assert(ratio > 1.5 && ratio < 2.7, "D %u -> %u: error %g -> %g (ratio %g)",
+			  Ds[k], Ds[k + 1], e[k], e[k + 1], ratio);
+	}
+	cr_assert(e[0] / e[3] > 5.0 && e[0] / e[3] < 13.0, "ratio %g", e[0] / e[3]);
+	/* And the constant is right: sd of one term is at most 1, so the
+	 * mean absolute error is at most sqrt(2/pi) * 1 / sqrt(D) roughly. */
+	cr_assert_lt(e[3], 1.0 / sqrt(4096.0), "error %g at D = 4096", e[3]);
+}
+
+Test(rff, refuses_bad_arguments)
+{
+	mech_rng *rng = seeded(2);
+	trn_rff *f = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(trn_rff_new(3, 0, 1.0, rng, &f, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/features");
+	acct_error_init(&err);
+	cr_assert_eq(trn_rff_new(3, 10, -1.0, rng, &f, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/gamma");
+	acct_error_init(&err);
+	cr_assert_eq(trn_rff_new(3, 10, NAN, rng, &f, &err), ACCT_EINVAL);
+	cr_assert_null(f);
+	mech_rng_free(rng);
+}
+
+/* ---- matching and NMI ----------------------------------------------------- */
+
+/* The minimum of sum_i cost[i][perm[i]] over all permutations of n <= 7,
+ * by Heap's algorithm. */
+static double brute_min_cost(const double *cost, size_t n)
+{
+	size_t perm[8], c[8] = {0}, i = 1;
+	double best, s = 0.0;
+
+	for (size_t k = 0; k < n; k++)
+		perm[k] = k;
+	for (size_t k = 0; k < n; k++)
+		s += cost[k * n + perm[k]];
+	best = s;
+	while (i < n) {
+		if (c[i] < i) {
+			size_t j = i % 2 == 0 ? 0 : c[i], t = perm[j];
+
+			perm[j] = perm[i];
+			perm[i] = t;
+			s = 0.0;
+			for (size_t k = 0; k < n; k++)
+				s += cost[k * n + perm[k]];
+			if (s < best)
+				best = s;
+			c[i]++;
+			i = 1;
+		} else {
+			c[i] = 0;
+			i++;
+		}
+	}
+	return best;
+}
+
+Test(match, hungarian_equals_brute_force_on_random_cases)
+{
+	mech_rng *rng = seeded(3);
+
+	for (int trial = 0; trial < 400; trial++) {
+		size_t n = 1 + (size_t)below(rng, 7), assign[7];
+		double cost[49], total = 0.0, brute;
+		bool seen[7] = {false};
+
+		for (size_t k = 0; k < n * n; k++)
+			/* Small integers half the time: many ties. */
+			cost[k] = trial % 2 ? (double)below(rng, 5) - 2.0 : 10.0 * normal(rng);
+		cr_assert_eq(trn_match_assign(cost, n, assign, NULL), 0);
+		for (size_t i = 0; i < n; i++) {
+			cr_assert_lt(assign[i], n);
+			cr_assert(!seen[assign[i]], "column %zu used twice", assign[i]);
+			seen[assign[i]] = true;
+			total += cost[i * n + assign[i]];
+		}
+		brute = brute_min_cost(cost, n);
+		cr_assert(fabs(total - brute) <= 1e-9 * (1.0 + fabs(brute)),
+			  "trial %d n %zu: hungarian %.12g, brute force %.12g", trial, n, total,
+			  brute);
+	}
+	mech_rng_free(rng);
+}
+
+/* Best accuracy over every injective map of C clusters into K >= C classes
+ * (C <= 5), by enumerating maps as base-K numbers. */
+static double brute_accuracy(const uint32_t *cl, const uint32_t *lab, size_t n, uint32_t C,
+			     uint32_t K)
+{
+	size_t total = 1, best = 0;
+
+	for (uint32_t k = 0; k < C; k++)
+		total *= K;
+	for (size_t code = 0; code < total; code++) {
+		uint32_t map[5];
+		bool used[8] = {false}, ok = true;
+		size_t c = code, hit = 0;
+
+		for (uint32_t k = 0; k < C; k++) {
+			map[k] = (uint32_t)(c % K);
+			c /= K;
+			if (used[map[k]])
+				ok = false;
+			used[map[k]] = true;
+		}
+		if (!ok)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			hit += map[cl[i]] == lab[i];
+		if (hit > best)
+			best = hit;
+	}
+	return (double)best / (double)n;
+}
+
+Test(match, clustering_accuracy_equals_brute_force)
+{
+	mech_rng *rng = seeded(4);
+
+	for (int trial = 0; trial < 200; trial++) {
+		uint32_t C = 2 + (uint32_t)below(rng, 4), K = C + (uint32_t)below(rng, 3);
+		size_t n = 1 + (size_t)below(rng, 40);
+		uint32_t cl[40], lab[40];
+		double acc, acc_t;
+
+		if (K > 8)
+			K = 8;
+		for (size_t i = 0; i < n; i++) {
+			cl[i] = (uint32_t)below(rng, C);
+			lab[i] = (uint32_t)below(rng, K);
+		}
+		cr_assert_eq(trn_clustering_accuracy(cl, lab, n, C, K, &acc, NULL), 0);
+		cr_assert_float_eq(acc, brute_accuracy(cl, lab, n, C, K), 1e-12,
+				   "trial %d", trial);
+		/* More clusters than classes: the transpose has the same optimum. */
+		cr_assert_eq(trn_clustering_accuracy(lab, cl, n, K, C, &acc_t, NULL), 0);
+		cr_assert_float_eq(acc_t, acc, 1e-12, "trial %d transposed", trial);
+	}
+	mech_rng_free(rng);
+}
+
+Test(match, nmi_hand_cases)
+{
+	uint32_t a[400], b[400];
+	double v, expect, hu, hv, mi;
+	acct_error err;
+
+	/* Identical partitions under a relabelling: 1. */
+	for (size_t i = 0; i < 400; i++) {
+		a[i] = (uint32_t)(i % 3);
+		b[i] = (uint32_t)((i + 1) % 3);
+	}
+	cr_assert_eq(trn_nmi(a, b, 400, 3, 3, &v, NULL), 0);
+	cr_assert_float_eq(v, 1.0, 1e-12);
+	/* Exactly independent partitions (a product table): 0. */
+	for (size_t i = 0; i < 400; i++) {
+		a[i] = (uint32_t)(i % 2);
+		b[i] = (uint32_t)((i / 2) % 4);
+	}
+	cr_assert_eq(trn_nmi(a, b, 400, 2, 4, &v, NULL), 0);
+	cr_assert_float_eq(v, 0.0, 1e-12);
+	/* clusters {0,0,1,1}, labels {0,0,0,1}: p_U = (1/2, 1/2), p_V = (3/4,
+	 * 1/4), cells 1/2, 1/4, 1/4 (worked by hand). */
+	a[0] = 0, a[1] = 0, a[2] = 1, a[3] = 1;
+	b[0] = 0, b[1] = 0, b[2] = 0, b[3] = 1;
+	mi = 0.5 * log(4.0 / 3.0) + 0.25 * log(2.0 / 3.0) + 0.25 * log(2.0);
+	hu = log(2.0);
+	hv = -(0.75 * log(0.75) + 0.25 * log(0.25));
+	expect = mi / (0.5 * (hu + hv));
+	cr_assert_eq(trn_nmi(a, b, 4, 2, 2, &v, NULL), 0);
+	cr_assert_float_eq(v, expect, 1e-12, "nmi %.15g, by hand %.15g", v, expect);
+	/* TRN_NO_CLASS rows are skipped; all skipped is an error. */
+	b[3] = TRN_NO_CLASS;
+	cr_assert_eq(trn_nmi(a, b, 4, 2, 2, &v, NULL), 0);
+	/* Left: clusters {0,0,1}, one class: I = 0 while H(U) > 0. */
+	cr_assert_float_eq(v, 0.0, 1e-12);
+	for (size_t i = 0; i < 4; i++)
+		b[i] = TRN_NO_CLASS;
+	acct_error_init(&err);
+	cr_assert_eq(trn_nmi(a, b, 4, 2, 2, &v, &err), ACCT_EINVAL);
+	a[0] = 7;
+	b[0] = 0;
+	cr_assert_eq(trn_clustering_accuracy(a, b, 4, 2, 2, &v, NULL), ACCT_EINVAL);
+}
+
+/* ---- membership step ------------------------------------------------------- */
+
+/* Squared distance of f to the one-hot code e_k. */
+static double code_dist(const double *f, uint32_t C, uint32_t k)
+{
+	double s = 0.0;
+
+	for (uint32_t l = 0; l < C; l++)
+		s += (f[l] - (l == k)) * (f[l] - (l == k));
+	return s;
+}
+
+Test(membership, satisfies_kkt_of_its_subproblem)
+{
+	mech_rng *rng = seeded(5);
+
+	/* min sum_k u_k^m d_k over the simplex is convex for m > 1; its KKT
+	 * conditions with all d_k > 0 are u_k > 0, sum u = 1 and m u_k^(m-1)
+	 * d_k = mu for every k (Bezdek 1981, Theorem 11.1). */
+	for (int trial = 0; trial < 500; trial++) {
+		uint32_t C = 2 + (uint32_t)below(rng, 8);
+		double f[10], u[10], m = 1.05 + 4.0 * unif(rng), sum = 0.0, mu0;
+
+		for (uint32_t k = 0; k < C; k++)
+			f[k] = (trial % 3 == 0 ? 30.0 : 1.0) * normal(rng);
+		trn__slmc_memberships(f, C, m, u);
+		mu0 = m * pow(u[0], m - 1.0) * code_dist(f, C, 0);
+		for (uint32_t k = 0; k < C; k++) {
+			double muk = m * pow(u[k], m - 1.0) * code_dist(f, C, k);
+
+			cr_assert(u[k] > 0.0 && u[k] <= 1.0, "u_%u = %g", k, u[k]);
+			cr_assert(fabs(muk - mu0) <= 1e-9 * mu0, "trial %d k %u: %.15g vs %.15g",
+				  trial, k, muk, mu0);
+			sum += u[k];
+		}
+		cr_assert_float_eq(sum, 1.0, 1e-12);
+	}
+	mech_rng_free(rng);
+}
+
+Test(membership, exact_hit_takes_the_whole_mass)
+{
+	double f[3] = {0.0, 1.0, 0.0}, u[3];
+
+	trn__slmc_memberships(f, 3, 2.0, u);
+	cr_assert_float_eq(u[1], 1.0, 0.0);
+	cr_assert_float_eq(u[0] + u[2], 0.0, 0.0);
+}
+
+/* ---- ridge step -------------------------------------------------------------- */
+
+typedef struct ridge_case {
+	size_t n, d1;
+	uint32_t C;
+	double *a, *u, *v;
+	trn_slmc_params p;
+	double reg_w;
+} ridge_case;
+
+static void ridge_case_make(ridge_case *rc, mech_rng *rng, size_t n, size_t D, uint32_t C)
+{
+	rc->n = n;
+	rc->d1 = D + 1;
+	rc->C = C;
+	rc->a = malloc((n ? n : 1) * rc->d1 * sizeof(double));
+	rc->u = malloc((n ? n : 1) * C * sizeof(double));
+	rc->v = malloc(rc->d1 * C * sizeof(double));
+	cr_assert(rc->a && rc->u && rc->v);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < D; j++)
+			rc->a[i * rc->d1 + j] = sqrt(2.0 / (double)D) * cos(6.3 * unif(rng));
+		rc->a[i * rc->d1 + D] = 1.0;
+		random_simplex(rng, C, rc->u + i * C);
+	}
+	for (size_t j = 0; j < rc->d1 * C; j++)
+		rc->v[j] = normal(rng);
+	trn_slmc_params_default(&rc->p);
+	rc->p.clusters = C;
+	rc->p.features = (uint32_t)D;
+	rc->p.lambda = 0.7;
+	rc->p.rho = 0.9;
+	rc->p.fuzzifier = 1.7;
+	rc->p.max_norm = 1e6;
+	rc->reg_w = 0.25;
+}
+
+static void ridge_case_free(ridge_case *rc)
+{
+	free(rc->a);
+	free(rc->u);
+	free(rc->v);
+}
+
+/* The gradient of F (trn__slmc_ridge's comment), written out from the
+ * objective term by term, independently of the code's normal equations. */
+static void ridge_gradient(const ridge_case *rc, const double *theta, double *g)
+{
+	size_t d1 = rc->d1, C = rc->C;
+	double lam = rc->p.lambda, m = rc->p.fuzzifier;
+
+	for (size_t j = 0; j < d1 * C; j++)
+		g[j] = rc->p.rho * (theta[j] - rc->v[j]) + (j < (d1 - 1) * C ? rc->reg_w * theta[j] : 0);
+	for (size_t i = 0; i < rc->n; i++) {
+		const double *a = rc->a + i * d1;
+
+		for (size_t k = 0; k < C; k++) {
+			double w = pow(rc->u[i * C + k], m);
+
+			/* d/dtheta of w ||theta^T a - e_k||^2 = 2 w a (theta^T a - e_k)^T */
+			for (size_t c = 0; c < C; c++) {
+				double fc = 0.0;
+
+				for (size_t j = 0; j < d1; j++)
+					fc += theta[j * C + c] * a[j];
+				fc -= (c == k);
+				for (size_t j = 0; j < d1; j++)
+					g[j * C + c] += 2.0 * lam * w * fc * a[j];
+			}
+		}
+	}
+}
+
+Test(ridge, equals_a_direct_solve_of_the_stationarity_conditions)
+{
+	mech_rng *rng = seeded(6);
+
+	for (int trial = 0; trial < 20; trial++) {
+		ridge_case rc;
+		size_t D = 2 + (size_t)below(rng, 12), len;
+		uint32_t C = 2 + (uint32_t)below(rng, 4);
+		trn__slmc_ws *ws = NULL;
+		double *theta, *g0, *hm, *direct;
+		gsl_matrix_view hv;
+		gsl_permutation *perm;
+		int sign;
+
+		ridge_case_make(&rc, rng, (size_t)below(rng, 50), D, C);
+		len = rc.d1 * C;
+		theta = malloc(len * sizeof(double));
+		g0 = malloc(len * sizeof(double));
+		direct = malloc(len * sizeof(double));
+		hm = calloc(len * len, sizeof(double));
+		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, C, &ws, NULL), 0);
+		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws, theta,
+					     NULL), 0);
+		/* F is quadratic: its gradient is affine, so the Hessian's
+		 * columns are g(e_q) - g(0); solve Hess x = -g(0) by LU. */
+		memset(direct, 0, len * sizeof(double));
+		ridge_gradient(&rc, direct, g0);
+		for (size_t q = 0; q < len; q++) {
+			double *gq = malloc(len * sizeof(double));
+
+			direct[q] = 1.0;
+			ridge_gradient(&rc, direct, gq);
+			direct[q] = 0.0;
+			for (size_t r = 0; r < len; r++)
+				hm[r * len + q] = gq[r] - g0[r];
+			free(gq);
+		}
+		hv = gsl_matrix_view_array(hm, len, len);
+		perm = gsl_permutation_alloc(len);
+		for (size_t r = 0; r < len; r++)
+			g0[r] = -g0[r];
+		cr_assert_eq(gsl_linalg_LU_decomp(&hv.matrix, perm, &sign), 0);
+		{
+			gsl_vector_view b = gsl_vector_view_array(g0, len);
+			gsl_vector_view x = gsl_vector_view_array(direct, len);
+
+			cr_assert_eq(gsl_linalg_LU_solve(&hv.matrix, perm, &b.vector, &x.vector), 0);
+		}
+		for (size_t r = 0; r < len; r++)
+			cr_assert(fabs(theta[r] - direct[r]) <= 1e-9 * (1.0 + fabs(direct[r])),
+				  "trial %d entry %zu: %.15g vs direct %.15g", trial, r, theta[r],
+				  direct[r]);
+		gsl_permutation_free(perm);
+		trn__slmc_ws_free(ws);
+		ridge_case_free(&rc);
+		free(theta);
+		free(g0);
+		free(direct);
+		free(hm);
+	}
+	mech_rng_free(rng);
+}
+
+Test(ridge, ball_constraint_meets_its_kkt_conditions)
+{
+	mech_rng *rng = seeded(7);
+
+	for (int trial = 0; trial < 40; trial++) {
+		ridge_case rc;
+		size_t D = 2 + (size_t)below(rng, 30), len;
+		uint32_t C = 2 + (uint32_t)below(rng, 4);
+		trn__slmc_ws *ws = NULL;
+		double *free_theta, *theta, *g, nf = 0.0, nt = 0.0, gt = 0.0, mu, res = 0.0;
+		double gn = 0.0;
+
+		ridge_case_make(&rc, rng, 5 + (size_t)below(rng, 60), D, C);
+		len = rc.d1 * C;
+		free_theta = malloc(len * sizeof(double));
+		theta = malloc(len * sizeof(double));
+		g = malloc(len * sizeof(double));
+		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, C, &ws, NULL), 0);
+		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws,
+					     free_theta, NULL), 0);
+		for (size_t r = 0; r < len; r++)
+			nf += free_theta[r] * free_theta[r];
+		rc.p.max_norm = (0.05 + 0.9 * unif(rng)) * sqrt(nf);
+		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws, theta,
+					     NULL), 0);
+		/* Minimiser on the ball with the free one outside: ||theta|| = B
+		 * and grad F(theta) = -mu theta with mu > 0. */
+		ridge_gradient(&rc, theta, g);
+		for (size_t r = 0; r < len; r++) {
+			nt += theta[r] * theta[r];
+			gt += g[r] * theta[r];
+			gn += g[r] * g[r];
+		}
+		cr_assert(sqrt(nt) <= rc.p.max_norm, "norm %.17g > B %.17g", sqrt(nt),
+			  rc.p.max_norm);
+		cr_assert(sqrt(nt) >= rc.p.max_norm * (1.0 - 1e-12));
+		mu = -gt / nt;
+		cr_assert_gt(mu, 0.0);
+		for (size_t r = 0; r < len; r++)
+			res += (g[r] + mu * theta[r]) * (g[r] + mu * theta[r]);
+		cr_assert(sqrt(res) <= 1e-8 * sqrt(gn), "trial %d: residual %g of %g", trial,
+			  sqrt(res), sqrt(gn));
+		trn__slmc_ws_free(ws);
+		ridge_case_free(&rc);
+		free(free_theta);
+		free(theta);
+		free(g);
+	}
+	mech_rng_free(rng);
+}
+
+/* ---- sensitivity ---------------------------------------------------------- */
+
+typedef struct sens_case {
+	trn_slmc_params p;
+	trn_rff *rff;
+	size_t d, d1, len;
+	double *z, *v;
+	double reg_w;
+} sens_case;
+
+/* Random parameters, a random public feature map, consensus and centre. */
+static void sens_case_make(sens_case *sc, mech_rng *rng)
+{
+	trn_slmc_params_default(&sc->p);
+	sc->p.clusters = 2 + (uint32_t)below(rng, 4);
+	sc->p.features = 2 + (uint32_t)below(rng, 30);
+	sc->p.gamma = exp(4.0 * unif(rng) - 2.0);
+	sc->p.lambda = exp(6.0 * unif(rng) - 3.0);
+	sc->p.rho = exp(4.0 * unif(rng) - 2.0);
+	sc->p.max_norm = exp(4.0 * unif(rng) - 2.0);
+	sc->p.fuzzifier = 1.1 + 2.0 * unif(rng);
+	sc->d = 1 + (size_t)below(rng, 5);
+	sc->d1 = (size_t)sc->p.features + 1;
+	sc->len = sc->d1 * sc->p.clusters;
+	sc->reg_w = 1.0 / (double)(1 + below(rng, 4));
+	cr_assert_eq(trn_rff_new((uint32_t)sc->d, sc->p.features, sc->p.gamma, rng, &sc->rff,
+				 NULL), 0);
+	sc->z = malloc(sc->len * sizeof(double));
+	sc->v = malloc(sc->len * sizeof(double));
+	for (size_t j = 0; j < sc->len; j++) {
+		sc->z[j] = 3.0 * normal(rng);
+		sc->v[j] = 3.0 * normal(rng);
+	}
+}
+
+static void sens_case_free(sens_case *sc)
+{
+	trn_rff_free(sc->rff);
+	free(sc->z);
+	free(sc->v);
+}
+
+/* One learner's upload (before noise) on rows x (n x d), as the run computes
+ * it: features by the public map, then trn__slmc_local_update. */
+static void upload(const sens_case *sc, const double *x, size_t n, double *theta)
+{
+	double *a = malloc((n ? n : 1) * sc->d1 * sizeof(double));
+	trn__slmc_ws *ws = NULL;
+
+	cr_assert_not_null(a);
+	trn__slmc_features(sc->rff, x, n, a);
+	cr_assert_eq(trn__slmc_ws_new(n, sc->d1, sc->p.clusters, &ws, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, n, &sc->p, sc->reg_w, sc->z, sc->v, ws, theta,
+					    NULL), 0);
+	trn__slmc_ws_free(ws);
+	free(a);
+}
+
+static double dist2(const double *a, const double *b, size_t len)
+{
+	double s = 0.0;
+
+	for (size_t j = 0; j < len; j++)
+		s += (a[j] - b[j]) * (a[j] - b[j]);
+	return s;
+}
+
+/* A random row: mostly near the others, sometimes far (outliers). */
+static void random_row(mech_rng *rng, size_t d, double *x)
+{
+	double scale = unif(rng) < 0.2 ? 50.0 : 1.0;
+
+	for (size_t j = 0; j < d; j++)
+		x[j] = scale * normal(rng);
+}
+
+Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
+{
+	mech_rng *rng = seeded(8);
+	double worst_ar = 0.0, worst_rep = 0.0;
+
+	for (int trial = 0; trial < 300; trial++) {
+		sens_case sc;
+		size_t n = 1 + (size_t)below(rng, 40), j;
+		double *x, *x2, *t0, *t1, *t2, *t3, d_ar, d_rep, moved;
+
+		sens_case_make(&sc, rng);
+		x = malloc((n + 1) * sc.d * sizeof(double));
+		x2 = malloc((n + 1) * sc.d * sizeof(double));
+		t0 = malloc(sc.len * sizeof(double));
+		t1 = malloc(sc.len * sizeof(double));
+		t2 = malloc(sc.len * sizeof(double));
+		t3 = malloc(sc.len * sizeof(double));
+		for (size_t i = 0; i <= n; i++)
+			random_row(rng, sc.d, x + i * sc.d);
+		sc.p.neighbor = ACCT_ADD_REMOVE;
+		d_ar = trn_slmc_sensitivity(&sc.p);
+		sc.p.neighbor = ACCT_REPLACE;
+		d_rep = trn_slmc_sensitivity(&sc.p);
+		/* add/remove: the table with and without its last row. */
+		upload(&sc, x, n, t0);
+		upload(&sc, x, n + 1, t1);
+		moved = sqrt(dist2(t0, t1, sc.len));
+		cr_assert(moved <= d_ar, "trial %d add: moved %.17g > Delta %.17g", trial, moved,
+			  d_ar);
+		worst_ar = fmax(worst_ar, moved / d_ar);
+		/* replace row j by the extra row. */
+		j = (size_t)below(rng, n);
+		memcpy(x2, x, n * sc.d * sizeof(double));
+		memcpy(x2 + j * sc.d, x + n * sc.d, sc.d * sizeof(double));
+		upload(&sc, x2, n, t2);
+		moved = sqrt(dist2(t0, t2, sc.len));
+		cr_assert(moved <= d_rep, "trial %d replace: moved %.17g > Delta %.17g", trial,
+			  moved, d_rep);
+		worst_rep = fmax(worst_rep, moved / d_rep);
+		/* replace moving the row to another learner: this learner loses
+		 * row j, a second learner (rows x2[0..n)) gains the new row.
+		 * The round's joint change is the root of the summed squares. */
+		memcpy(x2, x, n * sc.d * sizeof(double));
+		memcpy(x2 + j * sc.d, x + (n - 1) * sc.d, sc.d * sizeof(double));
+		upload(&sc, x2, n - 1, t2);
+		upload(&sc, x + sc.d, n, t3);
+		upload(&sc, x, n, t1);
+		memcpy(x2 + (n - 1) * sc.d, x + n * sc.d, sc.d * sizeof(double));
+		{
+			double *t4 = malloc(sc.len * sizeof(double));
+			double *xg = malloc((n + 1) * sc.d * sizeof(double));
+
+			memcpy(xg, x + sc.d, n * sc.d * sizeof(double));
+			memcpy(xg + n * sc.d, x + n * sc.d, sc.d * sizeof(double));
+			upload(&sc, xg, n + 1, t4);
+			moved = sqrt(dist2(t1, t2, sc.len) + dist2(t3, t4, sc.len));
+			cr_assert(moved <= d_rep, "trial %d party move: %.17g > %.17g", trial,
+				  moved, d_rep);
+			free(t4);
+			free(xg);
+		}
+		sens_case_free(&sc);
+		free(x);
+		free(x2);
+		free(t0);
+		free(t1);
+		free(t2);
+		free(t3);
+	}
+	/* Random tables stay well inside the bound (the tight case is the
+	 * next test); they must still reach a visible fraction of it. */
+	cr_log_info("largest realised / Delta: add_remove %.3f, replace %.3f", worst_ar,
+		    worst_rep);
+	cr_assert_gt(worst_ar, 0.02, "add_remove never exceeded %.3g of Delta", worst_ar);
+	mech_rng_free(rng);
+}
+
+Test(sensitivity, delta_is_reached_by_the_extreme_row)
+{
+	/* Every step of Theorem 1 tight at once: a map with omega = 0 and
+	 * phase = 0 (phi = sqrt(2/D) 1, ||a||^2 = 3), an empty learner whose
+	 * solution is its centre v = -B a/||a|| e_2^T on the sphere, a public consensus that maps the new row exactly onto
+	 * code e_2 (u = e_2, s = 1, t = e_2), and lambda << rho so that the
+	 * move is the gradient step 2 lambda ||a|| ||s theta^T a - t|| / rho
+	 * = 2 sqrt(3) lambda (sqrt(3) B + 1) / rho. */
+	enum { D = 8, C = 3, d = 2 };
+	trn_rff rff = {.d = d, .features = D, .gamma = 1.0};
+	double omega[D * d] = {0}, phase[D] = {0}, a[D + 1], z[(D + 1) * C] = {0};
+	double v[(D + 1) * C] = {0}, t0[(D + 1) * C], t1[(D + 1) * C], x[d] = {0.3, -1.0};
+	trn_slmc_params p;
+	trn__slmc_ws *ws = NULL;
+	double na2 = 0.0, delta, moved;
+
+	rff.omega = omega;
+	rff.phase = phase;
+	trn_slmc_params_default(&p);
+	p.clusters = C;
+	p.features = D;
+	p.lambda = 1e-4;
+	p.rho = 1.0;
+	p.max_norm = 2.0;
+	trn__slmc_features(&rff, x, 1, a);
+	for (size_t j = 0; j <= D; j++)
+		na2 += a[j] * a[j];
+	cr_assert_float_eq(na2, 3.0, 1e-12);
+	for (size_t j = 0; j <= D; j++) {
+		z[j * C + 1] = a[j] / na2;
+		v[j * C + 1] = -p.max_norm * a[j] / sqrt(na2);
+	}
+	cr_assert_eq(trn__slmc_ws_new(1, D + 1, C, &ws, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, 0, &p, 0.0, z, v, ws, t0, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, 1, &p, 0.0, z, v, ws, t1, NULL), 0);
+	delta = trn_slmc_sensitivity(&p);
+	moved = sqrt(dist2(t0, t1, (D + 1) * C));
+	cr_assert(moved <= delta, "moved %.17g > Delta %.17g", moved, delta);
+	cr_assert(moved >= 0.999 * delta, "moved %.17g, Delta %.17g: bound not tight", moved,
+		  delta);
+	trn__slmc_ws_free(ws);
+}
+
+/* ---- event, calibration, parameters ---------------------------------------- */
+
+Test(event, is_k_gaussians_priced_as_the_zcdp_closed_form)
+{
+	trn_slmc_params p;
+	acct_event *ev = NULL;
+	acct_options opt = {.accountant = ACCT_ZCDP, .zcdp_bun_steinke = true};
+	acct_result res;
+	double z = 0.0, rho, expect;
+
+	trn_slmc_params_default(&p);
+	p.epsilon = 0.0;
+	p.noise_multiplier = 3.0;
+	p.iterations = 12;
+	cr_assert_eq(trn_slmc_event(&p, 1e-5, &opt, &ev, &z, NULL), 0);
+	cr_assert_eq(ev->type, ACCT_EV_SELF_COMPOSED);
+	cr_assert_eq(ev->u.self_composed.count, 12);
+	cr_assert_eq(ev->u.self_composed.event->type, ACCT_EV_GAUSSIAN);
+	cr_assert_float_eq(ev->u.self_composed.event->u.gaussian.noise_multiplier, 3.0, 0.0);
+	cr_assert_float_eq(z, 3.0, 0.0);
+	/* Bun and Steinke 2016: Gaussian rho = 1/(2 z^2) (Prop. 1.6), K-fold
+	 * composition adds (Lemma 1.7), eps = rho + 2 sqrt(rho ln(1/delta))
+	 * (Prop. 1.3). */
+	rho = 12.0 / (2.0 * 9.0);
+	expect = rho + 2.0 * sqrt(rho * log(1e5));
+	cr_assert_eq(acct_epsilon(ev, 1e-5, &opt, &res, NULL), 0);
+	cr_assert(fabs(res.epsilon - expect) <= 1e-9 * expect, "eps %.15g, closed form %.15g",
+		  res.epsilon, expect);
+	acct_event_free(ev);
+}
+
+Test(event, calibrated_noise_meets_the_target_and_no_less_does)
+{
+	static const double targets[] = {0.5, 1.0, 4.0};
+	acct_options opt = {.accountant = ACCT_RDP};
+
+	for (size_t t = 0; t < 3; t++) {
+		trn_slmc_params p;
+		acct_event *ev = NULL, *lower;
+		acct_result res;
+		double z = 0.0;
+
+		trn_slmc_params_default(&p);
+		p.epsilon = targets[t];
+		p.iterations = 20;
+		cr_assert_eq(trn_slmc_event(&p, 1e-5, &opt, &ev, &z, NULL), 0);
+		cr_assert_gt(z, 0.0);
+		cr_assert_eq(acct_epsilon(ev, 1e-5, &opt, &res, NULL), 0);
+		cr_assert_leq(res.epsilon, targets[t], "eps %.15g > %g", res.epsilon, targets[t]);
+		/* One percent less noise misses the target: z is the smallest. */
+		lower = acct_event_new(ACCT_EV_GAUSSIAN);
+		lower->u.gaussian.noise_multiplier = 0.99 * z;
+		lower = acct_event_self_composed(20, lower);
+		cr_assert_eq(acct_epsilon(lower, 1e-5, &opt, &res, NULL), 0);
+		cr_assert_gt(res.epsilon, targets[t]);
+		acct_event_free(lower);
+		acct_event_free(ev);
+	}
+}
+
+typedef struct bad_param {
+	const char *where;
+	void (*spoil)(trn_slmc_params *p);
+} bad_param;
+
+static void no_clusters(trn_slmc_params *p) { p->clusters = 1; }
+static void many_features(trn_slmc_params *p) { p->features = DPG_MAX_SLMC_FEATURES + 1; }
+static void nan_gamma(trn_slmc_params *p) { p->gamma = NAN; }
+static void zero_lambda(trn_slmc_params *p) { p->lambda = 0.0; }
+static void negative_rho(trn_slmc_params *p) { p->rho = -1.0; }
+static void crisp_fuzzifier(trn_slmc_params *p) { p->fuzzifier = 1.0; }
+static void no_iterations(trn_slmc_params *p) { p->iterations = 0; }
+static void no_parties(trn_slmc_params *p) { p->parties = 0; }
+static void inf_norm(trn_slmc_params *p) { p->max_norm = INFINITY; }
+static void both_noise(trn_slmc_params *p) { p->noise_multiplier = 1.0; }
+static void no_noise(trn_slmc_params *p) { p->epsilon = 0.0; }
+static void bad_epsilon(trn_slmc_params *p) { p->epsilon = -2.0; }
+
+Test(params, bad_fields_are_named)
+{
+	static const bad_param table[] = {
+		{"/params/clusters", no_clusters},
+		{"/params/features", many_features},
+		{"/params/gamma", nan_gamma},
+		{"/params/lambda", zero_lambda},
+		{"/params/rho", negative_rho},
+		{"/params/fuzzifier", crisp_fuzzifier},
+		{"/params/iterations", no_iterations},
+		{"/params/parties", no_parties},
+		{"/params/max_norm", inf_norm},
+		{"/params/noise_multiplier", both_noise},
+		{"/params/noise_multiplier", no_noise},
+		{"/params/epsilon", bad_epsilon},
+	};
+	trn_slmc_params p;
+	acct_event *ev = NULL;
+
+	trn_slmc_params_default(&p);
+	cr_assert_eq(trn_slmc_params_validate(&p, NULL), 0);
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		acct_error err;
+
+		trn_slmc_params_default(&p);
+		table[i].spoil(&p);
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_params_validate(&p, &err), ACCT_EINVAL, "%s", table[i].where);
+		cr_assert_str_eq(err.where, table[i].where);
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_event(&p, 1e-5, NULL, &ev, NULL, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, table[i].where);
+		cr_assert_null(ev);
+	}
+	/* An unreachable target names epsilon too (delta 0: no Gaussian). */
+	{
+		acct_options opt = {.accountant = ACCT_RDP};
+		acct_error err;
+
+		trn_slmc_params_default(&p);
+		acct_error_init(&err);
+		cr_assert_lt(trn_slmc_event(&p, 0.0, &opt, &ev, NULL, &err), 0);
+		cr_assert_str_eq(err.where, "/params/epsilon");
+	}
+	/* Shape: too many features x columns, and the learners' duals. */
+	{
+		acct_error err;
+
+		trn_slmc_params_default(&p);
+		p.features = 4096;
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4096, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/params/features");
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4, NULL), 0);
+		p.features = 200;
+		p.clusters = 100;
+		p.parties = 1000;
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/params/features");
+		p.parties = 10;
+		cr_assert_eq(trn_slmc_check_shape(&p, 100, 4, NULL), 0);
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_check_shape(&p, 0, 4, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/data");
+	}
+}
+
+/* ---- whole runs ------------------------------------------------------------ */
+
+/* Two Gaussian blobs in the plane at (-2, 0) and (2, 0), sd 0.4. */
+static trn_dataset *blobs(size_t n, uint8_t tag)
+{
+	trn_dataset *ds = NULL;
+	mech_rng *rng = seeded(tag);
+
+	cr_assert_eq(trn_dataset_new(n, 2, 2, &ds, NULL), 0);
+	for (size_t i = 0; i < n; i++) {
+		ds->y[i] = (uint32_t)(i % 2);
+		ds->x[i * 2] = (ds->y[i] ? 2.0 : -2.0) + 0.4 * normal(rng);
+		ds->x[i * 2 + 1] = 0.4 * normal(rng);
+	}
+	mech_rng_free(rng);
+	return ds;
+}
+
+static int count_rounds(const trn_slmc_progress *pr, void *user)
+{
+	int *calls = user;
+
+	cr_assert(isfinite(pr->consensus_change));
+	cr_assert_eq(pr->iteration, (uint32_t)*calls + 1);
+	(*calls)++;
+	return 0;
+}
+
+static void blob_params(trn_slmc_params *p)
+{
+	trn_slmc_params_default(p);
+	p->clusters = 2;
+	p->features = 100;
+	p->gamma = 0.25;
+	p->lambda = 1.0;
+	p->rho = 1.0;
+	p->iterations = 15;
+	p->parties = 3;
+	p->max_norm = 10.0;
+	p->epsilon = 0.0;
+	p->noise_multiplier = 1e-6;
+}
+
+Test(run, separates_two_blobs_with_and_without_noise)
+{
+	trn_dataset *train = blobs(300, 20), *test = blobs(200, 21);
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(22);
+	int calls = 0;
+
+	blob_params(&p);
+	cr_assert_eq(trn_slmc_nonprivate_run(&p, train, NULL, NULL, test, rng, count_rounds, &calls,
+					     NULL, &r, NULL), 0);
+	cr_assert_eq(calls, 15);
+	cr_assert_eq(r->iterations_done, 15u);
+	cr_assert_geq(r->clustering_accuracy, 0.97, "accuracy %g", r->clustering_accuracy);
+	cr_assert_geq(r->nmi, 0.8, "nmi %g", r->nmi);
+	cr_assert_float_eq(r->sigma, 0.0, 0.0);
+	trn_slmc_result_free(r);
+	r = NULL;
+	/* Tiny noise, private path, learners from a party column. */
+	{
+		uint32_t *party = malloc(train->n * sizeof(uint32_t));
+
+		for (size_t i = 0; i < train->n; i++)
+			party[i] = (uint32_t)(i % 3);
+		cr_assert_eq(trn_slmc_run(&p, train, party, NULL, test, rng, NULL, NULL, NULL, &r,
+					  NULL), 0);
+		cr_assert_geq(r->clustering_accuracy, 0.97, "accuracy %g",
+			      r->clustering_accuracy);
+		cr_assert_float_eq(r->sigma, 1e-6 * trn_slmc_sensitivity(&p), 1e-20);
+		trn_slmc_result_free(r);
+		r = NULL;
+		party[7] = 3;
+		{
+			acct_error err;
+
+			acct_error_init(&err);
+			cr_assert_eq(trn_slmc_run(&p, train, party, NULL, test, rng, NULL, NULL, NULL,
+						  &r, &err), ACCT_EINVAL);
+			cr_assert_str_eq(err.where, "/params/party_column");
+			cr_assert_null(r);
+		}
+		free(party);
+	}
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+	trn_dataset_free(test);
+}
+
+Test(run, cancel_flag_stops_before_any_round)
+{
+	trn_dataset *train = blobs(50, 23);
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(24);
+	atomic_bool cancel = true;
+
+	blob_params(&p);
+	cr_assert_eq(trn_slmc_run(&p, train, NULL, NULL, NULL, rng, NULL, NULL, &cancel, &r, NULL),
+		     TRN_CANCELLED);
+	cr_assert_eq(r->iterations_done, 0u);
+	cr_assert(isnan(r->clustering_accuracy));
+	trn_slmc_result_free(r);
+	/* An unresolved epsilon is refused by the run. */
+	p.noise_multiplier = 0.0;
+	p.epsilon = 1.0;
+	r = NULL;
+	cr_assert_eq(trn_slmc_run(&p, train, NULL, NULL, NULL, rng, NULL, NULL, NULL, &r, NULL),
+		     ACCT_EINVAL);
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+}
+
+/* The objective of a noiseless run with M learners (rows by a party column,
+ * so the rng stream and hence the map and Z^0 are the same for every M). */
+static double objective_after(const trn_dataset *train, uint32_t M, uint32_t K)
+{
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(26);
+	uint32_t *party = malloc(train->n * sizeof(uint32_t));
+	double obj;
+
+	trn_dataset *aux = blobs(40, 27);
+
+	blob_params(&p);
+	p.parties = M;
+	p.iterations = K;
+	for (size_t i = 0; i < train->n; i++)
+		party[i] = (uint32_t)(i % M);
+	cr_assert_eq(trn_slmc_nonprivate_run(&p, train, party, aux, NULL, rng, NULL, NULL, NULL,
+					     &r, NULL), 0);
+	trn_dataset_free(aux);
+	cr_assert_eq(trn_slmc_objective(r->model, train, p.lambda, p.fuzzifier, &obj, NULL), 0);
+	trn_slmc_result_free(r);
+	mech_rng_free(rng);
+	free(party);
+	return obj;
+}
+
+Test(run, consensus_admm_reaches_the_single_learner_objective)
+{
+	trn_dataset *train = blobs(120, 25);
+	double one = objective_after(train, 1, 80), three = objective_after(train, 3, 80);
+	double early = objective_after(train, 3, 1);
+
+	/* Boyd et al. 2011, Sec. 7.1: consensus ADMM solves the same problem
+	 * as one learner holding every row.  With the regulariser split 1/M per
+	 * learner the two objectives agree once the rounds have converged. */
+	cr_assert(fabs(three - one) <= 0.02 * one, "M=3: %g, M=1: %g", three, one);
+	cr_assert_gt(early, 1.03 * one, "one round already at %g (converged %g)", early, one);
+	trn_dataset_free(train);
+}
+
+Test(run, released_consensus_stays_in_the_ball_under_heavy_noise)
+{
+	trn_dataset *train = blobs(60, 28);
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = seeded(29);
+	double n2 = 0.0;
+	size_t len;
+
+	blob_params(&p);
+	p.noise_multiplier = 50.0;
+	p.max_norm = 2.0;
+	cr_assert_eq(trn_slmc_run(&p, train, NULL, NULL, NULL, rng, NULL, NULL, NULL, &r, NULL),
+		     0);
+	/* The noise alone has norm about 50 Delta sqrt((D+1) C), far outside. */
+	cr_assert_gt(r->sigma * sqrt((double)(p.features + 1) * p.clusters), 10.0 * p.max_norm);
+	len = ((size_t)p.features + 1) * p.clusters;
+	for (size_t j = 0; j < len; j++)
+		n2 += r->model->theta[j] * r->model->theta[j];
+	cr_assert_leq(sqrt(n2), p.max_norm * (1.0 + 1e-12), "||Z|| = %g > B", sqrt(n2));
+	trn_slmc_result_free(r);
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+}
+
+/* ---- the released model as a trn_model -------------------------------------- */
+
+/* The converted model's logits are f(x) itself, so its softmax scores are
+ * softmax of trn_slmc_predict's outputs and its class their argmax. */
+Test(model, converts_to_a_trn_model_with_the_same_outputs)
+{
+	enum { d = 5, D = 40, C = 4, N = 60 };
+	mech_rng *rng = seeded(0x71);
+	trn_slmc_model *m = calloc(1, sizeof(*m));
+	trn_model *tm = NULL;
+	double x[N * d], f[N * C];
+	uint32_t cl[N];
+
+	cr_assert(m);
+	cr_assert_eq(trn_rff_new(d, D, 0.7, rng, &m->rff, NULL), 0);
+	m->clusters = C;
+	m->theta = malloc((D + 1) * C * sizeof(double));
+	cr_assert(m->theta);
+	for (size_t i = 0; i < (size_t)(D + 1) * C; i++)
+		m->theta[i] = normal(rng);
+	for (size_t i = 0; i < (size_t)N * d; i++)
+		x[i] = 2.0 * unif(rng) - 1.0;
+	cr_assert_eq(trn_slmc_predict(m, x, N, d, cl, f, NULL), 0);
+	cr_assert_eq(trn_slmc_model_to_model(m, &tm, NULL), 0);
+	for (size_t i = 0; i < N; i++) {
+		double scores[C], mx = f[i * C], s = 0.0;
+		uint32_t k_model;
+
+		cr_assert_eq(trn_model_predict(tm, x + i * d, d, &k_model, NULL), 0);
+		cr_assert_eq(k_model, cl[i], "row %zu: model %u, slmc %u", i, k_model, cl[i]);
+		cr_assert_eq(trn_model_scores(tm, x + i * d, d, scores, C, NULL), 0);
+		for (size_t k = 1; k < C; k++)
+			mx = fmax(mx, f[i * C + k]);
+		for (size_t k = 0; k < C; k++)
+			s += exp(f[i * C + k] - mx);
+		for (size_t k = 0; k < C; k++)
+			cr_assert_float_eq(scores[k], exp(f[i * C + k] - mx) / s, 1e-12,
+					   "row %zu class %zu", i, k);
+	}
+	trn_model_free(tm);
+	trn_slmc_model_free(m);
+	mech_rng_free(rng);
+}

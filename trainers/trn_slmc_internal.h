@@ -1,0 +1,101 @@
+/*
+ * trn_slmc_internal.h: names shared by trn_slmc.c, trn_slmc_admm.c and the
+ * slmc unit tests.  Nothing here is part of the public API.
+ */
+#ifndef TRN_SLMC_INTERNAL_H
+#define TRN_SLMC_INTERNAL_H
+
+#include <gsl/gsl_eigen.h>
+
+#include "trn.h"
+
+/*
+ * Relative slack on Delta for the floating-point error of the local solve
+ * (Cholesky or eigendecomposition of a matrix whose condition number is at
+ * most 1 + (6 lambda n + 1) / rho): far above its relative error at every
+ * size the limits allow, far below anything that changes the noise.
+ */
+#define TRN_SLMC_SOLVE_SLACK 0x1p-20
+
+/*
+ * FCM memberships of one row in the label space (Bezdek 1981, eq. 11.3a,
+ * with label-space distances as in Wang and Chen 2013): d_k = ||f - y_k||^2
+ * for one-hot y_k, u_k = 1 / sum_l (d_k / d_l)^(1/(m-1)); when some d_k are
+ * 0, u is uniform on them.  f and ret_u have C entries.
+ */
+void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u);
+
+/* The same closed form from C squared distances, in place: dist[k] becomes
+ * u_k. */
+void trn__slmc_fcm_weights(double *dist, uint32_t C, double m);
+
+/*
+ * Fuzzy c-means (Bezdek 1981, eqs. 11.3a-b) on the rows of a PUBLIC table:
+ * centres seeded by k-means++ (Arthur and Vassilvitskii 2007) from `rng`,
+ * then TRN_SLMC_FCM_ROUNDS rounds of the membership and centre updates.
+ * Writes C x d centres.
+ */
+#define TRN_SLMC_FCM_ROUNDS 100
+int trn__slmc_fcm_centres(const trn_dataset *pub, uint32_t C, double m, mech_rng *rng,
+			  double *ret_centres, acct_error *err);
+
+/* FCM memberships of one row x (d) to public centres (C x d). */
+void trn__slmc_centre_memberships(const double *x, size_t d, const double *centres,
+				  uint32_t C, double m, double *ret_u);
+
+/* Workspace of the local solve, for up to `cap` rows of D+1 columns. */
+typedef struct trn__slmc_ws {
+	size_t cap;
+	size_t d1;             /* D + 1 */
+	uint32_t C;
+	double *f;             /* cap x C: label-space outputs */
+	double *u;             /* cap x C: memberships, then 2 lambda u^m */
+	double *scaled;        /* cap x d1: sqrt(2 lambda s_i) a_i */
+	double *h;             /* d1 x d1 */
+	double *r;             /* d1 x C */
+	double *evec;          /* d1 x d1 */
+	double *eval;          /* d1 */
+	double *g;             /* d1 x C */
+	gsl_eigen_symmv_workspace *eig;
+} trn__slmc_ws;
+
+int trn__slmc_ws_new(size_t cap, size_t d1, uint32_t C, trn__slmc_ws **ret, acct_error *err);
+void trn__slmc_ws_free(trn__slmc_ws *ws);
+
+/*
+ * The weighted ridge step of one learner with given memberships u (n x C):
+ * the minimiser over ||theta||_F <= B of
+ *   F(theta) = lambda sum_i sum_k u_ki^m ||theta^T a_i - y_k||^2
+ *              + (reg_w / 2) ||W||^2 + (rho / 2) ||theta - v||_F^2
+ * (a_i = (phi_i, 1), rows of `a`, n x d1; theta = (W; b^T), d1 x C).  The
+ * normal equations H theta = R with H = 2 lambda sum_i s_i a_i a_i^T +
+ * diag(reg_w, .., reg_w, 0) + rho I and R = 2 lambda sum_i a_i t_i^T + rho v
+ * (s_i = sum_k u_ki^m, t_i = (u_ki^m)_k) by Cholesky; when the solution
+ * leaves the ball, the trust-region solution (H + mu I)^-1 R with
+ * ||.||_F = B, mu > 0 (Moré and Sorensen 1983) by eigendecomposition and
+ * bisection on mu.  Writes ret_theta (d1 x C).
+ */
+int trn__slmc_ridge(const double *a, const double *u, size_t n, const trn_slmc_params *p,
+		    double reg_w, const double *v, trn__slmc_ws *ws, double *ret_theta,
+		    acct_error *err);
+
+/*
+ * One learner's upload before noise: memberships of its n rows from the
+ * public consensus z (d1 x C), then trn__slmc_ridge towards v = Z - alpha_m.
+ * This is the function Theorem 1 of docs/slmc.md bounds.
+ */
+int trn__slmc_local_update(const double *a, size_t n, const trn_slmc_params *p, double reg_w,
+			   const double *z, const double *v, trn__slmc_ws *ws,
+			   double *ret_theta, acct_error *err);
+
+/* f = theta^T a for n rows of a (n x d1) into ret_f (n x C). */
+void trn__slmc_outputs(const double *theta, const double *a, size_t n, size_t d1, uint32_t C,
+		       double *ret_f);
+
+/* a = (phi(x), 1) for n rows of x into ret_a (n x (D+1)). */
+void trn__slmc_features(const trn_rff *rff, const double *x, size_t n, double *ret_a);
+
+/* Allocates a model that takes ownership of rff, with theta zeroed. */
+int trn__slmc_model_new(trn_rff *rff, uint32_t C, trn_slmc_model **ret, acct_error *err);
+
+#endif
