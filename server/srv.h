@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "acct.h"
+#include "base.h"
 
 /* ------------------------------------------------------------------------ */
 /* Store (srv_store.c)                                                       */
@@ -480,23 +481,6 @@ bool srv_principal_sees(const srv_principal *p, const char *id);
 /* ------------------------------------------------------------------------ */
 
 #define SRV_METRIC_STATUSES 20
-#define SRV_METRIC_BUCKETS 17
-
-/* A latency histogram for /metrics: observations per bucket (not
- * cumulative; the upper bounds, shared by every histogram, are
- * srv_metrics.c's) and their sum, each a lock-free atomic.  All zero is an
- * empty histogram. */
-typedef struct srv_histogram {
-	atomic_uint_fast64_t bucket[SRV_METRIC_BUCKETS];
-	atomic_uint_fast64_t sum_ns;
-} srv_histogram;
-
-/* Adds one observation of `seconds` (a negative or NaN one counts as 0). */
-void srv_histogram_observe(srv_histogram *h, double seconds);
-
-/* Seconds from `from` to `to`, and from `start` to now on CLOCK_MONOTONIC. */
-double srv_seconds_between(const struct timespec *from, const struct timespec *to);
-double srv_seconds_since(const struct timespec *start);
 
 typedef struct srv_route_metrics {
 	atomic_uint_fast64_t by_status[SRV_METRIC_STATUSES];
@@ -681,8 +665,5 @@ int srv_metrics_get(srv_request *req, srv_response *res);
 
 /* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status. */
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads);
-
-/* Current UTC time as RFC 3339 text. */
-void srv_now_text(char buf[32]);
 
 #endif

@@ -29,7 +29,7 @@
 #include <sodium.h>
 
 #include "srv.h"
-#include "srv_fmt.h"
+#include "base.h"
 #include "srv_json.h"
 #include "srv_store_internal.h"
 

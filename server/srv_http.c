@@ -28,7 +28,7 @@
 
 #include "srv.h"
 #include "srv_conns.h"
-#include "srv_fmt.h"
+#include "base.h"
 #include "srv_json.h"
 
 #define SHUTDOWN_GRACE_S 10

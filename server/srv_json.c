@@ -9,7 +9,7 @@
 
 #include "dpg_limits.h"
 #include "srv_json.h"
-#include "srv_fmt.h"
+#include "base.h"
 
 void srv_json_pointer(char *buf, size_t size, const char *where, const char *key)
 {

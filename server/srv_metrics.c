@@ -19,46 +19,12 @@ static const int metric_statuses[SRV_METRIC_STATUSES] = {
 	413, 414, 415, 422, 429, 500, 503, 0, 0, 0,
 };
 
-/* Upper bounds in seconds, shared by every histogram; the last bucket is
- * +Inf.  Fine below a millisecond, where a charge's whole answer and its
- * durable COMMIT both fall on a disk with a write-back cache. */
-static const double metric_bounds[SRV_METRIC_BUCKETS - 1] = {
-	0.00005, 0.0001, 0.00015, 0.0002, 0.00025, 0.0005, 0.001, 0.0025,
-	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
-};
-
 static int status_slot(int status)
 {
 	for (int i = 0; i < SRV_METRIC_STATUSES; i++)
 		if (metric_statuses[i] == status)
 			return i;
 	return SRV_METRIC_STATUSES - 1; /* "other" */
-}
-
-void srv_histogram_observe(srv_histogram *h, double seconds)
-{
-	int b = 0;
-
-	if (!(seconds > 0.0))
-		seconds = 0.0;
-	while (b < SRV_METRIC_BUCKETS - 1 && seconds > metric_bounds[b])
-		b++;
-	atomic_fetch_add(&h->bucket[b], 1);
-	/* Capped at 10^9 s, so that the conversion is defined. */
-	atomic_fetch_add(&h->sum_ns, (uint_fast64_t)((seconds < 1e9 ? seconds : 1e9) * 1e9));
-}
-
-double srv_seconds_between(const struct timespec *from, const struct timespec *to)
-{
-	return (double)(to->tv_sec - from->tv_sec) + 1e-9 * (double)(to->tv_nsec - from->tv_nsec);
-}
-
-double srv_seconds_since(const struct timespec *start)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return srv_seconds_between(start, &now);
 }
 
 void srv_metrics_record(srv_route_metrics *m, int status, double seconds)
@@ -128,7 +94,7 @@ static void histogram_lines(struct sbuf *b, const char *name, const char *labels
 	for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
 		cum += n[i];
 		if (i < SRV_METRIC_BUCKETS - 1)
-			sb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, metric_bounds[i],
+			sb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, srv_histogram_bound(i),
 				  (unsigned long long)cum);
 		else
 			sb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,

@@ -13,7 +13,7 @@
 
 #include "srv.h"
 #include "srv_embedded.h"
-#include "srv_fmt.h"
+#include "base.h"
 #include "srv_jobs.h"
 #include "srv_json.h"
 #include "srv_mech_routes.h"

@@ -29,7 +29,7 @@
 #include "srv_embedded.h"
 #include "srv_store_internal.h"
 #include "srv_json.h"
-#include "srv_fmt.h"
+#include "base.h"
 
 #define BUSY_TIMEOUT_MS 30000
 #define PAGE_SIZE_TEXT "1024"
@@ -172,14 +172,6 @@ struct srv_store {
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
 	struct pricing_cache *pricing;
 };
-
-void srv_now_text(char buf[32])
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	srv_fmt_timestamp(buf, (int64_t)ts.tv_sec, ts.tv_nsec / 1000000);
-}
 
 /* ---- compositions as text ------------------------------------------------ */
 

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "srv.h"
-#include "srv_fmt.h"
+#include "base.h"
 
 static void reference_real(char buf[64], double x)
 {

@@ -1,5 +1,5 @@
 /*
- * srv_fmt.c: reals, integers and timestamps as text, without printf on the
+ * base_fmt.c: reals, integers and timestamps as text, without printf on the
  * common path.
  *
  * Shortest reals, for 15 digits or fewer.  A decimal m * 10^-k with
@@ -22,7 +22,7 @@
  * one's range, and for NaN and infinities, the old printf loop runs; that
  * loop is also the reference the tests compare with.
  */
-#include "srv_fmt.h"
+#include "base.h"
 
 #include <math.h>
 #include <stdbool.h>
