@@ -21,7 +21,7 @@
 #include <jansson.h>
 
 #include "acct.h"
-#include "srv_stateless.h"
+#include "api.h"
 
 #define CLASSES 10
 

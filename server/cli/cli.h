@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "srv.h"
+#include "http.h"
 
 /* cli/help.c: `dpgate --help` and `dpgate --version`. */
 void cli_help_print(FILE *f);

@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
-#include "srv_stateless.h"
+#include "api.h"
 
 static json_t *load_reference(void)
 {

@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #include "acct.h"
-#include "srv_stateless.h"
+#include "api.h"
 
 #define MAX_CLASSES 200
 

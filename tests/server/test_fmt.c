@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "srv.h"
+#include "api_internal.h"
 #include "base.h"
 
 static void reference_real(char buf[64], double x)
@@ -196,8 +196,7 @@ Test(fmt_real, sixteen_and_seventeen_digits_exactly)
 
 /* ---- the charge answer's budget, written as text ------------------------ */
 
-#include "srv.h"
-#include "srv_json.h"
+#include "json.h"
 
 /* A dataset of the given ledger with `n` events of `event_json` spent and
  * `r` reserved, its totals summed as the store sums them. */

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "srv.h"
-#include "srv_json.h"
-#include "srv_store_internal.h"
+#include "http.h"
+#include "json.h"
+#include "store_internal.h"
 
 struct fixture {
 	char dir[64], path[128];

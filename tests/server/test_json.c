@@ -16,7 +16,7 @@
 
 #include <criterion/criterion.h>
 
-#include "srv_json.h"
+#include "json.h"
 
 static json_t *sq(const char *text)
 {

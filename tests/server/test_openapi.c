@@ -30,7 +30,7 @@
 
 #include <criterion/criterion.h>
 
-#include "srv.h"
+#include "http.h"
 #include "srv_embedded.h"
 
 #define MAX_OPS 256

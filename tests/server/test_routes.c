@@ -12,7 +12,7 @@
 
 #include <criterion/criterion.h>
 
-#include "srv.h"
+#include "http.h"
 
 enum { NO_PATH = -1, NO_METHOD = -2, MATCH = 0 };
 

@@ -15,7 +15,7 @@
 #include <criterion/criterion.h>
 
 #include "mech.h"
-#include "srv_table_cache.h"
+#include "store.h"
 
 /* A table of `rows` rows of one numeric column `x` (values 1..rows). */
 static mech_table *table_of(size_t rows)

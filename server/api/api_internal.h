@@ -1,0 +1,70 @@
+/*
+ * api_internal.h: what the route handlers of server/api/ share and nothing
+ * outside api/ includes: the one spend-and-reply path, the store-outcome
+ * replies, and the dataset's JSON shapes.
+ */
+#ifndef DPGATE_SRV_API_INTERNAL_H
+#define DPGATE_SRV_API_INTERNAL_H
+
+#include <jansson.h>
+
+#include "api.h"
+#include "http.h"
+#include "json.h"
+#include "store.h"
+
+/* The 409 answer for a release that does not fit (or an archived dataset):
+ * budget summary, remaining and the release's cost. `cost` may be NULL. */
+void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost);
+
+/* SHA-256 of method, path and body: what an Idempotency-Key is bound to. */
+void srv_request_hash(const srv_request *req, uint8_t out[32]);
+
+/*
+ * Starts a spend from its request: zeroes *sp and sets what every spending
+ * route takes from the request alike, the key that spends (the ledger's
+ * actor) and, when the request has an Idempotency-Key, that key with the
+ * request's hash, computed into `hash` (which must outlive *sp).
+ */
+void srv_spend_from_request(srv_spend *sp, const srv_request *req, uint8_t hash[32]);
+
+/*
+ * Answers a retry from storage, before anything else of the request is
+ * checked, so that a replay is the same bytes even after the dataset changed.
+ * True when *res holds the answer: the stored one (given to `reply`, which
+ * takes the body) or the store's error.  False when there is nothing stored
+ * for sp's Idempotency-Key, or it has none: go on.
+ */
+bool srv_spend_replayed(const srv_request *req, srv_response *res, const srv_spend *sp,
+			void (*reply)(srv_response *res, int status, char *body));
+
+/* 404 (`what`), 422 (Idempotency-Key reused) or 503 for a store outcome. */
+void srv_reply_store_error(srv_response *res, int rc, const char *what);
+
+/* Sends stored or prebuilt JSON bytes (takes ownership of body). */
+void srv_reply_raw_json(srv_response *res, int status, char *body);
+
+/* The budget summary of DESIGN.md for a dataset (new reference); an rdp
+ * dataset's also says how its filter splits delta ("filter"). */
+json_t *srv_dataset_budget_json(const srv_dataset *ds);
+
+/*
+ * Adds to `cost` (a JSON object that states what a charge of `ev` costs on
+ * this dataset's ledger) what the ledger's filter adds to the event's own
+ * price: on an rdp ledger "event_epsilon", the event's own RDP epsilon at the
+ * budget's full delta (minimised over the RDP accountant's orders), beside
+ * the filter's orders and delta share.  Nothing on other ledgers.  Returns
+ * 0, or -1 when out of memory.
+ */
+int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t *cost);
+
+/*
+ * srv_dataset_budget_json's object as compact JSON text, byte for byte what
+ * srv_json_dump prints of it, into buf; returns its length, or 0 when it
+ * does not fit or a figure is not finite.
+ */
+size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
+/* The dataset resource (new reference). */
+json_t *srv_dataset_json(const srv_dataset *ds);
+
+#endif
