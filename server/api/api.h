@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "acct.h"
+#include "store.h"
 
 typedef int (*srv_json_fn)(const json_t *body, json_t **ret_answer, acct_error *err);
 
@@ -40,5 +41,33 @@ int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *e
  * exit status: 0 every plan fits, 1 one does not, 2 bad policy or usage.
  */
 int srv_check_main(int argc, char **argv);
+
+/* ---- hosted tables, for serve and the job pool (api_mech_routes.c) ---- */
+
+/*
+ * Reads the dataset's hosted table back (with its recorded schema) for a
+ * trainer, reading the link again if an upload replaced the file meanwhile
+ * (a few times); the parse comes from `cache` when it holds it (may be
+ * NULL).  Returns 0 and a reference to the table (srv_table_cache_release
+ * with the same cache; the table is shared and read-only),
+ * ACCT_EUNSUPPORTED when no table is hosted, or ACCT_EINTERNAL when it
+ * cannot be read (or was replaced under every try).  The error text never
+ * quotes the table's contents.
+ */
+int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_id,
+			srv_table_ref **ret, acct_error *err);
+
+/*
+ * Removes the files in <data_dir>/tables that no dataset_data row names:
+ * orphans of a crash between an upload's commit and its removal of the
+ * replaced file, or of an upload that never committed.  Only names an
+ * upload makes with a random suffix are considered (<id>.<hex>.csv and the
+ * older <id>.csv.tmp.<hex>), and only files older than ten minutes (an
+ * upload of another process may be in flight).  Meant for start-up, before
+ * requests are served.  Returns SRV_OK and the count removed in
+ * *ret_removed (may be NULL), or SRV_DB_ERROR when the directory or the
+ * database cannot be read (files may have been removed).
+ */
+int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_removed);
 
 #endif

@@ -20,8 +20,8 @@
 
 #include "cli.h"
 #include "http.h"
-#include "api_jobs.h"
-#include "api_mech_routes.h"
+#include "api.h"
+#include "jobs.h"
 #include "store.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:8080"

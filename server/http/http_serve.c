@@ -1,12 +1,12 @@
 /*
- * srv_http.c: libmicrohttpd glue: bounded request intake, routing, auth,
- * problem+json, access log, metrics and graceful shutdown.
+ * http_serve.c: libmicrohttpd glue: bounded request intake, routing, auth,
+ * the access log, metrics and graceful shutdown (replies: http_reply.c).
  *
  * Every request is bounded before any handler runs: URL length, body size
  * (413, checked against Content-Length before the body is read and again
  * while it streams), JSON depth, and the connection timeout; connections
  * are bounded per client address, in the time their headers take, and in
- * how many may wait for a request (srv_conns.h).  Handlers run
+ * how many may wait for a request (http_conns.h).  Handlers run
  * on libmicrohttpd's worker threads; each takes one pooled SQLite
  * connection for the duration of the request.
  */
@@ -58,7 +58,7 @@ struct conn_state {
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
 	bool long_target;   /* the request target was over DPG_MAX_URL_BYTES (on_uri) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
-	srv_conns *conns;   /* the server's waiting connections (srv_conns.h) */
+	srv_conns *conns;   /* the server's waiting connections (http_conns.h) */
 	srv_conn *waiting;  /* this connection's entry there, or NULL */
 };
 
@@ -168,177 +168,6 @@ static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn, char 
 	}
 	*w = '\0';
 	return (size_t)(w - s);
-}
-
-/* ---- JSON output ---------------------------------------------------------- */
-
-void srv_json_reply(srv_response *res, int status, json_t *body)
-{
-	if (!body) {
-		/* json_pack failed: a bug or out of memory, never an empty 200. */
-		srv_problem(res, 500, NULL, "the answer could not be built", NULL, NULL);
-		return;
-	}
-	res->status = status;
-	res->content_type = "application/json";
-	res->body = body ? srv_json_dump(body) : NULL;
-	res->len = res->body ? strlen(res->body) : 0;
-	json_decref(body);
-	if (body && !res->body)
-		srv_problem(res, 500, "Internal error", "out of memory", NULL, NULL);
-}
-
-static const char *status_title(int status)
-{
-	switch (status) {
-	case 400: return "Bad request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not found";
-	case 405: return "Method not allowed";
-	case 409: return "Conflict";
-	case 413: return "Payload too large";
-	case 415: return "Unsupported media type";
-	case 422: return "Unprocessable content";
-	case 501: return "Not implemented";
-	case 503: return "Service unavailable";
-	default: return "Internal error";
-	}
-}
-
-/* A copy of s that is valid UTF-8 (see acct_utf8_scrub); NULL for NULL or
- * out of memory. */
-static char *utf8_copy(const char *s)
-{
-	char *c = s ? strdup(s) : NULL;
-
-	if (c)
-		acct_utf8_scrub(c);
-	return c;
-}
-
-void srv_problem(srv_response *res, int status, const char *title, const char *detail,
-		 const char *field, json_t *extra)
-{
-	char type[64];
-	char *d = utf8_copy(detail ? detail : ""), *f = utf8_copy(field);
-	json_t *p;
-
-	snprintf(type, sizeof(type), "https://dpgate.dev/problems/%d", status);
-	p = json_pack("{s:s, s:s, s:i, s:s}", "type", type, "title", title ? title : status_title(status),
-		      "status", status, "detail", d ? d : "");
-	if (p && f)
-		json_object_set_new(p, "field", json_string(f));
-	if (p && extra)
-		json_object_update(p, extra);
-	json_decref(extra);
-	free(d);
-	free(f);
-	free(res->body);
-	res->status = status;
-	res->content_type = "application/problem+json";
-	res->body = p ? srv_json_dump(p) : NULL;
-	json_decref(p);
-	if (!res->body) {
-		/* Out of memory: still a problem document, never an empty body. */
-		size_t size = 128;
-
-		res->body = malloc(size);
-		if (res->body)
-			snprintf(res->body, size,
-				 "{\"type\":\"https://dpgate.dev/problems/%d\",\"title\":\"%s\","
-				 "\"status\":%d}",
-				 status, status_title(status), status);
-	}
-	res->len = res->body ? strlen(res->body) : 0;
-}
-
-void srv_problem_from_error(srv_response *res, const acct_error *err)
-{
-	int status;
-
-	switch (err->code) {
-	case ACCT_EINVAL: status = 400; break;
-	case ACCT_EUNSUPPORTED: status = 422; break;
-	case ACCT_EEXCEEDED: status = 409; break;
-	case ACCT_ENUMERIC: status = 422; break;
-	default: status = 500; break;
-	}
-	/* Bad input names its field; "" (the JSON pointer of the whole
-	 * document) when the body as a whole is at fault (malformed, not an
-	 * object, a duplicate key). */
-	srv_problem(res, status, NULL, err->text[0] ? err->text : acct_code_name(err->code),
-		    err->where[0] || err->code == ACCT_EINVAL ? err->where : NULL, NULL);
-}
-
-/* ---- request bodies ------------------------------------------------------- */
-
-/* Rejects nesting deeper than DPG_MAX_JSON_DEPTH before jansson recurses. */
-static bool depth_ok(const char *data, size_t len)
-{
-	bool in_string = false, escaped = false;
-	int depth = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		char c = data[i];
-
-		if (in_string) {
-			if (escaped)
-				escaped = false;
-			else if (c == '\\')
-				escaped = true;
-			else if (c == '"')
-				in_string = false;
-			continue;
-		}
-		if (c == '"')
-			in_string = true;
-		else if (c == '[' || c == '{') {
-			if (++depth > DPG_MAX_JSON_DEPTH)
-				return false;
-		} else if (c == ']' || c == '}')
-			depth--;
-	}
-	return true;
-}
-
-json_t *srv_parse_body(const char *data, size_t len, acct_error *err)
-{
-	json_error_t jerr;
-	json_t *j;
-
-	if (len == 0) {
-		acct_error_set(err, ACCT_EINVAL, "", "a JSON object body is required");
-		return NULL;
-	}
-	if (!depth_ok(data, len)) {
-		acct_error_set(err, ACCT_EINVAL, "", "JSON nests deeper than %d levels",
-			       DPG_MAX_JSON_DEPTH);
-		return NULL;
-	}
-	j = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!j && json_error_code(&jerr) == json_error_numeric_overflow) {
-		/* Well-formed but out of range: name the value (the text before
-		 * it parsed, so its pointer is known). */
-		char where[ACCT_ERROR_WHERE_BYTES];
-
-		srv_json_pointer_at(data, len, jerr.position > 0 ? (size_t)jerr.position : 0, where,
-				    sizeof(where));
-		acct_error_set(err, ACCT_EINVAL, where, "number out of range at line %d column %d: %s",
-			       jerr.line, jerr.column, jerr.text);
-		return NULL;
-	}
-	if (!j) {
-		acct_error_set(err, ACCT_EINVAL, "", "malformed JSON at line %d column %d: %s",
-			       jerr.line, jerr.column, jerr.text);
-		return NULL;
-	}
-	if (!json_is_object(j)) {
-		json_decref(j);
-		acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
-		return NULL;
-	}
-	return j;
 }
 
 /* ---- routing --------------------------------------------------------------- */
@@ -491,26 +320,6 @@ static bool idempotency_key_ok(const char *key)
 		if ((unsigned char)key[i] < 0x20 || (unsigned char)key[i] > 0x7e)
 			return false;
 	return true;
-}
-
-bool srv_media_type_is(const char *ct, const char *type)
-{
-	size_t n = strlen(type);
-
-	/* the type itself, then its end, parameters (;) or spaces before them */
-	return strncasecmp(ct, type, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' ||
-						  ct[n] == '\t');
-}
-
-/*
- * JSON routes accept application/json, no Content-Type at all, and curl's
- * default for -d (application/x-www-form-urlencoded), so that a bare
- * `curl -d '{...}'` works; the body is parsed as JSON in every case.
- */
-bool srv_json_content_type(const char *ct)
-{
-	return !ct || srv_media_type_is(ct, "application/json") ||
-	       srv_media_type_is(ct, "application/x-www-form-urlencoded");
 }
 
 /* How many request headers are named `name` (MHD_get_connection_values). */
@@ -877,7 +686,7 @@ static bool expects_continue(struct MHD_Connection *conn)
 /* ---- a connection's socket context --------------------------------------- */
 
 /* Per connection (libmicrohttpd's socket context): its entry among the
- * connections waiting for a request (srv_conns.h). */
+ * connections waiting for a request (http_conns.h). */
 struct conn_sock {
 	srv_conn *waiting; /* its entry in ctx->conns, or NULL */
 };
@@ -898,7 +707,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	} else {
 		struct conn_sock *sock = *socket_context;
 
-		/* Before libmicrohttpd closes the socket (srv_conns.h). */
+		/* Before libmicrohttpd closes the socket (http_conns.h). */
 		if (sock)
 			srv_conns_remove(ctx->conns, sock->waiting);
 		free(sock);
