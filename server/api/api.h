@@ -70,4 +70,15 @@ int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_
  */
 int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_removed);
 
+/* ---- the store's listings as JSON (api_lists.c) ---- */
+
+/* Every key (never a secret) as the JSON array GET /v1/keys and `dpgate
+ * keys list` show.  SRV_OK or SRV_DB_ERROR. */
+int srv_keys_json(srv_db *db, json_t **ret);
+
+/* srv_store_verify's findings as `dpgate verify`'s JSON report: {"ok",
+ * "datasets": [...]}.  SRV_OK when all agree, SRV_CONFLICT when not (the
+ * report says where), SRV_DB_ERROR (no report). */
+int srv_verify_json(srv_db *db, json_t **ret_report);
+
 #endif

@@ -140,8 +140,7 @@ int srv_h_data_get(srv_request *req, srv_response *res)
 	if (o && (link.rows_public || admin))
 		json_object_set_new(o, "rows", json_integer(link.rows));
 	if (o && (link.schema_declared || admin)) {
-		json_object_set_new(o, "columns", link.columns);
-		link.columns = NULL;
+		json_object_set_new(o, "columns", srv_json_parse_text(link.columns));
 	}
 	/* The file's size depends on the values (their digits): an admin sees
 	 * it; a viewer or analyst does not. */
@@ -149,7 +148,7 @@ int srv_h_data_get(srv_request *req, srv_response *res)
 		json_object_set_new(o, "bytes", json_integer(link.bytes));
 	if (o && link.builtin[0])
 		json_object_set_new(o, "builtin", json_string(link.builtin));
-	json_decref(link.columns);
+	free(link.columns);
 	if (!o) {
 		srv_problem(res, 404, NULL, "no data is linked to this dataset", NULL, NULL);
 		return 0;

@@ -44,6 +44,14 @@ void srv_reply_store_error(srv_response *res, int rc, const char *what);
 /* Sends stored or prebuilt JSON bytes (takes ownership of body). */
 void srv_reply_raw_json(srv_response *res, int status, char *body);
 
+/* A JSON value's compact text (srv_json_dump), taking the reference (NULL
+ * gives NULL): what a spend's answer becomes for the store. */
+char *srv_json_text(json_t *j);
+
+/* An event's canonical JSON text, as the ledger stores it; NULL when out of
+ * memory. */
+char *srv_event_text(const acct_event *ev);
+
 /* The budget summary of DESIGN.md for a dataset (new reference); an rdp
  * dataset's also says how its filter splits delta ("filter"). */
 json_t *srv_dataset_budget_json(const srv_dataset *ds);
@@ -66,5 +74,16 @@ int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t
 size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
 /* The dataset resource (new reference). */
 json_t *srv_dataset_json(const srv_dataset *ds);
+
+/* Pages of the ledger, of a dataset's audit rows and of the keys' audit
+ * trail as JSON arrays (the `id` of the keys' is unused), and a dataset's
+ * reservations (api_lists.c).  SRV_OK or SRV_DB_ERROR. */
+int srv_ledger_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+		    json_t **ret_entries, int64_t *ret_next);
+int srv_audit_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+		   json_t **ret_entries, int64_t *ret_next);
+int srv_keys_audit_json(srv_db *db, const char *unused, int64_t after, int64_t limit,
+			json_t **ret_entries, int64_t *ret_next);
+int srv_reservations_json(srv_db *db, const char *dataset_id, json_t **ret);
 
 #endif

@@ -61,6 +61,12 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 			 "epsilon", eps, "budget", srv_dataset_budget_json(ds));
 }
 
+/* submit_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *submit_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(submit_body(arg, charge_id, rid, ds));
+}
+
 /* The request's own fields: everything but the dataset's state. */
 struct submit_req {
 	trn_dpsgd_params p;
@@ -124,19 +130,22 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
 		       const trn_dpsgd_params *p, int64_t *ret_n_train)
 {
-	json_t *columns = NULL;
+	json_t *columns;
+	char *columns_text = NULL;
 	size_t features = 0;
 	uint32_t classes = 0;
 	acct_error err;
 	int rc;
 
 	acct_error_init(&err);
-	if (srv__data_link_rows(req->db, ds->id, ret_n_train, &columns) != SRV_OK) {
+	if (srv__data_link_rows(req->db, ds->id, ret_n_train, &columns_text) != SRV_OK) {
 		srv_problem(res, 409, NULL,
 			    "no data is linked to this dataset (PUT /v1/datasets/{id}/data first)",
 			    NULL, NULL);
 		return false;
 	}
+	columns = srv_json_parse_text(columns_text);
+	free(columns_text);
 	rc = srv__jobs_check_label(json_object_get(req->body, "params"), columns, &features,
 				   &classes, &err);
 	json_decref(columns);
@@ -273,16 +282,22 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 				       .event = ev,
 				       .cost = &cost};
 
+		char *event_text = srv_event_text(ev);
+
 		sp.kind = SRV_SPEND_RESERVE;
 		sp.dataset_id = ds.id;
-		sp.event = ev;
+		sp.event_text = event_text;
 		sp.cost = &cost;
 		sp.note = sr.note ? sr.note : "training job (treats the row count as public: q = L/N)";
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;
-		sp.body_fn = submit_body;
+		sp.text_fn = submit_text;
 		sp.success_status = 202;
-		reserve_job(req, res, &sp, &ds, &a);
+		if (event_text)
+			reserve_job(req, res, &sp, &ds, &a);
+		else
+			srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		free(event_text);
 	}
 	acct_event_free(ev);
 	return 0;
@@ -340,8 +355,9 @@ static void epsilon_so_far(srv_request *req, const srv_job_row *j, int64_t steps
 {
 	trn_dpsgd_params p;
 	srv_dataset ds;
+	json_t *params = srv_json_parse_text(j->params);
 
-	if (srv__jobs_parse_params(j->params, &p, NULL) == 0 &&
+	if (srv__jobs_parse_params(params, &p, NULL) == 0 &&
 	    srv_store_dataset_get(req->db, j->dataset_id, &ds) == SRV_OK) {
 		double delta = ds.budget_delta > 0 ? ds.budget_delta : 1e-5;
 		double m = steps_epsilon(&p, j->n_train, steps, ACCT_MOMENTS, ds.neighbor, delta);
@@ -353,12 +369,15 @@ static void epsilon_so_far(srv_request *req, const srv_job_row *j, int64_t steps
 		ledger_epsilon(&ds, &p, j->n_train, steps, e);
 		json_object_set_new(progress, "epsilon", e);
 	}
+	/* p may point into params: released only once p is done with. */
+	json_decref(params);
 }
 
 /* The job's progress: a running job's freshest is in its worker's slot. */
 static json_t *job_progress(srv_request *req, const srv_job_row *j)
 {
-	json_t *progress = j->progress ? json_incref(j->progress) : NULL;
+	json_t *progress = srv_json_parse_text(j->progress);
+	json_t *result = srv_json_parse_text(j->result);
 	json_t *live = srv_jobs_live_progress(req->ctx->jobs, j->id);
 	int64_t steps = -1;
 
@@ -368,8 +387,9 @@ static json_t *job_progress(srv_request *req, const srv_job_row *j)
 	}
 	if (json_is_object(progress))
 		steps = (int64_t)json_integer_value(json_object_get(progress, "step"));
-	if (j->result && json_integer_value(json_object_get(j->result, "steps_done")) > 0)
-		steps = json_integer_value(json_object_get(j->result, "steps_done"));
+	if (result && json_integer_value(json_object_get(result, "steps_done")) > 0)
+		steps = json_integer_value(json_object_get(result, "steps_done"));
+	json_decref(result);
 	if (!progress)
 		progress = json_object();
 	if (steps >= 0 && json_is_object(progress))
@@ -383,11 +403,12 @@ static void job_result(json_t *o, const srv_job_row *j, const json_t *progress)
 	/* An ended job that kept no result (it failed before training, was
 	 * cancelled while queued, or was running when the server died) says
 	 * so, as a kept result does. */
-	if (!j->result && (!strcmp(j->state, "succeeded") || !strcmp(j->state, "failed") ||
-			   !strcmp(j->state, "cancelled")))
+	json_t *result = srv_json_parse_text(j->result);
+
+	if (!result && (!strcmp(j->state, "succeeded") || !strcmp(j->state, "failed") ||
+			!strcmp(j->state, "cancelled")))
 		json_object_set_new(o, "result", json_pack("{s:b}", "model_available", false));
-	if (j->result) {
-		json_t *result = json_deep_copy(j->result);
+	if (result) {
 		json_t *eps = json_object_get(progress, "epsilon");
 
 		/* A finished classifier's result states its epsilon (rdp). */
@@ -401,11 +422,11 @@ static void job_result(json_t *o, const srv_job_row *j, const json_t *progress)
 
 static json_t *job_json(srv_request *req, const srv_job_row *j)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:s, s:s}", "id", j->id, "dataset",
+	json_t *params = srv_json_parse_text(j->params), *event = srv_json_parse_text(j->event);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s}", "id", j->id, "dataset",
 			      j->dataset_id, "trainer", j->trainer, "state", j->state, "params",
-			      j->params ? j->params : json_null(), "event",
-			      j->event ? j->event : json_null(), "reservation_id", j->reservation_id,
-			      "created_at", j->created_at);
+			      params ? params : json_null(), "event", event ? event : json_null(),
+			      "reservation_id", j->reservation_id, "created_at", j->created_at);
 	json_t *progress;
 
 	if (!o)

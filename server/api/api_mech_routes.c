@@ -142,6 +142,12 @@ static json_t *release_body(void *arg, int64_t charge_id, const char *rid, const
 	return o;
 }
 
+/* release_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *release_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(release_body(arg, charge_id, rid, ds));
+}
+
 /*
  * The second half: validates and prices `ev` with the dataset's filter,
  * then admits and writes the charge with `answer` in one transaction, and
@@ -176,12 +182,14 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 	arg.cost = &cost;
 	sp->kind = SRV_SPEND_CHARGE;
 	sp->dataset_id = r->ds.id;
-	sp->event = ev;
+	sp->event_text = srv_event_text(ev);
 	sp->cost = &cost;
 	sp->note = r->note;
-	sp->body_fn = release_body;
+	sp->text_fn = release_text;
 	sp->body_arg = &arg;
-	rc = srv_store_spend(req->db, sp, &status, &body, &r->ds);
+	rc = sp->event_text ? srv_store_spend(req->db, sp, &status, &body, &r->ds) : SRV_DB_ERROR;
+	free((char *)sp->event_text);
+	sp->event_text = NULL;
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
 		srv_reply_raw_json(res, status, body);
 	else if (rc == SRV_CONFLICT)

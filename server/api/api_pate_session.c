@@ -667,6 +667,7 @@ struct batch {
 	int64_t n_checks, n_answers, n_student, n_abstain;
 	acct_cost cost;
 	acct_event *event;
+	char *event_text;         /* its JSON text, for the ledger */
 	srv_spend *sp;            /* its success_status is set by the planner */
 };
 
@@ -857,7 +858,7 @@ static int run_query(mech_rng *rng, const struct pate_cfg *c, const double *v, c
 /* Planner (srv_spend_plan_fn): admits queries in order while the worst
  * case of the next one fits on top of what the batch already spends. */
 static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committed,
-		      const acct_cost **ret_cost, const acct_event **ret_event)
+		      const acct_cost **ret_cost, const char **ret_event_text)
 {
 	struct batch *b = arg;
 	const struct query_events *qe = b->qe;
@@ -899,6 +900,8 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 		return 1;
 	acct_event_free(b->event);
 	b->event = NULL;
+	free(b->event_text);
+	b->event_text = NULL;
 	if (b->n_checks > 0) {
 		parts[np] = acct_event_self_composed(b->n_checks, acct_event_copy(qe->check));
 		if (!parts[np++])
@@ -921,11 +924,14 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 		memcpy(b->event->u.composed.events, parts, np * sizeof(acct_event *));
 		b->event->u.composed.n = np;
 	}
+	b->event_text = srv_event_text(b->event);
+	if (!b->event_text)
+		return -1;
 	b->cost = spent;
 	/* Read by the store after the answer is built, and stored with it. */
 	b->sp->success_status = b->k < b->n ? 409 : 201;
 	*ret_cost = &b->cost;
-	*ret_event = b->event;
+	*ret_event_text = b->event_text;
 	return 0;
 fail:
 	if (b->event && b->event->type == ACCT_EV_COMPOSED && b->event->u.composed.n == 0) {
@@ -988,7 +994,7 @@ out:
 	return rc;
 }
 
-/* Answer builder (srv_spend_body_fn): 201, or a 409 problem body naming
+/* Answer builder (batch_text): 201, or a 409 problem body naming
  * how many queries were answered when the budget ran out inside the batch. */
 static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
 {
@@ -1032,6 +1038,12 @@ static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const s
 		json_object_set_new(o, "detail", json_string(detail));
 	}
 	return o;
+}
+
+/* batch_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *batch_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(batch_body(arg, charge_id, rid, ds));
 }
 
 /* Sends a stored or fresh answer; a 409 (batch cut short) is problem+json. */
@@ -1151,7 +1163,7 @@ static void batch_spend(srv_request *req, srv_response *res, srv_spend *sp, stru
 	sp->dataset_id = ds->id;
 	sp->plan_fn = batch_plan;
 	sp->txn_fn = batch_txn;
-	sp->body_fn = batch_body;
+	sp->text_fn = batch_text;
 	sp->body_arg = b;
 	sp->note = note;
 	spend_and_reply(req, res, sp, ds,
@@ -1215,6 +1227,7 @@ bad:
 out:
 	mech_rng_free(rng);
 	acct_event_free(b.event);
+	free(b.event_text);
 	free(b.votes);
 	free(b.out);
 	free(b.dd);
@@ -1268,6 +1281,12 @@ static json_t *release_body(void *arg, int64_t charge_id, const char *rid, const
 			 epsilon_at(r->order, r->rdp_independent, r->delta), "event",
 			 srv_event_to_json(r->event), "charge_id", (json_int_t)charge_id, "budget",
 			 srv_dataset_budget_json(ds));
+}
+
+/* release_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *release_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(release_body(arg, charge_id, rid, ds));
 }
 
 /*
@@ -1500,16 +1519,22 @@ static void release_spend(srv_request *req, srv_response *res, srv_spend *sp, st
 {
 	sp->kind = SRV_SPEND_CHARGE;
 	sp->dataset_id = ds->id;
-	sp->event = r->event;
+	sp->event_text = srv_event_text(r->event);
 	sp->cost = cost;
 	sp->txn_fn = release_txn;
-	sp->body_fn = release_body;
+	sp->text_fn = release_text;
 	sp->body_arg = r;
 	sp->note = note;
+	if (!sp->event_text) {
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		return;
+	}
 	spend_and_reply(req, res, sp, ds,
 			"the release does not fit the dataset's remaining privacy budget; "
 			"nothing was released or charged",
 			NULL);
+	free((char *)sp->event_text);
+	sp->event_text = NULL;
 }
 
 int srv_pate_session_release(srv_request *req, srv_response *res)

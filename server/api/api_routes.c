@@ -400,7 +400,7 @@ static int h_ledger(srv_request *req, srv_response *res)
 
 	if (!load_dataset(req, res, &ds))
 		return 0;
-	return reply_page(req, res, srv_store_ledger_list, ds.id);
+	return reply_page(req, res, srv_ledger_json, ds.id);
 }
 
 /* A dataset's administrative history: creation, budget changes, archive. */
@@ -410,13 +410,13 @@ static int h_dataset_audit(srv_request *req, srv_response *res)
 
 	if (!load_dataset(req, res, &ds))
 		return 0;
-	return reply_page(req, res, srv_store_dataset_audit, ds.id);
+	return reply_page(req, res, srv_audit_json, ds.id);
 }
 
 /* Who created and revoked which key, and when (srv_auth.c). */
 static int h_keys_audit(srv_request *req, srv_response *res)
 {
-	return reply_page(req, res, srv_keys_audit, NULL);
+	return reply_page(req, res, srv_keys_audit_json, NULL);
 }
 
 /* ---- spending ------------------------------------------------------------- */
@@ -460,6 +460,7 @@ static int price_request(srv_request *req, srv_response *res, const srv_dataset 
 
 struct charge_body_arg {
 	const acct_event *event;
+	char *event_text;         /* its canonical JSON, for the ledger */
 	const acct_cost *cost;
 	int64_t ttl;
 	double delta_share;
@@ -505,7 +506,7 @@ static int price_event(struct charge_body_arg *a, const acct_filter *f)
  * is priced again here rather than admitted at a stale price.
  */
 static int charge_plan(void *arg, const acct_filter *f, const acct_cost *committed,
-		       const acct_cost **ret_cost, const acct_event **ret_event)
+		       const acct_cost **ret_cost, const char **ret_event_text)
 {
 	struct charge_body_arg *a = arg;
 
@@ -513,7 +514,7 @@ static int charge_plan(void *arg, const acct_filter *f, const acct_cost *committ
 	if ((!a->have_price || !same_pricing(&a->priced_for, f)) && price_event(a, f) < 0)
 		return -1;
 	*ret_cost = &a->priced;
-	*ret_event = a->event;
+	*ret_event_text = a->event_text;
 	return 0;
 }
 
@@ -558,6 +559,12 @@ static json_t *reserve_body(void *arg, int64_t charge_id, const char *rid, const
 			 (json_int_t)charge_id, "state", "open", "event", srv_event_to_json(a->event),
 			 "epsilon", eps, "ttl_seconds", (json_int_t)a->ttl, "budget",
 			 srv_dataset_budget_json(ds));
+}
+
+/* reserve_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *reserve_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(reserve_body(arg, charge_id, rid, ds));
 }
 
 /*
@@ -634,7 +641,12 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 		return 0;
 	}
 	arg.event = ev;
+	arg.event_text = srv_event_text(ev);
 	arg.ttl = ttl;
+	if (!arg.event_text) {
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		goto out;
+	}
 	/* Price before the write lock, with the dataset's pricing inputs. */
 	{
 		acct_filter f;
@@ -656,10 +668,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	sp.plan_fn = charge_plan;
 	sp.note = note;
 	sp.ttl_seconds = ttl;
-	if (kind == SRV_SPEND_RESERVE)
-		sp.body_fn = reserve_body;
-	else
-		sp.text_fn = charge_text;
+	sp.text_fn = kind == SRV_SPEND_RESERVE ? reserve_text : charge_text;
 	sp.body_arg = &arg;
 	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
 	if (rc == SRV_OK || rc == SRV_REPLAYED)
@@ -671,6 +680,7 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	else
 		srv_reply_store_error(res, rc, "no such dataset");
 out:
+	free(arg.event_text);
 	acct_event_free(ev);
 	return 0;
 }
@@ -736,7 +746,7 @@ static int h_res_list(srv_request *req, srv_response *res)
 
 	if (!load_dataset(req, res, &ds))
 		return 0;
-	if (srv_store_reservation_list(req->db, ds.id, &arr) != SRV_OK) {
+	if (srv_reservations_json(req->db, ds.id, &arr) != SRV_OK) {
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
@@ -793,7 +803,7 @@ static int h_keys_list(srv_request *req, srv_response *res)
 {
 	json_t *arr = NULL;
 
-	if (srv_keys_list(req->db, &arr) != SRV_OK) {
+	if (srv_keys_json(req->db, &arr) != SRV_OK) {
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}

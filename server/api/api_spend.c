@@ -120,3 +120,16 @@ void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_
 	srv_problem(res, 409, "Budget exhausted",
 		    "the release does not fit the dataset's remaining privacy budget", NULL, extra);
 }
+
+char *srv_json_text(json_t *j)
+{
+	char *text = j ? srv_json_dump(j) : NULL;
+
+	json_decref(j);
+	return text;
+}
+
+char *srv_event_text(const acct_event *ev)
+{
+	return srv_json_text(srv_event_to_json(ev));
+}

@@ -11,6 +11,7 @@
 
 #include <sodium.h>
 
+#include "api.h"
 #include "cli.h"
 
 static const char usage_keys[] =
@@ -163,7 +164,7 @@ static int keys_list(srv_db *db)
 {
 	json_t *arr = NULL;
 
-	if (srv_keys_list(db, &arr) != SRV_OK)
+	if (srv_keys_json(db, &arr) != SRV_OK)
 		return 1;
 	json_dumpf(arr, stdout, JSON_INDENT(2));
 	printf("\n");

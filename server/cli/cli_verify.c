@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
+#include "api.h"
 #include "cli.h"
 
 static const char usage_verify[] =
@@ -30,7 +31,7 @@ int cli_verify_file(const char *cmd, const char *path, json_t **ret_report)
 		return -1;
 	}
 	db = srv_store_acquire(store);
-	rc = srv_store_verify(db, ret_report);
+	rc = srv_verify_json(db, ret_report);
 	srv_store_release(store, db);
 	srv_store_close(store);
 	if (rc == SRV_DB_ERROR) {

@@ -67,4 +67,8 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *ret_features,
 			  uint32_t *ret_classes, acct_error *err);
 
+/* JSON text as the store keeps it, parsed (a new reference); NULL for NULL
+ * text or text that does not parse. */
+json_t *srv_json_parse_text(const char *text);
+
 #endif

@@ -249,3 +249,8 @@ int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *r
 	*ret_classes = (uint32_t)json_array_size(classes);
 	return 0;
 }
+
+json_t *srv_json_parse_text(const char *text)
+{
+	return text ? json_loads(text, 0, NULL) : NULL;
+}

@@ -162,12 +162,13 @@ static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *strea
 	srv_ctx *ctx = rs->jobs->ctx;
 	trn_dpsgd_params p;
 	srv_db *db;
-	int rc = srv__jobs_parse_params(j->params, &p, err);
+	json_t *params = srv_json_parse_text(j->params);
+	int rc = srv__jobs_parse_params(params, &p, err);
 
 	if (rc >= 0) {
 		db = srv_store_acquire(ctx->store);
 		rc = srv_jobs__load_data(rs->jobs->load_table, ctx->tables, db, j->dataset_id,
-					 j->params, train, eval, err);
+					 params, train, eval, err);
 		srv_store_release(ctx->store, db);
 	}
 	if (rc >= 0 && (int64_t)(*train)->n != j->n_train)
@@ -176,6 +177,8 @@ static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *strea
 	if (rc >= 0)
 		rc = trn_dpsgd_run(&p, *train, *eval, stream, on_progress, rs, &rs->slot->cancel,
 				   result, err);
+	/* p may point into params: released only after the run. */
+	json_decref(params);
 	return rc;
 }
 

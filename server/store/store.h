@@ -16,8 +16,6 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include <jansson.h>
-
 #include "acct.h"
 #include "base.h"
 #include "mech.h"
@@ -163,19 +161,11 @@ typedef enum srv_spend_kind {
 } srv_spend_kind;
 
 /*
- * Builds the JSON answer of a successful spend inside the transaction, so it
- * can be stored for idempotent replay: `charge_id` is the ledger row,
- * `reservation_id` the new reservation (or NULL), `ds` the dataset after the
- * write.  Returns a new JSON object or NULL (out of memory: the transaction
- * is rolled back).
- */
-typedef json_t *(*srv_spend_body_fn)(void *arg, int64_t charge_id, const char *reservation_id,
-				     const srv_dataset *ds);
-
-/*
- * The answer written directly as JSON text (malloc'ed; NULL when out of
- * memory or a number is not finite), for the hot path of direct charges.
- * A spend sets exactly one of body_fn and text_fn.
+ * Writes the answer of a successful spend inside the transaction, so that
+ * it can be stored for idempotent replay: `charge_id` is the ledger row,
+ * `reservation_id` the new reservation (or NULL), `ds` the dataset after
+ * the write.  Returns the answer's bytes (malloc'ed), or NULL when out of
+ * memory or a number is not finite: the transaction is then rolled back.
  */
 typedef char *(*srv_spend_text_fn)(void *arg, int64_t charge_id, const char *reservation_id,
 				   const srv_dataset *ds);
@@ -185,13 +175,13 @@ typedef char *(*srv_spend_text_fn)(void *arg, int64_t charge_id, const char *res
  * and its committed composition (spent + reserved, expired reservations
  * already committed).  It decides what to charge, for requests whose charge
  * depends on what fits (a PATE batch answers the queries that fit, in order):
- * it writes the cost and the event to record (both owned by `arg`, valid
- * until srv_store_spend returns) and returns 0 to charge them, 1 when nothing
- * fits (the request gets SRV_CONFLICT), or a negative value when it refuses
+ * it writes the cost and the event (its JSON text) to record (both owned
+ * by `arg`, valid until srv_store_spend returns) and returns 0 to charge
+ * them, 1 when nothing fits (the request gets SRV_CONFLICT), or a negative value when it refuses
  * the request (SRV_PLAN_REFUSED; the planner keeps its own error in `arg`).
  */
 typedef int (*srv_spend_plan_fn)(void *arg, const acct_filter *f, const acct_cost *committed,
-				 const acct_cost **ret_cost, const acct_event **ret_event);
+				 const acct_cost **ret_cost, const char **ret_event_text);
 
 /*
  * Optional hook run inside the transaction after the ledger row is written
@@ -205,7 +195,7 @@ typedef int (*srv_spend_txn_fn)(void *arg, srv_db *db, const srv_dataset *ds, in
 typedef struct srv_spend {
 	srv_spend_kind kind;
 	const char *dataset_id;
-	const acct_event *event;      /* canonical JSON is stored in the ledger */
+	const char *event_text;       /* the event's canonical JSON, as the ledger stores it */
 	const acct_cost *cost;        /* priced by the caller with the dataset's filter */
 	srv_spend_plan_fn plan_fn;    /* optional: replaces event and cost */
 	srv_spend_txn_fn txn_fn;      /* optional */
@@ -214,9 +204,8 @@ typedef struct srv_spend {
 	const char *idempotency_key;  /* may be NULL */
 	const uint8_t *request_hash;  /* 32 bytes, required with a key */
 	int64_t ttl_seconds;          /* reservations */
-	srv_spend_body_fn body_fn;
-	srv_spend_text_fn text_fn;    /* instead of body_fn */
-	void *body_arg;               /* passed to body_fn, text_fn, plan_fn and txn_fn */
+	srv_spend_text_fn text_fn;
+	void *body_arg;               /* passed to text_fn, plan_fn and txn_fn */
 	int success_status;           /* HTTP status of the answer; 0 = 201 */
 } srv_spend;
 
@@ -268,31 +257,71 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 				bool commit, const char *actor, srv_dataset *ret_ds,
 				char ret_state[16], char ret_job[64]);
 
-/* Lists reservations of a dataset as JSON (caller owns). */
-int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret);
+/* One reservation as stored; text members are borrowed (valid during the
+ * callback), NULL for SQL NULL; expires_at in seconds since the epoch. */
+typedef struct srv_reservation_row {
+	const char *id, *event, *state, *actor, *note, *created_at, *closed_at, *closed_by;
+	double epsilon;
+	int64_t expires_at;
+} srv_reservation_row;
 
-/* Lists ledger rows with seq > after, at most `limit`, as JSON objects
+/* A lister's callback: 0, or negative to stop (the listing then fails). */
+typedef int (*srv_reservation_row_fn)(void *arg, const srv_reservation_row *r);
+
+/* Calls `each` with the reservations of a dataset, oldest first.  SRV_OK
+ * or SRV_DB_ERROR. */
+int srv_store_reservation_list(srv_db *db, const char *dataset_id, srv_reservation_row_fn each,
+			       void *arg);
+
+/* One ledger row as stored; text members are borrowed (valid during the
+ * callback), NULL for SQL NULL.  previous_* is the budget a 'budget' row
+ * replaced, when recorded. */
+typedef struct srv_ledger_row {
+	int64_t seq;
+	const char *kind, *event, *reservation_id, *note, *actor, *created_at, *idempotency_key;
+	bool has_epsilon, has_delta, has_previous;
+	double epsilon, delta, previous_epsilon, previous_delta;
+} srv_ledger_row;
+
+typedef int (*srv_ledger_row_fn)(void *arg, const srv_ledger_row *r);
+
+/* Calls `each` with the ledger rows with seq > after, at most `limit`
  * (the 'create' row is the audit list's, not the ledger's).  *ret_next is
- * the last seq listed when more follow, else -1. */
+ * the last seq listed when more follow, else -1.  SRV_OK or SRV_DB_ERROR
+ * (also when `each` stopped the listing). */
 int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			  json_t **ret_entries, int64_t *ret_next);
+			  srv_ledger_row_fn each, void *arg, int64_t *ret_next);
 
-/* Lists a dataset's administrative ledger rows (create, budget, archive)
- * with seq > after, at most `limit`, as JSON objects; paging as
- * srv_store_ledger_list. */
+/* The same for a dataset's administrative ledger rows (create, budget,
+ * archive). */
 int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			    json_t **ret_entries, int64_t *ret_next);
+			    srv_ledger_row_fn each, void *arg, int64_t *ret_next);
+
+/* What srv_store_verify found for one dataset.  first_row_* are ledger
+ * seqs, -1 when none; largest_* only when budget_known (the initial budget
+ * was recorded). */
+typedef struct srv_verify_dataset {
+	char id[DPG_MAX_ID_BYTES + 1];
+	int64_t rows, rows_with_totals, admissions_before_a_known_budget;
+	int64_t first_row_with_wrong_totals, first_row_over_budget;
+	bool totals_match, within_budget, admissions_within_budget, budget_history_matches;
+	bool budget_known, ok;
+	double spent_epsilon, stored_spent_epsilon, largest_epsilon, largest_delta;
+} srv_verify_dataset;
+
+typedef void (*srv_verify_fn)(void *arg, const srv_verify_dataset *v);
 
 /*
  * Recomputes every dataset's spent and reserved totals from its ledger rows
  * (in ledger order, with the same upward rounding) and compares them with
  * the stored totals, and replays its budget history (the 'create' row, then
  * each 'budget' row): every admission (charge, reserve) must fit the budget
- * in force at its row, and the last budget must be the dataset's.  Writes a
- * JSON report; returns SRV_OK when all agree and no admission was over its
- * budget, SRV_CONFLICT otherwise.
+ * in force at its row, and the last budget must be the dataset's.  Calls
+ * `each` with each dataset's findings; returns SRV_OK when all agree and no
+ * admission was over its budget, SRV_CONFLICT otherwise, SRV_DB_ERROR when
+ * the rows cannot be read.
  */
-int srv_store_verify(srv_db *db, json_t **ret_report);
+int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg);
 
 /*
  * Writes a consistent copy of the dpgate database at db_path into the empty
@@ -379,8 +408,16 @@ int srv_keys_create(srv_db *db, srv_role role, const char *scope_text, const cha
 		    const char *actor, char key_text[SRV_KEY_TEXT_BYTES],
 		    char key_id[2 * SRV_KEY_ID_BYTES + 1]);
 
-/* Lists keys (never secrets) as a JSON array. */
-int srv_keys_list(srv_db *db, json_t **ret);
+/* A key row (never its hash); text members borrowed, NULL for SQL NULL;
+ * datasets is the scope's JSON array text. */
+typedef struct srv_key_row {
+	const char *id, *role, *datasets, *note, *created_at, *revoked_at;
+} srv_key_row;
+
+typedef int (*srv_key_row_fn)(void *arg, const srv_key_row *r);
+
+/* Calls `each` with every key, oldest first.  SRV_OK or SRV_DB_ERROR. */
+int srv_keys_list(srv_db *db, srv_key_row_fn each, void *arg);
 
 /* Revokes a key, with a key_events row naming `actor`, in one transaction
  * (a key revoked already is left as it was).  SRV_NOT_FOUND, SRV_OK or
@@ -391,12 +428,20 @@ int srv_keys_revoke(srv_db *db, const char *key_id, const char *actor);
  * count and the revocation in one write transaction. */
 int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char *actor);
 
-/* Lists key_events rows (creations and revocations, who and when) with seq
- * > after, at most `limit`, as JSON objects; *ret_next as
- * srv_store_ledger_list's.  The second argument is unused (the lister shape
- * of the dataset lists).  SRV_OK or SRV_DB_ERROR. */
-int srv_keys_audit(srv_db *db, const char *unused, int64_t after, int64_t limit,
-		   json_t **ret_entries, int64_t *ret_next);
+/* A key_events row (a creation or revocation, who and when); text members
+ * borrowed. */
+typedef struct srv_key_event_row {
+	int64_t seq;
+	const char *key_id, *action, *role, *datasets, *actor, *created_at;
+	bool synthesized;
+} srv_key_event_row;
+
+typedef int (*srv_key_event_fn)(void *arg, const srv_key_event_row *r);
+
+/* Calls `each` with the key_events rows with seq > after, at most `limit`;
+ * *ret_next as srv_store_ledger_list's.  SRV_OK or SRV_DB_ERROR. */
+int srv_keys_audit(srv_db *db, int64_t after, int64_t limit, srv_key_event_fn each, void *arg,
+		   int64_t *ret_next);
 
 /* Counts unrevoked keys of a role. */
 int srv_keys_count(srv_db *db, srv_role role, int64_t *ret);
@@ -424,8 +469,9 @@ int srv_keys_touch_stamp(const char *db_path);
 
 #define SRV_JOB_ID_BYTES 48
 
-/* One row of the jobs table.  The JSON members are the stored texts parsed
- * back (NULL when the column is NULL); srv__job_row_clear frees them. */
+/* One row of the jobs table.  The JSON members are the stored texts
+ * (malloc'ed; NULL when the column is NULL); srv__job_row_clear frees
+ * them. */
 typedef struct srv_job_row {
 	char id[48];
 	char dataset_id[DPG_MAX_ID_BYTES + 1];
@@ -433,10 +479,10 @@ typedef struct srv_job_row {
 	char state[16];
 	char reservation_id[64];
 	int64_t n_train;
-	json_t *params;
-	json_t *event;
-	json_t *progress;
-	json_t *result;
+	char *params;
+	char *event;
+	char *progress;
+	char *result;
 	char *error;
 	char *model_path;
 	char created_at[32], started_at[32], finished_at[32];
@@ -460,7 +506,7 @@ typedef struct srv_data_link {
 	char builtin[64];       /* empty when the link names no builtin */
 	int64_t rows;
 	int64_t bytes;
-	json_t *columns;        /* the stored schema, or NULL; caller frees */
+	char *columns;          /* the stored schema's JSON text, or NULL; caller frees */
 	char created_at[32];
 	bool rows_public;
 	bool schema_declared;
@@ -502,8 +548,9 @@ int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
  * name of a data link; SRV_DB_ERROR when it cannot be read. */
 int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char builtin[64]);
 /* The linked data's row count and, for a hosted table, its column schema
- * (a new reference, or NULL); SRV_NOT_FOUND when nothing is linked. */
-int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, json_t **ret_columns);
+ * (its JSON text, malloc'ed, or NULL); SRV_NOT_FOUND when nothing is
+ * linked. */
+int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char **ret_columns);
 /* Reads a data link; SRV_NOT_FOUND when there is none.  On SRV_OK the
  * caller frees ret->columns. */
 int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret);

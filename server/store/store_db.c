@@ -29,7 +29,6 @@
 #include "store.h"
 #include "srv_embedded.h"
 #include "store_internal.h"
-#include "json.h"
 #include "base.h"
 
 #define BUSY_TIMEOUT_MS 30000
@@ -1484,7 +1483,7 @@ struct spend_work {
 	srv_dataset ds;          /* its dataset's row, with this spend's writes */
 	acct_filter f;           /* ds's filter */
 	const acct_cost *cost;   /* what it charges or reserves */
-	const acct_event *event; /* what it records */
+	const char *event;       /* what it records: the event's JSON text */
 	char now[32];
 	char rid[64];            /* the reservation's id; empty for a charge */
 };
@@ -1512,7 +1511,7 @@ static int spend_fits(const srv_spend *sp, struct spend_work *w, bool *ret_fits)
 		fits = planned == 0;
 	} else {
 		w->cost = sp->cost;
-		w->event = sp->event;
+		w->event = sp->event_text;
 	}
 	if (fits) {
 		acct_cost_add_up(&total, w->cost);
@@ -1563,14 +1562,12 @@ static int spend_reserve(srv_db *db, const srv_spend *sp, struct spend_work *w,
  */
 static int spend_write(srv_db *db, const srv_spend *sp, struct spend_work *w, int64_t *ret_seq)
 {
-	char *event_text = NULL, *cost_text = NULL;
-	json_t *event_json;
+	const char *event_text = w->event;
+	char *cost_text = NULL;
 	const char *rid;
 	int64_t seq;
 	int rc = SRV_DB_ERROR;
 
-	event_json = srv_event_to_json(w->event);
-	event_text = event_json ? srv_json_dump(event_json) : NULL;
 	cost_text = srv_cost_to_text(w->cost);
 	if (!event_text || !cost_text)
 		goto out;
@@ -1596,8 +1593,6 @@ static int spend_write(srv_db *db, const srv_spend *sp, struct spend_work *w, in
 	*ret_seq = seq;
 	rc = SRV_OK;
 out:
-	json_decref(event_json);
-	free(event_text);
 	free(cost_text);
 	return rc;
 }
@@ -1605,15 +1600,7 @@ out:
 /* The answer to a written spend, as text; NULL when it could not be made. */
 static char *spend_answer(const srv_spend *sp, int64_t seq, const char *rid, const srv_dataset *ds)
 {
-	json_t *answer;
-	char *body;
-
-	if (sp->text_fn)
-		return sp->text_fn(sp->body_arg, seq, rid, ds);
-	answer = sp->body_fn(sp->body_arg, seq, rid, ds);
-	body = answer ? srv_json_dump(answer) : NULL;
-	json_decref(answer);
-	return body;
+	return sp->text_fn(sp->body_arg, seq, rid, ds);
 }
 
 /*
@@ -2051,53 +2038,38 @@ out:
 	return rc;
 }
 
-int srv_store_reservation_list(srv_db *db, const char *dataset_id, json_t **ret)
+int srv_store_reservation_list(srv_db *db, const char *dataset_id, srv_reservation_row_fn each,
+			       void *arg)
 {
 	sqlite3_stmt *s = NULL;
-	json_t *arr = json_array();
 	int rc;
 
-	if (!arr)
-		return SRV_DB_ERROR;
 	if (sqlite3_prepare_v2(db->h,
 			       "SELECT id, event, epsilon, state, actor, note, created_at, expires_at,"
 			       " closed_at, closed_by FROM reservations WHERE dataset_id = ?1"
 			       " ORDER BY created_at, id",
-			       -1, &s, NULL) != SQLITE_OK) {
-		json_decref(arr);
+			       -1, &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
-	}
 	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *o = json_object();
-		time_t exp = (time_t)sqlite3_column_int64(s, 7);
-		struct tm tm;
-		char expires[32];
+		srv_reservation_row r = {
+			.id = (const char *)sqlite3_column_text(s, 0),
+			.event = (const char *)sqlite3_column_text(s, 1),
+			.epsilon = sqlite3_column_double(s, 2),
+			.state = (const char *)sqlite3_column_text(s, 3),
+			.actor = (const char *)sqlite3_column_text(s, 4),
+			.note = (const char *)sqlite3_column_text(s, 5),
+			.created_at = (const char *)sqlite3_column_text(s, 6),
+			.expires_at = sqlite3_column_int64(s, 7),
+			.closed_at = (const char *)sqlite3_column_text(s, 8),
+			.closed_by = (const char *)sqlite3_column_text(s, 9),
+		};
 
-		gmtime_r(&exp, &tm);
-		strftime(expires, sizeof(expires), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		json_object_set_new(o, "id", json_string((const char *)sqlite3_column_text(s, 0)));
-		json_object_set_new(o, "event", json_loads((const char *)sqlite3_column_text(s, 1), 0, NULL));
-		json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 2)));
-		json_object_set_new(o, "state", json_string((const char *)sqlite3_column_text(s, 3)));
-		json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 4)));
-		if (sqlite3_column_type(s, 5) != SQLITE_NULL)
-			json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 5)));
-		json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 6)));
-		json_object_set_new(o, "expires_at", json_string(expires));
-		if (sqlite3_column_type(s, 8) != SQLITE_NULL) {
-			json_object_set_new(o, "closed_at", json_string((const char *)sqlite3_column_text(s, 8)));
-			json_object_set_new(o, "closed_by", json_string((const char *)sqlite3_column_text(s, 9)));
-		}
-		json_array_append_new(arr, o);
+		if (each(arg, &r) < 0)
+			break;
 	}
 	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE) {
-		json_decref(arr);
-		return SRV_DB_ERROR;
-	}
-	*ret = arr;
-	return SRV_OK;
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
 }
 
 /*
@@ -2241,91 +2213,66 @@ out:
 	return rc;
 }
 
-/* A budget pair as JSON: {"epsilon", "delta"} from two REAL columns, or
- * JSON null when they are NULL (an initial budget that was never recorded). */
-static json_t *budget_pair(sqlite3_stmt *s, int col)
-{
-	if (sqlite3_column_type(s, col) == SQLITE_NULL)
-		return json_null();
-	return json_pack("{s:f, s:f}", "epsilon", sqlite3_column_double(s, col), "delta",
-			 sqlite3_column_double(s, col + 1));
-}
-
-/* The columns of a ledger row as the list routes show it, in row_json's
- * order. */
+/* The columns of a ledger row as the list routes show it, in
+ * srv_ledger_row's order. */
 #define LEDGER_ROW_COLUMNS \
 	"seq, kind, event, epsilon, delta, reservation_id, note, actor, created_at," \
 	" idempotency_key, previous_epsilon, previous_delta"
 
-/*
- * One ledger row as JSON.  A budget row also shows the budget it replaced
- * (previous_budget, when recorded); in the audit list (`audit`), create and
- * budget rows show their budget as "budget" and a synthesized creation row
- * says so.
- */
-static json_t *row_json(sqlite3_stmt *s, bool audit)
+static const char *column_text_or_null(sqlite3_stmt *s, int col)
 {
-	const char *kind = (const char *)sqlite3_column_text(s, 1);
-	bool has_budget = strcmp(kind, "create") == 0 || strcmp(kind, "budget") == 0;
-	json_t *o = json_object();
+	return sqlite3_column_type(s, col) == SQLITE_NULL ? NULL :
+							   (const char *)sqlite3_column_text(s, col);
+}
 
-	if (!o)
-		return NULL;
-	json_object_set_new(o, "seq", json_integer(sqlite3_column_int64(s, 0)));
-	json_object_set_new(o, "kind", json_string(kind));
-	if (sqlite3_column_type(s, 2) != SQLITE_NULL)
-		json_object_set_new(o, "event",
-				    json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL));
-	if (audit && has_budget) {
-		json_object_set_new(o, "budget", budget_pair(s, 3));
-	} else {
-		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
-			json_object_set_new(o, "epsilon", json_real(sqlite3_column_double(s, 3)));
-		if (sqlite3_column_type(s, 4) != SQLITE_NULL)
-			json_object_set_new(o, "delta", json_real(sqlite3_column_double(s, 4)));
-	}
-	if (strcmp(kind, "budget") == 0 && sqlite3_column_type(s, 10) != SQLITE_NULL)
-		json_object_set_new(o, "previous_budget", budget_pair(s, 10));
-	if (sqlite3_column_type(s, 5) != SQLITE_NULL)
-		json_object_set_new(o, "reservation_id",
-				    json_string((const char *)sqlite3_column_text(s, 5)));
-	if (sqlite3_column_type(s, 6) != SQLITE_NULL)
-		json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 6)));
-	if (audit && strcmp(kind, "create") == 0)
-		json_object_set_new(o, "synthesized",
-				    json_boolean(sqlite3_column_type(s, 6) != SQLITE_NULL &&
-						 strcmp((const char *)sqlite3_column_text(s, 6),
-							"synthesized") == 0));
-	json_object_set_new(o, "actor", json_string((const char *)sqlite3_column_text(s, 7)));
-	json_object_set_new(o, "created_at", json_string((const char *)sqlite3_column_text(s, 8)));
-	if (sqlite3_column_type(s, 9) != SQLITE_NULL)
-		json_object_set_new(o, "idempotency_key",
-				    json_string((const char *)sqlite3_column_text(s, 9)));
-	return o;
+struct ledger_page {
+	srv_ledger_row_fn each;
+	void *arg;
+};
+
+/* One statement row of LEDGER_ROW_COLUMNS to the lister's callback. */
+static int ledger_page_row(sqlite3_stmt *s, void *arg)
+{
+	struct ledger_page *lp = arg;
+	srv_ledger_row r = {
+		.seq = sqlite3_column_int64(s, 0),
+		.kind = (const char *)sqlite3_column_text(s, 1),
+		.event = column_text_or_null(s, 2),
+		.has_epsilon = sqlite3_column_type(s, 3) != SQLITE_NULL,
+		.epsilon = sqlite3_column_double(s, 3),
+		.has_delta = sqlite3_column_type(s, 4) != SQLITE_NULL,
+		.delta = sqlite3_column_double(s, 4),
+		.reservation_id = column_text_or_null(s, 5),
+		.note = column_text_or_null(s, 6),
+		.actor = (const char *)sqlite3_column_text(s, 7),
+		.created_at = (const char *)sqlite3_column_text(s, 8),
+		.idempotency_key = column_text_or_null(s, 9),
+		.has_previous = sqlite3_column_type(s, 10) != SQLITE_NULL,
+		.previous_epsilon = sqlite3_column_double(s, 10),
+		.previous_delta = sqlite3_column_double(s, 11),
+	};
+
+	return lp->each(lp->arg, &r);
 }
 
 int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
-		 int64_t limit, srv_page_row_fn row, const void *row_arg, json_t **ret_entries,
+		 int64_t limit, int (*row)(sqlite3_stmt *s, void *arg), void *row_arg,
 		 int64_t *ret_next)
 {
 	sqlite3_stmt *s = NULL;
-	json_t *arr = json_array();
 	int64_t last = -1, n = 0;
 	int rc = SQLITE_ERROR;
 
-	if (!arr || sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	if (text_param)
 		sqlite3_bind_text(s, 1, text_param, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, after);
 	sqlite3_bind_int64(s, 3, limit + 1);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *o;
-
 		if (n == limit)
 			break;
-		o = row(s, row_arg);
-		if (!o || json_array_append_new(arr, o) < 0) {
+		if (row(s, row_arg) < 0) {
 			rc = SQLITE_NOMEM;
 			break;
 		}
@@ -2334,40 +2281,29 @@ int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t af
 	}
 out:
 	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		json_decref(arr);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		return SRV_DB_ERROR;
-	}
 	*ret_next = (rc == SQLITE_ROW) ? last : -1;
-	*ret_entries = arr;
 	return SRV_OK;
 }
 
-static json_t *ledger_row(sqlite3_stmt *s, const void *unused)
-{
-	(void)unused;
-	return row_json(s, false);
-}
-
-static json_t *audit_row(sqlite3_stmt *s, const void *unused)
-{
-	(void)unused;
-	return row_json(s, true);
-}
-
 int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			  json_t **ret_entries, int64_t *ret_next)
+			  srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
+	struct ledger_page lp = {each, arg};
+
 	return srv__db_page(db,
 			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
 			 " WHERE dataset_id = ?1 AND seq > ?2 AND kind <> 'create'"
 			 " ORDER BY seq LIMIT ?3",
-			 dataset_id, after, limit, ledger_row, NULL, ret_entries, ret_next);
+			 dataset_id, after, limit, ledger_page_row, &lp, ret_next);
 }
 
 int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			    json_t **ret_entries, int64_t *ret_next)
+			    srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
+	struct ledger_page lp = {each, arg};
+
 	/* The condition of the partial index ledger_admin_rows (schema/008),
 	 * so that a page costs its own rows, not the dataset's charges. */
 	return srv__db_page(db,
@@ -2375,7 +2311,7 @@ int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, i
 			 " WHERE dataset_id = ?1 AND seq > ?2"
 			 " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
 			 " ORDER BY seq LIMIT ?3",
-			 dataset_id, after, limit, audit_row, NULL, ret_entries, ret_next);
+			 dataset_id, after, limit, ledger_page_row, &lp, ret_next);
 }
 
 /* Whether two compositions are the same doubles, bit for bit. */
@@ -2566,7 +2502,7 @@ static int replay_ledger(srv_db *db, const char *id, struct ledger_replay *lr,
  * admission as the gate made it (spend_in_txn): spent plus reserved before
  * the row, plus the row's cost, within the budget in force at that row.
  */
-static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, bool *ret_ok)
+static int verify_dataset(srv_db *db, const srv_dataset *ds, srv_verify_dataset *v)
 {
 	struct budget_replay br = {.in_force = *ds, .history_ok = true, .first_over = -1};
 	struct ledger_replay lr = {.first_bad = -1};
@@ -2574,8 +2510,8 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 	bool ok, budget_matches;
 	double eps0 = NAN, delta0 = NAN;
 	acct_cost total;
-	json_t *o;
 
+	memset(v, 0, sizeof(*v));
 	if (srv_dataset_filter(ds, &lr.f, NULL) < 0 ||
 	    initial_budget(db, ds->id, &eps0, &delta0, &br.known, &creations) != SRV_OK ||
 	    (br.known && replay_budget(&br, eps0, delta0) != SRV_OK))
@@ -2593,37 +2529,36 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, json_t *report, boo
 	 * changed without its ledger row is not one the history explains. */
 	budget_matches = !br.known || (br.in_force.budget_epsilon == ds->budget_epsilon &&
 				       br.in_force.budget_delta == ds->budget_delta);
-	o = json_pack("{s:s, s:I, s:I, s:b, s:b, s:f, s:f, s:b, s:b, s:I}", "id", ds->id, "rows",
-		      (json_int_t)lr.rows, "rows_with_totals", (json_int_t)lr.checked,
-		      "totals_match", ok, "within_budget", acct_filter_within(&lr.f, &total),
-		      "spent_epsilon", acct_filter_epsilon(&lr.f, &lr.spent), "stored_spent_epsilon",
-		      acct_filter_epsilon(&lr.f, &ds->spent), "admissions_within_budget",
-		      br.first_over < 0, "budget_history_matches",
-		      br.history_ok && budget_matches && creations == 1,
-		      "admissions_before_a_known_budget", (json_int_t)br.unchecked);
-	if (o && lr.first_bad >= 0)
-		json_object_set_new(o, "first_row_with_wrong_totals", json_integer(lr.first_bad));
-	if (o && br.first_over >= 0)
-		json_object_set_new(o, "first_row_over_budget", json_integer(br.first_over));
+	srv_strcopy(v->id, sizeof(v->id), ds->id);
+	v->rows = lr.rows;
+	v->rows_with_totals = lr.checked;
+	v->totals_match = ok;
+	v->within_budget = acct_filter_within(&lr.f, &total);
+	v->spent_epsilon = acct_filter_epsilon(&lr.f, &lr.spent);
+	v->stored_spent_epsilon = acct_filter_epsilon(&lr.f, &ds->spent);
+	v->admissions_within_budget = br.first_over < 0;
+	v->budget_history_matches = br.history_ok && budget_matches && creations == 1;
+	v->admissions_before_a_known_budget = br.unchecked;
+	v->first_row_with_wrong_totals = lr.first_bad;
+	v->first_row_over_budget = br.first_over;
 	/* Recorded budgets only: with an unknown initial budget, at least. */
-	if (o && br.known)
-		json_object_set_new(o, "largest_budget",
-				    json_pack("{s:f, s:f}", "epsilon", br.largest_epsilon, "delta",
-					      br.largest_delta));
+	v->budget_known = br.known;
+	v->largest_epsilon = br.largest_epsilon;
+	v->largest_delta = br.largest_delta;
 	if (br.first_over >= 0 || !br.history_ok || !budget_matches || creations != 1)
 		ok = false;
 	/* Admissions no recorded budget covers: only the end state can be
 	 * checked, and a lowered budget explains an excess there. */
 	if (br.unchecked > 0 && !acct_filter_within(&lr.f, &total) && !lr.lowered)
 		ok = false;
-	json_array_append_new(report, o);
-	*ret_ok = ok;
+	v->ok = ok;
 	return SRV_OK;
 }
 
 struct verify_arg {
 	srv_db *db;
-	json_t *report;
+	srv_verify_fn each;
+	void *arg;
 	bool all_ok;
 	bool failed;
 };
@@ -2631,30 +2566,29 @@ struct verify_arg {
 static void verify_each(void *arg, const srv_dataset *ds)
 {
 	struct verify_arg *va = arg;
-	bool ok = false;
+	srv_verify_dataset v;
 
-	if (verify_dataset(va->db, ds, va->report, &ok) != SRV_OK)
+	if (verify_dataset(va->db, ds, &v) != SRV_OK) {
 		va->failed = true;
-	if (!ok)
+		va->all_ok = false;
+		return;
+	}
+	va->each(va->arg, &v);
+	if (!v.ok)
 		va->all_ok = false;
 }
 
-int srv_store_verify(srv_db *db, json_t **ret_report)
+int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg)
 {
-	struct verify_arg va = {.db = db, .report = json_array(), .all_ok = true};
+	struct verify_arg va = {.db = db, .each = each, .arg = arg, .all_ok = true};
 	int rc;
 
-	if (!va.report)
-		return SRV_DB_ERROR;
 	/* A read transaction gives one consistent snapshot of rows and totals. */
 	exec_sql(db->h, "BEGIN");
 	rc = srv_store_dataset_list(db, NULL, verify_each, &va);
 	exec_sql(db->h, "COMMIT");
-	if (rc != SRV_OK || va.failed) {
-		json_decref(va.report);
+	if (rc != SRV_OK || va.failed)
 		return SRV_DB_ERROR;
-	}
-	*ret_report = json_pack("{s:b, s:o}", "ok", va.all_ok, "datasets", va.report);
 	return va.all_ok ? SRV_OK : SRV_CONFLICT;
 }
 

@@ -13,18 +13,14 @@
 /* The raw connection, for the other store files of server/ (keys). */
 sqlite3 *srv__db_handle(srv_db *db);
 
-/* Makes one listed row's JSON object from a statement's current row (a new
- * reference, or NULL when out of memory). */
-typedef json_t *(*srv_page_row_fn)(sqlite3_stmt *s, const void *arg);
-
-/* One page of a keyset-paginated listing, for the store files of server/:
- * runs `sql`, binding ?1 to text_param (left unbound when NULL), ?2 to
- * `after` and ?3 to limit + 1, whose first column is the row's cursor.  The
- * first `limit` rows, each made by `row`, go to *ret_entries (the caller
- * owns it); *ret_next gets the last listed cursor when more rows follow,
- * else -1.  SRV_OK, or SRV_DB_ERROR with nothing written. */
+/* One page of a keyset-paginated listing, for the store files: runs
+ * `sql`, binding ?1 to text_param (left unbound when NULL), ?2 to `after`
+ * and ?3 to limit + 1, whose first column is the row's cursor.  The first
+ * `limit` rows go to `row` (0, or negative to fail the listing); *ret_next
+ * gets the last listed cursor when more rows follow, else -1.  SRV_OK or
+ * SRV_DB_ERROR. */
 int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
-		 int64_t limit, srv_page_row_fn row, const void *row_arg, json_t **ret_entries,
+		 int64_t limit, int (*row)(sqlite3_stmt *s, void *arg), void *row_arg,
 		 int64_t *ret_next);
 
 

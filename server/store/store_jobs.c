@@ -14,10 +14,10 @@
 
 void srv__job_row_clear(srv_job_row *j)
 {
-	json_decref(j->params);
-	json_decref(j->event);
-	json_decref(j->progress);
-	json_decref(j->result);
+	free(j->params);
+	free(j->event);
+	free(j->progress);
+	free(j->result);
 	free(j->error);
 	free(j->model_path);
 	memset(j, 0, sizeof(*j));
@@ -30,10 +30,10 @@ static const char *col_text(sqlite3_stmt *s, int i)
 	return t ? (const char *)t : "";
 }
 
-static json_t *col_json(sqlite3_stmt *s, int i)
+/* A JSON column's text as stored (malloc'ed), or NULL for SQL NULL. */
+static char *col_dup(sqlite3_stmt *s, int i)
 {
-	return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL :
-								 json_loads(col_text(s, i), 0, NULL);
+	return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : strdup(col_text(s, i));
 }
 
 int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
@@ -58,10 +58,10 @@ int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 		snprintf(j->state, sizeof(j->state), "%s", col_text(s, 3));
 		snprintf(j->reservation_id, sizeof(j->reservation_id), "%s", col_text(s, 4));
 		j->n_train = sqlite3_column_int64(s, 5);
-		j->params = col_json(s, 6);
-		j->event = col_json(s, 7);
-		j->progress = col_json(s, 8);
-		j->result = col_json(s, 9);
+		j->params = col_dup(s, 6);
+		j->event = col_dup(s, 7);
+		j->progress = col_dup(s, 8);
+		j->result = col_dup(s, 9);
 		if (sqlite3_column_type(s, 10) != SQLITE_NULL)
 			j->error = strdup(col_text(s, 10));
 		if (sqlite3_column_type(s, 11) != SQLITE_NULL)
@@ -251,7 +251,7 @@ int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char 
 	return SRV_OK;
 }
 
-int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, json_t **ret_columns)
+int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char **ret_columns)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = SRV_NOT_FOUND;
@@ -265,7 +265,7 @@ int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, json_t
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		*ret = sqlite3_column_int64(s, 0);
 		if (strcmp(col_text(s, 1), "table") == 0)
-			*ret_columns = col_json(s, 2);
+			*ret_columns = col_dup(s, 2);
 		rc = SRV_OK;
 	}
 	sqlite3_finalize(s);
@@ -289,7 +289,7 @@ int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
 		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
 			snprintf(ret->builtin, sizeof(ret->builtin), "%s", col_text(s, 1));
 		ret->rows = sqlite3_column_int64(s, 2);
-		ret->columns = col_json(s, 3);
+		ret->columns = col_dup(s, 3);
 		ret->bytes = sqlite3_column_int64(s, 4);
 		snprintf(ret->created_at, sizeof(ret->created_at), "%s", col_text(s, 5));
 		ret->rows_public = sqlite3_column_int(s, 6) != 0;

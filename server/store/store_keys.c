@@ -141,42 +141,31 @@ out:
 	return rc;
 }
 
-int srv_keys_list(srv_db *db, json_t **ret)
+int srv_keys_list(srv_db *db, srv_key_row_fn each, void *arg)
 {
 	sqlite3_stmt *s = NULL;
-	json_t *arr = json_array();
 	int rc;
 
-	if (!arr || sqlite3_prepare_v2(srv__db_handle(db),
-				       "SELECT id, role, datasets, note, created_at, revoked_at"
-				       " FROM api_keys ORDER BY created_at, id",
-				       -1, &s, NULL) != SQLITE_OK) {
-		json_decref(arr);
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT id, role, datasets, note, created_at, revoked_at"
+			       " FROM api_keys ORDER BY created_at, id",
+			       -1, &s, NULL) != SQLITE_OK)
 		return SRV_DB_ERROR;
-	}
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		json_t *o = json_pack("{s:s, s:s, s:o, s:s}", "id", sqlite3_column_text(s, 0),
-				      "role", sqlite3_column_text(s, 1), "datasets",
-				      json_loads((const char *)sqlite3_column_text(s, 2), 0, NULL),
-				      "created_at", sqlite3_column_text(s, 4));
+		srv_key_row r = {
+			.id = (const char *)sqlite3_column_text(s, 0),
+			.role = (const char *)sqlite3_column_text(s, 1),
+			.datasets = (const char *)sqlite3_column_text(s, 2),
+			.note = (const char *)sqlite3_column_text(s, 3),
+			.created_at = (const char *)sqlite3_column_text(s, 4),
+			.revoked_at = (const char *)sqlite3_column_text(s, 5),
+		};
 
-		if (!o)
-			continue;
-		if (sqlite3_column_type(s, 3) != SQLITE_NULL)
-			json_object_set_new(o, "note", json_string((const char *)sqlite3_column_text(s, 3)));
-		json_object_set_new(o, "revoked", json_boolean(sqlite3_column_type(s, 5) != SQLITE_NULL));
-		if (sqlite3_column_type(s, 5) != SQLITE_NULL)
-			json_object_set_new(o, "revoked_at",
-					    json_string((const char *)sqlite3_column_text(s, 5)));
-		json_array_append_new(arr, o);
+		if (each(arg, &r) < 0)
+			break;
 	}
 	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE) {
-		json_decref(arr);
-		return SRV_DB_ERROR;
-	}
-	*ret = arr;
-	return SRV_OK;
+	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
 }
 
 /* Revokes a key inside the caller's transaction; a key revoked already
@@ -285,25 +274,37 @@ int srv_keys_count(srv_db *db, srv_role role, int64_t *ret)
 	return rc;
 }
 
-static json_t *key_event_row(sqlite3_stmt *s, const void *unused)
+struct key_event_page {
+	srv_key_event_fn each;
+	void *arg;
+};
+
+static int key_event_page_row(sqlite3_stmt *s, void *arg)
 {
-	(void)unused;
-	return json_pack("{s:I, s:s, s:s, s:s, s:o, s:s, s:b, s:s}", "seq",
-			 (json_int_t)sqlite3_column_int64(s, 0), "key_id", sqlite3_column_text(s, 1),
-			 "action", sqlite3_column_text(s, 2), "role", sqlite3_column_text(s, 3),
-			 "datasets", json_loads((const char *)sqlite3_column_text(s, 4), 0, NULL),
-			 "actor", sqlite3_column_text(s, 5), "synthesized",
-			 sqlite3_column_int(s, 6) != 0, "created_at", sqlite3_column_text(s, 7));
+	struct key_event_page *kp = arg;
+	srv_key_event_row r = {
+		.seq = sqlite3_column_int64(s, 0),
+		.key_id = (const char *)sqlite3_column_text(s, 1),
+		.action = (const char *)sqlite3_column_text(s, 2),
+		.role = (const char *)sqlite3_column_text(s, 3),
+		.datasets = (const char *)sqlite3_column_text(s, 4),
+		.actor = (const char *)sqlite3_column_text(s, 5),
+		.synthesized = sqlite3_column_int(s, 6) != 0,
+		.created_at = (const char *)sqlite3_column_text(s, 7),
+	};
+
+	return kp->each(kp->arg, &r);
 }
 
-int srv_keys_audit(srv_db *db, const char *unused, int64_t after, int64_t limit,
-		   json_t **ret_entries, int64_t *ret_next)
+int srv_keys_audit(srv_db *db, int64_t after, int64_t limit, srv_key_event_fn each, void *arg,
+		   int64_t *ret_next)
 {
-	(void)unused;
+	struct key_event_page kp = {each, arg};
+
 	return srv__db_page(db,
 			    "SELECT seq, key_id, action, role, datasets, actor, synthesized,"
 			    " created_at FROM key_events WHERE seq > ?2 ORDER BY seq LIMIT ?3",
-			    NULL, after, limit, key_event_row, NULL, ret_entries, ret_next);
+			    NULL, after, limit, key_event_page_row, &kp, ret_next);
 }
 
 int srv_keys_lookup(srv_db *db, const char *id_hex, const uint8_t hash[32], srv_role *ret_role,
