@@ -855,6 +855,52 @@ static int run_query(mech_rng *rng, const struct pate_cfg *c, const double *v, c
 	return 0;
 }
 
+/* The batch's event: its k admitted queries' checks and answers,
+ * composed, and its JSON text for the ledger.  0, or -1 (out of memory). */
+static int batch_event(struct batch *b)
+{
+	const struct query_events *qe = b->qe;
+	acct_event *parts[2] = {NULL, NULL};
+	size_t np = 0;
+
+	acct_event_free(b->event);
+	b->event = NULL;
+	free(b->event_text);
+	b->event_text = NULL;
+	if (b->n_checks > 0) {
+		parts[np] = acct_event_self_composed(b->n_checks, acct_event_copy(qe->check));
+		if (!parts[np++])
+			goto fail;
+	}
+	if (b->n_answers > 0) {
+		parts[np] = acct_event_self_composed(b->n_answers, acct_event_copy(qe->answer));
+		if (!parts[np++])
+			goto fail;
+	}
+	if (np == 1) {
+		b->event = parts[0];
+	} else {
+		b->event = acct_event_new(ACCT_EV_COMPOSED);
+		if (!b->event)
+			goto fail;
+		b->event->u.composed.events = malloc(np * sizeof(acct_event *));
+		if (!b->event->u.composed.events)
+			goto fail;
+		memcpy(b->event->u.composed.events, parts, np * sizeof(acct_event *));
+		b->event->u.composed.n = np;
+	}
+	b->event_text = srv_event_text(b->event);
+	return b->event_text ? 0 : -1;
+fail:
+	if (b->event && b->event->type == ACCT_EV_COMPOSED && b->event->u.composed.n == 0) {
+		free(b->event);
+		b->event = NULL;
+	}
+	for (size_t i = 0; i < np; i++)
+		acct_event_free(parts[i]);
+	return -1;
+}
+
 /* Planner (srv_spend_plan_fn): admits queries in order while the worst
  * case of the next one fits on top of what the batch already spends. */
 static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committed,
@@ -863,8 +909,6 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 	struct batch *b = arg;
 	const struct query_events *qe = b->qe;
 	acct_cost spent, worst, cand, total;
-	acct_event *parts[2] = {NULL, NULL};
-	size_t np = 0;
 
 	acct_filter_zero(f, &spent);
 	acct_filter_zero(f, &worst);
@@ -898,34 +942,7 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 	}
 	if (b->k == 0)
 		return 1;
-	acct_event_free(b->event);
-	b->event = NULL;
-	free(b->event_text);
-	b->event_text = NULL;
-	if (b->n_checks > 0) {
-		parts[np] = acct_event_self_composed(b->n_checks, acct_event_copy(qe->check));
-		if (!parts[np++])
-			goto fail;
-	}
-	if (b->n_answers > 0) {
-		parts[np] = acct_event_self_composed(b->n_answers, acct_event_copy(qe->answer));
-		if (!parts[np++])
-			goto fail;
-	}
-	if (np == 1) {
-		b->event = parts[0];
-	} else {
-		b->event = acct_event_new(ACCT_EV_COMPOSED);
-		if (!b->event)
-			goto fail;
-		b->event->u.composed.events = malloc(np * sizeof(acct_event *));
-		if (!b->event->u.composed.events)
-			goto fail;
-		memcpy(b->event->u.composed.events, parts, np * sizeof(acct_event *));
-		b->event->u.composed.n = np;
-	}
-	b->event_text = srv_event_text(b->event);
-	if (!b->event_text)
+	if (batch_event(b) < 0)
 		return -1;
 	b->cost = spent;
 	/* Read by the store after the answer is built, and stored with it. */
@@ -933,14 +950,6 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 	*ret_cost = &b->cost;
 	*ret_event_text = b->event_text;
 	return 0;
-fail:
-	if (b->event && b->event->type == ACCT_EV_COMPOSED && b->event->u.composed.n == 0) {
-		free(b->event);
-		b->event = NULL;
-	}
-	for (size_t i = 0; i < np; i++)
-		acct_event_free(parts[i]);
-	return -1;
 }
 
 /* Transaction hook: the session's counters, its private data-dependent RDP
