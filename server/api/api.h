@@ -37,7 +37,7 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *err);
 
 /*
- * server/cli/check.c: `dpgate check POLICY [--json]`.  Returns the process
+ * server/cli/cli_check.c: `dpgate check POLICY [--json]`.  Returns the process
  * exit status: 0 every plan fits, 1 one does not, 2 bad policy or usage.
  */
 int srv_check_main(int argc, char **argv);

@@ -1,5 +1,5 @@
 /*
- * srv_acct.c: the stateless accountant routes
+ * api_acct.c: the stateless accountant routes
  * /v1/accountant/{epsilon,delta,calibrate,rdp,compare}, shared by HTTP and
  * the CLI (`dpgate epsilon|delta|calibrate|rdp|compare`).
  *

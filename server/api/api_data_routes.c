@@ -1,5 +1,5 @@
 /*
- * srv_data_routes.c: the data linked to a dataset: PUT .../data (a builtin
+ * api_data_routes.c: the data linked to a dataset: PUT .../data (a builtin
  * link here, a CSV table through srv_data_put_csv) and GET .../data, which
  * shows of the link only what the caller's role may see.
  */

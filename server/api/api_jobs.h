@@ -1,8 +1,8 @@
 /*
- * srv_jobs.h: the routes of training jobs (srv_jobs_routes.c) and of the
- * data linked to a dataset (srv_data_routes.c).  The queue and worker pool
- * are in jobs/ (jobs/jobs.h), the jobs' SQL in srv_store_jobs.c and their
- * parameters in srv_jobs_params.c.
+ * api_jobs.h: the routes of training jobs (api_jobs_routes.c) and of the
+ * data linked to a dataset (api_data_routes.c).  The queue and worker pool
+ * are in jobs/ (jobs/jobs.h), the jobs' SQL in store_jobs.c and their
+ * parameters in jobs_params.c.
  *
  * The budget rule of a job (docs/training.md, "Budget rule"):
  *  - its privacy event is built from its parameters and the linked table's

@@ -1,7 +1,7 @@
 /*
- * srv_jobs_routes.c: the job routes: submit (price and reserve), list, get
+ * api_jobs_routes.c: the job routes: submit (price and reserve), list, get
  * (with progress and epsilon so far), cancel and model download.  The
- * budget rule they apply is in srv_jobs.h.
+ * budget rule they apply is in api_jobs.h.
  */
 #include <math.h>
 #include <stdio.h>

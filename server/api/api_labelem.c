@@ -1,5 +1,5 @@
 /*
- * srv_labelem.c: POST /v1/label-em/guidance (DESIGN.md, stateless routes).
+ * api_labelem.c: POST /v1/label-em/guidance (DESIGN.md, stateless routes).
  *
  * Forward: body {n, epsilon, sensitivity (1, the default, is the only value
  *   accepted: one label per privacy unit, see mech_labelem.c), ks} ->

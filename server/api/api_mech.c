@@ -1,5 +1,5 @@
 /*
- * srv_mech.c: request bodies of the mechanisms route (see srv_mech.h).
+ * api_mech.c: request bodies of the mechanisms route (see api_mech.h).
  *
  * Parsing, range checks and the translation of privacy parameters into noise
  * scales live here; the sampling and the events are mechanisms/'s.

@@ -1,5 +1,5 @@
 /*
- * srv_mech.h: JSON-level handling of POST /v1/datasets/{id}/mechanisms/{name}.
+ * api_mech.h: JSON-level handling of POST /v1/datasets/{id}/mechanisms/{name}.
  *
  * Pure: no database, no logging.  The server calls srv_mech_release with the
  * parsed body; on success it durably charges *ret_event on the dataset and

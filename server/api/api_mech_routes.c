@@ -1,9 +1,9 @@
 /*
- * srv_mech_routes.c: budget-charged mechanism releases, queries on hosted
- * tables, and CSV uploads (see srv_mech_routes.h for the rule every release
+ * api_mech_routes.c: budget-charged mechanism releases, queries on hosted
+ * tables, and CSV uploads (see api_mech_routes.h for the rule every release
  * follows).
  *
- * The JSON bodies and the sampling are srv_mech.c's and mechanisms/'s; this
+ * The JSON bodies and the sampling are api_mech.c's and mechanisms/'s; this
  * file adds the dataset, the ledger and the files.  Hosted tables are parsed
  * from their stored CSV on every query (no cache: a table is at most
  * DPG_MAX_CSV_BYTES, and a query is priced in epsilon, not in milliseconds).

@@ -1,10 +1,10 @@
 /*
- * srv_mech_routes.h: budget-charged mechanism releases and hosted tables.
+ * api_mech_routes.h: budget-charged mechanism releases and hosted tables.
  *
  *   POST /v1/datasets/{id}/mechanisms/{name}   (spend)  srv_h_mech_release
  *   POST /v1/datasets/{id}/queries             (spend)  srv_h_table_query
  *   PUT  /v1/datasets/{id}/data, text/csv      (admin)  srv_data_put_csv,
- *        called by srv_h_data_put (srv_data_routes.c) for CSV bodies.
+ *        called by srv_h_data_put (api_data_routes.c) for CSV bodies.
  *
  * The release rule (DESIGN.md, "Budgets, ledger and the filter"): a retried
  * request with a known Idempotency-Key gets its stored answer before
@@ -37,7 +37,7 @@ mech_rng *srv_release_rng(srv_response *res);
 
 /*
  * POST /v1/datasets/{id}/mechanisms/{name}.  Body: the mechanism's fields
- * (srv_mech.h), plus optional "note" (ledger note) and "ledger_delta" (the
+ * (api_mech.h), plus optional "note" (ledger note) and "ledger_delta" (the
  * delta share at which a basic ledger prices an event that is not an
  * (epsilon, delta) pair, e.g. a Gaussian release; defaults to the body's
  * "delta" when it has one).  201 {"mechanism", "output", "event",

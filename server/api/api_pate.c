@@ -1,5 +1,5 @@
 /*
- * srv_pate.c: the stateless PATE routes /v1/pate/cost and
+ * api_pate.c: the stateless PATE routes /v1/pate/cost and
  * /v1/pate/smooth-sensitivity (DESIGN.md, "HTTP API").
  *
  * Both parse and bound the request here, then call the PATE analysis of

@@ -1,5 +1,5 @@
 /*
- * srv_pate_session.c: PATE aggregation sessions on a dataset's budget.
+ * api_pate_session.c: PATE aggregation sessions on a dataset's budget.
  *
  * Papernot, Abadi, Erlingsson, Goodfellow, Talwar, "Semi-supervised knowledge
  * transfer for deep learning from private training data", ICLR 2017 (LNMax),

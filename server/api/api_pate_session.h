@@ -1,5 +1,5 @@
 /*
- * srv_pate_session.h: stateful PATE aggregation sessions.
+ * api_pate_session.h: stateful PATE aggregation sessions.
  *
  *   POST /v1/datasets/{id}/pate/sessions                      create (SRV_SPEND)
  *   GET  /v1/datasets/{id}/pate/sessions                      list (SRV_READ)
@@ -8,7 +8,7 @@
  *   POST /v1/datasets/{id}/pate/sessions/{sid}/release        smooth-sensitivity release of the
  *                                                             data-dependent RDP (SRV_SPEND)
  *
- * Each handler follows srv_handler's contract (srv.h): it always fills the
+ * Each handler follows srv_handler's contract (http.h): it always fills the
  * response and returns 0.
  */
 #ifndef SRV_PATE_SESSION_H

@@ -413,7 +413,7 @@ static int h_dataset_audit(srv_request *req, srv_response *res)
 	return reply_page(req, res, srv_audit_json, ds.id);
 }
 
-/* Who created and revoked which key, and when (srv_auth.c). */
+/* Who created and revoked which key, and when (http_auth.c). */
 static int h_keys_audit(srv_request *req, srv_response *res)
 {
 	return reply_page(req, res, srv_keys_audit_json, NULL);
@@ -912,12 +912,12 @@ const srv_route srv_routes[] = {
 	{"POST", "/v1/keys", SRV_ADMIN, true, h_keys_create},
 	{"DELETE", "/v1/keys/{id}", SRV_ADMIN, false, h_keys_revoke},
 	{"GET", "/v1/audit/keys", SRV_ADMIN, false, h_keys_audit},
-	/* ---- mechanisms and hosted data (srv_mech_routes.c) ---- */
+	/* ---- mechanisms and hosted data (api_mech_routes.c) ---- */
 	{"POST", "/v1/datasets/{id}/mechanisms/{name}", SRV_SPEND, true, srv_h_mech_release},
 	{"POST", "/v1/datasets/{id}/queries", SRV_SPEND, true, srv_h_table_query},
 	/* ---- end mechanisms and hosted data ---- */
 
-	/* ---- PATE sessions (srv_pate_session.c) ---- */
+	/* ---- PATE sessions (api_pate_session.c) ---- */
 	{"GET", "/v1/datasets/{id}/pate/sessions", SRV_READ, false, srv_pate_session_list},
 	{"POST", "/v1/datasets/{id}/pate/sessions", SRV_SPEND, true, srv_pate_session_create},
 	{"GET", "/v1/datasets/{id}/pate/sessions/{sid}", SRV_READ, false, srv_pate_session_get},
@@ -925,7 +925,7 @@ const srv_route srv_routes[] = {
 	{"POST", "/v1/datasets/{id}/pate/sessions/{sid}/release", SRV_SPEND, true, srv_pate_session_release},
 	/* ---- end PATE sessions ---- */
 
-	/* ---- data links and jobs (srv_data_routes.c, srv_jobs_routes.c) ---- */
+	/* ---- data links and jobs (api_data_routes.c, api_jobs_routes.c) ---- */
 	{"PUT", "/v1/datasets/{id}/data", SRV_ADMIN, false, srv_h_data_put},
 	{"GET", "/v1/datasets/{id}/data", SRV_READ, false, srv_h_data_get},
 	{"POST", "/v1/datasets/{id}/jobs", SRV_SPEND, true, srv_h_job_submit},

@@ -1,5 +1,5 @@
 /*
- * cli/args.c: argument helpers the commands share, so that every command
+ * cli/cli_args.c: argument helpers the commands share, so that every command
  * refuses a stray argument and answers --help the same way.
  */
 #include <stdio.h>

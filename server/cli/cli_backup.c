@@ -1,5 +1,5 @@
 /*
- * cli/backup.c: `dpgate backup --db FILE --to OUT`, a consistent copy of a
+ * cli/cli_backup.c: `dpgate backup --db FILE --to OUT`, a consistent copy of a
  * database, also while a server runs on it, that never replaces a file and
  * leaves nothing behind when it fails.
  */

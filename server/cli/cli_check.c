@@ -1,5 +1,5 @@
 /*
- * cli/check.c: `dpgate check POLICY [--json]`, a budget check for CI that
+ * cli/cli_check.c: `dpgate check POLICY [--json]`, a budget check for CI that
  * needs no server.
  *
  * Usage: dpgate check POLICY [--json]     (POLICY is a file, or - for stdin)

@@ -1,5 +1,5 @@
 /*
- * cli/db.c: how a command reaches its database, with the messages every
+ * cli/cli_db.c: how a command reaches its database, with the messages every
  * command gives when it cannot.
  */
 #include <stdio.h>

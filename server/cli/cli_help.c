@@ -1,5 +1,5 @@
 /*
- * cli/help.c: `dpgate --help` and `dpgate --version`.  The version is the
+ * cli/cli_help.c: `dpgate --help` and `dpgate --version`.  The version is the
  * meson project's (cli_version.h is generated from it), as in the served
  * spec, so that the two cannot drift apart.
  */

@@ -1,5 +1,5 @@
 /*
- * cli/keys.c: `dpgate keys create|list|revoke --db FILE ...`, the way to
+ * cli/cli_keys.c: `dpgate keys create|list|revoke --db FILE ...`, the way to
  * the first admin key, which no HTTP route can make.
  */
 #include <getopt.h>

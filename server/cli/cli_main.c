@@ -1,5 +1,5 @@
 /*
- * srv_main.c: dpgate's main() and its table of commands.
+ * cli_main.c: dpgate's main() and its table of commands.
  *
  * Every command lives in cli/, one file each (cli.h); main() finds a
  * command by name and runs it.

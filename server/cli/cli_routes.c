@@ -1,5 +1,5 @@
 /*
- * cli/routes.c: `dpgate routes`, the router's table as text, so that the
+ * cli/cli_routes.c: `dpgate routes`, the router's table as text, so that the
  * spec and the docs can be checked against what the server matches.
  */
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * cli/serve.c: `dpgate serve`, the HTTP server on one database.
+ * cli/cli_serve.c: `dpgate serve`, the HTTP server on one database.
  *
  *   dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]
  *
@@ -27,10 +27,10 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_DATA_DIR "dpgate-data"
 #define DEFAULT_THREADS 8
-/* serve --body-timeout (srv_http.c, on_request) */
+/* serve --body-timeout (http_serve.c, on_request) */
 #define DEFAULT_BODY_TIMEOUT_S 300
 #define MAX_BODY_TIMEOUT_S 86400
-/* serve --header-timeout (srv_conns.h); the default is DPG_HEADER_TIMEOUT_S */
+/* serve --header-timeout (http_conns.h); the default is DPG_HEADER_TIMEOUT_S */
 #define MAX_HEADER_TIMEOUT_S 3600
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */

@@ -1,5 +1,5 @@
 /*
- * cli/stateless.c: the commands that answer one stateless route from its
+ * cli/cli_stateless.c: the commands that answer one stateless route from its
  * JSON body without a server (epsilon, delta, calibrate, compare, rdp,
  * pate-cost, pate-smooth-sensitivity, label-em-guidance): the same handler
  * the HTTP route calls, so that the two cannot disagree.

@@ -1,5 +1,5 @@
 /*
- * cli/verify.c: `dpgate verify --db FILE`, the ledger replayed from its
+ * cli/cli_verify.c: `dpgate verify --db FILE`, the ledger replayed from its
  * rows on a read-only store; `dpgate backup` replays its copy the same way.
  */
 #include <getopt.h>

@@ -49,7 +49,7 @@ int srv_keys_check(srv_role role, const json_t *datasets, const char *note, acct
  * out of memory. */
 char *srv_keys_scope_text(const json_t *datasets);
 
-/* The server's cache of checked keys (see srv_auth.c). */
+/* The server's cache of checked keys (see http_auth.c). */
 typedef struct srv_auth_cache srv_auth_cache;
 
 srv_auth_cache *srv_auth_cache_new(const char *db_path);
@@ -156,7 +156,7 @@ void srv_route_allowed(const char *path, char *buf, size_t size);
 struct srv_ctx {
 	srv_store *store;
 	srv_auth_cache *auth_cache;
-	struct srv_table_cache *tables; /* parsed hosted tables (srv_table_cache.h) */
+	struct srv_table_cache *tables; /* parsed hosted tables (store.h) */
 	struct srv_jobs *jobs;
 	char db_path[4096];
 	char data_dir[4096];
@@ -170,13 +170,13 @@ struct srv_ctx {
 	atomic_uint public_busy;
 	unsigned public_limit;
 	/* Seconds a request's body may take to arrive, counted from its
-	 * headers; a slower one is cut off (srv_http.c, on_request). */
+	 * headers; a slower one is cut off (http_serve.c, on_request). */
 	unsigned body_timeout_s;
 	/* Seconds a request's header block may take from its first byte, and
-	 * connections one client address may hold (srv_conns.h). */
+	 * connections one client address may hold (http_conns.h). */
 	unsigned header_timeout_s;
 	unsigned max_conns_per_ip;
-	/* Connections waiting for a request (srv_conns.h); NULL until serving. */
+	/* Connections waiting for a request (http_conns.h); NULL until serving. */
 	struct srv_conns *conns;
 	/* /metrics shows every dataset's gauges to anyone (serve
 	 * --public-metrics); otherwise only those a key may read. */

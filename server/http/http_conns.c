@@ -1,5 +1,5 @@
 /*
- * srv_conns.c: the connections that wait for a request (see srv_conns.h
+ * http_conns.c: the connections that wait for a request (see http_conns.h
  * for why, and what was rejected).
  *
  * Waiting connections are a doubly linked list, oldest first, under one

@@ -1,5 +1,5 @@
 /*
- * srv_conns.h: the connections that wait for a request, their header
+ * http_conns.h: the connections that wait for a request, their header
  * deadline and their share of the connection slots.
  *
  * libmicrohttpd's idle timeout restarts on every byte, so a client that
@@ -7,7 +7,7 @@
  * as it likes, and enough such clients hold every slot: no one else, not
  * even /healthz, is served.  Two bounds here, beside libmicrohttpd's own
  * limit per client address (MHD_OPTION_PER_IP_CONNECTION_LIMIT, set by
- * srv_http.c):
+ * http_serve.c):
  *
  *   - the header deadline: a request's header block must be complete
  *     header_timeout_s after its first byte arrived, or the connection is

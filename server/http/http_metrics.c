@@ -1,5 +1,5 @@
 /*
- * srv_metrics.c: /metrics in the Prometheus text format (version 0.0.4).
+ * http_metrics.c: /metrics in the Prometheus text format (version 0.0.4).
  *
  * Counters are lock-free atomics updated when a request completes; the
  * per-dataset gauges are read from the store at scrape time, through the

@@ -3,7 +3,7 @@
  * bounded in-memory queue (DPG_MAX_QUEUED_JOBS); each worker thread takes
  * one, runs it to its end and records the outcome in the store.  The job
  * rows, not this queue, are the durable state: the start-up rule in
- * srv_jobs.h rebuilds the queue from them.
+ * api_jobs.h rebuilds the queue from them.
  */
 #ifndef SRV_JOBS_JOBS_H
 #define SRV_JOBS_JOBS_H

@@ -1,5 +1,5 @@
 /*
- * dataset.c: the data a job trains on, loaded by its worker once the job
+ * jobs_dataset.c: the data a job trains on, loaded by its worker once the job
  * runs: the builtin Fashion-MNIST splits, or a hosted table turned into
  * features and declared classes.
  */

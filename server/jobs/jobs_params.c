@@ -1,5 +1,5 @@
 /*
- * srv_jobs_params.c: a training job's "params" object: the DP-SGD
+ * jobs_params.c: a training job's "params" object: the DP-SGD
  * parameters it sets, and its label and classes checked against the
  * linked table's schema.  Both run before anything is reserved or read.
  */

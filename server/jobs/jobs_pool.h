@@ -1,6 +1,6 @@
 /*
- * pool.h: the pool's state, shared by the files of server/jobs/ only
- * (queue.c moves ids in and out of it, worker.c runs them).
+ * jobs_pool.h: the pool's state, shared by the files of server/jobs/ only
+ * (jobs_queue.c moves ids in and out of it, jobs_worker.c runs them).
  */
 #ifndef SRV_JOBS_POOL_H
 #define SRV_JOBS_POOL_H

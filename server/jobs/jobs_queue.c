@@ -1,5 +1,5 @@
 /*
- * queue.c: the pool's bounded queue of job ids, the claims submissions
+ * jobs_queue.c: the pool's bounded queue of job ids, the claims submissions
  * hold on its places, and what the route handlers read or signal in the
  * workers' slots (live progress, cancellation).
  */

@@ -1,5 +1,5 @@
 /*
- * worker.c: the worker threads and the life of one job on them.
+ * jobs_worker.c: the worker threads and the life of one job on them.
  *
  * A worker marks the job running, keys a ChaCha20 stream from getrandom,
  * loads the data, runs the trainer with the stream, writes the model file,

@@ -64,7 +64,7 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errb
  * Writes zeros past the end of the WAL file, under the write lock, until it
  * holds a checkpoint interval of frames, and syncs them: commits then
  * overwrite blocks the file already has instead of growing it (see the
- * comment in srv_store.c).  For serve at start.  Returns 0 (also when the
+ * comment in store_db.c).  For serve at start.  Returns 0 (also when the
  * file was that long already), or -1 with a message in errbuf and the file
  * as it was.
  */
@@ -512,7 +512,7 @@ typedef struct srv_data_link {
 	bool schema_declared;
 } srv_data_link;
 
-/* ---- the jobs' SQL (srv_store_jobs.c): SRV_OK or a negative SRV_ code ---- */
+/* ---- the jobs' SQL (store_jobs.c): SRV_OK or a negative SRV_ code ---- */
 
 void srv__job_row_clear(srv_job_row *j);
 /* Loads job `id` into `j` (cleared first); SRV_NOT_FOUND when there is none.

@@ -1,5 +1,5 @@
 /*
- * srv_store.c: the SQLite store: connections, migrations, datasets, the
+ * store_db.c: the SQLite store: connections, migrations, datasets, the
  * ledger, reservations and idempotent answers.
  *
  * Durability: WAL mode with synchronous=FULL, so a COMMIT that returned has
@@ -2660,7 +2660,7 @@ int srv_dataset_epsilons(const srv_dataset *ds, const acct_cost *extra, srv_epsi
 	return 0;
 }
 
-/* ---- keys table access used by srv_auth.c -------------------------------- */
+/* ---- keys table access used by http_auth.c -------------------------------- */
 
 void srv_store_init_process(void)
 {

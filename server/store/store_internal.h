@@ -1,6 +1,6 @@
 /*
- * srv_store_internal.h: transaction and ledger primitives shared by the
- * store files of server/ (srv_store.c, srv_store_jobs.c, ...).  Everything
+ * store_internal.h: transaction and ledger primitives shared by the
+ * store files of server/ (store_db.c, store_jobs.c, ...).  Everything
  * here runs on one connection, inside or around one write transaction.
  */
 #ifndef DPGATE_SRV_STORE_INTERNAL_H
@@ -36,7 +36,7 @@ sqlite3_stmt *srv__cached_stmt(srv_db *db, const char *sql);
 int srv__begin_write(srv_db *db);
 
 /* COMMIT (durable with synchronous=FULL); when it fails, logs it, rolls
- * back and returns SRV_COMMIT_FAILED (see srv_store.c on what may stay). */
+ * back and returns SRV_COMMIT_FAILED (see store_db.c on what may stay). */
 int srv__commit(srv_db *db);
 
 /* ROLLBACK if a transaction is open; a no-op otherwise. */

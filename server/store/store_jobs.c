@@ -1,5 +1,5 @@
 /*
- * srv_store_jobs.c: the SQL of training jobs and of dataset data links.
+ * store_jobs.c: the SQL of training jobs and of dataset data links.
  * Everything that reads or writes the jobs and dataset_data tables is here;
  * nothing here builds a reply.  Stored JSON columns (params, event,
  * progress, result, a table's columns) are parsed back into jansson values,

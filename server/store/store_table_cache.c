@@ -1,6 +1,6 @@
 /*
- * srv_table_cache.c: hosted tables kept parsed between queries (see
- * srv_table_cache.h for what the key is and why a hit is the same table a
+ * store_table_cache.c: hosted tables kept parsed between queries (see
+ * store.h for what the key is and why a hit is the same table a
  * fresh parse would give).
  *
  * Entries live in one doubly linked list, most recently used first.  An

@@ -4,7 +4,7 @@
  * differs from the last one in one character, and revocations through the
  * API path (cache flush) and through another process's path (the stamp).
  *
- * The thread remembers the last key it hashed (srv_auth.c), and the cache
+ * The thread remembers the last key it hashed (http_auth.c), and the cache
  * hands out shared scopes; these tests hold both to what a fresh check of
  * each key would say.
  */
@@ -138,7 +138,7 @@ Test(auth, revoked_key_refused_right_after_it_was_remembered)
 /*
  * A key row read just before a revocation commits, then cached just after
  * the flush that follows it, kept the revoked key valid until the next
- * flush.  srv_auth.c's test hook runs the revocation and the flush at that
+ * flush.  http_auth.c's test hook runs the revocation and the flush at that
  * moment: the check that raced may pass, the next ones must not.
  */
 static struct afx *race_fx;

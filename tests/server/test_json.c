@@ -2,7 +2,7 @@
  * test_json.c: the privacy-event parser and codec (server/srv_json.c).
  *
  * Contract: DESIGN.md "Privacy events" (types and fields), the bounds of
- * include/dpg_limits.h, and srv_json.h: a bad event is ACCT_EINVAL with
+ * include/dpg_limits.h, and json.h: a bad event is ACCT_EINVAL with
  * `where` the JSON pointer of the field at fault (RFC 6901 escaping), and
  * the out-parameter is written only on success; a good event round-trips
  * through srv_event_to_json to the same JSON.
@@ -337,7 +337,7 @@ Test(event_parse, good_events_round_trip)
 	}
 }
 
-/* Integer fields accept reals with an integral value (srv_json.h) and come
+/* Integer fields accept reals with an integral value (json.h) and come
  * back as integers in the canonical form. */
 Test(event_parse, integral_reals_become_integers)
 {

@@ -363,7 +363,7 @@ Test(openapi, every_spec_operation_is_a_route)
 	for (size_t i = 0; i < sp.n; i++) {
 		bool found = false;
 
-		/* HEAD is served wherever GET is (srv_http.c, admit). */
+		/* HEAD is served wherever GET is (http_serve.c, admit). */
 		const char *method = strcmp(sp.ops[i].method, "HEAD") == 0 ? "GET" : sp.ops[i].method;
 
 		for (size_t r = 0; r < srv_routes_count && !found; r++)

@@ -1,7 +1,7 @@
 /*
  * test_routes.c: srv_route_match, the router behind every request.
  *
- * Contract (srv.h and DESIGN.md): a known path with a served method gives
+ * Contract (http.h and DESIGN.md): a known path with a served method gives
  * the route's index and its {params} in order; a path no route has is -1
  * (404); a known path with another method is -2 (405).  A trailing slash
  * or an empty segment matches nothing.  Methods are case sensitive
