@@ -24,14 +24,6 @@
 #include "jobs.h"
 #include "store.h"
 
-#define DEFAULT_LISTEN "127.0.0.1:8080"
-#define DEFAULT_DATA_DIR "dpgate-data"
-#define DEFAULT_THREADS 8
-/* serve --body-timeout (http_serve.c, on_request) */
-#define DEFAULT_BODY_TIMEOUT_S 300
-#define MAX_BODY_TIMEOUT_S 86400
-/* serve --header-timeout (http_conns.h); the default is DPG_HEADER_TIMEOUT_S */
-#define MAX_HEADER_TIMEOUT_S 3600
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
 static const char usage_serve[] =
@@ -41,17 +33,17 @@ static const char usage_serve[] =
 	"\n"
 	"  --db FILE          SQLite database (default DIR/dpgate.db); created and\n"
 	"                     migrated if needed\n"
-	"  --listen HOST:PORT IPv4 address and port (default " DEFAULT_LISTEN "; port 0 picks one)\n"
-	"  --data-dir DIR     where uploaded tables and models live (default ./" DEFAULT_DATA_DIR ")\n"
-	"  --threads N        HTTP worker threads (default 8); at most half of them run\n"
+	"  --listen HOST:PORT IPv4 address and port (default " DPG_SERVE_LISTEN "; port 0 picks one)\n"
+	"  --data-dir DIR     where uploaded tables and models live (default ./" DPG_SERVE_DATA_DIR ")\n"
+	"  --threads N        HTTP worker threads (default " TEXT_OF(DPG_SERVE_THREADS) "); at most half of them run\n"
 	"                     stateless computations at once (past that: 503)\n"
 	"  --body-timeout S   a request body still arriving S seconds after the\n"
 	"                     request's headers is cut off and its connection closed\n"
-	"                     (default " TEXT_OF(DEFAULT_BODY_TIMEOUT_S) ", 1.." TEXT_OF(MAX_BODY_TIMEOUT_S) "): a client that sends slowly\n"
+	"                     (default " TEXT_OF(DPG_BODY_TIMEOUT_S) ", 1.." TEXT_OF(DPG_MAX_BODY_TIMEOUT_S) "): a client that sends slowly\n"
 	"                     holds a connection at most that long (an idle one 30 s)\n"
 	"  --header-timeout S a request's headers still arriving S seconds after their\n"
 	"                     first byte get 408 and the connection is closed (default\n"
-	"                     " TEXT_OF(DPG_HEADER_TIMEOUT_S) ", 1.." TEXT_OF(MAX_HEADER_TIMEOUT_S) ")\n"
+	"                     " TEXT_OF(DPG_HEADER_TIMEOUT_S) ", 1.." TEXT_OF(DPG_MAX_HEADER_TIMEOUT_S) ")\n"
 	"  --max-conns-per-ip N  connections one client address may hold at once\n"
 	"                     (default " TEXT_OF(DPG_MAX_CONNECTIONS_PER_IP) ", 1.." TEXT_OF(DPG_MAX_CONNECTIONS) "; loopback too); behind a proxy,\n"
 	"                     whose clients all share its address, raise it to " TEXT_OF(DPG_MAX_CONNECTIONS) ".\n"
@@ -158,7 +150,7 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	srv_ctx ctx = *settings;
 	int rc = 1;
 
-	if (cli_db_open(db, threads + 2, &ctx.store) < 0)
+	if (cli_db_open(db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store) < 0)
 		return 1;
 	{
 		char errbuf[256];
@@ -255,10 +247,10 @@ static bool serve_parse_options(int argc, char **argv, serve_options *o, int *re
 	int c;
 
 	*o = (serve_options){
-		.listen = DEFAULT_LISTEN,
-		.data_dir = DEFAULT_DATA_DIR,
-		.threads = DEFAULT_THREADS,
-		.body_timeout_s = DEFAULT_BODY_TIMEOUT_S,
+		.listen = DPG_SERVE_LISTEN,
+		.data_dir = DPG_SERVE_DATA_DIR,
+		.threads = DPG_SERVE_THREADS,
+		.body_timeout_s = DPG_BODY_TIMEOUT_S,
 		.header_timeout_s = DPG_HEADER_TIMEOUT_S,
 		.max_conns_per_ip = DPG_MAX_CONNECTIONS_PER_IP,
 	};
@@ -269,22 +261,23 @@ static bool serve_parse_options(int argc, char **argv, serve_options *o, int *re
 		case 'l': o->listen = optarg; break;
 		case 'D': o->data_dir = optarg; break;
 		case 't':
-			if (!count_option(optarg, 1, 64, &o->threads)) {
-				fprintf(stderr, "dpgate serve: --threads must be 1..64\n");
+			if (!count_option(optarg, 1, DPG_MAX_SERVE_THREADS, &o->threads)) {
+				fprintf(stderr, "dpgate serve: --threads must be 1..%d\n",
+					DPG_MAX_SERVE_THREADS);
 				return false;
 			}
 			break;
 		case 'T':
-			if (!count_option(optarg, 1, MAX_BODY_TIMEOUT_S, &o->body_timeout_s)) {
+			if (!count_option(optarg, 1, DPG_MAX_BODY_TIMEOUT_S, &o->body_timeout_s)) {
 				fprintf(stderr, "dpgate serve: --body-timeout must be 1..%d seconds\n",
-					MAX_BODY_TIMEOUT_S);
+					DPG_MAX_BODY_TIMEOUT_S);
 				return false;
 			}
 			break;
 		case 'H':
-			if (!count_option(optarg, 1, MAX_HEADER_TIMEOUT_S, &o->header_timeout_s)) {
+			if (!count_option(optarg, 1, DPG_MAX_HEADER_TIMEOUT_S, &o->header_timeout_s)) {
 				fprintf(stderr, "dpgate serve: --header-timeout must be 1..%d seconds\n",
-					MAX_HEADER_TIMEOUT_S);
+					DPG_MAX_HEADER_TIMEOUT_S);
 				return false;
 			}
 			break;
