@@ -38,6 +38,34 @@ void srv_spend_from_request(srv_spend *sp, const srv_request *req, uint8_t hash[
 bool srv_spend_replayed(const srv_request *req, srv_response *res, const srv_spend *sp,
 			void (*reply)(srv_response *res, int status, char *body));
 
+/*
+ * How a route answers its spend's outcomes where routes differ; zeroed
+ * members take the defaults.  stored: sends the stored answer (default
+ * srv_reply_raw_json); conflict: the 409 (default srv_reply_over_budget
+ * with `cost`, which may be NULL); refused: the problem of a planner's
+ * refusal; unavailable: the 503's detail for every other store outcome but
+ * a reused Idempotency-Key (default: srv_reply_store_error's, naming `what`
+ * on a 404).
+ */
+typedef struct srv_spend_replies {
+	const acct_cost *cost;
+	void (*stored)(srv_response *res, int status, char *body);
+	void (*conflict)(srv_response *res, const srv_dataset *ds, void *arg);
+	const acct_error *refused;
+	const char *unavailable;
+	const char *what;
+	void *arg;
+} srv_spend_replies;
+
+/*
+ * The one spend-and-reply path: admits and writes `sp` (srv_store_spend;
+ * ds gets the dataset after it, or as it stood for a 409) and answers as
+ * `how` says.  The answer is revealed only when the store returned SRV_OK
+ * (durable) or SRV_REPLAYED.  Returns the store's code.
+ */
+int srv_spend_and_reply(const srv_request *req, srv_response *res, const srv_spend *sp,
+			srv_dataset *ds, const srv_spend_replies *how);
+
 /* 404 (`what`), 422 (Idempotency-Key reused) or 503 for a store outcome. */
 void srv_reply_store_error(srv_response *res, int rc, const char *what);
 

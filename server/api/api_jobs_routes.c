@@ -182,36 +182,17 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 	srv_json_reply(res, 200, answer);
 }
 
-/* The one answer to a job's spend: the stored 202 (or its replay), over
- * budget, a reused Idempotency-Key, or the ledger unavailable. */
-static void reply_spend(srv_response *res, int rc, int status, char **body,
-			const srv_dataset *ds, const acct_cost *cost, const char *job_id)
-{
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		srv_reply_raw_json(res, status, *body);
-		*body = NULL;
-		snprintf(res->location, sizeof(res->location), "/v1/jobs/%s", job_id);
-	} else if (rc == SRV_CONFLICT) {
-		srv_reply_over_budget(res, ds, cost);
-	} else if (rc == SRV_IDEM_MISMATCH) {
-		srv_reply_store_error(res, rc, NULL);
-	} else {
-		srv_problem(res, 503, NULL, "the ledger is busy or unavailable; nothing was reserved",
-			    NULL, NULL);
-	}
-}
-
 /* Reserves the job's cost and writes its row in one transaction, then
  * queues it.  The queue place is claimed first, so every 202 names a job
  * that a worker will run. */
 static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_dataset *ds,
 			struct submit_arg *a)
 {
-	char *params_text = NULL, *event_text = NULL, *body = NULL;
-	json_t *params_json = json_object_get(req->body, "params"), *ev_json = NULL;
+	char *params_text = NULL;
+	json_t *params_json = json_object_get(req->body, "params");
 	char job_id[48];
 	bool claimed;
-	int status = 0, rc;
+	int rc;
 
 	claimed = srv_jobs_claim(req->ctx->jobs);
 	if (!claimed) {
@@ -219,9 +200,7 @@ static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_
 		return;
 	}
 	params_text = params_json ? srv_json_dump(params_json) : strdup("{}");
-	ev_json = srv_event_to_json(a->event);
-	event_text = ev_json ? srv_json_dump(ev_json) : NULL;
-	if (!params_text || !event_text) {
+	if (!params_text) {
 		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
 		goto out;
 	}
@@ -231,21 +210,22 @@ static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_
 	}
 	a->job.id = job_id;
 	a->job.params_text = params_text;
-	a->job.event_text = event_text;
+	a->job.event_text = sp->event_text;
 	sp->body_arg = a;
-	rc = srv_store_spend(req->db, sp, &status, &body, ds);
+	rc = srv_spend_and_reply(req, res, sp, ds,
+				 &(srv_spend_replies){.cost = a->cost,
+						      .unavailable = "the ledger is busy or unavailable; "
+								     "nothing was reserved"});
 	if (rc == SRV_OK) {
 		srv_jobs_enqueue_claimed(req->ctx->jobs, job_id);
 		claimed = false;
 	}
-	reply_spend(res, rc, status, &body, ds, a->cost, job_id);
+	if (rc == SRV_OK || rc == SRV_REPLAYED)
+		snprintf(res->location, sizeof(res->location), "/v1/jobs/%s", job_id);
 out:
 	if (claimed)
 		srv_jobs_unclaim(req->ctx->jobs);
-	json_decref(ev_json);
 	free(params_text);
-	free(event_text);
-	free(body);
 }
 
 int srv_h_job_submit(srv_request *req, srv_response *res)

@@ -161,8 +161,7 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 	acct_cost cost;
 	acct_error err;
 	srv_spend *sp = &r->sp;
-	char *body = NULL;
-	int status = 0, rc;
+	int rc;
 
 	acct_error_init(&err);
 	rc = acct_event_validate_at(ev, r->ds.neighbor, "/event", &err);
@@ -187,15 +186,13 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 	sp->note = r->note;
 	sp->text_fn = release_text;
 	sp->body_arg = &arg;
-	rc = sp->event_text ? srv_store_spend(req->db, sp, &status, &body, &r->ds) : SRV_DB_ERROR;
+	if (sp->event_text)
+		srv_spend_and_reply(req, res, sp, &r->ds,
+				    &(srv_spend_replies){.cost = &cost, .what = "no such dataset"});
+	else
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 	free((char *)sp->event_text);
 	sp->event_text = NULL;
-	if (rc == SRV_OK || rc == SRV_REPLAYED)
-		srv_reply_raw_json(res, status, body);
-	else if (rc == SRV_CONFLICT)
-		srv_reply_over_budget(res, &r->ds, &cost);
-	else
-		srv_reply_store_error(res, rc, "no such dataset");
 }
 
 /* ---- POST /v1/datasets/{id}/mechanisms/{name} -------------------------------- */

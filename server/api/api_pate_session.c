@@ -1139,24 +1139,30 @@ bad:
  * 409 with conflict_detail and conflict_extra (stolen, may be NULL) when
  * it does not fit, or the store's error.
  */
+struct nothing_fits {
+	const char *detail;
+	json_t *extra; /* stolen by the 409 */
+};
+
+static void reply_conflict(srv_response *res, const srv_dataset *ds, void *arg)
+{
+	struct nothing_fits *nf = arg;
+
+	reply_nothing_fits(res, ds, nf->detail, nf->extra);
+	nf->extra = NULL;
+}
+
 static void spend_and_reply(srv_request *req, srv_response *res, const srv_spend *sp,
 			    srv_dataset *ds, const char *conflict_detail, json_t *conflict_extra)
 {
-	char *body = NULL;
-	int status = 0, rc;
+	struct nothing_fits nf = {conflict_detail, conflict_extra};
 
-	rc = srv_store_spend(req->db, sp, &status, &body, ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED) {
-		reply_stored(res, status, body);
-		body = NULL;
-	} else if (rc == SRV_CONFLICT) {
-		reply_nothing_fits(res, ds, conflict_detail, conflict_extra);
-		conflict_extra = NULL;
-	} else {
-		srv_reply_store_error(res, rc, "no such dataset");
-	}
-	json_decref(conflict_extra);
-	free(body);
+	srv_spend_and_reply(req, res, sp, ds,
+			    &(srv_spend_replies){.stored = reply_stored,
+						 .conflict = reply_conflict,
+						 .what = "no such dataset",
+						 .arg = &nf});
+	json_decref(nf.extra);
 }
 
 /*

@@ -621,9 +621,8 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	acct_error err;
 	srv_spend sp;
 	const char *note = NULL;
-	char *body = NULL;
 	int64_t ttl = DEFAULT_RESERVATION_TTL_S;
-	int status = 0, rc;
+	int rc;
 
 	acct_error_init(&err);
 	rc = spend_read_head(req->body, kind, &note, &ttl, &err);
@@ -670,15 +669,10 @@ static int spend(srv_request *req, srv_response *res, srv_spend_kind kind)
 	sp.ttl_seconds = ttl;
 	sp.text_fn = kind == SRV_SPEND_RESERVE ? reserve_text : charge_text;
 	sp.body_arg = &arg;
-	rc = srv_store_spend(req->db, &sp, &status, &body, &ds);
-	if (rc == SRV_OK || rc == SRV_REPLAYED)
-		srv_reply_raw_json(res, status, body);
-	else if (rc == SRV_CONFLICT)
-		srv_reply_over_budget(res, &ds, arg.have_price ? &arg.priced : NULL);
-	else if (rc == SRV_PLAN_REFUSED)
-		srv_problem_from_error(res, &arg.err);
-	else
-		srv_reply_store_error(res, rc, "no such dataset");
+	srv_spend_and_reply(req, res, &sp, &ds,
+			    &(srv_spend_replies){.cost = arg.have_price ? &arg.priced : NULL,
+						 .refused = &arg.err,
+						 .what = "no such dataset"});
 out:
 	free(arg.event_text);
 	acct_event_free(ev);

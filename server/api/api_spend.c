@@ -133,3 +133,39 @@ char *srv_event_text(const acct_event *ev)
 {
 	return srv_json_text(srv_event_to_json(ev));
 }
+
+int srv_spend_and_reply(const srv_request *req, srv_response *res, const srv_spend *sp,
+			srv_dataset *ds, const srv_spend_replies *how)
+{
+	char *body = NULL;
+	int status = 0;
+	int rc = srv_store_spend(req->db, sp, &status, &body, ds);
+
+	switch (rc) {
+	case SRV_OK:
+	case SRV_REPLAYED:
+		(how->stored ? how->stored : srv_reply_raw_json)(res, status, body);
+		body = NULL;
+		break;
+	case SRV_CONFLICT:
+		if (how->conflict)
+			how->conflict(res, ds, how->arg);
+		else
+			srv_reply_over_budget(res, ds, how->cost);
+		break;
+	case SRV_PLAN_REFUSED:
+		if (how->refused) {
+			srv_problem_from_error(res, how->refused);
+			break;
+		}
+		/* fall through */
+	default:
+		if (how->unavailable && rc != SRV_IDEM_MISMATCH)
+			srv_problem(res, 503, NULL, how->unavailable, NULL, NULL);
+		else
+			srv_reply_store_error(res, rc, how->what);
+		break;
+	}
+	free(body);
+	return rc;
+}
