@@ -64,4 +64,21 @@ void srv_histogram_observe(srv_histogram *h, double seconds);
  * last bucket is +Inf). */
 double srv_histogram_bound(int i);
 
+/* The server's error record, shaped like acct_error: functions of server/
+ * return 0 or a negative code and fill the caller's record.  The message
+ * holds a path and the library's own words (SQLite's, a system call's). */
+#define SRV_ERROR_TEXT_BYTES 512
+
+typedef struct srv_error {
+	int code;
+	char text[SRV_ERROR_TEXT_BYTES];
+} srv_error;
+
+/* Clears a record.  Accepts NULL. */
+void srv_error_init(srv_error *err);
+
+/* Sets err's code and message (err may be NULL); returns `code`. */
+int srv_error_set(srv_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 #endif

@@ -191,7 +191,8 @@ static int publish(const char *tmp, const char *out_path, const char *dir, bool 
 int cli_backup_main(int argc, char **argv)
 {
 	const char *db_path = NULL, *out_path = NULL;
-	char dir[PATH_MAX], tmp[PATH_MAX + 64], errbuf[512];
+	char dir[PATH_MAX], tmp[PATH_MAX + 64];
+	srv_error err;
 	json_t *out = NULL;
 	struct stat st;
 	int64_t version = 0;
@@ -207,8 +208,9 @@ int cli_backup_main(int argc, char **argv)
 	if (fd < 0)
 		return 2;
 	rc = 2;
-	if (srv_store_backup(db_path, tmp, &version, &current, errbuf, sizeof(errbuf)) < 0) {
-		fprintf(stderr, "dpgate backup: %s\n", errbuf);
+	srv_error_init(&err);
+	if (srv_store_backup(db_path, tmp, &version, &current, &err) < 0) {
+		fprintf(stderr, "dpgate backup: %s\n", err.text);
 		goto out;
 	}
 	if (fsync(fd) < 0 || fstat(fd, &st) < 0) {

@@ -9,10 +9,11 @@
 
 int cli_db_open(const char *db_path, unsigned pool, srv_store **ret)
 {
-	char errbuf[512];
+	srv_error err;
 
-	if (srv_store_open(db_path, pool, ret, errbuf, sizeof(errbuf)) < 0) {
-		fprintf(stderr, "dpgate: %s\n", errbuf);
+	srv_error_init(&err);
+	if (srv_store_open(db_path, pool, ret, &err) < 0) {
+		fprintf(stderr, "dpgate: %s\n", err.text);
 		return -1;
 	}
 	return 0;

@@ -148,18 +148,16 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 			unsigned threads)
 {
 	srv_ctx ctx = *settings;
+	srv_error err;
 	int rc = 1;
 
+	srv_error_init(&err);
 	if (cli_db_open(db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store) < 0)
 		return 1;
-	{
-		char errbuf[256];
-
-		/* Not fatal: without it commits only pay more until the WAL
-		 * has grown to this size by itself. */
-		if (srv_store_preallocate_wal(ctx.store, errbuf, sizeof(errbuf)) < 0)
-			log_event("warn", "WAL file not written out", errbuf, -1);
-	}
+	/* Not fatal: without it commits only pay more until the WAL has
+	 * grown to this size by itself. */
+	if (srv_store_preallocate_wal(ctx.store, &err) < 0)
+		log_event("warn", "WAL file not written out", err.text, -1);
 	if (!realpath(db, ctx.db_path))
 		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
 	ctx.route_metrics = calloc(srv_routes_count + 1, sizeof(srv_route_metrics));
@@ -179,13 +177,9 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 		if (sdb)
 			srv_store_release(ctx.store, sdb);
 	}
-	{
-		char errbuf[256];
-
-		if (srv_jobs_start(&ctx, DPG_MAX_JOB_WORKERS, srv_data_load_table, &ctx.jobs, errbuf, sizeof(errbuf)) < 0) {
-			fprintf(stderr, "dpgate: %s\n", errbuf);
-			goto out;
-		}
+	if (srv_jobs_start(&ctx, DPG_MAX_JOB_WORKERS, srv_data_load_table, &ctx.jobs, &err) < 0) {
+		fprintf(stderr, "dpgate: %s\n", err.text);
+		goto out;
 	}
 	rc = srv_http_serve(&ctx, host, port, threads);
 	srv_jobs_stop(ctx.jobs);

@@ -22,12 +22,13 @@ static const char usage_verify[] =
 int cli_verify_file(const char *cmd, const char *path, json_t **ret_report)
 {
 	srv_store *store = NULL;
-	char errbuf[512];
+	srv_error err;
 	srv_db *db;
 	int rc;
 
-	if (srv_store_open_read_only(path, &store, errbuf, sizeof(errbuf)) < 0) {
-		fprintf(stderr, "dpgate %s: %s\n", cmd, errbuf);
+	srv_error_init(&err);
+	if (srv_store_open_read_only(path, &store, &err) < 0) {
+		fprintf(stderr, "dpgate %s: %s\n", cmd, err.text);
 		return -1;
 	}
 	db = srv_store_acquire(store);

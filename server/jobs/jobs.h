@@ -25,10 +25,10 @@ typedef int (*srv_jobs_table_fn)(srv_table_cache *cache, srv_db *db, const char 
 /*
  * Applies the start-up rule (api_jobs.h) and starts `workers` worker
  * threads, which read hosted tables with `load_table`.  Returns 0, or -1
- * with a message in errbuf.
+ * with a message in err.
  */
 int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs_table_fn load_table, srv_jobs **ret,
-		   char *errbuf, size_t errbuf_size);
+		   srv_error *err);
 
 /* Cancels running jobs (they end as failed, reservation committed), joins
  * the workers and frees the pool.  Queued jobs stay queued in the database.

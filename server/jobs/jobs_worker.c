@@ -310,14 +310,14 @@ static void *worker_main(void *arg)
  * stops the start (its reservation would stay open, and the rows would come
  * back in the next pass for ever).
  */
-static int fail_interrupted(srv_db *db, char *errbuf, size_t errbuf_size)
+static int fail_interrupted(srv_db *db, srv_error *err)
 {
 	char running[64][48];
 	unsigned n_running = 64;
 
 	while (n_running == 64) {
 		if (srv__job_ids_in_state(db, "running", running, 64, &n_running) != SRV_OK) {
-			snprintf(errbuf, errbuf_size, "cannot read the jobs that were running: %s",
+			srv_error_set(err, SRV_DB_ERROR, "cannot read the jobs that were running: %s",
 				 srv__job_db_error(db));
 			return -1;
 		}
@@ -325,7 +325,7 @@ static int fail_interrupted(srv_db *db, char *errbuf, size_t errbuf_size)
 			if (srv__job_finish(db, running[i], "running", "failed", false, NULL,
 					    "interrupted: the server stopped while the job ran; its reservation is committed in full",
 					    NULL, "restart") != SRV_OK) {
-				snprintf(errbuf, errbuf_size,
+				srv_error_set(err, SRV_DB_ERROR,
 					 "cannot mark interrupted job %s failed and commit its reservation",
 					 running[i]);
 				return -1;
@@ -335,13 +335,13 @@ static int fail_interrupted(srv_db *db, char *errbuf, size_t errbuf_size)
 	return 0;
 }
 
-static int requeue_at_start(srv_jobs *jobs, char *errbuf, size_t errbuf_size)
+static int requeue_at_start(srv_jobs *jobs, srv_error *err)
 {
 	srv_ctx *ctx = jobs->ctx;
 	char ids[DPG_MAX_QUEUED_JOBS][48];
 	unsigned n_queued = 0;
 	srv_db *db = srv_store_acquire(ctx->store);
-	int rc = fail_interrupted(db, errbuf, errbuf_size);
+	int rc = fail_interrupted(db, err);
 
 	if (rc == 0 && srv__job_ids_in_state(db, "queued", ids, DPG_MAX_QUEUED_JOBS, &n_queued) != SRV_OK)
 		n_queued = 0;
@@ -369,12 +369,12 @@ static void start_workers(srv_jobs *jobs, unsigned workers)
 }
 
 int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs_table_fn load_table, srv_jobs **ret,
-		   char *errbuf, size_t errbuf_size)
+		   srv_error *err)
 {
 	srv_jobs *jobs = calloc(1, sizeof(*jobs));
 
 	if (!jobs || workers == 0 || workers > DPG_MAX_JOB_WORKERS) {
-		snprintf(errbuf, errbuf_size, "bad worker count");
+		srv_error_set(err, SRV_DB_ERROR, "bad worker count");
 		free(jobs);
 		return -1;
 	}
@@ -384,13 +384,13 @@ int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs_table_fn load_table,
 	pthread_cond_init(&jobs->wake, NULL);
 	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
 		pthread_mutex_init(&jobs->slots[i].lock, NULL);
-	if (requeue_at_start(jobs, errbuf, errbuf_size) < 0) {
+	if (requeue_at_start(jobs, err) < 0) {
 		srv_jobs_stop(jobs);
 		return -1;
 	}
 	start_workers(jobs, workers);
 	if (jobs->n_workers == 0) {
-		snprintf(errbuf, errbuf_size, "cannot start job workers");
+		srv_error_set(err, SRV_DB_ERROR, "cannot start job workers");
 		srv_jobs_stop(jobs);
 		return -1;
 	}

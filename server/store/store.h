@@ -41,10 +41,10 @@ typedef struct srv_store srv_store;
  * a file with tables but no schema_migrations (someone else's database), or
  * with a schema version above the highest of the embedded migrations, is
  * refused before anything is written.  Returns 0, or -1 with a message in
- * errbuf.
+ * err.
  */
 int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store,
-		   char *errbuf, size_t errbuf_size);
+		   srv_error *err);
 
 /*
  * Opens an existing dpgate database for reading only (SQLITE_OPEN_READONLY,
@@ -52,23 +52,22 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store,
  * database file is never written.  It may be held open by a running server
  * (WAL readers share its -wal and -shm files; on a WAL database that no one
  * has open, SQLite itself creates those two side files, as for any reader).
- * Refuses, with a message in errbuf and -1, a file that is missing, not
+ * Refuses, with a message in err and -1, a file that is missing, not
  * SQLite, without dpgate's schema (empty or foreign), or at another schema
  * version than this binary's.  Returns 0 with the store in *ret_store; close
  * it with srv_store_close.  Writes through it fail.
  */
-int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errbuf,
-			     size_t errbuf_size);
+int srv_store_open_read_only(const char *path, srv_store **ret_store, srv_error *err);
 
 /*
  * Writes zeros past the end of the WAL file, under the write lock, until it
  * holds a checkpoint interval of frames, and syncs them: commits then
  * overwrite blocks the file already has instead of growing it (see the
  * comment in store_db.c).  For serve at start.  Returns 0 (also when the
- * file was that long already), or -1 with a message in errbuf and the file
+ * file was that long already), or -1 with a message in err and the file
  * as it was.
  */
-int srv_store_preallocate_wal(srv_store *store, char *errbuf, size_t errbuf_size);
+int srv_store_preallocate_wal(srv_store *store, srv_error *err);
 
 /* Checkpoints the WAL and closes every connection.  Accepts NULL. */
 void srv_store_close(srv_store *store);
@@ -332,10 +331,10 @@ int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg);
  * else's) is refused before anything is written; a dpgate schema of any
  * version is copied; *ret_version gets the copy's schema version and
  * *ret_current whether it is this binary's.  The copy is not synced here.
- * 0, or -1 with a message in errbuf.
+ * 0, or -1 with a message in err.
  */
 int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_version,
-		     bool *ret_current, char *errbuf, size_t errbuf_size);
+		     bool *ret_current, srv_error *err);
 
 /* fsyncs a directory, so that a file created or renamed in it is durable;
  * 0 or -1 (errno set). */

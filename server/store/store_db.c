@@ -310,14 +310,14 @@ static int64_t wal_working_bytes(int64_t page_size)
 	return 32 + (int64_t)(WAL_AUTOCHECKPOINT_FRAMES + WAL_PREALLOC_EXTRA_FRAMES) * (page_size + 24);
 }
 
-static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
+static srv_db *db_open(const char *path, srv_error *err)
 {
 	srv_db *db = calloc(1, sizeof(*db));
 	char limit_sql[64];
 	int64_t page_size;
 
 	if (!db) {
-		snprintf(errbuf, errbuf_size, "out of memory");
+		srv_error_set(err, SRV_DB_ERROR, "out of memory");
 		return NULL;
 	}
 	/* A new database is created 0600 (its -wal and -shm files take its
@@ -331,7 +331,7 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	if (sqlite3_open_v2(path, &db->h,
 			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 			    NULL) != SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
+		srv_error_set(err, SRV_DB_ERROR, "cannot open %s: %s", path,
 			 db->h ? sqlite3_errmsg(db->h) : "out of memory");
 		goto fail;
 	}
@@ -354,7 +354,7 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	     * same few pages, so rarer checkpoints copy far fewer per charge. */
 	    exec_sql(db->h, "PRAGMA wal_autocheckpoint = " TEXT_OF(WAL_AUTOCHECKPOINT_FRAMES)) < 0 ||
 	    exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0) {
-		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
+		srv_error_set(err, SRV_DB_ERROR, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
 		goto fail;
 	}
 	/* A reader that holds a snapshot for long (a backup, a big ledger page)
@@ -365,14 +365,14 @@ static srv_db *db_open(const char *path, char *errbuf, size_t errbuf_size)
 	 * out at start is kept and the excess is given back. */
 	page_size = query_int(db->h, "PRAGMA page_size");
 	if (page_size <= 0) {
-		snprintf(errbuf, errbuf_size, "cannot read the page size of %s: %s", path,
+		srv_error_set(err, SRV_DB_ERROR, "cannot read the page size of %s: %s", path,
 			 sqlite3_errmsg(db->h));
 		goto fail;
 	}
 	snprintf(limit_sql, sizeof(limit_sql), "PRAGMA journal_size_limit = %lld",
 		 (long long)wal_working_bytes(page_size));
 	if (exec_sql(db->h, limit_sql) < 0) {
-		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
+		srv_error_set(err, SRV_DB_ERROR, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
 		goto fail;
 	}
 	return db;
@@ -477,11 +477,11 @@ enum schema_state {
 /*
  * Reads which of enum schema_state the database at `h` is in; *ret_version
  * gets the highest recorded migration (0 when there is none).  Returns 0,
- * or -1 with a message in errbuf when SQLite cannot read the file (not a
+ * or -1 with a message in err when SQLite cannot read the file (not a
  * database, locked past the busy timeout).
  */
 static int schema_inspect(sqlite3 *h, const char *path, enum schema_state *ret_state,
-			  int64_t *ret_version, char *errbuf, size_t errbuf_size)
+			  int64_t *ret_version, srv_error *err)
 {
 	int64_t has_migrations, objects, version = 0;
 	long known = srv_store_known_schema_version();
@@ -490,13 +490,13 @@ static int schema_inspect(sqlite3 *h, const char *path, enum schema_state *ret_s
 				      " WHERE type = 'table' AND name = 'schema_migrations'");
 	objects = query_int(h, "SELECT count(*) FROM sqlite_master");
 	if (has_migrations < 0 || objects < 0) {
-		snprintf(errbuf, errbuf_size, "cannot read %s: %s", path, sqlite3_errmsg(h));
+		srv_error_set(err, SRV_DB_ERROR, "cannot read %s: %s", path, sqlite3_errmsg(h));
 		return -1;
 	}
 	if (has_migrations > 0) {
 		version = query_int(h, "SELECT coalesce(max(version), 0) FROM schema_migrations");
 		if (version < 0) {
-			snprintf(errbuf, errbuf_size, "cannot read %s: %s", path, sqlite3_errmsg(h));
+			srv_error_set(err, SRV_DB_ERROR, "cannot read %s: %s", path, sqlite3_errmsg(h));
 			return -1;
 		}
 	}
@@ -512,23 +512,23 @@ static int schema_inspect(sqlite3 *h, const char *path, enum schema_state *ret_s
 
 /* The message for a database this binary must not use (foreign or newer). */
 static void schema_refusal(enum schema_state state, const char *path, int64_t version,
-			   char *errbuf, size_t errbuf_size)
+			   srv_error *err)
 {
 	if (state == SCHEMA_FOREIGN)
-		snprintf(errbuf, errbuf_size,
+		srv_error_set(err, SRV_DB_ERROR,
 			 "%s is not a dpgate database (it has tables but no schema_migrations); "
 			 "refusing to use it",
 			 path);
 	else
-		snprintf(errbuf, errbuf_size,
+		srv_error_set(err, SRV_DB_ERROR,
 			 "%s has schema version %lld, newer than this dpgate knows (%ld); "
 			 "refusing to use it (run the newer dpgate)",
 			 path, (long long)version, srv_store_known_schema_version());
 }
 
-/* migrate's transaction; errbuf gets what went wrong.  A foreign database or
+/* migrate's transaction; err gets what went wrong.  A foreign database or
  * one from a newer dpgate is refused before anything is written. */
-static int migrate_locked(srv_db *db, const char *path, char *errbuf, size_t errbuf_size)
+static int migrate_locked(srv_db *db, const char *path, srv_error *err)
 {
 	char now[32];
 	sqlite3_stmt *check = NULL;
@@ -537,10 +537,10 @@ static int migrate_locked(srv_db *db, const char *path, char *errbuf, size_t err
 
 	if (srv__begin_write(db) < 0)
 		goto fail;
-	if (schema_inspect(db->h, path, &state, &recorded, errbuf, errbuf_size) < 0)
+	if (schema_inspect(db->h, path, &state, &recorded, err) < 0)
 		goto out;
 	if (state == SCHEMA_FOREIGN || state == SCHEMA_NEWER) {
-		schema_refusal(state, path, recorded, errbuf, errbuf_size);
+		schema_refusal(state, path, recorded, err);
 		goto out;
 	}
 	if (exec_sql(db->h, "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -580,7 +580,7 @@ static int migrate_locked(srv_db *db, const char *path, char *errbuf, size_t err
 	if (sqlite3_prepare_v2(db->h, "PRAGMA foreign_key_check", -1, &check, NULL) != SQLITE_OK)
 		goto fail;
 	if (sqlite3_step(check) == SQLITE_ROW) {
-		snprintf(errbuf, errbuf_size, "migration failed: a row of %s has no parent in %s",
+		srv_error_set(err, SRV_DB_ERROR, "migration failed: a row of %s has no parent in %s",
 			 (const char *)sqlite3_column_text(check, 0),
 			 (const char *)sqlite3_column_text(check, 2));
 		goto out;
@@ -591,7 +591,7 @@ static int migrate_locked(srv_db *db, const char *path, char *errbuf, size_t err
 		goto fail;
 	return 0;
 fail:
-	snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
+	srv_error_set(err, SRV_DB_ERROR, "migration failed: %s", sqlite3_errmsg(db->h));
 out:
 	sqlite3_finalize(check);
 	srv__rollback(db);
@@ -604,17 +604,17 @@ out:
  * that others reference (SQLite's documented procedure: create, copy, drop,
  * rename); PRAGMA foreign_key_check must then find nothing before COMMIT.
  */
-static int migrate(srv_db *db, const char *path, char *errbuf, size_t errbuf_size)
+static int migrate(srv_db *db, const char *path, srv_error *err)
 {
 	int rc;
 
 	if (exec_sql(db->h, "PRAGMA foreign_keys = OFF") < 0) {
-		snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
+		srv_error_set(err, SRV_DB_ERROR, "migration failed: %s", sqlite3_errmsg(db->h));
 		return -1;
 	}
-	rc = migrate_locked(db, path, errbuf, errbuf_size);
+	rc = migrate_locked(db, path, err);
 	if (exec_sql(db->h, "PRAGMA foreign_keys = ON") < 0 && rc == 0) {
-		snprintf(errbuf, errbuf_size, "migration failed: %s", sqlite3_errmsg(db->h));
+		srv_error_set(err, SRV_DB_ERROR, "migration failed: %s", sqlite3_errmsg(db->h));
 		rc = -1;
 	}
 	return rc;
@@ -661,20 +661,20 @@ static srv_store *store_alloc(unsigned pool_size)
 /*
  * Opens path read-only (no SQLITE_OPEN_CREATE: a missing file stays
  * missing) and reads its schema state.  Returns 0 with the connection in
- * *ret_h, or -1 with a message in errbuf and *ret_h NULL.
+ * *ret_h, or -1 with a message in err and *ret_h NULL.
  */
 static int inspect_file(const char *path, sqlite3 **ret_h, enum schema_state *ret_state,
-			int64_t *ret_version, char *errbuf, size_t errbuf_size)
+			int64_t *ret_version, srv_error *err)
 {
 	sqlite3 *h = NULL;
 
 	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
+		srv_error_set(err, SRV_DB_ERROR, "cannot open %s: %s", path,
 			 h ? sqlite3_errmsg(h) : "out of memory");
 		goto fail;
 	}
 	sqlite3_busy_timeout(h, BUSY_TIMEOUT_MS);
-	if (schema_inspect(h, path, ret_state, ret_version, errbuf, errbuf_size) < 0)
+	if (schema_inspect(h, path, ret_state, ret_version, err) < 0)
 		goto fail;
 	*ret_h = h;
 	return 0;
@@ -689,10 +689,10 @@ fail:
  * PRAGMA journal_mode = WAL alone rewrites the header of a rollback-journal
  * database, so someone else's SQLite file must be refused on a read-only
  * connection first.  Returns 0 (absent, empty, or dpgate's at this or an older
- * version) or -1 with a message in errbuf.  migrate_locked checks again
+ * version) or -1 with a message in err.  migrate_locked checks again
  * under the write lock.
  */
-static int precheck_existing(const char *path, char *errbuf, size_t errbuf_size)
+static int precheck_existing(const char *path, srv_error *err)
 {
 	struct stat st;
 	sqlite3 *h = NULL;
@@ -702,10 +702,10 @@ static int precheck_existing(const char *path, char *errbuf, size_t errbuf_size)
 
 	if (stat(path, &st) < 0 || (S_ISREG(st.st_mode) && st.st_size == 0))
 		return 0; /* sqlite3_open_v2 with SQLITE_OPEN_CREATE reports the rest */
-	if (inspect_file(path, &h, &state, &version, errbuf, errbuf_size) < 0)
+	if (inspect_file(path, &h, &state, &version, err) < 0)
 		goto out;
 	if (state == SCHEMA_FOREIGN || state == SCHEMA_NEWER) {
-		schema_refusal(state, path, version, errbuf, errbuf_size);
+		schema_refusal(state, path, version, err);
 		goto out;
 	}
 	rc = 0;
@@ -714,24 +714,23 @@ out:
 	return rc;
 }
 
-int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, char *errbuf,
-		   size_t errbuf_size)
+int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, srv_error *err)
 {
 	srv_store *st;
 
-	if (precheck_existing(path, errbuf, errbuf_size) < 0)
+	if (precheck_existing(path, err) < 0)
 		return -1;
 	st = pool_size ? store_alloc(pool_size) : NULL;
 	if (!st) {
-		snprintf(errbuf, errbuf_size, "out of memory");
+		srv_error_set(err, SRV_DB_ERROR, "out of memory");
 		return -1;
 	}
 	for (unsigned i = 0; i < pool_size; i++) {
-		srv_db *db = db_open(path, errbuf, errbuf_size);
+		srv_db *db = db_open(path, err);
 
 		if (!db)
 			goto fail;
-		if (i == 0 && migrate(db, path, errbuf, errbuf_size) < 0) {
+		if (i == 0 && migrate(db, path, err) < 0) {
 			db_close(db);
 			goto fail;
 		}
@@ -740,7 +739,7 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 		db->next_free = st->free_list;
 		st->free_list = db;
 	}
-	st->writer = db_open(path, errbuf, errbuf_size);
+	st->writer = db_open(path, err);
 	if (!st->writer)
 		goto fail;
 	st->writer->store = st;
@@ -751,8 +750,7 @@ fail:
 	return -1;
 }
 
-int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errbuf,
-			     size_t errbuf_size)
+int srv_store_open_read_only(const char *path, srv_store **ret_store, srv_error *err)
 {
 	srv_store *st = store_alloc(1);
 	srv_db *db = st ? calloc(1, sizeof(*db)) : NULL;
@@ -760,7 +758,7 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errb
 	int64_t version;
 
 	if (!db) {
-		snprintf(errbuf, errbuf_size, "out of memory");
+		srv_error_set(err, SRV_DB_ERROR, "out of memory");
 		goto fail;
 	}
 	st->read_only = true;
@@ -770,7 +768,7 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errb
 	/* No SQLITE_OPEN_CREATE: a missing file stays missing. */
 	if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
 	    SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot open %s: %s", path,
+		srv_error_set(err, SRV_DB_ERROR, "cannot open %s: %s", path,
 			 db->h ? sqlite3_errmsg(db->h) : "out of memory");
 		goto fail;
 	}
@@ -778,26 +776,26 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, char *errb
 	sqlite3_extended_result_codes(db->h, 1);
 	if (exec_sql(db->h, "PRAGMA query_only = ON") < 0 ||
 	    exec_sql(db->h, "PRAGMA mmap_size = 0") < 0) {
-		snprintf(errbuf, errbuf_size, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
+		srv_error_set(err, SRV_DB_ERROR, "cannot configure %s: %s", path, sqlite3_errmsg(db->h));
 		goto fail;
 	}
-	if (schema_inspect(db->h, path, &state, &version, errbuf, errbuf_size) < 0)
+	if (schema_inspect(db->h, path, &state, &version, err) < 0)
 		goto fail;
 	switch (state) {
 	case SCHEMA_CURRENT:
 		break;
 	case SCHEMA_EMPTY:
-		snprintf(errbuf, errbuf_size, "%s is not a dpgate database (it has no tables)", path);
+		srv_error_set(err, SRV_DB_ERROR, "%s is not a dpgate database (it has no tables)", path);
 		goto fail;
 	case SCHEMA_OLDER:
-		snprintf(errbuf, errbuf_size,
+		srv_error_set(err, SRV_DB_ERROR,
 			 "%s has schema version %lld, older than this dpgate's %ld; start `dpgate "
 			 "serve` on it (or run `dpgate keys list`) once to migrate it",
 			 path, (long long)version, srv_store_known_schema_version());
 		goto fail;
 	case SCHEMA_FOREIGN:
 	case SCHEMA_NEWER:
-		schema_refusal(state, path, version, errbuf, errbuf_size);
+		schema_refusal(state, path, version, err);
 		goto fail;
 	}
 	*ret_store = st;
@@ -850,7 +848,7 @@ void srv_store_close(srv_store *st)
  * descriptor is opened and closed on the file.  The size written out to is
  * the connection's journal_size_limit, the working size db_open set.
  */
-int srv_store_preallocate_wal(srv_store *st, char *errbuf, size_t errbuf_size)
+int srv_store_preallocate_wal(srv_store *st, srv_error *err)
 {
 	static const unsigned char zeros[64 * 1024];
 	sqlite3_file *wal = NULL;
@@ -859,37 +857,37 @@ int srv_store_preallocate_wal(srv_store *st, char *errbuf, size_t errbuf_size)
 	int rc;
 
 	if (st->read_only || !db) {
-		snprintf(errbuf, errbuf_size, "the store is read-only");
+		srv_error_set(err, SRV_DB_ERROR, "the store is read-only");
 		return -1;
 	}
 	target = query_int(db->h, "PRAGMA journal_size_limit");
 	if (target <= 0) {
-		snprintf(errbuf, errbuf_size, "cannot read the WAL's working size: %s",
+		srv_error_set(err, SRV_DB_ERROR, "cannot read the WAL's working size: %s",
 			 sqlite3_errmsg(db->h));
 		return -1;
 	}
 	if (srv__begin_write(db) != 0) {
-		snprintf(errbuf, errbuf_size, "cannot take the write lock: %s", sqlite3_errmsg(db->h));
+		srv_error_set(err, SRV_DB_ERROR, "cannot take the write lock: %s", sqlite3_errmsg(db->h));
 		return -1;
 	}
 	rc = sqlite3_file_control(db->h, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
 	if (rc != SQLITE_OK || !wal || !wal->pMethods ||
 	    wal->pMethods->xFileSize(wal, &size) != SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot reach the WAL file");
+		srv_error_set(err, SRV_DB_ERROR, "cannot reach the WAL file");
 		goto fail;
 	}
 	for (at = size; at < target;) {
 		int n = target - at < (sqlite3_int64)sizeof(zeros) ? (int)(target - at) : (int)sizeof(zeros);
 
 		if (wal->pMethods->xWrite(wal, zeros, n, at) != SQLITE_OK) {
-			snprintf(errbuf, errbuf_size, "cannot write the WAL file at byte %lld",
+			srv_error_set(err, SRV_DB_ERROR, "cannot write the WAL file at byte %lld",
 				 (long long)at);
 			goto undo;
 		}
 		at += n;
 	}
 	if (at > size && wal->pMethods->xSync(wal, SQLITE_SYNC_FULL | SQLITE_SYNC_DATAONLY) != SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot sync the WAL file");
+		srv_error_set(err, SRV_DB_ERROR, "cannot sync the WAL file");
 		goto undo;
 	}
 	srv__rollback(db);
@@ -2593,7 +2591,7 @@ int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg)
 }
 
 int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_version,
-		     bool *ret_current, char *errbuf, size_t errbuf_size)
+		     bool *ret_current, srv_error *err)
 {
 	sqlite3 *h = NULL;
 	sqlite3_stmt *s = NULL;
@@ -2603,24 +2601,24 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 
 	/* Read-only, so the source is never written, and without query_only,
 	 * which would refuse the write VACUUM INTO makes to the copy. */
-	if (inspect_file(db_path, &h, &state, &version, errbuf, errbuf_size) < 0)
+	if (inspect_file(db_path, &h, &state, &version, err) < 0)
 		goto out;
 	if (state == SCHEMA_EMPTY) {
-		snprintf(errbuf, errbuf_size, "%s is not a dpgate database (it has no tables)",
+		srv_error_set(err, SRV_DB_ERROR, "%s is not a dpgate database (it has no tables)",
 			 db_path);
 		goto out;
 	}
 	if (state == SCHEMA_FOREIGN) {
-		schema_refusal(state, db_path, version, errbuf, errbuf_size);
+		schema_refusal(state, db_path, version, err);
 		goto out;
 	}
 	if (sqlite3_prepare_v2(h, "VACUUM INTO ?1", -1, &s, NULL) != SQLITE_OK) {
-		snprintf(errbuf, errbuf_size, "cannot start the copy: %s", sqlite3_errmsg(h));
+		srv_error_set(err, SRV_DB_ERROR, "cannot start the copy: %s", sqlite3_errmsg(h));
 		goto out;
 	}
 	sqlite3_bind_text(s, 1, out_path, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_DONE) {
-		snprintf(errbuf, errbuf_size, "cannot copy %s: %s", db_path, sqlite3_errmsg(h));
+		srv_error_set(err, SRV_DB_ERROR, "cannot copy %s: %s", db_path, sqlite3_errmsg(h));
 		goto out;
 	}
 	sqlite3_finalize(s);
@@ -2628,7 +2626,7 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	sqlite3_close_v2(h);
 	/* What the copy holds (a migration may have run between the look at
 	 * the source and the copy's snapshot). */
-	if (inspect_file(out_path, &h, &state, &version, errbuf, errbuf_size) < 0)
+	if (inspect_file(out_path, &h, &state, &version, err) < 0)
 		goto out;
 	*ret_version = version;
 	*ret_current = state == SCHEMA_CURRENT;

@@ -26,12 +26,12 @@ struct afx {
 
 static void afx_open(struct afx *fx)
 {
-	char err[256];
+	srv_error err = {0};
 
 	strcpy(fx->dir, "/tmp/dpgate-auth-XXXXXX");
 	cr_assert(mkdtemp(fx->dir));
 	snprintf(fx->path, sizeof(fx->path), "%s/a.db", fx->dir);
-	cr_assert_eq(srv_store_open(fx->path, 2, &fx->st, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(srv_store_open(fx->path, 2, &fx->st, &err), 0, "%s", err.text);
 	fx->db = srv_store_acquire(fx->st);
 	fx->cache = srv_auth_cache_new(fx->path);
 	cr_assert(fx->cache);

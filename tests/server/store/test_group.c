@@ -28,12 +28,12 @@ struct fixture {
 
 static void open_store(struct fixture *fx)
 {
-	char err[256];
+	srv_error err = {0};
 
 	strcpy(fx->dir, "/tmp/dpgate-group-XXXXXX");
 	cr_assert(mkdtemp(fx->dir));
 	snprintf(fx->path, sizeof(fx->path), "%s/g.db", fx->dir);
-	cr_assert_eq(srv_store_open(fx->path, 20, &fx->st, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(srv_store_open(fx->path, 20, &fx->st, &err), 0, "%s", err.text);
 }
 
 static void close_store(struct fixture *fx)
