@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "acct.h"
+#include "http.h"
 #include "store.h"
 
 typedef int (*srv_json_fn)(const json_t *body, json_t **ret_answer, acct_error *err);
@@ -41,6 +42,11 @@ int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *e
  * exit status: 0 every plan fits, 1 one does not, 2 bad policy or usage.
  */
 int srv_check_main(int argc, char **argv);
+
+/* The route table the server answers (api_routes.c), for serve's srv_ctx
+ * and `dpgate routes`. */
+extern const srv_route srv_routes[];
+extern const size_t srv_routes_count;
 
 /* ---- hosted tables, for serve and the job pool (api_mech_routes.c) ---- */
 

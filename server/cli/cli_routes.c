@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api.h"
 #include "cli.h"
 
 int cli_routes_main(int argc, char **argv)

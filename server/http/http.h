@@ -139,28 +139,34 @@ typedef struct srv_route {
 	srv_handler handler;
 } srv_route;
 
-extern const srv_route srv_routes[];
-extern const size_t srv_routes_count;
+/* The routes a server answers: the application's table (api/'s
+ * srv_routes), handed to the daemon in its srv_ctx so that http/ does not
+ * depend on the layer above it. */
+typedef struct srv_route_table {
+	const srv_route *routes;
+	size_t n;
+} srv_route_table;
 
 /*
  * Matches a method and path against the table.  Returns the route index and
  * fills params (pointers into `scratch`, which must hold a copy of the path),
  * or -1 for no such path (404), -2 for a path with no such method (405).
  */
-int srv_route_match(const char *method, const char *path, char *scratch, size_t scratch_size,
-		    const char *params[SRV_MAX_PATH_PARAMS]);
+int srv_route_match(const srv_route_table *t, const char *method, const char *path, char *scratch,
+		    size_t scratch_size, const char *params[SRV_MAX_PATH_PARAMS]);
 
 /* The methods a path supports, comma-separated, for a 405's Allow header. */
-void srv_route_allowed(const char *path, char *buf, size_t size);
+void srv_route_allowed(const srv_route_table *t, const char *path, char *buf, size_t size);
 
 struct srv_ctx {
+	srv_route_table routes;
 	srv_store *store;
 	srv_auth_cache *auth_cache;
 	struct srv_table_cache *tables; /* parsed hosted tables (store.h) */
 	struct srv_jobs *jobs;
 	char db_path[4096];
 	char data_dir[4096];
-	srv_route_metrics *route_metrics;  /* srv_routes_count + 1 (unmatched) */
+	srv_route_metrics *route_metrics;  /* routes.n + 1 (unmatched) */
 	atomic_int in_flight;
 	atomic_bool stopping;
 	bool access_log;

@@ -146,9 +146,9 @@ static void request_counts(struct sbuf *b, srv_ctx *ctx)
 {
 	sb_printf(b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
 		     "# TYPE dpgate_http_requests_total counter\n");
-	for (size_t r = 0; r <= srv_routes_count; r++) {
-		const char *route = r < srv_routes_count ? srv_routes[r].pattern : "unmatched";
-		const char *method = r < srv_routes_count ? srv_routes[r].method : "";
+	for (size_t r = 0; r <= ctx->routes.n; r++) {
+		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
+		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
 
 		for (int s = 0; s < SRV_METRIC_STATUSES; s++) {
 			uint64_t n = atomic_load(&ctx->route_metrics[r].by_status[s]);
@@ -171,9 +171,9 @@ static void request_durations(struct sbuf *b, srv_ctx *ctx)
 {
 	sb_printf(b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
 		     "# TYPE dpgate_http_request_duration_seconds histogram\n");
-	for (size_t r = 0; r <= srv_routes_count; r++) {
-		const char *route = r < srv_routes_count ? srv_routes[r].pattern : "unmatched";
-		const char *method = r < srv_routes_count ? srv_routes[r].method : "";
+	for (size_t r = 0; r <= ctx->routes.n; r++) {
+		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
+		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
 		char labels[256];
 
 		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"", method, route);

@@ -172,8 +172,8 @@ static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *conn, char 
 
 /* ---- routing --------------------------------------------------------------- */
 
-int srv_route_match(const char *method, const char *path, char *scratch, size_t scratch_size,
-		    const char *params[SRV_MAX_PATH_PARAMS])
+int srv_route_match(const srv_route_table *t, const char *method, const char *path, char *scratch,
+		    size_t scratch_size, const char *params[SRV_MAX_PATH_PARAMS])
 {
 	char *segs[16];
 	size_t nseg = 0;
@@ -191,8 +191,8 @@ int srv_route_match(const char *method, const char *path, char *scratch, size_t 
 	/* A trailing slash or an empty segment matches nothing. */
 	if (strstr(path, "//") || (strlen(path) > 1 && path[strlen(path) - 1] == '/'))
 		return -1;
-	for (size_t r = 0; r < srv_routes_count; r++) {
-		const char *pat = srv_routes[r].pattern + 1;
+	for (size_t r = 0; r < t->n; r++) {
+		const char *pat = t->routes[r].pattern + 1;
 		const char *tmp[SRV_MAX_PATH_PARAMS] = {0};
 		size_t i = 0, np = 0;
 		bool ok = true;
@@ -219,7 +219,7 @@ int srv_route_match(const char *method, const char *path, char *scratch, size_t 
 		if (!ok || i != nseg)
 			continue;
 		path_known = true;
-		if (strcmp(srv_routes[r].method, method) == 0) {
+		if (strcmp(t->routes[r].method, method) == 0) {
 			memcpy(params, tmp, sizeof(tmp));
 			return (int)r;
 		}
@@ -227,17 +227,17 @@ int srv_route_match(const char *method, const char *path, char *scratch, size_t 
 	return path_known ? -2 : -1;
 }
 
-void srv_route_allowed(const char *path, char *buf, size_t size)
+void srv_route_allowed(const srv_route_table *t, const char *path, char *buf, size_t size)
 {
 	char scratch[DPG_MAX_URL_BYTES + 1];
 	const char *params[SRV_MAX_PATH_PARAMS];
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (size_t r = 0; r < srv_routes_count; r++) {
-		const char *m = srv_routes[r].method;
+	for (size_t r = 0; r < t->n; r++) {
+		const char *m = t->routes[r].method;
 
-		if (strstr(buf, m) || srv_route_match(m, path, scratch, sizeof(scratch), params) < 0)
+		if (strstr(buf, m) || srv_route_match(t, m, path, scratch, sizeof(scratch), params) < 0)
 			continue;
 		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? ", " : "", m);
 	}
@@ -396,19 +396,19 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 	}
 	/* HEAD runs the GET route; libmicrohttpd sends its headers without the
 	 * body (RFC 9110 9.3.2). */
-	r = srv_route_match(strcmp(method, "HEAD") == 0 ? "GET" : method, url, a->scratch,
-			    sizeof(a->scratch), req->params);
+	r = srv_route_match(&ctx->routes, strcmp(method, "HEAD") == 0 ? "GET" : method, url,
+			    a->scratch, sizeof(a->scratch), req->params);
 	cs->route = r >= 0 ? r : -1;
 	if (r == -1) {
 		srv_problem(res, 404, NULL, "no such route", NULL, NULL);
 		return -1;
 	}
 	if (r == -2) {
-		srv_route_allowed(url, res->allow, sizeof(res->allow));
+		srv_route_allowed(&ctx->routes, url, res->allow, sizeof(res->allow));
 		srv_problem(res, 405, NULL, "the route does not support this method", NULL, NULL);
 		return -1;
 	}
-	route = &srv_routes[r];
+	route = &ctx->routes.routes[r];
 	for (int i = 0; i < SRV_MAX_PATH_PARAMS && req->params[i]; i++) {
 		if (!srv_id_ok(req->params[i])) {
 			srv_problem(res, 404, NULL, "no such resource: malformed identifier in the path",
@@ -482,7 +482,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 
 	if (r < 0 || query_refused(conn, res))
 		goto out;
-	route = &srv_routes[r];
+	route = &ctx->routes.routes[r];
 	if (route->access == SRV_PUBLIC && route->json_body) {
 		if (atomic_fetch_add(&ctx->public_busy, 1) >= ctx->public_limit) {
 			atomic_fetch_sub(&ctx->public_busy, 1);
@@ -971,7 +971,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!cs || is_mark(cs))
 		return; /* libmicrohttpd answered before on_request ran */
 	secs = srv_seconds_since(&cs->start);
-	srv_metrics_record(&ctx->route_metrics[cs->route >= 0 ? (size_t)cs->route : srv_routes_count],
+	srv_metrics_record(&ctx->route_metrics[cs->route >= 0 ? (size_t)cs->route : ctx->routes.n],
 			   cs->status, secs);
 	if (ctx->access_log) {
 		char ts[32];
@@ -984,7 +984,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		json_escape_into(stderr, cs->path);
 		fprintf(stderr, "\",\"route\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%zu,"
 				"\"bytes_out\":%zu,\"key\":\"%s\",\"completed\":%s}\n",
-			cs->route >= 0 ? srv_routes[cs->route].pattern : "-", cs->status, secs * 1e3,
+			cs->route >= 0 ? ctx->routes.routes[cs->route].pattern : "-", cs->status, secs * 1e3,
 			cs->len, cs->out_bytes, cs->key_id[0] ? cs->key_id : "-",
 			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "true" : "false");
 		funlockfile(stderr);

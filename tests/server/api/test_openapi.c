@@ -30,6 +30,7 @@
 
 #include <criterion/criterion.h>
 
+#include "api.h"
 #include "http.h"
 #include "srv_embedded.h"
 
