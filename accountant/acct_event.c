@@ -386,7 +386,7 @@ static const acct_event_param p_pate_gnss[] = {
 /*
  * Each event type described once, on the accountant side: its name (the
  * JSON "type"), its validator and its parameters.  Names, parsing and
- * printing (server/srv_json.c), free, copy and validation all read this
+ * printing (server/json/json_codec.c), free, copy and validation all read this
  * table; adding an event type adds one row here (and its pricing in each
  * accountant).
  */

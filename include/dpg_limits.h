@@ -17,8 +17,22 @@
 #define DPG_CONNECTION_TIMEOUT_S    30           /* idle connection */
 #define DPG_MAX_CONNECTIONS         1024
 /* A request's header block, from its first byte (serve --header-timeout;
- * server/srv_conns.h): a client that drips headers cannot hold a slot. */
+ * server/http/http_conns.h): a client that drips headers cannot hold a slot. */
 #define DPG_HEADER_TIMEOUT_S        5
+#define DPG_MAX_HEADER_TIMEOUT_S    3600
+/* Seconds a request's body may take to arrive, from its headers (serve
+ * --body-timeout; http_serve.c, on_request): its default and its largest. */
+#define DPG_BODY_TIMEOUT_S          300
+#define DPG_MAX_BODY_TIMEOUT_S      86400
+/* serve's listen address, data directory and HTTP worker threads by
+ * default, and the most threads --threads takes. */
+#define DPG_SERVE_LISTEN            "127.0.0.1:8080"
+#define DPG_SERVE_DATA_DIR          "dpgate-data"
+#define DPG_SERVE_THREADS           8
+#define DPG_MAX_SERVE_THREADS       64
+/* Store connections serve opens beyond one per HTTP thread: the job pool's
+ * and serve's own, so that neither waits behind the requests. */
+#define DPG_SERVE_EXTRA_DB_CONNECTIONS 2
 /* Connections from one client address at once (serve --max-conns-per-ip):
  * above the 64 clients of bench_server and test suites' few dozen; a
  * server behind a proxy, whose clients all come from its address, raises
@@ -96,7 +110,7 @@
 #define DPG_MAX_CSV_COLUMNS         1024
 #define DPG_MAX_CSV_FIELD_BYTES     1024
 /* Parsed hosted tables the server keeps between queries while no request
- * uses them (server/srv_table_cache.h); least recently used dropped first. */
+ * uses them (server/store/store.h); least recently used dropped first. */
 #define DPG_TABLE_CACHE_BYTES       ((size_t)256 << 20)
 
 /* ==== trainers ==== */

@@ -21,8 +21,8 @@
 #include <jansson.h>
 
 #include "acct.h"
+#include "api.h"
 #include "bench_common.h"
-#include "srv_stateless.h"
 
 #define CLASSES 10
 

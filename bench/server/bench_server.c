@@ -117,7 +117,7 @@
 #define RESTART_CHARGES 1000         /* timed charges right after a restart */
 #define DEFAULT_MAX_ROWS 1000000
 #define SQLITE_WRITERS_MANY 8
-#define BUSY_TIMEOUT_MS 30000        /* as server/srv_store.c */
+#define BUSY_TIMEOUT_MS 30000        /* as server/store/store_db.c */
 #define RESP_BUF_BYTES 65536
 #define START_TIMEOUT_S 30.0
 #define STOP_TIMEOUT_S 30.0
@@ -659,7 +659,7 @@ static sqlite3 *sql_open(const char *path)
 {
 	sqlite3 *h = NULL;
 
-	/* The open flags of server/srv_store.c's db_open, WAL and
+	/* The open flags of server/store/store_db.c's db_open, WAL and
 	 * synchronous=FULL; page size and wal_autocheckpoint stay SQLite's
 	 * defaults (a bare loop), where dpgate sets 1024 and 4000. */
 	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -688,7 +688,7 @@ static sqlite3 *sql_open(const char *path)
 }
 
 /* A connection for the charge shape: as sql_open, with what server/
- * srv_store.c's db_open sets beyond it (the page size, 1024, is the file's:
+ * store_db.c's db_open sets beyond it (the page size, 1024, is the file's:
  * dpgate made it), so that the txn ceiling runs dpgate's transaction as
  * dpgate runs it. */
 static sqlite3 *sql_open_as_dpgate(const char *path)
@@ -750,7 +750,7 @@ out:
 	return rc;
 }
 
-/* The statements of server/srv_store.c's charge (ST_DATASET_GET,
+/* The statements of server/store/store_db.c's charge (ST_DATASET_GET,
  * ST_LEDGER_INSERT) on dataset 'txn'; 0 or -1. */
 static int sql_prepare_charge(sqlite3 *h, sqlite3_stmt **ret_get, sqlite3_stmt **ret_ins)
 {
@@ -955,7 +955,7 @@ static enum MHD_Result fixed_handler(void *cls, struct MHD_Connection *conn, con
 	return ok;
 }
 
-/* Starts the fixed-body server with server/srv_http.c's flags; NULL on
+/* Starts the fixed-body server with server/http/http_serve.c's flags; NULL on
  * failure. */
 static struct MHD_Daemon *bare_http_start(unsigned threads, uint16_t *ret_port)
 {

@@ -6,8 +6,8 @@
  * process exit status: 0 success, 1 a failure the command reports (a
  * ledger that does not verify, a key that cannot be written), 2 bad usage
  * or bad input.  Messages go to stderr and start "dpgate CMD:"; results go
- * to stdout.  `dpgate check` lives in cli/check.c as srv_check_main
- * (srv_stateless.h), which the accountant's tests call directly.
+ * to stdout.  `dpgate check` lives in cli/cli_check.c as srv_check_main
+ * (api.h), which the accountant's tests call directly.
  */
 #ifndef CLI_H
 #define CLI_H
@@ -17,22 +17,22 @@
 
 #include <jansson.h>
 
-#include "srv.h"
+#include "http.h"
 
-/* cli/help.c: `dpgate --help` and `dpgate --version`. */
+/* cli/cli_help.c: `dpgate --help` and `dpgate --version`. */
 void cli_help_print(FILE *f);
 void cli_help_version(void);
 
-/* cli/serve.c: `dpgate serve [--db FILE] [--listen HOST:PORT] ...`: serves
+/* cli/cli_serve.c: `dpgate serve [--db FILE] [--listen HOST:PORT] ...`: serves
  * until SIGINT or SIGTERM (then 0); 1 when it cannot start (another server
  * holds the database or the data directory, the store or the address
  * cannot be opened), 2 on bad usage. */
 int cli_serve_main(int argc, char **argv);
 
-/* cli/keys.c: `dpgate keys create|list|revoke --db FILE ...`. */
+/* cli/cli_keys.c: `dpgate keys create|list|revoke --db FILE ...`. */
 int cli_keys_main(int argc, char **argv);
 
-/* cli/verify.c: `dpgate verify --db FILE`. */
+/* cli/cli_verify.c: `dpgate verify --db FILE`. */
 int cli_verify_main(int argc, char **argv);
 
 /*
@@ -42,14 +42,14 @@ int cli_verify_main(int argc, char **argv);
  */
 int cli_verify_file(const char *cmd, const char *path, json_t **ret_report);
 
-/* cli/backup.c: `dpgate backup --db FILE --to OUT`. */
+/* cli/cli_backup.c: `dpgate backup --db FILE --to OUT`. */
 int cli_backup_main(int argc, char **argv);
 
-/* cli/routes.c: `dpgate routes`. */
+/* cli/cli_routes.c: `dpgate routes`. */
 int cli_routes_main(int argc, char **argv);
 
 /*
- * cli/stateless.c: the commands that answer one stateless route (epsilon,
+ * cli/cli_stateless.c: the commands that answer one stateless route (epsilon,
  * delta, calibrate, ...) from a JSON body.  cli_stateless_find returns the
  * command called `name`, or NULL; cli_stateless_main runs it.
  */
@@ -57,7 +57,7 @@ typedef struct cli_stateless_cmd cli_stateless_cmd;
 const cli_stateless_cmd *cli_stateless_find(const char *name);
 int cli_stateless_main(const cli_stateless_cmd *cmd, int argc, char **argv);
 
-/* cli/args.c: argument helpers shared by the commands. */
+/* cli/cli_args.c: argument helpers shared by the commands. */
 
 /* True when an argument after argv[0] is --help or -h. */
 bool cli_args_wants_help(int argc, char **argv);
@@ -67,7 +67,7 @@ bool cli_args_wants_help(int argc, char **argv);
  * were none. */
 bool cli_args_no_stray(const char *cmd, int first, int argc, char **argv, const char *usage);
 
-/* cli/db.c: opening the database of a command. */
+/* cli/cli_db.c: opening the database of a command. */
 
 /* Opens (creates and migrates if needed) the store at db_path with `pool`
  * connections into *ret.  0, or -1 after a message on stderr. */

@@ -3,21 +3,32 @@
  * bounded in-memory queue (DPG_MAX_QUEUED_JOBS); each worker thread takes
  * one, runs it to its end and records the outcome in the store.  The job
  * rows, not this queue, are the durable state: the start-up rule in
- * srv_jobs.h rebuilds the queue from them.
+ * api_jobs.h rebuilds the queue from them.
  */
 #ifndef SRV_JOBS_JOBS_H
 #define SRV_JOBS_JOBS_H
 
-#include "srv.h"
+#include "http.h"
+#include "trn.h"
 
 typedef struct srv_jobs srv_jobs;
 
 /*
- * Applies the start-up rule (srv_jobs.h) and starts `workers` worker
- * threads.  Returns 0, or -1 with a message in errbuf.
+ * Loads a dataset's hosted table, parsed with its recorded schema: the
+ * routes' srv_data_load_table (api_mech_routes.h), handed to the pool at
+ * start so that jobs/ does not depend on the layer that feeds it.  0, or a
+ * negative ACCT_E* code with err filled.
  */
-int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs **ret, char *errbuf,
-		   size_t errbuf_size);
+typedef int (*srv_jobs_table_fn)(srv_table_cache *cache, srv_db *db, const char *dataset_id,
+				 srv_table_ref **ret, acct_error *err);
+
+/*
+ * Applies the start-up rule (api_jobs.h) and starts `workers` worker
+ * threads, which read hosted tables with `load_table`.  Returns 0, or -1
+ * with a message in err.
+ */
+int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs_table_fn load_table, srv_jobs **ret,
+		   srv_error *err);
 
 /* Cancels running jobs (they end as failed, reservation committed), joins
  * the workers and frees the pool.  Queued jobs stay queued in the database.
@@ -42,5 +53,22 @@ json_t *srv_jobs_live_progress(srv_jobs *jobs, const char *id);
 /* Asks the worker running job `id`, if any, to stop it as cancelled by its
  * user.  Accepts a NULL pool. */
 void srv_jobs_cancel_running(srv_jobs *jobs, const char *id);
+/* ---- job parameters (jobs_params.c) ---------------------------------- */
+
+/*
+ * Fills DP-SGD parameters from the job's "params" object over the defaults
+ * (trn_dpsgd_params_default), then checks them with
+ * trn_dpsgd_params_validate.  Unknown keys are refused.
+ */
+int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error *err);
+/* Checks the job's label and classes against a hosted table's schema
+ * (`columns`, NULL for a builtin link) and gives the feature and class
+ * counts the model will have. */
+int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *ret_features,
+			  uint32_t *ret_classes, acct_error *err);
+
+/* JSON text as the store keeps it, parsed (a new reference); NULL for NULL
+ * text or text that does not parse. */
+json_t *srv_json_parse_text(const char *text);
 
 #endif

@@ -15,8 +15,8 @@
 #include <jansson.h>
 
 #include "acct.h"
-#include "srv_json.h"
-#include "srv_stateless.h"
+#include "json.h"
+#include "api.h"
 
 /* obj[a][b], or NULL. */
 static json_t *pget(const json_t *obj, const char *a, const char *b)

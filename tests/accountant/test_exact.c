@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "acct.h"
-#include "srv_stateless.h"
+#include "api.h"
 
 /* sum_y max(0, P(y) - e^eps P(y - D)), P = N_Z(0, s^2), over |y| <= K. */
 static double dg_delta_direct(double s, double d, double eps)

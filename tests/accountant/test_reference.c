@@ -13,7 +13,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
-#include "srv_stateless.h"
+#include "api.h"
 
 static json_t *load(const char *name)
 {

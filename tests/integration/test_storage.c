@@ -17,7 +17,7 @@
  *
  * A COMMIT whose fsync failed may still have written its WAL frames whole,
  * and a crash before the next commit overwrites them leaves them to be
- * found at the next start (srv__commit in server/srv_store.c).  The last
+ * found at the next start (srv__commit in server/store/store_db.c).  The last
  * test kills the server right after such a failure: the ledger then holds
  * the failed charge or not, and a retry with the same Idempotency-Key is
  * charged exactly once either way.

@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
-#include "srv_stateless.h"
+#include "api.h"
 #include "test_data.h"
 
 static int close_to(const json_t *a, double b, double rel, double abs_tol)

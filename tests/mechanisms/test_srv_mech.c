@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
-#include "srv_mech.h"
+#include "api_mech.h"
 #include "test_util.h"
 
 static int release(const char *name, const char *body_text, json_t **out, acct_event **ev,

@@ -1,6 +1,6 @@
 /*
  * test_pate.c: the PATE data-dependent analysis (accountant/acct_pate.c) and
- * its stateless routes (server/srv_pate.c).
+ * its stateless routes (server/api/api_pate.c).
  *
  * Expected values come from the reference vectors computed with the PATE
  * 2018 reference code (tests/data/reference/pate_*.json, tolerances as
@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #include "acct.h"
-#include "srv_stateless.h"
+#include "api.h"
 #include "test_data.h"
 
 #define MAX_CLASSES 200

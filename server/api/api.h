@@ -1,0 +1,90 @@
+/*
+ * api.h: the route handlers' layer (server/api/), as the rest of dpgate
+ * sees it: the route table (srv_routes, declared in http.h) and the
+ * stateless JSON routes, shared by HTTP and the CLI.  The handlers talk to
+ * the store through store.h and to HTTP through http.h's request and
+ * response structs; the files of api/ share api_internal.h.
+ *
+ *
+ * Each handler takes the parsed request body (borrowed), and on success
+ * returns 0 with a new JSON answer in *ret_answer (caller owns it).  On
+ * failure it returns a negative ACCT_E* code with `err` filled: ACCT_EINVAL
+ * becomes 400 with `err->where` as the field at fault, ACCT_EUNSUPPORTED 422.
+ * Handlers are pure computations: no database, no logging, thread-safe.
+ */
+#ifndef DPGATE_SRV_API_H
+#define DPGATE_SRV_API_H
+
+#include <jansson.h>
+
+#include "acct.h"
+#include "http.h"
+#include "store.h"
+
+typedef int (*srv_json_fn)(const json_t *body, json_t **ret_answer, acct_error *err);
+
+/* server/api/api_acct.c: /v1/accountant/{epsilon,delta,calibrate,rdp,compare} */
+int srv_acct_epsilon(const json_t *body, json_t **ret_answer, acct_error *err);
+int srv_acct_delta(const json_t *body, json_t **ret_answer, acct_error *err);
+int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err);
+int srv_acct_rdp(const json_t *body, json_t **ret_answer, acct_error *err);
+int srv_acct_compare(const json_t *body, json_t **ret_answer, acct_error *err);
+
+/* server/api/api_pate.c: /v1/pate/{cost,smooth-sensitivity} */
+int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err);
+int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_error *err);
+
+/* server/api/api_labelem.c: /v1/label-em/guidance */
+int srv_label_em_guidance(const json_t *body, json_t **ret_answer, acct_error *err);
+
+/*
+ * server/cli/cli_check.c: `dpgate check POLICY [--json]`.  Returns the process
+ * exit status: 0 every plan fits, 1 one does not, 2 bad policy or usage.
+ */
+int srv_check_main(int argc, char **argv);
+
+/* The route table the server answers (api_routes.c), for serve's srv_ctx
+ * and `dpgate routes`. */
+extern const srv_route srv_routes[];
+extern const size_t srv_routes_count;
+
+/* ---- hosted tables, for serve and the job pool (api_mech_routes.c) ---- */
+
+/*
+ * Reads the dataset's hosted table back (with its recorded schema) for a
+ * trainer, reading the link again if an upload replaced the file meanwhile
+ * (a few times); the parse comes from `cache` when it holds it (may be
+ * NULL).  Returns 0 and a reference to the table (srv_table_cache_release
+ * with the same cache; the table is shared and read-only),
+ * ACCT_EUNSUPPORTED when no table is hosted, or ACCT_EINTERNAL when it
+ * cannot be read (or was replaced under every try).  The error text never
+ * quotes the table's contents.
+ */
+int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_id,
+			srv_table_ref **ret, acct_error *err);
+
+/*
+ * Removes the files in <data_dir>/tables that no dataset_data row names:
+ * orphans of a crash between an upload's commit and its removal of the
+ * replaced file, or of an upload that never committed.  Only names an
+ * upload makes with a random suffix are considered (<id>.<hex>.csv and the
+ * older <id>.csv.tmp.<hex>), and only files older than ten minutes (an
+ * upload of another process may be in flight).  Meant for start-up, before
+ * requests are served.  Returns SRV_OK and the count removed in
+ * *ret_removed (may be NULL), or SRV_DB_ERROR when the directory or the
+ * database cannot be read (files may have been removed).
+ */
+int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_removed);
+
+/* ---- the store's listings as JSON (api_lists.c) ---- */
+
+/* Every key (never a secret) as the JSON array GET /v1/keys and `dpgate
+ * keys list` show.  SRV_OK or SRV_DB_ERROR. */
+int srv_keys_json(srv_db *db, json_t **ret);
+
+/* srv_store_verify's findings as `dpgate verify`'s JSON report: {"ok",
+ * "datasets": [...]}.  SRV_OK when all agree, SRV_CONFLICT when not (the
+ * report says where), SRV_DB_ERROR (no report). */
+int srv_verify_json(srv_db *db, json_t **ret_report);
+
+#endif

@@ -1,0 +1,16 @@
+/*
+ * api_jobs_internal.h: what the job and data-link routes share: the DP-SGD
+ * parameters a job carries (api_jobs_params.c).  The job rows and data
+ * links are the store's (store.h); the budget rule is api_jobs.h's.
+ */
+#ifndef DPGATE_SRV_API_JOBS_INTERNAL_H
+#define DPGATE_SRV_API_JOBS_INTERNAL_H
+
+#include "api_internal.h"
+#include "jobs.h"
+
+/* Reads dataset {id} (req->params[0]), or answers as every dataset route
+ * does (404 when there is none); false when it answered. */
+bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);
+
+#endif

@@ -1,0 +1,560 @@
+/*
+ * api_jobs_routes.c: the job routes: submit (price and reserve), list, get
+ * (with progress and epsilon so far), cancel and model download.  The
+ * budget rule they apply is in api_jobs.h.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs.h"
+#include "api_jobs.h"
+#include "api_jobs_internal.h"
+#include "json.h"
+
+#define JOB_ID_PREFIX "job_"
+
+bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)
+{
+	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
+
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such dataset");
+		return false;
+	}
+	return true;
+}
+
+/* A job being submitted: its row (reservation_id filled in the
+ * transaction) and what its answer shows. */
+struct submit_arg {
+	srv_job_new job;
+	const acct_event *event;
+	const acct_cost *cost;
+};
+
+static int submit_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
+		      const char *rid)
+{
+	struct submit_arg *a = arg;
+	srv_job_new job = a->job;
+
+	(void)ds;
+	(void)charge_id;
+	job.reservation_id = rid;
+	return srv__job_insert(db, &job) == SRV_OK ? 0 : -1;
+}
+
+static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	struct submit_arg *a = arg;
+	acct_filter f;
+	double eps = NAN;
+
+	(void)charge_id;
+	if (srv_dataset_filter(ds, &f, NULL) == 0)
+		eps = acct_filter_epsilon(&f, a->cost);
+	return json_pack("{s:s, s:s, s:s, s:o, s:I, s:{s:s, s:f}, s:o}", "id", a->job.id, "state",
+			 "queued", "trainer", "dpsgd", "event", srv_event_to_json(a->event),
+			 "public_row_count", (json_int_t)a->job.n_train, "reservation", "id", rid,
+			 "epsilon", eps, "budget", srv_dataset_budget_json(ds));
+}
+
+/* submit_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *submit_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(submit_body(arg, charge_id, rid, ds));
+}
+
+/* The request's own fields: everything but the dataset's state. */
+struct submit_req {
+	trn_dpsgd_params p;
+	const char *note;
+	bool dry_run;
+	double ledger_delta;
+};
+
+static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *err)
+{
+	static const char *const keys[] = {"trainer", "params", "dry_run", "note", "ledger_delta",
+					   NULL};
+	const char *trainer = NULL;
+	int rc = srv_json_only_keys(body, "", keys, err);
+
+	if (rc >= 0)
+		rc = srv_json_string(body, "", "trainer", SRV_REQUIRED, 32, &trainer, err);
+	if (rc >= 0 && strcmp(trainer, "dpsgd") != 0)
+		rc = acct_error_set(err, ACCT_EINVAL, "/trainer",
+				    "'trainer' must be \"dpsgd\" (the only trainer in this build)");
+	if (rc >= 0)
+		rc = srv_json_bool(body, "", "dry_run", 0, &sr->dry_run, err);
+	if (rc >= 0)
+		rc = srv_json_string(body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, &sr->note, err);
+	if (rc >= 0)
+		rc = srv_json_real(body, "", "ledger_delta", SRV_NULLABLE | SRV_LO_OPEN | SRV_HI_OPEN, 0,
+				   1, &sr->ledger_delta, err);
+	if (rc >= 0)
+		rc = srv__jobs_parse_params(json_object_get(body, "params"), &sr->p, err);
+	return rc;
+}
+
+/*
+ * The job's event and its price on the dataset's filter, from parameters
+ * and the row count alone: no data read.  Its sampling probability
+ * q = lot_size / N takes the row count N as public, as the moments
+ * accountant does (Abadi et al. 2016, section 3.1), whatever the upload
+ * declared: the event (N = lot_size / q) and the answers say so in
+ * "public_row_count" and the ledger note.
+ */
+static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t n_train,
+		     acct_event **ret_ev, acct_filter *f, acct_cost *cost, acct_error *err)
+{
+	int rc = trn_dpsgd_event(&sr->p, (uint64_t)n_train, ret_ev, err);
+
+	if (rc >= 0)
+		rc = acct_event_validate_at(*ret_ev, ds->neighbor, "/params", err);
+	if (rc >= 0)
+		rc = srv_dataset_filter(ds, f, err);
+	if (rc >= 0)
+		rc = acct_filter_price(f, *ret_ev, sr->ledger_delta, cost, err);
+	/* A basic ledger prices the job's event at the delta share the request
+	 * names in "ledger_delta" (as a mechanism's does). */
+	if (rc < 0 && err->code == ACCT_EUNSUPPORTED && !strcmp(err->where, "/delta"))
+		snprintf(err->where, sizeof(err->where), "/ledger_delta");
+	return rc;
+}
+
+/* The linked data's row count, with the label and shape checks a hosted
+ * table needs; false when it answered. */
+static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
+		       const trn_dpsgd_params *p, int64_t *ret_n_train)
+{
+	json_t *columns;
+	char *columns_text = NULL;
+	size_t features = 0;
+	uint32_t classes = 0;
+	acct_error err;
+	int rc;
+
+	acct_error_init(&err);
+	if (srv__data_link_rows(req->db, ds->id, ret_n_train, &columns_text) != SRV_OK) {
+		srv_problem(res, 409, NULL,
+			    "no data is linked to this dataset (PUT /v1/datasets/{id}/data first)",
+			    NULL, NULL);
+		return false;
+	}
+	columns = srv_json_parse_text(columns_text);
+	free(columns_text);
+	rc = srv__jobs_check_label(json_object_get(req->body, "params"), columns, &features,
+				   &classes, &err);
+	json_decref(columns);
+	/* A job that could only fail (PCA wider than the data, a model past
+	 * its bounds) is refused here, before anything is reserved for it. */
+	if (rc >= 0)
+		rc = trn_dpsgd_check_shape(p, features, classes, &err);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
+		return false;
+	}
+	return true;
+}
+
+static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_event *ev,
+			  const acct_filter *f, const acct_cost *cost, int64_t n_train)
+{
+	srv_epsilons after;
+	bool fits = srv_dataset_epsilons(ds, cost, &after) == 0 && !ds->archived && after.within;
+
+	json_t *answer = json_pack("{s:b, s:o, s:{s:f}, s:I, s:I, s:o}", "fits", fits,
+				   "event", srv_event_to_json(ev), "needed", "epsilon",
+				   acct_filter_epsilon(f, cost), "n_train",
+				   (json_int_t)n_train, "public_row_count",
+				   (json_int_t)n_train, "budget", srv_dataset_budget_json(ds));
+
+	/* Beside the charge, the event's own epsilon (what the rdp
+	 * filter's delta split adds). */
+	if (answer &&
+	    srv_dataset_explain_cost(ds, ev, json_object_get(answer, "needed")) < 0) {
+		json_decref(answer);
+		answer = NULL;
+	}
+	srv_json_reply(res, 200, answer);
+}
+
+/* Reserves the job's cost and writes its row in one transaction, then
+ * queues it.  The queue place is claimed first, so every 202 names a job
+ * that a worker will run. */
+static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_dataset *ds,
+			struct submit_arg *a)
+{
+	char *params_text = NULL;
+	json_t *params_json = json_object_get(req->body, "params");
+	char job_id[48];
+	bool claimed;
+	int rc;
+
+	claimed = srv_jobs_claim(req->ctx->jobs);
+	if (!claimed) {
+		srv_problem(res, 503, NULL, "the job queue is full; try again later", NULL, NULL);
+		return;
+	}
+	params_text = params_json ? srv_json_dump(params_json) : strdup("{}");
+	if (!params_text) {
+		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+		goto out;
+	}
+	if ((rc = srv_random_id(JOB_ID_PREFIX, job_id, sizeof(job_id))) != SRV_OK) {
+		srv_reply_store_error(res, rc, NULL);
+		goto out;
+	}
+	a->job.id = job_id;
+	a->job.params_text = params_text;
+	a->job.event_text = sp->event_text;
+	sp->body_arg = a;
+	rc = srv_spend_and_reply(req, res, sp, ds,
+				 &(srv_spend_replies){.cost = a->cost,
+						      .unavailable = "the ledger is busy or unavailable; "
+								     "nothing was reserved"});
+	if (rc == SRV_OK) {
+		srv_jobs_enqueue_claimed(req->ctx->jobs, job_id);
+		claimed = false;
+	}
+	if (rc == SRV_OK || rc == SRV_REPLAYED)
+		snprintf(res->location, sizeof(res->location), "/v1/jobs/%s", job_id);
+out:
+	if (claimed)
+		srv_jobs_unclaim(req->ctx->jobs);
+	free(params_text);
+}
+
+int srv_h_job_submit(srv_request *req, srv_response *res)
+{
+	struct submit_req sr = {.ledger_delta = 0.0};
+	srv_dataset ds;
+	acct_error err;
+	acct_event *ev = NULL;
+	acct_filter f;
+	acct_cost cost;
+	int64_t n_train = 0;
+	srv_spend sp;
+	uint8_t hash[32];
+
+	srv_spend_from_request(&sp, req, hash);
+	if (srv_spend_replayed(req, res, &sp, srv_reply_raw_json))
+		return 0;
+	acct_error_init(&err);
+	if (parse_submit(req->body, &sr, &err) < 0) {
+		srv_problem_from_error(res, &err);
+		return 0;
+	}
+	if (!srv__dataset_or_reply(req, res, &ds) || !check_data(req, res, &ds, &sr.p, &n_train))
+		return 0;
+	if (price_job(&ds, &sr, n_train, &ev, &f, &cost, &err) < 0) {
+		srv_problem_from_error(res, &err);
+	} else if (sr.dry_run) {
+		reply_dry_run(res, &ds, ev, &f, &cost, n_train);
+	} else {
+		struct submit_arg a = {.job = {.dataset_id = ds.id,
+					       .n_train = n_train,
+					       .actor = req->who->key_id,
+					       .note = sr.note},
+				       .event = ev,
+				       .cost = &cost};
+
+		char *event_text = srv_event_text(ev);
+
+		sp.kind = SRV_SPEND_RESERVE;
+		sp.dataset_id = ds.id;
+		sp.event_text = event_text;
+		sp.cost = &cost;
+		sp.note = sr.note ? sr.note : "training job (treats the row count as public: q = L/N)";
+		sp.ttl_seconds = 30LL * 24 * 3600;
+		sp.txn_fn = submit_txn;
+		sp.text_fn = submit_text;
+		sp.success_status = 202;
+		if (event_text)
+			reserve_job(req, res, &sp, &ds, &a);
+		else
+			srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		free(event_text);
+	}
+	acct_event_free(ev);
+	return 0;
+}
+
+/* The epsilon the first `steps` steps cost under `accountant` at `delta`;
+ * NAN when it cannot be priced. */
+static double steps_epsilon(const trn_dpsgd_params *p, int64_t n_train, int64_t steps,
+			    acct_accountant accountant, acct_neighbor nb, double delta)
+{
+	acct_event *ev = NULL;
+	acct_options opt;
+	acct_result r;
+	double eps = NAN;
+
+	if (trn_dpsgd_event_for_steps(p, (uint64_t)n_train, steps, &ev, NULL) < 0)
+		return NAN;
+	if (!ev)
+		return 0.0;
+	memset(&opt, 0, sizeof(opt));
+	opt.accountant = accountant;
+	opt.neighbor = nb;
+	if (acct_epsilon(ev, delta, &opt, &r, NULL) == 0)
+		eps = r.epsilon;
+	acct_event_free(ev);
+	return eps;
+}
+
+/* The ledger's price of the first `steps` steps on the dataset's filter,
+ * and the ledger's accountant, into `e`. */
+static void ledger_epsilon(const srv_dataset *ds, const trn_dpsgd_params *p, int64_t n_train,
+			   int64_t steps, json_t *e)
+{
+	acct_filter f;
+	acct_event *ev = NULL;
+
+	if (srv_dataset_filter(ds, &f, NULL) == 0 &&
+	    trn_dpsgd_event_for_steps(p, (uint64_t)n_train, steps, &ev, NULL) == 0) {
+		acct_cost c;
+
+		if (!ev)
+			json_object_set_new(e, "ledger", json_real(0.0));
+		else if (acct_filter_price(&f, ev, 0.0, &c, NULL) == 0)
+			json_object_set_new(e, "ledger", json_real(acct_filter_epsilon(&f, &c)));
+		json_object_set_new(e, "ledger_accountant",
+				    json_string(acct_ledger_kind_name(ds->accountant)));
+	}
+	acct_event_free(ev);
+}
+
+/* Epsilon so far, from the steps done and the job's own parameters, into
+ * progress.epsilon. */
+static void epsilon_so_far(srv_request *req, const srv_job_row *j, int64_t steps,
+			   json_t *progress)
+{
+	trn_dpsgd_params p;
+	srv_dataset ds;
+	json_t *params = srv_json_parse_text(j->params);
+
+	if (srv__jobs_parse_params(params, &p, NULL) == 0 &&
+	    srv_store_dataset_get(req->db, j->dataset_id, &ds) == SRV_OK) {
+		double delta = ds.budget_delta > 0 ? ds.budget_delta : 1e-5;
+		double m = steps_epsilon(&p, j->n_train, steps, ACCT_MOMENTS, ds.neighbor, delta);
+		double r = steps_epsilon(&p, j->n_train, steps, ACCT_RDP, ds.neighbor, delta);
+		json_t *e = json_pack("{s:f}", "delta", delta);
+
+		json_object_set_new(e, "moments", isfinite(m) ? json_real(m) : json_null());
+		json_object_set_new(e, "rdp", isfinite(r) ? json_real(r) : json_null());
+		ledger_epsilon(&ds, &p, j->n_train, steps, e);
+		json_object_set_new(progress, "epsilon", e);
+	}
+	/* p may point into params: released only once p is done with. */
+	json_decref(params);
+}
+
+/* The job's progress: a running job's freshest is in its worker's slot. */
+static json_t *job_progress(srv_request *req, const srv_job_row *j)
+{
+	json_t *progress = srv_json_parse_text(j->progress);
+	json_t *result = srv_json_parse_text(j->result);
+	json_t *live = srv_jobs_live_progress(req->ctx->jobs, j->id);
+	int64_t steps = -1;
+
+	if (live) {
+		json_decref(progress);
+		progress = live;
+	}
+	if (json_is_object(progress))
+		steps = (int64_t)json_integer_value(json_object_get(progress, "step"));
+	if (result && json_integer_value(json_object_get(result, "steps_done")) > 0)
+		steps = json_integer_value(json_object_get(result, "steps_done"));
+	json_decref(result);
+	if (!progress)
+		progress = json_object();
+	if (steps >= 0 && json_is_object(progress))
+		epsilon_so_far(req, j, steps, progress);
+	return progress;
+}
+
+/* The job's result, with the epsilon its progress states. */
+static void job_result(json_t *o, const srv_job_row *j, const json_t *progress)
+{
+	/* An ended job that kept no result (it failed before training, was
+	 * cancelled while queued, or was running when the server died) says
+	 * so, as a kept result does. */
+	json_t *result = srv_json_parse_text(j->result);
+
+	if (!result && (!strcmp(j->state, "succeeded") || !strcmp(j->state, "failed") ||
+			!strcmp(j->state, "cancelled")))
+		json_object_set_new(o, "result", json_pack("{s:b}", "model_available", false));
+	if (result) {
+		json_t *eps = json_object_get(progress, "epsilon");
+
+		/* A finished classifier's result states its epsilon (rdp). */
+		if (eps && json_is_real(json_object_get(eps, "rdp")))
+			json_object_set(result, "epsilon", json_object_get(eps, "rdp"));
+		if (eps)
+			json_object_set(result, "epsilon_by_accountant", eps);
+		json_object_set_new(o, "result", result);
+	}
+}
+
+static json_t *job_json(srv_request *req, const srv_job_row *j)
+{
+	json_t *params = srv_json_parse_text(j->params), *event = srv_json_parse_text(j->event);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s}", "id", j->id, "dataset",
+			      j->dataset_id, "trainer", j->trainer, "state", j->state, "params",
+			      params ? params : json_null(), "event", event ? event : json_null(),
+			      "reservation_id", j->reservation_id, "created_at", j->created_at);
+	json_t *progress;
+
+	if (!o)
+		return NULL;
+	/* The N of the event's q = lot_size / N (srv_h_job_submit). */
+	json_object_set_new(o, "public_row_count", json_integer(j->n_train));
+	if (j->started_at[0])
+		json_object_set_new(o, "started_at", json_string(j->started_at));
+	if (j->finished_at[0])
+		json_object_set_new(o, "finished_at", json_string(j->finished_at));
+	progress = job_progress(req, j);
+	json_object_set_new(o, "progress", progress);
+	job_result(o, j, progress);
+	if (j->error)
+		json_object_set_new(o, "error", json_string(j->error));
+	return o;
+}
+
+/* Loads {id} as a job visible to the caller, or answers. */
+static bool load_visible_job(srv_request *req, srv_response *res, srv_job_row *j)
+{
+	int rc = srv__job_load(req->db, req->params[0], j);
+
+	if (rc != SRV_OK) {
+		srv_problem(res, rc == SRV_NOT_FOUND ? 404 : 503, NULL, "no such job", NULL, NULL);
+		return false;
+	}
+	if (!srv_principal_sees(req->who, j->dataset_id)) {
+		srv_problem(res, 403, NULL, "this key is not scoped to the job's dataset", NULL, NULL);
+		srv__job_row_clear(j);
+		return false;
+	}
+	return true;
+}
+
+int srv_h_job_get(srv_request *req, srv_response *res)
+{
+	srv_job_row j;
+
+	if (!load_visible_job(req, res, &j))
+		return 0;
+	srv_json_reply(res, 200, job_json(req, &j));
+	srv__job_row_clear(&j);
+	return 0;
+}
+
+static void list_append(void *arg, const srv_job_row *j)
+{
+	json_array_append_new(arg, json_pack("{s:s, s:s, s:s}", "id", j->id, "state", j->state,
+					     "created_at", j->created_at));
+}
+
+int srv_h_job_list(srv_request *req, srv_response *res)
+{
+	json_t *arr;
+	srv_dataset ds;
+
+	if (!srv__dataset_or_reply(req, res, &ds))
+		return 0;
+	arr = json_array();
+	if (srv__job_each_of_dataset(req->db, req->params[0], list_append, arr) != SRV_OK) {
+		json_decref(arr);
+		srv_problem(res, 503, NULL, "cannot list jobs", NULL, NULL);
+		return 0;
+	}
+	srv_json_reply(res, 200, json_pack("{s:o}", "jobs", arr));
+	return 0;
+}
+
+int srv_h_job_cancel(srv_request *req, srv_response *res)
+{
+	srv_job_row j;
+	int rc;
+
+	if (!load_visible_job(req, res, &j))
+		return 0;
+	if (req->who->role < SRV_ROLE_ANALYST) {
+		srv__job_row_clear(&j);
+		srv_problem(res, 403, NULL, "viewers cannot cancel jobs", NULL, NULL);
+		return 0;
+	}
+	if (strcmp(j.state, "queued") == 0) {
+		/* Never started: no data touched, the reservation is returned. */
+		rc = srv__job_finish(req->db, j.id, "queued", "cancelled", true, NULL, NULL, NULL,
+				     req->who->key_id);
+		if (rc == SRV_OK) {
+			srv__job_row_clear(&j);
+			srv__job_load(req->db, req->params[0], &j);
+			srv_json_reply(res, 200, job_json(req, &j));
+			srv__job_row_clear(&j);
+			return 0;
+		}
+		srv__job_row_clear(&j);
+		if (rc != SRV_CONFLICT) {
+			srv_problem(res, 503, NULL, "cannot cancel the job now", NULL, NULL);
+			return 0;
+		}
+		srv__job_load(req->db, req->params[0], &j); /* it started meanwhile */
+	}
+	if (strcmp(j.state, "running") == 0) {
+		srv_jobs_cancel_running(req->ctx->jobs, j.id);
+		srv_json_reply(res, 202, json_pack("{s:s, s:s, s:s}", "id", j.id, "state", "running",
+						   "detail", "cancellation requested; the reservation is committed in full when the job stops"));
+		srv__job_row_clear(&j);
+		return 0;
+	}
+	srv_problem(res, 409, NULL, "the job has already ended", NULL,
+		    json_pack("{s:s}", "state", j.state));
+	srv__job_row_clear(&j);
+	return 0;
+}
+
+int srv_h_job_model(srv_request *req, srv_response *res)
+{
+	srv_job_row j;
+	FILE *f = NULL;
+	long size;
+
+	if (!load_visible_job(req, res, &j))
+		return 0;
+	/* A cancelled or failed job's model is delivered too: it saw no more
+	 * steps than the event its reservation committed in full covers
+	 * (result.steps_done says how many). */
+	if (!j.model_path) {
+		srv_problem(res, 409, NULL,
+			    "the job kept no model (it has not ended, or it ended before training "
+			    "or while the server was down)",
+			    NULL, json_pack("{s:s}", "state", j.state));
+		goto out;
+	}
+	f = fopen(j.model_path, "rb");
+	if (!f || fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
+		srv_problem(res, 500, NULL, "the model file is missing", NULL, NULL);
+		goto out;
+	}
+	res->body = malloc((size_t)size + 1);
+	if (!res->body || fread(res->body, 1, (size_t)size, f) != (size_t)size) {
+		free(res->body);
+		res->body = NULL;
+		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
+		goto out;
+	}
+	res->len = (size_t)size;
+	res->status = 200;
+	res->content_type = "application/octet-stream";
+out:
+	if (f)
+		fclose(f);
+	srv__job_row_clear(&j);
+	return 0;
+}

@@ -1,0 +1,1620 @@
+/*
+ * api_pate_session.c: PATE aggregation sessions on a dataset's budget.
+ *
+ * Papernot, Abadi, Erlingsson, Goodfellow, Talwar, "Semi-supervised knowledge
+ * transfer for deep learning from private training data", ICLR 2017 (LNMax),
+ * and Papernot, Song, Mironov, Raghunathan, Talwar, Erlingsson, "Scalable
+ * private learning with PATE", ICLR 2018 (GNMax, Confident-GNMax = Algorithm
+ * 1, Interactive-GNMax = Algorithm 2, the data-dependent analysis and the
+ * smooth-sensitivity release of Appendix B).
+ *
+ * What is charged.  The ledger only ever sees data-independent events:
+ *  - every threshold check (Confident and Interactive GNMax) is a
+ *    `pate_threshold` event, RDP lambda / (2 sigma1^2);
+ *  - every query the teachers answer by GNMax is a `gnmax` event, RDP
+ *    lambda / sigma2^2 (a teacher changing its vote moves two counts by one:
+ *    L2 sensitivity sqrt 2);
+ *  - every LNMax answer is pure epsilon = 2 gamma (Laplace of scale 1/gamma on
+ *    a histogram of L1 sensitivity 2, ICLR 2017 Section 2.1).
+ * A query is admitted only if its worst case (check + answer) fits the
+ * dataset's filter on top of what the batch already spent; the first query
+ * that does not fit ends the batch.  A batch is one ledger row whose event
+ * composes what was actually run (checks, answers).  Running the GNMax answer
+ * only when the public outcome of the check says so is an adaptive choice of
+ * the next mechanism, which the ledger's privacy filters allow.
+ *
+ * Noise.  Vote counts are integers, so the noise is exact discrete Gaussian
+ * (Canonne, Kamath, Steinke 2020, Algorithm 3; mech_sample_discrete_gaussian)
+ * and discrete Laplace for LNMax (CKS Algorithm 2).  The discrete Gaussian
+ * N_Z(0, s^2) added to an integer vector of L2 sensitivity D satisfies the
+ * same (D^2 / (2 s^2))-zCDP, hence RDP alpha D^2 / (2 s^2), as the continuous
+ * Gaussian (CKS 2020, Theorem 4 / Proposition 5 and the multivariate
+ * Theorem 14, which need only integer-valued sensitivity); the label is a
+ * post-processing of the noisy counts.  So `gnmax` (D^2 = 2) and
+ * `pate_threshold` (D = 1) events price these releases soundly.  The events
+ * name the sigma the sampler really uses (mech_discrete_gaussian_sigma, the
+ * requested sigma rounded up by at most 2^-23 relative).  Ties between noisy
+ * maxima are broken uniformly at random.  Threshold checks compare integers:
+ *  - Confident-GNMax: max_j n_j + Z >= T  <=>  max_j n_j - ceil(T) + Z >= 0;
+ *  - Interactive-GNMax: max_j (n_j - M p_j) + Z >= T  <=>
+ *    max_j (n_j + floor(-M p_j - T)) + Z >= 0, the floors computed from the
+ *    student's public probabilities only;
+ * each statistic is an integer of sensitivity 1.
+ *
+ * The data-dependent analysis (tracked privately per session, at its
+ * orders) is that of the 2018 paper: Proposition 7's bound on q and Theorem
+ * 6 for each GNMax answer, the data-dependent cost of each threshold check
+ * (accountant/acct_pate.c).  Caveat: Proposition 7 bounds q for continuous
+ * Gaussian noise.  With discrete Gaussian noise and random tie-breaking a
+ * pairwise comparison at margin 0 fails with probability exactly 1/2, as in
+ * the continuous case, and at margin g the discrete tail exceeds the
+ * continuous one only by the Euler-Maclaurin term, a relative O(g^2 /
+ * sigma^4) (below 1% for sigma >= 40 where Theorem 6 is below the
+ * data-independent bound); the released data-dependent figure inherits this
+ * approximation.  The ledger never depends on it.
+ *
+ * The release (POST .../release) publishes the data-dependent RDP at one
+ * order lambda by the GNSS mechanism of Appendix B.5: f(D) + SS_beta(D)
+ * N(0, sigma_r^2), where f sums, over the answered queries, the RDP bound of
+ * acct_pate_gnmax_rdp_ss (Theorem 6 below q0, lambda / sigma^2 above), plus
+ * the threshold checks at their data-independent lambda / (2 sigma1^2) (no
+ * local-sensitivity bound for the threshold's data-dependent cost exists in
+ * accountant/, so it is released at its upper bound, which has sensitivity 0);
+ * the local sensitivity of f at distance d is at most the sum over queries of
+ * each query's (Algorithms 3-5, as the reference code composes them), and
+ * SS_beta = max_d e^{-beta d} LS(d).  The release is (lambda, eps_r)-RDP with
+ * eps_r of Theorem 23 for every 1 < lambda < 1/(2 beta); it is charged as the
+ * (epsilon, delta) pair of that curve converted at the request's delta
+ * (Canonne, Kamath, Steinke 2020, Prop. 12, minimised over orders), an
+ * `epsilon_delta` event.  Ledgers that cannot price (epsilon, delta > 0)
+ * pairs (rdp, zcdp) refuse it with 422: an RDP-curve event type is needed.
+ *
+ * Idempotent replay.  A batch's answer (its labels, and for a batch cut
+ * short by the budget its 409 body with the labels answered) is stored with
+ * the charge and replayed byte for byte for the same Idempotency-Key: the
+ * same labels, never resampled, never charged twice.  The unanswered tail of
+ * a 409 batch must be sent again as a new request (a new key).  A batch of
+ * which nothing fits is not charged and not stored.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "mech.h"
+#include "api_internal.h"
+#include "json.h"
+#include "api_mech_routes.h"
+#include "api_pate_session.h"
+
+/* The GNSS release's grid and noise floor (see release_scale):
+ * the grid serves noise scales up to 2^8 times the public bound on SS, the
+ * floor is 2^-8 of it, and the sampler's rounding of the scale (below a
+ * factor 1 + 2^-23) is paid for by pricing beta + GNSS_BETA_SLACK.  The
+ * sigma range keeps the grid term g (at most 2^-11 B sigma) under 32 B. */
+#define GNSS_GRID_HEADROOM 0x1p8
+#define GNSS_FLOOR 0x1p-8
+#define GNSS_BETA_SLACK 0x1p-22
+#define GNSS_MIN_SIGMA 1e-6
+#define GNSS_MAX_SIGMA 0x1p16
+
+#define SESSION_ID_BYTES SRV_PATE_SESSION_ID_BYTES
+#define PROB_SUM_TOLERANCE 1e-6
+
+typedef enum pate_agg {
+	AGG_LNMAX,
+	AGG_GNMAX,
+	AGG_CONFIDENT,
+	AGG_INTERACTIVE,
+	AGG__COUNT
+} pate_agg;
+
+static const char *const agg_names[AGG__COUNT] = {
+	[AGG_LNMAX] = "lnmax",
+	[AGG_GNMAX] = "gnmax",
+	[AGG_CONFIDENT] = "confident_gnmax",
+	[AGG_INTERACTIVE] = "interactive_gnmax",
+};
+
+/* The filter's orders (acct_renyi_filter.c) are a sensible default. */
+static const double default_orders[] = {
+	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
+};
+
+/* The immutable configuration of a session. */
+struct pate_cfg {
+	pate_agg agg;
+	int64_t num_teachers;
+	int64_t num_classes;
+	double sigma1, sigma2;        /* as requested */
+	double sigma1_used, sigma2_used;
+	double threshold;
+	double gamma;                 /* lnmax: Laplace scale 1/gamma */
+	uint64_t lap_num, lap_den;    /* the discrete Laplace scale used, >= 1/gamma */
+	double student_confidence;    /* interactive: NAN = never the student's label */
+	double delta_share;           /* basic ledgers: delta per query event; 0 = none */
+	size_t n_orders;
+	double orders[DPG_MAX_PATE_ORDERS];
+};
+
+struct pate_session {
+	char id[SESSION_ID_BYTES];
+	char dataset_id[DPG_MAX_ID_BYTES + 1];
+	struct pate_cfg cfg;
+	json_t *config;               /* normalised creation request */
+	int64_t queries, checks, teacher_answers, student_answers, abstained, releases;
+	char created_at[32], updated_at[32];
+};
+
+static void session_clear(struct pate_session *s)
+{
+	json_decref(s->config);
+	s->config = NULL;
+}
+
+/* ---- small helpers --------------------------------------------------------- */
+
+/* 409 when nothing fits (or the dataset is archived): nothing was charged.
+ * `extra` (stolen, may be NULL) is merged into the body. */
+static void reply_nothing_fits(srv_response *res, const srv_dataset *ds, const char *detail,
+			       json_t *extra)
+{
+	json_t *budget = srv_dataset_budget_json(ds);
+
+	if (!extra)
+		extra = json_object();
+	if (extra && budget) {
+		json_object_set(extra, "remaining", json_object_get(budget, "remaining"));
+		json_object_set_new(extra, "budget", budget);
+		budget = NULL;
+	}
+	json_decref(budget);
+	if (ds->archived)
+		srv_problem(res, 409, NULL, "the dataset is archived and accepts no new charges", NULL,
+			    extra);
+	else
+		srv_problem(res, 409, "Budget exhausted", detail, NULL, extra);
+}
+
+static void reply_body(srv_response *res, int status, char *body, const char *content_type)
+{
+	res->status = status;
+	res->content_type = content_type;
+	res->body = body;
+	res->len = strlen(body);
+}
+
+/* Reads element i of `arr` (named by `where`) as a finite real in [lo, hi],
+ * an integer when `integer`. */
+static int element_real(const json_t *arr, const char *where, size_t i, double lo, double hi,
+			bool integer, double *ret, acct_error *err)
+{
+	const json_t *v = json_array_get(arr, i);
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	double x;
+
+	snprintf(ptr, sizeof(ptr), "%s/%zu", where, i);
+	if (!json_is_number(v))
+		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be a number", i);
+	x = json_number_value(v);
+	if (!isfinite(x) || x < lo || x > hi)
+		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be %s in [%.17g, %.17g]", i,
+				      integer ? "an integer" : "a number", lo, hi);
+	if (integer && x != floor(x))
+		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be an integer", i);
+	*ret = x;
+	return 0;
+}
+
+static json_t *real_array(const double *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++) {
+		if (json_array_append_new(a, json_real(v[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static int parse_real_array_text(const char *text, double *v, size_t n)
+{
+	json_t *a = json_loads(text ? text : "", 0, NULL);
+	int rc = -1;
+
+	if (json_is_array(a) && json_array_size(a) == n) {
+		rc = 0;
+		for (size_t i = 0; i < n; i++) {
+			json_t *x = json_array_get(a, i);
+
+			if (!json_is_number(x)) {
+				rc = -1;
+				break;
+			}
+			v[i] = json_number_value(x);
+		}
+	}
+	json_decref(a);
+	return rc;
+}
+
+/* ---- configuration --------------------------------------------------------- */
+
+/*
+ * Checks the body's keys, reads the aggregator into c->agg and checks that
+ * the aggregator's parameters, and only those, are present.
+ */
+static int config_aggregator(const json_t *body, struct pate_cfg *c, acct_error *err)
+{
+	static const char *const keys[] = {"aggregator", "num_teachers", "num_classes", "sigma1",
+					   "sigma2", "threshold", "gamma", "student_confidence",
+					   "orders", "delta", NULL};
+	/* Which parameters each aggregator takes (1 = required, 2 = optional). */
+	static const struct { const char *key; unsigned char use[AGG__COUNT]; } params[] = {
+		{"sigma1", {0, 0, 1, 1}},
+		{"sigma2", {0, 1, 1, 1}},
+		{"threshold", {0, 0, 1, 1}},
+		{"gamma", {1, 0, 0, 0}},
+		{"student_confidence", {0, 0, 0, 2}},
+	};
+	const char *agg = NULL;
+	int rc;
+
+	if (!json_is_object(body))
+		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
+	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
+	    (rc = srv_json_string(body, "", "aggregator", SRV_REQUIRED, 32, &agg, err)) < 0)
+		return rc;
+	for (c->agg = 0; c->agg < AGG__COUNT; c->agg++)
+		if (strcmp(agg, agg_names[c->agg]) == 0)
+			break;
+	if (c->agg == AGG__COUNT)
+		return acct_error_set(err, ACCT_EINVAL, "/aggregator",
+				      "'aggregator' must be \"lnmax\", \"gnmax\", \"confident_gnmax\" or \"interactive_gnmax\"");
+	for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
+		bool present = json_object_get(body, params[i].key) != NULL;
+		char ptr[64];
+
+		snprintf(ptr, sizeof(ptr), "/%s", params[i].key);
+		if (params[i].use[c->agg] == 1 && !present)
+			return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' is required by %s", params[i].key,
+					      agg_names[c->agg]);
+		if (params[i].use[c->agg] == 0 && present)
+			return acct_error_set(err, ACCT_EINVAL, ptr, "%s takes no '%s'", agg_names[c->agg],
+					      params[i].key);
+	}
+	return 0;
+}
+
+/* Reads 'orders' into c->orders, or the default orders when absent. */
+static int config_orders(const json_t *body, struct pate_cfg *c, acct_error *err)
+{
+	const json_t *orders = json_object_get(body, "orders");
+	size_t n;
+	int rc;
+
+	if (!orders) {
+		c->n_orders = sizeof(default_orders) / sizeof(default_orders[0]);
+		memcpy(c->orders, default_orders, sizeof(default_orders));
+		return 0;
+	}
+	n = json_array_size(orders);
+	if (!json_is_array(orders) || n < 1 || n > DPG_MAX_PATE_ORDERS)
+		return acct_error_set(err, ACCT_EINVAL, "/orders",
+				      "'orders' must be an array of 1 to %d orders", DPG_MAX_PATE_ORDERS);
+	for (size_t i = 0; i < n; i++) {
+		char ptr[32];
+
+		if ((rc = element_real(orders, "/orders", i, 1, DPG_MAX_RDP_ORDER, false,
+				       &c->orders[i], err)) < 0)
+			return rc;
+		snprintf(ptr, sizeof(ptr), "/orders/%zu", i);
+		if (!(c->orders[i] > 1))
+			return acct_error_set(err, ACCT_EINVAL, ptr, "order %zu must be above 1", i);
+	}
+	c->n_orders = n;
+	return 0;
+}
+
+/* The normalised JSON copy of a checked configuration (new reference), or
+ * NULL when out of memory. */
+static json_t *config_json(const struct pate_cfg *c)
+{
+	json_t *norm;
+
+	norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c->agg], "num_teachers",
+			 (json_int_t)c->num_teachers, "num_classes", (json_int_t)c->num_classes,
+			 "orders", real_array(c->orders, c->n_orders));
+	if (!norm)
+		return NULL;
+	if (c->agg != AGG_LNMAX && c->agg != AGG_GNMAX) {
+		json_object_set_new(norm, "sigma1", json_real(c->sigma1));
+		json_object_set_new(norm, "threshold", json_real(c->threshold));
+	}
+	if (c->agg != AGG_LNMAX)
+		json_object_set_new(norm, "sigma2", json_real(c->sigma2));
+	if (c->agg == AGG_LNMAX)
+		json_object_set_new(norm, "gamma", json_real(c->gamma));
+	if (isfinite(c->student_confidence))
+		json_object_set_new(norm, "student_confidence", json_real(c->student_confidence));
+	if (c->delta_share > 0)
+		json_object_set_new(norm, "delta", json_real(c->delta_share));
+	return norm;
+}
+
+/*
+ * Reads and checks a session configuration (the creation body, or the
+ * stored normalised config).  On success fills *cfg and, when ret_norm is
+ * not NULL, a normalised JSON copy (new reference).
+ */
+static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_norm,
+			acct_error *err)
+{
+	struct pate_cfg c;
+	json_t *norm = NULL;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.student_confidence = NAN;
+	rc = config_aggregator(body, &c, err);
+	if (rc < 0)
+		return rc;
+	if ((rc = srv_json_int(body, "", "num_teachers", SRV_REQUIRED, 1, DPG_MAX_TEACHERS,
+			       &c.num_teachers, err)) < 0 ||
+	    (rc = srv_json_int(body, "", "num_classes", SRV_REQUIRED, 2, DPG_MAX_VOTE_CLASSES,
+			       &c.num_classes, err)) < 0)
+		return rc;
+	/* The exact sampler's range; sigma <= 0 falls below it (400). */
+	if ((rc = srv_json_real(body, "", "sigma1", 0, DPG_MECH_DGAUSS_MIN_SIGMA,
+				DPG_MECH_DGAUSS_MAX_SIGMA, &c.sigma1, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "sigma2", 0, DPG_MECH_DGAUSS_MIN_SIGMA,
+				DPG_MECH_DGAUSS_MAX_SIGMA, &c.sigma2, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "threshold", 0, 0, (double)c.num_teachers, &c.threshold,
+				err)) < 0 ||
+	    (rc = srv_json_real(body, "", "gamma", 0, 1.0 / DPG_MECH_DLAP_MAX_SCALE,
+				1.0 / DPG_MECH_DLAP_MIN_SCALE, &c.gamma, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "student_confidence", 0, 0, 1, &c.student_confidence,
+				err)) < 0 ||
+	    (rc = srv_json_real(body, "", "delta", 0, 0, 1, &c.delta_share, err)) < 0)
+		return rc;
+	if (c.agg != AGG_LNMAX) {
+		if (c.agg != AGG_GNMAX)
+			c.sigma1_used = mech_discrete_gaussian_sigma(c.sigma1);
+		c.sigma2_used = mech_discrete_gaussian_sigma(c.sigma2);
+		if ((c.agg != AGG_GNMAX && !isfinite(c.sigma1_used)) || !isfinite(c.sigma2_used))
+			return acct_error_set(err, ACCT_EINVAL, "/sigma2", "sigma outside the sampler's range");
+	} else if (mech_discrete_laplace_scale(1.0 / c.gamma, &c.lap_num, &c.lap_den) < 0) {
+		return acct_error_set(err, ACCT_EINVAL, "/gamma", "1/gamma outside the sampler's range");
+	}
+	rc = config_orders(body, &c, err);
+	if (rc < 0)
+		return rc;
+	if (ret_norm) {
+		norm = config_json(&c);
+		if (!norm)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		*ret_norm = norm;
+	}
+	*cfg = c;
+	return 0;
+}
+
+/* The per-query events of a session (NULL where the aggregator has none). */
+struct query_events {
+	acct_event *check;   /* pate_threshold {sigma1 used} */
+	acct_event *answer;  /* gnmax {sigma2 used} or epsilon_delta {2 gamma, 0} */
+	acct_cost check_cost, answer_cost;
+};
+
+static void query_events_clear(struct query_events *qe)
+{
+	acct_event_free(qe->check);
+	acct_event_free(qe->answer);
+	memset(qe, 0, sizeof(*qe));
+}
+
+/* Makes and prices the per-query events on the dataset's filter; ACCT_E*
+ * (422 when the ledger cannot price them). */
+static int query_events_init(struct query_events *qe, const struct pate_cfg *c,
+			     const srv_dataset *ds, acct_error *err)
+{
+	acct_filter f;
+	int rc;
+
+	memset(qe, 0, sizeof(*qe));
+	if ((rc = srv_dataset_filter(ds, &f, err)) < 0)
+		return rc;
+	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE) {
+		qe->check = acct_event_new(ACCT_EV_PATE_THRESHOLD);
+		if (!qe->check)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		qe->check->u.pate_threshold.sigma = c->sigma1_used;
+		if ((rc = acct_event_validate_at(qe->check, ds->neighbor, "/sigma1", err)) < 0 ||
+		    (rc = acct_filter_price(&f, qe->check, c->delta_share, &qe->check_cost, err)) < 0)
+			return rc;
+	}
+	if (c->agg == AGG_LNMAX) {
+		qe->answer = acct_event_epsilon_delta(2 * c->gamma, 0);
+	} else {
+		qe->answer = acct_event_new(ACCT_EV_GNMAX);
+		if (qe->answer)
+			qe->answer->u.gnmax.sigma = c->sigma2_used;
+	}
+	if (!qe->answer)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	if ((rc = acct_event_validate_at(qe->answer, ds->neighbor, "/event", err)) < 0 ||
+	    (rc = acct_filter_price(&f, qe->answer, c->delta_share, &qe->answer_cost, err)) < 0)
+		return rc;
+	return 0;
+}
+
+/* ---- session rows ---------------------------------------------------------- */
+
+static int session_load(srv_db *db, const char *dataset_id, const char *sid,
+			struct pate_session *s)
+{
+	srv_pate_row row;
+	acct_error err;
+	json_t *cfg;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	rc = srv_store_pate_get(db, dataset_id, sid, &row);
+	if (rc != SRV_OK)
+		return rc;
+	rc = SRV_DB_ERROR;
+	srv_strcopy(s->id, sizeof(s->id), row.id);
+	srv_strcopy(s->dataset_id, sizeof(s->dataset_id), row.dataset_id);
+	cfg = json_loads(row.config, 0, NULL);
+	acct_error_init(&err);
+	if (!cfg || parse_config(cfg, &s->cfg, NULL, &err) < 0) {
+		json_decref(cfg);
+		goto out;
+	}
+	s->config = cfg;
+	s->queries = row.queries;
+	s->checks = row.checks;
+	s->teacher_answers = row.teacher_answers;
+	s->student_answers = row.student_answers;
+	s->abstained = row.abstained;
+	s->releases = row.releases;
+	srv_strcopy(s->created_at, sizeof(s->created_at), row.created_at);
+	srv_strcopy(s->updated_at, sizeof(s->updated_at), row.updated_at);
+	rc = SRV_OK;
+out:
+	srv_pate_row_clear(&row);
+	return rc;
+}
+
+/* The public view of a session: configuration, counts, the sampler's noise
+ * and the data-independent event per query.  Never the data-dependent RDP. */
+static json_t *session_json(const struct pate_session *s)
+{
+	json_t *o = json_pack("{s:s, s:s, s:O, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:s}", "id",
+			      s->id, "dataset_id", s->dataset_id, "config", s->config, "counts",
+			      "queries", (json_int_t)s->queries, "checks", (json_int_t)s->checks,
+			      "teacher_answers", (json_int_t)s->teacher_answers, "student_answers",
+			      (json_int_t)s->student_answers, "abstained", (json_int_t)s->abstained,
+			      "releases", (json_int_t)s->releases, "created_at", s->created_at,
+			      "updated_at", s->updated_at);
+	json_t *noise = json_object();
+
+	if (!o || !noise) {
+		json_decref(o);
+		json_decref(noise);
+		return NULL;
+	}
+	if (s->cfg.agg == AGG_LNMAX) {
+		json_object_set_new(noise, "laplace_scale", json_real((double)s->cfg.lap_num /
+								      (double)s->cfg.lap_den));
+		json_object_set_new(noise, "epsilon_per_answer", json_real(2 * s->cfg.gamma));
+	} else {
+		if (s->cfg.agg != AGG_GNMAX)
+			json_object_set_new(noise, "sigma1", json_real(s->cfg.sigma1_used));
+		json_object_set_new(noise, "sigma2", json_real(s->cfg.sigma2_used));
+	}
+	json_object_set_new(o, "noise_used", noise);
+	return o;
+}
+
+/* ---- create, list, read --------------------------------------------------- */
+
+static bool load_dataset(srv_request *req, srv_response *res, srv_dataset *ds)
+{
+	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
+
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such dataset");
+		return false;
+	}
+	return true;
+}
+
+int srv_pate_session_create(srv_request *req, srv_response *res)
+{
+	struct pate_session s;
+	struct query_events qe;
+	srv_dataset ds;
+	acct_error err;
+	srv_pate_row row;
+	char now[32], *cfg_text = NULL, *dd_text = NULL;
+	double zeros[DPG_MAX_PATE_ORDERS] = {0};
+	json_t *dd = NULL;
+
+	memset(&s, 0, sizeof(s));
+	memset(&qe, 0, sizeof(qe));
+	acct_error_init(&err);
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	if (ds.archived) {
+		reply_nothing_fits(res, &ds, NULL, NULL);
+		return 0;
+	}
+	/* Refuse now what the ledger could never price (422), not at the first batch. */
+	if (parse_config(req->body, &s.cfg, &s.config, &err) < 0 ||
+	    query_events_init(&qe, &s.cfg, &ds, &err) < 0) {
+		srv_problem_from_error(res, &err);
+		goto out;
+	}
+	if (srv_random_id("pate_", s.id, sizeof(s.id)) != SRV_OK) {
+		srv_reply_store_error(res, SRV_NO_RANDOM, NULL);
+		goto out;
+	}
+	snprintf(s.dataset_id, sizeof(s.dataset_id), "%s", ds.id);
+	srv_now_text(now);
+	snprintf(s.created_at, sizeof(s.created_at), "%s", now);
+	snprintf(s.updated_at, sizeof(s.updated_at), "%s", now);
+	dd = real_array(zeros, s.cfg.n_orders);
+	cfg_text = srv_json_dump(s.config);
+	dd_text = dd ? srv_json_dump(dd) : NULL;
+	memset(&row, 0, sizeof(row));
+	srv_strcopy(row.id, sizeof(row.id), s.id);
+	srv_strcopy(row.dataset_id, sizeof(row.dataset_id), ds.id);
+	srv_strcopy(row.created_at, sizeof(row.created_at), now);
+	row.config = cfg_text;
+	if (!cfg_text || !dd_text ||
+	    srv_store_pate_create(req->db, &row, dd_text, req->who->key_id) != SRV_OK) {
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		goto out;
+	}
+	snprintf(res->location, sizeof(res->location), "/v1/datasets/%s/pate/sessions/%s", ds.id, s.id);
+	srv_json_reply(res, 201, session_json(&s));
+out:
+	query_events_clear(&qe);
+	session_clear(&s);
+	json_decref(dd);
+	free(cfg_text);
+	free(dd_text);
+	return 0;
+}
+
+int srv_pate_session_get(srv_request *req, srv_response *res)
+{
+	struct pate_session s;
+	int rc = session_load(req->db, req->params[0], req->params[1], &s);
+
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such dataset or PATE session");
+		return 0;
+	}
+	srv_json_reply(res, 200, session_json(&s));
+	session_clear(&s);
+	return 0;
+}
+
+static int list_append_id(void *arg, const char *sid)
+{
+	return json_array_append_new(arg, json_string(sid));
+}
+
+int srv_pate_session_list(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+	json_t *arr = json_array(), *out, *v;
+	size_t i;
+
+	if (!load_dataset(req, res, &ds)) {
+		json_decref(arr);
+		return 0;
+	}
+	if (!arr || srv_store_pate_ids(req->db, ds.id, DPG_MAX_PAGE_SIZE, list_append_id, arr) !=
+			    SRV_OK) {
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		json_decref(arr);
+		return 0;
+	}
+	/* A second pass so each row is loaded by the one reader. */
+	out = json_array();
+	json_array_foreach(arr, i, v) {
+		struct pate_session s;
+
+		if (session_load(req->db, ds.id, json_string_value(v), &s) == SRV_OK)
+			json_array_append_new(out, session_json(&s));
+		session_clear(&s);
+	}
+	srv_json_reply(res, 200, json_pack("{s:o}", "sessions", out));
+	json_decref(arr);
+	return 0;
+}
+
+/* ---- queries ----------------------------------------------------------------- */
+
+enum answer_source { SRC_NONE = 0, SRC_TEACHERS = 1, SRC_STUDENT = 2 };
+
+/* The precomputed outcome of one query (noise drawn before the transaction;
+ * revealed only if the query is admitted and the charge commits). */
+struct query_out {
+	int64_t label;        /* -1: abstain */
+	unsigned char source; /* enum answer_source */
+	bool checked;         /* a threshold check ran (is charged) */
+	bool teacher_answer;  /* GNMax / LNMax answered (is charged) */
+};
+
+struct batch {
+	const struct pate_session *s;
+	const struct query_events *qe;
+	size_t n;                 /* queries requested */
+	size_t m;                 /* classes */
+	double *votes;            /* n x m */
+	struct query_out *out;    /* n */
+	double *dd;               /* n x n_orders: each query's data-dependent RDP */
+	/* planned */
+	size_t k;                 /* queries admitted */
+	int64_t n_checks, n_answers, n_student, n_abstain;
+	acct_cost cost;
+	acct_event *event;
+	char *event_text;         /* its JSON text, for the ledger */
+	srv_spend *sp;            /* its success_status is set by the planner */
+};
+
+/* Reads one query's votes (or counts its predictions) into v[0..m). */
+static int parse_query(const json_t *q, size_t i, const struct pate_cfg *c, double *v, double *p,
+		       acct_error *err)
+{
+	static const char *const keys_plain[] = {"votes", "predictions", NULL};
+	static const char *const keys_inter[] = {"votes", "predictions", "student_probabilities", NULL};
+	char where[64], ptr[96];
+	const json_t *votes, *preds;
+	size_t m = (size_t)c->num_classes;
+	double total = 0;
+	int rc;
+
+	snprintf(where, sizeof(where), "/queries/%zu", i);
+	if (!json_is_object(q))
+		return acct_error_set(err, ACCT_EINVAL, where, "query %zu must be an object", i);
+	if ((rc = srv_json_only_keys(q, where, c->agg == AGG_INTERACTIVE ? keys_inter : keys_plain,
+				     err)) < 0)
+		return rc;
+	votes = json_object_get(q, "votes");
+	preds = json_object_get(q, "predictions");
+	if (!votes == !preds)
+		return acct_error_set(err, ACCT_EINVAL, where,
+				      "query %zu needs exactly one of 'votes' and 'predictions'", i);
+	if (votes) {
+		snprintf(ptr, sizeof(ptr), "%s/votes", where);
+		if (!json_is_array(votes) || json_array_size(votes) != m)
+			return acct_error_set(err, ACCT_EINVAL, ptr,
+					      "'votes' must be an array of %zu counts (one per class)", m);
+		for (size_t j = 0; j < m; j++) {
+			if ((rc = element_real(votes, ptr, j, 0, (double)c->num_teachers, true, &v[j], err)) < 0)
+				return rc;
+			total += v[j];
+		}
+		if (total > (double)c->num_teachers)
+			return acct_error_set(err, ACCT_EINVAL, ptr, "%.0f votes from %lld teachers", total,
+					      (long long)c->num_teachers);
+	} else {
+		snprintf(ptr, sizeof(ptr), "%s/predictions", where);
+		if (!json_is_array(preds) || json_array_size(preds) != (size_t)c->num_teachers)
+			return acct_error_set(err, ACCT_EINVAL, ptr,
+					      "'predictions' must be an array of %lld class indices (one per teacher)",
+					      (long long)c->num_teachers);
+		memset(v, 0, m * sizeof(*v));
+		for (size_t t = 0; t < (size_t)c->num_teachers; t++) {
+			double x;
+
+			if ((rc = element_real(preds, ptr, t, 0, (double)(m - 1), true, &x, err)) < 0)
+				return rc;
+			v[(size_t)x] += 1;
+		}
+	}
+	if (c->agg == AGG_INTERACTIVE) {
+		const json_t *pr = json_object_get(q, "student_probabilities");
+		double sum = 0;
+
+		snprintf(ptr, sizeof(ptr), "%s/student_probabilities", where);
+		if (!pr)
+			return acct_error_set(err, ACCT_EINVAL, ptr,
+					      "interactive_gnmax needs the student's 'student_probabilities'");
+		if (!json_is_array(pr) || json_array_size(pr) != m)
+			return acct_error_set(err, ACCT_EINVAL, ptr,
+					      "'student_probabilities' must be an array of %zu probabilities", m);
+		for (size_t j = 0; j < m; j++) {
+			if ((rc = element_real(pr, ptr, j, 0, 1, false, &p[j], err)) < 0)
+				return rc;
+			sum += p[j];
+		}
+		if (!(fabs(sum - 1) <= PROB_SUM_TOLERANCE))
+			return acct_error_set(err, ACCT_EINVAL, ptr,
+					      "'student_probabilities' must sum to 1 (they sum to %.17g)", sum);
+	}
+	return 0;
+}
+
+/*
+ * The label of argmax_j (v[j] + noise_j), ties broken uniformly at random;
+ * noise exact discrete Gaussian (sigma) or discrete Laplace (lap_num /
+ * lap_den) per the aggregator.
+ */
+static int noisy_argmax(mech_rng *rng, const double *v, size_t m, const struct pate_cfg *c,
+			int64_t *ret)
+{
+	int64_t best = 0, label = 0, ties = 0;
+
+	for (size_t j = 0; j < m; j++) {
+		int64_t z, val;
+		int rc = c->agg == AGG_LNMAX ?
+				 mech_sample_discrete_laplace(rng, c->lap_num, c->lap_den, &z) :
+				 mech_sample_discrete_gaussian(rng, c->sigma2_used, &z);
+
+		if (rc < 0)
+			return rc;
+		val = (int64_t)v[j] + z;
+		if (j == 0 || val > best) {
+			best = val;
+			label = (int64_t)j;
+			ties = 1;
+		} else if (val == best) {
+			uint64_t u;
+
+			ties++;
+			if ((rc = mech_rng_uint_below(rng, (uint64_t)ties, &u)) < 0)
+				return rc;
+			if (u == 0)
+				label = (int64_t)j;
+		}
+	}
+	*ret = label;
+	return 0;
+}
+
+/*
+ * Runs one query on its votes: the noisy outcome into *out and the
+ * data-dependent RDP at the session's orders into dd[0..n_orders).
+ */
+static int run_query(mech_rng *rng, const struct pate_cfg *c, const double *v, const double *p,
+		     struct query_out *out, double *dd, acct_error *err)
+{
+	size_t m = (size_t)c->num_classes, no = c->n_orders;
+	double r[DPG_MAX_PATE_ORDERS], logq, logpr;
+	bool answer = true;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->label = -1;
+	for (size_t k = 0; k < no; k++)
+		dd[k] = 0;
+	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE) {
+		/* The integer statistic of sensitivity 1 and its check (see top). */
+		int64_t stat = INT64_MIN, z;
+		double pair[2];
+
+		for (size_t j = 0; j < m; j++) {
+			int64_t sj = c->agg == AGG_CONFIDENT ?
+					     (int64_t)v[j] - (int64_t)ceil(c->threshold) :
+					     (int64_t)v[j] + (int64_t)floor(-(double)c->num_teachers * p[j] -
+									   c->threshold);
+			if (sj > stat)
+				stat = sj;
+		}
+		if ((rc = mech_sample_discrete_gaussian(rng, c->sigma1_used, &z)) < 0)
+			return acct_error_set(err, rc, "", "the random number generator failed");
+		out->checked = true;
+		answer = stat + z >= 0;
+		pair[0] = pair[1] = (double)stat;
+		if ((rc = acct_pate_threshold_logpr(pair, 2, 0, c->sigma1_used, &logpr, err)) < 0 ||
+		    (rc = acct_pate_threshold_rdp(logpr, c->sigma1_used, c->orders, no, r, err)) < 0)
+			return rc;
+		for (size_t k = 0; k < no; k++)
+			dd[k] += r[k];
+	}
+	if (answer) {
+		if ((rc = noisy_argmax(rng, v, m, c, &out->label)) < 0)
+			return acct_error_set(err, rc, "", "the random number generator failed");
+		out->source = SRC_TEACHERS;
+		out->teacher_answer = true;
+		if (c->agg == AGG_LNMAX) {
+			/* Pure eps-DP: RDP <= min(eps, alpha eps^2 / 2) (Bun, Steinke 2016). */
+			double eps = 2 * c->gamma;
+
+			for (size_t k = 0; k < no; k++)
+				dd[k] += fmin(eps, 0.5 * c->orders[k] * eps * eps);
+		} else {
+			if ((rc = acct_pate_gnmax_logq(v, m, c->sigma2_used, &logq, err)) < 0 ||
+			    (rc = acct_pate_gnmax_rdp(logq, c->sigma2_used, c->orders, no, r, err)) < 0)
+				return rc;
+			for (size_t k = 0; k < no; k++)
+				dd[k] += r[k];
+		}
+	} else if (c->agg == AGG_INTERACTIVE && isfinite(c->student_confidence)) {
+		/* Algorithm 2: the confident student's own label costs nothing more. */
+		size_t best = 0;
+
+		for (size_t j = 1; j < m; j++)
+			if (p[j] > p[best])
+				best = j;
+		if (p[best] >= c->student_confidence) {
+			out->label = (int64_t)best;
+			out->source = SRC_STUDENT;
+		}
+	}
+	return 0;
+}
+
+/* The batch's event: its k admitted queries' checks and answers,
+ * composed, and its JSON text for the ledger.  0, or -1 (out of memory). */
+static int batch_event(struct batch *b)
+{
+	const struct query_events *qe = b->qe;
+	acct_event *parts[2] = {NULL, NULL};
+	size_t np = 0;
+
+	acct_event_free(b->event);
+	b->event = NULL;
+	free(b->event_text);
+	b->event_text = NULL;
+	if (b->n_checks > 0) {
+		parts[np] = acct_event_self_composed(b->n_checks, acct_event_copy(qe->check));
+		if (!parts[np++])
+			goto fail;
+	}
+	if (b->n_answers > 0) {
+		parts[np] = acct_event_self_composed(b->n_answers, acct_event_copy(qe->answer));
+		if (!parts[np++])
+			goto fail;
+	}
+	if (np == 1) {
+		b->event = parts[0];
+	} else {
+		b->event = acct_event_new(ACCT_EV_COMPOSED);
+		if (!b->event)
+			goto fail;
+		b->event->u.composed.events = malloc(np * sizeof(acct_event *));
+		if (!b->event->u.composed.events)
+			goto fail;
+		memcpy(b->event->u.composed.events, parts, np * sizeof(acct_event *));
+		b->event->u.composed.n = np;
+	}
+	b->event_text = srv_event_text(b->event);
+	return b->event_text ? 0 : -1;
+fail:
+	if (b->event && b->event->type == ACCT_EV_COMPOSED && b->event->u.composed.n == 0) {
+		free(b->event);
+		b->event = NULL;
+	}
+	for (size_t i = 0; i < np; i++)
+		acct_event_free(parts[i]);
+	return -1;
+}
+
+/* Planner (srv_spend_plan_fn): admits queries in order while the worst
+ * case of the next one fits on top of what the batch already spends. */
+static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committed,
+		      const acct_cost **ret_cost, const char **ret_event_text)
+{
+	struct batch *b = arg;
+	const struct query_events *qe = b->qe;
+	acct_cost spent, worst, cand, total;
+
+	acct_filter_zero(f, &spent);
+	acct_filter_zero(f, &worst);
+	if (qe->check)
+		acct_cost_add_up(&worst, &qe->check_cost);
+	acct_cost_add_up(&worst, &qe->answer_cost);
+	b->k = 0;
+	b->n_checks = b->n_answers = b->n_student = b->n_abstain = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		const struct query_out *o = &b->out[i];
+
+		cand = spent;
+		acct_cost_add_up(&cand, &worst);
+		total = *committed;
+		acct_cost_add_up(&total, &cand);
+		if (!acct_filter_within(f, &total))
+			break;
+		if (o->checked) {
+			acct_cost_add_up(&spent, &qe->check_cost);
+			b->n_checks++;
+		}
+		if (o->teacher_answer) {
+			acct_cost_add_up(&spent, &qe->answer_cost);
+			b->n_answers++;
+		} else if (o->source == SRC_STUDENT) {
+			b->n_student++;
+		}
+		if (o->label < 0)
+			b->n_abstain++;
+		b->k = i + 1;
+	}
+	if (b->k == 0)
+		return 1;
+	if (batch_event(b) < 0)
+		return -1;
+	b->cost = spent;
+	/* Read by the store after the answer is built, and stored with it. */
+	b->sp->success_status = b->k < b->n ? 409 : 201;
+	*ret_cost = &b->cost;
+	*ret_event_text = b->event_text;
+	return 0;
+}
+
+/* Transaction hook: the session's counters, its private data-dependent RDP
+ * and the answered histograms, in the charge's transaction. */
+static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
+		     const char *rid)
+{
+	struct batch *b = arg;
+	const struct pate_cfg *c = &b->s->cfg;
+	srv_pate_counts add = {(int64_t)b->k, b->n_checks, b->n_answers, b->n_student, b->n_abstain};
+	double dd[DPG_MAX_PATE_ORDERS];
+	char now[32], *dd_text = NULL;
+	int32_t *blob = NULL;
+	json_t *a = NULL;
+	int rc = -1;
+
+	(void)ds;
+	(void)rid;
+	if (srv_store_pate_dd_get(db, b->s->id, &dd_text) != SRV_OK ||
+	    parse_real_array_text(dd_text, dd, c->n_orders) < 0)
+		goto out;
+	free(dd_text);
+	dd_text = NULL;
+	for (size_t i = 0; i < b->k; i++)
+		for (size_t o = 0; o < c->n_orders; o++)
+			dd[o] += b->dd[i * c->n_orders + o];
+	a = real_array(dd, c->n_orders);
+	dd_text = a ? srv_json_dump(a) : NULL;
+	srv_now_text(now);
+	if (!dd_text || srv_store_pate_add_batch(db, b->s->id, &add, dd_text, now) != SRV_OK)
+		goto out;
+	/* The histograms the smooth-sensitivity release needs (GNMax answers). */
+	if (c->agg != AGG_LNMAX && b->n_answers > 0) {
+		blob = malloc(b->m * sizeof(*blob));
+		if (!blob)
+			goto out;
+		for (size_t i = 0; i < b->k; i++) {
+			if (!b->out[i].teacher_answer)
+				continue;
+			for (size_t j = 0; j < b->m; j++)
+				blob[j] = (int32_t)b->votes[i * b->m + j];
+			if (srv_store_pate_add_answer(db, b->s->id, charge_id, blob, b->m) != SRV_OK)
+				goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_decref(a);
+	free(dd_text);
+	free(blob);
+	return rc;
+}
+
+/* Answer builder (batch_text): 201, or a 409 problem body naming
+ * how many queries were answered when the budget ran out inside the batch. */
+static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	struct batch *b = arg;
+	json_t *labels = json_array(), *sources = NULL, *o;
+
+	(void)rid;
+	if (b->s->cfg.agg == AGG_INTERACTIVE)
+		sources = json_array();
+	for (size_t i = 0; labels && i < b->k; i++) {
+		const struct query_out *q = &b->out[i];
+
+		json_array_append_new(labels, q->label < 0 ? json_null() : json_integer(q->label));
+		if (sources)
+			json_array_append_new(sources, q->source == SRC_TEACHERS ? json_string("teachers") :
+						       q->source == SRC_STUDENT ? json_string("student") :
+										  json_null());
+	}
+	o = json_pack("{s:s, s:I, s:I, s:I, s:b, s:o, s:I, s:I, s:I, s:o, s:I, s:o}", "session",
+		      b->s->id, "requested", (json_int_t)b->n, "answered", (json_int_t)b->k,
+		      "abstained", (json_int_t)b->n_abstain, "complete", b->k == b->n, "labels", labels,
+		      "checks", (json_int_t)b->n_checks, "teacher_answers", (json_int_t)b->n_answers,
+		      "student_answers", (json_int_t)b->n_student, "event", srv_event_to_json(b->event),
+		      "charge_id", (json_int_t)charge_id, "budget", srv_dataset_budget_json(ds));
+	if (o && sources)
+		json_object_set_new(o, "sources", sources);
+	else
+		json_decref(sources);
+	if (o && b->k < b->n) {
+		/* Room for the text and two counts of up to 20 digits each. */
+		char detail[192], type[64];
+
+		snprintf(detail, sizeof(detail),
+			 "the budget ran out inside the batch: the first %zu of %zu queries were answered "
+			 "and charged; send the rest again as a new request", b->k, b->n);
+		/* The type every other problem of this status has (srv_problem). */
+		snprintf(type, sizeof(type), "https://dpgate.dev/problems/%d", 409);
+		json_object_set_new(o, "type", json_string(type));
+		json_object_set_new(o, "title", json_string("Budget exhausted"));
+		json_object_set_new(o, "status", json_integer(409));
+		json_object_set_new(o, "detail", json_string(detail));
+	}
+	return o;
+}
+
+/* batch_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *batch_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(batch_body(arg, charge_id, rid, ds));
+}
+
+/* Sends a stored or fresh answer; a 409 (batch cut short) is problem+json. */
+static void reply_stored(srv_response *res, int status, char *body)
+{
+	reply_body(res, status, body, status == 409 ? "application/problem+json" : "application/json");
+}
+
+/*
+ * Starts the request's spend and answers a retry from storage before
+ * anything else is checked (as the core spending routes do), so a replay
+ * is the same bytes even after the session or the budget changed.  Returns
+ * true when the request is answered.
+ */
+static bool try_replay(srv_request *req, srv_response *res, srv_spend *sp, uint8_t hash[32])
+{
+	srv_spend_from_request(sp, req, hash);
+	return srv_spend_replayed(req, res, sp, reply_stored);
+}
+
+/*
+ * Reads the batch's note and queries into b (b->s set); the caller frees
+ * b's arrays and *ret_probs (the student's probabilities, interactive
+ * aggregator only) whether or not this succeeds.  On failure answers 400
+ * or 500 and returns -1.
+ */
+static int batch_read(srv_request *req, srv_response *res, struct batch *b, double **ret_probs,
+		      const char **ret_note)
+{
+	static const char *const keys[] = {"queries", "note", NULL};
+	const struct pate_cfg *c = &b->s->cfg;
+	size_t m = (size_t)c->num_classes;
+	double *probs = NULL;
+	const json_t *qs;
+	acct_error err;
+
+	acct_error_init(&err);
+	qs = json_object_get(req->body, "queries");
+	if (srv_json_only_keys(req->body, "", keys, &err) < 0 ||
+	    srv_json_string(req->body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note,
+			    &err) < 0)
+		goto bad;
+	if (!json_is_array(qs) || json_array_size(qs) < 1 || json_array_size(qs) > DPG_MAX_PATE_BATCH) {
+		acct_error_set(&err, ACCT_EINVAL, "/queries",
+			       "'queries' must be an array of 1 to %d queries", DPG_MAX_PATE_BATCH);
+		goto bad;
+	}
+	b->n = json_array_size(qs);
+	b->m = m;
+	/* Queries given as predictions (one class index per teacher) are small
+	 * in the body but take m vote counts each here: n * m is bounded by
+	 * its own limit, before anything is allocated. */
+	if (b->n * m > DPG_MAX_PATE_BATCH_CELLS) {
+		acct_error_set(&err, ACCT_EINVAL, "/queries",
+			       "a batch holds at most %u queries x classes; with %zu classes, send "
+			       "at most %zu queries at once",
+			       DPG_MAX_PATE_BATCH_CELLS, m, (size_t)DPG_MAX_PATE_BATCH_CELLS / m);
+		goto bad;
+	}
+	b->votes = malloc(b->n * m * sizeof(*b->votes));
+	b->out = calloc(b->n, sizeof(*b->out));
+	b->dd = malloc(b->n * c->n_orders * sizeof(*b->dd));
+	if (c->agg == AGG_INTERACTIVE) {
+		probs = malloc(b->n * m * sizeof(*probs));
+		*ret_probs = probs;
+	}
+	if (!b->votes || !b->out || !b->dd || (c->agg == AGG_INTERACTIVE && !probs)) {
+		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+		return -1;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		if (parse_query(json_array_get(qs, i), i, c, &b->votes[i * m],
+				probs ? &probs[i * m] : NULL, &err) < 0)
+			goto bad;
+	}
+	return 0;
+bad:
+	srv_problem_from_error(res, &err);
+	return -1;
+}
+
+/*
+ * Runs a filled spend and answers it: the stored reply (also a replay),
+ * 409 with conflict_detail and conflict_extra (stolen, may be NULL) when
+ * it does not fit, or the store's error.
+ */
+struct nothing_fits {
+	const char *detail;
+	json_t *extra; /* stolen by the 409 */
+};
+
+static void reply_conflict(srv_response *res, const srv_dataset *ds, void *arg)
+{
+	struct nothing_fits *nf = arg;
+
+	reply_nothing_fits(res, ds, nf->detail, nf->extra);
+	nf->extra = NULL;
+}
+
+static void spend_and_reply(srv_request *req, srv_response *res, const srv_spend *sp,
+			    srv_dataset *ds, const char *conflict_detail, json_t *conflict_extra)
+{
+	struct nothing_fits nf = {conflict_detail, conflict_extra};
+
+	srv_spend_and_reply(req, res, sp, ds,
+			    &(srv_spend_replies){.stored = reply_stored,
+						 .conflict = reply_conflict,
+						 .what = "no such dataset",
+						 .arg = &nf});
+	json_decref(nf.extra);
+}
+
+/*
+ * Charges the batch in one store transaction (batch_plan, batch_txn and
+ * batch_body run inside srv_store_spend) and answers: the stored reply,
+ * 409 when not even the first query fits, or the store's error.
+ */
+static void batch_spend(srv_request *req, srv_response *res, srv_spend *sp, struct batch *b,
+			srv_dataset *ds, const char *note)
+{
+	b->sp = sp;
+	sp->kind = SRV_SPEND_CHARGE;
+	sp->dataset_id = ds->id;
+	sp->plan_fn = batch_plan;
+	sp->txn_fn = batch_txn;
+	sp->text_fn = batch_text;
+	sp->body_arg = b;
+	sp->note = note;
+	spend_and_reply(req, res, sp, ds,
+			"not even the first query fits the dataset's remaining privacy budget; "
+			"nothing was answered or charged",
+			json_pack("{s:I, s:I}", "requested", (json_int_t)b->n, "answered",
+				  (json_int_t)0));
+}
+
+int srv_pate_session_queries(srv_request *req, srv_response *res)
+{
+	uint8_t hash[32];
+	struct pate_session s;
+	struct query_events qe;
+	struct batch b;
+	srv_dataset ds;
+	acct_error err;
+	srv_spend sp;
+	mech_rng *rng = NULL;
+	const char *note = NULL;
+	double *probs = NULL;
+	size_t m;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	memset(&qe, 0, sizeof(qe));
+	memset(&b, 0, sizeof(b));
+	acct_error_init(&err);
+	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
+		return 0;
+	rc = session_load(req->db, ds.id, req->params[1], &s);
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such PATE session");
+		return 0;
+	}
+	m = (size_t)s.cfg.num_classes;
+	b.s = &s;
+	b.qe = &qe;
+	if (batch_read(req, res, &b, &probs, &note) < 0)
+		goto out;
+	if (ds.archived) {
+		reply_nothing_fits(res, &ds, NULL, NULL);
+		goto out;
+	}
+	if ((rc = query_events_init(&qe, &s.cfg, &ds, &err)) < 0)
+		goto bad;
+	/* Noise for every query, before the transaction: none of it is revealed
+	 * unless its query is admitted and the charge commits. */
+	rng = srv_release_rng(res);
+	if (!rng)
+		goto out;
+	for (size_t i = 0; i < b.n; i++) {
+		if ((rc = run_query(rng, &s.cfg, &b.votes[i * m], probs ? &probs[i * m] : NULL, &b.out[i],
+				    &b.dd[i * s.cfg.n_orders], &err)) < 0)
+			goto bad;
+	}
+	batch_spend(req, res, &sp, &b, &ds, note);
+	goto out;
+bad:
+	srv_problem_from_error(res, &err);
+out:
+	mech_rng_free(rng);
+	acct_event_free(b.event);
+	free(b.event_text);
+	free(b.votes);
+	free(b.out);
+	free(b.dd);
+	free(probs);
+	query_events_clear(&qe);
+	session_clear(&s);
+	return 0;
+}
+
+/* ---- release ----------------------------------------------------------------- */
+
+struct release {
+	const struct pate_session *s;
+	double beta, sigma, order, delta;
+	int64_t answers, checks;
+	double rdp_noisy, rdp_release, rdp_independent;
+	acct_event *event;
+};
+
+static int release_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
+		       const char *rid)
+{
+	struct release *r = arg;
+	char now[32];
+
+	(void)ds;
+	(void)charge_id;
+	(void)rid;
+	srv_now_text(now);
+	return srv_store_pate_add_release(db, r->s->id, now) == SRV_OK ? 0 : -1;
+}
+
+/* epsilon at delta of an RDP value at one order (CKS 2020, Prop. 12). */
+static double epsilon_at(double order, double rdp, double delta)
+{
+	return acct_rdp_to_epsilon(&order, &rdp, 1, delta, NULL);
+}
+
+static json_t *release_body(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	struct release *r = arg;
+	double rdp = fmax(r->rdp_noisy, 0.0);
+
+	(void)rid;
+	return json_pack("{s:s, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:o, s:I, s:o}",
+			 "session", r->s->id, "order", r->order, "beta", r->beta, "sigma", r->sigma,
+			 "delta", r->delta, "answers_covered", (json_int_t)r->answers,
+			 "checks_covered", (json_int_t)r->checks, "rdp", rdp, "rdp_of_release",
+			 r->rdp_release, "epsilon", epsilon_at(r->order, rdp + r->rdp_release, r->delta),
+			 "rdp_data_independent", r->rdp_independent, "epsilon_data_independent",
+			 epsilon_at(r->order, r->rdp_independent, r->delta), "event",
+			 srv_event_to_json(r->event), "charge_id", (json_int_t)charge_id, "budget",
+			 srv_dataset_budget_json(ds));
+}
+
+/* release_body's answer as the store keeps it (srv_spend_text_fn). */
+static char *release_text(void *arg, int64_t charge_id, const char *rid, const srv_dataset *ds)
+{
+	return srv_json_text(release_body(arg, charge_id, rid, ds));
+}
+
+/*
+ * The event the release is charged: `pate_gnss` {beta, sigma}, whose RDP
+ * curve is Theorem 23's at every order inside (1, 1/(2 beta)) and unbounded
+ * beyond.  rdp ledgers compose the curve directly; a basic ledger converts it
+ * at the request's delta share; zcdp ledgers refuse it (no zCDP bound).
+ */
+static int release_event(double beta, double sigma, double delta, acct_event **ret,
+			 acct_error *err)
+{
+	acct_event *ev;
+
+	(void)delta;
+	if (beta > 0 && !(2 * 1.01 * beta < 1))
+		return acct_error_set(err, ACCT_EINVAL, "/beta", "no RDP order below 1/(2 beta)");
+	ev = acct_event_new(ACCT_EV_PATE_GNSS);
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.pate_gnss.beta = beta;
+	ev->u.pate_gnss.sigma = sigma;
+	*ret = ev;
+	return 0;
+}
+
+/* Reads the session's counters into r, inside the caller's read
+ * snapshot. */
+static int release_counters(srv_db *db, struct release *r, acct_error *err)
+{
+	switch (srv_store_pate_counters(db, r->s->id, &r->checks, &r->answers)) {
+	case SRV_OK:
+		return 0;
+	case SRV_NOT_FOUND:
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the session vanished");
+	default:
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
+	}
+}
+
+/* Scratch for the scan of the answered histograms: m votes, and M local
+ * sensitivities (one per distance) and their running sums. */
+struct release_scratch {
+	acct_pate_workspace *ws;
+	double *ls, *ls_sum, *v;
+};
+
+/* What the scan of the answered histograms reads with and sums into. */
+struct answer_scan {
+	const struct release *r;
+	struct release_scratch *x;
+	acct_error *err;
+	double f;
+};
+
+/* One stored answer: its data-dependent RDP at r->order into s->f, its
+ * local sensitivities into x->ls_sum. */
+static int scan_answer(void *arg, const int32_t *blob, size_t bytes)
+{
+	struct answer_scan *s = arg;
+	const struct pate_cfg *c = &s->r->s->cfg;
+	struct release_scratch *x = s->x;
+	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
+	double logq, rdp;
+	int rc;
+
+	if (!blob || bytes != m * sizeof(int32_t))
+		return acct_error_set(s->err, ACCT_EINTERNAL, "", "a stored histogram is corrupt");
+	for (size_t j = 0; j < m; j++)
+		x->v[j] = (double)blob[j];
+	if ((rc = acct_pate_gnmax_logq(x->v, m, c->sigma2_used, &logq, s->err)) < 0 ||
+	    (rc = acct_pate_gnmax_rdp_ss(x->ws, logq, c->sigma2_used, s->r->order, &rdp, s->err)) < 0 ||
+	    (rc = acct_pate_gnmax_local_sensitivity(x->ws, x->v, m, (int64_t)M, c->sigma2_used,
+						    s->r->order, x->ls, s->err)) < 0)
+		return rc;
+	s->f += rdp;
+	for (size_t d = 0; d < M; d++)
+		x->ls_sum[d] += x->ls[d];
+	return 0;
+}
+
+/*
+ * Sums each stored answer's data-dependent RDP at r->order into *ret_f and
+ * its local sensitivities into x->ls_sum, inside the caller's read
+ * snapshot.
+ */
+static int release_scan_answers(srv_db *db, const struct release *r, struct release_scratch *x,
+				double *ret_f, acct_error *err)
+{
+	struct answer_scan s = {r, x, err, 0};
+	int rc = srv_store_pate_each_answer(db, r->s->id, scan_answer, &s);
+
+	if (rc == SRV_DB_ERROR)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
+	if (rc < 0)
+		return rc;
+	*ret_f = s.f;
+	return 0;
+}
+
+/*
+ * f(D) at `order` and its smooth sensitivity (see the top of the file), from
+ * the answered histograms as of one snapshot.
+ */
+static int release_compute(srv_db *db, struct release *r, double *ret_f, double *ret_ss,
+			   acct_error *err)
+{
+	const struct pate_cfg *c = &r->s->cfg;
+	struct release_scratch x = { NULL, NULL, NULL, NULL };
+	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
+	double f = 0;
+	int rc = 0;
+
+	/* One read transaction: the counters and the rows agree. */
+	if (srv_store_read_begin(db) != SRV_OK)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
+	rc = release_counters(db, r, err);
+	if (rc < 0)
+		goto out;
+	if ((double)r->answers * (double)M > (double)DPG_MAX_PATE_RELEASE_WORK) {
+		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "",
+				    "%lld answers from %zu teachers exceed what one release analyses (%lld)",
+				    (long long)r->answers, M, (long long)DPG_MAX_PATE_RELEASE_WORK);
+		goto out;
+	}
+	x.ws = acct_pate_workspace_new(m, (int64_t)M);
+	x.ls = malloc(M * sizeof(*x.ls));
+	x.ls_sum = calloc(M, sizeof(*x.ls_sum));
+	x.v = malloc(m * sizeof(*x.v));
+	if (!x.ws || !x.ls || !x.ls_sum || !x.v) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	rc = release_scan_answers(db, r, &x, &f, err);
+	if (rc < 0)
+		goto out;
+	/* The checks at their data-independent bound (no sensitivity). */
+	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
+		f += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
+	*ret_f = f;
+	*ret_ss = acct_pate_smooth_sensitivity(r->beta, x.ls_sum, M);
+	r->rdp_independent = (double)r->answers * r->order / (c->sigma2_used * c->sigma2_used);
+	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
+		r->rdp_independent += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
+	rc = 0;
+out:
+	srv_store_read_end(db);
+	acct_pate_workspace_free(x.ws);
+	free(x.ls);
+	free(x.ls_sum);
+	free(x.v);
+	return rc;
+}
+
+/* Reads the release request's parameters into r and *ret_note, and the
+ * RDP of the release itself at r->order into r->rdp_release. */
+static int release_read(const json_t *body, struct release *r, const char **ret_note,
+			acct_error *err)
+{
+	static const char *const keys[] = {"beta", "sigma", "order", "delta", "note", NULL};
+	int rc;
+
+	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "beta", SRV_REQUIRED | SRV_HI_OPEN, 0, 0.5, &r->beta,
+				err)) < 0 ||
+	    (rc = srv_json_real(body, "", "sigma", SRV_REQUIRED, GNSS_MIN_SIGMA, GNSS_MAX_SIGMA,
+				&r->sigma, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "order", SRV_REQUIRED | SRV_LO_OPEN, 1,
+				DPG_MAX_RDP_ORDER, &r->order, err)) < 0 ||
+	    (rc = srv_json_real(body, "", "delta", SRV_REQUIRED | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1,
+				&r->delta, err)) < 0 ||
+	    (rc = srv_json_string(body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note,
+				  err)) < 0 ||
+	    (rc = acct_pate_gnss_rdp(r->beta + GNSS_BETA_SLACK, r->sigma, r->order, &r->rdp_release,
+				     err)) < 0)
+		return rc;
+	return 0;
+}
+
+/*
+ * The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian noise
+ * on a grid; its own event is not used, the release is priced by
+ * Theorem 23 above.  Nothing after release_compute may depend on the
+ * data except the value itself: not an error (answered before any
+ * charge, it would release what was computed) and not the grid (the
+ * last bits of an output on a grid chosen from SS name the grid, and so
+ * a range of SS).  So, with B = r->rdp_independent, a public bound on f
+ * and on its local sensitivity at every distance (each answer's RDP is
+ * in [0, order / sigma2^2]):
+ *  - the grid g is chosen from the public scale 2^8 B sigma;
+ *  - f is clamped to [0, B] and rounded down to the grid: the function
+ *    released has local sensitivity at most LS_f + g at any distance;
+ *  - S = max(SS_beta + g, 2^-8 B).  SS_beta + g is a beta-smooth upper
+ *    bound on that, and so is its max with a constant (S >= LS, and
+ *    S(x) <= e^beta S(y) for neighbours; Nissim, Raskhodnikova, Smith
+ *    2007, Def. 2.1).  With g <= 2^-11 B sigma <= 32 B (sigma <= 2^16),
+ *    S sigma / g then lies in [8, 2^20] units whatever the data;
+ *  - the sampler rounds S sigma up by a factor below 1 + 2^-23, which
+ *    keeps the bound and makes it (beta + 2^-23)-smooth: the release is
+ *    priced at beta + 2^-22.
+ * (Earlier, a scale below the sampler's reach answered 400 and read SS
+ * for free, and a grid taken from SS sigma showed in the output.)
+ */
+static int release_scale(const struct release *r, double *fval, double ss, int *ret_shift,
+			 double *ret_scale, acct_error *err)
+{
+	double bound = r->rdp_independent > 0 ? r->rdp_independent : 1.0;
+	int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r->sigma);
+	double g = ldexp(1.0, -shift), scale;
+
+	if (!(*fval <= bound))
+		*fval = bound;
+	if (!(*fval >= 0))
+		*fval = 0;
+	scale = fmax(ss + g, GNSS_FLOOR * bound) * r->sigma;
+	if (!(ss >= 0 && scale <= GNSS_GRID_HEADROOM * bound * r->sigma))
+		/* never: SS <= B and g <= 32 B */
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
+	*ret_shift = shift;
+	*ret_scale = scale;
+	return 0;
+}
+
+/*
+ * Charges the release in one store transaction (release_txn and
+ * release_body run inside srv_store_spend) and answers: the stored reply,
+ * 409 when it does not fit, or the store's error.
+ */
+static void release_spend(srv_request *req, srv_response *res, srv_spend *sp, struct release *r,
+			  srv_dataset *ds, const acct_cost *cost, const char *note)
+{
+	sp->kind = SRV_SPEND_CHARGE;
+	sp->dataset_id = ds->id;
+	sp->event_text = srv_event_text(r->event);
+	sp->cost = cost;
+	sp->txn_fn = release_txn;
+	sp->text_fn = release_text;
+	sp->body_arg = r;
+	sp->note = note;
+	if (!sp->event_text) {
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		return;
+	}
+	spend_and_reply(req, res, sp, ds,
+			"the release does not fit the dataset's remaining privacy budget; "
+			"nothing was released or charged",
+			NULL);
+	free((char *)sp->event_text);
+	sp->event_text = NULL;
+}
+
+int srv_pate_session_release(srv_request *req, srv_response *res)
+{
+	uint8_t hash[32];
+	struct pate_session s;
+	struct release r;
+	srv_dataset ds;
+	acct_error err;
+	acct_filter f;
+	acct_cost cost;
+	srv_spend sp;
+	mech_rng *rng = NULL;
+	const char *note = NULL;
+	double fval = 0, ss = 0, scale = 0;
+	int shift = 0, rc;
+
+	memset(&s, 0, sizeof(s));
+	memset(&r, 0, sizeof(r));
+	acct_error_init(&err);
+	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
+		return 0;
+	rc = session_load(req->db, ds.id, req->params[1], &s);
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such PATE session");
+		return 0;
+	}
+	r.s = &s;
+	if ((rc = release_read(req->body, &r, &note, &err)) < 0)
+		goto bad;
+	if (s.cfg.agg == AGG_LNMAX) {
+		acct_error_set(&err, ACCT_EUNSUPPORTED, "",
+			       "an lnmax session is charged its exact pure epsilon: there is no "
+			       "data-dependent figure to release");
+		goto bad;
+	}
+	if (ds.archived) {
+		reply_nothing_fits(res, &ds, NULL, NULL);
+		goto out;
+	}
+	/* What the release costs, priced before any private computation. */
+	if ((rc = release_event(r.beta + GNSS_BETA_SLACK, r.sigma, r.delta, &r.event, &err)) < 0 ||
+	    (rc = srv_dataset_filter(&ds, &f, &err)) < 0 ||
+	    (rc = acct_filter_price(&f, r.event, r.delta, &cost, &err)) < 0)
+		goto bad;
+	if ((rc = release_compute(req->db, &r, &fval, &ss, &err)) < 0)
+		goto bad;
+	/* From here on only the value depends on the data (see release_scale). */
+	if (release_scale(&r, &fval, ss, &shift, &scale, &err) < 0)
+		goto bad;
+	rng = srv_release_rng(res);
+	if (!rng)
+		goto out;
+	if (mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
+		acct_error_init(&err);
+		acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
+		goto bad;
+	}
+	release_spend(req, res, &sp, &r, &ds, &cost, note);
+	goto out;
+bad:
+	srv_problem_from_error(res, &err);
+out:
+	mech_rng_free(rng);
+	acct_event_free(r.event);
+	session_clear(&s);
+	return 0;
+}

@@ -1,0 +1,84 @@
+/*
+ * base.h: the leaf of server/: number and time text, clocks and latency
+ * histograms.  It includes nothing of dpgate's and no library, so every
+ * other layer (store/, http/, api/, jobs/, cli/) may use it.
+ *
+ * Number text (base_fmt.c) is written without printf: the charge path
+ * writes a dozen reals per request (the event, its cost, the running
+ * totals, the answer); glibc's printf plus a strtod read-back for each was
+ * a fifth of the server's CPU time per charge.
+ */
+#ifndef DPGATE_SRV_BASE_H
+#define DPGATE_SRV_BASE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Room for any output of srv_fmt_real, with its terminating NUL. */
+#define SRV_FMT_REAL_MAX 32
+
+/*
+ * Writes the shortest decimal that reads back (strtod) as exactly x, in the
+ * layout of printf's %.Pg for the smallest P in 15..17 that reads back, with
+ * ".0" appended when the text has no '.', 'e' or 'n' (so that a JSON reader
+ * sees a real).  Byte for byte what the loop "for P in 15..17: snprintf
+ * %.*g; stop when strtod gives x back" prints, for every double, including
+ * "nan", "inf" and "-0.0".  Returns the length (< SRV_FMT_REAL_MAX).
+ */
+size_t srv_fmt_real(char buf[SRV_FMT_REAL_MAX], double x);
+
+/* Writes v in decimal; returns the length (at most 20). */
+size_t srv_fmt_int64(char buf[24], int64_t v);
+
+/* Copies src (NULL as "") into dst of size bytes, cut to fit, always
+ * terminated: snprintf(dst, size, "%s", src) without printf. */
+void srv_strcopy(char *dst, size_t size, const char *src);
+
+/* UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (24 characters and a NUL). */
+void srv_fmt_timestamp(char buf[32], int64_t unix_s, long millis);
+
+/* Current UTC time as RFC 3339 text (srv_fmt_timestamp of now). */
+void srv_now_text(char buf[32]);
+
+/* Seconds from `from` to `to`, and from `start` to now on CLOCK_MONOTONIC. */
+double srv_seconds_between(const struct timespec *from, const struct timespec *to);
+double srv_seconds_since(const struct timespec *start);
+
+#define SRV_METRIC_BUCKETS 17
+
+/* A latency histogram for /metrics: observations per bucket (not
+ * cumulative; the upper bounds, shared by every histogram, are
+ * srv_histogram_bound's) and their sum, each a lock-free atomic.  All zero
+ * is an empty histogram. */
+typedef struct srv_histogram {
+	atomic_uint_fast64_t bucket[SRV_METRIC_BUCKETS];
+	atomic_uint_fast64_t sum_ns;
+} srv_histogram;
+
+/* Adds one observation of `seconds` (a negative or NaN one counts as 0). */
+void srv_histogram_observe(srv_histogram *h, double seconds);
+
+/* The upper bound in seconds of bucket i < SRV_METRIC_BUCKETS - 1 (the
+ * last bucket is +Inf). */
+double srv_histogram_bound(int i);
+
+/* The server's error record, shaped like acct_error: functions of server/
+ * return 0 or a negative code and fill the caller's record.  The message
+ * holds a path and the library's own words (SQLite's, a system call's). */
+#define SRV_ERROR_TEXT_BYTES 512
+
+typedef struct srv_error {
+	int code;
+	char text[SRV_ERROR_TEXT_BYTES];
+} srv_error;
+
+/* Clears a record.  Accepts NULL. */
+void srv_error_init(srv_error *err);
+
+/* Sets err's code and message (err may be NULL); returns `code`. */
+int srv_error_set(srv_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * http.h: the HTTP layer: the daemon, request framing and limits,
+ * connections, the router, reply helpers, key checks and /metrics.
+ *
+ * server/http/ is the only folder that includes microhttpd.h; nothing of
+ * it shows here, so route handlers (api/) see requests and responses as
+ * plain structs.  One srv_ctx is made at start (serve) and reaches every
+ * handler through its request; there are no mutable globals.
+ */
+#ifndef DPGATE_SRV_HTTP_H
+#define DPGATE_SRV_HTTP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "acct.h"
+#include "base.h"
+#include "store.h"
+
+/* ------------------------------------------------------------------------ */
+/* Callers and their keys (http_auth.c)                                       */
+/* ------------------------------------------------------------------------ */
+
+/* An authenticated caller. */
+typedef struct srv_principal {
+	char key_id[2 * SRV_KEY_ID_BYTES + 1];
+	srv_role role;
+	/* Array of dataset ids (analysts, scoped viewers); this request's own
+	 * (the key cache keeps another copy, never shared between threads). */
+	json_t *datasets;
+} srv_principal;
+
+/*
+ * Checks what a new key would carry, the same for POST /v1/keys and `dpgate
+ * keys create`: `datasets` (borrowed; NULL when absent) must be an array of
+ * at most DPG_MAX_SCOPED_DATASETS distinct dataset ids (srv_id_ok), none for
+ * an admin key, at least one for an analyst key; `note` (NULL when absent)
+ * must be 1 to DPG_MAX_NOTE_BYTES bytes.  Returns 0, or ACCT_EINVAL with the
+ * first problem in err (where: "/datasets" or "/note").
+ */
+int srv_keys_check(srv_role role, const json_t *datasets, const char *note, acct_error *err);
+
+/* A key's scope as the store keeps it: `datasets` (checked by
+ * srv_keys_check; NULL: none) as compact JSON text, malloc'ed; NULL when
+ * out of memory. */
+char *srv_keys_scope_text(const json_t *datasets);
+
+/* The server's cache of checked keys (see http_auth.c). */
+typedef struct srv_auth_cache srv_auth_cache;
+
+srv_auth_cache *srv_auth_cache_new(const char *db_path);
+void srv_auth_cache_free(srv_auth_cache *cache);
+void srv_auth_cache_flush(srv_auth_cache *cache);
+
+/*
+ * Checks an Authorization header value ("Bearer dpg_..."); on success fills
+ * *ret (caller frees with srv_principal_clear) and returns 0.  The hash is
+ * compared in constant time; unknown, malformed and revoked keys all fail
+ * alike with -1.  `cache` may be NULL (no caching).
+ */
+int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
+		   srv_principal *ret);
+
+/* Defined only by tests (weak, so NULL in dpgate): srv_auth_check calls it
+ * between reading a key row and caching it, the one moment at which a
+ * concurrent revocation must not be undone by the cache. */
+void srv__auth_between_read_and_cache(void) __attribute__((weak));
+void srv_principal_clear(srv_principal *p);
+
+/* True when the principal may see dataset `id` (admins: all; scoped keys:
+ * only listed ids; unscoped viewers: all). */
+bool srv_principal_sees(const srv_principal *p, const char *id);
+
+/* ------------------------------------------------------------------------ */
+/* Requests, routes and replies (http_serve.c), metrics (http_metrics.c)      */
+/* ------------------------------------------------------------------------ */
+
+#define SRV_METRIC_STATUSES 20
+
+typedef struct srv_route_metrics {
+	atomic_uint_fast64_t by_status[SRV_METRIC_STATUSES];
+	srv_histogram latency;
+} srv_route_metrics;
+
+/* Records one request on a route (index into the route table, or the
+ * unmatched slot). */
+void srv_metrics_record(srv_route_metrics *m, int status, double seconds);
+
+typedef struct srv_ctx srv_ctx;
+
+typedef enum srv_access {
+	SRV_PUBLIC,      /* no key: stateless routes, health, metrics, spec */
+	SRV_ANY_KEY,     /* any valid key; scope applied by the handler */
+	SRV_READ,        /* viewer, analyst or admin, scoped to {id} */
+	SRV_SPEND,       /* analyst scoped to {id}, or admin */
+	SRV_ADMIN,       /* admin only */
+} srv_access;
+
+#define SRV_MAX_PATH_PARAMS 3
+
+typedef struct srv_request {
+	srv_ctx *ctx;
+	const char *method;
+	const char *path;
+	const char *params[SRV_MAX_PATH_PARAMS]; /* {id}, {rid}, ... in order */
+	const char *raw_body;
+	size_t raw_len;
+	json_t *body;                            /* parsed object on JSON routes */
+	const char *content_type;
+	const char *idempotency_key;
+	const char *authorization;               /* the header, or NULL */
+	const srv_principal *who;                /* NULL on public routes */
+	srv_db *db;                              /* acquired for the request */
+	const char *(*query)(void *conn, const char *key);
+	void *conn;
+} srv_request;
+
+typedef struct srv_response {
+	int status;
+	char *body;                 /* malloc'd; NULL = empty */
+	size_t len;
+	const char *content_type;   /* static string */
+	char location[256];
+	char allow[64];             /* Allow header of a 405 */
+	bool close;                 /* Connection: close (a request whose framing was refused) */
+} srv_response;
+
+typedef int (*srv_handler)(srv_request *req, srv_response *res);
+
+typedef struct srv_route {
+	const char *method;
+	const char *pattern;        /* "/v1/datasets/{id}/charges" */
+	srv_access access;
+	bool json_body;             /* body parsed as JSON and required */
+	srv_handler handler;
+} srv_route;
+
+/* The routes a server answers: the application's table (api/'s
+ * srv_routes), handed to the daemon in its srv_ctx so that http/ does not
+ * depend on the layer above it. */
+typedef struct srv_route_table {
+	const srv_route *routes;
+	size_t n;
+} srv_route_table;
+
+/*
+ * Matches a method and path against the table.  Returns the route index and
+ * fills params (pointers into `scratch`, which must hold a copy of the path),
+ * or -1 for no such path (404), -2 for a path with no such method (405).
+ */
+int srv_route_match(const srv_route_table *t, const char *method, const char *path, char *scratch,
+		    size_t scratch_size, const char *params[SRV_MAX_PATH_PARAMS]);
+
+/* The methods a path supports, comma-separated, for a 405's Allow header. */
+void srv_route_allowed(const srv_route_table *t, const char *path, char *buf, size_t size);
+
+struct srv_ctx {
+	srv_route_table routes;
+	srv_store *store;
+	srv_auth_cache *auth_cache;
+	struct srv_table_cache *tables; /* parsed hosted tables (store.h) */
+	struct srv_jobs *jobs;
+	char db_path[4096];
+	char data_dir[4096];
+	srv_route_metrics *route_metrics;  /* routes.n + 1 (unmatched) */
+	atomic_int in_flight;
+	atomic_bool stopping;
+	bool access_log;
+	/* Stateless computations (the public POST routes) running, and how many
+	 * may run at once: one can take seconds (a PLD calibration), and the
+	 * other HTTP threads stay free for the routes that spend budget. */
+	atomic_uint public_busy;
+	unsigned public_limit;
+	/* Seconds a request's body may take to arrive, counted from its
+	 * headers; a slower one is cut off (http_serve.c, on_request). */
+	unsigned body_timeout_s;
+	/* Seconds a request's header block may take from its first byte, and
+	 * connections one client address may hold (http_conns.h). */
+	unsigned header_timeout_s;
+	unsigned max_conns_per_ip;
+	/* Connections waiting for a request (http_conns.h); NULL until serving. */
+	struct srv_conns *conns;
+	/* /metrics shows every dataset's gauges to anyone (serve
+	 * --public-metrics); otherwise only those a key may read. */
+	bool public_metrics;
+};
+
+/* Fills a problem+json response (RFC 9457).  `field` may be NULL; `extra`
+ * (stolen, may be NULL) is merged into the body. */
+void srv_problem(srv_response *res, int status, const char *title, const char *detail,
+		 const char *field, json_t *extra);
+
+/* Whether a Content-Type value names the media type `type` (any case),
+ * alone or followed by parameters: "text/csv; charset=utf-8" is text/csv,
+ * "text/csvx" is not. */
+bool srv_media_type_is(const char *ct, const char *type);
+
+/* Whether a body of this Content-Type (NULL: none) is read as JSON: none,
+ * application/json or curl's default form type. */
+bool srv_json_content_type(const char *ct);
+
+/* Maps an acct_error to 400/409/422/500 problem+json. */
+void srv_problem_from_error(srv_response *res, const acct_error *err);
+
+/* Sends a JSON value (stolen) with a status. */
+void srv_json_reply(srv_response *res, int status, json_t *body);
+
+
+/* Parses a request body: size, depth and UTF-8 bounded.  Returns the JSON
+ * or NULL with `err` filled (ACCT_EINVAL). */
+json_t *srv_parse_body(const char *data, size_t len, acct_error *err);
+
+/*
+ * GET /metrics: the process's metrics to anyone; the per-dataset gauges
+ * (labelled archived="true" or "false") for the datasets the request's
+ * key may read, or for every dataset under serve --public-metrics.  A key
+ * is optional; an invalid one is 401.
+ */
+int srv_metrics_get(srv_request *req, srv_response *res);
+
+/* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status. */
+int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads);
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * http_metrics.c: /metrics in the Prometheus text format (version 0.0.4).
+ *
+ * Counters are lock-free atomics updated when a request completes; the
+ * per-dataset gauges are read from the store at scrape time, through the
+ * same filter code the gate uses, so dashboards and the gate agree.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "http_conns.h"
+#include "store.h"
+
+static const int metric_statuses[SRV_METRIC_STATUSES] = {
+	200, 201, 202, 204, 400, 401, 403, 404, 405, 409,
+	413, 414, 415, 422, 429, 500, 503, 0, 0, 0,
+};
+
+static int status_slot(int status)
+{
+	for (int i = 0; i < SRV_METRIC_STATUSES; i++)
+		if (metric_statuses[i] == status)
+			return i;
+	return SRV_METRIC_STATUSES - 1; /* "other" */
+}
+
+void srv_metrics_record(srv_route_metrics *m, int status, double seconds)
+{
+	atomic_fetch_add(&m->by_status[status_slot(status)], 1);
+	srv_histogram_observe(&m->latency, seconds);
+}
+
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		b->cap = b->cap * 2 + (size_t)n + 1;
+		{
+			char *ns = realloc(b->s, b->cap);
+
+			if (!ns) {
+				b->oom = true;
+				return;
+			}
+			b->s = ns;
+		}
+	}
+}
+
+/* The _bucket, _sum and _count lines of one histogram, with `labels`
+ * (NULL for none) before le; nothing when it is empty and skip_empty.
+ * Each bucket is read once and _count is their total, so that it always
+ * equals the +Inf bucket, even while requests are observed. */
+static void histogram_lines(struct sbuf *b, const char *name, const char *labels,
+			    const srv_histogram *h, bool skip_empty)
+{
+	uint64_t n[SRV_METRIC_BUCKETS], cum = 0;
+	const char *sep = labels ? "," : "", *open = labels ? "{" : "", *close = labels ? "}" : "";
+
+	for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
+		n[i] = atomic_load(&h->bucket[i]);
+		cum += n[i];
+	}
+	if (cum == 0 && skip_empty)
+		return;
+	if (!labels)
+		labels = "";
+	cum = 0;
+	for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
+		cum += n[i];
+		if (i < SRV_METRIC_BUCKETS - 1)
+			sb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, srv_histogram_bound(i),
+				  (unsigned long long)cum);
+		else
+			sb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+				  (unsigned long long)cum);
+	}
+	sb_printf(b, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
+		  1e-9 * (double)atomic_load(&h->sum_ns));
+	sb_printf(b, "%s_count%s%s%s %llu\n", name, open, labels, close, (unsigned long long)cum);
+}
+
+/* Whose datasets the per-dataset gauges show: every one, or those a key
+ * may read (srv_principal_sees), or none (who NULL, all false). */
+struct gauge_scope {
+	struct sbuf *b;
+	const srv_principal *who;
+	bool all;
+};
+
+static bool gauge_visible(void *arg, const char *id)
+{
+	const struct gauge_scope *g = arg;
+
+	return g->all || srv_principal_sees(g->who, id);
+}
+
+static void dataset_gauges(void *arg, const srv_dataset *ds)
+{
+	const struct gauge_scope *g = arg;
+	struct sbuf *b = g->b;
+	const char *archived = ds->archived ? "true" : "false";
+	srv_epsilons e;
+
+	if (srv_dataset_epsilons(ds, NULL, &e) < 0)
+		return;
+	/* Dataset ids are [A-Za-z0-9_.-], so they need no label escaping. */
+	sb_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
+		  ds->id, acct_ledger_kind_name(ds->accountant), archived, e.spent);
+	sb_printf(b, "dpgate_dataset_epsilon_remaining{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
+		  ds->id, acct_ledger_kind_name(ds->accountant), archived, e.remaining);
+	sb_printf(b, "dpgate_dataset_epsilon_budget{dataset=\"%s\",archived=\"%s\"} %.17g\n", ds->id,
+		  archived, ds->budget_epsilon);
+	sb_printf(b, "dpgate_dataset_charges{dataset=\"%s\",archived=\"%s\"} %lld\n", ds->id, archived,
+		  (long long)ds->charges);
+}
+
+/* dpgate_http_requests_total: a line per route and status seen; the row
+ * after the last route counts the requests no route matched. */
+static void request_counts(struct sbuf *b, srv_ctx *ctx)
+{
+	sb_printf(b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
+		     "# TYPE dpgate_http_requests_total counter\n");
+	for (size_t r = 0; r <= ctx->routes.n; r++) {
+		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
+		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
+
+		for (int s = 0; s < SRV_METRIC_STATUSES; s++) {
+			uint64_t n = atomic_load(&ctx->route_metrics[r].by_status[s]);
+
+			if (n == 0)
+				continue;
+			if (metric_statuses[s])
+				sb_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+					  method, route, metric_statuses[s], (unsigned long long)n);
+			else
+				sb_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
+					  method, route, (unsigned long long)n);
+		}
+	}
+}
+
+/* dpgate_http_request_duration_seconds: a histogram per route that has
+ * served a request, and one for the unmatched. */
+static void request_durations(struct sbuf *b, srv_ctx *ctx)
+{
+	sb_printf(b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
+		     "# TYPE dpgate_http_request_duration_seconds histogram\n");
+	for (size_t r = 0; r <= ctx->routes.n; r++) {
+		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
+		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
+		char labels[256];
+
+		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"", method, route);
+		histogram_lines(b, "dpgate_http_request_duration_seconds", labels,
+				&ctx->route_metrics[r].latency, true);
+	}
+}
+
+/* The spend write transactions: how many ran, how many spends they
+ * carried, how many COMMITs failed, and how long they took. */
+static void spend_metrics(struct sbuf *b, srv_ctx *ctx)
+{
+	uint64_t batches, spends;
+	const srv_histogram *txn, *commit;
+
+	srv_store_group_stats(ctx->store, &batches, &spends);
+	sb_printf(b, "# HELP dpgate_spend_commits_total Write transactions run for charges, reservations and other spends (concurrent spends share one); one whose spends were all refused is rolled back, not fsync'ed.\n"
+		     "# TYPE dpgate_spend_commits_total counter\n"
+		     "dpgate_spend_commits_total %llu\n"
+		     "# HELP dpgate_spends_total Spends run in those transactions.\n"
+		     "# TYPE dpgate_spends_total counter\n"
+		     "dpgate_spends_total %llu\n",
+		  (unsigned long long)batches, (unsigned long long)spends);
+	sb_printf(b, "# HELP dpgate_commit_failures_total COMMITs that failed (a storage error: fsync, a full disk), each logged; the request answered 503 and released nothing.\n"
+		     "# TYPE dpgate_commit_failures_total counter\n"
+		     "dpgate_commit_failures_total %llu\n",
+		  (unsigned long long)srv_store_commit_failures(ctx->store));
+	srv_store_spend_timings(ctx->store, &txn, &commit);
+	sb_printf(b, "# HELP dpgate_spend_transaction_duration_seconds Spend write transactions that committed, from BEGIN IMMEDIATE to the durable COMMIT's return (the write lock held).\n"
+		     "# TYPE dpgate_spend_transaction_duration_seconds histogram\n");
+	histogram_lines(b, "dpgate_spend_transaction_duration_seconds", NULL, txn, false);
+	sb_printf(b, "# HELP dpgate_spend_commit_duration_seconds The COMMIT of those transactions alone: the WAL write and its fsync.\n"
+		     "# TYPE dpgate_spend_commit_duration_seconds histogram\n");
+	histogram_lines(b, "dpgate_spend_commit_duration_seconds", NULL, commit, false);
+}
+
+/* The hosted-table cache: hits, misses, evictions and the bytes it holds. */
+static void table_cache_metrics(struct sbuf *b, srv_ctx *ctx)
+{
+	srv_table_cache_stats t;
+
+	srv_table_cache_get_stats(ctx->tables, &t);
+	sb_printf(b, "# HELP dpgate_table_cache_hits_total Hosted-table reads served from a kept parse.\n"
+		     "# TYPE dpgate_table_cache_hits_total counter\n"
+		     "dpgate_table_cache_hits_total %llu\n"
+		     "# HELP dpgate_table_cache_misses_total Hosted-table reads that read and parsed the file.\n"
+		     "# TYPE dpgate_table_cache_misses_total counter\n"
+		     "dpgate_table_cache_misses_total %llu\n"
+		     "# HELP dpgate_table_cache_evictions_total Kept parses dropped to stay within the bound.\n"
+		     "# TYPE dpgate_table_cache_evictions_total counter\n"
+		     "dpgate_table_cache_evictions_total %llu\n"
+		     "# HELP dpgate_table_cache_bytes Memory held by kept parses.\n"
+		     "# TYPE dpgate_table_cache_bytes gauge\n"
+		     "dpgate_table_cache_bytes %zu\n",
+		  t.hits, t.misses, t.evictions, t.bytes);
+}
+
+/* The connections waiting for a request, and those the server closed. */
+static void connection_metrics(struct sbuf *b, srv_ctx *ctx)
+{
+	srv_conns_stats cs = srv_conns_read_stats(ctx->conns);
+
+	sb_printf(b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
+		     "# TYPE dpgate_connections_waiting gauge\n"
+		     "dpgate_connections_waiting %u\n"
+		     "# HELP dpgate_connections_closed_total Waiting connections the server closed, by why: a request's headers past the header deadline (serve --header-timeout, answered 408), or the longest-waiting one when waiting connections held all but the reserved slots.\n"
+		     "# TYPE dpgate_connections_closed_total counter\n"
+		     "dpgate_connections_closed_total{reason=\"header_timeout\"} %llu\n"
+		     "dpgate_connections_closed_total{reason=\"waiting_limit\"} %llu\n",
+		  cs.waiting, (unsigned long long)cs.header_timeouts,
+		  (unsigned long long)cs.waiting_limit);
+}
+
+/* The per-dataset gauges' HELP and TYPE lines, always, and their values
+ * for the datasets `scope` shows. */
+static void dataset_metrics(struct sbuf *b, srv_ctx *ctx, struct gauge_scope *scope)
+{
+	srv_db *db;
+
+	/* Which datasets exist, their budgets and spending are the ledger's,
+	 * not the process's: shown only as the request's key may read them,
+	 * or to anyone under serve --public-metrics. */
+	sb_printf(b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
+		     "# TYPE dpgate_dataset_epsilon_spent gauge\n"
+		     "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"
+		     "# TYPE dpgate_dataset_epsilon_remaining gauge\n"
+		     "# HELP dpgate_dataset_epsilon_budget The dataset's epsilon budget.\n"
+		     "# TYPE dpgate_dataset_epsilon_budget gauge\n"
+		     "# HELP dpgate_dataset_charges Charges on the dataset's ledger.\n"
+		     "# TYPE dpgate_dataset_charges gauge\n");
+	if (scope->all || scope->who) {
+		scope->b = b;
+		db = srv_store_acquire(ctx->store);
+		srv_store_dataset_list(db, gauge_visible, dataset_gauges, scope);
+		srv_store_release(ctx->store, db);
+	}
+}
+
+/* The exposition text; the per-dataset gauges as `scope` says.  NULL when
+ * out of memory. */
+static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret_len)
+{
+	struct sbuf b = {.s = malloc(8192), .cap = 8192};
+
+	if (!b.s)
+		return NULL;
+	b.s[0] = '\0';
+	request_counts(&b, ctx);
+	request_durations(&b, ctx);
+	spend_metrics(&b, ctx);
+	table_cache_metrics(&b, ctx);
+	connection_metrics(&b, ctx);
+	dataset_metrics(&b, ctx, scope);
+	if (b.oom) {
+		free(b.s);
+		return NULL;
+	}
+	*ret_len = b.len;
+	return b.s;
+}
+
+int srv_metrics_get(srv_request *req, srv_response *res)
+{
+	srv_ctx *ctx = req->ctx;
+	struct gauge_scope scope = {.all = ctx->public_metrics};
+	srv_principal who;
+	bool have_who = false;
+	size_t len = 0;
+	char *text;
+
+	/* A key is optional; one given must be valid, so that a scraper with
+	 * a revoked or mistyped token fails loudly rather than losing its
+	 * gauges. */
+	if (req->authorization) {
+		srv_db *db = srv_store_acquire(ctx->store);
+		int rc = srv_auth_check(db, ctx->auth_cache, req->authorization, &who);
+
+		srv_store_release(ctx->store, db);
+		if (rc < 0) {
+			srv_problem(res, 401, NULL,
+				    "the API key is not valid (a key is optional on /metrics)",
+				    "Authorization", NULL);
+			return 0;
+		}
+		have_who = true;
+		scope.who = &who;
+	}
+	text = metrics_render(ctx, &scope, &len);
+	if (have_who)
+		srv_principal_clear(&who);
+	if (!text) {
+		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
+		return 0;
+	}
+	res->status = 200;
+	res->content_type = "text/plain; version=0.0.4";
+	res->body = text;
+	res->len = len;
+	return 0;
+}

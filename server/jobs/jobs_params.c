@@ -1,0 +1,256 @@
+/*
+ * jobs_params.c: a training job's "params" object: the DP-SGD
+ * parameters it sets, and its label and classes checked against the
+ * linked table's schema.  Both run before anything is reserved or read.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jobs.h"
+#include "json.h"
+
+static int parse_enum(const json_t *params, const char *key, int (*from)(const char *, void *),
+		      void *ret, const char *allowed, acct_error *err)
+{
+	const char *s = NULL;
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	int rc = srv_json_string(params, "/params", key, 0, 32, &s, err);
+
+	if (rc <= 0)
+		return rc;
+	if (from(s, ret) < 0) {
+		srv_json_pointer(ptr, sizeof(ptr), "/params", key);
+		return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' must be one of %s", key, allowed);
+	}
+	return 1;
+}
+
+static int model_from(const char *s, void *r) { return trn_model_kind_from_name(s, r); }
+static int act_from(const char *s, void *r) { return trn_activation_from_name(s, r); }
+static int clip_from(const char *s, void *r) { return trn_clipping_from_name(s, r); }
+
+static int parse_u32(const json_t *params, const char *key, int64_t lo, int64_t hi, uint32_t *ret,
+		     acct_error *err)
+{
+	int64_t v;
+	int rc = srv_json_int(params, "/params", key, 0, lo, hi, &v, err);
+
+	if (rc == 1)
+		*ret = (uint32_t)v;
+	return rc;
+}
+
+static int parse_real(const json_t *params, const char *key, unsigned flags, double lo, double hi,
+		      double *ret, acct_error *err)
+{
+	return srv_json_real(params, "/params", key, flags, lo, hi, ret, err);
+}
+
+/* The enumerations and scalars of "params", each over its default. */
+static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *err)
+{
+	int rc = parse_enum(params, "model", model_from, &p->model, "\"logreg\", \"mlp\"", err);
+
+	if (rc >= 0)
+		rc = parse_enum(params, "activation", act_from, &p->activation, "\"relu\", \"tanh\"", err);
+	if (rc >= 0)
+		rc = parse_enum(params, "clipping", clip_from, &p->clipping, "\"global\", \"per_layer\"", err);
+	if (rc >= 0)
+		rc = parse_u32(params, "epochs", 1, 100000, &p->epochs, err);
+	if (rc >= 0)
+		rc = parse_u32(params, "lot_size", 1, UINT32_MAX, &p->lot_size, err);
+	if (rc >= 0)
+		rc = parse_real(params, "noise_multiplier", SRV_LO_OPEN, 0, 1e6, &p->noise_multiplier, err);
+	if (rc >= 0)
+		rc = parse_real(params, "clip_norm", SRV_LO_OPEN, 0, 1e6, &p->clip_norm, err);
+	if (rc >= 0) {
+		double lr = NAN;
+
+		rc = parse_real(params, "learning_rate", SRV_LO_OPEN, 0, 1e3, &lr, err);
+		if (rc == 1) {
+			p->learning_rate = lr;
+			p->learning_rate_final = lr; /* constant unless told otherwise */
+		}
+	}
+	if (rc >= 0)
+		rc = parse_real(params, "learning_rate_final", SRV_LO_OPEN, 0, 1e3,
+				&p->learning_rate_final, err);
+	if (rc >= 0)
+		rc = parse_u32(params, "learning_rate_decay_epochs", 0, 100000,
+			       &p->learning_rate_decay_epochs, err);
+	if (rc >= 0)
+		rc = parse_real(params, "momentum", SRV_HI_OPEN, 0, 1, &p->momentum, err);
+	if (rc >= 0)
+		rc = parse_u32(params, "pca_components", 0, DPG_MAX_FEATURES, &p->pca_components, err);
+	if (rc >= 0)
+		rc = parse_real(params, "pca_noise_multiplier", SRV_LO_OPEN, 0, 1e6,
+				&p->pca_noise_multiplier, err);
+	if (rc >= 0) {
+		int64_t v = 0;
+
+		rc = srv_json_int(params, "/params", "max_train_examples", 0, 0, DPG_MAX_TRAIN_EXAMPLES,
+				  &v, err);
+		if (rc == 1)
+			p->max_train_examples = (uint64_t)v;
+	}
+	return rc;
+}
+
+/* "hidden": one width, or a list of 1 to DPG_MAX_HIDDEN_LAYERS widths. */
+static int parse_hidden(const json_t *params, trn_dpsgd_params *p, acct_error *err)
+{
+	json_t *hidden = json_object_get(params, "hidden");
+	size_t n = json_array_size(hidden);
+	uint32_t w = 0;
+	int rc;
+
+	if (!hidden)
+		return 0;
+	if (!json_is_array(hidden)) {
+		rc = parse_u32(params, "hidden", 1, DPG_MAX_HIDDEN_UNITS, &w, err);
+		if (rc == 1) {
+			p->n_hidden = 1;
+			p->hidden[0] = w;
+		}
+		return rc;
+	}
+	if (n < 1 || n > DPG_MAX_HIDDEN_LAYERS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+				      "'hidden' lists 1 to %d layer widths", DPG_MAX_HIDDEN_LAYERS);
+	p->n_hidden = (uint32_t)n;
+	for (size_t i = 0; i < n; i++) {
+		json_t *wi = json_array_get(hidden, i);
+
+		if (!json_is_integer(wi) || json_integer_value(wi) < 1 ||
+		    json_integer_value(wi) > DPG_MAX_HIDDEN_UNITS)
+			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+					      "hidden widths are integers in [1, %d]",
+					      DPG_MAX_HIDDEN_UNITS);
+		p->hidden[i] = (uint32_t)json_integer_value(wi);
+	}
+	return 0;
+}
+
+int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error *err)
+{
+	static const char *const keys[] = {
+		"model", "hidden", "activation", "epochs", "lot_size", "noise_multiplier",
+		"clip_norm", "clipping", "learning_rate", "learning_rate_final",
+		"learning_rate_decay_epochs", "momentum", "pca_components",
+		"pca_noise_multiplier", "max_train_examples", "label", "classes", NULL,
+	};
+	int rc;
+
+	trn_dpsgd_params_default(p);
+	if (!params)
+		params = json_object();
+	else
+		json_incref((json_t *)params);
+	if (!json_is_object(params)) {
+		json_decref((json_t *)params);
+		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
+	}
+	rc = srv_json_only_keys(params, "/params", keys, err);
+	if (rc >= 0)
+		rc = parse_scalars(params, p, err);
+	if (rc >= 0)
+		rc = parse_hidden(params, p, err);
+	if (rc >= 0) {
+		const char *label = NULL;
+
+		/* Read by the worker for hosted tables; checked here for its type. */
+		rc = srv_json_string(params, "/params", "label", 0, DPG_MAX_NAME_BYTES, &label, err);
+	}
+	if (rc >= 0 && p->model == TRN_MODEL_LOGREG)
+		p->n_hidden = 0;
+	json_decref((json_t *)params);
+	if (rc < 0)
+		return rc;
+	return trn_dpsgd_params_validate(p, err);
+}
+
+/*
+ * Checks the job's label and classes against a hosted table's schema
+ * (metadata, so before any data is read).  The label must name a column
+ * (default: the last).  The classes must be declared: an integer K for a
+ * numeric label (classes 0 .. K-1), or the list of category names for a
+ * categorical one.  Taken from the data, their number and order would be
+ * released by the model's shape whatever noise the training adds (one row
+ * with a new category changed it), so they are public parameters; a row
+ * whose label is none of them is sampled with a zero gradient
+ * (TRN_NO_CLASS).  Fashion-MNIST has its ten classes and takes none.
+ */
+int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *ret_features,
+			  uint32_t *ret_classes, acct_error *err)
+{
+	const char *label = json_string_value(json_object_get(params, "label"));
+	const json_t *classes = json_object_get(params, "classes"), *col = NULL, *c;
+	size_t i, n = json_array_size(columns), features = 0;
+
+	if (!columns) {
+		if (classes)
+			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+					      "classes are declared for a hosted table's label only");
+		if (label)
+			return acct_error_set(err, ACCT_EINVAL, "/params/label",
+					      "a label column is named for a hosted table only");
+		*ret_features = TRN_FASHION_MNIST_FEATURES;
+		*ret_classes = TRN_FASHION_MNIST_CLASSES;
+		return 0;
+	}
+	json_array_foreach(columns, i, c)
+		if (label ? json_is_string(json_object_get(c, "name")) &&
+				    strcmp(json_string_value(json_object_get(c, "name")), label) == 0 :
+			    i + 1 == n)
+			col = c;
+	if (!col)
+		return acct_error_set(err, ACCT_EINVAL, "/params/label",
+				      "the hosted table has no column '%.64s'", label ? label : "");
+	/* The features: every numeric column but the label (table_to_dataset). */
+	json_array_foreach(columns, i, c)
+		if (c != col && json_is_string(json_object_get(c, "kind")) &&
+		    strcmp(json_string_value(json_object_get(c, "kind")), "numeric") == 0)
+			features++;
+	*ret_features = features;
+	if (!classes)
+		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+				      "a hosted table's label classes must be declared: an integer K "
+				      "for a numeric label (0 .. K-1), or the list of category names");
+	if (strcmp(json_string_value(json_object_get(col, "kind")), "numeric") == 0) {
+		if (!json_is_integer(classes) || json_integer_value(classes) < 2 ||
+		    json_integer_value(classes) > DPG_MAX_CLASSES)
+			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+					      "a numeric label's classes are an integer K in [2, %d]",
+					      DPG_MAX_CLASSES);
+		*ret_classes = (uint32_t)json_integer_value(classes);
+		return 0;
+	}
+	if (!json_is_array(classes) || json_array_size(classes) < 2 ||
+	    json_array_size(classes) > DPG_MAX_CLASSES)
+		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+				      "a categorical label's classes are a list of 2 to %d names",
+				      DPG_MAX_CLASSES);
+	json_array_foreach(classes, i, c) {
+		char where[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(where, sizeof(where), "/params/classes/%zu", i);
+		if (!json_is_string(c) || json_string_length(c) < 1 ||
+		    json_string_length(c) > DPG_MAX_CSV_FIELD_BYTES ||
+		    strlen(json_string_value(c)) != json_string_length(c))
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a class is a category name of 1 to %d bytes",
+					      DPG_MAX_CSV_FIELD_BYTES);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(json_string_value(json_array_get(classes, k)),
+				   json_string_value(c)) == 0)
+				return acct_error_set(err, ACCT_EINVAL, where, "appears twice");
+	}
+	*ret_classes = (uint32_t)json_array_size(classes);
+	return 0;
+}
+
+json_t *srv_json_parse_text(const char *text)
+{
+	return text ? json_loads(text, 0, NULL) : NULL;
+}

@@ -1,0 +1,124 @@
+/*
+ * jobs_queue.c: the pool's bounded queue of job ids, the claims submissions
+ * hold on its places, and what the route handlers read or signal in the
+ * workers' slots (live progress, cancellation).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jobs_pool.h"
+
+bool srv_jobs__enqueue(srv_jobs *jobs, const char *id)
+{
+	bool ok = false;
+
+	pthread_mutex_lock(&jobs->lock);
+	/* An id too long for a queue entry is refused, not queued cut. */
+	if (jobs->count < DPG_MAX_QUEUED_JOBS &&
+	    (size_t)snprintf(jobs->queue[(jobs->head + jobs->count) % DPG_MAX_QUEUED_JOBS],
+			     sizeof(jobs->queue[0]), "%s", id) < sizeof(jobs->queue[0])) {
+		jobs->count++;
+		ok = true;
+		pthread_cond_signal(&jobs->wake);
+	}
+	pthread_mutex_unlock(&jobs->lock);
+	return ok;
+}
+
+bool srv_jobs_claim(srv_jobs *jobs)
+{
+	bool ok;
+
+	pthread_mutex_lock(&jobs->lock);
+	ok = jobs->count + jobs->claimed < DPG_MAX_QUEUED_JOBS;
+	if (ok)
+		jobs->claimed++;
+	pthread_mutex_unlock(&jobs->lock);
+	return ok;
+}
+
+void srv_jobs_unclaim(srv_jobs *jobs)
+{
+	pthread_mutex_lock(&jobs->lock);
+	jobs->claimed--;
+	pthread_mutex_unlock(&jobs->lock);
+}
+
+void srv_jobs_enqueue_claimed(srv_jobs *jobs, const char *id)
+{
+	pthread_mutex_lock(&jobs->lock);
+	jobs->claimed--;
+	/* The id was made by the submission route: 28 characters, which an
+	 * entry holds. */
+	snprintf(jobs->queue[(jobs->head + jobs->count) % DPG_MAX_QUEUED_JOBS],
+		 sizeof(jobs->queue[0]), "%s", id);
+	jobs->count++;
+	pthread_cond_signal(&jobs->wake);
+	pthread_mutex_unlock(&jobs->lock);
+}
+
+json_t *srv_jobs__progress_json(const trn_progress *p)
+{
+	json_t *o = json_pack("{s:i, s:i, s:I, s:I, s:f}", "epoch", (int)p->epoch, "epochs",
+			      (int)p->epochs, "step", (json_int_t)p->step, "steps_total",
+			      (json_int_t)p->steps_total, "learning_rate", p->learning_rate);
+
+	if (o && isfinite(p->loss))
+		json_object_set_new(o, "loss", json_real(p->loss));
+	if (o && isfinite(p->accuracy))
+		json_object_set_new(o, "accuracy", json_real(p->accuracy));
+	return o;
+}
+
+bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
+{
+	pthread_mutex_lock(&jobs->lock);
+	while (!jobs->stopping && jobs->count == 0)
+		pthread_cond_wait(&jobs->wake, &jobs->lock);
+	if (jobs->stopping) {
+		pthread_mutex_unlock(&jobs->lock);
+		return false;
+	}
+	pthread_mutex_lock(&slot->lock);
+	memcpy(slot->id, jobs->queue[jobs->head], sizeof(slot->id));
+	atomic_store(&slot->cancel, false);
+	slot->cancel_by_user = false;
+	slot->has_progress = false;
+	pthread_mutex_unlock(&slot->lock);
+	jobs->head = (jobs->head + 1) % DPG_MAX_QUEUED_JOBS;
+	jobs->count--;
+	pthread_mutex_unlock(&jobs->lock);
+	return true;
+}
+
+json_t *srv_jobs_live_progress(srv_jobs *jobs, const char *id)
+{
+	json_t *progress = NULL;
+
+	for (unsigned i = 0; jobs && i < jobs->n_workers; i++) {
+		job_slot *s = &jobs->slots[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (strcmp(s->id, id) == 0 && s->has_progress) {
+			json_decref(progress);
+			progress = srv_jobs__progress_json(&s->progress);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return progress;
+}
+
+void srv_jobs_cancel_running(srv_jobs *jobs, const char *id)
+{
+	for (unsigned i = 0; jobs && i < jobs->n_workers; i++) {
+		job_slot *s = &jobs->slots[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (strcmp(s->id, id) == 0) {
+			s->cancel_by_user = true;
+			atomic_store(&s->cancel, true);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}

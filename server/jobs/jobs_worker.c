@@ -1,0 +1,419 @@
+/*
+ * jobs_worker.c: the worker threads and the life of one job on them.
+ *
+ * A worker marks the job running, keys a ChaCha20 stream from getrandom,
+ * loads the data, runs the trainer with the stream, writes the model file,
+ * then commits the reservation and records the outcome in one transaction.
+ * When getrandom fails the job fails before it loads anything, and the
+ * reservation is released.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mech.h"
+#include "jobs_pool.h"
+#include "store.h"
+#include "json.h"
+
+struct run_state {
+	srv_jobs *jobs;
+	job_slot *slot;
+	double last_save;
+};
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
+{
+	json_t *o = srv_jobs__progress_json(p);
+	char *text = o ? srv_json_dump(o) : NULL;
+	srv_db *db;
+
+	if (text) {
+		db = srv_store_acquire(jobs->ctx->store);
+		srv__job_save_progress(db, id, text);
+		srv_store_release(jobs->ctx->store, db);
+	}
+	free(text);
+	json_decref(o);
+}
+
+static int on_progress(const trn_progress *p, void *user)
+{
+	struct run_state *rs = user;
+	double t = now_seconds();
+
+	pthread_mutex_lock(&rs->slot->lock);
+	rs->slot->progress = *p;
+	rs->slot->has_progress = true;
+	pthread_mutex_unlock(&rs->slot->lock);
+	if (p->evaluated || t - rs->last_save >= PROGRESS_SAVE_INTERVAL_S) {
+		save_progress(rs->jobs, rs->slot->id, p);
+		rs->last_save = t;
+	}
+	return 0;
+}
+
+/* Writes the model file atomically (temp file, fsync, rename). */
+static int write_model(const char *dir, const char *id, const uint8_t *buf, size_t len,
+		       char *path, size_t path_size)
+{
+	char tmp[4200];
+	int fd;
+	size_t off = 0;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -1;
+	/* A path too long is an error: a cut one would name another file. */
+	if ((size_t)snprintf(path, path_size, "%s/%s.dpgm", dir, id) >= path_size ||
+	    (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+		return -1;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -1;
+	while (off < len) {
+		ssize_t w = write(fd, buf + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			close(fd);
+			unlink(tmp);
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+static void log_end_failed(const char *id)
+{
+	fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot record the end of job %s\"}\n", id);
+}
+
+/* Marks the slot's job running.  A job whose dataset was archived while it
+ * queued is cancelled instead and its reservation released.  SRV_OK when
+ * the job runs; `j` is then loaded and the caller clears it. */
+static int start_job(srv_ctx *ctx, job_slot *slot, srv_job_row *j)
+{
+	srv_db *db = srv_store_acquire(ctx->store);
+	char now[32];
+	int rc = srv__job_load(db, slot->id, j);
+
+	if (rc == SRV_OK) {
+		srv_now_text(now);
+		rc = srv__job_mark_running(db, slot->id, now);
+		if (rc == SRV_NOT_FOUND && strcmp(j->state, "queued") == 0) {
+			int fin = srv__job_finish(db, slot->id, "queued", "cancelled", true, NULL,
+						  "the dataset was archived before the job started; nothing "
+						  "was read, and the reservation was released",
+						  NULL, "job");
+
+			/* SRV_CONFLICT: a user cancelled it meanwhile. */
+			if (fin != SRV_OK && fin != SRV_CONFLICT)
+				fprintf(stderr,
+					"{\"level\":\"error\",\"msg\":\"cannot cancel job %s of an "
+					"archived dataset\"}\n",
+					slot->id);
+		}
+		if (rc != SRV_OK)
+			srv__job_row_clear(j);
+	}
+	srv_store_release(ctx->store, db);
+	return rc;
+}
+
+/* Without secure randomness the job fails before it reads anything, so its
+ * reservation goes back to the budget. */
+static void fail_without_random(srv_ctx *ctx, const char *id)
+{
+	srv_db *db = srv_store_acquire(ctx->store);
+
+	if (srv__job_finish(db, id, "running", "failed", true, NULL,
+			    "no secure randomness is available; nothing was read, and the "
+			    "reservation was released",
+			    NULL, "job") != SRV_OK)
+		log_end_failed(id);
+	srv_store_release(ctx->store, db);
+}
+
+/* Parses the job's parameters, loads its data and trains. */
+static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *stream,
+		     trn_dataset **train, trn_dataset **eval, trn_dpsgd_result **result,
+		     acct_error *err)
+{
+	srv_ctx *ctx = rs->jobs->ctx;
+	trn_dpsgd_params p;
+	srv_db *db;
+	json_t *params = srv_json_parse_text(j->params);
+	int rc = srv__jobs_parse_params(params, &p, err);
+
+	if (rc >= 0) {
+		db = srv_store_acquire(ctx->store);
+		rc = srv_jobs__load_data(rs->jobs->load_table, ctx->tables, db, j->dataset_id,
+					 params, train, eval, err);
+		srv_store_release(ctx->store, db);
+	}
+	if (rc >= 0 && (int64_t)(*train)->n != j->n_train)
+		rc = acct_error_set(err, ACCT_EINVAL, "/data",
+				    "the linked data changed since the job was priced");
+	if (rc >= 0)
+		rc = trn_dpsgd_run(&p, *train, *eval, stream, on_progress, rs, &rs->slot->cancel,
+				   result, err);
+	/* p may point into params: released only after the run. */
+	json_decref(params);
+	return rc;
+}
+
+/* Writes the trained model's file (model_path stays empty when it cannot
+ * be kept) and returns the job's result text (NULL when out of memory). */
+static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *result,
+			 char *model_path, size_t model_path_size, acct_error *err)
+{
+	uint8_t *model = NULL;
+	size_t model_len = 0;
+	char models_dir[4200];
+	char *result_text;
+	json_t *res;
+
+	if (trn_model_serialize(result->model, &model, &model_len, err) == 0) {
+		if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir) >=
+			    sizeof(models_dir) ||
+		    write_model(models_dir, id, model, model_len, model_path, model_path_size) < 0)
+			model_path[0] = '\0';
+	}
+	res = json_pack("{s:I, s:I, s:I, s:f, s:b}", "steps_done",
+			(json_int_t)result->steps_done, "steps_total",
+			(json_int_t)result->steps_total, "examples_used",
+			(json_int_t)result->examples_used, "train_seconds",
+			result->train_seconds, "model_available", model_path[0] != '\0');
+	if (res && isfinite(result->test_accuracy))
+		json_object_set_new(res, "test_accuracy", json_real(result->test_accuracy));
+	if (res && isfinite(result->test_loss))
+		json_object_set_new(res, "test_loss", json_real(result->test_loss));
+	if (res)
+		json_object_set_new(res, "model_bytes", json_integer((json_int_t)model_len));
+	result_text = res ? srv_json_dump(res) : NULL;
+	json_decref(res);
+	free(model);
+	return result_text;
+}
+
+/* Records the job's end and commits its reservation in full: the job has
+ * touched data. */
+static void end_job(srv_ctx *ctx, const char *id, const char *final_state,
+		    const char *result_text, const char *error, const char *model_path)
+{
+	srv_db *db = srv_store_acquire(ctx->store);
+
+	if (srv__job_finish(db, id, "running", final_state, false, result_text, error,
+			    model_path[0] ? model_path : NULL, "job") != SRV_OK)
+		log_end_failed(id);
+	srv_store_release(ctx->store, db);
+}
+
+static void run_job(srv_jobs *jobs, job_slot *slot)
+{
+	srv_ctx *ctx = jobs->ctx;
+	srv_job_row j;
+	trn_dataset *train = NULL, *eval = NULL;
+	trn_dpsgd_result *result = NULL;
+	mech_rng *sys = NULL, *stream = NULL;
+	struct run_state rs = {.jobs = jobs, .slot = slot, .last_save = 0};
+	acct_error err;
+	char model_path[4200] = "";
+	char *result_text = NULL;
+	const char *final_state = "failed", *error = NULL;
+	char msg[ACCT_ERROR_TEXT_BYTES + sizeof(" at ") + ACCT_ERROR_WHERE_BYTES];
+	int rc;
+
+	acct_error_init(&err);
+	if (start_job(ctx, slot, &j) != SRV_OK)
+		return; /* cancelled while queued, its dataset archived, or gone */
+	/* The random source comes first: whether getrandom works says nothing
+	 * about the data. */
+	sys = mech_rng_new_system();
+	stream = sys ? mech_rng_new_stream(sys) : NULL;
+	if (!stream) {
+		fail_without_random(ctx, slot->id);
+		goto out;
+	}
+	/* From here on the job has touched, or may touch, data. */
+	rc = train_job(&rs, &j, stream, &train, &eval, &result, &err);
+	/* The last step's progress, which the save interval may have skipped. */
+	if (slot->has_progress)
+		save_progress(jobs, slot->id, &slot->progress);
+	if (rc >= 0 && result) {
+		result_text = keep_result(ctx, slot->id, result, model_path, sizeof(model_path), &err);
+		final_state = rc == TRN_CANCELLED ? (slot->cancel_by_user ? "cancelled" : "failed") :
+						    "succeeded";
+	}
+	if (rc < 0) {
+		snprintf(msg, sizeof(msg), "%s%s%s", err.text, err.where[0] ? " at " : "", err.where);
+		error = msg;
+	} else if (strcmp(final_state, "failed") == 0) {
+		error = "the server stopped while the job ran";
+	}
+	end_job(ctx, slot->id, final_state, result_text, error, model_path);
+out:
+	free(result_text);
+	trn_dpsgd_result_free(result);
+	trn_dataset_free(train);
+	trn_dataset_free(eval);
+	mech_rng_free(stream);
+	mech_rng_free(sys);
+	srv__job_row_clear(&j);
+}
+
+struct worker_arg {
+	srv_jobs *jobs;
+	unsigned index;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker_arg *wa = arg;
+	srv_jobs *jobs = wa->jobs;
+	job_slot *slot = &jobs->slots[wa->index];
+
+	free(wa);
+	while (srv_jobs__take(jobs, slot)) {
+		run_job(jobs, slot);
+
+		pthread_mutex_lock(&slot->lock);
+		slot->id[0] = '\0';
+		pthread_mutex_unlock(&slot->lock);
+	}
+	return NULL;
+}
+
+/*
+ * The start-up rule: running jobs failed (reservation committed), queued
+ * jobs queued again, oldest first.  A running job that cannot be failed
+ * stops the start (its reservation would stay open, and the rows would come
+ * back in the next pass for ever).
+ */
+static int fail_interrupted(srv_db *db, srv_error *err)
+{
+	char running[64][48];
+	unsigned n_running = 64;
+
+	while (n_running == 64) {
+		if (srv__job_ids_in_state(db, "running", running, 64, &n_running) != SRV_OK) {
+			srv_error_set(err, SRV_DB_ERROR, "cannot read the jobs that were running: %s",
+				 srv__job_db_error(db));
+			return -1;
+		}
+		for (unsigned i = 0; i < n_running; i++) {
+			if (srv__job_finish(db, running[i], "running", "failed", false, NULL,
+					    "interrupted: the server stopped while the job ran; its reservation is committed in full",
+					    NULL, "restart") != SRV_OK) {
+				srv_error_set(err, SRV_DB_ERROR,
+					 "cannot mark interrupted job %s failed and commit its reservation",
+					 running[i]);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+static int requeue_at_start(srv_jobs *jobs, srv_error *err)
+{
+	srv_ctx *ctx = jobs->ctx;
+	char ids[DPG_MAX_QUEUED_JOBS][48];
+	unsigned n_queued = 0;
+	srv_db *db = srv_store_acquire(ctx->store);
+	int rc = fail_interrupted(db, err);
+
+	if (rc == 0 && srv__job_ids_in_state(db, "queued", ids, DPG_MAX_QUEUED_JOBS, &n_queued) != SRV_OK)
+		n_queued = 0;
+	srv_store_release(ctx->store, db);
+	for (unsigned i = 0; rc == 0 && i < n_queued; i++)
+		srv_jobs__enqueue(jobs, ids[i]);
+	return rc;
+}
+
+static void start_workers(srv_jobs *jobs, unsigned workers)
+{
+	for (unsigned i = 0; i < workers; i++) {
+		struct worker_arg *wa = malloc(sizeof(*wa));
+
+		if (!wa)
+			break;
+		wa->jobs = jobs;
+		wa->index = i;
+		if (pthread_create(&jobs->threads[i], NULL, worker_main, wa) != 0) {
+			free(wa);
+			break;
+		}
+		jobs->n_workers++;
+	}
+}
+
+int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs_table_fn load_table, srv_jobs **ret,
+		   srv_error *err)
+{
+	srv_jobs *jobs = calloc(1, sizeof(*jobs));
+
+	if (!jobs || workers == 0 || workers > DPG_MAX_JOB_WORKERS) {
+		srv_error_set(err, SRV_DB_ERROR, "bad worker count");
+		free(jobs);
+		return -1;
+	}
+	jobs->ctx = ctx;
+	jobs->load_table = load_table;
+	pthread_mutex_init(&jobs->lock, NULL);
+	pthread_cond_init(&jobs->wake, NULL);
+	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
+		pthread_mutex_init(&jobs->slots[i].lock, NULL);
+	if (requeue_at_start(jobs, err) < 0) {
+		srv_jobs_stop(jobs);
+		return -1;
+	}
+	start_workers(jobs, workers);
+	if (jobs->n_workers == 0) {
+		srv_error_set(err, SRV_DB_ERROR, "cannot start job workers");
+		srv_jobs_stop(jobs);
+		return -1;
+	}
+	*ret = jobs;
+	return 0;
+}
+
+void srv_jobs_stop(srv_jobs *jobs)
+{
+	if (!jobs)
+		return;
+	pthread_mutex_lock(&jobs->lock);
+	jobs->stopping = true;
+	pthread_cond_broadcast(&jobs->wake);
+	pthread_mutex_unlock(&jobs->lock);
+	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
+		atomic_store(&jobs->slots[i].cancel, true);
+	for (unsigned i = 0; i < jobs->n_workers; i++)
+		pthread_join(jobs->threads[i], NULL);
+	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
+		pthread_mutex_destroy(&jobs->slots[i].lock);
+	pthread_mutex_destroy(&jobs->lock);
+	pthread_cond_destroy(&jobs->wake);
+	free(jobs);
+}
+

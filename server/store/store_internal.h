@@ -1,0 +1,92 @@
+/*
+ * store_internal.h: transaction and ledger primitives shared by the
+ * store files of server/ (store_db.c, store_jobs.c, ...).  Everything
+ * here runs on one connection, inside or around one write transaction.
+ */
+#ifndef DPGATE_SRV_STORE_INTERNAL_H
+#define DPGATE_SRV_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* The raw connection, for the other store files of server/ (keys). */
+sqlite3 *srv__db_handle(srv_db *db);
+
+/* One page of a keyset-paginated listing, for the store files: runs
+ * `sql`, binding ?1 to text_param (left unbound when NULL), ?2 to `after`
+ * and ?3 to limit + 1, whose first column is the row's cursor.  The first
+ * `limit` rows go to `row` (0, or negative to fail the listing); *ret_next
+ * gets the last listed cursor when more rows follow, else -1.  SRV_OK or
+ * SRV_DB_ERROR. */
+int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
+		 int64_t limit, int (*row)(sqlite3_stmt *s, void *arg), void *row_arg,
+		 int64_t *ret_next);
+
+
+/*
+ * A prepared statement kept for the connection's lifetime, keyed by the
+ * address of its SQL (pass a string literal or static array), reset and with
+ * bindings cleared.  The caller resets it after use and never finalizes it.
+ * NULL when it cannot be prepared or the cache is full.
+ */
+sqlite3_stmt *srv__cached_stmt(srv_db *db, const char *sql);
+
+/* BEGIN IMMEDIATE, waiting on the busy handler; 0 or SRV_DB_ERROR. */
+int srv__begin_write(srv_db *db);
+
+/* COMMIT (durable with synchronous=FULL); when it fails, logs it, rolls
+ * back and returns SRV_COMMIT_FAILED (see store_db.c on what may stay). */
+int srv__commit(srv_db *db);
+
+/* ROLLBACK if a transaction is open; a no-op otherwise. */
+void srv__rollback(srv_db *db);
+
+/*
+ * Appends one ledger row to ds's ledger, carrying ds's running totals and
+ * counters as they stand after the row (the caller has applied the row to
+ * *ds first); these become the dataset's totals (schema/006).  Leaves *ds
+ * as a read of the dataset would return it (totals parsed back from the text
+ * stored, updated_at the later of its own and now).  Returns the row's seq,
+ * or -1 (nothing of *ds changed).
+ */
+int64_t srv__ledger_insert(srv_db *db, srv_dataset *ds, const char *kind, const char *event,
+			   const char *cost, double eps, double delta, const char *rid,
+			   const char *note, const char *actor, const char *idem_key,
+			   const char *now);
+
+/* Commits or releases an open reservation of `ds` (updating ds in memory
+ * and the ledger); SRV_NOT_FOUND, SRV_CONFLICT when not open (ret_state
+ * says what it is; may be NULL), SRV_OK or SRV_DB_ERROR. */
+int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, bool do_commit,
+				  const char *actor, const char *now, char ret_state[16]);
+
+/* Commits the dataset's expired open reservations (the expiry rule);
+ * *ret_closed (may be NULL) is set to how many, on SRV_OK. */
+int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_closed);
+
+#ifdef DPG_TESTING
+/*
+ * Runs n spends as one group-commit batch (one transaction, a savepoint
+ * each), as srv_store_spend does when requests arrive together; for tests
+ * that need a batch of known content.  rcs[i] is spend i's outcome.
+ */
+int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
+			       char **bodies, srv_dataset *dss, int *rcs);
+/*
+ * Inside the caller's write transaction: the table file the dataset's link
+ * names (malloc'd into *ret, NULL when it hosts no table).  Returns SRV_OK
+ * or SRV_DB_ERROR.
+ */
+int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret);
+
+#endif
+
+/*
+ * Inside the caller's write transaction: the table file the dataset's link
+ * names (malloc'd into *ret, NULL when it hosts no table).  Returns SRV_OK
+ * or SRV_DB_ERROR.
+ */
+int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret);
+
+#endif

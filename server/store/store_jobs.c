@@ -1,0 +1,335 @@
+/*
+ * store_jobs.c: the SQL of training jobs and of dataset data links.
+ * Everything that reads or writes the jobs and dataset_data tables is here;
+ * nothing here builds a reply.  Stored JSON columns (params, event,
+ * progress, result, a table's columns) are parsed back into jansson values,
+ * which is all of jansson this file uses.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "store_internal.h"
+
+void srv__job_row_clear(srv_job_row *j)
+{
+	free(j->params);
+	free(j->event);
+	free(j->progress);
+	free(j->result);
+	free(j->error);
+	free(j->model_path);
+	memset(j, 0, sizeof(*j));
+}
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+
+	return t ? (const char *)t : "";
+}
+
+/* A JSON column's text as stored (malloc'ed), or NULL for SQL NULL. */
+static char *col_dup(sqlite3_stmt *s, int i)
+{
+	return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : strdup(col_text(s, i));
+}
+
+int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_DB_ERROR;
+
+	memset(j, 0, sizeof(*j));
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT id, dataset_id, trainer, state, reservation_id, n_train, params,"
+			       " event, progress, result, error, model_path, created_at,"
+			       " coalesce(started_at, ''), coalesce(finished_at, '')"
+			       " FROM jobs WHERE id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	switch (sqlite3_step(s)) {
+	case SQLITE_ROW:
+		snprintf(j->id, sizeof(j->id), "%s", col_text(s, 0));
+		snprintf(j->dataset_id, sizeof(j->dataset_id), "%s", col_text(s, 1));
+		snprintf(j->trainer, sizeof(j->trainer), "%s", col_text(s, 2));
+		snprintf(j->state, sizeof(j->state), "%s", col_text(s, 3));
+		snprintf(j->reservation_id, sizeof(j->reservation_id), "%s", col_text(s, 4));
+		j->n_train = sqlite3_column_int64(s, 5);
+		j->params = col_dup(s, 6);
+		j->event = col_dup(s, 7);
+		j->progress = col_dup(s, 8);
+		j->result = col_dup(s, 9);
+		if (sqlite3_column_type(s, 10) != SQLITE_NULL)
+			j->error = strdup(col_text(s, 10));
+		if (sqlite3_column_type(s, 11) != SQLITE_NULL)
+			j->model_path = strdup(col_text(s, 11));
+		snprintf(j->created_at, sizeof(j->created_at), "%s", col_text(s, 12));
+		snprintf(j->started_at, sizeof(j->started_at), "%s", col_text(s, 13));
+		snprintf(j->finished_at, sizeof(j->finished_at), "%s", col_text(s, 14));
+		rc = SRV_OK;
+		break;
+	case SQLITE_DONE:
+		rc = SRV_NOT_FOUND;
+		break;
+	default:
+		break;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* Runs one statement with text parameters (NULL binds NULL). */
+static int exec_text(srv_db *db, const char *sql, int n, const char *const *args)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db), sql, -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	for (int i = 0; i < n; i++)
+		if (args[i])
+			sqlite3_bind_text(s, i + 1, args[i], -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		return SRV_DB_ERROR;
+	return sqlite3_changes(srv__db_handle(db)) > 0 ? SRV_OK : SRV_NOT_FOUND;
+}
+
+int srv__job_finish(srv_db *db, const char *job_id, const char *from_state, const char *state,
+		    bool release, const char *result, const char *error, const char *model_path,
+		    const char *actor)
+{
+	srv_job_row j;
+	srv_dataset ds;
+	char now[32];
+	int rc;
+
+	srv_now_text(now);
+	if (srv__begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	rc = srv__job_load(db, job_id, &j);
+	if (rc != SRV_OK)
+		goto out;
+	if (strcmp(j.state, from_state) != 0) {
+		rc = SRV_CONFLICT;
+		goto out;
+	}
+	rc = srv_store_dataset_get(db, j.dataset_id, &ds);
+	if (rc != SRV_OK)
+		goto out;
+	/* The expiry rule first, as for any close: a reservation past its TTL
+	 * is committed, also that of a job cancelled while queued. */
+	{
+		int swept = 0;
+
+		rc = srv__sweep_expired(db, &ds, now, &swept);
+		if (rc != SRV_OK)
+			goto out;
+	}
+	rc = srv__close_reservation_locked(db, &ds, j.reservation_id, !release, actor, now, NULL);
+	/* An expired reservation was committed by the sweep already: fine. */
+	if (rc == SRV_CONFLICT)
+		rc = SRV_OK;
+	if (rc == SRV_OK) {
+		const char *args[] = {job_id, state, result, error, model_path, now};
+
+		rc = exec_text(db,
+			       "UPDATE jobs SET state = ?2, result = ?3, error = ?4, model_path = ?5,"
+			       " finished_at = ?6 WHERE id = ?1",
+			       6, args);
+	}
+	if (rc == SRV_OK)
+		rc = srv__commit(db);
+out:
+	srv__rollback(db);
+	srv__job_row_clear(&j);
+	return rc;
+}
+
+int srv__job_insert(srv_db *db, const srv_job_new *job)
+{
+	char now[32], n_text[32];
+	const char *args[] = {job->id, job->dataset_id, job->params_text, job->event_text,
+			      n_text, job->reservation_id, job->actor, job->note, now};
+
+	srv_now_text(now);
+	snprintf(n_text, sizeof(n_text), "%lld", (long long)job->n_train);
+	return exec_text(db,
+			 "INSERT INTO jobs (id, dataset_id, trainer, params, event, n_train,"
+			 " reservation_id, state, actor, note, created_at)"
+			 " VALUES (?1, ?2, 'dpsgd', ?3, ?4, CAST(?5 AS INTEGER), ?6, 'queued', ?7, ?8, ?9)",
+			 9, args);
+}
+
+int srv__job_mark_running(srv_db *db, const char *id, const char *now)
+{
+	const char *args[] = {id, now};
+
+	/* A job whose dataset was archived while it queued does not start:
+	 * the archive's ledger row came first, so the job would read the data
+	 * of a dataset that refuses all new work. */
+	return exec_text(db,
+			 "UPDATE jobs SET state = 'running', started_at = ?2"
+			 " WHERE id = ?1 AND state = 'queued' AND NOT EXISTS"
+			 " (SELECT 1 FROM datasets d WHERE d.id = jobs.dataset_id AND d.archived)",
+			 2, args);
+}
+
+void srv__job_save_progress(srv_db *db, const char *id, const char *progress_text)
+{
+	const char *args[] = {id, progress_text};
+
+	exec_text(db, "UPDATE jobs SET progress = ?2 WHERE id = ?1 AND state = 'running'", 2, args);
+}
+
+int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],
+			  unsigned max, unsigned *ret_n)
+{
+	sqlite3_stmt *s = NULL;
+	unsigned n = 0;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT id FROM jobs WHERE state = ?1 ORDER BY created_at, id LIMIT ?2",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, (sqlite3_int64)max);
+	while (n < max && sqlite3_step(s) == SQLITE_ROW)
+		snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
+	sqlite3_finalize(s);
+	*ret_n = n;
+	return SRV_OK;
+}
+
+const char *srv__job_db_error(srv_db *db)
+{
+	return sqlite3_errmsg(srv__db_handle(db));
+}
+
+int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
+			     void (*fn)(void *arg, const srv_job_row *j), void *arg)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT id FROM jobs WHERE dataset_id = ?1 ORDER BY created_at DESC, id"
+			       " LIMIT 1000",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		srv_job_row j;
+
+		if (srv__job_load(db, col_text(s, 0), &j) == SRV_OK) {
+			fn(arg, &j);
+			srv__job_row_clear(&j);
+		}
+	}
+	sqlite3_finalize(s);
+	return SRV_OK;
+}
+
+int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char builtin[64])
+{
+	sqlite3_stmt *s = NULL;
+
+	kind[0] = builtin[0] = '\0';
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT kind, coalesce(builtin, '') FROM dataset_data WHERE dataset_id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		snprintf(kind, 16, "%s", col_text(s, 0));
+		snprintf(builtin, 64, "%s", col_text(s, 1));
+	}
+	sqlite3_finalize(s);
+	return SRV_OK;
+}
+
+int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char **ret_columns)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_NOT_FOUND;
+
+	*ret_columns = NULL;
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT rows, kind, columns FROM dataset_data WHERE dataset_id = ?1", -1,
+			       &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		*ret = sqlite3_column_int64(s, 0);
+		if (strcmp(col_text(s, 1), "table") == 0)
+			*ret_columns = col_dup(s, 2);
+		rc = SRV_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_NOT_FOUND;
+
+	memset(ret, 0, sizeof(*ret));
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT kind, builtin, rows, columns, bytes, created_at, rows_public,"
+			       " schema_declared FROM dataset_data WHERE dataset_id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		snprintf(ret->kind, sizeof(ret->kind), "%s", col_text(s, 0));
+		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
+			snprintf(ret->builtin, sizeof(ret->builtin), "%s", col_text(s, 1));
+		ret->rows = sqlite3_column_int64(s, 2);
+		ret->columns = col_dup(s, 3);
+		ret->bytes = sqlite3_column_int64(s, 4);
+		snprintf(ret->created_at, sizeof(ret->created_at), "%s", col_text(s, 5));
+		ret->rows_public = sqlite3_column_int(s, 6) != 0;
+		ret->schema_declared = sqlite3_column_int(s, 7) != 0;
+		rc = SRV_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int srv__data_link_builtin(srv_db *db, const char *dataset_id, const char *builtin,
+			   const char *dir, int64_t rows, const char *actor, char **ret_old_table)
+{
+	char now[32], rows_text[32];
+	const char *args[] = {dataset_id, builtin, dir, rows_text, actor, now};
+	char *old_table = NULL;
+	int rc = SRV_DB_ERROR;
+
+	srv_now_text(now);
+	snprintf(rows_text, sizeof(rows_text), "%lld", (long long)rows);
+	if (srv__begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	if (srv__table_file_in_txn(db, dataset_id, &old_table) != SRV_OK)
+		goto out;
+	if (exec_text(db,
+		      "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, actor,"
+		      " created_at, rows_public, schema_declared)"
+		      " VALUES (?1, 'builtin', ?2, ?3, CAST(?4 AS INTEGER), ?5, ?6, 1, 1)"
+		      " ON CONFLICT (dataset_id) DO UPDATE SET kind = 'builtin',"
+		      " builtin = ?2, path = ?3, rows = CAST(?4 AS INTEGER), actor = ?5,"
+		      " created_at = ?6, rows_public = 1, schema_declared = 1",
+		      6, args) != SRV_OK)
+		goto out;
+	if (srv__commit(db) < 0)
+		goto out;
+	*ret_old_table = old_table;
+	old_table = NULL;
+	rc = SRV_OK;
+out:
+	srv__rollback(db);
+	free(old_table);
+	return rc;
+}

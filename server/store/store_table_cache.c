@@ -1,0 +1,272 @@
+/*
+ * store_table_cache.c: hosted tables kept parsed between queries (see
+ * store.h for what the key is and why a hit is the same table a
+ * fresh parse would give).
+ *
+ * Entries live in one doubly linked list, most recently used first.  An
+ * entry leaves the list when it is forgotten or evicted; if requests still
+ * hold references it is then "detached" and freed by the last release.
+ * bytes counts the listed entries only.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+struct srv_table_ref {
+	srv_table_ref *prev, *next; /* in the list while listed */
+	char *path;
+	char *schema;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	mech_table *table;
+	size_t bytes;
+	unsigned refs;
+	bool listed;
+};
+
+struct srv_table_cache {
+	pthread_mutex_t lock;
+	srv_table_ref *head, *tail;
+	size_t max_bytes, bytes, tables;
+	unsigned long long hits, misses, evictions;
+};
+
+srv_table_cache *srv_table_cache_new(size_t max_bytes)
+{
+	srv_table_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	c->max_bytes = max_bytes;
+	return c;
+}
+
+static void entry_free(srv_table_ref *e)
+{
+	if (!e)
+		return;
+	mech_table_free(e->table);
+	free(e->path);
+	free(e->schema);
+	free(e);
+}
+
+static void unlink_entry(srv_table_cache *c, srv_table_ref *e)
+{
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		c->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		c->tail = e->prev;
+	e->prev = e->next = NULL;
+	e->listed = false;
+	c->bytes -= e->bytes;
+	c->tables--;
+}
+
+static void push_front(srv_table_cache *c, srv_table_ref *e)
+{
+	e->prev = NULL;
+	e->next = c->head;
+	if (c->head)
+		c->head->prev = e;
+	else
+		c->tail = e;
+	c->head = e;
+	e->listed = true;
+	c->bytes += e->bytes;
+	c->tables++;
+}
+
+/* Takes e out of the list; frees it when nobody uses it.  Under the lock. */
+static void drop_entry(srv_table_cache *c, srv_table_ref *e)
+{
+	unlink_entry(c, e);
+	if (e->refs == 0)
+		entry_free(e);
+}
+
+/* Drops unused tables, least recently used first, until the listed ones
+ * fit the bound (or only used ones are left).  Under the lock. */
+static void shrink(srv_table_cache *c)
+{
+	srv_table_ref *e = c->tail;
+
+	while (e && c->bytes > c->max_bytes) {
+		srv_table_ref *prev = e->prev;
+
+		if (e->refs == 0) {
+			drop_entry(c, e);
+			c->evictions++;
+		}
+		e = prev;
+	}
+}
+
+void srv_table_cache_free(srv_table_cache *c)
+{
+	if (!c)
+		return;
+	while (c->head)
+		drop_entry(c, c->head);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static bool same_state(const srv_table_ref *e, const struct stat *st)
+{
+	return e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size &&
+	       e->mtime.tv_sec == st->st_mtim.tv_sec && e->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* Drops every listed parse of `path`, except one in state *keep (when
+ * keep is not NULL); users that hold one keep it until their release.
+ * Under the lock. */
+static void drop_path(srv_table_cache *c, const char *path, const struct stat *keep)
+{
+	for (srv_table_ref *e = c->head, *next; e; e = next) {
+		next = e->next;
+		if ((!keep || !same_state(e, keep)) && !strcmp(e->path, path))
+			drop_entry(c, e);
+	}
+}
+
+/* The listed entry for the key, or NULL.  Under the lock. */
+static srv_table_ref *lookup(srv_table_cache *c, const char *path, const struct stat *st,
+			     const char *schema)
+{
+	for (srv_table_ref *e = c->head; e; e = e->next)
+		if (same_state(e, st) && !strcmp(e->path, path) && !strcmp(e->schema, schema))
+			return e;
+	return NULL;
+}
+
+/* Makes e the most recently used and takes a reference.  Under the lock. */
+static srv_table_ref *use(srv_table_cache *c, srv_table_ref *e)
+{
+	if (c->head != e) {
+		unlink_entry(c, e);
+		push_front(c, e);
+	}
+	e->refs++;
+	return e;
+}
+
+srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const struct stat *st,
+				    const char *schema)
+{
+	srv_table_ref *e;
+
+	if (!c)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	e = lookup(c, path, st, schema);
+	if (e) {
+		use(c, e);
+		c->hits++;
+	} else {
+		c->misses++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return e;
+}
+
+srv_table_ref *srv_table_cache_add(srv_table_cache *c, const char *path, const struct stat *st,
+				   const char *schema, mech_table *t)
+{
+	srv_table_ref *e = calloc(1, sizeof(*e)), *had;
+
+	if (!e || !(e->path = strdup(path)) || !(e->schema = strdup(schema))) {
+		if (e)
+			e->table = t;
+		else
+			mech_table_free(t);
+		entry_free(e);
+		return NULL;
+	}
+	e->dev = st->st_dev;
+	e->ino = st->st_ino;
+	e->size = st->st_size;
+	e->mtime = st->st_mtim;
+	e->table = t;
+	e->bytes = mech_table_bytes(t) + strlen(path) + strlen(schema) + sizeof(*e);
+	e->refs = 1;
+	if (!c)
+		return e;
+	pthread_mutex_lock(&c->lock);
+	had = lookup(c, path, st, schema);
+	if (had) {
+		/* Another request parsed the same file meanwhile: one copy. */
+		use(c, had);
+		pthread_mutex_unlock(&c->lock);
+		entry_free(e);
+		return had;
+	}
+	/* A parse of the same path in another state describes a file that has
+	 * since changed (it was just read or written in state *st): no lookup
+	 * will match it again, so it goes now instead of when it ages out. */
+	drop_path(c, path, st);
+	if (e->bytes <= c->max_bytes) {
+		push_front(c, e);
+		shrink(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return e;
+}
+
+const mech_table *srv_table_ref_table(const srv_table_ref *r)
+{
+	return r->table;
+}
+
+void srv_table_cache_release(srv_table_cache *c, srv_table_ref *r)
+{
+	bool gone;
+
+	if (!r)
+		return;
+	if (!c) {
+		entry_free(r);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	gone = --r->refs == 0 && !r->listed;
+	if (!gone && r->refs == 0)
+		shrink(c);
+	pthread_mutex_unlock(&c->lock);
+	if (gone)
+		entry_free(r);
+}
+
+void srv_table_cache_forget(srv_table_cache *c, const char *path)
+{
+	if (!c || !path)
+		return;
+	pthread_mutex_lock(&c->lock);
+	drop_path(c, path, NULL);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void srv_table_cache_get_stats(srv_table_cache *c, srv_table_cache_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	ret->tables = c->tables;
+	ret->bytes = c->bytes;
+	ret->hits = c->hits;
+	ret->misses = c->misses;
+	ret->evictions = c->evictions;
+	pthread_mutex_unlock(&c->lock);
+}

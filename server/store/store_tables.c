@@ -1,0 +1,143 @@
+/*
+ * store_tables.c: the links of datasets to their hosted tables
+ * (dataset_data rows of kind 'table').  The files themselves, their parse
+ * and their schema's meaning are the routes' (api_mech_routes.c); this file
+ * only reads and writes which file a dataset's link names.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_internal.h"
+
+int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path,
+			     char **ret_columns)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = SRV_DB_ERROR, step;
+
+	*ret_path = NULL;
+	*ret_columns = NULL;
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT kind = 'table' AND path IS NOT NULL, path, columns"
+			       " FROM dataset_data WHERE dataset_id = ?1",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	step = sqlite3_step(s);
+	if (step == SQLITE_DONE || (step == SQLITE_ROW && sqlite3_column_int(s, 0) == 0)) {
+		rc = SRV_NOT_FOUND;
+		goto out;
+	}
+	if (step != SQLITE_ROW)
+		goto out;
+	*ret_path = strdup((const char *)sqlite3_column_text(s, 1));
+	if (sqlite3_column_type(s, 2) == SQLITE_TEXT)
+		*ret_columns = strdup((const char *)sqlite3_column_text(s, 2));
+	rc = SRV_OK;
+out:
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/*
+ * Records the uploaded table (already durable at `path`) in dataset_data,
+ * in one write transaction that also reads the file the link named before
+ * (*ret_old, malloc'd, NULL when none), so that concurrent uploads each
+ * learn exactly the file their own commit replaced.
+ */
+int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path, int64_t rows,
+			   const char *columns, int64_t bytes, bool rows_public, bool schema_declared,
+			   const char *actor, char **ret_old)
+{
+	sqlite3_stmt *s = NULL;
+	char now[32], *old = NULL;
+	int rc = SRV_DB_ERROR;
+
+	srv_now_text(now);
+	if (srv__begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	rc = srv__table_file_in_txn(db, dataset_id, &old);
+	if (rc != SRV_OK)
+		goto out;
+	rc = SRV_DB_ERROR;
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, columns,"
+			       " bytes, actor, created_at, rows_public, schema_declared)"
+			       " VALUES (?1, 'table', NULL, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+			       " ON CONFLICT (dataset_id) DO UPDATE SET kind = 'table', builtin = NULL,"
+			       " path = ?2, rows = ?3, columns = ?4, bytes = ?5, actor = ?6,"
+			       " created_at = ?7, rows_public = ?8, schema_declared = ?9",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, rows);
+	sqlite3_bind_text(s, 4, columns, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, bytes);
+	sqlite3_bind_text(s, 6, actor, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 7, now, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 8, rows_public);
+	sqlite3_bind_int(s, 9, schema_declared);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		goto out;
+	rc = srv__commit(db);
+out:
+	sqlite3_finalize(s);
+	if (rc != SRV_OK) {
+		srv__rollback(db);
+		free(old);
+	} else {
+		*ret_old = old;
+	}
+	return rc;
+}
+
+int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret)
+{
+	sqlite3_stmt *s = NULL;
+	char *path = NULL;
+	int rc = SRV_DB_ERROR, step;
+
+	if (sqlite3_prepare_v2(srv__db_handle(db),
+			       "SELECT path FROM dataset_data WHERE dataset_id = ?1 AND kind = 'table'"
+			       " AND path IS NOT NULL",
+			       -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
+	step = sqlite3_step(s);
+	if (step == SQLITE_ROW) {
+		path = strdup((const char *)sqlite3_column_text(s, 0));
+		if (!path)
+			goto out;
+	} else if (step != SQLITE_DONE) {
+		goto out;
+	}
+	*ret = path;
+	rc = SRV_OK;
+out:
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int srv_store_table_file_linked(srv_db *db, const char *name, bool *ret)
+{
+	/* Some link names this file, whatever directory the link spelled (the
+	 * data directory may have been given another way). */
+	sqlite3_stmt *s = srv__cached_stmt(db, "SELECT EXISTS (SELECT 1 FROM dataset_data WHERE"
+					   " path IS NOT NULL AND (path = ?1 OR"
+					   " substr(path, -length(?1) - 1) = '/' || ?1))");
+	int rc = SRV_DB_ERROR;
+
+	if (!s)
+		return SRV_DB_ERROR;
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		*ret = sqlite3_column_int(s, 0) != 0;
+		rc = SRV_OK;
+	}
+	sqlite3_reset(s);
+	return rc;
+}

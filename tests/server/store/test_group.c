@@ -1,0 +1,491 @@
+/*
+ * test_group.c: the store's group commit (srv_store_spend).
+ *
+ * A batch of spends shares one transaction and one COMMIT; each spend runs
+ * in a savepoint and sees the ones before it.  The tests build batches of
+ * known content (srv__spend_batch_for_tests) and check each outcome and
+ * what is left in the ledger, then run many threads against one budget.
+ */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "http.h"
+#include "json.h"
+#include "store_internal.h"
+
+struct fixture {
+	char dir[64], path[128];
+	srv_store *st;
+};
+
+static void open_store(struct fixture *fx)
+{
+	srv_error err = {0};
+
+	strcpy(fx->dir, "/tmp/dpgate-group-XXXXXX");
+	cr_assert(mkdtemp(fx->dir));
+	snprintf(fx->path, sizeof(fx->path), "%s/g.db", fx->dir);
+	cr_assert_eq(srv_store_open(fx->path, 20, &fx->st, &err), 0, "%s", err.text);
+}
+
+static void close_store(struct fixture *fx)
+{
+	char cmd[160];
+
+	srv_store_close(fx->st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static void make_dataset(srv_db *db, const char *id, double eps)
+{
+	srv_dataset ds;
+	acct_filter f;
+
+	memset(&ds, 0, sizeof(ds));
+	strcpy(ds.id, id);
+	strcpy(ds.name, id);
+	strcpy(ds.privacy_unit, "row");
+	ds.neighbor = ACCT_ADD_REMOVE;
+	ds.accountant = ACCT_LEDGER_BASIC;
+	ds.budget_epsilon = eps;
+	ds.budget_delta = 1e-5;
+	cr_assert_eq(acct_filter_init(&f, ds.accountant, ds.neighbor, eps, 1e-5, NULL), 0);
+	acct_filter_zero(&f, &ds.spent);
+	acct_filter_zero(&f, &ds.reserved);
+	cr_assert_eq(srv_store_dataset_create(db, &ds, "test"), SRV_OK);
+}
+
+/* One pure-epsilon charge with its event, cost and answer builder. */
+struct charge {
+	acct_event ev;
+	char ev_text[128];
+	acct_cost cost;
+	srv_spend sp;
+	uint8_t hash[32];
+	bool fail_body;
+};
+
+static char *answer(void *arg, int64_t seq, const char *rid, const srv_dataset *ds)
+{
+	struct charge *c = arg;
+	json_t *o;
+	char *text;
+
+	(void)rid;
+	if (c->fail_body)
+		return NULL;
+	o = json_pack("{s:I, s:f}", "id", (json_int_t)seq, "spent", ds->spent.v[0]);
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return text;
+}
+
+static void make_charge(struct charge *c, const char *dataset, double eps, const char *key)
+{
+	memset(c, 0, sizeof(*c));
+	c->ev.type = ACCT_EV_EPSILON_DELTA;
+	c->ev.u.epsilon_delta.epsilon = eps;
+	c->cost.n = 2;
+	c->cost.v[0] = eps;
+	c->sp.kind = SRV_SPEND_CHARGE;
+	c->sp.dataset_id = dataset;
+	/* The store records the event's text as given. */
+	snprintf(c->ev_text, sizeof(c->ev_text), "{\"type\":\"epsilon_delta\",\"epsilon\":%.17g}",
+		 eps);
+	c->sp.event_text = c->ev_text;
+	c->sp.cost = &c->cost;
+	c->sp.actor = "tester";
+	c->sp.idempotency_key = key;
+	crypto_hash_sha256(c->hash, (const unsigned char *)&eps, sizeof(eps));
+	c->sp.request_hash = c->hash;
+	c->sp.text_fn = answer;
+	c->sp.body_arg = c;
+}
+
+static long long count_rows(srv_db *db, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+	long long n;
+
+	cr_assert_eq(sqlite3_prepare_v2(srv__db_handle(db), sql, -1, &s, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+	n = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return n;
+}
+
+Test(group_commit, each_spend_of_a_batch_keeps_or_drops_its_own_writes)
+{
+	struct fixture fx;
+	struct charge c[7];
+	const srv_spend *sps[7];
+	int statuses[7], rcs[7];
+	char *bodies[7];
+	srv_dataset dss[7], ds;
+	json_t *report = NULL;
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "g", 1.0);
+	make_charge(&c[0], "g", 0.3, "k1");    /* A: charged */
+	make_charge(&c[1], "g", 0.3, "k1");    /* B: A's retry, replayed in the same transaction */
+	make_charge(&c[2], "g", 0.3, NULL);    /* C: charged (0.6) */
+	make_charge(&c[3], "g", 0.5, NULL);    /* D: 1.1 > 1: refused, 409 */
+	make_charge(&c[4], "nope", 0.1, NULL); /* E: no such dataset */
+	make_charge(&c[5], "g", 0.05, NULL);   /* F: its answer fails: rolled back alone */
+	c[5].fail_body = true;
+	make_charge(&c[6], "g", 0.25, NULL);   /* G: charged (0.85) */
+	for (int i = 0; i < 7; i++)
+		sps[i] = &c[i].sp;
+
+	cr_assert_eq(srv__spend_batch_for_tests(db, sps, 7, statuses, bodies, dss, rcs), 0);
+
+	cr_assert_eq(rcs[0], SRV_OK);
+	cr_assert_eq(statuses[0], 201);
+	cr_assert_eq(rcs[1], SRV_REPLAYED);
+	cr_assert_str_eq(bodies[1], bodies[0], "a retry gets the stored bytes");
+	cr_assert_eq(rcs[2], SRV_OK);
+	cr_assert_eq(rcs[3], SRV_CONFLICT);
+	cr_assert_float_eq(dss[3].spent.v[0], 0.6, 1e-12, "the 409 sees A and C");
+	cr_assert_eq(rcs[4], SRV_NOT_FOUND);
+	cr_assert_eq(rcs[5], SRV_DB_ERROR);
+	cr_assert_null(bodies[5]);
+	cr_assert_eq(rcs[6], SRV_OK);
+	cr_assert_float_eq(dss[6].spent.v[0], 0.85, 1e-12);
+
+	/* What committed: A, C and G, nothing of F. */
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE dataset_id = 'g' AND kind = 'charge'"), 3);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE epsilon = 0.05"), 0);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM idempotency WHERE key = 'k1'"), 1);
+	cr_assert_eq(srv_store_dataset_get(db, "g", &ds), SRV_OK);
+	cr_assert_eq(ds.charges, 3);
+	cr_assert_float_eq(ds.spent.v[0], 0.85, 1e-12);
+	cr_assert_eq(srv_verify_json(db, &report), SRV_OK, "stored totals equal the rows");
+	json_decref(report);
+	for (int i = 0; i < 7; i++)
+		free(bodies[i]);
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
+
+Test(group_commit, a_batch_of_refusals_commits_nothing)
+{
+	struct fixture fx;
+	struct charge c[2];
+	const srv_spend *sps[2] = {&c[0].sp, &c[1].sp};
+	int statuses[2], rcs[2];
+	char *bodies[2];
+	srv_dataset dss[2];
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "g", 1.0);
+	make_charge(&c[0], "nope", 0.1, NULL);
+	make_charge(&c[1], "g", 0.1, NULL);
+	c[1].fail_body = true;
+	cr_assert_eq(srv__spend_batch_for_tests(db, sps, 2, statuses, bodies, dss, rcs), 0);
+	cr_assert_eq(rcs[0], SRV_NOT_FOUND);
+	cr_assert_eq(rcs[1], SRV_DB_ERROR);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 0);
+	cr_assert(sqlite3_get_autocommit(srv__db_handle(db)), "no transaction left open");
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
+
+/* A commit hook that turns every COMMIT into a ROLLBACK (SQLite then
+ * answers the COMMIT with SQLITE_CONSTRAINT_COMMITHOOK): a COMMIT that
+ * fails as a full disk or an I/O error would. */
+static int refuse_commit(void *arg)
+{
+	(void)arg;
+	return 1;
+}
+
+/*
+ * When a batch's COMMIT fails, nothing of it was stored, so no answer of it
+ * may go out: not the charge's, and not that of its retry in the same batch
+ * (B), which read the charge's answer from the uncommitted transaction.  Had
+ * B's bytes gone out, B's next retry would find no stored answer and make a
+ * new charge with a new answer: two answers, each a noisy output for a
+ * mechanism, for one charge.  A replay of an answer committed before (C)
+ * fails with the batch too; its retry reads it back.
+ */
+Test(group_commit, a_failed_commit_gives_out_no_answer_of_its_batch_not_even_a_replay)
+{
+	struct fixture fx;
+	struct charge first, c[3];
+	const srv_spend *sps[3] = {&c[0].sp, &c[1].sp, &c[2].sp}, *one[1] = {&first.sp};
+	int statuses[3], rcs[3];
+	char *bodies[3], *durable;
+	srv_dataset dss[3];
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "g", 1.0);
+	make_charge(&first, "g", 0.125, "k0");
+	cr_assert_eq(srv__spend_batch_for_tests(db, one, 1, statuses, bodies, dss, rcs), 0);
+	cr_assert_eq(rcs[0], SRV_OK);
+	durable = bodies[0];
+
+	make_charge(&c[0], "g", 0.25, "k1"); /* A: a charge */
+	make_charge(&c[1], "g", 0.25, "k1"); /* B: A's retry, in the same batch */
+	make_charge(&c[2], "g", 0.125, "k0"); /* C: a retry of the committed charge */
+	sqlite3_commit_hook(srv__db_handle(db), refuse_commit, NULL);
+	cr_assert_eq(srv__spend_batch_for_tests(db, sps, 3, statuses, bodies, dss, rcs), 0);
+	sqlite3_commit_hook(srv__db_handle(db), NULL, NULL);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(rcs[i], SRV_COMMIT_FAILED, "spend %d: rc %d", i, rcs[i]);
+		cr_assert_null(bodies[i], "spend %d's answer is not handed out", i);
+	}
+	cr_assert(sqlite3_get_autocommit(srv__db_handle(db)), "no transaction left open");
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 1);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM idempotency WHERE key = 'k1'"), 0);
+
+	/* The retries, now that COMMIT works: B charges (the first answer under
+	 * k1 that anyone sees), C gets the stored bytes. */
+	cr_assert_eq(srv__spend_batch_for_tests(db, sps + 1, 2, statuses, bodies, dss, rcs), 0);
+	cr_assert_eq(rcs[0], SRV_OK);
+	cr_assert_eq(rcs[1], SRV_REPLAYED);
+	cr_assert_str_eq(bodies[1], durable);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 2);
+	free(bodies[0]);
+	free(bodies[1]);
+	free(durable);
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
+
+/* ---- many threads, one budget ------------------------------------------- */
+
+#define THREADS 16
+#define PER_THREAD 12
+#define ADMITTED 100
+
+struct worker {
+	srv_store *st;
+	int ok, refused, other;
+};
+
+static void *spend_many(void *arg)
+{
+	struct worker *w = arg;
+	srv_db *db = srv_store_acquire(w->st);
+
+	for (int i = 0; i < PER_THREAD; i++) {
+		struct charge c;
+		srv_dataset ds;
+		char *body = NULL;
+		int status = 0, rc;
+
+		make_charge(&c, "g", 1.0, NULL);
+		rc = srv_store_spend(db, &c.sp, &status, &body, &ds);
+		if (rc == SRV_OK)
+			w->ok++;
+		else if (rc == SRV_CONFLICT)
+			w->refused++;
+		else
+			w->other++;
+		free(body);
+	}
+	srv_store_release(w->st, db);
+	return NULL;
+}
+
+Test(group_commit, concurrent_spends_admit_exactly_the_budget)
+{
+	struct fixture fx;
+	struct worker w[THREADS];
+	pthread_t t[THREADS];
+	int ok = 0, refused = 0, other = 0;
+	uint64_t batches, spends;
+	json_t *report = NULL;
+	srv_dataset ds;
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "g", (double)ADMITTED);
+	srv_store_release(fx.st, db);
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){fx.st, 0, 0, 0};
+		cr_assert_eq(pthread_create(&t[i], NULL, spend_many, &w[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		ok += w[i].ok;
+		refused += w[i].refused;
+		other += w[i].other;
+	}
+	cr_assert_eq(ok, ADMITTED);
+	cr_assert_eq(refused, THREADS * PER_THREAD - ADMITTED);
+	cr_assert_eq(other, 0);
+	srv_store_group_stats(fx.st, &batches, &spends);
+	cr_assert_eq(spends, (uint64_t)(THREADS * PER_THREAD), "every spend ran in a batch");
+	cr_assert(batches >= 1 && batches <= spends);
+	cr_log_info("%d spends in %llu commits", THREADS * PER_THREAD, (unsigned long long)batches);
+	db = srv_store_acquire(fx.st);
+	cr_assert_eq(srv_store_dataset_get(db, "g", &ds), SRV_OK);
+	cr_assert_eq(ds.charges, ADMITTED);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), ADMITTED);
+	cr_assert_eq(srv_verify_json(db, &report), SRV_OK);
+	json_decref(report);
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}
+
+/* Every column a read of the row gives equals what the spend handed back. */
+static void assert_same_row(const srv_dataset *a, const srv_dataset *b)
+{
+	cr_assert_str_eq(a->id, b->id);
+	cr_assert_eq(a->budget_epsilon, b->budget_epsilon);
+	cr_assert_eq(a->budget_delta, b->budget_delta);
+	cr_assert_eq(a->spent.n, b->spent.n);
+	cr_assert_eq(a->reserved.n, b->reserved.n);
+	for (unsigned i = 0; i < a->spent.n; i++)
+		cr_assert_eq(a->spent.v[i], b->spent.v[i]);
+	for (unsigned i = 0; i < a->reserved.n; i++)
+		cr_assert_eq(a->reserved.v[i], b->reserved.v[i]);
+	cr_assert_eq(a->open_reservations, b->open_reservations);
+	cr_assert_eq(a->charges, b->charges);
+	cr_assert_eq(a->archived, b->archived);
+	cr_assert_str_eq(a->updated_at, b->updated_at);
+}
+
+/* Another SQLite connection's write, as another process would make it. */
+static void run_sql(sqlite3 *h, const char *sql)
+{
+	cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+}
+
+/* Another writer changes what the dataset has spent: the totals its last
+ * ledger row carries (schema/006). */
+static void set_spent_elsewhere(sqlite3 *h, const char *dataset, const char *spent)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+		 "UPDATE ledger SET spent = '%s' WHERE seq ="
+		 " (SELECT max(seq) FROM ledger WHERE dataset_id = '%s')",
+		 spent, dataset);
+	run_sql(h, sql);
+	cr_assert_eq(sqlite3_changes(h), 1, "%s has no ledger row", dataset);
+}
+
+static int charge_one(srv_db *db, const char *dataset, double eps, srv_dataset *ret_ds)
+{
+	struct charge c;
+	char *body = NULL;
+	int status = 0, rc;
+
+	make_charge(&c, dataset, eps, NULL);
+	rc = srv_store_spend(db, &c.sp, &status, &body, ret_ds);
+	free(body);
+	return rc;
+}
+
+/*
+ * The writer connection keeps the dataset rows its single spends
+ * committed and uses them while nothing else wrote the file.  Each change
+ * below comes from elsewhere (another connection of the store, another
+ * SQLite connection as another process would have) and each must decide
+ * the next spend: a remembered row would admit every one of them.
+ */
+Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
+{
+	struct fixture fx;
+	srv_dataset ds, fresh;
+	srv_db *db;
+	sqlite3 *other;
+
+	cr_assert(sodium_init() >= 0);
+	open_store(&fx);
+	db = srv_store_acquire(fx.st);
+	make_dataset(db, "m", 10.0);
+	make_dataset(db, "n", 10.0);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_OK);
+		cr_assert_eq(srv_store_dataset_get(db, "m", &fresh), SRV_OK);
+		assert_same_row(&ds, &fresh);
+	}
+	cr_assert_eq(ds.spent.v[0], 3.0);
+
+	/* A lower budget through another connection of the store. */
+	cr_assert_eq(srv_store_dataset_update(db, "m", NULL, 3.5, NAN, "admin", &fresh), SRV_OK);
+	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_CONFLICT);
+	cr_assert_eq(ds.budget_epsilon, 3.5);
+	cr_assert_eq(charge_one(db, "m", 0.5, &ds), SRV_OK);
+	cr_assert_eq(srv_store_dataset_get(db, "m", &fresh), SRV_OK);
+	assert_same_row(&ds, &fresh);
+
+	/* Another process spends nearly all of it. */
+	cr_assert_eq(sqlite3_open(fx.path, &other), SQLITE_OK);
+	run_sql(other, "UPDATE datasets SET budget_epsilon = 3.5 WHERE id = 'm'");
+	set_spent_elsewhere(other, "m", "[3.25,0.0]");
+	cr_assert_eq(charge_one(db, "m", 0.5, &ds), SRV_CONFLICT);
+	cr_assert_eq(ds.spent.v[0], 3.25);
+	cr_assert_eq(charge_one(db, "m", 0.25, &ds), SRV_OK);
+	cr_assert_eq(ds.spent.v[0], 3.5);
+
+	/* A spend on another dataset in between, then back. */
+	cr_assert_eq(charge_one(db, "n", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "m", 0.25, &ds), SRV_CONFLICT);
+
+	/* Two remembered rows; another process changes the one not charged
+	 * next, and the charge after that must see it. */
+	make_dataset(db, "p", 10.0);
+	make_dataset(db, "q", 10.0);
+	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
+	set_spent_elsewhere(other, "q", "[9.5,0.0]");
+	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
+	cr_assert_eq(srv_store_dataset_get(db, "p", &fresh), SRV_OK);
+	assert_same_row(&ds, &fresh);
+	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_CONFLICT);
+	cr_assert_eq(ds.spent.v[0], 9.5);
+
+	/* More datasets than the cache holds: every row handed back is the
+	 * stored one, and a change elsewhere still decides the next spend. */
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 300; i++) {
+			char id[16];
+
+			snprintf(id, sizeof(id), "d%d", i);
+			if (round == 0)
+				make_dataset(db, id, 10.0);
+			cr_assert_eq(charge_one(db, id, 1.0, &ds), SRV_OK);
+			cr_assert_eq(srv_store_dataset_get(db, id, &fresh), SRV_OK);
+			assert_same_row(&ds, &fresh);
+			cr_assert_eq(ds.charges, round + 1);
+		}
+	}
+	set_spent_elsewhere(other, "d299", "[9.5,0.0]");
+	cr_assert_eq(charge_one(db, "d298", 1.0, &ds), SRV_OK);
+	cr_assert_eq(charge_one(db, "d299", 1.0, &ds), SRV_CONFLICT);
+
+	/* Archived elsewhere: refused, with the archived row. */
+	run_sql(other, "UPDATE datasets SET budget_epsilon = 100 WHERE id = 'm'");
+	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_OK);
+	cr_assert_eq(srv_store_dataset_archive(db, "m", "admin", &fresh), SRV_OK);
+	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_CONFLICT);
+	cr_assert(ds.archived);
+	sqlite3_close(other);
+	srv_store_release(fx.st, db);
+	close_store(&fx);
+}

@@ -1,0 +1,358 @@
+/*
+ * test_table_cache.c: the parsed-table cache (server/store/store_table_cache.c).
+ *
+ * What it must guarantee: a hit is only ever the table parsed from the same
+ * path, in the same stat state, with the same schema; a table a request
+ * holds is never freed under it (also when it is forgotten or evicted); the
+ * unused tables it keeps stay within its bound, least recently used dropped
+ * first.  Use after free and leaks are the sanitizer build's to catch.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <criterion/criterion.h>
+
+#include "mech.h"
+#include "store.h"
+
+/* A table of `rows` rows of one numeric column `x` (values 1..rows). */
+static mech_table *table_of(size_t rows)
+{
+	size_t cap = 16 + rows * 24;
+	char *csv = malloc(cap);
+	size_t n = (size_t)snprintf(csv, cap, "x\n");
+	mech_table *t = NULL;
+	acct_error err;
+
+	cr_assert_not_null(csv);
+	for (size_t i = 1; i <= rows; i++)
+		n += (size_t)snprintf(csv + n, cap - n, "%zu\n", i);
+	acct_error_init(&err);
+	cr_assert_eq(mech_table_parse_csv(csv, n, NULL, 0, &t, &err), 0, "%s", err.text);
+	free(csv);
+	return t;
+}
+
+/* A stat state: inode `ino`, size `size`, modified at `mtime` s. */
+static struct stat state(ino_t ino, off_t size, time_t mtime)
+{
+	struct stat st;
+
+	memset(&st, 0, sizeof(st));
+	st.st_dev = 7;
+	st.st_ino = ino;
+	st.st_size = size;
+	st.st_mtim.tv_sec = mtime;
+	return st;
+}
+
+static size_t rows_of(const srv_table_ref *r)
+{
+	return mech_table_rows(srv_table_ref_table(r));
+}
+
+Test(table_cache, a_hit_is_the_same_parse_and_counts)
+{
+	srv_table_cache *c = srv_table_cache_new(1 << 20);
+	struct stat st = state(1, 100, 1000);
+	srv_table_cache_stats s;
+	srv_table_ref *a, *b;
+
+	cr_assert_null(srv_table_cache_find(c, "/t/a.csv", &st, "[]"));
+	a = srv_table_cache_add(c, "/t/a.csv", &st, "[]", table_of(5));
+	cr_assert_not_null(a);
+	b = srv_table_cache_find(c, "/t/a.csv", &st, "[]");
+	cr_assert_not_null(b);
+	cr_assert_eq(srv_table_ref_table(a), srv_table_ref_table(b));
+	cr_assert_eq(rows_of(b), 5);
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.hits, 1);
+	cr_assert_eq(s.misses, 1);
+	cr_assert_eq(s.tables, 1);
+	cr_assert_gt(s.bytes, 5 * sizeof(double));
+	srv_table_cache_release(c, a);
+	srv_table_cache_release(c, b);
+	/* Released, still kept: the next query is a hit. */
+	b = srv_table_cache_find(c, "/t/a.csv", &st, "[]");
+	cr_assert_not_null(b);
+	srv_table_cache_release(c, b);
+	srv_table_cache_free(c);
+}
+
+/* Every part of the key on its own turns a hit into a miss. */
+Test(table_cache, any_change_of_the_key_misses)
+{
+	static const struct {
+		const char *what, *path, *schema;
+		ino_t ino;
+		off_t size;
+		time_t mtime;
+		long mtime_ns;
+	} other[] = {
+		{"another path", "/t/b.csv", "[]", 1, 100, 1000, 0},
+		{"another schema", "/t/a.csv", "[{\"name\":\"x\"}]", 1, 100, 1000, 0},
+		{"another inode (replaced file)", "/t/a.csv", "[]", 2, 100, 1000, 0},
+		{"another size (appended to)", "/t/a.csv", "[]", 1, 101, 1000, 0},
+		{"another mtime (rewritten)", "/t/a.csv", "[]", 1, 100, 1001, 0},
+		{"another mtime nanosecond", "/t/a.csv", "[]", 1, 100, 1000, 1},
+	};
+	srv_table_cache *c = srv_table_cache_new(1 << 20);
+	struct stat st = state(1, 100, 1000);
+
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/a.csv", &st, "[]", table_of(3)));
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		struct stat o = state(other[i].ino, other[i].size, other[i].mtime);
+		srv_table_ref *r;
+
+		o.st_mtim.tv_nsec = other[i].mtime_ns;
+		r = srv_table_cache_find(c, other[i].path, &o, other[i].schema);
+		cr_assert_null(r, "%s: served the old parse", other[i].what);
+	}
+	{
+		struct stat o = state(1, 100, 1000);
+
+		o.st_dev = 8;
+		cr_assert_null(srv_table_cache_find(c, "/t/a.csv", &o, "[]"), "another device");
+	}
+	srv_table_cache_free(c);
+}
+
+/*
+ * A file read again in a new state (rewritten behind the server's back, or
+ * its modification time moved) leaves one parse kept, not two: the old
+ * state's parse goes at the add, also while a user holds it (the user
+ * keeps its table until release).  Another path is untouched.
+ */
+Test(table_cache, a_new_state_of_a_path_drops_its_older_parse)
+{
+	srv_table_cache *c = srv_table_cache_new(1 << 20);
+	struct stat old_st = state(1, 100, 1000), new_st = state(1, 100, 2000);
+	srv_table_ref *held = srv_table_cache_add(c, "/t/a.csv", &old_st, "[]", table_of(4));
+	srv_table_cache_stats s;
+	srv_table_ref *r;
+
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/b.csv", &old_st, "[]", table_of(2)));
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/a.csv", &new_st, "[]", table_of(5)));
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 2, "%zu tables kept", s.tables);
+	cr_assert_null(srv_table_cache_find(c, "/t/a.csv", &old_st, "[]"));
+	cr_assert_eq(rows_of(held), 4, "the holder's table changed under it");
+	srv_table_cache_release(c, held);
+	r = srv_table_cache_find(c, "/t/a.csv", &new_st, "[]");
+	cr_assert_not_null(r);
+	cr_assert_eq(rows_of(r), 5);
+	srv_table_cache_release(c, r);
+	r = srv_table_cache_find(c, "/t/b.csv", &old_st, "[]");
+	cr_assert_not_null(r, "another path's parse was dropped");
+	srv_table_cache_release(c, r);
+	srv_table_cache_free(c);
+}
+
+/* Two requests that parsed the same file at once share one copy. */
+Test(table_cache, a_second_add_of_a_key_returns_the_first)
+{
+	srv_table_cache *c = srv_table_cache_new(1 << 20);
+	struct stat st = state(1, 100, 1000);
+	srv_table_ref *a = srv_table_cache_add(c, "/t/a.csv", &st, "[]", table_of(4));
+	srv_table_ref *b = srv_table_cache_add(c, "/t/a.csv", &st, "[]", table_of(4));
+	srv_table_cache_stats s;
+
+	cr_assert_eq(a, b);
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 1);
+	srv_table_cache_release(c, a);
+	srv_table_cache_release(c, b);
+	srv_table_cache_free(c);
+}
+
+/* Room for two tables of 1000 rows: a third drops the least recently used
+ * (a find counts as a use). */
+Test(table_cache, unused_tables_beyond_the_bound_go_least_recent_first)
+{
+	mech_table *probe = table_of(1000);
+	size_t one = mech_table_bytes(probe) + 256;
+	srv_table_cache *c = srv_table_cache_new(2 * one + one / 2);
+	struct stat sa = state(1, 10, 1), sb = state(2, 10, 1), sc = state(3, 10, 1);
+	srv_table_cache_stats s;
+	srv_table_ref *r;
+
+	mech_table_free(probe);
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/a.csv", &sa, "[]", table_of(1000)));
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/b.csv", &sb, "[]", table_of(1000)));
+	/* a is now more recent than b. */
+	srv_table_cache_release(c, srv_table_cache_find(c, "/t/a.csv", &sa, "[]"));
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/c.csv", &sc, "[]", table_of(1000)));
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 2);
+	cr_assert_eq(s.evictions, 1);
+	cr_assert_leq(s.bytes, 2 * one + one / 2);
+	cr_assert_null(srv_table_cache_find(c, "/t/b.csv", &sb, "[]"), "b was the least recent");
+	r = srv_table_cache_find(c, "/t/a.csv", &sa, "[]");
+	cr_assert_not_null(r);
+	srv_table_cache_release(c, r);
+	r = srv_table_cache_find(c, "/t/c.csv", &sc, "[]");
+	cr_assert_not_null(r);
+	srv_table_cache_release(c, r);
+	srv_table_cache_free(c);
+}
+
+/* A table in use outlives eviction and forgetting; it goes at its last
+ * release. */
+Test(table_cache, a_table_in_use_is_never_freed_under_its_user)
+{
+	mech_table *probe = table_of(1000);
+	size_t one = mech_table_bytes(probe) + 256;
+	srv_table_cache *c = srv_table_cache_new(one + one / 2);
+	struct stat sa = state(1, 10, 1), sb = state(2, 10, 1);
+	srv_table_ref *held, *other;
+	srv_table_cache_stats s;
+	const double *x;
+
+	mech_table_free(probe);
+	held = srv_table_cache_add(c, "/t/a.csv", &sa, "[]", table_of(1000));
+	/* b does not fit beside a, and a is in use: both stay while used. */
+	other = srv_table_cache_add(c, "/t/b.csv", &sb, "[]", table_of(1000));
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 2);
+	cr_assert_eq(s.evictions, 0);
+	x = mech_table_numeric_values(srv_table_ref_table(held), 0);
+	cr_assert_eq(x[999], 1000.0);
+	/* Released, a is the least recent unused one: dropped to fit. */
+	srv_table_cache_release(c, held);
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 1);
+	cr_assert_eq(s.evictions, 1);
+	cr_assert_null(srv_table_cache_find(c, "/t/a.csv", &sa, "[]"));
+	/* b forgotten while used: readable until released. */
+	srv_table_cache_forget(c, "/t/b.csv");
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 0);
+	cr_assert_eq(s.bytes, 0);
+	cr_assert_null(srv_table_cache_find(c, "/t/b.csv", &sb, "[]"));
+	x = mech_table_numeric_values(srv_table_ref_table(other), 0);
+	cr_assert_eq(x[0], 1.0);
+	cr_assert_eq(rows_of(other), 1000);
+	srv_table_cache_release(c, other);
+	srv_table_cache_free(c);
+}
+
+/* Forgetting drops every state of the path and nothing else. */
+Test(table_cache, forget_drops_only_that_path)
+{
+	srv_table_cache *c = srv_table_cache_new(1 << 20);
+	struct stat s1 = state(1, 10, 1), s2 = state(1, 11, 2), s3 = state(3, 10, 1);
+	srv_table_cache_stats s;
+	srv_table_ref *r;
+
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/a.csv", &s1, "[]", table_of(2)));
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/a.csv", &s2, "[]", table_of(3)));
+	srv_table_cache_release(c, srv_table_cache_add(c, "/t/c.csv", &s3, "[]", table_of(4)));
+	srv_table_cache_forget(c, "/t/a.csv");
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 1);
+	cr_assert_null(srv_table_cache_find(c, "/t/a.csv", &s1, "[]"));
+	cr_assert_null(srv_table_cache_find(c, "/t/a.csv", &s2, "[]"));
+	r = srv_table_cache_find(c, "/t/c.csv", &s3, "[]");
+	cr_assert_not_null(r);
+	cr_assert_eq(rows_of(r), 4);
+	srv_table_cache_release(c, r);
+	srv_table_cache_forget(c, NULL);
+	srv_table_cache_forget(NULL, "/t/c.csv");
+	srv_table_cache_free(c);
+}
+
+/* A table larger than the bound is served but not kept; with no cache at
+ * all, the reference owns its table. */
+Test(table_cache, too_large_or_no_cache_is_served_and_not_kept)
+{
+	srv_table_cache *c = srv_table_cache_new(1024);
+	struct stat st = state(1, 10, 1);
+	srv_table_cache_stats s;
+	srv_table_ref *r = srv_table_cache_add(c, "/t/big.csv", &st, "[]", table_of(2000));
+
+	cr_assert_not_null(r);
+	cr_assert_eq(rows_of(r), 2000);
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_eq(s.tables, 0);
+	cr_assert_eq(s.bytes, 0);
+	srv_table_cache_release(c, r);
+	cr_assert_null(srv_table_cache_find(c, "/t/big.csv", &st, "[]"));
+	srv_table_cache_free(c);
+
+	cr_assert_null(srv_table_cache_find(NULL, "/t/a.csv", &st, "[]"));
+	r = srv_table_cache_add(NULL, "/t/a.csv", &st, "[]", table_of(3));
+	cr_assert_not_null(r);
+	cr_assert_eq(rows_of(r), 3);
+	srv_table_cache_release(NULL, r);
+	srv_table_cache_release(NULL, NULL);
+}
+
+/* Threads that find, add, read, forget and release the same few keys at
+ * once, under a bound that keeps about two tables: every table read has
+ * the rows its key says (a table is the parse of `rows = 100 * key`), and
+ * at the end nothing is in use, so what is kept fits the bound. */
+#define RACE_THREADS 4
+#define RACE_ROUNDS 400
+#define RACE_KEYS 5
+
+struct race {
+	srv_table_cache *c;
+	unsigned seed;
+	int bad;
+};
+
+static void *race_loop(void *arg)
+{
+	struct race *r = arg;
+	unsigned x = r->seed;
+
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		unsigned k;
+		char path[32];
+		struct stat st;
+		srv_table_ref *ref;
+
+		x = x * 1103515245u + 12345u;
+		k = (x >> 16) % RACE_KEYS;
+		snprintf(path, sizeof(path), "/t/%u.csv", k);
+		st = state(k + 1, (off_t)k, 1);
+		if ((x >> 8) % 17 == 0) {
+			srv_table_cache_forget(r->c, path);
+			continue;
+		}
+		ref = srv_table_cache_find(r->c, path, &st, "[]");
+		if (!ref)
+			ref = srv_table_cache_add(r->c, path, &st, "[]", table_of(100 * (k + 1)));
+		if (!ref || rows_of(ref) != 100 * (k + 1))
+			r->bad++;
+		srv_table_cache_release(r->c, ref);
+	}
+	return NULL;
+}
+
+Test(table_cache, concurrent_users_see_their_own_tables)
+{
+	mech_table *probe = table_of(300);
+	size_t bound = 2 * (mech_table_bytes(probe) + 256);
+	srv_table_cache *c = srv_table_cache_new(bound);
+	struct race r[RACE_THREADS];
+	pthread_t th[RACE_THREADS];
+	srv_table_cache_stats s;
+
+	mech_table_free(probe);
+	for (int i = 0; i < RACE_THREADS; i++) {
+		r[i] = (struct race){c, 1000u + (unsigned)i, 0};
+		cr_assert_eq(pthread_create(&th[i], NULL, race_loop, &r[i]), 0);
+	}
+	for (int i = 0; i < RACE_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(r[i].bad, 0, "thread %d read a wrong table %d times", i, r[i].bad);
+	}
+	srv_table_cache_get_stats(c, &s);
+	cr_assert_gt(s.hits, 0);
+	cr_assert_gt(s.misses, 0);
+	cr_assert_leq(s.bytes, bound);
+	srv_table_cache_free(c);
+}
