@@ -461,6 +461,129 @@ Test(event, bad_params_name_their_field)
 	}
 }
 
+/* ---- helpers every trainer shares (trn_common.c) ------------------------------ */
+
+Test(common, names_map_every_json_string_and_nothing_else)
+{
+	trn_model_kind mk = TRN_MODEL_MLP;
+	trn_activation act = TRN_ACT_RELU;
+	trn_clipping clip = TRN_CLIP_GLOBAL;
+	trn_ensemble_algorithm alg = TRN_ENSEMBLE_SOFT_LABEL;
+	trn_local_model lm = TRN_LOCAL_LOGREG;
+	static const char *const locals[] = {"logreg", "linear_svm", "gaussian_nb", "knn",
+					     "decision_tree"};
+	static const trn__name table[] = {{"a", 7}, {"b", 0}};
+
+	cr_assert_eq(trn__name_lookup(table, 2, "a"), 7);
+	cr_assert_eq(trn__name_lookup(table, 2, "b"), 0);
+	cr_assert_eq(trn__name_lookup(table, 1, "b"), -1, "looks past n");
+	cr_assert_eq(trn__name_lookup(table, 2, NULL), -1);
+	cr_assert(trn_model_kind_from_name("logreg", &mk) == 0 && mk == TRN_MODEL_LOGREG);
+	cr_assert(trn_model_kind_from_name("mlp", &mk) == 0 && mk == TRN_MODEL_MLP);
+	cr_assert(trn_label_em_model_from_name("linear", &mk) == 0 && mk == TRN_MODEL_LOGREG);
+	cr_assert(trn_label_em_model_from_name("mlp", &mk) == 0 && mk == TRN_MODEL_MLP);
+	cr_assert(trn_activation_from_name("tanh", &act) == 0 && act == TRN_ACT_TANH);
+	cr_assert(trn_activation_from_name("relu", &act) == 0 && act == TRN_ACT_RELU);
+	cr_assert(trn_clipping_from_name("per_layer", &clip) == 0 && clip == TRN_CLIP_PER_LAYER);
+	cr_assert(trn_clipping_from_name("global", &clip) == 0 && clip == TRN_CLIP_GLOBAL);
+	cr_assert(trn_ensemble_algorithm_from_name("majority_vote", &alg) == 0 &&
+		  alg == TRN_ENSEMBLE_MAJORITY_VOTE);
+	cr_assert(trn_ensemble_algorithm_from_name("soft_label", &alg) == 0 &&
+		  alg == TRN_ENSEMBLE_SOFT_LABEL);
+	for (size_t i = 0; i < sizeof(locals) / sizeof(locals[0]); i++)
+		cr_assert(trn_local_model_from_name(locals[i], &lm) == 0 && lm == (trn_local_model)i,
+			  "%s", locals[i]);
+	/* A miss leaves the output alone: lm is still decision_tree. */
+	cr_assert_eq(trn_local_model_from_name("forest", &lm), -1);
+	cr_assert_eq(trn_model_kind_from_name("linear", &mk), -1);
+	cr_assert_eq(trn_label_em_model_from_name("logreg", &mk), -1);
+	cr_assert_eq(trn_activation_from_name("sigmoid", &act), -1);
+	cr_assert_eq(trn_clipping_from_name(NULL, &clip), -1);
+	cr_assert_eq(trn_ensemble_algorithm_from_name("", &alg), -1);
+	cr_assert(lm == TRN_LOCAL_DECISION_TREE && mk == TRN_MODEL_MLP && act == TRN_ACT_RELU);
+}
+
+Test(common, count_and_positive_checks_bound_and_name_the_field)
+{
+	acct_error err;
+
+	cr_assert_eq(trn__check_count(2, 2, 9, "/params/clusters", NULL), 0);
+	cr_assert_eq(trn__check_count(9, 2, 9, "/params/clusters", NULL), 0);
+	cr_assert_eq(trn__check_count(10, 2, 9, "/params/clusters", NULL), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_assert_eq(trn__check_count(1, 2, 9, "/params/clusters", &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/clusters");
+	cr_assert_str_eq(err.text, "clusters must be 2 to 9");
+
+	cr_assert_eq(trn__check_positive(1e-300, 5.0, "/params/rho", NULL), 0);
+	cr_assert_eq(trn__check_positive(5.0, 5.0, "/params/rho", NULL), 0);
+	cr_assert_eq(trn__check_positive(nextafter(5.0, 6.0), 5.0, "/params/rho", NULL),
+		     ACCT_EINVAL);
+	cr_assert_eq(trn__check_positive(-0.0, 5.0, "/params/rho", NULL), ACCT_EINVAL);
+	cr_assert_eq(trn__check_positive(NAN, 5.0, "/params/rho", NULL), ACCT_EINVAL);
+	cr_assert_eq(trn__check_positive(INFINITY, INFINITY, "/params/rho", NULL), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_assert_eq(trn__check_positive(0.0, 5.0, "/params/rho", &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/rho");
+	cr_assert_str_eq(err.text, "rho must be > 0 and at most 5");
+}
+
+/* The public validators word their errors as they did before the checks
+ * were shared (the texts reach clients in problem+json). */
+Test(common, validators_keep_their_wording)
+{
+	trn_dpsgd_params dp;
+	trn_label_em_params lp;
+	trn_slmc_params sp;
+	acct_error err;
+	char want[3][80];
+
+	snprintf(want[0], sizeof(want[0]), "lot_size must be 1 to %d", DPG_MAX_LOT_SIZE);
+	snprintf(want[1], sizeof(want[1]), "hidden layer widths are 1 to %d",
+		 DPG_MAX_HIDDEN_UNITS);
+	snprintf(want[2], sizeof(want[2]), "epochs must be 1 to %d", DPG_MAX_EPOCHS);
+
+	trn_dpsgd_params_default(&dp);
+	dp.lot_size = 0;
+	acct_error_init(&err);
+	cr_assert_eq(trn_dpsgd_params_validate(&dp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.text, want[0]);
+	trn_dpsgd_params_default(&dp);
+	dp.hidden[0] = 0;
+	acct_error_init(&err);
+	cr_assert_eq(trn_dpsgd_params_validate(&dp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.text, want[1]);
+	trn_label_em_params_default(&lp);
+	lp.epochs = DPG_MAX_EPOCHS + 1;
+	acct_error_init(&err);
+	cr_assert_eq(trn_label_em_params_validate(&lp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.text, want[2]);
+	trn_slmc_params_default(&sp);
+	sp.max_norm = INFINITY;
+	acct_error_init(&err);
+	cr_assert_eq(trn_slmc_params_validate(&sp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/max_norm");
+	cr_assert_str_eq(err.text, "max_norm must be > 0 and at most 1e+06");
+}
+
+Test(common, hidden_layers_and_dense_widths)
+{
+	uint32_t hidden[2] = {30, 20}, widths[TRN_MAX_LAYERS + 1];
+	acct_error err;
+
+	cr_assert_eq(trn__dense_widths(2, hidden, 5, 3, widths), 3);
+	cr_assert(widths[0] == 5 && widths[1] == 30 && widths[2] == 20 && widths[3] == 3);
+	cr_assert_eq(trn__dense_widths(0, hidden, 7, 2, widths), 1);
+	cr_assert(widths[0] == 7 && widths[1] == 2);
+	cr_assert_eq(trn__check_hidden(2, hidden, TRN_ACT_TANH, NULL), 0);
+	cr_assert_eq(trn__check_hidden(0, hidden, TRN_ACT_RELU, NULL), ACCT_EINVAL);
+	cr_assert_eq(trn__check_hidden(2, hidden, TRN_ACT_SIGMOID, NULL), ACCT_EINVAL);
+	hidden[1] = 0;
+	acct_error_init(&err);
+	cr_assert_eq(trn__check_hidden(2, hidden, TRN_ACT_RELU, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/hidden");
+}
+
 /* ---- data --------------------------------------------------------------------- */
 
 static char tmpdir[64];
