@@ -21,12 +21,12 @@
  * default orders, improved conversion) for the job's event, DP-PCA release
  * included: the same figure the service reports for the job.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_common.h"
 #include "trn.h"
 
 /* ---- epsilon, from the service's own accountant -------------------------- */
@@ -65,20 +65,6 @@ struct opts {
 	bool quiet;
 };
 
-/* The one checked number parser of this file: finite, in [lo, hi]. */
-static int num(const char *v, double lo, double hi, double *ret)
-{
-	char *end;
-	double x;
-
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
-		return -1;
-	*ret = x;
-	return 0;
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
 	double x;
@@ -104,11 +90,11 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (o->p.model == TRN_MODEL_LOGREG)
 				o->p.n_hidden = 0;
 		} else if (strcmp(k, "--hidden") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e7, &x) < 0 || x != floor(x))
 				return -1;
 			o->p.hidden[0] = (uint32_t)x;
 		} else if (strcmp(k, "--hidden2") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e7, &x) < 0 || x != floor(x))
 				return -1;
 			o->p.hidden[1] = (uint32_t)x;
 			o->p.n_hidden = 2;
@@ -116,62 +102,62 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (trn_activation_from_name(v, &o->p.activation) < 0)
 				return -1;
 		} else if (strcmp(k, "--epochs") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e7, &x) < 0 || x != floor(x))
 				return -1;
 			o->p.epochs = (uint32_t)x;
 		} else if (strcmp(k, "--lot") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e7, &x) < 0 || x != floor(x))
 				return -1;
 			o->p.lot_size = (uint32_t)x;
 		} else if (strcmp(k, "--sigma") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->p.noise_multiplier = x;
 		} else if (strcmp(k, "--clip") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->p.clip_norm = x;
 		} else if (strcmp(k, "--clipping") == 0) {
 			if (trn_clipping_from_name(v, &o->p.clipping) < 0)
 				return -1;
 		} else if (strcmp(k, "--lr") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->p.learning_rate = x;
 		} else if (strcmp(k, "--lr-final") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->p.learning_rate_final = x;
 		} else if (strcmp(k, "--decay-epochs") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e7, &x) < 0 || x != floor(x))
 				return -1;
 			o->p.learning_rate_decay_epochs = (uint32_t)x;
 		} else if (strcmp(k, "--momentum") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->p.momentum = x;
 		} else if (strcmp(k, "--pca") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e7, &x) < 0 || x != floor(x))
 				return -1;
 			o->p.pca_components = (uint32_t)x;
 		} else if (strcmp(k, "--pca-sigma") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->p.pca_noise_multiplier = x;
 		} else if (strcmp(k, "--max-train") == 0) {
-			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e12, &x) < 0 || x != floor(x))
 				return -1;
 			o->p.max_train_examples = (uint64_t)x;
 		} else if (strcmp(k, "--epsilon") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->epsilon = x;
 		} else if (strcmp(k, "--delta") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
+			if (bench_number(v, '\0', 0, 1e9, &x) < 0)
 				return -1;
 			o->delta = x;
 		} else if (strcmp(k, "--steps") == 0) {
-			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
+			if (bench_number(v, '\0', 0, 1e12, &x) < 0 || x != floor(x))
 				return -1;
 			o->steps = (long long)x;
 		} else {
