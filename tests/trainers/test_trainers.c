@@ -18,22 +18,19 @@
 #include <zlib.h>
 
 #include "trn_internal.h"
+#include "trn_test_rng.h"
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static mech_rng *seeded(uint8_t tag)
-{
-	uint8_t seed[32] = {0x5e, 0xed, tag};
-
-	return mech_rng_new_seeded(seed);
-}
+/* This file's streams: trn_test_seeded(seed_prefix, tag). */
+static const uint8_t seed_prefix[2] = {0x5e, 0xed};
 
 /* A model with random weights and biases (scale `s`), fixed seed. */
 static trn_model *random_model(uint32_t n_layers, const uint32_t *widths, uint32_t act,
 			       double s, uint8_t tag)
 {
 	trn_model *m = NULL;
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 
 	cr_assert_eq(trn__model_new(n_layers, widths, act, &m, NULL), 0);
 	cr_assert_eq(mech_rng_normal_fill(rng, m->params, m->n_params), 0);
@@ -46,7 +43,7 @@ static trn_model *random_model(uint32_t n_layers, const uint32_t *widths, uint32
 static void random_rows(double *x, size_t n, uint32_t *y, size_t rows, uint32_t k,
 			uint8_t tag)
 {
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 
 	cr_assert_eq(mech_rng_normal_fill(rng, x, n), 0);
 	for (size_t i = 0; i < rows; i++) {
@@ -248,45 +245,78 @@ Test(gradients, zero_logreg_closed_form)
 
 /* ---- clipping bounds the influence of one example --------------------------- */
 
-static void clip_influence(trn_clipping mode)
+/*
+ * One example against B others: a 6-8-4 relu model with random weights
+ * (seed model_tag) and B + 1 random rows (seed rows_tag), of which the
+ * caller spoils the last; `with` and `without` take the clipped gradient
+ * sums over all the rows and over the first B.
+ */
+enum { OUTLIER_B = 16 };
+
+typedef struct outlier_case {
+	trn_model *m;
+	trn__workspace *ws;
+	double x[(OUTLIER_B + 1) * 6];
+	uint32_t y[OUTLIER_B + 1];
+	double *with, *without;
+	trn__clip clip;
+} outlier_case;
+
+static void outlier_case_make(outlier_case *oc, trn_clipping mode, double C, uint8_t model_tag,
+			      uint8_t rows_tag)
 {
 	uint32_t widths[3] = {6, 8, 4};
-	trn_model *m = random_model(2, widths, TRN_ACT_RELU, 0.5, 40);
-	trn__workspace *ws = NULL;
-	enum { B = 16 };
-	double x[(B + 1) * 6], norms[B + 1];
-	uint32_t y[B + 1];
-	double *with = calloc(m->n_params, sizeof(double));
-	double *without = calloc(m->n_params, sizeof(double));
-	const double C = 0.1;
-	trn__clip clip = {true, mode, C};
-	double diff = 0.0;
 
-	random_rows(x, (B + 1) * 6, y, B + 1, 4, 41);
+	oc->m = random_model(2, widths, TRN_ACT_RELU, 0.5, model_tag);
+	oc->ws = NULL;
+	oc->with = calloc(oc->m->n_params, sizeof(double));
+	oc->without = calloc(oc->m->n_params, sizeof(double));
+	oc->clip = (trn__clip){true, mode, C};
+	random_rows(oc->x, (OUTLIER_B + 1) * 6, oc->y, OUTLIER_B + 1, 4, rows_tag);
+	cr_assert_eq(trn__workspace_new(oc->m, OUTLIER_B + 1, &oc->ws, NULL), 0);
+}
+
+/* Adds the clipped gradients of the first n rows to sum (norms: theirs). */
+static void outlier_case_sum(outlier_case *oc, size_t n, double *sum, double *norms)
+{
+	memcpy(oc->ws->act[0], oc->x, n * 6 * sizeof(double));
+	trn__chunk_gradient(oc->m, oc->ws, oc->y, n, &oc->clip, sum, norms, NULL, NULL);
+}
+
+static void outlier_case_free(outlier_case *oc)
+{
+	free(oc->with);
+	free(oc->without);
+	trn__workspace_free(oc->ws);
+	trn_model_free(oc->m);
+}
+
+static void clip_influence(trn_clipping mode)
+{
+	enum { B = OUTLIER_B };
+	const double C = 0.1;
+	outlier_case oc;
+	double norms[B + 1], diff = 0.0;
+
+	outlier_case_make(&oc, mode, C, 40, 41);
 	for (int j = 0; j < 6; j++)
-		x[B * 6 + j] *= 1e6; /* the outlier */
-	cr_assert_eq(trn__workspace_new(m, B + 1, &ws, NULL), 0);
+		oc.x[B * 6 + j] *= 1e6; /* the outlier */
 	/* Give the outlier a label its saturated softmax gets wrong. */
 	for (uint32_t c = 0; c < 4; c++) {
-		y[B] = c;
-		memset(with, 0, m->n_params * sizeof(double));
-		memcpy(ws->act[0], x, sizeof(x));
-		trn__chunk_gradient(m, ws, y, B + 1, &clip, with, norms, NULL, NULL);
+		oc.y[B] = c;
+		memset(oc.with, 0, oc.m->n_params * sizeof(double));
+		outlier_case_sum(&oc, B + 1, oc.with, norms);
 		if (norms[B] > 1e3 * C)
 			break;
 	}
 	cr_assert(norms[B] > 1e3 * C, "the outlier's gradient must be huge: %g", norms[B]);
-	memcpy(ws->act[0], x, B * 6 * sizeof(double));
-	trn__chunk_gradient(m, ws, y, B, &clip, without, NULL, NULL, NULL);
-	for (size_t p = 0; p < m->n_params; p++)
-		diff += (with[p] - without[p]) * (with[p] - without[p]);
+	outlier_case_sum(&oc, B, oc.without, NULL);
+	for (size_t p = 0; p < oc.m->n_params; p++)
+		diff += (oc.with[p] - oc.without[p]) * (oc.with[p] - oc.without[p]);
 	diff = sqrt(diff);
 	cr_assert(diff <= C * (1 + 1e-12), "one example moved the sum by %g > C = %g", diff, C);
 	cr_assert(diff > 0.5 * C, "a clipped huge gradient still has norm about C: %g", diff);
-	free(with);
-	free(without);
-	trn__workspace_free(ws);
-	trn_model_free(m);
+	outlier_case_free(&oc);
 }
 
 Test(clipping, one_huge_example_moves_sum_by_at_most_C_global)
@@ -306,32 +336,19 @@ Test(clipping, one_huge_example_moves_sum_by_at_most_C_per_layer)
  */
 static void non_finite_example(trn_clipping mode)
 {
-	uint32_t widths[3] = {6, 8, 4};
-	trn_model *m = random_model(2, widths, TRN_ACT_RELU, 0.5, 42);
-	trn__workspace *ws = NULL;
-	enum { B = 16 };
-	double x[(B + 1) * 6];
-	uint32_t y[B + 1];
-	double *with = calloc(m->n_params, sizeof(double));
-	double *without = calloc(m->n_params, sizeof(double));
-	trn__clip clip = {true, mode, 0.1};
+	enum { B = OUTLIER_B };
+	outlier_case oc;
 
-	random_rows(x, (B + 1) * 6, y, B + 1, 4, 43);
+	outlier_case_make(&oc, mode, 0.1, 42, 43);
 	for (int j = 0; j < 6; j++)
-		x[B * 6 + j] = 1.7e308;
-	cr_assert_eq(trn__workspace_new(m, B + 1, &ws, NULL), 0);
-	memcpy(ws->act[0], x, sizeof(x));
-	trn__chunk_gradient(m, ws, y, B + 1, &clip, with, NULL, NULL, NULL);
-	memcpy(ws->act[0], x, B * 6 * sizeof(double));
-	trn__chunk_gradient(m, ws, y, B, &clip, without, NULL, NULL, NULL);
-	for (size_t p = 0; p < m->n_params; p++) {
-		cr_assert(isfinite(with[p]), "parameter %zu: %g", p, with[p]);
-		cr_assert_eq(with[p], without[p], "parameter %zu", p);
+		oc.x[B * 6 + j] = 1.7e308;
+	outlier_case_sum(&oc, B + 1, oc.with, NULL);
+	outlier_case_sum(&oc, B, oc.without, NULL);
+	for (size_t p = 0; p < oc.m->n_params; p++) {
+		cr_assert(isfinite(oc.with[p]), "parameter %zu: %g", p, oc.with[p]);
+		cr_assert_eq(oc.with[p], oc.without[p], "parameter %zu", p);
 	}
-	free(with);
-	free(without);
-	trn__workspace_free(ws);
-	trn_model_free(m);
+	outlier_case_free(&oc);
 }
 
 Test(clipping, a_non_finite_example_contributes_nothing_global)
@@ -828,7 +845,7 @@ Test(sampling, poisson_lot_sizes)
 	enum { N = 100000 };
 	uint64_t *buf = malloc(N * sizeof(uint64_t));
 	size_t *idx = malloc(N * sizeof(size_t)), count;
-	mech_rng *rng = seeded(60);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 60);
 	double q = 0.01, total = 0;
 
 	for (int rep = 0; rep < 20; rep++) {
@@ -857,7 +874,7 @@ Test(pca, subnormal_rows_do_not_poison_the_projection)
 {
 	enum { N = 50, D = 4 };
 	double x[N * D], v[D * 2];
-	mech_rng *rng = seeded(71);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 71);
 
 	cr_assert_eq(mech_rng_normal_fill(rng, x, N * D), 0);
 	x[0] = 1e-320;
@@ -874,7 +891,7 @@ Test(pca, exact_pca_finds_the_data_subspace)
 	double x[N * D], v[D * 2], coef[2 * N];
 	/* Orthonormal u = e0 rotated, w = (e1 + e2) / sqrt 2. */
 	double u[D] = {0.6, 0, 0, 0.8, 0, 0}, w[D] = {0, M_SQRT1_2, M_SQRT1_2, 0, 0, 0};
-	mech_rng *rng = seeded(70);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 70);
 
 	cr_assert_eq(mech_rng_normal_fill(rng, coef, 2 * N), 0);
 	for (int i = 0; i < N; i++)
@@ -973,7 +990,7 @@ Test(model, serialise_round_trip_and_format)
 static trn_dataset *blobs(size_t n, uint8_t tag)
 {
 	trn_dataset *ds = NULL;
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 	static const double centres[3][4] = {{2, 0, 0, 0}, {0, 2, 0, 0}, {0, 0, 2, 0}};
 
 	cr_assert_eq(trn_dataset_new(n, 4, 3, &ds, NULL), 0);
@@ -1010,7 +1027,7 @@ Test(dpsgd, learns_blobs_and_reports_progress)
 	trn_dataset *tr = blobs(3000, 90), *te = blobs(600, 91);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(92);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 92);
 	struct counter c = {0};
 	acct_error err;
 
@@ -1042,7 +1059,7 @@ Test(dpsgd, cancel_flag_and_callback_stop_the_job)
 	trn_dataset *tr = blobs(600, 93);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(94);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 94);
 	struct counter c = {.stop_at = 3};
 	atomic_bool cancel = true;
 
@@ -1076,7 +1093,7 @@ Test(dpsgd, noise_has_sd_sigma_C_over_L)
 	trn_dataset *tr = NULL;
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(95);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 95);
 	double s = 0, s2 = 0, want;
 	size_t nw = (size_t)K * D;
 
@@ -1120,7 +1137,7 @@ Test(dpsgd, rows_without_a_class_have_zero_gradient)
 	trn_dataset *tr = blobs(300, 99);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(100);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 100);
 	size_t moved = 0;
 	acct_error err;
 
@@ -1155,7 +1172,7 @@ Test(dpsgd, nonprivate_baseline_and_pca_run)
 	trn_dataset *tr = blobs(1500, 96), *te = blobs(300, 97);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(98);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 98);
 	acct_error err;
 
 	trn_dpsgd_params_default(&p);
