@@ -131,11 +131,9 @@ static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err
 		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
 				      "pca_components must be at most %d", DPG_MAX_PCA_COMPONENTS);
 	if (private && p->pca_components > 0 &&
-	    (!trn__in_range(p->pca_noise_multiplier, 0.0, TRN_MAX_NOISE_MULTIPLIER) ||
-	     !(p->pca_noise_multiplier > 0.0)))
-		return acct_error_set(err, ACCT_EINVAL, "/params/pca_noise_multiplier",
-				      "pca_noise_multiplier must be > 0 and at most %g",
-				      TRN_MAX_NOISE_MULTIPLIER);
+	    trn__check_positive(p->pca_noise_multiplier, TRN_MAX_NOISE_MULTIPLIER,
+				"/params/pca_noise_multiplier", err) < 0)
+		return ACCT_EINVAL;
 	if (p->max_train_examples > (uint64_t)DPG_MAX_TRAIN_EXAMPLES)
 		return acct_error_set(err, ACCT_EINVAL, "/params/max_train_examples",
 				      "max_train_examples must be at most %lld",
