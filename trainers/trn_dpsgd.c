@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 
@@ -18,43 +17,41 @@
 
 /* ---- names ------------------------------------------------------------- */
 
+static const trn__name model_names[] = {
+	{ "logreg", TRN_MODEL_LOGREG }, { "mlp", TRN_MODEL_MLP },
+};
+static const trn__name activation_names[] = {
+	{ "relu", TRN_ACT_RELU }, { "tanh", TRN_ACT_TANH },
+};
+static const trn__name clipping_names[] = {
+	{ "global", TRN_CLIP_GLOBAL }, { "per_layer", TRN_CLIP_PER_LAYER },
+};
+
 int trn_model_kind_from_name(const char *name, trn_model_kind *ret)
 {
-	if (!name)
-		return -1;
-	if (strcmp(name, "logreg") == 0)
-		*ret = TRN_MODEL_LOGREG;
-	else if (strcmp(name, "mlp") == 0)
-		*ret = TRN_MODEL_MLP;
-	else
-		return -1;
-	return 0;
+	int v = trn__name_lookup(model_names, TRN__COUNT(model_names), name);
+
+	if (v >= 0)
+		*ret = (trn_model_kind)v;
+	return v < 0 ? -1 : 0;
 }
 
 int trn_activation_from_name(const char *name, trn_activation *ret)
 {
-	if (!name)
-		return -1;
-	if (strcmp(name, "relu") == 0)
-		*ret = TRN_ACT_RELU;
-	else if (strcmp(name, "tanh") == 0)
-		*ret = TRN_ACT_TANH;
-	else
-		return -1;
-	return 0;
+	int v = trn__name_lookup(activation_names, TRN__COUNT(activation_names), name);
+
+	if (v >= 0)
+		*ret = (trn_activation)v;
+	return v < 0 ? -1 : 0;
 }
 
 int trn_clipping_from_name(const char *name, trn_clipping *ret)
 {
-	if (!name)
-		return -1;
-	if (strcmp(name, "global") == 0)
-		*ret = TRN_CLIP_GLOBAL;
-	else if (strcmp(name, "per_layer") == 0)
-		*ret = TRN_CLIP_PER_LAYER;
-	else
-		return -1;
-	return 0;
+	int v = trn__name_lookup(clipping_names, TRN__COUNT(clipping_names), name);
+
+	if (v >= 0)
+		*ret = (trn_clipping)v;
+	return v < 0 ? -1 : 0;
 }
 
 /* ---- parameters and event -------------------------------------------------- */
@@ -85,11 +82,6 @@ void trn_dpsgd_params_default(trn_dpsgd_params *p)
 #define TRN_MAX_CLIP_NORM 1e6
 #define TRN_MAX_LEARNING_RATE 1e3
 
-static bool in_range(double x, double lo, double hi)
-{
-	return isfinite(x) && x >= lo && x <= hi;
-}
-
 static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err)
 {
 	if (!p)
@@ -101,46 +93,30 @@ static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err
 		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
 				      "logreg has no hidden layers");
 	if (p->model == TRN_MODEL_MLP) {
-		if (p->n_hidden < 1 || p->n_hidden > DPG_MAX_HIDDEN_LAYERS)
-			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
-					      "an mlp has 1 to %d hidden layers",
-					      DPG_MAX_HIDDEN_LAYERS);
-		for (uint32_t i = 0; i < p->n_hidden; i++)
-			if (p->hidden[i] < 1 || p->hidden[i] > DPG_MAX_HIDDEN_UNITS)
-				return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
-						      "hidden layer widths are 1 to %d",
-						      DPG_MAX_HIDDEN_UNITS);
-		if (p->activation != TRN_ACT_RELU && p->activation != TRN_ACT_TANH)
-			return acct_error_set(err, ACCT_EINVAL, "/params/activation",
-					      "activation must be \"relu\" or \"tanh\"");
+		int rc = trn__check_hidden(p->n_hidden, p->hidden, p->activation, err);
+
+		if (rc < 0)
+			return rc;
 	}
-	if (p->epochs < 1 || p->epochs > DPG_MAX_EPOCHS)
-		return acct_error_set(err, ACCT_EINVAL, "/params/epochs",
-				      "epochs must be 1 to %d", DPG_MAX_EPOCHS);
-	if (p->lot_size < 1 || p->lot_size > DPG_MAX_LOT_SIZE)
-		return acct_error_set(err, ACCT_EINVAL, "/params/lot_size",
-				      "lot_size must be 1 to %d", DPG_MAX_LOT_SIZE);
+	if (trn__check_count(p->epochs, 1, DPG_MAX_EPOCHS, "/params/epochs", err) < 0 ||
+	    trn__check_count(p->lot_size, 1, DPG_MAX_LOT_SIZE, "/params/lot_size", err) < 0)
+		return ACCT_EINVAL;
 	if (private) {
 		/* sigma = 0 would release exact sums: no privacy, refused. */
-		if (!in_range(p->noise_multiplier, 0.0, TRN_MAX_NOISE_MULTIPLIER) ||
-		    !(p->noise_multiplier > 0.0))
-			return acct_error_set(err, ACCT_EINVAL, "/params/noise_multiplier",
-					      "noise_multiplier must be > 0 and at most %g",
-					      TRN_MAX_NOISE_MULTIPLIER);
-		if (!in_range(p->clip_norm, 0.0, TRN_MAX_CLIP_NORM) || !(p->clip_norm > 0.0))
-			return acct_error_set(err, ACCT_EINVAL, "/params/clip_norm",
-					      "clip_norm must be > 0 and at most %g",
-					      TRN_MAX_CLIP_NORM);
+		if (trn__check_positive(p->noise_multiplier, TRN_MAX_NOISE_MULTIPLIER,
+					"/params/noise_multiplier", err) < 0 ||
+		    trn__check_positive(p->clip_norm, TRN_MAX_CLIP_NORM, "/params/clip_norm",
+					err) < 0)
+			return ACCT_EINVAL;
 		if (p->clipping != TRN_CLIP_GLOBAL && p->clipping != TRN_CLIP_PER_LAYER)
 			return acct_error_set(err, ACCT_EINVAL, "/params/clipping",
 					      "clipping must be \"global\" or \"per_layer\"");
 	}
-	if (!in_range(p->learning_rate, 0.0, TRN_MAX_LEARNING_RATE) || !(p->learning_rate > 0.0))
-		return acct_error_set(err, ACCT_EINVAL, "/params/learning_rate",
-				      "learning_rate must be > 0 and at most %g",
-				      TRN_MAX_LEARNING_RATE);
+	if (trn__check_positive(p->learning_rate, TRN_MAX_LEARNING_RATE, "/params/learning_rate",
+				err) < 0)
+		return ACCT_EINVAL;
 	if (!isnan(p->learning_rate_final) &&
-	    !in_range(p->learning_rate_final, 0.0, TRN_MAX_LEARNING_RATE))
+	    !trn__in_range(p->learning_rate_final, 0.0, TRN_MAX_LEARNING_RATE))
 		return acct_error_set(err, ACCT_EINVAL, "/params/learning_rate_final",
 				      "learning_rate_final must be in [0, %g]",
 				      TRN_MAX_LEARNING_RATE);
@@ -148,18 +124,16 @@ static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err
 		return acct_error_set(err, ACCT_EINVAL, "/params/learning_rate_decay_epochs",
 				      "learning_rate_decay_epochs must be at most %d",
 				      DPG_MAX_EPOCHS);
-	if (!in_range(p->momentum, 0.0, 1.0) || !(p->momentum < 1.0))
+	if (!trn__in_range(p->momentum, 0.0, 1.0) || !(p->momentum < 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/params/momentum",
 				      "momentum must be in [0, 1)");
 	if (p->pca_components > DPG_MAX_PCA_COMPONENTS)
 		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
 				      "pca_components must be at most %d", DPG_MAX_PCA_COMPONENTS);
 	if (private && p->pca_components > 0 &&
-	    (!in_range(p->pca_noise_multiplier, 0.0, TRN_MAX_NOISE_MULTIPLIER) ||
-	     !(p->pca_noise_multiplier > 0.0)))
-		return acct_error_set(err, ACCT_EINVAL, "/params/pca_noise_multiplier",
-				      "pca_noise_multiplier must be > 0 and at most %g",
-				      TRN_MAX_NOISE_MULTIPLIER);
+	    trn__check_positive(p->pca_noise_multiplier, TRN_MAX_NOISE_MULTIPLIER,
+				"/params/pca_noise_multiplier", err) < 0)
+		return ACCT_EINVAL;
 	if (p->max_train_examples > (uint64_t)DPG_MAX_TRAIN_EXAMPLES)
 		return acct_error_set(err, ACCT_EINVAL, "/params/max_train_examples",
 				      "max_train_examples must be at most %lld",
@@ -229,19 +203,26 @@ static acct_event *gaussian_event(double sigma)
 	return ev;
 }
 
+/* The private run's parameter and size checks; its steps and q. */
+static int event_size_check(const trn_dpsgd_params *p, uint64_t n_train, int64_t *ret_steps,
+			    double *ret_q, acct_error *err)
+{
+	uint64_t n = 0;
+	int rc = params_check(p, true, err);
+
+	if (rc < 0)
+		return rc;
+	return size_check(p, n_train, &n, ret_steps, ret_q, err);
+}
+
 int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64_t steps,
 			      acct_event **ret, acct_error *err)
 {
 	acct_event *sgd = NULL, *pca = NULL, *all = NULL;
-	uint64_t n = 0;
 	int64_t total = 0;
 	double q = 0;
-	int rc;
+	int rc = event_size_check(p, n_train, &total, &q, err);
 
-	rc = params_check(p, true, err);
-	if (rc < 0)
-		return rc;
-	rc = size_check(p, n_train, &n, &total, &q, err);
 	if (rc < 0)
 		return rc;
 	if (steps < 0 || steps > total)
@@ -285,14 +266,9 @@ int trn_dpsgd_event(const trn_dpsgd_params *p, uint64_t n_train, acct_event **re
 		    acct_error *err)
 {
 	int64_t steps = 0;
-	uint64_t n = 0;
 	double q = 0;
-	int rc;
+	int rc = event_size_check(p, n_train, &steps, &q, err);
 
-	rc = params_check(p, true, err);
-	if (rc < 0)
-		return rc;
-	rc = size_check(p, n_train, &n, &steps, &q, err);
 	if (rc < 0)
 		return rc;
 	return trn_dpsgd_event_for_steps(p, n_train, steps, ret, err);
@@ -338,14 +314,6 @@ void trn_dpsgd_result_free(trn_dpsgd_result *r)
 	free(r);
 }
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Linear decay from lr0 to lr1 over `decay` epochs, then lr1 (Abadi et al. §5). */
 static double scheduled_rate(const trn_dpsgd_params *p, double epochs_done)
 {
@@ -364,13 +332,9 @@ static double scheduled_rate(const trn_dpsgd_params *p, double epochs_done)
 static uint32_t model_widths(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
 			     uint32_t widths[TRN_MAX_LAYERS + 1])
 {
-	uint32_t n_layers = p->model == TRN_MODEL_LOGREG ? 1 : p->n_hidden + 1;
-
-	widths[0] = p->pca_components ? p->pca_components : (uint32_t)d;
-	for (uint32_t l = 1; l < n_layers; l++)
-		widths[l] = p->hidden[l - 1];
-	widths[n_layers] = num_classes;
-	return n_layers;
+	return trn__dense_widths(p->model == TRN_MODEL_LOGREG ? 0 : p->n_hidden, p->hidden,
+				 p->pca_components ? p->pca_components : (uint32_t)d,
+				 num_classes, widths);
 }
 
 int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
@@ -465,7 +429,7 @@ static int train_project(struct train_run *r, acct_error *err)
 {
 	const trn_dataset *ds = r->ds;
 	size_t k = r->p->pca_components, d = ds->d, rows = ds->n;
-	double tp = now_seconds();
+	double tp = trn__now_seconds();
 	int rc;
 
 	r->m->proj_dim = (uint32_t)k;
@@ -480,7 +444,7 @@ static int train_project(struct train_run *r, acct_error *err)
 	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)k, (int)d, 1.0, ds->x,
 		    (int)d, r->m->proj, (int)k, 0.0, r->xproj, (int)k);
 	r->xtr = r->xproj;
-	r->res->pca_seconds = now_seconds() - tp;
+	r->res->pca_seconds = trn__now_seconds() - tp;
 	return 0;
 }
 
@@ -644,11 +608,11 @@ static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *tra
 	r.clip.enabled = private;
 	r.clip.mode = p->clipping;
 	r.clip.clip_norm = p->clip_norm;
-	t0 = now_seconds();
+	t0 = trn__now_seconds();
 	rc = train_loop(&r, progress, progress_user, cancel, err);
 	if (rc < 0)
 		goto out;
-	r.res->train_seconds = now_seconds() - t0;
+	r.res->train_seconds = trn__now_seconds() - t0;
 	if (eval) {
 		rc = trn_model_evaluate(r.m, eval, &r.res->test_accuracy, &r.res->test_loss, err);
 		if (rc < 0)

@@ -16,7 +16,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 
@@ -33,26 +32,29 @@
 
 int trn_ensemble_algorithm_from_name(const char *name, trn_ensemble_algorithm *ret)
 {
-	if (name && strcmp(name, "soft_label") == 0)
-		*ret = TRN_ENSEMBLE_SOFT_LABEL;
-	else if (name && strcmp(name, "majority_vote") == 0)
-		*ret = TRN_ENSEMBLE_MAJORITY_VOTE;
-	else
-		return -1;
-	return 0;
+	static const trn__name names[] = {
+		{ "soft_label", TRN_ENSEMBLE_SOFT_LABEL },
+		{ "majority_vote", TRN_ENSEMBLE_MAJORITY_VOTE },
+	};
+	int v = trn__name_lookup(names, TRN__COUNT(names), name);
+
+	if (v >= 0)
+		*ret = (trn_ensemble_algorithm)v;
+	return v < 0 ? -1 : 0;
 }
 
 int trn_local_model_from_name(const char *name, trn_local_model *ret)
 {
-	static const char *const names[] = {"logreg", "linear_svm", "gaussian_nb", "knn",
-					    "decision_tree"};
+	static const trn__name names[] = {
+		{ "logreg", TRN_LOCAL_LOGREG }, { "linear_svm", TRN_LOCAL_LINEAR_SVM },
+		{ "gaussian_nb", TRN_LOCAL_GAUSSIAN_NB }, { "knn", TRN_LOCAL_KNN },
+		{ "decision_tree", TRN_LOCAL_DECISION_TREE },
+	};
+	int v = trn__name_lookup(names, TRN__COUNT(names), name);
 
-	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcmp(name, names[i]) == 0) {
-			*ret = (trn_local_model)i;
-			return 0;
-		}
-	return -1;
+	if (v >= 0)
+		*ret = (trn_local_model)v;
+	return v < 0 ? -1 : 0;
 }
 
 void trn_ensemble_params_default(trn_ensemble_params *p)
@@ -83,9 +85,8 @@ int trn_ensemble_params_validate(const trn_ensemble_params *p, acct_error *err)
 	if (!positive_finite(p->epsilon))
 		return acct_error_set(err, ACCT_EINVAL, "/params/epsilon",
 				      "epsilon must be finite and positive");
-	if (p->parties < 1 || p->parties > DPG_MAX_ENSEMBLE_PARTIES)
-		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
-				      "parties must be 1 to %d", DPG_MAX_ENSEMBLE_PARTIES);
+	if (trn__check_count(p->parties, 1, DPG_MAX_ENSEMBLE_PARTIES, "/params/parties", err) < 0)
+		return ACCT_EINVAL;
 	if (p->n_local_models < 1 || p->n_local_models > DPG_MAX_ENSEMBLE_LOCAL_KINDS)
 		return acct_error_set(err, ACCT_EINVAL, "/params/local_model",
 				      "local_model lists 1 to %d kinds",
@@ -103,13 +104,10 @@ int trn_ensemble_params_validate(const trn_ensemble_params *p, acct_error *err)
 	if (!positive_finite(p->local_lambda) || p->local_lambda > 1e6)
 		return acct_error_set(err, ACCT_EINVAL, "/params/local_lambda",
 				      "local_lambda must be in (0, 1e6]");
-	if (p->knn_k < 1 || p->knn_k > DPG_MAX_ENSEMBLE_KNN_K)
-		return acct_error_set(err, ACCT_EINVAL, "/params/knn_k",
-				      "knn_k must be 1 to %d", DPG_MAX_ENSEMBLE_KNN_K);
-	if (p->max_depth < 1 || p->max_depth > DPG_MAX_ENSEMBLE_TREE_DEPTH)
-		return acct_error_set(err, ACCT_EINVAL, "/params/max_depth",
-				      "max_depth must be 1 to %d", DPG_MAX_ENSEMBLE_TREE_DEPTH);
-	return 0;
+	if (trn__check_count(p->knn_k, 1, DPG_MAX_ENSEMBLE_KNN_K, "/params/knn_k", err) < 0)
+		return ACCT_EINVAL;
+	return trn__check_count(p->max_depth, 1, DPG_MAX_ENSEMBLE_TREE_DEPTH, "/params/max_depth",
+				err);
 }
 
 int trn_ensemble_event(const trn_ensemble_params *p, acct_event **ret, acct_error *err)
@@ -608,14 +606,6 @@ void trn_ensemble_result_free(trn_ensemble_result *r)
 	free(r);
 }
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int run_check(const trn_ensemble_params *p, const trn_dataset *train,
 		     const uint32_t *party, const trn_dataset *aux, const trn_dataset *test,
 		     mech_rng *rng, acct_error *err)
@@ -662,7 +652,7 @@ int trn_ensemble_run(const trn_ensemble_params *p, const trn_dataset *train,
 		     mech_rng *rng, trn_ensemble_progress_fn progress, void *progress_user,
 		     const atomic_bool *cancel, trn_ensemble_result **ret, acct_error *err)
 {
-	double *u_train = NULL, *u_aux = NULL, *w = NULL, t0 = now_seconds();
+	double *u_train = NULL, *u_aux = NULL, *w = NULL, t0 = trn__now_seconds();
 	uint32_t *counts = NULL, K;
 	trn_ensemble_result *r = NULL;
 	int rc = run_check(p, train, party, aux, test, rng, err);
@@ -700,7 +690,7 @@ int trn_ensemble_run(const trn_ensemble_params *p, const trn_dataset *train,
 	if (rc < 0)
 		goto out;
 	r->aux_rows = aux->n;
-	r->train_seconds = now_seconds() - t0;
+	r->train_seconds = trn__now_seconds() - t0;
 	*ret = r;
 	r = NULL;
 out:

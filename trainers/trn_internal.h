@@ -223,4 +223,43 @@ int trn__ensemble_release(double *w, uint32_t num_classes, size_t d, double beta
  */
 void trn__label_em_column(const trn_dataset *ds, uint8_t *ret_column);
 
+/* ---- helpers every trainer shares (trn_common.c) ---- */
+
+/* One JSON string of an enumeration and its value (>= 0). */
+typedef struct trn__name {
+	const char *name;
+	int value;
+} trn__name;
+
+#define TRN__COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The value `name` has in table[0..n), or -1 when it is NULL or absent. */
+int trn__name_lookup(const trn__name *table, size_t n, const char *name);
+
+/* x is finite and in [lo, hi]. */
+bool trn__in_range(double x, double lo, double hi);
+
+/*
+ * The checks most trainer parameters take, first error wins: a count in
+ * [lo, hi], a real in (0, hi].  `where` is the field's JSON pointer; the
+ * message names its last segment ("epochs must be 1 to 1000").  Return 0
+ * or ACCT_EINVAL.
+ */
+int trn__check_count(uint32_t v, uint32_t lo, uint32_t hi, const char *where,
+		     acct_error *err);
+int trn__check_positive(double x, double hi, const char *where, acct_error *err);
+
+/* The hidden layers of an mlp: 1 to DPG_MAX_HIDDEN_LAYERS of them, each 1
+ * to DPG_MAX_HIDDEN_UNITS wide, activated by relu or tanh. */
+int trn__check_hidden(uint32_t n_hidden, const uint32_t *hidden, uint32_t activation,
+		      acct_error *err);
+
+/* The widths of a dense model: in, the hidden layers, out.  Returns the
+ * number of layers, n_hidden + 1. */
+uint32_t trn__dense_widths(uint32_t n_hidden, const uint32_t *hidden, uint32_t in,
+			   uint32_t out, uint32_t widths[TRN_MAX_LAYERS + 1]);
+
+/* Seconds on the monotonic clock, for the run times a result reports. */
+double trn__now_seconds(void);
+
 #endif

@@ -16,7 +16,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 
@@ -37,15 +36,14 @@
 
 int trn_label_em_model_from_name(const char *name, trn_model_kind *ret)
 {
-	if (!name)
-		return -1;
-	if (strcmp(name, "linear") == 0)
-		*ret = TRN_MODEL_LOGREG;
-	else if (strcmp(name, "mlp") == 0)
-		*ret = TRN_MODEL_MLP;
-	else
-		return -1;
-	return 0;
+	static const trn__name names[] = {
+		{ "linear", TRN_MODEL_LOGREG }, { "mlp", TRN_MODEL_MLP },
+	};
+	int v = trn__name_lookup(names, TRN__COUNT(names), name);
+
+	if (v >= 0)
+		*ret = (trn_model_kind)v;
+	return v < 0 ? -1 : 0;
 }
 
 void trn_label_em_params_default(trn_label_em_params *p)
@@ -69,11 +67,6 @@ void trn_label_em_params_default(trn_label_em_params *p)
 	p->center = true;
 }
 
-static bool in_range(double x, double lo, double hi)
-{
-	return isfinite(x) && x >= lo && x <= hi;
-}
-
 static int check_model(const trn_label_em_params *p, acct_error *err)
 {
 	if (p->model != TRN_MODEL_LOGREG && p->model != TRN_MODEL_MLP)
@@ -84,18 +77,7 @@ static int check_model(const trn_label_em_params *p, acct_error *err)
 				      "a linear model has no hidden layers");
 	if (p->model == TRN_MODEL_LOGREG)
 		return 0;
-	if (p->n_hidden < 1 || p->n_hidden > DPG_MAX_HIDDEN_LAYERS)
-		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
-				      "an mlp has 1 to %d hidden layers", DPG_MAX_HIDDEN_LAYERS);
-	for (uint32_t i = 0; i < p->n_hidden; i++)
-		if (p->hidden[i] < 1 || p->hidden[i] > DPG_MAX_HIDDEN_UNITS)
-			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
-					      "hidden layer widths are 1 to %d",
-					      DPG_MAX_HIDDEN_UNITS);
-	if (p->activation != TRN_ACT_RELU && p->activation != TRN_ACT_TANH)
-		return acct_error_set(err, ACCT_EINVAL, "/params/activation",
-				      "activation must be \"relu\" or \"tanh\"");
-	return 0;
+	return trn__check_hidden(p->n_hidden, p->hidden, p->activation, err);
 }
 
 static int check_loss(const trn_label_em_params *p, acct_error *err)
@@ -106,35 +88,26 @@ static int check_loss(const trn_label_em_params *p, acct_error *err)
 		return 0;
 	/* b > 1 makes the left piece overtake r - z (convexity); r > 0 gives
 	 * the interval [-r, r] on which the loss is symmetric. */
-	if (!in_range(p->loss.b, 0.0, TRN_LEM_MAX_BARRIER) || !(p->loss.b > 1.0))
+	if (!trn__in_range(p->loss.b, 0.0, TRN_LEM_MAX_BARRIER) || !(p->loss.b > 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/params/b",
 				      "b must be > 1 and at most %g", TRN_LEM_MAX_BARRIER);
-	if (!in_range(p->loss.r, 0.0, TRN_LEM_MAX_BARRIER) || !(p->loss.r > 0.0))
-		return acct_error_set(err, ACCT_EINVAL, "/params/r",
-				      "r must be > 0 and at most %g", TRN_LEM_MAX_BARRIER);
-	return 0;
+	return trn__check_positive(p->loss.r, TRN_LEM_MAX_BARRIER, "/params/r", err);
 }
 
 static int check_optimiser(const trn_label_em_params *p, acct_error *err)
 {
-	if (p->epochs < 1 || p->epochs > DPG_MAX_EPOCHS)
-		return acct_error_set(err, ACCT_EINVAL, "/params/epochs",
-				      "epochs must be 1 to %d", DPG_MAX_EPOCHS);
-	if (p->batch_size < 1 || p->batch_size > DPG_MAX_LOT_SIZE)
-		return acct_error_set(err, ACCT_EINVAL, "/params/batch_size",
-				      "batch_size must be 1 to %d", DPG_MAX_LOT_SIZE);
-	if (!in_range(p->learning_rate, 0.0, TRN_LEM_MAX_LEARNING_RATE) ||
-	    !(p->learning_rate > 0.0))
-		return acct_error_set(err, ACCT_EINVAL, "/params/learning_rate",
-				      "learning_rate must be > 0 and at most %g",
-				      TRN_LEM_MAX_LEARNING_RATE);
-	if (!in_range(p->momentum, 0.0, 1.0) || !(p->momentum < 1.0))
+	if (trn__check_count(p->epochs, 1, DPG_MAX_EPOCHS, "/params/epochs", err) < 0 ||
+	    trn__check_count(p->batch_size, 1, DPG_MAX_LOT_SIZE, "/params/batch_size", err) < 0 ||
+	    trn__check_positive(p->learning_rate, TRN_LEM_MAX_LEARNING_RATE,
+				"/params/learning_rate", err) < 0)
+		return ACCT_EINVAL;
+	if (!trn__in_range(p->momentum, 0.0, 1.0) || !(p->momentum < 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/params/momentum",
 				      "momentum must be in [0, 1)");
-	if (!in_range(p->weight_decay, 0.0, TRN_LEM_MAX_WEIGHT_DECAY))
+	if (!trn__in_range(p->weight_decay, 0.0, TRN_LEM_MAX_WEIGHT_DECAY))
 		return acct_error_set(err, ACCT_EINVAL, "/params/weight_decay",
 				      "weight_decay must be in [0, %g]", TRN_LEM_MAX_WEIGHT_DECAY);
-	if (!in_range(p->gradient_clip, 0.0, TRN_LEM_MAX_GRADIENT_CLIP))
+	if (!trn__in_range(p->gradient_clip, 0.0, TRN_LEM_MAX_GRADIENT_CLIP))
 		return acct_error_set(err, ACCT_EINVAL, "/params/gradient_clip",
 				      "gradient_clip must be in [0, %g]", TRN_LEM_MAX_GRADIENT_CLIP);
 	/* The unhinged risk is linear in the parameters: without decay it has
@@ -231,13 +204,8 @@ int trn_label_em_guidance_for(const trn_label_em_params *p, uint64_t n_rows,
 static uint32_t model_widths(const trn_label_em_params *p, size_t d,
 			     uint32_t widths[TRN_MAX_LAYERS + 1])
 {
-	uint32_t n_layers = p->model == TRN_MODEL_LOGREG ? 1 : p->n_hidden + 1;
-
-	widths[0] = (uint32_t)d;
-	for (uint32_t l = 1; l < n_layers; l++)
-		widths[l] = p->hidden[l - 1];
-	widths[n_layers] = 2;
-	return n_layers;
+	return trn__dense_widths(p->model == TRN_MODEL_LOGREG ? 0 : p->n_hidden, p->hidden,
+				 (uint32_t)d, 2, widths);
 }
 
 int trn_label_em_check_shape(const trn_label_em_params *p, size_t d, uint32_t num_classes,
@@ -271,14 +239,6 @@ void trn_label_em_result_free(trn_label_em_result *r)
 		return;
 	trn_model_free(r->model);
 	free(r);
-}
-
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* One job: its inputs, what it owns, and the step loop's buffers. */
@@ -587,11 +547,11 @@ int trn_label_em_run(const trn_label_em_params *p, const trn_dataset *train,
 		rc = TRN_CANCELLED; /* nothing released, nothing to charge */
 		goto done;
 	}
-	t0 = now_seconds();
+	t0 = trn__now_seconds();
 	if ((rc = lem_release(&r, rng, err)) < 0 || (rc = lem_setup(&r, rng, err)) < 0 ||
 	    (rc = lem_loop(&r, progress, progress_user, cancel, err)) < 0)
 		goto out;
-	r.res->train_seconds = now_seconds() - t0;
+	r.res->train_seconds = trn__now_seconds() - t0;
 	if (r.res->epochs_done < p->epochs && (rc = lem_evaluate(&r, err)) < 0)
 		goto out;
 	lem_fold(&r);

@@ -15,6 +15,7 @@
 
 #include <gsl/gsl_cblas.h>
 
+#include "trn_internal.h"
 #include "trn_slmc_internal.h"
 
 /* Values beyond which a real parameter is surely a mistake. */
@@ -38,43 +39,25 @@ void trn_slmc_params_default(trn_slmc_params *p)
 	p->neighbor = ACCT_ADD_REMOVE;
 }
 
-static bool positive_real(double x)
-{
-	return isfinite(x) && x > 0.0 && x <= TRN_SLMC_MAX_REAL;
-}
-
 /* The fields the non-private baseline shares with the private run. */
 static int params_check_model(const trn_slmc_params *p, acct_error *err)
 {
-	if (p->clusters < 2 || p->clusters > DPG_MAX_SLMC_CLUSTERS)
-		return acct_error_set(err, ACCT_EINVAL, "/params/clusters",
-				      "clusters must be 2 to %d", DPG_MAX_SLMC_CLUSTERS);
-	if (p->features < 1 || p->features > DPG_MAX_SLMC_FEATURES)
-		return acct_error_set(err, ACCT_EINVAL, "/params/features",
-				      "features must be 1 to %d", DPG_MAX_SLMC_FEATURES);
-	if (!positive_real(p->gamma))
-		return acct_error_set(err, ACCT_EINVAL, "/params/gamma",
-				      "gamma must be > 0 and at most %g", TRN_SLMC_MAX_REAL);
-	if (!positive_real(p->lambda))
-		return acct_error_set(err, ACCT_EINVAL, "/params/lambda",
-				      "lambda must be > 0 and at most %g", TRN_SLMC_MAX_REAL);
-	if (!positive_real(p->rho))
-		return acct_error_set(err, ACCT_EINVAL, "/params/rho",
-				      "rho must be > 0 and at most %g", TRN_SLMC_MAX_REAL);
+	if (trn__check_count(p->clusters, 2, DPG_MAX_SLMC_CLUSTERS, "/params/clusters", err) < 0 ||
+	    trn__check_count(p->features, 1, DPG_MAX_SLMC_FEATURES, "/params/features", err) < 0 ||
+	    trn__check_positive(p->gamma, TRN_SLMC_MAX_REAL, "/params/gamma", err) < 0 ||
+	    trn__check_positive(p->lambda, TRN_SLMC_MAX_REAL, "/params/lambda", err) < 0 ||
+	    trn__check_positive(p->rho, TRN_SLMC_MAX_REAL, "/params/rho", err) < 0)
+		return ACCT_EINVAL;
 	if (!isfinite(p->fuzzifier) || !(p->fuzzifier > 1.0) ||
 	    p->fuzzifier > TRN_SLMC_MAX_FUZZIFIER)
 		return acct_error_set(err, ACCT_EINVAL, "/params/fuzzifier",
 				      "fuzzifier must be > 1 and at most %g",
 				      TRN_SLMC_MAX_FUZZIFIER);
-	if (p->iterations < 1 || p->iterations > DPG_MAX_SLMC_ITERATIONS)
-		return acct_error_set(err, ACCT_EINVAL, "/params/iterations",
-				      "iterations must be 1 to %d", DPG_MAX_SLMC_ITERATIONS);
-	if (p->parties < 1 || p->parties > DPG_MAX_SLMC_PARTIES)
-		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
-				      "parties must be 1 to %d", DPG_MAX_SLMC_PARTIES);
-	if (!positive_real(p->max_norm))
-		return acct_error_set(err, ACCT_EINVAL, "/params/max_norm",
-				      "max_norm must be > 0 and at most %g", TRN_SLMC_MAX_REAL);
+	if (trn__check_count(p->iterations, 1, DPG_MAX_SLMC_ITERATIONS, "/params/iterations",
+			     err) < 0 ||
+	    trn__check_count(p->parties, 1, DPG_MAX_SLMC_PARTIES, "/params/parties", err) < 0 ||
+	    trn__check_positive(p->max_norm, TRN_SLMC_MAX_REAL, "/params/max_norm", err) < 0)
+		return ACCT_EINVAL;
 	if (p->neighbor != ACCT_ADD_REMOVE && p->neighbor != ACCT_REPLACE)
 		return acct_error_set(err, ACCT_EINVAL, "/neighbor",
 				      "unknown neighbouring relation");

@@ -21,12 +21,13 @@
  * default orders, improved conversion) for the job's event, DP-PCA release
  * included: the same figure the service reports for the job.
  */
-#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_common.h"
 #include "trn.h"
 
 /* ---- epsilon, from the service's own accountant -------------------------- */
@@ -65,24 +66,88 @@ struct opts {
 	bool quiet;
 };
 
-/* The one checked number parser of this file: finite, in [lo, hi]. */
-static int num(const char *v, double lo, double hi, double *ret)
+/* How a numeric option is stored; its kind fixes its range and whether it
+ * must be a whole number. */
+enum num_kind { NUM_U32, NUM_U64, NUM_LL, NUM_REAL };
+
+static const struct num_opt {
+	const char *name;
+	enum num_kind kind;
+	size_t off;
+} num_opts[] = {
+	{ "--hidden", NUM_U32, offsetof(struct opts, p.hidden[0]) },
+	{ "--epochs", NUM_U32, offsetof(struct opts, p.epochs) },
+	{ "--lot", NUM_U32, offsetof(struct opts, p.lot_size) },
+	{ "--sigma", NUM_REAL, offsetof(struct opts, p.noise_multiplier) },
+	{ "--clip", NUM_REAL, offsetof(struct opts, p.clip_norm) },
+	{ "--lr", NUM_REAL, offsetof(struct opts, p.learning_rate) },
+	{ "--lr-final", NUM_REAL, offsetof(struct opts, p.learning_rate_final) },
+	{ "--decay-epochs", NUM_U32, offsetof(struct opts, p.learning_rate_decay_epochs) },
+	{ "--momentum", NUM_REAL, offsetof(struct opts, p.momentum) },
+	{ "--pca", NUM_U32, offsetof(struct opts, p.pca_components) },
+	{ "--pca-sigma", NUM_REAL, offsetof(struct opts, p.pca_noise_multiplier) },
+	{ "--max-train", NUM_U64, offsetof(struct opts, p.max_train_examples) },
+	{ "--epsilon", NUM_REAL, offsetof(struct opts, epsilon) },
+	{ "--delta", NUM_REAL, offsetof(struct opts, delta) },
+	{ "--steps", NUM_LL, offsetof(struct opts, steps) },
+};
+
+/* Sets the numeric option k to v: 0, or -1 when k is not one or v is out
+ * of its range. */
+static int parse_num(struct opts *o, const char *k, const char *v)
 {
-	char *end;
+	static const double hi[] = { [NUM_U32] = 1e7, [NUM_U64] = 1e12, [NUM_LL] = 1e12,
+				     [NUM_REAL] = 1e9 };
+	const struct num_opt *n = NULL;
+	char *dst = (char *)o;
 	double x;
 
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+	for (size_t i = 0; i < sizeof(num_opts) / sizeof(num_opts[0]) && !n; i++)
+		if (strcmp(k, num_opts[i].name) == 0)
+			n = &num_opts[i];
+	if (!n || bench_number(v, '\0', 0, hi[n->kind], &x) < 0 ||
+	    (n->kind != NUM_REAL && x != floor(x)))
 		return -1;
-	*ret = x;
+	dst += n->off;
+	if (n->kind == NUM_U32)
+		*(uint32_t *)(void *)dst = (uint32_t)x;
+	else if (n->kind == NUM_U64)
+		*(uint64_t *)(void *)dst = (uint64_t)x;
+	else if (n->kind == NUM_LL)
+		*(long long *)(void *)dst = (long long)x;
+	else
+		*(double *)(void *)dst = x;
+	return 0;
+}
+
+/* The options that take a name, and --hidden2, which also sets the layer
+ * count; the rest go to parse_num. */
+static int parse_one(struct opts *o, const char *k, const char *v)
+{
+	double x;
+
+	if (strcmp(k, "--model") == 0) {
+		if (trn_model_kind_from_name(v, &o->p.model) < 0)
+			return -1;
+		if (o->p.model == TRN_MODEL_LOGREG)
+			o->p.n_hidden = 0;
+	} else if (strcmp(k, "--hidden2") == 0) {
+		if (bench_number(v, '\0', 0, 1e7, &x) < 0 || x != floor(x))
+			return -1;
+		o->p.hidden[1] = (uint32_t)x;
+		o->p.n_hidden = 2;
+	} else if (strcmp(k, "--act") == 0) {
+		return trn_activation_from_name(v, &o->p.activation);
+	} else if (strcmp(k, "--clipping") == 0) {
+		return trn_clipping_from_name(v, &o->p.clipping);
+	} else {
+		return parse_num(o, k, v);
+	}
 	return 0;
 }
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-	double x;
-
 	trn_dpsgd_params_default(&o->p);
 	o->epsilon = 0;
 	o->delta = 1e-5;
@@ -95,88 +160,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->quiet = true;
 			continue;
 		}
-		if (!v)
+		if (!v || parse_one(o, k, v) < 0)
 			return -1;
 		i++;
-		if (strcmp(k, "--model") == 0) {
-			if (trn_model_kind_from_name(v, &o->p.model) < 0)
-				return -1;
-			if (o->p.model == TRN_MODEL_LOGREG)
-				o->p.n_hidden = 0;
-		} else if (strcmp(k, "--hidden") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
-				return -1;
-			o->p.hidden[0] = (uint32_t)x;
-		} else if (strcmp(k, "--hidden2") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
-				return -1;
-			o->p.hidden[1] = (uint32_t)x;
-			o->p.n_hidden = 2;
-		} else if (strcmp(k, "--act") == 0) {
-			if (trn_activation_from_name(v, &o->p.activation) < 0)
-				return -1;
-		} else if (strcmp(k, "--epochs") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
-				return -1;
-			o->p.epochs = (uint32_t)x;
-		} else if (strcmp(k, "--lot") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
-				return -1;
-			o->p.lot_size = (uint32_t)x;
-		} else if (strcmp(k, "--sigma") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->p.noise_multiplier = x;
-		} else if (strcmp(k, "--clip") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->p.clip_norm = x;
-		} else if (strcmp(k, "--clipping") == 0) {
-			if (trn_clipping_from_name(v, &o->p.clipping) < 0)
-				return -1;
-		} else if (strcmp(k, "--lr") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->p.learning_rate = x;
-		} else if (strcmp(k, "--lr-final") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->p.learning_rate_final = x;
-		} else if (strcmp(k, "--decay-epochs") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
-				return -1;
-			o->p.learning_rate_decay_epochs = (uint32_t)x;
-		} else if (strcmp(k, "--momentum") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->p.momentum = x;
-		} else if (strcmp(k, "--pca") == 0) {
-			if (num(v, 0, 1e7, &x) < 0 || x != floor(x))
-				return -1;
-			o->p.pca_components = (uint32_t)x;
-		} else if (strcmp(k, "--pca-sigma") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->p.pca_noise_multiplier = x;
-		} else if (strcmp(k, "--max-train") == 0) {
-			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
-				return -1;
-			o->p.max_train_examples = (uint64_t)x;
-		} else if (strcmp(k, "--epsilon") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->epsilon = x;
-		} else if (strcmp(k, "--delta") == 0) {
-			if (num(v, 0, 1e9, &x) < 0)
-				return -1;
-			o->delta = x;
-		} else if (strcmp(k, "--steps") == 0) {
-			if (num(v, 0, 1e12, &x) < 0 || x != floor(x))
-				return -1;
-			o->steps = (long long)x;
-		} else {
-			return -1;
-		}
 	}
 	return 0;
 }
@@ -234,11 +220,76 @@ static void print_config(const trn_dpsgd_params *p, uint64_t n)
 	       p->pca_noise_multiplier, (unsigned long long)n);
 }
 
+/* trn_dpsgd_run or trn_sgd_nonprivate_run. */
+typedef int (*run_fn)(const trn_dpsgd_params *p, const trn_dataset *train,
+		      const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+		      void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
+		      acct_error *err);
+
+/* One leg of the throughput run: o->steps steps of `run`, its examples
+ * per second printed after `label` and set in *ret_rate. */
+static int throughput_leg(run_fn run, const char *label, const struct opts *o,
+			  const trn_dataset *tr, mech_rng *rng, double *ret_rate,
+			  acct_error *err)
+{
+	struct prog pg = {true, o->steps};
+	trn_dpsgd_result *r = NULL;
+	int rc = run(&o->p, tr, NULL, rng, on_progress, &pg, NULL, &r, err);
+
+	if (rc < 0)
+		return rc;
+	*ret_rate = r->examples_processed / r->train_seconds;
+	printf("%s %lld steps, %llu examples in %.2f s: %.0f examples/s\n", label,
+	       (long long)r->steps_done, (unsigned long long)r->examples_processed,
+	       r->train_seconds, *ret_rate);
+	trn_dpsgd_result_free(r);
+	return 0;
+}
+
+/* Non-private SGD, then DP-SGD, on the same model for o->steps steps each:
+ * examples per second of both and their ratio. */
+static int run_throughput(const struct opts *o, const trn_dataset *tr, mech_rng *rng,
+			  acct_error *err)
+{
+	double ex_np, ex_dp;
+	int rc;
+
+	rc = throughput_leg(trn_sgd_nonprivate_run, "non-private SGD:", o, tr, rng, &ex_np, err);
+	if (rc < 0)
+		return rc;
+	rc = throughput_leg(trn_dpsgd_run, "DP-SGD:         ", o, tr, rng, &ex_dp, err);
+	if (rc < 0)
+		return rc;
+	printf("ratio DP/non-private: %.3f (target >= 0.5)\n", ex_dp / ex_np);
+	return 0;
+}
+
+/* One full run, DP-SGD or (np) its non-private baseline: test accuracy,
+ * loss and times. */
+static int run_train(const struct opts *o, bool np, const trn_dataset *tr,
+		     const trn_dataset *te, mech_rng *rng, acct_error *err)
+{
+	struct prog pg = {o->quiet, 0};
+	trn_dpsgd_result *r = NULL;
+	int rc;
+
+	rc = (np ? trn_sgd_nonprivate_run : trn_dpsgd_run)(&o->p, tr, te, rng, on_progress, &pg,
+							    NULL, &r, err);
+	if (rc < 0)
+		return rc;
+	printf("result%s: test_accuracy=%.4f test_loss=%.4f steps=%lld pca_seconds=%.1f "
+	       "train_seconds=%.1f examples/s=%.0f\n",
+	       np ? " (NON-PRIVATE baseline)" : "", r->test_accuracy, r->test_loss,
+	       (long long)r->steps_done, r->pca_seconds, r->train_seconds,
+	       r->examples_processed / r->train_seconds);
+	trn_dpsgd_result_free(r);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
 	trn_dataset *tr = NULL, *te = NULL;
-	trn_dpsgd_result *r = NULL;
 	mech_rng *sys = NULL, *rng = NULL;
 	acct_error err;
 	uint64_t n;
@@ -291,44 +342,16 @@ int main(int argc, char **argv)
 		rc = 0;
 		goto out;
 	} else if (strcmp(argv[1], "throughput") == 0) {
-		struct prog pg = {true, o.steps};
-		double ex_np, ex_dp;
-
-		if (trn_sgd_nonprivate_run(&o.p, tr, NULL, rng, on_progress, &pg, NULL, &r,
-					   &err) < 0)
+		if (run_throughput(&o, tr, rng, &err) < 0)
 			goto fail;
-		ex_np = r->examples_processed / r->train_seconds;
-		printf("non-private SGD: %lld steps, %llu examples in %.2f s: %.0f examples/s\n",
-		       (long long)r->steps_done, (unsigned long long)r->examples_processed,
-		       r->train_seconds, ex_np);
-		trn_dpsgd_result_free(r);
-		r = NULL;
-		if (trn_dpsgd_run(&o.p, tr, NULL, rng, on_progress, &pg, NULL, &r, &err) < 0)
-			goto fail;
-		ex_dp = r->examples_processed / r->train_seconds;
-		printf("DP-SGD:          %lld steps, %llu examples in %.2f s: %.0f examples/s\n",
-		       (long long)r->steps_done, (unsigned long long)r->examples_processed,
-		       r->train_seconds, ex_dp);
-		printf("ratio DP/non-private: %.3f (target >= 0.5)\n", ex_dp / ex_np);
-	} else {
-		struct prog pg = {o.quiet, 0};
-
-		bool np = strcmp(argv[1], "train-nonprivate") == 0;
-
-		if ((np ? trn_sgd_nonprivate_run : trn_dpsgd_run)(&o.p, tr, te, rng, on_progress,
-								   &pg, NULL, &r, &err) < 0)
-			goto fail;
-		printf("result%s: test_accuracy=%.4f test_loss=%.4f steps=%lld pca_seconds=%.1f "
-		       "train_seconds=%.1f examples/s=%.0f\n",
-		       np ? " (NON-PRIVATE baseline)" : "", r->test_accuracy, r->test_loss, (long long)r->steps_done, r->pca_seconds,
-		       r->train_seconds, r->examples_processed / r->train_seconds);
+	} else if (run_train(&o, strcmp(argv[1], "train-nonprivate") == 0, tr, te, rng, &err) < 0) {
+		goto fail;
 	}
 	rc = 0;
 	goto out;
 fail:
 	fprintf(stderr, "error: %s %s: %s\n", acct_code_name(err.code), err.where, err.text);
 out:
-	trn_dpsgd_result_free(r);
 	mech_rng_free(rng);
 	mech_rng_free(sys);
 	trn_dataset_free(tr);

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_common.h"
 #include "trn_internal.h"
 
 #define N_EPS 5
@@ -98,46 +99,6 @@ static void stat_print(const stat *s)
 }
 
 /* ---- data ------------------------------------------------------------------ */
-
-/* Reads a CSV of the shared data: a header, then d features and an integer
- * label per row, as given. */
-static int load_csv(const char *path, trn_dataset **ret)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = 0, d = 0, cap = 0;
-	double *x = NULL;
-	int64_t *lab = NULL, maxlab = 0;
-	char line[65536];
-	acct_error err;
-	int rc = -1;
-
-	if (!f || !fgets(line, sizeof(line), f))
-		goto out;
-	for (char *c = line; *c; c++)
-		d += *c == ',';
-	while (fgets(line, sizeof(line), f)) {
-		char *s = line, *end;
-
-		if (n == cap) {
-			cap = cap ? 2 * cap : 1024;
-			x = realloc(x, cap * d * sizeof(double));
-			lab = realloc(lab, cap * sizeof(int64_t));
-		}
-		for (size_t j = 0; j < d; j++, s = end + 1)
-			x[n * d + j] = strtod(s, &end);
-		lab[n] = strtoll(s, NULL, 10);
-		maxlab = lab[n] > maxlab ? lab[n] : maxlab;
-		n++;
-	}
-	acct_error_init(&err);
-	rc = trn_dataset_from_table(x, lab, n, d, (uint32_t)maxlab + 1, "/data", ret, &err);
-out:
-	if (f)
-		fclose(f);
-	free(x);
-	free(lab);
-	return rc;
-}
 
 /* Standardises every feature of `target` with the mean and standard
  * deviation of that feature over `ref` (a public table). */
@@ -648,7 +609,7 @@ static int run_csv(const bench_opts *o, const char *name, const dataset_defaults
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/%s.csv", o->data_dir, name);
-	if (load_csv(path, &all) < 0) {
+	if (bench_csv_load(path, &all) < 0) {
 		fprintf(stderr, "cannot read %s\n", path);
 		return -1;
 	}

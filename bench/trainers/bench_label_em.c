@@ -22,16 +22,15 @@
  * the whole table; pixels are already in [0, 1].  All randomness comes from
  * the system CSPRNG, so figures vary slightly between runs.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_common.h"
 #include "trn.h"
 
 #define BENCH_MAX_LIST 16
-#define BENCH_MAX_CSV_LINE 65536
 
 struct opts {
 	trn_label_em_params p;
@@ -45,25 +44,11 @@ struct opts {
 	bool clean;
 };
 
-/* The one checked number parser of this file: finite, in [lo, hi]. */
-static int num(const char *v, double lo, double hi, double *ret)
-{
-	char *end;
-	double x;
-
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || (*end && *end != ',') || !isfinite(x) || x < lo || x > hi)
-		return -1;
-	*ret = x;
-	return 0;
-}
-
 static int parse_eps(const char *v, struct opts *o)
 {
 	o->n_eps = 0;
 	for (const char *s = v; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
-		if (o->n_eps == BENCH_MAX_LIST || num(s, 1e-6, 100, &o->eps[o->n_eps]) < 0)
+		if (o->n_eps == BENCH_MAX_LIST || bench_number(s, ',', 1e-6, 100, &o->eps[o->n_eps]) < 0)
 			return -1;
 		o->n_eps++;
 	}
@@ -88,7 +73,7 @@ static int parse_number(struct opts *o, const char *k, const char *v)
 {
 	double x;
 
-	if (num(v, 0, 1e7, &x) < 0)
+	if (bench_number(v, ',', 0, 1e7, &x) < 0)
 		return -1;
 	if (strcmp(k, "--runs") == 0 && x >= 1)
 		o->runs = (int)x;
@@ -169,59 +154,6 @@ static int parse(int argc, char **argv, struct opts *o)
 
 /* ---- data ------------------------------------------------------------------- */
 
-/* Reads a `x1,...,xd,label` CSV with a header into rows and labels. */
-static int read_csv(const char *path, double **ret_x, int64_t **ret_y, size_t *ret_n,
-		    size_t *ret_d)
-{
-	FILE *f = fopen(path, "r");
-	char *line = malloc(BENCH_MAX_CSV_LINE);
-	double *x = NULL;
-	int64_t *y = NULL;
-	size_t n = 0, cap = 0, d = 0;
-	int rc = -1;
-
-	if (!f || !line || !fgets(line, BENCH_MAX_CSV_LINE, f))
-		goto out;
-	for (char *c = line; *c; c++)
-		d += *c == ',';
-	while (fgets(line, BENCH_MAX_CSV_LINE, f)) {
-		char *s = line, *end;
-
-		if (n == cap) {
-			cap = cap ? 2 * cap : 1024;
-			x = realloc(x, cap * d * sizeof(double));
-			y = realloc(y, cap * sizeof(int64_t));
-			if (!x || !y)
-				goto out;
-		}
-		for (size_t j = 0; j <= d; j++, s = end + 1) {
-			double v = strtod(s, &end);
-
-			if (end == s || !isfinite(v))
-				goto out;
-			if (j < d)
-				x[n * d + j] = v;
-			else
-				y[n] = (int64_t)v;
-		}
-		n++;
-	}
-	*ret_x = x;
-	*ret_y = y;
-	*ret_n = n;
-	*ret_d = d;
-	x = NULL;
-	y = NULL;
-	rc = 0;
-out:
-	if (f)
-		fclose(f);
-	free(line);
-	free(x);
-	free(y);
-	return rc;
-}
-
 /* breast_cancer scaled to [0, 1] per column, split by row index mod 5. */
 static int load_breast_cancer(const char *dir, trn_dataset **ret_train, trn_dataset **ret_test)
 {
@@ -232,7 +164,7 @@ static int load_breast_cancer(const char *dir, trn_dataset **ret_train, trn_data
 	int rc = -1;
 
 	snprintf(path, sizeof(path), "%s/breast_cancer.csv", dir);
-	if (read_csv(path, &x, &y, &n, &d) < 0)
+	if (bench_csv_read(path, &x, &y, &n, &d) < 0)
 		return -1;
 	for (size_t j = 0; j < d; j++) {
 		double lo = INFINITY, hi = -INFINITY;

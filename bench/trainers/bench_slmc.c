@@ -24,16 +24,15 @@
  * which only a public table allows.  Noise comes from a CSPRNG stream, so
  * figures vary from run to run; --seeds runs average it.
  */
-#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_common.h"
 #include "trn.h"
 
-#define BENCH_MAX_LINE 65536
 #define BENCH_MAX_SEEDS 100
 
 struct opts {
@@ -47,71 +46,6 @@ struct opts {
 };
 
 /* ---- data ------------------------------------------------------------------ */
-
-/* One CSV line of numbers into v (at most cap); returns the count or -1. */
-static int parse_line(char *line, double *v, size_t cap)
-{
-	size_t k = 0;
-	char *s = line;
-
-	while (*s && *s != '\n' && *s != '\r') {
-		char *end;
-
-		if (k == cap)
-			return -1;
-		errno = 0;
-		v[k] = strtod(s, &end);
-		if (end == s || errno != 0 || !isfinite(v[k]))
-			return -1;
-		k++;
-		s = end;
-		if (*s == ',')
-			s++;
-	}
-	return (int)k;
-}
-
-/* A public CSV (header, then features..., label) into a table. */
-static trn_dataset *load_csv(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *line = malloc(BENCH_MAX_LINE);
-	double *x = NULL, v[DPG_MAX_FEATURES + 1];
-	int64_t *lab = NULL, maxlab = 0;
-	size_t n = 0, cap = 0, d = 0;
-	trn_dataset *ds = NULL;
-
-	if (!f || !line || !fgets(line, BENCH_MAX_LINE, f))
-		goto out;
-	while (fgets(line, BENCH_MAX_LINE, f)) {
-		int k = parse_line(line, v, DPG_MAX_FEATURES + 1);
-
-		if (k < 2 || (d && (size_t)k != d + 1))
-			goto out;
-		d = (size_t)k - 1;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 256;
-			x = realloc(x, cap * d * sizeof(double));
-			lab = realloc(lab, cap * sizeof(int64_t));
-			if (!x || !lab)
-				goto out;
-		}
-		memcpy(x + n * d, v, d * sizeof(double));
-		lab[n] = (int64_t)v[d];
-		if (lab[n] > maxlab)
-			maxlab = lab[n];
-		n++;
-	}
-	if (n > 0)
-		trn_dataset_from_table(x, lab, n, d, (uint32_t)maxlab + 1, "/data", &ds, NULL);
-out:
-	if (f)
-		fclose(f);
-	free(line);
-	free(x);
-	free(lab);
-	return ds;
-}
 
 /* Min-max scaling of every column to [0, 1] (public tables only). */
 static void scale_columns(trn_dataset *ds)
@@ -148,8 +82,7 @@ static trn_dataset *load_data(const struct opts *o)
 		return ds;
 	}
 	snprintf(path, sizeof(path), "%s/%s.csv", o->dir, o->data);
-	ds = load_csv(path);
-	if (ds)
+	if (bench_csv_load(path, &ds) == 0)
 		scale_columns(ds);
 	return ds;
 }
@@ -460,17 +393,6 @@ static int cmd_converge(const struct opts *o, const trn_dataset *ds, const trn_d
 
 /* ---- options ---------------------------------------------------------------- */
 
-static int num(const char *v, double lo, double hi, double *ret)
-{
-	char *end;
-
-	errno = 0;
-	*ret = v ? strtod(v, &end) : NAN;
-	if (!v || end == v || *end || errno || !(*ret >= lo && *ret <= hi))
-		return -1;
-	return 0;
-}
-
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct { const char *name; double lo, hi; } real[] = {
@@ -499,7 +421,7 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (strcmp(argv[i], real[r].name) == 0)
 				break;
 		if (r == sizeof(real) / sizeof(real[0]) || i + 1 >= argc ||
-		    num(argv[i + 1], real[r].lo, real[r].hi, &v) != 0) {
+		    bench_number(argv[i + 1], '\0', real[r].lo, real[r].hi, &v) != 0) {
 			fprintf(stderr, "bad option %s\n", argv[i]);
 			return -1;
 		}

@@ -16,13 +16,10 @@
 #include <gsl/gsl_cdf.h>
 
 #include "trn_internal.h"
+#include "trn_test_rng.h"
 
-static mech_rng *seeded(uint8_t tag)
-{
-	uint8_t seed[32] = {0xe5, 0xb1, tag};
-
-	return mech_rng_new_seeded(seed);
-}
+/* This file's streams: trn_test_seeded(seed_prefix, tag). */
+static const uint8_t seed_prefix[2] = {0xe5, 0xb1};
 
 static void softmax_ref(const double *z, size_t k, double *p)
 {
@@ -296,7 +293,7 @@ static double ks_critical(size_t n)
  * BALL_SAMPLES draws. */
 static void ball_draws(size_t d, double beta, uint8_t tag, double *norms, double *proj)
 {
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 	double *eta = malloc(d * sizeof(double)), e_dot;
 
 	cr_assert_not_null(eta);
@@ -354,7 +351,7 @@ Test(ball, norm_is_gamma_and_direction_uniform)
 
 Test(ball, bad_dimension_or_beta_is_refused_and_nothing_written)
 {
-	mech_rng *rng = seeded(30);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 30);
 	double out[3] = {7, 7, 7};
 	acct_error err;
 
@@ -376,14 +373,6 @@ Test(ball, bad_dimension_or_beta_is_refused_and_nothing_written)
 
 /* ---- the ensemble trainer: its ERM ------------------------------------------- */
 
-static double uniform(mech_rng *rng)
-{
-	double u;
-
-	cr_assert_eq(mech_rng_uniform(rng, &u), 0);
-	return u;
-}
-
 /* n random inputs in the unit ball (d+1 coordinates, the last constant, as
  * trn__ensemble_inputs makes them). */
 static double *random_inputs(mech_rng *rng, size_t n, size_t d)
@@ -391,10 +380,10 @@ static double *random_inputs(mech_rng *rng, size_t n, size_t d)
 	double *u = malloc(n * (d + 1) * sizeof(double));
 
 	for (size_t i = 0; i < n; i++) {
-		double s = 0.0, r = uniform(rng);
+		double s = 0.0, r = trn_test_uniform(rng);
 
 		for (size_t j = 0; j < d; j++) {
-			u[i * (d + 1) + j] = 2 * uniform(rng) - 1;
+			u[i * (d + 1) + j] = 2 * trn_test_uniform(rng) - 1;
 			s += u[i * (d + 1) + j] * u[i * (d + 1) + j];
 		}
 		for (size_t j = 0; j < d; j++)
@@ -427,7 +416,7 @@ static long double ref_grad_norm(const double *u, size_t n, size_t du, const dou
 
 Test(ensemble_erm, minimiser_has_zero_gradient_by_an_independent_computation)
 {
-	mech_rng *rng = seeded(40);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 40);
 	static const double lambdas[] = {1e-4, 1e-2, 1.0};
 
 	/* 200 rows (Newton on the du x du Hessian) and 4 rows (fewer rows than
@@ -437,7 +426,7 @@ Test(ensemble_erm, minimiser_has_zero_gradient_by_an_independent_computation)
 		double *u = random_inputs(rng, n, d), a[200], w[7];
 
 		for (size_t i = 0; i < n; i++)
-			a[i] = i % 3 == 0 ? uniform(rng) : (u[i * du] > 0 ? 1.0 : 0.0);
+			a[i] = i % 3 == 0 ? trn_test_uniform(rng) : (u[i * du] > 0 ? 1.0 : 0.0);
 		cr_assert_eq(trn__erm_solve(u, n, du, a, lambdas[c % 3], TRN__LOSS_LOGISTIC,
 					    TRN__ENSEMBLE_GRAD_TOL, true, w, NULL), 0);
 		cr_assert(ref_grad_norm(u, n, du, a, lambdas[c % 3], w) < 1e-10L,
@@ -536,21 +525,21 @@ Test(ensemble_sensitivity, random_neighbouring_votes_stay_within_the_bound)
 {
 	enum { N = 40, D = 3, M = 7 };
 	static const double lambdas[] = {0.01, 1.0, 10.0};
-	mech_rng *rng = seeded(50);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 50);
 	uint32_t votes[M * N], c1[N * 3], c2[N * 3];
 
 	for (int trial = 0; trial < 36; trial++) {
 		trn_ensemble_algorithm alg = trial % 2 ? TRN_ENSEMBLE_MAJORITY_VOTE
 						       : TRN_ENSEMBLE_SOFT_LABEL;
-		uint32_t K = 2 + (trial / 2) % 2, j = (uint32_t)(uniform(rng) * M);
+		uint32_t K = 2 + (trial / 2) % 2, j = (uint32_t)(trn_test_uniform(rng) * M);
 		double lam = lambdas[(trial / 4) % 3], shift;
 		double *u = random_inputs(rng, N, D);
 
 		for (size_t t = 0; t < M * N; t++)
-			votes[t] = (uint32_t)(uniform(rng) * K);
+			votes[t] = (uint32_t)(trn_test_uniform(rng) * K);
 		count_votes(votes, N, M, K, c1);
 		for (size_t i = 0; i < N; i++)   /* party j's votes, redrawn */
-			votes[j * N + i] = (uint32_t)(uniform(rng) * K);
+			votes[j * N + i] = (uint32_t)(trn_test_uniform(rng) * K);
 		count_votes(votes, N, M, K, c2);
 		shift = realised_shift(alg, c1, c2, u, N, D + 1, K, M, lam);
 		cr_assert(shift <= tight_bound(alg, K, M, lam) * (1 + 1e-9),
@@ -605,10 +594,10 @@ static trn_dataset *party_table(mech_rng *rng, size_t n, size_t d, uint32_t K,
 
 	cr_assert_eq(trn_dataset_new(n, d, K, &ds, NULL), 0);
 	for (size_t i = 0; i < n; i++) {
-		ds->y[i] = (uint32_t)(uniform(rng) * K);
-		party[i] = (uint32_t)(uniform(rng) * M);
+		ds->y[i] = (uint32_t)(trn_test_uniform(rng) * K);
+		party[i] = (uint32_t)(trn_test_uniform(rng) * M);
 		for (size_t j = 0; j < d; j++)
-			ds->x[i * d + j] = ds->y[i] * (j == ds->y[i] % d) + uniform(rng) - 0.5;
+			ds->x[i * d + j] = ds->y[i] * (j == ds->y[i] % d) + trn_test_uniform(rng) - 0.5;
 	}
 	return ds;
 }
@@ -639,7 +628,7 @@ static double table_shift(const trn_ensemble_params *p, const trn_dataset *t1,
 
 Test(ensemble_sensitivity, replacing_a_whole_party_stays_within_the_bound)
 {
-	mech_rng *rng = seeded(51);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 51);
 	trn_ensemble_params p;
 
 	trn_ensemble_params_default(&p);
@@ -649,7 +638,7 @@ Test(ensemble_sensitivity, replacing_a_whole_party_stays_within_the_bound)
 		p.local_model[k] = (trn_local_model)k;
 	p.input_scale = 2.0;
 	for (int trial = 0; trial < 12; trial++) {
-		uint32_t K = 2 + trial % 2, j = (uint32_t)(uniform(rng) * p.parties);
+		uint32_t K = 2 + trial % 2, j = (uint32_t)(trn_test_uniform(rng) * p.parties);
 		uint32_t p1[150], p2[190];
 		trn_dataset *t1 = party_table(rng, 150, 3, K, p.parties, p1), *t2 = NULL;
 		trn_dataset *aux = party_table(rng, 30, 3, K, 1, p2);
@@ -666,10 +655,10 @@ Test(ensemble_sensitivity, replacing_a_whole_party_stays_within_the_bound)
 				p2[m++] = p1[i];
 			}
 		for (kept = m; m < kept + 40; m++) {
-			t2->y[m] = (uint32_t)(uniform(rng) * K);
+			t2->y[m] = (uint32_t)(trn_test_uniform(rng) * K);
 			p2[m] = j;
 			for (size_t c = 0; c < 3; c++)
-				t2->x[m * 3 + c] = 4 * uniform(rng) - 2;
+				t2->x[m * 3 + c] = 4 * trn_test_uniform(rng) - 2;
 		}
 		t2->n = m;
 		{
@@ -698,15 +687,15 @@ static trn_dataset *separable(mech_rng *rng, size_t n, uint32_t K)
 		uint32_t c = (uint32_t)(i % K);
 
 		ds->y[i] = c;
-		ds->x[i * 2] = 1.5 * cos(2 * M_PI * c / 3) + 0.4 * (uniform(rng) - 0.5);
-		ds->x[i * 2 + 1] = 1.5 * sin(2 * M_PI * c / 3) + 0.4 * (uniform(rng) - 0.5);
+		ds->x[i * 2] = 1.5 * cos(2 * M_PI * c / 3) + 0.4 * (trn_test_uniform(rng) - 0.5);
+		ds->x[i * 2 + 1] = 1.5 * sin(2 * M_PI * c / 3) + 0.4 * (trn_test_uniform(rng) - 0.5);
 	}
 	return ds;
 }
 
 Test(ensemble_local, every_kind_separates_a_separable_table)
 {
-	mech_rng *rng = seeded(60);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 60);
 	static const char *const names[] = {"logreg", "linear_svm", "gaussian_nb", "knn",
 					    "decision_tree"};
 
@@ -876,7 +865,7 @@ static int log_progress(const trn_ensemble_progress *pg, void *user)
  * the result carries the public beta and the model's input rule. */
 Test(ensemble, job_end_to_end_then_cancel)
 {
-	mech_rng *rng = seeded(70);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 70);
 	trn_dataset *tr = separable(rng, 240, 3), *aux = separable(rng, 90, 3);
 	trn_dataset *te = separable(rng, 150, 3);
 	uint32_t party[240];
@@ -928,7 +917,7 @@ Test(ensemble, job_end_to_end_then_cancel)
  * row or two by chance, never the missing quarter), two splits all. */
 Test(ensemble_local, decision_tree_depth_limits_what_it_learns)
 {
-	mech_rng *rng = seeded(61);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 61);
 	trn_dataset *tr = NULL;
 	uint32_t party[80] = {0}, *counts = calloc(80 * 2, 4);
 	trn_ensemble_params p;
@@ -938,8 +927,8 @@ Test(ensemble_local, decision_tree_depth_limits_what_it_learns)
 	for (size_t i = 0; i < 80; i++) {
 		double sx = i % 2 ? 1 : -1, sy = i % 4 < 2 ? 1 : -1;
 
-		tr->x[2 * i] = sx * (0.5 + 0.4 * uniform(rng));
-		tr->x[2 * i + 1] = sy * (0.5 + 0.4 * uniform(rng));
+		tr->x[2 * i] = sx * (0.5 + 0.4 * trn_test_uniform(rng));
+		tr->x[2 * i + 1] = sy * (0.5 + 0.4 * trn_test_uniform(rng));
 		tr->y[i] = sx > 0 && sy > 0;
 	}
 	trn_ensemble_params_default(&p);

@@ -16,20 +16,14 @@
 
 #include "trn_eval.h"
 #include "trn_internal.h"
+#include "trn_test_rng.h"
 
-static mech_rng *seeded(uint8_t tag)
-{
-	uint8_t seed[32] = {0x1a, 0xbe, tag};
-
-	return mech_rng_new_seeded(seed);
-}
+/* This file's streams: trn_test_seeded(seed_prefix, tag). */
+static const uint8_t seed_prefix[2] = {0x1a, 0xbe};
 
 static double uniform(mech_rng *rng, double lo, double hi)
 {
-	double u;
-
-	cr_assert_eq(mech_rng_uniform(rng, &u), 0);
-	return lo + (hi - lo) * u;
+	return lo + (hi - lo) * trn_test_uniform(rng);
 }
 
 /* ==== losses ==== */
@@ -65,7 +59,7 @@ static bool near_kink(const trn_loss *l, double z, double h)
 
 Test(loss, derivative_matches_central_differences)
 {
-	mech_rng *rng = seeded(1);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 1);
 	const double h = 1e-6;
 
 	for (size_t k = 0; k < N_ALL_LOSSES; k++) {
@@ -143,7 +137,7 @@ Test(loss, values_by_hand)
 Test(loss, barrier_hinge_symmetric_on_minus_r_r_only)
 {
 	trn_loss bh = { TRN_LOSS_BARRIER_HINGE, 200.0, 50.0 };
-	mech_rng *rng = seeded(2);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 2);
 
 	for (int t = 0; t < 5000; t++) {
 		double z = uniform(rng, -50.0, 50.0);
@@ -160,7 +154,7 @@ Test(loss, barrier_hinge_convex)
 {
 	const trn_loss cases[] = { { TRN_LOSS_BARRIER_HINGE, 200.0, 50.0 },
 				   { TRN_LOSS_BARRIER_HINGE, 1.5, 1.0 } };
-	mech_rng *rng = seeded(3);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 3);
 
 	for (size_t c = 0; c < 2; c++) {
 		double span = 3.0 * cases[c].r + 2.0 * cases[c].r / (cases[c].b - 1.0);
@@ -182,7 +176,7 @@ Test(loss, symmetric_losses_sum_to_a_constant)
 {
 	const struct { trn_loss_kind kind; double c; } sym[] = {
 		{ TRN_LOSS_SIGMOID, 1.0 }, { TRN_LOSS_RAMP, 1.0 }, { TRN_LOSS_UNHINGED, 2.0 } };
-	mech_rng *rng = seeded(4);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 4);
 
 	for (size_t k = 0; k < 3; k++) {
 		trn_loss l = { sym[k].kind, 0, 0 };
@@ -244,7 +238,7 @@ static double brute_auc(const uint32_t *y, const double *margin, size_t n)
 Test(eval, auc_matches_brute_force_with_ties)
 {
 	enum { N = 301 };
-	mech_rng *rng = seeded(5);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 5);
 	uint32_t y[N], yy[N];
 	double scores[2 * N], margin[N];
 
@@ -326,7 +320,7 @@ Test(eval, model_metrics_match_an_independent_computation)
 	const uint32_t widths[2] = { D, 2 };
 	trn_model *m = NULL;
 	trn_dataset *ds = NULL;
-	mech_rng *rng = seeded(6);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 6);
 	double margin[N];
 	uint32_t yy[N];
 	size_t m_n = 0, correct = 0;
@@ -372,7 +366,7 @@ Test(hook, backprop_matches_finite_differences)
 	enum { B = 5 };
 	const uint32_t widths[2][4] = { { 4, 6, 2, 0 }, { 3, 5, 4, 2 } };
 	const uint32_t layers[2] = { 2, 3 }, acts[2] = { TRN_ACT_TANH, TRN_ACT_RELU };
-	mech_rng *rng = seeded(7);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 7);
 
 	for (int c = 0; c < 2; c++) {
 		trn_model *m = NULL;
@@ -421,7 +415,7 @@ Test(label_em, event_is_the_mechanisms)
 {
 	const double eps[] = { 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 30.0 };
 	const size_t ns[] = { 1, 7, 1000 };
-	mech_rng *rng = seeded(8);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 8);
 
 	for (size_t e = 0; e < sizeof(eps) / sizeof(eps[0]); e++)
 		for (size_t k = 0; k < 3; k++) {
@@ -591,7 +585,7 @@ Test(label_em, neighbouring_tables_give_neighbouring_columns)
 {
 	enum { N = 50 };
 	const uint32_t values[3] = { 0, 1, TRN_NO_CLASS };
-	mech_rng *rng = seeded(9);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 9);
 	trn_dataset *ds = NULL;
 	uint8_t a[N], b[N];
 
@@ -628,7 +622,7 @@ enum { TOY_D = 5 };
  * label y = [u > 0]: linearly separable through the origin, symmetric. */
 static trn_dataset *toy_table(size_t n, uint8_t tag)
 {
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 	trn_dataset *ds = NULL;
 
 	cr_assert_eq(trn_dataset_new(n, TOY_D, 2, &ds, NULL), 0);
@@ -686,7 +680,7 @@ Test(label_em, reaches_the_closed_form_minimiser, .timeout = 120)
 	uint8_t column[N], released[N];
 	double mu[TOY_D] = { 0 };
 	acct_event *ev = NULL;
-	mech_rng *rng = seeded(12);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 12);
 
 	trn__label_em_column(ds, column);
 	cr_assert_eq(mech_label_em(rng, column, N, 1.0, 1.0, released, &ev, NULL), 0);
@@ -711,7 +705,7 @@ Test(label_em, reaches_the_closed_form_minimiser, .timeout = 120)
 				w[j] += s * (ds->x[i * TOY_D + j] - shift[j]) / N;
 			c += s / N;
 		}
-		rng = seeded(12);
+		rng = trn_test_seeded(seed_prefix, 12);
 		cr_assert_eq(trn_label_em_run(&p, ds, test, rng, NULL, NULL, NULL, &res, NULL), 0);
 		for (size_t i = 0; i < test->n; i++) {
 			const double *x = test->x + i * TOY_D;
@@ -770,7 +764,7 @@ Test(label_em, reaches_the_expected_accuracy_bound, .timeout = 300)
 			trn_dataset *ds = toy_table(N, (uint8_t)(30 + run));
 			trn_label_em_params prm;
 			trn_label_em_result *res = NULL;
-			mech_rng *rng = seeded((uint8_t)(40 + run));
+			mech_rng *rng = trn_test_seeded(seed_prefix, (uint8_t)(40 + run));
 
 			toy_params(&prm, losses[k], N);
 			cr_assert_eq(trn_label_em_run(&prm, ds, test, rng, NULL, NULL, NULL, &res,
@@ -801,7 +795,7 @@ Test(label_em, mlp_runs_and_beats_the_released_labels, .timeout = 120)
 	trn_dataset *ds = toy_table(3000, 50), *test = toy_table(1000, 51);
 	trn_label_em_params p;
 	trn_label_em_result *res = NULL;
-	mech_rng *rng = seeded(52);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 52);
 	uint8_t *buf = NULL;
 	size_t len = 0;
 	trn_model *back = NULL;
@@ -836,7 +830,7 @@ Test(label_em, cancel_before_and_during)
 	trn_dataset *ds = toy_table(500, 60);
 	trn_label_em_params p;
 	trn_label_em_result *res = NULL;
-	mech_rng *rng = seeded(61);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 61);
 	atomic_bool stop = true;
 	int calls = 0;
 
@@ -864,7 +858,7 @@ Test(label_em, more_than_two_classes_refused)
 	trn_dataset *ds = NULL;
 	trn_label_em_params p;
 	trn_label_em_result *res = NULL;
-	mech_rng *rng = seeded(62);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 62);
 	acct_error err = { 0 };
 
 	cr_assert_eq(trn_dataset_new(10, 2, 3, &ds, NULL), 0);
@@ -889,7 +883,7 @@ Test(label_em, gradient_clip_bounds_the_step)
 	for (int k = 0; k < 2; k++) {
 		trn_label_em_params p;
 		trn_label_em_result *res = NULL;
-		mech_rng *rng = seeded(71);
+		mech_rng *rng = trn_test_seeded(seed_prefix, 71);
 		double norm;
 
 		trn_label_em_params_default(&p);

@@ -14,39 +14,12 @@
 #include <gsl/gsl_linalg.h>
 
 #include "trn_slmc_internal.h"
+#include "trn_test_rng.h"
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static mech_rng *seeded(uint8_t tag)
-{
-	uint8_t seed[32] = {0x51, 0x3c, tag};
-
-	return mech_rng_new_seeded(seed);
-}
-
-static double unif(mech_rng *rng)
-{
-	double u;
-
-	cr_assert_eq(mech_rng_uniform(rng, &u), 0);
-	return u;
-}
-
-static double normal(mech_rng *rng)
-{
-	double z;
-
-	cr_assert_eq(mech_rng_normal_fill(rng, &z, 1), 0);
-	return z;
-}
-
-static uint64_t below(mech_rng *rng, uint64_t n)
-{
-	uint64_t v;
-
-	cr_assert_eq(mech_rng_uint_below(rng, n, &v), 0);
-	return v;
-}
+/* This file's streams: trn_test_seeded(seed_prefix, tag). */
+static const uint8_t seed_prefix[2] = {0x51, 0x3c};
 
 /* A random point of the probability simplex with C entries. */
 static void random_simplex(mech_rng *rng, uint32_t C, double *u)
@@ -54,7 +27,7 @@ static void random_simplex(mech_rng *rng, uint32_t C, double *u)
 	double s = 0.0;
 
 	for (uint32_t k = 0; k < C; k++) {
-		u[k] = -log(1.0 - unif(rng));
+		u[k] = -log(1.0 - trn_test_uniform(rng));
 		s += u[k];
 	}
 	for (uint32_t k = 0; k < C; k++)
@@ -73,7 +46,7 @@ static double rff_error(const double *x, size_t P, uint32_t d, uint32_t D, doubl
 
 	cr_assert_not_null(phi);
 	for (int r = 0; r < draws; r++) {
-		mech_rng *rng = seeded((uint8_t)(tag + r));
+		mech_rng *rng = trn_test_seeded(seed_prefix, (uint8_t)(tag + r));
 		trn_rff *f = NULL;
 
 		cr_assert_eq(trn_rff_new(d, D, gamma, rng, &f, NULL), 0);
@@ -108,11 +81,11 @@ Test(rff, kernel_error_shrinks_like_one_over_sqrt_D)
 	enum { P = 24, d = 5 };
 	static const uint32_t Ds[] = {64, 256, 1024, 4096};
 	double x[P * d], e[4];
-	mech_rng *rng = seeded(1);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 1);
 
 	/* Points at distances where the kernel takes values across (0, 1). */
 	for (size_t i = 0; i < P * d; i++)
-		x[i] = 0.5 * normal(rng);
+		x[i] = 0.5 * trn_test_normal(rng);
 	mech_rng_free(rng);
 	for (int k = 0; k < 4; k++)
 		e[k] = rff_error(x, P, d, Ds[k], 0.7, 6, (uint8_t)(10 + 10 * k));
@@ -133,7 +106,7 @@ Test(rff, kernel_error_shrinks_like_one_over_sqrt_D)
 
 Test(rff, refuses_bad_arguments)
 {
-	mech_rng *rng = seeded(2);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 2);
 	trn_rff *f = NULL;
 	acct_error err;
 
@@ -186,16 +159,16 @@ static double brute_min_cost(const double *cost, size_t n)
 
 Test(match, hungarian_equals_brute_force_on_random_cases)
 {
-	mech_rng *rng = seeded(3);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 3);
 
 	for (int trial = 0; trial < 400; trial++) {
-		size_t n = 1 + (size_t)below(rng, 7), assign[7];
+		size_t n = 1 + (size_t)trn_test_below(rng, 7), assign[7];
 		double cost[49], total = 0.0, brute;
 		bool seen[7] = {false};
 
 		for (size_t k = 0; k < n * n; k++)
 			/* Small integers half the time: many ties. */
-			cost[k] = trial % 2 ? (double)below(rng, 5) - 2.0 : 10.0 * normal(rng);
+			cost[k] = trial % 2 ? (double)trn_test_below(rng, 5) - 2.0 : 10.0 * trn_test_normal(rng);
 		cr_assert_eq(trn_match_assign(cost, n, assign, NULL), 0);
 		for (size_t i = 0; i < n; i++) {
 			cr_assert_lt(assign[i], n);
@@ -244,19 +217,19 @@ static double brute_accuracy(const uint32_t *cl, const uint32_t *lab, size_t n, 
 
 Test(match, clustering_accuracy_equals_brute_force)
 {
-	mech_rng *rng = seeded(4);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 4);
 
 	for (int trial = 0; trial < 200; trial++) {
-		uint32_t C = 2 + (uint32_t)below(rng, 4), K = C + (uint32_t)below(rng, 3);
-		size_t n = 1 + (size_t)below(rng, 40);
+		uint32_t C = 2 + (uint32_t)trn_test_below(rng, 4), K = C + (uint32_t)trn_test_below(rng, 3);
+		size_t n = 1 + (size_t)trn_test_below(rng, 40);
 		uint32_t cl[40], lab[40];
 		double acc, acc_t;
 
 		if (K > 8)
 			K = 8;
 		for (size_t i = 0; i < n; i++) {
-			cl[i] = (uint32_t)below(rng, C);
-			lab[i] = (uint32_t)below(rng, K);
+			cl[i] = (uint32_t)trn_test_below(rng, C);
+			lab[i] = (uint32_t)trn_test_below(rng, K);
 		}
 		cr_assert_eq(trn_clustering_accuracy(cl, lab, n, C, K, &acc, NULL), 0);
 		cr_assert_float_eq(acc, brute_accuracy(cl, lab, n, C, K), 1e-12,
@@ -326,17 +299,17 @@ static double code_dist(const double *f, uint32_t C, uint32_t k)
 
 Test(membership, satisfies_kkt_of_its_subproblem)
 {
-	mech_rng *rng = seeded(5);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 5);
 
 	/* min sum_k u_k^m d_k over the simplex is convex for m > 1; its KKT
 	 * conditions with all d_k > 0 are u_k > 0, sum u = 1 and m u_k^(m-1)
 	 * d_k = mu for every k (Bezdek 1981, Theorem 11.1). */
 	for (int trial = 0; trial < 500; trial++) {
-		uint32_t C = 2 + (uint32_t)below(rng, 8);
-		double f[10], u[10], m = 1.05 + 4.0 * unif(rng), sum = 0.0, mu0;
+		uint32_t C = 2 + (uint32_t)trn_test_below(rng, 8);
+		double f[10], u[10], m = 1.05 + 4.0 * trn_test_uniform(rng), sum = 0.0, mu0;
 
 		for (uint32_t k = 0; k < C; k++)
-			f[k] = (trial % 3 == 0 ? 30.0 : 1.0) * normal(rng);
+			f[k] = (trial % 3 == 0 ? 30.0 : 1.0) * trn_test_normal(rng);
 		trn__slmc_memberships(f, C, m, u);
 		mu0 = m * pow(u[0], m - 1.0) * code_dist(f, C, 0);
 		for (uint32_t k = 0; k < C; k++) {
@@ -382,12 +355,12 @@ static void ridge_case_make(ridge_case *rc, mech_rng *rng, size_t n, size_t D, u
 	cr_assert(rc->a && rc->u && rc->v);
 	for (size_t i = 0; i < n; i++) {
 		for (size_t j = 0; j < D; j++)
-			rc->a[i * rc->d1 + j] = sqrt(2.0 / (double)D) * cos(6.3 * unif(rng));
+			rc->a[i * rc->d1 + j] = sqrt(2.0 / (double)D) * cos(6.3 * trn_test_uniform(rng));
 		rc->a[i * rc->d1 + D] = 1.0;
 		random_simplex(rng, C, rc->u + i * C);
 	}
 	for (size_t j = 0; j < rc->d1 * C; j++)
-		rc->v[j] = normal(rng);
+		rc->v[j] = trn_test_normal(rng);
 	trn_slmc_params_default(&rc->p);
 	rc->p.clusters = C;
 	rc->p.features = (uint32_t)D;
@@ -436,19 +409,19 @@ static void ridge_gradient(const ridge_case *rc, const double *theta, double *g)
 
 Test(ridge, equals_a_direct_solve_of_the_stationarity_conditions)
 {
-	mech_rng *rng = seeded(6);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 6);
 
 	for (int trial = 0; trial < 20; trial++) {
 		ridge_case rc;
-		size_t D = 2 + (size_t)below(rng, 12), len;
-		uint32_t C = 2 + (uint32_t)below(rng, 4);
+		size_t D = 2 + (size_t)trn_test_below(rng, 12), len;
+		uint32_t C = 2 + (uint32_t)trn_test_below(rng, 4);
 		trn__slmc_ws *ws = NULL;
 		double *theta, *g0, *hm, *direct;
 		gsl_matrix_view hv;
 		gsl_permutation *perm;
 		int sign;
 
-		ridge_case_make(&rc, rng, (size_t)below(rng, 50), D, C);
+		ridge_case_make(&rc, rng, (size_t)trn_test_below(rng, 50), D, C);
 		len = rc.d1 * C;
 		theta = malloc(len * sizeof(double));
 		g0 = malloc(len * sizeof(double));
@@ -499,17 +472,17 @@ Test(ridge, equals_a_direct_solve_of_the_stationarity_conditions)
 
 Test(ridge, ball_constraint_meets_its_kkt_conditions)
 {
-	mech_rng *rng = seeded(7);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 7);
 
 	for (int trial = 0; trial < 40; trial++) {
 		ridge_case rc;
-		size_t D = 2 + (size_t)below(rng, 30), len;
-		uint32_t C = 2 + (uint32_t)below(rng, 4);
+		size_t D = 2 + (size_t)trn_test_below(rng, 30), len;
+		uint32_t C = 2 + (uint32_t)trn_test_below(rng, 4);
 		trn__slmc_ws *ws = NULL;
 		double *free_theta, *theta, *g, nf = 0.0, nt = 0.0, gt = 0.0, mu, res = 0.0;
 		double gn = 0.0;
 
-		ridge_case_make(&rc, rng, 5 + (size_t)below(rng, 60), D, C);
+		ridge_case_make(&rc, rng, 5 + (size_t)trn_test_below(rng, 60), D, C);
 		len = rc.d1 * C;
 		free_theta = malloc(len * sizeof(double));
 		theta = malloc(len * sizeof(double));
@@ -519,7 +492,7 @@ Test(ridge, ball_constraint_meets_its_kkt_conditions)
 					     free_theta, NULL), 0);
 		for (size_t r = 0; r < len; r++)
 			nf += free_theta[r] * free_theta[r];
-		rc.p.max_norm = (0.05 + 0.9 * unif(rng)) * sqrt(nf);
+		rc.p.max_norm = (0.05 + 0.9 * trn_test_uniform(rng)) * sqrt(nf);
 		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws, theta,
 					     NULL), 0);
 		/* Minimiser on the ball with the free one outside: ||theta|| = B
@@ -562,24 +535,24 @@ typedef struct sens_case {
 static void sens_case_make(sens_case *sc, mech_rng *rng)
 {
 	trn_slmc_params_default(&sc->p);
-	sc->p.clusters = 2 + (uint32_t)below(rng, 4);
-	sc->p.features = 2 + (uint32_t)below(rng, 30);
-	sc->p.gamma = exp(4.0 * unif(rng) - 2.0);
-	sc->p.lambda = exp(6.0 * unif(rng) - 3.0);
-	sc->p.rho = exp(4.0 * unif(rng) - 2.0);
-	sc->p.max_norm = exp(4.0 * unif(rng) - 2.0);
-	sc->p.fuzzifier = 1.1 + 2.0 * unif(rng);
-	sc->d = 1 + (size_t)below(rng, 5);
+	sc->p.clusters = 2 + (uint32_t)trn_test_below(rng, 4);
+	sc->p.features = 2 + (uint32_t)trn_test_below(rng, 30);
+	sc->p.gamma = exp(4.0 * trn_test_uniform(rng) - 2.0);
+	sc->p.lambda = exp(6.0 * trn_test_uniform(rng) - 3.0);
+	sc->p.rho = exp(4.0 * trn_test_uniform(rng) - 2.0);
+	sc->p.max_norm = exp(4.0 * trn_test_uniform(rng) - 2.0);
+	sc->p.fuzzifier = 1.1 + 2.0 * trn_test_uniform(rng);
+	sc->d = 1 + (size_t)trn_test_below(rng, 5);
 	sc->d1 = (size_t)sc->p.features + 1;
 	sc->len = sc->d1 * sc->p.clusters;
-	sc->reg_w = 1.0 / (double)(1 + below(rng, 4));
+	sc->reg_w = 1.0 / (double)(1 + trn_test_below(rng, 4));
 	cr_assert_eq(trn_rff_new((uint32_t)sc->d, sc->p.features, sc->p.gamma, rng, &sc->rff,
 				 NULL), 0);
 	sc->z = malloc(sc->len * sizeof(double));
 	sc->v = malloc(sc->len * sizeof(double));
 	for (size_t j = 0; j < sc->len; j++) {
-		sc->z[j] = 3.0 * normal(rng);
-		sc->v[j] = 3.0 * normal(rng);
+		sc->z[j] = 3.0 * trn_test_normal(rng);
+		sc->v[j] = 3.0 * trn_test_normal(rng);
 	}
 }
 
@@ -618,20 +591,20 @@ static double dist2(const double *a, const double *b, size_t len)
 /* A random row: mostly near the others, sometimes far (outliers). */
 static void random_row(mech_rng *rng, size_t d, double *x)
 {
-	double scale = unif(rng) < 0.2 ? 50.0 : 1.0;
+	double scale = trn_test_uniform(rng) < 0.2 ? 50.0 : 1.0;
 
 	for (size_t j = 0; j < d; j++)
-		x[j] = scale * normal(rng);
+		x[j] = scale * trn_test_normal(rng);
 }
 
 Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
 {
-	mech_rng *rng = seeded(8);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 8);
 	double worst_ar = 0.0, worst_rep = 0.0;
 
 	for (int trial = 0; trial < 300; trial++) {
 		sens_case sc;
-		size_t n = 1 + (size_t)below(rng, 40), j;
+		size_t n = 1 + (size_t)trn_test_below(rng, 40), j;
 		double *x, *x2, *t0, *t1, *t2, *t3, d_ar, d_rep, moved;
 
 		sens_case_make(&sc, rng);
@@ -655,7 +628,7 @@ Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
 			  d_ar);
 		worst_ar = fmax(worst_ar, moved / d_ar);
 		/* replace row j by the extra row. */
-		j = (size_t)below(rng, n);
+		j = (size_t)trn_test_below(rng, n);
 		memcpy(x2, x, n * sc.d * sizeof(double));
 		memcpy(x2 + j * sc.d, x + n * sc.d, sc.d * sizeof(double));
 		upload(&sc, x2, n, t2);
@@ -896,13 +869,13 @@ Test(params, bad_fields_are_named)
 static trn_dataset *blobs(size_t n, uint8_t tag)
 {
 	trn_dataset *ds = NULL;
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 
 	cr_assert_eq(trn_dataset_new(n, 2, 2, &ds, NULL), 0);
 	for (size_t i = 0; i < n; i++) {
 		ds->y[i] = (uint32_t)(i % 2);
-		ds->x[i * 2] = (ds->y[i] ? 2.0 : -2.0) + 0.4 * normal(rng);
-		ds->x[i * 2 + 1] = 0.4 * normal(rng);
+		ds->x[i * 2] = (ds->y[i] ? 2.0 : -2.0) + 0.4 * trn_test_normal(rng);
+		ds->x[i * 2 + 1] = 0.4 * trn_test_normal(rng);
 	}
 	mech_rng_free(rng);
 	return ds;
@@ -938,7 +911,7 @@ Test(run, separates_two_blobs_with_and_without_noise)
 	trn_dataset *train = blobs(300, 20), *test = blobs(200, 21);
 	trn_slmc_params p;
 	trn_slmc_result *r = NULL;
-	mech_rng *rng = seeded(22);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 22);
 	int calls = 0;
 
 	blob_params(&p);
@@ -986,7 +959,7 @@ Test(run, cancel_flag_stops_before_any_round)
 	trn_dataset *train = blobs(50, 23);
 	trn_slmc_params p;
 	trn_slmc_result *r = NULL;
-	mech_rng *rng = seeded(24);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 24);
 	atomic_bool cancel = true;
 
 	blob_params(&p);
@@ -1011,7 +984,7 @@ static double objective_after(const trn_dataset *train, uint32_t M, uint32_t K)
 {
 	trn_slmc_params p;
 	trn_slmc_result *r = NULL;
-	mech_rng *rng = seeded(26);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 26);
 	uint32_t *party = malloc(train->n * sizeof(uint32_t));
 	double obj;
 
@@ -1051,7 +1024,7 @@ Test(run, released_consensus_stays_in_the_ball_under_heavy_noise)
 	trn_dataset *train = blobs(60, 28);
 	trn_slmc_params p;
 	trn_slmc_result *r = NULL;
-	mech_rng *rng = seeded(29);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 29);
 	double n2 = 0.0;
 	size_t len;
 
@@ -1078,7 +1051,7 @@ Test(run, released_consensus_stays_in_the_ball_under_heavy_noise)
 Test(model, converts_to_a_trn_model_with_the_same_outputs)
 {
 	enum { d = 5, D = 40, C = 4, N = 60 };
-	mech_rng *rng = seeded(0x71);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 0x71);
 	trn_slmc_model *m = calloc(1, sizeof(*m));
 	trn_model *tm = NULL;
 	double x[N * d], f[N * C];
@@ -1090,9 +1063,9 @@ Test(model, converts_to_a_trn_model_with_the_same_outputs)
 	m->theta = malloc((D + 1) * C * sizeof(double));
 	cr_assert(m->theta);
 	for (size_t i = 0; i < (size_t)(D + 1) * C; i++)
-		m->theta[i] = normal(rng);
+		m->theta[i] = trn_test_normal(rng);
 	for (size_t i = 0; i < (size_t)N * d; i++)
-		x[i] = 2.0 * unif(rng) - 1.0;
+		x[i] = 2.0 * trn_test_uniform(rng) - 1.0;
 	cr_assert_eq(trn_slmc_predict(m, x, N, d, cl, f, NULL), 0);
 	cr_assert_eq(trn_slmc_model_to_model(m, &tm, NULL), 0);
 	for (size_t i = 0; i < N; i++) {

@@ -18,22 +18,19 @@
 #include <zlib.h>
 
 #include "trn_internal.h"
+#include "trn_test_rng.h"
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static mech_rng *seeded(uint8_t tag)
-{
-	uint8_t seed[32] = {0x5e, 0xed, tag};
-
-	return mech_rng_new_seeded(seed);
-}
+/* This file's streams: trn_test_seeded(seed_prefix, tag). */
+static const uint8_t seed_prefix[2] = {0x5e, 0xed};
 
 /* A model with random weights and biases (scale `s`), fixed seed. */
 static trn_model *random_model(uint32_t n_layers, const uint32_t *widths, uint32_t act,
 			       double s, uint8_t tag)
 {
 	trn_model *m = NULL;
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 
 	cr_assert_eq(trn__model_new(n_layers, widths, act, &m, NULL), 0);
 	cr_assert_eq(mech_rng_normal_fill(rng, m->params, m->n_params), 0);
@@ -46,7 +43,7 @@ static trn_model *random_model(uint32_t n_layers, const uint32_t *widths, uint32
 static void random_rows(double *x, size_t n, uint32_t *y, size_t rows, uint32_t k,
 			uint8_t tag)
 {
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 
 	cr_assert_eq(mech_rng_normal_fill(rng, x, n), 0);
 	for (size_t i = 0; i < rows; i++) {
@@ -248,45 +245,78 @@ Test(gradients, zero_logreg_closed_form)
 
 /* ---- clipping bounds the influence of one example --------------------------- */
 
-static void clip_influence(trn_clipping mode)
+/*
+ * One example against B others: a 6-8-4 relu model with random weights
+ * (seed model_tag) and B + 1 random rows (seed rows_tag), of which the
+ * caller spoils the last; `with` and `without` take the clipped gradient
+ * sums over all the rows and over the first B.
+ */
+enum { OUTLIER_B = 16 };
+
+typedef struct outlier_case {
+	trn_model *m;
+	trn__workspace *ws;
+	double x[(OUTLIER_B + 1) * 6];
+	uint32_t y[OUTLIER_B + 1];
+	double *with, *without;
+	trn__clip clip;
+} outlier_case;
+
+static void outlier_case_make(outlier_case *oc, trn_clipping mode, double C, uint8_t model_tag,
+			      uint8_t rows_tag)
 {
 	uint32_t widths[3] = {6, 8, 4};
-	trn_model *m = random_model(2, widths, TRN_ACT_RELU, 0.5, 40);
-	trn__workspace *ws = NULL;
-	enum { B = 16 };
-	double x[(B + 1) * 6], norms[B + 1];
-	uint32_t y[B + 1];
-	double *with = calloc(m->n_params, sizeof(double));
-	double *without = calloc(m->n_params, sizeof(double));
-	const double C = 0.1;
-	trn__clip clip = {true, mode, C};
-	double diff = 0.0;
 
-	random_rows(x, (B + 1) * 6, y, B + 1, 4, 41);
+	oc->m = random_model(2, widths, TRN_ACT_RELU, 0.5, model_tag);
+	oc->ws = NULL;
+	oc->with = calloc(oc->m->n_params, sizeof(double));
+	oc->without = calloc(oc->m->n_params, sizeof(double));
+	oc->clip = (trn__clip){true, mode, C};
+	random_rows(oc->x, (OUTLIER_B + 1) * 6, oc->y, OUTLIER_B + 1, 4, rows_tag);
+	cr_assert_eq(trn__workspace_new(oc->m, OUTLIER_B + 1, &oc->ws, NULL), 0);
+}
+
+/* Adds the clipped gradients of the first n rows to sum (norms: theirs). */
+static void outlier_case_sum(outlier_case *oc, size_t n, double *sum, double *norms)
+{
+	memcpy(oc->ws->act[0], oc->x, n * 6 * sizeof(double));
+	trn__chunk_gradient(oc->m, oc->ws, oc->y, n, &oc->clip, sum, norms, NULL, NULL);
+}
+
+static void outlier_case_free(outlier_case *oc)
+{
+	free(oc->with);
+	free(oc->without);
+	trn__workspace_free(oc->ws);
+	trn_model_free(oc->m);
+}
+
+static void clip_influence(trn_clipping mode)
+{
+	enum { B = OUTLIER_B };
+	const double C = 0.1;
+	outlier_case oc;
+	double norms[B + 1], diff = 0.0;
+
+	outlier_case_make(&oc, mode, C, 40, 41);
 	for (int j = 0; j < 6; j++)
-		x[B * 6 + j] *= 1e6; /* the outlier */
-	cr_assert_eq(trn__workspace_new(m, B + 1, &ws, NULL), 0);
+		oc.x[B * 6 + j] *= 1e6; /* the outlier */
 	/* Give the outlier a label its saturated softmax gets wrong. */
 	for (uint32_t c = 0; c < 4; c++) {
-		y[B] = c;
-		memset(with, 0, m->n_params * sizeof(double));
-		memcpy(ws->act[0], x, sizeof(x));
-		trn__chunk_gradient(m, ws, y, B + 1, &clip, with, norms, NULL, NULL);
+		oc.y[B] = c;
+		memset(oc.with, 0, oc.m->n_params * sizeof(double));
+		outlier_case_sum(&oc, B + 1, oc.with, norms);
 		if (norms[B] > 1e3 * C)
 			break;
 	}
 	cr_assert(norms[B] > 1e3 * C, "the outlier's gradient must be huge: %g", norms[B]);
-	memcpy(ws->act[0], x, B * 6 * sizeof(double));
-	trn__chunk_gradient(m, ws, y, B, &clip, without, NULL, NULL, NULL);
-	for (size_t p = 0; p < m->n_params; p++)
-		diff += (with[p] - without[p]) * (with[p] - without[p]);
+	outlier_case_sum(&oc, B, oc.without, NULL);
+	for (size_t p = 0; p < oc.m->n_params; p++)
+		diff += (oc.with[p] - oc.without[p]) * (oc.with[p] - oc.without[p]);
 	diff = sqrt(diff);
 	cr_assert(diff <= C * (1 + 1e-12), "one example moved the sum by %g > C = %g", diff, C);
 	cr_assert(diff > 0.5 * C, "a clipped huge gradient still has norm about C: %g", diff);
-	free(with);
-	free(without);
-	trn__workspace_free(ws);
-	trn_model_free(m);
+	outlier_case_free(&oc);
 }
 
 Test(clipping, one_huge_example_moves_sum_by_at_most_C_global)
@@ -306,32 +336,19 @@ Test(clipping, one_huge_example_moves_sum_by_at_most_C_per_layer)
  */
 static void non_finite_example(trn_clipping mode)
 {
-	uint32_t widths[3] = {6, 8, 4};
-	trn_model *m = random_model(2, widths, TRN_ACT_RELU, 0.5, 42);
-	trn__workspace *ws = NULL;
-	enum { B = 16 };
-	double x[(B + 1) * 6];
-	uint32_t y[B + 1];
-	double *with = calloc(m->n_params, sizeof(double));
-	double *without = calloc(m->n_params, sizeof(double));
-	trn__clip clip = {true, mode, 0.1};
+	enum { B = OUTLIER_B };
+	outlier_case oc;
 
-	random_rows(x, (B + 1) * 6, y, B + 1, 4, 43);
+	outlier_case_make(&oc, mode, 0.1, 42, 43);
 	for (int j = 0; j < 6; j++)
-		x[B * 6 + j] = 1.7e308;
-	cr_assert_eq(trn__workspace_new(m, B + 1, &ws, NULL), 0);
-	memcpy(ws->act[0], x, sizeof(x));
-	trn__chunk_gradient(m, ws, y, B + 1, &clip, with, NULL, NULL, NULL);
-	memcpy(ws->act[0], x, B * 6 * sizeof(double));
-	trn__chunk_gradient(m, ws, y, B, &clip, without, NULL, NULL, NULL);
-	for (size_t p = 0; p < m->n_params; p++) {
-		cr_assert(isfinite(with[p]), "parameter %zu: %g", p, with[p]);
-		cr_assert_eq(with[p], without[p], "parameter %zu", p);
+		oc.x[B * 6 + j] = 1.7e308;
+	outlier_case_sum(&oc, B + 1, oc.with, NULL);
+	outlier_case_sum(&oc, B, oc.without, NULL);
+	for (size_t p = 0; p < oc.m->n_params; p++) {
+		cr_assert(isfinite(oc.with[p]), "parameter %zu: %g", p, oc.with[p]);
+		cr_assert_eq(oc.with[p], oc.without[p], "parameter %zu", p);
 	}
-	free(with);
-	free(without);
-	trn__workspace_free(ws);
-	trn_model_free(m);
+	outlier_case_free(&oc);
 }
 
 Test(clipping, a_non_finite_example_contributes_nothing_global)
@@ -459,6 +476,129 @@ Test(event, bad_params_name_their_field)
 		cr_assert_null(ev);
 		cr_assert_str_eq(err.where, badparams[i].where, "case %zu: %s", i, err.text);
 	}
+}
+
+/* ---- helpers every trainer shares (trn_common.c) ------------------------------ */
+
+Test(common, names_map_every_json_string_and_nothing_else)
+{
+	trn_model_kind mk = TRN_MODEL_MLP;
+	trn_activation act = TRN_ACT_RELU;
+	trn_clipping clip = TRN_CLIP_GLOBAL;
+	trn_ensemble_algorithm alg = TRN_ENSEMBLE_SOFT_LABEL;
+	trn_local_model lm = TRN_LOCAL_LOGREG;
+	static const char *const locals[] = {"logreg", "linear_svm", "gaussian_nb", "knn",
+					     "decision_tree"};
+	static const trn__name table[] = {{"a", 7}, {"b", 0}};
+
+	cr_assert_eq(trn__name_lookup(table, 2, "a"), 7);
+	cr_assert_eq(trn__name_lookup(table, 2, "b"), 0);
+	cr_assert_eq(trn__name_lookup(table, 1, "b"), -1, "looks past n");
+	cr_assert_eq(trn__name_lookup(table, 2, NULL), -1);
+	cr_assert(trn_model_kind_from_name("logreg", &mk) == 0 && mk == TRN_MODEL_LOGREG);
+	cr_assert(trn_model_kind_from_name("mlp", &mk) == 0 && mk == TRN_MODEL_MLP);
+	cr_assert(trn_label_em_model_from_name("linear", &mk) == 0 && mk == TRN_MODEL_LOGREG);
+	cr_assert(trn_label_em_model_from_name("mlp", &mk) == 0 && mk == TRN_MODEL_MLP);
+	cr_assert(trn_activation_from_name("tanh", &act) == 0 && act == TRN_ACT_TANH);
+	cr_assert(trn_activation_from_name("relu", &act) == 0 && act == TRN_ACT_RELU);
+	cr_assert(trn_clipping_from_name("per_layer", &clip) == 0 && clip == TRN_CLIP_PER_LAYER);
+	cr_assert(trn_clipping_from_name("global", &clip) == 0 && clip == TRN_CLIP_GLOBAL);
+	cr_assert(trn_ensemble_algorithm_from_name("majority_vote", &alg) == 0 &&
+		  alg == TRN_ENSEMBLE_MAJORITY_VOTE);
+	cr_assert(trn_ensemble_algorithm_from_name("soft_label", &alg) == 0 &&
+		  alg == TRN_ENSEMBLE_SOFT_LABEL);
+	for (size_t i = 0; i < sizeof(locals) / sizeof(locals[0]); i++)
+		cr_assert(trn_local_model_from_name(locals[i], &lm) == 0 && lm == (trn_local_model)i,
+			  "%s", locals[i]);
+	/* A miss leaves the output alone: lm is still decision_tree. */
+	cr_assert_eq(trn_local_model_from_name("forest", &lm), -1);
+	cr_assert_eq(trn_model_kind_from_name("linear", &mk), -1);
+	cr_assert_eq(trn_label_em_model_from_name("logreg", &mk), -1);
+	cr_assert_eq(trn_activation_from_name("sigmoid", &act), -1);
+	cr_assert_eq(trn_clipping_from_name(NULL, &clip), -1);
+	cr_assert_eq(trn_ensemble_algorithm_from_name("", &alg), -1);
+	cr_assert(lm == TRN_LOCAL_DECISION_TREE && mk == TRN_MODEL_MLP && act == TRN_ACT_RELU);
+}
+
+Test(common, count_and_positive_checks_bound_and_name_the_field)
+{
+	acct_error err;
+
+	cr_assert_eq(trn__check_count(2, 2, 9, "/params/clusters", NULL), 0);
+	cr_assert_eq(trn__check_count(9, 2, 9, "/params/clusters", NULL), 0);
+	cr_assert_eq(trn__check_count(10, 2, 9, "/params/clusters", NULL), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_assert_eq(trn__check_count(1, 2, 9, "/params/clusters", &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/clusters");
+	cr_assert_str_eq(err.text, "clusters must be 2 to 9");
+
+	cr_assert_eq(trn__check_positive(1e-300, 5.0, "/params/rho", NULL), 0);
+	cr_assert_eq(trn__check_positive(5.0, 5.0, "/params/rho", NULL), 0);
+	cr_assert_eq(trn__check_positive(nextafter(5.0, 6.0), 5.0, "/params/rho", NULL),
+		     ACCT_EINVAL);
+	cr_assert_eq(trn__check_positive(-0.0, 5.0, "/params/rho", NULL), ACCT_EINVAL);
+	cr_assert_eq(trn__check_positive(NAN, 5.0, "/params/rho", NULL), ACCT_EINVAL);
+	cr_assert_eq(trn__check_positive(INFINITY, INFINITY, "/params/rho", NULL), ACCT_EINVAL);
+	acct_error_init(&err);
+	cr_assert_eq(trn__check_positive(0.0, 5.0, "/params/rho", &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/rho");
+	cr_assert_str_eq(err.text, "rho must be > 0 and at most 5");
+}
+
+/* The public validators word their errors as they did before the checks
+ * were shared (the texts reach clients in problem+json). */
+Test(common, validators_keep_their_wording)
+{
+	trn_dpsgd_params dp;
+	trn_label_em_params lp;
+	trn_slmc_params sp;
+	acct_error err;
+	char want[3][80];
+
+	snprintf(want[0], sizeof(want[0]), "lot_size must be 1 to %d", DPG_MAX_LOT_SIZE);
+	snprintf(want[1], sizeof(want[1]), "hidden layer widths are 1 to %d",
+		 DPG_MAX_HIDDEN_UNITS);
+	snprintf(want[2], sizeof(want[2]), "epochs must be 1 to %d", DPG_MAX_EPOCHS);
+
+	trn_dpsgd_params_default(&dp);
+	dp.lot_size = 0;
+	acct_error_init(&err);
+	cr_assert_eq(trn_dpsgd_params_validate(&dp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.text, want[0]);
+	trn_dpsgd_params_default(&dp);
+	dp.hidden[0] = 0;
+	acct_error_init(&err);
+	cr_assert_eq(trn_dpsgd_params_validate(&dp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.text, want[1]);
+	trn_label_em_params_default(&lp);
+	lp.epochs = DPG_MAX_EPOCHS + 1;
+	acct_error_init(&err);
+	cr_assert_eq(trn_label_em_params_validate(&lp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.text, want[2]);
+	trn_slmc_params_default(&sp);
+	sp.max_norm = INFINITY;
+	acct_error_init(&err);
+	cr_assert_eq(trn_slmc_params_validate(&sp, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/max_norm");
+	cr_assert_str_eq(err.text, "max_norm must be > 0 and at most 1e+06");
+}
+
+Test(common, hidden_layers_and_dense_widths)
+{
+	uint32_t hidden[2] = {30, 20}, widths[TRN_MAX_LAYERS + 1];
+	acct_error err;
+
+	cr_assert_eq(trn__dense_widths(2, hidden, 5, 3, widths), 3);
+	cr_assert(widths[0] == 5 && widths[1] == 30 && widths[2] == 20 && widths[3] == 3);
+	cr_assert_eq(trn__dense_widths(0, hidden, 7, 2, widths), 1);
+	cr_assert(widths[0] == 7 && widths[1] == 2);
+	cr_assert_eq(trn__check_hidden(2, hidden, TRN_ACT_TANH, NULL), 0);
+	cr_assert_eq(trn__check_hidden(0, hidden, TRN_ACT_RELU, NULL), ACCT_EINVAL);
+	cr_assert_eq(trn__check_hidden(2, hidden, TRN_ACT_SIGMOID, NULL), ACCT_EINVAL);
+	hidden[1] = 0;
+	acct_error_init(&err);
+	cr_assert_eq(trn__check_hidden(2, hidden, TRN_ACT_RELU, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/hidden");
 }
 
 /* ---- data --------------------------------------------------------------------- */
@@ -705,7 +845,7 @@ Test(sampling, poisson_lot_sizes)
 	enum { N = 100000 };
 	uint64_t *buf = malloc(N * sizeof(uint64_t));
 	size_t *idx = malloc(N * sizeof(size_t)), count;
-	mech_rng *rng = seeded(60);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 60);
 	double q = 0.01, total = 0;
 
 	for (int rep = 0; rep < 20; rep++) {
@@ -734,7 +874,7 @@ Test(pca, subnormal_rows_do_not_poison_the_projection)
 {
 	enum { N = 50, D = 4 };
 	double x[N * D], v[D * 2];
-	mech_rng *rng = seeded(71);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 71);
 
 	cr_assert_eq(mech_rng_normal_fill(rng, x, N * D), 0);
 	x[0] = 1e-320;
@@ -751,7 +891,7 @@ Test(pca, exact_pca_finds_the_data_subspace)
 	double x[N * D], v[D * 2], coef[2 * N];
 	/* Orthonormal u = e0 rotated, w = (e1 + e2) / sqrt 2. */
 	double u[D] = {0.6, 0, 0, 0.8, 0, 0}, w[D] = {0, M_SQRT1_2, M_SQRT1_2, 0, 0, 0};
-	mech_rng *rng = seeded(70);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 70);
 
 	cr_assert_eq(mech_rng_normal_fill(rng, coef, 2 * N), 0);
 	for (int i = 0; i < N; i++)
@@ -850,7 +990,7 @@ Test(model, serialise_round_trip_and_format)
 static trn_dataset *blobs(size_t n, uint8_t tag)
 {
 	trn_dataset *ds = NULL;
-	mech_rng *rng = seeded(tag);
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
 	static const double centres[3][4] = {{2, 0, 0, 0}, {0, 2, 0, 0}, {0, 0, 2, 0}};
 
 	cr_assert_eq(trn_dataset_new(n, 4, 3, &ds, NULL), 0);
@@ -887,7 +1027,7 @@ Test(dpsgd, learns_blobs_and_reports_progress)
 	trn_dataset *tr = blobs(3000, 90), *te = blobs(600, 91);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(92);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 92);
 	struct counter c = {0};
 	acct_error err;
 
@@ -919,7 +1059,7 @@ Test(dpsgd, cancel_flag_and_callback_stop_the_job)
 	trn_dataset *tr = blobs(600, 93);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(94);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 94);
 	struct counter c = {.stop_at = 3};
 	atomic_bool cancel = true;
 
@@ -953,7 +1093,7 @@ Test(dpsgd, noise_has_sd_sigma_C_over_L)
 	trn_dataset *tr = NULL;
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(95);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 95);
 	double s = 0, s2 = 0, want;
 	size_t nw = (size_t)K * D;
 
@@ -997,7 +1137,7 @@ Test(dpsgd, rows_without_a_class_have_zero_gradient)
 	trn_dataset *tr = blobs(300, 99);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(100);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 100);
 	size_t moved = 0;
 	acct_error err;
 
@@ -1032,7 +1172,7 @@ Test(dpsgd, nonprivate_baseline_and_pca_run)
 	trn_dataset *tr = blobs(1500, 96), *te = blobs(300, 97);
 	trn_dpsgd_params p;
 	trn_dpsgd_result *r = NULL;
-	mech_rng *rng = seeded(98);
+	mech_rng *rng = trn_test_seeded(seed_prefix, 98);
 	acct_error err;
 
 	trn_dpsgd_params_default(&p);

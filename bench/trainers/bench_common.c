@@ -1,0 +1,111 @@
+/*
+ * bench_common.c: the option number parser and the CSV loader of the
+ * trainer benchmarks (bench_common.h).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_common.h"
+
+int bench_number(const char *v, char sep, double lo, double hi, double *ret)
+{
+	char *end;
+	double x;
+
+	if (!v)
+		return -1;
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || (*end && *end != sep) || !isfinite(x) || x < lo || x > hi)
+		return -1;
+	*ret = x;
+	return 0;
+}
+
+/* One row of the CSV: its d features and its label. */
+static int csv_row(const char *line, size_t d, double *x, int64_t *y)
+{
+	const char *s = line;
+	char *end;
+
+	for (size_t j = 0; j <= d; j++, s = end + 1) {
+		double v = strtod(s, &end);
+
+		if (end == s || !isfinite(v))
+			return -1;
+		if (j < d)
+			x[j] = v;
+		else
+			*y = (int64_t)v;
+	}
+	return 0;
+}
+
+int bench_csv_read(const char *path, double **ret_x, int64_t **ret_y, size_t *ret_n,
+		   size_t *ret_d)
+{
+	FILE *f = fopen(path, "r");
+	char *line = malloc(BENCH_MAX_CSV_LINE);
+	double *x = NULL;
+	int64_t *y = NULL;
+	size_t n = 0, cap = 0, d = 0;
+	int rc = -1;
+
+	if (!f || !line || !fgets(line, BENCH_MAX_CSV_LINE, f))
+		goto out;
+	for (char *c = line; *c; c++)
+		d += *c == ',';
+	while (fgets(line, BENCH_MAX_CSV_LINE, f)) {
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 1024;
+			double *nx = realloc(x, ncap * d * sizeof(double));
+			int64_t *ny;
+
+			if (!nx)
+				goto out;
+			x = nx;
+			ny = realloc(y, ncap * sizeof(int64_t));
+			if (!ny)
+				goto out;
+			y = ny;
+			cap = ncap;
+		}
+		if (csv_row(line, d, x + n * d, y + n) < 0)
+			goto out;
+		n++;
+	}
+	*ret_x = x;
+	*ret_y = y;
+	*ret_n = n;
+	*ret_d = d;
+	x = NULL;
+	y = NULL;
+	rc = 0;
+out:
+	if (f)
+		fclose(f);
+	free(line);
+	free(x);
+	free(y);
+	return rc;
+}
+
+int bench_csv_load(const char *path, trn_dataset **ret)
+{
+	double *x = NULL;
+	int64_t *y = NULL, maxlab = 0;
+	size_t n = 0, d = 0;
+	int rc = bench_csv_read(path, &x, &y, &n, &d);
+
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		maxlab = y[i] > maxlab ? y[i] : maxlab;
+	if (trn_dataset_from_table(x, y, n, d, (uint32_t)maxlab + 1, "/data", ret, NULL) < 0)
+		rc = -1;
+	free(x);
+	free(y);
+	return rc;
+}

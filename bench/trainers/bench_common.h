@@ -1,0 +1,36 @@
+/*
+ * bench_common.h: what the trainer benchmarks share: the checked number
+ * parser of their options and the loader of the public CSV tables
+ * (../shared/data: a header line, then d features and an integer label per
+ * row).  Benchmarks only; the service parses tables in mechanisms/.
+ */
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
+
+#include <stdint.h>
+
+#include "trn.h"
+
+/* Longest CSV line the loader reads. */
+#define BENCH_MAX_CSV_LINE 65536
+
+/*
+ * Parses the number at the start of v into *ret: the whole of v, or up to
+ * the separator `sep` ('\0' for none).  -1 when v is NULL or not a finite
+ * number in [lo, hi]; *ret is then left alone.
+ */
+int bench_number(const char *v, char sep, double lo, double hi, double *ret);
+
+/*
+ * Reads a CSV table: d is the header's field count minus one, every row
+ * gives d finite features then its label (a whole number).  On success
+ * the caller owns *ret_x (n x d, row-major) and *ret_y (n); -1 on an
+ * unreadable file, a short or non-numeric row, or no memory.
+ */
+int bench_csv_read(const char *path, double **ret_x, int64_t **ret_y, size_t *ret_n,
+		   size_t *ret_d);
+
+/* The same table as a trn_dataset with (largest label + 1) classes. */
+int bench_csv_load(const char *path, trn_dataset **ret);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * trn_common.c: what every trainer's parameter checking and bookkeeping
+ * shares: enumeration names looked up in a table, the checks of counts,
+ * positive reals and hidden layers with one wording for their errors, the
+ * dense layer widths of a trn_model, and the clock a run is timed with.
+ * A leaf: it calls nothing else in trainers/.
+ */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "trn_internal.h"
+
+int trn__name_lookup(const trn__name *table, size_t n, const char *name)
+{
+	for (size_t i = 0; name && i < n; i++)
+		if (strcmp(name, table[i].name) == 0)
+			return table[i].value;
+	return -1;
+}
+
+bool trn__in_range(double x, double lo, double hi)
+{
+	return isfinite(x) && x >= lo && x <= hi;
+}
+
+/* The field's name is the last segment of its JSON pointer. */
+static const char *field_name(const char *where)
+{
+	const char *slash = strrchr(where, '/');
+
+	return slash ? slash + 1 : where;
+}
+
+int trn__check_count(uint32_t v, uint32_t lo, uint32_t hi, const char *where,
+		     acct_error *err)
+{
+	if (v < lo || v > hi)
+		return acct_error_set(err, ACCT_EINVAL, where, "%s must be %u to %u",
+				      field_name(where), lo, hi);
+	return 0;
+}
+
+int trn__check_positive(double x, double hi, const char *where, acct_error *err)
+{
+	if (!trn__in_range(x, 0.0, hi) || !(x > 0.0))
+		return acct_error_set(err, ACCT_EINVAL, where, "%s must be > 0 and at most %g",
+				      field_name(where), hi);
+	return 0;
+}
+
+int trn__check_hidden(uint32_t n_hidden, const uint32_t *hidden, uint32_t activation,
+		      acct_error *err)
+{
+	if (n_hidden < 1 || n_hidden > DPG_MAX_HIDDEN_LAYERS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+				      "an mlp has 1 to %d hidden layers", DPG_MAX_HIDDEN_LAYERS);
+	for (uint32_t i = 0; i < n_hidden; i++)
+		if (hidden[i] < 1 || hidden[i] > DPG_MAX_HIDDEN_UNITS)
+			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+					      "hidden layer widths are 1 to %d",
+					      DPG_MAX_HIDDEN_UNITS);
+	if (activation != TRN_ACT_RELU && activation != TRN_ACT_TANH)
+		return acct_error_set(err, ACCT_EINVAL, "/params/activation",
+				      "activation must be \"relu\" or \"tanh\"");
+	return 0;
+}
+
+uint32_t trn__dense_widths(uint32_t n_hidden, const uint32_t *hidden, uint32_t in,
+			   uint32_t out, uint32_t widths[TRN_MAX_LAYERS + 1])
+{
+	uint32_t n_layers = n_hidden + 1;
+
+	widths[0] = in;
+	for (uint32_t l = 1; l < n_layers; l++)
+		widths[l] = hidden[l - 1];
+	widths[n_layers] = out;
+	return n_layers;
+}
+
+double trn__now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
