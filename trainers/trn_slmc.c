@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_cblas.h>
 
 #include "trn_internal.h"
 #include "trn_slmc_internal.h"
@@ -204,15 +203,6 @@ void trn_slmc_model_free(trn_slmc_model *m)
 	trn_rff_free(m->rff);
 	free(m->theta);
 	free(m);
-}
-
-void trn__slmc_outputs(const double *theta, const double *a, size_t n, size_t d1, uint32_t C,
-		       double *ret_f)
-{
-	if (n == 0)
-		return;
-	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)C, (int)d1, 1.0, a,
-		    (int)d1, theta, (int)C, 0.0, ret_f, (int)C);
 }
 
 void trn__slmc_features(const trn_rff *rff, const double *x, size_t n, double *ret_a)

@@ -49,6 +49,17 @@ void trn__slmc_fcm_weights(double *dist, uint32_t C, double m)
 		dist[k] /= sum;
 }
 
+/* f = A theta for n mapped rows A (n x d1) and theta (d1 x C): the
+ * label-space outputs every step and predict start from. */
+void trn__slmc_outputs(const double *theta, const double *a, size_t n, size_t d1, uint32_t C,
+		       double *ret_f)
+{
+	if (n == 0)
+		return;
+	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)C, (int)d1, 1.0, a,
+		    (int)d1, theta, (int)C, 0.0, ret_f, (int)C);
+}
+
 void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u)
 {
 	for (uint32_t k = 0; k < C; k++) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that the files of accountant/ call each other without a loop.
+"""Checks that the files of one library folder call each other without a loop.
 
 For every .c file it finds the functions the file exports (non-static
 definitions) and which other files name them; a call edge a -> b means a
