@@ -248,7 +248,13 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if (!srv__dataset_or_reply(req, res, &ds) || !check_data(req, res, &ds, &sr.p, &n_train))
+	if (!srv__dataset_or_reply(req, res, &ds))
+		return 0;
+	if (ds.is_public) {
+		srv_reply_public(res);
+		return 0;
+	}
+	if (!check_data(req, res, &ds, &sr.p, &n_train))
 		return 0;
 	if (price_job(&ds, &sr, n_train, &ev, &f, &cost, &err) < 0) {
 		srv_problem_from_error(res, &err);
