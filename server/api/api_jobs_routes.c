@@ -125,6 +125,32 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 	return rc;
 }
 
+/*
+ * A job's "test_data": a public dataset with the private table's feature
+ * and label columns, by name; evaluated on once the model is released.
+ * A builtin link has no column names to match.
+ */
+static int check_test_data(srv_request *req, const json_t *columns, acct_error *err)
+{
+	const json_t *params = json_object_get(req->body, "params");
+	const char *test = json_string_value(json_object_get(params, "test_data"));
+	json_t *schema;
+	int rc;
+
+	if (!test)
+		return 0;
+	if (!columns)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/params/test_data",
+				      "test_data is matched to a hosted table's columns by name; "
+				      "this dataset links a builtin data set");
+	schema = srv__jobs_table_schema(params, columns);
+	rc = schema ? srv__jobs_check_public(req->db, req->who, "/params/test_data", test, schema,
+					     true, DPG_MAX_TRAIN_EXAMPLES, err) :
+		      acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	json_decref(schema);
+	return rc;
+}
+
 /* The linked data's row count, with the label and shape checks a hosted
  * table needs; false when it answered. */
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
@@ -148,6 +174,8 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	free(columns_text);
 	rc = srv__jobs_check_label(json_object_get(req->body, "params"), columns, &features,
 				   &classes, &err);
+	if (rc >= 0)
+		rc = check_test_data(req, columns, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
 	 * its bounds) is refused here, before anything is reserved for it. */

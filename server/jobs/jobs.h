@@ -67,6 +67,26 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *ret_features,
 			  uint32_t *ret_classes, acct_error *err);
 
+/*
+ * What a job reads of a hosted table's schema (`columns`, as stored):
+ * {"features": [names], "label": name, "label_kind": "numeric" |
+ * "categorical"}, the features every numeric column but the label, in
+ * table order.  NULL when the label names no column (or out of memory).
+ */
+json_t *srv__jobs_table_schema(const json_t *params, const json_t *columns);
+
+/*
+ * Checks a public table a job names at `where` ("/params/test_data"):
+ * dataset `id` exists and `who` (NULL: anyone) sees it, it is public, a
+ * table of 1 to max_rows rows is linked, and it has every feature of
+ * `schema` as a numeric column and, when `labelled`, the label column of
+ * the same kind, matched by name.  0, or ACCT_EUNSUPPORTED (422) naming
+ * `where`.
+ */
+int srv__jobs_check_public(srv_db *db, const srv_principal *who, const char *where,
+			   const char *id, const json_t *schema, bool labelled, uint64_t max_rows,
+			   acct_error *err);
+
 /* JSON text as the store keeps it, parsed (a new reference); NULL for NULL
  * text or text that does not parse. */
 json_t *srv_json_parse_text(const char *text);

@@ -72,8 +72,7 @@ out:
 	return rc;
 }
 
-/* Classes of the label column `lj` into `y`; their number in *ret. */
-static int label_classes(const mech_table *t, size_t lj, const json_t *declared, int64_t *y,
+int srv_jobs__label_classes(const mech_table *t, size_t lj, const json_t *declared, int64_t *y,
 			 uint32_t *ret)
 {
 	const double *v = mech_table_numeric_values(t, lj);
@@ -136,7 +135,7 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 	if (!x || !y)
 		goto out;
 	table_features(t, lj, d, x);
-	if (label_classes(t, lj, declared, y, &classes) < 0)
+	if (srv_jobs__label_classes(t, lj, declared, y, &classes) < 0)
 		goto out;
 	rc = trn_dataset_from_table(x, y, rows, d, classes, "/data", ret, err);
 out:

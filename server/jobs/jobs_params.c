@@ -138,7 +138,7 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		"model", "hidden", "activation", "epochs", "lot_size", "noise_multiplier",
 		"clip_norm", "clipping", "learning_rate", "learning_rate_final",
 		"learning_rate_decay_epochs", "momentum", "pca_components",
-		"pca_noise_multiplier", "max_train_examples", "label", "classes", NULL,
+		"pca_noise_multiplier", "max_train_examples", "label", "classes", "test_data", NULL,
 	};
 	int rc;
 
@@ -161,6 +161,12 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 
 		/* Read by the worker for hosted tables; checked here for its type. */
 		rc = srv_json_string(params, "/params", "label", 0, DPG_MAX_NAME_BYTES, &label, err);
+	}
+	if (rc >= 0) {
+		const char *test = NULL;
+
+		/* A public dataset's id, checked against the data at submission. */
+		rc = srv_json_string(params, "/params", "test_data", 0, DPG_MAX_ID_BYTES, &test, err);
 	}
 	if (rc >= 0 && p->model == TRN_MODEL_LOGREG)
 		p->n_hidden = 0;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mech.h"
+#include "trn_eval.h"
 #include "jobs_pool.h"
 #include "store.h"
 #include "json.h"
@@ -27,6 +28,24 @@ struct run_state {
 	job_slot *slot;
 	double last_save;
 };
+
+/* What a job reads: its private table, a public table to evaluate on
+ * while it trains (eval), its public test table ("test_data", which is
+ * also its eval), and its hosted table's schema (NULL for a builtin). */
+struct job_data {
+	trn_dataset *train, *eval, *test;
+	json_t *schema;
+};
+
+static void job_data_clear(struct job_data *jd)
+{
+	trn_dataset_free(jd->train);
+	if (jd->eval != jd->test)
+		trn_dataset_free(jd->eval);
+	trn_dataset_free(jd->test);
+	json_decref(jd->schema);
+	memset(jd, 0, sizeof(*jd));
+}
 
 static double now_seconds(void)
 {
@@ -154,51 +173,154 @@ static void fail_without_random(srv_ctx *ctx, const char *id)
 	srv_store_release(ctx->store, db);
 }
 
-/* Parses the job's parameters, loads its data and trains. */
-static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *stream,
-		     trn_dataset **train, trn_dataset **eval, trn_dpsgd_result **result,
-		     acct_error *err)
+/* A hosted table's schema as the job reads it (srv__jobs_table_schema),
+ * from the link's recorded columns; NULL for a builtin link. */
+static json_t *job_schema(srv_db *db, const char *dataset_id, const json_t *params)
 {
-	srv_ctx *ctx = rs->jobs->ctx;
-	trn_dpsgd_params p;
-	srv_db *db;
-	json_t *params = srv_json_parse_text(j->params);
-	int rc = srv__jobs_parse_params(params, &p, err);
+	char *text = NULL;
+	int64_t rows = 0;
+	json_t *columns, *schema;
 
-	if (rc >= 0) {
-		db = srv_store_acquire(ctx->store);
-		rc = srv_jobs__load_data(rs->jobs->load_table, ctx->tables, db, j->dataset_id,
-					 params, train, eval, err);
-		srv_store_release(ctx->store, db);
+	if (srv__data_link_rows(db, dataset_id, &rows, &text) != SRV_OK || !text) {
+		free(text);
+		return NULL;
 	}
-	if (rc >= 0 && (int64_t)(*train)->n != j->n_train)
+	columns = srv_json_parse_text(text);
+	free(text);
+	schema = srv__jobs_table_schema(params, columns);
+	json_decref(columns);
+	return schema;
+}
+
+int srv_jobs__read_public(srv_jobs *jobs, srv_db *db, const char *id, const char *where,
+			  const json_t *schema, const json_t *params, uint32_t num_classes,
+			  uint64_t max_rows, trn_dataset **ret, acct_error *err)
+{
+	srv_table_ref *t = NULL;
+	/* Checked again: a public dataset stays public, but its table may
+	 * have been replaced since the job was submitted. */
+	int rc = schema ? srv__jobs_check_public(db, NULL, where, id, schema, params != NULL,
+						 max_rows, err) :
+			  acct_error_set(err, ACCT_EINVAL, where, "the job has no table schema");
+
+	if (rc >= 0)
+		rc = jobs->load_table(jobs->ctx->tables, db, id, &t, err);
+	if (rc < 0)
+		return rc;
+	rc = srv_jobs__public_dataset(srv_table_ref_table(t), schema, params, num_classes, where,
+				      ret, err);
+	srv_table_cache_release(jobs->ctx->tables, t);
+	return rc;
+}
+
+/* Loads the job's private table, its schema and its test table. */
+static int load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
+			 struct job_data *jd, acct_error *err)
+{
+	srv_ctx *ctx = jobs->ctx;
+	srv_db *db = srv_store_acquire(ctx->store);
+	const char *test = json_string_value(json_object_get(params, "test_data"));
+	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
+				     &jd->train, &jd->eval, err);
+
+	if (rc >= 0 && (int64_t)jd->train->n != j->n_train)
 		rc = acct_error_set(err, ACCT_EINVAL, "/data",
 				    "the linked data changed since the job was priced");
 	if (rc >= 0)
-		rc = trn_dpsgd_run(&p, *train, *eval, stream, on_progress, rs, &rs->slot->cancel,
-				   result, err);
+		jd->schema = job_schema(db, j->dataset_id, params);
+	if (rc >= 0 && test) {
+		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", jd->schema, params,
+					   jd->train->num_classes, DPG_MAX_TRAIN_EXAMPLES,
+					   &jd->test, err);
+		/* A hosted table has no eval split of its own: the test rows,
+		 * public, serve as one. */
+		if (rc >= 0 && !jd->eval)
+			jd->eval = jd->test;
+	}
+	srv_store_release(ctx->store, db);
+	return rc;
+}
+
+/* Parses the job's parameters, loads its data and trains. */
+static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *stream,
+		     struct job_data *jd, trn_dpsgd_result **result, acct_error *err)
+{
+	trn_dpsgd_params p;
+	json_t *params = srv_json_parse_text(j->params);
+	int rc = srv__jobs_parse_params(params, &p, err);
+
+	if (rc >= 0)
+		rc = load_job_data(rs->jobs, j, params, jd, err);
+	if (rc >= 0)
+		rc = trn_dpsgd_run(&p, jd->train, jd->eval, stream, on_progress, rs,
+				   &rs->slot->cancel, result, err);
 	/* p may point into params: released only after the run. */
 	json_decref(params);
 	return rc;
 }
 
-/* Writes the trained model's file (model_path stays empty when it cannot
- * be kept) and returns the job's result text (NULL when out of memory). */
-static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *result,
-			 char *model_path, size_t model_path_size, acct_error *err)
+/* A metric, or null when it is undefined (NaN: no row of a class). */
+static json_t *real_or_null(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+int srv_jobs__test_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
+			   const json_t *schema)
+{
+	trn_eval_metrics mt;
+	acct_error err;
+
+	acct_error_init(&err);
+	if (schema && json_object_set(res, "features", json_object_get(schema, "features")) < 0)
+		return -1;
+	if (!test)
+		return 0;
+	if (trn_eval_model(m, test, &mt, &err) < 0)
+		return -1;
+	/* Public rows only: the released model scored on test_data. */
+	if (json_object_set_new(res, "test_accuracy", real_or_null(mt.accuracy)) < 0 ||
+	    json_object_set_new(res, "test_rows", json_integer((json_int_t)mt.n)) < 0)
+		return -1;
+	if (test->num_classes == 2 &&
+	    (json_object_set_new(res, "test_auc", real_or_null(mt.auc)) < 0 ||
+	     json_object_set_new(res, "test_balanced_error", real_or_null(mt.balanced_error)) < 0))
+		return -1;
+	return 0;
+}
+
+int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
+			  size_t model_path_size, size_t *ret_len, acct_error *err)
 {
 	uint8_t *model = NULL;
 	size_t model_len = 0;
 	char models_dir[4200];
+
+	model_path[0] = '\0';
+	*ret_len = 0;
+	if (trn_model_serialize(m, &model, &model_len, err) < 0)
+		return -1;
+	if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir) >=
+		    sizeof(models_dir) ||
+	    write_model(models_dir, id, model, model_len, model_path, model_path_size) < 0)
+		model_path[0] = '\0';
+	free(model);
+	*ret_len = model_len;
+	return model_path[0] ? 0 : -1;
+}
+
+/* Writes the trained model's file (model_path stays empty when it cannot
+ * be kept) and returns the job's result text (NULL when out of memory). */
+static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *result,
+			 const struct job_data *jd, char *model_path, size_t model_path_size,
+			 acct_error *err)
+{
+	size_t model_len = 0;
 	char *result_text;
 	json_t *res;
 
-	if (trn_model_serialize(result->model, &model, &model_len, err) == 0) {
-		if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir) >=
-			    sizeof(models_dir) ||
-		    write_model(models_dir, id, model, model_len, model_path, model_path_size) < 0)
-			model_path[0] = '\0';
-	}
+	srv_jobs__write_model(ctx, id, result->model, model_path, model_path_size, &model_len,
+			      err);
 	res = json_pack("{s:I, s:I, s:I, s:f, s:b}", "steps_done",
 			(json_int_t)result->steps_done, "steps_total",
 			(json_int_t)result->steps_total, "examples_used",
@@ -210,9 +332,12 @@ static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *r
 		json_object_set_new(res, "test_loss", json_real(result->test_loss));
 	if (res)
 		json_object_set_new(res, "model_bytes", json_integer((json_int_t)model_len));
+	if (res && srv_jobs__test_metrics(res, result->model, jd->test, jd->schema) < 0) {
+		json_decref(res);
+		res = NULL;
+	}
 	result_text = res ? srv_json_dump(res) : NULL;
 	json_decref(res);
-	free(model);
 	return result_text;
 }
 
@@ -233,7 +358,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_job_row j;
-	trn_dataset *train = NULL, *eval = NULL;
+	struct job_data jd = {0};
 	trn_dpsgd_result *result = NULL;
 	mech_rng *sys = NULL, *stream = NULL;
 	struct run_state rs = {.jobs = jobs, .slot = slot, .last_save = 0};
@@ -256,12 +381,13 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
-	rc = train_job(&rs, &j, stream, &train, &eval, &result, &err);
+	rc = train_job(&rs, &j, stream, &jd, &result, &err);
 	/* The last step's progress, which the save interval may have skipped. */
 	if (slot->has_progress)
 		save_progress(jobs, slot->id, &slot->progress);
 	if (rc >= 0 && result) {
-		result_text = keep_result(ctx, slot->id, result, model_path, sizeof(model_path), &err);
+		result_text = keep_result(ctx, slot->id, result, &jd, model_path, sizeof(model_path),
+					  &err);
 		final_state = rc == TRN_CANCELLED ? (slot->cancel_by_user ? "cancelled" : "failed") :
 						    "succeeded";
 	}
@@ -275,8 +401,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 out:
 	free(result_text);
 	trn_dpsgd_result_free(result);
-	trn_dataset_free(train);
-	trn_dataset_free(eval);
+	job_data_clear(&jd);
 	mech_rng_free(stream);
 	mech_rng_free(sys);
 	srv__job_row_clear(&j);

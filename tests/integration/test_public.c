@@ -3,6 +3,7 @@
  * back, every charging route refused, the flag fixed for life, and a
  * scoped key's reach.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,4 +211,134 @@ Test(public, a_scoped_key_must_name_the_public_dataset)
 	r = dpg_call(&srv, "GET", "/v1/datasets/aux/data?format=csv", both, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
+}
+
+/*
+ * A two-class table of n rows, "a,b,noise,y": y = 1 when a + b > 0, drawn
+ * from a fixed LCG so that the test is the same on every run.  With
+ * `shuffled`, the columns come in another order ("y,noise,b,a"), which a
+ * job must match by name.
+ */
+static char *two_class_csv(size_t n, unsigned seed, bool shuffled)
+{
+	size_t size = 64 + n * 64, len = 0;
+	char *csv = malloc(size);
+	uint64_t s = seed;
+
+	cr_assert_not_null(csv);
+	len += (size_t)snprintf(csv + len, size - len, "%s\n", shuffled ? "y,noise,b,a" : "a,b,noise,y");
+	for (size_t i = 0; i < n; i++) {
+		double v[3];
+
+		for (int k = 0; k < 3; k++) {
+			s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+			v[k] = (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+		}
+		int y = v[0] + v[1] > 0;
+
+		if (shuffled)
+			len += (size_t)snprintf(csv + len, size - len, "%d,%.6f,%.6f,%.6f\n", y, v[2],
+						v[1], v[0]);
+		else
+			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n", v[0], v[1],
+						v[2], y);
+	}
+	return csv;
+}
+
+static void upload_two_class(const char *id, size_t n, unsigned seed, bool shuffled)
+{
+	char *csv = two_class_csv(n, seed, shuffled);
+
+	cr_assert_eq(dpg_upload_csv(&srv, id, csv, strlen(csv)), (long)n);
+	free(csv);
+}
+
+/* A small DP-SGD job on dataset "priv" with `extra` params appended. */
+static dpg_resp submit_dpsgd(const char *extra)
+{
+	char body[1024];
+
+	snprintf(body, sizeof(body),
+		 "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\","
+		 "\"classes\":2,\"epochs\":3,\"lot_size\":50,\"noise_multiplier\":1,"
+		 "\"clip_norm\":1,\"learning_rate\":0.5%s}}",
+		 extra);
+	return dpg_call(&srv, "POST", "/v1/datasets/priv/jobs", srv.admin_key, body);
+}
+
+static void expect_test_data_refused(const char *test, const char *why)
+{
+	char extra[128];
+	dpg_resp r;
+
+	snprintf(extra, sizeof(extra), ",\"test_data\":\"%s\"", test);
+	r = submit_dpsgd(extra);
+	cr_assert_eq(r.status, 422, "%s: %ld %s", why, r.status, r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/test_data",
+			 "%s: %s", why, r.body);
+	dpg_resp_free(&r);
+}
+
+Test(public, test_data_is_checked_before_anything_is_reserved)
+{
+	static const char nolabel[] = "a,b,noise\n0.1,0.2,0.3\n";
+	static const char textcol[] = "a,b,noise,y\n0.1,x,0.3,1\n";
+
+	dpg_make_dataset(&srv, "priv", 10.0, 1e-5, "rdp");
+	upload_two_class("priv", 400, 1, false);
+	dpg_make_dataset(&srv, "other_private", 10.0, 1e-5, "rdp");
+	upload_two_class("other_private", 50, 2, false);
+	make_public("empty");
+	make_public("no_label");
+	cr_assert_eq(dpg_upload_csv(&srv, "no_label", nolabel, strlen(nolabel)), 1);
+	make_public("text_feature");
+	cr_assert_eq(dpg_upload_csv(&srv, "text_feature", textcol, strlen(textcol)), 1);
+	expect_test_data_refused("missing", "no such dataset");
+	expect_test_data_refused("other_private", "a private dataset");
+	expect_test_data_refused("empty", "no table");
+	expect_test_data_refused("no_label", "no label column");
+	expect_test_data_refused("text_feature", "a feature not numeric");
+	/* Nothing was reserved for any of them. */
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
+}
+
+Test(public, a_job_reports_metrics_on_test_data_only)
+{
+	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
+	char job_id[64];
+	dpg_resp r;
+	json_t *job, *result;
+
+	dpg_make_dataset(&srv, "priv", 10.0, 1e-5, "rdp");
+	upload_two_class("priv", 400, 1, false);
+	make_public("test");
+	/* The test table holds the columns in another order: matched by name. */
+	upload_two_class("test", 300, 7, true);
+	r = submit_dpsgd(",\"test_data\":\"test\"");
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	job = dpg_job_wait(&srv, job_id, done, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+	result = json_object_get(job, "result");
+	cr_assert_eq(json_integer_value(json_object_get(result, "test_rows")), 300);
+	for (const char *const *k = (const char *const[]){"test_accuracy", "test_auc",
+							  "test_balanced_error", NULL};
+	     *k; k++) {
+		double v = dpg_num(result, *k);
+
+		cr_assert(v >= 0.0 && v <= 1.0, "%s = %g", *k, v);
+	}
+	/* The labels follow a linear rule: even a noisy logreg beats chance. */
+	cr_assert_gt(dpg_num(result, "test_accuracy"), 0.6);
+	/* Balanced error and accuracy are tied on balanced classes only;
+	 * both are reported from the same predictions. */
+	cr_assert(json_is_array(json_object_get(result, "features")));
+	cr_assert_eq(json_array_size(json_object_get(result, "features")), 3);
+	/* Nothing computed on the private rows. */
+	cr_assert_null(json_object_get(result, "train_accuracy"));
+	cr_assert_null(json_object_get(result, "train_loss"));
+	json_decref(job);
 }
