@@ -1,7 +1,7 @@
 /*
  * api_jobs_routes.c: the job routes: submit (price and reserve), list, get
- * (with progress and epsilon so far), cancel and model download.  The
- * budget rule they apply is in api_jobs.h.
+ * (with progress and epsilon so far) and cancel; the model routes are
+ * api_predict.c's.  The budget rule they apply is in api_jobs.h.
  */
 #include <math.h>
 #include <stdio.h>
@@ -460,7 +460,7 @@ static json_t *job_json(srv_request *req, const srv_job_row *j)
 }
 
 /* Loads {id} as a job visible to the caller, or answers. */
-static bool load_visible_job(srv_request *req, srv_response *res, srv_job_row *j)
+bool srv__load_visible_job(srv_request *req, srv_response *res, srv_job_row *j)
 {
 	int rc = srv__job_load(req->db, req->params[0], j);
 
@@ -480,7 +480,7 @@ int srv_h_job_get(srv_request *req, srv_response *res)
 {
 	srv_job_row j;
 
-	if (!load_visible_job(req, res, &j))
+	if (!srv__load_visible_job(req, res, &j))
 		return 0;
 	srv_json_reply(res, 200, job_json(req, &j));
 	srv__job_row_clear(&j);
@@ -515,7 +515,7 @@ int srv_h_job_cancel(srv_request *req, srv_response *res)
 	srv_job_row j;
 	int rc;
 
-	if (!load_visible_job(req, res, &j))
+	if (!srv__load_visible_job(req, res, &j))
 		return 0;
 	if (req->who->role < SRV_ROLE_ANALYST) {
 		srv__job_row_clear(&j);
@@ -549,46 +549,6 @@ int srv_h_job_cancel(srv_request *req, srv_response *res)
 	}
 	srv_problem(res, 409, NULL, "the job has already ended", NULL,
 		    json_pack("{s:s}", "state", j.state));
-	srv__job_row_clear(&j);
-	return 0;
-}
-
-int srv_h_job_model(srv_request *req, srv_response *res)
-{
-	srv_job_row j;
-	FILE *f = NULL;
-	long size;
-
-	if (!load_visible_job(req, res, &j))
-		return 0;
-	/* A cancelled or failed job's model is delivered too: it saw no more
-	 * steps than the event its reservation committed in full covers
-	 * (result.steps_done says how many). */
-	if (!j.model_path) {
-		srv_problem(res, 409, NULL,
-			    "the job kept no model (it has not ended, or it ended before training "
-			    "or while the server was down)",
-			    NULL, json_pack("{s:s}", "state", j.state));
-		goto out;
-	}
-	f = fopen(j.model_path, "rb");
-	if (!f || fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
-		srv_problem(res, 500, NULL, "the model file is missing", NULL, NULL);
-		goto out;
-	}
-	res->body = malloc((size_t)size + 1);
-	if (!res->body || fread(res->body, 1, (size_t)size, f) != (size_t)size) {
-		free(res->body);
-		res->body = NULL;
-		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
-		goto out;
-	}
-	res->len = (size_t)size;
-	res->status = 200;
-	res->content_type = "application/octet-stream";
-out:
-	if (f)
-		fclose(f);
 	srv__job_row_clear(&j);
 	return 0;
 }

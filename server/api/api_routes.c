@@ -983,6 +983,7 @@ const srv_route srv_routes[] = {
 	{"GET", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_get},
 	{"DELETE", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_cancel},
 	{"GET", "/v1/jobs/{id}/model", SRV_ANY_KEY, false, srv_h_job_model},
+	{"POST", "/v1/jobs/{id}/predict", SRV_ANY_KEY, false, srv_h_job_predict},
 	/* ---- end jobs ---- */
 };
 

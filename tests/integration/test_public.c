@@ -3,6 +3,7 @@
  * back, every charging route refused, the flag fixed for life, and a
  * scoped key's reach.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,35 +215,49 @@ Test(public, a_scoped_key_must_name_the_public_dataset)
 }
 
 /*
- * A two-class table of n rows, "a,b,noise,y": y = 1 when a + b > 0, drawn
- * from a fixed LCG so that the test is the same on every run.  With
- * `shuffled`, the columns come in another order ("y,noise,b,a"), which a
- * job must match by name.
+ * n rows of a two-class table: v[i] = (a, b, noise) from a fixed LCG,
+ * rounded to the 6 decimals the CSV holds, and y[i] = 1 when a + b > 0.
+ * The same on every run.
  */
+static void two_class_rows(size_t n, unsigned seed, double (*v)[3], int *y)
+{
+	uint64_t s = seed;
+	char num[32];
+
+	for (size_t i = 0; i < n; i++) {
+		for (int k = 0; k < 3; k++) {
+			s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+			snprintf(num, sizeof(num), "%.6f",
+				 (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+			v[i][k] = strtod(num, NULL);
+		}
+		y[i] = v[i][0] + v[i][1] > 0;
+	}
+}
+
+/* The table of two_class_rows as CSV, "a,b,noise,y"; with `shuffled`,
+ * the columns in another order ("y,noise,b,a"), which a job must match
+ * by name. */
 static char *two_class_csv(size_t n, unsigned seed, bool shuffled)
 {
 	size_t size = 64 + n * 64, len = 0;
 	char *csv = malloc(size);
-	uint64_t s = seed;
+	double (*v)[3] = malloc(sizeof(*v) * n);
+	int *y = malloc(sizeof(int) * n);
 
-	cr_assert_not_null(csv);
+	cr_assert(csv && v && y);
+	two_class_rows(n, seed, v, y);
 	len += (size_t)snprintf(csv + len, size - len, "%s\n", shuffled ? "y,noise,b,a" : "a,b,noise,y");
 	for (size_t i = 0; i < n; i++) {
-		double v[3];
-
-		for (int k = 0; k < 3; k++) {
-			s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-			v[k] = (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-		}
-		int y = v[0] + v[1] > 0;
-
 		if (shuffled)
-			len += (size_t)snprintf(csv + len, size - len, "%d,%.6f,%.6f,%.6f\n", y, v[2],
-						v[1], v[0]);
+			len += (size_t)snprintf(csv + len, size - len, "%d,%.6f,%.6f,%.6f\n", y[i],
+						v[i][2], v[i][1], v[i][0]);
 		else
-			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n", v[0], v[1],
-						v[2], y);
+			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n",
+						v[i][0], v[i][1], v[i][2], y[i]);
 	}
+	free(v);
+	free(y);
 	return csv;
 }
 
@@ -341,4 +356,246 @@ Test(public, a_job_reports_metrics_on_test_data_only)
 	cr_assert_null(json_object_get(result, "train_accuracy"));
 	cr_assert_null(json_object_get(result, "train_loss"));
 	json_decref(job);
+}
+
+/* ---- using a released model ------------------------------------------------ */
+
+#define TEST_ROWS 300
+#define TEST_SEED 7
+
+/* Trains the small job on "priv" with test_data "test"; returns its id. */
+static void trained_job(char *job_id, size_t size)
+{
+	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
+	json_t *job;
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "priv", 10.0, 1e-5, "rdp");
+	upload_two_class("priv", 400, 1, false);
+	make_public("test");
+	upload_two_class("test", TEST_ROWS, TEST_SEED, true);
+	r = submit_dpsgd(",\"test_data\":\"test\"");
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	job = dpg_job_wait(&srv, job_id, done, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+	json_decref(job);
+}
+
+/* {"rows": [...]} of the test table's rows, features in the model's order. */
+static char *rows_body(const double (*v)[3], size_t n)
+{
+	size_t size = 32 + n * 40, len = 0;
+	char *body = malloc(size);
+
+	cr_assert_not_null(body);
+	len += (size_t)snprintf(body + len, size - len, "{\"rows\":[");
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(body + len, size - len, "%s[%.6f,%.6f,%.6f]", i ? "," : "",
+					v[i][0], v[i][1], v[i][2]);
+	snprintf(body + len, size - len, "]}");
+	return body;
+}
+
+static dpg_resp post_as(const char *path, const char *key, const char *ct, const char *body)
+{
+	char header[64];
+	const char *headers[] = {header, NULL};
+	dpg_resp r;
+
+	snprintf(header, sizeof(header), "Content-Type: %s", ct);
+	cr_assert_eq(dpg_http(&srv, "POST", path, key, body, strlen(body), headers, &r), 0);
+	return r;
+}
+
+/* The softmax scores of row x under the JSON model, computed here from its
+ * weights alone (ModelJson's rules), into s; returns the argmax. */
+static size_t json_model_scores(const json_t *mj, const double *x, double *s)
+{
+	double h[64], z[64], norm = 0;
+	size_t d = (size_t)json_integer_value(json_object_get(mj, "input_dim")), w = d, i;
+	const json_t *rule = json_object_get(mj, "input_rule"), *layer;
+	double scale = dpg_num(rule, "scale");
+	bool ball = strcmp(json_string_value(json_object_get(rule, "name")), "unit_ball") == 0;
+
+	cr_assert(json_is_null(json_object_get(mj, "projection")));
+	for (size_t j = 0; j < d; j++) {
+		h[j] = ball ? x[j] / scale : x[j];
+		norm += h[j] * h[j];
+	}
+	for (size_t j = 0; ball && norm > 1 && j < d; j++)
+		h[j] /= sqrt(norm);
+	json_array_foreach(json_object_get(mj, "layers"), i, layer) {
+		size_t out = (size_t)json_integer_value(json_object_get(layer, "out"));
+		const json_t *W = json_object_get(json_object_get(layer, "weight"), "values");
+		const json_t *b = json_object_get(json_object_get(layer, "bias"), "values");
+		const char *act = json_string_value(json_object_get(layer, "activation"));
+
+		cr_assert(out <= 64 && json_array_size(W) == out * w);
+		for (size_t o = 0; o < out; o++) {
+			z[o] = json_real_value(json_array_get(b, o));
+			for (size_t j = 0; j < w; j++)
+				z[o] += json_real_value(json_array_get(W, o * w + j)) * h[j];
+		}
+		for (size_t o = 0; o < out; o++) {
+			h[o] = !strcmp(act, "relu")	? (z[o] > 0 ? z[o] : 0) :
+			       !strcmp(act, "tanh")	? tanh(z[o]) :
+			       !strcmp(act, "sigmoid") ? 1 / (1 + exp(-z[o])) :
+			       !strcmp(act, "cos")	? cos(z[o]) :
+							  z[o];
+		}
+		w = out;
+	}
+	double mx = h[0], sum = 0;
+	size_t best = 0;
+
+	for (size_t c = 1; c < w; c++)
+		if (h[c] > mx) {
+			mx = h[c];
+			best = c;
+		}
+	for (size_t c = 0; c < w; c++)
+		sum += (s[c] = exp(h[c] - mx));
+	for (size_t c = 0; c < w; c++)
+		s[c] /= sum;
+	return best;
+}
+
+Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
+{
+	char job_id[64], path[128], *body, *csv;
+	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
+	int *y = malloc(sizeof(int) * TEST_ROWS);
+	dpg_resp pj, pc, mj, job;
+	size_t right = 0;
+
+	trained_job(job_id, sizeof(job_id));
+	two_class_rows(TEST_ROWS, TEST_SEED, v, y);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
+	body = rows_body((const double (*)[3])v, TEST_ROWS);
+	pj = post_as(path, srv.admin_key, "application/json", body);
+	cr_assert_eq(pj.status, 200, "%s", pj.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/jobs/{id}/predict", "200", "application/json", pj.body);
+	/* The same rows as the test table's CSV, columns in another order. */
+	csv = two_class_csv(TEST_ROWS, TEST_SEED, true);
+	pc = post_as(path, srv.admin_key, "text/csv", csv);
+	cr_assert_eq(pc.status, 200, "%s", pc.body);
+	cr_assert(json_equal(pj.json, pc.json), "JSON and CSV answers differ");
+
+	/* test_accuracy is the accuracy of these predictions on the labels. */
+	for (size_t i = 0; i < TEST_ROWS; i++)
+		right += json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)) ==
+			 y[i];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", job_id);
+	job = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_float_eq(dpg_num(json_object_get(job.json, "result"), "test_accuracy"),
+			   (double)right / TEST_ROWS, 1e-12);
+
+	/* The JSON model's weights give the same classes and scores. */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", job_id);
+	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(mj.status, 200, "%s", mj.body);
+	dpg_assert_in_spec(&srv, "GET", "/v1/jobs/{id}/model", "200", "application/json", mj.body);
+	cr_assert(json_equal(json_object_get(json_object_get(mj.json, "job"), "event"),
+			     json_object_get(job.json, "event")));
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(mj.json, "features"), 2)),
+			 "noise");
+	for (size_t i = 0; i < TEST_ROWS; i++) {
+		size_t c = json_model_scores(mj.json, v[i], s);
+		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
+
+		cr_assert_eq((json_int_t)c,
+			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
+		for (size_t k = 0; k < 2; k++)
+			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12, "%.17g vs %.17g", s[k], json_real_value(json_array_get(row, k)));
+	}
+	dpg_resp_free(&pj);
+	dpg_resp_free(&pc);
+	dpg_resp_free(&mj);
+	dpg_resp_free(&job);
+	free(body);
+	free(csv);
+	free(v);
+	free(y);
+}
+
+Test(public, predict_refuses_bad_rows_and_charges_nothing, .timeout = 300)
+{
+	char job_id[64], path[128], other[160], *big;
+	dpg_budget before, after;
+	dpg_resp r;
+	size_t len = 0, size = 16 + 10001 * 12;
+
+	trained_job(job_id, sizeof(job_id));
+	before = dpg_budget_of(&srv, "priv");
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
+	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[[1,2]]}");
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows/0");
+	dpg_resp_free(&r);
+	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[[1,\"x\",2]]}");
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	dpg_resp_free(&r);
+	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[]}");
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	dpg_resp_free(&r);
+	r = post_as(path, srv.admin_key, "text/csv", "a,b\n1,2\n");
+	cr_assert_eq(r.status, 400, "a CSV without a feature column: %s", r.body);
+	dpg_resp_free(&r);
+	r = post_as(path, srv.admin_key, "text/plain", "1,2,3\n");
+	cr_assert_eq(r.status, 415, "%s", r.body);
+	dpg_resp_free(&r);
+	/* Past the rows limit. */
+	big = malloc(size);
+	cr_assert_not_null(big);
+	len += (size_t)snprintf(big + len, size - len, "{\"rows\":[");
+	for (int i = 0; i < 10001; i++)
+		len += (size_t)snprintf(big + len, size - len, "%s[1,2,3]", i ? "," : "");
+	snprintf(big + len, size - len, "]}");
+	r = post_as(path, srv.admin_key, "application/json", big);
+	cr_assert_eq(r.status, 422, "%s", r.body);
+	dpg_resp_free(&r);
+	free(big);
+	/* A key that does not reach the job's dataset. */
+	dpg_make_dataset(&srv, "elsewhere", 1.0, 1e-5, "rdp");
+	dpg_make_key(&srv, "viewer", "elsewhere", other, sizeof(other));
+	r = post_as(path, other, "application/json", "{\"rows\":[[1,2,3]]}");
+	cr_assert_eq(r.status, 403, "%s", r.body);
+	dpg_resp_free(&r);
+	/* Predictions charge nothing. */
+	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[[1,2,3]]}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	after = dpg_budget_of(&srv, "priv");
+	cr_assert_eq(after.charges, before.charges);
+	cr_assert_eq(after.ledger_rows, before.ledger_rows);
+	cr_assert_eq(after.spent_eps, before.spent_eps);
+}
+
+Test(public, predict_before_the_job_ends_is_refused, .timeout = 300)
+{
+	char path[128], job_id[64];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "priv", 1000.0, 1e-5, "rdp");
+	upload_two_class("priv", 400, 1, false);
+	r = dpg_call(&srv, "POST", "/v1/datasets/priv/jobs", srv.admin_key,
+		     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,"
+		     "\"label\":\"y\",\"classes\":2,\"epochs\":5000,\"lot_size\":50,"
+		     "\"noise_multiplier\":20,\"clip_norm\":1,\"learning_rate\":0.1}}");
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
+	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[[1,2,3]]}");
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", job_id);
+	dpg_expect_status(&srv, "GET", path, srv.admin_key, NULL, 409);
+	/* Cancelled while queued (200) or while it runs (202). */
+	snprintf(path, sizeof(path), "/v1/jobs/%s", job_id);
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	cr_assert(r.status == 200 || r.status == 202, "%s", r.body);
+	dpg_resp_free(&r);
 }
