@@ -61,6 +61,18 @@ void srv_jobs_cancel_running(srv_jobs *jobs, const char *id);
  * trn_dpsgd_params_validate.  Unknown keys are refused.
  */
 int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error *err);
+/*
+ * Fills an ensemble job's parameters from its "params" (over
+ * trn_ensemble_params_default) and validates them: "party_column" and
+ * "auxiliary_data" are required strings, "parties" an integer M or a list
+ * of M names, "local_model" a kind or a list.  Unknown keys are refused.
+ */
+int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_error *err);
+
+/* True when `column` (a schema entry) is the job's "party_column", which
+ * is never a feature. */
+bool srv__jobs_is_party_column(const json_t *params, const json_t *column);
+
 /* Checks the job's label and classes against a hosted table's schema
  * (`columns`, NULL for a builtin link) and gives the feature and class
  * counts the model will have. */

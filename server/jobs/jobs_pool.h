@@ -17,6 +17,8 @@ typedef struct job_slot {
 	atomic_bool cancel;
 	bool cancel_by_user;
 	trn_progress progress;
+	bool ensemble;             /* the job is an ensemble job: `ens` is its progress */
+	trn_ensemble_progress ens;
 	bool has_progress;
 } job_slot;
 
@@ -73,6 +75,33 @@ int srv_jobs__test_metrics(json_t *res, const trn_model *m, const trn_dataset *t
  * 0 and its path and length, or -1 with model_path empty. */
 int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
 			  size_t model_path_size, size_t *ret_len, acct_error *err);
+
+/*
+ * An ensemble job's private hosted table: its training rows (features but
+ * the label and the party column) and the party code of each row, M for a
+ * row of no declared party (jobs_dataset.c, party_codes).  *ret_party is
+ * malloc'ed.
+ */
+int srv_jobs__load_party_table(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
+			       const char *dataset_id, const json_t *params, uint32_t m,
+			       trn_dataset **ret_train, uint32_t **ret_party, acct_error *err);
+
+/* A hosted table's schema as a job reads it (srv__jobs_table_schema), from
+ * the link's recorded columns; NULL for a builtin link. */
+json_t *srv_jobs__job_schema(srv_db *db, const char *dataset_id, const json_t *params);
+
+/* An ensemble job's progress as the job row stores it (jobs_ensemble.c). */
+json_t *srv_jobs__ensemble_progress_json(const trn_ensemble_progress *p);
+
+/*
+ * Runs an ensemble job on its worker (jobs_ensemble.c): loads its tables,
+ * trains, writes the model file (model_path, empty when not kept) and
+ * returns the trainer's code, with the result text in *ret_result
+ * (malloc'ed) when a model was released.
+ */
+int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
+			   mech_rng *stream, char **ret_result, char *model_path,
+			   size_t model_path_size, acct_error *err);
 
 /* Classes of the label column `lj` into `y` (int64, TRN_NO_CLASS for a
  * value none of the declared classes is); their number in *ret. */

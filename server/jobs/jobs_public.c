@@ -39,9 +39,10 @@ json_t *srv__jobs_table_schema(const json_t *params, const json_t *columns)
 		json_decref(features);
 		return NULL;
 	}
-	/* table_to_dataset's features: every numeric column but the label. */
+	/* table_to_dataset's features: every numeric column but the label
+	 * (and an ensemble's party column). */
 	json_array_foreach(columns, i, c)
-		if (c != lc && col_numeric(c) && col_name(c) &&
+		if (c != lc && col_numeric(c) && col_name(c) && !srv__jobs_is_party_column(params, c) &&
 		    json_array_append_new(features, json_string(col_name(c))) < 0) {
 			json_decref(features);
 			return NULL;
@@ -195,5 +196,43 @@ int srv_jobs__public_dataset(const mech_table *t, const json_t *schema, const js
 out:
 	free(x);
 	free(y);
+	return rc;
+}
+
+json_t *srv_jobs__job_schema(srv_db *db, const char *dataset_id, const json_t *params)
+{
+	char *text = NULL;
+	int64_t rows = 0;
+	json_t *columns, *schema;
+
+	if (srv__data_link_rows(db, dataset_id, &rows, &text) != SRV_OK || !text) {
+		free(text);
+		return NULL;
+	}
+	columns = srv_json_parse_text(text);
+	free(text);
+	schema = srv__jobs_table_schema(params, columns);
+	json_decref(columns);
+	return schema;
+}
+
+int srv_jobs__read_public(srv_jobs *jobs, srv_db *db, const char *id, const char *where,
+			  const json_t *schema, const json_t *params, uint32_t num_classes,
+			  uint64_t max_rows, trn_dataset **ret, acct_error *err)
+{
+	srv_table_ref *t = NULL;
+	/* Checked again: a public dataset stays public, but its table may
+	 * have been replaced since the job was submitted. */
+	int rc = schema ? srv__jobs_check_public(db, NULL, where, id, schema, params != NULL,
+						 max_rows, err) :
+			  acct_error_set(err, ACCT_EINVAL, where, "the job has no table schema");
+
+	if (rc >= 0)
+		rc = jobs->load_table(jobs->ctx->tables, db, id, &t, err);
+	if (rc < 0)
+		return rc;
+	rc = srv_jobs__public_dataset(srv_table_ref_table(t), schema, params, num_classes, where,
+				      ret, err);
+	srv_table_cache_release(jobs->ctx->tables, t);
 	return rc;
 }

@@ -7,18 +7,14 @@
  * When getrandom fails the job fails before it loads anything, and the
  * reservation is released.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mech.h"
-#include "trn_eval.h"
 #include "jobs_pool.h"
 #include "store.h"
 #include "json.h"
@@ -86,42 +82,6 @@ static int on_progress(const trn_progress *p, void *user)
 	return 0;
 }
 
-/* Writes the model file atomically (temp file, fsync, rename). */
-static int write_model(const char *dir, const char *id, const uint8_t *buf, size_t len,
-		       char *path, size_t path_size)
-{
-	char tmp[4200];
-	int fd;
-	size_t off = 0;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -1;
-	/* A path too long is an error: a cut one would name another file. */
-	if ((size_t)snprintf(path, path_size, "%s/%s.dpgm", dir, id) >= path_size ||
-	    (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -1;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0)
-		return -1;
-	while (off < len) {
-		ssize_t w = write(fd, buf + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			close(fd);
-			unlink(tmp);
-			return -1;
-		}
-		off += (size_t)w;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
-}
-
 static void log_end_failed(const char *id)
 {
 	fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot record the end of job %s\"}\n", id);
@@ -173,46 +133,6 @@ static void fail_without_random(srv_ctx *ctx, const char *id)
 	srv_store_release(ctx->store, db);
 }
 
-/* A hosted table's schema as the job reads it (srv__jobs_table_schema),
- * from the link's recorded columns; NULL for a builtin link. */
-static json_t *job_schema(srv_db *db, const char *dataset_id, const json_t *params)
-{
-	char *text = NULL;
-	int64_t rows = 0;
-	json_t *columns, *schema;
-
-	if (srv__data_link_rows(db, dataset_id, &rows, &text) != SRV_OK || !text) {
-		free(text);
-		return NULL;
-	}
-	columns = srv_json_parse_text(text);
-	free(text);
-	schema = srv__jobs_table_schema(params, columns);
-	json_decref(columns);
-	return schema;
-}
-
-int srv_jobs__read_public(srv_jobs *jobs, srv_db *db, const char *id, const char *where,
-			  const json_t *schema, const json_t *params, uint32_t num_classes,
-			  uint64_t max_rows, trn_dataset **ret, acct_error *err)
-{
-	srv_table_ref *t = NULL;
-	/* Checked again: a public dataset stays public, but its table may
-	 * have been replaced since the job was submitted. */
-	int rc = schema ? srv__jobs_check_public(db, NULL, where, id, schema, params != NULL,
-						 max_rows, err) :
-			  acct_error_set(err, ACCT_EINVAL, where, "the job has no table schema");
-
-	if (rc >= 0)
-		rc = jobs->load_table(jobs->ctx->tables, db, id, &t, err);
-	if (rc < 0)
-		return rc;
-	rc = srv_jobs__public_dataset(srv_table_ref_table(t), schema, params, num_classes, where,
-				      ret, err);
-	srv_table_cache_release(jobs->ctx->tables, t);
-	return rc;
-}
-
 /* Loads the job's private table, its schema and its test table. */
 static int load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
 			 struct job_data *jd, acct_error *err)
@@ -227,7 +147,7 @@ static int load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *par
 		rc = acct_error_set(err, ACCT_EINVAL, "/data",
 				    "the linked data changed since the job was priced");
 	if (rc >= 0)
-		jd->schema = job_schema(db, j->dataset_id, params);
+		jd->schema = srv_jobs__job_schema(db, j->dataset_id, params);
 	if (rc >= 0 && test) {
 		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", jd->schema, params,
 					   jd->train->num_classes, DPG_MAX_TRAIN_EXAMPLES,
@@ -257,56 +177,6 @@ static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *strea
 	/* p may point into params: released only after the run. */
 	json_decref(params);
 	return rc;
-}
-
-/* A metric, or null when it is undefined (NaN: no row of a class). */
-static json_t *real_or_null(double x)
-{
-	return isfinite(x) ? json_real(x) : json_null();
-}
-
-int srv_jobs__test_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
-			   const json_t *schema)
-{
-	trn_eval_metrics mt;
-	acct_error err;
-
-	acct_error_init(&err);
-	if (schema && json_object_set(res, "features", json_object_get(schema, "features")) < 0)
-		return -1;
-	if (!test)
-		return 0;
-	if (trn_eval_model(m, test, &mt, &err) < 0)
-		return -1;
-	/* Public rows only: the released model scored on test_data. */
-	if (json_object_set_new(res, "test_accuracy", real_or_null(mt.accuracy)) < 0 ||
-	    json_object_set_new(res, "test_rows", json_integer((json_int_t)mt.n)) < 0)
-		return -1;
-	if (test->num_classes == 2 &&
-	    (json_object_set_new(res, "test_auc", real_or_null(mt.auc)) < 0 ||
-	     json_object_set_new(res, "test_balanced_error", real_or_null(mt.balanced_error)) < 0))
-		return -1;
-	return 0;
-}
-
-int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
-			  size_t model_path_size, size_t *ret_len, acct_error *err)
-{
-	uint8_t *model = NULL;
-	size_t model_len = 0;
-	char models_dir[4200];
-
-	model_path[0] = '\0';
-	*ret_len = 0;
-	if (trn_model_serialize(m, &model, &model_len, err) < 0)
-		return -1;
-	if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir) >=
-		    sizeof(models_dir) ||
-	    write_model(models_dir, id, model, model_len, model_path, model_path_size) < 0)
-		model_path[0] = '\0';
-	free(model);
-	*ret_len = model_len;
-	return model_path[0] ? 0 : -1;
 }
 
 /* Writes the trained model's file (model_path stays empty when it cannot
@@ -381,6 +251,16 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
+	if (strcmp(j.trainer, "ensemble") == 0) {
+		slot->ensemble = true;
+		rc = srv_jobs__run_ensemble(jobs, slot, &j, stream, &result_text, model_path,
+					    sizeof(model_path), &err);
+		if (rc >= 0)
+			final_state = rc == TRN_CANCELLED ?
+					      (slot->cancel_by_user ? "cancelled" : "failed") :
+					      "succeeded";
+		goto ended;
+	}
 	rc = train_job(&rs, &j, stream, &jd, &result, &err);
 	/* The last step's progress, which the save interval may have skipped. */
 	if (slot->has_progress)
@@ -391,6 +271,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		final_state = rc == TRN_CANCELLED ? (slot->cancel_by_user ? "cancelled" : "failed") :
 						    "succeeded";
 	}
+ended:
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "%s%s%s", err.text, err.where[0] ? " at " : "", err.where);
 		error = msg;

@@ -499,6 +499,7 @@ typedef struct srv_job_row {
 typedef struct srv_job_new {
 	const char *id;
 	const char *dataset_id;
+	const char *trainer;          /* NULL: "dpsgd" */
 	const char *params_text;
 	const char *event_text;
 	int64_t n_train;

@@ -599,3 +599,214 @@ Test(public, predict_before_the_job_ends_is_refused, .timeout = 300)
 	cr_assert(r.status == 200 || r.status == 202, "%s", r.body);
 	dpg_resp_free(&r);
 }
+
+/* ---- the ensemble trainer ---------------------------------------------------- */
+
+#define ENS_PARTIES 10
+#define ENS_ROWS 1000
+
+/* The private party table: two_class_rows with a party column "site",
+ * row i at site i mod ENS_PARTIES, and two rows at site 99, no declared
+ * party. */
+static void upload_party_table(const char *id)
+{
+	size_t size = 64 + (ENS_ROWS + 2) * 64, len = 0;
+	char *csv = malloc(size);
+	double (*v)[3] = malloc(sizeof(*v) * ENS_ROWS);
+	int *y = malloc(sizeof(int) * ENS_ROWS);
+
+	cr_assert(csv && v && y);
+	two_class_rows(ENS_ROWS, 3, v, y);
+	len += (size_t)snprintf(csv + len, size - len, "site,a,b,noise,y\n");
+	for (size_t i = 0; i < ENS_ROWS; i++)
+		len += (size_t)snprintf(csv + len, size - len, "%zu,%.6f,%.6f,%.6f,%d\n",
+					i % ENS_PARTIES, v[i][0], v[i][1], v[i][2], y[i]);
+	len += (size_t)snprintf(csv + len, size - len, "99,5,5,5,0\n99,-5,-5,5,1\n");
+	cr_assert_eq(dpg_upload_csv(&srv, id, csv, len), ENS_ROWS + 2);
+	free(csv);
+	free(v);
+	free(y);
+}
+
+/* Public "aux" (unlabelled: no y column) and "test" (labelled, its columns
+ * in another order). */
+static void upload_aux_and_test(void)
+{
+	size_t size = 64 + 400 * 48, len = 0;
+	char *csv = malloc(size);
+	double (*v)[3] = malloc(sizeof(*v) * 400);
+	int *y = malloc(sizeof(int) * 400);
+
+	cr_assert(csv && v && y);
+	two_class_rows(400, 11, v, y);
+	len += (size_t)snprintf(csv + len, size - len, "noise,a,b\n");
+	for (size_t i = 0; i < 400; i++)
+		len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f\n", v[i][2], v[i][0],
+					v[i][1]);
+	make_public("aux");
+	cr_assert_eq(dpg_upload_csv(&srv, "aux", csv, len), 400);
+	make_public("test");
+	upload_two_class("test", TEST_ROWS, TEST_SEED, true);
+	free(csv);
+	free(v);
+	free(y);
+}
+
+/* The ensemble params, with `over` ("key":value pairs, each one of the
+ * keys below) in place of the defaults it names. */
+static void ens_params(char *buf, size_t size, const char *over)
+{
+	static const char *const defaults[][2] = {
+		{"party_column", "\"site\""},
+		{"parties", "10"},
+		{"local_model", "[\"logreg\",\"gaussian_nb\",\"decision_tree\"]"},
+		{"auxiliary_data", "\"aux\""},
+	};
+	size_t len = (size_t)snprintf(buf, size, "\"label\":\"y\",\"classes\":2,\"lambda\":0.05,"
+					       "\"algorithm\":\"soft_label\",\"epsilon\":1%s", over);
+	char key[48];
+
+	for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+		snprintf(key, sizeof(key), "\"%s\":", defaults[i][0]);
+		if (!strstr(over, key))
+			len += (size_t)snprintf(buf + len, size - len, ",%s%s", key, defaults[i][1]);
+	}
+}
+
+static dpg_resp submit_ensemble(const char *dataset, const char *extra, bool dry_run)
+{
+	char body[2048], path[128], params[1024];
+
+	ens_params(params, sizeof(params), extra);
+	snprintf(body, sizeof(body), "{\"trainer\":\"ensemble\",%s\"params\":{%s}}",
+		 dry_run ? "\"dry_run\":true," : "", params);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", dataset);
+	return dpg_call(&srv, "POST", path, srv.admin_key, body);
+}
+
+Test(public, an_ensemble_job_end_to_end, .timeout = 300)
+{
+	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
+	char job_id[64], path[128], *body, *csv;
+	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
+	int *y = malloc(sizeof(int) * TEST_ROWS);
+	json_t *job, *result;
+	dpg_resp r, pj, pc, mj;
+	size_t right = 0;
+
+	dpg_make_dataset(&srv, "parties", 5.0, 0.0, "basic");
+	upload_party_table("parties");
+	upload_aux_and_test();
+	/* A dry run first: the event is priced from the params alone. */
+	r = submit_ensemble("parties", ",\"test_data\":\"test\"", true);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(json_is_true(json_object_get(r.json, "fits")));
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r.json, "event"), "type")),
+			 "epsilon_delta");
+	cr_assert_eq(dpg_num(r.json, "needed.epsilon"), 1.0);
+	cr_assert_not_null(json_object_get(r.json, "neighbouring"));
+	cr_assert_null(json_object_get(r.json, "public_row_count"), "%s", r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_budget_of(&srv, "parties").spent_eps, 0.0);
+
+	r = submit_ensemble("parties", ",\"test_data\":\"test\"", false);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "trainer")), "ensemble");
+	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	job = dpg_job_wait(&srv, job_id, done, 240);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(job, "error")));
+	/* Progress says the phase and the parties trained, nothing more. */
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(job, "progress"), "parties")),
+		     ENS_PARTIES);
+	cr_assert_null(json_object_get(json_object_get(job, "progress"), "loss"));
+	/* The charge is the requested epsilon. */
+	cr_assert_eq(dpg_budget_of(&srv, "parties").spent_eps, 1.0);
+	result = json_object_get(job, "result");
+	for (const char *const *k = (const char *const[]){"test_accuracy", "test_auc",
+							  "test_balanced_error", NULL};
+	     *k; k++)
+		cr_assert(dpg_num(result, *k) >= 0.0 && dpg_num(result, *k) <= 1.0, "%s", *k);
+
+	/* Predict on the test rows: JSON and CSV agree, and their accuracy is
+	 * the result's test_accuracy. */
+	two_class_rows(TEST_ROWS, TEST_SEED, v, y);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
+	body = rows_body((const double (*)[3])v, TEST_ROWS);
+	pj = post_as(path, srv.admin_key, "application/json", body);
+	cr_assert_eq(pj.status, 200, "%s", pj.body);
+	csv = two_class_csv(TEST_ROWS, TEST_SEED, true);
+	pc = post_as(path, srv.admin_key, "text/csv", csv);
+	cr_assert_eq(pc.status, 200, "%s", pc.body);
+	cr_assert(json_equal(pj.json, pc.json));
+	for (size_t i = 0; i < TEST_ROWS; i++)
+		right += json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)) ==
+			 y[i];
+	cr_assert_float_eq(dpg_num(result, "test_accuracy"), (double)right / TEST_ROWS, 1e-12);
+
+	/* The JSON model reproduces the scores from its weights. */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", job_id);
+	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(mj.status, 200, "%s", mj.body);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(mj.json, "input_rule"),
+							   "name")),
+			 "unit_ball");
+	for (size_t i = 0; i < TEST_ROWS; i++) {
+		size_t c = json_model_scores(mj.json, v[i], s);
+		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
+
+		cr_assert_eq((json_int_t)c,
+			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
+		for (size_t k = 0; k < 2; k++)
+			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12);
+	}
+	json_decref(job);
+	dpg_resp_free(&pj);
+	dpg_resp_free(&pc);
+	dpg_resp_free(&mj);
+	free(body);
+	free(csv);
+	free(v);
+	free(y);
+}
+
+static void expect_ensemble_refused(const char *dataset, const char *extra, long status,
+				    const char *field)
+{
+	dpg_resp r = submit_ensemble(dataset, extra, false);
+
+	cr_assert_eq(r.status, status, "%s: %ld %s", extra, r.status, r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+Test(public, an_ensemble_job_is_checked_before_anything_is_reserved, .timeout = 120)
+{
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "parties", 5.0, 0.0, "basic");
+	upload_party_table("parties");
+	upload_aux_and_test();
+	dpg_make_dataset(&srv, "private_aux", 5.0, 0.0, "basic");
+	upload_two_class("private_aux", 50, 4, false);
+	expect_ensemble_refused("parties", ",\"auxiliary_data\":\"private_aux\"", 422,
+				"/params/auxiliary_data");
+	expect_ensemble_refused("parties", ",\"auxiliary_data\":\"nowhere\"", 422,
+				"/params/auxiliary_data");
+	expect_ensemble_refused("parties", ",\"test_data\":\"private_aux\"", 422, "/params/test_data");
+	expect_ensemble_refused("parties", ",\"party_column\":\"city\"", 400, "/params/party_column");
+	expect_ensemble_refused("parties", ",\"parties\":[\"x\",\"y\"]", 400, "/params/parties");
+	expect_ensemble_refused("parties", ",\"local_model\":\"forest\"", 400,
+				"/params/local_model");
+	/* Under replace-one-row neighbours a row may change parties. */
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
+		     "{\"id\":\"swap\",\"budget\":{\"epsilon\":5,\"delta\":0},\"accountant\":\"basic\","
+		     "\"neighbor\":\"replace\"}");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	upload_party_table("swap");
+	expect_ensemble_refused("swap", "", 422, "/trainer");
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
+}
