@@ -740,15 +740,62 @@ static void cli_predict_agrees(const char *job_id, const double (*v)[3], const j
 	free(csv);
 }
 
+/*
+ * Checks a finished job's predictions on the test rows: the JSON and CSV
+ * answers agree, their accuracy is the result's test_accuracy, the JSON
+ * model's weights reproduce the scores (computed here), and `dpgate
+ * predict` on the binary model gives the same classes.
+ */
+static void check_predictions(const char *job_id, const json_t *result)
+{
+	char path[128], *body, *csv;
+	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
+	int *y = malloc(sizeof(int) * TEST_ROWS);
+	dpg_resp pj, pc, mj;
+	size_t right = 0;
+
+	cr_assert(v && y);
+	two_class_rows(TEST_ROWS, TEST_SEED, v, y);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
+	body = rows_body((const double (*)[3])v, TEST_ROWS);
+	pj = post_as(path, srv.admin_key, "application/json", body);
+	cr_assert_eq(pj.status, 200, "%s", pj.body);
+	csv = two_class_csv(TEST_ROWS, TEST_SEED, true);
+	pc = post_as(path, srv.admin_key, "text/csv", csv);
+	cr_assert_eq(pc.status, 200, "%s", pc.body);
+	cr_assert(json_equal(pj.json, pc.json));
+	for (size_t i = 0; i < TEST_ROWS; i++)
+		right += json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)) ==
+			 y[i];
+	cr_assert_float_eq(dpg_num(result, "test_accuracy"), (double)right / TEST_ROWS, 1e-12);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", job_id);
+	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(mj.status, 200, "%s", mj.body);
+	for (size_t i = 0; i < TEST_ROWS; i++) {
+		size_t c = json_model_scores(mj.json, v[i], s);
+		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
+
+		cr_assert_eq((json_int_t)c,
+			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
+		for (size_t k = 0; k < 2; k++)
+			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12);
+	}
+	cli_predict_agrees(job_id, (const double (*)[3])v, pj.json);
+	dpg_resp_free(&pj);
+	dpg_resp_free(&pc);
+	dpg_resp_free(&mj);
+	free(body);
+	free(csv);
+	free(v);
+	free(y);
+}
+
 Test(public, an_ensemble_job_end_to_end, .timeout = 300)
 {
 	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
-	char job_id[64], path[128], *body, *csv;
-	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
-	int *y = malloc(sizeof(int) * TEST_ROWS);
+	char job_id[64];
 	json_t *job, *result;
-	dpg_resp r, pj, pc, mj;
-	size_t right = 0;
+	dpg_resp r;
 
 	dpg_make_dataset(&srv, "parties", 5.0, 0.0, "basic");
 	upload_party_table("parties");
@@ -784,48 +831,12 @@ Test(public, an_ensemble_job_end_to_end, .timeout = 300)
 							  "test_balanced_error", NULL};
 	     *k; k++)
 		cr_assert(dpg_num(result, *k) >= 0.0 && dpg_num(result, *k) <= 1.0, "%s", *k);
-
-	/* Predict on the test rows: JSON and CSV agree, and their accuracy is
-	 * the result's test_accuracy. */
-	two_class_rows(TEST_ROWS, TEST_SEED, v, y);
-	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
-	body = rows_body((const double (*)[3])v, TEST_ROWS);
-	pj = post_as(path, srv.admin_key, "application/json", body);
-	cr_assert_eq(pj.status, 200, "%s", pj.body);
-	csv = two_class_csv(TEST_ROWS, TEST_SEED, true);
-	pc = post_as(path, srv.admin_key, "text/csv", csv);
-	cr_assert_eq(pc.status, 200, "%s", pc.body);
-	cr_assert(json_equal(pj.json, pc.json));
-	for (size_t i = 0; i < TEST_ROWS; i++)
-		right += json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)) ==
-			 y[i];
-	cr_assert_float_eq(dpg_num(result, "test_accuracy"), (double)right / TEST_ROWS, 1e-12);
-
-	/* The JSON model reproduces the scores from its weights. */
-	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", job_id);
-	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(mj.status, 200, "%s", mj.body);
-	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(mj.json, "input_rule"),
-							   "name")),
-			 "unit_ball");
-	for (size_t i = 0; i < TEST_ROWS; i++) {
-		size_t c = json_model_scores(mj.json, v[i], s);
-		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
-
-		cr_assert_eq((json_int_t)c,
-			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
-		for (size_t k = 0; k < 2; k++)
-			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12);
-	}
-	cli_predict_agrees(job_id, (const double (*)[3])v, pj.json);
+	/* The party column is not a feature. */
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(result, "features"), 0)),
+			 "a");
+	cr_assert_eq(json_array_size(json_object_get(result, "features")), 3);
+	check_predictions(job_id, result);
 	json_decref(job);
-	dpg_resp_free(&pj);
-	dpg_resp_free(&pc);
-	dpg_resp_free(&mj);
-	free(body);
-	free(csv);
-	free(v);
-	free(y);
 }
 
 static void expect_ensemble_refused(const char *dataset, const char *extra, long status,
