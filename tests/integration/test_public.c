@@ -314,6 +314,24 @@ Test(public, test_data_is_checked_before_anything_is_reserved)
 	expect_test_data_refused("empty", "no table");
 	expect_test_data_refused("no_label", "no label column");
 	expect_test_data_refused("text_feature", "a feature not numeric");
+	/* A key scoped to the private dataset only does not reach a public
+	 * one: named by its job, it is answered as one that does not exist. */
+	{
+		char analyst[160];
+		dpg_resp r;
+
+		make_public("test");
+		upload_two_class("test", 20, 7, true);
+		dpg_make_key(&srv, "analyst", "priv", analyst, sizeof(analyst));
+		r = dpg_call(&srv, "POST", "/v1/datasets/priv/jobs", analyst,
+			     "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\","
+			     "\"classes\":2,\"epochs\":1,\"lot_size\":50,\"noise_multiplier\":1,"
+			     "\"clip_norm\":1,\"learning_rate\":0.5,\"test_data\":\"test\"}}");
+		cr_assert_eq(r.status, 422, "%s", r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+				 "/params/test_data");
+		dpg_resp_free(&r);
+	}
 	/* Nothing was reserved for any of them. */
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
