@@ -152,6 +152,11 @@ Test(public, every_charging_route_refuses_and_nothing_is_written)
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'aux'"),
 		     0);
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+	/* No budget gauges either. */
+	r = dpg_call(&srv, "GET", "/metrics", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert_null(strstr(r.body, "dataset=\"aux\""), "%s", r.body);
+	dpg_resp_free(&r);
 	/* Archiving writes no ledger row either, and verify finds all well. */
 	r = dpg_call(&srv, "DELETE", "/v1/datasets/aux", srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);
