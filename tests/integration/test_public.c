@@ -847,8 +847,22 @@ Test(public, an_ensemble_job_end_to_end, .timeout = 300)
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(job, "progress"), "parties")),
 		     ENS_PARTIES);
 	cr_assert_null(json_object_get(json_object_get(job, "progress"), "loss"));
-	/* The charge is the requested epsilon. */
+	/* The charge is the requested epsilon: reserved, then committed. */
 	cr_assert_eq(dpg_budget_of(&srv, "parties").spent_eps, 1.0);
+	{
+		json_t *rows = dpg_list_all(&srv, "/v1/datasets/parties/ledger?limit=100", 4), *e;
+		size_t i, commits = 0;
+
+		json_array_foreach(rows, i, e) {
+			const char *kind = json_string_value(json_object_get(e, "kind"));
+
+			cr_assert(!strcmp(kind, "reserve") || !strcmp(kind, "commit"), "%s", kind);
+			cr_assert_eq(dpg_num(e, "epsilon"), 1.0);
+			commits += !strcmp(kind, "commit");
+		}
+		cr_assert_eq(commits, 1);
+		json_decref(rows);
+	}
 	result = json_object_get(job, "result");
 	for (const char *const *k = (const char *const[]){"test_accuracy", "test_auc",
 							  "test_balanced_error", NULL};
