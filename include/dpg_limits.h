@@ -117,6 +117,10 @@
 #define DPG_MAX_TRAIN_EXAMPLES      10000000LL   /* rows a trainer reads (= CSV rows) */
 #define DPG_MAX_FEATURES            4096         /* features per row (784 for MNIST) */
 #define DPG_MAX_CLASSES             1000         /* label values 0..classes-1 */
+/* Rows of one predict request (POST /v1/jobs/{id}/predict, JSON or CSV,
+ * within DPG_MAX_BODY_BYTES) and of one `dpgate predict` input: bounds
+ * the answer, rows x classes scores, to 10^4 x 10^3 numbers. */
+#define DPG_MAX_PREDICT_ROWS        10000
 #define DPG_MAX_EPOCHS              10000
 #define DPG_MAX_LOT_SIZE            1000000      /* expected DP-SGD lot size L */
 #define DPG_MAX_HIDDEN_LAYERS       2            /* MLP hidden layers */

@@ -20,6 +20,7 @@
 #include "acct.h"
 #include "http.h"
 #include "store.h"
+#include "trn.h"
 
 typedef int (*srv_json_fn)(const json_t *body, json_t **ret_answer, acct_error *err);
 
@@ -75,6 +76,41 @@ int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_
  * database cannot be read (files may have been removed).
  */
 int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_removed);
+
+/* ---- a released model's predictions (api_predict.c), for the predict
+ * route and `dpgate predict` ---- */
+
+/* The class (first argmax) and softmax scores (n x classes) of n rows of
+ * the model's inputs (row-major).  0, or ACCT_EINVAL / ACCT_ENOMEM. */
+int srv_predict(const trn_model *m, const double *x, size_t n, uint32_t *pred, double *scores,
+		acct_error *err);
+
+/* Rows from {"rows": [[...], ...]}: each of d finite numbers, 1 to
+ * DPG_MAX_PREDICT_ROWS of them (more: ACCT_EUNSUPPORTED, 422).  *ret_x is
+ * malloc'ed, row-major. */
+int srv_predict_json_rows(const json_t *body, size_t d, double **ret_x, size_t *ret_n,
+			  acct_error *err);
+
+/*
+ * Rows from CSV text (RFC 4180).  With `features` (the model's d input
+ * names) the header must hold each as a numeric column, matched by name
+ * (other columns are ignored).  Without, the table has d numeric columns,
+ * the inputs in order, and a first line of numbers only is a row (there
+ * is no header).  1 to DPG_MAX_PREDICT_ROWS rows, as the JSON rows.
+ */
+int srv_predict_csv_rows(const char *text, size_t len, const json_t *features, size_t d,
+			 double **ret_x, size_t *ret_n, acct_error *err);
+
+/* {"classes": [...], "scores": [[...], ...]} (and "labels": the label of
+ * each score column, with `labels`): a class is its label from `labels`
+ * (borrowed) or, without, its index. */
+json_t *srv_predict_answer(const uint32_t *pred, const double *scores, size_t n, size_t k,
+			   const json_t *labels);
+
+/* The labels of a job's k classes: a categorical label's declared names
+ * (a new reference), or NULL when a class is its index (a numeric label's
+ * class v is the value v; Fashion-MNIST's classes are 0..9). */
+json_t *srv_job_class_labels(const json_t *params, uint32_t k);
 
 /* ---- the store's listings as JSON (api_lists.c) ---- */
 

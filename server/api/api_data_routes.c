@@ -3,9 +3,12 @@
  * link here, a CSV table through srv_data_put_csv) and GET .../data, which
  * shows of the link only what the caller's role may see.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/stat.h>
 
 #include <zlib.h>
 
@@ -115,12 +118,91 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 	return 0;
 }
 
+/* Reads the file at path whole into *ret (malloc'ed, *ret_len bytes); at
+ * most DPG_MAX_CSV_BYTES, as an upload.  -1 when it cannot. */
+static int read_whole(const char *path, char **ret, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+	int rc = -1;
+
+	if (!f || fstat(fileno(f), &st) < 0 || st.st_size < 0 ||
+	    (uint64_t)st.st_size > DPG_MAX_CSV_BYTES)
+		goto out;
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		goto out;
+	n = fread(buf, 1, (size_t)st.st_size, f);
+	if (ferror(f) || n != (size_t)st.st_size)
+		goto out;
+	*ret = buf;
+	*ret_len = n;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/* GET .../data?format=csv: a public dataset's table as uploaded.  A
+ * private dataset's rows are never answered, to any role. */
+static int data_csv(srv_request *req, srv_response *res)
+{
+	srv_dataset ds;
+	char *path = NULL, *columns = NULL;
+	int rc = SRV_DB_ERROR;
+
+	if (!srv__dataset_or_reply(req, res, &ds))
+		return 0;
+	if (!ds.is_public) {
+		srv_problem(res, 403, NULL,
+			    "the rows of a private dataset are never answered; only a public "
+			    "dataset's table can be read back", "format", NULL);
+		return 0;
+	}
+	/* An upload that replaces the table removes the old file: a reader
+	 * that finds none reads the link again, once. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		free(path);
+		free(columns);
+		path = columns = NULL;
+		rc = srv_store_table_link_get(req->db, ds.id, &path, &columns);
+		if (rc != SRV_OK || read_whole(path, &res->body, &res->len) == 0)
+			break;
+		rc = SRV_DB_ERROR;
+	}
+	if (rc == SRV_NOT_FOUND) {
+		srv_problem(res, 404, NULL, "no table is linked to this dataset", NULL, NULL);
+	} else if (rc != SRV_OK) {
+		srv_problem(res, 503, NULL, "cannot read the table", NULL, NULL);
+	} else {
+		res->status = 200;
+		res->content_type = "text/csv";
+	}
+	free(path);
+	free(columns);
+	return 0;
+}
+
 int srv_h_data_get(srv_request *req, srv_response *res)
 {
 	srv_data_link link;
 	json_t *o = NULL;
 	bool admin = req->who && req->who->role == SRV_ROLE_ADMIN;
-	int rc = srv__data_link_get(req->db, req->params[0], &link);
+	const char *format = req->query(req->conn, "format");
+	int rc;
+
+	if (format && strcmp(format, "csv") == 0)
+		return data_csv(req, res);
+	if (format && strcmp(format, "json") != 0) {
+		srv_problem(res, 400, NULL, "'format' must be json or csv", "format", NULL);
+		return 0;
+	}
+	rc = srv__data_link_get(req->db, req->params[0], &link);
 
 	if (rc == SRV_DB_ERROR) {
 		srv_problem(res, 503, NULL, "cannot read the data link", NULL, NULL);

@@ -102,13 +102,25 @@ size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size)
 
 json_t *srv_dataset_json(const srv_dataset *ds)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:f, s:f}, s:b, s:s, s:s}",
+	json_t *o;
+
+	/* A public dataset has no ledger: nothing of one is shown. */
+	if (ds->is_public)
+		return json_pack("{s:s, s:s, s:b, s:b, s:s, s:s}", "id", ds->id, "name", ds->name,
+				 "public", true, "archived", ds->archived, "created_at",
+				 ds->created_at, "updated_at", ds->updated_at);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:f, s:f}, s:b, s:s, s:s}",
 			      "id", ds->id, "name", ds->name, "privacy_unit", ds->privacy_unit,
 			      "neighbor", ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove",
 			      "accountant", acct_ledger_kind_name(ds->accountant),
 			      "budget", "epsilon", ds->budget_epsilon, "delta", ds->budget_delta,
 			      "archived", ds->archived, "created_at", ds->created_at,
 			      "updated_at", ds->updated_at);
+
+	if (o && json_object_set_new(o, "public", json_false()) < 0) {
+		json_decref(o);
+		return NULL;
+	}
 
 	/* An rdp dataset's filter orders, its own or the default ones. */
 	if (o && ds->accountant == ACCT_LEDGER_RDP) {

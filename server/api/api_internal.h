@@ -17,6 +17,9 @@
  * budget summary, remaining and the release's cost. `cost` may be NULL. */
 void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_cost *cost);
 
+/* The 409 answer for a spend on a public dataset, which has no budget. */
+void srv_reply_public(srv_response *res);
+
 /* SHA-256 of method, path and body: what an Idempotency-Key is bound to. */
 void srv_request_hash(const srv_request *req, uint8_t out[32]);
 

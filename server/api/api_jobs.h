@@ -31,5 +31,6 @@ int srv_h_job_list(srv_request *req, srv_response *res);
 int srv_h_job_get(srv_request *req, srv_response *res);
 int srv_h_job_cancel(srv_request *req, srv_response *res);
 int srv_h_job_model(srv_request *req, srv_response *res);
+int srv_h_job_predict(srv_request *req, srv_response *res);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * api_jobs_routes.c: the job routes: submit (price and reserve), list, get
- * (with progress and epsilon so far), cancel and model download.  The
- * budget rule they apply is in api_jobs.h.
+ * (with progress and epsilon so far) and cancel; the model routes are
+ * api_predict.c's.  The budget rule they apply is in api_jobs.h.
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +34,11 @@ struct submit_arg {
 	const acct_cost *cost;
 };
 
+/* What an ensemble job's answers say of its privacy unit (docs/ensemble.md). */
+#define ENSEMBLE_NEIGHBOURS                                                               \
+	"whole party: neighbouring tables differ in every row of one party (the event is " \
+	"pure epsilon-DP for that relation, which covers adding or removing any one row)"
+
 static int submit_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
 		      const char *rid)
 {
@@ -52,13 +57,22 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 	acct_filter f;
 	double eps = NAN;
 
+	json_t *o;
+
 	(void)charge_id;
 	if (srv_dataset_filter(ds, &f, NULL) == 0)
 		eps = acct_filter_epsilon(&f, a->cost);
-	return json_pack("{s:s, s:s, s:s, s:o, s:I, s:{s:s, s:f}, s:o}", "id", a->job.id, "state",
-			 "queued", "trainer", "dpsgd", "event", srv_event_to_json(a->event),
-			 "public_row_count", (json_int_t)a->job.n_train, "reservation", "id", rid,
-			 "epsilon", eps, "budget", srv_dataset_budget_json(ds));
+	o = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:f}, s:o}", "id", a->job.id, "state", "queued",
+		      "trainer", a->job.trainer, "event", srv_event_to_json(a->event),
+		      "reservation", "id", rid, "epsilon", eps, "budget",
+		      srv_dataset_budget_json(ds));
+	/* DP-SGD's event takes the row count as public (q = L / N); an
+	 * ensemble's does not use it, and its answers do not show it. */
+	if (o && strcmp(a->job.trainer, "ensemble") != 0)
+		json_object_set_new(o, "public_row_count", json_integer(a->job.n_train));
+	else if (o)
+		json_object_set_new(o, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
+	return o;
 }
 
 /* submit_body's answer as the store keeps it (srv_spend_text_fn). */
@@ -69,11 +83,18 @@ static char *submit_text(void *arg, int64_t charge_id, const char *rid, const sr
 
 /* The request's own fields: everything but the dataset's state. */
 struct submit_req {
+	const char *trainer;      /* "dpsgd" or "ensemble" */
 	trn_dpsgd_params p;
+	trn_ensemble_params ep;
 	const char *note;
 	bool dry_run;
 	double ledger_delta;
 };
+
+static bool is_ensemble(const struct submit_req *sr)
+{
+	return strcmp(sr->trainer, "ensemble") == 0;
+}
 
 static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *err)
 {
@@ -84,9 +105,11 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 
 	if (rc >= 0)
 		rc = srv_json_string(body, "", "trainer", SRV_REQUIRED, 32, &trainer, err);
-	if (rc >= 0 && strcmp(trainer, "dpsgd") != 0)
+	if (rc >= 0 && strcmp(trainer, "dpsgd") != 0 && strcmp(trainer, "ensemble") != 0)
 		rc = acct_error_set(err, ACCT_EINVAL, "/trainer",
-				    "'trainer' must be \"dpsgd\" (the only trainer in this build)");
+				    "'trainer' must be \"dpsgd\" or \"ensemble\"");
+	if (rc >= 0)
+		sr->trainer = strcmp(trainer, "dpsgd") == 0 ? "dpsgd" : "ensemble";
 	if (rc >= 0)
 		rc = srv_json_bool(body, "", "dry_run", 0, &sr->dry_run, err);
 	if (rc >= 0)
@@ -94,7 +117,9 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 	if (rc >= 0)
 		rc = srv_json_real(body, "", "ledger_delta", SRV_NULLABLE | SRV_LO_OPEN | SRV_HI_OPEN, 0,
 				   1, &sr->ledger_delta, err);
-	if (rc >= 0)
+	if (rc >= 0 && is_ensemble(sr))
+		rc = srv__jobs_parse_ensemble(json_object_get(body, "params"), &sr->ep, err);
+	else if (rc >= 0)
 		rc = srv__jobs_parse_params(json_object_get(body, "params"), &sr->p, err);
 	return rc;
 }
@@ -110,7 +135,10 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t n_train,
 		     acct_event **ret_ev, acct_filter *f, acct_cost *cost, acct_error *err)
 {
-	int rc = trn_dpsgd_event(&sr->p, (uint64_t)n_train, ret_ev, err);
+	/* An ensemble's event is built from its parameters alone, before any
+	 * data is read (trn_ensemble_event). */
+	int rc = is_ensemble(sr) ? trn_ensemble_event(&sr->ep, ret_ev, err) :
+				   trn_dpsgd_event(&sr->p, (uint64_t)n_train, ret_ev, err);
 
 	if (rc >= 0)
 		rc = acct_event_validate_at(*ret_ev, ds->neighbor, "/params", err);
@@ -125,10 +153,112 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 	return rc;
 }
 
+/*
+ * A job's "test_data": a public dataset with the private table's feature
+ * and label columns, by name; evaluated on once the model is released.
+ * A builtin link has no column names to match.
+ */
+static int check_test_data(srv_request *req, const json_t *columns, acct_error *err)
+{
+	const json_t *params = json_object_get(req->body, "params");
+	const char *test = json_string_value(json_object_get(params, "test_data"));
+	json_t *schema;
+	int rc;
+
+	if (!test)
+		return 0;
+	if (!columns)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/params/test_data",
+				      "test_data is matched to a hosted table's columns by name; "
+				      "this dataset links a builtin data set");
+	schema = srv__jobs_table_schema(params, columns);
+	rc = schema ? srv__jobs_check_public(req->db, req->who, "/params/test_data", test, schema,
+					     true, DPG_MAX_TRAIN_EXAMPLES, err) :
+		      acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	json_decref(schema);
+	return rc;
+}
+
+/* The party column of an ensemble job: a column of the table, not its
+ * label, numeric for integer parties and categorical for named ones. */
+static int check_party_column(const json_t *params, const json_t *columns, acct_error *err)
+{
+	const json_t *c, *pc = NULL;
+	json_t *schema = srv__jobs_table_schema(params, columns);
+	const char *label = json_string_value(json_object_get(schema, "label"));
+	size_t i;
+	bool numeric;
+
+	json_array_foreach(columns, i, c)
+		if (srv__jobs_is_party_column(params, c))
+			pc = c;
+	json_decref(schema);
+	if (!pc)
+		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				      "the hosted table has no such column");
+	if (label && strcmp(label, json_string_value(json_object_get(pc, "name"))) == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				      "the party column cannot be the label");
+	numeric = strcmp(json_string_value(json_object_get(pc, "kind")), "numeric") == 0;
+	if (numeric != json_is_integer(json_object_get(params, "parties")))
+		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
+				      "integer parties (codes 0..M-1) need a numeric party column, "
+				      "a list of names a categorical one");
+	return 0;
+}
+
+/*
+ * The checks of an ensemble job before anything is reserved: the dataset's
+ * neighbouring relation, the party column, the public auxiliary table (its
+ * features by name) and the trainer's bounds on the shapes.
+ */
+static int check_ensemble_data(srv_request *req, const srv_dataset *ds,
+				    const trn_ensemble_params *ep, const json_t *columns,
+				    size_t features, uint32_t classes, int64_t n_train,
+				    acct_error *err)
+{
+	const json_t *params = json_object_get(req->body, "params");
+	const char *aux = json_string_value(json_object_get(params, "auxiliary_data"));
+	json_t *schema = NULL;
+	int64_t n_aux = 0;
+	int rc;
+
+	/* Replacing one row may move it from one party to another: two
+	 * parties change, and a party-level guarantee covers one. */
+	if (ds->neighbor == ACCT_REPLACE)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
+				      "an ensemble's guarantee is for neighbours that differ in one "
+				      "party; under this dataset's replace-one-row relation a row "
+				      "may change parties, which changes two");
+	if (!columns)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
+				      "an ensemble job trains on a hosted table with a party column");
+	rc = check_party_column(params, columns, err);
+	if (rc >= 0) {
+		schema = srv__jobs_table_schema(params, columns);
+		rc = schema ? srv__jobs_check_public(req->db, req->who, "/params/auxiliary_data", aux,
+						     schema, false, DPG_MAX_ENSEMBLE_AUX_ROWS, err) :
+			      acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	}
+	if (rc >= 0) {
+		char *aux_columns = NULL;
+
+		if (srv__data_link_rows(req->db, aux, &n_aux, &aux_columns) != SRV_OK)
+			rc = acct_error_set(err, ACCT_EINTERNAL, "/params/auxiliary_data",
+					    "cannot read the auxiliary table");
+		free(aux_columns);
+	}
+	json_decref(schema);
+	if (rc >= 0)
+		rc = trn_ensemble_check_shape(ep, features, classes, (uint64_t)n_train,
+					      (uint64_t)n_aux, err);
+	return rc;
+}
+
 /* The linked data's row count, with the label and shape checks a hosted
  * table needs; false when it answered. */
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
-		       const trn_dpsgd_params *p, int64_t *ret_n_train)
+		       const struct submit_req *sr, int64_t *ret_n_train)
 {
 	json_t *columns;
 	char *columns_text = NULL;
@@ -148,11 +278,16 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	free(columns_text);
 	rc = srv__jobs_check_label(json_object_get(req->body, "params"), columns, &features,
 				   &classes, &err);
+	if (rc >= 0)
+		rc = check_test_data(req, columns, &err);
+	if (rc >= 0 && is_ensemble(sr))
+		rc = check_ensemble_data(req, ds, &sr->ep, columns, features, classes,
+					      *ret_n_train, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
 	 * its bounds) is refused here, before anything is reserved for it. */
-	if (rc >= 0)
-		rc = trn_dpsgd_check_shape(p, features, classes, &err);
+	if (rc >= 0 && !is_ensemble(sr))
+		rc = trn_dpsgd_check_shape(&sr->p, features, classes, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return false;
@@ -160,17 +295,24 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	return true;
 }
 
+/* The dry run's verdict; n_train < 0 for a job whose event does not take
+ * the row count as public (an ensemble's), which it then does not show. */
 static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_event *ev,
 			  const acct_filter *f, const acct_cost *cost, int64_t n_train)
 {
 	srv_epsilons after;
 	bool fits = srv_dataset_epsilons(ds, cost, &after) == 0 && !ds->archived && after.within;
 
-	json_t *answer = json_pack("{s:b, s:o, s:{s:f}, s:I, s:I, s:o}", "fits", fits,
-				   "event", srv_event_to_json(ev), "needed", "epsilon",
-				   acct_filter_epsilon(f, cost), "n_train",
-				   (json_int_t)n_train, "public_row_count",
-				   (json_int_t)n_train, "budget", srv_dataset_budget_json(ds));
+	json_t *answer = json_pack("{s:b, s:o, s:{s:f}, s:o}", "fits", fits, "event",
+				   srv_event_to_json(ev), "needed", "epsilon",
+				   acct_filter_epsilon(f, cost), "budget", srv_dataset_budget_json(ds));
+
+	if (answer && n_train >= 0) {
+		json_object_set_new(answer, "n_train", json_integer(n_train));
+		json_object_set_new(answer, "public_row_count", json_integer(n_train));
+	} else if (answer) {
+		json_object_set_new(answer, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
+	}
 
 	/* Beside the charge, the event's own epsilon (what the rdp
 	 * filter's delta split adds). */
@@ -248,14 +390,21 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if (!srv__dataset_or_reply(req, res, &ds) || !check_data(req, res, &ds, &sr.p, &n_train))
+	if (!srv__dataset_or_reply(req, res, &ds))
+		return 0;
+	if (ds.is_public) {
+		srv_reply_public(res);
+		return 0;
+	}
+	if (!check_data(req, res, &ds, &sr, &n_train))
 		return 0;
 	if (price_job(&ds, &sr, n_train, &ev, &f, &cost, &err) < 0) {
 		srv_problem_from_error(res, &err);
 	} else if (sr.dry_run) {
-		reply_dry_run(res, &ds, ev, &f, &cost, n_train);
+		reply_dry_run(res, &ds, ev, &f, &cost, is_ensemble(&sr) ? -1 : n_train);
 	} else {
 		struct submit_arg a = {.job = {.dataset_id = ds.id,
+					       .trainer = sr.trainer,
 					       .n_train = n_train,
 					       .actor = req->who->key_id,
 					       .note = sr.note},
@@ -268,7 +417,9 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		sp.dataset_id = ds.id;
 		sp.event_text = event_text;
 		sp.cost = &cost;
-		sp.note = sr.note ? sr.note : "training job (treats the row count as public: q = L/N)";
+		sp.note = sr.note			? sr.note :
+			  is_ensemble(&sr) ? "ensemble job (pure epsilon; neighbours differ in one party)" :
+					     "training job (treats the row count as public: q = L/N)";
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;
 		sp.text_fn = submit_text;
@@ -372,7 +523,8 @@ static json_t *job_progress(srv_request *req, const srv_job_row *j)
 	json_decref(result);
 	if (!progress)
 		progress = json_object();
-	if (steps >= 0 && json_is_object(progress))
+	/* An ensemble's pure epsilon is spent whole once it reads data. */
+	if (steps >= 0 && json_is_object(progress) && strcmp(j->trainer, "ensemble") != 0)
 		epsilon_so_far(req, j, steps, progress);
 	return progress;
 }
@@ -411,8 +563,12 @@ static json_t *job_json(srv_request *req, const srv_job_row *j)
 
 	if (!o)
 		return NULL;
-	/* The N of the event's q = lot_size / N (srv_h_job_submit). */
-	json_object_set_new(o, "public_row_count", json_integer(j->n_train));
+	/* The N of the event's q = lot_size / N (srv_h_job_submit); an
+	 * ensemble's event does not take it as public. */
+	if (strcmp(j->trainer, "ensemble") != 0)
+		json_object_set_new(o, "public_row_count", json_integer(j->n_train));
+	else
+		json_object_set_new(o, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
 	if (j->started_at[0])
 		json_object_set_new(o, "started_at", json_string(j->started_at));
 	if (j->finished_at[0])
@@ -426,7 +582,7 @@ static json_t *job_json(srv_request *req, const srv_job_row *j)
 }
 
 /* Loads {id} as a job visible to the caller, or answers. */
-static bool load_visible_job(srv_request *req, srv_response *res, srv_job_row *j)
+bool srv__load_visible_job(srv_request *req, srv_response *res, srv_job_row *j)
 {
 	int rc = srv__job_load(req->db, req->params[0], j);
 
@@ -446,7 +602,7 @@ int srv_h_job_get(srv_request *req, srv_response *res)
 {
 	srv_job_row j;
 
-	if (!load_visible_job(req, res, &j))
+	if (!srv__load_visible_job(req, res, &j))
 		return 0;
 	srv_json_reply(res, 200, job_json(req, &j));
 	srv__job_row_clear(&j);
@@ -481,7 +637,7 @@ int srv_h_job_cancel(srv_request *req, srv_response *res)
 	srv_job_row j;
 	int rc;
 
-	if (!load_visible_job(req, res, &j))
+	if (!srv__load_visible_job(req, res, &j))
 		return 0;
 	if (req->who->role < SRV_ROLE_ANALYST) {
 		srv__job_row_clear(&j);
@@ -515,46 +671,6 @@ int srv_h_job_cancel(srv_request *req, srv_response *res)
 	}
 	srv_problem(res, 409, NULL, "the job has already ended", NULL,
 		    json_pack("{s:s}", "state", j.state));
-	srv__job_row_clear(&j);
-	return 0;
-}
-
-int srv_h_job_model(srv_request *req, srv_response *res)
-{
-	srv_job_row j;
-	FILE *f = NULL;
-	long size;
-
-	if (!load_visible_job(req, res, &j))
-		return 0;
-	/* A cancelled or failed job's model is delivered too: it saw no more
-	 * steps than the event its reservation committed in full covers
-	 * (result.steps_done says how many). */
-	if (!j.model_path) {
-		srv_problem(res, 409, NULL,
-			    "the job kept no model (it has not ended, or it ended before training "
-			    "or while the server was down)",
-			    NULL, json_pack("{s:s}", "state", j.state));
-		goto out;
-	}
-	f = fopen(j.model_path, "rb");
-	if (!f || fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
-		srv_problem(res, 500, NULL, "the model file is missing", NULL, NULL);
-		goto out;
-	}
-	res->body = malloc((size_t)size + 1);
-	if (!res->body || fread(res->body, 1, (size_t)size, f) != (size_t)size) {
-		free(res->body);
-		res->body = NULL;
-		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
-		goto out;
-	}
-	res->len = (size_t)size;
-	res->status = 200;
-	res->content_type = "application/octet-stream";
-out:
-	if (f)
-		fclose(f);
 	srv__job_row_clear(&j);
 	return 0;
 }

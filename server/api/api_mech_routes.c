@@ -87,7 +87,7 @@ static bool release_begin(srv_request *req, srv_response *res, struct release *r
 		srv_reply_store_error(res, rc, "no such dataset");
 		goto fail;
 	}
-	if (r->ds.archived) {
+	if (r->ds.archived || r->ds.is_public) {
 		srv_reply_over_budget(res, &r->ds, NULL);
 		goto fail;
 	}
@@ -882,6 +882,9 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	up.declared = req->query(req->conn, "columns");
 	if (csv_upload_parse(req, res, &up) < 0)
 		goto out;
+	/* A public table's rows are readable: its size and shape are too. */
+	if (ds->is_public)
+		up.rows_public = true;
 	/* A name of its own (see "Table files" above): written and made
 	 * durable before any row names it, so a crash before the commit leaves
 	 * an unreferenced file (removed at the next start) and the old link
@@ -909,7 +912,7 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 				srv_table_cache_add(req->ctx->tables, path, &st, up.cols_text, up.t));
 	up.t = NULL;
 	rc = srv_store_table_record(req->db, ds->id, path, (int64_t)rows, up.cols_text, (int64_t)req->raw_len,
-			  up.rows_public, up.declared != NULL, req->who->key_id, &old);
+			  up.rows_public, up.declared != NULL || ds->is_public, req->who->key_id, &old);
 	if (rc != SRV_OK) {
 		srv_table_cache_forget(req->ctx->tables, path);
 		/* A failed COMMIT's link may still be found at the next start
@@ -927,7 +930,7 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 					   "kind", "table", "rows", rows, "columns", up.cols, "bytes",
 					   (json_int_t)req->raw_len, "row_count",
 					   up.rows_public ? "public" : "private", "schema",
-					   up.declared ? "declared" : "inferred"));
+					   up.declared || ds->is_public ? "declared" : "inferred"));
 	goto out;
 io_error:
 	srv_problem(res, 503, NULL, "cannot store the table; nothing was changed", NULL, NULL);

@@ -171,7 +171,10 @@ static void reply_nothing_fits(srv_response *res, const srv_dataset *ds, const c
 		budget = NULL;
 	}
 	json_decref(budget);
-	if (ds->archived)
+	if (ds->is_public) {
+		json_decref(extra);
+		srv_reply_public(res);
+	} else if (ds->archived)
 		srv_problem(res, 409, NULL, "the dataset is archived and accepts no new charges", NULL,
 			    extra);
 	else
@@ -550,7 +553,7 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 	acct_error_init(&err);
 	if (!load_dataset(req, res, &ds))
 		return 0;
-	if (ds.archived) {
+	if (ds.archived || ds.is_public) {
 		reply_nothing_fits(res, &ds, NULL, NULL);
 		return 0;
 	}
@@ -1219,7 +1222,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	b.qe = &qe;
 	if (batch_read(req, res, &b, &probs, &note) < 0)
 		goto out;
-	if (ds.archived) {
+	if (ds.archived || ds.is_public) {
 		reply_nothing_fits(res, &ds, NULL, NULL);
 		goto out;
 	}
@@ -1586,7 +1589,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 			       "data-dependent figure to release");
 		goto bad;
 	}
-	if (ds.archived) {
+	if (ds.archived || ds.is_public) {
 		reply_nothing_fits(res, &ds, NULL, NULL);
 		goto out;
 	}

@@ -132,19 +132,73 @@ static bool filter_admits_some(const acct_filter *f)
 	return false;
 }
 
+/* Reads a private dataset's ledger from a create body into *ds. */
+static int read_ledger_fields(const json_t *body, srv_dataset *ds, const char **ret_unit,
+			      acct_error *err)
+{
+	const char *acc = "rdp";
+	acct_filter f;
+	int rc;
+
+	rc = srv_json_string(body, "", "accountant", 0, 16, &acc, err);
+	if (rc >= 0 && acct_ledger_kind_from_name(acc, &ds->accountant) < 0)
+		rc = acct_error_set(err, ACCT_EINVAL, "/accountant",
+				    "'accountant' must be \"rdp\", \"zcdp\" or \"basic\" (pld and the others price single events, not ledgers)");
+	if (rc >= 0)
+		rc = srv_json_neighbor(body, "", "neighbor", &ds->neighbor, err);
+	if (rc >= 0)
+		rc = srv_json_string(body, "", "privacy_unit", 0, DPG_MAX_ID_BYTES, ret_unit, err);
+	if (rc >= 0)
+		rc = read_budget(body, false, &ds->budget_epsilon, &ds->budget_delta, err);
+	if (rc >= 0)
+		rc = srv_json_filter_orders(body, "", ds->accountant, ds->filter_orders,
+					    &ds->n_filter_orders, err);
+	if (rc >= 0)
+		rc = srv_dataset_filter(ds, &f, err);
+	if (rc >= 0 && ds->n_filter_orders > 0 && !filter_admits_some(&f))
+		rc = acct_error_set(err, ACCT_EINVAL, "/filter_orders",
+				    "at these orders this budget admits no spending: the delta "
+				    "share of each order converts to no RDP budget");
+	return rc;
+}
+
+/*
+ * A public dataset protects nothing and has no ledger: what describes a
+ * ledger (budget, accountant, neighbour, unit, orders) has no meaning on
+ * it and is refused rather than ignored.
+ */
+static int check_public_body(const json_t *body, acct_error *err)
+{
+	static const char *const keys[] = {"id", "name", "public", NULL};
+	static const char *const ledger_keys[] = {"budget", "accountant", "neighbor",
+						  "privacy_unit", "filter_orders", NULL};
+	char where[32];
+
+	for (const char *const *k = ledger_keys; *k; k++)
+		if (json_object_get(body, *k)) {
+			snprintf(where, sizeof(where), "/%s", *k);
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a public dataset has no budget and no ledger: "
+					      "only 'id', 'name' and 'public' may be given");
+		}
+	return srv_json_only_keys(body, "", keys, err);
+}
+
 static int h_dataset_create(srv_request *req, srv_response *res)
 {
 	static const char *const keys[] = {"id", "name", "budget", "accountant", "neighbor",
-					   "privacy_unit", "filter_orders", NULL};
+					   "privacy_unit", "filter_orders", "public", NULL};
 	srv_dataset ds;
 	acct_error err;
-	acct_filter f;
-	const char *id = NULL, *name = NULL, *acc = "rdp", *unit = "record";
+	const char *id = NULL, *name = NULL, *unit = "record";
+	bool is_public = false;
 	int rc;
 
 	memset(&ds, 0, sizeof(ds));
 	acct_error_init(&err);
 	rc = srv_json_only_keys(req->body, "", keys, &err);
+	if (rc >= 0)
+		rc = srv_json_bool(req->body, "", "public", 0, &is_public, &err);
 	if (rc >= 0)
 		rc = srv_json_string(req->body, "", "id", SRV_REQUIRED, DPG_MAX_ID_BYTES, &id, &err);
 	if (rc >= 0 && !srv_id_ok(id))
@@ -154,32 +208,16 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 	if (rc >= 0)
 		rc = srv_json_string(req->body, "", "name", 0, DPG_MAX_NAME_BYTES, &name, &err);
 	if (rc >= 0)
-		rc = srv_json_string(req->body, "", "accountant", 0, 16, &acc, &err);
-	if (rc >= 0 && acct_ledger_kind_from_name(acc, &ds.accountant) < 0)
-		rc = acct_error_set(&err, ACCT_EINVAL, "/accountant",
-				    "'accountant' must be \"rdp\", \"zcdp\" or \"basic\" (pld and the others price single events, not ledgers)");
-	if (rc >= 0)
-		rc = srv_json_neighbor(req->body, "", "neighbor", &ds.neighbor, &err);
-	if (rc >= 0)
-		rc = srv_json_string(req->body, "", "privacy_unit", 0, DPG_MAX_ID_BYTES, &unit, &err);
-	if (rc >= 0)
-		rc = read_budget(req->body, false, &ds.budget_epsilon, &ds.budget_delta, &err);
-	if (rc >= 0)
-		rc = srv_json_filter_orders(req->body, "", ds.accountant, ds.filter_orders,
-					    &ds.n_filter_orders, &err);
-	if (rc >= 0)
-		rc = srv_dataset_filter(&ds, &f, &err);
-	if (rc >= 0 && ds.n_filter_orders > 0 && !filter_admits_some(&f))
-		rc = acct_error_set(&err, ACCT_EINVAL, "/filter_orders",
-				    "at these orders this budget admits no spending: the delta "
-				    "share of each order converts to no RDP budget");
+		rc = is_public ? check_public_body(req->body, &err)
+			       : read_ledger_fields(req->body, &ds, &unit, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
+	ds.is_public = is_public;
 	snprintf(ds.id, sizeof(ds.id), "%s", id);
 	snprintf(ds.name, sizeof(ds.name), "%s", name ? name : id);
-	snprintf(ds.privacy_unit, sizeof(ds.privacy_unit), "%s", unit);
+	snprintf(ds.privacy_unit, sizeof(ds.privacy_unit), "%s", is_public ? "none" : unit);
 	rc = srv_store_dataset_create(req->db, &ds, req->who->key_id);
 	if (rc == SRV_CONFLICT) {
 		srv_problem(res, 409, NULL, "a dataset with this id exists", "/id", NULL);
@@ -215,7 +253,7 @@ static void list_each(void *arg, const srv_dataset *ds)
 	if (ds->archived && !la->include_archived)
 		return;
 	o = srv_dataset_json(ds);
-	if (o)
+	if (o && !ds->is_public)
 		json_object_set_new(o, "budget_summary", srv_dataset_budget_json(ds));
 	json_array_append_new(la->arr, o);
 }
@@ -278,7 +316,7 @@ static int h_dataset_get(srv_request *req, srv_response *res)
 	if (!load_dataset(req, res, &ds))
 		return 0;
 	o = srv_dataset_json(&ds);
-	if (o)
+	if (o && !ds.is_public)
 		json_object_set_new(o, "budget_summary", srv_dataset_budget_json(&ds));
 	srv_json_reply(res, 200, o);
 	return 0;
@@ -286,7 +324,7 @@ static int h_dataset_get(srv_request *req, srv_response *res)
 
 static int h_dataset_update(srv_request *req, srv_response *res)
 {
-	static const char *const keys[] = {"name", "budget", NULL};
+	static const char *const keys[] = {"name", "budget", "public", NULL};
 	srv_dataset ds, after;
 	acct_error err;
 	acct_filter f;
@@ -298,6 +336,14 @@ static int h_dataset_update(srv_request *req, srv_response *res)
 	if (!load_dataset(req, res, &ds))
 		return 0;
 	rc = srv_json_only_keys(req->body, "", keys, &err);
+	if (rc >= 0 && json_object_get(req->body, "public"))
+		rc = acct_error_set(&err, ACCT_EINVAL, "/public",
+				    "'public' is fixed when the dataset is created: a public "
+				    "dataset's rows have been readable, a private one's budget "
+				    "spent; neither can become the other");
+	if (rc >= 0 && ds.is_public && json_object_get(req->body, "budget"))
+		rc = acct_error_set(&err, ACCT_EINVAL, "/budget",
+				    "a public dataset has no budget");
 	if (rc >= 0)
 		rc = srv_json_string(req->body, "", "name", 0, DPG_MAX_NAME_BYTES, &name, &err);
 	if (rc >= 0)
@@ -343,6 +389,10 @@ static int h_budget(srv_request *req, srv_response *res)
 
 	if (!load_dataset(req, res, &ds))
 		return 0;
+	if (ds.is_public) {
+		srv_reply_public(res);
+		return 0;
+	}
 	srv_json_reply(res, 200, srv_dataset_budget_json(&ds));
 	return 0;
 }
@@ -765,7 +815,13 @@ static int h_dry_run(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if (!load_dataset(req, res, &ds) || price_request(req, res, &ds, &ev, &cost) < 0)
+	if (!load_dataset(req, res, &ds))
+		return 0;
+	if (ds.is_public) {
+		srv_reply_public(res);
+		return 0;
+	}
+	if (price_request(req, res, &ds, &ev, &cost) < 0)
 		return 0;
 	srv_dataset_filter(&ds, &f, NULL);
 	if (!isfinite(acct_filter_epsilon(&f, &cost))) {
@@ -927,6 +983,7 @@ const srv_route srv_routes[] = {
 	{"GET", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_get},
 	{"DELETE", "/v1/jobs/{id}", SRV_ANY_KEY, false, srv_h_job_cancel},
 	{"GET", "/v1/jobs/{id}/model", SRV_ANY_KEY, false, srv_h_job_model},
+	{"POST", "/v1/jobs/{id}/predict", SRV_ANY_KEY, false, srv_h_job_predict},
 	/* ---- end jobs ---- */
 };
 

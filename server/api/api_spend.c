@@ -90,6 +90,14 @@ bool srv_spend_replayed(const srv_request *req, srv_response *res, const srv_spe
 	return false;
 }
 
+void srv_reply_public(srv_response *res)
+{
+	srv_problem(res, 409, "Public dataset",
+		    "the dataset is public: its rows protect nothing, so it has no budget to "
+		    "charge or reserve and no ledger; nothing was charged",
+		    NULL, NULL);
+}
+
 void srv_reply_raw_json(srv_response *res, int status, char *body)
 {
 	res->status = status;
@@ -105,6 +113,11 @@ void srv_reply_over_budget(srv_response *res, const srv_dataset *ds, const acct_
 	json_t *extra;
 	double cost_eps = NAN;
 
+	if (ds->is_public) {
+		json_decref(budget);
+		srv_reply_public(res);
+		return;
+	}
 	if (ds->archived) {
 		srv_problem(res, 409, NULL, "the dataset is archived and accepts no new charges", NULL,
 			    json_pack("{s:o}", "budget", budget));

@@ -45,6 +45,9 @@ int cli_verify_file(const char *cmd, const char *path, json_t **ret_report);
 /* cli/cli_backup.c: `dpgate backup --db FILE --to OUT`. */
 int cli_backup_main(int argc, char **argv);
 
+/* cli/cli_predict.c: `dpgate predict --model FILE [CSV|-]`. */
+int cli_predict_main(int argc, char **argv);
+
 /* cli/cli_routes.c: `dpgate routes`. */
 int cli_routes_main(int argc, char **argv);
 

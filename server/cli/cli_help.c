@@ -32,6 +32,7 @@ static const char usage_top[] =
 	"  verify      recompute every ledger's totals from its rows and compare\n"
 	"  backup      write a consistent copy of the database, also while serving\n"
 	"  routes      print the HTTP routes\n"
+	"  predict     classify a CSV with a downloaded model, offline\n"
 	"  help CMD    describe command CMD (as `dpgate CMD --help`)\n"
 	"\n"
 	"options:\n"

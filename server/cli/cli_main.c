@@ -29,6 +29,7 @@ static const struct {
 	{"verify", cli_verify_main},
 	{"backup", cli_backup_main},
 	{"routes", cli_routes_main},
+	{"predict", cli_predict_main},
 };
 
 /*

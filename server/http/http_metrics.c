@@ -127,7 +127,8 @@ static void dataset_gauges(void *arg, const srv_dataset *ds)
 	const char *archived = ds->archived ? "true" : "false";
 	srv_epsilons e;
 
-	if (srv_dataset_epsilons(ds, NULL, &e) < 0)
+	/* A public dataset has no budget to gauge. */
+	if (ds->is_public || srv_dataset_epsilons(ds, NULL, &e) < 0)
 		return;
 	/* Dataset ids are [A-Za-z0-9_.-], so they need no label escaping. */
 	sb_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",

@@ -61,11 +61,43 @@ void srv_jobs_cancel_running(srv_jobs *jobs, const char *id);
  * trn_dpsgd_params_validate.  Unknown keys are refused.
  */
 int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error *err);
+/*
+ * Fills an ensemble job's parameters from its "params" (over
+ * trn_ensemble_params_default) and validates them: "party_column" and
+ * "auxiliary_data" are required strings, "parties" an integer M or a list
+ * of M names, "local_model" a kind or a list.  Unknown keys are refused.
+ */
+int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_error *err);
+
+/* True when `column` (a schema entry) is the job's "party_column", which
+ * is never a feature. */
+bool srv__jobs_is_party_column(const json_t *params, const json_t *column);
+
 /* Checks the job's label and classes against a hosted table's schema
  * (`columns`, NULL for a builtin link) and gives the feature and class
  * counts the model will have. */
 int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *ret_features,
 			  uint32_t *ret_classes, acct_error *err);
+
+/*
+ * What a job reads of a hosted table's schema (`columns`, as stored):
+ * {"features": [names], "label": name, "label_kind": "numeric" |
+ * "categorical"}, the features every numeric column but the label, in
+ * table order.  NULL when the label names no column (or out of memory).
+ */
+json_t *srv__jobs_table_schema(const json_t *params, const json_t *columns);
+
+/*
+ * Checks a public table a job names at `where` ("/params/test_data"):
+ * dataset `id` exists and `who` (NULL: anyone) sees it, it is public, a
+ * table of 1 to max_rows rows is linked, and it has every feature of
+ * `schema` as a numeric column and, when `labelled`, the label column of
+ * the same kind, matched by name.  0, or ACCT_EUNSUPPORTED (422) naming
+ * `where`.
+ */
+int srv__jobs_check_public(srv_db *db, const srv_principal *who, const char *where,
+			   const char *id, const json_t *schema, bool labelled, uint64_t max_rows,
+			   acct_error *err);
 
 /* JSON text as the store keeps it, parsed (a new reference); NULL for NULL
  * text or text that does not parse. */

@@ -23,15 +23,22 @@ static int cmp_class_names(const void *a, const void *b)
 	return strcmp(((const struct class_name *)a)->name, ((const struct class_name *)b)->name);
 }
 
-/* Copies every numeric column but the label `lj` into row-major `x`. */
-static void table_features(const mech_table *t, size_t lj, size_t d, double *x)
+/* True when column j of t is a feature: numeric, neither the label lj
+ * nor the party column pj (cols when there is none). */
+static bool is_feature(const mech_table *t, size_t j, size_t lj, size_t pj)
+{
+	return j != lj && j != pj && mech_table_numeric_values(t, j) != NULL;
+}
+
+/* Copies every feature column into row-major `x`. */
+static void table_features(const mech_table *t, size_t lj, size_t pj, size_t d, double *x)
 {
 	size_t cols = mech_table_columns(t), rows = mech_table_rows(t);
 
 	for (size_t j = 0, k = 0; j < cols; j++) {
 		const double *v = mech_table_numeric_values(t, j);
 
-		if (j == lj || !v)
+		if (!is_feature(t, j, lj, pj))
 			continue;
 		for (size_t i = 0; i < rows; i++)
 			x[i * d + k] = v[i];
@@ -72,8 +79,7 @@ out:
 	return rc;
 }
 
-/* Classes of the label column `lj` into `y`; their number in *ret. */
-static int label_classes(const mech_table *t, size_t lj, const json_t *declared, int64_t *y,
+int srv_jobs__label_classes(const mech_table *t, size_t lj, const json_t *declared, int64_t *y,
 			 uint32_t *ret)
 {
 	const double *v = mech_table_numeric_values(t, lj);
@@ -106,8 +112,9 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 			    acct_error *err)
 {
 	const char *label = json_string_value(json_object_get(params, "label"));
+	const char *party = json_string_value(json_object_get(params, "party_column"));
 	const json_t *declared = json_object_get(params, "classes");
-	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), lj = cols, d = 0;
+	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), lj = cols, pj = cols, d = 0;
 	double *x = NULL;
 	int64_t *y = NULL;
 	uint32_t classes = 0;
@@ -119,8 +126,11 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 	if (lj == cols)
 		return acct_error_set(err, ACCT_EINVAL, "/params/label",
 				      "the hosted table has no column '%.64s'", label);
+	for (size_t j = 0; party && j < cols; j++)
+		if (strcmp(mech_table_column_name(t, j), party) == 0)
+			pj = j;
 	for (size_t j = 0; j < cols; j++)
-		if (j != lj && mech_table_numeric_values(t, j))
+		if (is_feature(t, j, lj, pj))
 			d++;
 	if (d == 0 || rows == 0)
 		return acct_error_set(err, ACCT_EINVAL, "/data",
@@ -135,8 +145,8 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 	y = malloc(sizeof(int64_t) * rows);
 	if (!x || !y)
 		goto out;
-	table_features(t, lj, d, x);
-	if (label_classes(t, lj, declared, y, &classes) < 0)
+	table_features(t, lj, pj, d, x);
+	if (srv_jobs__label_classes(t, lj, declared, y, &classes) < 0)
 		goto out;
 	rc = trn_dataset_from_table(x, y, rows, d, classes, "/data", ret, err);
 out:
@@ -180,4 +190,74 @@ int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, s
 	}
 	return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
 			      "the dataset's data cannot be trained on by this trainer");
+}
+
+/*
+ * The party of each row of t (an ensemble job's "party_column"): with
+ * "parties" an integer M, a numeric value v is party v when v is an
+ * integer in 0..M-1; with a list of names, a categorical value is the
+ * index of its name.  Any other row gets code M: it belongs to no declared
+ * party and every party ignores it (trn_ensemble_run), so nothing released
+ * depends on it, nor on how many such rows there are.
+ */
+static int party_codes(const mech_table *t, const json_t *params, uint32_t m, uint32_t *party,
+		       acct_error *err)
+{
+	const char *name = json_string_value(json_object_get(params, "party_column"));
+	const json_t *parties = json_object_get(params, "parties");
+	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), pj = cols;
+	const double *v;
+	int64_t *code;
+	int rc;
+
+	for (size_t j = 0; name && j < cols; j++)
+		if (strcmp(mech_table_column_name(t, j), name) == 0)
+			pj = j;
+	if (pj == cols)
+		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				      "the hosted table has no column '%.64s'", name ? name : "");
+	v = mech_table_numeric_values(t, pj);
+	if (json_is_integer(parties) != (v != NULL))
+		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				      "integer parties need a numeric party column, named parties "
+				      "a categorical one");
+	if (v) {
+		for (size_t i = 0; i < rows; i++)
+			party[i] = v[i] >= 0 && v[i] < (double)m && v[i] == floor(v[i]) ? (uint32_t)v[i] : m;
+		return 0;
+	}
+	code = malloc(sizeof(*code) * (rows ? rows : 1));
+	if (!code)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	rc = categorical_classes(t, pj, parties, code);
+	for (size_t i = 0; rc == 0 && i < rows; i++)
+		party[i] = code[i] == (int64_t)TRN_NO_CLASS ? m : (uint32_t)code[i];
+	free(code);
+	return rc;
+}
+
+int srv_jobs__load_party_table(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
+			       const char *dataset_id, const json_t *params, uint32_t m,
+			       trn_dataset **ret_train, uint32_t **ret_party, acct_error *err)
+{
+	srv_table_ref *ref = NULL;
+	const mech_table *t;
+	uint32_t *party = NULL;
+	int rc = load_table(tables, db, dataset_id, &ref, err);
+
+	if (rc < 0)
+		return rc;
+	t = srv_table_ref_table(ref);
+	party = malloc(sizeof(*party) * (mech_table_rows(t) ? mech_table_rows(t) : 1));
+	rc = party ? party_codes(t, params, m, party, err) :
+		     acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	if (rc >= 0)
+		rc = table_to_dataset(t, params, ret_train, err);
+	srv_table_cache_release(tables, ref);
+	if (rc < 0) {
+		free(party);
+		return rc;
+	}
+	*ret_party = party;
+	return 0;
 }

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jobs.h"
@@ -138,7 +139,7 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		"model", "hidden", "activation", "epochs", "lot_size", "noise_multiplier",
 		"clip_norm", "clipping", "learning_rate", "learning_rate_final",
 		"learning_rate_decay_epochs", "momentum", "pca_components",
-		"pca_noise_multiplier", "max_train_examples", "label", "classes", NULL,
+		"pca_noise_multiplier", "max_train_examples", "label", "classes", "test_data", NULL,
 	};
 	int rc;
 
@@ -162,12 +163,26 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		/* Read by the worker for hosted tables; checked here for its type. */
 		rc = srv_json_string(params, "/params", "label", 0, DPG_MAX_NAME_BYTES, &label, err);
 	}
+	if (rc >= 0) {
+		const char *test = NULL;
+
+		/* A public dataset's id, checked against the data at submission. */
+		rc = srv_json_string(params, "/params", "test_data", 0, DPG_MAX_ID_BYTES, &test, err);
+	}
 	if (rc >= 0 && p->model == TRN_MODEL_LOGREG)
 		p->n_hidden = 0;
 	json_decref((json_t *)params);
 	if (rc < 0)
 		return rc;
 	return trn_dpsgd_params_validate(p, err);
+}
+
+bool srv__jobs_is_party_column(const json_t *params, const json_t *column)
+{
+	const char *party = json_string_value(json_object_get(params, "party_column"));
+	const char *name = json_string_value(json_object_get(column, "name"));
+
+	return party && name && strcmp(party, name) == 0;
 }
 
 /*
@@ -207,9 +222,11 @@ int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *r
 	if (!col)
 		return acct_error_set(err, ACCT_EINVAL, "/params/label",
 				      "the hosted table has no column '%.64s'", label ? label : "");
-	/* The features: every numeric column but the label (table_to_dataset). */
+	/* The features: every numeric column but the label and an ensemble's
+	 * party column (table_to_dataset). */
 	json_array_foreach(columns, i, c)
-		if (c != col && json_is_string(json_object_get(c, "kind")) &&
+		if (c != col && !srv__jobs_is_party_column(params, c) &&
+		    json_is_string(json_object_get(c, "kind")) &&
 		    strcmp(json_string_value(json_object_get(c, "kind")), "numeric") == 0)
 			features++;
 	*ret_features = features;
@@ -253,4 +270,154 @@ int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *r
 json_t *srv_json_parse_text(const char *text)
 {
 	return text ? json_loads(text, 0, NULL) : NULL;
+}
+
+/* ---- the ensemble trainer's params ------------------------------------- */
+
+static int algo_from(const char *s, void *r) { return trn_ensemble_algorithm_from_name(s, r); }
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* 0 when no two strings of `list` are equal (sorted copies compared), else
+ * ACCT_EINVAL at `where`. */
+static int names_unique(const json_t *list, const char *where, acct_error *err)
+{
+	size_t n = json_array_size(list);
+	const char **v = malloc(sizeof(*v) * (n ? n : 1));
+	int rc = 0;
+
+	if (!v)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_string_value(json_array_get(list, i));
+	qsort(v, n, sizeof(*v), cmp_names);
+	for (size_t i = 1; i < n && rc == 0; i++)
+		if (strcmp(v[i - 1], v[i]) == 0)
+			rc = acct_error_set(err, ACCT_EINVAL, where, "'%.64s' appears twice", v[i]);
+	free(v);
+	return rc;
+}
+
+/* "parties": an integer M (codes 0..M-1) or the list of M party names. */
+static int parse_parties(const json_t *params, trn_ensemble_params *p, acct_error *err)
+{
+	const json_t *parties = json_object_get(params, "parties"), *c;
+	size_t i, n = json_array_size(parties);
+
+	if (json_is_integer(parties)) {
+		if (json_integer_value(parties) < 1 ||
+		    json_integer_value(parties) > DPG_MAX_ENSEMBLE_PARTIES)
+			return acct_error_set(err, ACCT_EINVAL, "/params/parties",
+					      "'parties' is 1 to %d", DPG_MAX_ENSEMBLE_PARTIES);
+		p->parties = (uint32_t)json_integer_value(parties);
+		return 0;
+	}
+	if (!json_is_array(parties) || n < 1 || n > DPG_MAX_ENSEMBLE_PARTIES)
+		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
+				      "'parties' is required: an integer M (party codes 0..M-1) or "
+				      "the list of 1 to %d party names, never read from the rows",
+				      DPG_MAX_ENSEMBLE_PARTIES);
+	json_array_foreach(parties, i, c) {
+		char where[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(where, sizeof(where), "/params/parties/%zu", i);
+		if (!json_is_string(c) || json_string_length(c) < 1 ||
+		    json_string_length(c) > DPG_MAX_CSV_FIELD_BYTES)
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a party name is a category of 1 to %d bytes",
+					      DPG_MAX_CSV_FIELD_BYTES);
+	}
+	p->parties = (uint32_t)n;
+	return names_unique(parties, "/params/parties", err);
+}
+
+/* "local_model": a kind, or a list of kinds given to parties round-robin. */
+static int parse_local_models(const json_t *params, trn_ensemble_params *p, acct_error *err)
+{
+	const json_t *lm = json_object_get(params, "local_model"), *c;
+	size_t i, n = json_array_size(lm);
+	static const char allowed[] =
+		"\"logreg\", \"linear_svm\", \"gaussian_nb\", \"decision_tree\", \"knn\"";
+
+	if (!lm)
+		return 0;
+	if (json_is_string(lm)) {
+		p->n_local_models = 1;
+		if (trn_local_model_from_name(json_string_value(lm), &p->local_model[0]) < 0)
+			return acct_error_set(err, ACCT_EINVAL, "/params/local_model",
+					      "'local_model' is one of %s, or a list of them", allowed);
+		return 0;
+	}
+	if (!json_is_array(lm) || n < 1 || n > DPG_MAX_ENSEMBLE_LOCAL_KINDS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/local_model",
+				      "'local_model' is a kind or a list of 1 to %d kinds",
+				      DPG_MAX_ENSEMBLE_LOCAL_KINDS);
+	json_array_foreach(lm, i, c) {
+		char where[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(where, sizeof(where), "/params/local_model/%zu", i);
+		if (!json_is_string(c) ||
+		    trn_local_model_from_name(json_string_value(c), &p->local_model[i]) < 0)
+			return acct_error_set(err, ACCT_EINVAL, where, "one of %s", allowed);
+	}
+	p->n_local_models = (uint32_t)n;
+	return 0;
+}
+
+/* The scalars of an ensemble job's params, each over its default. */
+static int parse_ensemble_scalars(const json_t *params, trn_ensemble_params *p, acct_error *err)
+{
+	int rc = parse_enum(params, "algorithm", algo_from, &p->algorithm,
+			    "\"soft_label\", \"majority_vote\"", err);
+
+	if (rc >= 0)
+		rc = parse_real(params, "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, 1e6, &p->epsilon, err);
+	if (rc >= 0)
+		rc = parse_real(params, "lambda", SRV_LO_OPEN, 0, 1e6, &p->lambda, err);
+	if (rc >= 0)
+		rc = parse_real(params, "input_scale", SRV_LO_OPEN, 0, 1e12, &p->input_scale, err);
+	if (rc >= 0)
+		rc = parse_real(params, "local_lambda", SRV_LO_OPEN, 0, 1e6, &p->local_lambda, err);
+	if (rc >= 0)
+		rc = parse_u32(params, "knn_k", 1, DPG_MAX_ENSEMBLE_KNN_K, &p->knn_k, err);
+	if (rc >= 0)
+		rc = parse_u32(params, "max_depth", 1, DPG_MAX_ENSEMBLE_TREE_DEPTH, &p->max_depth, err);
+	return rc;
+}
+
+int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_error *err)
+{
+	static const char *const keys[] = {
+		"party_column", "parties", "label", "classes", "local_model", "lambda",
+		"algorithm", "epsilon", "auxiliary_data", "test_data", "input_scale",
+		"local_lambda", "knn_k", "max_depth", NULL,
+	};
+	static const char *const strings[] = {"label", "test_data", NULL};
+	const char *s = NULL;
+	int rc;
+
+	trn_ensemble_params_default(p);
+	if (!json_is_object(params))
+		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
+	rc = srv_json_only_keys(params, "/params", keys, err);
+	if (rc >= 0)
+		rc = srv_json_string(params, "/params", "party_column", SRV_REQUIRED,
+				     DPG_MAX_NAME_BYTES, &s, err);
+	if (rc >= 0)
+		rc = srv_json_string(params, "/params", "auxiliary_data", SRV_REQUIRED,
+				     DPG_MAX_ID_BYTES, &s, err);
+	for (const char *const *k = strings; rc >= 0 && *k; k++)
+		rc = srv_json_string(params, "/params", *k, 0, DPG_MAX_NAME_BYTES, &s, err);
+	if (rc >= 0)
+		rc = parse_parties(params, p, err);
+	if (rc >= 0)
+		rc = parse_local_models(params, p, err);
+	if (rc >= 0)
+		rc = parse_ensemble_scalars(params, p, err);
+	if (rc < 0)
+		return rc;
+	return trn_ensemble_params_validate(p, err);
 }

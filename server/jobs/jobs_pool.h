@@ -17,6 +17,8 @@ typedef struct job_slot {
 	atomic_bool cancel;
 	bool cancel_by_user;
 	trn_progress progress;
+	bool ensemble;             /* the job is an ensemble job: `ens` is its progress */
+	trn_ensemble_progress ens;
 	bool has_progress;
 } job_slot;
 
@@ -49,5 +51,71 @@ json_t *srv_jobs__progress_json(const trn_progress *p);
 int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db, const char *dataset_id,
 			const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
 			acct_error *err);
+
+/*
+ * Reads public dataset `id`, which a job names at `where`, as the job reads
+ * it: checked again (srv__jobs_check_public, at most max_rows rows), then
+ * its columns taken by the names of `schema`, labelled by the job's
+ * `params` or, with NULL params, unlabelled with num_classes classes.
+ */
+int srv_jobs__read_public(srv_jobs *jobs, srv_db *db, const char *id, const char *where,
+			  const json_t *schema, const json_t *params, uint32_t num_classes,
+			  uint64_t max_rows, trn_dataset **ret, acct_error *err);
+
+/*
+ * Adds to a job's result the feature names of `schema` (may be NULL) and,
+ * with a test table, the released model's metrics on it (trn_eval_model):
+ * test_accuracy and test_rows, and test_auc and test_balanced_error for
+ * two classes (null where undefined).  Public rows only.  0 or -1.
+ */
+int srv_jobs__test_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
+			   const json_t *schema);
+
+/* Writes a job's model file (<data-dir>/models/<id>.dpgm, atomically):
+ * 0 and its path and length, or -1 with model_path empty. */
+int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
+			  size_t model_path_size, size_t *ret_len, acct_error *err);
+
+/*
+ * An ensemble job's private hosted table: its training rows (features but
+ * the label and the party column) and the party code of each row, M for a
+ * row of no declared party (jobs_dataset.c, party_codes).  *ret_party is
+ * malloc'ed.
+ */
+int srv_jobs__load_party_table(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
+			       const char *dataset_id, const json_t *params, uint32_t m,
+			       trn_dataset **ret_train, uint32_t **ret_party, acct_error *err);
+
+/* A hosted table's schema as a job reads it (srv__jobs_table_schema), from
+ * the link's recorded columns; NULL for a builtin link. */
+json_t *srv_jobs__job_schema(srv_db *db, const char *dataset_id, const json_t *params);
+
+/* An ensemble job's progress as the job row stores it (jobs_ensemble.c). */
+json_t *srv_jobs__ensemble_progress_json(const trn_ensemble_progress *p);
+
+/*
+ * Runs an ensemble job on its worker (jobs_ensemble.c): loads its tables,
+ * trains, writes the model file (model_path, empty when not kept) and
+ * returns the trainer's code, with the result text in *ret_result
+ * (malloc'ed) when a model was released.
+ */
+int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
+			   mech_rng *stream, char **ret_result, char *model_path,
+			   size_t model_path_size, acct_error *err);
+
+/* Classes of the label column `lj` into `y` (int64, TRN_NO_CLASS for a
+ * value none of the declared classes is); their number in *ret. */
+int srv_jobs__label_classes(const mech_table *t, size_t lj, const json_t *declared, int64_t *y,
+			    uint32_t *ret);
+
+/*
+ * A public table as a job reads it (jobs_public.c): the features of
+ * `schema` (srv__jobs_table_schema) taken BY NAME, and with `params` the
+ * label column of the same name classed by its declared classes; without,
+ * every row unlabelled with num_classes classes.  Errors name `where`.
+ */
+int srv_jobs__public_dataset(const mech_table *t, const json_t *schema, const json_t *params,
+			     uint32_t num_classes, const char *where, trn_dataset **ret,
+			     acct_error *err);
 
 #endif

@@ -7,13 +7,10 @@
  * When getrandom fails the job fails before it loads anything, and the
  * reservation is released.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +24,24 @@ struct run_state {
 	job_slot *slot;
 	double last_save;
 };
+
+/* What a job reads: its private table, a public table to evaluate on
+ * while it trains (eval), its public test table ("test_data", which is
+ * also its eval), and its hosted table's schema (NULL for a builtin). */
+struct job_data {
+	trn_dataset *train, *eval, *test;
+	json_t *schema;
+};
+
+static void job_data_clear(struct job_data *jd)
+{
+	trn_dataset_free(jd->train);
+	if (jd->eval != jd->test)
+		trn_dataset_free(jd->eval);
+	trn_dataset_free(jd->test);
+	json_decref(jd->schema);
+	memset(jd, 0, sizeof(*jd));
+}
 
 static double now_seconds(void)
 {
@@ -63,42 +78,6 @@ static int on_progress(const trn_progress *p, void *user)
 	if (p->evaluated || t - rs->last_save >= PROGRESS_SAVE_INTERVAL_S) {
 		save_progress(rs->jobs, rs->slot->id, p);
 		rs->last_save = t;
-	}
-	return 0;
-}
-
-/* Writes the model file atomically (temp file, fsync, rename). */
-static int write_model(const char *dir, const char *id, const uint8_t *buf, size_t len,
-		       char *path, size_t path_size)
-{
-	char tmp[4200];
-	int fd;
-	size_t off = 0;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -1;
-	/* A path too long is an error: a cut one would name another file. */
-	if ((size_t)snprintf(path, path_size, "%s/%s.dpgm", dir, id) >= path_size ||
-	    (size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -1;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0)
-		return -1;
-	while (off < len) {
-		ssize_t w = write(fd, buf + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			close(fd);
-			unlink(tmp);
-			return -1;
-		}
-		off += (size_t)w;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
-		unlink(tmp);
-		return -1;
 	}
 	return 0;
 }
@@ -154,29 +133,47 @@ static void fail_without_random(srv_ctx *ctx, const char *id)
 	srv_store_release(ctx->store, db);
 }
 
-/* Parses the job's parameters, loads its data and trains. */
-static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *stream,
-		     trn_dataset **train, trn_dataset **eval, trn_dpsgd_result **result,
-		     acct_error *err)
+/* Loads the job's private table, its schema and its test table. */
+static int load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
+			 struct job_data *jd, acct_error *err)
 {
-	srv_ctx *ctx = rs->jobs->ctx;
-	trn_dpsgd_params p;
-	srv_db *db;
-	json_t *params = srv_json_parse_text(j->params);
-	int rc = srv__jobs_parse_params(params, &p, err);
+	srv_ctx *ctx = jobs->ctx;
+	srv_db *db = srv_store_acquire(ctx->store);
+	const char *test = json_string_value(json_object_get(params, "test_data"));
+	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
+				     &jd->train, &jd->eval, err);
 
-	if (rc >= 0) {
-		db = srv_store_acquire(ctx->store);
-		rc = srv_jobs__load_data(rs->jobs->load_table, ctx->tables, db, j->dataset_id,
-					 params, train, eval, err);
-		srv_store_release(ctx->store, db);
-	}
-	if (rc >= 0 && (int64_t)(*train)->n != j->n_train)
+	if (rc >= 0 && (int64_t)jd->train->n != j->n_train)
 		rc = acct_error_set(err, ACCT_EINVAL, "/data",
 				    "the linked data changed since the job was priced");
 	if (rc >= 0)
-		rc = trn_dpsgd_run(&p, *train, *eval, stream, on_progress, rs, &rs->slot->cancel,
-				   result, err);
+		jd->schema = srv_jobs__job_schema(db, j->dataset_id, params);
+	if (rc >= 0 && test) {
+		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", jd->schema, params,
+					   jd->train->num_classes, DPG_MAX_TRAIN_EXAMPLES,
+					   &jd->test, err);
+		/* A hosted table has no eval split of its own: the test rows,
+		 * public, serve as one. */
+		if (rc >= 0 && !jd->eval)
+			jd->eval = jd->test;
+	}
+	srv_store_release(ctx->store, db);
+	return rc;
+}
+
+/* Parses the job's parameters, loads its data and trains. */
+static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *stream,
+		     struct job_data *jd, trn_dpsgd_result **result, acct_error *err)
+{
+	trn_dpsgd_params p;
+	json_t *params = srv_json_parse_text(j->params);
+	int rc = srv__jobs_parse_params(params, &p, err);
+
+	if (rc >= 0)
+		rc = load_job_data(rs->jobs, j, params, jd, err);
+	if (rc >= 0)
+		rc = trn_dpsgd_run(&p, jd->train, jd->eval, stream, on_progress, rs,
+				   &rs->slot->cancel, result, err);
 	/* p may point into params: released only after the run. */
 	json_decref(params);
 	return rc;
@@ -185,20 +182,15 @@ static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *strea
 /* Writes the trained model's file (model_path stays empty when it cannot
  * be kept) and returns the job's result text (NULL when out of memory). */
 static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *result,
-			 char *model_path, size_t model_path_size, acct_error *err)
+			 const struct job_data *jd, char *model_path, size_t model_path_size,
+			 acct_error *err)
 {
-	uint8_t *model = NULL;
 	size_t model_len = 0;
-	char models_dir[4200];
 	char *result_text;
 	json_t *res;
 
-	if (trn_model_serialize(result->model, &model, &model_len, err) == 0) {
-		if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir) >=
-			    sizeof(models_dir) ||
-		    write_model(models_dir, id, model, model_len, model_path, model_path_size) < 0)
-			model_path[0] = '\0';
-	}
+	srv_jobs__write_model(ctx, id, result->model, model_path, model_path_size, &model_len,
+			      err);
 	res = json_pack("{s:I, s:I, s:I, s:f, s:b}", "steps_done",
 			(json_int_t)result->steps_done, "steps_total",
 			(json_int_t)result->steps_total, "examples_used",
@@ -210,9 +202,12 @@ static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *r
 		json_object_set_new(res, "test_loss", json_real(result->test_loss));
 	if (res)
 		json_object_set_new(res, "model_bytes", json_integer((json_int_t)model_len));
+	if (res && srv_jobs__test_metrics(res, result->model, jd->test, jd->schema) < 0) {
+		json_decref(res);
+		res = NULL;
+	}
 	result_text = res ? srv_json_dump(res) : NULL;
 	json_decref(res);
-	free(model);
 	return result_text;
 }
 
@@ -233,7 +228,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_job_row j;
-	trn_dataset *train = NULL, *eval = NULL;
+	struct job_data jd = {0};
 	trn_dpsgd_result *result = NULL;
 	mech_rng *sys = NULL, *stream = NULL;
 	struct run_state rs = {.jobs = jobs, .slot = slot, .last_save = 0};
@@ -256,15 +251,27 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
-	rc = train_job(&rs, &j, stream, &train, &eval, &result, &err);
+	if (strcmp(j.trainer, "ensemble") == 0) {
+		slot->ensemble = true;
+		rc = srv_jobs__run_ensemble(jobs, slot, &j, stream, &result_text, model_path,
+					    sizeof(model_path), &err);
+		if (rc >= 0)
+			final_state = rc == TRN_CANCELLED ?
+					      (slot->cancel_by_user ? "cancelled" : "failed") :
+					      "succeeded";
+		goto ended;
+	}
+	rc = train_job(&rs, &j, stream, &jd, &result, &err);
 	/* The last step's progress, which the save interval may have skipped. */
 	if (slot->has_progress)
 		save_progress(jobs, slot->id, &slot->progress);
 	if (rc >= 0 && result) {
-		result_text = keep_result(ctx, slot->id, result, model_path, sizeof(model_path), &err);
+		result_text = keep_result(ctx, slot->id, result, &jd, model_path, sizeof(model_path),
+					  &err);
 		final_state = rc == TRN_CANCELLED ? (slot->cancel_by_user ? "cancelled" : "failed") :
 						    "succeeded";
 	}
+ended:
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "%s%s%s", err.text, err.where[0] ? " at " : "", err.where);
 		error = msg;
@@ -275,8 +282,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 out:
 	free(result_text);
 	trn_dpsgd_result_free(result);
-	trn_dataset_free(train);
-	trn_dataset_free(eval);
+	job_data_clear(&jd);
 	mech_rng_free(stream);
 	mech_rng_free(sys);
 	srv__job_row_clear(&j);

@@ -99,6 +99,9 @@ typedef struct srv_dataset {
 	int64_t open_reservations;
 	int64_t charges;
 	bool archived;
+	/* Public rows (schema/010): no budget, no ledger, never charged; the
+	 * budget fields hold the store's placeholder. */
+	bool is_public;
 	char created_at[32];
 	char updated_at[32];
 } srv_dataset;
@@ -138,7 +141,8 @@ int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id
 
 /* Creates a dataset with zero compositions, and its 'create' ledger row
  * (initial budget, actor) in the same transaction.  SRV_CONFLICT if the id
- * exists. */
+ * exists.  A public one (ds->is_public) gets the placeholder budget
+ * (srv_store_public_budget) and no ledger row. */
 int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *actor);
 
 /*
@@ -149,6 +153,10 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 int srv_store_dataset_update(srv_db *db, const char *id, const char *name,
 			     double budget_epsilon, double budget_delta, const char *actor,
 			     srv_dataset *ret);
+
+/* Sets ds's budget fields to the placeholder a public dataset stores: a
+ * basic ledger whose budget admits no charge. */
+void srv_store_public_budget(srv_dataset *ds);
 
 /* Archives a dataset (keeps its ledger; refuses new charges). */
 int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv_dataset *ret);
@@ -222,7 +230,7 @@ typedef struct srv_spend {
  * ones before it; callbacks get the writer connection as their `db`.
  *
  * On success *ret_status is the HTTP status and *ret_body (caller frees) the
- * exact bytes to send.  SRV_CONFLICT means over budget or archived: *ret_ds
+ * exact bytes to send.  SRV_CONFLICT means over budget, archived or public: *ret_ds
  * holds the dataset for the 409 body.  SRV_NO_RANDOM when a reservation's id
  * could not be drawn.  SRV_NOT_FOUND, SRV_DB_ERROR otherwise.
  */
@@ -491,6 +499,7 @@ typedef struct srv_job_row {
 typedef struct srv_job_new {
 	const char *id;
 	const char *dataset_id;
+	const char *trainer;          /* NULL: "dpsgd" */
 	const char *params_text;
 	const char *event_text;
 	int64_t n_train;

@@ -66,7 +66,7 @@ enum stmt_id {
 	"SELECT d.id, d.name, d.privacy_unit, d.neighbor, d.accountant, d.budget_epsilon," \
 	" d.budget_delta, l.spent, l.reserved, l.open_reservations, l.charges, d.archived," \
 	" d.created_at, CASE WHEN l.created_at > d.updated_at THEN l.created_at" \
-	" ELSE d.updated_at END, l.seq, d.filter_orders" \
+	" ELSE d.updated_at END, l.seq, d.filter_orders, d.public" \
 	" FROM datasets d LEFT JOIN ledger l ON l.seq =" \
 	" (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)"
 
@@ -1018,6 +1018,7 @@ static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
 	ds->open_reservations = sqlite3_column_int64(s, 9);
 	ds->charges = sqlite3_column_int64(s, 10);
 	ds->archived = sqlite3_column_int(s, 11) != 0;
+	ds->is_public = sqlite3_column_int(s, 16) != 0;
 	copy_text(ds->created_at, sizeof(ds->created_at), sqlite3_column_text(s, 12));
 	copy_text(ds->updated_at, sizeof(ds->updated_at), sqlite3_column_text(s, 13));
 	return SRV_OK;
@@ -1135,37 +1136,50 @@ int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id
 	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
 }
 
+void srv_store_public_budget(srv_dataset *ds)
+{
+	ds->accountant = ACCT_LEDGER_BASIC;
+	ds->neighbor = ACCT_ADD_REMOVE;
+	ds->budget_epsilon = DBL_MIN;
+	ds->budget_delta = 0.0;
+	ds->n_filter_orders = 0;
+}
+
 int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *actor)
 {
 	sqlite3_stmt *s = NULL;
 	char now[32];
-	char *orders = orders_to_text(ds);
 	srv_dataset row = *ds;
+	char *orders = NULL;
 	acct_filter f;
 	int rc = SRV_DB_ERROR;
 
-	if (srv_dataset_filter(ds, &f, NULL) < 0 || (ds->n_filter_orders > 0 && !orders))
+	if (row.is_public)
+		srv_store_public_budget(&row);
+	orders = orders_to_text(&row);
+	if (srv_dataset_filter(&row, &f, NULL) < 0 || (row.n_filter_orders > 0 && !orders))
 		goto out;
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
 	if (sqlite3_prepare_v2(db->h,
 			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
-			       " budget_epsilon, budget_delta, created_at, updated_at, filter_orders)"
-			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)",
+			       " budget_epsilon, budget_delta, created_at, updated_at, filter_orders,"
+			       " public) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
 			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
-	sqlite3_bind_text(s, 1, ds->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, ds->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, ds->privacy_unit, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 4, ds->neighbor == ACCT_REPLACE ? "replace" : "add_remove", -1,
+	sqlite3_bind_text(s, 1, row.id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, row.name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, row.privacy_unit, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, row.neighbor == ACCT_REPLACE ? "replace" : "add_remove", -1,
 			  SQLITE_STATIC);
-	sqlite3_bind_text(s, 5, acct_ledger_kind_name(ds->accountant), -1, SQLITE_STATIC);
-	sqlite3_bind_double(s, 6, ds->budget_epsilon);
-	sqlite3_bind_double(s, 7, ds->budget_delta);
+	sqlite3_bind_text(s, 5, acct_ledger_kind_name(row.accountant), -1, SQLITE_STATIC);
+	sqlite3_bind_double(s, 6, row.budget_epsilon);
+	sqlite3_bind_double(s, 7, row.budget_delta);
 	sqlite3_bind_text(s, 8, now, -1, SQLITE_STATIC);
 	if (orders)
 		sqlite3_bind_text(s, 9, orders, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 10, row.is_public ? 1 : 0);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
 		rc = SRV_CONFLICT;
@@ -1176,6 +1190,9 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 		goto out;
 	}
 	rc = SRV_DB_ERROR;
+	/* A public dataset has no ledger, not even its creation row. */
+	if (row.is_public)
+		goto commit;
 	/* The creation row: the initial budget and who set it, with zero
 	 * totals in the dataset's coordinates. */
 	acct_filter_zero(&f, &row.spent);
@@ -1186,6 +1203,7 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	if (srv__ledger_insert(db, &row, "create", NULL, NULL, ds->budget_epsilon, ds->budget_delta,
 			       NULL, NULL, actor, NULL, now) < 0)
 		goto out;
+commit:
 	rc = srv__commit(db);
 out:
 	sqlite3_finalize(s);
@@ -1634,7 +1652,8 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 		if (rc != SRV_OK)
 			goto out;
 	}
-	if (w.ds.archived) {
+	/* A public dataset has nothing to charge: refused before any write. */
+	if (w.ds.archived || w.ds.is_public) {
 		*ret_ds = w.ds;
 		rc = SRV_CONFLICT;
 		goto out;
@@ -2131,7 +2150,9 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	rc = srv_store_dataset_get(db, id, &ds);
 	if (rc != SRV_OK)
 		goto out;
-	if (ds.archived) {
+	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
+			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
+	if (ds.archived || (ds.is_public && budget_changed)) {
 		rc = SRV_CONFLICT;
 		goto out;
 	}
@@ -2140,8 +2161,6 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 		goto out;
 	if (name)
 		snprintf(ds.name, sizeof(ds.name), "%s", name);
-	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
-			 (isfinite(budget_delta) && budget_delta != ds.budget_delta);
 	if (budget_changed &&
 	    budget_change(db, &ds, budget_epsilon, budget_delta, actor, now) != SRV_OK)
 		goto out;
@@ -2186,7 +2205,8 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 	if (srv__sweep_expired(db, &ds, now, NULL) != SRV_OK)
 		goto out;
 	if (!ds.archived) {
-		if (srv__ledger_insert(db, &ds, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor,
+		if (!ds.is_public &&
+		    srv__ledger_insert(db, &ds, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor,
 				       NULL, now) < 0)
 			goto out;
 		if (sqlite3_prepare_v2(db->h,
@@ -2549,6 +2569,11 @@ static int verify_dataset(srv_db *db, const srv_dataset *ds, srv_verify_dataset 
 	 * checked, and a lowered budget explains an excess there. */
 	if (br.unchecked > 0 && !acct_filter_within(&lr.f, &total) && !lr.lowered)
 		ok = false;
+	/* A public dataset's history is right when it has none. */
+	if (ds->is_public) {
+		v->budget_history_matches = creations == 0;
+		ok = lr.rows == 0 && creations == 0;
+	}
 	v->ok = ok;
 	return SRV_OK;
 }

@@ -154,15 +154,16 @@ int srv__job_insert(srv_db *db, const srv_job_new *job)
 {
 	char now[32], n_text[32];
 	const char *args[] = {job->id, job->dataset_id, job->params_text, job->event_text,
-			      n_text, job->reservation_id, job->actor, job->note, now};
+			      n_text, job->reservation_id, job->actor, job->note, now,
+			      job->trainer ? job->trainer : "dpsgd"};
 
 	srv_now_text(now);
 	snprintf(n_text, sizeof(n_text), "%lld", (long long)job->n_train);
 	return exec_text(db,
 			 "INSERT INTO jobs (id, dataset_id, trainer, params, event, n_train,"
 			 " reservation_id, state, actor, note, created_at)"
-			 " VALUES (?1, ?2, 'dpsgd', ?3, ?4, CAST(?5 AS INTEGER), ?6, 'queued', ?7, ?8, ?9)",
-			 9, args);
+			 " VALUES (?1, ?2, ?10, ?3, ?4, CAST(?5 AS INTEGER), ?6, 'queued', ?7, ?8, ?9)",
+			 10, args);
 }
 
 int srv__job_mark_running(srv_db *db, const char *id, const char *now)

@@ -80,6 +80,7 @@ static const struct route_case routes[] = {
 	{"GET", "/v1/jobs/{jid}", NULL, READ, 200},
 	{"DELETE", "/v1/jobs/{jid}", NULL, SPEND, ANY_OK},
 	{"GET", "/v1/jobs/{jid}/model", NULL, READ, ANY_OK},
+	{"POST", "/v1/jobs/{jid}/predict", "{\"rows\":[[1]]}", READ, ANY_OK},
 	{"POST", "/v1/datasets/a/mechanisms/laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":0.01}", SPEND, 201},
 	{"POST", "/v1/datasets/a/queries", "{\"query\":\"count\",\"epsilon\":0.01}", SPEND, ANY_OK},
 	{"POST", "/v1/datasets/a/pate/sessions", PATE_SESSION, SPEND, 201},

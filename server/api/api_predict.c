@@ -1,0 +1,474 @@
+/*
+ * api_predict.c: using a released model: its rows read from JSON or CSV,
+ * its classes and per-class scores (POST /v1/jobs/{id}/predict and
+ * `dpgate predict`), and the model as JSON (GET /v1/jobs/{id}/model?
+ * format=json).  A released model is already private: scoring rows with
+ * it reads no private data and charges nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_jobs.h"
+#include "api_jobs_internal.h"
+#include "mech.h"
+
+int srv_predict(const trn_model *m, const double *x, size_t n, uint32_t *pred, double *scores,
+		acct_error *err)
+{
+	size_t d = trn_model_input_dim(m), k = trn_model_num_classes(m);
+
+	for (size_t i = 0; i < n; i++) {
+		double *s = scores + i * k;
+		int rc = trn_model_scores(m, x + i * d, d, s, k, err);
+
+		if (rc < 0)
+			return rc;
+		/* The first argmax, as trn_model_predict takes it. */
+		pred[i] = 0;
+		for (size_t c = 1; c < k; c++)
+			if (s[c] > s[pred[i]])
+				pred[i] = (uint32_t)c;
+	}
+	return 0;
+}
+
+int srv_predict_json_rows(const json_t *body, size_t d, double **ret_x, size_t *ret_n,
+			  acct_error *err)
+{
+	static const char *const keys[] = {"rows", NULL};
+	const json_t *rows = json_object_get(body, "rows"), *row, *v;
+	size_t n = json_array_size(rows), i, j;
+	char where[ACCT_ERROR_WHERE_BYTES];
+	double *x;
+	int rc = srv_json_only_keys(body, "", keys, err);
+
+	if (rc < 0)
+		return rc;
+	if (!json_is_array(rows) || n < 1)
+		return acct_error_set(err, ACCT_EINVAL, "/rows",
+				      "'rows' must be a list of 1 or more rows of numbers");
+	if (n > DPG_MAX_PREDICT_ROWS)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/rows",
+				      "at most %d rows in one request", DPG_MAX_PREDICT_ROWS);
+	x = malloc(sizeof(double) * n * d);
+	if (!x)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	json_array_foreach(rows, i, row) {
+		snprintf(where, sizeof(where), "/rows/%zu", i);
+		if (!json_is_array(row) || json_array_size(row) != d) {
+			free(x);
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a row holds the model's %zu inputs, numbers", d);
+		}
+		json_array_foreach(row, j, v) {
+			if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+				free(x);
+				snprintf(where, sizeof(where), "/rows/%zu/%zu", i, j);
+				return acct_error_set(err, ACCT_EINVAL, where, "not a finite number");
+			}
+			x[i * d + j] = json_number_value(v);
+		}
+	}
+	*ret_x = x;
+	*ret_n = n;
+	return 0;
+}
+
+/* True when the first line of text is numbers only (a headerless CSV). */
+static bool first_line_numeric(const char *text, size_t len)
+{
+	const char *p = text, *end = memchr(text, '\n', len);
+
+	if (!end)
+		end = text + len;
+	while (p < end) {
+		char *stop;
+
+		strtod(p, &stop);
+		if (stop == p)
+			return false;
+		while (stop < end && (*stop == ' ' || *stop == '\r'))
+			stop++;
+		if (stop < end && *stop != ',')
+			return false;
+		p = stop + 1;
+	}
+	return true;
+}
+
+/* text with a header "c1,...,cd" put before it (a headerless CSV, whose
+ * columns are the inputs in order); NULL when out of memory. */
+static char *with_header(const char *text, size_t len, size_t d, size_t *ret_len)
+{
+	size_t cap = len + 12 * d + 2, off = 0;
+	char *out = malloc(cap);
+
+	if (!out)
+		return NULL;
+	for (size_t j = 0; j < d; j++)
+		off += (size_t)snprintf(out + off, cap - off, "%sc%zu", j ? "," : "", j + 1);
+	out[off++] = '\n';
+	memcpy(out + off, text, len);
+	*ret_len = off + len;
+	return out;
+}
+
+/* The column of t named `name`, or its column count. */
+static size_t column_named(const mech_table *t, const char *name)
+{
+	for (size_t j = 0; j < mech_table_columns(t); j++)
+		if (strcmp(mech_table_column_name(t, j), name) == 0)
+			return j;
+	return mech_table_columns(t);
+}
+
+/* Copies the model's inputs from t: by name, or the first d in order. */
+static int csv_inputs(const mech_table *t, const json_t *features, size_t d, double *x,
+		      acct_error *err)
+{
+	size_t n = mech_table_rows(t);
+
+	if (!features && mech_table_columns(t) != d)
+		return acct_error_set(err, ACCT_EINVAL, "/csv",
+				      "the table has %zu columns; the model takes %zu inputs",
+				      mech_table_columns(t), d);
+	for (size_t k = 0; k < d; k++) {
+		const char *name = features ? json_string_value(json_array_get(features, k)) : NULL;
+		size_t j = name ? column_named(t, name) : k;
+		const double *v = j < mech_table_columns(t) ? mech_table_numeric_values(t, j) : NULL;
+
+		if (!v)
+			return acct_error_set(err, ACCT_EINVAL, "/csv",
+					      "the header has no numeric column '%.64s', an input of "
+					      "the model", name ? name : mech_table_column_name(t, j));
+		for (size_t i = 0; i < n; i++)
+			x[i * d + k] = v[i];
+	}
+	return 0;
+}
+
+int srv_predict_csv_rows(const char *text, size_t len, const json_t *features, size_t d,
+			 double **ret_x, size_t *ret_n, acct_error *err)
+{
+	mech_table *t = NULL;
+	char *own = NULL;
+	double *x = NULL;
+	int rc;
+
+	if (features && json_array_size(features) != d)
+		return acct_error_set(err, ACCT_EINVAL, "", "the model's feature names do not fit it");
+	/* Without names, a first line of numbers is a row, not a header. */
+	if (!features && len > 0 && first_line_numeric(text, len)) {
+		own = with_header(text, len, d, &len);
+		if (!own)
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		text = own;
+	}
+	rc = mech_table_parse_csv(text, len, NULL, 0, &t, err);
+	if (rc < 0)
+		goto out;
+	if (mech_table_rows(t) < 1 || mech_table_rows(t) > DPG_MAX_PREDICT_ROWS) {
+		rc = acct_error_set(err, mech_table_rows(t) ? ACCT_EUNSUPPORTED : ACCT_EINVAL, "/csv",
+				    "1 to %d rows in one request", DPG_MAX_PREDICT_ROWS);
+		goto out;
+	}
+	x = malloc(sizeof(double) * mech_table_rows(t) * d);
+	rc = x ? csv_inputs(t, features, d, x, err) : acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	if (rc < 0)
+		goto out;
+	*ret_n = mech_table_rows(t);
+	*ret_x = x;
+	x = NULL;
+out:
+	free(x);
+	free(own);
+	mech_table_free(t);
+	return rc;
+}
+
+json_t *srv_predict_answer(const uint32_t *pred, const double *scores, size_t n, size_t k,
+			   const json_t *labels)
+{
+	json_t *classes = json_array(), *all = json_array(), *o;
+
+	for (size_t i = 0; classes && all && i < n; i++) {
+		json_t *row = json_array();
+
+		for (size_t c = 0; row && c < k; c++)
+			json_array_append_new(row, json_real(scores[i * k + c]));
+		json_array_append_new(all, row);
+		json_array_append_new(classes, labels ? json_incref(json_array_get(labels, pred[i])) :
+							json_integer(pred[i]));
+	}
+	o = json_pack("{s:o*, s:o*}", "classes", classes, "scores", all);
+	if (o && labels)
+		json_object_set(o, "labels", (json_t *)labels);
+	return o;
+}
+
+json_t *srv_job_class_labels(const json_t *params, uint32_t k)
+{
+	const json_t *classes = json_object_get(params, "classes");
+
+	/* A categorical label's declared names, in class order; a numeric
+	 * label's class v is the value v, its index. */
+	if (json_is_array(classes) && json_array_size(classes) == k)
+		return json_incref((json_t *)classes);
+	return NULL;
+}
+
+/* Reads and parses a job's model file; answers and returns -1 when it
+ * cannot (409 without a model). */
+static int load_job_model(srv_response *res, const srv_job_row *j, trn_model **ret)
+{
+	FILE *f = NULL;
+	uint8_t *buf = NULL;
+	long size = -1;
+	acct_error err;
+	int rc = -1;
+
+	acct_error_init(&err);
+	if (!j->model_path) {
+		srv_problem(res, 409, NULL,
+			    "the job has no model yet (it has not ended, or it ended before "
+			    "training or while the server was down)",
+			    NULL, json_pack("{s:s}", "state", j->state));
+		return -1;
+	}
+	f = fopen(j->model_path, "rb");
+	if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0)
+		buf = malloc((size_t)size);
+	if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size ||
+	    trn_model_deserialize(buf, (size_t)size, ret, &err) < 0)
+		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
+	else
+		rc = 0;
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/* The rows of a predict request: a JSON body or a text/csv one. */
+static int request_rows(srv_request *req, const json_t *features, size_t d, double **ret_x,
+			size_t *ret_n, acct_error *err)
+{
+	json_t *body;
+	int rc;
+
+	if (req->content_type && srv_media_type_is(req->content_type, "text/csv"))
+		return srv_predict_csv_rows(req->raw_body, req->raw_len, features, d, ret_x, ret_n,
+					    err);
+	body = srv_parse_body(req->raw_body, req->raw_len, err);
+	if (!body)
+		return ACCT_EINVAL;
+	rc = srv_predict_json_rows(body, d, ret_x, ret_n, err);
+	json_decref(body);
+	return rc;
+}
+
+/* The job's result and params, parsed (new references; NULL when absent). */
+static void job_json_columns(const srv_job_row *j, json_t **ret_result, json_t **ret_params)
+{
+	*ret_result = srv_json_parse_text(j->result);
+	*ret_params = srv_json_parse_text(j->params);
+}
+
+int srv_h_job_predict(srv_request *req, srv_response *res)
+{
+	srv_job_row j;
+	trn_model *m = NULL;
+	json_t *result = NULL, *params = NULL, *labels = NULL;
+	double *x = NULL, *scores = NULL;
+	uint32_t *pred = NULL;
+	size_t n = 0, d, k;
+	acct_error err;
+	int rc;
+
+	acct_error_init(&err);
+	if (!srv__load_visible_job(req, res, &j))
+		return 0;
+	if (!(req->content_type && srv_media_type_is(req->content_type, "text/csv")) &&
+	    !srv_json_content_type(req->content_type)) {
+		srv_problem(res, 415, NULL, "the body must be application/json or text/csv", NULL,
+			    NULL);
+		goto out;
+	}
+	if (load_job_model(res, &j, &m) < 0)
+		goto out;
+	job_json_columns(&j, &result, &params);
+	d = trn_model_input_dim(m);
+	k = trn_model_num_classes(m);
+	rc = request_rows(req, json_object_get(result, "features"), d, &x, &n, &err);
+	if (rc < 0) {
+		srv_problem_from_error(res, &err);
+		goto out;
+	}
+	pred = malloc(sizeof(*pred) * n);
+	scores = malloc(sizeof(*scores) * n * k);
+	if (!pred || !scores || srv_predict(m, x, n, pred, scores, &err) < 0) {
+		srv_problem(res, 500, NULL, "cannot score the rows", NULL, NULL);
+		goto out;
+	}
+	labels = srv_job_class_labels(params, (uint32_t)k);
+	srv_json_reply(res, 200, srv_predict_answer(pred, scores, n, k, labels));
+out:
+	json_decref(labels);
+	json_decref(result);
+	json_decref(params);
+	free(x);
+	free(pred);
+	free(scores);
+	trn_model_free(m);
+	srv__job_row_clear(&j);
+	return 0;
+}
+
+/* A named block of weights: {"name", "shape": [rows(, cols)], "values"}. */
+static json_t *weights_json(const char *name, const double *v, size_t rows, size_t cols)
+{
+	json_t *values = json_array();
+	json_t *shape = cols ? json_pack("[I, I]", (json_int_t)rows, (json_int_t)cols) :
+			       json_pack("[I]", (json_int_t)rows);
+	size_t n = rows * (cols ? cols : 1);
+
+	for (size_t i = 0; values && i < n; i++)
+		if (json_array_append_new(values, json_real(v[i])) < 0)
+			break;
+	return json_pack("{s:s, s:o*, s:o*}", "name", name, "shape", shape, "values", values);
+}
+
+/* The dense layers of a model, in the binary format's order. */
+static json_t *layers_json(const trn_model_info *mi)
+{
+	json_t *layers = json_array();
+	const double *p = mi->params;
+	char wname[16], bname[16];
+
+	for (uint32_t k = 1; layers && k <= mi->n_layers; k++) {
+		size_t in = mi->widths[k - 1], out = mi->widths[k];
+		const char *act = trn_activation_name(mi->activations[k - 1]);
+
+		snprintf(wname, sizeof(wname), "W%u", k);
+		snprintf(bname, sizeof(bname), "b%u", k);
+		json_array_append_new(layers,
+				      json_pack("{s:I, s:I, s:s, s:o*, s:o*}", "in", (json_int_t)in,
+						"out", (json_int_t)out, "activation",
+						act ? act : "identity", "weight",
+						weights_json(wname, p, out, in), "bias",
+						weights_json(bname, p + out * in, out, 0)));
+		p += out * in + out;
+	}
+	return layers;
+}
+
+/* The model's parts as JSON (trn_model_info): what reproduces its
+ * predictions without the binary file. */
+static json_t *model_parts_json(const trn_model *m)
+{
+	trn_model_info mi;
+	json_t *o;
+
+	trn_model_info_get(m, &mi);
+	o = json_pack("{s:I, s:I, s:{s:s, s:f}, s:o, s:o*}", "input_dim", (json_int_t)mi.input_dim,
+		      "num_classes", (json_int_t)trn_model_num_classes(m), "input_rule", "name",
+		      trn_input_rule_name(mi.input_rule), "scale", mi.input_scale, "widths",
+		      json_array(), "layers", layers_json(&mi));
+	for (uint32_t k = 0; o && k <= mi.n_layers; k++)
+		json_array_append_new(json_object_get(o, "widths"), json_integer(mi.widths[k]));
+	if (o)
+		json_object_set_new(o, "projection",
+				    mi.proj_dim ? weights_json("V", mi.proj, mi.input_dim, mi.proj_dim) :
+						  json_null());
+	return o;
+}
+
+/* GET /v1/jobs/{id}/model?format=json: the model's parts beside the job's
+ * event and params. */
+static int job_model_json(srv_response *res, const srv_job_row *j)
+{
+	trn_model *m = NULL;
+	json_t *result, *params, *labels, *features, *o, *head;
+	uint32_t k;
+
+	if (load_job_model(res, j, &m) < 0)
+		return 0;
+	job_json_columns(j, &result, &params);
+	k = trn_model_num_classes(m);
+	labels = srv_job_class_labels(params, k);
+	if (!labels) {
+		labels = json_array();
+		for (uint32_t c = 0; labels && c < k; c++)
+			json_array_append_new(labels, json_integer(c));
+	}
+	features = json_object_get(result, "features");
+	head = json_pack("{s:s, s:i, s:O, s:o*, s:{s:s, s:s, s:s, s:o*, s:O}}", "format",
+			 "dpgate-model-json", "version", 1, "features",
+			 features ? features : json_null(), "classes", labels, "job", "id", j->id,
+			 "dataset", j->dataset_id, "trainer", j->trainer, "event",
+			 srv_json_parse_text(j->event), "params", params ? params : json_null());
+	o = model_parts_json(m);
+	if (!head || !o || json_object_update(o, head) < 0) {
+		json_decref(o);
+		o = NULL;
+	}
+	srv_json_reply(res, 200, o);
+	json_decref(head);
+	json_decref(result);
+	json_decref(params);
+	trn_model_free(m);
+	return 0;
+}
+
+int srv_h_job_model(srv_request *req, srv_response *res)
+{
+	srv_job_row j;
+	const char *format;
+	FILE *f = NULL;
+	long size;
+
+	if (!srv__load_visible_job(req, res, &j))
+		return 0;
+	format = req->query(req->conn, "format");
+	if (format && strcmp(format, "json") != 0 && strcmp(format, "binary") != 0) {
+		srv_problem(res, 400, NULL, "'format' must be binary or json", "format", NULL);
+		goto out;
+	}
+	/* The same model, its parts as JSON beside the job's event and params. */
+	if (format && strcmp(format, "json") == 0) {
+		job_model_json(res, &j);
+		goto out;
+	}
+	/* A cancelled or failed job's model is delivered too: it saw no more
+	 * steps than the event its reservation committed in full covers
+	 * (result.steps_done says how many). */
+	if (!j.model_path) {
+		srv_problem(res, 409, NULL,
+			    "the job kept no model (it has not ended, or it ended before training "
+			    "or while the server was down)",
+			    NULL, json_pack("{s:s}", "state", j.state));
+		goto out;
+	}
+	f = fopen(j.model_path, "rb");
+	if (!f || fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
+		srv_problem(res, 500, NULL, "the model file is missing", NULL, NULL);
+		goto out;
+	}
+	res->body = malloc((size_t)size + 1);
+	if (!res->body || fread(res->body, 1, (size_t)size, f) != (size_t)size) {
+		free(res->body);
+		res->body = NULL;
+		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
+		goto out;
+	}
+	res->len = (size_t)size;
+	res->status = 200;
+	res->content_type = "application/octet-stream";
+out:
+	if (f)
+		fclose(f);
+	srv__job_row_clear(&j);
+	return 0;
+}
