@@ -439,4 +439,22 @@ int mech_ball_sample(mech_rng *rng, size_t d, double beta, double *out, acct_err
 
 /* ==== end L2 output-perturbation noise ==== */
 
+/* ==== bulk normal noise (ziggurat) ==== */
+
+/*
+ * Fills out[0..n) with independent standard normal doubles by the 256-layer
+ * ziggurat of Marsaglia and Tsang (2000) with Marsaglia's exact tail: one
+ * 64-bit word of the stream per value about 99% of the time: 9 ns a value
+ * against Box-Muller's 43 ns (bench_mechanisms, stream rng).  Within a layer values lie on a grid of
+ * 2^-52 of the layer's width (Box-Muller's angle has 2^-53); the tail reaches
+ * about 42 sd (Box-Muller's about 38).  A separate function so the seeded
+ * streams other callers and their tests rely on keep their values; the same
+ * pricing note as mech_rng_normal_fill applies (continuous Gaussian,
+ * approximation unpriced).  Returns 0, or ACCT_EINTERNAL when the rng fails
+ * (out is then unspecified).
+ */
+int mech_rng_normal_fill_fast(mech_rng *rng, double *out, size_t n);
+
+/* ==== end bulk normal noise ==== */
+
 #endif

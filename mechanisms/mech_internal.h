@@ -19,6 +19,11 @@ int mech__rng_u128_below(mech_rng *rng, unsigned __int128 bound, unsigned __int1
  * about 745.  0 or ACCT_EINTERNAL. */
 int mech__exp1(mech_rng *rng, double *ret);
 
+/* The standard normal conditioned on z > R, R the 256-layer ziggurat's
+ * base edge (about 3.654): Marsaglia's exact tail algorithm, as
+ * mech_rng_normal_fill_fast uses it.  0 or ACCT_EINTERNAL. */
+int mech__normal_tail(mech_rng *rng, double *ret);
+
 /* Bernoulli(exp(-num/den)) with 128-bit num and den (CKS Algorithm 1). */
 int mech__bernoulli_exp128(mech_rng *rng, unsigned __int128 num, unsigned __int128 den,
 			   bool *ret);

@@ -120,6 +120,14 @@ static int f_normal_fill(mech_rng *r, void *c)
 	return mech_rng_normal_fill(r, buf, 64);
 }
 
+static int f_normal_fill_fast(mech_rng *r, void *c)
+{
+	double buf[1024];
+
+	(void)c;
+	return mech_rng_normal_fill_fast(r, buf, 1024);
+}
+
 static int f_getrandom8(mech_rng *r, void *c)
 {
 	uint64_t x;
@@ -204,6 +212,7 @@ int main(int argc, char **argv)
 		{"laplace release (grid)", f_laplace, 1},
 		{"gaussian release (grid)", f_gaussian, 1},
 		{"normal_fill (per value)", f_normal_fill, 64},
+		{"normal_fill_fast (per value)", f_normal_fill_fast, 1024},
 	};
 
 	if (!sys || !stream)
