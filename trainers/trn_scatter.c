@@ -391,10 +391,10 @@ void trn_scatter_free(trn_scatter *s)
 static int scatter_check(uint32_t M, uint32_t N, uint32_t J, uint32_t L, acct_error *err)
 {
 	if (J < 1 || J > TRN_SCATTER_MAX_J)
-		return acct_error_set(err, ACCT_EINVAL, "/params/scatter_j",
+		return acct_error_set(err, ACCT_EINVAL, "/params/features",
 				      "J must be 1 to %u", TRN_SCATTER_MAX_J);
 	if (L < 1 || L > TRN_SCATTER_MAX_L)
-		return acct_error_set(err, ACCT_EINVAL, "/params/scatter_l",
+		return acct_error_set(err, ACCT_EINVAL, "/params/features",
 				      "L must be 1 to %u", TRN_SCATTER_MAX_L);
 	/* Reflect padding by 2^J needs more than 2^J pixels a side. */
 	if (M % (1u << J) != 0 || N % (1u << J) != 0 || M < (2u << J) || N < (2u << J) ||

@@ -406,7 +406,7 @@ static void *scatter_thread_run(void *arg)
 	trn_scatter_workspace *w = NULL;
 
 	t->rc = trn_scatter_workspace_new(t->s, &w, NULL);
-	for (int rep = 0; rep < 20 && t->rc == 0; rep++)
+	for (int rep = 0; rep < 60 && t->rc == 0; rep++)
 		for (size_t i = 0; i < t->count && t->rc == 0; i++)
 			t->rc = trn_scatter_apply(t->s, t->images + i * PIX, t->out + i * len, w);
 	trn_scatter_workspace_free(w);
