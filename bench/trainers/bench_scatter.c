@@ -122,7 +122,7 @@ static int logreg(const struct opts *o, const char *name, trn_dataset *train, tr
 		mech_rng_free(rng);
 		return 1;
 	}
-	printf("%s: d=%zu train_rows=%zu %s_accuracy=%.4f test_loss=%.4f "
+	printf("%s: d=%zu train_rows=%zu %s_accuracy=%.4f loss=%.4f "
 	       "train_seconds=%.1f (NON-PRIVATE)\n",
 	       name, train->d, train->n, o->valid ? "validation" : "test", r->test_accuracy, r->test_loss, r->train_seconds);
 	trn_dpsgd_result_free(r);
