@@ -974,4 +974,87 @@ int trn_slmc_nonprivate_run(const trn_slmc_params *p, const trn_dataset *train,
 
 /* ==== end slmc ==== */
 
+/* ==== Scattering features (Mallat 2012; Oyallon and Mallat 2015) ==== */
+
+/*
+ * The 2D scattering transform with Morlet wavelets, as kymatio's
+ * Scattering2D computes it and as Tramer and Boneh (ICLR 2021) use it for
+ * DP-SGD features: an M x N image is reflect-padded, then averaged by a
+ * Gaussian low-pass phi at scale 2^J (order 0), and by phi after one or
+ * two wavelet moduli |x * psi_{j1,t1}| and ||x * psi_{j1,t1}| * psi_{j2,t2}|
+ * with j1 < j2 (orders 1 and 2), each sampled every 2^J pixels.  There are
+ * 1 + JL + L^2 J(J-1)/2 channels of (M/2^J) x (N/2^J): 81 of 7 x 7 for a
+ * 28 x 28 image with J = 2, L = 8.  The map is fixed and independent of
+ * any data, so applying it to private rows costs no privacy.
+ *
+ * Channel order: 0 is order 0; 1 + j*L + t is order 1 at (j, t); then order
+ * 2 in the order of (j1, t1) and, within it, (j2 > j1, t2).
+ */
+typedef struct trn_scatter trn_scatter;
+typedef struct trn_scatter_workspace trn_scatter_workspace;
+
+/* Largest J and L accepted (J = 2, L = 8 is the usual choice). */
+#define TRN_SCATTER_MAX_J 4u
+#define TRN_SCATTER_MAX_L 16u
+/* Largest image side accepted (the filter bank is built at the padded size). */
+#define TRN_SCATTER_MAX_SIDE 256u
+
+/*
+ * Builds the filter bank for M x N images (rows x columns): J >= 1 scales,
+ * L >= 1 orientations, M and N multiples of 2^J and at least 2^J, at most
+ * TRN_SCATTER_MAX_SIDE.  Returns 0 and *ret (free with trn_scatter_free), or
+ * ACCT_EINVAL / ACCT_ENOMEM / ACCT_ENUMERIC (an FFT failed) with `err`.
+ */
+int trn_scatter_new(uint32_t M, uint32_t N, uint32_t J, uint32_t L, trn_scatter **ret,
+		    acct_error *err);
+
+/* Frees a filter bank.  Accepts NULL. */
+void trn_scatter_free(trn_scatter *s);
+
+/* Channels, and rows and columns of each channel's output. */
+size_t trn_scatter_channels(const trn_scatter *s);
+size_t trn_scatter_out_rows(const trn_scatter *s);
+size_t trn_scatter_out_cols(const trn_scatter *s);
+
+/* The padded size P x Q the filters are built at. */
+size_t trn_scatter_padded_rows(const trn_scatter *s);
+size_t trn_scatter_padded_cols(const trn_scatter *s);
+
+/*
+ * The real Fourier transform of a filter at the padded size, P x Q row-major
+ * (frequency (0,0) first, as an unshifted DFT): index j*L + t is the
+ * wavelet psi_{j,t}, index J*L the low-pass phi.  NULL past the end.  The
+ * bank owns the array.
+ */
+const double *trn_scatter_filter(const trn_scatter *s, size_t index);
+
+/*
+ * Scratch memory for one trn_scatter_apply at a time.  Returns 0 and *ret,
+ * or ACCT_ENOMEM with `err`.  Free with trn_scatter_workspace_free.
+ */
+int trn_scatter_workspace_new(const trn_scatter *s, trn_scatter_workspace **ret,
+			      acct_error *err);
+void trn_scatter_workspace_free(trn_scatter_workspace *w);
+
+/*
+ * Scatters one M x N image `x` (row-major) into `out` (channels x rows x
+ * cols, row-major).  The bank is only read, so threads may share it, each
+ * with its own workspace.  Returns 0, or ACCT_ENUMERIC if an FFT failed
+ * (out is then unspecified).
+ */
+int trn_scatter_apply(const trn_scatter *s, const double *x, double *out,
+		      trn_scatter_workspace *w);
+
+/*
+ * Maps every row of `in` (d = M*N) to its scattering coefficients: *out has
+ * the same n, labels and classes, and d = channels x rows x cols (3969 for
+ * 28 x 28, J = 2, L = 8).  Returns 0 and *out, or ACCT_EINVAL (d is not
+ * M*N, or the output exceeds DPG_MAX_FEATURES), ACCT_ENOMEM or
+ * ACCT_ENUMERIC with `err` (*out untouched).
+ */
+int trn_scatter_table(const trn_scatter *s, const trn_dataset *in, trn_dataset **out,
+		      acct_error *err);
+
+/* ==== end scattering ==== */
+
 #endif
