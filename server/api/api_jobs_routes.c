@@ -188,23 +188,30 @@ static int check_party_column(const json_t *params, const json_t *columns, acct_
 	const char *label = json_string_value(json_object_get(schema, "label"));
 	size_t i;
 	bool numeric;
+	int rc = 0;
 
 	json_array_foreach(columns, i, c)
 		if (srv__jobs_is_party_column(params, c))
 			pc = c;
-	json_decref(schema);
-	if (!pc)
-		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
-				      "the hosted table has no such column");
-	if (label && strcmp(label, json_string_value(json_object_get(pc, "name"))) == 0)
-		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
-				      "the party column cannot be the label");
+	if (!pc) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				    "the hosted table has no such column");
+		goto out;
+	}
+	/* label points into schema: compare before it is released. */
+	if (label && strcmp(label, json_string_value(json_object_get(pc, "name"))) == 0) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				    "the party column cannot be the label");
+		goto out;
+	}
 	numeric = strcmp(json_string_value(json_object_get(pc, "kind")), "numeric") == 0;
 	if (numeric != json_is_integer(json_object_get(params, "parties")))
-		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
-				      "integer parties (codes 0..M-1) need a numeric party column, "
-				      "a list of names a categorical one");
-	return 0;
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/parties",
+				    "integer parties (codes 0..M-1) need a numeric party column, "
+				    "a list of names a categorical one");
+out:
+	json_decref(schema);
+	return rc;
 }
 
 /*
