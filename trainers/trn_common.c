@@ -2,7 +2,8 @@
  * trn_common.c: what every trainer's parameter checking and bookkeeping
  * shares: enumeration names looked up in a table, the checks of counts,
  * positive reals and hidden layers with one wording for their errors, the
- * dense layer widths of a trn_model, and the clock a run is timed with.
+ * dense layer widths of a trn_model, the clock a run is timed with, and
+ * the argmax every classifier predicts by.
  * A leaf: it calls nothing else in trainers/.
  */
 #include <math.h>
@@ -84,4 +85,14 @@ double trn__now_seconds(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint32_t trn__argmax(const double *s, uint32_t k)
+{
+	uint32_t arg = 0;
+
+	for (uint32_t j = 1; j < k; j++)
+		if (s[j] > s[arg])
+			arg = j;
+	return arg;
 }

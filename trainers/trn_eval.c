@@ -86,16 +86,6 @@ static void tally_finish(tally *t, uint32_t num_classes, trn_eval_metrics *ret)
 				     (double)t->class_wrong[1] / (double)t->class_n[1]);
 }
 
-static uint32_t first_argmax(const double *s, uint32_t k)
-{
-	uint32_t arg = 0;
-
-	for (uint32_t j = 1; j < k; j++)
-		if (s[j] > s[arg])
-			arg = j;
-	return arg;
-}
-
 int trn_eval_predictions(const uint32_t *y, const uint32_t *pred, const double *scores,
 			 size_t n, uint32_t num_classes, trn_eval_metrics *ret, acct_error *err)
 {
@@ -112,7 +102,7 @@ int trn_eval_predictions(const uint32_t *y, const uint32_t *pred, const double *
 	}
 	for (size_t i = 0; i < n; i++) {
 		const double *s = scores ? scores + i * num_classes : NULL;
-		uint32_t c = pred ? pred[i] : first_argmax(s, num_classes);
+		uint32_t c = pred ? pred[i] : trn__argmax(s, num_classes);
 
 		if (y[i] == TRN_NO_CLASS)
 			continue;
@@ -168,7 +158,7 @@ int trn_eval_model(const trn_model *m, const trn_dataset *ds, trn_eval_metrics *
 						    "row %zu: a class is out of range", s + i);
 				goto out;
 			}
-			tally_add(&t, k, y, first_argmax(z, k), z[1] - z[0]);
+			tally_add(&t, k, y, trn__argmax(z, k), z[1] - z[0]);
 		}
 	}
 	tally_finish(&t, k, ret);

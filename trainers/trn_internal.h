@@ -262,4 +262,7 @@ uint32_t trn__dense_widths(uint32_t n_hidden, const uint32_t *hidden, uint32_t i
 /* Seconds on the monotonic clock, for the run times a result reports. */
 double trn__now_seconds(void);
 
+/* The index of the largest of s[0..k), k >= 1; ties go to the lowest. */
+uint32_t trn__argmax(const double *s, uint32_t k);
+
 #endif

@@ -585,18 +585,11 @@ int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *r
 		      acct_error *err)
 {
 	trn__workspace *ws = NULL;
-	uint32_t k, arg = 0;
-	const double *p;
 	int rc = forward_one(m, x, d, &ws, err);
 
 	if (rc < 0)
 		return rc;
-	k = m->dims[m->n_layers];
-	p = ws->act[m->n_layers];
-	for (uint32_t j = 1; j < k; j++)
-		if (p[j] > p[arg])
-			arg = j;
-	*ret_class = arg;
+	*ret_class = trn__argmax(ws->act[m->n_layers], m->dims[m->n_layers]);
 	trn__workspace_free(ws);
 	return 0;
 }

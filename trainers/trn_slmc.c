@@ -247,12 +247,7 @@ int trn_slmc_predict(const trn_slmc_model *m, const double *x, size_t n, size_t 
 		trn__slmc_outputs(m->theta, a, b, d1, (uint32_t)C, f);
 		for (size_t i = 0; i < b; i++) {
 			/* ||f - e_k||^2 = ||f||^2 - 2 f_k + 1: nearest code = argmax. */
-			uint32_t best = 0;
-
-			for (uint32_t k = 1; k < C; k++)
-				if (f[i * C + k] > f[i * C + best])
-					best = k;
-			ret_clusters[i0 + i] = best;
+			ret_clusters[i0 + i] = trn__argmax(f + i * C, (uint32_t)C);
 			if (ret_scores)
 				memcpy(ret_scores + (i0 + i) * C, f + i * C, C * sizeof(double));
 		}
