@@ -211,19 +211,6 @@ static int element_real(const json_t *arr, const char *where, size_t i, double l
 	return 0;
 }
 
-static json_t *real_array(const double *v, size_t n)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < n; i++) {
-		if (json_array_append_new(a, json_real(v[i])) < 0) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
 static int parse_real_array_text(const char *text, double *v, size_t n)
 {
 	json_t *a = json_loads(text ? text : "", 0, NULL);
@@ -331,7 +318,7 @@ static json_t *config_json(const struct pate_cfg *c)
 
 	norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c->agg], "num_teachers",
 			 (json_int_t)c->num_teachers, "num_classes", (json_int_t)c->num_classes,
-			 "orders", real_array(c->orders, c->n_orders));
+			 "orders", srv_json_real_array(c->orders, c->n_orders));
 	if (!norm)
 		return NULL;
 	if (c->agg != AGG_LNMAX && c->agg != AGG_GNMAX) {
@@ -571,7 +558,7 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 	srv_now_text(now);
 	snprintf(s.created_at, sizeof(s.created_at), "%s", now);
 	snprintf(s.updated_at, sizeof(s.updated_at), "%s", now);
-	dd = real_array(zeros, s.cfg.n_orders);
+	dd = srv_json_real_array(zeros, s.cfg.n_orders);
 	cfg_text = srv_json_dump(s.config);
 	dd_text = dd ? srv_json_dump(dd) : NULL;
 	memset(&row, 0, sizeof(row));
@@ -979,7 +966,7 @@ static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charg
 	for (size_t i = 0; i < b->k; i++)
 		for (size_t o = 0; o < c->n_orders; o++)
 			dd[o] += b->dd[i * c->n_orders + o];
-	a = real_array(dd, c->n_orders);
+	a = srv_json_real_array(dd, c->n_orders);
 	dd_text = a ? srv_json_dump(a) : NULL;
 	srv_now_text(now);
 	if (!dd_text || srv_store_pate_add_batch(db, b->s->id, &add, dd_text, now) != SRV_OK)
