@@ -106,6 +106,10 @@ int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t
  * does not fit or a figure is not finite.
  */
 size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
+/* Reads dataset {id} (req->params[0]), or answers as every dataset route
+ * does (404 when there is none); false when it answered. */
+bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);
+
 /* The dataset resource (new reference). */
 json_t *srv_dataset_json(const srv_dataset *ds);
 

@@ -513,17 +513,6 @@ static json_t *session_json(const struct pate_session *s)
 
 /* ---- create, list, read --------------------------------------------------- */
 
-static bool load_dataset(srv_request *req, srv_response *res, srv_dataset *ds)
-{
-	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
-
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such dataset");
-		return false;
-	}
-	return true;
-}
-
 int srv_pate_session_create(srv_request *req, srv_response *res)
 {
 	struct pate_session s;
@@ -538,7 +527,7 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&qe, 0, sizeof(qe));
 	acct_error_init(&err);
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	if (ds.archived || ds.is_public) {
 		reply_nothing_fits(res, &ds, NULL, NULL);
@@ -607,7 +596,7 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 	json_t *arr = json_array(), *out, *v;
 	size_t i;
 
-	if (!load_dataset(req, res, &ds)) {
+	if (!srv__dataset_or_reply(req, res, &ds)) {
 		json_decref(arr);
 		return 0;
 	}
@@ -1197,7 +1186,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	memset(&qe, 0, sizeof(qe));
 	memset(&b, 0, sizeof(b));
 	acct_error_init(&err);
-	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
+	if (try_replay(req, res, &sp, hash) || !srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
@@ -1560,7 +1549,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
 	acct_error_init(&err);
-	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
+	if (try_replay(req, res, &sp, hash) || !srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
