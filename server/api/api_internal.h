@@ -79,6 +79,9 @@ void srv_reply_raw_json(srv_response *res, int status, char *body);
  * gives NULL): what a spend's answer becomes for the store. */
 char *srv_json_text(json_t *j);
 
+/* A new JSON array of the n reals v[0..n), or NULL when out of memory. */
+json_t *srv_json_real_array(const double *v, size_t n);
+
 /* An event's canonical JSON text, as the ledger stores it; NULL when out of
  * memory. */
 char *srv_event_text(const acct_event *ev);
@@ -103,6 +106,10 @@ int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t
  * does not fit or a figure is not finite.
  */
 size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
+/* Reads dataset {id} (req->params[0]), or answers as every dataset route
+ * does (404 when there is none); false when it answered. */
+bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);
+
 /* The dataset resource (new reference). */
 json_t *srv_dataset_json(const srv_dataset *ds);
 

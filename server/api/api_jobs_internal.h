@@ -9,10 +9,6 @@
 #include "api_internal.h"
 #include "jobs.h"
 
-/* Reads dataset {id} (req->params[0]), or answers as every dataset route
- * does (404 when there is none); false when it answered. */
-bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);
-
 /* Loads job {id} (req->params[0]) when the key reaches its dataset, or
  * answers 404 / 403 / 503; false when it answered.  The caller clears j. */
 bool srv__load_visible_job(srv_request *req, srv_response *res, srv_job_row *j);

@@ -15,17 +15,6 @@
 
 #define JOB_ID_PREFIX "job_"
 
-bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)
-{
-	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
-
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such dataset");
-		return false;
-	}
-	return true;
-}
-
 /* A job being submitted: its row (reservation_id filled in the
  * transaction) and what its answer shows. */
 struct submit_arg {

@@ -11,6 +11,7 @@
 
 #include "json.h"
 #include "api_mech.h"
+#include "api_internal.h"
 
 static const char *const mech_names[] = {
 	"laplace", "gaussian", "discrete_laplace", "discrete_gaussian", "exponential",
@@ -189,17 +190,7 @@ static int gaussian_sigma(const json_t *body, double sens, double *ret, acct_err
 
 static json_t *real_output(const double *v, const struct vec *in)
 {
-	json_t *arr;
-
-	if (in->scalar)
-		return json_real(v[0]);
-	arr = json_array();
-	for (size_t i = 0; arr && i < in->n; i++)
-		if (json_array_append_new(arr, json_real(v[i])) < 0) {
-			json_decref(arr);
-			return NULL;
-		}
-	return arr;
+	return in->scalar ? json_real(v[0]) : srv_json_real_array(v, in->n);
 }
 
 static json_t *int_output(const int64_t *v, const struct vec *in)

@@ -82,11 +82,8 @@ static bool release_begin(srv_request *req, srv_response *res, struct release *r
 	}
 	for (const char *const *k = route_keys; *k; k++)
 		json_object_del(r->inner, *k);
-	rc = srv_store_dataset_get(req->db, req->params[0], &r->ds);
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such dataset");
+	if (!srv__dataset_or_reply(req, res, &r->ds))
 		goto fail;
-	}
 	if (r->ds.archived || r->ds.is_public) {
 		srv_reply_over_budget(res, &r->ds, NULL);
 		goto fail;

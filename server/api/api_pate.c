@@ -14,6 +14,7 @@
 
 #include "json.h"
 #include "api.h"
+#include "api_internal.h"
 
 /* Reads element i of the array `arr` (named by `where`) as a finite real in
  * [lo, hi] (lo excluded when lo_open), an integer when `integer`. */
@@ -99,20 +100,6 @@ static int read_orders(const json_t *body, double *orders, size_t *ret_n, acct_e
 	return 0;
 }
 
-/* A new JSON array of n finite reals, or NULL (out of memory). */
-static json_t *real_array(const double *v, size_t n)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < n; i++) {
-		if (json_array_append_new(a, json_real(v[i])) < 0) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
 /* Sets obj[key] = value (stolen); -1 when value is NULL or on failure. */
 static int set(json_t *obj, const char *key, json_t *value)
 {
@@ -170,12 +157,13 @@ int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 		goto out;
 
 	ans = json_object();
-	if (!ans || set(ans, "logq", json_real(logq)) < 0 || set(ans, "orders", real_array(orders, n)) < 0 ||
-	    set(ans, "rdp", real_array(rdp, n)) < 0 ||
-	    set(ans, "rdp_data_independent", real_array(rdp_ind, n)) < 0 ||
+	if (!ans || set(ans, "logq", json_real(logq)) < 0 ||
+	    set(ans, "orders", srv_json_real_array(orders, n)) < 0 ||
+	    set(ans, "rdp", srv_json_real_array(rdp, n)) < 0 ||
+	    set(ans, "rdp_data_independent", srv_json_real_array(rdp_ind, n)) < 0 ||
 	    (has_t && (set(ans, "logpr_answered", json_real(logpr)) < 0 ||
-		       set(ans, "rdp_threshold", real_array(rdp_t, n)) < 0 ||
-		       set(ans, "rdp_threshold_data_independent", real_array(rdp_t_ind, n)) < 0))) {
+		       set(ans, "rdp_threshold", srv_json_real_array(rdp_t, n)) < 0 ||
+		       set(ans, "rdp_threshold_data_independent", srv_json_real_array(rdp_t_ind, n)) < 0))) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
@@ -241,7 +229,7 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 
 	ans = json_object();
 	if (!ans || set(ans, "logq", json_real(logq)) < 0 || set(ans, "rdp", json_real(rdp)) < 0 ||
-	    set(ans, "local_sensitivity", real_array(ls, (size_t)num_teachers)) < 0 ||
+	    set(ans, "local_sensitivity", srv_json_real_array(ls, (size_t)num_teachers)) < 0 ||
 	    set(ans, "smooth_sensitivity", json_real(smooth)) < 0 ||
 	    set(ans, "rdp_of_release", json_real(rdp_release)) < 0) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");

@@ -211,19 +211,6 @@ static int element_real(const json_t *arr, const char *where, size_t i, double l
 	return 0;
 }
 
-static json_t *real_array(const double *v, size_t n)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < n; i++) {
-		if (json_array_append_new(a, json_real(v[i])) < 0) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
 static int parse_real_array_text(const char *text, double *v, size_t n)
 {
 	json_t *a = json_loads(text ? text : "", 0, NULL);
@@ -331,7 +318,7 @@ static json_t *config_json(const struct pate_cfg *c)
 
 	norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c->agg], "num_teachers",
 			 (json_int_t)c->num_teachers, "num_classes", (json_int_t)c->num_classes,
-			 "orders", real_array(c->orders, c->n_orders));
+			 "orders", srv_json_real_array(c->orders, c->n_orders));
 	if (!norm)
 		return NULL;
 	if (c->agg != AGG_LNMAX && c->agg != AGG_GNMAX) {
@@ -526,17 +513,6 @@ static json_t *session_json(const struct pate_session *s)
 
 /* ---- create, list, read --------------------------------------------------- */
 
-static bool load_dataset(srv_request *req, srv_response *res, srv_dataset *ds)
-{
-	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
-
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such dataset");
-		return false;
-	}
-	return true;
-}
-
 int srv_pate_session_create(srv_request *req, srv_response *res)
 {
 	struct pate_session s;
@@ -551,7 +527,7 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&qe, 0, sizeof(qe));
 	acct_error_init(&err);
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	if (ds.archived || ds.is_public) {
 		reply_nothing_fits(res, &ds, NULL, NULL);
@@ -571,7 +547,7 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 	srv_now_text(now);
 	snprintf(s.created_at, sizeof(s.created_at), "%s", now);
 	snprintf(s.updated_at, sizeof(s.updated_at), "%s", now);
-	dd = real_array(zeros, s.cfg.n_orders);
+	dd = srv_json_real_array(zeros, s.cfg.n_orders);
 	cfg_text = srv_json_dump(s.config);
 	dd_text = dd ? srv_json_dump(dd) : NULL;
 	memset(&row, 0, sizeof(row));
@@ -620,7 +596,7 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 	json_t *arr = json_array(), *out, *v;
 	size_t i;
 
-	if (!load_dataset(req, res, &ds)) {
+	if (!srv__dataset_or_reply(req, res, &ds)) {
 		json_decref(arr);
 		return 0;
 	}
@@ -979,7 +955,7 @@ static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charg
 	for (size_t i = 0; i < b->k; i++)
 		for (size_t o = 0; o < c->n_orders; o++)
 			dd[o] += b->dd[i * c->n_orders + o];
-	a = real_array(dd, c->n_orders);
+	a = srv_json_real_array(dd, c->n_orders);
 	dd_text = a ? srv_json_dump(a) : NULL;
 	srv_now_text(now);
 	if (!dd_text || srv_store_pate_add_batch(db, b->s->id, &add, dd_text, now) != SRV_OK)
@@ -1210,7 +1186,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	memset(&qe, 0, sizeof(qe));
 	memset(&b, 0, sizeof(b));
 	acct_error_init(&err);
-	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
+	if (try_replay(req, res, &sp, hash) || !srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {
@@ -1573,7 +1549,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
 	acct_error_init(&err);
-	if (try_replay(req, res, &sp, hash) || !load_dataset(req, res, &ds))
+	if (try_replay(req, res, &sp, hash) || !srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	rc = session_load(req->db, ds.id, req->params[1], &s);
 	if (rc != SRV_OK) {

@@ -296,24 +296,12 @@ static int h_dataset_list(srv_request *req, srv_response *res)
 	return 0;
 }
 
-/* Loads {id} or answers 404. */
-static bool load_dataset(srv_request *req, srv_response *res, srv_dataset *ds)
-{
-	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
-
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such dataset");
-		return false;
-	}
-	return true;
-}
-
 static int h_dataset_get(srv_request *req, srv_response *res)
 {
 	srv_dataset ds;
 	json_t *o;
 
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	o = srv_dataset_json(&ds);
 	if (o && !ds.is_public)
@@ -333,7 +321,7 @@ static int h_dataset_update(srv_request *req, srv_response *res)
 	int rc;
 
 	acct_error_init(&err);
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	rc = srv_json_only_keys(req->body, "", keys, &err);
 	if (rc >= 0 && json_object_get(req->body, "public"))
@@ -387,7 +375,7 @@ static int h_budget(srv_request *req, srv_response *res)
 {
 	srv_dataset ds;
 
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	if (ds.is_public) {
 		srv_reply_public(res);
@@ -448,7 +436,7 @@ static int h_ledger(srv_request *req, srv_response *res)
 {
 	srv_dataset ds;
 
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	return reply_page(req, res, srv_ledger_json, ds.id);
 }
@@ -458,7 +446,7 @@ static int h_dataset_audit(srv_request *req, srv_response *res)
 {
 	srv_dataset ds;
 
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	return reply_page(req, res, srv_audit_json, ds.id);
 }
@@ -788,7 +776,7 @@ static int h_res_list(srv_request *req, srv_response *res)
 	srv_dataset ds;
 	json_t *arr = NULL;
 
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	if (srv_reservations_json(req->db, ds.id, &arr) != SRV_OK) {
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
@@ -815,7 +803,7 @@ static int h_dry_run(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if (!load_dataset(req, res, &ds))
+	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
 	if (ds.is_public) {
 		srv_reply_public(res);

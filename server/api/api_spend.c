@@ -142,6 +142,30 @@ char *srv_json_text(json_t *j)
 	return text;
 }
 
+bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)
+{
+	int rc = srv_store_dataset_get(req->db, req->params[0], ds);
+
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such dataset");
+		return false;
+	}
+	return true;
+}
+
+json_t *srv_json_real_array(const double *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++) {
+		if (json_array_append_new(a, json_real(v[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 char *srv_event_text(const acct_event *ev)
 {
 	return srv_json_text(srv_event_to_json(ev));
