@@ -1,7 +1,8 @@
 /*
- * base.h: the leaf of server/: number and time text, clocks and latency
- * histograms.  It includes nothing of dpgate's and no library, so every
- * other layer (store/, http/, api/, jobs/, cli/) may use it.
+ * base.h: the leaf of server/: number and time text, a growable text
+ * buffer, clocks and latency histograms.  It includes nothing of dpgate's
+ * and no library, so every other layer (store/, http/, api/, jobs/, cli/)
+ * may use it.
  *
  * Number text (base_fmt.c) is written without printf: the charge path
  * writes a dozen reals per request (the event, its cost, the running
@@ -12,6 +13,7 @@
 #define DPGATE_SRV_BASE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -63,6 +65,23 @@ void srv_histogram_observe(srv_histogram *h, double seconds);
 /* The upper bound in seconds of bucket i < SRV_METRIC_BUCKETS - 1 (the
  * last bucket is +Inf). */
 double srv_histogram_bound(int i);
+
+/*
+ * A growable text buffer, always NUL-terminated once written to.  Start
+ * from {0}; the caller frees s.  A failed growth sets `failed`, after which
+ * every append does nothing, so a writer checks it once at the end.
+ */
+typedef struct srv_buf {
+	char *s;
+	size_t len, cap;
+	bool failed;
+} srv_buf;
+
+/* Appends n bytes of text.  False when out of memory (now or before). */
+bool srv_buf_put(srv_buf *b, const char *text, size_t n);
+
+/* Appends printf output; a failure only sets b->failed. */
+void srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The server's error record, shaped like acct_error: functions of server/
  * return 0 or a negative code and fill the caller's record.  The message

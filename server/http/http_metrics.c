@@ -5,7 +5,6 @@
  * per-dataset gauges are read from the store at scrape time, through the
  * same filter code the gate uses, so dashboards and the gate agree.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,50 +32,11 @@ void srv_metrics_record(srv_route_metrics *m, int status, double seconds)
 	srv_histogram_observe(&m->latency, seconds);
 }
 
-struct sbuf {
-	char *s;
-	size_t len, cap;
-	bool oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		b->cap = b->cap * 2 + (size_t)n + 1;
-		{
-			char *ns = realloc(b->s, b->cap);
-
-			if (!ns) {
-				b->oom = true;
-				return;
-			}
-			b->s = ns;
-		}
-	}
-}
-
 /* The _bucket, _sum and _count lines of one histogram, with `labels`
  * (NULL for none) before le; nothing when it is empty and skip_empty.
  * Each bucket is read once and _count is their total, so that it always
  * equals the +Inf bucket, even while requests are observed. */
-static void histogram_lines(struct sbuf *b, const char *name, const char *labels,
+static void histogram_lines(srv_buf *b, const char *name, const char *labels,
 			    const srv_histogram *h, bool skip_empty)
 {
 	uint64_t n[SRV_METRIC_BUCKETS], cum = 0;
@@ -94,21 +54,21 @@ static void histogram_lines(struct sbuf *b, const char *name, const char *labels
 	for (int i = 0; i < SRV_METRIC_BUCKETS; i++) {
 		cum += n[i];
 		if (i < SRV_METRIC_BUCKETS - 1)
-			sb_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, srv_histogram_bound(i),
+			srv_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, srv_histogram_bound(i),
 				  (unsigned long long)cum);
 		else
-			sb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+			srv_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
 				  (unsigned long long)cum);
 	}
-	sb_printf(b, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
+	srv_buf_printf(b, "%s_sum%s%s%s %.9f\n", name, open, labels, close,
 		  1e-9 * (double)atomic_load(&h->sum_ns));
-	sb_printf(b, "%s_count%s%s%s %llu\n", name, open, labels, close, (unsigned long long)cum);
+	srv_buf_printf(b, "%s_count%s%s%s %llu\n", name, open, labels, close, (unsigned long long)cum);
 }
 
 /* Whose datasets the per-dataset gauges show: every one, or those a key
  * may read (srv_principal_sees), or none (who NULL, all false). */
 struct gauge_scope {
-	struct sbuf *b;
+	srv_buf *b;
 	const srv_principal *who;
 	bool all;
 };
@@ -123,7 +83,7 @@ static bool gauge_visible(void *arg, const char *id)
 static void dataset_gauges(void *arg, const srv_dataset *ds)
 {
 	const struct gauge_scope *g = arg;
-	struct sbuf *b = g->b;
+	srv_buf *b = g->b;
 	const char *archived = ds->archived ? "true" : "false";
 	srv_epsilons e;
 
@@ -131,21 +91,21 @@ static void dataset_gauges(void *arg, const srv_dataset *ds)
 	if (ds->is_public || srv_dataset_epsilons(ds, NULL, &e) < 0)
 		return;
 	/* Dataset ids are [A-Za-z0-9_.-], so they need no label escaping. */
-	sb_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
+	srv_buf_printf(b, "dpgate_dataset_epsilon_spent{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
 		  ds->id, acct_ledger_kind_name(ds->accountant), archived, e.spent);
-	sb_printf(b, "dpgate_dataset_epsilon_remaining{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
+	srv_buf_printf(b, "dpgate_dataset_epsilon_remaining{dataset=\"%s\",accountant=\"%s\",archived=\"%s\"} %.17g\n",
 		  ds->id, acct_ledger_kind_name(ds->accountant), archived, e.remaining);
-	sb_printf(b, "dpgate_dataset_epsilon_budget{dataset=\"%s\",archived=\"%s\"} %.17g\n", ds->id,
+	srv_buf_printf(b, "dpgate_dataset_epsilon_budget{dataset=\"%s\",archived=\"%s\"} %.17g\n", ds->id,
 		  archived, ds->budget_epsilon);
-	sb_printf(b, "dpgate_dataset_charges{dataset=\"%s\",archived=\"%s\"} %lld\n", ds->id, archived,
+	srv_buf_printf(b, "dpgate_dataset_charges{dataset=\"%s\",archived=\"%s\"} %lld\n", ds->id, archived,
 		  (long long)ds->charges);
 }
 
 /* dpgate_http_requests_total: a line per route and status seen; the row
  * after the last route counts the requests no route matched. */
-static void request_counts(struct sbuf *b, srv_ctx *ctx)
+static void request_counts(srv_buf *b, srv_ctx *ctx)
 {
-	sb_printf(b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
+	srv_buf_printf(b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
 		     "# TYPE dpgate_http_requests_total counter\n");
 	for (size_t r = 0; r <= ctx->routes.n; r++) {
 		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
@@ -157,10 +117,10 @@ static void request_counts(struct sbuf *b, srv_ctx *ctx)
 			if (n == 0)
 				continue;
 			if (metric_statuses[s])
-				sb_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
+				srv_buf_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
 					  method, route, metric_statuses[s], (unsigned long long)n);
 			else
-				sb_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
+				srv_buf_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
 					  method, route, (unsigned long long)n);
 		}
 	}
@@ -168,9 +128,9 @@ static void request_counts(struct sbuf *b, srv_ctx *ctx)
 
 /* dpgate_http_request_duration_seconds: a histogram per route that has
  * served a request, and one for the unmatched. */
-static void request_durations(struct sbuf *b, srv_ctx *ctx)
+static void request_durations(srv_buf *b, srv_ctx *ctx)
 {
-	sb_printf(b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
+	srv_buf_printf(b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
 		     "# TYPE dpgate_http_request_duration_seconds histogram\n");
 	for (size_t r = 0; r <= ctx->routes.n; r++) {
 		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
@@ -185,39 +145,39 @@ static void request_durations(struct sbuf *b, srv_ctx *ctx)
 
 /* The spend write transactions: how many ran, how many spends they
  * carried, how many COMMITs failed, and how long they took. */
-static void spend_metrics(struct sbuf *b, srv_ctx *ctx)
+static void spend_metrics(srv_buf *b, srv_ctx *ctx)
 {
 	uint64_t batches, spends;
 	const srv_histogram *txn, *commit;
 
 	srv_store_group_stats(ctx->store, &batches, &spends);
-	sb_printf(b, "# HELP dpgate_spend_commits_total Write transactions run for charges, reservations and other spends (concurrent spends share one); one whose spends were all refused is rolled back, not fsync'ed.\n"
+	srv_buf_printf(b, "# HELP dpgate_spend_commits_total Write transactions run for charges, reservations and other spends (concurrent spends share one); one whose spends were all refused is rolled back, not fsync'ed.\n"
 		     "# TYPE dpgate_spend_commits_total counter\n"
 		     "dpgate_spend_commits_total %llu\n"
 		     "# HELP dpgate_spends_total Spends run in those transactions.\n"
 		     "# TYPE dpgate_spends_total counter\n"
 		     "dpgate_spends_total %llu\n",
 		  (unsigned long long)batches, (unsigned long long)spends);
-	sb_printf(b, "# HELP dpgate_commit_failures_total COMMITs that failed (a storage error: fsync, a full disk), each logged; the request answered 503 and released nothing.\n"
+	srv_buf_printf(b, "# HELP dpgate_commit_failures_total COMMITs that failed (a storage error: fsync, a full disk), each logged; the request answered 503 and released nothing.\n"
 		     "# TYPE dpgate_commit_failures_total counter\n"
 		     "dpgate_commit_failures_total %llu\n",
 		  (unsigned long long)srv_store_commit_failures(ctx->store));
 	srv_store_spend_timings(ctx->store, &txn, &commit);
-	sb_printf(b, "# HELP dpgate_spend_transaction_duration_seconds Spend write transactions that committed, from BEGIN IMMEDIATE to the durable COMMIT's return (the write lock held).\n"
+	srv_buf_printf(b, "# HELP dpgate_spend_transaction_duration_seconds Spend write transactions that committed, from BEGIN IMMEDIATE to the durable COMMIT's return (the write lock held).\n"
 		     "# TYPE dpgate_spend_transaction_duration_seconds histogram\n");
 	histogram_lines(b, "dpgate_spend_transaction_duration_seconds", NULL, txn, false);
-	sb_printf(b, "# HELP dpgate_spend_commit_duration_seconds The COMMIT of those transactions alone: the WAL write and its fsync.\n"
+	srv_buf_printf(b, "# HELP dpgate_spend_commit_duration_seconds The COMMIT of those transactions alone: the WAL write and its fsync.\n"
 		     "# TYPE dpgate_spend_commit_duration_seconds histogram\n");
 	histogram_lines(b, "dpgate_spend_commit_duration_seconds", NULL, commit, false);
 }
 
 /* The hosted-table cache: hits, misses, evictions and the bytes it holds. */
-static void table_cache_metrics(struct sbuf *b, srv_ctx *ctx)
+static void table_cache_metrics(srv_buf *b, srv_ctx *ctx)
 {
 	srv_table_cache_stats t;
 
 	srv_table_cache_get_stats(ctx->tables, &t);
-	sb_printf(b, "# HELP dpgate_table_cache_hits_total Hosted-table reads served from a kept parse.\n"
+	srv_buf_printf(b, "# HELP dpgate_table_cache_hits_total Hosted-table reads served from a kept parse.\n"
 		     "# TYPE dpgate_table_cache_hits_total counter\n"
 		     "dpgate_table_cache_hits_total %llu\n"
 		     "# HELP dpgate_table_cache_misses_total Hosted-table reads that read and parsed the file.\n"
@@ -233,11 +193,11 @@ static void table_cache_metrics(struct sbuf *b, srv_ctx *ctx)
 }
 
 /* The connections waiting for a request, and those the server closed. */
-static void connection_metrics(struct sbuf *b, srv_ctx *ctx)
+static void connection_metrics(srv_buf *b, srv_ctx *ctx)
 {
 	srv_conns_stats cs = srv_conns_read_stats(ctx->conns);
 
-	sb_printf(b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
+	srv_buf_printf(b, "# HELP dpgate_connections_waiting Connections waiting for a request: its headers, a body not yet admitted, or idle between keep-alive requests.\n"
 		     "# TYPE dpgate_connections_waiting gauge\n"
 		     "dpgate_connections_waiting %u\n"
 		     "# HELP dpgate_connections_closed_total Waiting connections the server closed, by why: a request's headers past the header deadline (serve --header-timeout, answered 408), or the longest-waiting one when waiting connections held all but the reserved slots.\n"
@@ -250,14 +210,14 @@ static void connection_metrics(struct sbuf *b, srv_ctx *ctx)
 
 /* The per-dataset gauges' HELP and TYPE lines, always, and their values
  * for the datasets `scope` shows. */
-static void dataset_metrics(struct sbuf *b, srv_ctx *ctx, struct gauge_scope *scope)
+static void dataset_metrics(srv_buf *b, srv_ctx *ctx, struct gauge_scope *scope)
 {
 	srv_db *db;
 
 	/* Which datasets exist, their budgets and spending are the ledger's,
 	 * not the process's: shown only as the request's key may read them,
 	 * or to anyone under serve --public-metrics. */
-	sb_printf(b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
+	srv_buf_printf(b, "# HELP dpgate_dataset_epsilon_spent Epsilon spent, as the dataset's filter reports it.\n"
 		     "# TYPE dpgate_dataset_epsilon_spent gauge\n"
 		     "# HELP dpgate_dataset_epsilon_remaining Epsilon still available (budget minus spent and reserved).\n"
 		     "# TYPE dpgate_dataset_epsilon_remaining gauge\n"
@@ -277,18 +237,15 @@ static void dataset_metrics(struct sbuf *b, srv_ctx *ctx, struct gauge_scope *sc
  * out of memory. */
 static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret_len)
 {
-	struct sbuf b = {.s = malloc(8192), .cap = 8192};
+	srv_buf b = {0};
 
-	if (!b.s)
-		return NULL;
-	b.s[0] = '\0';
 	request_counts(&b, ctx);
 	request_durations(&b, ctx);
 	spend_metrics(&b, ctx);
 	table_cache_metrics(&b, ctx);
 	connection_metrics(&b, ctx);
 	dataset_metrics(&b, ctx, scope);
-	if (b.oom) {
+	if (b.failed || !b.s) {
 		free(b.s);
 		return NULL;
 	}

@@ -40,9 +40,7 @@
 #define LOG_PATH_BYTES 256
 
 struct conn_state {
-	char *buf;
-	size_t len;
-	size_t cap;
+	srv_buf body; /* the request body received so far */
 	size_t limit;
 	bool too_large;
 	bool replied;
@@ -496,8 +494,8 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	req->ctx = ctx;
 	req->method = method;
 	req->path = url;
-	req->raw_body = cs->buf;
-	req->raw_len = cs->len;
+	req->raw_body = cs->body.s;
+	req->raw_len = cs->body.len;
 	req->content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	req->idempotency_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key");
 	req->authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
@@ -511,7 +509,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 			srv_problem(res, 415, NULL, "the body must be application/json", NULL, NULL);
 			goto out;
 		}
-		body = srv_parse_body(cs->buf, cs->len, &err);
+		body = srv_parse_body(cs->body.s, cs->body.len, &err);
 		if (!body) {
 			srv_problem_from_error(res, &err);
 			goto out;
@@ -828,28 +826,6 @@ static enum MHD_Result request_head(srv_ctx *ctx, struct MHD_Connection *conn,
 	return MHD_YES;
 }
 
-/* Appends `n` bytes of body to cs->buf and keeps it NUL-terminated,
- * doubling its capacity from 4 KiB.  False when out of memory. */
-static bool body_append(struct conn_state *cs, const char *data, size_t n)
-{
-	if (cs->len + n + 1 > cs->cap) {
-		size_t cap = cs->cap ? cs->cap : 4096;
-		char *nb;
-
-		while (cap < cs->len + n + 1)
-			cap *= 2;
-		nb = realloc(cs->buf, cap);
-		if (!nb)
-			return false;
-		cs->buf = nb;
-		cs->cap = cap;
-	}
-	memcpy(cs->buf + cs->len, data, n);
-	cs->len += n;
-	cs->buf[cs->len] = '\0';
-	return true;
-}
-
 /*
  * One piece of a request's body, `n` bytes at `data`: kept, or counted
  * and dropped once the body is known to be too large.  Returns MHD_NO to
@@ -869,11 +845,10 @@ static enum MHD_Result body_piece(srv_ctx *ctx, struct MHD_Connection *conn,
 		cs->status = 0;
 		return MHD_NO;
 	}
-	if (!cs->too_large && cs->len + n > cs->limit) {
+	if (!cs->too_large && cs->body.len + n > cs->limit) {
 		cs->too_large = true;
-		free(cs->buf);
-		cs->buf = NULL;
-		cs->len = cs->cap = 0;
+		free(cs->body.s);
+		cs->body = (srv_buf){0};
 	}
 	if (cs->too_large) {
 		cs->drained += n;
@@ -885,7 +860,7 @@ static enum MHD_Result body_piece(srv_ctx *ctx, struct MHD_Connection *conn,
 		}
 		return MHD_YES;
 	}
-	return body_append(cs, data, n) ? MHD_YES : MHD_NO;
+	return srv_buf_put(&cs->body, data, n) ? MHD_YES : MHD_NO;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -985,12 +960,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		fprintf(stderr, "\",\"route\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%zu,"
 				"\"bytes_out\":%zu,\"key\":\"%s\",\"completed\":%s}\n",
 			cs->route >= 0 ? ctx->routes.routes[cs->route].pattern : "-", cs->status, secs * 1e3,
-			cs->len, cs->out_bytes, cs->key_id[0] ? cs->key_id : "-",
+			cs->body.len, cs->out_bytes, cs->key_id[0] ? cs->key_id : "-",
 			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "true" : "false");
 		funlockfile(stderr);
 	}
 	keep_alive = cs->keep_alive;
-	free(cs->buf);
+	free(cs->body.s);
 	free(cs);
 	*con_cls = NULL;
 	atomic_fetch_sub(&ctx->in_flight, 1);

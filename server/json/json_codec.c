@@ -340,65 +340,36 @@ int srv_json_filter_orders(const json_t *obj, const char *where, acct_ledger_kin
 	return 0;
 }
 
-struct out_buf {
-	char *s;
-	size_t len, cap;
-	bool failed;
-};
-
-static void out_put(struct out_buf *b, const char *text, size_t n)
-{
-	if (b->failed)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *ns;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		ns = realloc(b->s, cap);
-		if (!ns) {
-			b->failed = true;
-			return;
-		}
-		b->s = ns;
-		b->cap = cap;
-	}
-	memcpy(b->s + b->len, text, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-}
-
 /* The shortest form that reads back as the same double (srv_fmt.h). */
-static void out_real(struct out_buf *b, double x)
+static void out_real(srv_buf *b, double x)
 {
 	char buf[SRV_FMT_REAL_MAX];
 
-	out_put(b, buf, srv_fmt_real(buf, x));
+	srv_buf_put(b, buf, srv_fmt_real(buf, x));
 }
 
 /*
  * A JSON string: '"', '\\' and control characters escaped, everything else
  * (valid UTF-8, which jansson guarantees for its strings) copied as is.
  */
-static void out_string(struct out_buf *b, const char *s, size_t len)
+static void out_string(srv_buf *b, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t start = 0;
 
-	out_put(b, "\"", 1);
+	srv_buf_put(b, "\"", 1);
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 		char esc[6];
 
 		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
-		out_put(b, s + start, i - start);
+		srv_buf_put(b, s + start, i - start);
 		start = i + 1;
 		if (c == '"' || c == '\\') {
 			esc[0] = '\\';
 			esc[1] = (char)c;
-			out_put(b, esc, 2);
+			srv_buf_put(b, esc, 2);
 		} else {
 			esc[0] = '\\';
 			esc[1] = 'u';
@@ -406,14 +377,14 @@ static void out_string(struct out_buf *b, const char *s, size_t len)
 			esc[3] = '0';
 			esc[4] = hex[c >> 4];
 			esc[5] = hex[c & 15];
-			out_put(b, esc, 6);
+			srv_buf_put(b, esc, 6);
 		}
 	}
-	out_put(b, s + start, len - start);
-	out_put(b, "\"", 1);
+	srv_buf_put(b, s + start, len - start);
+	srv_buf_put(b, "\"", 1);
 }
 
-static void out_value(struct out_buf *b, const json_t *j)
+static void out_value(srv_buf *b, const json_t *j)
 {
 	char buf[32];
 
@@ -423,45 +394,45 @@ static void out_value(struct out_buf *b, const json_t *j)
 		json_t *v;
 		bool first = true;
 
-		out_put(b, "{", 1);
+		srv_buf_put(b, "{", 1);
 		json_object_foreach((json_t *)j, key, v) {
 			if (!first)
-				out_put(b, ",", 1);
+				srv_buf_put(b, ",", 1);
 			first = false;
 			out_string(b, key, strlen(key));
-			out_put(b, ":", 1);
+			srv_buf_put(b, ":", 1);
 			out_value(b, v);
 		}
-		out_put(b, "}", 1);
+		srv_buf_put(b, "}", 1);
 		break;
 	}
 	case JSON_ARRAY:
-		out_put(b, "[", 1);
+		srv_buf_put(b, "[", 1);
 		for (size_t i = 0; i < json_array_size(j); i++) {
 			if (i)
-				out_put(b, ",", 1);
+				srv_buf_put(b, ",", 1);
 			out_value(b, json_array_get(j, i));
 		}
-		out_put(b, "]", 1);
+		srv_buf_put(b, "]", 1);
 		break;
 	case JSON_STRING:
 		out_string(b, json_string_value(j), json_string_length(j));
 		break;
 	case JSON_INTEGER:
-		out_put(b, buf, srv_fmt_int64(buf, (int64_t)json_integer_value(j)));
+		srv_buf_put(b, buf, srv_fmt_int64(buf, (int64_t)json_integer_value(j)));
 		break;
 	case JSON_REAL:
 		out_real(b, json_real_value(j));
 		break;
-	case JSON_TRUE: out_put(b, "true", 4); break;
-	case JSON_FALSE: out_put(b, "false", 5); break;
-	case JSON_NULL: out_put(b, "null", 4); break;
+	case JSON_TRUE: srv_buf_put(b, "true", 4); break;
+	case JSON_FALSE: srv_buf_put(b, "false", 5); break;
+	case JSON_NULL: srv_buf_put(b, "null", 4); break;
 	}
 }
 
 char *srv_json_dump(const json_t *j)
 {
-	struct out_buf b = {0};
+	srv_buf b = {0};
 
 	if (!j)
 		return NULL;
