@@ -46,6 +46,10 @@ TestSuite(slmc, .init = setup, .fini = teardown, .timeout = 300);
  * only beyond 5 sd along the line between two centres (< 1e-6). */
 static const double centre[C][2] = {{0, 0}, {3, 0}, {0, 3}};
 
+/* The label of cluster k: categorical, so that the declared classes are
+ * names a predict answer could wrongly show for cluster indices. */
+static const char *const class_name[C] = {"a", "b", "c"};
+
 static uint64_t lcg(uint64_t *s)
 {
 	*s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -70,10 +74,12 @@ static void blob_rows(size_t n, uint64_t seed, double (*x)[2], int *y)
 	}
 }
 
-/* A CSV of a blob table; `kind` 'p' private (site,x1,x2,cluster; row i at
- * site (i / C) mod 3, so every site holds every cluster, then two rows at
- * site 99, no declared party), 'a' public start rows (x2,x1: unlabelled,
- * another order), 't' public test rows (x1,x2,cluster). */
+/* A CSV of a blob table; `kind` 'p' private (site,x1,x2,cluster, the
+ * cluster a number, so that only its being named "label" keeps it out of
+ * the features; row i at site (i / C) mod 3, so every site holds every
+ * cluster, then two rows at site 99, no declared party), 'a' public start
+ * rows (x2,x1: unlabelled, another order), 't' public test rows
+ * (x1,x2,cluster, the cluster's name). */
 static char *blob_csv(char kind, size_t n, uint64_t seed, size_t *ret_len)
 {
 	size_t size = 64 + (n + 2) * 64, len = 0;
@@ -90,9 +96,12 @@ static char *blob_csv(char kind, size_t n, uint64_t seed, size_t *ret_len)
 			len += (size_t)snprintf(csv + len, size - len, "%zu,", (i / C) % 3);
 		if (kind == 'a')
 			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f\n", x[i][1], x[i][0]);
-		else
+		else if (kind == 'p')
 			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%d\n", x[i][0], x[i][1],
 						y[i]);
+		else
+			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%s\n", x[i][0], x[i][1],
+						class_name[y[i]]);
 	}
 	if (kind == 'p')
 		len += (size_t)snprintf(csv + len, size - len, "99,40,40,0\n99,-40,40,1\n");
@@ -151,7 +160,7 @@ static void slmc_params(char *buf, size_t size, const char *over, const char *om
 		{"lambda", "1"},            {"rho", "100"},              {"fuzzifier", "1.5"},
 		{"iterations", "10"},       {"noise_multiplier", "0.05"}, {"party_column", "\"site\""},
 		{"parties", "3"},           {"auxiliary_data", "\"aux\""}, {"test_data", "\"test\""},
-		{"label", "\"cluster\""},   {"classes", "3"},
+		{"label", "\"cluster\""},   {"classes", "[\"a\",\"b\",\"c\"]"},
 	};
 	size_t len = (size_t)snprintf(buf, size, "%s", over);
 	char key[48];
@@ -327,6 +336,10 @@ static void check_predictions(const char *job_id, const json_t *result)
 	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(mj.status, 200, "%s", mj.body);
 	cr_assert_eq(json_array_size(json_object_get(mj.json, "classes")), C);
+	for (int c = 0; c < C; c++)
+		cr_assert(json_integer_value(json_array_get(json_object_get(mj.json, "classes"), c)) ==
+				  c &&
+			  json_is_integer(json_array_get(json_object_get(mj.json, "classes"), c)));
 	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(
 				 json_object_get(mj.json, "layers"), 0), "activation")), "cos");
 	for (size_t i = 0; i < N_TEST; i++) {
