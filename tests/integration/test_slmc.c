@@ -322,6 +322,8 @@ static void check_predictions(const char *job_id, const json_t *result)
 	pj = dpg_call(&srv, "POST", path, srv.admin_key, body);
 	cr_assert_eq(pj.status, 200, "%s", pj.body);
 	cr_assert_null(json_object_get(pj.json, "labels"), "%s", pj.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/jobs/{id}/predict", "200", "application/json",
+			   pj.body);
 	for (size_t i = 0; i < N_TEST; i++) {
 		json_t *c = json_array_get(json_object_get(pj.json, "classes"), i);
 
@@ -365,14 +367,21 @@ static json_t *run_slmc(const char *dataset, const char *over, const char *omit,
 	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	dpg_resp r = submit_slmc(dataset, over, omit, false);
 	json_t *job;
+	char *text;
 
 	cr_assert_eq(r.status, 202, "%s", r.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/datasets/{id}/jobs", "202", "application/json",
+			   r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "trainer")), "slmc");
 	snprintf(job_id, 64, "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
 	job = dpg_job_wait(&srv, job_id, done, 240);
 	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
 			 json_string_value(json_object_get(job, "error")));
+	text = json_dumps(job, 0);
+	cr_assert_not_null(text);
+	dpg_assert_in_spec(&srv, "GET", "/v1/jobs/{id}", "200", "application/json", text);
+	free(text);
 	return job;
 }
 
@@ -447,6 +456,8 @@ Test(slmc, a_job_end_to_end)
 	cr_assert(eps <= rho + 2 * sqrt(rho * log(1 / DELTA)));
 	cr_assert_not_null(json_object_get(r.json, "neighbouring"));
 	cr_assert_null(json_object_get(r.json, "public_row_count"), "%s", r.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/datasets/{id}/jobs", "200", "application/json",
+			   r.body);
 	dpg_resp_free(&r);
 	cr_assert_eq(dpg_budget_of(&srv, "blobs").spent_eps, 0.0);
 
