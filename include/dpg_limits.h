@@ -140,6 +140,7 @@
 #define DPG_MAX_SLMC_ITERATIONS     1000         /* ADMM rounds K */
 #define DPG_MAX_SLMC_PARTIES        1000         /* learners M */
 #define DPG_MAX_RFF_WEIGHTS         (1LL << 23)  /* D x d entries of the feature map (64 MiB) */
+#define DPG_MAX_SLMC_AUX_ROWS       100000       /* public start rows FCM runs on */
 /* ==== end trainers ==== */
 
 #endif

@@ -28,6 +28,24 @@ struct submit_arg {
 	"whole party: neighbouring tables differ in every row of one party (the event is " \
 	"pure epsilon-DP for that relation, which covers adding or removing any one row)"
 
+/* What an slmc job's answers say of its privacy unit (docs/slmc.md,
+ * Theorems 1 and 2). */
+#define SLMC_NEIGHBOURS                                                                   \
+	"one row: neighbouring tables differ in one row under the dataset's relation (a "  \
+	"replaced row may move between parties: Delta covers it); the event does not use " \
+	"the row count"
+
+/* The privacy unit a trainer's answers state instead of the row count,
+ * or NULL for a trainer whose event takes the row count as public. */
+static const char *job_neighbouring(const char *trainer)
+{
+	if (strcmp(trainer, "ensemble") == 0)
+		return ENSEMBLE_NEIGHBOURS;
+	if (strcmp(trainer, "slmc") == 0)
+		return SLMC_NEIGHBOURS;
+	return NULL;
+}
+
 static int submit_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
 		      const char *rid)
 {
@@ -56,11 +74,12 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 		      "reservation", "id", rid, "epsilon", eps, "budget",
 		      srv_dataset_budget_json(ds));
 	/* DP-SGD's event takes the row count as public (q = L / N); an
-	 * ensemble's does not use it, and its answers do not show it. */
-	if (o && strcmp(a->job.trainer, "ensemble") != 0)
+	 * ensemble's or slmc's does not use it, and its answers do not show it. */
+	if (o && !job_neighbouring(a->job.trainer))
 		json_object_set_new(o, "public_row_count", json_integer(a->job.n_train));
 	else if (o)
-		json_object_set_new(o, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
+		json_object_set_new(o, "neighbouring",
+				    json_string(job_neighbouring(a->job.trainer)));
 	return o;
 }
 
@@ -72,9 +91,10 @@ static char *submit_text(void *arg, int64_t charge_id, const char *rid, const sr
 
 /* The request's own fields: everything but the dataset's state. */
 struct submit_req {
-	const char *trainer;      /* "dpsgd" or "ensemble" */
+	const char *trainer;      /* "dpsgd", "ensemble" or "slmc" */
 	trn_dpsgd_params p;
 	trn_ensemble_params ep;
+	trn_slmc_params sp;       /* neighbor set from the dataset when priced */
 	const char *note;
 	bool dry_run;
 	double ledger_delta;
@@ -85,20 +105,27 @@ static bool is_ensemble(const struct submit_req *sr)
 	return strcmp(sr->trainer, "ensemble") == 0;
 }
 
+static bool is_slmc(const struct submit_req *sr)
+{
+	return strcmp(sr->trainer, "slmc") == 0;
+}
+
 static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *err)
 {
 	static const char *const keys[] = {"trainer", "params", "dry_run", "note", "ledger_delta",
 					   NULL};
+	static const char *const trainers[] = {"dpsgd", "ensemble", "slmc", NULL};
 	const char *trainer = NULL;
 	int rc = srv_json_only_keys(body, "", keys, err);
 
 	if (rc >= 0)
 		rc = srv_json_string(body, "", "trainer", SRV_REQUIRED, 32, &trainer, err);
-	if (rc >= 0 && strcmp(trainer, "dpsgd") != 0 && strcmp(trainer, "ensemble") != 0)
+	for (const char *const *t = trainers; rc >= 0 && !sr->trainer && *t; t++)
+		if (strcmp(trainer, *t) == 0)
+			sr->trainer = *t;
+	if (rc >= 0 && !sr->trainer)
 		rc = acct_error_set(err, ACCT_EINVAL, "/trainer",
-				    "'trainer' must be \"dpsgd\" or \"ensemble\"");
-	if (rc >= 0)
-		sr->trainer = strcmp(trainer, "dpsgd") == 0 ? "dpsgd" : "ensemble";
+				    "'trainer' must be \"dpsgd\", \"ensemble\" or \"slmc\"");
 	if (rc >= 0)
 		rc = srv_json_bool(body, "", "dry_run", 0, &sr->dry_run, err);
 	if (rc >= 0)
@@ -108,9 +135,36 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 				   1, &sr->ledger_delta, err);
 	if (rc >= 0 && is_ensemble(sr))
 		rc = srv__jobs_parse_ensemble(json_object_get(body, "params"), &sr->ep, err);
+	else if (rc >= 0 && is_slmc(sr))
+		rc = srv__jobs_parse_slmc(json_object_get(body, "params"), &sr->sp, err);
 	else if (rc >= 0)
 		rc = srv__jobs_parse_params(json_object_get(body, "params"), &sr->p, err);
 	return rc;
+}
+
+/*
+ * An slmc job's event, self_composed(K, gaussian(z)) with Delta for the
+ * dataset's relation (docs/slmc.md, Theorem 2).  A target epsilon is met
+ * at the dataset's delta (a basic ledger's: the request's ledger_delta)
+ * under the accountant of its ledger (zcdp for a zcdp ledger, else rdp):
+ * the event's own epsilon; an rdp ledger's charge adds its delta split.
+ */
+static int slmc_event(const srv_dataset *ds, const struct submit_req *sr, acct_event **ret_ev,
+		      acct_error *err)
+{
+	trn_slmc_params p = sr->sp;
+	acct_options opt;
+	double delta = ds->accountant == ACCT_LEDGER_BASIC ? sr->ledger_delta : ds->budget_delta;
+
+	memset(&opt, 0, sizeof(opt));
+	opt.accountant = ds->accountant == ACCT_LEDGER_ZCDP ? ACCT_ZCDP : ACCT_RDP;
+	p.neighbor = ds->neighbor;
+	if (p.epsilon > 0.0 && !(delta > 0.0 && delta < 1.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED,
+				      ds->accountant == ACCT_LEDGER_BASIC ? "/ledger_delta" :
+									    "/params/epsilon",
+				      "a target epsilon for Gaussian noise needs a delta in (0, 1)");
+	return trn_slmc_event(&p, delta, &opt, ret_ev, NULL, err);
 }
 
 /*
@@ -124,9 +178,10 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t n_train,
 		     acct_event **ret_ev, acct_filter *f, acct_cost *cost, acct_error *err)
 {
-	/* An ensemble's event is built from its parameters alone, before any
-	 * data is read (trn_ensemble_event). */
+	/* An ensemble's or slmc's event is built from its parameters alone,
+	 * before any data is read (trn_ensemble_event, trn_slmc_event). */
 	int rc = is_ensemble(sr) ? trn_ensemble_event(&sr->ep, ret_ev, err) :
+		 is_slmc(sr)	 ? slmc_event(ds, sr, ret_ev, err) :
 				   trn_dpsgd_event(&sr->p, (uint64_t)n_train, ret_ev, err);
 
 	if (rc >= 0)
@@ -144,10 +199,12 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 
 /*
  * A job's "test_data": a public dataset with the private table's feature
- * and label columns, by name; evaluated on once the model is released.
- * A builtin link has no column names to match.
+ * and label columns, by name (as `schema_of` reads the table's schema);
+ * evaluated on once the model is released.  A builtin link has no column
+ * names to match.
  */
-static int check_test_data(srv_request *req, const json_t *columns, acct_error *err)
+static int check_test_data(srv_request *req, const json_t *columns,
+			   json_t *(*schema_of)(const json_t *, const json_t *), acct_error *err)
 {
 	const json_t *params = json_object_get(req->body, "params");
 	const char *test = json_string_value(json_object_get(params, "test_data"));
@@ -160,7 +217,7 @@ static int check_test_data(srv_request *req, const json_t *columns, acct_error *
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/params/test_data",
 				      "test_data is matched to a hosted table's columns by name; "
 				      "this dataset links a builtin data set");
-	schema = srv__jobs_table_schema(params, columns);
+	schema = schema_of(params, columns);
 	rc = schema ? srv__jobs_check_public(req->db, req->who, "/params/test_data", test, schema,
 					     true, DPG_MAX_TRAIN_EXAMPLES, err) :
 		      acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
@@ -168,39 +225,32 @@ static int check_test_data(srv_request *req, const json_t *columns, acct_error *
 	return rc;
 }
 
-/* The party column of an ensemble job: a column of the table, not its
- * label, numeric for integer parties and categorical for named ones. */
-static int check_party_column(const json_t *params, const json_t *columns, acct_error *err)
+/* The party column of an ensemble or slmc job: a column of the table,
+ * not the label of `schema` (the job's reading of the table), numeric for
+ * integer parties and categorical for named ones. */
+static int check_party_column(const json_t *params, const json_t *columns, const json_t *schema,
+			      acct_error *err)
 {
 	const json_t *c, *pc = NULL;
-	json_t *schema = srv__jobs_table_schema(params, columns);
 	const char *label = json_string_value(json_object_get(schema, "label"));
 	size_t i;
 	bool numeric;
-	int rc = 0;
 
 	json_array_foreach(columns, i, c)
 		if (srv__jobs_is_party_column(params, c))
 			pc = c;
-	if (!pc) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/party_column",
-				    "the hosted table has no such column");
-		goto out;
-	}
-	/* label points into schema: compare before it is released. */
-	if (label && strcmp(label, json_string_value(json_object_get(pc, "name"))) == 0) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/party_column",
-				    "the party column cannot be the label");
-		goto out;
-	}
+	if (!pc)
+		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				      "the hosted table has no such column");
+	if (label && strcmp(label, json_string_value(json_object_get(pc, "name"))) == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
+				      "the party column cannot be the label");
 	numeric = strcmp(json_string_value(json_object_get(pc, "kind")), "numeric") == 0;
 	if (numeric != json_is_integer(json_object_get(params, "parties")))
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/parties",
-				    "integer parties (codes 0..M-1) need a numeric party column, "
-				    "a list of names a categorical one");
-out:
-	json_decref(schema);
-	return rc;
+		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
+				      "integer parties (codes 0..M-1) need a numeric party column, "
+				      "a list of names a categorical one");
+	return 0;
 }
 
 /*
@@ -229,13 +279,12 @@ static int check_ensemble_data(srv_request *req, const srv_dataset *ds,
 	if (!columns)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
 				      "an ensemble job trains on a hosted table with a party column");
-	rc = check_party_column(params, columns, err);
-	if (rc >= 0) {
-		schema = srv__jobs_table_schema(params, columns);
-		rc = schema ? srv__jobs_check_public(req->db, req->who, "/params/auxiliary_data", aux,
-						     schema, false, DPG_MAX_ENSEMBLE_AUX_ROWS, err) :
-			      acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	}
+	schema = srv__jobs_table_schema(params, columns);
+	rc = schema ? check_party_column(params, columns, schema, err) :
+		      acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	if (rc >= 0)
+		rc = srv__jobs_check_public(req->db, req->who, "/params/auxiliary_data", aux, schema,
+					    false, DPG_MAX_ENSEMBLE_AUX_ROWS, err);
 	if (rc >= 0) {
 		char *aux_columns = NULL;
 
@@ -248,6 +297,40 @@ static int check_ensemble_data(srv_request *req, const srv_dataset *ds,
 	if (rc >= 0)
 		rc = trn_ensemble_check_shape(ep, features, classes, (uint64_t)n_train,
 					      (uint64_t)n_aux, err);
+	return rc;
+}
+
+/*
+ * The checks of an slmc job before anything is reserved: a hosted table
+ * (its features every numeric column but the party column and a column
+ * named "label"), the party column, the public auxiliary and test tables
+ * (features by name) and the trainer's bounds on the shapes.
+ */
+static int check_slmc_data(srv_request *req, const trn_slmc_params *sp, const json_t *columns,
+			   int64_t n_train, acct_error *err)
+{
+	const json_t *params = json_object_get(req->body, "params");
+	const char *aux = json_string_value(json_object_get(params, "auxiliary_data"));
+	json_t *schema;
+	int rc;
+
+	if (!columns)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
+				      "an slmc job clusters the rows of a hosted table");
+	schema = srv__jobs_clustering_schema(params, columns);
+	if (!schema)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	rc = json_object_get(params, "party_column") ?
+		     check_party_column(params, columns, schema, err) : 0;
+	if (rc >= 0 && aux)
+		rc = srv__jobs_check_public(req->db, req->who, "/params/auxiliary_data", aux, schema,
+					    false, DPG_MAX_SLMC_AUX_ROWS, err);
+	if (rc >= 0)
+		rc = check_test_data(req, columns, srv__jobs_clustering_schema, err);
+	if (rc >= 0)
+		rc = trn_slmc_check_shape(sp, (uint64_t)n_train,
+					  json_array_size(json_object_get(schema, "features")), err);
+	json_decref(schema);
 	return rc;
 }
 
@@ -272,17 +355,19 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	}
 	columns = srv_json_parse_text(columns_text);
 	free(columns_text);
-	rc = srv__jobs_check_label(json_object_get(req->body, "params"), columns, &features,
-				   &classes, &err);
-	if (rc >= 0)
-		rc = check_test_data(req, columns, &err);
+	/* A clustering job's private rows have no label. */
+	rc = is_slmc(sr) ? check_slmc_data(req, &sr->sp, columns, *ret_n_train, &err) :
+			   srv__jobs_check_label(json_object_get(req->body, "params"), columns,
+						 &features, &classes, &err);
+	if (rc >= 0 && !is_slmc(sr))
+		rc = check_test_data(req, columns, srv__jobs_table_schema, &err);
 	if (rc >= 0 && is_ensemble(sr))
 		rc = check_ensemble_data(req, ds, &sr->ep, columns, features, classes,
 					      *ret_n_train, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
 	 * its bounds) is refused here, before anything is reserved for it. */
-	if (rc >= 0 && !is_ensemble(sr))
+	if (rc >= 0 && !is_ensemble(sr) && !is_slmc(sr))
 		rc = trn_dpsgd_check_shape(&sr->p, features, classes, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
@@ -291,10 +376,12 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	return true;
 }
 
-/* The dry run's verdict; n_train < 0 for a job whose event does not take
- * the row count as public (an ensemble's), which it then does not show. */
+/* The dry run's verdict; `neighbouring` (job_neighbouring) for a job
+ * whose event does not take the row count as public, which it then does
+ * not show. */
 static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_event *ev,
-			  const acct_filter *f, const acct_cost *cost, int64_t n_train)
+			  const acct_filter *f, const acct_cost *cost, int64_t n_train,
+			  const char *neighbouring)
 {
 	srv_epsilons after;
 	bool fits = srv_dataset_epsilons(ds, cost, &after) == 0 && !ds->archived && after.within;
@@ -303,11 +390,11 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 				   srv_event_to_json(ev), "needed", "epsilon",
 				   acct_filter_epsilon(f, cost), "budget", srv_dataset_budget_json(ds));
 
-	if (answer && n_train >= 0) {
+	if (answer && !neighbouring) {
 		json_object_set_new(answer, "n_train", json_integer(n_train));
 		json_object_set_new(answer, "public_row_count", json_integer(n_train));
 	} else if (answer) {
-		json_object_set_new(answer, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
+		json_object_set_new(answer, "neighbouring", json_string(neighbouring));
 	}
 
 	/* Beside the charge, the event's own epsilon (what the rdp
@@ -397,7 +484,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	if (price_job(&ds, &sr, n_train, &ev, &f, &cost, &err) < 0) {
 		srv_problem_from_error(res, &err);
 	} else if (sr.dry_run) {
-		reply_dry_run(res, &ds, ev, &f, &cost, is_ensemble(&sr) ? -1 : n_train);
+		reply_dry_run(res, &ds, ev, &f, &cost, n_train, job_neighbouring(sr.trainer));
 	} else {
 		struct submit_arg a = {.job = {.dataset_id = ds.id,
 					       .trainer = sr.trainer,
@@ -415,6 +502,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		sp.cost = &cost;
 		sp.note = sr.note			? sr.note :
 			  is_ensemble(&sr) ? "ensemble job (pure epsilon; neighbours differ in one party)" :
+			  is_slmc(&sr)	   ? "slmc job (K Gaussian rounds; neighbours differ in one row)" :
 					     "training job (treats the row count as public: q = L/N)";
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;
@@ -519,8 +607,8 @@ static json_t *job_progress(srv_request *req, const srv_job_row *j)
 	json_decref(result);
 	if (!progress)
 		progress = json_object();
-	/* An ensemble's pure epsilon is spent whole once it reads data. */
-	if (steps >= 0 && json_is_object(progress) && strcmp(j->trainer, "ensemble") != 0)
+	/* An ensemble's or slmc's event is spent whole once it reads data. */
+	if (steps >= 0 && json_is_object(progress) && !job_neighbouring(j->trainer))
 		epsilon_so_far(req, j, steps, progress);
 	return progress;
 }
@@ -560,11 +648,11 @@ static json_t *job_json(srv_request *req, const srv_job_row *j)
 	if (!o)
 		return NULL;
 	/* The N of the event's q = lot_size / N (srv_h_job_submit); an
-	 * ensemble's event does not take it as public. */
-	if (strcmp(j->trainer, "ensemble") != 0)
+	 * ensemble's or slmc's event does not take it as public. */
+	if (!job_neighbouring(j->trainer))
 		json_object_set_new(o, "public_row_count", json_integer(j->n_train));
 	else
-		json_object_set_new(o, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
+		json_object_set_new(o, "neighbouring", json_string(job_neighbouring(j->trainer)));
 	if (j->started_at[0])
 		json_object_set_new(o, "started_at", json_string(j->started_at));
 	if (j->finished_at[0])

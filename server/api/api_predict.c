@@ -219,6 +219,19 @@ json_t *srv_job_class_labels(const json_t *params, uint32_t k)
 	return NULL;
 }
 
+/*
+ * The names of a job's model's classes (srv_job_class_labels), NULL for a
+ * clustering job: its classes are cluster indices 0..C-1, and the classes
+ * its params declare name test_data's labels, to which no cluster is bound
+ * (clustering accuracy matches them afresh on every table).
+ */
+static json_t *job_class_labels(const srv_job_row *j, const json_t *params, uint32_t k)
+{
+	if (strcmp(j->trainer, "slmc") == 0)
+		return NULL;
+	return srv_job_class_labels(params, k);
+}
+
 /* Reads and parses a job's model file; answers and returns -1 when it
  * cannot (409 without a model). */
 static int load_job_model(srv_response *res, const srv_job_row *j, trn_model **ret)
@@ -312,7 +325,7 @@ int srv_h_job_predict(srv_request *req, srv_response *res)
 		srv_problem(res, 500, NULL, "cannot score the rows", NULL, NULL);
 		goto out;
 	}
-	labels = srv_job_class_labels(params, (uint32_t)k);
+	labels = job_class_labels(&j, params, (uint32_t)k);
 	srv_json_reply(res, 200, srv_predict_answer(pred, scores, n, k, labels));
 out:
 	json_decref(labels);
@@ -397,7 +410,7 @@ static int job_model_json(srv_response *res, const srv_job_row *j)
 		return 0;
 	job_json_columns(j, &result, &params);
 	k = trn_model_num_classes(m);
-	labels = srv_job_class_labels(params, k);
+	labels = job_class_labels(j, params, k);
 	if (!labels) {
 		labels = json_array();
 		for (uint32_t c = 0; labels && c < k; c++)

@@ -69,6 +69,16 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
  */
 int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_error *err);
 
+/*
+ * Fills an slmc job's parameters from its "params" (over
+ * trn_slmc_params_default) and validates them with
+ * trn_slmc_params_validate: "parties" is an integer M or, with a
+ * "party_column", M names; "test_data" needs "label" (its label column) and
+ * declared "classes".  Unknown keys are refused.  The caller sets
+ * p->neighbor from the dataset.
+ */
+int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *err);
+
 /* True when `column` (a schema entry) is the job's "party_column", which
  * is never a feature. */
 bool srv__jobs_is_party_column(const json_t *params, const json_t *column);
@@ -86,6 +96,16 @@ int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *r
  * table order.  NULL when the label names no column (or out of memory).
  */
 json_t *srv__jobs_table_schema(const json_t *params, const json_t *columns);
+
+/*
+ * What a clustering job (slmc) reads of a hosted table's schema: as
+ * srv__jobs_table_schema, but the private table needs no label: the
+ * features are every numeric column but the party column and the column
+ * named by "label" (when the table has one), and "label" / "label_kind"
+ * describe test_data's label column (its kind that of the declared
+ * "classes": an integer for a numeric label).  NULL when out of memory.
+ */
+json_t *srv__jobs_clustering_schema(const json_t *params, const json_t *columns);
 
 /*
  * Checks a public table a job names at `where` ("/params/test_data"):

@@ -193,15 +193,15 @@ int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, s
 }
 
 /*
- * The party of each row of t (an ensemble job's "party_column"): with
+ * The party of each row of t (an ensemble or slmc job's "party_column"): with
  * "parties" an integer M, a numeric value v is party v when v is an
  * integer in 0..M-1; with a list of names, a categorical value is the
  * index of its name.  Any other row gets code M: it belongs to no declared
  * party and every party ignores it (trn_ensemble_run), so nothing released
  * depends on it, nor on how many such rows there are.
  */
-static int party_codes(const mech_table *t, const json_t *params, uint32_t m, uint32_t *party,
-		       acct_error *err)
+int srv_jobs__party_codes(const mech_table *t, const json_t *params, uint32_t m, uint32_t *party,
+			  acct_error *err)
 {
 	const char *name = json_string_value(json_object_get(params, "party_column"));
 	const json_t *parties = json_object_get(params, "parties");
@@ -249,7 +249,7 @@ int srv_jobs__load_party_table(srv_jobs_table_fn load_table, srv_table_cache *ta
 		return rc;
 	t = srv_table_ref_table(ref);
 	party = malloc(sizeof(*party) * (mech_table_rows(t) ? mech_table_rows(t) : 1));
-	rc = party ? party_codes(t, params, m, party, err) :
+	rc = party ? srv_jobs__party_codes(t, params, m, party, err) :
 		     acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	if (rc >= 0)
 		rc = table_to_dataset(t, params, ret_train, err);

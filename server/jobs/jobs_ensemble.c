@@ -31,9 +31,6 @@ struct ens_run {
 static int on_ensemble_progress(const trn_ensemble_progress *p, void *user)
 {
 	struct ens_run *er = user;
-	json_t *o;
-	char *text;
-	srv_db *db;
 
 	pthread_mutex_lock(&er->slot->lock);
 	er->slot->ens = *p;
@@ -43,15 +40,7 @@ static int on_ensemble_progress(const trn_ensemble_progress *p, void *user)
 	if (er->phase == p->phase)
 		return 0;
 	er->phase = p->phase;
-	o = srv_jobs__ensemble_progress_json(p);
-	text = o ? srv_json_dump(o) : NULL;
-	if (text) {
-		db = srv_store_acquire(er->jobs->ctx->store);
-		srv__job_save_progress(db, er->slot->id, text);
-		srv_store_release(er->jobs->ctx->store, db);
-	}
-	free(text);
-	json_decref(o);
+	srv_jobs__save_progress(er->jobs, er->slot->id, srv_jobs__ensemble_progress_json(p));
 	return 0;
 }
 
@@ -106,15 +95,11 @@ static char *ensemble_result(const trn_ensemble_result *r, const struct ens_data
 				(json_int_t)r->aux_rows, "noise_beta", r->noise_beta, "train_seconds",
 				r->train_seconds, "epsilon", epsilon, "model_available", model_kept,
 				"model_bytes", (json_int_t)model_len);
-	char *text;
-
 	if (res && srv_jobs__test_metrics(res, r->model, d->test, d->schema) < 0) {
 		json_decref(res);
 		return NULL;
 	}
-	text = res ? srv_json_dump(res) : NULL;
-	json_decref(res);
-	return text;
+	return srv_jobs__result_text(res);
 }
 
 int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
@@ -129,6 +114,7 @@ int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
 	size_t model_len = 0;
 	int rc = srv__jobs_parse_ensemble(params, &p, err);
 
+	slot->ensemble = true;
 	if (rc >= 0)
 		rc = load_ensemble_data(jobs, j, params, p.parties, &d, err);
 	if (rc >= 0)

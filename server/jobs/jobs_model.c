@@ -1,6 +1,7 @@
 /*
  * jobs_model.c: what a job keeps of its released model: the model file,
- * written atomically, and the model's figures on public test rows.
+ * written atomically, and the model's figures on public test rows; and
+ * the progress and result texts its row keeps, for every trainer's run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,8 @@
 
 #include "trn_eval.h"
 #include "jobs_pool.h"
+#include "json.h"
+#include "store.h"
 
 /* Writes the model file atomically (temp file, fsync, rename). */
 static int write_model(const char *dir, const char *id, const uint8_t *buf, size_t len,
@@ -69,8 +72,29 @@ int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char
 	return model_path[0] ? 0 : -1;
 }
 
-/* A metric, or null when it is undefined (NaN: no row of a class). */
-static json_t *real_or_null(double x)
+void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o)
+{
+	char *text = o ? srv_json_dump(o) : NULL;
+	srv_db *db;
+
+	if (text) {
+		db = srv_store_acquire(jobs->ctx->store);
+		srv__job_save_progress(db, id, text);
+		srv_store_release(jobs->ctx->store, db);
+	}
+	free(text);
+	json_decref(o);
+}
+
+char *srv_jobs__result_text(json_t *res)
+{
+	char *text = res ? srv_json_dump(res) : NULL;
+
+	json_decref(res);
+	return text;
+}
+
+json_t *srv_jobs__real_or_null(double x)
 {
 	return isfinite(x) ? json_real(x) : json_null();
 }
@@ -89,12 +113,13 @@ int srv_jobs__test_metrics(json_t *res, const trn_model *m, const trn_dataset *t
 	if (trn_eval_model(m, test, &mt, &err) < 0)
 		return -1;
 	/* Public rows only: the released model scored on test_data. */
-	if (json_object_set_new(res, "test_accuracy", real_or_null(mt.accuracy)) < 0 ||
+	if (json_object_set_new(res, "test_accuracy", srv_jobs__real_or_null(mt.accuracy)) < 0 ||
 	    json_object_set_new(res, "test_rows", json_integer((json_int_t)mt.n)) < 0)
 		return -1;
 	if (test->num_classes == 2 &&
-	    (json_object_set_new(res, "test_auc", real_or_null(mt.auc)) < 0 ||
-	     json_object_set_new(res, "test_balanced_error", real_or_null(mt.balanced_error)) < 0))
+	    (json_object_set_new(res, "test_auc", srv_jobs__real_or_null(mt.auc)) < 0 ||
+	     json_object_set_new(res, "test_balanced_error",
+				 srv_jobs__real_or_null(mt.balanced_error)) < 0))
 		return -1;
 	return 0;
 }

@@ -4,6 +4,7 @@
  * linked table's schema.  Both run before anything is reserved or read.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,54 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 	return trn_dpsgd_params_validate(p, err);
 }
 
+/*
+ * The declared classes of a label column: an integer K in [2,
+ * DPG_MAX_CLASSES] for a numeric label (classes 0 .. K-1), or the list of
+ * 2 to DPG_MAX_CLASSES distinct category names for a categorical one.
+ */
+static int check_declared_classes(const json_t *classes, bool numeric, uint32_t *ret_classes,
+				  acct_error *err)
+{
+	const json_t *c;
+	size_t i;
+
+	if (!classes)
+		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+				      "a hosted table's label classes must be declared: an integer K "
+				      "for a numeric label (0 .. K-1), or the list of category names");
+	if (numeric) {
+		if (!json_is_integer(classes) || json_integer_value(classes) < 2 ||
+		    json_integer_value(classes) > DPG_MAX_CLASSES)
+			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+					      "a numeric label's classes are an integer K in [2, %d]",
+					      DPG_MAX_CLASSES);
+		*ret_classes = (uint32_t)json_integer_value(classes);
+		return 0;
+	}
+	if (!json_is_array(classes) || json_array_size(classes) < 2 ||
+	    json_array_size(classes) > DPG_MAX_CLASSES)
+		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
+				      "a categorical label's classes are a list of 2 to %d names",
+				      DPG_MAX_CLASSES);
+	json_array_foreach(classes, i, c) {
+		char where[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(where, sizeof(where), "/params/classes/%zu", i);
+		if (!json_is_string(c) || json_string_length(c) < 1 ||
+		    json_string_length(c) > DPG_MAX_CSV_FIELD_BYTES ||
+		    strlen(json_string_value(c)) != json_string_length(c))
+			return acct_error_set(err, ACCT_EINVAL, where,
+					      "a class is a category name of 1 to %d bytes",
+					      DPG_MAX_CSV_FIELD_BYTES);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(json_string_value(json_array_get(classes, k)),
+				   json_string_value(c)) == 0)
+				return acct_error_set(err, ACCT_EINVAL, where, "appears twice");
+	}
+	*ret_classes = (uint32_t)json_array_size(classes);
+	return 0;
+}
+
 bool srv__jobs_is_party_column(const json_t *params, const json_t *column)
 {
 	const char *party = json_string_value(json_object_get(params, "party_column"));
@@ -230,41 +279,10 @@ int srv__jobs_check_label(const json_t *params, const json_t *columns, size_t *r
 		    strcmp(json_string_value(json_object_get(c, "kind")), "numeric") == 0)
 			features++;
 	*ret_features = features;
-	if (!classes)
-		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
-				      "a hosted table's label classes must be declared: an integer K "
-				      "for a numeric label (0 .. K-1), or the list of category names");
-	if (strcmp(json_string_value(json_object_get(col, "kind")), "numeric") == 0) {
-		if (!json_is_integer(classes) || json_integer_value(classes) < 2 ||
-		    json_integer_value(classes) > DPG_MAX_CLASSES)
-			return acct_error_set(err, ACCT_EINVAL, "/params/classes",
-					      "a numeric label's classes are an integer K in [2, %d]",
-					      DPG_MAX_CLASSES);
-		*ret_classes = (uint32_t)json_integer_value(classes);
-		return 0;
-	}
-	if (!json_is_array(classes) || json_array_size(classes) < 2 ||
-	    json_array_size(classes) > DPG_MAX_CLASSES)
-		return acct_error_set(err, ACCT_EINVAL, "/params/classes",
-				      "a categorical label's classes are a list of 2 to %d names",
-				      DPG_MAX_CLASSES);
-	json_array_foreach(classes, i, c) {
-		char where[ACCT_ERROR_WHERE_BYTES];
-
-		snprintf(where, sizeof(where), "/params/classes/%zu", i);
-		if (!json_is_string(c) || json_string_length(c) < 1 ||
-		    json_string_length(c) > DPG_MAX_CSV_FIELD_BYTES ||
-		    strlen(json_string_value(c)) != json_string_length(c))
-			return acct_error_set(err, ACCT_EINVAL, where,
-					      "a class is a category name of 1 to %d bytes",
-					      DPG_MAX_CSV_FIELD_BYTES);
-		for (size_t k = 0; k < i; k++)
-			if (strcmp(json_string_value(json_array_get(classes, k)),
-				   json_string_value(c)) == 0)
-				return acct_error_set(err, ACCT_EINVAL, where, "appears twice");
-	}
-	*ret_classes = (uint32_t)json_array_size(classes);
-	return 0;
+	return check_declared_classes(classes,
+				      strcmp(json_string_value(json_object_get(col, "kind")),
+					     "numeric") == 0,
+				      ret_classes, err);
 }
 
 json_t *srv_json_parse_text(const char *text)
@@ -301,25 +319,25 @@ static int names_unique(const json_t *list, const char *where, acct_error *err)
 	return rc;
 }
 
-/* "parties": an integer M (codes 0..M-1) or the list of M party names. */
-static int parse_parties(const json_t *params, trn_ensemble_params *p, acct_error *err)
+/* "parties": an integer M (codes 0..M-1) or the list of M party names,
+ * 1 <= M <= max; the ensemble's and slmc's party column alike. */
+static int parse_parties(const json_t *params, int64_t max, uint32_t *ret, acct_error *err)
 {
 	const json_t *parties = json_object_get(params, "parties"), *c;
 	size_t i, n = json_array_size(parties);
 
 	if (json_is_integer(parties)) {
-		if (json_integer_value(parties) < 1 ||
-		    json_integer_value(parties) > DPG_MAX_ENSEMBLE_PARTIES)
+		if (json_integer_value(parties) < 1 || json_integer_value(parties) > max)
 			return acct_error_set(err, ACCT_EINVAL, "/params/parties",
-					      "'parties' is 1 to %d", DPG_MAX_ENSEMBLE_PARTIES);
-		p->parties = (uint32_t)json_integer_value(parties);
+					      "'parties' is 1 to %lld", (long long)max);
+		*ret = (uint32_t)json_integer_value(parties);
 		return 0;
 	}
-	if (!json_is_array(parties) || n < 1 || n > DPG_MAX_ENSEMBLE_PARTIES)
+	if (!json_is_array(parties) || n < 1 || n > (size_t)max)
 		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
 				      "'parties' is required: an integer M (party codes 0..M-1) or "
-				      "the list of 1 to %d party names, never read from the rows",
-				      DPG_MAX_ENSEMBLE_PARTIES);
+				      "the list of 1 to %lld party names, never read from the rows",
+				      (long long)max);
 	json_array_foreach(parties, i, c) {
 		char where[ACCT_ERROR_WHERE_BYTES];
 
@@ -330,7 +348,7 @@ static int parse_parties(const json_t *params, trn_ensemble_params *p, acct_erro
 					      "a party name is a category of 1 to %d bytes",
 					      DPG_MAX_CSV_FIELD_BYTES);
 	}
-	p->parties = (uint32_t)n;
+	*ret = (uint32_t)n;
 	return names_unique(parties, "/params/parties", err);
 }
 
@@ -412,7 +430,7 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
 	for (const char *const *k = strings; rc >= 0 && *k; k++)
 		rc = srv_json_string(params, "/params", *k, 0, DPG_MAX_NAME_BYTES, &s, err);
 	if (rc >= 0)
-		rc = parse_parties(params, p, err);
+		rc = parse_parties(params, DPG_MAX_ENSEMBLE_PARTIES, &p->parties, err);
 	if (rc >= 0)
 		rc = parse_local_models(params, p, err);
 	if (rc >= 0)
@@ -420,4 +438,99 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
 	if (rc < 0)
 		return rc;
 	return trn_ensemble_params_validate(p, err);
+}
+
+/* ---- the slmc trainer's params ----------------------------------------- */
+
+/* The model's scalars, each over its default; trn_slmc_params_validate
+ * then checks their meaning (clusters >= 2, fuzzifier > 1, ...). */
+static int parse_slmc_scalars(const json_t *params, trn_slmc_params *p, acct_error *err)
+{
+	static const struct {
+		const char *key;
+		size_t offset;
+	} counts[] = {
+		{"clusters", offsetof(trn_slmc_params, clusters)},
+		{"features", offsetof(trn_slmc_params, features)},
+		{"iterations", offsetof(trn_slmc_params, iterations)},
+	}, reals[] = {
+		{"gamma", offsetof(trn_slmc_params, gamma)},
+		{"lambda", offsetof(trn_slmc_params, lambda)},
+		{"rho", offsetof(trn_slmc_params, rho)},
+		{"fuzzifier", offsetof(trn_slmc_params, fuzzifier)},
+		{"max_norm", offsetof(trn_slmc_params, max_norm)},
+		{"noise_multiplier", offsetof(trn_slmc_params, noise_multiplier)},
+		{"epsilon", offsetof(trn_slmc_params, epsilon)},
+	};
+	int rc = 0;
+
+	for (size_t i = 0; rc >= 0 && i < sizeof(counts) / sizeof(counts[0]); i++)
+		rc = parse_u32(params, counts[i].key, 0, UINT32_MAX,
+			       (uint32_t *)((char *)p + counts[i].offset), err);
+	for (size_t i = 0; rc >= 0 && i < sizeof(reals) / sizeof(reals[0]); i++)
+		rc = parse_real(params, reals[i].key, 0, 0, 1e12,
+				(double *)((char *)p + reals[i].offset), err);
+	/* The default is a target epsilon; a noise multiplier given alone
+	 * replaces it (both given is refused by the validation). */
+	if (rc >= 0 && json_object_get(params, "noise_multiplier") &&
+	    !json_object_get(params, "epsilon"))
+		p->epsilon = 0.0;
+	return rc;
+}
+
+/* "parties": with a party column, as the ensemble's (an integer M or M
+ * names); without one, the integer M of a uniform random split. */
+static int parse_slmc_parties(const json_t *params, trn_slmc_params *p, acct_error *err)
+{
+	if (json_object_get(params, "party_column"))
+		return parse_parties(params, DPG_MAX_SLMC_PARTIES, &p->parties, err);
+	if (json_object_get(params, "parties") && !json_is_integer(json_object_get(params, "parties")))
+		return acct_error_set(err, ACCT_EINVAL, "/params/parties",
+				      "without a party_column 'parties' is the integer number of "
+				      "learners the rows are split over at random");
+	return parse_u32(params, "parties", 0, UINT32_MAX, &p->parties, err);
+}
+
+int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *err)
+{
+	static const char *const keys[] = {
+		"clusters", "features", "gamma", "lambda", "rho", "fuzzifier", "iterations",
+		"noise_multiplier", "epsilon", "max_norm", "parties", "party_column",
+		"auxiliary_data", "test_data", "label", "classes", NULL,
+	};
+	static const struct {
+		const char *key;
+		size_t max;
+	} strings[] = {
+		{"party_column", DPG_MAX_NAME_BYTES}, {"label", DPG_MAX_NAME_BYTES},
+		{"auxiliary_data", DPG_MAX_ID_BYTES}, {"test_data", DPG_MAX_ID_BYTES},
+	};
+	const char *s = NULL;
+	uint32_t classes = 0;
+	int rc;
+
+	trn_slmc_params_default(p);
+	if (!params)
+		return trn_slmc_params_validate(p, err);
+	if (!json_is_object(params))
+		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
+	rc = srv_json_only_keys(params, "/params", keys, err);
+	for (size_t i = 0; rc >= 0 && i < sizeof(strings) / sizeof(strings[0]); i++)
+		rc = srv_json_string(params, "/params", strings[i].key, 0, strings[i].max, &s, err);
+	if (rc >= 0)
+		rc = parse_slmc_scalars(params, p, err);
+	if (rc >= 0)
+		rc = parse_slmc_parties(params, p, err);
+	/* test_data is scored against its label column, whose classes are
+	 * declared as any job's are. */
+	if (rc >= 0 && json_object_get(params, "test_data") && !json_object_get(params, "label"))
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/label",
+				    "test_data needs 'label', the name of its label column");
+	if (rc >= 0 && (json_object_get(params, "test_data") || json_object_get(params, "classes")))
+		rc = check_declared_classes(json_object_get(params, "classes"),
+					    json_is_integer(json_object_get(params, "classes")),
+					    &classes, err);
+	if (rc < 0)
+		return rc;
+	return trn_slmc_params_validate(p, err);
 }

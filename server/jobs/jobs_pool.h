@@ -19,6 +19,8 @@ typedef struct job_slot {
 	trn_progress progress;
 	bool ensemble;             /* the job is an ensemble job: `ens` is its progress */
 	trn_ensemble_progress ens;
+	bool slmc;                 /* the job is an slmc job: `slmc_progress` is its progress */
+	trn_slmc_progress slmc_progress;
 	bool has_progress;
 } job_slot;
 
@@ -45,6 +47,18 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot);
 
 /* A progress report as the job row stores it and GET /v1/jobs/{id} shows. */
 json_t *srv_jobs__progress_json(const trn_progress *p);
+
+/* Saves progress `o` (any trainer's; the reference is taken, NULL is
+ * ignored) on job `id`'s row. */
+void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o);
+
+/* A metric as JSON: null when it is undefined (NaN: no row of a class,
+ * no test table). */
+json_t *srv_jobs__real_or_null(double x);
+
+/* A job's result object as the job row stores it: its text (malloc'ed),
+ * or NULL when `res` is NULL or out of memory; the reference is taken. */
+char *srv_jobs__result_text(json_t *res);
 
 /* Loads the training table (and a public evaluation table where there is
  * one) that the dataset links; a hosted table through `tables`. */
@@ -86,9 +100,20 @@ int srv_jobs__load_party_table(srv_jobs_table_fn load_table, srv_table_cache *ta
 			       const char *dataset_id, const json_t *params, uint32_t m,
 			       trn_dataset **ret_train, uint32_t **ret_party, acct_error *err);
 
+/*
+ * The party of each row of t, by the job's "party_column" and "parties":
+ * codes 0..m-1, and m for a row of no declared party (jobs_dataset.c).
+ */
+int srv_jobs__party_codes(const mech_table *t, const json_t *params, uint32_t m, uint32_t *party,
+			  acct_error *err);
+
 /* A hosted table's schema as a job reads it (srv__jobs_table_schema), from
  * the link's recorded columns; NULL for a builtin link. */
 json_t *srv_jobs__job_schema(srv_db *db, const char *dataset_id, const json_t *params);
+
+/* The same for a clustering job (srv__jobs_clustering_schema). */
+json_t *srv_jobs__job_clustering_schema(srv_db *db, const char *dataset_id,
+					const json_t *params);
 
 /* An ensemble job's progress as the job row stores it (jobs_ensemble.c). */
 json_t *srv_jobs__ensemble_progress_json(const trn_ensemble_progress *p);
@@ -102,6 +127,19 @@ json_t *srv_jobs__ensemble_progress_json(const trn_ensemble_progress *p);
 int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
 			   mech_rng *stream, char **ret_result, char *model_path,
 			   size_t model_path_size, acct_error *err);
+
+/* An slmc job's progress as the job row stores it (jobs_slmc.c): the
+ * round and the change of the noisy consensus. */
+json_t *srv_jobs__slmc_progress_json(const trn_slmc_progress *p);
+
+/*
+ * Runs an slmc job on its worker (jobs_slmc.c), as srv_jobs__run_ensemble
+ * does: the noise multiplier is the reserved event's; the model file is
+ * the consensus as a trn_model (trn_slmc_model_to_model).
+ */
+int srv_jobs__run_slmc(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream,
+		       char **ret_result, char *model_path, size_t model_path_size,
+		       acct_error *err);
 
 /* Classes of the label column `lj` into `y` (int64, TRN_NO_CLASS for a
  * value none of the declared classes is); their number in *ret. */

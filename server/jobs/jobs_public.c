@@ -25,31 +25,58 @@ static bool col_numeric(const json_t *c)
 	return kind && strcmp(kind, "numeric") == 0;
 }
 
+/* The names of the numeric columns of `columns` but the one named `skip`
+ * (may be NULL) and the job's party column, in table order. */
+static json_t *feature_names(const json_t *params, const json_t *columns, const char *skip)
+{
+	json_t *features = json_array();
+	const json_t *c;
+	size_t i;
+
+	json_array_foreach(columns, i, c)
+		if (features && col_numeric(c) && col_name(c) &&
+		    !(skip && strcmp(col_name(c), skip) == 0) &&
+		    !srv__jobs_is_party_column(params, c) &&
+		    json_array_append_new(features, json_string(col_name(c))) < 0) {
+			json_decref(features);
+			features = NULL;
+		}
+	return features;
+}
+
 json_t *srv__jobs_table_schema(const json_t *params, const json_t *columns)
 {
 	const char *label = json_string_value(json_object_get(params, "label"));
 	const json_t *c, *lc = NULL;
-	json_t *features = json_array(), *o;
+	json_t *features;
 	size_t i, n = json_array_size(columns);
 
 	json_array_foreach(columns, i, c)
 		if (label ? col_name(c) && strcmp(col_name(c), label) == 0 : i + 1 == n)
 			lc = c;
-	if (!features || !lc || !col_name(lc)) {
-		json_decref(features);
+	if (!lc || !col_name(lc))
 		return NULL;
-	}
 	/* table_to_dataset's features: every numeric column but the label
 	 * (and an ensemble's party column). */
-	json_array_foreach(columns, i, c)
-		if (c != lc && col_numeric(c) && col_name(c) && !srv__jobs_is_party_column(params, c) &&
-		    json_array_append_new(features, json_string(col_name(c))) < 0) {
-			json_decref(features);
-			return NULL;
-		}
-	o = json_pack("{s:o, s:s, s:s}", "features", features, "label", col_name(lc),
-		      "label_kind", col_numeric(lc) ? "numeric" : "categorical");
-	return o;
+	features = feature_names(params, columns, col_name(lc));
+	return features ? json_pack("{s:o, s:s, s:s}", "features", features, "label", col_name(lc),
+				    "label_kind", col_numeric(lc) ? "numeric" : "categorical") :
+			  NULL;
+}
+
+json_t *srv__jobs_clustering_schema(const json_t *params, const json_t *columns)
+{
+	const char *label = json_string_value(json_object_get(params, "label"));
+	json_t *features = feature_names(params, columns, label);
+
+	/* The private rows carry no label; test_data's label column is the
+	 * one named, of the kind its declared classes say. */
+	return features ? json_pack("{s:o, s:s?, s:s}", "features", features, "label", label,
+				    "label_kind",
+				    json_is_integer(json_object_get(params, "classes")) ?
+					    "numeric" :
+					    "categorical") :
+			  NULL;
 }
 
 /* The column of `columns` named `name`, or NULL. */
@@ -199,11 +226,13 @@ out:
 	return rc;
 }
 
-json_t *srv_jobs__job_schema(srv_db *db, const char *dataset_id, const json_t *params)
+/* The columns recorded for the dataset's hosted table; NULL for a builtin
+ * link. */
+static json_t *link_columns(srv_db *db, const char *dataset_id)
 {
 	char *text = NULL;
 	int64_t rows = 0;
-	json_t *columns, *schema;
+	json_t *columns;
 
 	if (srv__data_link_rows(db, dataset_id, &rows, &text) != SRV_OK || !text) {
 		free(text);
@@ -211,7 +240,24 @@ json_t *srv_jobs__job_schema(srv_db *db, const char *dataset_id, const json_t *p
 	}
 	columns = srv_json_parse_text(text);
 	free(text);
-	schema = srv__jobs_table_schema(params, columns);
+	return columns;
+}
+
+json_t *srv_jobs__job_schema(srv_db *db, const char *dataset_id, const json_t *params)
+{
+	json_t *columns = link_columns(db, dataset_id);
+	json_t *schema = columns ? srv__jobs_table_schema(params, columns) : NULL;
+
+	json_decref(columns);
+	return schema;
+}
+
+json_t *srv_jobs__job_clustering_schema(srv_db *db, const char *dataset_id,
+					const json_t *params)
+{
+	json_t *columns = link_columns(db, dataset_id);
+	json_t *schema = columns ? srv__jobs_clustering_schema(params, columns) : NULL;
+
 	json_decref(columns);
 	return schema;
 }

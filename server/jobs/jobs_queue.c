@@ -86,6 +86,7 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
 	slot->cancel_by_user = false;
 	slot->has_progress = false;
 	slot->ensemble = false;
+	slot->slmc = false;
 	pthread_mutex_unlock(&slot->lock);
 	jobs->head = (jobs->head + 1) % DPG_MAX_QUEUED_JOBS;
 	jobs->count--;
@@ -104,6 +105,7 @@ json_t *srv_jobs_live_progress(srv_jobs *jobs, const char *id)
 		if (strcmp(s->id, id) == 0 && s->has_progress) {
 			json_decref(progress);
 			progress = s->ensemble ? srv_jobs__ensemble_progress_json(&s->ens) :
+				   s->slmc     ? srv_jobs__slmc_progress_json(&s->slmc_progress) :
 						 srv_jobs__progress_json(&s->progress);
 		}
 		pthread_mutex_unlock(&s->lock);

@@ -53,17 +53,7 @@ static double now_seconds(void)
 
 static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
 {
-	json_t *o = srv_jobs__progress_json(p);
-	char *text = o ? srv_json_dump(o) : NULL;
-	srv_db *db;
-
-	if (text) {
-		db = srv_store_acquire(jobs->ctx->store);
-		srv__job_save_progress(db, id, text);
-		srv_store_release(jobs->ctx->store, db);
-	}
-	free(text);
-	json_decref(o);
+	srv_jobs__save_progress(jobs, id, srv_jobs__progress_json(p));
 }
 
 static int on_progress(const trn_progress *p, void *user)
@@ -186,7 +176,6 @@ static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *r
 			 acct_error *err)
 {
 	size_t model_len = 0;
-	char *result_text;
 	json_t *res;
 
 	srv_jobs__write_model(ctx, id, result->model, model_path, model_path_size, &model_len,
@@ -206,9 +195,7 @@ static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *r
 		json_decref(res);
 		res = NULL;
 	}
-	result_text = res ? srv_json_dump(res) : NULL;
-	json_decref(res);
-	return result_text;
+	return srv_jobs__result_text(res);
 }
 
 /* Records the job's end and commits its reservation in full: the job has
@@ -224,6 +211,28 @@ static void end_job(srv_ctx *ctx, const char *id, const char *final_state,
 	srv_store_release(ctx->store, db);
 }
 
+/* A trainer run with its own loading, progress and result (the file that
+ * holds it); DP-SGD is train_job's. */
+typedef int (*srv_jobs_run_fn)(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
+			       mech_rng *stream, char **ret_result, char *model_path,
+			       size_t model_path_size, acct_error *err);
+
+static srv_jobs_run_fn other_run(const char *trainer)
+{
+	static const struct {
+		const char *trainer;
+		srv_jobs_run_fn run;
+	} runs[] = {
+		{"ensemble", srv_jobs__run_ensemble},
+		{"slmc", srv_jobs__run_slmc},
+	};
+
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
+		if (strcmp(trainer, runs[i].trainer) == 0)
+			return runs[i].run;
+	return NULL;
+}
+
 static void run_job(srv_jobs *jobs, job_slot *slot)
 {
 	srv_ctx *ctx = jobs->ctx;
@@ -236,6 +245,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	char model_path[4200] = "";
 	char *result_text = NULL;
 	const char *final_state = "failed", *error = NULL;
+	srv_jobs_run_fn run_other;
 	char msg[ACCT_ERROR_TEXT_BYTES + sizeof(" at ") + ACCT_ERROR_WHERE_BYTES];
 	int rc;
 
@@ -251,10 +261,10 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
-	if (strcmp(j.trainer, "ensemble") == 0) {
-		slot->ensemble = true;
-		rc = srv_jobs__run_ensemble(jobs, slot, &j, stream, &result_text, model_path,
-					    sizeof(model_path), &err);
+	run_other = other_run(j.trainer);
+	if (run_other) {
+		rc = run_other(jobs, slot, &j, stream, &result_text, model_path, sizeof(model_path),
+			       &err);
 		if (rc >= 0)
 			final_state = rc == TRN_CANCELLED ?
 					      (slot->cancel_by_user ? "cancelled" : "failed") :

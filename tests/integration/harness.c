@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -681,4 +682,65 @@ void dpg_switch_file(const char *path, bool exists)
 	} else {
 		cr_assert(unlink(path) == 0 || access(path, F_OK) != 0);
 	}
+}
+
+/* A JSON model's layer width this reader takes (DPG_MAX_HIDDEN_UNITS). */
+#define JSON_MODEL_MAX_WIDTH 4096
+
+/* One dense layer of a JSON model on h (w inputs) into z, then its
+ * activation back into h; returns its width. */
+static size_t json_model_layer(const json_t *layer, double *h, double *z, size_t w)
+{
+	size_t out = (size_t)json_integer_value(json_object_get(layer, "out"));
+	const json_t *W = json_object_get(json_object_get(layer, "weight"), "values");
+	const json_t *b = json_object_get(json_object_get(layer, "bias"), "values");
+	const char *act = json_string_value(json_object_get(layer, "activation"));
+
+	cr_assert(out <= JSON_MODEL_MAX_WIDTH && json_array_size(W) == out * w);
+	for (size_t o = 0; o < out; o++) {
+		z[o] = json_real_value(json_array_get(b, o));
+		for (size_t j = 0; j < w; j++)
+			z[o] += json_real_value(json_array_get(W, o * w + j)) * h[j];
+	}
+	for (size_t o = 0; o < out; o++)
+		h[o] = !strcmp(act, "relu")    ? (z[o] > 0 ? z[o] : 0) :
+		       !strcmp(act, "tanh")    ? tanh(z[o]) :
+		       !strcmp(act, "sigmoid") ? 1 / (1 + exp(-z[o])) :
+		       !strcmp(act, "cos")     ? cos(z[o]) :
+						 z[o];
+	return out;
+}
+
+size_t dpg_json_model_scores(const json_t *mj, const double *x, double *s)
+{
+	size_t d = (size_t)json_integer_value(json_object_get(mj, "input_dim")), w = d, i, best = 0;
+	const json_t *rule = json_object_get(mj, "input_rule"), *layer;
+	double scale = dpg_num(rule, "scale"), norm = 0, mx, sum = 0;
+	bool ball = strcmp(json_string_value(json_object_get(rule, "name")), "unit_ball") == 0;
+	double *h = calloc(JSON_MODEL_MAX_WIDTH, sizeof(double));
+	double *z = calloc(JSON_MODEL_MAX_WIDTH, sizeof(double));
+
+	cr_assert(h && z && d <= JSON_MODEL_MAX_WIDTH);
+	cr_assert(json_is_null(json_object_get(mj, "projection")));
+	for (size_t j = 0; j < d; j++) {
+		h[j] = ball ? x[j] / scale : x[j];
+		norm += h[j] * h[j];
+	}
+	for (size_t j = 0; ball && norm > 1 && j < d; j++)
+		h[j] /= sqrt(norm);
+	json_array_foreach(json_object_get(mj, "layers"), i, layer)
+		w = json_model_layer(layer, h, z, w);
+	mx = h[0];
+	for (size_t c = 1; c < w; c++)
+		if (h[c] > mx) {
+			mx = h[c];
+			best = c;
+		}
+	for (size_t c = 0; c < w; c++)
+		sum += (s[c] = exp(h[c] - mx));
+	for (size_t c = 0; c < w; c++)
+		s[c] /= sum;
+	free(h);
+	free(z);
+	return best;
 }

@@ -195,6 +195,13 @@ double dpg_metric(const dpg_server *s, const char *name);
 json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
 		     double seconds);
 
+/* The softmax scores of row x under a job's JSON model (GET
+ * /v1/jobs/{id}/model?format=json, its parts `mj`), computed from its
+ * weights alone by ModelJson's rules (input rule, dense layers and their
+ * activations, softmax) into s; returns the argmax.  Fails the test on a
+ * model it cannot read (a projection, a layer wider than 4096). */
+size_t dpg_json_model_scores(const json_t *mj, const double *x, double *s);
+
 /* The first column of a one-row query (a count) on the database file at
  * `path`, opened read-only; asserts that the query runs. */
 long long dpg_count_rows(const char *path, const char *sql);

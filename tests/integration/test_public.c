@@ -432,59 +432,6 @@ static dpg_resp post_as(const char *path, const char *key, const char *ct, const
 	return r;
 }
 
-/* The softmax scores of row x under the JSON model, computed here from its
- * weights alone (ModelJson's rules), into s; returns the argmax. */
-static size_t json_model_scores(const json_t *mj, const double *x, double *s)
-{
-	double h[64], z[64], norm = 0;
-	size_t d = (size_t)json_integer_value(json_object_get(mj, "input_dim")), w = d, i;
-	const json_t *rule = json_object_get(mj, "input_rule"), *layer;
-	double scale = dpg_num(rule, "scale");
-	bool ball = strcmp(json_string_value(json_object_get(rule, "name")), "unit_ball") == 0;
-
-	cr_assert(json_is_null(json_object_get(mj, "projection")));
-	for (size_t j = 0; j < d; j++) {
-		h[j] = ball ? x[j] / scale : x[j];
-		norm += h[j] * h[j];
-	}
-	for (size_t j = 0; ball && norm > 1 && j < d; j++)
-		h[j] /= sqrt(norm);
-	json_array_foreach(json_object_get(mj, "layers"), i, layer) {
-		size_t out = (size_t)json_integer_value(json_object_get(layer, "out"));
-		const json_t *W = json_object_get(json_object_get(layer, "weight"), "values");
-		const json_t *b = json_object_get(json_object_get(layer, "bias"), "values");
-		const char *act = json_string_value(json_object_get(layer, "activation"));
-
-		cr_assert(out <= 64 && json_array_size(W) == out * w);
-		for (size_t o = 0; o < out; o++) {
-			z[o] = json_real_value(json_array_get(b, o));
-			for (size_t j = 0; j < w; j++)
-				z[o] += json_real_value(json_array_get(W, o * w + j)) * h[j];
-		}
-		for (size_t o = 0; o < out; o++) {
-			h[o] = !strcmp(act, "relu")	? (z[o] > 0 ? z[o] : 0) :
-			       !strcmp(act, "tanh")	? tanh(z[o]) :
-			       !strcmp(act, "sigmoid") ? 1 / (1 + exp(-z[o])) :
-			       !strcmp(act, "cos")	? cos(z[o]) :
-							  z[o];
-		}
-		w = out;
-	}
-	double mx = h[0], sum = 0;
-	size_t best = 0;
-
-	for (size_t c = 1; c < w; c++)
-		if (h[c] > mx) {
-			mx = h[c];
-			best = c;
-		}
-	for (size_t c = 0; c < w; c++)
-		sum += (s[c] = exp(h[c] - mx));
-	for (size_t c = 0; c < w; c++)
-		s[c] /= sum;
-	return best;
-}
-
 Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 {
 	char job_id[64], path[128], *body, *csv;
@@ -525,7 +472,7 @@ Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(mj.json, "features"), 2)),
 			 "noise");
 	for (size_t i = 0; i < TEST_ROWS; i++) {
-		size_t c = json_model_scores(mj.json, v[i], s);
+		size_t c = dpg_json_model_scores(mj.json, v[i], s);
 		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
 
 		cr_assert_eq((json_int_t)c,
@@ -795,7 +742,7 @@ static void check_predictions(const char *job_id, const json_t *result)
 	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(mj.status, 200, "%s", mj.body);
 	for (size_t i = 0; i < TEST_ROWS; i++) {
-		size_t c = json_model_scores(mj.json, v[i], s);
+		size_t c = dpg_json_model_scores(mj.json, v[i], s);
 		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
 
 		cr_assert_eq((json_int_t)c,
