@@ -234,6 +234,20 @@ static double binomial_upper_half(int n, double p)
 
 /* ---- the dataset ----------------------------------------------------------- */
 
+/* Asserts that `method path body` is answered `status` naming `field`. */
+static void expect_problem(const char *method, const char *path, const char *body,
+			   long status, const char *field)
+{
+	dpg_resp r = dpg_call(&srv, method, path, srv.admin_key, body);
+
+	cr_assert_eq(r.status, status, "%s %s: %ld %s", method, path, r.status, r.body);
+	cr_assert_str_eq(r.content_type, "application/problem+json");
+	if (field)
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s",
+				 r.body);
+	dpg_resp_free(&r);
+}
+
 Test(label_em, a_label_private_dataset_is_fixed_and_never_public)
 {
 	dpg_resp r;
@@ -246,27 +260,20 @@ Test(label_em, a_label_private_dataset_is_fixed_and_never_public)
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "neighbor")), "replace");
 	dpg_assert_in_spec(&srv, "GET", "/v1/datasets/{id}", "200", "application/json", r.body);
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "PATCH", "/v1/datasets/lab", srv.admin_key,
-		     "{\"privacy_unit\":\"record\"}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/privacy_unit");
-	dpg_resp_free(&r);
+	expect_problem("PATCH", "/v1/datasets/lab", "{\"privacy_unit\":\"record\"}", 400,
+		       "/privacy_unit");
 	r = dpg_call(&srv, "GET", "/v1/datasets", srv.admin_key, NULL);
 	cr_assert_str_eq(json_string_value(json_object_get(
 				 json_array_get(json_object_get(r.json, "datasets"), 0), "privacy_unit")),
 			 "label");
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
-		     "{\"id\":\"ar\",\"budget\":{\"epsilon\":1,\"delta\":0},\"neighbor\":\"add_remove\","
-		     "\"privacy_unit\":\"label\"}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/neighbor");
-	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key,
-		     "{\"id\":\"pub\",\"public\":true,\"privacy_unit\":\"label\"}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/privacy_unit");
-	dpg_resp_free(&r);
+	expect_problem("POST", "/v1/datasets",
+		       "{\"id\":\"ar\",\"budget\":{\"epsilon\":1,\"delta\":0},"
+		       "\"neighbor\":\"add_remove\",\"privacy_unit\":\"label\"}",
+		       400, "/neighbor");
+	expect_problem("POST", "/v1/datasets",
+		       "{\"id\":\"pub\",\"public\":true,\"privacy_unit\":\"label\"}", 400,
+		       "/privacy_unit");
 	dpg_expect_status(&srv, "GET", "/v1/datasets/ar", srv.admin_key, NULL, 404);
 	dpg_expect_status(&srv, "GET", "/v1/datasets/pub", srv.admin_key, NULL, 404);
 }
@@ -453,20 +460,15 @@ Test(label_em, the_dry_run_gives_the_guidance_and_charges_nothing)
  * nothing was reserved, charged or queued there. */
 static void expect_refused(const char *id, const char *params, long status, const char *field)
 {
-	char path[128];
+	char path[128], body[1024];
 	dpg_budget before = dpg_budget_of(&srv, id), after;
-	dpg_resp r = submit(id, params, false);
 
-	cr_assert_eq(r.status, status, "%s: %ld %s", params, r.status, r.body);
-	cr_assert_str_eq(r.content_type, "application/problem+json");
-	if (field)
-		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s",
-				 r.body);
-	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", id);
+	snprintf(body, sizeof(body), "{\"trainer\":\"label_em\",\"params\":{%s}}", params);
+	expect_problem("POST", path, body, status, field);
 	after = dpg_budget_of(&srv, id);
 	cr_assert_eq(after.ledger_rows, before.ledger_rows);
 	cr_assert_eq(after.spent_eps, before.spent_eps);
-	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", id);
 	cr_assert_eq(dpg_count_listed(&srv, path, "jobs"), 0);
 }
 
