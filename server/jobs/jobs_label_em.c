@@ -70,8 +70,8 @@ static char *label_em_result(const trn_label_em_result *r, const struct job_data
 			"examples_used", (json_int_t)r->examples_used, "train_seconds",
 			r->train_seconds, "model_available", model_kept, "model_bytes",
 			(json_int_t)model_len, "epsilon", p->epsilon, "charged_epsilon",
-			isfinite(charged) ? json_real(charged) : json_null(), "keep_probability",
-			isfinite(g.keep_probability) ? json_real(g.keep_probability) : json_null());
+			srv_jobs__real_or_null(charged), "keep_probability",
+			srv_jobs__real_or_null(g.keep_probability));
 	if (res && srv_jobs__test_metrics(res, r->model, jd->test, jd->schema) < 0) {
 		json_decref(res);
 		return NULL;
