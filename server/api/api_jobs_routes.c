@@ -35,6 +35,12 @@ struct submit_arg {
 	"replaced row may move between parties: Delta covers it); the event does not use " \
 	"the row count"
 
+/* What a label_em job's answers say of its privacy unit (docs/label_em.md). */
+#define LABEL_EM_NEIGHBOURS                                                                \
+	"one label: neighbouring tables have the same public features and differ in one "  \
+	"row's label (replace); the labels are read once, by the label exponential "       \
+	"mechanism, whose event is the charge"
+
 /* The privacy unit a trainer's answers state instead of the row count,
  * or NULL for a trainer whose event takes the row count as public. */
 static const char *job_neighbouring(const char *trainer)
@@ -43,6 +49,8 @@ static const char *job_neighbouring(const char *trainer)
 		return ENSEMBLE_NEIGHBOURS;
 	if (strcmp(trainer, "slmc") == 0)
 		return SLMC_NEIGHBOURS;
+	if (strcmp(trainer, "label_em") == 0)
+		return LABEL_EM_NEIGHBOURS;
 	return NULL;
 }
 
@@ -74,7 +82,8 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 		      "reservation", "id", rid, "epsilon", eps, "budget",
 		      srv_dataset_budget_json(ds));
 	/* DP-SGD's event takes the row count as public (q = L / N); an
-	 * ensemble's or slmc's does not use it, and its answers do not show it. */
+	 * ensemble's, slmc's or label_em's does not use it, and its answers do
+	 * not show it. */
 	if (o && !job_neighbouring(a->job.trainer))
 		json_object_set_new(o, "public_row_count", json_integer(a->job.n_train));
 	else if (o)
@@ -91,10 +100,11 @@ static char *submit_text(void *arg, int64_t charge_id, const char *rid, const sr
 
 /* The request's own fields: everything but the dataset's state. */
 struct submit_req {
-	const char *trainer;      /* "dpsgd", "ensemble" or "slmc" */
+	const char *trainer;      /* "dpsgd", "ensemble", "slmc" or "label_em" */
 	trn_dpsgd_params p;
 	trn_ensemble_params ep;
 	trn_slmc_params sp;       /* neighbor set from the dataset when priced */
+	trn_label_em_params lp;
 	const char *note;
 	bool dry_run;
 	double ledger_delta;
@@ -110,11 +120,16 @@ static bool is_slmc(const struct submit_req *sr)
 	return strcmp(sr->trainer, "slmc") == 0;
 }
 
+static bool is_label_em(const struct submit_req *sr)
+{
+	return strcmp(sr->trainer, "label_em") == 0;
+}
+
 static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *err)
 {
 	static const char *const keys[] = {"trainer", "params", "dry_run", "note", "ledger_delta",
 					   NULL};
-	static const char *const trainers[] = {"dpsgd", "ensemble", "slmc", NULL};
+	static const char *const trainers[] = {"dpsgd", "ensemble", "slmc", "label_em", NULL};
 	const char *trainer = NULL;
 	int rc = srv_json_only_keys(body, "", keys, err);
 
@@ -125,7 +140,8 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 			sr->trainer = *t;
 	if (rc >= 0 && !sr->trainer)
 		rc = acct_error_set(err, ACCT_EINVAL, "/trainer",
-				    "'trainer' must be \"dpsgd\", \"ensemble\" or \"slmc\"");
+				    "'trainer' must be \"dpsgd\", \"ensemble\", \"slmc\" or "
+				    "\"label_em\"");
 	if (rc >= 0)
 		rc = srv_json_bool(body, "", "dry_run", 0, &sr->dry_run, err);
 	if (rc >= 0)
@@ -137,6 +153,8 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 		rc = srv__jobs_parse_ensemble(json_object_get(body, "params"), &sr->ep, err);
 	else if (rc >= 0 && is_slmc(sr))
 		rc = srv__jobs_parse_slmc(json_object_get(body, "params"), &sr->sp, err);
+	else if (rc >= 0 && is_label_em(sr))
+		rc = srv__jobs_parse_label_em(json_object_get(body, "params"), &sr->lp, err);
 	else if (rc >= 0)
 		rc = srv__jobs_parse_params(json_object_get(body, "params"), &sr->p, err);
 	return rc;
@@ -179,9 +197,12 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 		     acct_event **ret_ev, acct_filter *f, acct_cost *cost, acct_error *err)
 {
 	/* An ensemble's or slmc's event is built from its parameters alone,
-	 * before any data is read (trn_ensemble_event, trn_slmc_event). */
+	 * before any data is read (trn_ensemble_event, trn_slmc_event); a
+	 * label_em job's is the label mechanism's for the column's n labels
+	 * (trn_label_em_event). */
 	int rc = is_ensemble(sr) ? trn_ensemble_event(&sr->ep, ret_ev, err) :
 		 is_slmc(sr)	 ? slmc_event(ds, sr, ret_ev, err) :
+		 is_label_em(sr) ? trn_label_em_event(&sr->lp, (uint64_t)n_train, ret_ev, err) :
 				   trn_dpsgd_event(&sr->p, (uint64_t)n_train, ret_ev, err);
 
 	if (rc >= 0)
@@ -334,6 +355,44 @@ static int check_slmc_data(srv_request *req, const trn_slmc_params *sp, const js
 	return rc;
 }
 
+/*
+ * A label_em job uses the table's features without noise: that is private
+ * only for a dataset created label-private (schema/011).  On any other the
+ * features are protected with the labels, and the job is refused (422).
+ */
+static int check_label_private(const srv_dataset *ds, acct_error *err)
+{
+	if (ds->label_private)
+		return 0;
+	/* Both texts fit ACCT_ERROR_TEXT_BYTES with a 64-byte unit. */
+	if (strcmp(ds->privacy_unit, "label") == 0)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
+				      "this dataset's unit 'label' predates label privacy, so it is "
+				      "record-level: label_em uses the features without noise, which "
+				      "only a dataset created with privacy_unit \"label\" allows");
+	return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
+			      "label_em uses the features without noise; this dataset's unit "
+			      "'%.64s' is record-level, its features private, and the job would "
+			      "break that guarantee (create it with privacy_unit \"label\")",
+			      ds->privacy_unit);
+}
+
+/* The checks of a label_em job on its hosted table's shape: binary labels
+ * (the mechanism and the paper's setting), a model the trainer takes. */
+static int check_label_em_data(const trn_label_em_params *lp, const json_t *columns,
+			       size_t features, uint32_t classes, acct_error *err)
+{
+	if (!columns)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
+				      "a label_em job trains on a hosted table with a label column");
+	if (classes != 2)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/params/classes",
+				      "label_em learns binary labels only: the label exponential "
+				      "mechanism and its analysis are binary, and a K-ary "
+				      "generalisation would need its own event, which is not offered");
+	return trn_label_em_check_shape(lp, features, classes, err);
+}
+
 /* The linked data's row count, with the label and shape checks a hosted
  * table needs; false when it answered. */
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
@@ -347,6 +406,10 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	int rc;
 
 	acct_error_init(&err);
+	if (is_label_em(sr) && check_label_private(ds, &err) < 0) {
+		srv_problem_from_error(res, &err);
+		return false;
+	}
 	if (srv__data_link_rows(req->db, ds->id, ret_n_train, &columns_text) != SRV_OK) {
 		srv_problem(res, 409, NULL,
 			    "no data is linked to this dataset (PUT /v1/datasets/{id}/data first)",
@@ -364,10 +427,12 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	if (rc >= 0 && is_ensemble(sr))
 		rc = check_ensemble_data(req, ds, &sr->ep, columns, features, classes,
 					      *ret_n_train, &err);
+	if (rc >= 0 && is_label_em(sr))
+		rc = check_label_em_data(&sr->lp, columns, features, classes, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
 	 * its bounds) is refused here, before anything is reserved for it. */
-	if (rc >= 0 && !is_ensemble(sr) && !is_slmc(sr))
+	if (rc >= 0 && strcmp(sr->trainer, "dpsgd") == 0)
 		rc = trn_dpsgd_check_shape(&sr->p, features, classes, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
@@ -376,12 +441,35 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	return true;
 }
 
+/*
+ * A label_em dry run's guidance for the table's n labels at the requested
+ * epsilon, from the numerics of POST /v1/label-em/guidance
+ * (trn_label_em_guidance_for): the keep probability, the expected fraction
+ * of labels released correct, and Pr[q >= n/2], the paper's success
+ * probability.  The inverse is that route's.  NULL for another trainer,
+ * or out of memory.
+ */
+static json_t *dry_run_guidance(const struct submit_req *sr, int64_t n)
+{
+	trn_label_em_guidance g;
+
+	if (!is_label_em(sr) || trn_label_em_guidance_for(&sr->lp, (uint64_t)n, &g, NULL) < 0)
+		return NULL;
+	return json_pack("{s:I, s:f, s:f, s:f, s:s}", "n", (json_int_t)n, "keep_probability",
+			 g.keep_probability, "expected_correct_fraction",
+			 g.expected_correct_fraction, "success_probability", g.success_probability,
+			 "inverse",
+			 "POST /v1/label-em/guidance {\"n\", \"target_success_probability\"} "
+			 "gives the smallest epsilon that reaches a target success probability");
+}
+
 /* The dry run's verdict; `neighbouring` (job_neighbouring) for a job
  * whose event does not take the row count as public, which it then does
- * not show. */
+ * not show; `guidance` (may be NULL; the reference is taken) a trainer's
+ * figures on what it would release. */
 static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_event *ev,
 			  const acct_filter *f, const acct_cost *cost, int64_t n_train,
-			  const char *neighbouring)
+			  const char *neighbouring, json_t *guidance)
 {
 	srv_epsilons after;
 	bool fits = srv_dataset_epsilons(ds, cost, &after) == 0 && !ds->archived && after.within;
@@ -396,6 +484,9 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 	} else if (answer) {
 		json_object_set_new(answer, "neighbouring", json_string(neighbouring));
 	}
+	if (answer && guidance)
+		json_object_set(answer, "guidance", guidance);
+	json_decref(guidance);
 
 	/* Beside the charge, the event's own epsilon (what the rdp
 	 * filter's delta split adds). */
@@ -484,7 +575,8 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	if (price_job(&ds, &sr, n_train, &ev, &f, &cost, &err) < 0) {
 		srv_problem_from_error(res, &err);
 	} else if (sr.dry_run) {
-		reply_dry_run(res, &ds, ev, &f, &cost, n_train, job_neighbouring(sr.trainer));
+		reply_dry_run(res, &ds, ev, &f, &cost, n_train, job_neighbouring(sr.trainer),
+			      dry_run_guidance(&sr, n_train));
 	} else {
 		struct submit_arg a = {.job = {.dataset_id = ds.id,
 					       .trainer = sr.trainer,
@@ -503,6 +595,8 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		sp.note = sr.note			? sr.note :
 			  is_ensemble(&sr) ? "ensemble job (pure epsilon; neighbours differ in one party)" :
 			  is_slmc(&sr)	   ? "slmc job (K Gaussian rounds; neighbours differ in one row)" :
+			  is_label_em(&sr) ? "label_em job (the label exponential mechanism, once; "
+					     "neighbours differ in one label)" :
 					     "training job (treats the row count as public: q = L/N)";
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;
@@ -607,7 +701,8 @@ static json_t *job_progress(srv_request *req, const srv_job_row *j)
 	json_decref(result);
 	if (!progress)
 		progress = json_object();
-	/* An ensemble's or slmc's event is spent whole once it reads data. */
+	/* An ensemble's, slmc's or label_em's event is spent whole once it
+	 * reads data: only DP-SGD's grows with its steps. */
 	if (steps >= 0 && json_is_object(progress) && !job_neighbouring(j->trainer))
 		epsilon_so_far(req, j, steps, progress);
 	return progress;
@@ -648,7 +743,7 @@ static json_t *job_json(srv_request *req, const srv_job_row *j)
 	if (!o)
 		return NULL;
 	/* The N of the event's q = lot_size / N (srv_h_job_submit); an
-	 * ensemble's or slmc's event does not take it as public. */
+	 * ensemble's, slmc's or label_em's event does not take it as public. */
 	if (!job_neighbouring(j->trainer))
 		json_object_set_new(o, "public_row_count", json_integer(j->n_train));
 	else

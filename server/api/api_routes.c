@@ -132,6 +132,29 @@ static bool filter_admits_some(const acct_filter *f)
 	return false;
 }
 
+/*
+ * privacy_unit "label" declares label differential privacy (schema/011,
+ * docs/label_em.md): the features are public and neighbouring tables
+ * differ in one row's label, which is the replace relation, the default
+ * and the only one such a dataset takes.  Any other unit is a description
+ * of a record-level dataset.
+ */
+static int read_label_unit(const json_t *body, const char *unit, srv_dataset *ds,
+			   acct_error *err)
+{
+	const json_t *nb = json_object_get(body, "neighbor");
+
+	if (strcmp(unit, "label") != 0)
+		return 0;
+	if (nb && !json_is_null(nb) && ds->neighbor != ACCT_REPLACE)
+		return acct_error_set(err, ACCT_EINVAL, "/neighbor",
+				      "a label-private dataset's neighbours differ in one row's "
+				      "label: its relation is \"replace\"");
+	ds->neighbor = ACCT_REPLACE;
+	ds->label_private = true;
+	return 0;
+}
+
 /* Reads a private dataset's ledger from a create body into *ds. */
 static int read_ledger_fields(const json_t *body, srv_dataset *ds, const char **ret_unit,
 			      acct_error *err)
@@ -148,6 +171,8 @@ static int read_ledger_fields(const json_t *body, srv_dataset *ds, const char **
 		rc = srv_json_neighbor(body, "", "neighbor", &ds->neighbor, err);
 	if (rc >= 0)
 		rc = srv_json_string(body, "", "privacy_unit", 0, DPG_MAX_ID_BYTES, ret_unit, err);
+	if (rc >= 0)
+		rc = read_label_unit(body, *ret_unit, ds, err);
 	if (rc >= 0)
 		rc = read_budget(body, false, &ds->budget_epsilon, &ds->budget_delta, err);
 	if (rc >= 0)
@@ -312,7 +337,7 @@ static int h_dataset_get(srv_request *req, srv_response *res)
 
 static int h_dataset_update(srv_request *req, srv_response *res)
 {
-	static const char *const keys[] = {"name", "budget", "public", NULL};
+	static const char *const keys[] = {"name", "budget", "public", "privacy_unit", NULL};
 	srv_dataset ds, after;
 	acct_error err;
 	acct_filter f;
@@ -329,6 +354,11 @@ static int h_dataset_update(srv_request *req, srv_response *res)
 				    "'public' is fixed when the dataset is created: a public "
 				    "dataset's rows have been readable, a private one's budget "
 				    "spent; neither can become the other");
+	if (rc >= 0 && json_object_get(req->body, "privacy_unit"))
+		rc = acct_error_set(&err, ACCT_EINVAL, "/privacy_unit",
+				    "'privacy_unit' is fixed when the dataset is created: what "
+				    "was released was priced for that unit (a label-private "
+				    "dataset's features were used without noise)");
 	if (rc >= 0 && ds.is_public && json_object_get(req->body, "budget"))
 		rc = acct_error_set(&err, ACCT_EINVAL, "/budget",
 				    "a public dataset has no budget");

@@ -79,6 +79,14 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
  */
 int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *err);
 
+/*
+ * Fills a label_em job's parameters from its "params" (over
+ * trn_label_em_params_default) and validates them: "epsilon" is required,
+ * "label" and "test_data" strings, "hidden" only with "model": "mlp".
+ * Unknown keys are refused.
+ */
+int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_error *err);
+
 /* True when `column` (a schema entry) is the job's "party_column", which
  * is never a feature. */
 bool srv__jobs_is_party_column(const json_t *params, const json_t *column);

@@ -534,3 +534,92 @@ int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *e
 		return rc;
 	return trn_slmc_params_validate(p, err);
 }
+
+/* ---- the label_em trainer's params ------------------------------------- */
+
+static int loss_from(const char *s, void *r) { return trn_loss_from_name(s, r); }
+static int lem_model_from(const char *s, void *r) { return trn_label_em_model_from_name(s, r); }
+
+/* The mechanism's epsilon and the loss, each over its default. */
+static int parse_label_em_loss(const json_t *params, trn_label_em_params *p, acct_error *err)
+{
+	int rc = parse_real(params, "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, 1e6, &p->epsilon,
+			    err);
+
+	if (rc >= 0)
+		rc = parse_enum(params, "loss", loss_from, &p->loss.kind,
+				"\"barrier_hinge\", \"hinge\", \"logistic\", \"sigmoid\", \"ramp\", "
+				"\"squared\", \"unhinged\"",
+				err);
+	if (rc >= 0)
+		rc = parse_real(params, "b", SRV_LO_OPEN, 1, 1e6, &p->loss.b, err);
+	if (rc >= 0)
+		rc = parse_real(params, "r", SRV_LO_OPEN, 0, 1e6, &p->loss.r, err);
+	return rc;
+}
+
+/* The model and the optimiser, each over its default. */
+static int parse_label_em_training(const json_t *params, trn_label_em_params *p,
+				   acct_error *err)
+{
+	int rc = parse_enum(params, "model", lem_model_from, &p->model, "\"linear\", \"mlp\"", err);
+
+	if (rc >= 0)
+		rc = parse_enum(params, "activation", act_from, &p->activation, "\"relu\", \"tanh\"",
+				err);
+	if (rc >= 0)
+		rc = parse_u32(params, "epochs", 1, DPG_MAX_EPOCHS, &p->epochs, err);
+	if (rc >= 0)
+		rc = parse_u32(params, "batch_size", 1, DPG_MAX_LOT_SIZE, &p->batch_size, err);
+	if (rc >= 0)
+		rc = parse_real(params, "learning_rate", SRV_LO_OPEN, 0, 1e3, &p->learning_rate, err);
+	if (rc >= 0)
+		rc = parse_real(params, "momentum", SRV_HI_OPEN, 0, 1, &p->momentum, err);
+	if (rc >= 0)
+		rc = parse_real(params, "weight_decay", 0, 0, 1e6, &p->weight_decay, err);
+	if (rc >= 0)
+		rc = parse_real(params, "gradient_clip", 0, 0, 1e9, &p->gradient_clip, err);
+	if (rc >= 0)
+		rc = srv_json_bool(params, "/params", "center", 0, &p->center, err);
+	return rc;
+}
+
+int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_error *err)
+{
+	static const char *const keys[] = {
+		"epsilon", "label", "classes", "test_data", "loss", "b", "r", "model", "hidden",
+		"activation", "epochs", "batch_size", "learning_rate", "momentum", "weight_decay",
+		"gradient_clip", "center", NULL,
+	};
+	static const char *const strings[] = {"label", "test_data", NULL};
+	trn_dpsgd_params widths;
+	const char *s = NULL;
+	int rc;
+
+	trn_label_em_params_default(p);
+	if (!json_is_object(params))
+		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
+	rc = srv_json_only_keys(params, "/params", keys, err);
+	for (const char *const *k = strings; rc >= 0 && *k; k++)
+		rc = srv_json_string(params, "/params", *k, 0, DPG_MAX_NAME_BYTES, &s, err);
+	if (rc >= 0)
+		rc = parse_label_em_loss(params, p, err);
+	if (rc >= 0)
+		rc = parse_label_em_training(params, p, err);
+	/* "hidden" as DP-SGD reads it; a linear model has none. */
+	memset(&widths, 0, sizeof(widths));
+	widths.n_hidden = 1;
+	widths.hidden[0] = p->hidden[0];
+	if (rc >= 0)
+		rc = parse_hidden(params, &widths, err);
+	if (rc >= 0 && p->model == TRN_MODEL_MLP) {
+		p->n_hidden = widths.n_hidden;
+		memcpy(p->hidden, widths.hidden, sizeof(p->hidden));
+	} else if (rc >= 0 && json_object_get(params, "hidden")) {
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+				    "a linear model has no hidden layers");
+	}
+	if (rc < 0)
+		return rc;
+	return trn_label_em_params_validate(p, err);
+}

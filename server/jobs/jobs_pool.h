@@ -141,6 +141,43 @@ int srv_jobs__run_slmc(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mec
 		       char **ret_result, char *model_path, size_t model_path_size,
 		       acct_error *err);
 
+/* What a job reads: its private table, a public table to evaluate on
+ * while it trains (eval), its public test table ("test_data", which is
+ * also its eval), and its hosted table's schema (NULL for a builtin). */
+struct job_data {
+	trn_dataset *train, *eval, *test;
+	json_t *schema;
+};
+
+/* Loads the job's private table, its schema and its test table
+ * (jobs_load.c); a table that changed since the job was priced is
+ * refused.  srv_jobs__job_data_clear frees what was loaded. */
+int srv_jobs__load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
+			    struct job_data *jd, acct_error *err);
+void srv_jobs__job_data_clear(struct job_data *jd);
+
+/*
+ * A trainer's progress report `p` on `slot`: kept for live reads, and
+ * saved on the job's row when it carries an evaluation or
+ * PROGRESS_SAVE_INTERVAL_S has passed since *last_save (a monotonic time
+ * in seconds, updated).  Shared by DP-SGD's and label_em's runs
+ * (jobs_queue.c).
+ */
+void srv_jobs__note_progress(srv_jobs *jobs, job_slot *slot, const trn_progress *p,
+			     double *last_save);
+
+/*
+ * Runs a label_em job on its worker (jobs_label_em.c), as
+ * srv_jobs__run_ensemble does: loads its label-private table and public
+ * test table, trains (the labels read once, by the label exponential
+ * mechanism), keeps each epoch's progress in the slot, writes the model
+ * file and returns the trainer's code, with the result text in
+ * *ret_result (malloc'ed) when a model was released.
+ */
+int srv_jobs__run_label_em(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
+			   mech_rng *stream, char **ret_result, char *model_path,
+			   size_t model_path_size, acct_error *err);
+
 /* Classes of the label column `lj` into `y` (int64, TRN_NO_CLASS for a
  * value none of the declared classes is); their number in *ret. */
 int srv_jobs__label_classes(const mech_table *t, size_t lj, const json_t *declared, int64_t *y,

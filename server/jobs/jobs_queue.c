@@ -1,11 +1,13 @@
 /*
  * jobs_queue.c: the pool's bounded queue of job ids, the claims submissions
  * hold on its places, and what the route handlers read or signal in the
- * workers' slots (live progress, cancellation).
+ * workers' slots (live progress, cancellation) and the trainers' runs
+ * write there.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "jobs_pool.h"
 
@@ -92,6 +94,24 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
 	jobs->count--;
 	pthread_mutex_unlock(&jobs->lock);
 	return true;
+}
+
+void srv_jobs__note_progress(srv_jobs *jobs, job_slot *slot, const trn_progress *p,
+			     double *last_save)
+{
+	struct timespec ts;
+	double t;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	pthread_mutex_lock(&slot->lock);
+	slot->progress = *p;
+	slot->has_progress = true;
+	pthread_mutex_unlock(&slot->lock);
+	if (p->evaluated || t - *last_save >= PROGRESS_SAVE_INTERVAL_S) {
+		srv_jobs__save_progress(jobs, slot->id, srv_jobs__progress_json(p));
+		*last_save = t;
+	}
 }
 
 json_t *srv_jobs_live_progress(srv_jobs *jobs, const char *id)

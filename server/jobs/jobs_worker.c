@@ -25,32 +25,6 @@ struct run_state {
 	double last_save;
 };
 
-/* What a job reads: its private table, a public table to evaluate on
- * while it trains (eval), its public test table ("test_data", which is
- * also its eval), and its hosted table's schema (NULL for a builtin). */
-struct job_data {
-	trn_dataset *train, *eval, *test;
-	json_t *schema;
-};
-
-static void job_data_clear(struct job_data *jd)
-{
-	trn_dataset_free(jd->train);
-	if (jd->eval != jd->test)
-		trn_dataset_free(jd->eval);
-	trn_dataset_free(jd->test);
-	json_decref(jd->schema);
-	memset(jd, 0, sizeof(*jd));
-}
-
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
 {
 	srv_jobs__save_progress(jobs, id, srv_jobs__progress_json(p));
@@ -59,16 +33,8 @@ static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
 static int on_progress(const trn_progress *p, void *user)
 {
 	struct run_state *rs = user;
-	double t = now_seconds();
 
-	pthread_mutex_lock(&rs->slot->lock);
-	rs->slot->progress = *p;
-	rs->slot->has_progress = true;
-	pthread_mutex_unlock(&rs->slot->lock);
-	if (p->evaluated || t - rs->last_save >= PROGRESS_SAVE_INTERVAL_S) {
-		save_progress(rs->jobs, rs->slot->id, p);
-		rs->last_save = t;
-	}
+	srv_jobs__note_progress(rs->jobs, rs->slot, p, &rs->last_save);
 	return 0;
 }
 
@@ -123,34 +89,6 @@ static void fail_without_random(srv_ctx *ctx, const char *id)
 	srv_store_release(ctx->store, db);
 }
 
-/* Loads the job's private table, its schema and its test table. */
-static int load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
-			 struct job_data *jd, acct_error *err)
-{
-	srv_ctx *ctx = jobs->ctx;
-	srv_db *db = srv_store_acquire(ctx->store);
-	const char *test = json_string_value(json_object_get(params, "test_data"));
-	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
-				     &jd->train, &jd->eval, err);
-
-	if (rc >= 0 && (int64_t)jd->train->n != j->n_train)
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "the linked data changed since the job was priced");
-	if (rc >= 0)
-		jd->schema = srv_jobs__job_schema(db, j->dataset_id, params);
-	if (rc >= 0 && test) {
-		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", jd->schema, params,
-					   jd->train->num_classes, DPG_MAX_TRAIN_EXAMPLES,
-					   &jd->test, err);
-		/* A hosted table has no eval split of its own: the test rows,
-		 * public, serve as one. */
-		if (rc >= 0 && !jd->eval)
-			jd->eval = jd->test;
-	}
-	srv_store_release(ctx->store, db);
-	return rc;
-}
-
 /* Parses the job's parameters, loads its data and trains. */
 static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *stream,
 		     struct job_data *jd, trn_dpsgd_result **result, acct_error *err)
@@ -160,7 +98,7 @@ static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *strea
 	int rc = srv__jobs_parse_params(params, &p, err);
 
 	if (rc >= 0)
-		rc = load_job_data(rs->jobs, j, params, jd, err);
+		rc = srv_jobs__load_job_data(rs->jobs, j, params, jd, err);
 	if (rc >= 0)
 		rc = trn_dpsgd_run(&p, jd->train, jd->eval, stream, on_progress, rs,
 				   &rs->slot->cancel, result, err);
@@ -225,6 +163,7 @@ static srv_jobs_run_fn other_run(const char *trainer)
 	} runs[] = {
 		{"ensemble", srv_jobs__run_ensemble},
 		{"slmc", srv_jobs__run_slmc},
+		{"label_em", srv_jobs__run_label_em},
 	};
 
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
@@ -292,7 +231,7 @@ ended:
 out:
 	free(result_text);
 	trn_dpsgd_result_free(result);
-	job_data_clear(&jd);
+	srv_jobs__job_data_clear(&jd);
 	mech_rng_free(stream);
 	mech_rng_free(sys);
 	srv__job_row_clear(&j);

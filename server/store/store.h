@@ -102,6 +102,10 @@ typedef struct srv_dataset {
 	/* Public rows (schema/010): no budget, no ledger, never charged; the
 	 * budget fields hold the store's placeholder. */
 	bool is_public;
+	/* Label DP (schema/011): privacy_unit "label", features public,
+	 * neighbours differ in one label (replace); fixed at creation.  Only a
+	 * dataset created with that meaning has it, never older text. */
+	bool label_private;
 	char created_at[32];
 	char updated_at[32];
 } srv_dataset;

@@ -66,7 +66,7 @@ enum stmt_id {
 	"SELECT d.id, d.name, d.privacy_unit, d.neighbor, d.accountant, d.budget_epsilon," \
 	" d.budget_delta, l.spent, l.reserved, l.open_reservations, l.charges, d.archived," \
 	" d.created_at, CASE WHEN l.created_at > d.updated_at THEN l.created_at" \
-	" ELSE d.updated_at END, l.seq, d.filter_orders, d.public" \
+	" ELSE d.updated_at END, l.seq, d.filter_orders, d.public, d.label_private" \
 	" FROM datasets d LEFT JOIN ledger l ON l.seq =" \
 	" (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)"
 
@@ -1019,6 +1019,7 @@ static int row_to_dataset(sqlite3_stmt *s, srv_dataset *ds)
 	ds->charges = sqlite3_column_int64(s, 10);
 	ds->archived = sqlite3_column_int(s, 11) != 0;
 	ds->is_public = sqlite3_column_int(s, 16) != 0;
+	ds->label_private = sqlite3_column_int(s, 17) != 0;
 	copy_text(ds->created_at, sizeof(ds->created_at), sqlite3_column_text(s, 12));
 	copy_text(ds->updated_at, sizeof(ds->updated_at), sqlite3_column_text(s, 13));
 	return SRV_OK;
@@ -1165,7 +1166,8 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	if (sqlite3_prepare_v2(db->h,
 			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
 			       " budget_epsilon, budget_delta, created_at, updated_at, filter_orders,"
-			       " public) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
+			       " public, label_private)"
+			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10, ?11)",
 			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
 	sqlite3_bind_text(s, 1, row.id, -1, SQLITE_STATIC);
@@ -1180,6 +1182,7 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	if (orders)
 		sqlite3_bind_text(s, 9, orders, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 10, row.is_public ? 1 : 0);
+	sqlite3_bind_int(s, 11, row.label_private ? 1 : 0);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
 		rc = SRV_CONFLICT;

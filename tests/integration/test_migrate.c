@@ -17,7 +17,8 @@
  * that no ledger row records is refused by 006 and left as it was.  008
  * gives every dataset a synthesized 'create' row (its budget when no budget
  * row says it changed, else unknown) carrying its totals, and every key
- * synthesized key_events rows.
+ * synthesized key_events rows.  011 leaves every older dataset record-level,
+ * one whose free-text unit already said "label" included.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -37,7 +38,7 @@ static const char *const old_migrations[] = {
 };
 
 /* The newest schema version: the highest schema/NNN_*.sql. */
-#define NEWEST_VERSION 10
+#define NEWEST_VERSION 11
 
 /* A dataset row as schemas 1 to 5 held it, its running totals included;
  * the VALUES follow. */
@@ -360,6 +361,70 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	cr_assert_eq(json_integer_value(json_object_get(d, "first_row_with_wrong_totals")), 1, "%s",
 		     out);
 	json_decref(report);
+
+	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
+	cr_assert_eq(system(out), 0);
+}
+
+/* Asserts that `sql` is refused by the database's checks or triggers. */
+static void refused(sqlite3 *h, const char *sql)
+{
+	char *msg = NULL;
+
+	cr_assert_neq(sqlite3_exec(h, sql, NULL, NULL, &msg), SQLITE_OK, "accepted: %s", sql);
+	sqlite3_free(msg);
+}
+
+/* A dataset row of schema 11 with label_private set; the VALUES follow. */
+#define LABEL_DATASET_INSERT                                                              \
+	"INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant, budget_epsilon," \
+	" budget_delta, archived, created_at, updated_at, public, label_private) VALUES "
+
+Test(migrate, version_5_label_text_stays_record_level)
+{
+	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
+	const char *verify[] = {dpg_bin(), "verify", "--db", path, NULL};
+	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
+	sqlite3 *h;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	h = make_old_schema(path, 5);
+	/* Before 011 the unit was a description nothing read: "label" then
+	 * promised nothing about the features. */
+	exec_ok(h,
+		OLD_DATASET_INSERT "('d1', 'd1', 'label', 'replace', 'basic', 4, 1e-5,"
+		" '[0,0]', '[0,0]', 0, 0, 0, 't0', 't0'),"
+		" ('d2', 'd2', 'record', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
+		" 't0', 't0');"
+		"COMMIT;");
+	sqlite3_close(h);
+	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
+	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify after migration: %s", out);
+
+	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), NEWEST_VERSION);
+	cr_assert_eq(count(h, "SELECT count(*) FROM datasets WHERE label_private = 0"), 2);
+	cr_assert_eq(count(h, "SELECT count(*) FROM datasets WHERE id = 'd1'"
+			      " AND privacy_unit = 'label'"),
+		     1);
+	/* The flag is never set afterwards, nor the unit or relation changed. */
+	refused(h, "UPDATE datasets SET label_private = 1 WHERE id = 'd1'");
+	refused(h, "UPDATE datasets SET privacy_unit = 'user' WHERE id = 'd2'");
+	refused(h, "UPDATE datasets SET neighbor = 'replace' WHERE id = 'd2'");
+	exec_ok(h, "UPDATE datasets SET name = 'renamed' WHERE id = 'd2'");
+	/* Only a private, replace dataset whose unit is "label" carries it. */
+	refused(h, LABEL_DATASET_INSERT "('n1', 'n1', 'label', 'add_remove', 'basic', 1, 0, 0,"
+		   " 't', 't', 0, 1)");
+	refused(h, LABEL_DATASET_INSERT "('n2', 'n2', 'label', 'replace', 'basic', 1, 0, 0,"
+		   " 't', 't', 1, 1)");
+	refused(h, LABEL_DATASET_INSERT "('n3', 'n3', 'record', 'replace', 'basic', 1, 0, 0,"
+		   " 't', 't', 0, 1)");
+	refused(h, LABEL_DATASET_INSERT "('n4', 'n4', 'label', 'replace', 'basic', 1, 0, 0,"
+		   " 't', 't', 0, 2)");
+	exec_ok(h, "SAVEPOINT ok;" LABEL_DATASET_INSERT "('n5', 'n5', 'label', 'replace', 'basic',"
+		   " 1, 0, 0, 't', 't', 0, 1); ROLLBACK TO ok; RELEASE ok");
+	sqlite3_close(h);
 
 	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
 	cr_assert_eq(system(out), 0);

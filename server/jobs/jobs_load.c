@@ -1,0 +1,49 @@
+/*
+ * jobs_load.c: what a job reads once it runs: its private table (the
+ * builtin splits or a hosted table), its hosted table's schema and its
+ * public test table.  Shared by the trainers' runs (jobs_worker.c,
+ * jobs_label_em.c), beneath both.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs_pool.h"
+#include "store.h"
+#include "json.h"
+
+void srv_jobs__job_data_clear(struct job_data *jd)
+{
+	trn_dataset_free(jd->train);
+	if (jd->eval != jd->test)
+		trn_dataset_free(jd->eval);
+	trn_dataset_free(jd->test);
+	json_decref(jd->schema);
+	memset(jd, 0, sizeof(*jd));
+}
+
+int srv_jobs__load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
+			    struct job_data *jd, acct_error *err)
+{
+	srv_ctx *ctx = jobs->ctx;
+	srv_db *db = srv_store_acquire(ctx->store);
+	const char *test = json_string_value(json_object_get(params, "test_data"));
+	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
+				     &jd->train, &jd->eval, err);
+
+	if (rc >= 0 && (int64_t)jd->train->n != j->n_train)
+		rc = acct_error_set(err, ACCT_EINVAL, "/data",
+				    "the linked data changed since the job was priced");
+	if (rc >= 0)
+		jd->schema = srv_jobs__job_schema(db, j->dataset_id, params);
+	if (rc >= 0 && test) {
+		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", jd->schema, params,
+					   jd->train->num_classes, DPG_MAX_TRAIN_EXAMPLES,
+					   &jd->test, err);
+		/* A hosted table has no eval split of its own: the test rows,
+		 * public, serve as one. */
+		if (rc >= 0 && !jd->eval)
+			jd->eval = jd->test;
+	}
+	srv_store_release(ctx->store, db);
+	return rc;
+}
