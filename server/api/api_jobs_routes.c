@@ -75,6 +75,7 @@ struct submit_req {
 	const char *trainer;      /* "dpsgd" or "ensemble" */
 	trn_dpsgd_params p;
 	trn_ensemble_params ep;
+	trn_pate_params pp;
 	const char *note;
 	bool dry_run;
 	double ledger_delta;
@@ -83,6 +84,11 @@ struct submit_req {
 static bool is_ensemble(const struct submit_req *sr)
 {
 	return strcmp(sr->trainer, "ensemble") == 0;
+}
+
+static bool is_pate(const struct submit_req *sr)
+{
+	return strcmp(sr->trainer, "pate") == 0;
 }
 
 static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *err)
@@ -94,11 +100,13 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 
 	if (rc >= 0)
 		rc = srv_json_string(body, "", "trainer", SRV_REQUIRED, 32, &trainer, err);
-	if (rc >= 0 && strcmp(trainer, "dpsgd") != 0 && strcmp(trainer, "ensemble") != 0)
+	if (rc >= 0 && strcmp(trainer, "dpsgd") != 0 && strcmp(trainer, "ensemble") != 0 &&
+	    strcmp(trainer, "pate") != 0)
 		rc = acct_error_set(err, ACCT_EINVAL, "/trainer",
-				    "'trainer' must be \"dpsgd\" or \"ensemble\"");
+				    "'trainer' must be \"dpsgd\", \"ensemble\" or \"pate\"");
 	if (rc >= 0)
-		sr->trainer = strcmp(trainer, "dpsgd") == 0 ? "dpsgd" : "ensemble";
+		sr->trainer = strcmp(trainer, "dpsgd") == 0 ? "dpsgd" :
+			      strcmp(trainer, "pate") == 0 ? "pate" : "ensemble";
 	if (rc >= 0)
 		rc = srv_json_bool(body, "", "dry_run", 0, &sr->dry_run, err);
 	if (rc >= 0)
@@ -108,6 +116,8 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 				   1, &sr->ledger_delta, err);
 	if (rc >= 0 && is_ensemble(sr))
 		rc = srv__jobs_parse_ensemble(json_object_get(body, "params"), &sr->ep, err);
+	else if (rc >= 0 && is_pate(sr))
+		rc = srv__jobs_parse_pate(json_object_get(body, "params"), &sr->pp, err);
 	else if (rc >= 0)
 		rc = srv__jobs_parse_params(json_object_get(body, "params"), &sr->p, err);
 	return rc;
@@ -127,6 +137,8 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 	/* An ensemble's event is built from its parameters alone, before any
 	 * data is read (trn_ensemble_event). */
 	int rc = is_ensemble(sr) ? trn_ensemble_event(&sr->ep, ret_ev, err) :
+		 /* A pate job reserves its worst case (jobs_pate.c). */
+		 is_pate(sr)	 ? trn_pate_worst_event(&sr->pp, ret_ev, err) :
 				   trn_dpsgd_event(&sr->p, (uint64_t)n_train, ret_ev, err);
 
 	if (rc >= 0)
@@ -254,7 +266,7 @@ static int check_ensemble_data(srv_request *req, const srv_dataset *ds,
 /* The linked data's row count, with the label and shape checks a hosted
  * table needs; false when it answered. */
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
-		       const struct submit_req *sr, int64_t *ret_n_train)
+		       struct submit_req *sr, int64_t *ret_n_train)
 {
 	json_t *columns;
 	char *columns_text = NULL;
@@ -279,10 +291,13 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	if (rc >= 0 && is_ensemble(sr))
 		rc = check_ensemble_data(req, ds, &sr->ep, columns, features, classes,
 					      *ret_n_train, &err);
+	if (rc >= 0 && is_pate(sr))
+		rc = srv__jobs_check_pate(req->db, req->who, ds, json_object_get(req->body, "params"),
+					  columns, features, classes, *ret_n_train, &sr->pp, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
 	 * its bounds) is refused here, before anything is reserved for it. */
-	if (rc >= 0 && !is_ensemble(sr))
+	if (rc >= 0 && !is_ensemble(sr) && !is_pate(sr))
 		rc = trn_dpsgd_check_shape(&sr->p, features, classes, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
@@ -415,6 +430,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		sp.cost = &cost;
 		sp.note = sr.note			? sr.note :
 			  is_ensemble(&sr) ? "ensemble job (pure epsilon; neighbours differ in one party)" :
+			  is_pate(&sr)	   ? "pate job (worst case reserved; what runs is charged)" :
 					     "training job (treats the row count as public: q = L/N)";
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;

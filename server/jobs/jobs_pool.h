@@ -19,6 +19,8 @@ typedef struct job_slot {
 	trn_progress progress;
 	bool ensemble;             /* the job is an ensemble job: `ens` is its progress */
 	trn_ensemble_progress ens;
+	bool pate;                 /* the job is a pate job: `pate_progress` is its progress */
+	trn_pate_progress pate_progress;
 	bool has_progress;
 } job_slot;
 
@@ -117,5 +119,12 @@ int srv_jobs__label_classes(const mech_table *t, size_t lj, const json_t *declar
 int srv_jobs__public_dataset(const mech_table *t, const json_t *schema, const json_t *params,
 			     uint32_t num_classes, const char *where, trn_dataset **ret,
 			     acct_error *err);
+
+/* A pate job's progress as the job row stores it (jobs_pate.c). */
+json_t *srv_jobs__pate_progress_json(const trn_pate_progress *p);
+
+/* A pate job on its worker, from its run to its recorded end (the worker's
+ * run_job for trainer "pate"). */
+void srv_jobs__pate_job(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream);
 
 #endif

@@ -86,6 +86,7 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
 	slot->cancel_by_user = false;
 	slot->has_progress = false;
 	slot->ensemble = false;
+	slot->pate = false;
 	pthread_mutex_unlock(&slot->lock);
 	jobs->head = (jobs->head + 1) % DPG_MAX_QUEUED_JOBS;
 	jobs->count--;
@@ -103,7 +104,8 @@ json_t *srv_jobs_live_progress(srv_jobs *jobs, const char *id)
 		pthread_mutex_lock(&s->lock);
 		if (strcmp(s->id, id) == 0 && s->has_progress) {
 			json_decref(progress);
-			progress = s->ensemble ? srv_jobs__ensemble_progress_json(&s->ens) :
+			progress = s->pate ? srv_jobs__pate_progress_json(&s->pate_progress) :
+				   s->ensemble ? srv_jobs__ensemble_progress_json(&s->ens) :
 						 srv_jobs__progress_json(&s->progress);
 		}
 		pthread_mutex_unlock(&s->lock);

@@ -251,6 +251,10 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
+	if (strcmp(j.trainer, "pate") == 0) {
+		srv_jobs__pate_job(jobs, slot, &j, stream);
+		goto out;
+	}
 	if (strcmp(j.trainer, "ensemble") == 0) {
 		slot->ensemble = true;
 		rc = srv_jobs__run_ensemble(jobs, slot, &j, stream, &result_text, model_path,
