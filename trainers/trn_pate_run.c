@@ -32,18 +32,21 @@ struct pate_run {
 	double *votes;       /* queries x k: the teachers' histograms (private) */
 	int64_t *labels;     /* queries: -1 abstain */
 	trn_pate_result *res;
+	bool stopped;        /* the progress callback asked to stop */
 };
 
 static bool cancelled(const struct pate_run *r)
 {
-	return r->cancel && atomic_load(r->cancel);
+	return r->stopped || (r->cancel && atomic_load(r->cancel));
 }
 
-/* Reports progress; true when the callback asks to stop. */
+/* Reports progress; true (and the run stops) when the callback asks to. */
 static bool report(struct pate_run *r, const char *phase)
 {
 	r->prog.phase = phase;
-	return r->progress && r->progress(&r->prog, r->user) != 0;
+	if (r->progress && r->progress(&r->prog, r->user) != 0)
+		r->stopped = true;
+	return r->stopped;
 }
 
 /* The SGD parameters of a teacher or the student on n rows: the lot is
