@@ -31,9 +31,6 @@ struct ens_run {
 static int on_ensemble_progress(const trn_ensemble_progress *p, void *user)
 {
 	struct ens_run *er = user;
-	json_t *o;
-	char *text;
-	srv_db *db;
 
 	pthread_mutex_lock(&er->slot->lock);
 	er->slot->ens = *p;
@@ -43,15 +40,7 @@ static int on_ensemble_progress(const trn_ensemble_progress *p, void *user)
 	if (er->phase == p->phase)
 		return 0;
 	er->phase = p->phase;
-	o = srv_jobs__ensemble_progress_json(p);
-	text = o ? srv_json_dump(o) : NULL;
-	if (text) {
-		db = srv_store_acquire(er->jobs->ctx->store);
-		srv__job_save_progress(db, er->slot->id, text);
-		srv_store_release(er->jobs->ctx->store, db);
-	}
-	free(text);
-	json_decref(o);
+	srv_jobs__save_progress_json(er->jobs, er->slot->id, srv_jobs__ensemble_progress_json(p));
 	return 0;
 }
 

@@ -65,9 +65,6 @@ struct pate_job_run {
 static int on_pate_progress(const trn_pate_progress *p, void *user)
 {
 	struct pate_job_run *pr = user;
-	json_t *o;
-	char *text;
-	srv_db *db;
 
 	pthread_mutex_lock(&pr->slot->lock);
 	pr->slot->pate_progress = *p;
@@ -77,15 +74,7 @@ static int on_pate_progress(const trn_pate_progress *p, void *user)
 	if (pr->phase == p->phase)
 		return 0;
 	pr->phase = p->phase;
-	o = srv_jobs__pate_progress_json(p);
-	text = o ? srv_json_dump(o) : NULL;
-	if (text) {
-		db = srv_store_acquire(pr->jobs->ctx->store);
-		srv__job_save_progress(db, pr->slot->id, text);
-		srv_store_release(pr->jobs->ctx->store, db);
-	}
-	free(text);
-	json_decref(o);
+	srv_jobs__save_progress_json(pr->jobs, pr->slot->id, srv_jobs__pate_progress_json(p));
 	return 0;
 }
 
@@ -330,17 +319,10 @@ void srv_jobs__pate_job(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, me
 	acct_error_init(&err);
 	slot->pate = true;
 	rc = run_pate(jobs, slot, j, stream, &result, model_path, sizeof(model_path), &charge, &err);
-	if (slot->has_progress) {
-		json_t *o = srv_jobs__pate_progress_json(&slot->pate_progress);
-		char *text = o ? srv_json_dump(o) : NULL;
-		srv_db *db = srv_store_acquire(jobs->ctx->store);
-
-		if (text)
-			srv__job_save_progress(db, slot->id, text);
-		srv_store_release(jobs->ctx->store, db);
-		free(text);
-		json_decref(o);
-	}
+	/* The last counts, which the phase rule may have skipped. */
+	if (slot->has_progress)
+		srv_jobs__save_progress_json(jobs, slot->id,
+					     srv_jobs__pate_progress_json(&slot->pate_progress));
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "%s%s%s", err.text, err.where[0] ? " at " : "", err.where);
 		error = msg;

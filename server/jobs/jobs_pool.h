@@ -48,6 +48,10 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot);
 /* A progress report as the job row stores it and GET /v1/jobs/{id} shows. */
 json_t *srv_jobs__progress_json(const trn_progress *p);
 
+/* Saves a progress report `o` (taken; may be NULL) on job `id`'s row, best
+ * effort (jobs_worker.c). */
+void srv_jobs__save_progress_json(srv_jobs *jobs, const char *id, json_t *o);
+
 /* Loads the training table (and a public evaluation table where there is
  * one) that the dataset links; a hosted table through `tables`. */
 int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db, const char *dataset_id,

@@ -51,9 +51,8 @@ static double now_seconds(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
+void srv_jobs__save_progress_json(srv_jobs *jobs, const char *id, json_t *o)
 {
-	json_t *o = srv_jobs__progress_json(p);
 	char *text = o ? srv_json_dump(o) : NULL;
 	srv_db *db;
 
@@ -64,6 +63,11 @@ static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
 	}
 	free(text);
 	json_decref(o);
+}
+
+static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
+{
+	srv_jobs__save_progress_json(jobs, id, srv_jobs__progress_json(p));
 }
 
 static int on_progress(const trn_progress *p, void *user)
