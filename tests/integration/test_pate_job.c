@@ -43,25 +43,7 @@ TestSuite(pate_job, .init = setup, .fini = teardown, .timeout = 300);
 #define ORDER 8.0
 #define DELTA 1e-5
 
-/* n rows of (a, b, noise) uniform in [-1, 1] from an LCG, printed at 6
- * decimals; the class is a + b > 0. */
-static void rows(size_t n, unsigned seed, double (*v)[3], int *y)
-{
-	uint64_t s = seed;
-	char num[32];
-
-	for (size_t i = 0; i < n; i++) {
-		for (int k = 0; k < 3; k++) {
-			s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-			snprintf(num, sizeof(num), "%.6f",
-				 (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-			v[i][k] = strtod(num, NULL);
-		}
-		y[i] = v[i][0] + v[i][1] > 0;
-	}
-}
-
-/* Uploads rows(n, seed) to dataset id as "a,b,noise,y" (with `labelled`)
+/* Uploads dpg_two_class_rows(n, seed) to dataset id as "a,b,noise,y" (with `labelled`)
  * or "noise,b,a" (without: a job must match columns by name). */
 static void upload(const char *id, size_t n, unsigned seed, bool labelled)
 {
@@ -71,7 +53,7 @@ static void upload(const char *id, size_t n, unsigned seed, bool labelled)
 	int *y = malloc(sizeof(int) * n);
 
 	cr_assert(csv && v && y);
-	rows(n, seed, v, y);
+	dpg_two_class_rows(n, seed, v, y);
 	len += (size_t)snprintf(csv, size, "%s\n", labelled ? "a,b,noise,y" : "noise,b,a");
 	for (size_t i = 0; i < n; i++)
 		len += labelled ? (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n",
@@ -215,7 +197,7 @@ static void check_predict(const char *job_id, const json_t *result)
 	dpg_resp r;
 
 	cr_assert(body && v && y);
-	rows(TEST_ROWS, 13, v, y);
+	dpg_two_class_rows(TEST_ROWS, 13, v, y);
 	len += (size_t)snprintf(body, size, "{\"rows\":[");
 	for (size_t i = 0; i < TEST_ROWS; i++)
 		len += (size_t)snprintf(body + len, size - len, "%s[%.6f,%.6f,%.6f]", i ? "," : "",
@@ -252,6 +234,7 @@ Test(pate_job, teachers_queries_student_and_predict)
 	r = submit("priv", "");
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "trainer")), "pate");
+	dpg_assert_in_spec(&srv, "POST", "/v1/datasets/{id}/jobs", "202", "application/json", r.body);
 	cr_assert_float_eq(dpg_num(r.json, "reservation.epsilon"), expected_epsilon(QUERIES, QUERIES),
 			   1e-9 * expected_epsilon(QUERIES, QUERIES));
 	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
@@ -259,6 +242,16 @@ Test(pate_job, teachers_queries_student_and_predict)
 	job = dpg_job_wait(&srv, job_id, done, 240);
 	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
 			 json_string_value(json_object_get(job, "error")));
+	{
+		char path[96];
+		dpg_resp g;
+
+		snprintf(path, sizeof(path), "/v1/jobs/%s", job_id);
+		g = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		cr_assert_eq(g.status, 200);
+		dpg_assert_in_spec(&srv, "GET", "/v1/jobs/{id}", "200", "application/json", g.body);
+		dpg_resp_free(&g);
+	}
 	result = json_object_get(job, "result");
 	progress = json_object_get(job, "progress");
 	/* Progress: public counts only. */

@@ -356,6 +356,32 @@ Test(pate_units, a_run_labels_queries_and_trains_the_student, .timeout = 120)
 	mech_rng_free(rng);
 }
 
+/* Interactive-GNMax: the second half of the queries is compared with a
+ * student trained on the first half's labels; a confident student labels
+ * some itself. */
+Test(pate_units, an_interactive_run_uses_the_students_probabilities, .timeout = 120)
+{
+	mech_rng *rng = trn_test_seeded(PREFIX, 9);
+	trn_dataset *train = linear_table(rng, 3000), *student = linear_table(rng, 400);
+	trn_dataset *test = linear_table(rng, 500);
+	trn_pate_params p = run_params();
+	trn_pate_result *r = NULL;
+
+	p.aggregator = MECH_PATE_INTERACTIVE;
+	p.threshold = 5;
+	p.student_confidence = 0.6;
+	cr_assert_eq(trn_pate_run(&p, train, student, test, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_eq(r->checks, p.queries);
+	cr_assert_eq(r->answers + r->student_answers + r->abstained, p.queries);
+	cr_assert_gt(r->student_answers, 0);
+	cr_assert_geq(r->test_accuracy, 0.85, "%g", r->test_accuracy);
+	trn_pate_result_free(r);
+	trn_dataset_free(train);
+	trn_dataset_free(student);
+	trn_dataset_free(test);
+	mech_rng_free(rng);
+}
+
 static int stop_after_teachers(const trn_pate_progress *pr, void *user)
 {
 	(void)user;
