@@ -49,7 +49,7 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot);
 json_t *srv_jobs__progress_json(const trn_progress *p);
 
 /* Saves a progress report `o` (taken; may be NULL) on job `id`'s row, best
- * effort (jobs_worker.c). */
+ * effort (jobs_progress.c). */
 void srv_jobs__save_progress_json(srv_jobs *jobs, const char *id, json_t *o);
 
 /* Loads the training table (and a public evaluation table where there is

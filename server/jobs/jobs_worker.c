@@ -51,20 +51,6 @@ static double now_seconds(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void srv_jobs__save_progress_json(srv_jobs *jobs, const char *id, json_t *o)
-{
-	char *text = o ? srv_json_dump(o) : NULL;
-	srv_db *db;
-
-	if (text) {
-		db = srv_store_acquire(jobs->ctx->store);
-		srv__job_save_progress(db, id, text);
-		srv_store_release(jobs->ctx->store, db);
-	}
-	free(text);
-	json_decref(o);
-}
-
 static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
 {
 	srv_jobs__save_progress_json(jobs, id, srv_jobs__progress_json(p));
