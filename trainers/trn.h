@@ -1154,6 +1154,13 @@ int trn_pate_check_shape(const trn_pate_params *p, size_t d, uint32_t num_classe
 int trn_pate_partition(mech_rng *rng, size_t n, uint32_t teachers, uint32_t *ret_teacher,
 		       acct_error *err);
 
+/*
+ * A pate job on Fashion-MNIST asks about the first 9000 images of the
+ * public test split and evaluates on the last 1000, as Papernot et al.
+ * split MNIST's test set (Section 4).
+ */
+#define TRN_PATE_FASHION_MNIST_POOL 9000
+
 /* Progress: public facts only. */
 typedef struct trn_pate_progress {
 	const char *phase;           /* "teachers", "queries", "student", "release" */

@@ -72,7 +72,8 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
 /*
  * Fills a pate job's parameters from its "params" (over
  * trn_pate_params_default) and validates them: "student_data" is a
- * required public dataset id; "teacher_model" and "student_model" a kind
+ * public dataset id (required on a hosted table, checked at submission);
+ * "teacher_model" and "student_model" a kind
  * or an object of its SGD fields.  Unknown keys are refused.  The
  * parameters' `delta` is the dataset's, set by the caller.
  */
@@ -114,9 +115,11 @@ json_t *srv_json_parse_text(const char *text);
 
 /*
  * The checks of a pate job before anything is reserved (jobs_pate.c): an
- * rdp ledger, a hosted table, its public student_data (the features by
- * name, 1 to DPG_MAX_PATE_STUDENT_ROWS rows) and the trainer's bounds on
- * the shapes (trn_pate_check_shape).  p->delta is set to the dataset's.
+ * rdp ledger; on a hosted table its public student_data (the features by
+ * name, 1 to DPG_MAX_PATE_STUDENT_ROWS rows), on Fashion-MNIST none (the
+ * test split's first TRN_PATE_FASHION_MNIST_POOL images); the trainer's
+ * bounds on the shapes (trn_pate_check_shape).  p->delta is set to the
+ * dataset's.
  */
 int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset *ds,
 			 const json_t *params, const json_t *columns, size_t features,

@@ -583,8 +583,7 @@ int srv__jobs_parse_pate(const json_t *params, trn_pate_params *p, acct_error *e
 	/* Public datasets' ids and the label's name, checked against the data
 	 * at submission. */
 	if (rc >= 0)
-		rc = srv_json_string(params, "/params", "student_data", SRV_REQUIRED, DPG_MAX_ID_BYTES,
-				     &s, err);
+		rc = srv_json_string(params, "/params", "student_data", 0, DPG_MAX_ID_BYTES, &s, err);
 	if (rc >= 0)
 		rc = srv_json_string(params, "/params", "test_data", 0, DPG_MAX_ID_BYTES, &s, err);
 	if (rc >= 0)

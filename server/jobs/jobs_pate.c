@@ -108,6 +108,33 @@ static int read_student(srv_jobs *jobs, srv_db *db, const json_t *params, struct
 				     DPG_MAX_PATE_STUDENT_ROWS, &d->student, err);
 }
 
+/* Rows [lo, hi) of src as a new table. */
+static int slice(const trn_dataset *src, size_t lo, size_t hi, trn_dataset **ret,
+		 acct_error *err)
+{
+	int rc = trn_dataset_new(hi - lo, src->d, src->num_classes, ret, err);
+
+	if (rc < 0)
+		return rc;
+	memcpy((*ret)->x, src->x + lo * src->d, (hi - lo) * src->d * sizeof(double));
+	memcpy((*ret)->y, src->y + lo, (hi - lo) * sizeof(uint32_t));
+	return 0;
+}
+
+/* Fashion-MNIST's public test split: the student pool, then the
+ * evaluation rows (TRN_PATE_FASHION_MNIST_POOL). */
+static int split_builtin(struct pate_data *d, acct_error *err)
+{
+	size_t pool = TRN_PATE_FASHION_MNIST_POOL;
+
+	if (d->eval->n <= pool)
+		return acct_error_set(err, ACCT_EINVAL, "/data", "the test split is too short");
+	if (slice(d->eval, 0, pool, &d->student, err) < 0 ||
+	    slice(d->eval, pool, d->eval->n, &d->test, err) < 0)
+		return ACCT_ENOMEM;
+	return 0;
+}
+
 static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
 			  struct pate_data *d, acct_error *err)
 {
@@ -120,7 +147,10 @@ static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *pa
 	if (rc >= 0 && (int64_t)d->train->n != j->n_train)
 		rc = acct_error_set(err, ACCT_EINVAL, "/data",
 				    "the linked data changed since the job was submitted");
-	if (rc >= 0) {
+	if (rc >= 0 && d->eval) {
+		rc = split_builtin(d, err);
+		test = NULL;
+	} else if (rc >= 0) {
 		d->schema = srv_jobs__job_schema(db, j->dataset_id, params);
 		rc = read_student(jobs, db, params, d, err);
 	}
@@ -264,11 +294,17 @@ int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
 				      "a pate job is charged on an rdp ledger (the dataset's is %s)",
 				      acct_ledger_kind_name(ds->accountant));
-	if (!columns)
-		return acct_error_set(err, ACCT_EUNSUPPORTED, "/trainer",
-				      "a pate job trains on a hosted table (student_data is matched "
-				      "to its columns by name)");
 	p->delta = ds->budget_delta;
+	if (!columns && student)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/params/student_data",
+				      "on Fashion-MNIST the student rows are the test split's first %d "
+				      "images: name no student_data", TRN_PATE_FASHION_MNIST_POOL);
+	if (!columns)
+		return trn_pate_check_shape(p, features, classes, (uint64_t)n_train,
+					    TRN_PATE_FASHION_MNIST_POOL, err);
+	if (!student)
+		return acct_error_set(err, ACCT_EINVAL, "/params/student_data",
+				      "'student_data' (a public dataset) is required on a hosted table");
 	schema = srv__jobs_table_schema(params, columns);
 	rc = schema ? srv__jobs_check_public(db, who, "/params/student_data", student, schema, false,
 					     DPG_MAX_PATE_STUDENT_ROWS, err) :

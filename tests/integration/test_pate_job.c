@@ -337,3 +337,48 @@ Test(pate_job, bad_params_are_refused_naming_the_field)
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
 }
+
+/* On Fashion-MNIST the student rows are the test split's first 9000
+ * images and the last 1000 its evaluation rows: no student_data. */
+Test(pate_job, on_fashion_mnist_the_test_split_is_the_student_pool, .timeout = 300)
+{
+	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
+	const char *params =
+		"\"teachers\":10,\"queries\":50,\"threshold\":8,\"sigma1\":4,\"sigma2\":3,"
+		"\"teacher_model\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":64,"
+		"\"learning_rate\":0.1},"
+		"\"student_model\":{\"model\":\"logreg\",\"epochs\":30,\"lot_size\":16,"
+		"\"learning_rate\":0.1}";
+	char body[1024], job_id[64];
+	json_t *job, *result;
+	dpg_resp r;
+
+	make_private("fm", 100);
+	r = dpg_call(&srv, "PUT", "/v1/datasets/fm/data", srv.admin_key,
+		     "{\"builtin\":\"fashion-mnist\"}");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	make_public("stud");
+	upload("stud", STUDENT_ROWS, 11, true);
+	snprintf(body, sizeof(body), "{\"trainer\":\"pate\",\"params\":{%s,\"student_data\":\"stud\"}}",
+		 params);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
+	cr_assert_eq(r.status, 422, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/student_data");
+	dpg_resp_free(&r);
+	snprintf(body, sizeof(body), "{\"trainer\":\"pate\",\"params\":{%s}}", params);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	job = dpg_job_wait(&srv, job_id, done, 280);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(job, "error")));
+	result = json_object_get(job, "result");
+	cr_assert_eq(dpg_num(result, "queries_asked"), 50);
+	cr_assert_eq(dpg_num(result, "test_rows"), 1000);
+	/* Ten classes: chance is 0.1. */
+	cr_assert_geq(dpg_num(result, "label_accuracy"), 0.5, "%s", json_dumps(result, 0));
+	cr_assert_geq(dpg_num(result, "test_accuracy"), 0.3, "%s", json_dumps(result, 0));
+	json_decref(job);
+}
