@@ -102,8 +102,10 @@ static int gather(const trn_dataset *src, const size_t *rows, size_t n, const ui
 	return 0;
 }
 
-/* Teacher t (rows[0..n)) trains and adds its vote on every query. */
-static int teacher_vote(struct pate_run *r, const size_t *rows, size_t n, acct_error *err)
+/* A teacher (rows[0..n)) trains with its own stream and adds its vote on
+ * every query. */
+static int teacher_vote(struct pate_run *r, const size_t *rows, size_t n, mech_rng *stream,
+			acct_error *err)
 {
 	const trn_dataset *st = r->student;
 	trn_dataset *part = NULL;
@@ -114,7 +116,7 @@ static int teacher_vote(struct pate_run *r, const size_t *rows, size_t n, acct_e
 	if (n == 0)
 		return 0;
 	if ((rc = gather(r->train, rows, n, NULL, &part, err)) < 0 ||
-	    (rc = fit(&r->p->teacher, part, r->rng, &m, err)) < 0)
+	    (rc = fit(&r->p->teacher, part, stream, &m, err)) < 0)
 		goto out;
 	for (size_t q = 0; q < r->p->queries; q++) {
 		uint32_t cls;
@@ -129,23 +131,39 @@ out:
 	return rc;
 }
 
+/* One stream per teacher, keyed from the run's before the partition
+ * draws: a teacher's training randomness depends on nothing but its
+ * index, so the teachers whose rows a neighbouring table leaves alone
+ * train and vote exactly as before. */
+static int teacher_streams(struct pate_run *r, mech_rng **streams, acct_error *err)
+{
+	for (size_t t = 0; t < r->p->teachers; t++) {
+		streams[t] = mech_rng_new_stream(r->rng);
+		if (!streams[t])
+			return acct_error_set(err, ACCT_EINTERNAL, "", "the random number generator failed");
+	}
+	return 0;
+}
+
 /*
- * The partition (trn_pate_partition), then each teacher in turn: the rows
- * are grouped by teacher with a counting sort so that every teacher reads
- * its own part only.
+ * The teachers' streams, the partition (trn_pate_partition), then each
+ * teacher in turn: the rows are grouped by teacher with a counting sort so
+ * that every teacher reads its own part only.
  */
 static int teachers_vote(struct pate_run *r, acct_error *err)
 {
 	size_t n = r->train->n, T = r->p->teachers;
 	uint32_t *of = malloc(n * sizeof(*of));
 	size_t *start = calloc(T + 1, sizeof(*start)), *rows = malloc(n * sizeof(*rows));
+	mech_rng **streams = calloc(T, sizeof(*streams));
 	int rc;
 
-	if (!of || !start || !rows) {
+	if (!of || !start || !rows || !streams) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for the teachers");
 		goto out;
 	}
-	if ((rc = trn_pate_partition(r->rng, n, r->p->teachers, of, err)) < 0)
+	if ((rc = teacher_streams(r, streams, err)) < 0 ||
+	    (rc = trn_pate_partition(r->rng, n, r->p->teachers, of, err)) < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		start[of[i] + 1]++;
@@ -157,7 +175,7 @@ static int teachers_vote(struct pate_run *r, acct_error *err)
 	for (size_t t = 0; t < T && !cancelled(r); t++) {
 		size_t b = t ? start[t - 1] : 0;
 
-		if ((rc = teacher_vote(r, rows + b, start[t] - b, err)) < 0)
+		if ((rc = teacher_vote(r, rows + b, start[t] - b, streams[t], err)) < 0)
 			goto out;
 		r->prog.teachers_trained = (uint32_t)(t + 1);
 		if (report(r, "teachers"))
@@ -165,10 +183,23 @@ static int teachers_vote(struct pate_run *r, acct_error *err)
 	}
 	rc = 0;
 out:
+	for (size_t t = 0; streams && t < T; t++)
+		mech_rng_free(streams[t]);
+	free(streams);
 	free(of);
 	free(start);
 	free(rows);
 	return rc;
+}
+
+int trn__pate_votes(const trn_pate_params *p, const trn_dataset *train,
+		    const trn_dataset *student, mech_rng *rng, double *votes, acct_error *err)
+{
+	struct pate_run r = {.p = p, .train = train, .student = student, .rng = rng,
+			     .votes = votes, .k = train->num_classes};
+
+	memset(votes, 0, (size_t)p->queries * r.k * sizeof(*votes));
+	return teachers_vote(&r, err);
 }
 
 /* The student's class probabilities on query rows [lo, hi) into

@@ -20,6 +20,7 @@
 
 #include "mech.h"
 #include "trn.h"
+#include "trn_internal.h"
 #include "trn_test_rng.h"
 
 static const uint8_t PREFIX[2] = {'P', 'J'};
@@ -291,8 +292,6 @@ Test(pate_units, the_event_prices_what_ran)
 	acct_event_free(ev);
 }
 
-/* ---- a run ------------------------------------------------------------------- */
-
 /* n rows of 2 features in [-1, 1], class x0 + x1 > 0. */
 static trn_dataset *linear_table(mech_rng *rng, size_t n)
 {
@@ -324,6 +323,101 @@ static trn_pate_params run_params(void)
 	p.student.epochs = 40;
 	return p;
 }
+
+/* A copy of `src` with `extra` more rows (zeroed) at the end. */
+static trn_dataset *copy_table(const trn_dataset *src, size_t extra)
+{
+	trn_dataset *ds = NULL;
+
+	cr_assert_eq(trn_dataset_new(src->n + extra, src->d, src->num_classes, &ds, NULL), 0);
+	memcpy(ds->x, src->x, src->n * src->d * sizeof(double));
+	memcpy(ds->y, src->y, src->n * sizeof(uint32_t));
+	return ds;
+}
+
+/* Every query's histograms on the two tables differ by one teacher's vote
+ * at most: L1 <= 2, so L2 <= sqrt 2 (the gnmax event's sensitivity), and
+ * the plurality by at most 1 (the threshold statistic's).  Returns how
+ * many queries differ. */
+static size_t check_neighbours(const trn_pate_params *p, const trn_dataset *a,
+			       const trn_dataset *b, const trn_dataset *student, uint8_t tag)
+{
+	size_t k = a->num_classes, changed = 0;
+	double *va = malloc(p->queries * k * sizeof(double)), *vb = malloc(p->queries * k * sizeof(double));
+	mech_rng *ra = trn_test_seeded(PREFIX, tag), *rb = trn_test_seeded(PREFIX, tag);
+
+	cr_assert(va && vb);
+	cr_assert_eq(trn__pate_votes(p, a, student, ra, va, NULL), 0);
+	cr_assert_eq(trn__pate_votes(p, b, student, rb, vb, NULL), 0);
+	for (size_t q = 0; q < p->queries; q++) {
+		double l1 = 0, l2 = 0, ma = 0, mb = 0;
+
+		for (size_t j = 0; j < k; j++) {
+			double d = va[q * k + j] - vb[q * k + j];
+
+			l1 += fabs(d);
+			l2 += d * d;
+			ma = fmax(ma, va[q * k + j]);
+			mb = fmax(mb, vb[q * k + j]);
+		}
+		cr_assert_leq(l1, 2, "query %zu", q);
+		cr_assert_leq(sqrt(l2), sqrt(2) + 1e-12, "query %zu", q);
+		cr_assert_leq(fabs(ma - mb), 1, "query %zu", q);
+		changed += l1 > 0;
+	}
+	mech_rng_free(ra);
+	mech_rng_free(rb);
+	free(va);
+	free(vb);
+	return changed;
+}
+
+/*
+ * The sensitivity the events rely on (docs/pate.md), on random
+ * neighbouring tables through the teachers as they are trained: a row
+ * added (the partition draws one more, last) and a row replaced (the same
+ * draws), under the coupling of one seed.  Each teacher has few rows, so
+ * one row changes its votes: some queries must differ (the check is not
+ * vacuous), and none by more than one vote.
+ */
+Test(pate_units, neighbouring_tables_move_one_vote_per_query, .timeout = 120)
+{
+	mech_rng *rng = trn_test_seeded(PREFIX, 10);
+	trn_pate_params p = run_params();
+	size_t changed = 0;
+
+	/* Noisy teachers (one epoch of lots of 2 at a high rate): two
+	 * trainings of a teacher on the same rows with other streams vote
+	 * differently, so a coupling that moved the streams would show. */
+	p.teachers = 40;
+	p.queries = 300;
+	p.teacher.epochs = 1;
+	p.teacher.lot_size = 2;
+	p.teacher.learning_rate = 2;
+	p.teacher.momentum = 0;
+	for (uint8_t trial = 0; trial < 6; trial++) {
+		trn_dataset *d = linear_table(rng, 200), *student = linear_table(rng, 300);
+		trn_dataset *added = copy_table(d, 1), *replaced = copy_table(d, 0);
+		size_t i = (size_t)trn_test_below(rng, d->n);
+
+		/* An outlier with the wrong label: it moves its teacher. */
+		added->x[2 * d->n] = replaced->x[2 * i] = 3 * (trn_test_uniform(rng) - 0.5);
+		added->x[2 * d->n + 1] = replaced->x[2 * i + 1] = 3 * (trn_test_uniform(rng) - 0.5);
+		added->y[d->n] = replaced->y[i] = trn_test_below(rng, 2);
+		changed += check_neighbours(&p, d, added, student, (uint8_t)(20 + trial));
+		changed += check_neighbours(&p, d, replaced, student, (uint8_t)(40 + trial));
+		trn_dataset_free(d);
+		trn_dataset_free(student);
+		trn_dataset_free(added);
+		trn_dataset_free(replaced);
+	}
+	cr_assert_gt(changed, 0);
+	mech_rng_free(rng);
+}
+
+/* ---- a run ------------------------------------------------------------------- */
+
+
 
 Test(pate_units, a_run_labels_queries_and_trains_the_student, .timeout = 120)
 {
