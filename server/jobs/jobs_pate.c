@@ -56,25 +56,20 @@ static int pate_job_delta(srv_ctx *ctx, const char *dataset_id, double *ret, acc
 	return rc;
 }
 
-struct pate_job_run {
-	srv_jobs *jobs;
-	job_slot *slot;
-	const char *phase;  /* the last phase saved */
-};
+/* The progress JSON of a phase report (srv_jobs__phase_progress). */
+static json_t *pate_progress_json(const void *p)
+{
+	return srv_jobs__pate_progress_json(p);
+}
 
 static int on_pate_progress(const trn_pate_progress *p, void *user)
 {
-	struct pate_job_run *pr = user;
+	srv_jobs__phase_run *pr = user;
 
 	pthread_mutex_lock(&pr->slot->lock);
 	pr->slot->pate_progress = *p;
-	pr->slot->has_progress = true;
 	pthread_mutex_unlock(&pr->slot->lock);
-	/* Saved at each phase's start: GET answers the live figures. */
-	if (pr->phase == p->phase)
-		return 0;
-	pr->phase = p->phase;
-	srv_jobs__save_progress_json(pr->jobs, pr->slot->id, srv_jobs__pate_progress_json(p));
+	srv_jobs__phase_progress(pr, p->phase, pate_progress_json, p);
 	return 0;
 }
 
@@ -247,7 +242,7 @@ static int run_pate(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_r
 		    char **ret_result, char *model_path, size_t model_path_size,
 		    pate_charge *charge, acct_error *err)
 {
-	struct pate_job_run pr = {.jobs = jobs, .slot = slot};
+	srv_jobs__phase_run pr = {.jobs = jobs, .slot = slot};
 	struct pate_data d = {0};
 	trn_pate_params p;
 	trn_pate_result *r = NULL;

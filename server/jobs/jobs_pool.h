@@ -52,6 +52,23 @@ json_t *srv_jobs__progress_json(const trn_progress *p);
  * effort (jobs_progress.c). */
 void srv_jobs__save_progress_json(srv_jobs *jobs, const char *id, json_t *o);
 
+/* A run that reports its progress by phases (ensemble, pate): the last
+ * phase saved on the job's row. */
+typedef struct srv_jobs__phase_run {
+	srv_jobs *jobs;
+	job_slot *slot;
+	const char *phase;
+} srv_jobs__phase_run;
+
+/*
+ * After the caller stored its live progress in the slot (under its lock):
+ * marks the slot as having progress and, at each phase's start, saves
+ * build(p) on the job's row, so GET answers the live figures in between
+ * (jobs_progress.c).
+ */
+void srv_jobs__phase_progress(srv_jobs__phase_run *pr, const char *phase,
+			      json_t *(*build)(const void *p), const void *p);
+
 /* Loads the training table (and a public evaluation table where there is
  * one) that the dataset links; a hosted table through `tables`. */
 int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db, const char *dataset_id,

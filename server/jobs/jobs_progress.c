@@ -22,3 +22,15 @@ void srv_jobs__save_progress_json(srv_jobs *jobs, const char *id, json_t *o)
 	free(text);
 	json_decref(o);
 }
+
+void srv_jobs__phase_progress(srv_jobs__phase_run *pr, const char *phase,
+			      json_t *(*build)(const void *p), const void *p)
+{
+	pthread_mutex_lock(&pr->slot->lock);
+	pr->slot->has_progress = true;
+	pthread_mutex_unlock(&pr->slot->lock);
+	if (pr->phase == phase)
+		return;
+	pr->phase = phase;
+	srv_jobs__save_progress_json(pr->jobs, pr->slot->id, build(p));
+}
