@@ -56,10 +56,11 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 		      "reservation", "id", rid, "epsilon", eps, "budget",
 		      srv_dataset_budget_json(ds));
 	/* DP-SGD's event takes the row count as public (q = L / N); an
-	 * ensemble's does not use it, and its answers do not show it. */
-	if (o && strcmp(a->job.trainer, "ensemble") != 0)
+	 * ensemble's or a pate job's does not use it, and their answers do
+	 * not show it. */
+	if (o && strcmp(a->job.trainer, "ensemble") != 0 && strcmp(a->job.trainer, "pate") != 0)
 		json_object_set_new(o, "public_row_count", json_integer(a->job.n_train));
-	else if (o)
+	else if (o && strcmp(a->job.trainer, "ensemble") == 0)
 		json_object_set_new(o, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
 	return o;
 }
@@ -577,9 +578,9 @@ static json_t *job_json(srv_request *req, const srv_job_row *j)
 		return NULL;
 	/* The N of the event's q = lot_size / N (srv_h_job_submit); an
 	 * ensemble's event does not take it as public. */
-	if (strcmp(j->trainer, "ensemble") != 0)
+	if (strcmp(j->trainer, "ensemble") != 0 && strcmp(j->trainer, "pate") != 0)
 		json_object_set_new(o, "public_row_count", json_integer(j->n_train));
-	else
+	else if (strcmp(j->trainer, "ensemble") == 0)
 		json_object_set_new(o, "neighbouring", json_string(ENSEMBLE_NEIGHBOURS));
 	if (j->started_at[0])
 		json_object_set_new(o, "started_at", json_string(j->started_at));

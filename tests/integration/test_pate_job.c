@@ -235,6 +235,9 @@ Test(pate_job, teachers_queries_student_and_predict)
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "trainer")), "pate");
 	dpg_assert_in_spec(&srv, "POST", "/v1/datasets/{id}/jobs", "202", "application/json", r.body);
+	/* The pate event does not take the row count as public. */
+	cr_assert_null(json_object_get(r.json, "public_row_count"), "%s", r.body);
+	cr_assert_null(json_object_get(r.json, "neighbouring"), "%s", r.body);
 	cr_assert_float_eq(dpg_num(r.json, "reservation.epsilon"), expected_epsilon(QUERIES, QUERIES),
 			   1e-9 * expected_epsilon(QUERIES, QUERIES));
 	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
