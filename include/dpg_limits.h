@@ -141,6 +141,11 @@
 #define DPG_MAX_SLMC_PARTIES        1000         /* learners M */
 #define DPG_MAX_RFF_WEIGHTS         (1LL << 23)  /* D x d entries of the feature map (64 MiB) */
 #define DPG_MAX_SLMC_AUX_ROWS       100000       /* public start rows FCM runs on */
+/* PATE jobs (trainers/trn_pate.c) */
+#define DPG_MAX_PATE_JOB_TEACHERS   10000        /* teachers n of a pate job */
+#define DPG_MAX_PATE_QUERIES        100000       /* student rows asked about */
+#define DPG_MAX_PATE_STUDENT_ROWS   100000       /* rows of a job's student_data */
+#define DPG_MAX_PATE_VOTE_WORK      100000000LL  /* teachers x queries (every vote a forward pass) */
 /* ==== end trainers ==== */
 
 #endif

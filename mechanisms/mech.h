@@ -457,4 +457,124 @@ int mech_rng_normal_fill_fast(mech_rng *rng, double *out, size_t n);
 
 /* ==== end bulk normal noise ==== */
 
+/* ==== PATE aggregation (mech_pate.c) ==== */
+
+/*
+ * The noisy aggregation of teacher votes of Papernot et al. (ICLR 2017:
+ * LNMax; ICLR 2018: GNMax, Confident-GNMax = Algorithm 1, Interactive-GNMax
+ * = Algorithm 2), its per-query data-dependent RDP, and the
+ * smooth-sensitivity release of that RDP (2018, Appendix B.5).  The PATE
+ * session routes and the `pate` trainer both run queries through here, so
+ * a label and its bookkeeping are the same whoever asks.
+ */
+typedef enum mech_pate_agg {
+	MECH_PATE_LNMAX = 0,       /* "lnmax" */
+	MECH_PATE_GNMAX = 1,       /* "gnmax" */
+	MECH_PATE_CONFIDENT = 2,   /* "confident_gnmax" */
+	MECH_PATE_INTERACTIVE = 3, /* "interactive_gnmax" */
+	MECH_PATE_AGG_COUNT
+} mech_pate_agg;
+
+/* The JSON name of an aggregator (NULL if unknown); its value by name (0
+ * or -1). */
+const char *mech_pate_agg_name(mech_pate_agg agg);
+int mech_pate_agg_from_name(const char *name, mech_pate_agg *ret);
+
+/* True for the aggregators that run a threshold check before answering. */
+bool mech_pate_agg_checks(mech_pate_agg agg);
+
+/* An aggregator's configuration; the *_used and lap_* fields are filled by
+ * mech_pate_cfg_resolve from the requested ones. */
+typedef struct mech_pate_cfg {
+	mech_pate_agg agg;
+	int64_t num_teachers;
+	int64_t num_classes;
+	double sigma1, sigma2;        /* as requested */
+	double sigma1_used, sigma2_used; /* as the sampler uses them */
+	double threshold;             /* T */
+	double gamma;                 /* lnmax: Laplace scale 1/gamma */
+	uint64_t lap_num, lap_den;    /* the discrete Laplace scale used, >= 1/gamma */
+	double student_confidence;    /* interactive: NAN = never the student's label */
+	double delta_share;           /* basic ledgers: delta per query event; 0 = none */
+	size_t n_orders;
+	double orders[DPG_MAX_PATE_ORDERS]; /* the orders of the private analysis */
+} mech_pate_cfg;
+
+/*
+ * Fills sigma1_used and sigma2_used (mech_discrete_gaussian_sigma) or, for
+ * lnmax, lap_num / lap_den (mech_discrete_laplace_scale of 1/gamma).
+ * Returns 0, or ACCT_EINVAL at "/sigma2" or "/gamma" when the sampler
+ * cannot reach the scale.
+ */
+int mech_pate_cfg_resolve(mech_pate_cfg *c, acct_error *err);
+
+/* Where a query's label came from. */
+enum { MECH_PATE_SRC_NONE = 0, MECH_PATE_SRC_TEACHERS = 1, MECH_PATE_SRC_STUDENT = 2 };
+
+/* The outcome of one query. */
+typedef struct mech_pate_outcome {
+	int64_t label;        /* -1: abstain */
+	unsigned char source; /* MECH_PATE_SRC_* */
+	bool checked;         /* a threshold check ran (is charged) */
+	bool teacher_answer;  /* GNMax / LNMax answered (is charged) */
+} mech_pate_outcome;
+
+/*
+ * Runs one query on its vote histogram v[0..num_classes) (integers, sum at
+ * most num_teachers; p, the student's probabilities, for interactive only):
+ * the threshold check when the aggregator has one, then the noisy argmax
+ * with exact discrete Gaussian (discrete Laplace for lnmax) noise, ties
+ * broken uniformly.  Writes the outcome and the query's data-dependent RDP
+ * at c->orders into dd[0..n_orders): Proposition 7 and Theorem 6 for the
+ * answer, the threshold check's data-dependent cost (2018, Section 4.2).
+ * Returns 0, ACCT_EINTERNAL (rng) or an analysis error; *out and dd are
+ * then unspecified.
+ */
+int mech_pate_run_query(mech_rng *rng, const mech_pate_cfg *c, const double *v, const double *p,
+			mech_pate_outcome *out, double *dd, acct_error *err);
+
+/*
+ * The smooth-sensitivity release of the data-dependent RDP at one order
+ * (2018, Appendix B.5).  Histograms of the answered queries are added one at
+ * a time; then f (the sum of acct_pate_gnmax_rdp_ss over them, plus each
+ * threshold check at its data-independent lambda / (2 sigma1^2)), its
+ * smooth sensitivity at beta (Algorithms 3-5 per query, summed over queries
+ * at each distance) and the public bound B = answers lambda / sigma2^2 +
+ * checks lambda / (2 sigma1^2) are read.  Opaque; freed by
+ * mech_pate_release_free.
+ */
+typedef struct mech_pate_release mech_pate_release;
+
+int mech_pate_release_new(const mech_pate_cfg *c, double order, mech_pate_release **ret,
+			  acct_error *err);
+void mech_pate_release_free(mech_pate_release *r);
+int mech_pate_release_add(mech_pate_release *r, const double *votes, acct_error *err);
+
+/* The figures above for `answers` added histograms and `checks` checks. */
+typedef struct mech_pate_release_figures {
+	double f;          /* data-dependent RDP: private */
+	double ss;         /* its smooth sensitivity: private */
+	double bound;      /* B: public */
+} mech_pate_release_figures;
+
+void mech_pate_release_figures_get(const mech_pate_release *r, int64_t checks, double beta,
+				   mech_pate_release_figures *ret);
+
+/*
+ * Draws the GNSS release f + S N(0, sigma^2) on a grid chosen from the
+ * public bound only: f clamped to [0, B] and rounded to the grid g, S =
+ * max(SS + g, 2^-8 B) (mech_pate.c says why each step keeps the release
+ * (beta + MECH_PATE_GNSS_BETA_SLACK)-smooth).  sigma in
+ * [MECH_PATE_GNSS_MIN_SIGMA, MECH_PATE_GNSS_MAX_SIGMA].  Returns 0 and
+ * *ret_noisy, or ACCT_EINTERNAL.
+ */
+#define MECH_PATE_GNSS_BETA_SLACK 0x1p-22
+#define MECH_PATE_GNSS_MIN_SIGMA 1e-6
+#define MECH_PATE_GNSS_MAX_SIGMA 0x1p16
+
+int mech_pate_release_draw(mech_rng *rng, const mech_pate_release_figures *fig, double sigma,
+			   double *ret_noisy, acct_error *err);
+
+/* ==== end PATE aggregation ==== */
+
 #endif

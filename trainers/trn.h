@@ -1057,4 +1057,160 @@ int trn_scatter_table(const trn_scatter *s, const trn_dataset *in, trn_dataset *
 
 /* ==== end scattering ==== */
 
+/* ==== PATE: teachers, aggregation and a student (trn_pate.c) ==== */
+
+/*
+ * Scalable private learning with PATE (Papernot, Song, Mironov,
+ * Raghunathan, Talwar, Erlingsson, ICLR 2018), end to end: the private
+ * rows are split at random between n teachers, each trained without
+ * privacy on its part; the teachers vote on public unlabelled student
+ * rows; the votes are aggregated by mech_pate_run_query (GNMax, Confident-
+ * or Interactive-GNMax, exact discrete Gaussian noise); a student is
+ * trained on the labels released.  Teachers and votes never leave
+ * trn_pate_run: the labels, the counts of checks and answers and the
+ * smooth-sensitivity release of the data-dependent RDP are its only
+ * outputs computed from private rows.  docs/pate.md states the theorems.
+ */
+
+/* A teacher's or the student's model: non-private SGD (trn_sgd_nonprivate_run
+ * with these fields; its noise fields are unused). */
+typedef struct trn_pate_model_params {
+	trn_model_kind model;        /* "model": "logreg" | "mlp" */
+	uint32_t n_hidden;
+	uint32_t hidden[DPG_MAX_HIDDEN_LAYERS]; /* "hidden" */
+	trn_activation activation;   /* "activation" */
+	uint32_t epochs;             /* "epochs" */
+	uint32_t lot_size;           /* "lot_size": capped at the rows trained on */
+	double learning_rate;        /* "learning_rate" */
+	double momentum;             /* "momentum" */
+} trn_pate_model_params;
+
+typedef struct trn_pate_params {
+	uint32_t teachers;           /* "teachers": n */
+	trn_pate_model_params teacher; /* "teacher_model" */
+	trn_pate_model_params student; /* "student_model" */
+	uint32_t queries;            /* "queries": the first rows of the student data */
+	mech_pate_agg aggregator;    /* "aggregator": gnmax | confident_gnmax | interactive_gnmax */
+	double threshold;            /* "threshold": T (confident, interactive) */
+	double sigma1;               /* "sigma1": the check's noise (confident, interactive) */
+	double sigma2;               /* "sigma2": the answer's noise */
+	double student_confidence;   /* "student_confidence": interactive only; NAN = never */
+	bool semi_supervised;        /* "semi_supervised": self-training on the rest */
+	double confidence;           /* "confidence": the self-training threshold */
+	double release_beta;         /* "release_beta": beta of the smooth sensitivity */
+	double release_sigma;        /* "release_sigma": sigma of the GNSS release */
+	double release_order;        /* "release_order": the RDP order released */
+	double delta;                /* not JSON: the dataset's delta, for the epsilons */
+} trn_pate_params;
+
+/* Defaults: 250 teachers, logreg teachers and student (30 epochs, lot 64,
+ * rate 0.1, momentum 0.9), 1000 queries, confident_gnmax with T = 200,
+ * sigma1 = 150, sigma2 = 40 (the paper's MNIST row), no student
+ * confidence, no self-training (confidence 0.9), release beta 0.0329,
+ * sigma 15, order 8 (docs/pate.md), delta 1e-5. */
+void trn_pate_params_default(trn_pate_params *p);
+
+/* Checks every field; `where` = "/params/<json name>" of the first bad one
+ * ("/params/teacher_model/epochs" for a model's fields). */
+int trn_pate_params_validate(const trn_pate_params *p, acct_error *err);
+
+/* The aggregator's configuration for num_classes classes (the release
+ * order as its one analysis order).  0 or ACCT_EINVAL. */
+int trn_pate_cfg(const trn_pate_params *p, uint32_t num_classes, mech_pate_cfg *ret,
+		 acct_error *err);
+
+/*
+ * The data-independent event of `checks` threshold checks, `answers` GNMax
+ * answers and, when `released`, the GNSS release: composed of
+ * self_composed(checks, pate_threshold(sigma1 used)), self_composed(answers,
+ * gnmax(sigma2 used)) and pate_gnss(release_beta + MECH_PATE_GNSS_BETA_SLACK,
+ * release_sigma), the parts with a zero count left out; NULL in *ret when
+ * nothing was run.  The worst case is checks = answers = queries (checks 0
+ * for gnmax) and released.  Returns 0, ACCT_EINVAL or ACCT_ENOMEM.
+ */
+int trn_pate_event(const trn_pate_params *p, int64_t checks, int64_t answers, bool released,
+		   acct_event **ret, acct_error *err);
+
+/* The worst case above: what a job reserves. */
+int trn_pate_worst_event(const trn_pate_params *p, acct_event **ret, acct_error *err);
+
+/*
+ * Checks that a job can run on a private table of n_train rows, d features
+ * and num_classes classes with n_student public student rows: queries <=
+ * n_student <= DPG_MAX_PATE_STUDENT_ROWS, teachers <= n_train, both models
+ * within trn_model's bounds, teachers x queries <= DPG_MAX_PATE_VOTE_WORK.
+ * Public sizes only.  0 or ACCT_EINVAL.
+ */
+int trn_pate_check_shape(const trn_pate_params *p, size_t d, uint32_t num_classes,
+			 uint64_t n_train, uint64_t n_student, acct_error *err);
+
+/*
+ * The random partition: ret_teacher[i] in 0..teachers-1 for each of the n
+ * rows, drawn independently and uniformly from `rng` (a CSPRNG stream), so
+ * that adding, removing or replacing one row changes one teacher's rows
+ * only (docs/pate.md says why not a balanced permutation).  Returns 0,
+ * ACCT_EINVAL (teachers 0) or ACCT_EINTERNAL (rng).
+ */
+int trn_pate_partition(mech_rng *rng, size_t n, uint32_t teachers, uint32_t *ret_teacher,
+		       acct_error *err);
+
+/*
+ * A pate job on Fashion-MNIST asks about the first 9000 images of the
+ * public test split and evaluates on the last 1000, as Papernot et al.
+ * split MNIST's test set (Section 4).
+ */
+#define TRN_PATE_FASHION_MNIST_POOL 9000
+
+/* Progress: public facts only. */
+typedef struct trn_pate_progress {
+	const char *phase;           /* "teachers", "queries", "student", "release" */
+	uint32_t teachers_trained;
+	uint32_t teachers;
+	uint32_t queries_asked;      /* queries run so far */
+	uint32_t queries_answered;   /* of which labelled (released by the aggregator) */
+	uint32_t queries;
+} trn_pate_progress;
+
+typedef int (*trn_pate_progress_fn)(const trn_pate_progress *progress, void *user);
+
+typedef struct trn_pate_result {
+	trn_model *model;            /* the student; owned; NULL when none was trained */
+	int64_t queries_asked;
+	int64_t checks;              /* threshold checks run (charged) */
+	int64_t answers;             /* GNMax answers (charged) */
+	int64_t student_answers;     /* interactive: the student's own labels */
+	int64_t abstained;
+	bool released;               /* the GNSS release ran (charged) */
+	double epsilon_data_dependent; /* the sanitised figure at (order, delta); NaN if none */
+	double rdp_data_dependent;   /* the noisy RDP released at release_order */
+	double epsilon_data_independent; /* of the checks and answers made, at the order */
+	double label_accuracy;       /* of the answered queries, when the student rows are
+	                                labelled (public); NaN otherwise */
+	double test_accuracy;        /* the student on the public test table; NaN without */
+	uint64_t self_trained_rows;  /* semi_supervised: rows labelled by the student */
+	uint64_t student_rows;       /* rows the final student trained on */
+	double train_seconds;
+} trn_pate_result;
+
+void trn_pate_result_free(trn_pate_result *r);
+
+/*
+ * Runs PATE: partition, teachers (on `train`, private), votes and
+ * aggregation on the first p->queries rows of `student` (public; its labels,
+ * when it has them, are used for label_accuracy only), the GNSS release of
+ * the data-dependent RDP, then the student on the labelled queries (and,
+ * with semi_supervised, self-training on the other student rows whose
+ * predicted class has probability >= confidence: post-processing).  `test`
+ * (may be NULL) is public labelled data.  All randomness from `rng`.
+ * `cancel` is polled between teachers and queries.  Returns 0 and *ret;
+ * TRN_CANCELLED and *ret with the counts so far (no model); or a negative
+ * code, *ret untouched (the caller then cannot know what ran).
+ */
+int trn_pate_run(const trn_pate_params *p, const trn_dataset *train, const trn_dataset *student,
+		 const trn_dataset *test, mech_rng *rng, trn_pate_progress_fn progress,
+		 void *progress_user, const atomic_bool *cancel, trn_pate_result **ret,
+		 acct_error *err);
+
+/* ==== end PATE ==== */
+
 #endif

@@ -223,6 +223,16 @@ int trn__ensemble_release(double *w, uint32_t num_classes, size_t d, double beta
  */
 void trn__label_em_column(const trn_dataset *ds, uint8_t *ret_column);
 
+/*
+ * The pate trainer's teachers (trn_pate_run.c): their streams and the
+ * partition drawn from `rng`, each teacher trained on its part, and their
+ * vote histograms on the first p->queries rows of `student` into votes
+ * (queries x classes, zeroed here).  Private: for its unit tests, which
+ * check the histograms' sensitivity on neighbouring tables.
+ */
+int trn__pate_votes(const trn_pate_params *p, const trn_dataset *train,
+		    const trn_dataset *student, mech_rng *rng, double *votes, acct_error *err);
+
 /* ---- helpers every trainer shares (trn_common.c) ---- */
 
 /* One JSON string of an enumeration and its value (>= 0). */

@@ -109,3 +109,41 @@ int bench_csv_load(const char *path, trn_dataset **ret)
 	free(y);
 	return rc;
 }
+
+void bench_standardise(const trn_dataset *ref, trn_dataset *target)
+{
+	size_t d = ref->d;
+
+	for (size_t j = 0; j < d; j++) {
+		double m = 0, v = 0, sd;
+
+		for (size_t i = 0; i < ref->n; i++)
+			m += ref->x[i * d + j] / (double)ref->n;
+		for (size_t i = 0; i < ref->n; i++)
+			v += (ref->x[i * d + j] - m) * (ref->x[i * d + j] - m) / (double)ref->n;
+		sd = v > 0 ? sqrt(v) : 1.0;
+		for (size_t i = 0; i < target->n; i++)
+			target->x[i * d + j] = (target->x[i * d + j] - m) / sd;
+	}
+}
+
+int bench_project(trn_dataset **ds, const double *v, size_t k)
+{
+	trn_dataset *src = *ds, *out = NULL;
+
+	if (trn_dataset_new(src->n, k, src->num_classes, &out, NULL) < 0)
+		return -1;
+	for (size_t i = 0; i < src->n; i++) {
+		out->y[i] = src->y[i];
+		for (size_t c = 0; c < k; c++) {
+			double s = 0;
+
+			for (size_t j = 0; j < src->d; j++)
+				s += src->x[i * src->d + j] * v[j * k + c];
+			out->x[i * k + c] = s;
+		}
+	}
+	trn_dataset_free(src);
+	*ds = out;
+	return 0;
+}

@@ -33,4 +33,13 @@ int bench_csv_read(const char *path, double **ret_x, int64_t **ret_y, size_t *re
 /* The same table as a trn_dataset with (largest label + 1) classes. */
 int bench_csv_load(const char *path, trn_dataset **ret);
 
+/* Standardises every feature of `target` with the mean and standard
+ * deviation of that feature over `ref` (a public table); standardise `ref`
+ * itself last. */
+void bench_standardise(const trn_dataset *ref, trn_dataset *target);
+
+/* Replaces *ds by its rows projected on the k columns of v (d x k,
+ * row-major), labels kept.  0, or -1 (no memory; *ds unchanged). */
+int bench_project(trn_dataset **ds, const double *v, size_t k);
+
 #endif

@@ -100,25 +100,6 @@ static void stat_print(const stat *s)
 
 /* ---- data ------------------------------------------------------------------ */
 
-/* Standardises every feature of `target` with the mean and standard
- * deviation of that feature over `ref` (a public table). */
-static void standardise(const trn_dataset *ref, trn_dataset *target)
-{
-	size_t d = ref->d;
-
-	for (size_t j = 0; j < d; j++) {
-		double m = 0, v = 0, sd;
-
-		for (size_t i = 0; i < ref->n; i++)
-			m += ref->x[i * d + j] / ref->n;
-		for (size_t i = 0; i < ref->n; i++)
-			v += (ref->x[i * d + j] - m) * (ref->x[i * d + j] - m) / ref->n;
-		sd = v > 0 ? sqrt(v) : 1.0;
-		for (size_t i = 0; i < target->n; i++)
-			target->x[i * d + j] = (target->x[i * d + j] - m) / sd;
-	}
-}
-
 /* Rows idx[0..n) of src as a new table (labels mapped through `map` when
  * not NULL). */
 static trn_dataset *take_rows(const trn_dataset *src, const size_t *idx, size_t n,
@@ -164,36 +145,14 @@ static void task_free(task *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* Replaces a table's features by their projection x V (V: d x k). */
-static int project(trn_dataset **ds, const double *v, size_t k)
-{
-	trn_dataset *src = *ds, *out = NULL;
-
-	if (trn_dataset_new(src->n, k, src->num_classes, &out, NULL) < 0)
-		return -1;
-	for (size_t i = 0; i < src->n; i++) {
-		out->y[i] = src->y[i];
-		for (size_t c = 0; c < k; c++) {
-			double s = 0;
-
-			for (size_t j = 0; j < src->d; j++)
-				s += src->x[i * src->d + j] * v[j * k + c];
-			out->x[i * k + c] = s;
-		}
-	}
-	trn_dataset_free(src);
-	*ds = out;
-	return 0;
-}
-
 /* Standardises the three tables of a split with the statistics of its
  * public auxiliary rows (the auxiliary table last, since it is the
  * reference): no statistic of the private rows shapes the features. */
 static void standardise_by_aux(task *t)
 {
-	standardise(t->aux, t->train);
-	standardise(t->aux, t->test);
-	standardise(t->aux, t->aux);
+	bench_standardise(t->aux, t->train);
+	bench_standardise(t->aux, t->test);
+	bench_standardise(t->aux, t->aux);
 }
 
 /*
@@ -212,7 +171,8 @@ static int public_pca(task *t, size_t k, mech_rng *rng)
 	if (rc == 0)
 		rc = trn__dp_pca(t->aux->x, t->aux->n, t->aux->d, k, 0.0, rng, v, NULL);
 	if (rc == 0)
-		rc = project(&t->train, v, k) | project(&t->aux, v, k) | project(&t->test, v, k);
+		rc = bench_project(&t->train, v, k) | bench_project(&t->aux, v, k) |
+		     bench_project(&t->test, v, k);
 	if (rc == 0)
 		standardise_by_aux(t);
 	free(v);

@@ -42,7 +42,8 @@ struct submit_arg {
 	"mechanism, whose event is the charge"
 
 /* The privacy unit a trainer's answers state instead of the row count,
- * or NULL for a trainer whose event takes the row count as public. */
+ * or NULL for one that states none (dpsgd, whose event takes the row count
+ * as public, and pate, whose votes count teachers, not rows). */
 static const char *job_neighbouring(const char *trainer)
 {
 	if (strcmp(trainer, "ensemble") == 0)
@@ -52,6 +53,16 @@ static const char *job_neighbouring(const char *trainer)
 	if (strcmp(trainer, "label_em") == 0)
 		return LABEL_EM_NEIGHBOURS;
 	return NULL;
+}
+
+/* Adds to a job's answer `o` the row count its event takes as public
+ * (DP-SGD's q = L / N) or the privacy unit it states instead. */
+static void job_rows_json(json_t *o, const char *trainer, int64_t n_train)
+{
+	if (strcmp(trainer, "dpsgd") == 0)
+		json_object_set_new(o, "public_row_count", json_integer(n_train));
+	else if (job_neighbouring(trainer))
+		json_object_set_new(o, "neighbouring", json_string(job_neighbouring(trainer)));
 }
 
 static int submit_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charge_id,
@@ -81,14 +92,10 @@ static json_t *submit_body(void *arg, int64_t charge_id, const char *rid, const 
 		      "trainer", a->job.trainer, "event", srv_event_to_json(a->event),
 		      "reservation", "id", rid, "epsilon", eps, "budget",
 		      srv_dataset_budget_json(ds));
-	/* DP-SGD's event takes the row count as public (q = L / N); an
-	 * ensemble's, slmc's or label_em's does not use it, and its answers do
-	 * not show it. */
-	if (o && !job_neighbouring(a->job.trainer))
-		json_object_set_new(o, "public_row_count", json_integer(a->job.n_train));
-	else if (o)
-		json_object_set_new(o, "neighbouring",
-				    json_string(job_neighbouring(a->job.trainer)));
+	/* DP-SGD's event takes the row count as public (q = L / N); any
+	 * other trainer does not use it, and its answers do not show it. */
+	if (o)
+		job_rows_json(o, a->job.trainer, a->job.n_train);
 	return o;
 }
 
@@ -100,11 +107,12 @@ static char *submit_text(void *arg, int64_t charge_id, const char *rid, const sr
 
 /* The request's own fields: everything but the dataset's state. */
 struct submit_req {
-	const char *trainer;      /* "dpsgd", "ensemble", "slmc" or "label_em" */
+	const char *trainer;      /* "dpsgd", "ensemble", "slmc", "label_em" or "pate" */
 	trn_dpsgd_params p;
 	trn_ensemble_params ep;
 	trn_slmc_params sp;       /* neighbor set from the dataset when priced */
 	trn_label_em_params lp;
+	trn_pate_params pp;
 	const char *note;
 	bool dry_run;
 	double ledger_delta;
@@ -125,11 +133,16 @@ static bool is_label_em(const struct submit_req *sr)
 	return strcmp(sr->trainer, "label_em") == 0;
 }
 
+static bool is_pate(const struct submit_req *sr)
+{
+	return strcmp(sr->trainer, "pate") == 0;
+}
+
 static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *err)
 {
 	static const char *const keys[] = {"trainer", "params", "dry_run", "note", "ledger_delta",
 					   NULL};
-	static const char *const trainers[] = {"dpsgd", "ensemble", "slmc", "label_em", NULL};
+	static const char *const trainers[] = {"dpsgd", "ensemble", "slmc", "label_em", "pate", NULL};
 	const char *trainer = NULL;
 	int rc = srv_json_only_keys(body, "", keys, err);
 
@@ -140,8 +153,8 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 			sr->trainer = *t;
 	if (rc >= 0 && !sr->trainer)
 		rc = acct_error_set(err, ACCT_EINVAL, "/trainer",
-				    "'trainer' must be \"dpsgd\", \"ensemble\", \"slmc\" or "
-				    "\"label_em\"");
+				    "'trainer' must be \"dpsgd\", \"ensemble\", \"slmc\", "
+				    "\"label_em\" or \"pate\"");
 	if (rc >= 0)
 		rc = srv_json_bool(body, "", "dry_run", 0, &sr->dry_run, err);
 	if (rc >= 0)
@@ -155,6 +168,8 @@ static int parse_submit(const json_t *body, struct submit_req *sr, acct_error *e
 		rc = srv__jobs_parse_slmc(json_object_get(body, "params"), &sr->sp, err);
 	else if (rc >= 0 && is_label_em(sr))
 		rc = srv__jobs_parse_label_em(json_object_get(body, "params"), &sr->lp, err);
+	else if (rc >= 0 && is_pate(sr))
+		rc = srv__jobs_parse_pate(json_object_get(body, "params"), &sr->pp, err);
 	else if (rc >= 0)
 		rc = srv__jobs_parse_params(json_object_get(body, "params"), &sr->p, err);
 	return rc;
@@ -203,6 +218,8 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 	int rc = is_ensemble(sr) ? trn_ensemble_event(&sr->ep, ret_ev, err) :
 		 is_slmc(sr)	 ? slmc_event(ds, sr, ret_ev, err) :
 		 is_label_em(sr) ? trn_label_em_event(&sr->lp, (uint64_t)n_train, ret_ev, err) :
+		 /* A pate job reserves its worst case (jobs_pate.c). */
+		 is_pate(sr)	 ? trn_pate_worst_event(&sr->pp, ret_ev, err) :
 				   trn_dpsgd_event(&sr->p, (uint64_t)n_train, ret_ev, err);
 
 	if (rc >= 0)
@@ -396,7 +413,7 @@ static int check_label_em_data(const trn_label_em_params *lp, const json_t *colu
 /* The linked data's row count, with the label and shape checks a hosted
  * table needs; false when it answered. */
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
-		       const struct submit_req *sr, int64_t *ret_n_train)
+		       struct submit_req *sr, int64_t *ret_n_train)
 {
 	json_t *columns;
 	char *columns_text = NULL;
@@ -429,6 +446,9 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 					      *ret_n_train, &err);
 	if (rc >= 0 && is_label_em(sr))
 		rc = check_label_em_data(&sr->lp, columns, features, classes, &err);
+	if (rc >= 0 && is_pate(sr))
+		rc = srv__jobs_check_pate(req->db, req->who, ds, json_object_get(req->body, "params"),
+					  columns, features, classes, *ret_n_train, &sr->pp, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
 	 * its bounds) is refused here, before anything is reserved for it. */
@@ -597,6 +617,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 			  is_slmc(&sr)	   ? "slmc job (K Gaussian rounds; neighbours differ in one row)" :
 			  is_label_em(&sr) ? "label_em job (the label exponential mechanism, once; "
 					     "neighbours differ in one label)" :
+			  is_pate(&sr)	   ? "pate job (worst case reserved; what runs is charged)" :
 					     "training job (treats the row count as public: q = L/N)";
 		sp.ttl_seconds = 30LL * 24 * 3600;
 		sp.txn_fn = submit_txn;
@@ -701,9 +722,10 @@ static json_t *job_progress(srv_request *req, const srv_job_row *j)
 	json_decref(result);
 	if (!progress)
 		progress = json_object();
-	/* An ensemble's, slmc's or label_em's event is spent whole once it
-	 * reads data: only DP-SGD's grows with its steps. */
-	if (steps >= 0 && json_is_object(progress) && !job_neighbouring(j->trainer))
+	/* Every other trainer's event is spent whole once it reads data (a
+	 * pate job's is charged when it ends): only DP-SGD's grows with its
+	 * steps. */
+	if (steps >= 0 && json_is_object(progress) && strcmp(j->trainer, "dpsgd") == 0)
 		epsilon_so_far(req, j, steps, progress);
 	return progress;
 }
@@ -743,11 +765,8 @@ static json_t *job_json(srv_request *req, const srv_job_row *j)
 	if (!o)
 		return NULL;
 	/* The N of the event's q = lot_size / N (srv_h_job_submit); an
-	 * ensemble's, slmc's or label_em's event does not take it as public. */
-	if (!job_neighbouring(j->trainer))
-		json_object_set_new(o, "public_row_count", json_integer(j->n_train));
-	else
-		json_object_set_new(o, "neighbouring", json_string(job_neighbouring(j->trainer)));
+	 * other trainer's event does not take it as public. */
+	job_rows_json(o, j->trainer, j->n_train);
 	if (j->started_at[0])
 		json_object_set_new(o, "started_at", json_string(j->started_at));
 	if (j->finished_at[0])

@@ -89,60 +89,23 @@
 #include "api_mech_routes.h"
 #include "api_pate_session.h"
 
-/* The GNSS release's grid and noise floor (see release_scale):
- * the grid serves noise scales up to 2^8 times the public bound on SS, the
- * floor is 2^-8 of it, and the sampler's rounding of the scale (below a
- * factor 1 + 2^-23) is paid for by pricing beta + GNSS_BETA_SLACK.  The
- * sigma range keeps the grid term g (at most 2^-11 B sigma) under 32 B. */
-#define GNSS_GRID_HEADROOM 0x1p8
-#define GNSS_FLOOR 0x1p-8
-#define GNSS_BETA_SLACK 0x1p-22
-#define GNSS_MIN_SIGMA 1e-6
-#define GNSS_MAX_SIGMA 0x1p16
+/* The GNSS release's pricing slack and sigma range (mech_pate.c). */
+#define GNSS_BETA_SLACK MECH_PATE_GNSS_BETA_SLACK
+#define GNSS_MIN_SIGMA MECH_PATE_GNSS_MIN_SIGMA
+#define GNSS_MAX_SIGMA MECH_PATE_GNSS_MAX_SIGMA
 
 #define SESSION_ID_BYTES SRV_PATE_SESSION_ID_BYTES
 #define PROB_SUM_TOLERANCE 1e-6
-
-typedef enum pate_agg {
-	AGG_LNMAX,
-	AGG_GNMAX,
-	AGG_CONFIDENT,
-	AGG_INTERACTIVE,
-	AGG__COUNT
-} pate_agg;
-
-static const char *const agg_names[AGG__COUNT] = {
-	[AGG_LNMAX] = "lnmax",
-	[AGG_GNMAX] = "gnmax",
-	[AGG_CONFIDENT] = "confident_gnmax",
-	[AGG_INTERACTIVE] = "interactive_gnmax",
-};
 
 /* The filter's orders (acct_renyi_filter.c) are a sensible default. */
 static const double default_orders[] = {
 	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
 };
 
-/* The immutable configuration of a session. */
-struct pate_cfg {
-	pate_agg agg;
-	int64_t num_teachers;
-	int64_t num_classes;
-	double sigma1, sigma2;        /* as requested */
-	double sigma1_used, sigma2_used;
-	double threshold;
-	double gamma;                 /* lnmax: Laplace scale 1/gamma */
-	uint64_t lap_num, lap_den;    /* the discrete Laplace scale used, >= 1/gamma */
-	double student_confidence;    /* interactive: NAN = never the student's label */
-	double delta_share;           /* basic ledgers: delta per query event; 0 = none */
-	size_t n_orders;
-	double orders[DPG_MAX_PATE_ORDERS];
-};
-
 struct pate_session {
 	char id[SESSION_ID_BYTES];
 	char dataset_id[DPG_MAX_ID_BYTES + 1];
-	struct pate_cfg cfg;
+	mech_pate_cfg cfg;
 	json_t *config;               /* normalised creation request */
 	int64_t queries, checks, teacher_answers, student_answers, abstained, releases;
 	char created_at[32], updated_at[32];
@@ -238,13 +201,13 @@ static int parse_real_array_text(const char *text, double *v, size_t n)
  * Checks the body's keys, reads the aggregator into c->agg and checks that
  * the aggregator's parameters, and only those, are present.
  */
-static int config_aggregator(const json_t *body, struct pate_cfg *c, acct_error *err)
+static int config_aggregator(const json_t *body, mech_pate_cfg *c, acct_error *err)
 {
 	static const char *const keys[] = {"aggregator", "num_teachers", "num_classes", "sigma1",
 					   "sigma2", "threshold", "gamma", "student_confidence",
 					   "orders", "delta", NULL};
 	/* Which parameters each aggregator takes (1 = required, 2 = optional). */
-	static const struct { const char *key; unsigned char use[AGG__COUNT]; } params[] = {
+	static const struct { const char *key; unsigned char use[MECH_PATE_AGG_COUNT]; } params[] = {
 		{"sigma1", {0, 0, 1, 1}},
 		{"sigma2", {0, 1, 1, 1}},
 		{"threshold", {0, 0, 1, 1}},
@@ -259,10 +222,7 @@ static int config_aggregator(const json_t *body, struct pate_cfg *c, acct_error 
 	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
 	    (rc = srv_json_string(body, "", "aggregator", SRV_REQUIRED, 32, &agg, err)) < 0)
 		return rc;
-	for (c->agg = 0; c->agg < AGG__COUNT; c->agg++)
-		if (strcmp(agg, agg_names[c->agg]) == 0)
-			break;
-	if (c->agg == AGG__COUNT)
+	if (mech_pate_agg_from_name(agg, &c->agg) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/aggregator",
 				      "'aggregator' must be \"lnmax\", \"gnmax\", \"confident_gnmax\" or \"interactive_gnmax\"");
 	for (size_t i = 0; i < sizeof(params) / sizeof(params[0]); i++) {
@@ -272,16 +232,16 @@ static int config_aggregator(const json_t *body, struct pate_cfg *c, acct_error 
 		snprintf(ptr, sizeof(ptr), "/%s", params[i].key);
 		if (params[i].use[c->agg] == 1 && !present)
 			return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' is required by %s", params[i].key,
-					      agg_names[c->agg]);
+					      mech_pate_agg_name(c->agg));
 		if (params[i].use[c->agg] == 0 && present)
-			return acct_error_set(err, ACCT_EINVAL, ptr, "%s takes no '%s'", agg_names[c->agg],
+			return acct_error_set(err, ACCT_EINVAL, ptr, "%s takes no '%s'", mech_pate_agg_name(c->agg),
 					      params[i].key);
 	}
 	return 0;
 }
 
 /* Reads 'orders' into c->orders, or the default orders when absent. */
-static int config_orders(const json_t *body, struct pate_cfg *c, acct_error *err)
+static int config_orders(const json_t *body, mech_pate_cfg *c, acct_error *err)
 {
 	const json_t *orders = json_object_get(body, "orders");
 	size_t n;
@@ -312,22 +272,22 @@ static int config_orders(const json_t *body, struct pate_cfg *c, acct_error *err
 
 /* The normalised JSON copy of a checked configuration (new reference), or
  * NULL when out of memory. */
-static json_t *config_json(const struct pate_cfg *c)
+static json_t *config_json(const mech_pate_cfg *c)
 {
 	json_t *norm;
 
-	norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", agg_names[c->agg], "num_teachers",
+	norm = json_pack("{s:s, s:I, s:I, s:o}", "aggregator", mech_pate_agg_name(c->agg), "num_teachers",
 			 (json_int_t)c->num_teachers, "num_classes", (json_int_t)c->num_classes,
 			 "orders", srv_json_real_array(c->orders, c->n_orders));
 	if (!norm)
 		return NULL;
-	if (c->agg != AGG_LNMAX && c->agg != AGG_GNMAX) {
+	if (c->agg != MECH_PATE_LNMAX && c->agg != MECH_PATE_GNMAX) {
 		json_object_set_new(norm, "sigma1", json_real(c->sigma1));
 		json_object_set_new(norm, "threshold", json_real(c->threshold));
 	}
-	if (c->agg != AGG_LNMAX)
+	if (c->agg != MECH_PATE_LNMAX)
 		json_object_set_new(norm, "sigma2", json_real(c->sigma2));
-	if (c->agg == AGG_LNMAX)
+	if (c->agg == MECH_PATE_LNMAX)
 		json_object_set_new(norm, "gamma", json_real(c->gamma));
 	if (isfinite(c->student_confidence))
 		json_object_set_new(norm, "student_confidence", json_real(c->student_confidence));
@@ -341,10 +301,10 @@ static json_t *config_json(const struct pate_cfg *c)
  * stored normalised config).  On success fills *cfg and, when ret_norm is
  * not NULL, a normalised JSON copy (new reference).
  */
-static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_norm,
+static int parse_config(const json_t *body, mech_pate_cfg *cfg, json_t **ret_norm,
 			acct_error *err)
 {
-	struct pate_cfg c;
+	mech_pate_cfg c;
 	json_t *norm = NULL;
 	int rc;
 
@@ -371,15 +331,9 @@ static int parse_config(const json_t *body, struct pate_cfg *cfg, json_t **ret_n
 				err)) < 0 ||
 	    (rc = srv_json_real(body, "", "delta", 0, 0, 1, &c.delta_share, err)) < 0)
 		return rc;
-	if (c.agg != AGG_LNMAX) {
-		if (c.agg != AGG_GNMAX)
-			c.sigma1_used = mech_discrete_gaussian_sigma(c.sigma1);
-		c.sigma2_used = mech_discrete_gaussian_sigma(c.sigma2);
-		if ((c.agg != AGG_GNMAX && !isfinite(c.sigma1_used)) || !isfinite(c.sigma2_used))
-			return acct_error_set(err, ACCT_EINVAL, "/sigma2", "sigma outside the sampler's range");
-	} else if (mech_discrete_laplace_scale(1.0 / c.gamma, &c.lap_num, &c.lap_den) < 0) {
-		return acct_error_set(err, ACCT_EINVAL, "/gamma", "1/gamma outside the sampler's range");
-	}
+	rc = mech_pate_cfg_resolve(&c, err);
+	if (rc < 0)
+		return rc;
 	rc = config_orders(body, &c, err);
 	if (rc < 0)
 		return rc;
@@ -409,7 +363,7 @@ static void query_events_clear(struct query_events *qe)
 
 /* Makes and prices the per-query events on the dataset's filter; ACCT_E*
  * (422 when the ledger cannot price them). */
-static int query_events_init(struct query_events *qe, const struct pate_cfg *c,
+static int query_events_init(struct query_events *qe, const mech_pate_cfg *c,
 			     const srv_dataset *ds, acct_error *err)
 {
 	acct_filter f;
@@ -418,7 +372,7 @@ static int query_events_init(struct query_events *qe, const struct pate_cfg *c,
 	memset(qe, 0, sizeof(*qe));
 	if ((rc = srv_dataset_filter(ds, &f, err)) < 0)
 		return rc;
-	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE) {
+	if (c->agg == MECH_PATE_CONFIDENT || c->agg == MECH_PATE_INTERACTIVE) {
 		qe->check = acct_event_new(ACCT_EV_PATE_THRESHOLD);
 		if (!qe->check)
 			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
@@ -427,7 +381,7 @@ static int query_events_init(struct query_events *qe, const struct pate_cfg *c,
 		    (rc = acct_filter_price(&f, qe->check, c->delta_share, &qe->check_cost, err)) < 0)
 			return rc;
 	}
-	if (c->agg == AGG_LNMAX) {
+	if (c->agg == MECH_PATE_LNMAX) {
 		qe->answer = acct_event_epsilon_delta(2 * c->gamma, 0);
 	} else {
 		qe->answer = acct_event_new(ACCT_EV_GNMAX);
@@ -498,12 +452,12 @@ static json_t *session_json(const struct pate_session *s)
 		json_decref(noise);
 		return NULL;
 	}
-	if (s->cfg.agg == AGG_LNMAX) {
+	if (s->cfg.agg == MECH_PATE_LNMAX) {
 		json_object_set_new(noise, "laplace_scale", json_real((double)s->cfg.lap_num /
 								      (double)s->cfg.lap_den));
 		json_object_set_new(noise, "epsilon_per_answer", json_real(2 * s->cfg.gamma));
 	} else {
-		if (s->cfg.agg != AGG_GNMAX)
+		if (s->cfg.agg != MECH_PATE_GNMAX)
 			json_object_set_new(noise, "sigma1", json_real(s->cfg.sigma1_used));
 		json_object_set_new(noise, "sigma2", json_real(s->cfg.sigma2_used));
 	}
@@ -622,24 +576,16 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 
 /* ---- queries ----------------------------------------------------------------- */
 
-enum answer_source { SRC_NONE = 0, SRC_TEACHERS = 1, SRC_STUDENT = 2 };
-
-/* The precomputed outcome of one query (noise drawn before the transaction;
- * revealed only if the query is admitted and the charge commits). */
-struct query_out {
-	int64_t label;        /* -1: abstain */
-	unsigned char source; /* enum answer_source */
-	bool checked;         /* a threshold check ran (is charged) */
-	bool teacher_answer;  /* GNMax / LNMax answered (is charged) */
-};
-
+/* Each query's outcome (mech_pate_outcome) is drawn before the
+ * transaction and revealed only if the query is admitted and the charge
+ * commits. */
 struct batch {
 	const struct pate_session *s;
 	const struct query_events *qe;
 	size_t n;                 /* queries requested */
 	size_t m;                 /* classes */
 	double *votes;            /* n x m */
-	struct query_out *out;    /* n */
+	mech_pate_outcome *out;    /* n */
 	double *dd;               /* n x n_orders: each query's data-dependent RDP */
 	/* planned */
 	size_t k;                 /* queries admitted */
@@ -651,7 +597,7 @@ struct batch {
 };
 
 /* Reads one query's votes (or counts its predictions) into v[0..m). */
-static int parse_query(const json_t *q, size_t i, const struct pate_cfg *c, double *v, double *p,
+static int parse_query(const json_t *q, size_t i, const mech_pate_cfg *c, double *v, double *p,
 		       acct_error *err)
 {
 	static const char *const keys_plain[] = {"votes", "predictions", NULL};
@@ -665,7 +611,7 @@ static int parse_query(const json_t *q, size_t i, const struct pate_cfg *c, doub
 	snprintf(where, sizeof(where), "/queries/%zu", i);
 	if (!json_is_object(q))
 		return acct_error_set(err, ACCT_EINVAL, where, "query %zu must be an object", i);
-	if ((rc = srv_json_only_keys(q, where, c->agg == AGG_INTERACTIVE ? keys_inter : keys_plain,
+	if ((rc = srv_json_only_keys(q, where, c->agg == MECH_PATE_INTERACTIVE ? keys_inter : keys_plain,
 				     err)) < 0)
 		return rc;
 	votes = json_object_get(q, "votes");
@@ -701,7 +647,7 @@ static int parse_query(const json_t *q, size_t i, const struct pate_cfg *c, doub
 			v[(size_t)x] += 1;
 		}
 	}
-	if (c->agg == AGG_INTERACTIVE) {
+	if (c->agg == MECH_PATE_INTERACTIVE) {
 		const json_t *pr = json_object_get(q, "student_probabilities");
 		double sum = 0;
 
@@ -720,116 +666,6 @@ static int parse_query(const json_t *q, size_t i, const struct pate_cfg *c, doub
 		if (!(fabs(sum - 1) <= PROB_SUM_TOLERANCE))
 			return acct_error_set(err, ACCT_EINVAL, ptr,
 					      "'student_probabilities' must sum to 1 (they sum to %.17g)", sum);
-	}
-	return 0;
-}
-
-/*
- * The label of argmax_j (v[j] + noise_j), ties broken uniformly at random;
- * noise exact discrete Gaussian (sigma) or discrete Laplace (lap_num /
- * lap_den) per the aggregator.
- */
-static int noisy_argmax(mech_rng *rng, const double *v, size_t m, const struct pate_cfg *c,
-			int64_t *ret)
-{
-	int64_t best = 0, label = 0, ties = 0;
-
-	for (size_t j = 0; j < m; j++) {
-		int64_t z, val;
-		int rc = c->agg == AGG_LNMAX ?
-				 mech_sample_discrete_laplace(rng, c->lap_num, c->lap_den, &z) :
-				 mech_sample_discrete_gaussian(rng, c->sigma2_used, &z);
-
-		if (rc < 0)
-			return rc;
-		val = (int64_t)v[j] + z;
-		if (j == 0 || val > best) {
-			best = val;
-			label = (int64_t)j;
-			ties = 1;
-		} else if (val == best) {
-			uint64_t u;
-
-			ties++;
-			if ((rc = mech_rng_uint_below(rng, (uint64_t)ties, &u)) < 0)
-				return rc;
-			if (u == 0)
-				label = (int64_t)j;
-		}
-	}
-	*ret = label;
-	return 0;
-}
-
-/*
- * Runs one query on its votes: the noisy outcome into *out and the
- * data-dependent RDP at the session's orders into dd[0..n_orders).
- */
-static int run_query(mech_rng *rng, const struct pate_cfg *c, const double *v, const double *p,
-		     struct query_out *out, double *dd, acct_error *err)
-{
-	size_t m = (size_t)c->num_classes, no = c->n_orders;
-	double r[DPG_MAX_PATE_ORDERS], logq, logpr;
-	bool answer = true;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	out->label = -1;
-	for (size_t k = 0; k < no; k++)
-		dd[k] = 0;
-	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE) {
-		/* The integer statistic of sensitivity 1 and its check (see top). */
-		int64_t stat = INT64_MIN, z;
-		double pair[2];
-
-		for (size_t j = 0; j < m; j++) {
-			int64_t sj = c->agg == AGG_CONFIDENT ?
-					     (int64_t)v[j] - (int64_t)ceil(c->threshold) :
-					     (int64_t)v[j] + (int64_t)floor(-(double)c->num_teachers * p[j] -
-									   c->threshold);
-			if (sj > stat)
-				stat = sj;
-		}
-		if ((rc = mech_sample_discrete_gaussian(rng, c->sigma1_used, &z)) < 0)
-			return acct_error_set(err, rc, "", "the random number generator failed");
-		out->checked = true;
-		answer = stat + z >= 0;
-		pair[0] = pair[1] = (double)stat;
-		if ((rc = acct_pate_threshold_logpr(pair, 2, 0, c->sigma1_used, &logpr, err)) < 0 ||
-		    (rc = acct_pate_threshold_rdp(logpr, c->sigma1_used, c->orders, no, r, err)) < 0)
-			return rc;
-		for (size_t k = 0; k < no; k++)
-			dd[k] += r[k];
-	}
-	if (answer) {
-		if ((rc = noisy_argmax(rng, v, m, c, &out->label)) < 0)
-			return acct_error_set(err, rc, "", "the random number generator failed");
-		out->source = SRC_TEACHERS;
-		out->teacher_answer = true;
-		if (c->agg == AGG_LNMAX) {
-			/* Pure eps-DP: RDP <= min(eps, alpha eps^2 / 2) (Bun, Steinke 2016). */
-			double eps = 2 * c->gamma;
-
-			for (size_t k = 0; k < no; k++)
-				dd[k] += fmin(eps, 0.5 * c->orders[k] * eps * eps);
-		} else {
-			if ((rc = acct_pate_gnmax_logq(v, m, c->sigma2_used, &logq, err)) < 0 ||
-			    (rc = acct_pate_gnmax_rdp(logq, c->sigma2_used, c->orders, no, r, err)) < 0)
-				return rc;
-			for (size_t k = 0; k < no; k++)
-				dd[k] += r[k];
-		}
-	} else if (c->agg == AGG_INTERACTIVE && isfinite(c->student_confidence)) {
-		/* Algorithm 2: the confident student's own label costs nothing more. */
-		size_t best = 0;
-
-		for (size_t j = 1; j < m; j++)
-			if (p[j] > p[best])
-				best = j;
-		if (p[best] >= c->student_confidence) {
-			out->label = (int64_t)best;
-			out->source = SRC_STUDENT;
-		}
 	}
 	return 0;
 }
@@ -897,7 +733,7 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 	b->k = 0;
 	b->n_checks = b->n_answers = b->n_student = b->n_abstain = 0;
 	for (size_t i = 0; i < b->n; i++) {
-		const struct query_out *o = &b->out[i];
+		const mech_pate_outcome *o = &b->out[i];
 
 		cand = spent;
 		acct_cost_add_up(&cand, &worst);
@@ -912,7 +748,7 @@ static int batch_plan(void *arg, const acct_filter *f, const acct_cost *committe
 		if (o->teacher_answer) {
 			acct_cost_add_up(&spent, &qe->answer_cost);
 			b->n_answers++;
-		} else if (o->source == SRC_STUDENT) {
+		} else if (o->source == MECH_PATE_SRC_STUDENT) {
 			b->n_student++;
 		}
 		if (o->label < 0)
@@ -937,7 +773,7 @@ static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charg
 		     const char *rid)
 {
 	struct batch *b = arg;
-	const struct pate_cfg *c = &b->s->cfg;
+	const mech_pate_cfg *c = &b->s->cfg;
 	srv_pate_counts add = {(int64_t)b->k, b->n_checks, b->n_answers, b->n_student, b->n_abstain};
 	double dd[DPG_MAX_PATE_ORDERS];
 	char now[32], *dd_text = NULL;
@@ -961,7 +797,7 @@ static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charg
 	if (!dd_text || srv_store_pate_add_batch(db, b->s->id, &add, dd_text, now) != SRV_OK)
 		goto out;
 	/* The histograms the smooth-sensitivity release needs (GNMax answers). */
-	if (c->agg != AGG_LNMAX && b->n_answers > 0) {
+	if (c->agg != MECH_PATE_LNMAX && b->n_answers > 0) {
 		blob = malloc(b->m * sizeof(*blob));
 		if (!blob)
 			goto out;
@@ -990,15 +826,15 @@ static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const s
 	json_t *labels = json_array(), *sources = NULL, *o;
 
 	(void)rid;
-	if (b->s->cfg.agg == AGG_INTERACTIVE)
+	if (b->s->cfg.agg == MECH_PATE_INTERACTIVE)
 		sources = json_array();
 	for (size_t i = 0; labels && i < b->k; i++) {
-		const struct query_out *q = &b->out[i];
+		const mech_pate_outcome *q = &b->out[i];
 
 		json_array_append_new(labels, q->label < 0 ? json_null() : json_integer(q->label));
 		if (sources)
-			json_array_append_new(sources, q->source == SRC_TEACHERS ? json_string("teachers") :
-						       q->source == SRC_STUDENT ? json_string("student") :
+			json_array_append_new(sources, q->source == MECH_PATE_SRC_TEACHERS ? json_string("teachers") :
+						       q->source == MECH_PATE_SRC_STUDENT ? json_string("student") :
 										  json_null());
 	}
 	o = json_pack("{s:s, s:I, s:I, s:I, s:b, s:o, s:I, s:I, s:I, s:o, s:I, s:o}", "session",
@@ -1062,7 +898,7 @@ static int batch_read(srv_request *req, srv_response *res, struct batch *b, doub
 		      const char **ret_note)
 {
 	static const char *const keys[] = {"queries", "note", NULL};
-	const struct pate_cfg *c = &b->s->cfg;
+	const mech_pate_cfg *c = &b->s->cfg;
 	size_t m = (size_t)c->num_classes;
 	double *probs = NULL;
 	const json_t *qs;
@@ -1094,11 +930,11 @@ static int batch_read(srv_request *req, srv_response *res, struct batch *b, doub
 	b->votes = malloc(b->n * m * sizeof(*b->votes));
 	b->out = calloc(b->n, sizeof(*b->out));
 	b->dd = malloc(b->n * c->n_orders * sizeof(*b->dd));
-	if (c->agg == AGG_INTERACTIVE) {
+	if (c->agg == MECH_PATE_INTERACTIVE) {
 		probs = malloc(b->n * m * sizeof(*probs));
 		*ret_probs = probs;
 	}
-	if (!b->votes || !b->out || !b->dd || (c->agg == AGG_INTERACTIVE && !probs)) {
+	if (!b->votes || !b->out || !b->dd || (c->agg == MECH_PATE_INTERACTIVE && !probs)) {
 		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
 		return -1;
 	}
@@ -1210,7 +1046,7 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	if (!rng)
 		goto out;
 	for (size_t i = 0; i < b.n; i++) {
-		if ((rc = run_query(rng, &s.cfg, &b.votes[i * m], probs ? &probs[i * m] : NULL, &b.out[i],
+		if ((rc = mech_pate_run_query(rng, &s.cfg, &b.votes[i * m], probs ? &probs[i * m] : NULL, &b.out[i],
 				    &b.dd[i * s.cfg.n_orders], &err)) < 0)
 			goto bad;
 	}
@@ -1320,77 +1156,37 @@ static int release_counters(srv_db *db, struct release *r, acct_error *err)
 	}
 }
 
-/* Scratch for the scan of the answered histograms: m votes, and M local
- * sensitivities (one per distance) and their running sums. */
-struct release_scratch {
-	acct_pate_workspace *ws;
-	double *ls, *ls_sum, *v;
-};
-
-/* What the scan of the answered histograms reads with and sums into. */
+/* What the scan of the answered histograms adds to. */
 struct answer_scan {
-	const struct release *r;
-	struct release_scratch *x;
+	mech_pate_release *acc;
+	size_t m;
+	double *v;
 	acct_error *err;
-	double f;
 };
 
-/* One stored answer: its data-dependent RDP at r->order into s->f, its
- * local sensitivities into x->ls_sum. */
+/* One stored answer, added to the release's accumulator. */
 static int scan_answer(void *arg, const int32_t *blob, size_t bytes)
 {
 	struct answer_scan *s = arg;
-	const struct pate_cfg *c = &s->r->s->cfg;
-	struct release_scratch *x = s->x;
-	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
-	double logq, rdp;
-	int rc;
 
-	if (!blob || bytes != m * sizeof(int32_t))
+	if (!blob || bytes != s->m * sizeof(int32_t))
 		return acct_error_set(s->err, ACCT_EINTERNAL, "", "a stored histogram is corrupt");
-	for (size_t j = 0; j < m; j++)
-		x->v[j] = (double)blob[j];
-	if ((rc = acct_pate_gnmax_logq(x->v, m, c->sigma2_used, &logq, s->err)) < 0 ||
-	    (rc = acct_pate_gnmax_rdp_ss(x->ws, logq, c->sigma2_used, s->r->order, &rdp, s->err)) < 0 ||
-	    (rc = acct_pate_gnmax_local_sensitivity(x->ws, x->v, m, (int64_t)M, c->sigma2_used,
-						    s->r->order, x->ls, s->err)) < 0)
-		return rc;
-	s->f += rdp;
-	for (size_t d = 0; d < M; d++)
-		x->ls_sum[d] += x->ls[d];
-	return 0;
+	for (size_t j = 0; j < s->m; j++)
+		s->v[j] = (double)blob[j];
+	return mech_pate_release_add(s->acc, s->v, s->err);
 }
 
 /*
- * Sums each stored answer's data-dependent RDP at r->order into *ret_f and
- * its local sensitivities into x->ls_sum, inside the caller's read
- * snapshot.
+ * f(D) at `order`, its smooth sensitivity and the public bound on f (see
+ * the top of the file; mech_pate.c computes them), from the answered
+ * histograms as of one snapshot.
  */
-static int release_scan_answers(srv_db *db, const struct release *r, struct release_scratch *x,
-				double *ret_f, acct_error *err)
-{
-	struct answer_scan s = {r, x, err, 0};
-	int rc = srv_store_pate_each_answer(db, r->s->id, scan_answer, &s);
-
-	if (rc == SRV_DB_ERROR)
-		return acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
-	if (rc < 0)
-		return rc;
-	*ret_f = s.f;
-	return 0;
-}
-
-/*
- * f(D) at `order` and its smooth sensitivity (see the top of the file), from
- * the answered histograms as of one snapshot.
- */
-static int release_compute(srv_db *db, struct release *r, double *ret_f, double *ret_ss,
+static int release_compute(srv_db *db, struct release *r, mech_pate_release_figures *ret,
 			   acct_error *err)
 {
-	const struct pate_cfg *c = &r->s->cfg;
-	struct release_scratch x = { NULL, NULL, NULL, NULL };
-	size_t m = (size_t)c->num_classes, M = (size_t)c->num_teachers;
-	double f = 0;
+	const mech_pate_cfg *c = &r->s->cfg;
+	struct answer_scan scan = {NULL, (size_t)c->num_classes, NULL, err};
+	size_t M = (size_t)c->num_teachers;
 	int rc = 0;
 
 	/* One read transaction: the counters and the rows agree. */
@@ -1405,32 +1201,25 @@ static int release_compute(srv_db *db, struct release *r, double *ret_f, double 
 				    (long long)r->answers, M, (long long)DPG_MAX_PATE_RELEASE_WORK);
 		goto out;
 	}
-	x.ws = acct_pate_workspace_new(m, (int64_t)M);
-	x.ls = malloc(M * sizeof(*x.ls));
-	x.ls_sum = calloc(M, sizeof(*x.ls_sum));
-	x.v = malloc(m * sizeof(*x.v));
-	if (!x.ws || !x.ls || !x.ls_sum || !x.v) {
+	scan.v = malloc(scan.m * sizeof(*scan.v));
+	if (!scan.v) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	rc = release_scan_answers(db, r, &x, &f, err);
+	if ((rc = mech_pate_release_new(c, r->order, &scan.acc, err)) < 0)
+		goto out;
+	rc = srv_store_pate_each_answer(db, r->s->id, scan_answer, &scan);
+	if (rc == SRV_DB_ERROR)
+		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
 	if (rc < 0)
 		goto out;
-	/* The checks at their data-independent bound (no sensitivity). */
-	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
-		f += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
-	*ret_f = f;
-	*ret_ss = acct_pate_smooth_sensitivity(r->beta, x.ls_sum, M);
-	r->rdp_independent = (double)r->answers * r->order / (c->sigma2_used * c->sigma2_used);
-	if (c->agg == AGG_CONFIDENT || c->agg == AGG_INTERACTIVE)
-		r->rdp_independent += (double)r->checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
+	mech_pate_release_figures_get(scan.acc, r->checks, r->beta, ret);
+	r->rdp_independent = ret->bound;
 	rc = 0;
 out:
 	srv_store_read_end(db);
-	acct_pate_workspace_free(x.ws);
-	free(x.ls);
-	free(x.ls_sum);
-	free(x.v);
+	mech_pate_release_free(scan.acc);
+	free(scan.v);
 	return rc;
 }
 
@@ -1456,50 +1245,6 @@ static int release_read(const json_t *body, struct release *r, const char **ret_
 	    (rc = acct_pate_gnss_rdp(r->beta + GNSS_BETA_SLACK, r->sigma, r->order, &r->rdp_release,
 				     err)) < 0)
 		return rc;
-	return 0;
-}
-
-/*
- * The GNSS release: f + S * N(0, sigma^2), exact discrete Gaussian noise
- * on a grid; its own event is not used, the release is priced by
- * Theorem 23 above.  Nothing after release_compute may depend on the
- * data except the value itself: not an error (answered before any
- * charge, it would release what was computed) and not the grid (the
- * last bits of an output on a grid chosen from SS name the grid, and so
- * a range of SS).  So, with B = r->rdp_independent, a public bound on f
- * and on its local sensitivity at every distance (each answer's RDP is
- * in [0, order / sigma2^2]):
- *  - the grid g is chosen from the public scale 2^8 B sigma;
- *  - f is clamped to [0, B] and rounded down to the grid: the function
- *    released has local sensitivity at most LS_f + g at any distance;
- *  - S = max(SS_beta + g, 2^-8 B).  SS_beta + g is a beta-smooth upper
- *    bound on that, and so is its max with a constant (S >= LS, and
- *    S(x) <= e^beta S(y) for neighbours; Nissim, Raskhodnikova, Smith
- *    2007, Def. 2.1).  With g <= 2^-11 B sigma <= 32 B (sigma <= 2^16),
- *    S sigma / g then lies in [8, 2^20] units whatever the data;
- *  - the sampler rounds S sigma up by a factor below 1 + 2^-23, which
- *    keeps the bound and makes it (beta + 2^-23)-smooth: the release is
- *    priced at beta + 2^-22.
- * (Earlier, a scale below the sampler's reach answered 400 and read SS
- * for free, and a grid taken from SS sigma showed in the output.)
- */
-static int release_scale(const struct release *r, double *fval, double ss, int *ret_shift,
-			 double *ret_scale, acct_error *err)
-{
-	double bound = r->rdp_independent > 0 ? r->rdp_independent : 1.0;
-	int shift = mech_gaussian_grid_shift(GNSS_GRID_HEADROOM * bound * r->sigma);
-	double g = ldexp(1.0, -shift), scale;
-
-	if (!(*fval <= bound))
-		*fval = bound;
-	if (!(*fval >= 0))
-		*fval = 0;
-	scale = fmax(ss + g, GNSS_FLOOR * bound) * r->sigma;
-	if (!(ss >= 0 && scale <= GNSS_GRID_HEADROOM * bound * r->sigma))
-		/* never: SS <= B and g <= 32 B */
-		return acct_error_set(err, ACCT_EINTERNAL, "", "the smooth sensitivity is out of range");
-	*ret_shift = shift;
-	*ret_scale = scale;
 	return 0;
 }
 
@@ -1543,8 +1288,8 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	srv_spend sp;
 	mech_rng *rng = NULL;
 	const char *note = NULL;
-	double fval = 0, ss = 0, scale = 0;
-	int shift = 0, rc;
+	mech_pate_release_figures fig;
+	int rc;
 
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
@@ -1559,7 +1304,7 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	r.s = &s;
 	if ((rc = release_read(req->body, &r, &note, &err)) < 0)
 		goto bad;
-	if (s.cfg.agg == AGG_LNMAX) {
+	if (s.cfg.agg == MECH_PATE_LNMAX) {
 		acct_error_set(&err, ACCT_EUNSUPPORTED, "",
 			       "an lnmax session is charged its exact pure epsilon: there is no "
 			       "data-dependent figure to release");
@@ -1574,19 +1319,15 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	    (rc = srv_dataset_filter(&ds, &f, &err)) < 0 ||
 	    (rc = acct_filter_price(&f, r.event, r.delta, &cost, &err)) < 0)
 		goto bad;
-	if ((rc = release_compute(req->db, &r, &fval, &ss, &err)) < 0)
+	if ((rc = release_compute(req->db, &r, &fig, &err)) < 0)
 		goto bad;
-	/* From here on only the value depends on the data (see release_scale). */
-	if (release_scale(&r, &fval, ss, &shift, &scale, &err) < 0)
-		goto bad;
+	/* From here on only the value depends on the data
+	 * (mech_pate_release_draw). */
 	rng = srv_release_rng(res);
 	if (!rng)
 		goto out;
-	if (mech_gaussian_on_grid(rng, fval, scale, shift, &r.rdp_noisy, &err) < 0) {
-		acct_error_init(&err);
-		acct_error_set(&err, ACCT_EINTERNAL, "", "the release noise could not be drawn");
+	if (mech_pate_release_draw(rng, &fig, r.sigma, &r.rdp_noisy, &err) < 0)
 		goto bad;
-	}
 	release_spend(req, res, &sp, &r, &ds, &cost, note);
 	goto out;
 bad:

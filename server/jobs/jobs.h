@@ -87,6 +87,16 @@ int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *e
  */
 int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_error *err);
 
+/*
+ * Fills a pate job's parameters from its "params" (over
+ * trn_pate_params_default) and validates them: "student_data" is a
+ * public dataset id (required on a hosted table, checked at submission);
+ * "teacher_model" and "student_model" a kind
+ * or an object of its SGD fields.  Unknown keys are refused.  The
+ * parameters' `delta` is the dataset's, set by the caller.
+ */
+int srv__jobs_parse_pate(const json_t *params, trn_pate_params *p, acct_error *err);
+
 /* True when `column` (a schema entry) is the job's "party_column", which
  * is never a feature. */
 bool srv__jobs_is_party_column(const json_t *params, const json_t *column);
@@ -130,5 +140,17 @@ int srv__jobs_check_public(srv_db *db, const srv_principal *who, const char *whe
 /* JSON text as the store keeps it, parsed (a new reference); NULL for NULL
  * text or text that does not parse. */
 json_t *srv_json_parse_text(const char *text);
+
+/*
+ * The checks of a pate job before anything is reserved (jobs_pate.c): an
+ * rdp ledger; on a hosted table its public student_data (the features by
+ * name, 1 to DPG_MAX_PATE_STUDENT_ROWS rows), on Fashion-MNIST none (the
+ * test split's first TRN_PATE_FASHION_MNIST_POOL images); the trainer's
+ * bounds on the shapes (trn_pate_check_shape).  p->delta is set to the
+ * dataset's.
+ */
+int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset *ds,
+			 const json_t *params, const json_t *columns, size_t features,
+			 uint32_t classes, int64_t n_train, trn_pate_params *p, acct_error *err);
 
 #endif

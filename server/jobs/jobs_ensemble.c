@@ -22,25 +22,20 @@ json_t *srv_jobs__ensemble_progress_json(const trn_ensemble_progress *p)
 			 (json_int_t)p->parties);
 }
 
-struct ens_run {
-	srv_jobs *jobs;
-	job_slot *slot;
-	const char *phase;  /* the last phase saved */
-};
+/* The progress JSON of a phase report (srv_jobs__phase_progress). */
+static json_t *ensemble_progress_json(const void *p)
+{
+	return srv_jobs__ensemble_progress_json(p);
+}
 
 static int on_ensemble_progress(const trn_ensemble_progress *p, void *user)
 {
-	struct ens_run *er = user;
+	srv_jobs__phase_run *er = user;
 
 	pthread_mutex_lock(&er->slot->lock);
 	er->slot->ens = *p;
-	er->slot->has_progress = true;
 	pthread_mutex_unlock(&er->slot->lock);
-	/* Saved at each phase's start: GET answers the live figures. */
-	if (er->phase == p->phase)
-		return 0;
-	er->phase = p->phase;
-	srv_jobs__save_progress(er->jobs, er->slot->id, srv_jobs__ensemble_progress_json(p));
+	srv_jobs__phase_progress(er, p->phase, ensemble_progress_json, p);
 	return 0;
 }
 
@@ -106,7 +101,7 @@ int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
 			   mech_rng *stream, char **ret_result, char *model_path,
 			   size_t model_path_size, acct_error *err)
 {
-	struct ens_run er = {.jobs = jobs, .slot = slot};
+	srv_jobs__phase_run er = {.jobs = jobs, .slot = slot};
 	struct ens_data d = {0};
 	trn_ensemble_params p;
 	trn_ensemble_result *r = NULL;

@@ -72,20 +72,6 @@ int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char
 	return model_path[0] ? 0 : -1;
 }
 
-void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o)
-{
-	char *text = o ? srv_json_dump(o) : NULL;
-	srv_db *db;
-
-	if (text) {
-		db = srv_store_acquire(jobs->ctx->store);
-		srv__job_save_progress(db, id, text);
-		srv_store_release(jobs->ctx->store, db);
-	}
-	free(text);
-	json_decref(o);
-}
-
 char *srv_jobs__result_text(json_t *res)
 {
 	char *text = res ? srv_json_dump(res) : NULL;

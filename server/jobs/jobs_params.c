@@ -623,3 +623,174 @@ int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_
 		return rc;
 	return trn_label_em_params_validate(p, err);
 }
+
+/* ---- the pate trainer's params ------------------------------------------ */
+
+/* "hidden" of a pate model object at `where`: one width or a list. */
+static int parse_pate_hidden(const json_t *m, const char *key, trn_pate_model_params *ret,
+			     acct_error *err)
+{
+	const json_t *h = json_object_get(m, "hidden");
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	size_t n = json_is_array(h) ? json_array_size(h) : 1;
+
+	if (!h)
+		return 0;
+	snprintf(ptr, sizeof(ptr), "/params/%s/hidden", key);
+	if (n < 1 || n > DPG_MAX_HIDDEN_LAYERS)
+		return acct_error_set(err, ACCT_EINVAL, ptr, "'hidden' lists 1 to %d layer widths",
+				      DPG_MAX_HIDDEN_LAYERS);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *w = json_is_array(h) ? json_array_get(h, i) : h;
+
+		if (!json_is_integer(w) || json_integer_value(w) < 1 ||
+		    json_integer_value(w) > DPG_MAX_HIDDEN_UNITS)
+			return acct_error_set(err, ACCT_EINVAL, ptr,
+					      "hidden widths are integers in [1, %d]",
+					      DPG_MAX_HIDDEN_UNITS);
+		ret->hidden[i] = (uint32_t)json_integer_value(w);
+	}
+	ret->n_hidden = (uint32_t)n;
+	return 0;
+}
+
+/* The scalars of a pate model object at `where`, each over its default. */
+static int parse_pate_model_scalars(const json_t *m, const char *key, trn_pate_model_params *ret,
+				    acct_error *err)
+{
+	char where[ACCT_ERROR_WHERE_BYTES];
+	int64_t epochs = ret->epochs, lot = ret->lot_size;
+	const char *act = NULL;
+	int rc;
+
+	snprintf(where, sizeof(where), "/params/%s", key);
+	if ((rc = srv_json_int(m, where, "epochs", 0, 1, DPG_MAX_EPOCHS, &epochs, err)) < 0 ||
+	    (rc = srv_json_int(m, where, "lot_size", 0, 1, DPG_MAX_LOT_SIZE, &lot, err)) < 0 ||
+	    (rc = srv_json_real(m, where, "learning_rate", SRV_LO_OPEN, 0, 1e3, &ret->learning_rate,
+				err)) < 0 ||
+	    (rc = srv_json_real(m, where, "momentum", SRV_HI_OPEN, 0, 1, &ret->momentum, err)) < 0 ||
+	    (rc = srv_json_string(m, where, "activation", 0, 32, &act, err)) < 0)
+		return rc;
+	if (act && trn_activation_from_name(act, &ret->activation) < 0) {
+		char ptr[ACCT_ERROR_WHERE_BYTES];
+
+		snprintf(ptr, sizeof(ptr), "/params/%s/activation", key);
+		return acct_error_set(err, ACCT_EINVAL, ptr, "'activation' must be \"relu\" or \"tanh\"");
+	}
+	ret->epochs = (uint32_t)epochs;
+	ret->lot_size = (uint32_t)lot;
+	return parse_pate_hidden(m, key, ret, err);
+}
+
+/* "teacher_model" or "student_model": a kind ("logreg" | "mlp") or an
+ * object {model, hidden, activation, epochs, lot_size, learning_rate,
+ * momentum}. */
+static int parse_pate_model(const json_t *params, const char *key, trn_pate_model_params *ret,
+			    acct_error *err)
+{
+	static const char *const keys[] = {"model", "hidden", "activation", "epochs", "lot_size",
+					   "learning_rate", "momentum", NULL};
+	const json_t *m = json_object_get(params, key);
+	const char *kind = json_is_string(m) ? json_string_value(m) : NULL;
+	char where[ACCT_ERROR_WHERE_BYTES], ptr[ACCT_ERROR_WHERE_BYTES];
+	int rc;
+
+	snprintf(where, sizeof(where), "/params/%s", key);
+	if (!m)
+		return 0;
+	if (!kind && !json_is_object(m))
+		return acct_error_set(err, ACCT_EINVAL, where,
+				      "'%s' is \"logreg\", \"mlp\" or an object", key);
+	if (json_is_object(m) && ((rc = srv_json_only_keys(m, where, keys, err)) < 0 ||
+				  (rc = srv_json_string(m, where, "model", 0, 32, &kind, err)) < 0))
+		return rc;
+	snprintf(ptr, sizeof(ptr), "/params/%s%s", key, json_is_object(m) ? "/model" : "");
+	if (kind && trn_model_kind_from_name(kind, &ret->model) < 0)
+		return acct_error_set(err, ACCT_EINVAL, ptr, "the model must be \"logreg\" or \"mlp\"");
+	if (ret->model == TRN_MODEL_MLP && ret->n_hidden == 0) {
+		/* An mlp named without its layers gets one of 100 units. */
+		ret->n_hidden = 1;
+		ret->hidden[0] = 100;
+	}
+	if (json_is_object(m) && (rc = parse_pate_model_scalars(m, key, ret, err)) < 0)
+		return rc;
+	if (ret->model == TRN_MODEL_LOGREG && ret->n_hidden > 0 && json_object_get(m, "hidden"))
+		return acct_error_set(err, ACCT_EINVAL, where, "logreg has no hidden layers");
+	if (ret->model == TRN_MODEL_LOGREG)
+		ret->n_hidden = 0;
+	return 0;
+}
+
+/* The aggregator's scalars, each over its default. */
+static int parse_pate_scalars(const json_t *params, trn_pate_params *p, acct_error *err)
+{
+	const char *agg = NULL;
+	int rc = parse_u32(params, "teachers", 1, DPG_MAX_PATE_JOB_TEACHERS, &p->teachers, err);
+
+	if (rc >= 0)
+		rc = parse_u32(params, "queries", 1, DPG_MAX_PATE_QUERIES, &p->queries, err);
+	if (rc >= 0)
+		rc = srv_json_string(params, "/params", "aggregator", 0, 32, &agg, err);
+	if (rc >= 0 && agg &&
+	    (mech_pate_agg_from_name(agg, &p->aggregator) < 0 || p->aggregator == MECH_PATE_LNMAX))
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/aggregator",
+				    "'aggregator' must be \"gnmax\", \"confident_gnmax\" or "
+				    "\"interactive_gnmax\"");
+	if (rc >= 0)
+		rc = parse_real(params, "threshold", 0, 0, DPG_MAX_PATE_JOB_TEACHERS, &p->threshold, err);
+	if (rc >= 0)
+		rc = parse_real(params, "sigma1", 0, DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA,
+				&p->sigma1, err);
+	if (rc >= 0)
+		rc = parse_real(params, "sigma2", 0, DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA,
+				&p->sigma2, err);
+	if (rc >= 0)
+		rc = parse_real(params, "student_confidence", 0, 0, 1, &p->student_confidence, err);
+	if (rc >= 0)
+		rc = srv_json_bool(params, "/params", "semi_supervised", 0, &p->semi_supervised, err);
+	if (rc >= 0)
+		rc = parse_real(params, "confidence", SRV_LO_OPEN, 0, 1, &p->confidence, err);
+	if (rc >= 0)
+		rc = parse_real(params, "release_beta", SRV_HI_OPEN, 0, 0.5, &p->release_beta, err);
+	if (rc >= 0)
+		rc = parse_real(params, "release_sigma", 0, MECH_PATE_GNSS_MIN_SIGMA,
+				MECH_PATE_GNSS_MAX_SIGMA, &p->release_sigma, err);
+	if (rc >= 0)
+		rc = parse_real(params, "release_order", SRV_LO_OPEN, 1, DPG_MAX_RDP_ORDER,
+				&p->release_order, err);
+	return rc;
+}
+
+int srv__jobs_parse_pate(const json_t *params, trn_pate_params *p, acct_error *err)
+{
+	static const char *const keys[] = {
+		"teachers", "teacher_model", "student_model", "student_data", "queries",
+		"aggregator", "threshold", "sigma1", "sigma2", "student_confidence",
+		"semi_supervised", "confidence", "release_beta", "release_sigma", "release_order",
+		"label", "classes", "test_data", NULL,
+	};
+	const char *s = NULL;
+	int rc;
+
+	trn_pate_params_default(p);
+	if (!json_is_object(params))
+		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
+	rc = srv_json_only_keys(params, "/params", keys, err);
+	if (rc >= 0)
+		rc = parse_pate_scalars(params, p, err);
+	if (rc >= 0)
+		rc = parse_pate_model(params, "teacher_model", &p->teacher, err);
+	if (rc >= 0)
+		rc = parse_pate_model(params, "student_model", &p->student, err);
+	/* Public datasets' ids and the label's name, checked against the data
+	 * at submission. */
+	if (rc >= 0)
+		rc = srv_json_string(params, "/params", "student_data", 0, DPG_MAX_ID_BYTES, &s, err);
+	if (rc >= 0)
+		rc = srv_json_string(params, "/params", "test_data", 0, DPG_MAX_ID_BYTES, &s, err);
+	if (rc >= 0)
+		rc = srv_json_string(params, "/params", "label", 0, DPG_MAX_NAME_BYTES, &s, err);
+	if (rc < 0)
+		return rc;
+	return trn_pate_params_validate(p, err);
+}

@@ -21,6 +21,8 @@ typedef struct job_slot {
 	trn_ensemble_progress ens;
 	bool slmc;                 /* the job is an slmc job: `slmc_progress` is its progress */
 	trn_slmc_progress slmc_progress;
+	bool pate;                 /* the job is a pate job: `pate_progress` is its progress */
+	trn_pate_progress pate_progress;
 	bool has_progress;
 } job_slot;
 
@@ -49,7 +51,7 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot);
 json_t *srv_jobs__progress_json(const trn_progress *p);
 
 /* Saves progress `o` (any trainer's; the reference is taken, NULL is
- * ignored) on job `id`'s row. */
+ * ignored) on job `id`'s row, best effort (jobs_progress.c). */
 void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o);
 
 /* A metric as JSON: null when it is undefined (NaN: no row of a class,
@@ -59,6 +61,23 @@ json_t *srv_jobs__real_or_null(double x);
 /* A job's result object as the job row stores it: its text (malloc'ed),
  * or NULL when `res` is NULL or out of memory; the reference is taken. */
 char *srv_jobs__result_text(json_t *res);
+
+/* A run that reports its progress by phases (ensemble, pate): the last
+ * phase saved on the job's row. */
+typedef struct srv_jobs__phase_run {
+	srv_jobs *jobs;
+	job_slot *slot;
+	const char *phase;
+} srv_jobs__phase_run;
+
+/*
+ * After the caller stored its live progress in the slot (under its lock):
+ * marks the slot as having progress and, at each phase's start, saves
+ * build(p) on the job's row, so GET answers the live figures in between
+ * (jobs_progress.c).
+ */
+void srv_jobs__phase_progress(srv_jobs__phase_run *pr, const char *phase,
+			      json_t *(*build)(const void *p), const void *p);
 
 /* Loads the training table (and a public evaluation table where there is
  * one) that the dataset links; a hosted table through `tables`. */
@@ -192,5 +211,12 @@ int srv_jobs__label_classes(const mech_table *t, size_t lj, const json_t *declar
 int srv_jobs__public_dataset(const mech_table *t, const json_t *schema, const json_t *params,
 			     uint32_t num_classes, const char *where, trn_dataset **ret,
 			     acct_error *err);
+
+/* A pate job's progress as the job row stores it (jobs_pate.c). */
+json_t *srv_jobs__pate_progress_json(const trn_pate_progress *p);
+
+/* A pate job on its worker, from its run to its recorded end (the worker's
+ * run_job for trainer "pate"). */
+void srv_jobs__pate_job(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream);
 
 #endif

@@ -89,6 +89,7 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
 	slot->has_progress = false;
 	slot->ensemble = false;
 	slot->slmc = false;
+	slot->pate = false;
 	pthread_mutex_unlock(&slot->lock);
 	jobs->head = (jobs->head + 1) % DPG_MAX_QUEUED_JOBS;
 	jobs->count--;
@@ -124,7 +125,8 @@ json_t *srv_jobs_live_progress(srv_jobs *jobs, const char *id)
 		pthread_mutex_lock(&s->lock);
 		if (strcmp(s->id, id) == 0 && s->has_progress) {
 			json_decref(progress);
-			progress = s->ensemble ? srv_jobs__ensemble_progress_json(&s->ens) :
+			progress = s->pate     ? srv_jobs__pate_progress_json(&s->pate_progress) :
+				   s->ensemble ? srv_jobs__ensemble_progress_json(&s->ens) :
 				   s->slmc     ? srv_jobs__slmc_progress_json(&s->slmc_progress) :
 						 srv_jobs__progress_json(&s->progress);
 		}

@@ -200,6 +200,12 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
+	/* A pate job ends itself: it charges what ran in place of its
+	 * reservation, in the transaction that ends it (jobs_pate.c). */
+	if (strcmp(j.trainer, "pate") == 0) {
+		srv_jobs__pate_job(jobs, slot, &j, stream);
+		goto out;
+	}
 	run_other = other_run(j.trainer);
 	if (run_other) {
 		rc = run_other(jobs, slot, &j, stream, &result_text, model_path, sizeof(model_path),

@@ -546,6 +546,25 @@ void srv__job_save_progress(srv_db *db, const char *id, const char *progress_tex
 int srv__job_finish(srv_db *db, const char *job_id, const char *from_state, const char *state,
 		    bool release, const char *result, const char *error, const char *model_path,
 		    const char *actor);
+/* What a job ran, charged in place of its worst-case reservation: an
+ * event's JSON text (NULL: nothing ran), its cost on the dataset's filter
+ * (at most the reservation's in every coordinate) and the ledger note. */
+typedef struct srv_job_charge {
+	const char *event;
+	const acct_cost *cost;
+	const char *note;
+} srv_job_charge;
+/*
+ * As srv__job_finish, for a job that started and whose reservation was its
+ * worst case: the reservation is released and `charge` written as one
+ * charge row in the same transaction (SRV_CONFLICT, nothing written, if it
+ * does not fit).  A reservation the expiry rule committed stays committed
+ * and nothing more is charged.  NULL charge is srv__job_finish.
+ */
+int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_state,
+			    const char *state, bool release, const srv_job_charge *charge,
+			    const char *result, const char *error, const char *model_path,
+			    const char *actor);
 /* Up to `max` ids of jobs in `state` ("running" or "queued"), queued ones
  * oldest first, into `ids`; SRV_DB_ERROR when they cannot be read. */
 int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],

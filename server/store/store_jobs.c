@@ -5,6 +5,7 @@
  * progress, result, a table's columns) are parsed back into jansson values,
  * which is all of jansson this file uses.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,9 +100,52 @@ static int exec_text(srv_db *db, const char *sql, int n, const char *const *args
 	return sqlite3_changes(srv__db_handle(db)) > 0 ? SRV_OK : SRV_NOT_FOUND;
 }
 
+/*
+ * Charges what a job ran, in the caller's transaction, once its worst-case
+ * reservation was released: one ledger row of kind charge.  It fits
+ * whenever the charge is at most the reservation in every coordinate
+ * (which the caller guarantees); SRV_CONFLICT if not, so that nothing is
+ * under-charged.
+ */
+static int charge_actual(srv_db *db, srv_dataset *ds, const srv_job_charge *c, const char *actor,
+			 const char *now)
+{
+	acct_filter f;
+	acct_cost total;
+	char *cost_text;
+	int64_t seq;
+
+	if (srv_dataset_filter(ds, &f, NULL) < 0)
+		return SRV_DB_ERROR;
+	total = ds->spent;
+	acct_cost_add_up(&total, &ds->reserved);
+	acct_cost_add_up(&total, c->cost);
+	if (!acct_filter_within(&f, &total))
+		return SRV_CONFLICT;
+	cost_text = srv_cost_to_text(c->cost);
+	if (!cost_text)
+		return SRV_DB_ERROR;
+	acct_cost_add_up(&ds->spent, c->cost);
+	ds->charges++;
+	seq = srv__ledger_insert(db, ds, "charge", c->event, cost_text, acct_filter_epsilon(&f, c->cost),
+				 ds->accountant == ACCT_LEDGER_BASIC ? c->cost->v[1] : NAN, NULL,
+				 c->note, actor, NULL, now);
+	free(cost_text);
+	return seq < 0 ? SRV_DB_ERROR : SRV_OK;
+}
+
 int srv__job_finish(srv_db *db, const char *job_id, const char *from_state, const char *state,
 		    bool release, const char *result, const char *error, const char *model_path,
 		    const char *actor)
+{
+	return srv__job_finish_charged(db, job_id, from_state, state, release, NULL, result, error,
+				       model_path, actor);
+}
+
+int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_state,
+			    const char *state, bool release, const srv_job_charge *charge,
+			    const char *result, const char *error, const char *model_path,
+			    const char *actor)
 {
 	srv_job_row j;
 	srv_dataset ds;
@@ -130,10 +174,14 @@ int srv__job_finish(srv_db *db, const char *job_id, const char *from_state, cons
 		if (rc != SRV_OK)
 			goto out;
 	}
-	rc = srv__close_reservation_locked(db, &ds, j.reservation_id, !release, actor, now, NULL);
-	/* An expired reservation was committed by the sweep already: fine. */
+	rc = srv__close_reservation_locked(db, &ds, j.reservation_id, !release && !charge, actor,
+					   now, NULL);
+	/* An expired reservation was committed by the sweep already: fine,
+	 * and nothing more is charged. */
 	if (rc == SRV_CONFLICT)
 		rc = SRV_OK;
+	else if (rc == SRV_OK && charge && charge->event)
+		rc = charge_actual(db, &ds, charge, actor, now);
 	if (rc == SRV_OK) {
 		const char *args[] = {job_id, state, result, error, model_path, now};
 

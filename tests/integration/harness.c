@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -743,4 +744,20 @@ size_t dpg_json_model_scores(const json_t *mj, const double *x, double *s)
 	free(h);
 	free(z);
 	return best;
+}
+
+void dpg_two_class_rows(size_t n, unsigned seed, double (*v)[3], int *y)
+{
+	uint64_t s = seed;
+	char num[32];
+
+	for (size_t i = 0; i < n; i++) {
+		for (int k = 0; k < 3; k++) {
+			s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+			snprintf(num, sizeof(num), "%.6f",
+				 (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+			v[i][k] = strtod(num, NULL);
+		}
+		y[i] = v[i][0] + v[i][1] > 0;
+	}
 }

@@ -210,4 +210,11 @@ long long dpg_count_rows(const char *path, const char *sql);
  * test shim watches. */
 void dpg_switch_file(const char *path, bool exists);
 
+/*
+ * n rows of a two-class table: v[i] = (a, b, noise) uniform in [-1, 1] from
+ * a fixed LCG keyed by `seed`, rounded to the 6 decimals a CSV holds, and
+ * y[i] = 1 when a + b > 0.  The same on every run.
+ */
+void dpg_two_class_rows(size_t n, unsigned seed, double (*v)[3], int *y);
+
 #endif

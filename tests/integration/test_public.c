@@ -219,27 +219,6 @@ Test(public, a_scoped_key_must_name_the_public_dataset)
 	dpg_resp_free(&r);
 }
 
-/*
- * n rows of a two-class table: v[i] = (a, b, noise) from a fixed LCG,
- * rounded to the 6 decimals the CSV holds, and y[i] = 1 when a + b > 0.
- * The same on every run.
- */
-static void two_class_rows(size_t n, unsigned seed, double (*v)[3], int *y)
-{
-	uint64_t s = seed;
-	char num[32];
-
-	for (size_t i = 0; i < n; i++) {
-		for (int k = 0; k < 3; k++) {
-			s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-			snprintf(num, sizeof(num), "%.6f",
-				 (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-			v[i][k] = strtod(num, NULL);
-		}
-		y[i] = v[i][0] + v[i][1] > 0;
-	}
-}
-
 /* The table of two_class_rows as CSV, "a,b,noise,y"; with `shuffled`,
  * the columns in another order ("y,noise,b,a"), which a job must match
  * by name. */
@@ -251,7 +230,7 @@ static char *two_class_csv(size_t n, unsigned seed, bool shuffled)
 	int *y = malloc(sizeof(int) * n);
 
 	cr_assert(csv && v && y);
-	two_class_rows(n, seed, v, y);
+	dpg_two_class_rows(n, seed, v, y);
 	len += (size_t)snprintf(csv + len, size - len, "%s\n", shuffled ? "y,noise,b,a" : "a,b,noise,y");
 	for (size_t i = 0; i < n; i++) {
 		if (shuffled)
@@ -441,7 +420,7 @@ Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 	size_t right = 0;
 
 	trained_job(job_id, sizeof(job_id));
-	two_class_rows(TEST_ROWS, TEST_SEED, v, y);
+	dpg_two_class_rows(TEST_ROWS, TEST_SEED, v, y);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
 	body = rows_body((const double (*)[3])v, TEST_ROWS);
 	pj = post_as(path, srv.admin_key, "application/json", body);
@@ -586,7 +565,7 @@ static void upload_party_table(const char *id)
 	int *y = malloc(sizeof(int) * ENS_ROWS);
 
 	cr_assert(csv && v && y);
-	two_class_rows(ENS_ROWS, 3, v, y);
+	dpg_two_class_rows(ENS_ROWS, 3, v, y);
 	len += (size_t)snprintf(csv + len, size - len, "site,a,b,noise,y\n");
 	for (size_t i = 0; i < ENS_ROWS; i++)
 		len += (size_t)snprintf(csv + len, size - len, "%zu,%.6f,%.6f,%.6f,%d\n",
@@ -608,7 +587,7 @@ static void upload_aux_and_test(void)
 	int *y = malloc(sizeof(int) * 400);
 
 	cr_assert(csv && v && y);
-	two_class_rows(400, 11, v, y);
+	dpg_two_class_rows(400, 11, v, y);
 	len += (size_t)snprintf(csv + len, size - len, "noise,a,b\n");
 	for (size_t i = 0; i < 400; i++)
 		len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f\n", v[i][2], v[i][0],
@@ -725,7 +704,7 @@ static void check_predictions(const char *job_id, const json_t *result)
 	size_t right = 0;
 
 	cr_assert(v && y);
-	two_class_rows(TEST_ROWS, TEST_SEED, v, y);
+	dpg_two_class_rows(TEST_ROWS, TEST_SEED, v, y);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
 	body = rows_body((const double (*)[3])v, TEST_ROWS);
 	pj = post_as(path, srv.admin_key, "application/json", body);

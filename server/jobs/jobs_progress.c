@@ -1,0 +1,36 @@
+/*
+ * jobs_progress.c: saving a running job's progress on its row, the leaf
+ * every trainer's run in server/jobs/ calls (so that the runs and the
+ * worker do not call each other in a loop).
+ */
+#include <stdlib.h>
+
+#include "jobs_pool.h"
+#include "json.h"
+#include "store.h"
+
+void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o)
+{
+	char *text = o ? srv_json_dump(o) : NULL;
+	srv_db *db;
+
+	if (text) {
+		db = srv_store_acquire(jobs->ctx->store);
+		srv__job_save_progress(db, id, text);
+		srv_store_release(jobs->ctx->store, db);
+	}
+	free(text);
+	json_decref(o);
+}
+
+void srv_jobs__phase_progress(srv_jobs__phase_run *pr, const char *phase,
+			      json_t *(*build)(const void *p), const void *p)
+{
+	pthread_mutex_lock(&pr->slot->lock);
+	pr->slot->has_progress = true;
+	pthread_mutex_unlock(&pr->slot->lock);
+	if (pr->phase == phase)
+		return;
+	pr->phase = phase;
+	srv_jobs__save_progress(pr->jobs, pr->slot->id, build(p));
+}

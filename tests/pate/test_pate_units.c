@@ -1,0 +1,503 @@
+/*
+ * test_pate_units.c: the aggregator shared by the PATE sessions and the
+ * pate trainer (mechanisms/mech_pate.c), and the trainer's partition,
+ * event and run (trainers/trn_pate*.c).
+ *
+ * Expected values come from closed forms derived here (the Gaussian tail of
+ * a GNMax comparison, the RDP of each event, Theorem 23), from the
+ * accountant's PATE analysis (checked against the reference vectors by the
+ * `pate` suite) recomposed here, or from a coupling argument run on two
+ * seeded streams; never from numbers this code printed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_errno.h>
+
+#include "mech.h"
+#include "trn.h"
+#include "trn_internal.h"
+#include "trn_test_rng.h"
+
+static const uint8_t PREFIX[2] = {'P', 'J'};
+
+static void setup(void)
+{
+	gsl_set_error_handler_off();
+}
+
+TestSuite(pate_units, .init = setup);
+
+/* A configuration of `agg` with one analysis order. */
+static mech_pate_cfg cfg_of(mech_pate_agg agg, int64_t teachers, int64_t classes, double s1,
+			    double s2, double T, double order)
+{
+	mech_pate_cfg c;
+
+	memset(&c, 0, sizeof(c));
+	c.agg = agg;
+	c.num_teachers = teachers;
+	c.num_classes = classes;
+	c.sigma1 = s1;
+	c.sigma2 = s2;
+	c.threshold = T;
+	c.student_confidence = NAN;
+	c.n_orders = 1;
+	c.orders[0] = order;
+	cr_assert_eq(mech_pate_cfg_resolve(&c, NULL), 0);
+	return c;
+}
+
+/* ---- the aggregator -------------------------------------------------------- */
+
+Test(pate_units, confident_answers_a_consensus_with_its_data_dependent_rdp)
+{
+	mech_pate_cfg c = cfg_of(MECH_PATE_CONFIDENT, 250, 10, 4, 2, 200, 8);
+	double v[10] = {245, 1, 1, 1, 1, 1, 0, 0, 0, 0}, dd, want = 0, pair[2], logpr, logq, r;
+	mech_rng *rng = trn_test_seeded(PREFIX, 1);
+	mech_pate_outcome o;
+
+	/* 245 - 200 = 45 sd of the check's noise above the threshold: it
+	 * passes; 244 votes ahead at sigma 2: the label is class 0. */
+	cr_assert_eq(mech_pate_run_query(rng, &c, v, NULL, &o, &dd, NULL), 0);
+	cr_assert(o.checked && o.teacher_answer);
+	cr_assert_eq(o.label, 0);
+	cr_assert_eq(o.source, MECH_PATE_SRC_TEACHERS);
+	/* Its data-dependent RDP: the check's at its statistic (max n_j -
+	 * ceil(T) = 45), plus Theorem 6 at Proposition 7's q. */
+	pair[0] = pair[1] = 45;
+	cr_assert_eq(acct_pate_threshold_logpr(pair, 2, 0, 4, &logpr, NULL), 0);
+	cr_assert_eq(acct_pate_threshold_rdp(logpr, 4, &c.orders[0], 1, &r, NULL), 0);
+	want += r;
+	cr_assert_eq(acct_pate_gnmax_logq(v, 10, 2, &logq, NULL), 0);
+	cr_assert_eq(acct_pate_gnmax_rdp(logq, 2, &c.orders[0], 1, &r, NULL), 0);
+	want += r;
+	cr_assert_float_eq(dd, want, 1e-15 * want);
+	/* and below the data-independent cost lambda / (2 s1^2) + lambda / s2^2 */
+	cr_assert(dd < 8 / 32.0 + 8 / 4.0, "%g", dd);
+	mech_rng_free(rng);
+}
+
+Test(pate_units, confident_abstains_without_a_consensus)
+{
+	mech_pate_cfg c = cfg_of(MECH_PATE_CONFIDENT, 250, 10, 4, 2, 200, 8);
+	double v[10] = {30, 25, 25, 25, 25, 25, 25, 25, 25, 20}, dd, pair[2] = {-170, -170}, logpr, r;
+	mech_rng *rng = trn_test_seeded(PREFIX, 2);
+	mech_pate_outcome o;
+
+	/* 170 below the threshold, 42 sd: the check fails. */
+	cr_assert_eq(mech_pate_run_query(rng, &c, v, NULL, &o, &dd, NULL), 0);
+	cr_assert(o.checked && !o.teacher_answer);
+	cr_assert_eq(o.label, -1);
+	cr_assert_eq(o.source, MECH_PATE_SRC_NONE);
+	/* Charged the check alone: its data-dependent cost at 30 - 200. */
+	cr_assert_eq(acct_pate_threshold_logpr(pair, 2, 0, 4, &logpr, NULL), 0);
+	cr_assert_eq(acct_pate_threshold_rdp(logpr, 4, &c.orders[0], 1, &r, NULL), 0);
+	cr_assert_float_eq(dd, r, 1e-300 + 1e-15 * r);
+	cr_assert(dd >= 0 && dd < 8 / 32.0, "%g", dd);
+	mech_rng_free(rng);
+}
+
+Test(pate_units, interactive_gives_the_confident_students_label)
+{
+	mech_pate_cfg c = cfg_of(MECH_PATE_INTERACTIVE, 100, 3, 4, 2, 50, 8);
+	double v[3] = {40, 30, 30}, p[3] = {0.05, 0.9, 0.05}, dd;
+	mech_rng *rng = trn_test_seeded(PREFIX, 3);
+	mech_pate_outcome o;
+
+	/* max_j (n_j - M p_j) = 35 - far below T = 50 (4 sd): no answer;
+	 * the student is 0.9 sure of class 1. */
+	c.student_confidence = 0.8;
+	cr_assert_eq(mech_pate_run_query(rng, &c, v, p, &o, &dd, NULL), 0);
+	cr_assert(o.checked && !o.teacher_answer);
+	cr_assert_eq(o.label, 1);
+	cr_assert_eq(o.source, MECH_PATE_SRC_STUDENT);
+	c.student_confidence = 0.95;
+	cr_assert_eq(mech_pate_run_query(rng, &c, v, p, &o, &dd, NULL), 0);
+	cr_assert_eq(o.label, -1);
+	mech_rng_free(rng);
+}
+
+/*
+ * GNMax on two classes (110, 100) at sigma 10: label 0 with probability
+ * Pr[10 + Z1 - Z2 > 0] = Phi(10 / (10 sqrt 2)) = 0.7602 for the continuous
+ * Gaussian; the discrete one differs by far less than the tolerance at
+ * sigma 10 (Euler-Maclaurin, CKS 2020).  30 000 draws: sd 0.0025, the
+ * tolerance 0.01 is four of them; the test rejects a fair coin (0.5) and
+ * Laplace-like noise alike.
+ */
+Test(pate_units, gnmax_labels_follow_the_gaussian_comparison)
+{
+	mech_pate_cfg c = cfg_of(MECH_PATE_GNMAX, 210, 2, 0, 10, 0, 8);
+	double v[2] = {110, 100}, dd, want = gsl_cdf_ugaussian_P(10 / (10 * sqrt(2)));
+	mech_rng *rng = trn_test_seeded(PREFIX, 4);
+	mech_pate_outcome o;
+	size_t zeros = 0, n = 30000;
+
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(mech_pate_run_query(rng, &c, v, NULL, &o, &dd, NULL), 0);
+		cr_assert(!o.checked && o.teacher_answer);
+		zeros += o.label == 0;
+	}
+	cr_assert_float_eq((double)zeros / n, want, 0.01, "%g vs %g", (double)zeros / n, want);
+	cr_assert(fabs(want - 0.5) > 0.05);
+	mech_rng_free(rng);
+}
+
+/* The release's figures: f the sum of each answer's smooth-sensitivity RDP
+ * plus the checks at lambda / (2 s1^2), B the data-independent bound, SS
+ * the smooth sensitivity of the summed local sensitivities, recomposed
+ * here from the accountant's per-query analysis. */
+Test(pate_units, release_figures_sum_the_answers)
+{
+	mech_pate_cfg c = cfg_of(MECH_PATE_CONFIDENT, 50, 3, 20, 8, 30, 6);
+	double h[2][3] = {{48, 1, 1}, {30, 15, 5}}, ls[50], ls_sum[50] = {0}, f = 0, logq, r;
+	acct_pate_workspace *ws = acct_pate_workspace_new(3, 50);
+	mech_pate_release *acc = NULL;
+	mech_pate_release_figures fig;
+	double s1 = c.sigma1_used, s2 = c.sigma2_used, beta = 0.05;
+
+	cr_assert_not_null(ws);
+	cr_assert_eq(mech_pate_release_new(&c, 6, &acc, NULL), 0);
+	for (int k = 0; k < 2; k++) {
+		cr_assert_eq(mech_pate_release_add(acc, h[k], NULL), 0);
+		cr_assert_eq(acct_pate_gnmax_logq(h[k], 3, s2, &logq, NULL), 0);
+		cr_assert_eq(acct_pate_gnmax_rdp_ss(ws, logq, s2, 6, &r, NULL), 0);
+		cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, h[k], 3, 50, s2, 6, ls, NULL), 0);
+		f += r;
+		for (int d = 0; d < 50; d++)
+			ls_sum[d] += ls[d];
+	}
+	mech_pate_release_figures_get(acc, 7, beta, &fig);
+	cr_assert_float_eq(fig.f, f + 7 * 6 / (2 * s1 * s1), 1e-14);
+	cr_assert_float_eq(fig.bound, 2 * 6 / (s2 * s2) + 7 * 6 / (2 * s1 * s1), 1e-14);
+	cr_assert_float_eq(fig.ss, acct_pate_smooth_sensitivity(beta, ls_sum, 50), 1e-300);
+	cr_assert(fig.f <= fig.bound);
+	mech_pate_release_free(acc);
+	acct_pate_workspace_free(ws);
+}
+
+/* The GNSS draw is centred on f (clamped into [0, B]) with sd max(SS + g,
+ * B/256) sigma: 4000 draws, the mean within 5 standard errors. */
+Test(pate_units, release_draw_is_centred_on_the_clamped_value)
+{
+	mech_pate_release_figures fig = {.f = 1.5, .ss = 0.01, .bound = 2.0};
+	mech_rng *rng = trn_test_seeded(PREFIX, 5);
+	double x, sum = 0, sd = 0.01 * 2.0, n = 4000;
+
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(mech_pate_release_draw(rng, &fig, 2.0, &x, NULL), 0);
+		sum += x;
+	}
+	cr_assert_float_eq(sum / n, 1.5, 5 * sd / sqrt(n) + 1e-6, "%g", sum / n);
+	fig.f = 7.0; /* above B: released as B */
+	sum = 0;
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(mech_pate_release_draw(rng, &fig, 2.0, &x, NULL), 0);
+		sum += x;
+	}
+	cr_assert_float_eq(sum / n, 2.0, 5 * sd / sqrt(n) + 1e-6, "%g", sum / n);
+	mech_rng_free(rng);
+}
+
+/* ---- the trainer's partition and event ------------------------------------- */
+
+/*
+ * Every row goes to exactly one teacher in range, every teacher gets about
+ * n / T rows, and adding a row (the same stream, one draw more) leaves
+ * every other row where it was: a neighbouring table changes one
+ * teacher's part.
+ */
+Test(pate_units, the_partition_puts_each_row_in_one_teacher)
+{
+	enum { N = 20000, T = 25 };
+	uint32_t *a = malloc(N * sizeof(*a)), *b = malloc((N + 1) * sizeof(*b));
+	size_t count[T] = {0}, changed = 0;
+	mech_rng *r1 = trn_test_seeded(PREFIX, 6), *r2 = trn_test_seeded(PREFIX, 6);
+	double chi2 = 0, e = (double)N / T;
+
+	cr_assert(a && b);
+	cr_assert_eq(trn_pate_partition(r1, N, T, a, NULL), 0);
+	cr_assert_eq(trn_pate_partition(r2, N + 1, T, b, NULL), 0);
+	for (size_t i = 0; i < N; i++) {
+		cr_assert_lt(a[i], T);
+		count[a[i]]++;
+		changed += a[i] != b[i];
+	}
+	cr_assert_lt(b[N], T);
+	cr_assert_eq(changed, 0);
+	for (int t = 0; t < T; t++)
+		chi2 += (count[t] - e) * (count[t] - e) / e;
+	/* chi-square with 24 degrees of freedom: below its 0.999 quantile. */
+	cr_assert_lt(chi2, gsl_cdf_chisq_Pinv(0.999, T - 1), "%g", chi2);
+	cr_assert_eq(trn_pate_partition(r1, N, 0, a, NULL), ACCT_EINVAL);
+	mech_rng_free(r1);
+	mech_rng_free(r2);
+	free(a);
+	free(b);
+}
+
+/* The RDP at lambda of what ran: checks lambda / (2 s1^2), answers
+ * lambda / s2^2, the release Theorem 23's at beta + 2^-22. */
+static double event_rdp(double checks, double answers, bool released, double s1, double s2,
+			double beta, double sigma, double l)
+{
+	double b = beta + 0x1p-22, rdp = checks * l / (2 * s1 * s1) + answers * l / (s2 * s2);
+
+	if (released)
+		rdp += l * exp(2 * b) / (sigma * sigma) + (b * l - log(1 - 2 * l * b) / 2) / (l - 1);
+	return rdp;
+}
+
+Test(pate_units, the_event_prices_what_ran)
+{
+	static const double orders[] = {2, 5, 14};
+	trn_pate_params p;
+	acct_event *ev = NULL;
+	acct_filter f;
+	acct_cost cost;
+
+	trn_pate_params_default(&p);
+	cr_assert_eq(trn_pate_params_validate(&p, NULL), 0);
+	cr_assert_eq(acct_filter_init_orders(&f, ACCT_LEDGER_RDP, ACCT_ADD_REMOVE, 1000, 1e-5, orders,
+					     3, NULL), 0);
+	/* The paper's sigmas (150, 40) are exact for the sampler. */
+	cr_assert_eq(trn_pate_event(&p, 300, 120, true, &ev, NULL), 0);
+	cr_assert_eq(acct_filter_price(&f, ev, 0, &cost, NULL), 0);
+	for (int i = 0; i < 3; i++) {
+		double want = event_rdp(300, 120, true, 150, 40, p.release_beta, p.release_sigma,
+					orders[i]);
+
+		cr_assert_float_eq(cost.v[i], want, 1e-12 * want, "order %g", orders[i]);
+	}
+	acct_event_free(ev);
+	/* gnmax runs no check; nothing run is no event. */
+	p.aggregator = MECH_PATE_GNMAX;
+	cr_assert_eq(trn_pate_event(&p, 300, 120, false, &ev, NULL), 0);
+	cr_assert_eq(acct_filter_price(&f, ev, 0, &cost, NULL), 0);
+	cr_assert_float_eq(cost.v[1], event_rdp(0, 120, false, 150, 40, 0, 1, 5), 1e-12);
+	acct_event_free(ev);
+	cr_assert_eq(trn_pate_event(&p, 0, 0, false, &ev, NULL), 0);
+	cr_assert_null(ev);
+	/* The worst case is every query checked and answered, and released. */
+	p.aggregator = MECH_PATE_CONFIDENT;
+	cr_assert_eq(trn_pate_worst_event(&p, &ev, NULL), 0);
+	cr_assert_eq(acct_filter_price(&f, ev, 0, &cost, NULL), 0);
+	cr_assert_float_eq(cost.v[0], event_rdp(p.queries, p.queries, true, 150, 40, p.release_beta,
+						p.release_sigma, 2), 1e-12);
+	acct_event_free(ev);
+}
+
+/* n rows of 2 features in [-1, 1], class x0 + x1 > 0. */
+static trn_dataset *linear_table(mech_rng *rng, size_t n)
+{
+	trn_dataset *ds = NULL;
+
+	cr_assert_eq(trn_dataset_new(n, 2, 2, &ds, NULL), 0);
+	for (size_t i = 0; i < n; i++) {
+		ds->x[2 * i] = 2 * trn_test_uniform(rng) - 1;
+		ds->x[2 * i + 1] = 2 * trn_test_uniform(rng) - 1;
+		ds->y[i] = ds->x[2 * i] + ds->x[2 * i + 1] > 0;
+	}
+	return ds;
+}
+
+static trn_pate_params run_params(void)
+{
+	trn_pate_params p;
+
+	trn_pate_params_default(&p);
+	p.teachers = 30;
+	p.queries = 200;
+	p.threshold = 22;
+	p.sigma1 = 4;
+	p.sigma2 = 3;
+	p.teacher.epochs = 30;
+	p.teacher.lot_size = 16;
+	p.teacher.learning_rate = 0.5;
+	p.student = p.teacher;
+	p.student.epochs = 40;
+	return p;
+}
+
+/* A copy of `src` with `extra` more rows (zeroed) at the end. */
+static trn_dataset *copy_table(const trn_dataset *src, size_t extra)
+{
+	trn_dataset *ds = NULL;
+
+	cr_assert_eq(trn_dataset_new(src->n + extra, src->d, src->num_classes, &ds, NULL), 0);
+	memcpy(ds->x, src->x, src->n * src->d * sizeof(double));
+	memcpy(ds->y, src->y, src->n * sizeof(uint32_t));
+	return ds;
+}
+
+/* Every query's histograms on the two tables differ by one teacher's vote
+ * at most: L1 <= 2, so L2 <= sqrt 2 (the gnmax event's sensitivity), and
+ * the plurality by at most 1 (the threshold statistic's).  Returns how
+ * many queries differ. */
+static size_t check_neighbours(const trn_pate_params *p, const trn_dataset *a,
+			       const trn_dataset *b, const trn_dataset *student, uint8_t tag)
+{
+	size_t k = a->num_classes, changed = 0;
+	double *va = malloc(p->queries * k * sizeof(double)), *vb = malloc(p->queries * k * sizeof(double));
+	mech_rng *ra = trn_test_seeded(PREFIX, tag), *rb = trn_test_seeded(PREFIX, tag);
+
+	cr_assert(va && vb);
+	cr_assert_eq(trn__pate_votes(p, a, student, ra, va, NULL), 0);
+	cr_assert_eq(trn__pate_votes(p, b, student, rb, vb, NULL), 0);
+	for (size_t q = 0; q < p->queries; q++) {
+		double l1 = 0, l2 = 0, ma = 0, mb = 0;
+
+		for (size_t j = 0; j < k; j++) {
+			double d = va[q * k + j] - vb[q * k + j];
+
+			l1 += fabs(d);
+			l2 += d * d;
+			ma = fmax(ma, va[q * k + j]);
+			mb = fmax(mb, vb[q * k + j]);
+		}
+		cr_assert_leq(l1, 2, "query %zu", q);
+		cr_assert_leq(sqrt(l2), sqrt(2) + 1e-12, "query %zu", q);
+		cr_assert_leq(fabs(ma - mb), 1, "query %zu", q);
+		changed += l1 > 0;
+	}
+	mech_rng_free(ra);
+	mech_rng_free(rb);
+	free(va);
+	free(vb);
+	return changed;
+}
+
+/*
+ * The sensitivity the events rely on (docs/pate.md), on random
+ * neighbouring tables through the teachers as they are trained: a row
+ * added (the partition draws one more, last) and a row replaced (the same
+ * draws), under the coupling of one seed.  Each teacher has few rows, so
+ * one row changes its votes: some queries must differ (the check is not
+ * vacuous), and none by more than one vote.
+ */
+Test(pate_units, neighbouring_tables_move_one_vote_per_query, .timeout = 120)
+{
+	mech_rng *rng = trn_test_seeded(PREFIX, 10);
+	trn_pate_params p = run_params();
+	size_t changed = 0;
+
+	/* Noisy teachers (one epoch of lots of 2 at a high rate): two
+	 * trainings of a teacher on the same rows with other streams vote
+	 * differently, so a coupling that moved the streams would show. */
+	p.teachers = 40;
+	p.queries = 300;
+	p.teacher.epochs = 1;
+	p.teacher.lot_size = 2;
+	p.teacher.learning_rate = 2;
+	p.teacher.momentum = 0;
+	for (uint8_t trial = 0; trial < 6; trial++) {
+		trn_dataset *d = linear_table(rng, 200), *student = linear_table(rng, 300);
+		trn_dataset *added = copy_table(d, 1), *replaced = copy_table(d, 0);
+		size_t i = (size_t)trn_test_below(rng, d->n);
+
+		/* An outlier with the wrong label: it moves its teacher. */
+		added->x[2 * d->n] = replaced->x[2 * i] = 3 * (trn_test_uniform(rng) - 0.5);
+		added->x[2 * d->n + 1] = replaced->x[2 * i + 1] = 3 * (trn_test_uniform(rng) - 0.5);
+		added->y[d->n] = replaced->y[i] = trn_test_below(rng, 2);
+		changed += check_neighbours(&p, d, added, student, (uint8_t)(20 + trial));
+		changed += check_neighbours(&p, d, replaced, student, (uint8_t)(40 + trial));
+		trn_dataset_free(d);
+		trn_dataset_free(student);
+		trn_dataset_free(added);
+		trn_dataset_free(replaced);
+	}
+	cr_assert_gt(changed, 0);
+	mech_rng_free(rng);
+}
+
+/* ---- a run ------------------------------------------------------------------- */
+
+
+
+Test(pate_units, a_run_labels_queries_and_trains_the_student, .timeout = 120)
+{
+	mech_rng *rng = trn_test_seeded(PREFIX, 7);
+	trn_dataset *train = linear_table(rng, 3000), *student = linear_table(rng, 400);
+	trn_dataset *test = linear_table(rng, 500);
+	trn_pate_params p = run_params();
+	trn_pate_result *r = NULL;
+
+	cr_assert_eq(trn_pate_run(&p, train, student, test, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_eq(r->queries_asked, p.queries);
+	cr_assert_eq(r->checks, p.queries);
+	cr_assert_eq(r->answers + r->abstained, p.queries);
+	cr_assert_gt(r->answers, 0);
+	cr_assert(r->released && isfinite(r->epsilon_data_dependent));
+	cr_assert_geq(r->label_accuracy, 0.9, "%g", r->label_accuracy);
+	cr_assert_geq(r->test_accuracy, 0.9, "%g", r->test_accuracy);
+	cr_assert_eq(r->student_rows, (uint64_t)r->answers);
+	trn_pate_result_free(r);
+	/* Self-training adds student rows beyond the answered queries. */
+	p.semi_supervised = true;
+	p.confidence = 0.8;
+	cr_assert_eq(trn_pate_run(&p, train, student, test, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_gt(r->self_trained_rows, 0);
+	cr_assert_eq(r->student_rows, (uint64_t)r->answers + r->self_trained_rows);
+	trn_pate_result_free(r);
+	trn_dataset_free(train);
+	trn_dataset_free(student);
+	trn_dataset_free(test);
+	mech_rng_free(rng);
+}
+
+/* Interactive-GNMax: the second half of the queries is compared with a
+ * student trained on the first half's labels; a confident student labels
+ * some itself. */
+Test(pate_units, an_interactive_run_uses_the_students_probabilities, .timeout = 120)
+{
+	mech_rng *rng = trn_test_seeded(PREFIX, 9);
+	trn_dataset *train = linear_table(rng, 3000), *student = linear_table(rng, 400);
+	trn_dataset *test = linear_table(rng, 500);
+	trn_pate_params p = run_params();
+	trn_pate_result *r = NULL;
+
+	p.aggregator = MECH_PATE_INTERACTIVE;
+	p.threshold = 5;
+	p.student_confidence = 0.6;
+	cr_assert_eq(trn_pate_run(&p, train, student, test, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_eq(r->checks, p.queries);
+	cr_assert_eq(r->answers + r->student_answers + r->abstained, p.queries);
+	cr_assert_gt(r->student_answers, 0);
+	cr_assert_geq(r->test_accuracy, 0.85, "%g", r->test_accuracy);
+	trn_pate_result_free(r);
+	trn_dataset_free(train);
+	trn_dataset_free(student);
+	trn_dataset_free(test);
+	mech_rng_free(rng);
+}
+
+static int stop_after_teachers(const trn_pate_progress *pr, void *user)
+{
+	(void)user;
+	return pr->queries_asked >= 10;
+}
+
+Test(pate_units, a_cancelled_run_says_what_it_ran, .timeout = 120)
+{
+	mech_rng *rng = trn_test_seeded(PREFIX, 8);
+	trn_dataset *train = linear_table(rng, 1000), *student = linear_table(rng, 300);
+	trn_pate_params p = run_params();
+	trn_pate_result *r = NULL;
+
+	cr_assert_eq(trn_pate_run(&p, train, student, NULL, rng, stop_after_teachers, NULL, NULL, &r,
+				  NULL),
+		     TRN_CANCELLED);
+	cr_assert_eq(r->queries_asked, 10);
+	cr_assert_eq(r->checks, 10);
+	cr_assert(!r->released);
+	cr_assert_null(r->model);
+	trn_pate_result_free(r);
+	trn_dataset_free(train);
+	trn_dataset_free(student);
+	mech_rng_free(rng);
+}
