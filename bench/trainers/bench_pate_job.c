@@ -1,10 +1,10 @@
 /*
- * bench_pate.c: the `pate` trainer (Papernot et al., ICLR 2018) on
+ * bench_pate_job.c: the `pate` trainer (Papernot et al., ICLR 2018) on
  * Fashion-MNIST, as Section 4's MNIST experiment is set up: private
  * teachers on the 60 000 training images, the student on a public part of
  * the test split, evaluated on the rest.
  *
- *   bench_pate [--teachers N] [--queries Q] [--pcs K] [--epochs E]
+ *   bench_pate_job [--teachers N] [--queries Q] [--pcs K] [--epochs E]
  *              [--semi] [--data DIR]
  *
  * Splits: test images 0..8999 are the student's public unlabelled pool
@@ -150,7 +150,7 @@ static int run_row(const bench_opts *o, const agg_row *row, const trn_dataset *t
 	acct_error_init(&err);
 	rc = trn_pate_run(&p, train, pool, eval, rng, NULL, NULL, NULL, &r, &err);
 	if (rc != 0) {
-		fprintf(stderr, "bench_pate: %s at %s\n", err.text, err.where);
+		fprintf(stderr, "bench_pate_job: %s at %s\n", err.text, err.where);
 		return -1;
 	}
 	printf("%-10s %6.0f %6.0f %6.0f %8lld %8lld %9.4f %9.4f %9.3f %9.3f %7.1f\n", row->name,
@@ -224,12 +224,12 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	if (parse(argc, argv, &o) < 0) {
-		fprintf(stderr, "usage: bench_pate [--teachers N] [--queries Q] [--pcs K] "
+		fprintf(stderr, "usage: bench_pate_job [--teachers N] [--queries Q] [--pcs K] "
 				"[--epochs E] [--semi] [--data DIR]\n");
 		goto out;
 	}
 	if (!rng || load(&o, rng, &train, &pool, &eval) != 0) {
-		fprintf(stderr, "bench_pate: cannot load Fashion-MNIST or draw randomness\n");
+		fprintf(stderr, "bench_pate_job: cannot load Fashion-MNIST or draw randomness\n");
 		goto out;
 	}
 	printf("# Fashion-MNIST: %zu private rows, %u teachers, %u queries of %d pool rows, "
