@@ -37,10 +37,11 @@ int cli_verify_main(int argc, char **argv);
 
 /*
  * Replays the ledger of the dpgate database at path (srv_store_verify, on a
- * read-only store): SRV_OK or SRV_CONFLICT with the report in *ret_report
- * (caller owns it), or -1 after a message on stderr naming cmd.
+ * read-only store): 0 with the report in *ret_report (caller owns it) and
+ * in *ret_agrees whether every dataset agreed (srv_store_verify's SRV_OK
+ * rather than SRV_CONFLICT), or -1 after a message on stderr naming cmd.
  */
-int cli_verify_file(const char *cmd, const char *path, json_t **ret_report);
+int cli_verify_file(const char *cmd, const char *path, json_t **ret_report, bool *ret_agrees);
 
 /* cli/cli_backup.c: `dpgate backup --db FILE --to OUT`. */
 int cli_backup_main(int argc, char **argv);
