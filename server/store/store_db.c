@@ -1113,27 +1113,32 @@ static void pricing_forget(srv_db *db, const char *id)
 	pthread_mutex_unlock(&pc->lock);
 }
 
+struct dataset_walk {
+	bool (*visible)(void *arg, const char *id);
+	void (*each)(void *arg, const srv_dataset *ds);
+	void *arg;
+};
+
+static int dataset_row(sqlite3_stmt *s, void *arg)
+{
+	struct dataset_walk *w = arg;
+	srv_dataset ds;
+
+	if (w->visible && !w->visible(w->arg, (const char *)sqlite3_column_text(s, 0)))
+		return 0;
+	if (row_to_dataset(s, &ds) != SRV_OK)
+		return SRV_DB_ERROR;
+	w->each(w->arg, &ds);
+	return 0;
+}
+
 int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id),
 			   void (*each)(void *arg, const srv_dataset *ds), void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct dataset_walk w = {visible, each, arg};
 
-	if (sqlite3_prepare_v2(db->h, DATASET_SELECT " ORDER BY d.id", -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		srv_dataset ds;
-
-		if (visible && !visible(arg, (const char *)sqlite3_column_text(s, 0)))
-			continue;
-		if (row_to_dataset(s, &ds) != SRV_OK) {
-			rc = SQLITE_ERROR;
-			break;
-		}
-		each(arg, &ds);
-	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	return srv__each_row(srv__prepare(db, DATASET_SELECT " ORDER BY d.id", NULL), dataset_row,
+			     &w);
 }
 
 void srv_store_public_budget(srv_dataset *ds)
@@ -1162,13 +1167,13 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
-	if (sqlite3_prepare_v2(db->h,
-			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
-			       " budget_epsilon, budget_delta, created_at, updated_at, filter_orders,"
-			       " public) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
-			       -1, &s, NULL) != SQLITE_OK)
+	s = srv__prepare(db,
+			 "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
+			 " budget_epsilon, budget_delta, created_at, updated_at, filter_orders,"
+			 " public) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
+			 row.id);
+	if (!s)
 		goto out;
-	sqlite3_bind_text(s, 1, row.id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, row.name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, row.privacy_unit, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, row.neighbor == ACCT_REPLACE ? "replace" : "add_remove", -1,
@@ -2055,38 +2060,41 @@ out:
 	return rc;
 }
 
+struct reservation_walk {
+	srv_reservation_row_fn each;
+	void *arg;
+};
+
+static int reservation_row(sqlite3_stmt *s, void *arg)
+{
+	struct reservation_walk *w = arg;
+	srv_reservation_row r = {
+		.id = (const char *)sqlite3_column_text(s, 0),
+		.event = (const char *)sqlite3_column_text(s, 1),
+		.epsilon = sqlite3_column_double(s, 2),
+		.state = (const char *)sqlite3_column_text(s, 3),
+		.actor = (const char *)sqlite3_column_text(s, 4),
+		.note = (const char *)sqlite3_column_text(s, 5),
+		.created_at = (const char *)sqlite3_column_text(s, 6),
+		.expires_at = sqlite3_column_int64(s, 7),
+		.closed_at = (const char *)sqlite3_column_text(s, 8),
+		.closed_by = (const char *)sqlite3_column_text(s, 9),
+	};
+
+	return w->each(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
+}
+
 int srv_store_reservation_list(srv_db *db, const char *dataset_id, srv_reservation_row_fn each,
 			       void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct reservation_walk w = {each, arg};
 
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT id, event, epsilon, state, actor, note, created_at, expires_at,"
-			       " closed_at, closed_by FROM reservations WHERE dataset_id = ?1"
-			       " ORDER BY created_at, id",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		srv_reservation_row r = {
-			.id = (const char *)sqlite3_column_text(s, 0),
-			.event = (const char *)sqlite3_column_text(s, 1),
-			.epsilon = sqlite3_column_double(s, 2),
-			.state = (const char *)sqlite3_column_text(s, 3),
-			.actor = (const char *)sqlite3_column_text(s, 4),
-			.note = (const char *)sqlite3_column_text(s, 5),
-			.created_at = (const char *)sqlite3_column_text(s, 6),
-			.expires_at = sqlite3_column_int64(s, 7),
-			.closed_at = (const char *)sqlite3_column_text(s, 8),
-			.closed_by = (const char *)sqlite3_column_text(s, 9),
-		};
-
-		if (each(arg, &r) < 0)
-			break;
-	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	return srv__each_row(srv__prepare(db,
+					  "SELECT id, event, epsilon, state, actor, note, created_at,"
+					  " expires_at, closed_at, closed_by FROM reservations"
+					  " WHERE dataset_id = ?1 ORDER BY created_at, id",
+					  dataset_id),
+			     reservation_row, &w);
 }
 
 /*
@@ -2098,11 +2106,10 @@ static int budget_change(srv_db *db, srv_dataset *ds, double budget_epsilon, dou
 			 const char *actor, const char *now)
 {
 	double previous_epsilon = ds->budget_epsilon, previous_delta = ds->budget_delta;
-	sqlite3_stmt *p = NULL;
+	sqlite3_stmt *p;
 	acct_filter f;
 	int64_t seq;
 	bool lowered;
-	int rc;
 
 	if (!isfinite(budget_epsilon))
 		budget_epsilon = ds->budget_epsilon;
@@ -2122,24 +2129,21 @@ static int budget_change(srv_db *db, srv_dataset *ds, double budget_epsilon, dou
 		return SRV_DB_ERROR;
 	/* The budget it replaced, so that the ledger alone gives the budget in
 	 * force at every row (schema/008). */
-	if (sqlite3_prepare_v2(db->h,
-			       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
-			       " WHERE seq = ?1",
-			       -1, &p, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_int64(p, 1, seq);
-	sqlite3_bind_double(p, 2, previous_epsilon);
-	sqlite3_bind_double(p, 3, previous_delta);
-	rc = sqlite3_step(p);
-	sqlite3_finalize(p);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	p = srv__prepare(db, "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3 WHERE seq = ?1",
+			 NULL);
+	if (p) {
+		sqlite3_bind_int64(p, 1, seq);
+		sqlite3_bind_double(p, 2, previous_epsilon);
+		sqlite3_bind_double(p, 3, previous_delta);
+	}
+	return srv__run(p);
 }
 
 int srv_store_dataset_update(srv_db *db, const char *id, const char *name, double budget_epsilon,
 			     double budget_delta, const char *actor, srv_dataset *ret)
 {
 	srv_dataset ds;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	char now[32];
 	bool budget_changed;
 	int rc;
@@ -2164,17 +2168,17 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	if (budget_changed &&
 	    budget_change(db, &ds, budget_epsilon, budget_delta, actor, now) != SRV_OK)
 		goto out;
-	if (sqlite3_prepare_v2(db->h,
-			       "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
-			       " updated_at = ?5 WHERE id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, ds.id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, ds.name, -1, SQLITE_STATIC);
-	sqlite3_bind_double(s, 3, ds.budget_epsilon);
-	sqlite3_bind_double(s, 4, ds.budget_delta);
-	sqlite3_bind_text(s, 5, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	s = srv__prepare(db,
+			 "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
+			 " updated_at = ?5 WHERE id = ?1",
+			 ds.id);
+	if (s) {
+		sqlite3_bind_text(s, 2, ds.name, -1, SQLITE_STATIC);
+		sqlite3_bind_double(s, 3, ds.budget_epsilon);
+		sqlite3_bind_double(s, 4, ds.budget_delta);
+		sqlite3_bind_text(s, 5, now, -1, SQLITE_STATIC);
+	}
+	if (srv__run(s) != SRV_OK)
 		goto out;
 	rc = srv__commit(db);
 	if (rc != SRV_OK)
@@ -2182,7 +2186,6 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
 	*ret = ds;
 out:
-	sqlite3_finalize(s);
 	srv__rollback(db);
 	return rc;
 }
@@ -2190,7 +2193,7 @@ out:
 int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv_dataset *ret)
 {
 	srv_dataset ds;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	char now[32];
 	int rc;
 
@@ -2209,13 +2212,11 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 		    srv__ledger_insert(db, &ds, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor,
 				       NULL, now) < 0)
 			goto out;
-		if (sqlite3_prepare_v2(db->h,
-				       "UPDATE datasets SET archived = 1, updated_at = ?2 WHERE id = ?1",
-				       -1, &s, NULL) != SQLITE_OK)
-			goto out;
-		sqlite3_bind_text(s, 1, ds.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
-		if (sqlite3_step(s) != SQLITE_DONE)
+		s = srv__prepare(db, "UPDATE datasets SET archived = 1, updated_at = ?2 WHERE id = ?1",
+				 ds.id);
+		if (s)
+			sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
+		if (srv__run(s) != SRV_OK)
 			goto out;
 		ds.archived = true;
 		snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
@@ -2226,7 +2227,6 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 	pricing_forget(db, ds.id);
 	*ret = ds;
 out:
-	sqlite3_finalize(s);
 	srv__rollback(db);
 	return rc;
 }
@@ -2277,14 +2277,12 @@ int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t af
 		 int64_t limit, int (*row)(sqlite3_stmt *s, void *arg), void *row_arg,
 		 int64_t *ret_next)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(db, sql, text_param);
 	int64_t last = -1, n = 0;
 	int rc = SQLITE_ERROR;
 
-	if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
+	if (!s)
 		goto out;
-	if (text_param)
-		sqlite3_bind_text(s, 1, text_param, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, after);
 	sqlite3_bind_int64(s, 3, limit + 1);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -2344,34 +2342,42 @@ static bool same_cost(const acct_cost *a, const acct_cost *b)
  * dataset whose budget had changed before).  *ret_rows gets how many
  * 'create' rows there are (one, unless the ledger was tampered with).
  */
+struct initial_budget {
+	double *eps, *delta;
+	bool *known;
+	int64_t rows;
+};
+
+static int initial_budget_row(sqlite3_stmt *s, void *arg)
+{
+	struct initial_budget *ib = arg;
+
+	if (ib->rows++ == 0 && sqlite3_column_type(s, 0) != SQLITE_NULL &&
+	    sqlite3_column_type(s, 1) != SQLITE_NULL) {
+		*ib->eps = sqlite3_column_double(s, 0);
+		*ib->delta = sqlite3_column_double(s, 1);
+		*ib->known = true;
+	}
+	return 0;
+}
+
 static int initial_budget(srv_db *db, const char *id, double *ret_eps, double *ret_delta,
 			  bool *ret_known, int64_t *ret_rows)
 {
-	sqlite3_stmt *s = NULL;
-	int64_t rows = 0;
+	struct initial_budget ib = {ret_eps, ret_delta, ret_known, 0};
 	int rc;
 
 	*ret_known = false;
 	/* The partial index's condition (schema/008), so that the row is found
 	 * without walking the dataset's charges. */
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT epsilon, delta FROM ledger WHERE dataset_id = ?1"
-			       " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
-			       " AND kind = 'create' ORDER BY seq",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (rows++ == 0 && sqlite3_column_type(s, 0) != SQLITE_NULL &&
-		    sqlite3_column_type(s, 1) != SQLITE_NULL) {
-			*ret_eps = sqlite3_column_double(s, 0);
-			*ret_delta = sqlite3_column_double(s, 1);
-			*ret_known = true;
-		}
-	}
-	sqlite3_finalize(s);
-	*ret_rows = rows;
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	rc = srv__each_row(srv__prepare(db,
+					"SELECT epsilon, delta FROM ledger WHERE dataset_id = ?1"
+					" AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
+					" AND kind = 'create' ORDER BY seq",
+					id),
+			   initial_budget_row, &ib);
+	*ret_rows = ib.rows;
+	return rc;
 }
 
 /* What replaying one dataset's budget history found. */
@@ -2472,44 +2478,49 @@ static bool row_totals_match(sqlite3_stmt *s, const struct ledger_replay *lr)
  * Replays the ledger of dataset id, in order, into lr (which starts from
  * zero totals) and br, and checks each row's carried totals against lr.
  */
+struct replay {
+	struct ledger_replay *lr;
+	struct budget_replay *br;
+};
+
+/* Replays one row of the ledger statement s; SRV_DB_ERROR when it does
+ * not parse. */
+static int replay_row(sqlite3_stmt *s, void *arg)
+{
+	struct ledger_replay *lr = ((struct replay *)arg)->lr;
+	struct budget_replay *br = ((struct replay *)arg)->br;
+	const char *kind = (const char *)sqlite3_column_text(s, 0);
+	acct_cost c;
+
+	lr->rows++;
+	if (strcmp(kind, "budget") == 0) {
+		if (replay_budget_row(br, s, &lr->lowered) != SRV_OK)
+			return SRV_DB_ERROR;
+	} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
+		if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0)
+			return SRV_DB_ERROR;
+		replay_spend(lr, br, kind, &c, sqlite3_column_int64(s, 3));
+	}
+	if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+		return 0;
+	lr->checked++;
+	if (lr->first_bad < 0 && !row_totals_match(s, lr))
+		lr->first_bad = sqlite3_column_int64(s, 3);
+	return 0;
+}
+
 static int replay_ledger(srv_db *db, const char *id, struct ledger_replay *lr,
 			 struct budget_replay *br)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct replay r = {lr, br};
 
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
-			       " epsilon, delta, previous_epsilon, previous_delta"
-			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *kind = (const char *)sqlite3_column_text(s, 0);
-		acct_cost c;
-
-		lr->rows++;
-		if (strcmp(kind, "budget") == 0) {
-			if (replay_budget_row(br, s, &lr->lowered) != SRV_OK) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
-			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-			replay_spend(lr, br, kind, &c, sqlite3_column_int64(s, 3));
-		}
-		if (sqlite3_column_type(s, 4) == SQLITE_NULL)
-			continue;
-		lr->checked++;
-		if (lr->first_bad < 0 && !row_totals_match(s, lr))
-			lr->first_bad = sqlite3_column_int64(s, 3);
-	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	return srv__each_row(srv__prepare(db,
+					  "SELECT kind, cost, note, seq, spent, reserved,"
+					  " open_reservations, charges, epsilon, delta,"
+					  " previous_epsilon, previous_delta"
+					  " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
+					  id),
+			     replay_row, &r);
 }
 
 /*
@@ -2697,4 +2708,49 @@ void srv_store_init_process(void)
 sqlite3 *srv__db_handle(srv_db *db)
 {
 	return db->h;
+}
+
+sqlite3_stmt *srv__prepare(srv_db *db, const char *sql, const char *text1)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK) {
+		sqlite3_finalize(s);
+		return NULL;
+	}
+	if (text1)
+		sqlite3_bind_text(s, 1, text1, -1, SQLITE_STATIC);
+	return s;
+}
+
+int srv__run(sqlite3_stmt *s)
+{
+	int rc = s && sqlite3_step(s) == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int srv__first_row(sqlite3_stmt *s)
+{
+	switch (s ? sqlite3_step(s) : SQLITE_ERROR) {
+	case SQLITE_ROW: return SRV_OK;
+	case SQLITE_DONE: return SRV_NOT_FOUND;
+	default: return SRV_DB_ERROR;
+	}
+}
+
+int srv__each_row(sqlite3_stmt *s, int (*row)(sqlite3_stmt *s, void *arg), void *arg)
+{
+	int rc = SRV_DB_ERROR, step = SQLITE_ERROR;
+
+	while (s && (step = sqlite3_step(s)) == SQLITE_ROW) {
+		rc = row(s, arg);
+		if (rc < 0)
+			goto out;
+	}
+	rc = step == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+out:
+	sqlite3_finalize(s);
+	return rc;
 }
