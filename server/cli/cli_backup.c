@@ -67,29 +67,14 @@ static int name_without_replacing(const char *tmp, const char *out)
  */
 static int parse_backup_args(int argc, char **argv, const char **ret_db, const char **ret_out)
 {
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"to", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
+	static const char *const names[] = {"db", "to"};
+	const char **const values[] = {ret_db, ret_out};
+	int rc = cli_args_strings(argc, argv, names, values, 2, usage_backup);
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': *ret_db = optarg; break;
-		case 't': *ret_out = optarg; break;
-		case 'h': fputs(usage_backup, stdout); return 0;
-		default: fputs(usage_backup, stderr); return 2;
-		}
-	}
-	if (!*ret_db || !*ret_out ||
-	    !cli_args_no_stray("backup", optind, argc, argv, usage_backup)) {
-		if (!*ret_db || !*ret_out)
-			fputs(usage_backup, stderr);
+	if (rc >= 0)
+		return rc;
+	if (!cli_args_complete("backup", *ret_db && *ret_out, optind, argc, argv, usage_backup))
 		return 2;
-	}
 	return -1;
 }
 

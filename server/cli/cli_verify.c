@@ -45,29 +45,18 @@ int cli_verify_file(const char *cmd, const char *path, json_t **ret_report, bool
 
 int cli_verify_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
+	static const char *const names[] = {"db"};
 	const char *db_path = NULL;
+	const char **const values[] = {&db_path};
 	json_t *report = NULL;
 	bool agrees = false;
-	int c;
+	int rc;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': db_path = optarg; break;
-		case 'h': fputs(usage_verify, stdout); return 0;
-		default: fputs(usage_verify, stderr); return 2;
-		}
-	}
-	if (!db_path || !cli_args_no_stray("verify", optind, argc, argv, usage_verify)) {
-		if (!db_path)
-			fputs(usage_verify, stderr);
+	rc = cli_args_strings(argc, argv, names, values, 1, usage_verify);
+	if (rc >= 0)
+		return rc;
+	if (!cli_args_complete("verify", db_path != NULL, optind, argc, argv, usage_verify))
 		return 2;
-	}
 	/* Read-only: no migration, nothing created, no checkpoint. */
 	if (!cli_db_exists("verify", db_path))
 		return 2;
