@@ -6,10 +6,13 @@ value of its enum is answered 200 (`true` lists the archived dataset,
 does); a value outside the enum is refused with a 4XX the operation
 documents, as problem+json naming `archived`, and changes nothing.  Exits
 77 when PyYAML is not installed."""
+import os
 import sys
 import urllib.parse
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from check_report import finish  # noqa: E402
 from dpgate_server import Server  # noqa: E402
 
 try:
@@ -82,10 +85,8 @@ def main():
         st, _, after = listing("")
         if (st, after) != (200, plain):
             errors.append(f"the refused listings changed what is listed: {after}")
-    for e in errors:
-        print(e)
-    print(f"archived: {len(enum)} enum values, {len(OUTSIDE_ENUM)} outside it, {len(errors)} errors")
-    return 1 if errors else 0
+    return finish(errors, f"archived: {len(enum)} enum values, {len(OUTSIDE_ENUM)} outside it, "
+                  f"{len(errors)} errors")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,12 @@ operation uses is declared with a description, every operation documents a
 the linters .ci/lint-openapi runs (redocly's recommended-strict, spectral's
 spectral:oas), checked here too so that the suite holds them where node is
 absent.  Exits 77 (meson's "skipped") when PyYAML is not installed."""
+import os
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from check_report import finish  # noqa: E402
 
 try:
     import yaml
@@ -89,10 +94,7 @@ def main():
         for name in entries or {}:
             if f"#/components/{kind}/{name}" not in used:
                 errors.append(f"components/{kind}/{name} is never referenced")
-    for e in errors:
-        print(e)
-    print(f"{len(seen)} operations, {len(errors)} errors")
-    return 1 if errors else 0
+    return finish(errors, f"{len(seen)} operations, {len(errors)} errors")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,14 @@
+"""check_report.py: how the check scripts of the tree end their run.
+
+Each problem on a line of its own, then one summary line; the exit status
+is 1 when there was a problem, so that meson counts the test failed.  One
+helper, so that every structural check reports alike.
+"""
+
+
+def finish(problems, summary):
+    """Prints the problems and the summary; returns the exit status."""
+    for p in problems:
+        print(p)
+    print(summary)
+    return 1 if problems else 0
