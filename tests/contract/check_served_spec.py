@@ -12,14 +12,10 @@ import urllib.parse
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from check_report import finish  # noqa: E402
+from check_report import finish, module_or_skip  # noqa: E402
 from dpgate_server import Server  # noqa: E402
 
-try:
-    import yaml
-except ImportError:
-    print("PyYAML not installed: skipped")
-    sys.exit(77)
+yaml = module_or_skip("yaml", "PyYAML")
 
 OUTSIDE_ENUM = ["yes", "1", "0", "TRUE", "True", "", "true%20", "false,true"]
 

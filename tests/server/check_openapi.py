@@ -12,13 +12,9 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from check_report import finish  # noqa: E402
+from check_report import finish, module_or_skip  # noqa: E402
 
-try:
-    import yaml
-except ImportError:
-    print("PyYAML not installed: skipped")
-    sys.exit(77)
+yaml = module_or_skip("yaml", "PyYAML")
 
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
