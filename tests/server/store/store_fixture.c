@@ -4,6 +4,7 @@
 #include "store_fixture.h"
 
 #include <criterion/criterion.h>
+#include <sodium.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,4 +46,22 @@ void store_fixture_dataset(srv_db *db, const char *id, double eps)
 	acct_filter_zero(&f, &ds.spent);
 	acct_filter_zero(&f, &ds.reserved);
 	cr_assert_eq(srv_store_dataset_create(db, &ds, "test"), SRV_OK);
+}
+
+srv_db *store_fixture_start(struct store_fixture *fx, const char *id, double eps)
+{
+	srv_db *db;
+
+	cr_assert(sodium_init() >= 0);
+	store_fixture_open(fx, 20);
+	db = srv_store_acquire(fx->st);
+	store_fixture_dataset(db, id, eps);
+	return db;
+}
+
+void store_fixture_end(struct store_fixture *fx, srv_db *db)
+{
+	if (db)
+		srv_store_release(fx->st, db);
+	store_fixture_close(fx);
 }

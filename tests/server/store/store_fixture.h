@@ -24,4 +24,12 @@ void store_fixture_close(struct store_fixture *fx);
  * (eps, 1e-5), nothing spent); fails the running test when it cannot. */
 void store_fixture_dataset(srv_db *db, const char *id, double eps);
 
+/* sodium_init, store_fixture_open with a pool of 20, a connection of it
+ * and dataset `id` with budget eps on it: the start of most store tests.
+ * Returns the connection. */
+srv_db *store_fixture_start(struct store_fixture *fx, const char *id, double eps);
+
+/* Gives db back to the pool (unless NULL), then store_fixture_close. */
+void store_fixture_end(struct store_fixture *fx, srv_db *db);
+
 #endif

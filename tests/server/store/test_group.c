@@ -92,10 +92,7 @@ Test(group_commit, each_spend_of_a_batch_keeps_or_drops_its_own_writes)
 	json_t *report = NULL;
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	store_fixture_open(&fx, 20);
-	db = srv_store_acquire(fx.st);
-	store_fixture_dataset(db, "g", 1.0);
+	db = store_fixture_start(&fx, "g", 1.0);
 	make_charge(&c[0], "g", 0.3, "k1");    /* A: charged */
 	make_charge(&c[1], "g", 0.3, "k1");    /* B: A's retry, replayed in the same transaction */
 	make_charge(&c[2], "g", 0.3, NULL);    /* C: charged (0.6) */
@@ -133,8 +130,7 @@ Test(group_commit, each_spend_of_a_batch_keeps_or_drops_its_own_writes)
 	json_decref(report);
 	for (int i = 0; i < 7; i++)
 		free(bodies[i]);
-	srv_store_release(fx.st, db);
-	store_fixture_close(&fx);
+	store_fixture_end(&fx, db);
 }
 
 Test(group_commit, a_batch_of_refusals_commits_nothing)
@@ -147,10 +143,7 @@ Test(group_commit, a_batch_of_refusals_commits_nothing)
 	srv_dataset dss[2];
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	store_fixture_open(&fx, 20);
-	db = srv_store_acquire(fx.st);
-	store_fixture_dataset(db, "g", 1.0);
+	db = store_fixture_start(&fx, "g", 1.0);
 	make_charge(&c[0], "nope", 0.1, NULL);
 	make_charge(&c[1], "g", 0.1, NULL);
 	c[1].fail_body = true;
@@ -159,8 +152,7 @@ Test(group_commit, a_batch_of_refusals_commits_nothing)
 	cr_assert_eq(rcs[1], SRV_DB_ERROR);
 	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 0);
 	cr_assert(sqlite3_get_autocommit(srv__db_handle(db)), "no transaction left open");
-	srv_store_release(fx.st, db);
-	store_fixture_close(&fx);
+	store_fixture_end(&fx, db);
 }
 
 /* A commit hook that turns every COMMIT into a ROLLBACK (SQLite then
@@ -191,10 +183,7 @@ Test(group_commit, a_failed_commit_gives_out_no_answer_of_its_batch_not_even_a_r
 	srv_dataset dss[3];
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	store_fixture_open(&fx, 20);
-	db = srv_store_acquire(fx.st);
-	store_fixture_dataset(db, "g", 1.0);
+	db = store_fixture_start(&fx, "g", 1.0);
 	make_charge(&first, "g", 0.125, "k0");
 	cr_assert_eq(srv__spend_batch_for_tests(db, one, 1, statuses, bodies, dss, rcs), 0);
 	cr_assert_eq(rcs[0], SRV_OK);
@@ -224,8 +213,7 @@ Test(group_commit, a_failed_commit_gives_out_no_answer_of_its_batch_not_even_a_r
 	free(bodies[0]);
 	free(bodies[1]);
 	free(durable);
-	srv_store_release(fx.st, db);
-	store_fixture_close(&fx);
+	store_fixture_end(&fx, db);
 }
 
 /* ---- many threads, one budget ------------------------------------------- */
@@ -275,10 +263,7 @@ Test(group_commit, concurrent_spends_admit_exactly_the_budget)
 	srv_dataset ds;
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	store_fixture_open(&fx, 20);
-	db = srv_store_acquire(fx.st);
-	store_fixture_dataset(db, "g", (double)ADMITTED);
+	db = store_fixture_start(&fx, "g", (double)ADMITTED);
 	srv_store_release(fx.st, db);
 	for (int i = 0; i < THREADS; i++) {
 		w[i] = (struct worker){fx.st, 0, 0, 0};
@@ -303,8 +288,7 @@ Test(group_commit, concurrent_spends_admit_exactly_the_budget)
 	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), ADMITTED);
 	cr_assert_eq(srv_verify_json(db, &report), SRV_OK);
 	json_decref(report);
-	srv_store_release(fx.st, db);
-	store_fixture_close(&fx);
+	store_fixture_end(&fx, db);
 }
 
 /* Every column a read of the row gives equals what the spend handed back. */
@@ -371,10 +355,7 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 	srv_db *db;
 	sqlite3 *other;
 
-	cr_assert(sodium_init() >= 0);
-	store_fixture_open(&fx, 20);
-	db = srv_store_acquire(fx.st);
-	store_fixture_dataset(db, "m", 10.0);
+	db = store_fixture_start(&fx, "m", 10.0);
 	store_fixture_dataset(db, "n", 10.0);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_OK);
@@ -444,6 +425,5 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_CONFLICT);
 	cr_assert(ds.archived);
 	sqlite3_close(other);
-	srv_store_release(fx.st, db);
-	store_fixture_close(&fx);
+	store_fixture_end(&fx, db);
 }

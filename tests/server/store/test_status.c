@@ -54,11 +54,9 @@ Test(srv_status, a_real_store_answers_refusals_with_negative_codes)
 	srv_dataset ds;
 	srv_db *db;
 
-	store_fixture_open(&fx, 2);
-	db = srv_store_acquire(fx.st);
+	db = store_fixture_start(&fx, "d", 1.0);
 	cr_assert_eq(srv_store_dataset_get(db, "absent", &ds), SRV_NOT_FOUND);
 	cr_assert_lt(srv_store_dataset_get(db, "absent", &ds), 0);
-	store_fixture_dataset(db, "d", 1.0);
 	cr_assert_eq(srv_store_dataset_get(db, "d", &ds), SRV_OK);
 	/* The same id again: it exists already. */
 	cr_assert_lt(srv_store_dataset_create(db, &ds, "test"), 0);
@@ -67,6 +65,5 @@ Test(srv_status, a_real_store_answers_refusals_with_negative_codes)
 	cr_assert_eq(srv_store_dataset_update(db, "d", "new name", NAN, NAN, "test", &ds),
 		     SRV_CONFLICT);
 	cr_assert_lt(srv_keys_revoke(db, "0123456789abcdef", "test"), 0);
-	srv_store_release(fx.st, db);
-	store_fixture_close(&fx);
+	store_fixture_end(&fx, db);
 }
