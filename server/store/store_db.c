@@ -2060,14 +2060,9 @@ out:
 	return rc;
 }
 
-struct reservation_walk {
-	srv_reservation_row_fn each;
-	void *arg;
-};
-
 static int reservation_row(sqlite3_stmt *s, void *arg)
 {
-	struct reservation_walk *w = arg;
+	struct srv__lister *w = arg;
 	srv_reservation_row r = {
 		.id = (const char *)sqlite3_column_text(s, 0),
 		.event = (const char *)sqlite3_column_text(s, 1),
@@ -2081,13 +2076,13 @@ static int reservation_row(sqlite3_stmt *s, void *arg)
 		.closed_by = (const char *)sqlite3_column_text(s, 9),
 	};
 
-	return w->each(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
+	return w->each.reservation(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
 }
 
 int srv_store_reservation_list(srv_db *db, const char *dataset_id, srv_reservation_row_fn each,
 			       void *arg)
 {
-	struct reservation_walk w = {each, arg};
+	struct srv__lister w = {.each.reservation = each, .arg = arg};
 
 	return srv__each_row(srv__prepare(db,
 					  "SELECT id, event, epsilon, state, actor, note, created_at,"
@@ -2243,15 +2238,10 @@ static const char *column_text_or_null(sqlite3_stmt *s, int col)
 							   (const char *)sqlite3_column_text(s, col);
 }
 
-struct ledger_page {
-	srv_ledger_row_fn each;
-	void *arg;
-};
-
 /* One statement row of LEDGER_ROW_COLUMNS to the lister's callback. */
 static int ledger_page_row(sqlite3_stmt *s, void *arg)
 {
-	struct ledger_page *lp = arg;
+	struct srv__lister *lp = arg;
 	srv_ledger_row r = {
 		.seq = sqlite3_column_int64(s, 0),
 		.kind = (const char *)sqlite3_column_text(s, 1),
@@ -2270,7 +2260,7 @@ static int ledger_page_row(sqlite3_stmt *s, void *arg)
 		.previous_delta = sqlite3_column_double(s, 11),
 	};
 
-	return lp->each(lp->arg, &r);
+	return lp->each.ledger(lp->arg, &r);
 }
 
 int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
@@ -2306,7 +2296,7 @@ out:
 int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			  srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
-	struct ledger_page lp = {each, arg};
+	struct srv__lister lp = {.each.ledger = each, .arg = arg};
 
 	return srv__db_page(db,
 			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
@@ -2318,7 +2308,7 @@ int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int
 int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			    srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
-	struct ledger_page lp = {each, arg};
+	struct srv__lister lp = {.each.ledger = each, .arg = arg};
 
 	/* The condition of the partial index ledger_admin_rows (schema/008),
 	 * so that a page costs its own rows, not the dataset's charges. */

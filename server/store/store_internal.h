@@ -30,6 +30,21 @@ int srv__run(sqlite3_stmt *s);
  * SRV_NOT_FOUND when there is none, SRV_DB_ERROR. */
 int srv__first_row(sqlite3_stmt *s);
 
+/* A listing's callback and its argument, handed to the row function of
+ * srv__each_row or srv__db_page: `each` holds the one callback that the
+ * listing's row type takes. */
+struct srv__lister {
+	union {
+		srv_reservation_row_fn reservation;
+		srv_ledger_row_fn ledger;
+		srv_key_row_fn key;
+		srv_key_event_fn key_event;
+		int (*id)(void *arg, const char *id);
+		int (*votes)(void *arg, const int32_t *votes, size_t bytes);
+	} each;
+	void *arg;
+};
+
 /* Calls `row` with each row of s, then finalizes s.  A negative return of
  * `row` stops the walk and is returned; otherwise SRV_OK, or SRV_DB_ERROR
  * when stepping fails. */

@@ -138,14 +138,9 @@ out:
 	return rc;
 }
 
-struct key_walk {
-	srv_key_row_fn each;
-	void *arg;
-};
-
 static int key_row(sqlite3_stmt *s, void *arg)
 {
-	struct key_walk *w = arg;
+	struct srv__lister *w = arg;
 	srv_key_row r = {
 		.id = (const char *)sqlite3_column_text(s, 0),
 		.role = (const char *)sqlite3_column_text(s, 1),
@@ -155,12 +150,12 @@ static int key_row(sqlite3_stmt *s, void *arg)
 		.revoked_at = (const char *)sqlite3_column_text(s, 5),
 	};
 
-	return w->each(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
+	return w->each.key(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
 }
 
 int srv_keys_list(srv_db *db, srv_key_row_fn each, void *arg)
 {
-	struct key_walk w = {each, arg};
+	struct srv__lister w = {.each.key = each, .arg = arg};
 
 	return srv__each_row(srv__prepare(db,
 					  "SELECT id, role, datasets, note, created_at, revoked_at"
@@ -247,14 +242,9 @@ int srv_keys_count(srv_db *db, srv_role role, int64_t *ret)
 	return rc;
 }
 
-struct key_event_page {
-	srv_key_event_fn each;
-	void *arg;
-};
-
 static int key_event_page_row(sqlite3_stmt *s, void *arg)
 {
-	struct key_event_page *kp = arg;
+	struct srv__lister *kp = arg;
 	srv_key_event_row r = {
 		.seq = sqlite3_column_int64(s, 0),
 		.key_id = (const char *)sqlite3_column_text(s, 1),
@@ -266,13 +256,13 @@ static int key_event_page_row(sqlite3_stmt *s, void *arg)
 		.created_at = (const char *)sqlite3_column_text(s, 7),
 	};
 
-	return kp->each(kp->arg, &r);
+	return kp->each.key_event(kp->arg, &r);
 }
 
 int srv_keys_audit(srv_db *db, int64_t after, int64_t limit, srv_key_event_fn each, void *arg,
 		   int64_t *ret_next)
 {
-	struct key_event_page kp = {each, arg};
+	struct srv__lister kp = {.each.key_event = each, .arg = arg};
 
 	return srv__db_page(db,
 			    "SELECT seq, key_id, action, role, datasets, actor, synthesized,"

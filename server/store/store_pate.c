@@ -80,22 +80,18 @@ int srv_store_pate_create(srv_db *db, const srv_pate_row *row, const char *dd_rd
 	return srv__run(st);
 }
 
-struct id_walk {
-	int (*each)(void *arg, const char *sid);
-	void *arg;
-};
-
 static int id_row(sqlite3_stmt *st, void *arg)
 {
-	struct id_walk *w = arg;
+	struct srv__lister *w = arg;
+	const char *sid = (const char *)sqlite3_column_text(st, 0);
 
-	return w->each(w->arg, (const char *)sqlite3_column_text(st, 0)) < 0 ? SRV_DB_ERROR : 0;
+	return w->each.id(w->arg, sid) < 0 ? SRV_DB_ERROR : 0;
 }
 
 int srv_store_pate_ids(srv_db *db, const char *dataset_id, int64_t limit,
 		       int (*each)(void *arg, const char *sid), void *arg)
 {
-	struct id_walk w = {each, arg};
+	struct srv__lister w = {.each.id = each, .arg = arg};
 	sqlite3_stmt *st = srv__prepare(db,
 					"SELECT id FROM pate_sessions WHERE dataset_id = ?1"
 					" ORDER BY created_at, id LIMIT ?2",
@@ -194,22 +190,17 @@ int srv_store_pate_counters(srv_db *db, const char *sid, int64_t *ret_checks,
 	return rc;
 }
 
-struct answer_walk {
-	int (*each)(void *arg, const int32_t *votes, size_t bytes);
-	void *arg;
-};
-
 static int answer_row(sqlite3_stmt *st, void *arg)
 {
-	struct answer_walk *w = arg;
+	struct srv__lister *w = arg;
 
-	return w->each(w->arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
+	return w->each.votes(w->arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
 }
 
 int srv_store_pate_each_answer(srv_db *db, const char *sid,
 			       int (*each)(void *arg, const int32_t *votes, size_t bytes), void *arg)
 {
-	struct answer_walk w = {each, arg};
+	struct srv__lister w = {.each.votes = each, .arg = arg};
 
 	return srv__each_row(srv__prepare(db,
 					  "SELECT votes FROM pate_answers WHERE session_id = ?1"
