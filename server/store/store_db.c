@@ -2011,6 +2011,16 @@ static int reservation_job(srv_db *db, const char *dataset_id, const char *rid,
 	return rc;
 }
 
+/* BEGIN IMMEDIATE, then dataset id into *ds as it stands under the write
+ * lock.  SRV_OK, or the failure (a transaction may be left open: the
+ * caller's srv__rollback ends it). */
+static int begin_with_dataset(srv_db *db, const char *id, srv_dataset *ds)
+{
+	if (srv__begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	return srv_store_dataset_get(db, id, ds);
+}
+
 int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid, bool do_commit,
 				const char *actor, srv_dataset *ret_ds, char ret_state[16],
 				char ret_job[64])
@@ -2020,9 +2030,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	int swept = 0, rc;
 
 	srv_now_text(now);
-	if (srv__begin_write(db) < 0)
-		return SRV_DB_ERROR;
-	rc = srv_store_dataset_get(db, dataset_id, &ds);
+	rc = begin_with_dataset(db, dataset_id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	/* Expired ones are committed first, so releasing an expired
@@ -2144,9 +2152,7 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	int rc;
 
 	srv_now_text(now);
-	if (srv__begin_write(db) < 0)
-		return SRV_DB_ERROR;
-	rc = srv_store_dataset_get(db, id, &ds);
+	rc = begin_with_dataset(db, id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
@@ -2193,9 +2199,7 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 	int rc;
 
 	srv_now_text(now);
-	if (srv__begin_write(db) < 0)
-		return SRV_DB_ERROR;
-	rc = srv_store_dataset_get(db, id, &ds);
+	rc = begin_with_dataset(db, id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
