@@ -376,12 +376,8 @@ static int h_budget(srv_request *req, srv_response *res)
 {
 	srv_dataset ds;
 
-	if (!srv__dataset_or_reply(req, res, &ds))
+	if (!srv__private_dataset_or_reply(req, res, &ds))
 		return 0;
-	if (ds.is_public) {
-		srv_reply_public(res);
-		return 0;
-	}
 	srv_json_reply(res, 200, srv_dataset_budget_json(&ds));
 	return 0;
 }
@@ -804,12 +800,8 @@ static int h_dry_run(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if (!srv__dataset_or_reply(req, res, &ds))
+	if (!srv__private_dataset_or_reply(req, res, &ds))
 		return 0;
-	if (ds.is_public) {
-		srv_reply_public(res);
-		return 0;
-	}
 	if (price_request(req, res, &ds, &ev, &cost) < 0)
 		return 0;
 	srv_dataset_filter(&ds, &f, NULL);
