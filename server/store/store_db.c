@@ -1399,15 +1399,27 @@ int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err)
 				       err);
 }
 
+/* The prepared statement `id` of the idempotency table with ?1 and ?2
+ * bound to sp's actor and key (an answer is kept per actor and key);
+ * NULL when it cannot be had. */
+static sqlite3_stmt *idem_stmt(srv_db *db, enum stmt_id id, const srv_spend *sp)
+{
+	sqlite3_stmt *s = stmt(db, id);
+
+	if (s) {
+		sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
+	}
+	return s;
+}
+
 static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body)
 {
-	sqlite3_stmt *s = stmt(db, ST_IDEM_GET);
+	sqlite3_stmt *s = idem_stmt(db, ST_IDEM_GET, sp);
 	int rc;
 
 	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_DONE) {
 		rc = SRV_OK;
@@ -1442,13 +1454,11 @@ static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **
 static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *body,
 		      const char *now)
 {
-	sqlite3_stmt *s = stmt(db, ST_IDEM_PUT);
+	sqlite3_stmt *s = idem_stmt(db, ST_IDEM_PUT, sp);
 	int rc;
 
 	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(s, 3, sp->request_hash, crypto_hash_sha256_BYTES, SQLITE_STATIC);
 	sqlite3_bind_int(s, 4, status);
 	sqlite3_bind_blob(s, 5, body, (int)strlen(body), SQLITE_STATIC);
@@ -2297,31 +2307,35 @@ out:
 	return SRV_OK;
 }
 
-int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			  srv_ledger_row_fn each, void *arg, int64_t *ret_next)
+/* One page, in seq order, of the rows of dataset_id's ledger that
+ * `which` (an SQL condition) selects, to `each` (see srv__db_page). */
+#define LEDGER_PAGE_SQL(which)                                                         \
+	"SELECT " LEDGER_ROW_COLUMNS " FROM ledger WHERE dataset_id = ?1 AND seq > ?2" \
+	" AND (" which ") ORDER BY seq LIMIT ?3"
+
+static int ledger_page(srv_db *db, const char *sql, const char *dataset_id, int64_t after,
+		       int64_t limit, srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
 	struct srv__lister lp = {.each.ledger = each, .arg = arg};
 
-	return srv__db_page(db,
-			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
-			 " WHERE dataset_id = ?1 AND seq > ?2 AND kind <> 'create'"
-			 " ORDER BY seq LIMIT ?3",
-			 dataset_id, after, limit, ledger_page_row, &lp, ret_next);
+	return srv__db_page(db, sql, dataset_id, after, limit, ledger_page_row, &lp, ret_next);
+}
+
+int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			  srv_ledger_row_fn each, void *arg, int64_t *ret_next)
+{
+	return ledger_page(db, LEDGER_PAGE_SQL("kind <> 'create'"), dataset_id, after, limit, each,
+			   arg, ret_next);
 }
 
 int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			    srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
-	struct srv__lister lp = {.each.ledger = each, .arg = arg};
-
 	/* The condition of the partial index ledger_admin_rows (schema/008),
 	 * so that a page costs its own rows, not the dataset's charges. */
-	return srv__db_page(db,
-			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
-			 " WHERE dataset_id = ?1 AND seq > ?2"
-			 " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
-			 " ORDER BY seq LIMIT ?3",
-			 dataset_id, after, limit, ledger_page_row, &lp, ret_next);
+	return ledger_page(db,
+			   LEDGER_PAGE_SQL("kind = 'create' OR kind = 'budget' OR kind = 'archive'"),
+			   dataset_id, after, limit, each, arg, ret_next);
 }
 
 /* Whether two compositions are the same doubles, bit for bit. */
