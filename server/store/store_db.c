@@ -1167,13 +1167,13 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
-	s = srv__prepare(db,
-			 "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
-			 " budget_epsilon, budget_delta, created_at, updated_at, filter_orders,"
-			 " public) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
-			 row.id);
-	if (!s)
+	if (sqlite3_prepare_v2(db->h,
+			       "INSERT INTO datasets (id, name, privacy_unit, neighbor, accountant,"
+			       " budget_epsilon, budget_delta, created_at, updated_at, filter_orders,"
+			       " public) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)",
+			       -1, &s, NULL) != SQLITE_OK)
 		goto out;
+	sqlite3_bind_text(s, 1, row.id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, row.name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, row.privacy_unit, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, row.neighbor == ACCT_REPLACE ? "replace" : "add_remove", -1,
