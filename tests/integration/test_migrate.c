@@ -66,19 +66,15 @@ static long long count(sqlite3 *h, const char *sql)
 	return n;
 }
 
-/* A database as dpgate left it at schema `version` (4 or 5), with no rows,
- * at `path` (PATH_MAX bytes), dpgate.db in the new directory made from the
- * mkdtemp template `dir`; the caller inserts the rows and commits.
- * Returns the open handle. */
-static sqlite3 *make_old_schema(char *dir, char *path, int version)
+/* A database as dpgate left it at schema `version` (4 or 5), with no rows;
+ * the caller inserts them and commits.  Returns the open handle. */
+static sqlite3 *make_old_schema(const char *path, int version)
 {
 	const char *root = getenv("DPGATE_SOURCE_ROOT");
 	sqlite3 *h = NULL;
 	char file[PATH_MAX];
 
 	cr_assert(root, "DPGATE_SOURCE_ROOT is not set (run through meson test)");
-	cr_assert(mkdtemp(dir));
-	snprintf(path, PATH_MAX, "%s/dpgate.db", dir);
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
 	exec_ok(h, "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; BEGIN;"
 		   "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
@@ -100,9 +96,9 @@ static sqlite3 *make_old_schema(char *dir, char *path, int version)
 
 /* A database at schema version 4 with rows that reference the ledger and
  * the reservations, and a dataset with no ledger row. */
-static void make_v4_database(char *dir, char *path)
+static void make_v4_database(const char *path)
 {
-	sqlite3 *h = make_old_schema(dir, path, 4);
+	sqlite3 *h = make_old_schema(path, 4);
 
 	exec_ok(h,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 10, 1e-5,"
@@ -172,7 +168,9 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	char *msg = NULL;
 	long long applied;
 
-	make_v4_database(dir, path);
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	make_v4_database(path);
 
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 2, "verify before migration: %s", out);
 	backup_keeps_version_4(path, dir);
@@ -267,7 +265,9 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	json_t *report, *d;
 	sqlite3 *h;
 
-	h = make_old_schema(dir, path, 5);
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	h = make_old_schema(path, 5);
 	/* d1: two charges and a budget row after them; d2: nothing yet. */
 	exec_ok(h,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
@@ -371,7 +371,9 @@ Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
 	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
 	sqlite3 *h;
 
-	h = make_old_schema(dir, path, 5);
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	h = make_old_schema(path, 5);
 	exec_ok(h,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
 		" '[0.5,0]', '[0,0]', 0, 1, 0, 't', 't');"
