@@ -6,9 +6,14 @@ section names only commands that exist.  For every command, the options
 `dpgate CMD --help` mentions are exactly those its man page section
 mentions, and the top-level options of `dpgate --help` are exactly those
 of the OPTIONS section.  Exit 0 when all agree, 1 with the differences."""
+import os
 import re
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+from check_report import finish  # noqa: E402
 
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
@@ -87,10 +92,7 @@ def main():
     for opt in sorted(man_top - top_options):
         problems.append(f"the man page's OPTIONS list {opt}; dpgate --help does not")
 
-    for p in problems:
-        print(p)
-    print(f"{len(commands)} commands checked, {len(problems)} problems")
-    return 1 if problems else 0
+    return finish(problems, f"{len(commands)} commands checked, {len(problems)} problems")
 
 
 if __name__ == "__main__":

@@ -36,11 +36,12 @@ static double median(double *t, int n)
 /* Times `calls` calls of acct_epsilon(ev, 1e-5) under o into t[] (in
  * seconds); the last result goes to r.  Returns 0, or -1 (said on stderr,
  * prefixed by `what`) when a call fails. */
-static int time_epsilon(const acct_event *ev, const acct_options *o, int calls, double *t,
-			acct_result *r, const char *what)
+static int time_epsilon(const acct_event *ev, acct_options *o, acct_accountant accountant,
+			int calls, double *t, acct_result *r, double *ret_median_ms, const char *what)
 {
 	acct_error err;
 
+	o->accountant = accountant;
 	acct_error_init(&err);
 	for (int n = 0; n < calls; n++) {
 		double t0 = bench_now_s();
@@ -51,6 +52,7 @@ static int time_epsilon(const acct_event *ev, const acct_options *o, int calls, 
 		}
 		t[n] = bench_now_s() - t0;
 	}
+	*ret_median_ms = 1e3 * median(t, calls);
 	return 0;
 }
 
@@ -73,12 +75,10 @@ int main(void)
 	memset(&o, 0, sizeof(o));
 	acct_error_init(&err);
 
-	o.accountant = ACCT_RDP;
 	n = 200;
-	if (time_epsilon(ev, &o, n, t, &r, "rdp") < 0)
+	if (time_epsilon(ev, &o, ACCT_RDP, n, t, &r, &med, "rdp") < 0)
 		return 1;
 	eps_rdp = r.epsilon;
-	med = 1e3 * median(t, n);
 	printf("rdp      epsilon %.10f (reference %.10f)  %8.3f ms/call (median of %d, min %.3f), order %g\n",
 	       eps_rdp, REF_RDP, med, n, 1e3 * t[0], r.order);
 
@@ -101,12 +101,10 @@ int main(void)
 		free(curve);
 	}
 
-	o.accountant = ACCT_PLD;
 	n = 20;
-	if (time_epsilon(ev, &o, n, t, &r, "pld") < 0)
+	if (time_epsilon(ev, &o, ACCT_PLD, n, t, &r, &med, "pld") < 0)
 		return 1;
 	eps_pld = r.epsilon;
-	med = 1e3 * median(t, n);
 	printf("pld      epsilon %.10f (reference %.10f, %+.3f%%)  %8.3f ms/call (median of %d, min %.3f)\n",
 	       eps_pld, REF_PLD, 100.0 * (eps_pld - REF_PLD) / REF_PLD, med, n,
 	       1e3 * t[0]);

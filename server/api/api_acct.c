@@ -59,7 +59,10 @@ static int read_orders(const json_t *body, struct common *c, acct_error *err)
 	return 0;
 }
 
-static int read_common(const json_t *body, struct common *c, acct_error *err)
+/* Reads the options every accountant route takes into *c, then refuses
+ * a member that is not among `keys` (the route's members, these included). */
+static int read_common(const json_t *body, const char *const *keys, struct common *c,
+		       acct_error *err)
 {
 	const char *s = NULL;
 	int rc;
@@ -93,7 +96,10 @@ static int read_common(const json_t *body, struct common *c, acct_error *err)
 			   1e-6, 1.0, &c->opt.pld_interval, err);
 	if (rc < 0)
 		return rc;
-	return read_orders(body, c, err);
+	rc = read_orders(body, c, err);
+	if (rc < 0)
+		return rc;
+	return srv_json_only_keys(body, "", keys, err);
 }
 
 static int parse_event(const json_t *body, const char *key, acct_event **ret, acct_error *err)
@@ -137,9 +143,7 @@ static int convert(const json_t *body, bool want_epsilon, json_t **ret_answer, a
 	json_t *ans = NULL;
 	int rc;
 
-	rc = read_common(body, &c, err);
-	if (rc >= 0)
-		rc = srv_json_only_keys(body, "", common_keys, err);
+	rc = read_common(body, common_keys, &c, err);
 	if (rc >= 0)
 		rc = want_epsilon ?
 			     srv_json_real(body, "", given, SRV_REQUIRED | SRV_HI_OPEN, 0.0, 1.0, &x, err) :
@@ -276,9 +280,7 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 	int rc;
 
 	memset(&h, 0, sizeof(h));
-	rc = read_common(body, &c, err);
-	if (rc >= 0)
-		rc = srv_json_only_keys(body, "", common_keys, err);
+	rc = read_common(body, common_keys, &c, err);
 	if (rc >= 0)
 		rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0.0, HUGE_VAL, &eps,
 				   err);
@@ -358,9 +360,7 @@ int srv_acct_rdp(const json_t *body, json_t **ret_answer, acct_error *err)
 	size_t n;
 	int rc;
 
-	rc = read_common(body, &c, err);
-	if (rc >= 0)
-		rc = srv_json_only_keys(body, "", keys, err);
+	rc = read_common(body, keys, &c, err);
 	if (rc >= 0)
 		rc = parse_event(body, "event", &ev, err);
 	if (rc < 0)
@@ -415,9 +415,7 @@ int srv_acct_compare(const json_t *body, json_t **ret_answer, acct_error *err)
 	const char *best_name = NULL;
 	int rc;
 
-	rc = read_common(body, &c, err);
-	if (rc >= 0)
-		rc = srv_json_only_keys(body, "", keys, err);
+	rc = read_common(body, keys, &c, err);
 	if (rc >= 0)
 		rc = srv_json_real(body, "", "delta", SRV_REQUIRED | SRV_HI_OPEN, 0.0, 1.0, &delta, err);
 	if (rc >= 0)

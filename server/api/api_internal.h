@@ -109,6 +109,9 @@ size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
 /* Reads dataset {id} (req->params[0]), or answers as every dataset route
  * does (404 when there is none); false when it answered. */
 bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);
+/* The same for a route that a public dataset has no use for: a public one
+ * is also answered (srv_reply_public); false when it answered. */
+bool srv__private_dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);
 
 /* The dataset resource (new reference). */
 json_t *srv_dataset_json(const srv_dataset *ds);

@@ -208,6 +208,22 @@ static json_t *int_output(const int64_t *v, const struct vec *in)
 	return arr;
 }
 
+/*
+ * Hands a release's output and event to the caller: *ret_output = output,
+ * *ret_event = *ev, and *ev = NULL so that the caller's cleanup leaves it.
+ * An output of NULL (out of memory) hands over nothing: ACCT_ENOMEM.
+ */
+static int hand_over(json_t *output, acct_event **ev, json_t **ret_output,
+		     acct_event **ret_event, acct_error *err)
+{
+	if (!output)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	*ret_output = output;
+	*ret_event = *ev;
+	*ev = NULL;
+	return 0;
+}
+
 static int check_keys(const json_t *body, const char *const *allowed, acct_error *err)
 {
 	if (!json_is_object(body))
@@ -226,7 +242,6 @@ static int additive(const char *name, const json_t *body, mech_rng *rng, json_t 
 	double sens = 0, param = 0;
 	void *out = NULL;
 	acct_event *ev = NULL;
-	json_t *json = NULL;
 	int rc = check_keys(body, keys, err);
 
 	if (rc < 0)
@@ -268,15 +283,8 @@ static int additive(const char *name, const json_t *body, mech_rng *rng, json_t 
 		rc = mech_discrete_gaussian(rng, in.integer, in.n, sens, param, out, &ev, err);
 	if (rc < 0)
 		goto out;
-	json = discrete ? int_output(out, &in) : real_output(out, &in);
-	if (!json) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_output = json;
-	*ret_event = ev;
-	ev = NULL;
-	rc = 0;
+	rc = hand_over(discrete ? int_output(out, &in) : real_output(out, &in), &ev, ret_output,
+		       ret_event, err);
 out:
 	if (rc < 0 && in.scalar && err && !strncmp(err->where, "/values/0", 9))
 		snprintf(err->where, sizeof(err->where), "/value");
@@ -381,14 +389,7 @@ static int selection(const char *name, const json_t *body, mech_rng *rng, json_t
 					   err);
 	if (rc < 0)
 		goto out;
-	*ret_output = json_integer((json_int_t)idx);
-	if (!*ret_output) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_event = ev;
-	ev = NULL;
-	rc = 0;
+	rc = hand_over(json_integer((json_int_t)idx), &ev, ret_output, ret_event, err);
 out:
 	acct_event_free(ev);
 	vec_free(&in);
@@ -413,13 +414,9 @@ static int randomized_response(const json_t *body, mech_rng *rng, json_t **ret_o
 	rc = mech_randomized_response(rng, v, k, eps, &out, &ev, err);
 	if (rc < 0)
 		return rc;
-	*ret_output = json_integer(out);
-	if (!*ret_output) {
-		acct_event_free(ev);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	}
-	*ret_event = ev;
-	return 0;
+	rc = hand_over(json_integer(out), &ev, ret_output, ret_event, err);
+	acct_event_free(ev);
+	return rc;
 }
 
 static int label_em(const json_t *body, mech_rng *rng, json_t **ret_output,
@@ -471,14 +468,7 @@ static int label_em(const json_t *body, mech_rng *rng, json_t **ret_output,
 			json_decref(json);
 			json = NULL;
 		}
-	if (!json) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_output = json;
-	*ret_event = ev;
-	ev = NULL;
-	rc = 0;
+	rc = hand_over(json, &ev, ret_output, ret_event, err);
 out:
 	acct_event_free(ev);
 	free(in);
@@ -652,14 +642,7 @@ int srv_mech_table_query(const mech_table *t, acct_neighbor neighbor, const json
 		goto out;
 	ans = json_pack("{s:s,s:s,s:o}", "query", tq.query, "mechanism", mechanism, "output", out);
 	out = NULL;
-	if (!ans) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_output = ans;
-	*ret_event = ev;
-	ev = NULL;
-	rc = 0;
+	rc = hand_over(ans, &ev, ret_output, ret_event, err);
 out:
 	json_decref(out);
 	acct_event_free(ev);

@@ -335,6 +335,17 @@ static int h_dataset_get(srv_request *req, srv_response *res)
 	return 0;
 }
 
+/* A dataset route's answer after a store write: the dataset as it now
+ * is (200), or the store's refusal (404 for an unknown id). */
+static int reply_dataset(srv_response *res, int rc, const srv_dataset *ds)
+{
+	if (rc != SRV_OK)
+		srv_reply_store_error(res, rc, "no such dataset");
+	else
+		srv_json_reply(res, 200, srv_dataset_json(ds));
+	return 0;
+}
+
 static int h_dataset_update(srv_request *req, srv_response *res)
 {
 	static const char *const keys[] = {"name", "budget", "public", "privacy_unit", NULL};
@@ -380,12 +391,7 @@ static int h_dataset_update(srv_request *req, srv_response *res)
 		srv_problem(res, 409, NULL, "the dataset is archived", NULL, NULL);
 		return 0;
 	}
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such dataset");
-		return 0;
-	}
-	srv_json_reply(res, 200, srv_dataset_json(&after));
-	return 0;
+	return reply_dataset(res, rc, &after);
 }
 
 static int h_dataset_archive(srv_request *req, srv_response *res)
@@ -393,24 +399,15 @@ static int h_dataset_archive(srv_request *req, srv_response *res)
 	srv_dataset ds;
 	int rc = srv_store_dataset_archive(req->db, req->params[0], req->who->key_id, &ds);
 
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such dataset");
-		return 0;
-	}
-	srv_json_reply(res, 200, srv_dataset_json(&ds));
-	return 0;
+	return reply_dataset(res, rc, &ds);
 }
 
 static int h_budget(srv_request *req, srv_response *res)
 {
 	srv_dataset ds;
 
-	if (!srv__dataset_or_reply(req, res, &ds))
+	if (!srv__private_dataset_or_reply(req, res, &ds))
 		return 0;
-	if (ds.is_public) {
-		srv_reply_public(res);
-		return 0;
-	}
 	srv_json_reply(res, 200, srv_dataset_budget_json(&ds));
 	return 0;
 }
@@ -833,12 +830,8 @@ static int h_dry_run(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		return 0;
 	}
-	if (!srv__dataset_or_reply(req, res, &ds))
+	if (!srv__private_dataset_or_reply(req, res, &ds))
 		return 0;
-	if (ds.is_public) {
-		srv_reply_public(res);
-		return 0;
-	}
 	if (price_request(req, res, &ds, &ev, &cost) < 0)
 		return 0;
 	srv_dataset_filter(&ds, &f, NULL);

@@ -153,6 +153,17 @@ bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)
 	return true;
 }
 
+bool srv__private_dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)
+{
+	if (!srv__dataset_or_reply(req, res, ds))
+		return false;
+	if (ds->is_public) {
+		srv_reply_public(res);
+		return false;
+	}
+	return true;
+}
+
 json_t *srv_json_real_array(const double *v, size_t n)
 {
 	json_t *a = json_array();

@@ -37,10 +37,11 @@ int cli_verify_main(int argc, char **argv);
 
 /*
  * Replays the ledger of the dpgate database at path (srv_store_verify, on a
- * read-only store): SRV_OK or SRV_CONFLICT with the report in *ret_report
- * (caller owns it), or -1 after a message on stderr naming cmd.
+ * read-only store): 0 with the report in *ret_report (caller owns it) and
+ * in *ret_agrees whether every dataset agreed (srv_store_verify's SRV_OK
+ * rather than SRV_CONFLICT), or -1 after a message on stderr naming cmd.
  */
-int cli_verify_file(const char *cmd, const char *path, json_t **ret_report);
+int cli_verify_file(const char *cmd, const char *path, json_t **ret_report, bool *ret_agrees);
 
 /* cli/cli_backup.c: `dpgate backup --db FILE --to OUT`. */
 int cli_backup_main(int argc, char **argv);
@@ -69,6 +70,28 @@ bool cli_args_wants_help(int argc, char **argv);
  * argv[first..argc)): prints the usage on stderr.  Returns true when there
  * were none. */
 bool cli_args_no_stray(const char *cmd, int first, int argc, char **argv, const char *usage);
+
+/* The most string options cli_args_strings reads for one command. */
+#define CLI_ARGS_MAX_STRINGS 4
+
+/*
+ * Reads a command's options when each is `--NAME VALUE` (names[i]'s value
+ * into *values[i], n <= CLI_ARGS_MAX_STRINGS of them) or --help / -h, with
+ * getopt_long from argv[1].  Returns -1 to go on, optind then at the first
+ * operand; 0 after --help (the usage on stdout); 2 after an unknown option
+ * or a missing value (the usage on stderr).
+ */
+int cli_args_strings(int argc, char **argv, const char *const *names, const char **const *values,
+		     size_t n, const char *usage);
+
+/*
+ * The check after the options: `complete` says every required option was
+ * given, and no operand may be left at argv[first..argc).  Prints the usage
+ * on stderr when one is missing (with a message for a stray operand).
+ * Returns true when the command may go on.
+ */
+bool cli_args_complete(const char *cmd, bool complete, int first, int argc, char **argv,
+		       const char *usage);
 
 /* cli/cli_db.c: opening the database of a command. */
 

@@ -67,29 +67,14 @@ static int name_without_replacing(const char *tmp, const char *out)
  */
 static int parse_backup_args(int argc, char **argv, const char **ret_db, const char **ret_out)
 {
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"to", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	int c;
+	static const char *const names[] = {"db", "to"};
+	const char **const values[] = {ret_db, ret_out};
+	int rc = cli_args_strings(argc, argv, names, values, 2, usage_backup);
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': *ret_db = optarg; break;
-		case 't': *ret_out = optarg; break;
-		case 'h': fputs(usage_backup, stdout); return 0;
-		default: fputs(usage_backup, stderr); return 2;
-		}
-	}
-	if (!*ret_db || !*ret_out ||
-	    !cli_args_no_stray("backup", optind, argc, argv, usage_backup)) {
-		if (!*ret_db || !*ret_out)
-			fputs(usage_backup, stderr);
+	if (rc >= 0)
+		return rc;
+	if (!cli_args_complete("backup", *ret_db && *ret_out, optind, argc, argv, usage_backup))
 		return 2;
-	}
 	return -1;
 }
 
@@ -131,11 +116,11 @@ static int make_partial(const char *out_path, char *dir, char *tmp, size_t tmp_s
 /*
  * The report on the synced copy tmp of db_path (bytes long, at schema
  * `version`), with its ledger replayed when the schema is this dpgate's
- * (`current`); *ret_vrc is the replay's SRV_OK or SRV_CONFLICT.  Returns
- * the report, or NULL after a message on stderr.
+ * (`current`); *ret_agrees says whether the replay found every dataset
+ * agreeing.  Returns the report, or NULL after a message on stderr.
  */
 static json_t *backup_report(const char *db_path, const char *out_path, const char *tmp,
-			     long long bytes, int64_t version, bool current, int *ret_vrc)
+			     long long bytes, int64_t version, bool current, bool *ret_agrees)
 {
 	json_t *report = NULL, *out;
 	char note[512];
@@ -143,8 +128,7 @@ static json_t *backup_report(const char *db_path, const char *out_path, const ch
 	if (current) {
 		/* The copy is a plain (rollback-journal) file: opened read-only
 		 * it gains no side files. */
-		*ret_vrc = cli_verify_file("backup", tmp, &report);
-		if (*ret_vrc < 0)
+		if (cli_verify_file("backup", tmp, &report, ret_agrees) < 0)
 			return NULL;
 		out = json_pack("{s:s, s:s, s:I, s:I, s:o}", "backup", out_path, "source", db_path,
 				"bytes", (json_int_t)bytes, "schema_version", (json_int_t)version,
@@ -152,7 +136,7 @@ static json_t *backup_report(const char *db_path, const char *out_path, const ch
 	} else {
 		/* Another dpgate version's schema (a backup before an upgrade):
 		 * copied as it is, not replayed by this binary. */
-		*ret_vrc = SRV_OK;
+		*ret_agrees = true;
 		snprintf(note, sizeof(note),
 			 "schema version %lld is not this dpgate's (%ld): copied, not replayed",
 			 (long long)version, srv_store_known_schema_version());
@@ -197,7 +181,8 @@ int cli_backup_main(int argc, char **argv)
 	struct stat st;
 	int64_t version = 0;
 	bool current = false, named = false;
-	int fd, rc, vrc = SRV_OK;
+	bool agrees = true;
+	int fd, rc;
 
 	rc = parse_backup_args(argc, argv, &db_path, &out_path);
 	if (rc >= 0)
@@ -217,12 +202,12 @@ int cli_backup_main(int argc, char **argv)
 		fprintf(stderr, "dpgate backup: cannot sync %s: %s\n", tmp, strerror(errno));
 		goto out;
 	}
-	out = backup_report(db_path, out_path, tmp, (long long)st.st_size, version, current, &vrc);
+	out = backup_report(db_path, out_path, tmp, (long long)st.st_size, version, current, &agrees);
 	if (!out || publish(tmp, out_path, dir, &named) < 0)
 		goto out;
 	json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
 	printf("\n");
-	rc = vrc == SRV_OK ? 0 : 1;
+	rc = agrees ? 0 : 1;
 out:
 	close(fd);
 	if (rc == 2 && !named)

@@ -122,31 +122,21 @@ out:
 
 int cli_predict_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"model", required_argument, NULL, 'm'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
+	static const char *const names[] = {"model"};
 	const char *model_path = NULL, *csv_path = "-";
+	const char **const values[] = {&model_path};
 	char *model = NULL, *text = NULL;
 	size_t model_len = 0, len = 0;
-	int c, rc = 2;
+	int rc;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'm': model_path = optarg; break;
-		case 'h': fputs(usage_predict, stdout); return 0;
-		default: fputs(usage_predict, stderr); return 2;
-		}
-	}
+	rc = cli_args_strings(argc, argv, names, values, 1, usage_predict);
+	if (rc >= 0)
+		return rc;
 	if (optind < argc)
 		csv_path = argv[optind++];
-	if (!model_path || !cli_args_no_stray("predict", optind, argc, argv, usage_predict)) {
-		if (!model_path)
-			fputs(usage_predict, stderr);
+	if (!cli_args_complete("predict", model_path != NULL, optind, argc, argv, usage_predict))
 		return 2;
-	}
+	rc = 2;
 	model = read_input(model_path, DPG_MAX_CSV_BYTES, &model_len);
 	if (model)
 		text = read_input(csv_path, DPG_MAX_BODY_BYTES * 64, &len);

@@ -19,7 +19,7 @@ static const char usage_verify[] =
 	"them: FILE is not a dpgate database, or its schema version is not this\n"
 	"dpgate's). Read-only: it never writes FILE, and works while a server runs.\n";
 
-int cli_verify_file(const char *cmd, const char *path, json_t **ret_report)
+int cli_verify_file(const char *cmd, const char *path, json_t **ret_report, bool *ret_agrees)
 {
 	srv_store *store = NULL;
 	srv_error err;
@@ -39,41 +39,31 @@ int cli_verify_file(const char *cmd, const char *path, json_t **ret_report)
 		fprintf(stderr, "dpgate %s: cannot read the ledger of %s\n", cmd, path);
 		return -1;
 	}
-	return rc;
+	*ret_agrees = rc == SRV_OK;
+	return 0;
 }
 
 int cli_verify_main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"db", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
+	static const char *const names[] = {"db"};
 	const char *db_path = NULL;
+	const char **const values[] = {&db_path};
 	json_t *report = NULL;
-	int c, rc;
+	bool agrees = false;
+	int rc;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'd': db_path = optarg; break;
-		case 'h': fputs(usage_verify, stdout); return 0;
-		default: fputs(usage_verify, stderr); return 2;
-		}
-	}
-	if (!db_path || !cli_args_no_stray("verify", optind, argc, argv, usage_verify)) {
-		if (!db_path)
-			fputs(usage_verify, stderr);
+	rc = cli_args_strings(argc, argv, names, values, 1, usage_verify);
+	if (rc >= 0)
+		return rc;
+	if (!cli_args_complete("verify", db_path != NULL, optind, argc, argv, usage_verify))
 		return 2;
-	}
 	/* Read-only: no migration, nothing created, no checkpoint. */
 	if (!cli_db_exists("verify", db_path))
 		return 2;
-	rc = cli_verify_file("verify", db_path, &report);
-	if (rc < 0)
+	if (cli_verify_file("verify", db_path, &report, &agrees) < 0)
 		return 2;
 	json_dumpf(report, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
 	printf("\n");
 	json_decref(report);
-	return rc == SRV_OK ? 0 : 1;
+	return agrees ? 0 : 1;
 }

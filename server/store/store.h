@@ -110,18 +110,27 @@ typedef struct srv_dataset {
 	char updated_at[32];
 } srv_dataset;
 
-/* Outcome codes of store operations, beside ACCT_E* for bad input. */
+/*
+ * Outcome codes of store operations, in the convention of acct_error: 0 is
+ * success and every failure is negative.  SRV_REPLAYED is the one positive
+ * value: a success too (the stored answer goes out as it was), told apart
+ * because the caller must not redo the work a first answer did.  The
+ * failures sit below -100, clear of the accountant's ACCT_E* codes (-1 to
+ * -6), which pass through some store calls unchanged (a listing's callback
+ * may stop it with one).  Test a result with `== SRV_OK` or `!= SRV_OK`, or
+ * `< 0` for "failed" where SRV_REPLAYED counts as success.
+ */
 enum srv_status {
 	SRV_OK = 0,
-	SRV_NOT_FOUND = 1,      /* 404 */
-	SRV_CONFLICT = 2,       /* 409: exists already, or archived, or over budget */
-	SRV_REPLAYED = 3,       /* an idempotent request answered from storage */
-	SRV_IDEM_MISMATCH = 4,  /* same Idempotency-Key, different request: 422 */
-	SRV_PLAN_REFUSED = 5,   /* the spend's plan_fn refused (its own error says why) */
-	SRV_DB_ERROR = -100,    /* 503: nothing was written */
-	SRV_NO_RANDOM = -101,   /* 503: getrandom failed; nothing was written */
+	SRV_REPLAYED = 1,         /* an idempotent request answered from storage */
+	SRV_DB_ERROR = -100,      /* 503: nothing was written */
+	SRV_NO_RANDOM = -101,     /* 503: getrandom failed; nothing was written */
 	SRV_COMMIT_FAILED = -102, /* 503: COMMIT failed (storage): not applied, but its
 				   * write may still be found after a crash */
+	SRV_NOT_FOUND = -103,     /* 404 */
+	SRV_CONFLICT = -104,      /* 409: exists already, or archived, or over budget */
+	SRV_IDEM_MISMATCH = -105, /* same Idempotency-Key, different request: 422 */
+	SRV_PLAN_REFUSED = -106,  /* the spend's plan_fn refused (its own error says why) */
 };
 
 /* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */

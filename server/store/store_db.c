@@ -1114,27 +1114,32 @@ static void pricing_forget(srv_db *db, const char *id)
 	pthread_mutex_unlock(&pc->lock);
 }
 
+struct dataset_walk {
+	bool (*visible)(void *arg, const char *id);
+	void (*each)(void *arg, const srv_dataset *ds);
+	void *arg;
+};
+
+static int dataset_row(sqlite3_stmt *s, void *arg)
+{
+	struct dataset_walk *w = arg;
+	srv_dataset ds;
+
+	if (w->visible && !w->visible(w->arg, (const char *)sqlite3_column_text(s, 0)))
+		return 0;
+	if (row_to_dataset(s, &ds) != SRV_OK)
+		return SRV_DB_ERROR;
+	w->each(w->arg, &ds);
+	return 0;
+}
+
 int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id),
 			   void (*each)(void *arg, const srv_dataset *ds), void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct dataset_walk w = {visible, each, arg};
 
-	if (sqlite3_prepare_v2(db->h, DATASET_SELECT " ORDER BY d.id", -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		srv_dataset ds;
-
-		if (visible && !visible(arg, (const char *)sqlite3_column_text(s, 0)))
-			continue;
-		if (row_to_dataset(s, &ds) != SRV_OK) {
-			rc = SQLITE_ERROR;
-			break;
-		}
-		each(arg, &ds);
-	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	return srv__each_row(srv__prepare(db, DATASET_SELECT " ORDER BY d.id", NULL), dataset_row,
+			     &w);
 }
 
 void srv_store_public_budget(srv_dataset *ds)
@@ -1397,15 +1402,27 @@ int srv_dataset_filter(const srv_dataset *ds, acct_filter *ret, acct_error *err)
 				       err);
 }
 
+/* The prepared statement `id` of the idempotency table with ?1 and ?2
+ * bound to sp's actor and key (an answer is kept per actor and key);
+ * NULL when it cannot be had. */
+static sqlite3_stmt *idem_stmt(srv_db *db, enum stmt_id id, const srv_spend *sp)
+{
+	sqlite3_stmt *s = stmt(db, id);
+
+	if (s) {
+		sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
+	}
+	return s;
+}
+
 static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **ret_body)
 {
-	sqlite3_stmt *s = stmt(db, ST_IDEM_GET);
+	sqlite3_stmt *s = idem_stmt(db, ST_IDEM_GET, sp);
 	int rc;
 
 	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_DONE) {
 		rc = SRV_OK;
@@ -1440,13 +1457,11 @@ static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **
 static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *body,
 		      const char *now)
 {
-	sqlite3_stmt *s = stmt(db, ST_IDEM_PUT);
+	sqlite3_stmt *s = idem_stmt(db, ST_IDEM_PUT, sp);
 	int rc;
 
 	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, sp->actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, sp->idempotency_key, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(s, 3, sp->request_hash, crypto_hash_sha256_BYTES, SQLITE_STATIC);
 	sqlite3_bind_int(s, 4, status);
 	sqlite3_bind_blob(s, 5, body, (int)strlen(body), SQLITE_STATIC);
@@ -2009,6 +2024,16 @@ static int reservation_job(srv_db *db, const char *dataset_id, const char *rid,
 	return rc;
 }
 
+/* BEGIN IMMEDIATE, then dataset id into *ds as it stands under the write
+ * lock.  SRV_OK, or the failure (a transaction may be left open: the
+ * caller's srv__rollback ends it). */
+static int begin_with_dataset(srv_db *db, const char *id, srv_dataset *ds)
+{
+	if (srv__begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	return srv_store_dataset_get(db, id, ds);
+}
+
 int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid, bool do_commit,
 				const char *actor, srv_dataset *ret_ds, char ret_state[16],
 				char ret_job[64])
@@ -2018,9 +2043,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	int swept = 0, rc;
 
 	srv_now_text(now);
-	if (srv__begin_write(db) < 0)
-		return SRV_DB_ERROR;
-	rc = srv_store_dataset_get(db, dataset_id, &ds);
+	rc = begin_with_dataset(db, dataset_id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	/* Expired ones are committed first, so releasing an expired
@@ -2058,38 +2081,36 @@ out:
 	return rc;
 }
 
+static int reservation_row(sqlite3_stmt *s, void *arg)
+{
+	struct srv__lister *w = arg;
+	srv_reservation_row r = {
+		.id = (const char *)sqlite3_column_text(s, 0),
+		.event = (const char *)sqlite3_column_text(s, 1),
+		.epsilon = sqlite3_column_double(s, 2),
+		.state = (const char *)sqlite3_column_text(s, 3),
+		.actor = (const char *)sqlite3_column_text(s, 4),
+		.note = (const char *)sqlite3_column_text(s, 5),
+		.created_at = (const char *)sqlite3_column_text(s, 6),
+		.expires_at = sqlite3_column_int64(s, 7),
+		.closed_at = (const char *)sqlite3_column_text(s, 8),
+		.closed_by = (const char *)sqlite3_column_text(s, 9),
+	};
+
+	return w->each.reservation(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
+}
+
 int srv_store_reservation_list(srv_db *db, const char *dataset_id, srv_reservation_row_fn each,
 			       void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct srv__lister w = {.each.reservation = each, .arg = arg};
 
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT id, event, epsilon, state, actor, note, created_at, expires_at,"
-			       " closed_at, closed_by FROM reservations WHERE dataset_id = ?1"
-			       " ORDER BY created_at, id",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		srv_reservation_row r = {
-			.id = (const char *)sqlite3_column_text(s, 0),
-			.event = (const char *)sqlite3_column_text(s, 1),
-			.epsilon = sqlite3_column_double(s, 2),
-			.state = (const char *)sqlite3_column_text(s, 3),
-			.actor = (const char *)sqlite3_column_text(s, 4),
-			.note = (const char *)sqlite3_column_text(s, 5),
-			.created_at = (const char *)sqlite3_column_text(s, 6),
-			.expires_at = sqlite3_column_int64(s, 7),
-			.closed_at = (const char *)sqlite3_column_text(s, 8),
-			.closed_by = (const char *)sqlite3_column_text(s, 9),
-		};
-
-		if (each(arg, &r) < 0)
-			break;
-	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	return srv__each_row(srv__prepare(db,
+					  "SELECT id, event, epsilon, state, actor, note, created_at,"
+					  " expires_at, closed_at, closed_by FROM reservations"
+					  " WHERE dataset_id = ?1 ORDER BY created_at, id",
+					  dataset_id),
+			     reservation_row, &w);
 }
 
 /*
@@ -2101,11 +2122,10 @@ static int budget_change(srv_db *db, srv_dataset *ds, double budget_epsilon, dou
 			 const char *actor, const char *now)
 {
 	double previous_epsilon = ds->budget_epsilon, previous_delta = ds->budget_delta;
-	sqlite3_stmt *p = NULL;
+	sqlite3_stmt *p;
 	acct_filter f;
 	int64_t seq;
 	bool lowered;
-	int rc;
 
 	if (!isfinite(budget_epsilon))
 		budget_epsilon = ds->budget_epsilon;
@@ -2125,32 +2145,27 @@ static int budget_change(srv_db *db, srv_dataset *ds, double budget_epsilon, dou
 		return SRV_DB_ERROR;
 	/* The budget it replaced, so that the ledger alone gives the budget in
 	 * force at every row (schema/008). */
-	if (sqlite3_prepare_v2(db->h,
-			       "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3"
-			       " WHERE seq = ?1",
-			       -1, &p, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_int64(p, 1, seq);
-	sqlite3_bind_double(p, 2, previous_epsilon);
-	sqlite3_bind_double(p, 3, previous_delta);
-	rc = sqlite3_step(p);
-	sqlite3_finalize(p);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	p = srv__prepare(db, "UPDATE ledger SET previous_epsilon = ?2, previous_delta = ?3 WHERE seq = ?1",
+			 NULL);
+	if (p) {
+		sqlite3_bind_int64(p, 1, seq);
+		sqlite3_bind_double(p, 2, previous_epsilon);
+		sqlite3_bind_double(p, 3, previous_delta);
+	}
+	return srv__run(p);
 }
 
 int srv_store_dataset_update(srv_db *db, const char *id, const char *name, double budget_epsilon,
 			     double budget_delta, const char *actor, srv_dataset *ret)
 {
 	srv_dataset ds;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	char now[32];
 	bool budget_changed;
 	int rc;
 
 	srv_now_text(now);
-	if (srv__begin_write(db) < 0)
-		return SRV_DB_ERROR;
-	rc = srv_store_dataset_get(db, id, &ds);
+	rc = begin_with_dataset(db, id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
@@ -2167,17 +2182,17 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	if (budget_changed &&
 	    budget_change(db, &ds, budget_epsilon, budget_delta, actor, now) != SRV_OK)
 		goto out;
-	if (sqlite3_prepare_v2(db->h,
-			       "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
-			       " updated_at = ?5 WHERE id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, ds.id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, ds.name, -1, SQLITE_STATIC);
-	sqlite3_bind_double(s, 3, ds.budget_epsilon);
-	sqlite3_bind_double(s, 4, ds.budget_delta);
-	sqlite3_bind_text(s, 5, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	s = srv__prepare(db,
+			 "UPDATE datasets SET name = ?2, budget_epsilon = ?3, budget_delta = ?4,"
+			 " updated_at = ?5 WHERE id = ?1",
+			 ds.id);
+	if (s) {
+		sqlite3_bind_text(s, 2, ds.name, -1, SQLITE_STATIC);
+		sqlite3_bind_double(s, 3, ds.budget_epsilon);
+		sqlite3_bind_double(s, 4, ds.budget_delta);
+		sqlite3_bind_text(s, 5, now, -1, SQLITE_STATIC);
+	}
+	if (srv__run(s) != SRV_OK)
 		goto out;
 	rc = srv__commit(db);
 	if (rc != SRV_OK)
@@ -2185,7 +2200,6 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
 	*ret = ds;
 out:
-	sqlite3_finalize(s);
 	srv__rollback(db);
 	return rc;
 }
@@ -2193,14 +2207,12 @@ out:
 int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv_dataset *ret)
 {
 	srv_dataset ds;
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	char now[32];
 	int rc;
 
 	srv_now_text(now);
-	if (srv__begin_write(db) < 0)
-		return SRV_DB_ERROR;
-	rc = srv_store_dataset_get(db, id, &ds);
+	rc = begin_with_dataset(db, id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
@@ -2212,13 +2224,11 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 		    srv__ledger_insert(db, &ds, "archive", NULL, NULL, NAN, NAN, NULL, NULL, actor,
 				       NULL, now) < 0)
 			goto out;
-		if (sqlite3_prepare_v2(db->h,
-				       "UPDATE datasets SET archived = 1, updated_at = ?2 WHERE id = ?1",
-				       -1, &s, NULL) != SQLITE_OK)
-			goto out;
-		sqlite3_bind_text(s, 1, ds.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
-		if (sqlite3_step(s) != SQLITE_DONE)
+		s = srv__prepare(db, "UPDATE datasets SET archived = 1, updated_at = ?2 WHERE id = ?1",
+				 ds.id);
+		if (s)
+			sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
+		if (srv__run(s) != SRV_OK)
 			goto out;
 		ds.archived = true;
 		snprintf(ds.updated_at, sizeof(ds.updated_at), "%s", now);
@@ -2229,7 +2239,6 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 	pricing_forget(db, ds.id);
 	*ret = ds;
 out:
-	sqlite3_finalize(s);
 	srv__rollback(db);
 	return rc;
 }
@@ -2246,15 +2255,10 @@ static const char *column_text_or_null(sqlite3_stmt *s, int col)
 							   (const char *)sqlite3_column_text(s, col);
 }
 
-struct ledger_page {
-	srv_ledger_row_fn each;
-	void *arg;
-};
-
 /* One statement row of LEDGER_ROW_COLUMNS to the lister's callback. */
 static int ledger_page_row(sqlite3_stmt *s, void *arg)
 {
-	struct ledger_page *lp = arg;
+	struct srv__lister *lp = arg;
 	srv_ledger_row r = {
 		.seq = sqlite3_column_int64(s, 0),
 		.kind = (const char *)sqlite3_column_text(s, 1),
@@ -2273,21 +2277,19 @@ static int ledger_page_row(sqlite3_stmt *s, void *arg)
 		.previous_delta = sqlite3_column_double(s, 11),
 	};
 
-	return lp->each(lp->arg, &r);
+	return lp->each.ledger(lp->arg, &r);
 }
 
 int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
 		 int64_t limit, int (*row)(sqlite3_stmt *s, void *arg), void *row_arg,
 		 int64_t *ret_next)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(db, sql, text_param);
 	int64_t last = -1, n = 0;
 	int rc = SQLITE_ERROR;
 
-	if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
+	if (!s)
 		goto out;
-	if (text_param)
-		sqlite3_bind_text(s, 1, text_param, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, after);
 	sqlite3_bind_int64(s, 3, limit + 1);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -2308,31 +2310,35 @@ out:
 	return SRV_OK;
 }
 
+/* One page, in seq order, of the rows of dataset_id's ledger that
+ * `which` (an SQL condition) selects, to `each` (see srv__db_page). */
+#define LEDGER_PAGE_SQL(which)                                                         \
+	"SELECT " LEDGER_ROW_COLUMNS " FROM ledger WHERE dataset_id = ?1 AND seq > ?2" \
+	" AND (" which ") ORDER BY seq LIMIT ?3"
+
+static int ledger_page(srv_db *db, const char *sql, const char *dataset_id, int64_t after,
+		       int64_t limit, srv_ledger_row_fn each, void *arg, int64_t *ret_next)
+{
+	struct srv__lister lp = {.each.ledger = each, .arg = arg};
+
+	return srv__db_page(db, sql, dataset_id, after, limit, ledger_page_row, &lp, ret_next);
+}
+
 int srv_store_ledger_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			  srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
-	struct ledger_page lp = {each, arg};
-
-	return srv__db_page(db,
-			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
-			 " WHERE dataset_id = ?1 AND seq > ?2 AND kind <> 'create'"
-			 " ORDER BY seq LIMIT ?3",
-			 dataset_id, after, limit, ledger_page_row, &lp, ret_next);
+	return ledger_page(db, LEDGER_PAGE_SQL("kind <> 'create'"), dataset_id, after, limit, each,
+			   arg, ret_next);
 }
 
 int srv_store_dataset_audit(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
 			    srv_ledger_row_fn each, void *arg, int64_t *ret_next)
 {
-	struct ledger_page lp = {each, arg};
-
 	/* The condition of the partial index ledger_admin_rows (schema/008),
 	 * so that a page costs its own rows, not the dataset's charges. */
-	return srv__db_page(db,
-			 "SELECT " LEDGER_ROW_COLUMNS " FROM ledger"
-			 " WHERE dataset_id = ?1 AND seq > ?2"
-			 " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
-			 " ORDER BY seq LIMIT ?3",
-			 dataset_id, after, limit, ledger_page_row, &lp, ret_next);
+	return ledger_page(db,
+			   LEDGER_PAGE_SQL("kind = 'create' OR kind = 'budget' OR kind = 'archive'"),
+			   dataset_id, after, limit, each, arg, ret_next);
 }
 
 /* Whether two compositions are the same doubles, bit for bit. */
@@ -2347,34 +2353,42 @@ static bool same_cost(const acct_cost *a, const acct_cost *b)
  * dataset whose budget had changed before).  *ret_rows gets how many
  * 'create' rows there are (one, unless the ledger was tampered with).
  */
+struct initial_budget {
+	double *eps, *delta;
+	bool *known;
+	int64_t rows;
+};
+
+static int initial_budget_row(sqlite3_stmt *s, void *arg)
+{
+	struct initial_budget *ib = arg;
+
+	if (ib->rows++ == 0 && sqlite3_column_type(s, 0) != SQLITE_NULL &&
+	    sqlite3_column_type(s, 1) != SQLITE_NULL) {
+		*ib->eps = sqlite3_column_double(s, 0);
+		*ib->delta = sqlite3_column_double(s, 1);
+		*ib->known = true;
+	}
+	return 0;
+}
+
 static int initial_budget(srv_db *db, const char *id, double *ret_eps, double *ret_delta,
 			  bool *ret_known, int64_t *ret_rows)
 {
-	sqlite3_stmt *s = NULL;
-	int64_t rows = 0;
+	struct initial_budget ib = {ret_eps, ret_delta, ret_known, 0};
 	int rc;
 
 	*ret_known = false;
 	/* The partial index's condition (schema/008), so that the row is found
 	 * without walking the dataset's charges. */
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT epsilon, delta FROM ledger WHERE dataset_id = ?1"
-			       " AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
-			       " AND kind = 'create' ORDER BY seq",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (rows++ == 0 && sqlite3_column_type(s, 0) != SQLITE_NULL &&
-		    sqlite3_column_type(s, 1) != SQLITE_NULL) {
-			*ret_eps = sqlite3_column_double(s, 0);
-			*ret_delta = sqlite3_column_double(s, 1);
-			*ret_known = true;
-		}
-	}
-	sqlite3_finalize(s);
-	*ret_rows = rows;
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	rc = srv__each_row(srv__prepare(db,
+					"SELECT epsilon, delta FROM ledger WHERE dataset_id = ?1"
+					" AND (kind = 'create' OR kind = 'budget' OR kind = 'archive')"
+					" AND kind = 'create' ORDER BY seq",
+					id),
+			   initial_budget_row, &ib);
+	*ret_rows = ib.rows;
+	return rc;
 }
 
 /* What replaying one dataset's budget history found. */
@@ -2475,44 +2489,49 @@ static bool row_totals_match(sqlite3_stmt *s, const struct ledger_replay *lr)
  * Replays the ledger of dataset id, in order, into lr (which starts from
  * zero totals) and br, and checks each row's carried totals against lr.
  */
+struct replay {
+	struct ledger_replay *lr;
+	struct budget_replay *br;
+};
+
+/* Replays one row of the ledger statement s; SRV_DB_ERROR when it does
+ * not parse. */
+static int replay_row(sqlite3_stmt *s, void *arg)
+{
+	struct ledger_replay *lr = ((struct replay *)arg)->lr;
+	struct budget_replay *br = ((struct replay *)arg)->br;
+	const char *kind = (const char *)sqlite3_column_text(s, 0);
+	acct_cost c;
+
+	lr->rows++;
+	if (strcmp(kind, "budget") == 0) {
+		if (replay_budget_row(br, s, &lr->lowered) != SRV_OK)
+			return SRV_DB_ERROR;
+	} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
+		if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0)
+			return SRV_DB_ERROR;
+		replay_spend(lr, br, kind, &c, sqlite3_column_int64(s, 3));
+	}
+	if (sqlite3_column_type(s, 4) == SQLITE_NULL)
+		return 0;
+	lr->checked++;
+	if (lr->first_bad < 0 && !row_totals_match(s, lr))
+		lr->first_bad = sqlite3_column_int64(s, 3);
+	return 0;
+}
+
 static int replay_ledger(srv_db *db, const char *id, struct ledger_replay *lr,
 			 struct budget_replay *br)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct replay r = {lr, br};
 
-	if (sqlite3_prepare_v2(db->h,
-			       "SELECT kind, cost, note, seq, spent, reserved, open_reservations, charges,"
-			       " epsilon, delta, previous_epsilon, previous_delta"
-			       " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *kind = (const char *)sqlite3_column_text(s, 0);
-		acct_cost c;
-
-		lr->rows++;
-		if (strcmp(kind, "budget") == 0) {
-			if (replay_budget_row(br, s, &lr->lowered) != SRV_OK) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-		} else if (strcmp(kind, "archive") != 0 && strcmp(kind, "create") != 0) {
-			if (srv_cost_from_text((const char *)sqlite3_column_text(s, 1), &c) < 0) {
-				rc = SQLITE_CORRUPT;
-				break;
-			}
-			replay_spend(lr, br, kind, &c, sqlite3_column_int64(s, 3));
-		}
-		if (sqlite3_column_type(s, 4) == SQLITE_NULL)
-			continue;
-		lr->checked++;
-		if (lr->first_bad < 0 && !row_totals_match(s, lr))
-			lr->first_bad = sqlite3_column_int64(s, 3);
-	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	return srv__each_row(srv__prepare(db,
+					  "SELECT kind, cost, note, seq, spent, reserved,"
+					  " open_reservations, charges, epsilon, delta,"
+					  " previous_epsilon, previous_delta"
+					  " FROM ledger WHERE dataset_id = ?1 ORDER BY seq",
+					  id),
+			     replay_row, &r);
 }
 
 /*
@@ -2700,4 +2719,49 @@ void srv_store_init_process(void)
 sqlite3 *srv__db_handle(srv_db *db)
 {
 	return db->h;
+}
+
+sqlite3_stmt *srv__prepare(srv_db *db, const char *sql, const char *text1)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK) {
+		sqlite3_finalize(s);
+		return NULL;
+	}
+	if (text1)
+		sqlite3_bind_text(s, 1, text1, -1, SQLITE_STATIC);
+	return s;
+}
+
+int srv__run(sqlite3_stmt *s)
+{
+	int rc = s && sqlite3_step(s) == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int srv__first_row(sqlite3_stmt *s)
+{
+	switch (s ? sqlite3_step(s) : SQLITE_ERROR) {
+	case SQLITE_ROW: return SRV_OK;
+	case SQLITE_DONE: return SRV_NOT_FOUND;
+	default: return SRV_DB_ERROR;
+	}
+}
+
+int srv__each_row(sqlite3_stmt *s, int (*row)(sqlite3_stmt *s, void *arg), void *arg)
+{
+	int rc = SRV_DB_ERROR, step = SQLITE_ERROR;
+
+	while (s && (step = sqlite3_step(s)) == SQLITE_ROW) {
+		rc = row(s, arg);
+		if (rc < 0)
+			goto out;
+	}
+	rc = step == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+out:
+	sqlite3_finalize(s);
+	return rc;
 }

@@ -13,6 +13,43 @@
 /* The raw connection, for the other store files of server/ (keys). */
 sqlite3 *srv__db_handle(srv_db *db);
 
+/* The steps every one-off statement of the store takes, once.  A
+ * statement from srv__prepare is the caller's to finalize, except that
+ * srv__run and srv__each_row finalize the one they are given; each of the
+ * three accepts NULL (a failed prepare) and answers SRV_DB_ERROR. */
+
+/* Prepares `sql` on db's connection and binds ?1 to text1 (left unbound
+ * when NULL; the text must outlive the statement).  NULL when SQLite
+ * cannot prepare it. */
+sqlite3_stmt *srv__prepare(srv_db *db, const char *sql, const char *text1);
+
+/* Runs s to completion and finalizes it: SRV_OK or SRV_DB_ERROR. */
+int srv__run(sqlite3_stmt *s);
+
+/* Steps s to its first row: SRV_OK (read it, then finalize s),
+ * SRV_NOT_FOUND when there is none, SRV_DB_ERROR. */
+int srv__first_row(sqlite3_stmt *s);
+
+/* A listing's callback and its argument, handed to the row function of
+ * srv__each_row or srv__db_page: `each` holds the one callback that the
+ * listing's row type takes. */
+struct srv__lister {
+	union {
+		srv_reservation_row_fn reservation;
+		srv_ledger_row_fn ledger;
+		srv_key_row_fn key;
+		srv_key_event_fn key_event;
+		int (*id)(void *arg, const char *id);
+		int (*votes)(void *arg, const int32_t *votes, size_t bytes);
+	} each;
+	void *arg;
+};
+
+/* Calls `row` with each row of s, then finalizes s.  A negative return of
+ * `row` stops the walk and is returned; otherwise SRV_OK, or SRV_DB_ERROR
+ * when stepping fails. */
+int srv__each_row(sqlite3_stmt *s, int (*row)(sqlite3_stmt *s, void *arg), void *arg);
+
 /* One page of a keyset-paginated listing, for the store files: runs
  * `sql`, binding ?1 to text_param (left unbound when NULL), ?2 to `after`
  * and ?3 to limit + 1, whose first column is the row's cursor.  The first
@@ -73,13 +110,6 @@ int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_cl
  */
 int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
 			       char **bodies, srv_dataset *dss, int *rcs);
-/*
- * Inside the caller's write transaction: the table file the dataset's link
- * names (malloc'd into *ret, NULL when it hosts no table).  Returns SRV_OK
- * or SRV_DB_ERROR.
- */
-int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret);
-
 #endif
 
 /*

@@ -39,20 +39,17 @@ static char *col_dup(sqlite3_stmt *s, int i)
 
 int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 {
-	sqlite3_stmt *s = NULL;
-	int rc = SRV_DB_ERROR;
+	sqlite3_stmt *s = srv__prepare(db,
+				       "SELECT id, dataset_id, trainer, state, reservation_id, n_train,"
+				       " params, event, progress, result, error, model_path, created_at,"
+				       " coalesce(started_at, ''), coalesce(finished_at, '')"
+				       " FROM jobs WHERE id = ?1",
+				       id);
+	int rc;
 
 	memset(j, 0, sizeof(*j));
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT id, dataset_id, trainer, state, reservation_id, n_train, params,"
-			       " event, progress, result, error, model_path, created_at,"
-			       " coalesce(started_at, ''), coalesce(finished_at, '')"
-			       " FROM jobs WHERE id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	switch (sqlite3_step(s)) {
-	case SQLITE_ROW:
+	rc = srv__first_row(s);
+	if (rc == SRV_OK) {
 		snprintf(j->id, sizeof(j->id), "%s", col_text(s, 0));
 		snprintf(j->dataset_id, sizeof(j->dataset_id), "%s", col_text(s, 1));
 		snprintf(j->trainer, sizeof(j->trainer), "%s", col_text(s, 2));
@@ -70,13 +67,6 @@ int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 		snprintf(j->created_at, sizeof(j->created_at), "%s", col_text(s, 12));
 		snprintf(j->started_at, sizeof(j->started_at), "%s", col_text(s, 13));
 		snprintf(j->finished_at, sizeof(j->finished_at), "%s", col_text(s, 14));
-		rc = SRV_OK;
-		break;
-	case SQLITE_DONE:
-		rc = SRV_NOT_FOUND;
-		break;
-	default:
-		break;
 	}
 	sqlite3_finalize(s);
 	return rc;
@@ -85,17 +75,12 @@ int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 /* Runs one statement with text parameters (NULL binds NULL). */
 static int exec_text(srv_db *db, const char *sql, int n, const char *const *args)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	sqlite3_stmt *s = srv__prepare(db, sql, NULL);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db), sql, -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; s && i < n; i++)
 		if (args[i])
 			sqlite3_bind_text(s, i + 1, args[i], -1, SQLITE_STATIC);
-	rc = sqlite3_step(s);
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
+	if (srv__run(s) != SRV_OK)
 		return SRV_DB_ERROR;
 	return sqlite3_changes(srv__db_handle(db)) > 0 ? SRV_OK : SRV_NOT_FOUND;
 }
@@ -238,14 +223,12 @@ void srv__job_save_progress(srv_db *db, const char *id, const char *progress_tex
 int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],
 			  unsigned max, unsigned *ret_n)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(
+		db, "SELECT id FROM jobs WHERE state = ?1 ORDER BY created_at, id LIMIT ?2", state);
 	unsigned n = 0;
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT id FROM jobs WHERE state = ?1 ORDER BY created_at, id LIMIT ?2",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, state, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, (sqlite3_int64)max);
 	while (n < max && sqlite3_step(s) == SQLITE_ROW)
 		snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
@@ -262,14 +245,13 @@ const char *srv__job_db_error(srv_db *db)
 int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
 			     void (*fn)(void *arg, const srv_job_row *j), void *arg)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(db,
+				       "SELECT id FROM jobs WHERE dataset_id = ?1"
+				       " ORDER BY created_at DESC, id LIMIT 1000",
+				       dataset_id);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT id FROM jobs WHERE dataset_id = ?1 ORDER BY created_at DESC, id"
-			       " LIMIT 1000",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		srv_job_row j;
 
@@ -284,14 +266,13 @@ int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
 
 int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char builtin[64])
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(
+		db, "SELECT kind, coalesce(builtin, '') FROM dataset_data WHERE dataset_id = ?1",
+		dataset_id);
 
 	kind[0] = builtin[0] = '\0';
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT kind, coalesce(builtin, '') FROM dataset_data WHERE dataset_id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		snprintf(kind, 16, "%s", col_text(s, 0));
 		snprintf(builtin, 64, "%s", col_text(s, 1));
@@ -302,15 +283,13 @@ int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char 
 
 int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char **ret_columns)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(
+		db, "SELECT rows, kind, columns FROM dataset_data WHERE dataset_id = ?1", dataset_id);
 	int rc = SRV_NOT_FOUND;
 
 	*ret_columns = NULL;
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT rows, kind, columns FROM dataset_data WHERE dataset_id = ?1", -1,
-			       &s, NULL) != SQLITE_OK)
+	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		*ret = sqlite3_column_int64(s, 0);
 		if (strcmp(col_text(s, 1), "table") == 0)
@@ -323,16 +302,16 @@ int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char *
 
 int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(db,
+				       "SELECT kind, builtin, rows, columns, bytes, created_at,"
+				       " rows_public, schema_declared FROM dataset_data"
+				       " WHERE dataset_id = ?1",
+				       dataset_id);
 	int rc = SRV_NOT_FOUND;
 
 	memset(ret, 0, sizeof(*ret));
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT kind, builtin, rows, columns, bytes, created_at, rows_public,"
-			       " schema_declared FROM dataset_data WHERE dataset_id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW) {
 		snprintf(ret->kind, sizeof(ret->kind), "%s", col_text(s, 0));
 		if (sqlite3_column_type(s, 1) != SQLITE_NULL)

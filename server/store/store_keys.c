@@ -73,23 +73,20 @@ void srv_keys_hash(const char *id_hex, const char *secret_hex, uint8_t out[32])
 static int key_event(srv_db *db, const char *key_id, const char *action, const char *actor,
 		     const char *now)
 {
-	sqlite3_stmt *s = NULL;
-	int rc = SRV_DB_ERROR;
+	sqlite3_stmt *s = srv__prepare(db,
+				       "INSERT INTO key_events (key_id, action, role, datasets, actor,"
+				       " created_at) SELECT id, ?2, role, datasets, ?3, ?4"
+				       " FROM api_keys WHERE id = ?1",
+				       key_id);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "INSERT INTO key_events (key_id, action, role, datasets, actor,"
-			       " created_at) SELECT id, ?2, role, datasets, ?3, ?4 FROM api_keys"
-			       " WHERE id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (s) {
+		sqlite3_bind_text(s, 2, action, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, actor, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 4, now, -1, SQLITE_STATIC);
+	}
+	if (srv__run(s) != SRV_OK)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, action, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 4, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_DONE && sqlite3_changes(srv__db_handle(db)) == 1)
-		rc = SRV_OK;
-	sqlite3_finalize(s);
-	return rc;
+	return sqlite3_changes(srv__db_handle(db)) == 1 ? SRV_OK : SRV_DB_ERROR;
 }
 
 int srv_keys_create(srv_db *db, srv_role role, const char *scope_text, const char *note,
@@ -111,12 +108,12 @@ int srv_keys_create(srv_db *db, srv_role role, const char *scope_text, const cha
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		goto out;
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "INSERT INTO api_keys (id, hash, role, datasets, note, created_at)"
-			       " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-			       -1, &s, NULL) != SQLITE_OK)
+	s = srv__prepare(db,
+			 "INSERT INTO api_keys (id, hash, role, datasets, note, created_at)"
+			 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+			 id_hex);
+	if (!s)
 		goto out;
-	sqlite3_bind_text(s, 1, id_hex, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(s, 2, hash, sizeof(hash), SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, srv_role_name(role), -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, scope_text ? scope_text : "[]", -1, SQLITE_STATIC);
@@ -141,67 +138,51 @@ out:
 	return rc;
 }
 
+static int key_row(sqlite3_stmt *s, void *arg)
+{
+	struct srv__lister *w = arg;
+	srv_key_row r = {
+		.id = (const char *)sqlite3_column_text(s, 0),
+		.role = (const char *)sqlite3_column_text(s, 1),
+		.datasets = (const char *)sqlite3_column_text(s, 2),
+		.note = (const char *)sqlite3_column_text(s, 3),
+		.created_at = (const char *)sqlite3_column_text(s, 4),
+		.revoked_at = (const char *)sqlite3_column_text(s, 5),
+	};
+
+	return w->each.key(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
+}
+
 int srv_keys_list(srv_db *db, srv_key_row_fn each, void *arg)
 {
-	sqlite3_stmt *s = NULL;
-	int rc;
+	struct srv__lister w = {.each.key = each, .arg = arg};
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT id, role, datasets, note, created_at, revoked_at"
-			       " FROM api_keys ORDER BY created_at, id",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		srv_key_row r = {
-			.id = (const char *)sqlite3_column_text(s, 0),
-			.role = (const char *)sqlite3_column_text(s, 1),
-			.datasets = (const char *)sqlite3_column_text(s, 2),
-			.note = (const char *)sqlite3_column_text(s, 3),
-			.created_at = (const char *)sqlite3_column_text(s, 4),
-			.revoked_at = (const char *)sqlite3_column_text(s, 5),
-		};
-
-		if (each(arg, &r) < 0)
-			break;
-	}
-	sqlite3_finalize(s);
-	return rc == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
+	return srv__each_row(srv__prepare(db,
+					  "SELECT id, role, datasets, note, created_at, revoked_at"
+					  " FROM api_keys ORDER BY created_at, id",
+					  NULL),
+			     key_row, &w);
 }
 
 /* Revokes a key inside the caller's transaction; a key revoked already
  * stays as it was (SRV_OK, no second audit row). */
 static int revoke_locked(srv_db *db, const char *key_id, const char *actor)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s;
 	char now[32];
-	int rc = SRV_DB_ERROR;
+	int rc;
 
 	srv_now_text(now);
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-			       -1, &s, NULL) != SQLITE_OK)
+	s = srv__prepare(db, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+			 key_id);
+	if (s)
+		sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
+	if (srv__run(s) != SRV_OK)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
-		goto out;
-	if (sqlite3_changes(srv__db_handle(db)) == 1) {
-		rc = key_event(db, key_id, "revoke", actor, now);
-		goto out;
-	}
-	sqlite3_finalize(s);
-	if (sqlite3_prepare_v2(srv__db_handle(db), "SELECT 1 FROM api_keys WHERE id = ?1", -1, &s,
-			       NULL) != SQLITE_OK) {
-		s = NULL;
-		goto out;
-	}
-	sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
-	switch (sqlite3_step(s)) {
-	case SQLITE_ROW: rc = SRV_OK; break;
-	case SQLITE_DONE: rc = SRV_NOT_FOUND; break;
-	default: break;
-	}
-out:
+	if (sqlite3_changes(srv__db_handle(db)) == 1)
+		return key_event(db, key_id, "revoke", actor, now);
+	s = srv__prepare(db, "SELECT 1 FROM api_keys WHERE id = ?1", key_id);
+	rc = srv__first_row(s);
 	sqlite3_finalize(s);
 	return rc;
 }
@@ -230,20 +211,12 @@ int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char 
 	 * each counted two admins outside it, and both went. */
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
-	rc = SRV_DB_ERROR;
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT role = 'admin' AND revoked_at IS NULL FROM api_keys WHERE id = ?1",
-			       -1, &s, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(s, 1, key_id, -1, SQLITE_STATIC);
-		switch (sqlite3_step(s)) {
-		case SQLITE_ROW:
-			live_admin = sqlite3_column_int(s, 0) != 0;
-			rc = SRV_OK;
-			break;
-		case SQLITE_DONE: rc = SRV_NOT_FOUND; break;
-		default: break;
-		}
-	}
+	s = srv__prepare(db,
+			 "SELECT role = 'admin' AND revoked_at IS NULL FROM api_keys WHERE id = ?1",
+			 key_id);
+	rc = srv__first_row(s);
+	if (rc == SRV_OK)
+		live_admin = sqlite3_column_int(s, 0) != 0;
 	sqlite3_finalize(s);
 	if (rc == SRV_OK && live_admin && (rc = srv_keys_count(db, SRV_ROLE_ADMIN, &admins)) == SRV_OK &&
 	    admins <= 1)
@@ -258,30 +231,20 @@ int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char 
 
 int srv_keys_count(srv_db *db, srv_role role, int64_t *ret)
 {
-	sqlite3_stmt *s = NULL;
-	int rc = SRV_DB_ERROR;
+	sqlite3_stmt *s = srv__prepare(
+		db, "SELECT count(*) FROM api_keys WHERE role = ?1 AND revoked_at IS NULL",
+		srv_role_name(role));
+	int rc = srv__first_row(s) == SRV_OK ? SRV_OK : SRV_DB_ERROR;
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT count(*) FROM api_keys WHERE role = ?1 AND revoked_at IS NULL",
-			       -1, &s, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, srv_role_name(role), -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_ROW) {
+	if (rc == SRV_OK)
 		*ret = sqlite3_column_int64(s, 0);
-		rc = SRV_OK;
-	}
 	sqlite3_finalize(s);
 	return rc;
 }
 
-struct key_event_page {
-	srv_key_event_fn each;
-	void *arg;
-};
-
 static int key_event_page_row(sqlite3_stmt *s, void *arg)
 {
-	struct key_event_page *kp = arg;
+	struct srv__lister *kp = arg;
 	srv_key_event_row r = {
 		.seq = sqlite3_column_int64(s, 0),
 		.key_id = (const char *)sqlite3_column_text(s, 1),
@@ -293,13 +256,13 @@ static int key_event_page_row(sqlite3_stmt *s, void *arg)
 		.created_at = (const char *)sqlite3_column_text(s, 7),
 	};
 
-	return kp->each(kp->arg, &r);
+	return kp->each.key_event(kp->arg, &r);
 }
 
 int srv_keys_audit(srv_db *db, int64_t after, int64_t limit, srv_key_event_fn each, void *arg,
 		   int64_t *ret_next)
 {
-	struct key_event_page kp = {each, arg};
+	struct srv__lister kp = {.each.key_event = each, .arg = arg};
 
 	return srv__db_page(db,
 			    "SELECT seq, key_id, action, role, datasets, actor, synthesized,"

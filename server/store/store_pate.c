@@ -28,23 +28,21 @@ static void copy_column(char *dst, size_t size, sqlite3_stmt *st, int col)
 
 int srv_store_pate_get(srv_db *db, const char *dataset_id, const char *sid, srv_pate_row *ret)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = SRV_DB_ERROR, step;
+	sqlite3_stmt *st;
+	int rc;
 
 	memset(ret, 0, sizeof(*ret));
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT id, dataset_id, config, queries, checks, teacher_answers,"
-			       " student_answers, abstained, releases, created_at, updated_at"
-			       " FROM pate_sessions WHERE id = ?1 AND dataset_id = ?2",
-			       -1, &st, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, dataset_id, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	if (step != SQLITE_ROW) {
-		rc = step == SQLITE_DONE ? SRV_NOT_FOUND : SRV_DB_ERROR;
+	st = srv__prepare(db,
+			  "SELECT id, dataset_id, config, queries, checks, teacher_answers,"
+			  " student_answers, abstained, releases, created_at, updated_at"
+			  " FROM pate_sessions WHERE id = ?1 AND dataset_id = ?2",
+			  sid);
+	if (st)
+		sqlite3_bind_text(st, 2, dataset_id, -1, SQLITE_STATIC);
+	rc = srv__first_row(st);
+	if (rc != SRV_OK)
 		goto out;
-	}
+	rc = SRV_DB_ERROR;
 	copy_column(ret->id, sizeof(ret->id), st, 0);
 	copy_column(ret->dataset_id, sizeof(ret->dataset_id), st, 1);
 	ret->config = strdup((const char *)sqlite3_column_text(st, 2));
@@ -67,60 +65,50 @@ out:
 int srv_store_pate_create(srv_db *db, const srv_pate_row *row, const char *dd_rdp,
 			  const char *actor)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = SRV_DB_ERROR;
+	sqlite3_stmt *st = srv__prepare(db,
+					"INSERT INTO pate_sessions (id, dataset_id, config, dd_rdp, actor,"
+					" created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+					row->id);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "INSERT INTO pate_sessions (id, dataset_id, config, dd_rdp, actor,"
-			       " created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-			       -1, &st, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, row->dataset_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, row->config, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, dd_rdp, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, row->created_at, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = SRV_OK;
-	sqlite3_finalize(st);
-	return rc;
+	if (st) {
+		sqlite3_bind_text(st, 2, row->dataset_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, row->config, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, dd_rdp, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, actor, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 6, row->created_at, -1, SQLITE_STATIC);
+	}
+	return srv__run(st);
+}
+
+static int id_row(sqlite3_stmt *st, void *arg)
+{
+	struct srv__lister *w = arg;
+	const char *sid = (const char *)sqlite3_column_text(st, 0);
+
+	return w->each.id(w->arg, sid) < 0 ? SRV_DB_ERROR : 0;
 }
 
 int srv_store_pate_ids(srv_db *db, const char *dataset_id, int64_t limit,
 		       int (*each)(void *arg, const char *sid), void *arg)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = SRV_DB_ERROR, step;
+	struct srv__lister w = {.each.id = each, .arg = arg};
+	sqlite3_stmt *st = srv__prepare(db,
+					"SELECT id FROM pate_sessions WHERE dataset_id = ?1"
+					" ORDER BY created_at, id LIMIT ?2",
+					dataset_id);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT id FROM pate_sessions WHERE dataset_id = ?1"
-			       " ORDER BY created_at, id LIMIT ?2",
-			       -1, &st, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, dataset_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, limit);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW)
-		if (each(arg, (const char *)sqlite3_column_text(st, 0)) < 0)
-			goto out;
-	if (step == SQLITE_DONE)
-		rc = SRV_OK;
-out:
-	sqlite3_finalize(st);
-	return rc;
+	if (st)
+		sqlite3_bind_int64(st, 2, limit);
+	return srv__each_row(st, id_row, &w);
 }
 
 int srv_store_pate_dd_get(srv_db *db, const char *sid, char **ret)
 {
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st = srv__prepare(db, "SELECT dd_rdp FROM pate_sessions WHERE id = ?1", sid);
 	int rc = SRV_DB_ERROR;
 
 	*ret = NULL;
-	if (sqlite3_prepare_v2(srv__db_handle(db), "SELECT dd_rdp FROM pate_sessions WHERE id = ?1",
-			       -1, &st, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW) {
+	if (srv__first_row(st) == SRV_OK) {
 		*ret = strdup((const char *)sqlite3_column_text(st, 0));
 		if (*ret)
 			rc = SRV_OK;
@@ -133,17 +121,17 @@ int srv_store_pate_add_batch(srv_db *db, const char *sid, const srv_pate_counts 
 			     const char *dd_rdp, const char *now)
 {
 	sqlite3 *h = srv__db_handle(db);
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st = srv__prepare(db,
+					"UPDATE pate_sessions SET queries = queries + ?2,"
+					" checks = checks + ?3, teacher_answers = teacher_answers + ?4,"
+					" student_answers = student_answers + ?5,"
+					" abstained = abstained + ?6, dd_rdp = ?7, updated_at = ?8"
+					" WHERE id = ?1",
+					sid);
 	int rc = SRV_DB_ERROR;
 
-	if (sqlite3_prepare_v2(h,
-			       "UPDATE pate_sessions SET queries = queries + ?2, checks = checks + ?3,"
-			       " teacher_answers = teacher_answers + ?4,"
-			       " student_answers = student_answers + ?5, abstained = abstained + ?6,"
-			       " dd_rdp = ?7, updated_at = ?8 WHERE id = ?1",
-			       -1, &st, NULL) != SQLITE_OK)
+	if (!st)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, add->queries);
 	sqlite3_bind_int64(st, 3, add->checks);
 	sqlite3_bind_int64(st, 4, add->teacher_answers);
@@ -177,65 +165,48 @@ int srv_store_pate_add_answer(srv_db *db, const char *sid, int64_t charge_seq,
 
 int srv_store_pate_add_release(srv_db *db, const char *sid, const char *now)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = SRV_DB_ERROR;
+	sqlite3_stmt *st = srv__prepare(db,
+					"UPDATE pate_sessions SET releases = releases + 1,"
+					" updated_at = ?2 WHERE id = ?1",
+					sid);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "UPDATE pate_sessions SET releases = releases + 1, updated_at = ?2"
-			       " WHERE id = ?1",
-			       -1, &st, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_DONE)
-		rc = SRV_OK;
-	sqlite3_finalize(st);
-	return rc;
+	if (st)
+		sqlite3_bind_text(st, 2, now, -1, SQLITE_STATIC);
+	return srv__run(st);
 }
 
 int srv_store_pate_counters(srv_db *db, const char *sid, int64_t *ret_checks,
 			    int64_t *ret_answers)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = SRV_DB_ERROR, step;
+	sqlite3_stmt *st = srv__prepare(
+		db, "SELECT checks, teacher_answers FROM pate_sessions WHERE id = ?1", sid);
+	int rc = srv__first_row(st);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT checks, teacher_answers FROM pate_sessions WHERE id = ?1", -1,
-			       &st, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW) {
+	if (rc == SRV_OK) {
 		*ret_checks = sqlite3_column_int64(st, 0);
 		*ret_answers = sqlite3_column_int64(st, 1);
-		rc = SRV_OK;
-	} else if (step == SQLITE_DONE) {
-		rc = SRV_NOT_FOUND;
 	}
 	sqlite3_finalize(st);
 	return rc;
 }
 
+static int answer_row(sqlite3_stmt *st, void *arg)
+{
+	struct srv__lister *w = arg;
+
+	return w->each.votes(w->arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
+}
+
 int srv_store_pate_each_answer(srv_db *db, const char *sid,
 			       int (*each)(void *arg, const int32_t *votes, size_t bytes), void *arg)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = SRV_DB_ERROR, step;
+	struct srv__lister w = {.each.votes = each, .arg = arg};
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT votes FROM pate_answers WHERE session_id = ?1 ORDER BY id", -1,
-			       &st, NULL) != SQLITE_OK)
-		return SRV_DB_ERROR;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		rc = each(arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0));
-		if (rc < 0)
-			goto out;
-	}
-	rc = step == SQLITE_DONE ? SRV_OK : SRV_DB_ERROR;
-out:
-	sqlite3_finalize(st);
-	return rc;
+	return srv__each_row(srv__prepare(db,
+					  "SELECT votes FROM pate_answers WHERE session_id = ?1"
+					  " ORDER BY id",
+					  sid),
+			     answer_row, &w);
 }
 
 int srv_store_read_begin(srv_db *db)

@@ -15,23 +15,17 @@
 int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path,
 			     char **ret_columns)
 {
-	sqlite3_stmt *s = NULL;
-	int rc = SRV_DB_ERROR, step;
+	sqlite3_stmt *s = srv__prepare(db,
+				       "SELECT kind = 'table' AND path IS NOT NULL, path, columns"
+				       " FROM dataset_data WHERE dataset_id = ?1",
+				       dataset_id);
+	int rc = srv__first_row(s);
 
 	*ret_path = NULL;
 	*ret_columns = NULL;
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT kind = 'table' AND path IS NOT NULL, path, columns"
-			       " FROM dataset_data WHERE dataset_id = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
-	step = sqlite3_step(s);
-	if (step == SQLITE_DONE || (step == SQLITE_ROW && sqlite3_column_int(s, 0) == 0)) {
+	if (rc == SRV_OK && sqlite3_column_int(s, 0) == 0)
 		rc = SRV_NOT_FOUND;
-		goto out;
-	}
-	if (step != SQLITE_ROW)
+	if (rc != SRV_OK)
 		goto out;
 	*ret_path = strdup((const char *)sqlite3_column_text(s, 1));
 	if (sqlite3_column_type(s, 2) == SQLITE_TEXT)
@@ -63,16 +57,16 @@ int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path,
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, columns,"
-			       " bytes, actor, created_at, rows_public, schema_declared)"
-			       " VALUES (?1, 'table', NULL, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-			       " ON CONFLICT (dataset_id) DO UPDATE SET kind = 'table', builtin = NULL,"
-			       " path = ?2, rows = ?3, columns = ?4, bytes = ?5, actor = ?6,"
-			       " created_at = ?7, rows_public = ?8, schema_declared = ?9",
-			       -1, &s, NULL) != SQLITE_OK)
+	s = srv__prepare(db,
+			 "INSERT INTO dataset_data (dataset_id, kind, builtin, path, rows, columns,"
+			 " bytes, actor, created_at, rows_public, schema_declared)"
+			 " VALUES (?1, 'table', NULL, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+			 " ON CONFLICT (dataset_id) DO UPDATE SET kind = 'table', builtin = NULL,"
+			 " path = ?2, rows = ?3, columns = ?4, bytes = ?5, actor = ?6,"
+			 " created_at = ?7, rows_public = ?8, schema_declared = ?9",
+			 dataset_id);
+	if (!s)
 		goto out;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, rows);
 	sqlite3_bind_text(s, 4, columns, -1, SQLITE_STATIC);
@@ -97,24 +91,20 @@ out:
 
 int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret)
 {
-	sqlite3_stmt *s = NULL;
+	sqlite3_stmt *s = srv__prepare(db,
+				       "SELECT path FROM dataset_data WHERE dataset_id = ?1"
+				       " AND kind = 'table' AND path IS NOT NULL",
+				       dataset_id);
 	char *path = NULL;
-	int rc = SRV_DB_ERROR, step;
+	int rc = srv__first_row(s);
 
-	if (sqlite3_prepare_v2(srv__db_handle(db),
-			       "SELECT path FROM dataset_data WHERE dataset_id = ?1 AND kind = 'table'"
-			       " AND path IS NOT NULL",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_text(s, 1, dataset_id, -1, SQLITE_STATIC);
-	step = sqlite3_step(s);
-	if (step == SQLITE_ROW) {
+	if (rc == SRV_OK) {
 		path = strdup((const char *)sqlite3_column_text(s, 0));
 		if (!path)
-			goto out;
-	} else if (step != SQLITE_DONE) {
-		goto out;
+			rc = SRV_DB_ERROR;
 	}
+	if (rc == SRV_DB_ERROR)
+		goto out;
 	*ret = path;
 	rc = SRV_OK;
 out:

@@ -17,6 +17,7 @@
 #include "acct.h"
 #include "json.h"
 #include "api.h"
+#include "test_gauss.h"
 
 /* obj[a][b], or NULL. */
 static json_t *pget(const json_t *obj, const char *a, const char *b)
@@ -387,28 +388,6 @@ Test(edge, unpriceable_events)
 	acct_event_free(sl);
 }
 
-/* The exact (analytic) Gaussian curve (Balle, Wang 2018, Thm. 8). */
-static double gauss_delta(double s, double e)
-{
-	return 0.5 * erfc(-(-e * s + 0.5 / s) / M_SQRT2) -
-	       exp(e) * 0.5 * erfc(-(-e * s - 0.5 / s) / M_SQRT2);
-}
-
-static double gauss_exact_eps(double s, double delta)
-{
-	double lo = 0, hi = 100;
-
-	for (int i = 0; i < 200; i++) {
-		double m = 0.5 * (lo + hi);
-
-		if (gauss_delta(s, m) > delta)
-			lo = m;
-		else
-			hi = m;
-	}
-	return hi;
-}
-
 /* PLD is an upper bound, and tight: within 1% of the exact epsilon. */
 Test(pld, gaussian_upper_bound_and_tight)
 {
@@ -419,7 +398,7 @@ Test(pld, gaussian_upper_bound_and_tight)
 		acct_event *g = gauss(sig[i]);
 		acct_result r;
 		acct_error err;
-		double exact = gauss_exact_eps(sig[i], 1e-6);
+		double exact = test_gauss_exact_eps(sig[i], 1e-6);
 
 		acct_error_init(&err);
 		cr_assert_eq(acct_epsilon(g, 1e-6, &o, &r, &err), 0, "%s", err.text);
@@ -437,7 +416,7 @@ Test(pld, gaussian_upper_bound_and_tight)
 		acct_event *two = acct_event_self_composed(2, gauss(1.0));
 		acct_result r;
 		acct_error err;
-		double exact = gauss_exact_eps(1.0 / sqrt(2.0), 1e-6);
+		double exact = test_gauss_exact_eps(1.0 / sqrt(2.0), 1e-6);
 
 		acct_error_init(&err);
 		cr_assert_eq(acct_epsilon(two, 1e-6, &o, &r, &err), 0);
@@ -485,7 +464,7 @@ Test(pld, work_limit_and_basic_fallback)
 	acct_error_init(&err);
 	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, ACCT_ADD_REMOVE, 1e6, 1e-3, &err), 0);
 	cr_assert_eq(acct_filter_price(&f, ev, delta, &c, &err), 0, "%s", err.text);
-	exact = gauss_exact_eps(1.0 / sqrt(inv_var), delta);
+	exact = test_gauss_exact_eps(1.0 / sqrt(inv_var), delta);
 	rho = 0.5 * inv_var;
 	upper = rho + 2.0 * sqrt(rho * log(1.0 / delta));
 	cr_expect_eq(c.v[1], delta);
@@ -652,7 +631,7 @@ Test(filters, zcdp_and_basic_fallback)
 	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, ACCT_ADD_REMOVE, 10.0, 1e-5, &err), 0);
 	cr_assert_eq(acct_filter_price(&f, g, 1e-6, &c, &err), 0, "%s", err.text);
 	cr_expect_eq(c.v[1], 1e-6);
-	cr_expect(c.v[0] >= gauss_exact_eps(2.0, 1e-6) && c.v[0] <= 1.01 * gauss_exact_eps(2.0, 1e-6));
+	cr_expect(c.v[0] >= test_gauss_exact_eps(2.0, 1e-6) && c.v[0] <= 1.01 * test_gauss_exact_eps(2.0, 1e-6));
 	acct_error_init(&err);
 	cr_expect_eq(acct_filter_price(&f, g, 0.0, &c, &err), ACCT_EUNSUPPORTED);
 	acct_event_free(g);

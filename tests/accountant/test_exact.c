@@ -16,6 +16,7 @@
 
 #include "acct.h"
 #include "api.h"
+#include "test_gauss.h"
 
 /* sum_y max(0, P(y) - e^eps P(y - D)), P = N_Z(0, s^2), over |y| <= K. */
 static double dg_delta_direct(double s, double d, double eps)
@@ -35,31 +36,6 @@ static double dg_delta_direct(double s, double d, double eps)
 	return tot / z;
 }
 
-static double phi(double x)
-{
-	return 0.5 * erfc(-x / M_SQRT2);
-}
-
-static double gauss_delta_formula(double s, double eps)
-{
-	return phi(1.0 / (2.0 * s) - eps * s) - exp(eps) * phi(-1.0 / (2.0 * s) - eps * s);
-}
-
-/* The noise multiplier at which the Gaussian is exactly (eps, delta)-DP. */
-static double analytic_sigma(double eps, double delta)
-{
-	double lo = 0.1, hi = 100.0;
-
-	for (int i = 0; i < 200; i++) {
-		double mid = 0.5 * (lo + hi);
-
-		if (gauss_delta_formula(mid, eps) > delta)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return hi;
-}
 
 static acct_event *dgauss(double s, double d)
 {
@@ -166,7 +142,7 @@ Test(exact, discrete_gaussian_epsilon_is_tight)
  */
 Test(exact, basic_ledger_charges_the_analytic_gaussian_its_epsilon)
 {
-	double s = analytic_sigma(1.0, 1e-5);
+	double s = test_gauss_analytic_sigma(1.0, 1e-5);
 	acct_event *g = acct_event_new(ACCT_EV_GAUSSIAN);
 	acct_event *dg = dgauss(ceil(ldexp(s, 18) * 4.0) / 4.0, 0x1p18);
 	acct_filter f;
@@ -179,13 +155,13 @@ Test(exact, basic_ledger_charges_the_analytic_gaussian_its_epsilon)
 	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, ACCT_ADD_REMOVE, 10, 1e-3, &err), 0);
 	cr_assert_eq(acct_filter_price(&f, g, 1e-5, &cost, &err), 0, "%s", err.text);
 	cr_expect(cost.v[0] >= 1.0 - 1e-12 && cost.v[0] <= 1.0 + 1e-9, "gaussian: %.15g", cost.v[0]);
-	cr_expect_leq(gauss_delta_formula(s, cost.v[0]), 1e-5);
+	cr_expect_leq(test_gauss_delta(s, cost.v[0]), 1e-5);
 	cr_assert_eq(acct_filter_price(&f, dg, 1e-5, &cost, &err), 0, "%s", err.text);
 	cr_expect(fabs(cost.v[0] - 1.0) < 1e-6, "discrete on the grid: %.15g", cost.v[0]);
 	/* Its delta against the continuous curve at the same ratio, whose gap
 	 * to the discrete one is far below this tolerance at sigma ~ 1e6. */
 	cr_expect(fabs(acct_discrete_gaussian_delta(dg->u.discrete_gaussian.sigma, 0x1p18, 1.0) -
-		       gauss_delta_formula(dg->u.discrete_gaussian.sigma / 0x1p18, 1.0)) < 1e-12);
+		       test_gauss_delta(dg->u.discrete_gaussian.sigma / 0x1p18, 1.0)) < 1e-12);
 	acct_event_free(g);
 	acct_event_free(dg);
 }
@@ -198,7 +174,7 @@ Test(exact, gaussian_delta_is_the_phi_formula)
 
 	for (int i = 0; i < 4; i++)
 		for (int j = 0; j < 4; j++) {
-			double want = gauss_delta_formula(sig[i], eps[j]);
+			double want = test_gauss_delta(sig[i], eps[j]);
 			double got = acct_gaussian_delta(sig[i], eps[j]);
 
 			if (want < 1e-200)

@@ -6,17 +6,16 @@ value of its enum is answered 200 (`true` lists the archived dataset,
 does); a value outside the enum is refused with a 4XX the operation
 documents, as problem+json naming `archived`, and changes nothing.  Exits
 77 when PyYAML is not installed."""
+import os
 import sys
 import urllib.parse
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from check_report import finish, module_or_skip  # noqa: E402
 from dpgate_server import Server  # noqa: E402
 
-try:
-    import yaml
-except ImportError:
-    print("PyYAML not installed: skipped")
-    sys.exit(77)
+yaml = module_or_skip("yaml", "PyYAML")
 
 OUTSIDE_ENUM = ["yes", "1", "0", "TRUE", "True", "", "true%20", "false,true"]
 
@@ -82,10 +81,8 @@ def main():
         st, _, after = listing("")
         if (st, after) != (200, plain):
             errors.append(f"the refused listings changed what is listed: {after}")
-    for e in errors:
-        print(e)
-    print(f"archived: {len(enum)} enum values, {len(OUTSIDE_ENUM)} outside it, {len(errors)} errors")
-    return 1 if errors else 0
+    return finish(errors, f"archived: {len(enum)} enum values, {len(OUTSIDE_ENUM)} outside it, "
+                  f"{len(errors)} errors")
 
 
 if __name__ == "__main__":

@@ -266,19 +266,50 @@ static void expect_refused_and_closed(const char *what, const char *out, bool cl
 /* Writes a POST to the charges of t with the admin key into req (size
  * bytes): the request line, Host and Authorization, then `fmt` with its
  * arguments (the other headers and the body).  Returns the length. */
-__attribute__((format(printf, 4, 5)))
-static int charge_request(char *req, size_t size, const dpg_server *srv, const char *fmt, ...)
+__attribute__((format(printf, 4, 0)))
+static int vcharge_request(char *req, size_t size, const dpg_server *srv, const char *fmt,
+			   va_list ap)
 {
-	va_list ap;
 	int n = snprintf(req, size, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n",
 			 CH, srv->admin_key);
 
 	cr_assert(n > 0 && (size_t)n < size);
-	va_start(ap, fmt);
 	n += vsnprintf(req + n, size - (size_t)n, fmt, ap);
-	va_end(ap);
 	cr_assert((size_t)n < size, "request too long for its buffer");
 	return n;
+}
+
+__attribute__((format(printf, 4, 5)))
+static int charge_request(char *req, size_t size, const dpg_server *srv, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vcharge_request(req, size, srv, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* Sends a charge request of t whose other headers and body are `fmt` (as
+ * charge_request), on a connection of its own, and checks that it is
+ * refused with `status_line` and the connection closed.  Returns the
+ * answer (the caller frees it). */
+__attribute__((format(printf, 4, 5)))
+static char *refused_charge(const dpg_server *srv, const char *what, const char *status_line,
+			    const char *fmt, ...)
+{
+	char req[2048], *out;
+	va_list ap;
+	bool closed;
+	int n;
+
+	va_start(ap, fmt);
+	n = vcharge_request(req, sizeof(req), srv, fmt, ap);
+	va_end(ap);
+	out = raw_exchange(srv, req, (size_t)n, &closed);
+	expect_refused_and_closed(what, out, closed, status_line);
+	return out;
 }
 
 /* Starts srv with dataset t (basic, epsilon 1), which the refused
@@ -341,20 +372,14 @@ Test(bad_inputs, two_content_lengths_are_refused, .timeout = 60)
  */
 Test(bad_inputs, chunked_with_content_length_is_refused, .timeout = 60)
 {
-	char req[1024], *out;
 	dpg_server srv;
-	dpg_budget before;
-	bool closed;
-	int n;
+	dpg_budget before = start_with_t(&srv);
+	char *out = refused_charge(&srv, "chunked and Content-Length", "HTTP/1.1 400 ",
+				   "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+				   "Content-Length: %zu\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n"
+				   "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+				   strlen(CHARGE_BODY), strlen(CHARGE_BODY), CHARGE_BODY);
 
-	before = start_with_t(&srv);
-	n = charge_request(req, sizeof(req), &srv,
-			   "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-			   "Content-Length: %zu\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n"
-			   "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-			   strlen(CHARGE_BODY), strlen(CHARGE_BODY), CHARGE_BODY);
-	out = raw_exchange(&srv, req, (size_t)n, &closed);
-	expect_refused_and_closed("chunked and Content-Length", out, closed, "HTTP/1.1 400 ");
 	cr_expect(strstr(out, "\"field\":\"Transfer-Encoding\""), "%.400s", out);
 	free(out);
 	expect_t_unchanged(&srv, &before);
@@ -377,15 +402,11 @@ Test(bad_inputs, unsupported_transfer_encoding_is_501, .timeout = 120)
 
 	before = start_with_t(&srv);
 	for (size_t i = 0; i < sizeof(codings) / sizeof(codings[0]); i++) {
-		char req[1024], *out;
-		bool closed;
-		int n = charge_request(req, sizeof(req), &srv,
-				       "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\n"
-				       "%zx\r\n%s\r\n0\r\n\r\n",
-				       codings[i], strlen(CHARGE_BODY), CHARGE_BODY);
+		char *out = refused_charge(&srv, codings[i], "HTTP/1.1 501 ",
+					   "Content-Type: application/json\r\nTransfer-Encoding: %s\r\n"
+					   "\r\n%zx\r\n%s\r\n0\r\n\r\n",
+					   codings[i], strlen(CHARGE_BODY), CHARGE_BODY);
 
-		out = raw_exchange(&srv, req, (size_t)n, &closed);
-		expect_refused_and_closed(codings[i], out, closed, "HTTP/1.1 501 ");
 		cr_expect(strstr(out, "\"field\":\"Transfer-Encoding\""), "%s: %.400s", codings[i], out);
 		free(out);
 	}
@@ -401,20 +422,14 @@ Test(bad_inputs, unsupported_transfer_encoding_is_501, .timeout = 120)
  */
 Test(bad_inputs, expect_continue_oversize_is_413_at_once, .timeout = 60)
 {
-	char req[1024], *out;
 	dpg_server srv;
-	dpg_budget before;
-	bool closed;
-	int n;
+	dpg_budget before = start_with_t(&srv);
+	char *out = refused_charge(&srv, "Expect: 100-continue", "HTTP/1.1 413 ",
+				   "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+				   "Content-Length: %u\r\n\r\n",
+				   2097152u /* twice DPG_MAX_BODY_BYTES */);
 
-	before = start_with_t(&srv);
-	n = charge_request(req, sizeof(req), &srv,
-			   "Content-Type: application/json\r\nExpect: 100-continue\r\n"
-			   "Content-Length: %u\r\n\r\n",
-			   2097152u /* twice DPG_MAX_BODY_BYTES */);
-	out = raw_exchange(&srv, req, (size_t)n, &closed);
 	cr_expect(!strstr(out, "100 Continue"), "%.300s", out);
-	expect_refused_and_closed("Expect: 100-continue", out, closed, "HTTP/1.1 413 ");
 	free(out);
 	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
@@ -495,7 +510,7 @@ Test(bad_inputs, a_nul_byte_in_the_request_target_is_refused, .timeout = 60)
 Test(bad_inputs, a_header_name_with_a_space_is_refused_and_hides_no_request, .timeout = 60)
 {
 	static const char *const names[] = {"Content-Length ", "Transfer-Encoding ", "X-A\tB"};
-	char inner[1024], req[2048], *out;
+	char inner[1024];
 	dpg_server srv;
 	dpg_budget before;
 
@@ -504,13 +519,9 @@ Test(bad_inputs, a_header_name_with_a_space_is_refused_and_hides_no_request, .ti
 		       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
 		       strlen(CHARGE_BODY), CHARGE_BODY);
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		bool closed;
-		int n = charge_request(req, sizeof(req), &srv,
-				       "%s: %zu\r\n\r\n%s",
-				       names[i], strlen(inner), inner);
+		char *out = refused_charge(&srv, names[i], "HTTP/1.1 400 ", "%s: %zu\r\n\r\n%s",
+					   names[i], strlen(inner), inner);
 
-		out = raw_exchange(&srv, req, (size_t)n, &closed);
-		expect_refused_and_closed(names[i], out, closed, "HTTP/1.1 400 ");
 		cr_expect(strstr(out, "not an HTTP token"), "%.400s", out);
 		free(out);
 	}

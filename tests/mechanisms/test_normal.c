@@ -29,6 +29,16 @@ static double binomial_two_sided_p(unsigned k, double p, unsigned n)
 	return two > 1.0 ? 1.0 : two;
 }
 
+/* `count` of NORMAL_N draws beyond a point fits that tail's exact
+ * probability p and refutes the heavier one (the check's power), each by
+ * the two-sided binomial test at TEST_P_MIN. */
+static void expect_tail_count(unsigned count, double p, double heavier)
+{
+	cr_assert_gt(binomial_two_sided_p(count, p, NORMAL_N), TEST_P_MIN, "%u vs p %g", count, p);
+	cr_assert_lt(binomial_two_sided_p(count, heavier, NORMAL_N), TEST_P_MIN,
+		     "%u does not refute p %g", count, heavier);
+}
+
 static double cdf_std_normal(double x, const void *ctx)
 {
 	const double *shift = ctx;
@@ -111,20 +121,11 @@ Test(normal, fast_fill_is_standard_normal)
 	cr_assert_lt(fabs(s2 / n - 1.0), 5.0 * sqrt(2.0 / n));
 	cr_assert_lt(fabs(s3 / n), 5.0 * sqrt(15.0 / n));
 	cr_assert_lt(fabs(s4 / n - 3.0), 5.0 * sqrt(96.0 / n));
-	/* Tails against the exact 2 Q(t). */
-	cr_assert_gt(binomial_two_sided_p(beyond3, 2 * gsl_cdf_ugaussian_Q(3.0), NORMAL_N),
-		     TEST_P_MIN);
-	cr_assert_gt(binomial_two_sided_p(beyond4, 2 * gsl_cdf_ugaussian_Q(4.0), NORMAL_N),
-		     TEST_P_MIN);
-	cr_assert_gt(binomial_two_sided_p(beyond_r, 2 * gsl_cdf_ugaussian_Q(r), NORMAL_N),
-		     TEST_P_MIN);
-	/* Power: tails 10%, 50% and 30% heavier are rejected on these counts. */
-	cr_assert_lt(binomial_two_sided_p(beyond3, 2.2 * gsl_cdf_ugaussian_Q(3.0), NORMAL_N),
-		     TEST_P_MIN);
-	cr_assert_lt(binomial_two_sided_p(beyond4, 3.0 * gsl_cdf_ugaussian_Q(4.0), NORMAL_N),
-		     TEST_P_MIN);
-	cr_assert_lt(binomial_two_sided_p(beyond_r, 2.6 * gsl_cdf_ugaussian_Q(r), NORMAL_N),
-		     TEST_P_MIN);
+	/* Tails against the exact 2 Q(t), and (power) tails 10%, 50% and 30%
+	 * heavier rejected on the same counts. */
+	expect_tail_count(beyond3, 2 * gsl_cdf_ugaussian_Q(3.0), 2.2 * gsl_cdf_ugaussian_Q(3.0));
+	expect_tail_count(beyond4, 2 * gsl_cdf_ugaussian_Q(4.0), 3.0 * gsl_cdf_ugaussian_Q(4.0));
+	expect_tail_count(beyond_r, 2 * gsl_cdf_ugaussian_Q(r), 2.6 * gsl_cdf_ugaussian_Q(r));
 	cr_assert_gt(test_ks_p(x, NORMAL_N, cdf_std_normal, NULL), TEST_P_MIN);
 	/* Power: a mean shift of 0.01 sd is detected on the same sample. */
 	cr_assert_lt(test_ks_p(x, NORMAL_N, cdf_std_normal, &shift), TEST_P_MIN);

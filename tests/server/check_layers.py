@@ -24,8 +24,11 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'accountant'))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, '..', 'accountant'), os.path.join(HERE, '..', 'common')]
 import check_call_cycles as calls  # noqa: E402  (shared: strip, DEF, loops)
+from check_report import finish  # noqa: E402
 
 # Each layer and the layers it may use, bottom up.
 LAYERS = {
@@ -141,10 +144,7 @@ def main():
     if not src or not any(edges.values()):
         print('no server files or no calls between them found: the scan is broken')
         return 1
-    for p in problems:
-        print(p)
-    print(f'{len(src)} files, {len(problems)} problem(s)')
-    return 1 if problems else 0
+    return finish(problems, f'{len(src)} files, {len(problems)} problem(s)')
 
 
 if __name__ == '__main__':

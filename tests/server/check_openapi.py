@@ -7,13 +7,14 @@ operation uses is declared with a description, every operation documents a
 the linters .ci/lint-openapi runs (redocly's recommended-strict, spectral's
 spectral:oas), checked here too so that the suite holds them where node is
 absent.  Exits 77 (meson's "skipped") when PyYAML is not installed."""
+import os
 import sys
 
-try:
-    import yaml
-except ImportError:
-    print("PyYAML not installed: skipped")
-    sys.exit(77)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from check_report import finish, module_or_skip  # noqa: E402
+
+yaml = module_or_skip("yaml", "PyYAML")
 
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
@@ -89,10 +90,7 @@ def main():
         for name in entries or {}:
             if f"#/components/{kind}/{name}" not in used:
                 errors.append(f"components/{kind}/{name} is never referenced")
-    for e in errors:
-        print(e)
-    print(f"{len(seen)} operations, {len(errors)} errors")
-    return 1 if errors else 0
+    return finish(errors, f"{len(seen)} operations, {len(errors)} errors")
 
 
 if __name__ == "__main__":

@@ -19,50 +19,8 @@
 #include "api.h"
 #include "http.h"
 #include "json.h"
+#include "store_fixture.h"
 #include "store_internal.h"
-
-struct fixture {
-	char dir[64], path[128];
-	srv_store *st;
-};
-
-static void open_store(struct fixture *fx)
-{
-	srv_error err = {0};
-
-	strcpy(fx->dir, "/tmp/dpgate-group-XXXXXX");
-	cr_assert(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/g.db", fx->dir);
-	cr_assert_eq(srv_store_open(fx->path, 20, &fx->st, &err), 0, "%s", err.text);
-}
-
-static void close_store(struct fixture *fx)
-{
-	char cmd[160];
-
-	srv_store_close(fx->st);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-	cr_assert_eq(system(cmd), 0);
-}
-
-static void make_dataset(srv_db *db, const char *id, double eps)
-{
-	srv_dataset ds;
-	acct_filter f;
-
-	memset(&ds, 0, sizeof(ds));
-	strcpy(ds.id, id);
-	strcpy(ds.name, id);
-	strcpy(ds.privacy_unit, "row");
-	ds.neighbor = ACCT_ADD_REMOVE;
-	ds.accountant = ACCT_LEDGER_BASIC;
-	ds.budget_epsilon = eps;
-	ds.budget_delta = 1e-5;
-	cr_assert_eq(acct_filter_init(&f, ds.accountant, ds.neighbor, eps, 1e-5, NULL), 0);
-	acct_filter_zero(&f, &ds.spent);
-	acct_filter_zero(&f, &ds.reserved);
-	cr_assert_eq(srv_store_dataset_create(db, &ds, "test"), SRV_OK);
-}
 
 /* One pure-epsilon charge with its event, cost and answer builder. */
 struct charge {
@@ -125,7 +83,7 @@ static long long count_rows(srv_db *db, const char *sql)
 
 Test(group_commit, each_spend_of_a_batch_keeps_or_drops_its_own_writes)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	struct charge c[7];
 	const srv_spend *sps[7];
 	int statuses[7], rcs[7];
@@ -134,10 +92,7 @@ Test(group_commit, each_spend_of_a_batch_keeps_or_drops_its_own_writes)
 	json_t *report = NULL;
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	open_store(&fx);
-	db = srv_store_acquire(fx.st);
-	make_dataset(db, "g", 1.0);
+	db = store_fixture_start(&fx, "g", 1.0);
 	make_charge(&c[0], "g", 0.3, "k1");    /* A: charged */
 	make_charge(&c[1], "g", 0.3, "k1");    /* B: A's retry, replayed in the same transaction */
 	make_charge(&c[2], "g", 0.3, NULL);    /* C: charged (0.6) */
@@ -175,13 +130,12 @@ Test(group_commit, each_spend_of_a_batch_keeps_or_drops_its_own_writes)
 	json_decref(report);
 	for (int i = 0; i < 7; i++)
 		free(bodies[i]);
-	srv_store_release(fx.st, db);
-	close_store(&fx);
+	store_fixture_end(&fx, db);
 }
 
 Test(group_commit, a_batch_of_refusals_commits_nothing)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	struct charge c[2];
 	const srv_spend *sps[2] = {&c[0].sp, &c[1].sp};
 	int statuses[2], rcs[2];
@@ -189,10 +143,7 @@ Test(group_commit, a_batch_of_refusals_commits_nothing)
 	srv_dataset dss[2];
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	open_store(&fx);
-	db = srv_store_acquire(fx.st);
-	make_dataset(db, "g", 1.0);
+	db = store_fixture_start(&fx, "g", 1.0);
 	make_charge(&c[0], "nope", 0.1, NULL);
 	make_charge(&c[1], "g", 0.1, NULL);
 	c[1].fail_body = true;
@@ -201,8 +152,7 @@ Test(group_commit, a_batch_of_refusals_commits_nothing)
 	cr_assert_eq(rcs[1], SRV_DB_ERROR);
 	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 0);
 	cr_assert(sqlite3_get_autocommit(srv__db_handle(db)), "no transaction left open");
-	srv_store_release(fx.st, db);
-	close_store(&fx);
+	store_fixture_end(&fx, db);
 }
 
 /* A commit hook that turns every COMMIT into a ROLLBACK (SQLite then
@@ -225,7 +175,7 @@ static int refuse_commit(void *arg)
  */
 Test(group_commit, a_failed_commit_gives_out_no_answer_of_its_batch_not_even_a_replay)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	struct charge first, c[3];
 	const srv_spend *sps[3] = {&c[0].sp, &c[1].sp, &c[2].sp}, *one[1] = {&first.sp};
 	int statuses[3], rcs[3];
@@ -233,10 +183,7 @@ Test(group_commit, a_failed_commit_gives_out_no_answer_of_its_batch_not_even_a_r
 	srv_dataset dss[3];
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	open_store(&fx);
-	db = srv_store_acquire(fx.st);
-	make_dataset(db, "g", 1.0);
+	db = store_fixture_start(&fx, "g", 1.0);
 	make_charge(&first, "g", 0.125, "k0");
 	cr_assert_eq(srv__spend_batch_for_tests(db, one, 1, statuses, bodies, dss, rcs), 0);
 	cr_assert_eq(rcs[0], SRV_OK);
@@ -266,8 +213,7 @@ Test(group_commit, a_failed_commit_gives_out_no_answer_of_its_batch_not_even_a_r
 	free(bodies[0]);
 	free(bodies[1]);
 	free(durable);
-	srv_store_release(fx.st, db);
-	close_store(&fx);
+	store_fixture_end(&fx, db);
 }
 
 /* ---- many threads, one budget ------------------------------------------- */
@@ -308,7 +254,7 @@ static void *spend_many(void *arg)
 
 Test(group_commit, concurrent_spends_admit_exactly_the_budget)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	struct worker w[THREADS];
 	pthread_t t[THREADS];
 	int ok = 0, refused = 0, other = 0;
@@ -317,10 +263,7 @@ Test(group_commit, concurrent_spends_admit_exactly_the_budget)
 	srv_dataset ds;
 	srv_db *db;
 
-	cr_assert(sodium_init() >= 0);
-	open_store(&fx);
-	db = srv_store_acquire(fx.st);
-	make_dataset(db, "g", (double)ADMITTED);
+	db = store_fixture_start(&fx, "g", (double)ADMITTED);
 	srv_store_release(fx.st, db);
 	for (int i = 0; i < THREADS; i++) {
 		w[i] = (struct worker){fx.st, 0, 0, 0};
@@ -345,8 +288,7 @@ Test(group_commit, concurrent_spends_admit_exactly_the_budget)
 	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), ADMITTED);
 	cr_assert_eq(srv_verify_json(db, &report), SRV_OK);
 	json_decref(report);
-	srv_store_release(fx.st, db);
-	close_store(&fx);
+	store_fixture_end(&fx, db);
 }
 
 /* Every column a read of the row gives equals what the spend handed back. */
@@ -408,16 +350,13 @@ static int charge_one(srv_db *db, const char *dataset, double eps, srv_dataset *
  */
 Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	srv_dataset ds, fresh;
 	srv_db *db;
 	sqlite3 *other;
 
-	cr_assert(sodium_init() >= 0);
-	open_store(&fx);
-	db = srv_store_acquire(fx.st);
-	make_dataset(db, "m", 10.0);
-	make_dataset(db, "n", 10.0);
+	db = store_fixture_start(&fx, "m", 10.0);
+	store_fixture_dataset(db, "n", 10.0);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_OK);
 		cr_assert_eq(srv_store_dataset_get(db, "m", &fresh), SRV_OK);
@@ -448,8 +387,8 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 
 	/* Two remembered rows; another process changes the one not charged
 	 * next, and the charge after that must see it. */
-	make_dataset(db, "p", 10.0);
-	make_dataset(db, "q", 10.0);
+	store_fixture_dataset(db, "p", 10.0);
+	store_fixture_dataset(db, "q", 10.0);
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "q", 1.0, &ds), SRV_OK);
 	cr_assert_eq(charge_one(db, "p", 1.0, &ds), SRV_OK);
@@ -468,7 +407,7 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 
 			snprintf(id, sizeof(id), "d%d", i);
 			if (round == 0)
-				make_dataset(db, id, 10.0);
+				store_fixture_dataset(db, id, 10.0);
 			cr_assert_eq(charge_one(db, id, 1.0, &ds), SRV_OK);
 			cr_assert_eq(srv_store_dataset_get(db, id, &fresh), SRV_OK);
 			assert_same_row(&ds, &fresh);
@@ -486,6 +425,5 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 	cr_assert_eq(charge_one(db, "m", 1.0, &ds), SRV_CONFLICT);
 	cr_assert(ds.archived);
 	sqlite3_close(other);
-	srv_store_release(fx.st, db);
-	close_store(&fx);
+	store_fixture_end(&fx, db);
 }
