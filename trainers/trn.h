@@ -138,6 +138,39 @@ typedef enum trn_input_rule {
 	TRN_INPUT_UNIT_BALL = 1, /* "unit_ball" */
 } trn_input_rule;
 
+/*
+ * What a DP-SGD job trains on (its "features" param).  Every choice is a
+ * fixed function of one row, or a private release priced in the event:
+ *  - pca: the raw row, projected on pca_components DP-PCA directions when
+ *    pca_components > 0 (their Gaussian release is in the event); with 0
+ *    components the raw row.  The default.
+ *  - raw: the raw row; pca_components must be 0.
+ *  - scatter: the 2D scattering transform (J = 2, L = 8) of the row read as
+ *    a square image, then each of its scatter_groups groups of channels
+ *    standardised by its own mean and deviation within that row (group
+ *    normalisation, Wu and He 2018, without affine parameters, as Tramer
+ *    and Boneh 2021 use it).  Per row, so it costs no privacy;
+ *    pca_components must be 0.
+ */
+typedef enum trn_features {
+	TRN_FEATURES_PCA = 0,     /* "pca" */
+	TRN_FEATURES_RAW = 1,     /* "raw" */
+	TRN_FEATURES_SCATTER = 2, /* "scatter" */
+} trn_features;
+
+/* The scattering a "scatter" job applies, and its default groups. */
+#define TRN_DPSGD_SCATTER_J 2u
+#define TRN_DPSGD_SCATTER_L 8u
+#define TRN_DPSGD_SCATTER_GROUPS 27u
+/* Its channels, 1 + JL + L^2 J(J-1)/2 (trn_scatter_new). */
+#define TRN_DPSGD_SCATTER_CHANNELS 81u
+
+/* Feature transforms a model file records (see trn_model_serialize). */
+typedef enum trn_feature_rule {
+	TRN_FEATURE_RULE_NONE = 0,
+	TRN_FEATURE_RULE_SCATTER_GROUPNORM = 1,
+} trn_feature_rule;
+
 typedef enum trn_clipping {
 	TRN_CLIP_GLOBAL = 0,    /* "global": the whole gradient to norm C */
 	TRN_CLIP_PER_LAYER = 1, /* "per_layer": each of K layers to C/sqrt(K) */
@@ -151,6 +184,7 @@ int trn_activation_from_name(const char *name, trn_activation *ret);
 const char *trn_activation_name(uint32_t code);
 const char *trn_input_rule_name(uint32_t rule);
 int trn_clipping_from_name(const char *name, trn_clipping *ret);
+int trn_features_from_name(const char *name, trn_features *ret);
 
 /*
  * The parameters of a DP-SGD job (Abadi et al., "Deep Learning with
@@ -183,6 +217,10 @@ typedef struct trn_dpsgd_params {
 	                                covariance noise (default 7, as in Abadi et al.) */
 	uint64_t max_train_examples; /* "max_train_examples": 0 = all rows; otherwise
 	                                the first that many rows of the table */
+	trn_features features;       /* "features": "pca" (default) | "raw" | "scatter" */
+	uint32_t scatter_groups;     /* "scatter_groups": groups of the per-row group
+	                                normalisation of the 81 scattering channels,
+	                                a divisor of 81 (default 27) */
 } trn_dpsgd_params;
 
 /* Fills the defaults: mlp, one hidden layer of 1000 relu units, 20 epochs,
@@ -296,6 +334,12 @@ typedef struct trn_model_info {
 	size_t n_params;
 	trn_input_rule input_rule;
 	double input_scale;
+	/* The feature transform between the raw row and the first layer (or
+	 * TRN_FEATURE_RULE_NONE, the other fields then 0): the scattering of
+	 * the row read as a scatter_rows x scatter_cols image, then group
+	 * normalisation over scatter_groups groups of channels. */
+	trn_feature_rule feature_rule;
+	uint32_t scatter_rows, scatter_cols, scatter_j, scatter_l, scatter_groups;
 } trn_model_info;
 
 void trn_model_info_get(const trn_model *m, trn_model_info *ret);
@@ -343,12 +387,24 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
  *   then    for each layer k = 1..K: W_k, f64 row-major w_k x w_{k-1},
  *           then b_k, f64 w_k
  *
+ * Version 3, written only for a model with a feature transform (a
+ * "scatter" job's): version 2 with version = 3 and, right after the
+ * per-layer codes, six u32: the feature rule (1: scatter then group norm,
+ * see trn_feature_rule), the image rows M and columns N (M N = D), the
+ * scattering's J and L, and the number of groups G.  P is then 0 and w_0
+ * = C (M / 2^J)(N / 2^J), C = 1 + JL + L^2 J(J-1)/2 channels; the input
+ * rule is none.  h_0 is the scattering of x (channel-major, as
+ * trn_scatter_apply writes it), each group of C/G consecutive channels
+ * then replaced by (h - mean) / sqrt(var + 1e-5), mean and (biased)
+ * variance over that group's values in this row.
+ *
  * Version 1 (read only): the same magic; then at 8 u32 version = 1, at 12
  * u32 activation of every hidden layer (0 none, 1 relu, 2 tanh; 0 exactly
  * when K = 1), D, P, K and classes at 16-28 as above, the widths at 32,
  * then V and the layers as above; no input rule, no per-layer codes.
  *
- * Prediction: z = the input rule applied to x; h_0 = z V (or z when P = 0);
+ * Prediction: z = the input rule applied to x; h_0 = z V (or z when P = 0;
+ * or the feature transform of x in version 3);
  * h_k = f_k(W_k h_{k-1} + b_k); logits = h_K; the class is the argmax; the
  * scores the softmax of the logits.
  */
@@ -358,7 +414,7 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
 int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 			acct_error *err);
 
-/* Parses either version above (bounds-checked; a short, long or
+/* Parses any version above (bounds-checked; a short, long or
  * inconsistent buffer gives ACCT_EINVAL).  Returns 0 and a new model. */
 int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_error *err);
 
@@ -1056,5 +1112,51 @@ int trn_scatter_table(const trn_scatter *s, const trn_dataset *in, trn_dataset *
 		      acct_error *err);
 
 /* ==== end scattering ==== */
+
+/* ==== DP-SGD feature transforms ==== */
+
+/*
+ * The shape of a "scatter" job's features for rows of d values: the side
+ * of the square image (d = side^2, side a multiple of 2^J from 2^(J+1) to
+ * TRN_SCATTER_MAX_SIDE) and the number of features, C (side / 2^J)^2 with
+ * C = 81 channels (J = 2, L = 8), at most DPG_MAX_FEATURES; `groups` must
+ * divide C.  Either output may be NULL.  Needs the public shape only.
+ * Returns 0, or ACCT_EINVAL at /params/features or /params/scatter_groups.
+ */
+int trn_dpsgd_scatter_shape(size_t d, uint32_t groups, size_t *ret_side, size_t *ret_features,
+			    acct_error *err);
+
+/*
+ * Maps every row of `in` to the features a job with p->features = scatter
+ * trains on (the scattering, then per-row group normalisation over
+ * p->scatter_groups groups; trn.h's model format, version 3, states the
+ * formula), with two threads.  The map reads one row at a time and no
+ * statistic of the table, so it costs no privacy.  *ret has in's n, labels
+ * and classes.  Returns 0 and *ret (caller frees), or ACCT_EINVAL (not a
+ * scatter job, or rows that are not such images) / ACCT_ENOMEM /
+ * ACCT_ENUMERIC.
+ */
+int trn_dpsgd_features_table(const trn_dpsgd_params *p, const trn_dataset *in,
+			     trn_dataset **ret, acct_error *err);
+
+/*
+ * trn_dpsgd_run and trn_sgd_nonprivate_run for a scatter job whose tables
+ * were already mapped by trn_dpsgd_features_table with the same p (a
+ * benchmark keeps them on disk between runs): `train` and `eval` hold the
+ * features, `raw_d` the width of the raw rows they came from.  Training is
+ * the same; the model records the transform and takes raw rows.  Any other
+ * features value is refused with ACCT_EINVAL.
+ */
+int trn_dpsgd_run_prepared(const trn_dpsgd_params *p, size_t raw_d, const trn_dataset *train,
+			   const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+			   void *progress_user, const atomic_bool *cancel,
+			   trn_dpsgd_result **ret, acct_error *err);
+int trn_sgd_nonprivate_run_prepared(const trn_dpsgd_params *p, size_t raw_d,
+				    const trn_dataset *train, const trn_dataset *eval,
+				    mech_rng *rng, trn_progress_fn progress, void *progress_user,
+				    const atomic_bool *cancel, trn_dpsgd_result **ret,
+				    acct_error *err);
+
+/* ==== end DP-SGD feature transforms ==== */
 
 #endif
