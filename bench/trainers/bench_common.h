@@ -33,4 +33,19 @@ int bench_csv_read(const char *path, double **ret_x, int64_t **ret_y, size_t *re
 /* The same table as a trn_dataset with (largest label + 1) classes. */
 int bench_csv_load(const char *path, trn_dataset **ret);
 
+/*
+ * Parses a comma-separated list of at most `max` numbers in [lo, hi] into
+ * out[0..*ret_n).  -1 when v is NULL, empty, too long or has a bad item.
+ */
+int bench_number_list(const char *v, double lo, double hi, double *out, size_t max,
+		      size_t *ret_n);
+
+/* Seconds on the monotonic clock: bench/common's clock, linked in (its
+ * header shares this one's name). */
+double bench_now_s(void);
+
+/* A new table holding rows [start, start + n) of `all` (fewer when the
+ * table ends first); NULL when out of memory or no row is left. */
+trn_dataset *bench_rows(const trn_dataset *all, size_t start, size_t n);
+
 #endif
