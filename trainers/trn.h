@@ -1159,4 +1159,77 @@ int trn_sgd_nonprivate_run_prepared(const trn_dpsgd_params *p, size_t raw_d,
 
 /* ==== end DP-SGD feature transforms ==== */
 
+/* ==== Convolutional models (trn_conv.c) ==== */
+
+/*
+ * A small convolutional classifier: n_conv blocks of [convolution with an
+ * odd k x k kernel, stride 1 and zero 'same' padding -> activation -> 2 x 2
+ * average pooling], then an optional dense hidden layer (same activation)
+ * and a dense output layer; softmax cross-entropy.  Inputs are channels x
+ * side x side, channel-major.  Not served by a job yet: the library, its
+ * per-example clipping and its tests.
+ */
+#define TRN_CONV_MAX_CONV 2u
+#define TRN_CONV_MAX_CHANNELS 256u
+#define TRN_CONV_MAX_KERNEL 9u
+
+typedef enum trn_conv_act {
+	TRN_CONV_TANH = 0,
+	TRN_CONV_TEMPERED_SIGMOID = 1, /* s / (1 + e^(-T z)) - o */
+} trn_conv_act;
+
+typedef struct trn_conv_spec {
+	uint32_t channels, side;             /* input */
+	uint32_t n_conv;                     /* 1..TRN_CONV_MAX_CONV */
+	uint32_t conv_channels[TRN_CONV_MAX_CONV];
+	uint32_t kernel[TRN_CONV_MAX_CONV];  /* odd, <= TRN_CONV_MAX_KERNEL */
+	uint32_t hidden;                     /* dense hidden units; 0 = none */
+	uint32_t classes;
+	trn_conv_act act;
+	double ts_scale, ts_temp, ts_offset; /* the tempered sigmoid's s, T, o */
+} trn_conv_spec;
+
+/* How a convolution's per-example gradient norm is computed: from the two
+ * T x T Gram matrices (ghost), from the materialised C_out x D gradient,
+ * or whichever costs less (auto: ghost when 2 T^2 < C_out D). */
+typedef enum trn_conv_norm_mode {
+	TRN_CONV_NORM_AUTO = 0,
+	TRN_CONV_NORM_GHOST = 1,
+	TRN_CONV_NORM_MATERIALISE = 2,
+} trn_conv_norm_mode;
+
+typedef struct trn_convnet trn_convnet;
+
+/* Builds a model with zero weights for `spec` (each side halving at every
+ * pooling).  Returns 0 and *ret, ACCT_EINVAL or ACCT_ENOMEM. */
+int trn_convnet_new(const trn_conv_spec *spec, trn_convnet **ret, acct_error *err);
+void trn_convnet_free(trn_convnet *n);
+
+/* Parameters, in the order conv W_1 (C_out x C_in k^2), b_1, ..., dense
+ * W, b; the array belongs to the model.  Input width channels side^2. */
+size_t trn_convnet_n_params(const trn_convnet *n);
+size_t trn_convnet_input_dim(const trn_convnet *n);
+double *trn_convnet_params(trn_convnet *n);
+
+/* Weights N(0, 1/fan_in) from rng, biases 0. */
+int trn_convnet_init(trn_convnet *n, mech_rng *rng, acct_error *err);
+
+/* The cross-entropy of one example (the reference of gradient tests). */
+double trn_convnet_loss(trn_convnet *n, const double *x, uint32_t y);
+
+/*
+ * Adds to grad (n_params) the sum over the B rows of x of each example's
+ * gradient, clipped to norm clip_norm (Abadi et al. 2016, Algorithm 1;
+ * clip_norm <= 0: not clipped), computing each norm by `mode` without
+ * storing any example's gradient.  ret_norms (may be NULL) gets the B
+ * unclipped norms, ret_loss_sum (may be NULL) the summed loss.  Returns 0,
+ * or ACCT_EINVAL for a label out of range (grad then holds the rows
+ * before it).
+ */
+int trn_convnet_clipped_grad(trn_convnet *n, const double *x, const uint32_t *y, size_t B,
+			     double clip_norm, trn_conv_norm_mode mode, double *grad,
+			     double *ret_norms, double *ret_loss_sum);
+
+/* ==== end convolutional models ==== */
+
 #endif

@@ -155,6 +155,16 @@ void trn__group_normalise(double *h, size_t channels, size_t plane, size_t group
 int trn__features_rows(const trn_model *m, trn_scatter_workspace *w, const double *x,
 		       size_t B, double *out);
 
+/*
+ * The squared norm of one example's gradient of a convolution as a product
+ * (trn_conv.c): errors dA (C_out x T), unfolded input U (T x D); weight
+ * part ||dA U||_F^2 by `mode`, plus the bias part ||dA 1||^2.  scratch_a and
+ * scratch_b hold max(T^2, C_out D) values each.
+ */
+double trn__conv_grad_sqnorm(const double *da, const double *u, size_t c_out, size_t t,
+			     size_t d, trn_conv_norm_mode mode, double *scratch_a,
+			     double *scratch_b);
+
 /* Cross-entropy loss of one example (reference for finite differences). */
 double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x, uint32_t y);
 
