@@ -1102,7 +1102,8 @@ int trn_scatter_apply(const trn_scatter *s, const double *x, double *out,
 		      trn_scatter_workspace *w);
 
 /*
- * Maps every row of `in` (d = M*N) to its scattering coefficients: *out has
+ * Maps every row of `in` (d = M*N), in two threads, to its scattering
+ * coefficients: *out has
  * the same n, labels and classes, and d = channels x rows x cols (3969 for
  * 28 x 28, J = 2, L = 8).  Returns 0 and *out, or ACCT_EINVAL (d is not
  * M*N, or the output exceeds DPG_MAX_FEATURES), ACCT_ENOMEM or

@@ -11,18 +11,14 @@
  * (docs/training.md, "Scattering features").  Their alternative, batch
  * normalisation with noisy statistics of the training set, would need its
  * own Gaussian release in the job's event; per-row statistics need none.
- * A whole table is mapped by two threads (the bank is read-only and each
- * thread has its own workspace): some 70 s of one core for 60000 images.
+ * The row map itself, and a whole table's in two threads, are
+ * trn_scatter.c's (trn__scatter_row, trn__scatter_map_rows).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trn_internal.h"
-
-/* Threads that map a table's rows. */
-#define TRN_FEATURE_THREADS 2u
 
 static const trn__name features_names[] = {
 	{ "pca", TRN_FEATURES_PCA }, { "raw", TRN_FEATURES_RAW },
@@ -36,26 +32,6 @@ int trn_features_from_name(const char *name, trn_features *ret)
 	if (v >= 0)
 		*ret = (trn_features)v;
 	return v < 0 ? -1 : 0;
-}
-
-void trn__group_normalise(double *h, size_t channels, size_t plane, size_t groups)
-{
-	size_t len = channels / groups * plane;
-
-	for (size_t g = 0; g < groups; g++) {
-		double *v = h + g * len, mean = 0.0, var = 0.0, inv;
-
-		for (size_t i = 0; i < len; i++)
-			mean += v[i];
-		mean /= (double)len;
-		/* Two passes: the variance of values far from 0 stays exact. */
-		for (size_t i = 0; i < len; i++)
-			var += (v[i] - mean) * (v[i] - mean);
-		var /= (double)len;
-		inv = 1.0 / sqrt(var + TRN_GROUPNORM_EPS);
-		for (size_t i = 0; i < len; i++)
-			v[i] = (v[i] - mean) * inv;
-	}
 }
 
 int trn_dpsgd_scatter_shape(size_t d, uint32_t groups, size_t *ret_side, size_t *ret_features,
@@ -107,81 +83,17 @@ int trn__model_set_scatter(trn_model *m, uint32_t rows, uint32_t cols, uint32_t 
 	return 0;
 }
 
-/* Scatters one row into out and normalises its groups. */
-static int scatter_row(const trn_scatter *s, uint32_t groups, const double *x, double *out,
-		       trn_scatter_workspace *w)
-{
-	int rc = trn_scatter_apply(s, x, out, w);
-
-	if (rc == 0)
-		trn__group_normalise(out, trn_scatter_channels(s),
-				     trn_scatter_out_rows(s) * trn_scatter_out_cols(s), groups);
-	return rc;
-}
-
 int trn__features_rows(const trn_model *m, trn_scatter_workspace *w, const double *x,
 		       size_t B, double *out)
 {
 	for (size_t i = 0; i < B; i++) {
-		int rc = scatter_row(m->scatter, m->scatter_groups, x + i * m->input_dim,
-				     out + i * m->dims[0], w);
+		int rc = trn__scatter_row(m->scatter, m->scatter_groups, x + i * m->input_dim,
+					  out + i * m->dims[0], w);
 
 		if (rc != 0)
 			return rc;
 	}
 	return 0;
-}
-
-/* One thread's share of a table: rows [lo, hi). */
-struct map_part {
-	const trn_scatter *s;
-	uint32_t groups;
-	const trn_dataset *in;
-	trn_dataset *out;
-	size_t lo, hi;
-	int rc;
-};
-
-static void *map_part_main(void *arg)
-{
-	struct map_part *mp = arg;
-	trn_scatter_workspace *w = NULL;
-
-	mp->rc = trn_scatter_workspace_new(mp->s, &w, NULL);
-	for (size_t i = mp->lo; mp->rc == 0 && i < mp->hi; i++)
-		mp->rc = scatter_row(mp->s, mp->groups, mp->in->x + i * mp->in->d,
-				     mp->out->x + i * mp->out->d, w);
-	trn_scatter_workspace_free(w);
-	return NULL;
-}
-
-/* Maps every row of in into out, in TRN_FEATURE_THREADS parts; a part
- * whose thread cannot start runs in the caller. */
-static int map_rows(const trn_scatter *s, uint32_t groups, const trn_dataset *in,
-		    trn_dataset *out)
-{
-	struct map_part parts[TRN_FEATURE_THREADS];
-	pthread_t th[TRN_FEATURE_THREADS];
-	bool started[TRN_FEATURE_THREADS] = { false };
-	int rc = 0;
-
-	for (size_t t = 0; t < TRN_FEATURE_THREADS; t++) {
-		parts[t] = (struct map_part){ .s = s, .groups = groups, .in = in, .out = out,
-					      .lo = in->n * t / TRN_FEATURE_THREADS,
-					      .hi = in->n * (t + 1) / TRN_FEATURE_THREADS };
-		if (t > 0)
-			started[t] = pthread_create(&th[t], NULL, map_part_main, &parts[t]) == 0;
-	}
-	for (size_t t = 0; t < TRN_FEATURE_THREADS; t++)
-		if (!started[t])
-			map_part_main(&parts[t]);
-	for (size_t t = 0; t < TRN_FEATURE_THREADS; t++) {
-		if (started[t])
-			pthread_join(th[t], NULL);
-		if (parts[t].rc != 0 && rc == 0)
-			rc = parts[t].rc;
-	}
-	return rc;
 }
 
 int trn_dpsgd_features_table(const trn_dpsgd_params *p, const trn_dataset *in,
@@ -204,7 +116,7 @@ int trn_dpsgd_features_table(const trn_dpsgd_params *p, const trn_dataset *in,
 	if (rc < 0)
 		goto out;
 	memcpy(ds->y, in->y, in->n * sizeof(*in->y));
-	rc = map_rows(s, p->scatter_groups, in, ds);
+	rc = trn__scatter_map_rows(s, p->scatter_groups, in, ds);
 	if (rc != 0) {
 		rc = acct_error_set(err, rc, "", "the scattering transform failed");
 		goto out;

@@ -127,7 +127,7 @@ int trn__model_evaluate_inputs(const trn_model *m, const double *x, const uint32
 			       size_t n, double *ret_accuracy, double *ret_loss,
 			       acct_error *err);
 
-/* ---- feature transforms (trn_dpsgd_features.c) ---- */
+/* ---- feature transforms (trn_dpsgd_features.c, trn_scatter.c) ---- */
 
 /*
  * Gives a model the scatter-then-group-norm transform for rows x cols
@@ -137,6 +137,20 @@ int trn__model_evaluate_inputs(const trn_model *m, const double *x, const uint32
  */
 int trn__model_set_scatter(trn_model *m, uint32_t rows, uint32_t cols, uint32_t groups,
 			   acct_error *err);
+
+/*
+ * The scattering of one row x into out, then (groups > 0) group
+ * normalisation of its channels (trn_scatter.c).  Returns 0 or
+ * ACCT_ENUMERIC when an FFT failed.
+ */
+int trn__scatter_row(const trn_scatter *s, uint32_t groups, const double *x, double *out,
+		     trn_scatter_workspace *w);
+
+/* trn__scatter_row on every row of in into out (n rows of the bank's
+ * output width, allocated by the caller), in two threads.  Returns 0,
+ * ACCT_ENOMEM or ACCT_ENUMERIC. */
+int trn__scatter_map_rows(const trn_scatter *s, uint32_t groups, const trn_dataset *in,
+			  trn_dataset *out);
 
 /*
  * Group normalisation of one row's feature maps h (channels x plane,
