@@ -613,9 +613,9 @@ static int run_tune(const struct opts *o, bool np, const struct tables *t, mech_
 		printf("selected%s: lr=%g epochs=%u sigma=%.4f RDP epsilon %.4f at delta %g, "
 		       "validation_accuracy=%.4f -> test_accuracy=%.4f (test split read once; "
 		       "grid %.0f s)\n",
-		       np ? " (NON-PRIVATE)" : "", p.learning_rate, p.epochs,
-		       np ? 0.0 : p.noise_multiplier, eps, o->delta, best->test_accuracy, test_acc,
-		       bench_now_s() - t0);
+		       np ? " (NON-PRIVATE, no epsilon)" : "", p.learning_rate, p.epochs,
+		       np ? 0.0 : p.noise_multiplier, np ? 0.0 : eps, o->delta, best->test_accuracy,
+		       test_acc, bench_now_s() - t0);
 		fflush(stdout);
 		trn_dpsgd_result_free(best);
 	}
