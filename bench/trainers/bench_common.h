@@ -22,18 +22,6 @@
 int bench_number(const char *v, char sep, double lo, double hi, double *ret);
 
 /*
- * Reads a CSV table: d is the header's field count minus one, every row
- * gives d finite features then its label (a whole number).  On success
- * the caller owns *ret_x (n x d, row-major) and *ret_y (n); -1 on an
- * unreadable file, a short or non-numeric row, or no memory.
- */
-int bench_csv_read(const char *path, double **ret_x, int64_t **ret_y, size_t *ret_n,
-		   size_t *ret_d);
-
-/* The same table as a trn_dataset with (largest label + 1) classes. */
-int bench_csv_load(const char *path, trn_dataset **ret);
-
-/*
  * Parses a comma-separated list of at most `max` numbers in [lo, hi] into
  * out[0..*ret_n).  -1 when v is NULL, empty, too long or has a bad item.
  */
@@ -47,5 +35,17 @@ double bench_now_s(void);
 /* A new table holding rows [start, start + n) of `all` (fewer when the
  * table ends first); NULL when out of memory or no row is left. */
 trn_dataset *bench_rows(const trn_dataset *all, size_t start, size_t n);
+
+/*
+ * Reads a CSV table: d is the header's field count minus one, every row
+ * gives d finite features then its label (a whole number).  On success
+ * the caller owns *ret_x (n x d, row-major) and *ret_y (n); -1 on an
+ * unreadable file, a short or non-numeric row, or no memory.
+ */
+int bench_csv_read(const char *path, double **ret_x, int64_t **ret_y, size_t *ret_n,
+		   size_t *ret_d);
+
+/* The same table as a trn_dataset with (largest label + 1) classes. */
+int bench_csv_load(const char *path, trn_dataset **ret);
 
 #endif
