@@ -138,6 +138,39 @@ typedef enum trn_input_rule {
 	TRN_INPUT_UNIT_BALL = 1, /* "unit_ball" */
 } trn_input_rule;
 
+/*
+ * What a DP-SGD job trains on (its "features" param).  Every choice is a
+ * fixed function of one row, or a private release priced in the event:
+ *  - pca: the raw row, projected on pca_components DP-PCA directions when
+ *    pca_components > 0 (their Gaussian release is in the event); with 0
+ *    components the raw row.  The default.
+ *  - raw: the raw row; pca_components must be 0.
+ *  - scatter: the 2D scattering transform (J = 2, L = 8) of the row read as
+ *    a square image, then each of its scatter_groups groups of channels
+ *    standardised by its own mean and deviation within that row (group
+ *    normalisation, Wu and He 2018, without affine parameters, as Tramer
+ *    and Boneh 2021 use it).  Per row, so it costs no privacy;
+ *    pca_components must be 0.
+ */
+typedef enum trn_features {
+	TRN_FEATURES_PCA = 0,     /* "pca" */
+	TRN_FEATURES_RAW = 1,     /* "raw" */
+	TRN_FEATURES_SCATTER = 2, /* "scatter" */
+} trn_features;
+
+/* The scattering a "scatter" job applies, and its default groups. */
+#define TRN_DPSGD_SCATTER_J 2u
+#define TRN_DPSGD_SCATTER_L 8u
+#define TRN_DPSGD_SCATTER_GROUPS 27u
+/* Its channels, 1 + JL + L^2 J(J-1)/2 (trn_scatter_new). */
+#define TRN_DPSGD_SCATTER_CHANNELS 81u
+
+/* Feature transforms a model file records (see trn_model_serialize). */
+typedef enum trn_feature_rule {
+	TRN_FEATURE_RULE_NONE = 0,
+	TRN_FEATURE_RULE_SCATTER_GROUPNORM = 1,
+} trn_feature_rule;
+
 typedef enum trn_clipping {
 	TRN_CLIP_GLOBAL = 0,    /* "global": the whole gradient to norm C */
 	TRN_CLIP_PER_LAYER = 1, /* "per_layer": each of K layers to C/sqrt(K) */
@@ -151,6 +184,7 @@ int trn_activation_from_name(const char *name, trn_activation *ret);
 const char *trn_activation_name(uint32_t code);
 const char *trn_input_rule_name(uint32_t rule);
 int trn_clipping_from_name(const char *name, trn_clipping *ret);
+int trn_features_from_name(const char *name, trn_features *ret);
 
 /*
  * The parameters of a DP-SGD job (Abadi et al., "Deep Learning with
@@ -183,6 +217,10 @@ typedef struct trn_dpsgd_params {
 	                                covariance noise (default 7, as in Abadi et al.) */
 	uint64_t max_train_examples; /* "max_train_examples": 0 = all rows; otherwise
 	                                the first that many rows of the table */
+	trn_features features;       /* "features": "pca" (default) | "raw" | "scatter" */
+	uint32_t scatter_groups;     /* "scatter_groups": groups of the per-row group
+	                                normalisation of the 81 scattering channels,
+	                                a divisor of 81 (default 27) */
 } trn_dpsgd_params;
 
 /* Fills the defaults: mlp, one hidden layer of 1000 relu units, 20 epochs,
@@ -296,6 +334,12 @@ typedef struct trn_model_info {
 	size_t n_params;
 	trn_input_rule input_rule;
 	double input_scale;
+	/* The feature transform between the raw row and the first layer (or
+	 * TRN_FEATURE_RULE_NONE, the other fields then 0): the scattering of
+	 * the row read as a scatter_rows x scatter_cols image, then group
+	 * normalisation over scatter_groups groups of channels. */
+	trn_feature_rule feature_rule;
+	uint32_t scatter_rows, scatter_cols, scatter_j, scatter_l, scatter_groups;
 } trn_model_info;
 
 void trn_model_info_get(const trn_model *m, trn_model_info *ret);
@@ -343,12 +387,24 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
  *   then    for each layer k = 1..K: W_k, f64 row-major w_k x w_{k-1},
  *           then b_k, f64 w_k
  *
+ * Version 3, written only for a model with a feature transform (a
+ * "scatter" job's): version 2 with version = 3 and, right after the
+ * per-layer codes, six u32: the feature rule (1: scatter then group norm,
+ * see trn_feature_rule), the image rows M and columns N (M N = D), the
+ * scattering's J and L, and the number of groups G.  P is then 0 and w_0
+ * = C (M / 2^J)(N / 2^J), C = 1 + JL + L^2 J(J-1)/2 channels; the input
+ * rule is none.  h_0 is the scattering of x (channel-major, as
+ * trn_scatter_apply writes it), each group of C/G consecutive channels
+ * then replaced by (h - mean) / sqrt(var + 1e-5), mean and (biased)
+ * variance over that group's values in this row.
+ *
  * Version 1 (read only): the same magic; then at 8 u32 version = 1, at 12
  * u32 activation of every hidden layer (0 none, 1 relu, 2 tanh; 0 exactly
  * when K = 1), D, P, K and classes at 16-28 as above, the widths at 32,
  * then V and the layers as above; no input rule, no per-layer codes.
  *
- * Prediction: z = the input rule applied to x; h_0 = z V (or z when P = 0);
+ * Prediction: z = the input rule applied to x; h_0 = z V (or z when P = 0;
+ * or the feature transform of x in version 3);
  * h_k = f_k(W_k h_{k-1} + b_k); logits = h_K; the class is the argmax; the
  * scores the softmax of the logits.
  */
@@ -358,7 +414,7 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
 int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 			acct_error *err);
 
-/* Parses either version above (bounds-checked; a short, long or
+/* Parses any version above (bounds-checked; a short, long or
  * inconsistent buffer gives ACCT_EINVAL).  Returns 0 and a new model. */
 int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_error *err);
 
@@ -1046,7 +1102,8 @@ int trn_scatter_apply(const trn_scatter *s, const double *x, double *out,
 		      trn_scatter_workspace *w);
 
 /*
- * Maps every row of `in` (d = M*N) to its scattering coefficients: *out has
+ * Maps every row of `in` (d = M*N), in two threads, to its scattering
+ * coefficients: *out has
  * the same n, labels and classes, and d = channels x rows x cols (3969 for
  * 28 x 28, J = 2, L = 8).  Returns 0 and *out, or ACCT_EINVAL (d is not
  * M*N, or the output exceeds DPG_MAX_FEATURES), ACCT_ENOMEM or
@@ -1212,5 +1269,123 @@ int trn_pate_run(const trn_pate_params *p, const trn_dataset *train, const trn_d
 		 acct_error *err);
 
 /* ==== end PATE ==== */
+/* ==== DP-SGD feature transforms ==== */
+
+/*
+ * The shape of a "scatter" job's features for rows of d values: the side
+ * of the square image (d = side^2, side a multiple of 2^J from 2^(J+1) to
+ * TRN_SCATTER_MAX_SIDE) and the number of features, C (side / 2^J)^2 with
+ * C = 81 channels (J = 2, L = 8), at most DPG_MAX_FEATURES; `groups` must
+ * divide C.  Either output may be NULL.  Needs the public shape only.
+ * Returns 0, or ACCT_EINVAL at /params/features or /params/scatter_groups.
+ */
+int trn_dpsgd_scatter_shape(size_t d, uint32_t groups, size_t *ret_side, size_t *ret_features,
+			    acct_error *err);
+
+/*
+ * Maps every row of `in` to the features a job with p->features = scatter
+ * trains on (the scattering, then per-row group normalisation over
+ * p->scatter_groups groups; trn.h's model format, version 3, states the
+ * formula), with two threads.  The map reads one row at a time and no
+ * statistic of the table, so it costs no privacy.  *ret has in's n, labels
+ * and classes.  Returns 0 and *ret (caller frees), or ACCT_EINVAL (not a
+ * scatter job, or rows that are not such images) / ACCT_ENOMEM /
+ * ACCT_ENUMERIC.
+ */
+int trn_dpsgd_features_table(const trn_dpsgd_params *p, const trn_dataset *in,
+			     trn_dataset **ret, acct_error *err);
+
+/*
+ * trn_dpsgd_run and trn_sgd_nonprivate_run for a scatter job whose tables
+ * were already mapped by trn_dpsgd_features_table with the same p (a
+ * benchmark keeps them on disk between runs): `train` and `eval` hold the
+ * features, `raw_d` the width of the raw rows they came from.  Training is
+ * the same; the model records the transform and takes raw rows.  Any other
+ * features value is refused with ACCT_EINVAL.
+ */
+int trn_dpsgd_run_prepared(const trn_dpsgd_params *p, size_t raw_d, const trn_dataset *train,
+			   const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+			   void *progress_user, const atomic_bool *cancel,
+			   trn_dpsgd_result **ret, acct_error *err);
+int trn_sgd_nonprivate_run_prepared(const trn_dpsgd_params *p, size_t raw_d,
+				    const trn_dataset *train, const trn_dataset *eval,
+				    mech_rng *rng, trn_progress_fn progress, void *progress_user,
+				    const atomic_bool *cancel, trn_dpsgd_result **ret,
+				    acct_error *err);
+
+/* ==== end DP-SGD feature transforms ==== */
+
+/* ==== Convolutional models (trn_conv.c) ==== */
+
+/*
+ * A small convolutional classifier: n_conv blocks of [convolution with an
+ * odd k x k kernel, stride 1 and zero 'same' padding -> activation -> 2 x 2
+ * average pooling], then an optional dense hidden layer (same activation)
+ * and a dense output layer; softmax cross-entropy.  Inputs are channels x
+ * side x side, channel-major.  Not served by a job yet: the library, its
+ * per-example clipping and its tests.
+ */
+#define TRN_CONV_MAX_CONV 2u
+#define TRN_CONV_MAX_CHANNELS 256u
+#define TRN_CONV_MAX_KERNEL 9u
+
+typedef enum trn_conv_act {
+	TRN_CONV_TANH = 0,
+	TRN_CONV_TEMPERED_SIGMOID = 1, /* s / (1 + e^(-T z)) - o */
+} trn_conv_act;
+
+typedef struct trn_conv_spec {
+	uint32_t channels, side;             /* input */
+	uint32_t n_conv;                     /* 1..TRN_CONV_MAX_CONV */
+	uint32_t conv_channels[TRN_CONV_MAX_CONV];
+	uint32_t kernel[TRN_CONV_MAX_CONV];  /* odd, <= TRN_CONV_MAX_KERNEL */
+	uint32_t hidden;                     /* dense hidden units; 0 = none */
+	uint32_t classes;
+	trn_conv_act act;
+	double ts_scale, ts_temp, ts_offset; /* the tempered sigmoid's s, T, o */
+} trn_conv_spec;
+
+/* How a convolution's per-example gradient norm is computed: from the two
+ * T x T Gram matrices (ghost), from the materialised C_out x D gradient,
+ * or whichever costs less (auto: ghost when 2 T^2 < C_out D). */
+typedef enum trn_conv_norm_mode {
+	TRN_CONV_NORM_AUTO = 0,
+	TRN_CONV_NORM_GHOST = 1,
+	TRN_CONV_NORM_MATERIALISE = 2,
+} trn_conv_norm_mode;
+
+typedef struct trn_convnet trn_convnet;
+
+/* Builds a model with zero weights for `spec` (each side halving at every
+ * pooling).  Returns 0 and *ret, ACCT_EINVAL or ACCT_ENOMEM. */
+int trn_convnet_new(const trn_conv_spec *spec, trn_convnet **ret, acct_error *err);
+void trn_convnet_free(trn_convnet *n);
+
+/* Parameters, in the order conv W_1 (C_out x C_in k^2), b_1, ..., dense
+ * W, b; the array belongs to the model.  Input width channels side^2. */
+size_t trn_convnet_n_params(const trn_convnet *n);
+size_t trn_convnet_input_dim(const trn_convnet *n);
+double *trn_convnet_params(trn_convnet *n);
+
+/* Weights N(0, 1/fan_in) from rng, biases 0. */
+int trn_convnet_init(trn_convnet *n, mech_rng *rng, acct_error *err);
+
+/* The cross-entropy of one example (the reference of gradient tests). */
+double trn_convnet_loss(trn_convnet *n, const double *x, uint32_t y);
+
+/*
+ * Adds to grad (n_params) the sum over the B rows of x of each example's
+ * gradient, clipped to norm clip_norm (Abadi et al. 2016, Algorithm 1;
+ * clip_norm <= 0: not clipped), computing each norm by `mode` without
+ * storing any example's gradient.  ret_norms (may be NULL) gets the B
+ * unclipped norms, ret_loss_sum (may be NULL) the summed loss.  Returns 0,
+ * or ACCT_EINVAL for a label out of range (grad then holds the rows
+ * before it).
+ */
+int trn_convnet_clipped_grad(trn_convnet *n, const double *x, const uint32_t *y, size_t B,
+			     double clip_norm, trn_conv_norm_mode mode, double *grad,
+			     double *ret_norms, double *ret_loss_sum);
+
+/* ==== end convolutional models ==== */
 
 #endif

@@ -81,12 +81,33 @@ void trn_dpsgd_params_default(trn_dpsgd_params *p)
 	p->pca_components = 0;
 	p->pca_noise_multiplier = 7.0;
 	p->max_train_examples = 0;
+	p->features = TRN_FEATURES_PCA;
+	p->scatter_groups = TRN_DPSGD_SCATTER_GROUPS;
 }
 
 /* Values beyond which a real parameter is surely a mistake. */
 #define TRN_MAX_NOISE_MULTIPLIER 1e6
 #define TRN_MAX_CLIP_NORM 1e6
 #define TRN_MAX_LEARNING_RATE 1e3
+
+/* The features and what they allow: DP-PCA only with "pca", groups that
+ * divide the scattering's channels. */
+static int features_check(const trn_dpsgd_params *p, acct_error *err)
+{
+	if (p->features != TRN_FEATURES_PCA && p->features != TRN_FEATURES_RAW &&
+	    p->features != TRN_FEATURES_SCATTER)
+		return acct_error_set(err, ACCT_EINVAL, "/params/features",
+				      "features must be \"pca\", \"raw\" or \"scatter\"");
+	if (p->features != TRN_FEATURES_PCA && p->pca_components > 0)
+		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
+				      "pca_components needs features \"pca\"");
+	if (p->features == TRN_FEATURES_SCATTER &&
+	    (p->scatter_groups < 1 || TRN_DPSGD_SCATTER_CHANNELS % p->scatter_groups != 0))
+		return acct_error_set(err, ACCT_EINVAL, "/params/scatter_groups",
+				      "scatter_groups must divide the %u scattering channels",
+				      TRN_DPSGD_SCATTER_CHANNELS);
+	return 0;
+}
 
 static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err)
 {
@@ -144,7 +165,7 @@ static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err
 		return acct_error_set(err, ACCT_EINVAL, "/params/max_train_examples",
 				      "max_train_examples must be at most %lld",
 				      (long long)DPG_MAX_TRAIN_EXAMPLES);
-	return 0;
+	return features_check(p, err);
 }
 
 int trn_dpsgd_params_validate(const trn_dpsgd_params *p, acct_error *err)
@@ -338,9 +359,14 @@ static double scheduled_rate(const trn_dpsgd_params *p, double epochs_done)
 static uint32_t model_widths(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
 			     uint32_t widths[TRN_MAX_LAYERS + 1])
 {
+	size_t in = p->pca_components ? p->pca_components : d;
+
+	/* Scatter features: the transform's output (d was checked). */
+	if (p->features == TRN_FEATURES_SCATTER &&
+	    trn_dpsgd_scatter_shape(d, p->scatter_groups, NULL, &in, NULL) < 0)
+		in = d;
 	return trn__dense_widths(p->model == TRN_MODEL_LOGREG ? 0 : p->n_hidden, p->hidden,
-				 p->pca_components ? p->pca_components : (uint32_t)d,
-				 num_classes, widths);
+				 (uint32_t)in, num_classes, widths);
 }
 
 int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
@@ -356,6 +382,9 @@ int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_clas
 		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
 				      "pca_components %u exceeds the %zu features", p->pca_components,
 				      d);
+	if (p->features == TRN_FEATURES_SCATTER &&
+	    trn_dpsgd_scatter_shape(d, p->scatter_groups, NULL, NULL, err) < 0)
+		return ACCT_EINVAL;
 	if (p->model != TRN_MODEL_LOGREG && p->n_hidden > DPG_MAX_HIDDEN_LAYERS)
 		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
 				      "at most %d hidden layers", DPG_MAX_HIDDEN_LAYERS);
@@ -485,7 +514,9 @@ static void noise_ahead_stop(struct noise_ahead *a)
 struct train_run {
 	const trn_dpsgd_params *p;
 	bool private;
-	const trn_dataset *ds, *eval;
+	const trn_dataset *ds, *eval; /* under scatter features, the mapped tables */
+	size_t raw_d;      /* the width of the raw rows the model takes */
+	trn_dataset *feat_train, *feat_eval; /* the tables this run mapped */
 	mech_rng *rng;
 	trn_dpsgd_result *res;
 	trn_model *m;
@@ -508,6 +539,8 @@ static void train_run_free(struct train_run *r)
 {
 	noise_ahead_stop(&r->ahead);
 	trn_dpsgd_result_free(r->res);
+	trn_dataset_free(r->feat_train);
+	trn_dataset_free(r->feat_eval);
 	trn_model_free(r->m);
 	trn__workspace_free(r->ws);
 	free(r->xproj);
@@ -529,6 +562,7 @@ static int train_nomem(acct_error *err)
 static int train_check(struct train_run *r, acct_error *err)
 {
 	const trn_dataset *ds = r->ds, *eval = r->eval;
+	uint32_t widths[TRN_MAX_LAYERS + 1];
 	int rc;
 
 	rc = params_check(r->p, r->private, err);
@@ -546,7 +580,53 @@ static int train_check(struct train_run *r, acct_error *err)
 	rc = size_check(r->p, ds->n, &r->n, &r->steps, &r->q, err);
 	if (rc < 0)
 		return rc;
-	return trn_dpsgd_check_shape(r->p, ds->d, ds->num_classes, err);
+	rc = trn_dpsgd_check_shape(r->p, r->raw_d, ds->num_classes, err);
+	if (rc < 0)
+		return rc;
+	/* Mapped tables have the transform's width, raw ones raw_d. */
+	model_widths(r->p, r->raw_d, ds->num_classes, widths);
+	if (ds->d != (r->p->features == TRN_FEATURES_SCATTER ? widths[0] : r->raw_d))
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "the table's width is not the features' (%zu)", ds->d);
+	return 0;
+}
+
+/*
+ * Scatter features: checks the raw tables and the parameters against
+ * them, then maps both tables once (trn_dpsgd_features_table) and trains
+ * on the copies.  The map is a function of each row alone.
+ */
+static int train_map(struct train_run *r, acct_error *err)
+{
+	int rc = params_check(r->p, r->private, err);
+
+	if (rc == 0)
+		rc = trn_dataset_validate(r->ds, "/data", err);
+	if (rc == 0)
+		rc = trn_dpsgd_check_shape(r->p, r->ds->d, r->ds->num_classes, err);
+	if (rc == 0 && r->eval && r->eval->d != r->ds->d)
+		rc = acct_error_set(err, ACCT_EINVAL, "/data",
+				    "the evaluation table does not match the training table");
+	if (rc == 0)
+		rc = trn_dpsgd_features_table(r->p, r->ds, &r->feat_train, err);
+	if (rc == 0 && r->eval)
+		rc = trn_dpsgd_features_table(r->p, r->eval, &r->feat_eval, err);
+	if (rc < 0)
+		return rc;
+	r->ds = r->feat_train;
+	r->eval = r->feat_eval;
+	return 0;
+}
+
+/* Accuracy and loss on the evaluation table: raw rows, or rows the run
+ * already mapped to the model's inputs. */
+static int train_evaluate(const struct train_run *r, double *ret_acc, double *ret_loss,
+			  acct_error *err)
+{
+	if (r->p->features != TRN_FEATURES_SCATTER)
+		return trn_model_evaluate(r->m, r->eval, ret_acc, ret_loss, err);
+	return trn__model_evaluate_inputs(r->m, r->eval->x, r->eval->y, r->eval->n, ret_acc,
+					  ret_loss, err);
 }
 
 /* DP-PCA on all the rows, then projects them once (Abadi et al. §5). */
@@ -681,7 +761,7 @@ static int train_loop(struct train_run *r, trn_progress_fn progress, void *progr
 		r->res->steps_done = step;
 		pr.evaluated = false;
 		if (r->eval && (full_after > full_before || step == r->steps)) {
-			rc = trn_model_evaluate(r->m, r->eval, &r->last_acc, &r->last_loss, err);
+			rc = train_evaluate(r, &r->last_acc, &r->last_loss, err);
 			if (rc < 0)
 				return rc;
 			pr.evaluated = true;
@@ -703,60 +783,88 @@ static int train_loop(struct train_run *r, trn_progress_fn progress, void *progr
 	return 0;
 }
 
-static int train(const trn_dpsgd_params *p, bool private, const trn_dataset *train_ds,
-		 const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+/* Builds the model (recording the feature transform or the DP-PCA
+ * projection it takes raw rows through), initialises it and allocates
+ * the step loop's buffers. */
+static int train_model_new(struct train_run *r, acct_error *err)
+{
+	const trn_dpsgd_params *p = r->p;
+	uint32_t widths[TRN_MAX_LAYERS + 1];
+	uint32_t n_layers = model_widths(p, r->raw_d, r->ds->num_classes, widths);
+	size_t side = 0;
+	int rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
+				&r->m, err);
+
+	if (rc < 0)
+		return rc;
+	r->m->input_dim = (uint32_t)r->raw_d;
+	r->xtr = r->ds->x;
+	r->row_dim = widths[0];
+	if (p->features == TRN_FEATURES_SCATTER &&
+	    ((rc = trn_dpsgd_scatter_shape(r->raw_d, p->scatter_groups, &side, NULL, err)) < 0 ||
+	     (rc = trn__model_set_scatter(r->m, (uint32_t)side, (uint32_t)side, p->scatter_groups,
+					  err)) < 0))
+		return rc;
+	if ((p->pca_components && (rc = train_project(r, err)) < 0) ||
+	    (rc = trn__model_init(r->m, r->rng, err)) < 0)
+		return rc;
+	return train_alloc(r, err);
+}
+
+/*
+ * One run: raw tables, or (prepared) tables a scatter job's features were
+ * already mapped to, from rows of raw_d values.
+ */
+static int train(struct train_run *r, bool prepared, trn_progress_fn progress,
 		 void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
 		 acct_error *err)
 {
-	struct train_run r = { .p = p, .private = private, .ds = train_ds, .eval = eval,
-			       .rng = rng, .last_loss = NAN, .last_acc = NAN };
-	uint32_t widths[TRN_MAX_LAYERS + 1], n_layers;
 	double t0;
-	int rc;
+	int rc = 0;
 
-	rc = train_check(&r, err);
+	if (prepared && (!r->p || r->p->features != TRN_FEATURES_SCATTER))
+		return acct_error_set(err, ACCT_EINVAL, "/params/features",
+				      "prepared tables hold scatter features");
+	if (!prepared)
+		r->raw_d = r->ds ? r->ds->d : 0;
+	if (!prepared && r->p && r->p->features == TRN_FEATURES_SCATTER && r->ds && r->rng)
+		rc = train_map(r, err);
+	if (rc == 0)
+		rc = train_check(r, err);
 	if (rc < 0)
 		goto out;
-	r.res = calloc(1, sizeof(*r.res));
-	if (!r.res) {
+	r->res = calloc(1, sizeof(*r->res));
+	if (!r->res) {
 		rc = train_nomem(err);
 		goto out;
 	}
-	r.res->test_accuracy = NAN;
-	r.res->test_loss = NAN;
-	r.res->steps_total = r.steps;
-	r.res->examples_used = r.n;
-	n_layers = model_widths(p, train_ds->d, train_ds->num_classes, widths);
-	rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
-			    &r.m, err);
+	r->res->test_accuracy = NAN;
+	r->res->test_loss = NAN;
+	r->res->steps_total = r->steps;
+	r->res->examples_used = r->n;
+	rc = train_model_new(r, err);
 	if (rc < 0)
 		goto out;
-	r.m->input_dim = (uint32_t)train_ds->d;
-	r.xtr = train_ds->x;
-	r.row_dim = widths[0];
-	if ((p->pca_components && (rc = train_project(&r, err)) < 0) ||
-	    (rc = trn__model_init(r.m, rng, err)) < 0 || (rc = train_alloc(&r, err)) < 0)
-		goto out;
-	r.clip.enabled = private;
-	r.clip.mode = p->clipping;
-	r.clip.clip_norm = p->clip_norm;
+	r->clip.enabled = r->private;
+	r->clip.mode = r->p->clipping;
+	r->clip.clip_norm = r->p->clip_norm;
 	t0 = trn__now_seconds();
-	rc = train_loop(&r, progress, progress_user, cancel, err);
+	rc = train_loop(r, progress, progress_user, cancel, err);
 	if (rc < 0)
 		goto out;
-	r.res->train_seconds = trn__now_seconds() - t0;
-	if (eval) {
-		rc = trn_model_evaluate(r.m, eval, &r.res->test_accuracy, &r.res->test_loss, err);
+	r->res->train_seconds = trn__now_seconds() - t0;
+	if (r->eval) {
+		rc = train_evaluate(r, &r->res->test_accuracy, &r->res->test_loss, err);
 		if (rc < 0)
 			goto out;
 	}
-	r.res->model = r.m;
-	r.m = NULL;
-	rc = r.res->steps_done < r.steps ? TRN_CANCELLED : 0;
-	*ret = r.res;
-	r.res = NULL;
+	r->res->model = r->m;
+	r->m = NULL;
+	rc = r->res->steps_done < r->steps ? TRN_CANCELLED : 0;
+	*ret = r->res;
+	r->res = NULL;
 out:
-	train_run_free(&r);
+	train_run_free(r);
 	return rc;
 }
 
@@ -765,7 +873,10 @@ int trn_dpsgd_run(const trn_dpsgd_params *p, const trn_dataset *train_ds,
 		  void *progress_user, const atomic_bool *cancel, trn_dpsgd_result **ret,
 		  acct_error *err)
 {
-	return train(p, true, train_ds, eval, rng, progress, progress_user, cancel, ret, err);
+	struct train_run r = { .p = p, .private = true, .ds = train_ds, .eval = eval,
+			       .rng = rng, .last_loss = NAN, .last_acc = NAN };
+
+	return train(&r, false, progress, progress_user, cancel, ret, err);
 }
 
 int trn_sgd_nonprivate_run(const trn_dpsgd_params *p, const trn_dataset *train_ds,
@@ -773,5 +884,31 @@ int trn_sgd_nonprivate_run(const trn_dpsgd_params *p, const trn_dataset *train_d
 			   void *progress_user, const atomic_bool *cancel,
 			   trn_dpsgd_result **ret, acct_error *err)
 {
-	return train(p, false, train_ds, eval, rng, progress, progress_user, cancel, ret, err);
+	struct train_run r = { .p = p, .private = false, .ds = train_ds, .eval = eval,
+			       .rng = rng, .last_loss = NAN, .last_acc = NAN };
+
+	return train(&r, false, progress, progress_user, cancel, ret, err);
+}
+
+int trn_dpsgd_run_prepared(const trn_dpsgd_params *p, size_t raw_d, const trn_dataset *train_ds,
+			   const trn_dataset *eval, mech_rng *rng, trn_progress_fn progress,
+			   void *progress_user, const atomic_bool *cancel,
+			   trn_dpsgd_result **ret, acct_error *err)
+{
+	struct train_run r = { .p = p, .private = true, .ds = train_ds, .eval = eval,
+			       .raw_d = raw_d, .rng = rng, .last_loss = NAN, .last_acc = NAN };
+
+	return train(&r, true, progress, progress_user, cancel, ret, err);
+}
+
+int trn_sgd_nonprivate_run_prepared(const trn_dpsgd_params *p, size_t raw_d,
+				    const trn_dataset *train_ds, const trn_dataset *eval,
+				    mech_rng *rng, trn_progress_fn progress, void *progress_user,
+				    const atomic_bool *cancel, trn_dpsgd_result **ret,
+				    acct_error *err)
+{
+	struct train_run r = { .p = p, .private = false, .ds = train_ds, .eval = eval,
+			       .raw_d = raw_d, .rng = rng, .last_loss = NAN, .last_acc = NAN };
+
+	return train(&r, true, progress, progress_user, cancel, ret, err);
 }

@@ -145,7 +145,10 @@ int trn_eval_model(const trn_model *m, const trn_dataset *ds, trn_eval_metrics *
 		size_t B = ds->n - s < TRN_EVAL_CHUNK_ROWS ? ds->n - s : TRN_EVAL_CHUNK_ROWS;
 		const double *logits = ws->act[m->n_layers];
 
-		trn__model_load_rows(m, ws, ds->x, s, B);
+		if (trn__model_load_rows(m, ws, ds->x, s, B) < 0) {
+			rc = acct_error_set(err, ACCT_ENUMERIC, "", "the feature transform failed");
+			goto out;
+		}
 		trn__chunk_logits(m, ws, B);
 		for (size_t i = 0; i < B; i++) {
 			const double *z = logits + i * k;

@@ -32,6 +32,11 @@ struct trn_model {
 	size_t w_off[TRN_MAX_LAYERS];
 	size_t b_off[TRN_MAX_LAYERS];
 	double *params;
+	/* The feature transform (trn_feature_rule) from a raw row of input_dim
+	 * to dims[0]; with it, proj_dim is 0 and the input rule none. */
+	uint32_t feature_rule;
+	uint32_t scatter_rows, scatter_cols, scatter_groups;
+	trn_scatter *scatter;         /* the bank, owned; NULL without the rule */
 };
 
 /*
@@ -65,6 +70,7 @@ typedef struct trn__workspace {
 	double *sq[TRN_MAX_LAYERS];       /* per-example squared gradient norm per layer */
 	double *scale;                    /* cap x n_layers clipping factors */
 	double *loss;                     /* per-example loss */
+	trn_scatter_workspace *scatter;   /* models with a feature transform */
 } trn__workspace;
 
 int trn__workspace_new(const trn_model *m, size_t cap, trn__workspace **ret, acct_error *err);
@@ -108,9 +114,70 @@ void trn__chunk_logits(const trn_model *m, trn__workspace *ws, size_t B);
 void trn__chunk_backprop(const trn_model *m, trn__workspace *ws, size_t B, double *grad);
 
 /* Copies rows [start, start+B) of a raw n x input_dim table into ws->act[0],
- * through the model's projection if it has one. */
-void trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x,
-			  size_t start, size_t B);
+ * through the model's input rule, projection or feature transform.
+ * Returns 0, or ACCT_ENUMERIC when the transform's FFT failed. */
+int trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x, size_t start,
+			 size_t B);
+
+/* Accuracy and mean cross-entropy of a model on n rows already mapped to
+ * its first layer's inputs (n x dims[0]: projected, or feature-transformed
+ * by trn__features_rows), labels y (every one a class).  Either output may
+ * be NULL.  Returns 0 or ACCT_ENOMEM. */
+int trn__model_evaluate_inputs(const trn_model *m, const double *x, const uint32_t *y,
+			       size_t n, double *ret_accuracy, double *ret_loss,
+			       acct_error *err);
+
+/* ---- feature transforms (trn_dpsgd_features.c, trn_scatter.c) ---- */
+
+/*
+ * Gives a model the scatter-then-group-norm transform for rows x cols
+ * images (J = TRN_DPSGD_SCATTER_J, L = TRN_DPSGD_SCATTER_L) with `groups`
+ * groups: builds the bank and sets the fields; dims[0] must already be the
+ * transform's output width.  Returns 0, or ACCT_EINVAL / ACCT_ENOMEM.
+ */
+int trn__model_set_scatter(trn_model *m, uint32_t rows, uint32_t cols, uint32_t groups,
+			   acct_error *err);
+
+/*
+ * The scattering of one row x into out, then (groups > 0) group
+ * normalisation of its channels (trn_scatter.c).  Returns 0 or
+ * ACCT_ENUMERIC when an FFT failed.
+ */
+int trn__scatter_row(const trn_scatter *s, uint32_t groups, const double *x, double *out,
+		     trn_scatter_workspace *w);
+
+/* trn__scatter_row on every row of in into out (n rows of the bank's
+ * output width, allocated by the caller), in two threads.  Returns 0,
+ * ACCT_ENOMEM or ACCT_ENUMERIC. */
+int trn__scatter_map_rows(const trn_scatter *s, uint32_t groups, const trn_dataset *in,
+			  trn_dataset *out);
+
+/*
+ * Group normalisation of one row's feature maps h (channels x plane,
+ * channel-major), in place, without affine parameters (Wu and He, "Group
+ * Normalization", ECCV 2018, eq. 1-3 with S_i the C/G channels of i's
+ * group): each group of channels/groups consecutive channels becomes
+ * (h - mu) / sqrt(var + TRN_GROUPNORM_EPS), mu and var the mean and biased
+ * variance of that group's values.  groups divides channels.
+ */
+#define TRN_GROUPNORM_EPS 1e-5
+void trn__group_normalise(double *h, size_t channels, size_t plane, size_t groups);
+
+/* Maps B raw rows (B x m->input_dim) through the model's feature transform
+ * into out (B x m->dims[0]) with the workspace w.  Returns 0, or
+ * ACCT_ENUMERIC when an FFT failed. */
+int trn__features_rows(const trn_model *m, trn_scatter_workspace *w, const double *x,
+		       size_t B, double *out);
+
+/*
+ * The squared norm of one example's gradient of a convolution as a product
+ * (trn_conv.c): errors dA (C_out x T), unfolded input U (T x D); weight
+ * part ||dA U||_F^2 by `mode`, plus the bias part ||dA 1||^2.  scratch_a and
+ * scratch_b hold max(T^2, C_out D) values each.
+ */
+double trn__conv_grad_sqnorm(const double *da, const double *u, size_t c_out, size_t t,
+			     size_t d, trn_conv_norm_mode mode, double *scratch_a,
+			     double *scratch_b);
 
 /* Cross-entropy loss of one example (reference for finite differences). */
 double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x, uint32_t y);

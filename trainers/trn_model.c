@@ -98,6 +98,7 @@ void trn_model_free(trn_model *m)
 		return;
 	free(m->proj);
 	free(m->params);
+	trn_scatter_free(m->scatter);
 	free(m);
 }
 
@@ -142,7 +143,8 @@ int trn__workspace_new(const trn_model *m, size_t cap, trn__workspace **ret, acc
 	}
 	ws->scale = malloc(cap * m->n_layers * sizeof(double));
 	ws->loss = malloc(cap * sizeof(double));
-	if (!ws->scale || !ws->loss)
+	if (!ws->scale || !ws->loss ||
+	    (m->scatter && trn_scatter_workspace_new(m->scatter, &ws->scatter, NULL) < 0))
 		goto nomem;
 	*ret = ws;
 	return 0;
@@ -163,6 +165,7 @@ void trn__workspace_free(trn__workspace *ws)
 	}
 	free(ws->scale);
 	free(ws->loss);
+	trn_scatter_workspace_free(ws->scatter);
 	free(ws);
 }
 
@@ -472,15 +475,19 @@ double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x
 
 /* ---- prediction ------------------------------------------------------------ */
 
-/* Copies (projecting if the model projects) B raw rows into ws->act[0]. */
-static void load_rows_raw(const trn_model *m, trn__workspace *ws, const double *src, size_t B)
+/* Copies (projecting if the model projects, transforming if it has a
+ * feature transform) B raw rows into ws->act[0]. */
+static int load_rows_raw(const trn_model *m, trn__workspace *ws, const double *src, size_t B)
 {
+	if (m->feature_rule != TRN_FEATURE_RULE_NONE)
+		return trn__features_rows(m, ws->scatter, src, B, ws->act[0]);
 	if (m->proj_dim)
 		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)m->proj_dim,
 			    (int)m->input_dim, 1.0, src, (int)m->input_dim, m->proj, (int)m->proj_dim,
 			    0.0, ws->act[0], (int)m->proj_dim);
 	else
 		memcpy(ws->act[0], src, B * m->input_dim * sizeof(double));
+	return 0;
 }
 
 /*
@@ -506,60 +513,79 @@ double trn__unit_ball_factor(const double *x, size_t d, double B)
  * table into ws->act[0], after the model's input rule.  The rule scales
  * each row by a factor and the projection is linear, so the factor is
  * applied to the projected row: (c x) V = c (x V). */
-static void load_rows(const trn_model *m, trn__workspace *ws, const double *x, size_t start,
-		      size_t B)
+static int load_rows(const trn_model *m, trn__workspace *ws, const double *x, size_t start,
+		     size_t B)
 {
 	const double *src = x + start * m->input_dim;
+	int rc = load_rows_raw(m, ws, src, B);
 
-	load_rows_raw(m, ws, src, B);
-	if (m->input_rule != TRN_INPUT_UNIT_BALL)
-		return;
+	if (rc < 0 || m->input_rule != TRN_INPUT_UNIT_BALL)
+		return rc;
 	for (size_t i = 0; i < B; i++)
 		cblas_dscal((int)m->dims[0],
 			    trn__unit_ball_factor(src + i * m->input_dim, m->input_dim, m->input_scale),
 			    ws->act[0] + i * m->dims[0], 1);
+	return 0;
 }
 
-void trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x,
-			  size_t start, size_t B)
+int trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x, size_t start,
+			 size_t B)
 {
-	load_rows(m, ws, x, start, B);
+	return load_rows(m, ws, x, start, B);
+}
+
+/* Accuracy and loss over n rows, B at a time: raw rows through load_rows,
+ * or (inputs) rows already mapped to the first layer's inputs. */
+static int evaluate_rows(const trn_model *m, const double *x, const uint32_t *y, size_t n,
+			 bool inputs, double *ret_accuracy, double *ret_loss, acct_error *err)
+{
+	trn__workspace *ws = NULL;
+	size_t cap = 512, correct = 0, w = inputs ? m->dims[0] : m->input_dim;
+	double loss = 0.0;
+	int rc;
+
+	/* Evaluation tables are public splits, every row labelled. */
+	for (size_t i = 0; i < n; i++)
+		if (y[i] >= m->dims[m->n_layers])
+			return acct_error_set(err, ACCT_EINVAL, "/data",
+					      "an evaluation row has no class");
+	rc = trn__workspace_new(m, cap, &ws, err);
+	for (size_t s = 0; rc == 0 && s < n; s += cap) {
+		size_t B = n - s < cap ? n - s : cap, c;
+		double l;
+
+		if (inputs)
+			memcpy(ws->act[0], x + s * w, B * w * sizeof(double));
+		else if (load_rows(m, ws, x, s, B) < 0)
+			rc = acct_error_set(err, ACCT_ENUMERIC, "", "the feature transform failed");
+		if (rc < 0)
+			break;
+		forward(m, ws, y + s, B, &l, &c);
+		loss += l;
+		correct += c;
+	}
+	if (rc == 0 && ret_accuracy)
+		*ret_accuracy = (double)correct / (double)n;
+	if (rc == 0 && ret_loss)
+		*ret_loss = loss / (double)n;
+	trn__workspace_free(ws);
+	return rc;
+}
+
+int trn__model_evaluate_inputs(const trn_model *m, const double *x, const uint32_t *y,
+			       size_t n, double *ret_accuracy, double *ret_loss,
+			       acct_error *err)
+{
+	return evaluate_rows(m, x, y, n, true, ret_accuracy, ret_loss, err);
 }
 
 int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
 		       double *ret_loss, acct_error *err)
 {
-	trn__workspace *ws = NULL;
-	size_t cap = 512, correct = 0;
-	double loss = 0.0;
-	int rc;
-
 	if (!m || !ds || ds->d != m->input_dim || ds->num_classes != m->dims[m->n_layers])
 		return acct_error_set(err, ACCT_EINVAL, "/data",
 				      "the table does not match the model's shape");
-	/* Evaluation tables are public splits, every row labelled. */
-	for (size_t i = 0; i < ds->n; i++)
-		if (ds->y[i] >= ds->num_classes)
-			return acct_error_set(err, ACCT_EINVAL, "/data",
-					      "an evaluation row has no class");
-	rc = trn__workspace_new(m, cap, &ws, err);
-	if (rc < 0)
-		return rc;
-	for (size_t s = 0; s < ds->n; s += cap) {
-		size_t B = ds->n - s < cap ? ds->n - s : cap, c;
-		double l;
-
-		load_rows(m, ws, ds->x, s, B);
-		forward(m, ws, ds->y + s, B, &l, &c);
-		loss += l;
-		correct += c;
-	}
-	if (ret_accuracy)
-		*ret_accuracy = (double)correct / ds->n;
-	if (ret_loss)
-		*ret_loss = loss / ds->n;
-	trn__workspace_free(ws);
-	return 0;
+	return evaluate_rows(m, ds->x, ds->y, ds->n, false, ret_accuracy, ret_loss, err);
 }
 
 /* Runs one raw row through the model into a one-row workspace; the softmax
@@ -576,7 +602,11 @@ static int forward_one(const trn_model *m, const double *x, size_t d, trn__works
 	rc = trn__workspace_new(m, 1, ret_ws, err);
 	if (rc < 0)
 		return rc;
-	load_rows(m, *ret_ws, x, 0, 1);
+	if (load_rows(m, *ret_ws, x, 0, 1) < 0) {
+		trn__workspace_free(*ret_ws);
+		*ret_ws = NULL;
+		return acct_error_set(err, ACCT_ENUMERIC, "", "the feature transform failed");
+	}
 	forward(m, *ret_ws, &dummy, 1, NULL, NULL);
 	return 0;
 }
@@ -634,7 +664,15 @@ void trn_model_info_get(const trn_model *m, trn_model_info *ret)
 		.n_params = m->n_params,
 		.input_rule = (trn_input_rule)m->input_rule,
 		.input_scale = m->input_scale,
+		.feature_rule = (trn_feature_rule)m->feature_rule,
 	};
+	if (m->feature_rule != TRN_FEATURE_RULE_NONE) {
+		ret->scatter_rows = m->scatter_rows;
+		ret->scatter_cols = m->scatter_cols;
+		ret->scatter_j = TRN_DPSGD_SCATTER_J;
+		ret->scatter_l = TRN_DPSGD_SCATTER_L;
+		ret->scatter_groups = m->scatter_groups;
+	}
 }
 
 /* Checks per-layer codes (each known, the last identity) and an input rule
@@ -738,10 +776,13 @@ static double get_f64(const uint8_t *p)
 	return x;
 }
 
-/* Bytes before the widths: magic, version, five u32 fields, and in version
- * 2 the input scale. */
+/* Bytes before the widths: magic, version, five u32 fields, and from
+ * version 2 the input scale; version 3's feature-transform block. */
 #define MODEL_V1_HEADER 32u
 #define MODEL_V2_HEADER 40u
+#define MODEL_V3_FEATURE_BLOCK 24u
+/* The version written for a model with a feature transform. */
+#define MODEL_FEATURES_VERSION 3u
 
 /* The whole file's length for a given version and shape. */
 static size_t model_file_len(uint32_t version, uint32_t n_layers, size_t n_proj,
@@ -750,6 +791,7 @@ static size_t model_file_len(uint32_t version, uint32_t n_layers, size_t n_proj,
 	if (version == 1)
 		return MODEL_V1_HEADER + 4 * (n_layers + 1) + 8 * (n_proj + n_params);
 	return MODEL_V2_HEADER + 4 * (n_layers + 1) + 4 * (size_t)n_layers +
+	       (version == MODEL_FEATURES_VERSION ? MODEL_V3_FEATURE_BLOCK : 0) +
 	       8 * (n_proj + n_params);
 }
 
@@ -757,14 +799,16 @@ int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 			acct_error *err)
 {
 	size_t n_proj = (size_t)m->input_dim * m->proj_dim;
-	size_t len = model_file_len(2, m->n_layers, n_proj, m->n_params);
+	uint32_t version = m->feature_rule != TRN_FEATURE_RULE_NONE ? MODEL_FEATURES_VERSION
+								     : TRN_MODEL_FORMAT_VERSION;
+	size_t len = model_file_len(version, m->n_layers, n_proj, m->n_params);
 	uint8_t *buf = malloc(len), *p;
 
 	if (!buf)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory serialising a model");
 	memcpy(buf, TRN_MODEL_MAGIC, 8);
 	p = buf + 8;
-	p = put_u32(p, TRN_MODEL_FORMAT_VERSION);
+	p = put_u32(p, version);
 	p = put_u32(p, m->input_rule);
 	p = put_u32(p, m->input_dim);
 	p = put_u32(p, m->proj_dim);
@@ -775,6 +819,14 @@ int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 		p = put_u32(p, m->dims[l]);
 	for (uint32_t l = 0; l < m->n_layers; l++)
 		p = put_u32(p, m->layer_act[l]);
+	if (version == MODEL_FEATURES_VERSION) {
+		p = put_u32(p, m->feature_rule);
+		p = put_u32(p, m->scatter_rows);
+		p = put_u32(p, m->scatter_cols);
+		p = put_u32(p, TRN_DPSGD_SCATTER_J);
+		p = put_u32(p, TRN_DPSGD_SCATTER_L);
+		p = put_u32(p, m->scatter_groups);
+	}
 	for (size_t i = 0; i < n_proj; i++)
 		p = put_f64(p, m->proj[i]);
 	/* params is already laid out as W_1, b_1, W_2, b_2, ... */
@@ -791,6 +843,8 @@ typedef struct model_header {
 	double scale;
 	uint32_t widths[TRN_MAX_LAYERS + 1];
 	uint32_t acts[TRN_MAX_LAYERS];
+	/* version 3: feature rule, image rows and columns, J, L, groups */
+	uint32_t feature[MODEL_V3_FEATURE_BLOCK / 4];
 	const uint8_t *body; /* the projection, then the layers */
 } model_header;
 
@@ -811,12 +865,13 @@ static int read_header(const uint8_t *buf, size_t len, model_header *h, acct_err
 	h->n_layers = get_u32(buf + 24);
 	h->classes = get_u32(buf + 28);
 	fixed = h->version == 1 ? MODEL_V1_HEADER : MODEL_V2_HEADER;
-	if ((h->version != 1 && h->version != 2) || h->n_layers < 1 ||
+	if (h->version < 1 || h->version > MODEL_FEATURES_VERSION || h->n_layers < 1 ||
 	    h->n_layers > TRN_MAX_LAYERS || h->input_dim < 1 || h->input_dim > DPG_MAX_FEATURES ||
 	    h->proj_dim > DPG_MAX_PCA_COMPONENTS || h->proj_dim > h->input_dim ||
 	    (h->version == 1 && (word12 > TRN_ACT_TANH || (word12 == 0) != (h->n_layers == 1))) ||
 	    len < fixed + 4 * (size_t)(h->n_layers + 1) +
-		    (h->version == 1 ? 0 : 4 * (size_t)h->n_layers))
+		    (h->version == 1 ? 0 : 4 * (size_t)h->n_layers) +
+		    (h->version == MODEL_FEATURES_VERSION ? MODEL_V3_FEATURE_BLOCK : 0))
 		return acct_error_set(err, ACCT_EINVAL, "/model", "bad model header");
 	h->rule = h->version == 1 ? TRN_INPUT_NONE : word12;
 	h->scale = h->version == 1 ? 1.0 : get_f64(buf + 32);
@@ -829,7 +884,20 @@ static int read_header(const uint8_t *buf, size_t len, model_header *h, acct_err
 		else
 			h->acts[l] = get_u32(p + 4 * l);
 	h->body = h->version == 1 ? p : p + 4 * h->n_layers;
-	if (h->widths[0] != (h->proj_dim ? h->proj_dim : h->input_dim) ||
+	memset(h->feature, 0, sizeof(h->feature));
+	if (h->version == MODEL_FEATURES_VERSION) {
+		for (size_t i = 0; i < MODEL_V3_FEATURE_BLOCK / 4; i++)
+			h->feature[i] = get_u32(h->body + 4 * i);
+		h->body += MODEL_V3_FEATURE_BLOCK;
+		/* The transform's own checks (trn__model_set_scatter) fix w_0. */
+		if (h->feature[0] != TRN_FEATURE_RULE_SCATTER_GROUPNORM ||
+		    h->feature[3] != TRN_DPSGD_SCATTER_J || h->feature[4] != TRN_DPSGD_SCATTER_L ||
+		    h->proj_dim != 0 || h->rule != TRN_INPUT_NONE ||
+		    (uint64_t)h->feature[1] * h->feature[2] != h->input_dim)
+			return acct_error_set(err, ACCT_EINVAL, "/model", "bad feature transform");
+	}
+	if ((h->version != MODEL_FEATURES_VERSION &&
+	     h->widths[0] != (h->proj_dim ? h->proj_dim : h->input_dim)) ||
 	    h->widths[h->n_layers] != h->classes)
 		return acct_error_set(err, ACCT_EINVAL, "/model", "inconsistent layer widths");
 	return 0;
@@ -857,6 +925,11 @@ int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_
 	}
 	m->input_dim = h.input_dim;
 	m->proj_dim = h.proj_dim;
+	if (h.version == MODEL_FEATURES_VERSION) {
+		rc = trn__model_set_scatter(m, h.feature[1], h.feature[2], h.feature[5], err);
+		if (rc < 0)
+			goto out;
+	}
 	p = h.body;
 	if (h.proj_dim) {
 		m->proj = malloc(n_proj * sizeof(double));

@@ -14,17 +14,24 @@
  * filter is done in Fourier by averaging the k x k aliased blocks, so each
  * order runs at the resolution of its coarsest wavelet, as in kymatio.  The
  * bank is built once and only read afterwards, so threads share it, each
- * with its own workspace.
+ * with its own workspace: a table is mapped in two.  The per-row group
+ * normalisation a "scatter" DP-SGD job applies after the transform is here
+ * too, so that one row map serves the job, its model and this file's table.
  */
 #include <complex.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_fft_complex.h>
 
-#include "trn.h"
+#include "trn_internal.h"
+
+/* Threads that map a table's rows (the bank is read-only; each thread has
+ * its own workspace). */
+#define TRN_SCATTER_THREADS 2u
 
 /* Morlet parameters of kymatio's filter bank (Oyallon and Mallat 2015). */
 #define SCATTER_SIGMA0 0.8          /* sigma_j = 0.8 * 2^j pixels */
@@ -472,10 +479,92 @@ out:
 	return rc;
 }
 
+void trn__group_normalise(double *h, size_t channels, size_t plane, size_t groups)
+{
+	size_t len = channels / groups * plane;
+
+	for (size_t g = 0; g < groups; g++) {
+		double *v = h + g * len, mean = 0.0, var = 0.0, inv;
+
+		for (size_t i = 0; i < len; i++)
+			mean += v[i];
+		mean /= (double)len;
+		/* Two passes: the variance of values far from 0 stays exact. */
+		for (size_t i = 0; i < len; i++)
+			var += (v[i] - mean) * (v[i] - mean);
+		var /= (double)len;
+		inv = 1.0 / sqrt(var + TRN_GROUPNORM_EPS);
+		for (size_t i = 0; i < len; i++)
+			v[i] = (v[i] - mean) * inv;
+	}
+}
+
+int trn__scatter_row(const trn_scatter *s, uint32_t groups, const double *x, double *out,
+		     trn_scatter_workspace *w)
+{
+	int rc = trn_scatter_apply(s, x, out, w);
+
+	if (rc == 0 && groups > 0)
+		trn__group_normalise(out, trn_scatter_channels(s),
+				     trn_scatter_out_rows(s) * trn_scatter_out_cols(s), groups);
+	return rc;
+}
+
+/* One thread's share of a table: rows [lo, hi). */
+struct map_part {
+	const trn_scatter *s;
+	uint32_t groups;
+	const trn_dataset *in;
+	trn_dataset *out;
+	size_t lo, hi;
+	int rc;
+};
+
+static void *map_part_main(void *arg)
+{
+	struct map_part *mp = arg;
+	trn_scatter_workspace *w = NULL;
+
+	mp->rc = trn_scatter_workspace_new(mp->s, &w, NULL);
+	for (size_t i = mp->lo; mp->rc == 0 && i < mp->hi; i++)
+		mp->rc = trn__scatter_row(mp->s, mp->groups, mp->in->x + i * mp->in->d,
+					  mp->out->x + i * mp->out->d, w);
+	trn_scatter_workspace_free(w);
+	return NULL;
+}
+
+/* In TRN_SCATTER_THREADS parts; a part whose thread cannot start runs in
+ * the caller. */
+int trn__scatter_map_rows(const trn_scatter *s, uint32_t groups, const trn_dataset *in,
+			  trn_dataset *out)
+{
+	struct map_part parts[TRN_SCATTER_THREADS];
+	pthread_t th[TRN_SCATTER_THREADS];
+	bool started[TRN_SCATTER_THREADS] = { false };
+	int rc = 0;
+
+	for (size_t t = 0; t < TRN_SCATTER_THREADS; t++) {
+		parts[t] = (struct map_part){ .s = s, .groups = groups, .in = in, .out = out,
+					      .lo = in->n * t / TRN_SCATTER_THREADS,
+					      .hi = in->n * (t + 1) / TRN_SCATTER_THREADS };
+		if (t > 0)
+			started[t] = pthread_create(&th[t], NULL, map_part_main, &parts[t]) == 0;
+	}
+	for (size_t t = 0; t < TRN_SCATTER_THREADS; t++)
+		if (!started[t])
+			map_part_main(&parts[t]);
+	for (size_t t = 0; t < TRN_SCATTER_THREADS; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		if (parts[t].rc != 0 && rc == 0)
+			rc = parts[t].rc;
+	}
+	return rc;
+}
+
 int trn_scatter_table(const trn_scatter *s, const trn_dataset *in, trn_dataset **out,
 		      acct_error *err)
 {
-	trn_scatter_workspace *w = NULL;
 	trn_dataset *ds = NULL;
 	size_t d = s->channels * s->out_m * s->out_n;
 	int rc;
@@ -488,22 +577,14 @@ int trn_scatter_table(const trn_scatter *s, const trn_dataset *in, trn_dataset *
 		return acct_error_set(err, ACCT_EINVAL, "/params/features",
 				      "%zu scattering features exceed %d", d, DPG_MAX_FEATURES);
 	rc = trn_dataset_new(in->n, d, in->num_classes, &ds, err);
-	if (rc == 0)
-		rc = trn_scatter_workspace_new(s, &w, err);
 	if (rc != 0)
-		goto out;
+		return rc;
 	memcpy(ds->y, in->y, in->n * sizeof(*in->y));
-	for (size_t i = 0; i < in->n; i++) {
-		rc = trn_scatter_apply(s, in->x + i * in->d, ds->x + i * d, w);
-		if (rc != 0) {
-			rc = acct_error_set(err, rc, "", "the scattering FFT failed");
-			goto out;
-		}
+	rc = trn__scatter_map_rows(s, 0, in, ds);
+	if (rc != 0) {
+		trn_dataset_free(ds);
+		return acct_error_set(err, rc, "", "the scattering FFT failed");
 	}
 	*out = ds;
-	ds = NULL;
-out:
-	trn_scatter_workspace_free(w);
-	trn_dataset_free(ds);
-	return rc;
+	return 0;
 }

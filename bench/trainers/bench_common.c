@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_common.h"
 
@@ -22,6 +23,38 @@ int bench_number(const char *v, char sep, double lo, double hi, double *ret)
 		return -1;
 	*ret = x;
 	return 0;
+}
+
+int bench_number_list(const char *v, double lo, double hi, double *out, size_t max,
+		      size_t *ret_n)
+{
+	size_t n = 0;
+
+	while (v && n < max) {
+		if (bench_number(v, ',', lo, hi, &out[n]) != 0)
+			return -1;
+		n++;
+		v = strchr(v, ',');
+		v = v ? v + 1 : NULL;
+	}
+	if (v || n == 0)
+		return -1;
+	*ret_n = n;
+	return 0;
+}
+
+trn_dataset *bench_rows(const trn_dataset *all, size_t start, size_t n)
+{
+	trn_dataset *ds = NULL;
+
+	if (start >= all->n)
+		return NULL;
+	n = n < all->n - start ? n : all->n - start;
+	if (trn_dataset_new(n, all->d, all->num_classes, &ds, NULL) != 0)
+		return NULL;
+	memcpy(ds->x, all->x + start * all->d, n * all->d * sizeof(double));
+	memcpy(ds->y, all->y + start, n * sizeof(uint32_t));
+	return ds;
 }
 
 /* One row of the CSV: its d features and its label. */

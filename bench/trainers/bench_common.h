@@ -22,6 +22,21 @@
 int bench_number(const char *v, char sep, double lo, double hi, double *ret);
 
 /*
+ * Parses a comma-separated list of at most `max` numbers in [lo, hi] into
+ * out[0..*ret_n).  -1 when v is NULL, empty, too long or has a bad item.
+ */
+int bench_number_list(const char *v, double lo, double hi, double *out, size_t max,
+		      size_t *ret_n);
+
+/* Seconds on the monotonic clock: bench/common's clock, linked in (its
+ * header shares this one's name). */
+double bench_now_s(void);
+
+/* A new table holding rows [start, start + n) of `all` (fewer when the
+ * table ends first); NULL when out of memory or no row is left. */
+trn_dataset *bench_rows(const trn_dataset *all, size_t start, size_t n);
+
+/*
  * Reads a CSV table: d is the header's field count minus one, every row
  * gives d finite features then its label (a whole number).  On success
  * the caller owns *ret_x (n x d, row-major) and *ret_y (n); -1 on an

@@ -39,14 +39,6 @@ struct opts {
 	trn_dpsgd_params p;
 };
 
-static double now_seconds(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int cmd_speed(const struct opts *o, const trn_dataset *train)
 {
 	trn_scatter *s = NULL;
@@ -55,10 +47,10 @@ static int cmd_speed(const struct opts *o, const trn_dataset *train)
 	double *out = NULL, t0, t1;
 	int rc = 1;
 
-	t0 = now_seconds();
+	t0 = bench_now_s();
 	if (trn_scatter_new(28, 28, 2, 8, &s, NULL) != 0)
 		goto out;
-	t1 = now_seconds();
+	t1 = bench_now_s();
 	if (trn_scatter_workspace_new(s, &w, NULL) != 0)
 		goto out;
 	out = malloc(trn_scatter_channels(s) * 49 * sizeof(double));
@@ -67,11 +59,11 @@ static int cmd_speed(const struct opts *o, const trn_dataset *train)
 	printf("bank: %zu channels of %zu x %zu, padded %zu x %zu, built in %.3f s\n",
 	       trn_scatter_channels(s), trn_scatter_out_rows(s), trn_scatter_out_cols(s),
 	       trn_scatter_padded_rows(s), trn_scatter_padded_cols(s), t1 - t0);
-	t0 = now_seconds();
+	t0 = bench_now_s();
 	for (size_t i = 0; i < n; i++)
 		if (trn_scatter_apply(s, train->x + i * train->d, out, w) != 0)
 			goto out;
-	t1 = now_seconds();
+	t1 = bench_now_s();
 	printf("speed: %zu images in %.3f s: %.0f images/s (one thread)\n", n, t1 - t0,
 	       (double)n / (t1 - t0));
 	rc = 0;
@@ -139,11 +131,11 @@ static int cmd_accuracy(const struct opts *o, trn_dataset *train, trn_dataset *t
 
 	if (trn_scatter_new(28, 28, 2, 8, &s, NULL) != 0)
 		goto out;
-	t0 = now_seconds();
+	t0 = bench_now_s();
 	if (trn_scatter_table(s, train, &strain, NULL) != 0 ||
 	    trn_scatter_table(s, test, &stest, NULL) != 0)
 		goto out;
-	printf("scattered %zu + %zu images in %.1f s\n", train->n, test->n, now_seconds() - t0);
+	printf("scattered %zu + %zu images in %.1f s\n", train->n, test->n, bench_now_s() - t0);
 	standardise(strain, stest);
 	standardise(train, test);
 	for (size_t k = 0; k < o->n_lr; k++) {
@@ -167,15 +159,7 @@ out:
 /* A comma-separated list of learning rates. */
 static int parse_rates(const char *v, struct opts *o)
 {
-	o->n_lr = 0;
-	while (v && o->n_lr < BENCH_SCATTER_MAX_LR) {
-		if (bench_number(v, ',', 1e-6, 100, &o->lr[o->n_lr]) != 0)
-			return -1;
-		o->n_lr++;
-		v = strchr(v, ',');
-		v = v ? v + 1 : NULL;
-	}
-	return v ? -1 : 0;
+	return bench_number_list(v, 1e-6, 100, o->lr, BENCH_SCATTER_MAX_LR, &o->n_lr);
 }
 
 static int parse(int argc, char **argv, struct opts *o)
@@ -205,19 +189,6 @@ static int parse(int argc, char **argv, struct opts *o)
 			return -1;
 	}
 	return argc % 2 == 0 ? 0 : -1;
-}
-
-/* The first `rows` rows of a table (the whole table if it has fewer). */
-static trn_dataset *head_rows(const trn_dataset *all, size_t rows)
-{
-	trn_dataset *ds = NULL;
-	size_t n = rows < all->n ? rows : all->n;
-
-	if (trn_dataset_new(n, all->d, all->num_classes, &ds, NULL) != 0)
-		return NULL;
-	memcpy(ds->x, all->x, n * all->d * sizeof(double));
-	memcpy(ds->y, all->y, n * sizeof(uint32_t));
-	return ds;
 }
 
 int main(int argc, char **argv)
@@ -250,14 +221,11 @@ int main(int argc, char **argv)
 		}
 		/* the last `valid` training rows become the evaluation table */
 		trn_dataset_free(test);
-		test = NULL;
-		if (trn_dataset_new(o.valid, all->d, all->num_classes, &test, NULL) != 0)
+		test = bench_rows(all, all->n - o.valid, o.valid);
+		if (!test)
 			goto out;
-		memcpy(test->x, all->x + (all->n - o.valid) * all->d,
-		       o.valid * all->d * sizeof(double));
-		memcpy(test->y, all->y + (all->n - o.valid), o.valid * sizeof(uint32_t));
 	}
-	train = head_rows(all, o.rows);
+	train = bench_rows(all, 0, o.rows);
 	if (!train)
 		goto out;
 	rc = strcmp(argv[1], "speed") == 0 ? cmd_speed(&o, train) : cmd_accuracy(&o, train, test);

@@ -395,6 +395,13 @@ static json_t *model_parts_json(const trn_model *m)
 		json_object_set_new(o, "projection",
 				    mi.proj_dim ? weights_json("V", mi.proj, mi.input_dim, mi.proj_dim) :
 						  json_null());
+	if (o && mi.feature_rule == TRN_FEATURE_RULE_SCATTER_GROUPNORM)
+		json_object_set_new(o, "feature_transform",
+				    json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "name",
+					      "scatter_groupnorm", "rows", (json_int_t)mi.scatter_rows,
+					      "cols", (json_int_t)mi.scatter_cols, "j",
+					      (json_int_t)mi.scatter_j, "l", (json_int_t)mi.scatter_l,
+					      "groups", (json_int_t)mi.scatter_groups));
 	return o;
 }
 

@@ -31,6 +31,8 @@ static int parse_enum(const json_t *params, const char *key, int (*from)(const c
 static int model_from(const char *s, void *r) { return trn_model_kind_from_name(s, r); }
 static int act_from(const char *s, void *r) { return trn_activation_from_name(s, r); }
 static int clip_from(const char *s, void *r) { return trn_clipping_from_name(s, r); }
+static int features_from(const char *s, void *r) { return trn_features_from_name(s, r); }
+
 
 static int parse_u32(const json_t *params, const char *key, int64_t lo, int64_t hi, uint32_t *ret,
 		     acct_error *err)
@@ -99,6 +101,22 @@ static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *
 	return rc;
 }
 
+/* "features" and "scatter_groups".  An explicit "pca" needs components:
+ * without them the rows would go in raw, which the request did not ask. */
+static int parse_features(const json_t *params, trn_dpsgd_params *p, acct_error *err)
+{
+	int rc = parse_enum(params, "features", features_from, &p->features,
+			    "\"pca\", \"raw\", \"scatter\"", err);
+
+	if (rc == 1 && p->features == TRN_FEATURES_PCA && p->pca_components == 0)
+		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
+				      "features \"pca\" needs pca_components >= 1");
+	if (rc >= 0)
+		rc = parse_u32(params, "scatter_groups", 1, TRN_DPSGD_SCATTER_CHANNELS,
+			       &p->scatter_groups, err);
+	return rc;
+}
+
 /* "hidden": one width, or a list of 1 to DPG_MAX_HIDDEN_LAYERS widths. */
 static int parse_hidden(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
@@ -140,7 +158,8 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		"model", "hidden", "activation", "epochs", "lot_size", "noise_multiplier",
 		"clip_norm", "clipping", "learning_rate", "learning_rate_final",
 		"learning_rate_decay_epochs", "momentum", "pca_components",
-		"pca_noise_multiplier", "max_train_examples", "label", "classes", "test_data", NULL,
+		"pca_noise_multiplier", "max_train_examples", "label", "classes", "test_data",
+		"features", "scatter_groups", NULL,
 	};
 	int rc;
 
@@ -158,6 +177,8 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		rc = parse_scalars(params, p, err);
 	if (rc >= 0)
 		rc = parse_hidden(params, p, err);
+	if (rc >= 0)
+		rc = parse_features(params, p, err);
 	if (rc >= 0) {
 		const char *label = NULL;
 

@@ -898,3 +898,106 @@ Test(jobs, the_queue_limit_holds_under_concurrent_submissions)
 	cr_assert_eq(dpg_num(r.json, "charges"), 63, "%s", r.body);
 	dpg_resp_free(&r);
 }
+
+/* Uploads `n` 8 x 8 images (columns p0..p63, then label): label i % 2,
+ * class 0 brighter on the left half, class 1 on the right, with a ripple
+ * that varies by row. */
+static void upload_images(const char *id, int n)
+{
+	size_t size = (size_t)n * 64 * 8 + 1024, len = 0;
+	char *csv = malloc(size);
+
+	cr_assert_not_null(csv);
+	for (int j = 0; j < 64; j++)
+		len += (size_t)snprintf(csv + len, size - len, "p%d,", j);
+	len += (size_t)snprintf(csv + len, size - len, "label\n");
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < 64; j++) {
+			int left = j % 8 < 4;
+			double v = (left == (i % 2 == 0) ? 0.8 : 0.2) + 0.05 * ((i * 7 + j) % 5);
+
+			len += (size_t)snprintf(csv + len, size - len, "%.3f,", v);
+		}
+		len += (size_t)snprintf(csv + len, size - len, "%d\n", i % 2);
+	}
+	dpg_make_dataset(&srv, id, 20.0, 1e-5, "rdp");
+	dpg_upload_csv(&srv, id, csv, len);
+	free(csv);
+}
+
+/*
+ * A scatter job's model takes raw rows.  For an image of one constant
+ * value every wavelet channel is zero (the wavelets have zero mean and the
+ * reflect padding keeps the image constant) and the low-pass channel is
+ * constant, so with 9 groups its features are known in closed form:
+ * group 0 (channels 0-8) is a on channel 0 and b on channels 1-8, with
+ * mean 1/9 and variance 8/81 of the values {1 x 49, 0 x 392} (the low-pass
+ * level cancels), a = (8/9) / sqrt(8/81 + 1e-5), b = -(1/9) / sqrt(8/81 +
+ * 1e-5); every other group is 0.  The JSON model's weights on those
+ * features give the scores predict must answer for that raw row.
+ */
+Test(jobs, a_scatter_job_predicts_raw_rows)
+{
+	const double sd = sqrt(8.0 / 81.0 + 1e-5), a = (8.0 / 9.0) / sd, b = -(1.0 / 9.0) / sd;
+	char id[64], path[128], body[1024];
+	size_t len = 0, nf = 81 * 2 * 2;
+	dpg_resp r, mj;
+	const json_t *ft, *layer, *W, *bias, *scores;
+	double z[2], mx, sum;
+
+	upload_images("img", 40);
+	r = dpg_submit_job(&srv, "img",
+			   "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"label\","
+			   "\"classes\":2,\"epochs\":5,\"lot_size\":10,\"noise_multiplier\":1.0,"
+			   "\"clip_norm\":1,\"learning_rate\":0.5,\"features\":\"scatter\","
+			   "\"scatter_groups\":9}}",
+			   id, sizeof(id));
+	dpg_resp_free(&r);
+	/* Version 3: the v2 header, two widths, one code, the six-word
+	 * transform block, then 2 x 324 weights and 2 biases. */
+	cr_assert_eq(succeeded_model_bytes(id), 40 + 2 * 4 + 4 + 24 + (2 * nf + 2) * 8);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", id);
+	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(mj.status, 200, "%s", mj.body);
+	dpg_assert_in_spec(&srv, "GET", "/v1/jobs/{id}/model", "200", "application/json", mj.body);
+	ft = json_object_get(mj.json, "feature_transform");
+	cr_assert_str_eq(json_string_value(json_object_get(ft, "name")), "scatter_groupnorm");
+	cr_assert_eq(dpg_num(ft, "rows"), 8);
+	cr_assert_eq(dpg_num(ft, "groups"), 9);
+	cr_assert_eq(dpg_num(mj.json, "input_dim"), 64);
+	layer = json_array_get(json_object_get(mj.json, "layers"), 0);
+	W = json_object_get(json_object_get(layer, "weight"), "values");
+	bias = json_object_get(json_object_get(layer, "bias"), "values");
+	cr_assert_eq(json_array_size(W), 2 * nf);
+	for (int k = 0; k < 2; k++) {
+		z[k] = json_real_value(json_array_get(bias, (size_t)k));
+		/* channel c, position s is feature c * 4 + s */
+		for (size_t f = 0; f < 9 * 4; f++)
+			z[k] += json_real_value(json_array_get(W, (size_t)k * nf + f)) * (f < 4 ? a : b);
+	}
+	mx = fmax(z[0], z[1]);
+	sum = exp(z[0] - mx) + exp(z[1] - mx);
+	len += (size_t)snprintf(body + len, sizeof(body) - len, "{\"rows\":[[");
+	for (int j = 0; j < 64; j++)
+		len += (size_t)snprintf(body + len, sizeof(body) - len, "%s0.5", j ? "," : "");
+	snprintf(body + len, sizeof(body) - len, "]]}");
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", id);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	scores = json_array_get(json_object_get(r.json, "scores"), 0);
+	for (int k = 0; k < 2; k++)
+		cr_assert_float_eq(json_real_value(json_array_get(scores, (size_t)k)),
+				   exp(z[k] - mx) / sum, 1e-4, "class %d: %s", k, r.body);
+	dpg_resp_free(&r);
+	dpg_resp_free(&mj);
+	/* Refused before any reservation: an explicit "pca" without
+	 * components, and scatter features of rows that are not images. */
+	expect_refused("img", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
+		       "\"label\":\"label\",\"classes\":2,\"epochs\":1,\"lot_size\":10,"
+		       "\"features\":\"pca\"}}", "/params/pca_components");
+	upload_cities("notimg", "Lyon");
+	expect_refused("notimg", "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
+		       "\"label\":\"city\",\"classes\":[\"Lyon\",\"Paris\"],\"epochs\":1,"
+		       "\"lot_size\":10,\"features\":\"scatter\"}}", "/params/features");
+	expect_one_charge_none_open("img");
+}

@@ -1,0 +1,268 @@
+/*
+ * test_conv.c: convolutional models (trn_conv.c).  The ghost norm of a
+ * convolution's per-example gradient against that gradient built here
+ * with three loops; the batch's per-example norms (ghost, materialised,
+ * auto) against the norm of each example's gradient computed alone; the
+ * gradient against central finite differences of the loss, for tanh and a
+ * tempered sigmoid; and the clipping bound: on random neighbouring batches
+ * (one row added) the clipped sums differ by at most C.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "trn.h"
+#include "trn_internal.h"
+#include "trn_test_rng.h"
+
+static const uint8_t seed_prefix[2] = {0xc0, 0x4e};
+
+/* Two convolutions (3x3 to 4 channels, 5x5 to 6), a hidden layer of 10,
+ * 3 classes, on 2 x 8 x 8 inputs. */
+static trn_conv_spec small_spec(trn_conv_act act)
+{
+	trn_conv_spec s = {
+		.channels = 2, .side = 8, .n_conv = 2, .conv_channels = {4, 6}, .kernel = {3, 5},
+		.hidden = 10, .classes = 3, .act = act, .ts_scale = 3.0, .ts_temp = 0.7,
+		.ts_offset = 1.0,
+	};
+	return s;
+}
+
+static trn_convnet *small_net(trn_conv_act act, mech_rng *rng)
+{
+	trn_conv_spec s = small_spec(act);
+	trn_convnet *n = NULL;
+	acct_error err;
+	double *p;
+
+	acct_error_init(&err);
+	cr_assert_eq(trn_convnet_new(&s, &n, &err), 0, "%s", err.text);
+	cr_assert_eq(trn_convnet_init(n, rng, &err), 0);
+	/* Non-zero biases, so that their gradients are exercised too. */
+	p = trn_convnet_params(n);
+	for (size_t i = 0; i < trn_convnet_n_params(n); i++)
+		if (p[i] == 0.0)
+			p[i] = 0.1 * trn_test_normal(rng);
+	return n;
+}
+
+static double *random_rows(mech_rng *rng, size_t n, size_t d, double scale)
+{
+	double *x = malloc(n * d * sizeof(double));
+
+	cr_assert_not_null(x);
+	for (size_t i = 0; i < n * d; i++)
+		x[i] = scale * trn_test_normal(rng);
+	return x;
+}
+
+static double vec_norm(const double *v, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += v[i] * v[i];
+	return sqrt(s);
+}
+
+Test(conv, ghost_norm_of_random_matrices)
+{
+	mech_rng *rng = trn_test_seeded(seed_prefix, 1);
+	static const size_t shapes[][3] = {{1, 1, 1}, {3, 16, 9}, {8, 25, 72}, {2, 49, 4}};
+
+	for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+		size_t c = shapes[k][0], t = shapes[k][1], d = shapes[k][2];
+		size_t g = t * t > c * d ? t * t : c * d;
+		double *da = random_rows(rng, c, t, 1.0), *u = random_rows(rng, t, d, 1.0);
+		double *sa = malloc(g * sizeof(double)), *sb = malloc(g * sizeof(double));
+		double want = 0.0, ghost, mat;
+
+		cr_assert(sa && sb);
+		/* G = dA U entry by entry, and the bias gradient dA 1. */
+		for (size_t o = 0; o < c; o++) {
+			double b = 0.0;
+
+			for (size_t p = 0; p < t; p++)
+				b += da[o * t + p];
+			want += b * b;
+			for (size_t j = 0; j < d; j++) {
+				double gij = 0.0;
+
+				for (size_t p = 0; p < t; p++)
+					gij += da[o * t + p] * u[p * d + j];
+				want += gij * gij;
+			}
+		}
+		ghost = trn__conv_grad_sqnorm(da, u, c, t, d, TRN_CONV_NORM_GHOST, sa, sb);
+		mat = trn__conv_grad_sqnorm(da, u, c, t, d, TRN_CONV_NORM_MATERIALISE, sa, sb);
+		cr_assert_float_eq(ghost, want, 1e-10 * want, "shape %zu", k);
+		cr_assert_float_eq(mat, want, 1e-10 * want, "shape %zu", k);
+		free(da);
+		free(u);
+		free(sa);
+		free(sb);
+	}
+	mech_rng_free(rng);
+}
+
+/* The gradient of example x alone, unclipped, into a new array. */
+static double *one_gradient(trn_convnet *n, const double *x, uint32_t y)
+{
+	double *g = calloc(trn_convnet_n_params(n), sizeof(double));
+
+	cr_assert_not_null(g);
+	cr_assert_eq(trn_convnet_clipped_grad(n, x, &y, 1, 0.0, TRN_CONV_NORM_MATERIALISE, g, NULL,
+					      NULL),
+		     0);
+	return g;
+}
+
+Test(conv, batch_norms_are_each_examples_gradient_norm)
+{
+	mech_rng *rng = trn_test_seeded(seed_prefix, 2);
+	trn_convnet *n = small_net(TRN_CONV_TANH, rng);
+	size_t B = 6, d = trn_convnet_input_dim(n), np = trn_convnet_n_params(n);
+	double *x = random_rows(rng, B, d, 1.0), *g = calloc(np, sizeof(double));
+	double norms[3][6];
+	static const trn_conv_norm_mode modes[] = {TRN_CONV_NORM_GHOST, TRN_CONV_NORM_MATERIALISE,
+						   TRN_CONV_NORM_AUTO};
+	uint32_t y[6];
+
+	cr_assert_not_null(g);
+	for (size_t i = 0; i < B; i++)
+		y[i] = (uint32_t)trn_test_below(rng, 3);
+	for (size_t m = 0; m < 3; m++)
+		cr_assert_eq(trn_convnet_clipped_grad(n, x, y, B, 0.0, modes[m], g, norms[m], NULL),
+			     0);
+	for (size_t i = 0; i < B; i++) {
+		double *gi = one_gradient(n, x + i * d, y[i]), want = vec_norm(gi, np);
+
+		for (size_t m = 0; m < 3; m++)
+			cr_assert_float_eq(norms[m][i], want, 1e-10 * want, "example %zu mode %zu", i,
+					   m);
+		free(gi);
+	}
+	free(g);
+	free(x);
+	trn_convnet_free(n);
+	mech_rng_free(rng);
+}
+
+/* Every coordinate of the gradient against (L(p + h) - L(p - h)) / 2h. */
+static void check_finite_differences(trn_conv_act act, uint8_t tag)
+{
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
+	trn_convnet *n = small_net(act, rng);
+	size_t d = trn_convnet_input_dim(n), np = trn_convnet_n_params(n);
+	double *x = random_rows(rng, 1, d, 1.0), *p = trn_convnet_params(n), *g;
+	uint32_t y = 2;
+
+	g = one_gradient(n, x, y);
+	for (size_t j = 0; j < np; j++) {
+		double keep = p[j], h = 1e-5, up, down, fd;
+
+		p[j] = keep + h;
+		up = trn_convnet_loss(n, x, y);
+		p[j] = keep - h;
+		down = trn_convnet_loss(n, x, y);
+		p[j] = keep;
+		fd = (up - down) / (2 * h);
+		cr_assert_float_eq(g[j], fd, 1e-7 + 1e-5 * fabs(fd), "param %zu: %g vs %g", j, g[j],
+				   fd);
+	}
+	free(g);
+	free(x);
+	trn_convnet_free(n);
+	mech_rng_free(rng);
+}
+
+Test(conv, gradient_matches_finite_differences_tanh)
+{
+	check_finite_differences(TRN_CONV_TANH, 3);
+}
+
+Test(conv, gradient_matches_finite_differences_tempered_sigmoid)
+{
+	check_finite_differences(TRN_CONV_TEMPERED_SIGMOID, 4);
+}
+
+/* The tempered sigmoid with s = 2, T = 2, o = 1 is tanh: same losses. */
+Test(conv, tempered_sigmoid_2_2_1_is_tanh)
+{
+	mech_rng *rng = trn_test_seeded(seed_prefix, 5);
+	trn_conv_spec a = small_spec(TRN_CONV_TANH), b = small_spec(TRN_CONV_TEMPERED_SIGMOID);
+	trn_convnet *na = NULL, *nb = NULL;
+	double *x;
+
+	b.ts_scale = 2.0;
+	b.ts_temp = 2.0;
+	b.ts_offset = 1.0;
+	cr_assert_eq(trn_convnet_new(&a, &na, NULL), 0);
+	cr_assert_eq(trn_convnet_new(&b, &nb, NULL), 0);
+	cr_assert_eq(trn_convnet_init(na, rng, NULL), 0);
+	memcpy(trn_convnet_params(nb), trn_convnet_params(na),
+	       trn_convnet_n_params(na) * sizeof(double));
+	x = random_rows(rng, 1, trn_convnet_input_dim(na), 1.0);
+	cr_assert_float_eq(trn_convnet_loss(na, x, 1), trn_convnet_loss(nb, x, 1), 1e-12);
+	free(x);
+	trn_convnet_free(na);
+	trn_convnet_free(nb);
+	mech_rng_free(rng);
+}
+
+Test(conv, clipped_sums_of_neighbouring_batches_differ_by_at_most_c)
+{
+	mech_rng *rng = trn_test_seeded(seed_prefix, 6);
+	trn_convnet *n = small_net(TRN_CONV_TANH, rng);
+	size_t d = trn_convnet_input_dim(n), np = trn_convnet_n_params(n);
+	const double C = 0.5;
+	double *s0 = malloc(np * sizeof(double)), *s1 = malloc(np * sizeof(double));
+	size_t clipped = 0;
+
+	cr_assert(s0 && s1);
+	for (int trial = 0; trial < 20; trial++) {
+		size_t B = 1 + trn_test_below(rng, 8);
+		/* Large inputs make most norms exceed C, so clipping acts. */
+		double *x = random_rows(rng, B + 1, d, trial % 2 ? 5.0 : 0.3), norms[9], diff = 0.0;
+		uint32_t y[9];
+
+		for (size_t i = 0; i <= B; i++)
+			y[i] = (uint32_t)trn_test_below(rng, 3);
+		memset(s0, 0, np * sizeof(double));
+		memset(s1, 0, np * sizeof(double));
+		/* X, then X with one more row. */
+		cr_assert_eq(trn_convnet_clipped_grad(n, x, y, B, C, TRN_CONV_NORM_AUTO, s0, NULL,
+						      NULL), 0);
+		cr_assert_eq(trn_convnet_clipped_grad(n, x, y, B + 1, C, TRN_CONV_NORM_AUTO, s1, norms,
+						      NULL), 0);
+		for (size_t j = 0; j < np; j++)
+			diff += (s1[j] - s0[j]) * (s1[j] - s0[j]);
+		cr_assert_leq(sqrt(diff), C * (1 + 1e-12), "trial %d: %g", trial, sqrt(diff));
+		clipped += norms[B] > C;
+		free(x);
+	}
+	cr_assert_geq(clipped, 5, "clipping must have acted in some trials");
+	free(s0);
+	free(s1);
+	trn_convnet_free(n);
+	mech_rng_free(rng);
+}
+
+Test(conv, bad_specs_are_refused)
+{
+	trn_conv_spec s = small_spec(TRN_CONV_TANH);
+	trn_convnet *n = NULL;
+
+	s.kernel[0] = 4;
+	cr_assert_eq(trn_convnet_new(&s, &n, NULL), ACCT_EINVAL);
+	s = small_spec(TRN_CONV_TANH);
+	s.side = 6; /* 6 -> 3 cannot halve again */
+	cr_assert_eq(trn_convnet_new(&s, &n, NULL), ACCT_EINVAL);
+	s = small_spec(TRN_CONV_TEMPERED_SIGMOID);
+	s.ts_temp = 0.0;
+	cr_assert_eq(trn_convnet_new(&s, &n, NULL), ACCT_EINVAL);
+	cr_assert_null(n);
+}

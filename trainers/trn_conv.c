@@ -1,0 +1,508 @@
+/*
+ * trn_conv.c: small convolutional classifiers for DP-SGD and their
+ * per-example clipped gradients: [conv -> tanh or tempered sigmoid -> 2x2
+ * average pooling] x n, then dense layers, softmax cross-entropy.
+ *
+ * DP-SGD needs each example's gradient norm.  For a convolution written as
+ * a product (im2col), example i's weight gradient is G_i = D_i^T U_i with
+ * D_i the T x C_out output errors and U_i the T x (C_in k^2) unfolded input,
+ * so ||G_i||_F^2 = <D_i D_i^T, U_i U_i^T>_F: two T x T Gram matrices, no
+ * per-example gradient ("ghost norm": Lee and Kifer, "Scaling up
+ * Differentially Private Deep Learning with Fast Per-Example Gradient
+ * Clipping", PoPETs 2021; Li et al. 2022; Bu et al., "Scalable and
+ * Efficient Training of Large Convolutional Neural Networks with
+ * Differential Privacy", NeurIPS 2022, eq. 2.3).  It costs O(T^2 (C_out +
+ * D)) against O(T C_out D) for materialising G_i, so as Bu et al.'s mixed
+ * ghost clipping (their Section 3) does, a layer takes the ghost norm when
+ * 2 T^2 < C_out D and materialises G_i otherwise.  A dense layer is the
+ * case T = 1 (Goodfellow 2015's norm trick).  The clipped sum is then
+ * accumulated with the clipping factor as the product's scale, so no
+ * per-example gradient is stored either way.
+ *
+ * Examples are processed one at a time (their Gram matrices are per
+ * example anyway); batching the products is left for when these models
+ * are served by a job.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "trn_internal.h"
+
+/* Layers: n_conv convolutions, then at most two dense layers. */
+#define CONV_MAX_DENSE 2
+
+struct conv_layer {
+	size_t c_in, c_out, k, side; /* input c_in x side x side; 'same' padding */
+	size_t t, d;                 /* T = side^2 positions, D = c_in k^2 */
+	size_t w_off, b_off;
+};
+
+struct dense_layer {
+	size_t in, out, w_off, b_off;
+};
+
+struct trn_convnet {
+	trn_conv_spec spec;
+	struct conv_layer conv[TRN_CONV_MAX_CONV];
+	struct dense_layer dense[CONV_MAX_DENSE];
+	size_t n_dense, n_params;
+	double *params;
+	/* One example's scratch: per conv layer its input, unfolded input,
+	 * activations (after the nonlinearity) and their errors; the dense
+	 * layers' inputs and errors; Gram matrices or a materialised G. */
+	double *in[TRN_CONV_MAX_CONV + 1], *u[TRN_CONV_MAX_CONV], *a[TRN_CONV_MAX_CONV];
+	double *da[TRN_CONV_MAX_CONV], *du[TRN_CONV_MAX_CONV], *din[TRN_CONV_MAX_CONV + 1];
+	double *h[CONV_MAX_DENSE + 1], *dh[CONV_MAX_DENSE + 1];
+	double *gram_a, *gram_b;
+};
+
+/* ---- activations ------------------------------------------------------- */
+
+/* f(z): tanh, or the tempered sigmoid s / (1 + e^(-T z)) - o (Papernot et
+ * al., "Tempered Sigmoid Activations for Deep Learning with Differential
+ * Privacy", AAAI 2021, eq. 4; s = 2, T = 2, o = 1 is tanh). */
+static double act_f(const trn_conv_spec *s, double z)
+{
+	if (s->act == TRN_CONV_TANH)
+		return tanh(z);
+	return s->ts_scale / (1.0 + exp(-s->ts_temp * z)) - s->ts_offset;
+}
+
+/* f'(z) through a = f(z): 1 - a^2 for tanh; for the tempered sigmoid,
+ * with g = (a + o) / s = sigma(T z), f' = s T g (1 - g). */
+static double act_df(const trn_conv_spec *s, double a)
+{
+	double g;
+
+	if (s->act == TRN_CONV_TANH)
+		return 1.0 - a * a;
+	g = (a + s->ts_offset) / s->ts_scale;
+	return s->ts_scale * s->ts_temp * g * (1.0 - g);
+}
+
+/* ---- shapes ------------------------------------------------------------ */
+
+static int spec_check(const trn_conv_spec *s, acct_error *err)
+{
+	size_t side;
+
+	if (!s || s->n_conv < 1 || s->n_conv > TRN_CONV_MAX_CONV || s->channels < 1 ||
+	    s->channels > TRN_CONV_MAX_CHANNELS || s->classes < 2 ||
+	    s->classes > DPG_MAX_CLASSES || s->hidden > DPG_MAX_HIDDEN_UNITS)
+		return acct_error_set(err, ACCT_EINVAL, "/params", "bad convolutional model");
+	if (s->act != TRN_CONV_TANH &&
+	    (s->act != TRN_CONV_TEMPERED_SIGMOID || !(s->ts_scale > 0) || !(s->ts_temp > 0) ||
+	     !isfinite(s->ts_scale) || !isfinite(s->ts_temp) || !isfinite(s->ts_offset)))
+		return acct_error_set(err, ACCT_EINVAL, "/params/activation",
+				      "tanh, or a tempered sigmoid with finite s > 0, T > 0, o");
+	side = s->side;
+	for (uint32_t l = 0; l < s->n_conv; l++) {
+		if (s->conv_channels[l] < 1 || s->conv_channels[l] > TRN_CONV_MAX_CHANNELS ||
+		    s->kernel[l] % 2 == 0 || s->kernel[l] > TRN_CONV_MAX_KERNEL)
+			return acct_error_set(err, ACCT_EINVAL, "/params/conv",
+					      "conv layer %u: 1 to %u channels, an odd kernel up to %u",
+					      l + 1, TRN_CONV_MAX_CHANNELS, TRN_CONV_MAX_KERNEL);
+		if (side < 2 || side % 2 != 0 || side > TRN_SCATTER_MAX_SIDE)
+			return acct_error_set(err, ACCT_EINVAL, "/data",
+					      "the image side must halve at every pooling");
+		side /= 2;
+	}
+	return 0;
+}
+
+/* Lays the layers and their parameters out; returns the parameter count. */
+static size_t convnet_layout(trn_convnet *n)
+{
+	const trn_conv_spec *s = &n->spec;
+	size_t off = 0, c = s->channels, side = s->side, flat;
+
+	for (uint32_t l = 0; l < s->n_conv; l++) {
+		struct conv_layer *cl = &n->conv[l];
+
+		*cl = (struct conv_layer){ .c_in = c, .c_out = s->conv_channels[l], .k = s->kernel[l],
+					   .side = side, .t = side * side };
+		cl->d = cl->c_in * cl->k * cl->k;
+		cl->w_off = off;
+		off += cl->c_out * cl->d;
+		cl->b_off = off;
+		off += cl->c_out;
+		c = cl->c_out;
+		side /= 2;
+	}
+	flat = c * side * side;
+	n->n_dense = s->hidden ? 2 : 1;
+	for (size_t l = 0; l < n->n_dense; l++) {
+		struct dense_layer *dl = &n->dense[l];
+
+		dl->in = l == 0 ? flat : s->hidden;
+		dl->out = l + 1 == n->n_dense ? s->classes : s->hidden;
+		dl->w_off = off;
+		off += dl->out * dl->in;
+		dl->b_off = off;
+		off += dl->out;
+	}
+	return off;
+}
+
+void trn_convnet_free(trn_convnet *n)
+{
+	if (!n)
+		return;
+	for (size_t l = 0; l <= TRN_CONV_MAX_CONV; l++) {
+		free(n->in[l]);
+		free(n->din[l]);
+	}
+	for (size_t l = 0; l < TRN_CONV_MAX_CONV; l++) {
+		free(n->u[l]);
+		free(n->a[l]);
+		free(n->da[l]);
+		free(n->du[l]);
+	}
+	for (size_t l = 0; l <= CONV_MAX_DENSE; l++) {
+		free(n->h[l]);
+		free(n->dh[l]);
+	}
+	free(n->gram_a);
+	free(n->gram_b);
+	free(n->params);
+	free(n);
+}
+
+/* One example's scratch buffers. */
+static int convnet_alloc(trn_convnet *n)
+{
+	size_t gram = 0;
+	bool ok = true;
+
+	for (uint32_t l = 0; l < n->spec.n_conv; l++) {
+		const struct conv_layer *cl = &n->conv[l];
+		size_t g = cl->t * cl->t > cl->c_out * cl->d ? cl->t * cl->t : cl->c_out * cl->d;
+
+		gram = g > gram ? g : gram;
+		n->in[l] = malloc(cl->c_in * cl->t * sizeof(double));
+		n->din[l] = malloc(cl->c_in * cl->t * sizeof(double));
+		n->u[l] = malloc(cl->t * cl->d * sizeof(double));
+		n->du[l] = malloc(cl->t * cl->d * sizeof(double));
+		n->a[l] = malloc(cl->c_out * cl->t * sizeof(double));
+		n->da[l] = malloc(cl->c_out * cl->t * sizeof(double));
+		ok = ok && n->in[l] && n->din[l] && n->u[l] && n->du[l] && n->a[l] && n->da[l];
+	}
+	for (size_t l = 0; l <= n->n_dense; l++) {
+		size_t w = l < n->n_dense ? n->dense[l].in : n->spec.classes;
+
+		n->h[l] = malloc(w * sizeof(double));
+		n->dh[l] = malloc(w * sizeof(double));
+		ok = ok && n->h[l] && n->dh[l];
+	}
+	n->gram_a = malloc(gram * sizeof(double));
+	n->gram_b = malloc(gram * sizeof(double));
+	return ok && n->gram_a && n->gram_b ? 0 : -1;
+}
+
+int trn_convnet_new(const trn_conv_spec *spec, trn_convnet **ret, acct_error *err)
+{
+	trn_convnet *n = NULL;
+	int rc = spec_check(spec, err);
+
+	if (rc < 0)
+		return rc;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a model");
+	n->spec = *spec;
+	n->n_params = convnet_layout(n);
+	if (n->n_params > (size_t)DPG_MAX_MODEL_PARAMS) {
+		trn_convnet_free(n);
+		return acct_error_set(err, ACCT_EINVAL, "/params/conv",
+				      "the model would have more than %lld parameters",
+				      (long long)DPG_MAX_MODEL_PARAMS);
+	}
+	n->params = calloc(n->n_params, sizeof(double));
+	if (!n->params || convnet_alloc(n) < 0) {
+		trn_convnet_free(n);
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a model");
+	}
+	*ret = n;
+	return 0;
+}
+
+size_t trn_convnet_n_params(const trn_convnet *n)
+{
+	return n->n_params;
+}
+
+size_t trn_convnet_input_dim(const trn_convnet *n)
+{
+	return (size_t)n->spec.channels * n->spec.side * n->spec.side;
+}
+
+double *trn_convnet_params(trn_convnet *n)
+{
+	return n->params;
+}
+
+int trn_convnet_init(trn_convnet *n, mech_rng *rng, acct_error *err)
+{
+	memset(n->params, 0, n->n_params * sizeof(double));
+	for (size_t i = 0; i < n->spec.n_conv + n->n_dense; i++) {
+		bool conv = i < n->spec.n_conv;
+		size_t fan_in = conv ? n->conv[i].d : n->dense[i - n->spec.n_conv].in;
+		size_t nw = conv ? n->conv[i].c_out * fan_in
+				 : n->dense[i - n->spec.n_conv].out * fan_in;
+		double *w = n->params + (conv ? n->conv[i].w_off : n->dense[i - n->spec.n_conv].w_off);
+
+		/* LeCun's N(0, 1/fan_in), suited to tanh-like units. */
+		if (mech_rng_normal_fill(rng, w, nw) < 0)
+			return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
+		cblas_dscal((int)nw, 1.0 / sqrt((double)fan_in), w, 1);
+	}
+	return 0;
+}
+
+/* ---- one example ------------------------------------------------------- */
+
+/* U (T x D): row t holds the k x k patches of every input channel around
+ * position t, zero outside the image ('same' padding). */
+static void im2col(const struct conv_layer *cl, const double *x, double *u)
+{
+	long side = (long)cl->side, k = (long)cl->k, p = k / 2;
+
+	for (long r = 0; r < side; r++)
+		for (long c = 0; c < side; c++) {
+			double *row = u + (size_t)(r * side + c) * cl->d;
+
+			for (size_t ch = 0; ch < cl->c_in; ch++)
+				for (long i = 0; i < k; i++)
+					for (long j = 0; j < k; j++) {
+						long rr = r + i - p, cc = c + j - p;
+
+						*row++ = rr < 0 || rr >= side || cc < 0 || cc >= side
+								 ? 0.0
+								 : x[ch * cl->t + (size_t)(rr * side + cc)];
+					}
+		}
+}
+
+/* The adjoint of im2col: adds each entry of dU back to its pixel. */
+static void col2im(const struct conv_layer *cl, const double *du, double *dx)
+{
+	long side = (long)cl->side, k = (long)cl->k, p = k / 2;
+
+	memset(dx, 0, cl->c_in * cl->t * sizeof(double));
+	for (long r = 0; r < side; r++)
+		for (long c = 0; c < side; c++) {
+			const double *row = du + (size_t)(r * side + c) * cl->d;
+
+			for (size_t ch = 0; ch < cl->c_in; ch++)
+				for (long i = 0; i < k; i++)
+					for (long j = 0; j < k; j++, row++) {
+						long rr = r + i - p, cc = c + j - p;
+
+						if (rr >= 0 && rr < side && cc >= 0 && cc < side)
+							dx[ch * cl->t + (size_t)(rr * side + cc)] += *row;
+					}
+		}
+}
+
+/* 2 x 2 average pooling of c channels of side x side into out. */
+static void pool(const double *a, size_t c, size_t side, double *out)
+{
+	size_t half = side / 2;
+
+	for (size_t ch = 0; ch < c; ch++)
+		for (size_t r = 0; r < half; r++)
+			for (size_t q = 0; q < half; q++) {
+				const double *p = a + ch * side * side + 2 * r * side + 2 * q;
+
+				out[ch * half * half + r * half + q] =
+					0.25 * (p[0] + p[1] + p[side] + p[side + 1]);
+			}
+}
+
+/* The pooling's adjoint: each output error spread evenly over its 4 inputs. */
+static void pool_back(const double *dout, size_t c, size_t side, double *da)
+{
+	size_t half = side / 2;
+
+	for (size_t ch = 0; ch < c; ch++)
+		for (size_t r = 0; r < side; r++)
+			for (size_t q = 0; q < side; q++)
+				da[ch * side * side + r * side + q] =
+					0.25 * dout[ch * half * half + (r / 2) * half + q / 2];
+}
+
+/* Forward pass of one example x; leaves the softmax in h[n_dense] and
+ * returns the cross-entropy of class y. */
+static double forward_one(trn_convnet *n, const double *x, uint32_t y)
+{
+	const trn_conv_spec *s = &n->spec;
+	size_t K = s->classes;
+	double *z, mx, sum = 0.0;
+
+	memcpy(n->in[0], x, n->conv[0].c_in * n->conv[0].t * sizeof(double));
+	for (uint32_t l = 0; l < s->n_conv; l++) {
+		const struct conv_layer *cl = &n->conv[l];
+		double *next = l + 1 < s->n_conv ? n->in[l + 1] : n->h[0];
+
+		im2col(cl, n->in[l], n->u[l]);
+		/* A (C_out x T) = W (C_out x D) U^T, plus the bias. */
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)cl->c_out, (int)cl->t,
+			    (int)cl->d, 1.0, n->params + cl->w_off, (int)cl->d, n->u[l], (int)cl->d,
+			    0.0, n->a[l], (int)cl->t);
+		for (size_t o = 0; o < cl->c_out; o++)
+			for (size_t t = 0; t < cl->t; t++)
+				n->a[l][o * cl->t + t] =
+					act_f(s, n->a[l][o * cl->t + t] + n->params[cl->b_off + o]);
+		pool(n->a[l], cl->c_out, cl->side, next);
+	}
+	for (size_t l = 0; l < n->n_dense; l++) {
+		const struct dense_layer *dl = &n->dense[l];
+
+		memcpy(n->h[l + 1], n->params + dl->b_off, dl->out * sizeof(double));
+		cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)dl->out, (int)dl->in, 1.0,
+			    n->params + dl->w_off, (int)dl->in, n->h[l], 1, 1.0, n->h[l + 1], 1);
+		for (size_t j = 0; l + 1 < n->n_dense && j < dl->out; j++)
+			n->h[l + 1][j] = act_f(s, n->h[l + 1][j]);
+	}
+	z = n->h[n->n_dense];
+	mx = z[trn__argmax(z, (uint32_t)K)];
+	for (size_t j = 0; j < K; j++)
+		sum += exp(z[j] - mx);
+	for (size_t j = 0; j < K; j++)
+		z[j] = exp(z[j] - mx) / sum;
+	return -log(z[y] > 0.0 ? z[y] : 1e-300);
+}
+
+/* Back-propagates one example's errors: dh[l] are the errors at dense
+ * layer l's pre-activation output, da[l] at conv layer l's pre-activation;
+ * returns the squared norm of its whole gradient.  `mode` picks ghost
+ * norms or materialised G for the convolutions. */
+static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode)
+{
+	const trn_conv_spec *s = &n->spec;
+	double sq = 0.0;
+
+	memcpy(n->dh[n->n_dense], n->h[n->n_dense], s->classes * sizeof(double));
+	n->dh[n->n_dense][y] -= 1.0;
+	for (size_t l = n->n_dense; l-- > 0;) {
+		const struct dense_layer *dl = &n->dense[l];
+		double dd = cblas_ddot((int)dl->out, n->dh[l + 1], 1, n->dh[l + 1], 1);
+
+		/* Norm trick: ||delta h^T||^2 + ||delta||^2. */
+		sq += dd * (cblas_ddot((int)dl->in, n->h[l], 1, n->h[l], 1) + 1.0);
+		cblas_dgemv(CblasRowMajor, CblasTrans, (int)dl->out, (int)dl->in, 1.0,
+			    n->params + dl->w_off, (int)dl->in, n->dh[l + 1], 1, 0.0, n->dh[l], 1);
+		for (size_t j = 0; l > 0 && j < dl->in; j++)
+			n->dh[l][j] *= act_df(s, n->h[l][j]);
+	}
+	for (uint32_t l = s->n_conv; l-- > 0;) {
+		const struct conv_layer *cl = &n->conv[l];
+		const double *dpool = l + 1 < s->n_conv ? n->din[l + 1] : n->dh[0];
+
+		pool_back(dpool, cl->c_out, cl->side, n->da[l]);
+		for (size_t i = 0; i < cl->c_out * cl->t; i++)
+			n->da[l][i] *= act_df(s, n->a[l][i]);
+		sq += trn__conv_grad_sqnorm(n->da[l], n->u[l], cl->c_out, cl->t, cl->d, mode,
+					    n->gram_a, n->gram_b);
+		if (l == 0)
+			break;
+		/* dU (T x D) = dA^T (T x C_out) W (C_out x D), folded back. */
+		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cl->t, (int)cl->d,
+			    (int)cl->c_out, 1.0, n->da[l], (int)cl->t, n->params + cl->w_off,
+			    (int)cl->d, 0.0, n->du[l], (int)cl->d);
+		col2im(cl, n->du[l], n->din[l]);
+	}
+	return sq;
+}
+
+double trn__conv_grad_sqnorm(const double *da, const double *u, size_t c_out, size_t t,
+			     size_t d, trn_conv_norm_mode mode, double *scratch_a,
+			     double *scratch_b)
+{
+	double sq = 0.0, bias = 0.0;
+
+	for (size_t o = 0; o < c_out; o++) {
+		double b = 0.0;
+
+		for (size_t p = 0; p < t; p++)
+			b += da[o * t + p];
+		bias += b * b;
+	}
+	if (mode == TRN_CONV_NORM_AUTO)
+		mode = 2 * t * t < c_out * d ? TRN_CONV_NORM_GHOST : TRN_CONV_NORM_MATERIALISE;
+	if (mode == TRN_CONV_NORM_GHOST) {
+		/* <dA^T dA, U U^T>_F, both T x T (Bu et al. 2022, eq. 2.3). */
+		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)t, (int)t, (int)c_out, 1.0,
+			    da, (int)t, da, (int)t, 0.0, scratch_a, (int)t);
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)t, (int)d, 1.0, u,
+			    (int)d, u, (int)d, 0.0, scratch_b, (int)t);
+		sq = cblas_ddot((int)(t * t), scratch_a, 1, scratch_b, 1);
+	} else {
+		/* G = dA (C_out x T) U (T x D), then its Frobenius norm. */
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c_out, (int)d, (int)t,
+			    1.0, da, (int)t, u, (int)d, 0.0, scratch_a, (int)d);
+		sq = cblas_ddot((int)(c_out * d), scratch_a, 1, scratch_a, 1);
+	}
+	return sq + bias;
+}
+
+/* Adds scale times the example's gradient to grad, from the errors that
+ * backward_one left (the products take `scale`, so nothing per example is
+ * stored). */
+static void accumulate_one(trn_convnet *n, double scale, double *grad)
+{
+	for (uint32_t l = 0; l < n->spec.n_conv; l++) {
+		const struct conv_layer *cl = &n->conv[l];
+
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cl->c_out, (int)cl->d,
+			    (int)cl->t, scale, n->da[l], (int)cl->t, n->u[l], (int)cl->d, 1.0,
+			    grad + cl->w_off, (int)cl->d);
+		for (size_t o = 0; o < cl->c_out; o++)
+			for (size_t p = 0; p < cl->t; p++)
+				grad[cl->b_off + o] += scale * n->da[l][o * cl->t + p];
+	}
+	for (size_t l = 0; l < n->n_dense; l++) {
+		const struct dense_layer *dl = &n->dense[l];
+
+		cblas_dger(CblasRowMajor, (int)dl->out, (int)dl->in, scale, n->dh[l + 1], 1, n->h[l],
+			   1, grad + dl->w_off, (int)dl->in);
+		cblas_daxpy((int)dl->out, scale, n->dh[l + 1], 1, grad + dl->b_off, 1);
+	}
+}
+
+double trn_convnet_loss(trn_convnet *n, const double *x, uint32_t y)
+{
+	return forward_one(n, x, y);
+}
+
+int trn_convnet_clipped_grad(trn_convnet *n, const double *x, const uint32_t *y, size_t B,
+			     double clip_norm, trn_conv_norm_mode mode, double *grad,
+			     double *ret_norms, double *ret_loss_sum)
+{
+	size_t d = trn_convnet_input_dim(n);
+	double loss = 0.0;
+
+	for (size_t i = 0; i < B; i++) {
+		double norm, c = 1.0;
+
+		if (y[i] >= n->spec.classes)
+			return ACCT_EINVAL;
+		loss += forward_one(n, x + i * d, y[i]);
+		norm = sqrt(backward_one(n, y[i], mode));
+		if (ret_norms)
+			ret_norms[i] = norm;
+		/* Abadi et al. Algorithm 1: g / max(1, ||g|| / C); an example
+		 * whose norm is not finite contributes nothing. */
+		if (!isfinite(norm))
+			continue;
+		if (clip_norm > 0.0 && norm > clip_norm)
+			c = clip_norm / norm;
+		accumulate_one(n, c, grad);
+	}
+	if (ret_loss_sum)
+		*ret_loss_sum = loss;
+	return 0;
+}
