@@ -976,3 +976,16 @@ const srv_route srv_routes[] = {
 };
 
 const size_t srv_routes_count = sizeof(srv_routes) / sizeof(srv_routes[0]);
+
+/* The GET routes whose answer a key may revalidate (ETag, If-None-Match,
+ * ?wait=S), and what a long-poll on each waits for.  Every other route
+ * answers Cache-Control: no-store. */
+const srv_route_cache srv_route_caching[] = {
+	{"/v1/datasets", SRV_TAG_DATASETS},
+	{"/v1/datasets/{id}", SRV_TAG_DATASET},
+	{"/v1/datasets/{id}/budget", SRV_TAG_DATASET},
+	{"/v1/datasets/{id}/ledger", SRV_TAG_DATASET},
+	{"/v1/jobs/{id}", SRV_TAG_JOB},
+};
+
+const size_t srv_route_caching_count = sizeof(srv_route_caching) / sizeof(srv_route_caching[0]);

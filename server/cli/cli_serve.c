@@ -160,7 +160,10 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 		log_event("warn", "WAL file not written out", err.text, -1);
 	if (!realpath(db, ctx.db_path))
 		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
-	ctx.routes = (srv_route_table){srv_routes, srv_routes_count};
+	ctx.routes = (srv_route_table){.routes = srv_routes,
+					.n = srv_routes_count,
+					.caching = srv_route_caching,
+					.n_caching = srv_route_caching_count};
 	ctx.route_metrics = calloc(ctx.routes.n + 1, sizeof(srv_route_metrics));
 	ctx.auth_cache = srv_auth_cache_new(db);
 	ctx.tables = srv_table_cache_new(DPG_TABLE_CACHE_BYTES);

@@ -244,7 +244,39 @@ void srv_route_allowed(const srv_route_table *t, const char *path, char *buf, si
 		snprintf(buf + n, n < size ? size - n : 0, ", HEAD");
 }
 
+srv_revalidate srv_route_revalidate(const srv_route_table *t, int r)
+{
+	if (r < 0 || (size_t)r >= t->n || strcmp(t->routes[r].method, "GET") != 0)
+		return SRV_NO_STORE;
+	for (size_t i = 0; i < t->n_caching; i++)
+		if (strcmp(t->caching[i].pattern, t->routes[r].pattern) == 0)
+			return t->caching[i].revalidate;
+	return SRV_NO_STORE;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
+
+/*
+ * A revalidated route's 200: its entity tag (http_cache.c), and 304 with
+ * no body when If-None-Match names it (RFC 9110 15.4.5).  Any other
+ * answer keeps no-store.
+ */
+static void tag_answer(struct MHD_Connection *conn, srv_revalidate rv, srv_response *res)
+{
+	const char *inm;
+
+	if (rv == SRV_NO_STORE || res->status != 200)
+		return;
+	res->cache = rv;
+	srv_etag_of(res->body ? res->body : "", res->len, res->etag);
+	inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	if (srv_etag_matches(inm, res->etag)) {
+		free(res->body);
+		res->body = NULL;
+		res->len = 0;
+		res->status = 304;
+	}
+}
 
 static const char *conn_query(void *conn, const char *key)
 {
@@ -523,6 +555,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	}
 	req->body = body;
 	route->handler(req, res);
+	tag_answer(conn, srv_route_revalidate(&ctx->routes, r), res);
 out:
 	json_decref(body);
 	admission_end(ctx, &a);
@@ -547,7 +580,16 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	res->body = NULL;
 	if (res->content_type)
 		MHD_add_response_header(r, "Content-Type", res->content_type);
-	MHD_add_response_header(r, "Cache-Control", "no-store");
+	/* A revalidated answer may be kept, but only for the key that read
+	 * it, and only until the client asks again (no-cache); every other
+	 * answer, keys and secrets among them, is never kept (no-store). */
+	MHD_add_response_header(r, "Cache-Control", res->cache ? "no-cache" : "no-store");
+	if (res->etag[0])
+		MHD_add_response_header(r, "ETag", res->etag);
+	if (res->cache && res->cache != SRV_TAG_STATIC)
+		MHD_add_response_header(r, "Vary", "Authorization");
+	if (res->csp)
+		MHD_add_response_header(r, "Content-Security-Policy", res->csp);
 	if (res->location[0])
 		MHD_add_response_header(r, "Location", res->location);
 	if (res->status == 401)

@@ -1,0 +1,385 @@
+/*
+ * test_dashboard.c: the API a dashboard polls: entity tags and 304s on the
+ * revalidated GETs, a tag that changes with every kind of change, long-polls
+ * (?wait=S) woken by another connection's charge, their timeout and their
+ * limit, and CORS for the origins serve allows.
+ *
+ * Requests whose headers matter (ETag, Vary, the CORS headers) and the
+ * concurrent long-polls go over raw sockets, so that every response header
+ * is seen as sent; the rest goes through the harness.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+static dpg_server srv;
+
+#define IRIS_HEADER "sepal_length,sepal_width,petal_length,petal_width,species"
+#define CHARGE_SMALL "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.01,\"delta\":0}}"
+
+/* ---- a raw HTTP/1.1 client ------------------------------------------------ */
+
+typedef struct raw_resp {
+	int status;
+	char head[8192];  /* the status line and headers, NUL-terminated */
+	char *body;       /* NUL-terminated, may be empty; free with raw_free */
+	size_t len;
+} raw_resp;
+
+static int raw_connect(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv.port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_geq(fd, 0);
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect: %s", strerror(errno));
+	return fd;
+}
+
+/* Sends a request with no body; `extra` is more header lines, each ending
+ * in \r\n, or NULL. */
+static void raw_send(int fd, const char *method, const char *path, const char *key,
+		     const char *extra)
+{
+	char req[4096];
+	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s%s\r\n",
+			 method, path, key ? "Authorization: Bearer " : "", key ? key : "",
+			 key ? "\r\n" : "", extra ? extra : "");
+
+	cr_assert(n > 0 && (size_t)n < sizeof(req));
+	cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+}
+
+/* The value of header `name` (first one, any case) in r->head, copied into
+ * buf; "" when absent. */
+static const char *raw_header(const raw_resp *r, const char *name, char *buf, size_t size)
+{
+	size_t nl = strlen(name);
+
+	buf[0] = '\0';
+	for (const char *p = strstr(r->head, "\r\n"); p && p[2]; p = strstr(p + 2, "\r\n")) {
+		const char *line = p + 2;
+
+		if (strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+			const char *v = line + nl + 1, *end = strstr(v, "\r\n");
+
+			while (*v == ' ')
+				v++;
+			snprintf(buf, size, "%.*s", (int)(end - v), v);
+			break;
+		}
+	}
+	return buf;
+}
+
+/* Reads one response (no body for HEAD, 204 and 304).  Returns 0, or -1
+ * when nothing complete arrived within `timeout_s`. */
+static int raw_read(int fd, bool head_only, double timeout_s, raw_resp *r)
+{
+	char buf[65536], cl[32];
+	size_t have = 0, hlen = 0, want = 0;
+	double end = dpg_now_s() + timeout_s;
+	char *eoh = NULL;
+
+	memset(r, 0, sizeof(*r));
+	while (!eoh || have < hlen + want) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		double left = end - dpg_now_s();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+			return -1;
+		n = recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
+		if (n <= 0)
+			return -1;
+		have += (size_t)n;
+		buf[have] = '\0';
+		if (!eoh && (eoh = strstr(buf, "\r\n\r\n"))) {
+			hlen = (size_t)(eoh - buf) + 4;
+			cr_assert_lt(hlen, sizeof(r->head));
+			memcpy(r->head, buf, hlen);
+			r->head[hlen] = '\0';
+			r->status = atoi(buf + 9);
+			raw_header(r, "Content-Length", cl, sizeof(cl));
+			want = (head_only || r->status == 304 || r->status == 204) ? 0 :
+										      strtoul(cl, NULL, 10);
+		}
+	}
+	r->len = want;
+	r->body = malloc(want + 1);
+	memcpy(r->body, buf + hlen, want);
+	r->body[want] = '\0';
+	return 0;
+}
+
+static void raw_free(raw_resp *r)
+{
+	free(r->body);
+	r->body = NULL;
+}
+
+/* One request on a new connection, answered within 10 s. */
+static raw_resp raw_get(const char *path, const char *key, const char *extra)
+{
+	raw_resp r;
+	int fd = raw_connect();
+
+	raw_send(fd, "GET", path, key, extra);
+	cr_assert_eq(raw_read(fd, false, 10, &r), 0, "no answer to GET %s", path);
+	close(fd);
+	return r;
+}
+
+/* The current ETag of `path` (asserting a 200 that carries one). */
+static void etag_of(const char *path, char *tag, size_t size)
+{
+	raw_resp r = raw_get(path, srv.admin_key, NULL);
+
+	cr_assert_eq(r.status, 200, "GET %s: %d %s", path, r.status, r.body);
+	raw_header(&r, "ETag", tag, size);
+	cr_assert_neq(tag[0], '\0', "GET %s has no ETag", path);
+	raw_free(&r);
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static void setup(void)
+{
+	static const char *const args[] = {"--cors-origin", "https://dash.example",
+					   "--cors-origin", "http://localhost:3000",
+					   "--max-waiters", "4", NULL};
+
+	(void)args; /* SERVE_ARGS */
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "d", 1.0, 1e-5, "basic");
+	dpg_make_dataset(&srv, "e", 1.0, 1e-5, "basic");
+}
+
+static void teardown(void)
+{
+	dpg_server_destroy(&srv);
+}
+
+TestSuite(dashboard, .init = setup, .fini = teardown, .timeout = 300);
+
+/* ---- ETag and 304 ------------------------------------------------------------ */
+
+static const char *const tagged[] = {"/v1/datasets", "/v1/datasets/d", "/v1/datasets/d/budget",
+				     "/v1/datasets/d/ledger", NULL};
+
+Test(dashboard, revalidated_gets_carry_a_tag_and_answer_304)
+{
+	for (int i = 0; tagged[i]; i++) {
+		char tag[64], tag2[64], cc[64], vary[64], inm[160];
+		raw_resp r = raw_get(tagged[i], srv.admin_key, NULL), r2;
+
+		cr_assert_eq(r.status, 200, "%s", tagged[i]);
+		raw_header(&r, "ETag", tag, sizeof(tag));
+		/* A strong tag: quoted, no W/. */
+		cr_assert(tag[0] == '"' && strlen(tag) > 2 && tag[strlen(tag) - 1] == '"', "%s: %s",
+			  tagged[i], tag);
+		cr_assert_str_eq(raw_header(&r, "Cache-Control", cc, sizeof(cc)), "no-cache");
+		cr_assert_str_eq(raw_header(&r, "Vary", vary, sizeof(vary)), "Authorization");
+		raw_free(&r);
+
+		/* Unchanged: the same tag, and 304 with no body for it, for a
+		 * list holding it, for its weak form and for "*". */
+		etag_of(tagged[i], tag2, sizeof(tag2));
+		cr_assert_str_eq(tag, tag2);
+		const char *prefix[] = {"", "\"nope\", ", "W/", NULL};
+		for (int f = 0; f < 4; f++) {
+			char line[200];
+
+			if (prefix[f])
+				snprintf(inm, sizeof(inm), "%s%s", prefix[f], tag);
+			else
+				snprintf(inm, sizeof(inm), "*");
+			snprintf(line, sizeof(line), "If-None-Match: %s\r\n", inm);
+			r2 = raw_get(tagged[i], srv.admin_key, line);
+			cr_assert_eq(r2.status, 304, "%s with %s: %d", tagged[i], inm, r2.status);
+			cr_assert_eq(r2.len, 0);
+			cr_assert_str_eq(raw_header(&r2, "ETag", tag2, sizeof(tag2)), tag);
+			cr_assert_str_eq(raw_header(&r2, "Cache-Control", cc, sizeof(cc)), "no-cache");
+			raw_free(&r2);
+		}
+		/* Another tag: the whole answer. */
+		r2 = raw_get(tagged[i], srv.admin_key, "If-None-Match: \"0000\"\r\n");
+		cr_assert_eq(r2.status, 200);
+		cr_assert_gt(r2.len, 0);
+		raw_free(&r2);
+	}
+}
+
+Test(dashboard, keys_and_errors_stay_no_store)
+{
+	char cc[64], tag[64];
+	raw_resp r = raw_get("/v1/keys", srv.admin_key, NULL);
+
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(raw_header(&r, "Cache-Control", cc, sizeof(cc)), "no-store");
+	cr_assert_str_eq(raw_header(&r, "ETag", tag, sizeof(tag)), "");
+	raw_free(&r);
+	r = raw_get("/v1/datasets/nope", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 404);
+	cr_assert_str_eq(raw_header(&r, "Cache-Control", cc, sizeof(cc)), "no-store");
+	cr_assert_str_eq(raw_header(&r, "ETag", tag, sizeof(tag)), "");
+	raw_free(&r);
+}
+
+/* Every tag of `paths` differs from the one held in tags[] (then updated). */
+static void assert_all_changed(const char *what, const char *const *paths, char (*tags)[64])
+{
+	for (int i = 0; paths[i]; i++) {
+		char now[64];
+
+		etag_of(paths[i], now, sizeof(now));
+		cr_assert_str_neq(now, tags[i], "%s left the tag of %s unchanged", what, paths[i]);
+		snprintf(tags[i], sizeof(tags[i]), "%s", now);
+	}
+}
+
+static void read_tags(const char *const *paths, char (*tags)[64])
+{
+	for (int i = 0; paths[i]; i++)
+		etag_of(paths[i], tags[i], sizeof(tags[i]));
+}
+
+Test(dashboard, the_tag_changes_with_every_kind_of_change)
+{
+	static const char *const ds_paths[] = {"/v1/datasets", "/v1/datasets/d",
+					       "/v1/datasets/d/budget", NULL};
+	static const char *const ledger[] = {"/v1/datasets/d/ledger", NULL};
+	static const char *const other[] = {"/v1/datasets/e", "/v1/datasets/e/budget",
+					    "/v1/datasets/e/ledger", NULL};
+	char tags[4][64], ltag[1][64], otags[3][64], path[160], rid[64];
+	dpg_resp r;
+
+	read_tags(ds_paths, tags);
+	read_tags(ledger, ltag);
+	read_tags(other, otags);
+	/* A charge: budget and ledger. */
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, CHARGE_SMALL, 201);
+	assert_all_changed("a charge", ds_paths, tags);
+	assert_all_changed("a charge", ledger, ltag);
+	/* A reservation, then its release. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key, CHARGE_SMALL);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	snprintf(rid, sizeof(rid), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	assert_all_changed("a reservation", ds_paths, tags);
+	snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/release", rid);
+	dpg_expect_status(&srv, "POST", path, srv.admin_key, NULL, 200);
+	assert_all_changed("a release", ds_paths, tags);
+	/* A patch of the name. */
+	dpg_expect_status(&srv, "PATCH", "/v1/datasets/d", srv.admin_key, "{\"name\":\"renamed\"}",
+			  200);
+	static const char *const named[] = {"/v1/datasets", "/v1/datasets/d", NULL};
+	assert_all_changed("a rename", named, tags);
+	/* The archive. */
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/d", srv.admin_key, NULL, 200);
+	assert_all_changed("the archive", named, tags);
+	/* None of this touched e. */
+	for (int i = 0; other[i]; i++) {
+		char now[64];
+
+		etag_of(other[i], now, sizeof(now));
+		cr_assert_str_eq(now, otags[i], "%s changed with d", other[i]);
+	}
+}
+
+Test(dashboard, archiving_changes_the_tag)
+{
+	char before[64], after[64], lbefore[64], lafter[64];
+
+	etag_of("/v1/datasets/e", before, sizeof(before));
+	etag_of("/v1/datasets?archived=true", lbefore, sizeof(lbefore));
+	dpg_expect_status(&srv, "DELETE", "/v1/datasets/e", srv.admin_key, NULL, 200);
+	etag_of("/v1/datasets/e", after, sizeof(after));
+	etag_of("/v1/datasets?archived=true", lafter, sizeof(lafter));
+	cr_assert_str_neq(before, after);
+	cr_assert_str_neq(lbefore, lafter);
+}
+
+Test(dashboard, a_key_sees_its_own_tag)
+{
+	char scoped[160], a[64], b[64];
+	raw_resp r;
+
+	dpg_make_key(&srv, "viewer", "e", scoped, sizeof(scoped));
+	etag_of("/v1/datasets", a, sizeof(a));
+	r = raw_get("/v1/datasets", scoped, NULL);
+	cr_assert_eq(r.status, 200);
+	raw_header(&r, "ETag", b, sizeof(b));
+	raw_free(&r);
+	/* Two keys that see different lists get different tags, and the
+	 * admin's tag is no 304 for the viewer. */
+	cr_assert_str_neq(a, b);
+	{
+		char line[120];
+
+		snprintf(line, sizeof(line), "If-None-Match: %s\r\n", a);
+		r = raw_get("/v1/datasets", scoped, line);
+		cr_assert_eq(r.status, 200);
+		raw_free(&r);
+	}
+}
+
+Test(dashboard, job_progress_changes_the_job_tag)
+{
+	static const char *job =
+		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
+		"\"classes\":3,\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"clip_norm\":1,"
+		"\"learning_rate\":0.5}}";
+	static const char *const done[] = {"succeeded", "failed", "cancelled", NULL};
+	char id[96], path[160], tag[64], seen[8][64];
+	int n_seen = 0;
+	dpg_resp r;
+	json_t *j;
+
+	dpg_make_dataset(&srv, "iris", 10.0, 1e-5, "rdp");
+	dpg_upload_iris(&srv, "iris", IRIS_HEADER);
+	r = dpg_submit_job(&srv, "iris", job, id, sizeof(id));
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	/* Each distinct body seen has its own tag: the tag follows the job
+	 * from queued to its end. */
+	for (int i = 0; i < 400 && n_seen < 8; i++) {
+		raw_resp rr = raw_get(path, srv.admin_key, NULL);
+		bool known = false;
+
+		cr_assert_eq(rr.status, 200);
+		raw_header(&rr, "ETag", tag, sizeof(tag));
+		for (int k = 0; k < n_seen; k++)
+			known = known || strcmp(seen[k], tag) == 0;
+		if (!known)
+			snprintf(seen[n_seen++], sizeof(seen[0]), "%s", tag);
+		j = json_loads(rr.body, 0, NULL);
+		raw_free(&rr);
+		cr_assert(j);
+		if (strcmp(json_string_value(json_object_get(j, "state")), "succeeded") == 0) {
+			json_decref(j);
+			break;
+		}
+		json_decref(j);
+		usleep(20000);
+	}
+	j = dpg_job_wait(&srv, id, done, 120);
+	json_decref(j);
+	etag_of(path, tag, sizeof(tag));
+	cr_assert_gt(n_seen, 1, "the job's tag never changed");
+	cr_assert_str_eq(tag, seen[n_seen - 1], "the finished job's tag is the last one seen");
+}
