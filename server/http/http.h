@@ -184,6 +184,25 @@ bool srv_etag_matches(const char *if_none_match, const char *etag);
  * Returns 0 with *ret_seconds set, or -1 for anything else. */
 int srv_wait_parse(const char *text, unsigned *ret_seconds);
 
+/* ------------------------------------------------------------------------ */
+/* Long-polls (http_watch.c)                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The server's suspended long-polls, keyed by dataset and job. */
+typedef struct srv_watch srv_watch;
+
+/*
+ * Wakes the long-polls a committed change concerns: those on dataset
+ * `dataset_id` and on the dataset list (dataset_id not NULL), those on job
+ * `job_id` (not NULL), or every one (both NULL, when the change's dataset
+ * is not known).  Call it after the COMMIT returned; a call for nothing
+ * that changed only costs a read.  `w` may be NULL (not serving).
+ */
+void srv_watch_signal(srv_watch *w, const char *dataset_id, const char *job_id);
+
+/* How many long-polls are armed now (0 for NULL), for /metrics. */
+unsigned srv_watch_count(srv_watch *w);
+
 /* The routes a server answers: the application's table (api/'s
  * srv_routes), handed to the daemon in its srv_ctx so that http/ does not
  * depend on the layer above it. */
@@ -238,6 +257,14 @@ struct srv_ctx {
 	/* /metrics shows every dataset's gauges to anyone (serve
 	 * --public-metrics); otherwise only those a key may read. */
 	bool public_metrics;
+	/* Long-polls waiting for a change (http_watch.c); NULL until serving.
+	 * At most max_waiters at once (serve --max-waiters). */
+	srv_watch *watch;
+	unsigned max_waiters;
+	/* Origins a browser page may call from (serve --cors-origin), exact
+	 * matches of the Origin header; none by default. */
+	const char *cors_origins[DPG_MAX_CORS_ORIGINS];
+	unsigned n_cors_origins;
 };
 
 /* Fills a problem+json response (RFC 9457).  `field` may be NULL; `extra`

@@ -28,6 +28,7 @@
 
 #include "http.h"
 #include "http_conns.h"
+#include "http_watch.h"
 #include "base.h"
 #include "json.h"
 
@@ -58,6 +59,9 @@ struct conn_state {
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
 	srv_conns *conns;   /* the server's waiting connections (http_conns.h) */
 	srv_conn *waiting;  /* this connection's entry there, or NULL */
+	srv_waiter waiter;  /* its long-poll, armed while it waits (http_watch.h) */
+	srv_watch *ctx_watch; /* the server's hub of them */
+	bool park;          /* dispatch found it unchanged before its deadline */
 };
 
 /* ---- the request target ---------------------------------------------------- */
@@ -257,11 +261,49 @@ srv_revalidate srv_route_revalidate(const srv_route_table *t, int r)
 /* ---- dispatch ---------------------------------------------------------- */
 
 /*
- * A revalidated route's 200: its entity tag (http_cache.c), and 304 with
- * no body when If-None-Match names it (RFC 9110 15.4.5).  Any other
- * answer keeps no-store.
+ * A long-poll (?wait=S, on a revalidated route other than the page's)
+ * is armed before its handler reads, when it carries If-None-Match: a
+ * change committed from then on wakes it (http_watch.c).  Without
+ * If-None-Match there is nothing to wait for and the answer is
+ * immediate.  Returns false with `res` filled when refused: a bad wait
+ * (400), too many waiting (503), the server stopping (503).
  */
-static void tag_answer(struct MHD_Connection *conn, srv_revalidate rv, srv_response *res)
+static bool long_poll_begin(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
+			    srv_revalidate rv, const char *id, srv_response *res)
+{
+	const char *wait = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "wait");
+	unsigned secs;
+	int rc;
+
+	if (!wait || rv == SRV_NO_STORE || rv == SRV_TAG_STATIC)
+		return true;
+	if (srv_wait_parse(wait, &secs) < 0) {
+		char detail[96];
+
+		snprintf(detail, sizeof(detail), "wait must be a whole number of seconds, 1 to %u",
+			 (unsigned)DPG_MAX_LONG_POLL_S);
+		srv_problem(res, 400, NULL, detail, "wait", NULL);
+		return false;
+	}
+	if (!MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH))
+		return true;
+	rc = srv_watch_arm(ctx->watch, &cs->waiter, rv, rv == SRV_TAG_DATASETS ? NULL : id, secs);
+	if (rc == -1)
+		srv_problem(res, 503, NULL, "too many long-polls are waiting; retry shortly", NULL,
+			    NULL);
+	else if (rc < 0)
+		srv_problem(res, 503, NULL, "the server is shutting down", NULL, NULL);
+	return rc == 0;
+}
+
+/*
+ * A revalidated route's 200: its entity tag (http_cache.c), and 304 with
+ * no body when If-None-Match names it (RFC 9110 15.4.5), or, for an armed
+ * long-poll before its deadline, nothing yet: cs->park, and on_request
+ * suspends it.  Any other answer keeps no-store.
+ */
+static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
+		       srv_revalidate rv, srv_response *res)
 {
 	const char *inm;
 
@@ -270,13 +312,32 @@ static void tag_answer(struct MHD_Connection *conn, srv_revalidate rv, srv_respo
 	res->cache = rv;
 	srv_etag_of(res->body ? res->body : "", res->len, res->etag);
 	inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-	if (srv_etag_matches(inm, res->etag)) {
-		free(res->body);
-		res->body = NULL;
-		res->len = 0;
-		res->status = 304;
-	}
+	if (!srv_etag_matches(inm, res->etag))
+		return;
+	free(res->body);
+	res->body = NULL;
+	res->len = 0;
+	res->status = 304;
+	cs->park = cs->waiter.armed && !srv_watch_expired(ctx->watch, &cs->waiter);
 }
+
+/*
+ * After a request that may have written (any method but GET and HEAD, on
+ * a route that needs a key), its handler has returned, and so has its
+ * COMMIT: the long-polls on what it touched are woken.  A dataset route
+ * names its dataset; any other (a key, a job, a new dataset) wakes every
+ * long-poll, which costs each a read.
+ */
+static void signal_change(srv_ctx *ctx, const srv_route *route, const srv_request *req)
+{
+	if (strcmp(route->method, "GET") == 0 || route->access == SRV_PUBLIC)
+		return;
+	if (strncmp(route->pattern, "/v1/datasets/{id}", 17) == 0)
+		srv_watch_signal(ctx->watch, req->params[0], NULL);
+	else
+		srv_watch_signal(ctx->watch, NULL, NULL);
+}
+
 
 static const char *conn_query(void *conn, const char *key)
 {
@@ -513,6 +574,9 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	if (r < 0 || query_refused(conn, res))
 		goto out;
 	route = &ctx->routes.routes[r];
+	if (!long_poll_begin(ctx, conn, cs, srv_route_revalidate(&ctx->routes, r), req->params[0],
+			     res))
+		goto out;
 	if (route->access == SRV_PUBLIC && route->json_body) {
 		if (atomic_fetch_add(&ctx->public_busy, 1) >= ctx->public_limit) {
 			atomic_fetch_sub(&ctx->public_busy, 1);
@@ -555,7 +619,8 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	}
 	req->body = body;
 	route->handler(req, res);
-	tag_answer(conn, srv_route_revalidate(&ctx->routes, r), res);
+	signal_change(ctx, route, req);
+	tag_answer(ctx, conn, cs, srv_route_revalidate(&ctx->routes, r), res);
 out:
 	json_decref(body);
 	admission_end(ctx, &a);
@@ -606,6 +671,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		cs->keep_alive = false;
 	}
 	cs->replied = true;
+	srv_watch_disarm(cs->ctx_watch, &cs->waiter);
 	/* Answered: no longer waiting, never closed for the reserve. */
 	srv_conns_serving(cs->conns, cs->waiting);
 	ok = MHD_queue_response(conn, (unsigned)res->status, r);
@@ -791,6 +857,7 @@ static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *co
 	cs->route = -1;
 	sock = conn_sock_of(conn);
 	cs->conns = ctx->conns;
+	cs->ctx_watch = ctx->watch;
 	cs->waiting = sock ? sock->waiting : NULL;
 	srv_conns_headers_in(cs->conns, cs->waiting);
 	srv_strcopy(cs->method, sizeof(cs->method), method);
@@ -929,16 +996,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;
 		return body_piece(ctx, conn, cs, upload_data, n);
 	}
-	memset(&res, 0, sizeof(res));
 	/* The whole request is in: it is served from here on. */
 	srv_conns_serving(cs->conns, cs->waiting);
-	if (cs->too_large)
-		srv_problem(&res, 413, NULL, "the request body is larger than this route accepts", NULL,
-			    NULL);
-	else if (atomic_load(&ctx->stopping))
-		srv_problem(&res, 503, NULL, "the server is shutting down", NULL, NULL);
-	else
-		dispatch(ctx, conn, cs, method, url, &res);
+	/* A long-poll unchanged before its deadline is suspended, holding
+	 * neither this thread nor a database connection; when a change, its
+	 * deadline or the recheck resumes it, libmicrohttpd calls here again
+	 * and it is read again.  One marked by a commit while it read reads
+	 * again at once. */
+	do {
+		memset(&res, 0, sizeof(res));
+		cs->park = false;
+		if (cs->too_large)
+			srv_problem(&res, 413, NULL,
+				    "the request body is larger than this route accepts", NULL, NULL);
+		else if (atomic_load(&ctx->stopping))
+			srv_problem(&res, 503, NULL, "the server is shutting down", NULL, NULL);
+		else
+			dispatch(ctx, conn, cs, method, url, &res);
+		if (cs->park && srv_watch_suspend(ctx->watch, &cs->waiter, conn) == 0)
+			return MHD_YES;
+	} while (cs->park);
 	return send_response(conn, cs, &res);
 }
 
@@ -1007,6 +1084,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		funlockfile(stderr);
 	}
 	keep_alive = cs->keep_alive;
+	srv_watch_disarm(ctx->watch, &cs->waiter);
 	free(cs->body.s);
 	free(cs);
 	*con_cls = NULL;
@@ -1045,7 +1123,8 @@ static struct MHD_Daemon *start_daemon(srv_ctx *ctx, struct sockaddr_in *addr, u
 	 * the socket out of its next poll set when told through its ITC, with
 	 * no such race.  The sets are small: a worker polls its own connections
 	 * and the listening socket. */
-	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+					MHD_ALLOW_SUSPEND_RESUME,
 				(uint16_t)port, NULL, NULL, on_request, ctx,
 				/* first, so that it gets the messages of the options below */
 				MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
@@ -1081,6 +1160,9 @@ static void stop_daemon(srv_ctx *ctx, struct MHD_Daemon *d)
 	 * close race their use of it with --threads 1). */
 	if (listen_fd != MHD_INVALID_SOCKET)
 		shutdown(listen_fd, SHUT_RDWR);
+	/* Suspended long-polls are resumed and answered 503 (on_request);
+	 * none is suspended after this. */
+	srv_watch_close(ctx->watch);
 	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 
@@ -1090,6 +1172,8 @@ static void stop_daemon(srv_ctx *ctx, struct MHD_Daemon *d)
 	/* After libmicrohttpd: every connection it had is closed and removed. */
 	srv_conns_free(ctx->conns);
 	ctx->conns = NULL;
+	srv_watch_free(ctx->watch);
+	ctx->watch = NULL;
 	if (listen_fd != MHD_INVALID_SOCKET)
 		close(listen_fd);
 }
@@ -1119,7 +1203,12 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	ctx->public_limit = threads > 1 ? threads / 2 : 1;
 	ctx->conns = srv_conns_new(ctx->header_timeout_s,
 				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
-	if (!ctx->conns) {
+	ctx->watch = srv_watch_new(ctx->max_waiters ? ctx->max_waiters : DPG_LONG_POLL_WAITERS);
+	if (!ctx->conns || !ctx->watch) {
+		srv_conns_free(ctx->conns);
+		ctx->conns = NULL;
+		srv_watch_free(ctx->watch);
+		ctx->watch = NULL;
 		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
 		return 1;
 	}
@@ -1128,6 +1217,8 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
 		srv_conns_free(ctx->conns);
 		ctx->conns = NULL;
+		srv_watch_free(ctx->watch);
+		ctx->watch = NULL;
 		return 1;
 	}
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

@@ -23,7 +23,12 @@ struct run_state {
 	srv_jobs *jobs;
 	job_slot *slot;
 	double last_save;
+	double last_signal; /* when long-polls on the job were last woken */
 };
+
+/* Long-polls on a running job are woken at most this often by its steps
+ * (every step would make a client read as fast as its round trip). */
+#define PROGRESS_SIGNAL_INTERVAL_S 0.25
 
 /* What a job reads: its private table, a public table to evaluate on
  * while it trains (eval), its public test table ("test_data", which is
@@ -75,6 +80,10 @@ static int on_progress(const trn_progress *p, void *user)
 	rs->slot->progress = *p;
 	rs->slot->has_progress = true;
 	pthread_mutex_unlock(&rs->slot->lock);
+	if (p->evaluated || t - rs->last_signal >= PROGRESS_SIGNAL_INTERVAL_S) {
+		srv_watch_signal(rs->jobs->ctx->watch, NULL, rs->slot->id);
+		rs->last_signal = t;
+	}
 	if (p->evaluated || t - rs->last_save >= PROGRESS_SAVE_INTERVAL_S) {
 		save_progress(rs->jobs, rs->slot->id, p);
 		rs->last_save = t;
@@ -116,6 +125,9 @@ static int start_job(srv_ctx *ctx, job_slot *slot, srv_job_row *j)
 			srv__job_row_clear(j);
 	}
 	srv_store_release(ctx->store, db);
+	/* Running, or cancelled and its reservation released. */
+	srv_watch_signal(ctx->watch, rc == SRV_OK ? j->dataset_id : NULL,
+			 rc == SRV_OK ? slot->id : NULL);
 	return rc;
 }
 
@@ -280,6 +292,8 @@ ended:
 	}
 	end_job(ctx, slot->id, final_state, result_text, error, model_path);
 out:
+	/* Its end is committed, and with it its reservation. */
+	srv_watch_signal(ctx->watch, j.dataset_id, slot->id);
 	free(result_text);
 	trn_dpsgd_result_free(result);
 	job_data_clear(&jd);

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,17 @@ static dpg_server srv;
 
 #define IRIS_HEADER "sepal_length,sepal_width,petal_length,petal_width,species"
 #define CHARGE_SMALL "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.01,\"delta\":0}}"
+
+/* DPGATE_TEST_TIME_SCALE (1 to 100, default 1): how much slower a
+ * sanitizer build of the server is; the time bounds below stretch by it,
+ * and are as stated (100 ms for a wake-up) in the ordinary build. */
+static double time_scale(void)
+{
+	const char *v = getenv("DPGATE_TEST_TIME_SCALE");
+	double k = v ? strtod(v, NULL) : 1.0;
+
+	return (k >= 1.0 && k <= 100.0) ? k : 1.0;
+}
 
 /* ---- a raw HTTP/1.1 client ------------------------------------------------ */
 
@@ -162,9 +174,13 @@ static void setup(void)
 					   "--cors-origin", "http://localhost:3000",
 					   "--max-waiters", "4", NULL};
 
-	(void)args; /* SERVE_ARGS */
-
-	dpg_server_start(&srv);
+	/* Fewer HTTP threads (2) than long-polls allowed (4), and so fewer
+	 * database connections: waiting long-polls must hold neither.  The
+	 * harness takes serve's arguments at a restart. */
+	dpg_server_start_with(&srv, NULL, 2);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.serve_args = args;
+	dpg_server_restart(&srv);
 	dpg_make_dataset(&srv, "d", 1.0, 1e-5, "basic");
 	dpg_make_dataset(&srv, "e", 1.0, 1e-5, "basic");
 }
@@ -382,4 +398,229 @@ Test(dashboard, job_progress_changes_the_job_tag)
 	etag_of(path, tag, sizeof(tag));
 	cr_assert_gt(n_seen, 1, "the job's tag never changed");
 	cr_assert_str_eq(tag, seen[n_seen - 1], "the finished job's tag is the last one seen");
+}
+
+/* ---- long-polls ------------------------------------------------------------ */
+
+/* Sends a long-poll on `path` for its current tag (copied into tag) on a
+ * new connection, and returns the connection. */
+static int long_poll(const char *path, unsigned wait_s, char *tag, size_t size)
+{
+	char target[256], line[128];
+	int fd;
+
+	etag_of(path, tag, size);
+	snprintf(target, sizeof(target), "%s%swait=%u", path, strchr(path, '?') ? "&" : "?", wait_s);
+	snprintf(line, sizeof(line), "If-None-Match: %s\r\n", tag);
+	fd = raw_connect();
+	raw_send(fd, "GET", target, srv.admin_key, line);
+	return fd;
+}
+
+/* Whether anything arrived on fd within ms milliseconds. */
+static bool readable_within(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, ms) > 0;
+}
+
+Test(dashboard, a_long_poll_wakes_on_a_charge_from_another_connection)
+{
+	static const char *const paths[] = {"/v1/datasets/d/budget", "/v1/datasets/d/ledger",
+					    "/v1/datasets/d", "/v1/datasets", NULL};
+
+	for (int i = 0; paths[i]; i++) {
+		char tag[64], now_tag[64];
+		int fd = long_poll(paths[i], 30, tag, sizeof(tag));
+		double t_charged, t_woken;
+		raw_resp r;
+
+		/* Unchanged: it waits. */
+		cr_assert_not(readable_within(fd, 300), "%s answered before any change", paths[i]);
+		dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, CHARGE_SMALL,
+				  201);
+		t_charged = dpg_now_s();
+		cr_assert_eq(raw_read(fd, false, 5, &r), 0, "%s: no answer after the charge", paths[i]);
+		t_woken = dpg_now_s();
+		close(fd);
+		cr_assert_eq(r.status, 200, "%s: %d", paths[i], r.status);
+		raw_header(&r, "ETag", now_tag, sizeof(now_tag));
+		cr_assert_str_neq(now_tag, tag);
+		raw_free(&r);
+		cr_assert_lt(t_woken - t_charged, 0.1 * time_scale(), "%s woke %.3f s after the charge", paths[i],
+			     t_woken - t_charged);
+	}
+}
+
+Test(dashboard, a_long_poll_is_not_woken_by_another_dataset)
+{
+	char tag[64];
+	int fd = long_poll("/v1/datasets/e/budget", 2, tag, sizeof(tag));
+	double t0 = dpg_now_s();
+	raw_resp r;
+
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, CHARGE_SMALL, 201);
+	cr_assert_eq(raw_read(fd, false, 10, &r), 0);
+	close(fd);
+	/* Woken or not, unchanged: 304 at its deadline, after 2 s. */
+	cr_assert_eq(r.status, 304);
+	cr_assert_geq(dpg_now_s() - t0, 1.9);
+	raw_free(&r);
+}
+
+Test(dashboard, a_long_poll_times_out_with_304)
+{
+	char tag[64], tag2[64];
+	double t0;
+	int fd = long_poll("/v1/datasets/d", 1, tag, sizeof(tag));
+	raw_resp r;
+
+	t0 = dpg_now_s();
+	cr_assert_eq(raw_read(fd, false, 10, &r), 0);
+	close(fd);
+	cr_assert_eq(r.status, 304);
+	cr_assert_eq(r.len, 0);
+	cr_assert_str_eq(raw_header(&r, "ETag", tag2, sizeof(tag2)), tag);
+	cr_assert_geq(dpg_now_s() - t0, 0.9, "answered after %.3f s", dpg_now_s() - t0);
+	cr_assert_lt(dpg_now_s() - t0, 3.0 * time_scale(), "answered after %.3f s", dpg_now_s() - t0);
+	raw_free(&r);
+}
+
+Test(dashboard, a_bad_wait_is_400_and_no_tag_answers_at_once)
+{
+	static const char *const bad[] = {"0", "61", "-1", "abc", "1.5", "", "1e1", "0060", NULL};
+	char path[128];
+	raw_resp r;
+
+	for (int i = 0; bad[i]; i++) {
+		snprintf(path, sizeof(path), "/v1/datasets/d/budget?wait=%s", bad[i]);
+		r = raw_get(path, srv.admin_key, "If-None-Match: \"x\"\r\n");
+		cr_assert_eq(r.status, 400, "wait=%s: %d", bad[i], r.status);
+		raw_free(&r);
+	}
+	/* 60 is allowed; with a tag that is not current, or none, the answer
+	 * is at once. */
+	r = raw_get("/v1/datasets/d/budget?wait=60", srv.admin_key, "If-None-Match: \"x\"\r\n");
+	cr_assert_eq(r.status, 200);
+	raw_free(&r);
+	r = raw_get("/v1/datasets/d/budget?wait=60", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	raw_free(&r);
+}
+
+Test(dashboard, long_polls_are_bounded_and_hold_no_thread)
+{
+	int fds[4];
+	char tag[64], ra[16];
+	raw_resp r;
+	double t0;
+
+	/* --max-waiters 4 on a server of 2 HTTP threads. */
+	for (int i = 0; i < 4; i++)
+		fds[i] = long_poll("/v1/datasets/e/budget", 30, tag, sizeof(tag));
+	for (int i = 0; i < 4; i++)
+		cr_assert_not(readable_within(fds[i], i == 0 ? 300 : 0));
+	/* The threads and the database are free: other requests are
+	 * answered at once. */
+	t0 = dpg_now_s();
+	for (int i = 0; i < 10; i++) {
+		r = raw_get("/v1/datasets/d/budget", srv.admin_key, NULL);
+		cr_assert_eq(r.status, 200);
+		raw_free(&r);
+	}
+	cr_assert_lt(dpg_now_s() - t0, 2.0 * time_scale());
+	cr_assert_eq(dpg_metric(&srv, "dpgate_long_polls_waiting"), 4.0);
+	/* A fifth waiter: 503 with Retry-After, at once. */
+	{
+		char line[128];
+
+		snprintf(line, sizeof(line), "If-None-Match: %s\r\n", tag);
+		r = raw_get("/v1/datasets/e/budget?wait=30", srv.admin_key, line);
+	}
+	cr_assert_eq(r.status, 503, "%d %s", r.status, r.body);
+	cr_assert_str_neq(raw_header(&r, "Retry-After", ra, sizeof(ra)), "");
+	raw_free(&r);
+	/* One change answers all four, and the slots are free again. */
+	dpg_expect_status(&srv, "POST", "/v1/datasets/e/charges", srv.admin_key, CHARGE_SMALL, 201);
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(raw_read(fds[i], false, 5, &r), 0);
+		cr_assert_eq(r.status, 200);
+		raw_free(&r);
+		close(fds[i]);
+	}
+	fds[0] = long_poll("/v1/datasets/e/budget", 1, tag, sizeof(tag));
+	cr_assert_eq(raw_read(fds[0], false, 5, &r), 0);
+	cr_assert_eq(r.status, 304);
+	raw_free(&r);
+	close(fds[0]);
+}
+
+Test(dashboard, shutdown_answers_the_waiting_long_polls)
+{
+	int fds[3];
+	char tag[64];
+	raw_resp r;
+
+	for (int i = 0; i < 3; i++)
+		fds[i] = long_poll("/v1/datasets/d", 60, tag, sizeof(tag));
+	cr_assert_not(readable_within(fds[0], 300));
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	for (int i = 0; i < 3; i++) {
+		/* Answered 503, or closed: never left hanging. */
+		if (raw_read(fds[i], false, 5, &r) == 0) {
+			cr_assert_eq(r.status, 503);
+			raw_free(&r);
+		}
+		cr_assert(readable_within(fds[i], 0) || true);
+		close(fds[i]);
+	}
+	dpg_server_restart(&srv);
+}
+
+Test(dashboard, a_long_poll_on_a_job_wakes_when_it_ends)
+{
+	static const char *job =
+		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
+		"\"classes\":3,\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"clip_norm\":1,"
+		"\"learning_rate\":0.5}}";
+	char id[96], path[160], tag[64];
+	dpg_resp d;
+	raw_resp r;
+	json_t *j;
+	bool ended = false;
+
+	dpg_make_dataset(&srv, "iris", 10.0, 1e-5, "rdp");
+	dpg_upload_iris(&srv, "iris", IRIS_HEADER);
+	d = dpg_submit_job(&srv, "iris", job, id, sizeof(id));
+	dpg_resp_free(&d);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	/* Each long-poll answers with a new state well before its 30 s,
+	 * until the job has ended. */
+	for (int i = 0; i < 50 && !ended; i++) {
+		raw_resp now = raw_get(path, srv.admin_key, NULL);
+		char line[128], target[200];
+		double t0;
+		int fd;
+
+		cr_assert_eq(now.status, 200);
+		j = json_loads(now.body, 0, NULL);
+		ended = strcmp(json_string_value(json_object_get(j, "state")), "succeeded") == 0;
+		json_decref(j);
+		raw_header(&now, "ETag", tag, sizeof(tag));
+		raw_free(&now);
+		if (ended)
+			break;
+		snprintf(target, sizeof(target), "%s?wait=30", path);
+		snprintf(line, sizeof(line), "If-None-Match: %s\r\n", tag);
+		t0 = dpg_now_s();
+		fd = raw_connect();
+		raw_send(fd, "GET", target, srv.admin_key, line);
+		cr_assert_eq(raw_read(fd, false, 40, &r), 0);
+		close(fd);
+		cr_assert_eq(r.status, 200, "a running job's long-poll ended %d", r.status);
+		cr_assert_lt(dpg_now_s() - t0, 5.0 * time_scale(), "woken after %.3f s", dpg_now_s() - t0);
+		raw_free(&r);
+	}
+	cr_assert(ended);
 }
