@@ -148,6 +148,7 @@ typedef struct srv_response {
 	char etag[SRV_ETAG_BYTES];  /* set by the router on a revalidated route's 200 or 304 */
 	srv_revalidate cache;       /* the route's caching (Cache-Control, Vary) */
 	const char *csp;            /* Content-Security-Policy of a page, or NULL */
+	bool preflight;             /* a CORS preflight's 204 (allow: its methods) */
 } srv_response;
 
 typedef int (*srv_handler)(srv_request *req, srv_response *res);

@@ -60,7 +60,7 @@ struct conn_state {
 	srv_conns *conns;   /* the server's waiting connections (http_conns.h) */
 	srv_conn *waiting;  /* this connection's entry there, or NULL */
 	srv_waiter waiter;  /* its long-poll, armed while it waits (http_watch.h) */
-	srv_watch *ctx_watch; /* the server's hub of them */
+	srv_ctx *ctx;       /* the server's, for what send_response adds */
 	bool park;          /* dispatch found it unchanged before its deadline */
 };
 
@@ -628,6 +628,93 @@ out:
 		atomic_fetch_sub(&ctx->public_busy, 1);
 }
 
+/* ---- CORS ------------------------------------------------------------------- */
+
+/* The request's Origin when serve --cors-origin allows it (an exact
+ * match, RFC 6454 origins compare as strings), else NULL. */
+static const char *allowed_origin(const srv_ctx *ctx, struct MHD_Connection *conn)
+{
+	const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+
+	for (unsigned i = 0; origin && i < ctx->n_cors_origins; i++)
+		if (strcmp(origin, ctx->cors_origins[i]) == 0)
+			return origin;
+	return NULL;
+}
+
+/* A CORS preflight: OPTIONS with Origin and Access-Control-Request-Method
+ * (Fetch standard, "CORS-preflight request"); any other OPTIONS is routed
+ * and gets 405. */
+static bool is_preflight(struct MHD_Connection *conn, const char *method)
+{
+	return strcmp(method, "OPTIONS") == 0 &&
+	       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin") &&
+	       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+}
+
+/*
+ * Answers a preflight: 204 with the path's methods and the headers a page
+ * may send, for an allowed origin and a method the path has; 403 for an
+ * origin serve does not allow (the browser then sends nothing), 404 for no
+ * such path.  No key is asked: a browser sends none with a preflight.
+ */
+static void preflight(srv_ctx *ctx, struct MHD_Connection *conn, const char *url,
+		      srv_response *res)
+{
+	const char *want = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						       "Access-Control-Request-Method");
+	char scratch[DPG_MAX_URL_BYTES + 1];
+	const char *params[SRV_MAX_PATH_PARAMS];
+
+	if (!allowed_origin(ctx, conn)) {
+		srv_problem(res, 403, NULL, "this origin may not call the API (serve --cors-origin)",
+			    "Origin", NULL);
+		return;
+	}
+	srv_route_allowed(&ctx->routes, url, res->allow, sizeof(res->allow));
+	if (!res->allow[0]) {
+		srv_problem(res, 404, NULL, "no such route", NULL, NULL);
+		return;
+	}
+	if (srv_route_match(&ctx->routes, strcmp(want, "HEAD") == 0 ? "GET" : want, url, scratch,
+			    sizeof(scratch), params) < 0) {
+		srv_problem(res, 403, NULL, "the route does not support the method asked for",
+			    "Access-Control-Request-Method", NULL);
+		res->allow[0] = '\0';
+		return;
+	}
+	res->status = 204;
+	res->preflight = true;
+}
+
+/* The CORS headers of an answer to an allowed origin, and Vary. */
+static void cors_headers(const srv_ctx *ctx, struct MHD_Connection *conn,
+			 const srv_response *res, struct MHD_Response *r)
+{
+	const char *origin = allowed_origin(ctx, conn);
+	bool by_key = res->cache && res->cache != SRV_TAG_STATIC;
+
+	/* With origins allowed, the answer depends on the Origin sent. */
+	if (ctx->n_cors_origins > 0)
+		MHD_add_response_header(r, "Vary", by_key ? "Authorization, Origin" : "Origin");
+	else if (by_key)
+		MHD_add_response_header(r, "Vary", "Authorization");
+	if (!origin)
+		return;
+	/* No Allow-Credentials: the key travels in a header the page sets,
+	 * never in a cookie. */
+	MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+	if (res->preflight) {
+		MHD_add_response_header(r, "Access-Control-Allow-Methods", res->allow);
+		MHD_add_response_header(r, "Access-Control-Allow-Headers",
+					"Authorization, Content-Type, If-None-Match, Idempotency-Key");
+		MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+	} else {
+		MHD_add_response_header(r, "Access-Control-Expose-Headers",
+					"ETag, Location, Retry-After");
+	}
+}
+
 static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_state *cs,
 				     srv_response *res)
 {
@@ -651,15 +738,14 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	MHD_add_response_header(r, "Cache-Control", res->cache ? "no-cache" : "no-store");
 	if (res->etag[0])
 		MHD_add_response_header(r, "ETag", res->etag);
-	if (res->cache && res->cache != SRV_TAG_STATIC)
-		MHD_add_response_header(r, "Vary", "Authorization");
+	cors_headers(cs->ctx, conn, res, r);
 	if (res->csp)
 		MHD_add_response_header(r, "Content-Security-Policy", res->csp);
 	if (res->location[0])
 		MHD_add_response_header(r, "Location", res->location);
 	if (res->status == 401)
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"dpgate\"");
-	if (res->allow[0])
+	if (res->allow[0] && !res->preflight)
 		MHD_add_response_header(r, "Allow", res->allow);
 	/* Every 503 here is a passing state (a busy ledger or worker pool, a
 	 * shutdown, a table being replaced, randomness failing): say when to
@@ -671,7 +757,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		cs->keep_alive = false;
 	}
 	cs->replied = true;
-	srv_watch_disarm(cs->ctx_watch, &cs->waiter);
+	srv_watch_disarm(cs->ctx->watch, &cs->waiter);
 	/* Answered: no longer waiting, never closed for the reserve. */
 	srv_conns_serving(cs->conns, cs->waiting);
 	ok = MHD_queue_response(conn, (unsigned)res->status, r);
@@ -857,7 +943,7 @@ static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *co
 	cs->route = -1;
 	sock = conn_sock_of(conn);
 	cs->conns = ctx->conns;
-	cs->ctx_watch = ctx->watch;
+	cs->ctx = ctx;
 	cs->waiting = sock ? sock->waiting : NULL;
 	srv_conns_headers_in(cs->conns, cs->waiting);
 	srv_strcopy(cs->method, sizeof(cs->method), method);
@@ -1011,6 +1097,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 				    "the request body is larger than this route accepts", NULL, NULL);
 		else if (atomic_load(&ctx->stopping))
 			srv_problem(&res, 503, NULL, "the server is shutting down", NULL, NULL);
+		else if (is_preflight(conn, method))
+			preflight(ctx, conn, url, &res);
 		else
 			dispatch(ctx, conn, cs, method, url, &res);
 		if (cs->park && srv_watch_suspend(ctx->watch, &cs->waiter, conn) == 0)

@@ -209,7 +209,7 @@ Test(dashboard, revalidated_gets_carry_a_tag_and_answer_304)
 		cr_assert(tag[0] == '"' && strlen(tag) > 2 && tag[strlen(tag) - 1] == '"', "%s: %s",
 			  tagged[i], tag);
 		cr_assert_str_eq(raw_header(&r, "Cache-Control", cc, sizeof(cc)), "no-cache");
-		cr_assert_str_eq(raw_header(&r, "Vary", vary, sizeof(vary)), "Authorization");
+		cr_assert_str_eq(raw_header(&r, "Vary", vary, sizeof(vary)), "Authorization, Origin");
 		raw_free(&r);
 
 		/* Unchanged: the same tag, and 304 with no body for it, for a
@@ -623,4 +623,117 @@ Test(dashboard, a_long_poll_on_a_job_wakes_when_it_ends)
 		raw_free(&r);
 	}
 	cr_assert(ended);
+}
+
+/* ---- CORS ------------------------------------------------------------------- */
+
+static raw_resp raw_options(const char *path, const char *origin, const char *method)
+{
+	char extra[512];
+	raw_resp r;
+	int fd = raw_connect();
+
+	snprintf(extra, sizeof(extra),
+		 "Origin: %s\r\nAccess-Control-Request-Method: %s\r\n"
+		 "Access-Control-Request-Headers: authorization, if-none-match\r\n",
+		 origin, method);
+	raw_send(fd, "OPTIONS", path, NULL, extra);
+	cr_assert_eq(raw_read(fd, false, 10, &r), 0);
+	close(fd);
+	return r;
+}
+
+Test(dashboard, cors_answers_the_allowed_origins_only)
+{
+	static const char *const allowed[] = {"https://dash.example", "http://localhost:3000", NULL};
+	static const char *const refused[] = {"https://evil.example", "https://dash.example.evil",
+					      "https://DASH.example", "http://dash.example", "null",
+					      "http://localhost:3001", NULL};
+	char v[256], line[300];
+	raw_resp r;
+
+	for (int i = 0; allowed[i]; i++) {
+		snprintf(line, sizeof(line), "Origin: %s\r\n", allowed[i]);
+		r = raw_get("/v1/datasets/d/budget", srv.admin_key, line);
+		cr_assert_eq(r.status, 200);
+		cr_assert_str_eq(raw_header(&r, "Access-Control-Allow-Origin", v, sizeof(v)),
+				 allowed[i]);
+		cr_assert(strstr(raw_header(&r, "Access-Control-Expose-Headers", v, sizeof(v)), "ETag"));
+		cr_assert_str_eq(raw_header(&r, "Vary", v, sizeof(v)), "Authorization, Origin");
+		cr_assert_str_eq(raw_header(&r, "Access-Control-Allow-Credentials", v, sizeof(v)), "");
+		raw_free(&r);
+
+		r = raw_options("/v1/datasets/d/charges", allowed[i], "POST");
+		cr_assert_eq(r.status, 204, "%d %s", r.status, r.body);
+		cr_assert_str_eq(raw_header(&r, "Access-Control-Allow-Origin", v, sizeof(v)),
+				 allowed[i]);
+		cr_assert(strstr(raw_header(&r, "Access-Control-Allow-Methods", v, sizeof(v)), "POST"));
+		raw_header(&r, "Access-Control-Allow-Headers", v, sizeof(v));
+		cr_assert(strstr(v, "Authorization") && strstr(v, "If-None-Match"), "%s", v);
+		cr_assert_str_neq(raw_header(&r, "Access-Control-Max-Age", v, sizeof(v)), "");
+		raw_free(&r);
+		/* A method the path does not have, a path that does not exist. */
+		r = raw_options("/v1/datasets/d/charges", allowed[i], "PUT");
+		cr_assert_eq(r.status, 403);
+		raw_free(&r);
+		r = raw_options("/v1/nothing", allowed[i], "GET");
+		cr_assert_eq(r.status, 404);
+		raw_free(&r);
+	}
+	for (int i = 0; refused[i]; i++) {
+		snprintf(line, sizeof(line), "Origin: %s\r\n", refused[i]);
+		r = raw_get("/v1/datasets/d/budget", srv.admin_key, line);
+		cr_assert_eq(r.status, 200);
+		cr_assert_str_eq(raw_header(&r, "Access-Control-Allow-Origin", v, sizeof(v)), "",
+				 "%s was allowed", refused[i]);
+		raw_free(&r);
+		r = raw_options("/v1/datasets/d/budget", refused[i], "GET");
+		cr_assert_eq(r.status, 403, "%s: %d", refused[i], r.status);
+		cr_assert_str_eq(raw_header(&r, "Access-Control-Allow-Origin", v, sizeof(v)), "");
+		raw_free(&r);
+	}
+	/* An OPTIONS that is no preflight is routed as ever: 405. */
+	r = raw_get("/v1/datasets/d/budget", srv.admin_key, NULL);
+	raw_free(&r);
+	{
+		int fd = raw_connect();
+
+		raw_send(fd, "OPTIONS", "/v1/datasets/d/budget", srv.admin_key, NULL);
+		cr_assert_eq(raw_read(fd, false, 10, &r), 0);
+		close(fd);
+		cr_assert_eq(r.status, 405);
+		raw_free(&r);
+	}
+}
+
+Test(dashboard, no_origin_is_allowed_by_default)
+{
+	char v[256];
+	raw_resp r;
+
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.serve_args = NULL;
+	dpg_server_restart(&srv);
+	r = raw_get("/v1/datasets/d/budget", srv.admin_key, "Origin: https://dash.example\r\n");
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(raw_header(&r, "Access-Control-Allow-Origin", v, sizeof(v)), "");
+	cr_assert_str_eq(raw_header(&r, "Vary", v, sizeof(v)), "Authorization");
+	raw_free(&r);
+	r = raw_options("/v1/datasets/d/budget", "https://dash.example", "GET");
+	cr_assert_eq(r.status, 403);
+	raw_free(&r);
+}
+
+Test(dashboard, serve_refuses_a_bad_origin)
+{
+	static const char *const bad[] = {"*", "null", "https://a.example/path", "ftp://a.example",
+					  "https://", "https://a b", NULL};
+	char out[256];
+
+	for (int i = 0; bad[i]; i++) {
+		const char *argv[] = {dpg_bin(), "serve", "--listen", "127.0.0.1:0", "--cors-origin", bad[i],
+				      NULL};
+
+		cr_assert_eq(dpg_run(out, sizeof(out), argv), 2, "--cors-origin '%s' accepted", bad[i]);
+	}
 }
