@@ -737,3 +737,51 @@ Test(dashboard, serve_refuses_a_bad_origin)
 		cr_assert_eq(dpg_run(out, sizeof(out), argv), 2, "--cors-origin '%s' accepted", bad[i]);
 	}
 }
+
+/* ---- the Grafana dashboard ------------------------------------------------- */
+
+/* Every dpgate_* series a query of contrib/grafana/dpgate.json names is
+ * one /metrics serves (with a sample: datasets exist), and every panel
+ * has a query. */
+Test(dashboard, the_grafana_dashboard_queries_served_metrics)
+{
+	char path[512];
+	const char *root = getenv("DPGATE_SOURCE_ROOT");
+	json_t *dash, *panels, *panel;
+	size_t i, checked = 0;
+	raw_resp m;
+
+	cr_assert(root, "DPGATE_SOURCE_ROOT is not set");
+	snprintf(path, sizeof(path), "%s/contrib/grafana/dpgate.json", root);
+	dash = json_load_file(path, 0, NULL);
+	cr_assert(dash, "%s is not JSON", path);
+	m = raw_get("/metrics", srv.admin_key, NULL);
+	cr_assert_eq(m.status, 200);
+	panels = json_object_get(dash, "panels");
+	cr_assert_gt(json_array_size(panels), 0);
+	json_array_foreach(panels, i, panel) {
+		json_t *targets = json_object_get(panel, "targets"), *t;
+		size_t k;
+
+		cr_assert_gt(json_array_size(targets), 0, "panel %zu has no query", i);
+		json_array_foreach(targets, k, t) {
+			const char *expr = json_string_value(json_object_get(t, "expr"));
+
+			cr_assert(expr);
+			for (const char *p = strstr(expr, "dpgate_"); p; p = strstr(p + 1, "dpgate_")) {
+				char name[128], sample[140];
+				size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+
+				snprintf(name, sizeof(name), "%.*s", (int)n, p);
+				snprintf(sample, sizeof(sample), "\n%s{", name);
+				if (!strstr(m.body, sample))
+					snprintf(sample, sizeof(sample), "\n%s ", name);
+				cr_assert(strstr(m.body, sample), "%s is not in /metrics", name);
+				checked++;
+			}
+		}
+	}
+	cr_assert_geq(checked, 10);
+	raw_free(&m);
+	json_decref(dash);
+}
