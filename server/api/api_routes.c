@@ -13,6 +13,7 @@
 
 #include "api_internal.h"
 #include "srv_embedded.h"
+#include "api_web.h"
 #include "base.h"
 #include "api_jobs.h"
 #include "json.h"
@@ -973,6 +974,11 @@ const srv_route srv_routes[] = {
 	{"GET", "/v1/jobs/{id}/model", SRV_ANY_KEY, false, srv_h_job_model},
 	{"POST", "/v1/jobs/{id}/predict", SRV_ANY_KEY, false, srv_h_job_predict},
 	/* ---- end jobs ---- */
+
+	/* ---- the dashboard (api_web.c) ---- */
+	{"GET", "/", SRV_PUBLIC, false, srv_h_web_page},
+	{"GET", "/assets/{name}", SRV_PUBLIC, false, srv_h_web_asset},
+	/* ---- end dashboard ---- */
 };
 
 const size_t srv_routes_count = sizeof(srv_routes) / sizeof(srv_routes[0]);
@@ -986,6 +992,8 @@ const srv_route_cache srv_route_caching[] = {
 	{"/v1/datasets/{id}/budget", SRV_TAG_DATASET},
 	{"/v1/datasets/{id}/ledger", SRV_TAG_DATASET},
 	{"/v1/jobs/{id}", SRV_TAG_JOB},
+	{"/", SRV_TAG_STATIC},
+	{"/assets/{name}", SRV_TAG_STATIC},
 };
 
 const size_t srv_route_caching_count = sizeof(srv_route_caching) / sizeof(srv_route_caching[0]);

@@ -739,8 +739,12 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	if (res->etag[0])
 		MHD_add_response_header(r, "ETag", res->etag);
 	cors_headers(cs->ctx, conn, res, r);
-	if (res->csp)
+	if (res->csp) {
 		MHD_add_response_header(r, "Content-Security-Policy", res->csp);
+		MHD_add_response_header(r, "X-Frame-Options", "DENY");
+		MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	}
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	if (res->location[0])
 		MHD_add_response_header(r, "Location", res->location);
 	if (res->status == 401)

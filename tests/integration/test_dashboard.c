@@ -101,8 +101,10 @@ static const char *raw_header(const raw_resp *r, const char *name, char *buf, si
  * when nothing complete arrived within `timeout_s`. */
 static int raw_read(int fd, bool head_only, double timeout_s, raw_resp *r)
 {
-	char buf[65536], cl[32];
+	enum { RAW_MAX = 1 << 20 };
+	char *buf = malloc(RAW_MAX), cl[32];
 	size_t have = 0, hlen = 0, want = 0;
+	int rc = -1;
 	double end = dpg_now_s() + timeout_s;
 	char *eoh = NULL;
 
@@ -113,10 +115,10 @@ static int raw_read(int fd, bool head_only, double timeout_s, raw_resp *r)
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) <= 0)
-			return -1;
-		n = recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
+			goto out;
+		n = recv(fd, buf + have, RAW_MAX - 1 - have, 0);
 		if (n <= 0)
-			return -1;
+			goto out;
 		have += (size_t)n;
 		buf[have] = '\0';
 		if (!eoh && (eoh = strstr(buf, "\r\n\r\n"))) {
@@ -134,7 +136,10 @@ static int raw_read(int fd, bool head_only, double timeout_s, raw_resp *r)
 	r->body = malloc(want + 1);
 	memcpy(r->body, buf + hlen, want);
 	r->body[want] = '\0';
-	return 0;
+	rc = 0;
+out:
+	free(buf);
+	return rc;
 }
 
 static void raw_free(raw_resp *r)
@@ -784,4 +789,68 @@ Test(dashboard, the_grafana_dashboard_queries_served_metrics)
 	cr_assert_geq(checked, 10);
 	raw_free(&m);
 	json_decref(dash);
+}
+
+/* ---- the page ------------------------------------------------------------------ */
+
+/* Whether HTML holds an attribute like onclick= (an inline handler). */
+static bool has_handler_attribute(const char *html)
+{
+	for (const char *p = strstr(html, " on"); p; p = strstr(p + 1, " on")) {
+		size_t n = strspn(p + 3, "abcdefghijklmnopqrstuvwxyz");
+
+		if (n > 0 && p[3 + n] == '=')
+			return true;
+	}
+	return false;
+}
+
+Test(dashboard, the_page_is_served_with_a_strict_policy)
+{
+	static const char *const assets[][2] = {{"/assets/dashboard.js", "text/javascript"},
+						{"/assets/dashboard.css", "text/css"}};
+	char v[512], tag[64], line[128];
+	raw_resp r = raw_get("/", NULL, NULL);
+
+	cr_assert_eq(r.status, 200);
+	cr_assert(strncmp(raw_header(&r, "Content-Type", v, sizeof(v)), "text/html", 9) == 0, "%s", v);
+	raw_header(&r, "Content-Security-Policy", v, sizeof(v));
+	cr_assert(strstr(v, "default-src 'none'") && strstr(v, "script-src 'self'") &&
+		  strstr(v, "style-src 'self'") && strstr(v, "frame-ancestors 'none'") &&
+		  strstr(v, "connect-src 'self'"), "CSP: %s", v);
+	cr_assert_null(strstr(v, "unsafe"), "CSP: %s", v);
+	cr_assert_str_eq(raw_header(&r, "X-Content-Type-Options", v, sizeof(v)), "nosniff");
+	cr_assert_str_eq(raw_header(&r, "Cache-Control", v, sizeof(v)), "no-cache");
+	/* Nothing inline for the policy to refuse, nothing from elsewhere. */
+	cr_assert_null(strstr(r.body, "<script>"));
+	cr_assert_null(strstr(r.body, "<style"));
+	cr_assert_null(strstr(r.body, " style="));
+	cr_assert_not(has_handler_attribute(r.body), "an inline handler attribute");
+	cr_assert_null(strstr(r.body, "http://"));
+	cr_assert_null(strstr(r.body, "https://"));
+	raw_header(&r, "ETag", tag, sizeof(tag));
+	raw_free(&r);
+	snprintf(line, sizeof(line), "If-None-Match: %s\r\n", tag);
+	r = raw_get("/", NULL, line);
+	cr_assert_eq(r.status, 304);
+	raw_free(&r);
+	for (size_t i = 0; i < 2; i++) {
+		r = raw_get(assets[i][0], NULL, NULL);
+		cr_assert_eq(r.status, 200, "%s", assets[i][0]);
+		raw_header(&r, "Content-Type", v, sizeof(v));
+		cr_assert(strncmp(v, assets[i][1], strlen(assets[i][1])) == 0, "%s: %s", assets[i][0], v);
+		cr_assert_null(strstr(r.body, "innerHTML"), "%s writes HTML", assets[i][0]);
+		cr_assert_null(strstr(r.body, "http://"), "%s names another server", assets[i][0]);
+		cr_assert_null(strstr(r.body, "https://"), "%s names another server", assets[i][0]);
+		cr_assert_null(strstr(r.body, "localStorage"), "%s keeps something beyond the tab",
+			       assets[i][0]);
+		raw_free(&r);
+	}
+	/* Chart.js where Debian installs it, else 404 (the page draws tables). */
+	r = raw_get("/assets/chart.js", NULL, NULL);
+	cr_assert_eq(r.status, access("/usr/share/javascript/chart.js/chart.min.js", R_OK) == 0 ? 200 : 404);
+	raw_free(&r);
+	r = raw_get("/assets/nope.js", NULL, NULL);
+	cr_assert_eq(r.status, 404);
+	raw_free(&r);
 }
