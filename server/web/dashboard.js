@@ -69,6 +69,14 @@
   }
   function cell(row, text, cls) { row.appendChild(el('td', text, cls)); }
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+  /* A table body's one row saying it is empty, across every column. */
+  function emptyRow(tbody) {
+    const tr = el('tr');
+    const td = el('td', 'none', 'empty');
+    td.colSpan = tbody.parentNode.tHead.rows[0].cells.length;
+    tr.appendChild(td);
+    tbody.appendChild(tr);
+  }
   function setStatus(text) { $('status').textContent = text; }
   function sleep(ms, signal) {
     return new Promise((resolve) => {
@@ -436,7 +444,7 @@
   function renderReservations(list) {
     const tb = $('reservations').tBodies[0];
     clear(tb);
-    if (!list.length) { const tr = el('tr'); cell(tr, 'none'); tb.appendChild(tr); }
+    if (!list.length) emptyRow(tb);
     for (const r of list) {
       const tr = el('tr');
       cell(tr, r.id, 'id');
@@ -483,7 +491,7 @@
   function renderJobs(list) {
     const tb = $('jobs').tBodies[0];
     clear(tb);
-    if (!list.length) { const tr = el('tr'); cell(tr, 'none'); tb.appendChild(tr); }
+    if (!list.length) emptyRow(tb);
     for (const j of list) {
       tb.appendChild(jobRow(j));
       const live = j.state === 'running' || j.state === 'queued';
@@ -504,7 +512,7 @@
   function renderPate(list) {
     const tb = $('pate').tBodies[0];
     clear(tb);
-    if (!list.length) { const tr = el('tr'); cell(tr, 'none'); tb.appendChild(tr); }
+    if (!list.length) emptyRow(tb);
     for (const s of list) {
       const tr = el('tr');
       const id = typeof s === 'string' ? s : s.id;
