@@ -77,6 +77,24 @@
     tr.appendChild(td);
     tbody.appendChild(tr);
   }
+  /* Fills table `id`'s body: a row per item by fill(tr, item), or one row
+   * saying it is empty. */
+  function renderRows(id, list, fill) {
+    const tb = $(id).tBodies[0];
+    clear(tb);
+    if (!list.length) emptyRow(tb);
+    for (const item of list) {
+      const tr = el('tr');
+      fill(tr, item);
+      tb.appendChild(tr);
+    }
+    return tb;
+  }
+  /* An object's plain members as "name: value · ...". */
+  function scalars(obj, skip) {
+    return Object.entries(obj).filter(([k, v]) => k !== skip && (v === null || typeof v !== 'object'))
+      .map(([k, v]) => k + ': ' + fmtValue(k, v)).join(' · ');
+  }
   function setStatus(text) { $('status').textContent = text; }
   function sleep(ms, signal) {
     return new Promise((resolve) => {
@@ -442,26 +460,15 @@
   }
 
   function renderReservations(list) {
-    const tb = $('reservations').tBodies[0];
-    clear(tb);
-    if (!list.length) emptyRow(tb);
-    for (const r of list) {
-      const tr = el('tr');
+    renderRows('reservations', list, (tr, r) => {
       cell(tr, r.id, 'id');
       cell(tr, r.state);
       cell(tr, fmtEps(r.epsilon), 'num');
       cell(tr, fmtTime(r.created_at));
       cell(tr, fmtTime(r.expires_at));
-      tb.appendChild(tr);
-    }
+    });
   }
 
-  function jobRow(j) {
-    const tr = el('tr');
-    tr.dataset.job = j.id;
-    fillJobRow(tr, j);
-    return tr;
-  }
   function fillJobRow(tr, j) {
     clear(tr);
     const p = j.progress || {};
@@ -482,18 +489,15 @@
     tr.appendChild(td);
     const e = p.epsilon || {};
     cell(tr, fmtEps(typeof e.ledger === 'number' ? e.ledger : e.rdp), 'num');
-    const result = j.result && typeof j.result === 'object' ?
-      Object.entries(j.result).filter(([, v]) => typeof v !== 'object')
-        .map(([k, v]) => k + ': ' + fmtValue(k, v)).join(' · ') : (j.error || '');
-    cell(tr, result);
+    cell(tr, j.result && typeof j.result === 'object' ? scalars(j.result) : (j.error || ''));
   }
 
   function renderJobs(list) {
-    const tb = $('jobs').tBodies[0];
-    clear(tb);
-    if (!list.length) emptyRow(tb);
+    const tb = renderRows('jobs', list, (tr, j) => {
+      tr.dataset.job = j.id;
+      fillJobRow(tr, j);
+    });
     for (const j of list) {
-      tb.appendChild(jobRow(j));
       const live = j.state === 'running' || j.state === 'queued';
       if (live && !state.jobWatches.has(j.id) && state.jobWatches.size < MAX_JOB_WATCHES) {
         state.jobWatches.add(j.id);
@@ -510,17 +514,10 @@
   }
 
   function renderPate(list) {
-    const tb = $('pate').tBodies[0];
-    clear(tb);
-    if (!list.length) emptyRow(tb);
-    for (const s of list) {
-      const tr = el('tr');
-      const id = typeof s === 'string' ? s : s.id;
-      cell(tr, id, 'id');
-      cell(tr, typeof s === 'object' ? Object.entries(s).filter(([k, v]) => k !== 'id' && typeof v !== 'object')
-        .map(([k, v]) => k + ': ' + fmtValue(k, v)).join(' · ') : '');
-      tb.appendChild(tr);
-    }
+    renderRows('pate', list, (tr, s) => {
+      cell(tr, typeof s === 'string' ? s : s.id, 'id');
+      cell(tr, typeof s === 'object' ? scalars(s, 'id') : '');
+    });
   }
 
   /* ---- keys (admins) ------------------------------------------------------------ */
@@ -531,17 +528,13 @@
   }
   async function loadKeys() {
     const body = await getJson('/v1/keys').catch(() => ({ keys: [] }));
-    const tb = $('keys').tBodies[0];
-    clear(tb);
-    for (const k of body.keys || []) {
-      const tr = el('tr');
+    renderRows('keys', body.keys || [], (tr, k) => {
       cell(tr, k.id, 'id');
       cell(tr, k.role);
       cell(tr, (k.datasets || []).length ? k.datasets.join(', ') : 'all');
       cell(tr, fmtTime(k.created_at));
       cell(tr, k.revoked ? 'yes' : 'no');
-      tb.appendChild(tr);
-    }
+    });
   }
 
   /* ---- wiring --------------------------------------------------------------------- */
