@@ -338,7 +338,6 @@ static void signal_change(srv_ctx *ctx, const srv_route *route, const srv_reques
 		srv_watch_signal(ctx->watch, NULL, NULL);
 }
 
-
 static const char *conn_query(void *conn, const char *key)
 {
 	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
