@@ -173,7 +173,9 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	ctx.route_metrics = calloc(ctx.routes.n + 1, sizeof(srv_route_metrics));
 	ctx.auth_cache = srv_auth_cache_new(db);
 	ctx.tables = srv_table_cache_new(DPG_TABLE_CACHE_BYTES);
-	if (!ctx.route_metrics || !ctx.auth_cache || !ctx.tables)
+	/* Before the job workers, which wake long-polls on their jobs. */
+	ctx.watch = srv_watch_new(ctx.max_waiters);
+	if (!ctx.route_metrics || !ctx.auth_cache || !ctx.tables || !ctx.watch)
 		goto out;
 	{
 		srv_db *sdb = srv_store_acquire(ctx.store);
@@ -198,6 +200,7 @@ out:
 	srv_auth_cache_free(ctx.auth_cache);
 	/* After the HTTP threads and the job workers: no reference is left. */
 	srv_table_cache_free(ctx.tables);
+	srv_watch_free(ctx.watch);
 	free(ctx.route_metrics);
 	return rc;
 }

@@ -193,6 +193,18 @@ int srv_wait_parse(const char *text, unsigned *ret_seconds);
 typedef struct srv_watch srv_watch;
 
 /*
+ * Makes the hub and starts its timer thread; at most max_waiters armed at
+ * once.  serve makes it before the job workers start, which signal it,
+ * and frees it after they stopped; srv_http_serve only closes it.  NULL
+ * when out of memory or no thread could be started.
+ */
+srv_watch *srv_watch_new(unsigned max_waiters);
+
+/* Stops the timer and frees the hub (NULL: a no-op); call after
+ * libmicrohttpd and every thread that signals it have stopped. */
+void srv_watch_free(srv_watch *w);
+
+/*
  * Wakes the long-polls a committed change concerns: those on dataset
  * `dataset_id` and on the dataset list (dataset_id not NULL), those on job
  * `job_id` (not NULL), or every one (both NULL, when the change's dataset
@@ -258,8 +270,9 @@ struct srv_ctx {
 	/* /metrics shows every dataset's gauges to anyone (serve
 	 * --public-metrics); otherwise only those a key may read. */
 	bool public_metrics;
-	/* Long-polls waiting for a change (http_watch.c); NULL until serving.
-	 * At most max_waiters at once (serve --max-waiters). */
+	/* Long-polls waiting for a change (http_watch.c), made by serve
+	 * before the job workers and freed after them; at most max_waiters
+	 * at once (serve --max-waiters). */
 	srv_watch *watch;
 	unsigned max_waiters;
 	/* Origins a browser page may call from (serve --cors-origin), exact
@@ -301,7 +314,9 @@ json_t *srv_parse_body(const char *data, size_t len, acct_error *err);
  */
 int srv_metrics_get(srv_request *req, srv_response *res);
 
-/* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status. */
+/* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status.
+ * ctx->watch must be made (srv_watch_new); at the stop its waiters are
+ * answered and it arms no more, but it is not freed. */
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads);
 
 #endif

@@ -1263,8 +1263,6 @@ static void stop_daemon(srv_ctx *ctx, struct MHD_Daemon *d)
 	/* After libmicrohttpd: every connection it had is closed and removed. */
 	srv_conns_free(ctx->conns);
 	ctx->conns = NULL;
-	srv_watch_free(ctx->watch);
-	ctx->watch = NULL;
 	if (listen_fd != MHD_INVALID_SOCKET)
 		close(listen_fd);
 }
@@ -1294,13 +1292,11 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	ctx->public_limit = threads > 1 ? threads / 2 : 1;
 	ctx->conns = srv_conns_new(ctx->header_timeout_s,
 				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
-	ctx->watch = srv_watch_new(ctx->max_waiters ? ctx->max_waiters : DPG_LONG_POLL_WAITERS);
 	if (!ctx->conns || !ctx->watch) {
 		srv_conns_free(ctx->conns);
 		ctx->conns = NULL;
-		srv_watch_free(ctx->watch);
-		ctx->watch = NULL;
-		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
+		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads), "
+				"or no long-poll hub was made\n");
 		return 1;
 	}
 	d = start_daemon(ctx, &addr, port, threads);
@@ -1308,8 +1304,6 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
 		srv_conns_free(ctx->conns);
 		ctx->conns = NULL;
-		srv_watch_free(ctx->watch);
-		ctx->watch = NULL;
 		return 1;
 	}
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

@@ -23,13 +23,6 @@ typedef struct srv_waiter {
 	bool armed, suspended, signalled;
 } srv_waiter;
 
-/* Makes the hub and starts its timer thread; at most max_waiters armed at
- * once.  NULL when out of memory or no thread could be started. */
-srv_watch *srv_watch_new(unsigned max_waiters);
-
-/* Stops the timer and frees the hub; call after libmicrohttpd stopped. */
-void srv_watch_free(srv_watch *w);
-
 /*
  * Arms a long-poll before it reads its resource, so that a commit from
  * then on marks it (srv_watch_suspend then refuses to suspend it).  The
