@@ -148,4 +148,21 @@
 #define DPG_MAX_PATE_VOTE_WORK      100000000LL  /* teachers x queries (every vote a forward pass) */
 /* ==== end trainers ==== */
 
+/* ==== dashboard: long-poll and CORS ==== */
+/* A long-poll (?wait=S) waits at most this long before its 304. */
+#define DPG_MAX_LONG_POLL_S         60
+/* Long-polls suspended at once (serve --max-waiters, default and ceiling);
+ * past it 503.  Each holds a connection slot but no thread and no
+ * database connection, so the ceiling stays under the slots left after
+ * the reserve (DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE). */
+#define DPG_LONG_POLL_WAITERS       256
+#define DPG_MAX_LONG_POLL_WAITERS   768
+/* Every suspended long-poll reads its resource again this often, whether
+ * or not a commit woke it: a safety net under the wake-ups. */
+#define DPG_LONG_POLL_RECHECK_S     10
+/* serve --cors-origin: origins allowed, and the length of one. */
+#define DPG_MAX_CORS_ORIGINS        16
+#define DPG_MAX_ORIGIN_BYTES        256
+/* ==== end dashboard ==== */
+
 #endif

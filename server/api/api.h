@@ -48,6 +48,9 @@ int srv_check_main(int argc, char **argv);
  * and `dpgate routes`. */
 extern const srv_route srv_routes[];
 extern const size_t srv_routes_count;
+/* The GET routes whose answers revalidate (ETag, 304, long-poll). */
+extern const srv_route_cache srv_route_caching[];
+extern const size_t srv_route_caching_count;
 
 /* ---- hosted tables, for serve and the job pool (api_mech_routes.c) ---- */
 

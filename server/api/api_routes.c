@@ -13,6 +13,7 @@
 
 #include "api_internal.h"
 #include "srv_embedded.h"
+#include "api_web.h"
 #include "base.h"
 #include "api_jobs.h"
 #include "json.h"
@@ -996,6 +997,26 @@ const srv_route srv_routes[] = {
 	{"GET", "/v1/jobs/{id}/model", SRV_ANY_KEY, false, srv_h_job_model},
 	{"POST", "/v1/jobs/{id}/predict", SRV_ANY_KEY, false, srv_h_job_predict},
 	/* ---- end jobs ---- */
+
+	/* ---- the dashboard (api_web.c) ---- */
+	{"GET", "/", SRV_PUBLIC, false, srv_h_web_page},
+	{"GET", "/assets/{name}", SRV_PUBLIC, false, srv_h_web_asset},
+	/* ---- end dashboard ---- */
 };
 
 const size_t srv_routes_count = sizeof(srv_routes) / sizeof(srv_routes[0]);
+
+/* The GET routes whose answer a key may revalidate (ETag, If-None-Match,
+ * ?wait=S), and what a long-poll on each waits for.  Every other route
+ * answers Cache-Control: no-store. */
+const srv_route_cache srv_route_caching[] = {
+	{"/v1/datasets", SRV_TAG_DATASETS},
+	{"/v1/datasets/{id}", SRV_TAG_DATASET},
+	{"/v1/datasets/{id}/budget", SRV_TAG_DATASET},
+	{"/v1/datasets/{id}/ledger", SRV_TAG_DATASET},
+	{"/v1/jobs/{id}", SRV_TAG_JOB},
+	{"/", SRV_TAG_STATIC},
+	{"/assets/{name}", SRV_TAG_STATIC},
+};
+
+const size_t srv_route_caching_count = sizeof(srv_route_caching) / sizeof(srv_route_caching[0]);

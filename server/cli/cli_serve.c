@@ -1,7 +1,7 @@
 /*
  * cli/cli_serve.c: `dpgate serve`, the HTTP server on one database.
  *
- *   dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]
+ *   dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N] ...
  *
  * It takes a one-server lock on the database and on the data directory,
  * opens the store, starts the job workers and serves until a signal.
@@ -30,6 +30,7 @@ static const char usage_serve[] =
 	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]\n"
 	"                    [--body-timeout S] [--header-timeout S]\n"
 	"                    [--max-conns-per-ip N] [--public-metrics] [--quiet]\n"
+	"                    [--cors-origin ORIGIN]... [--max-waiters N]\n"
 	"\n"
 	"  --db FILE          SQLite database (default DIR/dpgate.db); created and\n"
 	"                     migrated if needed\n"
@@ -54,6 +55,11 @@ static const char usage_serve[] =
 	"  --public-metrics   /metrics shows every dataset's gauges to anyone; without\n"
 	"                     it, only those of the datasets the request's key may read\n"
 	"  --quiet            no access log lines\n"
+	"  --cors-origin ORIGIN  lets a page served from ORIGIN (scheme://host[:port],\n"
+	"                     matched exactly) call the API from a browser (CORS,\n"
+	"                     preflight included); repeatable, at most " TEXT_OF(DPG_MAX_CORS_ORIGINS) "; none by default\n"
+	"  --max-waiters N    long-polls (?wait=S) suspended at once (default\n"
+	"                     " TEXT_OF(DPG_LONG_POLL_WAITERS) ", 1.." TEXT_OF(DPG_MAX_LONG_POLL_WAITERS) "); past that 503\n"
 	"\n"
 	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
 	"accepting, finishes requests in flight and closes the database.\n"
@@ -160,11 +166,16 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 		log_event("warn", "WAL file not written out", err.text, -1);
 	if (!realpath(db, ctx.db_path))
 		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
-	ctx.routes = (srv_route_table){srv_routes, srv_routes_count};
+	ctx.routes = (srv_route_table){.routes = srv_routes,
+					.n = srv_routes_count,
+					.caching = srv_route_caching,
+					.n_caching = srv_route_caching_count};
 	ctx.route_metrics = calloc(ctx.routes.n + 1, sizeof(srv_route_metrics));
 	ctx.auth_cache = srv_auth_cache_new(db);
 	ctx.tables = srv_table_cache_new(DPG_TABLE_CACHE_BYTES);
-	if (!ctx.route_metrics || !ctx.auth_cache || !ctx.tables)
+	/* Before the job workers, which wake long-polls on their jobs. */
+	ctx.watch = srv_watch_new(ctx.max_waiters);
+	if (!ctx.route_metrics || !ctx.auth_cache || !ctx.tables || !ctx.watch)
 		goto out;
 	{
 		srv_db *sdb = srv_store_acquire(ctx.store);
@@ -189,6 +200,7 @@ out:
 	srv_auth_cache_free(ctx.auth_cache);
 	/* After the HTTP threads and the job workers: no reference is left. */
 	srv_table_cache_free(ctx.tables);
+	srv_watch_free(ctx.watch);
 	free(ctx.route_metrics);
 	return rc;
 }
@@ -219,7 +231,55 @@ typedef struct {
 	unsigned header_timeout_s;
 	unsigned max_conns_per_ip;
 	bool public_metrics;
+	unsigned max_waiters;
+	const char *cors_origins[DPG_MAX_CORS_ORIGINS];
+	unsigned n_cors_origins;
 } serve_options;
+
+/* Whether `o` is an origin as a browser sends it (RFC 6454 6.1): http or
+ * https, a host of letters, digits, dots, dashes (or a bracketed IPv6
+ * address), an optional port, and nothing after: no path, no "*", no
+ * "null", which would let any sandboxed page in. */
+static bool origin_ok(const char *o)
+{
+	const char *host = strncmp(o, "https://", 8) == 0 ? o + 8 :
+			   strncmp(o, "http://", 7) == 0  ? o + 7 :
+							    NULL;
+	size_t n = strlen(o);
+
+	if (!host || !*host || n > DPG_MAX_ORIGIN_BYTES)
+		return false;
+	for (const char *p = host; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr(".-:[]", *p)))
+			return false;
+	return true;
+}
+
+/* The dashboard's options, --cors-origin (C) and --max-waiters (W), into
+ * *o.  False after a message. */
+static bool serve_dashboard_option(int c, const char *arg, serve_options *o)
+{
+	if (c == 'W') {
+		if (count_option(arg, 1, DPG_MAX_LONG_POLL_WAITERS, &o->max_waiters))
+			return true;
+		fprintf(stderr, "dpgate serve: --max-waiters must be 1..%d\n",
+			DPG_MAX_LONG_POLL_WAITERS);
+		return false;
+	}
+	if (!origin_ok(arg)) {
+		fprintf(stderr, "dpgate serve: --cors-origin must be scheme://host[:port] "
+				"(http or https, no path, at most %d bytes)\n",
+			DPG_MAX_ORIGIN_BYTES);
+		return false;
+	}
+	if (o->n_cors_origins == DPG_MAX_CORS_ORIGINS) {
+		fprintf(stderr, "dpgate serve: at most %d --cors-origin\n", DPG_MAX_CORS_ORIGINS);
+		return false;
+	}
+	o->cors_origins[o->n_cors_origins++] = arg;
+	return true;
+}
 
 /* Reads serve's options into *o, defaults first, and refuses a stray
  * argument.  True when serve goes on; false with the exit status in
@@ -236,6 +296,8 @@ static bool serve_parse_options(int argc, char **argv, serve_options *o, int *re
 		{"max-conns-per-ip", required_argument, NULL, 'P'},
 		{"public-metrics", no_argument, NULL, 'M'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"cors-origin", required_argument, NULL, 'C'},
+		{"max-waiters", required_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -248,6 +310,7 @@ static bool serve_parse_options(int argc, char **argv, serve_options *o, int *re
 		.body_timeout_s = DPG_BODY_TIMEOUT_S,
 		.header_timeout_s = DPG_HEADER_TIMEOUT_S,
 		.max_conns_per_ip = DPG_MAX_CONNECTIONS_PER_IP,
+		.max_waiters = DPG_LONG_POLL_WAITERS,
 	};
 	*ret_status = 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -284,6 +347,11 @@ static bool serve_parse_options(int argc, char **argv, serve_options *o, int *re
 			}
 			break;
 		case 'M': o->public_metrics = true; break;
+		case 'C':
+		case 'W':
+			if (!serve_dashboard_option(c, optarg, o))
+				return false;
+			break;
 		case 'q': break;
 		case 'h': fputs(usage_serve, stdout); *ret_status = 0; return false;
 		default: fputs(usage_serve, stderr); return false;
@@ -327,6 +395,10 @@ static void serve_settings(const serve_options *o, int argc, char **argv, srv_ct
 	ctx->header_timeout_s = o->header_timeout_s;
 	ctx->max_conns_per_ip = o->max_conns_per_ip;
 	ctx->public_metrics = o->public_metrics;
+	ctx->max_waiters = o->max_waiters;
+	for (unsigned i = 0; i < o->n_cors_origins; i++)
+		ctx->cors_origins[i] = o->cors_origins[i];
+	ctx->n_cors_origins = o->n_cors_origins;
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--quiet") == 0)
 			ctx->access_log = false;

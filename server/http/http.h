@@ -119,6 +119,24 @@ typedef struct srv_request {
 	void *conn;
 } srv_request;
 
+/*
+ * Whether a GET route's 200 carries an ETag and answers If-None-Match with
+ * 304 (http_cache.c), and what a long-poll on it (?wait=S) waits for: the
+ * dataset list, the dataset {id}, the job {id}.  SRV_NO_STORE (the default
+ * of a row that names none) keeps Cache-Control: no-store: keys, secrets,
+ * and every answer that is not the same for every reader of the key.
+ */
+typedef enum srv_revalidate {
+	SRV_NO_STORE = 0,
+	SRV_TAG_DATASETS,           /* GET /v1/datasets */
+	SRV_TAG_DATASET,            /* GET /v1/datasets/{id}[/...] */
+	SRV_TAG_JOB,                /* GET /v1/jobs/{id} */
+	SRV_TAG_STATIC,             /* the page and its assets: no key, no wait */
+} srv_revalidate;
+
+/* An entity tag as sent: a quote, 32 hex digits, a quote, a NUL. */
+#define SRV_ETAG_BYTES 35
+
 typedef struct srv_response {
 	int status;
 	char *body;                 /* malloc'd; NULL = empty */
@@ -127,6 +145,10 @@ typedef struct srv_response {
 	char location[256];
 	char allow[64];             /* Allow header of a 405 */
 	bool close;                 /* Connection: close (a request whose framing was refused) */
+	char etag[SRV_ETAG_BYTES];  /* set by the router on a revalidated route's 200 or 304 */
+	srv_revalidate cache;       /* the route's caching (Cache-Control, Vary) */
+	const char *csp;            /* Content-Security-Policy of a page, or NULL */
+	bool preflight;             /* a CORS preflight's 204 (allow: its methods) */
 } srv_response;
 
 typedef int (*srv_handler)(srv_request *req, srv_response *res);
@@ -139,13 +161,74 @@ typedef struct srv_route {
 	srv_handler handler;
 } srv_route;
 
+/* A GET route that revalidates (SRV_TAG_*), by its pattern: a table of its
+ * own beside the route table, whose rows then stay as they are. */
+typedef struct srv_route_cache {
+	const char *pattern;
+	srv_revalidate revalidate;
+} srv_route_cache;
+
+/* ------------------------------------------------------------------------ */
+/* Revalidation (http_cache.c)                                                */
+/* ------------------------------------------------------------------------ */
+
+/* The strong entity tag of a body (a 128-bit BLAKE2b hash of its bytes),
+ * quoted, into ret. */
+void srv_etag_of(const char *body, size_t len, char ret[SRV_ETAG_BYTES]);
+
+/* Whether an If-None-Match value (NULL: absent, never matches) names
+ * `etag` or is "*" (RFC 9110 13.1.2, weak comparison: a W/ prefix is
+ * ignored). */
+bool srv_etag_matches(const char *if_none_match, const char *etag);
+
+/* Reads a long-poll's ?wait=S: whole seconds, 1 to DPG_MAX_LONG_POLL_S.
+ * Returns 0 with *ret_seconds set, or -1 for anything else. */
+int srv_wait_parse(const char *text, unsigned *ret_seconds);
+
+/* ------------------------------------------------------------------------ */
+/* Long-polls (http_watch.c)                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The server's suspended long-polls, keyed by dataset and job. */
+typedef struct srv_watch srv_watch;
+
+/*
+ * Makes the hub and starts its timer thread; at most max_waiters armed at
+ * once.  serve makes it before the job workers start, which signal it,
+ * and frees it after they stopped; srv_http_serve only closes it.  NULL
+ * when out of memory or no thread could be started.
+ */
+srv_watch *srv_watch_new(unsigned max_waiters);
+
+/* Stops the timer and frees the hub (NULL: a no-op); call after
+ * libmicrohttpd and every thread that signals it have stopped. */
+void srv_watch_free(srv_watch *w);
+
+/*
+ * Wakes the long-polls a committed change concerns: those on dataset
+ * `dataset_id` and on the dataset list (dataset_id not NULL), those on job
+ * `job_id` (not NULL), or every one (both NULL, when the change's dataset
+ * is not known).  Call it after the COMMIT returned; a call for nothing
+ * that changed only costs a read.  `w` may be NULL (not serving).
+ */
+void srv_watch_signal(srv_watch *w, const char *dataset_id, const char *job_id);
+
+/* How many long-polls are armed now (0 for NULL), for /metrics. */
+unsigned srv_watch_count(srv_watch *w);
+
 /* The routes a server answers: the application's table (api/'s
  * srv_routes), handed to the daemon in its srv_ctx so that http/ does not
  * depend on the layer above it. */
 typedef struct srv_route_table {
 	const srv_route *routes;
 	size_t n;
+	const srv_route_cache *caching; /* the GET routes that revalidate */
+	size_t n_caching;
 } srv_route_table;
+
+/* How GET route `r` of the table revalidates (SRV_NO_STORE when its
+ * pattern is not in t->caching). */
+srv_revalidate srv_route_revalidate(const srv_route_table *t, int r);
 
 /*
  * Matches a method and path against the table.  Returns the route index and
@@ -187,6 +270,15 @@ struct srv_ctx {
 	/* /metrics shows every dataset's gauges to anyone (serve
 	 * --public-metrics); otherwise only those a key may read. */
 	bool public_metrics;
+	/* Long-polls waiting for a change (http_watch.c), made by serve
+	 * before the job workers and freed after them; at most max_waiters
+	 * at once (serve --max-waiters). */
+	srv_watch *watch;
+	unsigned max_waiters;
+	/* Origins a browser page may call from (serve --cors-origin), exact
+	 * matches of the Origin header; none by default. */
+	const char *cors_origins[DPG_MAX_CORS_ORIGINS];
+	unsigned n_cors_origins;
 };
 
 /* Fills a problem+json response (RFC 9457).  `field` may be NULL; `extra`
@@ -222,7 +314,9 @@ json_t *srv_parse_body(const char *data, size_t len, acct_error *err);
  */
 int srv_metrics_get(srv_request *req, srv_response *res);
 
-/* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status. */
+/* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status.
+ * ctx->watch must be made (srv_watch_new); at the stop its waiters are
+ * answered and it arms no more, but it is not freed. */
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads);
 
 #endif

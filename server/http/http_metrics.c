@@ -206,6 +206,10 @@ static void connection_metrics(srv_buf *b, srv_ctx *ctx)
 		     "dpgate_connections_closed_total{reason=\"waiting_limit\"} %llu\n",
 		  cs.waiting, (unsigned long long)cs.header_timeouts,
 		  (unsigned long long)cs.waiting_limit);
+	srv_buf_printf(b, "# HELP dpgate_long_polls_waiting Long-polls (?wait=S) waiting for a change (serve --max-waiters bounds them).\n"
+		     "# TYPE dpgate_long_polls_waiting gauge\n"
+		     "dpgate_long_polls_waiting %u\n",
+		  srv_watch_count(ctx->watch));
 }
 
 /* The per-dataset gauges' HELP and TYPE lines, always, and their values

@@ -28,6 +28,7 @@
 
 #include "http.h"
 #include "http_conns.h"
+#include "http_watch.h"
 #include "base.h"
 #include "json.h"
 
@@ -58,6 +59,9 @@ struct conn_state {
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
 	srv_conns *conns;   /* the server's waiting connections (http_conns.h) */
 	srv_conn *waiting;  /* this connection's entry there, or NULL */
+	srv_waiter waiter;  /* its long-poll, armed while it waits (http_watch.h) */
+	srv_ctx *ctx;       /* the server's, for what send_response adds */
+	bool park;          /* dispatch found it unchanged before its deadline */
 };
 
 /* ---- the request target ---------------------------------------------------- */
@@ -244,7 +248,95 @@ void srv_route_allowed(const srv_route_table *t, const char *path, char *buf, si
 		snprintf(buf + n, n < size ? size - n : 0, ", HEAD");
 }
 
+srv_revalidate srv_route_revalidate(const srv_route_table *t, int r)
+{
+	if (r < 0 || (size_t)r >= t->n || strcmp(t->routes[r].method, "GET") != 0)
+		return SRV_NO_STORE;
+	for (size_t i = 0; i < t->n_caching; i++)
+		if (strcmp(t->caching[i].pattern, t->routes[r].pattern) == 0)
+			return t->caching[i].revalidate;
+	return SRV_NO_STORE;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
+
+/*
+ * A long-poll (?wait=S, on a revalidated route other than the page's)
+ * is armed before its handler reads, when it carries If-None-Match: a
+ * change committed from then on wakes it (http_watch.c).  Without
+ * If-None-Match there is nothing to wait for and the answer is
+ * immediate.  Returns false with `res` filled when refused: a bad wait
+ * (400), too many waiting (503), the server stopping (503).
+ */
+static bool long_poll_begin(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
+			    srv_revalidate rv, const char *id, srv_response *res)
+{
+	const char *wait = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "wait");
+	unsigned secs;
+	int rc;
+
+	if (!wait || rv == SRV_NO_STORE || rv == SRV_TAG_STATIC)
+		return true;
+	if (srv_wait_parse(wait, &secs) < 0) {
+		char detail[96];
+
+		snprintf(detail, sizeof(detail), "wait must be a whole number of seconds, 1 to %u",
+			 (unsigned)DPG_MAX_LONG_POLL_S);
+		srv_problem(res, 400, NULL, detail, "wait", NULL);
+		return false;
+	}
+	if (!MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH))
+		return true;
+	rc = srv_watch_arm(ctx->watch, &cs->waiter, rv, rv == SRV_TAG_DATASETS ? NULL : id, secs);
+	if (rc == -1)
+		srv_problem(res, 503, NULL, "too many long-polls are waiting; retry shortly", NULL,
+			    NULL);
+	else if (rc < 0)
+		srv_problem(res, 503, NULL, "the server is shutting down", NULL, NULL);
+	return rc == 0;
+}
+
+/*
+ * A revalidated route's 200: its entity tag (http_cache.c), and 304 with
+ * no body when If-None-Match names it (RFC 9110 15.4.5), or, for an armed
+ * long-poll before its deadline, nothing yet: cs->park, and on_request
+ * suspends it.  Any other answer keeps no-store.
+ */
+static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
+		       srv_revalidate rv, srv_response *res)
+{
+	const char *inm;
+
+	if (rv == SRV_NO_STORE || res->status != 200)
+		return;
+	res->cache = rv;
+	srv_etag_of(res->body ? res->body : "", res->len, res->etag);
+	inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	if (!srv_etag_matches(inm, res->etag))
+		return;
+	free(res->body);
+	res->body = NULL;
+	res->len = 0;
+	res->status = 304;
+	cs->park = cs->waiter.armed && !srv_watch_expired(ctx->watch, &cs->waiter);
+}
+
+/*
+ * After a request that may have written (any method but GET and HEAD, on
+ * a route that needs a key), its handler has returned, and so has its
+ * COMMIT: the long-polls on what it touched are woken.  A dataset route
+ * names its dataset; any other (a key, a job, a new dataset) wakes every
+ * long-poll, which costs each a read.
+ */
+static void signal_change(srv_ctx *ctx, const srv_route *route, const srv_request *req)
+{
+	if (strcmp(route->method, "GET") == 0 || route->access == SRV_PUBLIC)
+		return;
+	if (strncmp(route->pattern, "/v1/datasets/{id}", 17) == 0)
+		srv_watch_signal(ctx->watch, req->params[0], NULL);
+	else
+		srv_watch_signal(ctx->watch, NULL, NULL);
+}
 
 static const char *conn_query(void *conn, const char *key)
 {
@@ -481,6 +573,9 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	if (r < 0 || query_refused(conn, res))
 		goto out;
 	route = &ctx->routes.routes[r];
+	if (!long_poll_begin(ctx, conn, cs, srv_route_revalidate(&ctx->routes, r), req->params[0],
+			     res))
+		goto out;
 	if (route->access == SRV_PUBLIC && route->json_body) {
 		if (atomic_fetch_add(&ctx->public_busy, 1) >= ctx->public_limit) {
 			atomic_fetch_sub(&ctx->public_busy, 1);
@@ -523,11 +618,100 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	}
 	req->body = body;
 	route->handler(req, res);
+	signal_change(ctx, route, req);
+	tag_answer(ctx, conn, cs, srv_route_revalidate(&ctx->routes, r), res);
 out:
 	json_decref(body);
 	admission_end(ctx, &a);
 	if (public_slot)
 		atomic_fetch_sub(&ctx->public_busy, 1);
+}
+
+/* ---- CORS ------------------------------------------------------------------- */
+
+/* The request's Origin when serve --cors-origin allows it (an exact
+ * match, RFC 6454 origins compare as strings), else NULL. */
+static const char *allowed_origin(const srv_ctx *ctx, struct MHD_Connection *conn)
+{
+	const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+
+	for (unsigned i = 0; origin && i < ctx->n_cors_origins; i++)
+		if (strcmp(origin, ctx->cors_origins[i]) == 0)
+			return origin;
+	return NULL;
+}
+
+/* A CORS preflight: OPTIONS with Origin and Access-Control-Request-Method
+ * (Fetch standard, "CORS-preflight request"); any other OPTIONS is routed
+ * and gets 405. */
+static bool is_preflight(struct MHD_Connection *conn, const char *method)
+{
+	return strcmp(method, "OPTIONS") == 0 &&
+	       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin") &&
+	       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+}
+
+/*
+ * Answers a preflight: 204 with the path's methods and the headers a page
+ * may send, for an allowed origin and a method the path has; 403 for an
+ * origin serve does not allow (the browser then sends nothing), 404 for no
+ * such path.  No key is asked: a browser sends none with a preflight.
+ */
+static void preflight(srv_ctx *ctx, struct MHD_Connection *conn, const char *url,
+		      srv_response *res)
+{
+	const char *want = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						       "Access-Control-Request-Method");
+	char scratch[DPG_MAX_URL_BYTES + 1];
+	const char *params[SRV_MAX_PATH_PARAMS];
+
+	if (!allowed_origin(ctx, conn)) {
+		srv_problem(res, 403, NULL, "this origin may not call the API (serve --cors-origin)",
+			    "Origin", NULL);
+		return;
+	}
+	srv_route_allowed(&ctx->routes, url, res->allow, sizeof(res->allow));
+	if (!res->allow[0]) {
+		srv_problem(res, 404, NULL, "no such route", NULL, NULL);
+		return;
+	}
+	if (srv_route_match(&ctx->routes, strcmp(want, "HEAD") == 0 ? "GET" : want, url, scratch,
+			    sizeof(scratch), params) < 0) {
+		srv_problem(res, 403, NULL, "the route does not support the method asked for",
+			    "Access-Control-Request-Method", NULL);
+		res->allow[0] = '\0';
+		return;
+	}
+	res->status = 204;
+	res->preflight = true;
+}
+
+/* The CORS headers of an answer to an allowed origin, and Vary. */
+static void cors_headers(const srv_ctx *ctx, struct MHD_Connection *conn,
+			 const srv_response *res, struct MHD_Response *r)
+{
+	const char *origin = allowed_origin(ctx, conn);
+	bool by_key = res->cache && res->cache != SRV_TAG_STATIC;
+
+	/* With origins allowed, the answer depends on the Origin sent. */
+	if (ctx->n_cors_origins > 0)
+		MHD_add_response_header(r, "Vary", by_key ? "Authorization, Origin" : "Origin");
+	else if (by_key)
+		MHD_add_response_header(r, "Vary", "Authorization");
+	if (!origin)
+		return;
+	/* No Allow-Credentials: the key travels in a header the page sets,
+	 * never in a cookie. */
+	MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+	if (res->preflight) {
+		MHD_add_response_header(r, "Access-Control-Allow-Methods", res->allow);
+		MHD_add_response_header(r, "Access-Control-Allow-Headers",
+					"Authorization, Content-Type, If-None-Match, Idempotency-Key");
+		MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+	} else {
+		MHD_add_response_header(r, "Access-Control-Expose-Headers",
+					"ETag, Location, Retry-After");
+	}
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_state *cs,
@@ -547,12 +731,24 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	res->body = NULL;
 	if (res->content_type)
 		MHD_add_response_header(r, "Content-Type", res->content_type);
-	MHD_add_response_header(r, "Cache-Control", "no-store");
+	/* A revalidated answer may be kept, but only for the key that read
+	 * it, and only until the client asks again (no-cache); every other
+	 * answer, keys and secrets among them, is never kept (no-store). */
+	MHD_add_response_header(r, "Cache-Control", res->cache ? "no-cache" : "no-store");
+	if (res->etag[0])
+		MHD_add_response_header(r, "ETag", res->etag);
+	cors_headers(cs->ctx, conn, res, r);
+	if (res->csp) {
+		MHD_add_response_header(r, "Content-Security-Policy", res->csp);
+		MHD_add_response_header(r, "X-Frame-Options", "DENY");
+		MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	}
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	if (res->location[0])
 		MHD_add_response_header(r, "Location", res->location);
 	if (res->status == 401)
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"dpgate\"");
-	if (res->allow[0])
+	if (res->allow[0] && !res->preflight)
 		MHD_add_response_header(r, "Allow", res->allow);
 	/* Every 503 here is a passing state (a busy ledger or worker pool, a
 	 * shutdown, a table being replaced, randomness failing): say when to
@@ -564,6 +760,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 		cs->keep_alive = false;
 	}
 	cs->replied = true;
+	srv_watch_disarm(cs->ctx->watch, &cs->waiter);
 	/* Answered: no longer waiting, never closed for the reserve. */
 	srv_conns_serving(cs->conns, cs->waiting);
 	ok = MHD_queue_response(conn, (unsigned)res->status, r);
@@ -749,6 +946,7 @@ static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *co
 	cs->route = -1;
 	sock = conn_sock_of(conn);
 	cs->conns = ctx->conns;
+	cs->ctx = ctx;
 	cs->waiting = sock ? sock->waiting : NULL;
 	srv_conns_headers_in(cs->conns, cs->waiting);
 	srv_strcopy(cs->method, sizeof(cs->method), method);
@@ -887,16 +1085,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_data_size = 0;
 		return body_piece(ctx, conn, cs, upload_data, n);
 	}
-	memset(&res, 0, sizeof(res));
 	/* The whole request is in: it is served from here on. */
 	srv_conns_serving(cs->conns, cs->waiting);
-	if (cs->too_large)
-		srv_problem(&res, 413, NULL, "the request body is larger than this route accepts", NULL,
-			    NULL);
-	else if (atomic_load(&ctx->stopping))
-		srv_problem(&res, 503, NULL, "the server is shutting down", NULL, NULL);
-	else
-		dispatch(ctx, conn, cs, method, url, &res);
+	/* A long-poll unchanged before its deadline is suspended, holding
+	 * neither this thread nor a database connection; when a change, its
+	 * deadline or the recheck resumes it, libmicrohttpd calls here again
+	 * and it is read again.  One marked by a commit while it read reads
+	 * again at once. */
+	do {
+		memset(&res, 0, sizeof(res));
+		cs->park = false;
+		if (cs->too_large)
+			srv_problem(&res, 413, NULL,
+				    "the request body is larger than this route accepts", NULL, NULL);
+		else if (atomic_load(&ctx->stopping))
+			srv_problem(&res, 503, NULL, "the server is shutting down", NULL, NULL);
+		else if (is_preflight(conn, method))
+			preflight(ctx, conn, url, &res);
+		else
+			dispatch(ctx, conn, cs, method, url, &res);
+		if (cs->park && srv_watch_suspend(ctx->watch, &cs->waiter, conn) == 0)
+			return MHD_YES;
+	} while (cs->park);
 	return send_response(conn, cs, &res);
 }
 
@@ -965,6 +1175,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		funlockfile(stderr);
 	}
 	keep_alive = cs->keep_alive;
+	srv_watch_disarm(ctx->watch, &cs->waiter);
 	free(cs->body.s);
 	free(cs);
 	*con_cls = NULL;
@@ -1003,7 +1214,8 @@ static struct MHD_Daemon *start_daemon(srv_ctx *ctx, struct sockaddr_in *addr, u
 	 * the socket out of its next poll set when told through its ITC, with
 	 * no such race.  The sets are small: a worker polls its own connections
 	 * and the listening socket. */
-	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+					MHD_ALLOW_SUSPEND_RESUME,
 				(uint16_t)port, NULL, NULL, on_request, ctx,
 				/* first, so that it gets the messages of the options below */
 				MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
@@ -1039,6 +1251,9 @@ static void stop_daemon(srv_ctx *ctx, struct MHD_Daemon *d)
 	 * close race their use of it with --threads 1). */
 	if (listen_fd != MHD_INVALID_SOCKET)
 		shutdown(listen_fd, SHUT_RDWR);
+	/* Suspended long-polls are resumed and answered 503 (on_request);
+	 * none is suspended after this. */
+	srv_watch_close(ctx->watch);
 	for (int i = 0; i < SHUTDOWN_GRACE_S * 100 && atomic_load(&ctx->in_flight) > 0; i++) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 
@@ -1077,8 +1292,11 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	ctx->public_limit = threads > 1 ? threads / 2 : 1;
 	ctx->conns = srv_conns_new(ctx->header_timeout_s,
 				   DPG_MAX_CONNECTIONS - DPG_CONNECTION_RESERVE);
-	if (!ctx->conns) {
-		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads)\n");
+	if (!ctx->conns || !ctx->watch) {
+		srv_conns_free(ctx->conns);
+		ctx->conns = NULL;
+		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads), "
+				"or no long-poll hub was made\n");
 		return 1;
 	}
 	d = start_daemon(ctx, &addr, port, threads);

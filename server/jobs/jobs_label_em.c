@@ -42,6 +42,7 @@ struct lem_job {
 	srv_jobs *jobs;
 	job_slot *slot;
 	double last_save;
+	double last_signal;
 };
 
 /* Each epoch's report (test_data figures only; the loss is not computed)
@@ -50,7 +51,7 @@ static int on_label_em_progress(const trn_progress *p, void *user)
 {
 	struct lem_job *lj = user;
 
-	srv_jobs__note_progress(lj->jobs, lj->slot, p, &lj->last_save);
+	srv_jobs__note_progress(lj->jobs, lj->slot, p, &lj->last_save, &lj->last_signal);
 	return 0;
 }
 

@@ -10,6 +10,9 @@
 #include "trn.h"
 
 #define PROGRESS_SAVE_INTERVAL_S 2.0
+/* Long-polls on a running job are woken at most this often by its steps
+ * (every step would make a client read as fast as its round trip). */
+#define PROGRESS_SIGNAL_INTERVAL_S 0.25
 
 typedef struct job_slot {
 	pthread_mutex_t lock;
@@ -179,11 +182,12 @@ void srv_jobs__job_data_clear(struct job_data *jd);
  * A trainer's progress report `p` on `slot`: kept for live reads, and
  * saved on the job's row when it carries an evaluation or
  * PROGRESS_SAVE_INTERVAL_S has passed since *last_save (a monotonic time
- * in seconds, updated).  Shared by DP-SGD's and label_em's runs
- * (jobs_queue.c).
+ * in seconds, updated); long-polls on the job are woken when it carries an
+ * evaluation or PROGRESS_SIGNAL_INTERVAL_S has passed since *last_signal.
+ * Shared by DP-SGD's and label_em's runs (jobs_queue.c).
  */
 void srv_jobs__note_progress(srv_jobs *jobs, job_slot *slot, const trn_progress *p,
-			     double *last_save);
+			     double *last_save, double *last_signal);
 
 /*
  * Runs a label_em job on its worker (jobs_label_em.c), as

@@ -18,6 +18,9 @@ void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o)
 		db = srv_store_acquire(jobs->ctx->store);
 		srv__job_save_progress(db, id, text);
 		srv_store_release(jobs->ctx->store, db);
+		/* Every trainer's saved progress (a phase's start, an epoch)
+		 * wakes the long-polls on its job. */
+		srv_watch_signal(jobs->ctx->watch, NULL, id);
 	}
 	free(text);
 	json_decref(o);

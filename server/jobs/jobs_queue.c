@@ -98,7 +98,7 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
 }
 
 void srv_jobs__note_progress(srv_jobs *jobs, job_slot *slot, const trn_progress *p,
-			     double *last_save)
+			     double *last_save, double *last_signal)
 {
 	struct timespec ts;
 	double t;
@@ -109,6 +109,10 @@ void srv_jobs__note_progress(srv_jobs *jobs, job_slot *slot, const trn_progress 
 	slot->progress = *p;
 	slot->has_progress = true;
 	pthread_mutex_unlock(&slot->lock);
+	if (p->evaluated || t - *last_signal >= PROGRESS_SIGNAL_INTERVAL_S) {
+		srv_watch_signal(jobs->ctx->watch, NULL, slot->id);
+		*last_signal = t;
+	}
 	if (p->evaluated || t - *last_save >= PROGRESS_SAVE_INTERVAL_S) {
 		srv_jobs__save_progress(jobs, slot->id, srv_jobs__progress_json(p));
 		*last_save = t;

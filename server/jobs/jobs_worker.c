@@ -23,6 +23,7 @@ struct run_state {
 	srv_jobs *jobs;
 	job_slot *slot;
 	double last_save;
+	double last_signal; /* when long-polls on the job were last woken */
 };
 
 static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
@@ -34,7 +35,7 @@ static int on_progress(const trn_progress *p, void *user)
 {
 	struct run_state *rs = user;
 
-	srv_jobs__note_progress(rs->jobs, rs->slot, p, &rs->last_save);
+	srv_jobs__note_progress(rs->jobs, rs->slot, p, &rs->last_save, &rs->last_signal);
 	return 0;
 }
 
@@ -72,6 +73,9 @@ static int start_job(srv_ctx *ctx, job_slot *slot, srv_job_row *j)
 			srv__job_row_clear(j);
 	}
 	srv_store_release(ctx->store, db);
+	/* Running, or cancelled and its reservation released. */
+	srv_watch_signal(ctx->watch, rc == SRV_OK ? j->dataset_id : NULL,
+			 rc == SRV_OK ? slot->id : NULL);
 	return rc;
 }
 
@@ -235,6 +239,8 @@ ended:
 	}
 	end_job(ctx, slot->id, final_state, result_text, error, model_path);
 out:
+	/* Its end is committed, and with it its reservation. */
+	srv_watch_signal(ctx->watch, j.dataset_id, slot->id);
 	free(result_text);
 	trn_dpsgd_result_free(result);
 	srv_jobs__job_data_clear(&jd);

@@ -45,6 +45,8 @@ struct route_case {
 
 static const struct route_case routes[] = {
 	{"GET", "/healthz", NULL, PUB, 200},
+	{"GET", "/", NULL, PUB, 200},
+	{"GET", "/assets/dashboard.js", NULL, PUB, 200},
 	{"GET", "/metrics", NULL, OPT, 200},
 	{"GET", "/v1/openapi.yaml", NULL, PUB, 200},
 	{"POST", "/v1/accountant/epsilon", "{}", PUB, 0},

@@ -62,6 +62,9 @@ static const struct route_case cases[] = {
 	/* A literal segment is not a parameter: "budget" as a dataset id
 	 * still reaches the dataset route. */
 	{"GET", "/v1/datasets/budget", MATCH, "/v1/datasets/{id}", {"budget"}},
+	/* The dashboard's page and its files. */
+	{"GET", "/", MATCH, "/", {NULL}},
+	{"GET", "/assets/dashboard.js", MATCH, "/assets/{name}", {"dashboard.js"}},
 
 	/* 405: the path exists with other methods. */
 	{"PUT", "/v1/datasets", NO_METHOD, NULL, {NULL}},
@@ -78,7 +81,6 @@ static const struct route_case cases[] = {
 	{"get", "/healthz", NO_METHOD, NULL, {NULL}},
 
 	/* 404: no route has this path. */
-	{"GET", "/", NO_PATH, NULL, {NULL}},
 	{"GET", "", NO_PATH, NULL, {NULL}},
 	{"GET", "healthz", NO_PATH, NULL, {NULL}},
 	{"GET", "/nope", NO_PATH, NULL, {NULL}},

@@ -1,0 +1,200 @@
+/*
+ * dashboard_test.js: the dashboard in headless chromium (run by
+ * run_browser.sh, which starts dpgate and passes DPGATE_URL, DPGATE_KEY,
+ * DPGATE_CHROMIUM, DPGATE_SHOTS and PLAYWRIGHT_CORE).
+ *
+ * Signs in with a key from the keyboard, sees the datasets, charges
+ * through the API and waits for the page's remaining epsilon to show the
+ * new value (computed here from the budget and the charges made, not read
+ * back) within two seconds without a reload, opens a dataset's chart with
+ * the keyboard, checks that no request leaves the server, that the key is
+ * in sessionStorage only and never in a URL, that a dataset name holding
+ * HTML is shown as text, that the page falls back to tables without
+ * Chart.js, and saves screenshots at 1280 and 390 px.
+ */
+'use strict';
+
+const assert = require('assert');
+const path = require('path');
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+const base = process.env.DPGATE_URL;
+const key = process.env.DPGATE_KEY;
+const shots = process.env.DPGATE_SHOTS;
+
+async function api(method, route, body) {
+  const r = await fetch(base + route, {
+    method,
+    headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'application/json' },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await r.text();
+  assert.ok(r.status < 300, method + ' ' + route + ': ' + r.status + ' ' + text);
+  return text ? JSON.parse(text) : null;
+}
+
+function charge(id, epsilon, delta, note) {
+  return api('POST', '/v1/datasets/' + id + '/charges',
+             { event: { type: 'epsilon_delta', epsilon, delta: delta || 0 }, note });
+}
+
+/* The page's formatting of an epsilon, written out independently: three
+ * significant digits in the en-US locale the browser runs with. */
+function threeDigits(x) {
+  return new Intl.NumberFormat('en-US', { maximumSignificantDigits: 3 }).format(x);
+}
+
+async function seed() {
+  await api('POST', '/v1/datasets', { id: 'census', name: 'Census 2020 (household survey)',
+                                      budget: { epsilon: 2, delta: 1e-6 }, accountant: 'basic' });
+  await api('POST', '/v1/datasets', { id: 'clinic', name: 'Clinic visits',
+                                      budget: { epsilon: 1, delta: 1e-5 }, accountant: 'rdp' });
+  await api('POST', '/v1/datasets', { id: 'xss', name: '<img src=x id=injected>',
+                                      budget: { epsilon: 1, delta: 0 }, accountant: 'basic' });
+  const notes = ['age histogram', 'income quantiles', 'household sizes', 'region counts'];
+  for (let i = 0; i < 4; i++) await charge('census', 0.125, 1e-8, notes[i]);
+  await api('POST', '/v1/datasets/census/reservations',
+            { event: { type: 'epsilon_delta', epsilon: 0.25, delta: 0 }, note: 'training job' });
+  for (let i = 0; i < 6; i++) await charge('clinic', 0.15, 0, 'weekly report ' + (i + 1));
+}
+
+async function signIn(page) {
+  await page.goto(base + '/');
+  await page.focus('#key');
+  await page.keyboard.type(key);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('li.card[data-dataset="census"]');
+}
+
+/* Watches a page for requests to anything but the server, page errors and
+ * CSP refusals. */
+function guard(page, problems) {
+  page.on('request', (r) => {
+    if (!r.url().startsWith(base + '/')) problems.push('request to ' + r.url());
+    if (r.url().includes(key)) problems.push('the key in a URL: ' + r.url());
+  });
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/404/.test(m.text())) problems.push('console: ' + m.text());
+  });
+}
+
+async function desktop(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+  const page = await ctx.newPage();
+  const problems = [];
+  guard(page, problems);
+  await signIn(page);
+
+  /* The key: in this tab's sessionStorage, nowhere else. */
+  assert.strictEqual(await page.evaluate(() => sessionStorage.getItem('dpgate.key')), key);
+  assert.strictEqual(await page.evaluate(() => localStorage.length), 0);
+  assert.strictEqual((await ctx.cookies()).length, 0);
+  assert.ok(!page.url().includes(key));
+
+  /* HTML in a name is text. */
+  const xss = await page.textContent('li.card[data-dataset="xss"] h3 button');
+  assert.strictEqual(xss, '<img src=x id=injected>');
+  assert.strictEqual(await page.$('#injected'), null);
+
+  /* Under a tenth left: the warning; more: none. clinic: 1 - 6 x 0.15. */
+  await charge('clinic', 0.05, 0, 'ad hoc');
+  await page.waitForSelector('li.card.low[data-dataset="clinic"]', { timeout: 2000 });
+  assert.strictEqual(await page.$('li.card.low[data-dataset="census"]'), null);
+
+  /* A charge from elsewhere reaches the page within 2 s, no reload. */
+  await page.evaluate(() => { window.notReloaded = true; });
+  const cell = 'li.card[data-dataset="census"] .remaining-eps';
+  /* 2 - 4 x 0.125 spent - 0.25 reserved */
+  assert.strictEqual(await page.textContent(cell), threeDigits(2 - 0.5 - 0.25));
+  const expected = threeDigits(2 - 0.5 - 0.25 - 0.375);
+  const t0 = Date.now();
+  await charge('census', 0.375, 1e-8, 'survey weights');
+  await page.waitForFunction(([sel, want]) => document.querySelector(sel).textContent === want,
+                             [cell, expected], { timeout: 2000 });
+  const elapsed = Date.now() - t0;
+  assert.ok(await page.evaluate(() => window.notReloaded === true), 'the page reloaded');
+  console.log('remaining epsilon updated on the page ' + elapsed + ' ms after the charge');
+
+  await page.screenshot({ path: path.join(shots, 'dashboard-desktop.png'), fullPage: true });
+
+  /* Open census with the keyboard: Tab to its button, Enter. */
+  let found = false;
+  for (let i = 0; i < 40 && !found; i++) {
+    await page.keyboard.press('Tab');
+    found = await page.evaluate(() => {
+      const a = document.activeElement;
+      return !!a && a.closest('li.card') !== null && a.closest('li.card').dataset.dataset === 'census';
+    });
+  }
+  assert.ok(found, 'the census card cannot be reached with Tab');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#view-dataset:not([hidden])');
+  await page.waitForFunction(() => document.querySelectorAll('#ledger tbody tr').length >= 6);
+  /* Chart.js drew the cumulative spend: 4 x 0.125 + 0.375 spent so far. */
+  await page.waitForFunction(() => window.Chart && Chart.getChart(document.getElementById('chart')));
+  const last = await page.evaluate(() => {
+    const c = Chart.getChart(document.getElementById('chart'));
+    const d = c.data.datasets[0].data;
+    return d[d.length - 1].y;
+  });
+  assert.ok(Math.abs(last - 0.875) < 1e-12, 'cumulative spend ' + last);
+  const box = await page.evaluate(() => document.getElementById('chart').getBoundingClientRect().height);
+  assert.ok(box > 100, 'chart height ' + box);
+  /* The reservation is listed. */
+  assert.ok((await page.textContent('#reservations tbody')).includes('open'));
+  /* Keys: an admin sees the tab. */
+  assert.ok(await page.isVisible('.tab[data-view="keys"]'));
+  await page.screenshot({ path: path.join(shots, 'dashboard-desktop-dataset.png'), fullPage: true });
+
+  assert.deepStrictEqual(problems, []);
+  await ctx.close();
+}
+
+async function mobile(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, locale: 'en-US',
+                                         isMobile: true, hasTouch: true, deviceScaleFactor: 1 });
+  const page = await ctx.newPage();
+  const problems = [];
+  guard(page, problems);
+  await signIn(page);
+  /* Nothing wider than the screen. */
+  const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(wide <= 390, 'the page is ' + wide + ' px wide at 390');
+  await page.screenshot({ path: path.join(shots, 'dashboard-mobile.png'), fullPage: true });
+  assert.deepStrictEqual(problems, []);
+  await ctx.close();
+}
+
+/* Without Chart.js (the file absent on the server) the chart is a table. */
+async function withoutChartJs(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+  const page = await ctx.newPage();
+  await page.route('**/assets/chart.js', (r) => r.fulfill({ status: 404, body: '' }));
+  await signIn(page);
+  await page.click('li.card[data-dataset="census"] h3 button');
+  await page.waitForSelector('#chart-table:not([hidden])');
+  assert.ok(await page.isHidden('#chart-box'));
+  const rows = await page.$$eval('#chart-table tbody tr', (t) => t.length);
+  assert.strictEqual(rows, 5);
+  await ctx.close();
+}
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: process.env.DPGATE_CHROMIUM,
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+  });
+  try {
+    await seed();
+    await desktop(browser);
+    await mobile(browser);
+    await withoutChartJs(browser);
+    console.log('browser test: all checks passed');
+  } finally {
+    await browser.close();
+  }
+})().catch((e) => {
+  console.error(e && e.stack ? e.stack : e);
+  process.exit(1);
+});
