@@ -411,10 +411,29 @@ static dpg_resp post_as(const char *path, const char *key, const char *ct, const
 	return r;
 }
 
+/* The JSON model, scored here on each of the TEST_ROWS rows v, gives
+ * the class and the two scores the predict answer carries. */
+static void json_model_agrees(const json_t *model, const double (*v)[3], const json_t *answer)
+{
+	const json_t *classes = json_object_get(answer, "classes");
+	double s[64];
+
+	for (size_t i = 0; i < TEST_ROWS; i++) {
+		size_t c = dpg_json_model_scores(model, v[i], s);
+		json_t *row = json_array_get(json_object_get(answer, "scores"), i);
+
+		cr_assert_eq((json_int_t)c, json_integer_value(json_array_get(classes, i)));
+		for (size_t k = 0; k < 2; k++)
+			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12,
+					   "%.17g vs %.17g", s[k],
+					   json_real_value(json_array_get(row, k)));
+	}
+}
+
 Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 {
 	char job_id[64], path[128], *body, *csv;
-	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
+	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS);
 	int *y = malloc(sizeof(int) * TEST_ROWS);
 	dpg_resp pj, pc, mj, job;
 	size_t right = 0;
@@ -450,15 +469,7 @@ Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 			     json_object_get(job.json, "event")));
 	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(mj.json, "features"), 2)),
 			 "noise");
-	for (size_t i = 0; i < TEST_ROWS; i++) {
-		size_t c = dpg_json_model_scores(mj.json, v[i], s);
-		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
-
-		cr_assert_eq((json_int_t)c,
-			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
-		for (size_t k = 0; k < 2; k++)
-			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12, "%.17g vs %.17g", s[k], json_real_value(json_array_get(row, k)));
-	}
+	json_model_agrees(mj.json, (const double (*)[3])v, pj.json);
 	dpg_resp_free(&pj);
 	dpg_resp_free(&pc);
 	dpg_resp_free(&mj);
@@ -698,7 +709,7 @@ static void cli_predict_agrees(const char *job_id, const double (*v)[3], const j
 static void check_predictions(const char *job_id, const json_t *result)
 {
 	char path[128], *body, *csv;
-	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
+	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS);
 	int *y = malloc(sizeof(int) * TEST_ROWS);
 	dpg_resp pj, pc, mj;
 	size_t right = 0;
@@ -720,15 +731,7 @@ static void check_predictions(const char *job_id, const json_t *result)
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", job_id);
 	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(mj.status, 200, "%s", mj.body);
-	for (size_t i = 0; i < TEST_ROWS; i++) {
-		size_t c = dpg_json_model_scores(mj.json, v[i], s);
-		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
-
-		cr_assert_eq((json_int_t)c,
-			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
-		for (size_t k = 0; k < 2; k++)
-			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12);
-	}
+	json_model_agrees(mj.json, (const double (*)[3])v, pj.json);
 	cli_predict_agrees(job_id, (const double (*)[3])v, pj.json);
 	dpg_resp_free(&pj);
 	dpg_resp_free(&pc);
