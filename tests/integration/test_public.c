@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "jobs_common.h"
 
 static dpg_server srv;
 
@@ -810,9 +811,7 @@ static void expect_ensemble_refused(const char *dataset, const char *extra, long
 {
 	dpg_resp r = submit_ensemble(dataset, extra, false);
 
-	cr_assert_eq(r.status, status, "%s: %ld %s", extra, r.status, r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s", r.body);
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, status, field, extra);
 }
 
 Test(public, an_ensemble_job_is_checked_before_anything_is_reserved, .timeout = 120)
