@@ -9,6 +9,13 @@
 
 #include "harness.h"
 
+/*
+ * dpg_two_class_rows(n, seed) as CSV (malloc'ed): the header `columns`, a
+ * comma-separated order of "a", "b", "noise" (the three features, %.6f)
+ * and "y" (the label), then one line per row in that order.
+ */
+char *jobs_common_two_class_csv(size_t n, unsigned seed, const char *columns);
+
 /* Creates public dataset `id` (no budget, no ledger) on s: 201 asserted. */
 void jobs_common_make_public(const dpg_server *s, const char *id);
 

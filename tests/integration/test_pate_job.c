@@ -48,23 +48,10 @@ TestSuite(pate_job, .init = setup, .fini = teardown, .timeout = 300);
  * or "noise,b,a" (without: a job must match columns by name). */
 static void upload(const char *id, size_t n, unsigned seed, bool labelled)
 {
-	size_t size = 64 + n * 64, len = 0;
-	char *csv = malloc(size);
-	double (*v)[3] = malloc(sizeof(*v) * n);
-	int *y = malloc(sizeof(int) * n);
+	char *csv = jobs_common_two_class_csv(n, seed, labelled ? "a,b,noise,y" : "noise,b,a");
 
-	cr_assert(csv && v && y);
-	dpg_two_class_rows(n, seed, v, y);
-	len += (size_t)snprintf(csv, size, "%s\n", labelled ? "a,b,noise,y" : "noise,b,a");
-	for (size_t i = 0; i < n; i++)
-		len += labelled ? (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n",
-						   v[i][0], v[i][1], v[i][2], y[i]) :
-				  (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f\n", v[i][2],
-						   v[i][1], v[i][0]);
-	cr_assert_eq(dpg_upload_csv(&srv, id, csv, len), (long)n);
+	cr_assert_eq(dpg_upload_csv(&srv, id, csv, strlen(csv)), (long)n);
 	free(csv);
-	free(v);
-	free(y);
 }
 
 /* A private rdp dataset with one filter order, ORDER: its spent epsilon is

@@ -225,25 +225,7 @@ Test(public, a_scoped_key_must_name_the_public_dataset)
  * by name. */
 static char *two_class_csv(size_t n, unsigned seed, bool shuffled)
 {
-	size_t size = 64 + n * 64, len = 0;
-	char *csv = malloc(size);
-	double (*v)[3] = malloc(sizeof(*v) * n);
-	int *y = malloc(sizeof(int) * n);
-
-	cr_assert(csv && v && y);
-	dpg_two_class_rows(n, seed, v, y);
-	len += (size_t)snprintf(csv + len, size - len, "%s\n", shuffled ? "y,noise,b,a" : "a,b,noise,y");
-	for (size_t i = 0; i < n; i++) {
-		if (shuffled)
-			len += (size_t)snprintf(csv + len, size - len, "%d,%.6f,%.6f,%.6f\n", y[i],
-						v[i][2], v[i][1], v[i][0]);
-		else
-			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n",
-						v[i][0], v[i][1], v[i][2], y[i]);
-	}
-	free(v);
-	free(y);
-	return csv;
+	return jobs_common_two_class_csv(n, seed, shuffled ? "y,noise,b,a" : "a,b,noise,y");
 }
 
 static void upload_two_class(const char *id, size_t n, unsigned seed, bool shuffled)
