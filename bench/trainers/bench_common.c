@@ -162,13 +162,10 @@ void bench_standardise(const trn_dataset *ref, trn_dataset *target)
 
 double bench_rdp_epsilon(acct_event *ev, double delta, double *ret_order)
 {
-	acct_options opt;
+	acct_options opt = {.accountant = ACCT_RDP, .neighbor = ACCT_ADD_REMOVE};
 	acct_result r;
 	double eps = NAN;
 
-	memset(&opt, 0, sizeof(opt));
-	opt.accountant = ACCT_RDP;
-	opt.neighbor = ACCT_ADD_REMOVE;
 	if (ev && acct_epsilon(ev, delta, &opt, &r, NULL) == 0) {
 		eps = r.epsilon;
 		if (ret_order)
