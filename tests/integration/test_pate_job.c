@@ -59,15 +59,12 @@ static void upload(const char *id, size_t n, unsigned seed, bool labelled)
 static void make_private(const char *id, double epsilon)
 {
 	char body[256];
-	dpg_resp r;
 
 	snprintf(body, sizeof(body),
 		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":%g,\"delta\":%g},\"accountant\":\"rdp\","
 		 "\"filter_orders\":[%g]}",
 		 id, epsilon, DELTA, ORDER);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key, body, 201);
 }
 
 static void setup_tables(void)
