@@ -87,6 +87,11 @@ double trn__now_seconds(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int trn__nomem(acct_error *err)
+{
+	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for training");
+}
+
 uint32_t trn__argmax(const double *s, uint32_t k)
 {
 	uint32_t arg = 0;

@@ -552,11 +552,6 @@ static void train_run_free(struct train_run *r)
 	free(r->ylot);
 }
 
-static int train_nomem(acct_error *err)
-{
-	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for training");
-}
-
 /* Checks the parameters and the tables, and sets the run's N, steps and
  * sampling rate q. */
 static int train_check(struct train_run *r, acct_error *err)
@@ -641,7 +636,7 @@ static int train_project(struct train_run *r, acct_error *err)
 	r->m->proj = malloc(d * k * sizeof(double));
 	r->xproj = malloc(rows * k * sizeof(double));
 	if (!r->m->proj || !r->xproj)
-		return train_nomem(err);
+		return trn__nomem(err);
 	rc = trn__dp_pca(ds->x, rows, d, k, r->private ? r->p->pca_noise_multiplier : 0.0, r->rng,
 			 r->m->proj, err);
 	if (rc < 0)
@@ -672,7 +667,7 @@ static int train_alloc(struct train_run *r, acct_error *err)
 	r->ylot = malloc(r->cap * sizeof(uint32_t));
 	if (!r->grad || (r->private && !r->noise) || (p->momentum > 0.0 && !r->velocity) ||
 	    !r->ubuf || !r->idx || !r->ylot)
-		return train_nomem(err);
+		return trn__nomem(err);
 	if (r->private && noise_ahead_start(&r->ahead, r->rng, r->noise, np) < 0)
 		return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
 	return 0;
@@ -835,7 +830,7 @@ static int train(struct train_run *r, bool prepared, trn_progress_fn progress,
 		goto out;
 	r->res = calloc(1, sizeof(*r->res));
 	if (!r->res) {
-		rc = train_nomem(err);
+		rc = trn__nomem(err);
 		goto out;
 	}
 	r->res->test_accuracy = NAN;

@@ -339,6 +339,9 @@ uint32_t trn__dense_widths(uint32_t n_hidden, const uint32_t *hidden, uint32_t i
 /* Seconds on the monotonic clock, for the run times a result reports. */
 double trn__now_seconds(void);
 
+/* ACCT_ENOMEM in err, for a run that could not allocate its buffers. */
+int trn__nomem(acct_error *err);
+
 /* The index of the largest of s[0..k), k >= 1; ties go to the lowest. */
 uint32_t trn__argmax(const double *s, uint32_t k);
 

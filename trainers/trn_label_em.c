@@ -272,11 +272,6 @@ static void lem_run_free(struct lem_run *r)
 	free(r->bias_keep);
 }
 
-static int lem_nomem(acct_error *err)
-{
-	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for training");
-}
-
 static int lem_check(struct lem_run *r, mech_rng *rng, acct_error *err)
 {
 	const trn_dataset *ds = r->ds, *test = r->test;
@@ -318,7 +313,7 @@ static int lem_release(struct lem_run *r, mech_rng *rng, acct_error *err)
 	r->released = malloc(ds->n);
 	if (!column || !r->released) {
 		free(column);
-		return lem_nomem(err);
+		return trn__nomem(err);
 	}
 	trn__label_em_column(ds, column);
 	rc = mech_label_em(rng, column, ds->n, r->p->epsilon, TRN_LEM_SENSITIVITY, r->released,
@@ -363,7 +358,7 @@ static int lem_setup(struct lem_run *r, mech_rng *rng, acct_error *err)
 	r->center = calloc(r->ds->d, sizeof(double));
 	r->bias_keep = malloc(r->m->dims[1] * sizeof(double));
 	if (!r->grad || !r->velocity || !r->order || !r->center || !r->bias_keep)
-		return lem_nomem(err);
+		return trn__nomem(err);
 	for (size_t i = 0; i < r->ds->n; i++)
 		r->order[i] = i;
 	/* Features are public under label DP: centring them costs nothing. */
@@ -537,7 +532,7 @@ int trn_label_em_run(const trn_label_em_params *p, const trn_dataset *train,
 		goto out;
 	r.res = calloc(1, sizeof(*r.res));
 	if (!r.res) {
-		rc = lem_nomem(err);
+		rc = trn__nomem(err);
 		goto out;
 	}
 	r.res->test_accuracy = r.res->test_auc = r.res->test_balanced_error = NAN;

@@ -160,6 +160,21 @@ void bench_standardise(const trn_dataset *ref, trn_dataset *target)
 	}
 }
 
+double bench_rdp_epsilon(acct_event *ev, double delta, double *ret_order)
+{
+	acct_options opt = {.accountant = ACCT_RDP, .neighbor = ACCT_ADD_REMOVE};
+	acct_result r;
+	double eps = NAN;
+
+	if (ev && acct_epsilon(ev, delta, &opt, &r, NULL) == 0) {
+		eps = r.epsilon;
+		if (ret_order)
+			*ret_order = r.order;
+	}
+	acct_event_free(ev);
+	return eps;
+}
+
 int bench_project(trn_dataset **ds, const double *v, size_t k)
 {
 	trn_dataset *src = *ds, *out = NULL;

@@ -57,4 +57,11 @@ void bench_standardise(const trn_dataset *ref, trn_dataset *target);
  * row-major), labels kept.  0, or -1 (no memory; *ds unchanged). */
 int bench_project(trn_dataset **ds, const double *v, size_t k);
 
+/*
+ * The rdp accountant's epsilon at `delta` of event ev under add/remove
+ * neighbours, as the service prices a job, and its order in *ret_order
+ * (may be NULL).  Frees ev; NAN when ev is NULL or cannot be priced.
+ */
+double bench_rdp_epsilon(acct_event *ev, double delta, double *ret_order);
+
 #endif

@@ -65,20 +65,10 @@ static double job_epsilon(const trn_dpsgd_params *p, uint64_t n_train, double de
 			  double *ret_order)
 {
 	acct_event *ev = NULL;
-	acct_options opt;
-	acct_result r;
-	double eps = NAN;
 
-	memset(&opt, 0, sizeof(opt));
-	opt.accountant = ACCT_RDP;
-	opt.neighbor = ACCT_ADD_REMOVE;
-	if (trn_dpsgd_event(p, n_train, &ev, NULL) == 0 && acct_epsilon(ev, delta, &opt, &r, NULL) == 0) {
-		eps = r.epsilon;
-		if (ret_order)
-			*ret_order = r.order;
-	}
-	acct_event_free(ev);
-	return eps;
+	if (trn_dpsgd_event(p, n_train, &ev, NULL) != 0)
+		return NAN;
+	return bench_rdp_epsilon(ev, delta, ret_order);
 }
 
 /* ---- options ---------------------------------------------------------------- */

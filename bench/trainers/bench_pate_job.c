@@ -125,18 +125,10 @@ static trn_pate_params params_of(const bench_opts *o, const agg_row *row)
 static double charged_epsilon(const trn_pate_params *p, const trn_pate_result *r)
 {
 	acct_event *ev = NULL;
-	acct_options opt;
-	acct_result res;
-	double eps = NAN;
 
-	memset(&opt, 0, sizeof(opt));
-	opt.accountant = ACCT_RDP;
-	opt.neighbor = ACCT_ADD_REMOVE;
-	if (trn_pate_event(p, r->checks, r->answers, r->released, &ev, NULL) == 0 && ev &&
-	    acct_epsilon(ev, DELTA, &opt, &res, NULL) == 0)
-		eps = res.epsilon;
-	acct_event_free(ev);
-	return eps;
+	if (trn_pate_event(p, r->checks, r->answers, r->released, &ev, NULL) != 0)
+		return NAN;
+	return bench_rdp_epsilon(ev, DELTA, NULL);
 }
 
 static int run_row(const bench_opts *o, const agg_row *row, const trn_dataset *train,

@@ -16,28 +16,6 @@
 #include "api.h"
 #include "api_internal.h"
 
-/* Reads element i of the array `arr` (named by `where`) as a finite real in
- * [lo, hi] (lo excluded when lo_open), an integer when `integer`. */
-static int array_real(const json_t *arr, const char *where, size_t i, double lo, bool lo_open,
-		      double hi, bool integer, double *ret, acct_error *err)
-{
-	const json_t *v = json_array_get(arr, i);
-	char ptr[ACCT_ERROR_WHERE_BYTES];
-	double x;
-
-	snprintf(ptr, sizeof(ptr), "%s/%zu", where, i);
-	if (!json_is_number(v))
-		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be a number", i);
-	x = json_number_value(v);
-	if (!isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
-		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be %s in %c%.17g, %.17g]", i,
-				      integer ? "an integer" : "a number", lo_open ? '(' : '[', lo, hi);
-	if (integer && x != floor(x))
-		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be an integer", i);
-	*ret = x;
-	return 0;
-}
-
 /*
  * Reads body.votes: 2 .. DPG_MAX_VOTE_CLASSES non-negative integers, at most
  * DPG_MAX_TEACHERS in all.  On success *ret_votes is a new array (caller
@@ -60,7 +38,8 @@ static int read_votes(const json_t *body, double **ret_votes, size_t *ret_n, dou
 	if (!v)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		int rc = array_real(arr, "/votes", i, 0, false, DPG_MAX_TEACHERS, true, &v[i], err);
+		int rc = srv_json_array_real(arr, "/votes", i, 0, 0, DPG_MAX_TEACHERS, true, &v[i],
+					     err);
 
 		if (rc < 0) {
 			free(v);
@@ -91,7 +70,8 @@ static int read_orders(const json_t *body, double *orders, size_t *ret_n, acct_e
 		return acct_error_set(err, ACCT_EINVAL, "/orders", "'orders' must be an array of 1 to %d orders",
 				      DPG_MAX_ORDERS);
 	for (size_t i = 0; i < n; i++) {
-		int rc = array_real(arr, "/orders", i, 1, true, DPG_MAX_RDP_ORDER, false, &orders[i], err);
+		int rc = srv_json_array_real(arr, "/orders", i, SRV_LO_OPEN, 1, DPG_MAX_RDP_ORDER,
+					     false, &orders[i], err);
 
 		if (rc < 0)
 			return rc;

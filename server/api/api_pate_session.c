@@ -152,28 +152,6 @@ static void reply_body(srv_response *res, int status, char *body, const char *co
 	res->len = strlen(body);
 }
 
-/* Reads element i of `arr` (named by `where`) as a finite real in [lo, hi],
- * an integer when `integer`. */
-static int element_real(const json_t *arr, const char *where, size_t i, double lo, double hi,
-			bool integer, double *ret, acct_error *err)
-{
-	const json_t *v = json_array_get(arr, i);
-	char ptr[ACCT_ERROR_WHERE_BYTES];
-	double x;
-
-	snprintf(ptr, sizeof(ptr), "%s/%zu", where, i);
-	if (!json_is_number(v))
-		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be a number", i);
-	x = json_number_value(v);
-	if (!isfinite(x) || x < lo || x > hi)
-		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be %s in [%.17g, %.17g]", i,
-				      integer ? "an integer" : "a number", lo, hi);
-	if (integer && x != floor(x))
-		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be an integer", i);
-	*ret = x;
-	return 0;
-}
-
 static int parse_real_array_text(const char *text, double *v, size_t n)
 {
 	json_t *a = json_loads(text ? text : "", 0, NULL);
@@ -259,8 +237,8 @@ static int config_orders(const json_t *body, mech_pate_cfg *c, acct_error *err)
 	for (size_t i = 0; i < n; i++) {
 		char ptr[32];
 
-		if ((rc = element_real(orders, "/orders", i, 1, DPG_MAX_RDP_ORDER, false,
-				       &c->orders[i], err)) < 0)
+		if ((rc = srv_json_array_real(orders, "/orders", i, 0, 1, DPG_MAX_RDP_ORDER,
+					      false, &c->orders[i], err)) < 0)
 			return rc;
 		snprintf(ptr, sizeof(ptr), "/orders/%zu", i);
 		if (!(c->orders[i] > 1))
@@ -625,7 +603,8 @@ static int parse_query(const json_t *q, size_t i, const mech_pate_cfg *c, double
 			return acct_error_set(err, ACCT_EINVAL, ptr,
 					      "'votes' must be an array of %zu counts (one per class)", m);
 		for (size_t j = 0; j < m; j++) {
-			if ((rc = element_real(votes, ptr, j, 0, (double)c->num_teachers, true, &v[j], err)) < 0)
+			if ((rc = srv_json_array_real(votes, ptr, j, 0, 0, (double)c->num_teachers,
+						      true, &v[j], err)) < 0)
 				return rc;
 			total += v[j];
 		}
@@ -642,7 +621,8 @@ static int parse_query(const json_t *q, size_t i, const mech_pate_cfg *c, double
 		for (size_t t = 0; t < (size_t)c->num_teachers; t++) {
 			double x;
 
-			if ((rc = element_real(preds, ptr, t, 0, (double)(m - 1), true, &x, err)) < 0)
+			if ((rc = srv_json_array_real(preds, ptr, t, 0, 0, (double)(m - 1), true, &x,
+						      err)) < 0)
 				return rc;
 			v[(size_t)x] += 1;
 		}
@@ -659,7 +639,7 @@ static int parse_query(const json_t *q, size_t i, const mech_pate_cfg *c, double
 			return acct_error_set(err, ACCT_EINVAL, ptr,
 					      "'student_probabilities' must be an array of %zu probabilities", m);
 		for (size_t j = 0; j < m; j++) {
-			if ((rc = element_real(pr, ptr, j, 0, 1, false, &p[j], err)) < 0)
+			if ((rc = srv_json_array_real(pr, ptr, j, 0, 0, 1, false, &p[j], err)) < 0)
 				return rc;
 			sum += p[j];
 		}

@@ -32,10 +32,8 @@ static int on_ensemble_progress(const trn_ensemble_progress *p, void *user)
 {
 	srv_jobs__phase_run *er = user;
 
-	pthread_mutex_lock(&er->slot->lock);
-	er->slot->ens = *p;
-	pthread_mutex_unlock(&er->slot->lock);
-	srv_jobs__phase_progress(er, p->phase, ensemble_progress_json, p);
+	srv_jobs__phase_progress(er, &er->slot->ens, p, sizeof(*p), p->phase,
+				 ensemble_progress_json);
 	return 0;
 }
 
@@ -61,23 +59,20 @@ static int load_ensemble_data(srv_jobs *jobs, const srv_job_row *j, const json_t
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
 	const char *aux = json_string_value(json_object_get(params, "auxiliary_data"));
-	const char *test = json_string_value(json_object_get(params, "test_data"));
 	int rc = srv_jobs__load_party_table(jobs->load_table, ctx->tables, db, j->dataset_id,
 					    params, m, &d->train, &d->party, err);
 
-	if (rc >= 0 && (int64_t)d->train->n != j->n_train)
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "the linked data changed since the job was submitted");
+	if (rc >= 0)
+		rc = srv_jobs__check_rows(j, d->train->n, err);
 	if (rc >= 0) {
 		d->schema = srv_jobs__job_schema(db, j->dataset_id, params);
 		rc = srv_jobs__read_public(jobs, db, aux, "/params/auxiliary_data", d->schema, NULL,
 					   d->train->num_classes, DPG_MAX_ENSEMBLE_AUX_ROWS, &d->aux,
 					   err);
 	}
-	if (rc >= 0 && test)
-		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", d->schema, params,
-					   d->train->num_classes, DPG_MAX_TRAIN_EXAMPLES, &d->test,
-					   err);
+	if (rc >= 0)
+		rc = srv_jobs__read_test(jobs, db, params, d->schema, d->train->num_classes,
+					 &d->test, err);
 	srv_store_release(ctx->store, db);
 	return rc;
 }

@@ -10,7 +10,6 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "jobs_pool.h"
 #include "json.h"
@@ -24,13 +23,10 @@
 static double charged_epsilon(const trn_label_em_params *p, uint64_t n)
 {
 	acct_event *ev = NULL;
-	acct_options opt;
+	acct_options opt = {.accountant = ACCT_BASIC, .neighbor = ACCT_REPLACE};
 	acct_result r;
 	double eps = NAN;
 
-	memset(&opt, 0, sizeof(opt));
-	opt.accountant = ACCT_BASIC;
-	opt.neighbor = ACCT_REPLACE;
 	if (trn_label_em_event(p, n, &ev, NULL) == 0 && acct_epsilon(ev, 0.0, &opt, &r, NULL) == 0)
 		eps = r.epsilon;
 	acct_event_free(ev);

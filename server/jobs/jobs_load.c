@@ -21,29 +21,44 @@ void srv_jobs__job_data_clear(struct job_data *jd)
 	memset(jd, 0, sizeof(*jd));
 }
 
+int srv_jobs__check_rows(const srv_job_row *j, uint64_t rows, acct_error *err)
+{
+	if ((int64_t)rows != j->n_train)
+		return acct_error_set(err, ACCT_EINVAL, "/data",
+				      "the linked data changed since the job was submitted");
+	return 0;
+}
+
+int srv_jobs__read_test(srv_jobs *jobs, srv_db *db, const json_t *params, const json_t *schema,
+			uint32_t num_classes, trn_dataset **ret, acct_error *err)
+{
+	const char *test = json_string_value(json_object_get(params, "test_data"));
+
+	if (!test)
+		return 0;
+	return srv_jobs__read_public(jobs, db, test, "/params/test_data", schema, params,
+				     num_classes, DPG_MAX_TRAIN_EXAMPLES, ret, err);
+}
+
 int srv_jobs__load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
 			    struct job_data *jd, acct_error *err)
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
-	const char *test = json_string_value(json_object_get(params, "test_data"));
 	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
 				     &jd->train, &jd->eval, err);
 
-	if (rc >= 0 && (int64_t)jd->train->n != j->n_train)
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "the linked data changed since the job was priced");
+	if (rc >= 0)
+		rc = srv_jobs__check_rows(j, jd->train->n, err);
 	if (rc >= 0)
 		jd->schema = srv_jobs__job_schema(db, j->dataset_id, params);
-	if (rc >= 0 && test) {
-		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", jd->schema, params,
-					   jd->train->num_classes, DPG_MAX_TRAIN_EXAMPLES,
-					   &jd->test, err);
-		/* A hosted table has no eval split of its own: the test rows,
-		 * public, serve as one. */
-		if (rc >= 0 && !jd->eval)
-			jd->eval = jd->test;
-	}
+	if (rc >= 0)
+		rc = srv_jobs__read_test(jobs, db, params, jd->schema, jd->train->num_classes,
+					 &jd->test, err);
+	/* A hosted table has no eval split of its own: the test rows, public,
+	 * serve as one. */
+	if (rc >= 0 && !jd->eval)
+		jd->eval = jd->test;
 	srv_store_release(ctx->store, db);
 	return rc;
 }

@@ -66,10 +66,8 @@ static int on_pate_progress(const trn_pate_progress *p, void *user)
 {
 	srv_jobs__phase_run *pr = user;
 
-	pthread_mutex_lock(&pr->slot->lock);
-	pr->slot->pate_progress = *p;
-	pthread_mutex_unlock(&pr->slot->lock);
-	srv_jobs__phase_progress(pr, p->phase, pate_progress_json, p);
+	srv_jobs__phase_progress(pr, &pr->slot->pate_progress, p, sizeof(*p), p->phase,
+				 pate_progress_json);
 	return 0;
 }
 
@@ -135,24 +133,20 @@ static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *pa
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
-	const char *test = json_string_value(json_object_get(params, "test_data"));
 	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
 				     &d->train, &d->eval, err);
 
-	if (rc >= 0 && (int64_t)d->train->n != j->n_train)
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "the linked data changed since the job was submitted");
+	if (rc >= 0)
+		rc = srv_jobs__check_rows(j, d->train->n, err);
 	if (rc >= 0 && d->eval) {
 		rc = split_builtin(d, err);
-		test = NULL;
 	} else if (rc >= 0) {
 		d->schema = srv_jobs__job_schema(db, j->dataset_id, params);
 		rc = read_student(jobs, db, params, d, err);
+		if (rc >= 0)
+			rc = srv_jobs__read_test(jobs, db, params, d->schema,
+						 d->train->num_classes, &d->test, err);
 	}
-	if (rc >= 0 && test)
-		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", d->schema, params,
-					   d->train->num_classes, DPG_MAX_TRAIN_EXAMPLES, &d->test,
-					   err);
 	srv_store_release(ctx->store, db);
 	return rc;
 }

@@ -74,13 +74,13 @@ typedef struct srv_jobs__phase_run {
 } srv_jobs__phase_run;
 
 /*
- * After the caller stored its live progress in the slot (under its lock):
- * marks the slot as having progress and, at each phase's start, saves
- * build(p) on the job's row, so GET answers the live figures in between
- * (jobs_progress.c).
+ * A phase report p (size bytes) of the trainer: copied to `live`, the
+ * slot's copy, under the slot's lock, the slot marked as having progress
+ * and, at each phase's start, build(p) saved on the job's row, so GET
+ * answers the live figures in between (jobs_progress.c).
  */
-void srv_jobs__phase_progress(srv_jobs__phase_run *pr, const char *phase,
-			      json_t *(*build)(const void *p), const void *p);
+void srv_jobs__phase_progress(srv_jobs__phase_run *pr, void *live, const void *p, size_t size,
+			      const char *phase, json_t *(*build)(const void *p));
 
 /* Loads the training table (and a public evaluation table where there is
  * one) that the dataset links; a hosted table through `tables`. */
@@ -177,6 +177,18 @@ struct job_data {
 int srv_jobs__load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
 			    struct job_data *jd, acct_error *err);
 void srv_jobs__job_data_clear(struct job_data *jd);
+
+/* 0 when the job's private table still has the `rows` it was priced on at
+ * submission (j->n_train), else ACCT_EINVAL: the link changed since. */
+int srv_jobs__check_rows(const srv_job_row *j, uint64_t rows, acct_error *err);
+
+/*
+ * Reads the public table the job's params name as "test_data", labelled
+ * by params, into *ret (left NULL when none is named), as
+ * srv_jobs__read_public does with at most DPG_MAX_TRAIN_EXAMPLES rows.
+ */
+int srv_jobs__read_test(srv_jobs *jobs, srv_db *db, const json_t *params, const json_t *schema,
+			uint32_t num_classes, trn_dataset **ret, acct_error *err);
 
 /*
  * A trainer's progress report `p` on `slot`: kept for live reads, and

@@ -4,6 +4,7 @@
  * worker do not call each other in a loop).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "jobs_pool.h"
 #include "json.h"
@@ -26,10 +27,11 @@ void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o)
 	json_decref(o);
 }
 
-void srv_jobs__phase_progress(srv_jobs__phase_run *pr, const char *phase,
-			      json_t *(*build)(const void *p), const void *p)
+void srv_jobs__phase_progress(srv_jobs__phase_run *pr, void *live, const void *p, size_t size,
+			      const char *phase, json_t *(*build)(const void *p))
 {
 	pthread_mutex_lock(&pr->slot->lock);
+	memcpy(live, p, size);
 	pr->slot->has_progress = true;
 	pthread_mutex_unlock(&pr->slot->lock);
 	if (pr->phase == phase)

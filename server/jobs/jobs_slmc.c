@@ -166,22 +166,19 @@ static int load_slmc_data(srv_jobs *jobs, const srv_job_row *j, const json_t *pa
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
 	const char *aux = json_string_value(json_object_get(params, "auxiliary_data"));
-	const char *test = json_string_value(json_object_get(params, "test_data"));
 	int rc;
 
 	d->schema = srv_jobs__job_clustering_schema(db, j->dataset_id, params);
 	rc = d->schema ? load_clustering_table(jobs, db, j->dataset_id, params, d->schema,
 					       p->parties, p->clusters, &d->priv, err) :
 			 acct_error_set(err, ACCT_EINVAL, "/data", "the dataset has no hosted table");
-	if (rc >= 0 && (int64_t)d->priv.table_rows != j->n_train)
-		rc = acct_error_set(err, ACCT_EINVAL, "/data",
-				    "the linked data changed since the job was submitted");
+	if (rc >= 0)
+		rc = srv_jobs__check_rows(j, d->priv.table_rows, err);
 	if (rc >= 0 && aux)
 		rc = srv_jobs__read_public(jobs, db, aux, "/params/auxiliary_data", d->schema, NULL,
 					   p->clusters, DPG_MAX_SLMC_AUX_ROWS, &d->aux, err);
-	if (rc >= 0 && test)
-		rc = srv_jobs__read_public(jobs, db, test, "/params/test_data", d->schema, params,
-					   p->clusters, DPG_MAX_TRAIN_EXAMPLES, &d->test, err);
+	if (rc >= 0)
+		rc = srv_jobs__read_test(jobs, db, params, d->schema, p->clusters, &d->test, err);
 	srv_store_release(ctx->store, db);
 	return rc;
 }

@@ -32,6 +32,14 @@ enum {
 int srv_json_real(const json_t *obj, const char *where, const char *key, unsigned flags,
 		  double lo, double hi, double *ret, acct_error *err);
 
+/*
+ * Reads element i of the array `arr` (named by `where`) as a finite real in
+ * [lo, hi] (lo excluded with SRV_LO_OPEN, the one flag read), an integer
+ * when `integer`.  0 and *ret, or ACCT_EINVAL with err naming where/i.
+ */
+int srv_json_array_real(const json_t *arr, const char *where, size_t i, unsigned flags,
+			double lo, double hi, bool integer, double *ret, acct_error *err);
+
 /* Like srv_json_real for integers in [lo, hi]; a real with an exact integer
  * value (3.0, 1e3) is accepted. */
 int srv_json_int(const json_t *obj, const char *where, const char *key, unsigned flags,

@@ -203,6 +203,28 @@ int srv_json_real(const json_t *obj, const char *where, const char *key, unsigne
 	return bad(err, where, key, "must be a number", range);
 }
 
+int srv_json_array_real(const json_t *arr, const char *where, size_t i, unsigned flags,
+			double lo, double hi, bool integer, double *ret, acct_error *err)
+{
+	const json_t *v = json_array_get(arr, i);
+	bool lo_open = (flags & SRV_LO_OPEN) != 0;
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	double x;
+
+	snprintf(ptr, sizeof(ptr), "%s/%zu", where, i);
+	if (!json_is_number(v))
+		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be a number", i);
+	x = json_number_value(v);
+	if (!isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
+		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be %s in %c%.17g, %.17g]",
+				      i, integer ? "an integer" : "a number", lo_open ? '(' : '[', lo,
+				      hi);
+	if (integer && x != floor(x))
+		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be an integer", i);
+	*ret = x;
+	return 0;
+}
+
 int srv_json_int(const json_t *obj, const char *where, const char *key, unsigned flags,
 		 int64_t lo, int64_t hi, int64_t *ret, acct_error *err)
 {

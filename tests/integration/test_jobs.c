@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "harness.h"
+#include "jobs_common.h"
 
 static dpg_server srv;
 
@@ -591,9 +592,7 @@ static void expect_refused(const char *dataset, const char *body, const char *fi
 
 	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", dataset);
 	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
-	cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s", r.body);
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, 400, field, body);
 }
 
 /* The dataset's one job has ended: one charge (its commit), nothing open. */
@@ -779,9 +778,7 @@ Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)
 	dpg_expect_status(&srv, "PUT", "/v1/datasets/fb/data", srv.admin_key,
 			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, small_job);
-	cr_assert_eq(r.status, 422, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/ledger_delta");
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, 422, "/ledger_delta", small_job);
 	cr_assert_eq(dpg_budget_of(&srv, "fb").ledger_rows, 0);
 
 	snprintf(body, sizeof(body), "%.*s,\"ledger_delta\":1e-6}", (int)strlen(small_job) - 1,

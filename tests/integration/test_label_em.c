@@ -37,6 +37,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "jobs_common.h"
 
 #define N_TRAIN 2000
 #define N_TEST 1000
@@ -131,14 +132,6 @@ static void make_label_dataset(const char *id, double epsilon)
 	dpg_resp_free(&r);
 }
 
-static void make_public(const char *id)
-{
-	char body[128];
-
-	snprintf(body, sizeof(body), "{\"id\":\"%s\",\"public\":true}", id);
-	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key, body, 201);
-}
-
 /* The training table on "lab" (label-private, budget 25) and the public
  * test table "lab_test"; the rows into *train and *test. */
 static void lab_tables(struct toy *train, struct toy *test)
@@ -147,7 +140,7 @@ static void lab_tables(struct toy *train, struct toy *test)
 	make_toy(test, N_TEST, 12);
 	make_label_dataset("lab", 25);
 	upload_toy("lab", train, false);
-	make_public("lab_test");
+	jobs_common_make_public(&srv, "lab_test");
 	upload_toy("lab_test", test, true);
 }
 

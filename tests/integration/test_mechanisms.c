@@ -50,15 +50,12 @@ static void make_ds(const char *id, const char *accountant, const char *neighbor
 		    double delta)
 {
 	char body[512];
-	dpg_resp r;
 
 	snprintf(body, sizeof(body),
 		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":%.17g,\"delta\":%.17g},\"accountant\":\"%s\","
 		 "\"neighbor\":\"%s\"}",
 		 id, eps, delta, accountant, neighbor);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
-	cr_assert_eq(r.status, 201, "create %s: %ld %s", id, r.status, r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key, body, 201);
 }
 
 static dpg_budget budget_of(const char *id)

@@ -67,6 +67,23 @@ static long long count(sqlite3 *h, const char *sql)
 	return n;
 }
 
+/* A fresh directory under /tmp (dir, a mkdtemp template) holding the
+ * database file whose name path receives. */
+static void make_db_dir(char *dir, char *path, size_t path_size)
+{
+	cr_assert(mkdtemp(dir));
+	snprintf(path, path_size, "%s/dpgate.db", dir);
+}
+
+/* Removes what make_db_dir made. */
+static void remove_db_dir(const char *dir)
+{
+	char cmd[PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
 /* A database as dpgate left it at schema `version` (4 or 5), with no rows;
  * the caller inserts them and commits.  Returns the open handle. */
 static sqlite3 *make_old_schema(const char *path, int version)
@@ -169,8 +186,7 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	char *msg = NULL;
 	long long applied;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	make_db_dir(dir, path, sizeof(path));
 	make_v4_database(path);
 
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 2, "verify before migration: %s", out);
@@ -241,8 +257,7 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	cr_assert_eq(count(h, "SELECT count(*) FROM schema_migrations"), applied);
 	sqlite3_close(h);
 
-	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
-	cr_assert_eq(system(out), 0);
+	remove_db_dir(dir);
 }
 
 /* What verify reports of one dataset, as {"rows", "totals_match", ...}. */
@@ -266,8 +281,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	json_t *report, *d;
 	sqlite3 *h;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	make_db_dir(dir, path, sizeof(path));
 	h = make_old_schema(path, 5);
 	/* d1: two charges and a budget row after them; d2: nothing yet. */
 	exec_ok(h,
@@ -362,8 +376,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 		     out);
 	json_decref(report);
 
-	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
-	cr_assert_eq(system(out), 0);
+	remove_db_dir(dir);
 }
 
 /* Asserts that `sql` is refused by the database's checks or triggers. */
@@ -387,8 +400,7 @@ Test(migrate, version_5_label_text_stays_record_level)
 	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
 	sqlite3 *h;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	make_db_dir(dir, path, sizeof(path));
 	h = make_old_schema(path, 5);
 	/* Before 011 the unit was a description nothing read: "label" then
 	 * promised nothing about the features. */
@@ -426,8 +438,7 @@ Test(migrate, version_5_label_text_stays_record_level)
 		   " 1, 0, 0, 't', 't', 0, 1); ROLLBACK TO ok; RELEASE ok");
 	sqlite3_close(h);
 
-	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
-	cr_assert_eq(system(out), 0);
+	remove_db_dir(dir);
 }
 
 Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
@@ -436,8 +447,7 @@ Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
 	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
 	sqlite3 *h;
 
-	cr_assert(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dpgate.db", dir);
+	make_db_dir(dir, path, sizeof(path));
 	h = make_old_schema(path, 5);
 	exec_ok(h,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
@@ -451,6 +461,5 @@ Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
 	cr_assert_eq(count(h, "SELECT charges FROM datasets WHERE id = 'd1'"), 1);
 	sqlite3_close(h);
 
-	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
-	cr_assert_eq(system(out), 0);
+	remove_db_dir(dir);
 }

@@ -60,15 +60,12 @@ static dpg_budget budget_of(const char *id)
 static void make_ds(const char *id, const char *neighbor)
 {
 	char body[256];
-	dpg_resp r;
 
 	snprintf(body, sizeof(body),
 		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":100,\"delta\":1e-3},\"accountant\":\"rdp\","
 		 "\"neighbor\":\"%s\"}",
 		 id, neighbor);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
-	cr_assert_eq(r.status, 201, "create %s: %ld %s", id, r.status, r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key, body, 201);
 }
 
 static const char *const table_csv = "age,income\n34,51234.5\n29,48000\n51,99999.25\n45,61000\n";

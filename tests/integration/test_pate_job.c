@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "jobs_common.h"
 
 static dpg_server srv;
 
@@ -47,34 +48,10 @@ TestSuite(pate_job, .init = setup, .fini = teardown, .timeout = 300);
  * or "noise,b,a" (without: a job must match columns by name). */
 static void upload(const char *id, size_t n, unsigned seed, bool labelled)
 {
-	size_t size = 64 + n * 64, len = 0;
-	char *csv = malloc(size);
-	double (*v)[3] = malloc(sizeof(*v) * n);
-	int *y = malloc(sizeof(int) * n);
+	char *csv = jobs_common_two_class_csv(n, seed, labelled ? "a,b,noise,y" : "noise,b,a");
 
-	cr_assert(csv && v && y);
-	dpg_two_class_rows(n, seed, v, y);
-	len += (size_t)snprintf(csv, size, "%s\n", labelled ? "a,b,noise,y" : "noise,b,a");
-	for (size_t i = 0; i < n; i++)
-		len += labelled ? (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n",
-						   v[i][0], v[i][1], v[i][2], y[i]) :
-				  (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f\n", v[i][2],
-						   v[i][1], v[i][0]);
-	cr_assert_eq(dpg_upload_csv(&srv, id, csv, len), (long)n);
+	cr_assert_eq(dpg_upload_csv(&srv, id, csv, strlen(csv)), (long)n);
 	free(csv);
-	free(v);
-	free(y);
-}
-
-static void make_public(const char *id)
-{
-	char body[128];
-	dpg_resp r;
-
-	snprintf(body, sizeof(body), "{\"id\":\"%s\",\"public\":true}", id);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
 }
 
 /* A private rdp dataset with one filter order, ORDER: its spent epsilon is
@@ -82,24 +59,21 @@ static void make_public(const char *id)
 static void make_private(const char *id, double epsilon)
 {
 	char body[256];
-	dpg_resp r;
 
 	snprintf(body, sizeof(body),
 		 "{\"id\":\"%s\",\"budget\":{\"epsilon\":%g,\"delta\":%g},\"accountant\":\"rdp\","
 		 "\"filter_orders\":[%g]}",
 		 id, epsilon, DELTA, ORDER);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
-	cr_assert_eq(r.status, 201, "%s", r.body);
-	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key, body, 201);
 }
 
 static void setup_tables(void)
 {
 	make_private("priv", 50);
 	upload("priv", PRIV_ROWS, 7, true);
-	make_public("stud");
+	jobs_common_make_public(&srv, "stud");
 	upload("stud", STUDENT_ROWS, 11, true);
-	make_public("test");
+	jobs_common_make_public(&srv, "test");
 	upload("test", TEST_ROWS, 13, true);
 }
 
@@ -285,9 +259,9 @@ Test(pate_job, a_budget_below_the_worst_case_is_refused_before_anything_is_writt
 
 	make_private("small", 5);
 	upload("small", PRIV_ROWS, 7, true);
-	make_public("stud");
+	jobs_common_make_public(&srv, "stud");
 	upload("stud", STUDENT_ROWS, 11, true);
-	make_public("test");
+	jobs_common_make_public(&srv, "test");
 	upload("test", TEST_ROWS, 13, true);
 	r = submit("small", "");
 	cr_assert_eq(r.status, 409, "%s", r.body);
@@ -303,9 +277,7 @@ static void expect_refused(const char *over, long status, const char *field)
 {
 	dpg_resp r = submit("priv", over);
 
-	cr_assert_eq(r.status, status, "%s: %ld %s", over, r.status, r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s", r.body);
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, status, field, over);
 }
 
 Test(pate_job, bad_params_are_refused_naming_the_field)
@@ -361,14 +333,12 @@ Test(pate_job, on_fashion_mnist_the_test_split_is_the_student_pool, .timeout = 3
 		     "{\"builtin\":\"fashion-mnist\"}");
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
-	make_public("stud");
+	jobs_common_make_public(&srv, "stud");
 	upload("stud", STUDENT_ROWS, 11, true);
 	snprintf(body, sizeof(body), "{\"trainer\":\"pate\",\"params\":{%s,\"student_data\":\"stud\"}}",
 		 params);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
-	cr_assert_eq(r.status, 422, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/student_data");
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, 422, "/params/student_data", "student_data on a builtin table");
 	snprintf(body, sizeof(body), "{\"trainer\":\"pate\",\"params\":{%s}}", params);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
 	cr_assert_eq(r.status, 202, "%s", r.body);

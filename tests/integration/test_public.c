@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "jobs_common.h"
 
 static dpg_server srv;
 
@@ -224,25 +225,7 @@ Test(public, a_scoped_key_must_name_the_public_dataset)
  * by name. */
 static char *two_class_csv(size_t n, unsigned seed, bool shuffled)
 {
-	size_t size = 64 + n * 64, len = 0;
-	char *csv = malloc(size);
-	double (*v)[3] = malloc(sizeof(*v) * n);
-	int *y = malloc(sizeof(int) * n);
-
-	cr_assert(csv && v && y);
-	dpg_two_class_rows(n, seed, v, y);
-	len += (size_t)snprintf(csv + len, size - len, "%s\n", shuffled ? "y,noise,b,a" : "a,b,noise,y");
-	for (size_t i = 0; i < n; i++) {
-		if (shuffled)
-			len += (size_t)snprintf(csv + len, size - len, "%d,%.6f,%.6f,%.6f\n", y[i],
-						v[i][2], v[i][1], v[i][0]);
-		else
-			len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f,%d\n",
-						v[i][0], v[i][1], v[i][2], y[i]);
-	}
-	free(v);
-	free(y);
-	return csv;
+	return jobs_common_two_class_csv(n, seed, shuffled ? "y,noise,b,a" : "a,b,noise,y");
 }
 
 static void upload_two_class(const char *id, size_t n, unsigned seed, bool shuffled)
@@ -411,10 +394,29 @@ static dpg_resp post_as(const char *path, const char *key, const char *ct, const
 	return r;
 }
 
+/* The JSON model, scored here on each of the TEST_ROWS rows v, gives
+ * the class and the two scores the predict answer carries. */
+static void json_model_agrees(const json_t *model, const double (*v)[3], const json_t *answer)
+{
+	const json_t *classes = json_object_get(answer, "classes");
+	double s[64];
+
+	for (size_t i = 0; i < TEST_ROWS; i++) {
+		size_t c = dpg_json_model_scores(model, v[i], s);
+		json_t *row = json_array_get(json_object_get(answer, "scores"), i);
+
+		cr_assert_eq((json_int_t)c, json_integer_value(json_array_get(classes, i)));
+		for (size_t k = 0; k < 2; k++)
+			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12,
+					   "%.17g vs %.17g", s[k],
+					   json_real_value(json_array_get(row, k)));
+	}
+}
+
 Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 {
 	char job_id[64], path[128], *body, *csv;
-	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
+	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS);
 	int *y = malloc(sizeof(int) * TEST_ROWS);
 	dpg_resp pj, pc, mj, job;
 	size_t right = 0;
@@ -450,15 +452,7 @@ Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 			     json_object_get(job.json, "event")));
 	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(mj.json, "features"), 2)),
 			 "noise");
-	for (size_t i = 0; i < TEST_ROWS; i++) {
-		size_t c = dpg_json_model_scores(mj.json, v[i], s);
-		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
-
-		cr_assert_eq((json_int_t)c,
-			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
-		for (size_t k = 0; k < 2; k++)
-			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12, "%.17g vs %.17g", s[k], json_real_value(json_array_get(row, k)));
-	}
+	json_model_agrees(mj.json, (const double (*)[3])v, pj.json);
 	dpg_resp_free(&pj);
 	dpg_resp_free(&pc);
 	dpg_resp_free(&mj);
@@ -698,7 +692,7 @@ static void cli_predict_agrees(const char *job_id, const double (*v)[3], const j
 static void check_predictions(const char *job_id, const json_t *result)
 {
 	char path[128], *body, *csv;
-	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS), s[64];
+	double (*v)[3] = malloc(sizeof(*v) * TEST_ROWS);
 	int *y = malloc(sizeof(int) * TEST_ROWS);
 	dpg_resp pj, pc, mj;
 	size_t right = 0;
@@ -720,15 +714,7 @@ static void check_predictions(const char *job_id, const json_t *result)
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", job_id);
 	mj = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(mj.status, 200, "%s", mj.body);
-	for (size_t i = 0; i < TEST_ROWS; i++) {
-		size_t c = dpg_json_model_scores(mj.json, v[i], s);
-		json_t *row = json_array_get(json_object_get(pj.json, "scores"), i);
-
-		cr_assert_eq((json_int_t)c,
-			     json_integer_value(json_array_get(json_object_get(pj.json, "classes"), i)));
-		for (size_t k = 0; k < 2; k++)
-			cr_assert_float_eq(s[k], json_real_value(json_array_get(row, k)), 1e-12);
-	}
+	json_model_agrees(mj.json, (const double (*)[3])v, pj.json);
 	cli_predict_agrees(job_id, (const double (*)[3])v, pj.json);
 	dpg_resp_free(&pj);
 	dpg_resp_free(&pc);
@@ -807,9 +793,7 @@ static void expect_ensemble_refused(const char *dataset, const char *extra, long
 {
 	dpg_resp r = submit_ensemble(dataset, extra, false);
 
-	cr_assert_eq(r.status, status, "%s: %ld %s", extra, r.status, r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s", r.body);
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, status, field, extra);
 }
 
 Test(public, an_ensemble_job_is_checked_before_anything_is_reserved, .timeout = 120)

@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "jobs_common.h"
 
 static dpg_server srv;
 
@@ -111,14 +112,6 @@ static char *blob_csv(char kind, size_t n, uint64_t seed, size_t *ret_len)
 	return csv;
 }
 
-static void make_public(const char *id)
-{
-	char body[160];
-
-	snprintf(body, sizeof(body), "{\"id\":\"%s\",\"public\":true}", id);
-	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key, body, 201);
-}
-
 static void upload_blobs(const char *dataset)
 {
 	size_t len;
@@ -133,11 +126,11 @@ static void upload_public(void)
 	size_t len;
 	char *csv = blob_csv('a', N_AUX, 2, &len);
 
-	make_public("aux");
+	jobs_common_make_public(&srv, "aux");
 	cr_assert_eq(dpg_upload_csv(&srv, "aux", csv, len), N_AUX);
 	free(csv);
 	csv = blob_csv('t', N_TEST, 3, &len);
-	make_public("test");
+	jobs_common_make_public(&srv, "test");
 	cr_assert_eq(dpg_upload_csv(&srv, "test", csv, len), N_TEST);
 	free(csv);
 }
@@ -525,9 +518,7 @@ Test(slmc, a_basic_ledger_calibrates_at_the_ledger_delta)
 	snprintf(body, sizeof(body), "{\"trainer\":\"slmc\",\"dry_run\":true,\"params\":{%s}}",
 		 params);
 	r = dpg_call(&srv, "POST", "/v1/datasets/flat/jobs", srv.admin_key, body);
-	cr_assert_eq(r.status, 422, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/ledger_delta");
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, 422, "/ledger_delta", "a dry run over the ledger delta");
 }
 
 /* Replace-one-row neighbours double Delta (Theorem 1); without a party
@@ -556,9 +547,7 @@ static void expect_refused(const char *over, const char *omit, long status, cons
 {
 	dpg_resp r = submit_slmc("blobs", over, omit, false);
 
-	cr_assert_eq(r.status, status, "%s: %ld %s", over, r.status, r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s", r.body);
-	dpg_resp_free(&r);
+	jobs_common_expect_refusal(&r, status, field, over);
 }
 
 /* Bad params are refused with the field at fault, before anything is

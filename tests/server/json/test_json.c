@@ -421,6 +421,53 @@ Test(json_pointer_at, names_the_last_value_before_the_position)
 	}
 }
 
+/*
+ * An array element is read as a finite real in its range, lo excluded only
+ * under SRV_LO_OPEN, a whole number when asked; a refusal names the
+ * element's pointer and leaves *ret alone.
+ */
+Test(json_array_real, range_openness_and_integers)
+{
+	static const struct {
+		size_t i;
+		unsigned flags;
+		bool integer;
+		int want_rc;
+		double want;
+	} cases[] = {
+		{0, 0, false, 0, 1.0},            /* lo itself, closed */
+		{0, SRV_LO_OPEN, false, ACCT_EINVAL, 0}, /* lo itself, open */
+		{1, SRV_LO_OPEN, false, 0, 2.5},
+		{1, 0, true, ACCT_EINVAL, 0},      /* 2.5 is not whole */
+		{2, 0, true, 0, 3.0},
+		{3, 0, false, ACCT_EINVAL, 0},     /* 4 > hi */
+		{4, 0, false, ACCT_EINVAL, 0},     /* a string */
+		{5, 0, false, ACCT_EINVAL, 0},     /* past the end */
+	};
+	json_t *arr = json_loads("[1, 2.5, 3, 4, \"2\"]", 0, NULL);
+	char where[32];
+
+	cr_assert_not_null(arr);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		acct_error err;
+		double got = -7.0;
+		int rc;
+
+		acct_error_init(&err);
+		rc = srv_json_array_real(arr, "/v", cases[k].i, cases[k].flags, 1.0, 3.0,
+					 cases[k].integer, &got, &err);
+		cr_assert_eq(rc, cases[k].want_rc, "case %zu: %d %s", k, rc, err.text);
+		if (rc == 0) {
+			cr_assert_eq(got, cases[k].want, "case %zu", k);
+			continue;
+		}
+		snprintf(where, sizeof(where), "/v/%zu", cases[k].i);
+		cr_assert_str_eq(err.where, where, "case %zu", k);
+		cr_assert_eq(got, -7.0, "case %zu", k);
+	}
+	json_decref(arr);
+}
+
 Test(json_dump, shortest_round_trip_reals)
 {
 	static const struct {

@@ -1,0 +1,65 @@
+/*
+ * jobs_common.c: the helpers the trainer job tests share (jobs_common.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "jobs_common.h"
+
+/* One row of jobs_common_two_class_csv: features x, label y, in the order
+ * the header `columns` names them.  The bytes written. */
+static size_t row_text(char *buf, size_t size, const char *columns, const double x[3], int y)
+{
+	static const char *const features[] = {"a", "b", "noise"};
+	size_t len = 0;
+
+	for (const char *c = columns; *c;) {
+		size_t w = strcspn(c, ",");
+		const char *sep = c[w] ? "," : "\n";
+		size_t k = 0;
+
+		while (k < 3 && !(strlen(features[k]) == w && strncmp(c, features[k], w) == 0))
+			k++;
+		cr_assert(k < 3 || (w == 1 && *c == 'y'), "unknown column in %s", columns);
+		len += k < 3 ? (size_t)snprintf(buf + len, size - len, "%.6f%s", x[k], sep) :
+			       (size_t)snprintf(buf + len, size - len, "%d%s", y, sep);
+		c += w + (c[w] != '\0');
+	}
+	return len;
+}
+
+char *jobs_common_two_class_csv(size_t n, unsigned seed, const char *columns)
+{
+	size_t size = 64 + n * 64, len;
+	char *csv = malloc(size);
+	double (*v)[3] = malloc(sizeof(*v) * n);
+	int *y = malloc(sizeof(int) * n);
+
+	cr_assert(csv && v && y);
+	dpg_two_class_rows(n, seed, v, y);
+	len = (size_t)snprintf(csv, size, "%s\n", columns);
+	for (size_t i = 0; i < n; i++)
+		len += row_text(csv + len, size - len, columns, v[i], y[i]);
+	free(v);
+	free(y);
+	return csv;
+}
+
+void jobs_common_make_public(const dpg_server *s, const char *id)
+{
+	char body[160];
+
+	snprintf(body, sizeof(body), "{\"id\":\"%s\",\"public\":true}", id);
+	dpg_expect_status(s, "POST", "/v1/datasets", s->admin_key, body, 201);
+}
+
+void jobs_common_expect_refusal(dpg_resp *r, long status, const char *field, const char *what)
+{
+	cr_assert_eq(r->status, status, "%s: %ld %s", what, r->status, r->body);
+	cr_assert_str_eq(json_string_value(json_object_get(r->json, "field")), field, "%s",
+			 r->body);
+	dpg_resp_free(r);
+}
