@@ -9,6 +9,12 @@
  *                                   epsilon in {0.5, 1, 2, 4, 8, 64, 512,
  *                                   inf}, next
  *                                   to k-means and FCM on the same rows
+ *   bench_slmc noise [options]      accuracy, the share of rows in the
+ *                                   largest cluster and the fraction of
+ *                                   runs with >= 90% of the rows in one
+ *                                   cluster, against noise multipliers z
+ *                                   in {0, 0.01, 0.03, 0.1, 0.2, 0.41, 1,
+ *                                   1000} (docs/slmc.md, Sec. 8.1)
  *
  * Options (defaults in brackets): --data iris|wine|digits|fashion [iris]
  * --data-dir DIR [../shared/data] --rows N (fashion: first N training rows)
@@ -263,10 +269,29 @@ static int record_objective(const trn_slmc_progress *pr, void *user)
 	return 0;
 }
 
-/* One run at epsilon eps (INFINITY: the non-private DS-SLMC); accuracy and
- * NMI on the same public rows, objective trace when obj is not NULL. */
-static int one_run(const struct opts *o, const trn_dataset *ds, const trn_dataset *aux,
-		   double eps, double *ret_acc, double *ret_nmi, double *obj)
+/* The share of the rows of ds that the consensus puts in its largest
+ * cluster: 1 when every row lands in one cluster. */
+static double largest_share(const trn_slmc_model *m, const trn_dataset *ds)
+{
+	uint32_t *cl = malloc(ds->n * sizeof(uint32_t)), count[DPG_MAX_SLMC_CLUSTERS] = {0};
+	uint32_t most = 0;
+
+	if (!cl || trn_slmc_predict(m, ds->x, ds->n, ds->d, cl, NULL, NULL) != 0) {
+		free(cl);
+		return NAN;
+	}
+	for (size_t i = 0; i < ds->n; i++)
+		if (++count[cl[i]] > most)
+			most = count[cl[i]];
+	free(cl);
+	return (double)most / (double)ds->n;
+}
+
+/* One run with noise multiplier z (0: the non-private DS-SLMC); accuracy
+ * and NMI on the same public rows, the largest cluster's share when
+ * ret_share is not NULL, objective trace when obj is not NULL. */
+static int run_at_noise(const struct opts *o, const trn_dataset *ds, const trn_dataset *aux,
+			double z, double *ret_acc, double *ret_nmi, double *ret_share, double *obj)
 {
 	trn_slmc_params p = o->p;
 	trn_slmc_result *r = NULL;
@@ -277,23 +302,33 @@ static int one_run(const struct opts *o, const trn_dataset *ds, const trn_datase
 
 	acct_error_init(&err);
 	p.epsilon = 0.0;
-	if (isinf(eps)) {
+	p.noise_multiplier = z;
+	if (z == 0.0)
 		rc = trn_slmc_nonprivate_run(&p, ds, NULL, aux, ds, rng, obj ? record_objective : NULL,
 					     &t, NULL, &r, &err);
-	} else {
-		p.noise_multiplier = noise_for(&o->p, eps, o->delta);
+	else
 		rc = trn_slmc_run(&p, ds, NULL, aux, ds, rng, obj ? record_objective : NULL, &t, NULL,
 				  &r, &err);
-	}
 	if (rc == 0) {
 		*ret_acc = r->clustering_accuracy;
 		*ret_nmi = r->nmi;
+		if (ret_share)
+			*ret_share = largest_share(r->model, ds);
 	} else {
 		fprintf(stderr, "run failed: %s %s\n", err.where, err.text);
 	}
 	trn_slmc_result_free(r);
 	mech_rng_free(rng);
 	return rc;
+}
+
+/* One run at epsilon eps (INFINITY: the non-private DS-SLMC). */
+static int one_run(const struct opts *o, const trn_dataset *ds, const trn_dataset *aux,
+		   double eps, double *ret_acc, double *ret_nmi, double *obj)
+{
+	double z = isinf(eps) ? 0.0 : noise_for(&o->p, eps, o->delta);
+
+	return run_at_noise(o, ds, aux, z, ret_acc, ret_nmi, NULL, obj);
 }
 
 static void mean_sd(const double *v, int n, double *m, double *sd)
@@ -366,6 +401,33 @@ static int cmd_accuracy(const struct opts *o, const trn_dataset *ds, const trn_d
 		print_row(fuzzy ? "FCM" : "k-means", acc, nmi, o->seeds);
 	}
 	free(cl);
+	return 0;
+}
+
+/* Accuracy against the noise multiplier itself: where the floor, the
+ * one-cluster dip and the approach to DS-SLMC lie (docs/slmc.md, 8.1). */
+static int cmd_noise(const struct opts *o, const trn_dataset *ds, const trn_dataset *aux)
+{
+	static const double zs[] = {0.0, 0.01, 0.03, 0.1, 0.2, 0.41, 1.0, 1000.0};
+	double acc[BENCH_MAX_SEEDS], nmi[BENCH_MAX_SEEDS], share[BENCH_MAX_SEEDS];
+
+	print_config(o, ds);
+	printf("%-8s %-10s %-16s %-8s %s\n", "z", "sigma", "accuracy", "largest",
+	       "runs >= 90% in one cluster");
+	for (size_t e = 0; e < sizeof(zs) / sizeof(zs[0]); e++) {
+		double am, as, sm, ss;
+		int collapsed = 0;
+
+		for (int s = 0; s < o->seeds; s++) {
+			if (run_at_noise(o, ds, aux, zs[e], &acc[s], &nmi[s], &share[s], NULL) != 0)
+				return 1;
+			collapsed += share[s] >= 0.9;
+		}
+		mean_sd(acc, o->seeds, &am, &as);
+		mean_sd(share, o->seeds, &sm, &ss);
+		printf("%-8g %-10.4g %6.3f +- %5.3f  %6.3f   %d/%d\n", zs[e],
+		       zs[e] * trn_slmc_sensitivity(&o->p), am, as, sm, collapsed, o->seeds);
+	}
 	return 0;
 }
 
@@ -454,9 +516,11 @@ int main(int argc, char **argv)
 
 	trn_slmc_params_default(&o.p);
 	o.p.clusters = 0;
-	if (argc < 2 || (strcmp(argv[1], "accuracy") != 0 && strcmp(argv[1], "converge") != 0) ||
+	if (argc < 2 ||
+	    (strcmp(argv[1], "accuracy") != 0 && strcmp(argv[1], "converge") != 0 &&
+	     strcmp(argv[1], "noise") != 0) ||
 	    parse(argc, argv, &o) != 0) {
-		fprintf(stderr, "usage: %s accuracy|converge [options]  (see the source)\n",
+		fprintf(stderr, "usage: %s accuracy|converge|noise [options]  (see the source)\n",
 			argv[0]);
 		return 2;
 	}
@@ -473,8 +537,12 @@ int main(int argc, char **argv)
 		trn_dataset_free(ds);
 		return 1;
 	}
-	rc = strcmp(argv[1], "accuracy") == 0 ? cmd_accuracy(&o, ds, aux)
-					       : cmd_converge(&o, ds, aux);
+	if (strcmp(argv[1], "accuracy") == 0)
+		rc = cmd_accuracy(&o, ds, aux);
+	else if (strcmp(argv[1], "noise") == 0)
+		rc = cmd_noise(&o, ds, aux);
+	else
+		rc = cmd_converge(&o, ds, aux);
 	trn_dataset_free(ds);
 	trn_dataset_free(aux);
 	return rc;
