@@ -9,6 +9,7 @@
  * applies) is ACCT_EUNSUPPORTED.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -86,6 +87,20 @@ static int set(json_t *obj, const char *key, json_t *value)
 	return value ? json_object_set_new(obj, key, value) : -1;
 }
 
+/*
+ * Gives a fully built answer to the caller, or frees a partial one (failed:
+ * json_object() or a set() ran out of memory) and says so.
+ */
+static int hand_over(json_t *ans, bool failed, json_t **ret_answer, acct_error *err)
+{
+	if (failed) {
+		json_decref(ans);
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	}
+	*ret_answer = ans;
+	return 0;
+}
+
 int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 {
 	static const char *const keys[] = {"votes", "sigma", "orders", "threshold", "threshold_sigma",
@@ -96,7 +111,8 @@ int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 	int64_t num_teachers = 0;
 	size_t m = 0, n = 0;
 	int has_t, has_ts, has_n, rc;
-	json_t *ans = NULL;
+	bool failed;
+	json_t *ans;
 
 	if (!json_is_object(body))
 		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
@@ -137,21 +153,15 @@ int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 		goto out;
 
 	ans = json_object();
-	if (!ans || set(ans, "logq", json_real(logq)) < 0 ||
-	    set(ans, "orders", srv_json_real_array(orders, n)) < 0 ||
-	    set(ans, "rdp", srv_json_real_array(rdp, n)) < 0 ||
-	    set(ans, "rdp_data_independent", srv_json_real_array(rdp_ind, n)) < 0 ||
-	    (has_t && (set(ans, "logpr_answered", json_real(logpr)) < 0 ||
-		       set(ans, "rdp_threshold", srv_json_real_array(rdp_t, n)) < 0 ||
-		       set(ans, "rdp_threshold_data_independent", srv_json_real_array(rdp_t_ind, n)) < 0))) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
-	ans = NULL;
-	rc = 0;
+	failed = !ans || set(ans, "logq", json_real(logq)) < 0 ||
+		 set(ans, "orders", srv_json_real_array(orders, n)) < 0 ||
+		 set(ans, "rdp", srv_json_real_array(rdp, n)) < 0 ||
+		 set(ans, "rdp_data_independent", srv_json_real_array(rdp_ind, n)) < 0 ||
+		 (has_t && (set(ans, "logpr_answered", json_real(logpr)) < 0 ||
+			      set(ans, "rdp_threshold", srv_json_real_array(rdp_t, n)) < 0 ||
+			      set(ans, "rdp_threshold_data_independent", srv_json_real_array(rdp_t_ind, n)) < 0));
+	rc = hand_over(ans, failed, ret_answer, err);
 out:
-	json_decref(ans);
 	free(votes);
 	return rc;
 }
@@ -166,7 +176,8 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	size_t m = 0;
 	int rc;
 	acct_pate_workspace *ws = NULL;
-	json_t *ans = NULL;
+	bool failed;
+	json_t *ans;
 
 	if (!json_is_object(body))
 		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
@@ -208,18 +219,12 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	smooth = acct_pate_smooth_sensitivity(beta, ls, (size_t)num_teachers);
 
 	ans = json_object();
-	if (!ans || set(ans, "logq", json_real(logq)) < 0 || set(ans, "rdp", json_real(rdp)) < 0 ||
-	    set(ans, "local_sensitivity", srv_json_real_array(ls, (size_t)num_teachers)) < 0 ||
-	    set(ans, "smooth_sensitivity", json_real(smooth)) < 0 ||
-	    set(ans, "rdp_of_release", json_real(rdp_release)) < 0) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
-	ans = NULL;
-	rc = 0;
+	failed = !ans || set(ans, "logq", json_real(logq)) < 0 || set(ans, "rdp", json_real(rdp)) < 0 ||
+		 set(ans, "local_sensitivity", srv_json_real_array(ls, (size_t)num_teachers)) < 0 ||
+		 set(ans, "smooth_sensitivity", json_real(smooth)) < 0 ||
+		 set(ans, "rdp_of_release", json_real(rdp_release)) < 0;
+	rc = hand_over(ans, failed, ret_answer, err);
 out:
-	json_decref(ans);
 	acct_pate_workspace_free(ws);
 	free(ls);
 	free(votes);
