@@ -87,20 +87,6 @@ static int set(json_t *obj, const char *key, json_t *value)
 	return value ? json_object_set_new(obj, key, value) : -1;
 }
 
-/*
- * Gives a fully built answer to the caller, or frees a partial one (failed:
- * json_object() or a set() ran out of memory) and says so.
- */
-static int hand_over(json_t *ans, bool failed, json_t **ret_answer, acct_error *err)
-{
-	if (failed) {
-		json_decref(ans);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	}
-	*ret_answer = ans;
-	return 0;
-}
-
 int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 {
 	static const char *const keys[] = {"votes", "sigma", "orders", "threshold", "threshold_sigma",
@@ -160,7 +146,7 @@ int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 		 (has_t && (set(ans, "logpr_answered", json_real(logpr)) < 0 ||
 			      set(ans, "rdp_threshold", srv_json_real_array(rdp_t, n)) < 0 ||
 			      set(ans, "rdp_threshold_data_independent", srv_json_real_array(rdp_t_ind, n)) < 0));
-	rc = hand_over(ans, failed, ret_answer, err);
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
 	free(votes);
 	return rc;
@@ -223,7 +209,7 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 		 set(ans, "local_sensitivity", srv_json_real_array(ls, (size_t)num_teachers)) < 0 ||
 		 set(ans, "smooth_sensitivity", json_real(smooth)) < 0 ||
 		 set(ans, "rdp_of_release", json_real(rdp_release)) < 0;
-	rc = hand_over(ans, failed, ret_answer, err);
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
 	acct_pate_workspace_free(ws);
 	free(ls);
