@@ -60,6 +60,19 @@ static int read_votes(const json_t *body, double **ret_votes, size_t *ret_n, dou
 }
 
 /* Reads body.orders: 1 .. DPG_MAX_ORDERS orders in (1, DPG_MAX_RDP_ORDER]. */
+/* The start of either calculator: an object with only `keys`, and its votes
+ * read as read_votes does. */
+static int read_body(const json_t *body, const char *const *keys, double **ret_votes,
+		     size_t *ret_n, double *ret_total, acct_error *err)
+{
+	int rc;
+
+	if (!json_is_object(body))
+		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
+	rc = srv_json_only_keys(body, "", keys, err);
+	return rc < 0 ? rc : read_votes(body, ret_votes, ret_n, ret_total, err);
+}
+
 static int read_orders(const json_t *body, double *orders, size_t *ret_n, acct_error *err)
 {
 	const json_t *arr = json_object_get(body, "orders");
@@ -100,10 +113,7 @@ int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 	bool failed;
 	json_t *ans;
 
-	if (!json_is_object(body))
-		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
-	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
-	    (rc = read_votes(body, &votes, &m, &total, err)) < 0)
+	if ((rc = read_body(body, keys, &votes, &m, &total, err)) < 0)
 		goto out;
 	if ((rc = srv_json_real(body, "", "sigma", SRV_REQUIRED | SRV_LO_OPEN, 0, ACCT_PATE_MAX_SIGMA,
 				&sigma, err)) < 0 ||
@@ -165,10 +175,7 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	bool failed;
 	json_t *ans;
 
-	if (!json_is_object(body))
-		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
-	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
-	    (rc = read_votes(body, &votes, &m, &total, err)) < 0)
+	if ((rc = read_body(body, keys, &votes, &m, &total, err)) < 0)
 		goto out;
 	/* The answer lists the local sensitivity at every distance below
 	 * num_teachers, so its length is bounded like any returned vector. */
