@@ -140,7 +140,8 @@ static int convert(const json_t *body, bool want_epsilon, json_t **ret_answer, a
 	acct_event *ev = NULL;
 	acct_result r;
 	double x = 0.0;
-	json_t *ans = NULL;
+	json_t *ans;
+	bool failed;
 	int rc;
 
 	rc = read_common(body, common_keys, &c, err);
@@ -156,19 +157,14 @@ static int convert(const json_t *body, bool want_epsilon, json_t **ret_answer, a
 	if (rc < 0)
 		goto out;
 	ans = json_object();
-	if (!ans || set_real(ans, asked, want_epsilon ? r.epsilon : r.delta) ||
-	    json_object_set_new(ans, "accountant",
-				json_string(acct_accountant_name(c.opt.accountant))) ||
-	    set_real(ans, given, want_epsilon ? r.delta : r.epsilon) ||
-	    json_object_set_new(ans, "neighbor", json_string(neighbor_names[c.opt.neighbor])) ||
-	    (!isnan(r.order) && set_real(ans, "order", r.order))) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
-	ans = NULL;
+	failed = !ans || set_real(ans, asked, want_epsilon ? r.epsilon : r.delta) ||
+		 json_object_set_new(ans, "accountant",
+				     json_string(acct_accountant_name(c.opt.accountant))) ||
+		 set_real(ans, given, want_epsilon ? r.delta : r.epsilon) ||
+		 json_object_set_new(ans, "neighbor", json_string(neighbor_names[c.opt.neighbor])) ||
+		 (!isnan(r.order) && set_real(ans, "order", r.order));
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
-	json_decref(ans);
 	acct_event_free(ev);
 	return rc;
 }
@@ -274,9 +270,10 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 	struct common c;
 	struct null_hunt h;
 	long path[DPG_MAX_EVENT_DEPTH + 2];
-	json_t *tmpl = NULL, *ans = NULL;
+	json_t *tmpl = NULL, *ans;
 	acct_event *ev = NULL, *node;
 	double eps = 0.0, delta = 0.0, value = 0.0, reached = 0.0;
+	bool failed;
 	int rc;
 
 	memset(&h, 0, sizeof(h));
@@ -327,21 +324,17 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 		goto out;
 	}
 	ans = json_object();
-	if (!ans ||
-	    json_object_set_new(ans, h.key,
-				integer_field(h.key) ? json_integer((json_int_t)value) : json_real(value)) ||
-	    set_real(ans, "epsilon", reached) || set_real(ans, "target_epsilon", eps) ||
-	    set_real(ans, "delta", delta) ||
-	    json_object_set_new(ans, "accountant",
-				json_string(acct_accountant_name(c.opt.accountant))) ||
-	    json_object_set_new(ans, "field", json_string(h.ptr))) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
-	ans = NULL;
+	failed = !ans ||
+		 json_object_set_new(ans, h.key,
+				     integer_field(h.key) ? json_integer((json_int_t)value) :
+							    json_real(value)) ||
+		 set_real(ans, "epsilon", reached) || set_real(ans, "target_epsilon", eps) ||
+		 set_real(ans, "delta", delta) ||
+		 json_object_set_new(ans, "accountant",
+				     json_string(acct_accountant_name(c.opt.accountant))) ||
+		 json_object_set_new(ans, "field", json_string(h.ptr));
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
-	json_decref(ans);
 	json_decref(tmpl);
 	acct_event_free(ev);
 	return rc;
@@ -358,6 +351,7 @@ int srv_acct_rdp(const json_t *body, json_t **ret_answer, acct_error *err)
 	double rdp[DPG_MAX_ORDERS];
 	const double *orders;
 	size_t n;
+	bool failed;
 	int rc;
 
 	rc = read_common(body, keys, &c, err);
@@ -388,11 +382,8 @@ int srv_acct_rdp(const json_t *body, json_t **ret_answer, acct_error *err)
 			goto out;
 		}
 	}
-	if (json_object_set(ans, "orders", jo) || json_object_set(ans, "rdp", jr)) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
+	failed = json_object_set(ans, "orders", jo) || json_object_set(ans, "rdp", jr);
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 	ans = NULL;
 out:
 	json_decref(jo);
@@ -413,6 +404,7 @@ int srv_acct_compare(const json_t *body, json_t **ret_answer, acct_error *err)
 	json_t *ans = NULL, *eps = NULL, *uns = NULL, *ord = NULL;
 	double delta = 0.0, best = INFINITY;
 	const char *best_name = NULL;
+	bool failed;
 	int rc;
 
 	rc = read_common(body, keys, &c, err);
@@ -463,15 +455,12 @@ int srv_acct_compare(const json_t *body, json_t **ret_answer, acct_error *err)
 			best_name = name;
 		}
 	}
-	if (set_real(ans, "delta", delta) ||
-	    json_object_set_new(ans, "neighbor", json_string(neighbor_names[c.opt.neighbor])) ||
-	    json_object_set(ans, "epsilon", eps) || json_object_set(ans, "unsupported", uns) ||
-	    json_object_set(ans, "orders", ord) ||
-	    json_object_set_new(ans, "best", best_name ? json_string(best_name) : json_null())) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
+	failed = set_real(ans, "delta", delta) ||
+		 json_object_set_new(ans, "neighbor", json_string(neighbor_names[c.opt.neighbor])) ||
+		 json_object_set(ans, "epsilon", eps) || json_object_set(ans, "unsupported", uns) ||
+		 json_object_set(ans, "orders", ord) ||
+		 json_object_set_new(ans, "best", best_name ? json_string(best_name) : json_null());
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 	ans = NULL;
 out:
 	json_decref(eps);

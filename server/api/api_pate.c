@@ -9,6 +9,7 @@
  * applies) is ACCT_EUNSUPPORTED.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -59,6 +60,19 @@ static int read_votes(const json_t *body, double **ret_votes, size_t *ret_n, dou
 }
 
 /* Reads body.orders: 1 .. DPG_MAX_ORDERS orders in (1, DPG_MAX_RDP_ORDER]. */
+/* The start of either calculator: an object with only `keys`, and its votes
+ * read as read_votes does. */
+static int read_body(const json_t *body, const char *const *keys, double **ret_votes,
+		     size_t *ret_n, double *ret_total, acct_error *err)
+{
+	int rc;
+
+	if (!json_is_object(body))
+		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
+	rc = srv_json_only_keys(body, "", keys, err);
+	return rc < 0 ? rc : read_votes(body, ret_votes, ret_n, ret_total, err);
+}
+
 static int read_orders(const json_t *body, double *orders, size_t *ret_n, acct_error *err)
 {
 	const json_t *arr = json_object_get(body, "orders");
@@ -96,12 +110,10 @@ int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 	int64_t num_teachers = 0;
 	size_t m = 0, n = 0;
 	int has_t, has_ts, has_n, rc;
-	json_t *ans = NULL;
+	bool failed;
+	json_t *ans;
 
-	if (!json_is_object(body))
-		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
-	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
-	    (rc = read_votes(body, &votes, &m, &total, err)) < 0)
+	if ((rc = read_body(body, keys, &votes, &m, &total, err)) < 0)
 		goto out;
 	if ((rc = srv_json_real(body, "", "sigma", SRV_REQUIRED | SRV_LO_OPEN, 0, ACCT_PATE_MAX_SIGMA,
 				&sigma, err)) < 0 ||
@@ -137,21 +149,15 @@ int srv_pate_cost(const json_t *body, json_t **ret_answer, acct_error *err)
 		goto out;
 
 	ans = json_object();
-	if (!ans || set(ans, "logq", json_real(logq)) < 0 ||
-	    set(ans, "orders", srv_json_real_array(orders, n)) < 0 ||
-	    set(ans, "rdp", srv_json_real_array(rdp, n)) < 0 ||
-	    set(ans, "rdp_data_independent", srv_json_real_array(rdp_ind, n)) < 0 ||
-	    (has_t && (set(ans, "logpr_answered", json_real(logpr)) < 0 ||
-		       set(ans, "rdp_threshold", srv_json_real_array(rdp_t, n)) < 0 ||
-		       set(ans, "rdp_threshold_data_independent", srv_json_real_array(rdp_t_ind, n)) < 0))) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
-	ans = NULL;
-	rc = 0;
+	failed = !ans || set(ans, "logq", json_real(logq)) < 0 ||
+		 set(ans, "orders", srv_json_real_array(orders, n)) < 0 ||
+		 set(ans, "rdp", srv_json_real_array(rdp, n)) < 0 ||
+		 set(ans, "rdp_data_independent", srv_json_real_array(rdp_ind, n)) < 0 ||
+		 (has_t && (set(ans, "logpr_answered", json_real(logpr)) < 0 ||
+			      set(ans, "rdp_threshold", srv_json_real_array(rdp_t, n)) < 0 ||
+			      set(ans, "rdp_threshold_data_independent", srv_json_real_array(rdp_t_ind, n)) < 0));
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
-	json_decref(ans);
 	free(votes);
 	return rc;
 }
@@ -166,12 +172,10 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	size_t m = 0;
 	int rc;
 	acct_pate_workspace *ws = NULL;
-	json_t *ans = NULL;
+	bool failed;
+	json_t *ans;
 
-	if (!json_is_object(body))
-		return acct_error_set(err, ACCT_EINVAL, "", "the body must be a JSON object");
-	if ((rc = srv_json_only_keys(body, "", keys, err)) < 0 ||
-	    (rc = read_votes(body, &votes, &m, &total, err)) < 0)
+	if ((rc = read_body(body, keys, &votes, &m, &total, err)) < 0)
 		goto out;
 	/* The answer lists the local sensitivity at every distance below
 	 * num_teachers, so its length is bounded like any returned vector. */
@@ -208,18 +212,12 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	smooth = acct_pate_smooth_sensitivity(beta, ls, (size_t)num_teachers);
 
 	ans = json_object();
-	if (!ans || set(ans, "logq", json_real(logq)) < 0 || set(ans, "rdp", json_real(rdp)) < 0 ||
-	    set(ans, "local_sensitivity", srv_json_real_array(ls, (size_t)num_teachers)) < 0 ||
-	    set(ans, "smooth_sensitivity", json_real(smooth)) < 0 ||
-	    set(ans, "rdp_of_release", json_real(rdp_release)) < 0) {
-		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-		goto out;
-	}
-	*ret_answer = ans;
-	ans = NULL;
-	rc = 0;
+	failed = !ans || set(ans, "logq", json_real(logq)) < 0 || set(ans, "rdp", json_real(rdp)) < 0 ||
+		 set(ans, "local_sensitivity", srv_json_real_array(ls, (size_t)num_teachers)) < 0 ||
+		 set(ans, "smooth_sensitivity", json_real(smooth)) < 0 ||
+		 set(ans, "rdp_of_release", json_real(rdp_release)) < 0;
+	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
-	json_decref(ans);
 	acct_pate_workspace_free(ws);
 	free(ls);
 	free(votes);

@@ -869,6 +869,26 @@ static bool try_replay(srv_request *req, srv_response *res, srv_spend *sp, uint8
 }
 
 /*
+ * The start both spending session routes share: a replay is answered first,
+ * then the dataset and the session are read.  Returns true when the request
+ * is answered (and nothing is left to free).
+ */
+static bool open_or_reply(srv_request *req, srv_response *res, srv_spend *sp, uint8_t hash[32],
+			  srv_dataset *ds, struct pate_session *s)
+{
+	int rc;
+
+	if (try_replay(req, res, sp, hash) || !srv__dataset_or_reply(req, res, ds))
+		return true;
+	rc = session_load(req->db, ds->id, req->params[1], s);
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, rc, "no such PATE session");
+		return true;
+	}
+	return false;
+}
+
+/*
  * Reads the batch's note and queries into b (b->s set); the caller frees
  * b's arrays and *ret_probs (the student's probabilities, interactive
  * aggregator only) whether or not this succeeds.  On failure answers 400
@@ -1002,13 +1022,8 @@ int srv_pate_session_queries(srv_request *req, srv_response *res)
 	memset(&qe, 0, sizeof(qe));
 	memset(&b, 0, sizeof(b));
 	acct_error_init(&err);
-	if (try_replay(req, res, &sp, hash) || !srv__dataset_or_reply(req, res, &ds))
+	if (open_or_reply(req, res, &sp, hash, &ds, &s))
 		return 0;
-	rc = session_load(req->db, ds.id, req->params[1], &s);
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such PATE session");
-		return 0;
-	}
 	m = (size_t)s.cfg.num_classes;
 	b.s = &s;
 	b.qe = &qe;
@@ -1274,13 +1289,8 @@ int srv_pate_session_release(srv_request *req, srv_response *res)
 	memset(&s, 0, sizeof(s));
 	memset(&r, 0, sizeof(r));
 	acct_error_init(&err);
-	if (try_replay(req, res, &sp, hash) || !srv__dataset_or_reply(req, res, &ds))
+	if (open_or_reply(req, res, &sp, hash, &ds, &s))
 		return 0;
-	rc = session_load(req->db, ds.id, req->params[1], &s);
-	if (rc != SRV_OK) {
-		srv_reply_store_error(res, rc, "no such PATE session");
-		return 0;
-	}
 	r.s = &s;
 	if ((rc = release_read(req->body, &r, &note, &err)) < 0)
 		goto bad;

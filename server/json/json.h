@@ -86,6 +86,14 @@ json_t *srv_event_to_json(const acct_event *ev);
  */
 char *srv_json_dump(const json_t *j);
 
+/*
+ * The last step of a calculator that builds its answer in place: gives ans
+ * to the caller (*ret_answer) and returns 0, or, when failed (ans is NULL or
+ * a member could not be set), frees ans and returns ACCT_ENOMEM.  ans is
+ * the caller's no longer either way.
+ */
+int srv_json_hand_over(json_t *ans, bool failed, json_t **ret_answer, acct_error *err);
+
 /* Parses "add_remove" / "replace" from obj[key] (default add_remove). */
 int srv_json_neighbor(const json_t *obj, const char *where, const char *key,
 		      acct_neighbor *ret, acct_error *err);

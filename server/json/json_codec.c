@@ -452,6 +452,16 @@ static void out_value(srv_buf *b, const json_t *j)
 	}
 }
 
+int srv_json_hand_over(json_t *ans, bool failed, json_t **ret_answer, acct_error *err)
+{
+	if (failed) {
+		json_decref(ans);
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	}
+	*ret_answer = ans;
+	return 0;
+}
+
 char *srv_json_dump(const json_t *j)
 {
 	srv_buf b = {0};

@@ -112,6 +112,16 @@ static sqlite3 *make_old_schema(const char *path, int version)
 	return h;
 }
 
+/* A database at schema version 5 holding `rows` (SQL that ends with
+ * COMMIT), closed. */
+static void make_v5_database(const char *path, const char *rows)
+{
+	sqlite3 *h = make_old_schema(path, 5);
+
+	exec_ok(h, rows);
+	sqlite3_close(h);
+}
+
 /* A database at schema version 4 with rows that reference the ledger and
  * the reservations, and a dataset with no ledger row. */
 static void make_v4_database(const char *path)
@@ -282,9 +292,8 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	sqlite3 *h;
 
 	make_db_dir(dir, path, sizeof(path));
-	h = make_old_schema(path, 5);
 	/* d1: two charges and a budget row after them; d2: nothing yet. */
-	exec_ok(h,
+	make_v5_database(path,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
 		" '[0.75,1e-06]', '[0,0]', 0, 2, 0, 't0', 't2'),"
 		" ('d2', 'd2', 'row', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
@@ -300,7 +309,6 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 		" ('k1', x'00', 'admin', '[]', 't0', NULL),"
 		" ('k2', x'01', 'analyst', '[\"d1\"]', 't1', 't3');"
 		"COMMIT;");
-	sqlite3_close(h);
 
 	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
 	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify after migration: %s", out);
@@ -401,16 +409,14 @@ Test(migrate, version_5_label_text_stays_record_level)
 	sqlite3 *h;
 
 	make_db_dir(dir, path, sizeof(path));
-	h = make_old_schema(path, 5);
 	/* Before 011 the unit was a description nothing read: "label" then
 	 * promised nothing about the features. */
-	exec_ok(h,
+	make_v5_database(path,
 		OLD_DATASET_INSERT "('d1', 'd1', 'label', 'replace', 'basic', 4, 1e-5,"
 		" '[0,0]', '[0,0]', 0, 0, 0, 't0', 't0'),"
 		" ('d2', 'd2', 'record', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
 		" 't0', 't0');"
 		"COMMIT;");
-	sqlite3_close(h);
 	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
 	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify after migration: %s", out);
 
@@ -448,12 +454,10 @@ Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
 	sqlite3 *h;
 
 	make_db_dir(dir, path, sizeof(path));
-	h = make_old_schema(path, 5);
-	exec_ok(h,
+	make_v5_database(path,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
 		" '[0.5,0]', '[0,0]', 0, 1, 0, 't', 't');"
 		"COMMIT;");
-	sqlite3_close(h);
 
 	cr_assert_neq(dpg_run(out, sizeof(out), migrate), 0, "keys list migrated it: %s", out);
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);

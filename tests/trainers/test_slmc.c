@@ -371,6 +371,19 @@ static void ridge_case_make(ridge_case *rc, mech_rng *rng, size_t n, size_t D, u
 	rc->reg_w = 0.25;
 }
 
+/*
+ * A random case: D features in [2, 2 + d_span), C classes in [2, 6) and n
+ * rows in [n_min, n_min + n_span), drawn in that order.
+ */
+static void ridge_case_draw(ridge_case *rc, mech_rng *rng, uint64_t d_span, size_t n_min,
+			    uint64_t n_span)
+{
+	size_t D = 2 + (size_t)trn_test_below(rng, d_span);
+	uint32_t C = 2 + (uint32_t)trn_test_below(rng, 4);
+
+	ridge_case_make(rc, rng, n_min + (size_t)trn_test_below(rng, n_span), D, C);
+}
+
 static void ridge_case_free(ridge_case *rc)
 {
 	free(rc->a);
@@ -413,21 +426,20 @@ Test(ridge, equals_a_direct_solve_of_the_stationarity_conditions)
 
 	for (int trial = 0; trial < 20; trial++) {
 		ridge_case rc;
-		size_t D = 2 + (size_t)trn_test_below(rng, 12), len;
-		uint32_t C = 2 + (uint32_t)trn_test_below(rng, 4);
+		size_t len;
 		trn__slmc_ws *ws = NULL;
 		double *theta, *g0, *hm, *direct;
 		gsl_matrix_view hv;
 		gsl_permutation *perm;
 		int sign;
 
-		ridge_case_make(&rc, rng, (size_t)trn_test_below(rng, 50), D, C);
-		len = rc.d1 * C;
+		ridge_case_draw(&rc, rng, 12, 0, 50);
+		len = rc.d1 * rc.C;
 		theta = malloc(len * sizeof(double));
 		g0 = malloc(len * sizeof(double));
 		direct = malloc(len * sizeof(double));
 		hm = calloc(len * len, sizeof(double));
-		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, C, &ws, NULL), 0);
+		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, rc.C, &ws, NULL), 0);
 		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws, theta,
 					     NULL), 0);
 		/* F is quadratic: its gradient is affine, so the Hessian's
@@ -476,18 +488,17 @@ Test(ridge, ball_constraint_meets_its_kkt_conditions)
 
 	for (int trial = 0; trial < 40; trial++) {
 		ridge_case rc;
-		size_t D = 2 + (size_t)trn_test_below(rng, 30), len;
-		uint32_t C = 2 + (uint32_t)trn_test_below(rng, 4);
+		size_t len;
 		trn__slmc_ws *ws = NULL;
 		double *free_theta, *theta, *g, nf = 0.0, nt = 0.0, gt = 0.0, mu, res = 0.0;
 		double gn = 0.0;
 
-		ridge_case_make(&rc, rng, 5 + (size_t)trn_test_below(rng, 60), D, C);
-		len = rc.d1 * C;
+		ridge_case_draw(&rc, rng, 30, 5, 60);
+		len = rc.d1 * rc.C;
 		free_theta = malloc(len * sizeof(double));
 		theta = malloc(len * sizeof(double));
 		g = malloc(len * sizeof(double));
-		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, C, &ws, NULL), 0);
+		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, rc.C, &ws, NULL), 0);
 		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws,
 					     free_theta, NULL), 0);
 		for (size_t r = 0; r < len; r++)

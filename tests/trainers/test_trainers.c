@@ -1094,6 +1094,14 @@ Test(dpsgd, seeded_run_is_deterministic_with_noise_drawn_ahead)
 	trn_dataset_free(tr);
 }
 
+/* The defaults with the model a softmax regression: no hidden layer. */
+static void logreg_params(trn_dpsgd_params *p)
+{
+	trn_dpsgd_params_default(p);
+	p->model = TRN_MODEL_LOGREG;
+	p->n_hidden = 0;
+}
+
 Test(dpsgd, cancel_flag_and_callback_stop_the_job)
 {
 	trn_dataset *tr = blobs(600, 93);
@@ -1103,9 +1111,7 @@ Test(dpsgd, cancel_flag_and_callback_stop_the_job)
 	struct counter c = {.stop_at = 3};
 	atomic_bool cancel = true;
 
-	trn_dpsgd_params_default(&p);
-	p.model = TRN_MODEL_LOGREG;
-	p.n_hidden = 0;
+	logreg_params(&p);
 	p.lot_size = 60;
 	cr_assert_eq(trn_dpsgd_run(&p, tr, NULL, rng, NULL, NULL, &cancel, &r, NULL),
 		     TRN_CANCELLED);
@@ -1140,9 +1146,7 @@ Test(dpsgd, noise_has_sd_sigma_C_over_L)
 	cr_assert_eq(trn_dataset_new(N, D, K, &tr, NULL), 0);
 	for (size_t i = 0; i < N; i++)
 		tr->y[i] = i % K;
-	trn_dpsgd_params_default(&p);
-	p.model = TRN_MODEL_LOGREG;
-	p.n_hidden = 0;
+	logreg_params(&p);
 	p.epochs = 1;
 	p.lot_size = N; /* q = 1: one step */
 	p.noise_multiplier = 2.0;
@@ -1181,9 +1185,7 @@ Test(dpsgd, rows_without_a_class_have_zero_gradient)
 	size_t moved = 0;
 	acct_error err;
 
-	trn_dpsgd_params_default(&p);
-	p.model = TRN_MODEL_LOGREG;
-	p.n_hidden = 0;
+	logreg_params(&p);
 	p.epochs = 2;
 	p.lot_size = 50;
 	cr_assert_eq(trn_sgd_nonprivate_run(&p, tr, NULL, rng, NULL, NULL, NULL, &r, NULL), 0);

@@ -521,3 +521,33 @@ Test(json_dump, strings_are_escaped_and_read_back)
 	json_decref(back);
 	json_decref(j);
 }
+
+/* A complete answer goes to the caller as it is; a partial one (failed) is
+ * not handed over, is released (its reference count would otherwise stay
+ * above zero, which the extra reference below observes), and reads as out
+ * of memory. */
+Test(json_hand_over, complete_answers_go_out_partial_ones_are_freed)
+{
+	json_t *ans = json_pack("{s:i}", "a", 1);
+	json_t *got = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(srv_json_hand_over(ans, false, &got, &err), 0);
+	cr_assert_eq(got, ans);
+	cr_assert_eq(got->refcount, 1);
+	json_decref(got);
+
+	got = NULL;
+	ans = json_pack("{s:i}", "a", 1);
+	json_incref(ans);
+	cr_assert_eq(srv_json_hand_over(ans, true, &got, &err), ACCT_ENOMEM);
+	cr_assert_null(got);
+	cr_assert_eq(ans->refcount, 1, "the partial answer was not released");
+	cr_assert_str_eq(err.text, "out of memory");
+	json_decref(ans);
+
+	acct_error_init(&err);
+	cr_assert_eq(srv_json_hand_over(NULL, true, &got, &err), ACCT_ENOMEM);
+	cr_assert_null(got);
+}
