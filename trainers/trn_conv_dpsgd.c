@@ -98,9 +98,11 @@ int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx,
 		 * TRN_NO_CLASS): it was sampled, it adds nothing. */
 		if (ds->y[row] == TRN_NO_CLASS || ds->y[row] >= ds->num_classes)
 			continue;
-		trn_convnet_clipped_grad(s->net, ds->x + row * ds->d, ds->y + row, 1,
-					 s->private || s->clip_norm > 0.0 ? s->clip_norm : 0.0,
-					 TRN_CONV_NORM_AUTO, s->grad, NULL, NULL);
+		/* Its only failure is a label beyond the model's classes, which
+		 * then adds nothing, like a row of no class. */
+		(void)trn_convnet_clipped_grad(s->net, ds->x + row * ds->d, ds->y + row, 1,
+					       s->clip_norm, TRN_CONV_NORM_AUTO, s->grad, NULL,
+					       NULL);
 	}
 	/* Algorithm 1: g~ = (sum_i clip(g_i) + N(0, sigma^2 C^2 I)) / L, with
 	 * L the expected lot size, never the sampled |L_t| (which would
