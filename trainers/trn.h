@@ -1322,8 +1322,8 @@ int trn_sgd_nonprivate_run_prepared(const trn_dpsgd_params *p, size_t raw_d,
  * odd k x k kernel, stride 1 and zero 'same' padding -> activation -> 2 x 2
  * average pooling], then an optional dense hidden layer (same activation)
  * and a dense output layer; softmax cross-entropy.  Inputs are channels x
- * side x side, channel-major.  Not served by a job yet: the library, its
- * per-example clipping and its tests.
+ * side x side, channel-major.  Trained with DP-SGD by
+ * trn_convnet_dpsgd_train below.
  */
 #define TRN_CONV_MAX_CONV 2u
 #define TRN_CONV_MAX_CHANNELS 256u
@@ -1385,6 +1385,47 @@ double trn_convnet_loss(trn_convnet *n, const double *x, uint32_t y);
 int trn_convnet_clipped_grad(trn_convnet *n, const double *x, const uint32_t *y, size_t B,
 			     double clip_norm, trn_conv_norm_mode mode, double *grad,
 			     double *ret_norms, double *ret_loss_sum);
+
+/* The most probable class of one example (ties: the lowest). */
+uint32_t trn_convnet_predict(trn_convnet *n, const double *x);
+
+/*
+ * DP-SGD for a convolutional model (trn_conv_dpsgd.c): Abadi et al. 2016,
+ * Algorithm 1, as trn_dpsgd_run does it for the MLP: each step a Poisson
+ * lot (every row with probability q = L / n_train), the sum of its clipped
+ * per-example gradients, noise N(0, sigma^2 C^2) per parameter from rng's
+ * ziggurat fill, divided by the expected lot size L, heavy-ball momentum.
+ * The privacy event is trn_dpsgd_event's (it depends only on q, sigma and
+ * the steps), so nothing here prices anything.
+ */
+typedef struct trn_conv_sgd trn_conv_sgd;
+
+/* A stepper for `n` (borrowed; must outlive it) under p's lot_size,
+ * noise_multiplier, clip_norm and momentum; `private` false adds no noise
+ * (clip_norm <= 0 then means unclipped).  0, ACCT_EINVAL or ACCT_ENOMEM. */
+int trn_conv_sgd_new(trn_convnet *n, const trn_dpsgd_params *p, bool private,
+		     trn_conv_sgd **ret, acct_error *err);
+void trn_conv_sgd_free(trn_conv_sgd *s);
+
+/* One step on the lot of ds's rows idx[0..count) (rows labelled
+ * TRN_NO_CLASS, or beyond ds->num_classes, contribute zero) at learning
+ * rate lr; ds->d must be the model's input width.  0, or ACCT_EINTERNAL
+ * when rng fails (the parameters are then unchanged). */
+int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx, size_t count,
+		      double lr, mech_rng *rng, acct_error *err);
+
+/*
+ * Trains n for trn_dpsgd_steps(p, train->n) steps of Poisson lots drawn
+ * from rng at p->learning_rate.  A private run first builds the event it
+ * spends with trn_dpsgd_event and hands it to *ret_event (may be NULL:
+ * then freed), so a caller charges exactly what ran.  p->pca_components
+ * must be 0 (the model takes the raw images).  Returns 0, ACCT_EINVAL,
+ * ACCT_ENOMEM or ACCT_EINTERNAL (rng); a set *cancel stops it early with
+ * 0 (the event still covers every step: it is charged before the run).
+ */
+int trn_convnet_dpsgd_train(trn_convnet *n, const trn_dpsgd_params *p, bool private,
+			    const trn_dataset *train, mech_rng *rng, const atomic_bool *cancel,
+			    acct_event **ret_event, acct_error *err);
 
 /* ==== end convolutional models ==== */
 

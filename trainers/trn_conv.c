@@ -478,6 +478,14 @@ double trn_convnet_loss(trn_convnet *n, const double *x, uint32_t y)
 	return forward_one(n, x, y);
 }
 
+uint32_t trn_convnet_predict(trn_convnet *n, const double *x)
+{
+	/* The label only picks the loss term; the probabilities do not
+	 * depend on it. */
+	forward_one(n, x, 0);
+	return trn__argmax(n->h[n->n_dense], n->spec.classes);
+}
+
 int trn_convnet_clipped_grad(trn_convnet *n, const double *x, const uint32_t *y, size_t B,
 			     double clip_norm, trn_conv_norm_mode mode, double *grad,
 			     double *ret_norms, double *ret_loss_sum)

@@ -21,6 +21,17 @@
  *                                      path (raw rows)
  *   bench_dpsgd tune-nonprivate [options]  the same grid without clipping
  *                                      or noise: the ceiling, tuned alike
+ *   bench_dpsgd conv [options]         one DP-SGD run of a tanh CNN
+ *                                      (trn_convnet_dpsgd_train) on the raw
+ *                                      images: [5x5 conv, --conv1 [16]
+ *                                      channels -> tanh -> 2x2 avg pool] then
+ *                                      the same with --conv2 [32], a dense
+ *                                      layer of --conv-hidden [32] tanh
+ *                                      units, 10 classes (Papernot et al.
+ *                                      2020's tempered-sigmoid CNN, with
+ *                                      pooling in place of its strides);
+ *                                      constant learning rate, momentum
+ *   bench_dpsgd conv-nonprivate [options]  the same without noise
  *
  * Options (defaults in brackets): --model mlp|logreg [mlp] --hidden N [1000]
  * --hidden2 N [none] --act relu|tanh [relu] --epochs N [20] --lot N [600]
@@ -80,6 +91,7 @@ struct opts {
 	bool quiet;
 	uint64_t valid;
 	const char *cache_dir;
+	uint32_t conv1, conv2, conv_hidden;
 	double eps_list[BENCH_MAX_GRID], grid_lr[BENCH_MAX_GRID], grid_epochs[BENCH_MAX_GRID];
 	size_t n_eps, n_lr, n_epochs;
 };
@@ -110,6 +122,9 @@ static const struct num_opt {
 	{ "--steps", NUM_LL, offsetof(struct opts, steps) },
 	{ "--groups", NUM_U32, offsetof(struct opts, p.scatter_groups) },
 	{ "--valid", NUM_U64, offsetof(struct opts, valid) },
+	{ "--conv1", NUM_U32, offsetof(struct opts, conv1) },
+	{ "--conv2", NUM_U32, offsetof(struct opts, conv2) },
+	{ "--conv-hidden", NUM_U32, offsetof(struct opts, conv_hidden) },
 };
 
 /* The options that take a list. */
@@ -211,6 +226,9 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->quiet = false;
 	o->valid = 0;
 	o->cache_dir = "/tmp";
+	o->conv1 = 16;
+	o->conv2 = 32;
+	o->conv_hidden = 32;
 	o->n_eps = o->n_lr = o->n_epochs = 0;
 	for (int i = 2; i < argc; i++) {
 		const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -619,7 +637,45 @@ static const struct {
 } commands[] = {
 	{"throughput", false}, {"train", false}, {"train-nonprivate", true},
 	{"epsilon", false}, {"tune", false}, {"tune-nonprivate", true},
+	{"conv", false}, {"conv-nonprivate", true},
 };
+
+/* conv / conv-nonprivate: one run of the CNN on the raw images, its
+ * accuracy on the evaluation rows (test split, or --valid's rows). */
+static int run_conv(const struct opts *o, bool np, const struct tables *t, mech_rng *rng,
+		    acct_error *err)
+{
+	trn_conv_spec spec = {
+		.channels = 1, .side = 28, .n_conv = 2, .conv_channels = {o->conv1, o->conv2},
+		.kernel = {5, 5}, .hidden = o->conv_hidden, .classes = TRN_FASHION_MNIST_CLASSES,
+		.act = TRN_CONV_TANH,
+	};
+	trn_convnet *n = NULL;
+	size_t right = 0;
+	double t0;
+	int rc;
+
+	if (t->prepared || t->train->d != 28 * 28)
+		return acct_error_set(err, ACCT_EINVAL, "/features", "conv takes the raw images");
+	rc = trn_convnet_new(&spec, &n, err);
+	if (rc == 0)
+		rc = trn_convnet_init(n, rng, err);
+	t0 = bench_now_s();
+	if (rc == 0)
+		rc = trn_convnet_dpsgd_train(n, &o->p, !np, t->train, rng, NULL, NULL, err);
+	if (rc == 0) {
+		double secs = bench_now_s() - t0;
+
+		for (size_t i = 0; i < t->eval->n; i++)
+			right += trn_convnet_predict(n, t->eval->x + i * t->eval->d) ==
+				 t->eval->y[i];
+		printf("result%s: %s_accuracy=%.4f params=%zu train_seconds=%.1f\n",
+		       np ? " (NON-PRIVATE baseline)" : "", o->valid ? "validation" : "test",
+		       (double)right / (double)t->eval->n, trn_convnet_n_params(n), secs);
+	}
+	trn_convnet_free(n);
+	return rc < 0 ? -1 : 0;
+}
 
 static int command_index(int argc, char **argv)
 {
@@ -655,7 +711,7 @@ int main(int argc, char **argv)
 
 	if (cmd < 0 || parse(argc, argv, &o) < 0) {
 		fprintf(stderr, "usage: %s throughput|train|train-nonprivate|epsilon|tune|"
-			"tune-nonprivate [options]  (see the source)\n", argv[0]);
+			"tune-nonprivate|conv|conv-nonprivate [options]  (see the source)\n", argv[0]);
 		return 2;
 	}
 	if (o.n_lr == 0)
@@ -694,7 +750,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if ((cmd == 0 && run_throughput(&o, &t, rng, &err) < 0) ||
 	    ((cmd == 1 || cmd == 2) && run_train(&o, commands[cmd].np, &t, rng, &err) < 0) ||
-	    (cmd >= 4 && run_tune(&o, commands[cmd].np, &t, rng, &err) < 0))
+	    ((cmd == 4 || cmd == 5) && run_tune(&o, commands[cmd].np, &t, rng, &err) < 0) ||
+	    (cmd >= 6 && run_conv(&o, commands[cmd].np, &t, rng, &err) < 0))
 		goto fail;
 	rc = 0;
 	goto out;
