@@ -34,7 +34,7 @@ int srv_json_real(const json_t *obj, const char *where, const char *key, unsigne
 
 /*
  * Reads element i of the array `arr` (named by `where`) as a finite real in
- * [lo, hi] (lo excluded with SRV_LO_OPEN, the one flag read), an integer
+ * [lo, hi] (an end excluded with SRV_LO_OPEN or SRV_HI_OPEN), an integer
  * when `integer`.  0 and *ret, or ACCT_EINVAL with err naming where/i.
  */
 int srv_json_array_real(const json_t *arr, const char *where, size_t i, unsigned flags,

@@ -178,6 +178,13 @@ static void format_bound(char *buf, size_t size, double lo, double hi, unsigned 
 		 (flags & SRV_HI_OPEN) ? ')' : ']');
 }
 
+/* Whether x lies in [lo, hi], with either end open as `flags` say. */
+static bool real_in_range(double x, double lo, double hi, unsigned flags)
+{
+	return isfinite(x) && x >= lo && x <= hi && !((flags & SRV_LO_OPEN) && x == lo) &&
+	       !((flags & SRV_HI_OPEN) && x == hi);
+}
+
 int srv_json_real(const json_t *obj, const char *where, const char *key, unsigned flags,
 		  double lo, double hi, double *ret, acct_error *err)
 {
@@ -191,8 +198,7 @@ int srv_json_real(const json_t *obj, const char *where, const char *key, unsigne
 	if (!json_is_number(v))
 		return bad(err, where, key, "must be a number", NULL);
 	x = json_number_value(v);
-	if (isfinite(x) && x >= lo && x <= hi && !((flags & SRV_LO_OPEN) && x == lo) &&
-	    !((flags & SRV_HI_OPEN) && x == hi)) {
+	if (real_in_range(x, lo, hi, flags)) {
 		*ret = x;
 		return 1;
 	}
@@ -207,18 +213,18 @@ int srv_json_array_real(const json_t *arr, const char *where, size_t i, unsigned
 			double lo, double hi, bool integer, double *ret, acct_error *err)
 {
 	const json_t *v = json_array_get(arr, i);
-	bool lo_open = (flags & SRV_LO_OPEN) != 0;
-	char ptr[ACCT_ERROR_WHERE_BYTES];
+	char ptr[ACCT_ERROR_WHERE_BYTES], range[96];
 	double x;
 
 	snprintf(ptr, sizeof(ptr), "%s/%zu", where, i);
 	if (!json_is_number(v))
 		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be a number", i);
 	x = json_number_value(v);
-	if (!isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
-		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be %s in %c%.17g, %.17g]",
-				      i, integer ? "an integer" : "a number", lo_open ? '(' : '[', lo,
-				      hi);
+	if (!real_in_range(x, lo, hi, flags)) {
+		format_bound(range, sizeof(range), lo, hi, flags);
+		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be %s%s", i,
+				      integer ? "an integer" : "a number", range);
+	}
 	if (integer && x != floor(x))
 		return acct_error_set(err, ACCT_EINVAL, ptr, "element %zu must be an integer", i);
 	*ret = x;

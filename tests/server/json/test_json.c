@@ -422,8 +422,8 @@ Test(json_pointer_at, names_the_last_value_before_the_position)
 }
 
 /*
- * An array element is read as a finite real in its range, lo excluded only
- * under SRV_LO_OPEN, a whole number when asked; a refusal names the
+ * An array element is read as a finite real in its range, lo excluded
+ * under SRV_LO_OPEN and hi under SRV_HI_OPEN, a whole number when asked; a refusal names the
  * element's pointer and leaves *ret alone.
  */
 Test(json_array_real, range_openness_and_integers)
@@ -440,6 +440,7 @@ Test(json_array_real, range_openness_and_integers)
 		{1, SRV_LO_OPEN, false, 0, 2.5},
 		{1, 0, true, ACCT_EINVAL, 0},      /* 2.5 is not whole */
 		{2, 0, true, 0, 3.0},
+		{2, SRV_HI_OPEN, true, ACCT_EINVAL, 0}, /* hi itself, open */
 		{3, 0, false, ACCT_EINVAL, 0},     /* 4 > hi */
 		{4, 0, false, ACCT_EINVAL, 0},     /* a string */
 		{5, 0, false, ACCT_EINVAL, 0},     /* past the end */
