@@ -361,13 +361,18 @@ Test(dashboard, a_key_sees_its_own_tag)
 
 Test(dashboard, job_progress_changes_the_job_tag)
 {
+	/* Many small steps (300 000 lots of about one row, under a second),
+	 * so the job is still running when it is first read: a job of five
+	 * steps could end before the first GET, leaving one tag to see.  Its
+	 * event is epsilon 4.3 under RDP at delta 1e-5 (a little more on the
+	 * ledger's filter), inside the budget of 10. */
 	static const char *job =
 		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
-		"\"classes\":3,\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"clip_norm\":1,"
+		"\"classes\":3,\"epochs\":2000,\"lot_size\":1,\"noise_multiplier\":4,\"clip_norm\":1,"
 		"\"learning_rate\":0.5}}";
 	static const char *const done[] = {"succeeded", "failed", "cancelled", NULL};
-	char id[96], path[160], tag[64], seen[8][64];
-	int n_seen = 0;
+	char id[96], path[160], tag[64], last[64] = "";
+	int changes = 0;
 	dpg_resp r;
 	json_t *j;
 
@@ -376,18 +381,15 @@ Test(dashboard, job_progress_changes_the_job_tag)
 	r = dpg_submit_job(&srv, "iris", job, id, sizeof(id));
 	dpg_resp_free(&r);
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	/* Each distinct body seen has its own tag: the tag follows the job
-	 * from queued to its end. */
-	for (int i = 0; i < 400 && n_seen < 8; i++) {
+	/* The tag follows the job from its first read to its end. */
+	for (int i = 0; i < 400; i++) {
 		raw_resp rr = raw_get(path, srv.admin_key, NULL);
-		bool known = false;
 
 		cr_assert_eq(rr.status, 200);
 		raw_header(&rr, "ETag", tag, sizeof(tag));
-		for (int k = 0; k < n_seen; k++)
-			known = known || strcmp(seen[k], tag) == 0;
-		if (!known)
-			snprintf(seen[n_seen++], sizeof(seen[0]), "%s", tag);
+		if (last[0] && strcmp(last, tag) != 0)
+			changes++;
+		snprintf(last, sizeof(last), "%s", tag);
 		j = json_loads(rr.body, 0, NULL);
 		raw_free(&rr);
 		cr_assert(j);
@@ -401,8 +403,8 @@ Test(dashboard, job_progress_changes_the_job_tag)
 	j = dpg_job_wait(&srv, id, done, 120);
 	json_decref(j);
 	etag_of(path, tag, sizeof(tag));
-	cr_assert_gt(n_seen, 1, "the job's tag never changed");
-	cr_assert_str_eq(tag, seen[n_seen - 1], "the finished job's tag is the last one seen");
+	cr_assert_gt(changes, 0, "the job's tag never changed");
+	cr_assert_str_eq(tag, last, "the finished job's tag is the last one seen");
 }
 
 /* ---- long-polls ------------------------------------------------------------ */
