@@ -22,3 +22,15 @@ json_t *test_load_reference(const char *name)
 	cr_assert(json_is_array(j) && json_array_size(j) > 0, "%s holds no cases", path);
 	return j;
 }
+
+void test_each_reference_case(const char *name,
+			      void (*check)(const char *id, json_t *c, void *ctx), void *ctx)
+{
+	json_t *cases = test_load_reference(name);
+	size_t k;
+	json_t *c;
+
+	json_array_foreach(cases, k, c)
+		check(json_string_value(json_object_get(c, "id")), c, ctx);
+	json_decref(cases);
+}

@@ -19,4 +19,9 @@
  */
 json_t *test_load_reference(const char *name);
 
+/* Loads NAME.json as test_load_reference does and calls check(id, case,
+ * ctx) on each case in order, `id` being the case's "id" (or NULL). */
+void test_each_reference_case(const char *name,
+			      void (*check)(const char *id, json_t *c, void *ctx), void *ctx);
+
 #endif

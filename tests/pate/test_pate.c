@@ -74,20 +74,6 @@ static json_t *parse(const char *text)
 	return j;
 }
 
-/* Runs check on every case of the reference vector file NAME, with the
- * case's id; ctx is passed through. */
-static void each_reference_case(const char *name,
-				void (*check)(const char *id, json_t *c, void *ctx), void *ctx)
-{
-	json_t *cases = test_load_reference(name);
-	size_t k;
-	json_t *c;
-
-	json_array_foreach(cases, k, c)
-		check(json_string_value(json_object_get(c, "id")), c, ctx);
-	json_decref(cases);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Reference vectors through the library                                     */
 /* ------------------------------------------------------------------------ */
@@ -115,7 +101,7 @@ static void gnmax_reference_library_case(const char *id, json_t *c, void *ctx)
 
 Test(pate, gnmax_reference_library)
 {
-	each_reference_case("pate_gnmax", gnmax_reference_library_case, NULL);
+	test_each_reference_case("pate_gnmax", gnmax_reference_library_case, NULL);
 }
 
 static void threshold_reference_library_case(const char *id, json_t *c, void *ctx)
@@ -139,7 +125,7 @@ static void threshold_reference_library_case(const char *id, json_t *c, void *ct
 
 Test(pate, threshold_reference_library)
 {
-	each_reference_case("pate_threshold", threshold_reference_library_case, NULL);
+	test_each_reference_case("pate_threshold", threshold_reference_library_case, NULL);
 }
 
 static void smooth_sensitivity_reference_library_case(const char *id, json_t *c, void *ctx)
@@ -173,7 +159,7 @@ Test(pate, smooth_sensitivity_reference_library)
 	acct_pate_workspace *ws = acct_pate_workspace_new(MAX_CLASSES, 5000);
 
 	cr_assert(ws);
-	each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_library_case, ws);
+	test_each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_library_case, ws);
 	acct_pate_workspace_free(ws);
 }
 
@@ -229,7 +215,7 @@ static void gnmax_reference_route_case(const char *id, json_t *c, void *ctx)
 
 Test(pate, gnmax_reference_route)
 {
-	each_reference_case("pate_gnmax", gnmax_reference_route_case, NULL);
+	test_each_reference_case("pate_gnmax", gnmax_reference_route_case, NULL);
 }
 
 static void threshold_reference_route_case(const char *id, json_t *c, void *ctx)
@@ -243,7 +229,7 @@ static void threshold_reference_route_case(const char *id, json_t *c, void *ctx)
 
 Test(pate, threshold_reference_route)
 {
-	each_reference_case("pate_threshold", threshold_reference_route_case, NULL);
+	test_each_reference_case("pate_threshold", threshold_reference_route_case, NULL);
 }
 
 static void smooth_sensitivity_reference_route_case(const char *id, json_t *c, void *ctx)
@@ -272,7 +258,7 @@ static void smooth_sensitivity_reference_route_case(const char *id, json_t *c, v
 
 Test(pate, smooth_sensitivity_reference_route)
 {
-	each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_route_case, NULL);
+	test_each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_route_case, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
