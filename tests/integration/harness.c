@@ -545,6 +545,14 @@ dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, c
 	return r;
 }
 
+void dpg_start_job(const dpg_server *s, const char *id, const char *body, char *job_id,
+		   size_t size)
+{
+	dpg_resp r = dpg_submit_job(s, id, body, job_id, size);
+
+	dpg_resp_free(&r);
+}
+
 char *dpg_read_file(const char *path, size_t *ret_len)
 {
 	FILE *f = fopen(path, "rb");

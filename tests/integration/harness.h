@@ -191,6 +191,11 @@ long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t
 dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, char *job_id,
 			size_t size);
 
+/* dpg_submit_job for a caller that needs only the job's id: asserts 202,
+ * copies the id into job_id (size bytes) and frees the answer. */
+void dpg_start_job(const dpg_server *s, const char *id, const char *body, char *job_id,
+		   size_t size);
+
 /* The whole content of the file at `path`, NUL-terminated (the caller
  * frees it); *ret_len, when not NULL, gets its length.  Fails the test when
  * the file cannot be read. */

@@ -535,6 +535,10 @@ Test(label_em, bad_params_classes_and_budget_are_refused_before_anything_is_rese
 
 /* An MLP at a moderate epsilon: the charge is eps / 2 and the released
  * model has its hidden layer; the metrics are on the public rows. */
+static const char mlp_job[] =
+	"{\"trainer\":\"label_em\",\"params\":{\"epsilon\":2,\"label\":\"y\",\"classes\":2,"
+	"\"model\":\"mlp\",\"hidden\":8,\"epochs\":5,\"test_data\":\"lab_test\"}}";
+
 Test(label_em, an_mlp_job_charges_half_its_epsilon, .timeout = 300)
 {
 	static struct toy train, test;
@@ -544,12 +548,7 @@ Test(label_em, an_mlp_job_charges_half_its_epsilon, .timeout = 300)
 	dpg_resp r;
 
 	lab_tables(&train, &test);
-	r = dpg_submit_job(&srv, "lab",
-			   "{\"trainer\":\"label_em\",\"params\":{\"epsilon\":2,\"label\":\"y\","
-			   "\"classes\":2,\"model\":\"mlp\",\"hidden\":8,\"epochs\":5,"
-			   "\"test_data\":\"lab_test\"}}",
-			   job_id, sizeof(job_id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "lab", mlp_job, job_id, sizeof(job_id));
 	job = dpg_job_wait(&srv, job_id, done, 240);
 	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
 	check_charge(job, 2.0);
