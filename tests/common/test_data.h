@@ -12,6 +12,14 @@
 #include <jansson.h>
 
 /*
+ * Loads tests/data/PATH (a JSON file) and returns it (the caller frees it
+ * with json_decref).  Fails the running Criterion test when
+ * DPGATE_TEST_DATA is unset or the file does not parse (a key twice
+ * included).
+ */
+json_t *test_load_data(const char *path);
+
+/*
  * Loads tests/data/reference/NAME.json and returns it (the caller frees it
  * with json_decref).  Fails the running Criterion test when
  * DPGATE_TEST_DATA is unset, when the file does not parse, or when it is
