@@ -61,6 +61,7 @@
  * fixed cases are data, in tests/data/fuzz_seeds.json.
  */
 #define _GNU_SOURCE /* memmem */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -597,32 +598,28 @@ static const char *success_forbidden(const struct request *r)
 	return NULL;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Whether a path identifier as sent names 1 to 64 of [A-Za-z0-9_.-] once
- * percent-decoded (RFC 3986, 2.1); an encoded NUL or slash does not. */
+/*
+ * Whether a path identifier as sent names 1 to 64 of [A-Za-z0-9_.-] once
+ * percent-decoded (RFC 3986, 2.1); an encoded NUL or slash does not.  The
+ * decoding is libc's (isxdigit, strtol) and the class a list, so that this
+ * oracle shares no code with the server's decoder.
+ */
 static bool ident_ok(const char *sent)
 {
+	static const char allowed[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				      "0123456789_.-";
 	size_t n = 0;
 
 	for (const char *p = sent; *p; p++, n++) {
 		int c = (unsigned char)*p;
 
-		if (c == '%' && hex_digit(p[1]) >= 0 && hex_digit(p[2]) >= 0) {
-			c = hex_digit(p[1]) * 16 + hex_digit(p[2]);
+		if (c == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
+			char hex[3] = {p[1], p[2], '\0'};
+
+			c = (int)strtol(hex, NULL, 16);
 			p += 2;
 		}
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '.' || c == '-'))
+		if (c == 0 || !strchr(allowed, c))
 			return false;
 	}
 	return n >= 1 && n <= 64;
