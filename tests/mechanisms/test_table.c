@@ -216,6 +216,27 @@ static mech_table *sample_table(void)
 	return t;
 }
 
+/* A table and the seeded stream its queries draw from, made and freed
+ * together. */
+struct table_draws {
+	mech_table *t;
+	mech_rng *r;
+};
+
+/* The table parsed from csv (sample_table() for NULL) and test_rng(tag). */
+static struct table_draws table_draws_open(const char *csv, uint8_t tag)
+{
+	struct table_draws d = {csv ? parse_ok(csv, NULL, 0) : sample_table(), test_rng(tag)};
+
+	return d;
+}
+
+static void table_draws_close(struct table_draws *d)
+{
+	mech_table_free(d->t);
+	mech_rng_free(d->r);
+}
+
 /* One query of a hosted table, as a row of data: its kind and the
  * arguments of the mech_table_* call (those the kind does not take are
  * ignored). */
@@ -272,8 +293,7 @@ static acct_event *query_ok(mech_rng *r, const mech_table *t, const struct query
 Test(table, count_is_discrete_laplace_around_n)
 {
 	enum { N = 50000, W = 30 };
-	mech_table *t = sample_table();
-	mech_rng *r = test_rng(60);
+	struct table_draws d = table_draws_open(NULL, 60);
 	double prob[2 * W + 1], eps = 0.5;
 	uint64_t obs[2 * W + 1] = {0};
 	const struct query count = {.kind = Q_COUNT, .epsilon = eps};
@@ -282,7 +302,7 @@ Test(table, count_is_discrete_laplace_around_n)
 	test_dlap_pmf(1 / eps, W, prob);
 	for (int i = 0; i < N; i++) {
 		int64_t out;
-		acct_event *ev = query_ok(r, t, &count, NULL, &out);
+		acct_event *ev = query_ok(d.r, d.t, &count, NULL, &out);
 
 		if (i == 0)
 			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
@@ -290,15 +310,13 @@ Test(table, count_is_discrete_laplace_around_n)
 		obs[test_int_cell(out - 200, W)]++;
 	}
 	cr_assert_gt(test_chi2_p(obs, prob, 2 * W + 1, N), TEST_P_MIN);
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 Test(table, clamped_sum_distribution)
 {
 	enum { N = 40000 };
-	mech_table *t = sample_table();
-	mech_rng *r = test_rng(61);
+	struct table_draws d = table_draws_open(NULL, 61);
 	double *x = malloc(N * sizeof(double));
 	/* clamp to [0, 100]: sum = 1 + ... + 100 + 100 * 100 = 15050;
 	 * add/remove sensitivity 100, eps 1: Laplace scale 100. */
@@ -307,7 +325,7 @@ Test(table, clamped_sum_distribution)
 				  .neighbor = ACCT_ADD_REMOVE};
 
 	for (int i = 0; i < N; i++) {
-		acct_event *ev = query_ok(r, t, &sum, &x[i], NULL);
+		acct_event *ev = query_ok(d.r, d.t, &sum, &x[i], NULL);
 
 		if (i == 0) {
 			double e = ev->u.discrete_laplace.noise_parameter * ev->u.discrete_laplace.sensitivity;
@@ -319,8 +337,7 @@ Test(table, clamped_sum_distribution)
 	}
 	test_expect_ks_fit(x, N, test_cdf_laplace, &right, &wrong, 1);
 	free(x);
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 /*
@@ -333,19 +350,17 @@ Test(table, clamped_sum_distribution)
  */
 Test(table, replace_sum_sensitivity_covers_the_grid)
 {
-	mech_table *t = sample_table();
-	mech_rng *r = test_rng(67);
+	struct table_draws d = table_draws_open(NULL, 67);
 	const struct query sum = {.kind = Q_SUM, .column = "x", .lo = -1e-300, .hi = 1,
 				  .epsilon = 1.0, .neighbor = ACCT_REPLACE};
 	double out;
-	acct_event *ev = query_ok(r, t, &sum, &out, NULL);
+	acct_event *ev = query_ok(d.r, d.t, &sum, &out, NULL);
 
 	cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
 	cr_assert_geq(ev->u.discrete_laplace.sensitivity, 0x1p39 + 1, "%.17g",
 		      ev->u.discrete_laplace.sensitivity);
 	acct_event_free(ev);
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 /* `q` on `tables[k]` refused naming `where`, for every k. */
@@ -403,8 +418,7 @@ Test(table, quantile_errors_do_not_depend_on_the_data)
  * be sent, and the error said whether the noisy value had overflowed. */
 Test(table, a_noisy_sum_stays_finite)
 {
-	mech_table *t = parse_ok("x\n8.988e307\n8.988e307\n", NULL, 0);
-	mech_rng *r = test_rng(73);
+	struct table_draws d = table_draws_open("x\n8.988e307\n8.988e307\n", 73);
 	const struct query sum = {.kind = Q_SUM, .column = "x", .lo = 0, .hi = 8.988e307,
 				  .epsilon = 100, .neighbor = ACCT_ADD_REMOVE};
 	int at_max = 0;
@@ -412,28 +426,26 @@ Test(table, a_noisy_sum_stays_finite)
 	for (int i = 0; i < 64; i++) {
 		double out;
 
-		acct_event_free(query_ok(r, t, &sum, &out, NULL));
+		acct_event_free(query_ok(d.r, d.t, &sum, &out, NULL));
 		cr_assert(isfinite(out), "draw %d: %g", i, out);
 		at_max += out == DBL_MAX;
 	}
 	/* The true sum 1.7976e308 is within a noise scale of DBL_MAX. */
 	cr_assert_gt(at_max, 0);
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 Test(table, mean_is_composed_and_close)
 {
 	enum { N = 2000 };
-	mech_table *t = sample_table();
-	mech_rng *r = test_rng(62);
+	struct table_draws d = table_draws_open(NULL, 62);
 	const struct query mean = {.kind = Q_MEAN, .column = "x", .lo = 0, .hi = 200,
 				   .epsilon = 2.0, .neighbor = ACCT_ADD_REMOVE};
 	double acc = 0;
 
 	for (int i = 0; i < N; i++) {
 		double m;
-		acct_event *ev = query_ok(r, t, &mean, &m, NULL);
+		acct_event *ev = query_ok(d.r, d.t, &mean, &m, NULL);
 
 		cr_assert_eq(ev->type, ACCT_EV_COMPOSED);
 		cr_assert_eq(ev->u.composed.n, 2);
@@ -444,23 +456,21 @@ Test(table, mean_is_composed_and_close)
 	/* True mean 100.5; the noise (sum scale 200, count scale 1) averages
 	 * to within about 1 over 2000 draws. */
 	cr_assert_lt(fabs(acc / N - 100.5), 2.0);
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 Test(table, histogram_over_public_categories)
 {
 	enum { N = 20000 };
 	static const char *const cats[] = {"b", "a", "c"};
-	mech_table *t = sample_table();
-	mech_rng *r = test_rng(63);
+	struct table_draws d = table_draws_open(NULL, 63);
 	const struct query hist = {.kind = Q_HISTOGRAM, .column = "g", .epsilon = 1.0,
 				   .neighbor = ACCT_ADD_REMOVE, .cats = cats, .n_cats = 3};
 	double sum[3] = {0};
 
 	for (int i = 0; i < N; i++) {
 		int64_t out[3];
-		acct_event *ev = query_ok(r, t, &hist, NULL, out);
+		acct_event *ev = query_ok(d.r, d.t, &hist, NULL, out);
 
 		cr_assert_eq(ev->type, ACCT_EV_EPSILON_DELTA);
 		cr_assert(ev->u.epsilon_delta.epsilon >= 1.0 &&
@@ -473,8 +483,7 @@ Test(table, histogram_over_public_categories)
 	cr_assert_lt(fabs(sum[0] / N - 150), 0.1);
 	cr_assert_lt(fabs(sum[1] / N - 50), 0.1);
 	cr_assert_lt(fabs(sum[2] / N), 0.1);
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 Test(table, quantile_interval_distribution)
@@ -483,8 +492,7 @@ Test(table, quantile_interval_distribution)
 	 * x_{i+1}] of length 2 is chosen with probability proportional to
 	 * 2 exp(-|i - 2| / 2), i = 0..4. */
 	enum { N = 50000 };
-	mech_table *t = parse_ok("v\n8\n2\n6\n4\n", NULL, 0);
-	mech_rng *r = test_rng(64);
+	struct table_draws d = table_draws_open("v\n8\n2\n6\n4\n", 64);
 	const struct query median = {.kind = Q_QUANTILE, .column = "v", .q = 0.5, .lo = 0, .hi = 10,
 				     .epsilon = 1.0};
 	double prob[5], s = 0;
@@ -496,7 +504,7 @@ Test(table, quantile_interval_distribution)
 		prob[i] /= s;
 	for (int i = 0; i < N; i++) {
 		double y;
-		acct_event *ev = query_ok(r, t, &median, &y, NULL);
+		acct_event *ev = query_ok(d.r, d.t, &median, &y, NULL);
 		int k;
 
 		cr_assert_eq(ev->type, ACCT_EV_EXPONENTIAL_MECHANISM);
@@ -515,8 +523,7 @@ Test(table, quantile_interval_distribution)
 		obs[k > 4 ? 4 : k]++;
 	}
 	cr_assert_gt(test_chi2_p(obs, prob, 5, N), TEST_P_MIN);
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 /*
@@ -573,22 +580,20 @@ Test(table, query_errors_name_the_field)
 		{{Q_MEAN, "x", 0, 0, 1, 1e-300, ACCT_ADD_REMOVE, NULL, 0}, "/epsilon"},
 		{{Q_HISTOGRAM, "g", 0, 0, 0, 1e-300, ACCT_REPLACE, cats, 1}, "/epsilon"},
 	};
-	mech_table *t = sample_table();
-	mech_rng *r = test_rng(65);
+	struct table_draws d = table_draws_open(NULL, 65);
 
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		acct_event *ev = NULL;
 		acct_error err;
-		double d;
+		double real;
 		int64_t out[2];
 
-		cr_assert_eq(run_query(r, t, &cases[k].q, &d, out, &ev, &err), ACCT_EINVAL, "case %zu",
-			     k);
+		cr_assert_eq(run_query(d.r, d.t, &cases[k].q, &real, out, &ev, &err), ACCT_EINVAL,
+			     "case %zu", k);
 		cr_assert_str_eq(err.where, cases[k].where, "case %zu: %s", k, err.text);
 		cr_assert_null(ev, "case %zu", k);
 	}
-	mech_table_free(t);
-	mech_rng_free(r);
+	table_draws_close(&d);
 }
 
 /* The tokenizer's own limits name the line too: a field one byte over
