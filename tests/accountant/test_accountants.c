@@ -17,6 +17,7 @@
 #include "acct.h"
 #include "json.h"
 #include "api.h"
+#include "test_admit.h"
 #include "test_gauss.h"
 
 /* obj[a][b], or NULL. */
@@ -575,23 +576,14 @@ Test(filters, rdp_union_filter)
 	acct_cost total, c;
 	acct_error err;
 	acct_event *ev = acct_event_self_composed(100, acct_event_poisson_sampled(0.01, gauss(1.0)));
-	int admitted = 0;
+	int admitted;
 
 	acct_error_init(&err);
 	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_RDP, ACCT_ADD_REMOVE, 2.0, 1e-5, &err), 0);
 	cr_expect_eq(f.n_orders, 20);
 	acct_filter_zero(&f, &total);
 	cr_assert_eq(acct_filter_price(&f, ev, 0.0, &c, &err), 0, "%s", err.text);
-	for (int i = 0; i < 1000; i++) {
-		acct_cost next = total;
-
-		acct_cost_add_up(&next, &c);
-		if (!acct_filter_within(&f, &next))
-			break;
-		total = next;
-		admitted++;
-		cr_expect(acct_filter_epsilon(&f, &total) <= 2.0);
-	}
+	admitted = test_admit_repeatedly(&f, &c, 1000, 2.0, &total);
 	cr_expect(admitted > 0 && admitted < 1000);
 	/* The admitted composition, priced by the rdp accountant at the filter's
 	 * orders and delta share, is within the budget. */

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "acct.h"
+#include "test_admit.h"
 
 static acct_cost cost2(double e, double d)
 {
@@ -58,21 +59,13 @@ Test(basic_filter, admits_exactly_the_budget)
 	acct_cost spent, c;
 	acct_error err;
 	acct_event *ev = acct_event_epsilon_delta(0.125, 1e-7);
-	int admitted = 0;
+	int admitted;
 
 	acct_error_init(&err);
 	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, ACCT_ADD_REMOVE, 1.0, 1e-5, &err), 0);
 	acct_filter_zero(&f, &spent);
 	cr_assert_eq(acct_filter_price(&f, ev, 0.0, &c, &err), 0);
-	for (int i = 0; i < 20; i++) {
-		acct_cost next = spent;
-
-		acct_cost_add_up(&next, &c);
-		if (!acct_filter_within(&f, &next))
-			continue;
-		spent = next;
-		admitted++;
-	}
+	admitted = test_admit_repeatedly(&f, &c, 20, 1.0, &spent);
 	/* 8 x 0.125 = 1 exactly; the ninth would exceed epsilon. */
 	cr_assert_eq(admitted, 8);
 	cr_assert_eq(acct_filter_epsilon(&f, &spent), 1.0);

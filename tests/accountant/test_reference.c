@@ -14,18 +14,30 @@
 #include <jansson.h>
 
 #include "api.h"
+#include "test_data.h"
 
-static json_t *load(const char *name)
+/* One call of a stateless route handler, as refcheck's request makes it. */
+struct route_call {
+	int rc;
+	acct_error err;
+	json_t *ans; /* the answer when rc is 0; the caller frees it */
+};
+
+/* Answers `body` (freed here) with `handler`. */
+static void route_call(struct route_call *r,
+		       int (*handler)(const json_t *body, json_t **ret_answer, acct_error *err),
+		       json_t *body)
 {
-	char path[1024];
-	const char *dir = getenv("DPGATE_TEST_DATA");
-	json_error_t e;
-	json_t *j;
+	acct_error_init(&r->err);
+	r->ans = NULL;
+	r->rc = handler(body, &r->ans, &r->err);
+	json_decref(body);
+}
 
-	snprintf(path, sizeof(path), "%s/reference/%s", dir ? dir : TEST_DATA_DIR, name);
-	j = json_load_file(path, 0, &e);
-	cr_assert_not_null(j, "cannot read %s: %s", path, e.text);
-	return j;
+/* The answer's figure `key`, NaN when the call failed. */
+static double route_num(const struct route_call *r, const char *key)
+{
+	return r->rc == 0 ? json_number_value(json_object_get(r->ans, key)) : NAN;
 }
 
 static double rel_tol(const char *acct)
@@ -39,105 +51,90 @@ static double rel_tol(const char *acct)
 	return 1e-9; /* basic, strong, zcdp_classic: closed forms */
 }
 
+/* How many (case, accountant) pairs were checked and how many failed. */
+struct tally {
+	size_t failed, total;
+};
+
+static void accounting_epsilon_case(const char *id, json_t *c, void *ctx)
+{
+	struct tally *t = ctx;
+	const char *acct;
+	json_t *want;
+
+	json_object_foreach(json_object_get(c, "epsilon"), acct, want) {
+		json_t *body = json_pack("{s:O,s:O,s:O,s:s}", "event", json_object_get(c, "event"),
+					 "delta", json_object_get(c, "delta"), "neighbor",
+					 json_object_get(c, "neighbor"), "accountant",
+					 strcmp(acct, "zcdp_classic") == 0 ? "zcdp" : acct);
+		struct route_call r;
+		double w = json_number_value(want), got;
+
+		if (strcmp(acct, "zcdp_classic") == 0)
+			json_object_set_new(body, "conversion", json_string("bun_steinke"));
+		route_call(&r, srv_acct_epsilon, body);
+		got = route_num(&r, "epsilon");
+		t->total++;
+		if (r.rc != 0 || !(fabs(got - w) <= rel_tol(acct) * fabs(w))) {
+			t->failed++;
+			cr_log_error("%s/%s: got %.10g (rc %d %s %s), want %.10g", id, acct, got, r.rc,
+				     r.err.where, r.err.text, w);
+		}
+		json_decref(r.ans);
+	}
+}
+
 Test(reference, accounting_epsilon)
 {
-	json_t *cases = load("accounting.json");
-	size_t i, failed = 0, total = 0;
-	json_t *c;
+	struct tally t = {0, 0};
 
-	json_array_foreach(cases, i, c) {
-		const char *acct;
-		json_t *want;
+	test_each_reference_case("accounting", accounting_epsilon_case, &t);
+	cr_expect_eq(t.failed, 0, "%zu of %zu accounting cases failed", t.failed, t.total);
+}
 
-		json_object_foreach(json_object_get(c, "epsilon"), acct, want) {
-			json_t *body = json_pack("{s:O,s:O,s:O,s:s}", "event", json_object_get(c, "event"),
-						 "delta", json_object_get(c, "delta"), "neighbor",
-						 json_object_get(c, "neighbor"), "accountant",
-						 strcmp(acct, "zcdp_classic") == 0 ? "zcdp" : acct);
-			json_t *ans = NULL;
-			acct_error err;
-			double w = json_number_value(want), got = NAN;
-			int rc;
+static void delta_case(const char *id, json_t *c, void *ctx)
+{
+	json_t *body = json_pack("{s:O,s:O,s:O,s:s}", "event", json_object_get(c, "event"), "epsilon",
+				 json_object_get(c, "epsilon"), "neighbor",
+				 json_object_get(c, "neighbor"), "accountant", "rdp");
+	double w = json_number_value(json_object_get(json_object_get(c, "delta"), "rdp")), got;
+	struct route_call r;
 
-			if (strcmp(acct, "zcdp_classic") == 0)
-				json_object_set_new(body, "conversion", json_string("bun_steinke"));
-			acct_error_init(&err);
-			rc = srv_acct_epsilon(body, &ans, &err);
-			if (rc == 0)
-				got = json_number_value(json_object_get(ans, "epsilon"));
-			total++;
-			if (rc != 0 || !(fabs(got - w) <= rel_tol(acct) * fabs(w))) {
-				failed++;
-				cr_log_error("%s/%s: got %.10g (rc %d %s %s), want %.10g",
-					     json_string_value(json_object_get(c, "id")), acct, got, rc,
-					     err.where, err.text, w);
-			}
-			json_decref(ans);
-			json_decref(body);
-		}
-	}
-	cr_expect_eq(failed, 0, "%zu of %zu accounting cases failed", failed, total);
-	json_decref(cases);
+	(void)ctx;
+	route_call(&r, srv_acct_delta, body);
+	got = route_num(&r, "delta");
+	cr_expect(r.rc == 0 && (got == w || (got > 0 && w > 0 && fabs(log(got) - log(w)) < 1e-3)),
+		  "%s: delta %.10g (rc %d %s), want %.10g", id, got, r.rc, r.err.text, w);
+	json_decref(r.ans);
 }
 
 Test(reference, delta)
 {
-	json_t *cases = load("delta.json");
-	size_t i;
-	json_t *c;
+	test_each_reference_case("delta", delta_case, NULL);
+}
 
-	json_array_foreach(cases, i, c) {
-		json_t *body = json_pack("{s:O,s:O,s:O,s:s}", "event", json_object_get(c, "event"),
-					 "epsilon", json_object_get(c, "epsilon"), "neighbor",
-					 json_object_get(c, "neighbor"), "accountant", "rdp");
-		json_t *ans = NULL;
-		acct_error err;
-		double w = json_number_value(json_object_get(json_object_get(c, "delta"), "rdp"));
-		double got = NAN;
-		int rc;
+static void calibration_case(const char *id, json_t *c, void *ctx)
+{
+	json_t *body = json_pack("{s:O,s:O,s:O,s:O}", "template", json_object_get(c, "template"),
+				 "epsilon", json_object_get(c, "epsilon"), "delta",
+				 json_object_get(c, "delta"), "accountant",
+				 json_object_get(c, "accountant"));
+	double w = json_number_value(json_object_get(c, "noise_multiplier"));
+	double target = json_number_value(json_object_get(c, "epsilon"));
+	struct route_call r;
+	double s, e;
 
-		acct_error_init(&err);
-		rc = srv_acct_delta(body, &ans, &err);
-		if (rc == 0)
-			got = json_number_value(json_object_get(ans, "delta"));
-		cr_expect(rc == 0 && (got == w || (got > 0 && w > 0 && fabs(log(got) - log(w)) < 1e-3)),
-			  "%s: delta %.10g (rc %d %s), want %.10g",
-			  json_string_value(json_object_get(c, "id")), got, rc, err.text, w);
-		json_decref(ans);
-		json_decref(body);
-	}
-	json_decref(cases);
+	(void)ctx;
+	route_call(&r, srv_acct_calibrate, body);
+	s = route_num(&r, "noise_multiplier");
+	e = route_num(&r, "epsilon");
+	cr_expect(r.rc == 0 && fabs(s - w) <= 1e-3 * w && e <= target * (1 + 1e-9),
+		  "%s: noise_multiplier %.10g epsilon %.10g (rc %d %s %s), want %.10g", id, s, e, r.rc,
+		  r.err.where, r.err.text, w);
+	json_decref(r.ans);
 }
 
 Test(reference, calibration)
 {
-	json_t *cases = load("calibration.json");
-	size_t i;
-	json_t *c;
-
-	json_array_foreach(cases, i, c) {
-		json_t *body = json_pack("{s:O,s:O,s:O,s:O}", "template", json_object_get(c, "template"),
-					 "epsilon", json_object_get(c, "epsilon"), "delta",
-					 json_object_get(c, "delta"), "accountant",
-					 json_object_get(c, "accountant"));
-		json_t *ans = NULL;
-		acct_error err;
-		double w = json_number_value(json_object_get(c, "noise_multiplier"));
-		double target = json_number_value(json_object_get(c, "epsilon"));
-		double s = NAN, e = NAN;
-		int rc;
-
-		acct_error_init(&err);
-		rc = srv_acct_calibrate(body, &ans, &err);
-		if (rc == 0) {
-			s = json_number_value(json_object_get(ans, "noise_multiplier"));
-			e = json_number_value(json_object_get(ans, "epsilon"));
-		}
-		cr_expect(rc == 0 && fabs(s - w) <= 1e-3 * w && e <= target * (1 + 1e-9),
-			  "%s: noise_multiplier %.10g epsilon %.10g (rc %d %s %s), want %.10g",
-			  json_string_value(json_object_get(c, "id")), s, e, rc, err.where, err.text, w);
-		json_decref(ans);
-		json_decref(body);
-	}
-	json_decref(cases);
+	test_each_reference_case("calibration", calibration_case, NULL);
 }

@@ -234,6 +234,36 @@ void dpg_preload_init(dpg_preload *p, const char *shim)
 		 asan ? asan : "", asan && *asan ? ":" : "");
 }
 
+void dpg_shim_server_start(dpg_server *srv, dpg_shim_env *e, const char *tag, const char *shim,
+			   const dpg_shim_switch *switches, size_t n)
+{
+	size_t k = 0;
+
+	cr_assert(n <= DPG_SHIM_MAX_SWITCHES);
+	memset(e, 0, sizeof(*e));
+	snprintf(e->dir, sizeof(e->dir), "/tmp/dpgate-%s-XXXXXX", tag);
+	cr_assert_not_null(mkdtemp(e->dir));
+	dpg_preload_init(&e->preload, shim);
+	e->env[k++] = e->preload.preload;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(e->file[i], sizeof(e->file[i]), "%s/%s", e->dir, switches[i].name);
+		snprintf(e->var[i], sizeof(e->var[i]), "%s=%s", switches[i].var, e->file[i]);
+		e->env[k++] = e->var[i];
+	}
+	e->env[k++] = e->preload.asan;
+	e->env[k] = NULL;
+	dpg_server_start_env(srv, e->env);
+}
+
+void dpg_shim_server_stop(dpg_server *srv, dpg_shim_env *e)
+{
+	dpg_server_destroy(srv);
+	for (size_t i = 0; i < DPG_SHIM_MAX_SWITCHES; i++)
+		if (e->file[i][0])
+			unlink(e->file[i]);
+	rmdir(e->dir);
+}
+
 void dpg_server_restart(dpg_server *s)
 {
 	spawn(s);
@@ -513,6 +543,14 @@ dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, c
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
 	return r;
+}
+
+void dpg_start_job(const dpg_server *s, const char *id, const char *body, char *job_id,
+		   size_t size)
+{
+	dpg_resp r = dpg_submit_job(s, id, body, job_id, size);
+
+	dpg_resp_free(&r);
 }
 
 char *dpg_read_file(const char *path, size_t *ret_len)

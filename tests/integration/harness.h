@@ -60,6 +60,39 @@ typedef struct dpg_preload {
 
 void dpg_preload_init(dpg_preload *p, const char *shim);
 
+/* Switch files one shim reads at the most (fail_storage.c reads two). */
+#define DPG_SHIM_MAX_SWITCHES 2
+
+/* One switch of a shim: the variable that names its file to the shim
+ * (DPGATE_TEST_NO_RANDOM) and the file's name in the switch dir. */
+typedef struct dpg_shim_switch {
+	const char *var, *name;
+} dpg_shim_switch;
+
+/*
+ * What a server with a fault shim preloaded needs beside its dpg_server:
+ * a temp dir for the switch files, their paths (file[i] for switches[i];
+ * dpg_switch_file turns one on and off) and the environment that names
+ * them, with the preload lines, to the server (env, NULL-terminated; also
+ * what a CLI run next to the server must carry).
+ */
+typedef struct dpg_shim_env {
+	char dir[64];
+	char file[DPG_SHIM_MAX_SWITCHES][128];
+	char var[DPG_SHIM_MAX_SWITCHES][200];
+	dpg_preload preload;
+	const char *env[DPG_SHIM_MAX_SWITCHES + 3];
+} dpg_shim_env;
+
+/* Makes the switch dir under /tmp (its name starting with `tag`), fills
+ * `e` for the n switches (all off) and starts `srv` with shim preloaded.
+ * `e` must outlive the server: restarts read e->env again. */
+void dpg_shim_server_start(dpg_server *srv, dpg_shim_env *e, const char *tag, const char *shim,
+			   const dpg_shim_switch *switches, size_t n);
+
+/* Stops `srv` and removes the switch files and their dir. */
+void dpg_shim_server_stop(dpg_server *srv, dpg_shim_env *e);
+
 /* Seconds on the monotonic clock, for timing steps of a test. */
 double dpg_now_s(void);
 
@@ -157,6 +190,11 @@ long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t
  * answer (the caller frees it). */
 dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, char *job_id,
 			size_t size);
+
+/* dpg_submit_job for a caller that needs only the job's id: asserts 202,
+ * copies the id into job_id (size bytes) and frees the answer. */
+void dpg_start_job(const dpg_server *s, const char *id, const char *body, char *job_id,
+		   size_t size);
 
 /* The whole content of the file at `path`, NUL-terminated (the caller
  * frees it); *ret_len, when not NULL, gets its length.  Fails the test when

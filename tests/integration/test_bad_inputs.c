@@ -190,6 +190,26 @@ Test(bad_inputs, each_gets_its_status_and_changes_nothing, .timeout = 180)
 	dpg_server_destroy(&srv);
 }
 
+/* Starts srv with dataset t (basic, epsilon 1), which the refused
+ * requests below aim at; returns t's budget and ledger as they start. */
+static dpg_budget start_with_t(dpg_server *srv)
+{
+	dpg_server_start(srv);
+	dpg_make_dataset(srv, "t", 1.0, 0, "basic");
+	return dpg_budget_of(srv, "t");
+}
+
+/* t's budget and ledger are still as `before` says. */
+static void expect_t_unchanged(const dpg_server *srv, const dpg_budget *before)
+{
+	dpg_budget after = dpg_budget_of(srv, "t");
+
+	cr_expect_eq(after.charges, before->charges);
+	cr_expect_eq(after.ledger_rows, before->ledger_rows);
+	cr_expect_eq(after.spent_eps, before->spent_eps);
+	cr_expect_eq(after.spent_delta, before->spent_delta);
+}
+
 Test(bad_inputs, oversize_body_is_413_and_changes_nothing, .timeout = 60)
 {
 	dpg_server srv;
@@ -197,8 +217,7 @@ Test(bad_inputs, oversize_body_is_413_and_changes_nothing, .timeout = 60)
 	char *big = malloc(n + 1);
 	dpg_resp r;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	start_with_t(&srv);
 	memset(big, ' ', n);
 	big[0] = '{';
 	big[n - 1] = '}';
@@ -312,26 +331,6 @@ static char *refused_charge(const dpg_server *srv, const char *what, const char 
 	return out;
 }
 
-/* Starts srv with dataset t (basic, epsilon 1), which the refused
- * requests below aim at; returns t's budget and ledger as they start. */
-static dpg_budget start_with_t(dpg_server *srv)
-{
-	dpg_server_start(srv);
-	dpg_make_dataset(srv, "t", 1.0, 0, "basic");
-	return dpg_budget_of(srv, "t");
-}
-
-/* t's budget and ledger are still as `before` says. */
-static void expect_t_unchanged(const dpg_server *srv, const dpg_budget *before)
-{
-	dpg_budget after = dpg_budget_of(srv, "t");
-
-	cr_expect_eq(after.charges, before->charges);
-	cr_expect_eq(after.ledger_rows, before->ledger_rows);
-	cr_expect_eq(after.spent_eps, before->spent_eps);
-	cr_expect_eq(after.spent_delta, before->spent_delta);
-}
-
 /*
  * Two Content-Length headers frame the body two ways (a proxy reading the
  * other one would see a hidden request): refused with 400 and the
@@ -346,8 +345,7 @@ Test(bad_inputs, two_content_lengths_are_refused, .timeout = 60)
 	dpg_server srv;
 	int n;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	start_with_t(&srv);
 	n = charge_request(req, sizeof(req), &srv,
 			   "Content-Type: application/json\r\nContent-Length: %zu\r\n"
 			   "Content-Length: 3\r\n\r\n%s",
@@ -441,9 +439,8 @@ Test(bad_inputs, deep_json_is_refused_not_recursed, .timeout = 60)
 	char body[4200];
 	size_t n = 0;
 	dpg_resp r;
+	dpg_budget before = start_with_t(&srv);
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
 	n += (size_t)snprintf(body, sizeof(body), "{\"event\":");
 	for (int i = 0; i < 2000; i++)
 		body[n++] = '[';
@@ -455,6 +452,7 @@ Test(bad_inputs, deep_json_is_refused_not_recursed, .timeout = 60)
 	cr_assert_eq(r.status, 400, "%s", r.body);
 	cr_assert(strstr(r.body, "deeper"));
 	dpg_resp_free(&r);
+	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
 }
 
@@ -473,10 +471,9 @@ Test(bad_inputs, a_nul_byte_in_the_request_target_is_refused, .timeout = 60)
 					    sizeof("/v1/datasets/t\0x/budget") - 1,
 					    sizeof("/v1/datasets/t?x\0y") - 1};
 	dpg_server srv;
+	dpg_budget before = start_with_t(&srv);
 	dpg_resp r;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
 	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
 		char req[1024], tail[512], *out;
 		size_t n = 0;
@@ -498,6 +495,7 @@ Test(bad_inputs, a_nul_byte_in_the_request_target_is_refused, .timeout = 60)
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	cr_assert(json_is_false(json_object_get(r.json, "archived")), "%s", r.body);
 	dpg_resp_free(&r);
+	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
 }
 
@@ -539,6 +537,7 @@ Test(bad_inputs, a_header_name_with_a_space_is_refused_and_hides_no_request, .ti
 Test(bad_inputs, a_large_body_is_refused_before_it_is_read_without_a_key, .timeout = 60)
 {
 	dpg_server srv;
+	dpg_budget before;
 	char viewer[160];
 	static const char pad[1001] = {[0 ... 999] = 'a'};
 	struct {
@@ -556,8 +555,7 @@ Test(bad_inputs, a_large_body_is_refused_before_it_is_read_without_a_key, .timeo
 		{"POST /v1/datasets/t/dry-run HTTP/1.1\r\nTransfer-Encoding: chunked", NULL, "HTTP/1.1 401 "},
 	};
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	before = start_with_t(&srv);
 	dpg_make_key(&srv, "viewer", "t", viewer, sizeof(viewer));
 	for (size_t i = 0; i < sizeof(gated) / sizeof(gated[0]); i++) {
 		char req[4096], auth[256] = "", *out;
@@ -575,6 +573,7 @@ Test(bad_inputs, a_large_body_is_refused_before_it_is_read_without_a_key, .timeo
 		cr_expect(!strstr(out, "100 Continue"), "%.300s", out);
 		free(out);
 	}
+	expect_t_unchanged(&srv, &before);
 	dpg_server_destroy(&srv);
 }
 
@@ -595,8 +594,7 @@ Test(bad_inputs, a_body_that_drips_is_cut_at_the_body_timeout, .timeout = 60)
 	double t0, cut = -1;
 	int fd, n;
 
-	dpg_server_start(&srv);
-	dpg_make_dataset(&srv, "t", 1.0, 0, "basic");
+	start_with_t(&srv);
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	srv.body_timeout_s = "2";
 	dpg_server_restart(&srv);

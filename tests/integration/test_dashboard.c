@@ -373,13 +373,11 @@ Test(dashboard, job_progress_changes_the_job_tag)
 	static const char *const done[] = {"succeeded", "failed", "cancelled", NULL};
 	char id[96], path[160], tag[64], last[64] = "";
 	int changes = 0;
-	dpg_resp r;
 	json_t *j;
 
 	dpg_make_dataset(&srv, "iris", 10.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", IRIS_HEADER);
-	r = dpg_submit_job(&srv, "iris", job, id, sizeof(id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "iris", job, id, sizeof(id));
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
 	/* The tag follows the job from its first read to its end. */
 	for (int i = 0; i < 400; i++) {
@@ -592,15 +590,13 @@ Test(dashboard, a_long_poll_on_a_job_wakes_when_it_ends)
 		"\"classes\":3,\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"clip_norm\":1,"
 		"\"learning_rate\":0.5}}";
 	char id[96], path[160], tag[64];
-	dpg_resp d;
 	raw_resp r;
 	json_t *j;
 	bool ended = false;
 
 	dpg_make_dataset(&srv, "iris", 10.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", IRIS_HEADER);
-	d = dpg_submit_job(&srv, "iris", job, id, sizeof(id));
-	dpg_resp_free(&d);
+	dpg_start_job(&srv, "iris", job, id, sizeof(id));
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
 	/* Each long-poll answers with a new state well before its 30 s,
 	 * until the job has ended. */

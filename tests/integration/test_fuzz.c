@@ -57,9 +57,11 @@
  * and the number of mutated requests; DPGATE_FUZZ_VERBOSE prints a line per
  * request.  A failure prints the seed, the iteration and the exact request;
  * the run goes on to FUZZ_MAX_FAILURES failures.  The fixed cases, inputs
- * that once broke a property, are sent on every run.
+ * that once broke a property, are sent on every run.  The seeds and the
+ * fixed cases are data, in tests/data/fuzz_seeds.json.
  */
 #define _GNU_SOURCE /* memmem */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -76,6 +78,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "test_data.h"
 
 #define FUZZ_DEFAULT_SEED     20240611u
 #define FUZZ_DEFAULT_ITERS    6000
@@ -168,6 +171,9 @@ struct world {
 	bool verbose;       /* DPGATE_FUZZ_VERBOSE: a line per request */
 	long statuses[600]; /* answers by status */
 	long last_status;   /* of the last answer, -1 for none */
+	json_t *corpus;     /* tests/data/fuzz_seeds.json, which seeds[] points into */
+	struct seed *seeds;
+	size_t n_seeds;
 };
 
 /* ---- the PRNG (splitmix64: deterministic for a seed) ---------------------- */
@@ -259,10 +265,12 @@ enum prep {
 };
 
 /*
- * One valid request.  The path may hold {ds} (a dataset of `pool`), {sid} (a
- * PATE session whose aggregator is `sessions`, or any with "any"; it fixes
- * {ds}), {rid}, {jid} (a job of the pool, or a new one with P_JOB), {kid},
- * and a query.  "{n}" in the body is a fresh number.
+ * One valid request of the corpus, tests/data/fuzz_seeds.json (its "about"
+ * says what each field holds).  The path may hold {ds} (a dataset of
+ * `pool`), {sid} (a PATE session whose aggregator is `sessions`, or any
+ * with "any"; it fixes {ds}), {rid}, {jid} (a job of the pool, or a new one
+ * with P_JOB), {kid}, and a query.  "{n}" in the body is a fresh number.
+ * The strings live in the world's corpus.
  */
 struct seed {
 	const char *method;
@@ -275,287 +283,71 @@ struct seed {
 	bool csv;
 };
 
-#define ALL_LEDGERS "b-large r-large z-large b-small r-small z-small r-replace"
-#define LARGE "b-large r-large z-large"
-#define NOT_ZCDP "b-large r-large b-small r-small r-replace"
-#define READABLE ALL_LEDGERS " iris iris-b cities gone scratch patch-r"
-#define UNPROTECTED "b-small r-small z-small scratch patch-r"
-#define TABLES "iris iris-b"
-#define CHARGE(ev) "{\"event\":" ev ",\"note\":\"fuzz\",\"delta\":1e-9}"
-#define CHARGES "/v1/datasets/{ds}/charges"
 
-static const struct seed seeds[] = {
-	/* Stateless routes. */
-	{"POST", "/v1/accountant/epsilon", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"self_composed\",\"count\":100,\"event\":{\"type\":\"poisson_sampled\","
-	 "\"sampling_probability\":0.01,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1.1}}},"
-	 "\"delta\":1e-5,\"accountant\":\"rdp\",\"neighbor\":\"add_remove\"}", false},
-	{"POST", "/v1/accountant/epsilon", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"composed\",\"events\":[{\"type\":\"laplace\",\"noise_multiplier\":2},"
-	 "{\"type\":\"gaussian\",\"noise_multiplier\":5}]},\"delta\":1e-6,\"accountant\":\"pld\"}",
-	 false},
-	{"POST", "/v1/accountant/epsilon", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"sampled_without_replacement\",\"source_dataset_size\":1000,"
-	 "\"sample_size\":10,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}},\"delta\":1e-6,"
-	 "\"accountant\":\"rdp\",\"neighbor\":\"replace\"}", false},
-	{"POST", "/v1/accountant/epsilon", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"self_composed\",\"count\":5,\"event\":{\"type\":\"epsilon_delta\","
-	 "\"epsilon\":0.1,\"delta\":1e-7}},\"delta\":1e-5,\"accountant\":\"strong\"}", false},
-	{"POST", "/v1/accountant/epsilon", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"poisson_sampled\",\"sampling_probability\":0.02,\"event\":"
-	 "{\"type\":\"gaussian\",\"noise_multiplier\":1.5}},\"delta\":1e-5,\"accountant\":\"moments\"}",
-	 false},
-	{"POST", "/v1/accountant/delta", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2},\"epsilon\":1,\"accountant\":\"pld\","
-	 "\"neighbor\":\"add_remove\"}", false},
-	{"POST", "/v1/accountant/delta", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"zcdp\",\"rho\":0.1},\"epsilon\":1,\"accountant\":\"zcdp\"}", false},
-	{"POST", "/v1/accountant/calibrate", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"template\":{\"type\":\"gaussian\",\"noise_multiplier\":null},\"epsilon\":1,\"delta\":1e-5,"
-	 "\"accountant\":\"rdp\",\"neighbor\":\"add_remove\"}", false},
-	{"POST", "/v1/accountant/calibrate", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"template\":{\"type\":\"self_composed\",\"count\":null,\"event\":{\"type\":\"laplace\","
-	 "\"noise_multiplier\":10}},\"epsilon\":2,\"delta\":0,\"accountant\":\"basic\"}", false},
-	{"POST", "/v1/accountant/rdp", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"pate_gnss\",\"beta\":0.05,\"sigma\":20},\"orders\":[1.5,2,8,64]}", false},
-	{"POST", "/v1/accountant/rdp", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"self_composed\",\"count\":3,\"event\":{\"type\":"
-	 "\"exponential_mechanism\",\"epsilon\":0.5}},\"orders\":[2,3.5,1000000]}", false},
-	{"POST", "/v1/accountant/compare", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"self_composed\",\"count\":10,\"event\":{\"type\":\"gnmax\","
-	 "\"sigma\":40}},\"delta\":1e-5,\"neighbor\":\"add_remove\"}", false},
-	{"POST", "/v1/pate/cost", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"votes\":[8,1,1],\"sigma\":2,\"orders\":[2,4,8],\"threshold\":5,\"threshold_sigma\":2}", false},
-	{"POST", "/v1/pate/cost", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"votes\":[240,5,3,2,0],\"sigma\":40,\"orders\":[1.5,2,3,5,8,16,32,64,128,256]}", false},
-	{"POST", "/v1/pate/smooth-sensitivity", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"votes\":[8,1,1],\"num_teachers\":10,\"sigma\":10,\"order\":8,\"beta\":0.01}", false},
-	{"POST", "/v1/pate/smooth-sensitivity", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"votes\":[200,30,20],\"num_teachers\":250,\"sigma\":40,\"order\":20,\"beta\":0.0125}",
-	 false},
-	{"POST", "/v1/accountant/calibrate", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"template\":{\"type\":\"poisson_sampled\",\"sampling_probability\":null,\"event\":"
-	 "{\"type\":\"gaussian\",\"noise_multiplier\":2}},\"epsilon\":1,\"delta\":1e-5,"
-	 "\"accountant\":\"pld\"}", false},
-	{"POST", "/v1/accountant/calibrate", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"template\":{\"type\":\"discrete_gaussian\",\"sigma\":null,\"sensitivity\":3},"
-	 "\"epsilon\":0.5,\"delta\":1e-6,\"accountant\":\"zcdp\",\"neighbor\":\"replace\"}", false},
-	{"POST", "/v1/accountant/calibrate", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"template\":{\"type\":\"self_composed\",\"count\":100,\"event\":{\"type\":"
-	 "\"poisson_sampled\",\"sampling_probability\":0.01,\"event\":{\"type\":\"gaussian\","
-	 "\"noise_multiplier\":null}}},\"epsilon\":2,\"delta\":1e-5,\"accountant\":\"moments\"}",
-	 false},
-	{"POST", "/v1/accountant/delta", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"self_composed\",\"count\":50,\"event\":{\"type\":"
-	 "\"randomized_response\",\"noise_parameter\":0.5,\"num_buckets\":3}},\"epsilon\":2,"
-	 "\"accountant\":\"rdp\",\"neighbor\":\"replace\"}", false},
-	{"POST", "/v1/accountant/compare", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"composed\",\"events\":[{\"type\":\"discrete_laplace\","
-	 "\"noise_parameter\":0.5,\"sensitivity\":2},{\"type\":\"permute_and_flip\",\"epsilon\":0.3},"
-	 "{\"type\":\"pate_threshold\",\"sigma\":50}]},\"delta\":1e-6}", false},
-	{"POST", "/v1/label-em/guidance", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"n\":10,\"epsilon\":1,\"sensitivity\":1,\"ks\":[0,5,10]}", false},
-	{"POST", "/v1/label-em/guidance", A_PUBLIC, NULL, NULL, P_NONE,
-	 "{\"n\":20,\"target_success_probability\":0.9}", false},
-	{"GET", "/healthz", A_PUBLIC, NULL, NULL, P_NONE, NULL, false},
-	{"GET", "/metrics", A_PUBLIC, NULL, NULL, P_NONE, NULL, false},
+/* The index of `text` among the n `names`; fails the test on another word. */
+static int corpus_word(const char *text, const char *const *names, size_t n, size_t seed,
+		       const char *field)
+{
+	for (size_t i = 0; i < n; i++)
+		if (text && strcmp(text, names[i]) == 0)
+			return (int)i;
+	cr_assert_fail("seed %zu: %s \"%s\" is not a word of the corpus", seed, field,
+		       text ? text : "(none)");
+	return -1;
+}
 
-	/* Datasets. */
-	{"POST", "/v1/datasets", A_ADMIN, NULL, NULL, P_NONE,
-	 "{\"id\":\"fz-{n}\",\"name\":\"Fuzz {n}\",\"budget\":{\"epsilon\":2,\"delta\":1e-6},"
-	 "\"accountant\":\"rdp\",\"neighbor\":\"add_remove\",\"privacy_unit\":\"record\"}", false},
-	{"POST", "/v1/datasets", A_ADMIN, NULL, NULL, P_NONE,
-	 "{\"id\":\"fz-{n}\",\"budget\":{\"epsilon\":1,\"delta\":0},\"accountant\":\"basic\","
-	 "\"neighbor\":\"replace\"}", false},
-	{"POST", "/v1/datasets", A_ADMIN, NULL, NULL, P_NONE,
-	 "{\"id\":\"fz-{n}\",\"budget\":{\"epsilon\":3,\"delta\":1e-5},\"accountant\":\"zcdp\","
-	 "\"privacy_unit\":\"user\"}", false},
-	{"GET", "/v1/datasets?archived=true", A_ANY_KEY, NULL, NULL, P_NONE, NULL, false},
-	{"GET", "/v1/datasets/{ds}", A_READ, READABLE, NULL, P_NONE, NULL, false},
-	{"PATCH", "/v1/datasets/{ds}", A_ADMIN, UNPROTECTED, NULL, P_NONE,
-	 "{\"name\":\"renamed {n}\",\"budget\":{\"epsilon\":4,\"delta\":1e-6}}", false},
-	{"PATCH", "/v1/datasets/{ds}", A_ADMIN, UNPROTECTED, NULL, P_NONE,
-	 "{\"budget\":{\"epsilon\":1.5}}", false},
-	{"DELETE", "/v1/datasets/{ds}", A_ADMIN, NULL, NULL, P_FRESH_DATASET, NULL, false},
-	{"GET", "/v1/datasets/{ds}/budget", A_READ, READABLE, NULL, P_NONE, NULL, false},
-	{"GET", "/v1/datasets/{ds}/ledger?limit=5&after=1", A_READ, READABLE, NULL, P_NONE, NULL, false},
-	{"GET", "/v1/datasets/{ds}/ledger?limit=1000", A_READ, READABLE, NULL, P_NONE, NULL, false},
+/* Seed i's string `field`, or NULL when absent; fails the test on
+ * another type or a field the corpus does not have. */
+static const char *corpus_string(const json_t *o, const char *field, size_t i)
+{
+	const json_t *v = json_object_get(o, field);
 
-	/* Charges: every event type of DESIGN.md. */
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"gaussian\",\"noise_multiplier\":8}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"laplace\",\"noise_multiplier\":20}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"discrete_gaussian\",\"sigma\":10,\"sensitivity\":1}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"discrete_laplace\",\"noise_parameter\":0.05,\"sensitivity\":1}"), false},
-	{"POST", CHARGES, A_SPEND, "r-replace", NULL, P_NONE,
-	 CHARGE("{\"type\":\"randomized_response\",\"noise_parameter\":0.5,\"num_buckets\":4}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"exponential_mechanism\",\"epsilon\":0.01}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"permute_and_flip\",\"epsilon\":0.01}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.01,\"delta\":0}}", false},
-	{"POST", CHARGES, A_SPEND, "b-large b-small", NULL, P_NONE,
-	 "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.01,\"delta\":1e-9}}", false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"zcdp\",\"rho\":0.0001}"), false},
-	{"POST", CHARGES, A_SPEND, NOT_ZCDP, NULL, P_NONE,
-	 CHARGE("{\"type\":\"poisson_sampled\",\"sampling_probability\":0.01,\"event\":"
-		"{\"type\":\"gaussian\",\"noise_multiplier\":2}}"), false},
-	{"POST", CHARGES, A_SPEND, "r-replace", NULL, P_NONE,
-	 CHARGE("{\"type\":\"sampled_without_replacement\",\"source_dataset_size\":1000,"
-		"\"sample_size\":10,\"event\":{\"type\":\"laplace\",\"noise_multiplier\":2}}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"self_composed\",\"count\":10,\"event\":{\"type\":\"laplace\","
-		"\"noise_multiplier\":50}}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"composed\",\"events\":[{\"type\":\"gaussian\",\"noise_multiplier\":8},"
-		"{\"type\":\"laplace\",\"noise_multiplier\":20}]}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"gnmax\",\"sigma\":40}"), false},
-	{"POST", CHARGES, A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 CHARGE("{\"type\":\"pate_threshold\",\"sigma\":50}"), false},
-	{"POST", CHARGES, A_SPEND, NOT_ZCDP, NULL, P_NONE,
-	 CHARGE("{\"type\":\"pate_gnss\",\"beta\":0.05,\"sigma\":20}"), false},
+	cr_assert(!v || json_is_string(v), "seed %zu: %s is not a string", i, field);
+	return json_string_value(v);
+}
 
-	/* Reservations and dry runs. */
-	{"POST", "/v1/datasets/{ds}/reservations", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.01,\"delta\":0},\"note\":\"fuzz\","
-	 "\"ttl_seconds\":3600}", false},
-	{"POST", "/v1/datasets/{ds}/reservations", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":10},\"delta\":1e-9,\"ttl_seconds\":1}",
-	 false},
-	{"GET", "/v1/datasets/{ds}/reservations", A_READ, READABLE, NULL, P_NONE, NULL, false},
-	{"POST", "/v1/datasets/{ds}/reservations/{rid}/commit", A_SPEND, LARGE, NULL, P_RESERVATION,
-	 NULL, false},
-	{"POST", "/v1/datasets/{ds}/reservations/{rid}/release", A_SPEND, LARGE, NULL, P_RESERVATION,
-	 NULL, false},
-	{"POST", "/v1/datasets/{ds}/dry-run", A_READ, READABLE, NULL, P_NONE,
-	 "{\"event\":{\"type\":\"self_composed\",\"count\":3,\"event\":{\"type\":\"laplace\","
-	 "\"noise_multiplier\":4}},\"delta\":1e-9}", false},
+/* Reads one seed of the corpus into s. */
+static void corpus_seed(const json_t *o, size_t i, struct seed *s)
+{
+	static const char *const fields[] = {"method", "path", "access", "pool", "sessions",
+					     "prep", "body", "csv"};
+	static const char *const access[] = {"public", "any_key", "read", "spend", "admin"};
+	static const char *const prep[] = {"none", "reservation", "fresh_dataset", "job", "key"};
+	const json_t *csv = json_object_get(o, "csv"), *v;
+	const char *key, *p;
 
-	/* Keys. */
-	{"GET", "/v1/keys", A_ADMIN, NULL, NULL, P_NONE, NULL, false},
-	{"POST", "/v1/keys", A_ADMIN, NULL, NULL, P_NONE,
-	 "{\"role\":\"analyst\",\"datasets\":[\"b-large\",\"r-small\"],\"note\":\"fuzz\"}", false},
-	{"POST", "/v1/keys", A_ADMIN, NULL, NULL, P_NONE, "{\"role\":\"viewer\"}", false},
-	{"DELETE", "/v1/keys/{kid}", A_ADMIN, NULL, NULL, P_KEY, NULL, false},
+	cr_assert(json_is_object(o), "seed %zu is not an object", i);
+	json_object_foreach((json_t *)o, key, v)
+		corpus_word(key, fields, sizeof(fields) / sizeof(fields[0]), i, "field");
+	s->method = corpus_string(o, "method", i);
+	s->path = corpus_string(o, "path", i);
+	cr_assert(s->method && s->path, "seed %zu: no method or path", i);
+	s->access = (enum access)corpus_word(corpus_string(o, "access", i), access,
+					     sizeof(access) / sizeof(access[0]), i, "access");
+	s->pool = corpus_string(o, "pool", i);
+	s->sessions = corpus_string(o, "sessions", i);
+	p = corpus_string(o, "prep", i);
+	s->prep = p ? (enum prep)corpus_word(p, prep, sizeof(prep) / sizeof(prep[0]), i, "prep")
+		    : P_NONE;
+	s->body = corpus_string(o, "body", i);
+	cr_assert(!csv || json_is_boolean(csv), "seed %zu: csv is not a boolean", i);
+	s->csv = json_is_true(csv);
+}
 
-	/* Mechanisms, every one. */
-	{"POST", "/v1/datasets/{ds}/mechanisms/laplace", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"value\":12.5,\"sensitivity\":1,\"epsilon\":0.05,\"note\":\"fuzz\"}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/laplace", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"values\":[1,2,3,4],\"sensitivity\":2,\"scale\":80}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/gaussian", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"value\":3.5,\"sensitivity\":1,\"epsilon\":0.5,\"delta\":1e-6}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/gaussian", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"values\":[1,2,3],\"sensitivity\":1,\"sigma\":30,\"ledger_delta\":1e-9}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/discrete_laplace", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"value\":40,\"sensitivity\":1,\"epsilon\":0.05}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/discrete_gaussian", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"values\":[7,8,9],\"sensitivity\":2,\"sigma\":30,\"ledger_delta\":1e-9}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/exponential", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"scores\":[1,5,2],\"sensitivity\":1,\"epsilon\":0.05,\"monotone\":true}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/permute_and_flip", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"scores\":[1,5,2,0],\"sensitivity\":1,\"epsilon\":0.04}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/report_noisy_max", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"scores\":[1,5,2],\"sensitivity\":1,\"noise\":\"gumbel\",\"epsilon\":0.05}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/report_noisy_max", A_SPEND, ALL_LEDGERS, NULL, P_NONE,
-	 "{\"scores\":[1,5,2],\"sensitivity\":1,\"noise\":\"gaussian\",\"sigma\":40,"
-	 "\"ledger_delta\":1e-9}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/randomized_response", A_SPEND, "r-replace", NULL, P_NONE,
-	 "{\"value\":2,\"num_buckets\":4,\"epsilon\":0.05}", false},
-	{"POST", "/v1/datasets/{ds}/mechanisms/label_em", A_SPEND, "r-replace", NULL, P_NONE,
-	 "{\"labels\":[0,1,1,0,1,0,0,1],\"epsilon\":0.05,\"sensitivity\":1}", false},
+/* Loads the seed corpus into w->seeds. */
+static void load_corpus(struct world *w)
+{
+	const json_t *list;
 
-	/* Hosted tables. */
-	{"PUT", "/v1/datasets/{ds}/data?columns=a:numeric,b:numeric,c:categorical", A_ADMIN,
-	 "scratch patch-r", NULL, P_NONE, "a,b,c\n1,2.5,x\n3,-4,y\n5,6e2,\"z,w\"\n", true},
-	{"PUT", "/v1/datasets/{ds}/data", A_ADMIN, "scratch patch-r", NULL, P_NONE,
-	 "age,city\r\n34,Lyon\r\n51,\"Paris\"\r\n", true},
-	{"PUT", "/v1/datasets/{ds}/data", A_ADMIN, "scratch patch-r", NULL, P_NONE,
-	 "a,b,c\n0,1.5,x\n1,-2,y\n0,3e2,\"x\"\n1,0.25,\"y,z\"\n0,-0.5,\"multi\nline\"\n1,7,x\n0,8,y\n"
-	 "1,9,x\n", true},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, "scratch patch-r", NULL, P_NONE,
-	 "{\"query\":\"sum\",\"column\":\"b\",\"lo\":-10,\"hi\":10,\"epsilon\":0.05}", false},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, "scratch patch-r", NULL, P_NONE,
-	 "{\"query\":\"histogram\",\"column\":\"c\",\"categories\":[\"x\",\"y\"],\"epsilon\":0.05}",
-	 false},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, "scratch patch-r", NULL, P_NONE,
-	 "{\"query\":\"quantile\",\"column\":\"a\",\"q\":0.9,\"lo\":0,\"hi\":1,\"epsilon\":0.05}", false},
-	{"POST", "/v1/datasets/{ds}/jobs", A_SPEND, "scratch patch-r", NULL, P_NONE,
-	 "{\"trainer\":\"dpsgd\",\"ledger_delta\":1e-9,\"params\":{\"model\":\"logreg\",\"label\":\"c\","
-	 "\"classes\":[\"x\",\"y\"],\"epochs\":1,\"lot_size\":4,\"noise_multiplier\":4}}", false},
-	{"PUT", "/v1/datasets/{ds}/data", A_ADMIN, "scratch", NULL, P_NONE,
-	 "{\"builtin\":\"fashion-mnist\"}", false},
-	{"GET", "/v1/datasets/{ds}/data", A_READ, READABLE, NULL, P_NONE, NULL, false},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, TABLES, NULL, P_NONE,
-	 "{\"query\":\"count\",\"epsilon\":0.05,\"note\":\"fuzz\"}", false},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, TABLES, NULL, P_NONE,
-	 "{\"query\":\"sum\",\"column\":\"sepal_length\",\"lo\":0,\"hi\":10,\"epsilon\":0.05}", false},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, TABLES, NULL, P_NONE,
-	 "{\"query\":\"mean\",\"column\":\"petal_width\",\"lo\":0,\"hi\":3,\"epsilon\":0.1}", false},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, TABLES, NULL, P_NONE,
-	 "{\"query\":\"quantile\",\"column\":\"petal_length\",\"q\":0.5,\"lo\":0,\"hi\":10,"
-	 "\"epsilon\":0.05}", false},
-	{"POST", "/v1/datasets/{ds}/queries", A_SPEND, "cities", NULL, P_NONE,
-	 "{\"query\":\"histogram\",\"column\":\"city\",\"categories\":[\"Lyon\",\"Paris\",\"Oslo\"],"
-	 "\"epsilon\":0.05}", false},
-
-	/* PATE sessions. */
-	{"POST", "/v1/datasets/{ds}/pate/sessions", A_SPEND, LARGE, NULL, P_NONE,
-	 "{\"aggregator\":\"gnmax\",\"num_teachers\":10,\"num_classes\":3,\"sigma2\":5,"
-	 "\"orders\":[2,4,8,16],\"delta\":1e-9}", false},
-	{"POST", "/v1/datasets/{ds}/pate/sessions", A_SPEND, LARGE, NULL, P_NONE,
-	 "{\"aggregator\":\"confident_gnmax\",\"num_teachers\":10,\"num_classes\":3,\"sigma1\":4,"
-	 "\"sigma2\":2,\"threshold\":6,\"delta\":1e-9}", false},
-	{"POST", "/v1/datasets/{ds}/pate/sessions", A_SPEND, LARGE, NULL, P_NONE,
-	 "{\"aggregator\":\"interactive_gnmax\",\"num_teachers\":10,\"num_classes\":3,\"sigma1\":4,"
-	 "\"sigma2\":2,\"threshold\":6,\"student_confidence\":0.9,\"delta\":1e-9}", false},
-	{"POST", "/v1/datasets/{ds}/pate/sessions", A_SPEND, LARGE, NULL, P_NONE,
-	 "{\"aggregator\":\"lnmax\",\"num_teachers\":10,\"num_classes\":3,\"gamma\":0.05}", false},
-	{"GET", "/v1/datasets/{ds}/pate/sessions", A_READ, READABLE, NULL, P_NONE, NULL, false},
-	{"GET", "/v1/datasets/{ds}/pate/sessions/{sid}", A_READ, NULL, "any", P_NONE, NULL, false},
-	{"POST", "/v1/datasets/{ds}/pate/sessions/{sid}/queries", A_SPEND, NULL, "plain", P_NONE,
-	 "{\"queries\":[{\"votes\":[8,1,1]},{\"predictions\":[0,0,0,1,0,0,2,0,0,0]}],"
-	 "\"note\":\"fuzz\"}", false},
-	{"POST", "/v1/datasets/{ds}/pate/sessions/{sid}/queries", A_SPEND, NULL, "interactive_gnmax",
-	 P_NONE, "{\"queries\":[{\"votes\":[6,3,1],\"student_probabilities\":[0.7,0.2,0.1]}]}", false},
-	{"POST", "/v1/datasets/{ds}/pate/sessions/{sid}/release", A_SPEND, NULL, "gnmax", P_NONE,
-	 "{\"beta\":0.02,\"sigma\":8,\"order\":16,\"delta\":1e-6,\"note\":\"fuzz\"}", false},
-
-	/* Training jobs on the iris table (a few steps each). */
-	{"POST", "/v1/datasets/{ds}/jobs", A_SPEND, "iris", NULL, P_NONE,
-	 "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\",\"classes\":3,"
-	 "\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.5}}",
-	 false},
-	{"POST", "/v1/datasets/{ds}/jobs", A_SPEND, "iris", NULL, P_NONE,
-	 "{\"trainer\":\"dpsgd\",\"note\":\"fuzz\",\"params\":{\"model\":\"mlp\",\"hidden\":[8],"
-	 "\"activation\":\"tanh\",\"label\":\"species\",\"classes\":3,\"epochs\":2,\"lot_size\":50,"
-	 "\"noise_multiplier\":4,\"clip_norm\":1,\"clipping\":\"per_layer\",\"learning_rate\":0.1,"
-	 "\"learning_rate_final\":0.01,\"learning_rate_decay_epochs\":1,\"momentum\":0.5,"
-	 "\"max_train_examples\":100}}", false},
-	{"POST", "/v1/datasets/{ds}/jobs", A_SPEND, "iris", NULL, P_NONE,
-	 "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\",\"classes\":3,"
-	 "\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"pca_components\":2,"
-	 "\"pca_noise_multiplier\":7}}", false},
-	{"POST", "/v1/datasets/{ds}/jobs", A_SPEND, "iris-b", NULL, P_NONE,
-	 "{\"trainer\":\"dpsgd\",\"dry_run\":true,\"ledger_delta\":1e-9,\"params\":{\"model\":\"logreg\","
-	 "\"label\":\"species\",\"classes\":3,\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4}}",
-	 false},
-	{"POST", "/v1/datasets/{ds}/jobs", A_SPEND, "cities", NULL, P_NONE,
-	 "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"city\",\"classes\":"
-	 "[\"Lyon\",\"Paris\"],\"epochs\":1,\"lot_size\":10,\"noise_multiplier\":4}}", false},
-	{"GET", "/v1/datasets/{ds}/jobs", A_READ, READABLE, NULL, P_NONE, NULL, false},
-	{"GET", "/v1/jobs/{jid}", A_ANY_KEY, NULL, NULL, P_NONE, NULL, false},
-	{"GET", "/v1/jobs/{jid}/model", A_ANY_KEY, NULL, NULL, P_NONE, NULL, false},
-	{"DELETE", "/v1/jobs/{jid}", A_ANY_KEY, NULL, NULL, P_JOB, NULL, false},
-};
-
-#define N_SEEDS (sizeof(seeds) / sizeof(seeds[0]))
+	w->corpus = test_load_data("fuzz_seeds.json");
+	list = json_object_get(w->corpus, "seeds");
+	w->n_seeds = json_array_size(list);
+	cr_assert_gt(w->n_seeds, 0, "fuzz_seeds.json holds no seeds");
+	w->seeds = calloc(w->n_seeds, sizeof(*w->seeds));
+	cr_assert_not_null(w->seeds);
+	for (size_t i = 0; i < w->n_seeds; i++)
+		corpus_seed(json_array_get(list, i), i, &w->seeds[i]);
+}
 
 /* ---- one request ------------------------------------------------------------ */
 
@@ -806,32 +598,28 @@ static const char *success_forbidden(const struct request *r)
 	return NULL;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Whether a path identifier as sent names 1 to 64 of [A-Za-z0-9_.-] once
- * percent-decoded (RFC 3986, 2.1); an encoded NUL or slash does not. */
+/*
+ * Whether a path identifier as sent names 1 to 64 of [A-Za-z0-9_.-] once
+ * percent-decoded (RFC 3986, 2.1); an encoded NUL or slash does not.  The
+ * decoding is libc's (isxdigit, strtol) and the class a list, so that this
+ * oracle shares no code with the server's decoder.
+ */
 static bool ident_ok(const char *sent)
 {
+	static const char allowed[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				      "0123456789_.-";
 	size_t n = 0;
 
 	for (const char *p = sent; *p; p++, n++) {
 		int c = (unsigned char)*p;
 
-		if (c == '%' && hex_digit(p[1]) >= 0 && hex_digit(p[2]) >= 0) {
-			c = hex_digit(p[1]) * 16 + hex_digit(p[2]);
+		if (c == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
+			char hex[3] = {p[1], p[2], '\0'};
+
+			c = (int)strtol(hex, NULL, 16);
 			p += 2;
 		}
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '.' || c == '-'))
+		if (c == 0 || !strchr(allowed, c))
 			return false;
 	}
 	return n >= 1 && n <= 64;
@@ -2259,6 +2047,7 @@ static struct world *world_start(void)
 	w->rng = w->seed;
 	w->iter = -1;
 	w->verbose = getenv("DPGATE_FUZZ_VERBOSE") != NULL;
+	load_corpus(w);
 	dpg_server_start(&w->srv);
 
 	make_dataset(w, "b-small", "basic", 1.0, 1e-6, "add_remove", false);
@@ -2312,7 +2101,7 @@ static struct world *world_start(void)
 	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
 			 json_string_value(json_object_get(j, "error")));
 	json_decref(j);
-	fprintf(stderr, "fuzz: seed %" PRIu64 " (DPGATE_FUZZ_SEED), %zu seeds\n", w->seed, N_SEEDS);
+	fprintf(stderr, "fuzz: seed %" PRIu64 " (DPGATE_FUZZ_SEED), %zu seeds\n", w->seed, w->n_seeds);
 	return w;
 }
 
@@ -2487,68 +2276,61 @@ static void world_finish(struct world *w)
 	dpg_server_destroy(&w->srv); /* removes the directory (the server has stopped) */
 	for (i = 0; i < w->n_replays; i++)
 		free(w->replays[i].answer);
+	free(w->seeds);
+	json_decref(w->corpus);
 }
 
 /* ---- fixed cases: inputs sent on every run ----------------------------------- */
 
-/* A request whose answer must have every property, and `status` (0: any). */
-struct fixed_case {
-	const char *method;
-	const char *path;
-	enum role role;
-	const char *content_type;
-	const char *body;
-	size_t body_len; /* 0: strlen(body) */
-	long status;
-};
+/* Builds fixed case i of the corpus (an object of its "fixed" list, which
+ * "about" describes) into r; returns the status its answer must have (0:
+ * any). */
+static long fixed_request(struct world *w, const json_t *c, size_t i, struct request *r)
+{
+	static const char *const fields[] = {"why", "method", "path", "role", "content_type",
+					     "body", "status"};
+	static const struct seed fixed_seed = {"", "", A_PUBLIC, NULL, NULL, P_NONE, NULL, false};
+	const char *method = corpus_string(c, "method", i), *path = corpus_string(c, "path", i);
+	const char *content_type = corpus_string(c, "content_type", i), *key;
+	const json_t *body = json_object_get(c, "body"), *v;
 
-static const struct fixed_case fixed_cases[] = {
-	/* The smallest noise there is: a non-finite cost, refused. */
-	{"POST", "/v1/datasets/b-large/charges", R_ADMIN, NULL,
-	 "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":5e-324}}", 0, 0},
-	/* 500 "out of memory": log Pr[q = k] was NaN or -infinity, which
-	 * jansson cannot write; -infinity is null now, and the bad k a 400.
-	 * A sensitivity other than 1 is refused (one label per unit). */
-	{"POST", "/v1/label-em/guidance", R_NONE, NULL,
-	 "{\"n\":10,\"epsilon\":1,\"sensitivity\":4.9406564584124654e-324,\"ks\":[0,5,10]}", 0, 400},
-	{"POST", "/v1/label-em/guidance", R_NONE, NULL,
-	 "{\"n\":10,\"epsilon\":1e308,\"sensitivity\":1,\"ks\":[0,5,10]}", 0, 200},
-	{"POST", "/v1/label-em/guidance", R_ADMIN, NULL,
-	 "{\"n\":10,\"epsilon\":1,\"sensitivity\":4.9406564584124654e-324,\"ks\":[0,-1,10]}", 0, 400},
-	/* The decoded path ended at %00 or split at %2F: the first archived
-	 * scratch (DELETE /v1/datasets/scratch), the second answered 200 with
-	 * iris's budget. */
-	{"DELETE", "/v1/datasets/scratch%00/charges", R_ADMIN, NULL, NULL, 0, 405},
-	{"GET", "/v1/datasets/iris%2Fbudget", R_ADMIN, NULL, NULL, 0, 404},
-	{"GET", "/v1/jobs/x%00/model", R_ADMIN, NULL, NULL, 0, 404},
-};
+	json_object_foreach((json_t *)c, key, v)
+		corpus_word(key, fields, sizeof(fields) / sizeof(fields[0]), i, "field");
+	cr_assert(method && path && corpus_string(c, "why", i), "fixed case %zu: no why, method or path",
+		  i);
+	cr_assert(json_is_integer(json_object_get(c, "status")), "fixed case %zu: no status", i);
+	memset(r, 0, sizeof(*r));
+	r->seed = &fixed_seed;
+	snprintf(r->method, sizeof(r->method), "%s", method);
+	snprintf(r->path, sizeof(r->path), "%s", path);
+	snprintf(r->mutation, sizeof(r->mutation), "fixed case %zu", i);
+	r->role = (enum role)corpus_word(corpus_string(c, "role", i), role_names,
+					 sizeof(role_names) / sizeof(role_names[0]), i, "role");
+	r->key = key_of(w, r->role);
+	if (content_type)
+		snprintf(r->content_type, sizeof(r->content_type), "%s", content_type);
+	if (corpus_string(c, "body", i)) {
+		r->has_body = true;
+		buf_add(&r->body, json_string_value(body), json_string_length(body));
+	}
+	return (long)json_integer_value(json_object_get(c, "status"));
+}
 
 /* Sends each fixed case and checks the properties of its answer. */
 static void run_fixed(struct world *w)
 {
-	static const struct seed fixed_seed = {"", "", A_PUBLIC, NULL, NULL, P_NONE, NULL, false};
+	const json_t *list = json_object_get(w->corpus, "fixed");
 
-	for (size_t i = 0; i < sizeof(fixed_cases) / sizeof(fixed_cases[0]); i++) {
-		const struct fixed_case *c = &fixed_cases[i];
+	cr_assert_gt(json_array_size(list), 0, "fuzz_seeds.json holds no fixed cases");
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		const json_t *c = json_array_get(list, i);
 		struct request r;
+		long status = fixed_request(w, c, i, &r);
 
-		memset(&r, 0, sizeof(r));
-		r.seed = &fixed_seed;
-		snprintf(r.method, sizeof(r.method), "%s", c->method);
-		snprintf(r.path, sizeof(r.path), "%s", c->path);
-		snprintf(r.mutation, sizeof(r.mutation), "fixed case %zu", i);
-		r.role = c->role;
-		r.key = key_of(w, c->role);
-		if (c->content_type)
-			snprintf(r.content_type, sizeof(r.content_type), "%s", c->content_type);
-		if (c->body) {
-			r.has_body = true;
-			buf_add(&r.body, c->body, c->body_len ? c->body_len : strlen(c->body));
-		}
 		send_and_check(w, &r);
-		cr_expect(c->status == 0 || w->last_status == c->status,
-			  "fixed case %zu (%s %s): status %ld, want %ld", i, c->method, c->path,
-			  w->last_status, c->status);
+		cr_expect(status == 0 || w->last_status == status,
+			  "fixed case %zu (%s %s: %s): status %ld, want %ld", i, r.method, r.path,
+			  corpus_string(c, "why", i), w->last_status, status);
 		request_free(&r);
 	}
 }
@@ -2576,7 +2358,7 @@ Test(fuzz, mutated_requests_keep_every_property, .timeout = 900)
 	     w->iter++) {
 		struct request r;
 
-		instantiate(w, &seeds[below(w, N_SEEDS)], &r);
+		instantiate(w, &w->seeds[below(w, w->n_seeds)], &r);
 		mutate(w, &r);
 		send_and_check(w, &r);
 		/* A client retrying an admitted request gets its stored answer. */

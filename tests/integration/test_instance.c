@@ -154,6 +154,11 @@ Test(instance, a_second_server_on_the_same_port_fails_and_the_first_keeps_its_da
 	}
 }
 
+/* A job that runs for minutes: an MLP on iris, 3000 epochs of lots of 5. */
+static const char minutes_long_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,\"label\":\"species\","
+	"\"classes\":3,\"epochs\":3000,\"lot_size\":5,\"noise_multiplier\":1.0}}";
+
 Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_jobs)
 {
 	static const char *const running[] = {"running", NULL};
@@ -163,15 +168,9 @@ Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_j
 	dpg_resp r;
 	int rc;
 
-	/* A job that runs for minutes: an MLP on iris, 3000 epochs of lots of 5. */
 	dpg_make_dataset(&srv, "iris", 1000.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", "a,b,c,d,species");
-	r = dpg_submit_job(&srv, "iris",
-			   "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":64,"
-			   "\"label\":\"species\",\"classes\":3,\"epochs\":3000,\"lot_size\":5,"
-			   "\"noise_multiplier\":1.0}}",
-			   id, sizeof(id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "iris", minutes_long_job, id, sizeof(id));
 	json_decref(dpg_job_wait(&srv, id, running, 60));
 
 	snprintf(other_data, sizeof(other_data), "%s/other-data", srv.dir);

@@ -50,6 +50,9 @@ static const char *long_job =
 	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
 	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
 
+/* The states a job ends in. */
+static const char *const job_ended[] = {"cancelled", "failed", "succeeded", NULL};
+
 static json_t *wait_for_state(const char *id, const char *const *states, double seconds)
 {
 	return dpg_job_wait(&srv, id, states, seconds);
@@ -187,13 +190,9 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	first[r.len] = '\0';
 	snprintf(path, sizeof(path), "/v1/jobs/%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	{
-		const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
-
-		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
-		dpg_resp_free(&r);
-		json_decref(wait_for_state(path + strlen("/v1/jobs/"), ended, 120));
-	}
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	dpg_resp_free(&r);
+	json_decref(wait_for_state(path + strlen("/v1/jobs/"), job_ended, 120));
 	/* Four rows and no label column: the same body is now a bad request. */
 	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key, csv,
 			      strlen(csv), csv_hdr, &r), 0);
@@ -256,28 +255,35 @@ static void cancel_job(const char *id, long status)
 	dpg_resp_free(&r);
 }
 
-/* The number of commit and release rows in fm's ledger. */
-static void count_closes(int *ret_commits, int *ret_releases)
+/* fm's ledger holds `commits` commit rows and `releases` release rows. */
+static void expect_closes(int commits, int releases)
 {
 	dpg_resp r = dpg_call(&srv, "GET", "/v1/datasets/fm/ledger", srv.admin_key, NULL);
+	int got_commits = 0, got_releases = 0;
 	size_t i;
 	json_t *e;
 
-	*ret_commits = *ret_releases = 0;
 	json_array_foreach(json_object_get(r.json, "entries"), i, e) {
 		const char *k = json_string_value(json_object_get(e, "kind"));
 
-		*ret_commits += strcmp(k, "commit") == 0;
-		*ret_releases += strcmp(k, "release") == 0;
+		got_commits += strcmp(k, "commit") == 0;
+		got_releases += strcmp(k, "release") == 0;
 	}
 	dpg_resp_free(&r);
+	cr_assert_eq(got_commits, commits, "commit rows");
+	cr_assert_eq(got_releases, releases, "release rows");
+}
+
+/* Cancels running job `id` (202) and waits for it to end; returns it. */
+static json_t *stop_running_job(const char *id)
+{
+	cancel_job(id, 202);
+	return wait_for_state(id, job_ended, 60);
 }
 
 Test(jobs, cancel_queued_releases_running_commits)
 {
-	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
 	char ids[3][64], rids[3][64], path[128];
-	int commits, releases;
 	dpg_resp r;
 	json_t *j;
 
@@ -288,16 +294,13 @@ Test(jobs, cancel_queued_releases_running_commits)
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "cancelled");
 	dpg_resp_free(&r);
 	for (int i = 0; i < 2; i++) {
-		cancel_job(ids[i], 202);
-		j = wait_for_state(ids[i], ended, 60);
+		j = stop_running_job(ids[i]);
 		cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled");
 		json_decref(j);
 	}
 	/* Ledger: three reservations; the queued one released, the two that
 	 * ran committed in full. */
-	count_closes(&commits, &releases);
-	cr_assert_eq(commits, 2);
-	cr_assert_eq(releases, 1);
+	expect_closes(2, 1);
 	/* The job cancelled while queued kept no model, and says so; an ended
 	 * job cannot be cancelled. */
 	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[2]);
@@ -367,18 +370,15 @@ Test(jobs, a_stopped_job_delivers_the_model_it_trained)
 {
 	const char *running[] = {"running", NULL}, *ended[] = {"cancelled", "failed", NULL};
 	char id[64];
-	dpg_resp r;
 
-	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
 	cancel_job(id, 202);
 	json_decref(wait_for_state(id, ended, 60));
 	assert_partial_model(id, "cancelled", 2);
 
-	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
 	/* A graceful stop cancels the running job, which ends failed. */
@@ -407,11 +407,8 @@ Test(jobs, the_job_list_of_a_missing_dataset_is_404)
  */
 Test(jobs, a_queued_job_cancelled_after_its_reservation_expired_commits_it)
 {
-	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
 	char ids[3][64], rids[3][64], sql[256];
-	int commits, releases;
 	sqlite3 *h = NULL;
-	json_t *j;
 
 	submit_three_long_jobs(ids, rids);
 	snprintf(sql, sizeof(sql), "UPDATE reservations SET expires_at = 1 WHERE id = '%s'", rids[2]);
@@ -421,17 +418,10 @@ Test(jobs, a_queued_job_cancelled_after_its_reservation_expired_commits_it)
 	cr_assert_eq(sqlite3_changes(h), 1);
 	sqlite3_close(h);
 	cancel_job(ids[2], 200);
-	count_closes(&commits, &releases);
-	cr_assert_eq(commits, 1, "the expired reservation is committed");
-	cr_assert_eq(releases, 0);
-	for (int i = 0; i < 2; i++) {
-		cancel_job(ids[i], 202);
-		j = wait_for_state(ids[i], ended, 60);
-		json_decref(j);
-	}
-	count_closes(&commits, &releases);
-	cr_assert_eq(commits, 3);
-	cr_assert_eq(releases, 0);
+	expect_closes(1, 0); /* the expired reservation is committed */
+	for (int i = 0; i < 2; i++)
+		json_decref(stop_running_job(ids[i]));
+	expect_closes(3, 0);
 }
 
 /*
@@ -442,10 +432,8 @@ Test(jobs, a_queued_job_cancelled_after_its_reservation_expired_commits_it)
  */
 Test(jobs, a_queued_job_of_an_archived_dataset_never_starts)
 {
-	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
 	const char *left_queue[] = {"running", "cancelled", "failed", "succeeded", NULL};
 	char ids[3][64], rids[3][64];
-	int commits, releases;
 	dpg_resp r;
 	json_t *j;
 
@@ -460,10 +448,8 @@ Test(jobs, a_queued_job_of_an_archived_dataset_never_starts)
 	cr_assert(strstr(json_string_value(json_object_get(j, "error")), "archived"));
 	json_decref(j);
 	for (int i = 0; i < 2; i++)
-		json_decref(wait_for_state(ids[i], ended, 60));
-	count_closes(&commits, &releases);
-	cr_assert_eq(commits, 2);
-	cr_assert_eq(releases, 1);
+		json_decref(wait_for_state(ids[i], job_ended, 60));
+	expect_closes(2, 1);
 	r = dpg_call(&srv, "GET", "/v1/datasets/fm/budget", srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0, "%s", r.body);
@@ -492,9 +478,7 @@ static void expect_held_by(const char *rid, const char *what, const char *job)
  */
 Test(jobs, a_jobs_reservation_is_closed_only_by_the_job)
 {
-	const char *ended[] = {"cancelled", "failed", "succeeded", NULL};
 	char ids[3][64], rids[3][64], path[128];
-	int commits, releases;
 	double reserved;
 	dpg_resp r;
 
@@ -520,7 +504,7 @@ Test(jobs, a_jobs_reservation_is_closed_only_by_the_job)
 		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 		cr_assert(r.status == 200 || r.status == 202, "%ld %s", r.status, r.body);
 		dpg_resp_free(&r);
-		json_decref(wait_for_state(ids[i], ended, 60));
+		json_decref(wait_for_state(ids[i], job_ended, 60));
 	}
 	expect_held_by(rids[0], "release", ids[0]);
 	expect_held_by(rids[2], "commit", ids[2]);
@@ -528,9 +512,7 @@ Test(jobs, a_jobs_reservation_is_closed_only_by_the_job)
 	cr_assert_eq(dpg_num(json_object_get(r.json, "reserved"), "epsilon"), 0.0, "%s", r.body);
 	cr_assert_gt(dpg_num(json_object_get(r.json, "spent"), "epsilon"), 0.0, "%s", r.body);
 	dpg_resp_free(&r);
-	count_closes(&commits, &releases);
-	cr_assert_eq(commits, 2);
-	cr_assert_eq(releases, 1);
+	expect_closes(2, 1);
 }
 
 Test(jobs, a_job_running_at_a_crash_fails_and_commits)
@@ -540,8 +522,7 @@ Test(jobs, a_job_running_at_a_crash_fails_and_commits)
 	dpg_resp r;
 	json_t *j;
 
-	r = dpg_submit_job(&srv, "fm", long_job, id, sizeof(id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
 	dpg_server_restart(&srv);
@@ -699,16 +680,14 @@ Test(jobs, label_classes_are_declared_not_read)
 		{"[\"Lyon\",3]", "/params/classes/1"},
 	};
 	long long bytes[2];
-	dpg_resp r;
 
 	upload_cities("ta", "Lyon");
 	upload_cities("tb", "Brest");
 	for (int k = 0; k < 2; k++) {
 		char id[64];
 
-		r = dpg_submit_job(&srv, k ? "tb" : "ta", cities_job("[\"Lyon\",\"Paris\"]"), id,
-				   sizeof(id));
-		dpg_resp_free(&r);
+		dpg_start_job(&srv, k ? "tb" : "ta", cities_job("[\"Lyon\",\"Paris\"]"), id,
+			      sizeof(id));
 		bytes[k] = (long long)succeeded_model_bytes(id);
 	}
 	/* Two inputs, two classes: header, two widths, one activation, 2 x 2
@@ -943,13 +922,12 @@ Test(jobs, a_scatter_job_predicts_raw_rows)
 	double z[2], mx, sum;
 
 	upload_images("img", 40);
-	r = dpg_submit_job(&srv, "img",
-			   "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"label\","
-			   "\"classes\":2,\"epochs\":5,\"lot_size\":10,\"noise_multiplier\":1.0,"
-			   "\"clip_norm\":1,\"learning_rate\":0.5,\"features\":\"scatter\","
-			   "\"scatter_groups\":9}}",
-			   id, sizeof(id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "img",
+		      "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"label\","
+		      "\"classes\":2,\"epochs\":5,\"lot_size\":10,\"noise_multiplier\":1.0,"
+		      "\"clip_norm\":1,\"learning_rate\":0.5,\"features\":\"scatter\","
+		      "\"scatter_groups\":9}}",
+		      id, sizeof(id));
 	/* Version 3: the v2 header, two widths, one code, the six-word
 	 * transform block, then 2 x 324 weights and 2 biases. */
 	cr_assert_eq(succeeded_model_bytes(id), 40 + 2 * 4 + 4 + 24 + (2 * nf + 2) * 8);

@@ -38,6 +38,7 @@
 
 #include "harness.h"
 #include "jobs_common.h"
+#include "test_math.h"
 
 #define N_TRAIN 2000
 #define N_TEST 1000
@@ -212,17 +213,6 @@ static void closed_form_metrics(const struct closed_form *cf, const struct toy *
 	*acc = (double)right / (double)t->n;
 	*auc = wins / pairs;
 	*ber = 0.5 * ((double)err[0] / (double)cnt[0] + (double)err[1] / (double)cnt[1]);
-}
-
-/* Pr[q >= n/2] for q ~ Binomial(n, p), summed term by term. */
-static double binomial_upper_half(int n, double p)
-{
-	double sum = 0;
-
-	for (int k = (n + 1) / 2; k <= n; k++)
-		sum += exp(lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0) + k * log(p) +
-			   (n - k) * log1p(-p));
-	return sum;
 }
 
 /* ---- the dataset ----------------------------------------------------------- */
@@ -437,7 +427,7 @@ Test(label_em, the_dry_run_gives_the_guidance_and_charges_nothing)
 	cr_assert_float_eq(dpg_num(g, "keep_probability"), p, 1e-15);
 	cr_assert_float_eq(dpg_num(g, "expected_correct_fraction"), p, 1e-15);
 	/* About 0.87 here: a figure a user can act on. */
-	cr_assert_float_eq(dpg_num(g, "success_probability"), binomial_upper_half(N_TRAIN, p),
+	cr_assert_float_eq(dpg_num(g, "success_probability"), test_binomial_upper_half(N_TRAIN, p),
 			   1e-10);
 	cr_assert(fabs(dpg_num(r.json, "needed.epsilon") - eps / 2.0) <= 1e-12);
 	dpg_resp_free(&r);
@@ -545,6 +535,10 @@ Test(label_em, bad_params_classes_and_budget_are_refused_before_anything_is_rese
 
 /* An MLP at a moderate epsilon: the charge is eps / 2 and the released
  * model has its hidden layer; the metrics are on the public rows. */
+static const char mlp_job[] =
+	"{\"trainer\":\"label_em\",\"params\":{\"epsilon\":2,\"label\":\"y\",\"classes\":2,"
+	"\"model\":\"mlp\",\"hidden\":8,\"epochs\":5,\"test_data\":\"lab_test\"}}";
+
 Test(label_em, an_mlp_job_charges_half_its_epsilon, .timeout = 300)
 {
 	static struct toy train, test;
@@ -554,12 +548,7 @@ Test(label_em, an_mlp_job_charges_half_its_epsilon, .timeout = 300)
 	dpg_resp r;
 
 	lab_tables(&train, &test);
-	r = dpg_submit_job(&srv, "lab",
-			   "{\"trainer\":\"label_em\",\"params\":{\"epsilon\":2,\"label\":\"y\","
-			   "\"classes\":2,\"model\":\"mlp\",\"hidden\":8,\"epochs\":5,"
-			   "\"test_data\":\"lab_test\"}}",
-			   job_id, sizeof(job_id));
-	dpg_resp_free(&r);
+	dpg_start_job(&srv, "lab", mlp_job, job_id, sizeof(job_id));
 	job = dpg_job_wait(&srv, job_id, done, 240);
 	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
 	check_charge(job, 2.0);

@@ -67,20 +67,44 @@ static long long count(sqlite3 *h, const char *sql)
 	return n;
 }
 
-/* A fresh directory under /tmp (dir, a mkdtemp template) holding the
- * database file whose name path receives. */
-static void make_db_dir(char *dir, char *path, size_t path_size)
+/* An old database in a fresh directory under /tmp, and the two commands
+ * the tests run on it: `dpgate keys list`, which opens it and so migrates
+ * it, and `dpgate verify`. */
+struct old_db {
+	char dir[32];
+	char path[PATH_MAX];
+	const char *migrate[6];
+	const char *verify[5];
+};
+
+static void old_db_make(struct old_db *d)
 {
-	cr_assert(mkdtemp(dir));
-	snprintf(path, path_size, "%s/dpgate.db", dir);
+	snprintf(d->dir, sizeof(d->dir), "/tmp/dpgate-migrate-XXXXXX");
+	cr_assert(mkdtemp(d->dir));
+	snprintf(d->path, sizeof(d->path), "%s/dpgate.db", d->dir);
+	d->migrate[0] = d->verify[0] = dpg_bin();
+	d->migrate[1] = "keys";
+	d->migrate[2] = "list";
+	d->migrate[3] = d->verify[2] = "--db";
+	d->migrate[4] = d->verify[3] = d->path;
+	d->migrate[5] = d->verify[4] = NULL;
+	d->verify[1] = "verify";
 }
 
-/* Removes what make_db_dir made. */
-static void remove_db_dir(const char *dir)
+/* Migrates d (keys list) and verifies it, both exiting 0; out receives
+ * verify's report. */
+static void old_db_migrate(const struct old_db *d, char *out, size_t size)
+{
+	cr_assert_eq(dpg_run(out, size, d->migrate), 0, "keys list (migrating): %s", out);
+	cr_assert_eq(dpg_run(out, size, d->verify), 0, "verify after migration: %s", out);
+}
+
+/* Removes what old_db_make made. */
+static void old_db_remove(const struct old_db *d)
 {
 	char cmd[PATH_MAX + 16];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
 	cr_assert_eq(system(cmd), 0);
 }
 
@@ -189,22 +213,20 @@ static void backup_keeps_version_4(const char *path, const char *dir)
 
 Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 {
-	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
-	const char *argv[] = {dpg_bin(), "verify", "--db", path, NULL};
-	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
+	struct old_db db;
+	char out[8192];
 	sqlite3 *h = NULL;
 	char *msg = NULL;
 	long long applied;
 
-	make_db_dir(dir, path, sizeof(path));
-	make_v4_database(path);
+	old_db_make(&db);
+	make_v4_database(db.path);
 
-	cr_assert_eq(dpg_run(out, sizeof(out), argv), 2, "verify before migration: %s", out);
-	backup_keeps_version_4(path, dir);
-	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
-	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "verify after migration: %s", out);
+	cr_assert_eq(dpg_run(out, sizeof(out), db.verify), 2, "verify before migration: %s", out);
+	backup_keeps_version_4(db.path, db.dir);
+	old_db_migrate(&db, out, sizeof(out));
 
-	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(sqlite3_open(db.path, &h), SQLITE_OK);
 	exec_ok(h, "PRAGMA foreign_keys = ON");
 	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), NEWEST_VERSION);
 	applied = count(h, "SELECT count(*) FROM schema_migrations");
@@ -261,13 +283,13 @@ Test(migrate, version_4_database_is_rebuilt_with_every_row_and_reference)
 	sqlite3_close(h);
 
 	/* Opening again applies nothing more. */
-	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "second keys list: %s", out);
-	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "second verify: %s", out);
-	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(dpg_run(out, sizeof(out), db.migrate), 0, "second keys list: %s", out);
+	cr_assert_eq(dpg_run(out, sizeof(out), db.verify), 0, "second verify: %s", out);
+	cr_assert_eq(sqlite3_open(db.path, &h), SQLITE_OK);
 	cr_assert_eq(count(h, "SELECT count(*) FROM schema_migrations"), applied);
 	sqlite3_close(h);
 
-	remove_db_dir(dir);
+	old_db_remove(&db);
 }
 
 /* What verify reports of one dataset, as {"rows", "totals_match", ...}. */
@@ -285,15 +307,14 @@ static json_t *verify_entry(json_t *report, const char *id)
 
 Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 {
-	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
-	const char *verify[] = {dpg_bin(), "verify", "--db", path, NULL};
-	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
+	struct old_db db;
+	char out[8192];
 	json_t *report, *d;
 	sqlite3 *h;
 
-	make_db_dir(dir, path, sizeof(path));
+	old_db_make(&db);
 	/* d1: two charges and a budget row after them; d2: nothing yet. */
-	make_v5_database(path,
+	make_v5_database(db.path,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
 		" '[0.75,1e-06]', '[0,0]', 0, 2, 0, 't0', 't2'),"
 		" ('d2', 'd2', 'row', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
@@ -310,8 +331,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 		" ('k2', x'01', 'analyst', '[\"d1\"]', 't1', 't3');"
 		"COMMIT;");
 
-	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
-	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify after migration: %s", out);
+	old_db_migrate(&db, out, sizeof(out));
 	report = json_loads(out, 0, NULL);
 	cr_assert(report, "%s", out);
 	/* d1's stored totals are its replay: 0.5 + 0.25 spent, read from the
@@ -334,7 +354,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 
 	/* 008: one synthesized creation row each, after the dataset's rows and
 	 * carrying its totals; the budget only where no budget row changed it. */
-	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(sqlite3_open(db.path, &h), SQLITE_OK);
 	cr_assert_eq(count(h, "SELECT count(*) FROM ledger WHERE kind = 'create'"
 			      " AND note = 'synthesized' AND actor = 'migration'"),
 		     2);
@@ -360,21 +380,21 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 	/* Totals on an earlier row are checked against the replay up to it:
 	 * right ones pass, wrong ones fail verify, and the report names the
 	 * row. */
-	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(sqlite3_open(db.path, &h), SQLITE_OK);
 	exec_ok(h, "UPDATE ledger SET spent = '[0.5,0]', reserved = '[0,0]', open_reservations = 0,"
 		   " charges = 1 WHERE seq = 1");
 	sqlite3_close(h);
-	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify of right totals: %s", out);
+	cr_assert_eq(dpg_run(out, sizeof(out), db.verify), 0, "verify of right totals: %s", out);
 	report = json_loads(out, 0, NULL);
 	cr_assert(report, "%s", out);
 	cr_assert_eq(json_integer_value(json_object_get(verify_entry(report, "d1"),
 							 "rows_with_totals")),
 		     3);
 	json_decref(report);
-	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(sqlite3_open(db.path, &h), SQLITE_OK);
 	exec_ok(h, "UPDATE ledger SET spent = '[0.4,0]' WHERE seq = 1");
 	sqlite3_close(h);
-	cr_assert_eq(dpg_run(out, sizeof(out), verify), 1, "verify of a row with wrong totals: %s",
+	cr_assert_eq(dpg_run(out, sizeof(out), db.verify), 1, "verify of a row with wrong totals: %s",
 		     out);
 	report = json_loads(out, 0, NULL);
 	cr_assert(report, "%s", out);
@@ -384,7 +404,7 @@ Test(migrate, version_5_totals_move_to_the_ledger_and_read_back_the_same)
 		     out);
 	json_decref(report);
 
-	remove_db_dir(dir);
+	old_db_remove(&db);
 }
 
 /* Asserts that `sql` is refused by the database's checks or triggers. */
@@ -403,24 +423,22 @@ static void refused(sqlite3 *h, const char *sql)
 
 Test(migrate, version_5_label_text_stays_record_level)
 {
-	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
-	const char *verify[] = {dpg_bin(), "verify", "--db", path, NULL};
-	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
+	struct old_db db;
+	char out[8192];
 	sqlite3 *h;
 
-	make_db_dir(dir, path, sizeof(path));
+	old_db_make(&db);
 	/* Before 011 the unit was a description nothing read: "label" then
 	 * promised nothing about the features. */
-	make_v5_database(path,
+	make_v5_database(db.path,
 		OLD_DATASET_INSERT "('d1', 'd1', 'label', 'replace', 'basic', 4, 1e-5,"
 		" '[0,0]', '[0,0]', 0, 0, 0, 't0', 't0'),"
 		" ('d2', 'd2', 'record', 'add_remove', 'basic', 1, 1e-5, '[0,0]', '[0,0]', 0, 0, 0,"
 		" 't0', 't0');"
 		"COMMIT;");
-	cr_assert_eq(dpg_run(out, sizeof(out), migrate), 0, "keys list (migrating): %s", out);
-	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify after migration: %s", out);
+	old_db_migrate(&db, out, sizeof(out));
 
-	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_eq(sqlite3_open(db.path, &h), SQLITE_OK);
 	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), NEWEST_VERSION);
 	cr_assert_eq(count(h, "SELECT count(*) FROM datasets WHERE label_private = 0"), 2);
 	cr_assert_eq(count(h, "SELECT count(*) FROM datasets WHERE id = 'd1'"
@@ -444,26 +462,26 @@ Test(migrate, version_5_label_text_stays_record_level)
 		   " 1, 0, 0, 't', 't', 0, 1); ROLLBACK TO ok; RELEASE ok");
 	sqlite3_close(h);
 
-	remove_db_dir(dir);
+	old_db_remove(&db);
 }
 
 Test(migrate, totals_without_ledger_rows_are_refused_and_the_file_kept)
 {
-	char dir[] = "/tmp/dpgate-migrate-XXXXXX", path[PATH_MAX], out[8192];
-	const char *migrate[] = {dpg_bin(), "keys", "list", "--db", path, NULL};
+	struct old_db db;
+	char out[8192];
 	sqlite3 *h;
 
-	make_db_dir(dir, path, sizeof(path));
-	make_v5_database(path,
+	old_db_make(&db);
+	make_v5_database(db.path,
 		OLD_DATASET_INSERT "('d1', 'd1', 'row', 'add_remove', 'basic', 4, 1e-5,"
 		" '[0.5,0]', '[0,0]', 0, 1, 0, 't', 't');"
 		"COMMIT;");
 
-	cr_assert_neq(dpg_run(out, sizeof(out), migrate), 0, "keys list migrated it: %s", out);
-	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	cr_assert_neq(dpg_run(out, sizeof(out), db.migrate), 0, "keys list migrated it: %s", out);
+	cr_assert_eq(sqlite3_open(db.path, &h), SQLITE_OK);
 	cr_assert_eq(count(h, "SELECT max(version) FROM schema_migrations"), 5);
 	cr_assert_eq(count(h, "SELECT charges FROM datasets WHERE id = 'd1'"), 1);
 	sqlite3_close(h);
 
-	remove_db_dir(dir);
+	old_db_remove(&db);
 }

@@ -23,33 +23,25 @@
 #include "harness.h"
 
 static dpg_server srv;
-static char switch_dir[64], switch_file[128];
-static char env_switch[160];
-static dpg_preload shim;
-static const char *server_env[] = {shim.preload, env_switch, shim.asan, NULL};
+static dpg_shim_env shim;
 
 static void setup(void)
 {
-	snprintf(switch_dir, sizeof(switch_dir), "/tmp/dpgate-norandom-XXXXXX");
-	cr_assert_not_null(mkdtemp(switch_dir));
-	snprintf(switch_file, sizeof(switch_file), "%s/off", switch_dir);
-	dpg_preload_init(&shim, NO_RANDOM_SHIM);
-	snprintf(env_switch, sizeof(env_switch), "DPGATE_TEST_NO_RANDOM=%s", switch_file);
-	dpg_server_start_env(&srv, server_env);
+	static const dpg_shim_switch off = {"DPGATE_TEST_NO_RANDOM", "off"};
+
+	dpg_shim_server_start(&srv, &shim, "norandom", NO_RANDOM_SHIM, &off, 1);
 }
 
 static void teardown(void)
 {
-	dpg_server_destroy(&srv);
-	unlink(switch_file);
-	rmdir(switch_dir);
+	dpg_shim_server_stop(&srv, &shim);
 }
 
 TestSuite(no_random, .init = setup, .fini = teardown, .timeout = 300);
 
 static void randomness(bool on)
 {
-	dpg_switch_file(switch_file, !on);
+	dpg_switch_file(shim.file[0], !on);
 }
 
 static dpg_budget budget_of(const char *id)
@@ -353,7 +345,7 @@ Test(no_random, keys_create_cli_refuses_without_randomness)
 
 	cr_assert_eq(dpg_run(before, sizeof(before), list), 0);
 	randomness(false);
-	for (const char *const *e = server_env; *e; e++)
+	for (const char *const *e = shim.env; *e; e++)
 		putenv((char *)*e);
 	cr_assert_eq(dpg_run(out, sizeof(out), create), 1, "stdout: %s", out);
 	cr_assert_null(strstr(out, "dpg_"), "a key was printed: %s", out);

@@ -67,10 +67,12 @@ static void make_private(const char *id, double epsilon)
 	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key, body, 201);
 }
 
-static void setup_tables(void)
+/* The private table `priv` (budget epsilon) and the public student and
+ * test tables every run reads. */
+static void setup_tables(const char *priv, double epsilon)
 {
-	make_private("priv", 50);
-	upload("priv", PRIV_ROWS, 7, true);
+	make_private(priv, epsilon);
+	upload(priv, PRIV_ROWS, 7, true);
 	jobs_common_make_public(&srv, "stud");
 	upload("stud", STUDENT_ROWS, 11, true);
 	jobs_common_make_public(&srv, "test");
@@ -204,7 +206,7 @@ Test(pate_job, teachers_queries_student_and_predict)
 	dpg_resp r;
 	double checks, answers;
 
-	setup_tables();
+	setup_tables("priv", 50);
 	r = submit("priv", "");
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "trainer")), "pate");
@@ -257,12 +259,7 @@ Test(pate_job, a_budget_below_the_worst_case_is_refused_before_anything_is_writt
 {
 	dpg_resp r;
 
-	make_private("small", 5);
-	upload("small", PRIV_ROWS, 7, true);
-	jobs_common_make_public(&srv, "stud");
-	upload("stud", STUDENT_ROWS, 11, true);
-	jobs_common_make_public(&srv, "test");
-	upload("test", TEST_ROWS, 13, true);
+	setup_tables("small", 5);
 	r = submit("small", "");
 	cr_assert_eq(r.status, 409, "%s", r.body);
 	dpg_resp_free(&r);
@@ -284,7 +281,7 @@ Test(pate_job, bad_params_are_refused_naming_the_field)
 {
 	dpg_resp r;
 
-	setup_tables();
+	setup_tables("priv", 50);
 	make_private("privstud", 5);
 	upload("privstud", 50, 3, false);
 	expect_refused(",\"teachers\":0", 400, "/params/teachers");

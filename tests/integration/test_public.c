@@ -465,6 +465,17 @@ Test(public, predict_json_csv_and_the_json_model_agree, .timeout = 300)
 
 Test(public, predict_refuses_bad_rows_and_charges_nothing, .timeout = 300)
 {
+	static const struct {
+		const char *why, *content_type, *body;
+		long status;
+		const char *field; /* the problem's "field", when it must name one */
+	} bad[] = {
+		{"two features of three", "application/json", "{\"rows\":[[1,2]]}", 400, "/rows/0"},
+		{"a string feature", "application/json", "{\"rows\":[[1,\"x\",2]]}", 400, NULL},
+		{"no rows", "application/json", "{\"rows\":[]}", 400, NULL},
+		{"a CSV without a feature column", "text/csv", "a,b\n1,2\n", 400, NULL},
+		{"a content type not read", "text/plain", "1,2,3\n", 415, NULL},
+	};
 	char job_id[64], path[128], other[160], *big;
 	dpg_budget before, after;
 	dpg_resp r;
@@ -473,22 +484,14 @@ Test(public, predict_refuses_bad_rows_and_charges_nothing, .timeout = 300)
 	trained_job(job_id, sizeof(job_id));
 	before = dpg_budget_of(&srv, "priv");
 	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", job_id);
-	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[[1,2]]}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows/0");
-	dpg_resp_free(&r);
-	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[[1,\"x\",2]]}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	dpg_resp_free(&r);
-	r = post_as(path, srv.admin_key, "application/json", "{\"rows\":[]}");
-	cr_assert_eq(r.status, 400, "%s", r.body);
-	dpg_resp_free(&r);
-	r = post_as(path, srv.admin_key, "text/csv", "a,b\n1,2\n");
-	cr_assert_eq(r.status, 400, "a CSV without a feature column: %s", r.body);
-	dpg_resp_free(&r);
-	r = post_as(path, srv.admin_key, "text/plain", "1,2,3\n");
-	cr_assert_eq(r.status, 415, "%s", r.body);
-	dpg_resp_free(&r);
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		r = post_as(path, srv.admin_key, bad[k].content_type, bad[k].body);
+		cr_assert_eq(r.status, bad[k].status, "%s: %s", bad[k].why, r.body);
+		if (bad[k].field)
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+					 bad[k].field, "%s", bad[k].why);
+		dpg_resp_free(&r);
+	}
 	/* Past the rows limit. */
 	big = malloc(size);
 	cr_assert_not_null(big);

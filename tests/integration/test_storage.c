@@ -34,29 +34,21 @@
 #include "harness.h"
 
 static dpg_server srv;
-static char switch_dir[64], sync_file[128], write_file[128];
-static char env_sync[200], env_write[200];
-static dpg_preload shim;
-static const char *server_env[] = {shim.preload, env_sync, env_write, shim.asan, NULL};
+static dpg_shim_env shim;
+/* The switches' files, as the shim's variables name them. */
+static const char *const sync_file = shim.file[0], *const write_file = shim.file[1];
 
 static void setup(void)
 {
-	snprintf(switch_dir, sizeof(switch_dir), "/tmp/dpgate-storage-XXXXXX");
-	cr_assert_not_null(mkdtemp(switch_dir));
-	snprintf(sync_file, sizeof(sync_file), "%s/sync", switch_dir);
-	snprintf(write_file, sizeof(write_file), "%s/wal-write", switch_dir);
-	dpg_preload_init(&shim, FAIL_STORAGE_SHIM);
-	snprintf(env_sync, sizeof(env_sync), "DPGATE_TEST_FAIL_SYNC=%s", sync_file);
-	snprintf(env_write, sizeof(env_write), "DPGATE_TEST_FAIL_WAL_WRITE=%s", write_file);
-	dpg_server_start_env(&srv, server_env);
+	static const dpg_shim_switch switches[] = {{"DPGATE_TEST_FAIL_SYNC", "sync"},
+						   {"DPGATE_TEST_FAIL_WAL_WRITE", "wal-write"}};
+
+	dpg_shim_server_start(&srv, &shim, "storage", FAIL_STORAGE_SHIM, switches, 2);
 }
 
 static void teardown(void)
 {
-	dpg_server_destroy(&srv);
-	unlink(sync_file);
-	unlink(write_file);
-	rmdir(switch_dir);
+	dpg_shim_server_stop(&srv, &shim);
 }
 
 TestSuite(storage, .init = setup, .fini = teardown, .timeout = 300);

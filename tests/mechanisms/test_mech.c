@@ -11,36 +11,63 @@
 #include "mech.h"
 #include "test_util.h"
 
-Test(mech, laplace_scalar_distribution_and_event)
+/* A scalar release drawn N times: the mechanism, the value released at
+ * `sensitivity` and `scale`, the law its outputs must follow (and two it
+ * must tell apart: the location moved by 0.1, the scale grown by 0.1) and
+ * the check of the event its first draw states. */
+struct scalar_release {
+	uint8_t seed;
+	int (*release)(mech_rng *rng, const double *values, size_t n, double sensitivity,
+		       double scale, double *ret_out, acct_event **ret_event, acct_error *err);
+	double value, sensitivity, scale;
+	double (*cdf)(double x, const void *ctx);
+	void (*check_event)(const acct_event *ev);
+};
+
+static void check_scalar_release(const struct scalar_release *c)
 {
 	enum { N = 100000 };
-	double *x = malloc(N * sizeof(double)), v = 12.5, out;
-	const struct test_loc_scale right = {12.5, 2.0}, wrong[] = {{12.5 + 0.1, 2.0}, {12.5, 2.1}};
-	mech_rng *r = test_rng(30);
+	double *x = malloc(N * sizeof(double)), out;
+	const struct test_loc_scale right = {c->value, c->scale},
+				    wrong[] = {{c->value + 0.1, c->scale}, {c->value, c->scale + 0.1}};
+	mech_rng *r = test_rng(c->seed);
 
 	for (int i = 0; i < N; i++) {
 		acct_event *ev = NULL;
 		acct_error err;
 
 		acct_error_init(&err);
-		cr_assert_eq(mech_laplace(r, &v, 1, 1.0, 2.0, &out, &ev, &err), 0, "%s", err.text);
-		if (i == 0) {
-			double eps;
-
-			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
-			eps = ev->u.discrete_laplace.noise_parameter * ev->u.discrete_laplace.sensitivity;
-			/* epsilon = D / b = 0.5, never understated, rounding tiny. */
-			cr_assert_geq(eps, 0.5);
-			cr_assert_lt(eps, 0.5 * (1 + 1e-9));
-			cr_assert_eq(ev->u.discrete_laplace.sensitivity,
-				     floor(ev->u.discrete_laplace.sensitivity));
-		}
+		cr_assert_eq(c->release(r, &c->value, 1, c->sensitivity, c->scale, &out, &ev, &err), 0,
+			     "%s", err.text);
+		if (i == 0)
+			c->check_event(ev);
 		acct_event_free(ev);
 		x[i] = out;
 	}
-	test_expect_ks_fit(x, N, test_cdf_laplace, &right, wrong, 2);
+	test_expect_ks_fit(x, N, c->cdf, &right, wrong, 2);
 	free(x);
 	mech_rng_free(r);
+}
+
+/* mech_laplace at D = 1, b = 2. */
+static void laplace_scalar_event(const acct_event *ev)
+{
+	double eps;
+
+	cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE);
+	eps = ev->u.discrete_laplace.noise_parameter * ev->u.discrete_laplace.sensitivity;
+	/* epsilon = D / b = 0.5, never understated, rounding tiny. */
+	cr_assert_geq(eps, 0.5);
+	cr_assert_lt(eps, 0.5 * (1 + 1e-9));
+	cr_assert_eq(ev->u.discrete_laplace.sensitivity, floor(ev->u.discrete_laplace.sensitivity));
+}
+
+Test(mech, laplace_scalar_distribution_and_event)
+{
+	const struct scalar_release c = {30, mech_laplace, 12.5, 1.0, 2.0, test_cdf_laplace,
+					 laplace_scalar_event};
+
+	check_scalar_release(&c);
 }
 
 Test(mech, laplace_vector_event_covers_rounding)
@@ -68,35 +95,24 @@ Test(mech, laplace_vector_event_covers_rounding)
 	mech_rng_free(r);
 }
 
+/* mech_gaussian at D = 1, sigma = 3. */
+static void gaussian_scalar_event(const acct_event *ev)
+{
+	double nm;
+
+	cr_assert_eq(ev->type, ACCT_EV_DISCRETE_GAUSSIAN);
+	nm = ev->u.discrete_gaussian.sigma / ev->u.discrete_gaussian.sensitivity;
+	/* sigma / D = 3 up to the grid rounding (2^-18 relative). */
+	cr_assert_lt(fabs(nm / 3.0 - 1), 1e-5);
+	cr_assert_eq(ev->u.discrete_gaussian.sensitivity, floor(ev->u.discrete_gaussian.sensitivity));
+}
+
 Test(mech, gaussian_scalar_distribution_and_event)
 {
-	enum { N = 100000 };
-	double *x = malloc(N * sizeof(double)), v = -40.0, out;
-	const struct test_loc_scale right = {-40.0, 3.0}, wrong[] = {{-40.0 + 0.1, 3.0}, {-40.0, 3.1}};
-	mech_rng *r = test_rng(32);
+	const struct scalar_release c = {32, mech_gaussian, -40.0, 1.0, 3.0, test_cdf_gauss,
+					 gaussian_scalar_event};
 
-	for (int i = 0; i < N; i++) {
-		acct_event *ev = NULL;
-		acct_error err;
-
-		acct_error_init(&err);
-		cr_assert_eq(mech_gaussian(r, &v, 1, 1.0, 3.0, &out, &ev, &err), 0, "%s", err.text);
-		if (i == 0) {
-			double nm;
-
-			cr_assert_eq(ev->type, ACCT_EV_DISCRETE_GAUSSIAN);
-			nm = ev->u.discrete_gaussian.sigma / ev->u.discrete_gaussian.sensitivity;
-			/* sigma / D = 3 up to the grid rounding (2^-18 relative). */
-			cr_assert_lt(fabs(nm / 3.0 - 1), 1e-5);
-			cr_assert_eq(ev->u.discrete_gaussian.sensitivity,
-				     floor(ev->u.discrete_gaussian.sensitivity));
-		}
-		acct_event_free(ev);
-		x[i] = out;
-	}
-	test_expect_ks_fit(x, N, test_cdf_gauss, &right, wrong, 2);
-	free(x);
-	mech_rng_free(r);
+	check_scalar_release(&c);
 }
 
 Test(mech, gaussian_vector_event_is_zcdp)

@@ -185,4 +185,31 @@ static inline void test_expect_ks_fit(double *x, size_t n,
 			     wrong[i].loc, wrong[i].scale);
 }
 
+/*
+ * n draws of `draw` from the stream test_rng(tag) are finite, above `lower`
+ * and fit the law cdf(., ctx) (KS p above TEST_P_MIN); the same draws with
+ * their excess over `lower` multiplied by `stretch` are told apart from it
+ * (p below): the test and its power.
+ */
+static inline void test_expect_sampler_fit(uint8_t tag, int (*draw)(mech_rng *, double *),
+					   size_t n, double lower,
+					   double (*cdf)(double, const void *), const void *ctx,
+					   double stretch)
+{
+	double *x = malloc(n * sizeof(double));
+	mech_rng *r = test_rng(tag);
+
+	cr_assert_not_null(x);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(draw(r, &x[i]), 0);
+		cr_assert(x[i] > lower && isfinite(x[i]), "draw %zu: %g", i, x[i]);
+	}
+	cr_assert_gt(test_ks_p(x, n, cdf, ctx), TEST_P_MIN);
+	for (size_t i = 0; i < n; i++)
+		x[i] = lower + stretch * (x[i] - lower);
+	cr_assert_lt(test_ks_p(x, n, cdf, ctx), TEST_P_MIN, "stretched by %g", stretch);
+	free(x);
+	mech_rng_free(r);
+}
+
 #endif

@@ -74,20 +74,6 @@ static json_t *parse(const char *text)
 	return j;
 }
 
-/* Runs check on every case of the reference vector file NAME, with the
- * case's id; ctx is passed through. */
-static void each_reference_case(const char *name,
-				void (*check)(const char *id, json_t *c, void *ctx), void *ctx)
-{
-	json_t *cases = test_load_reference(name);
-	size_t k;
-	json_t *c;
-
-	json_array_foreach(cases, k, c)
-		check(json_string_value(json_object_get(c, "id")), c, ctx);
-	json_decref(cases);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Reference vectors through the library                                     */
 /* ------------------------------------------------------------------------ */
@@ -115,7 +101,7 @@ static void gnmax_reference_library_case(const char *id, json_t *c, void *ctx)
 
 Test(pate, gnmax_reference_library)
 {
-	each_reference_case("pate_gnmax", gnmax_reference_library_case, NULL);
+	test_each_reference_case("pate_gnmax", gnmax_reference_library_case, NULL);
 }
 
 static void threshold_reference_library_case(const char *id, json_t *c, void *ctx)
@@ -139,7 +125,7 @@ static void threshold_reference_library_case(const char *id, json_t *c, void *ct
 
 Test(pate, threshold_reference_library)
 {
-	each_reference_case("pate_threshold", threshold_reference_library_case, NULL);
+	test_each_reference_case("pate_threshold", threshold_reference_library_case, NULL);
 }
 
 static void smooth_sensitivity_reference_library_case(const char *id, json_t *c, void *ctx)
@@ -173,7 +159,7 @@ Test(pate, smooth_sensitivity_reference_library)
 	acct_pate_workspace *ws = acct_pate_workspace_new(MAX_CLASSES, 5000);
 
 	cr_assert(ws);
-	each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_library_case, ws);
+	test_each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_library_case, ws);
 	acct_pate_workspace_free(ws);
 }
 
@@ -191,29 +177,45 @@ static void expect_array_close(const char *id, const char *what, const json_t *g
 			     json_number_value(json_array_get(want, i)), rel, abs_tol);
 }
 
-static void gnmax_reference_route_case(const char *id, json_t *c, void *ctx)
+/*
+ * Answers `body` (freed here) with srv_pate_cost as the route would, and
+ * checks the answer's `scalar` against the case's and its array `array`
+ * against the case's "rdp", entry by entry and in length.  Returns the
+ * answer, for the checks of the caller, who frees it.
+ */
+static json_t *expect_cost_route(const char *id, const json_t *c, json_t *body, const char *scalar,
+				 const char *array)
 {
-	json_t *body = json_pack("{s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
-				 json_object_get(c, "sigma"), "orders", json_object_get(c, "orders"));
 	json_t *ans = NULL;
 	acct_error err;
 	size_t n = json_array_size(json_object_get(c, "rdp"));
 
 	acct_error_init(&err);
 	cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
-	expect_close(id, "logq", num(ans, "logq"), num(c, "logq"), 1e-6, 1e-9);
-	cr_expect_eq(json_array_size(json_object_get(ans, "rdp")), n, "%s: rdp length", id);
-	expect_array_close(id, "rdp", json_object_get(ans, "rdp"), json_object_get(c, "rdp"), n, 1e-6, 1e-12);
+	json_decref(body);
+	expect_close(id, scalar, num(ans, scalar), num(c, scalar), 1e-6, 1e-9);
+	cr_expect_eq(json_array_size(json_object_get(ans, array)), n, "%s: %s length", id, array);
+	expect_array_close(id, array, json_object_get(ans, array), json_object_get(c, "rdp"), n, 1e-6,
+			   1e-12);
+	return ans;
+}
+
+static void gnmax_reference_route_case(const char *id, json_t *c, void *ctx)
+{
+	json_t *body = json_pack("{s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
+				 json_object_get(c, "sigma"), "orders", json_object_get(c, "orders"));
+	json_t *ans = expect_cost_route(id, c, body, "logq", "rdp");
+	size_t n = json_array_size(json_object_get(c, "rdp"));
+
 	expect_array_close(id, "rdp_data_independent", json_object_get(ans, "rdp_data_independent"),
 			   json_object_get(c, "rdp_data_independent"), n, 1e-9, 0);
 	cr_expect_null(json_object_get(ans, "logpr_answered"), "%s: no threshold was asked for", id);
 	json_decref(ans);
-	json_decref(body);
 }
 
 Test(pate, gnmax_reference_route)
 {
-	each_reference_case("pate_gnmax", gnmax_reference_route_case, NULL);
+	test_each_reference_case("pate_gnmax", gnmax_reference_route_case, NULL);
 }
 
 static void threshold_reference_route_case(const char *id, json_t *c, void *ctx)
@@ -221,23 +223,13 @@ static void threshold_reference_route_case(const char *id, json_t *c, void *ctx)
 	json_t *body = json_pack("{s:O, s:f, s:O, s:O, s:O}", "votes", json_object_get(c, "votes"), "sigma",
 				 1.0, "orders", json_object_get(c, "orders"), "threshold",
 				 json_object_get(c, "threshold"), "threshold_sigma", json_object_get(c, "sigma"));
-	json_t *ans = NULL;
-	acct_error err;
-	size_t n = json_array_size(json_object_get(c, "rdp"));
 
-	acct_error_init(&err);
-	cr_assert_eq(srv_pate_cost(body, &ans, &err), 0, "%s: %s at %s", id, err.text, err.where);
-	expect_close(id, "logpr_answered", num(ans, "logpr_answered"), num(c, "logpr_answered"), 1e-6, 1e-9);
-	cr_expect_eq(json_array_size(json_object_get(ans, "rdp_threshold")), n, "%s: length", id);
-	expect_array_close(id, "rdp_threshold", json_object_get(ans, "rdp_threshold"),
-			   json_object_get(c, "rdp"), n, 1e-6, 1e-12);
-	json_decref(ans);
-	json_decref(body);
+	json_decref(expect_cost_route(id, c, body, "logpr_answered", "rdp_threshold"));
 }
 
 Test(pate, threshold_reference_route)
 {
-	each_reference_case("pate_threshold", threshold_reference_route_case, NULL);
+	test_each_reference_case("pate_threshold", threshold_reference_route_case, NULL);
 }
 
 static void smooth_sensitivity_reference_route_case(const char *id, json_t *c, void *ctx)
@@ -266,7 +258,7 @@ static void smooth_sensitivity_reference_route_case(const char *id, json_t *c, v
 
 Test(pate, smooth_sensitivity_reference_route)
 {
-	each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_route_case, NULL);
+	test_each_reference_case("pate_smooth_sensitivity", smooth_sensitivity_reference_route_case, NULL);
 }
 
 /* ------------------------------------------------------------------------ */

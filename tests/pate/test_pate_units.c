@@ -417,17 +417,40 @@ Test(pate_units, neighbouring_tables_move_one_vote_per_query, .timeout = 120)
 
 /* ---- a run ------------------------------------------------------------------- */
 
+/* The tables of the two full runs below, drawn in that order from one
+ * stream that the run then goes on to use: 3000 private rows, 400 for the
+ * student, 500 to test it.  Made and freed around each test (.init,
+ * .fini), also when it fails. */
+static struct {
+	mech_rng *rng;
+	trn_dataset *train, *student, *test;
+} full_run;
 
-
-Test(pate_units, a_run_labels_queries_and_trains_the_student, .timeout = 120)
+static void full_run_draw(void)
 {
-	mech_rng *rng = trn_test_seeded(PREFIX, 7);
-	trn_dataset *train = linear_table(rng, 3000), *student = linear_table(rng, 400);
-	trn_dataset *test = linear_table(rng, 500);
+	full_run.rng = trn_test_seeded(PREFIX, 7);
+	full_run.train = linear_table(full_run.rng, 3000);
+	full_run.student = linear_table(full_run.rng, 400);
+	full_run.test = linear_table(full_run.rng, 500);
+}
+
+static void full_run_free(void)
+{
+	trn_dataset_free(full_run.train);
+	trn_dataset_free(full_run.student);
+	trn_dataset_free(full_run.test);
+	mech_rng_free(full_run.rng);
+}
+
+Test(pate_units, a_run_labels_queries_and_trains_the_student, .init = full_run_draw,
+     .fini = full_run_free, .timeout = 120)
+{
 	trn_pate_params p = run_params();
 	trn_pate_result *r = NULL;
 
-	cr_assert_eq(trn_pate_run(&p, train, student, test, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_eq(trn_pate_run(&p, full_run.train, full_run.student, full_run.test, full_run.rng,
+				  NULL, NULL, NULL, &r, NULL),
+		     0);
 	cr_assert_eq(r->queries_asked, p.queries);
 	cr_assert_eq(r->checks, p.queries);
 	cr_assert_eq(r->answers + r->abstained, p.queries);
@@ -440,40 +463,34 @@ Test(pate_units, a_run_labels_queries_and_trains_the_student, .timeout = 120)
 	/* Self-training adds student rows beyond the answered queries. */
 	p.semi_supervised = true;
 	p.confidence = 0.8;
-	cr_assert_eq(trn_pate_run(&p, train, student, test, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_eq(trn_pate_run(&p, full_run.train, full_run.student, full_run.test, full_run.rng,
+				  NULL, NULL, NULL, &r, NULL),
+		     0);
 	cr_assert_gt(r->self_trained_rows, 0);
 	cr_assert_eq(r->student_rows, (uint64_t)r->answers + r->self_trained_rows);
 	trn_pate_result_free(r);
-	trn_dataset_free(train);
-	trn_dataset_free(student);
-	trn_dataset_free(test);
-	mech_rng_free(rng);
 }
 
 /* Interactive-GNMax: the second half of the queries is compared with a
  * student trained on the first half's labels; a confident student labels
  * some itself. */
-Test(pate_units, an_interactive_run_uses_the_students_probabilities, .timeout = 120)
+Test(pate_units, an_interactive_run_uses_the_students_probabilities, .init = full_run_draw,
+     .fini = full_run_free, .timeout = 120)
 {
-	mech_rng *rng = trn_test_seeded(PREFIX, 9);
-	trn_dataset *train = linear_table(rng, 3000), *student = linear_table(rng, 400);
-	trn_dataset *test = linear_table(rng, 500);
 	trn_pate_params p = run_params();
 	trn_pate_result *r = NULL;
 
 	p.aggregator = MECH_PATE_INTERACTIVE;
 	p.threshold = 5;
 	p.student_confidence = 0.6;
-	cr_assert_eq(trn_pate_run(&p, train, student, test, rng, NULL, NULL, NULL, &r, NULL), 0);
+	cr_assert_eq(trn_pate_run(&p, full_run.train, full_run.student, full_run.test, full_run.rng,
+				  NULL, NULL, NULL, &r, NULL),
+		     0);
 	cr_assert_eq(r->checks, p.queries);
 	cr_assert_eq(r->answers + r->student_answers + r->abstained, p.queries);
 	cr_assert_gt(r->student_answers, 0);
 	cr_assert_geq(r->test_accuracy, 0.85, "%g", r->test_accuracy);
 	trn_pate_result_free(r);
-	trn_dataset_free(train);
-	trn_dataset_free(student);
-	trn_dataset_free(test);
-	mech_rng_free(rng);
 }
 
 static int stop_after_teachers(const trn_pate_progress *pr, void *user)

@@ -17,6 +17,7 @@
 #include "trn_eval.h"
 #include "trn_internal.h"
 #include "trn_test_rng.h"
+#include "test_math.h"
 
 /* This file's streams: trn_test_seeded(seed_prefix, tag). */
 static const uint8_t seed_prefix[2] = {0x1a, 0xbe};
@@ -547,17 +548,6 @@ Test(label_em, shape_and_size_refusals)
 	cr_assert_str_eq(err.where, "/params/epochs");
 }
 
-/* Pr[q >= n/2] for q ~ Binomial(n, p), summed term by term with lgamma. */
-static double binomial_upper_tail(int n, double p)
-{
-	double s = 0.0;
-
-	for (int k = (n + 1) / 2; k <= n; k++)
-		s += exp(lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0) + k * log(p) +
-			 (n - k) * log1p(-p));
-	return s;
-}
-
 Test(label_em, guidance_closed_forms)
 {
 	const double eps[] = { 0.1, 0.5, 2.0 };
@@ -574,7 +564,7 @@ Test(label_em, guidance_closed_forms)
 			cr_assert_eq(trn_label_em_guidance_for(&p, (uint64_t)ns[k], &g, NULL), 0);
 			cr_assert_float_eq(g.keep_probability, keep, 1e-15);
 			cr_assert_float_eq(g.expected_correct_fraction, keep, 1e-15);
-			cr_assert(fabs(g.success_probability - binomial_upper_tail(ns[k], keep)) <
+			cr_assert(fabs(g.success_probability - test_binomial_upper_half(ns[k], keep)) <
 				  1e-10, "n=%d eps=%g: %g", ns[k], eps[e], g.success_probability);
 		}
 }

@@ -1,0 +1,18 @@
+/*
+ * test_math.c: the closed forms of test_math.h.
+ */
+#include <math.h>
+
+#include "test_math.h"
+
+double test_binomial_upper_half(int n, double p)
+{
+	double sum = 0.0;
+
+	/* C(n, k) p^k (1 - p)^(n - k) in logs, so that n in the thousands
+	 * neither overflows the binomial nor underflows the powers. */
+	for (int k = (n + 1) / 2; k <= n; k++)
+		sum += exp(lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0) + k * log(p) +
+			   (n - k) * log1p(-p));
+	return sum;
+}
