@@ -21,6 +21,14 @@
 #define TRN_SLMC_MAX_REAL 1e6
 #define TRN_SLMC_MAX_FUZZIFIER 100.0
 
+/*
+ * The least radius B: the balance constraint's nearest point to 0 has norm
+ * ||c|| / ||q|| <= 1 (c is in the simplex, q ends in 1), so every B above
+ * 1 leaves the local solve a feasible set (docs/slmc.md, Sec. 2); the
+ * margin covers the 2^-40 the solve keeps inside the ball.
+ */
+#define TRN_SLMC_MIN_MAX_NORM (1.0 + 0x1p-20)
+
 void trn_slmc_params_default(trn_slmc_params *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -57,6 +65,10 @@ static int params_check_model(const trn_slmc_params *p, acct_error *err)
 	    trn__check_count(p->parties, 1, DPG_MAX_SLMC_PARTIES, "/params/parties", err) < 0 ||
 	    trn__check_positive(p->max_norm, TRN_SLMC_MAX_REAL, "/params/max_norm", err) < 0)
 		return ACCT_EINVAL;
+	if (p->max_norm < TRN_SLMC_MIN_MAX_NORM)
+		return acct_error_set(err, ACCT_EINVAL, "/params/max_norm",
+				      "max_norm must be above 1, the norm the balance constraint "
+				      "may force");
 	if (p->neighbor != ACCT_ADD_REMOVE && p->neighbor != ACCT_REPLACE)
 		return acct_error_set(err, ACCT_EINVAL, "/neighbor",
 				      "unknown neighbouring relation");
