@@ -31,19 +31,13 @@
 
 void trn_slmc_params_default(trn_slmc_params *p)
 {
-	memset(p, 0, sizeof(*p));
-	p->clusters = 3;
-	p->features = 200;
-	p->gamma = 1.0;
-	p->lambda = 1.0;
-	p->rho = 10.0;
-	p->fuzzifier = 2.0;
-	p->iterations = 10;
-	p->noise_multiplier = 0.0;
-	p->epsilon = 1.0;
-	p->parties = 2;
-	p->max_norm = 5.0;
-	p->neighbor = ACCT_ADD_REMOVE;
+	static const trn_slmc_params defaults = {
+		.clusters = 3, .features = 200, .gamma = 1.0, .lambda = 1.0, .rho = 10.0,
+		.fuzzifier = 2.0, .iterations = 10, .noise_multiplier = 0.0, .epsilon = 1.0,
+		.parties = 2, .max_norm = 5.0, .neighbor = ACCT_ADD_REMOVE,
+	};
+
+	*p = defaults;
 }
 
 /* The fields the non-private baseline shares with the private run. */

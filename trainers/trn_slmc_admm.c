@@ -75,29 +75,42 @@ void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u)
 	trn__slmc_fcm_weights(ret_u, C, m);
 }
 
+/* The workspace's arrays and their lengths, for `rows` rows: one table
+ * drives both the allocation and the release. */
+#define TRN_SLMC_WS_ARRAYS 10
+static void ws_arrays(trn__slmc_ws *ws, size_t rows, double **field[TRN_SLMC_WS_ARRAYS],
+		      size_t len[TRN_SLMC_WS_ARRAYS])
+{
+	size_t d1 = ws->d1, C = ws->C;
+	double **f[TRN_SLMC_WS_ARRAYS] = {&ws->f,    &ws->u,    &ws->scaled, &ws->h, &ws->r,
+					  &ws->evec, &ws->eval, &ws->g,      &ws->hq, &ws->nu};
+	size_t l[TRN_SLMC_WS_ARRAYS] = {rows * C, rows * C, rows * d1, d1 * d1, d1 * C,
+					d1 * d1,  d1,       d1 * C,    d1,      C};
+
+	memcpy(field, f, sizeof(f));
+	memcpy(len, l, sizeof(l));
+}
+
 int trn__slmc_ws_new(size_t cap, size_t d1, uint32_t C, trn__slmc_ws **ret, acct_error *err)
 {
 	trn__slmc_ws *ws = calloc(1, sizeof(*ws));
-	size_t rows = cap > 0 ? cap : 1;
+	double **field[TRN_SLMC_WS_ARRAYS];
+	size_t len[TRN_SLMC_WS_ARRAYS];
+	bool ok;
 
 	if (!ws)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	ws->cap = cap;
 	ws->d1 = d1;
 	ws->C = C;
-	ws->f = malloc(rows * C * sizeof(double));
-	ws->u = malloc(rows * C * sizeof(double));
-	ws->scaled = malloc(rows * d1 * sizeof(double));
-	ws->h = malloc(d1 * d1 * sizeof(double));
-	ws->r = malloc(d1 * C * sizeof(double));
-	ws->evec = malloc(d1 * d1 * sizeof(double));
-	ws->eval = malloc(d1 * sizeof(double));
-	ws->g = malloc(d1 * C * sizeof(double));
-	ws->hq = malloc(d1 * sizeof(double));
-	ws->nu = malloc(C * sizeof(double));
+	ws_arrays(ws, cap > 0 ? cap : 1, field, len);
 	ws->eig = gsl_eigen_symmv_alloc(d1);
-	if (!ws->f || !ws->u || !ws->scaled || !ws->h || !ws->r || !ws->evec || !ws->eval ||
-	    !ws->g || !ws->hq || !ws->nu || !ws->eig) {
+	ok = ws->eig != NULL;
+	for (size_t i = 0; i < TRN_SLMC_WS_ARRAYS; i++) {
+		*field[i] = malloc(len[i] * sizeof(double));
+		ok = ok && *field[i];
+	}
+	if (!ok) {
 		trn__slmc_ws_free(ws);
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	}
@@ -107,18 +120,14 @@ int trn__slmc_ws_new(size_t cap, size_t d1, uint32_t C, trn__slmc_ws **ret, acct
 
 void trn__slmc_ws_free(trn__slmc_ws *ws)
 {
+	double **field[TRN_SLMC_WS_ARRAYS];
+	size_t len[TRN_SLMC_WS_ARRAYS];
+
 	if (!ws)
 		return;
-	free(ws->f);
-	free(ws->u);
-	free(ws->scaled);
-	free(ws->h);
-	free(ws->r);
-	free(ws->evec);
-	free(ws->eval);
-	free(ws->g);
-	free(ws->hq);
-	free(ws->nu);
+	ws_arrays(ws, 0, field, len);
+	for (size_t i = 0; i < TRN_SLMC_WS_ARRAYS; i++)
+		free(*field[i]);
 	if (ws->eig)
 		gsl_eigen_symmv_free(ws->eig);
 	free(ws);

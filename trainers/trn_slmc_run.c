@@ -34,14 +34,11 @@ typedef struct slmc_state {
 
 static void state_free(slmc_state *s)
 {
-	free(s->a);
+	double *arrays[] = {s->a, s->alpha, s->theta, s->z_new, s->u0, s->q, s->c};
+
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+		free(arrays[i]);
 	free(s->off);
-	free(s->alpha);
-	free(s->theta);
-	free(s->z_new);
-	free(s->u0);
-	free(s->q);
-	free(s->c);
 	trn__slmc_ws_free(s->ws);
 	trn_slmc_model_free(s->model);
 }
