@@ -6,8 +6,9 @@
  * The model is a cos feature layer and a linear map to the label space, so
  * predict needs no kernel matrix and no training row.  The privacy event is
  * fixed by the parameters alone: K Gaussian uploads whose sensitivity
- * follows from rho-strong convexity of each learner's ADMM subproblem and
- * the ball constraint, not from the data (docs/slmc.md, Theorem 1).
+ * follows from rho-strong convexity of each learner's ADMM subproblem
+ * over a public convex set (the ball and the class-balance constraint),
+ * not from the data (docs/slmc.md, Theorem 1).
  */
 #include <math.h>
 #include <stdlib.h>

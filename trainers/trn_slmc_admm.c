@@ -11,6 +11,13 @@
  * uploads, so every state carried between rounds is post-processing.  The
  * paper's FCM initialisation on private rows was rejected for the same
  * reason: it couples every row's initial membership to every other row.
+ *
+ * Every local solve and the coordinator keep the model on a class-balance
+ * constraint (the mean output over public rows is the mean code), which
+ * makes "every row in one cluster" infeasible.  A bias regulariser was
+ * rejected because the one-cluster point stays a minimum at large n, and a
+ * balance constraint over the private rows because it couples them and
+ * voids the sensitivity bound (docs/slmc.md, Sec. 2.1).
  */
 #include <math.h>
 #include <stdlib.h>

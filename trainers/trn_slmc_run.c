@@ -145,9 +145,10 @@ out:
 
 /* The public start: feature map, split, zero duals, and either FCM
  * centres of the public rows `aux` (first memberships against them, Z^0 =
- * 0) or, without public rows, Z^0 with N(0,1) weights and zero bias (a
- * data-independent random function into the label space, so that the
- * first memberships differ between clusters). */
+ * 0) or, without public rows, Z^0 with N(0,1) weights and the mean code
+ * as its bias (a data-independent random function into the label space,
+ * so that the first memberships differ between clusters); then the
+ * balance constraint from the same public rows. */
 static int state_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset *train,
 		      const uint32_t *party, const trn_dataset *aux, mech_rng *rng,
 		      acct_error *err)
