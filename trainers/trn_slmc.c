@@ -188,15 +188,14 @@ int trn_slmc_check_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_er
 
 int trn__slmc_model_new(trn_rff *rff, uint32_t C, trn_slmc_model **ret, acct_error *err)
 {
-	trn_slmc_model *m = calloc(1, sizeof(*m));
+	/* One block: the struct, then theta (the struct's size is a multiple
+	 * of a pointer's, so theta is aligned for doubles). */
+	size_t len = ((size_t)rff->features + 1) * C;
+	trn_slmc_model *m = calloc(1, sizeof(*m) + len * sizeof(double));
 
 	if (!m)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	m->theta = calloc(((size_t)rff->features + 1) * C, sizeof(double));
-	if (!m->theta) {
-		free(m);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	}
+	m->theta = (double *)(m + 1);
 	m->rff = rff;
 	m->clusters = C;
 	*ret = m;
@@ -208,7 +207,6 @@ void trn_slmc_model_free(trn_slmc_model *m)
 	if (!m)
 		return;
 	trn_rff_free(m->rff);
-	free(m->theta);
 	free(m);
 }
 
@@ -299,13 +297,14 @@ int trn_slmc_objective(const trn_slmc_model *m, const trn_dataset *ds, double la
 	D = m->rff->features;
 	d1 = D + 1;
 	C = m->clusters;
-	a = malloc(TRN_SLMC_BLOCK_ROWS * d1 * sizeof(double));
-	f = malloc(TRN_SLMC_BLOCK_ROWS * C * sizeof(double));
-	u = malloc(C * sizeof(double));
-	if (!a || !f || !u) {
+	/* One scratch block: mapped rows, their outputs, one membership. */
+	a = malloc((TRN_SLMC_BLOCK_ROWS * (d1 + C) + C) * sizeof(double));
+	if (!a) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
+	f = a + TRN_SLMC_BLOCK_ROWS * d1;
+	u = f + TRN_SLMC_BLOCK_ROWS * C;
 	for (size_t i0 = 0; i0 < ds->n; i0 += TRN_SLMC_BLOCK_ROWS) {
 		size_t b = ds->n - i0 < TRN_SLMC_BLOCK_ROWS ? ds->n - i0 : TRN_SLMC_BLOCK_ROWS;
 
@@ -318,8 +317,6 @@ int trn_slmc_objective(const trn_slmc_model *m, const trn_dataset *ds, double la
 	*ret = 0.5 * w2 + lambda * loss;
 out:
 	free(a);
-	free(f);
-	free(u);
 	return rc;
 }
 

@@ -1323,16 +1323,14 @@ Test(model, converts_to_a_trn_model_with_the_same_outputs)
 {
 	enum { d = 5, D = 40, C = 4, N = 60 };
 	mech_rng *rng = trn_test_seeded(seed_prefix, 0x71);
-	trn_slmc_model *m = calloc(1, sizeof(*m));
+	trn_slmc_model *m = NULL;
+	trn_rff *rff = NULL;
 	trn_model *tm = NULL;
 	double x[N * d], f[N * C];
 	uint32_t cl[N];
 
-	cr_assert(m);
-	cr_assert_eq(trn_rff_new(d, D, 0.7, rng, &m->rff, NULL), 0);
-	m->clusters = C;
-	m->theta = malloc((D + 1) * C * sizeof(double));
-	cr_assert(m->theta);
+	cr_assert_eq(trn_rff_new(d, D, 0.7, rng, &rff, NULL), 0);
+	cr_assert_eq(trn__slmc_model_new(rff, C, &m, NULL), 0);
 	for (size_t i = 0; i < (size_t)(D + 1) * C; i++)
 		m->theta[i] = trn_test_normal(rng);
 	for (size_t i = 0; i < (size_t)N * d; i++)
