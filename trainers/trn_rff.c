@@ -44,9 +44,10 @@ int trn_rff_new(uint32_t d, uint32_t features, double gamma, mech_rng *rng, trn_
 	f->d = d;
 	f->features = features;
 	f->gamma = gamma;
-	f->omega = malloc((size_t)features * d * sizeof(double));
-	f->phase = malloc((size_t)features * sizeof(double));
-	if (!f->omega || !f->phase) {
+	/* One block: Omega (D x d) then the D phases; trn_rff_free frees it
+	 * through omega. */
+	f->omega = malloc((size_t)features * (d + 1) * sizeof(double));
+	if (!f->omega) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
@@ -57,6 +58,7 @@ int trn_rff_new(uint32_t d, uint32_t features, double gamma, mech_rng *rng, trn_
 		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the random source failed");
 		goto out;
 	}
+	f->phase = f->omega + (size_t)features * d;
 	scale = sqrt(2.0 * gamma);
 	for (size_t i = 0; i < (size_t)features * d; i++)
 		f->omega[i] *= scale;
@@ -82,7 +84,6 @@ void trn_rff_free(trn_rff *f)
 	if (!f)
 		return;
 	free(f->omega);
-	free(f->phase);
 	free(f);
 }
 

@@ -6,8 +6,9 @@
  * The model is a cos feature layer and a linear map to the label space, so
  * predict needs no kernel matrix and no training row.  The privacy event is
  * fixed by the parameters alone: K Gaussian uploads whose sensitivity
- * follows from rho-strong convexity of each learner's ADMM subproblem and
- * the ball constraint, not from the data (docs/slmc.md, Theorem 1).
+ * follows from rho-strong convexity of each learner's ADMM subproblem
+ * over a public convex set (the ball and the class-balance constraint),
+ * not from the data (docs/slmc.md, Theorem 1).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,21 +22,23 @@
 #define TRN_SLMC_MAX_REAL 1e6
 #define TRN_SLMC_MAX_FUZZIFIER 100.0
 
+/*
+ * The least radius B: the balance constraint's nearest point to 0 has norm
+ * ||c|| / ||q|| <= 1 (c is in the simplex, q ends in 1), so every B above
+ * 1 leaves the local solve a feasible set (docs/slmc.md, Sec. 2); the
+ * margin covers the 2^-40 the solve keeps inside the ball.
+ */
+#define TRN_SLMC_MIN_MAX_NORM (1.0 + 0x1p-20)
+
 void trn_slmc_params_default(trn_slmc_params *p)
 {
-	memset(p, 0, sizeof(*p));
-	p->clusters = 3;
-	p->features = 200;
-	p->gamma = 1.0;
-	p->lambda = 1.0;
-	p->rho = 10.0;
-	p->fuzzifier = 2.0;
-	p->iterations = 10;
-	p->noise_multiplier = 0.0;
-	p->epsilon = 1.0;
-	p->parties = 2;
-	p->max_norm = 5.0;
-	p->neighbor = ACCT_ADD_REMOVE;
+	static const trn_slmc_params defaults = {
+		.clusters = 3, .features = 200, .gamma = 1.0, .lambda = 1.0, .rho = 10.0,
+		.fuzzifier = 2.0, .iterations = 10, .noise_multiplier = 0.0, .epsilon = 1.0,
+		.parties = 2, .max_norm = 5.0, .neighbor = ACCT_ADD_REMOVE,
+	};
+
+	*p = defaults;
 }
 
 /* The fields the non-private baseline shares with the private run. */
@@ -57,6 +60,10 @@ static int params_check_model(const trn_slmc_params *p, acct_error *err)
 	    trn__check_count(p->parties, 1, DPG_MAX_SLMC_PARTIES, "/params/parties", err) < 0 ||
 	    trn__check_positive(p->max_norm, TRN_SLMC_MAX_REAL, "/params/max_norm", err) < 0)
 		return ACCT_EINVAL;
+	if (p->max_norm < TRN_SLMC_MIN_MAX_NORM)
+		return acct_error_set(err, ACCT_EINVAL, "/params/max_norm",
+				      "max_norm must be above 1, the norm the balance constraint "
+				      "may force");
 	if (p->neighbor != ACCT_ADD_REMOVE && p->neighbor != ACCT_REPLACE)
 		return acct_error_set(err, ACCT_EINVAL, "/neighbor",
 				      "unknown neighbouring relation");
@@ -181,15 +188,14 @@ int trn_slmc_check_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_er
 
 int trn__slmc_model_new(trn_rff *rff, uint32_t C, trn_slmc_model **ret, acct_error *err)
 {
-	trn_slmc_model *m = calloc(1, sizeof(*m));
+	/* One block: the struct, then theta (the struct's size is a multiple
+	 * of a pointer's, so theta is aligned for doubles). */
+	size_t len = ((size_t)rff->features + 1) * C;
+	trn_slmc_model *m = calloc(1, sizeof(*m) + len * sizeof(double));
 
 	if (!m)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	m->theta = calloc(((size_t)rff->features + 1) * C, sizeof(double));
-	if (!m->theta) {
-		free(m);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	}
+	m->theta = (double *)(m + 1);
 	m->rff = rff;
 	m->clusters = C;
 	*ret = m;
@@ -201,7 +207,6 @@ void trn_slmc_model_free(trn_slmc_model *m)
 	if (!m)
 		return;
 	trn_rff_free(m->rff);
-	free(m->theta);
 	free(m);
 }
 
@@ -292,13 +297,14 @@ int trn_slmc_objective(const trn_slmc_model *m, const trn_dataset *ds, double la
 	D = m->rff->features;
 	d1 = D + 1;
 	C = m->clusters;
-	a = malloc(TRN_SLMC_BLOCK_ROWS * d1 * sizeof(double));
-	f = malloc(TRN_SLMC_BLOCK_ROWS * C * sizeof(double));
-	u = malloc(C * sizeof(double));
-	if (!a || !f || !u) {
+	/* One scratch block: mapped rows, their outputs, one membership. */
+	a = malloc((TRN_SLMC_BLOCK_ROWS * (d1 + C) + C) * sizeof(double));
+	if (!a) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
+	f = a + TRN_SLMC_BLOCK_ROWS * d1;
+	u = f + TRN_SLMC_BLOCK_ROWS * C;
 	for (size_t i0 = 0; i0 < ds->n; i0 += TRN_SLMC_BLOCK_ROWS) {
 		size_t b = ds->n - i0 < TRN_SLMC_BLOCK_ROWS ? ds->n - i0 : TRN_SLMC_BLOCK_ROWS;
 
@@ -311,8 +317,6 @@ int trn_slmc_objective(const trn_slmc_model *m, const trn_dataset *ds, double la
 	*ret = 0.5 * w2 + lambda * loss;
 out:
 	free(a);
-	free(f);
-	free(u);
 	return rc;
 }
 

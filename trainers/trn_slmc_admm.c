@@ -11,6 +11,13 @@
  * uploads, so every state carried between rounds is post-processing.  The
  * paper's FCM initialisation on private rows was rejected for the same
  * reason: it couples every row's initial membership to every other row.
+ *
+ * Every local solve and the coordinator keep the model on a class-balance
+ * constraint (the mean output over public rows is the mean code), which
+ * makes "every row in one cluster" infeasible.  A bias regulariser was
+ * rejected because the one-cluster point stays a minimum at large n, and a
+ * balance constraint over the private rows because it couples them and
+ * voids the sensitivity bound (docs/slmc.md, Sec. 2.1).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -75,27 +82,42 @@ void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u)
 	trn__slmc_fcm_weights(ret_u, C, m);
 }
 
+/* The workspace's arrays and their lengths, for `rows` rows: one table
+ * drives both the allocation and the release. */
+#define TRN_SLMC_WS_ARRAYS 10
+static void ws_arrays(trn__slmc_ws *ws, size_t rows, double **field[TRN_SLMC_WS_ARRAYS],
+		      size_t len[TRN_SLMC_WS_ARRAYS])
+{
+	size_t d1 = ws->d1, C = ws->C;
+	double **f[TRN_SLMC_WS_ARRAYS] = {&ws->f,    &ws->u,    &ws->scaled, &ws->h, &ws->r,
+					  &ws->evec, &ws->eval, &ws->g,      &ws->hq, &ws->nu};
+	size_t l[TRN_SLMC_WS_ARRAYS] = {rows * C, rows * C, rows * d1, d1 * d1, d1 * C,
+					d1 * d1,  d1,       d1 * C,    d1,      C};
+
+	memcpy(field, f, sizeof(f));
+	memcpy(len, l, sizeof(l));
+}
+
 int trn__slmc_ws_new(size_t cap, size_t d1, uint32_t C, trn__slmc_ws **ret, acct_error *err)
 {
 	trn__slmc_ws *ws = calloc(1, sizeof(*ws));
-	size_t rows = cap > 0 ? cap : 1;
+	double **field[TRN_SLMC_WS_ARRAYS];
+	size_t len[TRN_SLMC_WS_ARRAYS];
+	bool ok;
 
 	if (!ws)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	ws->cap = cap;
 	ws->d1 = d1;
 	ws->C = C;
-	ws->f = malloc(rows * C * sizeof(double));
-	ws->u = malloc(rows * C * sizeof(double));
-	ws->scaled = malloc(rows * d1 * sizeof(double));
-	ws->h = malloc(d1 * d1 * sizeof(double));
-	ws->r = malloc(d1 * C * sizeof(double));
-	ws->evec = malloc(d1 * d1 * sizeof(double));
-	ws->eval = malloc(d1 * sizeof(double));
-	ws->g = malloc(d1 * C * sizeof(double));
+	ws_arrays(ws, cap > 0 ? cap : 1, field, len);
 	ws->eig = gsl_eigen_symmv_alloc(d1);
-	if (!ws->f || !ws->u || !ws->scaled || !ws->h || !ws->r || !ws->evec || !ws->eval ||
-	    !ws->g || !ws->eig) {
+	ok = ws->eig != NULL;
+	for (size_t i = 0; i < TRN_SLMC_WS_ARRAYS; i++) {
+		*field[i] = malloc(len[i] * sizeof(double));
+		ok = ok && *field[i];
+	}
+	if (!ok) {
 		trn__slmc_ws_free(ws);
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	}
@@ -105,16 +127,14 @@ int trn__slmc_ws_new(size_t cap, size_t d1, uint32_t C, trn__slmc_ws **ret, acct
 
 void trn__slmc_ws_free(trn__slmc_ws *ws)
 {
+	double **field[TRN_SLMC_WS_ARRAYS];
+	size_t len[TRN_SLMC_WS_ARRAYS];
+
 	if (!ws)
 		return;
-	free(ws->f);
-	free(ws->u);
-	free(ws->scaled);
-	free(ws->h);
-	free(ws->r);
-	free(ws->evec);
-	free(ws->eval);
-	free(ws->g);
+	ws_arrays(ws, 0, field, len);
+	for (size_t i = 0; i < TRN_SLMC_WS_ARRAYS; i++)
+		free(*field[i]);
 	if (ws->eig)
 		gsl_eigen_symmv_free(ws->eig);
 	free(ws);
@@ -157,9 +177,28 @@ static void ridge_system(const double *a, const double *u, size_t n, const trn_s
 	}
 }
 
-/* The unconstrained solution H^-1 R by Cholesky into theta; ws->evec is
- * the factor's storage. */
-static int ridge_cholesky(trn__slmc_ws *ws, double *theta, acct_error *err)
+/*
+ * The balance constraint by elimination: with X = H^-1 R and y = H^-1 q in
+ * theta and ws->hq, the solution of H theta + q nu^T = R, q^T theta = c^T
+ * is X - y nu^T with nu^T = (q^T X - c^T) / (q^T y) (H is positive
+ * definite, so q^T y > 0).
+ */
+static void balance_correct(trn__slmc_ws *ws, const trn__slmc_balance *bal, double *theta)
+{
+	size_t d1 = ws->d1, C = ws->C;
+	double qy = cblas_ddot((int)d1, bal->q, 1, ws->hq, 1);
+
+	cblas_dgemv(CblasRowMajor, CblasTrans, (int)d1, (int)C, 1.0, theta, (int)C, bal->q, 1, 0.0,
+		    ws->nu, 1);
+	for (size_t c = 0; c < C; c++)
+		ws->nu[c] = (ws->nu[c] - bal->c[c]) / qy;
+	cblas_dger(CblasRowMajor, (int)d1, (int)C, -1.0, ws->hq, 1, ws->nu, 1, theta, (int)C);
+}
+
+/* The solution without the ball by Cholesky into theta; ws->evec is the
+ * factor's storage. */
+static int ridge_cholesky(trn__slmc_ws *ws, const trn__slmc_balance *bal, double *theta,
+			  acct_error *err)
 {
 	size_t d1 = ws->d1, C = ws->C;
 	gsl_matrix_view l = gsl_matrix_view_array(ws->evec, d1, d1);
@@ -174,31 +213,68 @@ static int ridge_cholesky(trn__slmc_ws *ws, double *theta, acct_error *err)
 		if (gsl_linalg_cholesky_solve(&l.matrix, &b.vector, &x.vector) != GSL_SUCCESS)
 			return acct_error_set(err, ACCT_ENUMERIC, "", "local solve failed");
 	}
+	if (bal) {
+		gsl_vector_const_view b = gsl_vector_const_view_array(bal->q, d1);
+		gsl_vector_view x = gsl_vector_view_array(ws->hq, d1);
+
+		if (gsl_linalg_cholesky_solve(&l.matrix, &b.vector, &x.vector) != GSL_SUCCESS)
+			return acct_error_set(err, ACCT_ENUMERIC, "", "local solve failed");
+		balance_correct(ws, bal, theta);
+	}
 	return 0;
 }
 
-/* ||(H + mu I)^-1 R||_F^2 from the eigenpairs: sum_j ||g_j||^2/(l_j+mu)^2. */
-static double ball_norm2(const double *eval, const double *rows2, size_t d1, double mu)
+/*
+ * ||theta(mu)||_F^2 in the eigenbasis H = Q diag(l) Q^T, G = Q^T R (ws->g),
+ * h = Q^T q (ws->hq): theta(mu) has rows (G_j - h_j nu^T) / (l_j + mu),
+ * where nu (into ws->nu) makes q^T theta = c^T, or is 0 without c.
+ */
+static double ball_norm2(trn__slmc_ws *ws, const double *c, double mu)
 {
-	double s = 0.0;
+	size_t d1 = ws->d1, C = ws->C;
+	double s = 0.0, hh = 0.0;
 
-	for (size_t j = 0; j < d1; j++)
-		s += rows2[j] / ((eval[j] + mu) * (eval[j] + mu));
+	memset(ws->nu, 0, C * sizeof(double));
+	if (c) {
+		for (size_t j = 0; j < d1; j++) {
+			double w = ws->hq[j] / (ws->eval[j] + mu);
+
+			hh += w * ws->hq[j];
+			for (size_t k = 0; k < C; k++)
+				ws->nu[k] += w * ws->g[j * C + k];
+		}
+		for (size_t k = 0; k < C; k++)
+			ws->nu[k] = (ws->nu[k] - c[k]) / hh;
+	}
+	for (size_t j = 0; j < d1; j++) {
+		double w = 1.0 / ((ws->eval[j] + mu) * (ws->eval[j] + mu));
+
+		for (size_t k = 0; k < C; k++) {
+			double e = ws->g[j * C + k] - ws->hq[j] * ws->nu[k];
+
+			s += e * e * w;
+		}
+	}
 	return s;
 }
 
 /*
  * The trust-region solution on the sphere ||theta|| = B (Moré and Sorensen
- * 1983): H = Q diag(l) Q^T, G = Q^T R, theta(mu) = Q diag(1/(l+mu)) G with
- * the mu > 0 at which ||theta(mu)|| = B, by bisection (the norm decreases
- * in mu).  The upper end is kept, so ||theta|| <= B.  Destroys ws->h.
+ * 1983), within the balance constraint when bal is given: theta(mu)
+ * minimises F + mu/2 ||theta||^2 over {q^T theta = c^T}, and its norm does
+ * not increase in mu (compare the two minimality inequalities at mu1 <
+ * mu2), tending to ||p0|| < B; bisection finds the mu > 0 with
+ * ||theta(mu)|| = B, keeping the upper end, so ||theta|| <= B.  Destroys
+ * ws->h.
  */
-static int ridge_ball(trn__slmc_ws *ws, double B, double *theta, acct_error *err)
+static int ridge_ball(trn__slmc_ws *ws, const trn__slmc_balance *bal, double B, double *theta,
+		      acct_error *err)
 {
 	size_t d1 = ws->d1, C = ws->C;
+	const double *c = bal ? bal->c : NULL;
 	gsl_matrix_view h, q;
 	gsl_vector_view l;
-	double *rows2 = ws->scaled, lo = 0.0, hi, gnorm2 = 0.0;
+	double lo = 0.0, hi;
 
 	h = gsl_matrix_view_array(ws->h, d1, d1);
 	q = gsl_matrix_view_array(ws->evec, d1, d1);
@@ -207,25 +283,28 @@ static int ridge_ball(trn__slmc_ws *ws, double B, double *theta, acct_error *err
 		return acct_error_set(err, ACCT_ENUMERIC, "", "local eigensolver failed");
 	cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d1, (int)C, (int)d1, 1.0,
 		    ws->evec, (int)d1, ws->r, (int)C, 0.0, ws->g, (int)C);
-	for (size_t j = 0; j < d1; j++) {
-		rows2[j] = 0.0;
-		for (size_t c = 0; c < C; c++)
-			rows2[j] += ws->g[j * C + c] * ws->g[j * C + c];
-		gnorm2 += rows2[j];
-	}
-	/* Every eigenvalue is >= rho > 0, so ||theta(hi)|| <= ||G|| / hi = B. */
-	hi = sqrt(gnorm2) / B;
+	memset(ws->hq, 0, d1 * sizeof(double));
+	if (bal)
+		cblas_dgemv(CblasRowMajor, CblasTrans, (int)d1, (int)d1, 1.0, ws->evec, (int)d1,
+			    bal->q, 1, 0.0, ws->hq, 1);
+	/* Every eigenvalue is >= rho > 0, so without the constraint
+	 * ||theta(hi)|| <= ||G|| / hi = B; with it, double until inside. */
+	hi = cblas_dnrm2((int)(d1 * C), ws->g, 1) / B;
+	for (int it = 0; it < 1000 && ball_norm2(ws, c, hi) > B * B; it++)
+		hi = 2.0 * hi + 1.0;
 	for (int it = 0; it < 200 && hi - lo > 1e-15 * hi; it++) {
 		double mid = 0.5 * (lo + hi);
 
-		if (ball_norm2(ws->eval, rows2, d1, mid) > B * B)
+		if (ball_norm2(ws, c, mid) > B * B)
 			lo = mid;
 		else
 			hi = mid;
 	}
+	ball_norm2(ws, c, hi);
 	for (size_t j = 0; j < d1; j++)
-		for (size_t c = 0; c < C; c++)
-			ws->g[j * C + c] /= ws->eval[j] + hi;
+		for (size_t k = 0; k < C; k++)
+			ws->g[j * C + k] = (ws->g[j * C + k] - ws->hq[j] * ws->nu[k]) /
+					   (ws->eval[j] + hi);
 	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d1, (int)C, (int)d1, 1.0,
 		    ws->evec, (int)d1, ws->g, (int)C, 0.0, theta, (int)C);
 	return 0;
@@ -236,20 +315,51 @@ static double frobenius(const double *x, size_t len)
 	return cblas_dnrm2((int)len, x, 1);
 }
 
+bool trn__slmc_balance_fits(const trn__slmc_balance *bal, double B, size_t d1, uint32_t C)
+{
+	if (!bal)
+		return true;
+	/* ||p0|| = ||c|| / ||q||, strictly inside the margin the solve keeps. */
+	return frobenius(bal->c, C) < B * (1.0 - 0x1p-30) * frobenius(bal->q, d1);
+}
+
+void trn__slmc_project(double *theta, const trn__slmc_balance *bal, double B, size_t d1,
+		       uint32_t C)
+{
+	size_t len = d1 * C;
+	double qq = 1.0, p0n2 = 0.0, n2;
+
+	if (bal) {
+		/* On the subspace, theta - p0 (p0 = q c^T / ||q||^2) is theta
+		 * with each column's q component removed, and orthogonal to p0. */
+		qq = cblas_ddot((int)d1, bal->q, 1, bal->q, 1);
+		p0n2 = cblas_ddot((int)C, bal->c, 1, bal->c, 1) / qq;
+		for (size_t k = 0; k < C; k++)
+			cblas_daxpy((int)d1, -cblas_ddot((int)d1, bal->q, 1, theta + k, (int)C) / qq,
+				    bal->q, 1, theta + k, (int)C);
+	}
+	n2 = cblas_ddot((int)len, theta, 1, theta, 1);
+	if (n2 > B * B - p0n2)
+		cblas_dscal((int)len, sqrt((B * B - p0n2) / n2), theta, 1);
+	if (bal)
+		cblas_dger(CblasRowMajor, (int)d1, (int)C, 1.0 / qq, bal->q, 1, bal->c, 1, theta,
+			   (int)C);
+}
+
 int trn__slmc_ridge(const double *a, const double *u, size_t n, const trn_slmc_params *p,
-		    double reg_w, const double *v, trn__slmc_ws *ws, double *ret_theta,
-		    acct_error *err)
+		    double reg_w, const double *v, const trn__slmc_balance *bal,
+		    trn__slmc_ws *ws, double *ret_theta, acct_error *err)
 {
 	size_t len = ws->d1 * ws->C;
-	double norm, target = p->max_norm * (1.0 - 0x1p-40);
+	double target = p->max_norm * (1.0 - 0x1p-40);
 	int rc;
 
 	ridge_system(a, u, n, p, reg_w, v, ws);
-	rc = ridge_cholesky(ws, ret_theta, err);
+	rc = ridge_cholesky(ws, bal, ret_theta, err);
 	if (rc != 0)
 		return rc;
 	if (frobenius(ret_theta, len) > p->max_norm) {
-		rc = ridge_ball(ws, p->max_norm, ret_theta, err);
+		rc = ridge_ball(ws, bal, p->max_norm, ret_theta, err);
 		if (rc != 0)
 			return rc;
 	}
@@ -257,20 +367,19 @@ int trn__slmc_ridge(const double *a, const double *u, size_t n, const trn_slmc_p
 	 * gradient (Theorem 1) needs ||theta|| <= B however the norm is
 	 * summed, so land a margin of 2^-40 inside (TRN_SLMC_SOLVE_SLACK
 	 * covers the move). */
-	norm = frobenius(ret_theta, len);
-	if (norm > target)
-		cblas_dscal((int)len, target / norm, ret_theta, 1);
+	if (frobenius(ret_theta, len) > target)
+		trn__slmc_project(ret_theta, bal, target, ws->d1, ws->C);
 	return 0;
 }
 
 int trn__slmc_local_update(const double *a, size_t n, const trn_slmc_params *p, double reg_w,
-			   const double *z, const double *v, trn__slmc_ws *ws,
-			   double *ret_theta, acct_error *err)
+			   const double *z, const double *v, const trn__slmc_balance *bal,
+			   trn__slmc_ws *ws, double *ret_theta, acct_error *err)
 {
 	if (n > ws->cap)
 		return acct_error_set(err, ACCT_EINTERNAL, "", "workspace too small");
 	trn__slmc_outputs(z, a, n, ws->d1, ws->C, ws->f);
 	for (size_t i = 0; i < n; i++)
 		trn__slmc_memberships(ws->f + i * ws->C, ws->C, p->fuzzifier, ws->u + i * ws->C);
-	return trn__slmc_ridge(a, ws->u, n, p, reg_w, v, ws, ret_theta, err);
+	return trn__slmc_ridge(a, ws->u, n, p, reg_w, v, bal, ws, ret_theta, err);
 }

@@ -43,6 +43,32 @@ int trn__slmc_fcm_centres(const trn_dataset *pub, uint32_t C, double m, mech_rng
 void trn__slmc_centre_memberships(const double *x, size_t d, const double *centres,
 				  uint32_t C, double m, double *ret_u);
 
+/*
+ * The balance constraint of the local solve (docs/slmc.md, Sec. 2):
+ * q^T theta = c^T, i.e. the mean label-space output over the public rows,
+ * whose mean mapped row is q (d1 entries, last 1), equals c (C entries,
+ * their mean FCM membership).  Public, so both neighbouring tables see the
+ * same feasible set.
+ */
+typedef struct trn__slmc_balance {
+	const double *q;
+	const double *c;
+} trn__slmc_balance;
+
+/*
+ * Projects theta (d1 x C) in place onto {q^T theta = c^T} (when bal is not
+ * NULL) and then onto the ball ||theta||_F <= B within it: the Euclidean
+ * projection onto their intersection, since the intersection is the ball
+ * of radius sqrt(B^2 - ||p0||^2) about p0 = q c^T / ||q||^2 in that
+ * subspace.  Requires ||p0|| < B (trn__slmc_balance_fits).
+ */
+void trn__slmc_project(double *theta, const trn__slmc_balance *bal, double B, size_t d1,
+		       uint32_t C);
+
+/* Whether the feasible set {q^T theta = c^T, ||theta|| <= B} has an
+ * interior point: ||c|| / ||q|| < B (always, without a constraint). */
+bool trn__slmc_balance_fits(const trn__slmc_balance *bal, double B, size_t d1, uint32_t C);
+
 /* Workspace of the local solve, for up to `cap` rows of D+1 columns. */
 typedef struct trn__slmc_ws {
 	size_t cap;
@@ -56,6 +82,8 @@ typedef struct trn__slmc_ws {
 	double *evec;          /* d1 x d1 */
 	double *eval;          /* d1 */
 	double *g;             /* d1 x C */
+	double *hq;            /* d1: H^-1 q, or Q^T q */
+	double *nu;            /* C: the balance constraint's multipliers */
 	gsl_eigen_symmv_workspace *eig;
 } trn__slmc_ws;
 
@@ -64,20 +92,22 @@ void trn__slmc_ws_free(trn__slmc_ws *ws);
 
 /*
  * The weighted ridge step of one learner with given memberships u (n x C):
- * the minimiser over ||theta||_F <= B of
+ * the minimiser over ||theta||_F <= B and, when bal is not NULL, the
+ * balance constraint q^T theta = c^T, of
  *   F(theta) = lambda sum_i sum_k u_ki^m ||theta^T a_i - y_k||^2
  *              + (reg_w / 2) ||W||^2 + (rho / 2) ||theta - v||_F^2
  * (a_i = (phi_i, 1), rows of `a`, n x d1; theta = (W; b^T), d1 x C).  The
  * normal equations H theta = R with H = 2 lambda sum_i s_i a_i a_i^T +
  * diag(reg_w, .., reg_w, 0) + rho I and R = 2 lambda sum_i a_i t_i^T + rho v
- * (s_i = sum_k u_ki^m, t_i = (u_ki^m)_k) by Cholesky; when the solution
- * leaves the ball, the trust-region solution (H + mu I)^-1 R with
- * ||.||_F = B, mu > 0 (Moré and Sorensen 1983) by eigendecomposition and
- * bisection on mu.  Writes ret_theta (d1 x C).
+ * (s_i = sum_k u_ki^m, t_i = (u_ki^m)_k) by Cholesky; with the balance
+ * constraint, H theta + q nu^T = R, q^T theta = c^T, by eliminating nu.
+ * When the solution leaves the ball, the trust-region solution (H + mu I
+ * in place of H, ||.||_F = B, mu > 0; Moré and Sorensen 1983) by
+ * eigendecomposition and bisection on mu.  Writes ret_theta (d1 x C).
  */
 int trn__slmc_ridge(const double *a, const double *u, size_t n, const trn_slmc_params *p,
-		    double reg_w, const double *v, trn__slmc_ws *ws, double *ret_theta,
-		    acct_error *err);
+		    double reg_w, const double *v, const trn__slmc_balance *bal,
+		    trn__slmc_ws *ws, double *ret_theta, acct_error *err);
 
 /*
  * One learner's upload before noise: memberships of its n rows from the
@@ -85,8 +115,8 @@ int trn__slmc_ridge(const double *a, const double *u, size_t n, const trn_slmc_p
  * This is the function Theorem 1 of docs/slmc.md bounds.
  */
 int trn__slmc_local_update(const double *a, size_t n, const trn_slmc_params *p, double reg_w,
-			   const double *z, const double *v, trn__slmc_ws *ws,
-			   double *ret_theta, acct_error *err);
+			   const double *z, const double *v, const trn__slmc_balance *bal,
+			   trn__slmc_ws *ws, double *ret_theta, acct_error *err);
 
 /* f = theta^T a for n rows of a (n x d1) into ret_f (n x C). */
 void trn__slmc_outputs(const double *theta, const double *a, size_t n, size_t d1, uint32_t C,

@@ -26,18 +26,19 @@ typedef struct slmc_state {
 	double *theta;            /* len: one learner's upload */
 	double *z_new;            /* len */
 	double *u0;               /* n x C first memberships (public centres), or NULL */
+	double *q, *c;            /* d1, C: the balance constraint q^T theta = c^T */
+	trn__slmc_balance bal;
 	trn__slmc_ws *ws;
 	trn_slmc_model *model;    /* Z lives in model->theta */
 } slmc_state;
 
 static void state_free(slmc_state *s)
 {
-	free(s->a);
+	double *arrays[] = {s->a, s->alpha, s->theta, s->z_new, s->u0, s->q, s->c};
+
+	for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+		free(arrays[i]);
 	free(s->off);
-	free(s->alpha);
-	free(s->theta);
-	free(s->z_new);
-	free(s->u0);
 	trn__slmc_ws_free(s->ws);
 	trn_slmc_model_free(s->model);
 }
@@ -104,11 +105,50 @@ static int group_rows(slmc_state *s, const trn_dataset *train, const uint32_t *l
 	return trn__slmc_ws_new(cap, s->d1, s->C, &s->ws, err);
 }
 
+/*
+ * The balance constraint (docs/slmc.md, Sec. 2) from public data only: q
+ * the mean mapped public row (phi, 1) and c the mean code 1/C, so the
+ * consensus's mean output over the public rows is the mean code (the
+ * class balance of maximum margin clustering, Xu et al. 2004).  Without
+ * public rows q picks the bias: the bias is the mean code.
+ */
+static int balance_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset *aux,
+			acct_error *err)
+{
+	double *a = malloc(s->d1 * sizeof(double));
+	int rc = 0;
+
+	s->q = calloc(s->d1, sizeof(double));
+	s->c = malloc(s->C * sizeof(double));
+	if (!a || !s->q || !s->c) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; aux && i < aux->n; i++) {
+		trn__slmc_features(s->model->rff, aux->x + i * aux->d, 1, a);
+		cblas_daxpy((int)s->d1, 1.0 / (double)aux->n, a, 1, s->q, 1);
+	}
+	if (!aux)
+		s->q[s->d1 - 1] = 1.0;
+	for (uint32_t k = 0; k < s->C; k++)
+		s->c[k] = 1.0 / s->C;
+	s->bal.q = s->q;
+	s->bal.c = s->c;
+	if (!trn__slmc_balance_fits(&s->bal, p->max_norm, s->d1, s->C))
+		rc = acct_error_set(err, ACCT_EINVAL, "/params/max_norm",
+				    "max_norm %g is below the norm of the balanced model",
+				    p->max_norm);
+out:
+	free(a);
+	return rc;
+}
+
 /* The public start: feature map, split, zero duals, and either FCM
  * centres of the public rows `aux` (first memberships against them, Z^0 =
- * 0) or, without public rows, Z^0 with N(0,1) weights and zero bias (a
- * data-independent random function into the label space, so that the
- * first memberships differ between clusters). */
+ * 0) or, without public rows, Z^0 with N(0,1) weights and the mean code
+ * as its bias (a data-independent random function into the label space,
+ * so that the first memberships differ between clusters); then the
+ * balance constraint from the same public rows. */
 static int state_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset *train,
 		      const uint32_t *party, const trn_dataset *aux, mech_rng *rng,
 		      acct_error *err)
@@ -155,8 +195,13 @@ static int state_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset
 	rc = assign_learners(p, s->n, party, rng, learner, err);
 	if (rc == 0)
 		rc = group_rows(s, train, learner, p, centres, err);
+	if (rc == 0)
+		rc = balance_init(s, p, aux, err);
 	if (rc == 0 && !aux && mech_rng_normal_fill(rng, s->model->theta, s->len - s->C) != 0)
 		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the random source failed");
+	/* The random start's bias is the mean code, inside the constraint. */
+	if (rc == 0 && !aux)
+		memcpy(s->model->theta + s->len - s->C, s->c, s->C * sizeof(double));
 out:
 	free(centres);
 	free(learner);
@@ -165,16 +210,17 @@ out:
 
 /*
  * One round (Boyd et al. 2011, eqs. 7.6-7.8, g the indicator of the ball
- * of radius B): every learner m
- * takes memberships from Z (or, in the first round with public centres,
- * from those), solves for theta_m towards v_m = Z - alpha_m and uploads theta_m + N(0,
- * sigma^2 I); then Z' = proj_B(mean_m(theta~_m + alpha_m)) and alpha_m +=
- * theta~_m - Z'.  The duals use the noisy uploads, so they are public.
+ * of radius B within the balance constraint): every learner m takes
+ * memberships from Z (or, in the first round with public centres, from
+ * those), solves for theta_m towards v_m = Z - alpha_m and uploads
+ * theta_m + N(0, sigma^2 I); then Z' = proj(mean_m(theta~_m + alpha_m))
+ * and alpha_m += theta~_m - Z'.  The duals use the noisy uploads, so they
+ * are public.
  */
 static int admm_round(slmc_state *s, const trn_slmc_params *p, double sigma, mech_rng *rng,
 		      double *ret_change, acct_error *err)
 {
-	double *z = s->model->theta, *v = s->z_new, norm;
+	double *z = s->model->theta, *v = s->z_new;
 	int rc;
 
 	for (uint32_t m = 0; m < s->M; m++) {
@@ -184,12 +230,12 @@ static int admm_round(slmc_state *s, const trn_slmc_params *p, double sigma, mec
 			v[j] = z[j] - alpha[j];
 		if (s->u0)
 			rc = trn__slmc_ridge(s->a + s->off[m] * s->d1, s->u0 + s->off[m] * s->C,
-					     s->off[m + 1] - s->off[m], p, 1.0 / s->M, v, s->ws,
-					     s->theta, err);
+					     s->off[m + 1] - s->off[m], p, 1.0 / s->M, v, &s->bal,
+					     s->ws, s->theta, err);
 		else
 			rc = trn__slmc_local_update(s->a + s->off[m] * s->d1,
 						    s->off[m + 1] - s->off[m], p, 1.0 / s->M, z, v,
-						    s->ws, s->theta, err);
+						    &s->bal, s->ws, s->theta, err);
 		if (rc != 0)
 			return rc;
 		if (sigma > 0.0) {
@@ -204,13 +250,12 @@ static int admm_round(slmc_state *s, const trn_slmc_params *p, double sigma, mec
 	memset(s->z_new, 0, s->len * sizeof(double));
 	for (uint32_t m = 0; m < s->M; m++)
 		cblas_daxpy((int)s->len, 1.0 / s->M, s->alpha + (size_t)m * s->len, 1, s->z_new, 1);
-	/* g = indicator of the ball ||Z|| <= B ([B+11] eq. 7.6: the Z step is
-	 * its prox, a projection).  Every local solution lies in the ball, so
-	 * the noiseless consensus does too, and projecting the noisy average
-	 * can only bring it closer; it is post-processing of the uploads. */
-	norm = cblas_dnrm2((int)s->len, s->z_new, 1);
-	if (norm > p->max_norm)
-		cblas_dscal((int)s->len, p->max_norm / norm, s->z_new, 1);
+	/* g = indicator of the ball ||Z|| <= B within the balance constraint
+	 * ([B+11] eq. 7.6: the Z step is its prox, a projection).  Every local
+	 * solution lies in that convex set, so the noiseless consensus does
+	 * too, and projecting the noisy average can only bring it closer; it
+	 * is post-processing of the uploads. */
+	trn__slmc_project(s->z_new, &s->bal, p->max_norm, s->d1, s->C);
 	for (uint32_t m = 0; m < s->M; m++)
 		cblas_daxpy((int)s->len, -1.0, s->z_new, 1, s->alpha + (size_t)m * s->len, 1);
 	/* The public-centre memberships serve the first round only. */

@@ -564,6 +564,7 @@ Test(slmc, bad_params_are_refused_and_nothing_is_charged)
 	expect_refused("\"fuzzifier\":0.5", "", 400, "/params/fuzzifier");
 	expect_refused("\"iterations\":0", "", 400, "/params/iterations");
 	expect_refused("\"rho\":0", "", 400, "/params/rho");
+	expect_refused("\"max_norm\":1", "", 400, "/params/max_norm");
 	expect_refused("\"party_column\":\"city\"", "", 400, "/params/party_column");
 	expect_refused("", "parties", 400, "/params/parties");
 	expect_refused("\"parties\":[\"a\",\"b\",\"c\"]", "", 400, "/params/parties");

@@ -340,6 +340,9 @@ typedef struct ridge_case {
 	size_t n, d1;
 	uint32_t C;
 	double *a, *u, *v;
+	double *q, *c;           /* a random public balance constraint */
+	trn__slmc_balance bal;
+	const trn__slmc_balance *use;  /* &bal or NULL */
 	trn_slmc_params p;
 	double reg_w;
 } ridge_case;
@@ -352,7 +355,9 @@ static void ridge_case_make(ridge_case *rc, mech_rng *rng, size_t n, size_t D, u
 	rc->a = malloc((n ? n : 1) * rc->d1 * sizeof(double));
 	rc->u = malloc((n ? n : 1) * C * sizeof(double));
 	rc->v = malloc(rc->d1 * C * sizeof(double));
-	cr_assert(rc->a && rc->u && rc->v);
+	rc->q = malloc(rc->d1 * sizeof(double));
+	rc->c = malloc(C * sizeof(double));
+	cr_assert(rc->a && rc->u && rc->v && rc->q && rc->c);
 	for (size_t i = 0; i < n; i++) {
 		for (size_t j = 0; j < D; j++)
 			rc->a[i * rc->d1 + j] = sqrt(2.0 / (double)D) * cos(6.3 * trn_test_uniform(rng));
@@ -361,6 +366,15 @@ static void ridge_case_make(ridge_case *rc, mech_rng *rng, size_t n, size_t D, u
 	}
 	for (size_t j = 0; j < rc->d1 * C; j++)
 		rc->v[j] = trn_test_normal(rng);
+	/* The constraint of a run: q a mean mapped row (last entry 1), c a
+	 * point of the simplex; used in every other case. */
+	for (size_t j = 0; j < D; j++)
+		rc->q[j] = sqrt(2.0 / (double)D) * cos(6.3 * trn_test_uniform(rng));
+	rc->q[D] = 1.0;
+	random_simplex(rng, C, rc->c);
+	rc->bal.q = rc->q;
+	rc->bal.c = rc->c;
+	rc->use = trn_test_below(rng, 2) ? &rc->bal : NULL;
 	trn_slmc_params_default(&rc->p);
 	rc->p.clusters = C;
 	rc->p.features = (uint32_t)D;
@@ -389,6 +403,41 @@ static void ridge_case_free(ridge_case *rc)
 	free(rc->a);
 	free(rc->u);
 	free(rc->v);
+	free(rc->q);
+	free(rc->c);
+}
+
+/* Removes from each column of x (d1 x C) its component along q: the
+ * projection onto the directions the balance constraint leaves free. */
+static void remove_q(const ridge_case *rc, double *x)
+{
+	double qq = 0.0;
+
+	for (size_t j = 0; j < rc->d1; j++)
+		qq += rc->q[j] * rc->q[j];
+	for (size_t k = 0; k < rc->C; k++) {
+		double dot = 0.0;
+
+		for (size_t j = 0; j < rc->d1; j++)
+			dot += rc->q[j] * x[j * rc->C + k];
+		for (size_t j = 0; j < rc->d1; j++)
+			x[j * rc->C + k] -= dot / qq * rc->q[j];
+	}
+}
+
+/* max_k |q^T theta_k - c_k|: how far theta is from the constraint. */
+static double balance_gap(const ridge_case *rc, const double *theta)
+{
+	double gap = 0.0;
+
+	for (size_t k = 0; k < rc->C; k++) {
+		double dot = 0.0;
+
+		for (size_t j = 0; j < rc->d1; j++)
+			dot += rc->q[j] * theta[j * rc->C + k];
+		gap = fmax(gap, fabs(dot - rc->c[k]));
+	}
+	return gap;
 }
 
 /* The gradient of F (trn__slmc_ridge's comment), written out from the
@@ -420,66 +469,101 @@ static void ridge_gradient(const ridge_case *rc, const double *theta, double *g)
 	}
 }
 
+/*
+ * The KKT system of the ridge step written from the objective, not from the
+ * code's normal equations: F is quadratic, so its gradient is affine and
+ * the Hessian's columns are g(e_q) - g(0).  With the balance constraint the
+ * system is bordered: [Hess Q^T; Q 0] (theta, nu) = (-g(0), c), Q the C rows
+ * q^T theta_k.  Solved by GSL's LU into ret (len + C entries).
+ */
+static void ridge_direct(const ridge_case *rc, double *ret)
+{
+	size_t len = rc->d1 * rc->C, nc = rc->use ? rc->C : 0, N = len + nc;
+	double *hm = calloc(N * N, sizeof(double)), *g0 = malloc(N * sizeof(double));
+	double *gq = malloc(len * sizeof(double));
+	gsl_permutation *perm = gsl_permutation_alloc(N);
+	gsl_matrix_view hv = gsl_matrix_view_array(hm, N, N);
+	gsl_vector_view b = gsl_vector_view_array(g0, N), x = gsl_vector_view_array(ret, N);
+	int sign;
+
+	cr_assert(hm && g0 && gq && perm);
+	memset(ret, 0, N * sizeof(double));
+	ridge_gradient(rc, ret, g0);
+	for (size_t q = 0; q < len; q++) {
+		ret[q] = 1.0;
+		ridge_gradient(rc, ret, gq);
+		ret[q] = 0.0;
+		for (size_t r = 0; r < len; r++)
+			hm[r * N + q] = gq[r] - g0[r];
+	}
+	for (size_t r = 0; r < len; r++)
+		g0[r] = -g0[r];
+	for (size_t k = 0; k < nc; k++) {
+		for (size_t j = 0; j < rc->d1; j++) {
+			hm[(len + k) * N + j * rc->C + k] = rc->q[j];
+			hm[(j * rc->C + k) * N + len + k] = rc->q[j];
+		}
+		g0[len + k] = rc->c[k];
+	}
+	cr_assert_eq(gsl_linalg_LU_decomp(&hv.matrix, perm, &sign), 0);
+	cr_assert_eq(gsl_linalg_LU_solve(&hv.matrix, perm, &b.vector, &x.vector), 0);
+	gsl_permutation_free(perm);
+	free(hm);
+	free(g0);
+	free(gq);
+}
+
 Test(ridge, equals_a_direct_solve_of_the_stationarity_conditions)
 {
 	mech_rng *rng = trn_test_seeded(seed_prefix, 6);
+	int balanced = 0;
 
-	for (int trial = 0; trial < 20; trial++) {
+	for (int trial = 0; trial < 30; trial++) {
 		ridge_case rc;
 		size_t len;
 		trn__slmc_ws *ws = NULL;
-		double *theta, *g0, *hm, *direct;
-		gsl_matrix_view hv;
-		gsl_permutation *perm;
-		int sign;
+		double *theta, *direct;
 
 		ridge_case_draw(&rc, rng, 12, 0, 50);
 		len = rc.d1 * rc.C;
+		balanced += rc.use != NULL;
 		theta = malloc(len * sizeof(double));
-		g0 = malloc(len * sizeof(double));
-		direct = malloc(len * sizeof(double));
-		hm = calloc(len * len, sizeof(double));
+		direct = malloc((len + rc.C) * sizeof(double));
 		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, rc.C, &ws, NULL), 0);
-		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws, theta,
-					     NULL), 0);
-		/* F is quadratic: its gradient is affine, so the Hessian's
-		 * columns are g(e_q) - g(0); solve Hess x = -g(0) by LU. */
-		memset(direct, 0, len * sizeof(double));
-		ridge_gradient(&rc, direct, g0);
-		for (size_t q = 0; q < len; q++) {
-			double *gq = malloc(len * sizeof(double));
-
-			direct[q] = 1.0;
-			ridge_gradient(&rc, direct, gq);
-			direct[q] = 0.0;
-			for (size_t r = 0; r < len; r++)
-				hm[r * len + q] = gq[r] - g0[r];
-			free(gq);
-		}
-		hv = gsl_matrix_view_array(hm, len, len);
-		perm = gsl_permutation_alloc(len);
-		for (size_t r = 0; r < len; r++)
-			g0[r] = -g0[r];
-		cr_assert_eq(gsl_linalg_LU_decomp(&hv.matrix, perm, &sign), 0);
-		{
-			gsl_vector_view b = gsl_vector_view_array(g0, len);
-			gsl_vector_view x = gsl_vector_view_array(direct, len);
-
-			cr_assert_eq(gsl_linalg_LU_solve(&hv.matrix, perm, &b.vector, &x.vector), 0);
-		}
+		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, rc.use, ws,
+					     theta, NULL), 0);
+		ridge_direct(&rc, direct);
 		for (size_t r = 0; r < len; r++)
 			cr_assert(fabs(theta[r] - direct[r]) <= 1e-9 * (1.0 + fabs(direct[r])),
 				  "trial %d entry %zu: %.15g vs direct %.15g", trial, r, theta[r],
 				  direct[r]);
-		gsl_permutation_free(perm);
+		if (rc.use)
+			cr_assert_leq(balance_gap(&rc, theta), 1e-10);
 		trn__slmc_ws_free(ws);
 		ridge_case_free(&rc);
 		free(theta);
-		free(g0);
 		free(direct);
-		free(hm);
 	}
+	cr_assert(balanced >= 5 && balanced <= 25, "%d of 30 cases balanced", balanced);
 	mech_rng_free(rng);
+}
+
+/* A radius B that cuts the free solution (norm nf) off: with the
+ * constraint, between the norm of its nearest point p0 = ||c|| / ||q|| and
+ * nf, else between 0 and nf. */
+static double ball_radius_inside(const ridge_case *rc, double nf, mech_rng *rng)
+{
+	double cc = 0.0, qq = 0.0, p0 = 0.0;
+
+	if (rc->use) {
+		for (size_t k = 0; k < rc->C; k++)
+			cc += rc->c[k] * rc->c[k];
+		for (size_t j = 0; j < rc->d1; j++)
+			qq += rc->q[j] * rc->q[j];
+		p0 = sqrt(cc / qq);
+		cr_assert_gt(nf, p0);
+	}
+	return p0 + (0.05 + 0.9 * trn_test_uniform(rng)) * (nf - p0);
 }
 
 Test(ridge, ball_constraint_meets_its_kkt_conditions)
@@ -490,7 +574,8 @@ Test(ridge, ball_constraint_meets_its_kkt_conditions)
 		ridge_case rc;
 		size_t len;
 		trn__slmc_ws *ws = NULL;
-		double *free_theta, *theta, *g, nf = 0.0, nt = 0.0, gt = 0.0, mu, res = 0.0;
+		double *free_theta, *theta, *g, nf = 0.0, nt = 0.0, np = 0.0, gt = 0.0, mu;
+		double res = 0.0;
 		double gn = 0.0;
 
 		ridge_case_draw(&rc, rng, 30, 5, 60);
@@ -499,28 +584,37 @@ Test(ridge, ball_constraint_meets_its_kkt_conditions)
 		theta = malloc(len * sizeof(double));
 		g = malloc(len * sizeof(double));
 		cr_assert_eq(trn__slmc_ws_new(rc.n, rc.d1, rc.C, &ws, NULL), 0);
-		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws,
+		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, rc.use, ws,
 					     free_theta, NULL), 0);
 		for (size_t r = 0; r < len; r++)
 			nf += free_theta[r] * free_theta[r];
-		rc.p.max_norm = (0.05 + 0.9 * trn_test_uniform(rng)) * sqrt(nf);
-		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, ws, theta,
-					     NULL), 0);
+		rc.p.max_norm = ball_radius_inside(&rc, sqrt(nf), rng);
+		cr_assert_eq(trn__slmc_ridge(rc.a, rc.u, rc.n, &rc.p, rc.reg_w, rc.v, rc.use, ws,
+					     theta, NULL), 0);
 		/* Minimiser on the ball with the free one outside: ||theta|| = B
-		 * and grad F(theta) = -mu theta with mu > 0. */
+		 * and grad F(theta) + q nu^T = -mu theta with mu > 0, i.e. with
+		 * the q components removed from both, g = -mu theta. */
+		if (rc.use)
+			cr_assert_leq(balance_gap(&rc, theta), 1e-10, "trial %d", trial);
 		ridge_gradient(&rc, theta, g);
+		memcpy(free_theta, theta, len * sizeof(double));
+		if (rc.use) {
+			remove_q(&rc, g);
+			remove_q(&rc, free_theta);
+		}
 		for (size_t r = 0; r < len; r++) {
 			nt += theta[r] * theta[r];
-			gt += g[r] * theta[r];
+			np += free_theta[r] * free_theta[r];
+			gt += g[r] * free_theta[r];
 			gn += g[r] * g[r];
 		}
 		cr_assert(sqrt(nt) <= rc.p.max_norm, "norm %.17g > B %.17g", sqrt(nt),
 			  rc.p.max_norm);
 		cr_assert(sqrt(nt) >= rc.p.max_norm * (1.0 - 1e-12));
-		mu = -gt / nt;
+		mu = -gt / np;
 		cr_assert_gt(mu, 0.0);
 		for (size_t r = 0; r < len; r++)
-			res += (g[r] + mu * theta[r]) * (g[r] + mu * theta[r]);
+			res += (g[r] + mu * free_theta[r]) * (g[r] + mu * free_theta[r]);
 		cr_assert(sqrt(res) <= 1e-8 * sqrt(gn), "trial %d: residual %g of %g", trial,
 			  sqrt(res), sqrt(gn));
 		trn__slmc_ws_free(ws);
@@ -539,6 +633,9 @@ typedef struct sens_case {
 	trn_rff *rff;
 	size_t d, d1, len;
 	double *z, *v;
+	double *q, *c;                 /* a public balance constraint */
+	trn__slmc_balance bal;
+	const trn__slmc_balance *use;  /* &bal or NULL */
 	double reg_w;
 } sens_case;
 
@@ -551,7 +648,7 @@ static void sens_case_make(sens_case *sc, mech_rng *rng)
 	sc->p.gamma = exp(4.0 * trn_test_uniform(rng) - 2.0);
 	sc->p.lambda = exp(6.0 * trn_test_uniform(rng) - 3.0);
 	sc->p.rho = exp(4.0 * trn_test_uniform(rng) - 2.0);
-	sc->p.max_norm = exp(4.0 * trn_test_uniform(rng) - 2.0);
+	sc->p.max_norm = 1.0 + exp(4.0 * trn_test_uniform(rng) - 2.0);
 	sc->p.fuzzifier = 1.1 + 2.0 * trn_test_uniform(rng);
 	sc->d = 1 + (size_t)trn_test_below(rng, 5);
 	sc->d1 = (size_t)sc->p.features + 1;
@@ -565,6 +662,26 @@ static void sens_case_make(sens_case *sc, mech_rng *rng)
 		sc->z[j] = 3.0 * trn_test_normal(rng);
 		sc->v[j] = 3.0 * trn_test_normal(rng);
 	}
+	/* Half the cases constrained as a run is: q the mean mapped row of
+	 * a few random public rows, c a point of the simplex. */
+	sc->q = calloc(sc->d1, sizeof(double));
+	sc->c = malloc(sc->p.clusters * sizeof(double));
+	cr_assert(sc->q && sc->c);
+	for (int i = 0; i < 5; i++) {
+		double x[5], a[33];
+
+		for (size_t j = 0; j < sc->d; j++)
+			x[j] = trn_test_normal(rng);
+		trn__slmc_features(sc->rff, x, 1, a);
+		for (size_t j = 0; j < sc->d1; j++)
+			sc->q[j] += a[j] / 5.0;
+	}
+	random_simplex(rng, sc->p.clusters, sc->c);
+	sc->bal.q = sc->q;
+	sc->bal.c = sc->c;
+	sc->use = trn_test_below(rng, 2) &&
+			  trn__slmc_balance_fits(&sc->bal, sc->p.max_norm, sc->d1,
+						 sc->p.clusters) ? &sc->bal : NULL;
 }
 
 static void sens_case_free(sens_case *sc)
@@ -572,6 +689,8 @@ static void sens_case_free(sens_case *sc)
 	trn_rff_free(sc->rff);
 	free(sc->z);
 	free(sc->v);
+	free(sc->q);
+	free(sc->c);
 }
 
 /* One learner's upload (before noise) on rows x (n x d), as the run computes
@@ -584,8 +703,8 @@ static void upload(const sens_case *sc, const double *x, size_t n, double *theta
 	cr_assert_not_null(a);
 	trn__slmc_features(sc->rff, x, n, a);
 	cr_assert_eq(trn__slmc_ws_new(n, sc->d1, sc->p.clusters, &ws, NULL), 0);
-	cr_assert_eq(trn__slmc_local_update(a, n, &sc->p, sc->reg_w, sc->z, sc->v, ws, theta,
-					    NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, n, &sc->p, sc->reg_w, sc->z, sc->v, sc->use, ws,
+					    theta, NULL), 0);
 	trn__slmc_ws_free(ws);
 	free(a);
 }
@@ -608,15 +727,46 @@ static void random_row(mech_rng *rng, size_t d, double *x)
 		x[j] = scale * trn_test_normal(rng);
 }
 
+/*
+ * Replace moving row j to another learner: this learner (rows x[0..n))
+ * loses row j, a second learner (rows x[1..n]) gains the new row x[n].
+ * Returns the round's joint change: the root of the summed squares.  x2 is
+ * scratch of n + 1 rows.
+ */
+static double party_move_change(const sens_case *sc, const double *x, double *x2, size_t n,
+				size_t j)
+{
+	double *t1 = malloc(sc->len * sizeof(double)), *t2 = malloc(sc->len * sizeof(double));
+	double *t3 = malloc(sc->len * sizeof(double)), *t4 = malloc(sc->len * sizeof(double));
+	double moved;
+
+	cr_assert(t1 && t2 && t3 && t4);
+	memcpy(x2, x, n * sc->d * sizeof(double));
+	memcpy(x2 + j * sc->d, x + (n - 1) * sc->d, sc->d * sizeof(double));
+	upload(sc, x2, n - 1, t2);
+	upload(sc, x + sc->d, n, t3);
+	upload(sc, x, n, t1);
+	memcpy(x2, x + sc->d, n * sc->d * sizeof(double));
+	memcpy(x2 + n * sc->d, x + n * sc->d, sc->d * sizeof(double));
+	upload(sc, x2, n + 1, t4);
+	moved = sqrt(dist2(t1, t2, sc->len) + dist2(t3, t4, sc->len));
+	free(t1);
+	free(t2);
+	free(t3);
+	free(t4);
+	return moved;
+}
+
 Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
 {
 	mech_rng *rng = trn_test_seeded(seed_prefix, 8);
-	double worst_ar = 0.0, worst_rep = 0.0;
+	double worst_ar = 0.0, worst_rep = 0.0, worst_bal = 0.0;
+	int balanced = 0;
 
 	for (int trial = 0; trial < 300; trial++) {
 		sens_case sc;
 		size_t n = 1 + (size_t)trn_test_below(rng, 40), j;
-		double *x, *x2, *t0, *t1, *t2, *t3, d_ar, d_rep, moved;
+		double *x, *x2, *t0, *t1, *t2, d_ar, d_rep, moved;
 
 		sens_case_make(&sc, rng);
 		x = malloc((n + 1) * sc.d * sizeof(double));
@@ -624,7 +774,6 @@ Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
 		t0 = malloc(sc.len * sizeof(double));
 		t1 = malloc(sc.len * sizeof(double));
 		t2 = malloc(sc.len * sizeof(double));
-		t3 = malloc(sc.len * sizeof(double));
 		for (size_t i = 0; i <= n; i++)
 			random_row(rng, sc.d, x + i * sc.d);
 		sc.p.neighbor = ACCT_ADD_REMOVE;
@@ -638,6 +787,10 @@ Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
 		cr_assert(moved <= d_ar, "trial %d add: moved %.17g > Delta %.17g", trial, moved,
 			  d_ar);
 		worst_ar = fmax(worst_ar, moved / d_ar);
+		if (sc.use) {
+			balanced++;
+			worst_bal = fmax(worst_bal, moved / d_ar);
+		}
 		/* replace row j by the extra row. */
 		j = (size_t)trn_test_below(rng, n);
 		memcpy(x2, x, n * sc.d * sizeof(double));
@@ -647,41 +800,24 @@ Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
 		cr_assert(moved <= d_rep, "trial %d replace: moved %.17g > Delta %.17g", trial,
 			  moved, d_rep);
 		worst_rep = fmax(worst_rep, moved / d_rep);
-		/* replace moving the row to another learner: this learner loses
-		 * row j, a second learner (rows x2[0..n)) gains the new row.
-		 * The round's joint change is the root of the summed squares. */
-		memcpy(x2, x, n * sc.d * sizeof(double));
-		memcpy(x2 + j * sc.d, x + (n - 1) * sc.d, sc.d * sizeof(double));
-		upload(&sc, x2, n - 1, t2);
-		upload(&sc, x + sc.d, n, t3);
-		upload(&sc, x, n, t1);
-		memcpy(x2 + (n - 1) * sc.d, x + n * sc.d, sc.d * sizeof(double));
-		{
-			double *t4 = malloc(sc.len * sizeof(double));
-			double *xg = malloc((n + 1) * sc.d * sizeof(double));
-
-			memcpy(xg, x + sc.d, n * sc.d * sizeof(double));
-			memcpy(xg + n * sc.d, x + n * sc.d, sc.d * sizeof(double));
-			upload(&sc, xg, n + 1, t4);
-			moved = sqrt(dist2(t1, t2, sc.len) + dist2(t3, t4, sc.len));
-			cr_assert(moved <= d_rep, "trial %d party move: %.17g > %.17g", trial,
-				  moved, d_rep);
-			free(t4);
-			free(xg);
-		}
+		moved = party_move_change(&sc, x, x2, n, j);
+		cr_assert(moved <= d_rep, "trial %d party move: %.17g > %.17g", trial, moved, d_rep);
 		sens_case_free(&sc);
 		free(x);
 		free(x2);
 		free(t0);
 		free(t1);
 		free(t2);
-		free(t3);
 	}
 	/* Random tables stay well inside the bound (the tight case is the
 	 * next test); they must still reach a visible fraction of it. */
 	cr_log_info("largest realised / Delta: add_remove %.3f, replace %.3f", worst_ar,
 		    worst_rep);
 	cr_assert_gt(worst_ar, 0.02, "add_remove never exceeded %.3g of Delta", worst_ar);
+	cr_log_info("balanced cases %d, largest realised / Delta among them %.3f", balanced,
+		    worst_bal);
+	cr_assert_geq(balanced, 60, "only %d cases under the balance constraint", balanced);
+	cr_assert_gt(worst_bal, 0.02, "balanced: never exceeded %.3g of Delta", worst_bal);
 	mech_rng_free(rng);
 }
 
@@ -718,8 +854,8 @@ Test(sensitivity, delta_is_reached_by_the_extreme_row)
 		v[j * C + 1] = -p.max_norm * a[j] / sqrt(na2);
 	}
 	cr_assert_eq(trn__slmc_ws_new(1, D + 1, C, &ws, NULL), 0);
-	cr_assert_eq(trn__slmc_local_update(a, 0, &p, 0.0, z, v, ws, t0, NULL), 0);
-	cr_assert_eq(trn__slmc_local_update(a, 1, &p, 0.0, z, v, ws, t1, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, 0, &p, 0.0, z, v, NULL, ws, t0, NULL), 0);
+	cr_assert_eq(trn__slmc_local_update(a, 1, &p, 0.0, z, v, NULL, ws, t1, NULL), 0);
 	delta = trn_slmc_sensitivity(&p);
 	moved = sqrt(dist2(t0, t1, (D + 1) * C));
 	cr_assert(moved <= delta, "moved %.17g > Delta %.17g", moved, delta);
@@ -802,6 +938,7 @@ static void crisp_fuzzifier(trn_slmc_params *p) { p->fuzzifier = 1.0; }
 static void no_iterations(trn_slmc_params *p) { p->iterations = 0; }
 static void no_parties(trn_slmc_params *p) { p->parties = 0; }
 static void inf_norm(trn_slmc_params *p) { p->max_norm = INFINITY; }
+static void unit_norm(trn_slmc_params *p) { p->max_norm = 1.0; }
 static void both_noise(trn_slmc_params *p) { p->noise_multiplier = 1.0; }
 static void no_noise(trn_slmc_params *p) { p->epsilon = 0.0; }
 static void bad_epsilon(trn_slmc_params *p) { p->epsilon = -2.0; }
@@ -818,6 +955,7 @@ Test(params, bad_fields_are_named)
 		{"/params/iterations", no_iterations},
 		{"/params/parties", no_parties},
 		{"/params/max_norm", inf_norm},
+		{"/params/max_norm", unit_norm},
 		{"/params/noise_multiplier", both_noise},
 		{"/params/noise_multiplier", no_noise},
 		{"/params/epsilon", bad_epsilon},
@@ -1056,6 +1194,84 @@ Test(run, released_consensus_stays_in_the_ball_under_heavy_noise)
 }
 
 /*
+ * The balance constraint holds for the released consensus whatever the
+ * noise: the mean output over the public rows, computed here from the
+ * released map, is the mean code 1/C in every column (docs/slmc.md,
+ * Sec. 2), and without public rows the bias is that code.
+ */
+Test(run, released_consensus_meets_the_balance_constraint)
+{
+	trn_dataset *train = blobs(80, 33), *aux = blobs(25, 34);
+	trn_slmc_params p;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 35);
+
+	blob_params(&p);
+	p.noise_multiplier = 3.0;
+	for (int with_aux = 0; with_aux < 2; with_aux++) {
+		trn_slmc_result *r = NULL;
+		size_t D = p.features, C = p.clusters;
+		double *phi = malloc(aux->n * D * sizeof(double)), gap = 0.0;
+
+		cr_assert_not_null(phi);
+		cr_assert_eq(trn_slmc_run(&p, train, NULL, with_aux ? aux : NULL, NULL, rng, NULL,
+					  NULL, NULL, &r, NULL), 0);
+		trn_rff_map(r->model->rff, aux->x, aux->n, phi);
+		for (size_t k = 0; k < C; k++) {
+			double mean = r->model->theta[D * C + k];
+
+			for (size_t i = 0; with_aux && i < aux->n; i++)
+				for (size_t j = 0; j < D; j++)
+					mean += phi[i * D + j] * r->model->theta[j * C + k] /
+						(double)aux->n;
+			gap = fmax(gap, fabs(mean - 1.0 / (double)C));
+		}
+		cr_assert_leq(gap, 1e-9, "with_aux %d: mean output off the mean code by %g",
+			      with_aux, gap);
+		free(phi);
+		trn_slmc_result_free(r);
+	}
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+	trn_dataset_free(aux);
+}
+
+/*
+ * Without the balance constraint, "every row on one code, W = 0" is a
+ * global minimum of (S) and a small lambda descends to it (docs/slmc.md,
+ * Sec. 8.2: the noiseless run put every row in one cluster).  With the
+ * constraint it is infeasible: the same small-lambda run must keep the two
+ * blobs apart.
+ */
+Test(run, small_lambda_does_not_collapse_to_one_cluster)
+{
+	trn_dataset *train = blobs(200, 36), *aux = blobs(30, 37), *test = blobs(200, 38);
+	trn_slmc_params p;
+	trn_slmc_result *r = NULL;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 39);
+	uint32_t *cl = malloc(test->n * sizeof(uint32_t)), count[2] = {0, 0};
+
+	cr_assert_not_null(cl);
+	blob_params(&p);
+	p.lambda = 0.01;
+	p.rho = 10.0;
+	p.parties = 2;
+	p.iterations = 30;
+	cr_assert_eq(trn_slmc_nonprivate_run(&p, train, NULL, aux, test, rng, NULL, NULL, NULL,
+					     &r, NULL), 0);
+	cr_assert_eq(trn_slmc_predict(r->model, test->x, test->n, test->d, cl, NULL, NULL), 0);
+	for (size_t i = 0; i < test->n; i++)
+		count[cl[i]]++;
+	cr_assert_geq(r->clustering_accuracy, 0.95, "accuracy %g (clusters %u, %u)",
+		      r->clustering_accuracy, count[0], count[1]);
+	trn_slmc_result_free(r);
+	free(cl);
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+	trn_dataset_free(aux);
+	trn_dataset_free(test);
+}
+
+/*
  * The private path differs from the non-private one by the noise alone:
  * the same map, start, split, order of updates, projection and duals.  On
  * one seeded stream (the map, the public centres and the split are drawn
@@ -1107,16 +1323,14 @@ Test(model, converts_to_a_trn_model_with_the_same_outputs)
 {
 	enum { d = 5, D = 40, C = 4, N = 60 };
 	mech_rng *rng = trn_test_seeded(seed_prefix, 0x71);
-	trn_slmc_model *m = calloc(1, sizeof(*m));
+	trn_slmc_model *m = NULL;
+	trn_rff *rff = NULL;
 	trn_model *tm = NULL;
 	double x[N * d], f[N * C];
 	uint32_t cl[N];
 
-	cr_assert(m);
-	cr_assert_eq(trn_rff_new(d, D, 0.7, rng, &m->rff, NULL), 0);
-	m->clusters = C;
-	m->theta = malloc((D + 1) * C * sizeof(double));
-	cr_assert(m->theta);
+	cr_assert_eq(trn_rff_new(d, D, 0.7, rng, &rff, NULL), 0);
+	cr_assert_eq(trn__slmc_model_new(rff, C, &m, NULL), 0);
 	for (size_t i = 0; i < (size_t)(D + 1) * C; i++)
 		m->theta[i] = trn_test_normal(rng);
 	for (size_t i = 0; i < (size_t)N * d; i++)
