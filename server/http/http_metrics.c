@@ -101,27 +101,36 @@ static void dataset_gauges(void *arg, const srv_dataset *ds)
 		  (long long)ds->charges);
 }
 
-/* dpgate_http_requests_total: a line per route and status seen; the row
- * after the last route counts the requests no route matched. */
+/* The labels of route r, method="..",route="..": the row after the last
+ * route is the requests no route matched. */
+static void route_labels(const srv_ctx *ctx, size_t r, char *buf, size_t size)
+{
+	const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
+	const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
+
+	snprintf(buf, size, "method=\"%s\",route=\"%s\"", method, route);
+}
+
+/* dpgate_http_requests_total: a line per route and status seen. */
 static void request_counts(srv_buf *b, srv_ctx *ctx)
 {
 	srv_buf_printf(b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
 		     "# TYPE dpgate_http_requests_total counter\n");
 	for (size_t r = 0; r <= ctx->routes.n; r++) {
-		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
-		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
+		char labels[256];
 
+		route_labels(ctx, r, labels, sizeof(labels));
 		for (int s = 0; s < SRV_METRIC_STATUSES; s++) {
 			uint64_t n = atomic_load(&ctx->route_metrics[r].by_status[s]);
 
 			if (n == 0)
 				continue;
 			if (metric_statuses[s])
-				srv_buf_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
-					  method, route, metric_statuses[s], (unsigned long long)n);
+				srv_buf_printf(b, "dpgate_http_requests_total{%s,status=\"%d\"} %llu\n",
+					  labels, metric_statuses[s], (unsigned long long)n);
 			else
-				srv_buf_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
-					  method, route, (unsigned long long)n);
+				srv_buf_printf(b, "dpgate_http_requests_total{%s,status=\"other\"} %llu\n",
+					  labels, (unsigned long long)n);
 		}
 	}
 }
@@ -133,11 +142,9 @@ static void request_durations(srv_buf *b, srv_ctx *ctx)
 	srv_buf_printf(b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
 		     "# TYPE dpgate_http_request_duration_seconds histogram\n");
 	for (size_t r = 0; r <= ctx->routes.n; r++) {
-		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
-		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
 		char labels[256];
 
-		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"", method, route);
+		route_labels(ctx, r, labels, sizeof(labels));
 		histogram_lines(b, "dpgate_http_request_duration_seconds", labels,
 				&ctx->route_metrics[r].latency, true);
 	}
