@@ -107,6 +107,15 @@ int srv_jobs__read_public(srv_jobs *jobs, srv_db *db, const char *id, const char
 int srv_jobs__test_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
 			   const json_t *schema);
 
+/*
+ * A job's result as the job row stores it, with the features and test
+ * metrics of srv_jobs__test_metrics added when there is a model m (a job
+ * that released none reports neither): its text, or NULL when `res` is
+ * NULL or out of memory.  The reference to res is taken.
+ */
+char *srv_jobs__result_with_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
+				    const json_t *schema);
+
 /* Writes a job's model file (<data-dir>/models/<id>.dpgm, atomically):
  * 0 and its path and length, or -1 with model_path empty. */
 int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
