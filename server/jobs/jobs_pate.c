@@ -133,11 +133,8 @@ static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *pa
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
-	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
-				     &d->train, &d->eval, err);
+	int rc = srv_jobs__load_priced(jobs, db, j, params, &d->train, &d->eval, err);
 
-	if (rc >= 0)
-		rc = srv_jobs__check_rows(j, d->train->n, err);
 	if (rc >= 0 && d->eval) {
 		rc = split_builtin(d, err);
 	} else if (rc >= 0) {

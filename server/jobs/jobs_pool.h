@@ -191,6 +191,13 @@ void srv_jobs__job_data_clear(struct job_data *jd);
  * submission (j->n_train), else ACCT_EINVAL: the link changed since. */
 int srv_jobs__check_rows(const srv_job_row *j, uint64_t rows, acct_error *err);
 
+/* Loads the job's private table (and the builtin evaluation split, where
+ * there is one) as srv_jobs__load_data does, through db, and refuses it
+ * (srv_jobs__check_rows) when it no longer has the rows the job was
+ * priced on.  What was loaded is the caller's either way. */
+int srv_jobs__load_priced(srv_jobs *jobs, srv_db *db, const srv_job_row *j, const json_t *params,
+			  trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err);
+
 /*
  * Reads the public table the job's params name as "test_data", labelled
  * by params, into *ret (left NULL when none is named), as
