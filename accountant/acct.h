@@ -202,6 +202,10 @@ acct_event *acct_event_copy(const acct_event *ev);
 acct_event *acct_event_epsilon_delta(double epsilon, double delta);
 acct_event *acct_event_self_composed(int64_t count, acct_event *inner);
 acct_event *acct_event_poisson_sampled(double q, acct_event *inner);
+/* The composition of events[0..n): a new composed node that takes
+ * ownership of the n events in every case (freeing them on failure); the
+ * array itself stays the caller's.  NULL when out of memory. */
+acct_event *acct_event_composed(acct_event *const *events, size_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Ledger filters (privacy filters for adaptively chosen releases)          */

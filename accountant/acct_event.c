@@ -663,6 +663,25 @@ acct_event *acct_event_poisson_sampled(double q, acct_event *inner)
 	return ev;
 }
 
+acct_event *acct_event_composed(acct_event *const *events, size_t n)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_COMPOSED);
+	acct_event **list = n ? malloc(n * sizeof(*list)) : NULL;
+
+	if (!ev || (n && !list)) {
+		free(ev);
+		free(list);
+		for (size_t i = 0; i < n; i++)
+			acct_event_free(events[i]);
+		return NULL;
+	}
+	if (n)
+		memcpy(list, events, n * sizeof(*list));
+	ev->u.composed.events = list;
+	ev->u.composed.n = n;
+	return ev;
+}
+
 
 int acct_event_validate_at(const acct_event *ev, acct_neighbor neighbor, const char *prefix,
 			   acct_error *err)

@@ -226,35 +226,47 @@ int mech_rng_normal_fill(mech_rng *rng, double *out, size_t n)
 	return 0;
 }
 
-int mech_rng_uint_below(mech_rng *rng, uint64_t bound, uint64_t *ret)
+/*
+ * A uniform draw from [0, bound) out of words of `bytes` bytes (8 or 16),
+ * by rejection: the 2^(8 bytes) mod bound smallest words are drawn again,
+ * since keeping them would favour small results.  A 16-byte span is 2^128,
+ * which wraps to 0 in 128 bits; (0 - bound) % bound is then still right.
+ * The word is w[0] + 2^64 w[1] of its 64-bit halves: on a little-endian
+ * host, the value its bytes have when read as one integer.
+ */
+static int draw_below(mech_rng *rng, unsigned __int128 bound, size_t bytes,
+		      unsigned __int128 *ret)
 {
-	uint64_t threshold, x;
+	unsigned __int128 span = bytes == 16 ? 0 : (unsigned __int128)1 << (8 * bytes);
+	unsigned __int128 threshold, x;
+	uint64_t w[2];
 
 	if (bound == 0)
 		return ACCT_EINVAL;
-	/* 2^64 mod bound: draws below it would favour small results. */
-	threshold = (0 - bound) % bound;
+	threshold = (span - bound) % bound;
 	do {
-		if (mech_rng_bytes(rng, &x, sizeof(x)) < 0)
+		w[0] = w[1] = 0;
+		if (mech_rng_bytes(rng, w, bytes) < 0)
 			return ACCT_EINTERNAL;
+		x = (unsigned __int128)w[1] << 64 | w[0];
 	} while (x < threshold);
 	*ret = x % bound;
 	return 0;
 }
 
+int mech_rng_uint_below(mech_rng *rng, uint64_t bound, uint64_t *ret)
+{
+	unsigned __int128 x;
+	int rc = draw_below(rng, bound, sizeof(uint64_t), &x);
+
+	if (rc == 0)
+		*ret = (uint64_t)x;
+	return rc;
+}
+
 int mech__rng_u128_below(mech_rng *rng, unsigned __int128 bound, unsigned __int128 *ret)
 {
-	unsigned __int128 threshold, x;
-
-	if (bound == 0)
-		return ACCT_EINVAL;
-	threshold = (0 - bound) % bound;
-	do {
-		if (mech_rng_bytes(rng, &x, sizeof(x)) < 0)
-			return ACCT_EINTERNAL;
-	} while (x < threshold);
-	*ret = x % bound;
-	return 0;
+	return draw_below(rng, bound, sizeof(unsigned __int128), ret);
 }
 
 int mech_rng_bernoulli(mech_rng *rng, double p, bool *ret)

@@ -784,15 +784,12 @@ int mech_table_mean(mech_rng *rng, const mech_table *t, const char *column, doub
 			rc = mech_discrete_laplace(rng, &n, 1, 1, 2.0 / epsilon, &noisy_count, &e_cnt, err);
 		if (rc < 0)
 			goto fail;
-		ev = acct_event_new(ACCT_EV_COMPOSED);
-		if (!ev || !(ev->u.composed.events = calloc(2, sizeof(acct_event *)))) {
+		ev = acct_event_composed((acct_event *[]){e_sum, e_cnt}, 2);
+		e_sum = e_cnt = NULL;
+		if (!ev) {
 			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 			goto fail;
 		}
-		ev->u.composed.n = 2;
-		ev->u.composed.events[0] = e_sum;
-		ev->u.composed.events[1] = e_cnt;
-		e_sum = e_cnt = NULL;
 	}
 	mean = noisy_sum / (double)(noisy_count < 1 ? 1 : noisy_count);
 	*ret = mean < lo ? lo : mean > hi ? hi : mean;

@@ -74,12 +74,11 @@ static int local_gaussian_nb(const trn__party_rows *pr, trn__local_votes *lv, ac
 	size_t K = pr->num_classes, du = pr->du;
 	double *mean = calloc(K * du, sizeof(double)), *var = calloc(K * du, sizeof(double));
 	double *cnt = calloc(K, sizeof(double)), vmax = 0.0, floor_v;
+	int rc = 0;
 
 	if (!mean || !var || !cnt) {
-		free(mean);
-		free(var);
-		free(cnt);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
+		goto out;
 	}
 	for (size_t i = 0; i < pr->n; i++) {
 		cnt[pr->y[i]] += 1.0;
@@ -115,10 +114,11 @@ static int local_gaussian_nb(const trn__party_rows *pr, trn__local_votes *lv, ac
 			}
 		}
 	}
+out:
 	free(mean);
 	free(var);
 	free(cnt);
-	return 0;
+	return rc;
 }
 
 /* k nearest neighbours (Euclidean on the inputs), majority of their labels,
@@ -129,12 +129,11 @@ static int local_knn(const trn_ensemble_params *p, const trn__party_rows *pr, tr
 	size_t k = p->knn_k < pr->n ? p->knn_k : pr->n, du = pr->du;
 	double *bd = malloc(k * sizeof(double));
 	uint32_t *bl = malloc(k * sizeof(uint32_t)), *tally = calloc(pr->num_classes, sizeof(uint32_t));
+	int rc = 0;
 
 	if (!bd || !bl || !tally) {
-		free(bd);
-		free(bl);
-		free(tally);
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a local model");
+		goto out;
 	}
 	for (size_t i = 0; i < lv->n_aux; i++) {
 		size_t have = 0;
@@ -166,10 +165,11 @@ static int local_knn(const trn_ensemble_params *p, const trn__party_rows *pr, tr
 			if (tally[c] > tally[lv->cls[i]])
 				lv->cls[i] = c;
 	}
+out:
 	free(bd);
 	free(bl);
 	free(tally);
-	return 0;
+	return rc;
 }
 
 /* ---- depth-limited CART ------------------------------------------------------ */

@@ -205,23 +205,11 @@ static acct_event *counted_part(int64_t count, acct_event_type type, double sigm
 	return one;
 }
 
-/* The composed event of parts[0..n) (n >= 1), which it takes. */
+/* The composed event of parts[0..n) (n >= 1), a lone part as itself; it
+ * takes the parts in every case (acct_event_composed). */
 static acct_event *compose(acct_event **parts, size_t n)
 {
-	acct_event *ev;
-
-	if (n == 1)
-		return parts[0];
-	ev = acct_event_new(ACCT_EV_COMPOSED);
-	if (ev)
-		ev->u.composed.events = malloc(n * sizeof(acct_event *));
-	if (!ev || !ev->u.composed.events) {
-		free(ev);
-		return NULL;
-	}
-	memcpy(ev->u.composed.events, parts, n * sizeof(acct_event *));
-	ev->u.composed.n = n;
-	return ev;
+	return n == 1 ? parts[0] : acct_event_composed(parts, n);
 }
 
 int trn_pate_event(const trn_pate_params *p, int64_t checks, int64_t answers, bool released,
@@ -251,12 +239,14 @@ int trn_pate_event(const trn_pate_params *p, int64_t checks, int64_t answers, bo
 			parts[n++]->u.pate_gnss.sigma = p->release_sigma;
 		}
 	}
-	ev = n > 0 && ok1 && ok2 && ok3 ? compose(parts, n) : NULL;
-	if (n > 0 && !ev) {
-		for (size_t i = 0; i < 3; i++)
+	if (!(ok1 && ok2 && ok3)) {
+		for (size_t i = 0; i < n; i++)
 			acct_event_free(parts[i]);
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	}
+	ev = n > 0 ? compose(parts, n) : NULL;
+	if (n > 0 && !ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	*ret = ev;
 	return 0;
 }

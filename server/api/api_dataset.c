@@ -126,12 +126,8 @@ json_t *srv_dataset_json(const srv_dataset *ds)
 	if (o && ds->accountant == ACCT_LEDGER_RDP) {
 		unsigned n = ds->n_filter_orders;
 		const double *orders = n ? ds->filter_orders : acct_filter_default_orders(&n);
-		json_t *arr = json_array();
 
-		for (unsigned i = 0; arr && i < n; i++)
-			if (json_array_append_new(arr, json_real(orders[i])) < 0)
-				break;
-		if (json_object_set_new(o, "filter_orders", arr) < 0) {
+		if (json_object_set_new(o, "filter_orders", srv_json_real_array(orders, n)) < 0) {
 			json_decref(o);
 			return NULL;
 		}

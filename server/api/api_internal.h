@@ -79,9 +79,6 @@ void srv_reply_raw_json(srv_response *res, int status, char *body);
  * gives NULL): what a spend's answer becomes for the store. */
 char *srv_json_text(json_t *j);
 
-/* A new JSON array of the n reals v[0..n), or NULL when out of memory. */
-json_t *srv_json_real_array(const double *v, size_t n);
-
 /* An event's canonical JSON text, as the ledger stores it; NULL when out of
  * memory. */
 char *srv_event_text(const acct_event *ev);

@@ -195,17 +195,7 @@ static json_t *real_output(const double *v, const struct vec *in)
 
 static json_t *int_output(const int64_t *v, const struct vec *in)
 {
-	json_t *arr;
-
-	if (in->scalar)
-		return json_integer(v[0]);
-	arr = json_array();
-	for (size_t i = 0; arr && i < in->n; i++)
-		if (json_array_append_new(arr, json_integer(v[i])) < 0) {
-			json_decref(arr);
-			return NULL;
-		}
-	return arr;
+	return in->scalar ? json_integer(v[0]) : srv_json_int_array(v, in->n);
 }
 
 /*
@@ -419,6 +409,12 @@ static int randomized_response(const json_t *body, mech_rng *rng, json_t **ret_o
 	return rc;
 }
 
+/* Label i of a 0/1 label array, as a JSON integer (srv_json_array_of). */
+static json_t *label_at(const void *labels, size_t i)
+{
+	return json_integer(((const uint8_t *)labels)[i]);
+}
+
 static int label_em(const json_t *body, mech_rng *rng, json_t **ret_output,
 		    acct_event **ret_event, acct_error *err)
 {
@@ -462,12 +458,7 @@ static int label_em(const json_t *body, mech_rng *rng, json_t **ret_output,
 	rc = mech_label_em(rng, in, n, eps, sens, out, &ev, err);
 	if (rc < 0)
 		goto out;
-	json = json_array();
-	for (size_t i = 0; json && i < n; i++)
-		if (json_array_append_new(json, json_integer(out[i])) < 0) {
-			json_decref(json);
-			json = NULL;
-		}
+	json = srv_json_array_of(n, label_at, out);
 	rc = hand_over(json, &ev, ret_output, ret_event, err);
 out:
 	acct_event_free(ev);

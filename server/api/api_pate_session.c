@@ -675,22 +675,15 @@ static int batch_event(struct batch *b)
 	if (np == 1) {
 		b->event = parts[0];
 	} else {
-		b->event = acct_event_new(ACCT_EV_COMPOSED);
+		/* The parts are the event's from here, or freed with it. */
+		b->event = acct_event_composed(parts, np);
+		np = 0;
 		if (!b->event)
 			goto fail;
-		b->event->u.composed.events = malloc(np * sizeof(acct_event *));
-		if (!b->event->u.composed.events)
-			goto fail;
-		memcpy(b->event->u.composed.events, parts, np * sizeof(acct_event *));
-		b->event->u.composed.n = np;
 	}
 	b->event_text = srv_event_text(b->event);
 	return b->event_text ? 0 : -1;
 fail:
-	if (b->event && b->event->type == ACCT_EV_COMPOSED && b->event->u.composed.n == 0) {
-		free(b->event);
-		b->event = NULL;
-	}
 	for (size_t i = 0; i < np; i++)
 		acct_event_free(parts[i]);
 	return -1;

@@ -164,19 +164,6 @@ bool srv__private_dataset_or_reply(srv_request *req, srv_response *res, srv_data
 	return true;
 }
 
-json_t *srv_json_real_array(const double *v, size_t n)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && i < n; i++) {
-		if (json_array_append_new(a, json_real(v[i])) < 0) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
 char *srv_event_text(const acct_event *ev)
 {
 	return srv_json_text(srv_event_to_json(ev));

@@ -101,46 +101,47 @@ static void dataset_gauges(void *arg, const srv_dataset *ds)
 		  (long long)ds->charges);
 }
 
-/* dpgate_http_requests_total: a line per route and status seen; the row
- * after the last route counts the requests no route matched. */
-static void request_counts(srv_buf *b, srv_ctx *ctx)
+/*
+ * A metric family with a line set per route: its HELP and TYPE lines
+ * (`header`), then emit(b, labels, m) for each route's metrics m with its
+ * labels, method="..",route="..", and last for the row after the routes,
+ * the requests no route matched.
+ */
+static void per_route(srv_buf *b, const srv_ctx *ctx, const char *header,
+		      void (*emit)(srv_buf *b, const char *labels, const srv_route_metrics *m))
 {
-	srv_buf_printf(b, "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
-		     "# TYPE dpgate_http_requests_total counter\n");
-	for (size_t r = 0; r <= ctx->routes.n; r++) {
-		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
-		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
-
-		for (int s = 0; s < SRV_METRIC_STATUSES; s++) {
-			uint64_t n = atomic_load(&ctx->route_metrics[r].by_status[s]);
-
-			if (n == 0)
-				continue;
-			if (metric_statuses[s])
-				srv_buf_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
-					  method, route, metric_statuses[s], (unsigned long long)n);
-			else
-				srv_buf_printf(b, "dpgate_http_requests_total{method=\"%s\",route=\"%s\",status=\"other\"} %llu\n",
-					  method, route, (unsigned long long)n);
-		}
-	}
-}
-
-/* dpgate_http_request_duration_seconds: a histogram per route that has
- * served a request, and one for the unmatched. */
-static void request_durations(srv_buf *b, srv_ctx *ctx)
-{
-	srv_buf_printf(b, "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
-		     "# TYPE dpgate_http_request_duration_seconds histogram\n");
+	srv_buf_printf(b, "%s", header);
 	for (size_t r = 0; r <= ctx->routes.n; r++) {
 		const char *route = r < ctx->routes.n ? ctx->routes.routes[r].pattern : "unmatched";
 		const char *method = r < ctx->routes.n ? ctx->routes.routes[r].method : "";
 		char labels[256];
 
 		snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"", method, route);
-		histogram_lines(b, "dpgate_http_request_duration_seconds", labels,
-				&ctx->route_metrics[r].latency, true);
+		emit(b, labels, &ctx->route_metrics[r]);
 	}
+}
+
+/* dpgate_http_requests_total: a line per status a route has answered. */
+static void request_count_lines(srv_buf *b, const char *labels, const srv_route_metrics *m)
+{
+	for (int s = 0; s < SRV_METRIC_STATUSES; s++) {
+		uint64_t n = atomic_load(&m->by_status[s]);
+
+		if (n == 0)
+			continue;
+		if (metric_statuses[s])
+			srv_buf_printf(b, "dpgate_http_requests_total{%s,status=\"%d\"} %llu\n", labels,
+				       metric_statuses[s], (unsigned long long)n);
+		else
+			srv_buf_printf(b, "dpgate_http_requests_total{%s,status=\"other\"} %llu\n",
+				       labels, (unsigned long long)n);
+	}
+}
+
+/* dpgate_http_request_duration_seconds: a route's latency histogram. */
+static void request_duration_lines(srv_buf *b, const char *labels, const srv_route_metrics *m)
+{
+	histogram_lines(b, "dpgate_http_request_duration_seconds", labels, &m->latency, true);
 }
 
 /* The spend write transactions: how many ran, how many spends they
@@ -243,8 +244,16 @@ static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret
 {
 	srv_buf b = {0};
 
-	request_counts(&b, ctx);
-	request_durations(&b, ctx);
+	per_route(&b, ctx,
+		  "# HELP dpgate_http_requests_total HTTP requests by route and status.\n"
+		  "# TYPE dpgate_http_requests_total counter\n",
+		  request_count_lines);
+	/* A histogram per route that has served a request, and one for the
+	 * unmatched. */
+	per_route(&b, ctx,
+		  "# HELP dpgate_http_request_duration_seconds Request latency by route.\n"
+		  "# TYPE dpgate_http_request_duration_seconds histogram\n",
+		  request_duration_lines);
 	spend_metrics(&b, ctx);
 	table_cache_metrics(&b, ctx);
 	connection_metrics(&b, ctx);

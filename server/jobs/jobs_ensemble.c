@@ -85,11 +85,7 @@ static char *ensemble_result(const trn_ensemble_result *r, const struct ens_data
 				(json_int_t)r->aux_rows, "noise_beta", r->noise_beta, "train_seconds",
 				r->train_seconds, "epsilon", epsilon, "model_available", model_kept,
 				"model_bytes", (json_int_t)model_len);
-	if (res && srv_jobs__test_metrics(res, r->model, d->test, d->schema) < 0) {
-		json_decref(res);
-		return NULL;
-	}
-	return srv_jobs__result_text(res);
+	return srv_jobs__result_with_metrics(res, r->model, d->test, d->schema);
 }
 
 int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,

@@ -69,11 +69,7 @@ static char *label_em_result(const trn_label_em_result *r, const struct job_data
 			(json_int_t)model_len, "epsilon", p->epsilon, "charged_epsilon",
 			srv_jobs__real_or_null(charged), "keep_probability",
 			srv_jobs__real_or_null(g.keep_probability));
-	if (res && srv_jobs__test_metrics(res, r->model, jd->test, jd->schema) < 0) {
-		json_decref(res);
-		return NULL;
-	}
-	return srv_jobs__result_text(res);
+	return srv_jobs__result_with_metrics(res, r->model, jd->test, jd->schema);
 }
 
 int srv_jobs__run_label_em(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,

@@ -40,16 +40,22 @@ int srv_jobs__read_test(srv_jobs *jobs, srv_db *db, const json_t *params, const 
 				     num_classes, DPG_MAX_TRAIN_EXAMPLES, ret, err);
 }
 
+int srv_jobs__load_priced(srv_jobs *jobs, srv_db *db, const srv_job_row *j, const json_t *params,
+			  trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err)
+{
+	int rc = srv_jobs__load_data(jobs->load_table, jobs->ctx->tables, db, j->dataset_id, params,
+				     ret_train, ret_eval, err);
+
+	return rc < 0 ? rc : srv_jobs__check_rows(j, (*ret_train)->n, err);
+}
+
 int srv_jobs__load_job_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
 			    struct job_data *jd, acct_error *err)
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
-	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
-				     &jd->train, &jd->eval, err);
+	int rc = srv_jobs__load_priced(jobs, db, j, params, &jd->train, &jd->eval, err);
 
-	if (rc >= 0)
-		rc = srv_jobs__check_rows(j, jd->train->n, err);
 	if (rc >= 0)
 		jd->schema = srv_jobs__job_schema(db, j->dataset_id, params);
 	if (rc >= 0)

@@ -80,6 +80,16 @@ char *srv_jobs__result_text(json_t *res)
 	return text;
 }
 
+char *srv_jobs__result_with_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
+				    const json_t *schema)
+{
+	if (res && m && srv_jobs__test_metrics(res, m, test, schema) < 0) {
+		json_decref(res);
+		return NULL;
+	}
+	return srv_jobs__result_text(res);
+}
+
 json_t *srv_jobs__real_or_null(double x)
 {
 	return isfinite(x) ? json_real(x) : json_null();

@@ -133,11 +133,8 @@ static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *pa
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
-	int rc = srv_jobs__load_data(jobs->load_table, ctx->tables, db, j->dataset_id, params,
-				     &d->train, &d->eval, err);
+	int rc = srv_jobs__load_priced(jobs, db, j, params, &d->train, &d->eval, err);
 
-	if (rc >= 0)
-		rc = srv_jobs__check_rows(j, d->train->n, err);
 	if (rc >= 0 && d->eval) {
 		rc = split_builtin(d, err);
 	} else if (rc >= 0) {
@@ -149,12 +146,6 @@ static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *pa
 	}
 	srv_store_release(ctx->store, db);
 	return rc;
-}
-
-/* A real, or null when it is not a number. */
-static json_t *real_or_null(double x)
-{
-	return isfinite(x) ? json_real(x) : json_null();
 }
 
 /* The result a pate job keeps: public figures only.  The teachers'
@@ -170,22 +161,16 @@ static char *pate_result(const trn_pate_params *p, const trn_pate_result *r,
 				(json_int_t)r->queries_asked, "checks", (json_int_t)r->checks,
 				"queries_answered", (json_int_t)r->answers, "student_answers",
 				(json_int_t)r->student_answers, "abstained", (json_int_t)r->abstained,
-				"released", r->released, "epsilon_charged", real_or_null(epsilon_charged),
-				"epsilon_data_dependent", real_or_null(r->epsilon_data_dependent),
-				"label_accuracy", real_or_null(r->label_accuracy), "release_order",
+				"released", r->released, "epsilon_charged",
+				srv_jobs__real_or_null(epsilon_charged), "epsilon_data_dependent",
+				srv_jobs__real_or_null(r->epsilon_data_dependent), "label_accuracy",
+				srv_jobs__real_or_null(r->label_accuracy), "release_order",
 				p->release_order, "delta", p->delta, "student_rows",
 				(json_int_t)r->student_rows, "self_trained_rows",
 				(json_int_t)r->self_trained_rows, "train_seconds", r->train_seconds,
 				"model_available", model_kept, "model_bytes", (json_int_t)model_len);
-	char *text;
 
-	if (res && r->model && srv_jobs__test_metrics(res, r->model, d->test, d->schema) < 0) {
-		json_decref(res);
-		return NULL;
-	}
-	text = res ? srv_json_dump(res) : NULL;
-	json_decref(res);
-	return text;
+	return srv_jobs__result_with_metrics(res, r->model, d->test, d->schema);
 }
 
 /*

@@ -107,6 +107,15 @@ int srv_jobs__read_public(srv_jobs *jobs, srv_db *db, const char *id, const char
 int srv_jobs__test_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
 			   const json_t *schema);
 
+/*
+ * A job's result as the job row stores it, with the features and test
+ * metrics of srv_jobs__test_metrics added when there is a model m (a job
+ * that released none reports neither): its text, or NULL when `res` is
+ * NULL or out of memory.  The reference to res is taken.
+ */
+char *srv_jobs__result_with_metrics(json_t *res, const trn_model *m, const trn_dataset *test,
+				    const json_t *schema);
+
 /* Writes a job's model file (<data-dir>/models/<id>.dpgm, atomically):
  * 0 and its path and length, or -1 with model_path empty. */
 int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
@@ -181,6 +190,13 @@ void srv_jobs__job_data_clear(struct job_data *jd);
 /* 0 when the job's private table still has the `rows` it was priced on at
  * submission (j->n_train), else ACCT_EINVAL: the link changed since. */
 int srv_jobs__check_rows(const srv_job_row *j, uint64_t rows, acct_error *err);
+
+/* Loads the job's private table (and the builtin evaluation split, where
+ * there is one) as srv_jobs__load_data does, through db, and refuses it
+ * (srv_jobs__check_rows) when it no longer has the rows the job was
+ * priced on.  What was loaded is the caller's either way. */
+int srv_jobs__load_priced(srv_jobs *jobs, srv_db *db, const srv_job_row *j, const json_t *params,
+			  trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err);
 
 /*
  * Reads the public table the job's params name as "test_data", labelled

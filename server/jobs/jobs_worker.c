@@ -133,11 +133,7 @@ static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *r
 		json_object_set_new(res, "test_loss", json_real(result->test_loss));
 	if (res)
 		json_object_set_new(res, "model_bytes", json_integer((json_int_t)model_len));
-	if (res && srv_jobs__test_metrics(res, result->model, jd->test, jd->schema) < 0) {
-		json_decref(res);
-		res = NULL;
-	}
-	return srv_jobs__result_text(res);
+	return srv_jobs__result_with_metrics(res, result->model, jd->test, jd->schema);
 }
 
 /* Records the job's end and commits its reservation in full: the job has

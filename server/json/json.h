@@ -81,6 +81,18 @@ int srv_event_parse(const json_t *json, const char *where, acct_event **ret_even
 json_t *srv_event_to_json(const acct_event *ev);
 
 /*
+ * A new JSON array of n items, item(v, i) for i in [0, n), each a new
+ * reference the array takes; NULL when out of memory (an item of NULL
+ * counts as such).
+ */
+json_t *srv_json_array_of(size_t n, json_t *(*item)(const void *v, size_t i), const void *v);
+
+/* A new JSON array of the n reals (integers) of v, or NULL when out of
+ * memory. */
+json_t *srv_json_real_array(const double *v, size_t n);
+json_t *srv_json_int_array(const int64_t *v, size_t n);
+
+/*
  * Serialises JSON compactly, each real in the shortest form that reads back
  * as the same double.  Caller frees; NULL when out of memory.
  */

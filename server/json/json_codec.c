@@ -676,20 +676,52 @@ int srv_event_parse(const json_t *json, const char *where, acct_event **ret_even
 	return parse_node(json, where ? where : "", 0, &ps, ret_event);
 }
 
-/* The JSON array of the sub-events of parameter `p` (ACCT_PARAM_EVENTS). */
-static json_t *children_to_json(const acct_event *ev, const acct_event_param *p)
+json_t *srv_json_array_of(size_t n, json_t *(*item)(const void *v, size_t i), const void *v)
 {
-	acct_event *const *list = *(acct_event *const *const *)param_value(ev, p);
-	size_t n = *(const size_t *)((const char *)ev + p->count_offset);
 	json_t *arr = json_array();
 
 	for (size_t i = 0; arr && i < n; i++) {
-		if (json_array_append_new(arr, srv_event_to_json(list[i])) < 0) {
+		/* A NULL item (out of memory) makes the append fail. */
+		if (json_array_append_new(arr, item(v, i)) < 0) {
 			json_decref(arr);
 			return NULL;
 		}
 	}
 	return arr;
+}
+
+static json_t *real_at(const void *v, size_t i)
+{
+	return json_real(((const double *)v)[i]);
+}
+
+static json_t *int_at(const void *v, size_t i)
+{
+	return json_integer(((const int64_t *)v)[i]);
+}
+
+static json_t *event_at(const void *v, size_t i)
+{
+	return srv_event_to_json(((acct_event *const *)v)[i]);
+}
+
+json_t *srv_json_real_array(const double *v, size_t n)
+{
+	return srv_json_array_of(n, real_at, v);
+}
+
+json_t *srv_json_int_array(const int64_t *v, size_t n)
+{
+	return srv_json_array_of(n, int_at, v);
+}
+
+/* The JSON array of the sub-events of parameter `p` (ACCT_PARAM_EVENTS). */
+static json_t *children_to_json(const acct_event *ev, const acct_event_param *p)
+{
+	acct_event *const *list = *(acct_event *const *const *)param_value(ev, p);
+	size_t n = *(const size_t *)((const char *)ev + p->count_offset);
+
+	return srv_json_array_of(n, event_at, list);
 }
 
 /* The JSON of parameter `p` of `ev`; NULL when out of memory. */

@@ -211,3 +211,28 @@ Test(event_table, out_of_range_reals_are_refused_with_their_rule)
 		acct_event_free(ev);
 	}
 }
+
+/* acct_event_composed holds the events it is given, in order, and is
+ * priced as their composition: basic composition sums epsilon and delta
+ * (Dwork, Roth 2014, Thm. 3.16), so 0.25 + 0.5 and 1e-6 + 2e-6. */
+Test(event_table, composed_holds_its_parts_in_order)
+{
+	acct_event *a = acct_event_epsilon_delta(0.25, 1e-6);
+	acct_event *b = acct_event_epsilon_delta(0.5, 2e-6);
+	acct_event *ev = acct_event_composed((acct_event *[]){a, b}, 2);
+	acct_options opt = {.accountant = ACCT_BASIC, .neighbor = ACCT_ADD_REMOVE};
+	acct_result r;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_not_null(ev);
+	cr_assert_eq(ev->type, ACCT_EV_COMPOSED);
+	cr_assert_eq(ev->u.composed.n, 2);
+	cr_assert_eq(ev->u.composed.events[0], a);
+	cr_assert_eq(ev->u.composed.events[1], b);
+	cr_assert_eq(acct_event_validate(ev, ACCT_ADD_REMOVE, &err), 0, "%s", err.text);
+	cr_assert_eq(acct_epsilon(ev, 1e-5, &opt, &r, &err), 0, "%s", err.text);
+	cr_assert_float_eq(r.epsilon, 0.75, 1e-15);
+	cr_assert_float_eq(r.delta, 3e-6, 1e-20);
+	acct_event_free(ev);
+}
