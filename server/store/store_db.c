@@ -28,6 +28,7 @@
 #include "store.h"
 #include "srv_embedded.h"
 #include "store_internal.h"
+#include "store_pg.h"
 #include "store_sqlite.h"
 #include "base.h"
 
@@ -158,6 +159,7 @@ struct srv_store {
 	srv_histogram spend_txn, spend_commit; /* spend transactions that committed */
 	atomic_uint_fast64_t commit_failures; /* COMMITs that failed, on any connection */
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
+	bool shared;    /* other servers write the database too (PostgreSQL) */
 	struct pricing_cache *pricing;
 };
 
@@ -269,9 +271,46 @@ static srv_db *db_wrap(srv__conn *c, srv_error *err)
 	return db;
 }
 
-static srv_db *db_open(const char *path, srv_error *err)
+/* The file an SQLite target names: a path, or sqlite:PATH. */
+static const char *sqlite_path(const char *target)
 {
-	return db_wrap(srv__sqlite_open(path, SRV__SQLITE_WRITE, err), err);
+	return strncmp(target, "sqlite:", 7) == 0 ? target + 7 : target;
+}
+
+bool srv_store_is_shared(const char *target)
+{
+	return srv__pg_is_url(target);
+}
+
+bool srv_store_shared(const srv_store *st)
+{
+	return st->shared;
+}
+
+const char *srv_store_file(const char *target)
+{
+	return srv__pg_is_url(target) ? NULL : sqlite_path(target);
+}
+
+void srv_store_target_name(const char *target, char *buf, size_t size)
+{
+	const char *scheme = srv__pg_is_url(target) ? strstr(target, "://") : NULL;
+	const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+	const char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
+	const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+
+	if (at && (!slash || at < slash) && colon && colon < at)
+		snprintf(buf, size, "%.*s%s", (int)(colon - target), target, at);
+	else
+		snprintf(buf, size, "%s", sqlite_path(target));
+}
+
+/* A write connection to the database a --db target names. */
+static srv_db *db_open(const char *target, srv_error *err)
+{
+	if (srv__pg_is_url(target))
+		return db_wrap(srv__pg_open(target, false, err), err);
+	return db_wrap(srv__sqlite_open(sqlite_path(target), SRV__SQLITE_WRITE, err), err);
 }
 
 /* The first column of a one-row integer query, or -1 when it fails. */
@@ -344,6 +383,11 @@ int srv__lock_dataset(srv_db *db, const char *dataset_id)
 	return db->c->drv->lock_dataset(db->c, dataset_id) == SRV__SQL_DONE ? SRV_OK : SRV_DB_ERROR;
 }
 
+int srv__lock_named(srv_db *db, const char *what)
+{
+	return db->c->drv->lock_named(db->c, what) == SRV__SQL_DONE ? SRV_OK : SRV_DB_ERROR;
+}
+
 int srv__db_begin_read(srv_db *db)
 {
 	return db->c->drv->begin_read(db->c) == SRV__SQL_DONE ? 0 : -1;
@@ -378,17 +422,23 @@ static long migration_version(const struct srv_embedded_file *f)
 	return version > 0 ? version : 0;
 }
 
-long srv_store_known_schema_version(void)
+/* The highest version among n embedded files. */
+static long highest_version(const struct srv_embedded_file *files, size_t n)
 {
 	long known = 0;
 
-	for (size_t i = 0; i < srv_embedded_count; i++) {
-		long v = migration_version(&srv_embedded[i]);
+	for (size_t i = 0; i < n; i++) {
+		long v = migration_version(&files[i]);
 
 		if (v > known)
 			known = v;
 	}
 	return known;
+}
+
+long srv_store_known_schema_version(void)
+{
+	return highest_version(srv_embedded, srv_embedded_count);
 }
 
 /* What a database holds, as far as dpgate's schema goes. */
@@ -412,6 +462,11 @@ static int schema_inspect(srv__conn *c, const char *path, enum schema_state *ret
 	int64_t has_migrations, objects, version = 0;
 	long known = srv_store_known_schema_version();
 
+	if (highest_version(c->drv->migrations, *c->drv->migration_count) != known) {
+		srv_error_set(err, SRV_DB_ERROR, "this dpgate's %s migrations are not at version %ld",
+			      c->drv->name, known);
+		return -1;
+	}
 	if (c->drv->schema_objects(c, &has_migrations, &objects) < 0) {
 		srv_error_set(err, SRV_DB_ERROR, "cannot read %s: %s", path, c->drv->errmsg(c));
 		return -1;
@@ -498,10 +553,11 @@ static int migrate_locked(srv_db *db, const char *path, srv_error *err)
 			     " applied_at TEXT NOT NULL)") != SRV__SQL_DONE)
 		goto fail;
 	srv_now_text(now);
-	for (size_t i = 0; i < srv_embedded_count; i++) {
-		long version = migration_version(&srv_embedded[i]);
+	for (size_t i = 0; i < *c->drv->migration_count; i++) {
+		const struct srv_embedded_file *f = &c->drv->migrations[i];
+		long version = migration_version(f);
 
-		if (version != 0 && migrate_one(c, &srv_embedded[i], version, now) < 0)
+		if (version != 0 && migrate_one(c, f, version, now) < 0)
 			goto fail;
 	}
 	if (c->drv->migrate_check(c, err) < 0)
@@ -617,20 +673,23 @@ out:
 int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, srv_error *err)
 {
 	srv_store *st;
+	char name[256];
 
-	if (precheck_existing(path, err) < 0)
+	srv_store_target_name(path, name, sizeof(name));
+	if (!srv__pg_is_url(path) && precheck_existing(sqlite_path(path), err) < 0)
 		return -1;
 	st = pool_size ? store_alloc(pool_size) : NULL;
 	if (!st) {
 		srv_error_set(err, SRV_DB_ERROR, "out of memory");
 		return -1;
 	}
+	st->shared = srv__pg_is_url(path);
 	for (unsigned i = 0; i < pool_size; i++) {
 		srv_db *db = db_open(path, err);
 
 		if (!db)
 			goto fail;
-		if (i == 0 && migrate(db, path, err) < 0) {
+		if (i == 0 && migrate(db, name, err) < 0) {
 			db_close(db);
 			goto fail;
 		}
@@ -681,20 +740,23 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, srv_error 
 	srv_db *db = NULL;
 	enum schema_state state;
 	int64_t version;
+	char name[256];
 
 	if (!st) {
 		srv_error_set(err, SRV_DB_ERROR, "out of memory");
 		return -1;
 	}
 	st->read_only = true;
-	db = db_wrap(srv__sqlite_open(path, SRV__SQLITE_READ_ONLY, err), err);
+	srv_store_target_name(path, name, sizeof(name));
+	db = db_wrap(srv__pg_is_url(path) ? srv__pg_open(path, true, err) :
+		     srv__sqlite_open(sqlite_path(path), SRV__SQLITE_READ_ONLY, err), err);
 	if (!db)
 		goto fail;
 	db->store = st;
 	st->all[st->count++] = db;
 	st->free_list = db;
-	if (schema_inspect(db->c, path, &state, &version, err) < 0 ||
-	    read_only_state(state, path, version, err) < 0)
+	if (schema_inspect(db->c, name, &state, &version, err) < 0 ||
+	    read_only_state(state, name, version, err) < 0)
 		goto fail;
 	*ret_store = st;
 	return 0;
@@ -730,6 +792,8 @@ int srv_store_preallocate_wal(srv_store *st, srv_error *err)
 		srv_error_set(err, SRV_DB_ERROR, "the store is read-only");
 		return -1;
 	}
+	if (!srv__sqlite_handle(st->writer->c))
+		return 0; /* no WAL of ours: the server's */
 	return srv__sqlite_preallocate_wal(st->writer->c, err);
 }
 
@@ -743,6 +807,9 @@ srv_db *srv_store_acquire(srv_store *st)
 	db = st->free_list;
 	st->free_list = db->next_free;
 	pthread_mutex_unlock(&st->lock);
+	/* A connection that lost its database is made again here; if it still
+	 * cannot be, its requests fail (503) until it can. */
+	db->c->drv->revive(db->c);
 	return db;
 }
 
@@ -1767,6 +1834,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		st->batched += n;
 		pthread_mutex_unlock(&st->group_lock);
 
+		st->writer->c->drv->revive(st->writer->c);
 		spend_batch(st->writer, batch);
 		reset_busy_statements(st->writer);
 
@@ -2469,6 +2537,13 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	int64_t version;
 	int rc = -1;
 
+	if (srv__pg_is_url(db_path)) {
+		srv_error_set(err, SRV_DB_ERROR,
+			      "backup copies an SQLite file; a PostgreSQL database is copied by "
+			      "pg_dump (pg_dump --format=custom --file=FILE URL), or by the "
+			      "cluster's own base backups and WAL archive");
+		return -1;
+	}
 	/* Read-only, so the source is never written, and without query_only,
 	 * which would refuse the write VACUUM INTO makes to the copy. */
 	c = inspect_file(db_path, &state, &version, err);

@@ -85,6 +85,10 @@ int srv__begin_write(srv_db *db);
  * lock_dataset).  SRV_OK or SRV_DB_ERROR. */
 int srv__lock_dataset(srv_db *db, const char *dataset_id);
 
+/* As srv__lock_dataset, for rows no single row stands for, named by
+ * `what` (e.g. "admin keys"). */
+int srv__lock_named(srv_db *db, const char *what);
+
 /* COMMIT (durable: synchronous=FULL under SQLite); when it fails, logs it,
  * rolls back and returns SRV_COMMIT_FAILED (see store_db.c on what may
  * stay). */

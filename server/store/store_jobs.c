@@ -211,7 +211,7 @@ int srv__job_mark_running(srv_db *db, const char *id, const char *now)
 	return exec_text(db,
 			 "UPDATE jobs SET state = 'running', started_at = ?2"
 			 " WHERE id = ?1 AND state = 'queued' AND NOT EXISTS"
-			 " (SELECT 1 FROM datasets d WHERE d.id = jobs.dataset_id AND d.archived)",
+			 " (SELECT 1 FROM datasets d WHERE d.id = jobs.dataset_id AND d.archived <> 0)",
 			 2, args);
 }
 

@@ -74,8 +74,8 @@ static int key_event(srv_db *db, const char *key_id, const char *action, const c
 {
 	srv__stmt *s = srv__prepare(db,
 				       "INSERT INTO key_events (key_id, action, role, datasets, actor,"
-				       " created_at) SELECT id, ?2, role, datasets, ?3, ?4"
-				       " FROM api_keys WHERE id = ?1",
+				       " created_at) SELECT id, CAST(?2 AS TEXT), role, datasets,"
+				       " CAST(?3 AS TEXT), CAST(?4 AS TEXT) FROM api_keys WHERE id = ?1",
 				       key_id);
 
 	if (s) {
@@ -208,7 +208,7 @@ int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char 
 
 	/* One write transaction: two admins revoking their own keys at once
 	 * each counted two admins outside it, and both went. */
-	if (srv__begin_write(db) < 0)
+	if (srv__begin_write(db) < 0 || srv__lock_named(db, "admin keys") != SRV_OK)
 		return SRV_DB_ERROR;
 	s = srv__prepare(db,
 			 "SELECT role = 'admin' AND revoked_at IS NULL FROM api_keys WHERE id = ?1",

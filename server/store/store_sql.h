@@ -25,6 +25,8 @@
 
 #include "base.h"
 
+struct srv_embedded_file;
+
 /*
  * What a step and the other operations answer.  The failure classes are
  * what a caller can act on: BUSY (the lock was not had in time, or the
@@ -86,6 +88,9 @@ struct srv__sql_driver {
 	 * makes sure no other writer changes them until COMMIT.  A no-op
 	 * where begin_write took a lock on the whole database. */
 	int (*lock_dataset)(srv__conn *c, const char *dataset_id);
+	/* The same for a set of rows that no single row stands for (the
+	 * admin keys, counted before one is revoked), named by `what`. */
+	int (*lock_named)(srv__conn *c, const char *what);
 	/* A number that changes whenever anything but this connection's own
 	 * COMMITs changed the database since it was last read (read inside
 	 * the write transaction); false when the engine has none, and then
@@ -110,6 +115,13 @@ struct srv__sql_driver {
 	/* At a clean close of the store's last writer: gives back what the
 	 * engine keeps beside the database while it runs. */
 	void (*checkpoint)(srv__conn *c);
+	/* Before a connection is handed out: one whose link to the database
+	 * was lost is made again (0), or still cannot be (-1). */
+	int (*revive)(srv__conn *c);
+	/* The engine's numbered migrations (embedded "NNN_name.sql" files;
+	 * other files in the list are skipped), in the order they apply. */
+	const struct srv_embedded_file *migrations;
+	const size_t *migration_count;
 	/* The engine's message and code for the last failure on c. */
 	const char *(*errmsg)(srv__conn *c);
 	int (*errcode)(srv__conn *c);

@@ -17,6 +17,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
+#include "srv_embedded.h"
 #include "store_sqlite.h"
 
 #define BUSY_TIMEOUT_MS 30000
@@ -208,6 +211,13 @@ static int sq_lock_dataset(srv__conn *c, const char *dataset_id)
 	(void)c;
 	(void)dataset_id;
 	return SRV__SQL_DONE; /* BEGIN IMMEDIATE holds the database's write lock */
+}
+
+static int sq_lock_named(srv__conn *c, const char *what)
+{
+	(void)c;
+	(void)what;
+	return SRV__SQL_DONE; /* as sq_lock_dataset */
 }
 
 /*
@@ -432,6 +442,12 @@ static void sq_checkpoint(srv__conn *c)
 	sqlite3_wal_checkpoint_v2(handle(c), NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 }
 
+static int sq_revive(srv__conn *c)
+{
+	(void)c;
+	return 0; /* a file does not go away */
+}
+
 static const struct srv__sql_driver sqlite_driver = {
 	.name = "sqlite",
 	.prepare = sq_prepare,
@@ -456,6 +472,7 @@ static const struct srv__sql_driver sqlite_driver = {
 	.rollback = sq_rollback,
 	.in_transaction = sq_in_transaction,
 	.lock_dataset = sq_lock_dataset,
+	.lock_named = sq_lock_named,
 	.data_version = sq_data_version,
 	.reset_open = sq_reset_open,
 	.schema_objects = sq_schema_objects,
@@ -463,6 +480,9 @@ static const struct srv__sql_driver sqlite_driver = {
 	.migrate_lock = sq_migrate_lock,
 	.migrate_check = sq_migrate_check,
 	.checkpoint = sq_checkpoint,
+	.revive = sq_revive,
+	.migrations = srv_embedded,
+	.migration_count = &srv_embedded_count,
 	.errmsg = sq_errmsg,
 	.errcode = sq_errcode,
 	.close = sq_close,

@@ -6,8 +6,6 @@
 #ifndef DPGATE_SRV_STORE_SQLITE_H
 #define DPGATE_SRV_STORE_SQLITE_H
 
-#include <sqlite3.h>
-
 #include "store.h"
 #include "store_sql.h"
 
@@ -21,7 +19,7 @@ enum srv__sqlite_mode {
 srv__conn *srv__sqlite_open(const char *path, enum srv__sqlite_mode mode, srv_error *err);
 
 /* The SQLite handle under c, for tests; NULL when c is not SQLite's. */
-sqlite3 *srv__sqlite_handle(srv__conn *c);
+struct sqlite3 *srv__sqlite_handle(srv__conn *c);
 
 /* Writes the WAL out to its working size (see store_sqlite.c); 0 or -1. */
 int srv__sqlite_preallocate_wal(srv__conn *c, srv_error *err);

@@ -116,8 +116,9 @@ int srv_store_table_file_linked(srv_db *db, const char *name, bool *ret)
 	/* Some link names this file, whatever directory the link spelled (the
 	 * data directory may have been given another way). */
 	srv__stmt *s = srv__cached_stmt(db, "SELECT EXISTS (SELECT 1 FROM dataset_data WHERE"
-					   " path IS NOT NULL AND (path = ?1 OR"
-					   " substr(path, -length(?1) - 1) = '/' || ?1))");
+					   " path IS NOT NULL AND (path = CAST(?1 AS TEXT) OR"
+					   " substr(path, length(path) - length(CAST(?1 AS TEXT)))"
+					   " = '/' || CAST(?1 AS TEXT)))");
 	int rc = SRV_DB_ERROR;
 
 	if (!s)

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "api.h"
 #include "http.h"
 #include "json.h"
