@@ -1599,15 +1599,16 @@ static const char *const cell_names[C__COUNT] = {
 	[C_SPREAD_64] = "dpgate_100_64",
 };
 
-/* Folds one cell's rounds: medians of the per-round figures, sums of counts. */
-static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum cell c)
+/* Folds one cell's rounds: medians of the per-round figures, sums of
+ * counts.  Round i's figures of the cell are first[i * stride]. */
+static load_result fold_column(const load_result *first, size_t stride, unsigned n)
 {
 	double rate[MAX_ROUNDS], p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS];
 	load_result r;
 
 	memset(&r, 0, sizeof(r));
 	for (unsigned i = 0; i < n; i++) {
-		const load_result *x = &rounds[i][c];
+		const load_result *x = &first[i * stride];
 
 		rate[i] = x->rate;
 		p50[i] = x->p50_us;
@@ -1624,6 +1625,11 @@ static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum 
 	r.p99_us = bench_median(p99, n);
 	r.server_cpu_us = isnan(cpu[0]) ? NAN : bench_median(cpu, n);
 	return r;
+}
+
+static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum cell c)
+{
+	return fold_column(&rounds[0][c], C__COUNT, n);
 }
 
 static json_t *cell_json(const load_result *r, const load_result rounds[][C__COUNT], unsigned n,
@@ -1997,29 +2003,11 @@ static json_t *pg_fold(pg_run *run)
 				   (int)run->o->threads, "libpq", PQlibVersion());
 
 	for (unsigned c = 0; c < P__COUNT; c++) {
-		double rate[MAX_ROUNDS], p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS];
 		load_result *r = &run->res[c];
 
 		if (c >= P_ONE_1 && !run->pg_served)
 			break;
-		memset(r, 0, sizeof(*r));
-		for (unsigned i = 0; i < run->o->rounds; i++) {
-			const load_result *x = &run->rounds[i][c];
-
-			rate[i] = x->rate;
-			p50[i] = x->p50_us;
-			p99[i] = x->p99_us;
-			cpu[i] = x->server_cpu_us;
-			r->clients = x->clients;
-			r->measured += x->measured;
-			r->expected += x->expected;
-			r->other += x->other;
-			r->failed += x->failed;
-		}
-		r->rate = bench_median(rate, run->o->rounds);
-		r->p50_us = bench_median(p50, run->o->rounds);
-		r->p99_us = bench_median(p99, run->o->rounds);
-		r->server_cpu_us = isnan(cpu[0]) ? NAN : bench_median(cpu, run->o->rounds);
+		*r = fold_column(&run->rounds[0][c], P__COUNT, run->o->rounds);
 		run->clean &= r->other == 0 && r->failed == 0;
 		if (c >= P_LITE_1 && c <= P_LITE_64)
 			run->lite_201 += r->expected;

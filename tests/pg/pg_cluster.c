@@ -119,6 +119,20 @@ static void log_tail(const char *path, char *out, size_t cap)
 	snprintf(out, cap, "%s", buf);
 }
 
+/* The first CAP - 1 bytes of the file PATH, terminated; their count, or -1. */
+static ssize_t read_head(const char *path, char *buf, size_t cap)
+{
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
 /*
  * Whether process PID has ended.  Our own child is reaped here; a process
  * we did not start (a cluster attached to, or made before a fork) counts
@@ -128,8 +142,7 @@ static int pid_gone(pid_t pid)
 {
 	char path[64], stat[256];
 	const char *paren;
-	ssize_t n;
-	int status, fd;
+	int status;
 	pid_t r = waitpid(pid, &status, WNOHANG);
 
 	if (r == pid)
@@ -137,14 +150,8 @@ static int pid_gone(pid_t pid)
 	if (r == 0)
 		return 0;
 	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_head(path, stat, sizeof(stat)) <= 0)
 		return 1;
-	n = read(fd, stat, sizeof(stat) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	stat[n] = '\0';
 	paren = strrchr(stat, ')');
 	return paren && paren[1] == ' ' && paren[2] == 'Z';
 }
@@ -166,19 +173,11 @@ static int wait_gone(pid_t pid, long timeout_ms)
 static pid_t pidfile_pid(const char *dir)
 {
 	char path[PATH_MAX + 32], buf[32];
-	ssize_t n;
 	long pid;
-	int fd;
 
 	snprintf(path, sizeof(path), "%s/data/postmaster.pid", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_head(path, buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	pid = strtol(buf, NULL, 10);
 	return pid > 0 && pid <= INT_MAX ? (pid_t)pid : 0;
 }
