@@ -2058,6 +2058,7 @@ static int pg_mode(const options *o)
 {
 	pg_run run = {.o = o, .clean = true};
 	json_t *report = NULL;
+	double load0[3], load1[3], ticks0[2], ticks1[2], t_begin = bench_now_s();
 	int exit_code = 2;
 
 	snprintf(run.tmpl, sizeof(run.tmpl), "%s/dpgate-bench-pg-XXXXXX", o->dir);
@@ -2069,7 +2070,11 @@ static int pg_mode(const options *o)
 	run.lite.pid = -1;
 	for (unsigned i = 0; i < PG_SERVERS; i++)
 		run.pg[i].pid = -1;
+	load_average(load0);
+	host_cpu_ticks(ticks0);
 	printf("bench_server --pg: dpgate %s, directory %s\n", o->dpgate, run.tmpl);
+	printf("  cores %ld, load average at start %.2f %.2f %.2f\n",
+	       sysconf(_SC_NPROCESSORS_ONLN), load0[0], load0[1], load0[2]);
 	if (pg_setup_sqlite(&run) < 0 || pg_setup_cluster(&run) < 0)
 		goto out;
 	printf("  PostgreSQL cluster %s (port %d), libpq %d; %u rounds x %.2f s per cell,"
@@ -2094,6 +2099,13 @@ static int pg_mode(const options *o)
 		if (run.pg[i].pid > 0 && dpgate_stop(&run.pg[i]) < 0)
 			run.clean = false;
 	exit_code = pg_check(&run, report) == 0 ? 0 : 1;
+	load_average(load1);
+	host_cpu_ticks(ticks1);
+	printf("\nload average at end %.2f %.2f %.2f, host CPU steal over the run %.1f%%;"
+	       " run took %.0f s\n", load1[0], load1[1], load1[2], steal_percent(ticks0, ticks1),
+	       bench_now_s() - t_begin);
+	json_object_set_new(report, "load_start", json_pack("[f,f,f]", load0[0], load0[1], load0[2]));
+	json_object_set_new(report, "load_end", json_pack("[f,f,f]", load1[0], load1[1], load1[2]));
 	{
 		char *line = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(6));
 
