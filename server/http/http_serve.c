@@ -509,9 +509,18 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 	if (route->access != SRV_PUBLIC) {
 		const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 		bool allowed;
+		int checked;
 
 		req->db = srv_store_acquire(ctx->store);
-		if (srv_auth_check(req->db, ctx->auth_cache, authz, who) < 0) {
+		checked = srv_auth_check(req->db, ctx->auth_cache, authz, who);
+		if (checked == SRV_DB_ERROR) {
+			/* The key could not be read (the database is unavailable):
+			 * nothing is known against it, so no 401. */
+			srv_problem(res, 503, NULL, "the key store is busy or unavailable; retry shortly",
+				    NULL, NULL);
+			return -1;
+		}
+		if (checked < 0) {
 			srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
 				    NULL, NULL);
 			return -1;
