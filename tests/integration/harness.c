@@ -268,6 +268,17 @@ static void drop_test_database(const char *url)
 	pg_run_sql(dpg_test_pg(), sql);
 }
 
+void dpg_server_start_on(dpg_server *s, const char *db)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(s->dir));
+	cr_assert_lt((size_t)snprintf(s->db, sizeof(s->db), "%s", db), sizeof(s->db));
+	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
+	dpg_make_key(s, "admin", NULL, s->admin_key, sizeof(s->admin_key));
+	spawn(s);
+}
+
 void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads)
 {
 	memset(s, 0, sizeof(*s));

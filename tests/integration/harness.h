@@ -48,6 +48,11 @@ const char *dpg_test_pg(void);
  * server's back); `why` says which. */
 void dpg_skip_on_pg(const char *why);
 
+/* Starts a server in a fresh directory of its own on the existing database
+ * `db` (a path or a PostgreSQL URL another server may use too), with an
+ * admin key of its own; fails the test when it cannot. */
+void dpg_server_start_on(dpg_server *s, const char *db);
+
 /* Creates a fresh, empty database on $DPGATE_TEST_DB's server and writes
  * its URL into out (size bytes); fails the test when it cannot. */
 void dpg_new_database(char *out, size_t size);

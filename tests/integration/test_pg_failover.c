@@ -85,18 +85,6 @@ static void *client_run(void *arg)
 	return NULL;
 }
 
-/* A server in a directory of its own on the database at URL. */
-static void start_on(dpg_server *s, const char *url)
-{
-	memset(s, 0, sizeof(*s));
-	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
-	cr_assert_not_null(mkdtemp(s->dir));
-	cr_assert_lt((size_t)snprintf(s->db, sizeof(s->db), "%s", url), sizeof(s->db));
-	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
-	dpg_make_key(s, "admin", NULL, s->admin_key, sizeof(s->admin_key));
-	dpg_server_restart(s);
-}
-
 struct rig {
 	struct pgc_cluster *cluster;
 	char url[PGC_URL_MAX];
@@ -132,7 +120,7 @@ static void rig_start(struct rig *r)
 	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
 		     err.text);
 	for (int i = 0; i < SERVERS; i++)
-		start_on(&r->srv[i], r->url);
+		dpg_server_start_on(&r->srv[i], r->url);
 	dpg_make_dataset(&r->srv[0], "d", 1e6, 0, "basic");
 	r->acked = calloc(MAX_ACKED, sizeof(long long));
 	cr_assert_not_null(r->acked);

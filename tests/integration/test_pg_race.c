@@ -39,18 +39,6 @@ struct rig {
 	dpg_server srv[SERVERS];
 };
 
-/* A server in a directory of its own on the database at url. */
-static void start_on(dpg_server *s, const char *url)
-{
-	memset(s, 0, sizeof(*s));
-	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
-	cr_assert_not_null(mkdtemp(s->dir));
-	cr_assert_lt((size_t)snprintf(s->db, sizeof(s->db), "%s", url), sizeof(s->db));
-	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
-	dpg_make_key(s, "admin", NULL, s->admin_key, sizeof(s->admin_key));
-	dpg_server_restart(s);
-}
-
 static void rig_start(struct rig *r)
 {
 	struct pgc_error err = {0};
@@ -60,7 +48,7 @@ static void rig_start(struct rig *r)
 	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
 		     err.text);
 	for (int i = 0; i < SERVERS; i++)
-		start_on(&r->srv[i], r->url);
+		dpg_server_start_on(&r->srv[i], r->url);
 }
 
 static void rig_verify(struct rig *r)
@@ -180,39 +168,41 @@ static void expect_budget_everywhere(struct rig *r, const char *id, long charges
 	}
 }
 
-Test(pg_race, exactly_k_charges_win_across_three_servers, .timeout = 600)
+/*
+ * Dataset `id` with a budget of exactly K spends, made through server
+ * `maker`; every client spends on `route` ("charges" or "reservations");
+ * exactly K win, and every server then reads `charges` charges and
+ * `reserved_eps` reserved.  Ends with dpgate verify.
+ */
+static void exactly_k(const char *id, int maker, const char *route, long charges,
+		      double reserved_eps)
 {
 	static struct rig r;
 	static struct race rc;
+	char path[96];
 
 	rig_start(&r);
-	dpg_make_dataset(&r.srv[0], "race", 0.125 * K, 0, "basic");
-	race_run(&r, &rc, "/v1/datasets/race/charges", NULL);
+	dpg_make_dataset(&r.srv[maker], id, 0.125 * K, 0, "basic");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/%s", id, route);
+	race_run(&r, &rc, path, NULL);
 	cr_assert_eq(atomic_load(&rc.other), 0, "answers other than 201 and 409");
 	cr_assert_eq(atomic_load(&rc.ok), K);
 	cr_assert_eq(atomic_load(&rc.refused), CLIENTS * PER_CLIENT - K);
-	expect_budget_everywhere(&r, "race", K, 0.0);
-	cr_assert_eq(dpg_budget_of(&r.srv[2], "race").ledger_rows, (size_t)K);
+	expect_budget_everywhere(&r, id, charges, reserved_eps);
+	cr_assert_eq(dpg_budget_of(&r.srv[(maker + 1) % SERVERS], id).ledger_rows, (size_t)K);
 	dpg_resp_free(&rc.first_ok);
 	rig_verify(&r);
 	rig_free(&r);
 }
 
+Test(pg_race, exactly_k_charges_win_across_three_servers, .timeout = 600)
+{
+	exactly_k("race", 0, "charges", K, 0.0);
+}
+
 Test(pg_race, exactly_k_reservations_open_across_three_servers, .timeout = 600)
 {
-	static struct rig r;
-	static struct race rc;
-
-	rig_start(&r);
-	dpg_make_dataset(&r.srv[1], "hold", 0.125 * K, 0, "basic");
-	race_run(&r, &rc, "/v1/datasets/hold/reservations", NULL);
-	cr_assert_eq(atomic_load(&rc.other), 0, "answers other than 201 and 409");
-	cr_assert_eq(atomic_load(&rc.ok), K);
-	cr_assert_eq(atomic_load(&rc.refused), CLIENTS * PER_CLIENT - K);
-	expect_budget_everywhere(&r, "hold", 0, 0.125 * K);
-	dpg_resp_free(&rc.first_ok);
-	rig_verify(&r);
-	rig_free(&r);
+	exactly_k("hold", 1, "reservations", 0, 0.125 * K);
 }
 
 Test(pg_race, one_idempotency_key_through_three_servers_charges_once, .timeout = 600)
