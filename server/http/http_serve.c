@@ -455,6 +455,19 @@ static void admission_end(srv_ctx *ctx, struct admission *a)
 		srv_store_release(ctx->store, a->req.db);
 }
 
+/* The answer to a request whose key did not check (srv_auth_check's
+ * `checked`): 401, or 503 when the key could not be read (the database
+ * busy or unavailable), which says nothing against the key. */
+static void refuse_key(srv_response *res, int checked)
+{
+	if (checked == SRV_DB_ERROR)
+		srv_problem(res, 503, NULL, "the key store is busy or unavailable; retry shortly",
+			    NULL, NULL);
+	else
+		srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
+			    NULL, NULL);
+}
+
 /*
  * The checks that need no body: route and method, path identifiers, key,
  * role and dataset scope.  Returns the route's index, or -1 with `res`
@@ -513,16 +526,8 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 
 		req->db = srv_store_acquire(ctx->store);
 		checked = srv_auth_check(req->db, ctx->auth_cache, authz, who);
-		if (checked == SRV_DB_ERROR) {
-			/* The key could not be read (the database is unavailable):
-			 * nothing is known against it, so no 401. */
-			srv_problem(res, 503, NULL, "the key store is busy or unavailable; retry shortly",
-				    NULL, NULL);
-			return -1;
-		}
 		if (checked < 0) {
-			srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
-				    NULL, NULL);
+			refuse_key(res, checked);
 			return -1;
 		}
 		a->have_who = true;
