@@ -125,6 +125,9 @@ struct row_cache {
  * cache.  One slot per hash of the id; a collision replaces (a miss only
  * costs the read).  Archiving a dataset removes it and bumps `generation`,
  * and a read is remembered only if no removal came between it and the put.
+ * On a shared database another server may archive it unseen: the pricing
+ * stays right (those inputs never change), and the spend's transaction
+ * reads the row again under its lock and refuses an archived dataset.
  */
 #define PRICING_SLOTS 512
 
