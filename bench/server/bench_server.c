@@ -66,6 +66,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -89,12 +90,15 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 /* The ledger's round-upward addition, so that the totals written here equal
  * what `dpgate verify` recomputes from the rows, bit for bit. */
 #include "acct.h"
 #include "bench_common.h"
+#include "bench_pg_loop.h"
+#include "pg_cluster.h"
 
 #ifndef BENCH_DEFAULT_DPGATE
 #define BENCH_DEFAULT_DPGATE "./build/server/dpgate"
@@ -500,6 +504,10 @@ typedef struct load_spec {
 	const size_t *lens;
 	unsigned n_reqs;
 	int expect_status;
+	/* When n_ports > 0, client i talks to ports[i % n_ports] instead of
+	 * port: clients spread over several servers on one database. */
+	const uint16_t *ports;
+	unsigned n_ports;
 } load_spec;
 
 typedef struct load_result {
@@ -527,12 +535,13 @@ static void *load_client_run(void *arg)
 {
 	load_client *lc = arg;
 	const load_spec *sp = lc->spec;
+	uint16_t port = sp->n_ports ? sp->ports[lc->index % sp->n_ports] : sp->port;
 	double window_start, deadline;
 	uint64_t i = 0;
 
 	lc->conn.fd = -1;
-	lc->conn.port = sp->port;
-	hconn_open(&lc->conn, sp->port); /* a failure is retried by the first request */
+	lc->conn.port = port;
+	hconn_open(&lc->conn, port); /* a failure is retried by the first request */
 	pthread_barrier_wait(lc->barrier);
 	window_start = *lc->start + WARMUP_S;
 	deadline = *lc->start + sp->duration_s;
@@ -1465,6 +1474,7 @@ typedef struct options {
 	unsigned rounds;
 	long max_rows;
 	bool keep;
+	bool pg;
 } options;
 
 static const char usage[] =
@@ -1481,7 +1491,10 @@ static const char usage[] =
 	"                 the SQLite ceilings run in the same directory\n"
 	"  --samples N    timed charges per ledger size (default 200)\n"
 	"  --max-rows N   largest ledger size measured (default 1000000)\n"
-	"  --keep         keep the temporary directory\n";
+	"  --keep         keep the temporary directory\n"
+	"  --pg           PostgreSQL mode: the bare SQLite and libpq commit loops, dpgate\n"
+	"                 on SQLite, on PostgreSQL behind one server and behind three,\n"
+	"                 with 1, 8 and 64 clients, on a throwaway cluster (tests/pg/)\n";
 
 /* A whole decimal number in [lo, hi] from text, or -1. */
 static int parse_whole(const char *text, long lo, long hi, long *ret)
@@ -1508,6 +1521,7 @@ static int parse_options(int argc, char **argv, options *o)
 		{"samples", required_argument, NULL, 's'},
 		{"max-rows", required_argument, NULL, 'r'},
 		{"keep", no_argument, NULL, 'k'},
+		{"pg", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -1530,6 +1544,7 @@ static int parse_options(int argc, char **argv, options *o)
 		case 'b': o->dpgate = optarg; break;
 		case 'D': o->dir = optarg; break;
 		case 'k': o->keep = true; break;
+		case 'P': o->pg = true; break;
 		case 'd':
 			o->duration_s = strtod(optarg, &end);
 			if (*end || !(o->duration_s >= 2 * WARMUP_S && o->duration_s <= 60))
@@ -1584,15 +1599,16 @@ static const char *const cell_names[C__COUNT] = {
 	[C_SPREAD_64] = "dpgate_100_64",
 };
 
-/* Folds one cell's rounds: medians of the per-round figures, sums of counts. */
-static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum cell c)
+/* Folds one cell's rounds: medians of the per-round figures, sums of
+ * counts.  Round i's figures of the cell are first[i * stride]. */
+static load_result fold_column(const load_result *first, size_t stride, unsigned n)
 {
 	double rate[MAX_ROUNDS], p50[MAX_ROUNDS], p99[MAX_ROUNDS], cpu[MAX_ROUNDS];
 	load_result r;
 
 	memset(&r, 0, sizeof(r));
 	for (unsigned i = 0; i < n; i++) {
-		const load_result *x = &rounds[i][c];
+		const load_result *x = &first[i * stride];
 
 		rate[i] = x->rate;
 		p50[i] = x->p50_us;
@@ -1609,6 +1625,11 @@ static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum 
 	r.p99_us = bench_median(p99, n);
 	r.server_cpu_us = isnan(cpu[0]) ? NAN : bench_median(cpu, n);
 	return r;
+}
+
+static load_result fold_rounds(load_result rounds[][C__COUNT], unsigned n, enum cell c)
+{
+	return fold_column(&rounds[0][c], C__COUNT, n);
 }
 
 static json_t *cell_json(const load_result *r, const load_result rounds[][C__COUNT], unsigned n,
@@ -1684,6 +1705,424 @@ static void print_header(const char *title)
 	       "p99_us", "cpu_us", "errors", "ratios");
 }
 
+/* ---- PostgreSQL mode (--pg) ----------------------------------------------- */
+
+/*
+ * One run, so that every figure sees the same disk and neighbours: the
+ * bare SQLite commit loop and dpgate on SQLite (as in the default mode),
+ * the bare libpq commit loop on a throwaway PostgreSQL cluster
+ * (tests/pg/pg_cluster.h; fsync and synchronous_commit on, the server's
+ * defaults otherwise), dpgate on a database of that cluster behind one
+ * server, and the same database behind PG_SERVERS servers with the
+ * clients spread over them (client i on server i % PG_SERVERS, so one
+ * client is on one server).  Each cell with 1, 8 and 64 clients, one
+ * dataset, every round in the same order; the table shows medians.
+ */
+#define PG_SERVERS 3
+
+enum pg_cell {
+	P_SQL_1, P_SQL_8,
+	P_LITE_1, P_LITE_8, P_LITE_64,
+	P_LOOP_1, P_LOOP_8, P_LOOP_64,
+	P_ONE_1, P_ONE_8, P_ONE_64,
+	P_THREE_1, P_THREE_8, P_THREE_64,
+	P__COUNT
+};
+
+static const char *const pg_cell_names[P__COUNT] = {
+	[P_SQL_1] = "sqlite_commit_1", [P_SQL_8] = "sqlite_commit_8",
+	[P_LITE_1] = "dpgate_sqlite_1", [P_LITE_8] = "dpgate_sqlite_8",
+	[P_LITE_64] = "dpgate_sqlite_64",
+	[P_LOOP_1] = "libpq_commit_1", [P_LOOP_8] = "libpq_commit_8",
+	[P_LOOP_64] = "libpq_commit_64",
+	[P_ONE_1] = "dpgate_pg_1server_1", [P_ONE_8] = "dpgate_pg_1server_8",
+	[P_ONE_64] = "dpgate_pg_1server_64",
+	[P_THREE_1] = "dpgate_pg_3servers_1", [P_THREE_8] = "dpgate_pg_3servers_8",
+	[P_THREE_64] = "dpgate_pg_3servers_64",
+};
+
+typedef struct pg_run {
+	const options *o;
+	char tmpl[PATH_MAX];
+	char sql_path[PATH_MAX + 32];
+	struct pgc_cluster *cluster;
+	char loop_url[PGC_URL_MAX];
+	dpgate lite;
+	dpgate pg[PG_SERVERS];
+	uint16_t pg_ports[PG_SERVERS];
+	bool pg_served;        /* this dpgate serves --db postgresql:// */
+	char *lite_req, *pg_req;
+	size_t lite_len, pg_len;
+	load_result (*rounds)[P__COUNT];
+	load_result res[P__COUNT];
+	uint64_t lite_201, pg_201, loop_commits;
+	bool clean;
+} pg_run;
+
+/* A server's database, data directory and log; -1 when a path is cut. */
+static int pg_dpgate_paths(dpgate *g, const pg_run *run, const char *db, const char *name)
+{
+	g->bin = run->o->dpgate;
+	g->threads = run->o->threads;
+	g->pid = -1;
+	if ((size_t)snprintf(g->db, sizeof(g->db), "%s", db) >= sizeof(g->db) ||
+	    (size_t)snprintf(g->data_dir, sizeof(g->data_dir), "%s/data-%s", run->tmpl, name) >=
+		    sizeof(g->data_dir) ||
+	    (size_t)snprintf(g->log, sizeof(g->log), "%s/dpgate-%s.log", run->tmpl, name) >=
+		    sizeof(g->log)) {
+		fprintf(stderr, "bench_server: the path %s is too long\n", run->tmpl);
+		return -1;
+	}
+	mkdir(g->data_dir, 0700);
+	return 0;
+}
+
+/* An admin key (keys create migrates a new database), the server G
+ * started, dataset 'one' and its charge request; then warm-up charges,
+ * untimed. */
+static int pg_prepare_server(dpgate *g, char **ret_req, size_t *ret_len, uint64_t *ok,
+			     bool *clean)
+{
+	char key[256];
+	uint64_t bad = 0;
+
+	if (dpgate_admin_key(g, key, sizeof(key)) < 0 || dpgate_start(g) < 0 ||
+	    create_dataset(g->port, key, "one") < 0)
+		return -1;
+	*ret_req = build_request("POST", "/v1/datasets/one/charges", key, CHARGE_BODY, ret_len);
+	if (!*ret_req)
+		return -1;
+	warm_charges(g->port, *ret_req, *ret_len, WARM_COMMITS, ok, &bad);
+	*clean &= bad == 0;
+	return 0;
+}
+
+/* dpgate on SQLite and the SQLite ceiling, warmed past the WAL's first
+ * wrap as in the default mode. */
+static int pg_setup_sqlite(pg_run *run)
+{
+	char db[PATH_MAX + 32];
+	load_result warm;
+
+	snprintf(run->sql_path, sizeof(run->sql_path), "%s/ceiling.db", run->tmpl);
+	snprintf(db, sizeof(db), "%s/dpgate.db", run->tmpl);
+	if (pg_dpgate_paths(&run->lite, run, db, "sqlite") < 0)
+		return -1;
+	if (sql_ceiling(run->sql_path, SQL_BARE, 1, run->o->duration_s, WARM_COMMITS, &warm) < 0) {
+		fprintf(stderr, "bench_server: the SQLite ceiling failed\n");
+		return -1;
+	}
+	return pg_prepare_server(&run->lite, &run->lite_req, &run->lite_len, &run->lite_201,
+				 &run->clean);
+}
+
+/* The cluster, the bare loop's database, and PG_SERVERS dpgate servers
+ * on one more database; a dpgate that refuses the URL leaves pg_served
+ * false and the run goes on without those cells. */
+static int pg_setup_cluster(pg_run *run)
+{
+	struct pgc_error err = {0};
+	char url[PGC_URL_MAX], msg[512];
+	bench_pg_loop_result warm;
+
+	if (pgc_cluster_new(NULL, 0, &run->cluster, &err) != PGC_OK ||
+	    pgc_new_database(run->cluster, run->loop_url, sizeof(run->loop_url), &err) != PGC_OK ||
+	    pgc_new_database(run->cluster, url, sizeof(url), &err) != PGC_OK) {
+		fprintf(stderr, "bench_server: PostgreSQL cluster: %s\n", err.text);
+		return -1;
+	}
+	/* A fresh cluster creates its WAL segments as the WAL grows, where a
+	 * running one recycles them: the loop runs past that, untimed, as the
+	 * SQLite writers run past their WAL's first wrap. */
+	if (bench_pg_loop_setup(run->loop_url, msg, sizeof(msg)) < 0 ||
+	    bench_pg_loop_run(run->loop_url, SQLITE_WRITERS_MANY, run->o->duration_s, WARMUP_S,
+			      &warm, msg, sizeof(msg)) < 0) {
+		fprintf(stderr, "bench_server: the libpq loop: %s\n", msg);
+		return -1;
+	}
+	run->loop_commits += warm.committed;
+	for (unsigned i = 0; i < PG_SERVERS; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "pg%u", i + 1);
+		if (pg_dpgate_paths(&run->pg[i], run, url, name) < 0)
+			return -1;
+	}
+	if (pg_prepare_server(&run->pg[0], &run->pg_req, &run->pg_len, &run->pg_201,
+			      &run->clean) < 0) {
+		printf("  dpgate did not serve --db %s (see %s): no dpgate-on-PostgreSQL cells\n",
+		       url, run->pg[0].log);
+		if (run->pg[0].pid > 0)
+			dpgate_stop(&run->pg[0]);
+		return 0;
+	}
+	run->pg_ports[0] = run->pg[0].port;
+	for (unsigned i = 1; i < PG_SERVERS; i++) {
+		if (dpgate_start(&run->pg[i]) < 0)
+			return -1;
+		run->pg_ports[i] = run->pg[i].port;
+	}
+	run->pg_served = true;
+	return 0;
+}
+
+static void pg_loop_cell(const bench_pg_loop_result *l, load_result *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->clients = l->clients;
+	ret->rate = l->rate;
+	ret->p50_us = l->p50_us;
+	ret->p99_us = l->p99_us;
+	ret->measured = l->measured;
+	ret->expected = l->committed;
+	ret->failed = l->failed;
+	ret->server_cpu_us = NAN;
+}
+
+/* One round of every cell, in the order of enum pg_cell. */
+static int pg_round(pg_run *run, load_result *x)
+{
+	const double d = run->o->duration_s;
+	char msg[512];
+
+	if (sql_ceiling(run->sql_path, SQL_BARE, 1, d, 0, &x[P_SQL_1]) < 0 ||
+	    sql_ceiling(run->sql_path, SQL_BARE, SQLITE_WRITERS_MANY, d, 0, &x[P_SQL_8]) < 0)
+		return -1;
+	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++) {
+		unsigned n = client_counts[i];
+		load_spec lite = {run->lite.port, n, d, (const char *const *)&run->lite_req,
+				  &run->lite_len, 1, 201, NULL, 0};
+		bench_pg_loop_result l;
+
+		if (load_run(&lite, run->lite.pid, &x[P_LITE_1 + i]) < 0)
+			return -1;
+		if (bench_pg_loop_run(run->loop_url, n, d, WARMUP_S, &l, msg, sizeof(msg)) < 0) {
+			fprintf(stderr, "bench_server: libpq loop: %s\n", msg);
+			return -1;
+		}
+		pg_loop_cell(&l, &x[P_LOOP_1 + i]);
+		if (run->pg_served) {
+			load_spec one = {run->pg_ports[0], n, d, (const char *const *)&run->pg_req,
+					 &run->pg_len, 1, 201, NULL, 0};
+			load_spec three = one;
+
+			three.ports = run->pg_ports;
+			three.n_ports = PG_SERVERS;
+			if (load_run(&one, run->pg[0].pid, &x[P_ONE_1 + i]) < 0 ||
+			    load_run(&three, -1, &x[P_THREE_1 + i]) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static void pg_print(const pg_run *run)
+{
+	const load_result *r = run->res;
+
+	printf("\nper_s: median over rounds of commits (charges) per second; p50/p99: median over"
+	       " rounds of each\nround's latency quantiles; cpu_us: dpgate CPU per answer (one"
+	       " server); errors: all rounds\n");
+	print_header("SQLite: bare commit loop (WAL, synchronous=FULL) and dpgate on SQLite");
+	print_cell("1 INSERT/txn, writers", &r[P_SQL_1], "");
+	print_cell("1 INSERT/txn, writers", &r[P_SQL_8], "");
+	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++) {
+		char ratio[64];
+
+		snprintf(ratio, sizeof(ratio), "%.2f x sqlite commit1",
+			 r[P_LITE_1 + i].rate / r[P_SQL_1].rate);
+		print_cell("dpgate, sqlite", &r[P_LITE_1 + i], ratio);
+	}
+	print_header("PostgreSQL: bare libpq commit loop (1 INSERT/txn, synchronous_commit on)");
+	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++)
+		print_cell("libpq, clients", &r[P_LOOP_1 + i], "");
+	if (!run->pg_served) {
+		printf("  dpgate on PostgreSQL: not measured (this dpgate has no PostgreSQL store)\n");
+		return;
+	}
+	print_header("dpgate on PostgreSQL: durable charges, one dataset");
+	for (unsigned i = 0; i < 2 * N_CLIENT_COUNTS; i++) {
+		unsigned c = P_ONE_1 + i, loop = P_LOOP_1 + i % N_CLIENT_COUNTS;
+		char ratio[96];
+
+		snprintf(ratio, sizeof(ratio), "%.2f x libpq same clients  %.2f x dpgate-sqlite",
+			 r[c].rate / r[loop].rate,
+			 r[c].rate / r[P_LITE_1 + i % N_CLIENT_COUNTS].rate);
+		print_cell(i < N_CLIENT_COUNTS ? "1 server" : "3 servers", &r[c], ratio);
+	}
+}
+
+/* After every server stopped: dpgate verify on both ledgers, and every
+ * 201 and every counted commit is a row. */
+static int pg_check(pg_run *run, json_t *report)
+{
+	int64_t lite_rows = -1, lite_stored = -1, pg_rows = -1, loop_rows = -1;
+	int lite_verify = dpgate_verify(&run->lite), pg_verify = -1;
+	char msg[512];
+	bool ok;
+
+	count_charges(run->lite.db, &lite_rows, &lite_stored);
+	if (bench_pg_loop_rows(run->loop_url, &loop_rows, msg, sizeof(msg)) < 0)
+		fprintf(stderr, "bench_server: %s\n", msg);
+	ok = lite_verify == 0 && lite_rows == (int64_t)run->lite_201 && lite_stored == lite_rows &&
+	     loop_rows == (int64_t)run->loop_commits && run->clean;
+	if (run->pg_served) {
+		pg_verify = dpgate_verify(&run->pg[0]);
+		if (bench_pg_count(run->pg[0].db, "SELECT count(*) FROM ledger WHERE kind = 'charge'",
+				   &pg_rows, msg, sizeof(msg)) < 0)
+			fprintf(stderr, "bench_server: %s\n", msg);
+		ok = ok && pg_verify == 0 && pg_rows == (int64_t)run->pg_201;
+	}
+	printf("\ncorrectness\n"
+	       "  dpgate on SQLite: verify exit %d; 201 answers %llu, ledger charge rows %lld\n"
+	       "  libpq loop: commits counted %llu, rows %lld\n",
+	       lite_verify, (unsigned long long)run->lite_201, (long long)lite_rows,
+	       (unsigned long long)run->loop_commits, (long long)loop_rows);
+	if (run->pg_served)
+		printf("  dpgate on PostgreSQL: verify exit %d; 201 answers %llu, ledger charge rows"
+		       " %lld\n", pg_verify, (unsigned long long)run->pg_201, (long long)pg_rows);
+	printf("  %s\n", ok ? "all match" : "MISMATCH or errors");
+	json_object_set_new(report, "correctness",
+			    json_pack("{s:i, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:b, s:b}",
+				      "sqlite_verify_exit", lite_verify, "sqlite_201",
+				      (json_int_t)run->lite_201, "sqlite_charge_rows",
+				      (json_int_t)lite_rows, "libpq_commits",
+				      (json_int_t)run->loop_commits, "libpq_rows",
+				      (json_int_t)loop_rows, "pg_verify_exit", pg_verify, "pg_201",
+				      (json_int_t)run->pg_201, "pg_charge_rows", (json_int_t)pg_rows,
+				      "dpgate_pg_measured", run->pg_served, "ok", ok));
+	return ok ? 0 : -1;
+}
+
+/* Folds the rounds, adds the answers and commits up, prints the table. */
+static json_t *pg_fold(pg_run *run)
+{
+	json_t *report = json_pack("{s:s, s:s, s:i, s:f, s:i, s:i}", "bench", "server",
+				   "mode", "postgresql", "rounds", (int)run->o->rounds,
+				   "duration_s", run->o->duration_s, "server_threads",
+				   (int)run->o->threads, "libpq", PQlibVersion());
+
+	for (unsigned c = 0; c < P__COUNT; c++) {
+		load_result *r = &run->res[c];
+
+		if (c >= P_ONE_1 && !run->pg_served)
+			break;
+		*r = fold_column(&run->rounds[0][c], P__COUNT, run->o->rounds);
+		run->clean &= r->other == 0 && r->failed == 0;
+		if (c >= P_LITE_1 && c <= P_LITE_64)
+			run->lite_201 += r->expected;
+		else if (c >= P_LOOP_1 && c <= P_LOOP_64)
+			run->loop_commits += r->expected;
+		else if (c >= P_ONE_1)
+			run->pg_201 += r->expected;
+		json_object_set_new(report, pg_cell_names[c],
+				    json_pack("{s:i, s:f, s:f, s:f, s:I, s:I, s:I}", "clients",
+					      (int)r->clients, "rate", r->rate, "p50_us", r->p50_us,
+					      "p99_us", r->p99_us, "measured",
+					      (json_int_t)r->measured, "other_status",
+					      (json_int_t)r->other, "failed", (json_int_t)r->failed));
+	}
+	pg_print(run);
+	return report;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* Removes the run's directory: its SQLite files, data directories, logs. */
+static void remove_tree(const char *dir)
+{
+	nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void pg_run_free(pg_run *run)
+{
+	if (run->lite.pid > 0)
+		dpgate_stop(&run->lite);
+	for (unsigned i = 0; i < PG_SERVERS; i++)
+		if (run->pg[i].pid > 0)
+			dpgate_stop(&run->pg[i]);
+	pgc_cluster_free(run->cluster);
+	free(run->lite_req);
+	free(run->pg_req);
+	free(run->rounds);
+}
+
+/* The --pg run; its exit status as main's. */
+static int pg_mode(const options *o)
+{
+	pg_run run = {.o = o, .clean = true};
+	json_t *report = NULL;
+	double load0[3], load1[3], ticks0[2], ticks1[2], t_begin = bench_now_s();
+	int exit_code = 2;
+
+	snprintf(run.tmpl, sizeof(run.tmpl), "%s/dpgate-bench-pg-XXXXXX", o->dir);
+	run.rounds = calloc(o->rounds, sizeof(*run.rounds));
+	if (!run.rounds || !mkdtemp(run.tmpl)) {
+		fprintf(stderr, "bench_server: cannot create a directory in %s\n", o->dir);
+		goto out;
+	}
+	run.lite.pid = -1;
+	for (unsigned i = 0; i < PG_SERVERS; i++)
+		run.pg[i].pid = -1;
+	load_average(load0);
+	host_cpu_ticks(ticks0);
+	printf("bench_server --pg: dpgate %s, directory %s\n", o->dpgate, run.tmpl);
+	printf("  cores %ld, load average at start %.2f %.2f %.2f\n",
+	       sysconf(_SC_NPROCESSORS_ONLN), load0[0], load0[1], load0[2]);
+	if (pg_setup_sqlite(&run) < 0 || pg_setup_cluster(&run) < 0)
+		goto out;
+	printf("  PostgreSQL cluster %s (port %d), libpq %d; %u rounds x %.2f s per cell,"
+	       " %u server threads, %d dpgate servers\n", pgc_dir(run.cluster),
+	       pgc_port(run.cluster), PQlibVersion(), o->rounds, o->duration_s, o->threads,
+	       PG_SERVERS);
+	fflush(stdout);
+	for (unsigned r = 0; r < o->rounds; r++) {
+		if (pg_round(&run, run.rounds[r]) < 0)
+			goto out;
+		printf("  round %u:", r + 1);
+		for (unsigned c = 0; c < P__COUNT; c++)
+			if (c < P_ONE_1 || run.pg_served)
+				printf(" %s=%.0f", pg_cell_names[c], run.rounds[r][c].rate);
+		printf("\n");
+		fflush(stdout);
+	}
+	report = pg_fold(&run);
+	if (dpgate_stop(&run.lite) < 0)
+		run.clean = false;
+	for (unsigned i = 0; i < PG_SERVERS; i++)
+		if (run.pg[i].pid > 0 && dpgate_stop(&run.pg[i]) < 0)
+			run.clean = false;
+	exit_code = pg_check(&run, report) == 0 ? 0 : 1;
+	load_average(load1);
+	host_cpu_ticks(ticks1);
+	printf("\nload average at end %.2f %.2f %.2f, host CPU steal over the run %.1f%%;"
+	       " run took %.0f s\n", load1[0], load1[1], load1[2], steal_percent(ticks0, ticks1),
+	       bench_now_s() - t_begin);
+	json_object_set_new(report, "load_start", json_pack("[f,f,f]", load0[0], load0[1], load0[2]));
+	json_object_set_new(report, "load_end", json_pack("[f,f,f]", load1[0], load1[1], load1[2]));
+	{
+		char *line = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(6));
+
+		if (line)
+			printf("%s\n", line);
+		free(line);
+	}
+out:
+	json_decref(report);
+	pg_run_free(&run);
+	if (exit_code == 0 && !o->keep)
+		remove_tree(run.tmpl);
+	else
+		fprintf(stderr, "bench_server: kept %s (logs and the SQLite files)\n", run.tmpl);
+	return exit_code;
+}
+
 int main(int argc, char **argv)
 {
 	options o;
@@ -1720,6 +2159,8 @@ int main(int argc, char **argv)
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
+	if (o.pg)
+		return pg_mode(&o);
 	memset(&g, 0, sizeof(g));
 	g.bin = o.dpgate;
 	g.threads = o.threads;
@@ -1848,12 +2289,12 @@ int main(int argc, char **argv)
 		}
 		for (unsigned i = 0; i < N_CLIENT_COUNTS; i++) {
 			load_spec http = {bare_port, client_counts[i], o.duration_s,
-					  (const char *const *)&bare_req, &bare_len, 1, 201};
+					  (const char *const *)&bare_req, &bare_len, 1, 201, NULL, 0};
 			load_spec one = {g.port, client_counts[i], o.duration_s,
-					 (const char *const *)&one_req, &one_len, 1, 201};
+					 (const char *const *)&one_req, &one_len, 1, 201, NULL, 0};
 			load_spec spread = {g.port, client_counts[i], o.duration_s,
 					    (const char *const *)spread_reqs, spread_lens,
-					    SPREAD_DATASETS, 201};
+					    SPREAD_DATASETS, 201, NULL, 0};
 
 			if (load_run(&http, -1, &x[C_HTTP_1 + i]) < 0 ||
 			    load_run(&one, g.pid, &x[C_ONE_1 + i]) < 0 ||
@@ -1918,9 +2359,9 @@ int main(int argc, char **argv)
 	host_cpu_ticks(paired_ticks0);
 	for (unsigned k = 0; k < PAIRED_SLICES; k++) {
 		load_spec one = {g.port, 1, PAIRED_SLICE_S, (const char *const *)&one_req, &one_len,
-				 1, 201};
+				 1, 201, NULL, 0};
 		load_spec spread = {g.port, 1, PAIRED_SLICE_S, (const char *const *)spread_reqs,
-				    spread_lens, SPREAD_DATASETS, 201};
+				    spread_lens, SPREAD_DATASETS, 201, NULL, 0};
 		load_result a, b, c;
 		double pair_ticks0[2], pair_ticks1[2];
 

@@ -23,7 +23,10 @@ bool cli_db_exists(const char *cmd, const char *db_path)
 {
 	struct stat st;
 
-	if (stat(db_path, &st) == 0 && S_ISREG(st.st_mode))
+	/* A PostgreSQL database is there or not when it is connected to. */
+	if (srv_store_is_shared(db_path))
+		return true;
+	if (stat(srv_store_file(db_path), &st) == 0 && S_ISREG(st.st_mode))
 		return true;
 	fprintf(stderr, "dpgate %s: no database at %s\n", cmd, db_path);
 	return false;

@@ -186,8 +186,10 @@ static int keys_revoke(srv_db *db, const struct keys_args *a, int argc, char **a
 	if (rc == SRV_NOT_FOUND) {
 		fprintf(stderr, "dpgate keys revoke: no such key\n");
 	} else if (rc == SRV_OK) {
-		/* Running servers flush their key caches on this. */
-		if (srv_keys_touch_stamp(a->db_path) < 0)
+		/* Running servers flush their key caches on this (servers on a
+		 * shared database keep no key cache). */
+		if (!srv_store_is_shared(a->db_path) &&
+		    srv_keys_touch_stamp(srv_store_file(a->db_path)) < 0)
 			fprintf(stderr, "dpgate keys revoke: cannot write %s-keys; restart running "
 					"servers for the revocation to take effect\n", a->db_path);
 		printf("revoked %s\n", argv[a->first]);

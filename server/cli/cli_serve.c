@@ -32,8 +32,9 @@ static const char usage_serve[] =
 	"                    [--max-conns-per-ip N] [--public-metrics] [--quiet]\n"
 	"                    [--cors-origin ORIGIN]... [--max-waiters N]\n"
 	"\n"
-	"  --db FILE          SQLite database (default DIR/dpgate.db); created and\n"
-	"                     migrated if needed\n"
+	"  --db FILE|URL      SQLite database (default DIR/dpgate.db; sqlite:FILE too),\n"
+	"                     or a PostgreSQL database (postgresql://...) that several\n"
+	"                     servers share; created or migrated if needed\n"
 	"  --listen HOST:PORT IPv4 address and port (default " DPG_SERVE_LISTEN "; port 0 picks one)\n"
 	"  --data-dir DIR     where uploaded tables and models live (default ./" DPG_SERVE_DATA_DIR ")\n"
 	"  --threads N        HTTP worker threads (default " TEXT_OF(DPG_SERVE_THREADS) "); at most half of them run\n"
@@ -164,18 +165,22 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	 * grown to this size by itself. */
 	if (srv_store_preallocate_wal(ctx.store, &err) < 0)
 		log_event("warn", "WAL file not written out", err.text, -1);
-	if (!realpath(db, ctx.db_path))
-		snprintf(ctx.db_path, sizeof(ctx.db_path), "%s", db);
+	if (srv_store_is_shared(db) || !realpath(srv_store_file(db), ctx.db_path))
+		srv_store_target_name(db, ctx.db_path, sizeof(ctx.db_path));
 	ctx.routes = (srv_route_table){.routes = srv_routes,
 					.n = srv_routes_count,
 					.caching = srv_route_caching,
 					.n_caching = srv_route_caching_count};
 	ctx.route_metrics = calloc(ctx.routes.n + 1, sizeof(srv_route_metrics));
-	ctx.auth_cache = srv_auth_cache_new(db);
+	/* A shared database's keys are revoked through any server (or `dpgate
+	 * keys`), which no stamp file beside it can tell the others: there,
+	 * every request reads its key's row. */
+	ctx.auth_cache = srv_store_is_shared(db) ? NULL : srv_auth_cache_new(srv_store_file(db));
 	ctx.tables = srv_table_cache_new(DPG_TABLE_CACHE_BYTES);
 	/* Before the job workers, which wake long-polls on their jobs. */
 	ctx.watch = srv_watch_new(ctx.max_waiters);
-	if (!ctx.route_metrics || !ctx.auth_cache || !ctx.tables || !ctx.watch)
+	if (!ctx.route_metrics || (!ctx.auth_cache && !srv_store_is_shared(db)) || !ctx.tables ||
+	    !ctx.watch)
 		goto out;
 	{
 		srv_db *sdb = srv_store_acquire(ctx.store);
@@ -418,7 +423,14 @@ static int serve_with_locks(const srv_ctx *settings, const char *db, const char 
 	 * running are marked failed) are for the one server of a database, and
 	 * the start-up sweep of the data directory removes table files that its
 	 * own database does not name, so a directory has one server too. */
-	lock_fd = serve_lock(db, false, "database", &links);
+	if (srv_store_is_shared(db)) {
+		/* A shared database has many servers: its migrations take a lock
+		 * of the database's own (store_pg.c), and only the data directory
+		 * stays one server's. */
+		lock_fd = -1;
+		goto dir_lock;
+	}
+	lock_fd = serve_lock(srv_store_file(db), false, "database", &links);
 	if (lock_fd < 0)
 		return 1;
 	/* SQLite names the WAL after the path it was given: a command run on
@@ -428,13 +440,15 @@ static int serve_with_locks(const srv_ctx *settings, const char *db, const char 
 		log_event("warn",
 			  "the database file has other hard links; give every dpgate command this "
 			  "path", db, links);
+dir_lock:
 	dir_lock_fd = serve_lock(settings->data_dir, true, "data directory", NULL);
 	if (dir_lock_fd < 0)
 		goto out;
 	rc = serve_locked(settings, db, host, port, threads);
 	close(dir_lock_fd);
 out:
-	close(lock_fd);
+	if (lock_fd >= 0)
+		close(lock_fd);
 	return rc;
 }
 

@@ -304,8 +304,11 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 			return hit > 0 ? 0 : -1;
 	}
 	memset(&pr, 0, sizeof(pr));
-	if (srv_keys_lookup(db, id_hex, want, &pr.role, &scope) != SRV_OK)
-		return -1;
+	switch (srv_keys_lookup(db, id_hex, want, &pr.role, &scope)) {
+	case SRV_OK: break;
+	case SRV_NOT_FOUND: return -1;
+	default: return SRV_DB_ERROR;
+	}
 	snprintf(pr.key_id, sizeof(pr.key_id), "%s", id_hex);
 	pr.datasets = json_loads(scope, 0, NULL);
 	free(scope);

@@ -455,6 +455,19 @@ static void admission_end(srv_ctx *ctx, struct admission *a)
 		srv_store_release(ctx->store, a->req.db);
 }
 
+/* The answer to a request whose key did not check (srv_auth_check's
+ * `checked`): 401, or 503 when the key could not be read (the database
+ * busy or unavailable), which says nothing against the key. */
+static void refuse_key(srv_response *res, int checked)
+{
+	if (checked == SRV_DB_ERROR)
+		srv_problem(res, 503, NULL, "the key store is busy or unavailable; retry shortly",
+			    NULL, NULL);
+	else
+		srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
+			    NULL, NULL);
+}
+
 /*
  * The checks that need no body: route and method, path identifiers, key,
  * role and dataset scope.  Returns the route's index, or -1 with `res`
@@ -509,11 +522,12 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 	if (route->access != SRV_PUBLIC) {
 		const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
 		bool allowed;
+		int checked;
 
 		req->db = srv_store_acquire(ctx->store);
-		if (srv_auth_check(req->db, ctx->auth_cache, authz, who) < 0) {
-			srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
-				    NULL, NULL);
+		checked = srv_auth_check(req->db, ctx->auth_cache, authz, who);
+		if (checked < 0) {
+			refuse_key(res, checked);
 			return -1;
 		}
 		a->have_who = true;

@@ -304,7 +304,10 @@ static int requeue_at_start(srv_jobs *jobs, srv_error *err)
 	char ids[DPG_MAX_QUEUED_JOBS][48];
 	unsigned n_queued = 0;
 	srv_db *db = srv_store_acquire(ctx->store);
-	int rc = fail_interrupted(db, err);
+	/* On a shared database a running job may be another live server's:
+	 * it is not failed here (its reservation's expiry commits it in full
+	 * if its server is gone). */
+	int rc = srv_store_shared(ctx->store) ? 0 : fail_interrupted(db, err);
 
 	if (rc == 0 && srv__job_ids_in_state(db, "queued", ids, DPG_MAX_QUEUED_JOBS, &n_queued) != SRV_OK)
 		n_queued = 0;

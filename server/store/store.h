@@ -27,15 +27,37 @@
 /* Process-wide setup, once, before any database is opened (main). */
 void srv_store_init_process(void);
 
-/* One SQLite connection with its prepared statements; used by one thread at
- * a time, handed out by the pool. */
+/* One database connection with its prepared statements; used by one thread
+ * at a time, handed out by the pool. */
 typedef struct srv_db srv_db;
 
-/* A pool of connections to one database file in WAL mode. */
+/* A pool of connections to one database (an SQLite file in WAL mode, or a
+ * PostgreSQL database). */
 typedef struct srv_store srv_store;
 
 /*
- * Opens (creating if needed) the database at `path`, sets WAL mode and
+ * What a --db target names.  "postgresql://..." or "postgres://..." (libpq's
+ * URL) is a PostgreSQL database that several dpgate servers may share; a
+ * path, or "sqlite:PATH", is an SQLite file that one server owns.  Every
+ * function below that takes a `path` takes either.
+ */
+bool srv_store_is_shared(const char *target);
+
+/* The target as messages and logs may show it: a URL's password left out,
+ * the sqlite: prefix dropped. */
+void srv_store_target_name(const char *target, char *buf, size_t size);
+
+/* The SQLite file a target names (the target without "sqlite:"); NULL for
+ * a PostgreSQL URL. */
+const char *srv_store_file(const char *target);
+
+/* Whether other servers may write the store's database at the same time
+ * (srv_store_is_shared of the target it was opened on). */
+bool srv_store_shared(const srv_store *store);
+
+/*
+ * Opens (creating if needed) the database at `path` (a PostgreSQL database
+ * must exist; its tables are created), sets WAL mode and
  * synchronous=FULL, applies the embedded migrations idempotently, and makes a
  * pool of `pool_size` connections.  An absent or empty file is initialised;
  * a file with tables but no schema_migrations (someone else's database), or

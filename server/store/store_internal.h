@@ -6,12 +6,19 @@
 #ifndef DPGATE_SRV_STORE_INTERNAL_H
 #define DPGATE_SRV_STORE_INTERNAL_H
 
-#include <sqlite3.h>
-
 #include "store.h"
+#include "store_sql.h"
 
-/* The raw connection, for the other store files of server/ (keys). */
-sqlite3 *srv__db_handle(srv_db *db);
+/* The driver connection under db, for the other store files. */
+srv__conn *srv__db_conn(srv_db *db);
+
+/* The engine's message for the last failure on db's connection. */
+const char *srv__db_errmsg(srv_db *db);
+
+/* A read-only transaction: one snapshot for what follows; 0 or -1.
+ * srv__db_end_read ends it (a no-op when none is open). */
+int srv__db_begin_read(srv_db *db);
+void srv__db_end_read(srv_db *db);
 
 /* The steps every one-off statement of the store takes, once.  A
  * statement from srv__prepare is the caller's to finalize, except that
@@ -19,16 +26,16 @@ sqlite3 *srv__db_handle(srv_db *db);
  * three accepts NULL (a failed prepare) and answers SRV_DB_ERROR. */
 
 /* Prepares `sql` on db's connection and binds ?1 to text1 (left unbound
- * when NULL; the text must outlive the statement).  NULL when SQLite
- * cannot prepare it. */
-sqlite3_stmt *srv__prepare(srv_db *db, const char *sql, const char *text1);
+ * when NULL; the text must outlive the statement).  NULL when it
+ * cannot be prepared. */
+srv__stmt *srv__prepare(srv_db *db, const char *sql, const char *text1);
 
 /* Runs s to completion and finalizes it: SRV_OK or SRV_DB_ERROR. */
-int srv__run(sqlite3_stmt *s);
+int srv__run(srv__stmt *s);
 
 /* Steps s to its first row: SRV_OK (read it, then finalize s),
  * SRV_NOT_FOUND when there is none, SRV_DB_ERROR. */
-int srv__first_row(sqlite3_stmt *s);
+int srv__first_row(srv__stmt *s);
 
 /* A listing's callback and its argument, handed to the row function of
  * srv__each_row or srv__db_page: `each` holds the one callback that the
@@ -48,7 +55,7 @@ struct srv__lister {
 /* Calls `row` with each row of s, then finalizes s.  A negative return of
  * `row` stops the walk and is returned; otherwise SRV_OK, or SRV_DB_ERROR
  * when stepping fails. */
-int srv__each_row(sqlite3_stmt *s, int (*row)(sqlite3_stmt *s, void *arg), void *arg);
+int srv__each_row(srv__stmt *s, int (*row)(srv__stmt *s, void *arg), void *arg);
 
 /* One page of a keyset-paginated listing, for the store files: runs
  * `sql`, binding ?1 to text_param (left unbound when NULL), ?2 to `after`
@@ -57,7 +64,7 @@ int srv__each_row(sqlite3_stmt *s, int (*row)(sqlite3_stmt *s, void *arg), void 
  * gets the last listed cursor when more rows follow, else -1.  SRV_OK or
  * SRV_DB_ERROR. */
 int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
-		 int64_t limit, int (*row)(sqlite3_stmt *s, void *arg), void *row_arg,
+		 int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
 		 int64_t *ret_next);
 
 
@@ -67,13 +74,24 @@ int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t af
  * bindings cleared.  The caller resets it after use and never finalizes it.
  * NULL when it cannot be prepared or the cache is full.
  */
-sqlite3_stmt *srv__cached_stmt(srv_db *db, const char *sql);
+srv__stmt *srv__cached_stmt(srv_db *db, const char *sql);
 
-/* BEGIN IMMEDIATE, waiting on the busy handler; 0 or SRV_DB_ERROR. */
+/* Starts the write transaction (SQLite: BEGIN IMMEDIATE, waiting on the
+ * busy handler); 0 or SRV_DB_ERROR. */
 int srv__begin_write(srv_db *db);
 
-/* COMMIT (durable with synchronous=FULL); when it fails, logs it, rolls
- * back and returns SRV_COMMIT_FAILED (see store_db.c on what may stay). */
+/* Inside the write transaction, before the dataset's totals are read:
+ * keeps every other writer off them until COMMIT (the driver's
+ * lock_dataset).  SRV_OK or SRV_DB_ERROR. */
+int srv__lock_dataset(srv_db *db, const char *dataset_id);
+
+/* As srv__lock_dataset, for rows no single row stands for, named by
+ * `what` (e.g. "admin keys"). */
+int srv__lock_named(srv_db *db, const char *what);
+
+/* COMMIT (durable: synchronous=FULL under SQLite); when it fails, logs it,
+ * rolls back and returns SRV_COMMIT_FAILED (see store_db.c on what may
+ * stay). */
 int srv__commit(srv_db *db);
 
 /* ROLLBACK if a transaction is open; a no-op otherwise. */

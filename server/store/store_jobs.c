@@ -24,22 +24,22 @@ void srv__job_row_clear(srv_job_row *j)
 	memset(j, 0, sizeof(*j));
 }
 
-static const char *col_text(sqlite3_stmt *s, int i)
+static const char *col_text(srv__stmt *s, int i)
 {
-	const unsigned char *t = sqlite3_column_text(s, i);
+	const char *t = srv__sql_text(s, i);
 
-	return t ? (const char *)t : "";
+	return t ? t : "";
 }
 
 /* A JSON column's text as stored (malloc'ed), or NULL for SQL NULL. */
-static char *col_dup(sqlite3_stmt *s, int i)
+static char *col_dup(srv__stmt *s, int i)
 {
-	return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : strdup(col_text(s, i));
+	return srv__sql_is_null(s, i) ? NULL : strdup(col_text(s, i));
 }
 
 int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 {
-	sqlite3_stmt *s = srv__prepare(db,
+	srv__stmt *s = srv__prepare(db,
 				       "SELECT id, dataset_id, trainer, state, reservation_id, n_train,"
 				       " params, event, progress, result, error, model_path, created_at,"
 				       " coalesce(started_at, ''), coalesce(finished_at, '')"
@@ -55,34 +55,34 @@ int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 		snprintf(j->trainer, sizeof(j->trainer), "%s", col_text(s, 2));
 		snprintf(j->state, sizeof(j->state), "%s", col_text(s, 3));
 		snprintf(j->reservation_id, sizeof(j->reservation_id), "%s", col_text(s, 4));
-		j->n_train = sqlite3_column_int64(s, 5);
+		j->n_train = srv__sql_int64(s, 5);
 		j->params = col_dup(s, 6);
 		j->event = col_dup(s, 7);
 		j->progress = col_dup(s, 8);
 		j->result = col_dup(s, 9);
-		if (sqlite3_column_type(s, 10) != SQLITE_NULL)
+		if (!srv__sql_is_null(s, 10))
 			j->error = strdup(col_text(s, 10));
-		if (sqlite3_column_type(s, 11) != SQLITE_NULL)
+		if (!srv__sql_is_null(s, 11))
 			j->model_path = strdup(col_text(s, 11));
 		snprintf(j->created_at, sizeof(j->created_at), "%s", col_text(s, 12));
 		snprintf(j->started_at, sizeof(j->started_at), "%s", col_text(s, 13));
 		snprintf(j->finished_at, sizeof(j->finished_at), "%s", col_text(s, 14));
 	}
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return rc;
 }
 
 /* Runs one statement with text parameters (NULL binds NULL). */
 static int exec_text(srv_db *db, const char *sql, int n, const char *const *args)
 {
-	sqlite3_stmt *s = srv__prepare(db, sql, NULL);
+	srv__stmt *s = srv__prepare(db, sql, NULL);
 
 	for (int i = 0; s && i < n; i++)
 		if (args[i])
-			sqlite3_bind_text(s, i + 1, args[i], -1, SQLITE_STATIC);
+			srv__sql_bind_text(s, i + 1, args[i]);
 	if (srv__run(s) != SRV_OK)
 		return SRV_DB_ERROR;
-	return sqlite3_changes(srv__db_handle(db)) > 0 ? SRV_OK : SRV_NOT_FOUND;
+	return srv__sql_changes(srv__db_conn(db)) > 0 ? SRV_OK : SRV_NOT_FOUND;
 }
 
 /*
@@ -147,7 +147,9 @@ int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_sta
 		rc = SRV_CONFLICT;
 		goto out;
 	}
-	rc = srv_store_dataset_get(db, j.dataset_id, &ds);
+	rc = srv__lock_dataset(db, j.dataset_id);
+	if (rc == SRV_OK)
+		rc = srv_store_dataset_get(db, j.dataset_id, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	/* The expiry rule first, as for any close: a reservation past its TTL
@@ -209,7 +211,7 @@ int srv__job_mark_running(srv_db *db, const char *id, const char *now)
 	return exec_text(db,
 			 "UPDATE jobs SET state = 'running', started_at = ?2"
 			 " WHERE id = ?1 AND state = 'queued' AND NOT EXISTS"
-			 " (SELECT 1 FROM datasets d WHERE d.id = jobs.dataset_id AND d.archived)",
+			 " (SELECT 1 FROM datasets d WHERE d.id = jobs.dataset_id AND d.archived <> 0)",
 			 2, args);
 }
 
@@ -223,36 +225,36 @@ void srv__job_save_progress(srv_db *db, const char *id, const char *progress_tex
 int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],
 			  unsigned max, unsigned *ret_n)
 {
-	sqlite3_stmt *s = srv__prepare(
+	srv__stmt *s = srv__prepare(
 		db, "SELECT id FROM jobs WHERE state = ?1 ORDER BY created_at, id LIMIT ?2", state);
 	unsigned n = 0;
 
 	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_int64(s, 2, (sqlite3_int64)max);
-	while (n < max && sqlite3_step(s) == SQLITE_ROW)
+	srv__sql_bind_int64(s, 2, (int64_t)max);
+	while (n < max && srv__sql_step(s) == SRV__SQL_ROW)
 		snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	*ret_n = n;
 	return SRV_OK;
 }
 
 const char *srv__job_db_error(srv_db *db)
 {
-	return sqlite3_errmsg(srv__db_handle(db));
+	return srv__db_errmsg(db);
 }
 
 int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
 			     void (*fn)(void *arg, const srv_job_row *j), void *arg)
 {
-	sqlite3_stmt *s = srv__prepare(db,
+	srv__stmt *s = srv__prepare(db,
 				       "SELECT id FROM jobs WHERE dataset_id = ?1"
 				       " ORDER BY created_at DESC, id LIMIT 1000",
 				       dataset_id);
 
 	if (!s)
 		return SRV_DB_ERROR;
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	while (srv__sql_step(s) == SRV__SQL_ROW) {
 		srv_job_row j;
 
 		if (srv__job_load(db, col_text(s, 0), &j) == SRV_OK) {
@@ -260,49 +262,49 @@ int srv__job_each_of_dataset(srv_db *db, const char *dataset_id,
 			srv__job_row_clear(&j);
 		}
 	}
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return SRV_OK;
 }
 
 int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char builtin[64])
 {
-	sqlite3_stmt *s = srv__prepare(
+	srv__stmt *s = srv__prepare(
 		db, "SELECT kind, coalesce(builtin, '') FROM dataset_data WHERE dataset_id = ?1",
 		dataset_id);
 
 	kind[0] = builtin[0] = '\0';
 	if (!s)
 		return SRV_DB_ERROR;
-	if (sqlite3_step(s) == SQLITE_ROW) {
+	if (srv__sql_step(s) == SRV__SQL_ROW) {
 		snprintf(kind, 16, "%s", col_text(s, 0));
 		snprintf(builtin, 64, "%s", col_text(s, 1));
 	}
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return SRV_OK;
 }
 
 int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char **ret_columns)
 {
-	sqlite3_stmt *s = srv__prepare(
+	srv__stmt *s = srv__prepare(
 		db, "SELECT rows, kind, columns FROM dataset_data WHERE dataset_id = ?1", dataset_id);
 	int rc = SRV_NOT_FOUND;
 
 	*ret_columns = NULL;
 	if (!s)
 		return SRV_DB_ERROR;
-	if (sqlite3_step(s) == SQLITE_ROW) {
-		*ret = sqlite3_column_int64(s, 0);
+	if (srv__sql_step(s) == SRV__SQL_ROW) {
+		*ret = srv__sql_int64(s, 0);
 		if (strcmp(col_text(s, 1), "table") == 0)
 			*ret_columns = col_dup(s, 2);
 		rc = SRV_OK;
 	}
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return rc;
 }
 
 int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
 {
-	sqlite3_stmt *s = srv__prepare(db,
+	srv__stmt *s = srv__prepare(db,
 				       "SELECT kind, builtin, rows, columns, bytes, created_at,"
 				       " rows_public, schema_declared FROM dataset_data"
 				       " WHERE dataset_id = ?1",
@@ -312,19 +314,19 @@ int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
 	memset(ret, 0, sizeof(*ret));
 	if (!s)
 		return SRV_DB_ERROR;
-	if (sqlite3_step(s) == SQLITE_ROW) {
+	if (srv__sql_step(s) == SRV__SQL_ROW) {
 		snprintf(ret->kind, sizeof(ret->kind), "%s", col_text(s, 0));
-		if (sqlite3_column_type(s, 1) != SQLITE_NULL)
+		if (!srv__sql_is_null(s, 1))
 			snprintf(ret->builtin, sizeof(ret->builtin), "%s", col_text(s, 1));
-		ret->rows = sqlite3_column_int64(s, 2);
+		ret->rows = srv__sql_int64(s, 2);
 		ret->columns = col_dup(s, 3);
-		ret->bytes = sqlite3_column_int64(s, 4);
+		ret->bytes = srv__sql_int64(s, 4);
 		snprintf(ret->created_at, sizeof(ret->created_at), "%s", col_text(s, 5));
-		ret->rows_public = sqlite3_column_int(s, 6) != 0;
-		ret->schema_declared = sqlite3_column_int(s, 7) != 0;
+		ret->rows_public = srv__sql_int64(s, 6) != 0;
+		ret->schema_declared = srv__sql_int64(s, 7) != 0;
 		rc = SRV_OK;
 	}
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return rc;
 }
 

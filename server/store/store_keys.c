@@ -23,7 +23,6 @@
 #include <time.h>
 
 #include <sodium.h>
-#include <sqlite3.h>
 
 #include "store.h"
 #include "store_internal.h"
@@ -73,20 +72,20 @@ void srv_keys_hash(const char *id_hex, const char *secret_hex, uint8_t out[32])
 static int key_event(srv_db *db, const char *key_id, const char *action, const char *actor,
 		     const char *now)
 {
-	sqlite3_stmt *s = srv__prepare(db,
+	srv__stmt *s = srv__prepare(db,
 				       "INSERT INTO key_events (key_id, action, role, datasets, actor,"
-				       " created_at) SELECT id, ?2, role, datasets, ?3, ?4"
-				       " FROM api_keys WHERE id = ?1",
+				       " created_at) SELECT id, CAST(?2 AS TEXT), role, datasets,"
+				       " CAST(?3 AS TEXT), CAST(?4 AS TEXT) FROM api_keys WHERE id = ?1",
 				       key_id);
 
 	if (s) {
-		sqlite3_bind_text(s, 2, action, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 3, actor, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 4, now, -1, SQLITE_STATIC);
+		srv__sql_bind_text(s, 2, action);
+		srv__sql_bind_text(s, 3, actor);
+		srv__sql_bind_text(s, 4, now);
 	}
 	if (srv__run(s) != SRV_OK)
 		return SRV_DB_ERROR;
-	return sqlite3_changes(srv__db_handle(db)) == 1 ? SRV_OK : SRV_DB_ERROR;
+	return srv__sql_changes(srv__db_conn(db)) == 1 ? SRV_OK : SRV_DB_ERROR;
 }
 
 int srv_keys_create(srv_db *db, srv_role role, const char *scope_text, const char *note,
@@ -96,7 +95,7 @@ int srv_keys_create(srv_db *db, srv_role role, const char *scope_text, const cha
 	uint8_t id[SRV_KEY_ID_BYTES], secret[SRV_KEY_SECRET_BYTES], hash[crypto_hash_sha256_BYTES];
 	char id_hex[2 * SRV_KEY_ID_BYTES + 1], secret_hex[2 * SRV_KEY_SECRET_BYTES + 1];
 	char now[32];
-	sqlite3_stmt *s = NULL;
+	srv__stmt *s = NULL;
 	int rc = SRV_DB_ERROR;
 
 	if (srv_random_bytes(id, sizeof(id)) != SRV_OK ||
@@ -114,13 +113,13 @@ int srv_keys_create(srv_db *db, srv_role role, const char *scope_text, const cha
 			 id_hex);
 	if (!s)
 		goto out;
-	sqlite3_bind_blob(s, 2, hash, sizeof(hash), SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, srv_role_name(role), -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 4, scope_text ? scope_text : "[]", -1, SQLITE_STATIC);
+	srv__sql_bind_blob(s, 2, hash, sizeof(hash));
+	srv__sql_bind_text(s, 3, srv_role_name(role));
+	srv__sql_bind_text(s, 4, scope_text ? scope_text : "[]");
 	if (note)
-		sqlite3_bind_text(s, 5, note, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 6, now, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+		srv__sql_bind_text(s, 5, note);
+	srv__sql_bind_text(s, 6, now);
+	if (srv__sql_step(s) != SRV__SQL_DONE)
 		goto out;
 	if (key_event(db, id_hex, "create", actor, now) != SRV_OK)
 		goto out;
@@ -134,20 +133,20 @@ out:
 	srv__rollback(db);
 	sodium_memzero(secret, sizeof(secret));
 	sodium_memzero(secret_hex, sizeof(secret_hex));
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return rc;
 }
 
-static int key_row(sqlite3_stmt *s, void *arg)
+static int key_row(srv__stmt *s, void *arg)
 {
 	struct srv__lister *w = arg;
 	srv_key_row r = {
-		.id = (const char *)sqlite3_column_text(s, 0),
-		.role = (const char *)sqlite3_column_text(s, 1),
-		.datasets = (const char *)sqlite3_column_text(s, 2),
-		.note = (const char *)sqlite3_column_text(s, 3),
-		.created_at = (const char *)sqlite3_column_text(s, 4),
-		.revoked_at = (const char *)sqlite3_column_text(s, 5),
+		.id = srv__sql_text(s, 0),
+		.role = srv__sql_text(s, 1),
+		.datasets = srv__sql_text(s, 2),
+		.note = srv__sql_text(s, 3),
+		.created_at = srv__sql_text(s, 4),
+		.revoked_at = srv__sql_text(s, 5),
 	};
 
 	return w->each.key(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
@@ -168,7 +167,7 @@ int srv_keys_list(srv_db *db, srv_key_row_fn each, void *arg)
  * stays as it was (SRV_OK, no second audit row). */
 static int revoke_locked(srv_db *db, const char *key_id, const char *actor)
 {
-	sqlite3_stmt *s;
+	srv__stmt *s;
 	char now[32];
 	int rc;
 
@@ -176,14 +175,14 @@ static int revoke_locked(srv_db *db, const char *key_id, const char *actor)
 	s = srv__prepare(db, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
 			 key_id);
 	if (s)
-		sqlite3_bind_text(s, 2, now, -1, SQLITE_STATIC);
+		srv__sql_bind_text(s, 2, now);
 	if (srv__run(s) != SRV_OK)
 		return SRV_DB_ERROR;
-	if (sqlite3_changes(srv__db_handle(db)) == 1)
+	if (srv__sql_changes(srv__db_conn(db)) == 1)
 		return key_event(db, key_id, "revoke", actor, now);
 	s = srv__prepare(db, "SELECT 1 FROM api_keys WHERE id = ?1", key_id);
 	rc = srv__first_row(s);
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return rc;
 }
 
@@ -202,22 +201,22 @@ int srv_keys_revoke(srv_db *db, const char *key_id, const char *actor)
 
 int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char *actor)
 {
-	sqlite3_stmt *s = NULL;
+	srv__stmt *s = NULL;
 	int64_t admins = 0;
 	bool live_admin = false;
 	int rc;
 
 	/* One write transaction: two admins revoking their own keys at once
 	 * each counted two admins outside it, and both went. */
-	if (srv__begin_write(db) < 0)
+	if (srv__begin_write(db) < 0 || srv__lock_named(db, "admin keys") != SRV_OK)
 		return SRV_DB_ERROR;
 	s = srv__prepare(db,
 			 "SELECT role = 'admin' AND revoked_at IS NULL FROM api_keys WHERE id = ?1",
 			 key_id);
 	rc = srv__first_row(s);
 	if (rc == SRV_OK)
-		live_admin = sqlite3_column_int(s, 0) != 0;
-	sqlite3_finalize(s);
+		live_admin = srv__sql_int64(s, 0) != 0;
+	srv__sql_finalize(s);
 	if (rc == SRV_OK && live_admin && (rc = srv_keys_count(db, SRV_ROLE_ADMIN, &admins)) == SRV_OK &&
 	    admins <= 1)
 		rc = SRV_CONFLICT;
@@ -231,29 +230,29 @@ int srv_keys_revoke_keeping_an_admin(srv_db *db, const char *key_id, const char 
 
 int srv_keys_count(srv_db *db, srv_role role, int64_t *ret)
 {
-	sqlite3_stmt *s = srv__prepare(
+	srv__stmt *s = srv__prepare(
 		db, "SELECT count(*) FROM api_keys WHERE role = ?1 AND revoked_at IS NULL",
 		srv_role_name(role));
 	int rc = srv__first_row(s) == SRV_OK ? SRV_OK : SRV_DB_ERROR;
 
 	if (rc == SRV_OK)
-		*ret = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
+		*ret = srv__sql_int64(s, 0);
+	srv__sql_finalize(s);
 	return rc;
 }
 
-static int key_event_page_row(sqlite3_stmt *s, void *arg)
+static int key_event_page_row(srv__stmt *s, void *arg)
 {
 	struct srv__lister *kp = arg;
 	srv_key_event_row r = {
-		.seq = sqlite3_column_int64(s, 0),
-		.key_id = (const char *)sqlite3_column_text(s, 1),
-		.action = (const char *)sqlite3_column_text(s, 2),
-		.role = (const char *)sqlite3_column_text(s, 3),
-		.datasets = (const char *)sqlite3_column_text(s, 4),
-		.actor = (const char *)sqlite3_column_text(s, 5),
-		.synthesized = sqlite3_column_int(s, 6) != 0,
-		.created_at = (const char *)sqlite3_column_text(s, 7),
+		.seq = srv__sql_int64(s, 0),
+		.key_id = srv__sql_text(s, 1),
+		.action = srv__sql_text(s, 2),
+		.role = srv__sql_text(s, 3),
+		.datasets = srv__sql_text(s, 4),
+		.actor = srv__sql_text(s, 5),
+		.synthesized = srv__sql_int64(s, 6) != 0,
+		.created_at = srv__sql_text(s, 7),
 	};
 
 	return kp->each.key_event(kp->arg, &r);
@@ -273,30 +272,30 @@ int srv_keys_audit(srv_db *db, int64_t after, int64_t limit, srv_key_event_fn ea
 int srv_keys_lookup(srv_db *db, const char *id_hex, const uint8_t hash[32], srv_role *ret_role,
 		    char **ret_scope)
 {
-	sqlite3_stmt *s = srv__cached_stmt(db, sql_key_lookup);
+	srv__stmt *s = srv__cached_stmt(db, sql_key_lookup);
 	int rc = SRV_DB_ERROR;
 	int step;
 
 	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, id_hex, -1, SQLITE_STATIC);
-	step = sqlite3_step(s);
-	if (step != SQLITE_ROW) {
-		rc = step == SQLITE_DONE ? SRV_NOT_FOUND : SRV_DB_ERROR;
+	srv__sql_bind_text(s, 1, id_hex);
+	step = srv__sql_step(s);
+	if (step != SRV__SQL_ROW) {
+		rc = step == SRV__SQL_DONE ? SRV_NOT_FOUND : SRV_DB_ERROR;
 		goto out;
 	}
 	rc = SRV_NOT_FOUND;
-	if (sqlite3_column_bytes(s, 0) != crypto_hash_sha256_BYTES ||
-	    sodium_memcmp(sqlite3_column_blob(s, 0), hash, crypto_hash_sha256_BYTES) != 0)
+	if (srv__sql_bytes(s, 0) != crypto_hash_sha256_BYTES ||
+	    sodium_memcmp(srv__sql_blob(s, 0), hash, crypto_hash_sha256_BYTES) != 0)
 		goto out;
-	if (srv_role_from_name((const char *)sqlite3_column_text(s, 1), ret_role) < 0)
+	if (srv_role_from_name(srv__sql_text(s, 1), ret_role) < 0)
 		goto out;
 	rc = SRV_DB_ERROR;
-	*ret_scope = strdup((const char *)sqlite3_column_text(s, 2));
+	*ret_scope = strdup(srv__sql_text(s, 2));
 	if (*ret_scope)
 		rc = SRV_OK;
 out:
-	sqlite3_reset(s);
+	srv__sql_reset(s);
 	return rc;
 }
 

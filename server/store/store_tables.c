@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
 
 #include "store.h"
 #include "store_internal.h"
@@ -15,7 +14,7 @@
 int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path,
 			     char **ret_columns)
 {
-	sqlite3_stmt *s = srv__prepare(db,
+	srv__stmt *s = srv__prepare(db,
 				       "SELECT kind = 'table' AND path IS NOT NULL, path, columns"
 				       " FROM dataset_data WHERE dataset_id = ?1",
 				       dataset_id);
@@ -23,16 +22,16 @@ int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path
 
 	*ret_path = NULL;
 	*ret_columns = NULL;
-	if (rc == SRV_OK && sqlite3_column_int(s, 0) == 0)
+	if (rc == SRV_OK && srv__sql_int64(s, 0) == 0)
 		rc = SRV_NOT_FOUND;
 	if (rc != SRV_OK)
 		goto out;
-	*ret_path = strdup((const char *)sqlite3_column_text(s, 1));
-	if (sqlite3_column_type(s, 2) == SQLITE_TEXT)
-		*ret_columns = strdup((const char *)sqlite3_column_text(s, 2));
+	*ret_path = strdup(srv__sql_text(s, 1));
+	if (!srv__sql_is_null(s, 2))
+		*ret_columns = strdup(srv__sql_text(s, 2));
 	rc = SRV_OK;
 out:
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return rc;
 }
 
@@ -46,7 +45,7 @@ int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path,
 			   const char *columns, int64_t bytes, bool rows_public, bool schema_declared,
 			   const char *actor, char **ret_old)
 {
-	sqlite3_stmt *s = NULL;
+	srv__stmt *s = NULL;
 	char now[32], *old = NULL;
 	int rc = SRV_DB_ERROR;
 
@@ -67,19 +66,19 @@ int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path,
 			 dataset_id);
 	if (!s)
 		goto out;
-	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, rows);
-	sqlite3_bind_text(s, 4, columns, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 5, bytes);
-	sqlite3_bind_text(s, 6, actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 7, now, -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 8, rows_public);
-	sqlite3_bind_int(s, 9, schema_declared);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	srv__sql_bind_text(s, 2, path);
+	srv__sql_bind_int64(s, 3, rows);
+	srv__sql_bind_text(s, 4, columns);
+	srv__sql_bind_int64(s, 5, bytes);
+	srv__sql_bind_text(s, 6, actor);
+	srv__sql_bind_text(s, 7, now);
+	srv__sql_bind_int64(s, 8, rows_public);
+	srv__sql_bind_int64(s, 9, schema_declared);
+	if (srv__sql_step(s) != SRV__SQL_DONE)
 		goto out;
 	rc = srv__commit(db);
 out:
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	if (rc != SRV_OK) {
 		srv__rollback(db);
 		free(old);
@@ -91,7 +90,7 @@ out:
 
 int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret)
 {
-	sqlite3_stmt *s = srv__prepare(db,
+	srv__stmt *s = srv__prepare(db,
 				       "SELECT path FROM dataset_data WHERE dataset_id = ?1"
 				       " AND kind = 'table' AND path IS NOT NULL",
 				       dataset_id);
@@ -99,7 +98,7 @@ int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret)
 	int rc = srv__first_row(s);
 
 	if (rc == SRV_OK) {
-		path = strdup((const char *)sqlite3_column_text(s, 0));
+		path = strdup(srv__sql_text(s, 0));
 		if (!path)
 			rc = SRV_DB_ERROR;
 	}
@@ -108,7 +107,7 @@ int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret)
 	*ret = path;
 	rc = SRV_OK;
 out:
-	sqlite3_finalize(s);
+	srv__sql_finalize(s);
 	return rc;
 }
 
@@ -116,18 +115,19 @@ int srv_store_table_file_linked(srv_db *db, const char *name, bool *ret)
 {
 	/* Some link names this file, whatever directory the link spelled (the
 	 * data directory may have been given another way). */
-	sqlite3_stmt *s = srv__cached_stmt(db, "SELECT EXISTS (SELECT 1 FROM dataset_data WHERE"
-					   " path IS NOT NULL AND (path = ?1 OR"
-					   " substr(path, -length(?1) - 1) = '/' || ?1))");
+	srv__stmt *s = srv__cached_stmt(db, "SELECT EXISTS (SELECT 1 FROM dataset_data WHERE"
+					   " path IS NOT NULL AND (path = CAST(?1 AS TEXT) OR"
+					   " substr(path, length(path) - length(CAST(?1 AS TEXT)))"
+					   " = '/' || CAST(?1 AS TEXT)))");
 	int rc = SRV_DB_ERROR;
 
 	if (!s)
 		return SRV_DB_ERROR;
-	sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
-	if (sqlite3_step(s) == SQLITE_ROW) {
-		*ret = sqlite3_column_int(s, 0) != 0;
+	srv__sql_bind_text(s, 1, name);
+	if (srv__sql_step(s) == SRV__SQL_ROW) {
+		*ret = srv__sql_int64(s, 0) != 0;
 		rc = SRV_OK;
 	}
-	sqlite3_reset(s);
+	srv__sql_reset(s);
 	return rc;
 }

@@ -17,6 +17,7 @@
 
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 #include "harness.h"
@@ -204,6 +205,80 @@ void dpg_server_start_env(dpg_server *s, const char *const *env)
 	dpg_server_start_with(s, env, 0);
 }
 
+const char *dpg_test_pg(void)
+{
+	const char *url = getenv("DPGATE_TEST_DB");
+
+	return url && (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0) ?
+		       url :
+		       NULL;
+}
+
+void dpg_skip_on_pg(const char *why)
+{
+	if (dpg_test_pg())
+		cr_skip_test("on PostgreSQL: %s", why);
+}
+
+/* Runs one statement on the PostgreSQL database at url; fails the test
+ * when it fails. */
+static void pg_run_sql(const char *url, const char *sql)
+{
+	PGconn *c = PQconnectdb(url);
+	PGresult *r;
+
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "cannot connect to %s: %s", url,
+		     PQerrorMessage(c));
+	r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* url, with its database (the path after the host) replaced by name. */
+static void pg_url_with_database(const char *url, const char *name, char *out, size_t size)
+{
+	const char *host = strstr(url, "://") + 3;
+	const char *slash = strchr(host, '/');
+	const char *query = strchr(host, '?');
+	int head = (int)((slash ? slash : query ? query : host + strlen(host)) - url);
+
+	snprintf(out, size, "%.*s/%s%s", head, url, name, query ? query : "");
+}
+
+void dpg_new_database(char *out, size_t size)
+{
+	static unsigned made;
+	char name[64], sql[128];
+
+	snprintf(name, sizeof(name), "dpgt_%ld_%u_%ld", (long)getpid(), made++, (long)time(NULL));
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+	pg_run_sql(dpg_test_pg(), sql);
+	pg_url_with_database(dpg_test_pg(), name, out, size);
+}
+
+/* Drops the database a PostgreSQL test server ran on. */
+static void drop_test_database(const char *url)
+{
+	const char *name = strrchr(url, '/') + 1;
+	char sql[160];
+
+	snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %.*s WITH (FORCE)",
+		 (int)strcspn(name, "?"), name);
+	pg_run_sql(dpg_test_pg(), sql);
+}
+
+void dpg_server_start_on(dpg_server *s, const char *db)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(s->dir));
+	cr_assert_lt((size_t)snprintf(s->db, sizeof(s->db), "%s", db), sizeof(s->db));
+	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
+	dpg_make_key(s, "admin", NULL, s->admin_key, sizeof(s->admin_key));
+	spawn(s);
+}
+
 void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threads)
 {
 	memset(s, 0, sizeof(*s));
@@ -211,7 +286,10 @@ void dpg_server_start_with(dpg_server *s, const char *const *env, unsigned threa
 	s->threads = threads;
 	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
 	cr_assert_not_null(mkdtemp(s->dir));
-	snprintf(s->db, sizeof(s->db), "%s/test.db", s->dir);
+	if (dpg_test_pg())
+		dpg_new_database(s->db, sizeof(s->db));
+	else
+		snprintf(s->db, sizeof(s->db), "%s/test.db", s->dir);
 	snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);
 	dpg_make_key(s, "admin", NULL, s->admin_key, sizeof(s->admin_key));
 	spawn(s);
@@ -312,6 +390,8 @@ void dpg_server_destroy(dpg_server *s)
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", s->dir);
+		if (dpg_test_pg() && strncmp(s->db, "postgres", 8) == 0)
+			drop_test_database(s->db);
 	}
 }
 
@@ -696,12 +776,32 @@ json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *sta
 	return NULL;
 }
 
+/* dpg_count_rows on a PostgreSQL database. */
+static long long pg_count_rows(const char *url, const char *sql)
+{
+	PGconn *c = PQconnectdb(url);
+	PGresult *r;
+	long long n;
+
+	cr_assert_eq(PQstatus(c), CONNECTION_OK, "cannot connect to %s: %s", url,
+		     PQerrorMessage(c));
+	r = PQexec(c, sql);
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(c));
+	cr_assert_eq(PQntuples(r), 1, "%s", sql);
+	n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	PQfinish(c);
+	return n;
+}
+
 long long dpg_count_rows(const char *path, const char *sql)
 {
 	sqlite3 *h = NULL;
 	sqlite3_stmt *s = NULL;
 	long long n;
 
+	if (strncmp(path, "postgres", 8) == 0)
+		return pg_count_rows(path, sql);
 	cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
 	cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
 	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);

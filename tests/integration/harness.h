@@ -34,6 +34,29 @@ typedef struct dpg_resp {
 	long long retry_after;    /* the Retry-After header in seconds, 0 when absent */
 } dpg_resp;
 
+/*
+ * The PostgreSQL server the suite runs on instead of SQLite files: the URL
+ * in $DPGATE_TEST_DB (postgresql://... of an existing database, whose
+ * user may create databases), or NULL.  With it, every server a test
+ * starts gets a fresh database of its own (dpg_new_database), dropped by
+ * dpg_server_destroy.
+ */
+const char *dpg_test_pg(void);
+
+/* Skips the running test when the suite runs on PostgreSQL: for a test of
+ * what only an SQLite file has (its WAL, its links, a write to it behind the
+ * server's back); `why` says which. */
+void dpg_skip_on_pg(const char *why);
+
+/* Starts a server in a fresh directory of its own on the existing database
+ * `db` (a path or a PostgreSQL URL another server may use too), with an
+ * admin key of its own; fails the test when it cannot. */
+void dpg_server_start_on(dpg_server *s, const char *db);
+
+/* Creates a fresh, empty database on $DPGATE_TEST_DB's server and writes
+ * its URL into out (size bytes); fails the test when it cannot. */
+void dpg_new_database(char *out, size_t size);
+
 /* The dpgate binary under test ($DPGATE_BIN). */
 const char *dpg_bin(void);
 

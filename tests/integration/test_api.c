@@ -747,6 +747,8 @@ Test(api, every_ledger_row_carries_the_totals_after_it)
 	json_t *report, *datasets, *d, *k = NULL;
 	size_t i;
 
+	dpg_skip_on_pg("reads the totals with SQLite's json_extract");
+
 	dpg_make_dataset(&srv, "k", 4.0, 0, "basic");
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM ledger WHERE dataset_id = 'k'"), 1);
 	assert_last_row_carries_the_budget("k", "create");
@@ -1127,6 +1129,7 @@ Test(api, a_revocation_through_a_symlinked_path_reaches_the_server)
 	char k[160], id[17], link[400];
 	dpg_resp r;
 
+	dpg_skip_on_pg("a file's symlink; servers on a shared database keep no key cache");
 	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
 	dpg_make_key(&srv, "viewer", NULL, k, sizeof(k));
 	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k, NULL, 200);

@@ -97,6 +97,7 @@ static void sql_file(const char *path, const char *sql)
 {
 	sqlite3 *h = NULL;
 
+	dpg_skip_on_pg("writes to an SQLite file");
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
 	cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
 	sqlite3_close(h);
@@ -168,6 +169,7 @@ Test(instance, a_second_server_on_the_same_database_exits_1_and_leaves_running_j
 	dpg_resp r;
 	int rc;
 
+	dpg_skip_on_pg("several servers share a PostgreSQL database");
 	dpg_make_dataset(&srv, "iris", 1000.0, 1e-5, "rdp");
 	dpg_upload_iris(&srv, "iris", "a,b,c,d,species");
 	dpg_start_job(&srv, "iris", minutes_long_job, id, sizeof(id));
@@ -225,6 +227,7 @@ Test(instance, a_second_server_on_a_hard_link_or_symlink_of_the_database_exits_1
 {
 	char hard[400], soft[400], data[400];
 
+	dpg_skip_on_pg("links of an SQLite file");
 	dpg_make_dataset(&srv, "one", 1.0, 0, "basic");
 	snprintf(hard, sizeof(hard), "%s/hard-link.db", srv.dir);
 	snprintf(soft, sizeof(soft), "%s/symlink.db", srv.dir);
@@ -258,6 +261,7 @@ Test(instance, a_second_server_through_a_bind_mount_of_the_directory_exits_1)
 	     other_data[400], out[8192];
 	const char *base = strrchr(srv.db, '/') + 1;
 
+	dpg_skip_on_pg("an SQLite file through a bind mount");
 	dpg_make_dataset(&srv, "one", 1.0, 0, "basic");
 	cr_assert_not_null(mkdtemp(bind_point));
 	if (mount(srv.dir, bind_point, NULL, MS_BIND, NULL) < 0) {
@@ -334,6 +338,7 @@ Test(instance, verify_serve_and_keys_refuse_a_newer_schema)
 	const char *keys_list[] = {dpg_bin(), "keys", "list", "--db", newer, NULL};
 	char cmd[1024];
 
+	dpg_skip_on_pg("writes to an SQLite file");
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	snprintf(newer, sizeof(newer), "%s/newer.db", srv.dir);
 	snprintf(data, sizeof(data), "%s/newer-data", srv.dir);
@@ -657,6 +662,7 @@ Test(instance, serve_writes_the_wal_out_and_its_zeros_are_never_read_as_frames)
 	dpg_budget b;
 	int rc;
 
+	dpg_skip_on_pg("SQLite's WAL");
 	cr_assert_geq(wal_bytes(&srv), WAL_WORKING_BYTES, "at start: %lld bytes", wal_bytes(&srv));
 	dpg_make_dataset(&srv, "w", 1000.0, 0, "basic");
 	charge_n(&srv, "w", 3);
@@ -702,6 +708,7 @@ Test(instance, a_wal_grown_past_its_working_size_is_cut_back_to_it)
 	int charges = 0;
 	dpg_budget b;
 
+	dpg_skip_on_pg("SQLite's WAL");
 	cr_assert_geq(start, WAL_WORKING_BYTES, "at start: %lld bytes", start);
 	dpg_make_dataset(&srv, "g", 1e6, 0, "basic");
 	cr_assert_eq(sqlite3_open_v2(srv.db, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
@@ -786,6 +793,7 @@ Test(instance, a_new_database_and_its_wal_are_private_to_their_owner)
 	struct stat st;
 	char wal[420];
 
+	dpg_skip_on_pg("an SQLite file's mode");
 	cr_assert_eq(stat(srv.db, &st), 0);
 	cr_assert_eq(st.st_mode & 0777, 0600, "database mode %o", st.st_mode & 0777);
 	snprintf(wal, sizeof(wal), "%s-wal", srv.db);

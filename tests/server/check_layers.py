@@ -8,6 +8,7 @@ Each folder of server/ is one layer (a static library, HACKING.md
 through their public header (<folder>.h); its own other headers are its
 own.  Third-party headers have owners too:
   sqlite3.h     only in store/
+  libpq-fe.h    only in store/
   microhttpd.h  only in http/
   jansson.h     never in store/ or base/
 and base/ includes no header of dpgate's outside base/.
@@ -40,7 +41,7 @@ LAYERS = {
     'api': ['base', 'json', 'store', 'http', 'jobs'],
     'cli': ['base', 'json', 'store', 'http', 'jobs', 'api'],
 }
-SYSTEM_OWNERS = {'sqlite3.h': {'store'}, 'microhttpd.h': {'http'}}
+SYSTEM_OWNERS = {'sqlite3.h': {'store'}, 'libpq-fe.h': {'store'}, 'microhttpd.h': {'http'}}
 SYSTEM_BANNED = {'jansson.h': {'store', 'base'}}
 # dpgate headers from outside server/ that base/ must not see either.
 OUTSIDE_SERVER = ('acct.h', 'mech.h', 'trn.h')

@@ -16,11 +16,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "api.h"
 #include "http.h"
 #include "json.h"
 #include "store_fixture.h"
 #include "store_internal.h"
+#include "store_sqlite.h"
 
 /* One pure-epsilon charge with its event, cost and answer builder. */
 struct charge {
@@ -74,7 +77,7 @@ static long long count_rows(srv_db *db, const char *sql)
 	sqlite3_stmt *s = NULL;
 	long long n;
 
-	cr_assert_eq(sqlite3_prepare_v2(srv__db_handle(db), sql, -1, &s, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(srv__sqlite_handle(srv__db_conn(db)), sql, -1, &s, NULL), SQLITE_OK);
 	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
 	n = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
@@ -151,7 +154,7 @@ Test(group_commit, a_batch_of_refusals_commits_nothing)
 	cr_assert_eq(rcs[0], SRV_NOT_FOUND);
 	cr_assert_eq(rcs[1], SRV_DB_ERROR);
 	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 0);
-	cr_assert(sqlite3_get_autocommit(srv__db_handle(db)), "no transaction left open");
+	cr_assert(sqlite3_get_autocommit(srv__sqlite_handle(srv__db_conn(db))), "no transaction left open");
 	store_fixture_end(&fx, db);
 }
 
@@ -192,14 +195,14 @@ Test(group_commit, a_failed_commit_gives_out_no_answer_of_its_batch_not_even_a_r
 	make_charge(&c[0], "g", 0.25, "k1"); /* A: a charge */
 	make_charge(&c[1], "g", 0.25, "k1"); /* B: A's retry, in the same batch */
 	make_charge(&c[2], "g", 0.125, "k0"); /* C: a retry of the committed charge */
-	sqlite3_commit_hook(srv__db_handle(db), refuse_commit, NULL);
+	sqlite3_commit_hook(srv__sqlite_handle(srv__db_conn(db)), refuse_commit, NULL);
 	cr_assert_eq(srv__spend_batch_for_tests(db, sps, 3, statuses, bodies, dss, rcs), 0);
-	sqlite3_commit_hook(srv__db_handle(db), NULL, NULL);
+	sqlite3_commit_hook(srv__sqlite_handle(srv__db_conn(db)), NULL, NULL);
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(rcs[i], SRV_COMMIT_FAILED, "spend %d: rc %d", i, rcs[i]);
 		cr_assert_null(bodies[i], "spend %d's answer is not handed out", i);
 	}
-	cr_assert(sqlite3_get_autocommit(srv__db_handle(db)), "no transaction left open");
+	cr_assert(sqlite3_get_autocommit(srv__sqlite_handle(srv__db_conn(db))), "no transaction left open");
 	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE kind = 'charge'"), 1);
 	cr_assert_eq(count_rows(db, "SELECT count(*) FROM idempotency WHERE key = 'k1'"), 0);
 

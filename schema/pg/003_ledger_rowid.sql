@@ -1,0 +1,6 @@
+-- 003_ledger_rowid.sql (PostgreSQL): nothing to do.
+--
+-- schema/003 rebuilt SQLite's ledger without AUTOINCREMENT, whose counter
+-- table cost a page per commit.  Here seq is an identity from 001 on: a
+-- sequence that never hands a number out twice and costs no extra row.
+-- The number is kept so that both engines record one history of versions.

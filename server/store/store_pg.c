@@ -1,0 +1,745 @@
+/*
+ * store_pg.c: the PostgreSQL driver of the store's statement interface
+ * (store_sql.h), through libpq.  With store_pg.h, the only place of the
+ * store that includes libpq-fe.h.
+ *
+ * Statements: the store's SQL is written once with ?N placeholders; this
+ * driver rewrites them to $N.  A statement the store keeps (the cache of
+ * store_sql.c) is a named server-side prepared statement (PQprepare once
+ * per connection, then PQexecPrepared); a one-off one runs with
+ * PQexecParams, one round trip.  Parameters go as text (numbers printed
+ * exactly: %.17g for a double) and blobs as binary; results come back in
+ * binary, so a double is read back bit for bit.  A result is read whole at
+ * the first step; the rows are then handed out one by one.
+ *
+ * Durability and admission: synchronous_commit is set on for every session,
+ * so a COMMIT that returned is on the primary's disk (and on a synchronous
+ * standby's, where the operator configured one) before any answer goes out.
+ * The write transaction is READ COMMITTED; lock_dataset takes the dataset's
+ * row FOR UPDATE before its totals are read, so every writer of one
+ * dataset, on any server, runs after the one before it committed, and each
+ * statement after the lock sees what that writer committed.
+ *
+ * Failures: serialization_failure, deadlock_detected and lock_not_available
+ * are BUSY; unique_violation is CONSTRAINT; a lost connection (class 08,
+ * an administrator's shutdown, or libpq's own CONNECTION_BAD) is
+ * UNAVAILABLE, and the connection is reset when it is next acquired
+ * (revive); its named statements are prepared again on first use.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "srv_embedded_pg.h"
+#include "store_pg.h"
+
+/* Parameters one statement may take, and columns a number is kept as text
+ * for; the store's widest statement has 15 and 18. */
+#define PG_MAX_PARAMS 24
+#define PG_MAX_COLUMNS 24
+#define PG_NUMBER_TEXT 32
+/* How long a statement waits for a row lock before it fails as BUSY:
+ * SQLite's busy timeout (store_sqlite.c), so that both engines answer 503
+ * after the same wait. */
+#define PG_LOCK_TIMEOUT "30s"
+/* pg_advisory_xact_lock's key for the migrations: "dpgate" in ASCII. */
+#define PG_MIGRATION_LOCK_KEY "110425050900581" /* 0x647067617465 */
+
+/* Type OIDs of pg_type.h (server headers are not installed with libpq). */
+enum {
+	PG_BOOLOID = 16,
+	PG_BYTEAOID = 17,
+	PG_TEXTOID = 25,
+	PG_INT8OID = 20,
+	PG_INT2OID = 21,
+	PG_INT4OID = 23,
+	PG_FLOAT4OID = 700,
+	PG_FLOAT8OID = 701,
+};
+
+struct pgd_conn {
+	struct srv__conn base;
+	PGconn *pg;
+	unsigned generation; /* bumped by every reset: named statements gone */
+	unsigned next_name;
+	int64_t changes;
+	int errclass;
+	char err[256];
+};
+
+struct pgd_stmt {
+	struct srv__stmt base;
+	struct pgd_conn *c;
+	char *sql;           /* with $N placeholders */
+	char name[16];       /* a kept statement's server-side name, else "" */
+	unsigned generation; /* c's generation when prepared; 0: not yet */
+	int nparams;
+	/* 0 (the server infers it) for a parameter the SQL names; text for
+	 * one it skips, whose type nothing else would give. */
+	Oid types[PG_MAX_PARAMS];
+	const char *values[PG_MAX_PARAMS];
+	int lengths[PG_MAX_PARAMS];
+	int formats[PG_MAX_PARAMS];
+	char number[PG_MAX_PARAMS][PG_NUMBER_TEXT];
+	char as_text[PG_MAX_COLUMNS][PG_NUMBER_TEXT];
+	PGresult *res;
+	int row, rows;
+	bool ran;
+};
+
+static const struct srv__sql_driver pgd_driver;
+
+static struct pgd_conn *conn_of(srv__conn *c)
+{
+	return (struct pgd_conn *)c;
+}
+
+static struct pgd_stmt *stmt_of(srv__stmt *s)
+{
+	return (struct pgd_stmt *)s;
+}
+
+/* Keeps the message of a failure on c, on one line. */
+static void keep_error(struct pgd_conn *c, const char *msg)
+{
+	size_t n = 0;
+
+	for (; msg && *msg && n + 1 < sizeof(c->err); msg++)
+		c->err[n++] = (*msg == '\n' || *msg == '\r') ? ' ' : *msg;
+	while (n > 0 && c->err[n - 1] == ' ')
+		n--;
+	c->err[n] = '\0';
+}
+
+/* A failed result's class (see the file's comment); keeps its message. */
+static int failure_class(struct pgd_conn *c, const PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	int cls = SRV__SQL_ERROR;
+
+	keep_error(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
+	if (PQstatus(c->pg) == CONNECTION_BAD || !state || strncmp(state, "08", 2) == 0 ||
+	    strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
+	    strcmp(state, "57P03") == 0)
+		cls = SRV__SQL_UNAVAILABLE;
+	else if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
+		 strcmp(state, "55P03") == 0)
+		cls = SRV__SQL_BUSY;
+	else if (strcmp(state, "23505") == 0)
+		cls = SRV__SQL_CONSTRAINT;
+	c->errclass = cls;
+	return cls;
+}
+
+/*
+ * The store's SQL with ?N rewritten to $N (quoted text left alone), the
+ * highest N, and in named[N - 1] whether ?N appears (a listing binds ?1
+ * whether or not its SQL uses it); NULL when out of memory or N is past
+ * PG_MAX_PARAMS.
+ */
+static char *dollar_sql(const char *sql, int *ret_nparams, bool named[PG_MAX_PARAMS])
+{
+	char *out = malloc(strlen(sql) + 1), *o = out;
+	bool quoted = false;
+	int most = 0;
+
+	if (!out)
+		return NULL;
+	for (const char *p = sql; *p; p++) {
+		if (*p == '\'')
+			quoted = !quoted;
+		if (!quoted && *p == '?' && p[1] >= '1' && p[1] <= '9') {
+			int n = (int)strtol(p + 1, NULL, 10);
+
+			if (n > PG_MAX_PARAMS) {
+				free(out);
+				return NULL;
+			}
+			most = n > most ? n : most;
+			named[n - 1] = true;
+			*o++ = '$';
+			continue;
+		}
+		*o++ = *p;
+	}
+	*o = '\0';
+	*ret_nparams = most;
+	return out;
+}
+
+static srv__stmt *pgd_prepare(srv__conn *conn, const char *sql, bool keep)
+{
+	struct pgd_conn *c = conn_of(conn);
+	struct pgd_stmt *st = calloc(1, sizeof(*st));
+	bool named[PG_MAX_PARAMS] = {false};
+
+	if (!st)
+		return NULL;
+	st->base.drv = &pgd_driver;
+	st->c = c;
+	st->sql = dollar_sql(sql, &st->nparams, named);
+	if (!st->sql) {
+		free(st);
+		return NULL;
+	}
+	for (int i = 0; i < st->nparams; i++)
+		st->types[i] = named[i] ? 0 : PG_TEXTOID;
+	if (keep)
+		snprintf(st->name, sizeof(st->name), "s%u", ++c->next_name);
+	return &st->base;
+}
+
+static void pgd_clear_result(struct pgd_stmt *st)
+{
+	PQclear(st->res);
+	st->res = NULL;
+	st->ran = false;
+	st->row = -1;
+	st->rows = 0;
+}
+
+static void pgd_finalize(srv__stmt *s)
+{
+	struct pgd_stmt *st = stmt_of(s);
+
+	pgd_clear_result(st);
+	free(st->sql);
+	free(st);
+}
+
+static void pgd_reset(srv__stmt *s)
+{
+	struct pgd_stmt *st = stmt_of(s);
+
+	pgd_clear_result(st);
+	for (int i = 0; i < st->nparams; i++) {
+		st->values[i] = NULL;
+		st->lengths[i] = 0;
+		st->formats[i] = 0;
+	}
+}
+
+/* The slot of parameter i (1-based), or -1 past the statement's. */
+static int param_slot(struct pgd_stmt *st, int i)
+{
+	return i >= 1 && i <= st->nparams ? i - 1 : -1;
+}
+
+static void pgd_bind_int64(srv__stmt *s, int i, int64_t v)
+{
+	struct pgd_stmt *st = stmt_of(s);
+	int k = param_slot(st, i);
+
+	if (k < 0)
+		return;
+	snprintf(st->number[k], PG_NUMBER_TEXT, "%" PRId64, v);
+	st->values[k] = st->number[k];
+}
+
+static void pgd_bind_double(srv__stmt *s, int i, double v)
+{
+	struct pgd_stmt *st = stmt_of(s);
+	int k = param_slot(st, i);
+
+	if (k < 0)
+		return;
+	if (isnan(v))
+		snprintf(st->number[k], PG_NUMBER_TEXT, "NaN");
+	else if (isinf(v))
+		snprintf(st->number[k], PG_NUMBER_TEXT, "%sInfinity", v < 0 ? "-" : "");
+	else /* 17 significant digits: read back as the same double */
+		snprintf(st->number[k], PG_NUMBER_TEXT, "%.17g", v);
+	st->values[k] = st->number[k];
+}
+
+static void pgd_bind_text(srv__stmt *s, int i, const char *v)
+{
+	struct pgd_stmt *st = stmt_of(s);
+	int k = param_slot(st, i);
+
+	if (k >= 0)
+		st->values[k] = v;
+}
+
+static void pgd_bind_blob(srv__stmt *s, int i, const void *v, size_t n)
+{
+	struct pgd_stmt *st = stmt_of(s);
+	int k = param_slot(st, i);
+
+	if (k < 0)
+		return;
+	st->values[k] = v ? v : "";
+	st->lengths[k] = (int)n;
+	st->formats[k] = 1;
+}
+
+/* Runs st on the server: its whole result into st->res, or a failure. */
+static int pgd_run(struct pgd_stmt *st)
+{
+	struct pgd_conn *c = st->c;
+	ExecStatusType status;
+	const char *tag;
+
+	if (st->name[0] && st->generation != c->generation) {
+		PGresult *p = PQprepare(c->pg, st->name, st->sql, st->nparams, st->types);
+		int ok = PQresultStatus(p) == PGRES_COMMAND_OK;
+		int cls = ok ? SRV__SQL_DONE : failure_class(c, p);
+
+		PQclear(p);
+		if (!ok)
+			return cls;
+		st->generation = c->generation;
+	}
+	st->res = st->name[0] ?
+		PQexecPrepared(c->pg, st->name, st->nparams, st->values, st->lengths, st->formats, 1) :
+		PQexecParams(c->pg, st->sql, st->nparams, st->types, st->values, st->lengths, st->formats,
+			     1);
+	status = PQresultStatus(st->res);
+	if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && status != PGRES_EMPTY_QUERY) {
+		int cls = failure_class(c, st->res);
+
+		pgd_clear_result(st);
+		return cls;
+	}
+	tag = PQcmdStatus(st->res);
+	if (strncmp(tag, "INSERT", 6) == 0 || strncmp(tag, "UPDATE", 6) == 0 ||
+	    strncmp(tag, "DELETE", 6) == 0)
+		c->changes = strtoll(PQcmdTuples(st->res), NULL, 10);
+	st->ran = true;
+	st->row = -1;
+	st->rows = status == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
+	return SRV__SQL_DONE;
+}
+
+static int pgd_step(srv__stmt *s)
+{
+	struct pgd_stmt *st = stmt_of(s);
+
+	if (!st->ran) {
+		int rc = pgd_run(st);
+
+		if (rc != SRV__SQL_DONE)
+			return rc;
+	}
+	if (st->row + 1 < st->rows) {
+		st->row++;
+		return SRV__SQL_ROW;
+	}
+	st->row = st->rows;
+	return SRV__SQL_DONE;
+}
+
+/* Whether the current row has column col. */
+static bool has_value(struct pgd_stmt *st, int col)
+{
+	return st->res && st->row >= 0 && st->row < st->rows && col >= 0 &&
+	       col < PQnfields(st->res);
+}
+
+static bool pgd_is_null(srv__stmt *s, int col)
+{
+	struct pgd_stmt *st = stmt_of(s);
+
+	return !has_value(st, col) || PQgetisnull(st->res, st->row, col);
+}
+
+/* A big-endian integer of n bytes. */
+static int64_t be_int(const char *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = (v << 8) | (unsigned char)p[i];
+	if (n < 8 && (v >> (8 * n - 1)) & 1) /* sign-extend */
+		v |= ~(uint64_t)0 << (8 * n);
+	return (int64_t)v;
+}
+
+static double be_double(const char *p, int n)
+{
+	if (n == 4) {
+		uint32_t bits = (uint32_t)be_int(p, 4);
+		float f;
+
+		memcpy(&f, &bits, sizeof(f));
+		return f;
+	}
+	{
+		uint64_t bits = (uint64_t)be_int(p, 8);
+		double d;
+
+		memcpy(&d, &bits, sizeof(d));
+		return d;
+	}
+}
+
+static int64_t pgd_int64(srv__stmt *s, int col)
+{
+	struct pgd_stmt *st = stmt_of(s);
+	const char *v;
+
+	if (pgd_is_null(s, col))
+		return 0;
+	v = PQgetvalue(st->res, st->row, col);
+	switch (PQftype(st->res, col)) {
+	case PG_BOOLOID: return v[0] != 0;
+	case PG_INT2OID: return be_int(v, 2);
+	case PG_INT4OID: return be_int(v, 4);
+	case PG_INT8OID: return be_int(v, 8);
+	case PG_FLOAT4OID: return (int64_t)be_double(v, 4);
+	case PG_FLOAT8OID: return (int64_t)be_double(v, 8);
+	default: return strtoll(v, NULL, 10);
+	}
+}
+
+static double pgd_double(srv__stmt *s, int col)
+{
+	struct pgd_stmt *st = stmt_of(s);
+	const char *v;
+
+	if (pgd_is_null(s, col))
+		return 0.0;
+	v = PQgetvalue(st->res, st->row, col);
+	switch (PQftype(st->res, col)) {
+	case PG_FLOAT4OID: return be_double(v, 4);
+	case PG_FLOAT8OID: return be_double(v, 8);
+	case PG_BOOLOID:
+	case PG_INT2OID:
+	case PG_INT4OID:
+	case PG_INT8OID: return (double)pgd_int64(s, col);
+	default: return strtod(v, NULL);
+	}
+}
+
+/* A column's text; a number's is printed (as SQLite would give it). */
+static const char *pgd_text(srv__stmt *s, int col)
+{
+	struct pgd_stmt *st = stmt_of(s);
+
+	if (pgd_is_null(s, col))
+		return NULL;
+	switch (PQftype(st->res, col)) {
+	case PG_BOOLOID:
+	case PG_INT2OID:
+	case PG_INT4OID:
+	case PG_INT8OID:
+		if (col >= PG_MAX_COLUMNS)
+			return NULL;
+		snprintf(st->as_text[col], PG_NUMBER_TEXT, "%" PRId64, pgd_int64(s, col));
+		return st->as_text[col];
+	case PG_FLOAT4OID:
+	case PG_FLOAT8OID:
+		if (col >= PG_MAX_COLUMNS)
+			return NULL;
+		snprintf(st->as_text[col], PG_NUMBER_TEXT, "%.17g", pgd_double(s, col));
+		return st->as_text[col];
+	default:
+		return PQgetvalue(st->res, st->row, col); /* binary text: NUL-terminated */
+	}
+}
+
+static const void *pgd_blob(srv__stmt *s, int col)
+{
+	struct pgd_stmt *st = stmt_of(s);
+
+	return pgd_is_null(s, col) ? NULL : PQgetvalue(st->res, st->row, col);
+}
+
+static size_t pgd_bytes(srv__stmt *s, int col)
+{
+	struct pgd_stmt *st = stmt_of(s);
+
+	return pgd_is_null(s, col) ? 0 : (size_t)PQgetlength(st->res, st->row, col);
+}
+
+static int64_t pgd_changes(srv__conn *c)
+{
+	return conn_of(c)->changes;
+}
+
+/* Runs SQL text through the simple query protocol. */
+static int pgd_exec(srv__conn *conn, const char *sql)
+{
+	struct pgd_conn *c = conn_of(conn);
+	PGresult *res = PQexec(c->pg, sql);
+	ExecStatusType status = PQresultStatus(res);
+	int rc = SRV__SQL_DONE;
+
+	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY)
+		rc = failure_class(c, res);
+	PQclear(res);
+	return rc;
+}
+
+static const char sql_begin[] = "BEGIN";
+static const char sql_begin_read[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+static const char sql_lock_dataset[] = "SELECT 1 FROM datasets WHERE id = ?1 FOR UPDATE";
+static const char sql_lock_named[] = "SELECT pg_advisory_xact_lock(hashtext(CAST(?1 AS TEXT)))";
+
+static int pgd_begin_write(srv__conn *c)
+{
+	return srv__sql_step_once(c, sql_begin);
+}
+
+static int pgd_begin_read(srv__conn *c)
+{
+	return pgd_exec(c, sql_begin_read);
+}
+
+/* COMMIT of a transaction that failed answers ROLLBACK, not an error. */
+static int pgd_commit(srv__conn *conn)
+{
+	struct pgd_conn *c = conn_of(conn);
+	PGresult *res = PQexec(c->pg, "COMMIT");
+	int rc = SRV__SQL_DONE;
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		rc = failure_class(c, res);
+	} else if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+		keep_error(c, "the transaction had failed: COMMIT rolled it back");
+		rc = c->errclass = SRV__SQL_ERROR;
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int pgd_rollback(srv__conn *c)
+{
+	return pgd_exec(c, "ROLLBACK");
+}
+
+static bool pgd_in_transaction(srv__conn *c)
+{
+	PGTransactionStatusType t = PQtransactionStatus(conn_of(c)->pg);
+
+	return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+}
+
+static int pgd_lock_dataset(srv__conn *c, const char *dataset_id)
+{
+	srv__stmt *s = srv__sql_cached(c, sql_lock_dataset);
+	int rc;
+
+	if (!s)
+		return SRV__SQL_ERROR;
+	srv__sql_bind_text(s, 1, dataset_id);
+	rc = srv__sql_step(s);
+	srv__sql_reset(s);
+	return rc == SRV__SQL_ROW ? SRV__SQL_DONE : rc;
+}
+
+/* An advisory lock held to the transaction's end, keyed by the name's
+ * hash (a collision only makes two names wait for each other). */
+static int pgd_lock_named(srv__conn *c, const char *what)
+{
+	srv__stmt *s = srv__sql_cached(c, sql_lock_named);
+	int rc;
+
+	if (!s)
+		return SRV__SQL_ERROR;
+	srv__sql_bind_text(s, 1, what);
+	rc = srv__sql_step(s);
+	srv__sql_reset(s);
+	return rc == SRV__SQL_ROW ? SRV__SQL_DONE : rc;
+}
+
+/* Other servers write the same database: nothing read before a
+ * transaction may be assumed current. */
+static bool pgd_data_version(srv__conn *c, unsigned *ret)
+{
+	(void)c;
+	(void)ret;
+	return false;
+}
+
+/* A result is read whole at the first step: nothing stays open on the
+ * server between steps. */
+static int pgd_reset_open(srv__conn *c)
+{
+	(void)c;
+	return 0;
+}
+
+/* The first column of a one-row integer query, or -1. */
+static int64_t pgd_query_int(srv__conn *c, const char *sql)
+{
+	srv__stmt *s = pgd_prepare(c, sql, false);
+	int64_t v = -1;
+
+	if (s && pgd_step(s) == SRV__SQL_ROW)
+		v = pgd_int64(s, 0);
+	if (s)
+		pgd_finalize(s);
+	return v;
+}
+
+static int pgd_schema_objects(srv__conn *c, int64_t *ret_has_migrations, int64_t *ret_objects)
+{
+	*ret_has_migrations = pgd_query_int(c, "SELECT count(*) FROM pg_catalog.pg_tables"
+					      " WHERE schemaname = current_schema()"
+					      " AND tablename = 'schema_migrations'");
+	*ret_objects = pgd_query_int(c, "SELECT count(*) FROM pg_catalog.pg_class k"
+				       " JOIN pg_catalog.pg_namespace n ON n.oid = k.relnamespace"
+				       " WHERE n.nspname = current_schema()");
+	return *ret_has_migrations < 0 || *ret_objects < 0 ? -1 : 0;
+}
+
+static int pgd_migrate_around(srv__conn *c, bool before)
+{
+	(void)c;
+	(void)before;
+	return 0;
+}
+
+/* Servers that start at once on one database migrate one after the other:
+ * the second finds the first's migrations recorded. */
+static int pgd_migrate_lock(srv__conn *c)
+{
+	return pgd_exec(c, "SELECT pg_advisory_xact_lock(" PG_MIGRATION_LOCK_KEY ")") ==
+			       SRV__SQL_DONE ?
+		       0 :
+		       -1;
+}
+
+/* Foreign keys and checks are enforced at each statement: nothing is left
+ * to check before the COMMIT. */
+static int pgd_migrate_check(srv__conn *c, srv_error *err)
+{
+	(void)c;
+	(void)err;
+	return 0;
+}
+
+static void pgd_checkpoint(srv__conn *c)
+{
+	(void)c; /* the server's own business */
+}
+
+static const char *pgd_errmsg(srv__conn *c)
+{
+	struct pgd_conn *pc = conn_of(c);
+
+	return pc->err[0] ? pc->err : PQerrorMessage(pc->pg);
+}
+
+static int pgd_errcode(srv__conn *c)
+{
+	return conn_of(c)->errclass;
+}
+
+static void pgd_close(srv__conn *c)
+{
+	PQfinish(conn_of(c)->pg);
+	free(c);
+}
+
+/* The settings every session of the store runs with (file's comment). */
+static int configure_session(struct pgd_conn *c)
+{
+	return pgd_exec(&c->base, "SET synchronous_commit = on;"
+				 " SET default_transaction_isolation = 'read committed';"
+				 " SET lock_timeout = '" PG_LOCK_TIMEOUT "';"
+				 " SET client_min_messages = warning");
+}
+
+/* Libraries never print: the server's notices are dropped. */
+static void ignore_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+static int pgd_revive(srv__conn *conn)
+{
+	struct pgd_conn *c = conn_of(conn);
+
+	if (PQstatus(c->pg) == CONNECTION_OK)
+		return 0;
+	PQreset(c->pg);
+	c->generation++;
+	if (PQstatus(c->pg) != CONNECTION_OK || configure_session(c) != SRV__SQL_DONE) {
+		keep_error(c, PQerrorMessage(c->pg));
+		return -1;
+	}
+	c->err[0] = '\0';
+	return 0;
+}
+
+static const struct srv__sql_driver pgd_driver = {
+	.name = "postgresql",
+	.prepare = pgd_prepare,
+	.finalize = pgd_finalize,
+	.reset = pgd_reset,
+	.bind_int64 = pgd_bind_int64,
+	.bind_double = pgd_bind_double,
+	.bind_text = pgd_bind_text,
+	.bind_blob = pgd_bind_blob,
+	.step = pgd_step,
+	.column_is_null = pgd_is_null,
+	.column_int64 = pgd_int64,
+	.column_double = pgd_double,
+	.column_text = pgd_text,
+	.column_blob = pgd_blob,
+	.column_bytes = pgd_bytes,
+	.changes = pgd_changes,
+	.exec = pgd_exec,
+	.begin_write = pgd_begin_write,
+	.begin_read = pgd_begin_read,
+	.commit = pgd_commit,
+	.rollback = pgd_rollback,
+	.in_transaction = pgd_in_transaction,
+	.lock_dataset = pgd_lock_dataset,
+	.lock_named = pgd_lock_named,
+	.data_version = pgd_data_version,
+	.reset_open = pgd_reset_open,
+	.schema_objects = pgd_schema_objects,
+	.migrate_around = pgd_migrate_around,
+	.migrate_lock = pgd_migrate_lock,
+	.migrate_check = pgd_migrate_check,
+	.checkpoint = pgd_checkpoint,
+	.revive = pgd_revive,
+	.migrations = srv_embedded_pg,
+	.migration_count = &srv_embedded_pg_count,
+	.errmsg = pgd_errmsg,
+	.errcode = pgd_errcode,
+	.close = pgd_close,
+};
+
+bool srv__pg_is_url(const char *target)
+{
+	return strncmp(target, "postgresql://", 13) == 0 || strncmp(target, "postgres://", 11) == 0;
+}
+
+srv__conn *srv__pg_open(const char *url, bool read_only, srv_error *err)
+{
+	struct pgd_conn *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		srv_error_set(err, SRV_DB_ERROR, "out of memory");
+		return NULL;
+	}
+	c->base.drv = &pgd_driver;
+	c->generation = 1;
+	c->pg = PQconnectdb(url);
+	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
+		keep_error(c, c->pg ? PQerrorMessage(c->pg) : "out of memory");
+		srv_error_set(err, SRV_DB_ERROR, "cannot connect to PostgreSQL: %s", c->err);
+		goto fail;
+	}
+	PQsetNoticeProcessor(c->pg, ignore_notice, NULL);
+	if (configure_session(c) != SRV__SQL_DONE ||
+	    (read_only && pgd_exec(&c->base, "SET default_transaction_read_only = on") !=
+				  SRV__SQL_DONE)) {
+		srv_error_set(err, SRV_DB_ERROR, "cannot configure the PostgreSQL session: %s", c->err);
+		goto fail;
+	}
+	return &c->base;
+fail:
+	PQfinish(c->pg);
+	free(c);
+	return NULL;
+}

@@ -1,0 +1,230 @@
+/*
+ * test_pg_race.c: admission stays exact with several servers on one
+ * ledger.  Three dpgate servers on one PostgreSQL database (a throwaway
+ * cluster, tests/pg/pg_cluster.h); 64 clients, client i sending through
+ * server i % 3, all started at once on a barrier.
+ *
+ *   - charges on a dataset whose budget admits exactly K of them (epsilon
+ *     0.125 each, budget 0.125 K: every sum is exact in binary): exactly K
+ *     answers are 201, every other one a 409 that says what remains, the
+ *     budget counts K charges and `dpgate verify` passes;
+ *   - the same with reservations: exactly K are opened;
+ *   - one Idempotency-Key sent by every client to the three servers at
+ *     once: one charge is made, and every answer is the same 201 body
+ *     byte for byte.
+ *
+ * Expected counts are the test's own (K, the number of clients and
+ * attempts), never figures the servers printed.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+#include "pg_cluster.h"
+
+#define SERVERS 3
+#define CLIENTS 64
+#define PER_CLIENT 3
+#define K 40 /* what the budget admits: fewer than CLIENTS * PER_CLIENT */
+#define EIGHTH "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}"
+
+struct rig {
+	struct pgc_cluster *cluster;
+	char url[PGC_URL_MAX];
+	dpg_server srv[SERVERS];
+};
+
+static void rig_start(struct rig *r)
+{
+	struct pgc_error err = {0};
+
+	memset(r, 0, sizeof(*r));
+	cr_assert_eq(pgc_cluster_new(NULL, 0, &r->cluster, &err), PGC_OK, "%s", err.text);
+	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
+		     err.text);
+	for (int i = 0; i < SERVERS; i++)
+		dpg_server_start_on(&r->srv[i], r->url);
+}
+
+static void rig_verify(struct rig *r)
+{
+	const char *argv[] = {dpg_bin(), "verify", "--db", r->url, NULL};
+	char out[16384];
+
+	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "dpgate verify: %s", out);
+}
+
+static void rig_free(struct rig *r)
+{
+	for (int i = 0; i < SERVERS; i++)
+		dpg_server_destroy(&r->srv[i]);
+	pgc_cluster_free(r->cluster);
+}
+
+/* What every client sends, and what came back. */
+struct race {
+	struct rig *rig;
+	const char *path;
+	const char *header; /* an extra header line, or NULL */
+	pthread_barrier_t start;
+	atomic_int ok, refused, other;
+	dpg_resp first_ok;  /* the first 201, kept to compare bodies with */
+	atomic_int differing;
+	pthread_mutex_t lock;
+};
+
+struct client {
+	struct race *race;
+	int index;
+};
+
+/* Counts one answer; a 201 is compared with the first 201 kept. */
+static void count_answer(struct race *rc, dpg_resp *r)
+{
+	if (r->status == 201) {
+		atomic_fetch_add(&rc->ok, 1);
+		pthread_mutex_lock(&rc->lock);
+		if (!rc->first_ok.body) {
+			rc->first_ok = *r;
+			r->body = NULL;
+			r->json = NULL;
+		} else if (rc->first_ok.len != r->len ||
+			   memcmp(rc->first_ok.body, r->body, r->len) != 0) {
+			atomic_fetch_add(&rc->differing, 1);
+		}
+		pthread_mutex_unlock(&rc->lock);
+	} else if (r->status == 409 && r->json && json_object_get(r->json, "remaining")) {
+		atomic_fetch_add(&rc->refused, 1);
+	} else {
+		atomic_fetch_add(&rc->other, 1);
+	}
+	dpg_resp_free(r);
+}
+
+static void *client_run(void *arg)
+{
+	struct client *c = arg;
+	struct race *rc = c->race;
+	dpg_server *s = &rc->rig->srv[c->index % SERVERS];
+	const char *hdr[] = {rc->header, NULL};
+
+	pthread_barrier_wait(&rc->start);
+	for (int i = 0; i < PER_CLIENT; i++) {
+		dpg_resp r;
+
+		if (dpg_http(s, "POST", rc->path, s->admin_key, EIGHTH, strlen(EIGHTH),
+			     rc->header ? hdr : NULL, &r) < 0) {
+			atomic_fetch_add(&rc->other, 1);
+			continue;
+		}
+		count_answer(rc, &r);
+	}
+	return NULL;
+}
+
+/* Runs CLIENTS clients at once against path; the counts are in rc. */
+static void race_run(struct rig *r, struct race *rc, const char *path, const char *header)
+{
+	pthread_t th[CLIENTS];
+	struct client cl[CLIENTS];
+
+	memset(rc, 0, sizeof(*rc));
+	rc->rig = r;
+	rc->path = path;
+	rc->header = header;
+	pthread_mutex_init(&rc->lock, NULL);
+	pthread_barrier_init(&rc->start, NULL, CLIENTS);
+	for (int i = 0; i < CLIENTS; i++) {
+		cl[i] = (struct client){rc, i};
+		cr_assert_eq(pthread_create(&th[i], NULL, client_run, &cl[i]), 0);
+	}
+	for (int i = 0; i < CLIENTS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&rc->start);
+	pthread_mutex_destroy(&rc->lock);
+}
+
+/* The dataset's budget as each server reads it: all must agree. */
+static void expect_budget_everywhere(struct rig *r, const char *id, long charges,
+				     double reserved_eps)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	for (int i = 0; i < SERVERS; i++) {
+		dpg_resp b = dpg_call(&r->srv[i], "GET", path, r->srv[i].admin_key, NULL);
+
+		cr_assert_eq(b.status, 200, "%s", b.body);
+		cr_assert_eq(dpg_num(b.json, "charges"), (double)charges, "server %d: %s", i, b.body);
+		cr_assert_eq(dpg_num(b.json, "reserved.epsilon"), reserved_eps, "server %d: %s", i,
+			     b.body);
+		cr_assert_eq(dpg_num(b.json, "remaining.epsilon"), 0.0, "server %d: %s", i, b.body);
+		dpg_resp_free(&b);
+	}
+}
+
+/*
+ * Dataset `id` with a budget of exactly K spends, made through server
+ * `maker`; every client spends on `route` ("charges" or "reservations");
+ * exactly K win, and every server then reads `charges` charges and
+ * `reserved_eps` reserved.  Ends with dpgate verify.
+ */
+static void exactly_k(const char *id, int maker, const char *route, long charges,
+		      double reserved_eps)
+{
+	static struct rig r;
+	static struct race rc;
+	char path[96];
+
+	rig_start(&r);
+	dpg_make_dataset(&r.srv[maker], id, 0.125 * K, 0, "basic");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/%s", id, route);
+	race_run(&r, &rc, path, NULL);
+	cr_assert_eq(atomic_load(&rc.other), 0, "answers other than 201 and 409");
+	cr_assert_eq(atomic_load(&rc.ok), K);
+	cr_assert_eq(atomic_load(&rc.refused), CLIENTS * PER_CLIENT - K);
+	expect_budget_everywhere(&r, id, charges, reserved_eps);
+	cr_assert_eq(dpg_budget_of(&r.srv[(maker + 1) % SERVERS], id).ledger_rows, (size_t)K);
+	dpg_resp_free(&rc.first_ok);
+	rig_verify(&r);
+	rig_free(&r);
+}
+
+Test(pg_race, exactly_k_charges_win_across_three_servers, .timeout = 600)
+{
+	exactly_k("race", 0, "charges", K, 0.0);
+}
+
+Test(pg_race, exactly_k_reservations_open_across_three_servers, .timeout = 600)
+{
+	exactly_k("hold", 1, "reservations", 0, 0.125 * K);
+}
+
+Test(pg_race, one_idempotency_key_through_three_servers_charges_once, .timeout = 600)
+{
+	static struct rig r;
+	static struct race rc;
+	dpg_budget b;
+
+	rig_start(&r);
+	/* One admin key in every request: an answer is kept per key and
+	 * Idempotency-Key, and every server must find the same one. */
+	for (int i = 1; i < SERVERS; i++)
+		memcpy(r.srv[i].admin_key, r.srv[0].admin_key, sizeof(r.srv[0].admin_key));
+	dpg_make_dataset(&r.srv[0], "once", 10.0, 0, "basic");
+	race_run(&r, &rc, "/v1/datasets/once/charges", "Idempotency-Key: pg-race-1");
+	cr_assert_eq(atomic_load(&rc.other), 0, "answers other than 201");
+	cr_assert_eq(atomic_load(&rc.ok), CLIENTS * PER_CLIENT, "every retry answers 201");
+	cr_assert_eq(atomic_load(&rc.differing), 0, "every answer is the first, byte for byte");
+	b = dpg_budget_of(&r.srv[1], "once");
+	cr_assert_eq(b.charges, 1, "one charge for one key");
+	cr_assert_eq(b.spent_eps, 0.125);
+	dpg_resp_free(&rc.first_ok);
+	rig_verify(&r);
+	rig_free(&r);
+}
