@@ -60,7 +60,9 @@ void srv_auth_cache_flush(srv_auth_cache *cache);
  * Checks an Authorization header value ("Bearer dpg_..."); on success fills
  * *ret (caller frees with srv_principal_clear) and returns 0.  The hash is
  * compared in constant time; unknown, malformed and revoked keys all fail
- * alike with -1.  `cache` may be NULL (no caching).
+ * alike with -1.  When the key's row cannot be read (the database failed
+ * or is unreachable) it returns SRV_DB_ERROR, which callers answer 503,
+ * not 401.  `cache` may be NULL (no caching).
  */
 int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 		   srv_principal *ret);

@@ -304,8 +304,16 @@ int srv_auth_check(srv_db *db, srv_auth_cache *cache, const char *authorization,
 			return hit > 0 ? 0 : -1;
 	}
 	memset(&pr, 0, sizeof(pr));
-	if (srv_keys_lookup(db, id_hex, want, &pr.role, &scope) != SRV_OK)
+	switch (srv_keys_lookup(db, id_hex, want, &pr.role, &scope)) {
+	case SRV_OK:
+		break;
+	case SRV_DB_ERROR:
+		/* The row could not be read (a database that is down): the
+		 * key may be valid, so it is not refused as if it were not. */
+		return SRV_DB_ERROR;
+	default:
 		return -1;
+	}
 	snprintf(pr.key_id, sizeof(pr.key_id), "%s", id_hex);
 	pr.datasets = json_loads(scope, 0, NULL);
 	free(scope);

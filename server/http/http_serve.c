@@ -511,7 +511,13 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 		bool allowed;
 
 		req->db = srv_store_acquire(ctx->store);
-		if (srv_auth_check(req->db, ctx->auth_cache, authz, who) < 0) {
+		switch (srv_auth_check(req->db, ctx->auth_cache, authz, who)) {
+		case 0:
+			break;
+		case SRV_DB_ERROR:
+			srv_problem(res, 503, NULL, "the database could not be read", NULL, NULL);
+			return -1;
+		default:
 			srv_problem(res, 401, NULL, "a valid API key is required (Authorization: Bearer <key>)",
 				    NULL, NULL);
 			return -1;
