@@ -283,6 +283,10 @@ int srv_metrics_get(srv_request *req, srv_response *res)
 		int rc = srv_auth_check(db, ctx->auth_cache, req->authorization, &who);
 
 		srv_store_release(ctx->store, db);
+		if (rc == SRV_DB_ERROR) {
+			srv_problem(res, 503, NULL, "the database could not be read", NULL, NULL);
+			return 0;
+		}
 		if (rc < 0) {
 			srv_problem(res, 401, NULL,
 				    "the API key is not valid (a key is optional on /metrics)",
