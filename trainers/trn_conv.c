@@ -58,6 +58,7 @@ struct trn_convnet {
 	double *da[TRN_CONV_MAX_CONV], *du[TRN_CONV_MAX_CONV], *din[TRN_CONV_MAX_CONV + 1];
 	double *h[CONV_MAX_DENSE + 1], *dh[CONV_MAX_DENSE + 1];
 	double *gram_a, *gram_b;
+	double *scratch;             /* the one allocation they all point into */
 };
 
 /* ---- activations ------------------------------------------------------- */
@@ -162,56 +163,58 @@ void trn_convnet_free(trn_convnet *n)
 {
 	if (!n)
 		return;
-	for (size_t l = 0; l <= TRN_CONV_MAX_CONV; l++) {
-		free(n->in[l]);
-		free(n->din[l]);
-	}
-	for (size_t l = 0; l < TRN_CONV_MAX_CONV; l++) {
-		free(n->u[l]);
-		free(n->a[l]);
-		free(n->da[l]);
-		free(n->du[l]);
-	}
-	for (size_t l = 0; l <= CONV_MAX_DENSE; l++) {
-		free(n->h[l]);
-		free(n->dh[l]);
-	}
-	free(n->gram_a);
-	free(n->gram_b);
+	free(n->scratch);
 	if (!n->params_borrowed)
 		free(n->params);
 	free(n);
 }
 
-/* One example's scratch buffers. */
-static int convnet_alloc(trn_convnet *n)
+/* `count` doubles at *off of base (NULL: only counts them). */
+static double *carve(double *base, size_t *off, size_t count)
 {
-	size_t gram = 0;
-	bool ok = true;
+	double *r = base ? base + *off : NULL;
+
+	*off += count;
+	return r;
+}
+
+/* Points one example's buffers into base (NULL: none), in one pass that
+ * also counts them; returns their total length. */
+static size_t convnet_carve(trn_convnet *n, double *base)
+{
+	size_t gram = 0, off = 0;
 
 	for (uint32_t l = 0; l < n->spec.n_conv; l++) {
 		const struct conv_layer *cl = &n->conv[l];
 		size_t g = cl->t * cl->t > cl->c_out * cl->d ? cl->t * cl->t : cl->c_out * cl->d;
 
 		gram = g > gram ? g : gram;
-		n->in[l] = malloc(cl->c_in * cl->t * sizeof(double));
-		n->din[l] = malloc(cl->c_in * cl->t * sizeof(double));
-		n->u[l] = malloc(cl->t * cl->d * sizeof(double));
-		n->du[l] = malloc(cl->t * cl->d * sizeof(double));
-		n->a[l] = malloc(cl->c_out * cl->t * sizeof(double));
-		n->da[l] = malloc(cl->c_out * cl->t * sizeof(double));
-		ok = ok && n->in[l] && n->din[l] && n->u[l] && n->du[l] && n->a[l] && n->da[l];
+		n->in[l] = carve(base, &off, cl->c_in * cl->t);
+		n->din[l] = carve(base, &off, cl->c_in * cl->t);
+		n->u[l] = carve(base, &off, cl->t * cl->d);
+		n->du[l] = carve(base, &off, cl->t * cl->d);
+		n->a[l] = carve(base, &off, cl->c_out * cl->t);
+		n->da[l] = carve(base, &off, cl->c_out * cl->t);
 	}
 	for (size_t l = 0; l <= n->n_dense; l++) {
 		size_t w = l < n->n_dense ? n->dense[l].in : n->spec.classes;
 
-		n->h[l] = malloc(w * sizeof(double));
-		n->dh[l] = malloc(w * sizeof(double));
-		ok = ok && n->h[l] && n->dh[l];
+		n->h[l] = carve(base, &off, w);
+		n->dh[l] = carve(base, &off, w);
 	}
-	n->gram_a = malloc(gram * sizeof(double));
-	n->gram_b = malloc(gram * sizeof(double));
-	return ok && n->gram_a && n->gram_b ? 0 : -1;
+	n->gram_a = carve(base, &off, gram);
+	n->gram_b = carve(base, &off, gram);
+	return off;
+}
+
+/* One example's scratch buffers, in one allocation. */
+static int convnet_alloc(trn_convnet *n)
+{
+	n->scratch = malloc(convnet_carve(n, NULL) * sizeof(double));
+	if (!n->scratch)
+		return -1;
+	convnet_carve(n, n->scratch);
+	return 0;
 }
 
 int trn__conv_spec_check(const trn_conv_spec *spec, size_t *ret_params, acct_error *err)

@@ -27,34 +27,31 @@
  * surely a mistake (Papernot et al. 2021 search s, T in [0.5, 8]). */
 #define TRN_MAX_SIGMOID_PARAM 1e3
 
-static const trn__name dpsgd_model_names[] = {
-	{ "logreg", TRN_MODEL_LOGREG }, { "mlp", TRN_MODEL_MLP }, { "cnn", TRN_MODEL_CNN },
-};
-static const trn__name conv_act_names[] = {
-	{ "tanh", TRN_CONV_TANH }, { "tempered_sigmoid", TRN_CONV_TEMPERED_SIGMOID },
-};
+/* The activations' names, indexed by trn_conv_act. */
+static const char *const conv_act_names[] = {"tanh", "tempered_sigmoid"};
 
 int trn_dpsgd_model_from_name(const char *name, trn_model_kind *ret)
 {
-	int v = trn__name_lookup(dpsgd_model_names, TRN__COUNT(dpsgd_model_names), name);
-
-	if (v >= 0)
-		*ret = (trn_model_kind)v;
-	return v < 0 ? -1 : 0;
+	/* The other trainers' models, and the cnn of a dpsgd job. */
+	if (!name || strcmp(name, "cnn") != 0)
+		return trn_model_kind_from_name(name, ret);
+	*ret = TRN_MODEL_CNN;
+	return 0;
 }
 
 int trn_conv_act_from_name(const char *name, trn_conv_act *ret)
 {
-	int v = trn__name_lookup(conv_act_names, TRN__COUNT(conv_act_names), name);
-
-	if (v >= 0)
-		*ret = (trn_conv_act)v;
-	return v < 0 ? -1 : 0;
+	for (uint32_t c = 0; name && c < TRN__COUNT(conv_act_names); c++)
+		if (strcmp(name, conv_act_names[c]) == 0) {
+			*ret = (trn_conv_act)c;
+			return 0;
+		}
+	return -1;
 }
 
 const char *trn_conv_act_name(uint32_t code)
 {
-	return code < TRN__COUNT(conv_act_names) ? conv_act_names[code].name : NULL;
+	return code < TRN__COUNT(conv_act_names) ? conv_act_names[code] : NULL;
 }
 
 /* The tempered sigmoid's s, T (in (0, max]) and o (|o| <= max). */
@@ -142,16 +139,15 @@ struct trn_conv_sgd {
 	uint32_t lot_size;
 	double noise_sd, clip_norm, momentum;
 	bool private;
-	double *grad, *noise, *velocity;
+	/* One allocation: the lot's gradient sum, the velocity and, when
+	 * private, the step's noise, n_params each. */
+	double *grad, *velocity, *noise;
 };
 
 void trn_conv_sgd_free(trn_conv_sgd *s)
 {
-	if (!s)
-		return;
-	free(s->grad);
-	free(s->noise);
-	free(s->velocity);
+	if (s)
+		free(s->grad);
 	free(s);
 }
 
@@ -171,25 +167,24 @@ int trn_conv_sgd_new(trn_convnet *n, const trn_dpsgd_params *p, bool private,
 		goto out;
 	}
 	s = calloc(1, sizeof(*s));
-	if (!s)
-		goto nomem;
+	if (s)
+		s->n_params = trn_convnet_n_params(n);
+	if (s)
+		s->grad = calloc((private ? 3 : 2) * s->n_params, sizeof(double));
+	if (!s || !s->grad) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for the conv stepper");
+		goto out;
+	}
+	s->velocity = s->grad + s->n_params;
+	s->noise = private ? s->velocity + s->n_params : NULL;
 	s->net = n;
-	s->n_params = trn_convnet_n_params(n);
 	s->lot_size = p->lot_size;
 	s->clip_norm = p->clip_norm;
 	s->noise_sd = p->noise_multiplier * p->clip_norm;
 	s->momentum = p->momentum;
 	s->private = private;
-	s->grad = malloc(s->n_params * sizeof(double));
-	s->noise = private ? malloc(s->n_params * sizeof(double)) : NULL;
-	s->velocity = calloc(s->n_params, sizeof(double));
-	if (!s->grad || !s->velocity || (private && !s->noise))
-		goto nomem;
 	*ret = s;
 	s = NULL;
-	goto out;
-nomem:
-	rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for the conv stepper");
 out:
 	trn_conv_sgd_free(s);
 	return rc;

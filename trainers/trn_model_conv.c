@@ -99,27 +99,24 @@ int trn__conv_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret
 	const trn_conv_spec *s = trn_convnet_spec(m->conv);
 	const double *w = trn_convnet_params(m->conv);
 	size_t len = CONV_FILE_HEADER + CONV_FILE_BLOCK * s->n_conv + 8 * m->n_params;
+	/* The words at 8..28, then 40..60, and the reals at 64..80 (trn.h). */
+	const uint32_t head[] = {TRN__MODEL_CONV_VERSION, TRN_INPUT_NONE, m->input_dim, 0,
+				 m->n_layers, s->classes};
+	const uint32_t shape[] = {s->channels, s->side, s->n_conv, s->hidden, s->act, 0};
+	const double act[] = {s->ts_scale, s->ts_temp, s->ts_offset};
 	uint8_t *buf = malloc(len), *p;
 
 	if (!buf)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory serialising a model");
 	memcpy(buf, TRN_MODEL_MAGIC, 8);
-	p = trn__put_u32(buf + 8, TRN__MODEL_CONV_VERSION);
-	p = trn__put_u32(p, TRN_INPUT_NONE);
-	p = trn__put_u32(p, m->input_dim);
-	p = trn__put_u32(p, 0);
-	p = trn__put_u32(p, m->n_layers);
-	p = trn__put_u32(p, s->classes);
+	p = buf + 8;
+	for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+		p = trn__put_u32(p, head[i]);
 	p = trn__put_f64(p, 1.0);
-	p = trn__put_u32(p, s->channels);
-	p = trn__put_u32(p, s->side);
-	p = trn__put_u32(p, s->n_conv);
-	p = trn__put_u32(p, s->hidden);
-	p = trn__put_u32(p, s->act);
-	p = trn__put_u32(p, 0);
-	p = trn__put_f64(p, s->ts_scale);
-	p = trn__put_f64(p, s->ts_temp);
-	p = trn__put_f64(p, s->ts_offset);
+	for (size_t i = 0; i < sizeof(shape) / sizeof(shape[0]); i++)
+		p = trn__put_u32(p, shape[i]);
+	for (size_t i = 0; i < sizeof(act) / sizeof(act[0]); i++)
+		p = trn__put_f64(p, act[i]);
 	for (uint32_t l = 0; l < s->n_conv; l++) {
 		p = trn__put_u32(p, s->conv_channels[l]);
 		p = trn__put_u32(p, s->kernel[l]);
