@@ -63,3 +63,51 @@ void jobs_common_expect_refusal(dpg_resp *r, long status, const char *field, con
 			 r->body);
 	dpg_resp_free(r);
 }
+
+void jobs_common_params(char *buf, size_t size, const char *over,
+			const char *const (*defaults)[2], size_t n)
+{
+	size_t len = (size_t)snprintf(buf, size, "%s", over);
+	char key[64];
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "\"%s\":", defaults[i][0]);
+		if (!strstr(over, key))
+			len += (size_t)snprintf(buf + len, size - len, "%s%s%s", len ? "," : "", key,
+						defaults[i][1]);
+	}
+	cr_assert_lt(len, size, "the params do not fit");
+}
+
+dpg_resp jobs_common_submit(const dpg_server *s, const char *dataset, const char *trainer,
+			    const char *params, bool dry_run)
+{
+	size_t size = strlen(params) + 256;
+	char *body = malloc(size), path[160];
+	dpg_resp r;
+
+	cr_assert_not_null(body);
+	snprintf(body, size, "{\"trainer\":\"%s\",%s\"params\":{%s}}", trainer,
+		 dry_run ? "\"dry_run\":true," : "", params);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", dataset);
+	r = dpg_call(s, "POST", path, s->admin_key, body);
+	free(body);
+	return r;
+}
+
+json_t *jobs_common_run(const dpg_server *s, const char *dataset, const char *trainer,
+			const char *params, char *job_id, size_t size, double seconds)
+{
+	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
+	dpg_resp r = jobs_common_submit(s, dataset, trainer, params, false);
+	json_t *job;
+
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "trainer")), trainer);
+	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	job = dpg_job_wait(s, job_id, done, seconds);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(job, "error")));
+	return job;
+}

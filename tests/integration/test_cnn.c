@@ -112,35 +112,21 @@ static void make_images(const char *id, double epsilon)
 
 /* A cnn job's params: `over` ("key":value pairs), then the defaults it
  * does not name. */
-static void cnn_params(char *buf, size_t size, const char *over)
-{
-	static const char *const defaults[][2] = {
-		{"model", "\"cnn\""},        {"conv_channels", "4"},      {"kernel", "3"},
-		{"hidden", "8"},             {"epochs", "15"},            {"lot_size", "240"},
-		{"noise_multiplier", "1"},   {"clip_norm", "1"},          {"learning_rate", "0.5"},
-		{"momentum", "0.5"},         {"label", "\"y\""},          {"classes", "2"},
-		{"test_data", "\"imgtest\""}, {"features", "\"raw\""},
-	};
-	size_t len = (size_t)snprintf(buf, size, "%s", over);
-	char key[48];
-
-	for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
-		snprintf(key, sizeof(key), "\"%s\":", defaults[i][0]);
-		if (!strstr(over, key))
-			len += (size_t)snprintf(buf + len, size - len, "%s%s%s", len ? "," : "", key,
-						defaults[i][1]);
-	}
-}
+static const char *const cnn_defaults[][2] = {
+	{"model", "\"cnn\""},        {"conv_channels", "4"},      {"kernel", "3"},
+	{"hidden", "8"},             {"epochs", "15"},            {"lot_size", "240"},
+	{"noise_multiplier", "1"},   {"clip_norm", "1"},          {"learning_rate", "0.5"},
+	{"momentum", "0.5"},         {"label", "\"y\""},          {"classes", "2"},
+	{"test_data", "\"imgtest\""}, {"features", "\"raw\""},
+};
 
 static dpg_resp submit_cnn(const char *dataset, const char *over, bool dry_run)
 {
-	char body[2048], path[128], params[1536];
+	char params[1536];
 
-	cnn_params(params, sizeof(params), over);
-	snprintf(body, sizeof(body), "{\"trainer\":\"dpsgd\",%s\"params\":{%s}}",
-		 dry_run ? "\"dry_run\":true," : "", params);
-	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", dataset);
-	return dpg_call(&srv, "POST", path, srv.admin_key, body);
+	jobs_common_params(params, sizeof(params), over, cnn_defaults,
+			   sizeof(cnn_defaults) / sizeof(cnn_defaults[0]));
+	return jobs_common_submit(&srv, dataset, "dpsgd", params, dry_run);
 }
 
 /*
@@ -223,7 +209,7 @@ static size_t cnn_scores(const json_t *mj, const double *x, double *s)
 	const json_t *conv = json_object_get(mj, "convolution"), *blk, *layer;
 	const json_t *act = json_object_get(conv, "activation");
 	double *a = calloc(MAX_WIDTH, sizeof(double)), *tmp = calloc(MAX_WIDTH, sizeof(double));
-	double mx = -INFINITY, sum = 0;
+	double sum = 0;
 	size_t i, w = 0, best = 0;
 
 	cr_assert(a && tmp && conv);
@@ -247,13 +233,11 @@ static size_t cnn_scores(const json_t *mj, const double *x, double *s)
 			  strcmp(name, json_string_value(json_object_get(act, "name"))) == 0);
 		memcpy(a, tmp, w * sizeof(double));
 	}
+	/* The softmax, shifted by the largest logit (the first of equals). */
+	for (size_t c = 1; c < w; c++)
+		best = a[c] > a[best] ? c : best;
 	for (size_t c = 0; c < w; c++)
-		if (a[c] > mx) {
-			mx = a[c];
-			best = c;
-		}
-	for (size_t c = 0; c < w; c++)
-		sum += (s[c] = exp(a[c] - mx));
+		sum += (s[c] = exp(a[c] - a[best]));
 	for (size_t c = 0; c < w; c++)
 		s[c] /= sum;
 	free(a);
@@ -320,20 +304,14 @@ static void check_model(const char *job_id, const json_t *result)
 	free(y);
 }
 
-/* Submits, asserts 202, waits for success; the job (caller decrefs). */
+/* Runs a cnn job to its success; the job (caller decrefs). */
 static json_t *run_cnn(const char *dataset, const char *over, char job_id[64])
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
-	dpg_resp r = submit_cnn(dataset, over, false);
-	json_t *job;
+	char params[1536];
 
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(job_id, 64, "%s", json_string_value(json_object_get(r.json, "id")));
-	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 240);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(job, "error")));
-	return job;
+	jobs_common_params(params, sizeof(params), over, cnn_defaults,
+			   sizeof(cnn_defaults) / sizeof(cnn_defaults[0]));
+	return jobs_common_run(&srv, dataset, "dpsgd", params, job_id, 64, 240);
 }
 
 /* Progress and result: public figures only, the last evaluation that of
