@@ -42,6 +42,15 @@ int trn_model_kind_from_name(const char *name, trn_model_kind *ret)
 	return v < 0 ? -1 : 0;
 }
 
+int trn_dpsgd_model_from_name(const char *name, trn_model_kind *ret)
+{
+	/* The other trainers' models, and the cnn of a dpsgd job. */
+	if (!name || strcmp(name, "cnn") != 0)
+		return trn_model_kind_from_name(name, ret);
+	*ret = TRN_MODEL_CNN;
+	return 0;
+}
+
 int trn_activation_from_name(const char *name, trn_activation *ret)
 {
 	int v = trn__name_lookup(activation_names, TRN__COUNT(activation_names), name);

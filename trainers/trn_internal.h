@@ -220,10 +220,10 @@ int trn__conv_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret,
 				acct_error *err);
 
 /* The checks a cnn job's parameters take beyond trn_dpsgd_params_validate's
- * shared ones (trn_conv_dpsgd.c).  0 or ACCT_EINVAL naming the field. */
+ * shared ones (trn_conv_params.c).  0 or ACCT_EINVAL naming the field. */
 int trn__conv_params_check(const trn_dpsgd_params *p, acct_error *err);
 
-/* Little-endian fields of the model file (trn_model.c). */
+/* Little-endian fields of the model file (trn_model_bytes.c). */
 uint8_t *trn__put_u32(uint8_t *p, uint32_t v);
 uint8_t *trn__put_f64(uint8_t *p, double x);
 uint32_t trn__get_u32(const uint8_t *p);

@@ -763,39 +763,6 @@ int trn_model_from_layers(uint32_t n_layers, const uint32_t *widths,
 
 /* ---- serialisation ------------------------------------------------------ */
 
-uint8_t *trn__put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	return p + 4;
-}
-
-uint8_t *trn__put_f64(uint8_t *p, double x)
-{
-	uint64_t v;
-
-	memcpy(&v, &x, 8);
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	return p + 8;
-}
-
-uint32_t trn__get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-double trn__get_f64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	double x;
-
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	memcpy(&x, &v, 8);
-	return x;
-}
-
 /* Bytes before the widths: magic, version, five u32 fields, and from
  * version 2 the input scale; version 3's feature-transform block. */
 #define MODEL_V1_HEADER 32u
