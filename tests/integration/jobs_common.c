@@ -64,19 +64,30 @@ void jobs_common_expect_refusal(dpg_resp *r, long status, const char *field, con
 	dpg_resp_free(r);
 }
 
-void jobs_common_params(char *buf, size_t size, const char *over,
-			const char *const (*defaults)[2], size_t n)
+void jobs_common_params(char *buf, size_t size, const char *over, const char *defaults)
 {
-	size_t len = (size_t)snprintf(buf, size, "%s", over);
-	char key[64];
+	size_t n = strlen(over) + strlen(defaults) + 3, len;
+	char *text = malloc(n), *out;
+	json_t *o, *d;
 
-	for (size_t i = 0; i < n; i++) {
-		snprintf(key, sizeof(key), "\"%s\":", defaults[i][0]);
-		if (!strstr(over, key))
-			len += (size_t)snprintf(buf + len, size - len, "%s%s%s", len ? "," : "", key,
-						defaults[i][1]);
-	}
+	cr_assert_not_null(text);
+	snprintf(text, n, "{%s}", over);
+	o = json_loads(text, 0, NULL);
+	snprintf(text, n, "{%s}", defaults);
+	d = json_loads(text, 0, NULL);
+	cr_assert(o && d, "params that are not JSON members: %s / %s", over, defaults);
+	cr_assert_eq(json_object_update_missing(o, d), 0);
+	out = json_dumps(o, JSON_COMPACT);
+	cr_assert_not_null(out);
+	/* The members, without the object's braces. */
+	len = strlen(out) - 2;
 	cr_assert_lt(len, size, "the params do not fit");
+	memcpy(buf, out + 1, len);
+	buf[len] = '\0';
+	free(out);
+	free(text);
+	json_decref(o);
+	json_decref(d);
 }
 
 dpg_resp jobs_common_submit(const dpg_server *s, const char *dataset, const char *trainer,
@@ -110,4 +121,15 @@ json_t *jobs_common_run(const dpg_server *s, const char *dataset, const char *tr
 	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
 			 json_string_value(json_object_get(job, "error")));
 	return job;
+}
+
+void jobs_common_expect_nothing_written(const dpg_server *s, const char *dataset)
+{
+	dpg_budget b = dpg_budget_of(s, dataset);
+
+	cr_assert_eq(dpg_count_rows(s->db, "SELECT count(*) FROM reservations"), 0);
+	cr_assert_eq(dpg_count_rows(s->db, "SELECT count(*) FROM jobs"), 0);
+	cr_assert_eq(b.spent_eps, 0.0);
+	cr_assert_eq(b.ledger_rows, 0);
+	cr_assert_eq(b.charges, 0);
 }
