@@ -165,4 +165,10 @@
 #define DPG_MAX_ORIGIN_BYTES        256
 /* ==== end dashboard ==== */
 
+/* ==== convolutional models (model "cnn" of a dpsgd job) ==== */
+#define DPG_MAX_CONV_LAYERS         2            /* conv + pooling blocks */
+#define DPG_MAX_CONV_CHANNELS       256          /* channels of an image or a block */
+#define DPG_MAX_CONV_KERNEL         9            /* side of a (square, odd) kernel */
+/* ==== end convolutional models ==== */
+
 #endif

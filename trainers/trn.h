@@ -107,6 +107,8 @@ int trn_fashion_mnist_load(const char *dir, bool train, trn_dataset **ret, acct_
 typedef enum trn_model_kind {
 	TRN_MODEL_LOGREG = 0,  /* "logreg": softmax regression */
 	TRN_MODEL_MLP = 1,     /* "mlp": 1 or 2 hidden dense layers */
+	TRN_MODEL_CNN = 2,     /* "cnn": conv blocks then dense layers (trn_conv.c);
+	                          a dpsgd job's only, see trn_dpsgd_model_from_name */
 } trn_model_kind;
 
 /*
@@ -124,6 +126,13 @@ typedef enum trn_activation {
 } trn_activation;
 
 #define TRN_ACT_MAX TRN_ACT_SIGMOID
+
+/* The activation of a convolutional model's blocks and hidden layer, as
+ * its model file stores it. */
+typedef enum trn_conv_act {
+	TRN_CONV_TANH = 0,             /* "tanh" */
+	TRN_CONV_TEMPERED_SIGMOID = 1, /* "tempered_sigmoid": s / (1 + e^(-T z)) - o */
+} trn_conv_act;
 
 /*
  * How a model maps a raw feature row x to its input, before any projection.
@@ -221,6 +230,17 @@ typedef struct trn_dpsgd_params {
 	uint32_t scatter_groups;     /* "scatter_groups": groups of the per-row group
 	                                normalisation of the 81 scattering channels,
 	                                a divisor of 81 (default 27) */
+	/* Model "cnn" only (trn.h's convolutional models; "hidden" is then
+	 * its one dense hidden layer, "activation" tanh or tempered_sigmoid): */
+	uint32_t image_channels;     /* "image_channels": channels of the input images,
+	                                channel-major; their side is sqrt(d / channels) */
+	uint32_t n_conv;             /* the length of "conv_channels" */
+	uint32_t conv_channels[DPG_MAX_CONV_LAYERS]; /* "conv_channels": [16, 32] */
+	uint32_t kernel[DPG_MAX_CONV_LAYERS]; /* "kernel": odd sides, one per block (5) */
+	trn_conv_act conv_activation; /* "activation": "tanh" (default) | "tempered_sigmoid" */
+	double sigmoid_scale;        /* "sigmoid_scale": s (2) */
+	double sigmoid_temperature;  /* "sigmoid_temperature": T (2) */
+	double sigmoid_offset;       /* "sigmoid_offset": o (1); s = T = 2, o = 1 is tanh */
 } trn_dpsgd_params;
 
 /* Fills the defaults: mlp, one hidden layer of 1000 relu units, 20 epochs,
@@ -340,6 +360,11 @@ typedef struct trn_model_info {
 	 * normalisation over scatter_groups groups of channels. */
 	trn_feature_rule feature_rule;
 	uint32_t scatter_rows, scatter_cols, scatter_j, scatter_l, scatter_groups;
+	/* A convolutional model (version 4; NULL otherwise): its shape; params
+	 * then holds every weight in trn_convnet_params' order, n_layers,
+	 * widths and activations describe its dense layers only (the hidden
+	 * one's code is TRN_ACT_TANH for either conv activation). */
+	const struct trn_conv_spec *conv;
 } trn_model_info;
 
 void trn_model_info_get(const trn_model *m, trn_model_info *ret);
@@ -397,6 +422,29 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
  * trn_scatter_apply writes it), each group of C/G consecutive channels
  * then replaced by (h - mean) / sqrt(var + 1e-5), mean and (biased)
  * variance over that group's values in this row.
+ *
+ * Version 4, written only for a convolutional model (a "cnn" job's):
+ * the first 40 bytes as version 2 with version = 4, input rule 0, P = 0,
+ * K its dense layers (1 or 2) and scale 1; then
+ *   40      4     u32 image channels c (D = c S^2)
+ *   44      4     u32 image side S
+ *   48      4     u32 conv blocks n (1..DPG_MAX_CONV_LAYERS)
+ *   52      4     u32 dense hidden units h (0: none; K = 2 when h > 0)
+ *   56      4     u32 activation: 0 tanh, 1 tempered sigmoid (trn_conv_act)
+ *   60      4     u32 0
+ *   64      24    f64 s, T, o of the tempered sigmoid (2, 2, 1 for tanh)
+ *   88      8n    u32 channels c_l and odd kernel side k_l of each block
+ *   then    f64   the weights in trn_convnet_params' order: per block
+ *                 K_l (c_l x c_{l-1} k_l^2, row-major, a row's columns
+ *                 ordered input channel, kernel row, kernel column), its
+ *                 c_l biases; then W_1, b_1 (and W_2, b_2) of the dense
+ *                 layers as version 2's.
+ * Prediction: block l maps its input (c_{l-1} x S_l x S_l, channel-major;
+ * S_1 = S) to f(K_l * x + b_l) by a stride-1 cross-correlation with zero
+ * 'same' padding of (k_l - 1)/2, then 2 x 2 average pooling halves S_l;
+ * the last block's output, flattened channel-major, feeds the dense
+ * layers, the hidden one activated by f, the last identity.  f is tanh or
+ * s / (1 + e^(-T z)) - o.
  *
  * Version 1 (read only): the same magic; then at 8 u32 version = 1, at 12
  * u32 activation of every hidden layer (0 none, 1 relu, 2 tanh; 0 exactly
@@ -1325,14 +1373,9 @@ int trn_sgd_nonprivate_run_prepared(const trn_dpsgd_params *p, size_t raw_d,
  * side x side, channel-major.  Trained with DP-SGD by
  * trn_convnet_dpsgd_train below.
  */
-#define TRN_CONV_MAX_CONV 2u
-#define TRN_CONV_MAX_CHANNELS 256u
-#define TRN_CONV_MAX_KERNEL 9u
-
-typedef enum trn_conv_act {
-	TRN_CONV_TANH = 0,
-	TRN_CONV_TEMPERED_SIGMOID = 1, /* s / (1 + e^(-T z)) - o */
-} trn_conv_act;
+#define TRN_CONV_MAX_CONV ((uint32_t)DPG_MAX_CONV_LAYERS)
+#define TRN_CONV_MAX_CHANNELS ((uint32_t)DPG_MAX_CONV_CHANNELS)
+#define TRN_CONV_MAX_KERNEL ((uint32_t)DPG_MAX_CONV_KERNEL)
 
 typedef struct trn_conv_spec {
 	uint32_t channels, side;             /* input */
@@ -1426,6 +1469,38 @@ int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx,
 int trn_convnet_dpsgd_train(trn_convnet *n, const trn_dpsgd_params *p, bool private,
 			    const trn_dataset *train, mech_rng *rng, const atomic_bool *cancel,
 			    acct_event **ret_event, acct_error *err);
+
+/* The shape a model was built with (valid until trn_convnet_free). */
+const trn_conv_spec *trn_convnet_spec(const trn_convnet *n);
+
+/*
+ * The model "cnn" of a DP-SGD job (trn_dpsgd_params' cnn fields), trained
+ * by trn_dpsgd_run like the dense models: same lots, clipping to C, noise
+ * and event (trn_dpsgd_event does not depend on the model), the learning
+ * rate schedule and momentum; the result's model is a trn_model holding
+ * the convolutional net (model file version 4), which trn_model_predict,
+ * trn_model_scores, trn_model_evaluate and trn_model_info_get serve.
+ */
+
+/* "logreg", "mlp" or "cnn" (the names a dpsgd job's "model" takes; other
+ * trainers' models are trn_model_kind_from_name's).  0 or -1. */
+int trn_dpsgd_model_from_name(const char *name, trn_model_kind *ret);
+
+/* "tanh" | "tempered_sigmoid" <-> trn_conv_act; _from_name returns 0 or
+ * -1, _name NULL for an unknown code. */
+int trn_conv_act_from_name(const char *name, trn_conv_act *ret);
+const char *trn_conv_act_name(uint32_t code);
+
+/*
+ * The convolutional model a cnn job with parameters p trains on rows of d
+ * features and num_classes classes: image_channels images of side
+ * sqrt(d / image_channels), p's blocks, one dense hidden layer of
+ * p->hidden[0] units (none when n_hidden is 0), its activation.  Public
+ * shape only.  Returns 0 and *ret, or ACCT_EINVAL naming the field
+ * (/params/image_channels when d is not that many square images).
+ */
+int trn_dpsgd_conv_spec(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
+			trn_conv_spec *ret, acct_error *err);
 
 /* ==== end convolutional models ==== */
 

@@ -50,6 +50,7 @@ struct trn_convnet {
 	struct dense_layer dense[CONV_MAX_DENSE];
 	size_t n_dense, n_params;
 	double *params;
+	bool params_borrowed;        /* a view's: another model's, not freed */
 	/* One example's scratch: per conv layer its input, unfolded input,
 	 * activations (after the nonlinearity) and their errors; the dense
 	 * layers' inputs and errors; Gram matrices or a materialised G. */
@@ -57,6 +58,7 @@ struct trn_convnet {
 	double *da[TRN_CONV_MAX_CONV], *du[TRN_CONV_MAX_CONV], *din[TRN_CONV_MAX_CONV + 1];
 	double *h[CONV_MAX_DENSE + 1], *dh[CONV_MAX_DENSE + 1];
 	double *gram_a, *gram_b;
+	double *scratch;             /* the one allocation they all point into */
 };
 
 /* ---- activations ------------------------------------------------------- */
@@ -89,10 +91,16 @@ static int spec_check(const trn_conv_spec *s, acct_error *err)
 {
 	size_t side;
 
-	if (!s || s->n_conv < 1 || s->n_conv > TRN_CONV_MAX_CONV || s->channels < 1 ||
-	    s->channels > TRN_CONV_MAX_CHANNELS || s->classes < 2 ||
-	    s->classes > DPG_MAX_CLASSES || s->hidden > DPG_MAX_HIDDEN_UNITS)
-		return acct_error_set(err, ACCT_EINVAL, "/params", "bad convolutional model");
+	if (!s || s->n_conv < 1 || s->n_conv > TRN_CONV_MAX_CONV)
+		return acct_error_set(err, ACCT_EINVAL, "/params/conv_channels",
+				      "1 to %u conv blocks", TRN_CONV_MAX_CONV);
+	if (s->channels < 1 || s->channels > TRN_CONV_MAX_CHANNELS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/image_channels",
+				      "images have 1 to %u channels", TRN_CONV_MAX_CHANNELS);
+	if (s->classes < 2 || s->classes > DPG_MAX_CLASSES || s->hidden > DPG_MAX_HIDDEN_UNITS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
+				      "bad dense layers: %u hidden units, %u classes", s->hidden,
+				      s->classes);
 	if (s->act != TRN_CONV_TANH &&
 	    (s->act != TRN_CONV_TEMPERED_SIGMOID || !(s->ts_scale > 0) || !(s->ts_temp > 0) ||
 	     !isfinite(s->ts_scale) || !isfinite(s->ts_temp) || !isfinite(s->ts_offset)))
@@ -100,14 +108,18 @@ static int spec_check(const trn_conv_spec *s, acct_error *err)
 				      "tanh, or a tempered sigmoid with finite s > 0, T > 0, o");
 	side = s->side;
 	for (uint32_t l = 0; l < s->n_conv; l++) {
-		if (s->conv_channels[l] < 1 || s->conv_channels[l] > TRN_CONV_MAX_CHANNELS ||
-		    s->kernel[l] % 2 == 0 || s->kernel[l] > TRN_CONV_MAX_KERNEL)
-			return acct_error_set(err, ACCT_EINVAL, "/params/conv",
-					      "conv layer %u: 1 to %u channels, an odd kernel up to %u",
-					      l + 1, TRN_CONV_MAX_CHANNELS, TRN_CONV_MAX_KERNEL);
+		if (s->conv_channels[l] < 1 || s->conv_channels[l] > TRN_CONV_MAX_CHANNELS)
+			return acct_error_set(err, ACCT_EINVAL, "/params/conv_channels",
+					      "conv block %u: 1 to %u channels", l + 1,
+					      TRN_CONV_MAX_CHANNELS);
+		if (s->kernel[l] % 2 == 0 || s->kernel[l] > TRN_CONV_MAX_KERNEL)
+			return acct_error_set(err, ACCT_EINVAL, "/params/kernel",
+					      "conv block %u: an odd kernel side up to %u", l + 1,
+					      TRN_CONV_MAX_KERNEL);
 		if (side < 2 || side % 2 != 0 || side > TRN_SCATTER_MAX_SIDE)
-			return acct_error_set(err, ACCT_EINVAL, "/data",
-					      "the image side must halve at every pooling");
+			return acct_error_set(err, ACCT_EINVAL, "/params/conv_channels",
+					      "the image side %u must halve at each of the %u poolings",
+					      s->side, s->n_conv);
 		side /= 2;
 	}
 	return 0;
@@ -151,61 +163,86 @@ void trn_convnet_free(trn_convnet *n)
 {
 	if (!n)
 		return;
-	for (size_t l = 0; l <= TRN_CONV_MAX_CONV; l++) {
-		free(n->in[l]);
-		free(n->din[l]);
-	}
-	for (size_t l = 0; l < TRN_CONV_MAX_CONV; l++) {
-		free(n->u[l]);
-		free(n->a[l]);
-		free(n->da[l]);
-		free(n->du[l]);
-	}
-	for (size_t l = 0; l <= CONV_MAX_DENSE; l++) {
-		free(n->h[l]);
-		free(n->dh[l]);
-	}
-	free(n->gram_a);
-	free(n->gram_b);
-	free(n->params);
+	free(n->scratch);
+	if (!n->params_borrowed)
+		free(n->params);
 	free(n);
 }
 
-/* One example's scratch buffers. */
-static int convnet_alloc(trn_convnet *n)
+/* `count` doubles at *off of base (NULL: only counts them). */
+static double *carve(double *base, size_t *off, size_t count)
 {
-	size_t gram = 0;
-	bool ok = true;
+	double *r = base ? base + *off : NULL;
+
+	*off += count;
+	return r;
+}
+
+/* Points one example's buffers into base (NULL: none), in one pass that
+ * also counts them; returns their total length. */
+static size_t convnet_carve(trn_convnet *n, double *base)
+{
+	size_t gram = 0, off = 0;
 
 	for (uint32_t l = 0; l < n->spec.n_conv; l++) {
 		const struct conv_layer *cl = &n->conv[l];
 		size_t g = cl->t * cl->t > cl->c_out * cl->d ? cl->t * cl->t : cl->c_out * cl->d;
 
 		gram = g > gram ? g : gram;
-		n->in[l] = malloc(cl->c_in * cl->t * sizeof(double));
-		n->din[l] = malloc(cl->c_in * cl->t * sizeof(double));
-		n->u[l] = malloc(cl->t * cl->d * sizeof(double));
-		n->du[l] = malloc(cl->t * cl->d * sizeof(double));
-		n->a[l] = malloc(cl->c_out * cl->t * sizeof(double));
-		n->da[l] = malloc(cl->c_out * cl->t * sizeof(double));
-		ok = ok && n->in[l] && n->din[l] && n->u[l] && n->du[l] && n->a[l] && n->da[l];
+		n->in[l] = carve(base, &off, cl->c_in * cl->t);
+		n->din[l] = carve(base, &off, cl->c_in * cl->t);
+		n->u[l] = carve(base, &off, cl->t * cl->d);
+		n->du[l] = carve(base, &off, cl->t * cl->d);
+		n->a[l] = carve(base, &off, cl->c_out * cl->t);
+		n->da[l] = carve(base, &off, cl->c_out * cl->t);
 	}
 	for (size_t l = 0; l <= n->n_dense; l++) {
 		size_t w = l < n->n_dense ? n->dense[l].in : n->spec.classes;
 
-		n->h[l] = malloc(w * sizeof(double));
-		n->dh[l] = malloc(w * sizeof(double));
-		ok = ok && n->h[l] && n->dh[l];
+		n->h[l] = carve(base, &off, w);
+		n->dh[l] = carve(base, &off, w);
 	}
-	n->gram_a = malloc(gram * sizeof(double));
-	n->gram_b = malloc(gram * sizeof(double));
-	return ok && n->gram_a && n->gram_b ? 0 : -1;
+	n->gram_a = carve(base, &off, gram);
+	n->gram_b = carve(base, &off, gram);
+	return off;
 }
 
-int trn_convnet_new(const trn_conv_spec *spec, trn_convnet **ret, acct_error *err)
+/* One example's scratch buffers, in one allocation. */
+static int convnet_alloc(trn_convnet *n)
+{
+	n->scratch = malloc(convnet_carve(n, NULL) * sizeof(double));
+	if (!n->scratch)
+		return -1;
+	convnet_carve(n, n->scratch);
+	return 0;
+}
+
+int trn__conv_spec_check(const trn_conv_spec *spec, size_t *ret_params, acct_error *err)
+{
+	trn_convnet shape;
+	int rc = spec_check(spec, err);
+
+	if (rc < 0)
+		return rc;
+	memset(&shape, 0, sizeof(shape));
+	shape.spec = *spec;
+	shape.n_params = convnet_layout(&shape);
+	if (shape.n_params > (size_t)DPG_MAX_MODEL_PARAMS)
+		return acct_error_set(err, ACCT_EINVAL, "/params/conv_channels",
+				      "the model would have more than %lld parameters",
+				      (long long)DPG_MAX_MODEL_PARAMS);
+	if (ret_params)
+		*ret_params = shape.n_params;
+	return 0;
+}
+
+/* A model of `spec`'s layout with its scratch, and with `params` (borrowed)
+ * or zero weights of its own (NULL). */
+static int convnet_make(const trn_conv_spec *spec, double *params, trn_convnet **ret,
+			acct_error *err)
 {
 	trn_convnet *n = NULL;
-	int rc = spec_check(spec, err);
+	int rc = trn__conv_spec_check(spec, NULL, err);
 
 	if (rc < 0)
 		return rc;
@@ -214,19 +251,29 @@ int trn_convnet_new(const trn_conv_spec *spec, trn_convnet **ret, acct_error *er
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a model");
 	n->spec = *spec;
 	n->n_params = convnet_layout(n);
-	if (n->n_params > (size_t)DPG_MAX_MODEL_PARAMS) {
-		trn_convnet_free(n);
-		return acct_error_set(err, ACCT_EINVAL, "/params/conv",
-				      "the model would have more than %lld parameters",
-				      (long long)DPG_MAX_MODEL_PARAMS);
-	}
-	n->params = calloc(n->n_params, sizeof(double));
+	n->params_borrowed = params != NULL;
+	n->params = params ? params : calloc(n->n_params, sizeof(double));
 	if (!n->params || convnet_alloc(n) < 0) {
 		trn_convnet_free(n);
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for a model");
 	}
 	*ret = n;
 	return 0;
+}
+
+int trn_convnet_new(const trn_conv_spec *spec, trn_convnet **ret, acct_error *err)
+{
+	return convnet_make(spec, NULL, ret, err);
+}
+
+int trn__convnet_view(const trn_convnet *n, trn_convnet **ret, acct_error *err)
+{
+	return convnet_make(&n->spec, n->params, ret, err);
+}
+
+const trn_conv_spec *trn_convnet_spec(const trn_convnet *n)
+{
+	return &n->spec;
 }
 
 size_t trn_convnet_n_params(const trn_convnet *n)
@@ -476,6 +523,12 @@ static void accumulate_one(trn_convnet *n, double scale, double *grad)
 double trn_convnet_loss(trn_convnet *n, const double *x, uint32_t y)
 {
 	return forward_one(n, x, y);
+}
+
+void trn__convnet_scores(trn_convnet *n, const double *x, double *scores)
+{
+	forward_one(n, x, 0);
+	memcpy(scores, n->h[n->n_dense], n->spec.classes * sizeof(double));
 }
 
 uint32_t trn_convnet_predict(trn_convnet *n, const double *x)

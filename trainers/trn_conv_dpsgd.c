@@ -13,108 +13,12 @@
  * neighbouring batches).  That is the sampled Gaussian mechanism of
  * Mironov, Talwar and Zhang 2019 with noise multiplier sigma, so the run's
  * event is trn_dpsgd_event's self_composed(T, poisson_sampled(q,
- * gaussian(sigma))), built there and nowhere else.
+ * gaussian(sigma))), built there and nowhere else.  The step itself is
+ * trn_conv_sgd.c's, which a job's run (trn_dpsgd.c) takes too.
  */
-#include <math.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include <cblas.h>
 
 #include "trn_internal.h"
-
-struct trn_conv_sgd {
-	trn_convnet *net;
-	size_t n_params;
-	uint32_t lot_size;
-	double noise_sd, clip_norm, momentum;
-	bool private;
-	double *grad, *noise, *velocity;
-};
-
-void trn_conv_sgd_free(trn_conv_sgd *s)
-{
-	if (!s)
-		return;
-	free(s->grad);
-	free(s->noise);
-	free(s->velocity);
-	free(s);
-}
-
-int trn_conv_sgd_new(trn_convnet *n, const trn_dpsgd_params *p, bool private,
-		     trn_conv_sgd **ret, acct_error *err)
-{
-	trn_conv_sgd *s = NULL;
-	int rc = 0;
-
-	if (!n || !p || p->lot_size < 1) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/lot_size", "no model or lot size");
-		goto out;
-	}
-	if (private && !(p->noise_multiplier > 0.0 && p->clip_norm > 0.0)) {
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/noise_multiplier",
-				    "a private run needs noise_multiplier and clip_norm > 0");
-		goto out;
-	}
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		goto nomem;
-	s->net = n;
-	s->n_params = trn_convnet_n_params(n);
-	s->lot_size = p->lot_size;
-	s->clip_norm = p->clip_norm;
-	s->noise_sd = p->noise_multiplier * p->clip_norm;
-	s->momentum = p->momentum;
-	s->private = private;
-	s->grad = malloc(s->n_params * sizeof(double));
-	s->noise = private ? malloc(s->n_params * sizeof(double)) : NULL;
-	s->velocity = calloc(s->n_params, sizeof(double));
-	if (!s->grad || !s->velocity || (private && !s->noise))
-		goto nomem;
-	*ret = s;
-	s = NULL;
-	goto out;
-nomem:
-	rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for the conv stepper");
-out:
-	trn_conv_sgd_free(s);
-	return rc;
-}
-
-int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx, size_t count,
-		      double lr, mech_rng *rng, acct_error *err)
-{
-	int n = (int)s->n_params;
-
-	/* Draw the noise first, so a failing stream leaves the model as it was. */
-	if (s->private && mech_rng_normal_fill_fast(rng, s->noise, s->n_params) < 0)
-		return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
-	memset(s->grad, 0, s->n_params * sizeof(double));
-	for (size_t i = 0; i < count; i++) {
-		size_t row = idx[i];
-
-		/* A row of no declared class has zero gradient (trn.h's
-		 * TRN_NO_CLASS): it was sampled, it adds nothing. */
-		if (ds->y[row] == TRN_NO_CLASS || ds->y[row] >= ds->num_classes)
-			continue;
-		/* Its only failure is a label beyond the model's classes, which
-		 * then adds nothing, like a row of no class. */
-		(void)trn_convnet_clipped_grad(s->net, ds->x + row * ds->d, ds->y + row, 1,
-					       s->clip_norm, TRN_CONV_NORM_AUTO, s->grad, NULL,
-					       NULL);
-	}
-	/* Algorithm 1: g~ = (sum_i clip(g_i) + N(0, sigma^2 C^2 I)) / L, with
-	 * L the expected lot size, never the sampled |L_t| (which would
-	 * depend on the data). */
-	if (s->private)
-		cblas_daxpy(n, s->noise_sd, s->noise, 1, s->grad, 1);
-	/* Heavy-ball momentum: v = mu v + g~; theta -= lr v (post-processing). */
-	cblas_dscal(n, s->momentum, s->velocity, 1);
-	cblas_daxpy(n, 1.0 / s->lot_size, s->grad, 1, s->velocity, 1);
-	cblas_daxpy(n, -lr, s->velocity, 1, trn_convnet_params(s->net), 1);
-	return 0;
-}
 
 /* The run's checks and, when private, its event. */
 static int train_check(trn_convnet *n, const trn_dpsgd_params *p, bool private,

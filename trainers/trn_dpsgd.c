@@ -42,6 +42,15 @@ int trn_model_kind_from_name(const char *name, trn_model_kind *ret)
 	return v < 0 ? -1 : 0;
 }
 
+int trn_dpsgd_model_from_name(const char *name, trn_model_kind *ret)
+{
+	/* The other trainers' models, and the cnn of a dpsgd job. */
+	if (!name || strcmp(name, "cnn") != 0)
+		return trn_model_kind_from_name(name, ret);
+	*ret = TRN_MODEL_CNN;
+	return 0;
+}
+
 int trn_activation_from_name(const char *name, trn_activation *ret)
 {
 	int v = trn__name_lookup(activation_names, TRN__COUNT(activation_names), name);
@@ -83,6 +92,18 @@ void trn_dpsgd_params_default(trn_dpsgd_params *p)
 	p->max_train_examples = 0;
 	p->features = TRN_FEATURES_PCA;
 	p->scatter_groups = TRN_DPSGD_SCATTER_GROUPS;
+	/* A cnn's: Papernot et al. 2021's Fashion-MNIST net has two conv
+	 * blocks of 16 and 32 channels (their 8x8 and 4x4 strided kernels
+	 * become 5x5 with pooling here) and a dense layer of 32. */
+	p->image_channels = 1;
+	p->n_conv = 2;
+	p->conv_channels[0] = 16;
+	p->conv_channels[1] = 32;
+	p->kernel[0] = p->kernel[1] = 5;
+	p->conv_activation = TRN_CONV_TANH;
+	p->sigmoid_scale = 2.0;
+	p->sigmoid_temperature = 2.0;
+	p->sigmoid_offset = 1.0;
 }
 
 /* Values beyond which a real parameter is surely a mistake. */
@@ -113,9 +134,11 @@ static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err
 {
 	if (!p)
 		return acct_error_set(err, ACCT_EINVAL, "/params", "no parameters");
-	if (p->model != TRN_MODEL_LOGREG && p->model != TRN_MODEL_MLP)
+	if (p->model != TRN_MODEL_LOGREG && p->model != TRN_MODEL_MLP && p->model != TRN_MODEL_CNN)
 		return acct_error_set(err, ACCT_EINVAL, "/params/model",
-				      "model must be \"logreg\" or \"mlp\"");
+				      "model must be \"logreg\", \"mlp\" or \"cnn\"");
+	if (p->model == TRN_MODEL_CNN && trn__conv_params_check(p, err) < 0)
+		return ACCT_EINVAL;
 	if (p->model == TRN_MODEL_LOGREG && p->n_hidden != 0)
 		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
 				      "logreg has no hidden layers");
@@ -382,6 +405,11 @@ int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_clas
 		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
 				      "pca_components %u exceeds the %zu features", p->pca_components,
 				      d);
+	if (p->model == TRN_MODEL_CNN) {
+		trn_conv_spec spec;
+
+		return trn_dpsgd_conv_spec(p, d, num_classes, &spec, err);
+	}
 	if (p->features == TRN_FEATURES_SCATTER &&
 	    trn_dpsgd_scatter_shape(d, p->scatter_groups, NULL, NULL, err) < 0)
 		return ACCT_EINVAL;
@@ -533,11 +561,13 @@ struct train_run {
 	double q, last_loss, last_acc;
 	trn__clip clip;
 	struct noise_ahead ahead; /* private runs: the noise stream */
+	trn_conv_sgd *conv;       /* a cnn's stepper (its net is m's) */
 };
 
 static void train_run_free(struct train_run *r)
 {
 	noise_ahead_stop(&r->ahead);
+	trn_conv_sgd_free(r->conv);
 	trn_dpsgd_result_free(r->res);
 	trn_dataset_free(r->feat_train);
 	trn_dataset_free(r->feat_eval);
@@ -709,8 +739,11 @@ static int train_step(struct train_run *r, double lr, bool more, acct_error *err
 	 * with probability q = L / n_train. */
 	if (trn__poisson_sample(r->rng, r->ds->n, r->q, r->ubuf, r->idx, &count) < 0)
 		return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
-	train_lot_gradient(r, count);
 	r->res->examples_processed += count;
+	/* A cnn: the same step on its net, noise from the run's stream. */
+	if (r->conv)
+		return trn_conv_sgd_step(r->conv, r->ds, r->idx, count, lr, r->rng, err);
+	train_lot_gradient(r, count);
 	/* Add noise N(0, sigma^2 C^2 I); the sum is divided by L, not |L_t|.
 	 * The ziggurat (mech_rng_normal_fill_fast): Box-Muller had been a fifth
 	 * of a step. */
@@ -778,6 +811,34 @@ static int train_loop(struct train_run *r, trn_progress_fn progress, void *progr
 	return 0;
 }
 
+/* A cnn's net, initialised (LeCun's N(0, 1/fan_in), trn_convnet_init),
+ * its stepper and the lots' buffers. */
+static int train_conv_new(struct train_run *r, acct_error *err)
+{
+	trn_conv_spec spec;
+	trn_convnet *net = NULL;
+	int rc = trn_dpsgd_conv_spec(r->p, r->raw_d, r->ds->num_classes, &spec, err);
+
+	if (rc == 0)
+		rc = trn_convnet_new(&spec, &net, err);
+	if (rc == 0 && (rc = trn_convnet_init(net, r->rng, err)) < 0)
+		trn_convnet_free(net);
+	if (rc == 0)
+		rc = trn__model_from_convnet(net, &r->m, err);
+	if (rc == 0) {
+		/* The non-private baseline neither clips nor adds noise. */
+		trn_dpsgd_params sp = *r->p;
+
+		sp.clip_norm = r->private ? sp.clip_norm : 0.0;
+		rc = trn_conv_sgd_new(net, &sp, r->private, &r->conv, err);
+	}
+	if (rc < 0)
+		return rc;
+	r->ubuf = malloc(r->ds->n * sizeof(uint64_t));
+	r->idx = malloc(r->ds->n * sizeof(size_t));
+	return r->ubuf && r->idx ? 0 : trn__nomem(err);
+}
+
 /* Builds the model (recording the feature transform or the DP-PCA
  * projection it takes raw rows through), initialises it and allocates
  * the step loop's buffers. */
@@ -787,9 +848,12 @@ static int train_model_new(struct train_run *r, acct_error *err)
 	uint32_t widths[TRN_MAX_LAYERS + 1];
 	uint32_t n_layers = model_widths(p, r->raw_d, r->ds->num_classes, widths);
 	size_t side = 0;
-	int rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
-				&r->m, err);
+	int rc;
 
+	if (p->model == TRN_MODEL_CNN)
+		return train_conv_new(r, err);
+	rc = trn__model_new(n_layers, widths, p->model == TRN_MODEL_LOGREG ? 0 : p->activation,
+			    &r->m, err);
 	if (rc < 0)
 		return rc;
 	r->m->input_dim = (uint32_t)r->raw_d;

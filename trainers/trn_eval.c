@@ -119,6 +119,20 @@ out:
 	return rc;
 }
 
+/* A convolutional model's metrics: its scores on every row, then as any
+ * predictions' (trn_model_conv.c scores them). */
+static int eval_conv_model(const trn_model *m, const trn_dataset *ds, trn_eval_metrics *ret,
+			   acct_error *err)
+{
+	double *scores = malloc(ds->n * ds->num_classes * sizeof(double));
+	int rc = scores ? trn__conv_model_scores(m, ds->x, ds->n, scores, err) : trn__nomem(err);
+
+	if (rc == 0)
+		rc = trn_eval_predictions(ds->y, NULL, scores, ds->n, ds->num_classes, ret, err);
+	free(scores);
+	return rc;
+}
+
 int trn_eval_model(const trn_model *m, const trn_dataset *ds, trn_eval_metrics *ret,
 		   acct_error *err)
 {
@@ -130,6 +144,8 @@ int trn_eval_model(const trn_model *m, const trn_dataset *ds, trn_eval_metrics *
 	if (!m || !ds || ds->d != m->input_dim || ds->num_classes != m->dims[m->n_layers])
 		return acct_error_set(err, ACCT_EINVAL, "/data",
 				      "the table does not match the model's shape");
+	if (m->conv)
+		return eval_conv_model(m, ds, ret, err);
 	k = ds->num_classes;
 	rc = trn__workspace_new(m, TRN_EVAL_CHUNK_ROWS, &ws, err);
 	if (rc < 0)

@@ -37,6 +37,10 @@ struct trn_model {
 	uint32_t feature_rule;
 	uint32_t scatter_rows, scatter_cols, scatter_groups;
 	trn_scatter *scatter;         /* the bank, owned; NULL without the rule */
+	/* A convolutional model (version 4): the net, owned, which holds every
+	 * weight (params is then NULL, n_params the net's count); n_layers,
+	 * dims and layer_act describe its dense layers. */
+	trn_convnet *conv;
 };
 
 /*
@@ -178,6 +182,52 @@ int trn__features_rows(const trn_model *m, trn_scatter_workspace *w, const doubl
 double trn__conv_grad_sqnorm(const double *da, const double *u, size_t c_out, size_t t,
 			     size_t d, trn_conv_norm_mode mode, double *scratch_a,
 			     double *scratch_b);
+
+/* ---- convolutional models served as trn_model (trn_model_conv.c) ---- */
+
+/* The bounds trn_convnet_new checks (trn_conv_spec's fields, the parameter
+ * count), without allocating; the count in *ret_params (may be NULL). */
+int trn__conv_spec_check(const trn_conv_spec *spec, size_t *ret_params, acct_error *err);
+
+/* A net sharing n's weights (borrowed: n must outlive it, and they must not
+ * change while it is used) with scratch of its own, so that a const model
+ * can be evaluated, and from several threads.  0, ACCT_EINVAL or ENOMEM. */
+int trn__convnet_view(const trn_convnet *n, trn_convnet **ret, acct_error *err);
+
+/* The softmax of one example's logits into scores[0..classes). */
+void trn__convnet_scores(trn_convnet *n, const double *x, double *scores);
+
+/* Wraps a trained net as a model (which then owns it; freed by
+ * trn_model_free).  On failure the net is freed.  0 or ACCT_ENOMEM. */
+int trn__model_from_convnet(trn_convnet *net, trn_model **ret, acct_error *err);
+
+/* The scores (softmax) of n raw rows of a convolutional model into scores
+ * (n x classes).  0, or ACCT_ENOMEM. */
+int trn__conv_model_scores(const trn_model *m, const double *x, size_t n, double *scores,
+			   acct_error *err);
+
+/* trn_model_evaluate of a convolutional model (its shape checked).  Rows
+ * labelled TRN_NO_CLASS are refused as there: evaluation tables are public
+ * and labelled. */
+int trn__conv_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
+			     double *ret_loss, acct_error *err);
+
+/* trn_model_serialize and trn_model_deserialize for version 4. */
+#define TRN__MODEL_CONV_VERSION 4u
+int trn__conv_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
+			      acct_error *err);
+int trn__conv_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret,
+				acct_error *err);
+
+/* The checks a cnn job's parameters take beyond trn_dpsgd_params_validate's
+ * shared ones (trn_conv_params.c).  0 or ACCT_EINVAL naming the field. */
+int trn__conv_params_check(const trn_dpsgd_params *p, acct_error *err);
+
+/* Little-endian fields of the model file (trn_model_bytes.c). */
+uint8_t *trn__put_u32(uint8_t *p, uint32_t v);
+uint8_t *trn__put_f64(uint8_t *p, double x);
+uint32_t trn__get_u32(const uint8_t *p);
+double trn__get_f64(const uint8_t *p);
 
 /* Cross-entropy loss of one example (reference for finite differences). */
 double trn__example_loss(const trn_model *m, trn__workspace *ws, const double *x, uint32_t y);

@@ -99,6 +99,7 @@ void trn_model_free(trn_model *m)
 	free(m->proj);
 	free(m->params);
 	trn_scatter_free(m->scatter);
+	trn_convnet_free(m->conv);
 	free(m);
 }
 
@@ -585,6 +586,8 @@ int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_ac
 	if (!m || !ds || ds->d != m->input_dim || ds->num_classes != m->dims[m->n_layers])
 		return acct_error_set(err, ACCT_EINVAL, "/data",
 				      "the table does not match the model's shape");
+	if (m->conv)
+		return trn__conv_model_evaluate(m, ds, ret_accuracy, ret_loss, err);
 	return evaluate_rows(m, ds->x, ds->y, ds->n, false, ret_accuracy, ret_loss, err);
 }
 
@@ -615,8 +618,16 @@ int trn_model_predict(const trn_model *m, const double *x, size_t d, uint32_t *r
 		      acct_error *err)
 {
 	trn__workspace *ws = NULL;
-	int rc = forward_one(m, x, d, &ws, err);
+	double scores[DPG_MAX_CLASSES];
+	int rc;
 
+	if (m && m->conv) {
+		rc = trn_model_scores(m, x, d, scores, m->dims[m->n_layers], err);
+		if (rc == 0)
+			*ret_class = trn__argmax(scores, m->dims[m->n_layers]);
+		return rc;
+	}
+	rc = forward_one(m, x, d, &ws, err);
 	if (rc < 0)
 		return rc;
 	*ret_class = trn__argmax(ws->act[m->n_layers], m->dims[m->n_layers]);
@@ -633,6 +644,12 @@ int trn_model_scores(const trn_model *m, const double *x, size_t d, double *scor
 	if (!m || !scores || k != m->dims[m->n_layers])
 		return acct_error_set(err, ACCT_EINVAL, "/scores", "expected %u classes",
 				      m ? m->dims[m->n_layers] : 0);
+	if (m->conv) {
+		if (!x || d != m->input_dim)
+			return acct_error_set(err, ACCT_EINVAL, "/features", "expected %u features",
+					      m->input_dim);
+		return trn__conv_model_scores(m, x, 1, scores, err);
+	}
 	rc = forward_one(m, x, d, &ws, err);
 	if (rc < 0)
 		return rc;
@@ -665,7 +682,10 @@ void trn_model_info_get(const trn_model *m, trn_model_info *ret)
 		.input_rule = (trn_input_rule)m->input_rule,
 		.input_scale = m->input_scale,
 		.feature_rule = (trn_feature_rule)m->feature_rule,
+		.conv = m->conv ? trn_convnet_spec(m->conv) : NULL,
 	};
+	if (m->conv)
+		ret->params = trn_convnet_params(m->conv);
 	if (m->feature_rule != TRN_FEATURE_RULE_NONE) {
 		ret->scatter_rows = m->scatter_rows;
 		ret->scatter_cols = m->scatter_cols;
@@ -743,39 +763,6 @@ int trn_model_from_layers(uint32_t n_layers, const uint32_t *widths,
 
 /* ---- serialisation ------------------------------------------------------ */
 
-static uint8_t *put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	return p + 4;
-}
-
-static uint8_t *put_f64(uint8_t *p, double x)
-{
-	uint64_t v;
-
-	memcpy(&v, &x, 8);
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	return p + 8;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static double get_f64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	double x;
-
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	memcpy(&x, &v, 8);
-	return x;
-}
-
 /* Bytes before the widths: magic, version, five u32 fields, and from
  * version 2 the input scale; version 3's feature-transform block. */
 #define MODEL_V1_HEADER 32u
@@ -798,40 +785,43 @@ static size_t model_file_len(uint32_t version, uint32_t n_layers, size_t n_proj,
 int trn_model_serialize(const trn_model *m, uint8_t **ret_buf, size_t *ret_len,
 			acct_error *err)
 {
-	size_t n_proj = (size_t)m->input_dim * m->proj_dim;
+	size_t n_proj = (size_t)m->input_dim * m->proj_dim, len;
 	uint32_t version = m->feature_rule != TRN_FEATURE_RULE_NONE ? MODEL_FEATURES_VERSION
 								     : TRN_MODEL_FORMAT_VERSION;
-	size_t len = model_file_len(version, m->n_layers, n_proj, m->n_params);
-	uint8_t *buf = malloc(len), *p;
+	uint8_t *buf, *p;
 
+	if (m->conv)
+		return trn__conv_model_serialize(m, ret_buf, ret_len, err);
+	len = model_file_len(version, m->n_layers, n_proj, m->n_params);
+	buf = malloc(len);
 	if (!buf)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory serialising a model");
 	memcpy(buf, TRN_MODEL_MAGIC, 8);
 	p = buf + 8;
-	p = put_u32(p, version);
-	p = put_u32(p, m->input_rule);
-	p = put_u32(p, m->input_dim);
-	p = put_u32(p, m->proj_dim);
-	p = put_u32(p, m->n_layers);
-	p = put_u32(p, m->dims[m->n_layers]);
-	p = put_f64(p, m->input_scale);
+	p = trn__put_u32(p, version);
+	p = trn__put_u32(p, m->input_rule);
+	p = trn__put_u32(p, m->input_dim);
+	p = trn__put_u32(p, m->proj_dim);
+	p = trn__put_u32(p, m->n_layers);
+	p = trn__put_u32(p, m->dims[m->n_layers]);
+	p = trn__put_f64(p, m->input_scale);
 	for (uint32_t l = 0; l <= m->n_layers; l++)
-		p = put_u32(p, m->dims[l]);
+		p = trn__put_u32(p, m->dims[l]);
 	for (uint32_t l = 0; l < m->n_layers; l++)
-		p = put_u32(p, m->layer_act[l]);
+		p = trn__put_u32(p, m->layer_act[l]);
 	if (version == MODEL_FEATURES_VERSION) {
-		p = put_u32(p, m->feature_rule);
-		p = put_u32(p, m->scatter_rows);
-		p = put_u32(p, m->scatter_cols);
-		p = put_u32(p, TRN_DPSGD_SCATTER_J);
-		p = put_u32(p, TRN_DPSGD_SCATTER_L);
-		p = put_u32(p, m->scatter_groups);
+		p = trn__put_u32(p, m->feature_rule);
+		p = trn__put_u32(p, m->scatter_rows);
+		p = trn__put_u32(p, m->scatter_cols);
+		p = trn__put_u32(p, TRN_DPSGD_SCATTER_J);
+		p = trn__put_u32(p, TRN_DPSGD_SCATTER_L);
+		p = trn__put_u32(p, m->scatter_groups);
 	}
 	for (size_t i = 0; i < n_proj; i++)
-		p = put_f64(p, m->proj[i]);
+		p = trn__put_f64(p, m->proj[i]);
 	/* params is already laid out as W_1, b_1, W_2, b_2, ... */
 	for (size_t i = 0; i < m->n_params; i++)
-		p = put_f64(p, m->params[i]);
+		p = trn__put_f64(p, m->params[i]);
 	*ret_buf = buf;
 	*ret_len = len;
 	return 0;
@@ -858,12 +848,12 @@ static int read_header(const uint8_t *buf, size_t len, model_header *h, acct_err
 
 	if (!buf || len < MODEL_V1_HEADER || memcmp(buf, TRN_MODEL_MAGIC, 8) != 0)
 		return acct_error_set(err, ACCT_EINVAL, "/model", "not a dpgate model file");
-	h->version = get_u32(buf + 8);
-	word12 = get_u32(buf + 12);
-	h->input_dim = get_u32(buf + 16);
-	h->proj_dim = get_u32(buf + 20);
-	h->n_layers = get_u32(buf + 24);
-	h->classes = get_u32(buf + 28);
+	h->version = trn__get_u32(buf + 8);
+	word12 = trn__get_u32(buf + 12);
+	h->input_dim = trn__get_u32(buf + 16);
+	h->proj_dim = trn__get_u32(buf + 20);
+	h->n_layers = trn__get_u32(buf + 24);
+	h->classes = trn__get_u32(buf + 28);
 	fixed = h->version == 1 ? MODEL_V1_HEADER : MODEL_V2_HEADER;
 	if (h->version < 1 || h->version > MODEL_FEATURES_VERSION || h->n_layers < 1 ||
 	    h->n_layers > TRN_MAX_LAYERS || h->input_dim < 1 || h->input_dim > DPG_MAX_FEATURES ||
@@ -874,20 +864,20 @@ static int read_header(const uint8_t *buf, size_t len, model_header *h, acct_err
 		    (h->version == MODEL_FEATURES_VERSION ? MODEL_V3_FEATURE_BLOCK : 0))
 		return acct_error_set(err, ACCT_EINVAL, "/model", "bad model header");
 	h->rule = h->version == 1 ? TRN_INPUT_NONE : word12;
-	h->scale = h->version == 1 ? 1.0 : get_f64(buf + 32);
+	h->scale = h->version == 1 ? 1.0 : trn__get_f64(buf + 32);
 	p = buf + fixed;
 	for (uint32_t l = 0; l <= h->n_layers; l++, p += 4)
-		h->widths[l] = get_u32(p);
+		h->widths[l] = trn__get_u32(p);
 	for (uint32_t l = 0; l < h->n_layers; l++)
 		if (h->version == 1)
 			h->acts[l] = l + 1 < h->n_layers ? word12 : TRN_ACT_IDENTITY;
 		else
-			h->acts[l] = get_u32(p + 4 * l);
+			h->acts[l] = trn__get_u32(p + 4 * l);
 	h->body = h->version == 1 ? p : p + 4 * h->n_layers;
 	memset(h->feature, 0, sizeof(h->feature));
 	if (h->version == MODEL_FEATURES_VERSION) {
 		for (size_t i = 0; i < MODEL_V3_FEATURE_BLOCK / 4; i++)
-			h->feature[i] = get_u32(h->body + 4 * i);
+			h->feature[i] = trn__get_u32(h->body + 4 * i);
 		h->body += MODEL_V3_FEATURE_BLOCK;
 		/* The transform's own checks (trn__model_set_scatter) fix w_0. */
 		if (h->feature[0] != TRN_FEATURE_RULE_SCATTER_GROUPNORM ||
@@ -909,8 +899,12 @@ int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_
 	trn_model *m = NULL;
 	const uint8_t *p;
 	size_t n_proj, need;
-	int rc = read_header(buf, len, &h, err);
+	int rc;
 
+	if (buf && len >= MODEL_V1_HEADER && memcmp(buf, TRN_MODEL_MAGIC, 8) == 0 &&
+	    trn__get_u32(buf + 8) == TRN__MODEL_CONV_VERSION)
+		return trn__conv_model_deserialize(buf, len, ret, err);
+	rc = read_header(buf, len, &h, err);
 	if (rc < 0)
 		return rc;
 	rc = model_new_layers(h.n_layers, h.widths, h.acts, h.rule, h.scale, &m, err);
@@ -938,10 +932,10 @@ int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_
 			goto out;
 		}
 		for (size_t i = 0; i < n_proj; i++, p += 8)
-			m->proj[i] = get_f64(p);
+			m->proj[i] = trn__get_f64(p);
 	}
 	for (size_t i = 0; i < m->n_params; i++, p += 8)
-		m->params[i] = get_f64(p);
+		m->params[i] = trn__get_f64(p);
 	*ret = m;
 	m = NULL;
 	rc = 0;

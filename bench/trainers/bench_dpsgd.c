@@ -21,17 +21,19 @@
  *                                      path (raw rows)
  *   bench_dpsgd tune-nonprivate [options]  the same grid without clipping
  *                                      or noise: the ceiling, tuned alike
- *   bench_dpsgd conv [options]         one DP-SGD run of a tanh CNN
- *                                      (trn_convnet_dpsgd_train) on the raw
- *                                      images: [5x5 conv, --conv1 [16]
- *                                      channels -> tanh -> 2x2 avg pool] then
- *                                      the same with --conv2 [32], a dense
- *                                      layer of --conv-hidden [32] tanh
- *                                      units, 10 classes (Papernot et al.
- *                                      2020's tempered-sigmoid CNN, with
- *                                      pooling in place of its strides);
- *                                      constant learning rate, momentum
- *   bench_dpsgd conv-nonprivate [options]  the same without noise
+ *   bench_dpsgd conv [options]         train with --model cnn: one DP-SGD
+ *                                      run of the job's CNN (trn_dpsgd_run)
+ *                                      on the raw images: [--kernel [5]
+ *                                      conv, --conv1 [16] channels -> tanh
+ *                                      or tempered sigmoid -> 2x2 avg pool]
+ *                                      then the same with --conv2 [32; 0:
+ *                                      one block], a dense layer of
+ *                                      --conv-hidden [32; 0: none] units,
+ *                                      10 classes (Papernot et al. 2021's
+ *                                      tempered-sigmoid CNN, with pooling
+ *                                      in place of its strides)
+ *   bench_dpsgd conv-nonprivate [options]  the same without clipping or
+ *                                      noise; tune --model cnn tunes it
  *
  * Options (defaults in brackets): --model mlp|logreg [mlp] --hidden N [1000]
  * --hidden2 N [none] --act relu|tanh [relu] --epochs N [20] --lot N [600]
@@ -46,6 +48,9 @@
  * scattering features of the 70000 images are kept between runs, in a file
  * named by a hash of the pixels, labels and groups --eps-list X,... [3]
  * --grid-lr X,... [lr] --grid-epochs N,... [epochs]
+ * --model cnn: --conv1, --conv2, --conv-hidden, --kernel as above,
+ * --conv-act tanh|tempered_sigmoid [tanh] with --ts-s, --ts-t, --ts-o
+ * [2, 2, 1] (the tempered sigmoid's s, T, o)
  *
  * The epsilon printed is the RDP accountant's (accountant/, dp_accounting's
  * default orders, improved conversion) for the job's event, DP-PCA release
@@ -91,7 +96,7 @@ struct opts {
 	bool quiet;
 	uint64_t valid;
 	const char *cache_dir;
-	uint32_t conv1, conv2, conv_hidden;
+	uint32_t conv1, conv2, conv_hidden, kernel;
 	double eps_list[BENCH_MAX_GRID], grid_lr[BENCH_MAX_GRID], grid_epochs[BENCH_MAX_GRID];
 	size_t n_eps, n_lr, n_epochs;
 };
@@ -125,6 +130,10 @@ static const struct num_opt {
 	{ "--conv1", NUM_U32, offsetof(struct opts, conv1) },
 	{ "--conv2", NUM_U32, offsetof(struct opts, conv2) },
 	{ "--conv-hidden", NUM_U32, offsetof(struct opts, conv_hidden) },
+	{ "--kernel", NUM_U32, offsetof(struct opts, kernel) },
+	{ "--ts-s", NUM_REAL, offsetof(struct opts, p.sigmoid_scale) },
+	{ "--ts-t", NUM_REAL, offsetof(struct opts, p.sigmoid_temperature) },
+	{ "--ts-o", NUM_REAL, offsetof(struct opts, p.sigmoid_offset) },
 };
 
 /* The options that take a list. */
@@ -198,7 +207,7 @@ static int parse_one(struct opts *o, const char *k, const char *v)
 	} else if (strcmp(k, "--cache") == 0) {
 		o->cache_dir = v;
 	} else if (strcmp(k, "--model") == 0) {
-		if (trn_model_kind_from_name(v, &o->p.model) < 0)
+		if (trn_dpsgd_model_from_name(v, &o->p.model) < 0)
 			return -1;
 		if (o->p.model == TRN_MODEL_LOGREG)
 			o->p.n_hidden = 0;
@@ -207,6 +216,8 @@ static int parse_one(struct opts *o, const char *k, const char *v)
 			return -1;
 		o->p.hidden[1] = (uint32_t)x;
 		o->p.n_hidden = 2;
+	} else if (strcmp(k, "--conv-act") == 0) {
+		return trn_conv_act_from_name(v, &o->p.conv_activation);
 	} else if (strcmp(k, "--act") == 0) {
 		return trn_activation_from_name(v, &o->p.activation);
 	} else if (strcmp(k, "--clipping") == 0) {
@@ -229,6 +240,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->conv1 = 16;
 	o->conv2 = 32;
 	o->conv_hidden = 32;
+	o->kernel = 5;
 	o->n_eps = o->n_lr = o->n_epochs = 0;
 	for (int i = 2; i < argc; i++) {
 		const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -240,6 +252,16 @@ static int parse(int argc, char **argv, struct opts *o)
 		if (!v || parse_one(o, k, v) < 0)
 			return -1;
 		i++;
+	}
+	/* A cnn: its blocks and dense layer from the conv options. */
+	if (o->p.model == TRN_MODEL_CNN) {
+		o->p.n_conv = o->conv2 ? 2 : 1;
+		o->p.conv_channels[0] = o->conv1;
+		o->p.conv_channels[1] = o->conv2;
+		o->p.kernel[0] = o->p.kernel[1] = o->kernel;
+		o->p.n_hidden = o->conv_hidden ? 1 : 0;
+		o->p.hidden[0] = o->conv_hidden;
+		o->p.features = TRN_FEATURES_RAW;
 	}
 	return 0;
 }
@@ -303,8 +325,9 @@ static void print_config(const trn_dpsgd_params *p, uint64_t n)
 {
 	static const char *const features[] = {"pca", "raw", "scatter"};
 
-	printf("config: features=%s model=%s hidden=", features[p->features],
-	       p->model == TRN_MODEL_LOGREG ? "logreg" : "mlp");
+	static const char *const models[] = {"logreg", "mlp", "cnn"};
+
+	printf("config: features=%s model=%s hidden=", features[p->features], models[p->model]);
 	for (uint32_t i = 0; i < p->n_hidden; i++)
 		printf("%s%u", i ? "," : "", p->hidden[i]);
 	printf(" activation=%s epochs=%u lot_size=%u noise_multiplier=%.4f clip_norm=%g "
@@ -316,6 +339,13 @@ static void print_config(const trn_dpsgd_params *p, uint64_t n)
 	       isnan(p->learning_rate_final) ? p->learning_rate : p->learning_rate_final,
 	       p->learning_rate_decay_epochs, p->momentum, p->pca_components,
 	       p->pca_noise_multiplier, p->scatter_groups, (unsigned long long)n);
+	if (p->model == TRN_MODEL_CNN)
+		printf("config: cnn blocks=%u channels=%u,%u kernel=%u,%u activation=%s s=%g T=%g "
+		       "o=%g (the activation above is the mlp's, unused)\n",
+		       p->n_conv, p->conv_channels[0], p->n_conv > 1 ? p->conv_channels[1] : 0,
+		       p->kernel[0], p->n_conv > 1 ? p->kernel[1] : 0,
+		       trn_conv_act_name(p->conv_activation), p->sigmoid_scale,
+		       p->sigmoid_temperature, p->sigmoid_offset);
 }
 
 /* ---- the tables a run reads ------------------------------------------- */
@@ -640,43 +670,6 @@ static const struct {
 	{"conv", false}, {"conv-nonprivate", true},
 };
 
-/* conv / conv-nonprivate: one run of the CNN on the raw images, its
- * accuracy on the evaluation rows (test split, or --valid's rows). */
-static int run_conv(const struct opts *o, bool np, const struct tables *t, mech_rng *rng,
-		    acct_error *err)
-{
-	trn_conv_spec spec = {
-		.channels = 1, .side = 28, .n_conv = 2, .conv_channels = {o->conv1, o->conv2},
-		.kernel = {5, 5}, .hidden = o->conv_hidden, .classes = TRN_FASHION_MNIST_CLASSES,
-		.act = TRN_CONV_TANH,
-	};
-	trn_convnet *n = NULL;
-	size_t right = 0;
-	double t0;
-	int rc;
-
-	if (t->prepared || t->train->d != 28 * 28)
-		return acct_error_set(err, ACCT_EINVAL, "/features", "conv takes the raw images");
-	rc = trn_convnet_new(&spec, &n, err);
-	if (rc == 0)
-		rc = trn_convnet_init(n, rng, err);
-	t0 = bench_now_s();
-	if (rc == 0)
-		rc = trn_convnet_dpsgd_train(n, &o->p, !np, t->train, rng, NULL, NULL, err);
-	if (rc == 0) {
-		double secs = bench_now_s() - t0;
-
-		for (size_t i = 0; i < t->eval->n; i++)
-			right += trn_convnet_predict(n, t->eval->x + i * t->eval->d) ==
-				 t->eval->y[i];
-		printf("result%s: %s_accuracy=%.4f params=%zu train_seconds=%.1f\n",
-		       np ? " (NON-PRIVATE baseline)" : "", o->valid ? "validation" : "test",
-		       (double)right / (double)t->eval->n, trn_convnet_n_params(n), secs);
-	}
-	trn_convnet_free(n);
-	return rc < 0 ? -1 : 0;
-}
-
 static int command_index(int argc, char **argv)
 {
 	for (size_t i = 0; argc >= 2 && i < sizeof(commands) / sizeof(commands[0]); i++)
@@ -699,6 +692,27 @@ static int load_tables(const struct opts *o, struct tables *t, acct_error *err)
 	return tables_make(o, tr, te, t, err);
 }
 
+/* The command's index and its options in *o; conv and conv-nonprivate are
+ * train and train-nonprivate with --model cnn.  -1 on a bad command line. */
+static int parse_command(int argc, char **argv, struct opts *o)
+{
+	static char model_opt[] = "--model", cnn[] = "cnn";
+	int cmd = command_index(argc, argv), rc;
+	char **args;
+
+	if (cmd < 6)
+		return cmd < 0 || parse(argc, argv, o) < 0 ? -1 : cmd;
+	args = calloc((size_t)argc + 2, sizeof(char *));
+	if (!args)
+		return -1;
+	memcpy(args, argv, (size_t)argc * sizeof(char *));
+	args[argc] = model_opt;
+	args[argc + 1] = cnn;
+	rc = parse(argc + 2, args, o);
+	free(args);
+	return rc < 0 ? -1 : cmd - 5;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -707,9 +721,9 @@ int main(int argc, char **argv)
 	acct_error err;
 	uint64_t n;
 	double eps, order = NAN;
-	int cmd = command_index(argc, argv), rc = 1;
+	int cmd = parse_command(argc, argv, &o), rc = 1;
 
-	if (cmd < 0 || parse(argc, argv, &o) < 0) {
+	if (cmd < 0) {
 		fprintf(stderr, "usage: %s throughput|train|train-nonprivate|epsilon|tune|"
 			"tune-nonprivate|conv|conv-nonprivate [options]  (see the source)\n", argv[0]);
 		return 2;
@@ -750,8 +764,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if ((cmd == 0 && run_throughput(&o, &t, rng, &err) < 0) ||
 	    ((cmd == 1 || cmd == 2) && run_train(&o, commands[cmd].np, &t, rng, &err) < 0) ||
-	    ((cmd == 4 || cmd == 5) && run_tune(&o, commands[cmd].np, &t, rng, &err) < 0) ||
-	    (cmd >= 6 && run_conv(&o, commands[cmd].np, &t, rng, &err) < 0))
+	    ((cmd == 4 || cmd == 5) && run_tune(&o, commands[cmd].np, &t, rng, &err) < 0))
 		goto fail;
 	rc = 0;
 	goto out;

@@ -353,16 +353,21 @@ static json_t *weights_json(const char *name, const double *v, size_t rows, size
 	return json_pack("{s:s, s:o*, s:o*}", "name", name, "shape", shape, "values", values);
 }
 
-/* The dense layers of a model, in the binary format's order. */
-static json_t *layers_json(const trn_model_info *mi)
+/* The dense layers of a model, in the binary format's order, from params
+ * (the first dense weight); a convolutional model's hidden layer is named
+ * by its conv activation (hidden_act), since no dense code names the
+ * tempered sigmoid. */
+static json_t *layers_json(const trn_model_info *mi, const double *params, const char *hidden_act)
 {
 	json_t *layers = json_array();
-	const double *p = mi->params;
+	const double *p = params;
 	char wname[16], bname[16];
 
 	for (uint32_t k = 1; layers && k <= mi->n_layers; k++) {
 		size_t in = mi->widths[k - 1], out = mi->widths[k];
-		const char *act = trn_activation_name(mi->activations[k - 1]);
+		const char *act = hidden_act && k < mi->n_layers ?
+					  hidden_act :
+					  trn_activation_name(mi->activations[k - 1]);
 
 		snprintf(wname, sizeof(wname), "W%u", k);
 		snprintf(bname, sizeof(bname), "b%u", k);
@@ -377,18 +382,70 @@ static json_t *layers_json(const trn_model_info *mi)
 	return layers;
 }
 
+/*
+ * A convolutional model's blocks (model file version 4, trn.h): the image,
+ * the activation, and per block its kernel K (shape [out, in, k, k]) and
+ * bias; *ret_dense the first dense weight after them.
+ */
+static json_t *conv_json(const trn_model_info *mi, const double **ret_dense)
+{
+	const trn_conv_spec *s = mi->conv;
+	const double *p = mi->params;
+	json_t *blocks = json_array(), *act;
+	uint32_t c_in = s->channels, side = s->side;
+	char kname[16], bname[16];
+
+	act = s->act == TRN_CONV_TANH ?
+		      json_pack("{s:s}", "name", "tanh") :
+		      json_pack("{s:s, s:f, s:f, s:f}", "name", "tempered_sigmoid", "s", s->ts_scale,
+				"T", s->ts_temp, "o", s->ts_offset);
+	for (uint32_t l = 0; blocks && l < s->n_conv; l++) {
+		size_t k = s->kernel[l], out = s->conv_channels[l], nw = out * c_in * k * k;
+		json_t *w;
+
+		snprintf(kname, sizeof(kname), "K%u", l + 1);
+		snprintf(bname, sizeof(bname), "c%u", l + 1);
+		w = weights_json(kname, p, out, c_in * k * k);
+		json_object_set_new(w, "shape", json_pack("[I, I, I, I]", (json_int_t)out,
+							  (json_int_t)c_in, (json_int_t)k,
+							  (json_int_t)k));
+		json_array_append_new(blocks,
+				      json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:o*, s:o*}", "in",
+						(json_int_t)c_in, "out", (json_int_t)out, "kernel",
+						(json_int_t)k, "side", (json_int_t)side, "padding",
+						"same", "pool", "average_2x2", "weight", w, "bias",
+						weights_json(bname, p + nw, out, 0)));
+		p += nw + out;
+		c_in = (uint32_t)out;
+		side /= 2;
+	}
+	*ret_dense = p;
+	return json_pack("{s:{s:I, s:I}, s:o*, s:o*}", "image", "channels",
+			 (json_int_t)s->channels, "side", (json_int_t)s->side, "activation", act,
+			 "blocks", blocks);
+}
+
 /* The model's parts as JSON (trn_model_info): what reproduces its
  * predictions without the binary file. */
 static json_t *model_parts_json(const trn_model *m)
 {
 	trn_model_info mi;
-	json_t *o;
+	const double *dense;
+	json_t *o, *conv = NULL;
 
 	trn_model_info_get(m, &mi);
+	dense = mi.params;
+	if (mi.conv)
+		conv = conv_json(&mi, &dense);
 	o = json_pack("{s:I, s:I, s:{s:s, s:f}, s:o, s:o*}", "input_dim", (json_int_t)mi.input_dim,
 		      "num_classes", (json_int_t)trn_model_num_classes(m), "input_rule", "name",
 		      trn_input_rule_name(mi.input_rule), "scale", mi.input_scale, "widths",
-		      json_array(), "layers", layers_json(&mi));
+		      json_array(), "layers",
+		      layers_json(&mi, dense, mi.conv ? trn_conv_act_name(mi.conv->act) : NULL));
+	if (o && conv)
+		json_object_set_new(o, "convolution", conv);
+	else
+		json_decref(conv);
 	for (uint32_t k = 0; o && k <= mi.n_layers; k++)
 		json_array_append_new(json_object_get(o, "widths"), json_integer(mi.widths[k]));
 	if (o)

@@ -28,7 +28,8 @@ static int parse_enum(const json_t *params, const char *key, int (*from)(const c
 	return 1;
 }
 
-static int model_from(const char *s, void *r) { return trn_model_kind_from_name(s, r); }
+static int dpsgd_model_from(const char *s, void *r) { return trn_dpsgd_model_from_name(s, r); }
+static int conv_act_from(const char *s, void *r) { return trn_conv_act_from_name(s, r); }
 static int act_from(const char *s, void *r) { return trn_activation_from_name(s, r); }
 static int clip_from(const char *s, void *r) { return trn_clipping_from_name(s, r); }
 static int features_from(const char *s, void *r) { return trn_features_from_name(s, r); }
@@ -54,9 +55,13 @@ static int parse_real(const json_t *params, const char *key, unsigned flags, dou
 /* The enumerations and scalars of "params", each over its default. */
 static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
-	int rc = parse_enum(params, "model", model_from, &p->model, "\"logreg\", \"mlp\"", err);
+	int rc = parse_enum(params, "model", dpsgd_model_from, &p->model,
+			    "\"logreg\", \"mlp\", \"cnn\"", err);
 
-	if (rc >= 0)
+	if (rc >= 0 && p->model == TRN_MODEL_CNN)
+		rc = parse_enum(params, "activation", conv_act_from, &p->conv_activation,
+				"\"tanh\", \"tempered_sigmoid\" (a cnn's)", err);
+	else if (rc >= 0)
 		rc = parse_enum(params, "activation", act_from, &p->activation, "\"relu\", \"tanh\"", err);
 	if (rc >= 0)
 		rc = parse_enum(params, "clipping", clip_from, &p->clipping, "\"global\", \"per_layer\"", err);
@@ -117,39 +122,94 @@ static int parse_features(const json_t *params, trn_dpsgd_params *p, acct_error 
 	return rc;
 }
 
+/* The count `key`: one integer in [lo, hi], or a list of 1 to max_n of
+ * them, into ret[0..*ret_n).  0 when absent (nothing written), 1 when set,
+ * or ACCT_EINVAL naming the key. */
+static int parse_count_list(const json_t *params, const char *key, size_t max_n, int64_t lo,
+			    int64_t hi, uint32_t *ret, uint32_t *ret_n, acct_error *err)
+{
+	const json_t *v = json_object_get(params, key);
+	size_t n = json_is_array(v) ? json_array_size(v) : 1;
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	if (!v)
+		return 0;
+	srv_json_pointer(ptr, sizeof(ptr), "/params", key);
+	if (n < 1 || n > max_n)
+		return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' lists 1 to %zu integers", key,
+				      max_n);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *w = json_is_array(v) ? json_array_get(v, i) : v;
+
+		if (!json_is_integer(w) || json_integer_value(w) < lo || json_integer_value(w) > hi)
+			return acct_error_set(err, ACCT_EINVAL, ptr,
+					      "'%s' is an integer in [%lld, %lld] or a list of them",
+					      key, (long long)lo, (long long)hi);
+		ret[i] = (uint32_t)json_integer_value(w);
+	}
+	*ret_n = (uint32_t)n;
+	return 1;
+}
+
 /* "hidden": one width, or a list of 1 to DPG_MAX_HIDDEN_LAYERS widths. */
 static int parse_hidden(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
-	json_t *hidden = json_object_get(params, "hidden");
-	size_t n = json_array_size(hidden);
-	uint32_t w = 0;
-	int rc;
+	int rc = parse_count_list(params, "hidden", DPG_MAX_HIDDEN_LAYERS, 1, DPG_MAX_HIDDEN_UNITS,
+				  p->hidden, &p->n_hidden, err);
 
-	if (!hidden)
-		return 0;
-	if (!json_is_array(hidden)) {
-		rc = parse_u32(params, "hidden", 1, DPG_MAX_HIDDEN_UNITS, &w, err);
-		if (rc == 1) {
-			p->n_hidden = 1;
-			p->hidden[0] = w;
+	return rc < 0 ? rc : 0;
+}
+
+/*
+ * A cnn's fields: "image_channels", "conv_channels" (one block's or a list),
+ * "kernel" (one side for every block, or one per block), the tempered
+ * sigmoid's "sigmoid_scale", "sigmoid_temperature", "sigmoid_offset" (with
+ * activation "tempered_sigmoid" only), and its one dense hidden layer of
+ * 32 units unless "hidden" names it.  Another model given any is refused.
+ */
+static int parse_cnn(const json_t *params, trn_dpsgd_params *p, acct_error *err)
+{
+	static const char *const sigmoid[] = {"sigmoid_scale", "sigmoid_temperature",
+					      "sigmoid_offset"};
+	static const char *const cnn_only[] = {"image_channels", "conv_channels", "kernel",
+					       "sigmoid_scale", "sigmoid_temperature",
+					       "sigmoid_offset"};
+	double *reals[] = {&p->sigmoid_scale, &p->sigmoid_temperature, &p->sigmoid_offset};
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+	uint32_t nk = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(cnn_only) / sizeof(cnn_only[0]); i++)
+		if (json_object_get(params, cnn_only[i]) &&
+		    (p->model != TRN_MODEL_CNN ||
+		     (i >= 3 && p->conv_activation != TRN_CONV_TEMPERED_SIGMOID))) {
+			srv_json_pointer(ptr, sizeof(ptr), "/params", cnn_only[i]);
+			return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' is a %s's only",
+					      cnn_only[i],
+					      i >= 3 ? "tempered_sigmoid cnn" : "cnn");
 		}
-		return rc;
+	if (p->model != TRN_MODEL_CNN)
+		return 0;
+	if (!json_object_get(params, "hidden")) {
+		p->n_hidden = 1;
+		p->hidden[0] = 32;
 	}
-	if (n < 1 || n > DPG_MAX_HIDDEN_LAYERS)
-		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
-				      "'hidden' lists 1 to %d layer widths", DPG_MAX_HIDDEN_LAYERS);
-	p->n_hidden = (uint32_t)n;
-	for (size_t i = 0; i < n; i++) {
-		json_t *wi = json_array_get(hidden, i);
-
-		if (!json_is_integer(wi) || json_integer_value(wi) < 1 ||
-		    json_integer_value(wi) > DPG_MAX_HIDDEN_UNITS)
-			return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
-					      "hidden widths are integers in [1, %d]",
-					      DPG_MAX_HIDDEN_UNITS);
-		p->hidden[i] = (uint32_t)json_integer_value(wi);
-	}
-	return 0;
+	rc = parse_u32(params, "image_channels", 1, DPG_MAX_CONV_CHANNELS, &p->image_channels, err);
+	if (rc >= 0)
+		rc = parse_count_list(params, "conv_channels", DPG_MAX_CONV_LAYERS, 1,
+				      DPG_MAX_CONV_CHANNELS, p->conv_channels, &p->n_conv, err);
+	if (rc >= 0)
+		rc = parse_count_list(params, "kernel", DPG_MAX_CONV_LAYERS, 1, DPG_MAX_CONV_KERNEL,
+				      p->kernel, &nk, err);
+	/* One kernel side serves every block; a list gives one per block. */
+	if (rc == 1 && nk == 1)
+		p->kernel[1] = p->kernel[0];
+	else if (rc == 1 && nk != p->n_conv)
+		return acct_error_set(err, ACCT_EINVAL, "/params/kernel",
+				      "'kernel' is one side, or one per conv block (%u)", p->n_conv);
+	for (size_t i = 0; rc >= 0 && i < 3; i++)
+		rc = parse_real(params, sigmoid[i], 0, -1e3, 1e3, reals[i], err);
+	return rc < 0 ? rc : 0;
 }
 
 int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error *err)
@@ -159,7 +219,8 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		"clip_norm", "clipping", "learning_rate", "learning_rate_final",
 		"learning_rate_decay_epochs", "momentum", "pca_components",
 		"pca_noise_multiplier", "max_train_examples", "label", "classes", "test_data",
-		"features", "scatter_groups", NULL,
+		"features", "scatter_groups", "image_channels", "conv_channels", "kernel",
+		"sigmoid_scale", "sigmoid_temperature", "sigmoid_offset", NULL,
 	};
 	int rc;
 
@@ -179,6 +240,8 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		rc = parse_hidden(params, p, err);
 	if (rc >= 0)
 		rc = parse_features(params, p, err);
+	if (rc >= 0)
+		rc = parse_cnn(params, p, err);
 	if (rc >= 0) {
 		const char *label = NULL;
 

@@ -25,4 +25,27 @@ void jobs_common_make_public(const dpg_server *s, const char *id);
  */
 void jobs_common_expect_refusal(dpg_resp *r, long status, const char *field, const char *what);
 
+/*
+ * A job's params object, without its braces, into buf: the members of
+ * `over` ("key":value pairs), then those of `defaults` (the same form)
+ * whose keys `over` does not name.  Fails the test when either is not
+ * JSON members or the result does not fit in size bytes.
+ */
+void jobs_common_params(char *buf, size_t size, const char *over, const char *defaults);
+
+/* POSTs {"trainer": trainer, ["dry_run": true,] "params": {params}} to
+ * dataset's jobs with the admin key; the answer (the caller frees it). */
+dpg_resp jobs_common_submit(const dpg_server *s, const char *dataset, const char *trainer,
+			    const char *params, bool dry_run);
+
+/* Submits the job, asserts 202 and its trainer, copies its id into job_id
+ * (size bytes), waits at most `seconds` for its end and asserts it
+ * succeeded; returns the job (the caller decrefs). */
+json_t *jobs_common_run(const dpg_server *s, const char *dataset, const char *trainer,
+			const char *params, char *job_id, size_t size, double seconds);
+
+/* Asserts that the server holds no reservation and no job, and that
+ * dataset's budget has no spend, no charge and no ledger row. */
+void jobs_common_expect_nothing_written(const dpg_server *s, const char *dataset);
+
 #endif

@@ -203,3 +203,282 @@ Test(conv_dpsgd, private_run_returns_the_dpsgd_event)
 	trn_convnet_free(n);
 	mech_rng_free(rng);
 }
+
+/* ---- the "cnn" model of a DP-SGD job (trn_dpsgd_run, trn_model_conv.c) ---- */
+
+/* A cnn job's params on 8 x 8 images: one 3x3 block of 4 channels (or two,
+ * 3x3 to 4 then 5x5 to 6, with a tempered sigmoid), a dense layer of 8. */
+static trn_dpsgd_params cnn_params(bool two_blocks)
+{
+	trn_dpsgd_params p = conv_params(40, 1.0, 1.0);
+
+	p.model = TRN_MODEL_CNN;
+	p.n_hidden = 1;
+	p.hidden[0] = 8;
+	p.n_conv = two_blocks ? 2 : 1;
+	p.conv_channels[0] = 4;
+	p.conv_channels[1] = 6;
+	p.kernel[0] = 3;
+	p.kernel[1] = 5;
+	p.conv_activation = two_blocks ? TRN_CONV_TEMPERED_SIGMOID : TRN_CONV_TANH;
+	p.sigmoid_scale = 3.0;
+	p.sigmoid_temperature = 0.7;
+	p.sigmoid_offset = 1.0;
+	p.epochs = 8;
+	p.learning_rate = 0.5;
+	p.momentum = 0.5;
+	return p;
+}
+
+static void free_rows(trn_dataset *ds)
+{
+	free(ds->x);
+	free(ds->y);
+}
+
+/* Serialises m, checks the version and length of the file, reads it back
+ * and returns the copy. */
+static trn_model *file_round_trip(const trn_model *m, size_t n_params, uint32_t n_conv)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	trn_model *back = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(trn_model_serialize(m, &buf, &len, &err), 0, "%s", err.text);
+	cr_assert_eq(memcmp(buf, TRN_MODEL_MAGIC, 8), 0);
+	cr_assert_eq(buf[8] | buf[9] << 8, 4, "version 4 for a convolutional model");
+	cr_assert_eq(len, 88 + 8 * (size_t)n_conv + 8 * n_params);
+	cr_assert_eq(trn_model_deserialize(buf, len, &back, &err), 0, "%s", err.text);
+	free(buf);
+	return back;
+}
+
+/* The job's run trains the cnn with DP-SGD from the stream alone: it
+ * learns the halves on public evaluation rows, reports their figures, and
+ * the model it returns scores, evaluates and survives its file alike. */
+static void cnn_job_learns(bool two_blocks, uint8_t tag)
+{
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
+	trn_dataset train = halves(rng, 400), eval = halves(rng, 200);
+	trn_dpsgd_params p = cnn_params(two_blocks);
+	trn_dpsgd_result *r = NULL;
+	trn_model *back;
+	trn_model_info mi;
+	double acc = NAN, s1[2], s2[2];
+	uint32_t cls;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(trn_dpsgd_run(&p, &train, &eval, rng, NULL, NULL, NULL, &r, &err), 0, "%s",
+		     err.text);
+	cr_assert_eq(r->steps_done, trn_dpsgd_steps(&p, train.n));
+	cr_assert_geq(r->test_accuracy, 0.95, "accuracy %g", r->test_accuracy);
+	trn_model_info_get(r->model, &mi);
+	cr_assert_not_null(mi.conv);
+	cr_assert_eq(mi.conv->n_conv, p.n_conv);
+	cr_assert_eq(trn_model_input_dim(r->model), 64);
+	cr_assert_eq(trn_model_num_classes(r->model), 2);
+	cr_assert_eq(trn_model_evaluate(r->model, &eval, &acc, NULL, &err), 0);
+	cr_assert_eq(acc, r->test_accuracy);
+	back = file_round_trip(r->model, mi.n_params, p.n_conv);
+	for (size_t i = 0; i < eval.n; i++) {
+		const double *x = eval.x + i * 64;
+
+		cr_assert_eq(trn_model_scores(r->model, x, 64, s1, 2, &err), 0);
+		cr_assert_eq(trn_model_scores(back, x, 64, s2, 2, &err), 0);
+		cr_assert_eq(memcmp(s1, s2, sizeof(s1)), 0, "row %zu scores differ after the file", i);
+		cr_assert_eq(trn_model_predict(back, x, 64, &cls, &err), 0);
+		cr_assert_eq(cls, s1[1] > s1[0] ? 1u : 0u);
+	}
+	trn_model_free(back);
+	trn_dpsgd_result_free(r);
+	free_rows(&train);
+	free_rows(&eval);
+	mech_rng_free(rng);
+}
+
+Test(conv_dpsgd, cnn_job_learns_and_its_model_survives_its_file_tanh)
+{
+	cnn_job_learns(false, 5);
+}
+
+Test(conv_dpsgd, cnn_job_learns_and_its_model_survives_its_file_tempered_sigmoid)
+{
+	cnn_job_learns(true, 6);
+}
+
+/* All of a run's randomness is its stream's: the same stream gives the
+ * same weights; another stream, other weights. */
+Test(conv_dpsgd, cnn_job_draws_from_its_stream_only)
+{
+	trn_dpsgd_params p = cnn_params(false);
+	trn_model_info mi[3];
+	trn_dpsgd_result *r[3] = {NULL, NULL, NULL};
+	acct_error err;
+
+	acct_error_init(&err);
+	p.epochs = 1;
+	for (int k = 0; k < 3; k++) {
+		mech_rng *data = trn_test_seeded(seed_prefix, 7);
+		mech_rng *rng = trn_test_seeded(seed_prefix, k < 2 ? 8 : 9);
+		trn_dataset train = halves(data, 200);
+
+		cr_assert_eq(trn_dpsgd_run(&p, &train, NULL, rng, NULL, NULL, NULL, &r[k], &err), 0,
+			     "%s", err.text);
+		trn_model_info_get(r[k]->model, &mi[k]);
+		free_rows(&train);
+		mech_rng_free(rng);
+		mech_rng_free(data);
+	}
+	cr_assert_eq(memcmp(mi[0].params, mi[1].params, mi[0].n_params * sizeof(double)), 0);
+	cr_assert_neq(memcmp(mi[0].params, mi[2].params, mi[0].n_params * sizeof(double)), 0);
+	for (int k = 0; k < 3; k++)
+		trn_dpsgd_result_free(r[k]);
+}
+
+/* A cnn job is priced as an mlp job with the same lots, noise and steps:
+ * its event is trn_dpsgd_event's, which reads neither model. */
+Test(conv_dpsgd, cnn_event_is_the_mlps)
+{
+	trn_dpsgd_params cnn = cnn_params(true), mlp;
+	acct_event *a = NULL, *b = NULL;
+	acct_error err;
+
+	acct_error_init(&err);
+	trn_dpsgd_params_default(&mlp);
+	mlp.lot_size = cnn.lot_size;
+	mlp.epochs = cnn.epochs;
+	mlp.noise_multiplier = cnn.noise_multiplier;
+	cr_assert_eq(trn_dpsgd_event(&cnn, 1000, &a, &err), 0, "%s", err.text);
+	cr_assert_eq(trn_dpsgd_event(&mlp, 1000, &b, &err), 0, "%s", err.text);
+	/* ceil(8 * 1000 / 40) = 200 steps at q = 40 / 1000. */
+	cr_assert_eq(a->u.self_composed.count, 200);
+	cr_assert_eq(b->u.self_composed.count, 200);
+	cr_assert_eq(a->u.self_composed.event->u.poisson_sampled.sampling_probability, 0.04);
+	cr_assert_eq(b->u.self_composed.event->u.poisson_sampled.sampling_probability, 0.04);
+	cr_assert_eq(a->u.self_composed.event->u.poisson_sampled.event->u.gaussian.noise_multiplier,
+		     b->u.self_composed.event->u.poisson_sampled.event->u.gaussian.noise_multiplier);
+	acct_event_free(a);
+	acct_event_free(b);
+}
+
+/* Every bad cnn field is refused with its JSON pointer, by the params'
+ * validation or (needing the data's shape) trn_dpsgd_check_shape. */
+struct cnn_bad_case {
+	const char *what, *where;
+	void (*set)(trn_dpsgd_params *p);
+	size_t d; /* 0: validation alone; else the data's features */
+};
+
+static void even_kernel(trn_dpsgd_params *p) { p->kernel[0] = 4; }
+static void big_kernel(trn_dpsgd_params *p) { p->kernel[0] = DPG_MAX_CONV_KERNEL + 2; }
+static void three_blocks(trn_dpsgd_params *p) { p->n_conv = DPG_MAX_CONV_LAYERS + 1; }
+static void no_channels(trn_dpsgd_params *p) { p->conv_channels[0] = 0; }
+static void two_hidden(trn_dpsgd_params *p) { p->n_hidden = 2; p->hidden[1] = 4; }
+static void zero_scale(trn_dpsgd_params *p) { p->sigmoid_scale = 0.0; }
+static void inf_temp(trn_dpsgd_params *p) { p->sigmoid_temperature = INFINITY; }
+static void nan_offset(trn_dpsgd_params *p) { p->sigmoid_offset = NAN; }
+static void per_layer(trn_dpsgd_params *p) { p->clipping = TRN_CLIP_PER_LAYER; }
+static void scatter(trn_dpsgd_params *p) { p->features = TRN_FEATURES_SCATTER; }
+static void with_pca(trn_dpsgd_params *p) { p->features = TRN_FEATURES_PCA; p->pca_components = 8; }
+static void bad_act(trn_dpsgd_params *p) { p->conv_activation = (trn_conv_act)7; }
+static void no_image_channels(trn_dpsgd_params *p) { p->image_channels = 0; }
+static void three_channels(trn_dpsgd_params *p) { p->image_channels = 3; }
+static void nothing(trn_dpsgd_params *p) { (void)p; }
+
+Test(conv_dpsgd, cnn_params_refused_naming_the_field)
+{
+	static const struct cnn_bad_case cases[] = {
+		{"even kernel", "/params/kernel", even_kernel, 0},
+		{"kernel too wide", "/params/kernel", big_kernel, 0},
+		{"three blocks", "/params/conv_channels", three_blocks, 0},
+		{"a block without channels", "/params/conv_channels", no_channels, 0},
+		{"two hidden layers", "/params/hidden", two_hidden, 0},
+		{"s = 0", "/params/sigmoid_scale", zero_scale, 0},
+		{"T infinite", "/params/sigmoid_temperature", inf_temp, 0},
+		{"o NaN", "/params/sigmoid_offset", nan_offset, 0},
+		{"per-layer clipping", "/params/clipping", per_layer, 0},
+		{"scatter features", "/params/features", scatter, 0},
+		{"DP-PCA", "/params/features", with_pca, 0},
+		{"unknown activation", "/params/activation", bad_act, 0},
+		{"no image channels", "/params/image_channels", no_image_channels, 0},
+		{"64 features are not 3 square images", "/params/image_channels", three_channels, 64},
+		{"63 features are no square image", "/params/image_channels", nothing, 63},
+		/* 6 x 6: the second pooling would halve a side of 3. */
+		{"a side that does not halve twice", "/params/conv_channels", nothing, 36},
+	};
+	acct_error err;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		trn_dpsgd_params p = cnn_params(true);
+		int rc;
+
+		acct_error_init(&err);
+		cr_assert_eq(trn_dpsgd_params_validate(&p, &err), 0, "%s", err.text);
+		cr_assert_eq(trn_dpsgd_check_shape(&p, 64, 2, &err), 0, "%s", err.text);
+		cases[i].set(&p);
+		rc = cases[i].d ? trn_dpsgd_check_shape(&p, cases[i].d, 2, &err)
+				: trn_dpsgd_params_validate(&p, &err);
+		cr_assert_eq(rc, ACCT_EINVAL, "%s: accepted", cases[i].what);
+		cr_assert_str_eq(err.where, cases[i].where, "%s: %s", cases[i].what, err.text);
+	}
+}
+
+/* A version 4 file cut, lengthened, or with a field that disagrees with
+ * the rest is refused; a weight that is not finite too. */
+Test(conv_dpsgd, cnn_model_file_refuses_bad_files)
+{
+	static const struct {
+		size_t off;
+		uint32_t value;
+	} fields[] = {
+		{24, 1},  /* one dense layer where the hidden one makes two */
+		{44, 16}, /* the side disagrees with D */
+		{48, 3},  /* three blocks */
+		{56, 2},  /* an unknown activation */
+		{60, 1},  /* the reserved word */
+		{12, 1},  /* an input rule */
+		{92, 4},  /* an even kernel */
+	};
+	mech_rng *rng = trn_test_seeded(seed_prefix, 10);
+	trn_dataset train = halves(rng, 100);
+	trn_dpsgd_params p = cnn_params(false);
+	trn_dpsgd_result *r = NULL;
+	uint8_t *buf = NULL, *bad;
+	size_t len = 0;
+	trn_model *m = NULL;
+	acct_error err;
+	double nan = NAN;
+
+	acct_error_init(&err);
+	p.epochs = 1;
+	cr_assert_eq(trn_dpsgd_run(&p, &train, NULL, rng, NULL, NULL, NULL, &r, &err), 0);
+	cr_assert_eq(trn_model_serialize(r->model, &buf, &len, &err), 0);
+	bad = malloc(len + 1);
+	cr_assert_not_null(bad);
+	memcpy(bad, buf, len);
+	bad[len] = 0;
+	cr_assert_eq(trn_model_deserialize(bad, len - 1, &m, &err), ACCT_EINVAL, "cut");
+	cr_assert_eq(trn_model_deserialize(bad, len + 1, &m, &err), ACCT_EINVAL, "lengthened");
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		memcpy(bad, buf, len);
+		for (int b = 0; b < 4; b++)
+			bad[fields[i].off + (size_t)b] = (uint8_t)(fields[i].value >> (8 * b));
+		cr_assert_eq(trn_model_deserialize(bad, len, &m, &err), ACCT_EINVAL,
+			     "field at %zu accepted", fields[i].off);
+	}
+	memcpy(bad, buf, len);
+	memcpy(bad + len - 8, &nan, 8);
+	cr_assert_eq(trn_model_deserialize(bad, len, &m, &err), ACCT_EINVAL, "NaN weight");
+	cr_assert_null(m);
+	/* The untouched file still reads. */
+	cr_assert_eq(trn_model_deserialize(buf, len, &m, &err), 0, "%s", err.text);
+	trn_model_free(m);
+	free(bad);
+	free(buf);
+	trn_dpsgd_result_free(r);
+	free_rows(&train);
+	mech_rng_free(rng);
+}
