@@ -170,12 +170,19 @@ int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_sta
 	else if (rc == SRV_OK && charge && charge->event)
 		rc = charge_actual(db, &ds, charge, actor, now);
 	if (rc == SRV_OK) {
-		const char *args[] = {job_id, state, result, error, model_path, now};
+		const char *args[] = {job_id, state, result, error, model_path, now, from_state};
 
+		/* The state is checked again where it is written: on PostgreSQL
+		 * another server's transaction may have moved the job (a cancel,
+		 * a start) after the load above, and the row's lock is only taken
+		 * here.  A job that left from_state meanwhile is not finished
+		 * twice: everything this transaction did is rolled back. */
 		rc = exec_text(db,
 			       "UPDATE jobs SET state = ?2, result = ?3, error = ?4, model_path = ?5,"
-			       " finished_at = ?6 WHERE id = ?1",
-			       6, args);
+			       " finished_at = ?6 WHERE id = ?1 AND state = ?7",
+			       7, args);
+		if (rc == SRV_NOT_FOUND)
+			rc = SRV_CONFLICT;
 	}
 	if (rc == SRV_OK)
 		rc = srv__commit(db);
