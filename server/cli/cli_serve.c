@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,8 +158,17 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 {
 	srv_ctx ctx = *settings;
 	srv_error err;
+	sigset_t stop_signals;
 	int rc = 1;
 
+	/* Before any thread starts (job workers, the long-poll timer, a
+	 * store's): threads inherit the mask, so SIGINT and SIGTERM reach only
+	 * the sigwait of srv_http_serve.  Delivered to a thread that left them
+	 * unblocked, their default action would end the process mid-request. */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	srv_error_init(&err);
 	if (cli_db_open(db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store) < 0)
 		return 1;
