@@ -296,11 +296,20 @@ static void *load(void *arg)
 		if (status < 0)
 			break;
 		if (status == 201)
-			l->answered++;
+			__atomic_fetch_add(&l->answered, 1, __ATOMIC_RELAXED);
 		else if (status != 503 && !l->unexpected)
 			l->unexpected = status;
 	}
 	return NULL;
+}
+
+/* Whether every loader has had a charge answered. */
+static bool all_answered(loader *l, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (__atomic_load_n(&l[i].answered, __ATOMIC_RELAXED) == 0)
+			return false;
+	return true;
 }
 
 #define LOAD_CLIENTS 4
@@ -349,7 +358,12 @@ Test(keepalive, sigterm_under_keepalive_load_stops_cleanly, .timeout = 600)
 			conn_open(&l[i].c, &srv);
 			cr_assert_eq(pthread_create(&t[i], NULL, load, &l[i]), 0);
 		}
-		sleep_ms(100 + 23 * round);
+		/* The signal comes once every client holds an answered, kept-alive
+		 * connection (at most 30 s: a loaded machine or a slower backend
+		 * serves the first round late), then 23 ms later each round. */
+		for (int waited = 0; waited < 3000 && !all_answered(l, LOAD_CLIENTS); waited++)
+			sleep_ms(10);
+		sleep_ms(23 * round);
 		status = dpg_server_signal(&srv, SIGTERM);
 		for (int i = 0; i < LOAD_CLIENTS; i++) {
 			pthread_join(t[i], NULL);
