@@ -156,25 +156,6 @@ static void rig_start(struct rig *r)
 	dpg_server_signal(&r->src, SIGTERM);
 }
 
-/* The whole file, malloc'd; *len its size. */
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	cr_assert_not_null(buf);
-	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 static int migrate(const char *from, const char *to, char *out, size_t size)
 {
 	const char *argv[] = {dpg_bin(), "migrate", "--from", from, "--to", to, NULL};
@@ -265,13 +246,13 @@ Test(pg_migrate, copies_whole_and_refuses_what_it_must, .timeout = 900)
 	json_t *report;
 
 	rig_start(&r);
-	bytes = slurp(r.file, &len);
+	bytes = dpg_read_file(r.file, &len);
 	cr_assert_eq(migrate(r.file, r.target, out, sizeof(out)), 0, "%s", out);
 	report = json_loads(out, 0, NULL);
 	cr_assert_not_null(report, "%s", out);
 	cr_expect_eq(json_integer_value(json_object_get(report, "datasets_verified")), DATASETS);
 	json_decref(report);
-	after = slurp(r.file, &len_after);
+	after = dpg_read_file(r.file, &len_after);
 	cr_expect(len == len_after && memcmp(bytes, after, len) == 0, "migrate wrote its source");
 	free(after);
 	cr_assert_eq(verify(r.target), 0, "dpgate verify fails on the copy");
@@ -288,7 +269,7 @@ static void future_copy(const struct rig *r, char *path, size_t size)
 {
 	sqlite3 *db;
 	size_t len;
-	char *bytes = slurp(r->file, &len);
+	char *bytes = dpg_read_file(r->file, &len);
 	FILE *f;
 
 	snprintf(path, size, "%s/future.db", r->dir);
@@ -318,7 +299,7 @@ Test(pg_migrate, refusals_change_nothing, .timeout = 900)
 	snprintf(not_url, sizeof(not_url), "%s/target.db", r.dir);
 	future_copy(&r, future, sizeof(future));
 	cr_assert_eq(migrate(r.file, r.target, out, sizeof(out)), 0, "%s", out);
-	bytes = slurp(r.file, &len);
+	bytes = dpg_read_file(r.file, &len);
 	/* A target that holds data, even the same data. */
 	cr_expect_eq(migrate(r.file, r.target, out, sizeof(out)), 2);
 	/* A URL no server answers, and a file where a URL belongs. */
@@ -329,7 +310,7 @@ Test(pg_migrate, refusals_change_nothing, .timeout = 900)
 	cr_expect_eq(migrate(missing, r.spare, out, sizeof(out)), 2);
 	cr_expect_eq(access(missing, F_OK), -1, "migrate created %s", missing);
 	cr_expect_eq(migrate(future, r.spare, out, sizeof(out)), 2);
-	after = slurp(r.file, &len_after);
+	after = dpg_read_file(r.file, &len_after);
 	cr_expect(len == len_after && memcmp(bytes, after, len) == 0, "a refusal wrote the source");
 	free(after);
 	free(bytes);
