@@ -171,4 +171,9 @@
 #define DPG_MAX_CONV_KERNEL         9            /* side of a (square, odd) kernel */
 /* ==== end convolutional models ==== */
 
+/* ==== dpgate migrate ==== */
+#define DPG_MIGRATE_MAX_COLUMNS     64           /* columns of one copied table */
+#define DPG_MIGRATE_SQL_BYTES       4096         /* one generated copy statement */
+/* ==== end dpgate migrate ==== */
+
 #endif

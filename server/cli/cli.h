@@ -46,6 +46,9 @@ int cli_verify_file(const char *cmd, const char *path, json_t **ret_report, bool
 /* cli/cli_backup.c: `dpgate backup --db FILE --to OUT`. */
 int cli_backup_main(int argc, char **argv);
 
+/* cli/cli_migrate.c: `dpgate migrate --from FILE --to postgresql://...`. */
+int cli_migrate_main(int argc, char **argv);
+
 /* cli/cli_predict.c: `dpgate predict --model FILE [CSV|-]`. */
 int cli_predict_main(int argc, char **argv);
 

@@ -31,6 +31,7 @@ static const char usage_top[] =
 	"  check       check a budget policy file, for CI (exit 0 fits, 1 not, 2 bad)\n"
 	"  verify      recompute every ledger's totals from its rows and compare\n"
 	"  backup      write a consistent copy of the database, also while serving\n"
+	"  migrate     copy an SQLite database into an empty PostgreSQL one, verified\n"
 	"  routes      print the HTTP routes\n"
 	"  predict     classify a CSV with a downloaded model, offline\n"
 	"  help CMD    describe command CMD (as `dpgate CMD --help`)\n"

@@ -28,6 +28,7 @@ static const struct {
 	{"check", srv_check_main},
 	{"verify", cli_verify_main},
 	{"backup", cli_backup_main},
+	{"migrate", cli_migrate_main},
 	{"routes", cli_routes_main},
 	{"predict", cli_predict_main},
 };

@@ -379,6 +379,34 @@ int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg);
 int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_version,
 		     bool *ret_current, srv_error *err);
 
+/* The tables `dpgate migrate` copies (store_migrate.c). */
+#define SRV_MIGRATE_TABLES 10
+
+/* What srv_store_migrate copied: each table's name and rows, and how many
+ * datasets' ledgers verified as the source's. */
+typedef struct srv_migrate_report {
+	int64_t schema_version;
+	const char *tables[SRV_MIGRATE_TABLES];
+	int64_t rows[SRV_MIGRATE_TABLES];
+	int64_t datasets;
+} srv_migrate_report;
+
+/*
+ * Copies the dpgate SQLite database `from` (at this binary's schema
+ * version, read on one read-only snapshot) whole into the PostgreSQL
+ * database `to`, which must be empty (no objects, or dpgate's tables at
+ * this version without a row; it is migrated by srv_store_open), in one
+ * transaction, identity sequences set past the copied values.  Before the
+ * COMMIT the copy's ledgers are verified (srv_store_verify) and each
+ * dataset's findings and each table's row count compared with the
+ * source's.  Hosted-table and model files are not copied: their rows keep
+ * naming the files in the data directory.  Returns SRV_OK (committed),
+ * SRV_DB_ERROR (refused before anything was copied) or SRV_CONFLICT (the
+ * copy failed or did not verify: rolled back), with a message in err.
+ */
+int srv_store_migrate(const char *from, const char *to, srv_migrate_report *rep,
+		      srv_error *err);
+
 /* fsyncs a directory, so that a file created or renamed in it is durable;
  * 0 or -1 (errno set). */
 int srv_fsync_dir(const char *dir);

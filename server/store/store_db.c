@@ -2518,18 +2518,25 @@ static void verify_each(void *arg, const srv_dataset *ds)
 		va->all_ok = false;
 }
 
-int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg)
+int srv__verify_in_txn(srv_db *db, srv_verify_fn each, void *arg)
 {
 	struct verify_arg va = {.db = db, .each = each, .arg = arg, .all_ok = true};
+	int rc = srv_store_dataset_list(db, NULL, verify_each, &va);
+
+	if (rc != SRV_OK || va.failed)
+		return SRV_DB_ERROR;
+	return va.all_ok ? SRV_OK : SRV_CONFLICT;
+}
+
+int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg)
+{
 	int rc;
 
 	/* A read transaction gives one consistent snapshot of rows and totals. */
 	srv__db_begin_read(db);
-	rc = srv_store_dataset_list(db, NULL, verify_each, &va);
+	rc = srv__verify_in_txn(db, each, arg);
 	srv__db_end_read(db);
-	if (rc != SRV_OK || va.failed)
-		return SRV_DB_ERROR;
-	return va.all_ok ? SRV_OK : SRV_CONFLICT;
+	return rc;
 }
 
 int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_version,

@@ -120,6 +120,10 @@ int srv__close_reservation_locked(srv_db *db, srv_dataset *ds, const char *rid, 
  * *ret_closed (may be NULL) is set to how many, on SRV_OK. */
 int srv__sweep_expired(srv_db *db, srv_dataset *ds, const char *now, int *ret_closed);
 
+/* srv_store_verify inside the caller's transaction, which it neither
+ * begins nor ends (migrate verifies its copy before the COMMIT). */
+int srv__verify_in_txn(srv_db *db, srv_verify_fn each, void *arg);
+
 #ifdef DPG_TESTING
 /*
  * Runs n spends as one group-commit batch (one transaction, a savepoint
