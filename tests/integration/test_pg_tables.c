@@ -26,7 +26,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
-#include "pg_cluster.h"
+#include "pg_rig.h"
 
 #define MARGIN 50.0
 #define OLD_ROWS 200 /* the first table: x = 0 on every row */
@@ -41,12 +41,8 @@ struct rig {
 
 static void rig_start(struct rig *r)
 {
-	struct pgc_error err = {0};
-
 	memset(r, 0, sizeof(*r));
-	cr_assert_eq(pgc_cluster_new(NULL, 0, &r->cluster, &err), PGC_OK, "%s", err.text);
-	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
-		     err.text);
+	dpg_pg_cluster_database(&r->cluster, r->url, sizeof(r->url));
 	dpg_server_start_on(&r->a, r->url);
 	dpg_server_start_on(&r->b, r->url);
 }
