@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sys/stat.h>
-
 #include <zlib.h>
 
 #include "api_jobs.h"
@@ -118,36 +116,6 @@ int srv_h_data_put(srv_request *req, srv_response *res)
 	return 0;
 }
 
-/* Reads the file at path whole into *ret (malloc'ed, *ret_len bytes); at
- * most DPG_MAX_CSV_BYTES, as an upload.  -1 when it cannot. */
-static int read_whole(const char *path, char **ret, size_t *ret_len)
-{
-	FILE *f = fopen(path, "rb");
-	struct stat st;
-	char *buf = NULL;
-	size_t n = 0;
-	int rc = -1;
-
-	if (!f || fstat(fileno(f), &st) < 0 || st.st_size < 0 ||
-	    (uint64_t)st.st_size > DPG_MAX_CSV_BYTES)
-		goto out;
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		goto out;
-	n = fread(buf, 1, (size_t)st.st_size, f);
-	if (ferror(f) || n != (size_t)st.st_size)
-		goto out;
-	*ret = buf;
-	*ret_len = n;
-	buf = NULL;
-	rc = 0;
-out:
-	free(buf);
-	if (f)
-		fclose(f);
-	return rc;
-}
-
 /* GET .../data?format=csv: a public dataset's table as uploaded.  A
  * private dataset's rows are never answered, to any role. */
 static int data_csv(srv_request *req, srv_response *res)
@@ -164,14 +132,15 @@ static int data_csv(srv_request *req, srv_response *res)
 			    "dataset's table can be read back", "format", NULL);
 		return 0;
 	}
-	/* An upload that replaces the table removes the old file: a reader
-	 * that finds none reads the link again, once. */
+	/* An upload that replaces the table removes the old file (or blob): a
+	 * reader that finds none reads the link again, once. */
 	for (int attempt = 0; attempt < 2; attempt++) {
 		free(path);
 		free(columns);
 		path = columns = NULL;
 		rc = srv_store_table_link_get(req->db, ds.id, &path, &columns);
-		if (rc != SRV_OK || read_whole(path, &res->body, &res->len) == 0)
+		if (rc != SRV_OK ||
+		    srv__table_read_linked(req->db, ds.id, path, &res->body, &res->len) == 0)
 			break;
 		rc = SRV_DB_ERROR;
 	}

@@ -501,7 +501,55 @@ out:
  * (and then reads the row again), never another table's bytes under the
  * old schema.  Databases from before this layout name tables/<id>.csv,
  * which keeps working until the next upload replaces it.
+ *
+ * On a shared database (PostgreSQL, srv_db_shared) no server's data
+ * directory is another's: the bytes go into the database with the link
+ * (table_blobs, in the same transaction), under a name of the same form
+ * prefixed with DB_TABLE_PREFIX, and any server reads them from there.
+ * The name is new for every upload and its bytes are never rewritten, so
+ * it is the table's version: the parse cache, keyed by it, never serves a
+ * replaced table, on this server or another.
  */
+#define DB_TABLE_PREFIX "db:"
+
+/* Whether a link's path names a blob in the database, not a file. */
+static bool table_in_db(const char *path)
+{
+	return !strncmp(path, DB_TABLE_PREFIX, sizeof(DB_TABLE_PREFIX) - 1);
+}
+
+/* The cache key's state for a link's path: stat(2) of a file; for a blob,
+ * whose name alone fixes its bytes, all zero.  0, or -1 (no such file). */
+static int table_state(const char *path, struct stat *ret)
+{
+	if (!table_in_db(path))
+		return stat(path, ret);
+	memset(ret, 0, sizeof(*ret));
+	return 0;
+}
+
+/* Reads the table a link names, as read_table_file (0, -ENOENT when it is
+ * gone, -EIO), from its file or from the database. */
+static int read_linked_table(srv_db *db, const char *dataset_id, const char *path, char **ret,
+			     size_t *ret_len, struct stat *ret_st)
+{
+	int rc;
+
+	if (!table_in_db(path))
+		return read_table_file(path, ret, ret_len, ret_st);
+	rc = srv_store_table_blob_get(db, dataset_id, path, ret, ret_len);
+	if (rc != SRV_OK)
+		return rc == SRV_NOT_FOUND ? -ENOENT : -EIO;
+	return table_state(path, ret_st);
+}
+
+int srv__table_read_linked(srv_db *db, const char *dataset_id, const char *path, char **ret,
+			   size_t *ret_len)
+{
+	struct stat st;
+
+	return read_linked_table(db, dataset_id, path, ret, ret_len, &st);
+}
 
 /* How often a reader reads the link again after its file vanished. */
 #define TABLE_READ_TRIES 4
@@ -559,6 +607,9 @@ static void drop_replaced_table_file(srv_table_cache *cache, const char *path,
 	if (!path || (new_path && !strcmp(path, new_path)))
 		return;
 	srv_table_cache_forget(cache, path);
+	/* A blob went with its link's transaction; there is no file. */
+	if (table_in_db(path))
+		return;
 	slash = strrchr(path, '/');
 	if (table_file_name(slash ? slash + 1 : path, dataset_id))
 		unlink(path);
@@ -612,7 +663,8 @@ static int table_link_get(srv_db *db, const char *dataset_id, struct table_link 
 /*
  * Loads the dataset's hosted table, parsed with the schema recorded with
  * it: from `cache` when it holds the parse of the file the link names in
- * its present state, else read and parsed, and added to `cache`.  With
+ * its present state, else read (from the file, or the database's blob)
+ * and parsed, and added to `cache`.  With
  * query_body != NULL, first checks the query's column against that schema
  * (TABLE_READ_BAD_QUERY, err set).  When the file the link names is gone,
  * reads the link again: a new path means an upload replaced the table
@@ -643,12 +695,12 @@ static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dat
 			rc = TABLE_READ_BAD_QUERY;
 			goto out;
 		}
-		if (stat(link.path, &st) == 0 &&
+		if (table_state(link.path, &st) == 0 &&
 		    (ref = srv_table_cache_find(cache, link.path, &st, link.columns_text))) {
 			rc = TABLE_READ_OK;
 			goto out;
 		}
-		rc = read_table_file(link.path, &text, &len, &st);
+		rc = read_linked_table(db, dataset_id, link.path, &text, &len, &st);
 		if (rc == 0)
 			break;
 		if (rc != -ENOENT || (seen && !strcmp(seen, link.path))) {
@@ -865,10 +917,35 @@ static int write_table_file(const char *dir, const char *path, const char *body,
 	return srv_fsync_dir(dir) < 0 ? -1 : 0;
 }
 
+/*
+ * Puts an upload's bytes where its link will find them, under the new
+ * name `name` ("<dataset>.<hex>.csv"); path (size bytes) gets what the
+ * link will record and st the cache key's state.  On a shared database
+ * that is a blob: *ret_blob is set for the link's transaction to write.
+ * Otherwise a durable file under the data directory (write_table_file;
+ * *ret_made as there).  0, or -1 on an I/O error.
+ */
+static int table_bytes_place(srv_request *req, const char *name, char *path, size_t size,
+			     struct stat *st, struct srv_table_blob *ret_blob, bool *ret_made)
+{
+	char dir[4200];
+
+	if (srv_db_shared(req->db)) {
+		snprintf(path, size, "%stables/%s", DB_TABLE_PREFIX, name);
+		ret_blob->bytes = req->raw_body;
+		ret_blob->len = req->raw_len;
+		return table_state(path, st);
+	}
+	snprintf(dir, sizeof(dir), "%s/tables", req->ctx->data_dir);
+	snprintf(path, size, "%s/%s", dir, name);
+	return write_table_file(dir, path, req->raw_body, req->raw_len, st, ret_made);
+}
+
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 {
 	struct csv_upload up;
-	char dir[4200], path[4400], suffix[48];
+	struct srv_table_blob blob = {NULL, 0};
+	char name[DPG_MAX_ID_BYTES + 64], path[4400], suffix[48];
 	char *old = NULL;
 	struct stat st;
 	json_int_t rows;
@@ -890,9 +967,8 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 		srv_reply_store_error(res, SRV_NO_RANDOM, NULL);
 		goto out;
 	}
-	snprintf(dir, sizeof(dir), "%s/tables", req->ctx->data_dir);
-	snprintf(path, sizeof(path), "%s/%s%s.csv", dir, ds->id, suffix);
-	if (write_table_file(dir, path, req->raw_body, req->raw_len, &st, &file_made) < 0)
+	snprintf(name, sizeof(name), "%s%s.csv", ds->id, suffix);
+	if (table_bytes_place(req, name, path, sizeof(path), &st, &blob, &file_made) < 0)
 		goto io_error;
 	rows = (json_int_t)mech_table_rows(up.t);
 	/*
@@ -909,7 +985,8 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 				srv_table_cache_add(req->ctx->tables, path, &st, up.cols_text, up.t));
 	up.t = NULL;
 	rc = srv_store_table_record(req->db, ds->id, path, (int64_t)rows, up.cols_text, (int64_t)req->raw_len,
-			  up.rows_public, up.declared != NULL || ds->is_public, req->who->key_id, &old);
+			  up.rows_public, up.declared != NULL || ds->is_public, req->who->key_id,
+			  blob.bytes ? &blob : NULL, &old);
 	if (rc != SRV_OK) {
 		srv_table_cache_forget(req->ctx->tables, path);
 		/* A failed COMMIT's link may still be found at the next start

@@ -82,4 +82,11 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
  */
 void srv__table_file_drop(srv_table_cache *cache, const char *path, const char *dataset_id);
 
+/* The bytes of the table a dataset's link names (`path`, as the link
+ * read), from its file or, on a shared database, from the database; *ret
+ * is malloc'd and NUL-terminated.  0, -ENOENT when it is gone (an upload
+ * replaced it since the link was read), or -EIO. */
+int srv__table_read_linked(srv_db *db, const char *dataset_id, const char *path, char **ret,
+			   size_t *ret_len);
+
 #endif

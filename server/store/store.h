@@ -725,16 +725,36 @@ int srv_store_pate_each_answer(srv_db *db, const char *sid,
 int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path,
 			     char **ret_columns);
 
+/* A hosted table's bytes as uploaded, for a shared database to hold. */
+struct srv_table_blob {
+	const void *bytes;
+	size_t len;
+};
+
 /*
- * Records an uploaded table (already durable at `path`) as the dataset's
- * link, in one write transaction that also reads the file the link named
- * before (*ret_old, malloc'd, NULL when none), so that concurrent uploads
- * each learn exactly the file their own commit replaced.  SRV_OK,
- * SRV_DB_ERROR or SRV_COMMIT_FAILED.
+ * Records an uploaded table as the dataset's link, in one write
+ * transaction that also reads the file the link named before (*ret_old,
+ * malloc'd, NULL when none), so that concurrent uploads each learn exactly
+ * the file their own commit replaced.  With blob NULL the table is already
+ * durable at `path`; otherwise (a shared database: srv_db_shared) the
+ * bytes are written in the same transaction under the name `path`, so
+ * that no server sees the link without them.  SRV_OK, SRV_DB_ERROR or
+ * SRV_COMMIT_FAILED.
  */
 int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path, int64_t rows,
 			   const char *columns, int64_t bytes, bool rows_public, bool schema_declared,
-			   const char *actor, char **ret_old);
+			   const char *actor, const struct srv_table_blob *blob, char **ret_old);
+
+/* The bytes of the dataset's table stored under the name `path` (a link's,
+ * on a shared database) into *ret (malloc'd, NUL-terminated) and *ret_len:
+ * SRV_OK, SRV_NOT_FOUND when the dataset holds no blob of that name (the
+ * link was replaced since it was read), SRV_DB_ERROR. */
+int srv_store_table_blob_get(srv_db *db, const char *dataset_id, const char *path, char **ret,
+			      size_t *ret_len);
+
+/* Whether db's store is shared with other servers (srv_store_shared):
+ * there, hosted tables live in the database, not in a data directory. */
+bool srv_db_shared(const srv_db *db);
 
 /* Whether some link names the table file `name` (a file name under the
  * data directory's tables/).  SRV_OK or SRV_DB_ERROR. */
@@ -756,6 +776,10 @@ int srv_store_table_file_linked(srv_db *db, const char *name, bool *ret);
  *     modification time): a file changed or replaced behind dpgate's back
  *     is not served from an old parse;
  *   - the schema text it is parsed with (dataset_data.columns).
+ * On a shared database the path is a blob's name in the database
+ * ("db:tables/...", srv_store_table_blob_get), new for every upload and
+ * never written again, and the stat state all zero: the name alone fixes
+ * the bytes, on every server.
  * The database stays the source of truth: a reader first reads the link
  * (path and schema), then asks the cache, so a replaced or removed table is
  * never served (its path is no longer linked).  An upload adds the parse it

@@ -290,6 +290,11 @@ bool srv_store_shared(const srv_store *st)
 	return st->shared;
 }
 
+bool srv_db_shared(const srv_db *db)
+{
+	return db->store->shared;
+}
+
 const char *srv_store_file(const char *target)
 {
 	return srv__pg_is_url(target) ? NULL : sqlite_path(target);

@@ -33,6 +33,12 @@ static const char *const copied[SRV_MIGRATE_TABLES] = {
 	"key_events", "dataset_data", "jobs",       "pate_sessions", "pate_answers",
 };
 
+/* Tables only a PostgreSQL database has (an SQLite ledger keeps hosted
+ * tables as files): the target's must be empty, and nothing is copied
+ * into them. */
+static const char *const target_only[] = {"table_blobs"};
+#define TARGET_ONLY_TABLES (sizeof(target_only) / sizeof(target_only[0]))
+
 enum col_kind { COL_INT, COL_REAL, COL_TEXT, COL_BLOB };
 
 /* One table's copy: the statements and how each column is carried. */
@@ -211,10 +217,11 @@ static int target_take_empty(srv_db *dst, const char *name, srv_error *err)
 	char sql[DPG_MIGRATE_SQL_BYTES] = "LOCK TABLE ";
 	int64_t tables;
 
-	for (size_t i = 0; i < SRV_MIGRATE_TABLES; i++) {
+	for (size_t i = 0; i < SRV_MIGRATE_TABLES + TARGET_ONLY_TABLES; i++) {
 		size_t len = strlen(sql);
 
-		snprintf(sql + len, sizeof(sql) - len, "%s%s", i ? ", " : "", copied[i]);
+		snprintf(sql + len, sizeof(sql) - len, "%s%s", i ? ", " : "",
+			 i < SRV_MIGRATE_TABLES ? copied[i] : target_only[i - SRV_MIGRATE_TABLES]);
 	}
 	strncat(sql, " IN EXCLUSIVE MODE", sizeof(sql) - strlen(sql) - 1);
 	if (srv__sql_exec(srv__db_conn(dst), sql) != SRV__SQL_DONE) {
@@ -222,20 +229,23 @@ static int target_take_empty(srv_db *dst, const char *name, srv_error *err)
 			      srv__db_errmsg(dst));
 		return -1;
 	}
-	for (size_t i = 0; i < SRV_MIGRATE_TABLES; i++)
-		if (table_rows(dst, copied[i]) != 0) {
+	for (size_t i = 0; i < SRV_MIGRATE_TABLES + TARGET_ONLY_TABLES; i++) {
+		const char *t = i < SRV_MIGRATE_TABLES ? copied[i] : target_only[i - SRV_MIGRATE_TABLES];
+
+		if (table_rows(dst, t) != 0) {
 			srv_error_set(err, SRV_CONFLICT,
 				      "%s is not empty (table %s has rows); migrate copies into an "
-				      "empty database only, never merges", name, copied[i]);
+				      "empty database only, never merges", name, t);
 			return -1;
 		}
+	}
 	tables = query_count(dst, "SELECT count(*) FROM pg_catalog.pg_tables"
 				  " WHERE schemaname = current_schema() AND tablename <> ?1",
 			     "schema_migrations");
-	if (tables != SRV_MIGRATE_TABLES) {
+	if (tables != SRV_MIGRATE_TABLES + (int64_t)TARGET_ONLY_TABLES) {
 		srv_error_set(err, SRV_DB_ERROR,
-			      "%s has %lld tables besides schema_migrations, migrate copies %d",
-			      name, (long long)tables, SRV_MIGRATE_TABLES);
+			      "%s has %lld tables besides schema_migrations, dpgate has %d",
+			      name, (long long)tables, (int)(SRV_MIGRATE_TABLES + TARGET_ONLY_TABLES));
 		return -1;
 	}
 	return 0;

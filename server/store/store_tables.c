@@ -1,13 +1,15 @@
 /*
  * store_tables.c: the links of datasets to their hosted tables
- * (dataset_data rows of kind 'table').  The files themselves, their parse
- * and their schema's meaning are the routes' (api_mech_routes.c); this file
- * only reads and writes which file a dataset's link names.
+ * (dataset_data rows of kind 'table') and, on a shared database, the
+ * tables' bytes (table_blobs, schema/pg/013_table_blobs.sql).  The files
+ * themselves, their parse and their schema's meaning are the routes'
+ * (api_mech_routes.c); this file only reads and writes which table a
+ * dataset's link names, and the blob it names on a shared database.
  */
 #include <stdlib.h>
 #include <string.h>
 
-
+#include "dpg_limits.h"
 #include "store.h"
 #include "store_internal.h"
 
@@ -35,15 +37,32 @@ out:
 	return rc;
 }
 
+/* Writes the table's bytes under its link's name, replacing the
+ * dataset's blob of an earlier upload; inside the write transaction. */
+static int blob_put_in_txn(srv_db *db, const char *dataset_id, const char *path,
+			   const struct srv_table_blob *blob)
+{
+	srv__stmt *s = srv__prepare(db,
+				       "INSERT INTO table_blobs (dataset_id, path, csv) VALUES (?1, ?2, ?3)"
+				       " ON CONFLICT (dataset_id) DO UPDATE SET path = ?2, csv = ?3",
+				       dataset_id);
+
+	if (!s)
+		return SRV_DB_ERROR;
+	srv__sql_bind_text(s, 2, path);
+	srv__sql_bind_blob(s, 3, blob->bytes, blob->len);
+	return srv__run(s);
+}
+
 /*
- * Records the uploaded table (already durable at `path`) in dataset_data,
- * in one write transaction that also reads the file the link named before
- * (*ret_old, malloc'd, NULL when none), so that concurrent uploads each
- * learn exactly the file their own commit replaced.
+ * Records the uploaded table (already durable at `path`, or in `blob`) in
+ * dataset_data, in one write transaction that also reads the file the link
+ * named before (*ret_old, malloc'd, NULL when none), so that concurrent
+ * uploads each learn exactly the file their own commit replaced.
  */
 int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path, int64_t rows,
 			   const char *columns, int64_t bytes, bool rows_public, bool schema_declared,
-			   const char *actor, char **ret_old)
+			   const char *actor, const struct srv_table_blob *blob, char **ret_old)
 {
 	srv__stmt *s = NULL;
 	char now[32], *old = NULL;
@@ -53,6 +72,8 @@ int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path,
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
 	rc = srv__table_file_in_txn(db, dataset_id, &old);
+	if (rc == SRV_OK && blob)
+		rc = blob_put_in_txn(db, dataset_id, path, blob);
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;
@@ -85,6 +106,37 @@ out:
 	} else {
 		*ret_old = old;
 	}
+	return rc;
+}
+
+int srv_store_table_blob_get(srv_db *db, const char *dataset_id, const char *path, char **ret,
+			      size_t *ret_len)
+{
+	srv__stmt *s = srv__prepare(db, "SELECT csv FROM table_blobs WHERE dataset_id = ?1 AND path = ?2",
+				       dataset_id);
+	char *buf = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (s)
+		srv__sql_bind_text(s, 2, path);
+	rc = srv__first_row(s);
+	if (rc != SRV_OK)
+		goto out;
+	/* Never more than an upload may hold: the same bound as a file. */
+	n = srv__sql_bytes(s, 0);
+	buf = n <= DPG_MAX_CSV_BYTES ? malloc(n + 1) : NULL;
+	if (!buf) {
+		rc = SRV_DB_ERROR;
+		goto out;
+	}
+	if (n)
+		memcpy(buf, srv__sql_blob(s, 0), n);
+	buf[n] = '\0';
+	*ret = buf;
+	*ret_len = n;
+out:
+	srv__sql_finalize(s);
 	return rc;
 }
 
