@@ -24,7 +24,7 @@
 
 #include "dpg_limits.h"
 #include "harness.h"
-#include "pg_cluster.h"
+#include "pg_rig.h"
 
 #define CHARGE "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}"
 /* What "woken by the charge" means: the poll's answer within this long of
@@ -41,12 +41,8 @@ struct rig {
 
 static void rig_start(struct rig *r)
 {
-	struct pgc_error err = {0};
-
 	memset(r, 0, sizeof(*r));
-	cr_assert_eq(pgc_cluster_new(NULL, 0, &r->cluster, &err), PGC_OK, "%s", err.text);
-	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
-		     err.text);
+	dpg_pg_database(&r->cluster, r->url, sizeof(r->url));
 	dpg_server_start_on(&r->a, r->url);
 	dpg_server_start_on(&r->b, r->url);
 	dpg_make_dataset(&r->a, "d", 100.0, 1e-5, "basic");
