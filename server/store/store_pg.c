@@ -40,6 +40,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -865,7 +866,12 @@ static void *listen_main(void *arg)
 {
 	struct srv_store_listener *l = arg;
 	int backoff_ms = DPG_PG_LISTEN_BACKOFF_MIN_MS;
+	sigset_t all;
 
+	/* Signals are the serving thread's to take (a SIGTERM here would end
+	 * the process without its orderly stop). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
 		PGconn *pg = listen_connect(l);
 		int rc = 0;
