@@ -160,6 +160,13 @@
 /* Every suspended long-poll reads its resource again this often, whether
  * or not a commit woke it: a safety net under the wake-ups. */
 #define DPG_LONG_POLL_RECHECK_S     10
+/* On PostgreSQL, the connection that LISTENs for other servers' commits:
+ * how long one attempt to connect may take, and the wait after a failed
+ * or lost one (doubled from the first to the last while it keeps
+ * failing), so that a database that is down is not hammered. */
+#define DPG_PG_LISTEN_CONNECT_TIMEOUT_S 10
+#define DPG_PG_LISTEN_BACKOFF_MIN_MS    100
+#define DPG_PG_LISTEN_BACKOFF_MAX_MS    5000
 /* serve --cors-origin: origins allowed, and the length of one. */
 #define DPG_MAX_CORS_ORIGINS        16
 #define DPG_MAX_ORIGIN_BYTES        256

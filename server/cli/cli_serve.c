@@ -157,6 +157,7 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 			unsigned threads)
 {
 	srv_ctx ctx = *settings;
+	srv_store_listener *listener = NULL;
 	srv_error err;
 	sigset_t stop_signals;
 	int rc = 1;
@@ -205,6 +206,12 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 		if (sdb)
 			srv_store_release(ctx.store, sdb);
 	}
+	/* On a shared database, commits through the other servers wake this
+	 * one's long-polls too. */
+	if (srv_store_listen_start(db, srv_watch_store_changed, ctx.watch, &listener, &err) < 0) {
+		fprintf(stderr, "dpgate: %s\n", err.text);
+		goto out;
+	}
 	if (srv_jobs_start(&ctx, DPG_MAX_JOB_WORKERS, srv_data_load_table, &ctx.jobs, &err) < 0) {
 		fprintf(stderr, "dpgate: %s\n", err.text);
 		goto out;
@@ -212,6 +219,7 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	rc = srv_http_serve(&ctx, host, port, threads);
 	srv_jobs_stop(ctx.jobs);
 out:
+	srv_store_listen_stop(listener);
 	srv_store_close(ctx.store);
 	srv_auth_cache_free(ctx.auth_cache);
 	/* After the HTTP threads and the job workers: no reference is left. */

@@ -214,6 +214,13 @@ void srv_watch_free(srv_watch *w);
  */
 void srv_watch_signal(srv_watch *w, const char *dataset_id, const char *job_id);
 
+/*
+ * srv_watch_signal for the store's listener (srv_change_fn, with `watch`
+ * the hub): a commit to dataset_id, through any server sharing the
+ * database, or (NULL) to anything.
+ */
+void srv_watch_store_changed(void *watch, const char *dataset_id);
+
 /* How many long-polls are armed now (0 for NULL), for /metrics. */
 unsigned srv_watch_count(srv_watch *w);
 

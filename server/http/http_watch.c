@@ -18,6 +18,9 @@
  * resumed only while suspended, never twice.  libmicrohttpd calls none of
  * dpgate's callbacks holding its own locks, so taking them under this one
  * (in MHD_suspend_connection and MHD_resume_connection) cannot deadlock.
+ * On a shared (PostgreSQL) database, commits through other servers come
+ * from the store's listener (srv_store_listen_start), which signals this
+ * hub as a local commit does (srv_watch_store_changed); see store_pg.c.
  * Rejected: polling the database from the waiting thread (holds a thread
  * and a connection per waiter), SQLite's commit hook (runs before the
  * commit is durable, inside the writer).
@@ -254,4 +257,9 @@ void srv_watch_signal(srv_watch *w, const char *dataset_id, const char *job_id)
 unsigned srv_watch_count(srv_watch *w)
 {
 	return w ? atomic_load(&w->armed) : 0;
+}
+
+void srv_watch_store_changed(void *watch, const char *dataset_id)
+{
+	srv_watch_signal(watch, dataset_id, NULL);
 }

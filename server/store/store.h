@@ -56,6 +56,36 @@ const char *srv_store_file(const char *target);
 bool srv_store_shared(const srv_store *store);
 
 /*
+ * Other servers' commits, on a shared (PostgreSQL) database.  Every write
+ * transaction that changes a dataset tells the database so (NOTIFY with
+ * the dataset's id, delivered only when it commits); a listener keeps one
+ * connection of its own that LISTENs, and a thread that calls
+ * fn(arg, dataset_id) for each such commit, from any server including
+ * this one.  When its connection is lost it connects again by itself
+ * (waiting longer after each failure, up to DPG_PG_LISTEN_BACKOFF_MAX_MS),
+ * and after every connect it calls fn(arg, NULL): changes made meanwhile
+ * were not heard, so everything may have changed.  fn runs on the
+ * listener's thread and must not block.
+ */
+typedef void (*srv_change_fn)(void *arg, const char *dataset_id);
+typedef struct srv_store_listener srv_store_listener;
+
+/*
+ * Starts a listener on the database `target` names.  For an SQLite target
+ * (one server, whose own commits are all there are) nothing is started:
+ * SRV_OK with *ret NULL.  The first connection is made by the thread, so
+ * a database that is down when this is called is listened to once it is
+ * up.  SRV_OK, or SRV_DB_ERROR with a message in err (out of memory, no
+ * thread).
+ */
+int srv_store_listen_start(const char *target, srv_change_fn fn, void *arg,
+			   srv_store_listener **ret, srv_error *err);
+
+/* Stops the listener's thread (at once, even while it waits to connect
+ * again), closes its connection and frees it; NULL is a no-op. */
+void srv_store_listen_stop(srv_store_listener *l);
+
+/*
  * Opens (creating if needed) the database at `path` (a PostgreSQL database
  * must exist; its tables are created), sets WAL mode and
  * synchronous=FULL, applies the embedded migrations idempotently, and makes a

@@ -1090,6 +1090,10 @@ int srv_store_dataset_create(srv_db *db, const srv_dataset *ds, const char *acto
 		goto out;
 	}
 	rc = SRV_DB_ERROR;
+	/* Nothing waits on the new row; the lock is for what the driver does
+	 * with it besides (store_sql.h: other servers hear of the commit). */
+	if (srv__lock_dataset(db, row.id) != SRV_OK)
+		goto out;
 	/* A public dataset has no ledger, not even its creation row. */
 	if (row.is_public)
 		goto commit;

@@ -25,14 +25,31 @@
  * an administrator's shutdown, or libpq's own CONNECTION_BAD) is
  * UNAVAILABLE, and the connection is reset when it is next acquired
  * (revive); its named statements are prepared again on first use.
+ *
+ * Other servers' commits: lock_dataset, which every write of a dataset
+ * takes, also NOTIFYs PG_CHANGE_CHANNEL with the dataset's id, and a
+ * listener (srv_store_listen_start) LISTENs on a connection of its own
+ * and hands each id to the server's long-poll hub.  Rejected: a trigger
+ * on every table (each new table would need one, and the totals row is
+ * what every change of a dataset writes anyway), and polling a change
+ * counter (a query a second per server, and a second's delay).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
+
+#include "dpg_limits.h"
 
 #include "srv_embedded_pg.h"
 #include "store_pg.h"
@@ -46,6 +63,9 @@
  * SQLite's busy timeout (store_sqlite.c), so that both engines answer 503
  * after the same wait. */
 #define PG_LOCK_TIMEOUT "30s"
+/* The channel a committed change of a dataset is announced on; its
+ * payload is the dataset's id. */
+#define PG_CHANGE_CHANNEL "dpgate_datasets"
 /* pg_advisory_xact_lock's key for the migrations: "dpgate" in ASCII. */
 #define PG_MIGRATION_LOCK_KEY "110425050900581" /* 0x647067617465 */
 
@@ -477,7 +497,12 @@ static int pgd_exec(srv__conn *conn, const char *sql)
 
 static const char sql_begin[] = "BEGIN";
 static const char sql_begin_read[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-static const char sql_lock_dataset[] = "SELECT 1 FROM datasets WHERE id = ?1 FOR UPDATE";
+/* The lock also queues the dataset's notification (see the listener
+ * below): PostgreSQL delivers it only if the transaction commits (and
+ * not from a savepoint rolled back), once however many writes of the
+ * transaction named the dataset (NOTIFY's documented semantics). */
+static const char sql_lock_dataset[] = "SELECT pg_notify('" PG_CHANGE_CHANNEL "', ?1)"
+				       " FROM datasets WHERE id = ?1 FOR UPDATE";
 static const char sql_lock_named[] = "SELECT pg_advisory_xact_lock(hashtext(CAST(?1 AS TEXT)))";
 
 static int pgd_begin_write(srv__conn *c)
@@ -742,4 +767,190 @@ fail:
 	PQfinish(c->pg);
 	free(c);
 	return NULL;
+}
+
+/*
+ * The listener: one connection that LISTENs, and one thread that sleeps
+ * in poll() on its socket and on a pipe that srv_store_listen_stop writes
+ * to, so that it wakes for a notification, a lost link or the stop, and
+ * never spins.
+ */
+struct srv_store_listener {
+	char *url;
+	srv_change_fn fn;
+	void *arg;
+	int stop_fds[2]; /* [0] polled by the thread, [1] written at the stop */
+	pthread_t thread;
+};
+
+static int64_t monotonic_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Waits until fd is ready for `events`, the stop or timeout_ms (-1: no
+ * limit).  1 ready, 0 timed out, -1 stopped or failed. */
+static int listen_wait(const struct srv_store_listener *l, int fd, short events, int timeout_ms)
+{
+	struct pollfd p[2] = {{.fd = l->stop_fds[0], .events = POLLIN},
+			      {.fd = fd, .events = events}};
+	int n;
+
+	do
+		n = poll(p, fd >= 0 ? 2 : 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 || p[0].revents)
+		return -1;
+	return n > 0 ? 1 : 0;
+}
+
+/* A connection that LISTENs, made without blocking past the stop or
+ * DPG_PG_LISTEN_CONNECT_TIMEOUT_S; NULL when it cannot be made now. */
+static PGconn *listen_connect(const struct srv_store_listener *l)
+{
+	int64_t until = monotonic_ms() + DPG_PG_LISTEN_CONNECT_TIMEOUT_S * 1000;
+	PGconn *pg = PQconnectStart(l->url);
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	PGresult *res = NULL;
+
+	if (!pg || PQstatus(pg) == CONNECTION_BAD)
+		goto fail;
+	while (st != PGRES_POLLING_OK) {
+		int64_t left = until - monotonic_ms();
+
+		if (st == PGRES_POLLING_FAILED || left <= 0 ||
+		    listen_wait(l, PQsocket(pg), st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+				(int)left) <= 0)
+			goto fail;
+		st = PQconnectPoll(pg);
+	}
+	PQsetNoticeProcessor(pg, ignore_notice, NULL);
+	res = PQexec(pg, "LISTEN " PG_CHANGE_CHANNEL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		goto fail;
+	PQclear(res);
+	return pg;
+fail:
+	PQclear(res);
+	PQfinish(pg);
+	return NULL;
+}
+
+/* Hands each notification to fn until the link is lost (0) or the stop
+ * (-1). */
+static int listen_receive(struct srv_store_listener *l, PGconn *pg)
+{
+	for (;;) {
+		PGnotify *n;
+
+		if (listen_wait(l, PQsocket(pg), POLLIN, -1) < 0)
+			return -1;
+		if (!PQconsumeInput(pg))
+			return 0;
+		while ((n = PQnotifies(pg)) != NULL) {
+			size_t len = strnlen(n->extra, DPG_MAX_ID_BYTES + 1);
+
+			/* An id no dataset can have: wake everything. */
+			l->fn(l->arg, len > 0 && len <= DPG_MAX_ID_BYTES ? n->extra : NULL);
+			PQfreemem(n);
+		}
+		if (PQstatus(pg) != CONNECTION_OK)
+			return 0;
+	}
+}
+
+static void *listen_main(void *arg)
+{
+	struct srv_store_listener *l = arg;
+	int backoff_ms = DPG_PG_LISTEN_BACKOFF_MIN_MS;
+	sigset_t all;
+
+	/* Signals are the serving thread's to take (a SIGTERM here would end
+	 * the process without its orderly stop). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		PGconn *pg = listen_connect(l);
+		int rc = 0;
+
+		if (pg) {
+			backoff_ms = DPG_PG_LISTEN_BACKOFF_MIN_MS;
+			/* Commits while no connection listened were not heard. */
+			l->fn(l->arg, NULL);
+			rc = listen_receive(l, pg);
+			PQfinish(pg);
+		}
+		if (rc < 0 || listen_wait(l, -1, 0, backoff_ms) < 0)
+			break;
+		if (!pg)
+			backoff_ms = backoff_ms * 2 > DPG_PG_LISTEN_BACKOFF_MAX_MS ?
+					     DPG_PG_LISTEN_BACKOFF_MAX_MS :
+					     backoff_ms * 2;
+	}
+	return NULL;
+}
+
+int srv_store_listen_start(const char *target, srv_change_fn fn, void *arg,
+			   srv_store_listener **ret, srv_error *err)
+{
+	struct srv_store_listener *l = NULL;
+	int rc = SRV_DB_ERROR;
+
+	if (!srv__pg_is_url(target)) {
+		*ret = NULL;
+		return SRV_OK;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l || !(l->url = strdup(target))) {
+		srv_error_set(err, SRV_DB_ERROR, "out of memory");
+		goto out;
+	}
+	l->fn = fn;
+	l->arg = arg;
+	l->stop_fds[0] = l->stop_fds[1] = -1;
+	if (pipe(l->stop_fds) < 0) {
+		srv_error_set(err, SRV_DB_ERROR, "cannot make the listener's pipe: %s",
+			      strerror(errno));
+		goto out;
+	}
+	/* Not inherited by what the server runs (pg_dump, for one). */
+	fcntl(l->stop_fds[0], F_SETFD, FD_CLOEXEC);
+	fcntl(l->stop_fds[1], F_SETFD, FD_CLOEXEC);
+	if (pthread_create(&l->thread, NULL, listen_main, l) != 0) {
+		srv_error_set(err, SRV_DB_ERROR, "cannot start the listener's thread");
+		goto out;
+	}
+	*ret = l;
+	l = NULL;
+	rc = SRV_OK;
+out:
+	if (l) {
+		if (l->stop_fds[0] >= 0) {
+			close(l->stop_fds[0]);
+			close(l->stop_fds[1]);
+		}
+		free(l->url);
+		free(l);
+	}
+	return rc;
+}
+
+void srv_store_listen_stop(srv_store_listener *l)
+{
+	ssize_t n;
+
+	if (!l)
+		return;
+	/* One byte, never read: the pipe stays readable for every poll. */
+	do
+		n = write(l->stop_fds[1], "", 1);
+	while (n < 0 && errno == EINTR);
+	pthread_join(l->thread, NULL);
+	close(l->stop_fds[0]);
+	close(l->stop_fds[1]);
+	free(l->url);
+	free(l);
 }

@@ -86,7 +86,10 @@ struct srv__sql_driver {
 	bool (*in_transaction)(srv__conn *c);
 	/* Inside the write transaction, before a dataset's totals are read:
 	 * makes sure no other writer changes them until COMMIT.  A no-op
-	 * where begin_write took a lock on the whole database. */
+	 * where begin_write took a lock on the whole database.  Where other
+	 * servers share the database, it also tells them, at COMMIT (and not
+	 * if the transaction rolls back), that the dataset changed: every
+	 * write of a dataset takes this lock (srv_store_listen_start). */
 	int (*lock_dataset)(srv__conn *c, const char *dataset_id);
 	/* The same for a set of rows that no single row stands for (the
 	 * admin keys, counted before one is revoked), named by `what`. */

@@ -498,6 +498,12 @@ int dpg_http_opt(const dpg_server *s, const dpg_http_opts *opts, const char *met
 		}
 		if (ct)
 			snprintf(ret->content_type, sizeof(ret->content_type), "%s", ct);
+		{
+			struct curl_header *eh = NULL;
+
+			if (curl_easy_header(c, "ETag", 0, CURLH_HEADER, -1, &eh) == CURLHE_OK)
+				snprintf(ret->etag, sizeof(ret->etag), "%s", eh->value);
+		}
 		ret->body = sink.buf ? sink.buf : strdup("");
 		ret->len = sink.len;
 		ret->json = json_loads(ret->body, 0, NULL);

@@ -32,6 +32,7 @@ typedef struct dpg_resp {
 	char content_type[96];
 	long long content_length; /* the Content-Length header, -1 when absent */
 	long long retry_after;    /* the Retry-After header in seconds, 0 when absent */
+	char etag[96];            /* the ETag header, "" when absent */
 } dpg_resp;
 
 /*

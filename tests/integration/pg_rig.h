@@ -1,17 +1,17 @@
 /*
- * pg_rig.h: what the tests of several servers on one PostgreSQL share: a
- * throwaway cluster (tests/pg/pg_cluster.h) with one fresh database.
+ * pg_rig.h: what the tests of several dpgate servers on one PostgreSQL
+ * share (test_pg_race.c, test_pg_failover.c, test_pg_watch.c).
  */
-#ifndef PG_RIG_H
-#define PG_RIG_H
+#ifndef DPG_TEST_PG_RIG_H
+#define DPG_TEST_PG_RIG_H
 
 #include <stddef.h>
 
 #include "pg_cluster.h"
 
-/* Starts a throwaway cluster (*ret, for pgc_cluster_free) and creates an
- * empty database on it, whose URL goes into url (size bytes); fails the
- * test when either cannot be done. */
-void dpg_pg_cluster_database(struct pgc_cluster **ret, char *url, size_t size);
+/* Makes a throwaway cluster (*ret_cluster, freed by pgc_cluster_free) with
+ * one empty database, whose URL is copied into url (cap bytes); fails the
+ * test when either cannot be made. */
+void dpg_pg_database(struct pgc_cluster **ret_cluster, char *url, size_t cap);
 
 #endif

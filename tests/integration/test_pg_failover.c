@@ -28,7 +28,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
-#include "pg_cluster.h"
+#include "pg_rig.h"
 
 #define SERVERS 3
 #define CLIENTS 12                 /* client i charges through server i % SERVERS */
@@ -110,15 +110,11 @@ static bool dpgate_speaks_postgresql(void)
 
 static void rig_start(struct rig *r)
 {
-	struct pgc_error err = {0};
-
 	if (!dpgate_speaks_postgresql())
 		cr_skip_test("this dpgate has no PostgreSQL store (serve --help names no"
 			     " postgresql:// URL)");
 	memset(r, 0, sizeof(*r));
-	cr_assert_eq(pgc_cluster_new(NULL, 0, &r->cluster, &err), PGC_OK, "%s", err.text);
-	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
-		     err.text);
+	dpg_pg_database(&r->cluster, r->url, sizeof(r->url));
 	for (int i = 0; i < SERVERS; i++)
 		dpg_server_start_on(&r->srv[i], r->url);
 	dpg_make_dataset(&r->srv[0], "d", 1e6, 0, "basic");

@@ -42,7 +42,7 @@ struct rig {
 static void rig_start(struct rig *r)
 {
 	memset(r, 0, sizeof(*r));
-	dpg_pg_cluster_database(&r->cluster, r->url, sizeof(r->url));
+	dpg_pg_database(&r->cluster, r->url, sizeof(r->url));
 	dpg_server_start_on(&r->a, r->url);
 	dpg_server_start_on(&r->b, r->url);
 }
