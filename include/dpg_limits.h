@@ -102,6 +102,14 @@
 /* Jobs and training */
 #define DPG_MAX_JOB_WORKERS         2
 #define DPG_MAX_QUEUED_JOBS         64
+/* On a shared database: how long a running job's lease lasts unless its
+ * server renews it, how often the server renews its jobs' leases and
+ * sweeps for expired ones, and how often an idle worker looks for jobs
+ * queued through other servers (docs/operations.md, "Jobs on a shared
+ * database"). */
+#define DPG_JOB_LEASE_S             15
+#define DPG_JOB_LEASE_RENEW_S       3
+#define DPG_JOB_POLL_S              2
 #define DPG_MAX_TRAINING_STEPS      10000000LL
 #define DPG_MAX_HIDDEN_UNITS        4096
 

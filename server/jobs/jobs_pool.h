@@ -9,6 +9,9 @@
 #include "jobs.h"
 #include "trn.h"
 
+/* An instance id: host name, process id and random bits. */
+#define SRV_JOB_OWNER_BYTES 128
+
 #define PROGRESS_SAVE_INTERVAL_S 2.0
 /* Long-polls on a running job are woken at most this often by its steps
  * (every step would make a client read as fast as its round trip). */
@@ -41,13 +44,35 @@ struct srv_jobs {
 	unsigned n_workers;
 	pthread_t threads[DPG_MAX_JOB_WORKERS];
 	job_slot slots[DPG_MAX_JOB_WORKERS];
+	/* On a shared database (srv_store_shared): workers claim from the
+	 * database's one queue, the in-memory queue only wakes them, and the
+	 * lease thread renews this server's jobs and sweeps expired ones. */
+	bool shared;
+	char owner[SRV_JOB_OWNER_BYTES]; /* this server's instance id */
+	bool lease_started;
+	pthread_t lease_thread;
+	pthread_cond_t lease_wake; /* under `lock`: the pool stops */
 };
+
+/* The restart rule's reason on a job it failed, by whichever path. */
+#define SRV_JOBS_INTERRUPTED                                                              \
+	"interrupted: the server stopped while the job ran; its reservation is committed in " \
+	"full"
+
+/* Names this server in `jobs->owner` and, on a shared database, starts the
+ * lease thread (jobs_lease.c); -1 when it cannot be started. */
+int srv_jobs__lease_start(srv_jobs *jobs);
+/* Stops the lease thread; the caller has set jobs->stopping. */
+void srv_jobs__lease_stop(srv_jobs *jobs);
+/* The Unix time, in seconds, a lease taken now runs until. */
+int64_t srv_jobs__lease_until(void);
 
 /* Queues a job id; false when the queue is full. */
 bool srv_jobs__enqueue(srv_jobs *jobs, const char *id);
 
 /* Waits for a queued id and moves it into `slot`; false when the pool
- * stops. */
+ * stops.  On a shared database it waits at most DPG_JOB_POLL_S and then
+ * leaves slot->id empty: the worker looks in the database's queue. */
 bool srv_jobs__take(srv_jobs *jobs, job_slot *slot);
 
 /* A progress report as the job row stores it and GET /v1/jobs/{id} shows. */

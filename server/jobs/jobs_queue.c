@@ -75,15 +75,27 @@ json_t *srv_jobs__progress_json(const trn_progress *p)
 
 bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
 {
+	struct timespec until;
+	bool timed_out = false;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += DPG_JOB_POLL_S;
 	pthread_mutex_lock(&jobs->lock);
-	while (!jobs->stopping && jobs->count == 0)
-		pthread_cond_wait(&jobs->wake, &jobs->lock);
+	while (!jobs->stopping && jobs->count == 0 && !timed_out) {
+		if (!jobs->shared)
+			pthread_cond_wait(&jobs->wake, &jobs->lock);
+		else
+			timed_out = pthread_cond_timedwait(&jobs->wake, &jobs->lock, &until) != 0;
+	}
 	if (jobs->stopping) {
 		pthread_mutex_unlock(&jobs->lock);
 		return false;
 	}
 	pthread_mutex_lock(&slot->lock);
-	memcpy(slot->id, jobs->queue[jobs->head], sizeof(slot->id));
+	if (jobs->count == 0)
+		slot->id[0] = '\0'; /* timed out: a job queued elsewhere, maybe */
+	else
+		memcpy(slot->id, jobs->queue[jobs->head], sizeof(slot->id));
 	atomic_store(&slot->cancel, false);
 	slot->cancel_by_user = false;
 	slot->has_progress = false;
@@ -91,8 +103,10 @@ bool srv_jobs__take(srv_jobs *jobs, job_slot *slot)
 	slot->slmc = false;
 	slot->pate = false;
 	pthread_mutex_unlock(&slot->lock);
-	jobs->head = (jobs->head + 1) % DPG_MAX_QUEUED_JOBS;
-	jobs->count--;
+	if (jobs->count > 0) {
+		jobs->head = (jobs->head + 1) % DPG_MAX_QUEUED_JOBS;
+		jobs->count--;
+	}
 	pthread_mutex_unlock(&jobs->lock);
 	return true;
 }

@@ -44,38 +44,63 @@ static void log_end_failed(const char *id)
 	fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot record the end of job %s\"}\n", id);
 }
 
-/* Marks the slot's job running.  A job whose dataset was archived while it
- * queued is cancelled instead and its reservation released.  SRV_OK when
- * the job runs; `j` is then loaded and the caller clears it. */
-static int start_job(srv_ctx *ctx, job_slot *slot, srv_job_row *j)
+/* A job claimed while its dataset was archived: cancelled, its reservation
+ * released (nothing was read). */
+static void cancel_archived(srv_db *db, const char *id)
+{
+	int fin = srv__job_finish(db, id, "queued", "cancelled", true, NULL,
+				  "the dataset was archived before the job started; nothing "
+				  "was read, and the reservation was released",
+				  NULL, "job");
+
+	/* SRV_CONFLICT: a user cancelled it meanwhile. */
+	if (fin != SRV_OK && fin != SRV_CONFLICT)
+		fprintf(stderr,
+			"{\"level\":\"error\",\"msg\":\"cannot cancel job %s of an "
+			"archived dataset\"}\n",
+			id);
+}
+
+/* The claimed job's id in the slot; the cancel flags were the queued id's,
+ * when another job was claimed in its place. */
+static void slot_set_id(job_slot *slot, const char *id)
+{
+	pthread_mutex_lock(&slot->lock);
+	if (strcmp(slot->id, id) != 0) {
+		snprintf(slot->id, sizeof(slot->id), "%s", id);
+		atomic_store(&slot->cancel, false);
+		slot->cancel_by_user = false;
+	}
+	pthread_mutex_unlock(&slot->lock);
+}
+
+/* Claims a job and marks it running under this server's lease: the slot's
+ * queued id alone on SQLite; on a shared database the oldest queued job of
+ * any server (the slot's id only woke the worker).  A job whose dataset
+ * was archived while it queued is cancelled instead and its reservation
+ * released.  SRV_OK when the job runs; `j` is then loaded and the caller
+ * clears it. */
+static int start_job(srv_ctx *ctx, srv_jobs *jobs, job_slot *slot, srv_job_row *j)
 {
 	srv_db *db = srv_store_acquire(ctx->store);
-	char now[32];
-	int rc = srv__job_load(db, slot->id, j);
+	char now[32], id[SRV_JOB_ID_BYTES];
+	int rc;
 
-	if (rc == SRV_OK) {
-		srv_now_text(now);
-		rc = srv__job_mark_running(db, slot->id, now);
-		if (rc == SRV_NOT_FOUND && strcmp(j->state, "queued") == 0) {
-			int fin = srv__job_finish(db, slot->id, "queued", "cancelled", true, NULL,
-						  "the dataset was archived before the job started; nothing "
-						  "was read, and the reservation was released",
-						  NULL, "job");
-
-			/* SRV_CONFLICT: a user cancelled it meanwhile. */
-			if (fin != SRV_OK && fin != SRV_CONFLICT)
-				fprintf(stderr,
-					"{\"level\":\"error\",\"msg\":\"cannot cancel job %s of an "
-					"archived dataset\"}\n",
-					slot->id);
-		}
-		if (rc != SRV_OK)
-			srv__job_row_clear(j);
-	}
+	memset(j, 0, sizeof(*j));
+	srv_now_text(now);
+	rc = srv__job_claim(db, jobs->shared ? NULL : slot->id, jobs->owner,
+			    srv_jobs__lease_until(), now, id);
+	if (rc == SRV_OK || rc == SRV_CONFLICT)
+		slot_set_id(slot, id);
+	if (rc == SRV_CONFLICT)
+		cancel_archived(db, id);
+	if (rc == SRV_OK)
+		rc = srv__job_load(db, id, j);
 	srv_store_release(ctx->store, db);
 	/* Running, or cancelled and its reservation released. */
-	srv_watch_signal(ctx->watch, rc == SRV_OK ? j->dataset_id : NULL,
-			 rc == SRV_OK ? slot->id : NULL);
+	if (id[0])
+		srv_watch_signal(ctx->watch, rc == SRV_OK ? j->dataset_id : NULL,
+				 rc == SRV_OK ? id : NULL);
 	return rc;
 }
 
@@ -189,7 +214,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	int rc;
 
 	acct_error_init(&err);
-	if (start_job(ctx, slot, &j) != SRV_OK)
+	if (start_job(ctx, jobs, slot, &j) != SRV_OK)
 		return; /* cancelled while queued, its dataset archived, or gone */
 	/* The random source comes first: whether getrandom works says nothing
 	 * about the data. */
@@ -286,8 +311,7 @@ static int fail_interrupted(srv_db *db, srv_error *err)
 		}
 		for (unsigned i = 0; i < n_running; i++) {
 			if (srv__job_finish(db, running[i], "running", "failed", false, NULL,
-					    "interrupted: the server stopped while the job ran; its reservation is committed in full",
-					    NULL, "restart") != SRV_OK) {
+					    SRV_JOBS_INTERRUPTED, NULL, "restart") != SRV_OK) {
 				srv_error_set(err, SRV_DB_ERROR,
 					 "cannot mark interrupted job %s failed and commit its reservation",
 					 running[i]);
@@ -305,8 +329,8 @@ static int requeue_at_start(srv_jobs *jobs, srv_error *err)
 	unsigned n_queued = 0;
 	srv_db *db = srv_store_acquire(ctx->store);
 	/* On a shared database a running job may be another live server's:
-	 * it is not failed here (its reservation's expiry commits it in full
-	 * if its server is gone). */
+	 * it is not failed here; the lease sweep (jobs_lease.c) fails it once
+	 * its server has stopped renewing its lease. */
 	int rc = srv_store_shared(ctx->store) ? 0 : fail_interrupted(db, err);
 
 	if (rc == 0 && srv__job_ids_in_state(db, "queued", ids, DPG_MAX_QUEUED_JOBS, &n_queued) != SRV_OK)
@@ -350,6 +374,11 @@ int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs_table_fn load_table,
 	pthread_cond_init(&jobs->wake, NULL);
 	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
 		pthread_mutex_init(&jobs->slots[i].lock, NULL);
+	if (srv_jobs__lease_start(jobs) < 0) {
+		srv_error_set(err, SRV_DB_ERROR, "cannot start the job lease thread");
+		srv_jobs_stop(jobs);
+		return -1;
+	}
 	if (requeue_at_start(jobs, err) < 0) {
 		srv_jobs_stop(jobs);
 		return -1;
@@ -376,6 +405,9 @@ void srv_jobs_stop(srv_jobs *jobs)
 		atomic_store(&jobs->slots[i].cancel, true);
 	for (unsigned i = 0; i < jobs->n_workers; i++)
 		pthread_join(jobs->threads[i], NULL);
+	/* After the workers: their jobs' leases hold while the jobs end. */
+	srv_jobs__lease_stop(jobs);
+	pthread_cond_destroy(&jobs->lease_wake);
 	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
 		pthread_mutex_destroy(&jobs->slots[i].lock);
 	pthread_mutex_destroy(&jobs->lock);

@@ -621,9 +621,31 @@ void srv__job_row_clear(srv_job_row *j);
 int srv__job_load(srv_db *db, const char *id, srv_job_row *j);
 /* Inserts a queued job inside the caller's write transaction. */
 int srv__job_insert(srv_db *db, const srv_job_new *job);
-/* Moves a queued job to running unless its dataset was archived;
- * SRV_NOT_FOUND when it is not queued or its dataset is archived. */
-int srv__job_mark_running(srv_db *db, const char *id, const char *now);
+/*
+ * Claims a queued job for `owner` in one transaction: `want_id`, or with
+ * NULL the oldest queued job no other transaction is claiming (on
+ * PostgreSQL SELECT ... FOR UPDATE SKIP LOCKED), moved to running with
+ * its lease until `lease_until` (Unix seconds).  SRV_OK with its id in
+ * ret_id; SRV_CONFLICT with its id when its dataset was archived (it
+ * stays queued, to be cancelled); SRV_NOT_FOUND when there is none.
+ */
+int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t lease_until,
+		   const char *now, char ret_id[SRV_JOB_ID_BYTES]);
+/* Extends the lease of every running job of `owner` to `lease_until`. */
+int srv__job_renew_leases(srv_db *db, const char *owner, int64_t lease_until);
+/* Up to `max` ids of running jobs whose lease ended before `now_s`
+ * (or that have none), oldest first. */
+int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID_BYTES],
+			       unsigned max, unsigned *ret_n);
+/*
+ * The restart rule for one job whose lease expired: failed with `error`,
+ * its reservation committed in full, in one transaction that checks the
+ * state and the lease again where it writes, so that of several servers
+ * sweeping at once one does it (SRV_CONFLICT for the others, and when the
+ * owner renewed the lease meanwhile).
+ */
+int srv__job_fail_expired(srv_db *db, const char *job_id, int64_t now_s, const char *error,
+			  const char *actor);
 /* Stores the progress text of a running job (best effort). */
 void srv__job_save_progress(srv_db *db, const char *id, const char *progress_text);
 /*

@@ -127,10 +127,39 @@ int srv__job_finish(srv_db *db, const char *job_id, const char *from_state, cons
 				       model_path, actor);
 }
 
-int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_state,
-			    const char *state, bool release, const srv_job_charge *charge,
-			    const char *result, const char *error, const char *model_path,
-			    const char *actor)
+/* The state, and with `lease_before` the lease, checked again where the
+ * end is written: SRV_CONFLICT when the row moved meanwhile. */
+static int write_end(srv_db *db, const char *job_id, const char *from_state, const char *state,
+		     const char *result, const char *error, const char *model_path,
+		     const char *now, const char *lease_before)
+{
+	const char *args[] = {job_id, state, result, error, model_path, now, from_state,
+			      lease_before};
+	int rc;
+
+	/* On PostgreSQL another server's transaction may have moved the job
+	 * (a cancel, a start, a sweep of its lease) after it was loaded, and
+	 * the row's lock is only taken here.  A job that left from_state, or
+	 * whose lease its owner renewed, is not ended: everything the
+	 * caller's transaction did is rolled back. */
+	if (lease_before)
+		rc = exec_text(db,
+			       "UPDATE jobs SET state = ?2, result = ?3, error = ?4, model_path = ?5,"
+			       " finished_at = ?6 WHERE id = ?1 AND state = ?7"
+			       " AND coalesce(lease_until, 0) < CAST(?8 AS BIGINT)",
+			       8, args);
+	else
+		rc = exec_text(db,
+			       "UPDATE jobs SET state = ?2, result = ?3, error = ?4, model_path = ?5,"
+			       " finished_at = ?6 WHERE id = ?1 AND state = ?7",
+			       7, args);
+	return rc == SRV_NOT_FOUND ? SRV_CONFLICT : rc;
+}
+
+static int finish_txn(srv_db *db, const char *job_id, const char *from_state, const char *state,
+		      bool release, const srv_job_charge *charge, const char *result,
+		      const char *error, const char *model_path, const char *actor,
+		      const char *lease_before)
 {
 	srv_job_row j;
 	srv_dataset ds;
@@ -169,27 +198,36 @@ int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_sta
 		rc = SRV_OK;
 	else if (rc == SRV_OK && charge && charge->event)
 		rc = charge_actual(db, &ds, charge, actor, now);
-	if (rc == SRV_OK) {
-		const char *args[] = {job_id, state, result, error, model_path, now, from_state};
-
-		/* The state is checked again where it is written: on PostgreSQL
-		 * another server's transaction may have moved the job (a cancel,
-		 * a start) after the load above, and the row's lock is only taken
-		 * here.  A job that left from_state meanwhile is not finished
-		 * twice: everything this transaction did is rolled back. */
-		rc = exec_text(db,
-			       "UPDATE jobs SET state = ?2, result = ?3, error = ?4, model_path = ?5,"
-			       " finished_at = ?6 WHERE id = ?1 AND state = ?7",
-			       7, args);
-		if (rc == SRV_NOT_FOUND)
-			rc = SRV_CONFLICT;
-	}
+	if (rc == SRV_OK)
+		rc = write_end(db, job_id, from_state, state, result, error, model_path, now,
+			       lease_before);
 	if (rc == SRV_OK)
 		rc = srv__commit(db);
 out:
 	srv__rollback(db);
 	srv__job_row_clear(&j);
 	return rc;
+}
+
+int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_state,
+			    const char *state, bool release, const srv_job_charge *charge,
+			    const char *result, const char *error, const char *model_path,
+			    const char *actor)
+{
+	return finish_txn(db, job_id, from_state, state, release, charge, result, error,
+			  model_path, actor, NULL);
+}
+
+int srv__job_fail_expired(srv_db *db, const char *job_id, int64_t now_s, const char *error,
+			  const char *actor)
+{
+	char now_text[32];
+
+	snprintf(now_text, sizeof(now_text), "%lld", (long long)now_s);
+	/* Committed in full, as the start-up rule does: the job may have read
+	 * data before its server stopped. */
+	return finish_txn(db, job_id, "running", "failed", false, NULL, NULL, error, NULL, actor,
+			  now_text);
 }
 
 int srv__job_insert(srv_db *db, const srv_job_new *job)
@@ -208,18 +246,94 @@ int srv__job_insert(srv_db *db, const srv_job_new *job)
 			 10, args);
 }
 
-int srv__job_mark_running(srv_db *db, const char *id, const char *now)
+/* The oldest queued job (or `want_id` when it is queued) into ret_id, its
+ * row locked until the transaction ends; SRV_NOT_FOUND when there is none
+ * that no other transaction holds. */
+static int pick_queued(srv_db *db, const char *want_id, char ret_id[SRV_JOB_ID_BYTES])
 {
-	const char *args[] = {id, now};
+	char sql[256];
+	srv__stmt *s;
+	int rc;
 
+	/* SKIP LOCKED: a row another server is claiming is passed over, so two
+	 * servers never take one job and neither waits for the other. */
+	snprintf(sql, sizeof(sql),
+		 "SELECT id FROM jobs WHERE state = 'queued'%s ORDER BY created_at, id LIMIT 1%s",
+		 want_id ? " AND id = ?1" : "", srv__db_conn(db)->drv->skip_locked);
+	s = srv__prepare(db, sql, want_id);
+	rc = srv__first_row(s);
+	if (rc == SRV_OK)
+		snprintf(ret_id, SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
+	srv__sql_finalize(s);
+	return rc;
+}
+
+int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t lease_until,
+		   const char *now, char ret_id[SRV_JOB_ID_BYTES])
+{
+	char lease_text[32];
+	const char *args[] = {NULL, now, owner, lease_text};
+	int rc;
+
+	ret_id[0] = '\0';
+	snprintf(lease_text, sizeof(lease_text), "%lld", (long long)lease_until);
+	if (srv__begin_write(db) < 0)
+		return SRV_DB_ERROR;
+	rc = pick_queued(db, want_id, ret_id);
+	if (rc != SRV_OK)
+		goto out;
+	args[0] = ret_id;
 	/* A job whose dataset was archived while it queued does not start:
 	 * the archive's ledger row came first, so the job would read the data
 	 * of a dataset that refuses all new work. */
-	return exec_text(db,
-			 "UPDATE jobs SET state = 'running', started_at = ?2"
-			 " WHERE id = ?1 AND state = 'queued' AND NOT EXISTS"
-			 " (SELECT 1 FROM datasets d WHERE d.id = jobs.dataset_id AND d.archived <> 0)",
-			 2, args);
+	rc = exec_text(db,
+		       "UPDATE jobs SET state = 'running', started_at = ?2, owner = ?3,"
+		       " lease_until = CAST(?4 AS BIGINT) WHERE id = ?1 AND state = 'queued'"
+		       " AND NOT EXISTS (SELECT 1 FROM datasets d"
+		       " WHERE d.id = jobs.dataset_id AND d.archived <> 0)",
+		       4, args);
+	if (rc == SRV_NOT_FOUND)
+		rc = SRV_CONFLICT;
+	if ((rc == SRV_OK || rc == SRV_CONFLICT) && srv__commit(db) < 0)
+		rc = SRV_DB_ERROR;
+out:
+	srv__rollback(db);
+	return rc;
+}
+
+int srv__job_renew_leases(srv_db *db, const char *owner, int64_t lease_until)
+{
+	char lease_text[32];
+	const char *args[] = {owner, lease_text};
+	int rc;
+
+	snprintf(lease_text, sizeof(lease_text), "%lld", (long long)lease_until);
+	rc = exec_text(db,
+		       "UPDATE jobs SET lease_until = CAST(?2 AS BIGINT)"
+		       " WHERE owner = ?1 AND state = 'running'",
+		       2, args);
+	return rc == SRV_NOT_FOUND ? SRV_OK : rc;
+}
+
+int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID_BYTES],
+			       unsigned max, unsigned *ret_n)
+{
+	srv__stmt *s = srv__prepare(db,
+				    "SELECT id FROM jobs WHERE state = 'running'"
+				    " AND coalesce(lease_until, 0) < ?1 ORDER BY created_at, id LIMIT ?2",
+				    NULL);
+	unsigned n = 0;
+
+	*ret_n = 0;
+	if (!s)
+		return SRV_DB_ERROR;
+	srv__sql_bind_int64(s, 1, now_s);
+	srv__sql_bind_int64(s, 2, (int64_t)max);
+	while (n < max && srv__sql_step(s) == SRV__SQL_ROW)
+		snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
+	srv__sql_finalize(s);
+	*ret_n = n;
+	return SRV_OK;
 }
 
 void srv__job_save_progress(srv_db *db, const char *id, const char *progress_text)

@@ -718,6 +718,7 @@ static const struct srv__sql_driver pgd_driver = {
 	.rollback = pgd_rollback,
 	.in_transaction = pgd_in_transaction,
 	.lock_dataset = pgd_lock_dataset,
+	.skip_locked = " FOR UPDATE SKIP LOCKED",
 	.lock_named = pgd_lock_named,
 	.data_version = pgd_data_version,
 	.reset_open = pgd_reset_open,

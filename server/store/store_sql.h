@@ -91,6 +91,11 @@ struct srv__sql_driver {
 	 * if the transaction rolls back), that the dataset changed: every
 	 * write of a dataset takes this lock (srv_store_listen_start). */
 	int (*lock_dataset)(srv__conn *c, const char *dataset_id);
+	/* What a SELECT of a queue's next row ends with, inside the write
+	 * transaction, so that two connections never take one row and neither
+	 * waits for the other: under PostgreSQL " FOR UPDATE SKIP LOCKED";
+	 * "" where begin_write took a lock on the whole database. */
+	const char *skip_locked;
 	/* The same for a set of rows that no single row stands for (the
 	 * admin keys, counted before one is revoked), named by `what`. */
 	int (*lock_named)(srv__conn *c, const char *what);

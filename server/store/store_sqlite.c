@@ -472,6 +472,7 @@ static const struct srv__sql_driver sqlite_driver = {
 	.rollback = sq_rollback,
 	.in_transaction = sq_in_transaction,
 	.lock_dataset = sq_lock_dataset,
+	.skip_locked = "",
 	.lock_named = sq_lock_named,
 	.data_version = sq_data_version,
 	.reset_open = sq_reset_open,

@@ -1,0 +1,358 @@
+/*
+ * test_pg_jobs.c: training jobs of several dpgate servers on one
+ * PostgreSQL database (a throwaway cluster, tests/pg/pg_cluster.h).
+ *
+ *   - jobs submitted through one server are each run once, by one of the
+ *     servers, and each commits its reservation once;
+ *   - a queued job whose row another transaction holds (a server in the
+ *     middle of claiming it) is passed over: the next job runs meanwhile
+ *     (the claim's FOR UPDATE SKIP LOCKED);
+ *   - a job on a live server outlives its lease length (its server renews
+ *     the lease); after kill -9 of that server, another fails it with the
+ *     restart rule's reason and commits its reservation once, no sooner
+ *     than the lease allows and within the lease plus a sweep period;
+ *   - a sweep that read a lease as expired, and writes only after the
+ *     owner renewed it, leaves the job running (the lease is checked again
+ *     where the end is written).
+ *
+ * What a job's row holds is read with psql from the cluster, the ledger
+ * through the API; expected counts come from what the test submitted.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "dpg_limits.h"
+#include "harness.h"
+#include "pg_cluster.h"
+
+#define SERVERS 3
+#define SMALL_JOBS 6
+/* Slack over the lease for a loaded machine: a sweep's transaction, the
+ * test's polling. */
+#define SLACK_S 8.0
+
+/* Ten steps of logistic regression on Fashion-MNIST. */
+static const char small_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
+	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
+/* A job that runs for minutes. */
+static const char long_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
+	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
+
+static const char *const running[] = {"running", NULL};
+static const char *const ended[] = {"succeeded", "failed", "cancelled", NULL};
+
+struct rig {
+	struct pgc_cluster *cluster;
+	char url[PGC_URL_MAX];
+	dpg_server srv[SERVERS];
+	int n;
+};
+
+static bool dpgate_speaks_postgresql(void)
+{
+	const char *argv[] = {dpg_bin(), "serve", "--help", NULL};
+	static char out[16384];
+
+	dpg_run(out, sizeof(out), argv);
+	return strstr(out, "postgresql://") != NULL;
+}
+
+/* n servers on a fresh database, and dataset fm on Fashion-MNIST. */
+static void rig_start(struct rig *r, int n)
+{
+	struct pgc_error err = {0};
+	dpg_resp resp;
+
+	if (!dpgate_speaks_postgresql())
+		cr_skip_test("this dpgate has no PostgreSQL store");
+	memset(r, 0, sizeof(*r));
+	r->n = n;
+	cr_assert_eq(pgc_cluster_new(NULL, 0, &r->cluster, &err), PGC_OK, "%s", err.text);
+	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
+		     err.text);
+	for (int i = 0; i < n; i++)
+		dpg_server_start_on(&r->srv[i], r->url);
+	dpg_make_dataset(&r->srv[0], "fm", 50.0, 1e-5, "rdp");
+	resp = dpg_call(&r->srv[0], "PUT", "/v1/datasets/fm/data", r->srv[0].admin_key,
+			"{\"builtin\":\"fashion-mnist\"}");
+	cr_assert_eq(resp.status, 200, "%s", resp.body);
+	dpg_resp_free(&resp);
+}
+
+static void rig_free(struct rig *r)
+{
+	for (int i = 0; i < r->n; i++)
+		dpg_server_destroy(&r->srv[i]);
+	pgc_cluster_free(r->cluster);
+}
+
+/* One statement through psql; its unaligned output (trailing newline
+ * removed) in out.  Returns psql's exit status. */
+static int psql(const struct rig *r, const char *sql, char *out, size_t size)
+{
+	const char *argv[] = {"/usr/bin/psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+			      "-c", sql, r->url, NULL};
+	int rc = dpg_run(out, size, argv);
+	size_t len = strlen(out);
+
+	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r'))
+		out[--len] = '\0';
+	return rc;
+}
+
+static long long psql_num(const struct rig *r, const char *sql)
+{
+	char out[4096];
+
+	cr_assert_eq(psql(r, sql, out, sizeof(out)), 0, "%s: %s", sql, out);
+	return atoll(out);
+}
+
+/* A psql session that keeps its transaction open between statements. */
+static FILE *session_open(const struct rig *r)
+{
+	char cmd[PGC_URL_MAX + 128];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "psql -X -q -At -v ON_ERROR_STOP=1 '%s' >/dev/null", r->url);
+	/* Close-on-exec: a server started later must not hold the pipe open,
+	 * or psql never sees its end. */
+	f = popen(cmd, "we");
+	cr_assert_not_null(f);
+	return f;
+}
+
+static void session_send(FILE *f, const char *sql)
+{
+	fprintf(f, "%s\n", sql);
+	fflush(f);
+}
+
+/* Waits until row `id` of jobs is locked by another transaction (NOWAIT
+ * fails on it). */
+static void wait_row_locked(const struct rig *r, const char *table, const char *id)
+{
+	char sql[256], out[4096];
+	double deadline = dpg_now_s() + 30;
+
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM %s WHERE id = '%s' FOR UPDATE NOWAIT", table, id);
+	while (psql(r, sql, out, sizeof(out)) == 0) {
+		cr_assert_lt(dpg_now_s(), deadline, "row %s of %s was never locked", id, table);
+		usleep(50000);
+	}
+}
+
+/* Ledger rows of kind commit and release on fm, through the API. */
+static void count_closes(const dpg_server *s, int *commits, int *releases)
+{
+	json_t *entries = dpg_list_all(s, "/v1/datasets/fm/ledger?limit=1000", 100), *e;
+	size_t i;
+
+	*commits = *releases = 0;
+	json_array_foreach(entries, i, e) {
+		const char *k = json_string_value(json_object_get(e, "kind"));
+
+		*commits += strcmp(k, "commit") == 0;
+		*releases += strcmp(k, "release") == 0;
+	}
+	json_decref(entries);
+}
+
+static json_t *get_job(const dpg_server *s, const char *id)
+{
+	char path[128];
+	dpg_resp r;
+	json_t *j;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	r = dpg_call(s, "GET", path, s->admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	j = json_incref(r.json);
+	dpg_resp_free(&r);
+	return j;
+}
+
+static bool job_in_state(const dpg_server *s, const char *id, const char *state)
+{
+	json_t *j = get_job(s, id);
+	bool in = strcmp(json_string_value(json_object_get(j, "state")), state) == 0;
+
+	json_decref(j);
+	return in;
+}
+
+/* The index of the server whose process the job's owner names. */
+static int owner_server(const struct rig *r, const char *id)
+{
+	char sql[160], out[4096];
+	const char *pid_at;
+
+	snprintf(sql, sizeof(sql), "SELECT owner FROM jobs WHERE id = '%s'", id);
+	cr_assert_eq(psql(r, sql, out, sizeof(out)), 0, "%s", out);
+	pid_at = strchr(out, ':');
+	cr_assert_not_null(pid_at, "owner %s", out);
+	for (int i = 0; i < r->n; i++)
+		if (atol(pid_at + 1) == (long)r->srv[i].pid)
+			return i;
+	cr_assert_fail("owner %s is none of the servers", out);
+	return -1;
+}
+
+TestSuite(pg_jobs, .timeout = 600);
+
+Test(pg_jobs, queued_jobs_are_each_run_once_by_one_server)
+{
+	static struct rig r;
+	char ids[SMALL_JOBS][64];
+	int commits, releases;
+
+	rig_start(&r, SERVERS);
+	for (int i = 0; i < SMALL_JOBS; i++)
+		dpg_start_job(&r.srv[0], "fm", small_job, ids[i], sizeof(ids[i]));
+	for (int i = 0; i < SMALL_JOBS; i++) {
+		json_t *j = dpg_job_wait(&r.srv[i % SERVERS], ids[i], ended, 300);
+
+		cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+				 json_dumps(j, 0));
+		json_decref(j);
+	}
+	count_closes(&r.srv[1], &commits, &releases);
+	cr_assert_eq(commits, SMALL_JOBS, "one commit per job");
+	cr_assert_eq(releases, 0);
+	cr_assert_eq(psql_num(&r, "SELECT count(*) FROM jobs WHERE owner IS NULL"), 0);
+	cr_log_info("%lld servers ran the jobs",
+		    psql_num(&r, "SELECT count(DISTINCT owner) FROM jobs"));
+	rig_free(&r);
+}
+
+Test(pg_jobs, a_queued_job_another_claim_holds_is_passed_over)
+{
+	static struct rig r;
+	char done[64], next[64], sql[1024];
+	FILE *held;
+	json_t *j;
+
+	rig_start(&r, 1);
+	dpg_start_job(&r.srv[0], "fm", small_job, done, sizeof(done));
+	json_decref(dpg_job_wait(&r.srv[0], done, ended, 300));
+	/* With the server stopped, a queued job older than any other, whose
+	 * row a session then holds as a claim in progress would. */
+	cr_assert_eq(dpg_server_signal(&r.srv[0], SIGTERM), 0);
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO jobs (id, dataset_id, trainer, params, event, n_train,"
+		 " reservation_id, state, actor, created_at) SELECT 'job-held', dataset_id,"
+		 " trainer, params, event, n_train, reservation_id, 'queued', actor,"
+		 " '2000-01-01T00:00:00Z' FROM jobs WHERE id = '%s'",
+		 done);
+	cr_assert_eq(psql_num(&r, sql), 0);
+	held = session_open(&r);
+	session_send(held, "BEGIN;");
+	session_send(held, "SELECT id FROM jobs WHERE id = 'job-held' FOR UPDATE;");
+	wait_row_locked(&r, "jobs", "job-held");
+	dpg_server_restart(&r.srv[0]);
+	/* Both workers look for queued jobs while the row is held. */
+	dpg_start_job(&r.srv[0], "fm", small_job, next, sizeof(next));
+	j = dpg_job_wait(&r.srv[0], next, ended, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
+	json_decref(j);
+	cr_assert(job_in_state(&r.srv[0], "job-held", "queued"));
+	session_send(held, "UPDATE jobs SET state = 'cancelled' WHERE id = 'job-held';");
+	session_send(held, "COMMIT;");
+	cr_assert_eq(pclose(held), 0);
+	rig_free(&r);
+}
+
+/* Polls job `id` through server s while it stays running, for `seconds`. */
+static void expect_running_for(const dpg_server *s, const char *id, double seconds)
+{
+	double until = dpg_now_s() + seconds;
+
+	while (dpg_now_s() < until) {
+		cr_assert(job_in_state(s, id, "running"), "job %s left running", id);
+		usleep(500000);
+	}
+}
+
+Test(pg_jobs, the_job_of_a_killed_server_is_failed_once_by_another)
+{
+	static struct rig r;
+	char id[64];
+	int owner, other, commits, releases;
+	double killed, waited;
+	json_t *j;
+
+	rig_start(&r, SERVERS);
+	dpg_start_job(&r.srv[1], "fm", long_job, id, sizeof(id));
+	json_decref(dpg_job_wait(&r.srv[0], id, running, 120));
+	/* Longer than a lease: its server renews it, and no sweep fails it. */
+	expect_running_for(&r.srv[2], id, DPG_JOB_LEASE_S + 2 * DPG_JOB_LEASE_RENEW_S);
+	owner = owner_server(&r, id);
+	other = (owner + 1) % SERVERS;
+	cr_assert_eq(dpg_server_signal(&r.srv[owner], SIGKILL), 128 + SIGKILL);
+	killed = dpg_now_s();
+	j = dpg_job_wait(&r.srv[other], id, ended, DPG_JOB_LEASE_S + DPG_JOB_LEASE_RENEW_S + 60);
+	waited = dpg_now_s() - killed;
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "failed");
+	cr_assert_not_null(strstr(json_string_value(json_object_get(j, "error")), "interrupted"),
+			   "%s", json_string_value(json_object_get(j, "error")));
+	json_decref(j);
+	/* The lease last renewed at most one renewal period before the kill
+	 * had at least LEASE - RENEW left; the next sweep after it ran out is
+	 * at most one period later. */
+	cr_assert_geq(waited, DPG_JOB_LEASE_S - DPG_JOB_LEASE_RENEW_S - 1.0, "failed after %.1f s",
+		      waited);
+	cr_assert_leq(waited, DPG_JOB_LEASE_S + DPG_JOB_LEASE_RENEW_S + SLACK_S,
+		      "failed after %.1f s", waited);
+	/* Both survivors sweep; the reservation is committed once. */
+	sleep(2 * DPG_JOB_LEASE_RENEW_S);
+	count_closes(&r.srv[other], &commits, &releases);
+	cr_assert_eq(commits, 1);
+	cr_assert_eq(releases, 0);
+	cr_log_info("failed %.1f s after the kill", waited);
+	rig_free(&r);
+}
+
+Test(pg_jobs, a_lease_renewed_before_the_sweep_writes_keeps_the_job)
+{
+	static struct rig r;
+	char id[64], sql[256];
+	FILE *held;
+	int commits, releases;
+
+	rig_start(&r, SERVERS);
+	dpg_start_job(&r.srv[0], "fm", long_job, id, sizeof(id));
+	json_decref(dpg_job_wait(&r.srv[0], id, running, 120));
+	/* The lease reads as expired, while a session holds the job's row
+	 * (the owner's renewal waits) and its dataset's (the sweeps wait
+	 * after reading the lease, before they write). */
+	snprintf(sql, sizeof(sql), "UPDATE jobs SET lease_until = 0 WHERE id = '%s'", id);
+	held = session_open(&r);
+	session_send(held, "BEGIN;");
+	session_send(held, "SELECT 1 FROM datasets WHERE id = 'fm' FOR UPDATE;");
+	wait_row_locked(&r, "datasets", "fm");
+	cr_assert_eq(psql_num(&r, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM jobs WHERE id = '%s' FOR UPDATE;", id);
+	session_send(held, sql);
+	wait_row_locked(&r, "jobs", id);
+	/* Every server has swept (and waits on the dataset) or renews (and
+	 * waits on the job). */
+	sleep(2 * DPG_JOB_LEASE_RENEW_S);
+	snprintf(sql, sizeof(sql),
+		 "UPDATE jobs SET lease_until = extract(epoch FROM now())::bigint + 600"
+		 " WHERE id = '%s';",
+		 id);
+	session_send(held, sql);
+	session_send(held, "COMMIT;");
+	cr_assert_eq(pclose(held), 0);
+	expect_running_for(&r.srv[1], id, 2 * DPG_JOB_LEASE_RENEW_S);
+	count_closes(&r.srv[1], &commits, &releases);
+	cr_assert_eq(commits, 0, "a sweep committed the reservation of a renewed lease");
+	rig_free(&r);
+}
