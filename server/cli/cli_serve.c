@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -150,6 +151,47 @@ static void log_event(const char *level, const char *msg, const char *detail, lo
 	json_decref(j);
 }
 
+/* The main thread's id, read by forward_stop_signal: set once, before
+ * the handler is installed. */
+static volatile pid_t stop_signal_thread;
+
+/* A library may start threads before main() with every signal open
+ * (OpenBLAS starts its pool when it is loaded).  The kernel hands a
+ * process-directed SIGINT or SIGTERM to such a thread whenever the main
+ * thread is not inside its sigwait, and there the default action would
+ * end the process mid-request.  This handler, which only such a thread
+ * ever runs, passes the signal on to the main thread, where it waits
+ * blocked until srv_http_serve's sigwait takes it.  tgkill is a plain
+ * system call, safe in a handler. */
+static void forward_stop_signal(int sig)
+{
+	int saved = errno;
+
+	syscall(SYS_tgkill, getpid(), stop_signal_thread, sig);
+	errno = saved;
+}
+
+/* Before any thread of ours starts (job workers, the long-poll timer, a
+ * store's listener): they inherit the blocked mask, so SIGINT and SIGTERM
+ * reach only srv_http_serve's sigwait; threads started earlier by a
+ * library forward them there. */
+static void block_stop_signals(void)
+{
+	struct sigaction forward;
+	sigset_t stop;
+
+	stop_signal_thread = (pid_t)syscall(SYS_gettid);
+	memset(&forward, 0, sizeof(forward));
+	forward.sa_handler = forward_stop_signal;
+	sigemptyset(&forward.sa_mask);
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	sigaction(SIGINT, &forward, NULL);
+	sigaction(SIGTERM, &forward, NULL);
+}
+
 /* cli_serve_main after the locks: opens the store, starts the job workers and
  * serves until a signal, on a copy of `settings` (data_dir, access_log).
  * Returns the exit status. */
@@ -159,17 +201,9 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	srv_ctx ctx = *settings;
 	srv_store_listener *listener = NULL;
 	srv_error err;
-	sigset_t stop_signals;
 	int rc = 1;
 
-	/* Before any thread starts (job workers, the long-poll timer, a
-	 * store's): threads inherit the mask, so SIGINT and SIGTERM reach only
-	 * the sigwait of srv_http_serve.  Delivered to a thread that left them
-	 * unblocked, their default action would end the process mid-request. */
-	sigemptyset(&stop_signals);
-	sigaddset(&stop_signals, SIGINT);
-	sigaddset(&stop_signals, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+	block_stop_signals();
 	srv_error_init(&err);
 	if (cli_db_open(db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store) < 0)
 		return 1;
