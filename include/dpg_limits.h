@@ -133,6 +133,9 @@
 #define DPG_MAX_LOT_SIZE            1000000      /* expected DP-SGD lot size L */
 #define DPG_MAX_HIDDEN_LAYERS       2            /* MLP hidden layers */
 #define DPG_MAX_MODEL_PARAMS        (1LL << 24)  /* weights + biases (128 MiB) */
+/* A serialized model read back from the database: its parameters as
+ * doubles plus a header far under 1 MiB (trn_model_serialize). */
+#define DPG_MAX_MODEL_BYTES         (DPG_MAX_MODEL_PARAMS * 8 + (1LL << 20))
 #define DPG_MAX_PCA_COMPONENTS      1024
 #define DPG_MAX_IDX_BYTES           (512LL << 20) /* one decompressed IDX file */
 #define DPG_MAX_ENSEMBLE_PARTIES    100000       /* parties M of an ensemble job */

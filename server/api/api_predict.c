@@ -5,6 +5,7 @@
  * format=json).  A released model is already private: scoring rows with
  * it reads no private data and charges nothing.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "api_jobs.h"
 #include "api_jobs_internal.h"
+#include "dpg_limits.h"
 #include "mech.h"
 
 int srv_predict(const trn_model *m, const double *x, size_t n, uint32_t *pred, double *scores,
@@ -232,13 +234,51 @@ static json_t *job_class_labels(const srv_job_row *j, const json_t *params, uint
 	return srv_job_class_labels(params, k);
 }
 
-/* Reads and parses a job's model file; answers and returns -1 when it
- * cannot (409 without a model). */
-static int load_job_model(srv_response *res, const srv_job_row *j, trn_model **ret)
+/* Whether a job's model_path names a blob in the database (a shared
+ * database: model_blobs), not a file under some server's data directory. */
+#define DB_MODEL_PREFIX "db:"
+
+/* Reads the model a job's model_path names, from its file or from the
+ * database, into *ret (malloc'd) and *ret_len: 0, -ENOENT when it is
+ * gone, -EIO. */
+static int read_model_bytes(srv_db *db, const char *path, uint8_t **ret, size_t *ret_len)
 {
 	FILE *f = NULL;
 	uint8_t *buf = NULL;
 	long size = -1;
+	int rc = -EIO;
+
+	if (!strncmp(path, DB_MODEL_PREFIX, sizeof(DB_MODEL_PREFIX) - 1)) {
+		rc = srv_store_model_blob_get(db, path, ret, ret_len);
+		return rc == SRV_OK ? 0 : rc == SRV_NOT_FOUND ? -ENOENT : -EIO;
+	}
+	f = fopen(path, "rb");
+	if (!f) {
+		rc = errno == ENOENT ? -ENOENT : -EIO;
+		goto out;
+	}
+	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && size <= DPG_MAX_MODEL_BYTES &&
+	    fseek(f, 0, SEEK_SET) == 0)
+		buf = malloc((size_t)size);
+	if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size)
+		goto out;
+	*ret = buf;
+	*ret_len = (size_t)size;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/* Reads and parses a job's model; answers and returns -1 when it cannot
+ * (409 without a model). */
+static int load_job_model(srv_db *db, srv_response *res, const srv_job_row *j, trn_model **ret)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
 	acct_error err;
 	int rc = -1;
 
@@ -250,17 +290,12 @@ static int load_job_model(srv_response *res, const srv_job_row *j, trn_model **r
 			    NULL, json_pack("{s:s}", "state", j->state));
 		return -1;
 	}
-	f = fopen(j->model_path, "rb");
-	if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0)
-		buf = malloc((size_t)size);
-	if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size ||
-	    trn_model_deserialize(buf, (size_t)size, ret, &err) < 0)
+	if (read_model_bytes(db, j->model_path, &buf, &len) < 0 ||
+	    trn_model_deserialize(buf, len, ret, &err) < 0)
 		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
 	else
 		rc = 0;
 	free(buf);
-	if (f)
-		fclose(f);
 	return rc;
 }
 
@@ -309,7 +344,7 @@ int srv_h_job_predict(srv_request *req, srv_response *res)
 			    NULL);
 		goto out;
 	}
-	if (load_job_model(res, &j, &m) < 0)
+	if (load_job_model(req->db, res, &j, &m) < 0)
 		goto out;
 	job_json_columns(&j, &result, &params);
 	d = trn_model_input_dim(m);
@@ -464,13 +499,13 @@ static json_t *model_parts_json(const trn_model *m)
 
 /* GET /v1/jobs/{id}/model?format=json: the model's parts beside the job's
  * event and params. */
-static int job_model_json(srv_response *res, const srv_job_row *j)
+static int job_model_json(srv_db *db, srv_response *res, const srv_job_row *j)
 {
 	trn_model *m = NULL;
 	json_t *result, *params, *labels, *features, *o, *head;
 	uint32_t k;
 
-	if (load_job_model(res, j, &m) < 0)
+	if (load_job_model(db, res, j, &m) < 0)
 		return 0;
 	job_json_columns(j, &result, &params);
 	k = trn_model_num_classes(m);
@@ -503,8 +538,9 @@ int srv_h_job_model(srv_request *req, srv_response *res)
 {
 	srv_job_row j;
 	const char *format;
-	FILE *f = NULL;
-	long size;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc;
 
 	if (!srv__load_visible_job(req, res, &j))
 		return 0;
@@ -515,7 +551,7 @@ int srv_h_job_model(srv_request *req, srv_response *res)
 	}
 	/* The same model, its parts as JSON beside the job's event and params. */
 	if (format && strcmp(format, "json") == 0) {
-		job_model_json(res, &j);
+		job_model_json(req->db, res, &j);
 		goto out;
 	}
 	/* A cancelled or failed job's model is delivered too: it saw no more
@@ -528,24 +564,18 @@ int srv_h_job_model(srv_request *req, srv_response *res)
 			    NULL, json_pack("{s:s}", "state", j.state));
 		goto out;
 	}
-	f = fopen(j.model_path, "rb");
-	if (!f || fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) < 0) {
-		srv_problem(res, 500, NULL, "the model file is missing", NULL, NULL);
+	rc = read_model_bytes(req->db, j.model_path, &buf, &len);
+	if (rc < 0) {
+		srv_problem(res, 500, NULL,
+			    rc == -ENOENT ? "the model file is missing" : "cannot read the model file",
+			    NULL, NULL);
 		goto out;
 	}
-	res->body = malloc((size_t)size + 1);
-	if (!res->body || fread(res->body, 1, (size_t)size, f) != (size_t)size) {
-		free(res->body);
-		res->body = NULL;
-		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
-		goto out;
-	}
-	res->len = (size_t)size;
+	res->body = (char *)buf;
+	res->len = len;
 	res->status = 200;
 	res->content_type = "application/octet-stream";
 out:
-	if (f)
-		fclose(f);
 	srv__job_row_clear(&j);
 	return 0;
 }

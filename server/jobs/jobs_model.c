@@ -52,6 +52,22 @@ static int write_model(const char *dir, const char *id, const uint8_t *buf, size
 	return 0;
 }
 
+/* On a shared database no other server reads this one's data directory:
+ * the model's bytes go to model_blobs under "db:models/<job>.dpgm", before
+ * the finish transaction names them (docs/operations.md). */
+static int put_model_blob(srv_ctx *ctx, const char *id, const uint8_t *buf, size_t len,
+			  char *path, size_t path_size)
+{
+	srv_db *db = srv_store_acquire(ctx->store);
+	int rc = -1;
+
+	if ((size_t)snprintf(path, path_size, "db:models/%s.dpgm", id) < path_size &&
+	    srv_store_model_blob_put(db, id, path, buf, len) == SRV_OK)
+		rc = 0;
+	srv_store_release(ctx->store, db);
+	return rc;
+}
+
 int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
 			  size_t model_path_size, size_t *ret_len, acct_error *err)
 {
@@ -63,10 +79,14 @@ int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char
 	*ret_len = 0;
 	if (trn_model_serialize(m, &model, &model_len, err) < 0)
 		return -1;
-	if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir) >=
-		    sizeof(models_dir) ||
-	    write_model(models_dir, id, model, model_len, model_path, model_path_size) < 0)
+	if (srv_store_shared(ctx->store)) {
+		if (put_model_blob(ctx, id, model, model_len, model_path, model_path_size) < 0)
+			model_path[0] = '\0';
+	} else if ((size_t)snprintf(models_dir, sizeof(models_dir), "%s/models", ctx->data_dir) >=
+			   sizeof(models_dir) ||
+		   write_model(models_dir, id, model, model_len, model_path, model_path_size) < 0) {
 		model_path[0] = '\0';
+	}
 	free(model);
 	*ret_len = model_len;
 	return model_path[0] ? 0 : -1;

@@ -804,6 +804,16 @@ int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path,
 int srv_store_table_blob_get(srv_db *db, const char *dataset_id, const char *path, char **ret,
 			      size_t *ret_len);
 
+/* On a shared database, a finished job's model: its bytes stored under
+ * the name `path` ("db:models/<job>.dpgm", the job's model_path), written
+ * before the finish transaction names it.  SRV_OK or SRV_DB_ERROR. */
+int srv_store_model_blob_put(srv_db *db, const char *job_id, const char *path,
+			     const void *bytes, size_t len);
+
+/* The model stored under the name `path` into *ret (malloc'd) and
+ * *ret_len: SRV_OK, SRV_NOT_FOUND, SRV_DB_ERROR. */
+int srv_store_model_blob_get(srv_db *db, const char *path, uint8_t **ret, size_t *ret_len);
+
 /* Whether db's store is shared with other servers (srv_store_shared):
  * there, hosted tables live in the database, not in a data directory. */
 bool srv_db_shared(const srv_db *db);

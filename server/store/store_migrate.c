@@ -34,9 +34,9 @@ static const char *const copied[SRV_MIGRATE_TABLES] = {
 };
 
 /* Tables only a PostgreSQL database has (an SQLite ledger keeps hosted
- * tables as files): the target's must be empty, and nothing is copied
- * into them. */
-static const char *const target_only[] = {"table_blobs"};
+ * tables and jobs' models as files): the target's must be empty, and
+ * nothing is copied into them. */
+static const char *const target_only[] = {"table_blobs", "model_blobs"};
 #define TARGET_ONLY_TABLES (sizeof(target_only) / sizeof(target_only[0]))
 
 enum col_kind { COL_INT, COL_REAL, COL_TEXT, COL_BLOB };

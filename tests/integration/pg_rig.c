@@ -2,7 +2,11 @@
  * pg_rig.c: a throwaway PostgreSQL database for the tests that start
  * several servers on one (pg_rig.h).
  */
+#include <string.h>
+
 #include <criterion/criterion.h>
+
+#include "harness.h"
 
 #include "pg_rig.h"
 
@@ -12,4 +16,16 @@ void dpg_pg_database(struct pgc_cluster **ret_cluster, char *url, size_t cap)
 
 	cr_assert_eq(pgc_cluster_new(NULL, 0, ret_cluster, &err), PGC_OK, "%s", err.text);
 	cr_assert_eq(pgc_new_database(*ret_cluster, url, cap, &err), PGC_OK, "%s", err.text);
+}
+
+int dpg_pg_psql(const char *url, const char *sql, char *out, size_t size)
+{
+	const char *argv[] = {"/usr/bin/psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+			      "-c", sql, url, NULL};
+	int rc = dpg_run(out, size, argv);
+	size_t len = strlen(out);
+
+	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r'))
+		out[--len] = '\0';
+	return rc;
 }

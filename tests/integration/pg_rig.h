@@ -14,4 +14,8 @@
  * test when either cannot be made. */
 void dpg_pg_database(struct pgc_cluster **ret_cluster, char *url, size_t cap);
 
+/* One statement through psql on the database at url; its unaligned output
+ * (trailing newline removed) in out.  Returns psql's exit status. */
+int dpg_pg_psql(const char *url, const char *sql, char *out, size_t size);
+
 #endif
