@@ -861,6 +861,20 @@ int srv_h_job_cancel(srv_request *req, srv_response *res)
 		srv__job_load(req->db, req->params[0], &j); /* it started meanwhile */
 	}
 	if (strcmp(j.state, "running") == 0) {
+		/* The flag reaches the owner's lease thread when another
+		 * server runs the job; the direct call is this server's,
+		 * enough on SQLite, where this server runs every job. */
+		rc = srv__job_request_cancel(req->db, j.id);
+		if (rc == SRV_NOT_FOUND) { /* it ended meanwhile */
+			srv__job_row_clear(&j);
+			srv__job_load(req->db, req->params[0], &j);
+		} else if (rc != SRV_OK && srv_db_shared(req->db)) {
+			srv__job_row_clear(&j);
+			srv_problem(res, 503, NULL, "cannot cancel the job now", NULL, NULL);
+			return 0;
+		}
+	}
+	if (strcmp(j.state, "running") == 0) {
 		srv_jobs_cancel_running(req->ctx->jobs, j.id);
 		srv_json_reply(res, 202, json_pack("{s:s, s:s, s:s}", "id", j.id, "state", "running",
 						   "detail", "cancellation requested; the reservation is committed in full when the job stops"));

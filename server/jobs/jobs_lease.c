@@ -8,7 +8,9 @@
  * has run out, the next sweep of any server applies the restart rule to
  * the job (failed, reservation committed in full), in a transaction that
  * checks the lease again where it writes, so that it happens once however
- * many servers sweep at the same moment.  On SQLite the one server owns
+ * many servers sweep at the same moment.  The same thread stops this
+ * server's jobs whose cancel was asked through another server (the job
+ * row's cancel_requested).  On SQLite the one server owns
  * every job and its start-up rule alone applies: no thread runs.
  */
 #include <stdio.h>
@@ -74,6 +76,22 @@ static void sweep_expired(srv_jobs *jobs, srv_db *db)
 	}
 }
 
+/* Stops this server's jobs whose cancel a user asked for, through any
+ * server (srv__job_request_cancel); the worker's stop path then ends them
+ * as cancelled, their reservation committed in full. */
+static void cancel_requested(srv_jobs *jobs, srv_db *db)
+{
+	char ids[LEASE_SWEEP_BATCH][SRV_JOB_ID_BYTES];
+	unsigned n = 0;
+
+	if (srv__job_ids_cancel_requested(db, jobs->owner, ids, LEASE_SWEEP_BATCH, &n) != SRV_OK) {
+		log_lease("cannot read the cancels asked of this server's jobs", "");
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		srv_jobs_cancel_running(jobs, ids[i]);
+}
+
 static void *lease_main(void *arg)
 {
 	srv_jobs *jobs = arg;
@@ -87,6 +105,7 @@ static void *lease_main(void *arg)
 		db = srv_store_acquire(jobs->ctx->store);
 		if (srv__job_renew_leases(db, jobs->owner, srv_jobs__lease_until()) != SRV_OK)
 			log_lease("cannot renew the leases of this server's jobs", "");
+		cancel_requested(jobs, db);
 		sweep_expired(jobs, db);
 		srv_store_release(jobs->ctx->store, db);
 		clock_gettime(CLOCK_REALTIME, &until);

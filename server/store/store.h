@@ -638,6 +638,15 @@ int srv__job_renew_leases(srv_db *db, const char *owner, int64_t lease_until);
 int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID_BYTES],
 			       unsigned max, unsigned *ret_n);
 /*
+ * Records that a user asked to cancel running job `job_id`, so that the
+ * server running it stops it even when the request reached another server;
+ * SRV_NOT_FOUND when the job is not running.
+ */
+int srv__job_request_cancel(srv_db *db, const char *job_id);
+/* Up to `max` ids of `owner`'s running jobs whose cancel was requested. */
+int srv__job_ids_cancel_requested(srv_db *db, const char *owner, char (*ids)[SRV_JOB_ID_BYTES],
+				  unsigned max, unsigned *ret_n);
+/*
  * The restart rule for one job whose lease expired: failed with `error`,
  * its reservation committed in full, in one transaction that checks the
  * state and the lease again where it writes, so that of several servers

@@ -301,6 +301,24 @@ out:
 	return rc;
 }
 
+/* Up to `max` ids from s (NULL when it could not be prepared), whose ?2
+ * is the limit (bound here) and whose first column is a job id; finalizes
+ * s. */
+static int read_ids(srv__stmt *s, char (*ids)[SRV_JOB_ID_BYTES], unsigned max, unsigned *ret_n)
+{
+	unsigned n = 0;
+
+	*ret_n = 0;
+	if (!s)
+		return SRV_DB_ERROR;
+	srv__sql_bind_int64(s, 2, (int64_t)max);
+	while (n < max && srv__sql_step(s) == SRV__SQL_ROW)
+		snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
+	srv__sql_finalize(s);
+	*ret_n = n;
+	return SRV_OK;
+}
+
 int srv__job_renew_leases(srv_db *db, const char *owner, int64_t lease_until)
 {
 	char lease_text[32];
@@ -322,18 +340,29 @@ int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID
 				    "SELECT id FROM jobs WHERE state = 'running'"
 				    " AND coalesce(lease_until, 0) < ?1 ORDER BY created_at, id LIMIT ?2",
 				    NULL);
-	unsigned n = 0;
 
-	*ret_n = 0;
-	if (!s)
-		return SRV_DB_ERROR;
-	srv__sql_bind_int64(s, 1, now_s);
-	srv__sql_bind_int64(s, 2, (int64_t)max);
-	while (n < max && srv__sql_step(s) == SRV__SQL_ROW)
-		snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
-	srv__sql_finalize(s);
-	*ret_n = n;
-	return SRV_OK;
+	if (s)
+		srv__sql_bind_int64(s, 1, now_s);
+	return read_ids(s, ids, max, ret_n);
+}
+
+int srv__job_request_cancel(srv_db *db, const char *job_id)
+{
+	const char *args[] = {job_id};
+
+	return exec_text(db,
+			 "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND state = 'running'",
+			 1, args);
+}
+
+int srv__job_ids_cancel_requested(srv_db *db, const char *owner, char (*ids)[SRV_JOB_ID_BYTES],
+				  unsigned max, unsigned *ret_n)
+{
+	return read_ids(srv__prepare(db,
+				     "SELECT id FROM jobs WHERE owner = ?1 AND state = 'running'"
+				     " AND cancel_requested = 1 ORDER BY created_at, id LIMIT ?2",
+				     owner),
+			ids, max, ret_n);
 }
 
 void srv__job_save_progress(srv_db *db, const char *id, const char *progress_text)
@@ -346,18 +375,10 @@ void srv__job_save_progress(srv_db *db, const char *id, const char *progress_tex
 int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],
 			  unsigned max, unsigned *ret_n)
 {
-	srv__stmt *s = srv__prepare(
-		db, "SELECT id FROM jobs WHERE state = ?1 ORDER BY created_at, id LIMIT ?2", state);
-	unsigned n = 0;
-
-	if (!s)
-		return SRV_DB_ERROR;
-	srv__sql_bind_int64(s, 2, (int64_t)max);
-	while (n < max && srv__sql_step(s) == SRV__SQL_ROW)
-		snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
-	srv__sql_finalize(s);
-	*ret_n = n;
-	return SRV_OK;
+	return read_ids(srv__prepare(db,
+				     "SELECT id FROM jobs WHERE state = ?1 ORDER BY created_at, id LIMIT ?2",
+				     state),
+			ids, max, ret_n);
 }
 
 const char *srv__job_db_error(srv_db *db)
