@@ -55,7 +55,10 @@ rc=0
   --write-out '%{stderr}\ndpgate-readme-status %{http_code}\n' 2>"$status_file" || rc=$?
 code=$(sed -n 's/^dpgate-readme-status //p' "$status_file" | tail -n 1)
 sed '/^dpgate-readme-status /d; /^$/d' "$status_file" >&2
-{ printf '%s %s curl' "${code:-none}" "$rc"; printf ' %q' "$@"; echo; } >>"$log"
+# One write per answer: curls that finish together (a long-poll and the
+# write that wakes it) must not interleave their lines in the log.
+line=$(printf '%s %s curl' "${code:-none}" "$rc"; printf ' %q' "$@")
+printf '%s\n' "$line" >>"$log"
 case $rc/$code in
   0/2??) exit 0 ;;
 esac
