@@ -1124,18 +1124,34 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return send_response(conn, cs, &res);
 }
 
-static void json_escape_into(FILE *f, const char *s)
+static void json_escape_into(srv_buf *b, const char *s)
 {
+	const char *run = s;
+
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 
+		if (c != '"' && c != '\\' && c >= 0x20 && c < 0x7f)
+			continue;
+		srv_buf_put(b, run, (size_t)(s - run));
 		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
-			fprintf(f, "\\u%04x", c);
+			srv_buf_printf(b, "\\%c", c);
 		else
-			fputc(c, f);
+			srv_buf_printf(b, "\\u%04x", c);
+		run = s + 1;
 	}
+	srv_buf_put(b, run, (size_t)(s - run));
+}
+
+/* A log line goes out in one write: stderr is unbuffered, so a line
+ * printed in pieces would cost a system call a piece (one a character
+ * of an escaped string) and could interleave with other threads' lines
+ * wherever stderr is not locked, as in libraries. */
+static void log_line(srv_buf *b)
+{
+	if (!b->failed)
+		fwrite(b->s, 1, b->len, stderr);
+	free(b->s);
 }
 
 /* libmicrohttpd's own messages (MHD_USE_ERROR_LOG: a malformed request it
@@ -1144,6 +1160,7 @@ static void json_escape_into(FILE *f, const char *s)
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[1024], ts[32];
+	srv_buf line = {0};
 	size_t n;
 
 	(void)cls;
@@ -1152,11 +1169,10 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = '\0';
 	srv_now_text(ts);
-	flockfile(stderr);
-	fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"warn\",\"msg\":\"libmicrohttpd\",\"detail\":\"", ts);
-	json_escape_into(stderr, msg);
-	fputs("\"}\n", stderr);
-	funlockfile(stderr);
+	srv_buf_printf(&line, "{\"ts\":\"%s\",\"level\":\"warn\",\"msg\":\"libmicrohttpd\",\"detail\":\"", ts);
+	json_escape_into(&line, msg);
+	srv_buf_put(&line, "\"}\n", 3);
+	log_line(&line);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -1174,19 +1190,19 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			   cs->status, secs);
 	if (ctx->access_log) {
 		char ts[32];
+		srv_buf line = {0};
 
 		srv_now_text(ts);
-		flockfile(stderr);
-		fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"", ts);
-		json_escape_into(stderr, cs->method);
-		fputs("\",\"path\":\"", stderr);
-		json_escape_into(stderr, cs->path);
-		fprintf(stderr, "\",\"route\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%zu,"
+		srv_buf_printf(&line, "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"request\",\"method\":\"", ts);
+		json_escape_into(&line, cs->method);
+		srv_buf_put(&line, "\",\"path\":\"", 10);
+		json_escape_into(&line, cs->path);
+		srv_buf_printf(&line, "\",\"route\":\"%s\",\"status\":%d,\"ms\":%.3f,\"bytes_in\":%zu,"
 				"\"bytes_out\":%zu,\"key\":\"%s\",\"completed\":%s}\n",
 			cs->route >= 0 ? ctx->routes.routes[cs->route].pattern : "-", cs->status, secs * 1e3,
 			cs->body.len, cs->out_bytes, cs->key_id[0] ? cs->key_id : "-",
 			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "true" : "false");
-		funlockfile(stderr);
+		log_line(&line);
 	}
 	keep_alive = cs->keep_alive;
 	srv_watch_disarm(ctx->watch, &cs->waiter);
