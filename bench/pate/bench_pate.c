@@ -23,26 +23,12 @@
 #include "acct.h"
 #include "api.h"
 #include "bench_common.h"
+#include "test_votes.h"
 
 #define CLASSES 10
 
 static const double orders[] = {1.5, 2, 3, 5, 8, 16, 32, 64, 128};
 #define N_ORDERS (sizeof(orders) / sizeof(orders[0]))
-
-/* A histogram of n votes over CLASSES classes, a share conc on class 0 and
- * the rest spread by an LCG (benchmark input, not privacy noise). */
-static void histogram(double *votes, int64_t n, double conc, uint64_t *state)
-{
-	int64_t top = (int64_t)(conc * (double)n), left = n - top;
-
-	for (size_t i = 0; i < CLASSES; i++)
-		votes[i] = 0;
-	votes[0] = (double)top;
-	while (left-- > 0) {
-		*state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-		votes[1 + (*state >> 33) % (CLASSES - 1)] += 1;
-	}
-}
 
 struct query {
 	double votes[CLASSES];
@@ -97,7 +83,7 @@ static int bench_smooth(double budget, int64_t teachers, double sigma, double co
 	double votes[CLASSES], ms, ss;
 	uint64_t state = 1;
 
-	histogram(votes, teachers, conc, &state);
+	test_vote_histogram(votes, CLASSES, teachers, conc, &state);
 	if (time_smooth(budget, votes, CLASSES, teachers, sigma, order, beta, &ms, &ss) < 0)
 		return 1;
 	printf("smooth sensitivity  teachers %6lld  top share %.2f  sigma %5.0f  order %3.0f  beta %.4f: "
@@ -150,7 +136,7 @@ static int bench_cost(double budget, int64_t teachers, double sigma)
 	for (size_t i = 0; i < NQ; i++) {
 		json_t *v = json_array(), *o = json_array();
 
-		histogram(q[i].votes, teachers, 0.3 + 0.7 * (double)i / NQ, &state);
+		test_vote_histogram(q[i].votes, CLASSES, teachers, 0.3 + 0.7 * (double)i / NQ, &state);
 		for (size_t c = 0; c < CLASSES; c++)
 			json_array_append_new(v, json_integer((json_int_t)q[i].votes[c]));
 		for (size_t c = 0; c < N_ORDERS; c++)
@@ -215,7 +201,7 @@ static int ensemble_epsilon(int queries, double lo)
 	for (int k = 0; k < queries; k++) {
 		double votes[CLASSES], logq;
 
-		histogram(votes, 250, lo + (1 - lo) * (double)(k % 101) / 100, &state);
+		test_vote_histogram(votes, CLASSES, 250, lo + (1 - lo) * (double)(k % 101) / 100, &state);
 		if (acct_pate_gnmax_logq(votes, CLASSES, 40, &logq, &err) < 0 ||
 		    acct_pate_gnmax_rdp(logq, 40, ord, N, r, &err) < 0)
 			return 1;

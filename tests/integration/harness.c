@@ -701,16 +701,25 @@ json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages)
 	return NULL;
 }
 
+json_t *dpg_get_json(const dpg_server *s, const char *key, const char *path)
+{
+	dpg_resp r = dpg_call(s, "GET", path, key, NULL);
+	json_t *j;
+
+	cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
+	j = json_incref(r.json);
+	dpg_resp_free(&r);
+	return j;
+}
+
 const char *dpg_get_string(const dpg_server *s, const char *path, const char *field, char *buf,
 			   size_t size)
 {
-	dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
-	const char *v;
+	json_t *j = dpg_get_json(s, s->admin_key, path);
+	const char *v = json_string_value(json_object_get(j, field));
 
-	cr_assert_eq(r.status, 200, "GET %s: %s", path, r.body);
-	v = json_string_value(json_object_get(r.json, field));
 	snprintf(buf, size, "%s", v ? v : "");
-	dpg_resp_free(&r);
+	json_decref(j);
 	return buf;
 }
 

@@ -239,6 +239,10 @@ json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages);
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);
 
+/* GETs `path` with `key` (asserts 200, the answer in the message) and
+ * returns the answer's JSON (a new reference: the caller decrefs it). */
+json_t *dpg_get_json(const dpg_server *s, const char *key, const char *path);
+
 /* GETs `path` with the admin key (asserts 200) and copies the string at
  * its top-level `field` into buf (empty when it is not a string); returns
  * buf. */

@@ -10,6 +10,15 @@
 
 #include "pg_rig.h"
 
+bool dpg_pg_store_built(void)
+{
+	const char *argv[] = {dpg_bin(), "serve", "--help", NULL};
+	char out[16384];
+
+	dpg_run(out, sizeof(out), argv);
+	return strstr(out, "postgresql://") != NULL;
+}
+
 void dpg_pg_database(struct pgc_cluster **ret_cluster, char *url, size_t cap)
 {
 	struct pgc_error err = {0};
@@ -28,4 +37,19 @@ int dpg_pg_psql(const char *url, const char *sql, char *out, size_t size)
 	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r'))
 		out[--len] = '\0';
 	return rc;
+}
+
+void dpg_pg_pair_start(struct dpg_pg_pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	dpg_pg_database(&p->cluster, p->url, sizeof(p->url));
+	dpg_server_start_on(&p->a, p->url);
+	dpg_server_start_on(&p->b, p->url);
+}
+
+void dpg_pg_pair_free(struct dpg_pg_pair *p)
+{
+	dpg_server_destroy(&p->a);
+	dpg_server_destroy(&p->b);
+	pgc_cluster_free(p->cluster);
 }

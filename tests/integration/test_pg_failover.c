@@ -96,21 +96,9 @@ struct rig {
 	long long *acked;
 };
 
-/* Whether the dpgate under test has a PostgreSQL store: its serve --help
- * names postgresql:// URLs.  Before the store lands, the tests skip and
- * say why rather than fail on the first `keys create`. */
-static bool dpgate_speaks_postgresql(void)
-{
-	const char *argv[] = {dpg_bin(), "serve", "--help", NULL};
-	static char out[16384];
-
-	dpg_run(out, sizeof(out), argv);
-	return strstr(out, "postgresql://") != NULL;
-}
-
 static void rig_start(struct rig *r)
 {
-	if (!dpgate_speaks_postgresql())
+	if (!dpg_pg_store_built())
 		cr_skip_test("this dpgate has no PostgreSQL store (serve --help names no"
 			     " postgresql:// URL)");
 	memset(r, 0, sizeof(*r));

@@ -28,7 +28,7 @@
 
 #include "dpg_limits.h"
 #include "harness.h"
-#include "pg_cluster.h"
+#include "pg_rig.h"
 
 #define SERVERS 3
 #define SMALL_JOBS 6
@@ -55,28 +55,16 @@ struct rig {
 	int n;
 };
 
-static bool dpgate_speaks_postgresql(void)
-{
-	const char *argv[] = {dpg_bin(), "serve", "--help", NULL};
-	static char out[16384];
-
-	dpg_run(out, sizeof(out), argv);
-	return strstr(out, "postgresql://") != NULL;
-}
-
 /* n servers on a fresh database, and dataset fm on Fashion-MNIST. */
 static void rig_start(struct rig *r, int n)
 {
-	struct pgc_error err = {0};
 	dpg_resp resp;
 
-	if (!dpgate_speaks_postgresql())
+	if (!dpg_pg_store_built())
 		cr_skip_test("this dpgate has no PostgreSQL store");
 	memset(r, 0, sizeof(*r));
 	r->n = n;
-	cr_assert_eq(pgc_cluster_new(NULL, 0, &r->cluster, &err), PGC_OK, "%s", err.text);
-	cr_assert_eq(pgc_new_database(r->cluster, r->url, sizeof(r->url), &err), PGC_OK, "%s",
-		     err.text);
+	dpg_pg_database(&r->cluster, r->url, sizeof(r->url));
 	for (int i = 0; i < n; i++)
 		dpg_server_start_on(&r->srv[i], r->url);
 	dpg_make_dataset(&r->srv[0], "fm", 50.0, 1e-5, "rdp");
@@ -93,25 +81,11 @@ static void rig_free(struct rig *r)
 	pgc_cluster_free(r->cluster);
 }
 
-/* One statement through psql; its unaligned output (trailing newline
- * removed) in out.  Returns psql's exit status. */
-static int psql(const struct rig *r, const char *sql, char *out, size_t size)
-{
-	const char *argv[] = {"/usr/bin/psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
-			      "-c", sql, r->url, NULL};
-	int rc = dpg_run(out, size, argv);
-	size_t len = strlen(out);
-
-	while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r'))
-		out[--len] = '\0';
-	return rc;
-}
-
 static long long psql_num(const struct rig *r, const char *sql)
 {
 	char out[4096];
 
-	cr_assert_eq(psql(r, sql, out, sizeof(out)), 0, "%s: %s", sql, out);
+	cr_assert_eq(dpg_pg_psql(r->url, sql, out, sizeof(out)), 0, "%s: %s", sql, out);
 	return atoll(out);
 }
 
@@ -143,7 +117,7 @@ static void wait_row_locked(const struct rig *r, const char *table, const char *
 	double deadline = dpg_now_s() + 30;
 
 	snprintf(sql, sizeof(sql), "SELECT 1 FROM %s WHERE id = '%s' FOR UPDATE NOWAIT", table, id);
-	while (psql(r, sql, out, sizeof(out)) == 0) {
+	while (dpg_pg_psql(r->url, sql, out, sizeof(out)) == 0) {
 		cr_assert_lt(dpg_now_s(), deadline, "row %s of %s was never locked", id, table);
 		usleep(50000);
 	}
@@ -168,15 +142,9 @@ static void count_closes(const dpg_server *s, int *commits, int *releases)
 static json_t *get_job(const dpg_server *s, const char *id)
 {
 	char path[128];
-	dpg_resp r;
-	json_t *j;
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	r = dpg_call(s, "GET", path, s->admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	j = json_incref(r.json);
-	dpg_resp_free(&r);
-	return j;
+	return dpg_get_json(s, s->admin_key, path);
 }
 
 static bool job_in_state(const dpg_server *s, const char *id, const char *state)
@@ -195,7 +163,7 @@ static int owner_server(const struct rig *r, const char *id)
 	const char *pid_at;
 
 	snprintf(sql, sizeof(sql), "SELECT owner FROM jobs WHERE id = '%s'", id);
-	cr_assert_eq(psql(r, sql, out, sizeof(out)), 0, "%s", out);
+	cr_assert_eq(dpg_pg_psql(r->url, sql, out, sizeof(out)), 0, "%s", out);
 	pid_at = strchr(out, ':');
 	cr_assert_not_null(pid_at, "owner %s", out);
 	for (int i = 0; i < r->n; i++)

@@ -47,17 +47,6 @@ struct rig {
 	json_t *seen; /* each path's answer on the source's server */
 };
 
-static json_t *get_json(const dpg_server *s, const char *key, const char *path)
-{
-	dpg_resp r = dpg_call(s, "GET", path, key, NULL);
-	json_t *j;
-
-	cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
-	j = json_incref(r.json);
-	dpg_resp_free(&r);
-	return j;
-}
-
 /* The answers compared after the copy, keyed by path. */
 static void remember(struct rig *r)
 {
@@ -69,16 +58,16 @@ static void remember(struct rig *r)
 
 		for (size_t k = 0; k < sizeof(what) / sizeof(what[0]); k++) {
 			snprintf(path, sizeof(path), "/v1/datasets/%s/%s", ids[i], what[k]);
-			json_object_set_new(r->seen, path, get_json(&r->src, r->src.admin_key, path));
+			json_object_set_new(r->seen, path, dpg_get_json(&r->src, r->src.admin_key, path));
 		}
 	}
 	snprintf(path, sizeof(path), "/v1/jobs/%s", r->job);
-	json_object_set_new(r->seen, path, get_json(&r->src, r->src.admin_key, path));
+	json_object_set_new(r->seen, path, dpg_get_json(&r->src, r->src.admin_key, path));
 	snprintf(path, sizeof(path), "/v1/datasets/p/pate/sessions/%s", r->session);
-	json_object_set_new(r->seen, path, get_json(&r->src, r->src.admin_key, path));
+	json_object_set_new(r->seen, path, dpg_get_json(&r->src, r->src.admin_key, path));
 	json_object_set_new(r->seen, "/v1/datasets/fm/data",
-			    get_json(&r->src, r->src.admin_key, "/v1/datasets/fm/data"));
-	json_object_set_new(r->seen, "/v1/keys", get_json(&r->src, r->src.admin_key, "/v1/keys"));
+			    dpg_get_json(&r->src, r->src.admin_key, "/v1/datasets/fm/data"));
+	json_object_set_new(r->seen, "/v1/keys", dpg_get_json(&r->src, r->src.admin_key, "/v1/keys"));
 }
 
 /* A charge under IDEM on b; its answer kept to compare the replay with. */
@@ -193,7 +182,7 @@ static void same_answers(struct rig *r)
 	json_t *before;
 
 	json_object_foreach(r->seen, path, before) {
-		json_t *now = get_json(&r->copy, r->src.admin_key, path);
+		json_t *now = dpg_get_json(&r->copy, r->src.admin_key, path);
 
 		if (strcmp(path, "/v1/keys") != 0) {
 			cr_expect(json_equal(before, now), "%s differs after the copy", path);

@@ -29,12 +29,6 @@ static const char small_job[] =
 	"\"learning_rate\":0.5}}";
 static const char *const ended[] = {"succeeded", "failed", "cancelled", NULL};
 
-struct rig {
-	struct pgc_cluster *cluster;
-	char url[PGC_URL_MAX];
-	dpg_server a, b;
-};
-
 /* The GET or POST answer of `path` through s, asserted 200. */
 static dpg_resp ok_call(const dpg_server *s, const char *method, const char *path,
 			const char *body)
@@ -64,7 +58,7 @@ TestSuite(pg_models, .timeout = 600);
 
 Test(pg_models, a_model_is_served_alike_by_every_server)
 {
-	static struct rig r;
+	static struct dpg_pg_pair r;
 	static char hex[HEX_MAX];
 	const dpg_server *srv[2];
 	char id[96], path[192], sql[512];
@@ -72,10 +66,7 @@ Test(pg_models, a_model_is_served_alike_by_every_server)
 	json_t *j;
 	long long bytes;
 
-	memset(&r, 0, sizeof(r));
-	dpg_pg_database(&r.cluster, r.url, sizeof(r.url));
-	dpg_server_start_on(&r.a, r.url);
-	dpg_server_start_on(&r.b, r.url);
+	dpg_pg_pair_start(&r);
 	srv[0] = &r.a;
 	srv[1] = &r.b;
 	dpg_make_dataset(&r.a, "iris", 10.0, 1e-5, "rdp");
@@ -118,7 +109,5 @@ Test(pg_models, a_model_is_served_alike_by_every_server)
 		dpg_resp_free(&model[i]);
 		dpg_resp_free(&pred[i]);
 	}
-	dpg_server_destroy(&r.a);
-	dpg_server_destroy(&r.b);
-	pgc_cluster_free(r.cluster);
+	dpg_pg_pair_free(&r);
 }

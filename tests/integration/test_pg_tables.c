@@ -33,27 +33,6 @@
 #define NEW_ROWS 600 /* its replacement: x = 1 on every row */
 #define COLUMNS "columns=x:numeric,y:numeric&row_count=public"
 
-struct rig {
-	struct pgc_cluster *cluster;
-	char url[PGC_URL_MAX];
-	dpg_server a, b;
-};
-
-static void rig_start(struct rig *r)
-{
-	memset(r, 0, sizeof(*r));
-	dpg_pg_database(&r->cluster, r->url, sizeof(r->url));
-	dpg_server_start_on(&r->a, r->url);
-	dpg_server_start_on(&r->b, r->url);
-}
-
-static void rig_free(struct rig *r)
-{
-	dpg_server_destroy(&r->a);
-	dpg_server_destroy(&r->b);
-	pgc_cluster_free(r->cluster);
-}
-
 /* A table of `rows` rows "x,y" with x = `x` and y alternating 0 and 1
  * (two classes for a job); the caller frees it. */
 static char *make_table(int rows, int x)
@@ -88,15 +67,9 @@ static long put_table(const dpg_server *s, const char *id, const char *csv)
 static json_t *data_link(const dpg_server *s, const char *id)
 {
 	char path[256];
-	dpg_resp r;
-	json_t *j;
 
 	snprintf(path, sizeof(path), "/v1/datasets/%s/data", id);
-	r = dpg_call(s, "GET", path, s->admin_key, NULL);
-	cr_assert_eq(r.status, 200, "%s", r.body);
-	j = json_incref(r.json);
-	dpg_resp_free(&r);
-	return j;
+	return dpg_get_json(s, s->admin_key, path);
 }
 
 /* A charged query through s; asserts 201 and returns its output. */
@@ -116,7 +89,7 @@ static double query(const dpg_server *s, const char *id, const char *body)
 
 /* Both servers answer a count and a sum of x on the table with `rows`
  * rows whose x are all `x`, and show the same metadata: `rows` rows. */
-static void assert_table(struct rig *r, const char *id, int rows, int x)
+static void assert_table(struct dpg_pg_pair *r, const char *id, int rows, int x)
 {
 	static const char count[] = "{\"query\":\"count\",\"epsilon\":1}";
 	static const char sum[] = "{\"query\":\"sum\",\"column\":\"x\",\"lo\":0,\"hi\":1,\"epsilon\":1}";
@@ -139,10 +112,10 @@ static void assert_table(struct rig *r, const char *id, int rows, int x)
 
 Test(pg_tables, a_table_is_served_by_every_server, .timeout = 300)
 {
-	struct rig r;
+	struct dpg_pg_pair r;
 	char *old = make_table(OLD_ROWS, 0), *new = make_table(NEW_ROWS, 1);
 
-	rig_start(&r);
+	dpg_pg_pair_start(&r);
 	dpg_make_dataset(&r.a, "t", 1000, 1e-5, "basic");
 	cr_assert_eq(put_table(&r.a, "t", old), 200);
 	assert_table(&r, "t", OLD_ROWS, 0);
@@ -151,18 +124,18 @@ Test(pg_tables, a_table_is_served_by_every_server, .timeout = 300)
 	assert_table(&r, "t", NEW_ROWS, 1);
 	free(old);
 	free(new);
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }
 
 Test(pg_tables, a_bad_upload_through_either_changes_nothing, .timeout = 300)
 {
 	/* A declared numeric column with a word in it: refused (400). */
 	static const char bad[] = "x,y\n1,0\nabc,1\n";
-	struct rig r;
+	struct dpg_pg_pair r;
 	char *good = make_table(OLD_ROWS, 1);
 	json_t *before, *after;
 
-	rig_start(&r);
+	dpg_pg_pair_start(&r);
 	dpg_make_dataset(&r.a, "t", 1000, 1e-5, "basic");
 	cr_assert_eq(put_table(&r.b, "t", good), 200);
 	before = data_link(&r.a, "t");
@@ -174,17 +147,17 @@ Test(pg_tables, a_bad_upload_through_either_changes_nothing, .timeout = 300)
 	json_decref(before);
 	json_decref(after);
 	free(good);
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }
 
 Test(pg_tables, a_public_table_reads_back_the_same_bytes, .timeout = 300)
 {
 	const char *hdr[] = {"Content-Type: text/csv", NULL};
-	struct rig r;
+	struct dpg_pg_pair r;
 	char *csv = make_table(OLD_ROWS, 1);
 	dpg_resp res;
 
-	rig_start(&r);
+	dpg_pg_pair_start(&r);
 	dpg_expect_status(&r.a, "POST", "/v1/datasets", r.a.admin_key,
 			  "{\"id\":\"pub\",\"public\":true}", 201);
 	cr_assert_eq(put_table(&r.a, "pub", csv), 200);
@@ -195,7 +168,7 @@ Test(pg_tables, a_public_table_reads_back_the_same_bytes, .timeout = 300)
 	cr_assert(memcmp(res.body, csv, res.len) == 0, "B read back other bytes than A took");
 	dpg_resp_free(&res);
 	free(csv);
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }
 
 /* Runs `job` on dataset id through s to its end; asserts it succeeded and
@@ -224,10 +197,10 @@ Test(pg_tables, a_job_reads_a_table_uploaded_through_another_server, .timeout = 
 		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\","
 		"\"classes\":2,\"epochs\":1,\"lot_size\":50,\"noise_multiplier\":2,"
 		"\"clip_norm\":1,\"learning_rate\":0.1}}";
-	struct rig r;
+	struct dpg_pg_pair r;
 	char *old = make_table(OLD_ROWS, 0), *new = make_table(NEW_ROWS, 1);
 
-	rig_start(&r);
+	dpg_pg_pair_start(&r);
 	dpg_make_dataset(&r.a, "t", 100, 1e-5, "rdp");
 	/* B keeps the parse of its own upload; a job on A has only the
 	 * database to read it from. */
@@ -238,5 +211,5 @@ Test(pg_tables, a_job_reads_a_table_uploaded_through_another_server, .timeout = 
 	cr_assert_eq(job_rows(&r.b, "t", job), NEW_ROWS);
 	free(old);
 	free(new);
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }

@@ -33,26 +33,11 @@
 /* How long a poll that nothing wakes is given (below the recheck). */
 #define IDLE_WAIT_S 2
 
-struct rig {
-	struct pgc_cluster *cluster;
-	char url[PGC_URL_MAX];
-	dpg_server a, b;
-};
-
-static void rig_start(struct rig *r)
+/* The two servers, and dataset d made through A. */
+static void rig_start(struct dpg_pg_pair *r)
 {
-	memset(r, 0, sizeof(*r));
-	dpg_pg_database(&r->cluster, r->url, sizeof(r->url));
-	dpg_server_start_on(&r->a, r->url);
-	dpg_server_start_on(&r->b, r->url);
+	dpg_pg_pair_start(r);
 	dpg_make_dataset(&r->a, "d", 100.0, 1e-5, "basic");
-}
-
-static void rig_free(struct rig *r)
-{
-	dpg_server_destroy(&r->a);
-	dpg_server_destroy(&r->b);
-	pgc_cluster_free(r->cluster);
 }
 
 /* GET path on s: asserts 200 and a tag, copied into tag. */
@@ -113,7 +98,7 @@ static double charge_through(const dpg_server *s)
  * WAKE_BOUND_S of the charge, with B's tag and body for the same path,
  * and the tag changed.
  */
-static void check_wakes(struct rig *r, const char *path)
+static void check_wakes(struct dpg_pg_pair *r, const char *path)
 {
 	char before_a[96], before_b[96], after_b[96];
 	struct poll_req p;
@@ -142,19 +127,19 @@ static void check_wakes(struct rig *r, const char *path)
 
 Test(pg_watch, a_charge_through_b_wakes_a_long_poll_on_a, .timeout = 300)
 {
-	static struct rig r;
+	static struct dpg_pg_pair r;
 	static const char *const paths[] = {"/v1/datasets/d/budget", "/v1/datasets/d",
 					    "/v1/datasets/d/ledger", "/v1/datasets", NULL};
 
 	rig_start(&r);
 	for (int i = 0; paths[i]; i++)
 		check_wakes(&r, paths[i]);
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }
 
 Test(pg_watch, a_dataset_created_through_b_wakes_a_poll_on_the_list_on_a, .timeout = 300)
 {
-	static struct rig r;
+	static struct dpg_pg_pair r;
 	char before[96], after_b[96];
 	struct poll_req p;
 	double created_at;
@@ -173,12 +158,12 @@ Test(pg_watch, a_dataset_created_through_b_wakes_a_poll_on_the_list_on_a, .timeo
 	cr_assert_str_eq(p.resp.etag, after_b, "A's new tag of the list is not B's");
 	cr_assert(strstr(p.resp.body, "\"e\""), "the new dataset is not listed: %s", p.resp.body);
 	dpg_resp_free(&p.resp);
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }
 
 Test(pg_watch, a_long_poll_with_no_change_still_times_out, .timeout = 300)
 {
-	static struct rig r;
+	static struct dpg_pg_pair r;
 	char tag[96];
 	struct poll_req p;
 	double sent_at;
@@ -193,7 +178,7 @@ Test(pg_watch, a_long_poll_with_no_change_still_times_out, .timeout = 300)
 	cr_assert_geq(p.answered_at - sent_at, IDLE_WAIT_S - 0.1, "304 after %.2f s of %d",
 		      p.answered_at - sent_at, IDLE_WAIT_S);
 	dpg_resp_free(&p.resp);
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }
 
 /* Sends method path (body) to s until it answers `want`, for up to 60 s:
@@ -221,7 +206,7 @@ static void until_answered(const dpg_server *s, const char *method, const char *
 
 Test(pg_watch, after_postgresql_restarts_a_charge_through_b_still_wakes_a, .timeout = 300)
 {
-	static struct rig r;
+	static struct dpg_pg_pair r;
 	struct pgc_error err = {0};
 
 	rig_start(&r);
@@ -239,5 +224,5 @@ Test(pg_watch, after_postgresql_restarts_a_charge_through_b_still_wakes_a, .time
 	 * its last failure. */
 	usleep((DPG_PG_LISTEN_BACKOFF_MAX_MS + 1000) * 1000);
 	check_wakes(&r, "/v1/datasets/d/budget");
-	rig_free(&r);
+	dpg_pg_pair_free(&r);
 }

@@ -19,6 +19,7 @@
 #include "acct.h"
 #include "api.h"
 #include "test_data.h"
+#include "test_votes.h"
 
 #define MAX_CLASSES 200
 
@@ -450,21 +451,6 @@ Test(pate, smooth_sensitivity_is_discounted_max)
 	cr_expect(close_to(acct_pate_smooth_sensitivity(0.1, ls, 4), 3 * exp(-0.1), 1e-15, 0));
 }
 
-/* Deterministic test histograms (not privacy noise): a plurality class with
- * a share `conc` of n votes, the rest spread by a small LCG. */
-static void histogram(double *votes, size_t m, int64_t n, double conc, uint64_t *state)
-{
-	int64_t top = (int64_t)(conc * (double)n), left = n - top;
-
-	for (size_t i = 0; i < m; i++)
-		votes[i] = 0;
-	votes[0] = (double)top;
-	while (left-- > 0) {
-		*state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-		votes[1 + (*state >> 33) % (m - 1)] += 1;
-	}
-}
-
 Test(pate, data_dependent_never_above_data_independent)
 {
 	static const double orders[] = {1.25, 2, 3, 5, 8, 16, 32, 64, 128, 256};
@@ -479,7 +465,7 @@ Test(pate, data_dependent_never_above_data_independent)
 			acct_error err;
 
 			acct_error_init(&err);
-			histogram(votes, 10, 1000, concs[b], &state);
+			test_vote_histogram(votes, 10, 1000, concs[b], &state);
 			cr_assert_eq(acct_pate_gnmax_logq(votes, 10, sigmas[a], &logq, &err), 0);
 			cr_assert_eq(acct_pate_gnmax_rdp(logq, sigmas[a], orders, n, dep, &err), 0);
 			cr_assert_eq(acct_pate_threshold_logpr(votes, 10, 600, sigmas[a], &logpr, &err), 0);
@@ -505,7 +491,7 @@ Test(pate, strong_consensus_is_nearly_free)
 	acct_error err;
 
 	acct_error_init(&err);
-	histogram(votes, 10, 1000, 0.99, &state);
+	test_vote_histogram(votes, 10, 1000, 0.99, &state);
 	cr_assert_eq(acct_pate_gnmax_logq(votes, 10, 40, &logq, &err), 0);
 	cr_expect_lt(logq, log(1e-30));
 	cr_assert_eq(acct_pate_gnmax_rdp(logq, 40, orders, 3, dep, &err), 0);
@@ -532,7 +518,7 @@ Test(pate, local_sensitivity_bounds_every_neighbour)
 		acct_error err;
 
 		acct_error_init(&err);
-		histogram(votes, 8, 250, cases[k].conc, &state);
+		test_vote_histogram(votes, 8, 250, cases[k].conc, &state);
 		cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, votes, 8, 250, cases[k].sigma, cases[k].order, ls,
 							       &err), 0, "%s", err.text);
 		cr_assert_eq(acct_pate_gnmax_logq(votes, 8, cases[k].sigma, &logq, &err), 0);
@@ -630,7 +616,7 @@ Test(pate, consensus_ensemble_epsilon)
 	for (int k = 0; k < QUERIES; k++) {
 		double votes[10], logq;
 
-		histogram(votes, 10, 250, 0.8 + 0.2 * (double)(k % 101) / 100, &state);
+		test_vote_histogram(votes, 10, 250, 0.8 + 0.2 * (double)(k % 101) / 100, &state);
 		cr_assert_eq(acct_pate_gnmax_logq(votes, 10, 40, &logq, &err), 0);
 		cr_assert_eq(acct_pate_gnmax_rdp(logq, 40, orders, N_ORD, r, &err), 0);
 		for (size_t i = 0; i < N_ORD; i++)
