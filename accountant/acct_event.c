@@ -625,6 +625,15 @@ acct_event *acct_event_epsilon_delta(double epsilon, double delta)
 	return ev;
 }
 
+acct_event *acct_event_gaussian(double noise_multiplier)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_GAUSSIAN);
+
+	if (ev)
+		ev->u.gaussian.noise_multiplier = noise_multiplier;
+	return ev;
+}
+
 /*
  * A new event of `type`, a wrapper (its row has one ACCT_PARAM_EVENT), that
  * holds `inner` as its sub-event; `inner` is freed when that fails.

@@ -244,15 +244,6 @@ static int size_check(const trn_dpsgd_params *p, uint64_t n_train, uint64_t *ret
 	return 0;
 }
 
-static acct_event *gaussian_event(double sigma)
-{
-	acct_event *ev = acct_event_new(ACCT_EV_GAUSSIAN);
-
-	if (ev)
-		ev->u.gaussian.noise_multiplier = sigma;
-	return ev;
-}
-
 /* The private run's parameter and size checks; its steps and q. */
 static int event_size_check(const trn_dpsgd_params *p, uint64_t n_train, int64_t *ret_steps,
 			    double *ret_q, acct_error *err)
@@ -282,10 +273,10 @@ int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64
 				      (long long)total);
 	/* DP-PCA runs first, then the steps: composed([gaussian, sgd]). */
 	if (p->pca_components > 0)
-		parts[n++] = gaussian_event(p->pca_noise_multiplier);
+		parts[n++] = acct_event_gaussian(p->pca_noise_multiplier);
 	if (steps > 0)
 		parts[n++] = acct_event_self_composed(
-			steps, acct_event_poisson_sampled(q, gaussian_event(p->noise_multiplier)));
+			steps, acct_event_poisson_sampled(q, acct_event_gaussian(p->noise_multiplier)));
 	if (trn__event_of_parts(parts, n, ret) < 0)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory building the event");
 	return 0;
