@@ -660,12 +660,14 @@ acct_event *acct_event_gaussian(double noise_multiplier)
 
 /*
  * A new event of `type`, a wrapper (its row has one ACCT_PARAM_EVENT), that
- * holds `inner` as its sub-event; `inner` is freed when that fails.
+ * holds `inner` as its sub-event; `inner` is freed when that fails.  A NULL
+ * `inner` (its own constructor ran out of memory) makes no wrapper, so that
+ * constructors nest without a tree with a missing leaf.
  */
 static acct_event *wrapper_new(acct_event_type type, acct_event *inner)
 {
 	const struct event_desc *d = event_desc_of(type);
-	acct_event *ev = acct_event_new(type);
+	acct_event *ev = inner ? acct_event_new(type) : NULL;
 
 	for (size_t i = 0; ev && d && i < d->n_params; i++) {
 		if (d->params[i].kind == ACCT_PARAM_EVENT) {
