@@ -198,8 +198,10 @@ void acct_event_free(acct_event *ev);
 acct_event *acct_event_copy(const acct_event *ev);
 
 /* Convenience constructors; each returns NULL when out of memory and takes
- * ownership of `inner` in every case (freeing it on failure). */
+ * ownership of `inner` in every case (freeing it on failure).  A NULL
+ * `inner` gives NULL, so that they nest: a failed leaf fails the whole. */
 acct_event *acct_event_epsilon_delta(double epsilon, double delta);
+acct_event *acct_event_gaussian(double noise_multiplier);
 acct_event *acct_event_self_composed(int64_t count, acct_event *inner);
 acct_event *acct_event_poisson_sampled(double q, acct_event *inner);
 /* The composition of events[0..n): a new composed node that takes

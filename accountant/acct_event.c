@@ -140,6 +140,37 @@ static int need_sensitivity(double x, const char *where, const char *name, acct_
 static int validate(const acct_event *ev, acct_neighbor nb, const char *where, unsigned depth,
 		    acct_error *err);
 
+/* An event defined under one neighbouring relation only: refused under
+ * any other with the reason `why`, pointing at the event. */
+static int need_relation(acct_neighbor nb, acct_neighbor only, const char *where,
+			 const char *why, acct_error *err)
+{
+	if (nb != only)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where, "%s", why);
+	return 0;
+}
+
+/* A wrapper's sub-event, validated at where/event one level deeper. */
+static int validate_inner(const acct_event *inner, acct_neighbor nb, const char *where,
+			  unsigned depth, acct_error *err)
+{
+	char ptr[ACCT_ERROR_WHERE_BYTES];
+
+	return validate(inner, nb, field_at(ptr, where, "event"), depth + 1, err);
+}
+
+/* A sampling wrapper, whose amplification holds under one relation only:
+ * refused under any other with `why`, else its sub-event validated. */
+static int validate_sampled(const acct_event *inner, acct_neighbor nb, acct_neighbor only,
+			    const char *why, const char *where, unsigned depth, acct_error *err)
+{
+	int rc = need_relation(nb, only, where, why, err);
+
+	if (rc < 0)
+		return rc;
+	return validate_inner(inner, nb, where, depth, err);
+}
+
 /*
  * One validator per kind of event, each with the same signature so that
  * the descriptor table below can name it: `ev` is of a type the validator
@@ -186,12 +217,11 @@ static int validate_randomized_response(const acct_event *ev, acct_neighbor nb,
 		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "num_buckets"),
 				      "'num_buckets' must be in [2, %lld]",
 				      (long long)DPG_MAX_NUM_BUCKETS);
-	if (nb != ACCT_REPLACE)
-		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
-				      "randomized response is defined under the replace "
-				      "relation only (a respondent's answer has no "
-				      "add/remove neighbour); set \"neighbor\":\"replace\"");
-	return 0;
+	return need_relation(nb, ACCT_REPLACE, where,
+			     "randomized response is defined under the replace "
+			     "relation only (a respondent's answer has no "
+			     "add/remove neighbour); set \"neighbor\":\"replace\"",
+			     err);
 }
 
 static int validate_epsilon_delta(const acct_event *ev, acct_neighbor nb, const char *where,
@@ -234,13 +264,10 @@ static int validate_poisson_sampled(const acct_event *ev, acct_neighbor nb, cons
 	if (!(q > 0.0 && q <= 1.0))
 		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sampling_probability"),
 				      "'sampling_probability' must be in (0, 1]");
-	if (nb != ACCT_ADD_REMOVE)
-		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
-				      "Poisson sampling is accounted under the add_remove "
-				      "relation only; under replace use "
-				      "sampled_without_replacement");
-	return validate(ev->u.poisson_sampled.event, nb, field_at(ptr, where, "event"), depth + 1,
-			err);
+	return validate_sampled(ev->u.poisson_sampled.event, nb, ACCT_ADD_REMOVE,
+				"Poisson sampling is accounted under the add_remove relation "
+				"only; under replace use sampled_without_replacement",
+				where, depth, err);
 }
 
 static int validate_sampled_wor(const acct_event *ev, acct_neighbor nb, const char *where,
@@ -257,13 +284,11 @@ static int validate_sampled_wor(const acct_event *ev, acct_neighbor nb, const ch
 	if (m < 1 || m > n)
 		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "sample_size"),
 				      "'sample_size' must be in [1, source_dataset_size]");
-	if (nb != ACCT_REPLACE)
-		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
-				      "sampling without replacement is accounted under the "
-				      "replace relation only (Wang, Balle, Kasiviswanathan "
-				      "2019); under add_remove use poisson_sampled");
-	return validate(ev->u.sampled_without_replacement.event, nb,
-			field_at(ptr, where, "event"), depth + 1, err);
+	return validate_sampled(ev->u.sampled_without_replacement.event, nb, ACCT_REPLACE,
+				"sampling without replacement is accounted under the "
+				"replace relation only (Wang, Balle, Kasiviswanathan "
+				"2019); under add_remove use poisson_sampled",
+				where, depth, err);
 }
 
 static int validate_self_composed(const acct_event *ev, acct_neighbor nb, const char *where,
@@ -276,8 +301,7 @@ static int validate_self_composed(const acct_event *ev, acct_neighbor nb, const 
 		return acct_error_set(err, ACCT_EINVAL, field_at(ptr, where, "count"),
 				      "'count' must be in [1, %lld]",
 				      (long long)DPG_MAX_COMPOSITION_COUNT);
-	return validate(ev->u.self_composed.event, nb, field_at(ptr, where, "event"), depth + 1,
-			err);
+	return validate_inner(ev->u.self_composed.event, nb, where, depth, err);
 }
 
 static int validate_composed(const acct_event *ev, acct_neighbor nb, const char *where,
@@ -625,14 +649,25 @@ acct_event *acct_event_epsilon_delta(double epsilon, double delta)
 	return ev;
 }
 
+acct_event *acct_event_gaussian(double noise_multiplier)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_GAUSSIAN);
+
+	if (ev)
+		ev->u.gaussian.noise_multiplier = noise_multiplier;
+	return ev;
+}
+
 /*
  * A new event of `type`, a wrapper (its row has one ACCT_PARAM_EVENT), that
- * holds `inner` as its sub-event; `inner` is freed when that fails.
+ * holds `inner` as its sub-event; `inner` is freed when that fails.  A NULL
+ * `inner` (its own constructor ran out of memory) makes no wrapper, so that
+ * constructors nest without a tree with a missing leaf.
  */
 static acct_event *wrapper_new(acct_event_type type, acct_event *inner)
 {
 	const struct event_desc *d = event_desc_of(type);
-	acct_event *ev = acct_event_new(type);
+	acct_event *ev = inner ? acct_event_new(type) : NULL;
 
 	for (size_t i = 0; ev && d && i < d->n_params; i++) {
 		if (d->params[i].kind == ACCT_PARAM_EVENT) {

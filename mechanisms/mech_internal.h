@@ -43,6 +43,13 @@ static inline double mech__grid_value(__int128 units, int shift)
 	return isfinite(v) ? v : copysign(DBL_MAX, v);
 }
 
+/* The event of randomized response over k buckets that replaces the
+ * answer by a uniform bucket with probability p (noise_parameter p,
+ * num_buckets k), in *ret_event.  0, or ACCT_ENOMEM in err with *ret_event
+ * untouched. */
+int mech__randomized_response_event(double p, int64_t k, acct_event **ret_event,
+				    acct_error *err);
+
 /* The checked number parser of mechanisms/: the whole string must be a
  * finite number (blanks around allowed).  0, or -1. */
 int mech__parse_real(const char *s, double *ret);

@@ -206,19 +206,15 @@ static int label_em_event(double epsilon, double sensitivity, double *ret_p,
 			  acct_event **ret_event, acct_error *err)
 {
 	double p = mech_label_em_keep_probability(epsilon, sensitivity);
-	acct_event *ev;
+	int rc;
 
 	if (!(p < 1.0))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 				      "epsilon / (2 sensitivity) is too large: every label would be kept");
-	ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
-	if (!ev)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	ev->u.randomized_response.noise_parameter = 2.0 * (1.0 - p);
-	ev->u.randomized_response.num_buckets = 2;
-	*ret_p = p;
-	*ret_event = ev;
-	return 0;
+	rc = mech__randomized_response_event(2.0 * (1.0 - p), 2, ret_event, err);
+	if (rc == 0)
+		*ret_p = p;
+	return rc;
 }
 
 int mech_label_em_event(int64_t n, double epsilon, double sensitivity, acct_event **ret_event,

@@ -291,20 +291,55 @@ static int int_release(mech_rng *rng, const struct int_noise *nz, const int64_t 
 	return rc;
 }
 
-int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
-		 double scale, double *ret_out, acct_event **ret_event, acct_error *err)
+/*
+ * The grid of a real release (header comment) in *nz, *ret_shift and
+ * *ret_dz, the integer sensitivity the event names: for Laplace the grid
+ * of mech__laplace_grid and the L1 bound ceil(D / g) + d - 1; for the
+ * Gaussian a sigma of 2^19..2^20 units and the L2 bound, ceil(D / g) for a
+ * scalar and D / g + sqrt(d) (rounded up) for a vector.  -1 when the noise
+ * scale is too small for the sensitivity.
+ */
+static int grid_setup(struct int_noise *nz, double sens, double scale, size_t n,
+		      int *ret_shift, double *ret_dz)
 {
-	struct int_noise nz = {.gaussian = false};
+	if (!nz->gaussian) {
+		if (mech__laplace_grid(scale, ret_shift, &nz->num, &nz->den) < 0)
+			return -1;
+		return grid_l1_sensitivity(sens, *ret_shift, n, ret_dz);
+	}
+	*ret_shift = mech_gaussian_grid_shift(scale);
+	nz->sigma = mech_discrete_gaussian_sigma(ldexp(scale, *ret_shift));
+	if (n == 1)
+		*ret_dz = ceil(ldexp(sens, *ret_shift));
+	else
+		*ret_dz = acct_add_up(ldexp(sens, *ret_shift), nextafter(sqrt((double)n), INFINITY));
+	return isfinite(nz->sigma) && *ret_dz <= 0x1p53 ? 0 : -1;
+}
+
+/* mech_laplace and mech_gaussian: one real-valued release on the grid,
+ * with the noise `gaussian` names at `scale` (the Laplace scale or sigma,
+ * checked at `scale_where`). */
+static int real_release(mech_rng *rng, bool gaussian, const double *values, size_t n,
+			double sens, double scale, const char *scale_where, double *ret_out,
+			acct_event **ret_event, acct_error *err)
+{
+	struct int_noise nz = {.gaussian = gaussian};
 	double dz;
 	int shift, rc;
 
-	if ((rc = check_real_release(values, n, l1_sensitivity, scale, "/scale", err)) < 0)
+	if ((rc = check_real_release(values, n, sens, scale, scale_where, err)) < 0)
 		return rc;
-	if (mech__laplace_grid(scale, &shift, &nz.num, &nz.den) < 0 ||
-	    grid_l1_sensitivity(l1_sensitivity, shift, n, &dz) < 0)
+	if (grid_setup(&nz, sens, scale, n, &shift, &dz) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
 				      "noise scale too small for the sensitivity (epsilon too large)");
 	return grid_release(rng, &nz, values, n, shift, dz, ret_out, ret_event, err);
+}
+
+int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensitivity,
+		 double scale, double *ret_out, acct_event **ret_event, acct_error *err)
+{
+	return real_release(rng, false, values, n, l1_sensitivity, scale, "/scale", ret_out,
+			    ret_event, err);
 }
 
 int mech_gaussian_grid_shift(double scale)
@@ -338,22 +373,8 @@ int mech_gaussian_on_grid(mech_rng *rng, double value, double sigma, int shift, 
 int mech_gaussian(mech_rng *rng, const double *values, size_t n, double l2_sensitivity,
 		  double sigma, double *ret_out, acct_event **ret_event, acct_error *err)
 {
-	struct int_noise nz = {.gaussian = true};
-	double dz;
-	int shift, rc;
-
-	if ((rc = check_real_release(values, n, l2_sensitivity, sigma, "/sigma", err)) < 0)
-		return rc;
-	shift = mech_gaussian_grid_shift(sigma);
-	nz.sigma = mech_discrete_gaussian_sigma(ldexp(sigma, shift));
-	if (n == 1)
-		dz = ceil(ldexp(l2_sensitivity, shift));
-	else
-		dz = acct_add_up(ldexp(l2_sensitivity, shift), nextafter(sqrt((double)n), INFINITY));
-	if (!isfinite(nz.sigma) || !(dz <= 0x1p53))
-		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
-				      "noise scale too small for the sensitivity (epsilon too large)");
-	return grid_release(rng, &nz, values, n, shift, dz, ret_out, ret_event, err);
+	return real_release(rng, true, values, n, l2_sensitivity, sigma, "/sigma", ret_out,
+			    ret_event, err);
 }
 
 int mech_discrete_laplace(mech_rng *rng, const int64_t *values, size_t n,

@@ -325,10 +325,22 @@ double mech_randomized_response_noise(double epsilon, int64_t k)
 	return p > 1.0 ? 1.0 : p;
 }
 
+int mech__randomized_response_event(double p, int64_t k, acct_event **ret_event,
+				    acct_error *err)
+{
+	acct_event *ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+
+	if (!ev)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	ev->u.randomized_response.noise_parameter = p;
+	ev->u.randomized_response.num_buckets = k;
+	*ret_event = ev;
+	return 0;
+}
+
 int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double epsilon,
 			     int64_t *ret, acct_event **ret_event, acct_error *err)
 {
-	acct_event *ev;
 	double p;
 	bool replace;
 	uint64_t u;
@@ -355,12 +367,8 @@ int mech_randomized_response(mech_rng *rng, int64_t value, int64_t k, double eps
 		rc = mech_rng_uint_below(rng, (uint64_t)k, &u);
 	if (rc < 0)
 		return acct_error_set(err, rc, "", "random number generator failed");
-	ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
-	if (!ev)
-		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	ev->u.randomized_response.noise_parameter = p;
-	ev->u.randomized_response.num_buckets = k;
-	*ret = replace ? (int64_t)u : value;
-	*ret_event = ev;
-	return 0;
+	rc = mech__randomized_response_event(p, k, ret_event, err);
+	if (rc == 0)
+		*ret = replace ? (int64_t)u : value;
+	return rc;
 }

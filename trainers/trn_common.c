@@ -3,7 +3,8 @@
  * shares: enumeration names looked up in a table, the checks of counts,
  * positive reals and hidden layers with one wording for their errors, the
  * dense layer widths of a trn_model, the clock a run is timed with, and
- * the argmax every classifier predicts by.
+ * the argmax every classifier predicts by, and the composition of a run's
+ * events.
  * A leaf: it calls nothing else in trainers/.
  */
 #include <math.h>
@@ -100,4 +101,25 @@ uint32_t trn__argmax(const double *s, uint32_t k)
 		if (s[j] > s[arg])
 			arg = j;
 	return arg;
+}
+
+int trn__event_of_parts(acct_event *const *parts, size_t n, acct_event **ret)
+{
+	acct_event *ev = NULL;
+	bool all_made = true;
+
+	for (size_t i = 0; i < n; i++)
+		all_made = all_made && parts[i];
+	if (!all_made) {
+		for (size_t i = 0; i < n; i++)
+			acct_event_free(parts[i]);
+		return -1;
+	}
+	if (n > 0) {
+		ev = n == 1 ? parts[0] : acct_event_composed(parts, n);
+		if (!ev)
+			return -1;
+	}
+	*ret = ev;
+	return 0;
 }

@@ -244,15 +244,6 @@ static int size_check(const trn_dpsgd_params *p, uint64_t n_train, uint64_t *ret
 	return 0;
 }
 
-static acct_event *gaussian_event(double sigma)
-{
-	acct_event *ev = acct_event_new(ACCT_EV_GAUSSIAN);
-
-	if (ev)
-		ev->u.gaussian.noise_multiplier = sigma;
-	return ev;
-}
-
 /* The private run's parameter and size checks; its steps and q. */
 static int event_size_check(const trn_dpsgd_params *p, uint64_t n_train, int64_t *ret_steps,
 			    double *ret_q, acct_error *err)
@@ -268,7 +259,8 @@ static int event_size_check(const trn_dpsgd_params *p, uint64_t n_train, int64_t
 int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64_t steps,
 			      acct_event **ret, acct_error *err)
 {
-	acct_event *sgd = NULL, *pca = NULL, *all = NULL;
+	acct_event *parts[2];
+	size_t n = 0;
 	int64_t total = 0;
 	double q = 0;
 	int rc = event_size_check(p, n_train, &total, &q, err);
@@ -279,37 +271,15 @@ int trn_dpsgd_event_for_steps(const trn_dpsgd_params *p, uint64_t n_train, int64
 		return acct_error_set(err, ACCT_EINVAL, "/params/epochs",
 				      "steps %lld outside 0..%lld", (long long)steps,
 				      (long long)total);
-	if (steps > 0) {
-		sgd = acct_event_self_composed(
-			steps, acct_event_poisson_sampled(q, gaussian_event(p->noise_multiplier)));
-		if (!sgd)
-			goto nomem;
-	}
-	if (p->pca_components > 0) {
-		pca = gaussian_event(p->pca_noise_multiplier);
-		if (!pca)
-			goto nomem;
-	}
-	if (sgd && pca) {
-		all = acct_event_new(ACCT_EV_COMPOSED);
-		if (!all)
-			goto nomem;
-		all->u.composed.events = calloc(2, sizeof(acct_event *));
-		if (!all->u.composed.events)
-			goto nomem;
-		all->u.composed.n = 2;
-		all->u.composed.events[0] = pca;
-		all->u.composed.events[1] = sgd;
-		*ret = all;
-	} else {
-		*ret = sgd ? sgd : pca;
-	}
+	/* DP-PCA runs first, then the steps: composed([gaussian, sgd]). */
+	if (p->pca_components > 0)
+		parts[n++] = acct_event_gaussian(p->pca_noise_multiplier);
+	if (steps > 0)
+		parts[n++] = acct_event_self_composed(
+			steps, acct_event_poisson_sampled(q, acct_event_gaussian(p->noise_multiplier)));
+	if (trn__event_of_parts(parts, n, ret) < 0)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory building the event");
 	return 0;
-nomem:
-	acct_event_free(all);
-	acct_event_free(sgd);
-	acct_event_free(pca);
-	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory building the event");
 }
 
 int trn_dpsgd_event(const trn_dpsgd_params *p, uint64_t n_train, acct_event **ret,

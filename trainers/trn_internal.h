@@ -395,4 +395,11 @@ int trn__nomem(acct_error *err);
 /* The index of the largest of s[0..k), k >= 1; ties go to the lowest. */
 uint32_t trn__argmax(const double *s, uint32_t k);
 
+/* The event of a run made of parts[0..n) into *ret: their composition
+ * (acct_event_composed), a lone part as itself, NULL for none.  Takes the
+ * parts in every case.  Returns 0, or -1 with *ret untouched when a part is
+ * NULL (its constructor ran out of memory) or the composition could not be
+ * made. */
+int trn__event_of_parts(acct_event *const *parts, size_t n, acct_event **ret);
+
 #endif

@@ -205,17 +205,10 @@ static acct_event *counted_part(int64_t count, acct_event_type type, double sigm
 	return one;
 }
 
-/* The composed event of parts[0..n) (n >= 1), a lone part as itself; it
- * takes the parts in every case (acct_event_composed). */
-static acct_event *compose(acct_event **parts, size_t n)
-{
-	return n == 1 ? parts[0] : acct_event_composed(parts, n);
-}
-
 int trn_pate_event(const trn_pate_params *p, int64_t checks, int64_t answers, bool released,
 		   acct_event **ret, acct_error *err)
 {
-	acct_event *parts[3] = {NULL, NULL, NULL}, *ev;
+	acct_event *parts[3] = {NULL, NULL, NULL};
 	mech_pate_cfg c;
 	size_t n = 0;
 	bool ok1, ok2, ok3 = true;
@@ -244,10 +237,8 @@ int trn_pate_event(const trn_pate_params *p, int64_t checks, int64_t answers, bo
 			acct_event_free(parts[i]);
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	}
-	ev = n > 0 ? compose(parts, n) : NULL;
-	if (n > 0 && !ev)
+	if (trn__event_of_parts(parts, n, ret) < 0)
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-	*ret = ev;
 	return 0;
 }
 

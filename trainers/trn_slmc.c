@@ -123,10 +123,7 @@ int trn_slmc_event(const trn_slmc_params *p, double delta, const acct_options *o
 	rc = trn_slmc_params_validate(p, err);
 	if (rc != 0)
 		return rc;
-	inner = acct_event_new(ACCT_EV_GAUSSIAN);
-	if (inner)
-		inner->u.gaussian.noise_multiplier =
-			p->noise_multiplier > 0.0 ? p->noise_multiplier : 1.0;
+	inner = acct_event_gaussian(p->noise_multiplier > 0.0 ? p->noise_multiplier : 1.0);
 	/* One round releases every learner's upload once: one Gaussian
 	 * mechanism of sensitivity Delta (Theorem 1); K rounds compose. */
 	root = acct_event_self_composed((int64_t)p->iterations, inner);

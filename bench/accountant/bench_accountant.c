@@ -58,7 +58,7 @@ static int time_epsilon(const acct_event *ev, acct_options *o, acct_accountant a
 
 int main(void)
 {
-	acct_event *g = acct_event_new(ACCT_EV_GAUSSIAN), *ev;
+	acct_event *ev;
 	acct_options o;
 	acct_result r;
 	acct_error err;
@@ -66,10 +66,7 @@ int main(void)
 	struct rusage ru;
 	int n;
 
-	if (!g)
-		return 1;
-	g->u.gaussian.noise_multiplier = 4.0;
-	ev = acct_event_self_composed(10000, acct_event_poisson_sampled(0.01, g));
+	ev = acct_event_self_composed(10000, acct_event_poisson_sampled(0.01, acct_event_gaussian(4.0)));
 	if (!ev)
 		return 1;
 	memset(&o, 0, sizeof(o));

@@ -236,3 +236,24 @@ Test(event_table, composed_holds_its_parts_in_order)
 	cr_assert_float_eq(r.delta, 3e-6, 1e-20);
 	acct_event_free(ev);
 }
+
+/* The constructors nest: acct_event_gaussian makes the leaf, and a wrapper
+ * given no leaf (a constructor that ran out of memory) is no event, never
+ * a tree with a missing child. */
+Test(event_table, constructors_nest_and_a_missing_leaf_fails_the_whole)
+{
+	acct_event *g = acct_event_gaussian(2.5);
+	acct_event *ev = acct_event_self_composed(3, acct_event_poisson_sampled(0.1, g));
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_not_null(ev);
+	cr_assert_eq(ev->u.self_composed.event->u.poisson_sampled.event, g);
+	cr_assert_eq(g->type, ACCT_EV_GAUSSIAN);
+	cr_assert_eq(g->u.gaussian.noise_multiplier, 2.5);
+	cr_assert_eq(acct_event_validate(ev, ACCT_ADD_REMOVE, &err), 0, "%s", err.text);
+	acct_event_free(ev);
+	cr_assert_null(acct_event_poisson_sampled(0.1, NULL));
+	cr_assert_null(acct_event_self_composed(3, NULL));
+	cr_assert_null(acct_event_self_composed(3, acct_event_poisson_sampled(0.1, NULL)));
+}
