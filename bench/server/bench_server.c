@@ -1705,6 +1705,17 @@ static void print_header(const char *title)
 	       "p99_us", "cpu_us", "errors", "ratios");
 }
 
+/* How both modes' tables open: the legend, then the section `title`
+ * with the bare SQLite commit loop's cells for 1 and 8 writers. */
+static void print_commit_ceiling(const char *legend, const char *title, const load_result *one,
+				 const load_result *eight)
+{
+	fputs(legend, stdout);
+	print_header(title);
+	print_cell("1 INSERT/txn, writers", one, "");
+	print_cell("1 INSERT/txn, writers", eight, "");
+}
+
 /* ---- PostgreSQL mode (--pg) ----------------------------------------------- */
 
 /*
@@ -1920,12 +1931,11 @@ static void pg_print(const pg_run *run)
 {
 	const load_result *r = run->res;
 
-	printf("\nper_s: median over rounds of commits (charges) per second; p50/p99: median over"
-	       " rounds of each\nround's latency quantiles; cpu_us: dpgate CPU per answer (one"
-	       " server); errors: all rounds\n");
-	print_header("SQLite: bare commit loop (WAL, synchronous=FULL) and dpgate on SQLite");
-	print_cell("1 INSERT/txn, writers", &r[P_SQL_1], "");
-	print_cell("1 INSERT/txn, writers", &r[P_SQL_8], "");
+	print_commit_ceiling("\nper_s: median over rounds of commits (charges) per second; p50/p99:"
+			     " median over rounds of each\nround's latency quantiles; cpu_us: dpgate"
+			     " CPU per answer (one server); errors: all rounds\n",
+			     "SQLite: bare commit loop (WAL, synchronous=FULL) and dpgate on SQLite",
+			     &r[P_SQL_1], &r[P_SQL_8]);
 	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++) {
 		char ratio[64];
 
@@ -2313,12 +2323,12 @@ int main(int argc, char **argv)
 		ok_total += res[c].expected;
 		all_clean &= res[c].other == 0 && res[c].failed == 0;
 	}
-	printf("\nper_s: median over rounds of answers (commits) per second; p50/p99: median over"
-	       " rounds of each\nround's latency quantiles; cpu_us: dpgate CPU time (user+sys) per"
-	       " answer; errors: non-201\nanswers and failed exchanges, all rounds\n");
-	print_header("ceiling 1: bare SQLite commits (WAL, synchronous=FULL), same filesystem");
-	print_cell("1 INSERT/txn, writers", &res[C_SQL_1], "");
-	print_cell("1 INSERT/txn, writers", &res[C_SQL_8], "");
+	print_commit_ceiling("\nper_s: median over rounds of answers (commits) per second; p50/p99:"
+			     " median over rounds of each\nround's latency quantiles; cpu_us: dpgate"
+			     " CPU time (user+sys) per answer; errors: non-201\nanswers and failed"
+			     " exchanges, all rounds\n",
+			     "ceiling 1: bare SQLite commits (WAL, synchronous=FULL), same filesystem",
+			     &res[C_SQL_1], &res[C_SQL_8]);
 	{
 		char ratio[64];
 

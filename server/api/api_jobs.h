@@ -24,13 +24,13 @@
 #include "api_internal.h"
 
 /* Route handlers. */
-int srv_h_data_put(srv_request *req, srv_response *res);
-int srv_h_data_get(srv_request *req, srv_response *res);
-int srv_h_job_submit(srv_request *req, srv_response *res);
-int srv_h_job_list(srv_request *req, srv_response *res);
-int srv_h_job_get(srv_request *req, srv_response *res);
-int srv_h_job_cancel(srv_request *req, srv_response *res);
-int srv_h_job_model(srv_request *req, srv_response *res);
-int srv_h_job_predict(srv_request *req, srv_response *res);
+srv_route_fn srv_h_data_put;
+srv_route_fn srv_h_data_get;
+srv_route_fn srv_h_job_submit;
+srv_route_fn srv_h_job_list;
+srv_route_fn srv_h_job_get;
+srv_route_fn srv_h_job_cancel;
+srv_route_fn srv_h_job_model;
+srv_route_fn srv_h_job_predict;
 
 #endif

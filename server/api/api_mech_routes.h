@@ -44,7 +44,7 @@ mech_rng *srv_release_rng(srv_response *res);
  * "charge_id", "cost": {"epsilon"}, "budget"}; 404 for an unknown name or
  * dataset; 400 with the field; 409 over budget; 422 unpriceable.
  */
-int srv_h_mech_release(srv_request *req, srv_response *res);
+srv_route_fn srv_h_mech_release;
 
 /*
  * POST /v1/datasets/{id}/queries: a query on the hosted table
@@ -52,7 +52,7 @@ int srv_h_mech_release(srv_request *req, srv_response *res);
  * "output", "event", "charge_id", "cost", "budget"}; 404 when no table is
  * hosted; otherwise as above.
  */
-int srv_h_table_query(srv_request *req, srv_response *res);
+srv_route_fn srv_h_table_query;
 
 /*
  * The text/csv branch of PUT /v1/datasets/{id}/data for dataset `ds`: parses

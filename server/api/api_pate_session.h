@@ -16,10 +16,10 @@
 
 #include "api_internal.h"
 
-int srv_pate_session_create(srv_request *req, srv_response *res);
-int srv_pate_session_list(srv_request *req, srv_response *res);
-int srv_pate_session_get(srv_request *req, srv_response *res);
-int srv_pate_session_queries(srv_request *req, srv_response *res);
-int srv_pate_session_release(srv_request *req, srv_response *res);
+srv_route_fn srv_pate_session_create;
+srv_route_fn srv_pate_session_list;
+srv_route_fn srv_pate_session_get;
+srv_route_fn srv_pate_session_queries;
+srv_route_fn srv_pate_session_release;
 
 #endif

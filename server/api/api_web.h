@@ -7,10 +7,10 @@
 #include "http.h"
 
 /* GET /: the dashboard page, with its Content-Security-Policy. */
-int srv_h_web_page(srv_request *req, srv_response *res);
+srv_route_fn srv_h_web_page;
 
 /* GET /assets/{name}: the page's style and script, and Chart.js when the
  * server has it (404 otherwise). */
-int srv_h_web_asset(srv_request *req, srv_response *res);
+srv_route_fn srv_h_web_asset;
 
 #endif

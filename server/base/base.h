@@ -1,8 +1,8 @@
 /*
  * base.h: the leaf of server/: number and time text, a growable text
- * buffer, clocks and latency histograms.  It includes nothing of dpgate's
- * and no library, so every other layer (store/, http/, api/, jobs/, cli/)
- * may use it.
+ * buffer, clocks, latency histograms and an intrusive list.  It includes
+ * nothing of dpgate's and no library, so every other layer (store/, http/,
+ * api/, jobs/, cli/) may use it.
  *
  * Number text (base_fmt.c) is written without printf: the charge path
  * writes a dozen reals per request (the event, its cost, the running
@@ -99,5 +99,27 @@ void srv_error_init(srv_error *err);
 /* Sets err's code and message (err may be NULL); returns `code`. */
 int srv_error_set(srv_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * An intrusive doubly linked list: the waiting connections, the
+ * long-poll waiters, the parsed-table cache.  A listed object holds a
+ * srv_link as its first member, so a pointer to the link is a pointer to
+ * the object (C11 6.7.2.1p15) and NULL stays NULL.  Start both from {0};
+ * the list owns nothing and takes no lock.
+ */
+typedef struct srv_link {
+	struct srv_link *prev, *next;
+} srv_link;
+
+typedef struct srv_list {
+	srv_link *head, *tail;
+} srv_list;
+
+/* Puts n, not in any list, first or last in l. */
+void srv_list_push_front(srv_list *l, srv_link *n);
+void srv_list_push_back(srv_list *l, srv_link *n);
+
+/* Takes n out of l, which holds it, and clears its links. */
+void srv_list_unlink(srv_list *l, srv_link *n);
 
 #endif

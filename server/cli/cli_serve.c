@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,17 +315,47 @@ static bool origin_ok(const char *o)
 	return true;
 }
 
-/* The dashboard's options, --cors-origin (C) and --max-waiters (W), into
- * *o.  False after a message. */
-static bool serve_dashboard_option(int c, const char *arg, serve_options *o)
+/* serve's whole-number options, one row each: the getopt letter, the
+ * option's name, the unit its message names, its largest value (its
+ * smallest is 1) and its field in serve_options. */
+static const struct serve_count {
+	int letter;
+	const char *name;
+	const char *unit;
+	unsigned max;
+	size_t offset;
+} serve_counts[] = {
+	{'t', "threads", "", DPG_MAX_SERVE_THREADS, offsetof(serve_options, threads)},
+	{'T', "body-timeout", " seconds", DPG_MAX_BODY_TIMEOUT_S,
+	 offsetof(serve_options, body_timeout_s)},
+	{'H', "header-timeout", " seconds", DPG_MAX_HEADER_TIMEOUT_S,
+	 offsetof(serve_options, header_timeout_s)},
+	{'P', "max-conns-per-ip", "", DPG_MAX_CONNECTIONS, offsetof(serve_options, max_conns_per_ip)},
+	{'W', "max-waiters", "", DPG_MAX_LONG_POLL_WAITERS, offsetof(serve_options, max_waiters)},
+};
+
+/* The row of serve_counts for getopt letter c; NULL when c is no count. */
+static const struct serve_count *serve_count_of(int c)
 {
-	if (c == 'W') {
-		if (count_option(arg, 1, DPG_MAX_LONG_POLL_WAITERS, &o->max_waiters))
-			return true;
-		fprintf(stderr, "dpgate serve: --max-waiters must be 1..%d\n",
-			DPG_MAX_LONG_POLL_WAITERS);
-		return false;
-	}
+	for (size_t i = 0; i < sizeof(serve_counts) / sizeof(serve_counts[0]); i++)
+		if (serve_counts[i].letter == c)
+			return &serve_counts[i];
+	return NULL;
+}
+
+/* Reads the count option k from arg into its field of *o.  False after a
+ * message. */
+static bool serve_count_option(const struct serve_count *k, const char *arg, serve_options *o)
+{
+	if (count_option(arg, 1, k->max, (unsigned *)((char *)o + k->offset)))
+		return true;
+	fprintf(stderr, "dpgate serve: --%s must be 1..%u%s\n", k->name, k->max, k->unit);
+	return false;
+}
+
+/* The dashboard's --cors-origin into *o.  False after a message. */
+static bool serve_cors_option(const char *arg, serve_options *o)
+{
 	if (!origin_ok(arg)) {
 		fprintf(stderr, "dpgate serve: --cors-origin must be scheme://host[:port] "
 				"(http or https, no path, at most %d bytes)\n",
@@ -359,6 +390,7 @@ static bool serve_parse_options(int argc, char **argv, serve_options *o, int *re
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	const struct serve_count *k;
 	int c;
 
 	*o = (serve_options){
@@ -376,43 +408,20 @@ static bool serve_parse_options(int argc, char **argv, serve_options *o, int *re
 		case 'd': o->db = optarg; break;
 		case 'l': o->listen = optarg; break;
 		case 'D': o->data_dir = optarg; break;
-		case 't':
-			if (!count_option(optarg, 1, DPG_MAX_SERVE_THREADS, &o->threads)) {
-				fprintf(stderr, "dpgate serve: --threads must be 1..%d\n",
-					DPG_MAX_SERVE_THREADS);
-				return false;
-			}
-			break;
-		case 'T':
-			if (!count_option(optarg, 1, DPG_MAX_BODY_TIMEOUT_S, &o->body_timeout_s)) {
-				fprintf(stderr, "dpgate serve: --body-timeout must be 1..%d seconds\n",
-					DPG_MAX_BODY_TIMEOUT_S);
-				return false;
-			}
-			break;
-		case 'H':
-			if (!count_option(optarg, 1, DPG_MAX_HEADER_TIMEOUT_S, &o->header_timeout_s)) {
-				fprintf(stderr, "dpgate serve: --header-timeout must be 1..%d seconds\n",
-					DPG_MAX_HEADER_TIMEOUT_S);
-				return false;
-			}
-			break;
-		case 'P':
-			if (!count_option(optarg, 1, DPG_MAX_CONNECTIONS, &o->max_conns_per_ip)) {
-				fprintf(stderr, "dpgate serve: --max-conns-per-ip must be 1..%d\n",
-					DPG_MAX_CONNECTIONS);
-				return false;
-			}
-			break;
 		case 'M': o->public_metrics = true; break;
 		case 'C':
-		case 'W':
-			if (!serve_dashboard_option(c, optarg, o))
+			if (!serve_cors_option(optarg, o))
 				return false;
 			break;
 		case 'q': break;
 		case 'h': fputs(usage_serve, stdout); *ret_status = 0; return false;
-		default: fputs(usage_serve, stderr); return false;
+		default:
+			k = serve_count_of(c);
+			if (!k)
+				fputs(usage_serve, stderr);
+			if (!k || !serve_count_option(k, optarg, o))
+				return false;
+			break;
 		}
 	}
 	return cli_args_no_stray("serve", optind, argc, argv, usage_serve);

@@ -152,7 +152,11 @@ typedef struct srv_response {
 	bool preflight;             /* a CORS preflight's 204 (allow: its methods) */
 } srv_response;
 
-typedef int (*srv_handler)(srv_request *req, srv_response *res);
+/* A route's handler.  A handler is declared by this type
+ * (`srv_route_fn srv_h_job_get;`), so that its prototype is written here
+ * once and the compiler holds every definition to it. */
+typedef int srv_route_fn(srv_request *req, srv_response *res);
+typedef srv_route_fn *srv_handler;
 
 typedef struct srv_route {
 	const char *method;
@@ -320,7 +324,7 @@ json_t *srv_parse_body(const char *data, size_t len, acct_error *err);
  * key may read, or for every dataset under serve --public-metrics.  A key
  * is optional; an invalid one is 401.
  */
-int srv_metrics_get(srv_request *req, srv_response *res);
+srv_route_fn srv_metrics_get;
 
 /* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status.
  * ctx->watch must be made (srv_watch_new); at the stop its waiters are

@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <linux/tcp.h>
 
+#include "base.h"
 #include "http_conns.h"
 
 /* The 408 sent before a connection is cut at its header deadline
@@ -40,7 +41,7 @@ typedef enum conn_phase {
 } conn_phase;
 
 struct srv_conn {
-	srv_conn *prev, *next;       /* in the waiting list, oldest first */
+	srv_link link;               /* first: in the waiting list, oldest first */
 	int fd;
 	conn_phase phase;
 	uint64_t bytes_mark;         /* bytes received when it began to wait */
@@ -53,7 +54,7 @@ struct srv_conns {
 	pthread_cond_t wake;         /* on CLOCK_MONOTONIC; signalled to stop */
 	pthread_t sweeper;
 	bool stop;
-	srv_conn *head, *tail;
+	srv_list list;
 	unsigned waiting;
 	unsigned max_waiting;
 	unsigned header_timeout_s;
@@ -63,29 +64,21 @@ struct srv_conns {
 	size_t timeout_answer_len;
 };
 
+/* The connection whose link is l (its first member); NULL for NULL. */
+static srv_conn *conn_of(srv_link *l)
+{
+	return (srv_conn *)l;
+}
+
 static void list_append(srv_conns *t, srv_conn *c)
 {
-	c->next = NULL;
-	c->prev = t->tail;
-	if (t->tail)
-		t->tail->next = c;
-	else
-		t->head = c;
-	t->tail = c;
+	srv_list_push_back(&t->list, &c->link);
 	t->waiting++;
 }
 
 static void list_unlink(srv_conns *t, srv_conn *c)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		t->head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	else
-		t->tail = c->prev;
-	c->prev = c->next = NULL;
+	srv_list_unlink(&t->list, &c->link);
 	t->waiting--;
 }
 
@@ -150,10 +143,10 @@ static double seconds_between(const struct timespec *a, const struct timespec *b
 /* One pass over the waiting list (lock held). */
 static void sweep(srv_conns *t, const struct timespec *now)
 {
-	srv_conn *c = t->head;
+	srv_conn *c = conn_of(t->list.head);
 
 	while (c) {
-		srv_conn *next = c->next;
+		srv_conn *next = conn_of(c->link.next);
 		uint64_t n;
 
 		/* Without a count (an error), the deadline runs from now. */
@@ -186,7 +179,7 @@ static void *sweeper_main(void *arg)
 
 		/* An idle server costs no wake-ups: with no connection waiting
 		 * there is nothing to time, until begin_wait signals. */
-		if (!t->head) {
+		if (!t->list.head) {
 			pthread_cond_wait(&t->wake, &t->lock);
 			clock_gettime(CLOCK_MONOTONIC, &next);
 			continue;
@@ -263,7 +256,7 @@ void srv_conns_free(srv_conns *t)
 	}
 	/* Entries left are those of waiting connections libmicrohttpd did not
 	 * report closed (none, after it stopped). */
-	while ((c = t->head)) {
+	while ((c = conn_of(t->list.head))) {
 		list_unlink(t, c);
 		free(c);
 	}
@@ -281,8 +274,8 @@ srv_conn *srv_conns_add(srv_conns *t, int fd)
 	c->fd = fd;
 	pthread_mutex_lock(&t->lock);
 	begin_wait(t, c, true);
-	if (t->waiting > t->max_waiting && t->head != c) {
-		cut(t, t->head);
+	if (t->waiting > t->max_waiting && conn_of(t->list.head) != c) {
+		cut(t, conn_of(t->list.head));
 		atomic_fetch_add(&t->waiting_limit, 1);
 	}
 	pthread_mutex_unlock(&t->lock);

@@ -39,10 +39,16 @@ struct srv_watch {
 	pthread_cond_t tick;      /* CLOCK_MONOTONIC: the timer's sleep */
 	pthread_t timer;
 	bool timer_started, stop, closed;
-	srv_waiter *head;
+	srv_list waiters;
 	unsigned max_waiters;
 	atomic_uint armed;        /* read without the lock by signal's fast path */
 };
+
+/* The waiter whose link is l (its first member); NULL for NULL. */
+static srv_waiter *waiter_of(srv_link *l)
+{
+	return (srv_waiter *)l;
+}
 
 static struct timespec now_plus(unsigned seconds)
 {
@@ -76,7 +82,7 @@ static void *timer_main(void *arg)
 		struct timespec now, next = now_plus(DPG_LONG_POLL_RECHECK_S);
 
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		for (srv_waiter *wt = w->head; wt; wt = wt->next) {
+		for (srv_waiter *wt = waiter_of(w->waiters.head); wt; wt = waiter_of(wt->link.next)) {
 			if (!wt->suspended)
 				continue;
 			if (!before(&now, &wt->deadline) || !before(&now, &wt->recheck)) {
@@ -150,11 +156,7 @@ int srv_watch_arm(srv_watch *w, srv_waiter *wt, srv_revalidate kind, const char 
 	wt->kind = kind;
 	srv_strcopy(wt->id, sizeof(wt->id), id ? id : "");
 	wt->deadline = now_plus(wait_s);
-	wt->prev = NULL;
-	wt->next = w->head;
-	if (w->head)
-		w->head->prev = wt;
-	w->head = wt;
+	srv_list_push_front(&w->waiters, &wt->link);
 	wt->armed = true;
 	atomic_fetch_add(&w->armed, 1);
 out:
@@ -198,12 +200,7 @@ void srv_watch_disarm(srv_watch *w, srv_waiter *wt)
 		return;
 	pthread_mutex_lock(&w->lock);
 	if (wt->armed) {
-		if (wt->prev)
-			wt->prev->next = wt->next;
-		else
-			w->head = wt->next;
-		if (wt->next)
-			wt->next->prev = wt->prev;
+		srv_list_unlink(&w->waiters, &wt->link);
 		wt->armed = false;
 		atomic_fetch_sub(&w->armed, 1);
 	}
@@ -216,7 +213,7 @@ void srv_watch_close(srv_watch *w)
 		return;
 	pthread_mutex_lock(&w->lock);
 	w->closed = true;
-	for (srv_waiter *wt = w->head; wt; wt = wt->next)
+	for (srv_waiter *wt = waiter_of(w->waiters.head); wt; wt = waiter_of(wt->link.next))
 		if (wt->suspended)
 			resume(wt);
 	pthread_mutex_unlock(&w->lock);
@@ -243,7 +240,7 @@ void srv_watch_signal(srv_watch *w, const char *dataset_id, const char *job_id)
 	if (!w || atomic_load(&w->armed) == 0)
 		return;
 	pthread_mutex_lock(&w->lock);
-	for (srv_waiter *wt = w->head; wt; wt = wt->next) {
+	for (srv_waiter *wt = waiter_of(w->waiters.head); wt; wt = waiter_of(wt->link.next)) {
 		if (!concerns(wt, dataset_id, job_id))
 			continue;
 		if (wt->suspended)

@@ -14,7 +14,7 @@
 /* One long-poll, inside its request's state; the hub links it while it is
  * armed.  Its fields are the hub's, under the hub's lock. */
 typedef struct srv_waiter {
-	struct srv_waiter *prev, *next;
+	srv_link link;                  /* first: in the hub's list while armed */
 	srv_revalidate kind;            /* what it waits for */
 	char id[DPG_MAX_ID_BYTES + 1];  /* the dataset or job; "" for the list */
 	struct timespec deadline;       /* its 304, CLOCK_MONOTONIC */

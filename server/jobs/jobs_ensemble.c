@@ -22,39 +22,19 @@ json_t *srv_jobs__ensemble_progress_json(const trn_ensemble_progress *p)
 			 (json_int_t)p->parties);
 }
 
-/* The progress JSON of a phase report (srv_jobs__phase_progress). */
-static json_t *ensemble_progress_json(const void *p)
-{
-	return srv_jobs__ensemble_progress_json(p);
-}
-
 static int on_ensemble_progress(const trn_ensemble_progress *p, void *user)
 {
-	srv_jobs__phase_run *er = user;
+	srv_jobs__run *run = user;
 
-	srv_jobs__phase_progress(er, &er->slot->ens, p, sizeof(*p), p->phase,
-				 ensemble_progress_json);
+	if (srv_jobs__phase_progress(run, &run->slot->ens, p, sizeof(*p), p->phase))
+		srv_jobs__save_progress(run->jobs, run->slot->id, srv_jobs__ensemble_progress_json(p));
 	return 0;
 }
 
-/* What an ensemble job reads; freed by ens_data_clear. */
-struct ens_data {
-	trn_dataset *train, *aux, *test;
-	uint32_t *party;
-	json_t *schema;
-};
-
-static void ens_data_clear(struct ens_data *d)
-{
-	trn_dataset_free(d->train);
-	trn_dataset_free(d->aux);
-	trn_dataset_free(d->test);
-	free(d->party);
-	json_decref(d->schema);
-}
-
+/* What an ensemble job reads: its private rows and their parties, the
+ * auxiliary and test tables. */
 static int load_ensemble_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
-			      uint32_t m, struct ens_data *d, acct_error *err)
+			      uint32_t m, struct job_data *d, acct_error *err)
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
@@ -78,7 +58,7 @@ static int load_ensemble_data(srv_jobs *jobs, const srv_job_row *j, const json_t
 }
 
 /* The result an ensemble job keeps: public figures only. */
-static char *ensemble_result(const trn_ensemble_result *r, const struct ens_data *d,
+static char *ensemble_result(const trn_ensemble_result *r, const struct job_data *d,
 			     double epsilon, bool model_kept, size_t model_len)
 {
 	json_t *res = json_pack("{s:I, s:f, s:f, s:f, s:b, s:I}", "aux_rows",
@@ -88,32 +68,25 @@ static char *ensemble_result(const trn_ensemble_result *r, const struct ens_data
 	return srv_jobs__result_with_metrics(res, r->model, d->test, d->schema);
 }
 
-int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
-			   mech_rng *stream, char **ret_result, char *model_path,
-			   size_t model_path_size, acct_error *err)
+int srv_jobs__run_ensemble(srv_jobs__run *run, acct_error *err)
 {
-	srv_jobs__phase_run er = {.jobs = jobs, .slot = slot};
-	struct ens_data d = {0};
+	struct job_data d = {0};
 	trn_ensemble_params p;
 	trn_ensemble_result *r = NULL;
-	json_t *params = srv_json_parse_text(j->params);
-	size_t model_len = 0;
-	int rc = srv__jobs_parse_ensemble(params, &p, err);
+	int rc = srv__jobs_parse_ensemble(run->params, &p, err);
 
-	slot->ensemble = true;
+	run->slot->ensemble = true;
 	if (rc >= 0)
-		rc = load_ensemble_data(jobs, j, params, p.parties, &d, err);
+		rc = load_ensemble_data(run->jobs, run->j, run->params, p.parties, &d, err);
 	if (rc >= 0)
-		rc = trn_ensemble_run(&p, d.train, d.party, d.aux, d.test, stream,
-				      on_ensemble_progress, &er, &slot->cancel, &r, err);
+		rc = trn_ensemble_run(&p, d.train, d.party, d.aux, d.test, run->stream,
+				      on_ensemble_progress, run, &run->slot->cancel, &r, err);
 	if (rc >= 0 && rc != TRN_CANCELLED && r) {
-		bool kept = srv_jobs__write_model(jobs->ctx, slot->id, r->model, model_path,
-						  model_path_size, &model_len, err) == 0;
+		bool kept = srv_jobs__keep_model(run, r->model, err);
 
-		*ret_result = ensemble_result(r, &d, p.epsilon, kept, model_len);
+		run->result = ensemble_result(r, &d, p.epsilon, kept, run->model_len);
 	}
 	trn_ensemble_result_free(r);
-	ens_data_clear(&d);
-	json_decref(params);
+	srv_jobs__job_data_clear(&d);
 	return rc;
 }

@@ -33,21 +33,13 @@ static double charged_epsilon(const trn_label_em_params *p, uint64_t n)
 	return eps;
 }
 
-/* What the trainer's progress callback updates: the job's slot. */
-struct lem_job {
-	srv_jobs *jobs;
-	job_slot *slot;
-	double last_save;
-	double last_signal;
-};
-
 /* Each epoch's report (test_data figures only; the loss is not computed)
  * kept for live reads and saved on the job's row. */
 static int on_label_em_progress(const trn_progress *p, void *user)
 {
-	struct lem_job *lj = user;
+	srv_jobs__run *run = user;
 
-	srv_jobs__note_progress(lj->jobs, lj->slot, p, &lj->last_save, &lj->last_signal);
+	srv_jobs__note_progress(run->jobs, run->slot, p, &run->last_save, &run->last_signal);
 	return 0;
 }
 
@@ -72,34 +64,28 @@ static char *label_em_result(const trn_label_em_result *r, const struct job_data
 	return srv_jobs__result_with_metrics(res, r->model, jd->test, jd->schema);
 }
 
-int srv_jobs__run_label_em(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
-			   mech_rng *stream, char **ret_result, char *model_path,
-			   size_t model_path_size, acct_error *err)
+int srv_jobs__run_label_em(srv_jobs__run *run, acct_error *err)
 {
-	struct lem_job lj = {.jobs = jobs, .slot = slot};
+	job_slot *slot = run->slot;
 	struct job_data jd = {0};
 	trn_label_em_params p;
 	trn_label_em_result *r = NULL;
-	json_t *params = srv_json_parse_text(j->params);
-	size_t model_len = 0;
-	int rc = srv__jobs_parse_label_em(params, &p, err);
+	int rc = srv__jobs_parse_label_em(run->params, &p, err);
 
 	if (rc >= 0)
-		rc = srv_jobs__load_job_data(jobs, j, params, &jd, err);
+		rc = srv_jobs__load_job_data(run->jobs, run->j, run->params, &jd, err);
 	if (rc >= 0)
-		rc = trn_label_em_run(&p, jd.train, jd.test, stream, on_label_em_progress, &lj,
+		rc = trn_label_em_run(&p, jd.train, jd.test, run->stream, on_label_em_progress, run,
 				      &slot->cancel, &r, err);
 	/* The last epoch's progress, which the save interval may have skipped. */
 	if (slot->has_progress)
-		srv_jobs__save_progress(jobs, slot->id, srv_jobs__progress_json(&slot->progress));
+		srv_jobs__save_progress(run->jobs, slot->id, srv_jobs__progress_json(&slot->progress));
 	if (rc >= 0 && rc != TRN_CANCELLED && r) {
-		bool kept = srv_jobs__write_model(jobs->ctx, slot->id, r->model, model_path,
-						  model_path_size, &model_len, err) == 0;
+		bool kept = srv_jobs__keep_model(run, r->model, err);
 
-		*ret_result = label_em_result(r, &jd, &p, kept, model_len);
+		run->result = label_em_result(r, &jd, &p, kept, run->model_len);
 	}
 	trn_label_em_result_free(r);
 	srv_jobs__job_data_clear(&jd);
-	json_decref(params);
 	return rc;
 }

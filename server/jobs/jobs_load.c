@@ -17,6 +17,9 @@ void srv_jobs__job_data_clear(struct job_data *jd)
 	if (jd->eval != jd->test)
 		trn_dataset_free(jd->eval);
 	trn_dataset_free(jd->test);
+	trn_dataset_free(jd->aux);
+	trn_dataset_free(jd->student);
+	free(jd->party);
 	json_decref(jd->schema);
 	memset(jd, 0, sizeof(*jd));
 }

@@ -92,6 +92,12 @@ int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char
 	return model_path[0] ? 0 : -1;
 }
 
+bool srv_jobs__keep_model(srv_jobs__run *run, const trn_model *m, acct_error *err)
+{
+	return srv_jobs__write_model(run->jobs->ctx, run->slot->id, m, run->model_path,
+				     sizeof(run->model_path), &run->model_len, err) == 0;
+}
+
 char *srv_jobs__result_text(json_t *res)
 {
 	char *text = res ? srv_json_dump(res) : NULL;

@@ -212,6 +212,26 @@ static int parse_cnn(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 	return rc < 0 ? rc : 0;
 }
 
+/* What every job kind's params pass first: an object holding none but
+ * `keys`. */
+static int params_object(const json_t *params, const char *const *keys, acct_error *err)
+{
+	if (!json_is_object(params))
+		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
+	return srv_json_only_keys(params, "/params", keys, err);
+}
+
+/* Each of `names` present in params is a string of a name's length. */
+static int params_names(const json_t *params, const char *const *names, acct_error *err)
+{
+	const char *s = NULL;
+	int rc = 0;
+
+	for (const char *const *k = names; rc >= 0 && *k; k++)
+		rc = srv_json_string(params, "/params", *k, 0, DPG_MAX_NAME_BYTES, &s, err);
+	return rc;
+}
+
 int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
 	static const char *const keys[] = {
@@ -229,11 +249,7 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		params = json_object();
 	else
 		json_incref((json_t *)params);
-	if (!json_is_object(params)) {
-		json_decref((json_t *)params);
-		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
-	}
-	rc = srv_json_only_keys(params, "/params", keys, err);
+	rc = params_object(params, keys, err);
 	if (rc >= 0)
 		rc = parse_scalars(params, p, err);
 	if (rc >= 0)
@@ -502,17 +518,15 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
 	int rc;
 
 	trn_ensemble_params_default(p);
-	if (!json_is_object(params))
-		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
-	rc = srv_json_only_keys(params, "/params", keys, err);
+	rc = params_object(params, keys, err);
 	if (rc >= 0)
 		rc = srv_json_string(params, "/params", "party_column", SRV_REQUIRED,
 				     DPG_MAX_NAME_BYTES, &s, err);
 	if (rc >= 0)
 		rc = srv_json_string(params, "/params", "auxiliary_data", SRV_REQUIRED,
 				     DPG_MAX_ID_BYTES, &s, err);
-	for (const char *const *k = strings; rc >= 0 && *k; k++)
-		rc = srv_json_string(params, "/params", *k, 0, DPG_MAX_NAME_BYTES, &s, err);
+	if (rc >= 0)
+		rc = params_names(params, strings, err);
 	if (rc >= 0)
 		rc = parse_parties(params, DPG_MAX_ENSEMBLE_PARTIES, &p->parties, err);
 	if (rc >= 0)
@@ -596,9 +610,7 @@ int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *e
 	trn_slmc_params_default(p);
 	if (!params)
 		return trn_slmc_params_validate(p, err);
-	if (!json_is_object(params))
-		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
-	rc = srv_json_only_keys(params, "/params", keys, err);
+	rc = params_object(params, keys, err);
 	for (size_t i = 0; rc >= 0 && i < sizeof(strings) / sizeof(strings[0]); i++)
 		rc = srv_json_string(params, "/params", strings[i].key, 0, strings[i].max, &s, err);
 	if (rc >= 0)
@@ -677,15 +689,12 @@ int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_
 	};
 	static const char *const strings[] = {"label", "test_data", NULL};
 	trn_dpsgd_params widths;
-	const char *s = NULL;
 	int rc;
 
 	trn_label_em_params_default(p);
-	if (!json_is_object(params))
-		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
-	rc = srv_json_only_keys(params, "/params", keys, err);
-	for (const char *const *k = strings; rc >= 0 && *k; k++)
-		rc = srv_json_string(params, "/params", *k, 0, DPG_MAX_NAME_BYTES, &s, err);
+	rc = params_object(params, keys, err);
+	if (rc >= 0)
+		rc = params_names(params, strings, err);
 	if (rc >= 0)
 		rc = parse_label_em_loss(params, p, err);
 	if (rc >= 0)
@@ -857,9 +866,7 @@ int srv__jobs_parse_pate(const json_t *params, trn_pate_params *p, acct_error *e
 	int rc;
 
 	trn_pate_params_default(p);
-	if (!json_is_object(params))
-		return acct_error_set(err, ACCT_EINVAL, "/params", "'params' must be an object");
-	rc = srv_json_only_keys(params, "/params", keys, err);
+	rc = params_object(params, keys, err);
 	if (rc >= 0)
 		rc = parse_pate_scalars(params, p, err);
 	if (rc >= 0)

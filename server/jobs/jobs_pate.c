@@ -56,40 +56,19 @@ static int pate_job_delta(srv_ctx *ctx, const char *dataset_id, double *ret, acc
 	return rc;
 }
 
-/* The progress JSON of a phase report (srv_jobs__phase_progress). */
-static json_t *pate_progress_json(const void *p)
-{
-	return srv_jobs__pate_progress_json(p);
-}
-
 static int on_pate_progress(const trn_pate_progress *p, void *user)
 {
-	srv_jobs__phase_run *pr = user;
+	srv_jobs__run *run = user;
 
-	srv_jobs__phase_progress(pr, &pr->slot->pate_progress, p, sizeof(*p), p->phase,
-				 pate_progress_json);
+	if (srv_jobs__phase_progress(run, &run->slot->pate_progress, p, sizeof(*p), p->phase))
+		srv_jobs__save_progress(run->jobs, run->slot->id, srv_jobs__pate_progress_json(p));
 	return 0;
-}
-
-/* What a pate job reads; freed by pate_data_clear. */
-struct pate_data {
-	trn_dataset *train, *eval, *student, *test;
-	json_t *schema;
-};
-
-static void pate_data_clear(struct pate_data *d)
-{
-	trn_dataset_free(d->train);
-	trn_dataset_free(d->eval);
-	trn_dataset_free(d->student);
-	trn_dataset_free(d->test);
-	json_decref(d->schema);
 }
 
 /* The student rows: labelled when the public table has the label column
  * (its labels then give the answered queries' label accuracy, never the
  * student's training), else unlabelled. */
-static int read_student(srv_jobs *jobs, srv_db *db, const json_t *params, struct pate_data *d,
+static int read_student(srv_jobs *jobs, srv_db *db, const json_t *params, struct job_data *d,
 			acct_error *err)
 {
 	const char *id = json_string_value(json_object_get(params, "student_data"));
@@ -116,7 +95,7 @@ static int slice(const trn_dataset *src, size_t lo, size_t hi, trn_dataset **ret
 
 /* Fashion-MNIST's public test split: the student pool, then the
  * evaluation rows (TRN_PATE_FASHION_MNIST_POOL). */
-static int split_builtin(struct pate_data *d, acct_error *err)
+static int split_builtin(struct job_data *d, acct_error *err)
 {
 	size_t pool = TRN_PATE_FASHION_MNIST_POOL;
 
@@ -129,7 +108,7 @@ static int split_builtin(struct pate_data *d, acct_error *err)
 }
 
 static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *params,
-			  struct pate_data *d, acct_error *err)
+			  struct job_data *d, acct_error *err)
 {
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
@@ -152,7 +131,7 @@ static int load_pate_data(srv_jobs *jobs, const srv_job_row *j, const json_t *pa
  * accuracy is left out: a function of the private rows that no event
  * covers (docs/pate.md). */
 static char *pate_result(const trn_pate_params *p, const trn_pate_result *r,
-			 const struct pate_data *d, double epsilon_charged, bool model_kept,
+			 const struct job_data *d, double epsilon_charged, bool model_kept,
 			 size_t model_len)
 {
 	json_t *res = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:o, s:o, s:f, s:f, s:I, s:I,"
@@ -213,42 +192,35 @@ static int pate_charge_of(const srv_job_row *j, const trn_pate_params *p,
 }
 
 /*
- * Loads the job's tables, runs the trainer, writes the student's model
- * file (model_path, empty when not kept) and returns the trainer's code,
- * with the result text in *ret_result (malloc'ed) and what ran in *charge.
+ * Loads the job's tables, runs the trainer, keeps the student's model file
+ * and the result in *run and returns the trainer's code, with what ran in
+ * *charge.
  */
-static int run_pate(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream,
-		    char **ret_result, char *model_path, size_t model_path_size,
-		    pate_charge *charge, acct_error *err)
+static int run_pate(srv_jobs__run *run, pate_charge *charge, acct_error *err)
 {
-	srv_jobs__phase_run pr = {.jobs = jobs, .slot = slot};
-	struct pate_data d = {0};
+	const srv_job_row *j = run->j;
+	struct job_data d = {0};
 	trn_pate_params p;
 	trn_pate_result *r = NULL;
-	json_t *params = srv_json_parse_text(j->params);
-	size_t model_len = 0;
-	int rc = srv__jobs_parse_pate(params, &p, err);
+	int rc = srv__jobs_parse_pate(run->params, &p, err);
 
-	charge->ctx = jobs->ctx;
+	charge->ctx = run->jobs->ctx;
 	if (rc >= 0)
-		rc = pate_job_delta(jobs->ctx, j->dataset_id, &p.delta, err);
+		rc = pate_job_delta(run->jobs->ctx, j->dataset_id, &p.delta, err);
 	if (rc >= 0)
-		rc = load_pate_data(jobs, j, params, &d, err);
+		rc = load_pate_data(run->jobs, j, run->params, &d, err);
 	if (rc >= 0)
-		rc = trn_pate_run(&p, d.train, d.student, d.test, stream, on_pate_progress, &pr,
-				  &slot->cancel, &r, err);
+		rc = trn_pate_run(&p, d.train, d.student, d.test, run->stream, on_pate_progress, run,
+				  &run->slot->cancel, &r, err);
 	/* Nothing ran before the trainer returned a result: a failure before
 	 * it is charged in full (the trainer cannot say what it ran). */
 	if (rc >= 0 && r && pate_charge_of(j, &p, r, charge, err) >= 0 && rc != TRN_CANCELLED) {
-		bool kept = !r->model || srv_jobs__write_model(jobs->ctx, slot->id, r->model,
-							       model_path, model_path_size,
-							       &model_len, err) == 0;
+		bool kept = !r->model || srv_jobs__keep_model(run, r->model, err);
 
-		*ret_result = pate_result(&p, r, &d, charge->epsilon, kept && r->model, model_len);
+		run->result = pate_result(&p, r, &d, charge->epsilon, kept && r->model, run->model_len);
 	}
 	trn_pate_result_free(r);
-	pate_data_clear(&d);
-	json_decref(params);
+	srv_jobs__job_data_clear(&d);
 	return rc;
 }
 
@@ -317,10 +289,10 @@ static void pate_job_end(srv_ctx *ctx, const char *id, const char *final_state,
 	srv_store_release(ctx->store, db);
 }
 
-void srv_jobs__pate_job(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream)
+void srv_jobs__pate_job(srv_jobs__run *run)
 {
+	job_slot *slot = run->slot;
 	pate_charge charge = {0};
-	char model_path[4200] = "", *result = NULL;
 	char msg[ACCT_ERROR_TEXT_BYTES + sizeof(" at ") + ACCT_ERROR_WHERE_BYTES];
 	const char *state = "failed", *error = NULL;
 	acct_error err;
@@ -328,10 +300,10 @@ void srv_jobs__pate_job(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, me
 
 	acct_error_init(&err);
 	slot->pate = true;
-	rc = run_pate(jobs, slot, j, stream, &result, model_path, sizeof(model_path), &charge, &err);
+	rc = run_pate(run, &charge, &err);
 	/* The last counts, which the phase rule may have skipped. */
 	if (slot->has_progress)
-		srv_jobs__save_progress(jobs, slot->id,
+		srv_jobs__save_progress(run->jobs, slot->id,
 					     srv_jobs__pate_progress_json(&slot->pate_progress));
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "%s%s%s", err.text, err.where[0] ? " at " : "", err.where);
@@ -342,7 +314,6 @@ void srv_jobs__pate_job(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, me
 	} else {
 		state = "succeeded";
 	}
-	pate_job_end(jobs->ctx, slot->id, state, &charge, result, error, model_path);
+	pate_job_end(run->jobs->ctx, slot->id, state, &charge, run->result, error, run->model_path);
 	free(charge.event);
-	free(result);
 }

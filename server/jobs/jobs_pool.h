@@ -90,22 +90,44 @@ json_t *srv_jobs__real_or_null(double x);
  * or NULL when `res` is NULL or out of memory; the reference is taken. */
 char *srv_jobs__result_text(json_t *res);
 
-/* A run that reports its progress by phases (ensemble, pate): the last
- * phase saved on the job's row. */
-typedef struct srv_jobs__phase_run {
+/* Room for a job's model file path (<data-dir>/models/<id>.dpgm). */
+#define SRV_JOBS_MODEL_PATH_BYTES 4200
+
+/*
+ * One job's run on its worker (run_job), handed to the file of its
+ * trainer: the job, its params parsed once, its random stream; the
+ * progress its reports keep; and what the run leaves, the result text
+ * (malloc'ed; NULL when no model was released) and the model file's path
+ * (empty when none is kept) and length.
+ */
+typedef struct srv_jobs__run {
 	srv_jobs *jobs;
 	job_slot *slot;
-	const char *phase;
-} srv_jobs__phase_run;
+	const srv_job_row *j;
+	const json_t *params;
+	mech_rng *stream;
+	const char *phase;   /* the last phase saved (srv_jobs__phase_progress) */
+	double last_save;    /* srv_jobs__note_progress's clocks */
+	double last_signal;
+	char *result;
+	char model_path[SRV_JOBS_MODEL_PATH_BYTES];
+	size_t model_len;
+} srv_jobs__run;
+
+/* A trainer's run with its own loading, progress and result: the
+ * trainer's code, ACCT_E* before it ran; run->result and
+ * run->model_path are filled when a model was released. */
+typedef int srv_jobs__run_fn(srv_jobs__run *run, acct_error *err);
 
 /*
  * A phase report p (size bytes) of the trainer: copied to `live`, the
- * slot's copy, under the slot's lock, the slot marked as having progress
- * and, at each phase's start, build(p) saved on the job's row, so GET
- * answers the live figures in between (jobs_progress.c).
+ * slot's copy, under the slot's lock, and the slot marked as having
+ * progress.  True at each phase's start, when the caller saves the
+ * report on the job's row, so GET answers the live figures in between
+ * (jobs_progress.c).
  */
-void srv_jobs__phase_progress(srv_jobs__phase_run *pr, void *live, const void *p, size_t size,
-			      const char *phase, json_t *(*build)(const void *p));
+bool srv_jobs__phase_progress(srv_jobs__run *run, void *live, const void *p, size_t size,
+			      const char *phase);
 
 /* Loads the training table (and a public evaluation table where there is
  * one) that the dataset links; a hosted table through `tables`. */
@@ -146,6 +168,10 @@ char *srv_jobs__result_with_metrics(json_t *res, const trn_model *m, const trn_d
 int srv_jobs__write_model(srv_ctx *ctx, const char *id, const trn_model *m, char *model_path,
 			  size_t model_path_size, size_t *ret_len, acct_error *err);
 
+/* srv_jobs__write_model into run->model_path and run->model_len: true
+ * when the model file is kept. */
+bool srv_jobs__keep_model(srv_jobs__run *run, const trn_model *m, acct_error *err);
+
 /*
  * An ensemble job's private hosted table: its training rows (features but
  * the label and the party column) and the party code of each row, M for a
@@ -174,15 +200,9 @@ json_t *srv_jobs__job_clustering_schema(srv_db *db, const char *dataset_id,
 /* An ensemble job's progress as the job row stores it (jobs_ensemble.c). */
 json_t *srv_jobs__ensemble_progress_json(const trn_ensemble_progress *p);
 
-/*
- * Runs an ensemble job on its worker (jobs_ensemble.c): loads its tables,
- * trains, writes the model file (model_path, empty when not kept) and
- * returns the trainer's code, with the result text in *ret_result
- * (malloc'ed) when a model was released.
- */
-int srv_jobs__run_ensemble(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
-			   mech_rng *stream, char **ret_result, char *model_path,
-			   size_t model_path_size, acct_error *err);
+/* Runs an ensemble job on its worker (jobs_ensemble.c): loads its
+ * tables, trains and keeps the model file and the result. */
+srv_jobs__run_fn srv_jobs__run_ensemble;
 
 /* An slmc job's progress as the job row stores it (jobs_slmc.c): the
  * round and the change of the noisy consensus. */
@@ -193,15 +213,17 @@ json_t *srv_jobs__slmc_progress_json(const trn_slmc_progress *p);
  * does: the noise multiplier is the reserved event's; the model file is
  * the consensus as a trn_model (trn_slmc_model_to_model).
  */
-int srv_jobs__run_slmc(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream,
-		       char **ret_result, char *model_path, size_t model_path_size,
-		       acct_error *err);
+srv_jobs__run_fn srv_jobs__run_slmc;
 
 /* What a job reads: its private table, a public table to evaluate on
  * while it trains (eval), its public test table ("test_data", which is
- * also its eval), and its hosted table's schema (NULL for a builtin). */
+ * also its eval), and its hosted table's schema (NULL for a builtin);
+ * an ensemble's auxiliary rows and each private row's party, a pate
+ * job's student rows.  What a trainer does not read stays NULL. */
 struct job_data {
 	trn_dataset *train, *eval, *test;
+	trn_dataset *aux, *student;
+	uint32_t *party;
 	json_t *schema;
 };
 
@@ -246,13 +268,9 @@ void srv_jobs__note_progress(srv_jobs *jobs, job_slot *slot, const trn_progress 
  * Runs a label_em job on its worker (jobs_label_em.c), as
  * srv_jobs__run_ensemble does: loads its label-private table and public
  * test table, trains (the labels read once, by the label exponential
- * mechanism), keeps each epoch's progress in the slot, writes the model
- * file and returns the trainer's code, with the result text in
- * *ret_result (malloc'ed) when a model was released.
+ * mechanism) and keeps each epoch's progress in the slot.
  */
-int srv_jobs__run_label_em(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
-			   mech_rng *stream, char **ret_result, char *model_path,
-			   size_t model_path_size, acct_error *err);
+srv_jobs__run_fn srv_jobs__run_label_em;
 
 /* Classes of the label column `lj` into `y` (int64, TRN_NO_CLASS for a
  * value none of the declared classes is); their number in *ret. */
@@ -274,6 +292,6 @@ json_t *srv_jobs__pate_progress_json(const trn_pate_progress *p);
 
 /* A pate job on its worker, from its run to its recorded end (the worker's
  * run_job for trainer "pate"). */
-void srv_jobs__pate_job(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream);
+void srv_jobs__pate_job(srv_jobs__run *run);
 
 #endif

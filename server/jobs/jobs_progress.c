@@ -27,15 +27,15 @@ void srv_jobs__save_progress(srv_jobs *jobs, const char *id, json_t *o)
 	json_decref(o);
 }
 
-void srv_jobs__phase_progress(srv_jobs__phase_run *pr, void *live, const void *p, size_t size,
-			      const char *phase, json_t *(*build)(const void *p))
+bool srv_jobs__phase_progress(srv_jobs__run *run, void *live, const void *p, size_t size,
+			      const char *phase)
 {
-	pthread_mutex_lock(&pr->slot->lock);
+	pthread_mutex_lock(&run->slot->lock);
 	memcpy(live, p, size);
-	pr->slot->has_progress = true;
-	pthread_mutex_unlock(&pr->slot->lock);
-	if (pr->phase == phase)
-		return;
-	pr->phase = phase;
-	srv_jobs__save_progress(pr->jobs, pr->slot->id, build(p));
+	run->slot->has_progress = true;
+	pthread_mutex_unlock(&run->slot->lock);
+	if (run->phase == phase)
+		return false;
+	run->phase = phase;
+	return true;
 }

@@ -29,28 +29,28 @@ json_t *srv_jobs__slmc_progress_json(const trn_slmc_progress *p)
 }
 
 struct slmc_run {
-	srv_jobs *jobs;
-	job_slot *slot;
+	srv_jobs__run *run;
 	struct timespec last_save;   /* CLOCK_MONOTONIC */
 };
 
 static int on_slmc_progress(const trn_slmc_progress *p, void *user)
 {
 	struct slmc_run *sr = user;
+	job_slot *slot = sr->run->slot;
 	trn_slmc_progress copy = *p;
 
 	/* The consensus pointer is valid during this call only. */
 	copy.consensus = NULL;
-	pthread_mutex_lock(&sr->slot->lock);
-	sr->slot->slmc_progress = copy;
-	sr->slot->has_progress = true;
-	pthread_mutex_unlock(&sr->slot->lock);
+	pthread_mutex_lock(&slot->lock);
+	slot->slmc_progress = copy;
+	slot->has_progress = true;
+	pthread_mutex_unlock(&slot->lock);
 	/* Saved every PROGRESS_SAVE_INTERVAL_S, and after the last round. */
 	if (p->iteration < p->iterations &&
 	    srv_seconds_since(&sr->last_save) < PROGRESS_SAVE_INTERVAL_S)
 		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &sr->last_save);
-	srv_jobs__save_progress(sr->jobs, sr->slot->id, srv_jobs__slmc_progress_json(&copy));
+	srv_jobs__save_progress(sr->run->jobs, slot->id, srv_jobs__slmc_progress_json(&copy));
 	return 0;
 }
 
@@ -209,20 +209,18 @@ static char *slmc_result(const trn_slmc_result *r, const struct slmc_data *d,
 
 /* Converts the consensus to the model format and writes the model file;
  * model_path stays empty when it cannot be kept. */
-static bool keep_model(srv_jobs *jobs, const char *id, const trn_slmc_result *r,
-		       char *model_path, size_t model_path_size, size_t *ret_len)
+static bool keep_model(srv_jobs__run *run, const trn_slmc_result *r)
 {
 	trn_model *m = NULL;
 	acct_error err;
 	bool kept;
 
 	acct_error_init(&err);
-	model_path[0] = '\0';
-	*ret_len = 0;
+	run->model_path[0] = '\0';
+	run->model_len = 0;
 	if (trn_slmc_model_to_model(r->model, &m, &err) < 0)
 		return false;
-	kept = srv_jobs__write_model(jobs->ctx, id, m, model_path, model_path_size, ret_len,
-				     &err) == 0;
+	kept = srv_jobs__keep_model(run, m, &err);
 	trn_model_free(m);
 	return kept;
 }
@@ -242,38 +240,33 @@ static int dataset_neighbor(srv_jobs *jobs, const char *dataset_id, acct_neighbo
 	return 0;
 }
 
-int srv_jobs__run_slmc(srv_jobs *jobs, job_slot *slot, const srv_job_row *j, mech_rng *stream,
-		       char **ret_result, char *model_path, size_t model_path_size,
-		       acct_error *err)
+int srv_jobs__run_slmc(srv_jobs__run *run, acct_error *err)
 {
-	struct slmc_run sr = {.jobs = jobs, .slot = slot};
+	struct slmc_run sr = {.run = run};
 	struct slmc_data d = {0};
 	trn_slmc_params p;
 	trn_slmc_result *r = NULL;
-	json_t *params = srv_json_parse_text(j->params);
-	size_t model_len = 0;
-	int rc = srv__jobs_parse_slmc(params, &p, err);
+	int rc = srv__jobs_parse_slmc(run->params, &p, err);
 
-	slot->slmc = true;
+	run->slot->slmc = true;
 	clock_gettime(CLOCK_MONOTONIC, &sr.last_save);
 	if (rc >= 0)
-		rc = dataset_neighbor(jobs, j->dataset_id, &p.neighbor, err);
+		rc = dataset_neighbor(run->jobs, run->j->dataset_id, &p.neighbor, err);
 	if (rc >= 0)
-		rc = reserved_noise_multiplier(j, p.iterations, &p.noise_multiplier, err);
+		rc = reserved_noise_multiplier(run->j, p.iterations, &p.noise_multiplier, err);
 	/* z is resolved: the target epsilon has done its work at submission. */
 	p.epsilon = 0.0;
 	if (rc >= 0)
-		rc = load_slmc_data(jobs, j, params, &p, &d, err);
+		rc = load_slmc_data(run->jobs, run->j, run->params, &p, &d, err);
 	if (rc >= 0)
-		rc = trn_slmc_run(&p, d.priv.train, d.priv.party, d.aux, d.test, stream,
-				  on_slmc_progress, &sr, &slot->cancel, &r, err);
+		rc = trn_slmc_run(&p, d.priv.train, d.priv.party, d.aux, d.test, run->stream,
+				  on_slmc_progress, &sr, &run->slot->cancel, &r, err);
 	if (rc >= 0 && rc != TRN_CANCELLED && r) {
-		bool kept = keep_model(jobs, slot->id, r, model_path, model_path_size, &model_len);
+		bool kept = keep_model(run, r);
 
-		*ret_result = slmc_result(r, &d, &p, kept, model_len);
+		run->result = slmc_result(r, &d, &p, kept, run->model_len);
 	}
 	trn_slmc_result_free(r);
 	slmc_data_clear(&d);
-	json_decref(params);
 	return rc;
 }

@@ -19,13 +19,6 @@
 #include "store.h"
 #include "json.h"
 
-struct run_state {
-	srv_jobs *jobs;
-	job_slot *slot;
-	double last_save;
-	double last_signal; /* when long-polls on the job were last woken */
-};
-
 static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
 {
 	srv_jobs__save_progress(jobs, id, srv_jobs__progress_json(p));
@@ -33,9 +26,9 @@ static void save_progress(srv_jobs *jobs, const char *id, const trn_progress *p)
 
 static int on_progress(const trn_progress *p, void *user)
 {
-	struct run_state *rs = user;
+	srv_jobs__run *run = user;
 
-	srv_jobs__note_progress(rs->jobs, rs->slot, p, &rs->last_save, &rs->last_signal);
+	srv_jobs__note_progress(run->jobs, run->slot, p, &run->last_save, &run->last_signal);
 	return 0;
 }
 
@@ -118,46 +111,42 @@ static void fail_without_random(srv_ctx *ctx, const char *id)
 	srv_store_release(ctx->store, db);
 }
 
-/* Parses the job's parameters, loads its data and trains. */
-static int train_job(struct run_state *rs, const srv_job_row *j, mech_rng *stream,
-		     struct job_data *jd, trn_dpsgd_result **result, acct_error *err)
+/* Reads the job's parameters, loads its data and trains.  p may point
+ * into run->params, which the caller releases after the run. */
+static int train_job(srv_jobs__run *run, struct job_data *jd, trn_dpsgd_result **result,
+		     acct_error *err)
 {
 	trn_dpsgd_params p;
-	json_t *params = srv_json_parse_text(j->params);
-	int rc = srv__jobs_parse_params(params, &p, err);
+	int rc = srv__jobs_parse_params(run->params, &p, err);
 
 	if (rc >= 0)
-		rc = srv_jobs__load_job_data(rs->jobs, j, params, jd, err);
+		rc = srv_jobs__load_job_data(run->jobs, run->j, run->params, jd, err);
 	if (rc >= 0)
-		rc = trn_dpsgd_run(&p, jd->train, jd->eval, stream, on_progress, rs,
-				   &rs->slot->cancel, result, err);
-	/* p may point into params: released only after the run. */
-	json_decref(params);
+		rc = trn_dpsgd_run(&p, jd->train, jd->eval, run->stream, on_progress, run,
+				   &run->slot->cancel, result, err);
 	return rc;
 }
 
-/* Writes the trained model's file (model_path stays empty when it cannot
- * be kept) and returns the job's result text (NULL when out of memory). */
-static char *keep_result(srv_ctx *ctx, const char *id, const trn_dpsgd_result *result,
-			 const struct job_data *jd, char *model_path, size_t model_path_size,
-			 acct_error *err)
+/* Writes the trained model's file (run->model_path stays empty when it
+ * cannot be kept) and returns the job's result text (NULL when out of
+ * memory). */
+static char *keep_result(srv_jobs__run *run, const trn_dpsgd_result *result,
+			 const struct job_data *jd, acct_error *err)
 {
-	size_t model_len = 0;
+	bool kept = srv_jobs__keep_model(run, result->model, err);
 	json_t *res;
 
-	srv_jobs__write_model(ctx, id, result->model, model_path, model_path_size, &model_len,
-			      err);
 	res = json_pack("{s:I, s:I, s:I, s:f, s:b}", "steps_done",
 			(json_int_t)result->steps_done, "steps_total",
 			(json_int_t)result->steps_total, "examples_used",
 			(json_int_t)result->examples_used, "train_seconds",
-			result->train_seconds, "model_available", model_path[0] != '\0');
+			result->train_seconds, "model_available", kept);
 	if (res && isfinite(result->test_accuracy))
 		json_object_set_new(res, "test_accuracy", json_real(result->test_accuracy));
 	if (res && isfinite(result->test_loss))
 		json_object_set_new(res, "test_loss", json_real(result->test_loss));
 	if (res)
-		json_object_set_new(res, "model_bytes", json_integer((json_int_t)model_len));
+		json_object_set_new(res, "model_bytes", json_integer((json_int_t)run->model_len));
 	return srv_jobs__result_with_metrics(res, result->model, jd->test, jd->schema);
 }
 
@@ -176,15 +165,11 @@ static void end_job(srv_ctx *ctx, const char *id, const char *final_state,
 
 /* A trainer run with its own loading, progress and result (the file that
  * holds it); DP-SGD is train_job's. */
-typedef int (*srv_jobs_run_fn)(srv_jobs *jobs, job_slot *slot, const srv_job_row *j,
-			       mech_rng *stream, char **ret_result, char *model_path,
-			       size_t model_path_size, acct_error *err);
-
-static srv_jobs_run_fn other_run(const char *trainer)
+static srv_jobs__run_fn *other_run(const char *trainer)
 {
 	static const struct {
 		const char *trainer;
-		srv_jobs_run_fn run;
+		srv_jobs__run_fn *run;
 	} runs[] = {
 		{"ensemble", srv_jobs__run_ensemble},
 		{"slmc", srv_jobs__run_slmc},
@@ -203,13 +188,12 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	srv_job_row j;
 	struct job_data jd = {0};
 	trn_dpsgd_result *result = NULL;
-	mech_rng *sys = NULL, *stream = NULL;
-	struct run_state rs = {.jobs = jobs, .slot = slot, .last_save = 0};
+	mech_rng *sys = NULL;
+	srv_jobs__run run = {.jobs = jobs, .slot = slot, .j = &j};
+	json_t *params = NULL;
 	acct_error err;
-	char model_path[4200] = "";
-	char *result_text = NULL;
 	const char *final_state = "failed", *error = NULL;
-	srv_jobs_run_fn run_other;
+	srv_jobs__run_fn *run_other;
 	char msg[ACCT_ERROR_TEXT_BYTES + sizeof(" at ") + ACCT_ERROR_WHERE_BYTES];
 	int rc;
 
@@ -219,35 +203,34 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	/* The random source comes first: whether getrandom works says nothing
 	 * about the data. */
 	sys = mech_rng_new_system();
-	stream = sys ? mech_rng_new_stream(sys) : NULL;
-	if (!stream) {
+	run.stream = sys ? mech_rng_new_stream(sys) : NULL;
+	if (!run.stream) {
 		fail_without_random(ctx, slot->id);
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
+	run.params = params = srv_json_parse_text(j.params);
 	/* A pate job ends itself: it charges what ran in place of its
 	 * reservation, in the transaction that ends it (jobs_pate.c). */
 	if (strcmp(j.trainer, "pate") == 0) {
-		srv_jobs__pate_job(jobs, slot, &j, stream);
+		srv_jobs__pate_job(&run);
 		goto out;
 	}
 	run_other = other_run(j.trainer);
 	if (run_other) {
-		rc = run_other(jobs, slot, &j, stream, &result_text, model_path, sizeof(model_path),
-			       &err);
+		rc = run_other(&run, &err);
 		if (rc >= 0)
 			final_state = rc == TRN_CANCELLED ?
 					      (slot->cancel_by_user ? "cancelled" : "failed") :
 					      "succeeded";
 		goto ended;
 	}
-	rc = train_job(&rs, &j, stream, &jd, &result, &err);
+	rc = train_job(&run, &jd, &result, &err);
 	/* The last step's progress, which the save interval may have skipped. */
 	if (slot->has_progress)
 		save_progress(jobs, slot->id, &slot->progress);
 	if (rc >= 0 && result) {
-		result_text = keep_result(ctx, slot->id, result, &jd, model_path, sizeof(model_path),
-					  &err);
+		run.result = keep_result(&run, result, &jd, &err);
 		final_state = rc == TRN_CANCELLED ? (slot->cancel_by_user ? "cancelled" : "failed") :
 						    "succeeded";
 	}
@@ -258,14 +241,15 @@ ended:
 	} else if (strcmp(final_state, "failed") == 0) {
 		error = "the server stopped while the job ran";
 	}
-	end_job(ctx, slot->id, final_state, result_text, error, model_path);
+	end_job(ctx, slot->id, final_state, run.result, error, run.model_path);
 out:
 	/* Its end is committed, and with it its reservation. */
 	srv_watch_signal(ctx->watch, j.dataset_id, slot->id);
-	free(result_text);
+	free(run.result);
 	trn_dpsgd_result_free(result);
 	srv_jobs__job_data_clear(&jd);
-	mech_rng_free(stream);
+	json_decref(params);
+	mech_rng_free(run.stream);
 	mech_rng_free(sys);
 	srv__job_row_clear(&j);
 }

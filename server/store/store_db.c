@@ -2630,6 +2630,24 @@ srv__stmt *srv__prepare(srv_db *db, const char *sql, const char *text1)
 	return s;
 }
 
+srv__stmt *srv__prepare_text2(srv_db *db, const char *sql, const char *text1, const char *text2)
+{
+	srv__stmt *s = srv__prepare(db, sql, text1);
+
+	if (s)
+		srv__sql_bind_text(s, 2, text2);
+	return s;
+}
+
+srv__stmt *srv__prepare_int2(srv_db *db, const char *sql, const char *text1, int64_t int2)
+{
+	srv__stmt *s = srv__prepare(db, sql, text1);
+
+	if (s)
+		srv__sql_bind_int64(s, 2, int2);
+	return s;
+}
+
 int srv__run(srv__stmt *s)
 {
 	int rc = s && srv__sql_step(s) == SRV__SQL_DONE ? SRV_OK : SRV_DB_ERROR;

@@ -30,6 +30,11 @@ void srv__db_end_read(srv_db *db);
  * cannot be prepared. */
 srv__stmt *srv__prepare(srv_db *db, const char *sql, const char *text1);
 
+/* srv__prepare, with ?2 bound as well: to the text text2 (which must
+ * outlive the statement), or to the integer int2. */
+srv__stmt *srv__prepare_text2(srv_db *db, const char *sql, const char *text1, const char *text2);
+srv__stmt *srv__prepare_int2(srv_db *db, const char *sql, const char *text1, int64_t int2);
+
 /* Runs s to completion and finalizes it: SRV_OK or SRV_DB_ERROR. */
 int srv__run(srv__stmt *s);
 

@@ -172,10 +172,9 @@ static int revoke_locked(srv_db *db, const char *key_id, const char *actor)
 	int rc;
 
 	srv_now_text(now);
-	s = srv__prepare(db, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-			 key_id);
-	if (s)
-		srv__sql_bind_text(s, 2, now);
+	s = srv__prepare_text2(
+		db, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL", key_id,
+		now);
 	if (srv__run(s) != SRV_OK)
 		return SRV_DB_ERROR;
 	if (srv__sql_changes(srv__db_conn(db)) == 1)

@@ -31,13 +31,11 @@ int srv_store_pate_get(srv_db *db, const char *dataset_id, const char *sid, srv_
 	int rc;
 
 	memset(ret, 0, sizeof(*ret));
-	st = srv__prepare(db,
-			  "SELECT id, dataset_id, config, queries, checks, teacher_answers,"
-			  " student_answers, abstained, releases, created_at, updated_at"
-			  " FROM pate_sessions WHERE id = ?1 AND dataset_id = ?2",
-			  sid);
-	if (st)
-		srv__sql_bind_text(st, 2, dataset_id);
+	st = srv__prepare_text2(db,
+				"SELECT id, dataset_id, config, queries, checks, teacher_answers,"
+				" student_answers, abstained, releases, created_at, updated_at"
+				" FROM pate_sessions WHERE id = ?1 AND dataset_id = ?2",
+				sid, dataset_id);
 	rc = srv__first_row(st);
 	if (rc != SRV_OK)
 		goto out;
@@ -91,13 +89,11 @@ int srv_store_pate_ids(srv_db *db, const char *dataset_id, int64_t limit,
 		       int (*each)(void *arg, const char *sid), void *arg)
 {
 	struct srv__lister w = {.each.id = each, .arg = arg};
-	srv__stmt *st = srv__prepare(db,
-					"SELECT id FROM pate_sessions WHERE dataset_id = ?1"
-					" ORDER BY created_at, id LIMIT ?2",
-					dataset_id);
+	srv__stmt *st = srv__prepare_int2(db,
+					     "SELECT id FROM pate_sessions WHERE dataset_id = ?1"
+					     " ORDER BY created_at, id LIMIT ?2",
+					     dataset_id, limit);
 
-	if (st)
-		srv__sql_bind_int64(st, 2, limit);
 	return srv__each_row(st, id_row, &w);
 }
 
@@ -163,14 +159,10 @@ int srv_store_pate_add_answer(srv_db *db, const char *sid, int64_t charge_seq,
 
 int srv_store_pate_add_release(srv_db *db, const char *sid, const char *now)
 {
-	srv__stmt *st = srv__prepare(db,
-					"UPDATE pate_sessions SET releases = releases + 1,"
-					" updated_at = ?2 WHERE id = ?1",
-					sid);
-
-	if (st)
-		srv__sql_bind_text(st, 2, now);
-	return srv__run(st);
+	return srv__run(srv__prepare_text2(db,
+					   "UPDATE pate_sessions SET releases = releases + 1,"
+					   " updated_at = ?2 WHERE id = ?1",
+					   sid, now));
 }
 
 int srv_store_pate_counters(srv_db *db, const char *sid, int64_t *ret_checks,

@@ -397,15 +397,22 @@ static double be_double(const char *p, int n)
 	}
 }
 
-static int64_t pgd_int64(srv__stmt *s, int col)
+/* Column col of the current row as libpq holds it (binary); NULL when it
+ * is SQL NULL or there is no such column. */
+static const char *column_value(srv__stmt *s, int col)
 {
 	struct pgd_stmt *st = stmt_of(s);
-	const char *v;
 
-	if (pgd_is_null(s, col))
+	return pgd_is_null(s, col) ? NULL : PQgetvalue(st->res, st->row, col);
+}
+
+static int64_t pgd_int64(srv__stmt *s, int col)
+{
+	const char *v = column_value(s, col);
+
+	if (!v)
 		return 0;
-	v = PQgetvalue(st->res, st->row, col);
-	switch (PQftype(st->res, col)) {
+	switch (PQftype(stmt_of(s)->res, col)) {
 	case PG_BOOLOID: return v[0] != 0;
 	case PG_INT2OID: return be_int(v, 2);
 	case PG_INT4OID: return be_int(v, 4);
@@ -418,13 +425,11 @@ static int64_t pgd_int64(srv__stmt *s, int col)
 
 static double pgd_double(srv__stmt *s, int col)
 {
-	struct pgd_stmt *st = stmt_of(s);
-	const char *v;
+	const char *v = column_value(s, col);
 
-	if (pgd_is_null(s, col))
+	if (!v)
 		return 0.0;
-	v = PQgetvalue(st->res, st->row, col);
-	switch (PQftype(st->res, col)) {
+	switch (PQftype(stmt_of(s)->res, col)) {
 	case PG_FLOAT4OID: return be_double(v, 4);
 	case PG_FLOAT8OID: return be_double(v, 8);
 	case PG_BOOLOID:
@@ -464,9 +469,7 @@ static const char *pgd_text(srv__stmt *s, int col)
 
 static const void *pgd_blob(srv__stmt *s, int col)
 {
-	struct pgd_stmt *st = stmt_of(s);
-
-	return pgd_is_null(s, col) ? NULL : PQgetvalue(st->res, st->row, col);
+	return column_value(s, col);
 }
 
 static size_t pgd_bytes(srv__stmt *s, int col)
@@ -544,32 +547,31 @@ static bool pgd_in_transaction(srv__conn *c)
 	return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
 }
 
-static int pgd_lock_dataset(srv__conn *c, const char *dataset_id)
+/* Runs a kept-prepared lock statement whose ?1 is `text`; a row or
+ * none is SRV__SQL_DONE, as for any statement run for its effect. */
+static int lock_with(srv__conn *c, const char *sql, const char *text)
 {
-	srv__stmt *s = srv__sql_cached(c, sql_lock_dataset);
+	srv__stmt *s = srv__sql_cached(c, sql);
 	int rc;
 
 	if (!s)
 		return SRV__SQL_ERROR;
-	srv__sql_bind_text(s, 1, dataset_id);
+	srv__sql_bind_text(s, 1, text);
 	rc = srv__sql_step(s);
 	srv__sql_reset(s);
 	return rc == SRV__SQL_ROW ? SRV__SQL_DONE : rc;
+}
+
+static int pgd_lock_dataset(srv__conn *c, const char *dataset_id)
+{
+	return lock_with(c, sql_lock_dataset, dataset_id);
 }
 
 /* An advisory lock held to the transaction's end, keyed by the name's
  * hash (a collision only makes two names wait for each other). */
 static int pgd_lock_named(srv__conn *c, const char *what)
 {
-	srv__stmt *s = srv__sql_cached(c, sql_lock_named);
-	int rc;
-
-	if (!s)
-		return SRV__SQL_ERROR;
-	srv__sql_bind_text(s, 1, what);
-	rc = srv__sql_step(s);
-	srv__sql_reset(s);
-	return rc == SRV__SQL_ROW ? SRV__SQL_DONE : rc;
+	return lock_with(c, sql_lock_named, what);
 }
 
 /* Other servers write the same database: nothing read before a

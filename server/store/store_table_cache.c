@@ -17,7 +17,7 @@
 #include "store.h"
 
 struct srv_table_ref {
-	srv_table_ref *prev, *next; /* in the list while listed */
+	srv_link link; /* first: in the list while listed */
 	char *path;
 	char *schema;
 	dev_t dev;
@@ -32,10 +32,16 @@ struct srv_table_ref {
 
 struct srv_table_cache {
 	pthread_mutex_t lock;
-	srv_table_ref *head, *tail;
+	srv_list list; /* most recently used first */
 	size_t max_bytes, bytes, tables;
 	unsigned long long hits, misses, evictions;
 };
+
+/* The entry whose link is l (its first member); NULL for NULL. */
+static srv_table_ref *ref_of(srv_link *l)
+{
+	return (srv_table_ref *)l;
+}
 
 srv_table_cache *srv_table_cache_new(size_t max_bytes)
 {
@@ -60,15 +66,7 @@ static void entry_free(srv_table_ref *e)
 
 static void unlink_entry(srv_table_cache *c, srv_table_ref *e)
 {
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		c->head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		c->tail = e->prev;
-	e->prev = e->next = NULL;
+	srv_list_unlink(&c->list, &e->link);
 	e->listed = false;
 	c->bytes -= e->bytes;
 	c->tables--;
@@ -76,13 +74,7 @@ static void unlink_entry(srv_table_cache *c, srv_table_ref *e)
 
 static void push_front(srv_table_cache *c, srv_table_ref *e)
 {
-	e->prev = NULL;
-	e->next = c->head;
-	if (c->head)
-		c->head->prev = e;
-	else
-		c->tail = e;
-	c->head = e;
+	srv_list_push_front(&c->list, &e->link);
 	e->listed = true;
 	c->bytes += e->bytes;
 	c->tables++;
@@ -100,10 +92,10 @@ static void drop_entry(srv_table_cache *c, srv_table_ref *e)
  * fit the bound (or only used ones are left).  Under the lock. */
 static void shrink(srv_table_cache *c)
 {
-	srv_table_ref *e = c->tail;
+	srv_table_ref *e = ref_of(c->list.tail);
 
 	while (e && c->bytes > c->max_bytes) {
-		srv_table_ref *prev = e->prev;
+		srv_table_ref *prev = ref_of(e->link.prev);
 
 		if (e->refs == 0) {
 			drop_entry(c, e);
@@ -117,8 +109,8 @@ void srv_table_cache_free(srv_table_cache *c)
 {
 	if (!c)
 		return;
-	while (c->head)
-		drop_entry(c, c->head);
+	while (c->list.head)
+		drop_entry(c, ref_of(c->list.head));
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -134,8 +126,8 @@ static bool same_state(const srv_table_ref *e, const struct stat *st)
  * Under the lock. */
 static void drop_path(srv_table_cache *c, const char *path, const struct stat *keep)
 {
-	for (srv_table_ref *e = c->head, *next; e; e = next) {
-		next = e->next;
+	for (srv_table_ref *e = ref_of(c->list.head), *next; e; e = next) {
+		next = ref_of(e->link.next);
 		if ((!keep || !same_state(e, keep)) && !strcmp(e->path, path))
 			drop_entry(c, e);
 	}
@@ -145,7 +137,7 @@ static void drop_path(srv_table_cache *c, const char *path, const struct stat *k
 static srv_table_ref *lookup(srv_table_cache *c, const char *path, const struct stat *st,
 			     const char *schema)
 {
-	for (srv_table_ref *e = c->head; e; e = e->next)
+	for (srv_table_ref *e = ref_of(c->list.head); e; e = ref_of(e->link.next))
 		if (same_state(e, st) && !strcmp(e->path, path) && !strcmp(e->schema, schema))
 			return e;
 	return NULL;
@@ -154,7 +146,7 @@ static srv_table_ref *lookup(srv_table_cache *c, const char *path, const struct 
 /* Makes e the most recently used and takes a reference.  Under the lock. */
 static srv_table_ref *use(srv_table_cache *c, srv_table_ref *e)
 {
-	if (c->head != e) {
+	if (ref_of(c->list.head) != e) {
 		unlink_entry(c, e);
 		push_front(c, e);
 	}

@@ -112,14 +112,12 @@ out:
 int srv_store_table_blob_get(srv_db *db, const char *dataset_id, const char *path, char **ret,
 			      size_t *ret_len)
 {
-	srv__stmt *s = srv__prepare(db, "SELECT csv FROM table_blobs WHERE dataset_id = ?1 AND path = ?2",
-				       dataset_id);
+	srv__stmt *s = srv__prepare_text2(
+		db, "SELECT csv FROM table_blobs WHERE dataset_id = ?1 AND path = ?2", dataset_id, path);
 	char *buf = NULL;
 	size_t n = 0;
 	int rc;
 
-	if (s)
-		srv__sql_bind_text(s, 2, path);
 	rc = srv__first_row(s);
 	if (rc != SRV_OK)
 		goto out;
