@@ -31,7 +31,8 @@ struct trn_conv_f32 {
 	const trn_convnet *net;
 	float *params;               /* the net's weights rounded to float */
 	/* Per conv layer, the source of each entry of the unfolded input U
-	 * (T x D, row-major) in the layer's input, or -1 for padding. */
+	 * (T x D, row-major) in the layer's input, or -1 for padding (below
+	 * 2^24: at most 256 channels of 256 x 256). */
 	int32_t *patch[TRN_CONV_MAX_CONV];
 	/* One example's activations and errors, laid out as the float64
 	 * net's (trn_conv_internal.h); g one conv layer's weight gradient. */
