@@ -187,6 +187,7 @@
 #define DPG_MAX_CONV_LAYERS         2            /* conv + pooling blocks */
 #define DPG_MAX_CONV_CHANNELS       256          /* channels of an image or a block */
 #define DPG_MAX_CONV_KERNEL         9            /* side of a (square, odd) kernel */
+#define DPG_MIN_CLIP_NORM_FLOAT32   0x1p-900     /* clip_norm of a float32 cnn */
 /* ==== end convolutional models ==== */
 
 /* ==== dpgate migrate ==== */

@@ -134,6 +134,13 @@ typedef enum trn_conv_act {
 	TRN_CONV_TEMPERED_SIGMOID = 1, /* "tempered_sigmoid": s / (1 + e^(-T z)) - o */
 } trn_conv_act;
 
+/* The arithmetic of a cnn's per-example forward and backward passes; the
+ * clipped sum, the noise and the weights stay float64 in both. */
+typedef enum trn_precision {
+	TRN_PRECISION_FLOAT64 = 0,     /* "float64" */
+	TRN_PRECISION_FLOAT32 = 1,     /* "float32" */
+} trn_precision;
+
 /*
  * How a model maps a raw feature row x to its input, before any projection.
  * The rule and its public scale B are stored in the model, so predict
@@ -241,6 +248,8 @@ typedef struct trn_dpsgd_params {
 	double sigmoid_scale;        /* "sigmoid_scale": s (2) */
 	double sigmoid_temperature;  /* "sigmoid_temperature": T (2) */
 	double sigmoid_offset;       /* "sigmoid_offset": o (1); s = T = 2, o = 1 is tanh */
+	trn_precision precision;     /* "precision": "float64" (default) | "float32":
+	                                the cnn's per-example passes (trn_conv_f32.c) */
 } trn_dpsgd_params;
 
 /* Fills the defaults: mlp, one hidden layer of 1000 relu units, 20 epochs,
@@ -1490,6 +1499,10 @@ int trn_dpsgd_model_from_name(const char *name, trn_model_kind *ret);
  * -1, _name NULL for an unknown code. */
 int trn_conv_act_from_name(const char *name, trn_conv_act *ret);
 const char *trn_conv_act_name(uint32_t code);
+
+/* "float64" | "float32" <-> trn_precision, as trn_conv_act's names. */
+int trn_precision_from_name(const char *name, trn_precision *ret);
+const char *trn_precision_name(uint32_t code);
 
 /*
  * The convolutional model a cnn job with parameters p trains on rows of d

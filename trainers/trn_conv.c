@@ -29,61 +29,7 @@
 
 #include <cblas.h>
 
-#include "trn_internal.h"
-
-/* Layers: n_conv convolutions, then at most two dense layers. */
-#define CONV_MAX_DENSE 2
-
-struct conv_layer {
-	size_t c_in, c_out, k, side; /* input c_in x side x side; 'same' padding */
-	size_t t, d;                 /* T = side^2 positions, D = c_in k^2 */
-	size_t w_off, b_off;
-};
-
-struct dense_layer {
-	size_t in, out, w_off, b_off;
-};
-
-struct trn_convnet {
-	trn_conv_spec spec;
-	struct conv_layer conv[TRN_CONV_MAX_CONV];
-	struct dense_layer dense[CONV_MAX_DENSE];
-	size_t n_dense, n_params;
-	double *params;
-	bool params_borrowed;        /* a view's: another model's, not freed */
-	/* One example's scratch: per conv layer its input, unfolded input,
-	 * activations (after the nonlinearity) and their errors; the dense
-	 * layers' inputs and errors; Gram matrices or a materialised G. */
-	double *in[TRN_CONV_MAX_CONV + 1], *u[TRN_CONV_MAX_CONV], *a[TRN_CONV_MAX_CONV];
-	double *da[TRN_CONV_MAX_CONV], *du[TRN_CONV_MAX_CONV], *din[TRN_CONV_MAX_CONV + 1];
-	double *h[CONV_MAX_DENSE + 1], *dh[CONV_MAX_DENSE + 1];
-	double *gram_a, *gram_b;
-	double *scratch;             /* the one allocation they all point into */
-};
-
-/* ---- activations ------------------------------------------------------- */
-
-/* f(z): tanh, or the tempered sigmoid s / (1 + e^(-T z)) - o (Papernot et
- * al., "Tempered Sigmoid Activations for Deep Learning with Differential
- * Privacy", AAAI 2021, eq. 4; s = 2, T = 2, o = 1 is tanh). */
-static double act_f(const trn_conv_spec *s, double z)
-{
-	if (s->act == TRN_CONV_TANH)
-		return tanh(z);
-	return s->ts_scale / (1.0 + exp(-s->ts_temp * z)) - s->ts_offset;
-}
-
-/* f'(z) through a = f(z): 1 - a^2 for tanh; for the tempered sigmoid,
- * with g = (a + o) / s = sigma(T z), f' = s T g (1 - g). */
-static double act_df(const trn_conv_spec *s, double a)
-{
-	double g;
-
-	if (s->act == TRN_CONV_TANH)
-		return 1.0 - a * a;
-	g = (a + s->ts_offset) / s->ts_scale;
-	return s->ts_scale * s->ts_temp * g * (1.0 - g);
-}
+#include "trn_conv_internal.h"
 
 /* ---- shapes ------------------------------------------------------------ */
 
@@ -402,7 +348,7 @@ static double forward_one(trn_convnet *n, const double *x, uint32_t y)
 		for (size_t o = 0; o < cl->c_out; o++)
 			for (size_t t = 0; t < cl->t; t++)
 				n->a[l][o * cl->t + t] =
-					act_f(s, n->a[l][o * cl->t + t] + n->params[cl->b_off + o]);
+					trn__conv_act(s, n->a[l][o * cl->t + t] + n->params[cl->b_off + o]);
 		pool(n->a[l], cl->c_out, cl->side, next);
 	}
 	for (size_t l = 0; l < n->n_dense; l++) {
@@ -412,7 +358,7 @@ static double forward_one(trn_convnet *n, const double *x, uint32_t y)
 		cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)dl->out, (int)dl->in, 1.0,
 			    n->params + dl->w_off, (int)dl->in, n->h[l], 1, 1.0, n->h[l + 1], 1);
 		for (size_t j = 0; l + 1 < n->n_dense && j < dl->out; j++)
-			n->h[l + 1][j] = act_f(s, n->h[l + 1][j]);
+			n->h[l + 1][j] = trn__conv_act(s, n->h[l + 1][j]);
 	}
 	z = n->h[n->n_dense];
 	mx = z[trn__argmax(z, (uint32_t)K)];
@@ -443,7 +389,7 @@ static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode)
 		cblas_dgemv(CblasRowMajor, CblasTrans, (int)dl->out, (int)dl->in, 1.0,
 			    n->params + dl->w_off, (int)dl->in, n->dh[l + 1], 1, 0.0, n->dh[l], 1);
 		for (size_t j = 0; l > 0 && j < dl->in; j++)
-			n->dh[l][j] *= act_df(s, n->h[l][j]);
+			n->dh[l][j] *= trn__conv_act_deriv(s, n->h[l][j]);
 	}
 	for (uint32_t l = s->n_conv; l-- > 0;) {
 		const struct conv_layer *cl = &n->conv[l];
@@ -451,7 +397,7 @@ static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode)
 
 		pool_back(dpool, cl->c_out, cl->side, n->da[l]);
 		for (size_t i = 0; i < cl->c_out * cl->t; i++)
-			n->da[l][i] *= act_df(s, n->a[l][i]);
+			n->da[l][i] *= trn__conv_act_deriv(s, n->a[l][i]);
 		sq += trn__conv_grad_sqnorm(n->da[l], n->u[l], cl->c_out, cl->t, cl->d, mode,
 					    n->gram_a, n->gram_b);
 		if (l == 0)

@@ -32,6 +32,44 @@ const char *trn_conv_act_name(uint32_t code)
 	return code < TRN__COUNT(conv_act_names) ? conv_act_names[code] : NULL;
 }
 
+/* The precisions' names; a code is its index. */
+static const trn__name precision_names[] = {
+	{ "float64", TRN_PRECISION_FLOAT64 }, { "float32", TRN_PRECISION_FLOAT32 },
+};
+
+int trn_precision_from_name(const char *name, trn_precision *ret)
+{
+	int v = trn__name_lookup(precision_names, TRN__COUNT(precision_names), name);
+
+	if (v >= 0)
+		*ret = (trn_precision)v;
+	return v < 0 ? -1 : 0;
+}
+
+const char *trn_precision_name(uint32_t code)
+{
+	return code < TRN__COUNT(precision_names) ? precision_names[code].name : NULL;
+}
+
+int trn__precision_check(const trn_dpsgd_params *p, acct_error *err)
+{
+	if (p->precision != TRN_PRECISION_FLOAT64 && p->precision != TRN_PRECISION_FLOAT32)
+		return acct_error_set(err, ACCT_EINVAL, "/params/precision",
+				      "precision must be \"float64\" or \"float32\"");
+	if (p->precision == TRN_PRECISION_FLOAT64)
+		return 0;
+	if (p->model != TRN_MODEL_CNN)
+		return acct_error_set(err, ACCT_EINVAL, "/params/precision",
+				      "precision \"float32\" is a cnn's only");
+	/* Below it, gradual underflow of c g could exceed the slack of the
+	 * clipping margin (docs/training.md, "The float32 option"). */
+	if (!(p->clip_norm >= DPG_MIN_CLIP_NORM_FLOAT32))
+		return acct_error_set(err, ACCT_EINVAL, "/params/clip_norm",
+				      "precision \"float32\" takes clip_norm >= %g",
+				      DPG_MIN_CLIP_NORM_FLOAT32);
+	return 0;
+}
+
 /* The tempered sigmoid's s, T (in (0, max]) and o (|o| <= max). */
 static int sigmoid_check(const trn_dpsgd_params *p, acct_error *err)
 {

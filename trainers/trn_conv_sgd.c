@@ -3,15 +3,17 @@
  * "Deep Learning with Differential Privacy", CCS 2016, Algorithm 1): the
  * lot's clipped per-example gradients (trn_conv.c's ghost norms), Gaussian
  * noise of sd sigma C per parameter from the caller's CSPRNG stream, the
- * noisy sum divided by the expected lot size, heavy-ball momentum.  The
- * privacy argument is trn_conv_dpsgd.c's; this file holds no event.
+ * noisy sum divided by the expected lot size, heavy-ball momentum.  With
+ * "precision" "float32" the per-example passes are trn_conv_f32.c's and
+ * the sum, the noise and the weights stay double.  The privacy argument
+ * is trn_conv_dpsgd.c's; this file holds no event.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
-#include "trn_internal.h"
+#include "trn_conv_internal.h"
 
 struct trn_conv_sgd {
 	trn_convnet *net;
@@ -19,6 +21,7 @@ struct trn_conv_sgd {
 	uint32_t lot_size;
 	double noise_sd, clip_norm, momentum;
 	bool private;
+	trn_conv_f32 *f32;           /* precision float32: its workspace, else NULL */
 	/* One allocation: the lot's gradient sum, the velocity and, when
 	 * private, the step's noise, n_params each. */
 	double *grad, *velocity, *noise;
@@ -26,8 +29,10 @@ struct trn_conv_sgd {
 
 void trn_conv_sgd_free(trn_conv_sgd *s)
 {
-	if (s)
+	if (s) {
 		free(s->grad);
+		trn__conv_f32_free(s->f32);
+	}
 	free(s);
 }
 
@@ -55,6 +60,9 @@ int trn_conv_sgd_new(trn_convnet *n, const trn_dpsgd_params *p, bool private,
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for the conv stepper");
 		goto out;
 	}
+	if (p->precision == TRN_PRECISION_FLOAT32 &&
+	    (rc = trn__conv_f32_new(n, &s->f32, err)) < 0)
+		goto out;
 	s->velocity = s->grad + s->n_params;
 	s->noise = private ? s->velocity + s->n_params : NULL;
 	s->net = n;
@@ -79,6 +87,8 @@ int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx,
 	if (s->private && mech_rng_normal_fill_fast(rng, s->noise, s->n_params) < 0)
 		return acct_error_set(err, ACCT_EINTERNAL, "", "the random stream failed");
 	memset(s->grad, 0, s->n_params * sizeof(double));
+	if (s->f32)
+		trn__conv_f32_load_weights(s->f32);
 	for (size_t i = 0; i < count; i++) {
 		size_t row = idx[i];
 
@@ -88,9 +98,13 @@ int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx,
 			continue;
 		/* Its only failure is a label beyond the model's classes, which
 		 * then adds nothing, like a row of no class. */
-		(void)trn_convnet_clipped_grad(s->net, ds->x + row * ds->d, ds->y + row, 1,
-					       s->clip_norm, TRN_CONV_NORM_AUTO, s->grad, NULL,
-					       NULL);
+		if (s->f32)
+			(void)trn__conv_f32_example(s->f32, ds->x + row * ds->d, ds->y[row],
+						    s->clip_norm, s->grad, NULL, NULL);
+		else
+			(void)trn_convnet_clipped_grad(s->net, ds->x + row * ds->d, ds->y + row,
+						       1, s->clip_norm, TRN_CONV_NORM_AUTO,
+						       s->grad, NULL, NULL);
 	}
 	/* Algorithm 1: g~ = (sum_i clip(g_i) + N(0, sigma^2 C^2 I)) / L, with
 	 * L the expected lot size, never the sampled |L_t| (which would

@@ -139,6 +139,8 @@ static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err
 				      "model must be \"logreg\", \"mlp\" or \"cnn\"");
 	if (p->model == TRN_MODEL_CNN && trn__conv_params_check(p, err) < 0)
 		return ACCT_EINVAL;
+	if (trn__precision_check(p, err) < 0)
+		return ACCT_EINVAL;
 	if (p->model == TRN_MODEL_LOGREG && p->n_hidden != 0)
 		return acct_error_set(err, ACCT_EINVAL, "/params/hidden",
 				      "logreg has no hidden layers");

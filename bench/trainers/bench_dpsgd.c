@@ -50,7 +50,10 @@
  * --grid-lr X,... [lr] --grid-epochs N,... [epochs]
  * --model cnn: --conv1, --conv2, --conv-hidden, --kernel as above,
  * --conv-act tanh|tempered_sigmoid [tanh] with --ts-s, --ts-t, --ts-o
- * [2, 2, 1] (the tempered sigmoid's s, T, o)
+ * [2, 2, 1] (the tempered sigmoid's s, T, o), --precision
+ * float64|float32|both [float64] (the job's "precision"; both: throughput
+ * runs DP-SGD legs of float64 and float32 alternately, BENCH_PRECISION_ROUNDS
+ * of each, in place of the non-private leg)
  *
  * The epsilon printed is the RDP accountant's (accountant/, dp_accounting's
  * default orders, improved conversion) for the job's event, DP-PCA release
@@ -69,6 +72,8 @@
 
 /* Longest list a grid option takes. */
 #define BENCH_MAX_GRID 8
+/* Legs of each precision in a --precision both throughput run. */
+#define BENCH_PRECISION_ROUNDS 3
 
 /* ---- epsilon, from the service's own accountant -------------------------- */
 
@@ -93,7 +98,7 @@ struct opts {
 	trn_dpsgd_params p;
 	double epsilon, delta;
 	long long steps;
-	bool quiet;
+	bool quiet, both_precisions;
 	uint64_t valid;
 	const char *cache_dir;
 	uint32_t conv1, conv2, conv_hidden, kernel;
@@ -216,6 +221,9 @@ static int parse_one(struct opts *o, const char *k, const char *v)
 			return -1;
 		o->p.hidden[1] = (uint32_t)x;
 		o->p.n_hidden = 2;
+	} else if (strcmp(k, "--precision") == 0) {
+		o->both_precisions = strcmp(v, "both") == 0;
+		return o->both_precisions ? 0 : trn_precision_from_name(v, &o->p.precision);
 	} else if (strcmp(k, "--conv-act") == 0) {
 		return trn_conv_act_from_name(v, &o->p.conv_activation);
 	} else if (strcmp(k, "--act") == 0) {
@@ -235,6 +243,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->delta = 1e-5;
 	o->steps = 0;
 	o->quiet = false;
+	o->both_precisions = false;
 	o->valid = 0;
 	o->cache_dir = "/tmp";
 	o->conv1 = 16;
@@ -341,11 +350,11 @@ static void print_config(const trn_dpsgd_params *p, uint64_t n)
 	       p->pca_noise_multiplier, p->scatter_groups, (unsigned long long)n);
 	if (p->model == TRN_MODEL_CNN)
 		printf("config: cnn blocks=%u channels=%u,%u kernel=%u,%u activation=%s s=%g T=%g "
-		       "o=%g (the activation above is the mlp's, unused)\n",
+		       "o=%g precision=%s (the activation above is the mlp's, unused)\n",
 		       p->n_conv, p->conv_channels[0], p->n_conv > 1 ? p->conv_channels[1] : 0,
 		       p->kernel[0], p->n_conv > 1 ? p->kernel[1] : 0,
 		       trn_conv_act_name(p->conv_activation), p->sigmoid_scale,
-		       p->sigmoid_temperature, p->sigmoid_offset);
+		       p->sigmoid_temperature, p->sigmoid_offset, trn_precision_name(p->precision));
 }
 
 /* ---- the tables a run reads ------------------------------------------- */
@@ -548,14 +557,40 @@ static int throughput_leg(bool np, const char *label, const struct opts *o,
 	return 0;
 }
 
+/* DP-SGD legs of o->steps steps in float64 and float32 alternately (the
+ * machine's load then weighs on both alike), BENCH_PRECISION_ROUNDS of
+ * each: every leg's examples per second, each precision's mean and the
+ * ratio of the means. */
+static int run_precisions(const struct opts *o, const struct tables *t, mech_rng *rng,
+			  acct_error *err)
+{
+	double rate[2] = {0.0, 0.0}, ex, cpu;
+	struct opts leg = *o;
+
+	for (int r = 0; r < BENCH_PRECISION_ROUNDS; r++)
+		for (int k = 0; k < 2; k++) {
+			leg.p.precision = k ? TRN_PRECISION_FLOAT32 : TRN_PRECISION_FLOAT64;
+			if (throughput_leg(false, k ? "DP-SGD float32:" : "DP-SGD float64:", &leg, t,
+					   rng, &ex, &cpu, err) < 0)
+				return -1;
+			rate[k] += ex / BENCH_PRECISION_ROUNDS;
+		}
+	printf("mean examples/s: float64 %.0f, float32 %.0f; ratio float32/float64: %.3f\n",
+	       rate[0], rate[1], rate[1] / rate[0]);
+	return 0;
+}
+
 /* Non-private SGD, then DP-SGD, on the same model for o->steps steps each:
- * examples per second of both and their ratio. */
+ * examples per second of both and their ratio (--precision both:
+ * run_precisions instead). */
 static int run_throughput(const struct opts *o, const struct tables *t, mech_rng *rng,
 			  acct_error *err)
 {
 	double ex_np, ex_dp, cpu_np, cpu_dp;
 	int rc;
 
+	if (o->both_precisions)
+		return run_precisions(o, t, rng, err);
 	rc = throughput_leg(true, "non-private SGD:", o, t, rng, &ex_np, &cpu_np, err);
 	if (rc < 0)
 		return rc;

@@ -33,6 +33,7 @@ static int conv_act_from(const char *s, void *r) { return trn_conv_act_from_name
 static int act_from(const char *s, void *r) { return trn_activation_from_name(s, r); }
 static int clip_from(const char *s, void *r) { return trn_clipping_from_name(s, r); }
 static int features_from(const char *s, void *r) { return trn_features_from_name(s, r); }
+static int precision_from(const char *s, void *r) { return trn_precision_from_name(s, r); }
 
 
 static int parse_u32(const json_t *params, const char *key, int64_t lo, int64_t hi, uint32_t *ret,
@@ -103,6 +104,19 @@ static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *
 		if (rc == 1)
 			p->max_train_examples = (uint64_t)v;
 	}
+	return rc;
+}
+
+/* "precision": a cnn's only (any value given to another model is refused,
+ * as its other fields are). */
+static int parse_precision(const json_t *params, trn_dpsgd_params *p, acct_error *err)
+{
+	int rc = parse_enum(params, "precision", precision_from, &p->precision,
+			    "\"float64\", \"float32\" (a cnn's)", err);
+
+	if (rc == 1 && p->model != TRN_MODEL_CNN)
+		return acct_error_set(err, ACCT_EINVAL, "/params/precision",
+				      "'precision' is a cnn's only");
 	return rc;
 }
 
@@ -240,7 +254,7 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		"learning_rate_decay_epochs", "momentum", "pca_components",
 		"pca_noise_multiplier", "max_train_examples", "label", "classes", "test_data",
 		"features", "scatter_groups", "image_channels", "conv_channels", "kernel",
-		"sigmoid_scale", "sigmoid_temperature", "sigmoid_offset", NULL,
+		"sigmoid_scale", "sigmoid_temperature", "sigmoid_offset", "precision", NULL,
 	};
 	int rc;
 
@@ -252,6 +266,8 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
 		rc = parse_scalars(params, p, err);
+	if (rc >= 0)
+		rc = parse_precision(params, p, err);
 	if (rc >= 0)
 		rc = parse_hidden(params, p, err);
 	if (rc >= 0)

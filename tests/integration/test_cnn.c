@@ -16,6 +16,8 @@
  *   dense layers, softmax); its test_accuracy the fraction of those
  *   predictions that are right.  Progress and result carry public figures
  *   only.
+ * - "precision": "float32" is charged the same event, learns, and keeps a
+ *   float64 model file of the same length.
  * - Bad params are refused with the field at fault, and nothing is
  *   reserved, queued or charged.
  */
@@ -336,16 +338,18 @@ static void check_public_figures(const json_t *job, int64_t steps)
 	cr_assert_null(json_object_get(result, "train_accuracy"));
 }
 
-Test(cnn, a_job_is_priced_charged_and_served)
+/* A job with the defaults and `over`: its dry run prices, and its run
+ * charges, the computed epsilon; it reports public figures only, and its
+ * model serves predict as its JSON form computes.  Its job id in job_id. */
+static void priced_charged_and_served(const char *over, char job_id[64])
 {
 	double eps = gaussians_epsilon(EPOCHS, SIGMA, DELTA), needed;
-	char job_id[64];
 	const json_t *ev;
 	json_t *job;
 	dpg_resp r;
 
 	make_images("img", 50.0);
-	r = submit_cnn("img", "", true);
+	r = submit_cnn("img", over, true);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	ev = json_object_get(r.json, "event");
 	cr_assert_eq(dpg_num(ev, "count"), EPOCHS);
@@ -356,11 +360,37 @@ Test(cnn, a_job_is_priced_charged_and_served)
 	dpg_resp_free(&r);
 	cr_assert_eq(dpg_budget_of(&srv, "img").spent_eps, 0.0);
 
-	job = run_cnn("img", "", job_id);
+	job = run_cnn("img", over, job_id);
 	cr_assert_float_eq(dpg_budget_of(&srv, "img").spent_eps, needed, 1e-12 * needed);
 	check_public_figures(job, EPOCHS);
 	check_model(job_id, json_object_get(job, "result"));
 	json_decref(job);
+}
+
+Test(cnn, a_job_is_priced_charged_and_served)
+{
+	char job_id[64];
+
+	priced_charged_and_served("", job_id);
+}
+
+/* "precision": "float32" changes the arithmetic of the per-example passes
+ * only: the same event is priced and charged, the job learns, and its
+ * model is kept in float64, a version 4 file of the float64 length
+ * (4 * 9 + 4 conv weights, 8 * 64 + 8 and 2 * 8 + 2 dense). */
+Test(cnn, a_float32_job_is_priced_charged_and_served)
+{
+	size_t n_params = 40 + 520 + 18;
+	char job_id[64], path[128];
+	dpg_resp r;
+
+	priced_charged_and_served("\"precision\":\"float32\"", job_id);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", job_id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert_eq(r.len, 88 + 8 + 8 * n_params);
+	cr_assert_eq(memcmp(r.body, "DPGMDL01\x04\0\0\0", 12), 0);
+	dpg_resp_free(&r);
 }
 
 /* Two blocks (3x3 to 4 channels, 5x5 to 6) and a tempered sigmoid: the
@@ -424,6 +454,11 @@ Test(cnn, bad_params_are_refused_and_nothing_changes)
 	expect_refused("\"features\":\"scatter\"", "/params/features");
 	expect_refused("\"hidden\":[8,8]", "/params/hidden");
 	expect_refused("\"model\":\"cnn2\"", "/params/model");
+	expect_refused("\"precision\":\"float16\"", "/params/precision");
+	expect_refused("\"precision\":32", "/params/precision");
+	expect_refused("\"model\":\"mlp\",\"precision\":\"float32\"", "/params/precision");
+	expect_refused("\"model\":\"mlp\",\"precision\":\"float64\"", "/params/precision");
+	expect_refused("\"precision\":\"float32\",\"clip_norm\":1e-300", "/params/clip_norm");
 	/* An mlp given the defaults' conv_channels: the first cnn field named. */
 	expect_refused("\"model\":\"mlp\",\"kernel\":3", "/params/conv_channels");
 	jobs_common_expect_nothing_written(&srv, "img");
