@@ -978,3 +978,62 @@ Test(jobs, a_scatter_job_predicts_raw_rows)
 		       "\"lot_size\":10,\"features\":\"scatter\"}}", "/params/features");
 	expect_one_charge_none_open("img");
 }
+
+/*
+ * A job is priced on the row count its table had at submission (q = L/N).
+ * A table replaced while the job waits in the queue would train on rows
+ * the charge was not computed for: when the job starts it fails, naming
+ * the change, without a model.  A worker has read the table by then, so
+ * by the budget rule (docs/training.md) its reservation is committed: the
+ * budget spends exactly the price given at submission.
+ */
+Test(jobs, a_queued_job_whose_table_changed_is_refused_when_it_starts)
+{
+	const char *running[] = {"running", NULL};
+	char ids[2][64], queued[64], path[128];
+	const char *err;
+	double price;
+	dpg_resp r;
+	json_t *j;
+
+	/* Both workers busy, so the cities job waits. */
+	for (int i = 0; i < 2; i++) {
+		r = dpg_submit_job(&srv, "fm", long_job, ids[i], sizeof(ids[i]));
+		dpg_resp_free(&r);
+	}
+	for (int i = 0; i < 2; i++)
+		json_decref(wait_for_state(ids[i], running, 60));
+	upload_cities("moved", "Lyon");
+	r = dpg_submit_job(&srv, "moved", cities_job("[\"Lyon\",\"Paris\"]"), queued, sizeof(queued));
+	price = dpg_num(r.json, "reservation.epsilon");
+	cr_assert_gt(price, 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+	/* The same columns, one row more. */
+	{
+		char csv[2048];
+		size_t n = (size_t)snprintf(csv, sizeof(csv), "a,b,city\n");
+
+		for (int i = 0; i < 41; i++)
+			n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%s\n", i % 7, i % 5,
+					      i % 2 ? "Paris" : "Lyon");
+		dpg_upload_csv(&srv, "moved", csv, n);
+	}
+	for (int i = 0; i < 2; i++)
+		cancel_job(ids[i], 202);
+	j = wait_for_state(queued, job_ended, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "failed", "%s",
+			 json_dumps(j, JSON_COMPACT));
+	err = json_string_value(json_object_get(j, "error"));
+	cr_assert(err && strstr(err, "changed since the job was submitted"), "%s",
+		  json_dumps(j, JSON_COMPACT));
+	json_decref(j);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", queued);
+	dpg_expect_status(&srv, "GET", path, srv.admin_key, NULL, 409);
+	r = dpg_call(&srv, "GET", "/v1/datasets/moved/budget", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), price, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+	for (int i = 0; i < 2; i++)
+		json_decref(wait_for_state(ids[i], job_ended, 60));
+}
