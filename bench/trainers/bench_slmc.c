@@ -5,9 +5,12 @@
  *   bench_slmc converge [options]   the SLMC objective per ADMM round of the
  *                                   non-private distributed SLMC and of
  *                                   DP-SLMC at epsilon 512, 8 and 0.5
+ *                                   (or --eps), each the mean over --seeds
+ *                                   streams, then the same runs' accuracy
+ *                                   and NMI
  *   bench_slmc accuracy [options]   clustering accuracy and NMI against
- *                                   epsilon in {0.5, 1, 2, 4, 8, 64, 512,
- *                                   inf}, next
+ *                                   epsilon in {0.5, 1, 2, 4, 8, 64, 512}
+ *                                   (or --eps) and inf, next
  *                                   to k-means and FCM on the same rows
  *   bench_slmc noise [options]      accuracy, the share of rows in the
  *                                   largest cluster and the fraction of
@@ -15,11 +18,15 @@
  *                                   cluster, against noise multipliers z
  *                                   in {0, 0.01, 0.03, 0.1, 0.2, 0.41, 1,
  *                                   1000} (docs/slmc.md, Sec. 8.1)
+ *   bench_slmc baselines [options]  k-means and FCM alone (accuracy and
+ *                                   NMI over --seeds streams)
  *
  * Options (defaults in brackets): --data iris|wine|digits|fashion [iris]
- * --data-dir DIR [../shared/data] --rows N (fashion: first N training rows)
- * [2000] --seeds N [5] --clusters C [classes] --features D [200] --gamma X
- * [1] --lambda X [1] --rho X [10] --fuzzifier X [2] --iterations K [10]
+ * --data-dir DIR [../shared/data] --rows N (fashion: first N rows) [2000]
+ * --split train|test (fashion: which split) [train] --eps X,... (the finite
+ * epsilons of accuracy and converge; the non-private run is always made)
+ * --seeds N [5] --clusters C [classes] --features D [200] --gamma X [1]
+ * --lambda X [1] --rho X [10] --fuzzifier X [2] --iterations K [10]
  * --parties M [2] --max-norm B [5] --delta X [1e-5] --aux N [0]: hold out N
  * evenly spaced rows as public rows for the FCM start (auxiliary_data);
  * the others are clustered and scored
@@ -40,10 +47,14 @@
 #include "trn.h"
 
 #define BENCH_MAX_SEEDS 100
+#define BENCH_MAX_EPS 16
 
 struct opts {
 	const char *data;
 	const char *dir;
+	bool test_split;         /* fashion: the test split instead of train */
+	double eps[BENCH_MAX_EPS]; /* finite epsilons; n_eps 0: the mode's own */
+	size_t n_eps;
 	size_t rows;
 	size_t aux;              /* public rows held out for the FCM start */
 	int seeds;
@@ -77,7 +88,7 @@ static trn_dataset *load_data(const struct opts *o)
 		trn_dataset *all = NULL;
 		size_t n;
 
-		if (trn_fashion_mnist_load(NULL, true, &all, NULL) != 0)
+		if (trn_fashion_mnist_load(NULL, !o->test_split, &all, NULL) != 0)
 			return NULL;
 		n = o->rows < all->n ? o->rows : all->n;
 		if (trn_dataset_new(n, all->d, all->num_classes, &ds, NULL) == 0) {
@@ -366,28 +377,24 @@ static void print_config(const struct opts *o, const trn_dataset *ds)
 	       o->aux ? "FCM centres of the public held-out rows" : "random public Z^0");
 }
 
-static int cmd_accuracy(const struct opts *o, const trn_dataset *ds, const trn_dataset *aux)
+/* The finite epsilons of a mode: --eps, or the mode's own `dflt`; copied
+ * to out[first..], so that the caller can put the non-private run (INFINITY)
+ * before or after them.  Returns the count copied. */
+static size_t eps_grid(const struct opts *o, const double *dflt, size_t n_dflt, double *out,
+		       size_t first)
 {
-	/* The paper's grid, then two large budgets that show where the noise
-	 * stops mattering under the proven sensitivity. */
-	static const double eps[] = {0.5, 1.0, 2.0, 4.0, 8.0, 64.0, 512.0, INFINITY};
+	const double *src = o->n_eps ? o->eps : dflt;
+	size_t n = o->n_eps ? o->n_eps : n_dflt;
+
+	memcpy(out + first, src, n * sizeof(double));
+	return n;
+}
+
+/* k-means and FCM on the same rows, one fresh stream per seed. */
+static void print_baselines(const struct opts *o, const trn_dataset *ds, uint32_t *cl)
+{
 	double acc[BENCH_MAX_SEEDS], nmi[BENCH_MAX_SEEDS];
-	uint32_t *cl = malloc(ds->n * sizeof(uint32_t));
 
-	print_config(o, ds);
-	printf("%-12s %-16s   %-16s   %s\n", "method", "accuracy", "NMI", "z");
-	for (size_t e = 0; e < sizeof(eps) / sizeof(eps[0]); e++) {
-		char name[32];
-
-		for (int s = 0; s < o->seeds; s++)
-			if (one_run(o, ds, aux, eps[e], &acc[s], &nmi[s], NULL) != 0)
-				return 1;
-		snprintf(name, sizeof(name), isinf(eps[e]) ? "DS-SLMC" : "eps=%g", eps[e]);
-		print_row(name, acc, nmi, o->seeds);
-		if (!isinf(eps[e]))
-			printf("%-12s (noise multiplier %.4g)\n", "",
-			       noise_for(&o->p, eps[e], o->delta));
-	}
 	for (int fuzzy = 0; fuzzy < 2; fuzzy++) {
 		for (int s = 0; s < o->seeds; s++) {
 			mech_rng *rng = new_stream();
@@ -400,6 +407,35 @@ static int cmd_accuracy(const struct opts *o, const trn_dataset *ds, const trn_d
 		}
 		print_row(fuzzy ? "FCM" : "k-means", acc, nmi, o->seeds);
 	}
+}
+
+static int cmd_accuracy(const struct opts *o, const trn_dataset *ds, const trn_dataset *aux)
+{
+	/* The paper's grid, then two large budgets that show where the noise
+	 * stops mattering under the proven sensitivity. */
+	static const double dflt[] = {0.5, 1.0, 2.0, 4.0, 8.0, 64.0, 512.0};
+	double eps[BENCH_MAX_EPS + 1], acc[BENCH_MAX_SEEDS], nmi[BENCH_MAX_SEEDS];
+	size_t n_eps = eps_grid(o, dflt, sizeof(dflt) / sizeof(dflt[0]), eps, 0);
+	uint32_t *cl = malloc(ds->n * sizeof(uint32_t));
+
+	eps[n_eps++] = INFINITY;
+	print_config(o, ds);
+	printf("%-12s %-16s   %-16s   %s\n", "method", "accuracy", "NMI", "z");
+	for (size_t e = 0; e < n_eps; e++) {
+		char name[32];
+
+		for (int s = 0; s < o->seeds; s++)
+			if (one_run(o, ds, aux, eps[e], &acc[s], &nmi[s], NULL) != 0) {
+				free(cl);
+				return 1;
+			}
+		snprintf(name, sizeof(name), isinf(eps[e]) ? "DS-SLMC" : "eps=%g", eps[e]);
+		print_row(name, acc, nmi, o->seeds);
+		if (!isinf(eps[e]))
+			printf("%-12s (noise multiplier %.4g)\n", "",
+			       noise_for(&o->p, eps[e], o->delta));
+	}
+	print_baselines(o, ds, cl);
 	free(cl);
 	return 0;
 }
@@ -431,25 +467,83 @@ static int cmd_noise(const struct opts *o, const trn_dataset *ds, const trn_data
 	return 0;
 }
 
+/* Prints the objective per round, one column per epsilon: obj holds
+ * n_eps x K values, each the mean over the streams. */
+static void print_trace(const double *eps, size_t n_eps, uint32_t K, const double *obj)
+{
+	/* The non-private column comes first (converge puts it there). */
+	char name[32];
+
+	printf("%5s", "round");
+	for (size_t e = 0; e < n_eps; e++) {
+		snprintf(name, sizeof(name), isinf(eps[e]) ? "DS-SLMC" : "eps=%g", eps[e]);
+		printf(" %12s", name);
+	}
+	for (uint32_t k = 0; k < K; k++) {
+		printf("\n%5u", k + 1);
+		for (size_t e = 0; e < n_eps; e++)
+			printf(" %12.6g", obj[e * K + k]);
+	}
+	printf("\n");
+}
+
+/* The objective per round, averaged over --seeds streams per epsilon, then
+ * the same runs' accuracy and NMI (finding (1) and (2) from one set of
+ * runs). */
 static int cmd_converge(const struct opts *o, const trn_dataset *ds, const trn_dataset *aux)
 {
-	static const double eps[] = {INFINITY, 512.0, 8.0, 0.5};
-	enum { N_EPS = 4 };
+	static const double dflt[] = {512.0, 8.0, 0.5};
+	double eps[BENCH_MAX_EPS + 1] = {INFINITY};
+	size_t n_eps = 1 + eps_grid(o, dflt, sizeof(dflt) / sizeof(dflt[0]), eps, 1);
 	uint32_t K = o->p.iterations;
-	double *obj = calloc((size_t)N_EPS * K, sizeof(double)), a, nm;
+	double *obj = calloc(n_eps * K, sizeof(double)), *one = calloc(K, sizeof(double));
+	double *acc = calloc(n_eps * (size_t)o->seeds, sizeof(double));
+	double *nmi = calloc(n_eps * (size_t)o->seeds, sizeof(double));
+	int rc = obj && one && acc && nmi ? 0 : 1;
 
 	print_config(o, ds);
-	for (int e = 0; e < N_EPS; e++)
-		if (one_run(o, ds, aux, eps[e], &a, &nm, obj + (size_t)e * K) != 0)
-			return 1;
-	printf("%5s %14s %14s %14s %14s\n", "round", "DS-SLMC", "eps=512", "eps=8", "eps=0.5");
-	for (uint32_t k = 0; k < K; k++) {
-		printf("%5u", k + 1);
-		for (int e = 0; e < N_EPS; e++)
-			printf(" %14.6g", obj[(size_t)e * K + k]);
+	for (size_t e = 0; e < n_eps && rc == 0; e++)
+		for (int s = 0; s < o->seeds && rc == 0; s++) {
+			size_t at = e * (size_t)o->seeds + (size_t)s;
+
+			rc = one_run(o, ds, aux, eps[e], &acc[at], &nmi[at], one) != 0;
+			for (uint32_t k = 0; k < K && rc == 0; k++)
+				obj[e * K + k] += one[k] / o->seeds;
+		}
+	if (rc == 0) {
+		print_trace(eps, n_eps, K, obj);
+		/* The noise multiplier of each column (0: no noise). */
+		printf("%5s %12d", "z", 0);
+		for (size_t e = 1; e < n_eps; e++)
+			printf(" %12.4g", noise_for(&o->p, eps[e], o->delta));
 		printf("\n");
+		printf("%-12s %-16s   %s\n", "method", "accuracy", "NMI");
+		for (size_t e = 0; e < n_eps; e++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), isinf(eps[e]) ? "DS-SLMC" : "eps=%g", eps[e]);
+			print_row(name, acc + e * (size_t)o->seeds, nmi + e * (size_t)o->seeds,
+				  o->seeds);
+		}
 	}
 	free(obj);
+	free(one);
+	free(acc);
+	free(nmi);
+	return rc;
+}
+
+/* k-means and FCM alone: they do not depend on the learners or epsilon. */
+static int cmd_baselines(const struct opts *o, const trn_dataset *ds)
+{
+	uint32_t *cl = malloc(ds->n * sizeof(uint32_t));
+
+	if (!cl)
+		return 1;
+	print_config(o, ds);
+	printf("%-12s %-16s   %s\n", "method", "accuracy", "NMI");
+	print_baselines(o, ds, cl);
+	free(cl);
 	return 0;
 }
 
@@ -477,6 +571,19 @@ static int parse(int argc, char **argv, struct opts *o)
 		}
 		if (strcmp(argv[i], "--data-dir") == 0 && i + 1 < argc) {
 			o->dir = argv[i + 1];
+			continue;
+		}
+		if (strcmp(argv[i], "--split") == 0 && i + 1 < argc &&
+		    (strcmp(argv[i + 1], "train") == 0 || strcmp(argv[i + 1], "test") == 0)) {
+			o->test_split = strcmp(argv[i + 1], "test") == 0;
+			continue;
+		}
+		if (strcmp(argv[i], "--eps") == 0 && i + 1 < argc) {
+			if (bench_number_list(argv[i + 1], 1e-3, 1e6, o->eps, BENCH_MAX_EPS,
+					      &o->n_eps) != 0) {
+				fprintf(stderr, "bad option --eps\n");
+				return -1;
+			}
 			continue;
 		}
 		for (r = 0; r < sizeof(real) / sizeof(real[0]); r++)
@@ -518,9 +625,9 @@ int main(int argc, char **argv)
 	o.p.clusters = 0;
 	if (argc < 2 ||
 	    (strcmp(argv[1], "accuracy") != 0 && strcmp(argv[1], "converge") != 0 &&
-	     strcmp(argv[1], "noise") != 0) ||
+	     strcmp(argv[1], "noise") != 0 && strcmp(argv[1], "baselines") != 0) ||
 	    parse(argc, argv, &o) != 0) {
-		fprintf(stderr, "usage: %s accuracy|converge|noise [options]  (see the source)\n",
+		fprintf(stderr, "usage: %s accuracy|converge|noise|baselines [options]  (see the source)\n",
 			argv[0]);
 		return 2;
 	}
@@ -541,6 +648,8 @@ int main(int argc, char **argv)
 		rc = cmd_accuracy(&o, ds, aux);
 	else if (strcmp(argv[1], "noise") == 0)
 		rc = cmd_noise(&o, ds, aux);
+	else if (strcmp(argv[1], "baselines") == 0)
+		rc = cmd_baselines(&o, ds);
 	else
 		rc = cmd_converge(&o, ds, aux);
 	trn_dataset_free(ds);
