@@ -80,6 +80,19 @@ typedef struct trn__workspace {
 int trn__workspace_new(const trn_model *m, size_t cap, trn__workspace **ret, acct_error *err);
 void trn__workspace_free(trn__workspace *ws);
 
+/* Unit roundoff of binary64, the u of the clipping margin below. */
+#define TRN_F64_UNIT_ROUNDOFF 0x1p-53
+
+/* M = 1 + (n + 8) u: bounds the rounding of a squared norm computed with
+ * relative error at most gamma_n (Higham eq. 3.5), of its square root, of
+ * the clipping factor and of the scaled vector (docs/training.md,
+ * "Clipping in floating point"). */
+double trn__clip_margin(size_t n);
+
+/* The clipping factor min(1, C / (norm M)), M = trn__clip_margin(n)
+ * (Abadi et al. 2016, Algorithm 1, with the margin); C <= 0: 1. */
+double trn__clip_factor(double norm, double clip_norm, size_t n);
+
 /* How a chunk's per-example gradients are combined into the sum. */
 typedef struct trn__clip {
 	bool enabled;           /* false: plain sum (non-private baseline) */
