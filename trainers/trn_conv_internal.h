@@ -65,6 +65,20 @@ static inline double trn__conv_act_deriv(const trn_conv_spec *s, double a)
 	return s->ts_scale * s->ts_temp * g * (1.0 - g);
 }
 
+/*
+ * One example x (label y) of the float64 passes: adds c g to grad, g its
+ * gradient and c = min(1, C / (N M)) with N the bound on ||g|| that covers
+ * the rounding of its computed norm (ghost or materialised by `mode`) and
+ * M = trn__clip_margin of the net's terms (docs/training.md, "Clipping in
+ * floating point"); clip_norm <= 0: c = 1; a bound that is not finite: c =
+ * 0 and nothing added.  *ret_norm gets the computed ||g||, *ret_factor c,
+ * *ret_loss the loss (each may be NULL).  0, or ACCT_EINVAL when y is not
+ * a class (nothing added).
+ */
+int trn__convnet_example(trn_convnet *n, const double *x, uint32_t y, double clip_norm,
+			 trn_conv_norm_mode mode, double *grad, double *ret_norm, double *ret_factor,
+			 double *ret_loss);
+
 /* ---- float32 per-example gradients (trn_conv_f32.c) ---- */
 
 /*

@@ -196,6 +196,16 @@ double trn__conv_grad_sqnorm(const double *da, const double *u, size_t c_out, si
 			     size_t d, trn_conv_norm_mode mode, double *scratch_a,
 			     double *scratch_b);
 
+/*
+ * E, the absolute error bound of trn__conv_grad_sqnorm in either mode
+ * (docs/training.md, "Clipping in floating point"): the exact
+ * ||dA U||_F^2 + ||dA 1||^2 is at most the computed value plus
+ * E = 8 k u ||dA||^2 (||U||^2 + T), k = (C_out + T)(D + T) + C_out + T + 2.
+ * The products have terms of both signs, so no relative bound holds.
+ */
+double trn__conv_sqnorm_error(const double *da, const double *u, size_t c_out, size_t t,
+			      size_t d);
+
 /* ---- convolutional models served as trn_model (trn_model_conv.c) ---- */
 
 /* The bounds trn_convnet_new checks (trn_conv_spec's fields, the parameter
