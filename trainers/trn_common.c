@@ -123,3 +123,18 @@ int trn__event_of_parts(acct_event *const *parts, size_t n, acct_event **ret)
 	*ret = ev;
 	return 0;
 }
+
+double trn__clip_margin(size_t n)
+{
+	return 1.0 + ((double)n + 8.0) * TRN_F64_UNIT_ROUNDOFF;
+}
+
+double trn__clip_factor(double norm, double clip_norm, size_t n)
+{
+	double m = norm * trn__clip_margin(n);
+
+	/* Abadi et al. 2016, Algorithm 1, g / max(1, ||g|| / C), with the
+	 * computed norm inflated by M so that the bound holds for the
+	 * rounded vector (docs/training.md, "Clipping in floating point"). */
+	return clip_norm > 0.0 && m > clip_norm ? clip_norm / m : 1.0;
+}

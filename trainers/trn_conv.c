@@ -369,23 +369,45 @@ static double forward_one(trn_convnet *n, const double *x, uint32_t y)
 	return -log(z[y] > 0.0 ? z[y] : 1e-300);
 }
 
+/*
+ * The n of the clipping margin trn__clip_margin(n) for net n: each dense
+ * layer's squared norm carries relative error at most gamma_{in + out + 2},
+ * each convolution's bound s_hat + E one rounding, and the sum of the
+ * layers' nonnegative terms gamma_L (docs/training.md, "Clipping in
+ * floating point").
+ */
+static size_t conv_margin_terms(const trn_convnet *n)
+{
+	size_t k = 1;
+
+	for (size_t l = 0; l < n->n_dense; l++)
+		if (n->dense[l].in + n->dense[l].out + 2 > k)
+			k = n->dense[l].in + n->dense[l].out + 2;
+	return k + 1 + n->spec.n_conv + n->n_dense;
+}
+
 /* Back-propagates one example's errors: dh[l] are the errors at dense
  * layer l's pre-activation output, da[l] at conv layer l's pre-activation;
- * returns the squared norm of its whole gradient.  `mode` picks ghost
- * norms or materialised G for the convolutions. */
-static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode)
+ * returns the computed squared norm of its whole gradient, and in
+ * *ret_bound the bound on it the clipping uses (conv layers' errors
+ * added).  `mode` picks ghost norms or materialised G for the
+ * convolutions. */
+static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode,
+			   double *ret_bound)
 {
 	const trn_conv_spec *s = &n->spec;
-	double sq = 0.0;
+	double sq = 0.0, bound = 0.0;
 
 	memcpy(n->dh[n->n_dense], n->h[n->n_dense], s->classes * sizeof(double));
 	n->dh[n->n_dense][y] -= 1.0;
 	for (size_t l = n->n_dense; l-- > 0;) {
 		const struct dense_layer *dl = &n->dense[l];
 		double dd = cblas_ddot((int)dl->out, n->dh[l + 1], 1, n->dh[l + 1], 1);
-
 		/* Norm trick: ||delta h^T||^2 + ||delta||^2. */
-		sq += dd * (cblas_ddot((int)dl->in, n->h[l], 1, n->h[l], 1) + 1.0);
+		double term = dd * (cblas_ddot((int)dl->in, n->h[l], 1, n->h[l], 1) + 1.0);
+
+		sq += term;
+		bound += term;
 		cblas_dgemv(CblasRowMajor, CblasTrans, (int)dl->out, (int)dl->in, 1.0,
 			    n->params + dl->w_off, (int)dl->in, n->dh[l + 1], 1, 0.0, n->dh[l], 1);
 		for (size_t j = 0; l > 0 && j < dl->in; j++)
@@ -394,12 +416,16 @@ static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode)
 	for (uint32_t l = s->n_conv; l-- > 0;) {
 		const struct conv_layer *cl = &n->conv[l];
 		const double *dpool = l + 1 < s->n_conv ? n->din[l + 1] : n->dh[0];
+		double term;
 
 		pool_back(dpool, cl->c_out, cl->side, n->da[l]);
 		for (size_t i = 0; i < cl->c_out * cl->t; i++)
 			n->da[l][i] *= trn__conv_act_deriv(s, n->a[l][i]);
-		sq += trn__conv_grad_sqnorm(n->da[l], n->u[l], cl->c_out, cl->t, cl->d, mode,
-					    n->gram_a, n->gram_b);
+		term = trn__conv_grad_sqnorm(n->da[l], n->u[l], cl->c_out, cl->t, cl->d, mode,
+					     n->gram_a, n->gram_b);
+
+		sq += term;
+		bound += fmax(term, 0.0) + trn__conv_sqnorm_error(n->da[l], n->u[l], cl->c_out, cl->t, cl->d);
 		if (l == 0)
 			break;
 		/* dU (T x D) = dA^T (T x C_out) W (C_out x D), folded back. */
@@ -408,6 +434,7 @@ static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode)
 			    (int)cl->d, 0.0, n->du[l], (int)cl->d);
 		col2im(cl, n->du[l], n->din[l]);
 	}
+	*ret_bound = bound;
 	return sq;
 }
 
@@ -440,6 +467,20 @@ double trn__conv_grad_sqnorm(const double *da, const double *u, size_t c_out, si
 		sq = cblas_ddot((int)(c_out * d), scratch_a, 1, scratch_a, 1);
 	}
 	return sq + bias;
+}
+
+double trn__conv_sqnorm_error(const double *da, const double *u, size_t c_out, size_t t,
+			      size_t d)
+{
+	/* docs/training.md, "Clipping in floating point": the k counts every
+	 * gamma_k the bound takes (Higham eqs. 3.5 and 3.13); || |dA| |U| ||^2
+	 * <= ||dA||^2 ||U||^2 (Cauchy-Schwarz) bounds the sums' absolute
+	 * terms, the bias being U's column of ones. */
+	double k = (double)((c_out + t) * (d + t) + c_out + t + 2);
+	double dd = cblas_ddot((int)(c_out * t), da, 1, da, 1);
+	double uu = cblas_ddot((int)(t * d), u, 1, u, 1) + (double)t;
+
+	return 8.0 * k * TRN_F64_UNIT_ROUNDOFF * (dd * uu);
 }
 
 /* Adds scale times the example's gradient to grad, from the errors that
@@ -485,6 +526,34 @@ uint32_t trn_convnet_predict(trn_convnet *n, const double *x)
 	return trn__argmax(n->h[n->n_dense], n->spec.classes);
 }
 
+int trn__convnet_example(trn_convnet *n, const double *x, uint32_t y, double clip_norm,
+			 trn_conv_norm_mode mode, double *grad, double *ret_norm, double *ret_factor,
+			 double *ret_loss)
+{
+	double sq, bound, c = 0.0, loss;
+
+	if (y >= n->spec.classes)
+		return ACCT_EINVAL;
+	loss = forward_one(n, x, y);
+	sq = backward_one(n, y, mode, &bound);
+	/* Abadi et al. Algorithm 1: g / max(1, ||g|| / C), with ||g|| the
+	 * bound on the exact norm and the margin of conv_margin_terms, so that
+	 * the exact contribution c g has norm at most C (docs/training.md,
+	 * "Clipping in floating point"); an example whose norm is not finite
+	 * contributes nothing. */
+	if (isfinite(bound)) {
+		c = trn__clip_factor(sqrt(bound), clip_norm, conv_margin_terms(n));
+		accumulate_one(n, c, grad);
+	}
+	if (ret_norm)
+		*ret_norm = sqrt(sq);
+	if (ret_factor)
+		*ret_factor = c;
+	if (ret_loss)
+		*ret_loss = loss;
+	return 0;
+}
+
 int trn_convnet_clipped_grad(trn_convnet *n, const double *x, const uint32_t *y, size_t B,
 			     double clip_norm, trn_conv_norm_mode mode, double *grad,
 			     double *ret_norms, double *ret_loss_sum)
@@ -493,21 +562,13 @@ int trn_convnet_clipped_grad(trn_convnet *n, const double *x, const uint32_t *y,
 	double loss = 0.0;
 
 	for (size_t i = 0; i < B; i++) {
-		double norm, c = 1.0;
+		double l = 0.0;
+		int rc = trn__convnet_example(n, x + i * d, y[i], clip_norm, mode, grad,
+					      ret_norms ? &ret_norms[i] : NULL, NULL, &l);
 
-		if (y[i] >= n->spec.classes)
-			return ACCT_EINVAL;
-		loss += forward_one(n, x + i * d, y[i]);
-		norm = sqrt(backward_one(n, y[i], mode));
-		if (ret_norms)
-			ret_norms[i] = norm;
-		/* Abadi et al. Algorithm 1: g / max(1, ||g|| / C); an example
-		 * whose norm is not finite contributes nothing. */
-		if (!isfinite(norm))
-			continue;
-		if (clip_norm > 0.0 && norm > clip_norm)
-			c = clip_norm / norm;
-		accumulate_one(n, c, grad);
+		if (rc)
+			return rc;
+		loss += l;
 	}
 	if (ret_loss_sum)
 		*ret_loss_sum = loss;

@@ -291,21 +291,6 @@ static void f32_realise(trn_conv_f32 *w)
 	}
 }
 
-double trn__conv_f32_margin(size_t n)
-{
-	return 1.0 + ((double)n + 8.0) * TRN_F64_UNIT_ROUNDOFF;
-}
-
-double trn__conv_f32_clip_factor(double norm, double clip_norm, size_t n)
-{
-	double m = norm * trn__conv_f32_margin(n);
-
-	/* Abadi et al. 2016, Algorithm 1, g / max(1, ||g|| / C), with the
-	 * computed norm inflated by M so that the bound holds for the
-	 * rounded vector (docs/training.md, "The float32 option"). */
-	return clip_norm > 0.0 && m > clip_norm ? clip_norm / m : 1.0;
-}
-
 int trn__conv_f32_example(trn_conv_f32 *w, const double *x, uint32_t y, double clip_norm,
 			  double *grad, double *ret_norm, double *ret_loss)
 {
@@ -324,7 +309,7 @@ int trn__conv_f32_example(trn_conv_f32 *w, const double *x, uint32_t y, double c
 		*ret_loss = loss;
 	/* An example whose norm is not finite contributes nothing. */
 	if (isfinite(norm))
-		cblas_daxpy((int)np, trn__conv_f32_clip_factor(norm, clip_norm, np), w->grad, 1,
+		cblas_daxpy((int)np, trn__clip_factor(norm, clip_norm, np), w->grad, 1,
 			    grad, 1);
 	return 0;
 }

@@ -65,10 +65,21 @@ static inline double trn__conv_act_deriv(const trn_conv_spec *s, double a)
 	return s->ts_scale * s->ts_temp * g * (1.0 - g);
 }
 
-/* ---- float32 per-example gradients (trn_conv_f32.c) ---- */
+/*
+ * One example x (label y) of the float64 passes: adds c g to grad, g its
+ * gradient and c = min(1, C / (N M)) with N the bound on ||g|| that covers
+ * the rounding of its computed norm (ghost or materialised by `mode`) and
+ * M = trn__clip_margin of the net's terms (docs/training.md, "Clipping in
+ * floating point"); clip_norm <= 0: c = 1; a bound that is not finite: c =
+ * 0 and nothing added.  *ret_norm gets the computed ||g||, *ret_factor c,
+ * *ret_loss the loss (each may be NULL).  0, or ACCT_EINVAL when y is not
+ * a class (nothing added).
+ */
+int trn__convnet_example(trn_convnet *n, const double *x, uint32_t y, double clip_norm,
+			 trn_conv_norm_mode mode, double *grad, double *ret_norm, double *ret_factor,
+			 double *ret_loss);
 
-/* Unit roundoff of binary64, the u of the clipping margin below. */
-#define TRN_F64_UNIT_ROUNDOFF 0x1p-53
+/* ---- float32 per-example gradients (trn_conv_f32.c) ---- */
 
 /*
  * A float32 workspace for net `n` (borrowed: it must outlive the
@@ -89,20 +100,12 @@ void trn__conv_f32_load_weights(trn_conv_f32 *w);
  * backward pass in float32 with the weights of the last load, its whole
  * gradient g realised as a double vector (docs/training.md, "float32"),
  * ||g|| computed in double on that vector, and c g added to grad with
- * c = min(1, C / (||g|| M)), M = trn__conv_f32_margin(n_params); clip_norm
+ * c = min(1, C / (||g|| M)), M = trn__clip_margin(n_params); clip_norm
  * <= 0: c = 1.  An example whose norm is not finite adds nothing.
  * *ret_norm (may be NULL) gets ||g||, *ret_loss (may be NULL) its loss.
  * 0, or ACCT_EINVAL when y is not a class (nothing added).
  */
 int trn__conv_f32_example(trn_conv_f32 *w, const double *x, uint32_t y, double clip_norm,
 			  double *grad, double *ret_norm, double *ret_loss);
-
-/* The clipping factor min(1, C / (norm M)) with the margin M =
- * trn__conv_f32_margin(n) of a gradient of n entries; C <= 0: 1. */
-double trn__conv_f32_clip_factor(double norm, double clip_norm, size_t n);
-
-/* M = 1 + (n + 8) u: bounds the rounding of a computed norm of n terms,
- * of the clipping factor and of the scaled vector (docs/training.md). */
-double trn__conv_f32_margin(size_t n);
 
 #endif

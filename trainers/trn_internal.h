@@ -80,6 +80,19 @@ typedef struct trn__workspace {
 int trn__workspace_new(const trn_model *m, size_t cap, trn__workspace **ret, acct_error *err);
 void trn__workspace_free(trn__workspace *ws);
 
+/* Unit roundoff of binary64, the u of the clipping margin below. */
+#define TRN_F64_UNIT_ROUNDOFF 0x1p-53
+
+/* M = 1 + (n + 8) u: bounds the rounding of a squared norm computed with
+ * relative error at most gamma_n (Higham eq. 3.5), of its square root, of
+ * the clipping factor and of the scaled vector (docs/training.md,
+ * "Clipping in floating point"). */
+double trn__clip_margin(size_t n);
+
+/* The clipping factor min(1, C / (norm M)), M = trn__clip_margin(n)
+ * (Abadi et al. 2016, Algorithm 1, with the margin); C <= 0: 1. */
+double trn__clip_factor(double norm, double clip_norm, size_t n);
+
 /* How a chunk's per-example gradients are combined into the sum. */
 typedef struct trn__clip {
 	bool enabled;           /* false: plain sum (non-private baseline) */
@@ -182,6 +195,16 @@ int trn__features_rows(const trn_model *m, trn_scatter_workspace *w, const doubl
 double trn__conv_grad_sqnorm(const double *da, const double *u, size_t c_out, size_t t,
 			     size_t d, trn_conv_norm_mode mode, double *scratch_a,
 			     double *scratch_b);
+
+/*
+ * E, the absolute error bound of trn__conv_grad_sqnorm in either mode
+ * (docs/training.md, "Clipping in floating point"): the exact
+ * ||dA U||_F^2 + ||dA 1||^2 is at most the computed value plus
+ * E = 8 k u ||dA||^2 (||U||^2 + T), k = (C_out + T)(D + T) + C_out + T + 2.
+ * The products have terms of both signs, so no relative bound holds.
+ */
+double trn__conv_sqnorm_error(const double *da, const double *u, size_t c_out, size_t t,
+			      size_t d);
 
 /* ---- convolutional models served as trn_model (trn_model_conv.c) ---- */
 

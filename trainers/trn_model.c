@@ -355,13 +355,33 @@ static void example_sqnorms(const trn_model *m, trn__workspace *ws, size_t B, do
 }
 
 /*
+ * The n of the clipping margin trn__clip_margin(n) for this model
+ * (docs/training.md, "Clipping in floating point"): layer l's squared norm
+ * fl(fl(sum delta^2) fl(sum a^2 + 1)) carries relative error at most
+ * gamma_{in + out + 2} (Higham eq. 3.5 and Lemma 3.3), the global sum of
+ * the L layers' terms gamma_L more.
+ */
+static size_t clip_margin_terms(const trn_model *m)
+{
+	size_t k = 0;
+
+	for (uint32_t l = 0; l < m->n_layers; l++)
+		if (m->dims[l] + m->dims[l + 1] + 2 > k)
+			k = m->dims[l] + m->dims[l + 1] + 2;
+	return k + m->n_layers;
+}
+
+/*
  * Example i's clipping factors, one per layer in ws->scale (Abadi et al.
- * Alg. 1: g / max(1, ||g|| / C)); for per-layer clipping each of the L
- * layers gets C / sqrt(L), so the whole clipped gradient still has norm at
- * most C.
+ * Alg. 1: g / max(1, ||g|| / C)), with the computed norm inflated by the
+ * margin of `terms` so that the exact norm of what is summed, the scaled
+ * errors fl(c delta_i) times a_i, is at most C (docs/training.md,
+ * "Clipping in floating point"); for per-layer clipping each of the L
+ * layers gets at most C / sqrt(L), so the whole clipped gradient still
+ * has norm at most C.
  */
 static void example_clip_factors(const trn_model *m, trn__workspace *ws, size_t B, size_t i,
-				 const trn__clip *clip)
+				 const trn__clip *clip, size_t terms)
 {
 	uint32_t L = m->n_layers;
 	double total = 0.0;
@@ -382,27 +402,25 @@ static void example_clip_factors(const trn_model *m, trn__workspace *ws, size_t 
 		return;
 	}
 	if (clip->mode == TRN_CLIP_GLOBAL) {
-		double s = sqrt(total), c;
+		double c = trn__clip_factor(sqrt(total), clip->clip_norm, terms);
 
-		c = s > clip->clip_norm ? clip->clip_norm / s : 1.0;
 		for (uint32_t l = 0; l < L; l++)
 			ws->scale[l * B + i] = c;
 	} else {
 		double cl = clip->clip_norm / sqrt((double)L);
 
-		for (uint32_t l = 0; l < L; l++) {
-			double s = sqrt(ws->sq[l][i]);
-
-			ws->scale[l * B + i] = s > cl ? cl / s : 1.0;
-		}
+		for (uint32_t l = 0; l < L; l++)
+			ws->scale[l * B + i] = trn__clip_factor(sqrt(ws->sq[l][i]), cl, terms);
 	}
 }
 
 /* Clips every example's errors in place by its factors. */
 static void clip_deltas(const trn_model *m, trn__workspace *ws, size_t B, const trn__clip *clip)
 {
+	size_t terms = clip_margin_terms(m);
+
 	for (size_t i = 0; i < B; i++)
-		example_clip_factors(m, ws, B, i, clip);
+		example_clip_factors(m, ws, B, i, clip, terms);
 	for (uint32_t l = 0; l < m->n_layers; l++) {
 		size_t out = m->dims[l + 1];
 

@@ -14,7 +14,8 @@
 #include <criterion/criterion.h>
 
 #include "trn.h"
-#include "trn_internal.h"
+#include "trn_conv_internal.h"
+#include "trn_test_exact.h"
 #include "trn_test_rng.h"
 
 static const uint8_t seed_prefix[2] = {0xc0, 0x4e};
@@ -248,6 +249,178 @@ Test(conv, clipped_sums_of_neighbouring_batches_differ_by_at_most_c)
 	free(s0);
 	free(s1);
 	trn_convnet_free(n);
+	mech_rng_free(rng);
+}
+
+/* ||dA U||^2 + ||dA 1||^2 of conv layer cl, each entry of dA U and dA 1
+ * summed exactly enough in double-double, then squared. */
+static trn_test_dd exact_conv_sq(const struct conv_layer *cl, const double *da, const double *u)
+{
+	trn_test_dd total = {0.0, 0.0};
+
+	for (size_t o = 0; o < cl->c_out; o++)
+		for (size_t j = 0; j <= cl->d; j++) {
+			trn_test_dd g = {0.0, 0.0};
+
+			/* Column d is the bias: U's column of ones. */
+			for (size_t p = 0; p < cl->t; p++)
+				g = trn_test_dd_add(g, trn_test_dd_mul((trn_test_dd){da[o * cl->t + p], 0.0},
+								      (trn_test_dd){j < cl->d ? u[p * cl->d + j] : 1.0, 0.0}));
+			total = trn_test_dd_add(total, trn_test_dd_mul(g, g));
+		}
+	return total;
+}
+
+/* The exact squared norm of the gradient whose errors and inputs the last
+ * example left in net n: its convolutions' and dense layers' parts. */
+static trn_test_dd exact_example_sq(const trn_convnet *n)
+{
+	trn_test_dd total = {0.0, 0.0};
+
+	for (uint32_t l = 0; l < n->spec.n_conv; l++)
+		total = trn_test_dd_add(total, exact_conv_sq(&n->conv[l], n->da[l], n->u[l]));
+	for (size_t l = 0; l < n->n_dense; l++)
+		total = trn_test_dd_add(total,
+					trn_test_dd_mul(trn_test_sqsum(n->dh[l + 1], n->dense[l].out, 0.0),
+							trn_test_sqsum(n->h[l], n->dense[l].in, 1.0)));
+	return total;
+}
+
+/*
+ * Every example's contribution c g, g exact for the errors and inputs the
+ * passes computed, has norm at most C (docs/training.md, "Clipping in
+ * floating point"), in every norm mode: on random nets and rows, with C a
+ * third of the computed norm (clipped) and C the computed norm itself,
+ * where without the margin c = 1 and the exact norm exceeds C for a good
+ * share of the rows.
+ */
+Test(conv, every_contribution_has_exact_norm_at_most_c)
+{
+	static const trn_conv_norm_mode modes[3] = {TRN_CONV_NORM_GHOST, TRN_CONV_NORM_MATERIALISE,
+						    TRN_CONV_NORM_AUTO};
+	mech_rng *rng = trn_test_seeded(seed_prefix, 7);
+	size_t checked = 0;
+
+	for (int trial = 0; trial < 6; trial++) {
+		trn_convnet *n = small_net(trial % 2 ? TRN_CONV_TANH : TRN_CONV_TEMPERED_SIGMOID, rng);
+		size_t d = trn_convnet_input_dim(n), np = trn_convnet_n_params(n);
+		double *g = malloc(np * sizeof(double));
+
+		cr_assert_not_null(g);
+		for (int row = 0; row < 30; row++) {
+			double *x = random_rows(rng, 1, d, row % 2 ? 4.0 : 0.5), norm = NAN, c = NAN;
+			trn_conv_norm_mode mode = modes[row % 3];
+			uint32_t y = (uint32_t)trn_test_below(rng, 3);
+
+			cr_assert_eq(trn__convnet_example(n, x, y, 0.0, mode, g, &norm, NULL, NULL), 0);
+			cr_assert(isfinite(norm) && norm > 0.0);
+			for (int k = 0; k < 2; k++) {
+				double C = k == 0 ? norm / 3.0 : norm;
+				trn_test_dd sq;
+
+				cr_assert_eq(trn__convnet_example(n, x, y, C, mode, g, NULL, &c, NULL), 0);
+				cr_assert(c > 0.0 && c <= 1.0);
+				sq = trn_test_dd_mul(exact_example_sq(n), trn_test_dd_mul((trn_test_dd){c, 0.0},
+											 (trn_test_dd){c, 0.0}));
+				cr_assert_leq(trn_test_excess_over_c2(sq, C), 0.0,
+					      "trial %d row %d mode %d C %s: ||c g||^2 - C^2 = %g", trial, row,
+					      (int)mode, k ? "= ||g||" : "= ||g|| / 3",
+					      trn_test_excess_over_c2(sq, C));
+				checked++;
+			}
+			free(x);
+		}
+		free(g);
+		trn_convnet_free(n);
+	}
+	cr_assert_eq(checked, 360);
+	mech_rng_free(rng);
+}
+
+/* Makes each of da's c rows (length t) orthogonal, in double, to the d
+ * columns of u (t x d) and to the ones vector: modified Gram-Schmidt on
+ * those columns, applied twice, so that dA U and dA 1 vanish up to
+ * rounding while dA and U stay of order one. */
+static void orthogonalise_rows(double *da, size_t c, size_t t, const double *u, size_t d)
+{
+	double *q = malloc(t * (d + 1) * sizeof(double));
+
+	cr_assert_not_null(q);
+	for (size_t j = 0; j <= d; j++) {
+		double *v = q + j * t, nv;
+
+		for (size_t p = 0; p < t; p++)
+			v[p] = j < d ? u[p * d + j] : 1.0;
+		for (int pass = 0; pass < 2; pass++)
+			for (size_t i = 0; i < j; i++) {
+				double dot = 0.0;
+
+				for (size_t p = 0; p < t; p++)
+					dot += v[p] * q[i * t + p];
+				for (size_t p = 0; p < t; p++)
+					v[p] -= dot * q[i * t + p];
+			}
+		nv = vec_norm(v, t);
+		for (size_t p = 0; p < t; p++)
+			v[p] /= nv;
+	}
+	for (size_t o = 0; o < c; o++)
+		for (int pass = 0; pass < 2; pass++)
+			for (size_t j = 0; j <= d; j++) {
+				double dot = 0.0;
+
+				for (size_t p = 0; p < t; p++)
+					dot += da[o * t + p] * q[j * t + p];
+				for (size_t p = 0; p < t; p++)
+					da[o * t + p] -= dot * q[j * t + p];
+			}
+	free(q);
+}
+
+/*
+ * With cancellation, a computed conv norm is no relative bound: errors
+ * orthogonal to U's columns make dA U vanish up to rounding, and the
+ * computed squared norm (ghost or materialised) then misses the exact one
+ * by more than any relative margin for some draws; the absolute bound E
+ * covers every draw (docs/training.md, "Clipping in floating point").
+ */
+Test(conv, conv_norm_error_bound_holds_under_cancellation)
+{
+	mech_rng *rng = trn_test_seeded(seed_prefix, 8);
+	static const size_t shapes[][3] = {{3, 16, 9}, {4, 25, 8}, {2, 36, 18}, {6, 64, 20}};
+	int under = 0, checked = 0;
+
+	for (int trial = 0; trial < 40; trial++) {
+		const size_t *sh = shapes[trial % 4];
+		size_t c = sh[0], t = sh[1], d = sh[2], g = t * t > c * d ? t * t : c * d;
+		double *da = random_rows(rng, c, t, 1.0), *u = random_rows(rng, t, d, 1.0);
+		double *sa = malloc(g * sizeof(double)), *sb = malloc(g * sizeof(double));
+		struct conv_layer cl = {.c_out = c, .t = t, .d = d};
+		trn_test_dd exact;
+
+		cr_assert(sa && sb);
+		if (trial % 2)
+			orthogonalise_rows(da, c, t, u, d);
+		exact = exact_conv_sq(&cl, da, u);
+		for (int m = 0; m < 2; m++) {
+			trn_conv_norm_mode mode = m ? TRN_CONV_NORM_MATERIALISE : TRN_CONV_NORM_GHOST;
+			double sq = trn__conv_grad_sqnorm(da, u, c, t, d, mode, sa, sb);
+			double e = trn__conv_sqnorm_error(da, u, c, t, d);
+			trn_test_dd over = trn_test_dd_add(exact, (trn_test_dd){-(fmax(sq, 0.0) + e), 0.0});
+
+			cr_assert_leq(over.hi + over.lo, 0.0, "trial %d mode %d: exact %g, computed %g + %g",
+				      trial, m, exact.hi, sq, e);
+			/* Past a relative margin far wider than the clipping's. */
+			under += exact.hi > fmax(sq, 0.0) * (1.0 + 1e-6);
+			checked++;
+		}
+		free(da);
+		free(u);
+		free(sa);
+		free(sb);
+	}
+	cr_assert_eq(checked, 80);
+	cr_assert_geq(under, 5, "cancellation must defeat a relative margin: %d of 80", under);
 	mech_rng_free(rng);
 }
 

@@ -16,6 +16,7 @@
 
 #include "trn.h"
 #include "trn_conv_internal.h"
+#include "trn_test_exact.h"
 #include "trn_test_rng.h"
 
 static const uint8_t seed_prefix[2] = {0xf3, 0x20};
@@ -67,20 +68,10 @@ static void random_row(mech_rng *rng, double *x, size_t d, double scale)
 		x[i] = scale * trn_test_normal(rng);
 }
 
-/* ||v||^2 - C^2, exact to far below one rounding of a double: each square
- * split into its rounded value and error (fma), summed in double-double
- * (Knuth's two-sum), C^2 likewise. */
+/* ||v||^2 - C^2, exact to far below one rounding of a double. */
 static double excess_over_c2(const double *v, size_t n, double C)
 {
-	double hi = 0.0, lo = 0.0, c2 = C * C, c2e = fma(C, C, -c2);
-
-	for (size_t i = 0; i < n; i++) {
-		double p = v[i] * v[i], e = fma(v[i], v[i], -p), s = hi + p, bb = s - hi;
-
-		lo += (hi - (s - bb)) + (p - bb) + e;
-		hi = s;
-	}
-	return (hi - c2) + (lo - c2e);
+	return trn_test_excess_over_c2(trn_test_sqsum(v, n, 0.0), C);
 }
 
 Test(conv_f32, gradients_agree_with_float64)
@@ -206,13 +197,13 @@ Test(conv_f32, clip_factor_and_margin)
 {
 	double u = 0x1p-53;
 
-	cr_assert_eq(trn__conv_f32_margin(0), 1.0 + 8.0 * u);
-	cr_assert_eq(trn__conv_f32_margin(1000), 1.0 + 1008.0 * u);
-	cr_assert_eq(trn__conv_f32_clip_factor(1.0, 2.0, 100), 1.0);
-	cr_assert_eq(trn__conv_f32_clip_factor(5.0, 0.0, 100), 1.0);
-	cr_assert_lt(trn__conv_f32_clip_factor(1.0, 1.0, 100), 1.0);
-	cr_assert_float_eq(trn__conv_f32_clip_factor(4.0, 1.0, 100), 0.25, 1e-13);
-	cr_assert_eq(trn__conv_f32_clip_factor(4.0, 1.0, 100),
+	cr_assert_eq(trn__clip_margin(0), 1.0 + 8.0 * u);
+	cr_assert_eq(trn__clip_margin(1000), 1.0 + 1008.0 * u);
+	cr_assert_eq(trn__clip_factor(1.0, 2.0, 100), 1.0);
+	cr_assert_eq(trn__clip_factor(5.0, 0.0, 100), 1.0);
+	cr_assert_lt(trn__clip_factor(1.0, 1.0, 100), 1.0);
+	cr_assert_float_eq(trn__clip_factor(4.0, 1.0, 100), 0.25, 1e-13);
+	cr_assert_eq(trn__clip_factor(4.0, 1.0, 100),
 		     1.0 / (4.0 * (1.0 + 108.0 * u)));
 }
 

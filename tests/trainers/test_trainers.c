@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "trn_internal.h"
+#include "trn_test_exact.h"
 #include "trn_test_rng.h"
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -359,6 +360,108 @@ Test(clipping, a_non_finite_example_contributes_nothing_global)
 Test(clipping, a_non_finite_example_contributes_nothing_per_layer)
 {
 	non_finite_example(TRN_CLIP_PER_LAYER);
+}
+
+/*
+ * Example 0's clipped contribution as summed, layer by layer: the exact
+ * squared norm of fl(c delta) a^T and fl(c delta), ||fl(c delta)||^2
+ * (||a||^2 + 1), from the scaled errors and activations the chunk leaves
+ * in the workspace, in double-double.
+ */
+static trn_test_dd contribution_sq(const trn_model *m, const trn__workspace *ws, uint32_t l)
+{
+	return trn_test_dd_mul(trn_test_sqsum(ws->delta[l], m->dims[l + 1], 0.0),
+			       trn_test_sqsum(ws->act[l], m->dims[l], 1.0));
+}
+
+/* Runs example x alone with clipping `clip`; returns the number of bounds
+ * it checked: the whole contribution within C (global), or each layer's
+ * within C / sqrt(L) (per layer), exactly. */
+static int check_one_clipped(const trn_model *m, trn__workspace *ws, const double *x,
+			     uint32_t y, const trn__clip *clip, double *grad)
+{
+	uint32_t L = m->n_layers;
+	trn_test_dd total = {0.0, 0.0};
+	int checked = 0;
+
+	memcpy(ws->act[0], x, m->dims[0] * sizeof(double));
+	trn__chunk_gradient(m, ws, &y, 1, clip, grad, NULL, NULL, NULL);
+	for (uint32_t l = 0; l < L; l++) {
+		trn_test_dd sq = contribution_sq(m, ws, l);
+
+		total = trn_test_dd_add(total, sq);
+		if (clip->mode == TRN_CLIP_PER_LAYER) {
+			/* L ||v_l||^2 <= C^2, L exact in double-double. */
+			sq = trn_test_dd_mul(sq, (trn_test_dd){(double)L, 0.0});
+			cr_assert_leq(trn_test_excess_over_c2(sq, clip->clip_norm), 0.0,
+				      "layer %u of %u over C / sqrt(L), C = %.17g", l, L,
+				      clip->clip_norm);
+			checked++;
+		}
+	}
+	cr_assert_leq(trn_test_excess_over_c2(total, clip->clip_norm), 0.0,
+		      "contribution over C = %.17g (%s)", clip->clip_norm,
+		      clip->mode == TRN_CLIP_PER_LAYER ? "per layer" : "global");
+	return checked + 1;
+}
+
+/*
+ * Every example's clipped contribution, as the matmul sums it, has exact
+ * norm at most C (docs/training.md, "Clipping in floating point"): on
+ * random models up to 60 units wide and random rows, with C a third of
+ * the computed norm (clipped) and C the computed norm itself (global), or
+ * sqrt(L) times a layer's computed norm (per layer), where without the
+ * margin the exact norm exceeds C for a good share of the rows.
+ */
+static void every_contribution_within_c(trn_clipping mode)
+{
+	static const uint32_t shapes[4][4] = {{20, 5}, {30, 60, 4}, {12, 40, 25, 3}, {60, 10}};
+	static const uint32_t layers[4] = {1, 2, 3, 1};
+	mech_rng *rng = trn_test_seeded(seed_prefix, 60 + (uint8_t)mode);
+	int checked = 0;
+
+	for (int trial = 0; trial < 16; trial++) {
+		uint32_t L = layers[trial % 4], act = trial % 2 ? TRN_ACT_TANH : TRN_ACT_RELU;
+		trn_model *m = random_model(L, shapes[trial % 4], act, 0.5, (uint8_t)(70 + trial));
+		trn__workspace *ws = NULL;
+		double x[64], norm, *grad = calloc(m->n_params, sizeof(double));
+
+		cr_assert(grad);
+		cr_assert_eq(trn__workspace_new(m, 1, &ws, NULL), 0);
+		for (int row = 0; row < 40; row++) {
+			uint32_t y = (uint32_t)trn_test_below(rng, m->dims[L]);
+			trn__clip noclip = {false, mode, 0.0};
+
+			for (uint32_t j = 0; j < m->dims[0]; j++)
+				x[j] = (row % 2 ? 3.0 : 0.4) * trn_test_normal(rng);
+			memcpy(ws->act[0], x, m->dims[0] * sizeof(double));
+			trn__chunk_gradient(m, ws, &y, 1, &noclip, grad, &norm, NULL, NULL);
+			cr_assert(isfinite(norm) && norm > 0.0);
+			for (int k = 0; k < 2; k++) {
+				trn__clip clip = {true, mode, k == 0 ? norm / 3.0 : norm};
+
+				if (k == 1 && mode == TRN_CLIP_PER_LAYER)
+					/* ws->sq still holds the unclipped run's terms. */
+					clip.clip_norm = sqrt(ws->sq[row % L][0]) * sqrt((double)L);
+				checked += check_one_clipped(m, ws, x, y, &clip, grad);
+			}
+		}
+		trn__workspace_free(ws);
+		trn_model_free(m);
+		free(grad);
+	}
+	cr_assert_geq(checked, 16 * 40 * 2);
+	mech_rng_free(rng);
+}
+
+Test(clipping, every_contribution_has_exact_norm_at_most_C_global)
+{
+	every_contribution_within_c(TRN_CLIP_GLOBAL);
+}
+
+Test(clipping, every_contribution_has_exact_norm_at_most_C_per_layer)
+{
+	every_contribution_within_c(TRN_CLIP_PER_LAYER);
 }
 
 /* ---- the privacy event -------------------------------------------------------- */
