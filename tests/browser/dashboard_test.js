@@ -141,8 +141,10 @@ async function desktop(browser) {
   assert.ok(Math.abs(last - 0.875) < 1e-12, 'cumulative spend ' + last);
   const box = await page.evaluate(() => document.getElementById('chart').getBoundingClientRect().height);
   assert.ok(box > 100, 'chart height ' + box);
-  /* The reservation is listed. */
-  assert.ok((await page.textContent('#reservations tbody')).includes('open'));
+  /* The reservation is listed (its list is fetched apart from the
+   * ledger's, so it may come later). */
+  await page.waitForFunction(() =>
+    (document.querySelector('#reservations tbody')?.textContent || '').includes('open'));
   /* Keys: an admin sees the tab. */
   assert.ok(await page.isVisible('.tab[data-view="keys"]'));
   await page.screenshot({ path: path.join(shots, 'dashboard-desktop-dataset.png'), fullPage: true });
