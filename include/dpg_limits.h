@@ -131,6 +131,10 @@
 #define DPG_MAX_PREDICT_ROWS        10000
 #define DPG_MAX_EPOCHS              10000
 #define DPG_MAX_LOT_SIZE            1000000      /* expected DP-SGD lot size L */
+/* The smallest clip_norm C of a private DP-SGD job: above it no rounding
+ * of a clipped contribution underflows past the clipping margin's slack
+ * (docs/training.md, "Clipping in floating point"). */
+#define DPG_MIN_CLIP_NORM           0x1p-900
 #define DPG_MAX_HIDDEN_LAYERS       2            /* MLP hidden layers */
 #define DPG_MAX_MODEL_PARAMS        (1LL << 24)  /* weights + biases (128 MiB) */
 /* A serialized model read back from the database: its parameters as
@@ -187,7 +191,6 @@
 #define DPG_MAX_CONV_LAYERS         2            /* conv + pooling blocks */
 #define DPG_MAX_CONV_CHANNELS       256          /* channels of an image or a block */
 #define DPG_MAX_CONV_KERNEL         9            /* side of a (square, odd) kernel */
-#define DPG_MIN_CLIP_NORM_FLOAT32   0x1p-900     /* clip_norm of a float32 cnn */
 /* ==== end convolutional models ==== */
 
 /* ==== dpgate migrate ==== */

@@ -61,12 +61,6 @@ int trn__precision_check(const trn_dpsgd_params *p, acct_error *err)
 	if (p->model != TRN_MODEL_CNN)
 		return acct_error_set(err, ACCT_EINVAL, "/params/precision",
 				      "precision \"float32\" is a cnn's only");
-	/* Below it, gradual underflow of c g could exceed the slack of the
-	 * clipping margin (docs/training.md, "The float32 option"). */
-	if (!(p->clip_norm >= DPG_MIN_CLIP_NORM_FLOAT32))
-		return acct_error_set(err, ACCT_EINVAL, "/params/clip_norm",
-				      "precision \"float32\" takes clip_norm >= %g",
-				      DPG_MIN_CLIP_NORM_FLOAT32);
 	return 0;
 }
 

@@ -160,6 +160,11 @@ static int params_check(const trn_dpsgd_params *p, bool private, acct_error *err
 		    trn__check_positive(p->clip_norm, TRN_MAX_CLIP_NORM, "/params/clip_norm",
 					err) < 0)
 			return ACCT_EINVAL;
+		/* Below it gradual underflow could push a clipped contribution
+		 * past the clipping margin's slack, in float64 as in float32. */
+		if (p->clip_norm < DPG_MIN_CLIP_NORM)
+			return acct_error_set(err, ACCT_EINVAL, "/params/clip_norm",
+					      "clip_norm must be at least %g", DPG_MIN_CLIP_NORM);
 		if (p->clipping != TRN_CLIP_GLOBAL && p->clipping != TRN_CLIP_PER_LAYER)
 			return acct_error_set(err, ACCT_EINVAL, "/params/clipping",
 					      "clipping must be \"global\" or \"per_layer\"");

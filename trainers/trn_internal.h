@@ -246,8 +246,8 @@ int trn__conv_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret,
  * shared ones (trn_conv_params.c).  0 or ACCT_EINVAL naming the field. */
 int trn__conv_params_check(const trn_dpsgd_params *p, acct_error *err);
 
-/* "precision" (trn_conv_params.c): float64, or float32 for a cnn with
- * clip_norm >= DPG_MIN_CLIP_NORM_FLOAT32.  0 or ACCT_EINVAL naming it. */
+/* "precision" (trn_conv_params.c): float64, or float32 for a cnn.  0 or
+ * ACCT_EINVAL naming it. */
 int trn__precision_check(const trn_dpsgd_params *p, acct_error *err);
 
 /* Little-endian fields of the model file (trn_model_bytes.c). */

@@ -260,9 +260,10 @@ Test(conv_f32, a_step_agrees_with_float64)
 	mech_rng_free(rng);
 }
 
-/* "precision": its names, float64 by default, float32 for a cnn only and
- * with clip_norm >= DPG_MIN_CLIP_NORM_FLOAT32; float64 keeps every clip
- * norm it took before. */
+/* "precision": its names, float64 by default, float32 for a cnn only; and
+ * clip_norm at least DPG_MIN_CLIP_NORM in every private job, whatever the
+ * precision and the model (below it the margin's argument fails by
+ * underflow). */
 Test(conv_f32, precision_param_checks)
 {
 	trn_dpsgd_params p;
@@ -287,11 +288,25 @@ Test(conv_f32, precision_param_checks)
 	acct_error_init(&err);
 	cr_assert_eq(trn_dpsgd_params_validate(&p, &err), ACCT_EINVAL);
 	cr_assert_str_eq(err.where, "/params/clip_norm");
-	p.clip_norm = DPG_MIN_CLIP_NORM_FLOAT32;
+	p.clip_norm = DPG_MIN_CLIP_NORM;
 	cr_assert_eq(trn_dpsgd_params_validate(&p, NULL), 0);
-	p.clip_norm = 0x1p-901;
 	p.precision = TRN_PRECISION_FLOAT64;
-	cr_assert_eq(trn_dpsgd_params_validate(&p, NULL), 0);
+	/* float64, the cnn as set above, then the default mlp: the same floor. */
+	for (int m = 0; m < 2; m++) {
+		if (m == 1)
+			trn_dpsgd_params_default(&p);
+		p.clip_norm = DPG_MIN_CLIP_NORM;
+		acct_error_init(&err);
+		cr_assert_eq(trn_dpsgd_params_validate(&p, &err), 0, "model %d: %s %s", (int)p.model,
+			     err.where, err.text);
+		p.clip_norm = 0x1p-901;
+		acct_error_init(&err);
+		cr_assert_eq(trn_dpsgd_params_validate(&p, &err), ACCT_EINVAL, "model %d", (int)p.model);
+		cr_assert_str_eq(err.where, "/params/clip_norm");
+	}
+	cr_assert_eq(p.model, TRN_MODEL_MLP);
+	p.model = TRN_MODEL_CNN;
+	p.clip_norm = 1.0;
 	p.precision = (trn_precision)2;
 	acct_error_init(&err);
 	cr_assert_eq(trn_dpsgd_params_validate(&p, &err), ACCT_EINVAL);
