@@ -56,36 +56,44 @@ static void *client_run(void *arg)
 	return NULL;
 }
 
-/* Counts the log's request lines whose path is `want`; fails the test on a
- * line that is not one JSON object.  Sets *lines to all request lines. */
-static int count_paths(const char *log, const char *want, int *lines)
+/* The paths of the log's request lines, in order, as a JSON array; fails
+ * the test on a line that is not one JSON object. */
+static json_t *request_paths(const char *log)
 {
 	FILE *f = fopen(log, "r");
+	json_t *paths = json_array();
 	char *line = NULL;
 	size_t cap = 0;
-	int found = 0, n = 0;
+	int n = 0;
 
 	cr_assert_not_null(f, "%s", log);
-	*lines = 0;
 	while (getline(&line, &cap, f) > 0) {
 		json_error_t err;
 		json_t *j = json_loads(line, 0, &err);
-		const char *msg, *path;
+		const char *msg;
 
 		n++;
 		cr_assert(j && json_is_object(j), "%s line %d is not one JSON object: %.200s", log, n,
 			  line);
 		msg = json_string_value(json_object_get(j, "msg"));
-		path = json_string_value(json_object_get(j, "path"));
-		if (msg && strcmp(msg, "request") == 0) {
-			(*lines)++;
-			if (path && want && strcmp(path, want) == 0)
-				found++;
-		}
+		if (msg && strcmp(msg, "request") == 0)
+			json_array_append(paths, json_object_get(j, "path"));
 		json_decref(j);
 	}
 	free(line);
 	fclose(f);
+	return paths;
+}
+
+/* How many of `paths` are the string `want`. */
+static int count_path(const json_t *paths, const char *want)
+{
+	const json_t *p;
+	size_t i;
+	int found = 0;
+
+	json_array_foreach(paths, i, p)
+		found += json_is_string(p) && strcmp(json_string_value(p), want) == 0;
 	return found;
 }
 
@@ -95,7 +103,8 @@ Test(access_log, one_whole_line_per_request_from_concurrent_clients, .timeout = 
 	pthread_t th[CLIENTS];
 	struct client cl[CLIENTS];
 	char path[LONG_SEGMENT + 64];
-	int lines, total = 0;
+	const int total = CLIENTS * REQUESTS_EACH;
+	json_t *paths;
 
 	dpg_server_start(&srv);
 	for (int i = 0; i < CLIENTS; i++) {
@@ -108,17 +117,18 @@ Test(access_log, one_whole_line_per_request_from_concurrent_clients, .timeout = 
 			     cl[i].answered);
 	}
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	paths = request_paths(srv.log);
 	for (int id = 0; id < CLIENTS; id++)
 		for (int i = 0; i < REQUESTS_EACH; i++) {
 			long_path(path, sizeof(path), id, i);
-			cr_expect_eq(count_paths(srv.log, path, &lines), 1,
+			cr_expect_eq(count_path(paths, path), 1,
 				     "client %d request %d: not exactly one log line with its path", id,
 				     i);
 		}
-	count_paths(srv.log, NULL, &lines);
-	total = CLIENTS * REQUESTS_EACH;
 	/* the server's own requests (the harness's /healthz polls) come on top */
-	cr_expect_geq(lines, total, "%d request lines for %d requests", lines, total);
+	cr_expect_geq((int)json_array_size(paths), total, "%zu request lines for %d requests",
+		      json_array_size(paths), total);
+	json_decref(paths);
 	dpg_server_destroy(&srv);
 }
 
@@ -126,7 +136,7 @@ Test(access_log, escapes_quotes_controls_and_bytes_outside_ascii)
 {
 	dpg_server srv;
 	dpg_resp r;
-	int lines;
+	json_t *paths;
 	/* %22 ", %5C \, %0A newline, %09 tab, %C3%A9 the two bytes of UTF-8 é */
 	const char *sent = "/v1/datasets/a%22b%5Cc%0Ad%09e%C3%A9f";
 	/* What the log's JSON decodes to: the path as read (percent-decoded),
@@ -139,6 +149,8 @@ Test(access_log, escapes_quotes_controls_and_bytes_outside_ascii)
 	cr_expect_eq(r.status, 404, "%ld", r.status);
 	dpg_resp_free(&r);
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
-	cr_expect_eq(count_paths(srv.log, want, &lines), 1, "no log line decodes to the path");
+	paths = request_paths(srv.log);
+	cr_expect_eq(count_path(paths, want), 1, "no log line decodes to the path");
+	json_decref(paths);
 	dpg_server_destroy(&srv);
 }
