@@ -635,19 +635,25 @@ Test(jobs, a_hosted_table_trains)
 	expect_one_charge_none_open("iris");
 }
 
-/* Uploads a 40-row table: two features and a city, Lyon or Paris by row
- * parity, except that row 7's city is `odd`. */
-static void upload_cities(const char *id, const char *odd)
+/* Uploads a table of `rows` rows to dataset `id`: two features and a city,
+ * Lyon or Paris by row parity, except that row 7's city is `odd`. */
+static void put_cities(const char *id, int rows, const char *odd)
 {
 	char csv[2048];
 	size_t n = 0;
 
 	n += (size_t)snprintf(csv + n, sizeof(csv) - n, "a,b,city\n");
-	for (int i = 0; i < 40; i++)
+	for (int i = 0; i < rows; i++)
 		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%s\n", i % 7, i % 5,
 				      i == 7 ? odd : i % 2 ? "Paris" : "Lyon");
-	dpg_make_dataset(&srv, id, 20.0, 1e-5, "rdp");
 	dpg_upload_csv(&srv, id, csv, n);
+}
+
+/* Makes dataset `id` with a 40-row cities table (put_cities). */
+static void upload_cities(const char *id, const char *odd)
+{
+	dpg_make_dataset(&srv, id, 20.0, 1e-5, "rdp");
+	put_cities(id, 40, odd);
 }
 
 /* A small job on a cities table, with `classes` when not NULL (the text is
@@ -1009,15 +1015,7 @@ Test(jobs, a_queued_job_whose_table_changed_is_refused_when_it_starts)
 	cr_assert_gt(price, 0.0, "%s", r.body);
 	dpg_resp_free(&r);
 	/* The same columns, one row more. */
-	{
-		char csv[2048];
-		size_t n = (size_t)snprintf(csv, sizeof(csv), "a,b,city\n");
-
-		for (int i = 0; i < 41; i++)
-			n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%s\n", i % 7, i % 5,
-					      i % 2 ? "Paris" : "Lyon");
-		dpg_upload_csv(&srv, "moved", csv, n);
-	}
+	put_cities("moved", 41, "Lyon");
 	for (int i = 0; i < 2; i++)
 		cancel_job(ids[i], 202);
 	j = wait_for_state(queued, job_ended, 120);
