@@ -52,19 +52,20 @@ enum stmt_id {
  * A dataset as the API shows it: its row, and the running totals that its
  * last ledger row carries (schema/006_ledger_totals.sql); no row, no
  * totals (all NULL: zero).  Its updated_at is the later of the row's own
- * and that ledger row's.  The last row is one seek down ledger_by_dataset,
+ * and that ledger row's.  The driver joins the last row as l
+ * (last_ledger_row, store_sql.h): one descent of ledger_by_dataset,
  * whatever the ledger's size.  Columns in row_to_dataset's order.
  */
-#define DATASET_SELECT \
+#define DATASET_COLUMNS \
 	"SELECT d.id, d.name, d.privacy_unit, d.neighbor, d.accountant, d.budget_epsilon," \
 	" d.budget_delta, l.spent, l.reserved, l.open_reservations, l.charges, d.archived," \
 	" d.created_at, CASE WHEN l.created_at > d.updated_at THEN l.created_at" \
 	" ELSE d.updated_at END, l.seq, d.filter_orders, d.public, d.label_private" \
-	" FROM datasets d LEFT JOIN ledger l ON l.seq =" \
-	" (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)"
+	" FROM datasets d"
+#define DATASET_SQL_BYTES 1024
 
 static const char *const stmt_sql[ST__COUNT] = {
-	[ST_DATASET_GET] = DATASET_SELECT " WHERE d.id = ?1",
+	[ST_DATASET_GET] = " WHERE d.id = ?1", /* after dataset_sql's head */
 	[ST_LEDGER_INSERT] =
 		"INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta, reservation_id,"
 		" note, actor, idempotency_key, created_at, spent, reserved, open_reservations,"
@@ -226,12 +227,25 @@ int srv_cost_from_text(const char *text, acct_cost *ret)
 
 /* ---- connections --------------------------------------------------------- */
 
+/* DATASET_COLUMNS, the driver's join of the last ledger row, then tail, in
+ * buf; NULL if it does not fit. */
+static const char *dataset_sql(const srv_db *db, const char *tail, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "%s%s%s", DATASET_COLUMNS, db->c->drv->last_ledger_row, tail);
+
+	return n > 0 && (size_t)n < size ? buf : NULL;
+}
+
 static srv__stmt *stmt(srv_db *db, enum stmt_id id)
 {
 	srv__stmt *s = db->stmt[id];
 
 	if (!s) {
-		s = db->c->drv->prepare(db->c, stmt_sql[id], true);
+		char buf[DATASET_SQL_BYTES];
+		const char *sql = id == ST_DATASET_GET ?
+					  dataset_sql(db, stmt_sql[id], buf, sizeof(buf)) : stmt_sql[id];
+
+		s = sql ? db->c->drv->prepare(db->c, sql, true) : NULL;
 		if (!s)
 			return NULL;
 		db->stmt[id] = s;
@@ -1029,9 +1043,10 @@ int srv_store_dataset_list(srv_db *db, bool (*visible)(void *arg, const char *id
 			   void (*each)(void *arg, const srv_dataset *ds), void *arg)
 {
 	struct dataset_walk w = {visible, each, arg};
+	char buf[DATASET_SQL_BYTES];
+	const char *sql = dataset_sql(db, " ORDER BY d.id", buf, sizeof(buf));
 
-	return srv__each_row(srv__prepare(db, DATASET_SELECT " ORDER BY d.id", NULL), dataset_row,
-			     &w);
+	return srv__each_row(sql ? srv__prepare(db, sql, NULL) : NULL, dataset_row, &w);
 }
 
 void srv_store_public_budget(srv_dataset *ds)

@@ -58,6 +58,9 @@
  * for; the store's widest statement has 15 and 18. */
 #define PG_MAX_PARAMS 24
 #define PG_MAX_COLUMNS 24
+/* Reads of an idle connection's socket before it is used: its server's
+ * last message and the end of the stream take two. */
+#define PG_IDLE_READS 4
 #define PG_NUMBER_TEXT 32
 /* How long a statement waits for a row lock before it fails as BUSY:
  * SQLite's busy timeout (store_sqlite.c), so that both engines answer 503
@@ -680,11 +683,38 @@ static void ignore_notice(void *arg, const char *message)
 	(void)message;
 }
 
+/*
+ * Whether the server has left an idle connection.  PQstatus still says
+ * CONNECTION_OK until libpq reads: a server that restarted, or whose
+ * administrator ended the session, has by then sent its last message
+ * (FATAL 57P01) and closed the socket, and nothing else arrives on an idle
+ * connection that does not LISTEN.  So a socket with something to read is
+ * read now, without blocking, and libpq marks it bad when that was the
+ * end; otherwise the next request's first statement would fail on it and
+ * answer 503 although the database is back.  A server that vanished
+ * without a word (a cut network) is found by the first statement, as
+ * before.
+ */
+static bool server_left(PGconn *pg)
+{
+	struct pollfd p = {.fd = PQsocket(pg), .events = POLLIN};
+
+	if (p.fd < 0)
+		return true;
+	/* A read that returns data does not also see the end behind it:
+	 * read until nothing is waiting (the message, then the end). */
+	for (int reads = 0; reads < PG_IDLE_READS && poll(&p, 1, 0) > 0; reads++) {
+		if (!PQconsumeInput(pg) || PQstatus(pg) == CONNECTION_BAD)
+			return true;
+	}
+	return false;
+}
+
 static int pgd_revive(srv__conn *conn)
 {
 	struct pgd_conn *c = conn_of(conn);
 
-	if (PQstatus(c->pg) == CONNECTION_OK)
+	if (PQstatus(c->pg) == CONNECTION_OK && !server_left(c->pg))
 		return 0;
 	PQreset(c->pg);
 	c->generation++;
@@ -721,6 +751,15 @@ static const struct srv__sql_driver pgd_driver = {
 	.in_transaction = pgd_in_transaction,
 	.lock_dataset = pgd_lock_dataset,
 	.skip_locked = " FOR UPDATE SKIP LOCKED",
+	/* Not SQLite's join on l.seq = (subquery): that condition is hashable,
+	 * and a plan made while the ledger is small (a never-analyzed table
+	 * counts as ten pages) hash-joins a sequential scan of the whole
+	 * ledger, which a prepared statement's generic plan then keeps as the
+	 * ledger grows.  LATERAL with LIMIT 1 admits no hash or merge join:
+	 * the ordered backward scan of ledger_by_dataset is the cheap path
+	 * even for a one-page table. */
+	.last_ledger_row = " LEFT JOIN LATERAL (SELECT * FROM ledger WHERE dataset_id = d.id"
+			   " ORDER BY seq DESC LIMIT 1) l ON true",
 	.lock_named = pgd_lock_named,
 	.data_version = pgd_data_version,
 	.reset_open = pgd_reset_open,

@@ -96,6 +96,12 @@ struct srv__sql_driver {
 	 * waits for the other: under PostgreSQL " FOR UPDATE SKIP LOCKED";
 	 * "" where begin_write took a lock on the whole database. */
 	const char *skip_locked;
+	/* The FROM clause's tail that joins each dataset d to its last ledger
+	 * row l (none: every column of l NULL), in the form this engine's
+	 * planner turns into one descent of ledger_by_dataset per dataset
+	 * whatever it believes the ledger's size to be (store_db.c,
+	 * DATASET_SELECT). */
+	const char *last_ledger_row;
 	/* The same for a set of rows that no single row stands for (the
 	 * admin keys, counted before one is revoked), named by `what`. */
 	int (*lock_named)(srv__conn *c, const char *what);

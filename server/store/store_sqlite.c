@@ -473,6 +473,10 @@ static const struct srv__sql_driver sqlite_driver = {
 	.in_transaction = sq_in_transaction,
 	.lock_dataset = sq_lock_dataset,
 	.skip_locked = "",
+	/* A correlated subquery: SQLite runs it per dataset as one seek down
+	 * ledger_by_dataset, then one rowid lookup. */
+	.last_ledger_row = " LEFT JOIN ledger l ON l.seq ="
+			   " (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)",
 	.lock_named = sq_lock_named,
 	.data_version = sq_data_version,
 	.reset_open = sq_reset_open,
