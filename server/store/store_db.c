@@ -38,6 +38,7 @@ _Static_assert(2 * RESERVATION_ID_BYTES == SRV_RANDOM_ID_HEX, "srv_random_id's l
 enum stmt_id {
 	ST_DATASET_GET,
 	ST_LEDGER_INSERT,
+	ST_LEDGER_INSERT_RETURNING,
 	ST_IDEM_GET,
 	ST_IDEM_PUT,
 	ST_RES_INSERT,
@@ -64,14 +65,17 @@ enum stmt_id {
 	" FROM datasets d"
 #define DATASET_SQL_BYTES 1024
 
+#define LEDGER_INSERT \
+	"INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta, reservation_id," \
+	" note, actor, idempotency_key, created_at, spent, reserved, open_reservations," \
+	" charges)" \
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+
 static const char *const stmt_sql[ST__COUNT] = {
 	[ST_DATASET_GET] = " WHERE d.id = ?1", /* after dataset_sql's head */
-	[ST_LEDGER_INSERT] =
-		"INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta, reservation_id,"
-		" note, actor, idempotency_key, created_at, spent, reserved, open_reservations,"
-		" charges)"
-		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-		" RETURNING seq",
+	/* The second where the driver has no last_insert_key (store_sql.h). */
+	[ST_LEDGER_INSERT] = LEDGER_INSERT,
+	[ST_LEDGER_INSERT_RETURNING] = LEDGER_INSERT " RETURNING seq",
 	[ST_IDEM_GET] =
 		"SELECT request_hash, status, body FROM idempotency WHERE actor = ?1 AND key = ?2",
 	[ST_IDEM_PUT] =
@@ -1137,11 +1141,13 @@ int64_t srv__ledger_insert(srv_db *db, srv_dataset *ds, const char *kind, const 
 			   const char *note, const char *actor, const char *idem_key,
 			   const char *now)
 {
-	srv__stmt *s = stmt(db, ST_LEDGER_INSERT);
+	int64_t (*last_key)(srv__conn *c) = db->c->drv->last_insert_key;
+	srv__stmt *s = stmt(db, last_key ? ST_LEDGER_INSERT : ST_LEDGER_INSERT_RETURNING);
 	char *spent = srv_cost_to_text(&ds->spent);
 	char *reserved = srv_cost_to_text(&ds->reserved);
 	acct_cost spent_read, reserved_read;
 	int64_t seq = -1;
+	int rc;
 
 	if (!s || !spent || !reserved)
 		goto out;
@@ -1167,7 +1173,10 @@ int64_t srv__ledger_insert(srv_db *db, srv_dataset *ds, const char *kind, const 
 	srv__sql_bind_text(s, 13, reserved);
 	srv__sql_bind_int64(s, 14, ds->open_reservations);
 	srv__sql_bind_int64(s, 15, ds->charges);
-	if (srv__sql_step(s) == SRV__SQL_ROW)
+	rc = srv__sql_step(s);
+	if (last_key && rc == SRV__SQL_DONE)
+		seq = last_key(db->c); /* seq is the ledger's INTEGER PRIMARY KEY */
+	else if (!last_key && rc == SRV__SQL_ROW)
 		seq = srv__sql_int64(s, 0);
 	srv__sql_reset(s);
 	/* *ds as a read now gives it: the totals parsed from the very text

@@ -50,7 +50,8 @@ enum srv__sql_rc {
 typedef struct srv__conn srv__conn;
 typedef struct srv__stmt srv__stmt;
 
-/* The operations of one database engine; every member is set. */
+/* The operations of one database engine; every member is set but those
+ * whose comment says they may be NULL. */
 struct srv__sql_driver {
 	const char *name;
 	/* A statement of `sql`; `keep` says it will be reused many times (the
@@ -110,6 +111,16 @@ struct srv__sql_driver {
 	 * the write transaction); false when the engine has none, and then
 	 * nothing read before may be assumed current. */
 	bool (*data_version)(srv__conn *c, unsigned *ret);
+	/* The key of the row c's last INSERT added, read right after that
+	 * INSERT ran to its end, where the table's INTEGER PRIMARY KEY is
+	 * the engine's own row key (SQLite's rowid).  May be NULL: then an
+	 * INSERT reads its key through RETURNING.  Why not RETURNING on
+	 * every engine: SQLite runs it as a trigger that fills a temporary
+	 * table, with a statement journal for the trigger, and allocates and
+	 * frees buffers of tens of KiB for them on each run (glibc may give
+	 * those pages back to the kernel and fault them in again): a charge
+	 * cost some 15 % more CPU than with a plain INSERT. */
+	int64_t (*last_insert_key)(srv__conn *c);
 	/* Resets every statement of c still stepping; how many were. */
 	int (*reset_open)(srv__conn *c);
 	/* Whether the database has a schema_migrations table, and how many

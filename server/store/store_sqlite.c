@@ -231,6 +231,11 @@ static bool sq_data_version(srv__conn *c, unsigned *ret)
 	return sqlite3_file_control(handle(c), "main", SQLITE_FCNTL_DATA_VERSION, ret) == SQLITE_OK;
 }
 
+static int64_t sq_last_insert_key(srv__conn *c)
+{
+	return sqlite3_last_insert_rowid(handle(c));
+}
+
 /*
  * A statement left mid-result keeps a read transaction open, and a write on
  * that connection would then fail at once with SQLITE_BUSY_SNAPSHOT instead
@@ -479,6 +484,7 @@ static const struct srv__sql_driver sqlite_driver = {
 			   " (SELECT seq FROM ledger WHERE dataset_id = d.id ORDER BY seq DESC LIMIT 1)",
 	.lock_named = sq_lock_named,
 	.data_version = sq_data_version,
+	.last_insert_key = sq_last_insert_key,
 	.reset_open = sq_reset_open,
 	.schema_objects = sq_schema_objects,
 	.migrate_around = sq_migrate_around,

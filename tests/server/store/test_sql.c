@@ -3,7 +3,8 @@
  * it: values come back as they were bound, bit for bit; ?N may appear
  * twice; a reset clears what was bound; a duplicate key is CONSTRAINT and
  * a CHECK that refuses a row is not; changes counts rows; a rolled-back
- * transaction or savepoint leaves nothing; RETURNING gives the row's key;
+ * transaction or savepoint leaves nothing; RETURNING, and last_insert_key
+ * where a driver has it, give the row's key;
  * the per-connection cache keys by the SQL's address.  Each expected value
  * is the one the test bound or wrote itself.  Every check runs on both
  * drivers: SQLite on a temporary file, PostgreSQL on a fresh database of a
@@ -198,6 +199,10 @@ static void check_changes_and_returning(srv__conn *c)
 		srv__sql_finalize(s);
 	}
 	cr_assert_eq(srv__sql_changes(c), 1, "an INSERT ... RETURNING counts its row");
+	if (c->drv->last_insert_key) {
+		cr_assert_eq(run(c, "INSERT INTO seq (v) VALUES (4)"), SRV__SQL_DONE);
+		cr_assert_eq(c->drv->last_insert_key(c), 4, "a plain INSERT's key");
+	}
 }
 
 static void check_rollback_and_savepoints_leave_nothing(srv__conn *c)
@@ -280,6 +285,7 @@ Test(sql, the_sqlite_driver_keeps_the_contract)
 		struct sql_fixture fx;
 
 		checks[i](open_scratch(&fx));
+		cr_assert_not_null(fx.c->drv->last_insert_key, "SQLite's rowid is the key: no RETURNING");
 		close_scratch(&fx);
 	}
 }
