@@ -22,6 +22,9 @@
 
 #include "harness.h"
 
+/* How long a server just started may take to answer /healthz with 200. */
+#define HEALTHZ_AT_START_S 5.0
+
 const char *dpg_bin(void)
 {
 	const char *b = getenv("DPGATE_BIN");
@@ -182,17 +185,24 @@ static void spawn(dpg_server *s)
 			cr_assert_fail("dpgate serve exited early; see %s", s->log);
 	}
 	cr_assert_gt(s->port, 0, "dpgate serve did not start; see %s", s->log);
-	for (int i = 0; i < 200; i++) {
-		dpg_resp r;
+	cr_assert(dpg_healthy_within(s, HEALTHZ_AT_START_S), "dpgate serve did not answer /healthz");
+}
 
-		if (dpg_http(s, "GET", "/healthz", NULL, NULL, 0, NULL, &r) == 0 && r.status == 200) {
-			dpg_resp_free(&r);
-			return;
-		}
+bool dpg_healthy_within(const dpg_server *s, double timeout_s)
+{
+	double deadline = dpg_now_s() + timeout_s;
+
+	do {
+		dpg_resp r = {0};
+		bool ok = dpg_http(s, "GET", "/healthz", NULL, NULL, 0, NULL, &r) == 0 &&
+			  r.status == 200;
+
 		dpg_resp_free(&r);
+		if (ok)
+			return true;
 		usleep(10000);
-	}
-	cr_assert_fail("dpgate serve did not answer /healthz");
+	} while (dpg_now_s() < deadline);
+	return false;
 }
 
 void dpg_server_start(dpg_server *s)

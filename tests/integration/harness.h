@@ -120,6 +120,10 @@ void dpg_shim_server_stop(dpg_server *srv, dpg_shim_env *e);
 /* Seconds on the monotonic clock, for timing steps of a test. */
 double dpg_now_s(void);
 
+/* Whether s answers GET /healthz with 200 (its database takes queries)
+ * within timeout_s, asking every 10 ms. */
+bool dpg_healthy_within(const dpg_server *s, double timeout_s);
+
 /* Starts the server again on the same database (after a stop or a kill). */
 void dpg_server_restart(dpg_server *s);
 

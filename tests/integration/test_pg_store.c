@@ -47,6 +47,17 @@ static void charge_ok(const dpg_server *s, const char *dataset)
 	dpg_expect_status(s, "POST", path, s->admin_key, CHARGE, 201);
 }
 
+/* A backend sends its statistics at most once a second, at the end of a
+ * transaction: wait and charge d, twice over, so that every session the
+ * server used for what came before has sent its counts. */
+static void charges_flushed(const dpg_server *s)
+{
+	for (int i = 0; i < 2; i++) {
+		sleep(2);
+		charge_ok(s, "d");
+	}
+}
+
 /* The ledger's sequential-scan tuple count, as the statistics hold it. */
 static long long ledger_seq_tuples(const char *url)
 {
@@ -83,21 +94,12 @@ Test(pg_store, admission_reads_one_ledger_row_at_any_size)
 		 " WHERE seq = (SELECT max(seq) FROM ledger WHERE dataset_id = 'bulk')",
 		 LEDGER_ROWS);
 	cr_assert_eq(dpg_pg_psql(url, sql, out, sizeof(out)), 0);
-	/* A backend sends its counts at most once a second, at the end of a
-	 * transaction: wait, then charge once so the server's sessions send
-	 * what they have. */
-	sleep(2);
-	charge_ok(&s, "d");
-	sleep(2);
-	charge_ok(&s, "d");
+	charges_flushed(&s);
 	before = ledger_seq_tuples(url);
 	for (int i = 0; i < MEASURED_CHARGES; i++)
 		charge_ok(&s, "d");
 	cr_assert_eq(dpg_budget_of(&s, "d").charges, WARM_CHARGES + 2 + MEASURED_CHARGES);
-	sleep(2);
-	charge_ok(&s, "d");
-	sleep(2);
-	charge_ok(&s, "d");
+	charges_flushed(&s);
 	after = ledger_seq_tuples(url);
 	cr_log_info("ledger rows read by sequential scans over %d charges: %lld", MEASURED_CHARGES,
 		    after - before);
@@ -153,25 +155,6 @@ static void charge_at_once(const dpg_server *s, struct client c[CLIENTS])
 		pthread_join(t[i], NULL);
 }
 
-/* /healthz of s answers 200 (the database is back and takes queries);
- * false on timeout. */
-static bool healthy_within(const dpg_server *s, double timeout_s)
-{
-	double deadline = dpg_now_s() + timeout_s;
-
-	while (dpg_now_s() < deadline) {
-		dpg_resp h = {0};
-		bool ok = dpg_http(s, "GET", "/healthz", NULL, NULL, 0, NULL, &h) == 0 &&
-			  h.status == 200;
-
-		dpg_resp_free(&h);
-		if (ok)
-			return true;
-		usleep(100000);
-	}
-	return false;
-}
-
 static void restart_and_charge(enum pgc_stop_mode mode)
 {
 	static struct pgc_cluster *cluster;
@@ -189,7 +172,7 @@ static void restart_and_charge(enum pgc_stop_mode mode)
 		cr_assert_eq(c[i].created, CHARGES_PER_CLIENT, "client %d before the restart", i);
 	cr_assert_eq(pgc_stop(cluster, mode, &err), PGC_OK, "%s", err.text);
 	cr_assert_eq(pgc_start(cluster, &err), PGC_OK, "%s", err.text);
-	cr_assert(healthy_within(&s, RESTART_TIMEOUT_S), "no 200 from /healthz within %.0f s",
+	cr_assert(dpg_healthy_within(&s, RESTART_TIMEOUT_S), "no 200 from /healthz within %.0f s",
 		  RESTART_TIMEOUT_S);
 	charge_at_once(&s, c);
 	for (int i = 0; i < CLIENTS; i++) {
