@@ -101,7 +101,7 @@ struct srv__sql_driver {
 	 * row l (none: every column of l NULL), in the form this engine's
 	 * planner turns into one descent of ledger_by_dataset per dataset
 	 * whatever it believes the ledger's size to be (store_db.c,
-	 * DATASET_SELECT). */
+	 * DATASET_COLUMNS). */
 	const char *last_ledger_row;
 	/* The same for a set of rows that no single row stands for (the
 	 * admin keys, counted before one is revoked), named by `what`. */
