@@ -915,6 +915,109 @@ Test(mechanisms, every_hosted_query)
 	}
 }
 
+/* The sensitivity of an exact sum's event, in the grid units it is stated
+ * in (mech_noise's grid, g = 2^-shift), divided by the clamp's sensitivity
+ * `s` is a whole power of two exactly; for s = 100 and s = 150 no other
+ * candidate passes (150 / 100 is 3/2, not a power of two). */
+static bool states_sensitivity(const json_t *ev, double s)
+{
+	double q = num(ev, "sensitivity") / s;
+
+	return !strcmp(json_string_value(json_object_get(ev, "type")), "discrete_laplace") &&
+	       q >= 1 && q == ldexp(1.0, ilogb(q));
+}
+
+/* Sample variance of a hosted histogram's noise: `n` releases of the two
+ * Xylopolis and Quokkaville bins of table_csv (true counts 2 and 2). */
+static double histogram_noise_variance(const char *id, int n)
+{
+	static const char *const body =
+		"{\"query\":\"histogram\",\"column\":\"city\","
+		"\"categories\":[\"Xylopolis\",\"Quokkaville\"],\"epsilon\":0.5}";
+	double s = 0, ss = 0;
+
+	for (int i = 0; i < n; i++) {
+		dpg_resp r = query(id, body);
+		json_t *out = json_object_get(r.json, "output");
+
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		for (int k = 0; k < 2; k++) {
+			double x = (double)json_integer_value(json_object_get(
+					   out, k ? "Quokkaville" : "Xylopolis")) - 2.0;
+
+			s += x;
+			ss += x * x;
+		}
+		dpg_resp_free(&r);
+	}
+	return (ss - s * s / (2.0 * n)) / (2.0 * n - 1);
+}
+
+/*
+ * A hosted query prices the dataset's own neighbour relation
+ * (docs/mechanisms.md, hosted tables).  A clamped sum over [-50, 100] has
+ * sensitivity max(|lo|, |hi|) = 100 under add/remove and hi - lo = 150
+ * under replace.  A mean under add/remove adds a noisy count (sensitivity 1);
+ * under replace the row count is public and only the sum is noised.  A
+ * histogram bin moves by 1 under add/remove and two bins by 1 under replace,
+ * so its discrete Laplace scale at epsilon 0.5 is t = 2 or t = 4, of variance
+ * 2 e^(-1/t) / (1 - e^(-1/t))^2 = 7.84 or 31.8; 600 draws put the sample
+ * variance within 10 % of either (its relative spread is sqrt(5 / 600)), so
+ * the threshold between them, 15.8, is over 6 spreads from both.
+ */
+Test(mechanisms, hosted_queries_price_the_neighbour_relation)
+{
+	static const struct {
+		const char *id, *neighbor;
+		double sum_s;
+		size_t mean_events;
+		bool wide;
+	} ds[] = {
+		{"nb_addrem", "add_remove", 100, 2, false},
+		{"nb_replace", "replace", 150, 1, true},
+	};
+
+	for (size_t d = 0; d < sizeof(ds) / sizeof(ds[0]); d++) {
+		const json_t *ev;
+		double var;
+		dpg_resp r;
+
+		make_ds(ds[d].id, "basic", ds[d].neighbor, 1000, 0);
+		r = put_csv(ds[d].id, NULL, table_csv, strlen(table_csv), srv.admin_key);
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		dpg_resp_free(&r);
+
+		r = query(ds[d].id, "{\"query\":\"sum\",\"column\":\"age\",\"lo\":-50,\"hi\":100,"
+				    "\"epsilon\":0.5}");
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		cr_assert(states_sensitivity(json_object_get(r.json, "event"), ds[d].sum_s),
+			  "%s: sum %s", ds[d].neighbor, r.body);
+		dpg_resp_free(&r);
+
+		r = query(ds[d].id, "{\"query\":\"mean\",\"column\":\"age\",\"lo\":-50,\"hi\":100,"
+				    "\"epsilon\":1}");
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		ev = json_object_get(r.json, "event");
+		if (ds[d].mean_events == 1) {
+			cr_assert(states_sensitivity(ev, ds[d].sum_s), "%s: mean %s",
+				  ds[d].neighbor, r.body);
+		} else {
+			const json_t *parts = json_object_get(ev, "events");
+
+			cr_assert_eq(json_array_size(parts), 2, "%s", r.body);
+			cr_assert(states_sensitivity(json_array_get(parts, 0), ds[d].sum_s), "%s",
+				  r.body);
+			cr_assert_eq(num(json_array_get(parts, 1), "sensitivity"), 1.0, "%s",
+				     r.body);
+		}
+		dpg_resp_free(&r);
+
+		var = histogram_noise_variance(ds[d].id, 300);
+		cr_assert(ds[d].wide ? var > 15.8 : var < 15.8, "%s: histogram noise variance %g",
+			  ds[d].neighbor, var);
+	}
+}
+
 Test(mechanisms, bad_queries_charge_nothing)
 {
 	static const struct { const char *ds, *body; long status; const char *field; } bad[] = {

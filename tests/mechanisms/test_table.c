@@ -617,3 +617,145 @@ Test(table, long_field_names_its_line)
 	cr_assert_null(t);
 	free(csv);
 }
+
+/* ---- sensitivities on random neighbouring tables ---- */
+
+/* The tables' contents come from a fixed linear congruential stream, so
+ * every run checks the same neighbours; only the noise is a mech_rng. */
+static double lcg_unit(uint64_t *s)
+{
+	*s = *s * 6364136223846793005u + 1442695040888963407u;
+	return (double)(*s >> 11) * 0x1p-53;
+}
+
+/* Rows x (numeric) and g (one of a, b, c, d; d falls in no histogram bin)
+ * of a table, the row `skip` left out (skip >= n keeps every row). */
+static mech_table *rows_table(const double *x, const int *g, size_t n, size_t skip)
+{
+	char *csv = malloc(n * 40 + 8);
+	size_t len = (size_t)sprintf(csv, "x,g\n");
+	mech_table *t;
+
+	for (size_t i = 0; i < n; i++)
+		if (i != skip)
+			len += (size_t)sprintf(csv + len, "%.17g,%c\n", x[i], "abcd"[g[i]]);
+	t = parse_ok(csv, NULL, 0);
+	free(csv);
+	return t;
+}
+
+/* The grid unit g = 2^-k of a sum event stating sensitivity s: the one k
+ * with 2^k s <= dz < 2^k s + 2 (dz = ceil(s / g), s perhaps rounded up by
+ * an ulp); 0 when no k fits, i.e. the event did not state s. */
+static double sum_grid_unit(const acct_event *ev, double s)
+{
+	double dz = ev->u.discrete_laplace.sensitivity;
+
+	if (ev->type != ACCT_EV_DISCRETE_LAPLACE)
+		return 0;
+	for (int k = -1100; k <= 1100; k++)
+		if (ldexp(s, k) <= dz && dz < ldexp(s, k) + 2)
+			return ldexp(1.0, -k);
+	return 0;
+}
+
+/* Runs `q` on tables a and b with one seeded stream each, the same seed,
+ * so both answers carry the same noise; returns the event of a's. */
+static acct_event *same_noise(const mech_table *a, const mech_table *b, const struct query *q,
+			      uint8_t tag, double real[2], int64_t ints[2][3])
+{
+	mech_rng *ra = test_rng(tag), *rb = test_rng(tag);
+	acct_event *ev = query_ok(ra, a, q, &real[0], ints[0]);
+
+	acct_event_free(query_ok(rb, b, q, &real[1], ints[1]));
+	mech_rng_free(ra);
+	mech_rng_free(rb);
+	return ev;
+}
+
+/*
+ * docs/mechanisms.md, "The queries' sensitivities": on random neighbouring
+ * tables, answers drawn with the same noise differ by at most the stated
+ * sensitivity: a count by 1 (0 under replace), a clamped sum by
+ * max(|lo|, |hi|) (add/remove) or hi - lo (replace), in the event's grid
+ * units, and a histogram by L1 1 or 2.  The bounds are also reached, so
+ * the neighbours are not too tame to catch an understated one.
+ */
+Test(table, stated_sensitivities_hold_on_random_neighbours)
+{
+	enum { TRIALS = 300, MAX_ROWS = 30 };
+	static const char *const cats[] = {"a", "b", "c"};
+	uint64_t s = 0x9e3779b97f4a7c15u;
+
+	for (int nb = 0; nb < 2; nb++) {
+		acct_neighbor rel = nb ? ACCT_REPLACE : ACCT_ADD_REMOVE;
+		double worst_sum = 0;
+		int64_t worst_hist = 0;
+
+		for (int trial = 0; trial < TRIALS; trial++) {
+			double x[MAX_ROWS + 1], real[2], lo, hi, sens, unit;
+			int g[MAX_ROWS + 1];
+			int64_t ints[2][3];
+			size_t n = 2 + (size_t)(lcg_unit(&s) * (MAX_ROWS - 1)), j;
+			mech_table *a, *b;
+			acct_event *ev;
+			struct query q = {.column = "x", .neighbor = rel, .cats = cats, .n_cats = 3};
+
+			for (size_t i = 0; i <= n; i++) {
+				x[i] = -120 + 270 * lcg_unit(&s);
+				g[i] = (int)(lcg_unit(&s) * 4);
+			}
+			j = (size_t)(lcg_unit(&s) * (double)n);
+			a = rows_table(x, g, n, n);
+			if (rel == ACCT_REPLACE) {
+				x[j] = x[n];
+				g[j] = g[n];
+				b = rows_table(x, g, n, n);
+			} else {
+				b = rows_table(x, g, n, j);
+			}
+			lo = -100 * lcg_unit(&s);
+			hi = 1 + 99 * lcg_unit(&s);
+			q.lo = lo;
+			q.hi = hi;
+			q.epsilon = 0.5 + lcg_unit(&s);
+
+			q.kind = Q_COUNT;
+			ev = same_noise(a, b, &q, (uint8_t)trial, real, ints);
+			cr_assert_eq(ev->u.discrete_laplace.sensitivity, 1);
+			cr_assert_eq(llabs(ints[0][0] - ints[1][0]), rel == ACCT_REPLACE ? 0 : 1,
+				     "trial %d", trial);
+			acct_event_free(ev);
+
+			q.kind = Q_SUM;
+			ev = same_noise(a, b, &q, (uint8_t)trial, real, ints);
+			sens = rel == ACCT_REPLACE ? hi - lo : fmax(fabs(lo), fabs(hi));
+			unit = sum_grid_unit(ev, sens);
+			cr_assert_gt(unit, 0, "trial %d: the event does not state %.17g", trial, sens);
+			cr_assert_leq(fabs(real[0] - real[1]),
+				      ev->u.discrete_laplace.sensitivity * unit,
+				      "trial %d: moved %.17g, stated %.17g grid units of %.17g", trial,
+				      fabs(real[0] - real[1]), ev->u.discrete_laplace.sensitivity,
+				      unit);
+			worst_sum = fmax(worst_sum, fabs(real[0] - real[1]) / sens);
+			acct_event_free(ev);
+
+			q.kind = Q_HISTOGRAM;
+			q.column = "g";
+			acct_event_free(same_noise(a, b, &q, (uint8_t)trial, real, ints));
+			{
+				int64_t l1 = 0;
+
+				for (int k = 0; k < 3; k++)
+					l1 += llabs(ints[0][k] - ints[1][k]);
+				cr_assert_leq(l1, rel == ACCT_REPLACE ? 2 : 1, "trial %d", trial);
+				worst_hist = l1 > worst_hist ? l1 : worst_hist;
+			}
+			mech_table_free(a);
+			mech_table_free(b);
+		}
+		cr_assert_gt(worst_sum, 0.99, "%s: the sum never moved near its bound (%g)",
+			     nb ? "replace" : "add/remove", worst_sum);
+		cr_assert_eq(worst_hist, rel == ACCT_REPLACE ? 2 : 1);
+	}
+}
