@@ -192,6 +192,38 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 	sp->event_text = NULL;
 }
 
+/* What a release draws with the CSPRNG stream `rng`: its answer and the
+ * event that prices it (both the caller's to free, whatever the return),
+ * or a negative code with err filled. */
+typedef int (*release_draw_fn)(const void *arg, const struct release *r, mech_rng *rng,
+			       json_t **ret_answer, acct_event **ret_event, acct_error *err);
+
+/*
+ * Between release_begin and the end of a release: draws with a fresh
+ * stream (503 when there is no secure randomness), then charges and sends
+ * the answer through release_finish.  Answers the request in every case;
+ * r stays the caller's.
+ */
+static void release_run(srv_request *req, srv_response *res, struct release *r,
+			release_draw_fn draw, const void *arg)
+{
+	mech_rng *rng = srv_release_rng(res);
+	json_t *answer = NULL;
+	acct_event *ev = NULL;
+	acct_error err;
+
+	if (!rng)
+		return;
+	acct_error_init(&err);
+	if (draw(arg, r, rng, &answer, &ev, &err) < 0)
+		srv_problem_from_error(res, &err);
+	else
+		release_finish(req, res, r, answer, ev);
+	json_decref(answer);
+	acct_event_free(ev);
+	mech_rng_free(rng);
+}
+
 /* ---- POST /v1/datasets/{id}/mechanisms/{name} -------------------------------- */
 
 static bool known_mechanism(const char *name)
@@ -202,14 +234,25 @@ static bool known_mechanism(const char *name)
 	return false;
 }
 
+/* The named mechanism's draw: {"mechanism": name, "output": ...}. */
+static int mechanism_draw(const void *arg, const struct release *r, mech_rng *rng,
+			  json_t **ret_answer, acct_event **ret_event, acct_error *err)
+{
+	const char *name = arg;
+	json_t *output = NULL;
+	int rc = srv_mech_release(name, r->inner, rng, &output, ret_event, err);
+
+	if (rc < 0)
+		return rc;
+	*ret_answer = json_pack("{s:s, s:O}", "mechanism", name, "output", output);
+	json_decref(output);
+	return *ret_answer ? 0 : acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+}
+
 int srv_h_mech_release(srv_request *req, srv_response *res)
 {
 	const char *name = req->params[1];
 	struct release r;
-	mech_rng *rng = NULL;
-	acct_event *ev = NULL;
-	acct_error err;
-	json_t *output = NULL, *answer = NULL;
 
 	memset(&r, 0, sizeof(r));
 	if (!known_mechanism(name)) {
@@ -220,25 +263,7 @@ int srv_h_mech_release(srv_request *req, srv_response *res)
 	snprintf(r.default_note, sizeof(r.default_note), "mechanism %s", name);
 	if (!release_begin(req, res, &r))
 		return 0;
-	rng = srv_release_rng(res);
-	if (!rng)
-		goto out;
-	acct_error_init(&err);
-	if (srv_mech_release(name, r.inner, rng, &output, &ev, &err) < 0) {
-		srv_problem_from_error(res, &err);
-		goto out;
-	}
-	answer = json_pack("{s:s, s:O}", "mechanism", name, "output", output);
-	if (!answer) {
-		srv_problem(res, 500, NULL, "out of memory", NULL, NULL);
-		goto out;
-	}
-	release_finish(req, res, &r, answer, ev);
-out:
-	json_decref(answer);
-	json_decref(output);
-	acct_event_free(ev);
-	mech_rng_free(rng);
+	release_run(req, res, &r, mechanism_draw, name);
 	json_decref(r.inner);
 	return 0;
 }
@@ -795,14 +820,20 @@ static int load_table(srv_request *req, srv_response *res, const srv_dataset *ds
 
 /* ---- POST /v1/datasets/{id}/queries ------------------------------------------- */
 
+/* The query's draw on the hosted table `arg` (a srv_table_ref). */
+static int table_query_draw(const void *arg, const struct release *r, mech_rng *rng,
+			    json_t **ret_answer, acct_event **ret_event, acct_error *err)
+{
+	const srv_table_ref *t = arg;
+
+	return srv_mech_table_query(srv_table_ref_table(t), r->ds.neighbor, r->inner, rng,
+				    ret_answer, ret_event, err);
+}
+
 int srv_h_table_query(srv_request *req, srv_response *res)
 {
 	struct release r;
 	srv_table_ref *t = NULL;
-	mech_rng *rng = NULL;
-	acct_event *ev = NULL;
-	acct_error err;
-	json_t *answer = NULL;
 	const char *query = json_string_value(json_object_get(req->body, "query"));
 
 	memset(&r, 0, sizeof(r));
@@ -810,21 +841,8 @@ int srv_h_table_query(srv_request *req, srv_response *res)
 		 query ? query : "?");
 	if (!release_begin(req, res, &r))
 		return 0;
-	if (load_table(req, res, &r.ds, r.inner, &t) < 0)
-		goto out;
-	rng = srv_release_rng(res);
-	if (!rng)
-		goto out;
-	acct_error_init(&err);
-	if (srv_mech_table_query(srv_table_ref_table(t), r.ds.neighbor, r.inner, rng, &answer, &ev, &err) < 0) {
-		srv_problem_from_error(res, &err);
-		goto out;
-	}
-	release_finish(req, res, &r, answer, ev);
-out:
-	json_decref(answer);
-	acct_event_free(ev);
-	mech_rng_free(rng);
+	if (load_table(req, res, &r.ds, r.inner, &t) == 0)
+		release_run(req, res, &r, table_query_draw, t);
 	srv_table_cache_release(req->ctx->tables, t);
 	json_decref(r.inner);
 	return 0;

@@ -133,16 +133,6 @@ static void drop_path(srv_table_cache *c, const char *path, const struct stat *k
 	}
 }
 
-/* The listed entry for the key, or NULL.  Under the lock. */
-static srv_table_ref *lookup(srv_table_cache *c, const char *path, const struct stat *st,
-			     const char *schema)
-{
-	for (srv_table_ref *e = ref_of(c->list.head); e; e = ref_of(e->link.next))
-		if (same_state(e, st) && !strcmp(e->path, path) && !strcmp(e->schema, schema))
-			return e;
-	return NULL;
-}
-
 /* Makes e the most recently used and takes a reference.  Under the lock. */
 static srv_table_ref *use(srv_table_cache *c, srv_table_ref *e)
 {
@@ -154,6 +144,17 @@ static srv_table_ref *use(srv_table_cache *c, srv_table_ref *e)
 	return e;
 }
 
+/* The listed entry for the key, used (see use), or NULL: whoever finds an
+ * entry holds it.  Under the lock. */
+static srv_table_ref *lookup_and_use(srv_table_cache *c, const char *path,
+				     const struct stat *st, const char *schema)
+{
+	for (srv_table_ref *e = ref_of(c->list.head); e; e = ref_of(e->link.next))
+		if (same_state(e, st) && !strcmp(e->path, path) && !strcmp(e->schema, schema))
+			return use(c, e);
+	return NULL;
+}
+
 srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const struct stat *st,
 				    const char *schema)
 {
@@ -162,13 +163,11 @@ srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const 
 	if (!c)
 		return NULL;
 	pthread_mutex_lock(&c->lock);
-	e = lookup(c, path, st, schema);
-	if (e) {
-		use(c, e);
+	e = lookup_and_use(c, path, st, schema);
+	if (e)
 		c->hits++;
-	} else {
+	else
 		c->misses++;
-	}
 	pthread_mutex_unlock(&c->lock);
 	return e;
 }
@@ -196,10 +195,9 @@ srv_table_ref *srv_table_cache_add(srv_table_cache *c, const char *path, const s
 	if (!c)
 		return e;
 	pthread_mutex_lock(&c->lock);
-	had = lookup(c, path, st, schema);
+	had = lookup_and_use(c, path, st, schema);
 	if (had) {
 		/* Another request parsed the same file meanwhile: one copy. */
-		use(c, had);
 		pthread_mutex_unlock(&c->lock);
 		entry_free(e);
 		return had;
