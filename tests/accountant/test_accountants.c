@@ -712,6 +712,21 @@ static int run_check(const char *policy, bool json)
 	return rc;
 }
 
+/* What the test's check wrote to its redirected stdout, NUL-terminated in
+ * buf (size bytes); a report that is missing or empty fails the test. */
+static void read_report(char *buf, size_t size)
+{
+	FILE *f;
+	size_t n;
+
+	fflush(stdout);
+	f = cr_get_redirected_stdout();
+	cr_assert(f);
+	n = fread(buf, 1, size - 1, f);
+	cr_assert(n > 0);
+	buf[n] = '\0';
+}
+
 /*
  * The text report names the planned release that did not fit.  Closed form
  * under basic composition: Laplace with b = 4 costs 1/4, so "ok" (x4) spends
@@ -721,7 +736,6 @@ static int run_check(const char *policy, bool json)
 Test(check, text_names_the_release_that_does_not_fit, .init = cr_redirect_stdout)
 {
 	char buf[4096] = "";
-	FILE *f;
 
 	cr_assert_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"accountant\":\"basic\","
 			       "\"budget\":{\"epsilon\":2,\"delta\":0},\"planned\":["
@@ -733,10 +747,7 @@ Test(check, text_names_the_release_that_does_not_fit, .init = cr_redirect_stdout
 			       "4}}]}]}",
 			       false),
 		     1);
-	fflush(stdout);
-	f = cr_get_redirected_stdout();
-	cr_assert(f);
-	cr_assert(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+	read_report(buf, sizeof(buf));
 	cr_expect(strstr(buf, "EXCEEDS"), "%s", buf);
 	cr_expect(strstr(buf, "  does not fit: /datasets/0/planned/1 \"q\" x9, epsilon 2.25 alone,"
 			      " after spending 1 of 2; nothing after it is charged\n"),
@@ -750,17 +761,13 @@ Test(check, text_names_the_release_that_does_not_fit, .init = cr_redirect_stdout
 Test(check, a_missing_delta_share_is_named_as_the_policy_field, .init = cr_redirect_stdout)
 {
 	char buf[4096] = "";
-	FILE *f;
 
 	cr_assert_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"accountant\":\"basic\","
 			       "\"budget\":{\"epsilon\":1,\"delta\":1e-5},\"planned\":[{\"name\":\"g\","
 			       "\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}}]}]}",
 			       true),
 		     1);
-	fflush(stdout);
-	f = cr_get_redirected_stdout();
-	cr_assert(f);
-	cr_assert(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+	read_report(buf, sizeof(buf));
 	cr_expect(strstr(buf, "\"where\": \"/datasets/0/delta_share\""), "%s", buf);
 	cr_expect(strstr(buf, "delta_share"), "%s", buf);
 }

@@ -15,39 +15,18 @@
 
 #include "trn.h"
 #include "trn_conv_internal.h"
+#include "trn_test_conv.h"
 #include "trn_test_exact.h"
 #include "trn_test_rng.h"
 
 static const uint8_t seed_prefix[2] = {0xc0, 0x4e};
 
-/* Two convolutions (3x3 to 4 channels, 5x5 to 6), a hidden layer of 10,
- * 3 classes, on 2 x 8 x 8 inputs. */
-static trn_conv_spec small_spec(trn_conv_act act)
-{
-	trn_conv_spec s = {
-		.channels = 2, .side = 8, .n_conv = 2, .conv_channels = {4, 6}, .kernel = {3, 5},
-		.hidden = 10, .classes = 3, .act = act, .ts_scale = 3.0, .ts_temp = 0.7,
-		.ts_offset = 1.0,
-	};
-	return s;
-}
-
+/* The shared two-block net (trn_test_conv.h) with activation act. */
 static trn_convnet *small_net(trn_conv_act act, mech_rng *rng)
 {
-	trn_conv_spec s = small_spec(act);
-	trn_convnet *n = NULL;
-	acct_error err;
-	double *p;
+	trn_conv_spec s = trn_test_conv_spec(act);
 
-	acct_error_init(&err);
-	cr_assert_eq(trn_convnet_new(&s, &n, &err), 0, "%s", err.text);
-	cr_assert_eq(trn_convnet_init(n, rng, &err), 0);
-	/* Non-zero biases, so that their gradients are exercised too. */
-	p = trn_convnet_params(n);
-	for (size_t i = 0; i < trn_convnet_n_params(n); i++)
-		if (p[i] == 0.0)
-			p[i] = 0.1 * trn_test_normal(rng);
-	return n;
+	return trn_test_conv_net(&s, rng);
 }
 
 static double *random_rows(mech_rng *rng, size_t n, size_t d, double scale)
@@ -194,7 +173,8 @@ Test(conv, gradient_matches_finite_differences_tempered_sigmoid)
 Test(conv, tempered_sigmoid_2_2_1_is_tanh)
 {
 	mech_rng *rng = trn_test_seeded(seed_prefix, 5);
-	trn_conv_spec a = small_spec(TRN_CONV_TANH), b = small_spec(TRN_CONV_TEMPERED_SIGMOID);
+	trn_conv_spec a = trn_test_conv_spec(TRN_CONV_TANH);
+	trn_conv_spec b = trn_test_conv_spec(TRN_CONV_TEMPERED_SIGMOID);
 	trn_convnet *na = NULL, *nb = NULL;
 	double *x;
 
@@ -426,15 +406,15 @@ Test(conv, conv_norm_error_bound_holds_under_cancellation)
 
 Test(conv, bad_specs_are_refused)
 {
-	trn_conv_spec s = small_spec(TRN_CONV_TANH);
+	trn_conv_spec s = trn_test_conv_spec(TRN_CONV_TANH);
 	trn_convnet *n = NULL;
 
 	s.kernel[0] = 4;
 	cr_assert_eq(trn_convnet_new(&s, &n, NULL), ACCT_EINVAL);
-	s = small_spec(TRN_CONV_TANH);
+	s = trn_test_conv_spec(TRN_CONV_TANH);
 	s.side = 6; /* 6 -> 3 cannot halve again */
 	cr_assert_eq(trn_convnet_new(&s, &n, NULL), ACCT_EINVAL);
-	s = small_spec(TRN_CONV_TEMPERED_SIGMOID);
+	s = trn_test_conv_spec(TRN_CONV_TEMPERED_SIGMOID);
 	s.ts_temp = 0.0;
 	cr_assert_eq(trn_convnet_new(&s, &n, NULL), ACCT_EINVAL);
 	cr_assert_null(n);

@@ -16,6 +16,7 @@
 
 #include "trn.h"
 #include "trn_conv_internal.h"
+#include "trn_test_conv.h"
 #include "trn_test_exact.h"
 #include "trn_test_rng.h"
 
@@ -25,17 +26,9 @@ static const uint8_t seed_prefix[2] = {0xf3, 0x20};
  * sigmoid), or one block straight to the classes. */
 static trn_conv_spec spec_of(int shape)
 {
-	trn_conv_spec s = {
-		.channels = 2, .side = 8, .n_conv = 2, .conv_channels = {4, 6}, .kernel = {3, 5},
-		.hidden = 10, .classes = 3, .act = TRN_CONV_TANH, .ts_scale = 2.0, .ts_temp = 2.0,
-		.ts_offset = 1.0,
-	};
+	trn_conv_spec s = trn_test_conv_spec(shape == 1 ? TRN_CONV_TEMPERED_SIGMOID : TRN_CONV_TANH);
 
-	if (shape == 1) {
-		s.act = TRN_CONV_TEMPERED_SIGMOID;
-		s.ts_scale = 3.0;
-		s.ts_temp = 0.7;
-	} else if (shape == 2) {
+	if (shape == 2) {
 		s.channels = 1;
 		s.side = 12;
 		s.n_conv = 1;
@@ -50,16 +43,8 @@ static trn_conv_spec spec_of(int shape)
 static trn_convnet *random_net(int shape, mech_rng *rng)
 {
 	trn_conv_spec s = spec_of(shape);
-	trn_convnet *n = NULL;
-	double *p;
 
-	cr_assert_eq(trn_convnet_new(&s, &n, NULL), 0);
-	cr_assert_eq(trn_convnet_init(n, rng, NULL), 0);
-	p = trn_convnet_params(n);
-	for (size_t i = 0; i < trn_convnet_n_params(n); i++)
-		if (p[i] == 0.0)
-			p[i] = 0.1 * trn_test_normal(rng);
-	return n;
+	return trn_test_conv_net(&s, rng);
 }
 
 static void random_row(mech_rng *rng, double *x, size_t d, double scale)
