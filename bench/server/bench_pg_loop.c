@@ -25,24 +25,9 @@ typedef struct loop_client {
 	PGconn *conn;
 	int ready;
 	uint64_t measured, committed, failed;
-	double *lat;
-	size_t n_lat, cap_lat;
+	bench_lat lat;
 	char err[256];
 } loop_client;
-
-static void lat_push(loop_client *lc, double us)
-{
-	if (lc->n_lat == lc->cap_lat) {
-		size_t cap = lc->cap_lat ? 2 * lc->cap_lat : 4096;
-		double *v = realloc(lc->lat, cap * sizeof(*v));
-
-		if (!v)
-			return;
-		lc->lat = v;
-		lc->cap_lat = cap;
-	}
-	lc->lat[lc->n_lat++] = us;
-}
 
 /* Connects and prepares; the thread then waits at the barrier either way,
  * so that the main thread never waits for a client that gave up. */
@@ -95,22 +80,12 @@ static void *client_run(void *arg)
 		lc->committed++;
 		if (t0 >= window_start && t1 <= deadline) {
 			lc->measured++;
-			lat_push(lc, (t1 - t0) * 1e6);
+			bench_lat_push(&lc->lat, (t1 - t0) * 1e6);
 		}
 	}
 	PQfinish(lc->conn);
 	lc->conn = NULL;
 	return NULL;
-}
-
-static double quantile(const double *sorted, size_t n, double q)
-{
-	size_t i;
-
-	if (n == 0)
-		return NAN;
-	i = (size_t)ceil(q * (double)n);
-	return sorted[i == 0 ? 0 : i - 1];
 }
 
 /* Folds the clients' counts and latencies into RET; -1 when one failed. */
@@ -130,7 +105,7 @@ static int fold(loop_client *lcs, unsigned n, double counted_s, bench_pg_loop_re
 		ret->measured += lcs[i].measured;
 		ret->committed += lcs[i].committed;
 		ret->failed += lcs[i].failed;
-		total += lcs[i].n_lat;
+		total += lcs[i].lat.n;
 	}
 	all = malloc((total ? total : 1) * sizeof(*all));
 	if (!all) {
@@ -138,13 +113,13 @@ static int fold(loop_client *lcs, unsigned n, double counted_s, bench_pg_loop_re
 		return -1;
 	}
 	for (unsigned i = 0; i < n; i++) {
-		memcpy(all + k, lcs[i].lat, lcs[i].n_lat * sizeof(*all));
-		k += lcs[i].n_lat;
+		memcpy(all + k, lcs[i].lat.v, lcs[i].lat.n * sizeof(*all));
+		k += lcs[i].lat.n;
 	}
 	bench_sort(all, total);
 	ret->rate = (double)ret->measured / counted_s;
-	ret->p50_us = quantile(all, total, 0.50);
-	ret->p99_us = quantile(all, total, 0.99);
+	ret->p50_us = bench_quantile(all, total, 0.50);
+	ret->p99_us = bench_quantile(all, total, 0.99);
 	free(all);
 	return 0;
 }
@@ -188,7 +163,7 @@ int bench_pg_loop_run(const char *url, unsigned clients, double duration_s, doub
 	rc = fold(lcs, clients, duration_s - warmup_s, ret, err, cap);
 out:
 	for (unsigned i = 0; lcs && i < clients; i++)
-		free(lcs[i].lat);
+		bench_lat_free(&lcs[i].lat);
 	free(lcs);
 	free(tids);
 	return rc;

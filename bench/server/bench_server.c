@@ -212,21 +212,6 @@ static double process_cpu_s(pid_t pid)
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* The q-quantile (nearest rank) of n sorted values, or NAN when n is 0. */
-static double quantile(const double *sorted, size_t n, double q)
-{
-	size_t i;
-
-	if (n == 0)
-		return NAN;
-	i = (size_t)ceil(q * (double)n);
-	if (i > 0)
-		i--;
-	if (i >= n)
-		i = n - 1;
-	return sorted[i];
-}
-
 /* Parses "[x,y]" (the basic ledger's cost text) into two doubles. */
 static int parse_pair(const char *text, double ret[2])
 {
@@ -239,33 +224,6 @@ static int parse_pair(const char *text, double ret[2])
 		return -1;
 	ret[1] = strtod(end + 1, &end);
 	return *end == ']' ? 0 : -1;
-}
-
-/* A growable array of latencies in microseconds. */
-typedef struct lat_vec {
-	double *v;
-	size_t n, cap;
-} lat_vec;
-
-static int lat_push(lat_vec *l, double us)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 4096;
-		double *v = realloc(l->v, cap * sizeof(double));
-
-		if (!v)
-			return -1;
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = us;
-	return 0;
-}
-
-static void lat_free(lat_vec *l)
-{
-	free(l->v);
-	memset(l, 0, sizeof(*l));
 }
 
 /* ---- a minimal HTTP/1.1 keep-alive client --------------------------------- */
@@ -527,7 +485,7 @@ typedef struct load_client {
 	pthread_barrier_t *barrier;
 	const double *start; /* written by the main thread before the barrier */
 	uint64_t measured, expected, other, failed;
-	lat_vec lat;
+	bench_lat lat;
 	hconn conn;
 } load_client;
 
@@ -567,7 +525,7 @@ static void *load_client_run(void *arg)
 		lc->expected++;
 		if (t0 >= window_start && t1 <= deadline) {
 			lc->measured++;
-			lat_push(&lc->lat, (t1 - t0) * 1e6);
+			bench_lat_push(&lc->lat, (t1 - t0) * 1e6);
 		}
 	}
 	hconn_close(&lc->conn);
@@ -585,7 +543,7 @@ static int load_run(const load_spec *spec, pid_t server_pid, load_result *ret)
 	pthread_t *tids = calloc(spec->clients, sizeof(*tids));
 	pthread_barrier_t barrier;
 	double start = 0, cpu0 = NAN, cpu1, window;
-	lat_vec all = {0};
+	bench_lat all = {0};
 	load_result r;
 	unsigned started = 0;
 	int rc = -1;
@@ -620,21 +578,21 @@ static int load_run(const load_spec *spec, pid_t server_pid, load_result *ret)
 		r.other += lcs[i].other;
 		r.failed += lcs[i].failed;
 		for (size_t j = 0; j < lcs[i].lat.n; j++)
-			lat_push(&all, lcs[i].lat.v[j]);
-		lat_free(&lcs[i].lat);
+			bench_lat_push(&all, lcs[i].lat.v[j]);
+		bench_lat_free(&lcs[i].lat);
 	}
 	window = spec->duration_s - WARMUP_S;
 	r.rate = (double)r.measured / window;
 	bench_sort(all.v, all.n);
-	r.p50_us = quantile(all.v, all.n, 0.50);
-	r.p99_us = quantile(all.v, all.n, 0.99);
+	r.p50_us = bench_quantile(all.v, all.n, 0.50);
+	r.p99_us = bench_quantile(all.v, all.n, 0.99);
 	/* CPU over the whole cell, divided by every answer of the cell. */
 	r.server_cpu_us = (r.expected + r.other) > 0 ?
 				  (cpu1 - cpu0) * 1e6 / (double)(r.expected + r.other) : NAN;
 	*ret = r;
 	rc = 0;
 out:
-	lat_free(&all);
+	bench_lat_free(&all);
 	free(lcs);
 	free(tids);
 	return rc;
@@ -661,7 +619,7 @@ typedef struct sql_writer {
 	double duration_s;
 	uint64_t max_commits; /* when nonzero: stop after this many, untimed */
 	uint64_t measured, errors;
-	lat_vec lat;
+	bench_lat lat;
 } sql_writer;
 
 static sqlite3 *sql_open(const char *path)
@@ -831,7 +789,7 @@ static void *sql_writer_run(void *arg)
 		t1 = bench_now_s();
 		if (t0 >= window_start && t1 <= deadline) {
 			w->measured++;
-			lat_push(&w->lat, (t1 - t0) * 1e6);
+			bench_lat_push(&w->lat, (t1 - t0) * 1e6);
 		}
 	}
 	sqlite3_finalize(begin);
@@ -855,7 +813,7 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 	pthread_t tids[SQLITE_WRITERS_MANY];
 	pthread_barrier_t barrier;
 	double start = 0;
-	lat_vec all = {0};
+	bench_lat all = {0};
 	load_result r;
 	sqlite3 *h;
 	char now[32], sql[512];
@@ -902,8 +860,8 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 		r.measured += w[i].measured;
 		errors += w[i].errors;
 		for (size_t j = 0; j < w[i].lat.n; j++)
-			lat_push(&all, w[i].lat.v[j]);
-		lat_free(&w[i].lat);
+			bench_lat_push(&all, w[i].lat.v[j]);
+		bench_lat_free(&w[i].lat);
 	}
 	pthread_barrier_destroy(&barrier);
 	sqlite3_close_v2(h);
@@ -911,10 +869,10 @@ static int sql_ceiling(const char *path, sql_shape shape, unsigned writers, doub
 	r.rate = (double)r.measured / (duration_s - WARMUP_S);
 	r.failed = errors;
 	bench_sort(all.v, all.n);
-	r.p50_us = quantile(all.v, all.n, 0.50);
-	r.p99_us = quantile(all.v, all.n, 0.99);
+	r.p50_us = bench_quantile(all.v, all.n, 0.50);
+	r.p99_us = bench_quantile(all.v, all.n, 0.99);
 	r.server_cpu_us = NAN;
-	lat_free(&all);
+	bench_lat_free(&all);
 	*ret = r;
 	if (errors)
 		fprintf(stderr, "bench_server: %llu SQLite errors on %s\n",
@@ -1387,10 +1345,10 @@ static int measure_admission(uint16_t port, const char *key, unsigned n_sizes, u
 		a[i].charge_mean_us = sum / samples;
 		bench_sort(lc, samples);
 		bench_sort(ld, samples);
-		a[i].charge_p50_us = quantile(lc, samples, 0.5);
-		a[i].charge_p99_us = quantile(lc, samples, 0.99);
-		a[i].dry_p50_us = quantile(ld, samples, 0.5);
-		a[i].dry_p99_us = quantile(ld, samples, 0.99);
+		a[i].charge_p50_us = bench_quantile(lc, samples, 0.5);
+		a[i].charge_p99_us = bench_quantile(lc, samples, 0.99);
+		a[i].dry_p50_us = bench_quantile(ld, samples, 0.5);
+		a[i].dry_p99_us = bench_quantile(ld, samples, 0.99);
 	}
 	rc = 0;
 out:

@@ -1,6 +1,6 @@
 /*
- * bench_common.c: the option number parser and the CSV loader of the
- * trainer benchmarks (bench_common.h).
+ * bench_common.c: the option walk, the option number parser and the CSV
+ * loader of the trainer benchmarks (bench_common.h).
  */
 #include <errno.h>
 #include <math.h>
@@ -9,6 +9,31 @@
 #include <string.h>
 
 #include "bench_common.h"
+
+static bool is_flag(const char *key, const char *const *flags)
+{
+	for (size_t f = 0; flags && flags[f]; f++)
+		if (strcmp(key, flags[f]) == 0)
+			return true;
+	return false;
+}
+
+int bench_options(int argc, char **argv, int first, const char *const *flags, bench_option_fn fn,
+		  void *opts)
+{
+	for (int i = first; i < argc; i++) {
+		const char *key = argv[i], *value = NULL;
+
+		if (!is_flag(key, flags)) {
+			if (i + 1 == argc)
+				return -1;
+			value = argv[++i];
+		}
+		if (fn(opts, key, value) < 0)
+			return -1;
+	}
+	return 0;
+}
 
 int bench_number(const char *v, char sep, double lo, double hi, double *ret)
 {

@@ -1,18 +1,37 @@
 /*
- * bench_common.h: what the trainer benchmarks share: the checked number
- * parser of their options and the loader of the public CSV tables
+ * bench_common.h: what the trainer benchmarks share: the walk over their
+ * options, the checked number parser of their values and the loader of the
+ * public CSV tables
  * (../shared/data: a header line, then d features and an integer label per
  * row).  Benchmarks only; the service parses tables in mechanisms/.
  */
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "trn.h"
 
 /* Longest CSV line the loader reads. */
 #define BENCH_MAX_CSV_LINE 65536
+
+/*
+ * What bench_options calls once per option, in order: `key` as typed and
+ * `value` the argument after it, or NULL for a flag.  0 to go on, -1 to
+ * refuse the option.
+ */
+typedef int (*bench_option_fn)(void *opts, const char *key, const char *value);
+
+/*
+ * Walks argv[first..argc), the options of a trainer benchmark: a key named
+ * in `flags` (NULL-terminated; NULL for none) stands alone, any other takes
+ * the next argument as its value, whatever it looks like.  Calls fn for
+ * each.  -1 as soon as fn refuses one or a key that is not a flag comes
+ * last, with no value; 0 otherwise.
+ */
+int bench_options(int argc, char **argv, int first, const char *const *flags, bench_option_fn fn,
+		  void *opts);
 
 /*
  * Parses the number at the start of v into *ret: the whole of v, or up to

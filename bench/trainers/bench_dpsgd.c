@@ -236,8 +236,21 @@ static int parse_one(struct opts *o, const char *k, const char *v)
 	return 0;
 }
 
+/* One option (bench_options): --quiet, the one flag, or one of parse_one's. */
+static int parse_option(void *arg, const char *k, const char *v)
+{
+	struct opts *o = arg;
+
+	if (strcmp(k, "--quiet") != 0)
+		return parse_one(o, k, v);
+	o->quiet = true;
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
+	static const char *const flags[] = {"--quiet", NULL};
+
 	trn_dpsgd_params_default(&o->p);
 	o->epsilon = 0;
 	o->delta = 1e-5;
@@ -251,17 +264,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->conv_hidden = 32;
 	o->kernel = 5;
 	o->n_eps = o->n_lr = o->n_epochs = 0;
-	for (int i = 2; i < argc; i++) {
-		const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (strcmp(k, "--quiet") == 0) {
-			o->quiet = true;
-			continue;
-		}
-		if (!v || parse_one(o, k, v) < 0)
-			return -1;
-		i++;
-	}
+	if (bench_options(argc, argv, 2, flags, parse_option, o) < 0)
+		return -1;
 	/* A cnn: its blocks and dense layer from the conv options. */
 	if (o->p.model == TRN_MODEL_CNN) {
 		o->p.n_conv = o->conv2 ? 2 : 1;

@@ -516,40 +516,43 @@ static int bench_dataset(const char *name, const trn_dataset *all, const trn_dat
 	return rc;
 }
 
+/* One option (bench_options); --quick is the one flag. */
+static int parse_option(void *arg, const char *a, const char *v)
+{
+	bench_opts *o = arg;
+
+	if (strcmp(a, "--quick") == 0) {
+		o->quick = true;
+		o->seeds = 2;
+	} else if (strcmp(a, "--data") == 0) {
+		o->data_dir = v;
+	} else if (strcmp(a, "--only") == 0) {
+		o->only = v;
+	} else if (strcmp(a, "--seeds") == 0) {
+		o->seeds = atoi(v);
+	} else if (strcmp(a, "--pcs") == 0) {
+		o->pcs = atoi(v);
+	} else if (strcmp(a, "--lambda") == 0) {
+		o->lambda = strtod(v, NULL);
+	} else if (strcmp(a, "--fashion-pair") == 0) {
+		return sscanf(v, "%u,%u", &o->pair[0], &o->pair[1]) == 2 ? 0 : -1;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
+	static const char *const flags[] = {"--quick", NULL};
+
 	o->data_dir = "../shared/data";
 	o->seeds = 10;
 	o->pcs = -1;   /* the data set's default */
 	o->pair[0] = 0;   /* T-shirt/top */
 	o->pair[1] = 6;   /* shirt */
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (strcmp(a, "--quick") == 0) {
-			o->quick = true;
-			o->seeds = 2;
-			continue;
-		}
-		if (!v)
-			return -1;
-		i++;
-		if (strcmp(a, "--data") == 0)
-			o->data_dir = v;
-		else if (strcmp(a, "--only") == 0)
-			o->only = v;
-		else if (strcmp(a, "--seeds") == 0)
-			o->seeds = atoi(v);
-		else if (strcmp(a, "--pcs") == 0)
-			o->pcs = atoi(v);
-		else if (strcmp(a, "--lambda") == 0)
-			o->lambda = strtod(v, NULL);
-		else if (strcmp(a, "--fashion-pair") == 0 &&
-			 sscanf(v, "%u,%u", &o->pair[0], &o->pair[1]) == 2)
-			continue;
-		else
-			return -1;
-	}
+	if (bench_options(argc, argv, 1, flags, parse_option, o) < 0)
+		return -1;
 	return o->seeds >= 1 && o->seeds <= MAX_SEEDS && o->pcs >= -1 && o->pair[0] != o->pair[1] &&
 			       o->pair[0] < 10 && o->pair[1] < 10 && o->lambda >= 0
 		       ? 0

@@ -100,8 +100,43 @@ static int parse_number(struct opts *o, const char *k, const char *v)
 	return 0;
 }
 
+/* One option (bench_options); --clean is the one flag. */
+static int parse_option(void *arg, const char *k, const char *v)
+{
+	struct opts *o = arg;
+	unsigned a, b;
+
+	if (strcmp(k, "--clean") == 0) {
+		o->clean = true;
+	} else if (strcmp(k, "--dataset") == 0) {
+		o->dataset = v;
+	} else if (strcmp(k, "--data") == 0) {
+		o->data_dir = v;
+	} else if (strcmp(k, "--fmnist") == 0) {
+		o->fmnist_dir = v;
+	} else if (strcmp(k, "--pair") == 0) {
+		if (sscanf(v, "%u,%u", &a, &b) != 2 || a == b || a > 9 || b > 9)
+			return -1;
+		o->pair[0] = a;
+		o->pair[1] = b;
+	} else if (strcmp(k, "--eps") == 0) {
+		return parse_eps(v, o);
+	} else if (strcmp(k, "--losses") == 0) {
+		return parse_losses(v, o);
+	} else if (strcmp(k, "--model") == 0) {
+		if (trn_label_em_model_from_name(v, &o->p.model) < 0)
+			return -1;
+		o->p.n_hidden = o->p.model == TRN_MODEL_MLP ? 1 : 0;
+	} else {
+		return parse_number(o, k, v);
+	}
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
+	static const char *const flags[] = {"--clean", NULL};
+
 	trn_label_em_params_default(&o->p);
 	o->dataset = "both";
 	o->data_dir = "../shared/data";
@@ -113,43 +148,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	o->clean = false;
 	parse_eps("0.1,0.25,0.5,1,2,4", o);
 	parse_losses("barrier_hinge,hinge,logistic,sigmoid,ramp,squared,unhinged", o);
-	for (int i = 1; i < argc; i++) {
-		const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		unsigned a, b;
-
-		if (strcmp(k, "--clean") == 0) {
-			o->clean = true;
-			continue;
-		}
-		if (!v)
-			return -1;
-		i++;
-		if (strcmp(k, "--dataset") == 0)
-			o->dataset = v;
-		else if (strcmp(k, "--data") == 0)
-			o->data_dir = v;
-		else if (strcmp(k, "--fmnist") == 0)
-			o->fmnist_dir = v;
-		else if (strcmp(k, "--pair") == 0) {
-			if (sscanf(v, "%u,%u", &a, &b) != 2 || a == b || a > 9 || b > 9)
-				return -1;
-			o->pair[0] = a;
-			o->pair[1] = b;
-		} else if (strcmp(k, "--eps") == 0) {
-			if (parse_eps(v, o) < 0)
-				return -1;
-		} else if (strcmp(k, "--losses") == 0) {
-			if (parse_losses(v, o) < 0)
-				return -1;
-		} else if (strcmp(k, "--model") == 0) {
-			if (trn_label_em_model_from_name(v, &o->p.model) < 0)
-				return -1;
-			o->p.n_hidden = o->p.model == TRN_MODEL_MLP ? 1 : 0;
-		} else if (parse_number(o, k, v) < 0) {
-			return -1;
-		}
-	}
-	return 0;
+	return bench_options(argc, argv, 1, flags, parse_option, o);
 }
 
 /* ---- data ------------------------------------------------------------------- */

@@ -181,30 +181,34 @@ static int nonprivate_row(const bench_opts *o, const trn_dataset *pool, const tr
 	return rc;
 }
 
-static int parse(int argc, char **argv, bench_opts *o)
+/* One option (bench_options); --semi is the one flag. */
+static int parse_option(void *arg, const char *a, const char *v)
 {
+	bench_opts *o = arg;
+	uint32_t *field = !strcmp(a, "--teachers") ? &o->teachers :
+			  !strcmp(a, "--queries")  ? &o->queries :
+			  !strcmp(a, "--pcs")	   ? &o->pcs :
+			  !strcmp(a, "--epochs")   ? &o->epochs : NULL;
 	double x;
 
-	*o = (bench_opts){NULL, 250, 1000, 50, 30, false};
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint32_t *field = !strcmp(a, "--teachers") ? &o->teachers :
-				  !strcmp(a, "--queries")  ? &o->queries :
-				  !strcmp(a, "--pcs")	   ? &o->pcs :
-				  !strcmp(a, "--epochs")   ? &o->epochs : NULL;
+	if (!strcmp(a, "--semi"))
+		o->semi = true;
+	else if (!strcmp(a, "--data"))
+		o->dir = v;
+	else if (field && bench_number(v, '\0', 1, POOL_ROWS, &x) == 0)
+		*field = (uint32_t)x;
+	else
+		return -1;
+	return 0;
+}
 
-		if (!strcmp(a, "--semi")) {
-			o->semi = true;
-		} else if (!strcmp(a, "--data") && v) {
-			o->dir = v;
-			i++;
-		} else if (field && bench_number(v, '\0', 1, POOL_ROWS, &x) == 0) {
-			*field = (uint32_t)x;
-			i++;
-		} else {
-			return -1;
-		}
-	}
+static int parse(int argc, char **argv, bench_opts *o)
+{
+	static const char *const flags[] = {"--semi", NULL};
+
+	*o = (bench_opts){NULL, 250, 1000, 50, 30, false};
+	if (bench_options(argc, argv, 1, flags, parse_option, o) < 0)
+		return -1;
 	return o->pcs <= TRN_FASHION_MNIST_FEATURES ? 0 : -1;
 }
 

@@ -162,33 +162,29 @@ static int parse_rates(const char *v, struct opts *o)
 	return bench_number_list(v, 1e-6, 100, o->lr, BENCH_SCATTER_MAX_LR, &o->n_lr);
 }
 
-static int parse(int argc, char **argv, struct opts *o)
+/* One option (bench_options); every one takes a value. */
+static int parse_option(void *arg, const char *k, const char *v)
 {
-	for (int i = 2; i + 1 < argc; i += 2) {
-		const char *k = argv[i], *v = argv[i + 1];
-		double x;
-		int rc = 0;
+	struct opts *o = arg;
+	double x;
 
-		if (strcmp(k, "--images") == 0 && bench_number(v, '\0', 1, 1e6, &x) == 0)
-			o->images = (size_t)x;
-		else if (strcmp(k, "--rows") == 0 && bench_number(v, '\0', 1, 60000, &x) == 0)
-			o->rows = (size_t)x;
-		else if (strcmp(k, "--valid") == 0 && bench_number(v, '\0', 0, 30000, &x) == 0)
-			o->valid = (size_t)x;
-		else if (strcmp(k, "--epochs") == 0 && bench_number(v, '\0', 1, 1000, &x) == 0)
-			o->p.epochs = (uint32_t)x;
-		else if (strcmp(k, "--lot") == 0 && bench_number(v, '\0', 1, 60000, &x) == 0)
-			o->p.lot_size = (uint32_t)x;
-		else if (strcmp(k, "--lr") == 0)
-			rc = parse_rates(v, o);
-		else if (strcmp(k, "--momentum") == 0 && bench_number(v, '\0', 0, 0.999, &x) == 0)
-			o->p.momentum = x;
-		else
-			return -1;
-		if (rc != 0)
-			return -1;
-	}
-	return argc % 2 == 0 ? 0 : -1;
+	if (strcmp(k, "--images") == 0 && bench_number(v, '\0', 1, 1e6, &x) == 0)
+		o->images = (size_t)x;
+	else if (strcmp(k, "--rows") == 0 && bench_number(v, '\0', 1, 60000, &x) == 0)
+		o->rows = (size_t)x;
+	else if (strcmp(k, "--valid") == 0 && bench_number(v, '\0', 0, 30000, &x) == 0)
+		o->valid = (size_t)x;
+	else if (strcmp(k, "--epochs") == 0 && bench_number(v, '\0', 1, 1000, &x) == 0)
+		o->p.epochs = (uint32_t)x;
+	else if (strcmp(k, "--lot") == 0 && bench_number(v, '\0', 1, 60000, &x) == 0)
+		o->p.lot_size = (uint32_t)x;
+	else if (strcmp(k, "--lr") == 0)
+		return parse_rates(v, o);
+	else if (strcmp(k, "--momentum") == 0 && bench_number(v, '\0', 0, 0.999, &x) == 0)
+		o->p.momentum = x;
+	else
+		return -1;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -204,7 +200,7 @@ int main(int argc, char **argv)
 	o.p.lot_size = 256;
 	o.p.momentum = 0.9;
 	if (argc < 2 || (strcmp(argv[1], "speed") != 0 && strcmp(argv[1], "accuracy") != 0) ||
-	    parse(argc, argv, &o) != 0) {
+	    bench_options(argc, argv, 2, NULL, parse_option, &o) != 0) {
 		fprintf(stderr, "usage: %s speed|accuracy [options]  (see the source)\n", argv[0]);
 		return 2;
 	}
