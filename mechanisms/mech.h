@@ -378,6 +378,9 @@ size_t mech_table_columns(const mech_table *t);
 size_t mech_table_bytes(const mech_table *t);
 const char *mech_table_column_name(const mech_table *t, size_t j);
 mech_col_kind mech_table_column_kind(const mech_table *t, size_t j);
+/* The index of the column named `name` (names are unique), or
+ * mech_table_columns(t) when none is or name is NULL. */
+size_t mech_table_column_index(const mech_table *t, const char *name);
 
 /*
  * Raw cell access for trainers (the server never serves rows): the values of
@@ -390,6 +393,10 @@ const double *mech_table_numeric_values(const mech_table *t, size_t j);
 int64_t mech_table_category_of(const mech_table *t, size_t j, size_t i);
 size_t mech_table_category_count(const mech_table *t, size_t j);
 const char *mech_table_category_name(const mech_table *t, size_t j, size_t k);
+/* Copies numeric column j into x[0], x[stride], ..., one value a row (a
+ * column of a row-major matrix).  False, nothing written, when column j
+ * does not exist or is categorical. */
+bool mech_table_copy_numeric(const mech_table *t, size_t j, double *x, size_t stride);
 
 /*
  * Queries.  Each validates (where: /column for unknown or wrongly typed

@@ -617,20 +617,27 @@ mech_col_kind mech_table_column_kind(const mech_table *t, size_t j)
 	return t->col[j].kind;
 }
 
+size_t mech_table_column_index(const mech_table *t, const char *name)
+{
+	for (size_t j = 0; name && j < t->cols; j++)
+		if (!strcmp(t->col[j].name, name))
+			return j;
+	return t->cols;
+}
+
 static int find_column(const mech_table *t, const char *name, mech_col_kind kind,
 		       const struct column **ret, acct_error *err)
 {
-	for (size_t j = 0; name && j < t->cols; j++)
-		if (!strcmp(t->col[j].name, name)) {
-			if (t->col[j].kind != kind)
-				return acct_error_set(err, ACCT_EINVAL, "/column",
-						      "column '%.64s' is not %s", name,
-						      kind == MECH_COL_NUMERIC ? "numeric" : "categorical");
-			*ret = &t->col[j];
-			return 0;
-		}
-	return acct_error_set(err, ACCT_EINVAL, "/column", "unknown column '%.64s'",
-			      name ? name : "");
+	size_t j = mech_table_column_index(t, name);
+
+	if (j == t->cols)
+		return acct_error_set(err, ACCT_EINVAL, "/column", "unknown column '%.64s'",
+				      name ? name : "");
+	if (t->col[j].kind != kind)
+		return acct_error_set(err, ACCT_EINVAL, "/column", "column '%.64s' is not %s", name,
+				      kind == MECH_COL_NUMERIC ? "numeric" : "categorical");
+	*ret = &t->col[j];
+	return 0;
 }
 
 static int check_eps(double eps, acct_error *err)
@@ -1028,6 +1035,17 @@ const double *mech_table_numeric_values(const mech_table *t, size_t j)
 	if (!t || j >= t->cols || t->col[j].kind != MECH_COL_NUMERIC)
 		return NULL;
 	return t->col[j].num;
+}
+
+bool mech_table_copy_numeric(const mech_table *t, size_t j, double *x, size_t stride)
+{
+	const double *v = mech_table_numeric_values(t, j);
+
+	if (!v)
+		return false;
+	for (size_t i = 0; i < t->rows; i++)
+		x[i * stride] = v[i];
+	return true;
 }
 
 int64_t mech_table_category_of(const mech_table *t, size_t j, size_t i)

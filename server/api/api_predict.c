@@ -117,36 +117,22 @@ static char *with_header(const char *text, size_t len, size_t d, size_t *ret_len
 	return out;
 }
 
-/* The column of t named `name`, or its column count. */
-static size_t column_named(const mech_table *t, const char *name)
-{
-	for (size_t j = 0; j < mech_table_columns(t); j++)
-		if (strcmp(mech_table_column_name(t, j), name) == 0)
-			return j;
-	return mech_table_columns(t);
-}
-
 /* Copies the model's inputs from t: by name, or the first d in order. */
 static int csv_inputs(const mech_table *t, const json_t *features, size_t d, double *x,
 		      acct_error *err)
 {
-	size_t n = mech_table_rows(t);
-
 	if (!features && mech_table_columns(t) != d)
 		return acct_error_set(err, ACCT_EINVAL, "/csv",
 				      "the table has %zu columns; the model takes %zu inputs",
 				      mech_table_columns(t), d);
 	for (size_t k = 0; k < d; k++) {
 		const char *name = features ? json_string_value(json_array_get(features, k)) : NULL;
-		size_t j = name ? column_named(t, name) : k;
-		const double *v = j < mech_table_columns(t) ? mech_table_numeric_values(t, j) : NULL;
+		size_t j = name ? mech_table_column_index(t, name) : k;
 
-		if (!v)
+		if (!mech_table_copy_numeric(t, j, x + k, d))
 			return acct_error_set(err, ACCT_EINVAL, "/csv",
 					      "the header has no numeric column '%.64s', an input of "
 					      "the model", name ? name : mech_table_column_name(t, j));
-		for (size_t i = 0; i < n; i++)
-			x[i * d + k] = v[i];
 	}
 	return 0;
 }

@@ -33,17 +33,9 @@ static bool is_feature(const mech_table *t, size_t j, size_t lj, size_t pj)
 /* Copies every feature column into row-major `x`. */
 static void table_features(const mech_table *t, size_t lj, size_t pj, size_t d, double *x)
 {
-	size_t cols = mech_table_columns(t), rows = mech_table_rows(t);
-
-	for (size_t j = 0, k = 0; j < cols; j++) {
-		const double *v = mech_table_numeric_values(t, j);
-
-		if (!is_feature(t, j, lj, pj))
-			continue;
-		for (size_t i = 0; i < rows; i++)
-			x[i * d + k] = v[i];
-		k++;
-	}
+	for (size_t j = 0, k = 0; j < mech_table_columns(t); j++)
+		if (is_feature(t, j, lj, pj))
+			mech_table_copy_numeric(t, j, x + k++, d);
 }
 
 /* Classes of a categorical label: the index of each category's name in
@@ -114,21 +106,17 @@ static int table_to_dataset(const mech_table *t, const json_t *params, trn_datas
 	const char *label = json_string_value(json_object_get(params, "label"));
 	const char *party = json_string_value(json_object_get(params, "party_column"));
 	const json_t *declared = json_object_get(params, "classes");
-	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), lj = cols, pj = cols, d = 0;
+	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), d = 0;
+	size_t lj = label ? mech_table_column_index(t, label) : cols - 1;
+	size_t pj = mech_table_column_index(t, party);
 	double *x = NULL;
 	int64_t *y = NULL;
 	uint32_t classes = 0;
 	int rc = ACCT_ENOMEM;
 
-	for (size_t j = 0; j < cols; j++)
-		if (label ? strcmp(mech_table_column_name(t, j), label) == 0 : j == cols - 1)
-			lj = j;
-	if (lj == cols)
+	if (lj >= cols)
 		return acct_error_set(err, ACCT_EINVAL, "/params/label",
-				      "the hosted table has no column '%.64s'", label);
-	for (size_t j = 0; party && j < cols; j++)
-		if (strcmp(mech_table_column_name(t, j), party) == 0)
-			pj = j;
+				      "the hosted table has no column '%.64s'", label ? label : "");
 	for (size_t j = 0; j < cols; j++)
 		if (is_feature(t, j, lj, pj))
 			d++;
@@ -205,14 +193,12 @@ int srv_jobs__party_codes(const mech_table *t, const json_t *params, uint32_t m,
 {
 	const char *name = json_string_value(json_object_get(params, "party_column"));
 	const json_t *parties = json_object_get(params, "parties");
-	size_t cols = mech_table_columns(t), rows = mech_table_rows(t), pj = cols;
+	size_t cols = mech_table_columns(t), rows = mech_table_rows(t);
+	size_t pj = mech_table_column_index(t, name);
 	const double *v;
 	int64_t *code;
 	int rc;
 
-	for (size_t j = 0; name && j < cols; j++)
-		if (strcmp(mech_table_column_name(t, j), name) == 0)
-			pj = j;
 	if (pj == cols)
 		return acct_error_set(err, ACCT_EINVAL, "/params/party_column",
 				      "the hosted table has no column '%.64s'", name ? name : "");

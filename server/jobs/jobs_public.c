@@ -157,34 +157,20 @@ int srv__jobs_check_public(srv_db *db, const srv_principal *who, const char *whe
 	return rc;
 }
 
-/* The table's column named `name`, or its column count when none is. */
-static size_t table_column(const mech_table *t, const char *name)
-{
-	size_t cols = mech_table_columns(t);
-
-	for (size_t j = 0; j < cols; j++)
-		if (strcmp(mech_table_column_name(t, j), name) == 0)
-			return j;
-	return cols;
-}
-
 /* Copies the features of `schema`, by name, into row-major x. */
 static int public_features(const mech_table *t, const json_t *names, double *x,
 			   const char *where, acct_error *err)
 {
-	size_t d = json_array_size(names), rows = mech_table_rows(t);
+	size_t d = json_array_size(names);
 
 	for (size_t k = 0; k < d; k++) {
-		size_t j = table_column(t, json_string_value(json_array_get(names, k)));
-		const double *v = j < mech_table_columns(t) ? mech_table_numeric_values(t, j) : NULL;
+		const char *name = json_string_value(json_array_get(names, k));
 
 		/* Checked at submission; the table may have been replaced since. */
-		if (!v)
+		if (!mech_table_copy_numeric(t, mech_table_column_index(t, name), x + k, d))
 			return acct_error_set(err, ACCT_EINVAL, where,
 					      "the public table lost the feature column '%.64s'",
-					      json_string_value(json_array_get(names, k)));
-		for (size_t i = 0; i < rows; i++)
-			x[i * d + k] = v[i];
+					      name);
 	}
 	return 0;
 }
@@ -206,7 +192,7 @@ int srv_jobs__public_dataset(const mech_table *t, const json_t *schema, const js
 	if (rc < 0)
 		goto out;
 	if (params) {
-		lj = table_column(t, json_string_value(json_object_get(schema, "label")));
+		lj = mech_table_column_index(t, json_string_value(json_object_get(schema, "label")));
 		rc = lj < mech_table_columns(t) ?
 			     srv_jobs__label_classes(t, lj, json_object_get(params, "classes"), y,
 						     &classes) :

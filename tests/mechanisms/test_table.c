@@ -759,3 +759,30 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 		cr_assert_eq(worst_hist, rel == ACCT_REPLACE ? 2 : 1);
 	}
 }
+
+/* Columns by name, and a numeric column copied into a row-major matrix. */
+Test(table, column_index_and_numeric_copy)
+{
+	mech_table *t = parse_ok("a,b,c\n1,x,10\n2,y,20\n3,x,30\n", NULL, 0);
+	double m[3 * 2];
+
+	cr_assert_eq(mech_table_column_index(t, "a"), 0);
+	cr_assert_eq(mech_table_column_index(t, "c"), 2);
+	cr_assert_eq(mech_table_column_index(t, "d"), 3);
+	cr_assert_eq(mech_table_column_index(t, "A"), 3);
+	cr_assert_eq(mech_table_column_index(t, NULL), 3);
+	for (size_t k = 0; k < 6; k++)
+		m[k] = -1;
+	/* Column c into the first column of a 3 x 2 matrix, a into the second. */
+	cr_assert(mech_table_copy_numeric(t, 2, m, 2));
+	cr_assert(mech_table_copy_numeric(t, 0, m + 1, 2));
+	for (size_t i = 0; i < 3; i++) {
+		cr_assert_eq(m[i * 2], 10.0 * (double)(i + 1));
+		cr_assert_eq(m[i * 2 + 1], (double)(i + 1));
+	}
+	/* A categorical or missing column writes nothing. */
+	cr_assert_not(mech_table_copy_numeric(t, 1, m, 2));
+	cr_assert_not(mech_table_copy_numeric(t, 3, m, 2));
+	cr_assert_eq(m[0], 10.0);
+	mech_table_free(t);
+}
