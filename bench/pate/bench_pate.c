@@ -46,7 +46,8 @@ struct query {
 		(calls) = (uint64_t)((double)(calls) / (t_ - t0_));        \
 	} while (0)
 
-/* One smooth-sensitivity computation on `votes` (m classes), timed. */
+/* One smooth-sensitivity computation on `votes` (m classes), timed.
+ * Returns 0, or -1 (nothing written) on failure. */
 static int time_smooth(double budget, const double *votes, size_t m, int64_t teachers, double sigma,
 		       double order, double beta, double *ret_ms, double *ret_ss)
 {
@@ -54,7 +55,7 @@ static int time_smooth(double budget, const double *votes, size_t m, int64_t tea
 	double *ls = malloc((size_t)teachers * sizeof(*ls)), ss = 0, t0, t;
 	uint64_t calls = 0;
 	acct_error err;
-	int rc = 1;
+	int rc = -1;
 
 	acct_error_init(&err);
 	if (!ws || !ls)
