@@ -1158,6 +1158,95 @@ static int create_dataset(uint16_t port, const char *key, const char *id)
 
 /* ---- ledger prefill (server stopped) ------------------------------------- */
 
+/* The row a prefill copies and the totals the copies carry on from. */
+typedef struct prefill_template {
+	int64_t seq;         /* the dataset's newest charge row */
+	int64_t have;        /* its charge rows */
+	double cost[2], spent[2];
+	int64_t charges;
+} prefill_template;
+
+/*
+ * The newest charge row of dataset `id` and the number of its charge
+ * rows.  The statement is left in *s when a step fails, so that the
+ * connection's message still names what failed; the caller finalizes it.
+ */
+static int prefill_find_template(sqlite3 *h, const char *id, sqlite3_stmt **s,
+				 prefill_template *t)
+{
+	if (sqlite3_prepare_v2(h,
+			       "SELECT max(seq), count(*) FROM ledger WHERE dataset_id = ?1"
+			       " AND kind = 'charge'",
+			       -1, s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(*s, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(*s) != SQLITE_ROW || sqlite3_column_type(*s, 0) == SQLITE_NULL)
+		return -1;
+	t->seq = sqlite3_column_int64(*s, 0);
+	t->have = sqlite3_column_int64(*s, 1);
+	sqlite3_finalize(*s);
+	*s = NULL;
+	return 0;
+}
+
+/* The template's cost and the dataset's totals, which it carries; as
+ * prefill_find_template for *s. */
+static int prefill_read_totals(sqlite3 *h, const char *id, sqlite3_stmt **s,
+			       prefill_template *t)
+{
+	/* The template must be the dataset's last row: its totals are the
+	 * dataset's, and the copies follow it. */
+	if (sqlite3_prepare_v2(h,
+			       "SELECT cost, spent, charges FROM ledger WHERE seq = ?1 AND seq ="
+			       " (SELECT max(seq) FROM ledger WHERE dataset_id = ?2)"
+			       " AND open_reservations = 0",
+			       -1, s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(*s, 1, t->seq);
+	sqlite3_bind_text(*s, 2, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(*s) != SQLITE_ROW ||
+	    parse_pair((const char *)sqlite3_column_text(*s, 0), t->cost) < 0 ||
+	    parse_pair((const char *)sqlite3_column_text(*s, 1), t->spent) < 0)
+		return -1;
+	t->charges = sqlite3_column_int64(*s, 2);
+	sqlite3_finalize(*s);
+	*s = NULL;
+	return 0;
+}
+
+/* Appends `add` copies of the template, each with the running totals; as
+ * prefill_find_template for *s. */
+static int prefill_insert_copies(sqlite3 *h, sqlite3_stmt **s, prefill_template *t, long add)
+{
+	char spent_text[128];
+
+	if (sqlite3_prepare_v2(h,
+			       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
+			       " reservation_id, note, actor, idempotency_key, created_at, spent,"
+			       " reserved, open_reservations, charges)"
+			       " SELECT dataset_id, kind, event, cost, epsilon, delta, NULL,"
+			       " 'bench prefill', actor, NULL, created_at, ?2, reserved, 0, ?3"
+			       " FROM ledger WHERE seq = ?1",
+			       -1, s, NULL) != SQLITE_OK)
+		return -1;
+	/* New rows follow every existing row of the dataset, so adding their
+	 * costs to the totals in order is the verifier's replay. */
+	for (long i = 0; i < add; i++) {
+		t->spent[0] = acct_add_up(t->spent[0], t->cost[0]);
+		t->spent[1] = acct_add_up(t->spent[1], t->cost[1]);
+		snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", t->spent[0], t->spent[1]);
+		sqlite3_bind_int64(*s, 1, t->seq);
+		sqlite3_bind_text(*s, 2, spent_text, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(*s, 3, t->charges + i + 1);
+		if (sqlite3_step(*s) != SQLITE_DONE || sqlite3_changes(h) != 1)
+			return -1;
+		sqlite3_reset(*s);
+	}
+	sqlite3_finalize(*s);
+	*s = NULL;
+	return 0;
+}
+
 /*
  * Brings dataset `id`'s ledger to `rows` charge rows in one transaction, by
  * copying its newest row (a charge written by the server), each copy
@@ -1168,74 +1257,18 @@ static long prefill_ledger(const char *db_path, const char *id, long rows)
 {
 	sqlite3 *h = sql_open(db_path);
 	sqlite3_stmt *s = NULL;
-	double cost[2], spent[2];
-	int64_t template_seq = -1, have = 0, charges = 0;
+	prefill_template t;
 	long add = -1;
-	char spent_text[128];
 
 	if (!h)
 		return -1;
-	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
+	    prefill_find_template(h, id, &s, &t) < 0)
 		goto out;
-	if (sqlite3_prepare_v2(h,
-			       "SELECT max(seq), count(*) FROM ledger WHERE dataset_id = ?1"
-			       " AND kind = 'charge'",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (rows > t.have && (prefill_read_totals(h, id, &s, &t) < 0 ||
+			      prefill_insert_copies(h, &s, &t, rows - t.have) < 0))
 		goto out;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL)
-		goto out;
-	template_seq = sqlite3_column_int64(s, 0);
-	have = sqlite3_column_int64(s, 1);
-	sqlite3_finalize(s);
-	s = NULL;
-	if (rows <= have) {
-		add = 0;
-		goto commit;
-	}
-	/* The template must be the dataset's last row: its totals are the
-	 * dataset's, and the copies follow it. */
-	if (sqlite3_prepare_v2(h,
-			       "SELECT cost, spent, charges FROM ledger WHERE seq = ?1 AND seq ="
-			       " (SELECT max(seq) FROM ledger WHERE dataset_id = ?2)"
-			       " AND open_reservations = 0",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(s, 1, template_seq);
-	sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_ROW ||
-	    parse_pair((const char *)sqlite3_column_text(s, 0), cost) < 0 ||
-	    parse_pair((const char *)sqlite3_column_text(s, 1), spent) < 0)
-		goto out;
-	charges = sqlite3_column_int64(s, 2);
-	sqlite3_finalize(s);
-	s = NULL;
-	if (sqlite3_prepare_v2(h,
-			       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
-			       " reservation_id, note, actor, idempotency_key, created_at, spent,"
-			       " reserved, open_reservations, charges)"
-			       " SELECT dataset_id, kind, event, cost, epsilon, delta, NULL,"
-			       " 'bench prefill', actor, NULL, created_at, ?2, reserved, 0, ?3"
-			       " FROM ledger WHERE seq = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	/* New rows follow every existing row of the dataset, so adding their
-	 * costs to the totals in order is the verifier's replay. */
-	for (long i = 0; i < rows - have; i++) {
-		spent[0] = acct_add_up(spent[0], cost[0]);
-		spent[1] = acct_add_up(spent[1], cost[1]);
-		snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
-		sqlite3_bind_int64(s, 1, template_seq);
-		sqlite3_bind_text(s, 2, spent_text, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 3, charges + i + 1);
-		if (sqlite3_step(s) != SQLITE_DONE || sqlite3_changes(h) != 1)
-			goto out;
-		sqlite3_reset(s);
-	}
-	sqlite3_finalize(s);
-	s = NULL;
-	add = rows - have;
-commit:
+	add = rows > t.have ? rows - t.have : 0;
 	if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		add = -1;
 out:
