@@ -34,46 +34,95 @@ struct query {
 	double votes[CLASSES];
 };
 
-/* Runs fn over the queries until `budget` seconds pass; returns calls/s. */
-#define RATE(budget, calls, body)                                          \
-	do {                                                               \
-		double t0_ = bench_now_s(), t_;                                    \
-		(calls) = 0;                                               \
-		do {                                                       \
-			body;                                              \
-			(calls)++;                                         \
-		} while ((t_ = bench_now_s()) - t0_ < (budget));                   \
-		(calls) = (uint64_t)((double)(calls) / (t_ - t0_));        \
-	} while (0)
+/* Label queries a cost figure cycles through. */
+#define COST_QUERIES 1024
 
-/* One smooth-sensitivity computation on `votes` (m classes), timed. */
+/* One call of a timed routine on its state; 0, or -1 to stop the timing. */
+typedef int (*timed_fn)(void *state);
+
+/*
+ * Calls fn(state) until `budget` seconds pass (at least once), and gives
+ * the number of calls and the seconds they took.  Returns 0, or -1 as soon
+ * as a call fails.
+ */
+static int time_calls(double budget, timed_fn fn, void *state, uint64_t *ret_calls,
+		      double *ret_s)
+{
+	double t0 = bench_now_s(), t;
+	uint64_t calls = 0;
+
+	do {
+		if (fn(state) < 0)
+			return -1;
+		calls++;
+	} while ((t = bench_now_s()) - t0 < budget);
+	*ret_calls = calls;
+	*ret_s = t - t0;
+	return 0;
+}
+
+/* Calls per second of fn(state) over `budget` seconds, or -1. */
+static int rate_of(double budget, timed_fn fn, void *state, uint64_t *ret_rate)
+{
+	uint64_t calls;
+	double s;
+
+	if (time_calls(budget, fn, state, &calls, &s) < 0)
+		return -1;
+	*ret_rate = (uint64_t)((double)calls / s);
+	return 0;
+}
+
+/* What one smooth-sensitivity computation reads and writes. */
+struct smooth_state {
+	acct_pate_workspace *ws;
+	const double *votes;
+	size_t m;
+	int64_t teachers;
+	double sigma, order, beta;
+	double *ls;  /* local sensitivity at every distance */
+	double ss;   /* the last smooth sensitivity */
+	acct_error err;
+};
+
+/* Local sensitivity at every distance (Algorithms 3-5), then the
+ * discounted maximum. */
+static int smooth_once(void *state)
+{
+	struct smooth_state *s = state;
+
+	if (acct_pate_gnmax_local_sensitivity(s->ws, s->votes, s->m, s->teachers, s->sigma,
+					      s->order, s->ls, &s->err) < 0) {
+		fprintf(stderr, "local sensitivity: %s\n", s->err.text);
+		return -1;
+	}
+	s->ss = acct_pate_smooth_sensitivity(s->beta, s->ls, (size_t)s->teachers);
+	return 0;
+}
+
+/* One smooth-sensitivity computation on `votes` (m classes), timed.
+ * Returns 0, or -1 (nothing written) on failure. */
 static int time_smooth(double budget, const double *votes, size_t m, int64_t teachers, double sigma,
 		       double order, double beta, double *ret_ms, double *ret_ss)
 {
-	acct_pate_workspace *ws = acct_pate_workspace_new(m, teachers);
-	double *ls = malloc((size_t)teachers * sizeof(*ls)), ss = 0, t0, t;
-	uint64_t calls = 0;
-	acct_error err;
-	int rc = 1;
+	struct smooth_state s = {
+		.ws = acct_pate_workspace_new(m, teachers), .votes = votes, .m = m,
+		.teachers = teachers, .sigma = sigma, .order = order, .beta = beta,
+		.ls = malloc((size_t)teachers * sizeof(double)),
+	};
+	uint64_t calls;
+	double secs;
+	int rc = -1;
 
-	acct_error_init(&err);
-	if (!ws || !ls)
+	acct_error_init(&s.err);
+	if (!s.ws || !s.ls || time_calls(budget, smooth_once, &s, &calls, &secs) < 0)
 		goto out;
-	t0 = bench_now_s();
-	do {
-		if (acct_pate_gnmax_local_sensitivity(ws, votes, m, teachers, sigma, order, ls, &err) < 0) {
-			fprintf(stderr, "local sensitivity: %s\n", err.text);
-			goto out;
-		}
-		ss = acct_pate_smooth_sensitivity(beta, ls, (size_t)teachers);
-		calls++;
-	} while ((t = bench_now_s()) - t0 < budget);
-	*ret_ms = 1e3 * (t - t0) / (double)calls;
-	*ret_ss = ss;
+	*ret_ms = 1e3 * secs / (double)calls;
+	*ret_ss = s.ss;
 	rc = 0;
 out:
-	acct_pate_workspace_free(ws);
-	free(ls);
+	acct_pate_workspace_free(s.ws);
+	free(s.ls);
 	return rc;
 }
 
@@ -119,64 +168,107 @@ static int bench_smooth_worst(double budget, double sigma)
 	return rc;
 }
 
-static int bench_cost(double budget, int64_t teachers, double sigma)
-{
-	enum { NQ = 1024 };
-	struct query *q = malloc(NQ * sizeof(*q));
-	json_t **bodies = calloc(NQ, sizeof(*bodies));
-	double rdp[N_ORDERS], rdp_t[N_ORDERS], logq, logpr, sink = 0;
-	uint64_t state = 3, base, lib, route;
-	size_t k = 0;
+/* The label queries a cost figure walks through, round robin. */
+struct cost_state {
+	const struct query *q;
+	json_t **bodies;    /* q as /v1/pate/cost bodies */
+	int64_t teachers;
+	double sigma;
+	size_t k;           /* the next query */
+	double rdp[N_ORDERS], rdp_t[N_ORDERS];
+	double sink;        /* keeps the results live */
 	acct_error err;
-	int rc = 1;
+};
 
-	acct_error_init(&err);
-	if (!q || !bodies)
-		goto out;
-	for (size_t i = 0; i < NQ; i++) {
+/* The baseline: the data-independent cost lambda / sigma^2. */
+static int cost_data_independent(void *state)
+{
+	struct cost_state *s = state;
+
+	acct_pate_gnmax_rdp_data_independent(s->sigma, orders, N_ORDERS, s->rdp, &s->err);
+	s->sink += s->rdp[s->k++ % N_ORDERS];
+	return 0;
+}
+
+/* One query's data-dependent cost in the library: Proposition 7 and
+ * Theorem 6 for the answer, and the threshold check's. */
+static int cost_library(void *state)
+{
+	struct cost_state *s = state;
+	const double *v = s->q[s->k++ % COST_QUERIES].votes;
+	double logq, logpr;
+
+	if (acct_pate_gnmax_logq(v, CLASSES, s->sigma, &logq, &s->err) < 0 ||
+	    acct_pate_gnmax_rdp(logq, s->sigma, orders, N_ORDERS, s->rdp, &s->err) < 0 ||
+	    acct_pate_threshold_logpr(v, CLASSES, 0.6 * (double)s->teachers, 1.5 * s->sigma,
+				      &logpr, &s->err) < 0 ||
+	    acct_pate_threshold_rdp(logpr, 1.5 * s->sigma, orders, N_ORDERS, s->rdp_t,
+				    &s->err) < 0) {
+		fprintf(stderr, "cost: %s\n", s->err.text);
+		return -1;
+	}
+	s->sink += s->rdp[4] + s->rdp_t[4];
+	return 0;
+}
+
+/* The same cost through the /v1/pate/cost handler, JSON in and out. */
+static int cost_route(void *state)
+{
+	struct cost_state *s = state;
+	json_t *ans = NULL;
+
+	if (srv_pate_cost(s->bodies[s->k++ % COST_QUERIES], &ans, &s->err) < 0) {
+		fprintf(stderr, "route: %s\n", s->err.text);
+		return -1;
+	}
+	json_decref(ans);
+	return 0;
+}
+
+/* COST_QUERIES vote histograms from `teachers` teachers, the plurality's
+ * share rising from 0.3 to 1, and their /v1/pate/cost bodies. */
+static int cost_queries(struct query *q, json_t **bodies, int64_t teachers, double sigma)
+{
+	uint64_t state = 3;
+
+	for (size_t i = 0; i < COST_QUERIES; i++) {
 		json_t *v = json_array(), *o = json_array();
 
-		test_vote_histogram(q[i].votes, CLASSES, teachers, 0.3 + 0.7 * (double)i / NQ, &state);
+		test_vote_histogram(q[i].votes, CLASSES, teachers,
+				    0.3 + 0.7 * (double)i / COST_QUERIES, &state);
 		for (size_t c = 0; c < CLASSES; c++)
 			json_array_append_new(v, json_integer((json_int_t)q[i].votes[c]));
 		for (size_t c = 0; c < N_ORDERS; c++)
 			json_array_append_new(o, json_real(orders[c]));
-		bodies[i] = json_pack("{s:o, s:f, s:o, s:f, s:f}", "votes", v, "sigma", sigma, "orders", o,
-				      "threshold", 0.6 * (double)teachers, "threshold_sigma", 1.5 * sigma);
+		bodies[i] = json_pack("{s:o, s:f, s:o, s:f, s:f}", "votes", v, "sigma", sigma,
+				      "orders", o, "threshold", 0.6 * (double)teachers,
+				      "threshold_sigma", 1.5 * sigma);
 		if (!bodies[i])
-			goto out;
+			return -1;
 	}
-	RATE(budget, base, {
-		acct_pate_gnmax_rdp_data_independent(sigma, orders, N_ORDERS, rdp, &err);
-		sink += rdp[k++ % N_ORDERS];
-	});
-	RATE(budget, lib, {
-		const double *v = q[k++ % NQ].votes;
+	return 0;
+}
 
-		if (acct_pate_gnmax_logq(v, CLASSES, sigma, &logq, &err) < 0 ||
-		    acct_pate_gnmax_rdp(logq, sigma, orders, N_ORDERS, rdp, &err) < 0 ||
-		    acct_pate_threshold_logpr(v, CLASSES, 0.6 * (double)teachers, 1.5 * sigma, &logpr, &err) < 0 ||
-		    acct_pate_threshold_rdp(logpr, 1.5 * sigma, orders, N_ORDERS, rdp_t, &err) < 0) {
-			fprintf(stderr, "cost: %s\n", err.text);
-			goto out;
-		}
-		sink += rdp[4] + rdp_t[4];
-	});
-	RATE(budget, route, {
-		json_t *ans = NULL;
+static int bench_cost(double budget, int64_t teachers, double sigma)
+{
+	struct query *q = malloc(COST_QUERIES * sizeof(*q));
+	json_t **bodies = calloc(COST_QUERIES, sizeof(*bodies));
+	struct cost_state s = {.q = q, .bodies = bodies, .teachers = teachers, .sigma = sigma};
+	uint64_t base, lib, route;
+	int rc = 1;
 
-		if (srv_pate_cost(bodies[k++ % NQ], &ans, &err) < 0) {
-			fprintf(stderr, "route: %s\n", err.text);
-			goto out;
-		}
-		json_decref(ans);
-	});
+	acct_error_init(&s.err);
+	if (!q || !bodies || cost_queries(q, bodies, teachers, sigma) < 0 ||
+	    rate_of(budget, cost_data_independent, &s, &base) < 0 ||
+	    rate_of(budget, cost_library, &s, &lib) < 0 ||
+	    rate_of(budget, cost_route, &s, &route) < 0)
+		goto out;
 	printf("label query cost    teachers %5lld  sigma %5.0f  %zu orders + threshold: "
 	       "%10.0f /s library, %9.0f /s through srv_pate_cost;  baseline data-independent %11.0f /s  (%.3g)\n",
-	       (long long)teachers, sigma, N_ORDERS, (double)lib, (double)route, (double)base, sink > 0 ? 1.0 : 0.0);
+	       (long long)teachers, sigma, N_ORDERS, (double)lib, (double)route, (double)base, s.sink > 0 ? 1.0 : 0.0);
 	rc = 0;
 out:
-	for (size_t i = 0; bodies && i < NQ; i++)
+	for (size_t i = 0; bodies && i < COST_QUERIES; i++)
 		json_decref(bodies[i]);
 	free(bodies);
 	free(q);

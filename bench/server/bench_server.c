@@ -1112,6 +1112,13 @@ static int dpgate_stop(dpgate *g)
 	return -1;
 }
 
+/* Stops the server, saying so when it did not stop cleanly. */
+static void dpgate_stop_noting(dpgate *g)
+{
+	if (dpgate_stop(g) < 0)
+		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g->log);
+}
+
 static int dpgate_verify(const dpgate *g)
 {
 	char *const argv[] = {(char *)g->bin, "verify", "--db", (char *)g->db, NULL};
@@ -1158,6 +1165,95 @@ static int create_dataset(uint16_t port, const char *key, const char *id)
 
 /* ---- ledger prefill (server stopped) ------------------------------------- */
 
+/* The row a prefill copies and the totals the copies carry on from. */
+typedef struct prefill_template {
+	int64_t seq;         /* the dataset's newest charge row */
+	int64_t have;        /* its charge rows */
+	double cost[2], spent[2];
+	int64_t charges;
+} prefill_template;
+
+/*
+ * The newest charge row of dataset `id` and the number of its charge
+ * rows.  The statement is left in *s when a step fails, so that the
+ * connection's message still names what failed; the caller finalizes it.
+ */
+static int prefill_find_template(sqlite3 *h, const char *id, sqlite3_stmt **s,
+				 prefill_template *t)
+{
+	if (sqlite3_prepare_v2(h,
+			       "SELECT max(seq), count(*) FROM ledger WHERE dataset_id = ?1"
+			       " AND kind = 'charge'",
+			       -1, s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(*s, 1, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(*s) != SQLITE_ROW || sqlite3_column_type(*s, 0) == SQLITE_NULL)
+		return -1;
+	t->seq = sqlite3_column_int64(*s, 0);
+	t->have = sqlite3_column_int64(*s, 1);
+	sqlite3_finalize(*s);
+	*s = NULL;
+	return 0;
+}
+
+/* The template's cost and the dataset's totals, which it carries; as
+ * prefill_find_template for *s. */
+static int prefill_read_totals(sqlite3 *h, const char *id, sqlite3_stmt **s,
+			       prefill_template *t)
+{
+	/* The template must be the dataset's last row: its totals are the
+	 * dataset's, and the copies follow it. */
+	if (sqlite3_prepare_v2(h,
+			       "SELECT cost, spent, charges FROM ledger WHERE seq = ?1 AND seq ="
+			       " (SELECT max(seq) FROM ledger WHERE dataset_id = ?2)"
+			       " AND open_reservations = 0",
+			       -1, s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(*s, 1, t->seq);
+	sqlite3_bind_text(*s, 2, id, -1, SQLITE_STATIC);
+	if (sqlite3_step(*s) != SQLITE_ROW ||
+	    parse_pair((const char *)sqlite3_column_text(*s, 0), t->cost) < 0 ||
+	    parse_pair((const char *)sqlite3_column_text(*s, 1), t->spent) < 0)
+		return -1;
+	t->charges = sqlite3_column_int64(*s, 2);
+	sqlite3_finalize(*s);
+	*s = NULL;
+	return 0;
+}
+
+/* Appends `add` copies of the template, each with the running totals; as
+ * prefill_find_template for *s. */
+static int prefill_insert_copies(sqlite3 *h, sqlite3_stmt **s, prefill_template *t, long add)
+{
+	char spent_text[128];
+
+	if (sqlite3_prepare_v2(h,
+			       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
+			       " reservation_id, note, actor, idempotency_key, created_at, spent,"
+			       " reserved, open_reservations, charges)"
+			       " SELECT dataset_id, kind, event, cost, epsilon, delta, NULL,"
+			       " 'bench prefill', actor, NULL, created_at, ?2, reserved, 0, ?3"
+			       " FROM ledger WHERE seq = ?1",
+			       -1, s, NULL) != SQLITE_OK)
+		return -1;
+	/* New rows follow every existing row of the dataset, so adding their
+	 * costs to the totals in order is the verifier's replay. */
+	for (long i = 0; i < add; i++) {
+		t->spent[0] = acct_add_up(t->spent[0], t->cost[0]);
+		t->spent[1] = acct_add_up(t->spent[1], t->cost[1]);
+		snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", t->spent[0], t->spent[1]);
+		sqlite3_bind_int64(*s, 1, t->seq);
+		sqlite3_bind_text(*s, 2, spent_text, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(*s, 3, t->charges + i + 1);
+		if (sqlite3_step(*s) != SQLITE_DONE || sqlite3_changes(h) != 1)
+			return -1;
+		sqlite3_reset(*s);
+	}
+	sqlite3_finalize(*s);
+	*s = NULL;
+	return 0;
+}
+
 /*
  * Brings dataset `id`'s ledger to `rows` charge rows in one transaction, by
  * copying its newest row (a charge written by the server), each copy
@@ -1168,74 +1264,18 @@ static long prefill_ledger(const char *db_path, const char *id, long rows)
 {
 	sqlite3 *h = sql_open(db_path);
 	sqlite3_stmt *s = NULL;
-	double cost[2], spent[2];
-	int64_t template_seq = -1, have = 0, charges = 0;
+	prefill_template t;
 	long add = -1;
-	char spent_text[128];
 
 	if (!h)
 		return -1;
-	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+	if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK ||
+	    prefill_find_template(h, id, &s, &t) < 0)
 		goto out;
-	if (sqlite3_prepare_v2(h,
-			       "SELECT max(seq), count(*) FROM ledger WHERE dataset_id = ?1"
-			       " AND kind = 'charge'",
-			       -1, &s, NULL) != SQLITE_OK)
+	if (rows > t.have && (prefill_read_totals(h, id, &s, &t) < 0 ||
+			      prefill_insert_copies(h, &s, &t, rows - t.have) < 0))
 		goto out;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL)
-		goto out;
-	template_seq = sqlite3_column_int64(s, 0);
-	have = sqlite3_column_int64(s, 1);
-	sqlite3_finalize(s);
-	s = NULL;
-	if (rows <= have) {
-		add = 0;
-		goto commit;
-	}
-	/* The template must be the dataset's last row: its totals are the
-	 * dataset's, and the copies follow it. */
-	if (sqlite3_prepare_v2(h,
-			       "SELECT cost, spent, charges FROM ledger WHERE seq = ?1 AND seq ="
-			       " (SELECT max(seq) FROM ledger WHERE dataset_id = ?2)"
-			       " AND open_reservations = 0",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	sqlite3_bind_int64(s, 1, template_seq);
-	sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_ROW ||
-	    parse_pair((const char *)sqlite3_column_text(s, 0), cost) < 0 ||
-	    parse_pair((const char *)sqlite3_column_text(s, 1), spent) < 0)
-		goto out;
-	charges = sqlite3_column_int64(s, 2);
-	sqlite3_finalize(s);
-	s = NULL;
-	if (sqlite3_prepare_v2(h,
-			       "INSERT INTO ledger (dataset_id, kind, event, cost, epsilon, delta,"
-			       " reservation_id, note, actor, idempotency_key, created_at, spent,"
-			       " reserved, open_reservations, charges)"
-			       " SELECT dataset_id, kind, event, cost, epsilon, delta, NULL,"
-			       " 'bench prefill', actor, NULL, created_at, ?2, reserved, 0, ?3"
-			       " FROM ledger WHERE seq = ?1",
-			       -1, &s, NULL) != SQLITE_OK)
-		goto out;
-	/* New rows follow every existing row of the dataset, so adding their
-	 * costs to the totals in order is the verifier's replay. */
-	for (long i = 0; i < rows - have; i++) {
-		spent[0] = acct_add_up(spent[0], cost[0]);
-		spent[1] = acct_add_up(spent[1], cost[1]);
-		snprintf(spent_text, sizeof(spent_text), "[%.17g,%.17g]", spent[0], spent[1]);
-		sqlite3_bind_int64(s, 1, template_seq);
-		sqlite3_bind_text(s, 2, spent_text, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 3, charges + i + 1);
-		if (sqlite3_step(s) != SQLITE_DONE || sqlite3_changes(h) != 1)
-			goto out;
-		sqlite3_reset(s);
-	}
-	sqlite3_finalize(s);
-	s = NULL;
-	add = rows - have;
-commit:
+	add = rows > t.have ? rows - t.have : 0;
 	if (sqlite3_exec(h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		add = -1;
 out:
@@ -1405,8 +1445,7 @@ static double first_charges_after_restart(dpgate *g, const char *req, size_t len
 	uint64_t ok0 = *ok;
 	double t0;
 
-	if (dpgate_stop(g) < 0)
-		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g->log);
+	dpgate_stop_noting(g);
 	if (dpgate_start(g) < 0)
 		return -1;
 	snprintf(wal, sizeof(wal), "%s-wal", g->db);
@@ -1661,6 +1700,16 @@ static void print_header(const char *title)
 	printf("\n%s\n", title);
 	printf("  %-22s %7s %9s %9s %9s %7s %6s  %s\n", "", "clients", "per_s", "p50_us",
 	       "p99_us", "cpu_us", "errors", "ratios");
+}
+
+/* Prints the machine-readable line. */
+static void print_json_line(const json_t *report)
+{
+	char *line = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(6));
+
+	if (line)
+		printf("%s\n", line);
+	free(line);
 }
 
 /* How both modes' tables open: the legend, then the section `title`
@@ -2074,13 +2123,7 @@ static int pg_mode(const options *o)
 	       bench_now_s() - t_begin);
 	json_object_set_new(report, "load_start", json_pack("[f,f,f]", load0[0], load0[1], load0[2]));
 	json_object_set_new(report, "load_end", json_pack("[f,f,f]", load1[0], load1[1], load1[2]));
-	{
-		char *line = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(6));
-
-		if (line)
-			printf("%s\n", line);
-		free(line);
-	}
+	print_json_line(report);
 out:
 	json_decref(report);
 	pg_run_free(&run);
@@ -2091,184 +2134,241 @@ out:
 	return exit_code;
 }
 
-int main(int argc, char **argv)
-{
-	options o;
+/* ---- the default mode: dpgate on SQLite next to the ceilings ------------ */
+
+/* The paired turns (step "paired" of the header comment). */
+typedef struct lite_paired {
+	double ticks0[2], ticks1[2];     /* host CPU ticks around all the turns */
+	double steal[PAIRED_SLICES];     /* host CPU steal in each turn */
+	double commit, dpgate, spread;   /* counted answers, summed over the turns */
+	double ratios[PAIRED_SLICES], spread_ratios[PAIRED_SLICES];
+	double bare_rates[PAIRED_SLICES], dpgate_rates[PAIRED_SLICES],
+		spread_rates[PAIRED_SLICES];
+	double ratio, median, spread_ratio, spread_median;
+	double split_txn_us, split_commit_us; /* from dpgate's /metrics */
+} lite_paired;
+
+/* One run of the default mode: its server, files, requests and figures. */
+typedef struct lite_run {
+	const options *o;
 	dpgate g;
-	char tmpl[PATH_MAX], sql_path[PATH_MAX + 32], txn_path[PATH_MAX + 32], key[256], id[64],
-		path[128];
-	double load0[3], load1[3], ticks0[2], ticks1[2], paired_ticks0[2], paired_ticks1[2];
-	double paired_steal[PAIRED_SLICES];
-	load_result (*rounds)[C__COUNT] = NULL;
-	load_result res[C__COUNT];
-	admission adm[N_LEDGER_SIZES];
-	unsigned n_sizes = 0;
-	char *one_req = NULL, *bare_req = NULL, *spread_reqs[SPREAD_DATASETS] = {0};
-	size_t one_len = 0, bare_len = 0, spread_lens[SPREAD_DATASETS];
-	uint64_t ok_total = 0;
-	int64_t prefilled = 0, ledger_charges = -1, stored_charges = -1;
-	int verify_rc = -1, verify_prefill_rc = 0, exit_code = 2;
-	bool counts_match = false, all_clean = true;
-	struct MHD_Daemon *bare = NULL;
-	uint16_t bare_port = 0;
-	json_t *report = NULL, *arr;
-	double t_begin = bench_now_s();
-	double paired_commit = 0, paired_dpgate = 0, paired_ratio, paired_median;
-	double paired_spread = 0, paired_spread_ratio, paired_spread_median;
-	/* seconds of each kind of slice counted in the paired turns */
-	const double paired_counted_s = PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S);
-	double timings_before[4], timings_after[4], split_txn_us = NAN, split_commit_us = NAN;
-	double paired_ratios[PAIRED_SLICES], paired_bare_rates[PAIRED_SLICES],
-		paired_dpgate_rates[PAIRED_SLICES], paired_spread_ratios[PAIRED_SLICES],
-		paired_spread_rates[PAIRED_SLICES];
-	double restart_kept[MAX_ROUNDS], restart_cut[MAX_ROUNDS], restart_ratio = NAN;
+	char tmpl[PATH_MAX], sql_path[PATH_MAX + 32], txn_path[PATH_MAX + 32], key[256];
 	long cores;
+	double load0[3], load1[3], ticks0[2], ticks1[2], t_begin;
+	struct MHD_Daemon *bare;
+	uint16_t bare_port;
+	char *one_req, *bare_req, *spread_reqs[SPREAD_DATASETS];
+	size_t one_len, bare_len, spread_lens[SPREAD_DATASETS];
+	unsigned n_sizes;                   /* ledger sizes up to --max-rows */
+	load_result (*rounds)[C__COUNT];
+	load_result res[C__COUNT];          /* the medians of the rounds */
+	lite_paired paired;
+	admission adm[N_LEDGER_SIZES];
+	double restart_kept[MAX_ROUNDS], restart_cut[MAX_ROUNDS], restart_ratio;
+	uint64_t ok_total;                  /* 201 answers, every step */
+	int64_t prefilled, ledger_charges, stored_charges;
+	int verify_rc, verify_prefill_rc;
+	bool counts_match, all_clean;
+} lite_run;
 
-	if (parse_options(argc, argv, &o) < 0)
-		return 2;
-	signal(SIGPIPE, SIG_IGN);
-	if (o.pg)
-		return pg_mode(&o);
-	memset(&g, 0, sizeof(g));
-	g.bin = o.dpgate;
-	g.threads = o.threads;
-	g.pid = -1;
-	if (access(g.bin, X_OK) != 0) {
+/* Seconds of each kind of slice counted in the paired turns. */
+#define PAIRED_COUNTED_S (PAIRED_SLICES * (PAIRED_SLICE_S - WARMUP_S))
+
+/* The server's binary, the run's directory and every path in it; -1
+ * (having said why) when the binary is missing or a path is cut. */
+static int lite_make_dir(lite_run *run)
+{
+	dpgate *g = &run->g;
+
+	g->bin = run->o->dpgate;
+	g->threads = run->o->threads;
+	g->pid = -1;
+	if (access(g->bin, X_OK) != 0) {
 		fprintf(stderr, "bench_server: %s is not executable (--dpgate PATH or DPGATE_BIN)\n",
-			g.bin);
-		return 2;
+			g->bin);
+		return -1;
 	}
-	snprintf(tmpl, sizeof(tmpl), "%s/dpgate-bench-XXXXXX", o.dir);
-	if (!mkdtemp(tmpl)) {
-		fprintf(stderr, "bench_server: cannot create a directory in %s: %s\n", o.dir,
+	snprintf(run->tmpl, sizeof(run->tmpl), "%s/dpgate-bench-XXXXXX", run->o->dir);
+	if (!mkdtemp(run->tmpl)) {
+		fprintf(stderr, "bench_server: cannot create a directory in %s: %s\n", run->o->dir,
 			strerror(errno));
-		return 2;
+		return -1;
 	}
-	rounds = calloc(o.rounds, sizeof(*rounds));
-	if (!rounds)
-		goto out;
-	/* Every path below must fit whole, or it would name another file. */
-	if ((size_t)snprintf(sql_path, sizeof(sql_path), "%s/ceiling.db", tmpl) >= sizeof(sql_path) ||
-	    (size_t)snprintf(txn_path, sizeof(txn_path), "%s/ceiling-charge.db", tmpl) >=
-		    sizeof(g.db) ||
-	    (size_t)snprintf(g.db, sizeof(g.db), "%s/dpgate.db", tmpl) >= sizeof(g.db) ||
-	    (size_t)snprintf(g.data_dir, sizeof(g.data_dir), "%s/data", tmpl) >=
-		    sizeof(g.data_dir) ||
-	    (size_t)snprintf(g.log, sizeof(g.log), "%s/dpgate.log", tmpl) >= sizeof(g.log)) {
-		fprintf(stderr, "bench_server: the path %s is too long\n", tmpl);
-		goto out;
-	}
-	mkdir(g.data_dir, 0700);
+	return 0;
+}
 
-	cores = sysconf(_SC_NPROCESSORS_ONLN);
-	load_average(load0);
-	host_cpu_ticks(ticks0);
-	printf("bench_server: dpgate %s\n", g.bin);
-	printf("  directory %s (SQLite ceilings and dpgate database on the same filesystem)\n", tmpl);
-	printf("  cores %ld, load average at start %.2f %.2f %.2f\n", cores, load0[0], load0[1],
-	       load0[2]);
+/* The files in the run's directory; every path must fit whole, or it
+ * would name another file.  -1 when one is cut. */
+static int lite_name_files(lite_run *run)
+{
+	dpgate *g = &run->g;
+	const char *tmpl = run->tmpl;
+
+	if ((size_t)snprintf(run->sql_path, sizeof(run->sql_path), "%s/ceiling.db", tmpl) >=
+		    sizeof(run->sql_path) ||
+	    (size_t)snprintf(run->txn_path, sizeof(run->txn_path), "%s/ceiling-charge.db", tmpl) >=
+		    sizeof(g->db) ||
+	    (size_t)snprintf(g->db, sizeof(g->db), "%s/dpgate.db", tmpl) >= sizeof(g->db) ||
+	    (size_t)snprintf(g->data_dir, sizeof(g->data_dir), "%s/data", tmpl) >=
+		    sizeof(g->data_dir) ||
+	    (size_t)snprintf(g->log, sizeof(g->log), "%s/dpgate.log", tmpl) >= sizeof(g->log)) {
+		fprintf(stderr, "bench_server: the path %s is too long\n", tmpl);
+		return -1;
+	}
+	mkdir(g->data_dir, 0700);
+	return 0;
+}
+
+static void lite_print_start(lite_run *run)
+{
+	const options *o = run->o;
+
+	run->cores = sysconf(_SC_NPROCESSORS_ONLN);
+	load_average(run->load0);
+	host_cpu_ticks(run->ticks0);
+	printf("bench_server: dpgate %s\n", run->g.bin);
+	printf("  directory %s (SQLite ceilings and dpgate database on the same filesystem)\n",
+	       run->tmpl);
+	printf("  cores %ld, load average at start %.2f %.2f %.2f\n", run->cores, run->load0[0],
+	       run->load0[1], run->load0[2]);
 	printf("  %u rounds x %.2f s per throughput cell (first %.2f s of a cell not counted),"
 	       " %u server threads, SQLite %s, libmicrohttpd %s\n",
-	       o.rounds, o.duration_s, WARMUP_S, o.threads, sqlite3_libversion(), MHD_get_version());
+	       o->rounds, o->duration_s, WARMUP_S, o->threads, sqlite3_libversion(),
+	       MHD_get_version());
 	fflush(stdout);
+}
 
-	/* Setup: the charge-shaped ceiling's file gets dpgate's schema from
-	 * dpgate itself (keys create migrates a new file). */
-	{
-		dpgate schema_only = g;
-		char scratch_key[256];
+/* Datasets 'one', s000 to s099 (with their charge requests) and one per
+ * ledger size up to --max-rows. */
+static int lite_create_datasets(lite_run *run)
+{
+	uint16_t port = run->g.port;
+	char id[64], path[128];
 
-		memcpy(schema_only.db, txn_path, sizeof(schema_only.db));
-		if (dpgate_admin_key(&schema_only, scratch_key, sizeof(scratch_key)) < 0) {
-			fprintf(stderr, "bench_server: `dpgate keys create` failed; see %s\n", g.log);
-			goto out;
-		}
-	}
-	bare = bare_http_start(o.threads, &bare_port);
-	if (!bare) {
-		fprintf(stderr, "bench_server: cannot start the bare libmicrohttpd server\n");
-		goto out;
-	}
-	/* The bare server gets the very request dpgate gets (its key is not checked). */
-	bare_req = build_request("POST", "/v1/datasets/one/charges",
-				 "dpg_0000000000000000_0000000000000000000000000000000000000000000000000000000000000000",
-				 CHARGE_BODY, &bare_len);
-	if (dpgate_admin_key(&g, key, sizeof(key)) < 0) {
-		fprintf(stderr, "bench_server: `dpgate keys create` failed; see %s\n", g.log);
-		goto out;
-	}
-	if (dpgate_start(&g) < 0)
-		goto out;
-	if (create_dataset(g.port, key, "one") < 0)
-		goto out;
+	if (create_dataset(port, run->key, "one") < 0)
+		return -1;
 	for (unsigned i = 0; i < SPREAD_DATASETS; i++) {
 		snprintf(id, sizeof(id), "s%03u", i);
 		snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
-		if (create_dataset(g.port, key, id) < 0)
-			goto out;
-		spread_reqs[i] = build_request("POST", path, key, CHARGE_BODY, &spread_lens[i]);
-		if (!spread_reqs[i])
-			goto out;
+		if (create_dataset(port, run->key, id) < 0)
+			return -1;
+		run->spread_reqs[i] = build_request("POST", path, run->key, CHARGE_BODY,
+						    &run->spread_lens[i]);
+		if (!run->spread_reqs[i])
+			return -1;
 	}
 	for (unsigned i = 0; i < N_LEDGER_SIZES; i++) {
-		if (ledger_sizes[i] > o.max_rows)
+		if (ledger_sizes[i] > run->o->max_rows)
 			break;
 		snprintf(id, sizeof(id), "rows%ld", ledger_sizes[i]);
-		if (create_dataset(g.port, key, id) < 0)
-			goto out;
-		n_sizes++;
+		if (create_dataset(port, run->key, id) < 0)
+			return -1;
+		run->n_sizes++;
 	}
-	one_req = build_request("POST", "/v1/datasets/one/charges", key, CHARGE_BODY, &one_len);
-	if (!bare_req || !one_req)
-		goto out;
+	return 0;
+}
 
-	/*
-	 * Steady state first.  SQLite's WAL file grows until the first
-	 * checkpoint (wal_autocheckpoint: 1000 frames by default, 4000 in
-	 * dpgate) and is overwritten in place after that; an fdatasync that
-	 * extends a file must also write its new size (the inode, or the
-	 * filesystem journal) and costs more than one that does not.  A
-	 * long-running server lives in the second state, so every writer (the
-	 * two SQLite ceilings and dpgate) is driven past it, untimed, before
-	 * anything is measured.
-	 */
-	{
-		load_result warm;
-		uint64_t bad = 0;
+/* The charge-shaped ceiling's schema, the bare server, dpgate with its
+ * admin key and datasets, and the requests both get. */
+static int lite_setup(lite_run *run)
+{
+	/* The charge-shaped ceiling's file gets dpgate's schema from dpgate
+	 * itself (keys create migrates a new file). */
+	dpgate schema_only = run->g;
+	char scratch_key[256];
 
-		if (sql_ceiling(sql_path, SQL_BARE, 1, o.duration_s, WARM_COMMITS, &warm) < 0 ||
-		    sql_ceiling(txn_path, SQL_CHARGE, 1, o.duration_s, WARM_COMMITS, &warm) < 0) {
-			fprintf(stderr, "bench_server: a SQLite ceiling failed\n");
-			goto out;
-		}
-		warm_charges(g.port, one_req, one_len, WARM_COMMITS, &ok_total, &bad);
-		all_clean &= bad == 0;
+	memcpy(schema_only.db, run->txn_path, sizeof(schema_only.db));
+	if (dpgate_admin_key(&schema_only, scratch_key, sizeof(scratch_key)) < 0) {
+		fprintf(stderr, "bench_server: `dpgate keys create` failed; see %s\n", run->g.log);
+		return -1;
 	}
-	/* 1-3. the throughput cells, round after round, so that a burst of
-	 * load from elsewhere on the machine hits ceilings and dpgate alike. */
-	for (unsigned r = 0; r < o.rounds; r++) {
-		load_result *x = rounds[r];
+	run->bare = bare_http_start(run->o->threads, &run->bare_port);
+	if (!run->bare) {
+		fprintf(stderr, "bench_server: cannot start the bare libmicrohttpd server\n");
+		return -1;
+	}
+	/* The bare server gets the very request dpgate gets (its key is not checked). */
+	run->bare_req = build_request("POST", "/v1/datasets/one/charges",
+				      "dpg_0000000000000000_0000000000000000000000000000000000000000000000000000000000000000",
+				      CHARGE_BODY, &run->bare_len);
+	if (dpgate_admin_key(&run->g, run->key, sizeof(run->key)) < 0) {
+		fprintf(stderr, "bench_server: `dpgate keys create` failed; see %s\n", run->g.log);
+		return -1;
+	}
+	if (dpgate_start(&run->g) < 0 || lite_create_datasets(run) < 0)
+		return -1;
+	run->one_req = build_request("POST", "/v1/datasets/one/charges", run->key, CHARGE_BODY,
+				     &run->one_len);
+	return run->bare_req && run->one_req ? 0 : -1;
+}
 
-		if (sql_ceiling(sql_path, SQL_BARE, 1, o.duration_s, 0, &x[C_SQL_1]) < 0 ||
-		    sql_ceiling(sql_path, SQL_BARE, SQLITE_WRITERS_MANY, o.duration_s, 0, &x[C_SQL_8]) < 0 ||
-		    sql_ceiling(txn_path, SQL_CHARGE, 1, o.duration_s, 0, &x[C_TXN_1]) < 0) {
-			fprintf(stderr, "bench_server: a SQLite ceiling failed\n");
-			goto out;
-		}
-		for (unsigned i = 0; i < N_CLIENT_COUNTS; i++) {
-			load_spec http = {bare_port, client_counts[i], o.duration_s,
-					  (const char *const *)&bare_req, &bare_len, 1, 201, NULL, 0};
-			load_spec one = {g.port, client_counts[i], o.duration_s,
-					 (const char *const *)&one_req, &one_len, 1, 201, NULL, 0};
-			load_spec spread = {g.port, client_counts[i], o.duration_s,
-					    (const char *const *)spread_reqs, spread_lens,
-					    SPREAD_DATASETS, 201, NULL, 0};
+/*
+ * Steady state first.  SQLite's WAL file grows until the first
+ * checkpoint (wal_autocheckpoint: 1000 frames by default, 4000 in
+ * dpgate) and is overwritten in place after that; an fdatasync that
+ * extends a file must also write its new size (the inode, or the
+ * filesystem journal) and costs more than one that does not.  A
+ * long-running server lives in the second state, so every writer (the
+ * two SQLite ceilings and dpgate) is driven past it, untimed, before
+ * anything is measured.
+ */
+static int lite_warm(lite_run *run)
+{
+	load_result warm;
+	uint64_t bad = 0;
 
-			if (load_run(&http, -1, &x[C_HTTP_1 + i]) < 0 ||
-			    load_run(&one, g.pid, &x[C_ONE_1 + i]) < 0 ||
-			    load_run(&spread, g.pid, &x[C_SPREAD_1 + i]) < 0)
-				goto out;
-		}
+	const double d = run->o->duration_s;
+
+	if (sql_ceiling(run->sql_path, SQL_BARE, 1, d, WARM_COMMITS, &warm) < 0 ||
+	    sql_ceiling(run->txn_path, SQL_CHARGE, 1, d, WARM_COMMITS, &warm) < 0) {
+		fprintf(stderr, "bench_server: a SQLite ceiling failed\n");
+		return -1;
+	}
+	warm_charges(run->g.port, run->one_req, run->one_len, WARM_COMMITS, &run->ok_total, &bad);
+	run->all_clean &= bad == 0;
+	return 0;
+}
+
+/* One round of every throughput cell, in the order of enum cell. */
+static int lite_round(lite_run *run, load_result *x)
+{
+	const double d = run->o->duration_s;
+	const dpgate *g = &run->g;
+
+	if (sql_ceiling(run->sql_path, SQL_BARE, 1, d, 0, &x[C_SQL_1]) < 0 ||
+	    sql_ceiling(run->sql_path, SQL_BARE, SQLITE_WRITERS_MANY, d, 0, &x[C_SQL_8]) < 0 ||
+	    sql_ceiling(run->txn_path, SQL_CHARGE, 1, d, 0, &x[C_TXN_1]) < 0) {
+		fprintf(stderr, "bench_server: a SQLite ceiling failed\n");
+		return -1;
+	}
+	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++) {
+		load_spec http = {run->bare_port, client_counts[i], d,
+				  (const char *const *)&run->bare_req, &run->bare_len, 1, 201,
+				  NULL, 0};
+		load_spec one = {g->port, client_counts[i], d, (const char *const *)&run->one_req,
+				 &run->one_len, 1, 201, NULL, 0};
+		load_spec spread = {g->port, client_counts[i], d,
+				    (const char *const *)run->spread_reqs, run->spread_lens,
+				    SPREAD_DATASETS, 201, NULL, 0};
+
+		if (load_run(&http, -1, &x[C_HTTP_1 + i]) < 0 ||
+		    load_run(&one, g->pid, &x[C_ONE_1 + i]) < 0 ||
+		    load_run(&spread, g->pid, &x[C_SPREAD_1 + i]) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* 1-3. the throughput cells, round after round, so that a burst of load
+ * from elsewhere on the machine hits ceilings and dpgate alike; then
+ * their medians, and dpgate's answers added up. */
+static int lite_throughput(lite_run *run)
+{
+	for (unsigned r = 0; r < run->o->rounds; r++) {
+		load_result *x = run->rounds[r];
+
+		if (lite_round(run, x) < 0)
+			return -1;
 		printf("  round %u:", r + 1);
 		for (unsigned c = 0; c < C__COUNT; c++)
 			printf(" %s=%.0f", cell_names[c], x[c].rate);
@@ -2276,30 +2376,33 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	for (unsigned c = 0; c < C__COUNT; c++)
-		res[c] = fold_rounds(rounds, o.rounds, c);
+		run->res[c] = fold_rounds(run->rounds, run->o->rounds, c);
 	for (unsigned c = C_ONE_1; c <= C_SPREAD_64; c++) {
-		ok_total += res[c].expected;
-		all_clean &= res[c].other == 0 && res[c].failed == 0;
+		run->ok_total += run->res[c].expected;
+		run->all_clean &= run->res[c].other == 0 && run->res[c].failed == 0;
 	}
+	return 0;
+}
+
+static void lite_print_throughput(const lite_run *run)
+{
+	const load_result *res = run->res;
+	char ratio[96];
+
 	print_commit_ceiling("\nper_s: median over rounds of answers (commits) per second; p50/p99:"
 			     " median over rounds of each\nround's latency quantiles; cpu_us: dpgate"
 			     " CPU time (user+sys) per answer; errors: non-201\nanswers and failed"
 			     " exchanges, all rounds\n",
 			     "ceiling 1: bare SQLite commits (WAL, synchronous=FULL), same filesystem",
 			     &res[C_SQL_1], &res[C_SQL_8]);
-	{
-		char ratio[64];
-
-		snprintf(ratio, sizeof(ratio), "%.2f x commit1", res[C_TXN_1].rate / res[C_SQL_1].rate);
-		print_cell("dpgate's charge txn", &res[C_TXN_1], ratio);
-	}
+	snprintf(ratio, sizeof(ratio), "%.2f x commit1", res[C_TXN_1].rate / res[C_SQL_1].rate);
+	print_cell("dpgate's charge txn", &res[C_TXN_1], ratio);
 	print_header("ceiling 2: bare libmicrohttpd (dpgate's flags), fixed 201 body, same request");
 	for (unsigned i = 0; i < N_CLIENT_COUNTS; i++)
 		print_cell("fixed body, clients", &res[C_HTTP_1 + i], "");
 	print_header("dpgate: durable charges, POST /v1/datasets/{id}/charges -> 201");
 	for (unsigned i = 0; i < 2 * N_CLIENT_COUNTS; i++) {
 		unsigned c = C_ONE_1 + i, h = C_HTTP_1 + i % N_CLIENT_COUNTS;
-		char ratio[96];
 
 		snprintf(ratio, sizeof(ratio), "%.2f x commit1  %.2f x txn1  %.3f x http",
 			 res[c].rate / res[C_SQL_1].rate, res[c].rate / res[C_TXN_1].rate,
@@ -2308,248 +2411,288 @@ int main(int argc, char **argv)
 	}
 	print_goals(res);
 	fflush(stdout);
-	MHD_stop_daemon(bare);
-	bare = NULL;
+}
 
-	/*
-	 * One client's ratios to the bare commit loop once more, paired: the
-	 * table's cells are measured up to half a minute apart, when this
-	 * host's commit rate can move by a third.  Short slices of the bare
-	 * loop, of dpgate on one
-	 * dataset and of dpgate over 100 datasets take turns (the order rotates
-	 * every turn), so all three see the same disk and the same neighbours
-	 * within about three seconds; each ratio is of the summed counts.
-	 */
-	if (scrape_spend_timings(g.port, timings_before) < 0) {
-		fprintf(stderr, "bench_server: no spend timings in dpgate's /metrics\n");
-		goto out;
-	}
-	host_cpu_ticks(paired_ticks0);
-	for (unsigned k = 0; k < PAIRED_SLICES; k++) {
-		load_spec one = {g.port, 1, PAIRED_SLICE_S, (const char *const *)&one_req, &one_len,
-				 1, 201, NULL, 0};
-		load_spec spread = {g.port, 1, PAIRED_SLICE_S, (const char *const *)spread_reqs,
-				    spread_lens, SPREAD_DATASETS, 201, NULL, 0};
-		load_result a, b, c;
-		double pair_ticks0[2], pair_ticks1[2];
+/* One paired turn k: a slice of the bare loop, of dpgate on one dataset
+ * and of dpgate over 100 datasets, in an order that rotates with k. */
+static int lite_paired_turn(lite_run *run, unsigned k)
+{
+	lite_paired *p = &run->paired;
+	load_spec one = {run->g.port, 1, PAIRED_SLICE_S, (const char *const *)&run->one_req,
+			 &run->one_len, 1, 201, NULL, 0};
+	load_spec spread = {run->g.port, 1, PAIRED_SLICE_S, (const char *const *)run->spread_reqs,
+			    run->spread_lens, SPREAD_DATASETS, 201, NULL, 0};
+	load_result a, b, c;
+	double pair_ticks0[2], pair_ticks1[2];
 
-		host_cpu_ticks(pair_ticks0);
-		for (unsigned step = 0; step < 3; step++) {
-			unsigned which = (k + step) % 3;
+	host_cpu_ticks(pair_ticks0);
+	for (unsigned step = 0; step < 3; step++) {
+		unsigned which = (k + step) % 3;
 
-			if (which == 0) {
-				if (sql_ceiling(sql_path, SQL_BARE, 1, PAIRED_SLICE_S, 0, &a) < 0)
-					goto out;
-			} else if (load_run(which == 1 ? &one : &spread, g.pid,
-					    which == 1 ? &b : &c) < 0) {
-				goto out;
-			}
+		if (which == 0) {
+			if (sql_ceiling(run->sql_path, SQL_BARE, 1, PAIRED_SLICE_S, 0, &a) < 0)
+				return -1;
+		} else if (load_run(which == 1 ? &one : &spread, run->g.pid,
+				    which == 1 ? &b : &c) < 0) {
+			return -1;
 		}
-		host_cpu_ticks(pair_ticks1);
-		paired_steal[k] = steal_percent(pair_ticks0, pair_ticks1);
-		ok_total += b.expected + c.expected;
-		all_clean &= b.other == 0 && b.failed == 0 && c.other == 0 && c.failed == 0;
-		paired_commit += (double)a.measured;
-		paired_dpgate += (double)b.measured;
-		paired_spread += (double)c.measured;
-		paired_ratios[k] = b.rate / a.rate;
-		paired_spread_ratios[k] = c.rate / a.rate;
-		paired_bare_rates[k] = a.rate;
-		paired_dpgate_rates[k] = b.rate;
-		paired_spread_rates[k] = c.rate;
 	}
-	host_cpu_ticks(paired_ticks1);
-	if (scrape_spend_timings(g.port, timings_after) < 0) {
+	host_cpu_ticks(pair_ticks1);
+	p->steal[k] = steal_percent(pair_ticks0, pair_ticks1);
+	run->ok_total += b.expected + c.expected;
+	run->all_clean &= b.other == 0 && b.failed == 0 && c.other == 0 && c.failed == 0;
+	p->commit += (double)a.measured;
+	p->dpgate += (double)b.measured;
+	p->spread += (double)c.measured;
+	p->ratios[k] = b.rate / a.rate;
+	p->spread_ratios[k] = c.rate / a.rate;
+	p->bare_rates[k] = a.rate;
+	p->dpgate_rates[k] = b.rate;
+	p->spread_rates[k] = c.rate;
+	return 0;
+}
+
+/* dpgate's spend timings (see scrape_spend_timings); -1, having said so,
+ * when /metrics has none. */
+static int lite_spend_timings(const lite_run *run, double ret[4])
+{
+	if (scrape_spend_timings(run->g.port, ret) < 0) {
 		fprintf(stderr, "bench_server: no spend timings in dpgate's /metrics\n");
-		goto out;
+		return -1;
 	}
+	return 0;
+}
+
+/*
+ * One client's ratios to the bare commit loop once more, paired: the
+ * table's cells are measured up to half a minute apart, when this host's
+ * commit rate can move by a third.  Short slices of the bare loop, of
+ * dpgate on one dataset and of dpgate over 100 datasets take turns (the
+ * order rotates every turn), so all three see the same disk and the same
+ * neighbours within about three seconds; each ratio is of the summed
+ * counts.
+ */
+static int lite_paired_turns(lite_run *run)
+{
+	lite_paired *p = &run->paired;
+	double before[4], after[4], txns, commits;
+
+	if (lite_spend_timings(run, before) < 0)
+		return -1;
+	host_cpu_ticks(p->ticks0);
+	for (unsigned k = 0; k < PAIRED_SLICES; k++)
+		if (lite_paired_turn(run, k) < 0)
+			return -1;
+	host_cpu_ticks(p->ticks1);
+	if (lite_spend_timings(run, after) < 0)
+		return -1;
 	/* Where the time of one dpgate charge goes, in means over the dpgate
 	 * slices (one dataset and 100; their warm-up included): the spend
-	 * transaction and its COMMIT
-	 * from dpgate's own histograms, the rest (HTTP both ways, parsing,
-	 * pricing, the answer) is the answer period less the transaction. */
-	{
-		double txns = timings_after[1] - timings_before[1];
-		double commits = timings_after[3] - timings_before[3];
+	 * transaction and its COMMIT from dpgate's own histograms, the rest
+	 * (HTTP both ways, parsing, pricing, the answer) is the answer period
+	 * less the transaction. */
+	txns = after[1] - before[1];
+	commits = after[3] - before[3];
+	p->split_txn_us = txns > 0 ? 1e6 * (after[0] - before[0]) / txns : NAN;
+	p->split_commit_us = commits > 0 ? 1e6 * (after[2] - before[2]) / commits : NAN;
+	p->ratio = p->dpgate / p->commit;
+	p->median = bench_median(p->ratios, PAIRED_SLICES);
+	p->spread_ratio = p->spread / p->commit;
+	p->spread_median = bench_median(p->spread_ratios, PAIRED_SLICES);
+	return 0;
+}
 
-		split_txn_us = txns > 0 ? 1e6 * (timings_after[0] - timings_before[0]) / txns : NAN;
-		split_commit_us =
-			commits > 0 ? 1e6 * (timings_after[2] - timings_before[2]) / commits : NAN;
-	}
-	paired_ratio = paired_dpgate / paired_commit;
-	paired_median = bench_median(paired_ratios, PAIRED_SLICES);
-	paired_spread_ratio = paired_spread / paired_commit;
-	paired_spread_median = bench_median(paired_spread_ratios, PAIRED_SLICES);
+static void lite_print_paired(const lite_paired *p)
+{
+	double dpgate_period = 1e6 * 2 * PAIRED_COUNTED_S / (p->dpgate + p->spread);
+	double bare_period = 1e6 * PAIRED_COUNTED_S / p->commit;
+
 	printf("\none client, paired (%d turns of %.1f s slices of each, %.2f s of each counted):\n"
 	       "  bare commit loop, 1 writer %.0f/s\n"
 	       "  dpgate one dataset, 1 client %.0f/s: ratio %.2f (median of turn ratios %.2f)\n"
 	       "  dpgate 100 datasets, 1 client %.0f/s: ratio %.2f (median of turn ratios %.2f)\n",
 	       PAIRED_SLICES, PAIRED_SLICE_S, PAIRED_SLICE_S - WARMUP_S,
-	       paired_commit / paired_counted_s,
-	       paired_dpgate / paired_counted_s, paired_ratio, paired_median,
-	       paired_spread / paired_counted_s, paired_spread_ratio, paired_spread_median);
+	       p->commit / PAIRED_COUNTED_S, p->dpgate / PAIRED_COUNTED_S, p->ratio, p->median,
+	       p->spread / PAIRED_COUNTED_S, p->spread_ratio, p->spread_median);
 	printf("  turns (bare/s, one dataset/s, 100 datasets/s):");
 	for (unsigned k = 0; k < PAIRED_SLICES; k++)
-		printf(" %.0f/%.0f/%.0f", paired_bare_rates[k], paired_dpgate_rates[k],
-		       paired_spread_rates[k]);
+		printf(" %.0f/%.0f/%.0f", p->bare_rates[k], p->dpgate_rates[k], p->spread_rates[k]);
 	/* Steal is CPU time the hypervisor gave to other guests.  The bare loop
 	 * is one thread that mostly waits on fsync; a dpgate charge needs the
 	 * client and a server worker to run in turn, so stolen time slows it
 	 * more, and a low ratio in a turn with high steal says more about the
 	 * host than about dpgate. */
 	printf("\n  host CPU steal during the slices: %.1f%%; per turn:",
-	       steal_percent(paired_ticks0, paired_ticks1));
+	       steal_percent(p->ticks0, p->ticks1));
 	for (unsigned k = 0; k < PAIRED_SLICES; k++)
-		printf(" %.0f%%", paired_steal[k]);
+		printf(" %.0f%%", p->steal[k]);
 	printf("\n");
-	{
-		double dpgate_period = 1e6 * 2 * paired_counted_s /
-				       (paired_dpgate + paired_spread);
-		double bare_period = 1e6 * paired_counted_s / paired_commit;
-
-		printf("  one dpgate charge, means (dpgate's /metrics): %.0f us per answer = spend transaction"
-		       " %.0f us (of it COMMIT, WAL write + fsync, %.0f us) + %.0f us the rest (HTTP both"
-		       " ways, parsing, pricing, answer);\n"
-		       "  one bare commit loop transaction %.0f us\n",
-		       dpgate_period, split_txn_us, split_commit_us, dpgate_period - split_txn_us,
-		       bare_period);
-	}
+	printf("  one dpgate charge, means (dpgate's /metrics): %.0f us per answer = spend transaction"
+	       " %.0f us (of it COMMIT, WAL write + fsync, %.0f us) + %.0f us the rest (HTTP both"
+	       " ways, parsing, pricing, answer);\n"
+	       "  one bare commit loop transaction %.0f us\n",
+	       dpgate_period, p->split_txn_us, p->split_commit_us, dpgate_period - p->split_txn_us,
+	       bare_period);
 	fflush(stdout);
+}
 
-	/* 4. admission latency: one server-written charge per ledger, then
-	 * prefill with the server stopped, then time. */
-	for (unsigned i = 0; i < n_sizes; i++) {
-		char answer[1024];
+/* One server-written charge per ledger size, then, with the server
+ * stopped, each ledger prefilled to its size and dpgate verify. */
+static int lite_prefill(lite_run *run)
+{
+	char id[64], path[128], answer[1024];
+
+	for (unsigned i = 0; i < run->n_sizes; i++) {
 		int status;
 
 		snprintf(path, sizeof(path), "/v1/datasets/rows%ld/charges", ledger_sizes[i]);
-		status = http_once(g.port, "POST", path, key, CHARGE_BODY, answer, sizeof(answer));
+		status = http_once(run->g.port, "POST", path, run->key, CHARGE_BODY, answer,
+				   sizeof(answer));
 		if (status != 201) {
 			fprintf(stderr, "bench_server: first charge on %s: %d %s\n", path, status, answer);
-			goto out;
+			return -1;
 		}
-		ok_total++;
+		run->ok_total++;
 	}
-	if (dpgate_stop(&g) < 0)
-		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g.log);
+	dpgate_stop_noting(&run->g);
 	printf("\nadmission latency (1 client, keep-alive; per size %u timed dry-runs and charges"
 	       " after %u untimed,\ninterleaved across sizes; ledgers prefilled with the server"
 	       " stopped; ledger_rows = rows before timing)\n",
-	       o.samples, ADMISSION_WARMUP);
+	       run->o->samples, ADMISSION_WARMUP);
 	fflush(stdout);
-	for (unsigned i = 0; i < n_sizes; i++) {
+	for (unsigned i = 0; i < run->n_sizes; i++) {
 		double t0 = bench_now_s();
 		long added;
 
 		snprintf(id, sizeof(id), "rows%ld", ledger_sizes[i]);
-		added = prefill_ledger(g.db, id, ledger_sizes[i]);
+		added = prefill_ledger(run->g.db, id, ledger_sizes[i]);
 		if (added < 0)
-			goto out;
-		prefilled += added;
+			return -1;
+		run->prefilled += added;
 		printf("  prefilled %-12s +%ld rows in %.1f s\n", id, added, bench_now_s() - t0);
 	}
-	verify_prefill_rc = dpgate_verify(&g);
-	printf("  dpgate verify after prefill: exit %d\n", verify_prefill_rc);
-	if (dpgate_start(&g) < 0)
-		goto out;
-	{
-		uint64_t bad = 0;
+	run->verify_prefill_rc = dpgate_verify(&run->g);
+	printf("  dpgate verify after prefill: exit %d\n", run->verify_prefill_rc);
+	return 0;
+}
 
-		/* The clean stop deleted the WAL; serve wrote it out again at
-		 * start, and these charges take it past its first checkpoint
-		 * and warm the caches, as before the throughput cells. */
-		warm_charges(g.port, one_req, one_len, WARM_COMMITS, &ok_total, &bad);
-		all_clean &= bad == 0;
-	}
+/* 4. admission latency: the ledgers prefilled, the server started and
+ * warmed again, then the timed dry-runs and charges. */
+static int lite_admission(lite_run *run)
+{
+	admission *adm = run->adm;
+	uint64_t bad = 0;
+
+	if (lite_prefill(run) < 0 || dpgate_start(&run->g) < 0)
+		return -1;
+	/* The clean stop deleted the WAL; serve wrote it out again at start,
+	 * and these charges take it past its first checkpoint and warm the
+	 * caches, as before the throughput cells. */
+	warm_charges(run->g.port, run->one_req, run->one_len, WARM_COMMITS, &run->ok_total, &bad);
+	run->all_clean &= bad == 0;
 	printf("  %-12s %11s %11s %11s %11s %11s\n", "ledger_rows", "charge_p50", "charge_p99",
 	       "charge_mean", "dryrun_p50", "dryrun_p99");
-	for (unsigned i = 0; i < n_sizes; i++)
+	for (unsigned i = 0; i < run->n_sizes; i++)
 		adm[i].rows = ledger_sizes[i];
-	if (measure_admission(g.port, key, n_sizes, o.samples, adm) < 0)
-		goto out;
-	for (unsigned i = 0; i < n_sizes; i++) {
-		ok_total += adm[i].ok;
-		all_clean &= adm[i].bad == 0;
+	if (measure_admission(run->g.port, run->key, run->n_sizes, run->o->samples, adm) < 0)
+		return -1;
+	for (unsigned i = 0; i < run->n_sizes; i++) {
+		run->ok_total += adm[i].ok;
+		run->all_clean &= adm[i].bad == 0;
 		printf("  %-12ld %9.0fus %9.0fus %9.0fus %9.0fus %9.0fus\n", adm[i].rows,
 		       adm[i].charge_p50_us, adm[i].charge_p99_us, adm[i].charge_mean_us,
 		       adm[i].dry_p50_us, adm[i].dry_p99_us);
 		fflush(stdout);
 	}
+	return 0;
+}
 
-	/* 5. the first charges after a restart, WAL written out or cut */
+/* 5. the first charges after a restart, WAL written out or cut, in
+ * --rounds pairs; then the server stopped. */
+static int lite_restarts(lite_run *run)
+{
+	double sum_kept = 0, sum_cut = 0, kept[MAX_ROUNDS], cut[MAX_ROUNDS];
+	unsigned rounds = run->o->rounds;
+	uint64_t bad = 0;
+
 	printf("\nfirst %u charges after a restart (1 client, one dataset; %u rounds, each a restart"
 	       " as served,\nthen a restart with the WAL cut to 0 bytes after the start: the file"
 	       " before serve wrote it out)\n",
-	       RESTART_CHARGES, o.rounds);
-	{
-		double sum_kept = 0, sum_cut = 0, med_kept, med_cut;
-		uint64_t bad = 0;
+	       RESTART_CHARGES, rounds);
+	for (unsigned r = 0; r < rounds; r++) {
+		double *kept_r = &run->restart_kept[r], *cut_r = &run->restart_cut[r];
 
-		for (unsigned r = 0; r < o.rounds; r++) {
-			restart_kept[r] = first_charges_after_restart(&g, one_req, one_len, false,
-								      &ok_total, &bad);
-			restart_cut[r] = restart_kept[r] < 0 ? -1
-							     : first_charges_after_restart(
-								       &g, one_req, one_len, true,
-								       &ok_total, &bad);
-			if (restart_kept[r] < 0 || restart_cut[r] < 0) {
-				fprintf(stderr, "bench_server: the restart cell failed; see %s\n", g.log);
-				goto out;
-			}
-			sum_kept += RESTART_CHARGES / restart_kept[r];
-			sum_cut += RESTART_CHARGES / restart_cut[r];
-			printf("  round %u: written out %.0f/s, cut %.0f/s\n", r + 1, restart_kept[r],
-			       restart_cut[r]);
+		*kept_r = first_charges_after_restart(&run->g, run->one_req, run->one_len, false,
+						      &run->ok_total, &bad);
+		*cut_r = *kept_r < 0 ? -1
+				     : first_charges_after_restart(&run->g, run->one_req,
+								   run->one_len, true,
+								   &run->ok_total, &bad);
+		if (*kept_r < 0 || *cut_r < 0) {
+			fprintf(stderr, "bench_server: the restart cell failed; see %s\n",
+				run->g.log);
+			return -1;
 		}
-		all_clean &= bad == 0;
-		restart_ratio = sum_cut / sum_kept;
-		{
-			double kept[MAX_ROUNDS], cut[MAX_ROUNDS]; /* bench_median sorts */
-
-			memcpy(kept, restart_kept, o.rounds * sizeof(double));
-			memcpy(cut, restart_cut, o.rounds * sizeof(double));
-			med_kept = bench_median(kept, o.rounds);
-			med_cut = bench_median(cut, o.rounds);
-		}
-		printf("  medians: written out %.0f/s, cut %.0f/s; written out over cut, on the"
-		       " summed times: %.2f x\n",
-		       med_kept, med_cut, restart_ratio);
-		fflush(stdout);
+		sum_kept += RESTART_CHARGES / *kept_r;
+		sum_cut += RESTART_CHARGES / *cut_r;
+		printf("  round %u: written out %.0f/s, cut %.0f/s\n", r + 1, *kept_r, *cut_r);
 	}
-	if (dpgate_stop(&g) < 0)
-		fprintf(stderr, "bench_server: dpgate did not stop cleanly; see %s\n", g.log);
+	run->all_clean &= bad == 0;
+	run->restart_ratio = sum_cut / sum_kept;
+	/* copies: bench_median sorts */
+	memcpy(kept, run->restart_kept, rounds * sizeof(double));
+	memcpy(cut, run->restart_cut, rounds * sizeof(double));
+	printf("  medians: written out %.0f/s, cut %.0f/s; written out over cut, on the"
+	       " summed times: %.2f x\n",
+	       bench_median(kept, rounds), bench_median(cut, rounds), run->restart_ratio);
+	fflush(stdout);
+	dpgate_stop_noting(&run->g);
+	return 0;
+}
 
-	/* 6. correctness */
-	verify_rc = dpgate_verify(&g);
-	if (count_charges(g.db, &ledger_charges, &stored_charges) < 0)
+/* 6. correctness, after the server stopped: dpgate verify, and every 201
+ * answer is a ledger row. */
+static void lite_check(lite_run *run)
+{
+	const dpgate *g = &run->g;
+
+	run->verify_rc = dpgate_verify(g);
+	if (count_charges(g->db, &run->ledger_charges, &run->stored_charges) < 0)
 		fprintf(stderr, "bench_server: cannot count the ledger's charges\n");
-	counts_match = ledger_charges >= 0 && (uint64_t)(ledger_charges - prefilled) == ok_total &&
-		       stored_charges == ledger_charges;
+	run->counts_match = run->ledger_charges >= 0 &&
+			    (uint64_t)(run->ledger_charges - run->prefilled) == run->ok_total &&
+			    run->stored_charges == run->ledger_charges;
 	printf("\ncorrectness\n");
-	printf("  dpgate verify --db %s: exit %d (%s)\n", g.db, verify_rc,
-	       verify_rc == 0 ? "stored totals equal the recomputation" : "FAILED");
+	printf("  dpgate verify --db %s: exit %d (%s)\n", g->db, run->verify_rc,
+	       run->verify_rc == 0 ? "stored totals equal the recomputation" : "FAILED");
 	printf("  201 answers %llu + prefilled rows %lld = %lld; ledger charge rows %lld;"
 	       " charges counted by the datasets' last rows %lld: %s\n",
-	       (unsigned long long)ok_total, (long long)prefilled,
-	       (long long)((int64_t)ok_total + prefilled), (long long)ledger_charges,
-	       (long long)stored_charges, counts_match ? "match" : "MISMATCH");
-	if (!all_clean)
+	       (unsigned long long)run->ok_total, (long long)run->prefilled,
+	       (long long)((int64_t)run->ok_total + run->prefilled), (long long)run->ledger_charges,
+	       (long long)run->stored_charges, run->counts_match ? "match" : "MISMATCH");
+	if (!run->all_clean)
 		printf("  note: some requests failed or got an unexpected status (errors column)\n");
+}
 
-	load_average(load1);
-	host_cpu_ticks(ticks1);
+/* The load and the host's steal at the end of the run. */
+static void lite_print_end(lite_run *run)
+{
+	load_average(run->load1);
+	host_cpu_ticks(run->ticks1);
 	printf("\ncores %ld, load average at end %.2f %.2f %.2f, host CPU steal over the run %.1f%%;"
 	       " run took %.0f s\n",
-	       cores, load1[0], load1[1], load1[2], steal_percent(ticks0, ticks1), bench_now_s() - t_begin);
+	       run->cores, run->load1[0], run->load1[1], run->load1[2],
+	       steal_percent(run->ticks0, run->ticks1), bench_now_s() - run->t_begin);
+}
 
-	/* the machine-readable line */
-	report = json_pack("{s:s, s:i, s:[f,f,f], s:[f,f,f], s:i, s:f, s:i, s:s, s:s}",
-			   "bench", "server", "cores", (int)cores, "load_start", load0[0], load0[1], load0[2],
-			   "load_end", load1[0], load1[1], load1[2], "rounds", (int)o.rounds,
-			   "duration_s", o.duration_s, "server_threads", (int)o.threads, "sqlite",
-			   sqlite3_libversion(), "libmicrohttpd", MHD_get_version());
+/* The throughput cells for the JSON line, dpgate's with their ratios. */
+static void lite_cells_json(const lite_run *run, json_t *report)
+{
+	const load_result *res = run->res;
+
 	for (unsigned c = 0; c < C__COUNT; c++) {
-		json_t *cj = cell_json(&res[c], (const load_result(*)[C__COUNT])rounds, o.rounds, c);
+		json_t *cj = cell_json(&res[c], (const load_result(*)[C__COUNT])run->rounds,
+				       run->o->rounds, c);
 
 		if (c >= C_ONE_1) {
 			unsigned h = C_HTTP_1 + (c - C_ONE_1) % N_CLIENT_COUNTS;
@@ -2561,102 +2704,177 @@ int main(int argc, char **argv)
 		}
 		json_object_set_new(report, cell_names[c], cj);
 	}
-	json_object_set_new(report, "goals", goals_json(res));
-	arr = json_array();
-	for (unsigned i = 0; i < n_sizes; i++)
+}
+
+/* The admission latencies and the restarts for the JSON line. */
+static void lite_admission_json(const lite_run *run, json_t *report)
+{
+	json_t *arr = json_array(), *kept = json_array(), *cut = json_array();
+
+	for (unsigned i = 0; i < run->n_sizes; i++) {
+		const admission *a = &run->adm[i];
+
 		json_array_append_new(arr, json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "ledger_rows",
-						     (json_int_t)adm[i].rows, "charge_p50_us",
-						     adm[i].charge_p50_us, "charge_p99_us",
-						     adm[i].charge_p99_us, "charge_mean_us",
-						     adm[i].charge_mean_us, "dry_run_p50_us",
-						     adm[i].dry_p50_us, "dry_run_p99_us",
-						     adm[i].dry_p99_us));
+						     (json_int_t)a->rows, "charge_p50_us",
+						     a->charge_p50_us, "charge_p99_us",
+						     a->charge_p99_us, "charge_mean_us",
+						     a->charge_mean_us, "dry_run_p50_us",
+						     a->dry_p50_us, "dry_run_p99_us",
+						     a->dry_p99_us));
+	}
 	json_object_set_new(report, "admission", arr);
-	{
-		json_t *kept = json_array(), *cut = json_array();
-
-		for (unsigned r = 0; r < o.rounds; r++) {
-			json_array_append_new(kept, json_real(restart_kept[r]));
-			json_array_append_new(cut, json_real(restart_cut[r]));
-		}
-		json_object_set_new(report, "restart",
-				    json_pack("{s:i, s:o, s:o, s:f}", "charges", RESTART_CHARGES,
-					      "written_out_per_s", kept, "cut_per_s", cut,
-					      "ratio", restart_ratio));
+	for (unsigned r = 0; r < run->o->rounds; r++) {
+		json_array_append_new(kept, json_real(run->restart_kept[r]));
+		json_array_append_new(cut, json_real(run->restart_cut[r]));
 	}
-	{
-		json_t *steal = json_object(), *pairs = json_array();
-		double run = steal_percent(ticks0, ticks1), paired = steal_percent(paired_ticks0, paired_ticks1);
+	json_object_set_new(report, "restart",
+			    json_pack("{s:i, s:o, s:o, s:f}", "charges", RESTART_CHARGES,
+				      "written_out_per_s", kept, "cut_per_s", cut,
+				      "ratio", run->restart_ratio));
+}
 
-		/* json_real refuses NaN: an unreadable /proc/stat reads null */
-		for (unsigned k = 0; k < PAIRED_SLICES; k++)
-			json_array_append_new(pairs, isnan(paired_steal[k]) ? json_null()
-									    : json_real(paired_steal[k]));
-		json_object_set_new(steal, "run", isnan(run) ? json_null() : json_real(run));
-		json_object_set_new(steal, "paired", isnan(paired) ? json_null() : json_real(paired));
-		json_object_set_new(steal, "per_pair", pairs);
-		json_object_set_new(report, "host_steal_pct", steal);
-	}
+/* A percentage for the JSON line: json_real refuses NaN, so an
+ * unreadable /proc/stat reads null. */
+static json_t *json_pct(double pct)
+{
+	return isnan(pct) ? json_null() : json_real(pct);
+}
+
+/* The host's steal, the paired turns and one charge's split for the
+ * JSON line. */
+static void lite_paired_json(const lite_run *run, json_t *report)
+{
+	const lite_paired *p = &run->paired;
+	json_t *steal = json_object(), *pairs = json_array();
+
+	for (unsigned k = 0; k < PAIRED_SLICES; k++)
+		json_array_append_new(pairs, json_pct(p->steal[k]));
+	json_object_set_new(steal, "run", json_pct(steal_percent(run->ticks0, run->ticks1)));
+	json_object_set_new(steal, "paired", json_pct(steal_percent(p->ticks0, p->ticks1)));
+	json_object_set_new(steal, "per_pair", pairs);
+	json_object_set_new(report, "host_steal_pct", steal);
 	json_object_set_new(report, "paired_one_client",
 			    json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-				      "ratio", paired_ratio,
-				      "median_slice_ratio", paired_median,
-				      "ratio_100_datasets", paired_spread_ratio,
-				      "median_slice_ratio_100_datasets", paired_spread_median,
-				      "commit_per_s", paired_commit / paired_counted_s,
-				      "dpgate_per_s", paired_dpgate / paired_counted_s,
-				      "dpgate_100_datasets_per_s", paired_spread / paired_counted_s));
+				      "ratio", p->ratio,
+				      "median_slice_ratio", p->median,
+				      "ratio_100_datasets", p->spread_ratio,
+				      "median_slice_ratio_100_datasets", p->spread_median,
+				      "commit_per_s", p->commit / PAIRED_COUNTED_S,
+				      "dpgate_per_s", p->dpgate / PAIRED_COUNTED_S,
+				      "dpgate_100_datasets_per_s", p->spread / PAIRED_COUNTED_S));
 	json_object_set_new(report, "one_charge_split_us",
 			    json_pack("{s:f, s:f, s:f, s:f}", "answer_period",
-				      1e6 * 2 * paired_counted_s /
-					      (paired_dpgate + paired_spread),
-				      "spend_transaction", split_txn_us, "commit", split_commit_us,
-				      "bare_transaction",
-				      1e6 * paired_counted_s / paired_commit));
+				      1e6 * 2 * PAIRED_COUNTED_S / (p->dpgate + p->spread),
+				      "spend_transaction", p->split_txn_us, "commit",
+				      p->split_commit_us, "bare_transaction",
+				      1e6 * PAIRED_COUNTED_S / p->commit));
+}
+
+/* The machine-readable line: every figure of the run. */
+static void lite_report(const lite_run *run)
+{
+	const options *o = run->o;
+	json_t *report = json_pack("{s:s, s:i, s:[f,f,f], s:[f,f,f], s:i, s:f, s:i, s:s, s:s}",
+				   "bench", "server", "cores", (int)run->cores, "load_start",
+				   run->load0[0], run->load0[1], run->load0[2], "load_end",
+				   run->load1[0], run->load1[1], run->load1[2], "rounds",
+				   (int)o->rounds, "duration_s", o->duration_s, "server_threads",
+				   (int)o->threads, "sqlite", sqlite3_libversion(), "libmicrohttpd",
+				   MHD_get_version());
+
+	lite_cells_json(run, report);
+	json_object_set_new(report, "goals", goals_json(run->res));
+	lite_admission_json(run, report);
+	lite_paired_json(run, report);
 	json_object_set_new(report, "correctness",
 			    json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:b, s:b}", "verify_exit",
-				      verify_rc, "verify_after_prefill_exit", verify_prefill_rc,
-				      "answers_201", (json_int_t)ok_total, "prefilled_rows",
-				      (json_int_t)prefilled, "ledger_charge_rows",
-				      (json_int_t)ledger_charges, "stored_charges",
-				      (json_int_t)stored_charges, "counts_match", counts_match,
-				      "no_errors", all_clean));
-	{
-		char *line = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(6));
-
-		if (line)
-			printf("%s\n", line);
-		free(line);
-	}
-	exit_code = verify_rc == 0 && verify_prefill_rc == 0 && counts_match && all_clean ? 0 : 1;
-out:
-	if (g.pid > 0)
-		dpgate_stop(&g);
-	if (bare)
-		MHD_stop_daemon(bare);
+				      run->verify_rc, "verify_after_prefill_exit",
+				      run->verify_prefill_rc, "answers_201",
+				      (json_int_t)run->ok_total, "prefilled_rows",
+				      (json_int_t)run->prefilled, "ledger_charge_rows",
+				      (json_int_t)run->ledger_charges, "stored_charges",
+				      (json_int_t)run->stored_charges, "counts_match",
+				      run->counts_match, "no_errors", run->all_clean));
+	print_json_line(report);
 	json_decref(report);
-	free(rounds);
-	free(one_req);
-	free(bare_req);
-	for (unsigned i = 0; i < SPREAD_DATASETS; i++)
-		free(spread_reqs[i]);
-	if (!o.keep && exit_code == 0) {
-		char side[PATH_MAX + 32];
-		static const char *const files[] = {
-			"ceiling.db", "ceiling.db-wal", "ceiling.db-shm",
-			"ceiling-charge.db", "ceiling-charge.db-wal", "ceiling-charge.db-shm",
-			"dpgate.db", "dpgate.db-wal", "dpgate.db-shm", "dpgate.db-serve.lock",
-			"dpgate.log", "data/.serve.lock"};
+}
 
-		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-			snprintf(side, sizeof(side), "%s/%s", tmpl, files[i]);
-			unlink(side);
-		}
-		rmdir(g.data_dir);
-		if (rmdir(tmpl) < 0)
-			fprintf(stderr, "bench_server: left %s (not empty)\n", tmpl);
-	} else {
-		fprintf(stderr, "bench_server: kept %s\n", tmpl);
+/* Stops what still runs, frees the requests, and removes the run's
+ * files unless --keep or a failure asks to keep them. */
+static void lite_run_free(lite_run *run, int exit_code)
+{
+	static const char *const files[] = {
+		"ceiling.db", "ceiling.db-wal", "ceiling.db-shm",
+		"ceiling-charge.db", "ceiling-charge.db-wal", "ceiling-charge.db-shm",
+		"dpgate.db", "dpgate.db-wal", "dpgate.db-shm", "dpgate.db-serve.lock",
+		"dpgate.log", "data/.serve.lock"};
+	char side[PATH_MAX + 32];
+
+	if (run->g.pid > 0)
+		dpgate_stop(&run->g);
+	if (run->bare)
+		MHD_stop_daemon(run->bare);
+	free(run->rounds);
+	free(run->one_req);
+	free(run->bare_req);
+	for (unsigned i = 0; i < SPREAD_DATASETS; i++)
+		free(run->spread_reqs[i]);
+	if (run->o->keep || exit_code != 0) {
+		fprintf(stderr, "bench_server: kept %s\n", run->tmpl);
+		return;
 	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(side, sizeof(side), "%s/%s", run->tmpl, files[i]);
+		unlink(side);
+	}
+	rmdir(run->g.data_dir);
+	if (rmdir(run->tmpl) < 0)
+		fprintf(stderr, "bench_server: left %s (not empty)\n", run->tmpl);
+}
+
+/* The default run (steps 1 to 6 of the header comment); its exit status
+ * as main's. */
+static int lite_mode(const options *o)
+{
+	lite_run run = {
+		.o = o, .t_begin = bench_now_s(), .all_clean = true, .verify_rc = -1,
+		.ledger_charges = -1, .stored_charges = -1, .restart_ratio = NAN,
+		.paired = {.split_txn_us = NAN, .split_commit_us = NAN},
+	};
+	int exit_code = 2;
+
+	if (lite_make_dir(&run) < 0)
+		return 2;
+	run.rounds = calloc(o->rounds, sizeof(*run.rounds));
+	if (!run.rounds || lite_name_files(&run) < 0)
+		goto out;
+	lite_print_start(&run);
+	if (lite_setup(&run) < 0 || lite_warm(&run) < 0 || lite_throughput(&run) < 0)
+		goto out;
+	lite_print_throughput(&run);
+	MHD_stop_daemon(run.bare);
+	run.bare = NULL;
+	if (lite_paired_turns(&run) < 0)
+		goto out;
+	lite_print_paired(&run.paired);
+	if (lite_admission(&run) < 0 || lite_restarts(&run) < 0)
+		goto out;
+	lite_check(&run);
+	lite_print_end(&run);
+	lite_report(&run);
+	exit_code = run.verify_rc == 0 && run.verify_prefill_rc == 0 && run.counts_match &&
+		    run.all_clean ? 0 : 1;
+out:
+	lite_run_free(&run, exit_code);
 	return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+	options o;
+
+	if (parse_options(argc, argv, &o) < 0)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	return o.pg ? pg_mode(&o) : lite_mode(&o);
 }

@@ -118,110 +118,142 @@ static int age_table_file(const char *data)
 	return rc;
 }
 
+static const char count_q[] = "{\"query\":\"count\",\"epsilon\":0.01}";
+static const char sum_q[] =
+	"{\"query\":\"sum\",\"column\":\"age\",\"lo\":0,\"hi\":100,\"epsilon\":0.01}";
+
+/* One run: the server, the table, and every time taken. */
+typedef struct tables_run {
+	bench_dpgate d;
+	bench_answer *out;
+	char data[128];      /* the server's data directory */
+	long rows;
+	int repeats, rounds;
+	char *csv;
+	size_t csv_len;
+	long st;             /* the last setup status: the upload's, then /metrics' */
+	int bad;             /* queries not answered 201 */
+	double upload[MAX_ROUNDS], first[MAX_ROUNDS], miss[MAX_ROUNDS];
+	double hit_count[MAX_ROUNDS * MAX_REPEATS], hit_sum[MAX_ROUNDS * MAX_REPEATS];
+	double rss0, rss1, hits, misses;
+} tables_run;
+
+/* One query on dataset t, timed into *ret_s; an answer other than 201
+ * counts in t->bad. */
+static void timed_query(tables_run *t, const char *query, double *ret_s)
+{
+	double t0 = bench_now_s();
+
+	t->bad += post_json(&t->d, "/v1/datasets/t/queries", query, t->out) != 201;
+	*ret_s = bench_now_s() - t0;
+}
+
+/* Round r: the upload, the first count, the count after the file was
+ * aged, then the repeated count and sum queries.  Returns 0, or -1 when
+ * the upload failed or the file could not be aged. */
+static int tables_round(tables_run *t, int r)
+{
+	double t0 = bench_now_s();
+
+	t->st = bench_exchange(&t->d, "PUT", "/v1/datasets/t/data", "text/csv", t->csv,
+			       t->csv_len, t->out);
+	t->upload[r] = bench_now_s() - t0;
+	if (t->st != 200)
+		return -1;
+	timed_query(t, count_q, &t->first[r]);
+	if (age_table_file(t->data) < 0) {
+		fprintf(stderr, "bench_tables: cannot find or age the table file\n");
+		return -1;
+	}
+	timed_query(t, count_q, &t->miss[r]);
+	for (int k = 0; k < t->repeats; k++) {
+		timed_query(t, count_q, &t->hit_count[r * t->repeats + k]);
+		timed_query(t, sum_q, &t->hit_sum[r * t->repeats + k]);
+	}
+	return 0;
+}
+
+/* Prints the medians, their ratios to the baseline and the checks, then
+ * the JSON line; returns the exit status (0 when every check passed). */
+static int tables_report(tables_run *t)
+{
+	int rounds = t->rounds, repeats = t->repeats;
+	double up = bench_median(t->upload, (size_t)rounds);
+	double m = bench_median(t->miss, (size_t)rounds);
+	double f = bench_median(t->first, (size_t)rounds);
+	double hc = bench_median(t->hit_count, (size_t)(rounds * repeats));
+	double hs = bench_median(t->hit_sum, (size_t)(rounds * repeats));
+	int want_hits = rounds * (1 + 2 * repeats);
+	bool counters = t->hits == (double)want_hits && t->misses == (double)rounds;
+
+	printf("hosted table: %ld rows, %.1f MB of CSV; %d rounds (upload, count, age the file,"
+	       " count, then %d count and %d sum queries)\n", t->rows, (double)t->csv_len / 1e6,
+	       rounds, repeats, repeats);
+	printf("  upload (PUT, parse + fsync)          median %8.1f ms\n", 1e3 * up);
+	printf("  baseline: count after a file change  median %8.1f ms (reads and parses the file)\n",
+	       1e3 * m);
+	printf("  first count after upload             median %8.2f ms  = %.4f x baseline"
+	       " (the upload's parse)\n", 1e3 * f, f / m);
+	printf("  count, parse kept                    median %8.2f ms  = %.4f x baseline\n",
+	       1e3 * hc, hc / m);
+	printf("  sum, parse kept                      median %8.2f ms  = %.4f x baseline\n",
+	       1e3 * hs, hs / m);
+	printf("  server RSS: %.1f MiB before the first upload, %.1f MiB at the end\n", t->rss0,
+	       t->rss1);
+	printf("  /metrics: %.0f hits, %.0f misses (expected %d and %d): %s; non-201 answers: %d\n",
+	       t->hits, t->misses, want_hits, rounds, counters ? "match" : "MISMATCH", t->bad);
+	printf("{\"bench\":\"tables\",\"rows\":%ld,\"csv_bytes\":%zu,\"rounds\":%d,\"repeats\":%d,"
+	       "\"upload_s\":%.6f,\"miss_s\":%.6f,\"first_after_upload_s\":%.6f,"
+	       "\"hit_count_s\":%.6f,\"hit_sum_s\":%.6f,\"ratio_first\":%.6f,"
+	       "\"ratio_count\":%.6f,\"ratio_sum\":%.6f,\"rss_mib_before\":%.1f,"
+	       "\"rss_mib_after\":%.1f,\"hits\":%.0f,\"misses\":%.0f,\"ok\":%s}\n",
+	       t->rows, t->csv_len, rounds, repeats, up, m, f, hc, hs, f / m, hc / m, hs / m,
+	       t->rss0, t->rss1, t->hits, t->misses, counters && !t->bad ? "true" : "false");
+	return counters && !t->bad ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
-	static const char count_q[] = "{\"query\":\"count\",\"epsilon\":0.01}";
-	static const char sum_q[] =
-		"{\"query\":\"sum\",\"column\":\"age\",\"lo\":0,\"hi\":100,\"epsilon\":0.01}";
-	const char *bin = argc > 1 ? argv[1] : NULL;
-	long rows = argc > 2 ? atol(argv[2]) : 1000000;
-	int repeats = argc > 3 ? atoi(argv[3]) : 5, rounds = argc > 4 ? atoi(argv[4]) : 3;
-	int port = 20000 + (int)(getpid() % 20000), rc = 1, bad = 0;
-	char dir[] = "/tmp/bench-tables-XXXXXX", db[128], data[128], cmd[512];
-	const char *serve_args[] = {"--data-dir", data, "--quiet", NULL};
-	double upload[MAX_ROUNDS], first[MAX_ROUNDS], miss[MAX_ROUNDS];
-	double hit_count[MAX_ROUNDS * MAX_REPEATS];
-	double hit_sum[MAX_ROUNDS * MAX_REPEATS], rss0 = -1, rss1 = -1, hits, misses;
 	static bench_answer out;
-	bench_dpgate d;
-	size_t csv_len = 0;
-	char *csv = NULL;
-	long st = 0;
+	tables_run t = {.out = &out, .rss0 = -1, .rss1 = -1};
+	const char *bin = argc > 1 ? argv[1] : NULL;
+	int port = 20000 + (int)(getpid() % 20000), rc = 1;
+	char dir[] = "/tmp/bench-tables-XXXXXX", db[128], cmd[512];
+	const char *serve_args[] = {"--data-dir", t.data, "--quiet", NULL};
 
-	if (!bin || rows < 1 || rows > 1000000 || repeats < 1 || repeats > MAX_REPEATS ||
-	    rounds < 1 || rounds > MAX_ROUNDS || !mkdtemp(dir)) {
+	t.rows = argc > 2 ? atol(argv[2]) : 1000000;
+	t.repeats = argc > 3 ? atoi(argv[3]) : 5;
+	t.rounds = argc > 4 ? atoi(argv[4]) : 3;
+	if (!bin || t.rows < 1 || t.rows > 1000000 || t.repeats < 1 || t.repeats > MAX_REPEATS ||
+	    t.rounds < 1 || t.rounds > MAX_ROUNDS || !mkdtemp(dir)) {
 		fprintf(stderr, "usage: bench_tables DPGATE [rows <= 10^6] [repeats <= %d]"
 				" [rounds <= %d]\n", MAX_REPEATS, MAX_ROUNDS);
 		return 2;
 	}
-	csv = make_csv(rows, &csv_len);
+	t.csv = make_csv(t.rows, &t.csv_len);
 	snprintf(db, sizeof(db), "%s/b.db", dir);
-	snprintf(data, sizeof(data), "%s/data", dir);
-	if (!csv || bench_dpgate_start(&d, bin, db, port, serve_args) < 0)
+	snprintf(t.data, sizeof(t.data), "%s/data", dir);
+	if (!t.csv || bench_dpgate_start(&t.d, bin, db, port, serve_args) < 0)
 		return 1;
-	st = post_json(&d, "/v1/datasets",
-		       "{\"id\":\"t\",\"budget\":{\"epsilon\":1000000,\"delta\":1e-5}}", &out);
-	if (st != 201)
+	t.st = post_json(&t.d, "/v1/datasets",
+			 "{\"id\":\"t\",\"budget\":{\"epsilon\":1000000,\"delta\":1e-5}}", &out);
+	if (t.st != 201)
 		goto out;
-	rss0 = rss_mib(d.pid);
-	for (int r = 0; r < rounds; r++) {
-		double t = bench_now_s();
-
-		st = bench_exchange(&d, "PUT", "/v1/datasets/t/data", "text/csv", csv, csv_len, &out);
-		upload[r] = bench_now_s() - t;
-		if (st != 200)
+	t.rss0 = rss_mib(t.d.pid);
+	for (int r = 0; r < t.rounds; r++)
+		if (tables_round(&t, r) < 0)
 			goto out;
-		t = bench_now_s();
-		bad += post_json(&d, "/v1/datasets/t/queries", count_q, &out) != 201;
-		first[r] = bench_now_s() - t;
-		if (age_table_file(data) < 0) {
-			fprintf(stderr, "bench_tables: cannot find or age the table file\n");
-			goto out;
-		}
-		t = bench_now_s();
-		bad += post_json(&d, "/v1/datasets/t/queries", count_q, &out) != 201;
-		miss[r] = bench_now_s() - t;
-		for (int k = 0; k < repeats; k++) {
-			t = bench_now_s();
-			bad += post_json(&d, "/v1/datasets/t/queries", count_q, &out) != 201;
-			hit_count[r * repeats + k] = bench_now_s() - t;
-			t = bench_now_s();
-			bad += post_json(&d, "/v1/datasets/t/queries", sum_q, &out) != 201;
-			hit_sum[r * repeats + k] = bench_now_s() - t;
-		}
-	}
-	rss1 = rss_mib(d.pid);
-	st = bench_exchange(&d, "GET", "/metrics", "text/plain", NULL, 0, &out);
-	hits = metric(out.text, "dpgate_table_cache_hits_total");
-	misses = metric(out.text, "dpgate_table_cache_misses_total");
-	{
-		double up = bench_median(upload, (size_t)rounds), m = bench_median(miss, (size_t)rounds);
-		double f = bench_median(first, (size_t)rounds);
-		double hc = bench_median(hit_count, (size_t)(rounds * repeats));
-		double hs = bench_median(hit_sum, (size_t)(rounds * repeats));
-		int want_hits = rounds * (1 + 2 * repeats);
-		bool counters = hits == (double)want_hits && misses == (double)rounds;
-
-		printf("hosted table: %ld rows, %.1f MB of CSV; %d rounds (upload, count, age the file,"
-		       " count, then %d count and %d sum queries)\n", rows, (double)csv_len / 1e6, rounds,
-		       repeats, repeats);
-		printf("  upload (PUT, parse + fsync)          median %8.1f ms\n", 1e3 * up);
-		printf("  baseline: count after a file change  median %8.1f ms (reads and parses the file)\n",
-		       1e3 * m);
-		printf("  first count after upload             median %8.2f ms  = %.4f x baseline"
-		       " (the upload's parse)\n", 1e3 * f, f / m);
-		printf("  count, parse kept                    median %8.2f ms  = %.4f x baseline\n",
-		       1e3 * hc, hc / m);
-		printf("  sum, parse kept                      median %8.2f ms  = %.4f x baseline\n",
-		       1e3 * hs, hs / m);
-		printf("  server RSS: %.1f MiB before the first upload, %.1f MiB at the end\n", rss0, rss1);
-		printf("  /metrics: %.0f hits, %.0f misses (expected %d and %d): %s; non-201 answers: %d\n",
-		       hits, misses, want_hits, rounds, counters ? "match" : "MISMATCH", bad);
-		printf("{\"bench\":\"tables\",\"rows\":%ld,\"csv_bytes\":%zu,\"rounds\":%d,\"repeats\":%d,"
-		       "\"upload_s\":%.6f,\"miss_s\":%.6f,\"first_after_upload_s\":%.6f,"
-		       "\"hit_count_s\":%.6f,\"hit_sum_s\":%.6f,\"ratio_first\":%.6f,"
-		       "\"ratio_count\":%.6f,\"ratio_sum\":%.6f,\"rss_mib_before\":%.1f,"
-		       "\"rss_mib_after\":%.1f,\"hits\":%.0f,\"misses\":%.0f,\"ok\":%s}\n",
-		       rows, csv_len, rounds, repeats, up, m, f, hc, hs, f / m, hc / m, hs / m, rss0,
-		       rss1, hits, misses, counters && !bad ? "true" : "false");
-		rc = counters && !bad ? 0 : 1;
-	}
+	t.rss1 = rss_mib(t.d.pid);
+	t.st = bench_exchange(&t.d, "GET", "/metrics", "text/plain", NULL, 0, &out);
+	t.hits = metric(out.text, "dpgate_table_cache_hits_total");
+	t.misses = metric(out.text, "dpgate_table_cache_misses_total");
+	rc = tables_report(&t);
 out:
-	if (st != 200 && st != 201)
-		fprintf(stderr, "bench_tables: setup failed: %ld %.300s\n", st, out.text);
-	bench_dpgate_stop(&d);
+	if (t.st != 200 && t.st != 201)
+		fprintf(stderr, "bench_tables: setup failed: %ld %.300s\n", t.st, out.text);
+	bench_dpgate_stop(&t.d);
 	curl_global_cleanup();
-	free(csv);
+	free(t.csv);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		rc = 1;
