@@ -1384,7 +1384,8 @@ static double rr_rdp_epsilon(double p, double k, double delta)
  * replacement under replace only (Wang, Balle, Kasiviswanathan 2019): on
  * each dataset its relation's events are admitted, the other's refused
  * with 422 at /event and nothing spent.  A dry run on an rdp ledger states
- * the event's own epsilon under that relation (rr_rdp_epsilon).
+ * the event's own epsilon under that relation (rr_rdp_epsilon), and the
+ * dataset states its relation.
  */
 Test(api, charges_reservations_and_dry_runs_take_the_datasets_relation)
 {
@@ -1413,6 +1414,15 @@ Test(api, charges_reservations_and_dry_runs_take_the_datasets_relation)
 	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key,
 			  "{\"id\":\"nb_addrem\",\"budget\":{\"epsilon\":50,\"delta\":1e-5},"
 			  "\"accountant\":\"rdp\",\"neighbor\":\"add_remove\"}", 201);
+	/* Each dataset states its relation. */
+	for (size_t d = 0; d < 2; d++) {
+		r = dpg_call(&srv, "GET", d ? "/v1/datasets/nb_addrem" : "/v1/datasets/nb_swap",
+			     srv.admin_key, NULL);
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "neighbor")),
+				 d ? "add_remove" : "replace", "%s", r.body);
+		dpg_resp_free(&r);
+	}
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		for (size_t k = 0; k < sizeof(routes) / sizeof(routes[0]); k++) {
 			dpg_budget before = dpg_budget_of(&srv, cases[i].ds), after;
@@ -1441,6 +1451,39 @@ Test(api, charges_reservations_and_dry_runs_take_the_datasets_relation)
 			dpg_resp_free(&r);
 		}
 	}
+}
+
+/*
+ * DP-SGD's lots are Poisson-sampled, and Poisson sampling is accounted
+ * under add/remove only (docs/concepts.md): on a replace dataset the job is
+ * refused with 422 at its event (/params/event: the Poisson-sampled step
+ * inside the steps' composition), the same job is admitted on an
+ * add/remove dataset (a dry run), and nothing is reserved or queued.
+ */
+Test(api, a_dpsgd_job_is_refused_on_a_replace_dataset)
+{
+	static const char job[] = "{\"trainer\":\"dpsgd\",%s\"params\":{\"model\":\"logreg\","
+				  "\"label\":\"species\",\"classes\":3,\"epochs\":1,\"lot_size\":10,"
+				  "\"noise_multiplier\":1.0}}";
+	char body[512];
+	dpg_resp r;
+
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key,
+			  "{\"id\":\"sgd_swap\",\"budget\":{\"epsilon\":50,\"delta\":1e-5},"
+			  "\"neighbor\":\"replace\"}", 201);
+	dpg_make_dataset(&srv, "sgd_addrem", 50.0, 1e-5, "rdp");
+	dpg_upload_iris(&srv, "sgd_swap", "a,b,c,d,species");
+	dpg_upload_iris(&srv, "sgd_addrem", "a,b,c,d,species");
+	snprintf(body, sizeof(body), job, "");
+	r = dpg_call(&srv, "POST", "/v1/datasets/sgd_swap/jobs", srv.admin_key, body);
+	cr_assert_eq(r.status, 422, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/event", "%s",
+			 r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
+	snprintf(body, sizeof(body), job, "\"dry_run\":true,");
+	dpg_expect_status(&srv, "POST", "/v1/datasets/sgd_addrem/jobs", srv.admin_key, body, 200);
 }
 
 /* Bad filter orders are refused with the field at fault, creating nothing. */
