@@ -4,6 +4,7 @@
  * the test (a formula or an independent quadrature written here), or taken
  * from a paper; none was printed by the code under test.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "api.h"
 #include "test_admit.h"
 #include "test_gauss.h"
+#include "test_math.h"
 
 /* obj[a][b], or NULL. */
 static json_t *pget(const json_t *obj, const char *a, const char *b)
@@ -694,6 +696,74 @@ Test(routes, shapes_and_errors)
 	cr_expect_eq(rc, ACCT_EINVAL);
 }
 
+/*
+ * The rdp and compare routes price under the body's "neighbor".
+ * Randomized response is defined under replace only, at the divergence of
+ * test_rr_renyi and, under basic composition, epsilon ln(1 + k (1 - p) / p) =
+ * ln 13 for p = 1/4, k = 4 (Kairouz, Oh, Viswanath 2016); Poisson
+ * sampling is accounted under add/remove only (Mironov, Talwar, Zhang
+ * 2019).  Each route answers under the event's relation and refuses it
+ * under the other.
+ */
+Test(routes, rdp_and_compare_take_the_bodys_relation)
+{
+	static const char rr[] = "{\"type\":\"randomized_response\",\"noise_parameter\":0.25,"
+				 "\"num_buckets\":4}";
+	static const char pois[] = "{\"type\":\"poisson_sampled\",\"sampling_probability\":0.5,"
+				   "\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}}";
+	static const struct {
+		const char *event, *neighbor;
+		bool answered;
+	} cases[] = {
+		{rr, "replace", true},
+		{rr, "add_remove", false},
+		{pois, "add_remove", true},
+		{pois, "replace", false},
+	};
+	char body[512];
+	acct_error err;
+	json_t *a;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(body, sizeof(body), "{\"event\":%s,\"orders\":[2,4],\"neighbor\":\"%s\"}",
+			 cases[i].event, cases[i].neighbor);
+		a = call(srv_acct_rdp, body, &rc, &err);
+		cr_assert_eq(rc, cases[i].answered ? 0 : ACCT_EUNSUPPORTED, "rdp case %zu: %s", i,
+			     err.text);
+		if (rc == 0 && cases[i].event == rr)
+			for (size_t k = 0; k < 2; k++) {
+				double order = k ? 4.0 : 2.0, want = test_rr_renyi(0.25, 4.0, order);
+				double got = json_real_value(json_array_get(json_object_get(a, "rdp"), k));
+
+				cr_assert(fabs(got - want) <= 1e-12 * want, "order %g: %.17g, want %.17g",
+					  order, got, want);
+			}
+		cr_assert(rc != 0 || json_array_size(json_object_get(a, "rdp")) == 2, "case %zu", i);
+		json_decref(a);
+
+		snprintf(body, sizeof(body), "{\"event\":%s,\"delta\":1e-5,\"neighbor\":\"%s\"}",
+			 cases[i].event, cases[i].neighbor);
+		a = call(srv_acct_compare, body, &rc, &err);
+		cr_assert_eq(rc, cases[i].answered ? 0 : ACCT_EUNSUPPORTED, "compare case %zu: %s", i,
+			     err.text);
+		if (rc == 0) {
+			const json_t *eps = json_object_get(a, "epsilon");
+
+			cr_assert_str_eq(json_string_value(json_object_get(a, "neighbor")),
+					 cases[i].neighbor);
+			if (cases[i].event == rr)
+				cr_assert(fabs(json_real_value(json_object_get(eps, "basic")) -
+					       log(13.0)) <= 8 * DBL_EPSILON * log(13.0),
+					  "basic: %g", json_real_value(json_object_get(eps, "basic")));
+			else
+				cr_assert(json_real_value(json_object_get(eps, "rdp")) > 0.0,
+					  "a sampled Gaussian is priced by rdp");
+		}
+		json_decref(a);
+	}
+}
+
 /* ---- dpgate check ------------------------------------------------------------ */
 
 static int run_check(const char *policy, bool json)
@@ -812,6 +882,82 @@ Test(check, exit_codes)
 	/* An id the server would refuse. */
 	cr_expect_eq(run_check("{\"datasets\":[{\"id\":\"a b/../x\",\"budget\":{\"epsilon\":1,"
 			       "\"delta\":1e-5},\"planned\":[]}]}", false), 2);
+}
+
+/*
+ * A policy prices each dataset's plan under that dataset's own relation.
+ * Randomized response (p = 0.25, k = 4) is defined under replace only; its
+ * basic price there is ln(1 + k (1 - p) / p) = ln 13 (Kairouz, Oh,
+ * Viswanath 2016; docs/concepts.md), here twice.  Poisson sampling is
+ * accounted under add/remove only, sampling without replacement under
+ * replace only (Wang, Balle, Kasiviswanathan 2019).  Each dataset takes its
+ * relation's events and refuses the other's, naming the planned event.
+ */
+Test(check, each_dataset_is_priced_under_its_own_relation, .init = cr_redirect_stdout)
+{
+	static const char rr[] = "{\"type\":\"randomized_response\",\"noise_parameter\":0.25,"
+				 "\"num_buckets\":4}";
+	static const char pois[] = "{\"type\":\"poisson_sampled\",\"sampling_probability\":0.5,"
+				   "\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}}";
+	static const char wor[] = "{\"type\":\"sampled_without_replacement\","
+				  "\"source_dataset_size\":10,\"sample_size\":5,\"event\":{\"type\":"
+				  "\"gaussian\",\"noise_multiplier\":2}}";
+	static const struct {
+		const char *neighbor;
+		bool fits;
+		const char *where;
+	} want[] = {
+		{"replace", true, NULL},
+		{"add_remove", true, NULL},
+		{"replace", false, "/datasets/2/planned/2/event"},
+		{"add_remove", false, "/datasets/3/planned/0/event"},
+		{"add_remove", false, "/datasets/4/planned/0/event"},
+	};
+	char policy[4096], buf[16384] = "";
+	const json_t *ds, *events;
+	json_t *rep;
+	double e0, rr_eps = log(13.0);
+
+	snprintf(policy, sizeof(policy),
+		 "{\"datasets\":["
+		 "{\"id\":\"swap\",\"accountant\":\"basic\",\"neighbor\":\"replace\","
+		 "\"budget\":{\"epsilon\":20,\"delta\":0},\"planned\":[{\"event\":%s,\"repeat\":2}]},"
+		 "{\"id\":\"addrem\",\"budget\":{\"epsilon\":20,\"delta\":1e-5},"
+		 "\"planned\":[{\"event\":%s}]},"
+		 "{\"id\":\"swap_rdp\",\"neighbor\":\"replace\",\"budget\":{\"epsilon\":20,"
+		 "\"delta\":1e-5},\"planned\":[{\"event\":%s},{\"event\":%s},{\"event\":%s}]},"
+		 "{\"id\":\"addrem_rr\",\"accountant\":\"basic\",\"neighbor\":\"add_remove\","
+		 "\"budget\":{\"epsilon\":20,\"delta\":0},\"planned\":[{\"event\":%s}]},"
+		 "{\"id\":\"addrem_wor\",\"budget\":{\"epsilon\":20,\"delta\":1e-5},"
+		 "\"planned\":[{\"event\":%s}]}]}",
+		 rr, pois, wor, rr, pois, rr, wor);
+	cr_assert_eq(run_check(policy, true), 1);
+	read_report(buf, sizeof(buf));
+	rep = json_loads(buf, 0, NULL);
+	cr_assert_not_null(rep, "%s", buf);
+	ds = json_object_get(rep, "datasets");
+	cr_assert_eq(json_array_size(ds), 5, "%s", buf);
+	for (size_t i = 0; i < 5; i++) {
+		const json_t *d = json_array_get(ds, i);
+
+		cr_expect_str_eq(json_string_value(json_object_get(d, "neighbor")), want[i].neighbor,
+				 "dataset %zu", i);
+		cr_expect_eq(json_is_true(json_object_get(d, "fits")), want[i].fits, "dataset %zu: %s",
+			     i, buf);
+		if (want[i].where)
+			cr_expect_str_eq(json_string_value(json_object_get(json_object_get(d, "error"),
+									   "where")),
+					 want[i].where, "dataset %zu", i);
+		else
+			cr_expect_null(json_object_get(d, "error"), "dataset %zu: %s", i, buf);
+	}
+	/* The two responses on the basic ledger: 2 ln 13, as the report
+	 * prints it (ten significant digits). */
+	events = json_object_get(json_array_get(ds, 0), "events");
+	e0 = json_number_value(json_object_get(json_array_get(events, 0), "epsilon"));
+	cr_expect(fabs(e0 - 2 * rr_eps) <= 1e-9 * 2 * rr_eps, "2 x rr priced %.17g, want %.17g", e0,
+		  2 * rr_eps);
+	json_decref(rep);
 }
 
 /* ---- prices round upward ------------------------------------------------ */

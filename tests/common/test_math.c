@@ -16,3 +16,13 @@ double test_binomial_upper_half(int n, double p)
 			   (n - k) * log1p(-p));
 	return sum;
 }
+
+double test_rr_renyi(double p, double k, double a)
+{
+	double b = p / k, t = 1.0 - p + b;
+	/* The terms' logs; t > b and a > 1 make the first the largest. */
+	double l0 = a * log(t) + (1.0 - a) * log(b), l1 = a * log(b) + (1.0 - a) * log(t);
+	double l2 = log(k - 2.0) + log(b);
+
+	return (l0 + log(1.0 + exp(l1 - l0) + exp(l2 - l0))) / (a - 1.0);
+}

@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "test_math.h"
 
 static dpg_server srv;
 
@@ -1357,6 +1358,132 @@ Test(api, a_one_order_filter_charges_the_events_own_conversion)
 		     r.body);
 	cr_assert_eq(dpg_num(r.json, "needed.filter_order_count"), 20.0, "%s", r.body);
 	dpg_resp_free(&r);
+}
+
+/* The RDP accountant's epsilon of randomized response at delta: the least
+ * conversion over dp_accounting's default orders (DESIGN.md): 1.1 to 10.9
+ * by tenths, 11 to 63, then 128, 256, 512 and 1024. */
+static double rr_rdp_epsilon(double p, double k, double delta)
+{
+	static const double tail[] = {128, 256, 512, 1024};
+	double best = INFINITY;
+
+	for (int i = 11; i <= 109; i++)
+		best = fmin(best, rdp_epsilon_at(i / 10.0, test_rr_renyi(p, k, i / 10.0), delta));
+	for (int a = 11; a <= 63; a++)
+		best = fmin(best, rdp_epsilon_at(a, test_rr_renyi(p, k, a), delta));
+	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+		best = fmin(best, rdp_epsilon_at(tail[i], test_rr_renyi(p, k, tail[i]), delta));
+	return best;
+}
+
+/*
+ * Charges, reservations and dry runs take the dataset's own relation.
+ * Randomized response is defined under replace only (docs/concepts.md),
+ * Poisson sampling is accounted under add/remove only and sampling without
+ * replacement under replace only (Wang, Balle, Kasiviswanathan 2019): on
+ * each dataset its relation's events are admitted, the other's refused
+ * with 422 at /event and nothing spent.  A dry run on an rdp ledger states
+ * the event's own epsilon under that relation (rr_rdp_epsilon), and the
+ * dataset states its relation.
+ */
+Test(api, charges_reservations_and_dry_runs_take_the_datasets_relation)
+{
+	static const char rr[] = "{\"event\":{\"type\":\"randomized_response\","
+				 "\"noise_parameter\":0.25,\"num_buckets\":4}}";
+	static const char pois[] = "{\"event\":{\"type\":\"poisson_sampled\","
+				   "\"sampling_probability\":0.5,\"event\":{\"type\":\"gaussian\","
+				   "\"noise_multiplier\":2}}}";
+	static const char wor[] = "{\"event\":{\"type\":\"sampled_without_replacement\","
+				  "\"source_dataset_size\":10,\"sample_size\":5,\"event\":{\"type\":"
+				  "\"gaussian\",\"noise_multiplier\":2}}}";
+	static const struct {
+		const char *ds, *body;
+		bool admitted;
+	} cases[] = {
+		{"nb_swap", rr, true},	   {"nb_swap", wor, true},   {"nb_swap", pois, false},
+		{"nb_addrem", pois, true}, {"nb_addrem", rr, false}, {"nb_addrem", wor, false},
+	};
+	static const char *const routes[] = {"dry-run", "reservations", "charges"};
+	double delta = 1e-5, want = rr_rdp_epsilon(0.25, 4, delta);
+	dpg_resp r;
+
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key,
+			  "{\"id\":\"nb_swap\",\"budget\":{\"epsilon\":50,\"delta\":1e-5},"
+			  "\"accountant\":\"rdp\",\"neighbor\":\"replace\"}", 201);
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key,
+			  "{\"id\":\"nb_addrem\",\"budget\":{\"epsilon\":50,\"delta\":1e-5},"
+			  "\"accountant\":\"rdp\",\"neighbor\":\"add_remove\"}", 201);
+	/* Each dataset states its relation. */
+	for (size_t d = 0; d < 2; d++) {
+		r = dpg_call(&srv, "GET", d ? "/v1/datasets/nb_addrem" : "/v1/datasets/nb_swap",
+			     srv.admin_key, NULL);
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "neighbor")),
+				 d ? "add_remove" : "replace", "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (size_t k = 0; k < sizeof(routes) / sizeof(routes[0]); k++) {
+			dpg_budget before = dpg_budget_of(&srv, cases[i].ds), after;
+			char path[128];
+
+			snprintf(path, sizeof(path), "/v1/datasets/%s/%s", cases[i].ds, routes[k]);
+			r = dpg_call(&srv, "POST", path, srv.admin_key, cases[i].body);
+			after = dpg_budget_of(&srv, cases[i].ds);
+			if (!cases[i].admitted) {
+				cr_assert_eq(r.status, 422, "case %zu %s: %s", i, routes[k], r.body);
+				cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+						 "/event", "case %zu %s: %s", i, routes[k], r.body);
+				cr_assert_eq(after.ledger_rows, before.ledger_rows, "case %zu", i);
+				cr_assert_eq(after.spent_eps, before.spent_eps, "case %zu", i);
+			} else if (k == 0) {
+				cr_assert_eq(r.status, 200, "case %zu: %s", i, r.body);
+				cr_assert_gt(dpg_num(r.json, "cost.event_epsilon"), 0.0, "case %zu: %s", i,
+					     r.body);
+			} else {
+				cr_assert_eq(r.status, 201, "case %zu %s: %s", i, routes[k], r.body);
+				cr_assert_eq(after.ledger_rows, before.ledger_rows + 1, "case %zu", i);
+			}
+			if (cases[i].admitted && k == 0 && cases[i].body == rr)
+				cr_assert_float_eq(dpg_num(r.json, "cost.event_epsilon"), want,
+						   1e-9 * want, "%s: want %.17g", r.body, want);
+			dpg_resp_free(&r);
+		}
+	}
+}
+
+/*
+ * DP-SGD's lots are Poisson-sampled, and Poisson sampling is accounted
+ * under add/remove only (docs/concepts.md): on a replace dataset the job is
+ * refused with 422 at its event (/params/event: the Poisson-sampled step
+ * inside the steps' composition), the same job is admitted on an
+ * add/remove dataset (a dry run), and nothing is reserved or queued.
+ */
+Test(api, a_dpsgd_job_is_refused_on_a_replace_dataset)
+{
+	static const char job[] = "{\"trainer\":\"dpsgd\",%s\"params\":{\"model\":\"logreg\","
+				  "\"label\":\"species\",\"classes\":3,\"epochs\":1,\"lot_size\":10,"
+				  "\"noise_multiplier\":1.0}}";
+	char body[512];
+	dpg_resp r;
+
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key,
+			  "{\"id\":\"sgd_swap\",\"budget\":{\"epsilon\":50,\"delta\":1e-5},"
+			  "\"neighbor\":\"replace\"}", 201);
+	dpg_make_dataset(&srv, "sgd_addrem", 50.0, 1e-5, "rdp");
+	dpg_upload_iris(&srv, "sgd_swap", "a,b,c,d,species");
+	dpg_upload_iris(&srv, "sgd_addrem", "a,b,c,d,species");
+	snprintf(body, sizeof(body), job, "");
+	r = dpg_call(&srv, "POST", "/v1/datasets/sgd_swap/jobs", srv.admin_key, body);
+	cr_assert_eq(r.status, 422, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/event", "%s",
+			 r.body);
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
+	snprintf(body, sizeof(body), job, "\"dry_run\":true,");
+	dpg_expect_status(&srv, "POST", "/v1/datasets/sgd_addrem/jobs", srv.admin_key, body, 200);
 }
 
 /* Bad filter orders are refused with the field at fault, creating nothing. */

@@ -497,6 +497,75 @@ Test(instance, bad_numbers_and_stray_arguments_exit_2)
 	}
 }
 
+/*
+ * `--neighbor` fills the body's relation when it names none, and a body's
+ * own "neighbor" wins.  Randomized response (p = 0.25, k = 4) is defined
+ * under replace only, at epsilon ln(1 + k (1 - p) / p) = ln 13 (Kairouz,
+ * Oh, Viswanath 2016); sampling without replacement is accounted under
+ * replace only (Wang, Balle, Kasiviswanathan 2019).  Exit 1 is the route's
+ * 422: the event cannot be priced under that relation.
+ */
+Test(instance, the_neighbor_option_sets_the_relation_a_body_leaves_out)
+{
+	static const struct {
+		const char *own, *option; /* the body's own "neighbor" member, or "";
+					   * the --neighbor value, or NULL */
+		int exit;
+		const char *neighbor;      /* the answer's relation when it exits 0 */
+	} cases[] = {
+		{"", "replace", 0, "replace"},
+		{"", "add_remove", 1, NULL},
+		{"", NULL, 1, NULL},
+		{",\"neighbor\":\"replace\"", "add_remove", 0, "replace"},
+		{",\"neighbor\":\"add_remove\"", "replace", 1, NULL},
+	};
+	/* Each event with an accountant that prices it and the delta it takes. */
+	static const char *const events[][3] = {
+		{"{\"type\":\"randomized_response\",\"noise_parameter\":0.25,\"num_buckets\":4}",
+		 "basic", "0"},
+		{"{\"type\":\"sampled_without_replacement\",\"source_dataset_size\":100,"
+		 "\"sample_size\":10,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}}",
+		 "rdp", "1e-5"},
+	};
+	char out[8192], body[512], path[400];
+
+	snprintf(path, sizeof(path), "%s/neighbor-body.json", srv.dir);
+	for (size_t e = 0; e < 2; e++) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			const char *argv[10] = {dpg_bin(), "epsilon", "--accountant", events[e][1],
+						"--delta", events[e][2]};
+			size_t k = 6;
+			FILE *f = fopen(path, "w");
+			json_t *answer;
+			int rc;
+
+			cr_assert_not_null(f);
+			snprintf(body, sizeof(body), "{\"event\":%s%s}", events[e][0], cases[i].own);
+			fputs(body, f);
+			fclose(f);
+			if (cases[i].option) {
+				argv[k++] = "--neighbor";
+				argv[k++] = cases[i].option;
+			}
+			argv[k++] = path;
+			argv[k] = NULL;
+			rc = run_limited(out, sizeof(out), argv, START_LIMIT_S);
+			cr_assert_eq(rc, cases[i].exit, "event %zu case %zu: exit %d: %s", e, i, rc, out);
+			if (rc != 0)
+				continue;
+			answer = json_loads(out, 0, NULL);
+			cr_assert_not_null(answer, "%s", out);
+			cr_assert_str_eq(json_string_value(json_object_get(answer, "neighbor")),
+					 cases[i].neighbor, "%s", out);
+			/* Randomized response costs ln 13. */
+			if (e == 0)
+				cr_assert(fabs(json_number_value(json_object_get(answer, "epsilon")) -
+					       log(13.0)) <= 1e-12 * log(13.0), "%s", out);
+			json_decref(answer);
+		}
+	}
+}
+
 Test(instance, check_names_the_dataset_limit)
 {
 	char path[400], out[8192];
