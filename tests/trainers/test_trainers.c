@@ -1028,6 +1028,56 @@ Test(pca, exact_pca_finds_the_data_subspace)
 }
 
 /*
+ * DP-PCA's statistic, the upper triangle of sum_i a_i a_i^T, moves by at
+ * most 1 in L2 when a row is added (docs/training.md, "DP-PCA's
+ * sensitivity": ||upper(a a^T)||^2 = (||a||^4 + sum_j a_j^4) / 2 <= 1),
+ * on random tables of rows of every magnitude (subnormal to 1e300), the
+ * extra row at a random place; the rows' summation may differ between
+ * the two tables by rounding only (1e-12 here).  An extra row on a
+ * coordinate axis reaches the bound, so a looser normalisation fails.
+ */
+Test(pca, gram_of_neighbouring_tables_moves_by_at_most_one)
+{
+	enum { TRIALS = 400, MAX_N = 40, MAX_D = 7 };
+	static const double scales[4] = {1e-310, 1e-3, 1.0, 1e300};
+	double x[(MAX_N + 1) * MAX_D], with[MAX_D * MAX_D], without[MAX_D * MAX_D];
+	double *chunk = malloc(TRN__PCA_CHUNK_ROWS * MAX_D * sizeof(double)), worst = 0.0;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 72);
+
+	cr_assert(chunk);
+	for (int trial = 0; trial < TRIALS; trial++) {
+		size_t n = (size_t)trn_test_below(rng, MAX_N + 1), d = 2 + trn_test_below(rng, MAX_D - 1);
+		size_t at = (size_t)trn_test_below(rng, n + 1);
+		double moved = 0.0, extra[MAX_D];
+
+		for (size_t i = 0; i < n * d; i++)
+			x[i] = scales[trn_test_below(rng, 4)] * trn_test_normal(rng);
+		for (size_t j = 0; j < d; j++)
+			extra[j] = trial % 3 ? trn_test_normal(rng) : (j == (size_t)trial % d);
+		for (size_t j = 0; j < d; j++)
+			extra[j] *= scales[trn_test_below(rng, 4)];
+		memset(without, 0, sizeof(without));
+		memset(with, 0, sizeof(with));
+		trn__pca_gram_upper(x, n, d, chunk, without);
+		/* The neighbour: the extra row inserted before row `at`. */
+		memmove(x + (at + 1) * d, x + at * d, (n - at) * d * sizeof(double));
+		memcpy(x + at * d, extra, d * sizeof(double));
+		trn__pca_gram_upper(x, n + 1, d, chunk, with);
+		for (size_t i = 0; i < d; i++)
+			for (size_t j = i; j < d; j++)
+				moved += (with[i * d + j] - without[i * d + j]) *
+					 (with[i * d + j] - without[i * d + j]);
+		moved = sqrt(moved);
+		cr_assert_leq(moved, 1.0 + 1e-12, "trial %d (n %zu, d %zu): moved %.17g", trial, n, d,
+			      moved);
+		worst = fmax(worst, moved);
+	}
+	cr_assert_gt(worst, 1.0 - 1e-12, "no neighbour came near the bound: %.17g", worst);
+	free(chunk);
+	mech_rng_free(rng);
+}
+
+/*
  * GSL calls cblas_* through the global symbol scope; the first library in
  * that scope that defines cblas_dgemm must be OpenBLAS, not libgslcblas.
  */
