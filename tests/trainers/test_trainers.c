@@ -331,6 +331,54 @@ Test(clipping, one_huge_example_moves_sum_by_at_most_C_per_layer)
 }
 
 /*
+ * DP-SGD's sensitivity on random neighbours (docs/training.md,
+ * "Sensitivity" and "The lot's sum"): a lot and the lot without one of
+ * its rows, chosen at random, have clipped sums at most C apart in L2,
+ * global and per-layer, on random models, rows of scale 0.01 to 1e6 and
+ * C from 0.01 to 1; the rounding of the two sums (16 rows) stays far
+ * below 1e-12 C.  Large rows are clipped to C, so the bound is reached.
+ */
+static void random_neighbours_within_c(trn_clipping mode)
+{
+	enum { B = OUTLIER_B + 1, TRIALS = 60 };
+	static const double scales[4] = {0.01, 1.0, 100.0, 1e6}, cs[3] = {0.01, 0.1, 1.0};
+	double worst = 0.0;
+
+	for (int trial = 0; trial < TRIALS; trial++) {
+		outlier_case oc;
+		double C = cs[trial % 3], diff = 0.0;
+		size_t drop = (size_t)trial % B;
+
+		outlier_case_make(&oc, mode, C, (uint8_t)(120 + trial % 7), (uint8_t)(130 + trial));
+		for (size_t i = 0; i < B * 6; i++)
+			oc.x[i] *= scales[(i / 6 + (size_t)trial) % 4];
+		outlier_case_sum(&oc, B, oc.with, NULL);
+		/* The neighbour: row `drop` removed, the others in their order. */
+		memmove(oc.x + drop * 6, oc.x + (drop + 1) * 6, (B - 1 - drop) * 6 * sizeof(double));
+		memmove(oc.y + drop, oc.y + drop + 1, (B - 1 - drop) * sizeof(uint32_t));
+		outlier_case_sum(&oc, B - 1, oc.without, NULL);
+		for (size_t p = 0; p < oc.m->n_params; p++)
+			diff += (oc.with[p] - oc.without[p]) * (oc.with[p] - oc.without[p]);
+		diff = sqrt(diff);
+		cr_assert_leq(diff, C * (1 + 1e-12), "trial %d: removing row %zu moved the sum by %g > C = %g",
+			      trial, drop, diff, C);
+		worst = fmax(worst, diff / C);
+		outlier_case_free(&oc);
+	}
+	cr_assert_gt(worst, 0.99, "no neighbour came near C: %g C", worst);
+}
+
+Test(clipping, random_neighbouring_lots_differ_by_at_most_C_global)
+{
+	random_neighbours_within_c(TRN_CLIP_GLOBAL);
+}
+
+Test(clipping, random_neighbouring_lots_differ_by_at_most_C_per_layer)
+{
+	random_neighbours_within_c(TRN_CLIP_PER_LAYER);
+}
+
+/*
  * An example whose gradient overflows (features near DBL_MAX: the norm is inf
  * or NaN, and NaN escaped the clipping comparison unclipped) contributes
  * nothing: the clipped sum with it is the sum without it, and finite.
