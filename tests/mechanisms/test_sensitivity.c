@@ -1,9 +1,11 @@
 /*
- * test_grid_sensitivity.c: the sensitivities a real-valued Laplace or
- * Gaussian release names on its grid (mech_noise.c's header comment,
- * docs/mechanisms.md "Sensitivities on the noise grid") hold on random
- * neighbouring inputs.
+ * test_sensitivity.c: the sensitivities the mechanisms on values sent rely
+ * on, each checked on random neighbouring inputs through the code's own
+ * computation.
  *
+ * The grid (mech_noise.c's header comment, docs/mechanisms.md
+ * "Sensitivities on the noise grid"): the sensitivity a real-valued
+ * Laplace or Gaussian release names on its grid holds.
  * Two inputs a and b whose distance is the caller's sensitivity D (L1 for
  * Laplace, L2 for the Gaussian) are released with one seeded stream each
  * (the same seed), so the outputs differ by exactly the move of the grid
@@ -16,6 +18,15 @@
  * below a grid point and move it just across one more, where the move
  * reaches ceil(D / g) + d - 1 (L1) and nearly D / g + sqrt(d) (L2): a
  * bound without its rounding term fails there.
+ *
+ * Selection (docs/mechanisms.md, "Selection scores"): the distribution the
+ * exponential mechanism's exponents define moves by at most its event's
+ * epsilon in log-probability between scores that each move by at most D
+ * (in one direction, for monotone scores).
+ *
+ * The label EM (mech_labelem.c): two label columns that differ in one
+ * label, released with one seeded stream each, give releases that differ
+ * in that label only: the mechanism is randomized response label by label.
  */
 #include <math.h>
 #include <stdint.h>
@@ -24,6 +35,7 @@
 #include <criterion/criterion.h>
 
 #include "mech.h"
+#include "mech_internal.h"
 #include "test_util.h"
 
 enum { MAX_D = 8, TRIALS = 400, SUBUNITS = 256 };
@@ -176,4 +188,110 @@ Test(grid_sensitivity, laplace_moves_within_the_stated_l1_on_random_neighbours)
 Test(grid_sensitivity, gaussian_moves_within_the_stated_l2_on_random_neighbours)
 {
 	check_releases(1);
+}
+
+/* log Pr[i] of the distribution e^(-g_i) / sum_j e^(-g_j) that the code's
+ * exponents for `scores` define, in long double. */
+static void selection_log_probs(const double *u, size_t n, double c, long double *ret)
+{
+	double top = u[0];
+	long double norm = 0.0L;
+
+	for (size_t i = 1; i < n; i++)
+		top = fmax(top, u[i]);
+	for (size_t i = 0; i < n; i++) {
+		ret[i] = -(long double)mech__selection_exponent(c, top, u[i]);
+		norm += expl(ret[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		ret[i] -= logl(norm);
+}
+
+/*
+ * Random scores (spreads up to 10^4 D, so the clamp at 1024 acts) and
+ * neighbours that move each score by at most D (half of them by exactly
+ * +D for one candidate and -D for the others, the worst case; monotone
+ * neighbours all one way): the log-probabilities move by at most the
+ * event's epsilon, and come within 10% of it.
+ */
+Test(selection, exponents_move_within_epsilon_on_random_neighbours)
+{
+	enum { MAX_N = 12 };
+	uint64_t s = 0xa4093822299f31d0u;
+
+	for (int monotone = 0; monotone < 2; monotone++) {
+		double worst = 0.0;
+
+		for (int trial = 0; trial < TRIALS; trial++) {
+			size_t n = 2 + (size_t)(lcg_unit(&s) * (MAX_N - 1)), star;
+			double u[MAX_N], v[MAX_N], D = 0.01 + 10 * lcg_unit(&s);
+			double eps = 0.01 + 4 * lcg_unit(&s), c = mech__selection_c(eps, D, monotone);
+			double spread = D * pow(10.0, 4 * lcg_unit(&s)), moved = 0.0;
+			long double lp[MAX_N], lq[MAX_N];
+
+			star = (size_t)(lcg_unit(&s) * (double)n);
+			for (size_t i = 0; i < n; i++) {
+				double step = D * lcg_unit(&s);
+
+				u[i] = spread * (2 * lcg_unit(&s) - 1);
+				if (monotone)
+					v[i] = u[i] + (trial % 2 ? D : step);
+				else if (trial % 2)
+					v[i] = u[i] + (i == star ? D : -D);
+				else
+					v[i] = u[i] + (lcg_unit(&s) < 0.5 ? step : -step);
+				/* The neighbour moves by at most D as doubles too. */
+				if (fabs(v[i] - u[i]) > D)
+					v[i] = u[i];
+			}
+			selection_log_probs(u, n, c, lp);
+			selection_log_probs(v, n, c, lq);
+			for (size_t i = 0; i < n; i++)
+				moved = fmax(moved, (double)fabsl(lp[i] - lq[i]));
+			cr_assert_leq(moved, mech_exponential_epsilon_used(eps),
+				      "trial %d (%s): log-probabilities moved %.17g, epsilon %.17g", trial,
+				      monotone ? "monotone" : "any", moved, eps);
+			worst = fmax(worst, moved / eps);
+		}
+		cr_assert_gt(worst, 0.9, "%s: no neighbour came near epsilon (%g)",
+			     monotone ? "monotone" : "any", worst);
+	}
+}
+
+/*
+ * Random label columns and the same with one label flipped, released with
+ * one seeded stream each: the releases differ exactly at that label, so
+ * each label is released by its own randomized response, whose loss is
+ * the event's log(p / (1 - p)); the events agree.
+ */
+Test(labelem, releases_of_neighbouring_columns_differ_in_one_label)
+{
+	enum { MAX_N = 200 };
+	uint64_t s = 0x082efa98ec4e6c89u;
+
+	for (int trial = 0; trial < 100; trial++) {
+		size_t n = 1 + (size_t)(lcg_unit(&s) * MAX_N), j = (size_t)(lcg_unit(&s) * (double)n);
+		uint8_t x[MAX_N], y[MAX_N], rx[MAX_N], ry[MAX_N];
+		double eps = 0.05 + 4 * lcg_unit(&s);
+		mech_rng *ka = test_rng((uint8_t)(100 + trial)), *kb = test_rng((uint8_t)(100 + trial));
+		acct_event *ea = NULL, *eb = NULL;
+		size_t differ = 0;
+
+		cr_assert(ka && kb);
+		for (size_t i = 0; i < n; i++)
+			x[i] = y[i] = lcg_unit(&s) < 0.5;
+		y[j] = (uint8_t)(1u - y[j]);
+		cr_assert_eq(mech_label_em(ka, x, n, eps, 1.0, rx, &ea, NULL), 0);
+		cr_assert_eq(mech_label_em(kb, y, n, eps, 1.0, ry, &eb, NULL), 0);
+		for (size_t i = 0; i < n; i++)
+			differ += rx[i] != ry[i];
+		cr_assert_eq(differ, 1, "trial %d: the releases differ in %zu labels", trial, differ);
+		cr_assert_neq(rx[j], ry[j], "trial %d: not at the flipped label", trial);
+		cr_assert_eq(ea->u.randomized_response.noise_parameter,
+			     eb->u.randomized_response.noise_parameter);
+		acct_event_free(ea);
+		acct_event_free(eb);
+		mech_rng_free(ka);
+		mech_rng_free(kb);
+	}
 }
