@@ -541,6 +541,17 @@ int mech_pate_run_query(mech_rng *rng, const mech_pate_cfg *c, const double *v, 
 			mech_pate_outcome *out, double *dd, acct_error *err);
 
 /*
+ * The integer statistic a threshold check compares with zero, on the vote
+ * histogram v (p, the student's public probabilities, for interactive
+ * only): max_j v_j - ceil(T) for confident_gnmax, max_j (v_j +
+ * floor(-M p_j - T)) for interactive_gnmax (M = num_teachers).  A teacher
+ * changing, giving or withdrawing its vote moves it by at most 1, the
+ * sensitivity `pate_threshold` is priced for (docs/pate.md, "The
+ * statistics' sensitivities").  Meaningful for those two aggregators only.
+ */
+int64_t mech_pate_threshold_statistic(const mech_pate_cfg *c, const double *v, const double *p);
+
+/*
  * The smooth-sensitivity release of the data-dependent RDP at one order
  * (2018, Appendix B.5).  Histograms of the answered queries are added one at
  * a time; then f (the sum of acct_pate_gnmax_rdp_ss over them, plus each

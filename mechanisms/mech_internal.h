@@ -28,6 +28,16 @@ int mech__normal_tail(mech_rng *rng, double *ret);
 int mech__bernoulli_exp128(mech_rng *rng, unsigned __int128 num, unsigned __int128 den,
 			   bool *ret);
 
+/* The exponents' factor of a selection: c = epsilon / (2 D), or epsilon / D
+ * for monotone scores (mech_select.c's header comment). */
+double mech__selection_c(double epsilon, double sensitivity, bool monotone);
+
+/* A candidate's exponent min(c (top - score), 1024), top the largest
+ * score: c times the gap to the clamped utility max(score, top - 1024 / c),
+ * which moves by at most c D when every score moves by at most D
+ * (docs/mechanisms.md, "Selection scores").  NaN gives 1024. */
+double mech__selection_exponent(double c, double top, double score);
+
 /* The grid of a real Laplace release of scale `scale`: values are scaled by
  * 2^shift, noise is discrete Laplace of scale num/den >= scale 2^shift. */
 int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den);

@@ -11,7 +11,8 @@
  * it is post-processing; the set of possible outputs does not depend on x
  * beyond k, which closes the gaps that the textbook sampler leaves.
  *
- * Sensitivity on the grid.  For reals a, b, |floor(a) - floor(b)| <=
+ * Sensitivity on the grid (docs/mechanisms.md, "Sensitivities on the noise
+ * grid").  For reals a, b, |floor(a) - floor(b)| <=
  * ceil(|a - b|).  Hence a scalar query of sensitivity D has integer
  * sensitivity ceil(D / g); a d-vector of L1 sensitivity D has integer L1
  * sensitivity at most ceil(D / g) + d - 1 (the sum is an integer below

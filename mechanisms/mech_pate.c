@@ -110,18 +110,11 @@ static int noisy_argmax(mech_rng *rng, const double *v, size_t m, const mech_pat
 	return 0;
 }
 
-/* The threshold check of Algorithms 1 and 2 on the integer statistic of
- * sensitivity 1 (see the top): whether it passed into *ret_pass, its
- * data-dependent RDP (2018, Section 4.2) added to dd. */
-static int threshold_check(mech_rng *rng, const mech_pate_cfg *c, const double *v,
-			   const double *p, bool *ret_pass, double *dd, acct_error *err)
+int64_t mech_pate_threshold_statistic(const mech_pate_cfg *c, const double *v, const double *p)
 {
-	size_t m = (size_t)c->num_classes;
-	int64_t stat = INT64_MIN, z;
-	double pair[2], r[DPG_MAX_PATE_ORDERS], logpr;
-	int rc;
+	int64_t stat = INT64_MIN;
 
-	for (size_t j = 0; j < m; j++) {
+	for (size_t j = 0; j < (size_t)c->num_classes; j++) {
 		int64_t sj = c->agg == MECH_PATE_CONFIDENT ?
 				     (int64_t)v[j] - (int64_t)ceil(c->threshold) :
 				     (int64_t)v[j] + (int64_t)floor(-(double)c->num_teachers * p[j] -
@@ -129,6 +122,20 @@ static int threshold_check(mech_rng *rng, const mech_pate_cfg *c, const double *
 		if (sj > stat)
 			stat = sj;
 	}
+	return stat;
+}
+
+/* The threshold check of Algorithms 1 and 2 on the integer statistic of
+ * sensitivity 1 (see the top): whether it passed into *ret_pass, its
+ * data-dependent RDP (2018, Section 4.2) added to dd. */
+static int threshold_check(mech_rng *rng, const mech_pate_cfg *c, const double *v,
+			   const double *p, bool *ret_pass, double *dd, acct_error *err)
+{
+	int64_t stat, z;
+	double pair[2], r[DPG_MAX_PATE_ORDERS], logpr;
+	int rc;
+
+	stat = mech_pate_threshold_statistic(c, v, p);
 	if ((rc = mech_sample_discrete_gaussian(rng, c->sigma1_used, &z)) < 0)
 		return acct_error_set(err, rc, "", "the random number generator failed");
 	*ret_pass = stat + z >= 0;

@@ -91,9 +91,16 @@ double mech_exponential_epsilon_used(double epsilon)
 	return nextafter(e, INFINITY);
 }
 
-static double selection_c(double epsilon, double sensitivity, bool monotone)
+double mech__selection_c(double epsilon, double sensitivity, bool monotone)
 {
 	return monotone ? epsilon / sensitivity : epsilon / (2.0 * sensitivity);
+}
+
+double mech__selection_exponent(double c, double top, double score)
+{
+	double g = c * (top - score);
+
+	return g <= EXP_CLAMP ? g : EXP_CLAMP;
 }
 
 /* How a race turns a candidate's exponent g and its Exp(1) variate E into
@@ -118,12 +125,9 @@ static int race(mech_rng *rng, const double *scores, size_t n, double c, enum ra
 		if (scores[i] > top)
 			top = scores[i];
 	for (size_t i = 0; i < n; i++) {
-		double g = c * (top - scores[i]), e, key;
-		int rc;
+		double g = mech__selection_exponent(c, top, scores[i]), e, key;
+		int rc = mech__exp1(rng, &e);
 
-		if (!(g <= EXP_CLAMP))
-			g = EXP_CLAMP;
-		rc = mech__exp1(rng, &e);
 		if (rc < 0)
 			return rc;
 		key = kind == RACE_EXPONENTIAL ? g + log(e) : g - e;
@@ -159,7 +163,7 @@ static int select_by_race(mech_rng *rng, const double *scores, size_t n, double 
 		ev->u.exponential_mechanism.epsilon = mech_exponential_epsilon_used(epsilon);
 	else
 		ev->u.permute_and_flip.epsilon = mech_exponential_epsilon_used(epsilon);
-	rc = race(rng, scores, n, selection_c(epsilon, sensitivity, monotone), kind, ret_index);
+	rc = race(rng, scores, n, mech__selection_c(epsilon, sensitivity, monotone), kind, ret_index);
 	if (rc < 0) {
 		acct_event_free(ev);
 		return acct_error_set(err, rc, "", "random number generator failed");

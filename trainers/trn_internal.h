@@ -277,6 +277,20 @@ int trn__poisson_sample(mech_rng *rng, size_t n, double q, uint64_t *buf, size_t
 int trn__dp_pca(const double *x, size_t n, size_t d, size_t k, double sigma, mech_rng *rng,
 		double *ret_v, acct_error *err);
 
+/* The rows DP-PCA stacks per rank-B update: the scratch trn__pca_gram_upper
+ * takes is TRN__PCA_CHUNK_ROWS x d doubles. */
+#define TRN__PCA_CHUNK_ROWS 1024u
+
+/*
+ * Adds the upper triangle (entries i <= j) of sum_i a_i a_i^T to cov (d x
+ * d, row-major; the lower triangle is left as it was), a_i = x_i / ||x_i||
+ * over the n rows of x, a row whose normalised norm is not within 1 taken
+ * as zero: the statistic DP-PCA noises, whose L2 sensitivity under
+ * add/remove is 1 (docs/training.md, "DP-PCA's sensitivity").  chunk is
+ * scratch of TRN__PCA_CHUNK_ROWS x d doubles.
+ */
+void trn__pca_gram_upper(const double *x, size_t n, size_t d, double *chunk, double *cov);
+
 /* Initialises weights (He for relu, Glorot for tanh, zero for logreg) and
  * zero biases from rng's stream. */
 int trn__model_init(trn_model *m, mech_rng *rng, acct_error *err);

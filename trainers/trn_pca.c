@@ -4,11 +4,14 @@
  * L2 norm (rows A), add symmetric Gaussian noise to A^T A, and project on
  * the top principal directions of the noisy matrix.
  *
- * Privacy: adding or removing one row changes A^T A by a a^T with
+ * Privacy (docs/training.md, "DP-PCA's sensitivity"): adding or
+ * removing one row changes A^T A by a a^T with
  * ||a a^T||_F = ||a||^2 <= 1, so releasing its upper triangle (which
  * determines the matrix) plus iid N(0, sigma^2) noise is the Gaussian
  * mechanism with noise multiplier sigma; the eigenvectors are
- * post-processing.  trn_dpsgd_event prices it as gaussian(sigma).
+ * post-processing.  trn_dpsgd_event prices it as gaussian(sigma).  Under
+ * replace the change a a^T - b b^T reaches sqrt 2; a DP-SGD job never
+ * runs there (its Poisson-sampled steps are refused under replace).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,15 +26,11 @@
 
 #include "trn_internal.h"
 
-#define PCA_CHUNK_ROWS 1024u
-
-/* Adds the upper triangle of A^T A to cov (d x d, row-major), the rows of
- * x normalised to unit norm, one rank-B update per chunk of
- * PCA_CHUNK_ROWS rows. */
-static void pca_gram_upper(const double *x, size_t n, size_t d, double *chunk, double *cov)
+/* One rank-B update per chunk of TRN__PCA_CHUNK_ROWS rows. */
+void trn__pca_gram_upper(const double *x, size_t n, size_t d, double *chunk, double *cov)
 {
-	for (size_t s = 0; s < n; s += PCA_CHUNK_ROWS) {
-		size_t B = n - s < PCA_CHUNK_ROWS ? n - s : PCA_CHUNK_ROWS;
+	for (size_t s = 0; s < n; s += TRN__PCA_CHUNK_ROWS) {
+		size_t B = n - s < TRN__PCA_CHUNK_ROWS ? n - s : TRN__PCA_CHUNK_ROWS;
 
 		memcpy(chunk, x + s * d, B * d * sizeof(double));
 		for (size_t i = 0; i < B; i++) {
@@ -87,7 +86,7 @@ int trn__dp_pca(const double *x, size_t n, size_t d, size_t k, double sigma, mec
 		return acct_error_set(err, ACCT_EINVAL, "/params/pca_components",
 				      "pca_components must be between 1 and the %zu features", d);
 	cov = calloc(d * d, sizeof(double));
-	chunk = malloc(PCA_CHUNK_ROWS * d * sizeof(double));
+	chunk = malloc(TRN__PCA_CHUNK_ROWS * d * sizeof(double));
 	noise = malloc((d * (d + 1) / 2) * sizeof(double));
 	evec = gsl_matrix_alloc(d, d);
 	eval = gsl_vector_alloc(d);
@@ -96,7 +95,7 @@ int trn__dp_pca(const double *x, size_t n, size_t d, size_t k, double sigma, mec
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory for DP-PCA");
 		goto out;
 	}
-	pca_gram_upper(x, n, d, chunk, cov);
+	trn__pca_gram_upper(x, n, d, chunk, cov);
 	rc = pca_add_noise(cov, d, sigma, rng, noise, err);
 	if (rc < 0)
 		goto out;

@@ -207,6 +207,59 @@ Test(pate_units, release_draw_is_centred_on_the_clamped_value)
 /* ---- the trainer's partition and event ------------------------------------- */
 
 /*
+ * The threshold checks' statistic moves by at most 1 between neighbouring
+ * vote histograms (docs/pate.md, "The statistics' sensitivities"): random
+ * teachers each vote for a class or abstain, then one of them changes,
+ * gives or withdraws its vote; confident and interactive GNMax, random
+ * thresholds and student probabilities, through the code's own statistic.
+ * The bound is reached in a good share of the trials.
+ */
+Test(pate_units, threshold_statistic_moves_by_at_most_one_on_neighbours)
+{
+	enum { TRIALS = 2000, MAX_CLASSES = 10 };
+	mech_rng *rng = trn_test_seeded(PREFIX, 90);
+	int reached = 0;
+
+	for (int trial = 0; trial < TRIALS; trial++) {
+		int64_t teachers = 2 + (int64_t)trn_test_below(rng, 249);
+		int64_t classes = 2 + (int64_t)trn_test_below(rng, MAX_CLASSES - 1);
+		mech_pate_agg agg = trial % 2 ? MECH_PATE_INTERACTIVE : MECH_PATE_CONFIDENT;
+		mech_pate_cfg c = cfg_of(agg, teachers, classes, 50, 40,
+					 (double)teachers * trn_test_uniform(rng), 10);
+		double v[MAX_CLASSES] = {0}, w[MAX_CLASSES], p[MAX_CLASSES], psum = 0;
+		int64_t from = -1, to, moved;
+
+		for (int64_t t = 0; t < teachers; t++) {
+			/* Class `classes` stands for an abstention. */
+			int64_t vote = (int64_t)trn_test_below(rng, (uint64_t)classes + 1);
+
+			if (vote < classes)
+				v[vote]++;
+			if (t == 0)
+				from = vote;
+		}
+		do
+			to = (int64_t)trn_test_below(rng, (uint64_t)classes + 1);
+		while (to == from);
+		memcpy(w, v, sizeof(v));
+		if (from < classes)
+			w[from]--;
+		if (to < classes)
+			w[to]++;
+		for (int64_t j = 0; j < classes; j++)
+			psum += p[j] = trn_test_uniform(rng);
+		for (int64_t j = 0; j < classes; j++)
+			p[j] /= psum;
+		moved = mech_pate_threshold_statistic(&c, w, p) - mech_pate_threshold_statistic(&c, v, p);
+		cr_assert_leq(llabs(moved), 1, "trial %d (%s): the statistic moved by %lld", trial,
+			      mech_pate_agg_name(agg), (long long)moved);
+		reached += llabs(moved) == 1;
+	}
+	cr_assert_gt(reached, TRIALS / 10, "the statistic moved by 1 in %d trials only", reached);
+	mech_rng_free(rng);
+}
+
+/*
  * Every row goes to exactly one teacher in range, every teacher gets about
  * n / T rows, and adding a row (the same stream, one draw more) leaves
  * every other row where it was: a neighbouring table changes one

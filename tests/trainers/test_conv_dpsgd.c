@@ -106,6 +106,84 @@ Test(conv_dpsgd, noise_on_empty_lot_has_sd_sigma_c_over_l)
 	mech_rng_free(rng);
 }
 
+/*
+ * One private step on neighbouring lots (docs/training.md, "Sensitivity"):
+ * the lot and the lot with one more row, at a random place, on two copies
+ * of one net, each with the same seeded stream (so the same noise), move
+ * the weights apart by exactly (lr / L) times the difference of the
+ * clipped sums: at most C in L2 (times 1 + 1e-9 for the two sums'
+ * rounding), in float64 and float32, with rows of no class among them.
+ * Rows of scale 5 are clipped, so the bound is nearly reached.
+ */
+static void neighbouring_lots_step(trn_precision precision, uint8_t tag)
+{
+	enum { N = 40, TRIALS = 30 };
+	const double C = 0.7, lr = 1.0;
+	mech_rng *rng = trn_test_seeded(seed_prefix, tag);
+	trn_dataset ds = {.n = N, .d = 64, .num_classes = 2};
+	trn_dpsgd_params p = conv_params(4, 1.0, C);
+	double worst = 0.0;
+	acct_error err;
+
+	acct_error_init(&err);
+	p.precision = precision;
+	ds.x = malloc(N * 64 * sizeof(double));
+	ds.y = malloc(N * sizeof(uint32_t));
+	cr_assert(ds.x && ds.y);
+	for (int trial = 0; trial < TRIALS; trial++) {
+		mech_rng *init_a = trn_test_seeded(seed_prefix, (uint8_t)(tag + 1));
+		mech_rng *init_b = trn_test_seeded(seed_prefix, (uint8_t)(tag + 1));
+		trn_convnet *a = tiny_net(trial % 2 ? TRN_CONV_TANH : TRN_CONV_TEMPERED_SIGMOID, init_a);
+		trn_convnet *b = tiny_net(trial % 2 ? TRN_CONV_TANH : TRN_CONV_TEMPERED_SIGMOID, init_b);
+		size_t np = trn_convnet_n_params(a), lot = 1 + trn_test_below(rng, 8), at, idx[10];
+		double moved = 0.0;
+		trn_conv_sgd *sa = NULL, *sb = NULL;
+
+		for (size_t i = 0; i < N * 64; i++)
+			ds.x[i] = (trial % 3 ? 5.0 : 0.2) * trn_test_normal(rng);
+		for (size_t i = 0; i < N; i++)
+			ds.y[i] = trn_test_below(rng, 5) ? (uint32_t)trn_test_below(rng, 2) : TRN_NO_CLASS;
+		for (size_t i = 0; i <= lot; i++)
+			idx[i] = trn_test_below(rng, N);
+		at = trn_test_below(rng, lot + 1);
+		cr_assert_eq(trn_conv_sgd_new(a, &p, true, &sa, &err), 0, "%s", err.text);
+		cr_assert_eq(trn_conv_sgd_new(b, &p, true, &sb, &err), 0, "%s", err.text);
+		/* b's lot is idx[0..lot]; a's is the same without idx[at]. */
+		cr_assert_eq(trn_conv_sgd_step(sb, &ds, idx, lot + 1, lr, init_b, &err), 0);
+		memmove(idx + at, idx + at + 1, (lot - at) * sizeof(size_t));
+		cr_assert_eq(trn_conv_sgd_step(sa, &ds, idx, lot, lr, init_a, &err), 0);
+		for (size_t j = 0; j < np; j++) {
+			double d = trn_convnet_params(a)[j] - trn_convnet_params(b)[j];
+
+			moved += d * d;
+		}
+		moved = sqrt(moved) * p.lot_size / lr;
+		cr_assert_leq(moved, C * (1 + 1e-9), "trial %d: the step moved by %.17g > C", trial,
+			      moved);
+		worst = fmax(worst, moved / C);
+		trn_conv_sgd_free(sa);
+		trn_conv_sgd_free(sb);
+		trn_convnet_free(a);
+		trn_convnet_free(b);
+		mech_rng_free(init_a);
+		mech_rng_free(init_b);
+	}
+	cr_assert_gt(worst, 0.99, "no neighbour came near C: %g C", worst);
+	free(ds.x);
+	free(ds.y);
+	mech_rng_free(rng);
+}
+
+Test(conv_dpsgd, a_private_step_on_neighbouring_lots_moves_by_at_most_c)
+{
+	neighbouring_lots_step(TRN_PRECISION_FLOAT64, 30);
+}
+
+Test(conv_dpsgd, a_float32_step_on_neighbouring_lots_moves_by_at_most_c)
+{
+	neighbouring_lots_step(TRN_PRECISION_FLOAT32, 40);
+}
+
 /* n images of 8 x 8: class 0 bright on the left half, class 1 on the
  * right, both with N(0, 0.3^2) pixel noise. */
 static trn_dataset halves(mech_rng *rng, size_t n)

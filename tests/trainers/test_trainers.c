@@ -331,6 +331,54 @@ Test(clipping, one_huge_example_moves_sum_by_at_most_C_per_layer)
 }
 
 /*
+ * DP-SGD's sensitivity on random neighbours (docs/training.md,
+ * "Sensitivity" and "The lot's sum"): a lot and the lot without one of
+ * its rows, chosen at random, have clipped sums at most C apart in L2,
+ * global and per-layer, on random models, rows of scale 0.01 to 1e6 and
+ * C from 0.01 to 1; the rounding of the two sums (16 rows) stays far
+ * below 1e-12 C.  Large rows are clipped to C, so the bound is reached.
+ */
+static void random_neighbours_within_c(trn_clipping mode)
+{
+	enum { B = OUTLIER_B + 1, TRIALS = 60 };
+	static const double scales[4] = {0.01, 1.0, 100.0, 1e6}, cs[3] = {0.01, 0.1, 1.0};
+	double worst = 0.0;
+
+	for (int trial = 0; trial < TRIALS; trial++) {
+		outlier_case oc;
+		double C = cs[trial % 3], diff = 0.0;
+		size_t drop = (size_t)trial % B;
+
+		outlier_case_make(&oc, mode, C, (uint8_t)(120 + trial % 7), (uint8_t)(130 + trial));
+		for (size_t i = 0; i < B * 6; i++)
+			oc.x[i] *= scales[(i / 6 + (size_t)trial) % 4];
+		outlier_case_sum(&oc, B, oc.with, NULL);
+		/* The neighbour: row `drop` removed, the others in their order. */
+		memmove(oc.x + drop * 6, oc.x + (drop + 1) * 6, (B - 1 - drop) * 6 * sizeof(double));
+		memmove(oc.y + drop, oc.y + drop + 1, (B - 1 - drop) * sizeof(uint32_t));
+		outlier_case_sum(&oc, B - 1, oc.without, NULL);
+		for (size_t p = 0; p < oc.m->n_params; p++)
+			diff += (oc.with[p] - oc.without[p]) * (oc.with[p] - oc.without[p]);
+		diff = sqrt(diff);
+		cr_assert_leq(diff, C * (1 + 1e-12), "trial %d: removing row %zu moved the sum by %g > C = %g",
+			      trial, drop, diff, C);
+		worst = fmax(worst, diff / C);
+		outlier_case_free(&oc);
+	}
+	cr_assert_gt(worst, 0.99, "no neighbour came near C: %g C", worst);
+}
+
+Test(clipping, random_neighbouring_lots_differ_by_at_most_C_global)
+{
+	random_neighbours_within_c(TRN_CLIP_GLOBAL);
+}
+
+Test(clipping, random_neighbouring_lots_differ_by_at_most_C_per_layer)
+{
+	random_neighbours_within_c(TRN_CLIP_PER_LAYER);
+}
+
+/*
  * An example whose gradient overflows (features near DBL_MAX: the norm is inf
  * or NaN, and NaN escaped the clipping comparison unclipped) contributes
  * nothing: the clipped sum with it is the sum without it, and finite.
@@ -1024,6 +1072,56 @@ Test(pca, exact_pca_finds_the_data_subspace)
 			s += v[j * 2 + c] * v[j * 2 + c];
 		cr_assert_float_eq(s, 1.0, 1e-9);
 	}
+	mech_rng_free(rng);
+}
+
+/*
+ * DP-PCA's statistic, the upper triangle of sum_i a_i a_i^T, moves by at
+ * most 1 in L2 when a row is added (docs/training.md, "DP-PCA's
+ * sensitivity": ||upper(a a^T)||^2 = (||a||^4 + sum_j a_j^4) / 2 <= 1),
+ * on random tables of rows of every magnitude (subnormal to 1e300), the
+ * extra row at a random place; the rows' summation may differ between
+ * the two tables by rounding only (1e-12 here).  An extra row on a
+ * coordinate axis reaches the bound, so a looser normalisation fails.
+ */
+Test(pca, gram_of_neighbouring_tables_moves_by_at_most_one)
+{
+	enum { TRIALS = 400, MAX_N = 40, MAX_D = 7 };
+	static const double scales[4] = {1e-310, 1e-3, 1.0, 1e300};
+	double x[(MAX_N + 1) * MAX_D], with[MAX_D * MAX_D], without[MAX_D * MAX_D];
+	double *chunk = malloc(TRN__PCA_CHUNK_ROWS * MAX_D * sizeof(double)), worst = 0.0;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 72);
+
+	cr_assert(chunk);
+	for (int trial = 0; trial < TRIALS; trial++) {
+		size_t n = (size_t)trn_test_below(rng, MAX_N + 1), d = 2 + trn_test_below(rng, MAX_D - 1);
+		size_t at = (size_t)trn_test_below(rng, n + 1);
+		double moved = 0.0, extra[MAX_D];
+
+		for (size_t i = 0; i < n * d; i++)
+			x[i] = scales[trn_test_below(rng, 4)] * trn_test_normal(rng);
+		for (size_t j = 0; j < d; j++)
+			extra[j] = trial % 3 ? trn_test_normal(rng) : (j == (size_t)trial % d);
+		for (size_t j = 0; j < d; j++)
+			extra[j] *= scales[trn_test_below(rng, 4)];
+		memset(without, 0, sizeof(without));
+		memset(with, 0, sizeof(with));
+		trn__pca_gram_upper(x, n, d, chunk, without);
+		/* The neighbour: the extra row inserted before row `at`. */
+		memmove(x + (at + 1) * d, x + at * d, (n - at) * d * sizeof(double));
+		memcpy(x + at * d, extra, d * sizeof(double));
+		trn__pca_gram_upper(x, n + 1, d, chunk, with);
+		for (size_t i = 0; i < d; i++)
+			for (size_t j = i; j < d; j++)
+				moved += (with[i * d + j] - without[i * d + j]) *
+					 (with[i * d + j] - without[i * d + j]);
+		moved = sqrt(moved);
+		cr_assert_leq(moved, 1.0 + 1e-12, "trial %d (n %zu, d %zu): moved %.17g", trial, n, d,
+			      moved);
+		worst = fmax(worst, moved);
+	}
+	cr_assert_gt(worst, 1.0 - 1e-12, "no neighbour came near the bound: %.17g", worst);
+	free(chunk);
 	mech_rng_free(rng);
 }
 
