@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "acct.h"
+#include "test_math.h"
 
 static double log_add(double a, double b)
 {
@@ -67,24 +68,10 @@ static double convert(double a, double r, double delta)
 	return fmax(r + log1p(-1.0 / a) - (log(delta) + log(a)) / (a - 1.0), 0.0);
 }
 
-/* dp_accounting's default orders, as DESIGN.md lists them. */
-static size_t default_orders(double *o)
-{
-	size_t n = 0;
-
-	for (int t = 11; t <= 109; t++)
-		o[n++] = t / 10.0;
-	for (int a = 11; a <= 63; a++)
-		o[n++] = a;
-	for (int a = 128; a <= 1024; a *= 2)
-		o[n++] = a;
-	return n;
-}
-
 static double expected_epsilon(double q, double s, double count, double delta, double *ret_order)
 {
-	double o[160], best = INFINITY;
-	size_t n = default_orders(o);
+	double o[TEST_RDP_DEFAULT_ORDERS], best = INFINITY;
+	size_t n = test_rdp_default_orders(o);
 
 	for (size_t i = 0; i < n; i++) {
 		double a = o[i], r, e;

@@ -26,3 +26,21 @@ double test_rr_renyi(double p, double k, double a)
 
 	return (l0 + log(1.0 + exp(l1 - l0) + exp(l2 - l0))) / (a - 1.0);
 }
+
+double test_rdp_to_epsilon(double a, double r, double delta)
+{
+	return r + log((a - 1.0) / a) - (log(delta) + log(a)) / (a - 1.0);
+}
+
+size_t test_rdp_default_orders(double *o)
+{
+	size_t n = 0;
+
+	for (int t = 11; t <= 109; t++)
+		o[n++] = t / 10.0;
+	for (int a = 11; a <= 63; a++)
+		o[n++] = a;
+	for (int a = 128; a <= 1024; a *= 2)
+		o[n++] = a;
+	return n;
+}

@@ -1233,14 +1233,6 @@ static double laplace_rdp_mironov(double eps, double a)
 	       (a - 1.0);
 }
 
-/* RDP r at order a as (epsilon, delta)-DP: Canonne, Kamath, Steinke 2020,
- * Prop. 12 (Balle et al. 2020, Thm. 21),
- * epsilon = r + log((a - 1)/a) - (log delta + log a)/(a - 1). */
-static double rdp_epsilon_at(double a, double r, double delta)
-{
-	return r + log((a - 1.0) / a) - (log(delta) + log(a)) / (a - 1.0);
-}
-
 /* The filter orders DESIGN.md and docs/concepts.md document as the default. */
 static const double default_filter_orders[] = {
 	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
@@ -1291,7 +1283,7 @@ Test(api, a_one_order_filter_charges_the_events_own_conversion)
 	r = dpg_call(&srv, "POST", "/v1/datasets/one/charges", srv.admin_key,
 		     "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":2}}");
 	cr_assert_eq(r.status, 201, "%s", r.body);
-	want = rdp_epsilon_at(a, a / (2.0 * sigma * sigma), delta);
+	want = test_rdp_to_epsilon(a, a / (2.0 * sigma * sigma), delta);
 	cr_assert_float_eq(dpg_num(r.json, "budget.spent.epsilon"), want, 1e-12 * want, "%s want %.17g",
 			   r.body, want);
 	cr_assert_eq(dpg_num(r.json, "budget.filter.order_count"), 1.0, "%s", r.body);
@@ -1301,7 +1293,7 @@ Test(api, a_one_order_filter_charges_the_events_own_conversion)
 	cr_assert_float_eq(got, want, 1e-12 * want, "ledger %.17g, want %.17g", got, want);
 
 	/* Laplace on the one order: its own conversion, in the dry run too. */
-	want = rdp_epsilon_at(a, laplace_rdp_mironov(0.5, a), delta);
+	want = test_rdp_to_epsilon(a, laplace_rdp_mironov(0.5, a), delta);
 	r = dpg_call(&srv, "POST", "/v1/datasets/one/dry-run", srv.admin_key, laplace);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	cr_assert_float_eq(dpg_num(r.json, "cost.epsilon"), want, 1e-12 * want, "%s", r.body);
@@ -1329,7 +1321,7 @@ Test(api, a_one_order_filter_charges_the_events_own_conversion)
 	for (size_t i = 0; i < 20; i++) {
 		double o = default_filter_orders[i];
 
-		best = fmin(best, rdp_epsilon_at(o, laplace_rdp_mironov(0.5, o), delta / 20));
+		best = fmin(best, test_rdp_to_epsilon(o, laplace_rdp_mironov(0.5, o), delta / 20));
 	}
 	r = dpg_call(&srv, "POST", "/v1/datasets/dflt/dry-run", srv.admin_key, laplace);
 	cr_assert_eq(r.status, 200, "%s", r.body);
@@ -1361,19 +1353,14 @@ Test(api, a_one_order_filter_charges_the_events_own_conversion)
 }
 
 /* The RDP accountant's epsilon of randomized response at delta: the least
- * conversion over dp_accounting's default orders (DESIGN.md): 1.1 to 10.9
- * by tenths, 11 to 63, then 128, 256, 512 and 1024. */
+ * conversion over dp_accounting's default orders (DESIGN.md). */
 static double rr_rdp_epsilon(double p, double k, double delta)
 {
-	static const double tail[] = {128, 256, 512, 1024};
-	double best = INFINITY;
+	double o[TEST_RDP_DEFAULT_ORDERS], best = INFINITY;
+	size_t n = test_rdp_default_orders(o);
 
-	for (int i = 11; i <= 109; i++)
-		best = fmin(best, rdp_epsilon_at(i / 10.0, test_rr_renyi(p, k, i / 10.0), delta));
-	for (int a = 11; a <= 63; a++)
-		best = fmin(best, rdp_epsilon_at(a, test_rr_renyi(p, k, a), delta));
-	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
-		best = fmin(best, rdp_epsilon_at(tail[i], test_rr_renyi(p, k, tail[i]), delta));
+	for (size_t i = 0; i < n; i++)
+		best = fmin(best, test_rdp_to_epsilon(o[i], test_rr_renyi(p, k, o[i]), delta));
 	return best;
 }
 

@@ -19,6 +19,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "test_math.h"
 
 enum key_kind { K_ADMIN, K_NONE, K_GARBAGE, K_WRONG_SECRET };
 
@@ -811,13 +812,6 @@ Test(cli, check_warns_of_a_field_its_accountant_ignores)
 	}
 }
 
-/* RDP r at order a as (epsilon, delta)-DP: Canonne, Kamath, Steinke 2020,
- * Prop. 12, epsilon = r + log((a - 1)/a) - (log delta + log a)/(a - 1). */
-static double rdp_epsilon_at_order(double a, double r, double delta)
-{
-	return r + log((a - 1.0) / a) - (log(delta) + log(a)) / (a - 1.0);
-}
-
 /*
  * A policy prices an rdp dataset at its own filter orders, as the server's
  * dataset with those orders: with the one order 8, a Gaussian of noise
@@ -827,7 +821,7 @@ static double rdp_epsilon_at_order(double a, double r, double delta)
  */
 Test(cli, check_prices_a_datasets_own_filter_orders)
 {
-	const double delta = 1e-5, want = rdp_epsilon_at_order(8.0, 3.0, 1e-5);
+	const double delta = 1e-5, want = test_rdp_to_epsilon(8.0, 3.0, 1e-5);
 	char policy[1024], path[400], out[16384];
 	json_t *report;
 	double spent;

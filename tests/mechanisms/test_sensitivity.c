@@ -40,13 +40,6 @@
 
 enum { MAX_D = 8, TRIALS = 400, SUBUNITS = 256 };
 
-/* A uniform double in [0, 1) from the 53 high bits of a 64-bit LCG. */
-static double lcg_unit(uint64_t *s)
-{
-	*s = *s * 6364136223846793005u + 1442695040888963407u;
-	return (double)(*s >> 11) * 0x1p-53;
-}
-
 /* Neighbours a and b = a + delta in units of g / SUBUNITS: a's units are
  * below 2^48, and delta's are the signed integers du[i] with sum |du|
  * about `total`.  Adversarial: each |du| one subunit past a whole number
@@ -56,15 +49,15 @@ static void neighbours(uint64_t *s, size_t d, double total, int adversarial, dou
 		       double *a, double *b, double *du)
 {
 	for (size_t i = 0; i < d; i++) {
-		double units = floor(lcg_unit(s) * 0x1p40), sign = lcg_unit(s) < 0.5 ? -1 : 1;
+		double units = floor(test_lcg_unit(s) * 0x1p40), sign = test_lcg_unit(s) < 0.5 ? -1 : 1;
 		double m = floor(total / (double)d / SUBUNITS), sub;
 
 		if (adversarial) {
 			sub = units * SUBUNITS + (sign > 0 ? SUBUNITS - 1 : 0);
 			du[i] = sign * (m * SUBUNITS + 1);
 		} else {
-			sub = units * SUBUNITS + floor(lcg_unit(s) * SUBUNITS);
-			du[i] = sign * floor(lcg_unit(s) * 2.0 * total / (double)d);
+			sub = units * SUBUNITS + floor(test_lcg_unit(s) * SUBUNITS);
+			du[i] = sign * floor(test_lcg_unit(s) * 2.0 * total / (double)d);
 		}
 		a[i] = sub * g / SUBUNITS;
 		b[i] = (sub + du[i]) * g / SUBUNITS;
@@ -144,9 +137,9 @@ static void check_releases(int gaussian)
 	double worst = 0.0;
 
 	for (int trial = 0; trial < TRIALS; trial++) {
-		size_t d = 1 + (size_t)(lcg_unit(&s) * MAX_D);
+		size_t d = 1 + (size_t)(test_lcg_unit(&s) * MAX_D);
 		double a[MAX_D], b[MAX_D], du[MAX_D], moves[MAX_D], sens = 0.0, moved = 0.0, stated;
-		double scale = 0.5 + 3.5 * lcg_unit(&s), g;
+		double scale = 0.5 + 3.5 * test_lcg_unit(&s), g;
 		int e, shift;
 		acct_event *ev;
 
@@ -154,7 +147,7 @@ static void check_releases(int gaussian)
 		shift = (gaussian ? 20 : 40) - e;
 		g = ldexp(1.0, -shift);
 		/* D up to about 2 scales: epsilon up to 2, rho up to 2. */
-		neighbours(&s, d, (0.05 + 2 * lcg_unit(&s)) * ldexp(scale, shift) * SUBUNITS,
+		neighbours(&s, d, (0.05 + 2 * test_lcg_unit(&s)) * ldexp(scale, shift) * SUBUNITS,
 			   trial % 2, g, a, b, du);
 		for (size_t i = 0; i < d; i++)
 			sens += gaussian ? du[i] * du[i] : fabs(du[i]);
@@ -223,23 +216,23 @@ Test(selection, exponents_move_within_epsilon_on_random_neighbours)
 		double worst = 0.0;
 
 		for (int trial = 0; trial < TRIALS; trial++) {
-			size_t n = 2 + (size_t)(lcg_unit(&s) * (MAX_N - 1)), star;
-			double u[MAX_N], v[MAX_N], D = 0.01 + 10 * lcg_unit(&s);
-			double eps = 0.01 + 4 * lcg_unit(&s), c = mech__selection_c(eps, D, monotone);
-			double spread = D * pow(10.0, 4 * lcg_unit(&s)), moved = 0.0;
+			size_t n = 2 + (size_t)(test_lcg_unit(&s) * (MAX_N - 1)), star;
+			double u[MAX_N], v[MAX_N], D = 0.01 + 10 * test_lcg_unit(&s);
+			double eps = 0.01 + 4 * test_lcg_unit(&s), c = mech__selection_c(eps, D, monotone);
+			double spread = D * pow(10.0, 4 * test_lcg_unit(&s)), moved = 0.0;
 			long double lp[MAX_N], lq[MAX_N];
 
-			star = (size_t)(lcg_unit(&s) * (double)n);
+			star = (size_t)(test_lcg_unit(&s) * (double)n);
 			for (size_t i = 0; i < n; i++) {
-				double step = D * lcg_unit(&s);
+				double step = D * test_lcg_unit(&s);
 
-				u[i] = spread * (2 * lcg_unit(&s) - 1);
+				u[i] = spread * (2 * test_lcg_unit(&s) - 1);
 				if (monotone)
 					v[i] = u[i] + (trial % 2 ? D : step);
 				else if (trial % 2)
 					v[i] = u[i] + (i == star ? D : -D);
 				else
-					v[i] = u[i] + (lcg_unit(&s) < 0.5 ? step : -step);
+					v[i] = u[i] + (test_lcg_unit(&s) < 0.5 ? step : -step);
 				/* The neighbour moves by at most D as doubles too. */
 				if (fabs(v[i] - u[i]) > D)
 					v[i] = u[i];
@@ -270,16 +263,16 @@ Test(labelem, releases_of_neighbouring_columns_differ_in_one_label)
 	uint64_t s = 0x082efa98ec4e6c89u;
 
 	for (int trial = 0; trial < 100; trial++) {
-		size_t n = 1 + (size_t)(lcg_unit(&s) * MAX_N), j = (size_t)(lcg_unit(&s) * (double)n);
+		size_t n = 1 + (size_t)(test_lcg_unit(&s) * MAX_N), j = (size_t)(test_lcg_unit(&s) * (double)n);
 		uint8_t x[MAX_N], y[MAX_N], rx[MAX_N], ry[MAX_N];
-		double eps = 0.05 + 4 * lcg_unit(&s);
+		double eps = 0.05 + 4 * test_lcg_unit(&s);
 		mech_rng *ka = test_rng((uint8_t)(100 + trial)), *kb = test_rng((uint8_t)(100 + trial));
 		acct_event *ea = NULL, *eb = NULL;
 		size_t differ = 0;
 
 		cr_assert(ka && kb);
 		for (size_t i = 0; i < n; i++)
-			x[i] = y[i] = lcg_unit(&s) < 0.5;
+			x[i] = y[i] = test_lcg_unit(&s) < 0.5;
 		y[j] = (uint8_t)(1u - y[j]);
 		cr_assert_eq(mech_label_em(ka, x, n, eps, 1.0, rx, &ea, NULL), 0);
 		cr_assert_eq(mech_label_em(kb, y, n, eps, 1.0, ry, &eb, NULL), 0);

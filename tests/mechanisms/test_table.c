@@ -620,14 +620,6 @@ Test(table, long_field_names_its_line)
 
 /* ---- sensitivities on random neighbouring tables ---- */
 
-/* The tables' contents come from a fixed linear congruential stream, so
- * every run checks the same neighbours; only the noise is a mech_rng. */
-static double lcg_unit(uint64_t *s)
-{
-	*s = *s * 6364136223846793005u + 1442695040888963407u;
-	return (double)(*s >> 11) * 0x1p-53;
-}
-
 /* Rows x (numeric) and g (one of a, b, c, d; d falls in no histogram bin)
  * of a table, the row `skip` left out (skip >= n keeps every row). */
 static mech_table *rows_table(const double *x, const int *g, size_t n, size_t skip)
@@ -685,6 +677,8 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 {
 	enum { TRIALS = 300, MAX_ROWS = 30 };
 	static const char *const cats[] = {"a", "b", "c"};
+	/* The tables come from a fixed stream, so every run checks the same
+	 * neighbours; only the noise is a mech_rng. */
 	uint64_t s = 0x9e3779b97f4a7c15u;
 
 	for (int nb = 0; nb < 2; nb++) {
@@ -696,16 +690,16 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 			double x[MAX_ROWS + 1], real[2], lo, hi, sens, unit;
 			int g[MAX_ROWS + 1];
 			int64_t ints[2][3];
-			size_t n = 2 + (size_t)(lcg_unit(&s) * (MAX_ROWS - 1)), j;
+			size_t n = 2 + (size_t)(test_lcg_unit(&s) * (MAX_ROWS - 1)), j;
 			mech_table *a, *b;
 			acct_event *ev;
 			struct query q = {.column = "x", .neighbor = rel, .cats = cats, .n_cats = 3};
 
 			for (size_t i = 0; i <= n; i++) {
-				x[i] = -120 + 270 * lcg_unit(&s);
-				g[i] = (int)(lcg_unit(&s) * 4);
+				x[i] = -120 + 270 * test_lcg_unit(&s);
+				g[i] = (int)(test_lcg_unit(&s) * 4);
 			}
-			j = (size_t)(lcg_unit(&s) * (double)n);
+			j = (size_t)(test_lcg_unit(&s) * (double)n);
 			a = rows_table(x, g, n, n);
 			if (rel == ACCT_REPLACE) {
 				x[j] = x[n];
@@ -714,11 +708,11 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 			} else {
 				b = rows_table(x, g, n, j);
 			}
-			lo = -100 * lcg_unit(&s);
-			hi = 1 + 99 * lcg_unit(&s);
+			lo = -100 * test_lcg_unit(&s);
+			hi = 1 + 99 * test_lcg_unit(&s);
 			q.lo = lo;
 			q.hi = hi;
-			q.epsilon = 0.5 + lcg_unit(&s);
+			q.epsilon = 0.5 + test_lcg_unit(&s);
 
 			q.kind = Q_COUNT;
 			ev = same_noise(a, b, &q, (uint8_t)trial, real, ints);

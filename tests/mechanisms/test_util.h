@@ -23,6 +23,14 @@
 
 #define TEST_P_MIN 1e-4
 
+/* A uniform double in [0, 1) from the 53 high bits of a 64-bit linear
+ * congruential stream: fixed inputs for tests (never noise). */
+static inline double test_lcg_unit(uint64_t *s)
+{
+	*s = *s * 6364136223846793005u + 1442695040888963407u;
+	return (double)(*s >> 11) * 0x1p-53;
+}
+
 static inline mech_rng *test_rng(uint8_t tag)
 {
 	uint8_t seed[32];
