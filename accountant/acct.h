@@ -644,6 +644,35 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 double acct_pate_smooth_sensitivity(double beta, const double *ls, size_t n);
 
 /*
+ * The release's bound on the local sensitivity at distance d, for one
+ * (num_classes, num_teachers, sigma, order): two-sided, where Algorithms
+ * 4-5 walk one way, and so a beta-smooth upper bound through
+ * acct_pate_smooth_sensitivity whatever the shape of LS(q) (the derivation
+ * is in acct_pate.c and docs/pate.md).  It depends on the histogram only
+ * through ln q of Proposition 7.  ACCT_EUNSUPPORTED where Theorem 6 does
+ * not apply or its bound is found not to be monotone in q.
+ */
+typedef struct acct_pate_ls_bound acct_pate_ls_bound;
+
+int acct_pate_ls_bound_new(acct_pate_workspace *ws, size_t num_classes, int64_t num_teachers,
+			   double sigma, double order, acct_pate_ls_bound **ret,
+			   acct_error *err);
+
+/* Frees a bound.  Accepts NULL. */
+void acct_pate_ls_bound_free(acct_pate_ls_bound *b);
+
+/* How many distances the bound tells apart: from the last on it is constant. */
+size_t acct_pate_ls_bound_distances(const acct_pate_ls_bound *b);
+
+/*
+ * The bound at distances 0 .. acct_pate_ls_bound_distances(b) - 1 from a
+ * histogram whose ln q (acct_pate_gnmax_logq) is `logq`, into ret_ls
+ * (caller-owned, that long).  Non-decreasing in d.
+ */
+int acct_pate_ls_bound_at(const acct_pate_ls_bound *b, double logq, double *ret_ls,
+			  acct_error *err);
+
+/*
  * Theorem 23: RDP at `order` of the GNSS release f(D) + SS_beta(D) N(0,
  * sigma^2): lambda e^{2 beta} / sigma^2 + (beta lambda - ln(1 - 2 lambda beta)
  * / 2) / (lambda - 1), valid for 1 < lambda < 1 / (2 beta) (any lambda > 1

@@ -811,6 +811,224 @@ double acct_pate_smooth_sensitivity(double beta, const double *ls, size_t n)
 	return best;
 }
 
+/* ---- a two-sided smooth bound for the release ------------------------------ */
+
+/*
+ * Why not the walk: Algorithms 4-5 walk from a histogram towards [q1, q0]
+ * only, which bounds the local sensitivity within distance d when LS(q)
+ * grows towards that interval (the paper's conditions, checked numerically
+ * in its code).  For small sigma or high orders it does not, and a more
+ * concentrated neighbour then has a larger LS than the walk allows.
+ *
+ * This bound needs only what Algorithm 3 itself needs: Theorem 6's bound,
+ * as the release uses it (rdp_ss_at), is non-decreasing in q, and one
+ * teacher moves z = erfc^-1(2q/(m-1)) by at most 1/sigma (Appendix B.4.1:
+ * every margin moves by at most 2 votes, and the bound B_l, B_u on q
+ * follows by Jensen's inequality; the classes excluded from q trade places
+ * with margins below 2 votes when the top changes).  So within distance d
+ * of a histogram at z_x every histogram has z in [z_x - d/sigma, z_x +
+ * d/sigma], and its local sensitivity is at most
+ *   G(z) = max(eps(z - 1/sigma) - eps(z), eps(z) - eps(z + 1/sigma)),
+ * with eps(z) the released RDP at that z, non-increasing in z.  A fixed
+ * grid of cells [z_k, z_k+1], K to each 1/sigma (slightly widened, so that
+ * rounding in z cannot cross a cell), bounds G on a cell by
+ *   C_k = max(eps(z_k-K) - eps(z_k+1), eps(z_k) - eps(z_k+1+K)),
+ * and A(d, x) = max of C_k over the cells within d K + 1 of the cell of z_x.
+ * For neighbours x, y the cells of z_x and z_y are at most K apart, so
+ * A(d, x) <= A(d + 1, y) and A(0, x) bounds the local sensitivity at x:
+ * max_d e^{-beta d} A(d, x) is a beta-smooth upper bound (Nissim,
+ * Raskhodnikova and Smith 2007, Lemma 2.3 and Definition 2.1), and so is
+ * the sum over a release's answers, since one teacher moves every answered
+ * histogram at once.  The grid depends only on public parameters.
+ *
+ * The grid covers z from z_cap (q = 1 - 1/m, the cap of Proposition 7's
+ * bound) up to the unanimous histogram, z = n / (2 sigma), or up to where
+ * eps falls below 2^-40 lambda / sigma^2; past that one tail cell holds
+ * eps at its start less 1/sigma, which bounds G there.
+ */
+#define LSB_CELLS_PER_STEP 8
+#define LSB_WIDEN (1 + 1e-6)
+#define LSB_TAIL 0x1p-40
+
+struct acct_pate_ls_bound {
+	double zcap, h;    /* the grid: z_k = zcap + k h */
+	double lc;         /* ln((m - 1) / 2) */
+	size_t cells;      /* cell bounds c[0 .. cells - 1]; the last may be a tail */
+	double *c;
+	size_t distances;  /* A(d, x) is constant from d = distances - 1 on */
+};
+
+void acct_pate_ls_bound_free(acct_pate_ls_bound *b)
+{
+	if (!b)
+		return;
+	free(b->c);
+	free(b);
+}
+
+/* eps at grid point j (j may be below 0): the released RDP at that z. */
+static int lsb_eps(const struct ss_params *s, const acct_pate_ls_bound *b, long j, double *ret)
+{
+	double le;
+	int rc;
+
+	if ((rc = log_erfc(b->zcap + (double)j * b->h, &le)) < 0)
+		return rc;
+	*ret = rdp_ss_at(s, fmin(b->lc + le, 0.0));
+	return isfinite(*ret) ? 0 : ACCT_ENUMERIC;
+}
+
+/* a <= b up to rounding in Theorem 6's bound. */
+static bool lsb_le(double a, double b)
+{
+	return a <= b * (1 + 1e-12) + 1e-300;
+}
+
+/* Makes room for cell n and grid point n + 2K + 1. */
+static int lsb_grow(acct_pate_ls_bound *b, double **eps, size_t *room, size_t n)
+{
+	size_t want = *room ? 2 * *room : 1024;
+	double *c, *e;
+
+	if (n < *room)
+		return 0;
+	c = realloc(b->c, want * sizeof(*c));
+	if (c)
+		b->c = c;
+	e = c ? realloc(*eps, (want + 2 * LSB_CELLS_PER_STEP + 2) * sizeof(*e)) : NULL;
+	if (!e)
+		return ACCT_ENOMEM;
+	*eps = e;
+	*room = want;
+	return 0;
+}
+
+/*
+ * Fills b->c from eps on the grid, checking on the way that eps is
+ * non-increasing there (Algorithm 3's premise; a failure is refused, not
+ * priced on a false premise).  A cell's bound carries a relative 1e-9 of
+ * slack for rounding in eps.
+ */
+static int lsb_fill(const struct ss_params *s, acct_pate_ls_bound *b, double zend)
+{
+	const long K = LSB_CELLS_PER_STEP;
+	size_t last = (size_t)ceil(fmax(zend - b->zcap, 0.0) / b->h) + 2, room = 0, n = 0;
+	double *eps = NULL, tau = LSB_TAIL * s->order / (s->sigma * s->sigma);
+	int rc = lsb_grow(b, &eps, &room, 0);
+
+	/* eps[j + K] = eps(z_j), j >= -K */
+	for (long j = -K; rc == 0 && j <= K; j++)
+		if ((rc = lsb_eps(s, b, j, &eps[j + K])) == 0 && j > -K && !lsb_le(eps[j + K], eps[j + K - 1]))
+			rc = ACCT_EUNSUPPORTED;
+	for (size_t k = 0; rc == 0 && k < last; k++) {
+		double *e;  /* e[i] = eps(z_{k - K + i}) */
+
+		if ((rc = lsb_grow(b, &eps, &room, k)) < 0)
+			break;
+		e = eps + k;
+		if ((rc = lsb_eps(s, b, (long)k + 1 + K, &e[2 * K + 1])) < 0)
+			break;
+		if (!lsb_le(e[2 * K + 1], e[2 * K])) {
+			rc = ACCT_EUNSUPPORTED;
+			break;
+		}
+		n = k + 1;
+		if (e[0] <= tau) {
+			/* The tail: for z >= z_k, G(z) <= eps(z - 1/sigma) <= eps(z_k-K). */
+			b->c[k] = e[0] * (1 + 1e-9);
+			break;
+		}
+		b->c[k] = fmax(fmax(e[0] - e[K + 1], e[K] - e[2 * K + 1]), 0.0) + 1e-9 * e[0];
+	}
+	free(eps);
+	b->cells = n;
+	b->distances = (n + (size_t)K - 1) / (size_t)K + 2;
+	return rc;
+}
+
+int acct_pate_ls_bound_new(acct_pate_workspace *ws, size_t num_classes, int64_t num_teachers,
+			   double sigma, double order, acct_pate_ls_bound **ret,
+			   acct_error *err)
+{
+	struct ss_params s = {.sigma = sigma, .order = order, .num_classes = num_classes};
+	acct_pate_ls_bound *b;
+	int rc;
+
+	if (!ws || !ret)
+		return acct_error_set(err, ACCT_EINVAL, "", "no workspace or output");
+	if (num_classes < 2 || num_classes > DPG_MAX_VOTE_CLASSES)
+		return acct_error_set(err, ACCT_EINVAL, "/num_classes", "num_classes must be in [2, %d]",
+				      DPG_MAX_VOTE_CLASSES);
+	if (num_teachers < 1 || num_teachers > DPG_MAX_TEACHERS)
+		return acct_error_set(err, ACCT_EINVAL, "/num_teachers", "num_teachers must be in [1, %d]",
+				      DPG_MAX_TEACHERS);
+	if ((rc = acct_pate_gnmax_logq0(ws, sigma, order, &s.logq0, err)) < 0)
+		return rc;
+	if (!(b = calloc(1, sizeof(*b))))
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	b->lc = log(0.5 * (double)(num_classes - 1));
+	b->h = LSB_WIDEN / (LSB_CELLS_PER_STEP * sigma);
+	if ((rc = log_erfc_inv(log(2.0 / (double)num_classes), &b->zcap)) < 0) {
+		acct_pate_ls_bound_free(b);
+		return acct_error_set(err, rc, "/num_classes", "erfc^-1 failed");
+	}
+	if ((rc = lsb_fill(&s, b, (double)num_teachers / (2 * sigma))) < 0) {
+		acct_pate_ls_bound_free(b);
+		if (rc == ACCT_ENOMEM)
+			return acct_error_set(err, rc, "", "out of memory");
+		if (rc == ACCT_EUNSUPPORTED)
+			return acct_error_set(err, rc, "/order",
+					      "Theorem 6's bound is not monotone in q at sigma %g and order %g",
+					      sigma, order);
+		return acct_error_set(err, rc, "/sigma", "the local-sensitivity grid failed");
+	}
+	*ret = b;
+	return 0;
+}
+
+size_t acct_pate_ls_bound_distances(const acct_pate_ls_bound *b)
+{
+	return b->distances;
+}
+
+int acct_pate_ls_bound_at(const acct_pate_ls_bound *b, double logq, double *ret_ls,
+			  acct_error *err)
+{
+	const size_t K = LSB_CELLS_PER_STEP;
+	double z, best;
+	size_t k, lo, hi;
+	int rc;
+
+	if (isnan(logq) || logq > 0)
+		return acct_error_set(err, ACCT_EINVAL, "/logq", "ln q must be <= 0");
+	/* q = 0 lies above every cell: the last one covers it. */
+	if (logq == -INFINITY)
+		z = INFINITY;
+	else if ((rc = log_erfc_inv(fmin(logq - b->lc, 0.0), &z)) < 0)
+		return acct_error_set(err, rc, "/logq", "erfc^-1 failed");
+	/* The cell of z, clamped to the grid (the last cell covers all above). */
+	k = z <= b->zcap ? 0 : (size_t)fmin((z - b->zcap) / b->h, (double)(b->cells - 1));
+	lo = k >= 1 ? k - 1 : 0;
+	hi = k + 1 < b->cells ? k + 1 : b->cells - 1;
+	best = 0;
+	for (size_t j = lo; j <= hi; j++)
+		best = fmax(best, b->c[j]);
+	ret_ls[0] = best;
+	for (size_t d = 1; d < b->distances; d++) {
+		size_t nlo = k >= d * K + 1 ? k - d * K - 1 : 0;
+		size_t nhi = k + d * K + 1 < b->cells ? k + d * K + 1 : b->cells - 1;
+
+		for (size_t j = nlo; j < lo; j++)
+			best = fmax(best, b->c[j]);
+		for (size_t j = hi + 1; j <= nhi; j++)
+			best = fmax(best, b->c[j]);
+		lo = nlo;
+		hi = nhi;
+		ret_ls[d] = best;
+	}
+	return 0;
+}
+
 int acct_pate_gnss_rdp(double beta, double sigma, double order, double *ret_rdp, acct_error *err)
 {
 	double r;

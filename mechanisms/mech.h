@@ -556,8 +556,8 @@ int64_t mech_pate_threshold_statistic(const mech_pate_cfg *c, const double *v, c
  * (2018, Appendix B.5).  Histograms of the answered queries are added one at
  * a time; then f (the sum of acct_pate_gnmax_rdp_ss over them, plus each
  * threshold check at its data-independent lambda / (2 sigma1^2)), its
- * smooth sensitivity at beta (Algorithms 3-5 per query, summed over queries
- * at each distance) and the public bound B = answers lambda / sigma2^2 +
+ * smooth sensitivity at beta (acct_pate_ls_bound per query, the two-sided
+ * bound, summed over queries at each distance) and the public bound B = answers lambda / sigma2^2 +
  * checks lambda / (2 sigma1^2) are read.  Opaque; freed by
  * mech_pate_release_free.
  */

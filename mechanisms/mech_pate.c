@@ -218,7 +218,9 @@ struct mech_pate_release {
 	mech_pate_cfg c;
 	double order;
 	acct_pate_workspace *ws;
-	double *ls, *ls_sum, *v;   /* M, M, m */
+	acct_pate_ls_bound *lsb;   /* made at the first answer */
+	double *ls, *ls_sum, *v;   /* D, D, m; D = the bound's distances */
+	size_t distances;
 	double f;
 	int64_t answers;
 };
@@ -228,6 +230,7 @@ void mech_pate_release_free(mech_pate_release *r)
 	if (!r)
 		return;
 	acct_pate_workspace_free(r->ws);
+	acct_pate_ls_bound_free(r->lsb);
 	free(r->ls);
 	free(r->ls_sum);
 	free(r->v);
@@ -244,11 +247,9 @@ int mech_pate_release_new(const mech_pate_cfg *c, double order, mech_pate_releas
 		r->c = *c;
 		r->order = order;
 		r->ws = acct_pate_workspace_new(m, (int64_t)M);
-		r->ls = malloc(M * sizeof(*r->ls));
-		r->ls_sum = calloc(M, sizeof(*r->ls_sum));
 		r->v = malloc(m * sizeof(*r->v));
 	}
-	if (!r || !r->ws || !r->ls || !r->ls_sum || !r->v) {
+	if (!r || !r->ws || !r->v) {
 		mech_pate_release_free(r);
 		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	}
@@ -256,24 +257,47 @@ int mech_pate_release_new(const mech_pate_cfg *c, double order, mech_pate_releas
 	return 0;
 }
 
+/* The local-sensitivity bound and its sums, which depend only on the
+ * configuration, made when the first answer needs them. */
+static int release_bound_new(mech_pate_release *r, acct_error *err)
+{
+	size_t D;
+	int rc;
+
+	if ((rc = acct_pate_ls_bound_new(r->ws, (size_t)r->c.num_classes, r->c.num_teachers,
+					 r->c.sigma2_used, r->order, &r->lsb, err)) < 0)
+		return rc;
+	D = acct_pate_ls_bound_distances(r->lsb);
+	r->ls = malloc(D * sizeof(*r->ls));
+	r->ls_sum = calloc(D, sizeof(*r->ls_sum));
+	if (!r->ls || !r->ls_sum)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	r->distances = D;
+	return 0;
+}
+
 /* One answered histogram: its RDP at the order (Theorem 6 below q0,
- * lambda / sigma^2 above) into f, its local sensitivities at every distance
- * (Algorithms 3-5) into ls_sum, as the reference code composes them. */
+ * lambda / sigma^2 above) into f, and its local sensitivities at every
+ * distance into ls_sum (one teacher changes every answered histogram at
+ * once, so the sums bound the sum's).  The bound is the two-sided one of
+ * acct_pate_ls_bound, not the one-way walk of Algorithms 4-5, which is not
+ * smooth for small sigma or high orders (docs/pate.md). */
 int mech_pate_release_add(mech_pate_release *r, const double *votes, acct_error *err)
 {
-	size_t m = (size_t)r->c.num_classes, M = (size_t)r->c.num_teachers;
+	size_t m = (size_t)r->c.num_classes;
 	double s2 = r->c.sigma2_used, logq, rdp;
 	int rc;
 
+	if (!r->lsb && (rc = release_bound_new(r, err)) < 0)
+		return rc;
 	memcpy(r->v, votes, m * sizeof(*r->v));
 	if ((rc = acct_pate_gnmax_logq(r->v, m, s2, &logq, err)) < 0 ||
 	    (rc = acct_pate_gnmax_rdp_ss(r->ws, logq, s2, r->order, &rdp, err)) < 0 ||
-	    (rc = acct_pate_gnmax_local_sensitivity(r->ws, r->v, m, (int64_t)M, s2, r->order, r->ls,
-						    err)) < 0)
+	    (rc = acct_pate_ls_bound_at(r->lsb, logq, r->ls, err)) < 0)
 		return rc;
 	r->f += rdp;
 	r->answers++;
-	for (size_t d = 0; d < M; d++)
+	for (size_t d = 0; d < r->distances; d++)
 		r->ls_sum[d] += r->ls[d];
 	return 0;
 }
@@ -290,7 +314,7 @@ void mech_pate_release_figures_get(const mech_pate_release *r, int64_t checks, d
 	if (mech_pate_agg_checks(c->agg))
 		checks_rdp = (double)checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
 	ret->f = r->f + checks_rdp;
-	ret->ss = acct_pate_smooth_sensitivity(beta, r->ls_sum, (size_t)c->num_teachers);
+	ret->ss = acct_pate_smooth_sensitivity(beta, r->ls_sum, r->distances);
 	ret->bound = (double)r->answers * r->order / (c->sigma2_used * c->sigma2_used) + checks_rdp;
 }
 

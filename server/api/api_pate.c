@@ -167,11 +167,12 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	static const char *const keys[] = {"votes", "num_teachers", "sigma", "order", "beta",
 					   "release_sigma", NULL};
 	double *votes = NULL, *ls = NULL, total = 0, sigma = 0, release_sigma = 0, order = 0, beta = 0;
-	double logq, rdp, smooth, rdp_release;
+	double logq, rdp, smooth, release_smooth, rdp_release, *lsb_d = NULL;
 	int64_t num_teachers = 0;
 	size_t m = 0;
 	int rc;
 	acct_pate_workspace *ws = NULL;
+	acct_pate_ls_bound *lsb = NULL;
 	bool failed;
 	json_t *ans;
 
@@ -210,15 +211,28 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 	    (rc = acct_pate_gnmax_local_sensitivity(ws, votes, m, num_teachers, sigma, order, ls, err)) < 0)
 		goto out;
 	smooth = acct_pate_smooth_sensitivity(beta, ls, (size_t)num_teachers);
+	/* What a release scales its noise by: the two-sided bound. */
+	if ((rc = acct_pate_ls_bound_new(ws, m, num_teachers, sigma, order, &lsb, err)) < 0)
+		goto out;
+	if (!(lsb_d = malloc(acct_pate_ls_bound_distances(lsb) * sizeof(*lsb_d)))) {
+		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		goto out;
+	}
+	if ((rc = acct_pate_ls_bound_at(lsb, logq, lsb_d, err)) < 0)
+		goto out;
+	release_smooth = acct_pate_smooth_sensitivity(beta, lsb_d, acct_pate_ls_bound_distances(lsb));
 
 	ans = json_object();
 	failed = !ans || set(ans, "logq", json_real(logq)) < 0 || set(ans, "rdp", json_real(rdp)) < 0 ||
 		 set(ans, "local_sensitivity", srv_json_real_array(ls, (size_t)num_teachers)) < 0 ||
 		 set(ans, "smooth_sensitivity", json_real(smooth)) < 0 ||
+		 set(ans, "release_smooth_sensitivity", json_real(release_smooth)) < 0 ||
 		 set(ans, "rdp_of_release", json_real(rdp_release)) < 0;
 	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
+	acct_pate_ls_bound_free(lsb);
 	acct_pate_workspace_free(ws);
+	free(lsb_d);
 	free(ls);
 	free(votes);
 	return rc;

@@ -61,7 +61,8 @@
  * local-sensitivity bound for the threshold's data-dependent cost exists in
  * accountant/, so it is released at its upper bound, which has sensitivity 0);
  * the local sensitivity of f at distance d is at most the sum over queries of
- * each query's (Algorithms 3-5, as the reference code composes them), and
+ * each query's two-sided bound (acct_pate_ls_bound; not the one-way walk of
+ * Algorithms 3-5, which is not smooth for small sigma or high orders), and
  * SS_beta = max_d e^{-beta d} LS(d).  The release is (lambda, eps_r)-RDP with
  * eps_r of Theorem 23 for every 1 < lambda < 1/(2 beta); it is charged as the
  * (epsilon, delta) pair of that curve converted at the request's delta

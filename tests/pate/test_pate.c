@@ -599,8 +599,8 @@ static double worst_neighbour(acct_pate_workspace *ws, const double *v, size_t m
  * Smith 2007, Definition 2.1).  The moves reach a good share of the bound.
  * Only sigma >= 20 with orders up to 14: with smaller sigma or higher
  * orders (sigma 10 at order 20, for one) the walk of Algorithms 4-5 goes
- * the wrong way and the second check fails (docs/pate.md, "The smooth
- * sensitivity's walk").
+ * the wrong way and the second check fails (docs/pate.md, "The release's
+ * smooth bound"); releases use the two-sided bound tested below.
  */
 Test(pate, local_sensitivity_bounds_random_neighbours_with_abstentions)
 {
@@ -632,6 +632,193 @@ Test(pate, local_sensitivity_bounds_random_neighbours_with_abstentions)
 			power = fmax(power, worst / ls[0]);
 	}
 	cr_assert_gt(power, 0.5, "no neighbour came near the bound (%g)", power);
+	acct_pate_workspace_free(ws);
+}
+
+/* ---- the release's two-sided bound ----------------------------------- */
+
+enum { NB_MAX = 81 };
+
+/* v's neighbours under the product's relation (a vote moved, given when
+ * fewer than `teachers` voted, or withdrawn) into nb[k][0 .. m-1]; returns
+ * how many. */
+static size_t neighbours(const double *v, size_t m, int64_t teachers, double nb[][8])
+{
+	double total = 0;
+	size_t n = 0;
+
+	for (size_t i = 0; i < m; i++)
+		total += v[i];
+	for (size_t i = 0; i <= m; i++)
+		for (size_t j = 0; j <= m; j++) {
+			if (i == j || (i < m && v[i] == 0) || (i == m && total >= (double)teachers))
+				continue;
+			memcpy(nb[n], v, m * sizeof(double));
+			if (i < m)
+				nb[n][i] -= 1;
+			if (j < m)
+				nb[n][j] += 1;
+			n++;
+		}
+	return n;
+}
+
+/* The release's bound at every distance for histogram v, into A. */
+static void release_bound(const acct_pate_ls_bound *b, const double *v, size_t m, double sigma,
+			  double *A)
+{
+	double logq;
+
+	cr_assert_eq(acct_pate_gnmax_logq(v, m, sigma, &logq, NULL), 0);
+	cr_assert_eq(acct_pate_ls_bound_at(b, logq, A, NULL), 0);
+}
+
+/* The walk's smooth sensitivity (Algorithms 4-5) at v. */
+static double walk_smooth(acct_pate_workspace *ws, const double *v, size_t m, int64_t teachers,
+			  double sigma, double order, double beta)
+{
+	double ls[250];
+
+	cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, v, m, teachers, sigma, order, ls, NULL), 0);
+	return acct_pate_smooth_sensitivity(beta, ls, (size_t)teachers);
+}
+
+/*
+ * The release's bound A(d, x) on random neighbours, in settings where the
+ * walk of Algorithms 4-5 is smooth (sigma 40 order 14, sigma 100 order 8)
+ * and where it is not (sigma 5 order 14, sigma 10 orders 20 and 50, sigma
+ * 20 order 50): 20 histograms each, 250 teachers, 2 to 8 classes, up to a
+ * fifth abstaining, and every neighbour y.  The released RDP moves by at
+ * most A(0, x); A(d, y) <= A(d + 1, x) at every distance (the last
+ * distance holds the maximum for both), which is what makes max_d
+ * e^(-beta d) A(d) beta-smooth (Nissim, Raskhodnikova and Smith 2007,
+ * Definition 2.1); and so S(y) <= e^beta S(x).  The same check on the
+ * walk's smooth sensitivity fails somewhere in these settings, and the
+ * moves reach a good share of A(0).
+ */
+Test(pate, release_bound_is_smooth_where_the_walk_is_not)
+{
+	static const double set[6][2] = {{40, 14}, {100, 8}, {5, 14}, {10, 20}, {10, 50}, {20, 50}};
+	acct_pate_workspace *ws = acct_pate_workspace_new(8, 250);
+	uint64_t state = 77;
+	double power = 0;
+	int walk_fails = 0;
+
+	cr_assert(ws);
+	for (size_t k = 0; k < 6 * 20; k++) {
+		double sigma = set[k / 20][0], order = set[k / 20][1], beta = fmin(0.0329, 0.99 / (2 * order));
+		size_t m = 2 + (size_t)(state >> 40) % 7, n_nb, D;
+		int64_t voted = 250 - (int64_t)((state >> 30) % 51);
+		double v[8], nb[NB_MAX][8], *A, *B, fx, sx, swx;
+		acct_pate_ls_bound *b = NULL;
+
+		test_vote_histogram(v, m, voted, 0.2 + 0.8 * (double)((state >> 12) % 1000) / 1000.0, &state);
+		cr_assert_eq(acct_pate_ls_bound_new(ws, m, 250, sigma, order, &b, NULL), 0);
+		D = acct_pate_ls_bound_distances(b);
+		A = malloc(D * sizeof(*A));
+		B = malloc(D * sizeof(*B));
+		cr_assert(A && B);
+		release_bound(b, v, m, sigma, A);
+		fx = released_rdp(ws, v, m, sigma, order);
+		sx = acct_pate_smooth_sensitivity(beta, A, D);
+		swx = walk_smooth(ws, v, m, 250, sigma, order, beta);
+		n_nb = neighbours(v, m, 250, nb);
+		for (size_t i = 0; i < n_nb; i++) {
+			double moved = fabs(released_rdp(ws, nb[i], m, sigma, order) - fx);
+
+			cr_assert_leq(moved, A[0], "case %zu: a neighbour moves the RDP by %g, A(0) is %g", k,
+				      moved, A[0]);
+			if (A[0] > 0)
+				power = fmax(power, moved / A[0]);
+			release_bound(b, nb[i], m, sigma, B);
+			for (size_t d = 0; d < D; d++)
+				cr_assert_leq(B[d], A[d + 1 < D ? d + 1 : d],
+					      "case %zu d %zu: A(d, y) %g above A(d + 1, x)", k, d, B[d]);
+			/* (up to rounding in e^(-beta d), which the release's beta slack covers) */
+			cr_assert_leq(acct_pate_smooth_sensitivity(beta, B, D), exp(beta) * sx * (1 + 1e-12),
+				      "case %zu: S(y) %.17g above e^beta S(x) %.17g", k,
+				      acct_pate_smooth_sensitivity(beta, B, D), exp(beta) * sx);
+			if (walk_smooth(ws, nb[i], m, 250, sigma, order, beta) > exp(beta) * swx * (1 + 1e-12))
+				walk_fails++;
+		}
+		acct_pate_ls_bound_free(b);
+		free(A);
+		free(B);
+	}
+	cr_assert_gt(walk_fails, 0, "the walk was smooth everywhere: the check has no power");
+	cr_assert_gt(power, 0.5, "no neighbour came near the bound (%g)", power);
+	acct_pate_workspace_free(ws);
+}
+
+/*
+ * Where even the unanimous histogram's q is at or above q0, every
+ * histogram releases lambda / sigma^2: the released RDP is constant, its
+ * local sensitivity 0 at every distance, and the bound is only its
+ * rounding slack (1e-9 of lambda / sigma^2).  The walk still reports the
+ * plateau LS(q1) > 0 there.  250 teachers, 10 classes, sigma 100: the
+ * unanimous ln q is ln(4.5 erfc(1.25)) = -1.07, far above ln q0.
+ */
+Test(pate, release_bound_is_zero_where_the_release_is_constant)
+{
+	acct_pate_workspace *ws = acct_pate_workspace_new(10, 250);
+	double v[10] = {250}, logq, logq0, A[4096], ls[250];
+	acct_pate_ls_bound *b = NULL;
+	double indep = 8 / (100.0 * 100.0);
+
+	cr_assert(ws);
+	cr_assert_eq(acct_pate_gnmax_logq(v, 10, 100, &logq, NULL), 0);
+	cr_assert_float_eq(logq, log(4.5 * erfc(1.25)), 1e-12);
+	cr_assert_eq(acct_pate_gnmax_logq0(ws, 100, 8, &logq0, NULL), 0);
+	cr_assert_gt(logq, logq0);
+	cr_assert_eq(acct_pate_ls_bound_new(ws, 10, 250, 100, 8, &b, NULL), 0);
+	cr_assert_leq(acct_pate_ls_bound_distances(b), 4096);
+	release_bound(b, v, 10, 100, A);
+	for (size_t d = 0; d < acct_pate_ls_bound_distances(b); d++)
+		cr_assert_leq(A[d], 2e-9 * indep, "d %zu: %g", d, A[d]);
+	cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, v, 10, 250, 100, 8, ls, NULL), 0);
+	cr_assert_gt(ls[249], 1e-6 * indep);
+	acct_pate_ls_bound_free(b);
+	acct_pate_workspace_free(ws);
+}
+
+/*
+ * Bad arguments to the bound: classes and teachers outside their limits,
+ * sigma and order where Theorem 6 has no q0, ln q above 0 or NaN.  Each is
+ * refused with the field at fault.
+ */
+Test(pate, release_bound_refuses_bad_arguments)
+{
+	acct_pate_workspace *ws = acct_pate_workspace_new(10, 250);
+	acct_pate_ls_bound *b = NULL;
+	double A[4096];
+	acct_error err;
+
+	cr_assert(ws);
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_ls_bound_new(ws, 1, 250, 40, 8, &b, &err), ACCT_EINVAL);
+	cr_expect_str_eq(err.where, "/num_classes");
+	acct_error_init(&err);
+	cr_expect_eq(acct_pate_ls_bound_new(ws, 10, 0, 40, 8, &b, &err), ACCT_EINVAL);
+	cr_expect_str_eq(err.where, "/num_teachers");
+	acct_error_init(&err);
+	cr_expect_lt(acct_pate_ls_bound_new(ws, 10, 250, 0, 8, &b, &err), 0);
+	cr_expect_str_eq(err.where, "/sigma");
+	acct_error_init(&err);
+	cr_expect_lt(acct_pate_ls_bound_new(ws, 10, 250, 40, 1, &b, &err), 0);
+	cr_expect_str_eq(err.where, "/order");
+	cr_expect_null(b);
+	acct_error_init(&err);
+	cr_assert_eq(acct_pate_ls_bound_new(ws, 10, 250, 40, 8, &b, &err), 0, "%s", err.text);
+	cr_expect_eq(acct_pate_ls_bound_at(b, 0.5, A, &err), ACCT_EINVAL);
+	cr_expect_str_eq(err.where, "/logq");
+	cr_expect_eq(acct_pate_ls_bound_at(b, NAN, A, &err), ACCT_EINVAL);
+	/* q = 0 (no histogram has it, but ln q may round there) is answered in
+	 * the last cell, as ln q = -10^6 (z near 1000, far past the grid) is. */
+	cr_expect_eq(acct_pate_ls_bound_at(b, -INFINITY, A, NULL), 0);
+	cr_expect_eq(acct_pate_ls_bound_at(b, -1e6, A + 2048, NULL), 0);
+	cr_expect(A[0] >= 0 && A[0] == A[2048], "%g %g", A[0], A[2048]);
+	acct_pate_ls_bound_free(b);
+	acct_pate_ls_bound_free(NULL);
 	acct_pate_workspace_free(ws);
 }
 
