@@ -930,13 +930,30 @@ static void quantile_grid_indexes(const struct column *c, size_t n, double lo, d
 	qsort(a + 1, n, sizeof(uint64_t), cmp_u64);
 }
 
+int mech_table_quantile_ranks(const mech_table *t, const char *column, double q, double lo,
+			      double hi, uint64_t *a, double *ret_centre, acct_error *err)
+{
+	const struct column *c = NULL;
+	int rc;
+
+	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
+	    (rc = check_bounds(lo, hi, err)) < 0)
+		return rc;
+	if (!isfinite(hi - lo))
+		return acct_error_set(err, ACCT_EINVAL, "/hi", "hi - lo must be a finite number");
+	if (!(q >= 0 && q <= 1))
+		return acct_error_set(err, ACCT_EINVAL, "/q", "must be in [0, 1]");
+	quantile_grid_indexes(c, t->rows, lo, hi, a);
+	*ret_centre = ldexp(nearbyint(ldexp(q * (double)t->rows, 20)), -20);
+	return 0;
+}
+
 /* The score of each non-empty interval i between a[i] and a[i + 1]:
  * -|i - c| + (2 / eps) log(count).  Writes the scores and their intervals'
  * indexes to scores and which; returns how many. */
-static size_t quantile_scores(const uint64_t *a, size_t n, double q, double epsilon,
+static size_t quantile_scores(const uint64_t *a, size_t n, double centre, double epsilon,
 			      double *scores, size_t *which)
 {
-	double centre = ldexp(nearbyint(ldexp(q * (double)n, 20)), -20);
 	size_t m = 0;
 
 	for (size_t i = 0; i <= n; i++) {
@@ -973,7 +990,7 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 			acct_error *err)
 {
 	const struct column *c = NULL;
-	double *scores = NULL;
+	double *scores = NULL, centre;
 	uint64_t *a = NULL;
 	size_t *which = NULL, n = t->rows, m, pick;
 	acct_event *ev = NULL;
@@ -1005,8 +1022,9 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	quantile_grid_indexes(c, n, lo, hi, a);
-	m = quantile_scores(a, n, q, epsilon, scores, which);
+	if ((rc = mech_table_quantile_ranks(t, column, q, lo, hi, a, &centre, err)) < 0)
+		goto out;
+	m = quantile_scores(a, n, centre, epsilon, scores, which);
 	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
 	if (rc < 0)
 		goto out;

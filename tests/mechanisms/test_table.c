@@ -754,6 +754,93 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 	}
 }
 
+/* r(j): how many of a[1 .. n] are at or below grid point j. */
+static size_t quantile_rank(const uint64_t *a, size_t n, uint64_t j)
+{
+	size_t r = 0;
+
+	for (size_t k = 1; k <= n; k++)
+		r += a[k] <= j;
+	return r;
+}
+
+/* The largest |u_a(j) - u_b(j)| over the grid points j in pts, where
+ * u(j) = -|r(j) - c| on each table's ranks. */
+static double quantile_worst_move(const uint64_t *a, size_t na, double ca, const uint64_t *b,
+				  size_t nb, double cb, const uint64_t *pts, size_t npts)
+{
+	double worst = 0;
+
+	for (size_t i = 0; i < npts; i++) {
+		double ua = -fabs((double)quantile_rank(a, na, pts[i]) - ca);
+		double ub = -fabs((double)quantile_rank(b, nb, pts[i]) - cb);
+
+		worst = fmax(worst, fabs(ua - ub));
+	}
+	return worst;
+}
+
+/*
+ * docs/mechanisms.md, "The queries' sensitivities": the quantile's utility
+ * -|r(j) - c| moves by at most 1 at every grid point between neighbouring
+ * tables (a row removed: r by 0 or 1 and c by q; a row replaced: r by at
+ * most 1, c not at all).  300 random tables per relation, q at 0, at 1 or
+ * random, checked at every row's grid point of either table, one on each
+ * side of it, both ends and 20 random points.  The bound is reached
+ * under both relations.
+ */
+Test(table, quantile_utility_moves_at_most_one_on_random_neighbours)
+{
+	enum { TRIALS = 300, MAX_ROWS = 30, NPTS = 6 * (MAX_ROWS + 1) + 22 };
+	const uint64_t M = (uint64_t)1 << 32;
+	uint64_t s = 0x2545f4914f6cdd1du;
+
+	for (int nb = 0; nb < 2; nb++) {
+		double reached = 0;
+
+		for (int trial = 0; trial < TRIALS; trial++) {
+			double x[MAX_ROWS + 1], lo = -100 * test_lcg_unit(&s), hi = 1 + 99 * test_lcg_unit(&s);
+			double q = trial % 3 == 0 ? 0 : trial % 3 == 1 ? 1 : test_lcg_unit(&s), ca, cb, w;
+			int g[MAX_ROWS + 1] = {0};
+			size_t n = 2 + (size_t)(test_lcg_unit(&s) * (MAX_ROWS - 1)), j, npts = 0, n_b;
+			uint64_t a[MAX_ROWS + 2], b[MAX_ROWS + 2], pts[NPTS];
+			mech_table *ta, *tb;
+
+			for (size_t i = 0; i <= n; i++)
+				x[i] = -120 + 270 * test_lcg_unit(&s);
+			j = (size_t)(test_lcg_unit(&s) * (double)n);
+			ta = rows_table(x, g, n, n);
+			if (nb) {
+				x[j] = x[n];
+				tb = rows_table(x, g, n, n);
+			} else {
+				tb = rows_table(x, g, n, j);
+			}
+			n_b = nb ? n : n - 1;
+			cr_assert_eq(mech_table_quantile_ranks(ta, "x", q, lo, hi, a, &ca, NULL), 0);
+			cr_assert_eq(mech_table_quantile_ranks(tb, "x", q, lo, hi, b, &cb, NULL), 0);
+			for (size_t k = 1; k <= n; k++)
+				for (int side = 0; side < 2; side++) {
+					uint64_t v = side ? b[k <= n_b ? k : n_b] : a[k];
+
+					pts[npts++] = v;
+					pts[npts++] = v > 0 ? v - 1 : v;
+					pts[npts++] = v < M ? v + 1 : v;
+				}
+			pts[npts++] = 0;
+			pts[npts++] = M;
+			for (int r = 0; r < 20; r++)
+				pts[npts++] = (uint64_t)(test_lcg_unit(&s) * (double)M);
+			w = quantile_worst_move(a, n, ca, b, n_b, cb, pts, npts);
+			cr_assert_leq(w, 1.0, "trial %d: the utility moved %.17g", trial, w);
+			reached = fmax(reached, w);
+			mech_table_free(ta);
+			mech_table_free(tb);
+		}
+		cr_assert_eq(reached, 1.0, "%s: no move reached 1", nb ? "replace" : "add/remove");
+	}
+}
+
 /* Columns by name, and a numeric column copied into a row-major matrix. */
 Test(table, column_index_and_numeric_copy)
 {
