@@ -14,6 +14,7 @@
 
 #include <criterion/criterion.h>
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_sf_erf.h>
 #include <jansson.h>
 
 #include "acct.h"
@@ -681,6 +682,62 @@ static double walk_smooth(acct_pate_workspace *ws, const double *v, size_t m, in
 
 	cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, v, m, teachers, sigma, order, ls, NULL), 0);
 	return acct_pate_smooth_sensitivity(beta, ls, (size_t)teachers);
+}
+
+/* z with ln((m - 1)/2 erfc(z)) = logq, by bisection on GSL's ln erfc
+ * (independent of the library's Newton inverse). */
+static double z_of_logq(double logq, size_t m)
+{
+	double lo = -10, hi = 1e5;
+
+	/* 90 halvings: below 1e-22 of the bracket, far inside the 1e-9 checked. */
+	for (int i = 0; i < 90; i++) {
+		double mid = 0.5 * (lo + hi);
+
+		if (log(0.5 * (double)(m - 1)) + gsl_sf_log_erfc(mid) > logq)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return 0.5 * (lo + hi);
+}
+
+/*
+ * The release bound's lemma (docs/pate.md, "The release's smooth bound",
+ * fact 2; Appendix B.4.1): one teacher moving, giving or withdrawing its
+ * vote moves z = erfc^-1(2q/(m - 1)) by at most 1/sigma, for q of
+ * Proposition 7 (capped at 1 - 1/m).  3000 random histograms, 2 to 8
+ * classes, 1 to 60 teachers (up to half abstaining), top shares from 0
+ * (ties, the top changing) to 1, sigma from 0.3 to 200, every neighbour.
+ * Two classes reach the bound: q is then erfc of the one margin, which
+ * moves by 2 votes.
+ */
+Test(pate, one_teacher_moves_z_by_at_most_one_over_sigma)
+{
+	static const double sigmas[6] = {0.3, 1, 3, 10, 40, 200};
+	uint64_t state = 3;
+	double worst = 0;
+
+	for (int t = 0; t < 3000; t++) {
+		size_t m = 2 + (size_t)(state >> 40) % 7, n_nb;
+		int64_t teachers = 1 + (int64_t)((state >> 20) % 60);
+		int64_t voted = teachers - (int64_t)((state >> 30) % (uint64_t)(teachers / 2 + 1));
+		double sigma = sigmas[t % 6], v[8], nb[NB_MAX][8], logq, zx;
+
+		test_vote_histogram(v, m, voted, (double)((state >> 12) % 1000) / 1000.0, &state);
+		cr_assert_eq(acct_pate_gnmax_logq(v, m, sigma, &logq, NULL), 0);
+		zx = z_of_logq(logq, m);
+		n_nb = neighbours(v, m, teachers, nb);
+		for (size_t i = 0; i < n_nb; i++) {
+			double moved;
+
+			cr_assert_eq(acct_pate_gnmax_logq(nb[i], m, sigma, &logq, NULL), 0);
+			moved = sigma * fabs(z_of_logq(logq, m) - zx);
+			cr_assert_leq(moved, 1 + 1e-9, "case %d: sigma |dz| = %.12f", t, moved);
+			worst = fmax(worst, moved);
+		}
+	}
+	cr_assert_gt(worst, 0.999, "no neighbour came near the bound (%g)", worst);
 }
 
 /*
