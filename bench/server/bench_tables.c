@@ -233,8 +233,10 @@ int main(int argc, char **argv)
 	t.csv = make_csv(t.rows, &t.csv_len);
 	snprintf(db, sizeof(db), "%s/b.db", dir);
 	snprintf(t.data, sizeof(t.data), "%s/data", dir);
-	if (!t.csv || bench_dpgate_start(&t.d, bin, db, port, serve_args) < 0)
-		return 1;
+	if (!t.csv || bench_dpgate_start(&t.d, bin, db, port, serve_args) < 0) {
+		fprintf(stderr, "bench_tables: %s\n", t.csv ? "dpgate did not start" : "out of memory");
+		goto out;
+	}
 	t.st = post_json(&t.d, "/v1/datasets",
 			 "{\"id\":\"t\",\"budget\":{\"epsilon\":1000000,\"delta\":1e-5}}", &out);
 	if (t.st != 201)
@@ -249,7 +251,7 @@ int main(int argc, char **argv)
 	t.misses = metric(out.text, "dpgate_table_cache_misses_total");
 	rc = tables_report(&t);
 out:
-	if (t.st != 200 && t.st != 201)
+	if (t.st != 0 && t.st != 200 && t.st != 201)
 		fprintf(stderr, "bench_tables: setup failed: %ld %.300s\n", t.st, out.text);
 	bench_dpgate_stop(&t.d);
 	curl_global_cleanup();
