@@ -645,12 +645,14 @@ double acct_pate_smooth_sensitivity(double beta, const double *ls, size_t n);
 
 /*
  * The release's bound on the local sensitivity at distance d, for one
- * (num_classes, num_teachers, sigma, order): two-sided, where Algorithms
- * 4-5 walk one way, and so a beta-smooth upper bound through
- * acct_pate_smooth_sensitivity whatever the shape of LS(q) (the derivation
- * is in acct_pate.c and docs/pate.md).  It depends on the histogram only
- * through ln q of Proposition 7.  ACCT_EUNSUPPORTED where Theorem 6 does
- * not apply or its bound is found not to be monotone in q.
+ * (num_classes, num_teachers, sigma, order): a grid of cells in z =
+ * erfc^-1(2q/(m-1)) whose bounds cover every neighbour of a histogram in
+ * the cell, and two walks that find the least and the most q within each
+ * distance.  Two-sided, where Algorithms 4-5 walk one way, and so a
+ * beta-smooth upper bound through acct_pate_smooth_sensitivity whatever
+ * the shape of LS(q) (the derivation is in acct_pate.c and docs/pate.md).
+ * ACCT_EUNSUPPORTED where Theorem 6 does not apply or its bound is found
+ * not to be monotone in q.
  */
 typedef struct acct_pate_ls_bound acct_pate_ls_bound;
 
@@ -661,16 +663,18 @@ int acct_pate_ls_bound_new(acct_pate_workspace *ws, size_t num_classes, int64_t 
 /* Frees a bound.  Accepts NULL. */
 void acct_pate_ls_bound_free(acct_pate_ls_bound *b);
 
-/* How many distances the bound tells apart: from the last on it is constant. */
+/* How many distances the bound gives: num_teachers + 1 (0 .. num_teachers;
+ * beyond, it is constant). */
 size_t acct_pate_ls_bound_distances(const acct_pate_ls_bound *b);
 
 /*
- * The bound at distances 0 .. acct_pate_ls_bound_distances(b) - 1 from a
- * histogram whose ln q (acct_pate_gnmax_logq) is `logq`, into ret_ls
- * (caller-owned, that long).  Non-decreasing in d.
+ * The bound at distances 0 .. num_teachers from the integer vote histogram
+ * `votes` (the bound's classes; sum <= num_teachers), into ret_ls
+ * (caller-owned, acct_pate_ls_bound_distances(b) long).  Non-decreasing in
+ * d.  ws must hold the bound's classes and teachers.
  */
-int acct_pate_ls_bound_at(const acct_pate_ls_bound *b, double logq, double *ret_ls,
-			  acct_error *err);
+int acct_pate_ls_bound_at(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
+			  const double *votes, double *ret_ls, acct_error *err);
 
 /*
  * Theorem 23: RDP at `order` of the GNSS release f(D) + SS_beta(D) N(0,

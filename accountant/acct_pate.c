@@ -816,30 +816,52 @@ double acct_pate_smooth_sensitivity(double beta, const double *ls, size_t n)
 /*
  * Why not the walk: Algorithms 4-5 walk from a histogram towards [q1, q0]
  * only, which bounds the local sensitivity within distance d when LS(q)
- * grows towards that interval (the paper's conditions, checked numerically
- * in its code).  For small sigma or high orders it does not, and a more
+ * grows towards that interval.  For small sigma or high orders it does not, and a more
  * concentrated neighbour then has a larger LS than the walk allows.
  *
- * This bound needs only what Algorithm 3 itself needs: Theorem 6's bound,
- * as the release uses it (rdp_ss_at), is non-decreasing in q, and one
- * teacher moves z = erfc^-1(2q/(m-1)) by at most 1/sigma (Appendix B.4.1:
- * every margin moves by at most 2 votes, and the bound B_l, B_u on q
- * follows by Jensen's inequality; the classes excluded from q trade places
- * with margins below 2 votes when the top changes).  So within distance d
- * of a histogram at z_x every histogram has z in [z_x - d/sigma, z_x +
- * d/sigma], and its local sensitivity is at most
+ * This bound needs what Algorithm 3 itself needs, and no shape of LS(q):
+ *
+ * 1. Theorem 6's bound, as the release uses it (rdp_ss_at), is
+ *    non-decreasing in q (checked on the grid below);
+ * 2. one teacher moves z = erfc^-1(2q/(m-1)) by at most 1/sigma (Appendix
+ *    B.4.1: every margin moves by at most 2 votes, and Jensen's inequality
+ *    gives B_l, B_u; when the top changes, the two classes trade places
+ *    with margins of at most 2 votes on both sides).
+ *
+ * The local sensitivity at a histogram at z is then at most
  *   G(z) = max(eps(z - 1/sigma) - eps(z), eps(z) - eps(z + 1/sigma)),
- * with eps(z) the released RDP at that z, non-increasing in z.  A fixed
- * grid of cells [z_k, z_k+1], K to each 1/sigma (slightly widened, so that
- * rounding in z cannot cross a cell), bounds G on a cell by
- *   C_k = max(eps(z_k-K) - eps(z_k+1), eps(z_k) - eps(z_k+1+K)),
- * and A(d, x) = max of C_k over the cells within d K + 1 of the cell of z_x.
- * For neighbours x, y the cells of z_x and z_y are at most K apart, so
- * A(d, x) <= A(d + 1, y) and A(0, x) bounds the local sensitivity at x:
- * max_d e^{-beta d} A(d, x) is a beta-smooth upper bound (Nissim,
- * Raskhodnikova and Smith 2007, Lemma 2.3 and Definition 2.1), and so is
- * the sum over a release's answers, since one teacher moves every answered
- * histogram at once.  The grid depends only on public parameters.
+ * eps(z) the released RDP there, non-increasing in z.  A fixed grid of
+ * cells [z_k, z_k+1], K to each 1/sigma (widened by 1e-6 so that rounding
+ * in z cannot cross a cell), bounds G on a cell by
+ *   C_k = max(eps(z_k-K) - eps(z_k+1), eps(z_k) - eps(z_k+1+K)).
+ *
+ * A(d, x) is the largest C_k over the cells between the least and the most
+ * q of the histograms within distance d of x (one cell more on each side),
+ * which two greedy walks find exactly (lsb_walk_up, lsb_walk_down; q is
+ * Proposition 7's sum of f(g) = erfc(g / 2 sigma) / 2 over the margins g,
+ * f convex and decreasing for g >= 0):
+ *  - most q: a vote moved from the top to class i lowers every margin by 1
+ *    and g_i by one more, and beats every other move; d such moves, all
+ *    into the runner-up, beat any split of them (a convex function on a
+ *    simplex peaks at a vertex, and f falls fastest at the smallest g).
+ *    While the runner-up ends at or below the top, no class can pass the
+ *    top within d; past that the walk gives up and takes every cell above.
+ *  - least q: a vote moved from class i to the top raises every margin by
+ *    1 and g_i by one more, and beats every other move while some class
+ *    holds a vote; the sum of f(g_i + d + k_i) over moves k_i summing to d
+ *    is separable and convex, so taking each vote from the class with the
+ *    smallest margin is optimal.  Then abstaining teachers vote for the
+ *    top.  Concentrating on another class does no better: swapping it with
+ *    the top, which holds at least as many votes, only raises margins.
+ * The extremes within d of x lie within d + 1 of a neighbour y, so
+ * A(d, x) <= A(d + 1, y) (each further step widens the range by 1e-6 of a
+ * cell against rounding), and A(0, x) >= C of x's cell bounds the local
+ * sensitivity at x (fact 2): max_d e^{-beta d} A(d, x) is a beta-smooth
+ * upper bound (Nissim, Raskhodnikova and Smith 2007, Lemma 2.3 and
+ * Definition 2.1), and so is the sum over a release's answers, since one
+ * teacher moves every answered histogram at once.  The grid depends only
+ * on public parameters; a walk stops once the cells beyond it cannot raise
+ * the bound (the running maxima pmax, smax).
  *
  * The grid covers z from z_cap (q = 1 - 1/m, the cap of Proposition 7's
  * bound) up to the unanimous histogram, z = n / (2 sigma), or up to where
@@ -855,7 +877,11 @@ struct acct_pate_ls_bound {
 	double lc;         /* ln((m - 1) / 2) */
 	size_t cells;      /* cell bounds c[0 .. cells - 1]; the last may be a tail */
 	double *c;
-	size_t distances;  /* A(d, x) is constant from d = distances - 1 on */
+	double *pmax;      /* pmax[k] = max c[0 .. k] */
+	double *smax;      /* smax[k] = max c[k .. cells - 1] */
+	double sigma;
+	size_t num_classes;
+	int64_t num_teachers;
 };
 
 void acct_pate_ls_bound_free(acct_pate_ls_bound *b)
@@ -863,6 +889,8 @@ void acct_pate_ls_bound_free(acct_pate_ls_bound *b)
 	if (!b)
 		return;
 	free(b->c);
+	free(b->pmax);
+	free(b->smax);
 	free(b);
 }
 
@@ -942,8 +970,23 @@ static int lsb_fill(const struct ss_params *s, acct_pate_ls_bound *b, double zen
 	}
 	free(eps);
 	b->cells = n;
-	b->distances = (n + (size_t)K - 1) / (size_t)K + 2;
 	return rc;
+}
+
+/* The running maxima a walk stops by. */
+static int lsb_maxima(acct_pate_ls_bound *b)
+{
+	size_t n = b->cells;
+
+	b->pmax = malloc(n * sizeof(*b->pmax));
+	b->smax = malloc(n * sizeof(*b->smax));
+	if (!b->pmax || !b->smax)
+		return ACCT_ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		b->pmax[k] = k ? fmax(b->pmax[k - 1], b->c[k]) : b->c[k];
+	for (size_t k = n; k-- > 0;)
+		b->smax[k] = k + 1 < n ? fmax(b->smax[k + 1], b->c[k]) : b->c[k];
+	return 0;
 }
 
 int acct_pate_ls_bound_new(acct_pate_workspace *ws, size_t num_classes, int64_t num_teachers,
@@ -972,7 +1015,11 @@ int acct_pate_ls_bound_new(acct_pate_workspace *ws, size_t num_classes, int64_t 
 		acct_pate_ls_bound_free(b);
 		return acct_error_set(err, rc, "/num_classes", "erfc^-1 failed");
 	}
-	if ((rc = lsb_fill(&s, b, (double)num_teachers / (2 * sigma))) < 0) {
+	b->sigma = sigma;
+	b->num_classes = num_classes;
+	b->num_teachers = num_teachers;
+	if ((rc = lsb_fill(&s, b, (double)num_teachers / (2 * sigma))) < 0 ||
+	    (rc = lsb_maxima(b)) < 0) {
 		acct_pate_ls_bound_free(b);
 		if (rc == ACCT_ENOMEM)
 			return acct_error_set(err, rc, "", "out of memory");
@@ -988,44 +1035,139 @@ int acct_pate_ls_bound_new(acct_pate_workspace *ws, size_t num_classes, int64_t 
 
 size_t acct_pate_ls_bound_distances(const acct_pate_ls_bound *b)
 {
-	return b->distances;
+	return (size_t)b->num_teachers + 1;
 }
 
-int acct_pate_ls_bound_at(const acct_pate_ls_bound *b, double logq, double *ret_ls,
-			  acct_error *err)
+/* The cell of z, clamped to the grid (the last cell covers all above). */
+static size_t lsb_cell(const acct_pate_ls_bound *b, double z)
 {
-	const size_t K = LSB_CELLS_PER_STEP;
-	double z, best;
-	size_t k, lo, hi;
+	return z <= b->zcap ? 0 : (size_t)fmin((z - b->zcap) / b->h, (double)(b->cells - 1));
+}
+
+/* The z of the grouped histogram {top} + groups (q = 0: above every cell). */
+static int lsb_z(acct_pate_workspace *ws, const acct_pate_ls_bound *b, int64_t top, double *ret)
+{
+	double logq;
 	int rc;
 
-	if (isnan(logq) || logq > 0)
-		return acct_error_set(err, ACCT_EINVAL, "/logq", "ln q must be <= 0");
-	/* q = 0 lies above every cell: the last one covers it. */
-	if (logq == -INFINITY)
-		z = INFINITY;
-	else if ((rc = log_erfc_inv(fmin(logq - b->lc, 0.0), &z)) < 0)
-		return acct_error_set(err, rc, "/logq", "erfc^-1 failed");
-	/* The cell of z, clamped to the grid (the last cell covers all above). */
-	k = z <= b->zcap ? 0 : (size_t)fmin((z - b->zcap) / b->h, (double)(b->cells - 1));
-	lo = k >= 1 ? k - 1 : 0;
-	hi = k + 1 < b->cells ? k + 1 : b->cells - 1;
-	best = 0;
-	for (size_t j = lo; j <= hi; j++)
-		best = fmax(best, b->c[j]);
-	ret_ls[0] = best;
-	for (size_t d = 1; d < b->distances; d++) {
-		size_t nlo = k >= d * K + 1 ? k - d * K - 1 : 0;
-		size_t nhi = k + d * K + 1 < b->cells ? k + d * K + 1 : b->cells - 1;
-
-		for (size_t j = nlo; j < lo; j++)
-			best = fmax(best, b->c[j]);
-		for (size_t j = hi + 1; j <= nhi; j++)
-			best = fmax(best, b->c[j]);
-		lo = nlo;
-		hi = nhi;
-		ret_ls[d] = best;
+	if ((rc = grouped_logq(ws, top, b->num_classes, b->sigma, &logq)) < 0)
+		return rc;
+	if (logq == -INFINITY) {
+		*ret = INFINITY;
+		return 0;
 	}
+	return log_erfc_inv(fmin(logq - b->lc, 0.0), ret);
+}
+
+/*
+ * The walk towards more q: d votes from the top to the runner-up, the most
+ * q within distance d while the runner-up stays at or below the top (no
+ * class can pass the top then: every margin moves by at most 2 a step).
+ * Writes the lowest cell reached by each distance, widened by eta per step
+ * against rounding, to lo[0 .. n - 1]; 0 (every cell) once the runner-up
+ * could pass the top, or once the cells below cannot raise the bound.
+ */
+static int lsb_walk_up(acct_pate_workspace *ws, const acct_pate_ls_bound *b, int64_t top,
+		       double z, double *lo, size_t n)
+{
+	const double eta = 1e-6 * b->h;
+	size_t k0 = lsb_cell(b, z), low = lsb_cell(b, z - eta), seen = k0;
+	double mine = b->c[k0];  /* the largest cell bound in [seen, k0] */
+	int rc;
+
+	low = low > 0 ? low - 1 : 0;
+	for (size_t d = 0; d < n; d++) {
+		if (d > 0 && low > 0) {
+			if (top - ws->groups[ws->n_groups - 1].value < 2) {
+				low = 0;
+			} else {
+				size_t k;
+
+				top--;
+				move_second_vote(ws, 1);
+				if ((rc = lsb_z(ws, b, top, &z)) < 0)
+					return rc;
+				k = lsb_cell(b, z - (double)(d + 1) * eta);
+				k = k > 0 ? k - 1 : 0;
+				low = k < low ? k : low;
+			}
+		}
+		for (; seen > low; seen--)
+			mine = fmax(mine, b->c[seen - 1]);
+		if (low > 0 && b->pmax[low - 1] <= mine)
+			low = 0;
+		lo[d] = (double)low;
+	}
+	return 0;
+}
+
+/*
+ * The walk towards less q: a vote from the runner-up to the top each step
+ * (from the class with the smallest margin: for the convex tail the sum
+ * falls most), then, once no other class holds a vote, an abstaining
+ * teacher's vote to the top.  The least q within distance d.  A(d) is then
+ * the largest cell bound between lo[d] and the highest cell reached,
+ * written over lo[d].
+ */
+static int lsb_walk_down(acct_pate_workspace *ws, const acct_pate_ls_bound *b, int64_t top,
+			 int64_t abstained, double z, double *ls, size_t n)
+{
+	const double eta = 1e-6 * b->h;
+	size_t k0 = lsb_cell(b, z), high = lsb_cell(b, z + eta) + 1, lo = k0, hi = k0;
+	double best = b->c[k0];
+	bool done = false;
+	int rc;
+
+	for (size_t d = 0; d < n; d++) {
+		if (d > 0 && !done && high + 1 < b->cells) {
+			if (ws->groups[ws->n_groups - 1].value > 0) {
+				move_second_vote(ws, -1);
+			} else if (abstained > 0) {
+				abstained--;
+			} else {
+				done = true;
+			}
+			if (!done) {
+				top++;
+				if ((rc = lsb_z(ws, b, top, &z)) < 0)
+					return rc;
+				high = (size_t)fmax((double)high,
+						    (double)lsb_cell(b, z + (double)(d + 1) * eta) + 1);
+			}
+		}
+		if (high >= b->cells || (high + 1 < b->cells && b->smax[high + 1] <= best))
+			high = b->cells - 1;
+		for (; lo > (size_t)ls[d]; lo--)
+			best = fmax(best, b->c[lo - 1]);
+		for (; hi < high; hi++)
+			best = fmax(best, b->c[hi + 1]);
+		ls[d] = best;
+	}
+	return 0;
+}
+
+int acct_pate_ls_bound_at(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
+			  const double *votes, double *ret_ls, acct_error *err)
+{
+	size_t m = b->num_classes, n = (size_t)b->num_teachers + 1;
+	int64_t top, total = 0;
+	double z;
+	int rc;
+
+	if (!ws || !ret_ls)
+		return acct_error_set(err, ACCT_EINVAL, "", "no workspace or output");
+	if ((rc = ls_check_votes(ws, votes, m, b->num_teachers, err)) < 0)
+		return rc;
+	for (size_t i = 0; i < m; i++)
+		total += ws->sorted[i];
+	for (int64_t g = 0; g <= b->num_teachers; g++)
+		ws->lsf_by_margin[g] = NAN;
+	top = ls_group(ws, m);
+	if ((rc = lsb_z(ws, b, top, &z)) < 0 || (rc = lsb_walk_up(ws, b, top, z, ret_ls, n)) < 0)
+		return acct_error_set(err, rc, "/votes", "the local-sensitivity walk failed");
+	top = ls_group(ws, m);
+	if ((rc = lsb_walk_down(ws, b, top, b->num_teachers - total, z, ret_ls, n)) < 0)
+		return acct_error_set(err, rc, "/votes", "the local-sensitivity walk failed");
 	return 0;
 }
 

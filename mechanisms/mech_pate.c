@@ -293,7 +293,7 @@ int mech_pate_release_add(mech_pate_release *r, const double *votes, acct_error 
 	memcpy(r->v, votes, m * sizeof(*r->v));
 	if ((rc = acct_pate_gnmax_logq(r->v, m, s2, &logq, err)) < 0 ||
 	    (rc = acct_pate_gnmax_rdp_ss(r->ws, logq, s2, r->order, &rdp, err)) < 0 ||
-	    (rc = acct_pate_ls_bound_at(r->lsb, logq, r->ls, err)) < 0)
+	    (rc = acct_pate_ls_bound_at(r->ws, r->lsb, r->v, r->ls, err)) < 0)
 		return rc;
 	r->f += rdp;
 	r->answers++;

@@ -218,7 +218,7 @@ int srv_pate_smooth_sensitivity(const json_t *body, json_t **ret_answer, acct_er
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	if ((rc = acct_pate_ls_bound_at(lsb, logq, lsb_d, err)) < 0)
+	if ((rc = acct_pate_ls_bound_at(ws, lsb, votes, lsb_d, err)) < 0)
 		goto out;
 	release_smooth = acct_pate_smooth_sensitivity(beta, lsb_d, acct_pate_ls_bound_distances(lsb));
 

@@ -665,13 +665,13 @@ static size_t neighbours(const double *v, size_t m, int64_t teachers, double nb[
 }
 
 /* The release's bound at every distance for histogram v, into A. */
-static void release_bound(const acct_pate_ls_bound *b, const double *v, size_t m, double sigma,
+static void release_bound(acct_pate_workspace *ws, const acct_pate_ls_bound *b, const double *v,
 			  double *A)
 {
-	double logq;
+	acct_error err;
 
-	cr_assert_eq(acct_pate_gnmax_logq(v, m, sigma, &logq, NULL), 0);
-	cr_assert_eq(acct_pate_ls_bound_at(b, logq, A, NULL), 0);
+	acct_error_init(&err);
+	cr_assert_eq(acct_pate_ls_bound_at(ws, b, v, A, &err), 0, "%s", err.text);
 }
 
 /* The walk's smooth sensitivity (Algorithms 4-5) at v. */
@@ -775,7 +775,7 @@ Test(pate, release_bound_is_smooth_where_the_walk_is_not)
 		A = malloc(D * sizeof(*A));
 		B = malloc(D * sizeof(*B));
 		cr_assert(A && B);
-		release_bound(b, v, m, sigma, A);
+		release_bound(ws, b, v, A);
 		fx = released_rdp(ws, v, m, sigma, order);
 		sx = acct_pate_smooth_sensitivity(beta, A, D);
 		swx = walk_smooth(ws, v, m, 250, sigma, order, beta);
@@ -787,7 +787,7 @@ Test(pate, release_bound_is_smooth_where_the_walk_is_not)
 				      moved, A[0]);
 			if (A[0] > 0)
 				power = fmax(power, moved / A[0]);
-			release_bound(b, nb[i], m, sigma, B);
+			release_bound(ws, b, nb[i], B);
 			for (size_t d = 0; d < D; d++)
 				cr_assert_leq(B[d], A[d + 1 < D ? d + 1 : d],
 					      "case %zu d %zu: A(d, y) %g above A(d + 1, x)", k, d, B[d]);
@@ -804,6 +804,85 @@ Test(pate, release_bound_is_smooth_where_the_walk_is_not)
 	}
 	cr_assert_gt(walk_fails, 0, "the walk was smooth everywhere: the check has no power");
 	cr_assert_gt(power, 0.5, "no neighbour came near the bound (%g)", power);
+	acct_pate_workspace_free(ws);
+}
+
+/* Every histogram of m classes with at most `teachers` votes, m counts
+ * each, into h (cap rows); returns how many. */
+static size_t all_histograms(size_t m, int64_t teachers, double (*h)[4], size_t cap)
+{
+	size_t n = 0;
+	int64_t c[4] = {0};
+
+	for (;;) {
+		int64_t total = 0;
+
+		for (size_t i = 0; i < m; i++)
+			total += c[i];
+		if (total <= teachers) {
+			cr_assert_lt(n, cap);
+			for (size_t i = 0; i < m; i++)
+				h[n][i] = (double)c[i];
+			n++;
+		}
+		size_t i = 0;
+		while (i < m && ++c[i] > teachers)
+			c[i++] = 0;
+		if (i == m)
+			return n;
+	}
+}
+
+/*
+ * The two walks are exact: every histogram of a small space (2 to 4
+ * classes, 5 to 8 teachers, all abstentions), every neighbour pair, every
+ * distance: A(d, y) <= A(d + 1, x), and A(0, x) covers the move of the
+ * released RDP.  A walk that missed the most or the least q within some
+ * distance fails here on the histogram next to the one it missed.  sigma
+ * from 0.5 to 4 and orders 2 to 20, so that q runs from the plateau to far
+ * below q0 within a few votes.
+ */
+Test(pate, release_bound_nests_on_every_neighbour_of_small_spaces)
+{
+	static const struct { size_t m; int64_t n; double sigma, order; } set[] = {
+		{2, 8, 0.5, 8}, {2, 8, 1, 20}, {3, 6, 0.5, 2}, {3, 7, 1, 8},
+		{3, 8, 2, 20}, {4, 5, 0.7, 8}, {4, 6, 1, 14}, {4, 6, 4, 2},
+	};
+	static double h[1000][4], nb[NB_MAX][8];
+	acct_pate_workspace *ws = acct_pate_workspace_new(4, 8);
+	size_t pairs = 0;
+
+	cr_assert(ws);
+	for (size_t k = 0; k < sizeof(set) / sizeof(set[0]); k++) {
+		size_t m = set[k].m, nh = all_histograms(m, set[k].n, h, 1000), D;
+		acct_pate_ls_bound *b = NULL;
+		double A[16], B[16];
+
+		cr_assert_eq(acct_pate_ls_bound_new(ws, m, set[k].n, set[k].sigma, set[k].order, &b, NULL), 0);
+		D = acct_pate_ls_bound_distances(b);
+		cr_assert_eq(D, (size_t)set[k].n + 1);
+		for (size_t x = 0; x < nh; x++) {
+			double v[8] = {0}, fx;
+			size_t n_nb;
+
+			memcpy(v, h[x], m * sizeof(double));
+			release_bound(ws, b, v, A);
+			fx = released_rdp(ws, v, m, set[k].sigma, set[k].order);
+			n_nb = neighbours(v, m, set[k].n, nb);
+			for (size_t i = 0; i < n_nb; i++, pairs++) {
+				double moved = fabs(released_rdp(ws, nb[i], m, set[k].sigma, set[k].order) - fx);
+
+				cr_assert_leq(moved, A[0], "set %zu: moved %g, A(0) %g", k, moved, A[0]);
+				release_bound(ws, b, nb[i], B);
+				for (size_t d = 0; d < D; d++)
+					cr_assert_leq(B[d], A[d + 1 < D ? d + 1 : d],
+						      "set %zu histogram %zu d %zu: A(d, y) %.17g above A(d + 1, x)",
+						      k, x, d, B[d]);
+			}
+		}
+		acct_pate_ls_bound_free(b);
+	}
+	cr_assert_gt(pairs, 5000);
 	acct_pate_workspace_free(ws);
 }
 
@@ -829,7 +908,7 @@ Test(pate, release_bound_is_zero_where_the_release_is_constant)
 	cr_assert_gt(logq, logq0);
 	cr_assert_eq(acct_pate_ls_bound_new(ws, 10, 250, 100, 8, &b, NULL), 0);
 	cr_assert_leq(acct_pate_ls_bound_distances(b), 4096);
-	release_bound(b, v, 10, 100, A);
+	release_bound(ws, b, v, A);
 	for (size_t d = 0; d < acct_pate_ls_bound_distances(b); d++)
 		cr_assert_leq(A[d], 2e-9 * indep, "d %zu: %g", d, A[d]);
 	cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, v, 10, 250, 100, 8, ls, NULL), 0);
@@ -840,8 +919,8 @@ Test(pate, release_bound_is_zero_where_the_release_is_constant)
 
 /*
  * Bad arguments to the bound: classes and teachers outside their limits,
- * sigma and order where Theorem 6 has no q0, ln q above 0 or NaN.  Each is
- * refused with the field at fault.
+ * sigma and order where Theorem 6 has no q0, more votes than teachers, a
+ * negative or fractional vote.  Each is refused with the field at fault.
  */
 Test(pate, release_bound_refuses_bad_arguments)
 {
@@ -866,14 +945,18 @@ Test(pate, release_bound_refuses_bad_arguments)
 	cr_expect_null(b);
 	acct_error_init(&err);
 	cr_assert_eq(acct_pate_ls_bound_new(ws, 10, 250, 40, 8, &b, &err), 0, "%s", err.text);
-	cr_expect_eq(acct_pate_ls_bound_at(b, 0.5, A, &err), ACCT_EINVAL);
-	cr_expect_str_eq(err.where, "/logq");
-	cr_expect_eq(acct_pate_ls_bound_at(b, NAN, A, &err), ACCT_EINVAL);
-	/* q = 0 (no histogram has it, but ln q may round there) is answered in
-	 * the last cell, as ln q = -10^6 (z near 1000, far past the grid) is. */
-	cr_expect_eq(acct_pate_ls_bound_at(b, -INFINITY, A, NULL), 0);
-	cr_expect_eq(acct_pate_ls_bound_at(b, -1e6, A + 2048, NULL), 0);
-	cr_expect(A[0] >= 0 && A[0] == A[2048], "%g %g", A[0], A[2048]);
+	{
+		double over[10] = {200, 51}, negative[10] = {5, -1}, half[10] = {5, 0.5};
+
+		cr_expect_eq(acct_pate_ls_bound_at(ws, b, over, A, &err), ACCT_EINVAL);
+		cr_expect_str_eq(err.where, "/votes");
+		acct_error_init(&err);
+		cr_expect_eq(acct_pate_ls_bound_at(ws, b, negative, A, &err), ACCT_EINVAL);
+		cr_expect_str_eq(err.where, "/votes/1");
+		acct_error_init(&err);
+		cr_expect_eq(acct_pate_ls_bound_at(ws, b, half, A, &err), ACCT_EINVAL);
+		cr_expect_str_eq(err.where, "/votes/1");
+	}
 	acct_pate_ls_bound_free(b);
 	acct_pate_ls_bound_free(NULL);
 	acct_pate_workspace_free(ws);

@@ -176,7 +176,7 @@ Test(pate_units, release_figures_sum_the_answers)
 		cr_assert_eq(mech_pate_release_add(acc, h[k], NULL), 0);
 		cr_assert_eq(acct_pate_gnmax_logq(h[k], 3, s2, &logq, NULL), 0);
 		cr_assert_eq(acct_pate_gnmax_rdp_ss(ws, logq, s2, 6, &r, NULL), 0);
-		cr_assert_eq(acct_pate_ls_bound_at(lsb, logq, ls, NULL), 0);
+		cr_assert_eq(acct_pate_ls_bound_at(ws, lsb, h[k], ls, NULL), 0);
 		f += r;
 		for (size_t d = 0; d < D; d++)
 			ls_sum[d] += ls[d];
