@@ -3,7 +3,9 @@
  *
  * Prints, for 250 and 5000 teachers, the time of one smooth-sensitivity
  * computation (local sensitivity at every distance, Algorithms 3-5, then the
- * discounted maximum) and the number of label queries whose cost (Proposition
+ * discounted maximum), the same for the two-sided bound a release uses (its
+ * grid once per release, then per query, with its S against the walk's),
+ * and the number of label queries whose cost (Proposition
  * 7 + Theorem 6 at 9 orders, with the threshold check) is computed per
  * second, in the library and through the /v1/pate/cost handler (JSON in and
  * out, no HTTP).  The baseline, measured in the same run, is the
@@ -141,6 +143,89 @@ static int bench_smooth(double budget, int64_t teachers, double sigma, double co
 	return 0;
 }
 
+/* What one release-bound computation reads and writes. */
+struct release_state {
+	acct_pate_workspace *ws;
+	const acct_pate_ls_bound *b;
+	const double *votes;
+	size_t m;
+	double sigma, beta;
+	double *ls;  /* the bound at every distance */
+	double ss;
+	acct_error err;
+};
+
+/* What a release does per answered query: the two-sided bound at every
+ * distance, then (here, per query) the discounted maximum. */
+static int release_once(void *state)
+{
+	struct release_state *s = state;
+
+	if (acct_pate_ls_bound_at(s->ws, s->b, s->votes, s->ls, &s->err) < 0) {
+		fprintf(stderr, "release bound: %s\n", s->err.text);
+		return -1;
+	}
+	s->ss = acct_pate_smooth_sensitivity(s->beta, s->ls, acct_pate_ls_bound_distances(s->b));
+	return 0;
+}
+
+/*
+ * The release's bound (acct_pate_ls_bound) on `votes` (m classes): the
+ * grid's one-off cost per release, the cost per query, and its S and noise
+ * against the walk's (the price of a bound that is smooth everywhere).
+ * Prints after `label`.
+ */
+static int time_release(double budget, const char *label, const double *votes, size_t m,
+			int64_t teachers, double sigma, double order, double beta)
+{
+	double walk_ms, walk_ss, secs, t0, floor;
+	struct release_state s = {.votes = votes, .m = m, .sigma = sigma, .beta = beta};
+	acct_pate_workspace *ws = acct_pate_workspace_new(m, teachers);
+	acct_pate_ls_bound *b = NULL;
+	uint64_t calls;
+	int rc = 1;
+
+	acct_error_init(&s.err);
+	t0 = bench_now_s();
+	if (!ws || acct_pate_ls_bound_new(ws, m, teachers, sigma, order, &b, &s.err) < 0) {
+		fprintf(stderr, "release bound: %s\n", s.err.text);
+		goto out;
+	}
+	secs = bench_now_s() - t0;
+	s.b = b;
+	s.ws = ws;
+	s.ls = malloc(acct_pate_ls_bound_distances(b) * sizeof(double));
+	if (!s.ls || time_calls(budget, release_once, &s, &calls, &t0) < 0 ||
+	    time_smooth(budget, votes, m, teachers, sigma, order, beta, &walk_ms, &walk_ss) < 0)
+		goto out;
+	/* What reaches the noise: a one-answer release's scale is
+	 * max(S, 2^-8 lambda / sigma^2) (mech_pate_release_draw's floor). */
+	floor = 0x1p-8 * order / (sigma * sigma);
+	printf("release bound       %s: %9.3f ms/query, grid %.3f ms  (S %.3g, walk %.3g, noise %.2fx "
+	       "the walk's; walk %.3f ms)\n", label, 1e3 * t0 / (double)calls, 1e3 * secs, s.ss,
+	       walk_ss, fmax(s.ss, floor) / fmax(walk_ss, floor), walk_ms);
+	rc = 0;
+out:
+	acct_pate_ls_bound_free(b);
+	acct_pate_workspace_free(ws);
+	free(s.ls);
+	return rc;
+}
+
+/* time_release on bench_smooth's histograms. */
+static int bench_release(double budget, int64_t teachers, double sigma, double conc, double order,
+			 double beta)
+{
+	double votes[CLASSES];
+	uint64_t state = 1;
+	char label[128];
+
+	test_vote_histogram(votes, CLASSES, teachers, conc, &state);
+	snprintf(label, sizeof(label), "teachers %6lld  top share %.2f  sigma %5.0f  order %3.0f  beta %.4f",
+		 (long long)teachers, conc, sigma, order, beta);
+	return time_release(budget, label, votes, CLASSES, teachers, sigma, order, beta);
+}
+
 /*
  * The slowest shape admitted by /v1/pate/smooth-sensitivity: the most
  * distinct vote counts that DPG_MAX_VECTOR_LEN teachers can cast (classes
@@ -160,9 +245,13 @@ static int bench_smooth_worst(double budget, double sigma)
 		total += (int64_t)m++;
 	}
 	if (time_smooth(budget, votes, m, teachers, sigma, 8, 0.0329, &ms, &ss) == 0) {
+		char label[128];
+
 		printf("smooth sensitivity  teachers %6lld  %zu classes voted 0..%zu  sigma %5.0f: %9.3f ms/call"
 		       "  (SS %.3g, worst case)\n", (long long)teachers, m, m - 1, sigma, ms, ss);
-		rc = 0;
+		snprintf(label, sizeof(label), "teachers %6lld  %zu classes voted 0..%zu  sigma %5.0f",
+			 (long long)teachers, m, m - 1, sigma);
+		rc = time_release(budget, label, votes, m, teachers, sigma, 8, 0.0329);
 	}
 	free(votes);
 	return rc;
@@ -329,6 +418,11 @@ int main(int argc, char **argv)
 	rc |= bench_smooth(budget, 5000, 100, 1.0, 8, 0.0329);
 	rc |= bench_smooth(budget, 5000, 200, 0.3, 15, 0.0);
 	rc |= bench_smooth(budget, 100000, 100, 1.0, 8, 0.0329);
+	rc |= bench_release(budget, 250, 40, 0.6, 8, 0.0329);
+	rc |= bench_release(budget, 250, 40, 1.0, 12, 0.0329);
+	rc |= bench_release(budget, 250, 10, 0.6, 20, 0.99 / 40);
+	rc |= bench_release(budget, 5000, 100, 0.6, 8, 0.0329);
+	rc |= bench_release(budget, 100000, 100, 1.0, 8, 0.0329);
 	rc |= bench_smooth_worst(budget, 10);
 	rc |= bench_smooth_worst(budget, 100);
 	rc |= bench_smooth_worst(budget, 1000);
