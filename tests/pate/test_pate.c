@@ -887,6 +887,47 @@ Test(pate, release_bound_nests_on_every_neighbour_of_small_spaces)
 }
 
 /*
+ * POST /v1/pate/smooth-sensitivity reports the release's figure,
+ * release_smooth_sensitivity, as the library computes it for that
+ * histogram (here where the walk is not smooth, sigma 10 at order 20, and
+ * where it is, sigma 40 at order 8).
+ */
+Test(pate, smooth_route_reports_the_release_bound)
+{
+	static const struct { double v[3]; double sigma, order, beta; } cases[] = {
+		{{150, 60, 40}, 10, 20, 0.02}, {{200, 30, 20}, 40, 8, 0.0329},
+	};
+	acct_pate_workspace *ws = acct_pate_workspace_new(3, 250);
+
+	cr_assert(ws);
+	for (size_t k = 0; k < 2; k++) {
+		char text[256];
+		json_t *body, *ans = NULL;
+		acct_pate_ls_bound *b = NULL;
+		double A[251], want;
+		acct_error err;
+
+		snprintf(text, sizeof(text),
+			 "{\"votes\": [%g, %g, %g], \"num_teachers\": 250, \"sigma\": %g, \"order\": %g,"
+			 " \"beta\": %g}", cases[k].v[0], cases[k].v[1], cases[k].v[2], cases[k].sigma,
+			 cases[k].order, cases[k].beta);
+		body = parse(text);
+		acct_error_init(&err);
+		cr_assert_eq(srv_pate_smooth_sensitivity(body, &ans, &err), 0, "%s", err.text);
+		cr_assert_eq(acct_pate_ls_bound_new(ws, 3, 250, cases[k].sigma, cases[k].order, &b, NULL), 0);
+		release_bound(ws, b, cases[k].v, A);
+		want = acct_pate_smooth_sensitivity(cases[k].beta, A, 251);
+		cr_expect_gt(want, 0);
+		cr_expect_eq(num(ans, "release_smooth_sensitivity"), want, "case %zu: %.17g, want %.17g", k,
+			     num(ans, "release_smooth_sensitivity"), want);
+		acct_pate_ls_bound_free(b);
+		json_decref(ans);
+		json_decref(body);
+	}
+	acct_pate_workspace_free(ws);
+}
+
+/*
  * Where even the unanimous histogram's q is at or above q0, every
  * histogram releases lambda / sigma^2: the released RDP is constant, its
  * local sensitivity 0 at every distance, and the bound is only its
@@ -1010,6 +1051,8 @@ Test(pate, edge_histograms_are_answered)
 				  exp(-json_number_value(json_object_get(body, "beta")) * (double)i) * (1 - 1e-12));
 		}
 		cr_expect(num(ans, "rdp_of_release") > 0);
+		cr_expect(num(ans, "release_smooth_sensitivity") >= 0 &&
+			  isfinite(num(ans, "release_smooth_sensitivity")), "case %zu", k);
 		json_decref(ans);
 		json_decref(body);
 	}
