@@ -677,10 +677,11 @@ static void move_second_vote(acct_pate_workspace *ws, int delta)
 	ws->n_groups = ng;
 }
 
-/* Checks the histogram against the workspace and num_teachers, and copies
- * it, as integers, into ws->sorted. */
+/* Checks the histogram against the workspace and num_teachers, copies it,
+ * as integers, into ws->sorted, and writes the votes cast to *ret_total.
+ * Clears the table of tail probabilities, which holds one sigma's. */
 static int ls_check_votes(acct_pate_workspace *ws, const double *votes, size_t num_classes,
-			  int64_t num_teachers, acct_error *err)
+			  int64_t num_teachers, int64_t *ret_total, acct_error *err)
 {
 	double total = 0;
 	int rc;
@@ -705,14 +706,16 @@ static int ls_check_votes(acct_pate_workspace *ws, const double *votes, size_t n
 	if (total > (double)num_teachers)
 		return acct_error_set(err, ACCT_EINVAL, "/votes", "%.0f votes from %lld teachers", total,
 				      (long long)num_teachers);
+	for (int64_t g = 0; g <= num_teachers; g++)
+		ws->lsf_by_margin[g] = NAN;
+	*ret_total = (int64_t)total;
 	return 0;
 }
 
-/* Sorts ws->sorted descending and groups it, minus its top vote, into
- * ws->groups (ascending); returns the top vote. */
-static int64_t ls_group(acct_pate_workspace *ws, size_t num_classes)
+/* Groups ws->sorted (descending), minus its top vote, into ws->groups
+ * (ascending); returns the top vote. */
+static int64_t ls_regroup(acct_pate_workspace *ws, size_t num_classes)
 {
-	qsort(ws->sorted, num_classes, sizeof(*ws->sorted), cmp_desc);
 	ws->n_groups = 0;
 	for (size_t i = num_classes; i-- > 1;) {
 		size_t ng = ws->n_groups;
@@ -725,6 +728,13 @@ static int64_t ls_group(acct_pate_workspace *ws, size_t num_classes)
 		}
 	}
 	return ws->sorted[0];
+}
+
+/* Sorts ws->sorted descending and groups it (ls_regroup). */
+static int64_t ls_group(acct_pate_workspace *ws, size_t num_classes)
+{
+	qsort(ws->sorted, num_classes, sizeof(*ws->sorted), cmp_desc);
+	return ls_regroup(ws, num_classes);
 }
 
 /*
@@ -768,12 +778,12 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 {
 	struct ss_params s = {.sigma = sigma, .order = order, .num_classes = num_classes};
 	double logq, plateau, lo, hi;
-	int64_t top;
+	int64_t top, total;
 	int rc;
 
 	if (!ws || !ret_ls)
 		return acct_error_set(err, ACCT_EINVAL, "", "no workspace or output");
-	if ((rc = ls_check_votes(ws, votes, num_classes, num_teachers, err)) < 0)
+	if ((rc = ls_check_votes(ws, votes, num_classes, num_teachers, &total, err)) < 0)
 		return rc;
 	if ((rc = acct_pate_gnmax_logq0(ws, sigma, order, &s.logq0, err)) < 0)
 		return rc;
@@ -782,8 +792,6 @@ int acct_pate_gnmax_local_sensitivity(acct_pate_workspace *ws, const double *vot
 		return acct_error_set(err, rc, "/sigma", "the bound B_l(q0) failed");
 	s.logq1 = lo;
 
-	for (int64_t g = 0; g <= num_teachers; g++)
-		ws->lsf_by_margin[g] = NAN;
 	top = ls_group(ws, num_classes);
 	if ((rc = grouped_logq(ws, top, num_classes, sigma, &logq)) < 0 ||
 	    (rc = local_sensitivity_at(&s, s.logq1, &plateau)) < 0)
@@ -1150,22 +1158,19 @@ int acct_pate_ls_bound_at(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
 			  const double *votes, double *ret_ls, acct_error *err)
 {
 	size_t m = b->num_classes, n = (size_t)b->num_teachers + 1;
-	int64_t top, total = 0;
+	int64_t top, total;
 	double z;
 	int rc;
 
 	if (!ws || !ret_ls)
 		return acct_error_set(err, ACCT_EINVAL, "", "no workspace or output");
-	if ((rc = ls_check_votes(ws, votes, m, b->num_teachers, err)) < 0)
+	if ((rc = ls_check_votes(ws, votes, m, b->num_teachers, &total, err)) < 0)
 		return rc;
-	for (size_t i = 0; i < m; i++)
-		total += ws->sorted[i];
-	for (int64_t g = 0; g <= b->num_teachers; g++)
-		ws->lsf_by_margin[g] = NAN;
 	top = ls_group(ws, m);
 	if ((rc = lsb_z(ws, b, top, &z)) < 0 || (rc = lsb_walk_up(ws, b, top, z, ret_ls, n)) < 0)
 		return acct_error_set(err, rc, "/votes", "the local-sensitivity walk failed");
-	top = ls_group(ws, m);
+	/* The up walk moved only ws->groups: start again from the histogram. */
+	top = ls_regroup(ws, m);
 	if ((rc = lsb_walk_down(ws, b, top, b->num_teachers - total, z, ret_ls, n)) < 0)
 		return acct_error_set(err, rc, "/votes", "the local-sensitivity walk failed");
 	return 0;
