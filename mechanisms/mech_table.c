@@ -881,6 +881,16 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The grid's width (finite, so every grid point is) and q. */
+static int quantile_check_grid(double q, double lo, double hi, acct_error *err)
+{
+	if (!isfinite(hi - lo))
+		return acct_error_set(err, ACCT_EINVAL, "/hi", "hi - lo must be a finite number");
+	if (!(q >= 0 && q <= 1))
+		return acct_error_set(err, ACCT_EINVAL, "/q", "must be in [0, 1]");
+	return 0;
+}
+
 /* The checks a quantile makes before it touches the data; sets *ret_col. */
 static int quantile_check(const mech_table *t, const char *column, double q, double lo,
 			  double hi, double epsilon, const struct column **ret_col, acct_error *err)
@@ -888,13 +898,9 @@ static int quantile_check(const mech_table *t, const char *column, double q, dou
 	int rc;
 
 	if ((rc = find_column(t, column, MECH_COL_NUMERIC, ret_col, err)) < 0 ||
-	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0)
+	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = check_eps(epsilon, err)) < 0 ||
+	    (rc = quantile_check_grid(q, lo, hi, err)) < 0)
 		return rc;
-	/* The grid's width: finite, so every grid point is. */
-	if (!isfinite(hi - lo))
-		return acct_error_set(err, ACCT_EINVAL, "/hi", "hi - lo must be a finite number");
-	if (!(q >= 0 && q <= 1))
-		return acct_error_set(err, ACCT_EINVAL, "/q", "must be in [0, 1]");
 	/* Every score below must be finite whatever the data: an error there,
 	 * answered before any charge, would tell the data (with epsilon near
 	 * 1e-307 a log term overflowed exactly when an interval was wider than
@@ -930,6 +936,15 @@ static void quantile_grid_indexes(const struct column *c, size_t n, double lo, d
 	qsort(a + 1, n, sizeof(uint64_t), cmp_u64);
 }
 
+/* The sorted grid indexes (quantile_grid_indexes) and the centre q n
+ * rounded to a multiple of 2^-20, so that i - c is exact. */
+static void quantile_ranks(const struct column *c, size_t n, double q, double lo, double hi,
+			   uint64_t *a, double *ret_centre)
+{
+	quantile_grid_indexes(c, n, lo, hi, a);
+	*ret_centre = ldexp(nearbyint(ldexp(q * (double)n, 20)), -20);
+}
+
 int mech_table_quantile_ranks(const mech_table *t, const char *column, double q, double lo,
 			      double hi, uint64_t *a, double *ret_centre, acct_error *err)
 {
@@ -937,14 +952,9 @@ int mech_table_quantile_ranks(const mech_table *t, const char *column, double q,
 	int rc;
 
 	if ((rc = find_column(t, column, MECH_COL_NUMERIC, &c, err)) < 0 ||
-	    (rc = check_bounds(lo, hi, err)) < 0)
+	    (rc = check_bounds(lo, hi, err)) < 0 || (rc = quantile_check_grid(q, lo, hi, err)) < 0)
 		return rc;
-	if (!isfinite(hi - lo))
-		return acct_error_set(err, ACCT_EINVAL, "/hi", "hi - lo must be a finite number");
-	if (!(q >= 0 && q <= 1))
-		return acct_error_set(err, ACCT_EINVAL, "/q", "must be in [0, 1]");
-	quantile_grid_indexes(c, t->rows, lo, hi, a);
-	*ret_centre = ldexp(nearbyint(ldexp(q * (double)t->rows, 20)), -20);
+	quantile_ranks(c, t->rows, q, lo, hi, a, ret_centre);
 	return 0;
 }
 
@@ -1022,8 +1032,7 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	if ((rc = mech_table_quantile_ranks(t, column, q, lo, hi, a, &centre, err)) < 0)
-		goto out;
+	quantile_ranks(c, n, q, lo, hi, a, &centre);
 	m = quantile_scores(a, n, centre, epsilon, scores, which);
 	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
 	if (rc < 0)
