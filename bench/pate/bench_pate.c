@@ -148,8 +148,7 @@ struct release_state {
 	acct_pate_workspace *ws;
 	const acct_pate_ls_bound *b;
 	const double *votes;
-	size_t m;
-	double sigma, beta;
+	double beta;
 	double *ls;  /* the bound at every distance */
 	double ss;
 	acct_error err;
@@ -179,7 +178,7 @@ static int time_release(double budget, const char *label, const double *votes, s
 			int64_t teachers, double sigma, double order, double beta)
 {
 	double walk_ms, walk_ss, secs, t0, floor;
-	struct release_state s = {.votes = votes, .m = m, .sigma = sigma, .beta = beta};
+	struct release_state s = {.votes = votes, .beta = beta};
 	acct_pate_workspace *ws = acct_pate_workspace_new(m, teachers);
 	acct_pate_ls_bound *b = NULL;
 	uint64_t calls;
