@@ -557,34 +557,48 @@ static double released_rdp(acct_pate_workspace *ws, const double *v, size_t m, d
 	return r;
 }
 
-/* The worst move of the released RDP from base over v's neighbours: one
- * teacher moving its vote (i to j), giving one (to j, when fewer than
- * `teachers` voted) or withdrawing it (from i); and the largest distance-0
- * bound of those neighbours, into *ret_next. */
-static double worst_neighbour(acct_pate_workspace *ws, const double *v, size_t m, int64_t teachers,
-			      double sigma, double order, double base, double *ls, double *ret_next)
+enum { NB_MAX = 81 };
+
+/* v's neighbours under the product's relation (a vote moved, given when
+ * fewer than `teachers` voted, or withdrawn) into nb[k][0 .. m-1]; returns
+ * how many. */
+static size_t neighbours(const double *v, size_t m, int64_t teachers, double nb[][8])
 {
-	double total = 0, worst = 0, next = 0;
+	double total = 0;
+	size_t n = 0;
 
 	for (size_t i = 0; i < m; i++)
 		total += v[i];
 	for (size_t i = 0; i <= m; i++)
 		for (size_t j = 0; j <= m; j++) {
-			double nb[16];
-
 			/* i == m: a vote given; j == m: a vote withdrawn. */
 			if (i == j || (i < m && v[i] == 0) || (i == m && total >= (double)teachers))
 				continue;
-			memcpy(nb, v, m * sizeof(double));
+			memcpy(nb[n], v, m * sizeof(double));
 			if (i < m)
-				nb[i] -= 1;
+				nb[n][i] -= 1;
 			if (j < m)
-				nb[j] += 1;
-			worst = fmax(worst, fabs(released_rdp(ws, nb, m, sigma, order) - base));
-			cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, nb, m, teachers, sigma, order,
-								       ls, NULL), 0);
-			next = fmax(next, ls[0]);
+				nb[n][j] += 1;
+			n++;
 		}
+	return n;
+}
+
+/* The worst move of the released RDP from base over v's neighbours
+ * (neighbours, m <= 8), and the largest distance-0 bound of those
+ * neighbours, into *ret_next. */
+static double worst_neighbour(acct_pate_workspace *ws, const double *v, size_t m, int64_t teachers,
+			      double sigma, double order, double base, double *ls, double *ret_next)
+{
+	double nb[NB_MAX][8], worst = 0, next = 0;
+	size_t n_nb = neighbours(v, m, teachers, nb);
+
+	for (size_t i = 0; i < n_nb; i++) {
+		worst = fmax(worst, fabs(released_rdp(ws, nb[i], m, sigma, order) - base));
+		cr_assert_eq(acct_pate_gnmax_local_sensitivity(ws, nb[i], m, teachers, sigma, order, ls,
+							       NULL), 0);
+		next = fmax(next, ls[0]);
+	}
 	*ret_next = next;
 	return worst;
 }
@@ -637,32 +651,6 @@ Test(pate, local_sensitivity_bounds_random_neighbours_with_abstentions)
 }
 
 /* ---- the release's two-sided bound ----------------------------------- */
-
-enum { NB_MAX = 81 };
-
-/* v's neighbours under the product's relation (a vote moved, given when
- * fewer than `teachers` voted, or withdrawn) into nb[k][0 .. m-1]; returns
- * how many. */
-static size_t neighbours(const double *v, size_t m, int64_t teachers, double nb[][8])
-{
-	double total = 0;
-	size_t n = 0;
-
-	for (size_t i = 0; i < m; i++)
-		total += v[i];
-	for (size_t i = 0; i <= m; i++)
-		for (size_t j = 0; j <= m; j++) {
-			if (i == j || (i < m && v[i] == 0) || (i == m && total >= (double)teachers))
-				continue;
-			memcpy(nb[n], v, m * sizeof(double));
-			if (i < m)
-				nb[n][i] -= 1;
-			if (j < m)
-				nb[n][j] += 1;
-			n++;
-		}
-	return n;
-}
 
 /* The release's bound at every distance for histogram v, into A. */
 static void release_bound(acct_pate_workspace *ws, const acct_pate_ls_bound *b, const double *v,
