@@ -392,7 +392,10 @@ int trn_model_scores(const trn_model *m, const double *x, size_t d, double *scor
 		     acct_error *err);
 
 /* Accuracy (fraction correct) and mean cross-entropy of a model on a table
- * of raw rows.  Either output may be NULL. */
+ * of raw rows, over the rows that have a class: a row labelled
+ * TRN_NO_CLASS is not scored, and both are NaN when no row has a class
+ * (as trn_eval_model).  Either output may be NULL.  ACCT_EINVAL for a
+ * table of another shape or a label past the classes. */
 int trn_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
 		       double *ret_loss, acct_error *err);
 

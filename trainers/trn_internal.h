@@ -138,8 +138,9 @@ int trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x
 
 /* Accuracy and mean cross-entropy of a model on n rows already mapped to
  * its first layer's inputs (n x dims[0]: projected, or feature-transformed
- * by trn__features_rows), labels y (every one a class).  Either output may
- * be NULL.  Returns 0 or ACCT_ENOMEM. */
+ * by trn__features_rows), labels y; rows labelled TRN_NO_CLASS are not
+ * scored (NaN when none has a class).  Either output may be NULL.
+ * Returns 0, ACCT_EINVAL (a label past the classes) or ACCT_ENOMEM. */
 int trn__model_evaluate_inputs(const trn_model *m, const double *x, const uint32_t *y,
 			       size_t n, double *ret_accuracy, double *ret_loss,
 			       acct_error *err);
@@ -229,9 +230,8 @@ int trn__model_from_convnet(trn_convnet *net, trn_model **ret, acct_error *err);
 int trn__conv_model_scores(const trn_model *m, const double *x, size_t n, double *scores,
 			   acct_error *err);
 
-/* trn_model_evaluate of a convolutional model (its shape checked).  Rows
- * labelled TRN_NO_CLASS are refused as there: evaluation tables are public
- * and labelled. */
+/* trn_model_evaluate of a convolutional model (its shape checked); rows
+ * labelled TRN_NO_CLASS are not scored, as there. */
 int trn__conv_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
 			     double *ret_loss, acct_error *err);
 

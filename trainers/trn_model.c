@@ -553,22 +553,60 @@ int trn__model_load_rows(const trn_model *m, trn__workspace *ws, const double *x
 	return load_rows(m, ws, x, start, B);
 }
 
-/* Accuracy and loss over n rows, B at a time: raw rows through load_rows,
- * or (inputs) rows already mapped to the first layer's inputs. */
+/*
+ * The rows of an n-row table (w values each) that have a class: NULL
+ * copies when every row has one, else the scored rows copied in order.
+ * A public test table may hold labels that are none of the job's classes
+ * (TRN_NO_CLASS); they are not scored, as trn_eval does not score them,
+ * rather than failing a job whose training already ran.  A label past
+ * the classes that is not TRN_NO_CLASS is a caller's error.
+ */
+static int classed_rows(const double *x, const uint32_t *y, size_t n, size_t w, uint32_t k,
+			double **ret_x, uint32_t **ret_y, size_t *ret_n, acct_error *err)
+{
+	size_t scored = 0;
+
+	*ret_x = NULL;
+	*ret_y = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (y[i] != TRN_NO_CLASS && y[i] >= k)
+			return acct_error_set(err, ACCT_EINVAL, "/data",
+					      "row %zu: a class is out of range", i);
+		scored += y[i] != TRN_NO_CLASS;
+	}
+	*ret_n = scored;
+	if (scored == n || scored == 0)
+		return 0;
+	*ret_x = malloc(scored * w * sizeof(double));
+	*ret_y = malloc(scored * sizeof(uint32_t));
+	if (!*ret_x || !*ret_y)
+		return trn__nomem(err);
+	for (size_t i = 0, j = 0; i < n; i++)
+		if (y[i] != TRN_NO_CLASS) {
+			memcpy(*ret_x + j * w, x + i * w, w * sizeof(double));
+			(*ret_y)[j++] = y[i];
+		}
+	return 0;
+}
+
+/* Accuracy and loss over the rows with a class, B at a time (NaN when no
+ * row has one): raw rows through load_rows, or (inputs) rows already
+ * mapped to the first layer's inputs. */
 static int evaluate_rows(const trn_model *m, const double *x, const uint32_t *y, size_t n,
 			 bool inputs, double *ret_accuracy, double *ret_loss, acct_error *err)
 {
 	trn__workspace *ws = NULL;
 	size_t cap = 512, correct = 0, w = inputs ? m->dims[0] : m->input_dim;
-	double loss = 0.0;
-	int rc;
+	double loss = 0.0, *cx;
+	uint32_t *cy;
+	int rc = classed_rows(x, y, n, w, m->dims[m->n_layers], &cx, &cy, &n, err);
 
-	/* Evaluation tables are public splits, every row labelled. */
-	for (size_t i = 0; i < n; i++)
-		if (y[i] >= m->dims[m->n_layers])
-			return acct_error_set(err, ACCT_EINVAL, "/data",
-					      "an evaluation row has no class");
-	rc = trn__workspace_new(m, cap, &ws, err);
+	if (cx) {
+		x = cx;
+		y = cy;
+	}
+	if (rc == 0 && n > 0)
+		rc = trn__workspace_new(m, cap, &ws, err);
 	for (size_t s = 0; rc == 0 && s < n; s += cap) {
 		size_t B = n - s < cap ? n - s : cap, c;
 		double l;
@@ -584,10 +622,12 @@ static int evaluate_rows(const trn_model *m, const double *x, const uint32_t *y,
 		correct += c;
 	}
 	if (rc == 0 && ret_accuracy)
-		*ret_accuracy = (double)correct / (double)n;
+		*ret_accuracy = n ? (double)correct / (double)n : NAN;
 	if (rc == 0 && ret_loss)
-		*ret_loss = loss / (double)n;
+		*ret_loss = n ? loss / (double)n : NAN;
 	trn__workspace_free(ws);
+	free(cx);
+	free(cy);
 	return rc;
 }
 

@@ -65,14 +65,18 @@ int trn__conv_model_scores(const trn_model *m, const double *x, size_t n, double
 int trn__conv_model_evaluate(const trn_model *m, const trn_dataset *ds, double *ret_accuracy,
 			     double *ret_loss, acct_error *err)
 {
-	size_t k = m->dims[m->n_layers], correct = 0;
+	size_t k = m->dims[m->n_layers], correct = 0, scored = 0;
 	double *scores = malloc(k * sizeof(double)), loss = 0.0;
 	trn_convnet *view = NULL;
 	int rc = 0;
 
-	for (size_t i = 0; i < ds->n; i++)
-		if (ds->y[i] >= k)
-			rc = acct_error_set(err, ACCT_EINVAL, "/data", "an evaluation row has no class");
+	/* Rows of no class are not scored (trn_model.c, classed_rows). */
+	for (size_t i = 0; i < ds->n; i++) {
+		if (ds->y[i] != TRN_NO_CLASS && ds->y[i] >= k)
+			rc = acct_error_set(err, ACCT_EINVAL, "/data",
+					    "row %zu: a class is out of range", i);
+		scored += ds->y[i] != TRN_NO_CLASS;
+	}
 	if (rc == 0 && !scores)
 		rc = trn__nomem(err);
 	if (rc == 0)
@@ -80,14 +84,16 @@ int trn__conv_model_evaluate(const trn_model *m, const trn_dataset *ds, double *
 	for (size_t i = 0; rc == 0 && i < ds->n; i++) {
 		uint32_t y = ds->y[i];
 
+		if (y == TRN_NO_CLASS)
+			continue;
 		trn__convnet_scores(view, ds->x + i * ds->d, scores);
 		correct += trn__argmax(scores, (uint32_t)k) == y;
 		loss -= log(scores[y] > 0.0 ? scores[y] : 1e-300);
 	}
 	if (rc == 0 && ret_accuracy)
-		*ret_accuracy = ds->n ? (double)correct / (double)ds->n : NAN;
+		*ret_accuracy = scored ? (double)correct / (double)scored : NAN;
 	if (rc == 0 && ret_loss)
-		*ret_loss = ds->n ? loss / (double)ds->n : NAN;
+		*ret_loss = scored ? loss / (double)scored : NAN;
 	trn_convnet_free(view);
 	free(scores);
 	return rc;

@@ -343,6 +343,41 @@ Test(public, a_job_reports_metrics_on_test_data_only)
 	json_decref(job);
 }
 
+/*
+ * A public test row whose label is none of the job's classes (7, 0.5) is
+ * not scored: the job succeeds and test_rows counts the others.  Such
+ * rows used to fail the job after it had trained, its reservation spent.
+ */
+Test(public, test_rows_of_no_class_are_not_scored)
+{
+	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
+	static const char extra[] = "0.1,0.2,0.3,7\n0.2,0.1,0.5,0.5\n";
+	char *csv = jobs_common_two_class_csv(300, 7, "a,b,noise,y"), *all, job_id[64];
+	json_t *job;
+	dpg_resp r;
+
+	all = malloc(strlen(csv) + sizeof(extra));
+	cr_assert_not_null(all);
+	memcpy(all, csv, strlen(csv));
+	memcpy(all + strlen(csv), extra, sizeof(extra));
+	dpg_make_dataset(&srv, "priv", 10.0, 1e-5, "rdp");
+	upload_two_class("priv", 400, 1, false);
+	make_public("test");
+	cr_assert_eq(dpg_upload_csv(&srv, "test", all, strlen(all)), 302);
+	r = submit_dpsgd(",\"test_data\":\"test\"");
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	job = dpg_job_wait(&srv, job_id, done, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(job, "error")));
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(job, "result"), "test_rows")),
+		     300);
+	json_decref(job);
+	free(all);
+	free(csv);
+}
+
 /* ---- using a released model ------------------------------------------------ */
 
 #define TEST_ROWS 300
