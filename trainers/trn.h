@@ -642,7 +642,10 @@ int trn_ensemble_event(const trn_ensemble_params *p, acct_event **ret, acct_erro
  * and num_classes classes with an auxiliary table of n_aux rows of the same
  * d features: d <= DPG_MAX_ENSEMBLE_FEATURES, 1 <= n_aux <=
  * DPG_MAX_ENSEMBLE_AUX_ROWS, 2 <= num_classes <= DPG_MAX_CLASSES, and for
- * knn n_aux * n_train * d <= DPG_MAX_ENSEMBLE_KNN_WORK.  Public sizes only.
+ * knn n_aux * n_train * d <= DPG_MAX_ENSEMBLE_KNN_WORK, and a noise rate
+ * (trn_ensemble_noise_beta) whose noise stays finite: epsilon and lambda
+ * so small that it does not are refused at /params/epsilon.  Public sizes
+ * only.
  */
 int trn_ensemble_check_shape(const trn_ensemble_params *p, size_t d, uint32_t num_classes,
 			     uint64_t n_train, uint64_t n_aux, acct_error *err);

@@ -132,6 +132,7 @@ int trn_ensemble_check_shape(const trn_ensemble_params *p, size_t d, uint32_t nu
 			     uint64_t n_train, uint64_t n_aux, acct_error *err)
 {
 	int rc = trn_ensemble_params_validate(p, err);
+	double beta;
 
 	if (rc < 0)
 		return rc;
@@ -151,6 +152,16 @@ int trn_ensemble_check_shape(const trn_ensemble_params *p, size_t d, uint32_t nu
 		return acct_error_set(err, ACCT_EINVAL, "/params/local_model",
 				      "knn over these tables would take more than %g operations",
 				      DPG_MAX_ENSEMBLE_KNN_WORK);
+	/* Each block's noise has norm Gamma(d + 1, 1) / beta, a sum of d + 1
+	 * Exp(1) draws each below 745 (mech__exp1 reaches -ln of the least
+	 * double): a beta that underflows to 0, or a norm past the largest
+	 * double, would fail the job after it trained. */
+	beta = trn_ensemble_noise_beta(p, d, num_classes, n_aux);
+	if (!(beta > 0.0) || !isfinite(1024.0 * (double)(d + 1) / beta))
+		return acct_error_set(err, ACCT_EINVAL, "/params/epsilon",
+				      "epsilon %g at lambda %g gives the noise rate beta = %g, "
+				      "whose noise a double cannot hold",
+				      p->epsilon, p->lambda, beta);
 	return 0;
 }
 

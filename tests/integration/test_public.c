@@ -834,6 +834,23 @@ static void expect_ensemble_refused(const char *dataset, const char *extra, long
 	jobs_common_expect_refusal(&r, status, field, extra);
 }
 
+/* An epsilon whose noise rate beta rounds to 0: its release could not be
+ * drawn, so the job is refused (it used to fail after training). */
+static void tiny_epsilon_refused(void)
+{
+	char params[1024], body[1200];
+	const char *at;
+	dpg_resp r;
+
+	ens_params(params, sizeof(params), "");
+	at = strstr(params, "\"epsilon\":1");
+	cr_assert_not_null(at);
+	snprintf(body, sizeof(body), "{\"trainer\":\"ensemble\",\"params\":{%.*s\"epsilon\":5e-324%s}}",
+		 (int)(at - params), params, at + strlen("\"epsilon\":1"));
+	r = dpg_call(&srv, "POST", "/v1/datasets/parties/jobs", srv.admin_key, body);
+	jobs_common_expect_refusal(&r, 400, "/params/epsilon", body);
+}
+
 Test(public, an_ensemble_job_is_checked_before_anything_is_reserved, .timeout = 120)
 {
 	dpg_resp r;
@@ -860,6 +877,7 @@ Test(public, an_ensemble_job_is_checked_before_anything_is_reserved, .timeout = 
 	dpg_resp_free(&r);
 	upload_party_table("swap");
 	expect_ensemble_refused("swap", "", 422, "/trainer");
+	tiny_epsilon_refused();
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
 }

@@ -849,6 +849,53 @@ Test(ensemble, noise_rate_follows_theorems_1_and_3)
 	cr_assert_eq(trn_ensemble_noise_beta(&p, 784, 2, 5000), 0.0);
 }
 
+/*
+ * epsilon = 5e-324 (the least double) gives beta = eps M lambda / 2 / (1 +
+ * slack), which rounds to 0: refused at /params/epsilon before anything is
+ * reserved, where it used to fail the job after training.  For epsilon
+ * down the decades, whatever the check accepts releases a model whose
+ * every parameter is finite, over 20 draws each; epsilon 1e-300 is
+ * accepted.
+ */
+Test(ensemble, an_epsilon_whose_noise_overflows_is_refused)
+{
+	trn_ensemble_params p;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 61);
+	double w[5] = {0};
+	size_t accepted = 0;
+	acct_error err;
+
+	trn_ensemble_params_default(&p);
+	p.parties = 3;
+	p.epsilon = 0x1p-1074;
+	acct_error_init(&err);
+	cr_assert_eq(trn_ensemble_check_shape(&p, 4, 2, 10, 10, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/epsilon");
+	cr_assert_eq(trn_ensemble_noise_beta(&p, 4, 2, 10), 0.0);
+	p.epsilon = 1e-300;
+	cr_assert_eq(trn_ensemble_check_shape(&p, 4, 2, 10, 10, NULL), 0);
+	for (int e = -300; e >= -323; e--) {
+		p.epsilon = pow(10.0, e);
+		if (trn_ensemble_check_shape(&p, 4, 2, 10, 10, NULL) < 0)
+			continue;
+		accepted++;
+		for (int draw = 0; draw < 20; draw++) {
+			trn_model *m = NULL;
+			double beta = trn_ensemble_noise_beta(&p, 4, 2, 10);
+
+			memset(w, 0, sizeof(w));
+			cr_assert_eq(trn__ensemble_release(w, 2, 4, beta, 1.0, rng, &m, &err), 0, "%s",
+				     err.text);
+			for (size_t i = 0; i < m->n_params; i++)
+				cr_assert(isfinite(m->params[i]), "epsilon %g: parameter %zu is %g",
+					  p.epsilon, i, m->params[i]);
+			trn_model_free(m);
+		}
+	}
+	cr_assert_geq(accepted, 1);
+	mech_rng_free(rng);
+}
+
 typedef struct progress_log {
 	uint32_t calls, last_trained, stop_at;
 	bool saw_erm;
