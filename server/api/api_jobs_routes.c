@@ -493,8 +493,18 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 {
 	srv_epsilons after;
 	bool fits = srv_dataset_epsilons(ds, cost, &after) == 0 && !ds->archived && after.within;
+	json_t *answer;
 
-	json_t *answer = json_pack("{s:b, s:o, s:{s:f}, s:o}", "fits", fits, "event",
+	if (!isfinite(acct_filter_epsilon(f, cost))) {
+		/* JSON has no infinity, and such a job can never be reserved
+		 * (409), as POST .../dry-run answers for an event. */
+		json_decref(guidance);
+		srv_problem(res, 422, NULL,
+			    "the job's epsilon under this dataset's ledger is unbounded: it can "
+			    "never fit", "/params", NULL);
+		return;
+	}
+	answer = json_pack("{s:b, s:o, s:{s:f}, s:o}", "fits", fits, "event",
 				   srv_event_to_json(ev), "needed", "epsilon",
 				   acct_filter_epsilon(f, cost), "budget", srv_dataset_budget_json(ds));
 

@@ -744,6 +744,33 @@ Test(jobs, jobs_that_could_only_fail_are_refused_before_reserving)
 }
 
 /*
+ * A job whose event has no finite epsilon (a DP-PCA release at noise
+ * multiplier 5e-324): its dry run answers 422 at /params, as the dry run of
+ * such an event does (JSON has no infinity; it used to answer 500), and
+ * the job itself 409 with nothing reserved.
+ */
+Test(jobs, an_unbounded_job_is_refused_by_its_dry_run_and_its_submission)
+{
+	static const char fmt[] =
+		"{\"trainer\":\"dpsgd\",%s\"params\":{\"model\":\"logreg\",\"epochs\":1,"
+		"\"lot_size\":600,\"pca_components\":10,\"pca_noise_multiplier\":5e-324}}";
+	char body[512];
+	dpg_budget before = dpg_budget_of(&srv, "fm"), after;
+	dpg_resp r;
+
+	snprintf(body, sizeof(body), fmt, "\"dry_run\":true,");
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
+	jobs_common_expect_refusal(&r, 422, "/params", body);
+	snprintf(body, sizeof(body), fmt, "");
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	dpg_resp_free(&r);
+	after = dpg_budget_of(&srv, "fm");
+	cr_assert_eq(after.ledger_rows, before.ledger_rows);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
+}
+
+/*
  * A basic ledger prices a job's event (Poisson-sampled Gaussians, which have
  * no pure-DP price) at the delta share the request names in "ledger_delta",
  * as a mechanism's release does; without one the job is refused (422,
