@@ -994,6 +994,16 @@ int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_
 	}
 	for (size_t i = 0; i < m->n_params; i++, p += 8)
 		m->params[i] = trn__get_f64(p);
+	/* No model this server trains holds one (a file with one is damaged),
+	 * and it would score every row NaN; as trn_model_from_layers and the
+	 * convolutional file refuse one. */
+	for (size_t i = 0; i < n_proj + m->n_params; i++)
+		if (!isfinite(i < n_proj ? m->proj[i] : m->params[i - n_proj])) {
+			rc = acct_error_set(err, ACCT_EINVAL, "/model/params",
+					    "%s %zu is not finite", i < n_proj ? "projection entry" : "weight",
+					    i < n_proj ? i : i - n_proj);
+			goto out;
+		}
 	*ret = m;
 	m = NULL;
 	rc = 0;

@@ -1180,6 +1180,26 @@ Test(model, serialise_round_trip_and_format)
 	trn_model_free(back);
 	back = NULL;
 	cr_assert_eq(trn_model_deserialize(buf, len - 1, &back, NULL), ACCT_EINVAL);
+	/* A weight that is not finite, first or last: the file is damaged. */
+	for (size_t at = 60; at < len; at += len - 8 - 60) {
+		uint8_t keep[8];
+		acct_error err;
+
+		memcpy(keep, buf + at, 8);
+		for (int k = 0; k < 2; k++) {
+			bits = k ? 0x7ff8000000000000ull : 0xfff0000000000000ull; /* NaN, -inf */
+			for (int i = 0; i < 8; i++)
+				buf[at + i] = (uint8_t)(bits >> (8 * i));
+			acct_error_init(&err);
+			cr_assert_eq(trn_model_deserialize(buf, len, &back, &err), ACCT_EINVAL, "byte %zu", at);
+			cr_assert_str_eq(err.where, "/model/params");
+			cr_assert_null(back);
+		}
+		memcpy(buf + at, keep, 8);
+	}
+	cr_assert_eq(trn_model_deserialize(buf, len, &back, NULL), 0);
+	trn_model_free(back);
+	back = NULL;
 	buf[24] = 9;
 	cr_assert_eq(trn_model_deserialize(buf, len, &back, NULL), ACCT_EINVAL);
 	cr_assert_null(back);
@@ -1481,6 +1501,25 @@ Test(dpsgd, nonprivate_baseline_and_pca_run)
 		     "%s", err.text);
 	cr_assert(r->test_accuracy > 0.9, "accuracy %g", r->test_accuracy);
 	cr_assert_eq(r->model->proj_dim, 3);
+	{
+		/* Its file with a projection entry that is not finite is refused:
+		 * the entries follow 40 header bytes, 3 widths and 2 activation
+		 * codes. */
+		uint8_t *buf = NULL;
+		size_t len = 0, at = 40 + 4 * 3 + 4 * 2;
+		trn_model *back = NULL;
+
+		cr_assert_eq(trn_model_serialize(r->model, &buf, &len, NULL), 0);
+		cr_assert_eq(trn_model_deserialize(buf, len, &back, NULL), 0);
+		cr_assert_eq(memcmp(back->proj, r->model->proj, 4 * 3 * sizeof(double)), 0);
+		trn_model_free(back);
+		back = NULL;
+		memset(buf + at, 0xff, 8); /* a NaN */
+		cr_assert_eq(trn_model_deserialize(buf, len, &back, &err), ACCT_EINVAL);
+		cr_assert(strstr(err.text, "projection entry 0") != NULL, "%s", err.text);
+		cr_assert_null(back);
+		free(buf);
+	}
 	trn_dpsgd_result_free(r);
 	r = NULL;
 	cr_assert_eq(trn_dpsgd_run(&p, tr, te, rng, NULL, NULL, NULL, &r, &err), 0, "%s",
