@@ -676,6 +676,25 @@ size_t acct_pate_ls_bound_distances(const acct_pate_ls_bound *b);
 int acct_pate_ls_bound_at(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
 			  const double *votes, double *ret_ls, acct_error *err);
 
+/* The same bound at distances 0 .. n - 1 only (1 <= n <=
+ * acct_pate_ls_bound_distances(b)): the first n values acct_pate_ls_bound_at
+ * writes, at the cost of n distances. */
+int acct_pate_ls_bound_prefix(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
+			      const double *votes, double *ret_ls, size_t n, acct_error *err);
+
+/*
+ * The distances a smooth sensitivity needs.  For `answers` histograms
+ * whose bounds at distance 0 sum to `at_0` (a float sum S(0)), the sum
+ * S(d) of their bounds at any distance is at most answers * T, T the
+ * largest cell bound; so past the n returned, e^(-beta d) S(d) stays
+ * below S(0) (with a relative margin of 1e-6 for rounding), and
+ * acct_pate_smooth_sensitivity over distances 0 .. n - 1 equals the one
+ * over all of them.  acct_pate_ls_bound_distances(b) when no shorter n
+ * is sure (beta or at_0 not positive).
+ */
+size_t acct_pate_ls_bound_horizon(const acct_pate_ls_bound *b, double beta, double answers,
+				  double at_0);
+
 /*
  * Theorem 23: RDP at `order` of the GNSS release f(D) + SS_beta(D) N(0,
  * sigma^2): lambda e^{2 beta} / sigma^2 + (beta lambda - ln(1 - 2 lambda beta)

@@ -1157,13 +1157,24 @@ static int lsb_walk_down(acct_pate_workspace *ws, const acct_pate_ls_bound *b, i
 int acct_pate_ls_bound_at(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
 			  const double *votes, double *ret_ls, acct_error *err)
 {
-	size_t m = b->num_classes, n = (size_t)b->num_teachers + 1;
+	return acct_pate_ls_bound_prefix(ws, b, votes, ret_ls, (size_t)b->num_teachers + 1, err);
+}
+
+/* Each walk's step d depends on its steps before only, so a walk cut at n
+ * writes the first n values of the whole one. */
+int acct_pate_ls_bound_prefix(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
+			      const double *votes, double *ret_ls, size_t n, acct_error *err)
+{
+	size_t m = b->num_classes;
 	int64_t top, total;
 	double z;
 	int rc;
 
 	if (!ws || !ret_ls)
 		return acct_error_set(err, ACCT_EINVAL, "", "no workspace or output");
+	if (n < 1 || n > (size_t)b->num_teachers + 1)
+		return acct_error_set(err, ACCT_EINVAL, "", "distances must be 1 to %lld",
+				      (long long)b->num_teachers + 1);
 	if ((rc = ls_check_votes(ws, votes, m, b->num_teachers, &total, err)) < 0)
 		return rc;
 	top = ls_group(ws, m);
@@ -1174,6 +1185,24 @@ int acct_pate_ls_bound_at(acct_pate_workspace *ws, const acct_pate_ls_bound *b,
 	if ((rc = lsb_walk_down(ws, b, top, b->num_teachers - total, z, ret_ls, n)) < 0)
 		return acct_error_set(err, rc, "/votes", "the local-sensitivity walk failed");
 	return 0;
+}
+
+size_t acct_pate_ls_bound_horizon(const acct_pate_ls_bound *b, double beta, double answers,
+				  double at_0)
+{
+	size_t all = (size_t)b->num_teachers + 1;
+	double top = answers * b->smax[0] * (1 + 1e-6), n;
+
+	if (!(beta > 0) || !(at_0 > 0) || !(answers >= 1) || !isfinite(top))
+		return all;
+	/* e^(-beta d) top <= at_0 for every d >= n; the loop only mends
+	 * rounding in the logarithms (exp is within an ulp). */
+	n = ceil((log(top) - log(at_0)) / beta);
+	for (int tries = 0; tries < 4 && n < (double)all && top * exp(-beta * n) > at_0; tries++)
+		n += 1;
+	if (!(n < (double)all) || top * exp(-beta * n) > at_0)
+		return all;
+	return n < 1 ? 1 : (size_t)n;
 }
 
 int acct_pate_gnss_rdp(double beta, double sigma, double order, double *ret_rdp, acct_error *err)

@@ -579,6 +579,21 @@ int mech_pate_release_new(const mech_pate_cfg *c, double order, mech_pate_releas
 void mech_pate_release_free(mech_pate_release *r);
 int mech_pate_release_add(mech_pate_release *r, const double *votes, acct_error *err);
 
+/*
+ * An optional first pass over the same histograms, before any
+ * mech_pate_release_add: mech_pate_release_count adds each one's bound at
+ * distance 0, then mech_pate_release_horizon(r, beta) cuts the distances
+ * every add walks to acct_pate_ls_bound_horizon's, past which no term of
+ * the smooth sensitivity at that beta can be its largest.  The figures at
+ * that beta are then those of the uncut release, at a cost of the horizon
+ * in place of num_teachers + 1 distances per answer.  The adds must then
+ * be of the counted histograms, in the same order (a further one is
+ * ACCT_EINTERNAL); figures after fewer or other adds, or at a smaller
+ * beta, report an infinite SS, which no draw releases.
+ */
+int mech_pate_release_count(mech_pate_release *r, const double *votes, acct_error *err);
+void mech_pate_release_horizon(mech_pate_release *r, double beta);
+
 /* The figures above for `answers` added histograms and `checks` checks. */
 typedef struct mech_pate_release_figures {
 	double f;          /* data-dependent RDP: private */

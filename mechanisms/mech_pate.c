@@ -223,6 +223,10 @@ struct mech_pate_release {
 	size_t distances;
 	double f;
 	int64_t answers;
+	/* The first pass (mech_pate_release_count) and its cut. */
+	int64_t counted;
+	double at_0, cut_beta;
+	bool cut;
 };
 
 void mech_pate_release_free(mech_pate_release *r)
@@ -290,16 +294,47 @@ int mech_pate_release_add(mech_pate_release *r, const double *votes, acct_error 
 
 	if (!r->lsb && (rc = release_bound_new(r, err)) < 0)
 		return rc;
+	/* The cut holds for the answers counted, and no more. */
+	if (r->cut && r->answers >= r->counted)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "more answers than the first pass counted");
 	memcpy(r->v, votes, m * sizeof(*r->v));
 	if ((rc = acct_pate_gnmax_logq(r->v, m, s2, &logq, err)) < 0 ||
 	    (rc = acct_pate_gnmax_rdp_ss(r->ws, logq, s2, r->order, &rdp, err)) < 0 ||
-	    (rc = acct_pate_ls_bound_at(r->ws, r->lsb, r->v, r->ls, err)) < 0)
+	    (rc = acct_pate_ls_bound_prefix(r->ws, r->lsb, r->v, r->ls, r->distances, err)) < 0)
 		return rc;
 	r->f += rdp;
 	r->answers++;
 	for (size_t d = 0; d < r->distances; d++)
 		r->ls_sum[d] += r->ls[d];
 	return 0;
+}
+
+int mech_pate_release_count(mech_pate_release *r, const double *votes, acct_error *err)
+{
+	size_t m = (size_t)r->c.num_classes;
+	double at_0;
+	int rc;
+
+	if (r->answers > 0 || r->cut)
+		return acct_error_set(err, ACCT_EINTERNAL, "", "the first pass comes before any answer");
+	if (!r->lsb && (rc = release_bound_new(r, err)) < 0)
+		return rc;
+	memcpy(r->v, votes, m * sizeof(*r->v));
+	if ((rc = acct_pate_ls_bound_prefix(r->ws, r->lsb, r->v, &at_0, 1, err)) < 0)
+		return rc;
+	/* Summed in the order the adds sum ls_sum[0], so the two agree. */
+	r->at_0 += at_0;
+	r->counted++;
+	return 0;
+}
+
+void mech_pate_release_horizon(mech_pate_release *r, double beta)
+{
+	if (r->cut || r->answers > 0 || !r->lsb)
+		return;
+	r->distances = acct_pate_ls_bound_horizon(r->lsb, beta, (double)r->counted, r->at_0);
+	r->cut_beta = beta;
+	r->cut = true;
 }
 
 void mech_pate_release_figures_get(const mech_pate_release *r, int64_t checks, double beta,
@@ -315,6 +350,11 @@ void mech_pate_release_figures_get(const mech_pate_release *r, int64_t checks, d
 		checks_rdp = (double)checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
 	ret->f = r->f + checks_rdp;
 	ret->ss = acct_pate_smooth_sensitivity(beta, r->ls_sum, r->distances);
+	/* The cut is exact only for the counted histograms, all added, at its
+	 * beta or a larger one: else no figure is released. */
+	if (r->cut && (beta < r->cut_beta || r->answers != r->counted ||
+		       (r->answers > 0 && r->ls_sum[0] != r->at_0)))
+		ret->ss = INFINITY;
 	ret->bound = (double)r->answers * r->order / (c->sigma2_used * c->sigma2_used) + checks_rdp;
 }
 

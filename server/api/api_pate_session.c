@@ -1145,15 +1145,17 @@ static int release_counters(srv_db *db, struct release *r, acct_error *err)
 	}
 }
 
-/* What the scan of the answered histograms adds to. */
+/* What the scans of the answered histograms add to: the first counts
+ * them (mech_pate_release_count), the second adds them. */
 struct answer_scan {
 	mech_pate_release *acc;
 	size_t m;
 	double *v;
 	acct_error *err;
+	bool counting;
 };
 
-/* One stored answer, added to the release's accumulator. */
+/* One stored answer, counted or added to the release's accumulator. */
 static int scan_answer(void *arg, const int32_t *blob, size_t bytes)
 {
 	struct answer_scan *s = arg;
@@ -1162,7 +1164,26 @@ static int scan_answer(void *arg, const int32_t *blob, size_t bytes)
 		return acct_error_set(s->err, ACCT_EINTERNAL, "", "a stored histogram is corrupt");
 	for (size_t j = 0; j < s->m; j++)
 		s->v[j] = (double)blob[j];
-	return mech_pate_release_add(s->acc, s->v, s->err);
+	return s->counting ? mech_pate_release_count(s->acc, s->v, s->err) :
+			     mech_pate_release_add(s->acc, s->v, s->err);
+}
+
+/* Both scans, in the caller's read transaction: the first finds how many
+ * distances the smooth sensitivity at r->beta needs, which at many
+ * teachers is far fewer than num_teachers + 1 (docs/pate.md). */
+static int scan_answers(srv_db *db, const struct release *r, struct answer_scan *scan)
+{
+	int rc = 0;
+
+	for (int pass = 0; rc == 0 && pass < 2; pass++) {
+		scan->counting = pass == 0;
+		rc = srv_store_pate_each_answer(db, r->s->id, scan_answer, scan);
+		if (rc == SRV_DB_ERROR)
+			rc = acct_error_set(scan->err, ACCT_EINTERNAL, "", "the store is unavailable");
+		if (rc == 0 && scan->counting)
+			mech_pate_release_horizon(scan->acc, r->beta);
+	}
+	return rc;
 }
 
 /*
@@ -1174,7 +1195,7 @@ static int release_compute(srv_db *db, struct release *r, mech_pate_release_figu
 			   acct_error *err)
 {
 	const mech_pate_cfg *c = &r->s->cfg;
-	struct answer_scan scan = {NULL, (size_t)c->num_classes, NULL, err};
+	struct answer_scan scan = {NULL, (size_t)c->num_classes, NULL, err, false};
 	size_t M = (size_t)c->num_teachers;
 	int rc = 0;
 
@@ -1195,12 +1216,8 @@ static int release_compute(srv_db *db, struct release *r, mech_pate_release_figu
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	if ((rc = mech_pate_release_new(c, r->order, &scan.acc, err)) < 0)
-		goto out;
-	rc = srv_store_pate_each_answer(db, r->s->id, scan_answer, &scan);
-	if (rc == SRV_DB_ERROR)
-		rc = acct_error_set(err, ACCT_EINTERNAL, "", "the store is unavailable");
-	if (rc < 0)
+	if ((rc = mech_pate_release_new(c, r->order, &scan.acc, err)) < 0 ||
+	    (rc = scan_answers(db, r, &scan)) < 0)
 		goto out;
 	mech_pate_release_figures_get(scan.acc, r->checks, r->beta, ret);
 	r->rdp_independent = ret->bound;

@@ -729,6 +729,76 @@ Test(pate, one_teacher_moves_z_by_at_most_one_over_sigma)
 }
 
 /*
+ * The bound cut at n distances is the first n values of the whole one;
+ * and past acct_pate_ls_bound_horizon no term e^(-beta d) S(d) of the
+ * summed bounds of several histograms exceeds S(0), so the smooth
+ * sensitivity over the horizon is the whole one's, bit for bit.  At
+ * thousands of teachers the horizon is far below the distances, so the
+ * cut is exercised.
+ */
+Test(pate, release_bound_horizon_keeps_the_smooth_sensitivity)
+{
+	static const struct {
+		int64_t n;
+		size_t m;
+		double sigma, order;
+	} set[] = {{4000, 10, 40, 14}, {3000, 4, 300, 8}, {1500, 3, 10, 20}, {2000, 6, 5, 14}};
+	static const double betas[] = {0.0329, 0.1, 0.01, 0.001};
+	uint64_t state = 91;
+	size_t cut = 0;
+
+	for (size_t k = 0; k < sizeof(set) / sizeof(set[0]); k++) {
+		acct_pate_workspace *ws = acct_pate_workspace_new(set[k].m, set[k].n);
+		acct_pate_ls_bound *b = NULL;
+		size_t D, answers = 1 + (size_t)(state >> 20) % 8;
+		double *one, *sum, v[10];
+
+		cr_assert(ws);
+		cr_assert_eq(acct_pate_ls_bound_new(ws, set[k].m, set[k].n, set[k].sigma, set[k].order,
+						    &b, NULL), 0);
+		D = acct_pate_ls_bound_distances(b);
+		one = malloc(D * sizeof(*one));
+		sum = calloc(D, sizeof(*sum));
+		cr_assert(one && sum);
+		for (size_t a = 0; a < answers; a++) {
+			size_t n = 1 + (size_t)(state >> 24) % D;
+			double *pre = malloc(n * sizeof(*pre));
+
+			test_vote_histogram(v, set[k].m, set[k].n - (int64_t)((state >> 30) % 20),
+					    0.2 + 0.8 * (double)((state >> 12) % 1000) / 1000.0, &state);
+			cr_assert_eq(acct_pate_ls_bound_at(ws, b, v, one, NULL), 0);
+			cr_assert_not_null(pre);
+			cr_assert_eq(acct_pate_ls_bound_prefix(ws, b, v, pre, n, NULL), 0);
+			cr_assert_eq(memcmp(pre, one, n * sizeof(*pre)), 0, "case %zu: a prefix of %zu differs",
+				     k, n);
+			free(pre);
+			for (size_t d = 0; d < D; d++)
+				sum[d] += one[d];
+		}
+		for (size_t i = 0; i < sizeof(betas) / sizeof(betas[0]); i++) {
+			size_t h = acct_pate_ls_bound_horizon(b, betas[i], (double)answers, sum[0]);
+
+			cr_assert(h >= 1 && h <= D);
+			for (size_t d = h; d < D; d++)
+				cr_assert_leq(sum[d] * exp(-betas[i] * (double)d), sum[0],
+					      "case %zu beta %g: d %zu past the horizon %zu", k, betas[i], d, h);
+			cr_assert_eq(acct_pate_smooth_sensitivity(betas[i], sum, h),
+				     acct_pate_smooth_sensitivity(betas[i], sum, D));
+			cut += h < D / 2;
+		}
+		cr_assert_eq(acct_pate_ls_bound_prefix(ws, b, v, one, 0, NULL), ACCT_EINVAL);
+		cr_assert_eq(acct_pate_ls_bound_prefix(ws, b, v, one, D + 1, NULL), ACCT_EINVAL);
+		cr_assert_eq(acct_pate_ls_bound_horizon(b, 0.0, (double)answers, sum[0]), D);
+		cr_assert_eq(acct_pate_ls_bound_horizon(b, 0.0329, (double)answers, 0.0), D);
+		acct_pate_ls_bound_free(b);
+		acct_pate_workspace_free(ws);
+		free(one);
+		free(sum);
+	}
+	cr_assert_geq(cut, 8, "the horizon cut half the distances %zu times", cut);
+}
+
+/*
  * The release's bound A(d, x) on random neighbours, in settings where the
  * walk of Algorithms 4-5 is smooth (sigma 40 order 14, sigma 100 order 8)
  * and where it is not (sigma 5 order 14, sigma 10 orders 20 and 50, sigma
