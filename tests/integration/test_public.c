@@ -236,17 +236,28 @@ static void upload_two_class(const char *id, size_t n, unsigned seed, bool shuff
 	free(csv);
 }
 
-/* A small DP-SGD job on dataset "priv" with `extra` params appended. */
+/* The params of a small DP-SGD job on dataset "priv". */
+#define DPSGD_PARAMS                                                                  \
+	"\"model\":\"logreg\",\"label\":\"y\",\"classes\":2,\"epochs\":3,\"lot_size\":50," \
+	"\"noise_multiplier\":1,\"clip_norm\":1,\"learning_rate\":0.5"
+
+/* The small DP-SGD job with `extra` params appended. */
 static dpg_resp submit_dpsgd(const char *extra)
 {
 	char body[1024];
 
-	snprintf(body, sizeof(body),
-		 "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\","
-		 "\"classes\":2,\"epochs\":3,\"lot_size\":50,\"noise_multiplier\":1,"
-		 "\"clip_norm\":1,\"learning_rate\":0.5%s}}",
-		 extra);
+	snprintf(body, sizeof(body), "{\"trainer\":\"dpsgd\",\"params\":{" DPSGD_PARAMS "%s}}", extra);
 	return dpg_call(&srv, "POST", "/v1/datasets/priv/jobs", srv.admin_key, body);
+}
+
+/* The small DP-SGD job with `extra` params, run to its success; the job
+ * (the caller decrefs). */
+static json_t *run_dpsgd(const char *extra, char *job_id, size_t size)
+{
+	char params[1024];
+
+	snprintf(params, sizeof(params), DPSGD_PARAMS "%s", extra);
+	return jobs_common_run(&srv, "priv", "dpsgd", params, job_id, size, 120);
 }
 
 static void expect_test_data_refused(const char *test, const char *why)
@@ -306,9 +317,7 @@ Test(public, test_data_is_checked_before_anything_is_reserved)
 
 Test(public, a_job_reports_metrics_on_test_data_only)
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	char job_id[64];
-	dpg_resp r;
 	json_t *job, *result;
 
 	dpg_make_dataset(&srv, "priv", 10.0, 1e-5, "rdp");
@@ -316,12 +325,7 @@ Test(public, a_job_reports_metrics_on_test_data_only)
 	make_public("test");
 	/* The test table holds the columns in another order: matched by name. */
 	upload_two_class("test", 300, 7, true);
-	r = submit_dpsgd(",\"test_data\":\"test\"");
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
-	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 120);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+	job = run_dpsgd(",\"test_data\":\"test\"", job_id, sizeof(job_id));
 	result = json_object_get(job, "result");
 	cr_assert_eq(json_integer_value(json_object_get(result, "test_rows")), 300);
 	for (const char *const *k = (const char *const[]){"test_accuracy", "test_auc",
@@ -350,11 +354,9 @@ Test(public, a_job_reports_metrics_on_test_data_only)
  */
 Test(public, test_rows_of_no_class_are_not_scored)
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	static const char extra[] = "0.1,0.2,0.3,7\n0.2,0.1,0.5,0.5\n";
 	char *csv = jobs_common_two_class_csv(300, 7, "a,b,noise,y"), *all, job_id[64];
 	json_t *job;
-	dpg_resp r;
 
 	all = malloc(strlen(csv) + sizeof(extra));
 	cr_assert_not_null(all);
@@ -364,13 +366,7 @@ Test(public, test_rows_of_no_class_are_not_scored)
 	upload_two_class("priv", 400, 1, false);
 	make_public("test");
 	cr_assert_eq(dpg_upload_csv(&srv, "test", all, strlen(all)), 302);
-	r = submit_dpsgd(",\"test_data\":\"test\"");
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
-	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 120);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(job, "error")));
+	job = run_dpsgd(",\"test_data\":\"test\"", job_id, sizeof(job_id));
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(job, "result"), "test_rows")),
 		     300);
 	json_decref(job);
@@ -386,21 +382,11 @@ Test(public, test_rows_of_no_class_are_not_scored)
 /* Trains the small job on "priv" with test_data "test"; returns its id. */
 static void trained_job(char *job_id, size_t size)
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
-	json_t *job;
-	dpg_resp r;
-
 	dpg_make_dataset(&srv, "priv", 10.0, 1e-5, "rdp");
 	upload_two_class("priv", 400, 1, false);
 	make_public("test");
 	upload_two_class("test", TEST_ROWS, TEST_SEED, true);
-	r = submit_dpsgd(",\"test_data\":\"test\"");
-	cr_assert_eq(r.status, 202, "%s", r.body);
-	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
-	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 120);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
-	json_decref(job);
+	json_decref(run_dpsgd(",\"test_data\":\"test\"", job_id, size));
 }
 
 /* {"rows": [...]} of the test table's rows, features in the model's order. */
