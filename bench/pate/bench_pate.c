@@ -5,6 +5,8 @@
  * computation (local sensitivity at every distance, Algorithms 3-5, then the
  * discounted maximum), the same for the two-sided bound a release uses (its
  * grid once per release, then per query, with its S against the walk's),
+ * a whole session release of many answers walking every distance (the
+ * baseline) against one cut at its horizon after a first pass,
  * and the number of label queries whose cost (Proposition
  * 7 + Theorem 6 at 9 orders, with the threshold check) is computed per
  * second, in the library and through the /v1/pate/cost handler (JSON in and
@@ -24,6 +26,7 @@
 
 #include "acct.h"
 #include "api.h"
+#include "mech.h"
 #include "bench_common.h"
 #include "test_votes.h"
 
@@ -225,6 +228,67 @@ static int bench_release(double budget, int64_t teachers, double sigma, double c
 	return time_release(budget, label, votes, CLASSES, teachers, sigma, order, beta);
 }
 
+/* One whole release of the `answers` histograms in v (CLASSES each), cut
+ * at its horizon or not; its S in *ret_ss, its seconds returned (< 0 on
+ * failure). */
+static double session_release(const mech_pate_cfg *c, const double *v, int answers, double beta,
+			      bool cut, double *ret_ss)
+{
+	mech_pate_release *r = NULL;
+	mech_pate_release_figures f;
+	double t0 = bench_now_s();
+	acct_error err;
+	int rc;
+
+	acct_error_init(&err);
+	rc = mech_pate_release_new(c, c->orders[0], &r, &err);
+	for (int a = 0; rc == 0 && cut && a < answers; a++)
+		rc = mech_pate_release_count(r, v + (size_t)a * CLASSES, &err);
+	if (rc == 0 && cut)
+		mech_pate_release_horizon(r, beta);
+	for (int a = 0; rc == 0 && a < answers; a++)
+		rc = mech_pate_release_add(r, v + (size_t)a * CLASSES, &err);
+	if (rc == 0)
+		mech_pate_release_figures_get(r, 0, beta, &f);
+	mech_pate_release_free(r);
+	if (rc < 0) {
+		fprintf(stderr, "session release: %s\n", err.text);
+		return -1;
+	}
+	*ret_ss = f.ss;
+	return bench_now_s() - t0;
+}
+
+/* A session's release of `answers` answers, timed once each way; the two
+ * S must be the same double. */
+static int bench_session_release(int64_t teachers, double sigma, int answers, double beta)
+{
+	mech_pate_cfg c = {.agg = MECH_PATE_GNMAX, .num_teachers = teachers,
+			   .num_classes = CLASSES, .sigma2 = sigma, .student_confidence = NAN,
+			   .n_orders = 1, .orders = {14}};
+	double *v = malloc(sizeof(double) * CLASSES * (size_t)answers), full, cut, s_full, s_cut;
+	uint64_t state = 17;
+
+	if (!v || mech_pate_cfg_resolve(&c, NULL) < 0) {
+		free(v);
+		return 1;
+	}
+	for (int a = 0; a < answers; a++)
+		test_vote_histogram(v + (size_t)a * CLASSES, CLASSES, teachers,
+				    0.1 + 0.9 * (double)(a % 10) / 10.0, &state);
+	full = session_release(&c, v, answers, beta, false, &s_full);
+	cut = session_release(&c, v, answers, beta, true, &s_cut);
+	free(v);
+	if (full < 0 || cut < 0 || s_full != s_cut) {
+		fprintf(stderr, "session release: S %.17g cut, %.17g whole\n", s_cut, s_full);
+		return 1;
+	}
+	printf("session release     %6lld teachers, sigma2 %6.0f, %4d answers: every distance "
+	       "%8.3f s (baseline), cut at the horizon %8.3f s (%.1fx); S %.3g in both\n",
+	       (long long)teachers, sigma, answers, full, cut, full / cut, s_cut);
+	return 0;
+}
+
 /*
  * The slowest shape admitted by /v1/pate/smooth-sensitivity: the most
  * distinct vote counts that DPG_MAX_VECTOR_LEN teachers can cast (classes
@@ -422,6 +486,10 @@ int main(int argc, char **argv)
 	rc |= bench_release(budget, 250, 10, 0.6, 20, 0.99 / 40);
 	rc |= bench_release(budget, 5000, 100, 0.6, 8, 0.0329);
 	rc |= bench_release(budget, 100000, 100, 1.0, 8, 0.0329);
+	rc |= bench_session_release(250, 40, 1000, 0.0329);
+	rc |= bench_session_release(5000, 40, 1000, 0.0329);
+	rc |= bench_session_release(100000, 100, 200, 0.0329);
+	rc |= bench_session_release(100000, 1000, 200, 0.0329);
 	rc |= bench_smooth_worst(budget, 10);
 	rc |= bench_smooth_worst(budget, 100);
 	rc |= bench_smooth_worst(budget, 1000);
