@@ -504,9 +504,9 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 			    "never fit", "/params", NULL);
 		return;
 	}
-	answer = json_pack("{s:b, s:o, s:{s:f}, s:o}", "fits", fits, "event",
-				   srv_event_to_json(ev), "needed", "epsilon",
-				   acct_filter_epsilon(f, cost), "budget", srv_dataset_budget_json(ds));
+	answer = json_pack("{s:b, s:o, s:{s:f}, s:o}", "fits", fits, "event", srv_event_to_json(ev),
+			   "needed", "epsilon", acct_filter_epsilon(f, cost), "budget",
+			   srv_dataset_budget_json(ds));
 
 	if (answer && !neighbouring) {
 		json_object_set_new(answer, "n_train", json_integer(n_train));
