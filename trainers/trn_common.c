@@ -93,6 +93,15 @@ int trn__nomem(acct_error *err)
 	return acct_error_set(err, ACCT_ENOMEM, "", "out of memory for training");
 }
 
+int trn__check_finite(const double *v, size_t n, const char *what, acct_error *err)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(v[i]))
+			return acct_error_set(err, ACCT_EINVAL, "/model/params", "%s %zu is not finite",
+					      what, i);
+	return 0;
+}
+
 uint32_t trn__argmax(const double *s, uint32_t k)
 {
 	uint32_t arg = 0;

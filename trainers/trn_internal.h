@@ -433,6 +433,11 @@ double trn__now_seconds(void);
 /* ACCT_ENOMEM in err, for a run that could not allocate its buffers. */
 int trn__nomem(acct_error *err);
 
+/* 0 when v[0 .. n-1] are all finite, else ACCT_EINVAL at /model/params
+ * naming the first that is not ("<what> <i> is not finite"): a model's
+ * weights, as a file or a caller hands them over. */
+int trn__check_finite(const double *v, size_t n, const char *what, acct_error *err);
+
 /* The index of the largest of s[0..k), k >= 1; ties go to the lowest. */
 uint32_t trn__argmax(const double *s, uint32_t k);
 

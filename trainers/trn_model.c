@@ -808,12 +808,10 @@ int trn_model_from_layers(uint32_t n_layers, const uint32_t *widths,
 			      rule == TRN_INPUT_NONE ? 1.0 : input_scale, &m, err);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < m->n_params; i++)
-		if (!isfinite(params[i])) {
-			trn_model_free(m);
-			return acct_error_set(err, ACCT_EINVAL, "/model/params",
-					      "weight %zu is not finite", i);
-		}
+	if ((rc = trn__check_finite(params, m->n_params, "weight", err)) < 0) {
+		trn_model_free(m);
+		return rc;
+	}
 	memcpy(m->params, params, m->n_params * sizeof(double));
 	*ret = m;
 	return 0;
@@ -994,16 +992,11 @@ int trn_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret, acct_
 	}
 	for (size_t i = 0; i < m->n_params; i++, p += 8)
 		m->params[i] = trn__get_f64(p);
-	/* No model this server trains holds one (a file with one is damaged),
-	 * and it would score every row NaN; as trn_model_from_layers and the
-	 * convolutional file refuse one. */
-	for (size_t i = 0; i < n_proj + m->n_params; i++)
-		if (!isfinite(i < n_proj ? m->proj[i] : m->params[i - n_proj])) {
-			rc = acct_error_set(err, ACCT_EINVAL, "/model/params",
-					    "%s %zu is not finite", i < n_proj ? "projection entry" : "weight",
-					    i < n_proj ? i : i - n_proj);
-			goto out;
-		}
+	/* No model this server trains holds a value that is not finite (a
+	 * file with one is damaged), and it would score every row NaN. */
+	if ((rc = trn__check_finite(m->proj, n_proj, "projection entry", err)) < 0 ||
+	    (rc = trn__check_finite(m->params, m->n_params, "weight", err)) < 0)
+		goto out;
 	*ret = m;
 	m = NULL;
 	rc = 0;

@@ -188,13 +188,11 @@ int trn__conv_model_deserialize(const uint8_t *buf, size_t len, trn_model **ret,
 	}
 	w = trn_convnet_params(net);
 	p = buf + CONV_FILE_HEADER + CONV_FILE_BLOCK * s.n_conv;
-	for (size_t i = 0; i < np; i++, p += 8) {
+	for (size_t i = 0; i < np; i++, p += 8)
 		w[i] = trn__get_f64(p);
-		if (!isfinite(w[i])) {
-			trn_convnet_free(net);
-			return acct_error_set(err, ACCT_EINVAL, "/model/params",
-					      "weight %zu is not finite", i);
-		}
+	if ((rc = trn__check_finite(w, np, "weight", err)) < 0) {
+		trn_convnet_free(net);
+		return rc;
 	}
 	return trn__model_from_convnet(net, ret, err);
 }
