@@ -491,11 +491,12 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 			  const acct_filter *f, const acct_cost *cost, int64_t n_train,
 			  const char *neighbouring, json_t *guidance)
 {
+	double needed = acct_filter_epsilon(f, cost);
 	srv_epsilons after;
 	bool fits = srv_dataset_epsilons(ds, cost, &after) == 0 && !ds->archived && after.within;
 	json_t *answer;
 
-	if (!isfinite(acct_filter_epsilon(f, cost))) {
+	if (!isfinite(needed)) {
 		/* JSON has no infinity, and such a job can never be reserved
 		 * (409), as POST .../dry-run answers for an event. */
 		json_decref(guidance);
@@ -505,7 +506,7 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 		return;
 	}
 	answer = json_pack("{s:b, s:o, s:{s:f}, s:o}", "fits", fits, "event", srv_event_to_json(ev),
-			   "needed", "epsilon", acct_filter_epsilon(f, cost), "budget",
+			   "needed", "epsilon", needed, "budget",
 			   srv_dataset_budget_json(ds));
 
 	if (answer && !neighbouring) {
