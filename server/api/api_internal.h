@@ -122,6 +122,7 @@ int srv_audit_json(srv_db *db, const char *dataset_id, int64_t after, int64_t li
 		   json_t **ret_entries, int64_t *ret_next);
 int srv_keys_audit_json(srv_db *db, const char *unused, int64_t after, int64_t limit,
 			json_t **ret_entries, int64_t *ret_next);
-int srv_reservations_json(srv_db *db, const char *dataset_id, json_t **ret);
+int srv_reservations_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			  json_t **ret_entries, int64_t *ret_next);
 
 #endif

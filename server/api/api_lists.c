@@ -141,6 +141,7 @@ static int reservation_append(void *arg, const srv_reservation_row *r)
 	gmtime_r(&exp, &tm);
 	strftime(expires, sizeof(expires), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	json_object_set_new(o, "id", json_string(r->id));
+	json_object_set_new(o, "ledger_seq", json_integer(r->ledger_seq));
 	json_object_set_new(o, "event", json_loads(r->event, 0, NULL));
 	json_object_set_new(o, "epsilon", json_real(r->epsilon));
 	json_object_set_new(o, "state", json_string(r->state));
@@ -157,13 +158,16 @@ static int reservation_append(void *arg, const srv_reservation_row *r)
 	return 0;
 }
 
-int srv_reservations_json(srv_db *db, const char *dataset_id, json_t **ret)
+int srv_reservations_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			  json_t **ret_entries, int64_t *ret_next)
 {
 	json_t *arr = json_array();
 
 	if (!arr)
 		return SRV_DB_ERROR;
-	return page(srv_store_reservation_list(db, dataset_id, reservation_append, arr), arr, ret);
+	return page(srv_store_reservation_list(db, dataset_id, after, limit, reservation_append, arr,
+					       ret_next),
+		    arr, ret_entries);
 }
 
 static int key_append(void *arg, const srv_key_row *r)

@@ -438,12 +438,13 @@ static int query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, 
 	return 0;
 }
 
-/* A list page of a store lister: {"entries": [...], "next": seq|null}
- * from the request's `after` and `limit`. */
+/* A list page of a store lister: {field: [...], "next": seq|null} from
+ * the request's `after` and `limit`. */
 typedef int (*list_fn)(srv_db *db, const char *id, int64_t after, int64_t limit,
 		       json_t **ret_entries, int64_t *ret_next);
 
-static int reply_page(srv_request *req, srv_response *res, list_fn list, const char *id)
+static int reply_page(srv_request *req, srv_response *res, list_fn list, const char *id,
+		      const char *field)
 {
 	json_t *entries = NULL;
 	int64_t limit, after, next = -1;
@@ -455,7 +456,7 @@ static int reply_page(srv_request *req, srv_response *res, list_fn list, const c
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
-	srv_json_reply(res, 200, json_pack("{s:o, s:o}", "entries", entries, "next",
+	srv_json_reply(res, 200, json_pack("{s:o, s:o}", field, entries, "next",
 					   next >= 0 ? json_integer(next) : json_null()));
 	return 0;
 }
@@ -466,7 +467,7 @@ static int h_ledger(srv_request *req, srv_response *res)
 
 	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
-	return reply_page(req, res, srv_ledger_json, ds.id);
+	return reply_page(req, res, srv_ledger_json, ds.id, "entries");
 }
 
 /* A dataset's administrative history: creation, budget changes, archive. */
@@ -476,13 +477,13 @@ static int h_dataset_audit(srv_request *req, srv_response *res)
 
 	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
-	return reply_page(req, res, srv_audit_json, ds.id);
+	return reply_page(req, res, srv_audit_json, ds.id, "entries");
 }
 
 /* Who created and revoked which key, and when (http_auth.c). */
 static int h_keys_audit(srv_request *req, srv_response *res)
 {
-	return reply_page(req, res, srv_keys_audit_json, NULL);
+	return reply_page(req, res, srv_keys_audit_json, NULL, "entries");
 }
 
 /* ---- spending ------------------------------------------------------------- */
@@ -802,16 +803,10 @@ static int h_res_release(srv_request *req, srv_response *res)
 static int h_res_list(srv_request *req, srv_response *res)
 {
 	srv_dataset ds;
-	json_t *arr = NULL;
 
 	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
-	if (srv_reservations_json(req->db, ds.id, &arr) != SRV_OK) {
-		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
-		return 0;
-	}
-	srv_json_reply(res, 200, json_pack("{s:o}", "reservations", arr));
-	return 0;
+	return reply_page(req, res, srv_reservations_json, ds.id, "reservations");
 }
 
 static int h_dry_run(srv_request *req, srv_response *res)

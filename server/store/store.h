@@ -332,6 +332,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 /* One reservation as stored; text members are borrowed (valid during the
  * callback), NULL for SQL NULL; expires_at in seconds since the epoch. */
 typedef struct srv_reservation_row {
+	int64_t ledger_seq; /* its "reserve" ledger row: the listing's cursor */
 	const char *id, *event, *state, *actor, *note, *created_at, *closed_at, *closed_by;
 	double epsilon;
 	int64_t expires_at;
@@ -340,10 +341,11 @@ typedef struct srv_reservation_row {
 /* A lister's callback: 0, or negative to stop (the listing then fails). */
 typedef int (*srv_reservation_row_fn)(void *arg, const srv_reservation_row *r);
 
-/* Calls `each` with the reservations of a dataset, oldest first.  SRV_OK
- * or SRV_DB_ERROR. */
-int srv_store_reservation_list(srv_db *db, const char *dataset_id, srv_reservation_row_fn each,
-			       void *arg);
+/* Calls `each` with at most `limit` reservations of a dataset whose
+ * ledger_seq is past `after`, oldest first; *ret_next is the last one's
+ * ledger_seq when more follow, else -1.  SRV_OK or SRV_DB_ERROR. */
+int srv_store_reservation_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			       srv_reservation_row_fn each, void *arg, int64_t *ret_next);
 
 /* One ledger row as stored; text members are borrowed (valid during the
  * callback), NULL for SQL NULL.  previous_* is the budget a 'budget' row

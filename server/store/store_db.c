@@ -2013,32 +2013,38 @@ static int reservation_row(srv__stmt *s, void *arg)
 {
 	struct srv__lister *w = arg;
 	srv_reservation_row r = {
-		.id = srv__sql_text(s, 0),
-		.event = srv__sql_text(s, 1),
-		.epsilon = srv__sql_double(s, 2),
-		.state = srv__sql_text(s, 3),
-		.actor = srv__sql_text(s, 4),
-		.note = srv__sql_text(s, 5),
-		.created_at = srv__sql_text(s, 6),
-		.expires_at = srv__sql_int64(s, 7),
-		.closed_at = srv__sql_text(s, 8),
-		.closed_by = srv__sql_text(s, 9),
+		.ledger_seq = srv__sql_int64(s, 0),
+		.id = srv__sql_text(s, 1),
+		.event = srv__sql_text(s, 2),
+		.epsilon = srv__sql_double(s, 3),
+		.state = srv__sql_text(s, 4),
+		.actor = srv__sql_text(s, 5),
+		.note = srv__sql_text(s, 6),
+		.created_at = srv__sql_text(s, 7),
+		.expires_at = srv__sql_int64(s, 8),
+		.closed_at = srv__sql_text(s, 9),
+		.closed_by = srv__sql_text(s, 10),
 	};
 
 	return w->each.reservation(w->arg, &r) < 0 ? SRV_DB_ERROR : 0;
 }
 
-int srv_store_reservation_list(srv_db *db, const char *dataset_id, srv_reservation_row_fn each,
-			       void *arg)
+int srv_store_reservation_list(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
+			       srv_reservation_row_fn each, void *arg, int64_t *ret_next)
 {
 	struct srv__lister w = {.each.reservation = each, .arg = arg};
 
-	return srv__each_row(srv__prepare(db,
-					  "SELECT id, event, epsilon, state, actor, note, created_at,"
-					  " expires_at, closed_at, closed_by FROM reservations"
-					  " WHERE dataset_id = ?1 ORDER BY created_at, id",
-					  dataset_id),
-			     reservation_row, &w);
+	/* Every reservation has one "reserve" row, written in the transaction
+	 * that created it; kind = 'reserve' is the condition of the partial
+	 * index ledger_reserve_rows (schema/016), so that a page costs its
+	 * own rows, not the dataset's charges. */
+	return srv__db_page(db,
+			    "SELECT l.seq, r.id, r.event, r.epsilon, r.state, r.actor, r.note,"
+			    " r.created_at, r.expires_at, r.closed_at, r.closed_by"
+			    " FROM ledger l JOIN reservations r ON r.id = l.reservation_id"
+			    " WHERE l.dataset_id = ?1 AND l.seq > ?2 AND l.kind = 'reserve'"
+			    " ORDER BY l.seq LIMIT ?3",
+			    dataset_id, after, limit, reservation_row, &w, ret_next);
 }
 
 /*

@@ -684,6 +684,11 @@ size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field
 
 json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages)
 {
+	return dpg_list_all_of(s, path, "entries", max_pages);
+}
+
+json_t *dpg_list_all_of(const dpg_server *s, const char *path, const char *field, int max_pages)
+{
 	json_t *all = json_array();
 	long long after = 0;
 
@@ -696,7 +701,7 @@ json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages)
 		snprintf(url, sizeof(url), "%s&after=%lld", path, after);
 		r = dpg_call(s, "GET", url, s->admin_key, NULL);
 		cr_assert_eq(r.status, 200, "GET %s: %ld %s", url, r.status, r.body);
-		cr_assert_eq(json_array_extend(all, json_object_get(r.json, "entries")), 0, "%s",
+		cr_assert_eq(json_array_extend(all, json_object_get(r.json, field)), 0, "%s",
 			     r.body);
 		next = json_object_get(r.json, "next");
 		if (json_is_null(next)) {

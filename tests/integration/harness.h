@@ -239,6 +239,9 @@ size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field
  * null, with the admin key; asserts 200 on each page, and fails the test
  * when the listing has not ended after max_pages pages. */
 json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages);
+/* As dpg_list_all, for a listing whose rows are at `field` (e.g.
+ * "reservations") rather than at "entries". */
+json_t *dpg_list_all_of(const dpg_server *s, const char *path, const char *field, int max_pages);
 
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);

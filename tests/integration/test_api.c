@@ -497,6 +497,105 @@ Test(api, ledger_pages)
 	dpg_expect_status(&srv, "GET", "/v1/datasets/d/ledger?limit=0", srv.admin_key, NULL, 400);
 }
 
+#define PAGED_RESERVATIONS 230
+
+/*
+ * Reservations, with charges between them and every third released and
+ * every fifth committed, come back a page at a time: the default page holds
+ * 100 and points past its last row; pages of 7 hold them all, in the order
+ * they were made, each with the ledger_seq its reservation answered, and
+ * that ledger row is the "reserve" row of that reservation.  A page out of
+ * range is a 400 naming the parameter.
+ */
+Test(api, reservations_are_listed_a_page_at_a_time)
+{
+	static char ids[PAGED_RESERVATIONS][64];
+	static long long seqs[PAGED_RESERVATIONS];
+	static const char *const bad[] = {"limit=0", "limit=1001", "after=-1", "limit=x", "after=1.5"};
+	const char *body = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.001,\"delta\":0}}";
+	json_t *all, *ledger, *row;
+	dpg_resp r;
+	size_t i;
+
+	dpg_make_dataset(&srv, "d", 100.0, 0, "basic");
+	for (int k = 0; k < PAGED_RESERVATIONS; k++) {
+		char path[160];
+
+		r = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key, body);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		snprintf(ids[k], sizeof(ids[k]), "%s", json_string_value(json_object_get(r.json, "id")));
+		seqs[k] = (long long)dpg_num(r.json, "ledger_seq");
+		dpg_resp_free(&r);
+		if (k % 3 == 0 || k % 5 == 0) {
+			snprintf(path, sizeof(path), "/v1/datasets/d/reservations/%s/%s", ids[k],
+				 k % 3 == 0 ? "release" : "commit");
+			dpg_expect_status(&srv, "POST", path, srv.admin_key, NULL, 200);
+		}
+		if (k % 2 == 0)
+			dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, body,
+					  201);
+	}
+
+	r = dpg_call(&srv, "GET", "/v1/datasets/d/reservations", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "reservations")), 100);
+	cr_assert_eq((long long)dpg_num(r.json, "next"), seqs[99]);
+	dpg_resp_free(&r);
+
+	all = dpg_list_all_of(&srv, "/v1/datasets/d/reservations?limit=7", "reservations", 100);
+	cr_assert_eq(json_array_size(all), PAGED_RESERVATIONS);
+	ledger = dpg_list_all(&srv, "/v1/datasets/d/ledger?limit=1000", 10);
+	json_array_foreach(all, i, row) {
+		const char *state = json_string_value(json_object_get(row, "state"));
+		const char *want = i % 3 == 0 ? "released" : i % 5 == 0 ? "committed" : "open";
+		long long seq = (long long)dpg_num(row, "ledger_seq");
+		bool found = false;
+		size_t j;
+		json_t *e;
+
+		cr_assert_str_eq(json_string_value(json_object_get(row, "id")), ids[i], "row %zu", i);
+		cr_assert_eq(seq, seqs[i], "row %zu", i);
+		cr_assert_str_eq(state, want, "row %zu", i);
+		json_array_foreach(ledger, j, e) {
+			if ((long long)dpg_num(e, "seq") != seq)
+				continue;
+			cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "reserve");
+			cr_assert_str_eq(json_string_value(json_object_get(e, "reservation_id")),
+					 ids[i]);
+			found = true;
+		}
+		cr_assert(found, "ledger row %lld of reservation %zu is missing", seq, i);
+	}
+	json_decref(ledger);
+	json_decref(all);
+
+	/* Past the last one: an empty page, and no next. */
+	{
+		char path[160];
+
+		snprintf(path, sizeof(path), "/v1/datasets/d/reservations?after=%lld",
+			 seqs[PAGED_RESERVATIONS - 1]);
+		r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		cr_assert_eq(json_array_size(json_object_get(r.json, "reservations")), 0);
+		cr_assert(json_is_null(json_object_get(r.json, "next")), "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char path[160], field[8];
+
+		snprintf(path, sizeof(path), "/v1/datasets/d/reservations?%s", bad[i]);
+		snprintf(field, sizeof(field), "%.*s", (int)strcspn(bad[i], "="), bad[i]);
+		r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+		cr_assert_eq(r.status, 400, "%s: %s", bad[i], r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), field, "%s",
+				 r.body);
+		dpg_resp_free(&r);
+	}
+	dpg_expect_status(&srv, "GET", "/v1/datasets/nope/reservations?limit=0", srv.admin_key,
+			  NULL, 404);
+}
+
 Test(api, metrics_report_requests_and_budgets)
 {
 	dpg_resp r;

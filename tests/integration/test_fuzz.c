@@ -2205,9 +2205,9 @@ static void check_dataset(struct world *w, const struct fz_dataset *d)
 		}
 		charge_rows += strcmp(kind, "charge") == 0 || strcmp(kind, "commit") == 0;
 	}
-	snprintf(path, sizeof(path), "/v1/datasets/%s/reservations", d->id);
-	rsv = admin_call(w, "GET", path, NULL, 200);
-	json_array_foreach(json_object_get(rsv, "reservations"), i, row)
+	snprintf(path, sizeof(path), "/v1/datasets/%s/reservations?limit=1000", d->id);
+	rsv = dpg_list_all_of(&w->srv, path, "reservations", 10000);
+	json_array_foreach(rsv, i, row)
 		open += strcmp(json_string_value(json_object_get(row, "state")), "open") == 0;
 	snprintf(path, sizeof(path), "/v1/datasets/%s/dry-run", d->id);
 	dry = admin_call(w, "POST", path,
