@@ -461,23 +461,26 @@ static int reply_page(srv_request *req, srv_response *res, list_fn list, const c
 	return 0;
 }
 
-static int h_ledger(srv_request *req, srv_response *res)
+/* reply_page on the request's dataset, looked up first (404 before 400). */
+static int reply_dataset_page(srv_request *req, srv_response *res, list_fn list,
+			      const char *field)
 {
 	srv_dataset ds;
 
 	if (!srv__dataset_or_reply(req, res, &ds))
 		return 0;
-	return reply_page(req, res, srv_ledger_json, ds.id, "entries");
+	return reply_page(req, res, list, ds.id, field);
+}
+
+static int h_ledger(srv_request *req, srv_response *res)
+{
+	return reply_dataset_page(req, res, srv_ledger_json, "entries");
 }
 
 /* A dataset's administrative history: creation, budget changes, archive. */
 static int h_dataset_audit(srv_request *req, srv_response *res)
 {
-	srv_dataset ds;
-
-	if (!srv__dataset_or_reply(req, res, &ds))
-		return 0;
-	return reply_page(req, res, srv_audit_json, ds.id, "entries");
+	return reply_dataset_page(req, res, srv_audit_json, "entries");
 }
 
 /* Who created and revoked which key, and when (http_auth.c). */
@@ -802,11 +805,7 @@ static int h_res_release(srv_request *req, srv_response *res)
 
 static int h_res_list(srv_request *req, srv_response *res)
 {
-	srv_dataset ds;
-
-	if (!srv__dataset_or_reply(req, res, &ds))
-		return 0;
-	return reply_page(req, res, srv_reservations_json, ds.id, "reservations");
+	return reply_dataset_page(req, res, srv_reservations_json, "reservations");
 }
 
 static int h_dry_run(srv_request *req, srv_response *res)
