@@ -66,38 +66,52 @@ static int cmp_ll(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/*
+ * ROUNDS times: CLIENTS threads run fn(args[i]) until *stop, the server is
+ * killed with SIGKILL after min_us plus up to spread_us microseconds, its
+ * database must verify before anything reopens it, and it is restarted.
+ */
+static void kill_rounds(dpg_server *srv, atomic_bool *stop, void *(*fn)(void *),
+			void *const args[CLIENTS], unsigned min_us, unsigned spread_us)
+{
+	unsigned seed = (unsigned)time(NULL);
+
+	cr_log_info("kill times seed %u", seed);
+	srand(seed);
+	for (int round = 0; round < ROUNDS; round++) {
+		pthread_t th[CLIENTS];
+		const char *argv[] = {dpg_bin(), "verify", "--db", srv->db, NULL};
+		char out[16384];
+
+		atomic_store(stop, false);
+		for (int i = 0; i < CLIENTS; i++)
+			pthread_create(&th[i], NULL, fn, args[i]);
+		usleep((useconds_t)(min_us + (unsigned)rand() % spread_us));
+		cr_assert_eq(dpg_server_signal(srv, SIGKILL), 128 + SIGKILL);
+		atomic_store(stop, true);
+		for (int i = 0; i < CLIENTS; i++)
+			pthread_join(th[i], NULL);
+		cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "round %d: %s", round, out);
+		dpg_server_restart(srv);
+	}
+}
+
 Test(crash, kill9_never_loses_an_acknowledged_charge, .timeout = 600)
 {
 	static struct load ld;
+	void *args[CLIENTS];
 	dpg_server srv;
-	char out[16384];
-	unsigned seed = (unsigned)time(NULL);
 	long long *seqs = calloc(MAX_ACKED * 2, sizeof(long long));
 	int n_seqs = 0;
 
-	cr_log_info("crash test seed %u", seed);
-	srand(seed);
 	memset(&ld, 0, sizeof(ld));
 	pthread_mutex_init(&ld.lock, NULL);
 	dpg_server_start(&srv);
 	ld.srv = &srv;
 	dpg_make_dataset(&srv, "c", 0.0625 * BUDGET_CHARGES, 0, "basic");
-	for (int round = 0; round < ROUNDS; round++) {
-		pthread_t th[CLIENTS];
-		const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
-
-		atomic_store(&ld.stop, false);
-		for (int i = 0; i < CLIENTS; i++)
-			pthread_create(&th[i], NULL, client, &ld);
-		usleep(100000 + (useconds_t)(rand() % 400000));
-		cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
-		atomic_store(&ld.stop, true);
-		for (int i = 0; i < CLIENTS; i++)
-			pthread_join(th[i], NULL);
-		/* The database must verify even before anything reopens it. */
-		cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "round %d: %s", round, out);
-		dpg_server_restart(&srv);
-	}
+	for (int i = 0; i < CLIENTS; i++)
+		args[i] = &ld;
+	kill_rounds(&srv, &ld.stop, client, args, 100000, 400000);
 	cr_assert_gt(ld.n_acked, 0, "no charge was acknowledged");
 	/* Collect every ledger seq and look each acknowledged id up. */
 	{
@@ -378,17 +392,14 @@ Test(crash, kill9_keeps_every_kind_of_release, .timeout = 600)
 {
 	static struct mix mx;
 	static struct mix_client cl[CLIENTS];
+	void *args[CLIENTS];
 	dpg_server srv;
-	char out[16384];
-	unsigned seed = (unsigned)time(NULL);
 	long long *seqs;
 	size_t n_seqs;
 	json_t *rows;
 	dpg_resp r;
 	long stored;
 
-	cr_log_info("mixed crash test seed %u", seed);
-	srand(seed);
 	memset(&mx, 0, sizeof(mx));
 	pthread_mutex_init(&mx.lock, NULL);
 	dpg_server_start(&srv);
@@ -401,24 +412,12 @@ Test(crash, kill9_keeps_every_kind_of_release, .timeout = 600)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	snprintf(mx.sid, sizeof(mx.sid), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	for (int round = 0; round < ROUNDS; round++) {
-		pthread_t th[CLIENTS];
-		const char *argv[] = {dpg_bin(), "verify", "--db", srv.db, NULL};
-
-		atomic_store(&mx.stop, false);
-		for (int i = 0; i < CLIENTS; i++) {
-			cl[i].mx = &mx;
-			cl[i].id = i;
-			pthread_create(&th[i], NULL, mix_client, &cl[i]);
-		}
-		usleep(200000 + (useconds_t)(rand() % 600000));
-		cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
-		atomic_store(&mx.stop, true);
-		for (int i = 0; i < CLIENTS; i++)
-			pthread_join(th[i], NULL);
-		cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "round %d: %s", round, out);
-		dpg_server_restart(&srv);
+	for (int i = 0; i < CLIENTS; i++) {
+		cl[i].mx = &mx;
+		cl[i].id = i;
+		args[i] = &cl[i];
 	}
+	kill_rounds(&srv, &mx.stop, mix_client, args, 200000, 600000);
 	cr_assert(mx.n_m > 0 && mx.n_p > 0 && mx.n_rids > 0 && mx.n_keys > 0,
 		  "a kind of release was never acknowledged: %d %d %d %d", mx.n_m, mx.n_p,
 		  mx.n_rids, mx.n_keys);
