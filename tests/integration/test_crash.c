@@ -96,13 +96,41 @@ static void kill_rounds(dpg_server *srv, atomic_bool *stop, void *(*fn)(void *),
 	}
 }
 
+/* The seqs of a dataset's ledger, sorted (caller frees); *ret_n of them. */
+static long long *ledger_seqs(dpg_server *srv, const char *id, size_t *ret_n)
+{
+	char path[128];
+	json_t *rows, *e;
+	long long *seqs;
+	size_t i;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
+	rows = dpg_list_all(srv, path, 1000);
+	seqs = calloc(json_array_size(rows) + 1, sizeof(long long));
+	cr_assert_not_null(seqs);
+	json_array_foreach(rows, i, e)
+		seqs[i] = json_integer_value(json_object_get(e, "seq"));
+	*ret_n = json_array_size(rows);
+	json_decref(rows);
+	qsort(seqs, *ret_n, sizeof(long long), cmp_ll);
+	return seqs;
+}
+
+static void assert_acked_in(const long long *acked, int n_acked, const long long *seqs,
+			    size_t n_seqs, const char *what)
+{
+	for (int i = 0; i < n_acked; i++)
+		cr_assert_not_null(bsearch(&acked[i], seqs, n_seqs, sizeof(long long), cmp_ll),
+				   "acknowledged %s %lld is not in the ledger", what, acked[i]);
+}
+
 Test(crash, kill9_never_loses_an_acknowledged_charge, .timeout = 600)
 {
 	static struct load ld;
 	void *args[CLIENTS];
 	dpg_server srv;
-	long long *seqs = calloc(MAX_ACKED * 2, sizeof(long long));
-	int n_seqs = 0;
+	long long *seqs;
+	size_t n_seqs;
 
 	memset(&ld, 0, sizeof(ld));
 	pthread_mutex_init(&ld.lock, NULL);
@@ -113,29 +141,17 @@ Test(crash, kill9_never_loses_an_acknowledged_charge, .timeout = 600)
 		args[i] = &ld;
 	kill_rounds(&srv, &ld.stop, client, args, 100000, 400000);
 	cr_assert_gt(ld.n_acked, 0, "no charge was acknowledged");
-	/* Collect every ledger seq and look each acknowledged id up. */
-	{
-		json_t *entries = dpg_list_all(&srv, "/v1/datasets/c/ledger?limit=1000", 1000), *e;
-		size_t i;
-
-		json_array_foreach(entries, i, e)
-			if (n_seqs < MAX_ACKED * 2)
-				seqs[n_seqs++] = json_integer_value(json_object_get(e, "seq"));
-		json_decref(entries);
-	}
-	qsort(seqs, (size_t)n_seqs, sizeof(long long), cmp_ll);
-	for (int i = 0; i < ld.n_acked; i++)
-		cr_assert_not_null(bsearch(&ld.acked[i], seqs, (size_t)n_seqs, sizeof(long long), cmp_ll),
-				   "acknowledged charge %lld is not in the ledger", ld.acked[i]);
+	seqs = ledger_seqs(&srv, "c", &n_seqs);
+	assert_acked_in(ld.acked, ld.n_acked, seqs, n_seqs, "charge");
 	cr_assert_leq(n_seqs, BUDGET_CHARGES, "more charges than the budget admits");
 	{
 		dpg_resp r = dpg_call(&srv, "GET", "/v1/datasets/c/budget", srv.admin_key, NULL);
 
-		cr_assert_eq(dpg_num(r.json, "charges"), n_seqs);
+		cr_assert_eq(dpg_num(r.json, "charges"), (double)n_seqs);
 		cr_assert_leq(dpg_num(r.json, "spent.epsilon"), 0.0625 * BUDGET_CHARGES);
 		dpg_resp_free(&r);
 	}
-	cr_log_info("crash test: %d acknowledged, %d in the ledger, %d refused over %d kills",
+	cr_log_info("crash test: %d acknowledged, %zu in the ledger, %d refused over %d kills",
 		    ld.n_acked, n_seqs, atomic_load(&ld.refused), ROUNDS);
 	free(seqs);
 	dpg_server_destroy(&srv);
@@ -294,41 +310,12 @@ static void *mix_client(void *arg)
 	return NULL;
 }
 
-/* Seqs of a dataset's ledger, sorted; *ret_rows the rows (caller decrefs). */
-static long long *ledger_seqs(dpg_server *srv, const char *id, size_t *ret_n, json_t **ret_rows)
-{
-	char path[128];
-	json_t *rows, *e;
-	long long *seqs;
-	size_t i;
-
-	snprintf(path, sizeof(path), "/v1/datasets/%s/ledger?limit=1000", id);
-	rows = dpg_list_all(srv, path, 1000);
-	seqs = calloc(json_array_size(rows) + 1, sizeof(long long));
-	cr_assert_not_null(seqs);
-	json_array_foreach(rows, i, e)
-		seqs[i] = json_integer_value(json_object_get(e, "seq"));
-	qsort(seqs, json_array_size(rows), sizeof(long long), cmp_ll);
-	*ret_n = json_array_size(rows);
-	*ret_rows = rows;
-	return seqs;
-}
-
-static void assert_acked_in(const long long *acked, int n_acked, const long long *seqs,
-			    size_t n_seqs, const char *what)
-{
-	for (int i = 0; i < n_acked; i++)
-		cr_assert_not_null(bsearch(&acked[i], seqs, n_seqs, sizeof(long long), cmp_ll),
-				   "acknowledged %s %lld is not in the ledger", what, acked[i]);
-}
-
 /* Each key sent again: an answered one gets its id back; then each key
  * stands on exactly one ledger row of m. */
 static void assert_keys_charged_once(struct mix *mx)
 {
 	const char *body = "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1000}}";
-	long long *seqs;
-	size_t n_seqs, i;
+	size_t i;
 	json_t *rows, *e;
 	int *seen = calloc((size_t)mx->n_keys + 1, sizeof(int));
 
@@ -349,7 +336,7 @@ static void assert_keys_charged_once(struct mix *mx)
 				     "a retry of %s got another charge", mx->keys[k]);
 		dpg_resp_free(&r);
 	}
-	seqs = ledger_seqs(mx->srv, "m", &n_seqs, &rows);
+	rows = dpg_list_all(mx->srv, "/v1/datasets/m/ledger?limit=1000", 1000);
 	json_array_foreach(rows, i, e) {
 		const char *key = json_string_value(json_object_get(e, "idempotency_key"));
 		int k;
@@ -364,7 +351,6 @@ static void assert_keys_charged_once(struct mix *mx)
 	for (int k = 0; k < mx->n_keys; k++)
 		cr_assert_eq(seen[k], 1, "key %s is on %d ledger rows", mx->keys[k], seen[k]);
 	json_decref(rows);
-	free(seqs);
 	free(seen);
 }
 
@@ -396,7 +382,6 @@ Test(crash, kill9_keeps_every_kind_of_release, .timeout = 600)
 	dpg_server srv;
 	long long *seqs;
 	size_t n_seqs;
-	json_t *rows;
 	dpg_resp r;
 	long stored;
 
@@ -422,13 +407,11 @@ Test(crash, kill9_keeps_every_kind_of_release, .timeout = 600)
 		  "a kind of release was never acknowledged: %d %d %d %d", mx.n_m, mx.n_p,
 		  mx.n_rids, mx.n_keys);
 
-	seqs = ledger_seqs(&srv, "m", &n_seqs, &rows);
+	seqs = ledger_seqs(&srv, "m", &n_seqs);
 	assert_acked_in(mx.acked_m, mx.n_m, seqs, n_seqs, "mechanism release");
-	json_decref(rows);
 	free(seqs);
-	seqs = ledger_seqs(&srv, "p", &n_seqs, &rows);
+	seqs = ledger_seqs(&srv, "p", &n_seqs);
 	assert_acked_in(mx.acked_p, mx.n_p, seqs, n_seqs, "PATE batch");
-	json_decref(rows);
 	free(seqs);
 	assert_keys_charged_once(&mx);
 	assert_reservations_closed(&mx);
