@@ -103,6 +103,10 @@ int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t
  * does not fit or a figure is not finite.
  */
 size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
+/* Query parameter `key` as an integer in [lo, hi], `dflt` when absent;
+ * otherwise answers 400 naming `key` and returns -1. */
+int srv__query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, int64_t dflt,
+		   int64_t *ret, srv_response *res);
 /* Reads dataset {id} (req->params[0]), or answers as every dataset route
  * does (404 when there is none); false when it answered. */
 bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);

@@ -523,24 +523,42 @@ static int list_append_id(void *arg, const char *sid)
 	return json_array_append_new(arg, json_string(sid));
 }
 
+/* A page of the dataset's sessions, oldest first: `limit` (default and
+ * most DPG_MAX_PAGE_SIZE, what the listing answered before it had pages)
+ * and `after`, the id of the last session of the previous page, which
+ * answers `next` when more follow.  A session has no ledger row to count
+ * by, so its id is the cursor. */
 int srv_pate_session_list(srv_request *req, srv_response *res)
 {
+	const char *after = req->query(req->conn, "after");
 	srv_dataset ds;
-	json_t *arr = json_array(), *out, *v;
+	srv_pate_row row;
+	json_t *arr = NULL, *out = NULL, *v;
+	int64_t limit;
+	bool more;
 	size_t i;
+	int rc;
 
-	if (!srv__dataset_or_reply(req, res, &ds)) {
-		json_decref(arr);
+	if (!srv__dataset_or_reply(req, res, &ds) ||
+	    srv__query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_MAX_PAGE_SIZE, &limit, res) < 0)
 		return 0;
+	if (after) {
+		rc = srv_store_pate_get(req->db, ds.id, after, &row);
+		srv_pate_row_clear(&row);
+		if (rc == SRV_NOT_FOUND) {
+			srv_problem(res, 400, NULL, "'after' must be the id of one of the dataset's PATE sessions",
+				    "after", NULL);
+			return 0;
+		}
+		if (rc != SRV_OK)
+			goto fail;
 	}
-	if (!arr || srv_store_pate_ids(req->db, ds.id, DPG_MAX_PAGE_SIZE, list_append_id, arr) !=
-			    SRV_OK) {
-		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
-		json_decref(arr);
-		return 0;
-	}
-	/* A second pass so each row is loaded by the one reader. */
+	arr = json_array();
 	out = json_array();
+	if (!arr || !out ||
+	    srv_store_pate_ids(req->db, ds.id, after, limit, list_append_id, arr, &more) != SRV_OK)
+		goto fail;
+	/* A second pass so each row is loaded by the one reader. */
 	json_array_foreach(arr, i, v) {
 		struct pate_session s;
 
@@ -548,8 +566,14 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 			json_array_append_new(out, session_json(&s));
 		session_clear(&s);
 	}
-	srv_json_reply(res, 200, json_pack("{s:o}", "sessions", out));
+	v = more ? json_array_get(arr, json_array_size(arr) - 1) : NULL;
+	srv_json_reply(res, 200, json_pack("{s:o, s:O}", "sessions", out, "next", v ? v : json_null()));
 	json_decref(arr);
+	return 0;
+fail:
+	srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+	json_decref(arr);
+	json_decref(out);
 	return 0;
 }
 

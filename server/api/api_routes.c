@@ -3,7 +3,6 @@
  * (health, metrics, spec, stateless accountant routes, datasets, budgets,
  * ledger, charges, reservations, dry-run, keys).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,31 +412,6 @@ static int h_budget(srv_request *req, srv_response *res)
 	return 0;
 }
 
-/* Parses a query parameter as an integer in [lo, hi]; default when absent. */
-static int query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, int64_t dflt,
-		     int64_t *ret, srv_response *res)
-{
-	const char *v = req->query(req->conn, key);
-	char *end;
-	long long x;
-	char detail[128];
-
-	if (!v) {
-		*ret = dflt;
-		return 0;
-	}
-	errno = 0;
-	x = strtoll(v, &end, 10);
-	if (*v < '0' || *v > '9' || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
-		snprintf(detail, sizeof(detail), "'%s' must be an integer in [%lld, %lld]", key,
-			 (long long)lo, (long long)hi);
-		srv_problem(res, 400, NULL, detail, key, NULL);
-		return -1;
-	}
-	*ret = x;
-	return 0;
-}
-
 /* A list page of a store lister: {field: [...], "next": seq|null} from
  * the request's `after` and `limit`. */
 typedef int (*list_fn)(srv_db *db, const char *id, int64_t after, int64_t limit,
@@ -449,8 +423,8 @@ static int reply_page(srv_request *req, srv_response *res, list_fn list, const c
 	json_t *entries = NULL;
 	int64_t limit, after, next = -1;
 
-	if (query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_DEFAULT_PAGE_SIZE, &limit, res) < 0 ||
-	    query_int(req, "after", 0, INT64_MAX, 0, &after, res) < 0)
+	if (srv__query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_DEFAULT_PAGE_SIZE, &limit, res) < 0 ||
+	    srv__query_int(req, "after", 0, INT64_MAX, 0, &after, res) < 0)
 		return 0;
 	if (list(req->db, id, after, limit, &entries, &next) != SRV_OK) {
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);

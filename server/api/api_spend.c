@@ -4,6 +4,7 @@
  * request's hash), a retry answered from storage, and the store's outcomes
  * mapped to replies in one place (404 / 409 over budget / 422 / 503).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,30 @@ char *srv_json_text(json_t *j)
 
 	json_decref(j);
 	return text;
+}
+
+int srv__query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, int64_t dflt,
+		   int64_t *ret, srv_response *res)
+{
+	const char *v = req->query(req->conn, key);
+	char *end;
+	long long x;
+	char detail[128];
+
+	if (!v) {
+		*ret = dflt;
+		return 0;
+	}
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (*v < '0' || *v > '9' || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+		snprintf(detail, sizeof(detail), "'%s' must be an integer in [%lld, %lld]", key,
+			 (long long)lo, (long long)hi);
+		srv_problem(res, 400, NULL, detail, key, NULL);
+		return -1;
+	}
+	*ret = x;
+	return 0;
 }
 
 bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)

@@ -51,7 +51,6 @@ struct srv__lister {
 		srv_ledger_row_fn ledger;
 		srv_key_row_fn key;
 		srv_key_event_fn key_event;
-		int (*id)(void *arg, const char *id);
 		int (*votes)(void *arg, const int32_t *votes, size_t bytes);
 	} each;
 	void *arg;

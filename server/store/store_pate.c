@@ -77,24 +77,39 @@ int srv_store_pate_create(srv_db *db, const srv_pate_row *row, const char *dd_rd
 	return srv__run(st);
 }
 
-static int id_row(srv__stmt *st, void *arg)
+/* The ids of a dataset's sessions in (created_at, id) order, the order of
+ * pate_sessions_by_dataset, from the first or from just after a session. */
+#define PATE_IDS_SQL(from)                                                                 \
+	"SELECT id FROM pate_sessions WHERE dataset_id = ?1" from " ORDER BY created_at, id" \
+	" LIMIT ?2"
+
+int srv_store_pate_ids(srv_db *db, const char *dataset_id, const char *after, int64_t limit,
+		       int (*each)(void *arg, const char *sid), void *arg, bool *ret_more)
 {
-	struct srv__lister *w = arg;
-	const char *sid = srv__sql_text(st, 0);
+	srv__stmt *st = srv__prepare_int2(
+		db,
+		after ? PATE_IDS_SQL(" AND (created_at, id) > (SELECT created_at, id"
+				     " FROM pate_sessions WHERE id = ?3 AND dataset_id = ?1)")
+		      : PATE_IDS_SQL(""),
+		dataset_id, limit + 1);
+	int64_t n = 0;
+	int rc = SRV__SQL_ERROR;
 
-	return w->each.id(w->arg, sid) < 0 ? SRV_DB_ERROR : 0;
-}
-
-int srv_store_pate_ids(srv_db *db, const char *dataset_id, int64_t limit,
-		       int (*each)(void *arg, const char *sid), void *arg)
-{
-	struct srv__lister w = {.each.id = each, .arg = arg};
-	srv__stmt *st = srv__prepare_int2(db,
-					     "SELECT id FROM pate_sessions WHERE dataset_id = ?1"
-					     " ORDER BY created_at, id LIMIT ?2",
-					     dataset_id, limit);
-
-	return srv__each_row(st, id_row, &w);
+	*ret_more = false;
+	if (st && after)
+		srv__sql_bind_text(st, 3, after);
+	while (st && (rc = srv__sql_step(st)) == SRV__SQL_ROW) {
+		if (n++ == limit) {
+			*ret_more = true;
+			break;
+		}
+		if (each(arg, srv__sql_text(st, 0)) < 0) {
+			rc = SRV__SQL_ERROR;
+			break;
+		}
+	}
+	srv__sql_finalize(st);
+	return rc == SRV__SQL_DONE || rc == SRV__SQL_ROW ? SRV_OK : SRV_DB_ERROR;
 }
 
 int srv_store_pate_dd_get(srv_db *db, const char *sid, char **ret)

@@ -690,16 +690,14 @@ json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages)
 json_t *dpg_list_all_of(const dpg_server *s, const char *path, const char *field, int max_pages)
 {
 	json_t *all = json_array();
-	long long after = 0;
+	char url[512];
 
 	cr_assert_not_null(all);
+	snprintf(url, sizeof(url), "%s", path);
 	for (int page = 0; page < max_pages; page++) {
-		char url[512];
 		json_t *next;
-		dpg_resp r;
+		dpg_resp r = dpg_call(s, "GET", url, s->admin_key, NULL);
 
-		snprintf(url, sizeof(url), "%s&after=%lld", path, after);
-		r = dpg_call(s, "GET", url, s->admin_key, NULL);
 		cr_assert_eq(r.status, 200, "GET %s: %ld %s", url, r.status, r.body);
 		cr_assert_eq(json_array_extend(all, json_object_get(r.json, field)), 0, "%s",
 			     r.body);
@@ -708,8 +706,13 @@ json_t *dpg_list_all_of(const dpg_server *s, const char *path, const char *field
 			dpg_resp_free(&r);
 			return all;
 		}
-		cr_assert(json_is_integer(next), "%s", r.body);
-		after = json_integer_value(next);
+		if (json_is_integer(next)) {
+			snprintf(url, sizeof(url), "%s&after=%lld", path,
+				 (long long)json_integer_value(next));
+		} else {
+			cr_assert(json_is_string(next), "%s", r.body);
+			snprintf(url, sizeof(url), "%s&after=%s", path, json_string_value(next));
+		}
 		dpg_resp_free(&r);
 	}
 	cr_assert_fail("GET %s did not end within %d pages", path, max_pages);

@@ -234,10 +234,10 @@ char *dpg_read_file(const char *path, size_t *ret_len);
 size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field);
 
 /* Every entry of a paged listing, oldest first (the caller decrefs the
- * array): GETs `path` (which holds its query, "limit=" included) with
- * "&after=N" appended, from 0 and then at each page's "next" until it is
- * null, with the admin key; asserts 200 on each page, and fails the test
- * when the listing has not ended after max_pages pages. */
+ * array): GETs `path` (which holds its query, "limit=" included), then
+ * `path` with "&after=NEXT" appended for each page's "next" (an integer or
+ * a string) until it is null, with the admin key; asserts 200 on each page,
+ * and fails the test when the listing has not ended after max_pages pages. */
 json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages);
 /* As dpg_list_all, for a listing whose rows are at `field` (e.g.
  * "reservations") rather than at "entries". */

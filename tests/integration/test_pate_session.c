@@ -8,7 +8,8 @@
  *    through Confident-GNMax; the answered fraction, the label accuracy
  *    against the known plurality, the data-independent epsilon and the
  *    released data-dependent epsilon are printed, and with strong consensus
- *    the released epsilon must be well below the data-independent one.
+ *    the released epsilon must be well below the data-independent one;
+ *  - listing: every session reached a page at a time, oldest first.
  */
 #include <math.h>
 #include <stdint.h>
@@ -494,4 +495,93 @@ Test(pate_session, a_batch_of_queries_times_classes_is_bounded)
 		dpg_resp_free(&r);
 	}
 	free(body);
+}
+
+/* GETs a listing of sessions and expects a 400 naming `field`, or (field
+ * NULL) the status `status`. */
+static void expect_list_refused(const char *path, long status, const char *field)
+{
+	dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+
+	cr_expect_eq(r.status, status, "GET %s: %ld %s", path, r.status, r.body);
+	if (field)
+		cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), field,
+				 "GET %s: %s", path, r.body);
+	dpg_resp_free(&r);
+}
+
+/*
+ * A dataset's sessions are listed a page at a time, oldest first.  Of
+ * 1003 sessions the default page holds the first 1000 and names the 1000th
+ * as `next`; following `next` through pages of 7 reaches every session
+ * made, the newest included, each once, in (created_at, id) order and in
+ * the default page's order.  After the last there is an empty page.  A
+ * bad `limit`, or an `after` that is no session of the dataset (another
+ * dataset's included), is a 400 naming it; an unknown dataset is a 404.
+ */
+Test(pate_session, sessions_are_listed_a_page_at_a_time)
+{
+	enum { N = 1003 };
+	json_t *made = json_object(), *all, *first, *e;
+	char sid[128], other[128], path[256], prev_at[64] = "", prev_id[128] = "";
+	size_t i;
+	dpg_resp r;
+
+	cr_assert_not_null(made);
+	dpg_make_dataset(&srv, "many", 1, 1e-5, "rdp");
+	dpg_make_dataset(&srv, "other", 1, 1e-5, "rdp");
+	make_session("other", CFG("\"sigma1\":2,\"sigma2\":1,\"threshold\":3"), other, sizeof(other));
+	for (i = 0; i < N; i++) {
+		make_session("many", CFG("\"sigma1\":2,\"sigma2\":1,\"threshold\":3"), sid, sizeof(sid));
+		cr_assert_eq(json_object_set_new(made, sid, json_true()), 0);
+	}
+
+	r = dpg_call(&srv, "GET", "/v1/datasets/many/pate/sessions", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	first = json_incref(json_object_get(r.json, "sessions"));
+	cr_assert_eq(json_array_size(first), 1000);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "next")),
+			 json_string_value(json_object_get(json_array_get(first, 999), "id")), "%s",
+			 r.body);
+	dpg_resp_free(&r);
+
+	all = dpg_list_all_of(&srv, "/v1/datasets/many/pate/sessions?limit=7", "sessions", N / 7 + 2);
+	cr_assert_eq(json_array_size(all), N);
+	json_array_foreach(all, i, e) {
+		const char *id = json_string_value(json_object_get(e, "id"));
+		const char *at = json_string_value(json_object_get(e, "created_at"));
+		int c;
+
+		cr_assert(id && at, "session %zu has no id or created_at", i);
+		cr_assert_eq(json_object_del(made, id), 0, "session %s listed twice or never made", id);
+		c = strcmp(at, prev_at);
+		cr_assert(c > 0 || (c == 0 && strcmp(id, prev_id) > 0),
+			  "session %s (%s) listed after %s (%s)", id, at, prev_id, prev_at);
+		if (i < 1000)
+			cr_assert_str_eq(json_string_value(json_object_get(json_array_get(first, i), "id")),
+					 id, "the default page and the pages of 7 differ at %zu", i);
+		snprintf(prev_at, sizeof(prev_at), "%s", at);
+		snprintf(prev_id, sizeof(prev_id), "%s", id);
+	}
+	cr_assert_eq(json_object_size(made), 0, "sessions made but never listed");
+
+	snprintf(path, sizeof(path), "/v1/datasets/many/pate/sessions?after=%s", prev_id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "sessions")), 0, "%s", r.body);
+	cr_assert(json_is_null(json_object_get(r.json, "next")), "%s", r.body);
+	dpg_resp_free(&r);
+
+	expect_list_refused("/v1/datasets/many/pate/sessions?limit=0", 400, "limit");
+	expect_list_refused("/v1/datasets/many/pate/sessions?limit=1001", 400, "limit");
+	expect_list_refused("/v1/datasets/many/pate/sessions?limit=x", 400, "limit");
+	expect_list_refused("/v1/datasets/many/pate/sessions?after=pate_000000000000000000000000",
+			    400, "after");
+	expect_list_refused("/v1/datasets/many/pate/sessions?after=", 400, "after");
+	snprintf(path, sizeof(path), "/v1/datasets/many/pate/sessions?after=%s", other);
+	expect_list_refused(path, 400, "after");
+	expect_list_refused("/v1/datasets/none/pate/sessions?limit=0", 404, NULL);
+	json_decref(first);
+	json_decref(all);
+	json_decref(made);
 }
