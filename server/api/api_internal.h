@@ -117,16 +117,16 @@ bool srv__private_dataset_or_reply(srv_request *req, srv_response *res, srv_data
 /* The dataset resource (new reference). */
 json_t *srv_dataset_json(const srv_dataset *ds);
 
-/* Pages of the ledger, of a dataset's audit rows and of the keys' audit
- * trail as JSON arrays (the `id` of the keys' is unused), and a dataset's
- * reservations (api_lists.c).  SRV_OK or SRV_DB_ERROR. */
+/* A page of the ledger, of a dataset's audit rows, of the keys' audit
+ * trail (whose `id` is unused) or of a dataset's reservations, each row
+ * appended to `entries` as JSON (api_lists.c).  SRV_OK or SRV_DB_ERROR. */
 int srv_ledger_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-		    json_t **ret_entries, int64_t *ret_next);
+		    json_t *entries, int64_t *ret_next);
 int srv_audit_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-		   json_t **ret_entries, int64_t *ret_next);
+		   json_t *entries, int64_t *ret_next);
 int srv_keys_audit_json(srv_db *db, const char *unused, int64_t after, int64_t limit,
-			json_t **ret_entries, int64_t *ret_next);
+			json_t *entries, int64_t *ret_next);
 int srv_reservations_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			  json_t **ret_entries, int64_t *ret_next);
+			  json_t *entries, int64_t *ret_next);
 
 #endif

@@ -76,38 +76,16 @@ static int audit_append(void *arg, const srv_ledger_row *r)
 	return append(arg, ledger_row_json(r, true));
 }
 
-/* A page's entries from a store lister; SRV_OK or SRV_DB_ERROR. */
-static int page(int rc, json_t *arr, json_t **ret_entries)
-{
-	if (rc != SRV_OK) {
-		json_decref(arr);
-		return SRV_DB_ERROR;
-	}
-	*ret_entries = arr;
-	return SRV_OK;
-}
-
 int srv_ledger_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-		    json_t **ret_entries, int64_t *ret_next)
+		    json_t *entries, int64_t *ret_next)
 {
-	json_t *arr = json_array();
-
-	if (!arr)
-		return SRV_DB_ERROR;
-	return page(srv_store_ledger_list(db, dataset_id, after, limit, ledger_append, arr, ret_next),
-		    arr, ret_entries);
+	return srv_store_ledger_list(db, dataset_id, after, limit, ledger_append, entries, ret_next);
 }
 
 int srv_audit_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-		   json_t **ret_entries, int64_t *ret_next)
+		   json_t *entries, int64_t *ret_next)
 {
-	json_t *arr = json_array();
-
-	if (!arr)
-		return SRV_DB_ERROR;
-	return page(srv_store_dataset_audit(db, dataset_id, after, limit, audit_append, arr,
-					    ret_next),
-		    arr, ret_entries);
+	return srv_store_dataset_audit(db, dataset_id, after, limit, audit_append, entries, ret_next);
 }
 
 static int key_event_append(void *arg, const srv_key_event_row *r)
@@ -120,15 +98,10 @@ static int key_event_append(void *arg, const srv_key_event_row *r)
 }
 
 int srv_keys_audit_json(srv_db *db, const char *unused, int64_t after, int64_t limit,
-			json_t **ret_entries, int64_t *ret_next)
+			json_t *entries, int64_t *ret_next)
 {
-	json_t *arr = json_array();
-
 	(void)unused;
-	if (!arr)
-		return SRV_DB_ERROR;
-	return page(srv_keys_audit(db, after, limit, key_event_append, arr, ret_next), arr,
-		    ret_entries);
+	return srv_keys_audit(db, after, limit, key_event_append, entries, ret_next);
 }
 
 static int reservation_append(void *arg, const srv_reservation_row *r)
@@ -154,20 +127,14 @@ static int reservation_append(void *arg, const srv_reservation_row *r)
 		json_object_set_new(o, "closed_at", json_string(r->closed_at));
 		json_object_set_new(o, "closed_by", json_string(r->closed_by));
 	}
-	json_array_append_new(arg, o);
-	return 0;
+	return append(arg, o);
 }
 
 int srv_reservations_json(srv_db *db, const char *dataset_id, int64_t after, int64_t limit,
-			  json_t **ret_entries, int64_t *ret_next)
+			  json_t *entries, int64_t *ret_next)
 {
-	json_t *arr = json_array();
-
-	if (!arr)
-		return SRV_DB_ERROR;
-	return page(srv_store_reservation_list(db, dataset_id, after, limit, reservation_append, arr,
-					       ret_next),
-		    arr, ret_entries);
+	return srv_store_reservation_list(db, dataset_id, after, limit, reservation_append, entries,
+					  ret_next);
 }
 
 static int key_append(void *arg, const srv_key_row *r)
@@ -175,24 +142,24 @@ static int key_append(void *arg, const srv_key_row *r)
 	json_t *o = json_pack("{s:s, s:s, s:o, s:s}", "id", r->id, "role", r->role, "datasets",
 			      json_loads(r->datasets, 0, NULL), "created_at", r->created_at);
 
-	if (!o)
-		return 0;
-	if (r->note)
+	if (o && r->note)
 		json_object_set_new(o, "note", json_string(r->note));
 	json_object_set_new(o, "revoked", json_boolean(r->revoked_at != NULL));
 	if (r->revoked_at)
 		json_object_set_new(o, "revoked_at", json_string(r->revoked_at));
-	json_array_append_new(arg, o);
-	return 0;
+	return append(arg, o);
 }
 
 int srv_keys_json(srv_db *db, json_t **ret)
 {
 	json_t *arr = json_array();
 
-	if (!arr)
+	if (!arr || srv_keys_list(db, key_append, arr) != SRV_OK) {
+		json_decref(arr);
 		return SRV_DB_ERROR;
-	return page(srv_keys_list(db, key_append, arr), arr, ret);
+	}
+	*ret = arr;
+	return SRV_OK;
 }
 
 /* One dataset of the verify report, in the order `dpgate verify` prints. */

@@ -415,18 +415,20 @@ static int h_budget(srv_request *req, srv_response *res)
 /* A list page of a store lister: {field: [...], "next": seq|null} from
  * the request's `after` and `limit`. */
 typedef int (*list_fn)(srv_db *db, const char *id, int64_t after, int64_t limit,
-		       json_t **ret_entries, int64_t *ret_next);
+		       json_t *entries, int64_t *ret_next);
 
 static int reply_page(srv_request *req, srv_response *res, list_fn list, const char *id,
 		      const char *field)
 {
-	json_t *entries = NULL;
+	json_t *entries;
 	int64_t limit, after, next = -1;
 
 	if (srv__query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_DEFAULT_PAGE_SIZE, &limit, res) < 0 ||
 	    srv__query_int(req, "after", 0, INT64_MAX, 0, &after, res) < 0)
 		return 0;
-	if (list(req->db, id, after, limit, &entries, &next) != SRV_OK) {
+	entries = json_array();
+	if (!entries || list(req->db, id, after, limit, entries, &next) != SRV_OK) {
+		json_decref(entries);
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
