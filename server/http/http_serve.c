@@ -844,15 +844,53 @@ static bool header_names_refused(struct MHD_Connection *conn, srv_response *res)
 	return true;
 }
 
+/* The codings of a request's Transfer-Encoding headers, all of them in
+ * order (RFC 9112, 6.1): how many, how many are chunked, and whether the
+ * last one is. */
+struct te_codings {
+	unsigned n, chunked;
+	bool last_chunked;
+};
+
+static enum MHD_Result add_codings(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	struct te_codings *tc = cls;
+	const char *p = value;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) != 0 || !p)
+		return MHD_YES;
+	for (;;) {
+		size_t name;
+		bool chunked;
+
+		p += strspn(p, " \t,"); /* empty list elements count for nothing (RFC 9110, 5.6.1) */
+		if (!*p)
+			return MHD_YES;
+		name = strcspn(p, " \t;,");
+		chunked = name == 7 && strncasecmp(p, "chunked", 7) == 0;
+		tc->n++;
+		tc->chunked += chunked;
+		tc->last_chunked = chunked;
+		p += strcspn(p, ",");
+	}
+}
+
 /*
  * Checks how the request's body is framed, before any of it is read
  * (RFC 9112, 6).  Returns true and fills `res` with a problem that closes
- * the connection when the framing is refused: two Content-Length headers,
- * or Transfer-Encoding beside Content-Length (400: a proxy that reads the
- * other header would see a hidden request, 6.3); a Transfer-Encoding other
- * than one `chunked` (501: libmicrohttpd decodes no other coding and would
- * wait for the body until the idle timeout, 6.1).  Returns false for a
- * request framed by one Content-Length, by `chunked` alone, or by neither.
+ * the connection when the framing is refused:
+ *  - 400, two Content-Length headers, or Transfer-Encoding beside
+ *    Content-Length: a proxy that reads the other header would see a
+ *    hidden request (6.3);
+ *  - 400, Transfer-Encoding whose last coding is not chunked, or that
+ *    chunks twice: the body's length cannot be told (6.3, 7.1);
+ *  - 501, any other Transfer-Encoding than one `chunked`: a coding
+ *    libmicrohttpd does not decode, whose body it would wait for until the
+ *    idle timeout (6.1).
+ * Returns false for a request framed by one Content-Length, by `chunked`
+ * alone, or by neither.
  */
 static bool framing_refused(struct MHD_Connection *conn, srv_response *res)
 {
@@ -860,23 +898,26 @@ static bool framing_refused(struct MHD_Connection *conn, srv_response *res)
 	unsigned n_te = header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING);
 	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-	const char *detail, *field;
-	int status;
+	struct te_codings tc = {0, 0, false};
+	const char *detail, *field = "Transfer-Encoding";
+	int status = 400;
 
 	if (n_cl > 1) {
-		status = 400;
 		detail = "more than one Content-Length header";
 		field = "Content-Length";
 	} else if (n_te > 0 && n_cl > 0) {
-		status = 400;
 		detail = "Transfer-Encoding and Content-Length together frame the body two ways";
-		field = "Transfer-Encoding";
-	} else if (n_te > 1 || (te && strcasecmp(te, "chunked") != 0)) {
-		status = 501;
-		detail = "the only Transfer-Encoding accepted is chunked";
-		field = "Transfer-Encoding";
-	} else {
+	} else if (n_te == 0 || (n_te == 1 && te && strcasecmp(te, "chunked") == 0)) {
 		return false;
+	} else {
+		MHD_get_connection_values(conn, MHD_HEADER_KIND, add_codings, &tc);
+		if (!tc.last_chunked || tc.chunked > 1) {
+			detail = "a Transfer-Encoding must end with chunked and chunk once, or the "
+				 "body's length cannot be told";
+		} else {
+			status = 501;
+			detail = "the only Transfer-Encoding accepted is chunked";
+		}
 	}
 	memset(res, 0, sizeof(*res));
 	res->close = true;
