@@ -12,6 +12,16 @@
  * binary, so a double is read back bit for bit.  A result is read whole at
  * the first step; the rows are then handed out one by one.
  *
+ * Round trips: a statement run for its effect alone (BEGIN, and the locks
+ * a write transaction takes first) is not sent when the store asks for it:
+ * it waits on the connection and goes out with the next statement, in one
+ * round trip (libpq's pipeline mode, one Sync after the last).  The server
+ * runs them in order and skips the rest after a failure, and the first
+ * failure is the answer, so the store sees what it would have seen had it
+ * run each alone and stopped there, one statement later.  A charge's BEGIN,
+ * row lock and dataset read so take one round trip instead of three; the
+ * read still runs after the lock was granted, with its own snapshot.
+ *
  * Durability and admission: synchronous_commit is set on for every session,
  * so a COMMIT that returned is on the primary's disk (and on a synchronous
  * standby's, where the operator configured one) before any answer goes out.
@@ -62,6 +72,11 @@
  * last message and the end of the stream take two. */
 #define PG_IDLE_READS 4
 #define PG_NUMBER_TEXT 32
+/* Statements that may wait on a connection for the next one (BEGIN, a
+ * savepoint's lock, the dataset's lock), and the longest ?1 one may hold
+ * (a dataset id, a lock's name). */
+#define PG_MAX_DEFERRED 4
+#define PG_DEFERRED_PARAM_BYTES 128
 /* How long a statement waits for a row lock before it fails as BUSY:
  * SQLite's busy timeout (store_sqlite.c), so that both engines answer 503
  * after the same wait. */
@@ -84,6 +99,13 @@ enum {
 	PG_FLOAT8OID = 701,
 };
 
+/* A kept statement waiting to go out with the next one (file's comment). */
+struct pgd_deferred {
+	struct pgd_stmt *st;
+	bool has_param;
+	char param[PG_DEFERRED_PARAM_BYTES]; /* its ?1 */
+};
+
 struct pgd_conn {
 	struct srv__conn base;
 	PGconn *pg;
@@ -92,6 +114,10 @@ struct pgd_conn {
 	int64_t changes;
 	int errclass;
 	char err[256];
+	struct pgd_deferred deferred[PG_MAX_DEFERRED];
+	int ndeferred;
+	bool begin_deferred; /* deferred[0] is a BEGIN: no transaction on the server yet */
+	bool broken;         /* a pipeline went wrong: made again at the next revive */
 };
 
 struct pgd_stmt {
@@ -300,12 +326,12 @@ static void pgd_bind_blob(srv__stmt *s, int i, const void *v, size_t n)
 	st->formats[k] = 1;
 }
 
-/* Runs st on the server: its whole result into st->res, or a failure. */
-static int pgd_run(struct pgd_stmt *st)
+/* Runs st alone on the server (prepared first when this connection has
+ * not yet): its whole result into st->res, or a failure's class. */
+static int run_alone(struct pgd_stmt *st)
 {
 	struct pgd_conn *c = st->c;
 	ExecStatusType status;
-	const char *tag;
 
 	if (st->name[0] && st->generation != c->generation) {
 		PGresult *p = PQprepare(c->pg, st->name, st->sql, st->nparams, st->types);
@@ -322,11 +348,128 @@ static int pgd_run(struct pgd_stmt *st)
 		PQexecParams(c->pg, st->sql, st->nparams, st->types, st->values, st->lengths, st->formats,
 			     1);
 	status = PQresultStatus(st->res);
-	if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && status != PGRES_EMPTY_QUERY) {
-		int cls = failure_class(c, st->res);
+	if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && status != PGRES_EMPTY_QUERY)
+		return failure_class(c, st->res);
+	return SRV__SQL_DONE;
+}
 
+/* What one result of a pipeline answers: st's PREPARE or its execution. */
+struct pgd_op {
+	struct pgd_stmt *st;
+	bool prepare;
+};
+
+/* Queues st in the pipeline, its PREPARE first when this connection has
+ * not had it (counted as done; undone if it fails); false when libpq
+ * could not queue it. */
+static bool pipe_send(struct pgd_stmt *st, struct pgd_op *ops, int *n)
+{
+	struct pgd_conn *c = st->c;
+
+	if (st->name[0] && st->generation != c->generation) {
+		if (!PQsendPrepare(c->pg, st->name, st->sql, st->nparams, st->types))
+			return false;
+		st->generation = c->generation;
+		ops[(*n)++] = (struct pgd_op){st, true};
+	}
+	if (!(st->name[0] ? PQsendQueryPrepared(c->pg, st->name, st->nparams, st->values,
+						st->lengths, st->formats, 1) :
+			    PQsendQueryParams(c->pg, st->sql, st->nparams, st->types, st->values,
+					      st->lengths, st->formats, 1)))
+		return false;
+	ops[(*n)++] = (struct pgd_op){st, false};
+	return true;
+}
+
+/* Reads the pipeline's results in order (each is followed by a null, the
+ * Sync's is not): SRV__SQL_DONE or the first failure's class, st's result
+ * kept in st->res.  Sets *broken when the results do not come as sent. */
+static int pipe_collect(struct pgd_conn *c, const struct pgd_op *ops, int n,
+			struct pgd_stmt *st, bool *broken)
+{
+	int rc = SRV__SQL_DONE;
+	PGresult *r;
+
+	for (int i = 0; i < n; i++) {
+		ExecStatusType status;
+
+		r = PQgetResult(c->pg);
+		if (!r) {
+			*broken = true;
+			return rc;
+		}
+		status = PQresultStatus(r);
+		if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+		    status != PGRES_EMPTY_QUERY) {
+			if (ops[i].prepare)
+				ops[i].st->generation = 0;
+			if (rc == SRV__SQL_DONE) /* later ones were skipped for it */
+				rc = failure_class(c, r);
+		} else if (!ops[i].prepare && ops[i].st == st && i == n - 1) {
+			st->res = r;
+			r = NULL;
+		}
+		PQclear(r);
+		while ((r = PQgetResult(c->pg)))
+			PQclear(r);
+	}
+	r = PQgetResult(c->pg);
+	*broken = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+	PQclear(r);
+	return rc;
+}
+
+/*
+ * Sends the statements waiting on c, then st (NULL: none), in one round
+ * trip (file's comment); st's result goes to st->res.  SRV__SQL_DONE, or
+ * the first failure's class.  A pipeline whose results do not come back as
+ * sent leaves the connection to be made again (revive).
+ */
+static int pipe_run(struct pgd_conn *c, struct pgd_stmt *st)
+{
+	struct pgd_op ops[2 * (PG_MAX_DEFERRED + 1)];
+	bool sent = PQenterPipelineMode(c->pg) == 1, broken = false;
+	int n = 0, rc = SRV__SQL_DONE;
+
+	for (int i = 0; sent && i < c->ndeferred; i++) {
+		struct pgd_deferred *d = &c->deferred[i];
+
+		pgd_reset(&d->st->base);
+		if (d->has_param)
+			pgd_bind_text(&d->st->base, 1, d->param);
+		sent = pipe_send(d->st, ops, &n);
+	}
+	c->ndeferred = 0;
+	c->begin_deferred = false;
+	if (sent && st)
+		sent = pipe_send(st, ops, &n);
+	if (sent && PQpipelineSync(c->pg) == 1)
+		rc = pipe_collect(c, ops, n, st, &broken);
+	else
+		broken = true;
+	if (broken || PQexitPipelineMode(c->pg) != 1) {
+		c->broken = true;
+		if (rc == SRV__SQL_DONE)
+			rc = failure_class(c, NULL);
+	}
+	if (rc != SRV__SQL_DONE && st) {
+		PQclear(st->res);
+		st->res = NULL;
+	}
+	return rc;
+}
+
+/* Runs st on the server, with whatever waits on its connection: its whole
+ * result into st->res, or a failure. */
+static int pgd_run(struct pgd_stmt *st)
+{
+	struct pgd_conn *c = st->c;
+	int rc = c->ndeferred > 0 ? pipe_run(c, st) : run_alone(st);
+	const char *tag;
+
+	if (rc != SRV__SQL_DONE) {
 		pgd_clear_result(st);
-		return cls;
+		return rc;
 	}
 	tag = PQcmdStatus(st->res);
 	if (strncmp(tag, "INSERT", 6) == 0 || strncmp(tag, "UPDATE", 6) == 0 ||
@@ -334,7 +477,7 @@ static int pgd_run(struct pgd_stmt *st)
 		c->changes = strtoll(PQcmdTuples(st->res), NULL, 10);
 	st->ran = true;
 	st->row = -1;
-	st->rows = status == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
+	st->rows = PQresultStatus(st->res) == PGRES_TUPLES_OK ? PQntuples(st->res) : 0;
 	return SRV__SQL_DONE;
 }
 
@@ -487,18 +630,63 @@ static int64_t pgd_changes(srv__conn *c)
 	return conn_of(c)->changes;
 }
 
+/* Sends what waits on c, alone: before a statement that cannot go in a
+ * pipeline (the simple query protocol's). */
+static int flush_deferred(struct pgd_conn *c)
+{
+	return c->ndeferred > 0 ? pipe_run(c, NULL) : SRV__SQL_DONE;
+}
+
 /* Runs SQL text through the simple query protocol. */
 static int pgd_exec(srv__conn *conn, const char *sql)
 {
 	struct pgd_conn *c = conn_of(conn);
-	PGresult *res = PQexec(c->pg, sql);
-	ExecStatusType status = PQresultStatus(res);
-	int rc = SRV__SQL_DONE;
+	PGresult *res;
+	ExecStatusType status;
+	int rc = flush_deferred(c);
 
+	if (rc != SRV__SQL_DONE)
+		return rc;
+	res = PQexec(c->pg, sql);
+	status = PQresultStatus(res);
 	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY)
 		rc = failure_class(c, res);
 	PQclear(res);
 	return rc;
+}
+
+/*
+ * Leaves kept statement `sql` (with ?1 = param, or none) to go out with
+ * the next statement (file's comment).  One that cannot wait (the queue
+ * full, a param too long) runs now, after what waits before it; one the
+ * statement cache has no room for runs through pgd_exec when it has no
+ * param (as srv__sql_step_once would), else fails.
+ */
+static int defer(srv__conn *conn, const char *sql, const char *param)
+{
+	struct pgd_conn *c = conn_of(conn);
+	srv__stmt *s = srv__sql_cached(conn, sql);
+	struct pgd_deferred *d;
+	int rc;
+
+	if (!s)
+		return param ? SRV__SQL_ERROR : pgd_exec(conn, sql);
+	if (c->ndeferred < PG_MAX_DEFERRED && (!param || strlen(param) < sizeof(d->param))) {
+		d = &c->deferred[c->ndeferred++];
+		d->st = stmt_of(s);
+		d->has_param = param != NULL;
+		if (param)
+			snprintf(d->param, sizeof(d->param), "%s", param);
+		return SRV__SQL_DONE;
+	}
+	rc = flush_deferred(c); /* first: what waits may be this very statement */
+	if (rc != SRV__SQL_DONE)
+		return rc;
+	if (param)
+		pgd_bind_text(s, 1, param);
+	rc = pgd_step(s);
+	pgd_reset(s);
+	return rc == SRV__SQL_ROW ? SRV__SQL_DONE : rc;
 }
 
 static const char sql_begin[] = "BEGIN";
@@ -511,23 +699,44 @@ static const char sql_lock_dataset[] = "SELECT pg_notify('" PG_CHANGE_CHANNEL "'
 				       " FROM datasets WHERE id = ?1 FOR UPDATE";
 static const char sql_lock_named[] = "SELECT pg_advisory_xact_lock(hashtext(CAST(?1 AS TEXT)))";
 
+/* A BEGIN waits for the transaction's first statement. */
+static int begin_with(srv__conn *conn, const char *sql)
+{
+	struct pgd_conn *c = conn_of(conn);
+	bool first = c->ndeferred == 0;
+	int rc = defer(conn, sql, NULL);
+
+	c->begin_deferred = first && c->ndeferred == 1;
+	return rc;
+}
+
 static int pgd_begin_write(srv__conn *c)
 {
-	return srv__sql_step_once(c, sql_begin);
+	return begin_with(c, sql_begin);
 }
 
 static int pgd_begin_read(srv__conn *c)
 {
-	return pgd_exec(c, sql_begin_read);
+	return begin_with(c, sql_begin_read);
 }
 
-/* COMMIT of a transaction that failed answers ROLLBACK, not an error. */
+/* COMMIT of a transaction that failed answers ROLLBACK, not an error.  A
+ * transaction whose BEGIN never went out has nothing to commit. */
 static int pgd_commit(srv__conn *conn)
 {
 	struct pgd_conn *c = conn_of(conn);
-	PGresult *res = PQexec(c->pg, "COMMIT");
-	int rc = SRV__SQL_DONE;
+	PGresult *res;
+	int rc;
 
+	if (c->begin_deferred && c->ndeferred == 1) {
+		c->ndeferred = 0;
+		c->begin_deferred = false;
+		return SRV__SQL_DONE;
+	}
+	rc = flush_deferred(c);
+	if (rc != SRV__SQL_DONE)
+		return rc;
+	res = PQexec(c->pg, "COMMIT");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		rc = failure_class(c, res);
 	} else if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
@@ -538,43 +747,36 @@ static int pgd_commit(srv__conn *conn)
 	return rc;
 }
 
-static int pgd_rollback(srv__conn *c)
+/* What waits is dropped: it belongs to the transaction rolled back, or, a
+ * BEGIN among it, there is no transaction on the server to roll back. */
+static int pgd_rollback(srv__conn *conn)
 {
-	return pgd_exec(c, "ROLLBACK");
+	struct pgd_conn *c = conn_of(conn);
+	bool none = c->begin_deferred;
+
+	c->ndeferred = 0;
+	c->begin_deferred = false;
+	return none ? SRV__SQL_DONE : pgd_exec(conn, "ROLLBACK");
 }
 
 static bool pgd_in_transaction(srv__conn *c)
 {
 	PGTransactionStatusType t = PQtransactionStatus(conn_of(c)->pg);
 
-	return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
-}
-
-/* Runs a kept-prepared lock statement whose ?1 is `text`; a row or
- * none is SRV__SQL_DONE, as for any statement run for its effect. */
-static int lock_with(srv__conn *c, const char *sql, const char *text)
-{
-	srv__stmt *s = srv__sql_cached(c, sql);
-	int rc;
-
-	if (!s)
-		return SRV__SQL_ERROR;
-	srv__sql_bind_text(s, 1, text);
-	rc = srv__sql_step(s);
-	srv__sql_reset(s);
-	return rc == SRV__SQL_ROW ? SRV__SQL_DONE : rc;
+	return conn_of(c)->begin_deferred || t == PQTRANS_INTRANS || t == PQTRANS_INERROR ||
+	       t == PQTRANS_ACTIVE;
 }
 
 static int pgd_lock_dataset(srv__conn *c, const char *dataset_id)
 {
-	return lock_with(c, sql_lock_dataset, dataset_id);
+	return defer(c, sql_lock_dataset, dataset_id);
 }
 
 /* An advisory lock held to the transaction's end, keyed by the name's
  * hash (a collision only makes two names wait for each other). */
 static int pgd_lock_named(srv__conn *c, const char *what)
 {
-	return lock_with(c, sql_lock_named, what);
+	return defer(c, sql_lock_named, what);
 }
 
 /* Other servers write the same database: nothing read before a
@@ -714,10 +916,13 @@ static int pgd_revive(srv__conn *conn)
 {
 	struct pgd_conn *c = conn_of(conn);
 
-	if (PQstatus(c->pg) == CONNECTION_OK && !server_left(c->pg))
+	if (!c->broken && PQstatus(c->pg) == CONNECTION_OK && !server_left(c->pg))
 		return 0;
 	PQreset(c->pg);
 	c->generation++;
+	c->ndeferred = 0;
+	c->begin_deferred = false;
+	c->broken = false;
 	if (PQstatus(c->pg) != CONNECTION_OK || configure_session(c) != SRV__SQL_DONE) {
 		keep_error(c, PQerrorMessage(c->pg));
 		return -1;

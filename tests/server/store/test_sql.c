@@ -5,7 +5,8 @@
  * a CHECK that refuses a row is not; changes counts rows; a rolled-back
  * transaction or savepoint leaves nothing; RETURNING, and last_insert_key
  * where a driver has it, give the row's key;
- * the per-connection cache keys by the SQL's address.  Each expected value
+ * the per-connection cache keys by the SQL's address; PostgreSQL's waiting
+ * BEGIN and locks go out with the next statement.  Each expected value
  * is the one the test bound or wrote itself.  Every check runs on both
  * drivers: SQLite on a temporary file, PostgreSQL on a fresh database of a
  * throwaway cluster (tests/pg/pg_cluster.h), one cluster for all checks.
@@ -303,6 +304,109 @@ Test(sql, sqlites_data_version_moves_on_another_connections_commit)
 	check_data_version_moves_on_another_connections_commit(c, other);
 	srv__sql_close(other);
 	close_scratch(&fx);
+}
+
+/* The first column of a one-row query. */
+static int64_t query_int(srv__conn *c, const char *sql)
+{
+	srv__stmt *s = srv__sql_prepare(c, sql);
+	int64_t v;
+
+	cr_assert_eq(srv__sql_step(s), SRV__SQL_ROW, "%s: %s", sql, c->drv->errmsg(c));
+	v = srv__sql_int64(s, 0);
+	srv__sql_finalize(s);
+	return v;
+}
+
+/*
+ * The PostgreSQL driver sends BEGIN and a lock with the statement after
+ * them, in one round trip.  Shown from outside: while `other` holds the
+ * dataset's row, c's lock_dataset returns at once, and the failure of
+ * that lock (lock_timeout, lowered for the test) is the answer of c's next
+ * statement: BUSY, in a transaction that rolls back and leaves the
+ * connection usable.  With the row free, the lock and an INSERT commit.
+ * A transaction with nothing sent commits or rolls back as nothing.  A
+ * lock whose name is too long to wait runs at once.  A connection that
+ * dies while a lock waits answers UNAVAILABLE and is made again by revive.
+ */
+static void check_a_waiting_lock_goes_with_the_next_statement(srv__conn *c, srv__conn *other)
+{
+	char sql[96], name[300];
+
+	cr_assert_eq(run(c, "INSERT INTO datasets (id) VALUES ('d1')"), SRV__SQL_DONE);
+	cr_assert_eq(srv__sql_exec(c, "SET lock_timeout = '200ms'"), SRV__SQL_DONE);
+	cr_assert_eq(other->drv->begin_write(other), SRV__SQL_DONE);
+	cr_assert_eq(other->drv->lock_dataset(other, "d1"), SRV__SQL_DONE);
+	cr_assert_eq(run(other, "SELECT 1"), SRV__SQL_ROW, "other now holds d1's row");
+
+	cr_assert_eq(c->drv->begin_write(c), SRV__SQL_DONE);
+	cr_assert_eq(c->drv->lock_dataset(c, "d1"), SRV__SQL_DONE, "the lock waits to be sent");
+	cr_assert_eq(run(c, "SELECT count(*) FROM t"), SRV__SQL_BUSY, "the lock's timeout");
+	cr_assert(c->drv->in_transaction(c));
+	cr_assert_eq(c->drv->rollback(c), SRV__SQL_DONE);
+	cr_assert(!c->drv->in_transaction(c));
+	cr_assert_eq(other->drv->rollback(other), SRV__SQL_DONE);
+
+	cr_assert_eq(c->drv->begin_write(c), SRV__SQL_DONE);
+	cr_assert_eq(c->drv->lock_dataset(c, "d1"), SRV__SQL_DONE);
+	cr_assert_eq(run(c, "INSERT INTO t (id) VALUES (5)"), SRV__SQL_DONE, "%s", c->drv->errmsg(c));
+	cr_assert_eq(c->drv->commit(c), SRV__SQL_DONE);
+	cr_assert_eq(count_rows(other), 1, "committed");
+
+	cr_assert_eq(c->drv->begin_write(c), SRV__SQL_DONE);
+	cr_assert(c->drv->in_transaction(c));
+	cr_assert_eq(c->drv->commit(c), SRV__SQL_DONE);
+	cr_assert(!c->drv->in_transaction(c));
+	cr_assert_eq(c->drv->begin_read(c), SRV__SQL_DONE);
+	cr_assert_eq(c->drv->rollback(c), SRV__SQL_DONE);
+	cr_assert(!c->drv->in_transaction(c));
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM t"), 1, "the connection still answers");
+
+	/* A lock whose name is too long to wait runs at once, and so times out
+	 * in the call itself. */
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	cr_assert_eq(other->drv->begin_write(other), SRV__SQL_DONE);
+	cr_assert_eq(other->drv->lock_named(other, name), SRV__SQL_DONE);
+	cr_assert_eq(run(other, "SELECT 1"), SRV__SQL_ROW);
+	cr_assert_eq(c->drv->begin_write(c), SRV__SQL_DONE);
+	cr_assert_eq(c->drv->lock_named(c, name), SRV__SQL_BUSY);
+	cr_assert_eq(c->drv->rollback(c), SRV__SQL_DONE);
+	cr_assert_eq(other->drv->rollback(other), SRV__SQL_DONE);
+
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%lld)",
+		 (long long)query_int(c, "SELECT pg_backend_pid()"));
+	cr_assert_eq(c->drv->begin_write(c), SRV__SQL_DONE);
+	cr_assert_eq(c->drv->lock_dataset(c, "d1"), SRV__SQL_DONE);
+	cr_assert_eq(run(other, sql), SRV__SQL_ROW);
+	for (int i = 0; i < 100 && query_int(other, "SELECT count(*) FROM pg_stat_activity"
+						     " WHERE datname = current_database()") > 1; i++)
+		usleep(20000);
+	cr_assert_eq(run(c, "SELECT count(*) FROM t"), SRV__SQL_UNAVAILABLE, "%s",
+		     c->drv->errmsg(c));
+	c->drv->rollback(c);
+	cr_assert_eq(c->drv->revive(c), 0, "%s", c->drv->errmsg(c));
+	cr_assert(!c->drv->in_transaction(c));
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM t"), 1);
+}
+
+Test(sql, the_postgresql_driver_sends_a_waiting_lock_with_the_next_statement, .timeout = 300)
+{
+	struct pgc_error perr = {0};
+	struct pgc_cluster *pg = NULL;
+	char url[PGC_URL_MAX];
+	srv__conn *c, *other;
+	srv_error err;
+
+	srv_error_init(&err);
+	cr_assert_eq(pgc_cluster_new(NULL, 0, &pg, &perr), PGC_OK, "%s", perr.text);
+	c = open_pg(pg, url);
+	other = srv__pg_open(url, false, &err);
+	cr_assert_not_null(other, "%s", err.text);
+	check_a_waiting_lock_goes_with_the_next_statement(c, other);
+	srv__sql_close(other);
+	srv__sql_close(c);
+	pgc_cluster_free(pg);
 }
 
 Test(sql, the_postgresql_driver_keeps_the_contract, .timeout = 300)
