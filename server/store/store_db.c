@@ -1736,7 +1736,14 @@ static void spend_batch_lost(struct spend_slot *batch, bool any_kept, int commit
  * Runs a batch of spends in one write transaction and one COMMIT, in queue
  * order, each seeing the ones before it (so admission is sequential, as if
  * each had its own transaction).  With more than one, each runs inside a
- * savepoint so that one whose writes are not kept is undone alone.  When
+ * savepoint so that one whose writes are not kept is undone alone.  The
+ * SAVEPOINT may go out with the spend's first statement (run_later): if
+ * it failed, that statement fails, and so does the ROLLBACK TO that
+ * follows (no savepoint of the name is left: the one before was
+ * released), which ends the batch.  RELEASE and ROLLBACK TO run at once:
+ * the savepoints share one name, so a failed RELEASE seen only later could
+ * be followed by a ROLLBACK TO that undoes a spend already counted as
+ * kept, and its answer would go out without its charge.  When
  * the COMMIT fails no answer of the batch is given out: every spend that
  * would have been kept becomes SRV_DB_ERROR.
  *
@@ -1789,7 +1796,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	}
 	for (struct spend_slot *s = batch; s; s = s->next) {
 		s->keep = false;
-		if (broken || (!single && srv__sql_step_once(db->c, sql_savepoint) != SRV__SQL_DONE)) {
+		if (broken || (!single && db->c->drv->run_later(db->c, sql_savepoint) != SRV__SQL_DONE)) {
 			broken = true;
 			s->rc = SRV_DB_ERROR;
 			continue;

@@ -12,15 +12,18 @@
  * binary, so a double is read back bit for bit.  A result is read whole at
  * the first step; the rows are then handed out one by one.
  *
- * Round trips: a statement run for its effect alone (BEGIN, and the locks
- * a write transaction takes first) is not sent when the store asks for it:
- * it waits on the connection and goes out with the next statement, in one
- * round trip (libpq's pipeline mode, one Sync after the last).  The server
- * runs them in order and skips the rest after a failure, and the first
- * failure is the answer, so the store sees what it would have seen had it
- * run each alone and stopped there, one statement later.  A charge's BEGIN,
- * row lock and dataset read so take one round trip instead of three; the
- * read still runs after the lock was granted, with its own snapshot.
+ * Round trips: a statement run for its effect alone (BEGIN, a SAVEPOINT,
+ * the locks a write transaction takes first) is not sent when the store
+ * asks for it: it waits on the connection and goes out with the next
+ * statement, in one round trip (libpq's pipeline mode, one Sync after the
+ * last).  The server runs them in order and skips the rest after a
+ * failure, and the first failure is the answer, so the store sees what it
+ * would have seen had it run each alone and stopped there, one statement
+ * later.  A charge's BEGIN, row lock and dataset read so take one round
+ * trip instead of three; the read still runs after the lock was granted,
+ * with its own snapshot.  Only what the store hands to run_later, BEGIN
+ * and the locks wait: the store must see at once whether a RELEASE or a
+ * ROLLBACK TO failed (spend_batch).
  *
  * Durability and admission: synchronous_commit is set on for every session,
  * so a COMMIT that returned is on the primary's disk (and on a synchronous
@@ -73,8 +76,8 @@
 #define PG_IDLE_READS 4
 #define PG_NUMBER_TEXT 32
 /* Statements that may wait on a connection for the next one (BEGIN, a
- * savepoint's lock, the dataset's lock), and the longest ?1 one may hold
- * (a dataset id, a lock's name). */
+ * SAVEPOINT, the dataset's lock), and the longest ?1 one may hold (a
+ * dataset id, a lock's name). */
 #define PG_MAX_DEFERRED 4
 #define PG_DEFERRED_PARAM_BYTES 128
 /* How long a statement waits for a row lock before it fails as BUSY:
@@ -699,6 +702,11 @@ static const char sql_lock_dataset[] = "SELECT pg_notify('" PG_CHANGE_CHANNEL "'
 				       " FROM datasets WHERE id = ?1 FOR UPDATE";
 static const char sql_lock_named[] = "SELECT pg_advisory_xact_lock(hashtext(CAST(?1 AS TEXT)))";
 
+static int pgd_run_later(srv__conn *c, const char *sql)
+{
+	return defer(c, sql, NULL);
+}
+
 /* A BEGIN waits for the transaction's first statement. */
 static int begin_with(srv__conn *conn, const char *sql)
 {
@@ -949,6 +957,7 @@ static const struct srv__sql_driver pgd_driver = {
 	.column_bytes = pgd_bytes,
 	.changes = pgd_changes,
 	.exec = pgd_exec,
+	.run_later = pgd_run_later,
 	.begin_write = pgd_begin_write,
 	.begin_read = pgd_begin_read,
 	.commit = pgd_commit,

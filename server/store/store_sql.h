@@ -77,6 +77,12 @@ struct srv__sql_driver {
 	int64_t (*changes)(srv__conn *c);
 	/* Runs SQL text without parameters (one or more statements). */
 	int (*exec)(srv__conn *c, const char *sql);
+	/* Runs one statement without parameters whose only outcome is success
+	 * or failure (a SAVEPOINT).  An engine may instead send it with the
+	 * next statement, as it may the BEGIN of begin_write and begin_read
+	 * and the locks of lock_dataset and lock_named: its failure is then
+	 * the answer of that statement, or of commit. */
+	int (*run_later)(srv__conn *c, const char *sql);
 	/* Starts the write transaction: under SQLite BEGIN IMMEDIATE, which
 	 * holds the database's one write lock until COMMIT or ROLLBACK. */
 	int (*begin_write)(srv__conn *c);

@@ -471,6 +471,7 @@ static const struct srv__sql_driver sqlite_driver = {
 	.column_bytes = sq_bytes,
 	.changes = sq_changes,
 	.exec = sq_exec,
+	.run_later = srv__sql_step_once,
 	.begin_write = sq_begin_write,
 	.begin_read = sq_begin_read,
 	.commit = sq_commit,

@@ -219,7 +219,7 @@ static void check_rollback_and_savepoints_leave_nothing(srv__conn *c)
 
 	cr_assert_eq(c->drv->begin_write(c), SRV__SQL_DONE);
 	cr_assert_eq(run(c, "INSERT INTO t (id) VALUES (1)"), SRV__SQL_DONE);
-	cr_assert_eq(srv__sql_step_once(c, "SAVEPOINT spend"), SRV__SQL_DONE);
+	cr_assert_eq(c->drv->run_later(c, "SAVEPOINT spend"), SRV__SQL_DONE);
 	cr_assert_eq(run(c, "INSERT INTO t (id) VALUES (2)"), SRV__SQL_DONE);
 	cr_assert_eq(srv__sql_step_once(c, "ROLLBACK TO spend"), SRV__SQL_DONE);
 	cr_assert_eq(srv__sql_step_once(c, "RELEASE spend"), SRV__SQL_DONE);
@@ -326,7 +326,8 @@ static int64_t query_int(srv__conn *c, const char *sql)
  * statement: BUSY, in a transaction that rolls back and leaves the
  * connection usable.  With the row free, the lock and an INSERT commit.
  * A transaction with nothing sent commits or rolls back as nothing.  A
- * lock whose name is too long to wait runs at once.  A connection that
+ * SAVEPOINT left to run later fails with the next statement.  A lock
+ * whose name is too long to wait runs at once.  A connection that
  * dies while a lock waits answers UNAVAILABLE and is made again by revive.
  */
 static void check_a_waiting_lock_goes_with_the_next_statement(srv__conn *c, srv__conn *other)
@@ -361,6 +362,12 @@ static void check_a_waiting_lock_goes_with_the_next_statement(srv__conn *c, srv_
 	cr_assert_eq(c->drv->rollback(c), SRV__SQL_DONE);
 	cr_assert(!c->drv->in_transaction(c));
 	cr_assert_eq(query_int(c, "SELECT count(*) FROM t"), 1, "the connection still answers");
+
+	/* A statement left to run later fails with the next one: a SAVEPOINT
+	 * outside a transaction. */
+	cr_assert_eq(c->drv->run_later(c, "SAVEPOINT spend"), SRV__SQL_DONE);
+	cr_assert_eq(run(c, "SELECT count(*) FROM t"), SRV__SQL_ERROR);
+	cr_assert_eq(query_int(c, "SELECT count(*) FROM t"), 1, "and the next one is run");
 
 	/* A lock whose name is too long to wait runs at once, and so times out
 	 * in the call itself. */
