@@ -546,7 +546,8 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 		rc = srv_store_pate_get(req->db, ds.id, after, &row);
 		srv_pate_row_clear(&row);
 		if (rc == SRV_NOT_FOUND) {
-			srv_problem(res, 400, NULL, "'after' must be the id of one of the dataset's PATE sessions",
+			srv_problem(res, 400, NULL,
+				    "'after' must be the id of one of the dataset's PATE sessions",
 				    "after", NULL);
 			return 0;
 		}
@@ -567,7 +568,8 @@ int srv_pate_session_list(srv_request *req, srv_response *res)
 		session_clear(&s);
 	}
 	v = more ? json_array_get(arr, json_array_size(arr) - 1) : NULL;
-	srv_json_reply(res, 200, json_pack("{s:o, s:O}", "sessions", out, "next", v ? v : json_null()));
+	srv_json_reply(res, 200,
+		       json_pack("{s:o, s:O}", "sessions", out, "next", v ? v : json_null()));
 	json_decref(arr);
 	return 0;
 fail:
