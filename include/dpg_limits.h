@@ -51,7 +51,7 @@
 #define DPG_MAX_NOTE_BYTES          1024
 #define DPG_MAX_ID_BYTES            64           /* dataset ids, names */
 #define DPG_MAX_NAME_BYTES          256
-#define DPG_MAX_PAGE_SIZE           1000         /* listing pages (ledger, audit, reservations, PATE) */
+#define DPG_MAX_PAGE_SIZE           1000         /* listing pages (ledger, audit, reservations, PATE, jobs) */
 #define DPG_DEFAULT_PAGE_SIZE       100
 #define DPG_MAX_SCOPED_DATASETS     256          /* datasets on one analyst key */
 /* `dpgate check` policy files (at most DPG_MAX_BODY_BYTES, as JSON bodies) */

@@ -398,6 +398,83 @@ Test(jobs, the_job_list_of_a_missing_dataset_is_404)
 	dpg_expect_status(&srv, "GET", "/v1/datasets/fm/jobs", srv.admin_key, NULL, 200);
 }
 
+/* GETs a job listing and expects a 400 naming `field`. */
+static void expect_list_refused(const char *path, const char *field)
+{
+	dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+
+	cr_expect_eq(r.status, 400, "GET %s: %ld %s", path, r.status, r.body);
+	cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), field, "GET %s: %s",
+			 path, r.body);
+	dpg_resp_free(&r);
+}
+
+/*
+ * A dataset's jobs are listed a page at a time, newest first: five jobs
+ * through pages of two come each once, in the order of created_at (newest
+ * first), then id, and in the order of the one default page, whose `next`
+ * is null.  A bad `limit`, or an `after` that is no job of the dataset
+ * (fm's included), is a 400 naming it.
+ */
+Test(jobs, jobs_are_listed_a_page_at_a_time)
+{
+	enum { N = 5 };
+	json_t *made = json_object(), *first, *all, *e;
+	char id[64], other[64], path[160], prev_at[64] = "", prev_id[64] = "";
+	size_t i;
+	dpg_resp r;
+
+	cr_assert_not_null(made);
+	dpg_make_dataset(&srv, "pages", 1e3, 1e-5, "rdp");
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/pages/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
+	for (i = 0; i < N; i++) {
+		dpg_start_job(&srv, "pages", small_job, id, sizeof(id));
+		cr_assert_eq(json_object_set_new(made, id, json_true()), 0);
+		snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL); /* no need to train */
+		dpg_resp_free(&r);
+	}
+	dpg_start_job(&srv, "fm", small_job, other, sizeof(other));
+	snprintf(path, sizeof(path), "/v1/jobs/%s", other);
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	dpg_resp_free(&r);
+
+	r = dpg_call(&srv, "GET", "/v1/datasets/pages/jobs", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(json_is_null(json_object_get(r.json, "next")), "%s", r.body);
+	first = json_incref(json_object_get(r.json, "jobs"));
+	dpg_resp_free(&r);
+	cr_assert_eq(json_array_size(first), N);
+
+	all = dpg_list_all_of(&srv, "/v1/datasets/pages/jobs?limit=2", "jobs", N);
+	cr_assert_eq(json_array_size(all), N);
+	json_array_foreach(all, i, e) {
+		const char *jid = json_string_value(json_object_get(e, "id"));
+		const char *at = json_string_value(json_object_get(e, "created_at"));
+
+		cr_assert(jid && at, "job %zu has no id or created_at", i);
+		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(first, i), "id")), jid,
+				 "the default page and the pages of 2 differ at %zu", i);
+		cr_assert_eq(json_object_del(made, jid), 0, "job %s listed twice or never made", jid);
+		cr_assert(i == 0 || strcmp(at, prev_at) < 0 ||
+				  (strcmp(at, prev_at) == 0 && strcmp(jid, prev_id) > 0),
+			  "job %s (%s) listed after %s (%s)", jid, at, prev_id, prev_at);
+		snprintf(prev_at, sizeof(prev_at), "%s", at);
+		snprintf(prev_id, sizeof(prev_id), "%s", jid);
+	}
+	cr_assert_eq(json_object_size(made), 0, "jobs made but never listed");
+
+	expect_list_refused("/v1/datasets/pages/jobs?limit=0", "limit");
+	expect_list_refused("/v1/datasets/pages/jobs?limit=1001", "limit");
+	expect_list_refused("/v1/datasets/pages/jobs?after=job_nosuch", "after");
+	snprintf(path, sizeof(path), "/v1/datasets/pages/jobs?after=%s", other);
+	expect_list_refused(path, "after");
+	json_decref(first);
+	json_decref(all);
+	json_decref(made);
+}
+
 /*
  * The expiry rule holds for a job's reservation too: a job cancelled while
  * queued releases its reservation, unless the reservation's TTL has passed,
