@@ -107,6 +107,14 @@ size_t srv_dataset_budget_text(const srv_dataset *ds, char *buf, size_t size);
  * otherwise answers 400 naming `key` and returns -1. */
 int srv__query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, int64_t dflt,
 		   int64_t *ret, srv_response *res);
+/* For a listing of dataset {id} paged by the id of its last row: reads
+ * the dataset (as srv__dataset_or_reply), `limit` (default and most
+ * DPG_MAX_PAGE_SIZE) and `after`, which `found` (SRV_OK, SRV_NOT_FOUND or
+ * SRV_DB_ERROR) must find among the dataset's `what`; otherwise answers
+ * (404, 400 naming the parameter, 503) and returns false. */
+bool srv__id_page_or_reply(srv_request *req, srv_response *res, srv_dataset *ds,
+			   int (*found)(srv_db *db, const char *dataset_id, const char *id),
+			   const char *what, int64_t *ret_limit, const char **ret_after);
 /* Reads dataset {id} (req->params[0]), or answers as every dataset route
  * does (404 when there is none); false when it answered. */
 bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);

@@ -824,38 +824,31 @@ static void list_append(void *arg, const srv_job_row *j)
 					     "created_at", j->created_at));
 }
 
-/* A page of the dataset's jobs, newest first: `limit` (default and most
- * DPG_MAX_PAGE_SIZE, what the listing answered before it had pages) and
- * `after`, the id of the last job of the previous page, which answers
- * `next` when more follow. */
+/* Whether job `id` is one of dataset `dataset_id`'s. */
+static int job_found(srv_db *db, const char *dataset_id, const char *id)
+{
+	srv_job_row j;
+	int rc = srv__job_load(db, id, &j);
+
+	if (rc == SRV_OK && strcmp(j.dataset_id, dataset_id) != 0)
+		rc = SRV_NOT_FOUND;
+	srv__job_row_clear(&j);
+	return rc;
+}
+
+/* A page of the dataset's jobs, newest first (srv__id_page_or_reply:
+ * `limit`, and `after`, the id of the last job of the previous page, which
+ * answers `next` when more follow). */
 int srv_h_job_list(srv_request *req, srv_response *res)
 {
-	const char *after = req->query(req->conn, "after");
+	const char *after;
 	json_t *arr, *last;
 	srv_dataset ds;
-	srv_job_row j;
 	int64_t limit;
 	bool more;
-	int rc;
 
-	if (!srv__dataset_or_reply(req, res, &ds) ||
-	    srv__query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_MAX_PAGE_SIZE, &limit, res) < 0)
+	if (!srv__id_page_or_reply(req, res, &ds, job_found, "jobs", &limit, &after))
 		return 0;
-	if (after) {
-		rc = srv__job_load(req->db, after, &j);
-		if (rc == SRV_OK && strcmp(j.dataset_id, ds.id) != 0)
-			rc = SRV_NOT_FOUND;
-		srv__job_row_clear(&j);
-		if (rc == SRV_NOT_FOUND) {
-			srv_problem(res, 400, NULL, "'after' must be the id of one of the dataset's jobs",
-				    "after", NULL);
-			return 0;
-		}
-		if (rc != SRV_OK) {
-			srv_reply_store_error(res, SRV_DB_ERROR, NULL);
-			return 0;
-		}
-	}
 	arr = json_array();
 	if (!arr ||
 	    srv__job_each_of_dataset(req->db, ds.id, after, limit, list_append, arr, &more) != SRV_OK) {

@@ -523,37 +523,31 @@ static int list_append_id(void *arg, const char *sid)
 	return json_array_append_new(arg, json_string(sid));
 }
 
-/* A page of the dataset's sessions, oldest first: `limit` (default and
- * most DPG_MAX_PAGE_SIZE, what the listing answered before it had pages)
- * and `after`, the id of the last session of the previous page, which
- * answers `next` when more follow.  A session has no ledger row to count
- * by, so its id is the cursor. */
+/* Whether session `sid` is one of dataset `dataset_id`'s. */
+static int session_found(srv_db *db, const char *dataset_id, const char *sid)
+{
+	srv_pate_row row;
+	int rc = srv_store_pate_get(db, dataset_id, sid, &row);
+
+	srv_pate_row_clear(&row);
+	return rc;
+}
+
+/* A page of the dataset's sessions, oldest first (srv__id_page_or_reply:
+ * `limit`, and `after`, the id of the last session of the previous page,
+ * which answers `next` when more follow).  A session has no ledger row to
+ * count by, so its id is the cursor. */
 int srv_pate_session_list(srv_request *req, srv_response *res)
 {
-	const char *after = req->query(req->conn, "after");
+	const char *after;
 	srv_dataset ds;
-	srv_pate_row row;
-	json_t *arr = NULL, *out = NULL, *v;
+	json_t *arr, *out, *v;
 	int64_t limit;
 	bool more;
 	size_t i;
-	int rc;
 
-	if (!srv__dataset_or_reply(req, res, &ds) ||
-	    srv__query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_MAX_PAGE_SIZE, &limit, res) < 0)
+	if (!srv__id_page_or_reply(req, res, &ds, session_found, "PATE sessions", &limit, &after))
 		return 0;
-	if (after) {
-		rc = srv_store_pate_get(req->db, ds.id, after, &row);
-		srv_pate_row_clear(&row);
-		if (rc == SRV_NOT_FOUND) {
-			srv_problem(res, 400, NULL,
-				    "'after' must be the id of one of the dataset's PATE sessions",
-				    "after", NULL);
-			return 0;
-		}
-		if (rc != SRV_OK)
-			goto fail;
-	}
 	arr = json_array();
 	out = json_array();
 	if (!arr || !out ||

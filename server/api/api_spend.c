@@ -167,6 +167,31 @@ int srv__query_int(srv_request *req, const char *key, int64_t lo, int64_t hi, in
 	return 0;
 }
 
+bool srv__id_page_or_reply(srv_request *req, srv_response *res, srv_dataset *ds,
+			   int (*found)(srv_db *db, const char *dataset_id, const char *id),
+			   const char *what, int64_t *ret_limit, const char **ret_after)
+{
+	char detail[128];
+	int rc;
+
+	*ret_after = req->query(req->conn, "after");
+	if (!srv__dataset_or_reply(req, res, ds) ||
+	    srv__query_int(req, "limit", 1, DPG_MAX_PAGE_SIZE, DPG_MAX_PAGE_SIZE, ret_limit, res) < 0)
+		return false;
+	rc = *ret_after ? found(req->db, ds->id, *ret_after) : SRV_OK;
+	if (rc == SRV_NOT_FOUND) {
+		snprintf(detail, sizeof(detail), "'after' must be the id of one of the dataset's %s",
+			 what);
+		srv_problem(res, 400, NULL, detail, "after", NULL);
+		return false;
+	}
+	if (rc != SRV_OK) {
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		return false;
+	}
+	return true;
+}
+
 bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)
 {
 	int rc = srv_store_dataset_get(req->db, req->params[0], ds);

@@ -596,6 +596,42 @@ void dpg_expect_status(const dpg_server *s, const char *method, const char *path
 	dpg_resp_free(&r);
 }
 
+void dpg_expect_bad_query(const dpg_server *s, const char *path, const char *field)
+{
+	dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
+
+	cr_expect_eq(r.status, 400, "GET %s: %ld %s", path, r.status, r.body);
+	cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), field, "GET %s: %s",
+			 path, r.body);
+	dpg_resp_free(&r);
+}
+
+void dpg_expect_listed_once(const json_t *all, json_t *made, const json_t *first,
+			    bool newest_first)
+{
+	char prev_at[64] = "", prev_id[128] = "";
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(all, i, e) {
+		const char *id = json_string_value(json_object_get(e, "id"));
+		const char *at = json_string_value(json_object_get(e, "created_at"));
+		int c;
+
+		cr_assert(id && at, "row %zu has no id or created_at", i);
+		cr_assert_eq(json_object_del(made, id), 0, "%s listed twice or never made", id);
+		c = strcmp(at, prev_at) * (newest_first ? -1 : 1);
+		cr_assert(i == 0 || c > 0 || (c == 0 && strcmp(id, prev_id) > 0),
+			  "%s (%s) listed after %s (%s)", id, at, prev_id, prev_at);
+		if (i < json_array_size(first))
+			cr_assert_str_eq(json_string_value(json_object_get(json_array_get(first, i), "id")),
+					 id, "the pages differ from the first page at %zu", i);
+		snprintf(prev_at, sizeof(prev_at), "%s", at);
+		snprintf(prev_id, sizeof(prev_id), "%s", id);
+	}
+	cr_assert_eq(json_object_size(made), 0, "%zu made but never listed", json_object_size(made));
+}
+
 const char *dpg_key_id(const char *key, char *buf, size_t size)
 {
 	const char *start = key + 4, *end = strchr(start, '_');

@@ -243,6 +243,17 @@ json_t *dpg_list_all(const dpg_server *s, const char *path, int max_pages);
  * "reservations") rather than at "entries". */
 json_t *dpg_list_all_of(const dpg_server *s, const char *path, const char *field, int max_pages);
 
+/* GETs `path` with the admin key and expects a 400 naming `field`. */
+void dpg_expect_bad_query(const dpg_server *s, const char *path, const char *field);
+
+/* Checks a listing walked to its end (`all`, rows with "id" and
+ * "created_at"): each id of `made` (an object used as a set, emptied)
+ * listed once and nothing else, in the order of created_at (newest first
+ * when `newest_first`) and then id, and, as far as `first` (the listing's
+ * first page) goes, in its order. */
+void dpg_expect_listed_once(const json_t *all, json_t *made, const json_t *first,
+			    bool newest_first);
+
 /* Reads dataset `id`'s budget and ledger with the admin key; asserts 200. */
 dpg_budget dpg_budget_of(const dpg_server *s, const char *id);
 

@@ -398,17 +398,6 @@ Test(jobs, the_job_list_of_a_missing_dataset_is_404)
 	dpg_expect_status(&srv, "GET", "/v1/datasets/fm/jobs", srv.admin_key, NULL, 200);
 }
 
-/* GETs a job listing and expects a 400 naming `field`. */
-static void expect_list_refused(const char *path, const char *field)
-{
-	dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-
-	cr_expect_eq(r.status, 400, "GET %s: %ld %s", path, r.status, r.body);
-	cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), field, "GET %s: %s",
-			 path, r.body);
-	dpg_resp_free(&r);
-}
-
 /*
  * A dataset's jobs are listed a page at a time, newest first: five jobs
  * through pages of two come each once, in the order of created_at (newest
@@ -419,8 +408,8 @@ static void expect_list_refused(const char *path, const char *field)
 Test(jobs, jobs_are_listed_a_page_at_a_time)
 {
 	enum { N = 5 };
-	json_t *made = json_object(), *first, *all, *e;
-	char id[64], other[64], path[160], prev_at[64] = "", prev_id[64] = "";
+	json_t *made = json_object(), *first, *all;
+	char id[64], other[64], path[160];
 	size_t i;
 	dpg_resp r;
 
@@ -449,27 +438,13 @@ Test(jobs, jobs_are_listed_a_page_at_a_time)
 
 	all = dpg_list_all_of(&srv, "/v1/datasets/pages/jobs?limit=2", "jobs", N);
 	cr_assert_eq(json_array_size(all), N);
-	json_array_foreach(all, i, e) {
-		const char *jid = json_string_value(json_object_get(e, "id"));
-		const char *at = json_string_value(json_object_get(e, "created_at"));
+	dpg_expect_listed_once(all, made, first, true);
 
-		cr_assert(jid && at, "job %zu has no id or created_at", i);
-		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(first, i), "id")), jid,
-				 "the default page and the pages of 2 differ at %zu", i);
-		cr_assert_eq(json_object_del(made, jid), 0, "job %s listed twice or never made", jid);
-		cr_assert(i == 0 || strcmp(at, prev_at) < 0 ||
-				  (strcmp(at, prev_at) == 0 && strcmp(jid, prev_id) > 0),
-			  "job %s (%s) listed after %s (%s)", jid, at, prev_id, prev_at);
-		snprintf(prev_at, sizeof(prev_at), "%s", at);
-		snprintf(prev_id, sizeof(prev_id), "%s", jid);
-	}
-	cr_assert_eq(json_object_size(made), 0, "jobs made but never listed");
-
-	expect_list_refused("/v1/datasets/pages/jobs?limit=0", "limit");
-	expect_list_refused("/v1/datasets/pages/jobs?limit=1001", "limit");
-	expect_list_refused("/v1/datasets/pages/jobs?after=job_nosuch", "after");
+	dpg_expect_bad_query(&srv, "/v1/datasets/pages/jobs?limit=0", "limit");
+	dpg_expect_bad_query(&srv, "/v1/datasets/pages/jobs?limit=1001", "limit");
+	dpg_expect_bad_query(&srv, "/v1/datasets/pages/jobs?after=job_nosuch", "after");
 	snprintf(path, sizeof(path), "/v1/datasets/pages/jobs?after=%s", other);
-	expect_list_refused(path, "after");
+	dpg_expect_bad_query(&srv, path, "after");
 	json_decref(first);
 	json_decref(all);
 	json_decref(made);
