@@ -818,10 +818,10 @@ int srv_h_job_get(srv_request *req, srv_response *res)
 	return 0;
 }
 
-static void list_append(void *arg, const srv_job_row *j)
+static int list_append(void *arg, const char *id, const char *state, const char *created_at)
 {
-	json_array_append_new(arg, json_pack("{s:s, s:s, s:s}", "id", j->id, "state", j->state,
-					     "created_at", j->created_at));
+	return json_array_append_new(arg, json_pack("{s:s, s:s, s:s}", "id", id, "state", state,
+						    "created_at", created_at));
 }
 
 /* Whether job `id` is one of dataset `dataset_id`'s. */

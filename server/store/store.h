@@ -693,13 +693,15 @@ int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_
 			  unsigned max, unsigned *ret_n);
 /* SQLite's text for the connection's last error, for a start-up message. */
 const char *srv__job_db_error(srv_db *db);
-/* Calls `fn` with each job of a dataset, newest first (by created_at,
+/* What a job listing shows of each job; a negative return stops it. */
+typedef int (*srv_job_listed_fn)(void *arg, const char *id, const char *state,
+				 const char *created_at);
+/* Calls `each` with each job of a dataset, newest first (by created_at,
  * then id), at most `limit`, from the newest or (non-NULL `after`) from
- * just after job `after`; *ret_more tells whether more follow.  SRV_OK or
- * SRV_DB_ERROR. */
+ * just after job `after`; *ret_more tells whether more follow.  SRV_OK, or
+ * SRV_DB_ERROR (also when `each` stopped the listing). */
 int srv__job_each_of_dataset(srv_db *db, const char *dataset_id, const char *after,
-			     int64_t limit, void (*fn)(void *arg, const srv_job_row *j), void *arg,
-			     bool *ret_more);
+			     int64_t limit, srv_job_listed_fn each, void *arg, bool *ret_more);
 
 /* The kind ("builtin", "table" or "" when nothing is linked) and builtin
  * name of a data link; SRV_DB_ERROR when it cannot be read. */

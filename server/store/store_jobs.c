@@ -386,15 +386,14 @@ const char *srv__job_db_error(srv_db *db)
 	return srv__db_errmsg(db);
 }
 
-/* The ids of a dataset's jobs, newest first (created_at, then id, the
- * order of jobs_by_dataset), from the newest or from just after job ?3. */
-#define JOBS_OF_DATASET_SQL(from)                                                       \
-	"SELECT id FROM jobs WHERE dataset_id = ?1" from " ORDER BY created_at DESC, id" \
-	" LIMIT ?2"
+/* A dataset's jobs, newest first (created_at, then id, the order of
+ * jobs_by_dataset), from the newest or from just after job ?3. */
+#define JOBS_OF_DATASET_SQL(from)                                                   \
+	"SELECT id, state, created_at FROM jobs WHERE dataset_id = ?1" from            \
+	" ORDER BY created_at DESC, id LIMIT ?2"
 
 int srv__job_each_of_dataset(srv_db *db, const char *dataset_id, const char *after,
-			     int64_t limit, void (*fn)(void *arg, const srv_job_row *j), void *arg,
-			     bool *ret_more)
+			     int64_t limit, srv_job_listed_fn each, void *arg, bool *ret_more)
 {
 	srv__stmt *s = srv__prepare_int2(
 		db,
@@ -404,27 +403,23 @@ int srv__job_each_of_dataset(srv_db *db, const char *dataset_id, const char *aft
 		      : JOBS_OF_DATASET_SQL(""),
 		dataset_id, limit + 1);
 	int64_t n = 0;
-	int rc = SRV__SQL_ERROR, got = SRV_OK;
+	int rc = SRV__SQL_ERROR;
 
 	*ret_more = false;
 	if (s && after)
 		srv__sql_bind_text(s, 3, after);
-	while (s && got != SRV_DB_ERROR && (rc = srv__sql_step(s)) == SRV__SQL_ROW) {
-		srv_job_row j;
-
+	while (s && (rc = srv__sql_step(s)) == SRV__SQL_ROW) {
 		if (n++ == limit) {
 			*ret_more = true;
 			break;
 		}
-		got = srv__job_load(db, col_text(s, 0), &j);
-		if (got == SRV_OK) {
-			fn(arg, &j);
-			srv__job_row_clear(&j);
+		if (each(arg, col_text(s, 0), col_text(s, 1), col_text(s, 2)) < 0) {
+			rc = SRV__SQL_ERROR;
+			break;
 		}
 	}
 	srv__sql_finalize(s);
-	return got != SRV_DB_ERROR && (rc == SRV__SQL_DONE || rc == SRV__SQL_ROW) ? SRV_OK :
-										   SRV_DB_ERROR;
+	return rc == SRV__SQL_DONE || rc == SRV__SQL_ROW ? SRV_OK : SRV_DB_ERROR;
 }
 
 int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char builtin[64])
