@@ -377,38 +377,42 @@ static int query_events_init(struct query_events *qe, const mech_pate_cfg *c,
 
 /* ---- session rows ---------------------------------------------------------- */
 
+/* A session from its stored row; SRV_OK, or SRV_DB_ERROR when its stored
+ * configuration does not read back. */
+static int session_from_row(const srv_pate_row *row, struct pate_session *s)
+{
+	acct_error err;
+	json_t *cfg = json_loads(row->config, 0, NULL);
+
+	memset(s, 0, sizeof(*s));
+	acct_error_init(&err);
+	if (!cfg || parse_config(cfg, &s->cfg, NULL, &err) < 0) {
+		json_decref(cfg);
+		return SRV_DB_ERROR;
+	}
+	srv_strcopy(s->id, sizeof(s->id), row->id);
+	srv_strcopy(s->dataset_id, sizeof(s->dataset_id), row->dataset_id);
+	s->config = cfg;
+	s->queries = row->queries;
+	s->checks = row->checks;
+	s->teacher_answers = row->teacher_answers;
+	s->student_answers = row->student_answers;
+	s->abstained = row->abstained;
+	s->releases = row->releases;
+	srv_strcopy(s->created_at, sizeof(s->created_at), row->created_at);
+	srv_strcopy(s->updated_at, sizeof(s->updated_at), row->updated_at);
+	return SRV_OK;
+}
+
 static int session_load(srv_db *db, const char *dataset_id, const char *sid,
 			struct pate_session *s)
 {
 	srv_pate_row row;
-	acct_error err;
-	json_t *cfg;
-	int rc;
+	int rc = srv_store_pate_get(db, dataset_id, sid, &row);
 
 	memset(s, 0, sizeof(*s));
-	rc = srv_store_pate_get(db, dataset_id, sid, &row);
-	if (rc != SRV_OK)
-		return rc;
-	rc = SRV_DB_ERROR;
-	srv_strcopy(s->id, sizeof(s->id), row.id);
-	srv_strcopy(s->dataset_id, sizeof(s->dataset_id), row.dataset_id);
-	cfg = json_loads(row.config, 0, NULL);
-	acct_error_init(&err);
-	if (!cfg || parse_config(cfg, &s->cfg, NULL, &err) < 0) {
-		json_decref(cfg);
-		goto out;
-	}
-	s->config = cfg;
-	s->queries = row.queries;
-	s->checks = row.checks;
-	s->teacher_answers = row.teacher_answers;
-	s->student_answers = row.student_answers;
-	s->abstained = row.abstained;
-	s->releases = row.releases;
-	srv_strcopy(s->created_at, sizeof(s->created_at), row.created_at);
-	srv_strcopy(s->updated_at, sizeof(s->updated_at), row.updated_at);
-	rc = SRV_OK;
-out:
+	if (rc == SRV_OK)
+		rc = session_from_row(&row, s);
 	srv_pate_row_clear(&row);
 	return rc;
 }
@@ -518,9 +522,23 @@ int srv_pate_session_get(srv_request *req, srv_response *res)
 	return 0;
 }
 
-static int list_append_id(void *arg, const char *sid)
+/* A listing's sessions as JSON, and the id of the last. */
+struct session_page {
+	json_t *out;
+	char last[SRV_PATE_SESSION_ID_BYTES];
+};
+
+static int list_append(void *arg, const srv_pate_row *row)
 {
-	return json_array_append_new(arg, json_string(sid));
+	struct session_page *pg = arg;
+	struct pate_session s;
+	int rc = session_from_row(row, &s);
+
+	if (rc == SRV_OK)
+		rc = json_array_append_new(pg->out, session_json(&s)) == 0 ? SRV_OK : SRV_DB_ERROR;
+	session_clear(&s);
+	srv_strcopy(pg->last, sizeof(pg->last), row->id);
+	return rc == SRV_OK ? 0 : -1;
 }
 
 /* Whether session `sid` is one of dataset `dataset_id`'s. */
@@ -539,37 +557,23 @@ static int session_found(srv_db *db, const char *dataset_id, const char *sid)
  * count by, so its id is the cursor. */
 int srv_pate_session_list(srv_request *req, srv_response *res)
 {
+	struct session_page pg = {NULL, ""};
 	const char *after;
 	srv_dataset ds;
-	json_t *arr, *out, *v;
 	int64_t limit;
 	bool more;
-	size_t i;
 
 	if (!srv__id_page_or_reply(req, res, &ds, session_found, "PATE sessions", &limit, &after))
 		return 0;
-	arr = json_array();
-	out = json_array();
-	if (!arr || !out ||
-	    srv_store_pate_ids(req->db, ds.id, after, limit, list_append_id, arr, &more) != SRV_OK)
-		goto fail;
-	/* A second pass so each row is loaded by the one reader. */
-	json_array_foreach(arr, i, v) {
-		struct pate_session s;
-
-		if (session_load(req->db, ds.id, json_string_value(v), &s) == SRV_OK)
-			json_array_append_new(out, session_json(&s));
-		session_clear(&s);
+	pg.out = json_array();
+	if (!pg.out ||
+	    srv_store_pate_list(req->db, ds.id, after, limit, list_append, &pg, &more) != SRV_OK) {
+		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
+		json_decref(pg.out);
+		return 0;
 	}
-	v = more ? json_array_get(arr, json_array_size(arr) - 1) : NULL;
-	srv_json_reply(res, 200,
-		       json_pack("{s:o, s:O}", "sessions", out, "next", v ? v : json_null()));
-	json_decref(arr);
-	return 0;
-fail:
-	srv_reply_store_error(res, SRV_DB_ERROR, NULL);
-	json_decref(arr);
-	json_decref(out);
+	srv_json_reply(res, 200, json_pack("{s:o, s:o}", "sessions", pg.out, "next",
+					   more ? json_string(pg.last) : json_null()));
 	return 0;
 }
 

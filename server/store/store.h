@@ -751,13 +751,14 @@ int srv_store_pate_get(srv_db *db, const char *dataset_id, const char *sid, srv_
 int srv_store_pate_create(srv_db *db, const srv_pate_row *row, const char *dd_rdp,
 			  const char *actor);
 
-/* Calls `each` with the ids of a dataset's sessions, oldest first (by
+/* Calls `each` with the rows of a dataset's sessions, oldest first (by
  * created_at, then id), at most `limit`, from the first or (non-NULL
  * `after`) from just after session `after`; *ret_more tells whether more
  * follow.  A negative return of `each` stops the listing (SRV_DB_ERROR).
  * SRV_OK or SRV_DB_ERROR. */
-int srv_store_pate_ids(srv_db *db, const char *dataset_id, const char *after, int64_t limit,
-		       int (*each)(void *arg, const char *sid), void *arg, bool *ret_more);
+int srv_store_pate_list(srv_db *db, const char *dataset_id, const char *after, int64_t limit,
+			int (*each)(void *arg, const srv_pate_row *row), void *arg,
+			bool *ret_more);
 
 /* Inside a spend's transaction (srv_spend_txn_fn): the session's private
  * data-dependent RDP as stored (malloc'ed), the batch's counts and the new

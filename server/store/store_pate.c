@@ -25,26 +25,20 @@ static void copy_column(char *dst, size_t size, srv__stmt *st, int col)
 	srv_strcopy(dst, size, srv__sql_text(st, col));
 }
 
-int srv_store_pate_get(srv_db *db, const char *dataset_id, const char *sid, srv_pate_row *ret)
-{
-	srv__stmt *st;
-	int rc;
+#define PATE_ROW_COLUMNS                                                  \
+	"id, dataset_id, config, queries, checks, teacher_answers,"        \
+	" student_answers, abstained, releases, created_at, updated_at"
 
+/* The session row st stands on (PATE_ROW_COLUMNS) into ret, cleared
+ * first; SRV_OK or SRV_DB_ERROR (out of memory). */
+static int read_row(srv__stmt *st, srv_pate_row *ret)
+{
 	memset(ret, 0, sizeof(*ret));
-	st = srv__prepare_text2(db,
-				"SELECT id, dataset_id, config, queries, checks, teacher_answers,"
-				" student_answers, abstained, releases, created_at, updated_at"
-				" FROM pate_sessions WHERE id = ?1 AND dataset_id = ?2",
-				sid, dataset_id);
-	rc = srv__first_row(st);
-	if (rc != SRV_OK)
-		goto out;
-	rc = SRV_DB_ERROR;
 	copy_column(ret->id, sizeof(ret->id), st, 0);
 	copy_column(ret->dataset_id, sizeof(ret->dataset_id), st, 1);
 	ret->config = strdup(srv__sql_text(st, 2));
 	if (!ret->config)
-		goto out;
+		return SRV_DB_ERROR;
 	ret->queries = srv__sql_int64(st, 3);
 	ret->checks = srv__sql_int64(st, 4);
 	ret->teacher_answers = srv__sql_int64(st, 5);
@@ -53,8 +47,20 @@ int srv_store_pate_get(srv_db *db, const char *dataset_id, const char *sid, srv_
 	ret->releases = srv__sql_int64(st, 8);
 	copy_column(ret->created_at, sizeof(ret->created_at), st, 9);
 	copy_column(ret->updated_at, sizeof(ret->updated_at), st, 10);
-	rc = SRV_OK;
-out:
+	return SRV_OK;
+}
+
+int srv_store_pate_get(srv_db *db, const char *dataset_id, const char *sid, srv_pate_row *ret)
+{
+	srv__stmt *st = srv__prepare_text2(db,
+					   "SELECT " PATE_ROW_COLUMNS
+					   " FROM pate_sessions WHERE id = ?1 AND dataset_id = ?2",
+					   sid, dataset_id);
+	int rc = srv__first_row(st);
+
+	memset(ret, 0, sizeof(*ret));
+	if (rc == SRV_OK)
+		rc = read_row(st, ret);
 	srv__sql_finalize(st);
 	return rc;
 }
@@ -77,20 +83,21 @@ int srv_store_pate_create(srv_db *db, const srv_pate_row *row, const char *dd_rd
 	return srv__run(st);
 }
 
-/* The ids of a dataset's sessions in (created_at, id) order, the order of
+/* A dataset's sessions in (created_at, id) order, the order of
  * pate_sessions_by_dataset, from the first or from just after a session. */
-#define PATE_IDS_SQL(from)                                                                 \
-	"SELECT id FROM pate_sessions WHERE dataset_id = ?1" from " ORDER BY created_at, id" \
-	" LIMIT ?2"
+#define PATE_PAGE_SQL(from)                                                           \
+	"SELECT " PATE_ROW_COLUMNS " FROM pate_sessions WHERE dataset_id = ?1" from \
+	" ORDER BY created_at, id LIMIT ?2"
 
-int srv_store_pate_ids(srv_db *db, const char *dataset_id, const char *after, int64_t limit,
-		       int (*each)(void *arg, const char *sid), void *arg, bool *ret_more)
+int srv_store_pate_list(srv_db *db, const char *dataset_id, const char *after, int64_t limit,
+			int (*each)(void *arg, const srv_pate_row *row), void *arg,
+			bool *ret_more)
 {
 	srv__stmt *st = srv__prepare_int2(
 		db,
-		after ? PATE_IDS_SQL(" AND (created_at, id) > (SELECT created_at, id"
-				     " FROM pate_sessions WHERE id = ?3 AND dataset_id = ?1)")
-		      : PATE_IDS_SQL(""),
+		after ? PATE_PAGE_SQL(" AND (created_at, id) > (SELECT created_at, id"
+				      " FROM pate_sessions WHERE id = ?3 AND dataset_id = ?1)")
+		      : PATE_PAGE_SQL(""),
 		dataset_id, limit + 1);
 	int64_t n = 0;
 	int rc = SRV__SQL_ERROR;
@@ -99,11 +106,16 @@ int srv_store_pate_ids(srv_db *db, const char *dataset_id, const char *after, in
 	if (st && after)
 		srv__sql_bind_text(st, 3, after);
 	while (st && (rc = srv__sql_step(st)) == SRV__SQL_ROW) {
+		srv_pate_row row;
+		int bad;
+
 		if (n++ == limit) {
 			*ret_more = true;
 			break;
 		}
-		if (each(arg, srv__sql_text(st, 0)) < 0) {
+		bad = read_row(st, &row) != SRV_OK || each(arg, &row) < 0;
+		srv_pate_row_clear(&row);
+		if (bad) {
 			rc = SRV__SQL_ERROR;
 			break;
 		}
