@@ -2251,6 +2251,31 @@ out:
 	return SRV_OK;
 }
 
+int srv__db_page_after(srv_db *db, const char *sql, const char *text_param, const char *after,
+		       int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
+		       bool *ret_more)
+{
+	srv__stmt *s = srv__prepare_int2(db, sql, text_param, limit + 1);
+	int64_t n = 0;
+	int rc = SRV__SQL_ERROR;
+
+	*ret_more = false;
+	if (s && after)
+		srv__sql_bind_text(s, 3, after);
+	while (s && (rc = srv__sql_step(s)) == SRV__SQL_ROW) {
+		if (n++ == limit) {
+			*ret_more = true;
+			break;
+		}
+		if (row(s, row_arg) < 0) {
+			rc = SRV__SQL_ERROR;
+			break;
+		}
+	}
+	srv__sql_finalize(s);
+	return rc == SRV__SQL_DONE || rc == SRV__SQL_ROW ? SRV_OK : SRV_DB_ERROR;
+}
+
 /* One page, in seq order, of the rows of dataset_id's ledger that
  * `which` (an SQL condition) selects, to `each` (see srv__db_page). */
 #define LEDGER_PAGE_SQL(which)                                                         \

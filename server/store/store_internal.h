@@ -70,6 +70,12 @@ int srv__each_row(srv__stmt *s, int (*row)(srv__stmt *s, void *arg), void *arg);
 int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
 		 int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
 		 int64_t *ret_next);
+/* The same for a listing whose cursor is a row's text id: binds ?1 to
+ * text_param, ?2 to limit + 1 and, when `after` is not NULL, ?3 to it;
+ * *ret_more tells whether more rows follow the page. */
+int srv__db_page_after(srv_db *db, const char *sql, const char *text_param, const char *after,
+		       int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
+		       bool *ret_more);
 
 
 /*

@@ -392,34 +392,30 @@ const char *srv__job_db_error(srv_db *db)
 	"SELECT id, state, created_at FROM jobs WHERE dataset_id = ?1" from            \
 	" ORDER BY created_at DESC, id LIMIT ?2"
 
+struct job_lister {
+	srv_job_listed_fn each;
+	void *arg;
+};
+
+static int job_listed(srv__stmt *s, void *arg)
+{
+	struct job_lister *jl = arg;
+
+	return jl->each(jl->arg, col_text(s, 0), col_text(s, 1), col_text(s, 2));
+}
+
 int srv__job_each_of_dataset(srv_db *db, const char *dataset_id, const char *after,
 			     int64_t limit, srv_job_listed_fn each, void *arg, bool *ret_more)
 {
-	srv__stmt *s = srv__prepare_int2(
+	struct job_lister jl = {each, arg};
+
+	return srv__db_page_after(
 		db,
 		after ? JOBS_OF_DATASET_SQL(" AND (created_at < (SELECT created_at FROM jobs WHERE id = ?3)"
 					    " OR (created_at = (SELECT created_at FROM jobs WHERE id = ?3)"
 					    " AND id > ?3))")
 		      : JOBS_OF_DATASET_SQL(""),
-		dataset_id, limit + 1);
-	int64_t n = 0;
-	int rc = SRV__SQL_ERROR;
-
-	*ret_more = false;
-	if (s && after)
-		srv__sql_bind_text(s, 3, after);
-	while (s && (rc = srv__sql_step(s)) == SRV__SQL_ROW) {
-		if (n++ == limit) {
-			*ret_more = true;
-			break;
-		}
-		if (each(arg, col_text(s, 0), col_text(s, 1), col_text(s, 2)) < 0) {
-			rc = SRV__SQL_ERROR;
-			break;
-		}
-	}
-	srv__sql_finalize(s);
-	return rc == SRV__SQL_DONE || rc == SRV__SQL_ROW ? SRV_OK : SRV_DB_ERROR;
+		dataset_id, after, limit, job_listed, &jl, ret_more);
 }
 
 int srv__data_link_kind(srv_db *db, const char *dataset_id, char kind[16], char builtin[64])

@@ -89,39 +89,33 @@ int srv_store_pate_create(srv_db *db, const srv_pate_row *row, const char *dd_rd
 	"SELECT " PATE_ROW_COLUMNS " FROM pate_sessions WHERE dataset_id = ?1" from \
 	" ORDER BY created_at, id LIMIT ?2"
 
+struct session_lister {
+	int (*each)(void *arg, const srv_pate_row *row);
+	void *arg;
+};
+
+static int session_listed(srv__stmt *st, void *arg)
+{
+	struct session_lister *sl = arg;
+	srv_pate_row row;
+	int rc = read_row(st, &row) == SRV_OK ? sl->each(sl->arg, &row) : -1;
+
+	srv_pate_row_clear(&row);
+	return rc;
+}
+
 int srv_store_pate_list(srv_db *db, const char *dataset_id, const char *after, int64_t limit,
 			int (*each)(void *arg, const srv_pate_row *row), void *arg,
 			bool *ret_more)
 {
-	srv__stmt *st = srv__prepare_int2(
+	struct session_lister sl = {each, arg};
+
+	return srv__db_page_after(
 		db,
 		after ? PATE_PAGE_SQL(" AND (created_at, id) > (SELECT created_at, id"
 				      " FROM pate_sessions WHERE id = ?3 AND dataset_id = ?1)")
 		      : PATE_PAGE_SQL(""),
-		dataset_id, limit + 1);
-	int64_t n = 0;
-	int rc = SRV__SQL_ERROR;
-
-	*ret_more = false;
-	if (st && after)
-		srv__sql_bind_text(st, 3, after);
-	while (st && (rc = srv__sql_step(st)) == SRV__SQL_ROW) {
-		srv_pate_row row;
-		int bad;
-
-		if (n++ == limit) {
-			*ret_more = true;
-			break;
-		}
-		bad = read_row(st, &row) != SRV_OK || each(arg, &row) < 0;
-		srv_pate_row_clear(&row);
-		if (bad) {
-			rc = SRV__SQL_ERROR;
-			break;
-		}
-	}
-	srv__sql_finalize(st);
-	return rc == SRV__SQL_DONE || rc == SRV__SQL_ROW ? SRV_OK : SRV_DB_ERROR;
+		dataset_id, after, limit, session_listed, &sl, ret_more);
 }
 
 int srv_store_pate_dd_get(srv_db *db, const char *sid, char **ret)
