@@ -2221,47 +2221,17 @@ static int ledger_page_row(srv__stmt *s, void *arg)
 	return lp->each.ledger(lp->arg, &r);
 }
 
-int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
-		 int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
-		 int64_t *ret_next)
+/* Steps s (prepared with limit + 1 rows at most, or NULL) and hands its
+ * first `limit` rows to `row`, then finalizes it; *ret_more tells whether
+ * a row followed them, *ret_last (when not NULL) gets the last listed
+ * row's first column.  SRV_OK or SRV_DB_ERROR. */
+static int page_walk(srv__stmt *s, int64_t limit, int (*row)(srv__stmt *s, void *arg),
+		     void *row_arg, bool *ret_more, int64_t *ret_last)
 {
-	srv__stmt *s = srv__prepare(db, sql, text_param);
-	int64_t last = -1, n = 0;
-	int rc = SRV__SQL_ERROR;
-
-	if (!s)
-		goto out;
-	srv__sql_bind_int64(s, 2, after);
-	srv__sql_bind_int64(s, 3, limit + 1);
-	while ((rc = srv__sql_step(s)) == SRV__SQL_ROW) {
-		if (n == limit)
-			break;
-		if (row(s, row_arg) < 0) {
-			rc = SRV__SQL_ERROR;
-			break;
-		}
-		last = srv__sql_int64(s, 0);
-		n++;
-	}
-out:
-	srv__sql_finalize(s);
-	if (rc != SRV__SQL_DONE && rc != SRV__SQL_ROW)
-		return SRV_DB_ERROR;
-	*ret_next = (rc == SRV__SQL_ROW) ? last : -1;
-	return SRV_OK;
-}
-
-int srv__db_page_after(srv_db *db, const char *sql, const char *text_param, const char *after,
-		       int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
-		       bool *ret_more)
-{
-	srv__stmt *s = srv__prepare_int2(db, sql, text_param, limit + 1);
 	int64_t n = 0;
 	int rc = SRV__SQL_ERROR;
 
 	*ret_more = false;
-	if (s && after)
-		srv__sql_bind_text(s, 3, after);
 	while (s && (rc = srv__sql_step(s)) == SRV__SQL_ROW) {
 		if (n++ == limit) {
 			*ret_more = true;
@@ -2271,9 +2241,40 @@ int srv__db_page_after(srv_db *db, const char *sql, const char *text_param, cons
 			rc = SRV__SQL_ERROR;
 			break;
 		}
+		if (ret_last)
+			*ret_last = srv__sql_int64(s, 0);
 	}
 	srv__sql_finalize(s);
 	return rc == SRV__SQL_DONE || rc == SRV__SQL_ROW ? SRV_OK : SRV_DB_ERROR;
+}
+
+int srv__db_page(srv_db *db, const char *sql, const char *text_param, int64_t after,
+		 int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
+		 int64_t *ret_next)
+{
+	srv__stmt *s = srv__prepare(db, sql, text_param);
+	int64_t last = -1;
+	bool more;
+	int rc;
+
+	if (s) {
+		srv__sql_bind_int64(s, 2, after);
+		srv__sql_bind_int64(s, 3, limit + 1);
+	}
+	rc = page_walk(s, limit, row, row_arg, &more, &last);
+	*ret_next = rc == SRV_OK && more ? last : -1;
+	return rc;
+}
+
+int srv__db_page_after(srv_db *db, const char *sql, const char *text_param, const char *after,
+		       int64_t limit, int (*row)(srv__stmt *s, void *arg), void *row_arg,
+		       bool *ret_more)
+{
+	srv__stmt *s = srv__prepare_int2(db, sql, text_param, limit + 1);
+
+	if (s && after)
+		srv__sql_bind_text(s, 3, after);
+	return page_walk(s, limit, row, row_arg, ret_more, NULL);
 }
 
 /* One page, in seq order, of the rows of dataset_id's ledger that
