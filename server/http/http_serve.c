@@ -845,10 +845,10 @@ static bool header_names_refused(struct MHD_Connection *conn, srv_response *res)
 }
 
 /* The codings of a request's Transfer-Encoding headers, all of them in
- * order (RFC 9112, 6.1): how many, how many are chunked, and whether the
- * last one is. */
+ * order (RFC 9112, 6.1): how many are chunked, and whether the last one
+ * is. */
 struct te_codings {
-	unsigned n, chunked;
+	unsigned chunked;
 	bool last_chunked;
 };
 
@@ -870,7 +870,6 @@ static enum MHD_Result add_codings(void *cls, enum MHD_ValueKind kind, const cha
 			return MHD_YES;
 		name = strcspn(p, " \t;,");
 		chunked = name == 7 && strncasecmp(p, "chunked", 7) == 0;
-		tc->n++;
 		tc->chunked += chunked;
 		tc->last_chunked = chunked;
 		p += strcspn(p, ",");
@@ -898,7 +897,7 @@ static bool framing_refused(struct MHD_Connection *conn, srv_response *res)
 	unsigned n_te = header_count(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING);
 	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-	struct te_codings tc = {0, 0, false};
+	struct te_codings tc = {0, false};
 	const char *detail, *field = "Transfer-Encoding";
 	int status = 400;
 
