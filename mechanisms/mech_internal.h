@@ -38,6 +38,14 @@ double mech__selection_c(double epsilon, double sensitivity, bool monotone);
  * (docs/mechanisms.md, "Selection scores").  NaN gives 1024. */
 double mech__selection_exponent(double c, double top, double score);
 
+/* mech_exponential (scores not monotone) over up to max_n scores instead of
+ * DPG_MAX_VECTOR_LEN: for candidates the mechanisms build themselves, whose
+ * number may depend on private rows, so that no cap below the largest
+ * possible number refuses (and so tells) what the rows hold. */
+int mech__exponential_over(mech_rng *rng, const double *scores, size_t n, size_t max_n,
+			   double sensitivity, double epsilon, size_t *ret_index,
+			   acct_event **ret_event, acct_error *err);
+
 /* The grid of a real Laplace release of scale `scale`: values are scaled by
  * 2^shift, noise is discrete Laplace of scale num/den >= scale 2^shift. */
 int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den);

@@ -41,12 +41,11 @@
 
 #define EXP_CLAMP 1024.0
 
-static int check_scores(const double *scores, size_t n, double sensitivity, double epsilon,
-			acct_error *err)
+static int check_scores(const double *scores, size_t n, size_t max_n, double sensitivity,
+			double epsilon, acct_error *err)
 {
-	if (n < 1 || n > DPG_MAX_VECTOR_LEN)
-		return acct_error_set(err, ACCT_EINVAL, "/scores", "need 1 to %d scores",
-				      DPG_MAX_VECTOR_LEN);
+	if (n < 1 || n > max_n)
+		return acct_error_set(err, ACCT_EINVAL, "/scores", "need 1 to %zu scores", max_n);
 	for (size_t i = 0; i < n; i++)
 		if (!isfinite(scores[i])) {
 			char where[ACCT_ERROR_WHERE_BYTES];
@@ -146,12 +145,12 @@ static int race(mech_rng *rng, const double *scores, size_t n, double c, enum ra
  * permute-and-flip's for RACE_FLIP) with the epsilon it uses, and the
  * winner.  0, or the error with nothing returned.
  */
-static int select_by_race(mech_rng *rng, const double *scores, size_t n, double sensitivity,
-			  double epsilon, bool monotone, enum race_key kind, size_t *ret_index,
-			  acct_event **ret_event, acct_error *err)
+static int select_by_race(mech_rng *rng, const double *scores, size_t n, size_t max_n,
+			  double sensitivity, double epsilon, bool monotone, enum race_key kind,
+			  size_t *ret_index, acct_event **ret_event, acct_error *err)
 {
 	acct_event *ev = NULL;
-	int rc = check_scores(scores, n, sensitivity, epsilon, err);
+	int rc = check_scores(scores, n, max_n, sensitivity, epsilon, err);
 
 	if (rc < 0)
 		return rc;
@@ -176,8 +175,16 @@ int mech_exponential(mech_rng *rng, const double *scores, size_t n, double sensi
 		     double epsilon, bool monotone, size_t *ret_index, acct_event **ret_event,
 		     acct_error *err)
 {
-	return select_by_race(rng, scores, n, sensitivity, epsilon, monotone, RACE_EXPONENTIAL,
-			      ret_index, ret_event, err);
+	return select_by_race(rng, scores, n, DPG_MAX_VECTOR_LEN, sensitivity, epsilon, monotone,
+			      RACE_EXPONENTIAL, ret_index, ret_event, err);
+}
+
+int mech__exponential_over(mech_rng *rng, const double *scores, size_t n, size_t max_n,
+			   double sensitivity, double epsilon, size_t *ret_index,
+			   acct_event **ret_event, acct_error *err)
+{
+	return select_by_race(rng, scores, n, max_n, sensitivity, epsilon, false,
+			      RACE_EXPONENTIAL, ret_index, ret_event, err);
 }
 
 /*
@@ -196,8 +203,8 @@ int mech_permute_and_flip(mech_rng *rng, const double *scores, size_t n, double 
 			  double epsilon, size_t *ret_index, acct_event **ret_event,
 			  acct_error *err)
 {
-	return select_by_race(rng, scores, n, sensitivity, epsilon, false, RACE_FLIP, ret_index,
-			      ret_event, err);
+	return select_by_race(rng, scores, n, DPG_MAX_VECTOR_LEN, sensitivity, epsilon, false,
+			      RACE_FLIP, ret_index, ret_event, err);
 }
 
 /*
@@ -220,7 +227,7 @@ static int rnm_laplace(mech_rng *rng, const double *scores, size_t n, double sen
 	size_t arg = 0;
 	acct_event *ev;
 
-	rc = check_scores(scores, n, sensitivity, epsilon, err);
+	rc = check_scores(scores, n, DPG_MAX_VECTOR_LEN, sensitivity, epsilon, err);
 	if (rc < 0)
 		return rc;
 	if (mech__laplace_grid((monotone ? 1.0 : 2.0) * sensitivity / epsilon, &shift, &num,

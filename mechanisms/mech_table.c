@@ -722,7 +722,11 @@ static int laplace_clamped_sum(mech_rng *rng, const struct column *c, size_t row
 	if (mech__laplace_grid(scale, &shift, &num, &den) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
 	dz = ceil(ldexp(sens, shift));
-	if (!(dz <= 0x1p53) || !(fmax(fabs(lo), fabs(hi)) * (double)rows < ldexp(0x1p100, -shift)))
+	/* The 128-bit sum holds rows x max(|lo|, |hi|) 2^shift below 2^100,
+	 * checked at the most rows a table can hold, not at the private row
+	 * count, so that the refusal tells nothing of it. */
+	if (!(dz <= 0x1p53) ||
+	    !(ldexp(fmax(fabs(lo), fabs(hi)), shift) < 0x1p100 / (double)DPG_MAX_CSV_ROWS))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 				      "epsilon too large for the clamping bounds");
 	for (size_t i = 0; i < rows; i++) {
@@ -911,10 +915,12 @@ static int quantile_check(const mech_table *t, const char *column, double q, dou
 	if (!(epsilon >= QUANTILE_MIN_EPSILON))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "must be at least %g for a quantile",
 				      QUANTILE_MIN_EPSILON);
-	if (t->rows + 1 > DPG_MAX_VECTOR_LEN)
+	/* No limit on the rows but the upload's own: a cap below it would
+	 * refuse, uncharged, exactly when the private row count passed it. */
+	if (t->rows > (size_t)DPG_MAX_CSV_ROWS)
 		return acct_error_set(err, ACCT_EINVAL, "/column",
-				      "quantiles are limited to tables of %d rows",
-				      DPG_MAX_VECTOR_LEN - 1);
+				      "quantiles are limited to tables of %lld rows",
+				      (long long)DPG_MAX_CSV_ROWS);
 	return 0;
 }
 
@@ -1034,16 +1040,21 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 	}
 	quantile_ranks(c, n, q, lo, hi, a, &centre);
 	m = quantile_scores(a, n, centre, epsilon, scores, which);
-	rc = mech_exponential(rng, scores, m, 1.0, epsilon, false, &pick, &ev, err);
+	rc = mech__exponential_over(rng, scores, m, (size_t)DPG_MAX_CSV_ROWS + 1, 1.0, epsilon,
+				    &pick, &ev, err);
 	if (rc < 0)
 		goto out;
 	/* mech_exponential's slack covers its own arithmetic on exact scores;
 	 * these scores, up to n + (2/eps) 23 in size, carry rounding of their
 	 * own: at most 2^-52 (eps (n + 1) + 512) in each exponent, which enters
-	 * the privacy loss four times (see mech_select.c). */
+	 * the privacy loss four times (see mech_select.c).  The event is
+	 * public (the ledger shows it), so the slack is taken at the largest
+	 * n a table can have, never at the private n, whose every digit the
+	 * event's epsilon would otherwise carry. */
 	ev->u.exponential_mechanism.epsilon = acct_add_up(
 		ev->u.exponential_mechanism.epsilon,
-		ldexp(acct_add_up(acct_mul_up(epsilon, (double)(n + 1)), 512.0), -50));
+		ldexp(acct_add_up(acct_mul_up(epsilon, (double)DPG_MAX_CSV_ROWS + 1.0), 512.0),
+		      -50));
 	rc = quantile_point(rng, a[which[pick]], a[which[pick] + 1], lo, hi, ret, err);
 	if (rc < 0)
 		goto out;

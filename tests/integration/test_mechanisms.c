@@ -901,8 +901,11 @@ Test(mechanisms, every_hosted_query)
 		assert_no_raw_rows(&r);
 		cost = dpg_num(r.json, "cost.epsilon");
 		/* Pure DP at the requested epsilon (up to the rounding up of
-		 * scales and exponents); the budget moved by exactly that. */
-		cr_assert(fabs(cost - qs[i].eps) <= 1e-9 * qs[i].eps, "%s: cost %.17g", qs[i].body, cost);
+		 * scales and exponents; the quantile's scores' rounding,
+		 * 2^-50 eps (10^7 + 1), is taken at the most rows a table
+		 * holds, below 10^-8 eps); the budget moved by exactly that. */
+		cr_assert(fabs(cost - qs[i].eps) <= (i == 4 ? 1e-8 : 1e-9) * qs[i].eps,
+			  "%s: cost %.17g", qs[i].body, cost);
 		after = budget_of("hosted");
 		cr_assert_eq(after.charges, before.charges + 1);
 		cr_assert(close_rel(after.spent_eps - before.spent_eps, cost, 1e-12), "%s", qs[i].body);
