@@ -645,7 +645,8 @@ int trn_ensemble_event(const trn_ensemble_params *p, acct_event **ret, acct_erro
  * knn n_aux * n_train * d <= DPG_MAX_ENSEMBLE_KNN_WORK, and a noise rate
  * (trn_ensemble_noise_beta) whose noise stays finite: epsilon and lambda
  * so small that it does not are refused at /params/epsilon.  Public sizes
- * only.
+ * only: where the private row count is not public, the caller passes a
+ * public bound on it as n_train.
  */
 int trn_ensemble_check_shape(const trn_ensemble_params *p, size_t d, uint32_t num_classes,
 			     uint64_t n_train, uint64_t n_aux, acct_error *err);
@@ -1255,14 +1256,16 @@ int trn_pate_event(const trn_pate_params *p, int64_t checks, int64_t answers, bo
 int trn_pate_worst_event(const trn_pate_params *p, acct_event **ret, acct_error *err);
 
 /*
- * Checks that a job can run on a private table of n_train rows, d features
- * and num_classes classes with n_student public student rows: queries <=
- * n_student <= DPG_MAX_PATE_STUDENT_ROWS, teachers <= n_train, both models
- * within trn_model's bounds, teachers x queries <= DPG_MAX_PATE_VOTE_WORK.
- * Public sizes only.  0 or ACCT_EINVAL.
+ * Checks that a job can run on a private table of d features and
+ * num_classes classes with n_student public student rows: queries <=
+ * n_student <= DPG_MAX_PATE_STUDENT_ROWS, both models within trn_model's
+ * bounds, teachers x queries <= DPG_MAX_PATE_VOTE_WORK.  Public sizes only:
+ * not the private row count, which a refusal would tell for free (teachers
+ * may outnumber the rows; a teacher without rows abstains).  0 or
+ * ACCT_EINVAL.
  */
 int trn_pate_check_shape(const trn_pate_params *p, size_t d, uint32_t num_classes,
-			 uint64_t n_train, uint64_t n_student, acct_error *err);
+			 uint64_t n_student, acct_error *err);
 
 /*
  * The random partition: ret_teacher[i] in 0..teachers-1 for each of the n

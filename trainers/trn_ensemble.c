@@ -150,7 +150,9 @@ int trn_ensemble_check_shape(const trn_ensemble_params *p, size_t d, uint32_t nu
 	if (uses_kind(p, TRN_LOCAL_KNN) &&
 	    (double)n_aux * (double)n_train * (double)d > DPG_MAX_ENSEMBLE_KNN_WORK)
 		return acct_error_set(err, ACCT_EINVAL, "/params/local_model",
-				      "knn over these tables would take more than %g operations",
+				      "knn over %llu private rows, %llu auxiliary rows and %zu "
+				      "features would take more than %g operations",
+				      (unsigned long long)n_train, (unsigned long long)n_aux, d,
 				      DPG_MAX_ENSEMBLE_KNN_WORK);
 	/* Each block's noise has norm Gamma(d + 1, 1) / beta, a sum of d + 1
 	 * Exp(1) draws each below 745 (mech__exp1 reaches -ln of the least

@@ -262,7 +262,7 @@ static int model_shape(const trn_pate_model_params *m, size_t d, uint32_t k, con
 }
 
 int trn_pate_check_shape(const trn_pate_params *p, size_t d, uint32_t num_classes,
-			 uint64_t n_train, uint64_t n_student, acct_error *err)
+			 uint64_t n_student, acct_error *err)
 {
 	int rc;
 
@@ -275,9 +275,6 @@ int trn_pate_check_shape(const trn_pate_params *p, size_t d, uint32_t num_classe
 				      "queries (%u) must be at most the student data's rows (%llu, "
 				      "itself at most %d)", p->queries, (unsigned long long)n_student,
 				      DPG_MAX_PATE_STUDENT_ROWS);
-	if (n_train < p->teachers)
-		return acct_error_set(err, ACCT_EINVAL, "/params/teachers",
-				      "more teachers than private rows");
 	if ((int64_t)p->teachers * (int64_t)p->queries > DPG_MAX_PATE_VOTE_WORK)
 		return acct_error_set(err, ACCT_EINVAL, "/params/queries",
 				      "teachers x queries must be at most %lld",

@@ -430,7 +430,7 @@ static int run_check(const struct pate_run *r, acct_error *err)
 	if (!tr || !st || !r->rng)
 		return acct_error_set(err, ACCT_EINVAL, "/data", "no training or student table");
 	if ((rc = trn_dataset_validate(tr, "/data", err)) < 0 ||
-	    (rc = trn_pate_check_shape(r->p, tr->d, tr->num_classes, tr->n, st->n, err)) < 0)
+	    (rc = trn_pate_check_shape(r->p, tr->d, tr->num_classes, st->n, err)) < 0)
 		return rc;
 	if (st->d != tr->d || st->num_classes != tr->num_classes ||
 	    (te && (te->d != tr->d || te->num_classes != tr->num_classes)))

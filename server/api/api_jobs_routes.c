@@ -43,7 +43,8 @@ struct submit_arg {
 
 /* The privacy unit a trainer's answers state instead of the row count,
  * or NULL for one that states none (dpsgd, whose event takes the row count
- * as public, and pate, whose votes count teachers, not rows). */
+ * as public, and pate, whose votes count teachers, not rows, and which
+ * shows no row count either: it is private). */
 static const char *job_neighbouring(const char *trainer)
 {
 	if (strcmp(trainer, "ensemble") == 0)
@@ -294,7 +295,10 @@ static int check_party_column(const json_t *params, const json_t *columns, const
 /*
  * The checks of an ensemble job before anything is reserved: the dataset's
  * neighbouring relation, the party column, the public auxiliary table (its
- * features by name) and the trainer's bounds on the shapes.
+ * features by name) and the trainer's bounds on the shapes.  `n_train` is
+ * the private table's row count when the upload declared it public, else
+ * the most rows a table holds: a refusal that depended on a private count
+ * would tell it for free.
  */
 static int check_ensemble_data(srv_request *req, const srv_dataset *ds,
 				    const trn_ensemble_params *ep, const json_t *columns,
@@ -416,7 +420,7 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 		       struct submit_req *sr, int64_t *ret_n_train)
 {
 	json_t *columns;
-	char *columns_text = NULL;
+	srv_data_link link;
 	size_t features = 0;
 	uint32_t classes = 0;
 	acct_error err;
@@ -427,14 +431,15 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 		srv_problem_from_error(res, &err);
 		return false;
 	}
-	if (srv__data_link_rows(req->db, ds->id, ret_n_train, &columns_text) != SRV_OK) {
+	if (srv__data_link_get(req->db, ds->id, &link) != SRV_OK) {
 		srv_problem(res, 409, NULL,
 			    "no data is linked to this dataset (PUT /v1/datasets/{id}/data first)",
 			    NULL, NULL);
 		return false;
 	}
-	columns = srv_json_parse_text(columns_text);
-	free(columns_text);
+	*ret_n_train = link.rows;
+	columns = strcmp(link.kind, "table") == 0 ? srv_json_parse_text(link.columns) : NULL;
+	free(link.columns);
 	/* A clustering job's private rows have no label. */
 	rc = is_slmc(sr) ? check_slmc_data(req, &sr->sp, columns, *ret_n_train, &err) :
 			   srv__jobs_check_label(json_object_get(req->body, "params"), columns,
@@ -443,12 +448,13 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 		rc = check_test_data(req, columns, srv__jobs_table_schema, &err);
 	if (rc >= 0 && is_ensemble(sr))
 		rc = check_ensemble_data(req, ds, &sr->ep, columns, features, classes,
-					      *ret_n_train, &err);
+					      link.rows_public ? *ret_n_train : DPG_MAX_CSV_ROWS,
+					      &err);
 	if (rc >= 0 && is_label_em(sr))
 		rc = check_label_em_data(&sr->lp, columns, features, classes, &err);
 	if (rc >= 0 && is_pate(sr))
 		rc = srv__jobs_check_pate(req->db, req->who, ds, json_object_get(req->body, "params"),
-					  columns, features, classes, *ret_n_train, &sr->pp, &err);
+					  columns, features, classes, &sr->pp, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
 	 * its bounds) is refused here, before anything is reserved for it. */
@@ -483,13 +489,13 @@ static json_t *dry_run_guidance(const struct submit_req *sr, int64_t n)
 			 "gives the smallest epsilon that reaches a target success probability");
 }
 
-/* The dry run's verdict; `neighbouring` (job_neighbouring) for a job
- * whose event does not take the row count as public, which it then does
- * not show; `guidance` (may be NULL; the reference is taken) a trainer's
+/* The dry run's verdict; the row count only for a trainer whose event
+ * takes it as public (job_rows_json: dpsgd), which it shows as n_train
+ * too; `guidance` (may be NULL; the reference is taken) a trainer's
  * figures on what it would release. */
 static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_event *ev,
-			  const acct_filter *f, const acct_cost *cost, int64_t n_train,
-			  const char *neighbouring, json_t *guidance)
+			  const acct_filter *f, const acct_cost *cost, const char *trainer,
+			  int64_t n_train, json_t *guidance)
 {
 	double needed = acct_filter_epsilon(f, cost);
 	srv_epsilons after;
@@ -509,12 +515,10 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 			   "needed", "epsilon", needed, "budget",
 			   srv_dataset_budget_json(ds));
 
-	if (answer && !neighbouring) {
+	if (answer && strcmp(trainer, "dpsgd") == 0)
 		json_object_set_new(answer, "n_train", json_integer(n_train));
-		json_object_set_new(answer, "public_row_count", json_integer(n_train));
-	} else if (answer) {
-		json_object_set_new(answer, "neighbouring", json_string(neighbouring));
-	}
+	if (answer)
+		job_rows_json(answer, trainer, n_train);
 	if (answer && guidance)
 		json_object_set(answer, "guidance", guidance);
 	json_decref(guidance);
@@ -606,7 +610,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	if (price_job(&ds, &sr, n_train, &ev, &f, &cost, &err) < 0) {
 		srv_problem_from_error(res, &err);
 	} else if (sr.dry_run) {
-		reply_dry_run(res, &ds, ev, &f, &cost, n_train, job_neighbouring(sr.trainer),
+		reply_dry_run(res, &ds, ev, &f, &cost, sr.trainer, n_train,
 			      dry_run_guidance(&sr, n_train));
 	} else {
 		struct submit_arg a = {.job = {.dataset_id = ds.id,

@@ -151,6 +151,6 @@ json_t *srv_json_parse_text(const char *text);
  */
 int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset *ds,
 			 const json_t *params, const json_t *columns, size_t features,
-			 uint32_t classes, int64_t n_train, trn_pate_params *p, acct_error *err);
+			 uint32_t classes, trn_pate_params *p, acct_error *err);
 
 #endif

@@ -226,7 +226,7 @@ static int run_pate(srv_jobs__run *run, pate_charge *charge, acct_error *err)
 
 int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset *ds,
 			 const json_t *params, const json_t *columns, size_t features,
-			 uint32_t classes, int64_t n_train, trn_pate_params *p, acct_error *err)
+			 uint32_t classes, trn_pate_params *p, acct_error *err)
 {
 	const char *student = json_string_value(json_object_get(params, "student_data"));
 	json_t *schema = NULL;
@@ -246,8 +246,7 @@ int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset
 				      "on Fashion-MNIST the student rows are the test split's first %d "
 				      "images: name no student_data", TRN_PATE_FASHION_MNIST_POOL);
 	if (!columns)
-		return trn_pate_check_shape(p, features, classes, (uint64_t)n_train,
-					    TRN_PATE_FASHION_MNIST_POOL, err);
+		return trn_pate_check_shape(p, features, classes, TRN_PATE_FASHION_MNIST_POOL, err);
 	if (!student)
 		return acct_error_set(err, ACCT_EINVAL, "/params/student_data",
 				      "'student_data' (a public dataset) is required on a hosted table");
@@ -261,8 +260,7 @@ int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset
 	free(student_columns);
 	json_decref(schema);
 	if (rc >= 0)
-		rc = trn_pate_check_shape(p, features, classes, (uint64_t)n_train, (uint64_t)n_student,
-					  err);
+		rc = trn_pate_check_shape(p, features, classes, (uint64_t)n_student, err);
 	return rc;
 }
 

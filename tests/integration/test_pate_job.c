@@ -80,8 +80,8 @@ static void setup_tables(const char *priv, double epsilon)
 }
 
 /* The job's params, with `over` (",\"key\":value" pairs) in place of the
- * defaults it names. */
-static dpg_resp submit(const char *dataset, const char *over)
+ * defaults it names, and `top` ("\"key\":value," pairs) beside them. */
+static dpg_resp submit_with(const char *dataset, const char *top, const char *over)
 {
 	static const char *const defaults[][2] = {
 		{"teachers", "20"},
@@ -102,8 +102,9 @@ static dpg_resp submit(const char *dataset, const char *over)
 	};
 	char body[2048], path[128], key[48];
 	size_t len = (size_t)snprintf(body, sizeof(body),
-				      "{\"trainer\":\"pate\",\"params\":{\"label\":\"y\",\"classes\":2%s",
-				      over);
+				      "{%s\"trainer\":\"pate\",\"params\":{\"label\":\"y\","
+				      "\"classes\":2%s",
+				      top, over);
 
 	for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
 		snprintf(key, sizeof(key), "\"%s\":", defaults[i][0]);
@@ -114,6 +115,11 @@ static dpg_resp submit(const char *dataset, const char *over)
 	snprintf(body + len, sizeof(body) - len, "}}");
 	snprintf(path, sizeof(path), "/v1/datasets/%s/jobs", dataset);
 	return dpg_call(&srv, "POST", path, srv.admin_key, body);
+}
+
+static dpg_resp submit(const char *dataset, const char *over)
+{
+	return submit_with(dataset, "", over);
 }
 
 /*
@@ -308,6 +314,46 @@ Test(pate_job, bad_params_are_refused_naming_the_field)
 	dpg_resp_free(&r);
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
 	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM jobs"), 0);
+}
+
+/*
+ * A hosted table's row count is private unless its upload declared it: a
+ * pate job neither shows it nor refuses because of it.  Its dry run answers
+ * the same bytes on 15 and on 16 private rows, with more teachers (20) than
+ * rows, and the job runs there: a teacher without rows abstains.  Both
+ * once told the count for free (the dry run showed it; more teachers than
+ * rows was a 400).
+ */
+Test(pate_job, a_private_row_count_is_neither_shown_nor_refused, .timeout = 300)
+{
+	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
+	char *first, job_id[64];
+	json_t *job;
+	dpg_resp r;
+
+	setup_tables("priv", 50);
+	upload("priv", 15, 7, true);
+	r = submit_with("priv", "\"dry_run\":true,", "");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_null(json_object_get(r.json, "n_train"), "%s", r.body);
+	cr_assert_null(json_object_get(r.json, "public_row_count"), "%s", r.body);
+	first = strdup(r.body);
+	dpg_resp_free(&r);
+	upload("priv", 16, 7, true);
+	r = submit_with("priv", "\"dry_run\":true,", "");
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_str_eq(r.body, first);
+	dpg_resp_free(&r);
+	free(first);
+	r = submit("priv", "");
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	job = dpg_job_wait(&srv, job_id, done, 240);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(job, "error")));
+	cr_assert_eq(dpg_num(json_object_get(job, "progress"), "teachers_trained"), TEACHERS);
+	json_decref(job);
 }
 
 /* On Fashion-MNIST the student rows are the test split's first 9000

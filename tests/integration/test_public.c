@@ -573,11 +573,11 @@ Test(public, predict_before_the_job_ends_is_refused, .timeout = 300)
 #define ENS_ROWS 1000
 
 /* The private party table: two_class_rows with a party column "site",
- * row i at site i mod ENS_PARTIES, and two rows at site 99, no declared
- * party. */
-static void upload_party_table(const char *id)
+ * row i at site i mod ENS_PARTIES, then two rows at site 99, no declared
+ * party, and `more` rows of site 0 after them; *ret_len its length. */
+static char *party_csv(size_t more, size_t *ret_len)
 {
-	size_t size = 64 + (ENS_ROWS + 2) * 64, len = 0;
+	size_t size = 64 + (ENS_ROWS + 2 + more) * 64, len = 0;
 	char *csv = malloc(size);
 	double (*v)[3] = malloc(sizeof(*v) * ENS_ROWS);
 	int *y = malloc(sizeof(int) * ENS_ROWS);
@@ -589,10 +589,21 @@ static void upload_party_table(const char *id)
 		len += (size_t)snprintf(csv + len, size - len, "%zu,%.6f,%.6f,%.6f,%d\n",
 					i % ENS_PARTIES, v[i][0], v[i][1], v[i][2], y[i]);
 	len += (size_t)snprintf(csv + len, size - len, "99,5,5,5,0\n99,-5,-5,5,1\n");
-	cr_assert_eq(dpg_upload_csv(&srv, id, csv, len), ENS_ROWS + 2);
-	free(csv);
+	for (size_t i = 0; i < more; i++)
+		len += (size_t)snprintf(csv + len, size - len, "0,1,1,0,%zu\n", i % 2);
 	free(v);
 	free(y);
+	*ret_len = len;
+	return csv;
+}
+
+static void upload_party_table(const char *id)
+{
+	size_t len;
+	char *csv = party_csv(0, &len);
+
+	cr_assert_eq(dpg_upload_csv(&srv, id, csv, len), ENS_ROWS + 2);
+	free(csv);
 }
 
 /* Public "aux" (unlabelled: no y column) and "test" (labelled, its columns
@@ -835,6 +846,61 @@ static void tiny_epsilon_refused(void)
 		 (int)(at - params), params, at + strlen("\"epsilon\":1"));
 	r = dpg_call(&srv, "POST", "/v1/datasets/parties/jobs", srv.admin_key, body);
 	jobs_common_expect_refusal(&r, 400, "/params/epsilon", body);
+}
+
+/*
+ * The knn work bound (auxiliary rows x private rows x features) is checked
+ * at the most rows a table holds (10^7) when the private table's row count
+ * is private, at the count itself when the upload declared it public: a
+ * refusal at the count told it for free (an analyst moving the auxiliary
+ * table's size could search for it).  4000 auxiliary rows of 3 features
+ * pass at 1002 or 1003 rows, not at 10^7: the dry runs on both private
+ * sizes give the same 400, and the public count fits.
+ */
+Test(public, an_ensemble_knn_bound_does_not_read_a_private_row_count, .timeout = 120)
+{
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	size_t size = 32 + 4000 * 16, len, alen = 0;
+	char *aux = malloc(size), *csv, *first = NULL;
+	dpg_resp r;
+
+	cr_assert_not_null(aux);
+	dpg_make_dataset(&srv, "parties", 5.0, 0.0, "basic");
+	alen += (size_t)snprintf(aux, size, "noise,a,b\n");
+	for (int i = 0; i < 4000; i++)
+		alen += (size_t)snprintf(aux + alen, size - alen, "%d,%d,%d\n", i % 7, i % 11, i % 13);
+	make_public("aux4k");
+	cr_assert_eq(dpg_upload_csv(&srv, "aux4k", aux, alen), 4000);
+	free(aux);
+	for (size_t more = 0; more < 3; more++) {
+		csv = party_csv(more % 2, &len);
+		cr_assert_eq(dpg_http(&srv, "PUT",
+				      more < 2 ? "/v1/datasets/parties/data" :
+						 "/v1/datasets/parties/data?row_count=public",
+				      srv.admin_key, csv, len, hdr, &r),
+			     0);
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		dpg_resp_free(&r);
+		free(csv);
+		r = submit_ensemble("parties", ",\"auxiliary_data\":\"aux4k\",\"local_model\":\"knn\"",
+				    true);
+		if (more < 2) {
+			cr_assert_eq(r.status, 400, "%s", r.body);
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+					 "/params/local_model", "%s", r.body);
+			cr_assert_not_null(strstr(r.body, "10000000 private rows"), "%s", r.body);
+			if (first)
+				cr_assert_str_eq(r.body, first);
+			else
+				first = strdup(r.body);
+		} else {
+			cr_assert_eq(r.status, 200, "%s", r.body);
+			cr_assert(json_is_true(json_object_get(r.json, "fits")), "%s", r.body);
+		}
+		dpg_resp_free(&r);
+	}
+	free(first);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
 }
 
 Test(public, an_ensemble_job_is_checked_before_anything_is_reserved, .timeout = 120)
