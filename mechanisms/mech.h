@@ -362,8 +362,9 @@ typedef struct mech_table mech_table;
  * a quoted field, is an error at its line, and inside one it is data.  With
  * decl == NULL, a column is numeric when every field parses as a finite
  * number, categorical otherwise.  With a declared schema, a header column
- * not declared, a declared column missing, or a non-number in a numeric
- * column is an error.  Ragged rows, limits (DPG_MAX_CSV_BYTES, _ROWS,
+ * not declared (by name, or by a declaration named "*", which gives the
+ * kind of every column not named), a column declared by name missing, or a
+ * non-number in a numeric column is an error.  Ragged rows, limits (DPG_MAX_CSV_BYTES, _ROWS,
  * _COLUMNS, _FIELD_BYTES, _CATEGORIES) and bad quoting are errors.  Errors
  * are ACCT_EINVAL with the line (1 = header) and column in the text and in
  * err->where ("/csv/line/17/age"), or ACCT_ENOMEM.  On success *ret owns a

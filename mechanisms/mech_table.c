@@ -348,12 +348,25 @@ static int csv_read_header(struct csv_parse *p, acct_error *err)
 	return 0;
 }
 
+/* The index of the declaration named `name` in p's schema, or n_decl. */
+static size_t decl_index(const struct csv_parse *p, const char *name)
+{
+	size_t k;
+
+	for (k = 0; k < p->n_decl; k++)
+		if (!strcmp(p->decl[k].name, name))
+			break;
+	return k;
+}
+
 /* Types the columns from the declared schema, or numeric until the first
  * pass says otherwise when there is none.  With a schema, every header
- * column must be declared and every declared column present. */
+ * column must be declared, by name or by the wildcard "*" (the kind of
+ * every column not named), and every column declared by name present. */
 static int csv_apply_schema(struct csv_parse *p, acct_error *err)
 {
 	const mech_table *t = p->t;
+	size_t any = p->decl ? decl_index(p, "*") : 0;
 
 	for (size_t j = 0; j < t->cols; j++) {
 		size_t k;
@@ -361,9 +374,9 @@ static int csv_apply_schema(struct csv_parse *p, acct_error *err)
 		p->is_num[j] = true;
 		if (!p->decl)
 			continue;
-		for (k = 0; k < p->n_decl; k++)
-			if (!strcmp(p->decl[k].name, t->col[j].name))
-				break;
+		k = decl_index(p, t->col[j].name);
+		if (k == p->n_decl)
+			k = any;
 		if (k == p->n_decl)
 			return set_where(err, 1, t->col[j].name, "is not in the declared schema");
 		p->is_num[j] = p->decl[k].kind == MECH_COL_NUMERIC;
@@ -371,6 +384,8 @@ static int csv_apply_schema(struct csv_parse *p, acct_error *err)
 	for (size_t k = 0; p->decl && k < p->n_decl; k++) {
 		size_t j;
 
+		if (k == any)
+			continue;
 		for (j = 0; j < t->cols; j++)
 			if (!strcmp(p->decl[k].name, t->col[j].name))
 				break;

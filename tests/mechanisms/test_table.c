@@ -58,6 +58,45 @@ Test(table, parses_types_quotes_and_line_ends)
 	}
 }
 
+/*
+ * A declaration named "*" gives its kind to every header column not named;
+ * a column named still takes its own, and one named but absent is still
+ * an error (the wildcard is not a column of the header).
+ */
+Test(table, a_wildcard_declares_every_column_not_named)
+{
+	static const mech_column_decl decl[] = {{"city", MECH_COL_CATEGORICAL},
+						{"*", MECH_COL_NUMERIC}};
+	static const mech_column_decl all_text[] = {{"*", MECH_COL_CATEGORICAL}};
+	static const mech_column_decl absent[] = {{"zip", MECH_COL_NUMERIC},
+						  {"*", MECH_COL_NUMERIC}};
+	mech_table *t = parse_ok("age,city,zip\n31,Paris,75001\n45,Lyon,69001\n", decl, 2);
+	acct_error err;
+
+	cr_assert_eq(mech_table_column_kind(t, 0), MECH_COL_NUMERIC);
+	cr_assert_eq(mech_table_column_kind(t, 1), MECH_COL_CATEGORICAL);
+	cr_assert_eq(mech_table_column_kind(t, 2), MECH_COL_NUMERIC);
+	mech_table_free(t);
+	t = parse_ok("age,zip\n31,75001\n", all_text, 1);
+	cr_assert_eq(mech_table_column_kind(t, 0), MECH_COL_CATEGORICAL);
+	cr_assert_eq(mech_table_column_kind(t, 1), MECH_COL_CATEGORICAL);
+	mech_table_free(t);
+	/* Numeric by the wildcard: a text cell is refused at its line. */
+	t = NULL;
+	acct_error_init(&err);
+	{
+		const char *csv = "age,city\n31,Paris\nold,Lyon\n";
+
+		cr_assert_eq(mech_table_parse_csv(csv, strlen(csv), decl, 2, &t, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/csv/line/3/age", "%s", err.text);
+		cr_assert_null(t);
+		csv = "age,city\n31,Paris\n";
+		acct_error_init(&err);
+		cr_assert_eq(mech_table_parse_csv(csv, strlen(csv), absent, 2, &t, &err), ACCT_EINVAL);
+		cr_assert_str_eq(err.where, "/schema/0", "%s", err.text);
+	}
+}
+
 Test(table, bad_csv_names_line_and_column)
 {
 	static const mech_column_decl decl[] = {{"a", MECH_COL_NUMERIC}, {"b", MECH_COL_CATEGORICAL}};
