@@ -138,7 +138,7 @@ static int data_csv(srv_request *req, srv_response *res)
 		free(path);
 		free(columns);
 		path = columns = NULL;
-		rc = srv_store_table_link_get(req->db, ds.id, &path, &columns);
+		rc = srv_store_table_link_get(req->db, ds.id, &path, &columns, NULL);
 		if (rc != SRV_OK ||
 		    srv__table_read_linked(req->db, ds.id, path, &res->body, &res->len) == 0)
 			break;

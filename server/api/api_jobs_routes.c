@@ -414,6 +414,22 @@ static int check_label_em_data(const trn_label_em_params *lp, const json_t *colu
 	return trn_label_em_check_shape(lp, features, classes, err);
 }
 
+/*
+ * Kinds a hosted table's upload inferred from its rows are private (GET
+ * .../data shows them to admins only), and a job's shape would tell them:
+ * its features are the numeric columns, its classes' form the label's
+ * kind.  A job on a hosted table (columns) therefore needs them declared.
+ */
+static int check_declared_kinds(const json_t *columns, bool declared, acct_error *err)
+{
+	if (!columns || declared)
+		return 0;
+	return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
+			      "a job on a hosted table needs the table's column kinds declared at "
+			      "upload (PUT .../data?columns=name:kind,...): kinds inferred from "
+			      "the rows are private, and the job's shape would tell them");
+}
+
 /* The linked data's row count, with the label and shape checks a hosted
  * table needs; false when it answered. */
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
@@ -440,10 +456,12 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	*ret_n_train = link.rows;
 	columns = strcmp(link.kind, "table") == 0 ? srv_json_parse_text(link.columns) : NULL;
 	free(link.columns);
+	rc = check_declared_kinds(columns, link.schema_declared, &err);
 	/* A clustering job's private rows have no label. */
-	rc = is_slmc(sr) ? check_slmc_data(req, &sr->sp, columns, *ret_n_train, &err) :
-			   srv__jobs_check_label(json_object_get(req->body, "params"), columns,
-						 &features, &classes, &err);
+	if (rc >= 0)
+		rc = is_slmc(sr) ? check_slmc_data(req, &sr->sp, columns, *ret_n_train, &err) :
+				   srv__jobs_check_label(json_object_get(req->body, "params"),
+							 columns, &features, &classes, &err);
 	if (rc >= 0 && !is_slmc(sr))
 		rc = check_test_data(req, columns, srv__jobs_table_schema, &err);
 	if (rc >= 0 && is_ensemble(sr))

@@ -445,8 +445,13 @@ int srv_fsync_dir(const char *dir)
  * Checks a query's column against the schema recorded at upload, before the
  * file is read, so a query that names no such column (or one of the wrong
  * kind) costs no parse.  srv_mech_table_query checks everything again.
+ * Kinds the upload inferred from the rows are private (GET .../data shows
+ * them to admins only): a refusal of a kind would tell it, uncharged, and
+ * a success too (the ledger shows the charge).  A query that needs a kind
+ * therefore needs it declared, whatever the kind is.
  */
-static int precheck_column(const json_t *cols, const json_t *body, acct_error *err)
+static int precheck_column(const json_t *cols, bool declared, const json_t *body,
+			   acct_error *err)
 {
 	const char *query = json_string_value(json_object_get(body, "query"));
 	const char *column = json_string_value(json_object_get(body, "column"));
@@ -465,6 +470,12 @@ static int precheck_column(const json_t *cols, const json_t *body, acct_error *e
 		const char *kind = json_string_value(json_object_get(c, "kind"));
 
 		if (name && !strcmp(name, column)) {
+			if (want && !declared)
+				return acct_error_set(err, ACCT_EUNSUPPORTED, "/column",
+						      "a %s query needs its column's kind declared "
+						      "at upload (PUT .../data?columns=%.64s:%s,...): "
+						      "kinds inferred from the rows are private",
+						      query, column, want);
 			if (want && kind && strcmp(kind, want) != 0)
 				return acct_error_set(err, ACCT_EINVAL, "/column",
 						      "column '%.64s' is %s; '%s' needs a %s column",
@@ -646,6 +657,7 @@ struct table_link {
 	char *path;
 	json_t *columns;
 	char *columns_text;
+	bool declared;
 };
 
 static void table_link_clear(struct table_link *l)
@@ -670,10 +682,10 @@ enum table_read {
  * describe the same upload. */
 static int table_link_get(srv_db *db, const char *dataset_id, struct table_link *ret)
 {
-	struct table_link l = {NULL, NULL, NULL};
+	struct table_link l = {NULL, NULL, NULL, false};
 	int rc;
 
-	rc = srv_store_table_link_get(db, dataset_id, &l.path, &l.columns_text);
+	rc = srv_store_table_link_get(db, dataset_id, &l.path, &l.columns_text, &l.declared);
 	if (rc != SRV_OK)
 		return rc == SRV_NOT_FOUND ? TABLE_READ_NONE : TABLE_READ_DB;
 	l.columns = l.columns_text ? json_loads(l.columns_text, 0, NULL) : NULL;
@@ -702,7 +714,7 @@ static int table_link_get(srv_db *db, const char *dataset_id, struct table_link 
 static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dataset_id,
 			     const json_t *query_body, srv_table_ref **ret, acct_error *err)
 {
-	struct table_link link = {NULL, NULL, NULL};
+	struct table_link link = {NULL, NULL, NULL, false};
 	struct decl d;
 	struct stat st;
 	srv_table_ref *ref = NULL;
@@ -716,7 +728,7 @@ static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dat
 		rc = table_link_get(db, dataset_id, &link);
 		if (rc < 0)
 			goto out;
-		if (query_body && precheck_column(link.columns, query_body, err) < 0) {
+		if (query_body && precheck_column(link.columns, link.declared, query_body, err) < 0) {
 			rc = TABLE_READ_BAD_QUERY;
 			goto out;
 		}

@@ -792,10 +792,11 @@ int srv_store_pate_each_answer(srv_db *db, const char *sid,
 
 /* The file and the schema (as stored, or NULL) a dataset's hosted-table
  * link names, read in one statement so that they describe the same upload;
- * both malloc'ed (caller frees, also on failure).  SRV_OK, SRV_NOT_FOUND
- * when no table is hosted, SRV_DB_ERROR. */
+ * both malloc'ed (caller frees, also on failure); with ret_declared, whether
+ * the upload declared the schema's kinds.  SRV_OK, SRV_NOT_FOUND when no
+ * table is hosted, SRV_DB_ERROR. */
 int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path,
-			     char **ret_columns);
+			     char **ret_columns, bool *ret_declared);
 
 /* A hosted table's bytes as uploaded, for a shared database to hold. */
 struct srv_table_blob {

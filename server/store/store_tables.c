@@ -14,11 +14,11 @@
 #include "store_internal.h"
 
 int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path,
-			     char **ret_columns)
+			     char **ret_columns, bool *ret_declared)
 {
 	srv__stmt *s = srv__prepare(db,
-				       "SELECT kind = 'table' AND path IS NOT NULL, path, columns"
-				       " FROM dataset_data WHERE dataset_id = ?1",
+				       "SELECT kind = 'table' AND path IS NOT NULL, path, columns,"
+				       " schema_declared FROM dataset_data WHERE dataset_id = ?1",
 				       dataset_id);
 	int rc = srv__first_row(s);
 
@@ -31,6 +31,8 @@ int srv_store_table_link_get(srv_db *db, const char *dataset_id, char **ret_path
 	*ret_path = strdup(srv__sql_text(s, 1));
 	if (!srv__sql_is_null(s, 2))
 		*ret_columns = strdup(srv__sql_text(s, 2));
+	if (ret_declared)
+		*ret_declared = srv__sql_int64(s, 3) != 0;
 	rc = SRV_OK;
 out:
 	srv__sql_finalize(s);

@@ -210,7 +210,9 @@ typedef struct dpg_budget {
 void dpg_upload_iris(const dpg_server *s, const char *id, const char *header);
 
 /* PUTs `len` bytes of CSV as dataset `id`'s hosted table with the admin
- * key; asserts 200 and returns the number of rows the answer states. */
+ * key, its column kinds declared (?columns=) as the test wrote them (a
+ * column numeric when every cell is a finite number); asserts 200 and
+ * returns the number of rows the answer states. */
 long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len);
 
 /* POSTs the job request `body` on dataset `id` with the admin key, asserts

@@ -194,8 +194,9 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(path + strlen("/v1/jobs/"), job_ended, 120));
 	/* Four rows and no label column: the same body is now a bad request. */
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/again/data", srv.admin_key, csv,
-			      strlen(csv), csv_hdr, &r), 0);
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/again/data?columns=x:numeric,y:categorical",
+			      srv.admin_key, csv, strlen(csv), csv_hdr, &r),
+		     0);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	dpg_expect_status(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job, 400);

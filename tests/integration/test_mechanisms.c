@@ -580,6 +580,9 @@ static const char *const table_csv =
 	"45,61000,Zanzibarra\n"
 	"38,57321.75,Quokkaville\n";
 static const char *const secrets[] = {"Zanzibarra", "51234.5", "99999.25", "57321.75", NULL};
+/* table_csv's kinds, declared: a query that needs a column's kind needs it
+ * declared (kinds inferred from the rows are private). */
+#define TABLE_DECL "?columns=age:numeric,income:numeric,city:categorical"
 
 static dpg_resp put_csv(const char *id, const char *query, const char *csv, size_t len,
 			const char *key)
@@ -874,7 +877,7 @@ Test(mechanisms, every_hosted_query)
 	dpg_resp r;
 
 	make_ds("hosted", "basic", "add_remove", 20, 0);
-	r = put_csv("hosted", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	r = put_csv("hosted", TABLE_DECL, table_csv, strlen(table_csv), srv.admin_key);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
@@ -986,7 +989,7 @@ Test(mechanisms, hosted_queries_price_the_neighbour_relation)
 		dpg_resp r;
 
 		make_ds(ds[d].id, "basic", ds[d].neighbor, 1000, 0);
-		r = put_csv(ds[d].id, NULL, table_csv, strlen(table_csv), srv.admin_key);
+		r = put_csv(ds[d].id, TABLE_DECL, table_csv, strlen(table_csv), srv.admin_key);
 		cr_assert_eq(r.status, 200, "%s", r.body);
 		dpg_resp_free(&r);
 
@@ -1044,7 +1047,7 @@ Test(mechanisms, bad_queries_charge_nothing)
 
 	make_ds("qbad", "rdp", "add_remove", 10, 1e-5);
 	make_ds("qnone", "rdp", "add_remove", 10, 1e-5);
-	r = put_csv("qbad", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	r = put_csv("qbad", TABLE_DECL, table_csv, strlen(table_csv), srv.admin_key);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	b1 = budget_of("qbad");
@@ -1060,6 +1063,62 @@ Test(mechanisms, bad_queries_charge_nothing)
 	}
 	assert_nothing_charged("qbad", b1, "bad queries");
 	assert_nothing_charged("qnone", b2, "no table");
+}
+
+/*
+ * Kinds an upload inferred from its rows are private: on neighbouring
+ * tables, one whose column x holds only numbers and one where a single
+ * row's x is text, every query that needs x's kind answers the same 422 at
+ * /column, charging nothing, and a job the same 422 at /data, reserving
+ * nothing; a count, which needs no kind, is answered on both.  (A 400 that
+ * named the inferred kind, or a 201 on one table only, told the row.)
+ */
+Test(mechanisms, inferred_kinds_are_never_told)
+{
+	static const char *const tables[] = {"x,y\n1,a\n2,b\n3,a\n", "x,y\n1,a\n2,b\nthree,a\n"};
+	static const char *const typed[] = {
+		"{\"query\":\"sum\",\"column\":\"x\",\"lo\":0,\"hi\":5,\"epsilon\":1}",
+		"{\"query\":\"mean\",\"column\":\"x\",\"lo\":0,\"hi\":5,\"epsilon\":1}",
+		"{\"query\":\"quantile\",\"column\":\"x\",\"q\":0.5,\"lo\":0,\"hi\":5,\"epsilon\":1}",
+		"{\"query\":\"histogram\",\"column\":\"x\",\"categories\":[\"1\"],\"epsilon\":1}",
+	};
+	static const char *const job =
+		"{\"trainer\":\"dpsgd\",\"dry_run\":true,\"params\":{\"model\":\"logreg\","
+		"\"label\":\"y\",\"classes\":[\"a\",\"b\"],\"epochs\":1,\"lot_size\":2}}";
+	char *first[5] = {NULL};
+
+	make_ds("inferred", "rdp", "add_remove", 10, 1e-5);
+	for (size_t t = 0; t < 2; t++) {
+		dpg_budget before;
+		dpg_resp r = put_csv("inferred", NULL, tables[t], strlen(tables[t]), srv.admin_key);
+
+		cr_assert_eq(r.status, 200, "%s", r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "schema")), "inferred");
+		dpg_resp_free(&r);
+		before = budget_of("inferred");
+		for (size_t i = 0; i < 5; i++) {
+			if (i < 4)
+				r = query("inferred", typed[i]);
+			else
+				r = dpg_call(&srv, "POST", "/v1/datasets/inferred/jobs", srv.admin_key, job);
+			cr_assert_eq(r.status, 422, "table %zu, %s: %s", t, i < 4 ? typed[i] : job,
+				     r.body);
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+					 i < 4 ? "/column" : "/data", "%s", r.body);
+			if (t == 0)
+				first[i] = strdup(r.body);
+			else
+				cr_assert_str_eq(r.body, first[i]);
+			dpg_resp_free(&r);
+		}
+		assert_nothing_charged("inferred", before, "typed queries on inferred kinds");
+		cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+		r = query("inferred", "{\"query\":\"count\",\"epsilon\":1}");
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	for (size_t i = 0; i < 5; i++)
+		free(first[i]);
 }
 
 /* The data link as `key` sees it (200 asserted). */
@@ -1226,7 +1285,7 @@ Test(mechanisms, query_idempotency_and_over_budget)
 	dpg_resp a, c;
 
 	make_ds("qidem", "basic", "add_remove", 1, 0);
-	a = put_csv("qidem", NULL, table_csv, strlen(table_csv), srv.admin_key);
+	a = put_csv("qidem", TABLE_DECL, table_csv, strlen(table_csv), srv.admin_key);
 	cr_assert_eq(a.status, 200);
 	dpg_resp_free(&a);
 	snprintf(path, sizeof(path), "/v1/datasets/qidem/queries");
@@ -1280,7 +1339,7 @@ static void *upload_loop(void *arg)
 	const char *headers[] = {"Content-Type: text/csv", NULL};
 	char path[256];
 
-	snprintf(path, sizeof(path), "/v1/datasets/%s/data", u->id);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data?columns=*:numeric", u->id);
 	while (!__atomic_load_n(&u->stop, __ATOMIC_ACQUIRE)) {
 		int k = u->uploads % 2;
 		dpg_resp r;
@@ -1329,7 +1388,7 @@ Test(mechanisms, queries_while_the_table_is_replaced)
 	u.csv[0] = a;
 	u.csv[1] = b;
 	make_ds("swapped", "basic", "add_remove", 1e6, 0);
-	r = put_csv("swapped", NULL, a, u.len[0], srv.admin_key);
+	r = put_csv("swapped", "?columns=*:numeric", a, u.len[0], srv.admin_key);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	pthread_create(&th, NULL, upload_loop, &u);
@@ -1444,7 +1503,7 @@ static char *host_table_and_stop(const char *id)
 	dpg_resp r;
 
 	make_ds(id, "basic", "add_remove", 100, 0);
-	r = put_csv(id, NULL, table_csv, strlen(table_csv), srv.admin_key);
+	r = put_csv(id, TABLE_DECL, table_csv, strlen(table_csv), srv.admin_key);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	linked = linked_path(id);
@@ -1559,7 +1618,7 @@ Test(mechanisms, older_table_layout_keeps_working)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	dpg_resp_free(&r);
 	cr_assert(table_file_present("legacy.csv"));
-	r = put_csv("legacy", NULL, "x,y\n1,2\n3,4\n", 12, srv.admin_key);
+	r = put_csv("legacy", "?columns=*:numeric", "x,y\n1,2\n3,4\n", 12, srv.admin_key);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	cr_assert(!table_file_present("legacy.csv"), "the replaced legacy.csv is still there");
@@ -1687,7 +1746,7 @@ static int run_seed_queries(const char *id, bool zip_categorical, const char *wh
 /*
  * An upload keeps the parse it made, and that parse answers every query as
  * a read of the stored file with the recorded schema does: with the kinds
- * inferred (zip numeric) and declared (zip categorical), the same statuses
+ * declared by the wildcard (zip numeric) and by name (zip categorical), the same statuses
  * and outputs near the same true values, first from the upload's parse (no
  * read of the file), then from a fresh read (the file's modification time
  * moved, so the kept parse no longer matches it).
@@ -1698,7 +1757,7 @@ Test(mechanisms, an_uploads_own_parse_answers_as_a_reread_does)
 		const char *id, *columns;
 		bool zip_categorical;
 	} uploads[] = {
-		{"seed-inferred", NULL, false},
+		{"seed-wildcard", "?columns=city:categorical,*:numeric", false},
 		{"seed-declared", "?columns=zip:categorical,age:numeric,city:categorical", true},
 	};
 	size_t len = 0;

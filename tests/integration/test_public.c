@@ -875,8 +875,9 @@ Test(public, an_ensemble_knn_bound_does_not_read_a_private_row_count, .timeout =
 	for (size_t more = 0; more < 3; more++) {
 		csv = party_csv(more % 2, &len);
 		cr_assert_eq(dpg_http(&srv, "PUT",
-				      more < 2 ? "/v1/datasets/parties/data" :
-						 "/v1/datasets/parties/data?row_count=public",
+				      more < 2 ? "/v1/datasets/parties/data?columns=*:numeric" :
+						 "/v1/datasets/parties/data?columns=*:numeric"
+						 "&row_count=public",
 				      srv.admin_key, csv, len, hdr, &r),
 			     0);
 		cr_assert_eq(r.status, 200, "%s", r.body);
