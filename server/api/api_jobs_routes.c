@@ -415,19 +415,31 @@ static int check_label_em_data(const trn_label_em_params *lp, const json_t *colu
 }
 
 /*
- * Kinds a hosted table's upload inferred from its rows are private (GET
- * .../data shows them to admins only), and a job's shape would tell them:
- * its features are the numeric columns, its classes' form the label's
- * kind.  A job on a hosted table (columns) therefore needs them declared.
+ * What a job may read of a hosted table (columns) beyond its rows' noisy
+ * use.  Kinds the upload inferred from the rows are private (GET .../data
+ * shows them to admins only), and a job's shape would tell them: its
+ * features are the numeric columns, its classes' form the label's kind.
+ * A dpsgd job's event publishes the row count (q = lot_size / N), which is
+ * private unless the upload declared it public.  Either is refused the
+ * same way whatever the rows hold.
  */
-static int check_declared_kinds(const json_t *columns, bool declared, acct_error *err)
+static int check_declared_table(const json_t *columns, const srv_data_link *link,
+				const char *trainer, acct_error *err)
 {
-	if (!columns || declared)
+	if (!columns)
 		return 0;
-	return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
-			      "a job on a hosted table needs the table's column kinds declared at "
-			      "upload (PUT .../data?columns=name:kind,...): kinds inferred from "
-			      "the rows are private, and the job's shape would tell them");
+	if (!link->schema_declared)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
+				      "a job on a hosted table needs the table's column kinds "
+				      "declared at upload (PUT .../data?columns=name:kind,...): kinds "
+				      "inferred from the rows are private, and the job's shape would "
+				      "tell them");
+	if (strcmp(trainer, "dpsgd") == 0 && !link->rows_public)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
+				      "a dpsgd job's event publishes the table's row count (q = "
+				      "lot_size / N), which this upload kept private: upload it with "
+				      "?row_count=public to declare the count public");
+	return 0;
 }
 
 /* The linked data's row count, with the label and shape checks a hosted
@@ -456,7 +468,7 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	*ret_n_train = link.rows;
 	columns = strcmp(link.kind, "table") == 0 ? srv_json_parse_text(link.columns) : NULL;
 	free(link.columns);
-	rc = check_declared_kinds(columns, link.schema_declared, &err);
+	rc = check_declared_table(columns, &link, sr->trainer, &err);
 	/* A clustering job's private rows have no label. */
 	if (rc >= 0)
 		rc = is_slmc(sr) ? check_slmc_data(req, &sr->sp, columns, *ret_n_train, &err) :

@@ -728,7 +728,8 @@ static void csv_declaration(const char *csv, size_t len, char *out, size_t size)
 	cr_assert_lt(n, size);
 }
 
-long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len)
+static long upload_declared(const dpg_server *s, const char *id, const char *csv, size_t len,
+			    bool count_public)
 {
 	const char *hdr[] = {"Content-Type: text/csv", NULL};
 	char path[2048], decl[1800];
@@ -736,12 +737,24 @@ long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t
 	long rows;
 
 	csv_declaration(csv, len, decl, sizeof(decl));
-	snprintf(path, sizeof(path), "/v1/datasets/%s/data?columns=%s", id, decl);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data?columns=%s&row_count=%s", id, decl,
+		 count_public ? "public" : "private");
 	cr_assert_eq(dpg_http(s, "PUT", path, s->admin_key, csv, len, hdr, &r), 0, "PUT %s", path);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	rows = (long)dpg_num(r.json, "rows");
 	dpg_resp_free(&r);
 	return rows;
+}
+
+long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len)
+{
+	return upload_declared(s, id, csv, len, true);
+}
+
+long dpg_upload_csv_private_count(const dpg_server *s, const char *id, const char *csv,
+				  size_t len)
+{
+	return upload_declared(s, id, csv, len, false);
 }
 
 dpg_resp dpg_submit_job(const dpg_server *s, const char *id, const char *body, char *job_id,

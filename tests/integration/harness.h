@@ -211,9 +211,14 @@ void dpg_upload_iris(const dpg_server *s, const char *id, const char *header);
 
 /* PUTs `len` bytes of CSV as dataset `id`'s hosted table with the admin
  * key, its column kinds declared (?columns=) as the test wrote them (a
- * column numeric when every cell is a finite number); asserts 200 and
- * returns the number of rows the answer states. */
+ * column numeric when every cell is a finite number) and its row count
+ * declared public; asserts 200 and returns the number of rows the answer
+ * states. */
 long dpg_upload_csv(const dpg_server *s, const char *id, const char *csv, size_t len);
+
+/* dpg_upload_csv with the row count kept private. */
+long dpg_upload_csv_private_count(const dpg_server *s, const char *id, const char *csv,
+				  size_t len);
 
 /* POSTs the job request `body` on dataset `id` with the admin key, asserts
  * 202 and copies the new job's id into job_id (size bytes); returns the

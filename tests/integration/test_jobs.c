@@ -194,7 +194,9 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	dpg_resp_free(&r);
 	json_decref(wait_for_state(path + strlen("/v1/jobs/"), job_ended, 120));
 	/* Four rows and no label column: the same body is now a bad request. */
-	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/again/data?columns=x:numeric,y:categorical",
+	cr_assert_eq(dpg_http(&srv, "PUT",
+			      "/v1/datasets/again/data?columns=x:numeric,y:categorical"
+			      "&row_count=public",
 			      srv.admin_key, csv, strlen(csv), csv_hdr, &r),
 		     0);
 	cr_assert_eq(r.status, 200, "%s", r.body);
@@ -729,6 +731,46 @@ static const char *cities_job(const char *classes)
  * (it made the model one class wider, whatever the noise).  Without
  * declared classes a hosted table's job is refused before any reservation.
  */
+/*
+ * A dpsgd job's event publishes the row count (q = lot_size / N), so it runs
+ * only where the upload declared the count public: on 40 and on 41 rows
+ * kept private, its dry run is the same 422 at /data, reserving nothing;
+ * declared public, it prices the job and shows the count.
+ */
+Test(jobs, a_dpsgd_job_needs_a_public_row_count)
+{
+	static const char *const job =
+		"{\"trainer\":\"dpsgd\",\"dry_run\":true,\"params\":{\"model\":\"logreg\","
+		"\"label\":\"y\",\"classes\":2,\"epochs\":1,\"lot_size\":10}}";
+	char *first = NULL;
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "counted", 20.0, 1e-5, "rdp");
+	for (size_t n = 40; n <= 42; n++) {
+		char *csv = jobs_common_two_class_csv(n, 5, "a,b,noise,y");
+
+		cr_assert_eq(n < 42 ? dpg_upload_csv_private_count(&srv, "counted", csv, strlen(csv)) :
+				      dpg_upload_csv(&srv, "counted", csv, strlen(csv)),
+			     (long)n);
+		free(csv);
+		r = dpg_call(&srv, "POST", "/v1/datasets/counted/jobs", srv.admin_key, job);
+		if (n < 42) {
+			cr_assert_eq(r.status, 422, "%s", r.body);
+			cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/data");
+			if (first)
+				cr_assert_str_eq(r.body, first);
+			else
+				first = strdup(r.body);
+		} else {
+			cr_assert_eq(r.status, 200, "%s", r.body);
+			cr_assert_eq(dpg_num(r.json, "public_row_count"), 42, "%s", r.body);
+		}
+		dpg_resp_free(&r);
+	}
+	free(first);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+}
+
 Test(jobs, label_classes_are_declared_not_read)
 {
 	static const struct {

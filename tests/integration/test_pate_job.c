@@ -45,12 +45,13 @@ TestSuite(pate_job, .init = setup, .fini = teardown, .timeout = 300);
 #define DELTA 1e-5
 
 /* Uploads dpg_two_class_rows(n, seed) to dataset id as "a,b,noise,y" (with `labelled`)
- * or "noise,b,a" (without: a job must match columns by name). */
+ * or "noise,b,a" (without: a job must match columns by name), the row
+ * count private (a public dataset's is public whatever the upload says). */
 static void upload(const char *id, size_t n, unsigned seed, bool labelled)
 {
 	char *csv = jobs_common_two_class_csv(n, seed, labelled ? "a,b,noise,y" : "noise,b,a");
 
-	cr_assert_eq(dpg_upload_csv(&srv, id, csv, strlen(csv)), (long)n);
+	cr_assert_eq(dpg_upload_csv_private_count(&srv, id, csv, strlen(csv)), (long)n);
 	free(csv);
 }
 
