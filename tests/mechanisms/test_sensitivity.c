@@ -22,7 +22,8 @@
  * Selection (docs/mechanisms.md, "Selection scores"): the distribution the
  * exponential mechanism's exponents define moves by at most its event's
  * epsilon in log-probability between scores that each move by at most D
- * (in one direction, for monotone scores).
+ * (in one direction, for monotone scores); report-noisy-max's grid scores
+ * move by at most the integer sensitivity its event states.
  *
  * The label EM (mech_labelem.c): two label columns that differ in one
  * label, released with one seeded stream each, give releases that differ
@@ -247,6 +248,69 @@ Test(selection, exponents_move_within_epsilon_on_random_neighbours)
 			worst = fmax(worst, moved / eps);
 		}
 		cr_assert_gt(worst, 0.9, "%s: no neighbour came near epsilon (%g)",
+			     monotone ? "monotone" : "any", worst);
+	}
+}
+
+/*
+ * Report-noisy-max with Laplace noise compares grid scores floor(u / g), g
+ * the grid of mech__laplace_grid((2 or 1) D / eps), and states epsilon =
+ * (2 or 1) a dz with dz = ceil(D / g) the grid scores' sensitivity
+ * (docs/mechanisms.md, "Sensitivities on the noise grid").  On random scores and
+ * neighbours that move each score by at most D (half of them by exactly D,
+ * up from just below a grid point or down from one, where the grid score
+ * moves by ceil(D / g)), the grid scores move by at most the dz the event
+ * states, read back from its epsilon, and reach it.
+ */
+Test(selection, noisy_max_grid_scores_move_within_the_stated_sensitivity)
+{
+	enum { MAX_N = 12 };
+	uint64_t s = 0x452821e638d01377u;
+
+	for (int monotone = 0; monotone < 2; monotone++) {
+		double worst = 0.0, f = monotone ? 1.0 : 2.0;
+
+		for (int trial = 0; trial < TRIALS; trial++) {
+			size_t n = 2 + (size_t)(test_lcg_unit(&s) * (MAX_N - 1)), idx;
+			double D = 0.01 + 10 * test_lcg_unit(&s), eps = 0.05 + 4 * test_lcg_unit(&s);
+			double u[MAX_N], v[MAX_N], g, a, dz, moved = 0.0;
+			uint64_t num, den;
+			int shift;
+			mech_rng *r = test_rng((uint8_t)trial);
+			acct_event *ev = NULL;
+			acct_error err;
+
+			cr_assert_eq(mech__laplace_grid(f * D / eps, &shift, &num, &den), 0);
+			g = ldexp(1.0, -shift);
+			for (size_t i = 0; i < n; i++) {
+				double k = floor((2 * test_lcg_unit(&s) - 1) * 0x1p44);
+				double step = trial % 2 ? D : D * test_lcg_unit(&s);
+				bool up = monotone || test_lcg_unit(&s) < 0.5;
+
+				u[i] = up ? (k + 1) * g - g / 256 : k * g;
+				v[i] = up ? u[i] + step : u[i] - step;
+				/* The neighbour moves by at most D as doubles too. */
+				while (fabs(v[i] - u[i]) > D)
+					v[i] = nextafter(v[i], u[i]);
+				moved = fmax(moved, fabs(floor(ldexp(u[i], shift)) -
+							 floor(ldexp(v[i], shift))));
+			}
+			acct_error_init(&err);
+			cr_assert_eq(mech_report_noisy_max(r, u, n, D, MECH_RNM_LAPLACE, eps, monotone,
+							   &idx, &ev, &err),
+				     0, "%s", err.text);
+			cr_assert_eq(ev->type, ACCT_EV_EPSILON_DELTA);
+			a = nextafter((double)den / (double)num, INFINITY);
+			dz = nearbyint(ev->u.epsilon_delta.epsilon / (f * a));
+			cr_assert_leq(moved, dz,
+				      "trial %d (%s): grid scores moved %.17g, the event states %.17g "
+				      "(D / g = %.17g)",
+				      trial, monotone ? "monotone" : "any", moved, dz, D / g);
+			worst = fmax(worst, moved / dz);
+			acct_event_free(ev);
+			mech_rng_free(r);
+		}
+		cr_assert_gt(worst, 0.999, "%s: no neighbour came near the stated sensitivity (%g)",
 			     monotone ? "monotone" : "any", worst);
 	}
 }

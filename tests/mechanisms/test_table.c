@@ -714,7 +714,9 @@ static acct_event *same_noise(const mech_table *a, const mech_table *b, const st
  * tables, answers drawn with the same noise differ by at most the stated
  * sensitivity: a count by 1 (0 under replace), a clamped sum by
  * max(|lo|, |hi|) (add/remove) or hi - lo (replace), in the event's grid
- * units, and a histogram by L1 1 or 2.  The bounds are also reached, so
+ * units, a mean under replace by that bound over n (add/remove: its event
+ * composes the sum's bound and a count's 1 at epsilon / 2 each), and a
+ * histogram by L1 1 or 2.  The bounds are also reached, so
  * the neighbours are not too tame to catch an understated one.
  */
 Test(table, stated_sensitivities_hold_on_random_neighbours)
@@ -727,7 +729,7 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 
 	for (int nb = 0; nb < 2; nb++) {
 		acct_neighbor rel = nb ? ACCT_REPLACE : ACCT_ADD_REMOVE;
-		double worst_sum = 0;
+		double worst_sum = 0, worst_mean = 0;
 		int64_t worst_hist = 0;
 
 		for (int trial = 0; trial < TRIALS; trial++) {
@@ -778,6 +780,43 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 			worst_sum = fmax(worst_sum, fabs(real[0] - real[1]) / sens);
 			acct_event_free(ev);
 
+			/* The mean: under replace n is public and the noisy sum moves
+			 * by the sum's bound, so the clamped quotient by at most that
+			 * over n; under add/remove it composes the sum (its bound,
+			 * at half of epsilon) with a count of sensitivity 1. */
+			q.kind = Q_MEAN;
+			ev = same_noise(a, b, &q, (uint8_t)trial, real, ints);
+			if (rel == ACCT_REPLACE) {
+				unit = sum_grid_unit(ev, sens);
+				cr_assert_gt(unit, 0, "trial %d: the mean does not state %.17g", trial,
+					     sens);
+				/* (the quotient of doubles rounds: a few ulps over) */
+				cr_assert_leq(fabs(real[0] - real[1]),
+					      ev->u.discrete_laplace.sensitivity * unit / (double)n *
+						      (1 + 1e-12),
+					      "trial %d: the mean moved %.17g", trial,
+					      fabs(real[0] - real[1]));
+				worst_mean = fmax(worst_mean, fabs(real[0] - real[1]) * (double)n / sens);
+			} else {
+				cr_assert_eq(ev->type, ACCT_EV_COMPOSED);
+				cr_assert_eq(ev->u.composed.n, 2);
+				cr_assert_gt(sum_grid_unit(ev->u.composed.events[0], sens), 0,
+					     "trial %d: the mean's sum does not state %.17g", trial, sens);
+				cr_assert_eq(ev->u.composed.events[1]->type, ACCT_EV_DISCRETE_LAPLACE);
+				cr_assert_eq(ev->u.composed.events[1]->u.discrete_laplace.sensitivity, 1);
+				for (size_t k = 0; k < 2; k++) {
+					const acct_event *part = ev->u.composed.events[k];
+					/* epsilon = sensitivity / scale, the parameter 1 / scale */
+					double share = part->u.discrete_laplace.sensitivity *
+						       part->u.discrete_laplace.noise_parameter;
+
+					cr_assert_float_eq(share, q.epsilon / 2, 1e-9 * q.epsilon,
+							   "trial %d: part %zu spends %.17g of %.17g",
+							   trial, k, share, q.epsilon);
+				}
+			}
+			acct_event_free(ev);
+
 			q.kind = Q_HISTOGRAM;
 			q.column = "g";
 			acct_event_free(same_noise(a, b, &q, (uint8_t)trial, real, ints));
@@ -795,6 +834,9 @@ Test(table, stated_sensitivities_hold_on_random_neighbours)
 		cr_assert_gt(worst_sum, 0.99, "%s: the sum never moved near its bound (%g)",
 			     nb ? "replace" : "add/remove", worst_sum);
 		cr_assert_eq(worst_hist, rel == ACCT_REPLACE ? 2 : 1);
+		if (rel == ACCT_REPLACE)
+			cr_assert_gt(worst_mean, 0.99, "the mean never moved near its bound (%g)",
+				     worst_mean);
 	}
 }
 
