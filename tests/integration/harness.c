@@ -607,6 +607,18 @@ void dpg_expect_bad_query(const dpg_server *s, const char *path, const char *fie
 	dpg_resp_free(&r);
 }
 
+void dpg_expect_same_refusal(dpg_resp *r, long status, const char *field, char **first)
+{
+	cr_assert_eq(r->status, status, "%s", r->body);
+	cr_assert_str_eq(json_string_value(json_object_get(r->json, "field")), field, "%s",
+			 r->body);
+	if (*first)
+		cr_assert_str_eq(r->body, *first);
+	else
+		cr_assert_not_null(*first = strdup(r->body));
+	dpg_resp_free(r);
+}
+
 void dpg_expect_listed_once(const json_t *all, json_t *made, const json_t *first,
 			    bool newest_first)
 {

@@ -253,6 +253,12 @@ json_t *dpg_list_all_of(const dpg_server *s, const char *path, const char *field
 /* GETs `path` with the admin key and expects a 400 naming `field`. */
 void dpg_expect_bad_query(const dpg_server *s, const char *path, const char *field);
 
+/* Expects r to be a `status` problem naming `field`, byte for byte the
+ * body *first holds: a refusal that must not tell which of several tables
+ * it saw.  The first call (*first NULL) keeps the body in *first, which the
+ * caller frees.  Frees r. */
+void dpg_expect_same_refusal(dpg_resp *r, long status, const char *field, char **first);
+
 /* Checks a listing walked to its end (`all`, rows with "id" and
  * "created_at"): each id of `made` (an object used as a set, emptied)
  * listed once and nothing else, in the order of created_at (newest first
