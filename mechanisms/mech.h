@@ -364,8 +364,9 @@ typedef struct mech_table mech_table;
  * number, categorical otherwise.  With a declared schema, a header column
  * not declared (by name, or by a declaration named "*", which gives the
  * kind of every column not named), a column declared by name missing, or a
- * non-number in a numeric column is an error.  Ragged rows, limits (DPG_MAX_CSV_BYTES, _ROWS,
- * _COLUMNS, _FIELD_BYTES, _CATEGORIES) and bad quoting are errors.  Errors
+ * non-number in a numeric column is an error.  Ragged rows, limits
+ * (DPG_MAX_CSV_BYTES, _ROWS, _COLUMNS, _FIELD_BYTES, _CATEGORIES) and bad
+ * quoting are errors.  Errors
  * are ACCT_EINVAL with the line (1 = header) and column in the text and in
  * err->where ("/csv/line/17/age"), or ACCT_ENOMEM.  On success *ret owns a
  * new table (mech_table_free).

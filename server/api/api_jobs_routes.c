@@ -419,9 +419,10 @@ static int check_label_em_data(const trn_label_em_params *lp, const json_t *colu
  * use.  Kinds the upload inferred from the rows are private (GET .../data
  * shows them to admins only), and a job's shape would tell them: its
  * features are the numeric columns, its classes' form the label's kind.
- * A dpsgd job's event publishes the row count (q = lot_size / N), which is
- * private unless the upload declared it public.  Either is refused the
- * same way whatever the rows hold.
+ * The events of dpsgd (q = lot_size / N) and label_em (one label release
+ * per row) publish the row count, which is private unless the upload
+ * declared it public.  Either is refused the same way whatever the rows
+ * hold.
  */
 static int check_declared_table(const json_t *columns, const srv_data_link *link,
 				const char *trainer, acct_error *err)
@@ -434,11 +435,13 @@ static int check_declared_table(const json_t *columns, const srv_data_link *link
 				      "declared at upload (PUT .../data?columns=name:kind,...): kinds "
 				      "inferred from the rows are private, and the job's shape would "
 				      "tell them");
-	if (strcmp(trainer, "dpsgd") == 0 && !link->rows_public)
+	if ((strcmp(trainer, "dpsgd") == 0 || strcmp(trainer, "label_em") == 0) &&
+	    !link->rows_public)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/data",
-				      "a dpsgd job's event publishes the table's row count (q = "
-				      "lot_size / N), which this upload kept private: upload it with "
-				      "?row_count=public to declare the count public");
+				      "a %s job's event publishes the table's row count, which this "
+				      "upload kept private: upload it with ?row_count=public to "
+				      "declare the count public",
+				      trainer);
 	return 0;
 }
 
@@ -468,6 +471,7 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 	*ret_n_train = link.rows;
 	columns = strcmp(link.kind, "table") == 0 ? srv_json_parse_text(link.columns) : NULL;
 	free(link.columns);
+	link.columns = NULL;
 	rc = check_declared_table(columns, &link, sr->trainer, &err);
 	/* A clustering job's private rows have no label. */
 	if (rc >= 0)

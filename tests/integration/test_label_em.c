@@ -435,6 +435,24 @@ Test(label_em, the_dry_run_gives_the_guidance_and_charges_nothing)
 	cr_assert_eq(dpg_budget_of(&srv, "lab").ledger_rows, 0);
 	cr_assert_eq(dpg_budget_of(&srv, "lab").spent_eps, 0.0);
 	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/lab/jobs", "jobs"), 0);
+	/* The guidance and the event carry n: on an upload that kept the
+	 * count private the dry run is a 422, the same on N and N - 1 rows. */
+	{
+		static struct toy fewer;
+		char *first = NULL;
+
+		make_toy(&fewer, N_TRAIN - 1, 11); /* train's rows but its last */
+		for (size_t less = 0; less < 2; less++) {
+			char *csv = toy_csv(less ? &fewer : &train, false);
+
+			cr_assert_eq(dpg_upload_csv_private_count(&srv, "lab", csv, strlen(csv)),
+				     (long)(N_TRAIN - less));
+			free(csv);
+			r = submit("lab", "\"epsilon\":0.1,\"label\":\"y\",\"classes\":2", true);
+			dpg_expect_same_refusal(&r, 422, "/data", &first);
+		}
+		free(first);
+	}
 }
 
 /* ---- refusals -------------------------------------------------------------- */
