@@ -492,6 +492,15 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 			    NULL);
 		return -1;
 	}
+	/* So is Idempotency-Key: with two, a proxy or a client that retries
+	 * with the other would be charged again under a key it believes it
+	 * has used. */
+	if (header_count(conn, "Idempotency-Key") > 1) {
+		srv_problem(res, 400, NULL, "more than one Idempotency-Key header",
+			    "Idempotency-Key", NULL);
+		return -1;
+	}
+
 	if (cs->encoded_slash) {
 		srv_problem(res, 404, NULL, "no such route: the path holds an encoded slash (%2F)",
 			    NULL, NULL);

@@ -514,6 +514,35 @@ Test(bad_inputs, a_nul_byte_in_the_request_target_is_refused, .timeout = 60)
 }
 
 /*
+ * Idempotency-Key, like Authorization, is one field: with two, the first
+ * was taken, and a retry carrying the second was charged again.  Two are a
+ * 400 naming the header, in either order, and nothing is charged.
+ */
+Test(bad_inputs, a_repeated_idempotency_key_is_refused, .timeout = 60)
+{
+	static const char *const pairs[] = {"Idempotency-Key: d1\r\nIdempotency-Key: d2\r\n",
+					    "Idempotency-Key: d2\r\nidempotency-key: d1\r\n"};
+	dpg_server srv;
+	dpg_budget before = start_with_t(&srv);
+
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		char req[1024];
+		int n = charge_request(req, sizeof(req), &srv,
+				       "%sContent-Type: application/json\r\nContent-Length: %zu\r\n"
+				       "\r\n%s",
+				       pairs[i], strlen(CHARGE_BODY), CHARGE_BODY);
+		char *out = raw_exchange(&srv, req, (size_t)n, NULL);
+
+		cr_expect(strncmp(out, "HTTP/1.1 400 ", 13) == 0, "pair %zu: %.300s", i, out);
+		cr_expect(strstr(out, "application/problem+json"), "pair %zu: %.300s", i, out);
+		cr_expect(strstr(out, "\"field\":\"Idempotency-Key\""), "pair %zu: %.300s", i, out);
+		free(out);
+	}
+	expect_t_unchanged(&srv, &before);
+	dpg_server_destroy(&srv);
+}
+
+/*
  * A header name that is not a token: "Content-Length : N" was kept as a
  * header named "Content-Length " and framed no body, so the body (here a
  * whole charge request) ran as the next request on the connection and
