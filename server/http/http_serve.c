@@ -991,7 +991,7 @@ static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *co
 					 void **con_cls)
 {
 	struct conn_state *cs = calloc(1, sizeof(*cs));
-	const char *connection;
+	const char *connection, *ctype;
 	struct conn_sock *sock;
 	size_t ul;
 
@@ -1015,8 +1015,12 @@ static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *co
 	srv_strcopy(cs->method, sizeof(cs->method), method);
 	srv_strcopy(cs->path, sizeof(cs->path), url);
 	ul = strlen(url);
-	/* Only PUT /v1/datasets/{id}/data takes a table. */
-	cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 && strcmp(url + ul - 5, "/data") == 0) ?
+	/* Only PUT /v1/datasets/{id}/data takes a table, and only as text/csv:
+	 * its JSON form ({"builtin": ...}) is parsed whole, like any JSON body,
+	 * and keeps their limit. */
+	ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
+	cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 && strcmp(url + ul - 5, "/data") == 0 &&
+		     ctype && strncasecmp(ctype, "text/csv", 8) == 0) ?
 			    DPG_MAX_CSV_BYTES :
 			    DPG_MAX_BODY_BYTES;
 	return cs;
