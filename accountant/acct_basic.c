@@ -63,7 +63,11 @@ double acct_pure_epsilon_up(const acct_event *ev)
 /* ---- pure and (eps, delta) parts: basic and strong ----------------------- */
 
 struct dp_sums {
-	double eps, delta, eps_sq, eps_drift; /* sums over the releases */
+	double eps, delta; /* sums over the releases */
+	/* Sums of eps^2 and eps (e^eps - 1), in long double: in double they
+	 * underflowed to 0 for every eps below 1e-154, and strong composition
+	 * then answered epsilon 0 for positive releases. */
+	long double eps_sq, eps_drift;
 };
 
 /* Adds mult copies of every (eps, delta) leaf; ACCT_EUNSUPPORTED otherwise. */
@@ -103,8 +107,8 @@ static int dp_flatten(const acct_event *ev, double mult, const char *where, cons
 	}
 	s->eps += mult * e;
 	s->delta += mult * d;
-	s->eps_sq += mult * e * e;
-	s->eps_drift += mult * e * expm1(e);
+	s->eps_sq += (long double)mult * e * e;
+	s->eps_drift += (long double)mult * e * expm1l(e);
 	return 0;
 }
 
@@ -158,7 +162,7 @@ int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, a
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "strong composition needs delta above the releases' own "
 				      "delta %.6g; %.6g leaves nothing for delta'", s.delta, delta);
-	ret->epsilon = sqrt(2.0 * log(1.0 / dp) * s.eps_sq) + s.eps_drift;
+	ret->epsilon = (double)(sqrtl(2.0L * logl(1.0L / dp) * s.eps_sq) + s.eps_drift);
 	ret->delta = delta;
 	ret->order = NAN;
 	return 0;

@@ -547,6 +547,14 @@ Test(strong, textbook_formula)
 	acct_error_init(&err);
 	cr_expect_eq(acct_epsilon(e, 5e-7, &o, &r, &err), ACCT_EUNSUPPORTED);
 	acct_event_free(e);
+	/* A tiny epsilon: its square underflows a double, and the answer was
+	 * 0; the formula gives sqrt(2 k ln(1/delta)) eps0 (the drift term,
+	 * k eps0^2, is below every double). */
+	e = acct_event_self_composed(4, acct_event_epsilon_delta(1e-200, 0));
+	acct_error_init(&err);
+	cr_assert_eq(acct_epsilon(e, 1e-5, &o, &r, &err), 0, "%s", err.text);
+	cr_expect_float_eq(r.epsilon, sqrt(2 * 4 * log(1e5)) * 1e-200, 1e-12 * 1e-200);
+	acct_event_free(e);
 }
 
 /* Calibration returns the conservative side. */
