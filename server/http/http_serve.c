@@ -500,7 +500,6 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 			    "Idempotency-Key", NULL);
 		return -1;
 	}
-
 	if (cs->encoded_slash) {
 		srv_problem(res, 404, NULL, "no such route: the path holds an encoded slash (%2F)",
 			    NULL, NULL);
