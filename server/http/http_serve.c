@@ -469,6 +469,29 @@ static void refuse_key(srv_response *res, int checked)
 }
 
 /*
+ * Authorization is a singleton field (RFC 9110, 11.6.2): with two, a proxy
+ * that reads the last could check another key than the one used here (the
+ * first), so neither is taken.  So is Idempotency-Key: with two, a proxy
+ * or a client that retries with the other would be charged again under a
+ * key it believes it has used.  True when one came twice (res holds the
+ * 400).
+ */
+static bool repeated_singleton(struct MHD_Connection *conn, srv_response *res)
+{
+	static const char *const names[] = {MHD_HTTP_HEADER_AUTHORIZATION, "Idempotency-Key"};
+
+	char detail[64];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (header_count(conn, names[i]) > 1) {
+			snprintf(detail, sizeof(detail), "more than one %s header", names[i]);
+			srv_problem(res, 400, NULL, detail, names[i], NULL);
+			return true;
+		}
+	return false;
+}
+
+/*
  * The checks that need no body: route and method, path identifiers, key,
  * role and dataset scope.  Returns the route's index, or -1 with `res`
  * holding the refusal.  A route that needs a key gets a->req.db acquired
@@ -484,22 +507,8 @@ static int admit(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *c
 	int r;
 
 	memset(a, 0, sizeof(*a));
-	/* Authorization is a singleton field (RFC 9110, 11.6.2): with two, a
-	 * proxy that reads the last could check another key than the one
-	 * used here (the first), so neither is taken. */
-	if (header_count(conn, MHD_HTTP_HEADER_AUTHORIZATION) > 1) {
-		srv_problem(res, 400, NULL, "more than one Authorization header", "Authorization",
-			    NULL);
+	if (repeated_singleton(conn, res))
 		return -1;
-	}
-	/* So is Idempotency-Key: with two, a proxy or a client that retries
-	 * with the other would be charged again under a key it believes it
-	 * has used. */
-	if (header_count(conn, "Idempotency-Key") > 1) {
-		srv_problem(res, 400, NULL, "more than one Idempotency-Key header",
-			    "Idempotency-Key", NULL);
-		return -1;
-	}
 	if (cs->encoded_slash) {
 		srv_problem(res, 404, NULL, "no such route: the path holds an encoded slash (%2F)",
 			    NULL, NULL);
@@ -1019,7 +1028,7 @@ static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *co
 	 * and keeps their limit. */
 	ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
 	cs->limit = (strcmp(method, "PUT") == 0 && ul > 5 && strcmp(url + ul - 5, "/data") == 0 &&
-		     ctype && strncasecmp(ctype, "text/csv", 8) == 0) ?
+		     ctype && srv_media_type_is(ctype, "text/csv")) ?
 			    DPG_MAX_CSV_BYTES :
 			    DPG_MAX_BODY_BYTES;
 	return cs;
