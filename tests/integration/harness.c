@@ -22,6 +22,7 @@
 #include <sqlite3.h>
 
 #include "harness.h"
+#include "mech.h"
 
 /* How long a server just started may take to answer /healthz with 200. */
 #define HEALTHZ_AT_START_S 5.0
@@ -662,77 +663,33 @@ void dpg_revoke_key_cli(const char *db, const char *id)
 	cr_assert_eq(dpg_run(out, sizeof(out), argv), 0, "keys revoke %s: %s", id, out);
 }
 
-/* The next field of csv at *at (RFC 4180 quotes, "" an escaped quote),
- * unquoted into buf; *ret_end is the character that ended it (',', '\n'
- * or '\0'). */
-static void csv_field(const char *csv, size_t len, size_t *at, char *buf, size_t size,
-		      char *ret_end)
-{
-	size_t i = *at, n = 0;
-	bool quoted = i < len && csv[i] == '"';
-
-	i += quoted;
-	for (; i < len; i++) {
-		char c = csv[i];
-
-		if (quoted && c == '"' && i + 1 < len && csv[i + 1] == '"')
-			i++;
-		else if (quoted && c == '"')
-			quoted = false;
-		else if (!quoted && (c == ',' || c == '\n'))
-			break;
-		else if (c == '\r' && !quoted)
-			continue;
-		else if (n + 1 < size)
-			buf[n++] = c;
-	}
-	buf[n] = '\0';
-	*ret_end = i < len ? csv[i] : '\0';
-	*at = i + (i < len);
-}
-
-/* Whether a cell is a finite number, as the server reads one. */
-static bool csv_number(const char *cell)
-{
-	char *end;
-	double x = strtod(cell, &end);
-
-	return *cell && !*end && isfinite(x);
-}
-
-/* The ?columns= value for csv, percent-encoded: the header names whose
- * cells are not all finite numbers as categorical, then "*:numeric" for
- * the others (short enough for the request target even with a column a
- * pixel). */
+/* The ?columns= value for csv, percent-encoded: the kinds the product's
+ * own parser infers for it (mech_table_parse_csv with no schema), the
+ * categorical columns by name, then "*:numeric" for the others (short
+ * enough for the request target even with a column a pixel). */
 static void csv_declaration(const char *csv, size_t len, char *out, size_t size)
 {
-	enum { MAX_COLS = 1024 };
-	static char names[MAX_COLS][128];
-	static bool numeric[MAX_COLS];
-	char cell[1024], end = ',';
-	size_t at = 0, cols = 0, col = 0, n = 0;
+	mech_table *t = NULL;
+	acct_error err;
+	size_t n = 0;
 	bool any_numeric = false;
 
-	while (end == ',' && cols < MAX_COLS) {
-		csv_field(csv, len, &at, names[cols], sizeof(names[0]), &end);
-		numeric[cols++] = true;
-	}
-	while (at < len) {
-		csv_field(csv, len, &at, cell, sizeof(cell), &end);
-		if (col < cols && !csv_number(cell) && !(col == 0 && end != ',' && !*cell))
-			numeric[col] = false;
-		col = end == ',' ? col + 1 : 0;
-	}
-	for (size_t j = 0; j < cols; j++) {
-		any_numeric |= numeric[j];
-		if (numeric[j])
+	acct_error_init(&err);
+	cr_assert_eq(mech_table_parse_csv(csv, len, NULL, 0, &t, &err), 0, "%s: %s", err.where,
+		     err.text);
+	for (size_t j = 0; j < mech_table_columns(t); j++) {
+		if (mech_table_column_kind(t, j) == MECH_COL_NUMERIC) {
+			any_numeric = true;
 			continue;
-		for (const unsigned char *p = (const unsigned char *)names[j]; *p; p++)
+		}
+		for (const unsigned char *p = (const unsigned char *)mech_table_column_name(t, j); *p;
+		     p++)
 			n += (size_t)snprintf(out + n, size - n, isalnum(*p) || *p == '_' ? "%c" : "%%%02X",
 					      *p);
 		n += (size_t)snprintf(out + n, size - n, "%%3Acategorical%%2C");
-		cr_assert_lt(n, size, "the declaration of %zu columns is too long", cols);
+		cr_assert_lt(n, size, "the declaration is too long");
 	}
+	mech_table_free(t);
 	if (any_numeric)
 		n += (size_t)snprintf(out + n, size - n, "%%2A%%3Anumeric");
 	else if (n >= 3)
