@@ -479,7 +479,6 @@ static void refuse_key(srv_response *res, int checked)
 static bool repeated_singleton(struct MHD_Connection *conn, srv_response *res)
 {
 	static const char *const names[] = {MHD_HTTP_HEADER_AUTHORIZATION, "Idempotency-Key"};
-
 	char detail[64];
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -980,13 +980,12 @@ Test(table, query_events_are_the_same_on_neighbouring_tables)
 			g[i] = (int)(test_lcg_unit(&s) * 4);
 		}
 		a = rows_table(x, g, n, n);
-		b = rows_table(x, g, n + (rel == ACCT_REPLACE ? 0 : 1), n + 1);
 		if (rel == ACCT_REPLACE) {
-			mech_table_free(b);
 			x[0] = x[n];
 			g[0] = g[n];
-			b = rows_table(x, g, n, n);
 		}
+		/* replace: row 0 replaced by row n; add/remove: row n added */
+		b = rows_table(x, g, rel == ACCT_REPLACE ? n : n + 1, n + 1);
 		for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 			q.kind = kinds[k];
 			q.column = q.kind == Q_HISTOGRAM ? "g" : "x";
