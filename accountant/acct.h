@@ -287,9 +287,11 @@ int acct_filter_price(const acct_filter *f, const acct_event *ev, double delta_s
 		      acct_cost *ret_cost, acct_error *err);
 
 /*
- * a + b, a * b and a / b rounded toward +infinity: the least double at or
- * above the exact result (TwoSum and fma give the exact rounding error, so
- * the step up is taken only when the rounded result fell below).  For
+ * a + b, a * b and a / b rounded toward +infinity: a double at or above the
+ * exact result, the least one while the result is at least 2^-968 (TwoSum
+ * and fma give the exact rounding error, so the step up is taken only when
+ * the rounded result fell below); a nonzero product or quotient below that,
+ * where the error may not be representable, is stepped up one ulp.  For
  * finite arguments, and b > 0 for the quotient.
  */
 double acct_add_up(double a, double b);
@@ -303,7 +305,8 @@ double acct_div_up(double a, double b);
  * other event.
  */
 double acct_pure_epsilon_up(const acct_event *ev);
-/* a * b rounded toward -infinity (the greatest double at or below it). */
+/* a * b rounded toward -infinity (the greatest double at or below it, or
+ * one ulp lower for a nonzero product below 2^-968). */
 double acct_mul_down(double a, double b);
 /* 1 / s^2 rounded toward +infinity, for s > 0: 1 over s^2 rounded down. */
 double acct_inv_sq_up(double s);

@@ -7,6 +7,16 @@
 
 #include "acct.h"
 
+/*
+ * fma shows a product's or a quotient's exact rounding error only while
+ * that error is representable: for a product, while the exponents of the
+ * factors sum to at least emin + p - 1 = -970 (Boldo and Muller 2011).
+ * Below this bound the error can fall under the least subnormal and fma
+ * rounds it to zero, so a nonzero result there is stepped one ulp outward
+ * whether or not it was exact.
+ */
+#define TINY 0x1p-968
+
 double acct_add_up(double a, double b)
 {
 	/* Knuth's TwoSum gives the exact rounding error of a + b. */
@@ -24,6 +34,8 @@ double acct_mul_up(double a, double b)
 {
 	double p = a * b;
 
+	if (fabs(p) < TINY)
+		return a == 0.0 || b == 0.0 ? p : nextafter(p, INFINITY);
 	/* fma gives the exact error of the product. */
 	if (fma(a, b, -p) > 0.0)
 		p = nextafter(p, INFINITY);
@@ -34,6 +46,8 @@ double acct_mul_down(double a, double b)
 {
 	double p = a * b;
 
+	if (fabs(p) < TINY)
+		return a == 0.0 || b == 0.0 ? p : nextafter(p, -INFINITY);
 	if (fma(a, b, -p) < 0.0)
 		p = nextafter(p, -INFINITY);
 	return p;
@@ -48,6 +62,8 @@ double acct_div_up(double a, double b)
 {
 	double q = a / b;
 
+	if (fabs(q) < TINY || fabs(a) < TINY)
+		return a == 0.0 || isinf(b) ? q : nextafter(q, INFINITY);
 	/* q * b - a, exactly: negative when q fell below a / b (b > 0). */
 	if (fma(q, b, -a) < 0.0)
 		q = nextafter(q, INFINITY);

@@ -315,3 +315,49 @@ Test(validate, bad_fields_are_named)
 	cr_assert_eq(acct_event_validate_at(ev, ACCT_ADD_REMOVE, "/e", &err), 0, "%s", err.text);
 	acct_event_free(ev);
 }
+
+/*
+ * Directed products and quotients against the exact value: a product of two
+ * doubles has at most 106 significant bits and fits a binary128 exactly
+ * (113 bits, exponents down to -16382), so the comparison is exact; for the
+ * quotient, q >= a / b with b > 0 is q * b >= a, again an exact product.
+ * The factors span the range where fma can no longer see the rounding
+ * error (products below 2^-970), where the old code rounded a positive
+ * product of 1e-300 and 1e-300 down to 0.
+ */
+Test(round, products_and_quotients_bound_the_exact_value)
+{
+#ifdef __SIZEOF_FLOAT128__
+	unsigned long long state = 0x9e3779b97f4a7c15ull;
+	size_t zero_up = 0;
+
+	for (int i = 0; i < 200000; i++) {
+		double a, b, up, down, q;
+
+		state = state * 6364136223846793005ull + 1442695040888963407ull;
+		a = ldexp(1.0 + (double)(state >> 11) * 0x1p-53, (int)((state >> 33) % 1200) - 1074);
+		state = state * 6364136223846793005ull + 1442695040888963407ull;
+		b = ldexp(1.0 + (double)(state >> 11) * 0x1p-53, 100 - (int)((state >> 33) % 700));
+		if (state >> 63)
+			a = -a;
+		up = acct_mul_up(a, b);
+		down = acct_mul_down(a, b);
+		cr_assert((__float128)up >= (__float128)a * (__float128)b, "up %a * %a", a, b);
+		cr_assert((__float128)down <= (__float128)a * (__float128)b, "down %a * %a", a, b);
+		/* At most one ulp beyond the nearest result, two in the tiny range. */
+		cr_assert_leq(up, nextafter(nextafter(a * b, INFINITY), INFINITY));
+		if (a > 0 && a * b == 0.0)
+			zero_up += up > 0.0;
+		q = acct_div_up(a, b);
+		cr_assert((__float128)q * (__float128)b >= (__float128)a, "div %a / %a", a, b);
+	}
+	cr_assert_gt(zero_up, 1000, "only %zu positive products that underflow to 0", zero_up);
+	cr_assert_gt(acct_mul_up(1e-300, 1e-300), 0.0);
+	cr_assert_lt(acct_mul_down(-1e-300, 1e-300), 0.0);
+	cr_assert_eq(acct_mul_up(0.0, 1e-300), 0.0);
+	cr_assert_gt(acct_div_up(1e-300, 1e300), 0.0);
+	cr_assert_eq(acct_div_up(0.0, 3.0), 0.0);
+#else
+	cr_skip_test("no binary128 type to compute the exact products in");
+#endif
+}
