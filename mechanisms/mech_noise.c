@@ -331,8 +331,8 @@ static int real_release(mech_rng *rng, bool gaussian, const double *values, size
 	if ((rc = check_real_release(values, n, sens, scale, scale_where, err)) < 0)
 		return rc;
 	if (grid_setup(&nz, sens, scale, n, &shift, &dz) < 0)
-		return acct_error_set(err, ACCT_EINVAL, "/sensitivity",
-				      "noise scale too small for the sensitivity (epsilon too large)");
+		return acct_error_set(err, ACCT_EINVAL, scale_where,
+				      "is too small for the sensitivity on the noise grid");
 	return grid_release(rng, &nz, values, n, shift, dz, ret_out, ret_event, err);
 }
 

@@ -467,6 +467,35 @@ out:
 	return rc;
 }
 
+/*
+ * The mechanisms check the noise scale they are given (at /scale or
+ * /sigma), but a body may name it through 'epsilon' or 'noise_multiplier'
+ * instead; a refusal of the derived scale then points at the field the
+ * caller sent.  Passes rc through.
+ */
+static int blame_sent_noise_field(const json_t *body, int rc, acct_error *err)
+{
+	static const char *const derived_from[] = {"epsilon", "noise_multiplier", NULL};
+	char text[sizeof(err->text)];
+	const char *scale;
+
+	if (rc >= 0 || !err || (strcmp(err->where, "/scale") && strcmp(err->where, "/sigma")))
+		return rc;
+	scale = err->where + 1;
+	if (json_object_get(body, scale))
+		return rc;
+	for (size_t i = 0; derived_from[i]; i++) {
+		if (!json_object_get(body, derived_from[i]))
+			continue;
+		/* Rewritten in place: acct_error_set keeps the first error. */
+		snprintf(text, sizeof(text), "the %s derived from it %.200s", scale, err->text);
+		snprintf(err->where, sizeof(err->where), "/%s", derived_from[i]);
+		snprintf(err->text, sizeof(err->text), "%s", text);
+		return rc;
+	}
+	return rc;
+}
+
 int srv_mech_release(const char *name, const json_t *body, mech_rng *rng, json_t **ret_output,
 		     acct_event **ret_event, acct_error *err)
 {
@@ -474,10 +503,12 @@ int srv_mech_release(const char *name, const json_t *body, mech_rng *rng, json_t
 		return acct_error_set(err, ACCT_EINVAL, "/name", "no mechanism named");
 	if (!strcmp(name, "laplace") || !strcmp(name, "gaussian") ||
 	    !strcmp(name, "discrete_laplace") || !strcmp(name, "discrete_gaussian"))
-		return additive(name, body, rng, ret_output, ret_event, err);
+		return blame_sent_noise_field(body, additive(name, body, rng, ret_output, ret_event,
+							     err), err);
 	if (!strcmp(name, "exponential") || !strcmp(name, "permute_and_flip") ||
 	    !strcmp(name, "report_noisy_max"))
-		return selection(name, body, rng, ret_output, ret_event, err);
+		return blame_sent_noise_field(body, selection(name, body, rng, ret_output,
+							      ret_event, err), err);
 	if (!strcmp(name, "randomized_response"))
 		return randomized_response(body, rng, ret_output, ret_event, err);
 	if (!strcmp(name, "label_em"))
