@@ -545,10 +545,16 @@ static int sampled_gaussian(struct rdp_walk *wk, const acct_event *ev, double sc
 						return acct_error_set(wk->err, ACCT_ENOMEM, where, "out of memory");
 				}
 				r = rdp_sampled_gaussian_frac(q, sigma, a, wk->w, &exact);
+				/* Where the integral fails (a noise multiplier so
+				 * small that the integrand has no scale GSL can
+				 * resolve), the Gaussian's own a / (2 sigma^2): Renyi
+				 * divergence is jointly quasi-convex (van Erven and
+				 * Harremoes 2014, Theorem 13), so either direction's
+				 * divergence between the mixture (1 - q) N(0, s^2) +
+				 * q N(1, s^2) and N(0, s^2) is at most the larger
+				 * of its components', 0 and a / (2 s^2). */
 				if (isnan(r))
-					return acct_error_set(wk->err, ACCT_ENUMERIC, where,
-							      "numerical integration of the sampled "
-							      "Gaussian failed at order %g", a);
+					r = exact = acct_mul_up(a, inv) / 2.0;
 			}
 			/* The integer closed form and the integral are the exact
 			 * divergence; the absolute series is not monotone. */

@@ -4,6 +4,7 @@
  * it calls no other accountant file.
  */
 #include <math.h>
+#include <stdbool.h>
 
 #include "acct.h"
 
@@ -16,6 +17,18 @@
  * whether or not it was exact.
  */
 #define TINY 0x1p-968
+
+/* A product or quotient r below TINY of factors that are not zero, stepped
+ * toward dir (+-INFINITY); one that rounded to zero goes to the nearest
+ * double on dir's side of the exact value, whose sign is `negative`. */
+static double tiny_step(double r, bool negative, double dir)
+{
+	if (r != 0.0)
+		return nextafter(r, dir);
+	if (dir > 0.0)
+		return negative ? -0.0 : nextafter(0.0, dir);
+	return negative ? nextafter(-0.0, dir) : 0.0;
+}
 
 double acct_add_up(double a, double b)
 {
@@ -35,7 +48,7 @@ double acct_mul_up(double a, double b)
 	double p = a * b;
 
 	if (fabs(p) < TINY)
-		return a == 0.0 || b == 0.0 ? p : nextafter(p, INFINITY);
+		return a == 0.0 || b == 0.0 ? p : tiny_step(p, signbit(a) != signbit(b), INFINITY);
 	/* fma gives the exact error of the product. */
 	if (fma(a, b, -p) > 0.0)
 		p = nextafter(p, INFINITY);
@@ -47,7 +60,7 @@ double acct_mul_down(double a, double b)
 	double p = a * b;
 
 	if (fabs(p) < TINY)
-		return a == 0.0 || b == 0.0 ? p : nextafter(p, -INFINITY);
+		return a == 0.0 || b == 0.0 ? p : tiny_step(p, signbit(a) != signbit(b), -INFINITY);
 	if (fma(a, b, -p) < 0.0)
 		p = nextafter(p, -INFINITY);
 	return p;
@@ -63,7 +76,7 @@ double acct_div_up(double a, double b)
 	double q = a / b;
 
 	if (fabs(q) < TINY || fabs(a) < TINY)
-		return a == 0.0 || isinf(b) ? q : nextafter(q, INFINITY);
+		return a == 0.0 || isinf(b) ? q : tiny_step(q, signbit(a) != signbit(b), INFINITY);
 	/* q * b - a, exactly: negative when q fell below a / b (b > 0). */
 	if (fma(q, b, -a) < 0.0)
 		q = nextafter(q, INFINITY);

@@ -297,6 +297,39 @@ Test(edge, sigma_tiny_and_huge)
 	acct_event_free(huge);
 }
 
+/*
+ * Noise multipliers so small that the sampled Gaussian's integral fails
+ * (1e-8 at q = 0.01) are priced, not refused: by no less than a larger
+ * multiplier at the same q (the divergence grows as sigma falls) and by no
+ * more than the unsampled Gaussian (sampling never raises a divergence).
+ */
+Test(edge, sigma_below_what_integration_resolves)
+{
+	static const acct_accountant accountants[] = {ACCT_RDP, ACCT_MOMENTS};
+
+	for (size_t i = 0; i < 2; i++) {
+		acct_options o = opts(accountants[i], ACCT_ADD_REMOVE);
+		acct_event *tiny = acct_event_self_composed(
+			100, acct_event_poisson_sampled(0.01, gauss(1e-8)));
+		acct_event *small = acct_event_self_composed(
+			100, acct_event_poisson_sampled(0.01, gauss(1e-2)));
+		acct_event *whole = acct_event_self_composed(100, gauss(1e-8));
+		acct_result lo, mid, hi;
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(acct_epsilon(tiny, 1e-5, &o, &mid, &err), 0, "%zu: %s", i, err.text);
+		cr_assert_eq(acct_epsilon(small, 1e-5, &o, &lo, &err), 0, "%zu: %s", i, err.text);
+		cr_assert_eq(acct_epsilon(whole, 1e-5, &o, &hi, &err), 0, "%zu: %s", i, err.text);
+		cr_assert(isfinite(mid.epsilon) && mid.epsilon >= lo.epsilon &&
+				  mid.epsilon <= hi.epsilon,
+			  "%zu: %g not in [%g, %g]", i, mid.epsilon, lo.epsilon, hi.epsilon);
+		acct_event_free(tiny);
+		acct_event_free(small);
+		acct_event_free(whole);
+	}
+}
+
 /* q = 1: Poisson sampling with probability one is the mechanism itself. */
 Test(edge, q_one)
 {

@@ -344,6 +344,8 @@ Test(round, products_and_quotients_bound_the_exact_value)
 		down = acct_mul_down(a, b);
 		cr_assert((__float128)up >= (__float128)a * (__float128)b, "up %a * %a", a, b);
 		cr_assert((__float128)down <= (__float128)a * (__float128)b, "down %a * %a", a, b);
+		/* Never across zero from the exact value's side. */
+		cr_assert(a > 0 ? down >= 0.0 : up <= 0.0, "sign %a * %a", a, b);
 		/* At most one ulp beyond the nearest result, two in the tiny range. */
 		cr_assert_leq(up, nextafter(nextafter(a * b, INFINITY), INFINITY));
 		if (a > 0 && a * b == 0.0)
@@ -354,6 +356,8 @@ Test(round, products_and_quotients_bound_the_exact_value)
 	cr_assert_gt(zero_up, 1000, "only %zu positive products that underflow to 0", zero_up);
 	cr_assert_gt(acct_mul_up(1e-300, 1e-300), 0.0);
 	cr_assert_lt(acct_mul_down(-1e-300, 1e-300), 0.0);
+	cr_assert_eq(acct_mul_down(1e-300, 1e-300), 0.0);
+	cr_assert_gt(acct_inv_sq_up(1e-300), 0.0);
 	cr_assert_eq(acct_mul_up(0.0, 1e-300), 0.0);
 	cr_assert_gt(acct_div_up(1e-300, 1e300), 0.0);
 	cr_assert_eq(acct_div_up(0.0, 3.0), 0.0);
