@@ -51,6 +51,8 @@ extern const size_t srv_routes_count;
 /* The GET routes whose answers revalidate (ETag, 304, long-poll). */
 extern const srv_route_cache srv_route_caching[];
 extern const size_t srv_route_caching_count;
+extern const srv_route_query srv_route_queries[];
+extern const size_t srv_route_queries_count;
 
 /* ---- hosted tables, for serve and the job pool (api_mech_routes.c) ---- */
 

@@ -990,3 +990,26 @@ const srv_route_cache srv_route_caching[] = {
 };
 
 const size_t srv_route_caching_count = sizeof(srv_route_caching) / sizeof(srv_route_caching[0]);
+
+/* The query parameters each route takes, as openapi.yaml declares them
+ * (check_served_spec.py holds the two together); a long-poll's `wait` on
+ * the routes that revalidate. */
+const srv_route_query srv_route_queries[] = {
+	{"GET", "/v1/datasets", "archived wait"},
+	{"GET", "/v1/datasets/{id}", "wait"},
+	{"GET", "/v1/datasets/{id}/budget", "wait"},
+	{"GET", "/v1/datasets/{id}/ledger", "limit after wait"},
+	{"GET", "/v1/datasets/{id}/audit", "limit after"},
+	{"GET", "/v1/datasets/{id}/reservations", "limit after"},
+	{"GET", "/v1/audit/keys", "limit after"},
+	{"PUT", "/v1/datasets/{id}/data", "columns row_count"},
+	{"GET", "/v1/datasets/{id}/data", "format"},
+	{"GET", "/v1/datasets/{id}/pate/sessions", "limit after"},
+	{"GET", "/v1/datasets/{id}/jobs", "limit after"},
+	{"GET", "/v1/jobs/{id}", "wait"},
+	{"GET", "/v1/jobs/{id}/model", "format"},
+	{"GET", "/", "*"},
+	{"GET", "/assets/{name}", "*"},
+};
+
+const size_t srv_route_queries_count = sizeof(srv_route_queries) / sizeof(srv_route_queries[0]);

@@ -217,7 +217,9 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	ctx.routes = (srv_route_table){.routes = srv_routes,
 					.n = srv_routes_count,
 					.caching = srv_route_caching,
-					.n_caching = srv_route_caching_count};
+					.n_caching = srv_route_caching_count,
+					.queries = srv_route_queries,
+					.n_queries = srv_route_queries_count};
 	ctx.route_metrics = calloc(ctx.routes.n + 1, sizeof(srv_route_metrics));
 	/* A shared database's keys are revoked through any server (or `dpgate
 	 * keys`), which no stamp file beside it can tell the others: there,

@@ -173,6 +173,18 @@ typedef struct srv_route_cache {
 	srv_revalidate revalidate;
 } srv_route_cache;
 
+/* The query parameters a route takes, by its method and pattern: a table
+ * of its own beside the route table.  `names` is space-separated; "*"
+ * takes any (the dashboard's page and assets, where a cache-busting
+ * parameter is customary).  A route the table does not list takes none,
+ * and a parameter a route does not take is refused (400): a misspelt one
+ * (?column= for ?columns=) must not pass for its default. */
+typedef struct srv_route_query {
+	const char *method;
+	const char *pattern;
+	const char *names;
+} srv_route_query;
+
 /* ------------------------------------------------------------------------ */
 /* Revalidation (http_cache.c)                                                */
 /* ------------------------------------------------------------------------ */
@@ -236,6 +248,8 @@ typedef struct srv_route_table {
 	size_t n;
 	const srv_route_cache *caching; /* the GET routes that revalidate */
 	size_t n_caching;
+	const srv_route_query *queries; /* NULL: query parameters unchecked */
+	size_t n_queries;
 } srv_route_table;
 
 /* How GET route `r` of the table revalidates (SRV_NO_STORE when its

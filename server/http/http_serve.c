@@ -348,9 +348,42 @@ static const char *conn_query(void *conn, const char *key)
 struct query_names {
 	const char *name[MAX_QUERY_PARAMS];
 	unsigned n;
+	const char *takes;    /* the route's srv_route_query names, or NULL: any */
 	const char *repeated; /* the first name seen twice, or NULL */
+	const char *unknown;  /* the first name the route does not take, or NULL */
 	bool too_many;
 };
+
+/* Whether `name` is a word of the space-separated list `names` ("*": any). */
+static bool takes_name(const char *names, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (strcmp(names, "*") == 0)
+		return true;
+	for (const char *w = names; *w;) {
+		size_t n = strcspn(w, " ");
+
+		if (n == len && strncmp(w, name, len) == 0)
+			return true;
+		w += n;
+		w += strspn(w, " ");
+	}
+	return false;
+}
+
+/* The query parameters route r takes (srv_route_query), "" for none, or
+ * NULL when the table declares none at all (unchecked). */
+static const char *route_takes(const srv_route_table *t, int r)
+{
+	if (!t->queries)
+		return NULL;
+	for (size_t i = 0; i < t->n_queries; i++)
+		if (strcmp(t->queries[i].method, t->routes[r].method) == 0 &&
+		    strcmp(t->queries[i].pattern, t->routes[r].pattern) == 0)
+			return t->queries[i].names;
+	return "";
+}
 
 static enum MHD_Result note_query_name(void *cls, enum MHD_ValueKind kind, const char *key,
 				       const char *value)
@@ -365,6 +398,10 @@ static enum MHD_Result note_query_name(void *cls, enum MHD_ValueKind kind, const
 			return MHD_NO;
 		}
 	}
+	if (q->takes && !takes_name(q->takes, key)) {
+		q->unknown = key;
+		return MHD_NO;
+	}
 	if (q->n == MAX_QUERY_PARAMS) {
 		q->too_many = true;
 		return MHD_NO;
@@ -376,14 +413,24 @@ static enum MHD_Result note_query_name(void *cls, enum MHD_ValueKind kind, const
 /*
  * A query parameter given twice is refused: routes read one value (the
  * first), and the others would pass unchecked (?limit=1&limit=abc).  So is
- * a query of more than MAX_QUERY_PARAMS parameters.  True with `res` filled
- * when refused.
+ * one that route r does not take (srv_route_query), and a query of more
+ * than MAX_QUERY_PARAMS parameters.  True with `res` filled when refused.
  */
-static bool query_refused(struct MHD_Connection *conn, srv_response *res)
+static bool query_refused(const srv_route_table *t, int r, struct MHD_Connection *conn,
+			  srv_response *res)
 {
-	struct query_names q = {.n = 0};
+	struct query_names q = {.n = 0, .takes = route_takes(t, r)};
 
 	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, note_query_name, &q);
+	if (q.unknown) {
+		char field[80], detail[200];
+
+		snprintf(field, sizeof(field), "%.64s", q.unknown);
+		snprintf(detail, sizeof(detail), "'%s' is not a query parameter of this route%s%s",
+			 field, *q.takes ? "; it takes: " : " (it takes none)", q.takes);
+		srv_problem(res, 400, NULL, detail, field, NULL);
+		return true;
+	}
 	if (q.repeated) {
 		char field[80];
 
@@ -600,7 +647,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	bool public_slot = false;
 	int r = admit(ctx, conn, cs, method, url, &a, res);
 
-	if (r < 0 || query_refused(conn, res))
+	if (r < 0 || query_refused(&ctx->routes, r, conn, res))
 		goto out;
 	route = &ctx->routes.routes[r];
 	if (!long_poll_begin(ctx, conn, cs, srv_route_revalidate(&ctx->routes, r), req->params[0],

@@ -4,8 +4,12 @@ parameter as openapi.yaml declares it, against a running server.  Each
 value of its enum is answered 200 (`true` lists the archived dataset,
 `false` and no value do not, and the enum's default answers as no value
 does); a value outside the enum is refused with a 4XX the operation
-documents, as problem+json naming `archived`, and changes nothing.  Exits
-77 when PyYAML is not installed."""
+documents, as problem+json naming `archived`, and changes nothing.
+
+Then every operation of the spec against the query parameters it declares:
+a parameter it does not declare is refused 400 naming it (the dashboard's
+page and assets take any), and none it declares is refused as unknown.
+Exits 77 when PyYAML is not installed."""
 import os
 import sys
 import urllib.parse
@@ -27,6 +31,52 @@ def deref(doc, node):
             target = target[part.replace("~1", "/").replace("~0", "~")]
         node = target
     return node
+
+
+UNDECLARED = "zz_undeclared"
+TAKE_ANY = {"/", "/assets/{name}"}  # pages, where cache-busting parameters are customary
+PATH_VALUES = {"{id}": "probe", "{rid}": "r1", "{sid}": "s1", "{name}": "dashboard.js"}
+
+
+def declared_query(doc, item, op):
+    params = [deref(doc, p) for p in (item.get("parameters") or []) + (op.get("parameters") or [])]
+    return sorted(p["name"] for p in params if p.get("in") == "query")
+
+
+def refused_as_undeclared(st, body, name):
+    return st == 400 and isinstance(body, dict) and body.get("field") == name and \
+        "not a query parameter" in str(body.get("detail"))
+
+
+def check_query_names(doc, srv, errors):
+    """Each operation with an undeclared parameter, then with each declared
+    one; the dataset `probe` does not exist, so nothing declared changes
+    anything either.  Returns how many operations were checked."""
+    checked = 0
+    for path, item in doc["paths"].items():
+        target = path
+        for k, v in PATH_VALUES.items():
+            target = target.replace(k, v)
+        for method, op in item.items():
+            if method not in ("get", "head", "post", "put", "patch", "delete"):
+                continue
+            m = method.upper()
+            st, body = srv.call(m, f"{target}?{UNDECLARED}=1", key=srv.key)
+            if path in TAKE_ANY:
+                if st == 400:
+                    errors.append(f"{m} {path} refused an undeclared parameter: {body}")
+            elif m == "HEAD" and st != 400:
+                errors.append(f"HEAD {path}?{UNDECLARED}=1: status {st}, expected 400")
+            elif m != "HEAD" and not refused_as_undeclared(st, body, UNDECLARED):
+                errors.append(f"{m} {path}?{UNDECLARED}=1: {st} {body}, expected 400 naming it")
+            # A HEAD answer has no body to tell why it was refused; its GET
+            # is the same route.
+            for name in declared_query(doc, item, op) if m != "HEAD" else []:
+                st, body = srv.call(m, f"{target}?{name}=1", key=srv.key)
+                if refused_as_undeclared(st, body, name):
+                    errors.append(f"{m} {path}?{name}=1 is refused though declared: {st} {body}")
+            checked += 1
+    return checked
 
 
 def main():
@@ -78,11 +128,12 @@ def main():
                               f"expected a 4XX of {sorted(documented)}")
             elif not isinstance(body, dict) or body.get("field") != "archived":
                 errors.append(f"archived={value!r}: the problem does not name archived: {body}")
+        operations = check_query_names(doc, srv, errors)
         st, _, after = listing("")
         if (st, after) != (200, plain):
             errors.append(f"the refused listings changed what is listed: {after}")
-    return finish(errors, f"archived: {len(enum)} enum values, {len(OUTSIDE_ENUM)} outside it, "
-                  f"{len(errors)} errors")
+    return finish(errors, f"archived: {len(enum)} enum values, {len(OUTSIDE_ENUM)} outside it; "
+                  f"query parameters of {operations} operations; {len(errors)} errors")
 
 
 if __name__ == "__main__":

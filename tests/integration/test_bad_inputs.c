@@ -986,3 +986,43 @@ Test(cli, version_is_the_meson_projects_everywhere, .timeout = 60)
 	dpg_resp_free(&r);
 	dpg_server_destroy(&srv);
 }
+
+/*
+ * A query parameter the route does not take is refused, naming it, before
+ * anything is read or written: a misspelt declaration (?column= for
+ * ?columns=) would otherwise upload the table with inferred kinds, and a
+ * parameter on a charge would be silently dropped.  Each route's declared
+ * parameters are checked against the spec by check_served_spec.py.
+ */
+Test(bad_inputs, an_undeclared_query_parameter_is_refused_and_changes_nothing, .timeout = 60)
+{
+	static const char csv[] = "x,y\n1,a\n2,b\n";
+	static const char *const csv_type[] = {"Content-Type: text/csv", NULL};
+	dpg_server srv;
+	dpg_budget before = start_with_t(&srv);
+	dpg_resp r;
+
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/t/data?column=x:numeric,y:categorical",
+			      srv.admin_key, csv, strlen(csv), csv_type, &r),
+		     0);
+	cr_expect_eq(r.status, 400, "%s", r.body);
+	cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), "column", "%s",
+			 r.body);
+	cr_expect(strstr(r.body, "columns row_count"), "%s", r.body);
+	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/t/data", srv.admin_key, NULL, 404);
+	r = dpg_call(&srv, "POST", CH "?dry_run=true", srv.admin_key, CHARGE_BODY);
+	cr_expect_eq(r.status, 400, "%s", r.body);
+	cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), "dry_run", "%s",
+			 r.body);
+	cr_expect(strstr(r.body, "takes none"), "%s", r.body);
+	dpg_resp_free(&r);
+	expect_t_unchanged(&srv, &before);
+	/* The declared spelling still works. */
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/t/data?columns=x:numeric,y:categorical",
+			      srv.admin_key, csv, strlen(csv), csv_type, &r),
+		     0);
+	cr_expect_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	dpg_server_destroy(&srv);
+}
