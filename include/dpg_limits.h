@@ -129,6 +129,11 @@
  * within DPG_MAX_BODY_BYTES) and of one `dpgate predict` input: bounds
  * the answer, rows x classes scores, to 10^4 x 10^3 numbers. */
 #define DPG_MAX_PREDICT_ROWS        10000
+/* Numbers in one JSON answer that is built whole in memory, where jansson
+ * holds each as an object of about 60 bytes: a predict answer's rows x
+ * classes scores, and a model's parameters with ?format=json.  A larger
+ * one is refused (422): fewer rows a request, or the binary model. */
+#define DPG_MAX_JSON_NUMBERS        (1L << 20)
 #define DPG_MAX_EPOCHS              10000
 #define DPG_MAX_LOT_SIZE            1000000      /* expected DP-SGD lot size L */
 /* The smallest clip_norm C of a private DP-SGD job: above it no rounding

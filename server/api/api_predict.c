@@ -285,6 +285,11 @@ static int load_job_model(srv_db *db, srv_response *res, const srv_job_row *j, t
 	return rc;
 }
 
+static bool x_from_csv(const srv_request *req)
+{
+	return req->content_type && srv_media_type_is(req->content_type, "text/csv");
+}
+
 /* The rows of a predict request: a JSON body or a text/csv one. */
 static int request_rows(srv_request *req, const json_t *features, size_t d, double **ret_x,
 			size_t *ret_n, acct_error *err)
@@ -292,7 +297,7 @@ static int request_rows(srv_request *req, const json_t *features, size_t d, doub
 	json_t *body;
 	int rc;
 
-	if (req->content_type && srv_media_type_is(req->content_type, "text/csv"))
+	if (x_from_csv(req))
 		return srv_predict_csv_rows(req->raw_body, req->raw_len, features, d, ret_x, ret_n,
 					    err);
 	body = srv_parse_body(req->raw_body, req->raw_len, err);
@@ -336,6 +341,11 @@ int srv_h_job_predict(srv_request *req, srv_response *res)
 	d = trn_model_input_dim(m);
 	k = trn_model_num_classes(m);
 	rc = request_rows(req, json_object_get(result, "features"), d, &x, &n, &err);
+	if (rc >= 0 && n > DPG_MAX_JSON_NUMBERS / k)
+		rc = acct_error_set(&err, ACCT_EUNSUPPORTED, x_from_csv(req) ? "/csv" : "/rows",
+				    "at most %zu rows in one request for a model of %zu classes "
+				    "(%ld scores in an answer)",
+				    (size_t)DPG_MAX_JSON_NUMBERS / k, k, DPG_MAX_JSON_NUMBERS);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		goto out;
@@ -489,10 +499,24 @@ static int job_model_json(srv_db *db, srv_response *res, const srv_job_row *j)
 {
 	trn_model *m = NULL;
 	json_t *result, *params, *labels, *features, *o, *head;
+	trn_model_info mi;
+	size_t numbers;
 	uint32_t k;
 
 	if (load_job_model(db, res, j, &m) < 0)
 		return 0;
+	trn_model_info_get(m, &mi);
+	numbers = mi.n_params + (size_t)mi.input_dim * mi.proj_dim;
+	if (numbers > DPG_MAX_JSON_NUMBERS) {
+		char detail[160];
+
+		snprintf(detail, sizeof(detail),
+			 "a model of more than %ld numbers (this one has %zu) is served in the "
+			 "binary format only", DPG_MAX_JSON_NUMBERS, numbers);
+		srv_problem(res, 422, NULL, detail, "format", NULL);
+		trn_model_free(m);
+		return 0;
+	}
 	job_json_columns(j, &result, &params);
 	k = trn_model_num_classes(m);
 	labels = job_class_labels(j, params, k);

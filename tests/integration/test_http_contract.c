@@ -22,10 +22,10 @@
 #define URL_LIMIT 2048 /* DPG_MAX_URL_BYTES: the spec's "request target" */
 #define CHARGE "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}"
 
-/* "/healthz?p=aaa…" of exactly `len` bytes, into buf (len + 1 bytes). */
+/* "/?p=aaa…" of exactly `len` bytes, into buf (len + 1 bytes). */
 static void target_of_length(char *buf, size_t len)
 {
-	static const char prefix[] = "/healthz?p=";
+	static const char prefix[] = "/?p=";
 
 	cr_assert_gt(len, sizeof(prefix) - 1);
 	memcpy(buf, prefix, sizeof(prefix) - 1);
@@ -66,7 +66,8 @@ static int raw_get_status(const dpg_server *s, const char *target)
  * A target of 2048 bytes is served; one of 2049, the excess in the query,
  * is 414 problem+json, as one whose path alone is too long; one too long
  * for libmicrohttpd's 16 KiB connection buffer is still 414 (its own
- * answer).  /healthz reads no query, so only the length decides.
+ * answer).  The dashboard's page takes any query parameter, so only the
+ * length decides.
  */
 Test(http_contract, the_414_limit_counts_path_and_query, .timeout = 120)
 {

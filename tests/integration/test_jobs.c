@@ -1102,6 +1102,68 @@ Test(jobs, a_scatter_job_predicts_raw_rows)
 	expect_one_charge_none_open("img");
 }
 
+/* A predict body of `rows` rows of two inputs (the caller frees it). */
+static char *two_input_rows(size_t rows)
+{
+	char *body = malloc(16 + rows * 6);
+	size_t n = 0;
+
+	cr_assert_not_null(body);
+	n += (size_t)sprintf(body, "{\"rows\":[");
+	for (size_t i = 0; i < rows; i++)
+		n += (size_t)sprintf(body + n, "%s[1,2]", i ? "," : "");
+	sprintf(body + n, "]}");
+	return body;
+}
+
+/*
+ * Answers built whole as JSON are bounded by DPG_MAX_JSON_NUMBERS = 2^20
+ * numbers: a model of 1000 classes predicts at most 1048 rows a request
+ * (1048 x 1000 scores), and its 2 x 1100 + 1100 + 1100 x 1000 + 1000 =
+ * 1 104 300 parameters come in the binary format only.  (Before, 10^4 rows
+ * of 1000 classes took 0.7 GB, and a 16M-parameter model as JSON 1.1 GB.)
+ */
+Test(jobs, answers_built_as_json_are_bounded)
+{
+	char csv[1024], id[64], path[128];
+	size_t n = (size_t)snprintf(csv, sizeof(csv), "a,b,y\n");
+	char *body;
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "wide", 20.0, 1e-5, "rdp");
+	for (int i = 0; i < 40; i++)
+		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%d\n", i % 7, i % 5, i % 3);
+	dpg_upload_csv(&srv, "wide", csv, n);
+	dpg_start_job(&srv, "wide",
+		      "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":[1100],"
+		      "\"label\":\"y\",\"classes\":1000,\"epochs\":1,\"lot_size\":10,"
+		      "\"noise_multiplier\":1.0,\"clip_norm\":1}}",
+		      id, sizeof(id));
+	/* Header, three widths, two activations, the parameters. */
+	cr_assert_eq(succeeded_model_bytes(id), 40 + 3 * 4 + 2 * 4 + 1104300 * 8);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", id);
+	body = two_input_rows(1049);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+	cr_assert_eq(r.status, 422, "%.300s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows");
+	cr_assert(strstr(r.body, "at most 1048 rows"), "%s", r.body);
+	dpg_resp_free(&r);
+	free(body);
+	body = two_input_rows(1048);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+	cr_assert_eq(r.status, 200, "%.300s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "scores")), 1048);
+	cr_assert_eq(json_array_size(json_array_get(json_object_get(r.json, "scores"), 0)), 1000);
+	dpg_resp_free(&r);
+	free(body);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 422, "%.300s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "format");
+	cr_assert(strstr(r.body, "has 1104300"), "%s", r.body);
+	dpg_resp_free(&r);
+}
+
 /*
  * A job is priced on the row count its table had at submission (q = L/N).
  * A table replaced while the job waits in the queue would train on rows
