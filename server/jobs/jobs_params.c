@@ -67,7 +67,7 @@ static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *
 	if (rc >= 0)
 		rc = parse_enum(params, "clipping", clip_from, &p->clipping, "\"global\", \"per_layer\"", err);
 	if (rc >= 0)
-		rc = parse_u32(params, "epochs", 1, 100000, &p->epochs, err);
+		rc = parse_u32(params, "epochs", 1, DPG_MAX_EPOCHS, &p->epochs, err);
 	if (rc >= 0)
 		rc = parse_u32(params, "lot_size", 1, UINT32_MAX, &p->lot_size, err);
 	if (rc >= 0)
@@ -87,7 +87,7 @@ static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *
 		rc = parse_real(params, "learning_rate_final", SRV_LO_OPEN, 0, 1e3,
 				&p->learning_rate_final, err);
 	if (rc >= 0)
-		rc = parse_u32(params, "learning_rate_decay_epochs", 0, 100000,
+		rc = parse_u32(params, "learning_rate_decay_epochs", 0, DPG_MAX_EPOCHS,
 			       &p->learning_rate_decay_epochs, err);
 	if (rc >= 0)
 		rc = parse_real(params, "momentum", SRV_HI_OPEN, 0, 1, &p->momentum, err);
