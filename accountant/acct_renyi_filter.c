@@ -172,10 +172,14 @@ int acct__basic_price_fallback(const acct_filter *f, const acct_event *ev, doubl
 
 	if (rc < 0)
 		return rc;
-	if (!(delta_share > 0.0 && delta_share < 1.0))
+	if (!(delta_share > 0.0))
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "a basic ledger prices a '%s' event only at a delta share: "
 				      "name one in \"delta\"", acct_event_type_name(ev->type));
+	if (!(delta_share < 1.0))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
+				      "a basic ledger prices a '%s' event at a delta share below 1 "
+				      "(\"delta\" is %g)", acct_event_type_name(ev->type), delta_share);
 	acct_error_init(&first);
 	if (acct__exact_leaf(ev)) {
 		acct_result r;

@@ -4,6 +4,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -87,6 +88,30 @@ Test(basic_filter, delta_binds_too)
 	acct_cost_add_up(&total, &c);
 	cr_assert(!acct_filter_within(&f, &total));
 	cr_assert_geq(c.v[1], 11e-6);
+	acct_event_free(ev);
+}
+
+/* A Gaussian on a basic ledger needs a delta share in (0, 1): none (0) and
+ * 1 are refused at /delta, each saying which it was. */
+Test(basic_filter, a_gaussian_needs_a_delta_share_below_one)
+{
+	acct_filter f;
+	acct_cost c;
+	acct_error err;
+	acct_event *ev = acct_event_new(ACCT_EV_GAUSSIAN);
+
+	ev->u.gaussian.noise_multiplier = 2.0;
+	acct_error_init(&err);
+	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, ACCT_ADD_REMOVE, 10.0, 1e-5, &err), 0);
+	cr_assert_eq(acct_filter_price(&f, ev, 0.0, &c, &err), ACCT_EUNSUPPORTED);
+	cr_assert_str_eq(err.where, "/delta");
+	cr_assert(strstr(err.text, "name one"), "%s", err.text);
+	acct_error_init(&err);
+	cr_assert_eq(acct_filter_price(&f, ev, 1.0, &c, &err), ACCT_EUNSUPPORTED);
+	cr_assert_str_eq(err.where, "/delta");
+	cr_assert(strstr(err.text, "below 1 (\"delta\" is 1)"), "%s", err.text);
+	acct_error_init(&err);
+	cr_assert_eq(acct_filter_price(&f, ev, 1e-6, &c, &err), 0, "%s", err.text);
 	acct_event_free(ev);
 }
 
