@@ -221,6 +221,31 @@ static int check_keys(const json_t *body, const char *const *allowed, acct_error
 	return srv_json_only_keys(body, "", allowed, err);
 }
 
+/*
+ * A Gaussian release asked for at an epsilon must cost about that epsilon.
+ * Its sigma spans 2^19..2^20 units of the noise grid (the exact sampler's
+ * range), so a sensitivity D below sigma / 2^19 is under one unit and
+ * rounds up to one (a vector's adds sqrt(n) units): the event then prices
+ * a larger sensitivity than D, and a tiny epsilon at a small delta (1e-7 at
+ * 1e-9 cost 5.4e-6) would be charged many times over.  Refused (400) when
+ * the grid's sensitivity exceeds D's image by more than 1%, before any
+ * noise is drawn; with sigma or noise_multiplier the caller accepts the
+ * event's price, whatever it is.
+ */
+static int gaussian_grid_resolves(double sens, double sigma, size_t n, acct_error *err)
+{
+	double units = ldexp(sens, mech_gaussian_grid_shift(sigma));
+	double on_grid = n == 1 ? ceil(units) : units + sqrt((double)n);
+
+	if (on_grid <= units * 1.01)
+		return 0;
+	return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+			      "sigma is %.3g times the sensitivity, too wide for the noise grid to "
+			      "resolve it: the release would cost about %.3g times the epsilon asked "
+			      "for; send 'sigma' or 'noise_multiplier' to accept that price",
+			      sigma / sens, on_grid / units);
+}
+
 static int additive(const char *name, const json_t *body, mech_rng *rng, json_t **ret_output,
 		    acct_event **ret_event, acct_error *err)
 {
@@ -256,6 +281,8 @@ static int additive(const char *name, const json_t *body, mech_rng *rng, json_t 
 		goto out;
 	}
 	rc = laplace ? laplace_scale(body, sens, &param, err) : gaussian_sigma(body, sens, &param, err);
+	if (rc >= 0 && !discrete && !laplace && json_object_get(body, "epsilon"))
+		rc = gaussian_grid_resolves(sens, param, in.n, err);
 	if (rc < 0)
 		goto out;
 	out = malloc(in.n * (discrete ? sizeof(int64_t) : sizeof(double)));

@@ -116,6 +116,49 @@ Test(srv_mech, good_bodies)
 	mech_rng_free(r);
 }
 
+/*
+ * A scalar Gaussian asked for at (epsilon, delta) costs that epsilon: its
+ * event, priced at delta by pld, is within 2% of it, or the release is
+ * refused at /epsilon (where sigma / D exceeds the noise grid's 2^19
+ * units and D would round up to a whole unit).  Before, 1e-7 at 1e-9 was
+ * released and cost 5.4e-6.
+ */
+Test(srv_mech, a_gaussian_at_an_epsilon_costs_that_epsilon)
+{
+	static const double deltas[] = {1e-5, 1e-9};
+	acct_options o = {.accountant = ACCT_PLD, .neighbor = ACCT_ADD_REMOVE};
+	mech_rng *r = test_rng(51);
+	int released = 0, refused = 0;
+
+	for (int k = 1; k <= 7; k++) {
+		for (size_t i = 0; i < 2; i++) {
+			double eps = pow(10.0, -k);
+			char body[160];
+			json_t *out = NULL;
+			acct_event *ev = NULL;
+			acct_result res;
+			acct_error err;
+
+			snprintf(body, sizeof(body),
+				 "{\"value\":3,\"sensitivity\":1,\"epsilon\":%g,\"delta\":%g}", eps,
+				 deltas[i]);
+			if (release("gaussian", body, &out, &ev, &err, r) < 0) {
+				cr_assert_str_eq(err.where, "/epsilon", "%s: %s", body, err.text);
+				refused++;
+				continue;
+			}
+			acct_error_init(&err);
+			cr_assert_eq(acct_epsilon(ev, deltas[i], &o, &res, &err), 0, "%s", err.text);
+			cr_assert_leq(res.epsilon, 1.02 * eps, "%s: costs %g", body, res.epsilon);
+			released++;
+			json_decref(out);
+			acct_event_free(ev);
+		}
+	}
+	cr_assert(released >= 10 && refused >= 1, "%d released, %d refused", released, refused);
+	mech_rng_free(r);
+}
+
 Test(srv_mech, bad_bodies_name_the_field_and_draw_nothing)
 {
 	static const struct {
@@ -149,6 +192,11 @@ Test(srv_mech, bad_bodies_name_the_field_and_draw_nothing)
 		{"gaussian", "{\"value\":1,\"sensitivity\":1e308,\"epsilon\":1e-10,\"delta\":1e-7}",
 		 "/epsilon"},
 		{"discrete_laplace", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1e-300}", "/epsilon"},
+		/* sigma / D = 4e8 at this delta: D is under one grid unit. */
+		{"gaussian", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1e-7,\"delta\":1e-9}",
+		 "/epsilon"},
+		{"gaussian", "{\"values\":[1,2],\"sensitivity\":1,\"epsilon\":1e-6,\"delta\":1e-9}",
+		 "/epsilon"},
 		{"discrete_gaussian",
 		 "{\"value\":1,\"sensitivity\":1,\"epsilon\":1e-300,\"delta\":1e-7}", "/epsilon"},
 		{"gaussian", "{\"value\":1,\"sensitivity\":1,\"epsilon\":1}", "/delta"},
