@@ -567,6 +567,19 @@ static void reply_dry_run(srv_response *res, const srv_dataset *ds, const acct_e
 	srv_json_reply(res, 200, answer);
 }
 
+/* A replayed submission's Location: the job its stored answer names (not
+ * an id drawn for this request, which was never inserted). */
+static void locate_replayed_job(srv_response *res)
+{
+	json_t *answer = res->status == 202 && res->body ?
+				 json_loadb(res->body, res->len, 0, NULL) : NULL;
+	const char *id = json_string_value(json_object_get(answer, "id"));
+
+	if (id)
+		snprintf(res->location, sizeof(res->location), "/v1/jobs/%.200s", id);
+	json_decref(answer);
+}
+
 /* Reserves the job's cost and writes its row in one transaction, then
  * queues it.  The queue place is claimed first, so every 202 names a job
  * that a worker will run. */
@@ -605,8 +618,10 @@ static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_
 		srv_jobs_enqueue_claimed(req->ctx->jobs, job_id);
 		claimed = false;
 	}
-	if (rc == SRV_OK || rc == SRV_REPLAYED)
+	if (rc == SRV_OK)
 		snprintf(res->location, sizeof(res->location), "/v1/jobs/%s", job_id);
+	else if (rc == SRV_REPLAYED)
+		locate_replayed_job(res);
 out:
 	if (claimed)
 		srv_jobs_unclaim(req->ctx->jobs);
@@ -626,8 +641,10 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 	uint8_t hash[32];
 
 	srv_spend_from_request(&sp, req, hash);
-	if (srv_spend_replayed(req, res, &sp, srv_reply_raw_json))
+	if (srv_spend_replayed(req, res, &sp, srv_reply_raw_json)) {
+		locate_replayed_job(res);
 		return 0;
+	}
 	acct_error_init(&err);
 	if (parse_submit(req->body, &sr, &err) < 0) {
 		srv_problem_from_error(res, &err);

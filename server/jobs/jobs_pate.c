@@ -278,9 +278,10 @@ static void pate_job_end(srv_ctx *ctx, const char *id, const char *final_state,
 					 c->known ? &charge : NULL, result, error,
 					 model_path[0] ? model_path : NULL, "job");
 
-	/* A charge that does not fit (never, as it is at most the
-	 * reservation) leaves the job running: the restart rule commits the
-	 * reservation whole. */
+	/* The charge is at most the reservation, so it is taken even after
+	 * the budget was lowered (charge_actual); should the end still not
+	 * be recorded, the job stays running and the restart rule commits
+	 * the reservation whole. */
 	if (rc != SRV_OK)
 		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot record the end of job %s\"}\n",
 			id);

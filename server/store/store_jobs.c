@@ -85,15 +85,27 @@ static int exec_text(srv_db *db, const char *sql, int n, const char *const *args
 	return srv__sql_changes(srv__db_conn(db)) > 0 ? SRV_OK : SRV_NOT_FOUND;
 }
 
+/* Whether a <= b in every coordinate. */
+static bool cost_at_most(const acct_cost *a, const acct_cost *b)
+{
+	for (unsigned i = 0; i < a->n; i++)
+		if (!(a->v[i] <= (i < b->n ? b->v[i] : 0.0)))
+			return false;
+	return true;
+}
+
 /*
  * Charges what a job ran, in the caller's transaction, once its worst-case
- * reservation was released: one ledger row of kind charge.  It fits
- * whenever the charge is at most the reservation in every coordinate
- * (which the caller guarantees); SRV_CONFLICT if not, so that nothing is
- * under-charged.
+ * reservation was released: one ledger row of kind charge.  `admitted` is
+ * spent + reserved as they stood before the release.  The charge is taken
+ * when the totals fit the budget, or when they are at most `admitted`: a
+ * charge within its reservation spends nothing beyond what was admitted,
+ * also after an admin lowered the budget while the job ran (the job then
+ * ends, charged what ran, as a reservation committed then would).
+ * SRV_CONFLICT otherwise, so that nothing is under-charged.
  */
-static int charge_actual(srv_db *db, srv_dataset *ds, const srv_job_charge *c, const char *actor,
-			 const char *now)
+static int charge_actual(srv_db *db, srv_dataset *ds, const srv_job_charge *c,
+			 const acct_cost *admitted, const char *actor, const char *now)
 {
 	acct_filter f;
 	acct_cost total;
@@ -105,7 +117,7 @@ static int charge_actual(srv_db *db, srv_dataset *ds, const srv_job_charge *c, c
 	total = ds->spent;
 	acct_cost_add_up(&total, &ds->reserved);
 	acct_cost_add_up(&total, c->cost);
-	if (!acct_filter_within(&f, &total))
+	if (!acct_filter_within(&f, &total) && !cost_at_most(&total, admitted))
 		return SRV_CONFLICT;
 	cost_text = srv_cost_to_text(c->cost);
 	if (!cost_text)
@@ -163,6 +175,7 @@ static int finish_txn(srv_db *db, const char *job_id, const char *from_state, co
 {
 	srv_job_row j;
 	srv_dataset ds;
+	acct_cost admitted;
 	char now[32];
 	int rc;
 
@@ -190,6 +203,8 @@ static int finish_txn(srv_db *db, const char *job_id, const char *from_state, co
 		if (rc != SRV_OK)
 			goto out;
 	}
+	admitted = ds.spent;
+	acct_cost_add_up(&admitted, &ds.reserved);
 	rc = srv__close_reservation_locked(db, &ds, j.reservation_id, !release && !charge, actor,
 					   now, NULL);
 	/* An expired reservation was committed by the sweep already: fine,
@@ -197,7 +212,7 @@ static int finish_txn(srv_db *db, const char *job_id, const char *from_state, co
 	if (rc == SRV_CONFLICT)
 		rc = SRV_OK;
 	else if (rc == SRV_OK && charge && charge->event)
-		rc = charge_actual(db, &ds, charge, actor, now);
+		rc = charge_actual(db, &ds, charge, &admitted, actor, now);
 	if (rc == SRV_OK)
 		rc = write_end(db, job_id, from_state, state, result, error, model_path, now,
 			       lease_before);

@@ -515,6 +515,8 @@ int dpg_http_opt(const dpg_server *s, const dpg_http_opts *opts, const char *met
 
 			if (curl_easy_header(c, "ETag", 0, CURLH_HEADER, -1, &eh) == CURLHE_OK)
 				snprintf(ret->etag, sizeof(ret->etag), "%s", eh->value);
+			if (curl_easy_header(c, "Location", 0, CURLH_HEADER, -1, &eh) == CURLHE_OK)
+				snprintf(ret->location, sizeof(ret->location), "%s", eh->value);
 		}
 		ret->body = sink.buf ? sink.buf : strdup("");
 		ret->len = sink.len;

@@ -33,6 +33,7 @@ typedef struct dpg_resp {
 	long long content_length; /* the Content-Length header, -1 when absent */
 	long long retry_after;    /* the Retry-After header in seconds, 0 when absent */
 	char etag[96];            /* the ETag header, "" when absent */
+	char location[256];       /* the Location header, "" when absent */
 } dpg_resp;
 
 /*

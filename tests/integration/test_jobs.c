@@ -189,6 +189,7 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	memcpy(first, r.body, r.len);
 	first[r.len] = '\0';
 	snprintf(path, sizeof(path), "/v1/jobs/%s", json_string_value(json_object_get(r.json, "id")));
+	cr_assert_str_eq(r.location, path);
 	dpg_resp_free(&r);
 	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 	dpg_resp_free(&r);
@@ -202,10 +203,12 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
 	dpg_expect_status(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job, 400);
-	/* The retry: the stored 202, byte for byte, and no second reservation. */
+	/* The retry: the stored 202, byte for byte, located at the job it
+	 * names, and no second reservation. */
 	r = submit_keyed();
 	cr_assert_eq(r.len, strlen(first));
 	cr_assert_eq(memcmp(r.body, first, r.len), 0, "%s", r.body);
+	cr_assert_str_eq(r.location, path);
 	dpg_resp_free(&r);
 	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/again/jobs", "jobs"), 1);
 }

@@ -477,3 +477,60 @@ Test(group_commit, a_remembered_dataset_row_sees_every_other_writer)
 	sqlite3_close(other);
 	store_fixture_end(&fx, db);
 }
+
+static char *keep_reservation_id(void *arg, int64_t seq, const char *rid, const srv_dataset *ds)
+{
+	(void)seq;
+	(void)ds;
+	snprintf(arg, 64, "%s", rid ? rid : "");
+	return strdup("{}");
+}
+
+/*
+ * A job charged what ran, within its reservation, ends so also after an
+ * admin lowered the budget below it (1 to 0.2) while it ran: the
+ * charge spends nothing beyond the reservation.  (Before, the end's fit
+ * check failed, the end was rolled back and the job stayed running with
+ * its reservation open, later committed whole.)  A charge over the
+ * reservation is still refused, and nothing of that end is written.
+ */
+Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowered)
+{
+	struct store_fixture fx;
+	srv_db *db = store_fixture_start(&fx, "j", 1.0);
+	struct charge res;
+	char rid[64] = "", id[SRV_JOB_ID_BYTES];
+	char *body = NULL;
+	int status = 0;
+	srv_dataset ds;
+	acct_cost over = {.n = 2, .v = {0.9}}, ran = {.n = 2, .v = {0.3}};
+	srv_job_charge too_much = {"{\"type\":\"epsilon_delta\",\"epsilon\":0.9}", &over, "ran"};
+	srv_job_charge within = {"{\"type\":\"epsilon_delta\",\"epsilon\":0.3}", &ran, "ran"};
+	srv_job_new job = {.id = "job_1", .dataset_id = "j", .params_text = "{}",
+			   .event_text = res.ev_text, .n_train = 10, .reservation_id = rid,
+			   .actor = "tester"};
+
+	make_charge(&res, "j", 0.8, NULL);
+	res.sp.kind = SRV_SPEND_RESERVE;
+	res.sp.ttl_seconds = 3600;
+	res.sp.text_fn = keep_reservation_id;
+	res.sp.body_arg = rid;
+	cr_assert_eq(srv_store_spend(db, &res.sp, &status, &body, &ds), SRV_OK);
+	free(body);
+	cr_assert_neq(rid[0], '\0');
+	cr_assert_eq(srv__job_insert(db, &job), SRV_OK);
+	cr_assert_eq(srv__job_claim(db, "job_1", "me", INT64_MAX / 2, "1", id), SRV_OK);
+	cr_assert_eq(srv_store_dataset_update(db, "j", NULL, 0.2, NAN, "admin", &ds), SRV_OK);
+	cr_assert_eq(srv__job_finish_charged(db, "job_1", "running", "succeeded", false, &too_much,
+					     "{}", NULL, NULL, "job"),
+		     SRV_CONFLICT);
+	cr_assert_eq(srv_store_dataset_get(db, "j", &ds), SRV_OK);
+	cr_assert_eq(ds.reserved.v[0], 0.8);
+	cr_assert_eq(srv__job_finish_charged(db, "job_1", "running", "succeeded", false, &within,
+					     "{}", NULL, NULL, "job"),
+		     SRV_OK);
+	cr_assert_eq(srv_store_dataset_get(db, "j", &ds), SRV_OK);
+	cr_assert_eq(ds.spent.v[0], 0.3);
+	cr_assert_eq(ds.reserved.v[0], 0.0);
+	store_fixture_end(&fx, db);
+}
