@@ -163,6 +163,14 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 int mech_gaussian_grid_shift(double scale);
 
 /*
+ * The sensitivity, in units of that grid, of the event mech_gaussian states
+ * for n values of L2 sensitivity D at standard deviation `scale`: ceil(D / g)
+ * for a scalar, D / g + sqrt(n) rounded up for a vector (docs/mechanisms.md,
+ * "Sensitivities on the noise grid").
+ */
+double mech_gaussian_grid_sensitivity(double l2_sensitivity, double scale, size_t n);
+
+/*
  * One value rounded down to the grid 2^-shift plus exact discrete Gaussian
  * noise of standard deviation `sigma` (value units) on that grid, for a
  * caller that must choose the grid from public figures only (a grid chosen

@@ -310,11 +310,17 @@ static int grid_setup(struct int_noise *nz, double sens, double scale, size_t n,
 	}
 	*ret_shift = mech_gaussian_grid_shift(scale);
 	nz->sigma = mech_discrete_gaussian_sigma(ldexp(scale, *ret_shift));
-	if (n == 1)
-		*ret_dz = ceil(ldexp(sens, *ret_shift));
-	else
-		*ret_dz = acct_add_up(ldexp(sens, *ret_shift), nextafter(sqrt((double)n), INFINITY));
+	*ret_dz = mech_gaussian_grid_sensitivity(sens, scale, n);
 	return isfinite(nz->sigma) && *ret_dz <= 0x1p53 ? 0 : -1;
+}
+
+double mech_gaussian_grid_sensitivity(double l2_sensitivity, double scale, size_t n)
+{
+	double units = ldexp(l2_sensitivity, mech_gaussian_grid_shift(scale));
+
+	if (n == 1)
+		return ceil(units);
+	return acct_add_up(units, nextafter(sqrt((double)n), INFINITY));
 }
 
 /* mech_laplace and mech_gaussian: one real-valued release on the grid,

@@ -235,7 +235,7 @@ static int check_keys(const json_t *body, const char *const *allowed, acct_error
 static int gaussian_grid_resolves(double sens, double sigma, size_t n, acct_error *err)
 {
 	double units = ldexp(sens, mech_gaussian_grid_shift(sigma));
-	double on_grid = n == 1 ? ceil(units) : units + sqrt((double)n);
+	double on_grid = mech_gaussian_grid_sensitivity(sens, sigma, n);
 
 	if (on_grid <= units * 1.01)
 		return 0;
