@@ -1733,8 +1733,8 @@ static void spend_batch_lost(struct spend_slot *batch, bool any_kept, int commit
 }
 
 /*
- * Runs a batch of spends in one write transaction and one COMMIT, in queue
- * order, each seeing the ones before it (so admission is sequential, as if
+ * Runs a batch of spends in one write transaction and one COMMIT, in list
+ * order (by_dataset's), each seeing the ones before it (so admission is sequential, as if
  * each had its own transaction).  With more than one, each runs inside a
  * savepoint so that one whose writes are not kept is undone alone.  The
  * SAVEPOINT may go out with the spend's first statement (run_later): if
@@ -1836,6 +1836,34 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 }
 
 /*
+ * The batch in the order its spends will lock their datasets: by dataset
+ * id, and in arrival order within one dataset (a stable insertion sort;
+ * a batch is at most GROUP_MAX_BATCH).  Spends of different datasets touch
+ * different budgets, so any order of them admits the same; but on a
+ * shared database each spend locks its dataset's row until the COMMIT,
+ * and two servers whose batches took two datasets in opposite orders
+ * would each wait for the other until the database failed one of them.
+ * With every batch taking its rows in one global order no such cycle can
+ * form (the other writers of a dataset row, job claims and dataset
+ * updates, lock one row each).
+ */
+static struct spend_slot *by_dataset(struct spend_slot *batch)
+{
+	struct spend_slot *sorted = NULL, *next;
+
+	for (struct spend_slot *s = batch; s; s = next) {
+		struct spend_slot **at = &sorted;
+
+		next = s->next;
+		while (*at && strcmp((*at)->sp->dataset_id, s->sp->dataset_id) <= 0)
+			at = &(*at)->next;
+		s->next = *at;
+		*at = s;
+	}
+	return sorted;
+}
+
+/*
  * Group commit.  A caller queues its spend; if no batch is running it leads:
  * it takes the queue (its own spend and whatever else waits), runs it as one
  * transaction on the store's writer connection (the same one for every
@@ -1877,6 +1905,7 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		st->batched += n;
 		pthread_mutex_unlock(&st->group_lock);
 
+		batch = by_dataset(batch);
 		st->writer->c->drv->revive(st->writer->c);
 		spend_batch(st->writer, batch);
 		reset_busy_statements(st->writer);
