@@ -748,11 +748,6 @@ static int pld_leaf(const acct_event *ev, acct_neighbor nb, double q, double h, 
 		b.kind = B_LAPLACE;
 		b.s = ev->u.laplace.noise_multiplier;
 		break;
-	case ACCT_EV_PERMUTE_AND_FLIP:
-		/* Its privacy loss distribution is Laplace's with b = 1/eps. */
-		b.kind = B_LAPLACE;
-		b.s = 1.0 / ev->u.permute_and_flip.epsilon;
-		break;
 	case ACCT_EV_DISCRETE_LAPLACE:
 		b.kind = B_DLAPLACE;
 		b.s = ev->u.discrete_laplace.noise_parameter;
@@ -780,14 +775,19 @@ static int pld_leaf(const acct_event *ev, acct_neighbor nb, double q, double h, 
 	}
 	case ACCT_EV_EPSILON_DELTA:
 	case ACCT_EV_EXPONENTIAL_MECHANISM:
+	case ACCT_EV_PERMUTE_AND_FLIP:
 		if (q != 1.0)
 			return acct_error_set(err, ACCT_EUNSUPPORTED, where,
 					      "pld prices Poisson sampling of gaussian, laplace and "
 					      "discrete_laplace events only");
+		/* Of the two selections only eps-DP is used here (for
+		 * permute-and-flip nothing finer is proven: McKenna, Sheldon
+		 * 2020, Thm 1), and every eps-DP pair is dominated by randomized
+		 * response with eps (Kairouz, Oh, Viswanath 2015). */
 		if (ev->type == ACCT_EV_EPSILON_DELTA)
 			base_eps_delta(&b, ev->u.epsilon_delta.epsilon, ev->u.epsilon_delta.delta);
-		else /* eps-DP: dominated by randomized response with eps */
-			base_eps_delta(&b, ev->u.exponential_mechanism.epsilon, 0.0);
+		else
+			base_eps_delta(&b, acct_pure_epsilon_up(ev), 0.0);
 		break;
 	default:
 		return acct_error_set(err, ACCT_EUNSUPPORTED, where,

@@ -739,8 +739,10 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
 		return add_curve(wk, scale, laplace_rdp,
 				 acct_div_up(1.0, ev->u.laplace.noise_multiplier));
 	case ACCT_EV_PERMUTE_AND_FLIP:
-		/* McKenna, Sheldon 2020: its privacy loss is that of Laplace. */
-		return add_curve(wk, scale, laplace_rdp, ev->u.permute_and_flip.epsilon);
+		/* McKenna, Sheldon 2020 (Thm 1) prove eps-DP and nothing finer,
+		 * so it is priced as any eps-DP mechanism: by the binary
+		 * randomized response that dominates every eps-DP pair. */
+		return add_curve(wk, scale, rr_eps_rdp, ev->u.permute_and_flip.epsilon);
 	case ACCT_EV_EXPONENTIAL_MECHANISM:
 		return add_curve(wk, scale, exp_mech_rdp, ev->u.exponential_mechanism.epsilon);
 	case ACCT_EV_DISCRETE_LAPLACE:

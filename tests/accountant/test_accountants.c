@@ -166,6 +166,56 @@ Test(rdp, randomized_response_direct_sum)
 	acct_event_free(e);
 }
 
+/*
+ * Permute-and-flip is proven eps-DP and nothing finer (McKenna, Sheldon
+ * 2020, Thm 1), so rdp and pld price it as binary randomized response with
+ * eps, which dominates every eps-DP pair (Kairouz, Oh, Viswanath 2015):
+ * P = (e^eps, 1) / (1 + e^eps) against Q = P reversed.  Written out here:
+ * its Rényi divergence, and its hockey-stick delta at eps' for pld.  The
+ * price must also cover permute-and-flip's own pair of two candidates,
+ * derived here: with scores a >= b and x = eps (a - b) / (2 D), the lower
+ * one wins with probability e^-x / 2; neighbours move x by at most eps,
+ * and x = 0 against x = eps gives (1/2, 1/2) against
+ * (1 - e^-eps / 2, e^-eps / 2).
+ */
+static double two_point_renyi(const double P[2], const double Q[2], double a)
+{
+	return log(pow(P[0], a) * pow(Q[0], 1 - a) + pow(P[1], a) * pow(Q[1], 1 - a)) / (a - 1);
+}
+
+Test(rdp, permute_and_flip_is_priced_as_any_pure_dp_mechanism)
+{
+	double eps = 1.0, orders[] = {1.5, 2, 5, 20}, r[4];
+	double P[2] = {exp(eps) / (1 + exp(eps)), 1 / (1 + exp(eps))}, Q[2] = {P[1], P[0]};
+	double F0[2] = {0.5, 0.5}, F1[2] = {1 - exp(-eps) / 2, exp(-eps) / 2};
+	double lap_delta = -expm1(-(eps - 0.5) / 2); /* Laplace, b = 1/eps, at eps' = 0.5 */
+	double rr_delta = P[0] - exp(0.5) * Q[0];
+	acct_event *e = acct_event_new(ACCT_EV_PERMUTE_AND_FLIP);
+	acct_event *sampled;
+	acct_options o = opts(ACCT_PLD, ACCT_ADD_REMOVE);
+	acct_result res;
+	acct_error err;
+
+	e->u.permute_and_flip.epsilon = eps;
+	acct_error_init(&err);
+	cr_assert_eq(acct_rdp(e, ACCT_ADD_REMOVE, orders, 4, r, NULL, &err), 0, "%s", err.text);
+	for (int i = 0; i < 4; i++) {
+		double a = orders[i];
+
+		cr_expect_float_eq(r[i], two_point_renyi(P, Q, a), 1e-12, "order %g", a);
+		cr_expect(r[i] >= two_point_renyi(F0, F1, a) && r[i] >= two_point_renyi(F1, F0, a));
+	}
+	cr_assert_eq(acct_delta(e, 0.5, &o, &res, &err), 0, "%s", err.text);
+	cr_expect(res.delta >= rr_delta && res.delta <= rr_delta + 1e-3, "pld %.9g, exact %.9g",
+		  res.delta, rr_delta);
+	cr_expect(rr_delta > lap_delta + 0.05, "the pair is not Laplace's");
+	/* Amplification by sampling is not priced for it: refused. */
+	sampled = acct_event_poisson_sampled(0.01, e);
+	acct_error_init(&err);
+	cr_expect_eq(acct_delta(sampled, 0.5, &o, &res, &err), ACCT_EUNSUPPORTED);
+	acct_event_free(sampled);
+}
+
 /* Discrete Laplace with sensitivity 3 against a direct sum over integers. */
 Test(rdp, discrete_laplace_direct_sum)
 {
