@@ -156,6 +156,16 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 		 double scale, double *ret_out, acct_event **ret_event, acct_error *err);
 
 /*
+ * The grid mech_laplace uses for scale b: values are in units 2^-shift
+ * with shift = 40 - ceil(log2 b), so that b spans 2^39 .. 2^40 units; and
+ * the sensitivity its event states, in those units, for n values of L1
+ * sensitivity D: ceil(D / g) + n - 1 (docs/mechanisms.md, "Sensitivities
+ * on the noise grid").
+ */
+int mech_laplace_grid_shift(double scale);
+double mech_laplace_grid_sensitivity(double l1_sensitivity, double scale, size_t n);
+
+/*
  * The grid mech_gaussian uses for standard deviation `scale`: values are in
  * units 2^-shift with shift = 20 - ceil(log2 scale), so that the scale spans
  * 2^19 .. 2^20 units.

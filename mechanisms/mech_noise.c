@@ -98,17 +98,18 @@ static int grid_index(double x, int shift, i128 *ret)
 	return 0;
 }
 
-/* Integer grid sensitivity for a scalar or an L1 vector: ceil(D 2^shift) +
- * d - 1.  Fails when it would exceed 2^53 (a sensitivity absurd for the
- * noise scale). */
-static int grid_l1_sensitivity(double d_sens, int shift, size_t d, double *ret)
+int mech_laplace_grid_shift(double scale)
 {
-	double s = ceil(ldexp(d_sens, shift)) + (double)(d - 1);
+	int e;
 
-	if (!(s <= 0x1p53))
-		return -1;
-	*ret = s;
-	return 0;
+	/* scale < 2^e; grid g = 2^(e - 40), scale / g in [2^39, 2^40). */
+	frexp(scale, &e);
+	return LAPLACE_GRID_BITS - e;
+}
+
+double mech_laplace_grid_sensitivity(double l1_sensitivity, double scale, size_t n)
+{
+	return ceil(ldexp(l1_sensitivity, mech_laplace_grid_shift(scale))) + (double)(n - 1);
 }
 
 static acct_event *event_epsilon(double eps)
@@ -118,11 +119,7 @@ static acct_event *event_epsilon(double eps)
 
 int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den)
 {
-	int e;
-
-	/* scale < 2^e; grid g = 2^(e - 40), scale / g in [2^39, 2^40). */
-	frexp(scale, &e);
-	*ret_shift = LAPLACE_GRID_BITS - e;
+	*ret_shift = mech_laplace_grid_shift(scale);
 	return mech_discrete_laplace_scale(ldexp(scale, *ret_shift), ret_num, ret_den);
 }
 
@@ -306,7 +303,8 @@ static int grid_setup(struct int_noise *nz, double sens, double scale, size_t n,
 	if (!nz->gaussian) {
 		if (mech__laplace_grid(scale, ret_shift, &nz->num, &nz->den) < 0)
 			return -1;
-		return grid_l1_sensitivity(sens, *ret_shift, n, ret_dz);
+		*ret_dz = mech_laplace_grid_sensitivity(sens, scale, n);
+		return *ret_dz <= 0x1p53 ? 0 : -1; /* a sensitivity absurd for the scale */
 	}
 	*ret_shift = mech_gaussian_grid_shift(scale);
 	nz->sigma = mech_discrete_gaussian_sigma(ldexp(scale, *ret_shift));

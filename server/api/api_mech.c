@@ -222,28 +222,33 @@ static int check_keys(const json_t *body, const char *const *allowed, acct_error
 }
 
 /*
- * A Gaussian release asked for at an epsilon must cost about that epsilon.
- * Its sigma spans 2^19..2^20 units of the noise grid (the exact sampler's
- * range), so a sensitivity D below sigma / 2^19 is under one unit and
- * rounds up to one (a vector's adds sqrt(n) units): the event then prices
- * a larger sensitivity than D, and a tiny epsilon at a small delta (1e-7 at
- * 1e-9 cost 5.4e-6) would be charged many times over.  Refused (400) when
- * the grid's sensitivity exceeds D's image by more than 1%, before any
- * noise is drawn; with sigma or noise_multiplier the caller accepts the
+ * A real release asked for at an epsilon must cost about that epsilon.
+ * Its noise scale spans a fixed range of units of the noise grid (Laplace
+ * 2^39..2^40, the Gaussian 2^19..2^20: the exact samplers' ranges), so a
+ * sensitivity D far below the scale is a few units or under one and
+ * rounds up (a vector's adds n - 1 units, or sqrt(n) for the Gaussian):
+ * the event then prices a larger sensitivity than D, and a tiny epsilon
+ * (a Gaussian's 1e-7 at delta 1e-9 cost 5.4e-6; a Laplace 1e-13 cost
+ * 1.6e-12) would be charged many times over.  Refused (400) when the
+ * grid's sensitivity exceeds D's image by more than 1%, before any noise
+ * is drawn; with a scale, sigma or noise_multiplier the caller accepts the
  * event's price, whatever it is.
  */
-static int gaussian_grid_resolves(double sens, double sigma, size_t n, acct_error *err)
+static int grid_resolves(bool laplace, double sens, double scale, size_t n, acct_error *err)
 {
-	double units = ldexp(sens, mech_gaussian_grid_shift(sigma));
-	double on_grid = mech_gaussian_grid_sensitivity(sens, sigma, n);
+	double units = ldexp(sens, laplace ? mech_laplace_grid_shift(scale) :
+					     mech_gaussian_grid_shift(scale));
+	double on_grid = laplace ? mech_laplace_grid_sensitivity(sens, scale, n) :
+				   mech_gaussian_grid_sensitivity(sens, scale, n);
 
 	if (on_grid <= units * 1.01)
 		return 0;
 	return acct_error_set(err, ACCT_EINVAL, "/epsilon",
-			      "sigma is %.3g times the sensitivity, too wide for the noise grid to "
-			      "resolve it: the release would cost about %.3g times the epsilon asked "
-			      "for; send 'sigma' or 'noise_multiplier' to accept that price",
-			      sigma / sens, on_grid / units);
+			      "the noise scale is %.3g times the sensitivity, too wide for the "
+			      "noise grid to resolve it: the release would cost about %.3g times "
+			      "the epsilon asked for; send '%s' or 'noise_multiplier' to accept "
+			      "that price",
+			      scale / sens, on_grid / units, laplace ? "scale" : "sigma");
 }
 
 static int additive(const char *name, const json_t *body, mech_rng *rng, json_t **ret_output,
@@ -281,8 +286,8 @@ static int additive(const char *name, const json_t *body, mech_rng *rng, json_t 
 		goto out;
 	}
 	rc = laplace ? laplace_scale(body, sens, &param, err) : gaussian_sigma(body, sens, &param, err);
-	if (rc >= 0 && !discrete && !laplace && json_object_get(body, "epsilon"))
-		rc = gaussian_grid_resolves(sens, param, in.n, err);
+	if (rc >= 0 && !discrete && json_object_get(body, "epsilon"))
+		rc = grid_resolves(laplace, sens, param, in.n, err);
 	if (rc < 0)
 		goto out;
 	out = malloc(in.n * (discrete ? sizeof(int64_t) : sizeof(double)));
@@ -640,7 +645,9 @@ static int table_query_run(const mech_table *t, acct_neighbor neighbor,
 		if (rc == 0)
 			out = json_real(d);
 	} else if (!strcmp(query, "mean")) {
-		*ret_mechanism = "laplace_sum_over_discrete_laplace_count";
+		/* Under replace n is public and divides the noisy sum as it is. */
+		*ret_mechanism = neighbor == ACCT_REPLACE ? "laplace_sum_over_exact_count" :
+							    "laplace_sum_over_discrete_laplace_count";
 		rc = mech_table_mean(rng, t, tq->column, tq->lo, tq->hi, tq->eps, neighbor, &d,
 				     ret_event, err);
 		if (rc == 0)

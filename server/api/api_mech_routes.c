@@ -4,9 +4,9 @@
  * follows).
  *
  * The JSON bodies and the sampling are api_mech.c's and mechanisms/'s; this
- * file adds the dataset, the ledger and the files.  Hosted tables are parsed
- * from their stored CSV on every query (no cache: a table is at most
- * DPG_MAX_CSV_BYTES, and a query is priced in epsilon, not in milliseconds).
+ * file adds the dataset, the ledger and the files.  A hosted table is
+ * parsed from its stored CSV and kept in srv_table_cache, keyed by what
+ * was stored, so a replaced table is never answered from the old parse.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -117,46 +117,66 @@ Test(srv_mech, good_bodies)
 }
 
 /*
- * A scalar Gaussian asked for at (epsilon, delta) costs that epsilon: its
- * event, priced at delta by pld, is within 2% of it, or the release is
- * refused at /epsilon (where sigma / D exceeds the noise grid's 2^19
- * units and D would round up to a whole unit).  Before, 1e-7 at 1e-9 was
- * released and cost 5.4e-6.
+ * A real release asked for at an epsilon costs that epsilon: its event,
+ * priced at the body's delta (pld for the Gaussian, the pure epsilon of a
+ * Laplace event by basic), is within 2% of it, or the release is refused at
+ * /epsilon (where the noise scale spans so many grid units that D rounds
+ * up to a whole one, or a vector's extra units outweigh D's).  Before, a
+ * Gaussian at 1e-7 and delta 1e-9 was released and cost 5.4e-6, and a
+ * Laplace at 1e-13 cost 1.6e-12.  Counts what was released and refused.
  */
-Test(srv_mech, a_gaussian_at_an_epsilon_costs_that_epsilon)
+static void costs_what_was_asked(const char *name, const char *values, double delta, int kmax,
+				 acct_accountant accountant, int *ret_released, int *ret_refused)
 {
-	static const double deltas[] = {1e-5, 1e-9};
-	acct_options o = {.accountant = ACCT_PLD, .neighbor = ACCT_ADD_REMOVE};
+	acct_options o = {.accountant = accountant, .neighbor = ACCT_ADD_REMOVE};
 	mech_rng *r = test_rng(51);
+
+	for (int k = 1; k <= kmax; k++) {
+		double eps = pow(10.0, -k);
+		char body[160], delta_text[32] = "";
+		json_t *out = NULL;
+		acct_event *ev = NULL;
+		acct_result res;
+		acct_error err;
+
+		if (delta > 0)
+			snprintf(delta_text, sizeof(delta_text), ",\"delta\":%g", delta);
+		/* 0.3 is no multiple of a power of two: its image is never whole. */
+		snprintf(body, sizeof(body), "{%s,\"sensitivity\":0.3,\"epsilon\":%g%s}", values,
+			 eps, delta_text);
+		if (release(name, body, &out, &ev, &err, r) < 0) {
+			cr_assert_str_eq(err.where, "/epsilon", "%s: %s", body, err.text);
+			(*ret_refused)++;
+			continue;
+		}
+		acct_error_init(&err);
+		cr_assert_eq(acct_epsilon(ev, delta, &o, &res, &err), 0, "%s", err.text);
+		cr_assert_leq(res.epsilon, 1.02 * eps, "%s: costs %g", body, res.epsilon);
+		(*ret_released)++;
+		json_decref(out);
+		acct_event_free(ev);
+	}
+	mech_rng_free(r);
+}
+
+Test(srv_mech, a_real_release_at_an_epsilon_costs_that_epsilon)
+{
 	int released = 0, refused = 0;
 
-	for (int k = 1; k <= 7; k++) {
-		for (size_t i = 0; i < 2; i++) {
-			double eps = pow(10.0, -k);
-			char body[160];
-			json_t *out = NULL;
-			acct_event *ev = NULL;
-			acct_result res;
-			acct_error err;
-
-			snprintf(body, sizeof(body),
-				 "{\"value\":3,\"sensitivity\":1,\"epsilon\":%g,\"delta\":%g}", eps,
-				 deltas[i]);
-			if (release("gaussian", body, &out, &ev, &err, r) < 0) {
-				cr_assert_str_eq(err.where, "/epsilon", "%s: %s", body, err.text);
-				refused++;
-				continue;
-			}
-			acct_error_init(&err);
-			cr_assert_eq(acct_epsilon(ev, deltas[i], &o, &res, &err), 0, "%s", err.text);
-			cr_assert_leq(res.epsilon, 1.02 * eps, "%s: costs %g", body, res.epsilon);
-			released++;
-			json_decref(out);
-			acct_event_free(ev);
-		}
-	}
-	cr_assert(released >= 10 && refused >= 1, "%d released, %d refused", released, refused);
-	mech_rng_free(r);
+	costs_what_was_asked("gaussian", "\"value\":3", 1e-5, 7, ACCT_PLD, &released, &refused);
+	costs_what_was_asked("gaussian", "\"value\":3", 1e-9, 7, ACCT_PLD, &released, &refused);
+	cr_assert(released >= 3 && refused >= 3, "gaussian: %d released, %d refused", released,
+		  refused);
+	released = refused = 0;
+	costs_what_was_asked("laplace", "\"value\":3", 0, 14, ACCT_BASIC, &released, &refused);
+	cr_assert(released >= 3 && refused >= 3, "laplace: %d released, %d refused", released,
+		  refused);
+	/* Three values add two units to D's image. */
+	released = refused = 0;
+	costs_what_was_asked("laplace", "\"values\":[1,2,3]", 0, 14, ACCT_BASIC, &released,
+			     &refused);
+	cr_assert(released >= 3 && refused >= 3, "laplace vector: %d released, %d refused",
+		  released, refused);
 }
 
 Test(srv_mech, bad_bodies_name_the_field_and_draw_nothing)
@@ -321,6 +341,20 @@ Test(srv_mech, table_queries)
 		cr_assert_eq(json_typeof(json_object_get(out, "output")), good[i].out_type, "%s",
 			     good[i].body);
 		cr_assert_not_null(ev);
+		json_decref(out);
+		json_decref(body);
+		acct_event_free(ev);
+	}
+	/* Under replace a mean divides by the exact row count, noised nowhere:
+	 * one sum event at the whole epsilon, and named so. */
+	{
+		json_t *body = json_loads(good[2].body, 0, NULL), *out = NULL;
+		acct_event *ev = NULL;
+
+		cr_assert_eq(srv_mech_table_query(t, ACCT_REPLACE, body, r, &out, &ev, &err), 0);
+		cr_assert_str_eq(json_string_value(json_object_get(out, "mechanism")),
+				 "laplace_sum_over_exact_count");
+		cr_assert_eq(ev->type, ACCT_EV_DISCRETE_LAPLACE, "no composed count");
 		json_decref(out);
 		json_decref(body);
 		acct_event_free(ev);
