@@ -292,7 +292,8 @@ typedef struct srv_spend {
  * transaction and one COMMIT (group commit, on the store's writer
  * connection; `db` only names the store), each in its own savepoint, by
  * dataset and in arrival order within one, so each is admitted exactly as
- * if it ran alone after the ones before it; callbacks get the writer connection as their `db`.
+ * if it ran alone after the ones before it; callbacks get the writer
+ * connection as their `db`.
  *
  * On success *ret_status is the HTTP status and *ret_body (caller frees) the
  * exact bytes to send.  SRV_CONFLICT means over budget, archived or public: *ret_ds
