@@ -6,9 +6,13 @@
  * revocation must reach it at once: through the API it flushes the cache;
  * `dpgate keys revoke` (another process) rewrites the stamp file
  * "<database>-keys" after its commit, and every lookup stats that file and
- * flushes the cache when it changed.  The rows themselves are the store's
+ * flushes the cache when it changed.  Two rewrites within one tick of the
+ * file system's clock leave the same mtime, inode and size, so while the
+ * stamp is that recent its contents (a nanosecond time) are compared too,
+ * as git does for racily clean files.  The rows themselves are the store's
  * (store_keys.c).
  */
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +21,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -101,6 +106,7 @@ struct srv_auth_cache {
 	struct timespec stamp_mtime;
 	ino_t stamp_ino;
 	off_t stamp_size;
+	char stamp_text[64];     /* its contents, read while its mtime was recent */
 	unsigned next;
 	/* Incremented by every flush.  A miss notes it before reading the key
 	 * row, and the row is cached only if no flush came between: a row read
@@ -148,18 +154,49 @@ void srv_auth_cache_free(srv_auth_cache *c)
 	free(c);
 }
 
+/* The stamp's first bytes into buf (size bytes, NUL-terminated; empty
+ * when it cannot be read). */
+static void read_stamp(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : -1;
+
+	buf[n > 0 ? n : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Whether a file modified at `mtime` may be modified again within the same
+ * tick of the file system's clock (coarse: a jiffy, or seconds on some file
+ * systems); two seconds covers them all, and a clock stepped back. */
+static bool mtime_recent(const struct timespec *mtime)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return now.tv_sec - mtime->tv_sec < 2;
+}
+
 /* Flushes the cache when the keys stamp changed (another process revoked a
  * key).  Called with the lock held. */
 static void cache_check_stamp_locked(srv_auth_cache *c)
 {
 	struct stat st;
 	bool exists = stat(c->stamp_path, &st) == 0;
+	char text[sizeof(c->stamp_text)] = "";
 
 	if (c->stamp_seen && exists == c->stamp_exists &&
 	    (!exists || (st.st_mtim.tv_sec == c->stamp_mtime.tv_sec &&
 			 st.st_mtim.tv_nsec == c->stamp_mtime.tv_nsec && st.st_ino == c->stamp_ino &&
-			 st.st_size == c->stamp_size)))
-		return;
+			 st.st_size == c->stamp_size))) {
+		if (!exists || !mtime_recent(&st.st_mtim))
+			return;
+		read_stamp(c->stamp_path, text, sizeof(text));
+		if (strcmp(text, c->stamp_text) == 0)
+			return;
+	} else if (exists) {
+		read_stamp(c->stamp_path, text, sizeof(text));
+	}
 	cache_flush_locked(c);
 	c->stamp_seen = true;
 	c->stamp_exists = exists;
@@ -167,6 +204,7 @@ static void cache_check_stamp_locked(srv_auth_cache *c)
 		c->stamp_mtime = st.st_mtim;
 		c->stamp_ino = st.st_ino;
 		c->stamp_size = st.st_size;
+		memcpy(c->stamp_text, text, sizeof(text));
 	}
 }
 

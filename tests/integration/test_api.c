@@ -2,6 +2,8 @@
  * test_api.c: datasets, charges, reservations, idempotency, dry-run, the
  * ledger and shutdown, through HTTP against the real binary.
  */
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1239,6 +1242,40 @@ Test(api, a_revocation_through_a_symlinked_path_reaches_the_server)
 	r = dpg_call(&srv, "GET", "/v1/datasets/d/budget", k, NULL);
 	cr_assert_eq(r.status, 401, "a key revoked through a symlink still works: %s", r.body);
 	dpg_resp_free(&r);
+}
+
+/*
+ * Two `keys revoke` within one tick of the file system's clock rewrite the
+ * stamp with the same mtime, inode and size: the second revocation must
+ * still reach the server's key cache.  The test gives the stamp back the
+ * first rewrite's mtime, as a coarse clock would have.
+ */
+Test(api, two_revocations_within_one_clock_tick_both_reach_the_server)
+{
+	char k[2][160], id[17], db[PATH_MAX], stamp[PATH_MAX + 8];
+	struct timespec first[2];
+	struct stat st;
+
+	dpg_skip_on_pg("the stamp file; servers on a shared database keep no key cache");
+	cr_assert(realpath(srv.db, db));
+	snprintf(stamp, sizeof(stamp), "%s-keys", db);
+	dpg_make_dataset(&srv, "d", 1.0, 0, "basic");
+	for (int i = 0; i < 2; i++) {
+		dpg_make_key(&srv, "viewer", NULL, k[i], sizeof(k[i]));
+		dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k[i], NULL, 200);
+	}
+	dpg_revoke_key_cli(srv.db, dpg_key_id(k[0], id, sizeof(id)));
+	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k[0], NULL, 401);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k[1], NULL, 200);
+	cr_assert_eq(stat(stamp, &st), 0, "%s", stamp);
+	first[0] = st.st_atim;
+	first[1] = st.st_mtim;
+
+	dpg_revoke_key_cli(srv.db, dpg_key_id(k[1], id, sizeof(id)));
+	cr_assert_eq(utimensat(AT_FDCWD, stamp, first, 0), 0);
+	cr_assert_eq(stat(stamp, &st), 0);
+	cr_assert_eq(st.st_mtim.tv_nsec, first[1].tv_nsec);
+	dpg_expect_status(&srv, "GET", "/v1/datasets/d/budget", k[1], NULL, 401);
 }
 
 /*
