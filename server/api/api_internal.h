@@ -118,6 +118,10 @@ bool srv__id_page_or_reply(srv_request *req, srv_response *res, srv_dataset *ds,
 /* Reads dataset {id} (req->params[0]), or answers as every dataset route
  * does (404 when there is none); false when it answered. */
 bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);
+/* Whether the caller may change (commit, release, cancel, query) what key
+ * `actor` made: only that key and admin keys may.  Any key that sees the
+ * dataset may read it. */
+bool srv__may_change(const srv_request *req, const char *actor);
 /* The same for a route that a public dataset has no use for: a public one
  * is also answered (srv_reply_public); false when it answered. */
 bool srv__private_dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds);

@@ -929,6 +929,11 @@ int srv_h_job_cancel(srv_request *req, srv_response *res)
 		srv_problem(res, 403, NULL, "viewers cannot cancel jobs", NULL, NULL);
 		return 0;
 	}
+	if (!srv__may_change(req, j.actor)) {
+		srv__job_row_clear(&j);
+		srv_reply_store_error(res, SRV_FORBIDDEN, NULL);
+		return 0;
+	}
 	if (strcmp(j.state, "queued") == 0) {
 		/* Never started: no data touched, the reservation is returned. */
 		rc = srv__job_finish(req->db, j.id, "queued", "cancelled", true, NULL, NULL, NULL,

@@ -110,6 +110,7 @@ struct pate_session {
 	json_t *config;               /* normalised creation request */
 	int64_t queries, checks, teacher_answers, student_answers, abstained, releases;
 	char created_at[32], updated_at[32];
+	char actor[SRV_ACTOR_BYTES]; /* the key that opened it */
 };
 
 static void session_clear(struct pate_session *s)
@@ -401,6 +402,7 @@ static int session_from_row(const srv_pate_row *row, struct pate_session *s)
 	s->releases = row->releases;
 	srv_strcopy(s->created_at, sizeof(s->created_at), row->created_at);
 	srv_strcopy(s->updated_at, sizeof(s->updated_at), row->updated_at);
+	srv_strcopy(s->actor, sizeof(s->actor), row->actor);
 	return SRV_OK;
 }
 
@@ -899,7 +901,10 @@ static bool open_or_reply(srv_request *req, srv_response *res, srv_spend *sp, ui
 	if (try_replay(req, res, sp, hash) || !srv__dataset_or_reply(req, res, ds))
 		return true;
 	rc = session_load(req->db, ds->id, req->params[1], s);
+	if (rc == SRV_OK && !srv__may_change(req, s->actor))
+		rc = SRV_FORBIDDEN;
 	if (rc != SRV_OK) {
+		session_clear(s);
 		srv_reply_store_error(res, rc, "no such PATE session");
 		return true;
 	}

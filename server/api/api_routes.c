@@ -740,7 +740,8 @@ static int close_reservation(srv_request *req, srv_response *res, bool do_commit
 	srv_dataset ds;
 	char state[16] = "", job[64] = "";
 	int rc = srv_store_reservation_close(req->db, req->params[0], req->params[1], do_commit,
-					     req->who->key_id, &ds, state, job);
+					     req->who->key_id, req->who->role == SRV_ROLE_ADMIN,
+					     &ds, state, job);
 
 	if (rc == SRV_CONFLICT && job[0]) {
 		char detail[256];
@@ -751,6 +752,15 @@ static int close_reservation(srv_request *req, srv_response *res, bool do_commit
 			 job, job);
 		srv_problem(res, 409, NULL, detail, NULL,
 			    json_pack("{s:s, s:s}", "state", state, "job", job));
+		return 0;
+	}
+	if (rc == SRV_FORBIDDEN) {
+		srv_problem(res, 403, NULL,
+			    do_commit ? "the reservation was made by another key: only it, or an "
+					"admin key, can commit it"
+				      : "the reservation was made by another key: only it, or an "
+					"admin key, can release it",
+			    NULL, NULL);
 		return 0;
 	}
 	if (rc == SRV_CONFLICT) {

@@ -22,6 +22,10 @@ void srv_reply_store_error(srv_response *res, int rc, const char *what)
 	case SRV_NOT_FOUND:
 		srv_problem(res, 404, NULL, what, NULL, NULL);
 		break;
+	case SRV_FORBIDDEN:
+		srv_problem(res, 403, NULL, "this was made by another key: only it, or an admin key, "
+				      "can change it", NULL, NULL);
+		break;
 	case SRV_NO_RANDOM:
 		srv_problem(res, 503, NULL, "no secure randomness is available; nothing was charged",
 			    NULL, NULL);
@@ -190,6 +194,11 @@ bool srv__id_page_or_reply(srv_request *req, srv_response *res, srv_dataset *ds,
 		return false;
 	}
 	return true;
+}
+
+bool srv__may_change(const srv_request *req, const char *actor)
+{
+	return req->who->role == SRV_ROLE_ADMIN || strcmp(req->who->key_id, actor) == 0;
 }
 
 bool srv__dataset_or_reply(srv_request *req, srv_response *res, srv_dataset *ds)

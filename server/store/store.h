@@ -183,6 +183,7 @@ enum srv_status {
 	SRV_CONFLICT = -104,      /* 409: exists already, or archived, or over budget */
 	SRV_IDEM_MISMATCH = -105, /* same Idempotency-Key, different request: 422 */
 	SRV_PLAN_REFUSED = -106,  /* the spend's plan_fn refused (its own error says why) */
+	SRV_FORBIDDEN = -107,     /* 403: another key's to change; nothing was written */
 };
 
 /* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
@@ -321,14 +322,17 @@ int srv_store_replay(srv_db *db, const srv_spend *sp, int *ret_status, char **re
 
 /* Closes an open reservation: commit moves its cost to spent, release
  * returns it.  SRV_NOT_FOUND, SRV_CONFLICT (not open, *ret_state says what it
- * is; or held by a training job, *ret_job names it) or SRV_OK with the
- * dataset after the change.  A job's reservation is the job's to close: it
- * is committed when the job ends once a worker has started it (whatever
- * the outcome), and released only when the job is cancelled while queued;
- * closing it here would let a job that read the data go unpaid. */
+ * is; or held by a training job, *ret_job names it), SRV_FORBIDDEN (made by
+ * another key than `actor`, unless `any_holder`) or SRV_OK with the dataset
+ * after the change.  A job's reservation is the job's to close: it is
+ * committed when the job ends once a worker has started it (whatever the
+ * outcome), and released only when the job is cancelled while queued;
+ * closing it here would let a job that read the data go unpaid.  Another
+ * key's reservation is not the caller's to close: releasing it would
+ * return budget its holder may have used outside dpgate already. */
 int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid,
-				bool commit, const char *actor, srv_dataset *ret_ds,
-				char ret_state[16], char ret_job[64]);
+				bool commit, const char *actor, bool any_holder,
+				srv_dataset *ret_ds, char ret_state[16], char ret_job[64]);
 
 /* One reservation as stored; text members are borrowed (valid during the
  * callback), NULL for SQL NULL; expires_at in seconds since the epoch. */
@@ -589,6 +593,7 @@ typedef struct srv_job_row {
 	char *error;
 	char *model_path;
 	char created_at[32], started_at[32], finished_at[32];
+	char actor[SRV_ACTOR_BYTES]; /* the key that submitted it */
 } srv_job_row;
 
 /* A new job row, written in the transaction that reserves its budget. */
@@ -733,6 +738,7 @@ typedef struct srv_pate_row {
 	char *config;
 	int64_t queries, checks, teacher_answers, student_answers, abstained, releases;
 	char created_at[32], updated_at[32];
+	char actor[SRV_ACTOR_BYTES]; /* the key that opened it */
 } srv_pate_row;
 
 /* What one batch adds to a session's counts. */

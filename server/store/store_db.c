@@ -45,7 +45,7 @@ enum stmt_id {
 	ST_RES_GET,
 	ST_RES_CLOSE,
 	ST_RES_EXPIRED,
-	ST_RES_JOB,
+	ST_RES_HOLDER,
 	ST__COUNT
 };
 
@@ -91,9 +91,10 @@ static const char *const stmt_sql[ST__COUNT] = {
 	[ST_RES_EXPIRED] =
 		"SELECT id FROM reservations WHERE dataset_id = ?1 AND state = 'open'"
 		" AND expires_at <= ?2 ORDER BY expires_at, id",
-	[ST_RES_JOB] =
-		"SELECT j.id, r.state FROM jobs j JOIN reservations r ON r.id = j.reservation_id"
-		" WHERE j.dataset_id = ?1 AND j.reservation_id = ?2",
+	[ST_RES_HOLDER] =
+		"SELECT coalesce((SELECT j.id FROM jobs j WHERE j.dataset_id = ?1"
+		" AND j.reservation_id = ?2), ''), state, actor"
+		" FROM reservations WHERE dataset_id = ?1 AND id = ?2",
 };
 
 struct srv_db {
@@ -1963,12 +1964,14 @@ int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n
 }
 #endif
 
-/* The job holding reservation rid of dataset_id, if any: SRV_OK with
- * ret_job[0] set or empty, or SRV_DB_ERROR. */
-static int reservation_job(srv_db *db, const char *dataset_id, const char *rid,
-			   char ret_job[64], char ret_state[16])
+/* Who holds reservation rid of the dataset: the training job that owns it
+ * (ret_job, empty when none) and the key that made it (ret_actor), with its
+ * state.  SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
+static int reservation_holder(srv_db *db, const char *dataset_id, const char *rid,
+			      char ret_job[64], char ret_state[16],
+			      char ret_actor[SRV_ACTOR_BYTES])
 {
-	srv__stmt *s = stmt(db, ST_RES_JOB);
+	srv__stmt *s = stmt(db, ST_RES_HOLDER);
 	int rc = SRV_DB_ERROR, step;
 
 	ret_job[0] = '\0';
@@ -1978,11 +1981,12 @@ static int reservation_job(srv_db *db, const char *dataset_id, const char *rid,
 	srv__sql_bind_text(s, 2, rid);
 	step = srv__sql_step(s);
 	if (step == SRV__SQL_ROW) {
-		snprintf(ret_job, 64, "%s", srv__sql_text(s, 0));
-		snprintf(ret_state, 16, "%s", srv__sql_text(s, 1));
+		copy_text(ret_job, 64, srv__sql_text(s, 0));
+		copy_text(ret_state, 16, srv__sql_text(s, 1));
+		copy_text(ret_actor, SRV_ACTOR_BYTES, srv__sql_text(s, 2));
 		rc = SRV_OK;
 	} else if (step == SRV__SQL_DONE) {
-		rc = SRV_OK;
+		rc = SRV_NOT_FOUND;
 	}
 	srv__sql_reset(s);
 	return rc;
@@ -1999,11 +2003,11 @@ static int begin_with_dataset(srv_db *db, const char *id, srv_dataset *ds)
 }
 
 int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *rid, bool do_commit,
-				const char *actor, srv_dataset *ret_ds, char ret_state[16],
-				char ret_job[64])
+				const char *actor, bool any_holder, srv_dataset *ret_ds,
+				char ret_state[16], char ret_job[64])
 {
 	srv_dataset ds;
-	char now[32];
+	char now[32], holder[SRV_ACTOR_BYTES];
 	int swept = 0, rc;
 
 	srv_now_text(now);
@@ -2017,20 +2021,21 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 		goto out;
 	/* In the same transaction as the close: a job and its reservation are
 	 * written together when it is submitted. */
-	rc = reservation_job(db, dataset_id, rid, ret_job, ret_state);
-	if (rc != SRV_OK)
-		goto out;
-	if (ret_job[0])
+	rc = reservation_holder(db, dataset_id, rid, ret_job, ret_state, holder);
+	if (rc == SRV_OK && ret_job[0])
 		rc = SRV_CONFLICT;
-	else
+	else if (rc == SRV_OK && !any_holder && strcmp(holder, actor) != 0)
+		rc = SRV_FORBIDDEN;
+	else if (rc == SRV_OK)
 		rc = srv__close_reservation_locked(db, &ds, rid, do_commit, actor, now, ret_state);
-	if (rc == SRV_CONFLICT) {
+	if (rc == SRV_CONFLICT || rc == SRV_FORBIDDEN) {
 		/* What the sweep committed stays committed; without it the
 		 * refusal changed nothing and writes nothing. */
 		if (swept > 0) {
-			rc = srv__commit(db);
-			if (rc == SRV_OK)
-				rc = SRV_CONFLICT;
+			int committed = srv__commit(db);
+
+			if (committed != SRV_OK)
+				rc = committed;
 		}
 		goto out;
 	}

@@ -42,7 +42,7 @@ int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 	srv__stmt *s = srv__prepare(db,
 				       "SELECT id, dataset_id, trainer, state, reservation_id, n_train,"
 				       " params, event, progress, result, error, model_path, created_at,"
-				       " coalesce(started_at, ''), coalesce(finished_at, '')"
+				       " coalesce(started_at, ''), coalesce(finished_at, ''), actor"
 				       " FROM jobs WHERE id = ?1",
 				       id);
 	int rc;
@@ -67,6 +67,7 @@ int srv__job_load(srv_db *db, const char *id, srv_job_row *j)
 		snprintf(j->created_at, sizeof(j->created_at), "%s", col_text(s, 12));
 		snprintf(j->started_at, sizeof(j->started_at), "%s", col_text(s, 13));
 		snprintf(j->finished_at, sizeof(j->finished_at), "%s", col_text(s, 14));
+		snprintf(j->actor, sizeof(j->actor), "%s", col_text(s, 15));
 	}
 	srv__sql_finalize(s);
 	return rc;

@@ -27,7 +27,7 @@ static void copy_column(char *dst, size_t size, srv__stmt *st, int col)
 
 #define PATE_ROW_COLUMNS                                                  \
 	"id, dataset_id, config, queries, checks, teacher_answers,"        \
-	" student_answers, abstained, releases, created_at, updated_at"
+	" student_answers, abstained, releases, created_at, updated_at, actor"
 
 /* The session row st stands on (PATE_ROW_COLUMNS) into ret, cleared
  * first; SRV_OK or SRV_DB_ERROR (out of memory). */
@@ -47,6 +47,7 @@ static int read_row(srv__stmt *st, srv_pate_row *ret)
 	ret->releases = srv__sql_int64(st, 8);
 	copy_column(ret->created_at, sizeof(ret->created_at), st, 9);
 	copy_column(ret->updated_at, sizeof(ret->updated_at), st, 10);
+	copy_column(ret->actor, sizeof(ret->actor), st, 11);
 	return SRV_OK;
 }
 

@@ -143,8 +143,10 @@ static void subst(char *out, size_t size, const char *tmpl, const char *name, co
 	snprintf(out, size, "%.*s%s%s", (int)(p - tmpl), tmpl, value, p + strlen(name));
 }
 
-/* The objects a route's path may name, each made by one admin request
- * whose answer's "id" fills its placeholder. */
+/* The objects a route's path may name, each made by one request of the
+ * analyst of a whose answer's "id" fills its placeholder: the key that
+ * made an object and admin keys may change it (a matrix row's SPEND), as
+ * objects_are_changed_only_by_their_key_or_an_admin checks apart. */
 static const struct {
 	const char *placeholder, *path, *body;
 	long status;
@@ -155,9 +157,9 @@ static const struct {
 };
 
 /* Replaces the placeholders of path (size bytes) by the ids of new
- * objects: a reservation, a job, a PATE session (on dataset a) and a
- * viewer key. */
-static void fill_ids(const dpg_server *srv, char *path, size_t size)
+ * objects: a reservation, a job, a PATE session (on dataset a, made with
+ * `maker`) and a viewer key. */
+static void fill_ids(const dpg_server *srv, const char *maker, char *path, size_t size)
 {
 	char tmp[256];
 
@@ -166,7 +168,7 @@ static void fill_ids(const dpg_server *srv, char *path, size_t size)
 
 		if (!strstr(path, made_ids[i].placeholder))
 			continue;
-		res = dpg_call(srv, "POST", made_ids[i].path, srv->admin_key, made_ids[i].body);
+		res = dpg_call(srv, "POST", made_ids[i].path, maker, made_ids[i].body);
 		cr_assert_eq(res.status, made_ids[i].status, "%s", res.body);
 		snprintf(tmp, sizeof(tmp), "%s", path);
 		subst(path, size, tmp, made_ids[i].placeholder,
@@ -220,7 +222,7 @@ Test(auth, every_route_role_and_scope, .timeout = 300)
 				snprintf(id, sizeof(id), "z%s", n);
 				dpg_make_dataset(&srv, id, 1.0, 0, "basic");
 			}
-			fill_ids(&srv, path, sizeof(path));
+			fill_ids(&srv, keys[W_ANALYST_A], path, sizeof(path));
 			cr_assert_eq(dpg_http(&srv, rc->method, path, w == W_NONE ? NULL : keys[w],
 					      rc->body ? body : NULL, rc->body ? strlen(body) : 0, NULL,
 					      &resp), 0);
@@ -434,5 +436,118 @@ Test(auth, the_last_admin_key_is_kept_with_a_409_of_the_spec, .timeout = 120)
 	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
 	dpg_resp_free(&r);
 	dpg_expect_status(&srv, "GET", "/v1/keys", srv.admin_key, NULL, 401);
+	dpg_server_destroy(&srv);
+}
+
+/* The dataset's budget answer and ledger, as JSON text: what a refused
+ * request must leave as it was. */
+static char *dataset_state(const dpg_server *srv)
+{
+	json_t *b = dpg_get_json(srv, srv->admin_key, "/v1/datasets/a/budget");
+	json_t *l = dpg_get_json(srv, srv->admin_key, "/v1/datasets/a/ledger?limit=1000");
+	json_t *both = json_pack("{s:o, s:o}", "budget", b, "ledger", l);
+	char *text = json_dumps(both, JSON_SORT_KEYS);
+
+	json_decref(both);
+	cr_assert(text);
+	return text;
+}
+
+/* `method path` as `key` answers `status`; with 403, a problem document
+ * that names the rule, and nothing on the dataset changed. */
+static void expect_change(const dpg_server *srv, const char *key, const char *method,
+			  const char *path, const char *body, long status)
+{
+	char *before = dataset_state(srv), *after;
+	dpg_resp r = dpg_call(srv, method, path, key, body);
+
+	cr_expect_eq(r.status, status, "%s %s: %ld %s", method, path, r.status, r.body);
+	if (status == 403) {
+		cr_expect_str_eq(r.content_type, "application/problem+json");
+		cr_expect(strstr(r.body, "another key"), "%s", r.body);
+		after = dataset_state(srv);
+		cr_expect_str_eq(after, before, "%s %s changed the dataset", method, path);
+		free(after);
+	}
+	dpg_resp_free(&r);
+	free(before);
+}
+
+/* Posts body to path as key; returns the new object's id. */
+static void make_as(const dpg_server *srv, const char *key, const char *path, const char *body,
+		    long status, char *id, size_t size)
+{
+	dpg_resp r = dpg_call(srv, "POST", path, key, body);
+
+	cr_assert_eq(r.status, status, "%s: %s", path, r.body);
+	snprintf(id, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+}
+
+/*
+ * A reservation, a job and a PATE session are changed only by the key that
+ * made them, or an admin key: another analyst of the same dataset may read
+ * them but gets 403 on commit, release, cancel, queries and release of the
+ * session, and the dataset's budget and ledger stay as they were.
+ * (Releasing another key's reservation would return budget its holder may
+ * have spent already.)
+ */
+Test(auth, objects_are_changed_only_by_their_key_or_an_admin, .timeout = 180)
+{
+	char owner[160], other[160], rid[64], jid[64], sid[64], path[160];
+	dpg_server srv;
+	json_t *j;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "a", 1000.0, 1e-5, "rdp");
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/a/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
+	dpg_make_key(&srv, "analyst", "a", owner, sizeof(owner));
+	dpg_make_key(&srv, "analyst", "a", other, sizeof(other));
+
+	make_as(&srv, owner, "/v1/datasets/a/reservations", EVT, 201, rid, sizeof(rid));
+	snprintf(path, sizeof(path), "/v1/datasets/a/reservations/%s/release", rid);
+	expect_change(&srv, other, "POST", path, NULL, 403);
+	snprintf(path, sizeof(path), "/v1/datasets/a/reservations/%s/commit", rid);
+	expect_change(&srv, other, "POST", path, NULL, 403);
+	j = dpg_get_json(&srv, other, "/v1/datasets/a/reservations");
+	cr_expect_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(j, "reservations"), 0), "state")),
+			 "open");
+	json_decref(j);
+	expect_change(&srv, owner, "POST", path, NULL, 200);
+	make_as(&srv, owner, "/v1/datasets/a/reservations", EVT, 201, rid, sizeof(rid));
+	snprintf(path, sizeof(path), "/v1/datasets/a/reservations/%s/release", rid);
+	expect_change(&srv, srv.admin_key, "POST", path, NULL, 200);
+
+	make_as(&srv, owner, "/v1/datasets/a/pate/sessions", PATE_SESSION, 201, sid, sizeof(sid));
+	snprintf(path, sizeof(path), "/v1/datasets/a/pate/sessions/%s/queries", sid);
+	expect_change(&srv, other, "POST", path, "{\"queries\":[{\"votes\":[8,1,1]}]}", 403);
+	expect_change(&srv, owner, "POST", path, "{\"queries\":[{\"votes\":[8,1,1]}]}", 201);
+	expect_change(&srv, srv.admin_key, "POST", path, "{\"queries\":[{\"votes\":[8,1,1]}]}", 201);
+	snprintf(path, sizeof(path), "/v1/datasets/a/pate/sessions/%s/release", sid);
+	expect_change(&srv, other, "POST", path,
+		      "{\"beta\":0.02,\"sigma\":8,\"order\":16,\"delta\":1e-6}", 403);
+	expect_change(&srv, owner, "POST", path,
+		      "{\"beta\":0.02,\"sigma\":8,\"order\":16,\"delta\":1e-6}", 201);
+	snprintf(path, sizeof(path), "/v1/datasets/a/pate/sessions/%s", sid);
+	j = dpg_get_json(&srv, other, path);
+	cr_expect_eq(dpg_num(j, "counts.queries"), 2.0);
+	json_decref(j);
+
+	make_as(&srv, owner, "/v1/datasets/a/jobs", JOB, 202, jid, sizeof(jid));
+	snprintf(path, sizeof(path), "/v1/jobs/%s", jid);
+	expect_change(&srv, other, "DELETE", path, NULL, 403);
+	j = dpg_get_json(&srv, other, path);
+	cr_expect_str_neq(json_string_value(json_object_get(j, "state")), "cancelled");
+	json_decref(j);
+	{
+		dpg_resp r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+
+		/* Queued (200), running (202) or ended already (409). */
+		cr_expect(r.status == 200 || r.status == 202 || r.status == 409, "%ld %s", r.status,
+			  r.body);
+		dpg_resp_free(&r);
+	}
 	dpg_server_destroy(&srv);
 }
