@@ -177,6 +177,12 @@ Test(srv_mech, a_real_release_at_an_epsilon_costs_that_epsilon)
 			     &refused);
 	cr_assert(released >= 3 && refused >= 3, "laplace vector: %d released, %d refused",
 		  released, refused);
+	/* Report-noisy-max's Laplace noise sits on the same grid. */
+	released = refused = 0;
+	costs_what_was_asked("report_noisy_max", "\"scores\":[1,2,3],\"noise\":\"laplace\"", 0,
+			     14, ACCT_BASIC, &released, &refused);
+	cr_assert(released >= 3 && refused >= 3, "report_noisy_max: %d released, %d refused",
+		  released, refused);
 }
 
 Test(srv_mech, bad_bodies_name_the_field_and_draw_nothing)
