@@ -120,6 +120,13 @@ static int check_create(const struct keys_args *a, srv_role *ret_role, json_t **
 		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
 			json_array_append_new(*ret_scope, json_string(t));
 		free(copy);
+		/* An empty list would make a viewer of every dataset: most often
+		 * an unset shell variable, so only the option's absence says so. */
+		if (json_array_size(*ret_scope) == 0) {
+			fprintf(stderr, "dpgate keys create: --datasets lists no dataset id (leave "
+					"it out for a viewer of every dataset)\n");
+			return 2;
+		}
 	}
 	acct_error_init(&err);
 	if (srv_keys_check(*ret_role, *ret_scope, a->note, &err) < 0) {

@@ -398,6 +398,9 @@ Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
 			{"--role", "analyst", "--datasets", many},
 			{"--role", "analyst", "--datasets", "../x"},
 			{"--role", "viewer", "--datasets", "ok,a/b"},
+			/* An unset variable must not make a viewer of everything. */
+			{"--role", "viewer", "--datasets", ""},
+			{"--role", "viewer", "--datasets", ","},
 			{"--role", "analyst", "--datasets", long_id},
 			{"--role", "analyst", "--datasets", "a,b,a"},
 			{"--role", "viewer", "--note", note},
