@@ -318,6 +318,13 @@ double acct_inv_sq_up(double s);
 void acct_cost_add_up(acct_cost *a, const acct_cost *b);
 
 /*
+ * acct_cost_add_up(a, b) n times over (n >= 0), with every sum rounded as
+ * that loop rounds it, in time that grows with the binades the totals
+ * cross rather than with n: what n separate charges of b leave.
+ */
+void acct_cost_add_up_times(acct_cost *a, const acct_cost *b, int64_t n);
+
+/*
  * Subtracts `b` from `a`, each difference rounded toward +infinity and
  * clamped at zero (used to return a released reservation).  An infinite
  * coordinate of `a` stays infinite.
@@ -330,6 +337,10 @@ void acct_cost_sub_up(acct_cost *a, const acct_cost *b);
  * order within its B_alpha.
  */
 bool acct_filter_within(const acct_filter *f, const acct_cost *total);
+
+/* False when the filter refuses every charge: an rdp filter whose every
+ * order's bound is 0 (its delta share converts to no RDP budget there). */
+bool acct_filter_admits_some(const acct_filter *f);
 
 /*
  * The filter's own epsilon for a composition: what the gate compares with the

@@ -207,6 +207,16 @@ bool acct_filter_within(const acct_filter *f, const acct_cost *total)
 	return false;
 }
 
+bool acct_filter_admits_some(const acct_filter *f)
+{
+	if (f->kind != ACCT_LEDGER_RDP)
+		return true;
+	for (unsigned i = 0; i < f->n_orders; i++)
+		if (f->bound[i] > 0.0)
+			return true;
+	return false;
+}
+
 double acct_filter_epsilon(const acct_filter *f, const acct_cost *total)
 {
 	switch (f->kind) {

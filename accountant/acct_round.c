@@ -3,8 +3,10 @@
  * that a stored privacy cost never understates the exact one.  A leaf:
  * it calls no other accountant file.
  */
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "acct.h"
 
@@ -94,6 +96,54 @@ void acct_cost_add_up(acct_cost *a, const acct_cost *b)
 		a->v[i] = acct_add_up(x, y);
 	}
 	a->n = n;
+}
+
+/*
+ * n successive t = acct_add_up(t, c), exactly, in a step per binade.  Once
+ * t is a double in [2^(e-1), 2^e) its ulp u divides it, so while the sum
+ * stays below 2^e each step rounds t + c up to t + ceil(c/u) u: k such
+ * steps are one exact product and sum.  A step that leaves the binade is
+ * taken alone.  c >= 0; a negative or NaN c is added step by step.
+ */
+static double add_up_times(double t, double c, int64_t n)
+{
+	while (n > 0) {
+		double u, step, room;
+		int64_t k;
+		int e;
+
+		t = acct_add_up(t, c);
+		n--;
+		if (n == 0 || c == 0.0 || !isfinite(t))
+			return t;
+		if (!(c > 0.0))
+			continue;
+		frexp(t, &e);
+		u = fmax(ldexp(1.0, e - DBL_MANT_DIG), DBL_TRUE_MIN);
+		/* c > 0 moves t by one ulp at least, even where c / u underflows. */
+		step = fmax(ceil(c / u), 1.0) * u;
+		room = ldexp(1.0, e) - t;
+		/* Both multiples of u below 2^53 u: the quotient's floor is exact. */
+		k = (int64_t)fmin(floor((room - u) / step), (double)n);
+		if (k > 0) {
+			t += (double)k * step;
+			n -= k;
+		}
+	}
+	return t;
+}
+
+void acct_cost_add_up_times(acct_cost *a, const acct_cost *b, int64_t n)
+{
+	unsigned m = a->n > b->n ? a->n : b->n;
+
+	for (unsigned i = 0; i < m; i++) {
+		double x = i < a->n ? a->v[i] : 0.0;
+		double y = i < b->n ? b->v[i] : 0.0;
+
+		a->v[i] = add_up_times(x, y, n);
+	}
+	a->n = m;
 }
 
 void acct_cost_sub_up(acct_cost *a, const acct_cost *b)

@@ -64,6 +64,7 @@
 #define DPG_MAX_COMPOSITION_COUNT   100000000LL  /* self_composed count (1e8) */
 #define DPG_MAX_ORDERS              256          /* RDP orders in a request */
 #define DPG_MAX_RDP_ORDER           1e6
+#define DPG_MAX_BUDGET_EPSILON      1e6          /* a dataset's budget epsilon */
 #define DPG_MAX_FILTER_ORDERS       32           /* orders of a dataset's rdp filter */
 /* A dataset's filter orders are above this: RDP converts to epsilon only
  * above it (acct__rdp_order_epsilon). */

@@ -114,22 +114,11 @@ static int read_budget(const json_t *body, bool partial, double *eps, double *de
 				      "'budget' must be an object with epsilon and delta");
 	rc = srv_json_only_keys(b, "/budget", keys, err);
 	if (rc >= 0)
-		rc = srv_json_real(b, "/budget", "epsilon", req | SRV_LO_OPEN, 0, 1e6, eps, err);
+		rc = srv_json_real(b, "/budget", "epsilon", req | SRV_LO_OPEN, 0,
+					   DPG_MAX_BUDGET_EPSILON, eps, err);
 	if (rc >= 0)
 		rc = srv_json_real(b, "/budget", "delta", req | SRV_HI_OPEN, 0, 1, delta, err);
 	return rc < 0 ? rc : 0;
-}
-
-/* True when a filter admits some spending: an rdp filter whose every order's
- * bound is 0 would refuse every charge. */
-static bool filter_admits_some(const acct_filter *f)
-{
-	if (f->kind != ACCT_LEDGER_RDP)
-		return true;
-	for (unsigned i = 0; i < f->n_orders; i++)
-		if (f->bound[i] > 0.0)
-			return true;
-	return false;
 }
 
 /*
@@ -180,7 +169,7 @@ static int read_ledger_fields(const json_t *body, srv_dataset *ds, const char **
 					    &ds->n_filter_orders, err);
 	if (rc >= 0)
 		rc = srv_dataset_filter(ds, &f, err);
-	if (rc >= 0 && ds->n_filter_orders > 0 && !filter_admits_some(&f))
+	if (rc >= 0 && ds->n_filter_orders > 0 && !acct_filter_admits_some(&f))
 		rc = acct_error_set(err, ACCT_EINVAL, "/filter_orders",
 				    "at these orders this budget admits no spending: the delta "
 				    "share of each order converts to no RDP budget");

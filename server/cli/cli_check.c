@@ -31,7 +31,8 @@
  *            "event": { ...privacy event... },    required (DESIGN.md events)
  *            "repeat": 3}                         optional, >= 1 (default 1):
  *                                                  the event is charged this
- *                                                  many times
+ *                                                  many times, each charge
+ *                                                  on its own
  *         ]
  *       }
  *     ]
@@ -189,8 +190,8 @@ static int open_filter(const json_t *ds, const char *where, struct ds_ledger *L,
 		return acct_error_set(err, ACCT_EINVAL, ptr, "'budget' must be an object");
 	rc = srv_json_only_keys(budget, ptr, budget_keys, err);
 	if (rc >= 0)
-		rc = srv_json_real(budget, ptr, "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0.0, HUGE_VAL,
-				   &L->eps_b, err);
+		rc = srv_json_real(budget, ptr, "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0.0,
+				   DPG_MAX_BUDGET_EPSILON, &L->eps_b, err);
 	if (rc >= 0)
 		rc = srv_json_real(budget, ptr, "delta", SRV_REQUIRED | SRV_HI_OPEN, 0.0, 1.0,
 				   &L->delta_b, err);
@@ -214,13 +215,20 @@ static int open_filter(const json_t *ds, const char *where, struct ds_ledger *L,
 		}
 		return ACCT_EINVAL;
 	}
+	/* As the server refuses to create such a dataset. */
+	if (L->n_orders > 0 && !acct_filter_admits_some(&L->f)) {
+		srv_json_pointer(ptr, sizeof(ptr), where, "filter_orders");
+		return acct_error_set(err, ACCT_EINVAL, ptr,
+				      "at these orders this budget admits no spending: the delta "
+				      "share of each order converts to no RDP budget");
+	}
 	return 0;
 }
 
 /*
  * Reads planned release `j` (at pointer `item`; its event at `evp`): its
- * name, its repeat count and its event, self-composed `repeat` times, in
- * *ret_ev (caller frees).  Returns 0, or a negative ACCT_E* code with err.
+ * name, its repeat count and its event, in *ret_ev (caller frees).
+ * Returns 0, or a negative ACCT_E* code with err.
  */
 static int parse_planned(const json_t *j, const char *item, const char *evp,
 			 const char **ret_name, int64_t *ret_repeat, acct_event **ret_ev,
@@ -246,32 +254,31 @@ static int parse_planned(const json_t *j, const char *item, const char *evp,
 	rc = srv_event_parse(json_object_get(j, "event"), evp, &ev, err);
 	if (rc < 0)
 		return rc;
-	if (*ret_repeat > 1) {
-		ev = acct_event_self_composed(*ret_repeat, ev);
-		if (!ev)
-			return acct_error_set(err, ACCT_ENOMEM, item, "out of memory");
-	}
 	*ret_ev = ev;
 	return 0;
 }
 
 /*
- * Prices event `ev` (which it frees; `repeat` times its inner event) on the
- * ledger and admits it when the plan still fits and the budget holds it.
- * A charge the ledger cannot price is a refusal, recorded in run.  Sets
- * *ret_epsilon (NAN when unpriced) and *ret_admitted.  Returns 0, or a
- * negative ACCT_E* code with err for a malformed event (bad policy).
+ * Prices event `ev` (which it frees) on the ledger and admits `repeat`
+ * charges of it when the plan still fits and the budget holds them all.
+ * They are `repeat` separate charges, as many requests would be, not one
+ * composed event: a basic ledger prices each at its own delta share, and
+ * each sum is rounded as the server's running total rounds it.  A charge
+ * the ledger cannot price is a refusal, recorded in run.  Sets
+ * *ret_epsilon (the filter's epsilon of the `repeat` charges alone; NAN
+ * when unpriced) and *ret_admitted.  Returns 0, or a negative ACCT_E*
+ * code with err for a malformed event (bad policy).
  */
 static int admit_planned(struct ds_ledger *L, struct ds_run *run, acct_event *ev, int64_t repeat,
 			 const char *where, const char *evp, double *ret_epsilon,
 			 bool *ret_admitted, acct_error *err)
 {
-	acct_cost c, next;
+	acct_cost c, next, alone;
 	acct_error e;
 	int rc;
 
 	acct_error_init(&e);
-	rc = acct_event_validate_at(repeat > 1 ? ev->u.self_composed.event : ev, L->nb, evp, &e);
+	rc = acct_event_validate_at(ev, L->nb, evp, &e);
 	if (rc == 0)
 		rc = acct_filter_price(&L->f, ev, L->share, &c, &e);
 	acct_event_free(ev);
@@ -295,11 +302,15 @@ static int admit_planned(struct ds_ledger *L, struct ds_run *run, acct_event *ev
 		run->fits = false;
 		return 0;
 	}
-	*ret_epsilon = acct_filter_epsilon(&L->f, &c);
+	acct_filter_zero(&L->f, &alone);
+	acct_cost_add_up_times(&alone, &c, repeat);
+	*ret_epsilon = acct_filter_epsilon(&L->f, &alone);
 	if (!run->fits)
 		return 0;
+	/* Totals only grow and the filter is monotone in them: every one of
+	 * the charges is admitted exactly when the last one is. */
 	next = run->total;
-	acct_cost_add_up(&next, &c);
+	acct_cost_add_up_times(&next, &c, repeat);
 	if (acct_filter_within(&L->f, &next)) {
 		run->total = next;
 		*ret_admitted = true;

@@ -961,6 +961,31 @@ Test(check, exit_codes)
 	cr_expect_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"budget\":{\"epsilon\":1,\"delta\":1e-5},"
 			       "\"planned\":[{\"event\":{\"type\":\"nope\"}}]}]}", false), 2);
 	cr_expect_eq(run_check("not json", false), 2);
+	/* Budgets the server refuses to create: epsilon above 10^6, and rdp
+	 * filter orders at which the budget admits nothing. */
+	cr_expect_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"budget\":{\"epsilon\":2e6,"
+			       "\"delta\":1e-5},\"planned\":[]}]}", false), 2);
+	cr_expect_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"budget\":{\"epsilon\":0.01,"
+			       "\"delta\":1e-10},\"filter_orders\":[1.02,1.05],\"planned\":[]}]}",
+			       false), 2);
+	/* An event nested as deep as events go, planned twice, is two charges
+	 * of it (it was wrapped once more, past the depth, and refused). */
+	{
+		char policy[1024] = "{\"datasets\":[{\"id\":\"a\",\"accountant\":\"basic\","
+				    "\"budget\":{\"epsilon\":2,\"delta\":0},\"planned\":[{\"repeat\":2,"
+				    "\"event\":";
+		size_t n = strlen(policy);
+
+		for (int i = 1; i < DPG_MAX_EVENT_DEPTH; i++)
+			n += (size_t)snprintf(policy + n, sizeof(policy) - n,
+					      "{\"type\":\"self_composed\",\"count\":1,\"event\":");
+		n += (size_t)snprintf(policy + n, sizeof(policy) - n,
+				      "{\"type\":\"laplace\",\"noise_multiplier\":1}");
+		for (int i = 1; i < DPG_MAX_EVENT_DEPTH; i++)
+			n += (size_t)snprintf(policy + n, sizeof(policy) - n, "}");
+		snprintf(policy + n, sizeof(policy) - n, "}]}]}");
+		cr_expect_eq(run_check(policy, true), 0, "%s", policy);
+	}
 	/* One dataset listed twice: each entry alone fits (4 x Laplace(b=4) =
 	 * 1 of 2), together they are exactly the budget plus one more: checked
 	 * apart they both passed (exit 0); a bad policy now (2). */

@@ -390,3 +390,43 @@ Test(round, products_and_quotients_bound_the_exact_value)
 	cr_skip_test("no binary128 type to compute the exact products in");
 #endif
 }
+
+/* The loop acct_cost_add_up_times stands for. */
+static double add_up_loop(double t, double c, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		t = acct_add_up(t, c);
+	return t;
+}
+
+/*
+ * n charges in one call leave exactly what n calls of acct_cost_add_up
+ * leave: random starts and costs across binades (and costs far below the
+ * total's ulp, which still move it one ulp a charge), counts to 10^5.
+ */
+Test(cost, add_up_times_is_the_loop_it_replaces)
+{
+	unsigned seed = 12345;
+
+	for (int trial = 0; trial < 400; trial++) {
+		double t = trial % 7 == 0 ? 0.0 : ldexp(1.0 + rand_r(&seed) / (double)RAND_MAX,
+							 rand_r(&seed) % 80 - 60);
+		double c = ldexp(1.0 + rand_r(&seed) / (double)RAND_MAX, rand_r(&seed) % 120 - 100);
+		int64_t n = trial % 5 == 0 ? rand_r(&seed) % 100000 : rand_r(&seed) % 300;
+		acct_cost a = cost2(t, c / 3), b = cost2(c, c / 7);
+
+		acct_cost_add_up_times(&a, &b, n);
+		cr_assert_eq(a.v[0], add_up_loop(t, c, n), "t %a c %a n %lld: %a", t, c, (long long)n,
+			     a.v[0]);
+		cr_assert_eq(a.v[1], add_up_loop(c / 3, c / 7, n), "t %a c %a n %lld", c / 3, c / 7,
+			     (long long)n);
+	}
+	/* 10^8 charges of 0.1: the count DPG_MAX_COMPOSITION_COUNT allows. */
+	{
+		acct_cost a = cost2(0.0, 0.0), b = cost2(0.1, 0.0);
+
+		acct_cost_add_up_times(&a, &b, 100000000);
+		cr_assert_eq(a.v[0], add_up_loop(0.0, 0.1, 100000000));
+		cr_assert_geq(a.v[0], 1e7);
+	}
+}

@@ -929,6 +929,92 @@ Test(cli, check_names_a_bad_release_after_a_refused_one)
 	cr_assert(strstr(err, "dpgate check: bad policy at /datasets/0/planned/1/x: "), "%s", err);
 }
 
+/* Charges `event` to dataset id until the server refuses one (409);
+ * returns how many it admitted. */
+static int charges_admitted(const dpg_server *s, const char *id, const char *event,
+			    const char *extra)
+{
+	char path[128], body[512];
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
+	snprintf(body, sizeof(body), "{\"event\":%s%s}", event, extra);
+	for (;; n++) {
+		dpg_resp r = dpg_call(s, "POST", path, s->admin_key, body);
+		long status = r.status;
+
+		cr_assert(status == 201 || status == 409, "%s: %ld %s", id, status, r.body);
+		dpg_resp_free(&r);
+		if (status == 409)
+			return n;
+		cr_assert_lt(n, 500, "%s: no refusal", id);
+	}
+}
+
+/*
+ * `check` admits what the server admits, charge by charge: `repeat` N is N
+ * separate charges, each priced alone (on a basic ledger a Gaussian costs
+ * its epsilon at the delta share each time; composed into one event, 20 of
+ * them had cost about sqrt(20) times one), each total rounded as the
+ * server's running total rounds it (four charges of 0.1 leave more than
+ * 0.4).  The server is charged until it refuses; a policy with that many
+ * charges fits and shows the server's spent epsilon, one more does not.
+ */
+Test(cli, check_admits_what_the_server_admits_charge_by_charge, .timeout = 180)
+{
+	static const struct {
+		const char *accountant, *event, *request, *policy;
+		double epsilon, delta;
+	} plans[] = {
+		{"basic", "{\"type\":\"gaussian\",\"noise_multiplier\":5}", ",\"delta\":1e-6",
+		 ",\"delta_share\":1e-6", 10, 1e-5},
+		{"basic", "{\"type\":\"epsilon_delta\",\"epsilon\":0.1,\"delta\":0}", "", "", 0.4, 0},
+		{"rdp", "{\"type\":\"gaussian\",\"noise_multiplier\":3}", "", "", 2, 1e-5},
+		{"zcdp", "{\"type\":\"laplace\",\"noise_multiplier\":2}", "", "", 6, 1e-5},
+	};
+	dpg_server s;
+
+	dpg_server_start(&s);
+	for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++) {
+		char id[8], policy[1024], path[400], out[16384];
+		int n;
+
+		snprintf(id, sizeof(id), "c%zu", i);
+		dpg_make_dataset(&s, id, plans[i].epsilon, plans[i].delta, plans[i].accountant);
+		n = charges_admitted(&s, id, plans[i].event, plans[i].request);
+		cr_assert_gt(n, 0, "%s", id);
+		for (int more = 0; more < 2; more++) {
+			json_t *report;
+			int rc;
+
+			snprintf(policy, sizeof(policy),
+				 "{\"datasets\":[{\"id\":\"%s\",\"accountant\":\"%s\",\"budget\":"
+				 "{\"epsilon\":%.17g,\"delta\":%.17g}%s,\"planned\":[{\"event\":%s,"
+				 "\"repeat\":%d}]}]}",
+				 id, plans[i].accountant, plans[i].epsilon, plans[i].delta,
+				 plans[i].policy, plans[i].event, n + more);
+			temp_file(path, sizeof(path), "policy.json", policy);
+			rc = cli(out, sizeof(out), false,
+				 (const char *const[]){"check", path, "--json", NULL});
+			remove_temp_file(path);
+			cr_assert_eq(rc, more, "%s: the server admitted %d; repeat %d: %s", id, n,
+				     n + more, out);
+			if (more)
+				continue;
+			report = json_loads(out, 0, NULL);
+			cr_assert_not_null(report, "%s", out);
+			/* The report prints 10 significant digits. */
+			cr_assert_float_eq(dpg_num(json_array_get(json_object_get(report, "datasets"),
+								  0),
+						   "spent.epsilon"),
+					   dpg_budget_of(&s, id).spent_eps,
+					   1e-9 * dpg_budget_of(&s, id).spent_eps, "%s: %s", id, out);
+			json_decref(report);
+		}
+	}
+	dpg_server_destroy(&s);
+}
+
 /* The value after `key` in text (up to a quote, a space or a line end),
  * into buf; asserts it is there. */
 static void value_after(const char *text, const char *key, char *buf, size_t size,
