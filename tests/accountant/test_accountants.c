@@ -640,6 +640,48 @@ Test(strong, textbook_formula)
 	acct_event_free(e);
 }
 
+/*
+ * basic sums round upward: six releases whose delta sum in double rounds
+ * below the exact one.  Asked at that rounded sum, the composition is
+ * refused (it spends more), and the delta reported is at or above the
+ * exact sum (a long double holds six such doubles' sum exactly: their
+ * exponents are within 4 of each other).
+ */
+Test(basic, delta_sums_never_round_down)
+{
+	acct_options o = opts(ACCT_BASIC, ACCT_ADD_REMOVE);
+	unsigned seed = 7;
+	int found = 0;
+
+	for (int trial = 0; trial < 1000 && found < 5; trial++) {
+		acct_event *leaves[6], *e;
+		double d[6], rounded = 0;
+		long double exact = 0;
+		acct_result r;
+		acct_error err;
+
+		for (int i = 0; i < 6; i++) {
+			d[i] = 1e-7 + 9e-7 * rand_r(&seed) / (double)RAND_MAX;
+			rounded += d[i];
+			exact += d[i];
+		}
+		if (!(exact > (long double)rounded))
+			continue;
+		found++;
+		for (int i = 0; i < 6; i++)
+			leaves[i] = acct_event_epsilon_delta(0.1, d[i]);
+		e = acct_event_composed(leaves, 6);
+		acct_error_init(&err);
+		cr_expect_eq(acct_epsilon(e, rounded, &o, &r, &err), ACCT_EUNSUPPORTED,
+			     "delta %.17g accepted, exact sum %.20Lg", rounded, exact);
+		acct_error_init(&err);
+		cr_assert_eq(acct_delta(e, 1.0, &o, &r, &err), 0, "%s", err.text);
+		cr_expect((long double)r.delta >= exact, "delta %.17g below %.20Lg", r.delta, exact);
+		acct_event_free(e);
+	}
+	cr_assert_eq(found, 5);
+}
+
 /* Calibration returns the conservative side. */
 Test(calibrate, laplace_and_count)
 {
