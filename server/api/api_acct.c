@@ -270,7 +270,7 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 	struct common c;
 	struct null_hunt h;
 	long path[DPG_MAX_EVENT_DEPTH + 2];
-	json_t *tmpl = NULL, *ans;
+	json_t *tmpl = NULL, *ans, *solved = NULL;
 	acct_event *ev = NULL, *node;
 	double eps = 0.0, delta = 0.0, value = 0.0, reached = 0.0;
 	bool failed;
@@ -324,10 +324,13 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 		goto out;
 	}
 	ans = json_object();
-	failed = !ans ||
-		 json_object_set_new(ans, h.key,
-				     integer_field(h.key) ? json_integer((json_int_t)value) :
-							    json_real(value)) ||
+	solved = integer_field(h.key) ? json_integer((json_int_t)value) : json_real(value);
+	/* The answer's "epsilon" is the epsilon reached: a solved field named
+	 * epsilon (the exponential mechanism's, say) is in "value" and in the
+	 * completed "event" only, never in place of it. */
+	failed = !ans || !solved || json_object_set(h.parent, h.key, solved) ||
+		 (strcmp(h.key, "epsilon") != 0 && json_object_set(ans, h.key, solved)) ||
+		 json_object_set(ans, "value", solved) || json_object_set(ans, "event", tmpl) ||
 		 set_real(ans, "epsilon", reached) || set_real(ans, "target_epsilon", eps) ||
 		 set_real(ans, "delta", delta) ||
 		 json_object_set_new(ans, "accountant",
@@ -335,6 +338,7 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 		 json_object_set_new(ans, "field", json_string(h.ptr));
 	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 out:
+	json_decref(solved);
 	json_decref(tmpl);
 	acct_event_free(ev);
 	return rc;

@@ -830,6 +830,63 @@ Test(routes, shapes_and_errors)
 }
 
 /*
+ * A solved field named epsilon (the exponential mechanism's) is in "value"
+ * and in the completed "event", and the answer's "epsilon" stays the
+ * epsilon reached: it had overwritten the solved value, and a client that
+ * put that number back into its event went over the target (at most
+ * 1.0035 for a target of 1 under rdp).  The completed event, priced again,
+ * is at most the target, and its epsilon is "value".
+ */
+Test(routes, calibrate_answers_a_field_named_epsilon_in_value)
+{
+	static const char *const bodies[] = {
+		"{\"template\":{\"type\":\"exponential_mechanism\",\"epsilon\":null},"
+		"\"epsilon\":1,\"delta\":1e-5,\"accountant\":\"rdp\"}",
+		"{\"template\":{\"type\":\"permute_and_flip\",\"epsilon\":null},"
+		"\"epsilon\":1,\"delta\":1e-5,\"accountant\":\"zcdp\"}",
+		"{\"template\":{\"type\":\"self_composed\",\"count\":10,\"event\":{\"type\":"
+		"\"epsilon_delta\",\"epsilon\":null,\"delta\":1e-7}},\"epsilon\":1,\"delta\":1e-5,"
+		"\"accountant\":\"basic\"}",
+	};
+
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		json_t *a, *again, *body = json_loads(bodies[i], 0, NULL), *q;
+		const json_t *ev;
+		acct_error err;
+		double value;
+		char *text;
+		int rc;
+
+		acct_error_init(&err);
+		a = call(srv_acct_calibrate, bodies[i], &rc, &err);
+		cr_assert_eq(rc, 0, "%s: %s", bodies[i], err.text);
+		value = json_real_value(json_object_get(a, "value"));
+		ev = json_object_get(a, "event");
+		cr_expect(value > 0 && value < 1, "%s: value %g", bodies[i], value);
+		cr_expect_leq(json_real_value(json_object_get(a, "epsilon")), 1.0);
+		/* The event is the template with the value where the null was. */
+		if (i < 2)
+			cr_expect_eq(json_real_value(json_object_get(ev, "epsilon")), value);
+		else
+			cr_expect_eq(json_real_value(json_object_get(json_object_get(ev, "event"),
+								 "epsilon")),
+				     value);
+		q = json_pack("{s:O, s:f, s:O}", "event", ev, "delta", 1e-5, "accountant",
+			      json_object_get(body, "accountant"));
+		text = json_dumps(q, 0);
+		cr_assert_not_null(text);
+		again = call(srv_acct_epsilon, text, &rc, &err);
+		free(text);
+		cr_assert_eq(rc, 0, "%s", err.text);
+		cr_expect_leq(json_real_value(json_object_get(again, "epsilon")), 1.0, "%s", bodies[i]);
+		json_decref(again);
+		json_decref(q);
+		json_decref(body);
+		json_decref(a);
+	}
+}
+
+/*
  * The rdp and compare routes price under the body's "neighbor".
  * Randomized response is defined under replace only, at the divergence of
  * test_rr_renyi and, under basic composition, epsilon ln(1 + k (1 - p) / p) =
