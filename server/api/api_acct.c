@@ -121,10 +121,14 @@ static int set_real(json_t *obj, const char *key, double v)
 	return json_object_set_new(obj, key, isfinite(v) ? json_real(v) : json_null());
 }
 
-static const char *const common_keys[] = {
-	"event", "delta", "epsilon", "accountant", "neighbor", "conversion", "orders",
-	"value_discretization_interval", "template", NULL,
-};
+/* The members of each route's body: an /epsilon body's own "epsilon" (or
+ * a template) would be read by nothing, and is refused, not ignored. */
+#define ACCOUNTANT_KEYS "accountant", "neighbor", "conversion", "orders", \
+	"value_discretization_interval"
+static const char *const epsilon_keys[] = {"event", "delta", ACCOUNTANT_KEYS, NULL};
+static const char *const delta_keys[] = {"event", "epsilon", ACCOUNTANT_KEYS, NULL};
+static const char *const calibrate_keys[] = {"template", "epsilon", "delta", ACCOUNTANT_KEYS,
+					     NULL};
 
 /*
  * The two conversions, one from the other: epsilon at a given delta
@@ -144,7 +148,7 @@ static int convert(const json_t *body, bool want_epsilon, json_t **ret_answer, a
 	bool failed;
 	int rc;
 
-	rc = read_common(body, common_keys, &c, err);
+	rc = read_common(body, want_epsilon ? epsilon_keys : delta_keys, &c, err);
 	if (rc >= 0)
 		rc = want_epsilon ?
 			     srv_json_real(body, "", given, SRV_REQUIRED | SRV_HI_OPEN, 0.0, 1.0, &x, err) :
@@ -187,6 +191,16 @@ static bool integer_field(const char *key)
 	return strcmp(key, "count") == 0 || strcmp(key, "sample_size") == 0 ||
 	       strcmp(key, "source_dataset_size") == 0 || strcmp(key, "num_buckets") == 0 ||
 	       strcmp(key, "sensitivity") == 0;
+}
+
+/* What calibrate puts where the null was, before parsing the template. */
+static json_t *placeholder(const char *key)
+{
+	if (strcmp(key, "num_buckets") == 0)
+		return json_integer(2);
+	if (strcmp(key, "source_dataset_size") == 0)
+		return json_integer(DPG_MAX_DATASET_SIZE);
+	return integer_field(key) ? json_integer(1) : json_real(1.0);
 }
 
 struct null_hunt {
@@ -277,7 +291,7 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 	int rc;
 
 	memset(&h, 0, sizeof(h));
-	rc = read_common(body, common_keys, &c, err);
+	rc = read_common(body, calibrate_keys, &c, err);
 	if (rc >= 0)
 		rc = srv_json_real(body, "", "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0.0, HUGE_VAL, &eps,
 				   err);
@@ -303,9 +317,10 @@ int srv_acct_calibrate(const json_t *body, json_t **ret_answer, acct_error *err)
 				    "a template must have exactly one null field");
 		goto out;
 	}
-	/* A placeholder inside every field's range; the solver overwrites it. */
-	if (json_object_set_new(h.parent, h.key,
-				integer_field(h.key) ? json_integer(1) : json_real(1.0))) {
+	/* A placeholder inside every field's range whatever the fields beside
+	 * it hold, so that a field the solver cannot take is refused as that,
+	 * not for its placeholder; the solver overwrites it. */
+	if (json_object_set_new(h.parent, h.key, placeholder(h.key))) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}

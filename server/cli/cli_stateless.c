@@ -20,47 +20,66 @@
  * route's answer.  `example` is a complete body the command answers (the
  * CLI test runs every one), shown by its --help.
  */
+/* The options that fill a body's keys, each taken only by the commands
+ * whose body has that key. */
+enum {
+	TAKES_DELTA = 1,
+	TAKES_EPSILON = 2,
+	TAKES_ACCOUNTANT = 4,
+	TAKES_NEIGHBOR = 8,
+};
+
 struct cli_stateless_cmd {
 	const char *name;
 	const char *route;
 	srv_json_fn fn;
+	unsigned takes;
 	const char *example;
 };
 
 static const cli_stateless_cmd stateless_cmds[] = {
 	{"epsilon", "/v1/accountant/epsilon", srv_acct_epsilon,
+	 TAKES_DELTA | TAKES_ACCOUNTANT | TAKES_NEIGHBOR,
 	 "{\"event\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
 	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
 	 "\"gaussian\", \"noise_multiplier\": 1.1}}}, \"delta\": 1e-5, \"accountant\": "
 	 "\"rdp\", \"neighbor\": \"add_remove\"}"},
 	{"delta", "/v1/accountant/delta", srv_acct_delta,
+	 TAKES_EPSILON | TAKES_ACCOUNTANT | TAKES_NEIGHBOR,
 	 "{\"event\": {\"type\": \"gaussian\", \"noise_multiplier\": 2}, \"epsilon\": 1, "
 	 "\"accountant\": \"pld\", \"neighbor\": \"add_remove\"}"},
 	{"calibrate", "/v1/accountant/calibrate", srv_acct_calibrate,
+	 TAKES_DELTA | TAKES_EPSILON | TAKES_ACCOUNTANT | TAKES_NEIGHBOR,
 	 "{\"template\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
 	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
 	 "\"gaussian\", \"noise_multiplier\": null}}}, \"epsilon\": 3, \"delta\": 1e-5, "
 	 "\"accountant\": \"rdp\", \"neighbor\": \"add_remove\"}"},
 	{"compare", "/v1/accountant/compare", srv_acct_compare,
+	 TAKES_DELTA | TAKES_NEIGHBOR,
 	 "{\"event\": {\"type\": \"self_composed\", \"count\": 1000, \"event\": {\"type\": "
 	 "\"poisson_sampled\", \"sampling_probability\": 0.01, \"event\": {\"type\": "
 	 "\"gaussian\", \"noise_multiplier\": 1.1}}}, \"delta\": 1e-5, \"neighbor\": "
 	 "\"add_remove\"}"},
 	{"rdp", "/v1/accountant/rdp", srv_acct_rdp,
+	 TAKES_NEIGHBOR,
 	 "{\"event\": {\"type\": \"gaussian\", \"noise_multiplier\": 2}, \"orders\": [2, 4, "
 	 "8, 16, 32]}"},
 	{"pate-cost", "/v1/pate/cost", srv_pate_cost,
+	 0,
 	 "{\"votes\": [90, 5, 5], \"sigma\": 40, \"orders\": [2, 4, 8, 16, 32]}"},
 	{"pate-smooth-sensitivity", "/v1/pate/smooth-sensitivity", srv_pate_smooth_sensitivity,
+	 0,
 	 "{\"votes\": [90, 5, 5], \"num_teachers\": 100, \"sigma\": 40, \"order\": 10, "
 	 "\"beta\": 0.0329}"},
 	{"label-em-guidance", "/v1/label-em/guidance", srv_label_em_guidance,
+	 TAKES_EPSILON,
 	 "{\"n\": 1000, \"epsilon\": 1, \"sensitivity\": 1, \"ks\": [0, 1, 2]}"},
 };
 
-/* Printed with the command's name, route, example body and name again. */
+/* Printed with the command's name and options, route, example body and
+ * name again. */
 static const char usage_stateless[] =
-	"usage: dpgate %s [--delta X] [--epsilon X] [--accountant NAME] [--neighbor add_remove|replace] [FILE|-]\n"
+	"usage: dpgate %s%s [FILE|-]\n"
 	"\n"
 	"Reads the JSON body of POST %s from FILE or stdin (default),\n"
 	"fills missing keys from the options, and prints the route's JSON answer.\n"
@@ -150,9 +169,34 @@ static json_t *number_option(const char *cmd, const char *option, const char *te
 	return json_real(x);
 }
 
+static const struct {
+	unsigned bit;
+	const char *usage;
+} option_usage[] = {
+	{TAKES_DELTA, " [--delta X]"},
+	{TAKES_EPSILON, " [--epsilon X]"},
+	{TAKES_ACCOUNTANT, " [--accountant NAME]"},
+	{TAKES_NEIGHBOR, " [--neighbor add_remove|replace]"},
+};
+
 static void print_stateless_usage(FILE *f, const cli_stateless_cmd *cmd)
 {
-	fprintf(f, usage_stateless, cmd->name, cmd->route, cmd->example, cmd->name);
+	char options[128] = "";
+
+	for (size_t i = 0; i < sizeof(option_usage) / sizeof(option_usage[0]); i++)
+		if (cmd->takes & option_usage[i].bit)
+			strcat(options, option_usage[i].usage);
+	fprintf(f, usage_stateless, cmd->name, options, cmd->route, cmd->example, cmd->name);
+}
+
+/* Whether cmd takes option `bit`; otherwise says so on stderr. */
+static bool takes_option(const cli_stateless_cmd *cmd, unsigned bit, const char *option)
+{
+	if (cmd->takes & bit)
+		return true;
+	fprintf(stderr, "dpgate %s: --%s does not apply: the body of POST %s has no '%s'\n",
+		cmd->name, option, cmd->route, option);
+	return false;
 }
 
 /*
@@ -178,16 +222,26 @@ static int parse_stateless_args(const cli_stateless_cmd *cmd, int argc, char **a
 		switch (c) {
 		case 'd':
 			json_decref(o->delta);
-			if (!(o->delta = number_option(cmd->name, "delta", optarg)))
+			if (!takes_option(cmd, TAKES_DELTA, "delta") ||
+			    !(o->delta = number_option(cmd->name, "delta", optarg)))
 				return 2;
 			break;
 		case 'e':
 			json_decref(o->epsilon);
-			if (!(o->epsilon = number_option(cmd->name, "epsilon", optarg)))
+			if (!takes_option(cmd, TAKES_EPSILON, "epsilon") ||
+			    !(o->epsilon = number_option(cmd->name, "epsilon", optarg)))
 				return 2;
 			break;
-		case 'a': o->accountant = optarg; break;
-		case 'n': o->neighbor = optarg; break;
+		case 'a':
+			if (!takes_option(cmd, TAKES_ACCOUNTANT, "accountant"))
+				return 2;
+			o->accountant = optarg;
+			break;
+		case 'n':
+			if (!takes_option(cmd, TAKES_NEIGHBOR, "neighbor"))
+				return 2;
+			o->neighbor = optarg;
+			break;
 		case 'h': print_stateless_usage(stdout, cmd); return 0;
 		default: print_stateless_usage(stderr, cmd); return 2;
 		}

@@ -830,6 +830,38 @@ Test(routes, shapes_and_errors)
 }
 
 /*
+ * A null field the solver cannot take is refused as such, at its pointer:
+ * the placeholder put there first (1) had failed the checks of the fields
+ * beside it, and the message named a range that had nothing to do with
+ * the request ("'sample_size' must be an integer in [1, 1]").
+ */
+Test(routes, calibrate_names_a_field_it_cannot_solve)
+{
+	static const struct {
+		const char *body, *where;
+	} cases[] = {
+		{"{\"template\":{\"type\":\"randomized_response\",\"noise_parameter\":0.5,"
+		 "\"num_buckets\":null},\"epsilon\":1,\"delta\":1e-5,\"neighbor\":\"replace\"}",
+		 "/template/num_buckets"},
+		{"{\"template\":{\"type\":\"sampled_without_replacement\",\"source_dataset_size\":"
+		 "null,\"sample_size\":10,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1}},"
+		 "\"epsilon\":1,\"delta\":1e-5,\"neighbor\":\"replace\"}",
+		 "/template/source_dataset_size"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		acct_error err;
+		int rc;
+		json_t *a = call(srv_acct_calibrate, cases[i].body, &rc, &err);
+
+		cr_expect_null(a);
+		cr_expect_eq(rc, ACCT_EINVAL);
+		cr_expect_str_eq(err.where, cases[i].where);
+		cr_expect(strstr(err.text, "cannot be calibrated"), "%s", err.text);
+	}
+}
+
+/*
  * A solved field named epsilon (the exponential mechanism's) is in "value"
  * and in the completed "event", and the answer's "epsilon" stays the
  * epsilon reached: it had overwritten the solved value, and a client that

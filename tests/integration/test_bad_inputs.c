@@ -929,6 +929,58 @@ Test(cli, check_names_a_bad_release_after_a_refused_one)
 	cr_assert(strstr(err, "dpgate check: bad policy at /datasets/0/planned/1/x: "), "%s", err);
 }
 
+/*
+ * A stateless command takes only the options for keys its route's body
+ * has, and its --help offers only those: `rdp --delta` had been offered,
+ * then refused as an unknown field, and `delta --delta` or `epsilon
+ * --epsilon` silently ignored.  The routes refuse such a key in the body
+ * too (an /epsilon body's "epsilon" had been read by nothing).
+ */
+Test(cli, stateless_commands_take_only_their_bodys_options)
+{
+	static const struct {
+		const char *cmd, *option;
+		bool takes;
+	} options[] = {
+		{"epsilon", "--epsilon", false}, {"epsilon", "--delta", true},
+		{"delta", "--delta", false},     {"delta", "--epsilon", true},
+		{"compare", "--accountant", false}, {"compare", "--delta", true},
+		{"rdp", "--delta", false},       {"rdp", "--neighbor", true},
+		{"pate-cost", "--neighbor", false}, {"label-em-guidance", "--epsilon", true},
+		{"label-em-guidance", "--delta", false},
+	};
+	char out[8192];
+
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		const char *value = strcmp(options[i].option, "--neighbor") == 0 ? "replace" : "1";
+		int rc = cli(out, sizeof(out), true,
+			     (const char *const[]){options[i].cmd, options[i].option, value, "/dev/null",
+						   NULL});
+		bool refused = strstr(out, "does not apply") != NULL;
+
+		cr_expect_eq(refused, !options[i].takes, "%s %s: %s", options[i].cmd, options[i].option,
+			     out);
+		if (refused)
+			cr_expect_eq(rc, 2, "%s %s", options[i].cmd, options[i].option);
+		rc = cli(out, sizeof(out), false, (const char *const[]){options[i].cmd, "--help", NULL});
+		cr_assert_eq(rc, 0);
+		cr_expect_eq(strstr(out, options[i].option) != NULL, options[i].takes, "%s --help: %s",
+			     options[i].cmd, out);
+	}
+	{
+		char path[400];
+		int rc;
+
+		temp_file(path, sizeof(path), "body.json",
+			  "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1},"
+			  "\"delta\":1e-5,\"epsilon\":1}");
+		rc = cli(out, sizeof(out), true, (const char *const[]){"epsilon", path, NULL});
+		remove_temp_file(path);
+		cr_expect_eq(rc, 2, "%s", out);
+		cr_expect(strstr(out, "at /epsilon"), "%s", out);
+	}
+}
+
 /* Charges `event` to dataset id until the server refuses one (409);
  * returns how many it admitted. */
 static int charges_admitted(const dpg_server *s, const char *id, const char *event,
