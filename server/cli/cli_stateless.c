@@ -120,15 +120,18 @@ static json_t *read_json_input(const char *path, acct_error *err)
 	for (;;) {
 		size_t n;
 
+		/* The route's limit: a body of DPG_MAX_BODY_BYTES is read whole. */
+		if (len > DPG_MAX_BODY_BYTES) {
+			acct_error_set(err, ACCT_EINVAL, "", "input larger than %u bytes",
+				       DPG_MAX_BODY_BYTES);
+			goto out;
+		}
 		if (len + 4096 + 1 > cap) {
 			char *nb;
 
 			cap = cap ? cap * 2 : 8192;
-			if (cap > DPG_MAX_BODY_BYTES + 8192) {
-				acct_error_set(err, ACCT_EINVAL, "", "input larger than %u bytes",
-					       DPG_MAX_BODY_BYTES);
-				goto out;
-			}
+			if (cap > DPG_MAX_BODY_BYTES + 4096 + 1)
+				cap = DPG_MAX_BODY_BYTES + 4096 + 1;
 			nb = realloc(buf, cap);
 			if (!nb)
 				goto out;
@@ -138,6 +141,11 @@ static json_t *read_json_input(const char *path, acct_error *err)
 		len += n;
 		if (n == 0)
 			break;
+	}
+	if (ferror(f)) {
+		acct_error_set(err, ACCT_EINVAL, "", "cannot read %s: %s",
+			       f == stdin ? "stdin" : path, strerror(errno));
+		goto out;
 	}
 	j = srv_parse_body(buf ? buf : "", len, err);
 out:

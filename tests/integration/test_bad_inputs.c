@@ -18,6 +18,7 @@
 
 #include <criterion/criterion.h>
 
+#include "dpg_limits.h"
 #include "harness.h"
 #include "test_math.h"
 
@@ -979,6 +980,36 @@ Test(cli, stateless_commands_take_only_their_bodys_options)
 		cr_expect_eq(rc, 2, "%s", out);
 		cr_expect(strstr(out, "at /epsilon"), "%s", out);
 	}
+}
+
+/*
+ * A stateless command reads a body as long as the route takes
+ * (DPG_MAX_BODY_BYTES: one padded with spaces to the limit is answered; it
+ * was refused from about 1,040,000 bytes, its buffer's doubling past the
+ * limit), refuses one byte more, and names a path it cannot read.
+ */
+Test(cli, stateless_input_is_read_up_to_the_body_limit)
+{
+	static const char body[] = "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":1},"
+				   "\"delta\":1e-5}";
+	char path[400], out[8192], *text = malloc(DPG_MAX_BODY_BYTES + 2);
+	int rc;
+
+	cr_assert_not_null(text);
+	for (int extra = 0; extra < 2; extra++) {
+		memset(text, ' ', DPG_MAX_BODY_BYTES + 1);
+		memcpy(text, body, strlen(body));
+		text[DPG_MAX_BODY_BYTES + extra] = '\0';
+		temp_file(path, sizeof(path), "body.json", text);
+		rc = cli(out, sizeof(out), true, (const char *const[]){"epsilon", path, NULL});
+		remove_temp_file(path);
+		cr_expect_eq(rc, extra ? 2 : 0, "%d extra: %s", extra, out);
+		cr_expect_eq(strstr(out, "larger than") != NULL, extra == 1, "%s", out);
+	}
+	free(text);
+	rc = cli(out, sizeof(out), true, (const char *const[]){"epsilon", "/tmp", NULL});
+	cr_expect_eq(rc, 2);
+	cr_expect(strstr(out, "cannot read /tmp"), "%s", out);
 }
 
 /* Charges `event` to dataset id until the server refuses one (409);
