@@ -147,7 +147,9 @@ static int keys_create(srv_db *db, const struct keys_args *a, srv_role role, con
 	int made;
 
 	if (a->if_none && srv_keys_count(db, role, &existing) == SRV_OK && existing > 0) {
-		fprintf(stderr, "dpgate keys: a %s key exists already; none created\n", a->role_name);
+		fprintf(stderr,
+			"dpgate keys create: an unrevoked %s key exists already; none created\n",
+			a->role_name);
 		return 0;
 	}
 	scope_text = srv_keys_scope_text(scope);
