@@ -47,8 +47,8 @@ bool srv_spend_replayed(const srv_request *req, srv_response *res, const srv_spe
  * srv_reply_raw_json); conflict: the 409 (default srv_reply_over_budget
  * with `cost`, which may be NULL); refused: the problem of a planner's
  * refusal; unavailable: the 503's detail for every other store outcome but
- * a reused Idempotency-Key (default: srv_reply_store_error's, naming `what`
- * on a 404).
+ * a reused Idempotency-Key and a database file gone from its path
+ * (default: srv_reply_store_error's, naming `what` on a 404).
  */
 typedef struct srv_spend_replies {
 	const acct_cost *cost;
@@ -71,6 +71,11 @@ int srv_spend_and_reply(const srv_request *req, srv_response *res, const srv_spe
 
 /* 404 (`what`), 422 (Idempotency-Key reused) or 503 for a store outcome. */
 void srv_reply_store_error(srv_response *res, int rc, const char *what);
+
+/* The 503's detail for SRV_DB_MOVED, on a write and on /healthz. */
+#define SRV_DB_MOVED_DETAIL                                                           \
+	"the database file was deleted, moved or replaced under the server: nothing was " \
+	"written; writes resume once the file is back at its path"
 
 /* Sends stored or prebuilt JSON bytes (takes ownership of body). */
 void srv_reply_raw_json(srv_response *res, int status, char *body);

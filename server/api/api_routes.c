@@ -27,9 +27,16 @@
 
 static int h_healthz(srv_request *req, srv_response *res)
 {
-	srv_db *db = srv_store_acquire(req->ctx->store);
-	int version = srv_store_schema_version(db);
+	srv_db *db;
+	int version;
 
+	/* A server whose file is gone still reads it, but writes nothing. */
+	if (srv_store_file_check(req->ctx->store) != SRV_OK) {
+		srv_problem(res, 503, NULL, SRV_DB_MOVED_DETAIL, NULL, NULL);
+		return 0;
+	}
+	db = srv_store_acquire(req->ctx->store);
+	version = srv_store_schema_version(db);
 	srv_store_release(req->ctx->store, db);
 	if (version <= 0) {
 		srv_problem(res, 503, NULL, "the database is not readable", NULL, NULL);

@@ -42,6 +42,9 @@ void srv_reply_store_error(srv_response *res, int rc, const char *what)
 			    "a retry with the same Idempotency-Key is applied once",
 			    NULL, NULL);
 		break;
+	case SRV_DB_MOVED:
+		srv_problem(res, 503, NULL, SRV_DB_MOVED_DETAIL, NULL, NULL);
+		break;
 	default:
 		srv_problem(res, 503, NULL, "the ledger is busy or unavailable; nothing was charged",
 			    NULL, NULL);
@@ -254,7 +257,7 @@ int srv_spend_and_reply(const srv_request *req, srv_response *res, const srv_spe
 		}
 		/* fall through */
 	default:
-		if (how->unavailable && rc != SRV_IDEM_MISMATCH)
+		if (how->unavailable && rc != SRV_IDEM_MISMATCH && rc != SRV_DB_MOVED)
 			srv_problem(res, 503, NULL, how->unavailable, NULL, NULL);
 		else
 			srv_reply_store_error(res, rc, how->what);

@@ -184,7 +184,23 @@ enum srv_status {
 	SRV_IDEM_MISMATCH = -105, /* same Idempotency-Key, different request: 422 */
 	SRV_PLAN_REFUSED = -106,  /* the spend's plan_fn refused (its own error says why) */
 	SRV_FORBIDDEN = -107,     /* 403: another key's to change; nothing was written */
+	SRV_DB_MOVED = -108,      /* 503: the SQLite file is no longer at its path
+				   * (srv_store_file_check); nothing was written */
 };
+
+/*
+ * Whether the SQLite file the store has open is still the file its path
+ * names.  A file deleted, moved or replaced under a running server stays
+ * open and writable, but what is written to it is not what the next start
+ * on that path reads: a charge written there is lost, and its budget
+ * counted by no one.  So every write transaction checks this first (one
+ * stat(2)) and is refused with SRV_DB_MOVED while the path names another
+ * file or none; it goes through again once the file is back at its path.
+ * The first refusal after the path was last right is logged as one JSON
+ * line on stderr, and so is the first check that finds the file back.
+ * SRV_OK for a PostgreSQL or read-only store, which have no file to lose.
+ */
+int srv_store_file_check(srv_store *st);
 
 /* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
 int srv_store_dataset_get(srv_db *db, const char *id, srv_dataset *ret);

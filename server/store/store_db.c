@@ -170,6 +170,13 @@ struct srv_store {
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
 	bool shared;    /* other servers write the database too (PostgreSQL) */
 	struct pricing_cache *pricing;
+	/* The SQLite file the pool has open, for srv_store_file_check: the
+	 * path it was opened by (NULL: nothing to watch) and the identity the
+	 * path named then; whether the last check found the path elsewhere. */
+	char *file;
+	dev_t file_dev;
+	ino_t file_ino;
+	atomic_bool file_lost;
 };
 
 /* ---- compositions as text ------------------------------------------------ */
@@ -359,6 +366,12 @@ static int64_t query_int(srv__conn *c, const char *sql)
  */
 int srv__begin_write(srv_db *db)
 {
+	/* Before anything is written: a write to a file no path names any
+	 * more is lost at the next start (srv_store_file_check). */
+	int rc = db->store ? srv_store_file_check(db->store) : SRV_OK;
+
+	if (rc != SRV_OK)
+		return rc;
 	return db->c->drv->begin_write(db->c) == SRV__SQL_DONE ? 0 : SRV_DB_ERROR;
 }
 
@@ -697,6 +710,55 @@ out:
 	return rc;
 }
 
+/*
+ * Remembers which file `path` names now that the pool has it open, for
+ * srv_store_file_check.  Why the path's identity alone tells: while a
+ * file is open its inode cannot be freed, so no other file on its device
+ * can take its number; a path that still stats to this device and inode
+ * therefore names the very file the pool writes, and a file deleted (link
+ * count 0), moved or replaced leaves the path naming nothing or another
+ * inode.  0, or -1 with a message in err.
+ */
+static int watch_file(srv_store *st, const char *path, srv_error *err)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) < 0) {
+		srv_error_set(err, SRV_DB_ERROR, "cannot stat %s: %s", path, strerror(errno));
+		return -1;
+	}
+	st->file = strdup(path);
+	if (!st->file) {
+		srv_error_set(err, SRV_DB_ERROR, "out of memory");
+		return -1;
+	}
+	st->file_dev = sb.st_dev;
+	st->file_ino = sb.st_ino;
+	return 0;
+}
+
+int srv_store_file_check(srv_store *st)
+{
+	struct stat sb;
+	char path[512];
+	bool here = !st->file || (stat(st->file, &sb) == 0 && sb.st_dev == st->file_dev &&
+				  sb.st_ino == st->file_ino);
+
+	/* One line when the path stops naming the file, one when it names it
+	 * again (moved back): not one per refused request. */
+	if (atomic_exchange(&st->file_lost, !here) == !here)
+		return here ? SRV_OK : SRV_DB_MOVED;
+	log_text(path, sizeof(path), st->file);
+	if (here)
+		fprintf(stderr, "{\"level\":\"info\",\"msg\":\"database file back at its path; "
+				"writes resume\",\"path\":\"%s\"}\n", path);
+	else
+		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"database file deleted, moved or "
+				"replaced; writes refused until it is back at its path\",\"path\":\"%s\"}\n",
+			path);
+	return here ? SRV_OK : SRV_DB_MOVED;
+}
+
 int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, srv_error *err)
 {
 	srv_store *st;
@@ -729,6 +791,8 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 	if (!st->writer)
 		goto fail;
 	st->writer->store = st;
+	if (!st->shared && watch_file(st, sqlite_path(path), err) < 0)
+		goto fail;
 	*ret_store = st;
 	return 0;
 fail:
@@ -803,6 +867,7 @@ void srv_store_close(srv_store *st)
 	if (st->writer)
 		db_close(st->writer);
 	free(st->all);
+	free(st->file);
 	pthread_mutex_destroy(&st->pricing->lock);
 	free(st->pricing);
 	pthread_mutex_destroy(&st->lock);
@@ -1772,6 +1837,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	bool single = batch->next == NULL, any_kept = false, broken = false;
 	bool plain = single && !batch->sp->txn_fn;
 	int commit_rc = SRV_DB_ERROR; /* until a COMMIT is tried */
+	int begun;
 	const srv_dataset *cached = NULL;
 	struct row_cache *rows;
 	struct timespec began, committing;
@@ -1781,11 +1847,11 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 		db->rows = calloc(1, sizeof(*db->rows)); /* none: every spend reads its row */
 	rows = db->rows;
 	clock_gettime(CLOCK_MONOTONIC, &began);
-	if (srv__begin_write(db) < 0) {
+	if ((begun = srv__begin_write(db)) < 0) {
 		if (rows)
 			row_cache_clear(rows);
 		for (struct spend_slot *s = batch; s; s = s->next)
-			s->rc = SRV_DB_ERROR;
+			s->rc = begun;
 		return;
 	}
 	if (rows) {
@@ -1997,7 +2063,11 @@ static int reservation_holder(srv_db *db, const char *dataset_id, const char *ri
  * caller's srv__rollback ends it). */
 static int begin_with_dataset(srv_db *db, const char *id, srv_dataset *ds)
 {
-	if (srv__begin_write(db) < 0 || srv__lock_dataset(db, id) != SRV_OK)
+	int rc = srv__begin_write(db);
+
+	if (rc == SRV_DB_MOVED)
+		return rc;
+	if (rc < 0 || srv__lock_dataset(db, id) != SRV_OK)
 		return SRV_DB_ERROR;
 	return srv_store_dataset_get(db, id, ds);
 }

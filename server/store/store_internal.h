@@ -87,7 +87,8 @@ int srv__db_page_after(srv_db *db, const char *sql, const char *text_param, cons
 srv__stmt *srv__cached_stmt(srv_db *db, const char *sql);
 
 /* Starts the write transaction (SQLite: BEGIN IMMEDIATE, waiting on the
- * busy handler); 0 or SRV_DB_ERROR. */
+ * busy handler); 0, SRV_DB_MOVED (the store's file is gone from its path:
+ * nothing begun, srv_store_file_check) or SRV_DB_ERROR. */
 int srv__begin_write(srv_db *db);
 
 /* Inside the write transaction, before the dataset's totals are read:

@@ -22,6 +22,9 @@
  * the failed charge or not, and a retry with the same Idempotency-Key is
  * charged exactly once either way.
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -235,4 +238,247 @@ Test(storage, a_retry_after_a_failed_commit_and_a_crash_is_charged_once)
 	cr_assert_eq(b.spent_eps, 0.75, "spent %.17g", b.spent_eps);
 	cr_assert_eq(ledger_charges("c"), 2);
 	cr_assert_eq(verify_exit(), 0);
+}
+
+/* ---- the database file deleted or moved under a running server ---------- */
+
+/* A 503 problem+json that says the database file is gone from its path,
+ * with no output. */
+static void assert_file_gone(dpg_resp *r, const char *what)
+{
+	const char *detail = json_string_value(json_object_get(r->json, "detail"));
+
+	cr_assert_eq(r->status, 503, "%s: %ld %s", what, r->status, r->body);
+	cr_assert_str_eq(r->content_type, "application/problem+json", "%s", what);
+	cr_assert(detail && strstr(detail, "deleted, moved or replaced"), "%s: %s", what, r->body);
+	cr_assert_null(json_object_get(r->json, "output"), "%s: %s", what, r->body);
+	dpg_resp_free(r);
+}
+
+/* How many lines of the server's log have "msg" starting with `prefix`. */
+static int lines_logged(const char *prefix)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(srv.log, "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *msg = json_string_value(json_object_get(j, "msg"));
+
+		if (msg && strncmp(msg, prefix, strlen(prefix)) == 0)
+			n++;
+		json_decref(j);
+	}
+	fclose(f);
+	return n;
+}
+
+static const char gone_line[] = "database file deleted, moved or replaced";
+
+/* Renames the database and its -wal and -shm files from the name `from`
+ * to `to` (each "" for the database's own path). */
+static void move_database(const char *from, const char *to)
+{
+	static const char *const sides[] = {"", "-wal", "-shm"};
+
+	for (size_t i = 0; i < 3; i++) {
+		char a[400], b[400];
+
+		snprintf(a, sizeof(a), "%s%s", *from ? from : srv.db, sides[i]);
+		snprintf(b, sizeof(b), "%s%s", *to ? to : srv.db, sides[i]);
+		cr_assert_eq(rename(a, b), 0, "rename %s %s", a, b);
+	}
+}
+
+/* Makes dataset `id` (budget 10), charges it 0.5 and opens a reservation of
+ * 0.5, whose id goes into rid: what a server on an intact file answers
+ * (201, and 200 on /healthz). */
+static void spend_on_intact_file(const char *id, char *rid, size_t rid_size)
+{
+	char path[128];
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, id, 10.0, 1e-5, "basic");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
+	dpg_expect_status(&srv, "POST", path, srv.admin_key, charge_half, 201);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/reservations", id);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, charge_half);
+	cr_assert_eq(r.status, 201, "reservation: %s", r.body);
+	snprintf(rid, rid_size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
+}
+
+/* Every spending request on dataset `id`, each answered 503 with nothing
+ * charged, released or revealed; /healthz 503 too.  The charge carries
+ * Idempotency-Key `idem`. */
+static void expect_every_spend_refused(const char *id, const char *rid, const char *idem)
+{
+	char path[160];
+	dpg_budget b;
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", id);
+	r = post_keyed(path, charge_quarter, idem);
+	assert_file_gone(&r, "charge");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/mechanisms/laplace", id);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, laplace);
+	assert_file_gone(&r, "laplace");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/reservations", id);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, charge_quarter);
+	assert_file_gone(&r, "reservation");
+	snprintf(path, sizeof(path), "/v1/datasets/%s/reservations/%s/release", id, rid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, "{}");
+	assert_file_gone(&r, "release");
+	r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
+	assert_file_gone(&r, "healthz");
+	cr_assert_eq(lines_logged(gone_line), 1, "log %s", srv.log);
+	/* What the server still reads is the file it held: none of it there. */
+	b = dpg_budget_of(&srv, id);
+	cr_assert_eq(b.charges, 1, "%ld charges", b.charges);
+	cr_assert_eq(b.spent_eps, 0.5, "spent %.17g", b.spent_eps);
+}
+
+/* The dataset as a server restarted on its database sees it: the one
+ * charge made before, the reservation still open, `more` charges of 0.5
+ * made since, and nothing of what was refused. */
+static void expect_ledger_after_restart(const char *id, long more)
+{
+	char path[160];
+	json_t *j;
+	dpg_budget b;
+
+	b = dpg_budget_of(&srv, id);
+	cr_assert_eq(b.charges, 1 + more, "%ld charges", b.charges);
+	cr_assert_eq(b.spent_eps, 0.5 * (double)(1 + more), "spent %.17g", b.spent_eps);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	j = dpg_get_json(&srv, srv.admin_key, path);
+	cr_assert_eq(dpg_num(j, "reserved.open"), 1.0, "the reservation is no longer open");
+	json_decref(j);
+	cr_assert_eq(ledger_charges(id), 1 + more);
+	cr_assert_eq(verify_exit(), 0);
+}
+
+/* A control: a server whose file stays where it is answers every spend and
+ * /healthz, and logs nothing about its file. */
+Test(storage, a_server_on_an_untouched_file_answers_201_and_200)
+{
+	char rid[96];
+
+	dpg_skip_on_pg("watches the SQLite file (a PostgreSQL database has none)");
+	spend_on_intact_file("intact", rid, sizeof(rid));
+	for (int i = 0; i < 3; i++)
+		dpg_expect_status(&srv, "POST", "/v1/datasets/intact/charges", srv.admin_key,
+				  charge_half, 201);
+	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
+	cr_assert_eq(lines_logged(gone_line), 0, "log %s", srv.log);
+}
+
+/*
+ * The database, its -wal and its -shm renamed while the server runs: every
+ * spend is refused (503) and so is /healthz, with one line logged.  Moved
+ * back, the server writes again (the refused charge's Idempotency-Key is
+ * new to it: charged once), and a restart on the file sees exactly the
+ * charges answered 201.
+ */
+Test(storage, a_moved_database_refuses_spends_until_it_is_back)
+{
+	char rid[96], moved[400];
+	dpg_resp r;
+
+	dpg_skip_on_pg("moves the SQLite file (a PostgreSQL database has none)");
+	spend_on_intact_file("m", rid, sizeof(rid));
+	snprintf(moved, sizeof(moved), "%s/moved.db", srv.dir);
+	move_database("", moved);
+	expect_every_spend_refused("m", rid, "moved-1");
+
+	move_database(moved, "");
+	r = post_keyed("/v1/datasets/m/charges", charge_half, "moved-1");
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
+	cr_assert_eq(lines_logged("database file back at its path"), 1, "log %s", srv.log);
+
+	/* Moved away again and stopped there: the restart on the file put back
+	 * sees nothing of the second refusal either. */
+	move_database("", moved);
+	r = post_keyed("/v1/datasets/m/charges", charge_quarter, "moved-2");
+	assert_file_gone(&r, "charge while moved again");
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	move_database(moved, "");
+	dpg_server_restart(&srv);
+	expect_ledger_after_restart("m", 1);
+}
+
+/* Copies the deleted file `name` (its path before it was deleted, as the
+ * kernel shows it) that process pid still holds open to a new file at
+ * `to`, through /proc/PID/fd, as docs/operations.md tells an operator to. */
+static void rescue_deleted(pid_t pid, const char *name, const char *to)
+{
+	char dir[64], link[320], target[512], want[512], buf[65536];
+	struct dirent *e;
+	int fd = -1;
+	ssize_t n;
+	DIR *d;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "%s (deleted)", name);
+	d = opendir(dir);
+	cr_assert_not_null(d);
+	while (fd < 0 && (e = readdir(d))) {
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0 && (target[n] = '\0', strcmp(target, want) == 0))
+			fd = open(link, O_RDONLY | O_CLOEXEC);
+	}
+	closedir(d);
+	cr_assert_geq(fd, 0, "the server holds no %s", want);
+	f = fopen(to, "wx");
+	cr_assert_not_null(f, "%s", to);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		cr_assert_eq(fwrite(buf, 1, (size_t)n, f), (size_t)n);
+	cr_assert_eq(n, 0);
+	cr_assert_eq(fclose(f), 0);
+	close(fd);
+}
+
+/*
+ * The database and its side files deleted while the server runs (a second
+ * server could then make a new file at the path): every spend is refused
+ * (503) and so is /healthz, with one line logged.  Since the server writes
+ * nothing more, the deleted file and its WAL, which it still holds, can be
+ * copied out whole; a server started on the copies sees the charge
+ * answered before and none of the refused ones.
+ */
+Test(storage, a_deleted_database_refuses_spends_and_healthz)
+{
+	char rid[96], real[PATH_MAX], from[PATH_MAX + 8], to[400], wal[400];
+
+	dpg_skip_on_pg("deletes the SQLite file (a PostgreSQL database has none)");
+	spend_on_intact_file("del", rid, sizeof(rid));
+	cr_assert_not_null(realpath(srv.db, real));
+	cr_assert_eq(unlink(srv.db), 0);
+	snprintf(wal, sizeof(wal), "%s-wal", srv.db);
+	cr_assert_eq(unlink(wal), 0);
+	snprintf(to, sizeof(to), "%s-shm", srv.db);
+	cr_assert_eq(unlink(to), 0);
+	expect_every_spend_refused("del", rid, "deleted-1");
+	/* Still refused, still one line. */
+	expect_every_spend_refused("del", rid, "deleted-2");
+
+	snprintf(to, sizeof(to), "%s/rescued.db", srv.dir);
+	rescue_deleted(srv.pid, real, to);
+	snprintf(from, sizeof(from), "%s-wal", real);
+	snprintf(to, sizeof(to), "%s/rescued.db-wal", srv.dir);
+	rescue_deleted(srv.pid, from, to);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	/* After the stop: its last connection removes the WAL by its name. */
+	cr_assert_eq(rename(to, wal), 0);
+	snprintf(to, sizeof(to), "%s/rescued.db", srv.dir);
+	cr_assert_eq(rename(to, srv.db), 0);
+	dpg_server_restart(&srv);
+	expect_ledger_after_restart("del", 0);
 }

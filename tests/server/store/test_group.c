@@ -534,3 +534,37 @@ Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowere
 	cr_assert_eq(ds.reserved.v[0], 0.0);
 	store_fixture_end(&fx, db);
 }
+
+/*
+ * The store's file renamed, then replaced by a new file at its path, then
+ * put back: while the path names another file or none, a spend is refused
+ * before its transaction begins (nothing of it is written to the file the
+ * store holds), and once the file is back spends go through again.
+ */
+Test(group_commit, a_spend_is_refused_while_the_file_is_not_at_its_path)
+{
+	struct store_fixture fx;
+	srv_dataset ds;
+	char moved[160];
+	FILE *other;
+	srv_db *db;
+
+	db = store_fixture_start(&fx, "f", 10.0);
+	cr_assert_eq(charge_one(db, "f", 1.0, &ds), SRV_OK);
+	cr_assert_eq(srv_store_file_check(fx.st), SRV_OK);
+	snprintf(moved, sizeof(moved), "%s.moved", fx.path);
+	cr_assert_eq(rename(fx.path, moved), 0);
+	cr_assert_eq(srv_store_file_check(fx.st), SRV_DB_MOVED);
+	cr_assert_eq(charge_one(db, "f", 1.0, &ds), SRV_DB_MOVED);
+	other = fopen(fx.path, "wx");
+	cr_assert_not_null(other);
+	fclose(other);
+	cr_assert_eq(charge_one(db, "f", 1.0, &ds), SRV_DB_MOVED);
+	cr_assert_eq(rename(moved, fx.path), 0);
+	cr_assert_eq(srv_store_file_check(fx.st), SRV_OK);
+	cr_assert_eq(charge_one(db, "f", 1.0, &ds), SRV_OK);
+	cr_assert_eq(ds.charges, 2);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM ledger WHERE dataset_id = 'f'"
+				    " AND kind = 'charge'"), 2);
+	store_fixture_end(&fx, db);
+}
