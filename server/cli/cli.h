@@ -24,9 +24,9 @@ void cli_help_print(FILE *f);
 void cli_help_version(void);
 
 /* cli/cli_serve.c: `dpgate serve [--db FILE] [--listen HOST:PORT] ...`: serves
- * until SIGINT or SIGTERM (then 0); 1 when it cannot start (another server
- * holds the database or the data directory, the store or the address
- * cannot be opened), 2 on bad usage. */
+ * until SIGINT, SIGTERM or SIGHUP (then 0); 1 when it cannot start
+ * (another server holds the database or the data directory, the store or
+ * the address cannot be opened), 2 on bad usage. */
 int cli_serve_main(int argc, char **argv);
 
 /* cli/cli_keys.c: `dpgate keys create|list|revoke --db FILE ...`. */

@@ -66,8 +66,9 @@ static const char usage_serve[] =
 	"  --max-waiters N    long-polls (?wait=S) suspended at once (default\n"
 	"                     " TEXT_OF(DPG_LONG_POLL_WAITERS) ", 1.." TEXT_OF(DPG_MAX_LONG_POLL_WAITERS) "); past that 503\n"
 	"\n"
-	"Logs the database path and the address on stderr; SIGINT or SIGTERM stops\n"
-	"accepting, finishes requests in flight and closes the database.\n"
+	"Logs the database path and the address on stderr; SIGINT, SIGTERM or SIGHUP\n"
+	"stops accepting, finishes requests in flight and closes the database (SIGHUP\n"
+	"not when serve was started with it ignored, as by nohup).\n"
 	"One server per database and per data directory: serve holds an exclusive\n"
 	"flock on FILE and on DIR themselves, whatever path reaches them (a symlink,\n"
 	"a hard link, a bind mount), and exits 1 when another server holds either,\n"
@@ -158,12 +159,12 @@ static volatile pid_t stop_signal_thread;
 
 /* A library may start threads before main() with every signal open
  * (OpenBLAS starts its pool when it is loaded).  The kernel hands a
- * process-directed SIGINT or SIGTERM to such a thread whenever the main
- * thread is not inside its sigwait, and there the default action would
- * end the process mid-request.  This handler, which only such a thread
- * ever runs, passes the signal on to the main thread, where it waits
- * blocked until srv_http_serve's sigwait takes it.  tgkill is a plain
- * system call, safe in a handler. */
+ * process-directed stop signal (SIGINT, SIGTERM, SIGHUP) to such a thread
+ * whenever the main thread is not inside its sigwait, and there the
+ * default action would end the process mid-request.  This handler, which
+ * only such a thread ever runs, passes the signal on to the main thread,
+ * where it waits blocked until srv_http_serve's sigwait takes it.  tgkill
+ * is a plain system call, safe in a handler. */
 static void forward_stop_signal(int sig)
 {
 	int saved = errno;
@@ -173,11 +174,12 @@ static void forward_stop_signal(int sig)
 }
 
 /* Before any thread of ours starts (job workers, the long-poll timer, a
- * store's listener): they inherit the blocked mask, so SIGINT and SIGTERM
- * reach only srv_http_serve's sigwait; threads started earlier by a
- * library forward them there. */
+ * store's listener): they inherit the blocked mask, so the stop signals
+ * (srv_http_stop_signals) reach only srv_http_serve's sigwait; threads
+ * started earlier by a library forward them there. */
 static void block_stop_signals(void)
 {
+	static const int candidates[] = {SIGINT, SIGTERM, SIGHUP};
 	struct sigaction forward;
 	sigset_t stop;
 
@@ -185,12 +187,11 @@ static void block_stop_signals(void)
 	memset(&forward, 0, sizeof(forward));
 	forward.sa_handler = forward_stop_signal;
 	sigemptyset(&forward.sa_mask);
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
+	srv_http_stop_signals(&stop);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	sigaction(SIGINT, &forward, NULL);
-	sigaction(SIGTERM, &forward, NULL);
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+		if (sigismember(&stop, candidates[i]) == 1)
+			sigaction(candidates[i], &forward, NULL);
 }
 
 /* cli_serve_main after the locks: opens the store, starts the job workers and

@@ -10,6 +10,7 @@
 #ifndef DPGATE_SRV_HTTP_H
 #define DPGATE_SRV_HTTP_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -340,9 +341,18 @@ json_t *srv_parse_body(const char *data, size_t len, acct_error *err);
  */
 srv_route_fn srv_metrics_get;
 
-/* Runs the HTTP server until SIGINT/SIGTERM; returns an exit status.
- * ctx->watch must be made (srv_watch_new); at the stop its waiters are
- * answered and it arms no more, but it is not freed. */
+/*
+ * The signals that stop the server gracefully, into *ret: SIGINT, SIGTERM
+ * and SIGHUP (the terminal hung up; dpgate has no reload), but not SIGHUP
+ * when the process runs with it ignored, as nohup(1) starts it.  Read
+ * from SIGHUP's disposition: call it before installing a handler of one's
+ * own, and then install one only for the signals it gave.
+ */
+void srv_http_stop_signals(sigset_t *ret);
+
+/* Runs the HTTP server until one of srv_http_stop_signals' signals; returns
+ * an exit status.  ctx->watch must be made (srv_watch_new); at the stop its
+ * waiters are answered and it arms no more, but it is not freed. */
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads);
 
 #endif

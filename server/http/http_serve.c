@@ -1404,6 +1404,21 @@ static void stop_daemon(srv_ctx *ctx, struct MHD_Daemon *d)
 		close(listen_fd);
 }
 
+void srv_http_stop_signals(sigset_t *ret)
+{
+	struct sigaction hup;
+
+	sigemptyset(ret);
+	sigaddset(ret, SIGINT);
+	sigaddset(ret, SIGTERM);
+	/* A hangup's default action ends the process at once: requests cut
+	 * off, the WAL left without its checkpoint, running jobs failed at the
+	 * next start.  nohup(1) ignores it to keep a server past its
+	 * terminal, and that choice stands. */
+	if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN)
+		sigaddset(ret, SIGHUP);
+}
+
 int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threads)
 {
 	struct sockaddr_in addr;
@@ -1420,9 +1435,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 		return 2;
 	}
 	/* Workers inherit this mask; only the main thread takes the signals. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
+	srv_http_stop_signals(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 

@@ -2,7 +2,8 @@
  * test_keepalive.c: requests on kept-alive connections.  Every request on a
  * connection is answered, pipelined ones in order; a client that closes
  * frees its worker for others; two connections on one worker are both
- * served; and SIGTERM under keep-alive load stops the server cleanly.
+ * served; and SIGTERM or SIGHUP under keep-alive load stops the server
+ * cleanly.
  *
  * Each test talks to the server over its own raw socket, so that the
  * connection stays open between requests (libcurl's handles in the harness
@@ -315,16 +316,79 @@ static bool all_answered(loader *l, int n)
 #define LOAD_CLIENTS 4
 #define LOAD_ROUNDS 8
 
-/* SIGTERM while clients keep their connections busy: the server stops with
- * status 0 every time, and every charge it answered is on the ledger (at
- * most one more per client, the one in flight when its connection ended).
- * A server whose libmicrohttpd (0.9.75) ran its workers on epoll aborted
- * here now and then ("Failed to remove listen FD from epoll set"): a worker
- * that woke during the quiesce removed the listening socket first.  The
- * server runs with slow_listen_removal.so preloaded, which makes that
- * happen every time in such a server.  The rounds vary the moment of the
- * signal and alternate --threads 2 and 1 (a pool, and its one thread). */
-Test(keepalive, sigterm_under_keepalive_load_stops_cleanly, .timeout = 600)
+/* Whether the server's log says it stopped on signal `sig`: its "shutting
+ * down" line naming the signal, then its "stopped" line. */
+static bool stop_logged(const dpg_server *srv, int sig)
+{
+	char line[4096];
+	bool shutting = false, stopped = false;
+	FILE *f = fopen(srv->log, "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *msg = json_string_value(json_object_get(j, "msg"));
+
+		if (msg && strcmp(msg, "shutting down") == 0 &&
+		    json_integer_value(json_object_get(j, "signal")) == sig)
+			shutting = true;
+		else if (msg && strcmp(msg, "stopped") == 0 && shutting)
+			stopped = true;
+		json_decref(j);
+	}
+	fclose(f);
+	return stopped;
+}
+
+/* One stop under load: four clients charge on kept-alive connections, and
+ * once each has been answered (then 23 ms × round later) the server gets
+ * `sig`.  It must exit 0 and log its stop; the charges answered are added
+ * to *answered. */
+static void stop_round(dpg_server *srv, const char *req, size_t req_len, int round, int sig,
+		       long *answered)
+{
+	loader l[LOAD_CLIENTS];
+	pthread_t t[LOAD_CLIENTS];
+	int status;
+
+	for (int i = 0; i < LOAD_CLIENTS; i++) {
+		memset(&l[i], 0, sizeof(l[i]));
+		l[i].req = req;
+		l[i].req_len = req_len;
+		conn_open(&l[i].c, srv);
+		cr_assert_eq(pthread_create(&t[i], NULL, load, &l[i]), 0);
+	}
+	/* The signal comes once every client holds an answered, kept-alive
+	 * connection (at most 30 s: a loaded machine or a slower backend
+	 * serves the first round late). */
+	for (int waited = 0; waited < 3000 && !all_answered(l, LOAD_CLIENTS); waited++)
+		sleep_ms(10);
+	sleep_ms(23 * round);
+	status = dpg_server_signal(srv, sig);
+	for (int i = 0; i < LOAD_CLIENTS; i++) {
+		pthread_join(t[i], NULL);
+		close(l[i].c.fd);
+	}
+	cr_assert_eq(status, 0,
+		     "round %d (--threads %u): dpgate exited with status %d after signal %d; see %s",
+		     round, srv->threads, status, sig, srv->log);
+	cr_assert(stop_logged(srv, sig), "round %d: no stop on signal %d logged in %s", round,
+		  sig, srv->log);
+	for (int i = 0; i < LOAD_CLIENTS; i++) {
+		cr_expect_eq(l[i].unexpected, 0, "round %d client %d: status %d", round, i,
+			     l[i].unexpected);
+		cr_expect(l[i].answered > 0, "round %d client %d was never answered: %s", round, i,
+			  l[i].why);
+		*answered += l[i].answered;
+	}
+}
+
+/* `rounds` stops by `sig` while clients keep their connections busy (see
+ * stop_round); then the ledger verifies and holds every charge answered
+ * (at most one more per client and round, the one in flight when its
+ * connection ended).  Odd rounds run --threads 1 (libmicrohttpd's one
+ * thread), even ones --threads 2 (a pool). */
+static void stops_under_load(int sig, int rounds)
 {
 	char req[2048], out[8192];
 	dpg_preload shim;
@@ -341,44 +405,12 @@ Test(keepalive, sigterm_under_keepalive_load_stops_cleanly, .timeout = 600)
 	req_len = request_text(req, sizeof(req), "POST", "/v1/datasets/k/charges", srv.admin_key,
 			       CHARGE_BODY);
 	cr_assert_lt(req_len, sizeof(req));
-	for (int round = 0; round < LOAD_ROUNDS; round++) {
-		loader l[LOAD_CLIENTS];
-		pthread_t t[LOAD_CLIENTS];
-		int status;
-
+	for (int round = 0; round < rounds; round++) {
 		if (round > 0) {
-			/* odd rounds: libmicrohttpd's one thread, no pool */
 			srv.threads = round % 2 ? 1 : 2;
 			dpg_server_restart(&srv);
 		}
-		for (int i = 0; i < LOAD_CLIENTS; i++) {
-			memset(&l[i], 0, sizeof(l[i]));
-			l[i].req = req;
-			l[i].req_len = req_len;
-			conn_open(&l[i].c, &srv);
-			cr_assert_eq(pthread_create(&t[i], NULL, load, &l[i]), 0);
-		}
-		/* The signal comes once every client holds an answered, kept-alive
-		 * connection (at most 30 s: a loaded machine or a slower backend
-		 * serves the first round late), then 23 ms later each round. */
-		for (int waited = 0; waited < 3000 && !all_answered(l, LOAD_CLIENTS); waited++)
-			sleep_ms(10);
-		sleep_ms(23 * round);
-		status = dpg_server_signal(&srv, SIGTERM);
-		for (int i = 0; i < LOAD_CLIENTS; i++) {
-			pthread_join(t[i], NULL);
-			close(l[i].c.fd);
-		}
-		cr_assert_eq(status, 0,
-			     "round %d (--threads %u): dpgate exited with status %d after SIGTERM; see %s",
-			     round, srv.threads, status, srv.log);
-		for (int i = 0; i < LOAD_CLIENTS; i++) {
-			cr_expect_eq(l[i].unexpected, 0, "round %d client %d: status %d", round, i,
-				     l[i].unexpected);
-			cr_expect(l[i].answered > 0, "round %d client %d was never answered: %s",
-				  round, i, l[i].why);
-			answered += l[i].answered;
-		}
+		stop_round(&srv, req, req_len, round, sig, &answered);
 	}
 	verify[3] = srv.db;
 	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "%s", out);
@@ -389,9 +421,52 @@ Test(keepalive, sigterm_under_keepalive_load_stops_cleanly, .timeout = 600)
 
 		cr_expect_geq(b.charges, answered, "%ld charges on the ledger, %ld answered",
 			      b.charges, answered);
-		cr_expect_leq(b.charges, answered + LOAD_CLIENTS * LOAD_ROUNDS,
+		cr_expect_leq(b.charges, answered + LOAD_CLIENTS * rounds,
 			      "%ld charges on the ledger, %ld answered", b.charges, answered);
 		cr_expect_float_eq(b.spent_eps, 0.01 * (double)b.charges, 1e-6);
 	}
+	dpg_server_destroy(&srv);
+}
+
+/* SIGTERM while clients keep their connections busy: the server stops with
+ * status 0 every time, and every charge it answered is on the ledger.
+ * A server whose libmicrohttpd (0.9.75) ran its workers on epoll aborted
+ * here now and then ("Failed to remove listen FD from epoll set"): a worker
+ * that woke during the quiesce removed the listening socket first.  The
+ * server runs with slow_listen_removal.so preloaded, which makes that
+ * happen every time in such a server.  The rounds vary the moment of the
+ * signal and alternate --threads 2 and 1 (a pool, and its one thread). */
+Test(keepalive, sigterm_under_keepalive_load_stops_cleanly, .timeout = 600)
+{
+	stops_under_load(SIGTERM, LOAD_ROUNDS);
+}
+
+/* SIGHUP (the terminal hung up) is a stop like SIGTERM, not the default
+ * action's exit 129 that cut requests off mid-answer: status 0, the stop
+ * logged, every answered charge on the ledger.  The test's process may
+ * have been started with SIGHUP ignored, which the server would inherit
+ * and keep: the default is restored for it first. */
+Test(keepalive, sighup_under_keepalive_load_stops_cleanly, .timeout = 600)
+{
+	signal(SIGHUP, SIG_DFL);
+	stops_under_load(SIGHUP, 2);
+}
+
+/* A server started with SIGHUP ignored (nohup) keeps ignoring it: it goes
+ * on answering, and SIGTERM still stops it cleanly. */
+Test(keepalive, sighup_is_ignored_by_a_server_started_with_it_ignored, .timeout = 300)
+{
+	dpg_server srv;
+
+	signal(SIGHUP, SIG_IGN);
+	dpg_server_start_with(&srv, NULL, 2);
+	signal(SIGHUP, SIG_DFL);
+	dpg_make_dataset(&srv, "h", 10.0, 0, "basic");
+	cr_assert_eq(kill(srv.pid, SIGHUP), 0);
+	sleep_ms(300);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/h/charges", srv.admin_key, CHARGE_BODY, 201);
+	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert(stop_logged(&srv, SIGTERM), "see %s", srv.log);
 	dpg_server_destroy(&srv);
 }
