@@ -107,4 +107,10 @@ int cli_db_open(const char *db_path, unsigned pool, srv_store **ret);
  * empty one at a mistyped path (and then report on it). */
 bool cli_db_exists(const char *cmd, const char *db_path);
 
+/* For a command that would change an existing SQLite database beside a
+ * running server: true when it may open it, false after a message naming
+ * cmd when a server holds it (serve's flock) and the schema is not this
+ * binary's, which opening would migrate under that server. */
+bool cli_db_not_migrated_under_a_server(const char *cmd, const char *db_path);
+
 #endif

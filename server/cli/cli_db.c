@@ -2,8 +2,12 @@
  * cli/cli_db.c: how a command reaches its database, with the messages every
  * command gives when it cannot.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -29,5 +33,42 @@ bool cli_db_exists(const char *cmd, const char *db_path)
 	if (stat(srv_store_file(db_path), &st) == 0 && S_ISREG(st.st_mode))
 		return true;
 	fprintf(stderr, "dpgate %s: no database at %s\n", cmd, db_path);
+	return false;
+}
+
+/* Whether a dpgate server holds the file at path: serve keeps an exclusive
+ * flock on it, which a shared one cannot join.  flock is apart from the
+ * fcntl locks SQLite takes, so the probe disturbs neither. */
+static bool served(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool held;
+
+	if (fd < 0)
+		return false;
+	held = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return held;
+}
+
+bool cli_db_not_migrated_under_a_server(const char *cmd, const char *db_path)
+{
+	srv_store *st = NULL;
+	srv_error err;
+
+	if (srv_store_is_shared(db_path) || !served(srv_store_file(db_path)))
+		return true;
+	/* A read-only open refuses any schema but this binary's, and writes
+	 * nothing. */
+	srv_error_init(&err);
+	if (srv_store_open_read_only(db_path, &st, &err) == 0) {
+		srv_store_close(st);
+		return true;
+	}
+	fprintf(stderr,
+		"dpgate %s: a dpgate server is running on %s, whose schema is not this "
+		"dpgate's (version %ld); stop the server first: opening the database here "
+		"would migrate it under the server\n",
+		cmd, db_path, srv_store_known_schema_version());
 	return false;
 }

@@ -99,6 +99,7 @@ static void sql_file(const char *path, const char *sql)
 
 	dpg_skip_on_pg("writes to an SQLite file");
 	cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+	sqlite3_busy_timeout(h, 5000); /* a server may hold the file */
 	cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
 	sqlite3_close(h);
 }
@@ -370,6 +371,37 @@ Test(instance, verify_works_while_a_server_runs_on_the_database)
 	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
 			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}",
 			  201);
+}
+
+/*
+ * A `dpgate keys` of a newer binary run while the old server still runs
+ * would migrate the database under it.  The database is made to look one
+ * migration old (the last one's index and row removed) under a running
+ * server: keys refuses (exit 1), naming the server, and leaves the schema
+ * as it was; once the server stops, the same command migrates it.
+ */
+Test(instance, keys_does_not_migrate_a_database_under_a_running_server)
+{
+	char out[8192], sql[128];
+	const char *list[] = {dpg_bin(), "keys", "list", "--db", srv.db, NULL};
+	long known;
+	int rc;
+
+	rc = run_limited(out, sizeof(out), list, START_LIMIT_S);
+	cr_assert_eq(rc, 0, "%s", out);
+	known = (long)dpg_count_rows(srv.db, "SELECT max(version) FROM schema_migrations");
+	cr_assert_gt(known, 1);
+	sql_file(srv.db, "DROP INDEX ledger_reserve_rows");
+	snprintf(sql, sizeof(sql), "DELETE FROM schema_migrations WHERE version = %ld", known);
+	sql_file(srv.db, sql);
+	rc = run_limited(out, sizeof(out), list, START_LIMIT_S);
+	cr_assert_eq(rc, 1, "keys beside a running server: exit %d: %s", rc, out);
+	cr_assert(strstr(out, "a dpgate server is running"), "%s", out);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT max(version) FROM schema_migrations"), known - 1);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	rc = run_limited(out, sizeof(out), list, START_LIMIT_S);
+	cr_assert_eq(rc, 0, "keys with the server stopped: exit %d: %s", rc, out);
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT max(version) FROM schema_migrations"), known);
 }
 
 Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
