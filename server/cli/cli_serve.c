@@ -476,6 +476,24 @@ static void serve_settings(const serve_options *o, int argc, char **argv, srv_ct
 		snprintf(ctx->data_dir, sizeof(ctx->data_dir), "%s", o->data_dir);
 }
 
+/* The database is created 0600; one made otherwise (by sqlite3, or copied
+ * with a umask of 022) lets other users read the key hashes and the PATE
+ * sessions' vote histograms, and SQLite gives its -wal and -shm files the
+ * same mode.  Said once at the start; dpgate does not change it. */
+static void warn_if_shared_mode(const char *db)
+{
+	struct stat st;
+	char detail[4200];
+
+	if (stat(srv_store_file(db), &st) < 0 || (st.st_mode & 077) == 0)
+		return;
+	snprintf(detail, sizeof(detail), "%s (mode %04o)", db, (unsigned)(st.st_mode & 0777));
+	log_event("warn",
+		  "the database file is open to group or others; it holds the key hashes and "
+		  "private vote histograms: chmod 600 it and its -wal and -shm files",
+		  detail, -1);
+}
+
 /* Takes the one-server locks on the database and on settings->data_dir,
  * serves (serve_locked) and lets them go.  Returns the exit status. */
 static int serve_with_locks(const srv_ctx *settings, const char *db, const char *host,
@@ -505,6 +523,7 @@ static int serve_with_locks(const srv_ctx *settings, const char *db, const char 
 		log_event("warn",
 			  "the database file has other hard links; give every dpgate command this "
 			  "path", db, links);
+	warn_if_shared_mode(db);
 dir_lock:
 	dir_lock_fd = serve_lock(settings->data_dir, true, "data directory", NULL);
 	if (dir_lock_fd < 0)

@@ -904,3 +904,28 @@ Test(instance, a_new_database_and_its_wal_are_private_to_their_owner)
 	cr_assert_eq(stat(wal, &st), 0, "the serving database has a WAL file");
 	cr_assert_eq(st.st_mode & 0777, 0600, "WAL mode %o", st.st_mode & 0777);
 }
+
+/*
+ * A database open to group or others (made by sqlite3, or copied under a
+ * umask of 022) is warned about once at the start: it holds the key hashes
+ * and the PATE sessions' vote histograms, and its WAL takes its mode.  The
+ * fixture's own 0600 database is not.
+ */
+Test(instance, serve_warns_of_a_database_open_to_others)
+{
+	char *log;
+
+	dpg_skip_on_pg("an SQLite file's mode");
+	log = dpg_read_file(srv.log, NULL);
+	cr_assert_not_null(log);
+	cr_expect_null(strstr(log, "open to group or others"), "%s", log);
+	free(log);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_eq(chmod(srv.db, 0644), 0);
+	dpg_server_restart(&srv);
+	log = dpg_read_file(srv.log, NULL);
+	cr_assert_not_null(log);
+	cr_expect(strstr(log, "open to group or others") && strstr(log, "(mode 0644)"), "%s", log);
+	free(log);
+	cr_assert_eq(chmod(srv.db, 0600), 0);
+}
