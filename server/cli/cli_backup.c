@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,73 @@ static json_t *backup_report(const char *db_path, const char *out_path, const ch
 	return out;
 }
 
+/* The copy's temporary file and the side files SQLite may give it, which a
+ * backup stopped by a signal (^C, a cron timeout) removes before it ends. */
+static char partial[3][PATH_MAX + 80];
+static volatile sig_atomic_t partial_set;
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void stop_set(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		sigaddset(set, stop_signals[i]);
+}
+
+static void drop_partial(int sig)
+{
+	struct sigaction dfl;
+
+	if (partial_set)
+		for (int i = 0; i < 3; i++)
+			unlink(partial[i]);
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);
+	raise(sig);
+}
+
+/* Sets (tmp) or clears (NULL) what a stop signal removes, with the
+ * signals held meanwhile so that the handler never sees half a name. */
+static void set_partial(const char *tmp)
+{
+	sigset_t stop, old;
+
+	stop_set(&stop);
+	sigprocmask(SIG_BLOCK, &stop, &old);
+	partial_set = 0;
+	if (tmp) {
+		snprintf(partial[0], sizeof(partial[0]), "%s", tmp);
+		snprintf(partial[1], sizeof(partial[1]), "%s-journal", tmp);
+		snprintf(partial[2], sizeof(partial[2]), "%s-wal", tmp);
+		partial_set = 1;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* make_partial with the stop signals set to remove what it made. */
+static int make_partial_dropped_on_stop(const char *out_path, char *dir, char *tmp,
+					size_t tmp_size)
+{
+	struct sigaction drop;
+	sigset_t stop, old;
+	int fd;
+
+	memset(&drop, 0, sizeof(drop));
+	drop.sa_handler = drop_partial;
+	stop_set(&stop);
+	drop.sa_mask = stop;
+	/* Held from before the file exists until its name is set. */
+	sigprocmask(SIG_BLOCK, &stop, &old);
+	for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++)
+		sigaction(stop_signals[i], &drop, NULL);
+	fd = make_partial(out_path, dir, tmp, tmp_size);
+	if (fd >= 0)
+		set_partial(tmp);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return fd;
+}
+
 /*
  * Names the synced copy tmp out_path and syncs its directory dir.  Returns
  * 0; or -1 after a message on stderr, when no file is left at out_path
@@ -189,7 +257,7 @@ int cli_backup_main(int argc, char **argv)
 		return rc;
 	if (!cli_db_exists("backup", db_path))
 		return 2;
-	fd = make_partial(out_path, dir, tmp, sizeof(tmp));
+	fd = make_partial_dropped_on_stop(out_path, dir, tmp, sizeof(tmp));
 	if (fd < 0)
 		return 2;
 	rc = 2;
@@ -212,6 +280,7 @@ out:
 	close(fd);
 	if (rc == 2 && !named)
 		unlink(tmp);
+	set_partial(NULL);
 	json_decref(out);
 	return rc;
 }

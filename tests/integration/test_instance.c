@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -928,4 +929,59 @@ Test(instance, serve_warns_of_a_database_open_to_others)
 	cr_expect(strstr(log, "open to group or others") && strstr(log, "(mode 0644)"), "%s", log);
 	free(log);
 	cr_assert_eq(chmod(srv.db, 0600), 0);
+}
+
+/* Whether directory dir holds an entry whose name starts with prefix, and
+ * (min_size >= 0) is a file at least min_size bytes long. */
+static bool has_entry(const char *dir, const char *prefix, long long min_size)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	bool found = false;
+
+	cr_assert_not_null(d);
+	while (!found && (e = readdir(d))) {
+		char path[PATH_MAX];
+		struct stat st;
+
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		found = min_size < 0 || (stat(path, &st) == 0 && st.st_size >= min_size);
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * A backup stopped by a signal (^C, a cron job's timeout) removes its
+ * partial copy before it ends; it had left tens of megabytes behind.  The
+ * database is padded to 64 MiB so that the copy is caught while written.
+ */
+Test(instance, a_backup_stopped_by_a_signal_leaves_no_partial_copy)
+{
+	char out[PATH_MAX];
+	int status = 0;
+	pid_t pid;
+
+	dpg_skip_on_pg("an SQLite backup");
+	sql_file(srv.db, "CREATE TABLE padding (b BLOB);"
+			 "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1024)"
+			 " INSERT INTO padding SELECT randomblob(65536) FROM n");
+	snprintf(out, sizeof(out), "%s/bk.db", srv.dir);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execl(dpg_bin(), dpg_bin(), "backup", "--db", srv.db, "--to", out, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 20000 && !has_entry(srv.dir, ".bk.db.partial-", 1 << 20); i++)
+		usleep(500);
+	kill(pid, SIGINT);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT,
+		  "the backup was not stopped by the signal (status %#x): pad more", status);
+	cr_expect_not(has_entry(srv.dir, ".bk.db.partial", -1), "a partial copy is left");
+	cr_expect_not(has_entry(srv.dir, "bk.db", -1));
+	sql_file(srv.db, "DROP TABLE padding");
 }
