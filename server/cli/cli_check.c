@@ -549,11 +549,13 @@ static json_t *load_policy(const char *path)
 }
 
 /* The policy's top level: an object with at most DPG_MAX_CHECK_DATASETS
- * datasets and no unknown keys.  Returns 0, or ACCT_EINVAL with err. */
+ * datasets, the format's version 1 if it names one, and no unknown keys.
+ * Returns 0, or ACCT_EINVAL with err. */
 static int check_policy_shape(const json_t *policy, acct_error *err)
 {
 	static const char *const top_keys[] = {"datasets", "version", NULL};
 	const json_t *datasets = json_object_get(policy, "datasets");
+	int64_t version = 1;
 
 	if (!json_is_object(policy) || !json_is_array(datasets))
 		return acct_error_set(err, ACCT_EINVAL, "/datasets",
@@ -562,6 +564,8 @@ static int check_policy_shape(const json_t *policy, acct_error *err)
 		return acct_error_set(err, ACCT_EINVAL, "/datasets",
 				      "the policy lists %zu datasets; at most %d are allowed",
 				      json_array_size(datasets), DPG_MAX_CHECK_DATASETS);
+	if (srv_json_int(policy, "", "version", SRV_NULLABLE, 1, 1, &version, err) < 0)
+		return ACCT_EINVAL;
 	return srv_json_only_keys(policy, "", top_keys, err) < 0 ? ACCT_EINVAL : 0;
 }
 

@@ -1092,6 +1092,10 @@ Test(check, exit_codes)
 	cr_expect_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"budget\":{\"epsilon\":1,\"delta\":1e-5},"
 			       "\"planned\":[{\"event\":{\"type\":\"nope\"}}]}]}", false), 2);
 	cr_expect_eq(run_check("not json", false), 2);
+	/* The format's version is 1, when a policy names it. */
+	cr_expect_eq(run_check("{\"version\":1,\"datasets\":[]}", false), 0);
+	cr_expect_eq(run_check("{\"version\":\"x\",\"datasets\":[]}", false), 2);
+	cr_expect_eq(run_check("{\"version\":2,\"datasets\":[]}", false), 2);
 	/* Budgets the server refuses to create: epsilon above 10^6, and rdp
 	 * filter orders at which the budget admits nothing. */
 	cr_expect_eq(run_check("{\"datasets\":[{\"id\":\"a\",\"budget\":{\"epsilon\":2e6,"
