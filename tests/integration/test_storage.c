@@ -86,8 +86,9 @@ static void assert_commit_failed(dpg_resp *r, const char *what)
 	dpg_resp_free(r);
 }
 
-/* How many lines of the server's log report a failed COMMIT. */
-static int commit_failures_logged(void)
+/* How many lines of the server's log have "msg" starting with `prefix`
+ * (and, when with_code, an integer "code"). */
+static int lines_logged_with(const char *prefix, bool with_code)
 {
 	char line[4096];
 	int n = 0;
@@ -96,15 +97,21 @@ static int commit_failures_logged(void)
 	cr_assert_not_null(f);
 	while (fgets(line, sizeof(line), f)) {
 		json_t *j = json_loads(line, 0, NULL);
+		const char *msg = json_string_value(json_object_get(j, "msg"));
 
-		if (j && json_is_string(json_object_get(j, "msg")) &&
-		    strcmp(json_string_value(json_object_get(j, "msg")), "commit failed") == 0 &&
-		    json_is_integer(json_object_get(j, "code")))
+		if (msg && strncmp(msg, prefix, strlen(prefix)) == 0 &&
+		    (!with_code || json_is_integer(json_object_get(j, "code"))))
 			n++;
 		json_decref(j);
 	}
 	fclose(f);
 	return n;
+}
+
+/* How many lines of the server's log report a failed COMMIT. */
+static int commit_failures_logged(void)
+{
+	return lines_logged_with("commit failed", true);
 }
 
 /* Charge rows of dataset `id`, counted in the database file itself. */
@@ -255,24 +262,9 @@ static void assert_file_gone(dpg_resp *r, const char *what)
 	dpg_resp_free(r);
 }
 
-/* How many lines of the server's log have "msg" starting with `prefix`. */
 static int lines_logged(const char *prefix)
 {
-	char line[4096];
-	int n = 0;
-	FILE *f = fopen(srv.log, "r");
-
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		json_t *j = json_loads(line, 0, NULL);
-		const char *msg = json_string_value(json_object_get(j, "msg"));
-
-		if (msg && strncmp(msg, prefix, strlen(prefix)) == 0)
-			n++;
-		json_decref(j);
-	}
-	fclose(f);
-	return n;
+	return lines_logged_with(prefix, false);
 }
 
 static const char gone_line[] = "database file deleted, moved or replaced";
