@@ -99,8 +99,8 @@ bool cli_args_complete(const char *cmd, bool complete, int first, int argc, char
 /* cli/cli_db.c: opening the database of a command. */
 
 /* Opens (creates and migrates if needed) the store at db_path with `pool`
- * connections into *ret.  0, or -1 after a message on stderr. */
-int cli_db_open(const char *db_path, unsigned pool, srv_store **ret);
+ * connections into *ret.  0, or -1 after a message naming cmd on stderr. */
+int cli_db_open(const char *cmd, const char *db_path, unsigned pool, srv_store **ret);
 
 /* True when db_path is a regular file; false after a message naming cmd.
  * Commands that only read or change an existing ledger must not create an

@@ -11,13 +11,13 @@
 
 #include "cli.h"
 
-int cli_db_open(const char *db_path, unsigned pool, srv_store **ret)
+int cli_db_open(const char *cmd, const char *db_path, unsigned pool, srv_store **ret)
 {
 	srv_error err;
 
 	srv_error_init(&err);
 	if (srv_store_open(db_path, pool, ret, &err) < 0) {
-		fprintf(stderr, "dpgate: %s\n", err.text);
+		fprintf(stderr, "dpgate %s: %s\n", cmd, err.text);
 		return -1;
 	}
 	return 0;

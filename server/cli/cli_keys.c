@@ -227,7 +227,7 @@ int cli_keys_main(int argc, char **argv)
 		return 2;
 	}
 	if (!cli_db_not_migrated_under_a_server("keys", a.db_path) ||
-	    cli_db_open(a.db_path, 1, &store) < 0) {
+	    cli_db_open("keys", a.db_path, 1, &store) < 0) {
 		rc = 1;
 		goto out;
 	}

@@ -207,7 +207,7 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 
 	block_stop_signals();
 	srv_error_init(&err);
-	if (cli_db_open(db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store) < 0)
+	if (cli_db_open("serve", db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store) < 0)
 		return 1;
 	/* Not fatal: without it commits only pay more until the WAL has
 	 * grown to this size by itself. */

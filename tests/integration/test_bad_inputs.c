@@ -790,6 +790,12 @@ Test(cli, errors_start_with_the_command)
 			 (const char *const[]){"check", "/nonexistent/policy.json", NULL}),
 		     2);
 	cr_assert(strstr(err, "/nonexistent/policy.json") && strstr(err, "No such file"), "%s", err);
+	/* A store that cannot be opened too (it said "dpgate: "). */
+	cr_assert_eq(cli(err, sizeof(err), true,
+			 (const char *const[]){"keys", "create", "--db", "/nonexistent/x.db", "--role",
+					       "viewer", NULL}),
+		     1, "%s", err);
+	cr_assert(!strncmp(err, "dpgate keys: ", 13), "%s", err);
 }
 
 /* Each stateless command's help shows a complete body: run as shown, the
