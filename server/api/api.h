@@ -60,14 +60,15 @@ extern const size_t srv_route_queries_count;
  * Reads the dataset's hosted table back (with its recorded schema) for a
  * trainer, reading the link again if an upload replaced the file meanwhile
  * (a few times); the parse comes from `cache` when it holds it (may be
- * NULL).  Returns 0 and a reference to the table (srv_table_cache_release
+ * NULL).  A table file is read under data_dir/tables, by the name the link
+ * gives it (api_mech_routes.c).  Returns 0 and a reference to the table (srv_table_cache_release
  * with the same cache; the table is shared and read-only),
  * ACCT_EUNSUPPORTED when no table is hosted, or ACCT_EINTERNAL when it
  * cannot be read (or was replaced under every try).  The error text never
  * quotes the table's contents.
  */
-int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_id,
-			srv_table_ref **ret, acct_error *err);
+int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *data_dir,
+			const char *dataset_id, srv_table_ref **ret, acct_error *err);
 
 /*
  * Removes the files in <data_dir>/tables that no dataset_data row names:

@@ -81,7 +81,7 @@ static void put_builtin(srv_request *req, srv_response *res, const srv_dataset *
 		srv_problem(res, 503, NULL, "cannot record the data link", NULL, NULL);
 		goto out;
 	}
-	srv__table_file_drop(req->ctx->tables, old_table, ds->id);
+	srv__table_file_drop(req->ctx->tables, req->ctx->data_dir, old_table, ds->id);
 	free(old_table);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:s, s:I, s:s, s:s}", "dataset", ds->id, "kind",
 					   "builtin", "builtin", builtin, "rows", (json_int_t)rows,
@@ -140,7 +140,8 @@ static int data_csv(srv_request *req, srv_response *res)
 		path = columns = NULL;
 		rc = srv_store_table_link_get(req->db, ds.id, &path, &columns, NULL);
 		if (rc != SRV_OK ||
-		    srv__table_read_linked(req->db, ds.id, path, &res->body, &res->len) == 0)
+		    srv__table_read_linked(req->db, req->ctx->data_dir, ds.id, path, &res->body,
+					   &res->len) == 0)
 			break;
 		rc = SRV_DB_ERROR;
 	}

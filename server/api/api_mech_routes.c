@@ -564,8 +564,29 @@ static int table_state(const char *path, struct stat *ret)
 	return 0;
 }
 
-/* Reads the table a link names, as read_table_file (0, -ENOENT when it is
- * gone, -EIO), from its file or from the database. */
+/*
+ * Where this server reads the table a link's path names: a blob's name as
+ * it is; a file by its name under this server's own <data_dir>/tables,
+ * whatever directory the link spelled (links made before hold the data
+ * directory's path as it was then, and the directory may have been copied
+ * or restored elsewhere since: the start-up sweep matches files by name
+ * too).  A new string, or NULL when out of memory or when the name cannot
+ * be a file there.
+ */
+static char *table_local_path(const char *data_dir, const char *path)
+{
+	char local[4400];
+
+	if (table_in_db(path))
+		return strdup(path);
+	if (srv_path_in_dir(local, sizeof(local), data_dir, "tables", path) < 0)
+		return NULL;
+	return strdup(local);
+}
+
+/* Reads the table at `path` (a link's path made local by table_local_path),
+ * as read_table_file (0, -ENOENT when it is gone, -EIO), from its file or
+ * from the database. */
 static int read_linked_table(srv_db *db, const char *dataset_id, const char *path, char **ret,
 			     size_t *ret_len, struct stat *ret_st)
 {
@@ -579,12 +600,15 @@ static int read_linked_table(srv_db *db, const char *dataset_id, const char *pat
 	return table_state(path, ret_st);
 }
 
-int srv__table_read_linked(srv_db *db, const char *dataset_id, const char *path, char **ret,
-			   size_t *ret_len)
+int srv__table_read_linked(srv_db *db, const char *data_dir, const char *dataset_id,
+			   const char *path, char **ret, size_t *ret_len)
 {
 	struct stat st;
+	char *local = table_local_path(data_dir, path);
+	int rc = local ? read_linked_table(db, dataset_id, local, ret, ret_len, &st) : -EIO;
 
-	return read_linked_table(db, dataset_id, path, ret, ret_len, &st);
+	free(local);
+	return rc;
 }
 
 /* How often a reader reads the link again after its file vanished. */
@@ -632,23 +656,30 @@ static bool table_file_name(const char *name, const char *dataset_id)
 	return !dataset_id || (strlen(dataset_id) == id_len && !memcmp(name, dataset_id, id_len));
 }
 
-/* Removes a table file that a committed upload no longer names, if it is
- * one dpgate wrote for this dataset (anything else is left alone), and
- * drops its parse from `cache`. */
-static void drop_replaced_table_file(srv_table_cache *cache, const char *path,
-				     const char *dataset_id, const char *new_path)
+/* Removes a table file that a committed upload no longer names (`path`, as
+ * the link held it), if it is one dpgate wrote for this dataset (anything
+ * else is left alone), and drops its parse from `cache`.  The file is
+ * looked for in this server's data directory only (table_local_path). */
+static void drop_replaced_table_file(srv_table_cache *cache, const char *data_dir,
+				     const char *path, const char *dataset_id, const char *new_path)
 {
 	const char *slash;
+	char *local;
 
 	if (!path || (new_path && !strcmp(path, new_path)))
 		return;
-	srv_table_cache_forget(cache, path);
+	local = table_local_path(data_dir, path);
+	if (!local || (new_path && !strcmp(local, new_path)))
+		goto out;
+	srv_table_cache_forget(cache, local);
 	/* A blob went with its link's transaction; there is no file. */
-	if (table_in_db(path))
-		return;
-	slash = strrchr(path, '/');
-	if (table_file_name(slash ? slash + 1 : path, dataset_id))
-		unlink(path);
+	if (table_in_db(local))
+		goto out;
+	slash = strrchr(local, '/');
+	if (table_file_name(slash ? slash + 1 : local, dataset_id))
+		unlink(local);
+out:
+	free(local);
 }
 
 /* A dataset's hosted-table link: the file and its recorded schema (parsed
@@ -679,15 +710,19 @@ enum table_read {
 };
 
 /* Reads path and schema together (srv_store_table_link_get), so they
- * describe the same upload. */
-static int table_link_get(srv_db *db, const char *dataset_id, struct table_link *ret)
+ * describe the same upload; the path is made local (table_local_path). */
+static int table_link_get(srv_db *db, const char *data_dir, const char *dataset_id,
+			  struct table_link *ret)
 {
 	struct table_link l = {NULL, NULL, NULL, false};
+	char *stored = NULL;
 	int rc;
 
-	rc = srv_store_table_link_get(db, dataset_id, &l.path, &l.columns_text, &l.declared);
+	rc = srv_store_table_link_get(db, dataset_id, &stored, &l.columns_text, &l.declared);
 	if (rc != SRV_OK)
 		return rc == SRV_NOT_FOUND ? TABLE_READ_NONE : TABLE_READ_DB;
+	l.path = stored ? table_local_path(data_dir, stored) : NULL;
+	free(stored);
 	l.columns = l.columns_text ? json_loads(l.columns_text, 0, NULL) : NULL;
 	if (!l.path || !l.columns) {
 		table_link_clear(&l);
@@ -711,8 +746,9 @@ static int table_link_get(srv_db *db, const char *dataset_id, struct table_link 
  * (srv_table_cache_release with the same cache), or an enum table_read
  * code.
  */
-static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dataset_id,
-			     const json_t *query_body, srv_table_ref **ret, acct_error *err)
+static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *data_dir,
+			     const char *dataset_id, const json_t *query_body, srv_table_ref **ret,
+			     acct_error *err)
 {
 	struct table_link link = {NULL, NULL, NULL, false};
 	struct decl d;
@@ -725,7 +761,7 @@ static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dat
 
 	memset(&d, 0, sizeof(d));
 	for (;;) {
-		rc = table_link_get(db, dataset_id, &link);
+		rc = table_link_get(db, data_dir, dataset_id, &link);
 		if (rc < 0)
 			goto out;
 		if (query_body && precheck_column(link.columns, link.declared, query_body, err) < 0) {
@@ -770,10 +806,10 @@ out:
 	return rc;
 }
 
-int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *dataset_id,
-			srv_table_ref **ret, acct_error *err)
+int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *data_dir,
+			const char *dataset_id, srv_table_ref **ret, acct_error *err)
 {
-	switch (hosted_table_read(cache, db, dataset_id, NULL, ret, err)) {
+	switch (hosted_table_read(cache, db, data_dir, dataset_id, NULL, ret, err)) {
 	case TABLE_READ_OK:
 		return 0;
 	case TABLE_READ_NONE:
@@ -802,7 +838,8 @@ static int load_table(srv_request *req, srv_response *res, const srv_dataset *ds
 	acct_error err;
 
 	acct_error_init(&err);
-	switch (hosted_table_read(req->ctx->tables, req->db, ds->id, body, ret, &err)) {
+	switch (hosted_table_read(req->ctx->tables, req->db, req->ctx->data_dir, ds->id, body, ret,
+				  &err)) {
 	case TABLE_READ_OK:
 		return 0;
 	case TABLE_READ_NONE:
@@ -862,9 +899,10 @@ int srv_h_table_query(srv_request *req, srv_response *res)
 
 /* ---- PUT /v1/datasets/{id}/data, text/csv ---------------------------------------- */
 
-void srv__table_file_drop(srv_table_cache *cache, const char *path, const char *dataset_id)
+void srv__table_file_drop(srv_table_cache *cache, const char *data_dir, const char *path,
+			  const char *dataset_id)
 {
-	drop_replaced_table_file(cache, path, dataset_id, NULL);
+	drop_replaced_table_file(cache, data_dir, path, dataset_id, NULL);
 }
 
 /*
@@ -1029,7 +1067,7 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 	file_made = false;
 	/* Readers that still hold the old path find no file and read the link
 	 * again; readers that opened it read it whole. */
-	drop_replaced_table_file(req->ctx->tables, old, ds->id, path);
+	drop_replaced_table_file(req->ctx->tables, req->ctx->data_dir, old, ds->id, path);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:I, s:O, s:I, s:s, s:s}", "dataset", ds->id,
 					   "kind", "table", "rows", rows, "columns", up.cols, "bytes",
 					   (json_int_t)req->raw_len, "row_count",

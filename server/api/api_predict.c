@@ -224,13 +224,18 @@ static json_t *job_class_labels(const srv_job_row *j, const json_t *params, uint
  * database: model_blobs), not a file under some server's data directory. */
 #define DB_MODEL_PREFIX "db:"
 
-/* Reads the model a job's model_path names, from its file or from the
- * database, into *ret (malloc'd) and *ret_len: 0, -ENOENT when it is
- * gone, -EIO. */
-static int read_model_bytes(srv_db *db, const char *path, uint8_t **ret, size_t *ret_len)
+/* Reads the model a job's model_path names, from the database or from its
+ * file, into *ret (malloc'd) and *ret_len: 0, -ENOENT when it is gone,
+ * -EIO.  A file is read by its name under this server's data_dir/models,
+ * whatever directory model_path spelled: the data directory may have been
+ * copied or restored elsewhere since, and another directory is another
+ * server's (srv_path_in_dir). */
+static int read_model_bytes(srv_db *db, const char *data_dir, const char *path, uint8_t **ret,
+			    size_t *ret_len)
 {
 	FILE *f = NULL;
 	uint8_t *buf = NULL;
+	char local[4400];
 	long size = -1;
 	int rc = -EIO;
 
@@ -238,7 +243,9 @@ static int read_model_bytes(srv_db *db, const char *path, uint8_t **ret, size_t 
 		rc = srv_store_model_blob_get(db, path, ret, ret_len);
 		return rc == SRV_OK ? 0 : rc == SRV_NOT_FOUND ? -ENOENT : -EIO;
 	}
-	f = fopen(path, "rb");
+	if (srv_path_in_dir(local, sizeof(local), data_dir, "models", path) < 0)
+		return -EIO;
+	f = fopen(local, "rb");
 	if (!f) {
 		rc = errno == ENOENT ? -ENOENT : -EIO;
 		goto out;
@@ -261,7 +268,8 @@ out:
 
 /* Reads and parses a job's model; answers and returns -1 when it cannot
  * (409 without a model). */
-static int load_job_model(srv_db *db, srv_response *res, const srv_job_row *j, trn_model **ret)
+static int load_job_model(srv_request *req, srv_response *res, const srv_job_row *j,
+			  trn_model **ret)
 {
 	uint8_t *buf = NULL;
 	size_t len = 0;
@@ -276,7 +284,7 @@ static int load_job_model(srv_db *db, srv_response *res, const srv_job_row *j, t
 			    NULL, json_pack("{s:s}", "state", j->state));
 		return -1;
 	}
-	if (read_model_bytes(db, j->model_path, &buf, &len) < 0 ||
+	if (read_model_bytes(req->db, req->ctx->data_dir, j->model_path, &buf, &len) < 0 ||
 	    trn_model_deserialize(buf, len, ret, &err) < 0)
 		srv_problem(res, 500, NULL, "cannot read the model file", NULL, NULL);
 	else
@@ -335,7 +343,7 @@ int srv_h_job_predict(srv_request *req, srv_response *res)
 			    NULL);
 		goto out;
 	}
-	if (load_job_model(req->db, res, &j, &m) < 0)
+	if (load_job_model(req, res, &j, &m) < 0)
 		goto out;
 	job_json_columns(&j, &result, &params);
 	d = trn_model_input_dim(m);
@@ -495,7 +503,7 @@ static json_t *model_parts_json(const trn_model *m)
 
 /* GET /v1/jobs/{id}/model?format=json: the model's parts beside the job's
  * event and params. */
-static int job_model_json(srv_db *db, srv_response *res, const srv_job_row *j)
+static int job_model_json(srv_request *req, srv_response *res, const srv_job_row *j)
 {
 	trn_model *m = NULL;
 	json_t *result, *params, *labels, *features, *o, *head;
@@ -503,7 +511,7 @@ static int job_model_json(srv_db *db, srv_response *res, const srv_job_row *j)
 	size_t numbers;
 	uint32_t k;
 
-	if (load_job_model(db, res, j, &m) < 0)
+	if (load_job_model(req, res, j, &m) < 0)
 		return 0;
 	trn_model_info_get(m, &mi);
 	numbers = mi.n_params + (size_t)mi.input_dim * mi.proj_dim;
@@ -561,7 +569,7 @@ int srv_h_job_model(srv_request *req, srv_response *res)
 	}
 	/* The same model, its parts as JSON beside the job's event and params. */
 	if (format && strcmp(format, "json") == 0) {
-		job_model_json(req->db, res, &j);
+		job_model_json(req, res, &j);
 		goto out;
 	}
 	/* A cancelled or failed job's model is delivered too: it saw no more
@@ -574,7 +582,7 @@ int srv_h_job_model(srv_request *req, srv_response *res)
 			    NULL, json_pack("{s:s}", "state", j.state));
 		goto out;
 	}
-	rc = read_model_bytes(req->db, j.model_path, &buf, &len);
+	rc = read_model_bytes(req->db, req->ctx->data_dir, j.model_path, &buf, &len);
 	if (rc < 0) {
 		srv_problem(res, 500, NULL,
 			    rc == -ENOENT ? "the model file is missing" : "cannot read the model file",

@@ -38,6 +38,17 @@ size_t srv_fmt_int64(char buf[24], int64_t v);
  * terminated: snprintf(dst, size, "%s", src) without printf. */
 void srv_strcopy(char *dst, size_t size, const char *src);
 
+/*
+ * The file that a path stored in the database names, as this process reads
+ * it: the stored path's last component under dir/sub ("DIR/SUB/NAME"),
+ * whatever directory the stored path spelled.  A data directory copied or
+ * restored to another path then finds its own files, and never reads (or
+ * removes) files of the directory it was copied from.  Returns 0 with the
+ * path in out, or -1 when the last component is empty, "." or "..", or the
+ * path does not fit in size bytes (out then holds no usable path).
+ */
+int srv_path_in_dir(char *out, size_t size, const char *dir, const char *sub, const char *stored);
+
 /* UTC time as "YYYY-MM-DDTHH:MM:SS.mmmZ" (24 characters and a NUL). */
 void srv_fmt_timestamp(char buf[32], int64_t unix_s, long millis);
 

@@ -1,6 +1,6 @@
 /*
  * base_fmt.c: reals, integers and timestamps as text, without printf on the
- * common path.
+ * common path; and where a file a stored path names is read.
  *
  * Shortest reals, for 15 digits or fewer.  A decimal m * 10^-k with
  * m < 2^53 and |k| <= 22 is read back by a correctly rounded strtod as
@@ -330,4 +330,16 @@ void srv_fmt_timestamp(char buf[32], int64_t unix_s, long millis)
 	two(buf + 21, (int)(millis % 100));
 	buf[23] = 'Z';
 	buf[24] = '\0';
+}
+
+int srv_path_in_dir(char *out, size_t size, const char *dir, const char *sub, const char *stored)
+{
+	const char *slash = strrchr(stored, '/');
+	const char *name = slash ? slash + 1 : stored;
+	int n;
+
+	if (!name[0] || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -1;
+	n = snprintf(out, size, "%s/%s/%s", dir, sub, name);
+	return n < 0 || (size_t)n >= size ? -1 : 0;
 }

@@ -19,8 +19,8 @@ typedef struct srv_jobs srv_jobs;
  * start so that jobs/ does not depend on the layer that feeds it.  0, or a
  * negative ACCT_E* code with err filled.
  */
-typedef int (*srv_jobs_table_fn)(srv_table_cache *cache, srv_db *db, const char *dataset_id,
-				 srv_table_ref **ret, acct_error *err);
+typedef int (*srv_jobs_table_fn)(srv_table_cache *cache, srv_db *db, const char *data_dir,
+				 const char *dataset_id, srv_table_ref **ret, acct_error *err);
 
 /*
  * Applies the start-up rule (api_jobs.h) and starts `workers` worker

@@ -143,8 +143,8 @@ out:
 	return rc;
 }
 
-int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db, const char *dataset_id,
-			const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
+int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
+			const char *data_dir, const char *dataset_id, const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
 			acct_error *err)
 {
 	char kind[16] = "", builtin[64] = "";
@@ -167,7 +167,7 @@ int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, s
 	if (strcmp(kind, "table") == 0) {
 		srv_table_ref *t = NULL;
 
-		rc = load_table(tables, db, dataset_id, &t, err);
+		rc = load_table(tables, db, data_dir, dataset_id, &t, err);
 		if (rc < 0)
 			return rc;
 		/* A hosted table has no public split: no progress accuracy. */
@@ -223,13 +223,13 @@ int srv_jobs__party_codes(const mech_table *t, const json_t *params, uint32_t m,
 }
 
 int srv_jobs__load_party_table(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
-			       const char *dataset_id, const json_t *params, uint32_t m,
+			       const char *data_dir, const char *dataset_id, const json_t *params, uint32_t m,
 			       trn_dataset **ret_train, uint32_t **ret_party, acct_error *err)
 {
 	srv_table_ref *ref = NULL;
 	const mech_table *t;
 	uint32_t *party = NULL;
-	int rc = load_table(tables, db, dataset_id, &ref, err);
+	int rc = load_table(tables, db, data_dir, dataset_id, &ref, err);
 
 	if (rc < 0)
 		return rc;

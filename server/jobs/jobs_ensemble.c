@@ -39,8 +39,8 @@ static int load_ensemble_data(srv_jobs *jobs, const srv_job_row *j, const json_t
 	srv_ctx *ctx = jobs->ctx;
 	srv_db *db = srv_store_acquire(ctx->store);
 	const char *aux = json_string_value(json_object_get(params, "auxiliary_data"));
-	int rc = srv_jobs__load_party_table(jobs->load_table, ctx->tables, db, j->dataset_id,
-					    params, m, &d->train, &d->party, err);
+	int rc = srv_jobs__load_party_table(jobs->load_table, ctx->tables, db, ctx->data_dir,
+					    j->dataset_id, params, m, &d->train, &d->party, err);
 
 	if (rc >= 0)
 		rc = srv_jobs__check_rows(j, d->train->n, err);

@@ -46,8 +46,8 @@ int srv_jobs__read_test(srv_jobs *jobs, srv_db *db, const json_t *params, const 
 int srv_jobs__load_priced(srv_jobs *jobs, srv_db *db, const srv_job_row *j, const json_t *params,
 			  trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err)
 {
-	int rc = srv_jobs__load_data(jobs->load_table, jobs->ctx->tables, db, j->dataset_id, params,
-				     ret_train, ret_eval, err);
+	int rc = srv_jobs__load_data(jobs->load_table, jobs->ctx->tables, db, jobs->ctx->data_dir,
+				     j->dataset_id, params, ret_train, ret_eval, err);
 
 	return rc < 0 ? rc : srv_jobs__check_rows(j, (*ret_train)->n, err);
 }

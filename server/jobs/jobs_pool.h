@@ -130,9 +130,10 @@ bool srv_jobs__phase_progress(srv_jobs__run *run, void *live, const void *p, siz
 			      const char *phase);
 
 /* Loads the training table (and a public evaluation table where there is
- * one) that the dataset links; a hosted table through `tables`. */
-int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db, const char *dataset_id,
-			const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
+ * one) that the dataset links; a hosted table through `tables`, its file
+ * under data_dir. */
+int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
+			const char *data_dir, const char *dataset_id, const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
 			acct_error *err);
 
 /*
@@ -179,7 +180,7 @@ bool srv_jobs__keep_model(srv_jobs__run *run, const trn_model *m, acct_error *er
  * malloc'ed.
  */
 int srv_jobs__load_party_table(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
-			       const char *dataset_id, const json_t *params, uint32_t m,
+			       const char *data_dir, const char *dataset_id, const json_t *params, uint32_t m,
 			       trn_dataset **ret_train, uint32_t **ret_party, acct_error *err);
 
 /*

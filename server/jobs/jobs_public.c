@@ -260,7 +260,7 @@ int srv_jobs__read_public(srv_jobs *jobs, srv_db *db, const char *id, const char
 			  acct_error_set(err, ACCT_EINVAL, where, "the job has no table schema");
 
 	if (rc >= 0)
-		rc = jobs->load_table(jobs->ctx->tables, db, id, &t, err);
+		rc = jobs->load_table(jobs->ctx->tables, db, jobs->ctx->data_dir, id, &t, err);
 	if (rc < 0)
 		return rc;
 	rc = srv_jobs__public_dataset(srv_table_ref_table(t), schema, params, num_classes, where,

@@ -118,7 +118,7 @@ static int load_clustering_table(srv_jobs *jobs, srv_db *db, const char *dataset
 	const mech_table *t;
 	uint32_t *party = NULL;
 	trn_dataset *train = NULL;
-	int rc = jobs->load_table(jobs->ctx->tables, db, dataset_id, &ref, err);
+	int rc = jobs->load_table(jobs->ctx->tables, db, jobs->ctx->data_dir, dataset_id, &ref, err);
 
 	if (rc < 0)
 		return rc;

@@ -10,6 +10,11 @@
  * report the copy's figures and go on charging.  The refusals leave nothing behind:
  * an existing OUT is never replaced, a missing directory, a file that is
  * not a dpgate database, and usage errors all exit 2 with no partial copy.
+ *
+ * A server's directory (database and data directory) moved to another path
+ * serves its hosted tables and models from there; copied beside an original
+ * whose files differ, the copy's server reads, and on a replacing upload
+ * removes, only its own files.
  */
 #include <criterion/criterion.h>
 
@@ -228,4 +233,174 @@ Test(backup, refusals_write_nothing)
 		cr_assert_eq(stat(empty, &st), 0);
 		cr_assert_eq(st.st_size, 0);
 	}
+}
+
+/* ---- a data directory copied or moved to another path ---------------------- */
+
+#define IRIS_HEADER "sepal_length,sepal_width,petal_length,petal_width,species"
+
+static const char aux_csv[] = "x1,x2,y\n0.25,1,0\n-0.5,2,1\n1.5,-3,1\n";
+
+static const char count_body[] = "{\"query\":\"count\",\"epsilon\":0.01}";
+
+/* What a server's directory holds before it moves: a private hosted table
+ * ("adult"), a public one ("aux") and a finished job's model. */
+struct moved {
+	char job[96];
+	char *model;
+	size_t model_len;
+};
+
+static void fill_for_move(struct moved *m)
+{
+	static const char job[] = "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
+				  "\"label\":\"species\",\"classes\":3,\"epochs\":1,\"lot_size\":10,"
+				  "\"noise_multiplier\":1.0}}";
+	static const char *const done[] = {"succeeded", "failed", "cancelled", NULL};
+	char path[160];
+	dpg_resp r;
+	json_t *j;
+
+	dpg_skip_on_pg("a moved data directory is an SQLite deployment's");
+	dpg_make_dataset(&srv, "adult", 50.0, 1e-5, "rdp");
+	dpg_upload_iris(&srv, "adult", IRIS_HEADER);
+	dpg_expect_status(&srv, "POST", "/v1/datasets", srv.admin_key,
+			  "{\"id\":\"aux\",\"name\":\"aux rows\",\"public\":true}", 201);
+	cr_assert_eq(dpg_upload_csv(&srv, "aux", aux_csv, strlen(aux_csv)), 3);
+	dpg_start_job(&srv, "adult", job, m->job, sizeof(m->job));
+	j = dpg_job_wait(&srv, m->job, done, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
+	json_decref(j);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", m->job);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	m->model = malloc(r.len);
+	cr_assert(m->model);
+	memcpy(m->model, r.body, r.len);
+	m->model_len = r.len;
+	dpg_resp_free(&r);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+}
+
+/* Points srv at the copy of its directory at dir: the database and the data
+ * directory inside it, as the harness lays them out. */
+static void server_moved_to(const char *dir)
+{
+	cr_assert_lt(strlen(dir), sizeof(srv.dir));
+	snprintf(srv.dir, sizeof(srv.dir), "%s", dir);
+	snprintf(srv.db, sizeof(srv.db), "%s/test.db", dir);
+	snprintf(srv.log, sizeof(srv.log), "%s/server.log", dir);
+}
+
+/* The moved server answers from its own files: a count query on the
+ * private table (201), the public table byte for byte, the job's model as
+ * it was trained. */
+static void expect_own_files(const struct moved *m)
+{
+	char path[160];
+	dpg_resp r;
+
+	r = dpg_call(&srv, "POST", "/v1/datasets/adult/queries", srv.admin_key, count_body);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/aux/data?format=csv", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(r.len == strlen(aux_csv) && memcmp(r.body, aux_csv, r.len) == 0, "%s", r.body);
+	dpg_resp_free(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/model", m->job);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(r.len == m->model_len && memcmp(r.body, m->model, r.len) == 0,
+		  "the model served is not the one trained");
+	dpg_resp_free(&r);
+}
+
+Test(backup, a_moved_data_directory_serves_its_tables_and_models)
+{
+	struct moved m = {0};
+	char to[300];
+
+	fill_for_move(&m);
+	snprintf(to, sizeof(to), "%s-moved", srv.dir);
+	cr_assert_eq(rename(srv.dir, to), 0, "%s", strerror(errno));
+	server_moved_to(to);
+	dpg_server_restart(&srv);
+	expect_own_files(&m);
+	free(m.model);
+}
+
+/* Overwrites every regular file in dir with text; returns how many. */
+static int overwrite_files(const char *dir, const char *text)
+{
+	char path[700];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	cr_assert(d, "cannot open %s", dir);
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		write_file(path, text);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Whether every file in dir holds text, and there are n of them. */
+static bool files_hold(const char *dir, const char *text, int n)
+{
+	char path[700];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int seen = 0;
+	bool same = true;
+
+	cr_assert(d, "cannot open %s", dir);
+	while ((e = readdir(d)) != NULL) {
+		char *kept;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		kept = read_file(path);
+		same = same && strcmp(kept, text) == 0;
+		free(kept);
+		seen++;
+	}
+	closedir(d);
+	return same && seen == n;
+}
+
+Test(backup, a_copy_beside_its_original_reads_only_its_own_files)
+{
+	static const char other[] = "other,columns\nzz,yy\n";
+	struct moved m = {0};
+	char to[300], cmd[700], old_tables[400], old_models[400];
+	int tables, models;
+
+	fill_for_move(&m);
+	snprintf(to, sizeof(to), "%s-copy", srv.dir);
+	snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", srv.dir, to);
+	cr_assert_eq(system(cmd), 0);
+	/* The original stays, its files now another deployment's. */
+	snprintf(old_tables, sizeof(old_tables), "%s/data/tables", srv.dir);
+	snprintf(old_models, sizeof(old_models), "%s/data/models", srv.dir);
+	tables = overwrite_files(old_tables, other);
+	models = overwrite_files(old_models, other);
+	cr_assert_eq(tables, 2);
+	cr_assert_eq(models, 1);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", srv.dir);
+	server_moved_to(to);
+	dpg_server_restart(&srv);
+	expect_own_files(&m);
+	/* A replaced table's old file is removed from this directory only. */
+	dpg_upload_iris(&srv, "adult", IRIS_HEADER);
+	cr_assert(files_hold(old_tables, other, tables), "the original's tables were touched");
+	cr_assert(files_hold(old_models, other, models), "the original's models were touched");
+	free(m.model);
+	/* The original directory goes with the test. */
+	cr_assert_eq(system(cmd), 0);
 }
