@@ -2719,6 +2719,7 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 		     bool *ret_current, srv_error *err)
 {
 	srv__conn *c = NULL;
+	const char *path = sqlite_path(db_path);
 	enum schema_state state;
 	int64_t version;
 	int rc = -1;
@@ -2732,19 +2733,19 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	}
 	/* Read-only, so the source is never written, and without query_only,
 	 * which would refuse the write VACUUM INTO makes to the copy. */
-	c = inspect_file(db_path, &state, &version, err);
+	c = inspect_file(path, &state, &version, err);
 	if (!c)
 		goto out;
 	if (state == SCHEMA_EMPTY) {
 		srv_error_set(err, SRV_DB_ERROR, "%s is not a dpgate database (it has no tables)",
-			 db_path);
+			 path);
 		goto out;
 	}
 	if (state == SCHEMA_FOREIGN) {
-		schema_refusal(state, db_path, version, err);
+		schema_refusal(state, path, version, err);
 		goto out;
 	}
-	if (srv__sqlite_vacuum_into(c, db_path, out_path, err) < 0)
+	if (srv__sqlite_vacuum_into(c, path, out_path, err) < 0)
 		goto out;
 	srv__sql_close(c);
 	/* What the copy holds (a migration may have run between the look at

@@ -235,6 +235,25 @@ Test(backup, refusals_write_nothing)
 	}
 }
 
+/* --db takes sqlite:FILE as verify and keys do. */
+Test(backup, takes_the_sqlite_prefix)
+{
+	char db[400], copy[400], out[16384];
+	const char *backup[] = {dpg_bin(), "backup", "--db", db, "--to", copy, NULL};
+	const char *verify[] = {dpg_bin(), "verify", "--db", copy, NULL};
+
+	dpg_skip_on_pg("backup copies an SQLite file (pg_dump copies PostgreSQL)");
+	snprintf(db, sizeof(db), "sqlite:%s", srv.db);
+	snprintf(copy, sizeof(copy), "%s/copy.db", srv.dir);
+	dpg_make_dataset(&srv, "d", 1.0, 1e-5, "basic");
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_body, 201);
+	cr_assert_eq(dpg_run(out, sizeof(out), backup), 0, "backup: %s", out);
+	cr_assert_eq(dpg_run(out, sizeof(out), verify), 0, "verify on the copy: %s", out);
+	cr_assert_eq(dpg_count_rows(copy, "SELECT count(*) FROM ledger WHERE dataset_id = 'd'"
+					  " AND kind = 'charge'"), 1);
+	cr_assert_eq(partial_files(srv.dir), 0);
+}
+
 /* ---- a data directory copied or moved to another path ---------------------- */
 
 #define IRIS_HEADER "sepal_length,sepal_width,petal_length,petal_width,species"
