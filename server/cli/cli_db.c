@@ -61,7 +61,7 @@ bool cli_db_not_migrated_under_a_server(const char *cmd, const char *db_path)
 	/* A read-only open refuses any schema but this binary's, and writes
 	 * nothing. */
 	srv_error_init(&err);
-	if (srv_store_open_read_only(db_path, &st, &err) == 0) {
+	if (srv_store_open_read_only(db_path, false, &st, &err) == 0) {
 		srv_store_close(st);
 		return true;
 	}

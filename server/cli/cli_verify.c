@@ -27,7 +27,7 @@ int cli_verify_file(const char *cmd, const char *path, json_t **ret_report, bool
 	int rc;
 
 	srv_error_init(&err);
-	if (srv_store_open_read_only(path, &store, &err) < 0) {
+	if (srv_store_open_read_only(path, true, &store, &err) < 0) {
 		fprintf(stderr, "dpgate %s: %s\n", cmd, err.text);
 		return -1;
 	}

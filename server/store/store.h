@@ -107,9 +107,13 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store,
  * Refuses, with a message in err and -1, a file that is missing, not
  * SQLite, without dpgate's schema (empty or foreign), or at another schema
  * version than this binary's.  Returns 0 with the store in *ret_store; close
- * it with srv_store_close.  Writes through it fail.
+ * it with srv_store_close.  Writes through it fail.  With `unwritable` (a
+ * command that only reads: verify, backup), a WAL file that cannot be read
+ * because its side files cannot be created (read-only media) and that has
+ * no -wal holding commits is opened as immutable instead (store_sqlite.h).
  */
-int srv_store_open_read_only(const char *path, srv_store **ret_store, srv_error *err);
+int srv_store_open_read_only(const char *path, bool unwritable, srv_store **ret_store,
+			     srv_error *err);
 
 /*
  * Writes zeros past the end of the WAL file, under the write lock, until it
@@ -425,7 +429,8 @@ int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg);
  * committed before it began and none after, while a running server goes on
  * committing.  A file without dpgate's schema (no tables, or someone
  * else's) is refused before anything is written; a dpgate schema of any
- * version is copied; *ret_version gets the copy's schema version and
+ * version is copied, from read-only media too (srv_store_open_read_only's
+ * `unwritable`); *ret_version gets the copy's schema version and
  * *ret_current whether it is this binary's.  The copy is not synced here.
  * 0, or -1 with a message in err.
  */

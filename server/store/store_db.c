@@ -664,13 +664,15 @@ static srv_store *store_alloc(unsigned pool_size)
 
 /*
  * Opens path read-only and as it is (a missing file stays missing, nothing
- * is configured) and reads its schema state.  Returns the connection, or
- * NULL with a message in err.
+ * is configured) and reads its schema state; `unwritable` as for
+ * srv_store_open_read_only.  Returns the connection, or NULL with a message
+ * in err.
  */
-static srv__conn *inspect_file(const char *path, enum schema_state *ret_state,
+static srv__conn *inspect_file(const char *path, bool unwritable, enum schema_state *ret_state,
 			       int64_t *ret_version, srv_error *err)
 {
-	srv__conn *c = srv__sqlite_open(path, SRV__SQLITE_INSPECT, err);
+	srv__conn *c = unwritable ? srv__sqlite_open_unwritable(path, SRV__SQLITE_INSPECT, err) :
+				    srv__sqlite_open(path, SRV__SQLITE_INSPECT, err);
 
 	if (c && schema_inspect(c, path, ret_state, ret_version, err) < 0) {
 		srv__sql_close(c);
@@ -697,7 +699,7 @@ static int precheck_existing(const char *path, srv_error *err)
 
 	if (stat(path, &st) < 0 || (S_ISREG(st.st_mode) && st.st_size == 0))
 		return 0; /* opening it to write reports the rest */
-	c = inspect_file(path, &state, &version, err);
+	c = inspect_file(path, false, &state, &version, err);
 	if (!c)
 		return -1;
 	if (state == SCHEMA_FOREIGN || state == SCHEMA_NEWER) {
@@ -825,7 +827,8 @@ static int read_only_state(enum schema_state state, const char *path, int64_t ve
 	return -1;
 }
 
-int srv_store_open_read_only(const char *path, srv_store **ret_store, srv_error *err)
+int srv_store_open_read_only(const char *path, bool unwritable, srv_store **ret_store,
+			     srv_error *err)
 {
 	srv_store *st = store_alloc(1);
 	srv_db *db = NULL;
@@ -840,7 +843,10 @@ int srv_store_open_read_only(const char *path, srv_store **ret_store, srv_error 
 	st->read_only = true;
 	srv_store_target_name(path, name, sizeof(name));
 	db = db_wrap(srv__pg_is_url(path) ? srv__pg_open(path, true, err) :
-		     srv__sqlite_open(sqlite_path(path), SRV__SQLITE_READ_ONLY, err), err);
+		     unwritable ? srv__sqlite_open_unwritable(sqlite_path(path), SRV__SQLITE_READ_ONLY,
+							      err) :
+				  srv__sqlite_open(sqlite_path(path), SRV__SQLITE_READ_ONLY, err),
+		     err);
 	if (!db)
 		goto fail;
 	db->store = st;
@@ -2733,7 +2739,7 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	}
 	/* Read-only, so the source is never written, and without query_only,
 	 * which would refuse the write VACUUM INTO makes to the copy. */
-	c = inspect_file(path, &state, &version, err);
+	c = inspect_file(path, true, &state, &version, err);
 	if (!c)
 		goto out;
 	if (state == SCHEMA_EMPTY) {
@@ -2750,7 +2756,7 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	srv__sql_close(c);
 	/* What the copy holds (a migration may have run between the look at
 	 * the source and the copy's snapshot). */
-	c = inspect_file(out_path, &state, &version, err);
+	c = inspect_file(out_path, false, &state, &version, err);
 	if (!c)
 		goto out;
 	*ret_version = version;

@@ -435,7 +435,7 @@ int srv_store_migrate(const char *from, const char *to, srv_migrate_report *rep,
 		return rc;
 	}
 	/* The source at this version only: its reader never migrates it. */
-	if (srv_store_open_read_only(from, &src_store, err) < 0)
+	if (srv_store_open_read_only(from, false, &src_store, err) < 0)
 		return rc;
 	if (target_precheck(to, name, err) < 0 || srv_store_open(to, 1, &dst_store, err) < 0)
 		goto out;

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -351,10 +353,13 @@ static int configure_writer(sqlite3 *h, const char *path, srv_error *err)
 	return 0;
 }
 
-srv__conn *srv__sqlite_open(const char *path, enum srv__sqlite_mode mode, srv_error *err)
+/* srv__sqlite_open of the file at path, handed to SQLite as `name` (the
+ * path, or a file: URI when uri is set); messages name path. */
+static srv__conn *sqlite_open_named(const char *path, const char *name, bool uri,
+				    enum srv__sqlite_mode mode, srv_error *err)
 {
 	struct sqlite_conn *c = calloc(1, sizeof(*c));
-	int flags = SQLITE_OPEN_NOMUTEX;
+	int flags = SQLITE_OPEN_NOMUTEX | (uri ? SQLITE_OPEN_URI : 0);
 
 	if (!c) {
 		srv_error_set(err, SRV_DB_ERROR, "out of memory");
@@ -373,7 +378,7 @@ srv__conn *srv__sqlite_open(const char *path, enum srv__sqlite_mode mode, srv_er
 	} else {
 		flags |= SQLITE_OPEN_READONLY; /* a missing file stays missing */
 	}
-	if (sqlite3_open_v2(path, &c->h, flags, NULL) != SQLITE_OK) {
+	if (sqlite3_open_v2(name, &c->h, flags, NULL) != SQLITE_OK) {
 		srv_error_set(err, SRV_DB_ERROR, "cannot open %s: %s", path,
 			      c->h ? sqlite3_errmsg(c->h) : "out of memory");
 		goto fail;
@@ -395,6 +400,80 @@ fail:
 	sqlite3_close_v2(c->h);
 	free(c);
 	return NULL;
+}
+
+srv__conn *srv__sqlite_open(const char *path, enum srv__sqlite_mode mode, srv_error *err)
+{
+	return sqlite_open_named(path, path, false, mode, err);
+}
+
+/* "file:" and path, every byte but unreserved ones and '/' percent-encoded
+ * (so that '%', '?' and '#' stay part of the name), then "?immutable=1";
+ * malloc'd, or NULL when out of memory. */
+static char *immutable_uri(const char *path)
+{
+	static const char hex[] = "0123456789ABCDEF", tail[] = "?immutable=1";
+	char *uri = malloc(5 + 3 * strlen(path) + sizeof(tail));
+	size_t n = 5;
+
+	if (!uri)
+		return NULL;
+	memcpy(uri, "file:", 5);
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		    strchr("-._~/", *p)) {
+			uri[n++] = (char)*p;
+			continue;
+		}
+		uri[n++] = '%';
+		uri[n++] = hex[*p >> 4];
+		uri[n++] = hex[*p & 15];
+	}
+	memcpy(uri + n, tail, sizeof(tail));
+	return uri;
+}
+
+/*
+ * Whether a read-only connection to path failed its first read for want of
+ * the side files it would create (no -shm, and a directory or medium it
+ * cannot write), with no write-ahead log that holds commits: then the main
+ * file is the whole database and nothing writes it, which is what
+ * immutable=1 promises SQLite.  A -wal with content is another matter
+ * (commits not yet in the file): reading without it would drop them.
+ */
+static bool needs_immutable(sqlite3 *h, const char *path)
+{
+	char wal[4200];
+	struct stat st;
+	int code;
+
+	if (query_int(h, "SELECT count(*) FROM sqlite_master") >= 0)
+		return false;
+	code = sqlite3_errcode(h) & 0xff;
+	if (code != SQLITE_CANTOPEN && code != SQLITE_READONLY)
+		return false;
+	if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", path) >= sizeof(wal))
+		return false;
+	return stat(wal, &st) < 0 ? errno == ENOENT : st.st_size == 0;
+}
+
+srv__conn *srv__sqlite_open_unwritable(const char *path, enum srv__sqlite_mode mode,
+				       srv_error *err)
+{
+	srv__conn *c = sqlite_open_named(path, path, false, mode, err);
+	char *uri;
+
+	if (!c || mode == SRV__SQLITE_WRITE || !needs_immutable(handle(c), path))
+		return c;
+	srv__sql_close(c);
+	uri = immutable_uri(path);
+	if (!uri) {
+		srv_error_set(err, SRV_DB_ERROR, "out of memory");
+		return NULL;
+	}
+	c = sqlite_open_named(path, uri, true, mode, err);
+	free(uri);
+	return c;
 }
 
 static int sq_schema_objects(srv__conn *c, int64_t *ret_has_migrations, int64_t *ret_objects)

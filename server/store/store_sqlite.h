@@ -18,6 +18,18 @@ enum srv__sqlite_mode {
 /* Opens the database file at path; NULL with a message in err. */
 srv__conn *srv__sqlite_open(const char *path, enum srv__sqlite_mode mode, srv_error *err);
 
+/*
+ * srv__sqlite_open in a read-only mode for a command that only reads (verify,
+ * backup): when the file cannot be read because SQLite cannot create its
+ * -shm beside it (a WAL database on read-only media, or in a directory this
+ * user cannot write) and no -wal holding commits is there, opens it again
+ * as immutable (a file: URI with immutable=1: no locks, no side files).
+ * Never for a server or a writer: an immutable connection does not see
+ * another process's writes.  NULL with a message in err.
+ */
+srv__conn *srv__sqlite_open_unwritable(const char *path, enum srv__sqlite_mode mode,
+				       srv_error *err);
+
 /* The SQLite handle under c, for tests; NULL when c is not SQLite's. */
 struct sqlite3 *srv__sqlite_handle(srv__conn *c);
 

@@ -15,11 +15,16 @@
  * serves its hosted tables and models from there; copied beside an original
  * whose files differ, the copy's server reads, and on a replacing upload
  * removes, only its own files.
+ *
+ * A WAL database cleanly stopped and put in a directory the commands cannot
+ * write (read-only media): verify reads it and backup copies it, creating
+ * nothing beside it.
  */
 #include <criterion/criterion.h>
 
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -422,4 +428,120 @@ Test(backup, a_copy_beside_its_original_reads_only_its_own_files)
 	free(m.model);
 	/* The original directory goes with the test. */
 	cr_assert_eq(system(cmd), 0);
+}
+
+/* ---- a database on read-only media ------------------------------------------ */
+
+/* The user the read-only commands run as when the test runs as root, whom a
+ * directory's mode does not stop: nobody. */
+#define UNPRIVILEGED_ID 65534
+
+/* Exit status of a child that could not become UNPRIVILEGED_ID or could not
+ * run dpgate as that user (a build directory it cannot reach). */
+#define CANNOT_DROP 126
+
+/*
+ * dpg_run, as a user the mode of a directory binds: as root, the child
+ * becomes UNPRIVILEGED_ID first.  CANNOT_DROP when it cannot.
+ */
+static int run_unprivileged(char *out, size_t out_size, const char *const *argv)
+{
+	int pipefd[2], status = 0;
+	size_t n = 0;
+	pid_t pid;
+
+	cr_assert_eq(pipe(pipefd), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(UNPRIVILEGED_ID) < 0 ||
+				       setuid(UNPRIVILEGED_ID) < 0))
+			_exit(CANNOT_DROP);
+		execv(argv[0], (char *const *)argv);
+		_exit(CANNOT_DROP);
+	}
+	close(pipefd[1]);
+	for (ssize_t r; n < out_size - 1 && (r = read(pipefd[0], out + n, out_size - 1 - n)) > 0;)
+		n += (size_t)r;
+	out[n] = '\0';
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Copies the file at from to `to` with mode; fails the test when it cannot. */
+static void copy_file(const char *from, const char *to, mode_t mode)
+{
+	size_t len = 0;
+	char *bytes = dpg_read_file(from, &len);
+	FILE *f = fopen(to, "wb");
+
+	cr_assert(f, "cannot create %s", to);
+	cr_assert_eq(fwrite(bytes, 1, len, f), len);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(chmod(to, mode), 0);
+	free(bytes);
+}
+
+Test(backup, verify_and_backup_read_a_wal_database_on_read_only_media)
+{
+	char top[64] = "/tmp/dpgate-ro-XXXXXX", ro[200], db[260], outdir[200], copy[260];
+	char out[16384], side[280], cmd[400];
+	const char *verify[] = {dpg_bin(), "verify", "--db", db, NULL};
+	const char *backup[] = {dpg_bin(), "backup", "--db", db, "--to", copy, NULL};
+	const char *verify_copy[] = {dpg_bin(), "verify", "--db", copy, NULL};
+	int rc_verify, rc_backup, rc_copy, sides = 0;
+	long long charges;
+	json_t *report;
+
+	dpg_skip_on_pg("read-only media hold an SQLite file");
+	dpg_make_dataset(&srv, "d", 1.0, 1e-5, "basic");
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, charge_body, 201);
+	/* A clean stop checkpoints the WAL into the file: the file alone is
+	 * the database, as on a medium written after its server stopped. */
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_not_null(mkdtemp(top));
+	cr_assert_eq(chmod(top, 0755), 0);
+	/* A name a URI must escape ('%', '?', '#', a space). */
+	snprintf(ro, sizeof(ro), "%s/media %%3F?#x", top);
+	snprintf(db, sizeof(db), "%s/dpgate.db", ro);
+	snprintf(outdir, sizeof(outdir), "%s/out", top);
+	snprintf(copy, sizeof(copy), "%s/copy.db", outdir);
+	cr_assert_eq(mkdir(ro, 0755), 0);
+	cr_assert_eq(mkdir(outdir, 0777), 0);
+	cr_assert_eq(chmod(outdir, 0777), 0);
+	copy_file(srv.db, db, 0444);
+	cr_assert_eq(chmod(ro, 0555), 0);
+
+	/* Run first and asserted after the directory is writable again, so
+	 * that a failure leaves nothing behind that its owner cannot remove. */
+	rc_verify = run_unprivileged(out, sizeof(out), verify);
+	report = json_loads(out, 0, NULL);
+	rc_backup = run_unprivileged(out, sizeof(out), backup);
+	rc_copy = rc_backup == 0 ? dpg_run(out, sizeof(out), verify_copy) : -1;
+	charges = rc_backup == 0 ? dpg_count_rows(copy, "SELECT count(*) FROM ledger WHERE"
+							" dataset_id = 'd' AND kind = 'charge'") : -1;
+	/* Nothing was written beside the database. */
+	for (int i = 0; i < 2; i++) {
+		snprintf(side, sizeof(side), "%s%s", db, i == 0 ? "-wal" : "-shm");
+		sides += access(side, F_OK) == 0;
+	}
+	cr_assert_eq(chmod(ro, 0755), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	cr_assert_eq(system(cmd), 0);
+
+	if (rc_verify == CANNOT_DROP)
+		cr_skip_test("cannot run %s as user %d, whom a read-only directory binds (run the "
+			     "test as a user other than root, or build where that user can reach)",
+			     dpg_bin(), UNPRIVILEGED_ID);
+	cr_assert_eq(rc_verify, 0, "verify exited %d", rc_verify);
+	cr_assert(json_is_true(json_object_get(report, "ok")), "verify's report");
+	json_decref(report);
+	cr_assert_eq(rc_backup, 0, "backup exited %d", rc_backup);
+	cr_assert_eq(rc_copy, 0, "verify on the copy exited %d", rc_copy);
+	cr_assert_eq(charges, 1);
+	cr_assert_eq(sides, 0, "side files were made beside the database");
 }

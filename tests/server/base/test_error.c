@@ -55,7 +55,7 @@ Test(srv_error, the_store_fills_the_record_when_it_refuses_a_file)
 	fputs("this is not a database, and long enough to show it: 0123456789abcdef\n", f);
 	fclose(f);
 	srv_error_init(&err);
-	cr_assert_lt(srv_store_open_read_only(path, &st, &err), 0);
+	cr_assert_lt(srv_store_open_read_only(path, false, &st, &err), 0);
 	cr_assert_null(st);
 	cr_assert_eq(err.code, SRV_DB_ERROR);
 	cr_assert_not_null(strstr(err.text, path), "message: %s", err.text);
