@@ -144,8 +144,8 @@ out:
 }
 
 int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
-			const char *data_dir, const char *dataset_id, const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
-			acct_error *err)
+			const char *data_dir, const char *dataset_id, const json_t *params,
+			trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err)
 {
 	char kind[16] = "", builtin[64] = "";
 	int rc;

@@ -133,8 +133,8 @@ bool srv_jobs__phase_progress(srv_jobs__run *run, void *live, const void *p, siz
  * one) that the dataset links; a hosted table through `tables`, its file
  * under data_dir. */
 int srv_jobs__load_data(srv_jobs_table_fn load_table, srv_table_cache *tables, srv_db *db,
-			const char *data_dir, const char *dataset_id, const json_t *params, trn_dataset **ret_train, trn_dataset **ret_eval,
-			acct_error *err);
+			const char *data_dir, const char *dataset_id, const json_t *params,
+			trn_dataset **ret_train, trn_dataset **ret_eval, acct_error *err);
 
 /*
  * Reads public dataset `id`, which a job names at `where`, as the job reads

@@ -424,10 +424,10 @@ int srv_store_verify(srv_db *db, srv_verify_fn each, void *arg);
 
 /*
  * Writes a consistent copy of the dpgate database at db_path (a path, or
- * sqlite:PATH as every --db takes) into the empty file at out_path with SQLite's VACUUM INTO, through a read-only
- * connection: one read transaction, so the copy holds every transaction
- * committed before it began and none after, while a running server goes on
- * committing.  A file without dpgate's schema (no tables, or someone
+ * sqlite:PATH as every --db takes) into the empty file at out_path with
+ * SQLite's VACUUM INTO, through a read-only connection: one read
+ * transaction, so the copy holds every transaction committed before it
+ * began and none after, while a running server goes on committing.  A file without dpgate's schema (no tables, or someone
  * else's) is refused before anything is written; a dpgate schema of any
  * version is copied, from read-only media too (srv_store_open_read_only's
  * `unwritable`); *ret_version gets the copy's schema version and
