@@ -37,6 +37,11 @@ const char *dpg_bin(void)
 
 int dpg_run(char *out, size_t out_size, const char *const *argv)
 {
+	return dpg_run_with(out, out_size, argv, NULL);
+}
+
+int dpg_run_with(char *out, size_t out_size, const char *const *argv, void (*setup)(void))
+{
 	int pipefd[2];
 	pid_t pid;
 	size_t n = 0;
@@ -49,6 +54,8 @@ int dpg_run(char *out, size_t out_size, const char *const *argv)
 		dup2(pipefd[1], 1);
 		close(pipefd[0]);
 		close(pipefd[1]);
+		if (setup)
+			setup();
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}

@@ -171,6 +171,10 @@ void dpg_expect_status(const dpg_server *s, const char *method, const char *path
  * status. */
 int dpg_run(char *out, size_t out_size, const char *const *argv);
 
+/* dpg_run with `setup` (when not NULL) called in the child before the
+ * exec, which it may end with _exit(status) (a user to become, say). */
+int dpg_run_with(char *out, size_t out_size, const char *const *argv, void (*setup)(void));
+
 /* Checks a response body against the schema the spec gives that operation's
  * response (tests/server/check_response.py, JSON Schema 2020-12, where a
  * oneOf must match exactly one alternative): fails the test when it does

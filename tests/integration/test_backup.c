@@ -440,36 +440,22 @@ Test(backup, a_copy_beside_its_original_reads_only_its_own_files)
  * run dpgate as that user (a build directory it cannot reach). */
 #define CANNOT_DROP 126
 
-/*
- * dpg_run, as a user the mode of a directory binds: as root, the child
- * becomes UNPRIVILEGED_ID first.  CANNOT_DROP when it cannot.
- */
+/* In the child of dpg_run_with: as root, become UNPRIVILEGED_ID, whom the
+ * mode of a directory binds; CANNOT_DROP when that fails. */
+static void become_unprivileged(void)
+{
+	if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(UNPRIVILEGED_ID) < 0 ||
+			       setuid(UNPRIVILEGED_ID) < 0))
+		_exit(CANNOT_DROP);
+}
+
+/* dpg_run as a user the mode of a directory binds.  CANNOT_DROP when the
+ * child cannot become one, or run dpgate as it. */
 static int run_unprivileged(char *out, size_t out_size, const char *const *argv)
 {
-	int pipefd[2], status = 0;
-	size_t n = 0;
-	pid_t pid;
+	int rc = dpg_run_with(out, out_size, argv, become_unprivileged);
 
-	cr_assert_eq(pipe(pipefd), 0);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		dup2(pipefd[1], 1);
-		close(pipefd[0]);
-		close(pipefd[1]);
-		if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setgid(UNPRIVILEGED_ID) < 0 ||
-				       setuid(UNPRIVILEGED_ID) < 0))
-			_exit(CANNOT_DROP);
-		execv(argv[0], (char *const *)argv);
-		_exit(CANNOT_DROP);
-	}
-	close(pipefd[1]);
-	for (ssize_t r; n < out_size - 1 && (r = read(pipefd[0], out + n, out_size - 1 - n)) > 0;)
-		n += (size_t)r;
-	out[n] = '\0';
-	close(pipefd[0]);
-	waitpid(pid, &status, 0);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return rc == 127 ? CANNOT_DROP : rc;
 }
 
 /* Copies the file at from to `to` with mode; fails the test when it cannot. */
