@@ -163,8 +163,12 @@ static void stop_set(sigset_t *set)
 		sigaddset(set, stop_signals[i]);
 }
 
+/* Removes the partial files and ends the process with the signal: the
+ * signal, raised again with its default action, is held until the handler
+ * returns, so errno is put back for the code it interrupted meanwhile. */
 static void drop_partial(int sig)
 {
+	int saved = errno;
 	struct sigaction dfl;
 
 	if (partial_set)
@@ -174,6 +178,7 @@ static void drop_partial(int sig)
 	dfl.sa_handler = SIG_DFL;
 	sigaction(sig, &dfl, NULL);
 	raise(sig);
+	errno = saved;
 }
 
 /* Sets (tmp) or clears (NULL) what a stop signal removes, with the
