@@ -199,7 +199,9 @@ int srv_json_real(const json_t *obj, const char *where, const char *key, unsigne
 		return bad(err, where, key, "must be a number", NULL);
 	x = json_number_value(v);
 	if (real_in_range(x, lo, hi, flags)) {
-		*ret = x;
+		/* -0 reads as 0 (x + 0.0 is +0 for either zero): an answer that
+		 * echoes a value must not say -0.0. */
+		*ret = x + 0.0;
 		return 1;
 	}
 	/* The range text only for the error (printf is costly per request). */

@@ -10,6 +10,7 @@
  * Event texts are written with single quotes for readability; sq() turns
  * them into JSON.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -467,6 +468,24 @@ Test(json_array_real, range_openness_and_integers)
 		cr_assert_eq(got, -7.0, "case %zu", k);
 	}
 	json_decref(arr);
+}
+
+/* A negative zero reads as zero: the answers that echo a value read by
+ * srv_json_real (a delta, an epsilon) said -0.0. */
+Test(json_real, negative_zero_reads_as_zero)
+{
+	json_t *o = json_loads("{\"delta\": -0.0}", 0, NULL);
+	acct_error err;
+	double got = 1.0;
+
+	cr_assert_not_null(o);
+	cr_assert(signbit(json_real_value(json_object_get(o, "delta"))), "jansson keeps -0");
+	acct_error_init(&err);
+	cr_assert_eq(srv_json_real(o, "", "delta", SRV_REQUIRED, 0.0, 1.0, &got, &err), 1, "%s",
+		     err.text);
+	cr_assert_eq(got, 0.0);
+	cr_assert(!signbit(got), "read as -0");
+	json_decref(o);
 }
 
 Test(json_dump, shortest_round_trip_reals)
