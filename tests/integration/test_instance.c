@@ -305,6 +305,16 @@ Test(instance, verify_refuses_a_foreign_or_empty_file_and_leaves_it_as_it_was)
 	fclose(f);
 	expect_refused_untouched(verify_foreign, foreign, 2, "not a dpgate database");
 	expect_refused_untouched(verify_empty, empty, 2, "not a dpgate database");
+	/* keys list and revoke read an existing database too: they had
+	 * written a schema into the empty file. */
+	{
+		const char *list[] = {dpg_bin(), "keys", "list", "--db", empty, NULL};
+		const char *revoke[] = {dpg_bin(), "keys", "revoke", "--db", empty,
+					"0123456789abcdef", NULL};
+
+		expect_refused_untouched(list, empty, 2, "not a dpgate database");
+		expect_refused_untouched(revoke, empty, 2, "not a dpgate database");
+	}
 }
 
 Test(instance, serve_and_keys_refuse_a_foreign_database_and_leave_it_as_it_was)
