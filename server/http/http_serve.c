@@ -296,6 +296,26 @@ static bool long_poll_begin(srv_ctx *ctx, struct MHD_Connection *conn, struct co
 	return rc == 0;
 }
 
+/* Whether some If-None-Match field line names the tag: a list may come as
+ * several lines as well as one (RFC 9110 5.3), and the first alone had
+ * been read. */
+struct tag_lookup {
+	const char *etag;
+	bool named;
+};
+
+static enum MHD_Result find_tag(void *cls, enum MHD_ValueKind kind, const char *key,
+				const char *value)
+{
+	struct tag_lookup *t = cls;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0 &&
+	    srv_etag_matches(value, t->etag))
+		t->named = true;
+	return t->named ? MHD_NO : MHD_YES;
+}
+
 /*
  * A revalidated route's 200: its entity tag (http_cache.c), and 304 with
  * no body when If-None-Match names it (RFC 9110 15.4.5), or, for an armed
@@ -305,14 +325,15 @@ static bool long_poll_begin(srv_ctx *ctx, struct MHD_Connection *conn, struct co
 static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
 		       srv_revalidate rv, srv_response *res)
 {
-	const char *inm;
+	struct tag_lookup t;
 
 	if (rv == SRV_NO_STORE || res->status != 200)
 		return;
 	res->cache = rv;
 	srv_etag_of(res->body ? res->body : "", res->len, res->etag);
-	inm = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-	if (!srv_etag_matches(inm, res->etag))
+	t = (struct tag_lookup){res->etag, false};
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, find_tag, &t);
+	if (!t.named)
 		return;
 	free(res->body);
 	res->body = NULL;

@@ -237,6 +237,17 @@ Test(dashboard, revalidated_gets_carry_a_tag_and_answer_304)
 			cr_assert_str_eq(raw_header(&r2, "Cache-Control", cc, sizeof(cc)), "no-cache");
 			raw_free(&r2);
 		}
+		/* The list split over two field lines, the tag on the second
+		 * (only the first line had been read). */
+		{
+			char lines[240];
+
+			snprintf(lines, sizeof(lines),
+				 "If-None-Match: \"nope\"\r\nIf-None-Match: %s\r\n", tag);
+			r2 = raw_get(tagged[i], srv.admin_key, lines);
+			cr_assert_eq(r2.status, 304, "%s with two lines: %d", tagged[i], r2.status);
+			raw_free(&r2);
+		}
 		/* Another tag: the whole answer. */
 		r2 = raw_get(tagged[i], srv.admin_key, "If-None-Match: \"0000\"\r\n");
 		cr_assert_eq(r2.status, 200);
