@@ -296,24 +296,28 @@ static bool long_poll_begin(srv_ctx *ctx, struct MHD_Connection *conn, struct co
 	return rc == 0;
 }
 
-/* Whether some If-None-Match field line names the tag: a list may come as
- * several lines as well as one (RFC 9110 5.3), and the first alone had
- * been read. */
-struct tag_lookup {
+/* The field lines named `name` of a request (MHD_get_connection_values):
+ * how many there are and, with `etag` set, whether one of them (an
+ * If-None-Match list may come as several lines as well as one, RFC 9110
+ * 5.3) names that tag. */
+struct header_scan {
+	const char *name;
 	const char *etag;
-	bool named;
+	unsigned n;
+	bool names_tag;
 };
 
-static enum MHD_Result find_tag(void *cls, enum MHD_ValueKind kind, const char *key,
-				const char *value)
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
 {
-	struct tag_lookup *t = cls;
+	struct header_scan *hs = cls;
 
 	(void)kind;
-	if (strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0 &&
-	    srv_etag_matches(value, t->etag))
-		t->named = true;
-	return t->named ? MHD_NO : MHD_YES;
+	if (strcasecmp(key, hs->name) == 0) {
+		hs->n++;
+		hs->names_tag = hs->names_tag || (hs->etag && srv_etag_matches(value, hs->etag));
+	}
+	return MHD_YES;
 }
 
 /*
@@ -325,15 +329,15 @@ static enum MHD_Result find_tag(void *cls, enum MHD_ValueKind kind, const char *
 static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
 		       srv_revalidate rv, srv_response *res)
 {
-	struct tag_lookup t;
+	struct header_scan hs = {MHD_HTTP_HEADER_IF_NONE_MATCH, NULL, 0, false};
 
 	if (rv == SRV_NO_STORE || res->status != 200)
 		return;
 	res->cache = rv;
 	srv_etag_of(res->body ? res->body : "", res->len, res->etag);
-	t = (struct tag_lookup){res->etag, false};
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, find_tag, &t);
-	if (!t.named)
+	hs.etag = res->etag;
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &hs);
+	if (!hs.names_tag)
 		return;
 	free(res->body);
 	res->body = NULL;
@@ -480,30 +484,13 @@ static bool idempotency_key_ok(const char *key)
 	return true;
 }
 
-/* How many request headers are named `name` (MHD_get_connection_values). */
-struct header_count {
-	const char *name;
-	unsigned n;
-};
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				    const char *value)
-{
-	struct header_count *hc = cls;
-
-	(void)kind;
-	(void)value;
-	if (strcasecmp(key, hc->name) == 0)
-		hc->n++;
-	return MHD_YES;
-}
-
+/* How many request headers are named `name`. */
 static unsigned header_count(struct MHD_Connection *conn, const char *name)
 {
-	struct header_count hc = {name, 0};
+	struct header_scan hs = {name, NULL, 0, false};
 
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
-	return hc.n;
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &hs);
+	return hs.n;
 }
 
 /* What admit() found out about a request, held until admission_end(). */
