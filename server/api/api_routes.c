@@ -750,15 +750,6 @@ static int close_reservation(srv_request *req, srv_response *res, bool do_commit
 			    json_pack("{s:s, s:s}", "state", state, "job", job));
 		return 0;
 	}
-	if (rc == SRV_FORBIDDEN) {
-		srv_problem(res, 403, NULL,
-			    do_commit ? "the reservation was made by another key: only it, or an "
-					"admin key, can commit it"
-				      : "the reservation was made by another key: only it, or an "
-					"admin key, can release it",
-			    NULL, NULL);
-		return 0;
-	}
 	if (rc == SRV_CONFLICT) {
 		char detail[96];
 
