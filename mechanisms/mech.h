@@ -165,6 +165,11 @@ int mech_laplace(mech_rng *rng, const double *values, size_t n, double l1_sensit
 int mech_laplace_grid_shift(double scale);
 double mech_laplace_grid_sensitivity(double l1_sensitivity, double scale, size_t n);
 
+/* A release asked for at an epsilon is refused (at /epsilon) when its
+ * sensitivity on the grid exceeds D's image by more than this factor: its
+ * event would price visibly more than the epsilon asked for. */
+#define MECH_GRID_MAX_OVERPRICE 1.01
+
 /*
  * The grid mech_gaussian uses for standard deviation `scale`: values are in
  * units 2^-shift with shift = 20 - ceil(log2 scale), so that the scale spans

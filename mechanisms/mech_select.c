@@ -238,7 +238,7 @@ static int rnm_laplace(mech_rng *rng, const double *scores, size_t n, double sen
 	 * units and rounds up: the event would price more than epsilon.
 	 * Refused past 1%, as the Laplace mechanism's release is, before any
 	 * noise is drawn. */
-	if (dz > 1.01 * ldexp(sensitivity, shift))
+	if (dz > MECH_GRID_MAX_OVERPRICE * ldexp(sensitivity, shift))
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 				      "epsilon is too small for the noise grid to resolve the "
 				      "sensitivity: the release would cost about %.3g times the "

@@ -241,7 +241,7 @@ static int grid_resolves(bool laplace, double sens, double scale, size_t n, acct
 	double on_grid = laplace ? mech_laplace_grid_sensitivity(sens, scale, n) :
 				   mech_gaussian_grid_sensitivity(sens, scale, n);
 
-	if (on_grid <= units * 1.01)
+	if (on_grid <= units * MECH_GRID_MAX_OVERPRICE)
 		return 0;
 	return acct_error_set(err, ACCT_EINVAL, "/epsilon",
 			      "the noise scale is %.3g times the sensitivity, too wide for the "
