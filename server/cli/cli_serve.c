@@ -97,13 +97,13 @@ static int make_dir(const char *dir)
  * its own descriptors of the file (as a second fcntl lock would).  The
  * kernel drops the lock when the process ends, kill -9 included.  `what`
  * names the path in messages.  Returns the descriptor, which the caller
- * keeps open while it serves, with the file's hard link count in *ret_links
+ * keeps open while it serves, with the file's status in *ret_st
  * (may be NULL), or -1 after a message on stderr (another server holds the
  * lock, or the file cannot be opened).
  */
-static int serve_lock(const char *path, bool directory, const char *what, long long *ret_links)
+static int serve_lock(const char *path, bool directory, const char *what, struct stat *ret_st)
 {
-	struct stat st;
+	struct stat st = {0};
 	int fd = directory ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
 			   : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
@@ -129,8 +129,8 @@ static int serve_lock(const char *path, bool directory, const char *what, long l
 		close(fd);
 		return -1;
 	}
-	if (ret_links)
-		*ret_links = fstat(fd, &st) == 0 ? (long long)st.st_nlink : 1;
+	if (ret_st)
+		*ret_st = st; /* a directory's is not read: all zero */
 	return fd;
 }
 
@@ -179,7 +179,6 @@ static void forward_stop_signal(int sig)
  * started earlier by a library forward them there. */
 static void block_stop_signals(void)
 {
-	static const int candidates[] = {SIGINT, SIGTERM, SIGHUP};
 	struct sigaction forward;
 	sigset_t stop;
 
@@ -189,9 +188,9 @@ static void block_stop_signals(void)
 	sigemptyset(&forward.sa_mask);
 	srv_http_stop_signals(&stop);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
-		if (sigismember(&stop, candidates[i]) == 1)
-			sigaction(candidates[i], &forward, NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&stop, sig) == 1)
+			sigaction(sig, &forward, NULL);
 }
 
 /* cli_serve_main after the locks: opens the store, starts the job workers and
@@ -480,14 +479,13 @@ static void serve_settings(const serve_options *o, int argc, char **argv, srv_ct
  * with a umask of 022) lets other users read the key hashes and the PATE
  * sessions' vote histograms, and SQLite gives its -wal and -shm files the
  * same mode.  Said once at the start; dpgate does not change it. */
-static void warn_if_shared_mode(const char *db)
+static void warn_if_shared_mode(const char *db, mode_t mode)
 {
-	struct stat st;
 	char detail[4200];
 
-	if (stat(srv_store_file(db), &st) < 0 || (st.st_mode & 077) == 0)
+	if ((mode & 077) == 0)
 		return;
-	snprintf(detail, sizeof(detail), "%s (mode %04o)", db, (unsigned)(st.st_mode & 0777));
+	snprintf(detail, sizeof(detail), "%s (mode %04o)", db, (unsigned)(mode & 0777));
 	log_event("warn",
 		  "the database file is open to group or others; it holds the key hashes and "
 		  "private vote histograms: chmod 600 it and its -wal and -shm files",
@@ -499,7 +497,7 @@ static void warn_if_shared_mode(const char *db)
 static int serve_with_locks(const srv_ctx *settings, const char *db, const char *host,
 			    unsigned port, unsigned threads)
 {
-	long long links = 1;
+	struct stat st;
 	int rc = 1, lock_fd, dir_lock_fd;
 
 	/* Before the store opens: migrations and the restart rule (jobs left
@@ -513,17 +511,17 @@ static int serve_with_locks(const srv_ctx *settings, const char *db, const char 
 		lock_fd = -1;
 		goto dir_lock;
 	}
-	lock_fd = serve_lock(srv_store_file(db), false, "database", &links);
+	lock_fd = serve_lock(srv_store_file(db), false, "database", &st);
 	if (lock_fd < 0)
 		return 1;
 	/* SQLite names the WAL after the path it was given: a command run on
 	 * another hard link of this file (`dpgate keys`) would use a WAL of its
 	 * own, and neither side would see the other's commits. */
-	if (links > 1)
+	if (st.st_nlink > 1)
 		log_event("warn",
 			  "the database file has other hard links; give every dpgate command this "
-			  "path", db, links);
-	warn_if_shared_mode(db);
+			  "path", db, (long long)st.st_nlink);
+	warn_if_shared_mode(db, st.st_mode);
 dir_lock:
 	dir_lock_fd = serve_lock(settings->data_dir, true, "data directory", NULL);
 	if (dir_lock_fd < 0)
