@@ -102,9 +102,10 @@ bool cli_args_complete(const char *cmd, bool complete, int first, int argc, char
  * connections into *ret.  0, or -1 after a message naming cmd on stderr. */
 int cli_db_open(const char *cmd, const char *db_path, unsigned pool, srv_store **ret);
 
-/* True when db_path is a regular file; false after a message naming cmd.
- * Commands that only read or change an existing ledger must not create an
- * empty one at a mistyped path (and then report on it). */
+/* True when db_path is a regular file that is not empty; false after a
+ * message naming cmd.  Commands that only read or change an existing
+ * ledger must not create one at a mistyped path (and then report on it),
+ * nor write a schema into an empty file. */
 bool cli_db_exists(const char *cmd, const char *db_path);
 
 /* For a command that would change an existing SQLite database beside a

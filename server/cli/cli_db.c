@@ -30,10 +30,15 @@ bool cli_db_exists(const char *cmd, const char *db_path)
 	/* A PostgreSQL database is there or not when it is connected to. */
 	if (srv_store_is_shared(db_path))
 		return true;
-	if (stat(srv_store_file(db_path), &st) == 0 && S_ISREG(st.st_mode))
-		return true;
-	fprintf(stderr, "dpgate %s: no database at %s\n", cmd, db_path);
-	return false;
+	if (stat(srv_store_file(db_path), &st) < 0 || !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "dpgate %s: no database at %s\n", cmd, db_path);
+		return false;
+	}
+	if (st.st_size == 0) {
+		fprintf(stderr, "dpgate %s: %s is empty, not a dpgate database\n", cmd, db_path);
+		return false;
+	}
+	return true;
 }
 
 /* Whether a dpgate server holds the file at path: serve keeps an exclusive

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -207,19 +206,6 @@ static int keys_revoke(srv_db *db, const struct keys_args *a, int argc, char **a
 	return rc == SRV_OK ? 0 : 1;
 }
 
-/* list and revoke read an existing database: an empty file is none (an
- * open would write a schema into it).  True after a message. */
-static bool db_empty(const char *db_path)
-{
-	struct stat st;
-
-	if (srv_store_is_shared(db_path) || stat(srv_store_file(db_path), &st) < 0 ||
-	    st.st_size > 0)
-		return false;
-	fprintf(stderr, "dpgate keys: %s is empty, not a dpgate database\n", db_path);
-	return true;
-}
-
 int cli_keys_main(int argc, char **argv)
 {
 	struct keys_args a = {0};
@@ -237,7 +223,7 @@ int cli_keys_main(int argc, char **argv)
 		rc = check_create(&a, &role, &scope);
 		if (rc >= 0)
 			goto out;
-	} else if (!cli_db_exists("keys", a.db_path) || db_empty(a.db_path)) {
+	} else if (!cli_db_exists("keys", a.db_path)) {
 		return 2;
 	}
 	if (!cli_db_not_migrated_under_a_server("keys", a.db_path) ||
