@@ -61,10 +61,10 @@ extern const size_t srv_route_queries_count;
  * trainer, reading the link again if an upload replaced the file meanwhile
  * (a few times); the parse comes from `cache` when it holds it (may be
  * NULL).  A table file is read under data_dir/tables, by the name the link
- * gives it (api_mech_routes.c).  Returns 0 and a reference to the table (srv_table_cache_release
- * with the same cache; the table is shared and read-only),
- * ACCT_EUNSUPPORTED when no table is hosted, or ACCT_EINTERNAL when it
- * cannot be read (or was replaced under every try).  The error text never
+ * gives it (api_mech_routes.c).  Returns 0 and a reference to the table
+ * (srv_table_cache_release with the same cache; the table is shared and
+ * read-only), ACCT_EUNSUPPORTED when no table is hosted, or
+ * ACCT_EINTERNAL when it cannot be read (or was replaced under every try).  The error text never
  * quotes the table's contents.
  */
 int srv_data_load_table(srv_table_cache *cache, srv_db *db, const char *data_dir,

@@ -85,9 +85,9 @@ void srv__table_file_drop(srv_table_cache *cache, const char *data_dir, const ch
 
 /* The bytes of the table a dataset's link names (`path`, as the link
  * read), from its file (under data_dir/tables, by its name) or, on a
- * shared database, from the database; *ret
- * is malloc'd and NUL-terminated.  0, -ENOENT when it is gone (an upload
- * replaced it since the link was read), or -EIO. */
+ * shared database, from the database; *ret is malloc'd and
+ * NUL-terminated.  0, -ENOENT when it is gone (an upload replaced it since
+ * the link was read), or -EIO. */
 int srv__table_read_linked(srv_db *db, const char *data_dir, const char *dataset_id,
 			   const char *path, char **ret, size_t *ret_len);
 

@@ -1807,9 +1807,10 @@ static void spend_batch_lost(struct spend_slot *batch, bool any_kept, int commit
 /*
  * Runs a batch of spends in one write transaction and one COMMIT, in list
  * order (by_dataset's), each seeing the ones before it (so admission is
- * sequential, as if each had its own transaction).  With more than one, each runs inside a
- * savepoint so that one whose writes are not kept is undone alone.  The
- * SAVEPOINT may go out with the spend's first statement (run_later): if
+ * sequential, as if each had its own transaction).  With more than one,
+ * each runs inside a savepoint so that one whose writes are not kept is
+ * undone alone.  The SAVEPOINT may go out with the spend's first
+ * statement (run_later): if
  * it failed, that statement fails, and so does the ROLLBACK TO that
  * follows (no savepoint of the name is left: the one before was
  * released), which ends the batch.  RELEASE and ROLLBACK TO run at once:
