@@ -74,8 +74,8 @@ void srv_reply_store_error(srv_response *res, int rc, const char *what);
 
 /* The 503's detail for SRV_DB_MOVED, on a write and on /healthz. */
 #define SRV_DB_MOVED_DETAIL                                                           \
-	"the database file was deleted, moved or replaced under the server: nothing was " \
-	"written; writes resume once the file is back at its path"
+	"the database file or its WAL was deleted, moved or replaced under the server: " \
+	"nothing was written; writes resume once it is back at its path"
 
 /* Sends stored or prebuilt JSON bytes (takes ownership of body). */
 void srv_reply_raw_json(srv_response *res, int status, char *body);

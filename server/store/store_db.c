@@ -170,14 +170,26 @@ struct srv_store {
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
 	bool shared;    /* other servers write the database too (PostgreSQL) */
 	struct pricing_cache *pricing;
-	/* The SQLite file the pool has open, for srv_store_file_check: the
-	 * path it was opened by (NULL: nothing to watch) and the identity the
-	 * path named then; whether the last check found the path elsewhere. */
-	char *file;
-	dev_t file_dev;
-	ino_t file_ino;
+	/* The SQLite file the pool has open and its WAL, for
+	 * srv_store_file_check: the paths (NULL: nothing to watch) and the
+	 * identities they named then; whether the last check found either
+	 * path elsewhere. */
+	struct watched_file {
+		char *path;
+		dev_t dev;
+		ino_t ino;
+	} file, wal;
 	atomic_bool file_lost;
 };
+
+/* Whether w's path still names the file it named when watched (see
+ * watch_file); true when nothing is watched. */
+static bool still_named(const struct watched_file *w)
+{
+	struct stat sb;
+
+	return !w->path || (stat(w->path, &sb) == 0 && sb.st_dev == w->dev && sb.st_ino == w->ino);
+}
 
 /* ---- compositions as text ------------------------------------------------ */
 
@@ -370,8 +382,14 @@ int srv__begin_write(srv_db *db)
 	 * more is lost at the next start (srv_store_file_check). */
 	int rc = db->store ? srv_store_file_check(db->store) : SRV_OK;
 
-	if (rc != SRV_OK)
+	if (rc != SRV_OK) {
+		/* A WAL no path names is lost at a crash, with every commit not
+		 * yet copied into the database file, which its path still names:
+		 * copy them now, while no write is let in. */
+		if (still_named(&db->store->file) && !still_named(&db->store->wal))
+			db->c->drv->checkpoint(db->c);
 		return rc;
+	}
 	return db->c->drv->begin_write(db->c) == SRV__SQL_DONE ? 0 : SRV_DB_ERROR;
 }
 
@@ -721,7 +739,7 @@ out:
  * count 0), moved or replaced leaves the path naming nothing or another
  * inode.  0, or -1 with a message in err.
  */
-static int watch_file(srv_store *st, const char *path, srv_error *err)
+static int watch_file(struct watched_file *w, const char *path, srv_error *err)
 {
 	struct stat sb;
 
@@ -729,35 +747,57 @@ static int watch_file(srv_store *st, const char *path, srv_error *err)
 		srv_error_set(err, SRV_DB_ERROR, "cannot stat %s: %s", path, strerror(errno));
 		return -1;
 	}
-	st->file = strdup(path);
-	if (!st->file) {
+	w->path = strdup(path);
+	if (!w->path) {
 		srv_error_set(err, SRV_DB_ERROR, "out of memory");
 		return -1;
 	}
-	st->file_dev = sb.st_dev;
-	st->file_ino = sb.st_ino;
+	w->dev = sb.st_dev;
+	w->ino = sb.st_ino;
 	return 0;
 }
 
-int srv_store_file_check(srv_store *st)
+/* The database file and its WAL: the WAL exists from the pool's first
+ * transaction (the migration's) until its last connection closes, and
+ * SQLite neither renames nor replaces it meanwhile. */
+static int watch_files(srv_store *st, const char *path, srv_error *err)
 {
-	struct stat sb;
-	char path[512];
-	bool here = !st->file || (stat(st->file, &sb) == 0 && sb.st_dev == st->file_dev &&
-				  sb.st_ino == st->file_ino);
+	srv__conn *c = st->writer->c;
+	const char *wal = c->drv->wal_path ? c->drv->wal_path(c) : NULL;
 
-	/* One line when the path stops naming the file, one when it names it
-	 * again (moved back): not one per refused request. */
-	if (atomic_exchange(&st->file_lost, !here) == !here)
-		return here ? SRV_OK : SRV_DB_MOVED;
-	log_text(path, sizeof(path), st->file);
+	if (watch_file(&st->file, path, err) < 0)
+		return -1;
+	return wal ? watch_file(&st->wal, wal, err) : 0;
+}
+
+static void log_file_lost(const srv_store *st, bool here)
+{
+	char path[512];
+	bool wal = !here && still_named(&st->file);
+
+	log_text(path, sizeof(path), wal ? st->wal.path : st->file.path);
 	if (here)
 		fprintf(stderr, "{\"level\":\"info\",\"msg\":\"database file back at its path; "
 				"writes resume\",\"path\":\"%s\"}\n", path);
+	else if (wal)
+		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"database WAL file deleted, moved "
+				"or replaced; what it holds is copied into the database file, and "
+				"writes are refused until it is back at its path or the server "
+				"restarts\",\"path\":\"%s\"}\n", path);
 	else
 		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"database file deleted, moved or "
 				"replaced; writes refused until it is back at its path\",\"path\":\"%s\"}\n",
 			path);
+}
+
+int srv_store_file_check(srv_store *st)
+{
+	bool here = still_named(&st->file) && still_named(&st->wal);
+
+	/* One line when a path stops naming its file, one when it names it
+	 * again (moved back): not one per refused request. */
+	if (atomic_exchange(&st->file_lost, !here) != !here)
+		log_file_lost(st, here);
 	return here ? SRV_OK : SRV_DB_MOVED;
 }
 
@@ -793,7 +833,7 @@ int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, 
 	if (!st->writer)
 		goto fail;
 	st->writer->store = st;
-	if (!st->shared && watch_file(st, sqlite_path(path), err) < 0)
+	if (!st->shared && watch_files(st, sqlite_path(path), err) < 0)
 		goto fail;
 	*ret_store = st;
 	return 0;
@@ -873,7 +913,8 @@ void srv_store_close(srv_store *st)
 	if (st->writer)
 		db_close(st->writer);
 	free(st->all);
-	free(st->file);
+	free(st->file.path);
+	free(st->wal.path);
 	pthread_mutex_destroy(&st->pricing->lock);
 	free(st->pricing);
 	pthread_mutex_destroy(&st->lock);

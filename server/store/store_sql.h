@@ -143,9 +143,13 @@ struct srv__sql_driver {
 	/* Last thing before the migrations' COMMIT: 0, or -1 with what the
 	 * migrations left wrong in err. */
 	int (*migrate_check)(srv__conn *c, srv_error *err);
-	/* At a clean close of the store's last writer: gives back what the
-	 * engine keeps beside the database while it runs. */
+	/* At a clean close of the store's last writer, and when the file
+	 * wal_path names is lost: copies into the database what the engine
+	 * keeps beside it while it runs, and gives that space back. */
 	void (*checkpoint)(srv__conn *c);
+	/* The file beside the database that commits go to first, as the
+	 * engine names it (SQLite's WAL).  May be NULL: there is none. */
+	const char *(*wal_path)(srv__conn *c);
 	/* Before a connection is handed out: one whose link to the database
 	 * was lost is made again (0), or still cannot be (-1). */
 	int (*revive)(srv__conn *c);

@@ -526,6 +526,13 @@ static void sq_checkpoint(srv__conn *c)
 	sqlite3_wal_checkpoint_v2(handle(c), NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 }
 
+/* Where SQLite itself puts the WAL: beside the file it resolved the
+ * database's path to, which a symbolic link makes another folder. */
+static const char *sq_wal_path(srv__conn *c)
+{
+	return sqlite3_filename_wal(sqlite3_db_filename(handle(c), "main"));
+}
+
 static int sq_revive(srv__conn *c)
 {
 	(void)c;
@@ -571,6 +578,7 @@ static const struct srv__sql_driver sqlite_driver = {
 	.migrate_lock = sq_migrate_lock,
 	.migrate_check = sq_migrate_check,
 	.checkpoint = sq_checkpoint,
+	.wal_path = sq_wal_path,
 	.revive = sq_revive,
 	.migrations = srv_embedded,
 	.migration_count = &srv_embedded_count,
