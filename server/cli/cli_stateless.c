@@ -207,6 +207,20 @@ static bool takes_option(const cli_stateless_cmd *cmd, unsigned bit, const char 
 	return false;
 }
 
+/* Number option `option` of cmd, given as text, into *slot (a later one
+ * replaces an earlier); false, after a message, when cmd does not take
+ * it or the text is not a finite number. */
+static bool number_arg(const cli_stateless_cmd *cmd, unsigned bit, const char *option,
+		       const char *text, json_t **slot)
+{
+	json_decref(*slot);
+	*slot = NULL;
+	if (!takes_option(cmd, bit, option))
+		return false;
+	*slot = number_option(cmd->name, option, text);
+	return *slot != NULL;
+}
+
 /*
  * Reads the options of stateless command cmd into *o (numbers as new JSON
  * values, which the caller releases).  Returns -1 to go on, or the exit
@@ -229,15 +243,11 @@ static int parse_stateless_args(const cli_stateless_cmd *cmd, int argc, char **a
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			json_decref(o->delta);
-			if (!takes_option(cmd, TAKES_DELTA, "delta") ||
-			    !(o->delta = number_option(cmd->name, "delta", optarg)))
+			if (!number_arg(cmd, TAKES_DELTA, "delta", optarg, &o->delta))
 				return 2;
 			break;
 		case 'e':
-			json_decref(o->epsilon);
-			if (!takes_option(cmd, TAKES_EPSILON, "epsilon") ||
-			    !(o->epsilon = number_option(cmd->name, "epsilon", optarg)))
+			if (!number_arg(cmd, TAKES_EPSILON, "epsilon", optarg, &o->epsilon))
 				return 2;
 			break;
 		case 'a':
