@@ -732,6 +732,20 @@ static void remove_temp_file(const char *path)
 	rmdir(dir);
 }
 
+/* `dpgate check` (with --json if json) on a policy file holding `policy`,
+ * as cli() runs it: its exit status, and its output in out. */
+static int check_policy(char *out, size_t size, bool want_stderr, const char *policy, bool json)
+{
+	char path[400];
+	int rc;
+
+	temp_file(path, sizeof(path), "policy.json", policy);
+	rc = cli(out, size, want_stderr, (const char *const[]){"check", path, json ? "--json" : NULL,
+								  NULL});
+	remove_temp_file(path);
+	return rc;
+}
+
 Test(cli, help_lists_version_and_help_cmd_is_cmd_help)
 {
 	static const char *const cmds[] = {"serve", "keys", "epsilon", "delta", "calibrate",
@@ -838,7 +852,7 @@ Test(cli, stateless_help_examples_run)
 Test(cli, check_warns_of_a_field_its_accountant_ignores)
 {
 	static const char *const accountants[] = {"rdp", "zcdp", "basic"};
-	char policy[1024], path[400], err[8192], out[16384];
+	char policy[1024], err[8192], out[16384];
 
 	for (size_t i = 0; i < 3; i++) {
 		int with, without;
@@ -849,10 +863,8 @@ Test(cli, check_warns_of_a_field_its_accountant_ignores)
 				 "\"accountant\":\"%s\"%s,\"planned\":[{\"event\":{\"type\":\"laplace\","
 				 "\"noise_multiplier\":10}}]}]}",
 				 accountants[i], share ? ",\"delta_share\":1e-7" : "");
-			temp_file(path, sizeof(path), "policy.json", policy);
 			if (share) {
-				with = cli(err, sizeof(err), true,
-					   (const char *const[]){"check", path, NULL});
+				with = check_policy(err, sizeof(err), true, policy, false);
 				if (i < 2)
 					cr_assert(strstr(err, "dpgate check: warning: "
 							      "/datasets/0/delta_share"),
@@ -860,10 +872,8 @@ Test(cli, check_warns_of_a_field_its_accountant_ignores)
 				else
 					cr_assert_null(strstr(err, "warning"), "basic: %s", err);
 			} else {
-				without = cli(out, sizeof(out), false,
-					      (const char *const[]){"check", path, NULL});
+				without = check_policy(out, sizeof(out), false, policy, false);
 			}
-			remove_temp_file(path);
 		}
 		cr_assert_eq(with, without, "%s", accountants[i]);
 		cr_assert_eq(with, 0, "%s", accountants[i]);
@@ -880,7 +890,7 @@ Test(cli, check_warns_of_a_field_its_accountant_ignores)
 Test(cli, check_prices_a_datasets_own_filter_orders)
 {
 	const double delta = 1e-5, want = test_rdp_to_epsilon(8.0, 3.0, 1e-5);
-	char policy[1024], path[400], out[16384];
+	char policy[1024], out[16384];
 	json_t *report;
 	double spent;
 	int rc;
@@ -890,9 +900,7 @@ Test(cli, check_prices_a_datasets_own_filter_orders)
 		 "\"accountant\":\"rdp\",\"filter_orders\":[8],\"planned\":[{\"event\":"
 		 "{\"type\":\"gaussian\",\"noise_multiplier\":2},\"repeat\":3}]}]}",
 		 delta);
-	temp_file(path, sizeof(path), "policy.json", policy);
-	rc = cli(out, sizeof(out), false, (const char *const[]){"check", path, "--json", NULL});
-	remove_temp_file(path);
+	rc = check_policy(out, sizeof(out), false, policy, true);
 	cr_assert_eq(rc, 0, "%s", out);
 	report = json_loads(out, 0, NULL);
 	cr_assert_not_null(report, "%s", out);
@@ -907,9 +915,7 @@ Test(cli, check_prices_a_datasets_own_filter_orders)
 	snprintf(policy, sizeof(policy),
 		 "{\"datasets\":[{\"id\":\"d\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
 		 "\"accountant\":\"basic\",\"filter_orders\":[8],\"planned\":[]}]}");
-	temp_file(path, sizeof(path), "policy.json", policy);
-	rc = cli(out, sizeof(out), true, (const char *const[]){"check", path, NULL});
-	remove_temp_file(path);
+	rc = check_policy(out, sizeof(out), true, policy, false);
 	cr_assert_eq(rc, 2, "%s", out);
 	cr_assert(strstr(out, "/datasets/0/filter_orders"), "%s", out);
 }
@@ -926,12 +932,10 @@ Test(cli, check_names_a_bad_release_after_a_refused_one)
 		"{\"datasets\":[{\"id\":\"d\",\"budget\":{\"epsilon\":1,\"delta\":1e-5},"
 		"\"accountant\":\"basic\",\"planned\":[{\"event\":{\"type\":\"gaussian\","
 		"\"noise_multiplier\":1}},{\"x\":1}]}]}";
-	char path[400], err[8192];
+	char err[8192];
 	int rc;
 
-	temp_file(path, sizeof(path), "policy.json", policy);
-	rc = cli(err, sizeof(err), true, (const char *const[]){"check", path, NULL});
-	remove_temp_file(path);
+	rc = check_policy(err, sizeof(err), true, policy, false);
 	cr_assert_eq(rc, 2, "%s", err);
 	cr_assert(strstr(err, "dpgate check: bad policy at /datasets/0/planned/1/x: "), "%s", err);
 }
@@ -1065,7 +1069,7 @@ Test(cli, check_admits_what_the_server_admits_charge_by_charge, .timeout = 180)
 
 	dpg_server_start(&s);
 	for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++) {
-		char id[8], policy[1024], path[400], out[16384];
+		char id[8], policy[1024], out[16384];
 		int n;
 
 		snprintf(id, sizeof(id), "c%zu", i);
@@ -1082,10 +1086,7 @@ Test(cli, check_admits_what_the_server_admits_charge_by_charge, .timeout = 180)
 				 "\"repeat\":%d}]}]}",
 				 id, plans[i].accountant, plans[i].epsilon, plans[i].delta,
 				 plans[i].policy, plans[i].event, n + more);
-			temp_file(path, sizeof(path), "policy.json", policy);
-			rc = cli(out, sizeof(out), false,
-				 (const char *const[]){"check", path, "--json", NULL});
-			remove_temp_file(path);
+			rc = check_policy(out, sizeof(out), false, policy, true);
 			cr_assert_eq(rc, more, "%s: the server admitted %d; repeat %d: %s", id, n,
 				     n + more, out);
 			if (more)
