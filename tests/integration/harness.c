@@ -916,6 +916,21 @@ json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *sta
 	return NULL;
 }
 
+json_t *dpg_job_succeeded(const dpg_server *s, const char *id, double seconds)
+{
+	static const char *const ended[] = {"succeeded", "failed", "cancelled", NULL};
+	json_t *job = dpg_job_wait(s, id, ended, seconds);
+	const char *state = json_string_value(json_object_get(job, "state"));
+
+	if (!state || strcmp(state, "succeeded") != 0) {
+		char *text = json_dumps(job, JSON_COMPACT);
+
+		cr_assert_fail("job %s ended %s: %s", id, state ? state : "without a state",
+			       text ? text : "");
+	}
+	return job;
+}
+
 /* dpg_count_rows on a PostgreSQL database. */
 static long long pg_count_rows(const char *url, const char *sql)
 {

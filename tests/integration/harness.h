@@ -297,6 +297,10 @@ double dpg_metric(const dpg_server *s, const char *name);
 json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
 		     double seconds);
 
+/* dpg_job_wait until the job ends; fails the test, showing the job, unless
+ * it succeeded.  Returns the job (caller decrefs). */
+json_t *dpg_job_succeeded(const dpg_server *s, const char *id, double seconds);
+
 /* The softmax scores of row x under a job's JSON model (GET
  * /v1/jobs/{id}/model?format=json, its parts `mj`), computed from its
  * weights alone by ModelJson's rules (input rule, dense layers and their

@@ -281,10 +281,8 @@ static void fill_for_move(struct moved *m)
 	static const char job[] = "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\","
 				  "\"label\":\"species\",\"classes\":3,\"epochs\":1,\"lot_size\":10,"
 				  "\"noise_multiplier\":1.0}}";
-	static const char *const done[] = {"succeeded", "failed", "cancelled", NULL};
 	char path[160];
 	dpg_resp r;
-	json_t *j;
 
 	dpg_skip_on_pg("a moved data directory is an SQLite deployment's");
 	dpg_make_dataset(&srv, "adult", 50.0, 1e-5, "rdp");
@@ -293,9 +291,7 @@ static void fill_for_move(struct moved *m)
 			  "{\"id\":\"aux\",\"name\":\"aux rows\",\"public\":true}", 201);
 	cr_assert_eq(dpg_upload_csv(&srv, "aux", aux_csv, strlen(aux_csv)), 3);
 	dpg_start_job(&srv, "adult", job, m->job, sizeof(m->job));
-	j = dpg_job_wait(&srv, m->job, done, 120);
-	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
-	json_decref(j);
+	json_decref(dpg_job_succeeded(&srv, m->job, 120));
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model", m->job);
 	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);

@@ -271,7 +271,6 @@ Test(label_em, a_label_private_dataset_is_fixed_and_never_public)
 /* Runs the main job on lab_tables' rows; returns the finished job. */
 static json_t *run_main_job(char *job_id, size_t size)
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	dpg_resp r = submit("lab", MAIN_PARAMS, false);
 	json_t *job;
 
@@ -280,9 +279,7 @@ static json_t *run_main_job(char *job_id, size_t size)
 	cr_assert_not_null(json_object_get(r.json, "neighbouring"), "%s", r.body);
 	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 240);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(job, "error")));
+	job = dpg_job_succeeded(&srv, job_id, 240);
 	return job;
 }
 
@@ -561,15 +558,13 @@ static const char mlp_job[] =
 Test(label_em, an_mlp_job_charges_half_its_epsilon, .timeout = 300)
 {
 	static struct toy train, test;
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	char job_id[64], path[128];
 	json_t *job;
 	dpg_resp r;
 
 	lab_tables(&train, &test);
 	dpg_start_job(&srv, "lab", mlp_job, job_id, sizeof(job_id));
-	job = dpg_job_wait(&srv, job_id, done, 240);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+	job = dpg_job_succeeded(&srv, job_id, 240);
 	check_charge(job, 2.0);
 	for (const char *const *k = (const char *const[]){"test_accuracy", "test_auc",
 							  "test_balanced_error", NULL};

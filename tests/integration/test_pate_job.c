@@ -207,7 +207,6 @@ static void check_predict(const char *job_id, const json_t *result)
 
 Test(pate_job, teachers_queries_student_and_predict)
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	char job_id[64];
 	json_t *job, *result, *progress;
 	dpg_resp r;
@@ -225,9 +224,7 @@ Test(pate_job, teachers_queries_student_and_predict)
 			   1e-9 * expected_epsilon(QUERIES, QUERIES));
 	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 240);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(job, "error")));
+	job = dpg_job_succeeded(&srv, job_id, 240);
 	{
 		char path[96];
 		dpg_resp g;
@@ -327,7 +324,6 @@ Test(pate_job, bad_params_are_refused_naming_the_field)
  */
 Test(pate_job, a_private_row_count_is_neither_shown_nor_refused, .timeout = 300)
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	char *first, job_id[64];
 	json_t *job;
 	dpg_resp r;
@@ -350,9 +346,7 @@ Test(pate_job, a_private_row_count_is_neither_shown_nor_refused, .timeout = 300)
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 240);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(job, "error")));
+	job = dpg_job_succeeded(&srv, job_id, 240);
 	cr_assert_eq(dpg_num(json_object_get(job, "progress"), "teachers_trained"), TEACHERS);
 	json_decref(job);
 }
@@ -361,7 +355,6 @@ Test(pate_job, a_private_row_count_is_neither_shown_nor_refused, .timeout = 300)
  * images and the last 1000 its evaluation rows: no student_data. */
 Test(pate_job, on_fashion_mnist_the_test_split_is_the_student_pool, .timeout = 300)
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	const char *params =
 		"\"teachers\":10,\"queries\":50,\"threshold\":8,\"sigma1\":4,\"sigma2\":3,"
 		"\"teacher_model\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":64,"
@@ -388,9 +381,7 @@ Test(pate_job, on_fashion_mnist_the_test_split_is_the_student_pool, .timeout = 3
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	snprintf(job_id, sizeof(job_id), "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 280);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(job, "error")));
+	job = dpg_job_succeeded(&srv, job_id, 280);
 	result = json_object_get(job, "result");
 	cr_assert_eq(dpg_num(result, "queries_asked"), 50);
 	cr_assert_eq(dpg_num(result, "test_rows"), 1000);

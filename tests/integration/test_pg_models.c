@@ -72,9 +72,7 @@ Test(pg_models, a_model_is_served_alike_by_every_server)
 	dpg_make_dataset(&r.a, "iris", 10.0, 1e-5, "rdp");
 	dpg_upload_iris(&r.a, "iris", IRIS_HEADER);
 	dpg_start_job(&r.a, "iris", small_job, id, sizeof(id));
-	j = dpg_job_wait(&r.b, id, ended, 300);
-	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
-			 json_dumps(j, 0));
+	j = dpg_job_succeeded(&r.b, id, 300);
 	bytes = (long long)json_integer_value(
 		json_object_get(json_object_get(j, "result"), "model_bytes"));
 	json_decref(j);

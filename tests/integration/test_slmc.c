@@ -357,7 +357,6 @@ static void check_predictions(const char *job_id, const json_t *result)
 static json_t *run_slmc(const char *dataset, const char *over, const char *omit,
 			char job_id[64])
 {
-	const char *done[] = {"succeeded", "failed", "cancelled", NULL};
 	dpg_resp r = submit_slmc(dataset, over, omit, false);
 	json_t *job;
 	char *text;
@@ -368,9 +367,7 @@ static json_t *run_slmc(const char *dataset, const char *over, const char *omit,
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "trainer")), "slmc");
 	snprintf(job_id, 64, "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	job = dpg_job_wait(&srv, job_id, done, 240);
-	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
-			 json_string_value(json_object_get(job, "error")));
+	job = dpg_job_succeeded(&srv, job_id, 240);
 	text = json_dumps(job, 0);
 	cr_assert_not_null(text);
 	dpg_assert_in_spec(&srv, "GET", "/v1/jobs/{id}", "200", "application/json", text);
