@@ -383,6 +383,50 @@ Test(table, clamped_sum_distribution)
 }
 
 /*
+ * A sum's event states ceil(D / g) grid units for a sensitivity of D / g
+ * units; at a tiny epsilon the grid is coarse and the two part (on
+ * [0, 0.3] at epsilon 1e-12, D / g is 1.2 units and the event states 2:
+ * 1.67 times the epsilon asked).  Each sum is either refused at /epsilon or charged at
+ * most 1 % over epsilon, as the mechanisms' Laplace release is: the
+ * discrete Laplace event's epsilon is its noise parameter (1 / scale, in
+ * grid units) times its sensitivity.  Ordinary epsilons are never refused.
+ */
+Test(table, a_sum_is_charged_at_most_one_percent_over_its_epsilon)
+{
+	static const double bounds[][2] = {{0, 0.3}, {-1, 1}, {0, 100}, {0, 5e-324}};
+	struct table_draws d = table_draws_open(NULL, 68);
+	int refused = 0;
+
+	for (size_t b = 0; b < sizeof(bounds) / sizeof(bounds[0]); b++) {
+		for (int k = 0; k <= 15; k++) {
+			const struct query sum = {.kind = Q_SUM, .column = "x",
+						  .lo = bounds[b][0], .hi = bounds[b][1],
+						  .epsilon = pow(10.0, -k),
+						  .neighbor = ACCT_ADD_REMOVE};
+			acct_event *ev = NULL;
+			acct_error err;
+			double real, charged;
+
+			if (run_query(d.r, d.t, &sum, &real, NULL, &ev, &err) < 0) {
+				cr_assert_str_eq(err.where, "/epsilon", "%s", err.text);
+				cr_assert_gt(k, 6, "[%g, %g] refused at epsilon %g: %s", sum.lo,
+					     sum.hi, sum.epsilon, err.text);
+				refused++;
+				continue;
+			}
+			charged = ev->u.discrete_laplace.noise_parameter *
+				  ev->u.discrete_laplace.sensitivity;
+			cr_assert_leq(charged, 1.01 * sum.epsilon * (1 + 1e-9),
+				      "[%g, %g] at epsilon %g is charged %g", sum.lo, sum.hi,
+				      sum.epsilon, charged);
+			acct_event_free(ev);
+		}
+	}
+	cr_assert_gt(refused, 0, "no sum was refused");
+	table_draws_close(&d);
+}
+
+/*
  * Under replace, one row moves the grid sum by floor(hi / g) - floor(lo / g)
  * at most.  With lo = -1e-300 and hi = 1 that is 2^39 + 1 grid units for
  * epsilon 1: the scale hi - lo is in [1, 2), so mech_noise.c's grid is
