@@ -457,7 +457,8 @@ int mech_table_quantile(mech_rng *rng, const mech_table *t, const char *column, 
 /*
  * What a quantile's scores are made of: a[0 .. rows + 1] holds 0, the
  * sorted grid indexes ceil((x - lo) / (hi - lo) 2^32) of the column's
- * values clamped to [lo, hi], and 2^32; *ret_centre is c = q rows rounded
+ * values clamped to [lo, hi], and 2^32 + 1, the number of grid points
+ * 0 .. 2^32; *ret_centre is c = q rows rounded
  * to a multiple of 2^-20.  Grid point j scores -|r(j) - c|, r(j) the count
  * of a[1 .. rows] at or below j (mech_table_quantile draws from these;
  * docs/mechanisms.md derives their sensitivity).
