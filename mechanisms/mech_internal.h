@@ -50,6 +50,14 @@ int mech__exponential_over(mech_rng *rng, const double *scores, size_t n, size_t
  * 2^shift, noise is discrete Laplace of scale num/den >= scale 2^shift. */
 int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t *ret_den);
 
+/* ceil(sensitivity 2^shift), a sensitivity's image in units of the grid
+ * 2^-shift, into *ret.  At a tiny epsilon the grid is coarse and that
+ * integer many times sensitivity 2^shift: the release would be charged
+ * that many times the epsilon asked, so past MECH_GRID_MAX_OVERPRICE it is
+ * refused at /epsilon (ACCT_EINVAL), before any noise is drawn or any row
+ * read.  0 or the error. */
+int mech__grid_units(double sensitivity, int shift, double *ret, acct_error *err);
+
 /* A noisy grid sum scaled back, units 2^-shift, as a finite double: past
  * DBL_MAX it is DBL_MAX (a function of the noisy value alone).  An infinity
  * cannot be sent as JSON, and the error it caused told whether the noisy

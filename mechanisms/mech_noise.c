@@ -123,6 +123,19 @@ int mech__laplace_grid(double scale, int *ret_shift, uint64_t *ret_num, uint64_t
 	return mech_discrete_laplace_scale(ldexp(scale, *ret_shift), ret_num, ret_den);
 }
 
+int mech__grid_units(double sensitivity, int shift, double *ret, acct_error *err)
+{
+	double units = ldexp(sensitivity, shift);
+
+	*ret = ceil(units);
+	if (*ret <= MECH_GRID_MAX_OVERPRICE * units)
+		return 0;
+	return acct_error_set(err, ACCT_EINVAL, "/epsilon",
+			      "epsilon is too small for the noise grid to resolve the sensitivity: "
+			      "the release would cost about %.3g times the epsilon asked for",
+			      *ret / units);
+}
+
 /* Integer noise, the one thing in which the four additive mechanisms
  * differ once their inputs are checked: discrete Laplace of scale num/den
  * or discrete Gaussian of sigma (the sampler's own sigma), both exact. */

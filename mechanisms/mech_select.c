@@ -233,17 +233,11 @@ static int rnm_laplace(mech_rng *rng, const double *scores, size_t n, double sen
 	if (mech__laplace_grid((monotone ? 1.0 : 2.0) * sensitivity / epsilon, &shift, &num,
 			       &den) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
-	dz = ceil(ldexp(sensitivity, shift));
 	/* At an epsilon near 1e-10 or below, D's image on the grid is a few
-	 * units and rounds up: the event would price more than epsilon.
-	 * Refused past 1%, as the Laplace mechanism's release is, before any
-	 * noise is drawn. */
-	if (dz > MECH_GRID_MAX_OVERPRICE * ldexp(sensitivity, shift))
-		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
-				      "epsilon is too small for the noise grid to resolve the "
-				      "sensitivity: the release would cost about %.3g times the "
-				      "epsilon asked for",
-				      dz / ldexp(sensitivity, shift));
+	 * units and rounds up: refused, as the Laplace mechanism's release is. */
+	rc = mech__grid_units(sensitivity, shift, &dz, err);
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < n; i++) {
 		double k = floor(ldexp(scores[i], shift));
 		int64_t z;

@@ -736,17 +736,11 @@ static int laplace_clamped_sum(mech_rng *rng, const struct column *c, size_t row
 
 	if (mech__laplace_grid(scale, &shift, &num, &den) < 0)
 		return acct_error_set(err, ACCT_EINVAL, "/epsilon", "epsilon out of range");
-	dz = ceil(ldexp(sens, shift));
-	/* At a tiny epsilon the grid is coarse and ceil(sens / g) many times
-	 * sens / g: the query would be charged that many times the epsilon
-	 * asked.  Refused as the Laplace release is, from lo, hi and epsilon
-	 * alone. */
-	if (dz > MECH_GRID_MAX_OVERPRICE * ldexp(sens, shift))
-		return acct_error_set(err, ACCT_EINVAL, "/epsilon",
-				      "epsilon too small for the noise grid to resolve the "
-				      "clamping bounds: the query would cost about %.3g times the "
-				      "epsilon asked for",
-				      dz / ldexp(sens, shift));
+	/* Refused at a tiny epsilon's coarse grid, from lo, hi and epsilon
+	 * alone, as the Laplace release is. */
+	rc = mech__grid_units(sens, shift, &dz, err);
+	if (rc < 0)
+		return rc;
 	/* The 128-bit sum holds rows x max(|lo|, |hi|) 2^shift below 2^100,
 	 * checked at the most rows a table can hold, not at the private row
 	 * count, so that the refusal tells nothing of it. */
