@@ -158,8 +158,9 @@ int trn__model_set_scatter(trn_model *m, uint32_t rows, uint32_t cols, uint32_t 
 
 /*
  * The scattering of one row x into out, then (groups > 0) group
- * normalisation of its channels (trn_scatter.c).  Returns 0 or
- * ACCT_ENUMERIC when an FFT failed.
+ * normalisation of its channels (trn_scatter.c).  A row whose features
+ * are not all finite maps to zeros.  Returns 0 or ACCT_ENUMERIC when an
+ * FFT failed.
  */
 int trn__scatter_row(const trn_scatter *s, uint32_t groups, const double *x, double *out,
 		     trn_scatter_workspace *w);

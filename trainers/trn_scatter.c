@@ -502,12 +502,26 @@ void trn__group_normalise(double *h, size_t channels, size_t plane, size_t group
 int trn__scatter_row(const trn_scatter *s, uint32_t groups, const double *x, double *out,
 		     trn_scatter_workspace *w)
 {
+	size_t plane = trn_scatter_out_rows(s) * trn_scatter_out_cols(s);
+	size_t d = trn_scatter_channels(s) * plane;
 	int rc = trn_scatter_apply(s, x, out, w);
 
-	if (rc == 0 && groups > 0)
-		trn__group_normalise(out, trn_scatter_channels(s),
-				     trn_scatter_out_rows(s) * trn_scatter_out_cols(s), groups);
-	return rc;
+	if (rc != 0)
+		return rc;
+	if (groups > 0)
+		trn__group_normalise(out, trn_scatter_channels(s), plane, groups);
+	/* Finite cells near DBL_MAX overflow the transform or the variance to
+	 * inf or NaN.  Such a row maps to the fixed vector 0, so the map stays
+	 * a total function of the row: no table check downstream fails the
+	 * whole job on one row's features (docs/training.md, "Scattering
+	 * features"). */
+	for (size_t i = 0; i < d; i++) {
+		if (!isfinite(out[i])) {
+			memset(out, 0, d * sizeof(*out));
+			break;
+		}
+	}
+	return 0;
 }
 
 /* One thread's share of a table: rows [lo, hi). */
