@@ -215,8 +215,19 @@ void trn__slmc_features(const trn_rff *rff, const double *x, size_t n, double *r
 	 * no row is overwritten before it is moved. */
 	trn_rff_map(rff, x, n, ret_a);
 	for (size_t i = n; i-- > 0;) {
-		ret_a[i * (D + 1) + D] = 1.0;
-		memmove(ret_a + i * (D + 1), ret_a + i * D, D * sizeof(double));
+		double *a = ret_a + i * (D + 1);
+
+		a[D] = 1.0;
+		memmove(a, ret_a + i * D, D * sizeof(double));
+		/* Finite cells near DBL_MAX overflow w.x to +-inf and cos to NaN.
+		 * Such a row maps to phi = 0, so every row keeps ||a||^2 <= 3,
+		 * as Theorem 1 needs (docs/slmc.md, Sec. 4). */
+		for (size_t j = 0; j < D; j++) {
+			if (!isfinite(a[j])) {
+				memset(a, 0, D * sizeof(double));
+				break;
+			}
+		}
 	}
 }
 

@@ -52,8 +52,11 @@ void trn__slmc_fcm_weights(double *dist, uint32_t C, double m)
 		dist[k] = pow(dmin / dist[k], 1.0 / (m - 1.0));
 		sum += dist[k];
 	}
+	/* Distances that are all inf, or NaN (a row near DBL_MAX), give no
+	 * weights: such a row takes the uniform memberships, so every row's
+	 * stay on the simplex, as Theorem 1 needs (docs/slmc.md, Sec. 4). */
 	for (uint32_t k = 0; k < C; k++)
-		dist[k] /= sum;
+		dist[k] = isfinite(sum) ? dist[k] / sum : 1.0 / C;
 }
 
 /* f = A theta for n mapped rows A (n x d1) and theta (d1 x C): the

@@ -26,7 +26,8 @@
 void trn__slmc_memberships(const double *f, uint32_t C, double m, double *ret_u);
 
 /* The same closed form from C squared distances, in place: dist[k] becomes
- * u_k. */
+ * u_k.  Distances that give no finite weights (all inf, or a NaN) give the
+ * uniform memberships 1/C. */
 void trn__slmc_fcm_weights(double *dist, uint32_t C, double m);
 
 /*
@@ -122,7 +123,8 @@ int trn__slmc_local_update(const double *a, size_t n, const trn_slmc_params *p, 
 void trn__slmc_outputs(const double *theta, const double *a, size_t n, size_t d1, uint32_t C,
 		       double *ret_f);
 
-/* a = (phi(x), 1) for n rows of x into ret_a (n x (D+1)). */
+/* a = (phi(x), 1) for n rows of x into ret_a (n x (D+1)); a row whose
+ * phi is not all finite gets phi = 0. */
 void trn__slmc_features(const trn_rff *rff, const double *x, size_t n, double *ret_a);
 
 /* Allocates a model that takes ownership of rff, with theta zeroed. */

@@ -1315,6 +1315,69 @@ Test(run, private_path_with_vanishing_noise_is_the_nonprivate_run)
 	trn_dataset_free(aux);
 }
 
+/*
+ * One row of finite cells near DBL_MAX: w.x overflows (cos(inf) is NaN)
+ * and so do its distances to the public centres (inf / inf).  The row must
+ * map to a = (0, ..., 0, 1) with uniform first memberships, the bounds of
+ * Theorem 1, so the neighbour with that row added releases a finite
+ * consensus as the table without it does, with and without public rows.
+ */
+Test(run, extreme_row_keeps_the_consensus_finite)
+{
+	trn_dataset *train = blobs(40, 36), *aux = blobs(20, 37), *big = NULL;
+	const double x[2] = {1e308, -1e308};
+	double a[101], u[2];
+	trn_slmc_params p;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 38);
+
+	blob_params(&p);
+	p.iterations = 3;
+	p.parties = 2;
+	p.noise_multiplier = 1.0;
+	cr_assert_eq(trn_dataset_new(41, 2, 2, &big, NULL), 0);
+	memcpy(big->x, train->x, 80 * sizeof(double));
+	memcpy(big->y, train->y, 40 * sizeof(uint32_t));
+	memcpy(big->x + 80, x, sizeof(x));
+	big->y[40] = 1;
+	for (int with_aux = 0; with_aux < 2; with_aux++) {
+		for (int extreme = 0; extreme < 2; extreme++) {
+			trn_slmc_result *r = NULL;
+			size_t len = ((size_t)p.features + 1) * p.clusters;
+
+			cr_assert_eq(trn_slmc_run(&p, extreme ? big : train, NULL,
+						  with_aux ? aux : NULL, NULL, rng, NULL, NULL,
+						  NULL, &r, NULL), 0);
+			for (size_t j = 0; j < len; j++)
+				cr_assert(isfinite(r->model->theta[j]),
+					  "with_aux %d, extreme %d: theta[%zu] = %g", with_aux,
+					  extreme, j, r->model->theta[j]);
+			if (extreme) {
+				trn__slmc_features(r->model->rff, x, 1, a);
+				for (size_t j = 0; j < 100; j++)
+					cr_assert_eq(a[j], 0.0, "phi[%zu] = %g", j, a[j]);
+				cr_assert_eq(a[100], 1.0);
+			}
+			trn_slmc_result_free(r);
+		}
+	}
+	/* Distances all inf, or one NaN: uniform; one inf of two: the other. */
+	u[0] = u[1] = INFINITY;
+	trn__slmc_fcm_weights(u, 2, 2.0);
+	cr_assert(u[0] == 0.5 && u[1] == 0.5, "u = (%g, %g)", u[0], u[1]);
+	u[0] = NAN;
+	u[1] = 1.0;
+	trn__slmc_fcm_weights(u, 2, 2.0);
+	cr_assert(u[0] == 0.5 && u[1] == 0.5, "u = (%g, %g)", u[0], u[1]);
+	u[0] = INFINITY;
+	u[1] = 4.0;
+	trn__slmc_fcm_weights(u, 2, 2.0);
+	cr_assert(u[0] == 0.0 && u[1] == 1.0, "u = (%g, %g)", u[0], u[1]);
+	mech_rng_free(rng);
+	trn_dataset_free(big);
+	trn_dataset_free(train);
+	trn_dataset_free(aux);
+}
+
 /* ---- the released model as a trn_model -------------------------------------- */
 
 /* The converted model's logits are f(x) itself, so its softmax scores are
