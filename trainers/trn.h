@@ -988,7 +988,8 @@ int trn_slmc_event(const trn_slmc_params *p, double delta, const acct_options *o
 /*
  * Checks that a job can run on data of public shape (n rows, d features):
  * 1 <= d <= DPG_MAX_FEATURES, D*d <= DPG_MAX_RFF_WEIGHTS, (D+1)*C*M <=
- * DPG_MAX_MODEL_PARAMS (the learners' duals), n >= 1.  Returns 0 or
+ * DPG_MAX_MODEL_PARAMS (the learners' duals), n >= 1 (the table as
+ * submitted; a run takes n = 0, see trn_slmc_run).  Returns 0 or
  * ACCT_EINVAL.
  */
 int trn_slmc_check_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_error *err);
@@ -1060,7 +1061,9 @@ void trn_slmc_result_free(trn_slmc_result *r);
 
 /*
  * Runs DP-SLMC (docs/slmc.md, Algorithm 1) on `train` and returns the
- * consensus model.  `party` (may be NULL) gives each row's learner in
+ * consensus model.  `train` may hold no row (a job's rows of no declared
+ * party are dropped): every learner then solves with its regulariser
+ * alone, and the uploads carry the same noise.  `party` (may be NULL) gives each row's learner in
  * 0..parties-1 (from the party column); NULL splits the rows uniformly at
  * random over p->parties learners with `rng`.  noise_multiplier must be the
  * resolved z (trn_slmc_event's output when epsilon is given; epsilon is

@@ -156,15 +156,18 @@ out:
 	return rc;
 }
 
-int trn_slmc_check_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_error *err)
+/* The shape checks with at least min_rows rows. */
+static int check_shape(const trn_slmc_params *p, uint64_t n, uint64_t min_rows, size_t d,
+		       acct_error *err)
 {
 	int rc = params_check_model(p, err);
 
 	if (rc != 0)
 		return rc;
-	if (n < 1 || n > (uint64_t)DPG_MAX_TRAIN_EXAMPLES)
+	if (n < min_rows || n > (uint64_t)DPG_MAX_TRAIN_EXAMPLES)
 		return acct_error_set(err, ACCT_EINVAL, "/data",
-				      "the training table needs 1 to %lld rows",
+				      "the training table needs %llu to %lld rows",
+				      (unsigned long long)min_rows,
 				      (long long)DPG_MAX_TRAIN_EXAMPLES);
 	if (d < 1 || d > DPG_MAX_FEATURES)
 		return acct_error_set(err, ACCT_EINVAL, "/data", "the table needs 1 to %d features",
@@ -179,6 +182,16 @@ int trn_slmc_check_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_er
 				      "(features + 1) x clusters x parties exceeds %lld",
 				      (long long)DPG_MAX_MODEL_PARAMS);
 	return 0;
+}
+
+int trn_slmc_check_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_error *err)
+{
+	return check_shape(p, n, 1, d, err);
+}
+
+int trn__slmc_check_run_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_error *err)
+{
+	return check_shape(p, n, 0, d, err);
 }
 
 /* ---- model --------------------------------------------------------------- */

@@ -123,6 +123,14 @@ int trn__slmc_local_update(const double *a, size_t n, const trn_slmc_params *p, 
 void trn__slmc_outputs(const double *theta, const double *a, size_t n, size_t d1, uint32_t C,
 		       double *ret_f);
 
+/*
+ * trn_slmc_check_shape for the rows a run is given, which may be none: the
+ * rows of no declared party are dropped after the table as submitted was
+ * checked, and how many are left is private (docs/slmc.md, "Privacy
+ * unit").  With no row, every learner solves with its regulariser alone.
+ */
+int trn__slmc_check_run_shape(const trn_slmc_params *p, uint64_t n, size_t d, acct_error *err);
+
 /* a = (phi(x), 1) for n rows of x into ret_a (n x (D+1)); a row whose
  * phi is not all finite gets phi = 0. */
 void trn__slmc_features(const trn_rff *rff, const double *x, size_t n, double *ret_a);

@@ -156,6 +156,7 @@ static int state_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset
 	trn_rff *rff = NULL;
 	uint32_t *learner = NULL;
 	double *centres = NULL;
+	size_t rows = train->n > 0 ? train->n : 1;  /* no malloc(0): it may give NULL */
 	int rc;
 
 	s->n = train->n;
@@ -171,19 +172,19 @@ static int state_init(slmc_state *s, const trn_slmc_params *p, const trn_dataset
 		trn_rff_free(rff);
 		return rc;
 	}
-	s->a = malloc(s->n * s->d1 * sizeof(double));
+	s->a = malloc(rows * s->d1 * sizeof(double));
 	s->off = calloc((size_t)s->M + 1, sizeof(*s->off));
 	s->alpha = calloc((size_t)s->M * s->len, sizeof(double));
 	s->theta = malloc(s->len * sizeof(double));
 	s->z_new = malloc(s->len * sizeof(double));
-	learner = malloc(s->n * sizeof(*learner));
+	learner = malloc(rows * sizeof(*learner));
 	if (!s->a || !s->off || !s->alpha || !s->theta || !s->z_new || !learner) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
 	if (aux) {
 		centres = malloc((size_t)s->C * train->d * sizeof(double));
-		s->u0 = malloc(s->n * s->C * sizeof(double));
+		s->u0 = malloc(rows * s->C * sizeof(double));
 		if (!centres || !s->u0) {
 			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 			goto out;
@@ -330,7 +331,7 @@ static int slmc_run(const trn_slmc_params *p, bool private, const trn_dataset *t
 	acct_gsl_quiet();
 	if (!train || !rng)
 		return acct_error_set(err, ACCT_EINVAL, "/data", "no training table");
-	rc = trn_slmc_check_shape(p, train->n, train->d, err);
+	rc = trn__slmc_check_run_shape(p, train->n, train->d, err);
 	if (rc == 0 && test && test->d != train->d)
 		rc = acct_error_set(err, ACCT_EINVAL, "/params/test_data",
 				    "test_data has %zu features, the table %zu", test->d, train->d);

@@ -540,6 +540,35 @@ Test(slmc, replace_neighbours_double_delta_and_a_random_split_runs)
 	json_decref(job);
 }
 
+/*
+ * Rows of no declared party are dropped after the job started, so how many
+ * are left is private: a table whose only row names no declared party and
+ * its neighbour with a second row of party 0 both run to a model (the
+ * learners then solve with the regulariser alone), rather than the first
+ * failing on its empty training table (docs/slmc.md, "Privacy unit").
+ */
+Test(slmc, no_row_of_a_declared_party_still_runs)
+{
+	static const char *const csv[2] = {"region,x1,x2\n7,0.1,0.2\n",
+					   "region,x1,x2\n7,0.1,0.2\n0,0.2,0.1\n"};
+	const char *const id[2] = {"lone", "pair"};
+	const char *over = "\"parties\":2,\"party_column\":\"region\"";
+	const char *omit = "auxiliary_data,test_data,label,classes";
+
+	for (int k = 0; k < 2; k++) {
+		char job_id[64];
+		json_t *job;
+
+		dpg_make_dataset(&srv, id[k], 5000.0, DELTA, "zcdp");
+		cr_assert_eq(dpg_upload_csv(&srv, id[k], csv[k], strlen(csv[k])), k + 1);
+		job = run_slmc(id[k], over, omit, job_id);
+		cr_assert(json_is_true(json_object_get(json_object_get(job, "result"),
+						       "model_available")),
+			  "%s: %s", id[k], json_dumps(job, 0));
+		json_decref(job);
+	}
+}
+
 static void expect_refused(const char *over, const char *omit, long status, const char *field)
 {
 	dpg_resp r = submit_slmc("blobs", over, omit, false);

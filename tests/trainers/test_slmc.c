@@ -1378,6 +1378,50 @@ Test(run, extreme_row_keeps_the_consensus_finite)
 	trn_dataset_free(aux);
 }
 
+/*
+ * A job drops the rows of no declared party after the table as submitted
+ * passed its checks, so a run may get no row at all.  It must then release
+ * a consensus like any other: every learner solves with its regulariser
+ * alone (the minimiser of rho/2 ||theta - v||^2 + reg/2 ||W||^2 in the
+ * constraint set), and the uploads carry the noise as charged.  The shape
+ * check of a submitted table still wants a row.
+ */
+Test(run, no_row_left_still_releases_a_consensus)
+{
+	trn_dataset *train = blobs(1, 39), *aux = blobs(20, 40);
+	uint32_t party[1] = {0};
+	trn_slmc_params p;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 41);
+	acct_error err;
+
+	blob_params(&p);
+	p.iterations = 3;
+	p.parties = 2;
+	p.noise_multiplier = 1.0;
+	train->n = 0;
+	for (int with_aux = 0; with_aux < 2; with_aux++) {
+		trn_slmc_result *r = NULL;
+		size_t len = ((size_t)p.features + 1) * p.clusters;
+		double n2 = 0.0;
+
+		acct_error_init(&err);
+		cr_assert_eq(trn_slmc_run(&p, train, party, with_aux ? aux : NULL, NULL, rng, NULL,
+					  NULL, NULL, &r, &err), 0, "with_aux %d: %s %s", with_aux,
+			     err.where, err.text);
+		cr_assert_eq(r->iterations_done, p.iterations);
+		for (size_t j = 0; j < len; j++) {
+			cr_assert(isfinite(r->model->theta[j]));
+			n2 += r->model->theta[j] * r->model->theta[j];
+		}
+		cr_assert_leq(sqrt(n2), p.max_norm * (1.0 + 1e-12), "||Z|| = %g > B", sqrt(n2));
+		trn_slmc_result_free(r);
+	}
+	cr_assert_eq(trn_slmc_check_shape(&p, 0, 2, &err), ACCT_EINVAL);
+	mech_rng_free(rng);
+	trn_dataset_free(train);
+	trn_dataset_free(aux);
+}
+
 /* ---- the released model as a trn_model -------------------------------------- */
 
 /* The converted model's logits are f(x) itself, so its softmax scores are
