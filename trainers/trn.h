@@ -1062,22 +1062,22 @@ void trn_slmc_result_free(trn_slmc_result *r);
 /*
  * Runs DP-SLMC (docs/slmc.md, Algorithm 1) on `train` and returns the
  * consensus model.  `train` may hold no row (a job's rows of no declared
- * party are dropped): every learner then solves with its regulariser
- * alone, and the uploads carry the same noise.  `party` (may be NULL) gives each row's learner in
- * 0..parties-1 (from the party column); NULL splits the rows uniformly at
- * random over p->parties learners with `rng`.  noise_multiplier must be the
- * resolved z (trn_slmc_event's output when epsilon is given; epsilon is
- * then ignored).  `aux` (may be NULL, "auxiliary_data") is public rows with
- * the same d: FCM on them gives centres, and each private row's first
- * memberships are the FCM formula against those centres (a function of the
- * row alone); without it the first memberships come from a random public
- * consensus Z^0.  `test` (may
- * be NULL) is public labelled data with the same d: clustering accuracy and
- * NMI are measured on it only.  `rng` must be a CSPRNG stream: it draws the
- * feature map, the split, the initial consensus and every noise vector.
- * Memberships of private rows never leave this function.
- * Returns 0 and *ret; TRN_CANCELLED and *ret with the consensus so far; or
- * a negative code with `err` (*ret untouched).  Never prints, never aborts.
+ * party are dropped): every learner then solves with its regulariser alone,
+ * and the uploads carry the same noise.  `party` (may be NULL) gives each
+ * row's learner in 0..parties-1 (from the party column); NULL splits the rows
+ * uniformly at random over p->parties learners with `rng`. noise_multiplier
+ * must be the resolved z (trn_slmc_event's output when epsilon is given;
+ * epsilon is then ignored).  `aux` (may be NULL, "auxiliary_data") is public
+ * rows with the same d: FCM on them gives centres, and each private row's
+ * first memberships are the FCM formula against those centres (a function of
+ * the row alone); without it the first memberships come from a random public
+ * consensus Z^0.  `test` (may be NULL) is public labelled data with the same
+ * d: clustering accuracy and NMI are measured on it only.  `rng` must be a
+ * CSPRNG stream: it draws the feature map, the split, the initial consensus
+ * and every noise vector. Memberships of private rows never leave this
+ * function. Returns 0 and *ret; TRN_CANCELLED and *ret with the consensus so
+ * far; or a negative code with `err` (*ret untouched).  Never prints, never
+ * aborts.
  */
 int trn_slmc_run(const trn_slmc_params *p, const trn_dataset *train, const uint32_t *party,
 		 const trn_dataset *aux, const trn_dataset *test, mech_rng *rng, trn_slmc_progress_fn progress,
