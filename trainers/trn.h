@@ -1328,9 +1328,10 @@ void trn_pate_result_free(trn_pate_result *r);
  * with semi_supervised, self-training on the other student rows whose
  * predicted class has probability >= confidence: post-processing).  `test`
  * (may be NULL) is public labelled data.  All randomness from `rng`.
- * `cancel` is polled between teachers and queries.  Returns 0 and *ret;
- * TRN_CANCELLED and *ret with the counts so far (no model); or a negative
- * code, *ret untouched (the caller then cannot know what ran).
+ * `cancel` is polled between queries and at every training step of a
+ * teacher or the student.  Returns 0 and *ret; TRN_CANCELLED and *ret
+ * with the counts so far (no model); or a negative code, *ret untouched
+ * (the caller then cannot know what ran).
  */
 int trn_pate_run(const trn_pate_params *p, const trn_dataset *train, const trn_dataset *student,
 		 const trn_dataset *test, mech_rng *rng, trn_pate_progress_fn progress,

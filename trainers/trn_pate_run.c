@@ -66,20 +66,22 @@ static void sgd_params(const trn_pate_model_params *m, size_t n, trn_dpsgd_param
 }
 
 /* Trains one model without privacy (a teacher on its private part, or the
- * student on released labels) and returns it. */
-static int fit(const trn_pate_model_params *m, const trn_dataset *ds, mech_rng *rng,
-	       trn_model **ret, acct_error *err)
+ * student on released labels) and returns it; the run's cancel flag is
+ * polled at every step, so a cancel stops a long training within a step.
+ * TRN_CANCELLED (*ret untouched) when it did: a partly trained model is
+ * never used. */
+static int fit(const struct pate_run *r, const trn_pate_model_params *m, const trn_dataset *ds,
+	       mech_rng *rng, trn_model **ret, acct_error *err)
 {
 	trn_dpsgd_params sp;
 	trn_dpsgd_result *res = NULL;
 	int rc;
 
 	sgd_params(m, ds->n, &sp);
-	rc = trn_sgd_nonprivate_run(&sp, ds, NULL, rng, NULL, NULL, NULL, &res, err);
-	if (rc >= 0) {
+	rc = trn_sgd_nonprivate_run(&sp, ds, NULL, rng, NULL, NULL, r->cancel, &res, err);
+	if (rc == 0) {
 		*ret = res->model;
 		res->model = NULL;
-		rc = 0;
 	}
 	trn_dpsgd_result_free(res);
 	return rc;
@@ -103,7 +105,7 @@ static int gather(const trn_dataset *src, const size_t *rows, size_t n, const ui
 }
 
 /* A teacher (rows[0..n)) trains with its own stream and adds its vote on
- * every query. */
+ * every query; TRN_CANCELLED, no vote, when a cancel stopped its training. */
 static int teacher_vote(struct pate_run *r, const size_t *rows, size_t n, mech_rng *stream,
 			acct_error *err)
 {
@@ -116,7 +118,7 @@ static int teacher_vote(struct pate_run *r, const size_t *rows, size_t n, mech_r
 	if (n == 0)
 		return 0;
 	if ((rc = gather(r->train, rows, n, NULL, &part, err)) < 0 ||
-	    (rc = fit(&r->p->teacher, part, stream, &m, err)) < 0)
+	    (rc = fit(r, &r->p->teacher, part, stream, &m, err)) != 0)
 		goto out;
 	for (size_t q = 0; q < r->p->queries; q++) {
 		uint32_t cls;
@@ -177,6 +179,8 @@ static int teachers_vote(struct pate_run *r, acct_error *err)
 
 		if ((rc = teacher_vote(r, rows + b, start[t] - b, streams[t], err)) < 0)
 			goto out;
+		if (rc == TRN_CANCELLED)
+			break;
 		r->prog.teachers_trained = (uint32_t)(t + 1);
 		if (report(r, "teachers"))
 			break;
@@ -279,7 +283,7 @@ static int labelled_rows(const struct pate_run *r, size_t hi, trn_dataset **ret,
 }
 
 /* Trains the student on the rows labelled among [0, hi); *ret NULL when
- * there is none. */
+ * there is none or a cancel stopped it (TRN_CANCELLED). */
 static int fit_student(const struct pate_run *r, size_t hi, trn_model **ret, acct_error *err)
 {
 	trn_dataset *ds = NULL;
@@ -287,7 +291,7 @@ static int fit_student(const struct pate_run *r, size_t hi, trn_model **ret, acc
 
 	*ret = NULL;
 	if (rc == 0 && ds)
-		rc = fit(&r->p->student, ds, r->rng, ret, err);
+		rc = fit(r, &r->p->student, ds, r->rng, ret, err);
 	if (rc == 0)
 		r->res->student_rows = ds ? ds->n : 0;
 	trn_dataset_free(ds);
@@ -315,7 +319,7 @@ static int aggregate(struct pate_run *r, mech_pate_release *acc, acct_error *err
 	if ((rc = student_probs(r, NULL, 0, half, probs, err)) < 0 ||
 	    (rc = ask(r, 0, half, probs, acc, err)) < 0 || cancelled(r))
 		goto out;
-	if ((rc = fit_student(r, half, &interim, err)) < 0 ||
+	if ((rc = fit_student(r, half, &interim, err)) != 0 ||
 	    (rc = student_probs(r, interim, half, Q, probs, err)) < 0)
 		goto out;
 	rc = ask(r, half, Q, probs, acc, err);
@@ -412,9 +416,9 @@ static int student_phase(struct pate_run *r, acct_error *err)
 			right += (uint32_t)r->labels[q] == r->student->y[q];
 		}
 	res->label_accuracy = known ? (double)right / (double)known : NAN;
-	if ((rc = fit_student(r, r->p->queries, &res->model, err)) < 0)
+	if ((rc = fit_student(r, r->p->queries, &res->model, err)) != 0)
 		return rc;
-	if (res->model && r->p->semi_supervised && (rc = self_train(r, &res->model, err)) < 0)
+	if (res->model && r->p->semi_supervised && (rc = self_train(r, &res->model, err)) != 0)
 		return rc;
 	if (res->model && r->test)
 		rc = trn_model_evaluate(res->model, r->test, &res->test_accuracy, NULL, err);

@@ -351,6 +351,65 @@ Test(pate_job, a_private_row_count_is_neither_shown_nor_refused, .timeout = 300)
 	json_decref(job);
 }
 
+/* Submits a job of one teacher on all of priv's rows with lots of 1 for
+ * `epochs` epochs (minutes of training), waits until it runs and writes
+ * its id. */
+static void start_one_long_teacher(int epochs, char *job_id, size_t size)
+{
+	static const char *const running[] = {"running", NULL};
+	char over[256];
+	dpg_resp r;
+
+	snprintf(over, sizeof(over),
+		 ",\"teachers\":1,\"threshold\":1,\"teacher_model\":{\"model\":\"logreg\","
+		 "\"epochs\":%d,\"lot_size\":1,\"learning_rate\":0.5}",
+		 epochs);
+	r = submit("priv", over);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
+	dpg_resp_free(&r);
+	json_decref(dpg_job_wait(&srv, job_id, running, 60));
+}
+
+/* Cancels running job `id` (202) and returns it once it has ended, failing
+ * the test unless it ends within `seconds`. */
+static json_t *cancel_running(const char *id, double seconds)
+{
+	static const char *const ended[] = {"cancelled", "failed", "succeeded", NULL};
+	char path[96];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 202, "%s", r.body);
+	dpg_resp_free(&r);
+	return dpg_job_wait(&srv, id, ended, seconds);
+}
+
+/*
+ * A cancel reaches a teacher while it trains: one teacher of 10^7 steps
+ * (2000 rows, 5000 epochs of lots of 1, within the step limit; about a
+ * minute and a half) is stopped within a few seconds of the DELETE, the
+ * teacher not counted as trained.  Teachers once trained without the
+ * cancel flag, which was read between teachers only.
+ */
+Test(pate_job, a_cancel_stops_a_teacher_while_it_trains, .timeout = 120)
+{
+	char job_id[64];
+	json_t *job;
+
+	setup_tables("priv", 50);
+	start_one_long_teacher(5000, job_id, sizeof(job_id));
+	job = cancel_running(job_id, 10);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "cancelled");
+	cr_assert(json_is_null(json_object_get(job, "error")) || !json_object_get(job, "error"));
+	/* No teacher finished: progress shows none trained (or nothing). */
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(job, "progress"),
+							"teachers_trained")),
+		     0);
+	json_decref(job);
+}
+
 /* On Fashion-MNIST the student rows are the test split's first 9000
  * images and the last 1000 its evaluation rows: no student_data. */
 Test(pate_job, on_fashion_mnist_the_test_split_is_the_student_pool, .timeout = 300)
