@@ -1203,7 +1203,8 @@ typedef struct trn_pate_model_params {
 	uint32_t n_hidden;
 	uint32_t hidden[DPG_MAX_HIDDEN_LAYERS]; /* "hidden" */
 	trn_activation activation;   /* "activation" */
-	uint32_t epochs;             /* "epochs" */
+	uint32_t epochs;             /* "epochs": capped at the most within
+	                                DPG_MAX_TRAINING_STEPS steps */
 	uint32_t lot_size;           /* "lot_size": capped at the rows trained on */
 	double learning_rate;        /* "learning_rate" */
 	double momentum;             /* "momentum" */

@@ -392,6 +392,16 @@ void trn__label_em_column(const trn_dataset *ds, uint8_t *ret_column);
 int trn__pate_votes(const trn_pate_params *p, const trn_dataset *train,
 		    const trn_dataset *student, mech_rng *rng, double *votes, acct_error *err);
 
+/*
+ * The epochs a pate teacher or student trains on n rows in lots of `lot`
+ * (already capped at n): `epochs`, or the most whose ceil(e n / lot) steps
+ * stay within DPG_MAX_TRAINING_STEPS, at least 1.  A teacher's n is the
+ * size of its random part of the private rows: capping where the step
+ * check would refuse keeps that size from ever making it fail
+ * (docs/pate.md, "A teacher's steps").
+ */
+uint32_t trn__pate_epochs(uint32_t epochs, uint64_t n, uint32_t lot);
+
 /* ---- helpers every trainer shares (trn_common.c) ---- */
 
 /* One JSON string of an enumeration and its value (>= 0). */

@@ -49,8 +49,25 @@ static bool report(struct pate_run *r, const char *phase)
 	return r->stopped;
 }
 
+/* The capped epochs stay at least 1 on any table a trainer reads. */
+_Static_assert(DPG_MAX_TRAIN_EXAMPLES <= DPG_MAX_TRAINING_STEPS, "one epoch of lots of 1 fits");
+
+uint32_t trn__pate_epochs(uint32_t epochs, uint64_t n, uint32_t lot)
+{
+	uint64_t most;
+
+	if (n == 0 || lot == 0)
+		return epochs;
+	/* ceil(e n / L) <= limit exactly when e n <= limit L (limit whole). */
+	most = (uint64_t)DPG_MAX_TRAINING_STEPS * lot / n;
+	if (most >= epochs)
+		return epochs;
+	return most > 0 ? (uint32_t)most : 1;
+}
+
 /* The SGD parameters of a teacher or the student on n rows: the lot is
- * capped at n (Poisson sampling needs q = L / n <= 1). */
+ * capped at n (Poisson sampling needs q = L / n <= 1) and the epochs at
+ * the step limit (trn__pate_epochs). */
 static void sgd_params(const trn_pate_model_params *m, size_t n, trn_dpsgd_params *ret)
 {
 	trn_dpsgd_params_default(ret);
@@ -58,8 +75,8 @@ static void sgd_params(const trn_pate_model_params *m, size_t n, trn_dpsgd_param
 	ret->n_hidden = m->model == TRN_MODEL_MLP ? m->n_hidden : 0;
 	memcpy(ret->hidden, m->hidden, sizeof(ret->hidden));
 	ret->activation = m->activation;
-	ret->epochs = m->epochs;
 	ret->lot_size = m->lot_size < n ? m->lot_size : (uint32_t)n;
+	ret->epochs = trn__pate_epochs(m->epochs, n, ret->lot_size);
 	ret->learning_rate = m->learning_rate;
 	ret->learning_rate_final = m->learning_rate;
 	ret->momentum = m->momentum;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -352,11 +353,11 @@ Test(pate_job, a_private_row_count_is_neither_shown_nor_refused, .timeout = 300)
 }
 
 /* Submits a job of one teacher on all of priv's rows with lots of 1 for
- * `epochs` epochs (minutes of training), waits until it runs and writes
- * its id. */
+ * `epochs` epochs (minutes of training), waits until it runs (or has
+ * already ended) and writes its id. */
 static void start_one_long_teacher(int epochs, char *job_id, size_t size)
 {
-	static const char *const running[] = {"running", NULL};
+	static const char *const started[] = {"running", "cancelled", "failed", "succeeded", NULL};
 	char over[256];
 	dpg_resp r;
 
@@ -368,7 +369,7 @@ static void start_one_long_teacher(int epochs, char *job_id, size_t size)
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	snprintf(job_id, size, "%s", json_string_value(json_object_get(r.json, "id")));
 	dpg_resp_free(&r);
-	json_decref(dpg_job_wait(&srv, job_id, running, 60));
+	json_decref(dpg_job_wait(&srv, job_id, started, 60));
 }
 
 /* Cancels running job `id` (202) and returns it once it has ended, failing
@@ -407,6 +408,48 @@ Test(pate_job, a_cancel_stops_a_teacher_while_it_trains, .timeout = 120)
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(job, "progress"),
 							"teachers_trained")),
 		     0);
+	json_decref(job);
+}
+
+/*
+ * One teacher on 1234 private rows, lots of 1 for 10^4 epochs: 1.234 10^7
+ * steps uncapped, past the limit of 10^7.  The job does not fail: the
+ * teacher trains, capped at the limit (minutes), until the cancel, and
+ * neither the job's error nor anything else it shows tells a step count.
+ * It once failed at once with "the job would take 12340000 steps", the
+ * private row count times the public epochs.
+ */
+Test(pate_job, a_teacher_past_the_step_limit_trains_without_telling_its_steps, .timeout = 120)
+{
+	char job_id[64], path[96], *text;
+	json_t *job;
+
+	setup_tables("priv", 50);
+	upload("priv", 1234, 7, true);
+	start_one_long_teacher(10000, job_id, sizeof(job_id));
+	/* The step check ran before the first step: had it refused, the job
+	 * would have failed by now. */
+	usleep(1500000);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", job_id);
+	job = dpg_get_json(&srv, srv.admin_key, path);
+	text = json_dumps(job, JSON_COMPACT);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "running", "%s", text);
+	free(text);
+	json_decref(job);
+	job = cancel_running(job_id, 10);
+	text = json_dumps(job, JSON_COMPACT);
+	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "cancelled", "%s", text);
+	cr_assert(!json_object_get(job, "error") || json_is_null(json_object_get(job, "error")),
+		  "%s", text);
+	cr_assert_null(strstr(text, "steps"), "%s", text);
+	free(text);
+	/* What the job computed shows no count (its ids may hold any digits). */
+	text = json_dumps(json_object_get(job, "result"), JSON_COMPACT);
+	cr_assert_null(strstr(text, "1234"), "%s", text);
+	free(text);
+	text = json_dumps(json_object_get(job, "progress"), JSON_COMPACT);
+	cr_assert_null(strstr(text, "1234"), "%s", text);
+	free(text);
 	json_decref(job);
 }
 

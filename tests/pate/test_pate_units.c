@@ -10,10 +10,13 @@
  * seeded streams; never from numbers this code printed.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 #include <gsl/gsl_cdf.h>
@@ -720,6 +723,114 @@ Test(pate_units, a_cancelled_run_says_what_it_ran, .timeout = 120)
 	cr_assert_null(r->model);
 	trn_pate_result_free(r);
 	trn_dataset_free(train);
+	trn_dataset_free(student);
+	mech_rng_free(rng);
+}
+
+/* ---- a teacher's steps --------------------------------------------------------- */
+
+/*
+ * A teacher's epochs are capped where its steps, ceil(e n / L), would pass
+ * the limit: the most epochs within it, never fewer than 1, and the asked
+ * epochs when they fit.  The expected epochs are worked by hand here
+ * (floor(10^7 L / n)); trn_dpsgd_steps counts the steps the trainer takes.
+ */
+Test(pate_units, a_teachers_epochs_stop_at_the_step_limit)
+{
+	static const struct {
+		uint32_t epochs, lot;
+		uint64_t n;
+		uint32_t want;
+	} cases[] = {
+		{10000, 1, 1234, 8103},        /* 10^7 / 1234 = 8103.7 */
+		{10000, 1, 1000, 10000},       /* exactly 10^7 steps: kept */
+		{9990, 1, 1001, 9990},         /* 9 999 990 steps */
+		{10000, 1, 10000000, 1},       /* the largest table, lots of 1 */
+		{10000, 1000, 10000000, 1000}, /* 10^10 / 10^7 */
+		{10000, 3, 4000, 7500},        /* 3 10^7 / 4000 */
+		{10000, 7, 10000, 7000},       /* 7 10^7 / 10^4 */
+		{30, 64, 240, 30},
+	};
+
+	cr_assert_eq(DPG_MAX_TRAINING_STEPS, 10000000LL, "the cases assume a limit of 10^7");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		trn_dpsgd_params sp;
+		uint32_t e = trn__pate_epochs(cases[i].epochs, cases[i].n, cases[i].lot);
+
+		cr_assert_eq(e, cases[i].want, "case %zu: %u epochs", i, e);
+		trn_dpsgd_params_default(&sp);
+		sp.lot_size = cases[i].lot;
+		sp.epochs = e;
+		cr_assert_leq(trn_dpsgd_steps(&sp, cases[i].n), DPG_MAX_TRAINING_STEPS, "case %zu",
+			      i);
+		if (e == cases[i].epochs)
+			continue;
+		sp.epochs = e + 1;
+		cr_assert_gt(trn_dpsgd_steps(&sp, cases[i].n), DPG_MAX_TRAINING_STEPS, "case %zu",
+			     i);
+	}
+}
+
+/* Sets the flag after `seconds`. */
+struct late_cancel {
+	atomic_bool flag;
+	double seconds;
+};
+
+static void *cancel_later(void *arg)
+{
+	struct late_cancel *c = arg;
+	struct timespec ts = {.tv_sec = (time_t)c->seconds,
+			      .tv_nsec = (long)((c->seconds - (double)(time_t)c->seconds) * 1e9)};
+
+	nanosleep(&ts, NULL);
+	atomic_store(&c->flag, true);
+	return NULL;
+}
+
+/*
+ * One teacher on 1234 rows, and on its neighbour of 1235, with lots of 1
+ * for 10^4 epochs: about 1.2 10^7 steps uncapped, past the limit.  Neither
+ * table makes the run fail: the teacher trains (capped, minutes of it)
+ * until the cancel a moment later, and both runs end alike, cancelled with
+ * no error.  The teacher once failed at once with "the job would take
+ * 12340000 steps", the private row count in the job's error.
+ */
+Test(pate_units, a_teacher_past_the_step_limit_trains_on_either_neighbour, .timeout = 60)
+{
+	mech_rng *rng = trn_test_seeded(PREFIX, 12);
+	trn_dataset *d = linear_table(rng, 1234), *student = linear_table(rng, 50);
+	trn_dataset *added = copy_table(d, 1);
+	const trn_dataset *tables[2] = {d, added};
+	trn_pate_params p = run_params();
+
+	p.teachers = 1;
+	p.threshold = 1;
+	p.queries = 50;
+	p.teacher.epochs = 10000;
+	p.teacher.lot_size = 1;
+	for (size_t i = 0; i < 2; i++) {
+		struct late_cancel c = {.seconds = 0.3};
+		mech_rng *run = trn_test_seeded(PREFIX, 13);
+		trn_pate_result *r = NULL;
+		acct_error err;
+		pthread_t th;
+		int rc;
+
+		atomic_init(&c.flag, false);
+		acct_error_init(&err);
+		cr_assert_eq(pthread_create(&th, NULL, cancel_later, &c), 0);
+		rc = trn_pate_run(&p, tables[i], student, NULL, run, NULL, NULL, &c.flag, &r, &err);
+		pthread_join(th, NULL);
+		cr_assert_eq(rc, TRN_CANCELLED, "table %zu: %d %s at %s", i, rc, err.text,
+			     err.where);
+		cr_assert_eq(err.code, 0, "table %zu: %s", i, err.text);
+		cr_assert_eq(r->queries_asked, 0);
+		trn_pate_result_free(r);
+		mech_rng_free(run);
+	}
+	trn_dataset_free(d);
+	trn_dataset_free(added);
 	trn_dataset_free(student);
 	mech_rng_free(rng);
 }
