@@ -33,7 +33,8 @@
  * post-processing of the noisy counts.  So `gnmax` (D^2 = 2) and
  * `pate_threshold` (D = 1) events price these releases soundly.  The events
  * name the sigma the sampler really uses (mech_discrete_gaussian_sigma, the
- * requested sigma rounded up by at most 2^-23 relative).  Ties between noisy
+ * requested sigma rounded up to 24 significant bits and a multiple of 2^-20:
+ * 2.3e-5 relative at sigma 0.005).  Ties between noisy
  * maxima are broken uniformly at random.  Threshold checks compare integers:
  *  - Confident-GNMax: max_j n_j + Z >= T  <=>  max_j n_j - ceil(T) + Z >= 0;
  *  - Interactive-GNMax: max_j (n_j - M p_j) + Z >= T  <=>
@@ -47,11 +48,10 @@
  * (accountant/acct_pate.c).  Caveat: Proposition 7 bounds q for continuous
  * Gaussian noise.  With discrete Gaussian noise and random tie-breaking a
  * pairwise comparison at margin 0 fails with probability exactly 1/2, as in
- * the continuous case, and at margin g the discrete tail exceeds the
- * continuous one only by the Euler-Maclaurin term, a relative O(g^2 /
- * sigma^4) (below 1% for sigma >= 40 where Theorem 6 is below the
- * data-independent bound); the released data-dependent figure inherits this
- * approximation.  The ledger never depends on it.
+ * the continuous case, and at margin g the discrete tail is slightly
+ * heavier than the continuous one (1.0003 times at sigma 40 and g 200, 1.2
+ * times at sigma 1 and g 3: docs/pate.md); the released data-dependent
+ * figure inherits this approximation.  The ledger never depends on it.
  *
  * The release (POST .../release) publishes the data-dependent RDP at one
  * order lambda by the GNSS mechanism of Appendix B.5: f(D) + SS_beta(D)
@@ -64,11 +64,10 @@
  * each query's two-sided bound (acct_pate_ls_bound; not the one-way walk of
  * Algorithms 3-5, which is not smooth for small sigma or high orders), and
  * SS_beta = max_d e^{-beta d} LS(d).  The release is (lambda, eps_r)-RDP with
- * eps_r of Theorem 23 for every 1 < lambda < 1/(2 beta); it is charged as the
- * (epsilon, delta) pair of that curve converted at the request's delta
- * (Canonne, Kamath, Steinke 2020, Prop. 12, minimised over orders), an
- * `epsilon_delta` event.  Ledgers that cannot price (epsilon, delta > 0)
- * pairs (rdp, zcdp) refuse it with 422: an RDP-curve event type is needed.
+ * eps_r of Theorem 23 for every 1 < lambda < 1/(2 beta); it is charged as a
+ * `pate_gnss` event {beta + 2^-22, sigma} (release_event): rdp ledgers
+ * compose its curve, a basic ledger converts it at the request's delta, and
+ * zcdp ledgers refuse it (422: no zCDP bound).
  *
  * Idempotent replay.  A batch's answer (its labels, and for a batch cut
  * short by the budget its 409 body with the labels answered) is stored with
