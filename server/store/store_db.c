@@ -1487,6 +1487,16 @@ static int idem_lookup(srv_db *db, const srv_spend *sp, int *ret_status, char **
 	return rc;
 }
 
+/*
+ * Stores a spend's answer under its Idempotency-Key.  SRV_IDEM_MISMATCH
+ * when another transaction committed an answer under the same actor and
+ * key after idem_lookup found none (the engine's unique key refuses this
+ * one): only a spend of another dataset can, since spends of one dataset
+ * run one after the other under its lock and the second finds the first's
+ * answer, so that answer is for another request, as idem_lookup would now
+ * say.  Several servers on one PostgreSQL database meet this; the spend's
+ * writes are then undone with it.
+ */
 static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *body,
 		      const char *now)
 {
@@ -1499,9 +1509,11 @@ static int idem_store(srv_db *db, const srv_spend *sp, int status, const char *b
 	srv__sql_bind_int64(s, 4, status);
 	srv__sql_bind_blob(s, 5, body, (int)strlen(body));
 	srv__sql_bind_text(s, 6, now);
-	rc = srv__sql_step(s) == SRV__SQL_DONE ? SRV_OK : SRV_DB_ERROR;
+	rc = srv__sql_step(s);
 	srv__sql_reset(s);
-	return rc;
+	if (rc == SRV__SQL_CONSTRAINT)
+		return SRV_IDEM_MISMATCH;
+	return rc == SRV__SQL_DONE ? SRV_OK : SRV_DB_ERROR;
 }
 
 int srv_random_bytes(void *buf, size_t n)
@@ -1737,9 +1749,11 @@ static int spend_in_txn(srv_db *db, const srv_spend *sp, const srv_dataset *cach
 	body = spend_answer(sp, seq, w.rid[0] ? w.rid : NULL, &w.ds);
 	if (!body)
 		goto out;
-	if (sp->idempotency_key &&
-	    idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, w.now) != SRV_OK)
-		goto out;
+	if (sp->idempotency_key) {
+		rc = idem_store(db, sp, sp->success_status ? sp->success_status : 201, body, w.now);
+		if (rc != SRV_OK)
+			goto out;
+	}
 	*ret_status = sp->success_status ? sp->success_status : 201;
 	*ret_body = body;
 	body = NULL;

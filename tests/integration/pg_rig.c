@@ -39,6 +39,25 @@ int dpg_pg_psql(const char *url, const char *sql, char *out, size_t size)
 	return rc;
 }
 
+FILE *dpg_pg_session_open(const char *url)
+{
+	char cmd[PGC_URL_MAX + 128];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "psql -X -q -At -v ON_ERROR_STOP=1 '%s' >/dev/null", url);
+	/* Close-on-exec: a server started later must not hold the pipe open,
+	 * or psql never sees its end. */
+	f = popen(cmd, "we");
+	cr_assert_not_null(f);
+	return f;
+}
+
+void dpg_pg_session_send(FILE *f, const char *sql)
+{
+	fprintf(f, "%s\n", sql);
+	fflush(f);
+}
+
 void dpg_pg_pair_start(struct dpg_pg_pair *p)
 {
 	memset(p, 0, sizeof(*p));

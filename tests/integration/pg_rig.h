@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "harness.h"
 #include "pg_cluster.h"
@@ -20,6 +21,12 @@ void dpg_pg_database(struct pgc_cluster **ret_cluster, char *url, size_t cap);
 /* One statement through psql on the database at url; its unaligned output
  * (trailing newline removed) in out.  Returns psql's exit status. */
 int dpg_pg_psql(const char *url, const char *sql, char *out, size_t size);
+
+/* A psql session on the database at url that keeps its transaction open
+ * between statements: dpg_pg_session_send sends it one, and pclose ends
+ * it (and its transaction, if still open). */
+FILE *dpg_pg_session_open(const char *url);
+void dpg_pg_session_send(FILE *f, const char *sql);
 
 /* Whether the dpgate under test has a PostgreSQL store: its serve --help
  * names postgresql:// URLs.  Before the store lands, the tests skip and

@@ -2039,7 +2039,6 @@ static struct world *world_start(void)
 	static const char *const votes = "{\"queries\":[{\"votes\":[8,1,1]},{\"votes\":[2,7,1]}]}";
 	struct world *w = calloc(1, sizeof(*w));
 	char path[128];
-	json_t *j;
 
 	cr_assert_not_null(w);
 	w->seed = env_u64("DPGATE_FUZZ_SEED", FUZZ_DEFAULT_SEED);

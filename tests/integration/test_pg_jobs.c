@@ -89,26 +89,6 @@ static long long psql_num(const struct rig *r, const char *sql)
 	return atoll(out);
 }
 
-/* A psql session that keeps its transaction open between statements. */
-static FILE *session_open(const struct rig *r)
-{
-	char cmd[PGC_URL_MAX + 128];
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd), "psql -X -q -At -v ON_ERROR_STOP=1 '%s' >/dev/null", r->url);
-	/* Close-on-exec: a server started later must not hold the pipe open,
-	 * or psql never sees its end. */
-	f = popen(cmd, "we");
-	cr_assert_not_null(f);
-	return f;
-}
-
-static void session_send(FILE *f, const char *sql)
-{
-	fprintf(f, "%s\n", sql);
-	fflush(f);
-}
-
 /* Waits until row `id` of jobs is locked by another transaction (NOWAIT
  * fails on it). */
 static void wait_row_locked(const struct rig *r, const char *table, const char *id)
@@ -214,17 +194,17 @@ Test(pg_jobs, a_queued_job_another_claim_holds_is_passed_over)
 		 " '2000-01-01T00:00:00Z' FROM jobs WHERE id = '%s'",
 		 done);
 	cr_assert_eq(psql_num(&r, sql), 0);
-	held = session_open(&r);
-	session_send(held, "BEGIN;");
-	session_send(held, "SELECT id FROM jobs WHERE id = 'job-held' FOR UPDATE;");
+	held = dpg_pg_session_open(r.url);
+	dpg_pg_session_send(held, "BEGIN;");
+	dpg_pg_session_send(held, "SELECT id FROM jobs WHERE id = 'job-held' FOR UPDATE;");
 	wait_row_locked(&r, "jobs", "job-held");
 	dpg_server_restart(&r.srv[0]);
 	/* Both workers look for queued jobs while the row is held. */
 	dpg_start_job(&r.srv[0], "fm", small_job, next, sizeof(next));
 	json_decref(dpg_job_succeeded(&r.srv[0], next, 120));
 	cr_assert(job_in_state(&r.srv[0], "job-held", "queued"));
-	session_send(held, "UPDATE jobs SET state = 'cancelled' WHERE id = 'job-held';");
-	session_send(held, "COMMIT;");
+	dpg_pg_session_send(held, "UPDATE jobs SET state = 'cancelled' WHERE id = 'job-held';");
+	dpg_pg_session_send(held, "COMMIT;");
 	cr_assert_eq(pclose(held), 0);
 	rig_free(&r);
 }
@@ -293,13 +273,13 @@ Test(pg_jobs, a_lease_renewed_before_the_sweep_writes_keeps_the_job)
 	 * (the owner's renewal waits) and its dataset's (the sweeps wait
 	 * after reading the lease, before they write). */
 	snprintf(sql, sizeof(sql), "UPDATE jobs SET lease_until = 0 WHERE id = '%s'", id);
-	held = session_open(&r);
-	session_send(held, "BEGIN;");
-	session_send(held, "SELECT 1 FROM datasets WHERE id = 'fm' FOR UPDATE;");
+	held = dpg_pg_session_open(r.url);
+	dpg_pg_session_send(held, "BEGIN;");
+	dpg_pg_session_send(held, "SELECT 1 FROM datasets WHERE id = 'fm' FOR UPDATE;");
 	wait_row_locked(&r, "datasets", "fm");
 	cr_assert_eq(psql_num(&r, sql), 0);
 	snprintf(sql, sizeof(sql), "SELECT 1 FROM jobs WHERE id = '%s' FOR UPDATE;", id);
-	session_send(held, sql);
+	dpg_pg_session_send(held, sql);
 	wait_row_locked(&r, "jobs", id);
 	/* Every server has swept (and waits on the dataset) or renews (and
 	 * waits on the job). */
@@ -308,8 +288,8 @@ Test(pg_jobs, a_lease_renewed_before_the_sweep_writes_keeps_the_job)
 		 "UPDATE jobs SET lease_until = extract(epoch FROM now())::bigint + 600"
 		 " WHERE id = '%s';",
 		 id);
-	session_send(held, sql);
-	session_send(held, "COMMIT;");
+	dpg_pg_session_send(held, sql);
+	dpg_pg_session_send(held, "COMMIT;");
 	cr_assert_eq(pclose(held), 0);
 	expect_running_for(&r.srv[1], id, 2 * DPG_JOB_LEASE_RENEW_S);
 	count_closes(&r.srv[1], &commits, &releases);

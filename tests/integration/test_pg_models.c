@@ -27,7 +27,6 @@ static const char small_job[] =
 	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
 	"\"classes\":3,\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"clip_norm\":1,"
 	"\"learning_rate\":0.5}}";
-static const char *const ended[] = {"succeeded", "failed", "cancelled", NULL};
 
 /* The GET or POST answer of `path` through s, asserted 200. */
 static dpg_resp ok_call(const dpg_server *s, const char *method, const char *path,

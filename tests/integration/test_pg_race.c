@@ -12,6 +12,9 @@
  *   - one Idempotency-Key sent by every client to the three servers at
  *     once: one charge is made, and every answer is the same 201 body
  *     byte for byte;
+ *   - one Idempotency-Key on two datasets at once, through two servers
+ *     whose INSERTs of the answer a psql session's lock holds until both
+ *     wait: one 201, one 422 naming Idempotency-Key, one charge;
  *   - charges on several datasets at once, each client going round them
  *     from its own start: each server's group commit then holds datasets
  *     in every order, and no batch may deadlock with another server's
@@ -22,9 +25,11 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -283,6 +288,118 @@ Test(pg_race, charges_on_several_datasets_at_once_never_deadlock, .timeout = 600
 		cr_assert_eq(dpg_budget_of(&r.srv[(d + 1) % SERVERS], id).charges, sent[d], "%s", id);
 	}
 	dpg_resp_free(&rc.first_ok);
+	rig_verify(&r);
+	rig_free(&r);
+}
+
+/* One keyed charge of an eighth through server s on dataset `id`. */
+struct keyed_charge {
+	dpg_server *srv;
+	const char *id;
+	dpg_resp resp;
+};
+
+static void *keyed_charge_run(void *arg)
+{
+	struct keyed_charge *k = arg;
+	const char *hdr[] = {"Idempotency-Key: pg-race-two-datasets", NULL};
+	char path[96];
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/charges", k->id);
+	if (dpg_http(k->srv, "POST", path, k->srv->admin_key, EIGHTH, strlen(EIGHTH), hdr,
+		     &k->resp) < 0)
+		k->resp.status = -1;
+	return NULL;
+}
+
+/* A count that one query on the database at url answers. */
+static int count_of(const char *url, const char *sql)
+{
+	char out[64];
+
+	cr_assert_eq(dpg_pg_psql(url, sql, out, sizeof(out)), 0, "%s: %s", sql, out);
+	return atoi(out);
+}
+
+/* How many sessions wait for a lock in an INSERT into idempotency. */
+static int waiting_idempotency_inserts(const char *url)
+{
+	return count_of(url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+			     " AND query LIKE 'INSERT INTO idempotency%'");
+}
+
+/* Whether a session holds the SHARE lock on idempotency. */
+static bool idempotency_held(const char *url)
+{
+	return count_of(url, "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid ="
+			     " l.relation WHERE c.relname = 'idempotency' AND l.mode ="
+			     " 'ShareLock' AND l.granted") == 1;
+}
+
+/*
+ * One Idempotency-Key on two datasets at once, through two servers: each
+ * finds no stored answer under its own dataset's lock and charges, and the
+ * second to store its answer meets the first's under the same key.  That
+ * request is for another dataset, so the answer is the 422 a retry gets
+ * (Idempotency-Key used with a different request), with its charge undone;
+ * it had been a 503 saying the ledger was busy.  A psql session holding a
+ * SHARE lock on the table stops both INSERTs until both are waiting.
+ */
+Test(pg_race, one_key_on_two_datasets_at_once_is_a_422_for_one, .timeout = 600)
+{
+	static struct rig r;
+	struct keyed_charge k[2];
+	pthread_t t[2];
+	double deadline;
+	dpg_budget ba, bb;
+	FILE *held;
+	int ok = 0, mismatch = 0;
+
+	rig_start(&r);
+	memcpy(r.srv[1].admin_key, r.srv[0].admin_key, sizeof(r.srv[0].admin_key));
+	dpg_make_dataset(&r.srv[0], "ka", 10.0, 0, "basic");
+	dpg_make_dataset(&r.srv[0], "kb", 10.0, 0, "basic");
+	held = dpg_pg_session_open(r.url);
+	dpg_pg_session_send(held, "BEGIN;");
+	dpg_pg_session_send(held, "LOCK TABLE idempotency IN SHARE MODE;");
+	deadline = dpg_now_s() + 20;
+	while (!idempotency_held(r.url)) {
+		cr_assert_lt(dpg_now_s(), deadline, "psql never took the lock");
+		usleep(20000);
+	}
+	for (int i = 0; i < 2; i++) {
+		k[i] = (struct keyed_charge){&r.srv[i], i ? "kb" : "ka", {0}};
+		cr_assert_eq(pthread_create(&t[i], NULL, keyed_charge_run, &k[i]), 0);
+	}
+	/* Well inside the servers' 30 s lock timeout. */
+	deadline = dpg_now_s() + 20;
+	while (waiting_idempotency_inserts(r.url) < 2) {
+		cr_assert_lt(dpg_now_s(), deadline, "the two INSERTs never both waited");
+		usleep(20000);
+	}
+	dpg_pg_session_send(held, "COMMIT;");
+	cr_assert_eq(pclose(held), 0);
+	for (int i = 0; i < 2; i++) {
+		const dpg_resp *resp = &k[i].resp;
+
+		cr_assert_eq(pthread_join(t[i], NULL), 0);
+		ok += resp->status == 201;
+		if (resp->status == 422) {
+			const char *field = json_string_value(json_object_get(resp->json, "field"));
+
+			cr_assert_str_eq(field ? field : "", "Idempotency-Key", "%s", resp->body);
+			mismatch++;
+		}
+		cr_assert(resp->status == 201 || resp->status == 422, "%s: %ld %s", k[i].id,
+			  resp->status, resp->body);
+		dpg_resp_free(&k[i].resp);
+	}
+	cr_assert_eq(ok, 1);
+	cr_assert_eq(mismatch, 1);
+	ba = dpg_budget_of(&r.srv[0], "ka");
+	bb = dpg_budget_of(&r.srv[0], "kb");
+	cr_assert_eq(ba.charges + bb.charges, 1, "%ld + %ld charges", ba.charges, bb.charges);
+	cr_assert_eq(ba.spent_eps + bb.spent_eps, 0.125);
 	rig_verify(&r);
 	rig_free(&r);
 }
