@@ -18,13 +18,18 @@
   const MAX_BACKOFF_MS = 30000;
   const LEDGER_PAGE = 20;       /* ledger rows shown at a time */
   const LEDGER_FETCH = 1000;    /* entries per ledger request (the server's page limit) */
-  const LEDGER_MAX = 20000;     /* entries kept for the chart */
+  const LEDGER_MAX = 5000;      /* newest entries kept; older ones only as their ε sum */
   const MAX_JOB_WATCHES = 2;    /* browsers allow six connections per host */
 
   let key = sessionStorage.getItem(KEY);
   const watchers = new Map();
-  const state = { datasets: [], current: null, ledger: [], ledgerSeq: 0, ledgerPage: 0,
-                  chart: null, jobWatches: new Set() };
+  /* detail: the open dataset's refresh state, a new object per opening, so
+   * that an answer for a dataset no longer open is recognised and dropped.
+   * ledgerBase, ledgerDropped: the ε of the charges and commits dropped
+   * from `ledger`, and how many entries were dropped. */
+  const state = { datasets: [], current: null, ledger: [], ledgerSeq: 0, ledgerBase: 0,
+                  ledgerDropped: 0, ledgerPage: 0, detail: null, chart: null,
+                  jobWatches: new Set() };
 
   /* ---- formatting ------------------------------------------------------- */
 
@@ -301,7 +306,10 @@
       state.current = id;
       state.ledger = [];
       state.ledgerSeq = 0;
+      state.ledgerBase = 0;
+      state.ledgerDropped = 0;
       state.ledgerPage = 0;
+      state.detail = { id, chain: Promise.resolve(), queued: false };
       for (const j of state.jobWatches) stopWatch('job:' + j);
       state.jobWatches.clear();
     }
@@ -312,9 +320,10 @@
     $('dataset-title').textContent = 'Dataset ' + id;
     $('dataset-title').tabIndex = -1;
     $('dataset-title').focus();
+    const d = state.detail;
     watch('dataset', '/v1/datasets/' + encodeURIComponent(id), (ds) => {
       renderFacts(ds);
-      refreshDetail(id);
+      scheduleRefresh(d);
     }, (status) => setStatus('Dataset ' + id + ': HTTP ' + status));
   }
 
@@ -336,11 +345,22 @@
     state.budget = sm.budget;
   }
 
-  async function refreshDetail(id) {
-    const base = '/v1/datasets/' + encodeURIComponent(id);
+  /* Runs refreshDetail for opening `d`, one refresh at a time: two at once
+   * would both read the ledger after the same seq and add its entries
+   * twice.  A change while one runs queues a single one more. */
+  function scheduleRefresh(d) {
+    if (d.queued) return;
+    d.queued = true;
+    d.chain = d.chain.then(() => {
+      d.queued = false;
+      return d === state.detail ? refreshDetail(d) : undefined;
+    });
+  }
+
+  async function refreshDetail(d) {
+    const base = '/v1/datasets/' + encodeURIComponent(d.id);
     try {
-      await loadLedger(base);
-      if (state.current !== id) return;
+      if (!await loadLedger(base, d)) return;
       renderLedger();
       renderChart();
       const [res, jobs, pate] = await Promise.all([
@@ -348,7 +368,7 @@
         getJson(base + '/jobs').catch(() => ({ jobs: [] })),
         getJson(base + '/pate/sessions').catch(() => ({ sessions: [] })),
       ]);
-      if (state.current !== id) return;
+      if (d !== state.detail) return;
       renderReservations(res.reservations || []);
       renderJobs(jobs.jobs || []);
       renderPate(pate.sessions || []);
@@ -357,23 +377,50 @@
     }
   }
 
-  /* The ledger is append-only: only entries after the last seen are read. */
-  async function loadLedger(base) {
-    for (let pages = 0; pages < LEDGER_MAX / LEDGER_FETCH; pages++) {
-      const page = await getJson(base + '/ledger?limit=' + LEDGER_FETCH + '&after=' + state.ledgerSeq);
+  /* Drops the oldest entries of `list` past LEDGER_MAX; answers the ε of
+   * the charges and commits dropped, so that the chart still ends at the
+   * ledger's total. */
+  function trimLedger(list) {
+    let eps = 0;
+    if (list.length <= LEDGER_MAX) return 0;
+    for (const e of list.splice(0, list.length - LEDGER_MAX)) eps += spentEps(e);
+    return eps;
+  }
+
+  /* The ledger is append-only: only entries after the last seen are read,
+   * to the end, into a copy that replaces the page's only if `d` is still
+   * the open dataset's (answers false otherwise). */
+  async function loadLedger(base, d) {
+    const list = state.ledger.slice();
+    let seq = state.ledgerSeq, dropped = 0, read = 0;
+    for (;;) {
+      const page = await getJson(base + '/ledger?limit=' + LEDGER_FETCH + '&after=' + seq);
+      if (d !== state.detail) return false;
       const entries = page.entries || [];
-      for (const e of entries) state.ledger.push(e);
-      if (entries.length) state.ledgerSeq = entries[entries.length - 1].seq;
-      if (state.ledger.length > LEDGER_MAX) state.ledger.splice(0, state.ledger.length - LEDGER_MAX);
+      for (const e of entries) list.push(e);
+      read += entries.length;
+      if (entries.length) seq = entries[entries.length - 1].seq;
+      dropped += trimLedger(list);
       if (page.next === null || page.next === undefined || !entries.length) break;
     }
+    state.ledgerDropped += state.ledger.length + read - list.length;
+    state.ledger = list;
+    state.ledgerSeq = seq;
+    state.ledgerBase += dropped;
+    return true;
+  }
+
+  /* The ε an entry adds to the spent: a charge's or a commit's. */
+  function spentEps(e) {
+    return (e.kind === 'charge' || e.kind === 'commit') && typeof e.epsilon === 'number' ?
+      e.epsilon : 0;
   }
 
   /* Spent ε as the ledger's charges and commits add it up: the spent ε of
    * the basic accountant, an upper bound for the others (their composition
-   * is tighter than a sum). */
+   * is tighter than a sum).  It starts from the entries no longer kept. */
   function cumulative() {
-    let sum = 0;
+    let sum = state.ledgerBase;
     const pts = [];
     for (const e of state.ledger) {
       if ((e.kind === 'charge' || e.kind === 'commit') && typeof e.epsilon === 'number') {
@@ -454,7 +501,9 @@
       tb.appendChild(tr);
     }
     $('ledger-page').textContent = 'page ' + (state.ledgerPage + 1) + ' of ' + pages +
-      ' (' + count.format(newest.length) + ' entries)';
+      (state.ledgerDropped ? ' (the newest ' + count.format(newest.length) + ' of ' +
+       count.format(newest.length + state.ledgerDropped) + ' entries)' :
+       ' (' + count.format(newest.length) + ' entries)');
     $('ledger-prev').disabled = state.ledgerPage === 0;
     $('ledger-next').disabled = state.ledgerPage >= pages - 1;
   }

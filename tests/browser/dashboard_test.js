@@ -11,6 +11,11 @@
  * in sessionStorage only and never in a URL, that a dataset name holding
  * HTML is shown as text, that the page falls back to tables without
  * Chart.js, and saves screenshots at 1280 and 390 px.
+ *
+ * Then the detail view's lists in full: a ledger longer than the page
+ * keeps (its newest entries shown, its chart ending at the true total),
+ * a dataset opened while another's long ledger is still loading (only its
+ * own entries).
  */
 'use strict';
 
@@ -56,6 +61,37 @@ async function seed() {
   await api('POST', '/v1/datasets/census/reservations',
             { event: { type: 'epsilon_delta', epsilon: 0.25, delta: 0 }, note: 'training job' });
   for (let i = 0; i < 6; i++) await charge('clinic', 0.15, 0, 'weekly report ' + (i + 1));
+}
+
+/* The long ledger: more entries than the page keeps (LEDGER_MAX, read from
+ * the script served) and than two of its reads (LEDGER_FETCH).  Entries of
+ * 1e-4 each, so their sum is known; `small` is charged first, so that its
+ * entries' seqs are below all of `big`'s. */
+const ENTRY_EPS = 1e-4;
+let bigCount = 0, bigLastSeq = 0;
+const smallSeqs = [];
+
+async function seedLong() {
+  const script = await (await fetch(base + '/assets/dashboard.js')).text();
+  const kept = Number(/LEDGER_MAX = (\d+)/.exec(script)[1]);
+  const perRead = Number(/LEDGER_FETCH = (\d+)/.exec(script)[1]);
+  bigCount = kept + 2 * perRead + 30;
+  await api('POST', '/v1/datasets', { id: 'small', name: 'Small', budget: { epsilon: 1, delta: 0 },
+                                      accountant: 'basic' });
+  await api('POST', '/v1/datasets', { id: 'big', name: 'Big', budget: { epsilon: 100, delta: 0 },
+                                      accountant: 'basic' });
+  for (let i = 0; i < 3; i++) smallSeqs.push((await charge('small', 0.1, 0, 'small ' + i)).id);
+  const t0 = Date.now();
+  let made = 0;
+  /* Four at a time over kept-alive connections. */
+  await Promise.all([0, 1, 2, 3].map(async () => {
+    while (made < bigCount) {
+      made++;
+      const r = await charge('big', ENTRY_EPS, 0);
+      bigLastSeq = Math.max(bigLastSeq, r.id);
+    }
+  }));
+  console.log(bigCount + ' ledger entries made in ' + (Date.now() - t0) + ' ms');
 }
 
 async function signIn(page) {
@@ -182,6 +218,65 @@ async function withoutChartJs(browser) {
   await ctx.close();
 }
 
+async function openCard(page, id) {
+  await page.click('.tab[data-view="datasets"]');
+  await page.click('li.card[data-dataset="' + id + '"] h3 button');
+  await page.waitForFunction((t) => document.getElementById('dataset-title').textContent === t,
+                             'Dataset ' + id);
+}
+
+function lastChartY(page) {
+  return page.evaluate(() => {
+    const d = Chart.getChart(document.getElementById('chart')).data.datasets[0].data;
+    return d.length ? d[d.length - 1].y : null;
+  });
+}
+
+/* The long ledger, alone, then a short one opened while it still loads. */
+async function longLedger(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+  const page = await ctx.newPage();
+  const problems = [];
+  guard(page, problems);
+  await signIn(page);
+  await openCard(page, 'big');
+  /* The newest entry on top, and the chart at the sum of every charge. */
+  await page.waitForFunction((seq) => {
+    const top = document.querySelector('#ledger tbody tr td');
+    return top && top.textContent === String(seq);
+  }, bigLastSeq, { timeout: 10000 });
+  await page.waitForFunction(() => window.Chart && Chart.getChart(document.getElementById('chart')));
+  const total = bigCount * ENTRY_EPS;
+  await page.waitForFunction((want) => {
+    const d = Chart.getChart(document.getElementById('chart')).data.datasets[0].data;
+    return d.length && Math.abs(d[d.length - 1].y - want) < 1e-9;
+  }, total, { timeout: 5000 }).catch(async () => {
+    assert.fail('the chart ends at ' + (await lastChartY(page)) + ', the ledger sums to ' + total);
+  });
+  /* Its count: every entry of big's ledger. */
+  const pager = await page.textContent('#ledger-page');
+  assert.ok(pager.includes(' of ' + bigCount.toLocaleString('en-US') + ' entries'), pager);
+
+  /* Again from the list; small opened as soon as big's facts are shown,
+   * while big's ledger is still being read. */
+  await page.reload();
+  await page.waitForSelector('li.card[data-dataset="big"]');
+  await page.click('li.card[data-dataset="big"] h3 button');
+  await page.waitForFunction(() => document.getElementById('dataset-facts')
+    .textContent.includes('Big'));
+  await openCard(page, 'small');
+  await page.waitForFunction(() => document.getElementById('dataset-facts')
+    .textContent.includes('Small'));
+  /* Long enough for big's reads to have ended. */
+  await page.waitForTimeout(3000);
+  const seqs = await page.$$eval('#ledger tbody tr',
+                                 (rows) => rows.map((r) => r.cells[0].textContent));
+  assert.deepStrictEqual(seqs, smallSeqs.slice().reverse().map(String));
+  assert.ok(Math.abs(await lastChartY(page) - 0.3) < 1e-12, "small's chart");
+  assert.deepStrictEqual(problems, []);
+  await ctx.close();
+}
+
 (async () => {
   const browser = await chromium.launch({
     executablePath: process.env.DPGATE_CHROMIUM,
@@ -192,6 +287,8 @@ async function withoutChartJs(browser) {
     await desktop(browser);
     await mobile(browser);
     await withoutChartJs(browser);
+    await seedLong();
+    await longLedger(browser);
     console.log('browser test: all checks passed');
   } finally {
     await browser.close();
