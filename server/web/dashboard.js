@@ -19,6 +19,7 @@
   const LEDGER_PAGE = 20;       /* ledger rows shown at a time */
   const LEDGER_FETCH = 1000;    /* entries per ledger request (the server's page limit) */
   const LEDGER_MAX = 5000;      /* newest entries kept; older ones only as their ε sum */
+  const RESERVATION_FETCH = 1000; /* reservations per request (the server's page limit) */
   const MAX_JOB_WATCHES = 2;    /* browsers allow six connections per host */
 
   let key = sessionStorage.getItem(KEY);
@@ -364,16 +365,29 @@
       renderLedger();
       renderChart();
       const [res, jobs, pate] = await Promise.all([
-        getJson(base + '/reservations').catch(() => ({ reservations: [] })),
+        getAll(base + '/reservations?limit=' + RESERVATION_FETCH, 'reservations')
+          .catch(() => []),
         getJson(base + '/jobs').catch(() => ({ jobs: [] })),
         getJson(base + '/pate/sessions').catch(() => ({ sessions: [] })),
       ]);
       if (d !== state.detail) return;
-      renderReservations(res.reservations || []);
+      renderReservations(res);
       renderJobs(jobs.jobs || []);
       renderPate(pate.sessions || []);
     } catch (e) {
       setStatus(String(e.message || e));
+    }
+  }
+
+  /* Every item of a paged list (`path` with its limit), page after page. */
+  async function getAll(path, field) {
+    const all = [];
+    let after = 0;
+    for (;;) {
+      const page = await getJson(path + '&after=' + after);
+      for (const item of page[field] || []) all.push(item);
+      if (page.next === null || page.next === undefined) return all;
+      after = page.next;
     }
   }
 

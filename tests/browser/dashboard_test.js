@@ -15,7 +15,7 @@
  * Then the detail view's lists in full: a ledger longer than the page
  * keeps (its newest entries shown, its chart ending at the true total),
  * a dataset opened while another's long ledger is still loading (only its
- * own entries).
+ * own entries), and more reservations than one API page.
  */
 'use strict';
 
@@ -92,6 +92,25 @@ async function seedLong() {
     }
   }));
   console.log(bigCount + ' ledger entries made in ' + (Date.now() - t0) + ' ms');
+}
+
+/* More open reservations than one API page holds (100 unless asked, 1000
+ * at most). */
+const RESERVATIONS = 1005;
+const reservationIds = [];
+
+async function seedReservations() {
+  await api('POST', '/v1/datasets', { id: 'held', name: 'Held', budget: { epsilon: 10, delta: 0 },
+                                      accountant: 'basic' });
+  let made = 0;
+  await Promise.all([0, 1, 2, 3].map(async () => {
+    while (made < RESERVATIONS) {
+      made++;
+      const r = await api('POST', '/v1/datasets/held/reservations',
+                          { event: { type: 'epsilon_delta', epsilon: 0.001, delta: 0 } });
+      reservationIds.push(r.id);
+    }
+  }));
 }
 
 async function signIn(page) {
@@ -277,6 +296,23 @@ async function longLedger(browser) {
   await ctx.close();
 }
 
+/* Every reservation, past the API's first page. */
+async function allReservations(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+  const page = await ctx.newPage();
+  const problems = [];
+  guard(page, problems);
+  await signIn(page);
+  await openCard(page, 'held');
+  await page.waitForFunction((n) => document.querySelectorAll('#reservations tbody tr').length >= n,
+                             RESERVATIONS, { timeout: 5000 }).catch(() => {});
+  const ids = await page.$$eval('#reservations tbody tr',
+                                (rows) => rows.map((r) => r.cells[0].textContent));
+  assert.deepStrictEqual(ids.slice().sort(), reservationIds.slice().sort());
+  assert.deepStrictEqual(problems, []);
+  await ctx.close();
+}
+
 (async () => {
   const browser = await chromium.launch({
     executablePath: process.env.DPGATE_CHROMIUM,
@@ -289,6 +325,8 @@ async function longLedger(browser) {
     await withoutChartJs(browser);
     await seedLong();
     await longLedger(browser);
+    await seedReservations();
+    await allReservations(browser);
     console.log('browser test: all checks passed');
   } finally {
     await browser.close();
