@@ -27,10 +27,12 @@
   /* detail: the open dataset's refresh state, a new object per opening, so
    * that an answer for a dataset no longer open is recognised and dropped.
    * ledgerBase, ledgerDropped: the ε of the charges and commits dropped
-   * from `ledger`, and how many entries were dropped. */
+   * from `ledger`, and how many entries were dropped.
+   * finishedJobs: finished jobs as GET /v1/jobs/{id} answered (they no
+   * longer change). */
   const state = { datasets: [], current: null, ledger: [], ledgerSeq: 0, ledgerBase: 0,
                   ledgerDropped: 0, ledgerPage: 0, detail: null, chart: null,
-                  jobWatches: new Set() };
+                  jobWatches: new Set(), finishedJobs: new Map(), jobReads: new Set() };
 
   /* ---- formatting ------------------------------------------------------- */
 
@@ -372,7 +374,7 @@
       ]);
       if (d !== state.detail) return;
       renderReservations(res);
-      renderJobs(jobs.jobs || []);
+      renderJobs(jobs.jobs || [], d);
       renderPate(pate.sessions || []);
     } catch (e) {
       setStatus(String(e.message || e));
@@ -555,23 +557,40 @@
     cell(tr, j.result && typeof j.result === 'object' ? scalars(j.result) : (j.error || ''));
   }
 
-  function renderJobs(list) {
-    const tb = renderRows('jobs', list, (tr, j) => {
+  function isLive(j) { return j.state === 'running' || j.state === 'queued'; }
+
+  /* Job `job`'s row in the jobs table as it is now, filled again. */
+  function refillJob(job) {
+    const row = [...$('jobs').tBodies[0].rows].find((r) => r.dataset.job === job.id);
+    if (row) fillJobRow(row, job);
+  }
+
+  /* The dataset's jobs list says only id, state and time: a running job's
+   * row is filled by its long-poll, a finished one's by one read of
+   * GET /v1/jobs/{id}, kept since a finished job no longer changes. */
+  function renderJobs(list, d) {
+    renderRows('jobs', list, (tr, j) => {
       tr.dataset.job = j.id;
-      fillJobRow(tr, j);
+      const known = state.finishedJobs.get(j.id);
+      fillJobRow(tr, known || j);
     });
     for (const j of list) {
-      const live = j.state === 'running' || j.state === 'queued';
-      if (live && !state.jobWatches.has(j.id) && state.jobWatches.size < MAX_JOB_WATCHES) {
+      if (isLive(j) && !state.jobWatches.has(j.id) && state.jobWatches.size < MAX_JOB_WATCHES) {
         state.jobWatches.add(j.id);
         watch('job:' + j.id, '/v1/jobs/' + encodeURIComponent(j.id), (job) => {
-          const row = [...tb.rows].find((r) => r.dataset.job === job.id);
-          if (row) fillJobRow(row, job);
-          if (job.state !== 'running' && job.state !== 'queued') {
+          refillJob(job);
+          if (!isLive(job)) {
+            state.finishedJobs.set(job.id, job);
             stopWatch('job:' + job.id);
             state.jobWatches.delete(job.id);
           }
         });
+      } else if (!isLive(j) && !state.finishedJobs.has(j.id) && !state.jobReads.has(j.id)) {
+        state.jobReads.add(j.id);
+        getJson('/v1/jobs/' + encodeURIComponent(j.id)).then((job) => {
+          if (!isLive(job)) state.finishedJobs.set(job.id, job);
+          if (d === state.detail) refillJob(job);
+        }).catch(() => {}).finally(() => state.jobReads.delete(j.id));
       }
     }
   }

@@ -15,11 +15,13 @@
  * Then the detail view's lists in full: a ledger longer than the page
  * keeps (its newest entries shown, its chart ending at the true total),
  * a dataset opened while another's long ledger is still loading (only its
- * own entries), and more reservations than one API page.
+ * own entries), finished jobs with their trainer, ε and result (also after
+ * a refresh), and more reservations than one API page.
  */
 'use strict';
 
 const assert = require('assert');
+const fs = require('fs');
 const path = require('path');
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
 
@@ -92,6 +94,37 @@ async function seedLong() {
     }
   }));
   console.log(bigCount + ' ledger entries made in ' + (Date.now() - t0) + ' ms');
+}
+
+/* A dataset with data (iris, its numeric columns declared) and a job on
+ * it run to the end. */
+let jobId = null, jobLedgerEps = null;
+
+async function seedJob() {
+  await api('POST', '/v1/datasets', { id: 'iris', name: 'Iris',
+                                      budget: { epsilon: 10, delta: 1e-5 }, accountant: 'rdp' });
+  const rows = fs.readFileSync(path.join(__dirname, '..', 'data', 'iris.csv'), 'utf8')
+    .split('\n').slice(1).join('\n');
+  const put = await fetch(base + '/v1/datasets/iris/data?columns=*:numeric&row_count=public', {
+    method: 'PUT', headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'text/csv' },
+    body: 'a,b,c,d,species\n' + rows,
+  });
+  assert.strictEqual(put.status, 200, await put.text());
+  /* 150 rows, lots of 30, 2 epochs: 10 steps. */
+  const job = await api('POST', '/v1/datasets/iris/jobs', { trainer: 'dpsgd', params: {
+    model: 'logreg', label: 'species', classes: 3, epochs: 2, lot_size: 30,
+    noise_multiplier: 2, clip_norm: 1, learning_rate: 0.5 } });
+  jobId = job.id;
+  for (let i = 0; i < 200; i++) {
+    const j = await api('GET', '/v1/jobs/' + jobId);
+    if (j.state !== 'queued' && j.state !== 'running') {
+      assert.strictEqual(j.state, 'succeeded', JSON.stringify(j));
+      jobLedgerEps = j.progress.epsilon.ledger;
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(jobLedgerEps !== null, 'the job did not finish');
 }
 
 /* More open reservations than one API page holds (100 unless asked, 1000
@@ -296,6 +329,41 @@ async function longLedger(browser) {
   await ctx.close();
 }
 
+/* A finished job's row: trainer, ε and result, kept across refreshes. */
+async function finishedJob(browser) {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+  const page = await ctx.newPage();
+  const problems = [];
+  guard(page, problems);
+  await signIn(page);
+  await openCard(page, 'iris');
+  const row = (id) => page.evaluate((id) => {
+    const r = [...document.querySelectorAll('#jobs tbody tr')].find((t) => t.dataset.job === id);
+    return r ? [...r.cells].map((c) => c.textContent) : null;
+  }, id);
+  const filled = async () => {
+    await page.waitForFunction((id) => {
+      const r = [...document.querySelectorAll('#jobs tbody tr')].find((t) => t.dataset.job === id);
+      return r && r.cells[1].textContent !== '';
+    }, jobId, { timeout: 5000 });
+    const cells = await row(jobId);
+    assert.strictEqual(cells[1], 'dpsgd');
+    assert.strictEqual(cells[2], 'succeeded');
+    assert.strictEqual(cells[4], threeDigits(jobLedgerEps));
+    assert.ok(cells[5].includes('steps_done: 10'), 'result cell: ' + cells[5]);
+  };
+  await filled();
+  /* A charge refreshes the view: the row stays filled. */
+  const before = await page.textContent('#dataset-facts');
+  await charge('iris', 0.01, 0, 'after the job');
+  await page.waitForFunction((b) => document.getElementById('dataset-facts').textContent !== b,
+                             before);
+  await page.waitForTimeout(500);
+  await filled();
+  assert.deepStrictEqual(problems, []);
+  await ctx.close();
+}
+
 /* Every reservation, past the API's first page. */
 async function allReservations(browser) {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
@@ -327,6 +395,8 @@ async function allReservations(browser) {
     await longLedger(browser);
     await seedReservations();
     await allReservations(browser);
+    await seedJob();
+    await finishedJob(browser);
     console.log('browser test: all checks passed');
   } finally {
     await browser.close();
