@@ -35,7 +35,8 @@
  *
  * Failures: serialization_failure, deadlock_detected and lock_not_available
  * are BUSY; unique_violation is CONSTRAINT; a lost connection (class 08,
- * an administrator's shutdown, or libpq's own CONNECTION_BAD) is
+ * an administrator's shutdown, a session ended by
+ * idle_in_transaction_session_timeout, or libpq's own CONNECTION_BAD) is
  * UNAVAILABLE, and the connection is reset when it is next acquired
  * (revive); its named statements are prepared again on first use.
  *
@@ -84,6 +85,20 @@
  * SQLite's busy timeout (store_sqlite.c), so that both engines answer 503
  * after the same wait. */
 #define PG_LOCK_TIMEOUT "30s"
+/* How long a session may sit in a transaction waiting for its client
+ * before PostgreSQL ends it (and rolls it back, releasing its locks): a
+ * server that froze (SIGSTOP, a paused VM, a cut network) while it held a
+ * dataset's row would otherwise hold it for good, and every other server's
+ * writes of that dataset, and the spends batched with them, would fail
+ * after PG_LOCK_TIMEOUT.  Well below PG_LOCK_TIMEOUT, so that a waiter gets
+ * the row before its own wait ends; well above what dpgate computes between
+ * two statements of one transaction, which is milliseconds (mechanisms and
+ * table queries draw before the transaction; inside it run only the spend's
+ * own statements, a PATE batch's inserts, a job's end, a lease renewal and
+ * the migrations' DDL, each a statement after the other; docs/operations.md,
+ * "Several servers on one PostgreSQL").  A session so ended is a lost
+ * connection (failure_class, revive). */
+#define PG_IDLE_TX_TIMEOUT "10s"
 /* The channel a committed change of a dataset is announced on; its
  * payload is the dataset's id. */
 #define PG_CHANGE_CHANNEL "dpgate_datasets"
@@ -176,7 +191,7 @@ static int failure_class(struct pgd_conn *c, const PGresult *res)
 	keep_error(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
 	if (PQstatus(c->pg) == CONNECTION_BAD || !state || strncmp(state, "08", 2) == 0 ||
 	    strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
-	    strcmp(state, "57P03") == 0)
+	    strcmp(state, "57P03") == 0 || strcmp(state, "25P03") == 0)
 		cls = SRV__SQL_UNAVAILABLE;
 	else if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
 		 strcmp(state, "55P03") == 0)
@@ -694,6 +709,11 @@ static int defer(srv__conn *conn, const char *sql, const char *param)
 
 static const char sql_begin[] = "BEGIN";
 static const char sql_begin_read[] = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+/* A read transaction holds no row lock that a writer could wait for, and
+ * may compute for long between its statements (a PATE release analyses
+ * its first scan before the second, `dpgate verify` a ledger): it is not
+ * ended by PG_IDLE_TX_TIMEOUT. */
+static const char sql_read_no_idle_limit[] = "SET LOCAL idle_in_transaction_session_timeout = 0";
 /* The lock also queues the dataset's notification (see the listener
  * below): PostgreSQL delivers it only if the transaction commits (and
  * not from a savepoint rolled back), once however many writes of the
@@ -725,7 +745,9 @@ static int pgd_begin_write(srv__conn *c)
 
 static int pgd_begin_read(srv__conn *c)
 {
-	return begin_with(c, sql_begin_read);
+	int rc = begin_with(c, sql_begin_read);
+
+	return rc == SRV__SQL_DONE ? defer(c, sql_read_no_idle_limit, NULL) : rc;
 }
 
 /* COMMIT of a transaction that failed answers ROLLBACK, not an error.  A
@@ -883,6 +905,7 @@ static int configure_session(struct pgd_conn *c)
 	return pgd_exec(&c->base, "SET synchronous_commit = on;"
 				 " SET default_transaction_isolation = 'read committed';"
 				 " SET lock_timeout = '" PG_LOCK_TIMEOUT "';"
+				 " SET idle_in_transaction_session_timeout = '" PG_IDLE_TX_TIMEOUT "';"
 				 " SET client_min_messages = warning");
 }
 
