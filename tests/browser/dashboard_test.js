@@ -167,12 +167,20 @@ function guard(page, problems) {
   });
 }
 
-async function desktop(browser) {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+/* A new context (`options`, the desktop's by default) and page, guarded
+ * (its problems in `problems`) and signed in. */
+async function guardedPage(browser, options) {
+  const ctx = await browser.newContext(options ||
+                                       { viewport: { width: 1280, height: 900 }, locale: 'en-US' });
   const page = await ctx.newPage();
   const problems = [];
   guard(page, problems);
   await signIn(page);
+  return { ctx, page, problems };
+}
+
+async function desktop(browser) {
+  const { ctx, page, problems } = await guardedPage(browser);
 
   /* The key: in this tab's sessionStorage, nowhere else. */
   assert.strictEqual(await page.evaluate(() => sessionStorage.getItem('dpgate.key')), key);
@@ -242,12 +250,9 @@ async function desktop(browser) {
 }
 
 async function mobile(browser) {
-  const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, locale: 'en-US',
-                                         isMobile: true, hasTouch: true, deviceScaleFactor: 1 });
-  const page = await ctx.newPage();
-  const problems = [];
-  guard(page, problems);
-  await signIn(page);
+  const { ctx, page, problems } = await guardedPage(browser, {
+    viewport: { width: 390, height: 844 }, locale: 'en-US', isMobile: true, hasTouch: true,
+    deviceScaleFactor: 1 });
   /* Nothing wider than the screen. */
   const wide = await page.evaluate(() => document.documentElement.scrollWidth);
   assert.ok(wide <= 390, 'the page is ' + wide + ' px wide at 390');
@@ -286,11 +291,7 @@ function lastChartY(page) {
 
 /* The long ledger, alone, then a short one opened while it still loads. */
 async function longLedger(browser) {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
-  const page = await ctx.newPage();
-  const problems = [];
-  guard(page, problems);
-  await signIn(page);
+  const { ctx, page, problems } = await guardedPage(browser);
   await openCard(page, 'big');
   /* The newest entry on top, and the chart at the sum of every charge. */
   await page.waitForFunction((seq) => {
@@ -331,11 +332,7 @@ async function longLedger(browser) {
 
 /* A finished job's row: trainer, ε and result, kept across refreshes. */
 async function finishedJob(browser) {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
-  const page = await ctx.newPage();
-  const problems = [];
-  guard(page, problems);
-  await signIn(page);
+  const { ctx, page, problems } = await guardedPage(browser);
   await openCard(page, 'iris');
   const row = (id) => page.evaluate((id) => {
     const r = [...document.querySelectorAll('#jobs tbody tr')].find((t) => t.dataset.job === id);
@@ -366,11 +363,7 @@ async function finishedJob(browser) {
 
 /* Every reservation, past the API's first page. */
 async function allReservations(browser) {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
-  const page = await ctx.newPage();
-  const problems = [];
-  guard(page, problems);
-  await signIn(page);
+  const { ctx, page, problems } = await guardedPage(browser);
   await openCard(page, 'held');
   await page.waitForFunction((n) => document.querySelectorAll('#reservations tbody tr').length >= n,
                              RESERVATIONS, { timeout: 5000 }).catch(() => {});
