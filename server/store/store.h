@@ -195,13 +195,13 @@ enum srv_status {
 /*
  * Whether the SQLite file the store has open, and its WAL, are still the
  * files their paths name.  A file deleted, moved or replaced under a
- * running server stays open and writable, but what is written to it is
- * not what the next start on that path reads: a charge written there is
- * lost, and its budget counted by no one.  So every write transaction
- * checks this first (two stat(2)) and is refused with SRV_DB_MOVED while a
- * path names another file or none (a lost WAL is first checkpointed into
- * the database file, which keeps what it held past a crash); it goes
- * through again once the files are back at their paths.
+ * running server stays open and writable, but what is written to it is not
+ * what the next start on that path reads: a charge written there is lost,
+ * and its budget counted by no one.  So every write transaction checks this
+ * first (one stat(2), and the WAL's at most once a second) and is refused
+ * with SRV_DB_MOVED while a path names another file or none (a lost WAL is
+ * first checkpointed into the database file, which keeps what it held past
+ * a crash); it goes through again once the files are back at their paths.
  * The first refusal after the path was last right is logged as one JSON
  * line on stderr, and so is the first check that finds the file back.
  * SRV_OK for a PostgreSQL or read-only store, which have no file to lose.
