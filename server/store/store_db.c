@@ -798,9 +798,9 @@ static void log_file_lost(const srv_store *st, bool here)
 /*
  * Whether the WAL's path still names it, stat'ed at most once a second.
  * A stat of the WAL's path before every write transaction made the COMMIT
- * that follows slower (bench_server, one client: 107-111 us against
- * 148-174 us for the WAL write and fsync; the database file's own stat
- * costs nothing measurable), for a reason not found.  What a WAL lost
+ * that follows slower (bench_server, one client, both with the database
+ * file's stat: 107-111 us against 148-174 us for the WAL write and fsync),
+ * for a reason not found; a stat a second brought it back.  What a WAL lost
  * within that second holds is not lost with it: when the loss is seen,
  * srv__begin_write checkpoints the WAL the server still holds into the
  * database file, so only a crash within that same second loses writes.
