@@ -193,15 +193,18 @@ enum srv_status {
 };
 
 /*
- * Whether the SQLite file the store has open, and its WAL, are still the
- * files their paths name.  A file deleted, moved or replaced under a
- * running server stays open and writable, but what is written to it is not
- * what the next start on that path reads: a charge written there is lost,
- * and its budget counted by no one.  So every write transaction checks this
- * first (one stat(2), and the WAL's at most once a second) and is refused
- * with SRV_DB_MOVED while a path names another file or none (a lost WAL is
- * first checkpointed into the database file, which keeps what it held past
- * a crash); it goes through again once the files are back at their paths.
+ * Whether the SQLite file the store has open, its WAL and the WAL's index
+ * (-shm) are still the files their paths name.  A file deleted, moved or
+ * replaced under a running server stays open and writable, but what is
+ * written to it is not what the next start on that path reads: a charge
+ * written there is lost, and its budget counted by no one; with the index
+ * lost, another process's commits and the server's overwrite each other.
+ * So every write transaction checks this first (one stat(2), and the side
+ * files' at most once a second) and is refused with SRV_DB_MOVED while a
+ * path names another file or none (a lost WAL is first checkpointed into
+ * the database file, which keeps what it held past a crash; with a lost
+ * index, the store's close leaves the WAL whole); it goes through again
+ * once the files are back at their paths.
  * The first refusal after the path was last right is logged as one JSON
  * line on stderr, and so is the first check that finds the file back.
  * SRV_OK for a PostgreSQL or read-only store, which have no file to lose.

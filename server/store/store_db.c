@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,20 +171,20 @@ struct srv_store {
 	bool read_only; /* srv_store_open_read_only: no writer, no checkpoint at close */
 	bool shared;    /* other servers write the database too (PostgreSQL) */
 	struct pricing_cache *pricing;
-	/* The SQLite file the pool has open and its WAL, for
-	 * srv_store_file_check: the paths (NULL: nothing to watch) and the
-	 * identities they named then; whether the last check found either
-	 * path elsewhere. */
+	/* The SQLite file the pool has open, its WAL and the WAL's index
+	 * (-shm), for srv_store_file_check: the paths (NULL: nothing to
+	 * watch) and the identities they named then; whether the last check
+	 * found any path elsewhere. */
 	struct watched_file {
 		char *path;
 		dev_t dev;
 		ino_t ino;
-	} file, wal;
+	} file, wal, shm;
 	atomic_bool file_lost;
-	/* The second (CLOCK_MONOTONIC_COARSE) of the WAL's last check and
-	 * whether it found the WAL at its path (wal_still_named). */
-	atomic_llong wal_checked_s;
-	atomic_bool wal_named;
+	/* The second (CLOCK_MONOTONIC_COARSE) of the side files' last check
+	 * and whether it found both at their paths (sides_still_named). */
+	atomic_llong sides_checked_s;
+	atomic_bool sides_named;
 };
 
 /* Whether w's path still names the file it named when watched (see
@@ -681,7 +682,7 @@ static srv_store *store_alloc(unsigned pool_size)
 	pthread_mutex_init(&st->group_lock, NULL);
 	pthread_cond_init(&st->group_done, NULL);
 	st->queue_tail = &st->queue_head;
-	atomic_init(&st->wal_checked_s, -1); /* no second yet: the first check stats */
+	atomic_init(&st->sides_checked_s, -1); /* no second yet: the first check stats */
 	return st;
 }
 
@@ -762,28 +763,58 @@ static int watch_file(struct watched_file *w, const char *path, srv_error *err)
 	return 0;
 }
 
-/* The database file and its WAL: the WAL exists from the pool's first
- * transaction (the migration's) until its last connection closes, and
- * SQLite neither renames nor replaces it meanwhile. */
+/*
+ * The database file, its WAL and the WAL's index: the last two exist from the
+ * pool's first transaction (the migration's) until its last connection
+ * closes, and SQLite neither renames nor replaces them meanwhile.  The
+ * index is the WAL's name with -shm for -wal: SQLite's unix VFS names both
+ * from the database's resolved path.
+ */
 static int watch_files(srv_store *st, const char *path, srv_error *err)
 {
 	srv__conn *c = st->writer->c;
 	const char *wal = c->drv->wal_path ? c->drv->wal_path(c) : NULL;
+	size_t n = wal ? strlen(wal) : 0;
+	char shm[PATH_MAX];
 
 	if (watch_file(&st->file, path, err) < 0)
 		return -1;
-	return wal ? watch_file(&st->wal, wal, err) : 0;
+	if (!wal)
+		return 0;
+	if (n < 4 || n >= sizeof(shm) || strcmp(wal + n - 4, "-wal") != 0) {
+		srv_error_set(err, SRV_DB_ERROR, "unexpected WAL name %s", wal);
+		return -1;
+	}
+	memcpy(shm, wal, n - 4);
+	memcpy(shm + n - 4, "-shm", 5);
+	if (watch_file(&st->wal, wal, err) < 0)
+		return -1;
+	return watch_file(&st->shm, shm, err);
+}
+
+/* Whether the WAL's index is lost while the WAL is not: the server's view
+ * of the WAL is then its own, and another process's is another. */
+static bool index_lost(const srv_store *st)
+{
+	return !still_named(&st->shm) && still_named(&st->wal);
 }
 
 static void log_file_lost(const srv_store *st, bool here)
 {
 	char path[512];
-	bool wal = !here && still_named(&st->file);
+	bool wal = !here && still_named(&st->file) && !still_named(&st->wal);
+	bool shm = !here && still_named(&st->file) && !wal;
 
-	log_text(path, sizeof(path), wal ? st->wal.path : st->file.path);
+	log_text(path, sizeof(path), wal ? st->wal.path : shm ? st->shm.path : st->file.path);
 	if (here)
 		fprintf(stderr, "{\"level\":\"info\",\"msg\":\"database file back at its path; "
 				"writes resume\",\"path\":\"%s\"}\n", path);
+	else if (shm)
+		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"database -shm file (the WAL's "
+				"index) deleted, moved or replaced; another process on the database "
+				"would not see this server's writes, nor it theirs: writes are refused "
+				"until it is back at its path or the server restarts\",\"path\":\"%s\"}\n",
+			path);
 	else if (wal)
 		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"database WAL file deleted, moved "
 				"or replaced; what it holds is copied into the database file, and "
@@ -796,16 +827,18 @@ static void log_file_lost(const srv_store *st, bool here)
 }
 
 /*
- * Whether the WAL's path still names it, stat'ed at most once a second.
- * A stat of the WAL's path before every write transaction made the COMMIT
- * that follows slower (bench_server, one client, both with the database
- * file's stat: 107-111 us against 148-174 us for the WAL write and fsync),
- * for a reason not found; a stat a second brought it back.  What a WAL lost
- * within that second holds is not lost with it: when the loss is seen,
- * srv__begin_write checkpoints the WAL the server still holds into the
- * database file, so only a crash within that same second loses writes.
+ * Whether the WAL's and its index's paths still name them, stat'ed at most
+ * once a second.  A stat of the WAL's path before every write transaction
+ * made the COMMIT that follows slower (bench_server, one client, both with
+ * the database file's stat: 107-111 us against 148-174 us for the WAL
+ * write and fsync), for a reason not found; a stat a second brought it
+ * back.  What a WAL lost within that second holds is not lost with it:
+ * when the loss is seen, srv__begin_write checkpoints the WAL the server
+ * still holds into the database file, so only a crash within that same
+ * second loses writes.  Likewise only that second's writes may meet
+ * another process's on a WAL whose index was lost.
  */
-static bool wal_still_named(srv_store *st)
+static bool sides_still_named(srv_store *st)
 {
 	struct timespec now;
 	bool named;
@@ -813,20 +846,21 @@ static bool wal_still_named(srv_store *st)
 	if (!st->wal.path)
 		return true;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-	/* Only a WAL found in place is taken on trust for the second: one
-	 * found lost is looked for again at every check, so that writes resume
-	 * as soon as it is back. */
-	if (atomic_load(&st->wal_checked_s) == (long long)now.tv_sec && atomic_load(&st->wal_named))
+	/* Only side files found in place are taken on trust for the second:
+	 * one found lost is looked for again at every check, so that writes
+	 * resume as soon as it is back. */
+	if (atomic_load(&st->sides_checked_s) == (long long)now.tv_sec &&
+	    atomic_load(&st->sides_named))
 		return true;
-	named = still_named(&st->wal);
-	atomic_store(&st->wal_named, named);
-	atomic_store(&st->wal_checked_s, (long long)now.tv_sec);
+	named = still_named(&st->wal) && still_named(&st->shm);
+	atomic_store(&st->sides_named, named);
+	atomic_store(&st->sides_checked_s, (long long)now.tv_sec);
 	return named;
 }
 
 int srv_store_file_check(srv_store *st)
 {
-	bool here = still_named(&st->file) && wal_still_named(st);
+	bool here = still_named(&st->file) && sides_still_named(st);
 
 	/* One line when a path stops naming its file, one when it names it
 	 * again (moved back): not one per refused request. */
@@ -940,8 +974,18 @@ void srv_store_close(srv_store *st)
 {
 	if (!st)
 		return;
-	if (st->count > 0 && !st->read_only)
+	bool keep_wal = st->wal.path && index_lost(st);
+
+	/* A checkpoint through an index no path names would copy only the
+	 * frames this server knows of and then empty the WAL, losing any that
+	 * another process added through its own index: the WAL is left whole
+	 * instead, and the next open reads every frame of it again. */
+	if (st->count > 0 && !st->read_only && !keep_wal)
 		st->all[0]->c->drv->checkpoint(st->all[0]->c);
+	for (unsigned i = 0; keep_wal && i < st->count; i++)
+		st->all[i]->c->drv->keep_wal(st->all[i]->c);
+	if (keep_wal && st->writer)
+		st->writer->c->drv->keep_wal(st->writer->c);
 	for (unsigned i = 0; i < st->count; i++)
 		db_close(st->all[i]);
 	if (st->writer)
@@ -949,6 +993,7 @@ void srv_store_close(srv_store *st)
 	free(st->all);
 	free(st->file.path);
 	free(st->wal.path);
+	free(st->shm.path);
 	pthread_mutex_destroy(&st->pricing->lock);
 	free(st->pricing);
 	pthread_mutex_destroy(&st->lock);

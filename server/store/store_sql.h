@@ -150,6 +150,10 @@ struct srv__sql_driver {
 	/* The file beside the database that commits go to first, as the
 	 * engine names it (SQLite's WAL).  May be NULL: there is none. */
 	const char *(*wal_path)(srv__conn *c);
+	/* Where wal_path is not NULL: c's close neither copies the WAL into
+	 * the database nor removes it, so that the next open reads all of it
+	 * again (its index, the -shm file beside it, is lost). */
+	void (*keep_wal)(srv__conn *c);
 	/* Before a connection is handed out: one whose link to the database
 	 * was lost is made again (0), or still cannot be (-1). */
 	int (*revive)(srv__conn *c);

@@ -533,6 +533,11 @@ static const char *sq_wal_path(srv__conn *c)
 	return sqlite3_filename_wal(sqlite3_db_filename(handle(c), "main"));
 }
 
+static void sq_keep_wal(srv__conn *c)
+{
+	sqlite3_db_config(handle(c), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+}
+
 static int sq_revive(srv__conn *c)
 {
 	(void)c;
@@ -579,6 +584,7 @@ static const struct srv__sql_driver sqlite_driver = {
 	.migrate_check = sq_migrate_check,
 	.checkpoint = sq_checkpoint,
 	.wal_path = sq_wal_path,
+	.keep_wal = sq_keep_wal,
 	.revive = sq_revive,
 	.migrations = srv_embedded,
 	.migration_count = &srv_embedded_count,

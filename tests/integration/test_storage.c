@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <sqlite3.h>
 
 #include "harness.h"
 
@@ -269,6 +270,7 @@ static int lines_logged(const char *prefix)
 
 static const char gone_line[] = "database file deleted, moved or replaced";
 static const char wal_gone_line[] = "database WAL file deleted, moved or replaced";
+static const char shm_gone_line[] = "database -shm file (the WAL's index) deleted";
 
 /* Renames the database and its -wal and -shm files from the name `from`
  * to `to` (each "" for the database's own path). */
@@ -515,4 +517,65 @@ Test(storage, a_deleted_wal_is_copied_into_the_database_and_spends_refused)
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
 	dpg_server_restart(&srv);
 	expect_ledger_after_restart("wal", early == 201);
+}
+
+/* What SQLite's own check finds in the database file at path: nothing. */
+static void expect_intact(const char *path)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+
+	cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &s, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+	cr_assert_str_eq((const char *)sqlite3_column_text(s, 0), "ok");
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+}
+
+/*
+ * The WAL's index (-shm) alone deleted under the server.  Another process
+ * opening the database then makes an index of its own, and the two write
+ * frames into the one WAL each where its own index says it ends, over each
+ * other's.  The index is checked with the WAL, at most once a second, so a
+ * charge right after the deletion may still be answered 201; a second
+ * later every spend is refused (503) and so is /healthz, with one line
+ * logged.  Another process's write made meanwhile, its connection still
+ * open, is kept through the server's stop: a checkpoint through the
+ * server's index would empty the WAL under it, so the stop leaves the WAL
+ * whole.  A server started again sees the charge and the reservation made
+ * before, the charge answered 201 if it was, and the other write.
+ */
+Test(storage, a_deleted_wal_index_refuses_spends_and_keeps_other_writes)
+{
+	char rid[96], shm[400];
+	sqlite3 *other = NULL;
+	long early;
+	dpg_resp r;
+	json_t *j;
+
+	dpg_skip_on_pg("deletes the SQLite -shm file (a PostgreSQL database has none)");
+	spend_on_intact_file("shm", rid, sizeof(rid));
+	snprintf(shm, sizeof(shm), "%s-shm", srv.db);
+	cr_assert_eq(unlink(shm), 0);
+	r = post_keyed("/v1/datasets/shm/charges", charge_half, "shm-0");
+	early = r.status;
+	cr_assert(early == 201 || early == 503, "%ld %s", early, r.body);
+	dpg_resp_free(&r);
+	usleep(1100000);
+	expect_spends_refused_logging("shm", rid, "shm-1", shm_gone_line, 1 + (early == 201));
+	cr_assert_eq(lines_logged(gone_line), 0, "log %s", srv.log);
+	cr_assert_eq(lines_logged(wal_gone_line), 0, "log %s", srv.log);
+	cr_assert_eq(sqlite3_open(srv.db, &other), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET name = 'renamed elsewhere' "
+					 "WHERE id = 'shm'", NULL, NULL, NULL),
+		     SQLITE_OK, "%s", sqlite3_errmsg(other));
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	cr_assert_eq(sqlite3_close(other), SQLITE_OK);
+	expect_intact(srv.db);
+	dpg_server_restart(&srv);
+	expect_ledger_after_restart("shm", early == 201);
+	j = dpg_get_json(&srv, srv.admin_key, "/v1/datasets/shm");
+	cr_assert_str_eq(json_string_value(json_object_get(j, "name")), "renamed elsewhere");
+	json_decref(j);
 }
