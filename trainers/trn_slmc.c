@@ -30,6 +30,16 @@
  */
 #define TRN_SLMC_MIN_MAX_NORM (1.0 + 0x1p-20)
 
+/*
+ * The least lambda: the error bound of the local solve (solve_error_bound)
+ * rests on a rounding model without underflow, and with subnormal terms
+ * 2 lambda s_i a_i a_i^T the eigensolver's reflectors stop being
+ * orthogonal (one extra row then moved an upload by 0.4 at lambda 1e-320).
+ * At 1e-100, 2 lambda s_i >= 2e-298 even for s_i = C^(1-m) at C = 100 and
+ * m = 100: ten decades above the underflow threshold (docs/slmc.md, Sec. 4).
+ */
+#define TRN_SLMC_MIN_LAMBDA 1e-100
+
 void trn_slmc_params_default(trn_slmc_params *p)
 {
 	static const trn_slmc_params defaults = {
@@ -50,6 +60,10 @@ static int params_check_model(const trn_slmc_params *p, acct_error *err)
 	    trn__check_positive(p->lambda, TRN_SLMC_MAX_REAL, "/params/lambda", err) < 0 ||
 	    trn__check_positive(p->rho, TRN_SLMC_MAX_REAL, "/params/rho", err) < 0)
 		return ACCT_EINVAL;
+	if (p->lambda < TRN_SLMC_MIN_LAMBDA)
+		return acct_error_set(err, ACCT_EINVAL, "/params/lambda",
+				      "lambda must be at least %g: below it the local solve "
+				      "underflows", TRN_SLMC_MIN_LAMBDA);
 	if (!isfinite(p->fuzzifier) || !(p->fuzzifier > 1.0) ||
 	    p->fuzzifier > TRN_SLMC_MAX_FUZZIFIER)
 		return acct_error_set(err, ACCT_EINVAL, "/params/fuzzifier",
@@ -96,6 +110,22 @@ int trn_slmc_params_validate(const trn_slmc_params *p, acct_error *err)
 	return 0;
 }
 
+/*
+ * A bound on ||computed upload - exact upload||_F from the rounding that
+ * does not scale with lambda: the Cholesky solve's normwise backward error
+ * d1 (3 d1 + 1) u ||H|| (Higham, Accuracy and Stability of Numerical
+ * Algorithms, 2nd ed., Thm 10.4 with || |R^T| |R| || <= d1 ||H||) turned
+ * into a forward error by ||H^-1|| <= 1/rho (Thm 7.2), with ||theta|| <= B
+ * and the lambda-free part 1 + 1/rho of ||H|| / rho (docs/slmc.md, Sec. 4).
+ */
+static double solve_error_bound(const trn_slmc_params *p)
+{
+	double d1 = (double)p->features + 1.0;
+
+	return TRN_SLMC_SOLVE_ERR_UNITS * d1 * (3.0 * d1 + 1.0) * 0x1p-53 * p->max_norm *
+	       (1.0 + 1.0 / p->rho);
+}
+
 double trn_slmc_sensitivity(const trn_slmc_params *p)
 {
 	double add_remove;
@@ -107,7 +137,10 @@ double trn_slmc_sensitivity(const trn_slmc_params *p)
 	 * 2 lambda sqrt(3) (sqrt(3) B + 1); rho-strong convexity turns it into
 	 * a bound on the move of the constrained minimiser. */
 	add_remove = 2.0 * sqrt(3.0) * p->lambda * (sqrt(3.0) * p->max_norm + 1.0) / p->rho;
-	add_remove *= 1.0 + TRN_SLMC_SOLVE_SLACK;
+	/* Two computed uploads may each miss the exact one by the solve's
+	 * absolute error; when lambda / rho is tiny that error, relative to
+	 * ||theta|| <= B, exceeds the relative slack and Delta itself. */
+	add_remove += fmax(TRN_SLMC_SOLVE_SLACK * add_remove, 2.0 * solve_error_bound(p));
 	return p->neighbor == ACCT_REPLACE ? 2.0 * add_remove : add_remove;
 }
 

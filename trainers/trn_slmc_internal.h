@@ -10,12 +10,21 @@
 #include "trn.h"
 
 /*
- * Relative slack on Delta for the floating-point error of the local solve
- * (Cholesky or eigendecomposition of a matrix whose condition number is at
- * most 1 + (6 lambda n + 1) / rho): far above its relative error at every
- * size the limits allow, far below anything that changes the noise.
+ * Relative slack on Delta for the part of the local solve's floating-point
+ * error that scales with lambda / rho, as Delta does: the data's share
+ * 6 lambda n / rho of the condition number of H (docs/slmc.md, Sec. 4).
  */
 #define TRN_SLMC_SOLVE_SLACK 0x1p-20
+
+/*
+ * The rest of the solve's error is relative to ||theta|| <= B, not to
+ * Delta, and does not shrink with lambda: at most
+ * TRN_SLMC_SOLVE_ERR_UNITS d1 (3 d1 + 1) u B (1 + 1/rho) per upload
+ * (u = 2^-53; Higham 2002, Thm 10.4 and Thm 7.2, docs/slmc.md, Sec. 4).
+ * The factor 8 covers the second solve of the balance constraint, the
+ * forming of R, the eigendecomposition path and the bisection's 1e-15.
+ */
+#define TRN_SLMC_SOLVE_ERR_UNITS 8.0
 
 /*
  * FCM memberships of one row in the label space (Bezdek 1981, eq. 11.3a,

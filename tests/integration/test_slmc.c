@@ -590,6 +590,8 @@ Test(slmc, bad_params_are_refused_and_nothing_is_charged)
 	expect_refused("\"fuzzifier\":0.5", "", 400, "/params/fuzzifier");
 	expect_refused("\"iterations\":0", "", 400, "/params/iterations");
 	expect_refused("\"rho\":0", "", 400, "/params/rho");
+	/* Below lambda's floor the local solve underflows (docs/slmc.md, Sec. 4). */
+	expect_refused("\"lambda\":1e-101", "", 400, "/params/lambda");
 	expect_refused("\"max_norm\":1", "", 400, "/params/max_norm");
 	expect_refused("\"party_column\":\"city\"", "", 400, "/params/party_column");
 	expect_refused("", "parties", 400, "/params/parties");

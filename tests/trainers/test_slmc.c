@@ -821,6 +821,63 @@ Test(sensitivity, realised_change_of_an_upload_never_exceeds_delta)
 	mech_rng_free(rng);
 }
 
+/*
+ * The smallest lambda / rho the parameter checks accept: rho at its cap
+ * and lambda from 1e-8 down to its floor 1e-100.  There Theorem 1's move
+ * is below the rounding unit of theta's entries, so what separates two
+ * neighbours' computed uploads is the solve's rounding, relative to
+ * ||theta|| and not to Delta: the realised change must still stay within
+ * Delta.  Below the floor lambda is refused at /params/lambda (subnormal
+ * terms there moved an upload by 0.4).
+ */
+Test(sensitivity, realised_change_stays_within_delta_at_the_least_lambda_over_rho)
+{
+	static const double lambdas[] = {1e-8, 1e-10, 1e-12, 1e-14, 1e-40, 1e-100};
+	mech_rng *rng = trn_test_seeded(seed_prefix, 21);
+	double worst = 0.0;
+	trn_slmc_params p;
+	acct_error err;
+
+	for (size_t li = 0; li < sizeof(lambdas) / sizeof(lambdas[0]); li++) {
+		for (int trial = 0; trial < 60; trial++) {
+			sens_case sc;
+			size_t n = 1 + (size_t)trn_test_below(rng, 40);
+			double *x, *t0, *t1, delta, moved;
+
+			sens_case_make(&sc, rng);
+			sc.p.lambda = lambdas[li];
+			sc.p.rho = 1e6;
+			cr_assert_eq(trn_slmc_params_validate(&sc.p, NULL), 0);
+			x = malloc((n + 1) * sc.d * sizeof(double));
+			t0 = malloc(sc.len * sizeof(double));
+			t1 = malloc(sc.len * sizeof(double));
+			cr_assert(x && t0 && t1);
+			for (size_t i = 0; i <= n; i++)
+				random_row(rng, sc.d, x + i * sc.d);
+			delta = trn_slmc_sensitivity(&sc.p);
+			upload(&sc, x, n, t0);
+			upload(&sc, x, n + 1, t1);
+			moved = sqrt(dist2(t0, t1, sc.len));
+			cr_assert(moved <= delta, "lambda %g trial %d: moved %.17g > Delta %.17g",
+				  sc.p.lambda, trial, moved, delta);
+			worst = fmax(worst, moved / delta);
+			sens_case_free(&sc);
+			free(x);
+			free(t0);
+			free(t1);
+		}
+	}
+	cr_log_info("least lambda / rho: largest realised / Delta %.3g", worst);
+	mech_rng_free(rng);
+	trn_slmc_params_default(&p);
+	p.lambda = 0.99e-100;
+	acct_error_init(&err);
+	cr_assert_eq(trn_slmc_params_validate(&p, &err), ACCT_EINVAL);
+	cr_assert_str_eq(err.where, "/params/lambda");
+	p.lambda = 0x1p-1074;
+	cr_assert(isnan(trn_slmc_sensitivity(&p)));
+}
+
 Test(sensitivity, delta_is_reached_by_the_extreme_row)
 {
 	/* Every step of Theorem 1 tight at once: a map with omega = 0 and
