@@ -9,6 +9,7 @@
  *    against the known plurality, the data-independent epsilon and the
  *    released data-dependent epsilon are printed, and with strong consensus
  *    the released epsilon must be well below the data-independent one;
+ *  - LNMax: each answer charged its pure epsilon 2 gamma;
  *  - listing: every session reached a page at a time, oldest first.
  */
 #include <math.h>
@@ -140,6 +141,45 @@ Test(pate_session, bad_inputs_charge_nothing)
 	r = dpg_call(&srv, "GET", "/v1/datasets/bad/pate/sessions", srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200);
 	cr_assert_eq(json_array_size(json_object_get(r.json, "sessions")), 2);
+	dpg_resp_free(&r);
+}
+
+/*
+ * LNMax at gamma 0.3 on a basic ledger: each answer is charged its pure
+ * epsilon 2 gamma = 0.6 (one vote moved changes two counts by 1 each, so
+ * the output law moves by at most e^(2 gamma); tests/pate/test_pate_units.c
+ * computes that loss exactly on random neighbours and finds it above 1.5
+ * gamma, so gamma alone would not cover it), with the sampler's scale at
+ * least 1/gamma.  Three answers spend 1.8.
+ */
+Test(pate_session, lnmax_answers_are_charged_two_gamma_each)
+{
+	const double gamma = 0.3;
+	char sid[128], path[256];
+	dpg_budget b;
+	dpg_resp r;
+
+	dpg_make_dataset(&srv, "lap", 10, 1e-5, "basic");
+	make_session("lap", "{\"aggregator\":\"lnmax\",\"num_teachers\":10,\"num_classes\":3,"
+		     "\"gamma\":0.3}", sid, sizeof(sid));
+	snprintf(path, sizeof(path), "/v1/datasets/lap/pate/sessions/%s/queries", sid);
+	r = dpg_call(&srv, "POST", path, srv.admin_key,
+		     Q("{\"votes\":[8,1,1]},{\"votes\":[2,5,3]},{\"votes\":[0,0,10]}"));
+	cr_assert_eq(r.status, 201, "%ld %s", r.status, r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "labels")), 3, "%s", r.body);
+	cr_assert_float_eq(dpg_num(r.json, "event.event.epsilon"), 2 * gamma, 1e-15, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "event.event.delta"), 0.0, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "event.count"), 3, "%s", r.body);
+	dpg_resp_free(&r);
+	b = dpg_budget_of(&srv, "lap");
+	cr_assert_float_eq(b.spent_eps, 3 * (2 * gamma), 1e-12, "spent %.17g", b.spent_eps);
+	cr_assert_eq(b.spent_delta, 0.0);
+	snprintf(path, sizeof(path), "/v1/datasets/lap/pate/sessions/%s", sid);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200);
+	cr_assert_float_eq(dpg_num(r.json, "noise_used.epsilon_per_answer"), 2 * gamma, 1e-15);
+	cr_assert_geq(dpg_num(r.json, "noise_used.laplace_scale"), 1 / gamma);
+	cr_assert_leq(dpg_num(r.json, "noise_used.laplace_scale"), (1 / gamma) * (1 + 1e-9));
 	dpg_resp_free(&r);
 }
 
