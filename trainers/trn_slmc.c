@@ -110,20 +110,37 @@ int trn_slmc_params_validate(const trn_slmc_params *p, acct_error *err)
 	return 0;
 }
 
+double trn__slmc_rounding_units(const trn_slmc_params *p, double n_cap)
+{
+	double d1 = (double)p->features + 1.0;
+	double m = TRN_SLMC_SUM_BLOCK + ceil(n_cap / TRN_SLMC_SUM_BLOCK);
+
+	/* The factorisation (Higham 2002, Thm 10.4, || |R^T| |R| || <= d1 ||H||)
+	 * with its margin; the block sums of H and of R (m each); the scaled
+	 * rows sqrt(2 lambda s) a, whose s sums C powers (2 C + 6); H's
+	 * diagonal (4); R's powers, 2 lambda and rho v (4). */
+	return TRN_SLMC_SOLVE_ERR_UNITS * d1 * (3.0 * d1 + 1.0) + 2.0 * m +
+	       2.0 * p->clusters + 14.0;
+}
+
+double trn__slmc_solve_slack(const trn_slmc_params *p, double n_cap)
+{
+	double slack = 2.0 * n_cap * 0x1p-53 * trn__slmc_rounding_units(p, n_cap);
+
+	return fmax(TRN_SLMC_SOLVE_SLACK, slack);
+}
+
 /*
  * A bound on ||computed upload - exact upload||_F from the rounding that
- * does not scale with lambda: the Cholesky solve's normwise backward error
- * d1 (3 d1 + 1) u ||H|| (Higham, Accuracy and Stability of Numerical
- * Algorithms, 2nd ed., Thm 10.4 with || |R^T| |R| || <= d1 ||H||) turned
- * into a forward error by ||H^-1|| <= 1/rho (Thm 7.2), with ||theta|| <= B
- * and the lambda-free part 1 + 1/rho of ||H|| / rho (docs/slmc.md, Sec. 4).
+ * does not scale with lambda: the part (1 + rho) / rho of ||H|| / rho,
+ * times u W ||theta|| with ||theta|| <= B, and the 2^-40 B by which the
+ * solve lands inside the ball (docs/slmc.md, Sec. 4).
  */
 static double solve_error_bound(const trn_slmc_params *p)
 {
-	double d1 = (double)p->features + 1.0;
+	double w = trn__slmc_rounding_units(p, (double)DPG_MAX_TRAIN_EXAMPLES);
 
-	return TRN_SLMC_SOLVE_ERR_UNITS * d1 * (3.0 * d1 + 1.0) * 0x1p-53 * p->max_norm *
-	       (1.0 + 1.0 / p->rho);
+	return w * 0x1p-53 * p->max_norm * (1.0 + 1.0 / p->rho) + 0x1p-40 * p->max_norm;
 }
 
 double trn_slmc_sensitivity(const trn_slmc_params *p)
@@ -137,10 +154,12 @@ double trn_slmc_sensitivity(const trn_slmc_params *p)
 	 * 2 lambda sqrt(3) (sqrt(3) B + 1); rho-strong convexity turns it into
 	 * a bound on the move of the constrained minimiser. */
 	add_remove = 2.0 * sqrt(3.0) * p->lambda * (sqrt(3.0) * p->max_norm + 1.0) / p->rho;
-	/* Two computed uploads may each miss the exact one by the solve's
-	 * absolute error; when lambda / rho is tiny that error, relative to
-	 * ||theta|| <= B, exceeds the relative slack and Delta itself. */
-	add_remove += fmax(TRN_SLMC_SOLVE_SLACK * add_remove, 2.0 * solve_error_bound(p));
+	/* Two computed uploads may each miss the exact one: by rounding that
+	 * grows with lambda n / rho, bounded at the public row cap (never the
+	 * table's private count), and by rounding relative to ||theta|| <= B,
+	 * which when lambda / rho is tiny exceeds Delta itself. */
+	add_remove += trn__slmc_solve_slack(p, (double)DPG_MAX_TRAIN_EXAMPLES) * add_remove +
+		      2.0 * solve_error_bound(p);
 	return p->neighbor == ACCT_REPLACE ? 2.0 * add_remove : add_remove;
 }
 

@@ -143,8 +143,38 @@ void trn__slmc_ws_free(trn__slmc_ws *ws)
 	free(ws);
 }
 
+/*
+ * The data's sums S^T S into ws->h (upper triangle) and 2 lambda A^T F
+ * added to ws->r, TRN_SLMC_SUM_BLOCK rows at a time: every entry then goes
+ * through at most TRN_SLMC_SUM_BLOCK + ceil(n / TRN_SLMC_SUM_BLOCK)
+ * roundings instead of n, whatever order the BLAS sums in, which is the
+ * count the sensitivity's slack assumes (docs/slmc.md, Sec. 4).  ws->evec
+ * and ws->g are scratch.
+ */
+static void ridge_sums(const double *a, size_t n, double lambda, trn__slmc_ws *ws)
+{
+	size_t d1 = ws->d1, C = ws->C;
+
+	memset(ws->h, 0, d1 * d1 * sizeof(double));
+	for (size_t i0 = 0; i0 < n; i0 += TRN_SLMC_SUM_BLOCK) {
+		size_t rows = n - i0 < TRN_SLMC_SUM_BLOCK ? n - i0 : TRN_SLMC_SUM_BLOCK;
+
+		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d1, (int)rows, 1.0,
+			    ws->scaled + i0 * d1, (int)d1, 0.0, ws->evec, (int)d1);
+		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d1, (int)C, (int)rows,
+			    2.0 * lambda, a + i0 * d1, (int)d1, ws->f + i0 * C, (int)C, 0.0, ws->g,
+			    (int)C);
+		for (size_t j = 0; j < d1; j++)
+			for (size_t l = j; l < d1; l++)
+				ws->h[j * d1 + l] += ws->evec[j * d1 + l];
+		for (size_t j = 0; j < d1 * C; j++)
+			ws->r[j] += ws->g[j];
+	}
+}
+
 /* H and R of the normal equations (trn__slmc_ridge's comment) into ws->h
- * (both triangles) and ws->r; ws->f and ws->scaled are scratch. */
+ * (both triangles) and ws->r; ws->f, ws->scaled, ws->evec and ws->g are
+ * scratch. */
 static void ridge_system(const double *a, const double *u, size_t n, const trn_slmc_params *p,
 			 double reg_w, const double *v, trn__slmc_ws *ws)
 {
@@ -161,17 +191,9 @@ static void ridge_system(const double *a, const double *u, size_t n, const trn_s
 		for (size_t j = 0; j < d1; j++)
 			ws->scaled[i * d1 + j] = c * a[i * d1 + j];
 	}
-	memset(ws->h, 0, d1 * d1 * sizeof(double));
-	memcpy(ws->r, v, d1 * C * sizeof(double));
-	if (n > 0) {
-		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d1, (int)n, 1.0,
-			    ws->scaled, (int)d1, 0.0, ws->h, (int)d1);
-		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d1, (int)C, (int)n,
-			    2.0 * p->lambda, a, (int)d1, ws->f, (int)C, p->rho, ws->r, (int)C);
-	} else {
-		for (size_t j = 0; j < d1 * C; j++)
-			ws->r[j] *= p->rho;
-	}
+	for (size_t j = 0; j < d1 * C; j++)
+		ws->r[j] = p->rho * v[j];
+	ridge_sums(a, n, p->lambda, ws);
 	for (size_t j = 0; j < d1; j++) {
 		for (size_t l = 0; l < j; l++)
 			ws->h[j * d1 + l] = ws->h[l * d1 + j];
@@ -368,8 +390,8 @@ int trn__slmc_ridge(const double *a, const double *u, size_t n, const trn_slmc_p
 	}
 	/* Rounding may leave the norm a few ulps above B; the bound on the
 	 * gradient (Theorem 1) needs ||theta|| <= B however the norm is
-	 * summed, so land a margin of 2^-40 inside (TRN_SLMC_SOLVE_SLACK
-	 * covers the move). */
+	 * summed, so land a margin of 2^-40 inside (the solve's error bound
+	 * in trn_slmc_sensitivity adds 2^-40 B for the move). */
 	if (frobenius(ret_theta, len) > target)
 		trn__slmc_project(ret_theta, bal, target, ws->d1, ws->C);
 	return 0;

@@ -10,21 +10,44 @@
 #include "trn.h"
 
 /*
- * Relative slack on Delta for the part of the local solve's floating-point
- * error that scales with lambda / rho, as Delta does: the data's share
- * 6 lambda n / rho of the condition number of H (docs/slmc.md, Sec. 4).
+ * The least relative slack on Delta for the local solve's rounding; the
+ * worst-case one, trn__slmc_solve_slack, is larger at every row cap the
+ * limits allow (docs/slmc.md, Sec. 4).
  */
 #define TRN_SLMC_SOLVE_SLACK 0x1p-20
 
 /*
- * The rest of the solve's error is relative to ||theta|| <= B, not to
- * Delta, and does not shrink with lambda: at most
- * TRN_SLMC_SOLVE_ERR_UNITS d1 (3 d1 + 1) u B (1 + 1/rho) per upload
- * (u = 2^-53; Higham 2002, Thm 10.4 and Thm 7.2, docs/slmc.md, Sec. 4).
- * The factor 8 covers the second solve of the balance constraint, the
- * forming of R, the eigendecomposition path and the bisection's 1e-15.
+ * The argued margin K on the factorisation's backward error
+ * d1 (3 d1 + 1) u ||H|| (Higham 2002, Thm 10.4): it covers the second
+ * solve of the balance constraint, the eigendecomposition of the ball path
+ * and the bisection's 1e-15 in mu, whose constants are not proven here
+ * (docs/slmc.md, Sec. 4).
  */
 #define TRN_SLMC_SOLVE_ERR_UNITS 8.0
+
+/*
+ * Rows per block when H and R sum the data (trn_slmc_admm.c): an entry of
+ * either then carries at most TRN_SLMC_SUM_BLOCK + ceil(n_cap /
+ * TRN_SLMC_SUM_BLOCK) roundings, not n_cap.
+ */
+#define TRN_SLMC_SUM_BLOCK 4096
+
+/*
+ * W, the rounding units of one upload per unit of ||H|| ||theta|| / rho,
+ * for learners of at most n_cap rows: K d1 (3 d1 + 1) + 2 m + 2 C + 14
+ * with m = TRN_SLMC_SUM_BLOCK + ceil(n_cap / TRN_SLMC_SUM_BLOCK), d1 = D + 1
+ * (docs/slmc.md, Sec. 4).
+ */
+double trn__slmc_rounding_units(const trn_slmc_params *p, double n_cap);
+
+/*
+ * The relative slack on Delta_ar for the rounding that scales with
+ * lambda n / rho, for tables of at most n_cap rows (a public cap, never a
+ * table's count): max(2^-20, 2 n_cap u W), u = 2^-53, both uploads of a
+ * neighbouring pair counted.  trn_slmc_sensitivity uses n_cap =
+ * DPG_MAX_TRAIN_EXAMPLES.
+ */
+double trn__slmc_solve_slack(const trn_slmc_params *p, double n_cap);
 
 /*
  * FCM memberships of one row in the label space (Bezdek 1981, eq. 11.3a,

@@ -178,11 +178,22 @@ static dpg_resp submit_slmc(const char *dataset, const char *over, const char *o
 	return dpg_call(&srv, "POST", path, srv.admin_key, body);
 }
 
-/* Theorem 1 of docs/slmc.md: Delta for add/remove neighbours, with the
- * documented 1 + 2^-20 for the solve's rounding. */
+/*
+ * Theorem 1 of docs/slmc.md with its Sec. 4 "Rounding", for add/remove
+ * neighbours at the test's 60 features and 3 clusters: Delta_ar (1 + s)
+ * + 2 E, where the row cap N = 10^7 gives m = 4096 + ceil(N / 4096),
+ * W = 8 d1 (3 d1 + 1) + 2 m + 2 C + 14, s = 2 N u W, and
+ * E = u W B (1 + 1/rho) + 2^-40 B.
+ */
 static double delta_add_remove(double lambda, double rho, double b)
 {
-	return 2 * sqrt(3.0) * lambda * (sqrt(3.0) * b + 1) / rho * (1 + ldexp(1.0, -20));
+	double u = ldexp(1.0, -53), n_cap = 1e7, d1 = 61.0, c = 3.0;
+	double m = 4096.0 + ceil(n_cap / 4096.0);
+	double w = 8.0 * d1 * (3.0 * d1 + 1.0) + 2.0 * m + 2.0 * c + 14.0;
+	double d_ar = 2 * sqrt(3.0) * lambda * (sqrt(3.0) * b + 1) / rho;
+
+	return d_ar * (1.0 + 2.0 * n_cap * u * w) +
+	       2.0 * (u * w * b * (1.0 + 1.0 / rho) + ldexp(b, -40));
 }
 
 /* The improved conversion's epsilon at order alpha = 1 + e^t. */

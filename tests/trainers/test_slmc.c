@@ -921,6 +921,150 @@ Test(sensitivity, delta_is_reached_by_the_extreme_row)
 	trn__slmc_ws_free(ws);
 }
 
+/*
+ * docs/slmc.md, Sec. 4 "Rounding", written out again: the rounding units
+ * W = 8 d1 (3 d1 + 1) + 2 m + 2 C + 14 of one upload, m = 4096 +
+ * ceil(n_cap / 4096), for learners of at most n_cap rows.
+ */
+static double doc_units(double D, double C, double n_cap)
+{
+	double d1 = D + 1.0, m = 4096.0 + ceil(n_cap / 4096.0);
+
+	return 8.0 * d1 * (3.0 * d1 + 1.0) + 2.0 * m + 2.0 * C + 14.0;
+}
+
+static double doc_delta_ar(const trn_slmc_params *p)
+{
+	return 2.0 * sqrt(3.0) * p->lambda * (sqrt(3.0) * p->max_norm + 1.0) / p->rho;
+}
+
+/* The documented charged Delta (add_remove) at the row cap N = 10^7:
+ * Delta_ar (1 + max(2^-20, 2 N u W)) + 2 (u W B (1 + 1/rho) + 2^-40 B). */
+static double doc_delta(const trn_slmc_params *p)
+{
+	double u = ldexp(1.0, -53), n_cap = 1e7;
+	double w = doc_units(p->features, p->clusters, n_cap);
+	double slack = fmax(ldexp(1.0, -20), 2.0 * n_cap * u * w);
+
+	return doc_delta_ar(p) * (1.0 + slack) +
+	       2.0 * (u * w * p->max_norm * (1.0 + 1.0 / p->rho) + ldexp(p->max_norm, -40));
+}
+
+/*
+ * Delta charges the worst case of the solve's rounding at the public row
+ * cap DPG_MAX_TRAIN_EXAMPLES, not at a table's count: the documented
+ * formula at the defaults, at the most features, at the least lambda /
+ * rho and under replace, and the documented costs (0.22 % at the defaults,
+ * 89 % at D = 4096).
+ */
+Test(sensitivity, delta_charges_the_worst_case_rounding_at_the_row_cap)
+{
+	trn_slmc_params p;
+	double want, cost;
+
+	trn_slmc_params_default(&p);
+	want = doc_delta(&p);
+	cr_assert_float_eq(trn_slmc_sensitivity(&p), want, 1e-14 * want);
+	cost = want / doc_delta_ar(&p) - 1.0;
+	cr_assert(cost > 2.18e-3 && cost < 2.19e-3, "cost at the defaults %.6g", cost);
+	p.neighbor = ACCT_REPLACE;
+	cr_assert_float_eq(trn_slmc_sensitivity(&p), 2.0 * want, 2e-14 * want);
+	p.neighbor = ACCT_ADD_REMOVE;
+	p.features = 4096;
+	want = doc_delta(&p);
+	cr_assert_float_eq(trn_slmc_sensitivity(&p), want, 1e-14 * want);
+	cost = want / doc_delta_ar(&p) - 1.0;
+	cr_assert(cost > 0.894 && cost < 0.895, "cost at D = 4096 %.6g", cost);
+	p.features = 1;
+	p.clusters = 100;
+	p.lambda = 1e-12;
+	p.rho = 1e6;
+	want = doc_delta(&p);
+	cr_assert_float_eq(trn_slmc_sensitivity(&p), want, 1e-14 * want);
+}
+
+/* The relative slack grows with the row cap as documented: max(2^-20,
+ * 2 N u W(N)), the floor only for caps far below the limits'. */
+Test(sensitivity, slack_grows_with_the_row_cap_as_documented)
+{
+	static const double caps[] = {1, 1e3, 35000, 1e5, 1e6, 1e7};
+	trn_slmc_params p;
+	double last = 0.0;
+
+	trn_slmc_params_default(&p);
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		double got = trn__slmc_solve_slack(&p, caps[i]);
+		double want = fmax(ldexp(1.0, -20),
+				   2.0 * caps[i] * ldexp(1.0, -53) * doc_units(200, 3, caps[i]));
+
+		cr_assert_float_eq(got, want, 1e-14 * want, "cap %g: %.17g, want %.17g", caps[i],
+				   got, want);
+		cr_assert(got >= last, "cap %g: slack fell", caps[i]);
+		last = got;
+	}
+	cr_assert_eq(trn__slmc_solve_slack(&p, 1), ldexp(1.0, -20));
+	/* Past the floor it is linear in the cap, up to W's slow growth. */
+	cr_assert_float_eq(trn__slmc_solve_slack(&p, 1e7) / trn__slmc_solve_slack(&p, 1e6),
+			   10.0 * doc_units(200, 3, 1e7) / doc_units(200, 3, 1e6), 1e-12);
+}
+
+/*
+ * A learner of 40,000 rows at D = 200, past the 35,000 rows below which
+ * the old relative slack alone covered the worst case: one extra row
+ * moves the computed upload by at most Delta, and the same rows summed in
+ * the reverse order (an exact change of 0: rounding alone) move it by at
+ * most twice the documented error bound of one upload at n rows,
+ * n u W(n) Delta_ar + u W(n) B (1 + 1/rho) + 2^-40 B.
+ */
+Test(sensitivity, realised_change_stays_within_delta_past_35000_rows)
+{
+	enum { N_ROWS = 40000, D_IN = 2 };
+	mech_rng *rng = trn_test_seeded(seed_prefix, 23);
+	double *x = malloc((N_ROWS + 1) * D_IN * sizeof(double)), *xr, *t0, *t1, *t2;
+	double u = ldexp(1.0, -53), w, bound, delta, moved, reordered;
+	sens_case sc = {.d = D_IN, .reg_w = 0.5};
+
+	trn_slmc_params_default(&sc.p);
+	sc.d1 = sc.p.features + 1;
+	sc.len = sc.d1 * sc.p.clusters;
+	cr_assert_eq(trn_rff_new(D_IN, sc.p.features, sc.p.gamma, rng, &sc.rff, NULL), 0);
+	sc.z = malloc(sc.len * sizeof(double));
+	sc.v = malloc(sc.len * sizeof(double));
+	xr = malloc(N_ROWS * D_IN * sizeof(double));
+	t0 = malloc(sc.len * sizeof(double));
+	t1 = malloc(sc.len * sizeof(double));
+	t2 = malloc(sc.len * sizeof(double));
+	cr_assert(x && xr && sc.z && sc.v && t0 && t1 && t2);
+	for (size_t j = 0; j < sc.len; j++) {
+		sc.z[j] = 0.3 * trn_test_normal(rng);
+		sc.v[j] = 0.3 * trn_test_normal(rng);
+	}
+	for (size_t i = 0; i <= N_ROWS; i++)
+		random_row(rng, D_IN, x + i * D_IN);
+	for (size_t i = 0; i < N_ROWS; i++)
+		memcpy(xr + i * D_IN, x + (N_ROWS - 1 - i) * D_IN, D_IN * sizeof(double));
+	upload(&sc, x, N_ROWS, t0);
+	upload(&sc, x, N_ROWS + 1, t1);
+	upload(&sc, xr, N_ROWS, t2);
+	delta = trn_slmc_sensitivity(&sc.p);
+	moved = sqrt(dist2(t0, t1, sc.len));
+	reordered = sqrt(dist2(t0, t2, sc.len));
+	w = doc_units(sc.p.features, sc.p.clusters, N_ROWS);
+	bound = 2.0 * (N_ROWS * u * w * doc_delta_ar(&sc.p) +
+		       u * w * sc.p.max_norm * (1.0 + 1.0 / sc.p.rho) + ldexp(sc.p.max_norm, -40));
+	cr_log_info("40,000 rows: extra row %.3g of Delta; reordered %.3g of its bound (%.3g)",
+		    moved / delta, reordered / bound, reordered);
+	cr_assert(moved <= delta, "moved %.17g > Delta %.17g", moved, delta);
+	cr_assert(reordered <= bound, "reordered %.17g > bound %.17g", reordered, bound);
+	sens_case_free(&sc);
+	free(x);
+	free(xr);
+	free(t0);
+	free(t1);
+	free(t2);
+	mech_rng_free(rng);
+}
+
 /* ---- event, calibration, parameters ---------------------------------------- */
 
 Test(event, is_k_gaussians_priced_as_the_zcdp_closed_form)
