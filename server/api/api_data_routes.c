@@ -64,6 +64,7 @@ static void put_builtin(srv_request *req, srv_response *res, const srv_dataset *
 	const char *builtin = NULL;
 	char path[512], *old_table = NULL;
 	int64_t rows = 0;
+	int rc;
 
 	if (!parse_builtin(req, res, &body, &builtin))
 		return;
@@ -76,11 +77,14 @@ static void put_builtin(srv_request *req, srv_response *res, const srv_dataset *
 	}
 	/* A hosted table this link replaces is removed after the commit
 	 * (srv_data_put_csv's order). */
-	if (srv__data_link_builtin(req->db, ds->id, builtin, TRN_FASHION_MNIST_DIR, rows,
-				   req->who->key_id, &old_table) != SRV_OK) {
+	rc = srv__data_link_builtin(req->db, ds->id, builtin, TRN_FASHION_MNIST_DIR, rows,
+				   req->who->key_id, &old_table);
+	if (rc == SRV_CONFLICT)
+		srv__reply_data_in_use(res);
+	else if (rc != SRV_OK)
 		srv_problem(res, 503, NULL, "cannot record the data link", NULL, NULL);
+	if (rc != SRV_OK)
 		goto out;
-	}
 	srv__table_file_drop(req->ctx->tables, req->ctx->data_dir, old_table, ds->id);
 	free(old_table);
 	srv_json_reply(res, 200, json_pack("{s:s, s:s, s:s, s:I, s:s, s:s}", "dataset", ds->id, "kind",

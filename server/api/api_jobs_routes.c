@@ -117,6 +117,7 @@ struct submit_req {
 	const char *note;
 	bool dry_run;
 	double ledger_delta;
+	char *data_link;          /* the link's version the checks read (malloc'ed) */
 };
 
 static bool is_ensemble(const struct submit_req *sr)
@@ -446,7 +447,8 @@ static int check_declared_table(const json_t *columns, const srv_data_link *link
 }
 
 /* The linked data's row count, with the label and shape checks a hosted
- * table needs; false when it answered. */
+ * table needs, and the version of the link they read (sr->data_link: the
+ * job runs on that version only); false when it answered. */
 static bool check_data(srv_request *req, srv_response *res, const srv_dataset *ds,
 		       struct submit_req *sr, int64_t *ret_n_train)
 {
@@ -462,7 +464,7 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 		srv_problem_from_error(res, &err);
 		return false;
 	}
-	if (srv__data_link_get(req->db, ds->id, &link) != SRV_OK) {
+	if (srv__data_link_get_version(req->db, ds->id, &link, &sr->data_link) != SRV_OK) {
 		srv_problem(res, 409, NULL,
 			    "no data is linked to this dataset (PUT /v1/datasets/{id}/data first)",
 			    NULL, NULL);
@@ -496,6 +498,8 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 		rc = trn_dpsgd_check_shape(&sr->p, features, classes, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
+		free(sr->data_link);
+		sr->data_link = NULL;
 		return false;
 	}
 	return true;
@@ -668,7 +672,8 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 					       .trainer = sr.trainer,
 					       .n_train = n_train,
 					       .actor = req->who->key_id,
-					       .note = sr.note},
+					       .note = sr.note,
+					       .data_link = sr.data_link},
 				       .event = ev,
 				       .cost = &cost};
 
@@ -696,6 +701,7 @@ int srv_h_job_submit(srv_request *req, srv_response *res)
 		free(event_text);
 	}
 	acct_event_free(ev);
+	free(sr.data_link);
 	return 0;
 }
 

@@ -1009,6 +1009,15 @@ static int table_bytes_place(srv_request *req, const char *name, char *path, siz
 	return write_table_file(dir, path, req->raw_body, req->raw_len, st, ret_made);
 }
 
+void srv__reply_data_in_use(srv_response *res)
+{
+	srv_problem(res, 409, NULL,
+		    "a job of this dataset is running and may not have read its data yet: the "
+		    "data cannot change under it; wait for the job to end or cancel it, then "
+		    "upload again (nothing was changed)",
+		    NULL, NULL);
+}
+
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 {
 	struct csv_upload up;
@@ -1062,7 +1071,10 @@ int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds)
 		 * removes it if the link is not there. */
 		if (rc == SRV_COMMIT_FAILED)
 			file_made = false;
-		goto io_error;
+		if (rc != SRV_CONFLICT)
+			goto io_error;
+		srv__reply_data_in_use(res);
+		goto out;
 	}
 	file_made = false;
 	/* Readers that still hold the old path find no file and read the link

@@ -66,10 +66,16 @@ srv_route_fn srv_h_table_query;
  * replacing any earlier link, and after the commit removes the file the
  * earlier link named.  Readers never see a path with another upload's
  * schema.  Answers 200 with the metadata (never rows), 400 with the field
- * (nothing stored), or 503 (nothing changed; a file already written is
- * removed).  Always returns 0 (the answer is in *res).
+ * (nothing stored), 409 while a job of the dataset runs
+ * (srv__reply_data_in_use) or 503 (nothing changed; a file already
+ * written is removed).  Always returns 0 (the answer is in *res).
  */
 int srv_data_put_csv(srv_request *req, srv_response *res, const srv_dataset *ds);
+
+/* The 409 of a data link that cannot change while a job of its dataset
+ * runs: the job may not have read it yet (srv__data_link_hold).  Nothing
+ * was changed. */
+void srv__reply_data_in_use(srv_response *res);
 
 
 

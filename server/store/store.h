@@ -633,6 +633,10 @@ typedef struct srv_job_new {
 	const char *reservation_id;
 	const char *actor;
 	const char *note;
+	/* The version of the data link the submission's checks read
+	 * (srv__data_link_get_version), or NULL: the job starts only while
+	 * the link still has it (srv__job_claim). */
+	const char *data_link;
 } srv_job_new;
 
 /* What GET .../data shows of a dataset's data link. */
@@ -661,7 +665,10 @@ int srv__job_insert(srv_db *db, const srv_job_new *job);
  * PostgreSQL SELECT ... FOR UPDATE SKIP LOCKED), moved to running with
  * its lease until `lease_until` (Unix seconds).  SRV_OK with its id in
  * ret_id; SRV_CONFLICT with its id when its dataset was archived (it
- * stays queued, to be cancelled); SRV_NOT_FOUND when there is none.
+ * stays queued, to be cancelled), or when its data link no longer has the
+ * version its submission checked (the job is then cancelled here, its
+ * reservation released, before this returns); SRV_NOT_FOUND when there
+ * is none.
  */
 int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t lease_until,
 		   const char *now, char ret_id[SRV_JOB_ID_BYTES]);
@@ -745,8 +752,18 @@ int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char *
 /* Reads a data link; SRV_NOT_FOUND when there is none.  On SRV_OK the
  * caller frees ret->columns. */
 int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret);
+/*
+ * As srv__data_link_get, with the link's version read in the same
+ * statement into *ret_version (malloc'ed; the caller frees it): the time
+ * it was written and the table it names (a name no other upload uses) or
+ * the builtin's directory.  Every write of a link gives it a new version.
+ */
+int srv__data_link_get_version(srv_db *db, const char *dataset_id, srv_data_link *ret,
+			       char **ret_version);
 /* Links builtin data in one transaction; a hosted table file it replaces
- * goes to *ret_old_table for the caller to drop after the commit. */
+ * goes to *ret_old_table for the caller to drop after the commit.
+ * SRV_CONFLICT, nothing changed, while a job of the dataset runs
+ * (srv__data_link_hold). */
 int srv__data_link_builtin(srv_db *db, const char *dataset_id, const char *builtin,
 			   const char *dir, int64_t rows, const char *actor, char **ret_old_table);
 
@@ -844,8 +861,9 @@ struct srv_table_blob {
  * the file their own commit replaced.  With blob NULL the table is already
  * durable at `path`; otherwise (a shared database: srv_db_shared) the
  * bytes are written in the same transaction under the name `path`, so
- * that no server sees the link without them.  SRV_OK, SRV_DB_ERROR or
- * SRV_COMMIT_FAILED.
+ * that no server sees the link without them.  SRV_OK, SRV_DB_ERROR,
+ * SRV_COMMIT_FAILED, or SRV_CONFLICT, nothing changed, while a job of the
+ * dataset runs (it may not have read its table yet).
  */
 int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path, int64_t rows,
 			   const char *columns, int64_t bytes, bool rows_public, bool schema_declared,

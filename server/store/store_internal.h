@@ -152,4 +152,14 @@ int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n
  */
 int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret);
 
+/*
+ * Inside the caller's write transaction, before a dataset's data link is
+ * replaced: takes the lock that a job's claim takes before it checks the
+ * link (srv__job_claim), so that the two are ordered, and refuses while a
+ * job of the dataset runs.  A running job may not have read its data yet
+ * (it reads after the claim commits), so the link must not change under
+ * it.  SRV_OK, SRV_CONFLICT (a job runs) or SRV_DB_ERROR.
+ */
+int srv__data_link_hold(srv_db *db, const char *dataset_id);
+
 #endif

@@ -251,21 +251,54 @@ int srv__job_insert(srv_db *db, const srv_job_new *job)
 	char now[32], n_text[32];
 	const char *args[] = {job->id, job->dataset_id, job->params_text, job->event_text,
 			      n_text, job->reservation_id, job->actor, job->note, now,
-			      job->trainer ? job->trainer : "dpsgd"};
+			      job->trainer ? job->trainer : "dpsgd", job->data_link};
 
 	srv_now_text(now);
 	snprintf(n_text, sizeof(n_text), "%lld", (long long)job->n_train);
+	/* The version is the one the checks read, not the link's now: a link
+	 * replaced between the checks and this insert leaves the job pinned
+	 * to the old version, and it never starts (srv__job_claim). */
 	return exec_text(db,
 			 "INSERT INTO jobs (id, dataset_id, trainer, params, event, n_train,"
-			 " reservation_id, state, actor, note, created_at)"
-			 " VALUES (?1, ?2, ?10, ?3, ?4, CAST(?5 AS INTEGER), ?6, 'queued', ?7, ?8, ?9)",
-			 10, args);
+			 " reservation_id, state, actor, note, created_at, data_link)"
+			 " VALUES (?1, ?2, ?10, ?3, ?4, CAST(?5 AS INTEGER), ?6, 'queued', ?7, ?8,"
+			 " ?9, ?11)",
+			 11, args);
+}
+
+/* A data link's version (srv__data_link_get_version), over dataset_data's
+ * columns. */
+#define LINK_VERSION_SQL "created_at || ' ' || coalesce(path, '')"
+
+/* The name of the lock an upload and a claim take on a dataset's link. */
+static void link_lock_name(const char *dataset_id, char name[DPG_MAX_ID_BYTES + 16])
+{
+	snprintf(name, DPG_MAX_ID_BYTES + 16, "data link %s", dataset_id);
+}
+
+int srv__data_link_hold(srv_db *db, const char *dataset_id)
+{
+	char name[DPG_MAX_ID_BYTES + 16];
+	srv__stmt *s;
+	int rc;
+
+	link_lock_name(dataset_id, name);
+	if (srv__lock_named(db, name) != SRV_OK)
+		return SRV_DB_ERROR;
+	s = srv__prepare(db, "SELECT 1 FROM jobs WHERE dataset_id = ?1 AND state = 'running'"
+			     " LIMIT 1", dataset_id);
+	rc = srv__first_row(s);
+	srv__sql_finalize(s);
+	if (rc == SRV_OK)
+		return SRV_CONFLICT;
+	return rc == SRV_NOT_FOUND ? SRV_OK : SRV_DB_ERROR;
 }
 
 /* The oldest queued job (or `want_id` when it is queued) into ret_id, its
  * row locked until the transaction ends; SRV_NOT_FOUND when there is none
  * that no other transaction holds. */
-static int pick_queued(srv_db *db, const char *want_id, char ret_id[SRV_JOB_ID_BYTES])
+static int pick_queued(srv_db *db, const char *want_id, char ret_id[SRV_JOB_ID_BYTES],
+		       char ret_dataset[DPG_MAX_ID_BYTES + 1])
 {
 	char sql[256];
 	srv__stmt *s;
@@ -274,46 +307,97 @@ static int pick_queued(srv_db *db, const char *want_id, char ret_id[SRV_JOB_ID_B
 	/* SKIP LOCKED: a row another server is claiming is passed over, so two
 	 * servers never take one job and neither waits for the other. */
 	snprintf(sql, sizeof(sql),
-		 "SELECT id FROM jobs WHERE state = 'queued'%s ORDER BY created_at, id LIMIT 1%s",
+		 "SELECT id, dataset_id FROM jobs WHERE state = 'queued'%s"
+		 " ORDER BY created_at, id LIMIT 1%s",
 		 want_id ? " AND id = ?1" : "", srv__db_conn(db)->drv->skip_locked);
 	s = srv__prepare(db, sql, want_id);
 	rc = srv__first_row(s);
-	if (rc == SRV_OK)
+	if (rc == SRV_OK) {
 		snprintf(ret_id, SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
+		snprintf(ret_dataset, DPG_MAX_ID_BYTES + 1, "%s", col_text(s, 1));
+	}
 	srv__sql_finalize(s);
 	return rc;
+}
+
+/* Whether dataset `id` is archived; false when it cannot be read (the
+ * caller then takes the job's data link as the cause). */
+static bool dataset_archived(srv_db *db, const char *id)
+{
+	srv__stmt *s = srv__prepare(db, "SELECT archived FROM datasets WHERE id = ?1", id);
+	bool archived = srv__first_row(s) == SRV_OK && srv__sql_int64(s, 0) != 0;
+
+	srv__sql_finalize(s);
+	return archived;
+}
+
+/*
+ * Ends a queued job whose data link no longer has the version its
+ * submission checked: cancelled, its reservation released.  It read
+ * nothing, and its error is fixed text: that the job ran or not depends
+ * on the admin's upload alone, never on the rows of either table.
+ */
+static void cancel_replaced(srv_db *db, const char *job_id)
+{
+	srv__job_finish(db, job_id, "queued", "cancelled", true, NULL,
+			"the dataset's data was replaced before the job started; nothing was "
+			"read, and the reservation was released",
+			NULL, "job");
 }
 
 int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t lease_until,
 		   const char *now, char ret_id[SRV_JOB_ID_BYTES])
 {
-	char lease_text[32];
+	char lease_text[32], dataset[DPG_MAX_ID_BYTES + 1], lock[DPG_MAX_ID_BYTES + 16];
 	const char *args[] = {NULL, now, owner, lease_text};
+	bool replaced = false;
 	int rc;
 
 	ret_id[0] = '\0';
 	snprintf(lease_text, sizeof(lease_text), "%lld", (long long)lease_until);
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
-	rc = pick_queued(db, want_id, ret_id);
+	rc = pick_queued(db, want_id, ret_id, dataset);
 	if (rc != SRV_OK)
 		goto out;
 	args[0] = ret_id;
+	/* An upload that holds the link (srv__data_link_hold) commits first,
+	 * and the check below reads its version; one that comes after finds
+	 * this job running and is refused. */
+	link_lock_name(dataset, lock);
+	if (srv__lock_named(db, lock) != SRV_OK) {
+		rc = SRV_DB_ERROR;
+		goto out;
+	}
 	/* A job whose dataset was archived while it queued does not start:
 	 * the archive's ledger row came first, so the job would read the data
-	 * of a dataset that refuses all new work. */
+	 * of a dataset that refuses all new work.  Nor does one whose data
+	 * link was written again since its submission's checks read it: it
+	 * would read a table nothing about the job was checked against (its
+	 * kinds and row count may be private now; a dpsgd job's q = L/N took
+	 * the old count as public).  A job from before versions were recorded
+	 * has none, and does not start either. */
 	rc = exec_text(db,
 		       "UPDATE jobs SET state = 'running', started_at = ?2, owner = ?3,"
 		       " lease_until = CAST(?4 AS BIGINT) WHERE id = ?1 AND state = 'queued'"
 		       " AND NOT EXISTS (SELECT 1 FROM datasets d"
-		       " WHERE d.id = jobs.dataset_id AND d.archived <> 0)",
+		       " WHERE d.id = jobs.dataset_id AND d.archived <> 0)"
+		       " AND data_link = (SELECT " LINK_VERSION_SQL " FROM dataset_data"
+		       " WHERE dataset_data.dataset_id = jobs.dataset_id)",
 		       4, args);
-	if (rc == SRV_NOT_FOUND)
+	if (rc == SRV_NOT_FOUND) {
 		rc = SRV_CONFLICT;
+		replaced = !dataset_archived(db, dataset);
+	}
 	if ((rc == SRV_OK || rc == SRV_CONFLICT) && srv__commit(db) < 0)
 		rc = SRV_DB_ERROR;
 out:
 	srv__rollback(db);
+	/* After the claim's commit, in the job's own end transaction: a user's
+	 * cancel that came between wins (SRV_CONFLICT there), as it would
+	 * against the caller's cancel of an archived dataset's job. */
+	if (rc == SRV_CONFLICT && replaced)
+		cancel_replaced(db, ret_id);
 	return rc;
 }
 
@@ -470,12 +554,14 @@ int srv__data_link_rows(srv_db *db, const char *dataset_id, int64_t *ret, char *
 	return rc;
 }
 
-int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
+/* srv__data_link_get's row, and with ret_version (may be NULL) the
+ * link's version read in the same statement. */
+static int link_read(srv_db *db, const char *dataset_id, srv_data_link *ret, char **ret_version)
 {
 	srv__stmt *s = srv__prepare(db,
 				       "SELECT kind, builtin, rows, columns, bytes, created_at,"
-				       " rows_public, schema_declared FROM dataset_data"
-				       " WHERE dataset_id = ?1",
+				       " rows_public, schema_declared, " LINK_VERSION_SQL
+				       " FROM dataset_data WHERE dataset_id = ?1",
 				       dataset_id);
 	int rc = SRV_NOT_FOUND;
 
@@ -483,6 +569,10 @@ int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
 	if (!s)
 		return SRV_DB_ERROR;
 	if (srv__sql_step(s) == SRV__SQL_ROW) {
+		if (ret_version && !(*ret_version = strdup(col_text(s, 8)))) {
+			srv__sql_finalize(s);
+			return SRV_DB_ERROR;
+		}
 		snprintf(ret->kind, sizeof(ret->kind), "%s", col_text(s, 0));
 		if (!srv__sql_is_null(s, 1))
 			snprintf(ret->builtin, sizeof(ret->builtin), "%s", col_text(s, 1));
@@ -498,6 +588,17 @@ int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
 	return rc;
 }
 
+int srv__data_link_get(srv_db *db, const char *dataset_id, srv_data_link *ret)
+{
+	return link_read(db, dataset_id, ret, NULL);
+}
+
+int srv__data_link_get_version(srv_db *db, const char *dataset_id, srv_data_link *ret,
+			       char **ret_version)
+{
+	return link_read(db, dataset_id, ret, ret_version);
+}
+
 int srv__data_link_builtin(srv_db *db, const char *dataset_id, const char *builtin,
 			   const char *dir, int64_t rows, const char *actor, char **ret_old_table)
 {
@@ -510,6 +611,10 @@ int srv__data_link_builtin(srv_db *db, const char *dataset_id, const char *built
 	snprintf(rows_text, sizeof(rows_text), "%lld", (long long)rows);
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
+	rc = srv__data_link_hold(db, dataset_id);
+	if (rc != SRV_OK)
+		goto out;
+	rc = SRV_DB_ERROR;
 	if (srv__table_file_in_txn(db, dataset_id, &old_table) != SRV_OK)
 		goto out;
 	if (exec_text(db,

@@ -73,7 +73,9 @@ int srv_store_table_record(srv_db *db, const char *dataset_id, const char *path,
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
-	rc = srv__table_file_in_txn(db, dataset_id, &old);
+	rc = srv__data_link_hold(db, dataset_id);
+	if (rc == SRV_OK)
+		rc = srv__table_file_in_txn(db, dataset_id, &old);
 	if (rc == SRV_OK && blob)
 		rc = blob_put_in_txn(db, dataset_id, path, blob);
 	if (rc != SRV_OK)

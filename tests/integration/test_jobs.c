@@ -1162,53 +1162,174 @@ Test(jobs, answers_built_as_json_are_bounded)
 	dpg_resp_free(&r);
 }
 
-/*
- * A job is priced on the row count its table had at submission (q = L/N).
- * A table replaced while the job waits in the queue would train on rows
- * the charge was not computed for: when the job starts it fails, naming
- * the change, without a model.  A worker has read the table by then, so
- * by the budget rule (docs/training.md) its reservation is committed: the
- * budget spends exactly the price given at submission.
- */
-Test(jobs, a_queued_job_whose_table_changed_is_refused_when_it_starts)
+/* The error of a job whose data was replaced while it queued. */
+#define REPLACED_ERROR                                                                    \
+	"the dataset's data was replaced before the job started; nothing was read, and the " \
+	"reservation was released"
+
+/* A table of `rows` rows: a and b numeric, except that with `text_b` b
+ * holds words (a kind only inference finds), and y a 0/1 label
+ * (malloc'ed). */
+static char *ab_table(int rows, bool text_b)
+{
+	size_t size = 32 + (size_t)rows * 32, n = 0;
+	char *csv = malloc(size);
+
+	cr_assert(csv);
+	n += (size_t)snprintf(csv + n, size - n, "a,b,y\n");
+	for (int i = 0; i < rows; i++)
+		n += (size_t)snprintf(csv + n, size - n, text_b ? "%d,w%d,%d\n" : "%d,%d,%d\n",
+				      i % 7, i % 5, i % 2);
+	return csv;
+}
+
+/* PUTs ab_table(rows, text_b) to dataset `id`: with ?columns= declaring
+ * every column numeric, or (declare false) without it; the row count
+ * public or private.  Expects 200. */
+static void put_ab(const char *id, int rows, bool text_b, bool declare, bool count_public)
+{
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	char *csv = ab_table(rows, text_b), path[256];
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/datasets/%s/data?%srow_count=%s", id,
+		 declare ? "columns=a:numeric,b:numeric,y:numeric&" : "",
+		 count_public ? "public" : "private");
+	cr_assert_eq(dpg_http(&srv, "PUT", path, srv.admin_key, csv, strlen(csv), hdr, &r), 0);
+	cr_assert_eq(r.status, 200, "%s: %s", path, r.body);
+	cr_assert_eq(dpg_num(r.json, "rows"), rows, "%s", r.body);
+	dpg_resp_free(&r);
+	free(csv);
+}
+
+/* A logistic regression on ab_table's y, from a and b. */
+static const char *ab_job =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\",\"classes\":2,"
+	"\"epochs\":1,\"lot_size\":20,\"noise_multiplier\":1.0,\"clip_norm\":1}}";
+
+/* Submits two long jobs on fm into ids and waits until both run: the
+ * next job submitted waits in the queue. */
+static void occupy_both_workers(char ids[2][64])
 {
 	const char *running[] = {"running", NULL};
-	char ids[2][64], queued[64], path[128];
-	const char *err;
-	double price;
-	dpg_resp r;
-	json_t *j;
 
-	/* Both workers busy, so the cities job waits. */
 	for (int i = 0; i < 2; i++) {
-		r = dpg_submit_job(&srv, "fm", long_job, ids[i], sizeof(ids[i]));
+		dpg_resp r = dpg_submit_job(&srv, "fm", long_job, ids[i], 64);
+
 		dpg_resp_free(&r);
 	}
 	for (int i = 0; i < 2; i++)
 		json_decref(wait_for_state(ids[i], running, 60));
-	upload_cities("moved", "Lyon");
-	r = dpg_submit_job(&srv, "moved", cities_job("[\"Lyon\",\"Paris\"]"), queued, sizeof(queued));
-	price = dpg_num(r.json, "reservation.epsilon");
-	cr_assert_gt(price, 0.0, "%s", r.body);
+}
+
+/*
+ * A job runs only on the upload its submission was checked against.  The
+ * table (200 rows, kinds declared, row count public) is replaced while
+ * the job waits in the queue by one the checks would have refused: 199
+ * or 200 rows with the count kept private (a dpsgd job's q = L/N takes
+ * it as public), or kinds inferred from the rows (a job's features would
+ * tell them).  Each time the job ends cancelled with one fixed error,
+ * whatever the new rows, without a model or features, and its
+ * reservation is released: the dataset spends nothing.  (Before, it ran
+ * on the new table: failed on 199 rows, succeeded on 200, and its result
+ * named the inferred kinds' features.)
+ */
+/* What replaces the table: put_ab's arguments. */
+struct replacement {
+	int rows;
+	bool text_b, declare, count_public;
+};
+
+/* Submits ab_job on a new dataset `id` of 200 rows while both workers are
+ * busy, replaces its table `by` one, and expects the job cancelled. */
+static void expect_replaced_job_cancelled(const char *id, const struct replacement *by)
+{
+	char ids[2][64], queued[64], path[128];
+	const char *err;
+	dpg_resp r;
+	json_t *j;
+
+	dpg_make_dataset(&srv, id, 20.0, 1e-5, "rdp");
+	put_ab(id, 200, false, true, true);
+	occupy_both_workers(ids);
+	r = dpg_submit_job(&srv, id, ab_job, queued, sizeof(queued));
+	cr_assert_gt(dpg_num(r.json, "reservation.epsilon"), 0.0, "%s", r.body);
 	dpg_resp_free(&r);
-	/* The same columns, one row more. */
-	put_cities("moved", 41, "Lyon");
+	put_ab(id, by->rows, by->text_b, by->declare, by->count_public);
 	for (int i = 0; i < 2; i++)
 		cancel_job(ids[i], 202);
 	j = wait_for_state(queued, job_ended, 120);
-	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "failed", "%s",
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled", "%s",
 			 json_dumps(j, JSON_COMPACT));
 	err = json_string_value(json_object_get(j, "error"));
-	cr_assert(err && strstr(err, "changed since the job was submitted"), "%s",
-		  json_dumps(j, JSON_COMPACT));
+	cr_assert(err && strcmp(err, REPLACED_ERROR) == 0, "%s", json_dumps(j, JSON_COMPACT));
+	cr_assert_null(json_object_get(json_object_get(j, "result"), "features"));
+	cr_assert_null(json_object_get(j, "started_at"));
 	json_decref(j);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model", queued);
 	dpg_expect_status(&srv, "GET", path, srv.admin_key, NULL, 409);
-	r = dpg_call(&srv, "GET", "/v1/datasets/moved/budget", srv.admin_key, NULL);
+	snprintf(path, sizeof(path), "/v1/datasets/%s/budget", id);
+	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200, "%s", r.body);
-	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), price, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.0, "%s", r.body);
 	cr_assert_eq(dpg_num(r.json, "reserved.epsilon"), 0.0, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0, "%s", r.body);
 	dpg_resp_free(&r);
 	for (int i = 0; i < 2; i++)
 		json_decref(wait_for_state(ids[i], job_ended, 60));
+}
+
+Test(jobs, a_queued_job_is_cancelled_when_its_table_becomes_199_private_rows)
+{
+	expect_replaced_job_cancelled("t199", &(struct replacement){199, false, true, false});
+}
+
+Test(jobs, a_queued_job_is_cancelled_when_its_table_becomes_200_private_rows)
+{
+	expect_replaced_job_cancelled("t200", &(struct replacement){200, false, true, false});
+}
+
+Test(jobs, a_queued_job_is_cancelled_when_its_table_has_inferred_kinds)
+{
+	expect_replaced_job_cancelled("tinf", &(struct replacement){200, true, false, true});
+}
+
+/*
+ * A running job may not have read its data yet (a worker marks it running,
+ * then reads the link and the table), so the data cannot change under it:
+ * an upload and a builtin link are refused (409) while a job of the
+ * dataset runs, and nothing changes; once it has ended they are taken.
+ */
+Test(jobs, the_data_of_a_running_job_does_not_change)
+{
+	const char *running[] = {"running", NULL};
+	const char *hdr[] = {"Content-Type: text/csv", NULL};
+	char id[64], *csv = ab_table(50, false), *before;
+	dpg_resp r;
+
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/data", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	before = strdup(r.body);
+	dpg_resp_free(&r);
+	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
+	json_decref(wait_for_state(id, running, 60));
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/fm/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 409);
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/fm/data?row_count=public", srv.admin_key,
+			      csv, strlen(csv), hdr, &r), 0);
+	cr_assert_eq(r.status, 409, "%s", r.body);
+	cr_assert(strstr(r.body, "running"), "%s", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "GET", "/v1/datasets/fm/data", srv.admin_key, NULL);
+	cr_assert_str_eq(r.body, before);
+	dpg_resp_free(&r);
+	json_decref(stop_running_job(id));
+	cr_assert_eq(dpg_http(&srv, "PUT", "/v1/datasets/fm/data?row_count=public", srv.admin_key,
+			      csv, strlen(csv), hdr, &r), 0);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/fm/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
+	free(before);
+	free(csv);
 }

@@ -13,7 +13,9 @@
  *     than the lease allows and within the lease plus a sweep period;
  *   - a sweep that read a lease as expired, and writes only after the
  *     owner renewed it, leaves the job running (the lease is checked again
- *     where the end is written).
+ *     where the end is written);
+ *   - a claim waits for an upload that holds the dataset's link, then
+ *     reads its version and cancels the job checked against the old one.
  *
  * What a job's row holds is read with psql from the cluster, the ledger
  * through the API; expected counts come from what the test submitted.
@@ -206,6 +208,63 @@ Test(pg_jobs, a_queued_job_another_claim_holds_is_passed_over)
 	dpg_pg_session_send(held, "UPDATE jobs SET state = 'cancelled' WHERE id = 'job-held';");
 	dpg_pg_session_send(held, "COMMIT;");
 	cr_assert_eq(pclose(held), 0);
+	rig_free(&r);
+}
+
+/* Waits until `n` advisory locks are in pg_locks with granted = `granted`. */
+static void wait_advisory_locks(const struct rig *r, bool granted, long long n)
+{
+	char sql[160];
+	double deadline = dpg_now_s() + 30;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND %sgranted",
+		 granted ? "" : "NOT ");
+	while (psql_num(r, sql) != n) {
+		cr_assert_lt(dpg_now_s(), deadline, "%s never counted %lld", sql, n);
+		usleep(50000);
+	}
+}
+
+/*
+ * A claim takes the lock an upload holds on the dataset's link before it
+ * compares the job's data version (srv__data_link_hold): a session that
+ * holds the lock and writes fm's link as an upload would makes the claim
+ * wait, and once it commits the claim reads the new version and cancels
+ * the job, its reservation released.  Without the lock the claim would
+ * have read the old version and run the job on data it was not checked
+ * against.
+ */
+Test(pg_jobs, a_claim_waits_for_an_upload_of_the_link_and_sees_it)
+{
+	static struct rig r;
+	char id[64];
+	int commits, releases;
+	FILE *held;
+	json_t *j;
+
+	rig_start(&r, 1);
+	held = dpg_pg_session_open(r.url);
+	dpg_pg_session_send(held, "BEGIN;");
+	dpg_pg_session_send(held, "UPDATE dataset_data SET created_at = created_at || '.'"
+				  " WHERE dataset_id = 'fm';");
+	dpg_pg_session_send(held, "SELECT pg_advisory_xact_lock(hashtext('data link fm'));");
+	wait_advisory_locks(&r, true, 1);
+	dpg_start_job(&r.srv[0], "fm", small_job, id, sizeof(id));
+	wait_advisory_locks(&r, false, 1); /* the claim waits */
+	cr_assert(job_in_state(&r.srv[0], id, "queued"));
+	dpg_pg_session_send(held, "COMMIT;");
+	cr_assert_eq(pclose(held), 0);
+	j = dpg_job_wait(&r.srv[0], id, ended, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled", "%s",
+			 json_dumps(j, JSON_COMPACT));
+	cr_assert(strstr(json_string_value(json_object_get(j, "error")),
+			 "replaced before the job started"),
+		  "%s", json_dumps(j, JSON_COMPACT));
+	json_decref(j);
+	count_closes(&r.srv[0], &commits, &releases);
+	cr_assert_eq(commits, 0);
+	cr_assert_eq(releases, 1);
 	rig_free(&r);
 }
 

@@ -494,13 +494,38 @@ static char *keep_reservation_id(void *arg, int64_t seq, const char *rid, const 
  * its reservation open, later committed whole.)  A charge over the
  * reservation is still refused, and nothing of that end is written.
  */
+/* The version of dataset `id`'s data link, as a submission reads it
+ * (malloc'ed). */
+static char *link_version(srv_db *db, const char *id)
+{
+	srv_data_link link;
+	char *version = NULL;
+
+	cr_assert_eq(srv__data_link_get_version(db, id, &link, &version), SRV_OK);
+	free(link.columns);
+	return version;
+}
+
+/* Links builtin data of 10 rows to dataset `id`; its version into
+ * *ret_version (the caller frees it). */
+static void link_data(srv_db *db, const char *id, char **ret_version)
+{
+	char *old = NULL;
+
+	cr_assert_eq(srv__data_link_builtin(db, id, "fashion-mnist", "/nowhere", 10, "tester",
+					    &old),
+		     SRV_OK);
+	free(old);
+	*ret_version = link_version(db, id);
+}
+
 Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowered)
 {
 	struct store_fixture fx;
 	srv_db *db = store_fixture_start(&fx, "j", 1.0);
 	struct charge res;
 	char rid[64] = "", id[SRV_JOB_ID_BYTES];
-	char *body = NULL;
+	char *body = NULL, *version = NULL;
 	int status = 0;
 	srv_dataset ds;
 	acct_cost over = {.n = 2, .v = {0.9}}, ran = {.n = 2, .v = {0.3}};
@@ -518,8 +543,11 @@ Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowere
 	cr_assert_eq(srv_store_spend(db, &res.sp, &status, &body, &ds), SRV_OK);
 	free(body);
 	cr_assert_neq(rid[0], '\0');
+	link_data(db, "j", &version);
+	job.data_link = version;
 	cr_assert_eq(srv__job_insert(db, &job), SRV_OK);
 	cr_assert_eq(srv__job_claim(db, "job_1", "me", INT64_MAX / 2, "1", id), SRV_OK);
+	free(version);
 	cr_assert_eq(srv_store_dataset_update(db, "j", NULL, 0.2, NAN, "admin", &ds), SRV_OK);
 	cr_assert_eq(srv__job_finish_charged(db, "job_1", "running", "succeeded", false, &too_much,
 					     "{}", NULL, NULL, "job"),
@@ -532,6 +560,85 @@ Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowere
 	cr_assert_eq(srv_store_dataset_get(db, "j", &ds), SRV_OK);
 	cr_assert_eq(ds.spent.v[0], 0.3);
 	cr_assert_eq(ds.reserved.v[0], 0.0);
+	store_fixture_end(&fx, db);
+}
+
+/* Reserves 0.5 of dataset `id` and inserts queued job `job_id` under that
+ * reservation, pinned to data link version `version`. */
+static void queue_job(srv_db *db, const char *id, const char *job_id, const char *version)
+{
+	struct charge res;
+	char rid[64] = "", *body = NULL;
+	int status = 0;
+	srv_dataset ds;
+	srv_job_new job = {.id = job_id, .dataset_id = id, .params_text = "{}",
+			   .event_text = res.ev_text, .n_train = 10, .reservation_id = rid,
+			   .actor = "tester", .data_link = version};
+
+	make_charge(&res, id, 0.5, NULL);
+	res.sp.kind = SRV_SPEND_RESERVE;
+	res.sp.ttl_seconds = 3600;
+	res.sp.text_fn = keep_reservation_id;
+	res.sp.body_arg = rid;
+	cr_assert_eq(srv_store_spend(db, &res.sp, &status, &body, &ds), SRV_OK);
+	free(body);
+	cr_assert_eq(srv__job_insert(db, &job), SRV_OK);
+}
+
+/*
+ * A job starts only on the data link version its submission checked: one
+ * pinned to a version the link no longer has (the link written again
+ * between the submission's checks and its insert, or while it queued)
+ * is cancelled by the claim, its reservation released, with the fixed
+ * error; one with no version (queued before versions were recorded) too.
+ * A link cannot be written while a job of its dataset runs.
+ */
+Test(group, a_job_starts_only_on_the_link_version_it_was_checked_against)
+{
+	struct store_fixture fx;
+	srv_db *db = store_fixture_start(&fx, "j", 1.0);
+	char id[SRV_JOB_ID_BYTES], *v1 = NULL, *v2 = NULL, *old = NULL;
+	srv_job_row j;
+	srv_dataset ds;
+
+	link_data(db, "j", &v1);
+	cr_assert_eq(srv_store_table_record(db, "j", "/nowhere/t1.csv", 3, "[]", 9, true, true,
+					    "tester", NULL, &old),
+		     SRV_OK);
+	free(old);
+	old = NULL;
+	v2 = link_version(db, "j");
+	cr_assert_str_neq(v1, v2);
+	queue_job(db, "j", "job_stale", v1);
+	queue_job(db, "j", "job_none", NULL);
+	cr_assert_eq(srv__job_claim(db, "job_stale", "me", INT64_MAX / 2, "1", id), SRV_CONFLICT);
+	cr_assert_str_eq(id, "job_stale");
+	cr_assert_eq(srv__job_claim(db, "job_none", "me", INT64_MAX / 2, "1", id), SRV_CONFLICT);
+	for (int k = 0; k < 2; k++) {
+		cr_assert_eq(srv__job_load(db, k ? "job_none" : "job_stale", &j), SRV_OK);
+		cr_assert_str_eq(j.state, "cancelled");
+		cr_assert_str_eq(j.error, "the dataset's data was replaced before the job started; "
+					  "nothing was read, and the reservation was released");
+		srv__job_row_clear(&j);
+	}
+	cr_assert_eq(srv_store_dataset_get(db, "j", &ds), SRV_OK);
+	cr_assert_eq(ds.reserved.v[0], 0.0);
+	cr_assert_eq(ds.spent.v[0], 0.0);
+
+	queue_job(db, "j", "job_current", v2);
+	cr_assert_eq(srv__job_claim(db, "job_current", "me", INT64_MAX / 2, "1", id), SRV_OK);
+	cr_assert_eq(srv__data_link_builtin(db, "j", "fashion-mnist", "/nowhere", 10, "tester",
+					    &old),
+		     SRV_CONFLICT);
+	cr_assert_eq(srv_store_table_record(db, "j", "/nowhere/t2.csv", 3, "[]", 9, true, true,
+					    "tester", NULL, &old),
+		     SRV_CONFLICT);
+	cr_assert_null(old);
+	free(v1);
+	v1 = link_version(db, "j");
+	cr_assert_str_eq(v1, v2);
+	free(v1);
+	free(v2);
 	store_fixture_end(&fx, db);
 }
 

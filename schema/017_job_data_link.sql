@@ -1,0 +1,14 @@
+-- 017_job_data_link.sql: the version of the data a job was checked against.
+--
+-- A job's submission checks the dataset's data link (declared kinds, a
+-- public row count, the label's classes) and prices it (a dpsgd job's
+-- q = L/N).  data_link records the version of the link those checks read:
+-- dataset_data's created_at and path (a hosted table's name, which no
+-- other upload uses, or the builtin's directory), as store_jobs.c's
+-- LINK_VERSION_SQL joins them.  A job starts only while the link still
+-- has that version; one whose link was written again is cancelled, its
+-- reservation released.  Jobs queued before this migration have none:
+-- which upload they were checked against is not known (an upload's time
+-- is taken before its commit, so comparing times cannot tell), and they
+-- are cancelled the same way when a worker takes them.
+ALTER TABLE jobs ADD COLUMN data_link TEXT;
