@@ -69,7 +69,7 @@ static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *
 	if (rc >= 0)
 		rc = parse_u32(params, "epochs", 1, DPG_MAX_EPOCHS, &p->epochs, err);
 	if (rc >= 0)
-		rc = parse_u32(params, "lot_size", 1, UINT32_MAX, &p->lot_size, err);
+		rc = parse_u32(params, "lot_size", 1, DPG_MAX_LOT_SIZE, &p->lot_size, err);
 	if (rc >= 0)
 		rc = parse_real(params, "noise_multiplier", SRV_LO_OPEN, 0, 1e6, &p->noise_multiplier, err);
 	if (rc >= 0)

@@ -223,6 +223,15 @@ Test(jobs, bad_params_name_the_field)
 	dpg_resp_free(&r);
 	dpg_expect_status(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
 			  "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":70000}}", 400);
+	/* Far past the limit, the message still states the real range: lot
+	 * sizes up to 10^6 (DPG_MAX_LOT_SIZE), not the parser's integer type. */
+	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
+		     "{\"trainer\":\"dpsgd\",\"params\":{\"lot_size\":1000000000000}}");
+	cr_assert_eq(r.status, 400, "%s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/params/lot_size");
+	cr_assert_not_null(strstr(json_string_value(json_object_get(r.json, "detail")), "1000000]"),
+			   "%s", r.body);
+	dpg_resp_free(&r);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
 		     "{\"trainer\":\"sgd\"}");
 	cr_assert_eq(r.status, 400);
