@@ -167,6 +167,10 @@
 #define DPG_MAX_PATE_QUERIES        100000       /* student rows asked about */
 #define DPG_MAX_PATE_STUDENT_ROWS   100000       /* rows of a job's student_data */
 #define DPG_MAX_PATE_VOTE_WORK      100000000LL  /* teachers x queries (every vote a forward pass) */
+/* A private dpsgd run's work: steps x (rows sampled + (lot_size + 1) x one
+ * example's forward multiply-adds), from public sizes only (docs/training.md,
+ * "How long a job may run"); about half a day of one core at most. */
+#define DPG_MAX_DPSGD_WORK          1e14
 /* ==== end trainers ==== */
 
 /* ==== dashboard: long-poll and CORS ==== */

@@ -312,6 +312,18 @@ int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_clas
 			  acct_error *err);
 
 /*
+ * trn_dpsgd_check_shape, then the run's work: T (n_train + (L + 1) w) with T
+ * = trn_dpsgd_steps, L the lot size and w one example's forward
+ * multiply-adds through the model (each weight once per position it is
+ * applied at), at most DPG_MAX_DPSGD_WORK.  Every input is public where a
+ * private run is priced (the row count is in its event), so the server
+ * refuses before reserving.  0 also when T is past the step limit (the
+ * event refuses that); ACCT_EINVAL at "/params/epochs" naming the limit.
+ */
+int trn_dpsgd_check_work(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
+			 uint64_t n_train, acct_error *err);
+
+/*
  * As trn_dpsgd_event but with `steps` in place of T: the event of the first
  * `steps` steps of the job (0 <= steps <= T), for a job that stopped early.
  * With steps == 0 and PCA, the PCA release alone; with steps == 0 and no
@@ -1473,10 +1485,15 @@ int trn_conv_sgd_new(trn_convnet *n, const trn_dpsgd_params *p, bool private,
 		     trn_conv_sgd **ret, acct_error *err);
 void trn_conv_sgd_free(trn_conv_sgd *s);
 
+/* Has trn_conv_sgd_step read *cancel (borrowed, may be NULL: never) before
+ * each example, so that a cancel is answered within one example. */
+void trn_conv_sgd_set_cancel(trn_conv_sgd *s, const atomic_bool *cancel);
+
 /* One step on the lot of ds's rows idx[0..count) (rows labelled
  * TRN_NO_CLASS, or beyond ds->num_classes, contribute zero) at learning
- * rate lr; ds->d must be the model's input width.  0, or ACCT_EINTERNAL
- * when rng fails (the parameters are then unchanged). */
+ * rate lr; ds->d must be the model's input width.  0, ACCT_EINTERNAL
+ * when rng fails, or TRN_CANCELLED when the cancel flag was set within
+ * the lot (the parameters are unchanged in both cases). */
 int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx, size_t count,
 		      double lr, mech_rng *rng, acct_error *err);
 

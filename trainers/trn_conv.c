@@ -182,6 +182,26 @@ int trn__conv_spec_check(const trn_conv_spec *spec, size_t *ret_params, acct_err
 	return 0;
 }
 
+double trn__conv_spec_work(const trn_conv_spec *spec)
+{
+	trn_convnet shape;
+	double work = 0.0;
+
+	memset(&shape, 0, sizeof(shape));
+	shape.spec = *spec;
+	(void)convnet_layout(&shape);
+	/* A convolution applies its C_out x (D + 1) weights at each of its T
+	 * positions; a dense layer its out x (in + 1) once. */
+	for (uint32_t l = 0; l < spec->n_conv; l++) {
+		const struct conv_layer *cl = &shape.conv[l];
+
+		work += (double)cl->t * (double)cl->c_out * (double)(cl->d + 1);
+	}
+	for (size_t l = 0; l < shape.n_dense; l++)
+		work += (double)shape.dense[l].out * (double)(shape.dense[l].in + 1);
+	return work;
+}
+
 /* A model of `spec`'s layout with its scratch, and with `params` (borrowed)
  * or zero weights of its own (NULL). */
 static int convnet_make(const trn_conv_spec *spec, double *params, trn_convnet **ret,

@@ -21,6 +21,7 @@ struct trn_conv_sgd {
 	uint32_t lot_size;
 	double noise_sd, clip_norm, momentum;
 	bool private;
+	const atomic_bool *cancel;   /* read before each example; may be NULL */
 	trn_conv_f32 *f32;           /* precision float32: its workspace, else NULL */
 	/* One allocation: the lot's gradient sum, the velocity and, when
 	 * private, the step's noise, n_params each. */
@@ -78,6 +79,12 @@ out:
 	return rc;
 }
 
+void trn_conv_sgd_set_cancel(trn_conv_sgd *s, const atomic_bool *cancel)
+{
+	if (s)
+		s->cancel = cancel;
+}
+
 int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx, size_t count,
 		      double lr, mech_rng *rng, acct_error *err)
 {
@@ -92,6 +99,11 @@ int trn_conv_sgd_step(trn_conv_sgd *s, const trn_dataset *ds, const size_t *idx,
 	for (size_t i = 0; i < count; i++) {
 		size_t row = idx[i];
 
+		/* A cancelled run stops within the lot (an example can take a
+		 * millisecond, a lot of 10^6 a quarter of an hour), before the
+		 * partial sum is used. */
+		if (s->cancel && atomic_load(s->cancel))
+			return TRN_CANCELLED;
 		/* A row of no declared class has zero gradient (trn.h's
 		 * TRN_NO_CLASS): it was sampled, it adds nothing. */
 		if (ds->y[row] == TRN_NO_CLASS || ds->y[row] >= ds->num_classes)

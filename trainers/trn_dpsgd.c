@@ -15,6 +15,9 @@
 /* Rows per forward/backward chunk: big enough for efficient dgemm, small
  * enough that the workspace stays a few MiB. */
 #define TRN_CHUNK_ROWS 1024u
+/* At most this many weight uses (rows x parameters) a chunk: well under a
+ * second of one core, the cancel flag's latency within a lot. */
+#define TRN_CHUNK_WORK ((size_t)1 << 30)
 
 /* Models with at least this many parameters draw each step's noise in a
  * second thread: below it (some 100 us of noise) waking the thread costs a
@@ -369,6 +372,54 @@ static uint32_t model_widths(const trn_dpsgd_params *p, size_t d, uint32_t num_c
 				 (uint32_t)in, num_classes, widths);
 }
 
+/* One example's forward pass through p's model on d features (its shape
+ * checked), in multiply-adds: the unit of DPG_MAX_DPSGD_WORK. */
+static double example_work(const trn_dpsgd_params *p, size_t d, uint32_t num_classes)
+{
+	uint32_t widths[TRN_MAX_LAYERS + 1];
+	uint32_t n_layers;
+	double work = 0.0;
+
+	if (p->model == TRN_MODEL_CNN) {
+		trn_conv_spec spec;
+
+		if (trn_dpsgd_conv_spec(p, d, num_classes, &spec, NULL) < 0)
+			return 0.0;
+		return trn__conv_spec_work(&spec);
+	}
+	n_layers = model_widths(p, d, num_classes, widths);
+	for (uint32_t l = 0; l < n_layers; l++)
+		work += (double)widths[l + 1] * (double)(widths[l] + 1);
+	return work;
+}
+
+int trn_dpsgd_check_work(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
+			 uint64_t n_train, acct_error *err)
+{
+	int64_t steps;
+	double work;
+	int rc = trn_dpsgd_check_shape(p, d, num_classes, err);
+
+	if (rc < 0)
+		return rc;
+	/* Past the step limit the event's own check refuses, naming it. */
+	steps = trn_dpsgd_steps(p, n_train);
+	if (steps < 1 || steps > DPG_MAX_TRAINING_STEPS)
+		return 0;
+	/* Each step draws a word for every row, then passes the expected lot
+	 * forward and back, then draws the noise and descends (the "+ 1"). */
+	work = (double)steps * ((double)n_train + ((double)p->lot_size + 1.0) *
+							  example_work(p, d, num_classes));
+	if (work > DPG_MAX_DPSGD_WORK)
+		return acct_error_set(err, ACCT_EINVAL, "/params/epochs",
+				      "the job would take about %.2g units of work (steps x "
+				      "(rows + (lot_size + 1) x an example's multiply-adds)); "
+				      "at most %.0e are allowed: fewer epochs, a smaller model "
+				      "or a smaller lot",
+				      work, DPG_MAX_DPSGD_WORK);
+	return 0;
+}
+
 int trn_dpsgd_check_shape(const trn_dpsgd_params *p, size_t d, uint32_t num_classes,
 			  acct_error *err)
 {
@@ -539,6 +590,7 @@ struct train_run {
 	trn__clip clip;
 	struct noise_ahead ahead; /* private runs: the noise stream */
 	trn_conv_sgd *conv;       /* a cnn's stepper (its net is m's) */
+	const atomic_bool *cancel; /* read between chunks of a lot too */
 };
 
 static void train_run_free(struct train_run *r)
@@ -582,7 +634,11 @@ static int train_check(struct train_run *r, acct_error *err)
 	rc = size_check(r->p, ds->n, &r->n, &r->steps, &r->q, err);
 	if (rc < 0)
 		return rc;
-	rc = trn_dpsgd_check_shape(r->p, r->raw_d, ds->num_classes, err);
+	/* A private run's row count is public (its event holds it); a
+	 * non-private one (a pate teacher on its private part) is bounded by
+	 * its caller. */
+	rc = r->private ? trn_dpsgd_check_work(r->p, r->raw_d, ds->num_classes, ds->n, err) :
+			  trn_dpsgd_check_shape(r->p, r->raw_d, ds->num_classes, err);
 	if (rc < 0)
 		return rc;
 	/* Mapped tables have the transform's width, raw ones raw_d. */
@@ -663,6 +719,10 @@ static int train_alloc(struct train_run *r, acct_error *err)
 	int rc;
 
 	r->cap = p->lot_size < TRN_CHUNK_ROWS ? p->lot_size : TRN_CHUNK_ROWS;
+	/* A large model's chunk is smaller, so that a cancel read between
+	 * chunks is answered within a fraction of a second. */
+	if (r->cap > TRN_CHUNK_WORK / np)
+		r->cap = TRN_CHUNK_WORK / np > 0 ? TRN_CHUNK_WORK / np : 1;
 	rc = trn__workspace_new(r->m, r->cap, &r->ws, err);
 	if (rc < 0)
 		return rc;
@@ -681,8 +741,10 @@ static int train_alloc(struct train_run *r, acct_error *err)
 }
 
 /* Sums the clipped per-example gradients of the `count` sampled rows into
- * grad, chunk by chunk; a sampled row without a class contributes zero. */
-static void train_lot_gradient(struct train_run *r, size_t count)
+ * grad, chunk by chunk; a sampled row without a class contributes zero.
+ * TRN_CANCELLED when the run's cancel flag was set before a chunk (grad is
+ * then partial and must not be used), else 0. */
+static int train_lot_gradient(struct train_run *r, size_t count)
 {
 	trn__workspace *ws = r->ws;
 	size_t k0 = r->row_dim;
@@ -691,6 +753,8 @@ static void train_lot_gradient(struct train_run *r, size_t count)
 	for (size_t s = 0; s < count; s += r->cap) {
 		size_t B = count - s < r->cap ? count - s : r->cap, b = 0;
 
+		if (r->cancel && atomic_load(r->cancel))
+			return TRN_CANCELLED;
 		for (size_t i = 0; i < B; i++) {
 			size_t row = r->idx[s + i];
 
@@ -701,11 +765,13 @@ static void train_lot_gradient(struct train_run *r, size_t count)
 		}
 		trn__chunk_gradient(r->m, ws, r->ylot, b, &r->clip, r->grad, NULL, NULL, NULL);
 	}
+	return 0;
 }
 
 /* One step of Abadi et al.'s Algorithm 1 at learning rate lr: sample a lot,
  * sum its clipped gradients, add noise when private, descend; `more` when
- * another step follows (its noise is then asked for). */
+ * another step follows (its noise is then asked for).  TRN_CANCELLED, the
+ * model untouched, when the run was cancelled within the lot. */
 static int train_step(struct train_run *r, double lr, bool more, acct_error *err)
 {
 	const trn_dpsgd_params *p = r->p;
@@ -720,7 +786,8 @@ static int train_step(struct train_run *r, double lr, bool more, acct_error *err
 	/* A cnn: the same step on its net, noise from the run's stream. */
 	if (r->conv)
 		return trn_conv_sgd_step(r->conv, r->ds, r->idx, count, lr, r->rng, err);
-	train_lot_gradient(r, count);
+	if (train_lot_gradient(r, count) == TRN_CANCELLED)
+		return TRN_CANCELLED;
 	/* Add noise N(0, sigma^2 C^2 I); the sum is divided by L, not |L_t|.
 	 * The ziggurat (mech_rng_normal_fill_fast): Box-Muller had been a fifth
 	 * of a step. */
@@ -761,6 +828,8 @@ static int train_loop(struct train_run *r, trn_progress_fn progress, void *progr
 		if (cancel && atomic_load(cancel))
 			break;
 		rc = train_step(r, lr, step < r->steps, err);
+		if (rc == TRN_CANCELLED)
+			break;
 		if (rc < 0)
 			return rc;
 		r->res->steps_done = step;
@@ -809,6 +878,8 @@ static int train_conv_new(struct train_run *r, acct_error *err)
 		sp.clip_norm = r->private ? sp.clip_norm : 0.0;
 		rc = trn_conv_sgd_new(net, &sp, r->private, &r->conv, err);
 	}
+	if (rc == 0)
+		trn_conv_sgd_set_cancel(r->conv, r->cancel);
 	if (rc < 0)
 		return rc;
 	r->ubuf = malloc(r->ds->n * sizeof(uint64_t));
@@ -878,6 +949,7 @@ static int train(struct train_run *r, bool prepared, trn_progress_fn progress,
 	r->res->test_loss = NAN;
 	r->res->steps_total = r->steps;
 	r->res->examples_used = r->n;
+	r->cancel = cancel;
 	rc = train_model_new(r, err);
 	if (rc < 0)
 		goto out;

@@ -493,9 +493,10 @@ static bool check_data(srv_request *req, srv_response *res, const srv_dataset *d
 					  columns, features, classes, &sr->pp, &err);
 	json_decref(columns);
 	/* A job that could only fail (PCA wider than the data, a model past
-	 * its bounds) is refused here, before anything is reserved for it. */
+	 * its bounds) or would run for weeks is refused here, before anything
+	 * is reserved for it.  Its row count is public by now (above). */
 	if (rc >= 0 && strcmp(sr->trainer, "dpsgd") == 0)
-		rc = trn_dpsgd_check_shape(&sr->p, features, classes, &err);
+		rc = trn_dpsgd_check_work(&sr->p, features, classes, (uint64_t)*ret_n_train, &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		free(sr->data_link);

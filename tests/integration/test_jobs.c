@@ -240,6 +240,39 @@ Test(jobs, bad_params_name_the_field)
 	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/fm/ledger", "entries"), 0);
 }
 
+/*
+ * A job of weeks is refused at the door: an mlp 784-4096-3000-10 (15.5
+ * million parameters) in lots of all 60 000 rows for 10 000 epochs is
+ * within the step, epoch and parameter limits but about 9.3e15 units of
+ * work (docs/training.md), a fortnight of one core; it was accepted (202)
+ * and its steps of two minutes each delayed a cancel by as much.  Refused
+ * at /params/epochs naming the bound, as a dry run and for real, nothing
+ * reserved.
+ */
+Test(jobs, a_job_of_weeks_is_refused_at_the_door)
+{
+	static const char *const bodies[] = {
+		"{\"trainer\":\"dpsgd\",\"dry_run\":true,\"params\":{\"model\":\"mlp\","
+		"\"hidden\":[4096,3000],\"epochs\":10000,\"lot_size\":60000}}",
+		"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\","
+		"\"hidden\":[4096,3000],\"epochs\":10000,\"lot_size\":60000}}",
+	};
+
+	for (size_t i = 0; i < 2; i++) {
+		dpg_resp r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key,
+				      bodies[i]);
+
+		cr_assert_eq(r.status, 400, "%s", r.body);
+		cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")),
+				 "/params/epochs");
+		cr_assert_not_null(strstr(json_string_value(json_object_get(r.json, "detail")),
+					  "1e+14"), "%s", r.body);
+		dpg_resp_free(&r);
+	}
+	cr_assert_eq(dpg_count_rows(srv.db, "SELECT count(*) FROM reservations"), 0);
+	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets/fm/jobs", "jobs"), 0);
+}
+
 /* Submits three long jobs on fm (two workers: the third waits in the
  * queue), writes their ids and reservation ids, and waits until the first
  * two run. */

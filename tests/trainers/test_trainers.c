@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1533,4 +1535,130 @@ Test(dpsgd, nonprivate_baseline_and_pca_run)
 	mech_rng_free(rng);
 	trn_dataset_free(tr);
 	trn_dataset_free(te);
+}
+
+/*
+ * The work bound counts steps x (rows + (lot + 1) x one example's forward
+ * multiply-adds), from public sizes only.  An mlp 784-4096-3000-10 does
+ * 4096*785 + 3000*4097 + 10*3001 = 15 536 370 multiply-adds an example;
+ * on 60 000 rows in lots of 60 000 (one step an epoch) a step is
+ * 60 000 + 60 001 * 15 536 370 = 932 197 796 370 units, so 10^14 allows
+ * 107 epochs (9.97e13) and not 108 (1.007e14).  The reviewer's job of
+ * 10 000 epochs (about two weeks of one core) is refused at the door.
+ */
+Test(dpsgd, work_bound_refuses_weeks_of_training)
+{
+	static const uint32_t epochs[] = {1, 107, 108, 10000};
+	trn_dpsgd_params p;
+	acct_error err;
+
+	cr_assert_eq(DPG_MAX_DPSGD_WORK, 1e14, "the cases assume a bound of 10^14");
+	trn_dpsgd_params_default(&p);
+	p.n_hidden = 2;
+	p.hidden[0] = 4096;
+	p.hidden[1] = 3000;
+	p.lot_size = 60000;
+	for (size_t i = 0; i < sizeof(epochs) / sizeof(epochs[0]); i++) {
+		p.epochs = epochs[i];
+		acct_error_init(&err);
+		if (epochs[i] <= 107) {
+			cr_assert_eq(trn_dpsgd_check_work(&p, 784, 10, 60000, &err), 0, "%u: %s",
+				     epochs[i], err.text);
+			continue;
+		}
+		cr_assert_eq(trn_dpsgd_check_work(&p, 784, 10, 60000, &err), ACCT_EINVAL, "%u",
+			     epochs[i]);
+		cr_assert_str_eq(err.where, "/params/epochs");
+		cr_assert_not_null(strstr(err.text, "1e+14"), "%s", err.text);
+	}
+	/* The bench's largest runs pass: the PCA-MLP (60-1000-10, 40 epochs of
+	 * lots of 2400) and Papernot et al.'s cnn at their 40 epochs. */
+	p.n_hidden = 1;
+	p.hidden[0] = 1000;
+	p.pca_components = 60;
+	p.lot_size = 2400;
+	p.epochs = 40;
+	cr_assert_eq(trn_dpsgd_check_work(&p, 784, 10, 60000, &err), 0, "%s", err.text);
+}
+
+struct cancel_watch {
+	atomic_bool cancel, first_step_done;
+};
+
+static int note_first_step(const trn_progress *p, void *user)
+{
+	struct cancel_watch *w = user;
+
+	if (p->step == 1)
+		atomic_store(&w->first_step_done, true);
+	return 0;
+}
+
+struct cancel_job {
+	const trn_dpsgd_params *p;
+	const trn_dataset *tr;
+	struct cancel_watch *w;
+	trn_dpsgd_result *r;
+	int rc;
+};
+
+static void *run_cancel_job(void *arg)
+{
+	struct cancel_job *j = arg;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 96);
+
+	j->rc = trn_dpsgd_run(j->p, j->tr, NULL, rng, note_first_step, j->w, &j->w->cancel,
+			      &j->r, NULL);
+	mech_rng_free(rng);
+	return NULL;
+}
+
+/*
+ * A cancel set within a step is answered within the lot, not after it: an
+ * mlp 256-2048-1024-2 (2.6 million parameters) on lots of all 16384 rows
+ * takes seconds a step, and a cancel set 0.2 s into the second step must
+ * leave one step done (the old loop read the flag only between steps, so
+ * it finished the second) and return within a fraction of a step.
+ */
+Test(dpsgd, cancel_is_answered_within_a_lot, .timeout = 300)
+{
+	enum { N = 16384, D = 256 };
+	trn_dataset *tr = NULL;
+	trn_dpsgd_params p;
+	struct cancel_watch w;
+	struct cancel_job j = {.p = &p, .w = &w};
+	mech_rng *rng = trn_test_seeded(seed_prefix, 97);
+	pthread_t th;
+	double t_start, t_step, t_cancel, t_end;
+
+	atomic_init(&w.cancel, false);
+	atomic_init(&w.first_step_done, false);
+	cr_assert_eq(trn_dataset_new(N, D, 2, &tr, NULL), 0);
+	cr_assert_eq(mech_rng_normal_fill(rng, tr->x, (size_t)N * D), 0);
+	for (size_t i = 0; i < N; i++)
+		tr->y[i] = (uint32_t)(i % 2);
+	trn_dpsgd_params_default(&p);
+	p.n_hidden = 2;
+	p.hidden[0] = 2048;
+	p.hidden[1] = 1024;
+	p.lot_size = N; /* q = 1: every step takes every row */
+	p.epochs = 3;
+	j.tr = tr;
+	t_start = trn__now_seconds();
+	cr_assert_eq(pthread_create(&th, NULL, run_cancel_job, &j), 0);
+	while (!atomic_load(&w.first_step_done))
+		usleep(1000);
+	t_step = trn__now_seconds() - t_start;
+	usleep(200000);
+	t_cancel = trn__now_seconds();
+	atomic_store(&w.cancel, true);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	t_end = trn__now_seconds();
+	cr_assert_eq(j.rc, TRN_CANCELLED);
+	cr_assert_eq(j.r->steps_done, 1, "the second step ran to its end after the cancel");
+	cr_assert_lt(t_end - t_cancel, t_step / 2, "cancel took %.2f s, a step %.2f s",
+		     t_end - t_cancel, t_step);
+	trn_dpsgd_result_free(j.r);
+	mech_rng_free(rng);
+	trn_dataset_free(tr);
 }
