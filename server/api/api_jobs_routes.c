@@ -21,6 +21,7 @@ struct submit_arg {
 	srv_job_new job;
 	const acct_event *event;
 	const acct_cost *cost;
+	bool queue_full; /* submit_txn found the shared queue full */
 };
 
 /* What an ensemble job's answers say of its privacy unit (docs/ensemble.md). */
@@ -72,9 +73,23 @@ static int submit_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t char
 	struct submit_arg *a = arg;
 	srv_job_new job = a->job;
 
+	int64_t queued = 0;
+
 	(void)ds;
 	(void)charge_id;
 	job.reservation_id = rid;
+	/* On a shared database every server's worker claims from the
+	 * database's one queue, so that queue is what is bounded: counted
+	 * under SRV_JOB_QUEUE_LOCK (reserve_job), which the servers' submissions
+	 * take one after the other until their COMMITs. */
+	if (srv_db_shared(db)) {
+		if (srv__job_count_queued(db, &queued) != SRV_OK)
+			return -1;
+		if (queued >= DPG_MAX_QUEUED_JOBS) {
+			a->queue_full = true;
+			return -1;
+		}
+	}
 	return srv__job_insert(db, &job) == SRV_OK ? 0 : -1;
 }
 
@@ -585,8 +600,11 @@ static void locate_replayed_job(srv_response *res)
 	json_decref(answer);
 }
 
+#define QUEUE_FULL "the job queue is full; try again later"
+
 /* Reserves the job's cost and writes its row in one transaction, then
- * queues it.  The queue place is claimed first, so every 202 names a job
+ * queues it.  The queue place is claimed first (on a shared database in
+ * that transaction, from the database's count), so every 202 names a job
  * that a worker will run. */
 static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_dataset *ds,
 			struct submit_arg *a)
@@ -599,7 +617,7 @@ static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_
 
 	claimed = srv_jobs_claim(req->ctx->jobs);
 	if (!claimed) {
-		srv_problem(res, 503, NULL, "the job queue is full; try again later", NULL, NULL);
+		srv_problem(res, 503, NULL, QUEUE_FULL, NULL, NULL);
 		return;
 	}
 	params_text = params_json ? srv_json_dump(params_json) : strdup("{}");
@@ -615,10 +633,13 @@ static void reserve_job(srv_request *req, srv_response *res, srv_spend *sp, srv_
 	a->job.params_text = params_text;
 	a->job.event_text = sp->event_text;
 	sp->body_arg = a;
+	sp->lock_first = srv_db_shared(req->db) ? SRV_JOB_QUEUE_LOCK : NULL;
 	rc = srv_spend_and_reply(req, res, sp, ds,
 				 &(srv_spend_replies){.cost = a->cost,
 						      .unavailable = "the ledger is busy or unavailable; "
 								     "nothing was reserved"});
+	if (a->queue_full && rc != SRV_OK && rc != SRV_REPLAYED)
+		srv_problem(res, 503, NULL, QUEUE_FULL, NULL, NULL);
 	if (rc == SRV_OK) {
 		srv_jobs_enqueue_claimed(req->ctx->jobs, job_id);
 		claimed = false;
@@ -946,6 +967,7 @@ int srv_h_job_cancel(srv_request *req, srv_response *res)
 		rc = srv__job_finish(req->db, j.id, "queued", "cancelled", true, NULL, NULL, NULL,
 				     req->who->key_id);
 		if (rc == SRV_OK) {
+			srv_jobs_forget(req->ctx->jobs, j.id);
 			srv__job_row_clear(&j);
 			srv__job_load(req->db, req->params[0], &j);
 			srv_json_reply(res, 200, job_json(req, &j));

@@ -46,6 +46,12 @@ bool srv_jobs_claim(srv_jobs *jobs);
 void srv_jobs_unclaim(srv_jobs *jobs);
 void srv_jobs_enqueue_claimed(srv_jobs *jobs, const char *id);
 
+/* Drops job `id`'s entry from the queue, if it has one: the job was
+ * cancelled while queued, and its place is free at once (not when a busy
+ * worker would have taken the entry and found nothing to run).  Accepts
+ * a NULL pool. */
+void srv_jobs_forget(srv_jobs *jobs, const char *id);
+
 /* The freshest progress of job `id` if a worker runs it (a new object),
  * else NULL.  Accepts a NULL pool. */
 json_t *srv_jobs_live_progress(srv_jobs *jobs, const char *id);

@@ -33,7 +33,11 @@ bool srv_jobs_claim(srv_jobs *jobs)
 	bool ok;
 
 	pthread_mutex_lock(&jobs->lock);
-	ok = jobs->count + jobs->claimed < DPG_MAX_QUEUED_JOBS;
+	/* On a shared database the entries here only wake this server's
+	 * workers: a job submitted here may run on any server, and its entry
+	 * stays until a worker here takes it, so they bound nothing.  The
+	 * submission counts the database's queue instead (api_jobs_routes.c). */
+	ok = jobs->shared || jobs->count + jobs->claimed < DPG_MAX_QUEUED_JOBS;
 	if (ok)
 		jobs->claimed++;
 	pthread_mutex_unlock(&jobs->lock);
@@ -52,11 +56,38 @@ void srv_jobs_enqueue_claimed(srv_jobs *jobs, const char *id)
 	pthread_mutex_lock(&jobs->lock);
 	jobs->claimed--;
 	/* The id was made by the submission route: 28 characters, which an
-	 * entry holds. */
-	snprintf(jobs->queue[(jobs->head + jobs->count) % DPG_MAX_QUEUED_JOBS],
-		 sizeof(jobs->queue[0]), "%s", id);
-	jobs->count++;
+	 * entry holds.  Only a shared database's queue can be full here (its
+	 * places were not claimed); its entries are wake-ups, each making a
+	 * worker claim the database's oldest queued job, and idle workers look
+	 * there every DPG_JOB_POLL_S anyway, so a full one needs no more. */
+	if (jobs->count < DPG_MAX_QUEUED_JOBS) {
+		snprintf(jobs->queue[(jobs->head + jobs->count) % DPG_MAX_QUEUED_JOBS],
+			 sizeof(jobs->queue[0]), "%s", id);
+		jobs->count++;
+	}
 	pthread_cond_signal(&jobs->wake);
+	pthread_mutex_unlock(&jobs->lock);
+}
+
+void srv_jobs_forget(srv_jobs *jobs, const char *id)
+{
+	unsigned kept = 0;
+
+	if (!jobs)
+		return;
+	pthread_mutex_lock(&jobs->lock);
+	/* The entries after it move up one place, in order. */
+	for (unsigned i = 0; i < jobs->count; i++) {
+		char *from = jobs->queue[(jobs->head + i) % DPG_MAX_QUEUED_JOBS];
+
+		if (strcmp(from, id) == 0)
+			continue;
+		if (kept != i)
+			memcpy(jobs->queue[(jobs->head + kept) % DPG_MAX_QUEUED_JOBS], from,
+			       sizeof(jobs->queue[0]));
+		kept++;
+	}
+	jobs->count = kept;
 	pthread_mutex_unlock(&jobs->lock);
 }
 

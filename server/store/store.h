@@ -297,6 +297,10 @@ typedef struct srv_spend {
 	const acct_cost *cost;        /* priced by the caller with the dataset's filter */
 	srv_spend_plan_fn plan_fn;    /* optional: replaces event and cost */
 	srv_spend_txn_fn txn_fn;      /* optional */
+	/* Optional: a named lock (srv__lock_named) its transaction takes
+	 * before any dataset's row, e.g. the shared job queue's bound; every
+	 * spend that names one names the same, SRV_JOB_QUEUE_LOCK. */
+	const char *lock_first;
 	const char *note;             /* may be NULL */
 	const char *actor;            /* key id */
 	const char *idempotency_key;  /* may be NULL */
@@ -659,6 +663,12 @@ void srv__job_row_clear(srv_job_row *j);
 int srv__job_load(srv_db *db, const char *id, srv_job_row *j);
 /* Inserts a queued job inside the caller's write transaction. */
 int srv__job_insert(srv_db *db, const srv_job_new *job);
+/* The lock a submission on a shared database holds (srv_spend.lock_first)
+ * while it counts the queued jobs and inserts its own, so that servers'
+ * submissions are bounded one after the other. */
+#define SRV_JOB_QUEUE_LOCK "job queue"
+/* How many jobs are queued, of every server: SRV_OK or SRV_DB_ERROR. */
+int srv__job_count_queued(srv_db *db, int64_t *ret_n);
 /*
  * Claims a queued job for `owner` in one transaction: `want_id`, or with
  * NULL the oldest queued job no other transaction is claiming (on

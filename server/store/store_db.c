@@ -2002,6 +2002,12 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 			cached = row_cache_find(rows, batch->sp->dataset_id);
 		rows->valid = false; /* until this batch's COMMIT is accounted for */
 	}
+	/* A named lock comes before every dataset's row in every batch (one
+	 * global order, as by_dataset's), so no two servers' batches can each
+	 * hold what the other waits for. */
+	for (struct spend_slot *s = batch; s && !broken; s = s->next)
+		if (s->sp->lock_first && srv__lock_named(db, s->sp->lock_first) != SRV_OK)
+			broken = true;
 	for (struct spend_slot *s = batch; s; s = s->next) {
 		s->keep = false;
 		if (broken || (!single && db->c->drv->run_later(db->c, sql_savepoint) != SRV__SQL_DONE)) {

@@ -294,6 +294,17 @@ int srv__data_link_hold(srv_db *db, const char *dataset_id)
 	return rc == SRV_NOT_FOUND ? SRV_OK : SRV_DB_ERROR;
 }
 
+int srv__job_count_queued(srv_db *db, int64_t *ret_n)
+{
+	srv__stmt *s = srv__prepare(db, "SELECT count(*) FROM jobs WHERE state = 'queued'", NULL);
+	int rc = srv__first_row(s);
+
+	if (rc == SRV_OK)
+		*ret_n = srv__sql_int64(s, 0);
+	srv__sql_finalize(s);
+	return rc == SRV_OK ? SRV_OK : SRV_DB_ERROR;
+}
+
 /* The oldest queued job (or `want_id` when it is queued) into ret_id, its
  * row locked until the transaction ends; SRV_NOT_FOUND when there is none
  * that no other transaction holds. */

@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 
+#include "dpg_limits.h"
 #include "harness.h"
 #include "jobs_common.h"
 
@@ -301,6 +302,32 @@ static void cancel_job(const char *id, long status)
 	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, status, "%s: %s", id, r.body);
 	dpg_resp_free(&r);
+}
+
+/*
+ * A job cancelled while queued frees its place at once: with both workers
+ * busy, DPG_MAX_QUEUED_JOBS jobs submitted and cancelled leave nothing
+ * queued, and the next is accepted.  (The queue counted their entries
+ * until a worker took them, answering 503 "full" while nothing was queued
+ * for as long as the running jobs took.)
+ */
+Test(jobs, a_job_cancelled_while_queued_frees_its_place)
+{
+	const char *running[] = {"running", NULL};
+	char busy[2][64], id[64];
+
+	for (int i = 0; i < 2; i++) {
+		dpg_start_job(&srv, "fm", long_job, busy[i], sizeof(busy[i]));
+		json_decref(wait_for_state(busy[i], running, 60));
+	}
+	for (int i = 0; i < DPG_MAX_QUEUED_JOBS; i++) {
+		dpg_start_job(&srv, "fm", small_job, id, sizeof(id));
+		cancel_job(id, 200);
+	}
+	dpg_start_job(&srv, "fm", small_job, id, sizeof(id));
+	cancel_job(id, 200);
+	for (int i = 0; i < 2; i++)
+		cancel_job(busy[i], 202);
 }
 
 /* fm's ledger holds `commits` commit rows and `releases` release rows. */

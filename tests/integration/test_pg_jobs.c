@@ -355,3 +355,81 @@ Test(pg_jobs, a_lease_renewed_before_the_sweep_writes_keeps_the_job)
 	cr_assert_eq(commits, 0, "a sweep committed the reservation of a renewed lease");
 	rig_free(&r);
 }
+
+#define IRIS_HEADER "sepal_length,sepal_width,petal_length,petal_width,species"
+/* Five lots of logistic regression on iris: a job of moments. */
+static const char iris_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"species\","
+	"\"classes\":3,\"epochs\":1,\"lot_size\":30,\"noise_multiplier\":4,\"clip_norm\":1,"
+	"\"learning_rate\":0.5}}";
+
+/* POSTs iris_job through s and asserts the queue-full answer. */
+static void expect_queue_full(const dpg_server *s)
+{
+	dpg_resp resp = dpg_call(s, "POST", "/v1/datasets/iris/jobs", s->admin_key, iris_job);
+
+	cr_assert_eq(resp.status, 503, "%s", resp.body);
+	cr_assert_not_null(strstr(resp.body, "the job queue is full"), "%s", resp.body);
+	dpg_resp_free(&resp);
+}
+
+/*
+ * The servers share one queue, the database's, and DPG_MAX_QUEUED_JOBS
+ * bounds it.  A's two workers run long jobs while B's run what A accepts:
+ * 64 jobs submitted through A and run by B leave nothing queued, so a
+ * 65th is accepted through A (it was refused, "the job queue is full",
+ * by A's count of its own wake-ups until its own workers came free).  Then
+ * 64 queued rows that no worker can take (a session holds them, as a claim
+ * in progress would) fill the queue: a job is refused through either
+ * server, B's own wake-ups being none (it was accepted through B).
+ */
+Test(pg_jobs, the_queue_bound_is_the_databases)
+{
+	enum { BATCH = 16 };
+	static struct rig r;
+	char busy[2][64], ids[BATCH][64], id[64], sql[1024];
+	FILE *held;
+
+	rig_start(&r, 1);
+	dpg_make_dataset(&r.srv[0], "iris", 1000.0, 1e-5, "rdp");
+	dpg_upload_iris(&r.srv[0], "iris", IRIS_HEADER);
+	for (int i = 0; i < 2; i++) {
+		dpg_start_job(&r.srv[0], "fm", long_job, busy[i], sizeof(busy[i]));
+		json_decref(dpg_job_wait(&r.srv[0], busy[i], running, 120));
+	}
+	dpg_server_start_on(&r.srv[1], r.url);
+	r.n = 2;
+	for (int done = 0; done < DPG_MAX_QUEUED_JOBS; done += BATCH) {
+		for (int i = 0; i < BATCH; i++)
+			dpg_start_job(&r.srv[0], "iris", iris_job, ids[i], sizeof(ids[i]));
+		for (int i = 0; i < BATCH; i++)
+			json_decref(dpg_job_succeeded(&r.srv[1], ids[i], 300));
+	}
+	cr_assert_eq(psql_num(&r, "SELECT count(*) FROM jobs WHERE state = 'queued'"), 0);
+	cr_assert_eq(psql_num(&r, "SELECT count(*) FROM jobs WHERE state = 'running'"), 2);
+	dpg_start_job(&r.srv[0], "iris", iris_job, id, sizeof(id));
+	json_decref(dpg_job_succeeded(&r.srv[1], id, 300));
+
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO jobs (id, dataset_id, trainer, params, event, n_train,"
+		 " reservation_id, state, actor, created_at) SELECT 'job-held-' || g, dataset_id,"
+		 " trainer, params, event, n_train, reservation_id, 'queued', actor,"
+		 " '2000-01-01T00:00:00Z' FROM jobs, generate_series(1, %d) g WHERE id = '%s'",
+		 DPG_MAX_QUEUED_JOBS, id);
+	cr_assert_eq(psql_num(&r, sql), 0);
+	held = dpg_pg_session_open(r.url);
+	dpg_pg_session_send(held, "BEGIN;");
+	dpg_pg_session_send(held, "SELECT id FROM jobs WHERE id LIKE 'job-held-%' FOR UPDATE;");
+	wait_row_locked(&r, "jobs", "job-held-1");
+	expect_queue_full(&r.srv[1]);
+	expect_queue_full(&r.srv[0]);
+	cr_assert_eq(psql_num(&r, "SELECT count(*) FROM jobs WHERE state = 'queued'"),
+		     DPG_MAX_QUEUED_JOBS, "a refused submission left a job");
+	dpg_pg_session_send(held,
+			    "UPDATE jobs SET state = 'cancelled' WHERE id LIKE 'job-held-%';");
+	dpg_pg_session_send(held, "COMMIT;");
+	cr_assert_eq(pclose(held), 0);
+	dpg_start_job(&r.srv[1], "iris", iris_job, id, sizeof(id));
+	json_decref(dpg_job_succeeded(&r.srv[1], id, 300));
+	rig_free(&r);
+}
