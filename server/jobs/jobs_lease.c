@@ -92,6 +92,37 @@ static void cancel_requested(srv_jobs *jobs, srv_db *db)
 		srv_jobs_cancel_running(jobs, ids[i]);
 }
 
+/* The ids of the jobs this server's workers hold now, into ids; how many. */
+static unsigned held_ids(srv_jobs *jobs, char (*ids)[SRV_JOB_ID_BYTES])
+{
+	unsigned n = 0;
+
+	/* Every slot, not n_workers: the thread starts before the workers. */
+	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++) {
+		job_slot *s = &jobs->slots[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (s->id[0])
+			snprintf(ids[n++], SRV_JOB_ID_BYTES, "%s", s->id);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return n;
+}
+
+/* Renews the leases of the jobs this server's workers hold, and no other:
+ * a running row of this owner that no worker holds (its start or end
+ * could not be written) runs out of lease and is swept like a dead
+ * server's. */
+static void renew_held(srv_jobs *jobs, srv_db *db)
+{
+	char ids[DPG_MAX_JOB_WORKERS][SRV_JOB_ID_BYTES];
+	unsigned n = held_ids(jobs, ids);
+
+	if (srv__job_renew_leases(db, jobs->owner, (const char (*)[SRV_JOB_ID_BYTES])ids, n,
+				  srv_jobs__lease_until()) != SRV_OK)
+		log_lease("cannot renew the leases of this server's jobs", "");
+}
+
 static void *lease_main(void *arg)
 {
 	srv_jobs *jobs = arg;
@@ -103,8 +134,7 @@ static void *lease_main(void *arg)
 
 		pthread_mutex_unlock(&jobs->lock);
 		db = srv_store_acquire(jobs->ctx->store);
-		if (srv__job_renew_leases(db, jobs->owner, srv_jobs__lease_until()) != SRV_OK)
-			log_lease("cannot renew the leases of this server's jobs", "");
+		renew_held(jobs, db);
 		cancel_requested(jobs, db);
 		sweep_expired(jobs, db);
 		srv_store_release(jobs->ctx->store, db);

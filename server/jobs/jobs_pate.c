@@ -266,26 +266,25 @@ int srv__jobs_check_pate(srv_db *db, const srv_principal *who, const srv_dataset
 
 /*
  * Records a pate job's end: its reservation released and what ran charged
- * in one transaction when the run says what ran, else committed whole.
+ * in one transaction when the run says what ran, else committed whole;
+ * until the database takes it or the pool stops (srv_jobs__finish).
  */
-static void pate_job_end(srv_ctx *ctx, const char *id, const char *final_state,
+static void pate_job_end(srv_jobs *jobs, const char *id, const char *final_state,
 			 const pate_charge *c, const char *result, const char *error,
 			 const char *model_path)
 {
 	srv_job_charge charge = {c->event, &c->cost, "pate job: the checks, answers and release run"};
-	srv_db *db = srv_store_acquire(ctx->store);
-	int rc = srv__job_finish_charged(db, id, "running", final_state, false,
-					 c->known ? &charge : NULL, result, error,
-					 model_path[0] ? model_path : NULL, "job");
+	int rc = srv_jobs__finish(jobs, id, "running", final_state, false,
+				  c->known ? &charge : NULL, result, error,
+				  model_path[0] ? model_path : NULL);
 
 	/* The charge is at most the reservation, so it is taken even after
 	 * the budget was lowered (charge_actual); should the end still not
-	 * be recorded, the job stays running and the restart rule commits
-	 * the reservation whole. */
+	 * be recorded (the pool stopped), the job stays running and the
+	 * restart rule commits the reservation whole. */
 	if (rc != SRV_OK)
 		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot record the end of job %s\"}\n",
 			id);
-	srv_store_release(ctx->store, db);
 }
 
 void srv_jobs__pate_job(srv_jobs__run *run)
@@ -313,6 +312,6 @@ void srv_jobs__pate_job(srv_jobs__run *run)
 	} else {
 		state = "succeeded";
 	}
-	pate_job_end(run->jobs->ctx, slot->id, state, &charge, run->result, error, run->model_path);
+	pate_job_end(run->jobs, slot->id, state, &charge, run->result, error, run->model_path);
 	free(charge.event);
 }

@@ -52,6 +52,10 @@ struct srv_jobs {
 	bool lease_started;
 	pthread_t lease_thread;
 	pthread_cond_t lease_wake; /* under `lock`: the pool stops */
+	/* Under `lock`: the pool stops.  A worker waiting to write a job's
+	 * start or end again waits on this, not on `wake`, so that it never
+	 * takes the signal of a queued job from an idle worker. */
+	pthread_cond_t retry_wake;
 };
 
 /* The restart rule's reason on a job it failed, by whichever path. */
@@ -66,6 +70,37 @@ int srv_jobs__lease_start(srv_jobs *jobs);
 void srv_jobs__lease_stop(srv_jobs *jobs);
 /* The Unix time, in seconds, a lease taken now runs until. */
 int64_t srv_jobs__lease_until(void);
+
+/* The first and the longest wait, in milliseconds, before a job's start or
+ * end is written again after the database refused it. */
+#define SRV_JOBS_RETRY_FIRST_MS 100
+#define SRV_JOBS_RETRY_MAX_MS 1000
+
+/*
+ * Waits *delay_ms (at most SRV_JOBS_RETRY_MAX_MS) before a write of a
+ * job's start or end is tried again, and doubles *delay_ms for the next
+ * wait; the caller starts it at SRV_JOBS_RETRY_FIRST_MS.  False, at once,
+ * when the pool stops: the restart rule then ends what the worker held
+ * (jobs_worker.c).
+ */
+bool srv_jobs__retry_wait(srv_jobs *jobs, unsigned *delay_ms);
+
+/* A write of a job's start or end refused by the database, not by the
+ * job's row: SRV_DB_ERROR, SRV_DB_MOVED, SRV_COMMIT_FAILED (a lost disk, a
+ * moved file, a lock held too long, a PostgreSQL server gone), which
+ * passes, so the write is tried again. */
+bool srv_jobs__write_refused(int rc);
+
+/*
+ * Records a job's end as srv__job_finish_charged does (`charge` may be
+ * NULL), through a connection of its own each time, until the database
+ * takes it or answers for the row (SRV_CONFLICT: the row moved; SRV_NOT_FOUND:
+ * gone), or the pool stops.  Logs the first refusal and the write that
+ * goes through after it.  The last answer.
+ */
+int srv_jobs__finish(srv_jobs *jobs, const char *id, const char *from_state, const char *state,
+		     bool release, const srv_job_charge *charge, const char *result,
+		     const char *error, const char *model_path);
 
 /* Queues a job id; false when the queue is full. */
 bool srv_jobs__enqueue(srv_jobs *jobs, const char *id);

@@ -5,7 +5,9 @@
  * loads the data, runs the trainer with the stream, writes the model file,
  * then commits the reservation and records the outcome in one transaction.
  * When getrandom fails the job fails before it loads anything, and the
- * reservation is released.
+ * reservation is released.  A start or end the database refuses is written
+ * again until it is taken or the pool stops (jobs_retry.c): a worker that
+ * gave up would leave the job queued or running for ever.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,12 +41,12 @@ static void log_end_failed(const char *id)
 
 /* A job claimed while its dataset was archived: cancelled, its reservation
  * released (nothing was read). */
-static void cancel_archived(srv_db *db, const char *id)
+static void cancel_archived(srv_jobs *jobs, const char *id)
 {
-	int fin = srv__job_finish(db, id, "queued", "cancelled", true, NULL,
-				  "the dataset was archived before the job started; nothing "
-				  "was read, and the reservation was released",
-				  NULL, "job");
+	int fin = srv_jobs__finish(jobs, id, "queued", "cancelled", true, NULL, NULL,
+				   "the dataset was archived before the job started; nothing "
+				   "was read, and the reservation was released",
+				   NULL);
 
 	/* SRV_CONFLICT: a user cancelled it meanwhile. */
 	if (fin != SRV_OK && fin != SRV_CONFLICT)
@@ -67,6 +69,60 @@ static void slot_set_id(job_slot *slot, const char *id)
 	pthread_mutex_unlock(&slot->lock);
 }
 
+static void log_start_refused(const char *id)
+{
+	fprintf(stderr,
+		"{\"level\":\"error\",\"msg\":\"cannot start job %s yet; trying again until "
+		"the database takes it\"}\n",
+		id[0] ? id : "(the oldest queued)");
+}
+
+/* Marks the slot's queued job running (on a shared database the oldest
+ * queued job of any server), until the database takes the write or the
+ * pool stops: the id left the in-memory queue, so a worker that gave up
+ * would leave the job queued until a restart.  The worker keeps its
+ * place meanwhile, so the jobs still start in the order they came. */
+static int claim_job(srv_jobs *jobs, job_slot *slot, char id[SRV_JOB_ID_BYTES])
+{
+	unsigned delay_ms = SRV_JOBS_RETRY_FIRST_MS;
+	bool logged = false;
+	char now[32];
+	int rc;
+
+	for (;;) {
+		srv_db *db = srv_store_acquire(jobs->ctx->store);
+
+		srv_now_text(now);
+		rc = srv__job_claim(db, jobs->shared ? NULL : slot->id, jobs->owner,
+				    srv_jobs__lease_until(), now, id);
+		srv_store_release(jobs->ctx->store, db);
+		if (!srv_jobs__write_refused(rc))
+			return rc;
+		if (!logged)
+			log_start_refused(slot->id);
+		logged = true;
+		if (!srv_jobs__retry_wait(jobs, &delay_ms))
+			return rc; /* still queued: the restart queues it again */
+	}
+}
+
+/* Loads a job this worker marked running, until it can be read or the pool
+ * stops (the restart rule then fails it, its reservation committed). */
+static int load_claimed(srv_jobs *jobs, const char *id, srv_job_row *j)
+{
+	unsigned delay_ms = SRV_JOBS_RETRY_FIRST_MS;
+	int rc;
+
+	for (;;) {
+		srv_db *db = srv_store_acquire(jobs->ctx->store);
+
+		rc = srv__job_load(db, id, j);
+		srv_store_release(jobs->ctx->store, db);
+		if (!srv_jobs__write_refused(rc) || !srv_jobs__retry_wait(jobs, &delay_ms))
+			return rc;
+	}
+}
+
 /* Claims a job and marks it running under this server's lease: the slot's
  * queued id alone on SQLite; on a shared database the oldest queued job of
  * any server (the slot's id only woke the worker).  A job whose dataset
@@ -75,21 +131,17 @@ static void slot_set_id(job_slot *slot, const char *id)
  * clears it. */
 static int start_job(srv_ctx *ctx, srv_jobs *jobs, job_slot *slot, srv_job_row *j)
 {
-	srv_db *db = srv_store_acquire(ctx->store);
-	char now[32], id[SRV_JOB_ID_BYTES];
+	char id[SRV_JOB_ID_BYTES];
 	int rc;
 
 	memset(j, 0, sizeof(*j));
-	srv_now_text(now);
-	rc = srv__job_claim(db, jobs->shared ? NULL : slot->id, jobs->owner,
-			    srv_jobs__lease_until(), now, id);
+	rc = claim_job(jobs, slot, id);
 	if (rc == SRV_OK || rc == SRV_CONFLICT)
 		slot_set_id(slot, id);
 	if (rc == SRV_CONFLICT)
-		cancel_archived(db, id);
+		cancel_archived(jobs, id);
 	if (rc == SRV_OK)
-		rc = srv__job_load(db, id, j);
-	srv_store_release(ctx->store, db);
+		rc = load_claimed(jobs, id, j);
 	/* Running, or cancelled and its reservation released. */
 	if (id[0])
 		srv_watch_signal(ctx->watch, rc == SRV_OK ? j->dataset_id : NULL,
@@ -99,16 +151,13 @@ static int start_job(srv_ctx *ctx, srv_jobs *jobs, job_slot *slot, srv_job_row *
 
 /* Without secure randomness the job fails before it reads anything, so its
  * reservation goes back to the budget. */
-static void fail_without_random(srv_ctx *ctx, const char *id)
+static void fail_without_random(srv_jobs *jobs, const char *id)
 {
-	srv_db *db = srv_store_acquire(ctx->store);
-
-	if (srv__job_finish(db, id, "running", "failed", true, NULL,
-			    "no secure randomness is available; nothing was read, and the "
-			    "reservation was released",
-			    NULL, "job") != SRV_OK)
+	if (srv_jobs__finish(jobs, id, "running", "failed", true, NULL, NULL,
+			     "no secure randomness is available; nothing was read, and the "
+			     "reservation was released",
+			     NULL) != SRV_OK)
 		log_end_failed(id);
-	srv_store_release(ctx->store, db);
 }
 
 /* Reads the job's parameters, loads its data and trains.  p may point
@@ -151,16 +200,15 @@ static char *keep_result(srv_jobs__run *run, const trn_dpsgd_result *result,
 }
 
 /* Records the job's end and commits its reservation in full: the job has
- * touched data. */
-static void end_job(srv_ctx *ctx, const char *id, const char *final_state,
+ * touched data.  Until the database takes it (srv_jobs__finish): a worker
+ * that went on would leave the job running for ever, its reservation open
+ * and a cancel's promise ("committed in full when the job stops") unkept. */
+static void end_job(srv_jobs *jobs, const char *id, const char *final_state,
 		    const char *result_text, const char *error, const char *model_path)
 {
-	srv_db *db = srv_store_acquire(ctx->store);
-
-	if (srv__job_finish(db, id, "running", final_state, false, result_text, error,
-			    model_path[0] ? model_path : NULL, "job") != SRV_OK)
+	if (srv_jobs__finish(jobs, id, "running", final_state, false, NULL, result_text, error,
+			     model_path[0] ? model_path : NULL) != SRV_OK)
 		log_end_failed(id);
-	srv_store_release(ctx->store, db);
 }
 
 /* A trainer run with its own loading, progress and result (the file that
@@ -205,7 +253,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	sys = mech_rng_new_system();
 	run.stream = sys ? mech_rng_new_stream(sys) : NULL;
 	if (!run.stream) {
-		fail_without_random(ctx, slot->id);
+		fail_without_random(jobs, slot->id);
 		goto out;
 	}
 	/* From here on the job has touched, or may touch, data. */
@@ -241,7 +289,7 @@ ended:
 	} else if (strcmp(final_state, "failed") == 0) {
 		error = "the server stopped while the job ran";
 	}
-	end_job(ctx, slot->id, final_state, run.result, error, run.model_path);
+	end_job(jobs, slot->id, final_state, run.result, error, run.model_path);
 out:
 	/* Its end is committed, and with it its reservation. */
 	srv_watch_signal(ctx->watch, j.dataset_id, slot->id);
@@ -356,6 +404,7 @@ int srv_jobs_start(srv_ctx *ctx, unsigned workers, srv_jobs_table_fn load_table,
 	jobs->load_table = load_table;
 	pthread_mutex_init(&jobs->lock, NULL);
 	pthread_cond_init(&jobs->wake, NULL);
+	pthread_cond_init(&jobs->retry_wake, NULL);
 	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
 		pthread_mutex_init(&jobs->slots[i].lock, NULL);
 	if (srv_jobs__lease_start(jobs) < 0) {
@@ -384,6 +433,7 @@ void srv_jobs_stop(srv_jobs *jobs)
 	pthread_mutex_lock(&jobs->lock);
 	jobs->stopping = true;
 	pthread_cond_broadcast(&jobs->wake);
+	pthread_cond_broadcast(&jobs->retry_wake);
 	pthread_mutex_unlock(&jobs->lock);
 	for (unsigned i = 0; i < DPG_MAX_JOB_WORKERS; i++)
 		atomic_store(&jobs->slots[i].cancel, true);
@@ -396,6 +446,7 @@ void srv_jobs_stop(srv_jobs *jobs)
 		pthread_mutex_destroy(&jobs->slots[i].lock);
 	pthread_mutex_destroy(&jobs->lock);
 	pthread_cond_destroy(&jobs->wake);
+	pthread_cond_destroy(&jobs->retry_wake);
 	free(jobs);
 }
 

@@ -682,8 +682,11 @@ int srv__job_count_queued(srv_db *db, int64_t *ret_n);
  */
 int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t lease_until,
 		   const char *now, char ret_id[SRV_JOB_ID_BYTES]);
-/* Extends the lease of every running job of `owner` to `lease_until`. */
-int srv__job_renew_leases(srv_db *db, const char *owner, int64_t lease_until);
+/* Extends to `lease_until` the lease of each of the n running jobs `ids`
+ * that `owner` holds: the jobs its workers run, not every running row that
+ * names it (one its workers no longer hold then expires and is swept). */
+int srv__job_renew_leases(srv_db *db, const char *owner, const char (*ids)[SRV_JOB_ID_BYTES],
+			  unsigned n, int64_t lease_until);
 /* Up to `max` ids of running jobs whose lease ended before `now_s`
  * (or that have none), oldest first. */
 int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID_BYTES],

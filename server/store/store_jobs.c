@@ -430,18 +430,24 @@ static int read_ids(srv__stmt *s, char (*ids)[SRV_JOB_ID_BYTES], unsigned max, u
 	return SRV_OK;
 }
 
-int srv__job_renew_leases(srv_db *db, const char *owner, int64_t lease_until)
+int srv__job_renew_leases(srv_db *db, const char *owner, const char (*ids)[SRV_JOB_ID_BYTES],
+			  unsigned n, int64_t lease_until)
 {
 	char lease_text[32];
-	const char *args[] = {owner, lease_text};
-	int rc;
+	const char *args[] = {NULL, owner, lease_text};
+	int rc = SRV_OK;
 
 	snprintf(lease_text, sizeof(lease_text), "%lld", (long long)lease_until);
-	rc = exec_text(db,
-		       "UPDATE jobs SET lease_until = CAST(?2 AS BIGINT)"
-		       " WHERE owner = ?1 AND state = 'running'",
-		       2, args);
-	return rc == SRV_NOT_FOUND ? SRV_OK : rc;
+	/* By id: a running row of this owner that no worker holds any more is
+	 * left to expire, so that the sweep ends it. */
+	for (unsigned i = 0; i < n && rc != SRV_DB_ERROR; i++) {
+		args[0] = ids[i];
+		rc = exec_text(db,
+			       "UPDATE jobs SET lease_until = CAST(?3 AS BIGINT)"
+			       " WHERE id = ?1 AND owner = ?2 AND state = 'running'",
+			       3, args);
+	}
+	return rc == SRV_DB_ERROR ? rc : SRV_OK;
 }
 
 int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID_BYTES],

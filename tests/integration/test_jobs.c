@@ -1,7 +1,8 @@
 /*
  * test_jobs.c: DP-SGD training jobs through HTTP on Fashion-MNIST: the
  * event is fixed before data is read, a job over budget is refused, a
- * finished job's budget and model, cancellation, and the restart rule.
+ * finished job's budget and model, cancellation, the restart rule, and a
+ * job's end written once the database file is back after a move.
  */
 #include <math.h>
 #include <pthread.h>
@@ -1401,4 +1402,62 @@ Test(jobs, the_data_of_a_running_job_does_not_change)
 			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	free(before);
 	free(csv);
+}
+
+/* Renames the database and its -wal and -shm files from the name `from` to
+ * `to` (each "" for the database's own path), as test_storage.c does. */
+static void move_database(const char *from, const char *to)
+{
+	static const char *const sides[] = {"", "-wal", "-shm"};
+
+	for (size_t i = 0; i < 3; i++) {
+		char a[400], b[400];
+
+		snprintf(a, sizeof(a), "%s%s", *from ? from : srv.db, sides[i]);
+		snprintf(b, sizeof(b), "%s%s", *to ? to : srv.db, sides[i]);
+		cr_assert_eq(rename(a, b), 0, "rename %s %s", a, b);
+	}
+}
+
+/*
+ * A job whose end the database refuses for a while ends once it takes
+ * writes again, on the same server: the database file is moved away (every
+ * write is then refused, srv_store_file_check) while two jobs run and a
+ * third queues; the first is cancelled, and its worker cannot write its
+ * end.  Once the file is back, without a restart, the cancelled job ends
+ * cancelled, its reservation committed in full as the 202 promised, and
+ * the queued job runs and succeeds: neither is left running or queued
+ * for ever by a worker that gave up on a write.
+ */
+Test(jobs, a_job_whose_end_was_refused_ends_once_the_database_is_back)
+{
+	const char *running[] = {"running", NULL};
+	char ids[3][64], moved[400];
+	json_t *j;
+
+	dpg_skip_on_pg("moves the SQLite file (a PostgreSQL database has none)");
+	dpg_start_job(&srv, "fm", long_job, ids[0], sizeof(ids[0]));
+	dpg_start_job(&srv, "fm", long_job, ids[1], sizeof(ids[1]));
+	json_decref(wait_for_state(ids[0], running, 60));
+	json_decref(wait_for_state(ids[1], running, 60));
+	dpg_start_job(&srv, "fm", small_job, ids[2], sizeof(ids[2]));
+
+	snprintf(moved, sizeof(moved), "%s/moved.db", srv.dir);
+	move_database("", moved);
+	cancel_job(ids[0], 202);
+	/* Long enough for the cancelled job's worker to stop training, try its
+	 * end and (before the fix) give up on it and on the queued job. */
+	sleep(3);
+	move_database(moved, "");
+
+	j = wait_for_state(ids[0], job_ended, 30);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled");
+	json_decref(j);
+	json_decref(dpg_job_succeeded(&srv, ids[2], 120));
+	j = stop_running_job(ids[1]);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled");
+	json_decref(j);
+	/* Three reservations, each committed in full by its job's end: none
+	 * left open for the expiry rule. */
+	expect_closes(3, 0);
 }

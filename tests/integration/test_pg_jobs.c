@@ -16,6 +16,8 @@
  *     where the end is written);
  *   - a claim waits for an upload that holds the dataset's link, then
  *     reads its version and cancels the job checked against the old one.
+ *   - a running row of a live server that none of its workers holds is
+ *     swept once its lease runs out (only held jobs' leases are renewed).
  *
  * What a job's row holds is read with psql from the cluster, the ledger
  * through the API; expected counts come from what the test submitted.
@@ -431,5 +433,53 @@ Test(pg_jobs, the_queue_bound_is_the_databases)
 	cr_assert_eq(pclose(held), 0);
 	dpg_start_job(&r.srv[1], "iris", iris_job, id, sizeof(id));
 	json_decref(dpg_job_succeeded(&r.srv[1], id, 300));
+	rig_free(&r);
+}
+
+/*
+ * A running row that names a live server but that none of its workers
+ * holds (a worker that could not record the job's end or start would leave
+ * one) runs out of lease and is swept like a dead server's: the lease
+ * thread renews the jobs its workers hold, not every running row of its
+ * owner.  The row is made with psql: a queued job (both workers busy)
+ * marked running under the owner of a job that runs.  It is failed with
+ * the restart rule's reason within a lease and a sweep period, while the
+ * held jobs keep running; every reservation is committed once.
+ */
+Test(pg_jobs, a_running_row_no_worker_holds_is_swept_on_a_live_server)
+{
+	static struct rig r;
+	char held[2][64], orphan[64], sql[512];
+	int commits, releases;
+	json_t *j;
+
+	rig_start(&r, 1);
+	for (int i = 0; i < 2; i++)
+		dpg_start_job(&r.srv[0], "fm", long_job, held[i], sizeof(held[i]));
+	for (int i = 0; i < 2; i++)
+		json_decref(dpg_job_wait(&r.srv[0], held[i], running, 120));
+	dpg_start_job(&r.srv[0], "fm", small_job, orphan, sizeof(orphan));
+	snprintf(sql, sizeof(sql),
+		 "UPDATE jobs SET state = 'running', started_at = created_at,"
+		 " owner = (SELECT owner FROM jobs WHERE id = '%s'),"
+		 " lease_until = extract(epoch FROM now())::bigint + %d"
+		 " WHERE id = '%s' AND state = 'queued' RETURNING 1",
+		 held[0], DPG_JOB_LEASE_S, orphan);
+	cr_assert_eq(psql_num(&r, sql), 1, "the job left the queue before it was made an orphan");
+	j = dpg_job_wait(&r.srv[0], orphan, ended,
+			 DPG_JOB_LEASE_S + DPG_JOB_LEASE_RENEW_S + SLACK_S);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "failed");
+	cr_assert_not_null(strstr(json_string_value(json_object_get(j, "error")), "interrupted"),
+			   "%s", json_string_value(json_object_get(j, "error")));
+	json_decref(j);
+	for (int i = 0; i < 2; i++) {
+		cr_assert(job_in_state(&r.srv[0], held[i], "running"), "held job %d", i);
+		snprintf(sql, sizeof(sql), "/v1/jobs/%s", held[i]);
+		dpg_expect_status(&r.srv[0], "DELETE", sql, r.srv[0].admin_key, NULL, 202);
+		json_decref(dpg_job_wait(&r.srv[0], held[i], ended, 120));
+	}
+	count_closes(&r.srv[0], &commits, &releases);
+	cr_assert_eq(commits, 3, "one commit per reservation");
+	cr_assert_eq(releases, 0);
 	rig_free(&r);
 }

@@ -21,6 +21,9 @@
  * test kills the server right after such a failure: the ledger then holds
  * the failed charge or not, and a retry with the same Idempotency-Key is
  * charged exactly once either way.
+ *
+ * A queued job whose start fails at COMMIT is started once the disk is
+ * back, without a restart.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -578,4 +581,52 @@ Test(storage, a_deleted_wal_index_refuses_spends_and_keeps_other_writes)
 	j = dpg_get_json(&srv, srv.admin_key, "/v1/datasets/shm");
 	cr_assert_str_eq(json_string_value(json_object_get(j, "name")), "renamed elsewhere");
 	json_decref(j);
+}
+
+/* ---- a job's start refused by a failing disk ---------------------------- */
+
+/* Ten steps of logistic regression on Fashion-MNIST, and a job that runs
+ * for minutes. */
+static const char small_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
+	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
+static const char long_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
+	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
+
+/*
+ * A queued job whose start (the claim that marks it running) the disk
+ * refuses is started once the disk is back, on the same server: its id
+ * left the in-memory queue when a worker took it, so a worker that gave
+ * up would leave it queued until a restart.  The job is left queued by a
+ * graceful stop while both workers run long jobs; the server starts again
+ * with every fsync failing, so its worker's first claim fails at COMMIT.
+ */
+Test(storage, a_queued_job_whose_start_the_disk_refused_runs_once_it_is_back)
+{
+	const char *const running[] = {"running", NULL};
+	char ids[3][64], path[128], state[32];
+	int failures;
+
+	dpg_skip_on_pg("fails the SQLite file's fsync (PostgreSQL's is the server's)");
+	dpg_make_dataset(&srv, "fm", 50.0, 1e-5, "rdp");
+	dpg_expect_status(&srv, "PUT", "/v1/datasets/fm/data", srv.admin_key,
+			  "{\"builtin\":\"fashion-mnist\"}", 200);
+	for (int i = 0; i < 2; i++)
+		dpg_start_job(&srv, "fm", long_job, ids[i], sizeof(ids[i]));
+	for (int i = 0; i < 2; i++)
+		json_decref(dpg_job_wait(&srv, ids[i], running, 60));
+	dpg_start_job(&srv, "fm", small_job, ids[2], sizeof(ids[2]));
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+
+	failures = commit_failures_logged();
+	dpg_switch_file(sync_file, true);
+	dpg_server_restart(&srv);
+	for (int i = 0; i < 300 && commit_failures_logged() == failures; i++)
+		usleep(100000);
+	cr_assert_gt(commit_failures_logged(), failures, "no claim failed: log %s", srv.log);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", ids[2]);
+	cr_assert_str_eq(dpg_get_string(&srv, path, "state", state, sizeof(state)), "queued");
+	dpg_switch_file(sync_file, false);
+	json_decref(dpg_job_succeeded(&srv, ids[2], 120));
 }
