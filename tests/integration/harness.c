@@ -119,6 +119,19 @@ static void last_line(char *s)
 		memmove(s, p + 1, strlen(p + 1) + 1);
 }
 
+void dpg_move_database(const dpg_server *s, const char *from, const char *to)
+{
+	static const char *const sides[] = {"", "-wal", "-shm"};
+
+	for (size_t i = 0; i < 3; i++) {
+		char a[400], b[400];
+
+		snprintf(a, sizeof(a), "%s%s", *from ? from : s->db, sides[i]);
+		snprintf(b, sizeof(b), "%s%s", *to ? to : s->db, sides[i]);
+		cr_assert_eq(rename(a, b), 0, "rename %s %s", a, b);
+	}
+}
+
 void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, char *key,
 		  size_t key_size)
 {

@@ -183,6 +183,10 @@ int dpg_run_with(char *out, size_t out_size, const char *const *argv, void (*set
 void dpg_assert_in_spec(const dpg_server *s, const char *method, const char *spec_path,
 			const char *status, const char *media, const char *body);
 
+/* Renames server s's SQLite database and its -wal and -shm files from the
+ * name `from` to `to` (each "" for the database's own path). */
+void dpg_move_database(const dpg_server *s, const char *from, const char *to);
+
 /* Creates a key through the CLI on the server's database. */
 void dpg_make_key(const dpg_server *s, const char *role, const char *datasets, char *key,
 		  size_t key_size);

@@ -1404,21 +1404,6 @@ Test(jobs, the_data_of_a_running_job_does_not_change)
 	free(csv);
 }
 
-/* Renames the database and its -wal and -shm files from the name `from` to
- * `to` (each "" for the database's own path), as test_storage.c does. */
-static void move_database(const char *from, const char *to)
-{
-	static const char *const sides[] = {"", "-wal", "-shm"};
-
-	for (size_t i = 0; i < 3; i++) {
-		char a[400], b[400];
-
-		snprintf(a, sizeof(a), "%s%s", *from ? from : srv.db, sides[i]);
-		snprintf(b, sizeof(b), "%s%s", *to ? to : srv.db, sides[i]);
-		cr_assert_eq(rename(a, b), 0, "rename %s %s", a, b);
-	}
-}
-
 /*
  * A job whose end the database refuses for a while ends once it takes
  * writes again, on the same server: the database file is moved away (every
@@ -1443,12 +1428,12 @@ Test(jobs, a_job_whose_end_was_refused_ends_once_the_database_is_back)
 	dpg_start_job(&srv, "fm", small_job, ids[2], sizeof(ids[2]));
 
 	snprintf(moved, sizeof(moved), "%s/moved.db", srv.dir);
-	move_database("", moved);
+	dpg_move_database(&srv, "", moved);
 	cancel_job(ids[0], 202);
 	/* Long enough for the cancelled job's worker to stop training, try its
 	 * end and (before the fix) give up on it and on the queued job. */
 	sleep(3);
-	move_database(moved, "");
+	dpg_move_database(&srv, moved, "");
 
 	j = wait_for_state(ids[0], job_ended, 30);
 	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled");

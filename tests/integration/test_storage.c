@@ -275,21 +275,6 @@ static const char gone_line[] = "database file deleted, moved or replaced";
 static const char wal_gone_line[] = "database WAL file deleted, moved or replaced";
 static const char shm_gone_line[] = "database -shm file (the WAL's index) deleted";
 
-/* Renames the database and its -wal and -shm files from the name `from`
- * to `to` (each "" for the database's own path). */
-static void move_database(const char *from, const char *to)
-{
-	static const char *const sides[] = {"", "-wal", "-shm"};
-
-	for (size_t i = 0; i < 3; i++) {
-		char a[400], b[400];
-
-		snprintf(a, sizeof(a), "%s%s", *from ? from : srv.db, sides[i]);
-		snprintf(b, sizeof(b), "%s%s", *to ? to : srv.db, sides[i]);
-		cr_assert_eq(rename(a, b), 0, "rename %s %s", a, b);
-	}
-}
-
 /* Makes dataset `id` (budget 10), charges it 0.5 and opens a reservation of
  * 0.5, whose id goes into rid: what a server on an intact file answers
  * (201, and 200 on /healthz). */
@@ -396,10 +381,10 @@ Test(storage, a_moved_database_refuses_spends_until_it_is_back)
 	dpg_skip_on_pg("moves the SQLite file (a PostgreSQL database has none)");
 	spend_on_intact_file("m", rid, sizeof(rid));
 	snprintf(moved, sizeof(moved), "%s/moved.db", srv.dir);
-	move_database("", moved);
+	dpg_move_database(&srv, "", moved);
 	expect_every_spend_refused("m", rid, "moved-1");
 
-	move_database(moved, "");
+	dpg_move_database(&srv, moved, "");
 	r = post_keyed("/v1/datasets/m/charges", charge_half, "moved-1");
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	dpg_resp_free(&r);
@@ -408,11 +393,11 @@ Test(storage, a_moved_database_refuses_spends_until_it_is_back)
 
 	/* Moved away again and stopped there: the restart on the file put back
 	 * sees nothing of the second refusal either. */
-	move_database("", moved);
+	dpg_move_database(&srv, "", moved);
 	r = post_keyed("/v1/datasets/m/charges", charge_quarter, "moved-2");
 	assert_file_gone(&r, "charge while moved again");
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
-	move_database(moved, "");
+	dpg_move_database(&srv, moved, "");
 	dpg_server_restart(&srv);
 	expect_ledger_after_restart("m", 1);
 }
