@@ -130,6 +130,16 @@
  * within DPG_MAX_BODY_BYTES) and of one `dpgate predict` input: bounds
  * the answer, rows x classes scores, to 10^4 x 10^3 numbers. */
 #define DPG_MAX_PREDICT_ROWS        10000
+/* Multiply-adds of one predict request, rows x the model's per-row cost
+ * (its weights, a convolution's kernels at every pixel): the rows are
+ * scored on an HTTP thread.  Measured on the 2-core test machine under
+ * load (load average 8), the slowest case, a 16.4M-weight MLP streamed
+ * from memory for every row, takes about 2 ns a multiply-add: its 8 rows
+ * a request score in about 0.3 s (answered in 0.85 s, 0.5 s of it reading
+ * the 131 MB model, as for one row); 128 rows of a 1M-weight model are
+ * answered in 0.08 to 0.15 s.  Before, 10^4 rows of the large model held
+ * a thread for 110 s. */
+#define DPG_MAX_PREDICT_WORK        (1LL << 27)
 /* Numbers in one JSON answer that is built whole in memory, where jansson
  * holds each as an object of about 60 bytes: a predict answer's rows x
  * classes scores, and a model's parameters with ?format=json.  A larger

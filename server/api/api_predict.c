@@ -323,6 +323,65 @@ static void job_json_columns(const srv_job_row *j, json_t **ret_result, json_t *
 	*ret_params = srv_json_parse_text(j->params);
 }
 
+/*
+ * The multiply-adds scoring one row with m takes: every dense weight once
+ * (n_params, which also counts a convolution's kernels once), the input
+ * projection, each convolution's kernel at every pixel of its input (a
+ * "same" convolution, each side halved by the pooling after it), and for
+ * a scattering model its FFTs, about channels x pixels x log2(pixels).
+ */
+static double model_row_work(const trn_model *m)
+{
+	trn_model_info mi;
+	double work;
+
+	trn_model_info_get(m, &mi);
+	work = (double)mi.n_params + (double)mi.input_dim * mi.proj_dim;
+	if (mi.conv) {
+		double c_in = mi.conv->channels, side = mi.conv->side;
+
+		for (uint32_t l = 0; l < mi.conv->n_conv; l++) {
+			double k = mi.conv->kernel[l], out = mi.conv->conv_channels[l];
+
+			work += side * side * out * c_in * k * k;
+			c_in = out;
+			side = floor(side / 2);
+		}
+	}
+	if (mi.feature_rule != TRN_FEATURE_RULE_NONE) {
+		double pixels = (double)mi.scatter_rows * mi.scatter_cols;
+
+		work += TRN_DPSGD_SCATTER_CHANNELS * pixels * log2(pixels + 1.0);
+	}
+	return work;
+}
+
+/*
+ * Whether n rows may be scored with m in one request: the answer's rows x
+ * classes scores within DPG_MAX_JSON_NUMBERS, and the rows' multiply-adds
+ * within DPG_MAX_PREDICT_WORK, since the scoring runs on an HTTP thread
+ * and rows x model size, not rows, is what holds it.  Returns 0, or
+ * ACCT_EUNSUPPORTED naming `where` with the most rows this model takes.
+ */
+static int rows_fit_model(const trn_model *m, size_t n, const char *where, acct_error *err)
+{
+	size_t k = trn_model_num_classes(m);
+	double row_work = model_row_work(m);
+	size_t most = (size_t)floor((double)DPG_MAX_PREDICT_WORK / row_work);
+
+	if (n > DPG_MAX_JSON_NUMBERS / k)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "at most %zu rows in one request for a model of %zu classes "
+				      "(%ld scores in an answer)",
+				      (size_t)DPG_MAX_JSON_NUMBERS / k, k, DPG_MAX_JSON_NUMBERS);
+	if (n > most)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "at most %zu rows in one request for this model (%.0f "
+				      "multiply-adds a row, %lld in one request)",
+				      most, row_work, (long long)DPG_MAX_PREDICT_WORK);
+	return 0;
+}
+
 int srv_h_job_predict(srv_request *req, srv_response *res)
 {
 	srv_job_row j;
@@ -349,11 +408,8 @@ int srv_h_job_predict(srv_request *req, srv_response *res)
 	d = trn_model_input_dim(m);
 	k = trn_model_num_classes(m);
 	rc = request_rows(req, json_object_get(result, "features"), d, &x, &n, &err);
-	if (rc >= 0 && n > DPG_MAX_JSON_NUMBERS / k)
-		rc = acct_error_set(&err, ACCT_EUNSUPPORTED, x_from_csv(req) ? "/csv" : "/rows",
-				    "at most %zu rows in one request for a model of %zu classes "
-				    "(%ld scores in an answer)",
-				    (size_t)DPG_MAX_JSON_NUMBERS / k, k, DPG_MAX_JSON_NUMBERS);
+	if (rc >= 0)
+		rc = rows_fit_model(m, n, x_from_csv(req) ? "/csv" : "/rows", &err);
 	if (rc < 0) {
 		srv_problem_from_error(res, &err);
 		goto out;

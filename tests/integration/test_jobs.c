@@ -1184,24 +1184,62 @@ static char *two_input_rows(size_t rows)
 	return body;
 }
 
+/* A table "name" of 40 rows of two inputs a, b and a label y of 3 values. */
+static void upload_two_inputs(const char *name)
+{
+	char csv[1024];
+	size_t n = (size_t)snprintf(csv, sizeof(csv), "a,b,y\n");
+
+	dpg_make_dataset(&srv, name, 20.0, 1e-5, "rdp");
+	for (int i = 0; i < 40; i++)
+		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%d\n", i % 7, i % 5, i % 3);
+	dpg_upload_csv(&srv, name, csv, n);
+}
+
+/* POSTs `rows` rows of two inputs to job id's predict; the answer. */
+static dpg_resp predict_two_input_rows(const char *id, size_t rows)
+{
+	char path[128], *body = two_input_rows(rows);
+	dpg_resp r;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", id);
+	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+	free(body);
+	return r;
+}
+
 /*
  * Answers built whole as JSON are bounded by DPG_MAX_JSON_NUMBERS = 2^20
  * numbers: a model of 1000 classes predicts at most 1048 rows a request
- * (1048 x 1000 scores), and its 2 x 1100 + 1100 + 1100 x 1000 + 1000 =
- * 1 104 300 parameters come in the binary format only.  (Before, 10^4 rows
- * of 1000 classes took 0.7 GB, and a 16M-parameter model as JSON 1.1 GB.)
+ * (1048 x 1000 scores), and a model of 2 x 1100 + 1100 + 1100 x 1000 +
+ * 1000 = 1 104 300 parameters comes in the binary format only.  (Before,
+ * 10^4 rows of 1000 classes took 0.7 GB, and a 16M-parameter model as
+ * JSON 1.1 GB.)  The rows are scored with a logistic model, 3000
+ * multiply-adds a row, far within the predict work bound.
  */
 Test(jobs, answers_built_as_json_are_bounded)
 {
-	char csv[1024], id[64], path[128];
-	size_t n = (size_t)snprintf(csv, sizeof(csv), "a,b,y\n");
-	char *body;
+	char id[64], path[128];
 	dpg_resp r;
 
-	dpg_make_dataset(&srv, "wide", 20.0, 1e-5, "rdp");
-	for (int i = 0; i < 40; i++)
-		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "%d,%d,%d\n", i % 7, i % 5, i % 3);
-	dpg_upload_csv(&srv, "wide", csv, n);
+	upload_two_inputs("wide");
+	dpg_start_job(&srv, "wide",
+		      "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"label\":\"y\","
+		      "\"classes\":1000,\"epochs\":1,\"lot_size\":10,\"noise_multiplier\":1.0,"
+		      "\"clip_norm\":1}}",
+		      id, sizeof(id));
+	/* Header, two widths, one activation, the parameters. */
+	cr_assert_eq(succeeded_model_bytes(id), 40 + 2 * 4 + 4 + 3000 * 8);
+	r = predict_two_input_rows(id, 1049);
+	cr_assert_eq(r.status, 422, "%.300s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows");
+	cr_assert(strstr(r.body, "at most 1048 rows"), "%s", r.body);
+	dpg_resp_free(&r);
+	r = predict_two_input_rows(id, 1048);
+	cr_assert_eq(r.status, 200, "%.300s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "scores")), 1048);
+	cr_assert_eq(json_array_size(json_array_get(json_object_get(r.json, "scores"), 0)), 1000);
+	dpg_resp_free(&r);
 	dpg_start_job(&srv, "wide",
 		      "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":[1100],"
 		      "\"label\":\"y\",\"classes\":1000,\"epochs\":1,\"lot_size\":10,"
@@ -1209,26 +1247,54 @@ Test(jobs, answers_built_as_json_are_bounded)
 		      id, sizeof(id));
 	/* Header, three widths, two activations, the parameters. */
 	cr_assert_eq(succeeded_model_bytes(id), 40 + 3 * 4 + 2 * 4 + 1104300 * 8);
-	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", id);
-	body = two_input_rows(1049);
-	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
-	cr_assert_eq(r.status, 422, "%.300s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows");
-	cr_assert(strstr(r.body, "at most 1048 rows"), "%s", r.body);
-	dpg_resp_free(&r);
-	free(body);
-	body = two_input_rows(1048);
-	r = dpg_call(&srv, "POST", path, srv.admin_key, body);
-	cr_assert_eq(r.status, 200, "%.300s", r.body);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "scores")), 1048);
-	cr_assert_eq(json_array_size(json_array_get(json_object_get(r.json, "scores"), 0)), 1000);
-	dpg_resp_free(&r);
-	free(body);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/model?format=json", id);
 	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
 	cr_assert_eq(r.status, 422, "%.300s", r.body);
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "format");
 	cr_assert(strstr(r.body, "has 1104300"), "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+/*
+ * Scoring runs on an HTTP thread, so a predict request is bounded by its
+ * rows times the model's multiply-adds a row, DPG_MAX_PREDICT_WORK = 2^27
+ * = 134 217 728: a model of 2 inputs, hidden [2048, 1024] and 2 classes
+ * has 2 x 2048 + 2048 + 2048 x 1024 + 1024 + 1024 x 2 + 2 = 2 106 370
+ * weights, so 63 rows (63.7) a request.  (Before, rows alone were bounded:
+ * 10^4 rows of a 16M-weight model held a thread for 110 s.)
+ */
+Test(jobs, predict_work_is_bounded_by_rows_times_model_size)
+{
+	char id[64], path[128];
+	const char *csv_hdr[] = {"Content-Type: text/csv", NULL};
+	char csv[64 * 4 + 8];
+	size_t n = (size_t)snprintf(csv, sizeof(csv), "a,b\n");
+	dpg_resp r;
+
+	upload_two_inputs("deep");
+	dpg_start_job(&srv, "deep",
+		      "{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\","
+		      "\"hidden\":[2048,1024],\"label\":\"y\",\"classes\":2,\"epochs\":1,"
+		      "\"lot_size\":10,\"noise_multiplier\":1.0,\"clip_norm\":1}}",
+		      id, sizeof(id));
+	/* Header, four widths, three activations, the parameters. */
+	cr_assert_eq(succeeded_model_bytes(id), 40 + 4 * 4 + 3 * 4 + 2106370 * 8);
+	r = predict_two_input_rows(id, 64);
+	cr_assert_eq(r.status, 422, "%.300s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows");
+	cr_assert(strstr(r.body, "at most 63 rows"), "%s", r.body);
+	dpg_resp_free(&r);
+	r = predict_two_input_rows(id, 63);
+	cr_assert_eq(r.status, 200, "%.300s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, "classes")), 63);
+	dpg_resp_free(&r);
+	/* The same bound on a CSV body, at its field. */
+	for (int i = 0; i < 64; i++)
+		n += (size_t)snprintf(csv + n, sizeof(csv) - n, "1,2\n");
+	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", id);
+	cr_assert_eq(dpg_http(&srv, "POST", path, srv.admin_key, csv, n, csv_hdr, &r), 0);
+	cr_assert_eq(r.status, 422, "%.300s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/csv");
 	dpg_resp_free(&r);
 }
 
