@@ -352,12 +352,26 @@ static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_st
  * COMMIT: the long-polls on what it touched are woken.  A dataset route
  * names its dataset; any other (a key, a job, a new dataset) wakes every
  * long-poll, which costs each a read.
+ *
+ * Only an answer that may follow a commit wakes them, or a stream of
+ * cheap refusals (404s, 400s) would make every long-poll read again per
+ * request.  A 2xx; and on a dataset's routes a 409 or 403, the only
+ * refusals that can follow a commit: a PATE batch answered in part
+ * (409), and the expired reservations a refused spend or reservation
+ * close swept and committed (409, 403; store.h, srv_store_spend).  Every
+ * other 4xx and 5xx wrote nothing (a failed COMMIT's write, found only
+ * after a restart, is read by the long-polls' periodic recheck).
  */
-static void signal_change(srv_ctx *ctx, const srv_route *route, const srv_request *req)
+static void signal_change(srv_ctx *ctx, const srv_route *route, const srv_request *req,
+			  int status)
 {
+	bool dataset = strncmp(route->pattern, "/v1/datasets/{id}", 17) == 0;
+
 	if (strcmp(route->method, "GET") == 0 || route->access == SRV_PUBLIC)
 		return;
-	if (strncmp(route->pattern, "/v1/datasets/{id}", 17) == 0)
+	if ((status < 200 || status > 299) && !(dataset && (status == 409 || status == 403)))
+		return;
+	if (dataset)
 		srv_watch_signal(ctx->watch, req->params[0], NULL);
 	else
 		srv_watch_signal(ctx->watch, NULL, NULL);
@@ -703,7 +717,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	}
 	req->body = body;
 	route->handler(req, res);
-	signal_change(ctx, route, req);
+	signal_change(ctx, route, req, res->status);
 	tag_answer(ctx, conn, cs, srv_route_revalidate(&ctx->routes, r), res);
 out:
 	json_decref(body);

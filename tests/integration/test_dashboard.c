@@ -485,6 +485,113 @@ Test(dashboard, a_long_poll_is_not_woken_by_another_dataset)
 	raw_free(&r);
 }
 
+/* The server's CPU seconds so far (user and system), from /proc. */
+static double server_cpu_s(void)
+{
+	char path[64], text[1024], *p;
+	unsigned long utime = 0, stime = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)srv.pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	cr_assert_not_null(fgets(text, sizeof(text), f));
+	fclose(f);
+	/* Fields 14 and 15, counted after the command's closing parenthesis. */
+	p = strrchr(text, ')');
+	cr_assert_not_null(p);
+	cr_assert_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
+			    &stime), 2);
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The server's CPU seconds for `n` refused writes: half 404s on a job
+ * route (which, answered 2xx, would wake every long-poll), half 400s on
+ * dataset d's charges. */
+static double refusals_cpu_s(int n)
+{
+	double t0 = server_cpu_s();
+
+	for (int i = 0; i < n; i++) {
+		if (i % 2)
+			dpg_expect_status(&srv, "POST", "/v1/jobs/job_nonexistent/predict",
+					  srv.admin_key, "{\"rows\":[[1]]}", 404);
+		else
+			dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+					  "{\"event\":{}}", 400);
+	}
+	return server_cpu_s() - t0;
+}
+
+/*
+ * A refused write changed nothing, so it wakes no long-poll: woken, each
+ * would read its resource again for nothing, and a stream of cheap 404s
+ * made 256 long-polls cost the server 100 times the stream's own CPU
+ * (11 s for 2000 requests).  With 100 long-polls on dataset d, 1000
+ * refusals (404 on a job route, 400 on d) must cost the server about what
+ * they cost with none; a charge then wakes all 100.
+ */
+Test(dashboard, refused_writes_wake_no_long_poll)
+{
+	static const char *const args[] = {"--max-waiters", "128", NULL};
+	enum { WAITERS = 100, REFUSALS = 1000 };
+	int fds[WAITERS];
+	char tag[64];
+	double alone, waited;
+	raw_resp r;
+
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.serve_args = args;
+	dpg_server_restart(&srv);
+	alone = refusals_cpu_s(REFUSALS);
+	for (int i = 0; i < WAITERS; i++)
+		fds[i] = long_poll("/v1/datasets/d", 60, tag, sizeof(tag));
+	cr_assert_not(readable_within(fds[0], 300));
+	cr_assert_eq(dpg_metric(&srv, "dpgate_long_polls_waiting"), (double)WAITERS);
+	waited = refusals_cpu_s(REFUSALS);
+	for (int i = 0; i < WAITERS; i++)
+		cr_assert_not(readable_within(fds[i], 0), "long-poll %d answered a refusal", i);
+	cr_assert_lt(waited, 2.0 * alone + 0.3 * time_scale(),
+		     "%d refusals cost %.2f s of server CPU with %d long-polls, %.2f s without",
+		     REFUSALS, waited, WAITERS, alone);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, CHARGE_SMALL, 201);
+	for (int i = 0; i < WAITERS; i++) {
+		cr_assert_eq(raw_read(fds[i], false, 5, &r), 0, "long-poll %d: no answer", i);
+		cr_assert_eq(r.status, 200, "long-poll %d: %d", i, r.status);
+		raw_free(&r);
+		close(fds[i]);
+	}
+}
+
+/*
+ * A refusal that follows a commit still wakes: a spend refused over the
+ * budget first commits the dataset's expired reservations (their cost
+ * moves from reserved to spent), so the long-polls on its budget read it
+ * again and answer the change.
+ */
+Test(dashboard, a_refused_spend_that_committed_expired_reservations_wakes)
+{
+	char tag[64], now_tag[64];
+	int fd;
+	raw_resp r;
+
+	dpg_expect_status(&srv, "POST", "/v1/datasets/e/reservations", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.5,\"delta\":0},"
+			  "\"ttl_seconds\":1}", 201);
+	usleep(2200000);
+	fd = long_poll("/v1/datasets/e/budget", 30, tag, sizeof(tag));
+	cr_assert_not(readable_within(fd, 300));
+	dpg_expect_status(&srv, "POST", "/v1/datasets/e/charges", srv.admin_key,
+			  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.9,\"delta\":0}}",
+			  409);
+	cr_assert_eq(raw_read(fd, false, 5, &r), 0, "no answer after the refusal");
+	close(fd);
+	cr_assert_eq(r.status, 200, "%d", r.status);
+	cr_assert_str_neq(raw_header(&r, "ETag", now_tag, sizeof(now_tag)), tag);
+	cr_assert(strstr(r.body, "\"open\":0"), "%s", r.body);
+	raw_free(&r);
+}
+
 Test(dashboard, a_long_poll_times_out_with_304)
 {
 	char tag[64], tag2[64];
