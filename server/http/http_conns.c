@@ -6,7 +6,8 @@
  * mutex: adding, leaving and closing the oldest are O(1); the sweeper
  * walks the list once per SRV_CONNS_SWEEP_MS while it is not empty (and
  * sleeps while it is), with one getsockopt per connection whose request
- * has not yet sent a byte.
+ * has not yet sent a byte, and one peek at the unread bytes of a request
+ * at its header deadline.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <linux/tcp.h>
 
 #include "base.h"
+#include "dpg_limits.h"
 #include "http_conns.h"
 
 /* The 408 sent before a connection is cut at its header deadline
@@ -46,6 +48,7 @@ struct srv_conn {
 	conn_phase phase;
 	uint64_t bytes_mark;         /* bytes received when it began to wait */
 	bool first_byte_seen;        /* its request's first byte arrived */
+	bool headers_waiting;        /* past its deadline, its whole header block unread */
 	struct timespec first_byte;  /* when the sweeper saw it (CLOCK_MONOTONIC) */
 };
 
@@ -114,6 +117,7 @@ static void begin_wait(srv_conns *t, srv_conn *c, bool fresh)
 {
 	c->phase = PHASE_HEADERS;
 	c->first_byte_seen = false;
+	c->headers_waiting = false;
 	c->bytes_mark = 0;
 	if (!fresh && !bytes_received(c->fd, &c->bytes_mark)) {
 		/* No count to compare with: the deadline runs from now. */
@@ -140,6 +144,31 @@ static double seconds_between(const struct timespec *a, const struct timespec *b
 	return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
 }
 
+/*
+ * Whether a whole header block waits unread in socket fd: the end of the
+ * block ("\r\n\r\n") after its request line, among the bytes libmicrohttpd
+ * has not read.  Then the client sent its headers in time, and the thread
+ * that owns the connection is busy serving another connection's request
+ * (it reads none of its connections meanwhile): the deadline is not the
+ * client's to pay.  A client that drips its headers has no whole block
+ * waiting, and is cut as before.  The block is looked for within the bytes
+ * libmicrohttpd gives one request's headers (DPG_CONNECTION_MEMORY_BYTES);
+ * a longer one it refuses itself.
+ */
+static bool header_block_unread(int fd)
+{
+	char buf[DPG_CONNECTION_MEMORY_BYTES];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	size_t start = 0;
+
+	if (n <= 0)
+		return false;
+	/* Empty lines before a request line are skipped (RFC 9112, 2.2). */
+	while (start < (size_t)n && (buf[start] == '\r' || buf[start] == '\n'))
+		start++;
+	return memmem(buf + start, (size_t)n - start, "\r\n\r\n", 4) != NULL;
+}
+
 /* One pass over the waiting list (lock held). */
 static void sweep(srv_conns *t, const struct timespec *now)
 {
@@ -155,7 +184,12 @@ static void sweep(srv_conns *t, const struct timespec *now)
 			c->first_byte_seen = true;
 			c->first_byte = *now;
 		}
-		if (c->phase == PHASE_HEADERS && c->first_byte_seen &&
+		/* Peeked once: the block stays unread until libmicrohttpd reads
+		 * it, and then the connection leaves this phase. */
+		if (c->phase == PHASE_HEADERS && c->first_byte_seen && !c->headers_waiting &&
+		    seconds_between(&c->first_byte, now) >= (double)t->header_timeout_s)
+			c->headers_waiting = header_block_unread(c->fd);
+		if (c->phase == PHASE_HEADERS && c->first_byte_seen && !c->headers_waiting &&
 		    seconds_between(&c->first_byte, now) >= (double)t->header_timeout_s) {
 			/* Best effort: a client that reads learns why. */
 			(void)send(c->fd, t->timeout_answer, t->timeout_answer_len,

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -209,6 +210,85 @@ Test(slowloris, a_dripped_header_block_is_cut_at_the_deadline, .timeout = 120)
 	close(fd);
 	cr_expect_eq(dpg_metric(&srv, "dpgate_connections_closed_total{reason=\"header_timeout\"}"), 1);
 	dpg_server_destroy(&srv);
+}
+
+/* The first bytes of an answer on fd, waiting at most timeout_s for them,
+ * NUL-terminated into buf; "" when none came (closed, or none in time). */
+static void first_answer_bytes(int fd, double timeout_s, char *buf, size_t size)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t k = 0;
+
+	if (poll(&p, 1, (int)(timeout_s * 1000)) > 0)
+		k = recv(fd, buf, size - 1, 0);
+	buf[k > 0 ? k : 0] = '\0';
+}
+
+/*
+ * The header deadline is the client's, not the server's: while the one
+ * HTTP thread (--threads 1) serves another request for longer than the
+ * deadline (1 s here; a key's creation, its getrandom held 2 s twice by
+ * the slow_random shim), a kept-alive client whose whole request arrived
+ * at once waits for the thread and is answered.  Before, it was answered
+ * 408 one deadline after its request's first byte.  A client whose
+ * headers are not complete is still cut at the deadline, busy thread or
+ * not.
+ */
+Test(slowloris, headers_that_arrived_wait_for_a_busy_thread, .timeout = 120)
+{
+	static const dpg_shim_switch slow = {"DPGATE_TEST_SLOW_RANDOM", "slow"};
+	static const char *const args[] = {"--header-timeout", "1", NULL};
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char body[] = "{\"role\":\"viewer\"}";
+	char create[1024], buf[1024];
+	dpg_server srv;
+	dpg_shim_env e;
+	int kept, busy, partial;
+	double t0, answered;
+
+	dpg_shim_server_start(&srv, &e, "busythread", SLOW_RANDOM_SHIM, &slow, 1);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.threads = 1;
+	srv.serve_args = args;
+	dpg_server_restart(&srv);
+	kept = connect_from(&srv, 1);
+	cr_assert_geq(kept, 0);
+	cr_assert_eq(send(kept, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	first_answer_bytes(kept, 5, buf, sizeof(buf));
+	cr_assert(strncmp(buf, "HTTP/1.1 200 ", 13) == 0, "first answer: %.200s", buf);
+
+	dpg_switch_file(e.file[0], true);
+	snprintf(create, sizeof(create),
+		 "POST /v1/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+		 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+		 srv.admin_key, strlen(body), body);
+	busy = connect_from(&srv, 1);
+	cr_assert_geq(busy, 0);
+	t0 = dpg_now_s();
+	cr_assert_eq(send(busy, create, strlen(create), MSG_NOSIGNAL), (ssize_t)strlen(create));
+	usleep(300000);
+	partial = connect_from(&srv, 1);
+	cr_assert_geq(partial, 0);
+	cr_assert_eq(send(partial, req, strlen(req) - 2, MSG_NOSIGNAL), (ssize_t)strlen(req) - 2);
+	cr_assert_eq(send(kept, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+
+	first_answer_bytes(kept, 20 * time_scale(), buf, sizeof(buf));
+	answered = dpg_now_s() - t0;
+	cr_expect(strncmp(buf, "HTTP/1.1 200 ", 13) == 0,
+		  "the kept-alive request, answered after %.2f s: %.200s", answered, buf);
+	/* It waited for the busy thread: longer than its deadline. */
+	cr_expect_geq(answered, 2.0, "answered after %.2f s", answered);
+	first_answer_bytes(busy, 20 * time_scale(), buf, sizeof(buf));
+	cr_expect(strncmp(buf, "HTTP/1.1 201 ", 13) == 0, "the key's creation: %.200s", buf);
+	first_answer_bytes(partial, 5 * time_scale(), buf, sizeof(buf));
+	cr_expect(strncmp(buf, "HTTP/1.1 408 ", 13) == 0, "the unfinished headers: %.200s", buf);
+	dpg_switch_file(e.file[0], false);
+	cr_expect_eq(dpg_metric(&srv, "dpgate_connections_closed_total{reason=\"header_timeout\"}"),
+		     1);
+	close(kept);
+	close(busy);
+	close(partial);
+	dpg_shim_server_stop(&srv, &e);
 }
 
 /*
