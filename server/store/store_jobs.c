@@ -270,30 +270,6 @@ int srv__job_insert(srv_db *db, const srv_job_new *job)
  * columns. */
 #define LINK_VERSION_SQL "created_at || ' ' || coalesce(path, '')"
 
-/* The name of the lock an upload and a claim take on a dataset's link. */
-static void link_lock_name(const char *dataset_id, char name[DPG_MAX_ID_BYTES + 16])
-{
-	snprintf(name, DPG_MAX_ID_BYTES + 16, "data link %s", dataset_id);
-}
-
-int srv__data_link_hold(srv_db *db, const char *dataset_id)
-{
-	char name[DPG_MAX_ID_BYTES + 16];
-	srv__stmt *s;
-	int rc;
-
-	link_lock_name(dataset_id, name);
-	if (srv__lock_named(db, name) != SRV_OK)
-		return SRV_DB_ERROR;
-	s = srv__prepare(db, "SELECT 1 FROM jobs WHERE dataset_id = ?1 AND state = 'running'"
-			     " LIMIT 1", dataset_id);
-	rc = srv__first_row(s);
-	srv__sql_finalize(s);
-	if (rc == SRV_OK)
-		return SRV_CONFLICT;
-	return rc == SRV_NOT_FOUND ? SRV_OK : SRV_DB_ERROR;
-}
-
 int srv__job_count_queued(srv_db *db, int64_t *ret_n)
 {
 	srv__stmt *s = srv__prepare(db, "SELECT count(*) FROM jobs WHERE state = 'queued'", NULL);
@@ -375,7 +351,7 @@ int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t l
 	/* An upload that holds the link (srv__data_link_hold) commits first,
 	 * and the check below reads its version; one that comes after finds
 	 * this job running and is refused. */
-	link_lock_name(dataset, lock);
+	srv__data_link_lock_name(dataset, lock);
 	if (srv__lock_named(db, lock) != SRV_OK) {
 		rc = SRV_DB_ERROR;
 		goto out;

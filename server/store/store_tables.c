@@ -6,6 +6,7 @@
  * (api_mech_routes.c); this file only reads and writes which table a
  * dataset's link names, and the blob it names on a shared database.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +141,30 @@ int srv_store_table_blob_get(srv_db *db, const char *dataset_id, const char *pat
 out:
 	srv__sql_finalize(s);
 	return rc;
+}
+
+/* The name of the lock an upload and a claim take on a dataset's link. */
+void srv__data_link_lock_name(const char *dataset_id, char name[DPG_MAX_ID_BYTES + 16])
+{
+	snprintf(name, DPG_MAX_ID_BYTES + 16, "data link %s", dataset_id);
+}
+
+int srv__data_link_hold(srv_db *db, const char *dataset_id)
+{
+	char name[DPG_MAX_ID_BYTES + 16];
+	srv__stmt *s;
+	int rc;
+
+	srv__data_link_lock_name(dataset_id, name);
+	if (srv__lock_named(db, name) != SRV_OK)
+		return SRV_DB_ERROR;
+	s = srv__prepare(db, "SELECT 1 FROM jobs WHERE dataset_id = ?1 AND state = 'running'"
+			     " LIMIT 1", dataset_id);
+	rc = srv__first_row(s);
+	srv__sql_finalize(s);
+	if (rc == SRV_OK)
+		return SRV_CONFLICT;
+	return rc == SRV_NOT_FOUND ? SRV_OK : SRV_DB_ERROR;
 }
 
 int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret)
