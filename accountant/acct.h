@@ -391,6 +391,8 @@ typedef struct acct_options {
 	double *pld_work;        /* pld: grid work done so far, shared by the calls
 				  * that use these options and bounded in total by
 				  * DPG_MAX_PLD_WORK; NULL: each call has its own */
+	double *rdp_work;        /* rdp: the same, in RDP work units, bounded by
+				  * DPG_MAX_RDP_WORK */
 	const double *orders;    /* rdp: NULL = acct_rdp_default_orders */
 	size_t n_orders;
 } acct_options;
@@ -459,10 +461,21 @@ const double *acct_rdp_default_orders(size_t *ret_n);
  * relation: ret_rdp[i] = epsilon(orders[i]).  Infinite entries mean no
  * bound at that order.  `*ret_extra_delta` (may be NULL) receives the delta
  * that (epsilon, delta) events with delta > 0 add outside the RDP curve
- * (1 - prod (1 - delta_i)); with NULL such events are refused.
+ * (1 - prod (1 - delta_i)); with NULL such events are refused.  A
+ * subsampled Gaussian's curve is +infinity above order 1e5; an event whose
+ * pricing would take more than DPG_MAX_RDP_WORK units of work is refused
+ * with ACCT_EUNSUPPORTED, at "/orders" when one sampled event alone would.
  */
 int acct_rdp(const acct_event *ev, acct_neighbor neighbor, const double *orders, size_t n,
 	     double *ret_rdp, double *ret_extra_delta, acct_error *err);
+
+/*
+ * Refuses with ACCT_EUNSUPPORTED, at `where`, orders at which pricing one
+ * Poisson-sampled (or without-replacement sampled) Gaussian under rdp would
+ * take more than DPG_MAX_RDP_WORK units of work: a dataset's filter orders
+ * are checked so when it is made.  Returns 0 when they are fine.
+ */
+int acct_rdp_orders_check(const double *orders, size_t n, const char *where, acct_error *err);
 
 /*
  * RDP of the Poisson-subsampled Gaussian (Mironov, Talwar, Zhang 2019):

@@ -60,8 +60,8 @@ static int answer_by(const acct_event *ev, enum answer want, double x, const acc
 			   : acct__moments_delta(ev, nb, x, r, err);
 	case ACCT_RDP:
 		orders_of(opt, &o, &n);
-		return eps ? acct__rdp_epsilon(ev, nb, o, n, x, r, err)
-			   : acct__rdp_delta(ev, nb, o, n, x, r, err);
+		return eps ? acct__rdp_epsilon(ev, nb, o, n, x, opt->rdp_work, r, err)
+			   : acct__rdp_delta(ev, nb, o, n, x, opt->rdp_work, r, err);
 	case ACCT_ZCDP:
 		return eps ? acct__zcdp_epsilon(ev, nb, x, opt->zcdp_bun_steinke, r, err)
 			   : acct__zcdp_delta(ev, nb, x, opt->zcdp_bun_steinke, r, err);

@@ -379,7 +379,9 @@ int acct_calibrate(acct_event *root, acct_event *node, const char *field, double
 {
 	struct calib c;
 	acct_options shared = *opt;
-	double pld_work = 0.0;
+	/* The rdp count starts below zero: a search prices its event some 30
+	 * to 100 times, and its budget is DPG_MAX_RDP_CALIBRATION_WORK. */
+	double pld_work = 0.0, rdp_work = DPG_MAX_RDP_WORK - DPG_MAX_RDP_CALIBRATION_WORK;
 	double ok = 1.0, g;
 	int rc;
 
@@ -395,10 +397,13 @@ int acct_calibrate(acct_event *root, acct_event *node, const char *field, double
 	c.root = root;
 	c.delta = delta;
 	c.target = epsilon;
-	/* One work budget for every pld evaluation of the search, so a
-	 * calibration ends within DPG_MAX_PLD_WORK as one pricing does. */
+	/* One work budget for every pld (rdp) evaluation of the search, so a
+	 * calibration ends within DPG_MAX_PLD_WORK as one pricing does (within
+	 * DPG_MAX_RDP_CALIBRATION_WORK). */
 	if (!shared.pld_work)
 		shared.pld_work = &pld_work;
+	if (!shared.rdp_work)
+		shared.rdp_work = &rdp_work;
 	c.opt = &shared;
 	acct_error_init(&c.err);
 

@@ -50,10 +50,19 @@ int acct__zcdp_epsilon(const acct_event *ev, acct_neighbor nb, double delta, boo
 int acct__zcdp_delta(const acct_event *ev, acct_neighbor nb, double epsilon, bool bun_steinke,
 		     acct_result *ret, acct_error *err);
 
-/* RDP of an event at `n` orders (acct_rdp without validation); `where` is
- * the JSON pointer of the event. */
+/* RDP of an event at `n` orders (acct_rdp without validation nor the work
+ * check below); `where` is the JSON pointer of the event.  `work` counts the
+ * RDP work units spent (NULL: this call's own count), refused with
+ * ACCT_EUNSUPPORTED past DPG_MAX_RDP_WORK. */
 int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
-		 double *ret_rdp, double *ret_extra_delta, const char *where, acct_error *err);
+		 double *ret_rdp, double *ret_extra_delta, const char *where, double *work,
+		 acct_error *err);
+
+/* Refuses with ACCT_EUNSUPPORTED, before pricing, an event whose known RDP
+ * work at these orders passes DPG_MAX_RDP_WORK: at `orders_where` when one
+ * sampled event alone does, else at "/event". */
+int acct__rdp_work_check(const acct_event *ev, const double *orders, size_t n,
+			 const char *orders_where, acct_error *err);
 
 /* One order's improved conversion (CKS 2020 Prop. 12, with the KL bound). */
 double acct__rdp_order_epsilon(double a, double r, double delta);
@@ -65,9 +74,9 @@ double acct__rdp_order_log_delta(double a, double r, double epsilon);
  * its exact curve (acct__exact_*), having no grid for it.
  */
 int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
-		      double delta, acct_result *ret, acct_error *err);
+		      double delta, double *work, acct_result *ret, acct_error *err);
 int acct__rdp_delta(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
-		    double epsilon, acct_result *ret, acct_error *err);
+		    double epsilon, double *work, acct_result *ret, acct_error *err);
 int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
 			  acct_result *ret, acct_error *err);
 int acct__moments_delta(const acct_event *ev, acct_neighbor nb, double epsilon,

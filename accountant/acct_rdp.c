@@ -52,6 +52,32 @@ static bool is_integer_order(double a)
 	return a == floor(a) && a <= DPG_MAX_RDP_ORDER;
 }
 
+/*
+ * Above this order a subsampled Gaussian's RDP is reported as +infinity,
+ * for Poisson sampling and sampling without replacement alike: the sums
+ * below take O(alpha) terms, and +infinity is an upper bound on any Renyi
+ * divergence, so the curve stays sound.  Nothing useful is lost: the
+ * conversion to (epsilon, delta) picks its order near sqrt(log(1/delta) /
+ * rho) for a curve rho alpha, so an order above 1e5 wins only for epsilons
+ * below ~0.02 at delta 1e-300 (docs/accountants.md).
+ */
+#define SAMPLED_MAX_ORDER 1e5
+
+/*
+ * Work units (DPG_MAX_RDP_WORK): one unit is a term of the integer order's
+ * sum (log_a_int, wor_log_a_int), 40 to 50 ns on a busy 2-core machine.  A
+ * term of the fractional series (two log erfc, a log binomial) took 2 to 4
+ * times as long, up to 6 at large noise multipliers, where erfc's argument
+ * is far out; an evaluation of the integrand about one.  The weights are
+ * the measured worst, so that any admitted pricing ends in about the same
+ * time (docs/accountants.md).
+ */
+#define RDP_UNITS_PER_SERIES_TERM 6.0
+#define RDP_UNITS_PER_EVAL 1.0
+/* The integral's fixed part: the 68 evaluations that find its scale and the
+ * first 21-point rule on each of at most 3 intervals. */
+#define RDP_EVALS_MIN (68.0 + 3.0 * 21.0)
+
 /* ---- Poisson-subsampled Gaussian ---------------------------------------- */
 
 /*
@@ -202,13 +228,14 @@ double acct__log_mixture_moment(double q, double sigma, double beta,
  * fractional-order RDP is the larger of the two, so dpgate's epsilon is never
  * below the reference implementation's, and never below the exact one.
  */
-static double log_a_frac_abs_series(double q, double sigma, double alpha)
+static double log_a_frac_abs_series(double q, double sigma, double alpha, double *ret_terms)
 {
 	double z0 = sigma * sigma * log(1.0 / q - 1.0) + 0.5;
 	double la0 = -INFINITY, la1 = -INFINITY;
 	double lq = log(q), l1q = log1p(-q), s2 = 2.0 * sigma * sigma;
+	int i;
 
-	for (int i = 0; i < 100000; i++) {
+	for (i = 0; i < 100000; i++) {
 		double j = alpha - i;
 		double lc = acct_log_binomial(alpha, i);
 		double lt0 = lc + i * lq + j * l1q;
@@ -223,6 +250,7 @@ static double log_a_frac_abs_series(double q, double sigma, double alpha)
 		if (i > alpha && fmax(ls0, ls1) < acct__log_add(la0, la1) - 40.0)
 			break;
 	}
+	*ret_terms = i + 1.0;
 	return acct__log_add(la0, la1);
 }
 
@@ -230,14 +258,21 @@ static double log_a_frac_abs_series(double q, double sigma, double alpha)
  * Fractional-order RDP: max(exact integral, the absolute series).  The
  * exact integral's RDP alone goes to *ret_exact when it is not NULL: it is
  * a Renyi divergence, so nondecreasing in the order, which the absolute
- * series is not (its terms change sign pattern with the order).
+ * series is not (its terms change sign pattern with the order).  The work
+ * done, in RDP work units, is added to *ret_work: the series' terms, and the
+ * integral's evaluations (each of the workspace's w->size intervals was
+ * evaluated by a 21-point rule at most twice: once whole, once as a half).
  */
 static double rdp_sampled_gaussian_frac(double q, double sigma, double alpha,
-					gsl_integration_workspace *w, double *ret_exact)
+					gsl_integration_workspace *w, double *ret_exact,
+					double *ret_work)
 {
+	double terms = 0.0;
 	double exact = acct__log_mixture_moment(q, sigma, alpha, w);
-	double series = log_a_frac_abs_series(q, sigma, alpha);
+	double series = log_a_frac_abs_series(q, sigma, alpha, &terms);
 
+	*ret_work += RDP_UNITS_PER_SERIES_TERM * terms +
+		     RDP_UNITS_PER_EVAL * (68.0 + 42.0 * (double)w->size);
 	if (isnan(exact))
 		return NAN;
 	if (ret_exact)
@@ -248,7 +283,7 @@ static double rdp_sampled_gaussian_frac(double q, double sigma, double alpha,
 double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool force_integration)
 {
 	gsl_integration_workspace *w;
-	double la;
+	double la, work = 0.0;
 
 	acct_gsl_quiet();
 	if (!(q > 0.0) || !(sigma > 0.0) || !(alpha > 1.0))
@@ -264,7 +299,7 @@ double acct_rdp_sampled_gaussian(double q, double sigma, double alpha, bool forc
 		return NAN;
 	/* force_integration asks for the exact integral alone (tests). */
 	la = force_integration ? acct__log_mixture_moment(q, sigma, alpha, w) / (alpha - 1.0) :
-				 rdp_sampled_gaussian_frac(q, sigma, alpha, w, NULL);
+				 rdp_sampled_gaussian_frac(q, sigma, alpha, w, NULL, &work);
 	gsl_integration_workspace_free(w);
 	return la;
 }
@@ -326,6 +361,20 @@ static void wor_table_init(struct wor_table *t, double sigma, int kmax)
 	}
 }
 
+/* The work of wor_table_init: kmax^2 / 2 differences, 2 units each. */
+static double wor_table_work(int kmax)
+{
+	return (double)kmax * (double)kmax;
+}
+
+/* The work of one order's wor_log_a_int sums (two for a fractional order). */
+static double wor_order_work(double a)
+{
+	if (a > SAMPLED_MAX_ORDER)
+		return 1.0;
+	return a == floor(a) ? a : 2.0 * ceil(a);
+}
+
 static double wor_log_a_int(const struct wor_table *t, double q, long alpha)
 {
 	double inv2s2 = 1.0 / (2.0 * t->sigma * t->sigma);
@@ -362,8 +411,26 @@ struct rdp_walk {
 	bool allow_delta;
 	gsl_integration_workspace *w;
 	struct wor_table *wor; /* scratch, allocated on first use */
+	double *work;          /* RDP work units done so far (DPG_MAX_RDP_WORK) */
+	const char *root;      /* the event's JSON pointer */
 	acct_error *err;
 };
+
+/* Counts `units` of work; refuses once the pricing's total passes the limit
+ * (the fractional series and the integral, whose length depends on the
+ * event's parameters, are counted only as they run).  The whole event is
+ * named: the part where the count ran out is no more at fault than the
+ * parts priced before it. */
+static int work_add(struct rdp_walk *wk, double units)
+{
+	*wk->work += units;
+	if (*wk->work > DPG_MAX_RDP_WORK)
+		return acct_error_set(wk->err, ACCT_EUNSUPPORTED, wk->root,
+				      "pricing this event under rdp needs more than %.3g units "
+				      "of work (the limit): compose fewer distinct sampled "
+				      "events, or ask for fewer orders", DPG_MAX_RDP_WORK);
+	return 0;
+}
 
 /* Mironov 2017, Prop. 6: Laplace (and any mechanism with its PLD). */
 static double laplace_rdp(double eps, double a)
@@ -532,11 +599,15 @@ static int sampled_gaussian(struct rdp_walk *wk, const acct_event *ev, double sc
 		double sigma = 1.0 / sqrt(inv);
 
 		for (size_t i = 0; i < wk->n; i++) {
-			double a = wk->orders[i], r, exact;
+			double a = wk->orders[i], r, exact, units = 0.0;
 
 			if (q == 1.0) {
 				r = exact = acct_mul_up(a, inv) / 2.0;
+			} else if (a > SAMPLED_MAX_ORDER) {
+				r = exact = INFINITY; /* an upper bound: SAMPLED_MAX_ORDER */
 			} else if (is_integer_order(a)) {
+				if (work_add(wk, a) < 0)
+					return ACCT_EUNSUPPORTED;
 				r = exact = log_a_int(q, sigma, (long)a) / (a - 1.0);
 			} else {
 				if (!wk->w) {
@@ -544,7 +615,9 @@ static int sampled_gaussian(struct rdp_walk *wk, const acct_event *ev, double sc
 					if (!wk->w)
 						return acct_error_set(wk->err, ACCT_ENOMEM, where, "out of memory");
 				}
-				r = rdp_sampled_gaussian_frac(q, sigma, a, wk->w, &exact);
+				r = rdp_sampled_gaussian_frac(q, sigma, a, wk->w, &exact, &units);
+				if (work_add(wk, units) < 0)
+					return ACCT_EUNSUPPORTED;
 				/* Where the integral fails (a noise multiplier so
 				 * small that the integrand has no scale GSL can
 				 * resolve), the Gaussian's own a / (2 sigma^2): Renyi
@@ -592,14 +665,18 @@ static int sampled_wor_gaussian(struct rdp_walk *wk, const acct_event *ev, doubl
 			if (!wk->wor)
 				return acct_error_set(wk->err, ACCT_ENOMEM, where, "out of memory");
 		}
+		if (work_add(wk, wor_table_work(kmax)) < 0)
+			return ACCT_EUNSUPPORTED;
 		wor_table_init(wk->wor, sigma, kmax);
 	}
 	for (size_t i = 0; i < wk->n; i++) {
 		double a = wk->orders[i], r;
 
+		if (q < 1.0 && work_add(wk, wor_order_work(a)) < 0)
+			return ACCT_EUNSUPPORTED;
 		if (q == 1.0) {
 			r = acct_mul_up(a, inv) / 2.0;
-		} else if (a > 1e5) {
+		} else if (a > SAMPLED_MAX_ORDER) {
 			r = INFINITY; /* the O(alpha) sum is beyond any useful order */
 		} else if (a == floor(a)) {
 			r = wor_log_a_int(wk->wor, q, (long)a) / (a - 1.0);
@@ -615,6 +692,124 @@ static int sampled_wor_gaussian(struct rdp_walk *wk, const acct_event *ev, doubl
 		add_at_floor(wk, i, scale, r, q == 1.0 ? r : 0.0);
 	}
 	return 0;
+}
+
+/* ---- the work of a pricing, counted before it is done ------------------ */
+
+/*
+ * The work units of one Poisson-sampled Gaussian at these orders that are
+ * known before it is priced: each integer order's sum, and for a fractional
+ * order the series' first terms (it runs past the order) and the integral's
+ * first evaluations.  Orders above SAMPLED_MAX_ORDER cost nothing.
+ */
+static double poisson_leaf_work(const double *orders, size_t n)
+{
+	double u = 0.0;
+
+	for (size_t i = 0; i < n; i++) {
+		double a = orders[i];
+
+		if (a > SAMPLED_MAX_ORDER)
+			continue;
+		if (is_integer_order(a))
+			u += a;
+		else
+			u += RDP_UNITS_PER_SERIES_TERM * (ceil(a) + 1.0) +
+			     RDP_UNITS_PER_EVAL * RDP_EVALS_MIN;
+	}
+	return u;
+}
+
+/* The same for sampling without replacement: its table and its sums. */
+static double wor_leaf_work(const double *orders, size_t n)
+{
+	double amax = 0.0, u = 0.0;
+
+	for (size_t i = 0; i < n; i++) {
+		amax = fmax(amax, orders[i]);
+		u += wor_order_work(orders[i]);
+	}
+	return u + wor_table_work((int)fmin(ceil(amax) + 1.0, WOR_MAX_EXACT + 1));
+}
+
+/* Counts the sampled events that the walk prices by an O(order) sum: those
+ * with a sampling ratio below 1 around a Gaussian-type event. */
+static void count_sampled(const acct_event *ev, double *n_poisson, double *n_wor)
+{
+	switch (ev->type) {
+	case ACCT_EV_POISSON_SAMPLED:
+		if (ev->u.poisson_sampled.sampling_probability < 1.0 &&
+		    gaussian_inv_sq(ev->u.poisson_sampled.event) > 0.0)
+			*n_poisson += 1.0;
+		return;
+	case ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT:
+		if (ev->u.sampled_without_replacement.sample_size <
+			    ev->u.sampled_without_replacement.source_dataset_size &&
+		    gaussian_inv_sq(ev->u.sampled_without_replacement.event) > 0.0)
+			*n_wor += 1.0;
+		return;
+	case ACCT_EV_SELF_COMPOSED:
+		count_sampled(ev->u.self_composed.event, n_poisson, n_wor);
+		return;
+	case ACCT_EV_COMPOSED:
+		for (size_t i = 0; i < ev->u.composed.n; i++)
+			count_sampled(ev->u.composed.events[i], n_poisson, n_wor);
+		return;
+	default:
+		return;
+	}
+}
+
+/* Refuses orders at which one sampled event alone costs `u` units, too many. */
+static int leaf_too_costly(double u, const char *where, acct_error *err)
+{
+	return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+			      "pricing one sampled Gaussian at these orders needs %.3g units of "
+			      "work, more than the %.3g allowed: ask for fewer or lower orders "
+			      "(above %g its curve is +infinity, at no cost)", u, DPG_MAX_RDP_WORK,
+			      SAMPLED_MAX_ORDER);
+}
+
+int acct_rdp_orders_check(const double *orders, size_t n, const char *where, acct_error *err)
+{
+	double u = fmax(poisson_leaf_work(orders, n), wor_leaf_work(orders, n));
+
+	return u > DPG_MAX_RDP_WORK ? leaf_too_costly(u, where, err) : 0;
+}
+
+/*
+ * Refuses, before any of it is done, a pricing whose known work (with
+ * `done` units already spent by the same search) passes DPG_MAX_RDP_WORK:
+ * at `orders_where` when one sampled event alone is too costly at these
+ * orders, else at "/event".  Identical sampled events are counted each time
+ * they appear (the walk prices each); a self-composed one, once.
+ */
+static int rdp_work_check(const acct_event *ev, const double *orders, size_t n, double done,
+			  const char *orders_where, acct_error *err)
+{
+	double np = 0.0, nw = 0.0, up = poisson_leaf_work(orders, n);
+	double uw = wor_leaf_work(orders, n), u;
+
+	count_sampled(ev, &np, &nw);
+	if (np > 0.0 && up > DPG_MAX_RDP_WORK)
+		return leaf_too_costly(up, orders_where, err);
+	if (nw > 0.0 && uw > DPG_MAX_RDP_WORK)
+		return leaf_too_costly(uw, orders_where, err);
+	u = np * up + nw * uw;
+	if (done + u > DPG_MAX_RDP_WORK)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "pricing this event under rdp needs %.3g units of work "
+				      "(%.0f sampled events at %zu orders), more than the %.3g "
+				      "allowed: compose fewer distinct sampled events (self_composed "
+				      "repeats one at no cost), or ask for fewer orders", u, np + nw,
+				      n, DPG_MAX_RDP_WORK - fmax(done, 0.0));
+	return 0;
+}
+
+int acct__rdp_work_check(const acct_event *ev, const double *orders, size_t n,
+			 const char *orders_where, acct_error *err)
+{
+	return rdp_work_check(ev, orders, n, 0.0, orders_where, err);
 }
 
 static double exp_mech_rdp(double eps, double a)
@@ -773,7 +968,7 @@ static int rdp_walk(struct rdp_walk *wk, const acct_event *ev, double scale, con
  */
 static int rdp_at_floor(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
 			double *ret_rdp, double *ret_floor, double *ret_extra_delta,
-			const char *where, acct_error *err)
+			const char *where, double *work, acct_error *err)
 {
 	struct rdp_walk wk;
 	double *out = NULL;
@@ -794,6 +989,8 @@ static int rdp_at_floor(const acct_event *ev, acct_neighbor nb, const double *or
 	wk.out = out;
 	wk.floor = ret_floor ? out + n : NULL;
 	wk.allow_delta = ret_extra_delta != NULL;
+	wk.work = work;
+	wk.root = where;
 	wk.err = err;
 	rc = rdp_walk(&wk, ev, 1.0, where);
 	if (rc < 0)
@@ -822,9 +1019,13 @@ out:
 }
 
 int acct__rdp_at(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
-		 double *ret_rdp, double *ret_extra_delta, const char *where, acct_error *err)
+		 double *ret_rdp, double *ret_extra_delta, const char *where, double *work,
+		 acct_error *err)
 {
-	return rdp_at_floor(ev, nb, orders, n, ret_rdp, NULL, ret_extra_delta, where, err);
+	double own = 0.0;
+
+	return rdp_at_floor(ev, nb, orders, n, ret_rdp, NULL, ret_extra_delta, where,
+			    work ? work : &own, err);
 }
 
 int acct_rdp(const acct_event *ev, acct_neighbor neighbor, const double *orders, size_t n,
@@ -834,7 +1035,11 @@ int acct_rdp(const acct_event *ev, acct_neighbor neighbor, const double *orders,
 
 	if (rc < 0)
 		return rc;
-	return acct__rdp_at(ev, neighbor, orders, n, ret_rdp, ret_extra_delta, "/event", err);
+	rc = rdp_work_check(ev, orders, n, 0.0, "/orders", err);
+	if (rc < 0)
+		return rc;
+	return acct__rdp_at(ev, neighbor, orders, n, ret_rdp, ret_extra_delta, "/event", NULL,
+			    err);
 }
 
 /* ---- conversions --------------------------------------------------------- */
@@ -912,6 +1117,7 @@ struct order_search {
 	double *done_f;
 	size_t nd;
 	double best, order;   /* the lowest epsilon so far, and its order */
+	double *work;         /* RDP work units spent so far */
 };
 
 /* The lowest epsilon that order a could still reach: the conversion of the
@@ -971,7 +1177,7 @@ static int seed_search(struct order_search *s, const acct_event *ev, acct_neighb
 		       acct_error *err)
 {
 	double extra = 0.0;
-	int rc = rdp_at_floor(ev, nb, so, ns, sr, sf, &extra, "/event", err);
+	int rc = rdp_at_floor(ev, nb, so, ns, sr, sf, &extra, "/event", s->work, err);
 
 	if (rc < 0)
 		return rc;
@@ -1030,7 +1236,7 @@ static int rest_search(struct order_search *s, const acct_event *ev, acct_neighb
 
 		if (bound > s->best || (bound == s->best && a > s->order))
 			continue;
-		rc = rdp_at_floor(ev, nb, &s->orders[i], 1, &r, &f, &x, "/event", err);
+		rc = rdp_at_floor(ev, nb, &s->orders[i], 1, &r, &f, &x, "/event", s->work, err);
 		if (rc < 0)
 			return rc;
 		order_done(s, a, f);
@@ -1040,9 +1246,11 @@ static int rest_search(struct order_search *s, const acct_event *ev, acct_neighb
 }
 
 int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
-		      double delta, acct_result *ret, acct_error *err)
+		      double delta, double *work, acct_result *ret, acct_error *err)
 {
-	struct order_search s = {.orders = orders, .n = n, .best = INFINITY, .order = NAN};
+	double own = 0.0;
+	struct order_search s = {.orders = orders, .n = n, .best = INFINITY, .order = NAN,
+				 .work = work ? work : &own};
 	double *so, *sr, *sf, *lb;
 	size_t ns, m, *idx = NULL;
 	char *computed = NULL;
@@ -1051,6 +1259,9 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 	if (delta == 0.0)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "an RDP bound converts to no finite epsilon at delta = 0");
+	rc = rdp_work_check(ev, orders, n, *s.work, "/orders", err);
+	if (rc < 0)
+		return rc;
 	s.done_o = calloc(6 * (n ? n : 1), sizeof(double));
 	idx = calloc(n ? n : 1, sizeof(size_t));
 	computed = calloc(n ? n : 1, 1);
@@ -1088,14 +1299,17 @@ out:
 }
 
 int acct__rdp_delta(const acct_event *ev, acct_neighbor nb, const double *orders, size_t n,
-		    double epsilon, acct_result *ret, acct_error *err)
+		    double epsilon, double *work, acct_result *ret, acct_error *err)
 {
-	double *rdp = calloc(n ? n : 1, sizeof(double)), extra = 0.0, order = NAN, d;
-	int rc;
+	double *rdp, extra = 0.0, order = NAN, d;
+	int rc = rdp_work_check(ev, orders, n, work ? *work : 0.0, "/orders", err);
 
+	if (rc < 0)
+		return rc;
+	rdp = calloc(n ? n : 1, sizeof(double));
 	if (!rdp)
 		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
-	rc = acct__rdp_at(ev, nb, orders, n, rdp, &extra, "/event", err);
+	rc = acct__rdp_at(ev, nb, orders, n, rdp, &extra, "/event", work, err);
 	if (rc < 0)
 		goto out;
 	d = acct_rdp_to_delta(orders, rdp, n, epsilon, &order);

@@ -120,7 +120,12 @@ int acct__filter_price_renyi(const acct_filter *f, const acct_event *ev, acct_co
 			return rc;
 	} else {
 		c.n = f->n_orders;
-		rc = acct__rdp_at(ev, f->neighbor, f->orders, f->n_orders, c.v, NULL, "/event", err);
+		/* A dataset's orders were checked when it was made: what is
+		 * too costly here is the event. */
+		rc = acct__rdp_work_check(ev, f->orders, f->n_orders, "/event", err);
+		if (rc >= 0)
+			rc = acct__rdp_at(ev, f->neighbor, f->orders, f->n_orders, c.v, NULL,
+					  "/event", NULL, err);
 		if (rc < 0)
 			return rc;
 	}

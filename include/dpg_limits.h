@@ -86,6 +86,12 @@
 #define DPG_MAX_PATE_ORDERS         64           /* RDP orders a PATE session tracks */
 #define DPG_MAX_PATE_RELEASE_WORK   500000000LL  /* answered queries x teachers in one release */
 #define DPG_MAX_PLD_WORK            4e8          /* grid operations of one PLD pricing */
+/* Work units of one RDP pricing: a unit is one term of a
+ * subsampled Gaussian's O(order) sum, 40 to 50 ns (docs/accountants.md). */
+#define DPG_MAX_RDP_WORK            5e6
+/* ... of one calibration's whole search (some 30 to 100 pricings): 2 s at
+ * most, as a pld pricing or calibration may take (DPG_MAX_PLD_WORK). */
+#define DPG_MAX_RDP_CALIBRATION_WORK 4e7
 #define DPG_MIN_LEDGER_DELTA        1e-100       /* budget delta of an rdp or zcdp ledger */
 #define DPG_MAX_LABEL_EM_N          100000000LL
 

@@ -180,6 +180,11 @@ static int read_ledger_fields(const json_t *body, srv_dataset *ds, const char **
 		rc = acct_error_set(err, ACCT_EINVAL, "/filter_orders",
 				    "at these orders this budget admits no spending: the delta "
 				    "share of each order converts to no RDP budget");
+	/* Every spend prices its event at these orders: refused now if one
+	 * sampled Gaussian alone would be too costly there. */
+	if (rc >= 0 && ds->n_filter_orders > 0)
+		rc = acct_rdp_orders_check(ds->filter_orders, ds->n_filter_orders,
+					   "/filter_orders", err);
 	return rc;
 }
 

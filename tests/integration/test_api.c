@@ -18,6 +18,7 @@
 
 #include <criterion/criterion.h>
 
+#include "dpg_limits.h"
 #include "harness.h"
 #include "test_math.h"
 
@@ -1648,4 +1649,139 @@ Test(api, filter_orders_are_validated_and_create_nothing)
 		snprintf(body, sizeof(body), "/v1/datasets/f%zu", i);
 		dpg_expect_status(&srv, "GET", body, srv.admin_key, NULL, 404);
 	}
+}
+
+/* ---- the work of an rdp pricing (DPG_MAX_RDP_WORK) ----------------------- */
+
+/* A body {"event": the composition of n distinct Poisson-sampled Gaussians}
+ * with `orders` (n_orders consecutive, the highest `top`) when n_orders > 0. */
+static char *sampled_body(size_t n, double q, double sigma, size_t n_orders, double top)
+{
+	json_t *evs = json_array(), *body, *o;
+	char *s;
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(evs, json_pack("{s:s, s:f, s:{s:s, s:f}}", "type",
+						     "poisson_sampled", "sampling_probability",
+						     q + 1e-7 * (double)i, "event", "type", "gaussian",
+						     "noise_multiplier", sigma));
+	body = json_pack("{s:{s:s, s:o}}", "event", "type", "composed", "events", evs);
+	if (n_orders) {
+		o = json_array();
+		for (size_t i = 0; i < n_orders; i++)
+			json_array_append_new(o, json_real(top - (double)i));
+		json_object_set_new(body, "orders", o);
+	}
+	s = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	cr_assert_not_null(s);
+	return s;
+}
+
+static double wall_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Expects r to be a 422 problem naming `field`; frees r. */
+static void expect_422_at(dpg_resp *r, const char *field)
+{
+	cr_assert_eq(r->status, 422, "%s", r->body);
+	cr_assert_str_eq(json_string_value(json_object_get(r->json, "field")), field, "%s",
+			 r->body);
+	dpg_resp_free(r);
+}
+
+/*
+ * The keyless /v1/accountant/rdp: 256 orders just below 1e5 on one sampled
+ * Gaussian took seconds (hours at 1365 of them, at orders near 1e6) and
+ * held a public slot all along; now refused at /orders at once.  Orders
+ * above 1e5 are +infinity (null), computed at no cost.
+ */
+Test(api, rdp_pricing_work_is_bounded_on_the_public_route)
+{
+	char *body = sampled_body(1, 0.01, 1.0, DPG_MAX_ORDERS, 1e5);
+	double t0 = wall_now();
+	dpg_resp r = dpg_call(&srv, "POST", "/v1/accountant/rdp", NULL, body);
+	json_t *rdp;
+
+	expect_422_at(&r, "/orders");
+	free(body);
+	body = sampled_body(1365, 0.01, 1.0, DPG_MAX_ORDERS, 1e6);
+	r = dpg_call(&srv, "POST", "/v1/accountant/rdp", NULL, body);
+	cr_assert_eq(r.status, 200, "%.300s", r.body);
+	rdp = json_object_get(r.json, "rdp");
+	cr_assert_eq(json_array_size(rdp), DPG_MAX_ORDERS);
+	for (size_t i = 0; i < DPG_MAX_ORDERS; i++)
+		cr_assert(json_is_null(json_array_get(rdp, i)), "%.300s", r.body);
+	dpg_resp_free(&r);
+	free(body);
+	/* 1000 distinct ones at the default orders: the composition. */
+	body = sampled_body(1000, 0.01, 0.7, 0, 0);
+	r = dpg_call(&srv, "POST", "/v1/accountant/rdp", NULL, body);
+	expect_422_at(&r, "/event");
+	body = realloc(body, strlen(body) + 32);
+	cr_assert_not_null(body);
+	strcpy(strrchr(body, '}'), ",\"delta\":1e-5}");
+	r = dpg_call(&srv, "POST", "/v1/accountant/epsilon", NULL, body);
+	expect_422_at(&r, "/event");
+	free(body);
+	cr_assert_lt(wall_now() - t0, 5.0, "each answered at once, not after seconds");
+}
+
+/*
+ * A dataset's filter orders: refused at creation when one sampled Gaussian
+ * would be too costly there (nothing made); where one is not but the
+ * event's composition is, its dry run and its charge are refused at
+ * /event, nothing charged.
+ */
+Test(api, rdp_filter_orders_and_events_are_bounded_in_work)
+{
+	json_t *o = json_array();
+	char *orders, body[4096], *ev;
+	dpg_resp r;
+
+	for (int i = 0; i < DPG_MAX_FILTER_ORDERS; i++)
+		json_array_append_new(o, json_real(99968.5 + i));
+	orders = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	snprintf(body, sizeof(body), "{\"id\":\"hw\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
+		 "\"accountant\":\"rdp\",\"filter_orders\":%s}", orders);
+	free(orders);
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+	expect_422_at(&r, "/filter_orders");
+	dpg_expect_status(&srv, "GET", "/v1/datasets/hw", srv.admin_key, NULL, 404);
+
+	/* 32 integer orders below 1e5: 3.2e6 units a sampled Gaussian. */
+	o = json_array();
+	for (int i = DPG_MAX_FILTER_ORDERS - 1; i >= 0; i--)
+		json_array_append_new(o, json_real(1e5 - i));
+	orders = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	snprintf(body, sizeof(body), "{\"id\":\"hi\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
+		 "\"accountant\":\"rdp\",\"filter_orders\":%s}", orders);
+	free(orders);
+	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+	ev = sampled_body(2, 0.01, 1.0, 0, 0);
+	r = dpg_call(&srv, "POST", "/v1/datasets/hi/dry-run", srv.admin_key, ev);
+	expect_422_at(&r, "/event");
+	r = dpg_call(&srv, "POST", "/v1/datasets/hi/charges", srv.admin_key, ev);
+	expect_422_at(&r, "/event");
+	free(ev);
+	r = dpg_call(&srv, "GET", "/v1/datasets/hi/budget", srv.admin_key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert_eq(dpg_num(r.json, "spent.epsilon"), 0.0, "%s", r.body);
+	dpg_resp_free(&r);
+
+	/* The default filter orders: 1365 distinct ones took 6.3 s. */
+	dpg_make_dataset(&srv, "dw", 10.0, 1e-5, "rdp");
+	ev = sampled_body(1365, 0.01, 0.7, 0, 0);
+	r = dpg_call(&srv, "POST", "/v1/datasets/dw/dry-run", srv.admin_key, ev);
+	expect_422_at(&r, "/event");
+	free(ev);
 }
