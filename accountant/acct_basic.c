@@ -159,7 +159,7 @@ int acct__basic_epsilon(const acct_event *ev, double delta, acct_result *ret, ac
 int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, acct_error *err)
 {
 	struct dp_sums s = {0};
-	double dp;
+	double dp, eps;
 	int rc = dp_flatten(ev, 1.0, "/event", "strong", &s, err);
 
 	if (rc < 0)
@@ -175,7 +175,15 @@ int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, a
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "strong composition needs delta above the releases' own "
 				      "delta %.6g; %.6g leaves nothing for delta'", s.delta, delta);
-	ret->epsilon = (double)(sqrtl(2.0L * logl(1.0L / dp) * s.eps_sq) + s.eps_drift);
+	eps = (double)(sqrtl(2.0L * logl(1.0L / dp) * s.eps_sq) + s.eps_drift);
+	/* The drift sum_i eps_i (e^eps_i - 1) passes every double from
+	 * eps_i ~ 700 on: no finite answer, said as such (a success carrying
+	 * an infinite epsilon prints as null). */
+	if (!isfinite(eps))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "no finite epsilon under strong composition: "
+				      "sum eps_i (e^eps_i - 1) exceeds every double");
+	ret->epsilon = eps;
 	ret->delta = delta;
 	ret->order = NAN;
 	return 0;

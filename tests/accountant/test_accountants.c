@@ -779,6 +779,35 @@ static json_t *call(srv_json_fn fn, const char *body, int *rc, acct_error *err)
 	return ans;
 }
 
+/*
+ * strong past every double: a Laplace release of scale 0.0014 is 714-DP,
+ * and its drift eps (e^eps - 1) is about 10^313.  The answer is a refusal
+ * naming the event, never a success with an infinite epsilon (printed as
+ * null), and compare lists strong among the unsupported.
+ */
+Test(strong, overflow_is_refused)
+{
+	acct_options o = opts(ACCT_STRONG, ACCT_ADD_REMOVE);
+	acct_result r = {0};
+	acct_error err;
+	acct_event *e = acct_event_epsilon_delta(714.0, 0.0);
+	json_t *a;
+	int rc;
+
+	acct_error_init(&err);
+	cr_expect_eq(acct_epsilon(e, 1e-5, &o, &r, &err), ACCT_EUNSUPPORTED, "epsilon %g",
+		     r.epsilon);
+	cr_expect_str_eq(err.where, "/event");
+	acct_event_free(e);
+	a = call(srv_acct_compare, "{\"event\":{\"type\":\"laplace\",\"noise_multiplier\":"
+		 "0.0014},\"delta\":1e-5}", &rc, &err);
+	cr_assert_eq(rc, 0, "%s", err.text);
+	cr_expect_null(pget(a, "epsilon", "strong"));
+	cr_expect(json_is_string(pget(a, "unsupported", "strong")));
+	cr_expect(json_is_real(pget(a, "epsilon", "basic")));
+	json_decref(a);
+}
+
 Test(routes, shapes_and_errors)
 {
 	acct_error err;
