@@ -72,7 +72,6 @@ static int submit_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t char
 {
 	struct submit_arg *a = arg;
 	srv_job_new job = a->job;
-
 	int64_t queued = 0;
 
 	(void)ds;
