@@ -119,6 +119,13 @@ static void last_line(char *s)
 		memmove(s, p + 1, strlen(p + 1) + 1);
 }
 
+const char dpg_fm_small_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
+	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
+const char dpg_fm_long_job[] =
+	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
+	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
+
 void dpg_move_database(const dpg_server *s, const char *from, const char *to)
 {
 	static const char *const sides[] = {"", "-wal", "-shm"};

@@ -183,6 +183,11 @@ int dpg_run_with(char *out, size_t out_size, const char *const *argv, void (*set
 void dpg_assert_in_spec(const dpg_server *s, const char *method, const char *spec_path,
 			const char *status, const char *media, const char *body);
 
+/* Two dpsgd jobs on Fashion-MNIST: ten steps of logistic regression
+ * (seconds), and an MLP of 50 epochs that runs for minutes, for tests that
+ * need a job to be running. */
+extern const char dpg_fm_small_job[], dpg_fm_long_job[];
+
 /* Renames server s's SQLite database and its -wal and -shm files from the
  * name `from` to `to` (each "" for the database's own path). */
 void dpg_move_database(const dpg_server *s, const char *from, const char *to);

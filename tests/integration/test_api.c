@@ -1732,6 +1732,19 @@ Test(api, rdp_pricing_work_is_bounded_on_the_public_route)
 	cr_assert_lt(wall_now() - t0, 5.0, "each answered at once, not after seconds");
 }
 
+/* POSTs an rdp dataset `id` (budget 10, 1e-5) with filter_orders `orders`,
+ * which it releases: the answer. */
+static dpg_resp post_rdp_dataset(const char *id, json_t *orders)
+{
+	char body[4096], *text = json_dumps(orders, JSON_COMPACT);
+
+	json_decref(orders);
+	snprintf(body, sizeof(body), "{\"id\":\"%s\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
+		 "\"accountant\":\"rdp\",\"filter_orders\":%s}", id, text);
+	free(text);
+	return dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+}
+
 /*
  * A dataset's filter orders: refused at creation when one sampled Gaussian
  * would be too costly there (nothing made); where one is not but the
@@ -1741,17 +1754,12 @@ Test(api, rdp_pricing_work_is_bounded_on_the_public_route)
 Test(api, rdp_filter_orders_and_events_are_bounded_in_work)
 {
 	json_t *o = json_array();
-	char *orders, body[4096], *ev;
+	char *ev;
 	dpg_resp r;
 
 	for (int i = 0; i < DPG_MAX_FILTER_ORDERS; i++)
 		json_array_append_new(o, json_real(99968.5 + i));
-	orders = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	snprintf(body, sizeof(body), "{\"id\":\"hw\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
-		 "\"accountant\":\"rdp\",\"filter_orders\":%s}", orders);
-	free(orders);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+	r = post_rdp_dataset("hw", o);
 	expect_422_at(&r, "/filter_orders");
 	dpg_expect_status(&srv, "GET", "/v1/datasets/hw", srv.admin_key, NULL, 404);
 
@@ -1759,12 +1767,7 @@ Test(api, rdp_filter_orders_and_events_are_bounded_in_work)
 	o = json_array();
 	for (int i = DPG_MAX_FILTER_ORDERS - 1; i >= 0; i--)
 		json_array_append_new(o, json_real(1e5 - i));
-	orders = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	snprintf(body, sizeof(body), "{\"id\":\"hi\",\"budget\":{\"epsilon\":10,\"delta\":1e-5},"
-		 "\"accountant\":\"rdp\",\"filter_orders\":%s}", orders);
-	free(orders);
-	r = dpg_call(&srv, "POST", "/v1/datasets", srv.admin_key, body);
+	r = post_rdp_dataset("hi", o);
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	dpg_resp_free(&r);
 	ev = sampled_body(2, 0.01, 1.0, 0, 0);

@@ -42,16 +42,6 @@ static void teardown(void)
 
 TestSuite(jobs, .init = setup, .fini = teardown, .timeout = 600);
 
-/* A small logistic-regression job: an epoch of 6000 examples, lots of 600,
- * one epoch (10 steps). */
-static const char *small_job =
-	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
-	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
-
-static const char *long_job =
-	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
-	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
-
 /* The states a job ends in. */
 static const char *const job_ended[] = {"cancelled", "failed", "succeeded", NULL};
 
@@ -86,7 +76,7 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 
 	/* Dry run: an epoch of N = 6000, L = 600, one epoch: T = 10 steps, each
 	 * sampling from all 60000 rows at q = 600 / 60000. */
-	snprintf(body, sizeof(body), "%.*s,\"dry_run\":true}", (int)strlen(small_job) - 1, small_job);
+	snprintf(body, sizeof(body), "%.*s,\"dry_run\":true}", (int)strlen(dpg_fm_small_job) - 1, dpg_fm_small_job);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	cr_assert(json_is_true(json_object_get(r.json, "fits")));
@@ -104,7 +94,7 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 	cr_assert_eq(dpg_num(r.json, "reserved.open"), 0);
 	dpg_resp_free(&r);
 
-	r = dpg_submit_job(&srv, "fm", small_job, id, sizeof(id));
+	r = dpg_submit_job(&srv, "fm", dpg_fm_small_job, id, sizeof(id));
 	cr_assert_str_eq(json_string_value(json_object_get(r.json, "state")), "queued");
 	cr_assert_eq(dpg_num(r.json, "reservation.epsilon"), needed);
 	dpg_resp_free(&r);
@@ -146,7 +136,7 @@ Test(jobs, over_budget_is_refused_before_anything_runs)
 	r = dpg_call(&srv, "PUT", "/v1/datasets/tiny/data", srv.admin_key,
 		     "{\"builtin\":\"fashion-mnist\"}");
 	dpg_resp_free(&r);
-	r = dpg_call(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key, small_job);
+	r = dpg_call(&srv, "POST", "/v1/datasets/tiny/jobs", srv.admin_key, dpg_fm_small_job);
 	cr_assert_eq(r.status, 409, "%s", r.body);
 	cr_assert_gt(dpg_num(r.json, "cost.epsilon"), 0.1);
 	dpg_resp_free(&r);
@@ -164,14 +154,14 @@ Test(jobs, over_budget_is_refused_before_anything_runs)
  * again, so it gets the same bytes even after the dataset changed under it
  * (here its data: the retry's params no longer fit the new table).
  */
-/* Submits small_job to `again` under one Idempotency-Key; asserts 202. */
+/* Submits dpg_fm_small_job to `again` under one Idempotency-Key; asserts 202. */
 static dpg_resp submit_keyed(void)
 {
 	const char *key[] = {"Idempotency-Key: fm-retry-1", NULL};
 	dpg_resp r;
 
-	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job,
-			      strlen(small_job), key, &r), 0);
+	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, dpg_fm_small_job,
+			      strlen(dpg_fm_small_job), key, &r), 0);
 	cr_assert_eq(r.status, 202, "%s", r.body);
 	return r;
 }
@@ -204,7 +194,7 @@ Test(jobs, a_retry_gets_the_stored_answer_after_the_data_changed)
 		     0);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	dpg_resp_free(&r);
-	dpg_expect_status(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, small_job, 400);
+	dpg_expect_status(&srv, "POST", "/v1/datasets/again/jobs", srv.admin_key, dpg_fm_small_job, 400);
 	/* The retry: the stored 202, byte for byte, located at the job it
 	 * names, and no second reservation. */
 	r = submit_keyed();
@@ -283,7 +273,7 @@ static void submit_three_long_jobs(char ids[3][64], char rids[3][64])
 	const char *running[] = {"running", NULL};
 
 	for (int i = 0; i < 3; i++) {
-		dpg_resp r = dpg_submit_job(&srv, "fm", long_job, ids[i], 64);
+		dpg_resp r = dpg_submit_job(&srv, "fm", dpg_fm_long_job, ids[i], 64);
 
 		snprintf(rids[i], 64, "%s",
 			 json_string_value(json_object_get(json_object_get(r.json, "reservation"), "id")));
@@ -318,14 +308,14 @@ Test(jobs, a_job_cancelled_while_queued_frees_its_place)
 	char busy[2][64], id[64];
 
 	for (int i = 0; i < 2; i++) {
-		dpg_start_job(&srv, "fm", long_job, busy[i], sizeof(busy[i]));
+		dpg_start_job(&srv, "fm", dpg_fm_long_job, busy[i], sizeof(busy[i]));
 		json_decref(wait_for_state(busy[i], running, 60));
 	}
 	for (int i = 0; i < DPG_MAX_QUEUED_JOBS; i++) {
-		dpg_start_job(&srv, "fm", small_job, id, sizeof(id));
+		dpg_start_job(&srv, "fm", dpg_fm_small_job, id, sizeof(id));
 		cancel_job(id, 200);
 	}
-	dpg_start_job(&srv, "fm", small_job, id, sizeof(id));
+	dpg_start_job(&srv, "fm", dpg_fm_small_job, id, sizeof(id));
 	cancel_job(id, 200);
 	for (int i = 0; i < 2; i++)
 		cancel_job(busy[i], 202);
@@ -410,7 +400,7 @@ static void wait_for_steps(const char *id, int64_t steps)
 }
 
 /* Job `id` has ended in `state` with a model of the steps it saw: the
- * result says so, and the model is served, of long_job's shape (an MLP
+ * result says so, and the model is served, of dpg_fm_long_job's shape (an MLP
  * 784 -> 256 -> 10: header, three u32 widths, weights and biases). */
 static void assert_partial_model(const char *id, const char *state, int64_t min_steps)
 {
@@ -447,14 +437,14 @@ Test(jobs, a_stopped_job_delivers_the_model_it_trained)
 	const char *running[] = {"running", NULL}, *ended[] = {"cancelled", "failed", NULL};
 	char id[64];
 
-	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
+	dpg_start_job(&srv, "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
 	cancel_job(id, 202);
 	json_decref(wait_for_state(id, ended, 60));
 	assert_partial_model(id, "cancelled", 2);
 
-	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
+	dpg_start_job(&srv, "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
 	wait_for_steps(id, 2);
 	/* A graceful stop cancels the running job, which ends failed. */
@@ -494,13 +484,13 @@ Test(jobs, jobs_are_listed_a_page_at_a_time)
 	dpg_expect_status(&srv, "PUT", "/v1/datasets/pages/data", srv.admin_key,
 			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	for (i = 0; i < N; i++) {
-		dpg_start_job(&srv, "pages", small_job, id, sizeof(id));
+		dpg_start_job(&srv, "pages", dpg_fm_small_job, id, sizeof(id));
 		cr_assert_eq(json_object_set_new(made, id, json_true()), 0);
 		snprintf(path, sizeof(path), "/v1/jobs/%s", id);
 		r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL); /* no need to train */
 		dpg_resp_free(&r);
 	}
-	dpg_start_job(&srv, "fm", small_job, other, sizeof(other));
+	dpg_start_job(&srv, "fm", dpg_fm_small_job, other, sizeof(other));
 	snprintf(path, sizeof(path), "/v1/jobs/%s", other);
 	r = dpg_call(&srv, "DELETE", path, srv.admin_key, NULL);
 	dpg_resp_free(&r);
@@ -652,7 +642,7 @@ Test(jobs, a_job_running_at_a_crash_fails_and_commits)
 	json_t *j;
 
 	dpg_skip_on_pg("the restart rule of a shared database needs job leases");
-	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
+	dpg_start_job(&srv, "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
 	dpg_server_restart(&srv);
@@ -954,12 +944,12 @@ Test(jobs, a_basic_ledger_prices_a_job_at_its_ledger_delta)
 	dpg_make_dataset(&srv, "fb", 50.0, 1e-5, "basic");
 	dpg_expect_status(&srv, "PUT", "/v1/datasets/fb/data", srv.admin_key,
 			  "{\"builtin\":\"fashion-mnist\"}", 200);
-	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, small_job);
-	jobs_common_expect_refusal(&r, 422, "/ledger_delta", small_job);
+	r = dpg_call(&srv, "POST", "/v1/datasets/fb/jobs", srv.admin_key, dpg_fm_small_job);
+	jobs_common_expect_refusal(&r, 422, "/ledger_delta", dpg_fm_small_job);
 	cr_assert_eq(dpg_budget_of(&srv, "fb").ledger_rows, 0);
 
-	snprintf(body, sizeof(body), "%.*s,\"ledger_delta\":1e-6}", (int)strlen(small_job) - 1,
-		 small_job);
+	snprintf(body, sizeof(body), "%.*s,\"ledger_delta\":1e-6}", (int)strlen(dpg_fm_small_job) - 1,
+		 dpg_fm_small_job);
 	r = dpg_submit_job(&srv, "fb", body, id, sizeof(id));
 	ev = json_deep_copy(json_object_get(r.json, "event"));
 	dpg_resp_free(&r);
@@ -1208,6 +1198,24 @@ static dpg_resp predict_two_input_rows(const char *id, size_t rows)
 	return r;
 }
 
+/* Job id's predict refuses most + 1 rows (422 at /rows, naming `most`)
+ * and answers most rows with `most` entries in `key`: that answer. */
+static dpg_resp expect_most_rows(const char *id, size_t most, const char *key)
+{
+	char want[64];
+	dpg_resp r = predict_two_input_rows(id, most + 1);
+
+	snprintf(want, sizeof(want), "at most %zu rows", most);
+	cr_assert_eq(r.status, 422, "%.300s", r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows");
+	cr_assert(strstr(r.body, want), "%s", r.body);
+	dpg_resp_free(&r);
+	r = predict_two_input_rows(id, most);
+	cr_assert_eq(r.status, 200, "%.300s", r.body);
+	cr_assert_eq(json_array_size(json_object_get(r.json, key)), most);
+	return r;
+}
+
 /*
  * Answers built whole as JSON are bounded by DPG_MAX_JSON_NUMBERS = 2^20
  * numbers: a model of 1000 classes predicts at most 1048 rows a request
@@ -1230,14 +1238,7 @@ Test(jobs, answers_built_as_json_are_bounded)
 		      id, sizeof(id));
 	/* Header, two widths, one activation, the parameters. */
 	cr_assert_eq(succeeded_model_bytes(id), 40 + 2 * 4 + 4 + 3000 * 8);
-	r = predict_two_input_rows(id, 1049);
-	cr_assert_eq(r.status, 422, "%.300s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows");
-	cr_assert(strstr(r.body, "at most 1048 rows"), "%s", r.body);
-	dpg_resp_free(&r);
-	r = predict_two_input_rows(id, 1048);
-	cr_assert_eq(r.status, 200, "%.300s", r.body);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "scores")), 1048);
+	r = expect_most_rows(id, 1048, "scores");
 	cr_assert_eq(json_array_size(json_array_get(json_object_get(r.json, "scores"), 0)), 1000);
 	dpg_resp_free(&r);
 	dpg_start_job(&srv, "wide",
@@ -1279,14 +1280,7 @@ Test(jobs, predict_work_is_bounded_by_rows_times_model_size)
 		      id, sizeof(id));
 	/* Header, four widths, three activations, the parameters. */
 	cr_assert_eq(succeeded_model_bytes(id), 40 + 4 * 4 + 3 * 4 + 2106370 * 8);
-	r = predict_two_input_rows(id, 64);
-	cr_assert_eq(r.status, 422, "%.300s", r.body);
-	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/rows");
-	cr_assert(strstr(r.body, "at most 63 rows"), "%s", r.body);
-	dpg_resp_free(&r);
-	r = predict_two_input_rows(id, 63);
-	cr_assert_eq(r.status, 200, "%.300s", r.body);
-	cr_assert_eq(json_array_size(json_object_get(r.json, "classes")), 63);
+	r = expect_most_rows(id, 63, "classes");
 	dpg_resp_free(&r);
 	/* The same bound on a CSV body, at its field. */
 	for (int i = 0; i < 64; i++)
@@ -1350,7 +1344,7 @@ static void occupy_both_workers(char ids[2][64])
 	const char *running[] = {"running", NULL};
 
 	for (int i = 0; i < 2; i++) {
-		dpg_resp r = dpg_submit_job(&srv, "fm", long_job, ids[i], 64);
+		dpg_resp r = dpg_submit_job(&srv, "fm", dpg_fm_long_job, ids[i], 64);
 
 		dpg_resp_free(&r);
 	}
@@ -1447,7 +1441,7 @@ Test(jobs, the_data_of_a_running_job_does_not_change)
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	before = strdup(r.body);
 	dpg_resp_free(&r);
-	dpg_start_job(&srv, "fm", long_job, id, sizeof(id));
+	dpg_start_job(&srv, "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
 	dpg_expect_status(&srv, "PUT", "/v1/datasets/fm/data", srv.admin_key,
 			  "{\"builtin\":\"fashion-mnist\"}", 409);
@@ -1487,11 +1481,11 @@ Test(jobs, a_job_whose_end_was_refused_ends_once_the_database_is_back)
 	json_t *j;
 
 	dpg_skip_on_pg("moves the SQLite file (a PostgreSQL database has none)");
-	dpg_start_job(&srv, "fm", long_job, ids[0], sizeof(ids[0]));
-	dpg_start_job(&srv, "fm", long_job, ids[1], sizeof(ids[1]));
+	dpg_start_job(&srv, "fm", dpg_fm_long_job, ids[0], sizeof(ids[0]));
+	dpg_start_job(&srv, "fm", dpg_fm_long_job, ids[1], sizeof(ids[1]));
 	json_decref(wait_for_state(ids[0], running, 60));
 	json_decref(wait_for_state(ids[1], running, 60));
-	dpg_start_job(&srv, "fm", small_job, ids[2], sizeof(ids[2]));
+	dpg_start_job(&srv, "fm", dpg_fm_small_job, ids[2], sizeof(ids[2]));
 
 	snprintf(moved, sizeof(moved), "%s/moved.db", srv.dir);
 	dpg_move_database(&srv, "", moved);

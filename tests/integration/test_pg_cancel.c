@@ -25,11 +25,6 @@
  * worker reaching its next cancel check, the test's polling. */
 #define SLACK_S 10.0
 
-/* A job that runs for minutes unless stopped. */
-static const char long_job[] =
-	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
-	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
-
 static const char *const running[] = {"running", NULL};
 static const char *const ended[] = {"succeeded", "failed", "cancelled", NULL};
 
@@ -65,7 +60,7 @@ Test(pg_cancel, a_running_job_is_cancelled_through_another_server)
 			"{\"builtin\":\"fashion-mnist\"}");
 	cr_assert_eq(resp.status, 200, "%s", resp.body);
 	dpg_resp_free(&resp);
-	dpg_start_job(&a, "fm", long_job, id, sizeof(id));
+	dpg_start_job(&a, "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(dpg_job_wait(&a, id, running, 120));
 	dpg_server_start_on(&b, url);
 

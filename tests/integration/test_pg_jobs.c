@@ -40,15 +40,6 @@
  * test's polling. */
 #define SLACK_S 8.0
 
-/* Ten steps of logistic regression on Fashion-MNIST. */
-static const char small_job[] =
-	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
-	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
-/* A job that runs for minutes. */
-static const char long_job[] =
-	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
-	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
-
 static const char *const running[] = {"running", NULL};
 static const char *const ended[] = {"succeeded", "failed", "cancelled", NULL};
 
@@ -105,6 +96,20 @@ static void wait_row_locked(const struct rig *r, const char *table, const char *
 		cr_assert_lt(dpg_now_s(), deadline, "row %s of %s was never locked", id, table);
 		usleep(50000);
 	}
+}
+
+/* A psql session that holds, in an open transaction, the jobs whose ids
+ * are LIKE `pattern`, once row `probe` is seen locked; pclose ends it. */
+static FILE *hold_job_rows(const struct rig *r, const char *pattern, const char *probe)
+{
+	char sql[160];
+	FILE *held = dpg_pg_session_open(r->url);
+
+	snprintf(sql, sizeof(sql), "SELECT id FROM jobs WHERE id LIKE '%s' FOR UPDATE;", pattern);
+	dpg_pg_session_send(held, "BEGIN;");
+	dpg_pg_session_send(held, sql);
+	wait_row_locked(r, "jobs", probe);
+	return held;
 }
 
 /* Ledger rows of kind commit and release on fm, through the API. */
@@ -167,7 +172,7 @@ Test(pg_jobs, queued_jobs_are_each_run_once_by_one_server)
 
 	rig_start(&r, SERVERS);
 	for (int i = 0; i < SMALL_JOBS; i++)
-		dpg_start_job(&r.srv[0], "fm", small_job, ids[i], sizeof(ids[i]));
+		dpg_start_job(&r.srv[0], "fm", dpg_fm_small_job, ids[i], sizeof(ids[i]));
 	for (int i = 0; i < SMALL_JOBS; i++)
 		json_decref(dpg_job_succeeded(&r.srv[i % SERVERS], ids[i], 300));
 	count_closes(&r.srv[1], &commits, &releases);
@@ -186,7 +191,7 @@ Test(pg_jobs, a_queued_job_another_claim_holds_is_passed_over)
 	FILE *held;
 
 	rig_start(&r, 1);
-	dpg_start_job(&r.srv[0], "fm", small_job, done, sizeof(done));
+	dpg_start_job(&r.srv[0], "fm", dpg_fm_small_job, done, sizeof(done));
 	json_decref(dpg_job_wait(&r.srv[0], done, ended, 300));
 	/* With the server stopped, a queued job older than any other, whose
 	 * row a session then holds as a claim in progress would. */
@@ -198,13 +203,10 @@ Test(pg_jobs, a_queued_job_another_claim_holds_is_passed_over)
 		 " '2000-01-01T00:00:00Z' FROM jobs WHERE id = '%s'",
 		 done);
 	cr_assert_eq(psql_num(&r, sql), 0);
-	held = dpg_pg_session_open(r.url);
-	dpg_pg_session_send(held, "BEGIN;");
-	dpg_pg_session_send(held, "SELECT id FROM jobs WHERE id = 'job-held' FOR UPDATE;");
-	wait_row_locked(&r, "jobs", "job-held");
+	held = hold_job_rows(&r, "job-held", "job-held");
 	dpg_server_restart(&r.srv[0]);
 	/* Both workers look for queued jobs while the row is held. */
-	dpg_start_job(&r.srv[0], "fm", small_job, next, sizeof(next));
+	dpg_start_job(&r.srv[0], "fm", dpg_fm_small_job, next, sizeof(next));
 	json_decref(dpg_job_succeeded(&r.srv[0], next, 120));
 	cr_assert(job_in_state(&r.srv[0], "job-held", "queued"));
 	dpg_pg_session_send(held, "UPDATE jobs SET state = 'cancelled' WHERE id = 'job-held';");
@@ -252,7 +254,7 @@ Test(pg_jobs, a_claim_waits_for_an_upload_of_the_link_and_sees_it)
 				  " WHERE dataset_id = 'fm';");
 	dpg_pg_session_send(held, "SELECT pg_advisory_xact_lock(hashtext('data link fm'));");
 	wait_advisory_locks(&r, true, 1);
-	dpg_start_job(&r.srv[0], "fm", small_job, id, sizeof(id));
+	dpg_start_job(&r.srv[0], "fm", dpg_fm_small_job, id, sizeof(id));
 	wait_advisory_locks(&r, false, 1); /* the claim waits */
 	cr_assert(job_in_state(&r.srv[0], id, "queued"));
 	dpg_pg_session_send(held, "COMMIT;");
@@ -290,7 +292,7 @@ Test(pg_jobs, the_job_of_a_killed_server_is_failed_once_by_another)
 	json_t *j;
 
 	rig_start(&r, SERVERS);
-	dpg_start_job(&r.srv[1], "fm", long_job, id, sizeof(id));
+	dpg_start_job(&r.srv[1], "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(dpg_job_wait(&r.srv[0], id, running, 120));
 	/* Longer than a lease: its server renews it, and no sweep fails it. */
 	expect_running_for(&r.srv[2], id, DPG_JOB_LEASE_S + 2 * DPG_JOB_LEASE_RENEW_S);
@@ -328,7 +330,7 @@ Test(pg_jobs, a_lease_renewed_before_the_sweep_writes_keeps_the_job)
 	int commits, releases;
 
 	rig_start(&r, SERVERS);
-	dpg_start_job(&r.srv[0], "fm", long_job, id, sizeof(id));
+	dpg_start_job(&r.srv[0], "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(dpg_job_wait(&r.srv[0], id, running, 120));
 	/* The lease reads as expired, while a session holds the job's row
 	 * (the owner's renewal waits) and its dataset's (the sweeps wait
@@ -396,7 +398,7 @@ Test(pg_jobs, the_queue_bound_is_the_databases)
 	dpg_make_dataset(&r.srv[0], "iris", 1000.0, 1e-5, "rdp");
 	dpg_upload_iris(&r.srv[0], "iris", IRIS_HEADER);
 	for (int i = 0; i < 2; i++) {
-		dpg_start_job(&r.srv[0], "fm", long_job, busy[i], sizeof(busy[i]));
+		dpg_start_job(&r.srv[0], "fm", dpg_fm_long_job, busy[i], sizeof(busy[i]));
 		json_decref(dpg_job_wait(&r.srv[0], busy[i], running, 120));
 	}
 	dpg_server_start_on(&r.srv[1], r.url);
@@ -419,10 +421,7 @@ Test(pg_jobs, the_queue_bound_is_the_databases)
 		 " '2000-01-01T00:00:00Z' FROM jobs, generate_series(1, %d) g WHERE id = '%s'",
 		 DPG_MAX_QUEUED_JOBS, id);
 	cr_assert_eq(psql_num(&r, sql), 0);
-	held = dpg_pg_session_open(r.url);
-	dpg_pg_session_send(held, "BEGIN;");
-	dpg_pg_session_send(held, "SELECT id FROM jobs WHERE id LIKE 'job-held-%' FOR UPDATE;");
-	wait_row_locked(&r, "jobs", "job-held-1");
+	held = hold_job_rows(&r, "job-held-%", "job-held-1");
 	expect_queue_full(&r.srv[1]);
 	expect_queue_full(&r.srv[0]);
 	cr_assert_eq(psql_num(&r, "SELECT count(*) FROM jobs WHERE state = 'queued'"),
@@ -455,10 +454,10 @@ Test(pg_jobs, a_running_row_no_worker_holds_is_swept_on_a_live_server)
 
 	rig_start(&r, 1);
 	for (int i = 0; i < 2; i++)
-		dpg_start_job(&r.srv[0], "fm", long_job, held[i], sizeof(held[i]));
+		dpg_start_job(&r.srv[0], "fm", dpg_fm_long_job, held[i], sizeof(held[i]));
 	for (int i = 0; i < 2; i++)
 		json_decref(dpg_job_wait(&r.srv[0], held[i], running, 120));
-	dpg_start_job(&r.srv[0], "fm", small_job, orphan, sizeof(orphan));
+	dpg_start_job(&r.srv[0], "fm", dpg_fm_small_job, orphan, sizeof(orphan));
 	snprintf(sql, sizeof(sql),
 		 "UPDATE jobs SET state = 'running', started_at = created_at,"
 		 " owner = (SELECT owner FROM jobs WHERE id = '%s'),"

@@ -474,6 +474,34 @@ Test(storage, a_deleted_database_refuses_spends_and_healthz)
 }
 
 /*
+ * Makes dataset `id` as spend_on_intact_file does, then deletes the
+ * database's side file `suffix` (-wal or -shm) under the server, which
+ * checks it at most once a second: a charge of 0.5 right after may still
+ * be answered 201, and its status is returned; a second later every spend
+ * is refused, with line `logged` logged once.
+ */
+static long delete_side_file(const char *id, const char *suffix, const char *logged)
+{
+	char rid[96], path[400], charges[128], idem[64];
+	long early;
+	dpg_resp r;
+
+	spend_on_intact_file(id, rid, sizeof(rid));
+	snprintf(path, sizeof(path), "%s%s", srv.db, suffix);
+	cr_assert_eq(unlink(path), 0);
+	snprintf(charges, sizeof(charges), "/v1/datasets/%s/charges", id);
+	snprintf(idem, sizeof(idem), "%s-0", id);
+	r = post_keyed(charges, charge_half, idem);
+	early = r.status;
+	cr_assert(early == 201 || early == 503, "%ld %s", early, r.body);
+	dpg_resp_free(&r);
+	usleep(1100000);
+	snprintf(idem, sizeof(idem), "%s-1", id);
+	expect_spends_refused_logging(id, rid, idem, logged, 1 + (early == 201));
+	return early;
+}
+
+/*
  * The WAL alone deleted under the server, the database file left: the
  * server would go on committing to the WAL it holds, and a crash would
  * lose every commit not yet copied into the database file (here all of
@@ -487,20 +515,10 @@ Test(storage, a_deleted_database_refuses_spends_and_healthz)
  */
 Test(storage, a_deleted_wal_is_copied_into_the_database_and_spends_refused)
 {
-	char rid[96], wal[400];
 	long early;
-	dpg_resp r;
 
 	dpg_skip_on_pg("deletes the SQLite WAL (a PostgreSQL database has none)");
-	spend_on_intact_file("wal", rid, sizeof(rid));
-	snprintf(wal, sizeof(wal), "%s-wal", srv.db);
-	cr_assert_eq(unlink(wal), 0);
-	r = post_keyed("/v1/datasets/wal/charges", charge_half, "wal-0");
-	early = r.status;
-	cr_assert(early == 201 || early == 503, "%ld %s", early, r.body);
-	dpg_resp_free(&r);
-	usleep(1100000);
-	expect_spends_refused_logging("wal", rid, "wal-1", wal_gone_line, 1 + (early == 201));
+	early = delete_side_file("wal", "-wal", wal_gone_line);
 	cr_assert_eq(lines_logged(gone_line), 0, "log %s", srv.log);
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
 	dpg_server_restart(&srv);
@@ -536,22 +554,12 @@ static void expect_intact(const char *path)
  */
 Test(storage, a_deleted_wal_index_refuses_spends_and_keeps_other_writes)
 {
-	char rid[96], shm[400];
 	sqlite3 *other = NULL;
 	long early;
-	dpg_resp r;
 	json_t *j;
 
 	dpg_skip_on_pg("deletes the SQLite -shm file (a PostgreSQL database has none)");
-	spend_on_intact_file("shm", rid, sizeof(rid));
-	snprintf(shm, sizeof(shm), "%s-shm", srv.db);
-	cr_assert_eq(unlink(shm), 0);
-	r = post_keyed("/v1/datasets/shm/charges", charge_half, "shm-0");
-	early = r.status;
-	cr_assert(early == 201 || early == 503, "%ld %s", early, r.body);
-	dpg_resp_free(&r);
-	usleep(1100000);
-	expect_spends_refused_logging("shm", rid, "shm-1", shm_gone_line, 1 + (early == 201));
+	early = delete_side_file("shm", "-shm", shm_gone_line);
 	cr_assert_eq(lines_logged(gone_line), 0, "log %s", srv.log);
 	cr_assert_eq(lines_logged(wal_gone_line), 0, "log %s", srv.log);
 	cr_assert_eq(sqlite3_open(srv.db, &other), SQLITE_OK);
@@ -569,15 +577,6 @@ Test(storage, a_deleted_wal_index_refuses_spends_and_keeps_other_writes)
 }
 
 /* ---- a job's start refused by a failing disk ---------------------------- */
-
-/* Ten steps of logistic regression on Fashion-MNIST, and a job that runs
- * for minutes. */
-static const char small_job[] =
-	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"logreg\",\"epochs\":1,\"lot_size\":600,"
-	"\"noise_multiplier\":1.1,\"clip_norm\":1,\"learning_rate\":0.5,\"max_train_examples\":6000}}";
-static const char long_job[] =
-	"{\"trainer\":\"dpsgd\",\"params\":{\"model\":\"mlp\",\"hidden\":256,\"epochs\":50,"
-	"\"lot_size\":100,\"noise_multiplier\":4,\"clip_norm\":1,\"learning_rate\":0.1}}";
 
 /*
  * A queued job whose start (the claim that marks it running) the disk
@@ -598,10 +597,10 @@ Test(storage, a_queued_job_whose_start_the_disk_refused_runs_once_it_is_back)
 	dpg_expect_status(&srv, "PUT", "/v1/datasets/fm/data", srv.admin_key,
 			  "{\"builtin\":\"fashion-mnist\"}", 200);
 	for (int i = 0; i < 2; i++)
-		dpg_start_job(&srv, "fm", long_job, ids[i], sizeof(ids[i]));
+		dpg_start_job(&srv, "fm", dpg_fm_long_job, ids[i], sizeof(ids[i]));
 	for (int i = 0; i < 2; i++)
 		json_decref(dpg_job_wait(&srv, ids[i], running, 60));
-	dpg_start_job(&srv, "fm", small_job, ids[2], sizeof(ids[2]));
+	dpg_start_job(&srv, "fm", dpg_fm_small_job, ids[2], sizeof(ids[2]));
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 
 	failures = commit_failures_logged();

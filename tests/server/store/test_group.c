@@ -519,23 +519,20 @@ static void link_data(srv_db *db, const char *id, char **ret_version)
 	*ret_version = link_version(db, id);
 }
 
-Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowered)
+/* Reserves `eps` of dataset `id` and inserts queued job `job_id` under that
+ * reservation, pinned to data link version `version`. */
+static void queue_job(srv_db *db, const char *id, const char *job_id, double eps,
+		      const char *version)
 {
-	struct store_fixture fx;
-	srv_db *db = store_fixture_start(&fx, "j", 1.0);
 	struct charge res;
-	char rid[64] = "", id[SRV_JOB_ID_BYTES];
-	char *body = NULL, *version = NULL;
+	char rid[64] = "", *body = NULL;
 	int status = 0;
 	srv_dataset ds;
-	acct_cost over = {.n = 2, .v = {0.9}}, ran = {.n = 2, .v = {0.3}};
-	srv_job_charge too_much = {"{\"type\":\"epsilon_delta\",\"epsilon\":0.9}", &over, "ran"};
-	srv_job_charge within = {"{\"type\":\"epsilon_delta\",\"epsilon\":0.3}", &ran, "ran"};
-	srv_job_new job = {.id = "job_1", .dataset_id = "j", .params_text = "{}",
+	srv_job_new job = {.id = job_id, .dataset_id = id, .params_text = "{}",
 			   .event_text = res.ev_text, .n_train = 10, .reservation_id = rid,
-			   .actor = "tester"};
+			   .actor = "tester", .data_link = version};
 
-	make_charge(&res, "j", 0.8, NULL);
+	make_charge(&res, id, eps, NULL);
 	res.sp.kind = SRV_SPEND_RESERVE;
 	res.sp.ttl_seconds = 3600;
 	res.sp.text_fn = keep_reservation_id;
@@ -543,9 +540,21 @@ Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowere
 	cr_assert_eq(srv_store_spend(db, &res.sp, &status, &body, &ds), SRV_OK);
 	free(body);
 	cr_assert_neq(rid[0], '\0');
-	link_data(db, "j", &version);
-	job.data_link = version;
 	cr_assert_eq(srv__job_insert(db, &job), SRV_OK);
+}
+
+Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowered)
+{
+	struct store_fixture fx;
+	srv_db *db = store_fixture_start(&fx, "j", 1.0);
+	char id[SRV_JOB_ID_BYTES], *version = NULL;
+	srv_dataset ds;
+	acct_cost over = {.n = 2, .v = {0.9}}, ran = {.n = 2, .v = {0.3}};
+	srv_job_charge too_much = {"{\"type\":\"epsilon_delta\",\"epsilon\":0.9}", &over, "ran"};
+	srv_job_charge within = {"{\"type\":\"epsilon_delta\",\"epsilon\":0.3}", &ran, "ran"};
+
+	link_data(db, "j", &version);
+	queue_job(db, "j", "job_1", 0.8, version);
 	cr_assert_eq(srv__job_claim(db, "job_1", "me", INT64_MAX / 2, "1", id), SRV_OK);
 	free(version);
 	cr_assert_eq(srv_store_dataset_update(db, "j", NULL, 0.2, NAN, "admin", &ds), SRV_OK);
@@ -561,28 +570,6 @@ Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowere
 	cr_assert_eq(ds.spent.v[0], 0.3);
 	cr_assert_eq(ds.reserved.v[0], 0.0);
 	store_fixture_end(&fx, db);
-}
-
-/* Reserves 0.5 of dataset `id` and inserts queued job `job_id` under that
- * reservation, pinned to data link version `version`. */
-static void queue_job(srv_db *db, const char *id, const char *job_id, const char *version)
-{
-	struct charge res;
-	char rid[64] = "", *body = NULL;
-	int status = 0;
-	srv_dataset ds;
-	srv_job_new job = {.id = job_id, .dataset_id = id, .params_text = "{}",
-			   .event_text = res.ev_text, .n_train = 10, .reservation_id = rid,
-			   .actor = "tester", .data_link = version};
-
-	make_charge(&res, id, 0.5, NULL);
-	res.sp.kind = SRV_SPEND_RESERVE;
-	res.sp.ttl_seconds = 3600;
-	res.sp.text_fn = keep_reservation_id;
-	res.sp.body_arg = rid;
-	cr_assert_eq(srv_store_spend(db, &res.sp, &status, &body, &ds), SRV_OK);
-	free(body);
-	cr_assert_eq(srv__job_insert(db, &job), SRV_OK);
 }
 
 /*
@@ -609,8 +596,8 @@ Test(group, a_job_starts_only_on_the_link_version_it_was_checked_against)
 	old = NULL;
 	v2 = link_version(db, "j");
 	cr_assert_str_neq(v1, v2);
-	queue_job(db, "j", "job_stale", v1);
-	queue_job(db, "j", "job_none", NULL);
+	queue_job(db, "j", "job_stale", 0.5, v1);
+	queue_job(db, "j", "job_none", 0.5, NULL);
 	cr_assert_eq(srv__job_claim(db, "job_stale", "me", INT64_MAX / 2, "1", id), SRV_CONFLICT);
 	cr_assert_str_eq(id, "job_stale");
 	cr_assert_eq(srv__job_claim(db, "job_none", "me", INT64_MAX / 2, "1", id), SRV_CONFLICT);
@@ -625,7 +612,7 @@ Test(group, a_job_starts_only_on_the_link_version_it_was_checked_against)
 	cr_assert_eq(ds.reserved.v[0], 0.0);
 	cr_assert_eq(ds.spent.v[0], 0.0);
 
-	queue_job(db, "j", "job_current", v2);
+	queue_job(db, "j", "job_current", 0.5, v2);
 	cr_assert_eq(srv__job_claim(db, "job_current", "me", INT64_MAX / 2, "1", id), SRV_OK);
 	cr_assert_eq(srv__data_link_builtin(db, "j", "fashion-mnist", "/nowhere", 10, "tester",
 					    &old),
