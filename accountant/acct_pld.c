@@ -19,8 +19,11 @@
  * FFT to the count-th power once, in a window that a Chernoff bound shows
  * holds all but ACCT_PLD_TAIL of the mass.  Tails lighter than ACCT_PLD_TAIL
  * are truncated pessimistically: the lower tail is moved up to the lowest
- * kept loss, the upper tail to +infinity, so every epsilon returned is an
- * upper bound.
+ * kept loss, the upper tail to +infinity.  The FFTs' rounding is absolute
+ * and of either sign, larger than the far tail's masses after many
+ * compositions: each FFT path bounds the 1-norm of its error (pmf.err) and
+ * every delta read adds that bound, so every epsilon returned is an upper
+ * bound (docs/accountants.md, "pld and rounding").
  */
 #include <float.h>
 #include <math.h>
@@ -44,13 +47,16 @@
  * (Phi(-8.5) < 1e-17; the mass is kept pessimistically, see above). */
 #define GAUSS_Z 8.5
 
-/* A discrete PLD: mass p[i] at loss (off + i) h, plus `inf` at +infinity. */
+/* A discrete PLD: mass p[i] at loss (off + i) h, plus `inf` at +infinity.
+ * `err` bounds the FFTs' rounding: sum_i |p[i] - p*[i]| + |inf - inf*| <=
+ * err, where p* and inf* are the masses exact arithmetic would give. */
 struct pmf {
 	double h;
 	long off;
 	size_t n;
 	double *p;
 	double inf;
+	double err;
 };
 
 /*
@@ -356,6 +362,7 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 	ret->off = ilo;
 	ret->n = n;
 	ret->inf = dl[n - 1];
+	ret->err = 0.0;
 	if (n == 1) {
 		ret->p[0] = 1.0 - dl[0];
 	} else {
@@ -445,11 +452,142 @@ out:
 	return status;
 }
 
-/* Convolution a * b into a (FFT, GSL radix 2). */
+/* ---- rounding error of the FFT paths ------------------------------------------- */
+
+/*
+ * An FFT's rounding errors are absolute, of the order of the largest
+ * coefficient, and of either sign: in the far tail, where a small delta is
+ * read, they exceed the masses themselves.  Each FFT path bounds the 1-norm
+ * of its error and adds it to pmf.err, which every delta read adds
+ * (docs/accountants.md, "pld and rounding", has the whole argument).  For
+ * a transform F of length n, Higham (Accuracy and Stability of Numerical
+ * Algorithms, 2nd ed., Thm 24.2 and its proof) gives ||fl(F y) - F y||_2
+ * <= eta(n) ||F y||_2 = eta(n) sqrt(n) ||y||_2 with eta(n) =
+ * prod_i (1 + eta_i) - 1 over the stages S_i, where ||fl(S_i v) - S_i v||_2
+ * <= eta_i ||S_i||_2 ||v||_2.
+ */
+#define FFT_U (DBL_EPSILON / 2.0)
+/* |computed - exact| of a GSL twiddle cos/sin(theta), theta = (2 pi / n) m:
+ * theta carries relative error gamma_3, at most 6 pi u absolute, and cos and
+ * sin one ulp each: sqrt(2) (6 pi + 1) u < 29 u.  The butterflies' constants
+ * (sin(2 pi / 5) ...) are computed the same way. */
+#define FFT_MU (32.0 * FFT_U)
+
+static double fft_gamma(double m)
+{
+	return m * FFT_U / (1.0 - m * FFT_U);
+}
+
+/*
+ * eta(n) for GSL's mixed-radix real FFT: one stage per factor (5, 4, 3 or
+ * 2), so at most log2 n stages.  A radix-r stage forms each output from r
+ * inputs, each times a twiddle and a butterfly constant (two complex
+ * products, sqrt(2) gamma_2 each, Higham Lemma 3.5, and two constants within
+ * FFT_MU), summed (gamma_{r-1}): componentwise |error| <= (gamma_{r+5} +
+ * 2 mu) |S_i| |v|, and || |S_i| ||_2 = r = sqrt(r) ||S_i||_2, so eta_i <=
+ * sqrt(5) (gamma_10 + 2 mu).  The inverse transform is the same stages.
+ */
+static double fft_rel_err(size_t n)
+{
+	double stages = ceil(log2((double)n + 1.0));
+	double eta = sqrt(5.0) * (fft_gamma(10.0) + 2.0 * FFT_MU);
+
+	return 1.01 * expm1(stages * log1p(eta));
+}
+
+/*
+ * The componentwise forward error of GSL's FFT of a real vector x of length
+ * n: every output is within eta_c(n) ||x||_1 of the exact one.  Each stage
+ * satisfies |fl(S_i v) - S_i v| <= c |S_i| |v| with c = gamma_10 + 2 mu (as
+ * for fft_rel_err), so the computed transform is within (prod (1 + c) - 1)
+ * |S_m| ... |S_1| |x| of F x (Higham, Lemma 3.8's argument), and in the
+ * Cooley-Tukey graph every output meets every input along exactly one path
+ * of unit-modulus weights: |S_m| ... |S_1| is the all-ones matrix.
+ */
+static double fft_comp_err(size_t n)
+{
+	double stages = ceil(log2((double)n + 1.0));
+
+	return 1.01 * expm1(stages * log1p(fft_gamma(10.0) + 2.0 * FFT_MU));
+}
+
+/* 2-norm and 1-norm of a real vector, rounded up (long double sums). */
+static double vec_l2(const double *x, size_t n)
+{
+	long double s = 0.0L;
+
+	for (size_t i = 0; i < n; i++)
+		s += (long double)x[i] * x[i];
+	return (double)sqrtl(s) * (1.0 + 1e-9);
+}
+
+static double vec_l1(const double *x, size_t n)
+{
+	long double s = 0.0L;
+
+	for (size_t i = 0; i < n; i++)
+		s += fabsl((long double)x[i]);
+	return (double)s * (1.0 + 1e-9);
+}
+
+/* 2-norm of the full (conjugate-symmetric) spectrum a GSL halfcomplex array
+ * of length n stands for: each (re, im) pair counts twice. */
+static double spectrum_l2(const double *x, size_t n)
+{
+	long double s = (long double)x[0] * x[0];
+
+	for (size_t k = 1; 2 * k < n; k++)
+		s += 2.0L * ((long double)x[2 * k - 1] * x[2 * k - 1] +
+			     (long double)x[2 * k] * x[2 * k]);
+	if (n % 2 == 0)
+		s += (long double)x[n - 1] * x[n - 1];
+	return (double)sqrtl(s) * (1.0 + 1e-9);
+}
+
+/*
+ * The 1-norm bound, over `kept` points of the result, of the error of
+ * x = fl(F^-1 w~ / n) against F^-1 w / n, given ||w~ - w||_2 <= dw and
+ * ||w~||_2 = wn: F^-1 adds eta(n) sqrt(n) wn, GSL's scaling by fl(1/n)
+ * 2.01 u of each value; the result's 2-norm bound times sqrt(kept)
+ * (Cauchy-Schwarz) bounds the 1-norm.
+ */
+static double inverse_err_l1(double dw, double wn, size_t nfft, size_t kept)
+{
+	double eta = fft_rel_err(nfft);
+	double e2 = (dw + (eta + 2.01 * FFT_U * (1.0 + eta)) * wn) / sqrt((double)nfft);
+
+	return 1.01 * e2 * sqrt((double)kept);
+}
+
+/*
+ * The bound for a * b by FFT, X = F a and Y = F b, with X~ Y~ - X Y =
+ * (X~ - X) Y + X~ (Y~ - Y).  Each term is bounded in two ways, the smaller
+ * kept: normwise, ||X~ - X||_2 <= eta sqrt(n) ||a||_2 times |Y_j| <= ||b||_1
+ * (good for a smooth a), or componentwise, |X~_j - X_j| <= eta_c ||a||_1
+ * times ||Y||_2 = sqrt(n) ||b||_2 (good for a spiky a, whose ||a||_2 is
+ * large); likewise the second.  Plus the products' own rounding,
+ * sqrt(2) gamma_2 ||X~ Y~||_2.  Then the inputs' own errors:
+ * ||a~ * b~ - a * b||_1 <= err_a ||b~||_1 + ||a||_1 err_b, ||a||_1 <= 1.
+ */
+static double convolve_err(const struct pmf *a, const struct pmf *b, double wn, size_t nfft,
+			   size_t len)
+{
+	double eta = fft_rel_err(nfft), ec = fft_comp_err(nfft), rn = sqrt((double)nfft);
+	double a1 = vec_l1(a->p, a->n), b1 = vec_l1(b->p, b->n);
+	double a2 = vec_l2(a->p, a->n), b2 = vec_l2(b->p, b->n);
+	double ta = fmin(eta * rn * a2 * b1, ec * a1 * rn * b2);
+	double tb = fmin(eta * rn * b2 * a1 * (1.0 + ec), ec * b1 * rn * (a2 + ec * a1));
+	double dw = ta + tb + 1.01 * M_SQRT2 * fft_gamma(2.0) * wn;
+
+	return inverse_err_l1(dw, wn, nfft, len) + a->err * (b1 + b->inf) + b->err +
+	       4.0 * FFT_U;
+}
+
+/* Convolution a * b into a (FFT, GSL mixed radix). */
 static int pmf_convolve(struct pmf *a, const struct pmf *b, struct pld_work *w, acct_error *err)
 {
 	size_t len = a->n + b->n - 1, nfft = fft_size(len);
-	double *x = NULL, *y = NULL;
+	double *x = NULL, *y = NULL, err_bound;
 	int rc = 0;
 
 	if (len > (size_t)ACCT_PLD_MAX_POINTS)
@@ -481,6 +619,7 @@ static int pmf_convolve(struct pmf *a, const struct pmf *b, struct pld_work *w, 
 	}
 	if (nfft % 2 == 0)
 		x[nfft - 1] *= y[nfft - 1];
+	err_bound = convolve_err(a, b, spectrum_l2(x, nfft), nfft, len);
 	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
 		goto out;
@@ -505,6 +644,7 @@ static int pmf_convolve(struct pmf *a, const struct pmf *b, struct pld_work *w, 
 	a->n = len;
 	a->off += b->off;
 	a->inf = a->inf + b->inf - a->inf * b->inf;
+	a->err = err_bound;
 	pmf_trim(a, ACCT_PLD_TAIL);
 out:
 	free(x);
@@ -567,23 +707,49 @@ static int self_compose_window(const struct pmf *m, int64_t k, long *ret_wlo, lo
 	return 0;
 }
 
-/* Raises each coefficient of a real FFT (GSL's halfcomplex order) to the
- * k-th power, in polar form: z^k = |z|^k e^{i k arg z}. */
-static void spectrum_power(double *x, size_t nfft, int64_t k)
+/* |z~^k - z^k| <= k (|z~| + dc)^(k-1) dc where |z~ - z| <= dc. */
+static double power_err(double kk, double absz, double dc)
 {
-	double kk = (double)k;
+	return 1.01 * kk * exp((kk - 1.0) * log(absz + dc)) * dc;
+}
 
+/*
+ * Raises each coefficient of a real FFT (GSL's halfcomplex order) to the
+ * k-th power, in polar form: z^k = |z|^k e^{i k arg z}.  Returns a bound on
+ * the 2-norm (over the full spectrum) of the exact powers' error when each
+ * coefficient given is within dc of the exact one (power_err), and in
+ * *ret_own one on the step's own rounding.  Per coefficient: lr = k log|z| is
+ * off by at most 0.51 k gamma_2 + 2.1 u |lr| (r2's gamma_2 through log,
+ * log's and the product's ulp), which moves |z|^k by expm1(that)
+ * relatively; the phase k atan2 by at most 7.3 k u (atan2 within an ulp of
+ * a value below pi, 4 u, times k, plus the product's ulp), and cos, sin and
+ * the products add 7 u.  pow() is within an ulp.
+ */
+static double spectrum_power(double *x, size_t nfft, int64_t k, double dc, double *ret_own)
+{
+	double kk = (double)k, e0 = 2.0 * FFT_U, b, ls, os;
+
+	b = power_err(kk, fabs(x[0]), dc);
 	x[0] = pow(x[0], kk);
-	if (nfft % 2 == 0)
+	ls = b * b;
+	os = (e0 * x[0]) * (e0 * x[0]);
+	if (nfft % 2 == 0) {
+		b = power_err(kk, fabs(x[nfft - 1]), dc);
 		x[nfft - 1] = x[nfft - 1] < 0.0 && (k & 1) ? -pow(-x[nfft - 1], kk) :
 							     pow(fabs(x[nfft - 1]), kk);
+		ls += b * b;
+		os += (e0 * x[nfft - 1]) * (e0 * x[nfft - 1]);
+	}
 	for (size_t i = 1; 2 * i < nfft; i++) {
 		double re = x[2 * i - 1], im = x[2 * i], r2 = re * re + im * im;
 		double lr = 0.5 * kk * log(r2);
 
+		b = power_err(kk, sqrt(r2) * (1.0 + e0), dc);
+		ls += 2.0 * b * b;
 		/* |z|^k below the smallest double: skip the phase altogether. */
 		if (!(lr > -745.0)) {
 			x[2 * i - 1] = x[2 * i] = 0.0;
+			os += 2.0 * 1e-300 * 1e-300;
 			continue;
 		}
 		{
@@ -592,8 +758,35 @@ static void spectrum_power(double *x, size_t nfft, int64_t k)
 
 			x[2 * i - 1] = mag * cos(th);
 			x[2 * i] = mag * sin(th);
+			b = expm1(0.51 * kk * fft_gamma(2.0) + 2.1 * FFT_U * fabs(lr));
+			b = 1.01 * mag * (b + 7.3 * kk * FFT_U + 7.0 * FFT_U);
+			os += 2.0 * b * b;
 		}
 	}
+	*ret_own = sqrt(os) * (1.0 + 1e-9);
+	return sqrt(ls) * (1.0 + 1e-9);
+}
+
+/*
+ * The bound for the k-fold self-convolution of m (its masses not yet
+ * replaced).  The powers' error from the forward transform's is the smaller
+ * of `lip`, spectrum_power's componentwise bound, and the normwise one:
+ * ||Z~ - Z||_2 <= D = eta sqrt(n) ||p~||_2, every |Z_j| <= ||p~||_1 and
+ * |Z~_j| <= that + D =: R, so the powers are within k R^(k-1) D; `own` is
+ * the power step's rounding and `wn` the powered spectrum's 2-norm.  Then
+ * the input's own error, ||p~^{*k} - p^{*k}||_1 <= (1 + err)^k - 1
+ * (||p||_1 <= 1), and the mass at infinity's rounding.
+ */
+static double self_compose_err(const struct pmf *m, int64_t k, double lip, double own,
+			       double wn, size_t nfft, size_t width)
+{
+	double kk = (double)k;
+	double d = fft_rel_err(nfft) * sqrt((double)nfft) * vec_l2(m->p, m->n);
+	double r = vec_l1(m->p, m->n) + d;
+	double lip_n = 1.01 * kk * exp((kk - 1.0) * log(r)) * d;
+
+	return inverse_err_l1(fmin(lip, lip_n) + own, wn, nfft, width) +
+	       1.01 * expm1(kk * log1p(m->err)) + 4.0 * FFT_U;
 }
 
 /* Replaces m's masses by the window [wlo, wlo + width) of the circular
@@ -630,7 +823,7 @@ static int self_compose_unwrap(struct pmf *m, const double *x, size_t nfft, int6
  * mass per side (Chernoff: P(S >= u) <= M(t)^k e^{-t u}). */
 static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_error *err)
 {
-	double *x = NULL;
+	double *x = NULL, lip, own, err_bound;
 	long wlo = 0, whi = 0;
 	size_t nfft, width;
 	int rc;
@@ -657,12 +850,14 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "FFT failed");
 		goto out;
 	}
-	spectrum_power(x, nfft, k);
+	lip = spectrum_power(x, nfft, k, fft_comp_err(nfft) * vec_l1(m->p, m->n), &own);
+	err_bound = self_compose_err(m, k, lip, own, spectrum_l2(x, nfft), nfft, width);
 	if (fft_real(x, nfft, true) != GSL_SUCCESS) {
 		rc = acct_error_set(err, ACCT_ENUMERIC, "/event", "inverse FFT failed");
 		goto out;
 	}
 	rc = self_compose_unwrap(m, x, nfft, k, wlo, width, err);
+	m->err = err_bound;
 out:
 	free(x);
 	return rc;
@@ -880,11 +1075,14 @@ static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char
 /* ---- queries ---------------------------------------------------------------------- */
 
 /* The smallest eps >= 0 with delta(eps) <= target, on the discrete PLD. */
-static double pmf_epsilon(const struct pmf *m, double target)
+static double pmf_epsilon(const struct pmf *m, double delta)
 {
 	double a = 0.0, d = 0.0, eh = exp(-m->h);
+	/* The FFTs' rounding may have taken up to err from the masses above
+	 * any loss: the computed curve must meet delta with err to spare. */
+	double target = delta - m->err;
 
-	if (m->inf > target)
+	if (!(target > 0.0) || m->inf > target)
 		return INFINITY;
 	/* Walk down: before visiting point i, a = sum_{j>i} p_j and
 	 * d = sum_{j>i} p_j e^{L_i - L_j}; delta(L_i) = a - d + inf. */
@@ -909,7 +1107,7 @@ static double pmf_epsilon(const struct pmf *m, double target)
 
 static double pmf_delta(const struct pmf *m, double eps)
 {
-	double v = m->inf;
+	double v = m->inf + m->err;
 
 	for (size_t i = 0; i < m->n; i++) {
 		double l = (double)(m->off + (long)i) * m->h;
@@ -982,7 +1180,8 @@ int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, d
 	if (!isfinite(e))
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "the event is not (epsilon, %g)-DP for any finite epsilon "
-				      "under pld", delta);
+				      "under pld (its mass at infinity plus the bound on its FFTs' "
+				      "rounding reach delta)", delta);
 	ret->epsilon = e;
 	ret->delta = delta;
 	ret->order = NAN;

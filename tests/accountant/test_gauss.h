@@ -15,6 +15,11 @@ double test_gauss_delta(double s, double eps);
  * [0, 100]. */
 double test_gauss_exact_eps(double s, double delta);
 
+/* test_gauss_exact_eps in long double (erfcl, expl), bisection on
+ * [0, 200]: far tails such as delta = 1e-12 after thousands of
+ * compositions, where the answer must be trusted to many digits. */
+double test_gauss_exact_eps_l(double s, double delta);
+
 /* The least noise multiplier in [0.1, 100] at which the Gaussian is
  * (eps, delta)-DP, by bisection. */
 double test_gauss_analytic_sigma(double eps, double delta);
