@@ -83,6 +83,10 @@ int acct__moments_delta(const acct_event *ev, acct_neighbor nb, double epsilon,
 			acct_result *ret, acct_error *err);
 int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, double *work, double delta,
 		      acct_result *ret, acct_error *err);
+/* How many grid points of ev's PLD (its remove direction) hold mass: the
+ * discretisation's own check (a discrete event's PLD holds only its atoms). */
+int acct__pld_points(const acct_event *ev, acct_neighbor nb, double interval, size_t *ret,
+		     acct_error *err);
 int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, double *work, double epsilon,
 		    acct_result *ret, acct_error *err);
 

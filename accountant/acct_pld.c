@@ -11,19 +11,23 @@
  * delta(eps_n).  The true curve is convex in e^eps, so the interpolation
  * lies above it: the discrete PLD dominates the mechanism (pessimistic), and
  * the mass delta(eps_n) beyond the grid goes to +infinity, i.e. into delta.
+ * Discrete bases (a few atoms) are gridded from their atoms instead, each
+ * loss rounded up to the grid (base_atoms).
  *
  * Add/remove pairs are not symmetric under sampling, so both directions
  * ("remove": P = (1-q) mu0 + q mu1, Q = mu0; "add": P = mu0, Q = that
  * mixture) are composed separately and the larger epsilon is reported.
- * Composition is FFT convolution (GSL mixed radix, 5-smooth sizes); self-composition raises the
- * FFT to the count-th power once, in a window that a Chernoff bound shows
- * holds all but ACCT_PLD_TAIL of the mass.  Tails lighter than ACCT_PLD_TAIL
- * are truncated pessimistically: the lower tail is moved up to the lowest
- * kept loss, the upper tail to +infinity.  The FFTs' rounding is absolute
- * and of either sign, larger than the far tail's masses after many
- * compositions: each FFT path bounds the 1-norm of its error (pmf.err) and
- * every delta read adds that bound, so every epsilon returned is an upper
- * bound (docs/accountants.md, "pld and rounding").
+ * PLDs with few nonzero masses are composed by direct summation where that
+ * costs no more than the FFT (pmf_convolve_direct).  Otherwise composition
+ * is FFT convolution (GSL mixed radix, 5-smooth sizes); self-composition
+ * raises the FFT to the count-th power once, in a window that a Chernoff
+ * bound shows holds all but ACCT_PLD_TAIL of the mass.  Tails lighter than
+ * ACCT_PLD_TAIL are truncated pessimistically: the lower tail is moved up to
+ * the lowest kept loss, the upper tail to +infinity.  The FFTs' rounding is
+ * absolute and of either sign, larger than the far tail's masses after many
+ * compositions: each FFT path, and the direct one, bounds the 1-norm of its
+ * error (pmf.err) and every delta read adds that bound, so every epsilon
+ * returned is an upper bound (docs/accountants.md, "pld and rounding").
  */
 #include <float.h>
 #include <math.h>
@@ -96,6 +100,16 @@ static void pmf_free(struct pmf *m)
 	free(m->p);
 	m->p = NULL;
 	m->n = 0;
+}
+
+static int pmf_copy(struct pmf *dst, const struct pmf *src, acct_error *err)
+{
+	*dst = *src;
+	dst->p = malloc(src->n * sizeof(double));
+	if (!dst->p)
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	memcpy(dst->p, src->p, src->n * sizeof(double));
+	return 0;
 }
 
 /* ---- base mechanisms ---------------------------------------------------- */
@@ -323,7 +337,43 @@ static void base_loss_range(const struct base *b, double *lo, double *hi)
 	}
 }
 
-/* Connect-the-dots discretisation of one base pair on the grid of step h. */
+/*
+ * A discrete base's PLD straight from its atoms, each loss rounded up to the
+ * grid: mass w at ceil(l / h) h (dp_accounting's pessimistic
+ * discretisation).  Moving mass to a higher loss only raises delta(eps) =
+ * inf + sum p (1 - e^{eps - l})_+ for every eps, and composition keeps that
+ * order (docs/accountants.md, "pld and rounding").  Differencing the
+ * closed-form curve instead would, in floating point, leave rounding junk at
+ * every grid point between the atoms.  The grid [off, off + n) holds every
+ * rounded atom: off <= floor(min l / h), n - 1 + off = ceil(max l / h) + 1.
+ */
+static void base_atoms(const struct base *b, struct pmf *ret)
+{
+	ret->inf = b->winf;
+	if (b->natoms == 0) {
+		ret->p[0] = 1.0 - b->winf;
+		return;
+	}
+	for (int j = 0; j < b->natoms; j++) {
+		long i = (long)ceil(b->loss[j] / ret->h);
+
+		/* The lowest grid point, as every read computes it (i h in
+		 * double), not below l: l / h itself is rounded. */
+		while ((double)i * ret->h < b->loss[j])
+			i++;
+		while ((double)(i - 1) * ret->h >= b->loss[j])
+			i--;
+		/* Past the grid (base_pmf leaves a point to spare): +infinity,
+		 * higher still. */
+		if (i - ret->off < (long)ret->n)
+			ret->p[i - ret->off] += b->w[j];
+		else
+			ret->inf += b->w[j];
+	}
+}
+
+/* Connect-the-dots discretisation of one base pair on the grid of step h
+ * (discrete bases: their atoms, base_atoms). */
 static int base_pmf(const struct base *b, double h, struct pmf *ret, const char *where,
 		    struct pld_work *w, acct_error *err)
 {
@@ -337,7 +387,7 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 				      "the privacy loss of this event exceeds 700 nats; pld cannot "
 				      "grid it (use rdp)");
 	ilo = (long)floor(lo / h);
-	ihi = (long)ceil(hi / h);
+	ihi = (long)ceil(hi / h) + (b->kind == B_DISCRETE);
 	if (ihi - ilo + 1 > ACCT_PLD_MAX_POINTS)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
 				      "the PLD of this event needs %ld grid points, more than %ld; "
@@ -356,13 +406,18 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 		ret->p = NULL;
 		return acct_error_set(err, ACCT_ENOMEM, where, "out of memory");
 	}
-	for (size_t i = 0; i < n; i++)
-		dl[i] = base_delta(b, (double)(ilo + (long)i) * h);
 	ret->h = h;
 	ret->off = ilo;
 	ret->n = n;
-	ret->inf = dl[n - 1];
 	ret->err = 0.0;
+	if (b->kind == B_DISCRETE) {
+		free(dl);
+		base_atoms(b, ret);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		dl[i] = base_delta(b, (double)(ilo + (long)i) * h);
+	ret->inf = dl[n - 1];
 	if (n == 1) {
 		ret->p[0] = 1.0 - dl[0];
 	} else {
@@ -583,10 +638,132 @@ static double convolve_err(const struct pmf *a, const struct pmf *b, double wn, 
 	       4.0 * FFT_U;
 }
 
-/* Convolution a * b into a (FFT, GSL mixed radix). */
+/* ---- sparse PLDs: direct convolution ---------------------------------------------- */
+
+/*
+ * A PLD with few nonzero masses (a discrete base's atoms and their
+ * compositions) is convolved directly, without the FFT's absolute rounding:
+ * every output is a sum of at most m = min(nnz a, nnz b) products of
+ * nonnegative masses, so it is within gamma_m of its exact value
+ * relatively (Higham, Accuracy and Stability, 2nd ed., Sec. 3.1), and the
+ * 1-norm of the error within gamma_m ||a||_1 ||b||_1.  It is used where it
+ * costs no more work than the FFT it replaces (direct_cost, on the work
+ * meter).
+ */
+static size_t pmf_nnz(const struct pmf *m)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		c += m->p[i] > 0.0;
+	return c;
+}
+
+/* Work of a direct convolution: the scans of both inputs and the output,
+ * plus one unit per product. */
+static double direct_cost(const struct pmf *a, const struct pmf *b, size_t na, size_t nb)
+{
+	return (double)(2 * (a->n + b->n)) + (double)na * (double)nb;
+}
+
+/* a * b into a by direct summation (a and b may be the same PLD); na and nb
+ * are their nonzero counts.  The error bound as pmf.err defines it: the
+ * products' rounding, then the inputs' own errors as in convolve_err. */
+static int pmf_convolve_direct(struct pmf *a, const struct pmf *b, size_t na, size_t nb,
+			       acct_error *err)
+{
+	size_t len = a->n + b->n - 1, m = na < nb ? na : nb, t = 0;
+	size_t *jb = malloc((nb ? nb : 1) * sizeof(size_t));
+	double *c = calloc(len, sizeof(double));
+	double a1 = vec_l1(a->p, a->n), b1 = vec_l1(b->p, b->n), e;
+
+	if (!jb || !c) {
+		free(jb);
+		free(c);
+		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
+	}
+	for (size_t j = 0; j < b->n; j++)
+		if (b->p[j] > 0.0)
+			jb[t++] = j;
+	for (size_t i = 0; i < a->n; i++)
+		if (a->p[i] > 0.0)
+			for (size_t u = 0; u < t; u++)
+				c[i + jb[u]] += a->p[i] * b->p[jb[u]];
+	free(jb);
+	e = 1.01 * fft_gamma((double)(m + 1)) * a1 * b1 + a->err * (b1 + b->inf) + b->err +
+	    4.0 * FFT_U;
+	a->inf = a->inf + b->inf - a->inf * b->inf;
+	a->off += b->off;
+	a->err = e;
+	free(a->p);
+	a->p = c;
+	a->n = len;
+	pmf_trim(a, ACCT_PLD_TAIL);
+	return 0;
+}
+
+/*
+ * One step of self_compose_direct: a * b into a if it fits the points' limit
+ * and, with what the powering has spent, the budget; 1 (nothing done) if not.
+ */
+static int direct_step(struct pmf *a, const struct pmf *b, double *spent, double budget,
+		       struct pld_work *w, acct_error *err)
+{
+	size_t na = pmf_nnz(a), nb = pmf_nnz(b);
+	double cost = direct_cost(a, b, na, nb);
+
+	if (a->n + b->n - 1 > (size_t)ACCT_PLD_MAX_POINTS || *spent + cost > budget)
+		return 1;
+	*spent += cost;
+	if (work_add(w, cost, "/event", err) < 0)
+		return ACCT_EUNSUPPORTED;
+	return pmf_convolve_direct(a, b, na, nb, err);
+}
+
+/*
+ * The k-fold self-convolution by direct convolutions (binary powering), as
+ * long as their work stays within `budget` (what the FFT path would cost);
+ * 1, m untouched, once it would not: the caller then takes the FFT path, the
+ * work spent here having been metered.
+ */
+static int self_compose_direct(struct pmf *m, int64_t k, double budget, struct pld_work *w,
+			       acct_error *err)
+{
+	struct pmf r, sq;
+	double spent = 0.0;
+	bool have = false;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	rc = pmf_copy(&sq, m, err);
+	for (int64_t e = k; rc == 0 && e > 0; e >>= 1) {
+		if (e & 1) {
+			if (have)
+				rc = direct_step(&r, &sq, &spent, budget, w, err);
+			else
+				rc = pmf_copy(&r, &sq, err);
+			have = true;
+		}
+		if (rc == 0 && e > 1)
+			rc = direct_step(&sq, &sq, &spent, budget, w, err);
+	}
+	pmf_free(&sq);
+	if (rc != 0) {
+		pmf_free(&r);
+		return rc;
+	}
+	pmf_free(m);
+	*m = r;
+	return 0;
+}
+
+/* ---- the FFT paths ---------------------------------------------------------------- */
+
+/* Convolution a * b into a: directly if sparse enough to cost no more than
+ * the FFT (pmf_convolve_direct), else by FFT (GSL mixed radix). */
 static int pmf_convolve(struct pmf *a, const struct pmf *b, struct pld_work *w, acct_error *err)
 {
-	size_t len = a->n + b->n - 1, nfft = fft_size(len);
+	size_t len = a->n + b->n - 1, nfft = fft_size(len), na, nb;
 	double *x = NULL, *y = NULL, err_bound;
 	int rc = 0;
 
@@ -594,6 +771,13 @@ static int pmf_convolve(struct pmf *a, const struct pmf *b, struct pld_work *w, 
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
 				      "the composed PLD needs more than %ld grid points; raise "
 				      "value_discretization_interval", ACCT_PLD_MAX_POINTS);
+	na = pmf_nnz(a);
+	nb = pmf_nnz(b);
+	if (direct_cost(a, b, na, nb) <= 3.0 * fft_work(nfft)) {
+		if (work_add(w, direct_cost(a, b, na, nb), "/event", err) < 0)
+			return ACCT_EUNSUPPORTED;
+		return pmf_convolve_direct(a, b, na, nb, err);
+	}
 	if (work_add(w, 3.0 * fft_work(nfft), "/event", err) < 0)
 		return ACCT_EUNSUPPORTED;
 	x = calloc(nfft, sizeof(double));
@@ -840,6 +1024,9 @@ static int pmf_self_compose(struct pmf *m, int64_t k, struct pld_work *w, acct_e
 				      "raise value_discretization_interval", width,
 				      ACCT_PLD_MAX_POINTS);
 	nfft = fft_size(width > m->n ? width : m->n);
+	rc = self_compose_direct(m, k, 2.0 * fft_work(nfft), w, err);
+	if (rc <= 0)
+		return rc;
 	if (work_add(w, 2.0 * fft_work(nfft), "/event", err) < 0)
 		return ACCT_EUNSUPPORTED;
 	x = calloc(nfft, sizeof(double));
@@ -874,16 +1061,6 @@ static void pair_free(struct pld_pair *p)
 {
 	pmf_free(&p->rm);
 	pmf_free(&p->ad);
-}
-
-static int pmf_copy(struct pmf *dst, const struct pmf *src, acct_error *err)
-{
-	*dst = *src;
-	dst->p = malloc(src->n * sizeof(double));
-	if (!dst->p)
-		return acct_error_set(err, ACCT_ENOMEM, "/event", "out of memory");
-	memcpy(dst->p, src->p, src->n * sizeof(double));
-	return 0;
 }
 
 static int pld_walk(const acct_event *ev, acct_neighbor nb, double h, const char *where,
@@ -1185,6 +1362,19 @@ int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, d
 	ret->epsilon = e;
 	ret->delta = delta;
 	ret->order = NAN;
+	return 0;
+}
+
+int acct__pld_points(const acct_event *ev, acct_neighbor nb, double interval, size_t *ret,
+		     acct_error *err)
+{
+	struct pld_pair p;
+	int rc = pld_build(ev, nb, interval, NULL, &p, err);
+
+	if (rc < 0)
+		return rc;
+	*ret = pmf_nnz(&p.rm);
+	pair_free(&p);
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "acct.h"
+#include "acct_internal.h"
 #include "json.h"
 #include "api.h"
 #include "test_admit.h"
@@ -560,6 +561,134 @@ Test(pld, many_compositions_never_below_exact)
 			cr_expect(rc == 0 && r.epsilon <= exact * 1.01,
 				  "case %zu: pld %.12g exact %.12g", i, r.epsilon, exact);
 		acct_event_free(e);
+	}
+}
+
+/*
+ * A discrete event's PLD holds its atoms and nothing else: built from the
+ * closed-form curve's differences it held ~1000 rounding-junk masses in
+ * between (up to 4e-13 each), and a sparse composition by FFT holds
+ * rounding at every point of its window.  epsilon_delta(eps, delta) has
+ * losses +-eps (and +infinity), randomized response +-l and 0; k-fold
+ * compositions of a two-atom PLD have k + 1 losses, two of them 4.
+ */
+Test(pld, discrete_base_has_only_its_atoms)
+{
+	acct_event *rr = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_event *two[2] = {acct_event_epsilon_delta(0.1, 1e-7),
+			      acct_event_epsilon_delta(0.3, 0)};
+	struct {
+		acct_event *ev;
+		acct_neighbor nb;
+		size_t points;
+	} cases[] = {
+		{acct_event_epsilon_delta(0.1, 1e-7), ACCT_ADD_REMOVE, 2},
+		{acct_event_epsilon_delta(1.0, 0.0), ACCT_ADD_REMOVE, 2},
+		{rr, ACCT_REPLACE, 3},
+		{acct_event_self_composed(3, acct_event_epsilon_delta(0.1, 1e-7)), ACCT_ADD_REMOVE,
+		 4},
+		{acct_event_self_composed(10, acct_event_epsilon_delta(0.1, 1e-7)), ACCT_ADD_REMOVE,
+		 11},
+		{acct_event_composed(two, 2), ACCT_ADD_REMOVE, 4},
+	};
+
+	rr->u.randomized_response.noise_parameter = 0.5;
+	rr->u.randomized_response.num_buckets = 4;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t got = 0;
+		acct_error err;
+
+		acct_error_init(&err);
+		int rc = acct__pld_points(cases[i].ev, cases[i].nb, ACCT_PLD_DEFAULT_INTERVAL,
+					  &got, &err);
+
+		cr_expect_eq(rc, 0, "case %zu: %s", i, err.text);
+		cr_expect_eq(got, cases[i].points, "case %zu: %zu points, want %zu", i, got,
+			     cases[i].points);
+		acct_event_free(cases[i].ev);
+	}
+}
+
+/*
+ * delta(eps) of k-fold (eps0, delta0)-DP, exactly (Kairouz, Oh, Viswanath
+ * 2015): the dominating pair is +infinity with mass delta0, else loss +-eps0
+ * with P-masses p = e^eps0 / (1 + e^eps0) and 1 - p; the k-fold loss is
+ * (2i - k) eps0 with i ~ Bin(k, p).  Long double, binomials by lgamma.
+ */
+static long double kov_delta(int k, double eps0, double delta0, long double eps)
+{
+	long double lp = -log1pl(expl(-(long double)eps0)), lq = -log1pl(expl(eps0));
+	long double fin = expl(k * log1pl(-(long double)delta0)), s = 0.0L;
+
+	for (int i = 0; i <= k; i++) {
+		long double l = (2.0L * i - k) * eps0;
+
+		if (l > eps)
+			s += expl(lgammal(k + 1.0L) - lgammal(i + 1.0L) - lgammal(k - i + 1.0L) +
+				  i * lp + (k - i) * lq) * -expm1l(eps - l);
+	}
+	return 1.0L - fin + fin * s;
+}
+
+/* The smallest eps with kov_delta(eps) <= delta, by bisection. */
+static double kov_epsilon(int k, double eps0, double delta0, double delta)
+{
+	long double lo = 0.0L, hi = k * eps0;
+
+	for (int it = 0; it < 200; it++) {
+		long double mid = 0.5L * (lo + hi);
+
+		if (kov_delta(k, eps0, delta0, mid) <= delta)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return (double)hi;
+}
+
+/*
+ * Self-composed (eps0, delta0) events are answered and certified: at
+ * 100 x (0.1, 1e-7) and delta = 1e-5 the mass at infinity leaves 5e-11
+ * under delta, less than the FFT's rounding bound (1.4e-10), and pld
+ * refused; composed directly it answers.  Every atom's loss is rounded up
+ * by less than one grid step, so the k-fold answer lies in [exact,
+ * exact + k h].  The composed row takes the two-PLD convolution path.
+ */
+Test(pld, self_composed_epsilon_delta_certified)
+{
+	static const struct {
+		int k;
+		double eps0, delta0, delta;
+	} cases[] = {
+		{100, 0.1, 1e-7, 1e-5}, {30, 0.5, 0.0, 1e-6}, {1000, 0.05, 1e-9, 1e-5},
+	};
+	acct_options o = opts(ACCT_PLD, ACCT_ADD_REMOVE);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int k = cases[i].k;
+		double e0 = cases[i].eps0, d0 = cases[i].delta0;
+		double exact = kov_epsilon(k, e0, d0, cases[i].delta);
+		double hi = exact + k * ACCT_PLD_DEFAULT_INTERVAL;
+		acct_event *half[2] = {
+			acct_event_self_composed(k / 2, acct_event_epsilon_delta(e0, d0)),
+			acct_event_self_composed(k - k / 2, acct_event_epsilon_delta(e0, d0)),
+		};
+		acct_event *evs[2] = {
+			acct_event_self_composed(k, acct_event_epsilon_delta(e0, d0)),
+			acct_event_composed(half, 2),
+		};
+
+		for (int j = 0; j < 2; j++) {
+			acct_result r = {0};
+			acct_error err;
+
+			acct_error_init(&err);
+			cr_expect_eq(acct_epsilon(evs[j], cases[i].delta, &o, &r, &err), 0,
+				     "case %zu/%d: %s", i, j, err.text);
+			cr_expect(r.epsilon >= exact && r.epsilon <= hi,
+				  "case %zu/%d: pld %.12g exact %.12g", i, j, r.epsilon, exact);
+			acct_event_free(evs[j]);
+		}
 	}
 }
 
