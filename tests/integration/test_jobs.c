@@ -76,7 +76,8 @@ Test(jobs, event_is_fixed_from_params_and_the_job_runs)
 
 	/* Dry run: an epoch of N = 6000, L = 600, one epoch: T = 10 steps, each
 	 * sampling from all 60000 rows at q = 600 / 60000. */
-	snprintf(body, sizeof(body), "%.*s,\"dry_run\":true}", (int)strlen(dpg_fm_small_job) - 1, dpg_fm_small_job);
+	snprintf(body, sizeof(body), "%.*s,\"dry_run\":true}", (int)strlen(dpg_fm_small_job) - 1,
+		 dpg_fm_small_job);
 	r = dpg_call(&srv, "POST", "/v1/datasets/fm/jobs", srv.admin_key, body);
 	cr_assert_eq(r.status, 200, "%s", r.body);
 	cr_assert(json_is_true(json_object_get(r.json, "fits")));
