@@ -1439,6 +1439,11 @@ typedef struct trn_convnet trn_convnet;
 int trn_convnet_new(const trn_conv_spec *spec, trn_convnet **ret, acct_error *err);
 void trn_convnet_free(trn_convnet *n);
 
+/* One example's forward pass through a net of `spec` (checked), in
+ * multiply-adds: each weight counted once per position it is applied at.
+ * DP-SGD's work bound and predict's count examples in these units. */
+double trn_conv_spec_work(const trn_conv_spec *spec);
+
 /* Parameters, in the order conv W_1 (C_out x C_in k^2), b_1, ..., dense
  * W, b; the array belongs to the model.  Input width channels side^2. */
 size_t trn_convnet_n_params(const trn_convnet *n);

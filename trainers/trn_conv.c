@@ -182,7 +182,7 @@ int trn__conv_spec_check(const trn_conv_spec *spec, size_t *ret_params, acct_err
 	return 0;
 }
 
-double trn__conv_spec_work(const trn_conv_spec *spec)
+double trn_conv_spec_work(const trn_conv_spec *spec)
 {
 	trn_convnet shape;
 	double work = 0.0;

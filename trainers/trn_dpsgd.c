@@ -385,7 +385,7 @@ static double example_work(const trn_dpsgd_params *p, size_t d, uint32_t num_cla
 
 		if (trn_dpsgd_conv_spec(p, d, num_classes, &spec, NULL) < 0)
 			return 0.0;
-		return trn__conv_spec_work(&spec);
+		return trn_conv_spec_work(&spec);
 	}
 	n_layers = model_widths(p, d, num_classes, widths);
 	for (uint32_t l = 0; l < n_layers; l++)

@@ -214,11 +214,6 @@ double trn__conv_sqnorm_error(const double *da, const double *u, size_t c_out, s
  * count), without allocating; the count in *ret_params (may be NULL). */
 int trn__conv_spec_check(const trn_conv_spec *spec, size_t *ret_params, acct_error *err);
 
-/* One example's forward pass through a net of `spec` (checked), in
- * multiply-adds: each weight counted once per position it is applied at.
- * DP-SGD's work bound counts a step's examples in these units. */
-double trn__conv_spec_work(const trn_conv_spec *spec);
-
 /* A net sharing n's weights (borrowed: n must outlive it, and they must not
  * change while it is used) with scratch of its own, so that a const model
  * can be evaluated, and from several threads.  0, ACCT_EINVAL or ENOMEM. */

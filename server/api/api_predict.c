@@ -324,11 +324,10 @@ static void job_json_columns(const srv_job_row *j, json_t **ret_result, json_t *
 }
 
 /*
- * The multiply-adds scoring one row with m takes: every dense weight once
- * (n_params, which also counts a convolution's kernels once), the input
- * projection, each convolution's kernel at every pixel of its input (a
- * "same" convolution, each side halved by the pooling after it), and for
- * a scattering model its FFTs, about channels x pixels x log2(pixels).
+ * The multiply-adds scoring one row with m takes: every weight once, a
+ * convolution's at every position it is applied at (trn_conv_spec_work,
+ * the unit of DP-SGD's work bound too), the input projection, and for a
+ * scattering model its FFTs, about channels x pixels x log2(pixels).
  */
 static double model_row_work(const trn_model *m)
 {
@@ -336,18 +335,8 @@ static double model_row_work(const trn_model *m)
 	double work;
 
 	trn_model_info_get(m, &mi);
-	work = (double)mi.n_params + (double)mi.input_dim * mi.proj_dim;
-	if (mi.conv) {
-		double c_in = mi.conv->channels, side = mi.conv->side;
-
-		for (uint32_t l = 0; l < mi.conv->n_conv; l++) {
-			double k = mi.conv->kernel[l], out = mi.conv->conv_channels[l];
-
-			work += side * side * out * c_in * k * k;
-			c_in = out;
-			side = floor(side / 2);
-		}
-	}
+	work = mi.conv ? trn_conv_spec_work(mi.conv) : (double)mi.n_params;
+	work += (double)mi.input_dim * mi.proj_dim;
 	if (mi.feature_rule != TRN_FEATURE_RULE_NONE) {
 		double pixels = (double)mi.scatter_rows * mi.scatter_cols;
 
