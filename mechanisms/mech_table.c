@@ -34,7 +34,8 @@ struct column {
 	uint32_t *cat;    /* categorical: index into dict */
 	char **dict;
 	size_t ndict;
-	/* open-addressing hash of dict while parsing */
+	/* open-addressing hash of dict: built while parsing, kept for the
+	 * histogram's category lookups */
 	uint32_t *slots;
 	size_t nslots;
 };
@@ -583,8 +584,11 @@ int mech_table_parse_csv(const char *text, size_t len, const mech_column_decl *d
 		goto out;
 	for (size_t j = 0; j < p.t->cols; j++) {
 		p.t->col[j].kind = p.is_num[j] ? MECH_COL_NUMERIC : MECH_COL_CATEGORICAL;
-		free(p.t->col[j].slots);
-		p.t->col[j].slots = NULL;
+		if (p.is_num[j]) {
+			free(p.t->col[j].slots);
+			p.t->col[j].slots = NULL;
+			p.t->col[j].nslots = 0;
+		}
 	}
 	*ret = p.t;
 	p.t = NULL;
@@ -832,6 +836,69 @@ fail:
 	return rc;
 }
 
+/* The dictionary index of `s` in categorical column c; SIZE_MAX when no
+ * row has that value. */
+static size_t dict_find(const struct column *c, const char *s)
+{
+	if (!c->slots)
+		return SIZE_MAX;
+	for (size_t i = hash_str(s) & (c->nslots - 1); c->slots[i]; i = (i + 1) & (c->nslots - 1))
+		if (!strcmp(c->dict[c->slots[i] - 1], s))
+			return c->slots[i] - 1;
+	return SIZE_MAX;
+}
+
+struct category_key {
+	const char *s;
+	size_t k;
+};
+
+static int cmp_category_key(const void *a, const void *b)
+{
+	const struct category_key *x = a, *y = b;
+	int c = strcmp(x->s, y->s);
+
+	return c ? c : (x->k > y->k) - (x->k < y->k);
+}
+
+/*
+ * Checks a histogram's public categories: each a string, none repeated.
+ * Names the index a scan in order would stop at (the first that is not a
+ * string or repeats an earlier one), found by sorting: O(n log n) at the
+ * DPG_MAX_HISTOGRAM_BINS a query may have, where comparing every pair
+ * took seconds.
+ */
+static int check_categories(const char *const *cats, size_t n, acct_error *err)
+{
+	struct category_key *keys = malloc((n ? n : 1) * sizeof(*keys));
+	const char *why = "must be a string";
+	char where[ACCT_ERROR_WHERE_BYTES];
+	size_t m = 0, bad = SIZE_MAX;
+
+	if (!keys)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	while (m < n && cats[m]) {
+		keys[m].s = cats[m];
+		keys[m].k = m;
+		m++;
+	}
+	if (m < n)
+		bad = m;
+	qsort(keys, m, sizeof(*keys), cmp_category_key);
+	/* Equal strings sort by index: each but the first of a run repeats
+	 * an earlier one. */
+	for (size_t i = 1; i < m; i++)
+		if (keys[i].k < bad && !strcmp(keys[i].s, keys[i - 1].s)) {
+			bad = keys[i].k;
+			why = "repeats a category";
+		}
+	free(keys);
+	if (bad == SIZE_MAX)
+		return 0;
+	snprintf(where, sizeof(where), "/categories/%zu", bad);
+	return acct_error_set(err, ACCT_EINVAL, where, "%s", why);
+}
+
 int mech_table_histogram(mech_rng *rng, const mech_table *t, const char *column,
 			 const char *const *categories, size_t n_categories, double epsilon,
 			 acct_neighbor neighbor, int64_t *ret_counts, acct_event **ret_event,
@@ -851,37 +918,23 @@ int mech_table_histogram(mech_rng *rng, const mech_table *t, const char *column,
 				      DPG_MAX_HISTOGRAM_BINS);
 	/* The bins are the caller's public categories: which values occur in
 	 * the data is itself private, so the table's dictionary never shapes
-	 * the answer.  Rows with other values fall in no bin. */
+	 * the answer (nor the errors: they are checked on the categories
+	 * alone).  Rows with other values fall in no bin. */
+	if ((rc = check_categories(categories, n_categories, err)) < 0)
+		return rc;
 	counts = calloc(n_categories, sizeof(int64_t));
 	map = malloc((c->ndict ? c->ndict : 1) * sizeof(size_t));
 	if (!counts || !map) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	for (size_t d = 0; d < c->ndict; d++) {
+	for (size_t d = 0; d < c->ndict; d++)
 		map[d] = SIZE_MAX;
-		for (size_t k = 0; k < n_categories; k++)
-			if (categories[k] && !strcmp(categories[k], c->dict[d])) {
-				map[d] = k;
-				break;
-			}
-	}
 	for (size_t k = 0; k < n_categories; k++) {
-		if (!categories[k]) {
-			char where[ACCT_ERROR_WHERE_BYTES];
+		size_t d = dict_find(c, categories[k]);
 
-			snprintf(where, sizeof(where), "/categories/%zu", k);
-			rc = acct_error_set(err, ACCT_EINVAL, where, "must be a string");
-			goto out;
-		}
-		for (size_t l = 0; l < k; l++)
-			if (!strcmp(categories[k], categories[l])) {
-				char where[ACCT_ERROR_WHERE_BYTES];
-
-				snprintf(where, sizeof(where), "/categories/%zu", k);
-				rc = acct_error_set(err, ACCT_EINVAL, where, "repeats a category");
-				goto out;
-			}
+		if (d != SIZE_MAX)
+			map[d] = k;
 	}
 	for (size_t i = 0; i < t->rows; i++)
 		if (map[c->cat[i]] != SIZE_MAX)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -570,6 +571,101 @@ Test(table, histogram_over_public_categories)
 	cr_assert_lt(fabs(sum[1] / N - 50), 0.1);
 	cr_assert_lt(fabs(sum[2] / N), 0.1);
 	table_draws_close(&d);
+}
+
+/* A histogram's bad categories are named at the index a scan in order
+ * stops at: the first that is not a string or repeats an earlier one. */
+Test(table, histogram_names_the_first_bad_category)
+{
+	static const char *const dup_late[] = {"a", "b", "c", "d", "b", "a"};
+	static const char *const null_first[] = {"a", "b", NULL, "a"};
+	static const char *const dup_first[] = {"a", "a", NULL, "b"};
+	static const char *const triple[] = {"z", "q", "z", "z", "q"};
+	static const char *const absent_dups[] = {"x", "nowhere", "y", "nowhere"};
+	static const struct {
+		const char *const *cats;
+		size_t n;
+		const char *where, *text;
+	} cases[] = {
+		{dup_late, 6, "/categories/4", "repeats a category"},
+		{null_first, 4, "/categories/2", "must be a string"},
+		{dup_first, 4, "/categories/1", "repeats a category"},
+		{triple, 5, "/categories/2", "repeats a category"},
+		{absent_dups, 4, "/categories/3", "repeats a category"},
+	};
+	struct table_draws d = table_draws_open(NULL, 66);
+
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		const struct query q = {.kind = Q_HISTOGRAM, .column = "g", .epsilon = 1,
+					.neighbor = ACCT_ADD_REMOVE, .cats = cases[k].cats,
+					.n_cats = cases[k].n};
+		acct_event *ev = NULL;
+		acct_error err;
+		int64_t out[6];
+
+		cr_assert_eq(run_query(d.r, d.t, &q, NULL, out, &ev, &err), ACCT_EINVAL, "case %zu",
+			     k);
+		cr_assert_str_eq(err.where, cases[k].where, "case %zu", k);
+		cr_assert_str_eq(err.text, cases[k].text, "case %zu", k);
+		cr_assert_null(ev, "case %zu", k);
+	}
+	table_draws_close(&d);
+}
+
+static double thread_cpu_seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/*
+ * At the limits (a column of DPG_MAX_CSV_CATEGORIES distinct values, a
+ * query of DPG_MAX_HISTOGRAM_BINS categories, half of them in the table)
+ * the bins are exact at an epsilon whose noise is never nonzero
+ * (Pr ≤ 2e^-1000 a bin), and matching takes well under the second that
+ * comparing every value with every category took.
+ */
+Test(table, histogram_at_the_limits_is_exact_and_quick)
+{
+	enum { ROWS = DPG_MAX_CSV_CATEGORIES, BINS = DPG_MAX_HISTOGRAM_BINS };
+	size_t cap = 16 + (size_t)ROWS * 32, len;
+	char *csv = malloc(cap), **names = calloc(BINS, sizeof(char *));
+	mech_rng *r = test_rng(67);
+	mech_table *t;
+	int64_t *out = calloc(BINS, sizeof(int64_t));
+	acct_event *ev = NULL;
+	acct_error err;
+	double t0;
+
+	cr_assert(csv && names && out);
+	len = (size_t)snprintf(csv, cap, "g\n");
+	for (int i = 0; i < ROWS; i++)
+		len += (size_t)snprintf(csv + len, cap - len, "a-long-shared-prefix-%06d\n", i);
+	t = parse_ok(csv, NULL, 0);
+	/* Even bins are rows 0, 2, 4, ...; odd bins name no row. */
+	for (int k = 0; k < BINS; k++) {
+		names[k] = malloc(40);
+		cr_assert_not_null(names[k]);
+		snprintf(names[k], 40, "a-long-shared-prefix-%06d", k % 2 ? ROWS + k : k);
+	}
+	acct_error_init(&err);
+	t0 = thread_cpu_seconds();
+	cr_assert_eq(mech_table_histogram(r, t, "g", (const char *const *)names, BINS, 1000.0,
+					  ACCT_ADD_REMOVE, out, &ev, &err),
+		     0, "%s: %s", err.where, err.text);
+	cr_expect_lt(thread_cpu_seconds() - t0, 0.25);
+	for (int k = 0; k < BINS; k++)
+		cr_assert_eq(out[k], k % 2 ? 0 : 1, "bin %d", k);
+	acct_event_free(ev);
+	for (int k = 0; k < BINS; k++)
+		free(names[k]);
+	free(names);
+	free(out);
+	free(csv);
+	mech_table_free(t);
+	mech_rng_free(r);
 }
 
 Test(table, quantile_interval_distribution)
