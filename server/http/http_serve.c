@@ -347,31 +347,26 @@ static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_st
 }
 
 /*
- * After a request that may have written (any method but GET and HEAD, on
- * a route that needs a key), its handler has returned, and so has its
- * COMMIT: the long-polls on what it touched are woken.  A dataset route
- * names its dataset; any other (a key, a job, a new dataset) wakes every
- * long-poll, which costs each a read.
+ * After a request whose handler committed a write (srv_store_thread_commits
+ * moved), its COMMIT has returned: the long-polls on what it touched are
+ * woken.  A dataset route names its dataset; any other (a key, a job, a
+ * new dataset) wakes every long-poll, which costs each a read.
  *
- * Only an answer that may follow a commit wakes them, or a stream of
- * cheap refusals (404s, 400s) would make every long-poll read again per
- * request.  A 2xx; and on a dataset's routes a 409 or 403, the only
- * refusals that can follow a commit: a PATE batch answered in part
- * (409), and the expired reservations a refused spend or reservation
- * close swept and committed (409, 403; store.h, srv_store_spend).  Every
- * other 4xx and 5xx wrote nothing (a failed COMMIT's write, found only
- * after a restart, is read by the long-polls' periodic recheck).
+ * The commit decides, not the status: a refusal may follow one (a PATE
+ * batch answered in part, 409; the expired reservations a refused spend
+ * or reservation close committed, 409 or 403), and an answer that wrote
+ * nothing (a dry run or a prediction, 200; a replay; a 404, or a 409 that
+ * changed nothing) wakes no one, or a stream of them would make every
+ * long-poll read again per request.  A job's own changes are signalled by
+ * its worker.  A failed COMMIT's write, found only after a restart, is
+ * read by the long-polls' periodic recheck.
  */
 static void signal_change(srv_ctx *ctx, const srv_route *route, const srv_request *req,
-			  int status)
+			  bool committed)
 {
-	bool dataset = strncmp(route->pattern, "/v1/datasets/{id}", 17) == 0;
-
-	if (strcmp(route->method, "GET") == 0 || route->access == SRV_PUBLIC)
+	if (!committed)
 		return;
-	if ((status < 200 || status > 299) && !(dataset && (status == 409 || status == 403)))
-		return;
-	if (dataset)
+	if (strncmp(route->pattern, "/v1/datasets/{id}", 17) == 0)
 		srv_watch_signal(ctx->watch, req->params[0], NULL);
 	else
 		srv_watch_signal(ctx->watch, NULL, NULL);
@@ -667,6 +662,7 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 	const srv_route *route;
 	json_t *body = NULL;
 	bool public_slot = false;
+	unsigned long commits;
 	int r = admit(ctx, conn, cs, method, url, &a, res);
 
 	if (r < 0 || query_refused(&ctx->routes, r, conn, res))
@@ -716,8 +712,9 @@ static void dispatch(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_stat
 		}
 	}
 	req->body = body;
+	commits = srv_store_thread_commits();
 	route->handler(req, res);
-	signal_change(ctx, route, req, res->status);
+	signal_change(ctx, route, req, srv_store_thread_commits() != commits);
 	tag_answer(ctx, conn, cs, srv_route_revalidate(&ctx->routes, r), res);
 out:
 	json_decref(body);

@@ -341,6 +341,11 @@ void srv_store_group_stats(srv_store *st, uint64_t *ret_batches, uint64_t *ret_s
 /* COMMITs that failed since the store was opened (srv__commit logs each). */
 uint64_t srv_store_commit_failures(srv_store *st);
 
+/* How many write transactions the calling thread has committed, a spend's
+ * group commit counted for the spend's own thread (not the batch's
+ * leader): a request that leaves the count as it was changed nothing. */
+unsigned long srv_store_thread_commits(void);
+
 /*
  * Looks an Idempotency-Key up before anything else is checked, so a retry
  * gets its stored answer even when the dataset has changed since (archived,

@@ -409,6 +409,14 @@ static void log_text(char *dst, size_t size, const char *src)
 	dst[n] = '\0';
 }
 
+/* Write transactions this thread committed (srv_store_thread_commits). */
+static _Thread_local unsigned long thread_commits;
+
+unsigned long srv_store_thread_commits(void)
+{
+	return thread_commits;
+}
+
 /*
  * A COMMIT that fails (a write or fsync error, a full disk) is logged: the
  * operator must know the storage is failing.  Its transaction is rolled
@@ -419,8 +427,12 @@ static void log_text(char *dst, size_t size, const char *src)
  * (SQLite's WAL recovery takes every frame whose salts and checksum chain
  * hold).  Such a write counts a spend whose answer never went out, which
  * over-counts the budget and never under-counts it.
+ *
+ * commit_write is srv__commit without counting it for the thread: a group
+ * commit's leader commits the others' spends, which each count for their
+ * own thread.
  */
-int srv__commit(srv_db *db)
+static int commit_write(srv_db *db)
 {
 	char detail[160];
 
@@ -433,6 +445,15 @@ int srv__commit(srv_db *db)
 		atomic_fetch_add(&db->store->commit_failures, 1);
 	db->c->drv->rollback(db->c);
 	return SRV_COMMIT_FAILED;
+}
+
+int srv__commit(srv_db *db)
+{
+	int rc = commit_write(db);
+
+	if (rc == 0)
+		thread_commits++;
+	return rc;
 }
 
 void srv__rollback(srv_db *db)
@@ -2024,7 +2045,7 @@ static void spend_batch(srv_db *db, struct spend_slot *batch)
 	}
 	if (!broken && any_kept) {
 		clock_gettime(CLOCK_MONOTONIC, &committing);
-		commit_rc = srv__commit(db);
+		commit_rc = commit_write(db);
 	}
 	if (!broken && any_kept && commit_rc == 0) { /* durable: answers may go out */
 		if (db->store) {
@@ -2133,6 +2154,10 @@ int srv_store_spend(srv_db *db, const srv_spend *sp, int *ret_status, char **ret
 		pthread_cond_broadcast(&st->group_done);
 	}
 	pthread_mutex_unlock(&st->group_lock);
+	/* Kept and still SRV_OK or SRV_CONFLICT: its batch's COMMIT held
+	 * (spend_batch_lost replaces the code of a kept spend otherwise). */
+	if (me.keep && (me.rc == SRV_OK || me.rc == SRV_CONFLICT))
+		thread_commits++;
 	return me.rc;
 }
 

@@ -505,44 +505,93 @@ static double server_cpu_s(void)
 	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* The server's CPU seconds for `n` refused writes: half 404s on a job
- * route (which, answered 2xx, would wake every long-poll), half 400s on
- * dataset d's charges. */
+/* What the answers that commit nothing need: an analyst key scoped to d,
+ * and the commit route of a reservation of d the admin key holds. */
+static char other_key[128], others_reservation[160];
+
+/* A charge of d under one Idempotency-Key: the first call writes it, each
+ * later one replays the stored answer (201). */
+static void charge_d_once(void)
+{
+	static const char *const idem[] = {"Idempotency-Key: once", NULL};
+	dpg_resp r;
+
+	cr_assert_eq(dpg_http(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, CHARGE_SMALL,
+			      strlen(CHARGE_SMALL), idem, &r),
+		     0);
+	cr_assert_eq(r.status, 201, "%s", r.body);
+	dpg_resp_free(&r);
+}
+
+/* The server's CPU seconds for `n` answers that commit nothing, of six
+ * kinds in turn: a 404 on a job route (which wakes every long-poll when
+ * it wakes any), a 400, a dry run (200), a replayed charge (201), a
+ * charge over the budget (409) and a close of another key's reservation
+ * (403), the last four on dataset d with no expired reservation to
+ * commit. */
 static double refusals_cpu_s(int n)
 {
 	double t0 = server_cpu_s();
 
 	for (int i = 0; i < n; i++) {
-		if (i % 2)
+		switch (i % 6) {
+		case 0:
 			dpg_expect_status(&srv, "POST", "/v1/jobs/job_nonexistent/predict",
 					  srv.admin_key, "{\"rows\":[[1]]}", 404);
-		else
+			break;
+		case 1:
 			dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
 					  "{\"event\":{}}", 400);
+			break;
+		case 2:
+			dpg_expect_status(&srv, "POST", "/v1/datasets/d/dry-run", srv.admin_key,
+					  CHARGE_SMALL, 200);
+			break;
+		case 3:
+			charge_d_once();
+			break;
+		case 4:
+			dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key,
+					  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":2,"
+					  "\"delta\":0}}",
+					  409);
+			break;
+		default:
+			dpg_expect_status(&srv, "POST", others_reservation, other_key, NULL, 403);
+		}
 	}
 	return server_cpu_s() - t0;
 }
 
 /*
- * A refused write changed nothing, so it wakes no long-poll: woken, each
- * would read its resource again for nothing, and a stream of cheap 404s
- * made 256 long-polls cost the server 100 times the stream's own CPU
- * (11 s for 2000 requests).  With 100 long-polls on dataset d, 1000
- * refusals (404 on a job route, 400 on d) must cost the server about what
- * they cost with none; a charge then wakes all 100.
+ * An answer that committed nothing wakes no long-poll, whatever its
+ * status: woken, each would read its resource again for nothing, and a
+ * stream of cheap 404s made 256 long-polls cost the server 100 times the
+ * stream's own CPU (11 s for 2000 requests).  With 100 long-polls on
+ * dataset d, 1200 such answers (refusals, dry runs, replays) must cost
+ * the server about what they cost with none; a charge then wakes all 100.
  */
-Test(dashboard, refused_writes_wake_no_long_poll)
+Test(dashboard, answers_that_committed_nothing_wake_no_long_poll)
 {
 	static const char *const args[] = {"--max-waiters", "128", NULL};
-	enum { WAITERS = 100, REFUSALS = 1000 };
+	enum { WAITERS = 100, REFUSALS = 1200 };
 	int fds[WAITERS];
 	char tag[64];
 	double alone, waited;
+	dpg_resp made;
 	raw_resp r;
 
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	srv.serve_args = args;
 	dpg_server_restart(&srv);
+	dpg_make_key(&srv, "analyst", "d", other_key, sizeof(other_key));
+	made = dpg_call(&srv, "POST", "/v1/datasets/d/reservations", srv.admin_key, CHARGE_SMALL);
+	cr_assert_eq(made.status, 201, "%s", made.body);
+	snprintf(others_reservation, sizeof(others_reservation),
+		 "/v1/datasets/d/reservations/%s/commit",
+		 json_string_value(json_object_get(made.json, "id")));
+	dpg_resp_free(&made);
+	charge_d_once();
 	alone = refusals_cpu_s(REFUSALS);
 	for (int i = 0; i < WAITERS; i++)
 		fds[i] = long_poll("/v1/datasets/d", 60, tag, sizeof(tag));
