@@ -43,6 +43,8 @@
 #include "acct_internal.h"
 #include "acct_numeric.h"
 
+/* The unit roundoff of double. */
+#define FFT_U (DBL_EPSILON / 2.0)
 /* Mass truncated per tail and operation. */
 #define ACCT_PLD_TAIL 1e-15
 /* Most grid points one PLD may hold (32 MiB of doubles). */
@@ -338,38 +340,69 @@ static void base_loss_range(const struct base *b, double *lo, double *hi)
 }
 
 /*
- * A discrete base's PLD straight from its atoms, each loss rounded up to the
- * grid: mass w at ceil(l / h) h (dp_accounting's pessimistic
- * discretisation).  Moving mass to a higher loss only raises delta(eps) =
- * inf + sum p (1 - e^{eps - l})_+ for every eps, and composition keeps that
- * order (docs/accountants.md, "pld and rounding").  Differencing the
- * closed-form curve instead would, in floating point, leave rounding junk at
- * every grid point between the atoms.  The grid [off, off + n) holds every
- * rounded atom: off <= floor(min l / h), n - 1 + off = ceil(max l / h) + 1.
+ * A discrete base's PLD straight from its atoms, connect-the-dots
+ * (Doroshenko et al., "Connect the Dots", PETS 2022, Sec. 3).  An atom of
+ * mass w at a loss l between grid points g_i <= l < g_(i+1) (g_i = i h as
+ * every read computes it) goes w r to g_(i+1) and w (1 - r) to g_i, with
+ * r = (e^-g_i - e^-l) / (e^-g_i - e^-g_(i+1)) in [0, 1): the pair of
+ * points keeps the atom's mass under P (w) and under Q (w e^-l), so the
+ * atom is their merge, a post-processing, and delta(eps) = inf +
+ * sum p (1 - e^(eps - l))_+ can only grow (the positive part is
+ * subadditive); composition keeps that order.  Rounding each loss up
+ * instead costs up to h of epsilon per composed event, k h after k.
+ * In floating point r is rounded up (more mass at the higher loss only
+ * raises delta) and the products' and sums' rounding is in err.
+ * Differencing the closed-form curve would leave rounding junk at every
+ * grid point between the atoms.
  */
+static void atom_split(double l, double h, long *ret_i, double *ret_r)
+{
+	long i = (long)floor(l / h);
+	double gi, t, d;
+
+	/* l / h is itself rounded: settle i on the grid as reads compute it. */
+	while ((double)i * h > l)
+		i--;
+	while ((double)(i + 1) * h <= l)
+		i++;
+	gi = (double)i * h;
+	/* t and d carry one rounding each (relative u), expm1 and the
+	 * quotient a few ulps more: r is within 8 u of its exact value. */
+	t = l - gi;
+	d = (double)(i + 1) * h - gi;
+	*ret_i = i;
+	*ret_r = t == 0.0 ? 0.0 : fmin(1.0, expm1(-t) / expm1(-d) + 16.0 * FFT_U);
+}
+
 static void base_atoms(const struct base *b, struct pmf *ret)
 {
+	double e = 0.0;
+
 	ret->inf = b->winf;
 	if (b->natoms == 0) {
 		ret->p[0] = 1.0 - b->winf;
 		return;
 	}
 	for (int j = 0; j < b->natoms; j++) {
-		long i = (long)ceil(b->loss[j] / ret->h);
+		double r, up, down;
+		long i;
 
-		/* The lowest grid point, as every read computes it (i h in
-		 * double), not below l: l / h itself is rounded. */
-		while ((double)i * ret->h < b->loss[j])
-			i++;
-		while ((double)(i - 1) * ret->h >= b->loss[j])
-			i--;
+		atom_split(b->loss[j], ret->h, &i, &r);
+		up = b->w[j] * r;
+		down = b->w[j] - up;
 		/* Past the grid (base_pmf leaves a point to spare): +infinity,
 		 * higher still. */
-		if (i - ret->off < (long)ret->n)
-			ret->p[i - ret->off] += b->w[j];
+		if (i + 1 - ret->off < (long)ret->n)
+			ret->p[i + 1 - ret->off] += up;
 		else
-			ret->inf += b->w[j];
+			ret->inf += up;
+		ret->p[i - ret->off] += down;
+		/* The product and the difference (3 u w), and each sum's
+		 * rounding, at most u of the total it reaches. */
+		e += 3.0 * b->w[j] + ret->p[i - ret->off] +
+		     (i + 1 - ret->off < (long)ret->n ? ret->p[i + 1 - ret->off] : ret->inf);
 	}
+	ret->err = 1.01 * FFT_U * e;
 }
 
 /* Connect-the-dots discretisation of one base pair on the grid of step h
@@ -386,7 +419,9 @@ static int base_pmf(const struct base *b, double h, struct pmf *ret, const char 
 		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
 				      "the privacy loss of this event exceeds 700 nats; pld cannot "
 				      "grid it (use rdp)");
-	ilo = (long)floor(lo / h);
+	/* A discrete base's atoms may settle one point either side of
+	 * lo / h and hi / h (atom_split). */
+	ilo = (long)floor(lo / h) - (b->kind == B_DISCRETE);
 	ihi = (long)ceil(hi / h) + (b->kind == B_DISCRETE);
 	if (ihi - ilo + 1 > ACCT_PLD_MAX_POINTS)
 		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
@@ -521,7 +556,6 @@ out:
  * prod_i (1 + eta_i) - 1 over the stages S_i, where ||fl(S_i v) - S_i v||_2
  * <= eta_i ||S_i||_2 ||v||_2.
  */
-#define FFT_U (DBL_EPSILON / 2.0)
 /* |computed - exact| of a GSL twiddle cos/sin(theta), theta = (2 pi / n) m:
  * theta carries relative error gamma_3, at most 6 pi u absolute, and cos and
  * sin one ulp each: sqrt(2) (6 pi + 1) u < 29 u.  The butterflies' constants

@@ -568,9 +568,12 @@ Test(pld, many_compositions_never_below_exact)
  * A discrete event's PLD holds its atoms and nothing else: built from the
  * closed-form curve's differences it held ~1000 rounding-junk masses in
  * between (up to 4e-13 each), and a sparse composition by FFT holds
- * rounding at every point of its window.  epsilon_delta(eps, delta) has
- * losses +-eps (and +infinity), randomized response +-l and 0; k-fold
- * compositions of a two-atom PLD have k + 1 losses, two of them 4.
+ * rounding at every point of its window.  An atom on a grid point is one
+ * point, one between two is split over both: epsilon_delta(eps, delta)
+ * has losses +-eps on the grid at eps = 0.1, 0.3 and 1 (and +infinity);
+ * randomized response has 0, on the grid, and +-l, between two points
+ * each (1 + 2 + 2); k-fold compositions of a two-atom PLD on the grid
+ * have k + 1 losses, two of them 4.
  */
 Test(pld, discrete_base_has_only_its_atoms)
 {
@@ -584,7 +587,7 @@ Test(pld, discrete_base_has_only_its_atoms)
 	} cases[] = {
 		{acct_event_epsilon_delta(0.1, 1e-7), ACCT_ADD_REMOVE, 2},
 		{acct_event_epsilon_delta(1.0, 0.0), ACCT_ADD_REMOVE, 2},
-		{rr, ACCT_REPLACE, 3},
+		{rr, ACCT_REPLACE, 5},
 		{acct_event_self_composed(3, acct_event_epsilon_delta(0.1, 1e-7)), ACCT_ADD_REMOVE,
 		 4},
 		{acct_event_self_composed(10, acct_event_epsilon_delta(0.1, 1e-7)), ACCT_ADD_REMOVE,
@@ -650,9 +653,12 @@ static double kov_epsilon(int k, double eps0, double delta0, double delta)
  * Self-composed (eps0, delta0) events are answered and certified: at
  * 100 x (0.1, 1e-7) and delta = 1e-5 the mass at infinity leaves 5e-11
  * under delta, less than the FFT's rounding bound (1.4e-10), and pld
- * refused; composed directly it answers.  Every atom's loss is rounded up
- * by less than one grid step, so the k-fold answer lies in [exact,
- * exact + k h].  The composed row takes the two-PLD convolution path.
+ * refused; composed directly it answers.  An atom between two grid points
+ * is split over both, keeping its mass under P and under Q, so the answer
+ * does not drift with k: within 0.5 % (and two grid steps) of exact at
+ * 20 000 x 0.00323457, where rounding each loss up to the grid gave 3.05
+ * against an exact 2.04.  The composed row takes the two-PLD convolution
+ * path.
  */
 Test(pld, self_composed_epsilon_delta_certified)
 {
@@ -660,7 +666,9 @@ Test(pld, self_composed_epsilon_delta_certified)
 		int k;
 		double eps0, delta0, delta;
 	} cases[] = {
-		{100, 0.1, 1e-7, 1e-5}, {30, 0.5, 0.0, 1e-6}, {1000, 0.05, 1e-9, 1e-5},
+		{100, 0.1, 1e-7, 1e-5},		{30, 0.5, 0.0, 1e-6},
+		{1000, 0.05, 1e-9, 1e-5},	{20000, 0.00323457, 0.0, 1e-6},
+		{2000, 0.0123457, 1e-12, 1e-6},
 	};
 	acct_options o = opts(ACCT_PLD, ACCT_ADD_REMOVE);
 
@@ -668,7 +676,7 @@ Test(pld, self_composed_epsilon_delta_certified)
 		int k = cases[i].k;
 		double e0 = cases[i].eps0, d0 = cases[i].delta0;
 		double exact = kov_epsilon(k, e0, d0, cases[i].delta);
-		double hi = exact + k * ACCT_PLD_DEFAULT_INTERVAL;
+		double hi = exact * 1.005 + 2.0 * ACCT_PLD_DEFAULT_INTERVAL;
 		acct_event *half[2] = {
 			acct_event_self_composed(k / 2, acct_event_epsilon_delta(e0, d0)),
 			acct_event_self_composed(k - k / 2, acct_event_epsilon_delta(e0, d0)),
