@@ -49,6 +49,9 @@ struct srv_jobs {
 	 * lease thread renews this server's jobs and sweeps expired ones. */
 	bool shared;
 	char owner[SRV_JOB_OWNER_BYTES]; /* this server's instance id */
+	/* The claims made so far: each claim takes the next number, which
+	 * with `owner` names it among every server's (jobs.claim_seq). */
+	atomic_int_fast64_t claims;
 	bool lease_started;
 	pthread_t lease_thread;
 	pthread_cond_t lease_wake; /* under `lock`: the pool stops */
@@ -95,8 +98,10 @@ bool srv_jobs__write_refused(int rc);
  * Records a job's end as srv__job_finish_charged does (`charge` may be
  * NULL), through a connection of its own each time, until the database
  * takes it or answers for the row (SRV_CONFLICT: the row moved; SRV_NOT_FOUND:
- * gone), or the pool stops.  Logs the first refusal and the write that
- * goes through after it.  The last answer.
+ * gone), or the pool stops.  Every try writes the end time of the first,
+ * so that a try after one whose COMMIT was written though reported failed
+ * answers SRV_OK, with the reservation closed once.  Logs the first
+ * refusal and the write that goes through after it.  The last answer.
  */
 int srv_jobs__finish(srv_jobs *jobs, const char *id, const char *from_state, const char *state,
 		     bool release, const srv_job_charge *charge, const char *result,

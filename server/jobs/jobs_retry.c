@@ -11,6 +11,10 @@
  * server restarting) are waited out instead, with a timed wait that
  * doubles from SRV_JOBS_RETRY_FIRST_MS to SRV_JOBS_RETRY_MAX_MS and ends
  * at once when the pool stops; the restart rule then ends what is left.
+ * A refusal reported by a COMMIT may come from one that was written all
+ * the same, so a try must recognise its own earlier write: the claim by
+ * its number (srv__job_claim_took, in jobs_worker.c), the end by its end
+ * time, the same on every try (srv_jobs__finish).
  */
 #include <stdio.h>
 #include <time.h>
@@ -61,13 +65,18 @@ int srv_jobs__finish(srv_jobs *jobs, const char *id, const char *from_state, con
 {
 	unsigned delay_ms = SRV_JOBS_RETRY_FIRST_MS;
 	bool refused = false;
+	char finished_at[32];
 	int rc;
 
+	/* One end time for every try: a try that finds the job already ended
+	 * with it knows that an earlier try was written although its COMMIT
+	 * was reported failed, and answers SRV_OK rather than a conflict. */
+	srv_now_text(finished_at);
 	for (;;) {
 		srv_db *db = srv_store_acquire(jobs->ctx->store);
 
 		rc = srv__job_finish_charged(db, id, from_state, state, release, charge, result,
-					     error, model_path, "job");
+					     error, model_path, "job", finished_at);
 		/* The connection goes back between tries: requests go on
 		 * meanwhile, and a broken one is made again (srv_store_acquire). */
 		srv_store_release(jobs->ctx->store, db);

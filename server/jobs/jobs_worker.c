@@ -81,20 +81,30 @@ static void log_start_refused(const char *id)
  * queued job of any server), until the database takes the write or the
  * pool stops: the id left the in-memory queue, so a worker that gave up
  * would leave the job queued until a restart.  The worker keeps its
- * place meanwhile, so the jobs still start in the order they came. */
+ * place meanwhile, so the jobs still start in the order they came.
+ * A refused claim may have been written all the same (its COMMIT's
+ * answer lost): the next try first asks whether that claim, by its
+ * number, took a job, and runs it if so.  Claiming again instead would
+ * find it running and leave it so with no worker, its reservation open,
+ * until a restart or its lease ran out. */
 static int claim_job(srv_jobs *jobs, job_slot *slot, char id[SRV_JOB_ID_BYTES])
 {
 	unsigned delay_ms = SRV_JOBS_RETRY_FIRST_MS;
 	bool logged = false;
+	int64_t seq = 0; /* the last claim's number; 0 before the first */
 	char now[32];
 	int rc;
 
 	for (;;) {
 		srv_db *db = srv_store_acquire(jobs->ctx->store);
 
-		srv_now_text(now);
-		rc = srv__job_claim(db, jobs->shared ? NULL : slot->id, jobs->owner,
-				    srv_jobs__lease_until(), now, id);
+		rc = seq ? srv__job_claim_took(db, jobs->owner, seq, id) : SRV_NOT_FOUND;
+		if (rc == SRV_NOT_FOUND) {
+			seq = atomic_fetch_add(&jobs->claims, 1) + 1;
+			srv_now_text(now);
+			rc = srv__job_claim(db, jobs->shared ? NULL : slot->id, jobs->owner, seq,
+					    srv_jobs__lease_until(), now, id);
+		}
 		srv_store_release(jobs->ctx->store, db);
 		if (!srv_jobs__write_refused(rc))
 			return rc;

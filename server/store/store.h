@@ -678,15 +678,25 @@ int srv__job_count_queued(srv_db *db, int64_t *ret_n);
  * Claims a queued job for `owner` in one transaction: `want_id`, or with
  * NULL the oldest queued job no other transaction is claiming (on
  * PostgreSQL SELECT ... FOR UPDATE SKIP LOCKED), moved to running with
- * its lease until `lease_until` (Unix seconds).  SRV_OK with its id in
- * ret_id; SRV_CONFLICT with its id when its dataset was archived (it
+ * its lease until `lease_until` (Unix seconds) and `claim_seq`, a number
+ * `owner` gives to no other claim (srv__job_claim_took).  SRV_OK with its
+ * id in ret_id; SRV_CONFLICT with its id when its dataset was archived (it
  * stays queued, to be cancelled), or when its data link no longer has the
  * version its submission checked (the job is then cancelled here, its
  * reservation released, before this returns); SRV_NOT_FOUND when there
- * is none.
+ * is none.  A failure (SRV_DB_ERROR) may come from a COMMIT that was
+ * written all the same: srv__job_claim_took tells.
  */
-int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t lease_until,
-		   const char *now, char ret_id[SRV_JOB_ID_BYTES]);
+int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t claim_seq,
+		   int64_t lease_until, const char *now, char ret_id[SRV_JOB_ID_BYTES]);
+/*
+ * The job that claim `claim_seq` of `owner` (srv__job_claim) marked
+ * running, when that claim was committed and the job still runs: SRV_OK
+ * with its id in ret_id.  SRV_NOT_FOUND when the claim took no job (or
+ * the job has ended since), SRV_DB_ERROR when it cannot be read.
+ */
+int srv__job_claim_took(srv_db *db, const char *owner, int64_t claim_seq,
+			char ret_id[SRV_JOB_ID_BYTES]);
 /* Extends to `lease_until` the lease of each of the n running jobs `ids`
  * that `owner` holds: the jobs its workers run, not every running row that
  * names it (one its workers no longer hold then expires and is swept). */
@@ -739,11 +749,17 @@ typedef struct srv_job_charge {
  * charge row in the same transaction (SRV_CONFLICT, nothing written, if it
  * does not fit).  A reservation the expiry rule committed stays committed
  * and nothing more is charged.  NULL charge is srv__job_finish.
+ *
+ * `finished_at` (NULL: the time of the write) is the end time written, the
+ * same on every try of one end: a job found already in `state` with that
+ * finished_at was ended by an earlier try whose COMMIT was reported failed
+ * although it was written, and SRV_OK is answered with nothing written
+ * again (its reservation is not closed twice).
  */
 int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_state,
 			    const char *state, bool release, const srv_job_charge *charge,
 			    const char *result, const char *error, const char *model_path,
-			    const char *actor);
+			    const char *actor, const char *finished_at);
 /* Up to `max` ids of jobs in `state` ("running" or "queued"), queued ones
  * oldest first, into `ids`; SRV_DB_ERROR when they cannot be read. */
 int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],

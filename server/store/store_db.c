@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sys/stat.h>
 
@@ -455,6 +456,25 @@ int srv__commit(srv_db *db)
 		thread_commits++;
 	return rc;
 }
+
+#ifdef DPG_TESTING
+bool srv__commit_lost_for_tests(srv_db *db, const char *var)
+{
+	const char *path = getenv(var);
+
+	/* Of several threads, the one whose unlink removes the file loses its
+	 * answer: once per file made. */
+	if (!path || unlink(path) != 0)
+		return false;
+	fprintf(stderr,
+		"{\"level\":\"error\",\"msg\":\"commit failed\",\"detail\":\"test hook %s: "
+		"the COMMIT was written, its answer is reported lost\",\"code\":0}\n",
+		var);
+	if (db->store)
+		atomic_fetch_add(&db->store->commit_failures, 1);
+	return true;
+}
+#endif
 
 void srv__rollback(srv_db *db)
 {

@@ -143,6 +143,18 @@ int srv__verify_in_txn(srv_db *db, srv_verify_fn each, void *arg);
  */
 int srv__spend_batch_for_tests(srv_db *db, const srv_spend *const *sps, size_t n, int *statuses,
 			       char **bodies, srv_dataset *dss, int *rcs);
+
+/*
+ * Called after a COMMIT that succeeded: true, once, when the environment
+ * variable `var` names a file that exists, which this removes.  The caller
+ * then reports the commit failed, as when its answer is lost although it
+ * was written (an I/O error after SQLite wrote the WAL frame, a PostgreSQL
+ * connection lost after the server committed).  Logged and counted as
+ * srv__commit counts a failure.  The variables: DPGATE_TEST_LOSE_CLAIM_COMMIT
+ * (a job's claim, srv__job_claim) and DPGATE_TEST_LOSE_END_COMMIT (a job's
+ * end, srv__job_finish_charged).
+ */
+bool srv__commit_lost_for_tests(srv_db *db, const char *var);
 #endif
 
 /*

@@ -137,7 +137,7 @@ int srv__job_finish(srv_db *db, const char *job_id, const char *from_state, cons
 		    const char *actor)
 {
 	return srv__job_finish_charged(db, job_id, from_state, state, release, NULL, result, error,
-				       model_path, actor);
+				       model_path, actor, NULL);
 }
 
 /* The state, and with `lease_before` the lease, checked again where the
@@ -169,10 +169,18 @@ static int write_end(srv_db *db, const char *job_id, const char *from_state, con
 	return rc == SRV_NOT_FOUND ? SRV_CONFLICT : rc;
 }
 
+/* Whether job j holds the end that finish_txn writes with `state` and
+ * `finished_at`: an earlier try of the same end was committed. */
+static bool ended_so(const srv_job_row *j, const char *state, const char *finished_at)
+{
+	return finished_at && strcmp(j->state, state) == 0 &&
+	       strcmp(j->finished_at, finished_at) == 0;
+}
+
 static int finish_txn(srv_db *db, const char *job_id, const char *from_state, const char *state,
 		      bool release, const srv_job_charge *charge, const char *result,
 		      const char *error, const char *model_path, const char *actor,
-		      const char *lease_before)
+		      const char *finished_at, const char *lease_before)
 {
 	srv_job_row j;
 	srv_dataset ds;
@@ -187,7 +195,9 @@ static int finish_txn(srv_db *db, const char *job_id, const char *from_state, co
 	if (rc != SRV_OK)
 		goto out;
 	if (strcmp(j.state, from_state) != 0) {
-		rc = SRV_CONFLICT;
+		/* The COMMIT of an earlier try was written though reported
+		 * failed: this end is done, its reservation closed once. */
+		rc = ended_so(&j, state, finished_at) ? SRV_OK : SRV_CONFLICT;
 		goto out;
 	}
 	rc = srv__lock_dataset(db, j.dataset_id);
@@ -215,10 +225,14 @@ static int finish_txn(srv_db *db, const char *job_id, const char *from_state, co
 	else if (rc == SRV_OK && charge && charge->event)
 		rc = charge_actual(db, &ds, charge, &admitted, actor, now);
 	if (rc == SRV_OK)
-		rc = write_end(db, job_id, from_state, state, result, error, model_path, now,
-			       lease_before);
+		rc = write_end(db, job_id, from_state, state, result, error, model_path,
+			       finished_at ? finished_at : now, lease_before);
 	if (rc == SRV_OK)
 		rc = srv__commit(db);
+#ifdef DPG_TESTING
+	if (rc == SRV_OK && srv__commit_lost_for_tests(db, "DPGATE_TEST_LOSE_END_COMMIT"))
+		rc = SRV_COMMIT_FAILED;
+#endif
 out:
 	srv__rollback(db);
 	srv__job_row_clear(&j);
@@ -228,10 +242,10 @@ out:
 int srv__job_finish_charged(srv_db *db, const char *job_id, const char *from_state,
 			    const char *state, bool release, const srv_job_charge *charge,
 			    const char *result, const char *error, const char *model_path,
-			    const char *actor)
+			    const char *actor, const char *finished_at)
 {
 	return finish_txn(db, job_id, from_state, state, release, charge, result, error,
-			  model_path, actor, NULL);
+			  model_path, actor, finished_at, NULL);
 }
 
 int srv__job_fail_expired(srv_db *db, const char *job_id, int64_t now_s, const char *error,
@@ -243,7 +257,7 @@ int srv__job_fail_expired(srv_db *db, const char *job_id, int64_t now_s, const c
 	/* Committed in full, as the start-up rule does: the job may have read
 	 * data before its server stopped. */
 	return finish_txn(db, job_id, "running", "failed", false, NULL, NULL, error, NULL, actor,
-			  now_text);
+			  NULL, now_text);
 }
 
 int srv__job_insert(srv_db *db, const srv_job_new *job)
@@ -332,16 +346,18 @@ static void cancel_replaced(srv_db *db, const char *job_id)
 			NULL, "job");
 }
 
-int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t lease_until,
-		   const char *now, char ret_id[SRV_JOB_ID_BYTES])
+int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t claim_seq,
+		   int64_t lease_until, const char *now, char ret_id[SRV_JOB_ID_BYTES])
 {
-	char lease_text[32], dataset[DPG_MAX_ID_BYTES + 1], lock[DPG_MAX_ID_BYTES + 16];
-	const char *args[] = {NULL, now, owner, lease_text};
+	char lease_text[32], seq_text[32], dataset[DPG_MAX_ID_BYTES + 1];
+	char lock[DPG_MAX_ID_BYTES + 16];
+	const char *args[] = {NULL, now, owner, lease_text, seq_text};
 	bool replaced = false;
 	int rc;
 
 	ret_id[0] = '\0';
 	snprintf(lease_text, sizeof(lease_text), "%lld", (long long)lease_until);
+	snprintf(seq_text, sizeof(seq_text), "%lld", (long long)claim_seq);
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
 	rc = pick_queued(db, want_id, ret_id, dataset);
@@ -366,18 +382,23 @@ int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t l
 	 * has none, and does not start either. */
 	rc = exec_text(db,
 		       "UPDATE jobs SET state = 'running', started_at = ?2, owner = ?3,"
-		       " lease_until = CAST(?4 AS BIGINT) WHERE id = ?1 AND state = 'queued'"
+		       " lease_until = CAST(?4 AS BIGINT), claim_seq = CAST(?5 AS BIGINT)"
+		       " WHERE id = ?1 AND state = 'queued'"
 		       " AND NOT EXISTS (SELECT 1 FROM datasets d"
 		       " WHERE d.id = jobs.dataset_id AND d.archived <> 0)"
 		       " AND data_link = (SELECT " LINK_VERSION_SQL " FROM dataset_data"
 		       " WHERE dataset_data.dataset_id = jobs.dataset_id)",
-		       4, args);
+		       5, args);
 	if (rc == SRV_NOT_FOUND) {
 		rc = SRV_CONFLICT;
 		replaced = !dataset_archived(db, dataset);
 	}
 	if ((rc == SRV_OK || rc == SRV_CONFLICT) && srv__commit(db) < 0)
 		rc = SRV_DB_ERROR;
+#ifdef DPG_TESTING
+	else if (rc == SRV_OK && srv__commit_lost_for_tests(db, "DPGATE_TEST_LOSE_CLAIM_COMMIT"))
+		rc = SRV_DB_ERROR;
+#endif
 out:
 	srv__rollback(db);
 	/* After the claim's commit, in the job's own end transaction: a user's
@@ -385,6 +406,23 @@ out:
 	 * against the caller's cancel of an archived dataset's job. */
 	if (rc == SRV_CONFLICT && replaced)
 		cancel_replaced(db, ret_id);
+	return rc;
+}
+
+int srv__job_claim_took(srv_db *db, const char *owner, int64_t claim_seq,
+			char ret_id[SRV_JOB_ID_BYTES])
+{
+	/* On the retry path only, and through jobs_by_state: the running jobs
+	 * are few, and no index on claim_seq is needed. */
+	srv__stmt *s = srv__prepare_int2(db,
+					 "SELECT id FROM jobs WHERE owner = ?1 AND claim_seq = ?2"
+					 " AND state = 'running'",
+					 owner, claim_seq);
+	int rc = srv__first_row(s);
+
+	if (rc == SRV_OK)
+		snprintf(ret_id, SRV_JOB_ID_BYTES, "%s", col_text(s, 0));
+	srv__sql_finalize(s);
 	return rc;
 }
 

@@ -402,7 +402,7 @@ Test(instance, keys_does_not_migrate_a_database_under_a_running_server)
 	cr_assert_eq(rc, 0, "%s", out);
 	known = (long)dpg_count_rows(srv.db, "SELECT max(version) FROM schema_migrations");
 	cr_assert_gt(known, 1);
-	sql_file(srv.db, "ALTER TABLE jobs DROP COLUMN data_link");
+	sql_file(srv.db, "ALTER TABLE jobs DROP COLUMN claim_seq");
 	snprintf(sql, sizeof(sql), "DELETE FROM schema_migrations WHERE version = %ld", known);
 	sql_file(srv.db, sql);
 	rc = run_limited(out, sizeof(out), list, START_LIMIT_S);

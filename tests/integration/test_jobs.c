@@ -1,8 +1,9 @@
 /*
  * test_jobs.c: DP-SGD training jobs through HTTP on Fashion-MNIST: the
  * event is fixed before data is read, a job over budget is refused, a
- * finished job's budget and model, cancellation, the restart rule, and a
- * job's end written once the database file is back after a move.
+ * finished job's budget and model, cancellation, the restart rule, a
+ * job's end written once the database file is back after a move, and a
+ * start or end whose COMMIT was written but reported failed.
  */
 #include <math.h>
 #include <pthread.h>
@@ -1506,4 +1507,101 @@ Test(jobs, a_job_whose_end_was_refused_ends_once_the_database_is_back)
 	/* Three reservations, each committed in full by its job's end: none
 	 * left open for the expiry rule. */
 	expect_closes(3, 0);
+}
+
+/* ---- a COMMIT written but reported failed ------------------------------- */
+
+/* The server's environment for the tests below: one test hook's variable. */
+static char lose_var[400];
+static const char *lose_env[] = {lose_var, NULL};
+
+/*
+ * Restarts the server with the test hook `var` (srv__commit_lost_for_tests)
+ * naming a file in its dir, whose path goes into `path`, and makes the
+ * file: the next COMMIT the hook guards is written, then reported failed.
+ */
+static void restart_losing_commit(const char *var, char *path, size_t size)
+{
+	FILE *f;
+
+	snprintf(path, size, "%s/lose-commit", srv.dir);
+	snprintf(lose_var, sizeof(lose_var), "%s=%s", var, path);
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.env = lose_env;
+	dpg_server_restart(&srv);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+}
+
+/* How many lines of the server's log have "msg" equal to `msg`. */
+static int lines_logged(const char *msg)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(srv.log, "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *m = json_string_value(json_object_get(j, "msg"));
+
+		n += m && strcmp(m, msg) == 0;
+		json_decref(j);
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * A job whose claim (the write that marks it running) was committed while
+ * its COMMIT was reported failed (an I/O error after SQLite wrote the WAL
+ * frame; on PostgreSQL, the connection lost after the server committed)
+ * runs and ends once: the worker asks which job its claim took before it
+ * claims again.  (Before, the second claim found the job no longer queued
+ * and the worker dropped it, leaving it running with no worker and its
+ * reservation open until a restart, or on PostgreSQL until the sweep of
+ * its lease failed it.)
+ */
+Test(jobs, a_job_whose_start_was_written_but_reported_failed_runs_once)
+{
+	char lose[400], id[64];
+	json_t *j;
+
+	restart_losing_commit("DPGATE_TEST_LOSE_CLAIM_COMMIT", lose, sizeof(lose));
+	dpg_start_job(&srv, "fm", dpg_fm_small_job, id, sizeof(id));
+	j = wait_for_state(id, job_ended, 120);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+			 json_string_value(json_object_get(j, "error")));
+	json_decref(j);
+	cr_assert_neq(access(lose, F_OK), 0, "no claim was reported failed: log %s", srv.log);
+	/* Its reservation, committed by its one end. */
+	expect_closes(1, 0);
+}
+
+/*
+ * A job's end (its state and its reservation's commit, in one transaction)
+ * committed while its COMMIT was reported failed is written again by the
+ * worker, and that try finds the end it wrote: the job ends succeeded, its
+ * reservation committed once, and the log says the end was recorded, with
+ * no error.  (Before, the try found the job no longer running and the end
+ * was logged as one that could not be recorded.)
+ */
+Test(jobs, a_job_whose_end_was_written_but_reported_failed_ends_once)
+{
+	char lose[400], id[64], recorded[160], not_recorded[160];
+
+	restart_losing_commit("DPGATE_TEST_LOSE_END_COMMIT", lose, sizeof(lose));
+	dpg_start_job(&srv, "fm", dpg_fm_small_job, id, sizeof(id));
+	json_decref(dpg_job_succeeded(&srv, id, 120));
+	cr_assert_neq(access(lose, F_OK), 0, "no end was reported failed: log %s", srv.log);
+	/* The job shows its end from the first try on; the worker's next try
+	 * comes after its wait, and logs one of these. */
+	snprintf(recorded, sizeof(recorded), "recorded the end of job %s", id);
+	snprintf(not_recorded, sizeof(not_recorded), "cannot record the end of job %s", id);
+	for (int i = 0; i < 600 && lines_logged(recorded) + lines_logged(not_recorded) == 0; i++)
+		usleep(100000);
+	cr_assert_eq(lines_logged(not_recorded), 0, "log %s", srv.log);
+	cr_assert_eq(lines_logged(recorded), 1, "log %s", srv.log);
+	expect_closes(1, 0);
 }

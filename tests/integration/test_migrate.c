@@ -38,7 +38,7 @@ static const char *const old_migrations[] = {
 };
 
 /* The newest schema version: the highest schema/NNN_*.sql. */
-#define NEWEST_VERSION 17
+#define NEWEST_VERSION 18
 
 /* A dataset row as schemas 1 to 5 held it, its running totals included;
  * the VALUES follow. */

@@ -555,16 +555,16 @@ Test(group, a_job_ends_charged_within_its_reservation_after_the_budget_is_lowere
 
 	link_data(db, "j", &version);
 	queue_job(db, "j", "job_1", 0.8, version);
-	cr_assert_eq(srv__job_claim(db, "job_1", "me", INT64_MAX / 2, "1", id), SRV_OK);
+	cr_assert_eq(srv__job_claim(db, "job_1", "me", 1, INT64_MAX / 2, "1", id), SRV_OK);
 	free(version);
 	cr_assert_eq(srv_store_dataset_update(db, "j", NULL, 0.2, NAN, "admin", &ds), SRV_OK);
 	cr_assert_eq(srv__job_finish_charged(db, "job_1", "running", "succeeded", false, &too_much,
-					     "{}", NULL, NULL, "job"),
+					     "{}", NULL, NULL, "job", NULL),
 		     SRV_CONFLICT);
 	cr_assert_eq(srv_store_dataset_get(db, "j", &ds), SRV_OK);
 	cr_assert_eq(ds.reserved.v[0], 0.8);
 	cr_assert_eq(srv__job_finish_charged(db, "job_1", "running", "succeeded", false, &within,
-					     "{}", NULL, NULL, "job"),
+					     "{}", NULL, NULL, "job", NULL),
 		     SRV_OK);
 	cr_assert_eq(srv_store_dataset_get(db, "j", &ds), SRV_OK);
 	cr_assert_eq(ds.spent.v[0], 0.3);
@@ -598,9 +598,10 @@ Test(group, a_job_starts_only_on_the_link_version_it_was_checked_against)
 	cr_assert_str_neq(v1, v2);
 	queue_job(db, "j", "job_stale", 0.5, v1);
 	queue_job(db, "j", "job_none", 0.5, NULL);
-	cr_assert_eq(srv__job_claim(db, "job_stale", "me", INT64_MAX / 2, "1", id), SRV_CONFLICT);
+	cr_assert_eq(srv__job_claim(db, "job_stale", "me", 1, INT64_MAX / 2, "1", id),
+		     SRV_CONFLICT);
 	cr_assert_str_eq(id, "job_stale");
-	cr_assert_eq(srv__job_claim(db, "job_none", "me", INT64_MAX / 2, "1", id), SRV_CONFLICT);
+	cr_assert_eq(srv__job_claim(db, "job_none", "me", 1, INT64_MAX / 2, "1", id), SRV_CONFLICT);
 	for (int k = 0; k < 2; k++) {
 		cr_assert_eq(srv__job_load(db, k ? "job_none" : "job_stale", &j), SRV_OK);
 		cr_assert_str_eq(j.state, "cancelled");
@@ -613,7 +614,7 @@ Test(group, a_job_starts_only_on_the_link_version_it_was_checked_against)
 	cr_assert_eq(ds.spent.v[0], 0.0);
 
 	queue_job(db, "j", "job_current", 0.5, v2);
-	cr_assert_eq(srv__job_claim(db, "job_current", "me", INT64_MAX / 2, "1", id), SRV_OK);
+	cr_assert_eq(srv__job_claim(db, "job_current", "me", 1, INT64_MAX / 2, "1", id), SRV_OK);
 	cr_assert_eq(srv__data_link_builtin(db, "j", "fashion-mnist", "/nowhere", 10, "tester",
 					    &old),
 		     SRV_CONFLICT);
@@ -626,6 +627,62 @@ Test(group, a_job_starts_only_on_the_link_version_it_was_checked_against)
 	cr_assert_str_eq(v1, v2);
 	free(v1);
 	free(v2);
+	store_fixture_end(&fx, db);
+}
+
+/*
+ * Which job a claim took is read back by the claim's owner and number,
+ * also when two workers of one server (one owner) claimed in the same
+ * millisecond; a claim that took none, another owner's claim of the same
+ * number, and a job that has ended since answer SRV_NOT_FOUND.  An end
+ * written again with the end time of a first try that was committed
+ * answers SRV_OK and closes nothing twice; with another end time it is a
+ * conflict.
+ */
+Test(group, a_claim_and_an_end_are_known_again_by_what_they_wrote)
+{
+	static const char finished_at[] = "2026-01-02T03:04:05.006Z";
+	struct store_fixture fx;
+	srv_db *db = store_fixture_start(&fx, "j", 1.0);
+	char id[SRV_JOB_ID_BYTES], *version = NULL;
+	srv_dataset ds;
+	srv_job_row j;
+
+	link_data(db, "j", &version);
+	queue_job(db, "j", "job_a", 0.25, version);
+	queue_job(db, "j", "job_b", 0.5, version);
+	free(version);
+	cr_assert_eq(srv__job_claim(db, "job_a", "me", 7, INT64_MAX / 2, "1", id), SRV_OK);
+	cr_assert_eq(srv__job_claim(db, "job_b", "me", 8, INT64_MAX / 2, "1", id), SRV_OK);
+	cr_assert_eq(srv__job_claim_took(db, "me", 7, id), SRV_OK);
+	cr_assert_str_eq(id, "job_a");
+	cr_assert_eq(srv__job_claim_took(db, "me", 8, id), SRV_OK);
+	cr_assert_str_eq(id, "job_b");
+	cr_assert_eq(srv__job_claim_took(db, "me", 9, id), SRV_NOT_FOUND);
+	cr_assert_eq(srv__job_claim_took(db, "another", 7, id), SRV_NOT_FOUND);
+
+	/* The second try is one after a COMMIT reported failed though written. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int rc = srv__job_finish_charged(db, "job_a", "running", "succeeded", false, NULL,
+						 "{}", NULL, NULL, "job", finished_at);
+
+		cr_assert_eq(rc, SRV_OK, "attempt %d", attempt);
+	}
+	cr_assert_eq(srv__job_finish_charged(db, "job_a", "running", "succeeded", false, NULL,
+					     "{}", NULL, NULL, "job", "2026-01-02T03:04:05.007Z"),
+		     SRV_CONFLICT);
+	cr_assert_eq(srv__job_finish_charged(db, "job_a", "running", "failed", false, NULL, NULL,
+					     "x", NULL, "job", finished_at),
+		     SRV_CONFLICT);
+	cr_assert_eq(srv__job_load(db, "job_a", &j), SRV_OK);
+	cr_assert_str_eq(j.state, "succeeded");
+	cr_assert_str_eq(j.finished_at, finished_at);
+	srv__job_row_clear(&j);
+	cr_assert_eq(srv__job_claim_took(db, "me", 7, id), SRV_NOT_FOUND);
+	/* job_a's reservation committed once; job_b's still open. */
+	cr_assert_eq(srv_store_dataset_get(db, "j", &ds), SRV_OK);
+	cr_assert_eq(ds.spent.v[0], 0.25);
+	cr_assert_eq(ds.reserved.v[0], 0.5);
 	store_fixture_end(&fx, db);
 }
 

@@ -1,0 +1,13 @@
+-- 018_job_claim_seq.sql: which claim of its server started a job.
+--
+-- A worker marks a queued job running in one transaction, the claim, and
+-- writes claim_seq with it: a number its server (jobs.owner) gives to no
+-- other claim, so that owner and claim_seq name one attempt among every
+-- server's.  A COMMIT can be reported failed although it was written (an
+-- I/O error after SQLite wrote the WAL frame, a PostgreSQL connection
+-- lost after the server committed); the worker then asks which job, if
+-- any, its attempt took before it claims again, and runs that job rather
+-- than leave it running with no worker.  owner and started_at cannot tell
+-- it: a server's workers share the owner, and two claims can fall in one
+-- millisecond.  Jobs started before this migration have none.
+ALTER TABLE jobs ADD COLUMN claim_seq INTEGER;
