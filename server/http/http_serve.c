@@ -325,6 +325,12 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
  * no body when If-None-Match names it (RFC 9110 15.4.5), or, for an armed
  * long-poll before its deadline, nothing yet: cs->park, and on_request
  * suspends it.  Any other answer keeps no-store.
+ *
+ * The 304 keeps the 200's body in `res`: libmicrohttpd sends no body with
+ * a 304 but writes the Content-Length of the body its response holds, and
+ * 0.9.75 has no flag to leave that header out.  An emptied body made it
+ * "Content-Length: 0", which RFC 9110 8.6 forbids unless the 200 is empty
+ * too; the 200's own body makes it the 200's length, as HEAD's is.
  */
 static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_state *cs,
 		       srv_revalidate rv, srv_response *res)
@@ -339,11 +345,14 @@ static void tag_answer(srv_ctx *ctx, struct MHD_Connection *conn, struct conn_st
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_header, &hs);
 	if (!hs.names_tag)
 		return;
-	free(res->body);
-	res->body = NULL;
-	res->len = 0;
 	res->status = 304;
 	cs->park = cs->waiter.armed && !srv_watch_expired(ctx->watch, &cs->waiter);
+	if (cs->park) {
+		/* Read again when it wakes: this answer is not sent. */
+		free(res->body);
+		res->body = NULL;
+		res->len = 0;
+	}
 }
 
 /*
@@ -865,7 +874,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 	 * chunked one past DRAIN_MAX_BYTES): the connection is closed with
 	 * nothing sent, and the access log says so (status 0). */
 	cs->status = ok == MHD_YES ? res->status : 0;
-	cs->out_bytes = ok == MHD_YES ? res->len : 0;
+	/* A 304's body is only its length (tag_answer): none is sent. */
+	cs->out_bytes = ok == MHD_YES && res->status != 304 ? res->len : 0;
 	return ok;
 }
 

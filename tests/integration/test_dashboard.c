@@ -485,6 +485,65 @@ Test(dashboard, a_long_poll_is_not_woken_by_another_dataset)
 	raw_free(&r);
 }
 
+/* Requires a 304's Content-Length, when it has one, to be `len200`: RFC
+ * 9110 8.6 allows a 304 no other (a cache would take "0" for the length
+ * of the representation it keeps). */
+static void expect_304_length(const raw_resp *r, const char *len200, const char *what)
+{
+	char len[32];
+
+	cr_assert_eq(r->status, 304, "%s: %d", what, r->status);
+	raw_header(r, "Content-Length", len, sizeof(len));
+	cr_expect(len[0] == '\0' || strcmp(len, len200) == 0,
+		  "%s: 304 with Content-Length %s, its 200 with %s", what, len, len200);
+}
+
+/*
+ * A 304 says no Content-Length, or the 200's: answered at once, and a
+ * long-poll's at its deadline.  It has no body: the next answer on its
+ * connection comes whole.
+ */
+Test(dashboard, a_304_says_the_length_of_the_200_or_none)
+{
+	for (int i = 0; tagged[i]; i++) {
+		char tag[64], len200[32], line[160];
+		raw_resp r = raw_get(tagged[i], srv.admin_key, NULL), r2;
+		int fd;
+
+		cr_assert_eq(r.status, 200, "%s: %d", tagged[i], r.status);
+		raw_header(&r, "ETag", tag, sizeof(tag));
+		raw_header(&r, "Content-Length", len200, sizeof(len200));
+		cr_assert_gt(r.len, 0, "%s: an empty 200 tells nothing", tagged[i]);
+		snprintf(line, sizeof(line), "If-None-Match: %s\r\n", tag);
+		fd = raw_connect();
+		raw_send(fd, "GET", tagged[i], srv.admin_key, line);
+		cr_assert_eq(raw_read(fd, false, 10, &r2), 0, "%s: no 304", tagged[i]);
+		expect_304_length(&r2, len200, tagged[i]);
+		raw_free(&r2);
+		raw_send(fd, "GET", tagged[i], srv.admin_key, NULL);
+		cr_assert_eq(raw_read(fd, false, 10, &r2), 0, "%s: no answer after the 304",
+			     tagged[i]);
+		cr_expect_eq(r2.status, 200, "%s after the 304: %d", tagged[i], r2.status);
+		cr_expect_str_eq(r2.body, r.body, "%s after the 304", tagged[i]);
+		raw_free(&r2);
+		close(fd);
+		raw_free(&r);
+	}
+	{
+		char tag[64], len200[32];
+		raw_resp r = raw_get("/v1/datasets/e/budget", srv.admin_key, NULL);
+		int fd;
+
+		raw_header(&r, "Content-Length", len200, sizeof(len200));
+		raw_free(&r);
+		fd = long_poll("/v1/datasets/e/budget", 1, tag, sizeof(tag));
+		cr_assert_eq(raw_read(fd, false, 10, &r), 0, "no 304 at the long-poll's deadline");
+		expect_304_length(&r, len200, "a long-poll at its deadline");
+		raw_free(&r);
+		close(fd);
+	}
+}
+
 /* The server's CPU seconds so far (user and system), from /proc. */
 static double server_cpu_s(void)
 {
