@@ -99,7 +99,9 @@ bool cli_args_complete(const char *cmd, bool complete, int first, int argc, char
 /* cli/cli_db.c: opening the database of a command. */
 
 /* Opens (creates and migrates if needed) the store at db_path with `pool`
- * connections into *ret.  0, or -1 after a message naming cmd on stderr. */
+ * connections into *ret.  0, or the command's exit status after a message
+ * naming cmd on stderr: 2 when db_path is not a dpgate database (nothing
+ * was written to it), 1 for any other failure. */
 int cli_db_open(const char *cmd, const char *db_path, unsigned pool, srv_store **ret);
 
 /* True when db_path is a regular file that is not empty; false after a

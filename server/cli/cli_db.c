@@ -18,7 +18,9 @@ int cli_db_open(const char *cmd, const char *db_path, unsigned pool, srv_store *
 	srv_error_init(&err);
 	if (srv_store_open(db_path, pool, ret, &err) < 0) {
 		fprintf(stderr, "dpgate %s: %s\n", cmd, err.text);
-		return -1;
+		/* Someone else's file named by --db is bad input (the manual's
+		 * exit status 2), as verify and backup refuse it. */
+		return err.code == SRV_NOT_DPGATE ? 2 : 1;
 	}
 	return 0;
 }

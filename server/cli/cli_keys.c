@@ -23,6 +23,7 @@ static const char usage_keys[] =
 	"once (the database keeps a SHA-256 hash). --if-none creates a key only when\n"
 	"no unrevoked key of that role exists (and then prints nothing). create makes\n"
 	"the database if there is none; list and revoke need an existing one (exit 2).\n"
+	"A file that is not a dpgate database is refused (exit 2) and left as it was.\n"
 	"create and revoke are recorded with the login name that ran them (\"cli:NAME\"),\n"
 	"readable by admins at GET /v1/audit/keys.\n";
 
@@ -226,11 +227,13 @@ int cli_keys_main(int argc, char **argv)
 	} else if (!cli_db_exists("keys", a.db_path)) {
 		return 2;
 	}
-	if (!cli_db_not_migrated_under_a_server("keys", a.db_path) ||
-	    cli_db_open("keys", a.db_path, 1, &store) < 0) {
+	if (!cli_db_not_migrated_under_a_server("keys", a.db_path)) {
 		rc = 1;
 		goto out;
 	}
+	rc = cli_db_open("keys", a.db_path, 1, &store);
+	if (rc != 0)
+		goto out;
 	db = srv_store_acquire(store);
 	keys_actor(actor, sizeof(actor));
 	if (strcmp(a.sub, "create") == 0)

@@ -73,8 +73,9 @@ static const char usage_serve[] =
 	"flock on FILE and on DIR themselves, whatever path reaches them (a symlink,\n"
 	"a hard link, a bind mount), and exits 1 when another server holds either,\n"
 	"or when the address is in use.\n"
-	"A non-empty SQLite file without dpgate's schema, or with a newer schema\n"
-	"version than this dpgate knows, is refused (exit 1).\n";
+	"A non-empty file that is not a dpgate database (not SQLite, or SQLite without\n"
+	"dpgate's schema) is refused (exit 2), and so is one with a newer schema\n"
+	"version than this dpgate knows (exit 1); neither is written.\n";
 
 static int make_dir(const char *dir)
 {
@@ -202,12 +203,13 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	srv_ctx ctx = *settings;
 	srv_store_listener *listener = NULL;
 	srv_error err;
-	int rc = 1;
+	int rc = 1, opened;
 
 	block_stop_signals();
 	srv_error_init(&err);
-	if (cli_db_open("serve", db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store) < 0)
-		return 1;
+	opened = cli_db_open("serve", db, threads + DPG_SERVE_EXTRA_DB_CONNECTIONS, &ctx.store);
+	if (opened != 0)
+		return opened;
 	/* Not fatal: without it commits only pay more until the WAL has
 	 * grown to this size by itself. */
 	if (srv_store_preallocate_wal(ctx.store, &err) < 0)

@@ -93,7 +93,9 @@ void srv_store_listen_stop(srv_store_listener *l);
  * a file with tables but no schema_migrations (someone else's database), or
  * with a schema version above the highest of the embedded migrations, is
  * refused before anything is written.  Returns 0, or -1 with a message in
- * err.
+ * err, whose code is SRV_NOT_DPGATE when the target is not a dpgate
+ * database (a file that is not SQLite, or someone else's tables) and
+ * SRV_DB_ERROR for every other failure.
  */
 int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store,
 		   srv_error *err);
@@ -190,6 +192,9 @@ enum srv_status {
 	SRV_FORBIDDEN = -107,     /* 403: another key's to change; nothing was written */
 	SRV_DB_MOVED = -108,      /* 503: the SQLite file is no longer at its path
 				   * (srv_store_file_check); nothing was written */
+	SRV_NOT_DPGATE = -109,    /* opening: the target is not a dpgate database (not
+				   * SQLite, or tables but no schema_migrations);
+				   * refused before anything was written */
 };
 
 /*

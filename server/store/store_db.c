@@ -572,7 +572,13 @@ static int schema_inspect(srv__conn *c, const char *path, enum schema_state *ret
 		return -1;
 	}
 	if (c->drv->schema_objects(c, &has_migrations, &objects) < 0) {
-		srv_error_set(err, SRV_DB_ERROR, "cannot read %s: %s", path, c->drv->errmsg(c));
+		if (srv__sqlite_not_a_database(c))
+			srv_error_set(err, SRV_NOT_DPGATE,
+				      "%s is not a dpgate database (not an SQLite database: %s); "
+				      "refusing to use it", path, c->drv->errmsg(c));
+		else
+			srv_error_set(err, SRV_DB_ERROR, "cannot read %s: %s", path,
+				      c->drv->errmsg(c));
 		return -1;
 	}
 	if (has_migrations > 0) {
@@ -597,7 +603,7 @@ static void schema_refusal(enum schema_state state, const char *path, int64_t ve
 			   srv_error *err)
 {
 	if (state == SCHEMA_FOREIGN)
-		srv_error_set(err, SRV_DB_ERROR,
+		srv_error_set(err, SRV_NOT_DPGATE,
 			 "%s is not a dpgate database (it has tables but no schema_migrations); "
 			 "refusing to use it",
 			 path);
@@ -750,9 +756,12 @@ static srv__conn *inspect_file(const char *path, bool unwritable, enum schema_st
  * Looks at an existing non-empty file before any connection configures it:
  * PRAGMA journal_mode = WAL alone rewrites the header of a rollback-journal
  * database, so someone else's SQLite file must be refused on a read-only
- * connection first.  Returns 0 (absent, empty, or dpgate's at this or an older
- * version) or -1 with a message in err.  migrate_locked checks again
- * under the write lock.
+ * connection first.  So must a file that is not SQLite's at all: SQLite
+ * reads a one-byte file (`echo > FILE`) as an empty database and would
+ * write dpgate's schema over it, where every file SQLite itself wrote
+ * begins with its header.  Returns 0 (absent, empty, or dpgate's at this
+ * or an older version) or -1 with a message in err.  migrate_locked
+ * checks again under the write lock.
  */
 static int precheck_existing(const char *path, srv_error *err)
 {
@@ -764,6 +773,12 @@ static int precheck_existing(const char *path, srv_error *err)
 
 	if (stat(path, &st) < 0 || (S_ISREG(st.st_mode) && st.st_size == 0))
 		return 0; /* opening it to write reports the rest */
+	if (S_ISREG(st.st_mode) && srv__sqlite_file_header(path) == 0) {
+		srv_error_set(err, SRV_NOT_DPGATE,
+			      "%s is not a dpgate database (not an SQLite database: it does not "
+			      "begin with SQLite's header); refusing to use it", path);
+		return -1;
+	}
 	c = inspect_file(path, false, &state, &version, err);
 	if (!c)
 		return -1;
@@ -960,7 +975,8 @@ static int read_only_state(enum schema_state state, const char *path, int64_t ve
 	case SCHEMA_CURRENT:
 		return 0;
 	case SCHEMA_EMPTY:
-		srv_error_set(err, SRV_DB_ERROR, "%s is not a dpgate database (it has no tables)", path);
+		srv_error_set(err, SRV_NOT_DPGATE, "%s is not a dpgate database (it has no tables)",
+			      path);
 		return -1;
 	case SCHEMA_OLDER:
 		srv_error_set(err, SRV_DB_ERROR,
@@ -2929,7 +2945,7 @@ int srv_store_backup(const char *db_path, const char *out_path, int64_t *ret_ver
 	if (!c)
 		goto out;
 	if (state == SCHEMA_EMPTY) {
-		srv_error_set(err, SRV_DB_ERROR, "%s is not a dpgate database (it has no tables)",
+		srv_error_set(err, SRV_NOT_DPGATE, "%s is not a dpgate database (it has no tables)",
 			 path);
 		goto out;
 	}

@@ -61,6 +61,29 @@ sqlite3 *srv__sqlite_handle(srv__conn *c)
 	return c && c->drv == &sqlite_driver ? handle(c) : NULL;
 }
 
+bool srv__sqlite_not_a_database(srv__conn *c)
+{
+	sqlite3 *h = srv__sqlite_handle(c);
+
+	return h && (sqlite3_errcode(h) & 0xff) == SQLITE_NOTADB;
+}
+
+int srv__sqlite_file_header(const char *path)
+{
+	static const char header[16] = "SQLite format 3"; /* and its NUL */
+	char got[sizeof(header)];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, got, sizeof(got));
+	close(fd);
+	if (n < 0)
+		return -1;
+	return n == (ssize_t)sizeof(got) && memcmp(got, header, sizeof(got)) == 0;
+}
+
 /* An SQLite result code as a failure class of store_sql.h.  Only a
  * duplicate key is CONSTRAINT: a CHECK or foreign key refusing a row is a
  * fault of the writer, not a row that exists already. */

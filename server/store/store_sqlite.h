@@ -30,6 +30,17 @@ srv__conn *srv__sqlite_open(const char *path, enum srv__sqlite_mode mode, srv_er
 srv__conn *srv__sqlite_open_unwritable(const char *path, enum srv__sqlite_mode mode,
 				       srv_error *err);
 
+/* Whether c's last failure was SQLite's "file is not a database" (the
+ * file's first bytes are not an SQLite header); false when c is not
+ * SQLite's. */
+bool srv__sqlite_not_a_database(srv__conn *c);
+
+/* Whether the file at path begins with SQLite's header (the 16 bytes
+ * "SQLite format 3" and a NUL that open every database file SQLite has
+ * written to): 1, 0 when it does not (shorter files included), -1 when
+ * it cannot be read. */
+int srv__sqlite_file_header(const char *path);
+
 /* The SQLite handle under c, for tests; NULL when c is not SQLite's. */
 struct sqlite3 *srv__sqlite_handle(srv__conn *c);
 

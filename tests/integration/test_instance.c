@@ -331,14 +331,69 @@ Test(instance, serve_and_keys_refuse_a_foreign_database_and_leave_it_as_it_was)
 	snprintf(data, sizeof(data), "%s/foreign-data", srv.dir);
 	snprintf(empty, sizeof(empty), "%s/empty.db", srv.dir);
 	sql_file(foreign, "CREATE TABLE t (x); INSERT INTO t VALUES (1)");
-	expect_refused_untouched(serve, foreign, 1, "not a dpgate database");
-	expect_refused_untouched(keys, foreign, 1, "not a dpgate database");
+	expect_refused_untouched(serve, foreign, 2, "not a dpgate database");
+	expect_refused_untouched(keys, foreign, 2, "not a dpgate database");
 	/* A zero-byte file is a new database, as before. */
 	f = fopen(empty, "wb");
 	cr_assert_not_null(f);
 	fclose(f);
 	cr_assert_eq(run_limited(out, sizeof(out), keys_empty, START_LIMIT_S), 0, "%s", out);
 	cr_assert_eq(run_limited(out, sizeof(out), verify_empty, START_LIMIT_S), 0, "%s", out);
+}
+
+/*
+ * A --db that is not a dpgate database is bad input (the manual's exit
+ * status 2) for every keys command and for serve, with a message naming
+ * the file and why; the file is left as it was, byte for byte: a text file
+ * (a CSV given by mistake, short and long; the newline `echo > FILE`
+ * leaves, which SQLite itself reads as an empty database), and another
+ * program's SQLite database, which must not get dpgate's tables.
+ */
+Test(instance, keys_and_serve_exit_2_on_what_is_not_a_dpgate_database)
+{
+	char paths[4][400], data[400];
+	const char *const why[] = {"not an SQLite database", "not an SQLite database",
+				   "not an SQLite database",
+				   "it has tables but no schema_migrations"};
+	FILE *f;
+
+	dpg_skip_on_pg("an SQLite file");
+	snprintf(paths[0], sizeof(paths[0]), "%s/iris.csv", srv.dir);
+	snprintf(paths[1], sizeof(paths[1]), "%s/long.csv", srv.dir);
+	snprintf(paths[2], sizeof(paths[2]), "%s/newline.db", srv.dir);
+	snprintf(paths[3], sizeof(paths[3]), "%s/another-program.db", srv.dir);
+	snprintf(data, sizeof(data), "%s/foreign-data", srv.dir);
+	f = fopen(paths[0], "wb");
+	cr_assert_not_null(f);
+	fputs("sepal_length,species\n5.1,setosa\n", f);
+	fclose(f);
+	f = fopen(paths[1], "wb");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 5000; i++)
+		fprintf(f, "%d,row %d\n", i, i);
+	fclose(f);
+	f = fopen(paths[2], "wb");
+	cr_assert_not_null(f);
+	fputs("\n", f);
+	fclose(f);
+	sql_file(paths[3], "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"
+			   "INSERT INTO notes (body) VALUES ('keep me')");
+	for (int i = 0; i < 4; i++) {
+		const char *const list[] = {dpg_bin(), "keys", "list", "--db", paths[i], NULL};
+		const char *const revoke[] = {dpg_bin(), "keys", "revoke", "--db", paths[i],
+					      "0123456789abcdef", NULL};
+		const char *const create[] = {dpg_bin(), "keys", "create", "--db", paths[i],
+					      "--role", "admin", NULL};
+		const char *const serve[] = {dpg_bin(), "serve", "--db", paths[i], "--listen",
+					     "127.0.0.1:0", "--data-dir", data, "--quiet", NULL};
+		const char *const *const cmds[] = {list, revoke, create, serve};
+		char says[512];
+
+		snprintf(says, sizeof(says), "%.400s is not a dpgate database (%.64s", paths[i],
+			 why[i]);
+		for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
+			expect_refused_untouched(cmds[c], paths[i], 2, says);
+	}
 }
 
 Test(instance, verify_serve_and_keys_refuse_a_newer_schema)

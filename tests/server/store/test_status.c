@@ -18,6 +18,7 @@
 static const int failures[] = {
 	SRV_DB_ERROR, SRV_NO_RANDOM, SRV_COMMIT_FAILED, SRV_NOT_FOUND,
 	SRV_CONFLICT, SRV_IDEM_MISMATCH, SRV_PLAN_REFUSED, SRV_FORBIDDEN, SRV_DB_MOVED,
+	SRV_NOT_DPGATE,
 };
 
 static const int acct_codes[] = {
