@@ -14,6 +14,10 @@
 #define DPG_MAX_CSV_BYTES           (64u << 20)  /* PUT .../data text/csv */
 #define DPG_MAX_JSON_DEPTH          32           /* nesting of any JSON body */
 #define DPG_MAX_URL_BYTES           2048         /* request target: path and query */
+/* Parameters in one query: no route reads more than a few, and each costs
+ * libmicrohttpd a record in the connection's pool (DPG_CONNECTION_MEMORY_BYTES),
+ * which a few hundred used up (server/http/http_serve.c, on_uri). */
+#define DPG_MAX_QUERY_PARAMS        16
 #define DPG_CONNECTION_TIMEOUT_S    30           /* idle connection */
 #define DPG_MAX_CONNECTIONS         1024
 /* A request's header block, from its first byte (serve --header-timeout;

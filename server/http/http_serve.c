@@ -56,6 +56,7 @@ struct conn_state {
 	bool encoded_slash; /* the raw path held %2F (on_uri) */
 	bool nul_in_target; /* the request target held a NUL byte (on_uri) */
 	bool long_target;   /* the request target was over DPG_MAX_URL_BYTES (on_uri) */
+	bool long_query;    /* the query had over DPG_MAX_QUERY_PARAMS parameters (on_uri) */
 	bool keep_alive;    /* HTTP/1.1 without Connection: close, answered so */
 	srv_conns *conns;   /* the server's waiting connections (http_conns.h) */
 	srv_conn *waiting;  /* this connection's entry there, or NULL */
@@ -75,15 +76,16 @@ struct conn_state {
  */
 
 /* *con_cls of a request whose raw path holds an encoded slash, whose
- * request target holds a NUL byte, or whose target (path and query) is
- * longer than DPG_MAX_URL_BYTES; on_request replaces it with the
+ * request target holds a NUL byte, whose target (path and query) is
+ * longer than DPG_MAX_URL_BYTES, or whose query has more than
+ * DPG_MAX_QUERY_PARAMS parameters; on_request replaces it with the
  * request's conn_state.  Only their addresses are used. */
-static const char encoded_slash_mark, nul_target_mark, long_target_mark;
+static const char encoded_slash_mark, nul_target_mark, long_target_mark, long_query_mark;
 
 static bool is_mark(const void *p)
 {
 	return p == (const void *)&encoded_slash_mark || p == (const void *)&nul_target_mark ||
-	       p == (const void *)&long_target_mark;
+	       p == (const void *)&long_target_mark || p == (const void *)&long_query_mark;
 }
 
 static int hex_value(char c)
@@ -121,23 +123,61 @@ static bool target_has_nul(const char *uri)
 #endif
 }
 
+/* How many parameters libmicrohttpd makes of `query` (the text after the
+ * '?'): one before each '&', empty or not, and one for the text after the
+ * last '&' unless it is empty (MHD_parse_arguments_). */
+static size_t query_param_count(const char *query)
+{
+	size_t n = 0, len = strlen(query);
+
+	for (size_t i = 0; i < len; i++)
+		n += query[i] == '&';
+	return n + (len > 0 && query[len - 1] != '&');
+}
+
+/*
+ * Leaves the query of a refused request target unparsed.  libmicrohttpd
+ * parses the query after on_uri returns, in place, from the bytes `uri`
+ * points to in its read buffer (0.9.75's parse_initial_message_line, as
+ * 1.0's process_request_target), and keeps a record of each parameter in
+ * the connection's pool of DPG_CONNECTION_MEMORY_BYTES: some 240
+ * parameters used the pool up, and 0.9.75 closed the connection with no
+ * answer at all (it logs a 431 it does not send) instead of the 400 or
+ * 414 that says why.  With the string ended after the '?', there is
+ * nothing to parse.
+ */
+static void drop_query(const char *uri, size_t path_len)
+{
+	if (uri[path_len] == '?' && uri[path_len + 1] != '\0')
+		((char *)uri)[path_len + 1] = '\0';
+}
+
 /*
  * Called with the raw request target before it is decoded
  * (MHD_OPTION_URI_LOG_CALLBACK): marks a target longer than
  * DPG_MAX_URL_BYTES (414; on_request sees the path alone, so a long query
- * would pass), and a path holding %2F, which no route has (dispatch
- * answers 404).  A query may hold %2F.
+ * would pass) and a query of more than DPG_MAX_QUERY_PARAMS parameters
+ * (400), whose query is then not parsed (drop_query), and a path holding
+ * %2F, which no route has (dispatch answers 404).  A query may hold %2F.
  */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	size_t path_len = strcspn(uri, "?");
+	const char *mark = NULL;
 
 	(void)cls;
 	(void)conn;
 	if (target_has_nul(uri))
 		return (void *)&nul_target_mark;
 	if (strlen(uri) > DPG_MAX_URL_BYTES)
-		return (void *)&long_target_mark;
+		mark = &long_target_mark;
+	else if (uri[path_len] == '?' &&
+		 query_param_count(uri + path_len + 1) > DPG_MAX_QUERY_PARAMS)
+		mark = &long_query_mark;
+	if (mark) {
+		drop_query(uri, path_len);
+		return (void *)mark;
+	}
 	for (size_t i = 0; i + 2 < path_len; i++)
 		if (uri[i] == '%' && uri[i + 1] == '2' && (uri[i + 2] == 'F' || uri[i + 2] == 'f'))
 			return (void *)&encoded_slash_mark;
@@ -386,10 +426,8 @@ static const char *conn_query(void *conn, const char *key)
 	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
-#define MAX_QUERY_PARAMS 16 /* no route reads more than a few */
-
 struct query_names {
-	const char *name[MAX_QUERY_PARAMS];
+	const char *name[DPG_MAX_QUERY_PARAMS];
 	unsigned n;
 	const char *takes;    /* the route's srv_route_query names, or NULL: any */
 	const char *repeated; /* the first name seen twice, or NULL */
@@ -445,7 +483,7 @@ static enum MHD_Result note_query_name(void *cls, enum MHD_ValueKind kind, const
 		q->unknown = key;
 		return MHD_NO;
 	}
-	if (q->n == MAX_QUERY_PARAMS) {
+	if (q->n == DPG_MAX_QUERY_PARAMS) {
 		q->too_many = true;
 		return MHD_NO;
 	}
@@ -453,11 +491,23 @@ static enum MHD_Result note_query_name(void *cls, enum MHD_ValueKind kind, const
 	return MHD_YES;
 }
 
+/* The 400 of a query of more than DPG_MAX_QUERY_PARAMS parameters. */
+static void refuse_long_query(srv_response *res)
+{
+	char detail[96];
+
+	snprintf(detail, sizeof(detail), "the query has more than %u parameters",
+		 (unsigned)DPG_MAX_QUERY_PARAMS);
+	srv_problem(res, 400, NULL, detail, NULL, NULL);
+}
+
 /*
  * A query parameter given twice is refused: routes read one value (the
  * first), and the others would pass unchecked (?limit=1&limit=abc).  So is
  * one that route r does not take (srv_route_query), and a query of more
- * than MAX_QUERY_PARAMS parameters.  True with `res` filled when refused.
+ * than DPG_MAX_QUERY_PARAMS parameters (on_uri refuses those first; this
+ * bounds q.name whatever libmicrohttpd parsed).  True with `res` filled
+ * when refused.
  */
 static bool query_refused(const srv_route_table *t, int r, struct MHD_Connection *conn,
 			  srv_response *res)
@@ -482,7 +532,7 @@ static bool query_refused(const srv_route_table *t, int r, struct MHD_Connection
 		return true;
 	}
 	if (q.too_many) {
-		srv_problem(res, 400, NULL, "the query has too many parameters", NULL, NULL);
+		refuse_long_query(res);
 		return true;
 	}
 	return false;
@@ -1083,6 +1133,7 @@ static struct conn_state *conn_state_new(srv_ctx *ctx, struct MHD_Connection *co
 	cs->encoded_slash = *con_cls == (const void *)&encoded_slash_mark;
 	cs->nul_in_target = *con_cls == (const void *)&nul_target_mark;
 	cs->long_target = *con_cls == (const void *)&long_target_mark;
+	cs->long_query = *con_cls == (const void *)&long_query_mark;
 	*con_cls = cs;
 	atomic_fetch_add(&ctx->in_flight, 1);
 	clock_gettime(CLOCK_MONOTONIC, &cs->start);
@@ -1147,6 +1198,11 @@ static enum MHD_Result request_head(srv_ctx *ctx, struct MHD_Connection *conn,
 			 (unsigned)DPG_MAX_URL_BYTES);
 		memset(&res, 0, sizeof(res));
 		srv_problem(&res, 414, "URI too long", detail, NULL, NULL);
+		return send_response(conn, cs, &res);
+	}
+	if (cs->long_query) {
+		memset(&res, 0, sizeof(res));
+		refuse_long_query(&res);
 		return send_response(conn, cs, &res);
 	}
 	if ((cl && strtoull(cl, NULL, 10) > BODY_GATE_BYTES) ||

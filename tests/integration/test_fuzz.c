@@ -42,7 +42,8 @@
  *  - a reservation or PATE session never answers 2xx under another
  *    dataset's path;
  *  - a path identifier that is not 1 to 64 of [A-Za-z0-9_.-] once
- *    percent-decoded is 404 (405, or 413 and 414 that come first);
+ *    percent-decoded is 404 (405, or 413, 414 and the 400 of a query of
+ *    more than 16 parameters, which come first);
  *  - a spending route refuses an Idempotency-Key that is not 1 to 128
  *    printable ASCII characters.
  * After the run, jobs are cancelled or waited out, and for every dataset
@@ -598,6 +599,18 @@ static const char *success_forbidden(const struct request *r)
 	return NULL;
 }
 
+/* Whether a query (the text after '?') holds more parameters than the
+ * 16 a request may carry (DPG_MAX_QUERY_PARAMS): one before each '&', and
+ * one after the last unless the query ends there. */
+static bool too_many_params(const char *query)
+{
+	size_t n = 0, len = strlen(query);
+
+	for (size_t i = 0; i < len; i++)
+		n += query[i] == '&';
+	return n + (len > 0 && query[len - 1] != '&') > 16;
+}
+
 /*
  * Whether a path identifier as sent names 1 to 64 of [A-Za-z0-9_.-] once
  * percent-decoded (RFC 3986, 2.1); an encoded NUL or slash does not.  The
@@ -697,10 +710,12 @@ static void check_answer(struct world *w, const struct request *r, int rc, const
 	}
 	/* A malformed path identifier is refused before anything else is
 	 * looked at: 404 (405 when the path is another method's; 413 and 414,
-	 * a body or target too large, come before any routing). */
+	 * a body or target too large, and 400 for a query of too many
+	 * parameters come before any routing). */
 	for (int i = 0; i < r->n_id; i++)
 		if (!ident_ok(r->id[i].value) && resp->status != 404 && resp->status != 405 &&
-		    resp->status != 413 && resp->status != 414) {
+		    resp->status != 413 && resp->status != 414 &&
+		    !(resp->status == 400 && too_many_params(r->query))) {
 			fail_request(w, r, resp, "a malformed path identifier was not refused with 404");
 			break;
 		}
