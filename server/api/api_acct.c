@@ -414,15 +414,60 @@ out:
 
 /* ---- compare ------------------------------------------------------------------ */
 
+/* What compare gathers from the accountants, by accountant name. */
+struct compare_sets {
+	json_t *eps, *uns, *ord;
+	const char *best_name; /* the least finite epsilon's, or NULL */
+};
+
+/*
+ * Prices ev at delta under every accountant into *cs: its epsilon (and
+ * order) in cs->eps (cs->ord), or why it cannot in cs->uns.  Returns 0, or
+ * a negative code with err set when the event or the options are bad
+ * (ACCT_EINVAL, under any accountant) or memory ran out.
+ */
+static int compare_each(const acct_event *ev, double delta, const acct_options *opt,
+			struct compare_sets *cs, acct_error *err)
+{
+	double best = INFINITY;
+
+	for (unsigned a = 0; a < ACCT__N_ACCOUNTANTS; a++) {
+		acct_options o = *opt;
+		acct_result r;
+		acct_error e;
+		const char *name = acct_accountant_name((acct_accountant)a);
+		int arc;
+
+		o.accountant = (acct_accountant)a;
+		acct_error_init(&e);
+		arc = acct_epsilon(ev, delta, &o, &r, &e);
+		if (arc == ACCT_EINVAL || arc == ACCT_ENOMEM)
+			return acct_error_set(err, arc, e.where, "%s", e.text);
+		if (arc < 0) {
+			if (json_object_set_new(cs->uns, name, json_string(e.text)))
+				return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+			continue;
+		}
+		if (set_real(cs->eps, name, r.epsilon) ||
+		    (!isnan(r.order) && set_real(cs->ord, name, r.order)))
+			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+		if (r.epsilon < best) {
+			best = r.epsilon;
+			cs->best_name = name;
+		}
+	}
+	return 0;
+}
+
 int srv_acct_compare(const json_t *body, json_t **ret_answer, acct_error *err)
 {
 	static const char *const keys[] = {"event", "delta", "neighbor", "orders",
 					   "value_discretization_interval", NULL};
 	struct common c;
+	struct compare_sets cs = {NULL, NULL, NULL, NULL};
 	acct_event *ev = NULL;
-	json_t *ans = NULL, *eps = NULL, *uns = NULL, *ord = NULL;
-	double delta = 0.0, best = INFINITY;
-	const char *best_name = NULL;
+	json_t *ans = NULL;
+	double delta = 0.0;
 	bool failed;
 	int rc;
 
@@ -436,55 +481,39 @@ int srv_acct_compare(const json_t *body, json_t **ret_answer, acct_error *err)
 	if (rc < 0)
 		goto out;
 	ans = json_object();
-	eps = json_object();
-	uns = json_object();
-	ord = json_object();
-	if (!ans || !eps || !uns || !ord) {
+	cs.eps = json_object();
+	cs.uns = json_object();
+	cs.ord = json_object();
+	if (!ans || !cs.eps || !cs.uns || !cs.ord) {
 		rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		goto out;
 	}
-	for (unsigned a = 0; a < ACCT__N_ACCOUNTANTS; a++) {
-		acct_options o = c.opt;
-		acct_result r;
-		acct_error e;
-		const char *name = acct_accountant_name((acct_accountant)a);
-		int arc;
-
-		o.accountant = (acct_accountant)a;
-		acct_error_init(&e);
-		arc = acct_epsilon(ev, delta, &o, &r, &e);
-		if (arc == ACCT_EINVAL || arc == ACCT_ENOMEM) {
-			rc = acct_error_set(err, arc, e.where, "%s", e.text);
-			goto out;
-		}
-		if (arc < 0) {
-			if (json_object_set_new(uns, name, json_string(e.text))) {
-				rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-				goto out;
-			}
-			continue;
-		}
-		if (set_real(eps, name, r.epsilon) ||
-		    (!isnan(r.order) && set_real(ord, name, r.order))) {
-			rc = acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
-			goto out;
-		}
-		if (r.epsilon < best) {
-			best = r.epsilon;
-			best_name = name;
-		}
+	rc = compare_each(ev, delta, &c.opt, &cs, err);
+	if (rc < 0)
+		goto out;
+	/* The answer is epsilon under every accountant that can price the
+	 * event: with none, there is none, and the event is refused as
+	 * /v1/accountant/epsilon refuses it (422; `dpgate compare` exits 1),
+	 * with the default accountant's reason. */
+	if (json_object_size(cs.eps) == 0) {
+		rc = acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				    "no accountant can price this event (rdp: %s)",
+				    json_string_value(json_object_get(cs.uns, "rdp")));
+		goto out;
 	}
 	failed = set_real(ans, "delta", delta) ||
 		 json_object_set_new(ans, "neighbor", json_string(neighbor_names[c.opt.neighbor])) ||
-		 json_object_set(ans, "epsilon", eps) || json_object_set(ans, "unsupported", uns) ||
-		 json_object_set(ans, "orders", ord) ||
-		 json_object_set_new(ans, "best", best_name ? json_string(best_name) : json_null());
+		 json_object_set(ans, "epsilon", cs.eps) ||
+		 json_object_set(ans, "unsupported", cs.uns) ||
+		 json_object_set(ans, "orders", cs.ord) ||
+		 json_object_set_new(ans, "best",
+				     cs.best_name ? json_string(cs.best_name) : json_null());
 	rc = srv_json_hand_over(ans, failed, ret_answer, err);
 	ans = NULL;
 out:
-	json_decref(eps);
-	json_decref(uns);
-	json_decref(ord);
+	json_decref(cs.eps);
+	json_decref(cs.uns);
+	json_decref(cs.ord);
 	json_decref(ans);
 	acct_event_free(ev);
 	return rc;

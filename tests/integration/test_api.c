@@ -96,6 +96,43 @@ Test(api, rdp_curve_writes_null_where_unbounded)
 	dpg_resp_free(&r);
 }
 
+/*
+ * /v1/accountant/compare answers epsilon under every accountant that can
+ * price the event.  An (epsilon 1, delta 0.5) release at delta 1e-5 has
+ * none: its own delta is above the one asked for, which no accountant gets
+ * under (a PLD's mass at infinity is 0.5), and neither the moments
+ * accountant nor zCDP bounds a release with delta > 0.  That is 422, as
+ * /epsilon answers, naming the event; with delta 1e-6 basic prices it
+ * (epsilon 1, the release's own), zCDP still cannot, and compare answers
+ * 200.
+ */
+Test(api, compare_is_422_when_no_accountant_prices_the_event)
+{
+	static const char none[] = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":1,"
+				   "\"delta\":0.5},\"delta\":1e-5}";
+	static const char some[] = "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":1,"
+				   "\"delta\":1e-6},\"delta\":1e-5}";
+	dpg_resp r = dpg_call(&srv, "POST", "/v1/accountant/compare", NULL, none);
+
+	cr_assert_eq(r.status, 422, "%ld %s", r.status, r.body);
+	cr_expect_str_eq(r.content_type, "application/problem+json");
+	cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), "/event", "%s",
+			 r.body);
+	cr_expect(strstr(r.body, "no accountant"), "%s", r.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/accountant/compare", "422",
+			   "application/problem+json", r.body);
+	dpg_resp_free(&r);
+	r = dpg_call(&srv, "POST", "/v1/accountant/compare", NULL, some);
+	cr_assert_eq(r.status, 200, "%ld %s", r.status, r.body);
+	cr_expect_eq(json_real_value(json_object_get(json_object_get(r.json, "epsilon"), "basic")),
+		     1.0, "%s", r.body);
+	cr_expect(json_is_string(json_object_get(json_object_get(r.json, "unsupported"), "zcdp")),
+		  "%s", r.body);
+	dpg_assert_in_spec(&srv, "POST", "/v1/accountant/compare", "200", "application/json",
+			   r.body);
+	dpg_resp_free(&r);
+}
+
 Test(api, health_and_spec_are_public)
 {
 	dpg_resp r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);

@@ -775,6 +775,34 @@ Test(cli, help_lists_version_and_help_cmd_is_cmd_help)
 	cr_assert(!strncmp(a, "dpgate help: ", 13), "%s", a);
 }
 
+/*
+ * dpgate compare exits as its route answers: 1 when no accountant can price
+ * the event (an (epsilon 1, delta 0.5) release at delta 1e-5: 422), with
+ * the reason on stderr and nothing on stdout, and 0 with the answer when
+ * one can (basic, at delta 1e-6).
+ */
+Test(cli, compare_exits_1_when_no_accountant_prices_the_event)
+{
+	char none[400], some[400], out[8192];
+
+	temp_file(none, sizeof(none), "none.json",
+		  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":1,\"delta\":0.5},"
+		  "\"delta\":1e-5}");
+	temp_file(some, sizeof(some), "some.json",
+		  "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":1,\"delta\":1e-6},"
+		  "\"delta\":1e-5}");
+	cr_expect_eq(cli(out, sizeof(out), true, (const char *const[]){"compare", none, NULL}), 1,
+		     "%s", out);
+	cr_expect(!strncmp(out, "dpgate compare: no accountant", 29), "%s", out);
+	cr_expect_eq(cli(out, sizeof(out), false, (const char *const[]){"compare", none, NULL}), 1);
+	cr_expect_str_eq(out, "");
+	cr_expect_eq(cli(out, sizeof(out), false, (const char *const[]){"compare", some, NULL}), 0,
+		     "%s", out);
+	cr_expect(strstr(out, "\"basic\""), "%s", out);
+	remove_temp_file(none);
+	remove_temp_file(some);
+}
+
 /* Every error of a command starts "dpgate CMD:", getopt's included, and a
  * missing file is named without a line number it does not have. */
 Test(cli, errors_start_with_the_command)
