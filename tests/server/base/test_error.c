@@ -39,8 +39,8 @@ Test(srv_error, a_long_message_is_cut_to_the_record_and_terminated)
 	free(long_text);
 }
 
-/* A file that is not SQLite is refused with the store's code and a message
- * naming it, in the caller's record. */
+/* A file that is not SQLite is refused with the store's code for what is
+ * not a dpgate database and a message naming it, in the caller's record. */
 Test(srv_error, the_store_fills_the_record_when_it_refuses_a_file)
 {
 	char dir[] = "/tmp/dpg-error-XXXXXX", path[64];
@@ -57,7 +57,7 @@ Test(srv_error, the_store_fills_the_record_when_it_refuses_a_file)
 	srv_error_init(&err);
 	cr_assert_lt(srv_store_open_read_only(path, false, &st, &err), 0);
 	cr_assert_null(st);
-	cr_assert_eq(err.code, SRV_DB_ERROR);
+	cr_assert_eq(err.code, SRV_NOT_DPGATE);
 	cr_assert_not_null(strstr(err.text, path), "message: %s", err.text);
 	unlink(path);
 	rmdir(dir);
