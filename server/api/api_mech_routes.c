@@ -732,11 +732,58 @@ static int table_link_get(srv_db *db, const char *data_dir, const char *dataset_
 	return TABLE_READ_OK;
 }
 
+/* What table_get_or_read found: a kept (or shared) parse, or the bytes to
+ * parse and the claim to end with their parse. */
+struct table_fetch {
+	srv_table_ref *ref;
+	srv_table_claim *claim;
+	char *text;
+	size_t len;
+	struct stat st;
+};
+
+/*
+ * The parse of the table `link` names, from `cache` (srv_table_cache_get:
+ * kept, or another reader's that this one waited for), in ret->ref; or,
+ * when this reader is to parse it, its bytes read into ret->text and
+ * ret->len, in state ret->st, with the key's claim in ret->claim (the
+ * caller ends it).  Every read is made under a claim, so it counts against
+ * the parses allowed at once.  The cache may make the caller wait (for
+ * another reader's parse, or for a parse slot); it holds no transaction
+ * then, the link having been read in a statement of its own.  0, or as
+ * read_table_file (-ENOENT: the file is gone; -EIO, also when out of
+ * memory), no claim held.
+ */
+static int table_get_or_read(srv_table_cache *cache, srv_db *db, const char *dataset_id,
+			     const struct table_link *link, struct table_fetch *ret)
+{
+	struct table_fetch f = {NULL, NULL, NULL, 0, {0}};
+	struct stat st;
+	int rc;
+
+	/* No file to claim: an upload never makes a linked path again. */
+	if (table_state(link->path, &st) < 0)
+		return errno == ENOENT ? -ENOENT : -EIO;
+	f.ref = srv_table_cache_get(cache, link->path, &st, link->columns_text, &f.claim);
+	if (!f.ref && !f.claim)
+		return -EIO;
+	if (f.claim) {
+		rc = read_linked_table(db, dataset_id, link->path, &f.text, &f.len, &f.st);
+		if (rc < 0) {
+			srv_table_cache_claim_drop(cache, f.claim);
+			return rc;
+		}
+	}
+	*ret = f;
+	return 0;
+}
+
 /*
  * Loads the dataset's hosted table, parsed with the schema recorded with
  * it: from `cache` when it holds the parse of the file the link names in
- * its present state, else read (from the file, or the database's blob)
- * and parsed, and added to `cache`.  With
+ * its present state (or another reader is parsing it: then that parse),
+ * else read (from the file, or the database's blob) and parsed, and added
+ * to `cache`.  With
  * query_body != NULL, first checks the query's column against that schema
  * (TABLE_READ_BAD_QUERY, err set).  When the file the link names is gone,
  * reads the link again: a new path means an upload replaced the table
@@ -751,12 +798,10 @@ static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dat
 			     acct_error *err)
 {
 	struct table_link link = {NULL, NULL, NULL, false};
+	struct table_fetch f = {NULL, NULL, NULL, 0, {0}};
 	struct decl d;
-	struct stat st;
-	srv_table_ref *ref = NULL;
 	mech_table *t = NULL;
-	char *text = NULL, *seen = NULL;
-	size_t len = 0;
+	char *seen = NULL;
 	int rc, tries = 0;
 
 	memset(&d, 0, sizeof(d));
@@ -768,12 +813,7 @@ static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dat
 			rc = TABLE_READ_BAD_QUERY;
 			goto out;
 		}
-		if (table_state(link.path, &st) == 0 &&
-		    (ref = srv_table_cache_find(cache, link.path, &st, link.columns_text))) {
-			rc = TABLE_READ_OK;
-			goto out;
-		}
-		rc = read_linked_table(db, dataset_id, link.path, &text, &len, &st);
+		rc = table_get_or_read(cache, db, dataset_id, &link, &f);
 		if (rc == 0)
 			break;
 		if (rc != -ENOENT || (seen && !strcmp(seen, link.path))) {
@@ -789,19 +829,29 @@ static int hosted_table_read(srv_table_cache *cache, srv_db *db, const char *dat
 		link.path = NULL;
 		table_link_clear(&link);
 	}
+	rc = TABLE_READ_OK;
+	if (f.ref)
+		goto out;
 	if (decl_from_json(link.columns, &d) < 0 ||
-	    mech_table_parse_csv(text, len, d.cols, d.n, &t, NULL) < 0) {
+	    mech_table_parse_csv(f.text, f.len, d.cols, d.n, &t, NULL) < 0) {
 		rc = TABLE_READ_BROKEN;
 		goto out;
 	}
-	ref = srv_table_cache_add(cache, link.path, &st, link.columns_text, t);
-	rc = ref ? TABLE_READ_OK : TABLE_READ_BROKEN;
+	/* Freed before the claim ends, so that the parse that takes its slot
+	 * next does not find them still held. */
+	free(f.text);
+	f.text = NULL;
+	f.ref = srv_table_cache_claim_done(cache, f.claim, &f.st, t);
+	f.claim = NULL;
 out:
+	/* A failed read or parse ends its claim: the readers waiting for it
+	 * look again, and the first of them reads the file itself. */
+	srv_table_cache_claim_drop(cache, f.claim);
 	if (rc == TABLE_READ_OK)
-		*ret = ref;
+		*ret = f.ref;
 	table_link_clear(&link);
 	decl_clear(&d);
-	free(text);
+	free(f.text);
 	free(seen);
 	return rc;
 }

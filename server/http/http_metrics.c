@@ -172,7 +172,8 @@ static void spend_metrics(srv_buf *b, srv_ctx *ctx)
 	histogram_lines(b, "dpgate_spend_commit_duration_seconds", NULL, commit, false);
 }
 
-/* The hosted-table cache: hits, misses, evictions and the bytes it holds. */
+/* The hosted-table cache: hits, misses, shared parses, evictions, the
+ * bytes it holds, and parses that waited for a slot. */
 static void table_cache_metrics(srv_buf *b, srv_ctx *ctx)
 {
 	srv_table_cache_stats t;
@@ -184,13 +185,21 @@ static void table_cache_metrics(srv_buf *b, srv_ctx *ctx)
 		     "# HELP dpgate_table_cache_misses_total Hosted-table reads that read and parsed the file.\n"
 		     "# TYPE dpgate_table_cache_misses_total counter\n"
 		     "dpgate_table_cache_misses_total %llu\n"
+		     "# HELP dpgate_table_cache_waits_total Hosted-table reads that waited for"
+		     " another read's parse of the same table and shared it.\n"
+		     "# TYPE dpgate_table_cache_waits_total counter\n"
+		     "dpgate_table_cache_waits_total %llu\n"
+		     "# HELP dpgate_table_cache_slot_waits_total Hosted-table parses that waited"
+		     " for one of the parse slots.\n"
+		     "# TYPE dpgate_table_cache_slot_waits_total counter\n"
+		     "dpgate_table_cache_slot_waits_total %llu\n"
 		     "# HELP dpgate_table_cache_evictions_total Kept parses dropped to stay within the bound.\n"
 		     "# TYPE dpgate_table_cache_evictions_total counter\n"
 		     "dpgate_table_cache_evictions_total %llu\n"
 		     "# HELP dpgate_table_cache_bytes Memory held by kept parses.\n"
 		     "# TYPE dpgate_table_cache_bytes gauge\n"
 		     "dpgate_table_cache_bytes %zu\n",
-		  t.hits, t.misses, t.evictions, t.bytes);
+		  t.hits, t.misses, t.waits, t.slot_waits, t.evictions, t.bytes);
 }
 
 /* The connections waiting for a request, and those the server closed. */

@@ -964,6 +964,13 @@ int srv_store_table_file_linked(srv_db *db, const char *name, bool *ret);
  * uses, dropping the least recently used first; tables in use are never
  * freed under their users.  One mutex guards it; parsing happens outside
  * it.
+ *
+ * A reader that misses (srv_table_cache_get) either becomes the key's one
+ * parser, or waits for the parser of the same key and shares its table:
+ * concurrent misses on one table read and parse it once.  At most
+ * DPG_TABLE_PARSES parses run at once, whatever the tables and the
+ * threads (HTTP requests and jobs alike), so the memory parses take is
+ * bounded by that many files and their parses, not by the threads.
  */
 typedef struct srv_table_cache srv_table_cache;
 
@@ -976,16 +983,59 @@ typedef struct srv_table_ref srv_table_ref;
 srv_table_cache *srv_table_cache_new(size_t max_bytes);
 
 /* Frees the cache and its tables.  Every reference must have been
- * released.  Accepts NULL. */
+ * released and every claim ended.  Accepts NULL. */
 void srv_table_cache_free(srv_table_cache *c);
 
 /*
  * The cached table for file `path` with stat(2) state *st, parsed with
  * `schema` (text), as a new reference (srv_table_cache_release), or NULL
- * when there is none.  Counts a hit or a miss.
+ * when there is none.  Counts a hit or a miss.  Never waits, and claims
+ * nothing: a reader that will parse on a miss uses srv_table_cache_get.
  */
 srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const struct stat *st,
 				    const char *schema);
+
+/* The right, and the duty, to parse one key (srv_table_cache_get). */
+typedef struct srv_table_claim srv_table_claim;
+
+/*
+ * The table for the key, as srv_table_cache_find, where concurrent misses
+ * on one key share one read and parse:
+ *   - a kept parse: a new reference (a hit);
+ *   - a parse of the key under way (another caller's claim): waits until
+ *     it ends, then a reference to its table (a wait), or, when it failed,
+ *     looks again: the first waiter to do so parses next;
+ *   - neither: NULL with *ret_claim set (a miss), once one of the
+ *     DPG_TABLE_PARSES parse slots is free.  The caller reads and parses,
+ *     then ends the claim with srv_table_cache_claim_done or, on any
+ *     failure, srv_table_cache_claim_drop; until then, callers missing the
+ *     same key wait for it.  It must not ask the cache for another table
+ *     meanwhile (the slots could all be held by callers waiting so).
+ * NULL with *ret_claim NULL when out of memory.  With c == NULL, always a
+ * claim, which waits for nothing.  The waits are on condition variables,
+ * with the cache's lock released; the caller must hold no lock and no
+ * transaction (other requests could need them to end a parse).
+ */
+srv_table_ref *srv_table_cache_get(srv_table_cache *c, const char *path, const struct stat *st,
+				   const char *schema, srv_table_claim **ret_claim);
+
+/*
+ * Ends a claim with its table t (ownership passes to the cache), parsed
+ * from the file read in state *st (the read's own, which may be newer than
+ * the one claimed), and returns a reference to it.  Every caller that
+ * waited for the claim gets the same table, also when it is not kept (too
+ * large for the bound, the path forgotten meanwhile, or the same key kept
+ * already): then it is freed at its last release.  Kept parses of the
+ * path in another state are dropped, as srv_table_cache_add does.  Never
+ * fails.
+ */
+srv_table_ref *srv_table_cache_claim_done(srv_table_cache *c, srv_table_claim *claim,
+					  const struct stat *st, mech_table *t);
+
+/* Ends a claim without a table (the read or the parse failed): nothing is
+ * kept, no error is remembered, and the callers waiting for it look again.
+ * c must be the claim's cache.  Accepts claim == NULL. */
+void srv_table_cache_claim_drop(srv_table_cache *c, srv_table_claim *claim);
 
 /*
  * Adds table t (ownership passes to the cache, also on failure) as the
@@ -1014,7 +1064,12 @@ void srv_table_cache_forget(srv_table_cache *c, const char *path);
 typedef struct srv_table_cache_stats {
 	size_t tables;      /* tables kept (used or not) */
 	size_t bytes;       /* their size */
-	unsigned long long hits, misses, evictions;
+	unsigned parsing;   /* claims held: parses under way or about to start */
+	/* Lookups served from a kept parse (hits), that claimed the parse
+	 * (misses), that waited for another caller's parse of the key (waits);
+	 * kept parses dropped for the bound (evictions); claims that waited
+	 * for a free parse slot (slot_waits). */
+	unsigned long long hits, misses, evictions, waits, slot_waits;
 } srv_table_cache_stats;
 
 void srv_table_cache_get_stats(srv_table_cache *c, srv_table_cache_stats *ret);
