@@ -21,6 +21,26 @@ static inline double acct__log_add(double a, double b)
 	return hi + log1p(exp(lo - hi));
 }
 
+/* ln(1 - e^x) for x <= 0, accurate at both ends (Maechler 2012): near 0,
+ * log1p(-exp(x)) rounds exp(x) to 1 and answers -INFINITY, far below the
+ * value (ln(1 - e^-1e-17) = -39.1). */
+static inline double acct__log1mexp(double x)
+{
+	if (x < -0.6931471805599453) /* -ln 2 */
+		return log1p(-exp(x));
+	if (x < 0)
+		return log(-expm1(x));
+	if (x == 0)
+		return -INFINITY;
+	return NAN;
+}
+
+/* ln(e^x - 1) for x > 0, without overflow at large x or loss near 0. */
+static inline double acct__log_expm1(double x)
+{
+	return x + acct__log1mexp(-x);
+}
+
 /* log(exp(a) - exp(b)) for a >= b; -INFINITY when a == b. */
 static inline double acct__log_sub(double a, double b)
 {
@@ -28,7 +48,7 @@ static inline double acct__log_sub(double a, double b)
 		return a;
 	if (a <= b)
 		return -INFINITY;
-	return a + log1p(-exp(b - a));
+	return a + acct__log1mexp(b - a);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include <gsl/gsl_sf_erf.h>
 
 #include "acct.h"
+#include "acct_numeric.h"
 
 /* One distinct vote count of a histogram and how many classes have it. */
 struct vote_group {
@@ -84,18 +85,6 @@ static int log_normal_sf(double x, double scale, double *ret)
 		return rc;
 	*ret = l - M_LN2;
 	return 0;
-}
-
-/* ln(1 - e^x) for x <= 0, accurate at both ends (Maechler 2012). */
-static double log1mexp(double x)
-{
-	if (x < -M_LN2)
-		return log1p(-exp(x));
-	if (x < 0)
-		return log(-expm1(x));
-	if (x == 0)
-		return -INFINITY;
-	return NAN;
 }
 
 /* ln(e^a + e^b). */
@@ -289,13 +278,13 @@ static void rdp_theorem6(double logq, double sigma, const double *orders, size_t
 	if (!(logq <= (mu2 - 1) * eps2 - mu2 * (log1p(1 / (mu1 - 1)) + log1p(1 / (mu2 - 1)))) ||
 	    !(-logq > eps2))
 		return;
-	log1q = log1mexp(logq);
+	log1q = acct__log1mexp(logq);
 	for (size_t i = 0; i < n; i++) {
 		double lam = orders[i], log_a, log_b, log_s;
 
 		if (!(mu1 > lam))
 			continue;
-		log_a = (lam - 1) * (log1q - log1mexp((logq + eps2) * (1 - 1 / mu2)));
+		log_a = (lam - 1) * (log1q - acct__log1mexp((logq + eps2) * (1 - 1 / mu2)));
 		log_b = (lam - 1) * (eps1 - logq / (mu1 - 1));
 		log_s = logaddexp(log1q + log_a, logq + log_b);
 		ret[i] = fmax(0.0, fmin(ret[i], log_s / (lam - 1)));
@@ -366,7 +355,7 @@ int acct_pate_threshold_rdp(double logpr, double sigma, const double *orders, si
 	/* The check's two outcomes are symmetric: the less likely one plays q.
 	 * Max votes have sensitivity 1, half GNMax's margin shift of 2, which
 	 * Theorem 6 at noise sqrt(2) sigma accounts for. */
-	rdp_theorem6(fmin(logpr, log1mexp(logpr)), M_SQRT2 * sigma, orders, n, v);
+	rdp_theorem6(fmin(logpr, acct__log1mexp(logpr)), M_SQRT2 * sigma, orders, n, v);
 	return copy_finite(v, n, ret_rdp, err);
 }
 
@@ -426,8 +415,8 @@ static double theorem6_at(double sigma, double logq, double order)
 
 	if (logq == -INFINITY)
 		return 0;
-	log1q = log1mexp(logq);
-	log_a = (order - 1) * (log1q - log1mexp((logq + eps2) * (1 - 1 / mu2)));
+	log1q = acct__log1mexp(logq);
+	log_a = (order - 1) * (log1q - acct__log1mexp((logq + eps2) * (1 - 1 / mu2)));
 	log_b = (order - 1) * (eps1 - logq / (mu1 - 1));
 	return logaddexp(log1q + log_a, logq + log_b) / (order - 1);
 }

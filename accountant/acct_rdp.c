@@ -96,7 +96,7 @@ static double log_a_int(double q, double sigma, long alpha)
 	lc = log((double)alpha) + log((double)alpha - 1.0) - log(2.0);
 	for (long k = 2; k <= alpha; k++) {
 		double c = (double)(k * k - k) * inv2s2;
-		double lexpm1 = c > 30.0 ? c + log1p(-exp(-c)) : log(expm1(c));
+		double lexpm1 = acct__log_expm1(c);
 		double t = lc + (double)k * lq + (double)(alpha - k) * l1q + lexpm1;
 
 		s = acct__log_add(s, t);
@@ -384,7 +384,7 @@ static double wor_log_a_int(const struct wor_table *t, double q, long alpha)
 	if (alpha <= 1)
 		return 0.0;
 	s = 2.0 * lq + acct_log_binomial((double)alpha, 2.0) +
-	    fmin(log(4.0) + eps2 + log1p(-exp(-eps2)), eps2 + log(2.0));
+	    fmin(log(4.0) + acct__log_expm1(eps2), eps2 + log(2.0));
 	for (long j = 3; j <= alpha; j++) {
 		double cap = log(2.0) + (double)(j - 1) * (double)j * inv2s2;
 		double b = cap;
@@ -1067,7 +1067,7 @@ double acct__rdp_order_log_delta(double a, double r, double epsilon)
 		return -INFINITY;
 	if (!isfinite(r))
 		return 0.0;
-	ld = 0.5 * log1p(-exp(-r));
+	ld = 0.5 * acct__log1mexp(-r);
 	if (a > 1.01)
 		ld = fmin(ld, (a - 1.0) * (r - epsilon + log1p(-1.0 / a)) - log(a));
 	return ld;

@@ -7,6 +7,7 @@
 
 #include "acct.h"
 #include "acct_internal.h"
+#include "acct_numeric.h"
 
 static int rho_walk(const acct_event *ev, acct_neighbor nb, double scale, const char *where,
 		    double *acc, acct_error *err)
@@ -176,7 +177,7 @@ double acct__zcdp_to_delta(double rho, double eps)
 
 	if (rho <= 0.0)
 		return 0.0;
-	ld = fmin(0.5 * log1p(-exp(-rho)), minimise_over_orders(zcdp_order_log_delta, rho, eps));
+	ld = fmin(0.5 * acct__log1mexp(-rho), minimise_over_orders(zcdp_order_log_delta, rho, eps));
 	return fmin(exp(ld), 1.0);
 }
 

@@ -92,6 +92,74 @@ Test(rdp, gaussian_closed_form)
  * beta) / 2) / (lambda - 1) for 1 < lambda < 1 / (2 beta), written out here;
  * no bound (infinite) at orders from 1 / (2 beta) on.
  */
+/*
+ * At a huge noise multiplier the conversions keep their bound: a Gaussian
+ * of sigma 1e8 has RDP 1/(2 sigma^2) = 5e-17 at order 1, below double's
+ * 2^-53, where ln(1 - e^-r) computed as log1p(-exp(-r)) was -infinity and
+ * delta came out 0.  Exact delta at epsilon 0 is the total variation
+ * 2 Phi(1/(2 sigma)) - 1 = erf(1/(2 sqrt 2 sigma)); rdp and zcdp must not
+ * answer below it.
+ */
+Test(rdp, delta_at_huge_noise_stays_above_exact)
+{
+	static const acct_accountant acc[] = {ACCT_RDP, ACCT_ZCDP};
+	const double sigma = 1e8, exact = erf(1.0 / (2.0 * M_SQRT2 * sigma));
+
+	for (size_t i = 0; i < sizeof(acc) / sizeof(acc[0]); i++) {
+		acct_event *e = acct_event_gaussian(sigma);
+		acct_options o = opts(acc[i], ACCT_ADD_REMOVE);
+		acct_result r = {0};
+		acct_error err;
+
+		acct_error_init(&err);
+		cr_assert_eq(acct_delta(e, 0.0, &o, &r, &err), 0, "%s", err.text);
+		cr_expect_geq(r.delta, exact, "accountant %d: delta %.6g below exact %.6g", (int)acc[i],
+			      r.delta, exact);
+		acct_event_free(e);
+	}
+}
+
+/*
+ * Sampling without replacement (Wang, Balle, Kasiviswanathan 2019, Thm 9)
+ * of a Gaussian of multiplier sigma: the order-2 term is
+ * log(4 (e^{1/sigma^2} - 1)), so for large sigma every order's RDP is
+ * proportional to 1/sigma^2: log(1 + 4 gamma^2 C(alpha, 2) (e^{1/sigma^2}
+ * - 1)) / (alpha - 1), 2 gamma^2 alpha / sigma^2 to first order, gamma =
+ * m/n.  Computed as log1p(-exp(-1/sigma^2)) it fell
+ * to 0 at sigma 1e9, and 10 % low at 9e7.
+ */
+Test(rdp, sampled_without_replacement_gaussian_scales_as_one_over_sigma_squared)
+{
+	static const double sigmas[] = {1e6, 9e7, 1e9}, orders[] = {2.0, 3.0};
+	double ref[2] = {0};
+
+	for (size_t i = 0; i < sizeof(sigmas) / sizeof(sigmas[0]); i++) {
+		acct_event *w = acct_event_new(ACCT_EV_SAMPLED_WITHOUT_REPLACEMENT);
+		double rdp[2];
+		acct_error err;
+
+		w->u.sampled_without_replacement.source_dataset_size = 1000;
+		w->u.sampled_without_replacement.sample_size = 100;
+		w->u.sampled_without_replacement.event = acct_event_gaussian(sigmas[i]);
+		acct_error_init(&err);
+		cr_assert_eq(acct_rdp(w, ACCT_REPLACE, orders, 2, rdp, NULL, &err), 0, "%s",
+			     err.text);
+		for (int k = 0; k < 2; k++) {
+			/* 2 (1/10)^2 alpha, times 1/sigma^2. */
+			double first = 0.02 * orders[k];
+
+			if (i == 0)
+				ref[k] = rdp[k] * sigmas[i] * sigmas[i];
+			cr_expect(fabs(rdp[k] * sigmas[i] * sigmas[i] / ref[k] - 1.0) < 1e-3,
+				  "sigma %g order %g: rdp %.6g, sigma^2 rdp %.6g against %.6g",
+				  sigmas[i], orders[k], rdp[k], rdp[k] * sigmas[i] * sigmas[i], ref[k]);
+			cr_expect(fabs(ref[k] / first - 1.0) < 1e-3, "order %g: %.6g against %.6g",
+				  orders[k], ref[k], first);
+		}
+		acct_event_free(w);
+	}
+}
+
 Test(rdp, pate_gnss_is_theorem_23)
 {
 	const double beta = 0.02, sigma = 15;
