@@ -4,6 +4,7 @@
  * a ledger's filter adds to a cost's explanation.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api_internal.h"
@@ -133,6 +134,25 @@ json_t *srv_dataset_json(const srv_dataset *ds)
 		}
 	}
 	return o;
+}
+
+void srv__name_ledger_delta(acct_error *err)
+{
+	static const char field[] = "\"delta\"";
+	char text[ACCT_ERROR_TEXT_BYTES];
+	const char *at;
+
+	if (err->code != ACCT_EUNSUPPORTED || strcmp(err->where, "/delta") != 0)
+		return;
+	snprintf(err->where, sizeof(err->where), "/ledger_delta");
+	/* The accountant's text quotes its field once; the rest of it (the
+	 * event's type, the share it was given) still holds. */
+	at = strstr(err->text, field);
+	if (!at)
+		return;
+	snprintf(text, sizeof(text), "%.*s\"ledger_delta\"%s", (int)(at - err->text), err->text,
+		 at + strlen(field));
+	memcpy(err->text, text, sizeof(err->text));
 }
 
 int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t *cost)

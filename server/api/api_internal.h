@@ -103,6 +103,14 @@ json_t *srv_dataset_budget_json(const srv_dataset *ds);
 int srv_dataset_explain_cost(const srv_dataset *ds, const acct_event *ev, json_t *cost);
 
 /*
+ * A basic ledger's refusal to price an event without a delta share names the
+ * accountant's field, "delta"; a route takes that share in "ledger_delta".
+ * Rewrites such a refusal in err (where and text) to name "ledger_delta";
+ * leaves any other error as it is.
+ */
+void srv__name_ledger_delta(acct_error *err);
+
+/*
  * srv_dataset_budget_json's object as compact JSON text, byte for byte what
  * srv_json_dump prints of it, into buf; returns its length, or 0 when it
  * does not fit or a figure is not finite.

@@ -246,8 +246,8 @@ static int price_job(const srv_dataset *ds, const struct submit_req *sr, int64_t
 		rc = acct_filter_price(f, *ret_ev, sr->ledger_delta, cost, err);
 	/* A basic ledger prices the job's event at the delta share the request
 	 * names in "ledger_delta" (as a mechanism's does). */
-	if (rc < 0 && err->code == ACCT_EUNSUPPORTED && !strcmp(err->where, "/delta"))
-		snprintf(err->where, sizeof(err->where), "/ledger_delta");
+	if (rc < 0)
+		srv__name_ledger_delta(err);
 	return rc;
 }
 

@@ -167,9 +167,8 @@ static void release_finish(srv_request *req, srv_response *res, struct release *
 	if (rc >= 0)
 		rc = acct_filter_price(&f, ev, r->delta_share, &cost, &err);
 	if (rc < 0) {
-		if (err.code == ACCT_EUNSUPPORTED && r->ds.accountant == ACCT_LEDGER_BASIC &&
-		    !strcmp(err.where, "/delta"))
-			snprintf(err.where, sizeof(err.where), "/ledger_delta");
+		if (r->ds.accountant == ACCT_LEDGER_BASIC)
+			srv__name_ledger_delta(&err);
 		srv_problem_from_error(res, &err);
 		return;
 	}

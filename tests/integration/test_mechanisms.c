@@ -522,6 +522,26 @@ Test(mechanisms, bad_inputs_charge_nothing)
 	assert_nothing_charged("bad", before, "bad inputs");
 }
 
+/*
+ * A basic ledger's refusal of a release without a delta share names, in its
+ * field and its detail, the share this route takes: "ledger_delta" (the
+ * mechanism's own "delta" is its calibration, not the ledger's share).
+ */
+Test(mechanisms, a_basic_ledger_refusal_names_ledger_delta)
+{
+	const char *detail;
+	dpg_resp r;
+
+	make_ds("bd", "basic", "replace", 10, 1e-5);
+	r = mech("bd", "gaussian", "{\"value\":1,\"sensitivity\":1,\"sigma\":5}", NULL);
+	cr_assert_eq(r.status, 422, "%ld %s", r.status, r.body);
+	cr_assert_str_eq(json_string_value(json_object_get(r.json, "field")), "/ledger_delta");
+	detail = json_string_value(json_object_get(r.json, "detail"));
+	cr_assert(detail && strstr(detail, "\"ledger_delta\"") && !strstr(detail, "\"delta\""),
+		  "%s", r.body);
+	dpg_resp_free(&r);
+}
+
 Test(mechanisms, over_budget_reveals_nothing)
 {
 	const char *body = "{\"value\":100,\"sensitivity\":1,\"epsilon\":0.75}";
