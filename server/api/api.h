@@ -102,7 +102,10 @@ int srv_predict_json_rows(const json_t *body, size_t d, double **ret_x, size_t *
  * names) the header must hold each as a numeric column, matched by name
  * (other columns are ignored).  Without, the table has d numeric columns,
  * the inputs in order, and a first line of numbers only is a row (there
- * is no header).  1 to DPG_MAX_PREDICT_ROWS rows, as the JSON rows.
+ * is no header).  1 to DPG_MAX_PREDICT_ROWS rows, as the JSON rows.  A
+ * row or a feature's cell that does not parse is ACCT_EINVAL at its line
+ * of `text` ("/csv/line/N", "/csv/line/N/COLUMN"; a headerless table's
+ * COLUMN is the column's number).
  */
 int srv_predict_csv_rows(const char *text, size_t len, const json_t *features, size_t d,
 			 double **ret_x, size_t *ret_n, acct_error *err);

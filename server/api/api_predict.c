@@ -137,9 +137,81 @@ static int csv_inputs(const mech_table *t, const json_t *features, size_t d, dou
 	return 0;
 }
 
+/*
+ * A feature column of t (parsed without a schema) that holds a cell that is
+ * not a number was typed categorical, which says neither line nor cell.
+ * Parses text again with each feature declared numeric and every other
+ * column as it was typed, so that the parser names the first such cell
+ * (its line and column) in err.  Returns that error, or 0 when every
+ * feature t has is numeric (a missing one is csv_inputs' error).
+ */
+static int name_bad_cell(const char *text, size_t len, const mech_table *t,
+			 const json_t *features, acct_error *err)
+{
+	size_t cols = mech_table_columns(t);
+	mech_column_decl *decl = malloc(sizeof(*decl) * cols);
+	mech_table *again = NULL;
+	bool bad = false;
+	int rc;
+
+	if (!decl)
+		return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
+	for (size_t j = 0; j < cols; j++) {
+		size_t k;
+
+		decl[j].name = mech_table_column_name(t, j);
+		decl[j].kind = mech_table_column_kind(t, j);
+		for (k = 0; k < json_array_size(features); k++) {
+			const char *name = json_string_value(json_array_get(features, k));
+
+			if (name && !strcmp(decl[j].name, name))
+				break;
+		}
+		if (k < json_array_size(features) && decl[j].kind != MECH_COL_NUMERIC) {
+			decl[j].kind = MECH_COL_NUMERIC;
+			bad = true;
+		}
+	}
+	rc = bad ? mech_table_parse_csv(text, len, decl, cols, &again, err) : 0;
+	mech_table_free(again);
+	free(decl);
+	return rc;
+}
+
+/*
+ * An error of the parser on text that with_header() headed: its line is one
+ * past the user's, and a column is named "cK", a name the user never wrote.
+ * Rewrites err to the user's line and the column's number K.  Errors of the
+ * header line itself (which the user did not write either) stay as they are.
+ */
+static void headerless_error(acct_error *err)
+{
+	char where[ACCT_ERROR_WHERE_BYTES], text[ACCT_ERROR_TEXT_BYTES];
+	size_t line, col;
+	int at = -1;
+
+	if (sscanf(err->where, "/csv/line/%zu", &line) != 1 || line < 2)
+		return;
+	if (sscanf(err->text, "line %*u, column 'c%zu'%n", &col, &at) == 1 && at > 0) {
+		snprintf(where, sizeof(where), "/csv/line/%zu/%zu", line - 1, col);
+		snprintf(text, sizeof(text), "line %zu, column %zu%s", line - 1, col,
+			 err->text + at);
+	} else if (sscanf(err->text, "line %*u%n", &at) == 0 && at > 0) {
+		snprintf(where, sizeof(where), "/csv/line/%zu", line - 1);
+		snprintf(text, sizeof(text), "line %zu%s", line - 1, err->text + at);
+	} else {
+		return;
+	}
+	memcpy(err->where, where, sizeof(err->where));
+	memcpy(err->text, text, sizeof(err->text));
+}
+
 int srv_predict_csv_rows(const char *text, size_t len, const json_t *features, size_t d,
 			 double **ret_x, size_t *ret_n, acct_error *err)
 {
+	/* Without names every column is an input: a cell that is not a number
+	 * is the parser's error, at its line and column. */
+	static const mech_column_decl all_numeric[] = {{"*", MECH_COL_NUMERIC}};
 	mech_table *t = NULL;
 	char *own = NULL;
 	double *x = NULL;
@@ -154,14 +226,21 @@ int srv_predict_csv_rows(const char *text, size_t len, const json_t *features, s
 			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 		text = own;
 	}
-	rc = mech_table_parse_csv(text, len, NULL, 0, &t, err);
-	if (rc < 0)
+	rc = mech_table_parse_csv(text, len, features ? NULL : all_numeric, features ? 0 : 1, &t,
+				  err);
+	if (rc < 0) {
+		if (own)
+			headerless_error(err);
 		goto out;
+	}
 	if (mech_table_rows(t) < 1 || mech_table_rows(t) > DPG_MAX_PREDICT_ROWS) {
 		rc = acct_error_set(err, mech_table_rows(t) ? ACCT_EUNSUPPORTED : ACCT_EINVAL, "/csv",
 				    "1 to %d rows in one request", DPG_MAX_PREDICT_ROWS);
 		goto out;
 	}
+	rc = features ? name_bad_cell(text, len, t, features, err) : 0;
+	if (rc < 0)
+		goto out;
 	x = malloc(sizeof(double) * mech_table_rows(t) * d);
 	rc = x ? csv_inputs(t, features, d, x, err) : acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	if (rc < 0)

@@ -24,7 +24,8 @@ static const char usage_predict[] =
 	"header class,score_0,score_1,... and then, for each row, its class (the\n"
 	"class index: a numeric label's value, or the position of a categorical\n"
 	"label's name in the job's classes) and the softmax score of each class.\n"
-	"Exit 0, or 2 on a bad model file, a bad row (its line named) or bad usage.\n";
+	"Exit 0, or 2 on a bad model file, a bad row (its line in the file named,\n"
+	"and the column of a cell that is not a number) or bad usage.\n";
 
 /* The whole of a stream, at most `max` bytes: malloc'ed, NUL-terminated,
  * or NULL when it is longer or cannot be read. */

@@ -495,6 +495,10 @@ Test(public, predict_refuses_bad_rows_and_charges_nothing, .timeout = 300)
 		{"a string feature", "application/json", "{\"rows\":[[1,\"x\",2]]}", 400, NULL},
 		{"no rows", "application/json", "{\"rows\":[]}", 400, NULL},
 		{"a CSV without a feature column", "text/csv", "a,b\n1,2\n", 400, NULL},
+		/* A word in a feature column: its line and column (before, "the
+		 * header has no numeric column 'b'"). */
+		{"a word in a feature column", "text/csv", "noise,b,a\n1,2,3\n\n4,x,6\n", 400,
+		 "/csv/line/4/b"},
 		{"a content type not read", "text/plain", "1,2,3\n", 415, NULL},
 	};
 	char job_id[64], path[128], other[160], *big;
