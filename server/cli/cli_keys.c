@@ -63,9 +63,14 @@ static int parse_keys_args(int argc, char **argv, struct keys_args *a)
 	};
 	int c;
 
-	if (argc < 2 || cli_args_wants_help(argc, argv)) {
-		fputs(usage_keys, argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	if (cli_args_wants_help(argc, argv)) {
+		fputs(usage_keys, stdout);
+		return 0;
+	}
+	if (argc < 2) {
+		fprintf(stderr, "dpgate keys: name a subcommand: create, list or revoke\n%s",
+			usage_keys);
+		return 2;
 	}
 	a->sub = argv[1];
 	optind = 2;
@@ -86,7 +91,8 @@ static int parse_keys_args(int argc, char **argv, struct keys_args *a)
 	}
 	if (strcmp(a->sub, "create") != 0 && strcmp(a->sub, "list") != 0 &&
 	    strcmp(a->sub, "revoke") != 0) {
-		fputs(usage_keys, stderr);
+		fprintf(stderr, "dpgate keys: unknown subcommand '%s': create, list or revoke\n%s",
+			a->sub, usage_keys);
 		return 2;
 	}
 	/* revoke takes KEY_ID; nothing else takes a positional argument. */

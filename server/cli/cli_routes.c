@@ -10,14 +10,16 @@
 
 int cli_routes_main(int argc, char **argv)
 {
-	if (argc > 1) {
-		bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+	static const char usage[] =
+		"usage: dpgate routes\n\nPrints every HTTP route, one \"METHOD pattern\" a "
+		"line, as the\nserver's router holds them (the OpenAPI spec lists the same).\n";
 
-		fputs("usage: dpgate routes\n\nPrints every HTTP route, one \"METHOD pattern\" a line,"
-		      " as the\nserver's router holds them (the OpenAPI spec lists the same).\n",
-		      help ? stdout : stderr);
-		return help ? 0 : 2;
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		fputs(usage, stdout);
+		return 0;
 	}
+	if (!cli_args_no_stray("routes", 1, argc, argv, usage))
+		return 2;
 	for (size_t i = 0; i < srv_routes_count; i++)
 		printf("%s %s\n", srv_routes[i].method, srv_routes[i].pattern);
 	return 0;

@@ -81,7 +81,7 @@ static int make_dir(const char *dir)
 {
 	if (mkdir(dir, 0700) == 0 || errno == EEXIST)
 		return 0;
-	fprintf(stderr, "dpgate: cannot create %s: %s\n", dir, strerror(errno));
+	fprintf(stderr, "dpgate serve: cannot create %s: %s\n", dir, strerror(errno));
 	return -1;
 }
 
@@ -248,11 +248,11 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	/* On a shared database, commits through the other servers wake this
 	 * one's long-polls too. */
 	if (srv_store_listen_start(db, srv_watch_store_changed, ctx.watch, &listener, &err) < 0) {
-		fprintf(stderr, "dpgate: %s\n", err.text);
+		fprintf(stderr, "dpgate serve: %s\n", err.text);
 		goto out;
 	}
 	if (srv_jobs_start(&ctx, DPG_MAX_JOB_WORKERS, srv_data_load_table, &ctx.jobs, &err) < 0) {
-		fprintf(stderr, "dpgate: %s\n", err.text);
+		fprintf(stderr, "dpgate serve: %s\n", err.text);
 		goto out;
 	}
 	rc = srv_http_serve(&ctx, host, port, threads);

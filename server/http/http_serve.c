@@ -1516,7 +1516,7 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	addr.sin_family = AF_INET;
 	addr.sin_port = htons((uint16_t)port);
 	if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-		fprintf(stderr, "dpgate: --listen needs an IPv4 address, not '%s'\n", host);
+		fprintf(stderr, "dpgate serve: --listen needs an IPv4 address, not '%s'\n", host);
 		return 2;
 	}
 	/* Workers inherit this mask; only the main thread takes the signals. */
@@ -1530,13 +1530,14 @@ int srv_http_serve(srv_ctx *ctx, const char *host, unsigned port, unsigned threa
 	if (!ctx->conns || !ctx->watch) {
 		srv_conns_free(ctx->conns);
 		ctx->conns = NULL;
-		fprintf(stderr, "dpgate: cannot start the connection sweeper (out of memory or threads), "
-				"or no long-poll hub was made\n");
+		fprintf(stderr, "dpgate serve: cannot start the connection sweeper (out of memory "
+				"or threads), or no long-poll hub was made\n");
 		return 1;
 	}
 	d = start_daemon(ctx, &addr, port, threads);
 	if (!d) {
-		fprintf(stderr, "dpgate: cannot listen on %s:%u: %s\n", host, port, strerror(errno));
+		fprintf(stderr, "dpgate serve: cannot listen on %s:%u: %s\n", host, port,
+			strerror(errno));
 		srv_conns_free(ctx->conns);
 		ctx->conns = NULL;
 		return 1;

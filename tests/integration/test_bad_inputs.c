@@ -815,6 +815,10 @@ Test(cli, errors_start_with_the_command)
 		{{"keys", "list", "--bogus", NULL}, "dpgate keys: "},
 		{{"verify", "--bogus", NULL}, "dpgate verify: "},
 		{{"backup", "--bogus", NULL}, "dpgate backup: "},
+		/* Before, these two printed their usage alone. */
+		{{"routes", "extra", NULL}, "dpgate routes: "},
+		{{"keys", "bogus", "--db", "/nonexistent/x.db", NULL}, "dpgate keys: "},
+		{{"keys", NULL}, "dpgate keys: "},
 		{{"check", NULL}, "dpgate check: "},
 		{{"check", "a.json", "b.json", NULL}, "dpgate check: "},
 		{{"check", "/nonexistent/policy.json", NULL}, "dpgate check: "},
