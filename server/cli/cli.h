@@ -104,6 +104,11 @@ bool cli_args_complete(const char *cmd, bool complete, int first, int argc, char
  * was written to it), 1 for any other failure. */
 int cli_db_open(const char *cmd, const char *db_path, unsigned pool, srv_store **ret);
 
+/* Closes a store cli_db_open opened (NULL too): while a server holds the
+ * file (serve's flock), without emptying the WAL the server wrote out to
+ * its working size (srv_store_close_beside_server). */
+void cli_db_close(const char *db_path, srv_store *st);
+
 /* True when db_path is a regular file that is not empty; false after a
  * message naming cmd.  Commands that only read or change an existing
  * ledger must not create one at a mistyped path (and then report on it),

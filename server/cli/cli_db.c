@@ -58,6 +58,14 @@ static bool served(const char *path)
 	return held;
 }
 
+void cli_db_close(const char *db_path, srv_store *st)
+{
+	if (st && !srv_store_is_shared(db_path) && served(srv_store_file(db_path)))
+		srv_store_close_beside_server(st);
+	else
+		srv_store_close(st);
+}
+
 bool cli_db_not_migrated_under_a_server(const char *cmd, const char *db_path)
 {
 	srv_store *st = NULL;

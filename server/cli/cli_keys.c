@@ -251,6 +251,6 @@ int cli_keys_main(int argc, char **argv)
 out:
 	json_decref(scope);
 	srv_store_release(store, db);
-	srv_store_close(store);
+	cli_db_close(a.db_path, store);
 	return rc;
 }

@@ -130,6 +130,15 @@ int srv_store_preallocate_wal(srv_store *store, srv_error *err);
 /* Checkpoints the WAL and closes every connection.  Accepts NULL. */
 void srv_store_close(srv_store *store);
 
+/*
+ * As srv_store_close, for a command that closes a store while a running
+ * server holds the same database: its checkpoint copies what it can into
+ * the database but neither empties nor shortens the WAL, which the server
+ * wrote out to its working size and keeps so (srv_store_preallocate_wal).
+ * Accepts NULL.
+ */
+void srv_store_close_beside_server(srv_store *store);
+
 /* Takes a connection from the pool, waiting while all are in use. */
 srv_db *srv_store_acquire(srv_store *store);
 void srv_store_release(srv_store *store, srv_db *db);

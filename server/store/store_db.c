@@ -393,7 +393,7 @@ int srv__begin_write(srv_db *db)
 		 * yet copied into the database file, which its path still names:
 		 * copy them now, while no write is let in. */
 		if (still_named(&db->store->file) && !still_named(&db->store->wal))
-			db->c->drv->checkpoint(db->c);
+			db->c->drv->checkpoint(db->c, true);
 		return rc;
 	}
 	return db->c->drv->begin_write(db->c) == SRV__SQL_DONE ? 0 : SRV_DB_ERROR;
@@ -1027,7 +1027,9 @@ fail:
 	return -1;
 }
 
-void srv_store_close(srv_store *st)
+/* srv_store_close and srv_store_close_beside_server: `give_back` is the
+ * checkpoint's (srv__sql_driver.checkpoint). */
+static void store_close(srv_store *st, bool give_back)
 {
 	if (!st)
 		return;
@@ -1038,7 +1040,7 @@ void srv_store_close(srv_store *st)
 	 * another process added through its own index: the WAL is left whole
 	 * instead, and the next open reads every frame of it again. */
 	if (st->count > 0 && !st->read_only && !keep_wal)
-		st->all[0]->c->drv->checkpoint(st->all[0]->c);
+		st->all[0]->c->drv->checkpoint(st->all[0]->c, give_back);
 	for (unsigned i = 0; keep_wal && i < st->count; i++)
 		st->all[i]->c->drv->keep_wal(st->all[i]->c);
 	if (keep_wal && st->writer)
@@ -1058,6 +1060,16 @@ void srv_store_close(srv_store *st)
 	pthread_cond_destroy(&st->group_done);
 	pthread_cond_destroy(&st->available);
 	free(st);
+}
+
+void srv_store_close(srv_store *st)
+{
+	store_close(st, true);
+}
+
+void srv_store_close_beside_server(srv_store *st)
+{
+	store_close(st, false);
 }
 
 /* Why and how: srv__sqlite_preallocate_wal (store_sqlite.c). */

@@ -876,9 +876,10 @@ static int pgd_migrate_check(srv__conn *c, srv_error *err)
 	return 0;
 }
 
-static void pgd_checkpoint(srv__conn *c)
+static void pgd_checkpoint(srv__conn *c, bool give_back)
 {
 	(void)c; /* the server's own business */
+	(void)give_back;
 }
 
 static const char *pgd_errmsg(srv__conn *c)

@@ -544,9 +544,14 @@ out:
 	return rc;
 }
 
-static void sq_checkpoint(srv__conn *c)
+static void sq_checkpoint(srv__conn *c, bool give_back)
 {
-	sqlite3_wal_checkpoint_v2(handle(c), NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	int mode = give_back ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE;
+
+	/* TRUNCATE empties the WAL file when it could copy every frame;
+	 * PASSIVE copies what no reader still needs and leaves the file as it
+	 * is, at the size another process wrote it out to. */
+	sqlite3_wal_checkpoint_v2(handle(c), NULL, mode, NULL, NULL);
 }
 
 /* Where SQLite itself puts the WAL: beside the file it resolved the

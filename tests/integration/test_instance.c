@@ -866,6 +866,36 @@ Test(instance, serve_writes_the_wal_out_and_its_zeros_are_never_read_as_frames)
 }
 
 /*
+ * `dpgate keys` beside a running server leaves the WAL the server wrote out
+ * at start as it is: only the working-size rule cuts it back.  (Before, its
+ * close ran a TRUNCATE checkpoint, which emptied the file whenever no
+ * reader held a snapshot, so the server's next commits grew it again.)
+ * The key it made is the server's at once.
+ */
+Test(instance, keys_beside_a_running_server_leave_its_wal_as_it_is)
+{
+	const long long start = wal_bytes(&srv);
+	const char *list[] = {dpg_bin(), "keys", "list", "--db", srv.db, NULL};
+	char key[200], out[8192];
+	dpg_resp r;
+
+	dpg_skip_on_pg("SQLite's WAL");
+	cr_assert_geq(start, WAL_WORKING_BYTES, "at start: %lld bytes", start);
+	dpg_make_dataset(&srv, "k", 1000.0, 0, "basic");
+	charge_n(&srv, "k", 3);
+	cr_assert_eq(wal_bytes(&srv), start);
+	dpg_make_key(&srv, "viewer", "k", key, sizeof(key));
+	cr_assert_eq(wal_bytes(&srv), start, "after keys create: %lld bytes", wal_bytes(&srv));
+	cr_assert_eq(dpg_run(out, sizeof(out), list), 0, "%s", out);
+	cr_assert_eq(wal_bytes(&srv), start, "after keys list: %lld bytes", wal_bytes(&srv));
+	r = dpg_call(&srv, "GET", "/v1/datasets/k/budget", key, NULL);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	dpg_resp_free(&r);
+	charge_n(&srv, "k", 1);
+	cr_assert_eq(wal_bytes(&srv), start);
+}
+
+/*
  * A WAL that outgrew its working size is cut back to it.  A reader holding
  * one snapshot keeps every checkpoint from finishing, so the WAL grows past
  * what serve wrote out at start.  Once the reader is gone, a checkpoint
