@@ -796,6 +796,57 @@ char *dpg_read_file(const char *path, size_t *ret_len)
 	return buf;
 }
 
+void dpg_write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_eq(fwrite(data, 1, len, f), len);
+	cr_assert_eq(fclose(f), 0);
+}
+
+void dpg_save_model(const dpg_server *s, const char *job_id, const char *path)
+{
+	char route[128];
+	dpg_resp r;
+
+	snprintf(route, sizeof(route), "/v1/jobs/%s/model", job_id);
+	r = dpg_call(s, "GET", route, s->admin_key, NULL);
+	cr_assert_eq(r.status, 200, "GET %s: %ld", route, r.status);
+	dpg_write_file(path, r.body, r.len);
+	dpg_resp_free(&r);
+}
+
+static int log_lines(const dpg_server *s, const char *text, bool whole, bool with_code)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen(s->log, "r");
+
+	cr_assert_not_null(f, "%s", s->log);
+	while (fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *msg = json_string_value(json_object_get(j, "msg"));
+
+		if (msg && (whole ? strcmp(msg, text) : strncmp(msg, text, strlen(text))) == 0 &&
+		    (!with_code || json_is_integer(json_object_get(j, "code"))))
+			n++;
+		json_decref(j);
+	}
+	fclose(f);
+	return n;
+}
+
+int dpg_log_lines(const dpg_server *s, const char *prefix, bool with_code)
+{
+	return log_lines(s, prefix, false, with_code);
+}
+
+int dpg_log_lines_equal(const dpg_server *s, const char *msg)
+{
+	return log_lines(s, msg, true, false);
+}
+
 size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field)
 {
 	dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);

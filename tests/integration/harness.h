@@ -250,6 +250,19 @@ void dpg_start_job(const dpg_server *s, const char *id, const char *body, char *
  * the file cannot be read. */
 char *dpg_read_file(const char *path, size_t *ret_len);
 
+/* Writes `len` bytes of `data` to `path` (created or truncated); asserts. */
+void dpg_write_file(const char *path, const void *data, size_t len);
+
+/* Saves finished job `job_id`'s model (GET /v1/jobs/{id}/model, the
+ * binary file `dpgate predict --model` reads) at `path`. */
+void dpg_save_model(const dpg_server *s, const char *job_id, const char *path);
+
+/* How many lines of the server's JSON log have a "msg" starting with
+ * `prefix` (and, with with_code, an integer "code"); with a "msg" equal to
+ * `msg`. */
+int dpg_log_lines(const dpg_server *s, const char *prefix, bool with_code);
+int dpg_log_lines_equal(const dpg_server *s, const char *msg);
+
 /* GETs `path` with the admin key, asserts 200, and returns the length of
  * the array at the answer's top-level `field` (asserted to be one). */
 size_t dpg_count_listed(const dpg_server *s, const char *path, const char *field);

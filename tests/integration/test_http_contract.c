@@ -35,15 +35,16 @@ static void target_of_length(char *buf, size_t len)
 	buf[len] = '\0';
 }
 
-/* The status of the answer to GET `target` sent over a raw socket (for a
- * target longer than the harness's libcurl URL buffer); 0 when none came. */
-static int raw_get_status(const dpg_server *s, const char *target)
+/* A socket to the server on which "GET `target` HTTP/1.1" was sent with a
+ * Host header and `extra` header lines ("" for none), and the request's
+ * blank line; its reads give up after 10 s.  A raw socket serves targets
+ * longer than the harness's libcurl URL buffer. */
+static int raw_send_get(const dpg_server *s, const char *target, const char *extra)
 {
+	static const char version_host[] = " HTTP/1.1\r\nHost: x\r\n";
 	struct sockaddr_in a = {.sin_family = AF_INET};
 	struct timeval tv = {.tv_sec = 10};
-	char head[64], answer[256];
-	int fd = socket(AF_INET, SOCK_STREAM, 0), status = 0;
-	ssize_t n;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	cr_assert_geq(fd, 0);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -52,9 +53,20 @@ static int raw_get_status(const dpg_server *s, const char *target)
 	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	(void)send(fd, "GET ", 4, MSG_NOSIGNAL);
 	(void)send(fd, target, strlen(target), MSG_NOSIGNAL);
-	snprintf(head, sizeof(head), " HTTP/1.1\r\nHost: x\r\n\r\n");
-	(void)send(fd, head, strlen(head), MSG_NOSIGNAL);
-	n = recv(fd, answer, sizeof(answer) - 1, 0);
+	(void)send(fd, version_host, sizeof(version_host) - 1, MSG_NOSIGNAL);
+	(void)send(fd, extra, strlen(extra), MSG_NOSIGNAL);
+	(void)send(fd, "\r\n", 2, MSG_NOSIGNAL);
+	return fd;
+}
+
+/* The status of the answer to GET `target` sent over a raw socket; 0 when
+ * none came. */
+static int raw_get_status(const dpg_server *s, const char *target)
+{
+	char answer[256];
+	int fd = raw_send_get(s, target, ""), status = 0;
+	ssize_t n = recv(fd, answer, sizeof(answer) - 1, 0);
+
 	if (n > 0) {
 		answer[n] = '\0';
 		if (sscanf(answer, "HTTP/1.1 %d", &status) != 1)
@@ -125,21 +137,10 @@ static void query_of(char *buf, size_t size, unsigned n, bool named)
  * "" when no whole header block came within 10 s. */
 static void raw_get_head(const dpg_server *s, const char *target, char *head, size_t size)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	struct timeval tv = {.tv_sec = 10};
-	static const char tail[] = " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = raw_send_get(s, target, "Connection: close\r\n");
 	size_t have = 0;
 	ssize_t n;
 
-	cr_assert_geq(fd, 0);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = htons((uint16_t)s->port);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	(void)send(fd, "GET ", 4, MSG_NOSIGNAL);
-	(void)send(fd, target, strlen(target), MSG_NOSIGNAL);
-	(void)send(fd, tail, strlen(tail), MSG_NOSIGNAL);
 	head[0] = '\0';
 	while (have + 1 < size && !strstr(head, "\r\n\r\n") &&
 	       (n = recv(fd, head + have, size - 1 - have, 0)) > 0) {

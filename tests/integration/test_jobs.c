@@ -1540,25 +1540,6 @@ static void restart_losing_commit(const char *var, char *path, size_t size)
 	fclose(f);
 }
 
-/* How many lines of the server's log have "msg" equal to `msg`. */
-static int lines_logged(const char *msg)
-{
-	char line[4096];
-	int n = 0;
-	FILE *f = fopen(srv.log, "r");
-
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		json_t *j = json_loads(line, 0, NULL);
-		const char *m = json_string_value(json_object_get(j, "msg"));
-
-		n += m && strcmp(m, msg) == 0;
-		json_decref(j);
-	}
-	fclose(f);
-	return n;
-}
-
 /*
  * A job whose claim (the write that marks it running) was committed while
  * its COMMIT was reported failed (an I/O error after SQLite wrote the WAL
@@ -1605,23 +1586,17 @@ Test(jobs, a_job_whose_end_was_written_but_reported_failed_ends_once)
 	 * comes after its wait, and logs one of these. */
 	snprintf(recorded, sizeof(recorded), "recorded the end of job %s", id);
 	snprintf(not_recorded, sizeof(not_recorded), "cannot record the end of job %s", id);
-	for (int i = 0; i < 600 && lines_logged(recorded) + lines_logged(not_recorded) == 0; i++)
+	for (int i = 0; i < 600; i++) {
+		if (dpg_log_lines_equal(&srv, recorded) + dpg_log_lines_equal(&srv, not_recorded))
+			break;
 		usleep(100000);
-	cr_assert_eq(lines_logged(not_recorded), 0, "log %s", srv.log);
-	cr_assert_eq(lines_logged(recorded), 1, "log %s", srv.log);
+	}
+	cr_assert_eq(dpg_log_lines_equal(&srv, not_recorded), 0, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines_equal(&srv, recorded), 1, "log %s", srv.log);
 	expect_closes(1, 0);
 }
 
 /* Writes len bytes of data to a new file at path. */
-static void put_file(const char *path, const char *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	cr_assert_not_null(f, "%s", path);
-	cr_assert_eq(fwrite(data, 1, len, f), len);
-	cr_assert_eq(fclose(f), 0);
-}
-
 /* Three headerless rows of 784 inputs (a fashion-mnist model's): with
  * `short_third` the third row lacks its last field; else the second row's
  * fifth field is the word "x".  Malloc'ed. */
@@ -1667,12 +1642,8 @@ Test(jobs, predict_names_the_line_and_cell_of_a_headerless_row)
 	job = wait_for_state(id, done, 120);
 	cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
 	json_decref(job);
-	snprintf(path, sizeof(path), "/v1/jobs/%s/model", id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200);
 	snprintf(model, sizeof(model), "%s/fm.dpgm", srv.dir);
-	put_file(model, r.body, r.len);
-	dpg_resp_free(&r);
+	dpg_save_model(&srv, id, model);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/predict", id);
 	snprintf(csv_path, sizeof(csv_path), "%s/rows.csv", srv.dir);
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
@@ -1688,7 +1659,7 @@ Test(jobs, predict_names_the_line_and_cell_of_a_headerless_row)
 		cr_assert(detail && !strncmp(detail, bad[k].detail, strlen(bad[k].detail)), "%s",
 			  r.body);
 		dpg_resp_free(&r);
-		put_file(csv_path, csv, strlen(csv));
+		dpg_write_file(csv_path, csv, strlen(csv));
 		cr_assert_eq(dpg_run(err, sizeof(err), argv), 2, "%s", err);
 		cr_assert(strstr(err, bad[k].detail) && strstr(err, bad[k].field), "%s", err);
 		free(csv);

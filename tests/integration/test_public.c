@@ -666,15 +666,6 @@ static dpg_resp submit_ensemble(const char *dataset, const char *extra, bool dry
 	return dpg_call(&srv, "POST", path, srv.admin_key, body);
 }
 
-static void write_file(const char *path, const char *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	cr_assert_not_null(f, "%s", path);
-	cr_assert_eq(fwrite(data, 1, len, f), len);
-	cr_assert_eq(fclose(f), 0);
-}
-
 /*
  * `dpgate predict` on the downloaded binary model gives the classes the
  * predict route gave (`answer`), for the test rows as a CSV headed by the
@@ -683,30 +674,25 @@ static void write_file(const char *path, const char *data, size_t len)
 static void cli_predict_agrees(const char *job_id, const double (*v)[3], const json_t *answer)
 {
 	static char out[1 << 17];
-	char path[128], model[400], named[400], plain[400];
+	char model[400], named[400], plain[400];
 	const char *argv_named[] = {dpg_bin(), "predict", "--model", model, named, NULL};
 	const char *argv_plain[] = {dpg_bin(), "predict", "--model", model, plain, NULL};
 	size_t size = 32 + TEST_ROWS * 40, len = 0, plain_off;
 	char *csv = malloc(size), *line;
-	dpg_resp r;
 	size_t i = 0;
 
 	cr_assert_not_null(csv);
-	snprintf(path, sizeof(path), "/v1/jobs/%s/model", job_id);
-	r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-	cr_assert_eq(r.status, 200);
 	snprintf(model, sizeof(model), "%s/model.dpgm", srv.dir);
-	write_file(model, r.body, r.len);
-	dpg_resp_free(&r);
+	dpg_save_model(&srv, job_id, model);
 	len += (size_t)snprintf(csv, size, "a,b,noise\n");
 	plain_off = len;
 	for (size_t k = 0; k < TEST_ROWS; k++)
 		len += (size_t)snprintf(csv + len, size - len, "%.6f,%.6f,%.6f\n", v[k][0], v[k][1],
 					v[k][2]);
 	snprintf(named, sizeof(named), "%s/named.csv", srv.dir);
-	write_file(named, csv, len);
+	dpg_write_file(named, csv, len);
 	snprintf(plain, sizeof(plain), "%s/plain.csv", srv.dir);
-	write_file(plain, csv + plain_off, len - plain_off);
+	dpg_write_file(plain, csv + plain_off, len - plain_off);
 	for (int pass = 0; pass < 2; pass++) {
 		cr_assert_eq(dpg_run(out, sizeof(out), pass ? argv_plain : argv_named), 0);
 		line = strtok(out, "\n");
@@ -717,7 +703,7 @@ static void cli_predict_agrees(const char *job_id, const double (*v)[3], const j
 				     "row %zu", i);
 		cr_assert_eq(i, TEST_ROWS);
 	}
-	write_file(plain, "0.1,0.2\n", 8);
+	dpg_write_file(plain, "0.1,0.2\n", 8);
 	cr_assert_eq(dpg_run(out, sizeof(out), argv_plain), 2);
 	free(csv);
 }

@@ -90,32 +90,10 @@ static void assert_commit_failed(dpg_resp *r, const char *what)
 	dpg_resp_free(r);
 }
 
-/* How many lines of the server's log have "msg" starting with `prefix`
- * (and, when with_code, an integer "code"). */
-static int lines_logged_with(const char *prefix, bool with_code)
-{
-	char line[4096];
-	int n = 0;
-	FILE *f = fopen(srv.log, "r");
-
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		json_t *j = json_loads(line, 0, NULL);
-		const char *msg = json_string_value(json_object_get(j, "msg"));
-
-		if (msg && strncmp(msg, prefix, strlen(prefix)) == 0 &&
-		    (!with_code || json_is_integer(json_object_get(j, "code"))))
-			n++;
-		json_decref(j);
-	}
-	fclose(f);
-	return n;
-}
-
 /* How many lines of the server's log report a failed COMMIT. */
 static int commit_failures_logged(void)
 {
-	return lines_logged_with("commit failed", true);
+	return dpg_log_lines(&srv, "commit failed", true);
 }
 
 /* Charge rows of dataset `id`, counted in the database file itself. */
@@ -266,11 +244,6 @@ static void assert_file_gone(dpg_resp *r, const char *what)
 	dpg_resp_free(r);
 }
 
-static int lines_logged(const char *prefix)
-{
-	return lines_logged_with(prefix, false);
-}
-
 static const char gone_line[] = "database file deleted, moved or replaced";
 static const char wal_gone_line[] = "database WAL file deleted, moved or replaced";
 static const char shm_gone_line[] = "database -shm file (the WAL's index) deleted";
@@ -319,7 +292,7 @@ static void expect_spends_refused_logging(const char *id, const char *rid, const
 	assert_file_gone(&r, "release");
 	r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
 	assert_file_gone(&r, "healthz");
-	cr_assert_eq(lines_logged(logged), 1, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, logged, false), 1, "log %s", srv.log);
 	/* What the server still reads is the file it held: none of it there. */
 	b = dpg_budget_of(&srv, id);
 	cr_assert_eq(b.charges, charges, "%ld charges", b.charges);
@@ -363,7 +336,7 @@ Test(storage, a_server_on_an_untouched_file_answers_201_and_200)
 		dpg_expect_status(&srv, "POST", "/v1/datasets/intact/charges", srv.admin_key,
 				  charge_half, 201);
 	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
-	cr_assert_eq(lines_logged(gone_line), 0, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, gone_line, false), 0, "log %s", srv.log);
 }
 
 /*
@@ -389,7 +362,8 @@ Test(storage, a_moved_database_refuses_spends_until_it_is_back)
 	cr_assert_eq(r.status, 201, "%s", r.body);
 	dpg_resp_free(&r);
 	dpg_expect_status(&srv, "GET", "/healthz", NULL, NULL, 200);
-	cr_assert_eq(lines_logged("database file back at its path"), 1, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, "database file back at its path", false), 1, "log %s",
+		     srv.log);
 
 	/* Moved away again and stopped there: the restart on the file put back
 	 * sees nothing of the second refusal either. */
@@ -519,7 +493,7 @@ Test(storage, a_deleted_wal_is_copied_into_the_database_and_spends_refused)
 
 	dpg_skip_on_pg("deletes the SQLite WAL (a PostgreSQL database has none)");
 	early = delete_side_file("wal", "-wal", wal_gone_line);
-	cr_assert_eq(lines_logged(gone_line), 0, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, gone_line, false), 0, "log %s", srv.log);
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
 	dpg_server_restart(&srv);
 	expect_ledger_after_restart("wal", early == 201);
@@ -560,8 +534,8 @@ Test(storage, a_deleted_wal_index_refuses_spends_and_keeps_other_writes)
 
 	dpg_skip_on_pg("deletes the SQLite -shm file (a PostgreSQL database has none)");
 	early = delete_side_file("shm", "-shm", shm_gone_line);
-	cr_assert_eq(lines_logged(gone_line), 0, "log %s", srv.log);
-	cr_assert_eq(lines_logged(wal_gone_line), 0, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, gone_line, false), 0, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, wal_gone_line, false), 0, "log %s", srv.log);
 	cr_assert_eq(sqlite3_open(srv.db, &other), SQLITE_OK);
 	cr_assert_eq(sqlite3_exec(other, "UPDATE datasets SET name = 'renamed elsewhere' "
 					 "WHERE id = 'shm'", NULL, NULL, NULL),
