@@ -113,8 +113,8 @@ Test(rdp, delta_at_huge_noise_stays_above_exact)
 
 		acct_error_init(&err);
 		cr_assert_eq(acct_delta(e, 0.0, &o, &r, &err), 0, "%s", err.text);
-		cr_expect_geq(r.delta, exact, "accountant %d: delta %.6g below exact %.6g", (int)acc[i],
-			      r.delta, exact);
+		cr_expect_geq(r.delta, exact, "accountant %d: delta %.6g below exact %.6g",
+			      (int)acc[i], r.delta, exact);
 		acct_event_free(e);
 	}
 }
@@ -147,12 +147,13 @@ Test(rdp, sampled_without_replacement_gaussian_scales_as_one_over_sigma_squared)
 		for (int k = 0; k < 2; k++) {
 			/* 2 (1/10)^2 alpha, times 1/sigma^2. */
 			double first = 0.02 * orders[k];
+			double scaled = rdp[k] * sigmas[i] * sigmas[i];
 
 			if (i == 0)
-				ref[k] = rdp[k] * sigmas[i] * sigmas[i];
-			cr_expect(fabs(rdp[k] * sigmas[i] * sigmas[i] / ref[k] - 1.0) < 1e-3,
+				ref[k] = scaled;
+			cr_expect(fabs(scaled / ref[k] - 1.0) < 1e-3,
 				  "sigma %g order %g: rdp %.6g, sigma^2 rdp %.6g against %.6g",
-				  sigmas[i], orders[k], rdp[k], rdp[k] * sigmas[i] * sigmas[i], ref[k]);
+				  sigmas[i], orders[k], rdp[k], scaled, ref[k]);
 			cr_expect(fabs(ref[k] / first - 1.0) < 1e-3, "order %g: %.6g against %.6g",
 				  orders[k], ref[k], first);
 		}
