@@ -199,10 +199,32 @@ static int csv_field(struct csv *c, acct_error *err)
 	return c->p >= c->end ? FIELD_EOF : FIELD_EOL;
 }
 
+/* The slot of column c's value hash (c->slots non-NULL) that holds `s`,
+ * or the empty one where it would go. */
+static size_t dict_slot(const struct column *c, const char *s)
+{
+	size_t i = hash_str(s) & (c->nslots - 1);
+
+	while (c->slots[i] && strcmp(c->dict[c->slots[i] - 1], s))
+		i = (i + 1) & (c->nslots - 1);
+	return i;
+}
+
+/* The dictionary index of `s` in categorical column c; SIZE_MAX when no
+ * row has that value. */
+static size_t dict_find(const struct column *c, const char *s)
+{
+	size_t i;
+
+	if (!c->slots)
+		return SIZE_MAX;
+	i = dict_slot(c, s);
+	return c->slots[i] ? c->slots[i] - 1 : SIZE_MAX;
+}
+
 static int add_category(struct column *col, const char *s, uint32_t *ret, acct_error *err,
 			size_t line)
 {
-	uint64_t h;
 	size_t i;
 
 	if (!col->slots) {
@@ -211,12 +233,11 @@ static int add_category(struct column *col, const char *s, uint32_t *ret, acct_e
 		if (!col->slots)
 			return acct_error_set(err, ACCT_ENOMEM, "", "out of memory");
 	}
-	h = hash_str(s);
-	for (i = h & (col->nslots - 1); col->slots[i]; i = (i + 1) & (col->nslots - 1))
-		if (!strcmp(col->dict[col->slots[i] - 1], s)) {
-			*ret = col->slots[i] - 1;
-			return 0;
-		}
+	i = dict_slot(col, s);
+	if (col->slots[i]) {
+		*ret = col->slots[i] - 1;
+		return 0;
+	}
 	if (col->ndict >= DPG_MAX_CSV_CATEGORIES) {
 		char where[ACCT_ERROR_WHERE_BYTES];
 
@@ -834,18 +855,6 @@ fail:
 	acct_event_free(e_sum);
 	acct_event_free(e_cnt);
 	return rc;
-}
-
-/* The dictionary index of `s` in categorical column c; SIZE_MAX when no
- * row has that value. */
-static size_t dict_find(const struct column *c, const char *s)
-{
-	if (!c->slots)
-		return SIZE_MAX;
-	for (size_t i = hash_str(s) & (c->nslots - 1); c->slots[i]; i = (i + 1) & (c->nslots - 1))
-		if (!strcmp(c->dict[c->slots[i] - 1], s))
-			return c->slots[i] - 1;
-	return SIZE_MAX;
 }
 
 struct category_key {
