@@ -995,20 +995,24 @@ srv_table_cache *srv_table_cache_new(size_t max_bytes);
  * released and every claim ended.  Accepts NULL. */
 void srv_table_cache_free(srv_table_cache *c);
 
+#ifdef DPG_TESTING
 /*
  * The cached table for file `path` with stat(2) state *st, parsed with
  * `schema` (text), as a new reference (srv_table_cache_release), or NULL
  * when there is none.  Counts a hit or a miss.  Never waits, and claims
- * nothing: a reader that will parse on a miss uses srv_table_cache_get.
+ * nothing: the server's readers use srv_table_cache_get; this lookup is
+ * the tests' view of what the cache keeps.
  */
 srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const struct stat *st,
 				    const char *schema);
+#endif
 
 /* The right, and the duty, to parse one key (srv_table_cache_get). */
 typedef struct srv_table_claim srv_table_claim;
 
 /*
- * The table for the key, as srv_table_cache_find, where concurrent misses
+ * The cached table for the key (file `path` in stat(2) state *st, parsed
+ * with `schema`), as a new reference, where concurrent misses
  * on one key share one read and parse:
  *   - a kept parse: a new reference (a hit);
  *   - a parse of the key under way (another caller's claim): waits until

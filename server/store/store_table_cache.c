@@ -239,6 +239,7 @@ static void entry_fill(srv_table_ref *e, mech_table *t)
 	e->state = ENTRY_READY;
 }
 
+#ifdef DPG_TESTING
 srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const struct stat *st,
 				    const char *schema)
 {
@@ -255,6 +256,7 @@ srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const 
 	pthread_mutex_unlock(&c->lock);
 	return e;
 }
+#endif
 
 /* Keeps e, a parse of its key (state *st) that just got its table, unless
  * it is too large or another parse of that key is kept already (e then
