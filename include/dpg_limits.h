@@ -131,11 +131,11 @@
 /* Parsed hosted tables the server keeps between queries while no request
  * uses them (server/store/store.h); least recently used dropped first. */
 #define DPG_TABLE_CACHE_BYTES       ((size_t)256 << 20)
-/* Hosted tables read and parsed at once, across all tables, by requests
- * and jobs together (srv_table_cache_get); others wait for a slot.  Each
- * parse holds the file's bytes and its typed columns (about 115 MB for a
- * 64 MiB file of numbers), so memory for parses is about this many times
- * the largest, whatever --threads is.  2: parsing is CPU bound and the
+/* Hosted tables read and parsed at once, across all tables, by requests,
+ * jobs and uploads together (srv_table_cache_get, _slot_take); others
+ * wait for a slot.  Each parse holds the file's bytes and its typed
+ * columns (about 115 MB for a 64 MiB file of numbers), so memory for
+ * parses is about this many times the largest, whatever --threads is.  2: parsing is CPU bound and the
  * reference machine has 2 cores, so more at once would only hold more
  * memory, not end sooner; 1 would keep a small table's first query
  * behind a large one's parse while a core is free. */

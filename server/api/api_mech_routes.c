@@ -987,6 +987,7 @@ struct csv_upload {
 static int csv_upload_parse(srv_request *req, srv_response *res, struct csv_upload *up)
 {
 	acct_error err;
+	int rc;
 
 	acct_error_init(&err);
 	if (row_count_from_query(req->query(req->conn, "row_count"), &up->rows_public, &err) < 0 ||
@@ -994,8 +995,12 @@ static int csv_upload_parse(srv_request *req, srv_response *res, struct csv_uplo
 		srv_problem_from_error(res, &err);
 		return -1;
 	}
-	if (mech_table_parse_csv(req->raw_body, req->raw_len, up->d.cols, up->d.n, &up->t,
-				 &err) < 0) {
+	/* Within the cache's bound on parses at once, as a query's read is:
+	 * the body is buffered already, but its parse more than doubles it. */
+	srv_table_cache_slot_take(req->ctx->tables);
+	rc = mech_table_parse_csv(req->raw_body, req->raw_len, up->d.cols, up->d.n, &up->t, &err);
+	srv_table_cache_slot_give(req->ctx->tables);
+	if (rc < 0) {
 		/* A declared column the header lacks is the query parameter's fault. */
 		if (!strncmp(err.where, "/schema", 7))
 			snprintf(err.where, sizeof(err.where), "columns");

@@ -1051,6 +1051,18 @@ srv_table_ref *srv_table_cache_claim_done(srv_table_cache *c, srv_table_claim *c
 void srv_table_cache_claim_drop(srv_table_cache *c, srv_table_claim *claim);
 
 /*
+ * Takes one of the DPG_TABLE_PARSES parse slots, waiting until one is
+ * free, for a parse that no key names yet (an upload's body, whose file
+ * and state exist only once it is written), so that uploads too share the
+ * bound on parses at once; srv_table_cache_slot_give frees it.  Counted in
+ * the stats as a claim.  The caller must ask the cache for no table while
+ * it holds the slot, and hold no lock and no transaction (as
+ * srv_table_cache_get).  With c == NULL, waits for nothing.
+ */
+void srv_table_cache_slot_take(srv_table_cache *c);
+void srv_table_cache_slot_give(srv_table_cache *c);
+
+/*
  * Adds table t (ownership passes to the cache, also on failure) as the
  * parse of `path` in state *st with `schema`, and returns a reference to
  * it; when another request added the same key meanwhile, t is freed and
@@ -1077,7 +1089,7 @@ void srv_table_cache_forget(srv_table_cache *c, const char *path);
 typedef struct srv_table_cache_stats {
 	size_t tables;      /* tables kept (used or not) */
 	size_t bytes;       /* their size */
-	unsigned parsing;   /* claims held: parses under way or about to start */
+	unsigned parsing;   /* slots held: parses under way or about to start */
 	/* Lookups served from a kept parse (hits), that claimed the parse
 	 * (misses), that waited for another caller's parse of the key (waits);
 	 * kept parses dropped for the bound (evictions); claims that waited

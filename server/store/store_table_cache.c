@@ -323,6 +323,42 @@ static srv_table_ref *wait_for_parse(srv_table_cache *c, srv_table_ref *e)
 	return NULL;
 }
 
+/* Waits until one of the max_parses slots is free, and takes it.  Under
+ * the lock, which the wait releases. */
+static void take_slot(srv_table_cache *c)
+{
+	if (c->parses >= c->max_parses)
+		c->slot_waits++;
+	while (c->parses >= c->max_parses)
+		pthread_cond_wait(&c->slot, &c->lock);
+	c->parses++;
+}
+
+/* Frees a slot take_slot took.  Under the lock. */
+static void give_slot(srv_table_cache *c)
+{
+	c->parses--;
+	pthread_cond_signal(&c->slot);
+}
+
+void srv_table_cache_slot_take(srv_table_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	take_slot(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void srv_table_cache_slot_give(srv_table_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	give_slot(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* Makes `mine` (a new entry of the key) a parse under way, claimed by the
  * caller, once one of the max_parses slots is free.  Under the lock, which
  * the wait releases; waiters on the key wait on `mine` meanwhile. */
@@ -331,11 +367,7 @@ static srv_table_claim *claim_parse(srv_table_cache *c, srv_table_ref *mine)
 	mine->state = ENTRY_PARSING;
 	srv_list_push_front(&c->parsing, &mine->link);
 	c->misses++;
-	if (c->parses >= c->max_parses)
-		c->slot_waits++;
-	while (c->parses >= c->max_parses)
-		pthread_cond_wait(&c->slot, &c->lock);
-	c->parses++;
+	take_slot(c);
 	return &mine->claim;
 }
 
@@ -384,8 +416,7 @@ srv_table_ref *srv_table_cache_get(srv_table_cache *c, const char *path, const s
 static void end_claim(srv_table_cache *c, srv_table_ref *e)
 {
 	srv_list_unlink(&c->parsing, &e->link);
-	c->parses--;
-	pthread_cond_signal(&c->slot);
+	give_slot(c);
 	pthread_cond_broadcast(&c->parsed);
 }
 

@@ -631,6 +631,52 @@ Test(table_cache, parses_at_once_stay_within_the_slots)
 	srv_table_cache_free(sr.c);
 }
 
+/* A slot taken for a parse that no key names (an upload's) counts
+ * against the same bound: with every slot so taken, a miss waits for one. */
+struct slot_miss {
+	srv_table_cache *c;
+	atomic_int claimed; /* 0 while waiting; 1 claimed; -1 anything else */
+};
+
+static void *slot_miss_run(void *arg)
+{
+	struct slot_miss *m = arg;
+	struct stat st = state(1, 10, 1);
+	srv_table_claim *claim;
+	srv_table_ref *r = srv_table_cache_get(m->c, "/t/miss.csv", &st, "[]", &claim);
+
+	atomic_store(&m->claimed, !r && claim ? 1 : -1);
+	srv_table_cache_release(m->c, r);
+	srv_table_cache_claim_drop(m->c, claim);
+	return NULL;
+}
+
+Test(table_cache, a_slot_held_for_an_upload_counts_against_parses_at_once)
+{
+	static struct slot_miss m;
+	srv_table_cache_stats s;
+	pthread_t th;
+
+	m.c = srv_table_cache_new(1 << 20);
+	atomic_init(&m.claimed, 0);
+	for (int i = 0; i < DPG_TABLE_PARSES; i++)
+		srv_table_cache_slot_take(m.c);
+	srv_table_cache_get_stats(m.c, &s);
+	cr_assert_eq(s.parsing, DPG_TABLE_PARSES);
+	cr_assert_eq(pthread_create(&th, NULL, slot_miss_run, &m), 0);
+	await_waits(m.c, 0, 1);
+	cr_assert_eq(atomic_load(&m.claimed), 0, "a miss parsed while every slot was held");
+	srv_table_cache_slot_give(m.c);
+	pthread_join(th, NULL);
+	cr_assert_eq(atomic_load(&m.claimed), 1);
+	for (int i = 1; i < DPG_TABLE_PARSES; i++)
+		srv_table_cache_slot_give(m.c);
+	srv_table_cache_get_stats(m.c, &s);
+	cr_assert_eq(s.slot_waits, 1);
+	cr_assert_eq(s.parsing, 0);
+	srv_table_cache_free(m.c);
+}
+
 /* A claim's table is kept under the state its read found, which may be
  * newer than the one it was claimed in, and not at all when its path was
  * forgotten (replaced) meanwhile; the claimer gets it either way. */
