@@ -258,10 +258,13 @@ static int h_dataset_create(srv_request *req, srv_response *res)
 	return 0;
 }
 
+/* The list is written as text a dataset at a time: as one tree of JSON
+ * values it took about 6 KB a dataset (0.6 GB for 10⁵), ten times its
+ * text, and every server thread that built one kept its memory. */
 struct list_arg {
 	const srv_principal *who;
-	json_t *arr;
-	bool include_archived;
+	srv_buf text;
+	bool include_archived, any;
 };
 
 static bool list_visible(void *arg, const char *id)
@@ -281,7 +284,15 @@ static void list_each(void *arg, const srv_dataset *ds)
 	o = srv_dataset_json(ds);
 	if (o && !ds->is_public)
 		json_object_set_new(o, "budget_summary", srv_dataset_budget_json(ds));
-	json_array_append_new(la->arr, o);
+	if (!o) {
+		la->text.failed = true;
+		return;
+	}
+	if (la->any)
+		srv_buf_put(&la->text, ",", 1);
+	la->any = true;
+	srv_json_dump_append(&la->text, o);
+	json_decref(o);
 }
 
 /* Reads the boolean query parameter `key` ("true" or "false", as the
@@ -312,13 +323,21 @@ static int h_dataset_list(srv_request *req, srv_response *res)
 
 	if (query_bool(req, "archived", false, &la.include_archived, res) < 0)
 		return 0;
-	la.arr = json_array();
+	srv_buf_put(&la.text, "{\"datasets\":[", 13);
 	if (srv_store_dataset_list(req->db, list_visible, list_each, &la) != SRV_OK) {
-		json_decref(la.arr);
+		free(la.text.s);
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		return 0;
 	}
-	srv_json_reply(res, 200, json_pack("{s:o}", "datasets", la.arr));
+	if (!srv_buf_put(&la.text, "]}", 2)) {
+		free(la.text.s);
+		srv_problem(res, 500, NULL, "the answer could not be built", NULL, NULL);
+		return 0;
+	}
+	res->status = 200;
+	res->content_type = "application/json";
+	res->body = la.text.s;
+	res->len = la.text.len;
 	return 0;
 }
 

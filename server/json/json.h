@@ -98,6 +98,12 @@ json_t *srv_json_int_array(const int64_t *v, size_t n);
  */
 char *srv_json_dump(const json_t *j);
 
+/* Appends j's text, as srv_json_dump writes it, to b (a failure sets
+ * b->failed).  For answers too long to hold as one tree: a list can write
+ * each item and free it. */
+struct srv_buf;
+void srv_json_dump_append(struct srv_buf *b, const json_t *j);
+
 /*
  * The last step of a calculator that builds its answer in place: gives ans
  * to the caller (*ret_answer) and returns 0, or, when failed (ans is NULL or

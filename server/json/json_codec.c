@@ -470,6 +470,11 @@ int srv_json_hand_over(json_t *ans, bool failed, json_t **ret_answer, acct_error
 	return 0;
 }
 
+void srv_json_dump_append(srv_buf *b, const json_t *j)
+{
+	out_value(b, j);
+}
+
 char *srv_json_dump(const json_t *j)
 {
 	srv_buf b = {0};

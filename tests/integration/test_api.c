@@ -197,6 +197,67 @@ Test(api, dataset_lifecycle)
 	cr_assert_eq(dpg_count_listed(&srv, "/v1/datasets", "datasets"), 0);
 }
 
+/* The server's peak resident memory (VmHWM) in bytes; 0 when unknown. */
+static size_t server_peak_rss(const dpg_server *s)
+{
+	char path[64], line[128];
+	unsigned long long kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (size_t)kb * 1024;
+}
+
+/*
+ * A long list takes memory near its length, not ten times it (a tree of
+ * JSON values, about 6 KB a dataset, which the thread's allocator then
+ * kept).  Sanitizers hold freed memory back for their own checks, so
+ * their servers' peaks say nothing about the list.
+ */
+Test(api, a_long_dataset_list_takes_memory_near_its_length, .timeout = 600)
+{
+	enum { N = 3000 };
+	const char *scale = getenv("DPGATE_TEST_TIME_SCALE");
+	size_t before, after;
+	json_t *all;
+	char id[32];
+	dpg_resp r;
+
+#ifdef __SANITIZE_ADDRESS__
+	cr_skip_test("an address-sanitized server keeps freed memory in quarantine");
+#endif
+	if (scale && strtod(scale, NULL) > 1.0)
+		cr_skip_test("a sanitized server's memory is not the list's");
+	for (int i = 0; i < N; i++) {
+		snprintf(id, sizeof(id), "list%05d", i);
+		dpg_make_dataset(&srv, id, 1.0, 1e-6, "rdp");
+	}
+	before = server_peak_rss(&srv);
+	cr_assert_gt(before, 0, "no VmHWM for the server");
+	r = dpg_call(&srv, "GET", "/v1/datasets", srv.admin_key, NULL);
+	after = server_peak_rss(&srv);
+	cr_assert_eq(r.status, 200);
+	all = json_object_get(r.json, "datasets");
+	cr_assert_eq(json_array_size(all), N);
+	for (int i = 0; i < N; i += 997) {
+		snprintf(id, sizeof(id), "list%05d", i);
+		cr_assert_str_eq(json_string_value(json_object_get(json_array_get(all, i), "id")),
+				 id);
+		cr_assert_eq(dpg_num(json_array_get(all, i), "budget_summary.remaining.epsilon"),
+			     1.0);
+	}
+	cr_assert_lt(after - before, 3 * r.len, "the list of %zu bytes took %zu bytes more",
+		     r.len, after - before);
+	dpg_resp_free(&r);
+}
+
 Test(api, charges_stop_exactly_at_the_budget)
 {
 	dpg_resp r;
