@@ -12,7 +12,8 @@
  * lies above it: the discrete PLD dominates the mechanism (pessimistic), and
  * the mass delta(eps_n) beyond the grid goes to +infinity, i.e. into delta.
  * Discrete bases (a few atoms) are gridded from their atoms instead, each
- * loss rounded up to the grid (base_atoms).
+ * atom split over its two neighbouring grid points keeping its mass under
+ * P and under Q (base_atoms, atom_split).
  *
  * Add/remove pairs are not symmetric under sampling, so both directions
  * ("remove": P = (1-q) mu0 + q mu1, Q = mu0; "add": P = mu0, Q = that
