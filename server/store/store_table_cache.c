@@ -341,22 +341,24 @@ static void give_slot(srv_table_cache *c)
 	pthread_cond_signal(&c->slot);
 }
 
-void srv_table_cache_slot_take(srv_table_cache *c)
+/* Runs take_slot or give_slot under the lock; nothing without a cache. */
+static void slot_locked(srv_table_cache *c, void (*step)(srv_table_cache *))
 {
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	take_slot(c);
+	step(c);
 	pthread_mutex_unlock(&c->lock);
+}
+
+void srv_table_cache_slot_take(srv_table_cache *c)
+{
+	slot_locked(c, take_slot);
 }
 
 void srv_table_cache_slot_give(srv_table_cache *c)
 {
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->lock);
-	give_slot(c);
-	pthread_mutex_unlock(&c->lock);
+	slot_locked(c, give_slot);
 }
 
 /* Makes `mine` (a new entry of the key) a parse under way, claimed by the
