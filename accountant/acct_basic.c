@@ -139,6 +139,10 @@ int acct__basic_epsilon(const acct_event *ev, double delta, acct_result *ret, ac
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/delta",
 				      "basic composition spends delta %.6g, more than the %.6g "
 				      "asked for", s.delta, delta);
+	if (!isfinite(s.eps))
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
+				      "no finite epsilon under basic composition: the summed "
+				      "epsilon overflows");
 	ret->epsilon = s.eps;
 	ret->delta = s.delta;
 	ret->order = NAN;

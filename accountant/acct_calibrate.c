@@ -282,6 +282,15 @@ static int calib_bracket_unit(struct calib *c, bool decreasing, const char *fiel
 	}
 	if (c->rc < 0)
 		return calib_fail(c, err);
+	/* The halving ran out at 1e-300 without crossing the target. */
+	if (decreasing && g <= 0.0)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+				      "every value of '%s' in [1e-300, 1] meets epsilon %g; the "
+				      "target does not constrain it", field, c->target);
+	if (!decreasing && g > 0.0)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, "/epsilon",
+				      "no value of '%s' in [1e-300, 1] meets epsilon %g", field,
+				      c->target);
 	*ret_x_ok = ok;
 	*ret_x_bad = bad;
 	return 0;

@@ -14,6 +14,10 @@ static inline double acct__log_add(double a, double b)
 {
 	double hi = a > b ? a : b, lo = a > b ? b : a;
 
+	/* NaN goes on, for the callers' checks to see: a comparison with it
+	 * is false, and it could otherwise vanish behind an infinity. */
+	if (isnan(a) || isnan(b))
+		return NAN;
 	if (hi == -INFINITY)
 		return -INFINITY;
 	if (hi == INFINITY)

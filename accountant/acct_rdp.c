@@ -438,6 +438,18 @@ static double laplace_rdp(double eps, double a)
 	return eps + log1p((a - 1.0) * expm1(eps * (1.0 - 2.0 * a)) / (2.0 * a - 1.0)) / (a - 1.0);
 }
 
+/*
+ * An order's RDP r, computed for an eps-DP mechanism whose pure eps is
+ * `pure`: below 0 only by rounding, and NaN where near-noiseless
+ * parameters overflow the computation (inf - inf).  There the pure bound
+ * holds, as at every order (an eps-DP mechanism is (a, eps)-RDP: Mironov
+ * 2017, Prop. 3), where fmax(NaN, 0) would have priced it at 0.
+ */
+static double pure_dp_rdp(double r, double pure)
+{
+	return isnan(r) ? pure : fmax(r, 0.0);
+}
+
 /* Mironov 2017, Prop. 5: binary randomized response with parameter eps,
  * which dominates every (eps, 0)-DP pair (Kairouz et al. 2015). */
 static double rr_eps_rdp(double eps, double a)
@@ -447,7 +459,7 @@ static double rr_eps_rdp(double eps, double a)
 	if (eps == 0.0)
 		return 0.0;
 	num = a * eps + log1p(exp(eps * (1.0 - 2.0 * a))) - (eps + log1p(exp(-eps)));
-	return fmax(num / (a - 1.0), 0.0);
+	return pure_dp_rdp(num / (a - 1.0), eps);
 }
 
 /* k-ary randomized response, replace-one: P = [1-p+p/k, p/k, ...],
@@ -455,15 +467,17 @@ static double rr_eps_rdp(double eps, double a)
  * + (k-2) b with b = p/k, a' = 1-p+p/k, l = log(a'/b). */
 static double rr_rdp(double p, double k, double a)
 {
-	double b = p / k, top = 1.0 - p + b, l, s;
+	/* log b from p and k: p / k underflows to 0 for p near the least
+	 * double, where log b is still about -745. */
+	double lb = log(p) - log(k), top = 1.0 - p + p / k, l, s;
 
 	if (p >= 1.0)
 		return 0.0;
-	l = log(top) - log(b);
-	s = acct__log_add(log(b) + a * l, log(top) - a * l);
+	l = log(top) - lb;
+	s = acct__log_add(lb + a * l, log(top) - a * l);
 	if (k > 2.0)
-		s = acct__log_add(s, log(k - 2.0) + log(b));
-	return fmax(s / (a - 1.0), 0.0);
+		s = acct__log_add(s, log(k - 2.0) + lb);
+	return pure_dp_rdp(s / (a - 1.0), l);
 }
 
 /* Discrete Laplace P(x) ~ e^{-t|x|} against its shift by D (integer):
@@ -482,7 +496,7 @@ static double dlaplace_rdp(double t, double d, double a)
 
 		s = acct__log_add(s, lc + t * d * (a - 1.0) + geo);
 	}
-	return fmax(s / (a - 1.0), 0.0);
+	return pure_dp_rdp(s / (a - 1.0), t * d);
 }
 
 /*

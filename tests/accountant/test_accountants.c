@@ -838,6 +838,84 @@ Test(calibrate, pld_search_shares_one_work_budget)
 	acct_event_free(rr);
 }
 
+/*
+ * Calibrating randomized response (2 buckets, replace) to epsilon 1000:
+ * its epsilon is ln(k / p) + ln(1 - p + p / k), about 745 at the least
+ * double p = 5e-324, so every p the search can try meets the target and
+ * there is no crossing to bracket.  The answer names the target.
+ */
+Test(calibrate, a_target_no_value_crosses_is_refused_at_epsilon)
+{
+	acct_options o = opts(ACCT_RDP, ACCT_REPLACE);
+	acct_event *rr = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_error err;
+	double v, e;
+
+	rr->u.randomized_response.noise_parameter = 0.5;
+	rr->u.randomized_response.num_buckets = 2;
+	acct_error_init(&err);
+	cr_assert_eq(acct_calibrate(rr, rr, "noise_parameter", 1000.0, 1e-5, &o, &v, &e, &err),
+		     ACCT_EUNSUPPORTED, "%s", err.text);
+	cr_assert_str_eq(err.where, "/epsilon", "%s", err.text);
+	acct_event_free(rr);
+}
+
+/*
+ * Near-noiseless pure-DP events, whose exact epsilon at any delta below
+ * 1/2 is about their pure epsilon (discrete Laplace: t D; randomized
+ * response: ln((1 - p + p / k) k / p)), here 2e306, infinity and about
+ * 745: their RDP overflowed to inf - inf = NaN, which fmax(NaN, 0) made 0,
+ * and rdp priced them at epsilon 0; basic summed to an infinite epsilon
+ * and answered it.  Every accountant now answers an epsilon of at least
+ * 1 (the truth is far above) or refuses to price them, and rdp's delta at
+ * epsilon 1 is near 1, not 0.
+ */
+Test(rdp, near_noiseless_events_are_never_priced_near_zero)
+{
+	static const acct_accountant acc[] = {ACCT_BASIC, ACCT_STRONG, ACCT_RDP, ACCT_ZCDP, ACCT_PLD};
+	static const struct {
+		bool rr;
+		double par, size; /* t and D, or p and k */
+	} ev[] = {{false, 1e306, 2}, {false, DBL_MAX, 1e9}, {true, 5e-324, 2}, {true, 5e-324, 3}};
+
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
+		acct_event *e = acct_event_new(ev[i].rr ? ACCT_EV_RANDOMIZED_RESPONSE :
+							  ACCT_EV_DISCRETE_LAPLACE);
+		acct_neighbor nb = ev[i].rr ? ACCT_REPLACE : ACCT_ADD_REMOVE;
+		double orders[] = {1.5, 2, 32, 256}, r[4];
+		acct_result res;
+		acct_error err;
+
+		if (ev[i].rr) {
+			e->u.randomized_response.noise_parameter = ev[i].par;
+			e->u.randomized_response.num_buckets = (int)ev[i].size;
+		} else {
+			e->u.discrete_laplace.noise_parameter = ev[i].par;
+			e->u.discrete_laplace.sensitivity = ev[i].size;
+		}
+		acct_error_init(&err);
+		cr_assert_eq(acct_rdp(e, nb, orders, 4, r, NULL, &err), 0, "%zu: %s", i, err.text);
+		for (int j = 0; j < 4; j++)
+			cr_assert_geq(r[j], 1.0, "event %zu, order %g: rdp %g", i, orders[j], r[j]);
+		for (size_t a = 0; a < sizeof(acc) / sizeof(acc[0]); a++) {
+			acct_options o = opts(acc[a], nb);
+
+			acct_error_init(&err);
+			if (acct_epsilon(e, 1e-5, &o, &res, &err) == 0)
+				cr_assert(isfinite(res.epsilon) && res.epsilon >= 1.0,
+					  "event %zu, accountant %zu: epsilon %g", i, a, res.epsilon);
+		}
+		{
+			acct_options o = opts(ACCT_RDP, nb);
+
+			acct_error_init(&err);
+			if (acct_delta(e, 1.0, &o, &res, &err) == 0)
+				cr_assert_gt(res.delta, 0.5, "event %zu: delta %g", i, res.delta);
+		}
+		acct_event_free(e);
+	}
+}
+
 /* Moments accountant against Abadi et al.'s published figures. */
 Test(moments, abadi_figures)
 {
