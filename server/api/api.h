@@ -87,9 +87,13 @@ int srv_data_sweep_tables(srv_db *db, const char *data_dir, unsigned *ret_remove
  * route and `dpgate predict` ---- */
 
 /* The class (first argmax) and softmax scores (n x classes) of n rows of
- * the model's inputs (row-major).  0, or ACCT_EINVAL / ACCT_ENOMEM. */
-int srv_predict(const trn_model *m, const double *x, size_t n, uint32_t *pred, double *scores,
-		acct_error *err);
+ * the model's inputs (row-major).  0, or ACCT_EINVAL / ACCT_ENOMEM, or
+ * ACCT_EUNSUPPORTED (422) for a row whose scores are not all finite
+ * numbers (finite inputs so large that the model's sums overflow), at
+ * "WHERE/i" (i from 0) when `where` is "/rows", else at `where` with the
+ * row's number (from 1) in the text. */
+int srv_predict(const trn_model *m, const double *x, size_t n, const char *where, uint32_t *pred,
+		double *scores, acct_error *err);
 
 /* Rows from {"rows": [[...], ...]}: each of d finite numbers, 1 to
  * DPG_MAX_PREDICT_ROWS of them (more: ACCT_EUNSUPPORTED, 422).  *ret_x is

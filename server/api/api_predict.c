@@ -16,8 +16,33 @@
 #include "dpg_limits.h"
 #include "mech.h"
 
-int srv_predict(const trn_model *m, const double *x, size_t n, uint32_t *pred, double *scores,
-		acct_error *err)
+/* Whether all k scores are finite: JSON has no infinity or NaN, and an
+ * argmax over NaN would name an arbitrary class. */
+static bool scores_finite(const double *s, size_t k)
+{
+	for (size_t c = 0; c < k; c++)
+		if (!isfinite(s[c]))
+			return false;
+	return true;
+}
+
+/* The error of row i (from 0) whose scores overflow (srv_predict). */
+static int row_overflow(const char *where, size_t i, acct_error *err)
+{
+	char at[ACCT_ERROR_WHERE_BYTES];
+
+	if (strcmp(where, "/rows") != 0)
+		return acct_error_set(err, ACCT_EUNSUPPORTED, where,
+				      "the model's scores of row %zu overflow: its inputs are too "
+				      "large for it", i + 1);
+	snprintf(at, sizeof(at), "/rows/%zu", i);
+	return acct_error_set(err, ACCT_EUNSUPPORTED, at,
+			      "the model's scores of this row overflow: its inputs are too "
+			      "large for it");
+}
+
+int srv_predict(const trn_model *m, const double *x, size_t n, const char *where, uint32_t *pred,
+		double *scores, acct_error *err)
 {
 	size_t d = trn_model_input_dim(m), k = trn_model_num_classes(m);
 
@@ -27,6 +52,8 @@ int srv_predict(const trn_model *m, const double *x, size_t n, uint32_t *pred, d
 
 		if (rc < 0)
 			return rc;
+		if (!scores_finite(s, k))
+			return row_overflow(where, i, err);
 		/* The first argmax, as trn_model_predict takes it. */
 		pred[i] = 0;
 		for (size_t c = 1; c < k; c++)
@@ -484,7 +511,13 @@ int srv_h_job_predict(srv_request *req, srv_response *res)
 	}
 	pred = malloc(sizeof(*pred) * n);
 	scores = malloc(sizeof(*scores) * n * k);
-	if (!pred || !scores || srv_predict(m, x, n, pred, scores, &err) < 0) {
+	rc = pred && scores ? srv_predict(m, x, n, x_from_csv(req) ? "/csv" : "/rows", pred,
+					  scores, &err) : ACCT_ENOMEM;
+	if (rc == ACCT_EUNSUPPORTED) {
+		srv_problem_from_error(res, &err);
+		goto out;
+	}
+	if (rc < 0) {
 		srv_problem(res, 500, NULL, "cannot score the rows", NULL, NULL);
 		goto out;
 	}

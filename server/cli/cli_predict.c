@@ -107,8 +107,12 @@ static int predict_text(const uint8_t *model_buf, size_t model_len, const char *
 	}
 	pred = malloc(sizeof(*pred) * n);
 	scores = malloc(sizeof(*scores) * n * k);
-	if (!pred || !scores || srv_predict(m, x, n, pred, scores, &err) < 0) {
-		fprintf(stderr, "dpgate predict: cannot score the rows\n");
+	if (!pred || !scores) {
+		fprintf(stderr, "dpgate predict: out of memory\n");
+		goto out;
+	}
+	if (srv_predict(m, x, n, "", pred, scores, &err) < 0) {
+		fprintf(stderr, "dpgate predict: cannot score the rows: %s\n", err.text);
 		goto out;
 	}
 	print_predictions(pred, scores, n, k);
