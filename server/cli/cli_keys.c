@@ -102,6 +102,30 @@ static int parse_keys_args(int argc, char **argv, struct keys_args *a)
 	return -1;
 }
 
+/* --datasets "a,b" as the array ["a", "b"], every comma a separator: an
+ * empty entry ("a,,b", "a,") stays, for srv_keys_check to refuse as
+ * POST /v1/keys refuses "". */
+static json_t *scope_from_list(const char *list)
+{
+	json_t *scope = json_array();
+
+	for (const char *t = list; scope; t++) {
+		const char *end = strchr(t, ',');
+		size_t len = end ? (size_t)(end - t) : strlen(t);
+
+		/* Unchecked: srv_keys_check refuses any byte outside an id's
+		 * characters, invalid UTF-8 included, before it is used. */
+		if (json_array_append_new(scope, json_stringn_nocheck(t, len)) < 0) {
+			json_decref(scope);
+			return NULL;
+		}
+		if (!end)
+			break;
+		t = end;
+	}
+	return scope;
+}
+
 /*
  * create's checks, those of POST /v1/keys, before the database is opened
  * or made: the role into *ret_role and --datasets into *ret_scope (a new
@@ -117,23 +141,16 @@ static int check_create(const struct keys_args *a, srv_role *ret_role, json_t **
 		return 2;
 	}
 	if (a->datasets) {
-		char *copy = strdup(a->datasets), *save = NULL;
-
-		*ret_scope = json_array();
-		if (!copy || !*ret_scope) {
-			free(copy);
-			return 1;
-		}
-		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-			json_array_append_new(*ret_scope, json_string(t));
-		free(copy);
 		/* An empty list would make a viewer of every dataset: most often
 		 * an unset shell variable, so only the option's absence says so. */
-		if (json_array_size(*ret_scope) == 0) {
+		if (!*a->datasets) {
 			fprintf(stderr, "dpgate keys create: --datasets lists no dataset id (leave "
 					"it out for a viewer of every dataset)\n");
 			return 2;
 		}
+		*ret_scope = scope_from_list(a->datasets);
+		if (!*ret_scope)
+			return 1;
 	}
 	acct_error_init(&err);
 	if (srv_keys_check(*ret_role, *ret_scope, a->note, &err) < 0) {

@@ -503,6 +503,11 @@ Test(instance, keys_create_refuses_what_post_keys_refuses_and_writes_nothing)
 			/* An unset variable must not make a viewer of everything. */
 			{"--role", "viewer", "--datasets", ""},
 			{"--role", "viewer", "--datasets", ","},
+			/* An empty entry, as POST /v1/keys refuses "" (it was
+			 * dropped: "a,,b" made a key of a and b). */
+			{"--role", "analyst", "--datasets", "a,,b"},
+			{"--role", "analyst", "--datasets", "a,"},
+			{"--role", "analyst", "--datasets", ",a"},
 			{"--role", "analyst", "--datasets", long_id},
 			{"--role", "analyst", "--datasets", "a,b,a"},
 			{"--role", "viewer", "--note", note},
