@@ -173,9 +173,14 @@ static void spend_metrics(srv_buf *b, srv_ctx *ctx)
 }
 
 /* The hosted-table cache: hits, misses, shared parses, evictions, the
- * bytes it holds, and parses that waited for a slot. */
-static void table_cache_metrics(srv_buf *b, srv_ctx *ctx)
+ * bytes it holds, and parses that waited for a slot.  The bytes (and the
+ * evictions they cause) follow the tables' sizes, from which a private
+ * row count reads off exactly (12 bytes a row of a number and a
+ * category): their values are shown only to an admin key, or to anyone
+ * under serve --public-metrics, as the per-dataset gauges are. */
+static void table_cache_metrics(srv_buf *b, srv_ctx *ctx, const struct gauge_scope *scope)
 {
+	bool sizes = scope->all || (scope->who && scope->who->role == SRV_ROLE_ADMIN);
 	srv_table_cache_stats t;
 
 	srv_table_cache_get_stats(ctx->tables, &t);
@@ -193,13 +198,15 @@ static void table_cache_metrics(srv_buf *b, srv_ctx *ctx)
 		     " for one of the parse slots.\n"
 		     "# TYPE dpgate_table_cache_slot_waits_total counter\n"
 		     "dpgate_table_cache_slot_waits_total %llu\n"
-		     "# HELP dpgate_table_cache_evictions_total Kept parses dropped to stay within the bound.\n"
+		     "# HELP dpgate_table_cache_evictions_total Kept parses dropped to stay within"
+		     " the bound (admin key).\n"
 		     "# TYPE dpgate_table_cache_evictions_total counter\n"
-		     "dpgate_table_cache_evictions_total %llu\n"
-		     "# HELP dpgate_table_cache_bytes Memory held by kept parses.\n"
-		     "# TYPE dpgate_table_cache_bytes gauge\n"
-		     "dpgate_table_cache_bytes %zu\n",
-		  t.hits, t.misses, t.waits, t.slot_waits, t.evictions, t.bytes);
+		     "# HELP dpgate_table_cache_bytes Memory held by kept parses (admin key).\n"
+		     "# TYPE dpgate_table_cache_bytes gauge\n",
+		  t.hits, t.misses, t.waits, t.slot_waits);
+	if (sizes)
+		srv_buf_printf(b, "dpgate_table_cache_evictions_total %llu\n"
+			     "dpgate_table_cache_bytes %zu\n", t.evictions, t.bytes);
 }
 
 /* The connections waiting for a request, and those the server closed. */
@@ -264,7 +271,7 @@ static char *metrics_render(srv_ctx *ctx, struct gauge_scope *scope, size_t *ret
 		  "# TYPE dpgate_http_request_duration_seconds histogram\n",
 		  request_duration_lines);
 	spend_metrics(&b, ctx);
-	table_cache_metrics(&b, ctx);
+	table_cache_metrics(&b, ctx, scope);
 	connection_metrics(&b, ctx);
 	dataset_metrics(&b, ctx, scope);
 	if (b.failed || !b.s) {

@@ -411,6 +411,63 @@ Test(auth, metrics_show_datasets_only_to_keys_that_read_them, .timeout = 120)
 	dpg_server_destroy(&srv);
 }
 
+/* The value of /metrics' sample `sample` for `key`, or -1 when it has none. */
+static double metrics_sample(const dpg_server *s, const char *key, const char *sample)
+{
+	dpg_resp r = dpg_call(s, "GET", "/metrics", key, NULL);
+	double v = -1.0;
+
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	if (has_sample(r.body, sample)) {
+		const char *p = strstr(r.body, sample);
+
+		while (p && p != r.body && p[-1] != '\n')
+			p = strstr(p + 1, sample);
+		cr_assert_not_null(p);
+		v = strtod(p + strlen(sample), NULL);
+	}
+	dpg_resp_free(&r);
+	return v;
+}
+
+/*
+ * The table cache's bytes grow by a fixed size a row (12 for a number and
+ * a category), so their value would read off a private row count: it is
+ * shown to an admin key (who may read the count), or to anyone under
+ * --public-metrics, and to no other caller; the process counters stay
+ * everyone's.
+ */
+Test(auth, metrics_show_the_table_cache_size_only_to_an_admin, .timeout = 120)
+{
+	static const char *const public_args[] = {"--public-metrics", NULL};
+	static const char csv[] = "age,city\n34,Oslo\n51,Bergen\n29,Oslo\n";
+	char viewer_all[160], analyst_t[160];
+	dpg_server srv;
+
+	dpg_server_start(&srv);
+	dpg_make_dataset(&srv, "t", 1.0, 1e-5, "rdp");
+	dpg_upload_csv_private_count(&srv, "t", csv, strlen(csv));
+	dpg_make_key(&srv, "viewer", NULL, viewer_all, sizeof(viewer_all));
+	dpg_make_key(&srv, "analyst", "t", analyst_t, sizeof(analyst_t));
+	cr_expect_gt(metrics_sample(&srv, srv.admin_key, "dpgate_table_cache_bytes"), 0.0);
+	cr_expect_geq(metrics_sample(&srv, srv.admin_key, "dpgate_table_cache_evictions_total"),
+		      0.0);
+	cr_expect_geq(metrics_sample(&srv, NULL, "dpgate_table_cache_hits_total"), 0.0);
+	for (int i = 0; i < 3; i++) {
+		const char *key = i == 0 ? NULL : i == 1 ? viewer_all : analyst_t;
+
+		cr_expect_eq(metrics_sample(&srv, key, "dpgate_table_cache_bytes"), -1.0,
+			     "caller %d sees the cache's bytes", i);
+		cr_expect_eq(metrics_sample(&srv, key, "dpgate_table_cache_evictions_total"), -1.0,
+			     "caller %d sees the cache's evictions", i);
+	}
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	srv.serve_args = public_args;
+	dpg_server_restart(&srv);
+	cr_expect_geq(metrics_sample(&srv, NULL, "dpgate_table_cache_bytes"), 0.0);
+	dpg_server_destroy(&srv);
+}
+
 /*
  * Revoking the last live admin key over HTTP is refused with 409, a problem
  * document of the spec's 409 for that route, and the key keeps working; with
