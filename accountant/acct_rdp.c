@@ -432,22 +432,36 @@ static int work_add(struct rdp_walk *wk, double units)
 	return 0;
 }
 
+/*
+ * An upper bound on the order-a RDP of an eps-DP mechanism (eps = `pure`,
+ * rounded up by the caller) from r, its closed form as computed.  The
+ * closed forms below take a value of about a eps^2 / 2 as the difference
+ * of terms as large as `mag`, so r can be off by a few ulps of mag: below
+ * 0 (and a negative Laplace would cancel other events' RDP in a
+ * composition), 0 for tiny eps, or NaN (inf - inf) for near-noiseless
+ * parameters, which fmax(NaN, 0) made 0.  r plus 16 ulps of mag, an
+ * upper bound beyond those roundings, and two bounds that hold for every
+ * eps-DP mechanism: eps at every order (Mironov 2017, Prop. 3), and
+ * a eps^2 / 2, since eps-DP implies (eps^2 / 2)-zCDP (Bun, Steinke 2016,
+ * Prop. 3.3); the least of the three, and the last two alone for NaN.
+ */
+static double pure_dp_rdp(double r, double pure, double a, double mag)
+{
+	double cap = fmin(pure, acct_mul_up(0.5, acct_mul_up(a, acct_mul_up(pure, pure))));
+
+	if (isnan(r))
+		return cap;
+	r = acct_add_up(r, 16.0 * DBL_EPSILON * mag / (a - 1.0));
+	return fmin(fmax(r, 0.0), cap);
+}
+
 /* Mironov 2017, Prop. 6: Laplace (and any mechanism with its PLD). */
 static double laplace_rdp(double eps, double a)
 {
-	return eps + log1p((a - 1.0) * expm1(eps * (1.0 - 2.0 * a)) / (2.0 * a - 1.0)) / (a - 1.0);
-}
+	double r = eps + log1p((a - 1.0) * expm1(eps * (1.0 - 2.0 * a)) / (2.0 * a - 1.0)) /
+			     (a - 1.0);
 
-/*
- * An order's RDP r, computed for an eps-DP mechanism whose pure eps is
- * `pure`: below 0 only by rounding, and NaN where near-noiseless
- * parameters overflow the computation (inf - inf).  There the pure bound
- * holds, as at every order (an eps-DP mechanism is (a, eps)-RDP: Mironov
- * 2017, Prop. 3), where fmax(NaN, 0) would have priced it at 0.
- */
-static double pure_dp_rdp(double r, double pure)
-{
-	return isnan(r) ? pure : fmax(r, 0.0);
+	return pure_dp_rdp(r, eps, a, 1.0 + a * eps);
 }
 
 /* Mironov 2017, Prop. 5: binary randomized response with parameter eps,
@@ -459,7 +473,7 @@ static double rr_eps_rdp(double eps, double a)
 	if (eps == 0.0)
 		return 0.0;
 	num = a * eps + log1p(exp(eps * (1.0 - 2.0 * a))) - (eps + log1p(exp(-eps)));
-	return pure_dp_rdp(num / (a - 1.0), eps);
+	return pure_dp_rdp(num / (a - 1.0), eps, a, 1.0 + a * eps);
 }
 
 /* k-ary randomized response, replace-one: P = [1-p+p/k, p/k, ...],
@@ -469,7 +483,7 @@ static double rr_rdp(double p, double k, double a)
 {
 	/* log b from p and k: p / k underflows to 0 for p near the least
 	 * double, where log b is still about -745. */
-	double lb = log(p) - log(k), top = 1.0 - p + p / k, l, s;
+	double lb = log(p) - log(k), top = 1.0 - p + p / k, l, s, pure;
 
 	if (p >= 1.0)
 		return 0.0;
@@ -477,7 +491,9 @@ static double rr_rdp(double p, double k, double a)
 	s = acct__log_add(lb + a * l, log(top) - a * l);
 	if (k > 2.0)
 		s = acct__log_add(s, log(k - 2.0) + lb);
-	return pure_dp_rdp(s / (a - 1.0), l);
+	/* The pure eps, ln(a' / b) = ln(1 + k (1 - p) / p), rounded up. */
+	pure = nextafter(log1p(acct_div_up(acct_mul_up(k, 1.0 - p), p)), INFINITY);
+	return pure_dp_rdp(s / (a - 1.0), pure, a, 1.0 + fabs(lb) + fabs(log(top)) + a * fabs(l));
 }
 
 /* Discrete Laplace P(x) ~ e^{-t|x|} against its shift by D (integer):
@@ -496,7 +512,7 @@ static double dlaplace_rdp(double t, double d, double a)
 
 		s = acct__log_add(s, lc + t * d * (a - 1.0) + geo);
 	}
-	return pure_dp_rdp(s / (a - 1.0), t * d);
+	return pure_dp_rdp(s / (a - 1.0), acct_mul_up(t, d), a, 1.0 + a * t * d);
 }
 
 /*
@@ -834,7 +850,9 @@ static double exp_mech_rdp(double eps, double a)
 	double r = eps / expm1(eps);
 	double xi = r - 1.0 - log(r) - eps * eps / 8.0;
 
-	return fmin(xi + a * eps * eps / 8.0, eps);
+	/* xi is about eps^4 / 1152, the difference of terms near 1 (r and
+	 * log r), so for small eps the rounding of those terms dominates. */
+	return pure_dp_rdp(xi + a * eps * eps / 8.0, eps, a, (1.0 + a * eps * eps) * (a - 1.0));
 }
 
 static double linear_rdp(double slope, double a)

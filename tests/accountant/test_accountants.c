@@ -916,6 +916,90 @@ Test(rdp, near_noiseless_events_are_never_priced_near_zero)
 	}
 }
 
+/*
+ * Pure-DP events with a tiny loss eps: their RDP is about a eps^2 / 2 (the
+ * Fisher information of a location family: Laplace, discrete Laplace,
+ * binary randomized response and permute-and-flip's binary form all have
+ * it, to first order in eps), and never above it (eps-DP implies
+ * (eps^2 / 2)-zCDP, Bun and Steinke 2016, Prop. 3.3).  The closed forms
+ * take that value as a difference of terms near 1, and for eps below
+ * about 1e-8 the rounding of those terms was all that was left: 0, or for
+ * Laplace a negative value that cancelled the RDP of what it was composed
+ * with.  Checked: each value within [a eps^2 / 8, a eps^2 / 2 (1 + 1e-12)],
+ * and a Gaussian composed with 4e36 tiny Laplaces costs at least what the
+ * Gaussian alone does, at every order.
+ */
+Test(rdp, tiny_pure_dp_losses_keep_their_second_order_cost)
+{
+	static const double eps_of[] = {1e-4, 1e-6, 1e-8, 1e-12, 1e-18};
+	double orders[] = {1.1, 2, 16, 256}, r[4], alone[4];
+	acct_error err;
+
+	for (size_t i = 0; i < sizeof(eps_of) / sizeof(eps_of[0]); i++) {
+		double eps = eps_of[i];
+
+		for (int kind = 0; kind < 4; kind++) {
+			acct_event *e = acct_event_new(kind == 0 ? ACCT_EV_LAPLACE :
+						       kind == 1 ? ACCT_EV_DISCRETE_LAPLACE :
+						       kind == 2 ? ACCT_EV_RANDOMIZED_RESPONSE :
+								   ACCT_EV_PERMUTE_AND_FLIP);
+			acct_neighbor nb = kind == 2 ? ACCT_REPLACE : ACCT_ADD_REMOVE;
+
+			if (kind == 0) {
+				e->u.laplace.noise_multiplier = 1.0 / eps;
+			} else if (kind == 1) {
+				e->u.discrete_laplace.noise_parameter = eps;
+				e->u.discrete_laplace.sensitivity = 1;
+			} else if (kind == 2) {
+				/* eps = ln(1 + 2 (1 - p) / p): 1 - p = p (e^eps - 1) / 2. */
+				e->u.randomized_response.noise_parameter = 1.0 / (1.0 + expm1(eps) / 2.0);
+				e->u.randomized_response.num_buckets = 2;
+			} else {
+				e->u.permute_and_flip.epsilon = eps;
+			}
+			/* Below eps 1e-16, p rounds to 1: no loss at all. */
+			if (kind == 2 && e->u.randomized_response.noise_parameter == 1.0) {
+				acct_event_free(e);
+				continue;
+			}
+			acct_error_init(&err);
+			cr_assert_eq(acct_rdp(e, nb, orders, 4, r, NULL, &err), 0, "%s", err.text);
+			for (int j = 0; j < 4; j++) {
+				double q = orders[j] * eps * eps / 2.0;
+
+				/* Randomized response's eps is the event's only up to
+				 * the rounding of p near 1: relative 1e-16 / eps. */
+				double slack = kind == 2 ? 1.0 + 4.0 * DBL_EPSILON / eps : 1.0 + 1e-12;
+
+				cr_assert(r[j] >= q / 4.0 && r[j] <= q * slack * slack,
+					  "kind %d, eps %g, order %g: rdp %.17g, a eps^2 / 2 = %.17g",
+					  kind, eps, orders[j], r[j], q);
+			}
+			acct_event_free(e);
+		}
+	}
+	{
+		acct_event *g = gauss(0.1), *parts[2];
+		acct_event *tiny = acct_event_new(ACCT_EV_LAPLACE), *both;
+
+		tiny->u.laplace.noise_multiplier = 1e18;
+		for (int k = 0; k < 4; k++)
+			tiny = acct_event_self_composed(100000000, tiny);
+		tiny = acct_event_self_composed(41558, tiny);
+		acct_error_init(&err);
+		cr_assert_eq(acct_rdp(g, ACCT_ADD_REMOVE, orders, 4, alone, NULL, &err), 0);
+		parts[0] = g;
+		parts[1] = tiny;
+		both = acct_event_composed(parts, 2);
+		cr_assert_eq(acct_rdp(both, ACCT_ADD_REMOVE, orders, 4, r, NULL, &err), 0, "%s",
+			     err.text);
+		for (int j = 0; j < 4; j++)
+			cr_assert_geq(r[j], alone[j], "order %g: %g with the Laplaces, %g without",
+				      orders[j], r[j], alone[j]);
+		acct_event_free(both);
+	}
+}
+
 /* Moments accountant against Abadi et al.'s published figures. */
 Test(moments, abadi_figures)
 {
