@@ -320,7 +320,7 @@ int acct_pate_gnmax_rdp(double logq, double sigma, const double *orders, size_t 
 int acct_pate_threshold_logpr(const double *votes, size_t num_classes, double threshold,
 			      double sigma, double *ret_logpr, acct_error *err)
 {
-	double top, l;
+	double top, l, x;
 	int rc;
 
 	if ((rc = check_histogram(votes, num_classes, err)) < 0 ||
@@ -333,9 +333,17 @@ int acct_pate_threshold_logpr(const double *votes, size_t num_classes, double th
 		top = fmax(top, votes[i]);
 	/* As the reference analysis does, the maximum is rounded so that the
 	 * check's sensitivity analysis sees integer vote counts. */
-	rc = log_normal_sf(threshold - round(top), sigma, &l);
+	x = threshold - round(top);
+	/* Below the maximum, Pr[answered] = 1 - Pr[N(0, sigma^2) > -x], taken
+	 * from that smaller tail: as 1 - 1e-17 it would round to 1, its log to
+	 * 0, and the check's RDP, which Theorem 6 reads from the less likely
+	 * outcome's probability (acct_pate_threshold_rdp), to 0 where it is
+	 * 3.75 at order 8 (votes 100 and 0, threshold 91.5, sigma 1). */
+	rc = log_normal_sf(x < 0 ? -x : x, sigma, &l);
 	if (rc < 0)
 		return acct_error_set(err, rc, "/threshold", "log erfc failed");
+	if (x < 0)
+		l = acct__log1mexp(l);
 	*ret_logpr = fmin(l, 0.0);
 	return 0;
 }

@@ -1049,3 +1049,44 @@ Test(pate_units, a_teacher_past_the_step_limit_trains_on_either_neighbour, .time
 	trn_dataset_free(student);
 	mech_rng_free(rng);
 }
+
+/*
+ * Papernot et al. 2018, Theorem 6, written out here for one order lam:
+ * the data-dependent RDP of a Gaussian noisy max at noise s whose less
+ * likely outcome has probability q (mu_2 = s sqrt(ln 1/q), mu_1 = mu_2 + 1,
+ * eps_i = mu_i / s^2), in long double.
+ */
+static double theorem6(long double q, long double s, long double lam)
+{
+	long double mu2 = s * sqrtl(-logl(q)), mu1 = mu2 + 1;
+	long double eps1 = mu1 / (s * s), eps2 = mu2 / (s * s);
+	long double a = (1 - q) / (1 - powl(q * expl(eps2), (mu2 - 1) / mu2));
+	long double b = expl(eps1) / powl(q, 1 / (mu1 - 1));
+
+	cr_assert(lam < mu1, "Theorem 6 needs the order below mu_1");
+	return (double)(logl((1 - q) * powl(a, lam - 1) + q * powl(b, lam - 1)) / (lam - 1));
+}
+
+/*
+ * A threshold check the teachers pass almost surely (votes 100 and 0,
+ * threshold 91.5 at sigma 1: Pr[fail] = Phi(-8.5) = 9.5e-18) still costs
+ * its data-dependent RDP.  Pr[answered] as 1 - 9.5e-18 rounded to 1, its
+ * log to 0, and the check's RDP, read from the less likely outcome, was 0
+ * at every order; the answer's log keeps its distance from 1, and order 8
+ * gives Theorem 6 at q = Phi(-8.5) and noise sqrt(2).
+ */
+Test(pate_units, a_check_passed_almost_surely_keeps_its_data_dependent_cost)
+{
+	const double votes[] = {100, 0}, orders[] = {8};
+	double logpr, r;
+	long double q = erfcl(8.5L / sqrtl(2.0L)) / 2;
+	acct_error err;
+
+	acct_error_init(&err);
+	cr_assert_eq(acct_pate_threshold_logpr(votes, 2, 91.5, 1.0, &logpr, &err), 0, "%s",
+		     err.text);
+	cr_assert_float_eq(logpr, (double)log1pl(-q), 1e-12 * (double)q, "log Pr = %g", logpr);
+	cr_assert_eq(acct_pate_threshold_rdp(logpr, 1.0, orders, 1, &r, &err), 0, "%s", err.text);
+	cr_assert_float_eq(r, theorem6(q, sqrtl(2.0L), 8), 1e-9, "rdp %.17g", r);
+	cr_assert_gt(r, 3.0);
+}
