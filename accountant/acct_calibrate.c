@@ -297,6 +297,21 @@ static int calib_bracket_unit(struct calib *c, bool decreasing, const char *fiel
 }
 
 /*
+ * Whether Brent's bracket [lo, hi] is narrow enough: 1e-10 relative in
+ * log(v), and for a (0, 1] field 1e-10 of the distance to the nearer end
+ * (or a few ulps): randomized response calibrated to a small epsilon
+ * with many buckets wants p = 1 - 2e-11, and a tolerance relative to p
+ * stopped at the bracket [1 - 1e-10, 1], whose conservative end p = 1 is
+ * all noise.
+ */
+static bool bracket_narrow(const struct calib_fn *cf, double lo, double hi)
+{
+	if (cf->log_scale)
+		return gsl_root_test_interval(lo, hi, 0.0, 1e-10) == GSL_SUCCESS;
+	return hi - lo <= fmax(1e-10 * fmin(lo, 1.0 - hi), 4.0 * (nextafter(hi, 2.0) - hi));
+}
+
+/*
  * Brent's method on the bracket [x_ok, x_bad] (Brent 1973, ch. 4; GSL's
  * brent), keeping track of which end meets the target; writes that end,
  * checked once more, to *x_ok.
@@ -341,7 +356,7 @@ static int calib_brent(struct calib_fn *cf, double *x_ok, double x_bad, acct_err
 			goto out;
 		}
 		*x_ok = glo <= 0.0 ? lo : hi;
-		if (gsl_root_test_interval(lo, hi, 0.0, 1e-10) == GSL_SUCCESS)
+		if (bracket_narrow(cf, lo, hi))
 			break;
 	}
 	/* The conservative end, checked. */

@@ -861,6 +861,30 @@ Test(calibrate, a_target_no_value_crosses_is_refused_at_epsilon)
 }
 
 /*
+ * Randomized response with 10^9 buckets calibrated to epsilon 1 (zcdp,
+ * delta 1e-300) wants p = 1 - 2.7e-11: a tolerance relative to p stopped at
+ * the bracket [1 - 1e-10, 1] and answered its conservative end, p = 1, all
+ * noise and epsilon 0.  The answer is now below 1 and meets the target
+ * within 1e-3.
+ */
+Test(calibrate, a_noise_parameter_near_one_is_found_not_rounded_to_one)
+{
+	acct_options o = opts(ACCT_ZCDP, ACCT_REPLACE);
+	acct_event *rr = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_error err;
+	double v, e;
+
+	rr->u.randomized_response.noise_parameter = 0.5;
+	rr->u.randomized_response.num_buckets = 1000000000;
+	acct_error_init(&err);
+	cr_assert_eq(acct_calibrate(rr, rr, "noise_parameter", 1.0, 1e-300, &o, &v, &e, &err), 0,
+		     "%s", err.text);
+	cr_assert_lt(v, 1.0);
+	cr_assert(e <= 1.0 && e > 0.999, "epsilon %.17g at p = %.17g", e, v);
+	acct_event_free(rr);
+}
+
+/*
  * Near-noiseless pure-DP events, whose exact epsilon at any delta below
  * 1/2 is about their pure epsilon (discrete Laplace: t D; randomized
  * response: ln((1 - p + p / k) k / p)), here 2e306, infinity and about
