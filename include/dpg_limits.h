@@ -219,6 +219,13 @@
  * or lost one (doubled from the first to the last while it keeps
  * failing), so that a database that is down is not hammered. */
 #define DPG_PG_LISTEN_CONNECT_TIMEOUT_S 10
+/* On PostgreSQL, how long a statement's answer may go without a byte from
+ * the server before its connection is given up and the request answers
+ * 503: a primary that accepts statements and answers nothing (hung on its
+ * disk, or a peer whose kernel still acknowledges) would otherwise hold
+ * the request, every spend batched behind it, /healthz and the shutdown.
+ * Above the 30 s lock timeout, the longest a statement waits by design. */
+#define DPG_PG_SILENT_S             60
 #define DPG_PG_LISTEN_BACKOFF_MIN_MS    100
 #define DPG_PG_LISTEN_BACKOFF_MAX_MS    5000
 /* serve --cors-origin: origins allowed, and the length of one. */

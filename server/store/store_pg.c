@@ -38,7 +38,11 @@
  * an administrator's shutdown, a session ended by
  * idle_in_transaction_session_timeout, or libpq's own CONNECTION_BAD) is
  * UNAVAILABLE, and the connection is reset when it is next acquired
- * (revive); its named statements are prepared again on first use.
+ * (revive); its named statements are prepared again on first use.  So is
+ * a connection whose answer goes DPG_PG_SILENT_S without a byte: every
+ * statement is sent, then its result awaited with poll (await_result),
+ * since a server that takes statements and answers nothing would block a
+ * synchronous call for as long as it is silent.
  *
  * Other servers' commits: lock_dataset, which every write of a dataset
  * takes, also NOTIFYs PG_CHANGE_CHANNEL with the dataset's id, and a
@@ -58,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,6 +141,7 @@ struct pgd_conn {
 	int ndeferred;
 	bool begin_deferred; /* deferred[0] is a BEGIN: no transaction on the server yet */
 	bool broken;         /* a pipeline went wrong: made again at the next revive */
+	bool silent;         /* given up on after DPG_PG_SILENT_S without an answer */
 };
 
 struct pgd_stmt {
@@ -182,12 +188,116 @@ static void keep_error(struct pgd_conn *c, const char *msg)
 	c->err[n] = '\0';
 }
 
+static int64_t monotonic_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* How long an answer may go without a byte (DPG_PG_SILENT_S; shorter
+ * under a test's DPGATE_TEST_PG_SILENT_MS). */
+static int64_t silent_limit_ms(void)
+{
+#ifdef DPG_TESTING
+	const char *v = getenv("DPGATE_TEST_PG_SILENT_MS");
+
+	if (v && atoll(v) > 0)
+		return atoll(v);
+#endif
+	return (int64_t)DPG_PG_SILENT_S * 1000;
+}
+
+/* Gives c up: PostgreSQL sent nothing for the limit.  Shutting its socket
+ * down makes every later libpq call on it return at once, as on a lost
+ * connection, and the next revive makes it again. */
+static void give_up(struct pgd_conn *c)
+{
+	char msg[128];
+
+	snprintf(msg, sizeof(msg), "PostgreSQL sent nothing for %lld ms: connection given up",
+		 (long long)silent_limit_ms());
+	keep_error(c, msg);
+	c->silent = c->broken = true;
+	c->errclass = SRV__SQL_UNAVAILABLE;
+	if (PQsocket(c->pg) >= 0)
+		shutdown(PQsocket(c->pg), SHUT_RDWR);
+}
+
+/*
+ * The next result of what was sent on c, as PQgetResult, but waiting for
+ * it only while PostgreSQL keeps answering: after silent_limit_ms() with
+ * no byte, c is given up (give_up) and the result is libpq's of a lost
+ * connection.  A long answer that keeps arriving (a large read) never
+ * times out.
+ */
+static PGresult *await_result(struct pgd_conn *c)
+{
+	int64_t until = monotonic_ms() + silent_limit_ms();
+
+	while (!c->silent && PQisBusy(c->pg)) {
+		struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
+		int64_t left = until - monotonic_ms();
+		int n;
+
+		if (p.fd < 0)
+			break;
+		if (left <= 0) {
+			give_up(c);
+			break;
+		}
+		n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		if (!PQconsumeInput(c->pg))
+			break;
+		until = monotonic_ms() + silent_limit_ms();
+	}
+	return PQgetResult(c->pg);
+}
+
+/*
+ * What PQexec would answer for what was just sent on c (`sent`: whether
+ * libpq took it), through await_result: the last result, or the first
+ * failure (libpq's rule for a string of several statements); NULL when
+ * nothing was sent or answered.
+ */
+static PGresult *exec_wait(struct pgd_conn *c, int sent)
+{
+	PGresult *keep = NULL, *r;
+	bool keep_failed = false;
+
+	if (!sent)
+		return NULL;
+	while ((r = await_result(c))) {
+		ExecStatusType st = PQresultStatus(r);
+		bool failed = st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK &&
+			      st != PGRES_EMPTY_QUERY;
+
+		if (keep_failed) {
+			PQclear(r);
+			continue;
+		}
+		PQclear(keep);
+		keep = r;
+		keep_failed = failed;
+	}
+	return keep;
+}
+
+
 /* A failed result's class (see the file's comment); keeps its message. */
 static int failure_class(struct pgd_conn *c, const PGresult *res)
 {
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	int cls = SRV__SQL_ERROR;
 
+	/* Its own message (give_up) says why the connection was closed. */
+	if (c->silent)
+		return c->errclass = SRV__SQL_UNAVAILABLE;
 	keep_error(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
 	if (PQstatus(c->pg) == CONNECTION_BAD || !state || strncmp(state, "08", 2) == 0 ||
 	    strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
@@ -352,7 +462,8 @@ static int run_alone(struct pgd_stmt *st)
 	ExecStatusType status;
 
 	if (st->name[0] && st->generation != c->generation) {
-		PGresult *p = PQprepare(c->pg, st->name, st->sql, st->nparams, st->types);
+		PGresult *p = exec_wait(c, PQsendPrepare(c->pg, st->name, st->sql, st->nparams,
+							 st->types));
 		int ok = PQresultStatus(p) == PGRES_COMMAND_OK;
 		int cls = ok ? SRV__SQL_DONE : failure_class(c, p);
 
@@ -361,10 +472,11 @@ static int run_alone(struct pgd_stmt *st)
 			return cls;
 		st->generation = c->generation;
 	}
-	st->res = st->name[0] ?
-		PQexecPrepared(c->pg, st->name, st->nparams, st->values, st->lengths, st->formats, 1) :
-		PQexecParams(c->pg, st->sql, st->nparams, st->types, st->values, st->lengths, st->formats,
-			     1);
+	st->res = exec_wait(c, st->name[0] ?
+		PQsendQueryPrepared(c->pg, st->name, st->nparams, st->values, st->lengths, st->formats,
+				    1) :
+		PQsendQueryParams(c->pg, st->sql, st->nparams, st->types, st->values, st->lengths,
+				  st->formats, 1));
 	status = PQresultStatus(st->res);
 	if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK && status != PGRES_EMPTY_QUERY)
 		return failure_class(c, st->res);
@@ -411,8 +523,9 @@ static int pipe_collect(struct pgd_conn *c, const struct pgd_op *ops, int n,
 	for (int i = 0; i < n; i++) {
 		ExecStatusType status;
 
-		r = PQgetResult(c->pg);
-		if (!r) {
+		r = await_result(c);
+		if (!r || c->silent) {
+			PQclear(r);
 			*broken = true;
 			return rc;
 		}
@@ -428,11 +541,11 @@ static int pipe_collect(struct pgd_conn *c, const struct pgd_op *ops, int n,
 			r = NULL;
 		}
 		PQclear(r);
-		while ((r = PQgetResult(c->pg)))
+		while ((r = await_result(c)))
 			PQclear(r);
 	}
-	r = PQgetResult(c->pg);
-	*broken = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+	r = await_result(c);
+	*broken = c->silent || PQresultStatus(r) != PGRES_PIPELINE_SYNC;
 	PQclear(r);
 	return rc;
 }
@@ -665,7 +778,7 @@ static int pgd_exec(srv__conn *conn, const char *sql)
 
 	if (rc != SRV__SQL_DONE)
 		return rc;
-	res = PQexec(c->pg, sql);
+	res = exec_wait(c, PQsendQuery(c->pg, sql));
 	status = PQresultStatus(res);
 	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY)
 		rc = failure_class(c, res);
@@ -766,7 +879,7 @@ static int pgd_commit(srv__conn *conn)
 	rc = flush_deferred(c);
 	if (rc != SRV__SQL_DONE)
 		return rc;
-	res = PQexec(c->pg, "COMMIT");
+	res = exec_wait(c, PQsendQuery(c->pg, "COMMIT"));
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		rc = failure_class(c, res);
 	} else if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
@@ -954,7 +1067,7 @@ static int pgd_revive(srv__conn *conn)
 	c->generation++;
 	c->ndeferred = 0;
 	c->begin_deferred = false;
-	c->broken = false;
+	c->broken = c->silent = false;
 	if (PQstatus(c->pg) != CONNECTION_OK || configure_session(c) != SRV__SQL_DONE) {
 		keep_error(c, PQerrorMessage(c->pg));
 		return -1;
@@ -1019,9 +1132,32 @@ bool srv__pg_is_url(const char *target)
 	return strncmp(target, "postgresql://", 13) == 0 || strncmp(target, "postgres://", 11) == 0;
 }
 
+/*
+ * The connection keywords dpgate sets, then the URL (expanded), whose own
+ * settings come later and so win.  TCP keepalives and tcp_user_timeout
+ * find a primary that vanished (a cut network, a host powered off) in
+ * about 30 s instead of TCP's minutes, in the pool and in the listener
+ * alike; connect_timeout bounds a connection's start.
+ */
+static const char *const pg_keywords[] = {
+	"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+	"tcp_user_timeout", "connect_timeout", "dbname", NULL,
+};
+
+static void pg_values(const char *url, const char *values[8])
+{
+	static const char *const ours[] = {"1", "5", "2", "3", "30000", "10"};
+
+	for (int i = 0; i < 6; i++)
+		values[i] = ours[i];
+	values[6] = url;
+	values[7] = NULL;
+}
+
 srv__conn *srv__pg_open(const char *url, bool read_only, srv_error *err)
 {
 	struct pgd_conn *c = calloc(1, sizeof(*c));
+	const char *values[8];
 
 	if (!c) {
 		srv_error_set(err, SRV_DB_ERROR, "out of memory");
@@ -1029,7 +1165,8 @@ srv__conn *srv__pg_open(const char *url, bool read_only, srv_error *err)
 	}
 	c->base.drv = &pgd_driver;
 	c->generation = 1;
-	c->pg = PQconnectdb(url);
+	pg_values(url, values);
+	c->pg = PQconnectdbParams(pg_keywords, values, 1);
 	if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
 		keep_error(c, c->pg ? PQerrorMessage(c->pg) : "out of memory");
 		srv_error_set(err, SRV_DB_ERROR, "cannot connect to PostgreSQL: %s", c->err);
@@ -1063,14 +1200,6 @@ struct srv_store_listener {
 	pthread_t thread;
 };
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Waits until fd is ready for `events`, the stop or timeout_ms (-1: no
  * limit).  1 ready, 0 timed out, -1 stopped or failed. */
 static int listen_wait(const struct srv_store_listener *l, int fd, short events, int timeout_ms)
@@ -1092,10 +1221,13 @@ static int listen_wait(const struct srv_store_listener *l, int fd, short events,
 static PGconn *listen_connect(const struct srv_store_listener *l)
 {
 	int64_t until = monotonic_ms() + DPG_PG_LISTEN_CONNECT_TIMEOUT_S * 1000;
-	PGconn *pg = PQconnectStart(l->url);
+	const char *values[8];
+	PGconn *pg;
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
 	PGresult *res = NULL;
 
+	pg_values(l->url, values);
+	pg = PQconnectStartParams(pg_keywords, values, 1);
 	if (!pg || PQstatus(pg) == CONNECTION_BAD)
 		goto fail;
 	while (st != PGRES_POLLING_OK) {

@@ -309,7 +309,15 @@ static void drop_test_database(const char *url)
 
 void dpg_server_start_on(dpg_server *s, const char *db)
 {
+	dpg_server_start_on_with(s, db, NULL, NULL);
+}
+
+void dpg_server_start_on_with(dpg_server *s, const char *db, const char *const *env,
+			      const char *const *serve_args)
+{
 	memset(s, 0, sizeof(*s));
+	s->env = env;
+	s->serve_args = serve_args;
 	snprintf(s->dir, sizeof(s->dir), "/tmp/dpgate-test-XXXXXX");
 	cr_assert_not_null(mkdtemp(s->dir));
 	cr_assert_lt((size_t)snprintf(s->db, sizeof(s->db), "%s", db), sizeof(s->db));

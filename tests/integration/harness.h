@@ -55,6 +55,11 @@ void dpg_skip_on_pg(const char *why);
  * admin key of its own; fails the test when it cannot. */
 void dpg_server_start_on(dpg_server *s, const char *db);
 
+/* As dpg_server_start_on, with `env` and `serve_args` (as the fields of
+ * those names; NULL: none) at this and every restart. */
+void dpg_server_start_on_with(dpg_server *s, const char *db, const char *const *env,
+			      const char *const *serve_args);
+
 /* Creates a fresh, empty database on $DPGATE_TEST_DB's server and writes
  * its URL into out (size bytes); fails the test when it cannot. */
 void dpg_new_database(char *out, size_t size);
