@@ -5,7 +5,9 @@ Every command `dpgate --help` lists has a section in MANPAGE, and each
 section names only commands that exist.  For every command, the options
 `dpgate CMD --help` mentions are exactly those its man page section
 mentions, and the top-level options of `dpgate --help` are exactly those
-of the OPTIONS section.  Exit 0 when all agree, 1 with the differences."""
+of the OPTIONS section.  The databases `dpgate serve --help` accepts are
+named in the serve line of `dpgate --help` and in the DESCRIPTION.  Exit
+0 when all agree, 1 with the differences."""
 import os
 import re
 import subprocess
@@ -16,6 +18,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from check_report import finish  # noqa: E402
 
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# The stores serve can run on; each one serve's help names must be named
+# wherever serve is summed up in one line, or a reader takes it for the only.
+DATABASES = ("SQLite", "PostgreSQL")
 
 
 def run_help(binary, args):
@@ -42,6 +47,23 @@ def commands_and_options(top):
     return commands, set(OPTION.findall("\n".join(options)))
 
 
+def serve_line(top):
+    """The one-line summary of serve in `dpgate --help`."""
+    for line in top.splitlines():
+        if re.match(r"  serve\s", line):
+            return line
+    return ""
+
+
+def database_problems(binary, top, sections):
+    """The databases serve accepts that a summary of serve leaves out."""
+    accepted = [db for db in DATABASES if db in run_help(binary, ["serve", "--help"])]
+    summaries = {"the serve line of dpgate --help": serve_line(top),
+                 "the man page's DESCRIPTION": sections.get("DESCRIPTION", "")}
+    return [f"{where} does not name {db}, which dpgate serve --help accepts"
+            for where, text in summaries.items() for db in accepted if db not in text]
+
+
 def man_sections(text):
     """{heading: plain text} for every .SH and .SS of a roff man page."""
     plain = re.sub(r"\\f[BIRP]|\\\(..|\\&", "", text).replace("\\-", "-")
@@ -59,7 +81,8 @@ def man_sections(text):
 def main():
     binary, manpage = sys.argv[1], sys.argv[2]
     problems = []
-    commands, top_options = commands_and_options(run_help(binary, ["--help"]))
+    top = run_help(binary, ["--help"])
+    commands, top_options = commands_and_options(top)
     if len(commands) < 2:
         sys.exit(f"found only {commands} in dpgate --help: is its format still parsed here?")
     sections = man_sections(open(manpage, encoding="utf-8").read())
@@ -92,6 +115,7 @@ def main():
     for opt in sorted(man_top - top_options):
         problems.append(f"the man page's OPTIONS list {opt}; dpgate --help does not")
 
+    problems += database_problems(binary, top, sections)
     return finish(problems, f"{len(commands)} commands checked, {len(problems)} problems")
 
 

@@ -16,7 +16,7 @@ static const char usage_top[] =
 	"while the budget holds.\n"
 	"\n"
 	"commands:\n"
-	"  serve       run the HTTP API on an embedded SQLite database\n"
+	"  serve       run the HTTP API on SQLite or PostgreSQL\n"
 	"  keys        create, list or revoke API keys (create|list|revoke)\n"
 	"  epsilon     epsilon of a privacy event at a delta (stateless)\n"
 	"  delta       delta of a privacy event at an epsilon (stateless)\n"
