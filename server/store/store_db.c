@@ -492,6 +492,13 @@ int srv__lock_named(srv_db *db, const char *what)
 	return db->c->drv->lock_named(db->c, what) == SRV__SQL_DONE ? SRV_OK : SRV_DB_ERROR;
 }
 
+/* The name of the lock an upload, a claim and an archive take on a
+ * dataset's link. */
+void srv__data_link_lock_name(const char *dataset_id, char name[DPG_MAX_ID_BYTES + 16])
+{
+	snprintf(name, DPG_MAX_ID_BYTES + 16, "data link %s", dataset_id);
+}
+
 int srv__db_begin_read(srv_db *db)
 {
 	return db->c->drv->begin_read(db->c) == SRV__SQL_DONE ? 0 : -1;
@@ -2278,16 +2285,19 @@ static int reservation_holder(srv_db *db, const char *dataset_id, const char *ri
 	return rc;
 }
 
-/* The write transaction, then dataset id into *ds as it stands under its
- * lock.  SRV_OK, or the failure (a transaction may be left open: the
- * caller's srv__rollback ends it). */
-static int begin_with_dataset(srv_db *db, const char *id, srv_dataset *ds)
+/* The write transaction, the named lock `lock_first` (NULL: none) before
+ * the dataset's row as every path that takes both does, then dataset id
+ * into *ds as it stands under its lock.  SRV_OK, or the failure (a
+ * transaction may be left open: the caller's srv__rollback ends it). */
+static int begin_with_dataset(srv_db *db, const char *id, const char *lock_first,
+			      srv_dataset *ds)
 {
 	int rc = srv__begin_write(db);
 
 	if (rc == SRV_DB_MOVED)
 		return rc;
-	if (rc < 0 || srv__lock_dataset(db, id) != SRV_OK)
+	if (rc < 0 || (lock_first && srv__lock_named(db, lock_first) != SRV_OK) ||
+	    srv__lock_dataset(db, id) != SRV_OK)
 		return SRV_DB_ERROR;
 	return srv_store_dataset_get(db, id, ds);
 }
@@ -2301,7 +2311,7 @@ int srv_store_reservation_close(srv_db *db, const char *dataset_id, const char *
 	int swept = 0, rc;
 
 	srv_now_text(now);
-	rc = begin_with_dataset(db, dataset_id, &ds);
+	rc = begin_with_dataset(db, dataset_id, NULL, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	/* Expired ones are committed first, so releasing an expired
@@ -2430,7 +2440,7 @@ int srv_store_dataset_update(srv_db *db, const char *id, const char *name, doubl
 	int rc;
 
 	srv_now_text(now);
-	rc = begin_with_dataset(db, id, &ds);
+	rc = begin_with_dataset(db, id, NULL, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	budget_changed = (isfinite(budget_epsilon) && budget_epsilon != ds.budget_epsilon) ||
@@ -2473,11 +2483,17 @@ int srv_store_dataset_archive(srv_db *db, const char *id, const char *actor, srv
 {
 	srv_dataset ds;
 	srv__stmt *s;
-	char now[32];
+	char now[32], link_lock[DPG_MAX_ID_BYTES + 16];
 	int rc;
 
 	srv_now_text(now);
-	rc = begin_with_dataset(db, id, &ds);
+	/* The lock a claim holds from before it reads `archived` to its
+	 * COMMIT (srv__job_claim): a claim that read the dataset as live
+	 * starts its job before this archive commits, and one that comes
+	 * after reads it archived and cancels its job, never the job started
+	 * after the archive answered. */
+	srv__data_link_lock_name(id, link_lock);
+	rc = begin_with_dataset(db, id, link_lock, &ds);
 	if (rc != SRV_OK)
 		goto out;
 	rc = SRV_DB_ERROR;

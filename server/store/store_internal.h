@@ -173,8 +173,9 @@ int srv__table_file_in_txn(srv_db *db, const char *dataset_id, char **ret);
  * it.  SRV_OK, SRV_CONFLICT (a job runs) or SRV_DB_ERROR.
  */
 int srv__data_link_hold(srv_db *db, const char *dataset_id);
-/* The name of the lock an upload and a claim take on a dataset's link
- * (srv__data_link_hold, srv__job_claim). */
+/* The name of the lock an upload, a claim and an archive take on a
+ * dataset's link (srv__data_link_hold, srv__job_claim,
+ * srv_store_dataset_archive). */
 void srv__data_link_lock_name(const char *dataset_id, char name[DPG_MAX_ID_BYTES + 16]);
 
 #endif

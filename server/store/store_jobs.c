@@ -151,10 +151,10 @@ static int write_end(srv_db *db, const char *job_id, const char *from_state, con
 	int rc;
 
 	/* On PostgreSQL another server's transaction may have moved the job
-	 * (a cancel, a start, a sweep of its lease) after it was loaded, and
-	 * the row's lock is only taken here.  A job that left from_state, or
-	 * whose lease its owner renewed, is not ended: everything the
-	 * caller's transaction did is rolled back. */
+	 * (a cancel, a start, a sweep of its lease) before the caller locked
+	 * its row (lock_job_row).  A job that left from_state, or whose lease
+	 * its owner renewed, is not ended: everything the caller's
+	 * transaction did is rolled back. */
 	if (lease_before)
 		rc = exec_text(db,
 			       "UPDATE jobs SET state = ?2, result = ?3, error = ?4, model_path = ?5,"
@@ -177,12 +177,22 @@ static bool ended_so(const srv_job_row *j, const char *state, const char *finish
 	       strcmp(j->finished_at, finished_at) == 0;
 }
 
+/* Locks job id's row to the transaction's end (an UPDATE that changes
+ * nothing: SQLite has no FOR UPDATE, and its write transaction holds the
+ * whole file anyway).  SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
+static int lock_job_row(srv_db *db, const char *job_id)
+{
+	const char *args[] = {job_id};
+
+	return exec_text(db, "UPDATE jobs SET state = state WHERE id = ?1", 1, args);
+}
+
 static int finish_txn(srv_db *db, const char *job_id, const char *from_state, const char *state,
 		      bool release, const srv_job_charge *charge, const char *result,
 		      const char *error, const char *model_path, const char *actor,
 		      const char *finished_at, const char *lease_before)
 {
-	srv_job_row j;
+	srv_job_row j = {0};
 	srv_dataset ds;
 	acct_cost admitted;
 	char now[32];
@@ -191,7 +201,13 @@ static int finish_txn(srv_db *db, const char *job_id, const char *from_state, co
 	srv_now_text(now);
 	if (srv__begin_write(db) < 0)
 		return SRV_DB_ERROR;
-	rc = srv__job_load(db, job_id, &j);
+	/* The job's row before its dataset's: a claim holds a queued job's
+	 * row while it waits for the link lock (srv__job_claim), which an
+	 * archive holds while it waits for the dataset's row; an end that
+	 * held that row and waited for the job's would close the circle. */
+	rc = lock_job_row(db, job_id);
+	if (rc != SRV_DB_ERROR)
+		rc = srv__job_load(db, job_id, &j);
 	if (rc != SRV_OK)
 		goto out;
 	if (strcmp(j.state, from_state) != 0) {
@@ -366,7 +382,9 @@ int srv__job_claim(srv_db *db, const char *want_id, const char *owner, int64_t c
 	args[0] = ret_id;
 	/* An upload that holds the link (srv__data_link_hold) commits first,
 	 * and the check below reads its version; one that comes after finds
-	 * this job running and is refused. */
+	 * this job running and is refused.  So does an archive, which takes
+	 * the lock too (srv_store_dataset_archive): the check reads it
+	 * archived, or the archive commits after this job started. */
 	srv__data_link_lock_name(dataset, lock);
 	if (srv__lock_named(db, lock) != SRV_OK) {
 		rc = SRV_DB_ERROR;

@@ -143,12 +143,6 @@ out:
 	return rc;
 }
 
-/* The name of the lock an upload and a claim take on a dataset's link. */
-void srv__data_link_lock_name(const char *dataset_id, char name[DPG_MAX_ID_BYTES + 16])
-{
-	snprintf(name, DPG_MAX_ID_BYTES + 16, "data link %s", dataset_id);
-}
-
 int srv__data_link_hold(srv_db *db, const char *dataset_id)
 {
 	char name[DPG_MAX_ID_BYTES + 16];

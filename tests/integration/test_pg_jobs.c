@@ -16,6 +16,9 @@
  *     where the end is written);
  *   - a claim waits for an upload that holds the dataset's link, then
  *     reads its version and cancels the job checked against the old one.
+ *   - an archive waits for a claim that read the dataset as live: the
+ *     archive never answers while the job is queued and the job then
+ *     starts.
  *   - a running row of a live server that none of its workers holds is
  *     swept once its lease runs out (only held jobs' leases are renewed).
  *
@@ -269,6 +272,80 @@ Test(pg_jobs, a_claim_waits_for_an_upload_of_the_link_and_sees_it)
 	count_closes(&r.srv[0], &commits, &releases);
 	cr_assert_eq(commits, 0);
 	cr_assert_eq(releases, 1);
+	rig_free(&r);
+}
+
+/* A trigger that holds every claim inside its UPDATE for `seconds`: after
+ * the UPDATE's WHERE read the dataset as live, before the COMMIT. */
+static void pause_claims(const struct rig *r, int seconds)
+{
+	char sql[512];
+
+	snprintf(sql, sizeof(sql),
+		 "CREATE FUNCTION pause_claim() RETURNS trigger LANGUAGE plpgsql AS"
+		 " $$BEGIN PERFORM pg_sleep(%d); RETURN NEW; END$$;"
+		 " CREATE TRIGGER pause_claim BEFORE UPDATE ON jobs FOR EACH ROW"
+		 " WHEN (OLD.state = 'queued' AND NEW.state = 'running')"
+		 " EXECUTE PROCEDURE pause_claim()",
+		 seconds);
+	cr_assert_eq(psql_num(r, sql), 0);
+}
+
+/* Waits until a session of the database sleeps in pause_claim. */
+static void wait_claim_paused(const struct rig *r)
+{
+	double deadline = dpg_now_s() + 60;
+
+	while (psql_num(r, "SELECT count(*) FROM pg_stat_activity"
+			   " WHERE datname = current_database() AND wait_event = 'PgSleep'") != 1) {
+		cr_assert_lt(dpg_now_s(), deadline, "no claim was ever seen paused");
+		usleep(50000);
+	}
+}
+
+/*
+ * An archive takes the link lock a claim holds from before it reads
+ * `archived` to its COMMIT: a claim paused after its UPDATE read fm as
+ * live makes the archive wait, so the archive answers once the job is
+ * running (the claim came first), or the job ends cancelled with its
+ * reservation released (the archive came first).  Without the lock the
+ * archive answered 200 while the job was queued, and the job then ran on
+ * the archived dataset (docs/training.md, "Budget rule").
+ */
+Test(pg_jobs, an_archive_waits_for_a_claim_that_read_the_dataset_live)
+{
+	static struct rig r;
+	char id[64], at_archive[16];
+	int commits, releases;
+	dpg_resp resp;
+	json_t *j;
+	const char *state;
+
+	rig_start(&r, 1);
+	pause_claims(&r, 5);
+	dpg_start_job(&r.srv[0], "fm", dpg_fm_small_job, id, sizeof(id));
+	wait_claim_paused(&r);
+	resp = dpg_call(&r.srv[0], "DELETE", "/v1/datasets/fm", r.srv[0].admin_key, NULL);
+	cr_assert_eq(resp.status, 200, "%s", resp.body);
+	dpg_resp_free(&resp);
+	j = get_job(&r.srv[0], id);
+	snprintf(at_archive, sizeof(at_archive), "%s",
+		 json_string_value(json_object_get(j, "state")));
+	json_decref(j);
+	j = dpg_job_wait(&r.srv[0], id, ended, 300);
+	state = json_string_value(json_object_get(j, "state"));
+	count_closes(&r.srv[0], &commits, &releases);
+	if (strcmp(state, "cancelled") == 0) {
+		cr_assert_eq(commits, 0);
+		cr_assert_eq(releases, 1);
+	} else {
+		cr_assert_str_neq(at_archive, "queued",
+				  "the archive answered 200 while job %s was queued, and the job"
+				  " then ended %s",
+				  id, state);
+		cr_assert_eq(commits, 1);
+	}
+	json_decref(j);
 	rig_free(&r);
 }
 
