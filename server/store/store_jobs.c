@@ -177,6 +177,22 @@ static bool ended_so(const srv_job_row *j, const char *state, const char *finish
 	       strcmp(j->finished_at, finished_at) == 0;
 }
 
+/* On a shared database a model's bytes are stored before the end that
+ * names them (srv_store_model_blob_put).  An end refused because the job
+ * left its state meanwhile (another server's sweep of its lease failed
+ * it) names them nowhere, and nothing else would ever remove them; those
+ * a committed end named stay.  A failure leaves the bytes, as before. */
+static void drop_unnamed_model(srv_db *db, const char *job_id)
+{
+	const char *args[] = {job_id};
+
+	if (srv_db_shared(db))
+		(void)exec_text(db,
+				"DELETE FROM model_blobs WHERE job_id = ?1 AND NOT EXISTS"
+				" (SELECT 1 FROM jobs WHERE id = ?1 AND model_path IS NOT NULL)",
+				1, args);
+}
+
 /* Locks job id's row to the transaction's end (an UPDATE that changes
  * nothing: SQLite has no FOR UPDATE, and its write transaction holds the
  * whole file anyway).  SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
@@ -252,6 +268,8 @@ static int finish_txn(srv_db *db, const char *job_id, const char *from_state, co
 out:
 	srv__rollback(db);
 	srv__job_row_clear(&j);
+	if (rc == SRV_CONFLICT && model_path)
+		drop_unnamed_model(db, job_id);
 	return rc;
 }
 

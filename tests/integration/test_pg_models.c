@@ -7,11 +7,14 @@
  *     its model in the database (model_blobs, under its db: model_path);
  *   - the model's bytes through either server are the blob's bytes, as
  *     psql reads them, and as many as the job's result states;
- *   - the JSON model and predict through A and through B answer the same.
+ *   - the JSON model and predict through A and through B answer the same;
+ *   - a model whose job's end is refused (the job was failed meanwhile, as
+ *     another server's sweep of its lease does) leaves no blob behind.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -106,5 +109,58 @@ Test(pg_models, a_model_is_served_alike_by_every_server)
 		dpg_resp_free(&model[i]);
 		dpg_resp_free(&pred[i]);
 	}
+	dpg_pg_pair_free(&r);
+}
+
+/* The rows of model_blobs for job `id`, as psql counts them. */
+static long long blobs_of(const char *url, const char *id)
+{
+	char sql[256], out[64];
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM model_blobs WHERE job_id = '%s'", id);
+	cr_assert_eq(dpg_pg_psql(url, sql, out, sizeof(out)), 0, "%s", out);
+	return atoll(out);
+}
+
+/*
+ * The blob is written before the end that names it; a job failed in
+ * between (here by a trigger in the blob's own transaction, as another
+ * server's sweep would once the owner missed its lease) refuses the end,
+ * and the bytes no row names are deleted with it.  Without that they
+ * stayed in model_blobs for ever.
+ */
+Test(pg_models, a_model_whose_end_is_refused_leaves_no_blob)
+{
+	static struct dpg_pg_pair r;
+	char id[96], sql[512], out[256];
+	double deadline;
+
+	dpg_pg_pair_start(&r);
+	dpg_make_dataset(&r.a, "iris", 10.0, 1e-5, "rdp");
+	dpg_upload_iris(&r.a, "iris", IRIS_HEADER);
+	cr_assert_eq(dpg_pg_psql(r.url,
+				 "CREATE FUNCTION fail_job() RETURNS trigger LANGUAGE plpgsql AS"
+				 " $$BEGIN UPDATE jobs SET state = 'failed', finished_at = '1',"
+				 " error = 'failed by the test' WHERE id = NEW.job_id;"
+				 " RETURN NEW; END$$;"
+				 " CREATE TRIGGER fail_job BEFORE INSERT ON model_blobs"
+				 " FOR EACH ROW EXECUTE PROCEDURE fail_job()",
+				 out, sizeof(out)),
+		     0, "%s", out);
+	dpg_start_job(&r.a, "iris", small_job, id, sizeof(id));
+	/* The owner, A or B, logs once its end was refused. */
+	deadline = dpg_now_s() + 300;
+	while (dpg_log_lines(&r.a, "cannot record the end of job", false) +
+		       dpg_log_lines(&r.b, "cannot record the end of job", false) ==
+	       0) {
+		cr_assert_lt(dpg_now_s(), deadline, "no server refused the end of job %s", id);
+		usleep(100000);
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT state || ' ' || coalesce(model_path, 'none') FROM jobs WHERE id = '%s'",
+		 id);
+	cr_assert_eq(dpg_pg_psql(r.url, sql, out, sizeof(out)), 0, "%s", out);
+	cr_assert_str_eq(out, "failed none");
+	cr_assert_eq(blobs_of(r.url, id), 0, "the refused end's model stayed in model_blobs");
 	dpg_pg_pair_free(&r);
 }
