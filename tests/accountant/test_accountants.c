@@ -45,6 +45,16 @@ static acct_event *laplace(double b)
 	return e;
 }
 
+/* k-ary randomized response with noise parameter p. */
+static acct_event *rand_response(double p, int k)
+{
+	acct_event *e = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+
+	e->u.randomized_response.noise_parameter = p;
+	e->u.randomized_response.num_buckets = k;
+	return e;
+}
+
 static acct_options opts(acct_accountant a, acct_neighbor nb)
 {
 	acct_options o;
@@ -212,11 +222,9 @@ Test(rdp, randomized_response_direct_sum)
 {
 	double p = 0.3, orders[] = {2, 7.5}, r[2];
 	int k = 5;
-	acct_event *e = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_event *e = rand_response(p, k);
 	acct_error err;
 
-	e->u.randomized_response.noise_parameter = p;
-	e->u.randomized_response.num_buckets = k;
 	acct_error_init(&err);
 	cr_assert_eq(acct_rdp(e, ACCT_REPLACE, orders, 2, r, NULL, &err), 0);
 	for (int i = 0; i < 2; i++) {
@@ -646,7 +654,7 @@ Test(pld, many_compositions_never_below_exact)
  */
 Test(pld, discrete_base_has_only_its_atoms)
 {
-	acct_event *rr = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_event *rr = rand_response(0.5, 4);
 	acct_event *two[2] = {acct_event_epsilon_delta(0.1, 1e-7),
 			      acct_event_epsilon_delta(0.3, 0)};
 	struct {
@@ -664,8 +672,6 @@ Test(pld, discrete_base_has_only_its_atoms)
 		{acct_event_composed(two, 2), ACCT_ADD_REMOVE, 4},
 	};
 
-	rr->u.randomized_response.noise_parameter = 0.5;
-	rr->u.randomized_response.num_buckets = 4;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		size_t got = 0;
 		acct_error err;
@@ -825,12 +831,10 @@ Test(pld, work_limit_and_basic_fallback)
 Test(calibrate, pld_search_shares_one_work_budget)
 {
 	acct_options o = opts(ACCT_PLD, ACCT_REPLACE);
-	acct_event *rr = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_event *rr = rand_response(0.5, 4);
 	acct_error err;
 	double v, e;
 
-	rr->u.randomized_response.noise_parameter = 0.5;
-	rr->u.randomized_response.num_buckets = 4;
 	acct_error_init(&err);
 	cr_assert_eq(acct_calibrate(rr, rr, "noise_parameter", 1e6, 1e-5, &o, &v, &e, &err),
 		     ACCT_EUNSUPPORTED, "%s", err.text);
@@ -847,12 +851,10 @@ Test(calibrate, pld_search_shares_one_work_budget)
 Test(calibrate, a_target_no_value_crosses_is_refused_at_epsilon)
 {
 	acct_options o = opts(ACCT_RDP, ACCT_REPLACE);
-	acct_event *rr = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_event *rr = rand_response(0.5, 2);
 	acct_error err;
 	double v, e;
 
-	rr->u.randomized_response.noise_parameter = 0.5;
-	rr->u.randomized_response.num_buckets = 2;
 	acct_error_init(&err);
 	cr_assert_eq(acct_calibrate(rr, rr, "noise_parameter", 1000.0, 1e-5, &o, &v, &e, &err),
 		     ACCT_EUNSUPPORTED, "%s", err.text);
@@ -870,12 +872,10 @@ Test(calibrate, a_target_no_value_crosses_is_refused_at_epsilon)
 Test(calibrate, a_noise_parameter_near_one_is_found_not_rounded_to_one)
 {
 	acct_options o = opts(ACCT_ZCDP, ACCT_REPLACE);
-	acct_event *rr = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
+	acct_event *rr = rand_response(0.5, 1000000000);
 	acct_error err;
 	double v, e;
 
-	rr->u.randomized_response.noise_parameter = 0.5;
-	rr->u.randomized_response.num_buckets = 1000000000;
 	acct_error_init(&err);
 	cr_assert_eq(acct_calibrate(rr, rr, "noise_parameter", 1.0, 1e-300, &o, &v, &e, &err), 0,
 		     "%s", err.text);
