@@ -142,6 +142,7 @@ struct pgd_conn {
 	bool begin_deferred; /* deferred[0] is a BEGIN: no transaction on the server yet */
 	bool broken;         /* a pipeline went wrong: made again at the next revive */
 	bool silent;         /* given up on after DPG_PG_SILENT_S without an answer */
+	bool patient;        /* migrating: no silent limit */
 };
 
 struct pgd_stmt {
@@ -230,7 +231,7 @@ static void give_up(struct pgd_conn *c)
  * it only while PostgreSQL keeps answering: after silent_limit_ms() with
  * no byte, c is given up (give_up) and the result is libpq's of a lost
  * connection.  A long answer that keeps arriving (a large read) never
- * times out.
+ * times out, nor does any answer while c migrates (pgd_migrate_around).
  */
 static PGresult *await_result(struct pgd_conn *c)
 {
@@ -238,7 +239,7 @@ static PGresult *await_result(struct pgd_conn *c)
 
 	while (!c->silent && PQisBusy(c->pg)) {
 		struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
-		int64_t left = until - monotonic_ms();
+		int64_t left = c->patient ? 60000 : until - monotonic_ms();
 		int n;
 
 		if (p.fd < 0)
@@ -963,10 +964,12 @@ static int pgd_schema_objects(srv__conn *c, int64_t *ret_has_migrations, int64_t
 	return *ret_has_migrations < 0 || *ret_objects < 0 ? -1 : 0;
 }
 
+/* The migrations may rebuild an index of a large table, a statement that
+ * runs minutes without a byte back: their connection waits for its
+ * answers without the silent limit (await_result). */
 static int pgd_migrate_around(srv__conn *c, bool before)
 {
-	(void)c;
-	(void)before;
+	conn_of(c)->patient = before;
 	return 0;
 }
 
