@@ -135,10 +135,11 @@
  * jobs and uploads together (srv_table_cache_get, _slot_take); others
  * wait for a slot.  Each parse holds the file's bytes and its typed
  * columns (about 115 MB for a 64 MiB file of numbers), so memory for
- * parses is about this many times the largest, whatever --threads is.  2: parsing is CPU bound and the
- * reference machine has 2 cores, so more at once would only hold more
- * memory, not end sooner; 1 would keep a small table's first query
- * behind a large one's parse while a core is free. */
+ * parses is about this many times the largest, whatever --threads is.
+ * 2: parsing is CPU bound and the reference machine has 2 cores, so more
+ * at once would only hold more memory, not end sooner; 1 would keep a
+ * small table's first query behind a large one's parse while a core is
+ * free. */
 #define DPG_TABLE_PARSES            2
 
 /* ==== trainers ==== */

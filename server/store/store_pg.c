@@ -289,7 +289,6 @@ static PGresult *exec_wait(struct pgd_conn *c, int sent)
 	return keep;
 }
 
-
 /* A failed result's class (see the file's comment); keeps its message. */
 static int failure_class(struct pgd_conn *c, const PGresult *res)
 {
