@@ -87,16 +87,6 @@ static int log_normal_sf(double x, double scale, double *ret)
 	return 0;
 }
 
-/* ln(e^a + e^b). */
-static double logaddexp(double a, double b)
-{
-	double hi = a > b ? a : b, lo = a > b ? b : a;
-
-	if (hi == -INFINITY)
-		return -INFINITY;
-	return hi + log1p(exp(lo - hi));
-}
-
 /*
  * The z >= 0 with ln erfc(z) = logy, for logy <= 0 (erfc^-1 of e^logy, also
  * where e^logy underflows).  Starts from GSL's Gaussian quantile or, deep in
@@ -286,7 +276,7 @@ static void rdp_theorem6(double logq, double sigma, const double *orders, size_t
 			continue;
 		log_a = (lam - 1) * (log1q - acct__log1mexp((logq + eps2) * (1 - 1 / mu2)));
 		log_b = (lam - 1) * (eps1 - logq / (mu1 - 1));
-		log_s = logaddexp(log1q + log_a, logq + log_b);
+		log_s = acct__log_add(log1q + log_a, logq + log_b);
 		ret[i] = fmax(0.0, fmin(ret[i], log_s / (lam - 1)));
 	}
 }
@@ -426,7 +416,7 @@ static double theorem6_at(double sigma, double logq, double order)
 	log1q = acct__log1mexp(logq);
 	log_a = (order - 1) * (log1q - acct__log1mexp((logq + eps2) * (1 - 1 / mu2)));
 	log_b = (order - 1) * (eps1 - logq / (mu1 - 1));
-	return logaddexp(log1q + log_a, logq + log_b) / (order - 1);
+	return acct__log_add(log1q + log_a, logq + log_b) / (order - 1);
 }
 
 /* Theorem 6's conditions at logq (mu_1 >= lambda, Lemma 9's range). */
