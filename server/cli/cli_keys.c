@@ -108,20 +108,19 @@ static int parse_keys_args(int argc, char **argv, struct keys_args *a)
 static json_t *scope_from_list(const char *list)
 {
 	json_t *scope = json_array();
+	const char *t = list, *end;
 
-	for (const char *t = list; scope; t++) {
-		const char *end = strchr(t, ',');
-		size_t len = end ? (size_t)(end - t) : strlen(t);
-
+	for (; scope; t = end + 1) {
+		end = strchr(t, ',');
 		/* Unchecked: srv_keys_check refuses any byte outside an id's
 		 * characters, invalid UTF-8 included, before it is used. */
-		if (json_array_append_new(scope, json_stringn_nocheck(t, len)) < 0) {
+		if (json_array_append_new(scope, json_stringn_nocheck(t, end ? (size_t)(end - t) :
+									  strlen(t))) < 0) {
 			json_decref(scope);
 			return NULL;
 		}
 		if (!end)
 			break;
-		t = end;
 	}
 	return scope;
 }
