@@ -460,15 +460,17 @@ static void expect_queue_full(const dpg_server *s)
  * 64 jobs submitted through A and run by B leave nothing queued, so a
  * 65th is accepted through A (it was refused, "the job queue is full",
  * by A's count of its own wake-ups until its own workers came free).  Then
- * 64 queued rows that no worker can take (a session holds them, as a claim
- * in progress would) fill the queue: a job is refused through either
- * server, B's own wake-ups being none (it was accepted through B).
+ * B's workers take long jobs too, and 64 queued rows fill the queue: a job
+ * is refused through either server, B's own wake-ups being none.  No
+ * worker is free while the rows are written (a free one could claim one
+ * before the test locks them), and a session holds them, as claims in
+ * progress would: a claim does not take a row out of the count.
  */
 Test(pg_jobs, the_queue_bound_is_the_databases)
 {
 	enum { BATCH = 16 };
 	static struct rig r;
-	char busy[2][64], ids[BATCH][64], id[64], sql[1024];
+	char busy[2][64], busy_b[2][64], ids[BATCH][64], id[64], sql[1024];
 	FILE *held;
 
 	rig_start(&r, 1);
@@ -491,6 +493,11 @@ Test(pg_jobs, the_queue_bound_is_the_databases)
 	dpg_start_job(&r.srv[0], "iris", iris_job, id, sizeof(id));
 	json_decref(dpg_job_succeeded(&r.srv[1], id, 300));
 
+	for (int i = 0; i < 2; i++) {
+		dpg_start_job(&r.srv[1], "fm", dpg_fm_long_job, busy_b[i], sizeof(busy_b[i]));
+		json_decref(dpg_job_wait(&r.srv[1], busy_b[i], running, 120));
+	}
+	cr_assert_eq(psql_num(&r, "SELECT count(*) FROM jobs WHERE state = 'running'"), 4);
 	snprintf(sql, sizeof(sql),
 		 "INSERT INTO jobs (id, dataset_id, trainer, params, event, n_train,"
 		 " reservation_id, state, actor, created_at) SELECT 'job-held-' || g, dataset_id,"
@@ -507,6 +514,11 @@ Test(pg_jobs, the_queue_bound_is_the_databases)
 			    "UPDATE jobs SET state = 'cancelled' WHERE id LIKE 'job-held-%';");
 	dpg_pg_session_send(held, "COMMIT;");
 	cr_assert_eq(pclose(held), 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(sql, sizeof(sql), "/v1/jobs/%s", busy_b[i]);
+		dpg_expect_status(&r.srv[1], "DELETE", sql, r.srv[1].admin_key, NULL, 202);
+		json_decref(dpg_job_wait(&r.srv[1], busy_b[i], ended, 120));
+	}
 	dpg_start_job(&r.srv[1], "iris", iris_job, id, sizeof(id));
 	json_decref(dpg_job_succeeded(&r.srv[1], id, 300));
 	rig_free(&r);
