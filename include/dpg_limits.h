@@ -170,7 +170,7 @@
 /* The smallest clip_norm C of a private DP-SGD job: above it no rounding
  * of a clipped contribution underflows past the clipping margin's slack
  * (docs/training.md, "Clipping in floating point"). */
-#define DPG_MIN_CLIP_NORM           0x1p-900
+#define DPG_MIN_CLIP_NORM           0x1p-400
 #define DPG_MAX_HIDDEN_LAYERS       2            /* MLP hidden layers */
 #define DPG_MAX_MODEL_PARAMS        (1LL << 24)  /* weights + biases (128 MiB) */
 /* A serialized model read back from the database: its parameters as

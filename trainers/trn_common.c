@@ -7,6 +7,7 @@
  * events.
  * A leaf: it calls nothing else in trainers/.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -131,6 +132,46 @@ int trn__event_of_parts(acct_event *const *parts, size_t n, acct_event **ret)
 	}
 	*ret = ev;
 	return 0;
+}
+
+int trn__upscale_exponent(const double *v, size_t n)
+{
+	double m = 0.0;
+
+	for (size_t k = 0; k < n; k++)
+		m = fmax(m, fabs(v[k]));
+	/* ilogb(m) in [-1074, -1] for 0 < m < 1; a NaN or infinite m keeps
+	 * e = 0 and its sum stays non-finite. */
+	return m > 0.0 && m < 1.0 ? -ilogb(m) : 0;
+}
+
+void trn__scale_pow2(double *v, size_t n, int e)
+{
+	double p1 = ldexp(1.0, e / 2), p2 = ldexp(1.0, e - e / 2);
+
+	for (size_t k = 0; e != 0 && k < n; k++)
+		v[k] = v[k] * p1 * p2;
+}
+
+double trn__sqnorm_upscaled(const double *v, size_t n, int *ret_e)
+{
+	int e = trn__upscale_exponent(v, n);
+	double p1 = ldexp(1.0, e / 2), p2 = ldexp(1.0, e - e / 2), s = 0.0;
+
+	for (size_t k = 0; k < n; k++) {
+		double x = v[k] * p1 * p2;
+
+		s += x * x;
+	}
+	*ret_e = e;
+	return s;
+}
+
+double trn__sqnorm_unscale(double s, int e)
+{
+	double r = ldexp(s, -2 * e);
+
+	return s > 0.0 && r < DBL_MIN ? DBL_MIN : r;
 }
 
 double trn__clip_margin(size_t n)

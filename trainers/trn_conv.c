@@ -391,7 +391,8 @@ static double forward_one(trn_convnet *n, const double *x, uint32_t y)
 
 /*
  * The n of the clipping margin trn__clip_margin(n) for net n: each dense
- * layer's squared norm carries relative error at most gamma_{in + out + 2},
+ * layer's squared norm carries relative error at most gamma_{in + out + 4}
+ * (as in trn_model.c's clip_margin_terms),
  * each convolution's bound s_hat + E one rounding, and the sum of the
  * layers' nonnegative terms gamma_L (docs/training.md, "Clipping in
  * floating point").
@@ -401,9 +402,34 @@ static size_t conv_margin_terms(const trn_convnet *n)
 	size_t k = 1;
 
 	for (size_t l = 0; l < n->n_dense; l++)
-		if (n->dense[l].in + n->dense[l].out + 2 > k)
-			k = n->dense[l].in + n->dense[l].out + 2;
+		if (n->dense[l].in + n->dense[l].out + 4 > k)
+			k = n->dense[l].in + n->dense[l].out + 4;
 	return k + 1 + n->spec.n_conv + n->n_dense;
+}
+
+/*
+ * Conv layer l's bound max(s^, 0) + E on the squared norm of its part of
+ * the gradient (docs/training.md, "Clipping in floating point"), computed
+ * with the errors dA scaled up by 2^e so that its largest entry is at
+ * least 1: the products of tiny errors then underflow by far less than
+ * E's slack, and dA is scaled back exactly afterwards ("Underflow").  The
+ * computed s^ itself goes to *ret_sq.
+ */
+static double conv_layer_bound(trn_convnet *n, uint32_t l, trn_conv_norm_mode mode,
+			       double *ret_sq)
+{
+	const struct conv_layer *cl = &n->conv[l];
+	size_t len = cl->c_out * cl->t;
+	int e = trn__upscale_exponent(n->da[l], len);
+	double s, err;
+
+	trn__scale_pow2(n->da[l], len, e);
+	s = trn__conv_grad_sqnorm(n->da[l], n->u[l], cl->c_out, cl->t, cl->d, mode, n->gram_a,
+				  n->gram_b);
+	err = trn__conv_sqnorm_error(n->da[l], n->u[l], cl->c_out, cl->t, cl->d);
+	trn__scale_pow2(n->da[l], len, -e);
+	*ret_sq = ldexp(s, -2 * e);
+	return trn__sqnorm_unscale(fmax(s, 0.0) + err, e);
 }
 
 /* Back-propagates one example's errors: dh[l] are the errors at dense
@@ -422,9 +448,12 @@ static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode,
 	n->dh[n->n_dense][y] -= 1.0;
 	for (size_t l = n->n_dense; l-- > 0;) {
 		const struct dense_layer *dl = &n->dense[l];
-		double dd = cblas_ddot((int)dl->out, n->dh[l + 1], 1, n->dh[l + 1], 1);
-		/* Norm trick: ||delta h^T||^2 + ||delta||^2. */
-		double term = dd * (cblas_ddot((int)dl->in, n->h[l], 1, n->h[l], 1) + 1.0);
+		int e;
+		double dd = trn__sqnorm_upscaled(n->dh[l + 1], dl->out, &e);
+		/* Norm trick: ||delta h^T||^2 + ||delta||^2, the errors scaled
+		 * up as in trn_model.c's example_sqnorms. */
+		double term = trn__sqnorm_unscale(
+			dd * (cblas_ddot((int)dl->in, n->h[l], 1, n->h[l], 1) + 1.0), e);
 
 		sq += term;
 		bound += term;
@@ -441,11 +470,8 @@ static double backward_one(trn_convnet *n, uint32_t y, trn_conv_norm_mode mode,
 		pool_back(dpool, cl->c_out, cl->side, n->da[l]);
 		for (size_t i = 0; i < cl->c_out * cl->t; i++)
 			n->da[l][i] *= trn__conv_act_deriv(s, n->a[l][i]);
-		term = trn__conv_grad_sqnorm(n->da[l], n->u[l], cl->c_out, cl->t, cl->d, mode,
-					     n->gram_a, n->gram_b);
-
+		bound += conv_layer_bound(n, l, mode, &term);
 		sq += term;
-		bound += fmax(term, 0.0) + trn__conv_sqnorm_error(n->da[l], n->u[l], cl->c_out, cl->t, cl->d);
 		if (l == 0)
 			break;
 		/* dU (T x D) = dA^T (T x C_out) W (C_out x D), folded back. */

@@ -93,6 +93,28 @@ double trn__clip_margin(size_t n);
  * (Abadi et al. 2016, Algorithm 1, with the margin); C <= 0: 1. */
 double trn__clip_factor(double norm, double clip_norm, size_t n);
 
+/*
+ * The exponent e >= 0 that brings the largest |v_k| into [1, 2) when it is
+ * below 1 (0 otherwise, and for a vector of zeros): scaled by 2^e, the
+ * squares of a vector of tiny entries do not underflow, and 2^e v is
+ * exact (docs/training.md, "Underflow").
+ */
+int trn__upscale_exponent(const double *v, size_t n);
+
+/* v *= 2^e for e in [-1074, 1074] in two exact steps (2^1074 is not a
+ * double); exact whenever no entry overflows or leaves the normal range
+ * (an upscale followed by the same downscale gives v back bit for bit). */
+void trn__scale_pow2(double *v, size_t n, int e);
+
+/* sum_k (2^e v_k)^2, e from trn__upscale_exponent(v, n) in *ret_e. */
+double trn__sqnorm_upscaled(const double *v, size_t n, int *ret_e);
+
+/* A squared norm computed at scale 2^(2e) brought back: s 2^(-2e), and
+ * DBL_MIN when that is below it (an upper bound, since the exact value is
+ * then below DBL_MIN too; such a norm, under 2^-511, is far below any
+ * accepted clip_norm). */
+double trn__sqnorm_unscale(double s, int e);
+
 /* How a chunk's per-example gradients are combined into the sum. */
 typedef struct trn__clip {
 	bool enabled;           /* false: plain sum (non-private baseline) */

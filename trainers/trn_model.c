@@ -330,8 +330,12 @@ static void backward(const trn_model *m, trn__workspace *ws, const uint32_t *y, 
 /*
  * Norm trick (Goodfellow 2015): example i's gradient for layer l is
  * delta_i a_i^T and delta_i, so its squared norm is
- * ||delta_i||^2 (||a_i||^2 + 1), with no per-example matrix.  Fills
- * ws->sq, and ret_norms (when not NULL) with the global norms.
+ * ||delta_i||^2 (||a_i||^2 + 1), with no per-example matrix.  The errors
+ * are summed scaled up by 2^e (their squares may underflow: a confident
+ * example's errors can be 1e-162 while its activations are large), the
+ * product taken at that scale and brought back (docs/training.md,
+ * "Underflow").  Fills ws->sq, and ret_norms (when not NULL) with the
+ * global norms.
  */
 static void example_sqnorms(const trn_model *m, trn__workspace *ws, size_t B, double *ret_norms)
 {
@@ -340,9 +344,13 @@ static void example_sqnorms(const trn_model *m, trn__workspace *ws, size_t B, do
 	for (uint32_t l = 0; l < L; l++) {
 		size_t in = m->dims[l], out = m->dims[l + 1];
 
-		for (size_t i = 0; i < B; i++)
-			ws->sq[l][i] = row_sqnorm(ws->delta[l] + i * out, out) *
-				       (row_sqnorm(ws->act[l] + i * in, in) + 1.0);
+		for (size_t i = 0; i < B; i++) {
+			int e;
+			double dd = trn__sqnorm_upscaled(ws->delta[l] + i * out, out, &e);
+
+			ws->sq[l][i] = trn__sqnorm_unscale(
+				dd * (row_sqnorm(ws->act[l] + i * in, in) + 1.0), e);
+		}
 	}
 	if (ret_norms)
 		for (size_t i = 0; i < B; i++) {
@@ -357,17 +365,18 @@ static void example_sqnorms(const trn_model *m, trn__workspace *ws, size_t B, do
 /*
  * The n of the clipping margin trn__clip_margin(n) for this model
  * (docs/training.md, "Clipping in floating point"): layer l's squared norm
- * fl(fl(sum delta^2) fl(sum a^2 + 1)) carries relative error at most
- * gamma_{in + out + 2} (Higham eq. 3.5 and Lemma 3.3), the global sum of
- * the L layers' terms gamma_L more.
+ * fl(fl(sum (2^e delta)^2) fl(sum a^2 + 1)) 2^-2e carries relative error
+ * at most gamma_{in + out + 4} (Higham eq. 3.5 and Lemma 3.3, and one u
+ * for each sum's underflow, both sums being at least 1), the global sum
+ * of the L layers' terms gamma_L more.
  */
 static size_t clip_margin_terms(const trn_model *m)
 {
 	size_t k = 0;
 
 	for (uint32_t l = 0; l < m->n_layers; l++)
-		if (m->dims[l] + m->dims[l + 1] + 2 > k)
-			k = m->dims[l] + m->dims[l + 1] + 2;
+		if (m->dims[l] + m->dims[l + 1] + 4 > k)
+			k = m->dims[l] + m->dims[l + 1] + 4;
 	return k + m->n_layers;
 }
 

@@ -459,6 +459,9 @@ Test(cnn, bad_params_are_refused_and_nothing_changes)
 	expect_refused("\"model\":\"mlp\",\"precision\":\"float32\"", "/params/precision");
 	expect_refused("\"model\":\"mlp\",\"precision\":\"float64\"", "/params/precision");
 	expect_refused("\"precision\":\"float32\",\"clip_norm\":1e-300", "/params/clip_norm");
+	/* Below 2^-400 (3.87e-121) the clipped errors' underflow may exceed
+	 * the margin's slack (docs/training.md, "Underflow"). */
+	expect_refused("\"clip_norm\":3.8e-121", "/params/clip_norm");
 	/* An mlp given the defaults' conv_channels: the first cnn field named. */
 	expect_refused("\"model\":\"mlp\",\"kernel\":3", "/params/conv_channels");
 	jobs_common_expect_nothing_written(&srv, "img");

@@ -7,6 +7,7 @@
  * tempered sigmoid; and the clipping bound: on random neighbouring batches
  * (one row added) the clipped sums differ by at most C.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +315,87 @@ Test(conv, every_contribution_has_exact_norm_at_most_c)
 		trn_convnet_free(n);
 	}
 	cr_assert_eq(checked, 360);
+	mech_rng_free(rng);
+}
+
+/* The squared norm of the gradient the last example left in net n, as
+ * exact_example_sq, in long double: x86's 15-bit exponent takes products
+ * near 2^-1100 that double-double loses to underflow. */
+static long double example_sq_ld(const trn_convnet *n)
+{
+	long double total = 0.0L;
+
+	for (uint32_t l = 0; l < n->spec.n_conv; l++) {
+		const struct conv_layer *cl = &n->conv[l];
+
+		for (size_t o = 0; o < cl->c_out; o++)
+			for (size_t j = 0; j <= cl->d; j++) {
+				long double g = 0.0L;
+
+				for (size_t p = 0; p < cl->t; p++)
+					g += (long double)n->da[l][o * cl->t + p] *
+					     (j < cl->d ? n->u[l][p * cl->d + j] : 1.0);
+				total += g * g;
+			}
+	}
+	for (size_t l = 0; l < n->n_dense; l++) {
+		long double dd = 0.0L, hh = 1.0L;
+
+		for (size_t k = 0; k < n->dense[l].out; k++)
+			dd += (long double)n->dh[l + 1][k] * n->dh[l + 1][k];
+		for (size_t k = 0; k < n->dense[l].in; k++)
+			hh += (long double)n->h[l][k] * n->h[l][k];
+		total += dd * hh;
+	}
+	return total;
+}
+
+/*
+ * An example the net is sure of, on inputs near 2^300: the last layer's
+ * biases (0, -380, -400) and small weights give output errors near
+ * 2^-548, and the first convolution's weights, scaled by 2^-300, keep its
+ * activations of order one, so its errors dA are near 2^-550 while U is
+ * near 2^300.  Every product of errors underflowed in double, the norm
+ * and its bound E came out 0, and the contribution went unclipped, about
+ * 2^145 times C = 2^-390.  Now c g stays within C in every norm mode,
+ * checked in long double (to 2^-50, its own rounding's order; the margin
+ * itself is checked in double-double above), and is not clipped to
+ * nothing.
+ */
+Test(conv, errors_whose_products_underflow_are_still_clipped)
+{
+	static const trn_conv_norm_mode modes[3] = {TRN_CONV_NORM_GHOST, TRN_CONV_NORM_MATERIALISE,
+						    TRN_CONV_NORM_AUTO};
+	static const double bias[3] = {0.0, -380.0, -400.0};
+	const double C = 0x1p-390;
+	mech_rng *rng = trn_test_seeded(seed_prefix, 11);
+	trn_convnet *n = small_net(TRN_CONV_TANH, rng);
+	const struct dense_layer *last = &n->dense[n->n_dense - 1];
+	size_t d = trn_convnet_input_dim(n), np = trn_convnet_n_params(n);
+	double *g = malloc(np * sizeof(double)), *x = random_rows(rng, 1, d, 0x1p300);
+
+	cr_assert(LDBL_MIN_EXP < -1200, "long double has no wider exponent range here");
+	cr_assert_not_null(g);
+	for (size_t i = 0; i < n->conv[0].c_out * n->conv[0].d; i++)
+		n->params[n->conv[0].w_off + i] *= 0x1p-300;
+	for (size_t i = 0; i < last->out * last->in; i++)
+		n->params[last->w_off + i] *= 1e-3;
+	for (size_t k = 0; k < 3; k++)
+		n->params[last->b_off + k] = bias[k];
+	for (int m = 0; m < 3; m++) {
+		double c = NAN;
+		long double sq;
+
+		cr_assert_eq(trn__convnet_example(n, x, 0, C, modes[m], g, NULL, &c, NULL), 0);
+		sq = example_sq_ld(n) * c * c;
+		cr_assert_gt(n->dh[n->n_dense][1], 0.0, "the errors were cleared");
+		cr_assert_leq(sq, (long double)C * C * (1.0L + 0x1p-50L),
+			      "mode %d: c g is %Lg times C", m, sqrtl(sq) / C);
+		cr_assert_gt(sqrtl(sq), 0.5L * C, "mode %d: %Lg", m, sqrtl(sq) / C);
+	}
+	free(x);
+	free(g);
+	trn_convnet_free(n);
 	mech_rng_free(rng);
 }
 

@@ -269,7 +269,7 @@ Test(conv_f32, precision_param_checks)
 	cr_assert_str_eq(err.where, "/params/precision");
 	p.model = TRN_MODEL_CNN;
 	cr_assert_eq(trn_dpsgd_params_validate(&p, NULL), 0);
-	p.clip_norm = 0x1p-901;
+	p.clip_norm = 0x1p-401;
 	acct_error_init(&err);
 	cr_assert_eq(trn_dpsgd_params_validate(&p, &err), ACCT_EINVAL);
 	cr_assert_str_eq(err.where, "/params/clip_norm");
@@ -284,7 +284,7 @@ Test(conv_f32, precision_param_checks)
 		acct_error_init(&err);
 		cr_assert_eq(trn_dpsgd_params_validate(&p, &err), 0, "model %d: %s %s", (int)p.model,
 			     err.where, err.text);
-		p.clip_norm = 0x1p-901;
+		p.clip_norm = 0x1p-401;
 		acct_error_init(&err);
 		cr_assert_eq(trn_dpsgd_params_validate(&p, &err), ACCT_EINVAL, "model %d", (int)p.model);
 		cr_assert_str_eq(err.where, "/params/clip_norm");

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -512,6 +513,96 @@ Test(clipping, every_contribution_has_exact_norm_at_most_C_global)
 Test(clipping, every_contribution_has_exact_norm_at_most_C_per_layer)
 {
 	every_contribution_within_c(TRN_CLIP_PER_LAYER);
+}
+
+/* sum_k v_k^2 + extra in long double, whose exponent range (x86's 15
+ * bits) takes squares near 2^-1100 without underflow. */
+static long double sqsum_ld(const double *v, size_t n, long double extra)
+{
+	long double s = extra;
+
+	for (size_t k = 0; k < n; k++)
+		s += (long double)v[k] * v[k];
+	return s;
+}
+
+/*
+ * An example the model is sure of: its logits (0, -380, -400) on features
+ * 2^300 give output errors (0, e^-380, e^-400), about 2^-548, whose
+ * squares underflow to 0 in double while the contribution's norm is about
+ * 2^-247.  With C = 2^-390 and 2^-300 (accepted: at least
+ * DPG_MIN_CLIP_NORM) the contribution summed, fl(c delta) a^T per layer,
+ * and the gradient itself stay within C, checked in long double; a norm
+ * computed from the squares as they are, 0, left it unclipped, 2^143
+ * times C.  A one-layer model and one with a ReLU layer that passes the
+ * features on; global and per-layer clipping.
+ */
+static void errors_whose_squares_underflow(trn_clipping mode)
+{
+	static const uint32_t shapes[2][3] = {{4, 3}, {4, 4, 3}};
+	static const double cs[2] = {0x1p-390, 0x1p-300};
+
+	cr_assert(LDBL_MIN_EXP < -1200, "long double has no wider exponent range here");
+	for (uint32_t L = 1; L <= 2; L++) {
+		trn_model *m = NULL;
+		trn__workspace *ws = NULL;
+		double x[4] = {0x1p300, 0x1p300, 0x1p300, 0x1p300};
+		double *grad = NULL, *w;
+		uint32_t y = 0;
+
+		cr_assert_eq(trn__model_new(L, shapes[L - 1], TRN_ACT_RELU, &m, NULL), 0);
+		cr_assert_eq(trn__workspace_new(m, 1, &ws, NULL), 0);
+		grad = calloc(m->n_params, sizeof(double));
+		cr_assert(grad);
+		memset(m->params, 0, m->n_params * sizeof(double));
+		for (uint32_t j = 0; L == 2 && j < 4; j++)
+			m->params[m->w_off[0] + j * 4 + j] = 1.0;
+		w = m->params + m->w_off[L - 1];
+		w[1 * 4] = -380.0 * 0x1p-300;
+		w[2 * 4] = -400.0 * 0x1p-300;
+		for (int k = 0; k < 2; k++) {
+			trn__clip clip = {true, mode, cs[k]};
+			long double total = 0.0L, g;
+
+			memset(grad, 0, m->n_params * sizeof(double));
+			memcpy(ws->act[0], x, sizeof(x));
+			trn__chunk_gradient(m, ws, &y, 1, &clip, grad, NULL, NULL, NULL);
+			cr_assert_gt(ws->delta[L - 1][1], 0.0, "the errors were cleared");
+			for (uint32_t l = 0; l < L; l++) {
+				long double part = sqsum_ld(ws->delta[l], m->dims[l + 1], 0.0L) *
+						   sqsum_ld(ws->act[l], m->dims[l], 1.0L);
+				long double cap = mode == TRN_CLIP_PER_LAYER ?
+							  (long double)cs[k] * cs[k] / L :
+							  (long double)cs[k] * cs[k];
+
+				cr_assert_leq(part, cap * (1.0L + 0x1p-60L),
+					      "L %u, layer %u: %Lg times its bound", L, l,
+					      sqrtl(part / cap));
+				total += part;
+			}
+			g = sqsum_ld(grad, m->n_params, 0.0L);
+			cr_assert_leq(total, (long double)cs[k] * cs[k] * (1.0L + 0x1p-60L),
+				      "L %u: the contribution is %Lg times C", L,
+				      sqrtl(total) / cs[k]);
+			cr_assert_leq(g, (long double)cs[k] * cs[k] * (1.0L + 0x1p-40L),
+				      "L %u: the gradient is %Lg times C", L, sqrtl(g) / cs[k]);
+			/* Clipped to C, not to nothing. */
+			cr_assert_gt(sqrtl(g), 0.5L * cs[k], "L %u: %Lg", L, sqrtl(g) / cs[k]);
+		}
+		free(grad);
+		trn__workspace_free(ws);
+		trn_model_free(m);
+	}
+}
+
+Test(clipping, errors_whose_squares_underflow_are_still_clipped_global)
+{
+	errors_whose_squares_underflow(TRN_CLIP_GLOBAL);
+}
+
+Test(clipping, errors_whose_squares_underflow_are_still_clipped_per_layer)
+{
+	errors_whose_squares_underflow(TRN_CLIP_PER_LAYER);
 }
 
 /* ---- the privacy event -------------------------------------------------------- */
