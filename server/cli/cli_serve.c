@@ -175,9 +175,9 @@ static void forward_stop_signal(int sig)
 }
 
 /* Before any thread of ours starts (job workers, the long-poll timer, a
- * store's listener): they inherit the blocked mask, so the stop signals
- * (srv_http_stop_signals) reach only srv_http_serve's sigwait; threads
- * started earlier by a library forward them there. */
+ * store's listener and its file watcher): they inherit the blocked mask,
+ * so the stop signals (srv_http_stop_signals) reach only srv_http_serve's
+ * sigwait; threads started earlier by a library forward them there. */
 static void block_stop_signals(void)
 {
 	struct sigaction forward;
@@ -248,6 +248,12 @@ static int serve_locked(const srv_ctx *settings, const char *db, const char *hos
 	/* On a shared database, commits through the other servers wake this
 	 * one's long-polls too. */
 	if (srv_store_listen_start(db, srv_watch_store_changed, ctx.watch, &listener, &err) < 0) {
+		fprintf(stderr, "dpgate serve: %s\n", err.text);
+		goto out;
+	}
+	/* A lost WAL is copied into the database file even while no request
+	 * comes to check the files; srv_store_close stops the thread. */
+	if (srv_store_file_watch_start(ctx.store, &err) < 0) {
 		fprintf(stderr, "dpgate serve: %s\n", err.text);
 		goto out;
 	}

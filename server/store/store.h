@@ -127,7 +127,8 @@ int srv_store_open_read_only(const char *path, bool unwritable, srv_store **ret_
  */
 int srv_store_preallocate_wal(srv_store *store, srv_error *err);
 
-/* Checkpoints the WAL and closes every connection.  Accepts NULL. */
+/* Stops the file watcher (srv_store_file_watch_start), checkpoints the WAL
+ * and closes every connection.  Accepts NULL. */
 void srv_store_close(srv_store *store);
 
 /*
@@ -215,15 +216,28 @@ enum srv_status {
  * lost, another process's commits and the server's overwrite each other.
  * So every write transaction checks this first (one stat(2), and the side
  * files' at most once a second) and is refused with SRV_DB_MOVED while a
- * path names another file or none (a lost WAL is first checkpointed into
- * the database file, which keeps what it held past a crash; with a lost
- * index, the store's close leaves the WAL whole); it goes through again
- * once the files are back at their paths.
+ * path names another file or none; it goes through again once the files
+ * are back at their paths.  Every check that finds the WAL lost and the
+ * database file in place copies the WAL the server still holds into the
+ * database file (a checkpoint, through a connection of the pool, while no
+ * write is let in), which keeps what it held past a crash; with only the
+ * index lost, the WAL at its path keeps it, and the store's close leaves
+ * the WAL whole.
  * The first refusal after the path was last right is logged as one JSON
- * line on stderr, and so is the first check that finds the file back.
+ * line on stderr, and so is the first check that finds the file back; a
+ * copy of a lost WAL is logged once it is made (or once it failed).
  * SRV_OK for a PostgreSQL or read-only store, which have no file to lose.
  */
 int srv_store_file_check(srv_store *st);
+
+/*
+ * Starts a thread that runs srv_store_file_check once a second, so that a
+ * loss is seen, and a lost WAL copied into the database file, within about
+ * a second even while no request comes (for serve).  srv_store_close stops
+ * and joins it.  0 (also for a store with no file to watch: PostgreSQL,
+ * read-only), or -1 with a message in err.
+ */
+int srv_store_file_watch_start(srv_store *st, srv_error *err);
 
 /* Reads one dataset.  Returns SRV_OK, SRV_NOT_FOUND or SRV_DB_ERROR. */
 int srv_store_dataset_get(srv_db *db, const char *id, srv_dataset *ret);

@@ -186,6 +186,16 @@ struct srv_store {
 	 * and whether it found both at their paths (sides_still_named). */
 	atomic_llong sides_checked_s;
 	atomic_bool sides_named;
+	/* The outcome of the last copy of a lost WAL logged since the files'
+	 * state last changed: 0 none, 1 copied, -1 failed (copy_lost_wal). */
+	atomic_int wal_copy_logged;
+	/* The thread that checks the files once a second, requests or none
+	 * (srv_store_file_watch_start); `watching` is its starter's and the
+	 * close's, watch_stop is under watch_lock. */
+	pthread_t watcher;
+	pthread_mutex_t watch_lock;
+	pthread_cond_t watch_wake; /* on CLOCK_MONOTONIC */
+	bool watching, watch_stop;
 };
 
 /* Whether w's path still names the file it named when watched (see
@@ -377,6 +387,8 @@ static int64_t query_int(srv__conn *c, const char *sql)
 	return v;
 }
 
+static int file_check(srv_store *st, srv_db *db);
+
 /*
  * A waiting lock is the driver's to bound (SQLite's busy handler waits up
  * to 30 s for the write lock); a lock still held after that is reported
@@ -386,16 +398,10 @@ int srv__begin_write(srv_db *db)
 {
 	/* Before anything is written: a write to a file no path names any
 	 * more is lost at the next start (srv_store_file_check). */
-	int rc = db->store ? srv_store_file_check(db->store) : SRV_OK;
+	int rc = db->store ? file_check(db->store, db) : SRV_OK;
 
-	if (rc != SRV_OK) {
-		/* A WAL no path names is lost at a crash, with every commit not
-		 * yet copied into the database file, which its path still names:
-		 * copy them now, while no write is let in. */
-		if (still_named(&db->store->file) && !still_named(&db->store->wal))
-			db->c->drv->checkpoint(db->c, true);
+	if (rc != SRV_OK)
 		return rc;
-	}
 	return db->c->drv->begin_write(db->c) == SRV__SQL_DONE ? 0 : SRV_DB_ERROR;
 }
 
@@ -880,9 +886,8 @@ static void log_file_lost(const srv_store *st, bool here)
 			path);
 	else if (wal)
 		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"database WAL file deleted, moved "
-				"or replaced; what it holds is copied into the database file, and "
-				"writes are refused until it is back at its path or the server "
-				"restarts\",\"path\":\"%s\"}\n", path);
+				"or replaced; writes are refused until it is back at its path or "
+				"the server restarts\",\"path\":\"%s\"}\n", path);
 	else
 		fprintf(stderr, "{\"level\":\"error\",\"msg\":\"database file deleted, moved or "
 				"replaced; writes refused until it is back at its path\",\"path\":\"%s\"}\n",
@@ -896,10 +901,12 @@ static void log_file_lost(const srv_store *st, bool here)
  * the database file's stat: 107-111 us against 148-174 us for the WAL
  * write and fsync), for a reason not found; a stat a second brought it
  * back.  What a WAL lost within that second holds is not lost with it:
- * when the loss is seen, srv__begin_write checkpoints the WAL the server
- * still holds into the database file, so only a crash within that same
- * second loses writes.  Likewise only that second's writes may meet
- * another process's on a WAL whose index was lost.
+ * every check that finds the loss copies the WAL the server still holds
+ * into the database file (copy_lost_wal), and the store's watcher checks
+ * once a second even while no request comes (srv_store_file_watch_start),
+ * so only a crash within about a second of the loss, before that copy,
+ * loses writes.  Likewise only that second's writes may meet another
+ * process's on a WAL whose index was lost.
  */
 static bool sides_still_named(srv_store *st)
 {
@@ -921,15 +928,138 @@ static bool sides_still_named(srv_store *st)
 	return named;
 }
 
-int srv_store_file_check(srv_store *st)
+/*
+ * A WAL that no path names while the database file's path still names the
+ * file: the commits in it not yet copied into the database file are then
+ * only in the WAL this server holds open, which the next start on the path
+ * does not read, so a crash or a kill would lose them (a clean stop copies
+ * them at the close).  Copies them now through db, a connection the caller
+ * holds with no transaction open.  No write is let in meanwhile: the check
+ * that found the loss refuses every write transaction while it lasts, and
+ * the truncating checkpoint waits for one begun before it to end (SQLite's
+ * busy handler).  A commit whose check came just before the loss was seen
+ * may still reach the WAL after this copy; the next check copies it.  The
+ * outcome is logged when it is not the one last logged since the loss.
+ */
+static void copy_lost_wal(srv_store *st, srv_db *db)
+{
+	char path[512], detail[160];
+	int outcome = db->c->drv->checkpoint(db->c, true) == 0 ? 1 : -1;
+
+	if (atomic_exchange(&st->wal_copy_logged, outcome) == outcome)
+		return;
+	log_text(path, sizeof(path), st->wal.path);
+	if (outcome > 0) {
+		fprintf(stderr, "{\"level\":\"info\",\"msg\":\"lost database WAL copied into the "
+				"database file: its commits survive a crash\",\"path\":\"%s\"}\n",
+			path);
+		return;
+	}
+	log_text(detail, sizeof(detail), db->c->drv->errmsg(db->c));
+	fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot copy the lost database WAL into "
+			"the database file; a crash would lose its commits (a clean stop copies "
+			"them); tried again at each check\",\"detail\":\"%s\",\"path\":\"%s\"}\n",
+		detail, path);
+}
+
+/* srv_store_file_check for a caller that holds db, or none (NULL): a
+ * connection is then taken from the pool when a lost WAL is to be copied. */
+static int file_check(srv_store *st, srv_db *db)
 {
 	bool here = still_named(&st->file) && sides_still_named(st);
+	srv_db *taken = NULL;
 
 	/* One line when a path stops naming its file, one when it names it
 	 * again (moved back): not one per refused request. */
-	if (atomic_exchange(&st->file_lost, !here) != !here)
+	if (atomic_exchange(&st->file_lost, !here) != !here) {
+		atomic_store(&st->wal_copy_logged, 0);
 		log_file_lost(st, here);
-	return here ? SRV_OK : SRV_DB_MOVED;
+	}
+	if (here)
+		return SRV_OK;
+	if (still_named(&st->file) && !still_named(&st->wal)) {
+		if (!db)
+			db = taken = srv_store_acquire(st);
+		copy_lost_wal(st, db);
+		srv_store_release(st, taken);
+	}
+	return SRV_DB_MOVED;
+}
+
+int srv_store_file_check(srv_store *st)
+{
+	return file_check(st, NULL);
+}
+
+/* Seconds between the watcher's checks. */
+#define FILE_WATCH_PERIOD_S 1
+
+/* The watcher: srv_store_file_check every FILE_WATCH_PERIOD_S, in a timed
+ * wait that srv_store_close's signal ends at once. */
+static void *file_watch_main(void *arg)
+{
+	srv_store *st = arg;
+
+	pthread_mutex_lock(&st->watch_lock);
+	while (!st->watch_stop) {
+		struct timespec next;
+
+		clock_gettime(CLOCK_MONOTONIC, &next);
+		next.tv_sec += FILE_WATCH_PERIOD_S;
+		while (!st->watch_stop &&
+		       pthread_cond_timedwait(&st->watch_wake, &st->watch_lock, &next) == 0)
+			;
+		if (st->watch_stop)
+			break;
+		pthread_mutex_unlock(&st->watch_lock);
+		file_check(st, NULL);
+		pthread_mutex_lock(&st->watch_lock);
+	}
+	pthread_mutex_unlock(&st->watch_lock);
+	return NULL;
+}
+
+int srv_store_file_watch_start(srv_store *st, srv_error *err)
+{
+	pthread_condattr_t attr;
+	bool cond_made = false;
+
+	if (!st->wal.path || st->watching)
+		return 0; /* no file of ours to lose, or watched already */
+	if (pthread_condattr_init(&attr) == 0) {
+		cond_made = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+			    pthread_cond_init(&st->watch_wake, &attr) == 0;
+		pthread_condattr_destroy(&attr);
+	}
+	if (!cond_made) {
+		srv_error_set(err, SRV_DB_ERROR, "cannot make the file watcher's condition");
+		return -1;
+	}
+	pthread_mutex_init(&st->watch_lock, NULL);
+	st->watch_stop = false;
+	if (pthread_create(&st->watcher, NULL, file_watch_main, st) != 0) {
+		pthread_cond_destroy(&st->watch_wake);
+		pthread_mutex_destroy(&st->watch_lock);
+		srv_error_set(err, SRV_DB_ERROR, "cannot start the file watcher's thread");
+		return -1;
+	}
+	st->watching = true;
+	return 0;
+}
+
+/* Stops and joins the watcher, if it runs. */
+static void file_watch_stop(srv_store *st)
+{
+	if (!st->watching)
+		return;
+	pthread_mutex_lock(&st->watch_lock);
+	st->watch_stop = true;
+	pthread_cond_signal(&st->watch_wake);
+	pthread_mutex_unlock(&st->watch_lock);
+	pthread_join(st->watcher, NULL);
+	pthread_cond_destroy(&st->watch_wake);
+	pthread_mutex_destroy(&st->watch_lock);
+	st->watching = false;
 }
 
 int srv_store_open(const char *path, unsigned pool_size, srv_store **ret_store, srv_error *err)
@@ -1040,6 +1170,8 @@ static void store_close(srv_store *st, bool give_back)
 {
 	if (!st)
 		return;
+	/* First: it may take a connection to copy a lost WAL. */
+	file_watch_stop(st);
 	bool keep_wal = st->wal.path && index_lost(st);
 
 	/* A checkpoint through an index no path names would copy only the

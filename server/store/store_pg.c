@@ -991,10 +991,11 @@ static int pgd_migrate_check(srv__conn *c, srv_error *err)
 	return 0;
 }
 
-static void pgd_checkpoint(srv__conn *c, bool give_back)
+static int pgd_checkpoint(srv__conn *c, bool give_back)
 {
 	(void)c; /* the server's own business */
 	(void)give_back;
+	return 0;
 }
 
 static const char *pgd_errmsg(srv__conn *c)

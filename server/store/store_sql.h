@@ -146,8 +146,9 @@ struct srv__sql_driver {
 	/* At a clean close of the store's last writer, and when the file
 	 * wal_path names is lost: copies into the database what the engine
 	 * keeps beside it while it runs, and with `give_back` gives that space
-	 * back; without, leaves it as it is (another process uses it). */
-	void (*checkpoint)(srv__conn *c, bool give_back);
+	 * back; without, leaves it as it is (another process uses it).  0 when
+	 * every frame was copied, -1 otherwise (why: errmsg). */
+	int (*checkpoint)(srv__conn *c, bool give_back);
 	/* The file beside the database that commits go to first, as the
 	 * engine names it (SQLite's WAL).  May be NULL: there is none. */
 	const char *(*wal_path)(srv__conn *c);

@@ -544,14 +544,17 @@ out:
 	return rc;
 }
 
-static void sq_checkpoint(srv__conn *c, bool give_back)
+static int sq_checkpoint(srv__conn *c, bool give_back)
 {
 	int mode = give_back ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE;
+	int frames = 0, copied = 0;
 
 	/* TRUNCATE empties the WAL file when it could copy every frame;
 	 * PASSIVE copies what no reader still needs and leaves the file as it
 	 * is, at the size another process wrote it out to. */
-	sqlite3_wal_checkpoint_v2(handle(c), NULL, mode, NULL, NULL);
+	if (sqlite3_wal_checkpoint_v2(handle(c), NULL, mode, &frames, &copied) != SQLITE_OK)
+		return -1;
+	return copied == frames ? 0 : -1;
 }
 
 /* Where SQLite itself puts the WAL: beside the file it resolved the

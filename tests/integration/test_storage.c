@@ -247,6 +247,7 @@ static void assert_file_gone(dpg_resp *r, const char *what)
 static const char gone_line[] = "database file deleted, moved or replaced";
 static const char wal_gone_line[] = "database WAL file deleted, moved or replaced";
 static const char shm_gone_line[] = "database -shm file (the WAL's index) deleted";
+static const char wal_copied_line[] = "lost database WAL copied into the database file";
 
 /* Makes dataset `id` (budget 10), charges it 0.5 and opens a reservation of
  * 0.5, whose id goes into rid: what a server on an intact file answers
@@ -494,9 +495,62 @@ Test(storage, a_deleted_wal_is_copied_into_the_database_and_spends_refused)
 	dpg_skip_on_pg("deletes the SQLite WAL (a PostgreSQL database has none)");
 	early = delete_side_file("wal", "-wal", wal_gone_line);
 	cr_assert_eq(dpg_log_lines(&srv, gone_line, false), 0, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, wal_copied_line, false), 1, "log %s", srv.log);
 	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
 	dpg_server_restart(&srv);
 	expect_ledger_after_restart("wal", early == 201);
+}
+
+/*
+ * The WAL alone deleted while no request comes, so that no write checks
+ * the files: the server still sees the loss within about a second and
+ * copies what the WAL holds into the database file.  Releases answered
+ * (the dataset made before a clean restart, so that it is in the database
+ * file and only the releases are in the WAL), then the WAL deleted, a few
+ * seconds with no request, and the server killed outright: started again,
+ * it holds every release answered, its budget spent as then, and a retry
+ * of each replays the same output instead of drawing fresh noise.
+ */
+Test(storage, a_wal_deleted_while_idle_is_copied_before_a_crash)
+{
+	static const char path[] = "/v1/datasets/idle/mechanisms/laplace";
+	enum { RELEASES = 4 }; /* of 0.5 on a budget of 2: all of it */
+	char idem[32], wal[400];
+	dpg_resp answered[RELEASES], r;
+	dpg_budget b;
+	int copied_logged;
+
+	dpg_skip_on_pg("deletes the SQLite WAL (a PostgreSQL database has none)");
+	dpg_make_dataset(&srv, "idle", 2.0, 1e-5, "basic");
+	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
+	dpg_server_restart(&srv);
+	for (int i = 0; i < RELEASES; i++) {
+		snprintf(idem, sizeof(idem), "idle-%d", i);
+		answered[i] = post_keyed(path, laplace, idem);
+		cr_assert_eq(answered[i].status, 201, "%s", answered[i].body);
+	}
+	dpg_expect_status(&srv, "POST", path, srv.admin_key, laplace, 409);
+	snprintf(wal, sizeof(wal), "%s-wal", srv.db);
+	cr_assert_eq(unlink(wal), 0);
+	usleep(2500000);
+	copied_logged = dpg_log_lines(&srv, wal_copied_line, false);
+	cr_assert_eq(dpg_server_signal(&srv, SIGKILL), 128 + SIGKILL);
+	dpg_server_restart(&srv);
+
+	b = dpg_budget_of(&srv, "idle");
+	cr_assert_eq(b.charges, RELEASES, "%ld charges after the restart", b.charges);
+	cr_assert_eq(b.spent_eps, 0.5 * RELEASES, "spent %.17g", b.spent_eps);
+	for (int i = 0; i < RELEASES; i++) {
+		snprintf(idem, sizeof(idem), "idle-%d", i);
+		r = post_keyed(path, laplace, idem);
+		cr_assert_eq(r.status, 201, "%s", r.body);
+		cr_assert_str_eq(r.body, answered[i].body, "release %d drew fresh noise", i);
+		dpg_resp_free(&r);
+		dpg_resp_free(&answered[i]);
+	}
+	dpg_expect_status(&srv, "POST", path, srv.admin_key, laplace, 409);
+	cr_assert_eq(verify_exit(), 0);
+	cr_assert_eq(copied_logged, 1, "the copy was not logged once");
 }
 
 /* What SQLite's own check finds in the database file at path: nothing. */
