@@ -140,9 +140,9 @@ int trn__upscale_exponent(const double *v, size_t n)
 
 	for (size_t k = 0; k < n; k++)
 		m = fmax(m, fabs(v[k]));
-	/* ilogb(m) in [-1074, -1] for 0 < m < 1; a NaN or infinite m keeps
-	 * e = 0 and its sum stays non-finite. */
-	return m > 0.0 && m < 1.0 ? -ilogb(m) : 0;
+	/* ilogb(m) in [-1074, -401] for 0 < m < 2^-400; a NaN or infinite m
+	 * keeps e = 0 and its sum stays non-finite. */
+	return m > 0.0 && m < TRN_UPSCALE_BELOW ? -ilogb(m) : 0;
 }
 
 void trn__scale_pow2(double *v, size_t n, int e)
@@ -158,18 +158,23 @@ double trn__sqnorm_upscaled(const double *v, size_t n, int *ret_e)
 	int e = trn__upscale_exponent(v, n);
 	double p1 = ldexp(1.0, e / 2), p2 = ldexp(1.0, e - e / 2), s = 0.0;
 
+	*ret_e = e;
+	if (e == 0) {
+		for (size_t k = 0; k < n; k++)
+			s += v[k] * v[k];
+		return s;
+	}
 	for (size_t k = 0; k < n; k++) {
 		double x = v[k] * p1 * p2;
 
 		s += x * x;
 	}
-	*ret_e = e;
 	return s;
 }
 
 double trn__sqnorm_unscale(double s, int e)
 {
-	double r = ldexp(s, -2 * e);
+	double r = e == 0 ? s : ldexp(s, -2 * e);
 
 	return s > 0.0 && r < DBL_MIN ? DBL_MIN : r;
 }

@@ -93,11 +93,16 @@ double trn__clip_margin(size_t n);
  * (Abadi et al. 2016, Algorithm 1, with the margin); C <= 0: 1. */
 double trn__clip_factor(double norm, double clip_norm, size_t n);
 
+/* Below this largest entry a vector's squares are summed scaled up: at or
+ * above it, the sum is at least 2^-800 and what its squares lose to
+ * underflow (2^-1075 each) is far below one rounding of it. */
+#define TRN_UPSCALE_BELOW 0x1p-400
+
 /*
  * The exponent e >= 0 that brings the largest |v_k| into [1, 2) when it is
- * below 1 (0 otherwise, and for a vector of zeros): scaled by 2^e, the
- * squares of a vector of tiny entries do not underflow, and 2^e v is
- * exact (docs/training.md, "Underflow").
+ * below TRN_UPSCALE_BELOW (0 otherwise, and for a vector of zeros): scaled
+ * by 2^e, the squares of a vector of tiny entries do not underflow, and
+ * 2^e v is exact (docs/training.md, "Underflow").
  */
 int trn__upscale_exponent(const double *v, size_t n);
 
