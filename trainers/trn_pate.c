@@ -129,7 +129,10 @@ static int release_validate(const trn_pate_params *p, acct_error *err)
 	if (!trn__in_range(p->release_beta, 0, 0.5) ||
 	    !(2 * p->release_order * (p->release_beta + MECH_PATE_GNSS_BETA_SLACK) < 1))
 		return acct_error_set(err, ACCT_EINVAL, "/params/release_beta",
-				      "release_beta must be >= 0 with 2 release_order release_beta < 1");
+				      "release_beta must be >= 0 and below %.17g: Theorem 23 needs "
+				      "2 release_order (release_beta + 2^-22) < 1, 2^-22 being the "
+				      "release's rounding slack",
+				      0.5 / p->release_order - MECH_PATE_GNSS_BETA_SLACK);
 	if (!trn__in_range(p->release_sigma, MECH_PATE_GNSS_MIN_SIGMA, MECH_PATE_GNSS_MAX_SIGMA))
 		return acct_error_set(err, ACCT_EINVAL, "/params/release_sigma",
 				      "release_sigma must be in [%g, %g]", MECH_PATE_GNSS_MIN_SIGMA,

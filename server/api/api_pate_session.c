@@ -1275,11 +1275,17 @@ static int release_read(const json_t *body, struct release *r, const char **ret_
 	    (rc = srv_json_real(body, "", "delta", SRV_REQUIRED | SRV_LO_OPEN | SRV_HI_OPEN, 0, 1,
 				&r->delta, err)) < 0 ||
 	    (rc = srv_json_string(body, "", "note", SRV_NULLABLE, DPG_MAX_NOTE_BYTES, ret_note,
-				  err)) < 0 ||
-	    (rc = acct_pate_gnss_rdp(r->beta + GNSS_BETA_SLACK, r->sigma, r->order, &r->rdp_release,
-				     err)) < 0)
+				  err)) < 0)
 		return rc;
-	return 0;
+	/* Theorem 23 at the beta priced, beta + the sampler's slack: the
+	 * bound stated is the one on the beta sent. */
+	if (!(2 * r->order * (r->beta + GNSS_BETA_SLACK) < 1))
+		return acct_error_set(err, ACCT_EINVAL, "/beta",
+				      "beta must be below %.17g: Theorem 23 needs 2 order (beta + "
+				      "2^-22) < 1, 2^-22 being the release's rounding slack",
+				      0.5 / r->order - GNSS_BETA_SLACK);
+	return acct_pate_gnss_rdp(r->beta + GNSS_BETA_SLACK, r->sigma, r->order, &r->rdp_release,
+				  err);
 }
 
 /*

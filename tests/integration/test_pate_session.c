@@ -137,6 +137,25 @@ Test(pate_session, bad_inputs_charge_nothing)
 	r = dpg_call(&srv, "POST", path, srv.admin_key, Q("{\"votes\":[5,0,0]},{\"votes\":[5,0,-1]}"));
 	cr_expect_eq(r.status, 400, "%s", r.body);
 	dpg_resp_free(&r);
+	/* A beta below 1 / (2 order) = 1/28 but not below it less the
+	 * release's slack 2^-22: refused at /beta, and the bound the message
+	 * states is one that beta does not meet. */
+	{
+		const double beta = 1.0 / 28 - 0x1p-24;
+		const char *detail;
+		char body[160];
+
+		snprintf(path, sizeof(path), "/v1/datasets/bad/pate/sessions/%s/release", sid);
+		snprintf(body, sizeof(body), "{\"beta\":%.17g,\"sigma\":8,\"order\":14,\"delta\":1e-6}",
+			 beta);
+		r = dpg_call(&srv, "POST", path, srv.admin_key, body);
+		cr_expect_eq(r.status, 400, "%s", r.body);
+		cr_expect_str_eq(json_string_value(json_object_get(r.json, "field")), "/beta");
+		detail = json_string_value(json_object_get(r.json, "detail"));
+		cr_assert(detail && strstr(detail, "below "), "%s", r.body);
+		cr_expect_geq(beta, strtod(strstr(detail, "below ") + 6, NULL), "%s", detail);
+		dpg_resp_free(&r);
+	}
 	cr_assert_eq(charges_of("bad"), 0, "a refused request charged the ledger");
 	r = dpg_call(&srv, "GET", "/v1/datasets/bad/pate/sessions", srv.admin_key, NULL);
 	cr_assert_eq(r.status, 200);
