@@ -114,11 +114,12 @@ int srv_predict_json_rows(const json_t *body, size_t d, double **ret_x, size_t *
 int srv_predict_csv_rows(const char *text, size_t len, const json_t *features, size_t d,
 			 double **ret_x, size_t *ret_n, acct_error *err);
 
-/* {"classes": [...], "scores": [[...], ...]} (and "labels": the label of
- * each score column, with `labels`): a class is its label from `labels`
- * (borrowed) or, without, its index. */
-json_t *srv_predict_answer(const uint32_t *pred, const double *scores, size_t n, size_t k,
-			   const json_t *labels);
+/* Appends {"classes": [...], "scores": [[...], ...]} (and "labels": the
+ * label of each score column, with `labels`) to b as JSON text: a class is
+ * its label from `labels` (borrowed) or, without, its index.  b->failed
+ * tells an allocation that failed. */
+void srv_predict_answer(struct srv_buf *b, const uint32_t *pred, const double *scores, size_t n,
+			size_t k, const json_t *labels);
 
 /* The labels of a job's k classes: a categorical label's declared names
  * (a new reference), or NULL when a class is its index (a numeric label's

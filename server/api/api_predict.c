@@ -282,24 +282,36 @@ out:
 	return rc;
 }
 
-json_t *srv_predict_answer(const uint32_t *pred, const double *scores, size_t n, size_t k,
-			   const json_t *labels)
+void srv_predict_answer(srv_buf *b, const uint32_t *pred, const double *scores, size_t n,
+			size_t k, const json_t *labels)
 {
-	json_t *classes = json_array(), *all = json_array(), *o;
+	char num[SRV_FMT_REAL_MAX];
 
-	for (size_t i = 0; classes && all && i < n; i++) {
-		json_t *row = json_array();
-
-		for (size_t c = 0; row && c < k; c++)
-			json_array_append_new(row, json_real(scores[i * k + c]));
-		json_array_append_new(all, row);
-		json_array_append_new(classes, labels ? json_incref(json_array_get(labels, pred[i])) :
-							json_integer(pred[i]));
+	srv_buf_put(b, "{\"classes\":[", 12);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			srv_buf_put(b, ",", 1);
+		if (labels)
+			srv_json_dump_append(b, json_array_get(labels, pred[i]));
+		else
+			srv_buf_put(b, num, srv_fmt_int64(num, pred[i]));
 	}
-	o = json_pack("{s:o*, s:o*}", "classes", classes, "scores", all);
-	if (o && labels)
-		json_object_set(o, "labels", (json_t *)labels);
-	return o;
+	srv_buf_put(b, "],\"scores\":[", 12);
+	for (size_t i = 0; i < n; i++) {
+		srv_buf_put(b, i ? ",[" : "[", i ? 2 : 1);
+		for (size_t c = 0; c < k; c++) {
+			if (c)
+				srv_buf_put(b, ",", 1);
+			srv_buf_put(b, num, srv_fmt_real(num, scores[i * k + c]));
+		}
+		srv_buf_put(b, "]", 1);
+	}
+	srv_buf_put(b, "]", 1);
+	if (labels) {
+		srv_buf_put(b, ",\"labels\":", 10);
+		srv_json_dump_append(b, labels);
+	}
+	srv_buf_put(b, "}", 1);
 }
 
 json_t *srv_job_class_labels(const json_t *params, uint32_t k)
@@ -451,6 +463,25 @@ static double model_row_work(const trn_model *m)
 	return work;
 }
 
+/* The predictions as text, written a row at a time: an answer of 10^6
+ * scores built as JSON values took a value per score. */
+static void reply_predictions(srv_response *res, const uint32_t *pred, const double *scores,
+			      size_t n, size_t k, const json_t *labels)
+{
+	srv_buf text = {0};
+
+	srv_predict_answer(&text, pred, scores, n, k, labels);
+	if (text.failed) {
+		free(text.s);
+		srv_problem(res, 500, NULL, "the answer could not be built", NULL, NULL);
+		return;
+	}
+	res->status = 200;
+	res->content_type = "application/json";
+	res->body = text.s;
+	res->len = text.len;
+}
+
 /*
  * Whether n rows may be scored with m in one request: the answer's rows x
  * classes scores within DPG_MAX_JSON_NUMBERS, and the rows' multiply-adds
@@ -522,7 +553,7 @@ int srv_h_job_predict(srv_request *req, srv_response *res)
 		goto out;
 	}
 	labels = job_class_labels(&j, params, (uint32_t)k);
-	srv_json_reply(res, 200, srv_predict_answer(pred, scores, n, k, labels));
+	reply_predictions(res, pred, scores, n, k, labels);
 out:
 	json_decref(labels);
 	json_decref(result);

@@ -5,11 +5,13 @@
  * argmax over NaN names no class the model chose.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
 
 #include "api.h"
+#include "json.h"
 #include "trn.h"
 
 /* One dense layer, 2 inputs to 2 classes: logits (x0 + x1, -(x0 + x1)). */
@@ -64,4 +66,61 @@ Test(predict, a_row_whose_scores_overflow_is_refused_and_named)
 	cr_assert_str_eq(err.where, "/csv");
 	cr_assert(strstr(err.text, "row 2 ") != NULL, "%s", err.text);
 	trn_model_free(m);
+}
+
+/* The answer as the JSON values it stands for, built with jansson. */
+static json_t *answer_as_values(const uint32_t *pred, const double *scores, size_t n, size_t k,
+				json_t *labels)
+{
+	json_t *classes = json_array(), *all = json_array(), *o;
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *row = json_array();
+
+		for (size_t c = 0; c < k; c++)
+			json_array_append_new(row, json_real(scores[i * k + c]));
+		json_array_append_new(all, row);
+		json_array_append_new(classes, labels ? json_incref(json_array_get(labels, pred[i])) :
+							json_integer(pred[i]));
+	}
+	o = json_pack("{s:o, s:o}", "classes", classes, "scores", all);
+	if (labels)
+		json_object_set(o, "labels", labels);
+	return o;
+}
+
+/*
+ * The answer is written as text a row at a time (an answer of 10^6 scores
+ * built as JSON values took one allocation a score): byte for byte what
+ * the server's JSON writer prints for the same values, with and without
+ * labels, on scores of every magnitude, and valid JSON whose numbers read
+ * back exactly.
+ */
+Test(predict, the_answer_text_is_the_json_of_its_values)
+{
+	static const double scores[] = {0.1, 0.9, 1.0, 0.0, 1e-300, 0.3333333333333333,
+					2.5e-17, 1 - 0x1p-53, 0.5};
+	static const uint32_t pred[] = {1, 0, 2};
+	json_t *labels = json_pack("[s, s, i]", "cat", "d\"og", 7);
+
+	for (int with = 0; with < 2; with++) {
+		json_t *want = answer_as_values(pred, scores, 3, 3, with ? labels : NULL), *back;
+		char *want_text = srv_json_dump(want);
+		srv_buf got = {0};
+
+		srv_predict_answer(&got, pred, scores, 3, 3, with ? labels : NULL);
+		cr_assert(!got.failed);
+		cr_assert_str_eq(got.s, want_text);
+		back = json_loads(got.s, 0, NULL);
+		cr_assert_not_null(back, "%s", got.s);
+		for (size_t i = 0; i < 9; i++)
+			cr_assert_eq(json_real_value(json_array_get(
+					     json_array_get(json_object_get(back, "scores"), i / 3), i % 3)),
+				     scores[i]);
+		json_decref(back);
+		json_decref(want);
+		free(want_text);
+		free(got.s);
+	}
+	json_decref(labels);
 }
