@@ -1168,12 +1168,13 @@ fail:
  * checkpoint's (srv__sql_driver.checkpoint). */
 static void store_close(srv_store *st, bool give_back)
 {
+	bool keep_wal;
+
 	if (!st)
 		return;
 	/* First: it may take a connection to copy a lost WAL. */
 	file_watch_stop(st);
-	bool keep_wal = st->wal.path && index_lost(st);
-
+	keep_wal = st->wal.path && index_lost(st);
 	/* A checkpoint through an index no path names would copy only the
 	 * frames this server knows of and then empty the WAL, losing any that
 	 * another process added through its own index: the WAL is left whole
