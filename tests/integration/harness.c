@@ -394,14 +394,19 @@ void dpg_server_restart(dpg_server *s)
 	spawn(s);
 }
 
+static long scaled_timeout(long seconds);
+
+/* The stop's limit is scaled like an exchange's: a sanitizer's server
+ * stops its running jobs as much slower as it runs them. */
 int dpg_server_signal(dpg_server *s, int sig)
 {
 	int status = 0;
+	long limit_s = scaled_timeout(30);
 
 	if (s->pid <= 0)
 		return -1;
 	kill(s->pid, sig);
-	for (int i = 0; i < 3000; i++) {
+	for (long i = 0; i < limit_s * 100; i++) {
 		pid_t r = waitpid(s->pid, &status, WNOHANG);
 
 		if (r == s->pid) {
@@ -413,7 +418,7 @@ int dpg_server_signal(dpg_server *s, int sig)
 	kill(s->pid, SIGKILL);
 	waitpid(s->pid, &status, 0);
 	s->pid = 0;
-	cr_assert_fail("dpgate did not stop within 30 s after signal %d", sig);
+	cr_assert_fail("dpgate did not stop within %ld s after signal %d", limit_s, sig);
 	return -1;
 }
 
