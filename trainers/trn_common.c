@@ -147,16 +147,20 @@ int trn__upscale_exponent(const double *v, size_t n)
 
 void trn__scale_pow2(double *v, size_t n, int e)
 {
-	double p1 = ldexp(1.0, e / 2), p2 = ldexp(1.0, e - e / 2);
+	double p1, p2;
 
-	for (size_t k = 0; e != 0 && k < n; k++)
+	if (e == 0)
+		return;
+	p1 = ldexp(1.0, e / 2);
+	p2 = ldexp(1.0, e - e / 2);
+	for (size_t k = 0; k < n; k++)
 		v[k] = v[k] * p1 * p2;
 }
 
 double trn__sqnorm_upscaled(const double *v, size_t n, int *ret_e)
 {
 	int e = trn__upscale_exponent(v, n);
-	double p1 = ldexp(1.0, e / 2), p2 = ldexp(1.0, e - e / 2), s = 0.0;
+	double p1, p2, s = 0.0;
 
 	*ret_e = e;
 	if (e == 0) {
@@ -164,6 +168,8 @@ double trn__sqnorm_upscaled(const double *v, size_t n, int *ret_e)
 			s += v[k] * v[k];
 		return s;
 	}
+	p1 = ldexp(1.0, e / 2);
+	p2 = ldexp(1.0, e - e / 2);
 	for (size_t k = 0; k < n; k++) {
 		double x = v[k] * p1 * p2;
 
