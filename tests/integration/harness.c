@@ -485,18 +485,22 @@ int dpg_http(const dpg_server *s, const char *method, const char *path, const ch
 }
 
 /*
- * DPGATE_TEST_TIME_SCALE (a number >= 1, default 1) stretches every
- * exchange's time limit, for a server built with a sanitizer that slows it
- * (ThreadSanitizer: 5-15 times).  What a test asserts does not change.
+ * DPGATE_TEST_TIME_SCALE (a number from 1 to 100, default 1) is how much
+ * slower a server built with a sanitizer is (ThreadSanitizer: 5-15 times).
+ * Every time limit of an exchange or a wait stretches by it; what a test
+ * asserts does not change.
  */
-static long scaled_timeout(long seconds)
+double dpg_time_scale(void)
 {
 	const char *v = getenv("DPGATE_TEST_TIME_SCALE");
 	double k = v ? strtod(v, NULL) : 1.0;
 
-	if (!(k >= 1.0 && k <= 100.0))
-		k = 1.0;
-	return (long)((double)seconds * k + 0.5);
+	return k >= 1.0 && k <= 100.0 ? k : 1.0;
+}
+
+static long scaled_timeout(long seconds)
+{
+	return (long)((double)seconds * dpg_time_scale() + 0.5);
 }
 
 int dpg_http_opt(const dpg_server *s, const dpg_http_opts *opts, const char *method,
@@ -991,7 +995,7 @@ json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *sta
 	char path[128];
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	for (int i = 0; i < (int)(seconds * 10); i++) {
+	for (int i = 0; i < (int)(seconds * dpg_time_scale() * 10); i++) {
 		dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
 		const char *st = json_string_value(json_object_get(r.json, "state"));
 

@@ -126,6 +126,10 @@ void dpg_shim_server_stop(dpg_server *srv, dpg_shim_env *e);
 /* Seconds on the monotonic clock, for timing steps of a test. */
 double dpg_now_s(void);
 
+/* How much slower the server under test is: DPGATE_TEST_TIME_SCALE (1 to
+ * 100) for a sanitizer build, 1 otherwise.  Time bounds stretch by it. */
+double dpg_time_scale(void);
+
 /* Whether s answers GET /healthz with 200 (its database takes queries)
  * within timeout_s, asking every 10 ms. */
 bool dpg_healthy_within(const dpg_server *s, double timeout_s);
@@ -320,7 +324,7 @@ double dpg_metric(const dpg_server *s, const char *name);
 
 /* Polls GET /v1/jobs/{id} every 0.1 s until its state is one of `states`
  * (NULL-terminated); returns the job (caller decrefs).  Fails the test after
- * `seconds`. */
+ * `seconds` times dpg_time_scale(). */
 json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
 		     double seconds);
 

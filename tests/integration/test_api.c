@@ -224,7 +224,6 @@ static size_t server_peak_rss(const dpg_server *s)
 Test(api, a_long_dataset_list_takes_memory_near_its_length, .timeout = 600)
 {
 	enum { N = 3000 };
-	const char *scale = getenv("DPGATE_TEST_TIME_SCALE");
 	size_t before, after;
 	json_t *all;
 	char id[32];
@@ -233,7 +232,7 @@ Test(api, a_long_dataset_list_takes_memory_near_its_length, .timeout = 600)
 #ifdef __SANITIZE_ADDRESS__
 	cr_skip_test("an address-sanitized server keeps freed memory in quarantine");
 #endif
-	if (scale && strtod(scale, NULL) > 1.0)
+	if (dpg_time_scale() > 1.0)
 		cr_skip_test("a sanitized server's memory is not the list's");
 	for (int i = 0; i < N; i++) {
 		snprintf(id, sizeof(id), "list%05d", i);

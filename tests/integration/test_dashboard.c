@@ -30,17 +30,6 @@ static dpg_server srv;
 #define IRIS_HEADER "sepal_length,sepal_width,petal_length,petal_width,species"
 #define CHARGE_SMALL "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.01,\"delta\":0}}"
 
-/* DPGATE_TEST_TIME_SCALE (1 to 100, default 1): how much slower a
- * sanitizer build of the server is; the time bounds below stretch by it,
- * and are as stated (100 ms for a wake-up) in the ordinary build. */
-static double time_scale(void)
-{
-	const char *v = getenv("DPGATE_TEST_TIME_SCALE");
-	double k = v ? strtod(v, NULL) : 1.0;
-
-	return (k >= 1.0 && k <= 100.0) ? k : 1.0;
-}
-
 /* ---- a raw HTTP/1.1 client ------------------------------------------------ */
 
 typedef struct raw_resp {
@@ -464,7 +453,7 @@ Test(dashboard, a_long_poll_wakes_on_a_charge_from_another_connection)
 		raw_header(&r, "ETag", now_tag, sizeof(now_tag));
 		cr_assert_str_neq(now_tag, tag);
 		raw_free(&r);
-		cr_assert_lt(t_woken - t_charged, 0.1 * time_scale(), "%s woke %.3f s after the charge", paths[i],
+		cr_assert_lt(t_woken - t_charged, 0.1 * dpg_time_scale(), "%s woke %.3f s after the charge", paths[i],
 			     t_woken - t_charged);
 	}
 }
@@ -659,7 +648,7 @@ Test(dashboard, answers_that_committed_nothing_wake_no_long_poll)
 	waited = refusals_cpu_s(REFUSALS);
 	for (int i = 0; i < WAITERS; i++)
 		cr_assert_not(readable_within(fds[i], 0), "long-poll %d answered a refusal", i);
-	cr_assert_lt(waited, 2.0 * alone + 0.3 * time_scale(),
+	cr_assert_lt(waited, 2.0 * alone + 0.3 * dpg_time_scale(),
 		     "%d refusals cost %.2f s of server CPU with %d long-polls, %.2f s without",
 		     REFUSALS, waited, WAITERS, alone);
 	dpg_expect_status(&srv, "POST", "/v1/datasets/d/charges", srv.admin_key, CHARGE_SMALL, 201);
@@ -714,7 +703,7 @@ Test(dashboard, a_long_poll_times_out_with_304)
 	cr_assert_eq(r.len, 0);
 	cr_assert_str_eq(raw_header(&r, "ETag", tag2, sizeof(tag2)), tag);
 	cr_assert_geq(dpg_now_s() - t0, 0.9, "answered after %.3f s", dpg_now_s() - t0);
-	cr_assert_lt(dpg_now_s() - t0, 3.0 * time_scale(), "answered after %.3f s", dpg_now_s() - t0);
+	cr_assert_lt(dpg_now_s() - t0, 3.0 * dpg_time_scale(), "answered after %.3f s", dpg_now_s() - t0);
 	raw_free(&r);
 }
 
@@ -760,7 +749,7 @@ Test(dashboard, long_polls_are_bounded_and_hold_no_thread)
 		cr_assert_eq(r.status, 200);
 		raw_free(&r);
 	}
-	cr_assert_lt(dpg_now_s() - t0, 2.0 * time_scale());
+	cr_assert_lt(dpg_now_s() - t0, 2.0 * dpg_time_scale());
 	cr_assert_eq(dpg_metric(&srv, "dpgate_long_polls_waiting"), 4.0);
 	/* A fifth waiter: 503 with Retry-After, at once. */
 	{
@@ -848,7 +837,7 @@ Test(dashboard, a_long_poll_on_a_job_wakes_when_it_ends)
 		cr_assert_eq(raw_read(fd, false, 40, &r), 0);
 		close(fd);
 		cr_assert_eq(r.status, 200, "a running job's long-poll ended %d", r.status);
-		cr_assert_lt(dpg_now_s() - t0, 5.0 * time_scale(), "woken after %.3f s", dpg_now_s() - t0);
+		cr_assert_lt(dpg_now_s() - t0, 5.0 * dpg_time_scale(), "woken after %.3f s", dpg_now_s() - t0);
 		raw_free(&r);
 	}
 	cr_assert(ended);

@@ -35,15 +35,6 @@
 #define HONEST_ROUNDS 10
 #define CHARGE "{\"event\":{\"type\":\"epsilon_delta\",\"epsilon\":0.125,\"delta\":0}}"
 
-/* The time scale of a sanitizer-built server (harness.c); 1 otherwise. */
-static double time_scale(void)
-{
-	const char *v = getenv("DPGATE_TEST_TIME_SCALE");
-	double k = v ? strtod(v, NULL) : 1.0;
-
-	return k >= 1.0 && k <= 100.0 ? k : 1.0;
-}
-
 /* Room for the attack's sockets here and in the server, which inherits
  * the limit: twice the attackers, and some. */
 static void raise_fd_limit(void)
@@ -110,7 +101,7 @@ static void close_attack(int fds[ATTACKERS])
  */
 static void expect_honest_client_served(const dpg_server *s)
 {
-	double limit = 1.0 * time_scale();
+	double limit = 1.0 * dpg_time_scale();
 	dpg_http_opts opts = {.timeout_s = 5};
 
 	for (int i = 0; i < HONEST_ROUNDS; i++) {
@@ -187,7 +178,7 @@ Test(slowloris, a_dripped_header_block_is_cut_at_the_deadline, .timeout = 120)
 	close(fd);
 	/* 2 s, plus one sweep (0.1 s) and this loop's step, after the first byte. */
 	cr_assert_geq(cut, 1.9, "cut after %.2f s, before the header deadline", cut);
-	cr_assert_leq(cut, 2.0 + 2.0 * time_scale(), "the dripped headers were not cut (%.2f s)", cut);
+	cr_assert_leq(cut, 2.0 + 2.0 * dpg_time_scale(), "the dripped headers were not cut (%.2f s)", cut);
 	cr_expect(strncmp(buf, "HTTP/1.1 408 ", 13) == 0, "answer: %.200s", buf);
 	cr_expect(strstr(buf, "application/problem+json") != NULL, "answer: %.200s", buf);
 	cr_expect_eq(dpg_metric(&srv, "dpgate_connections_closed_total{reason=\"header_timeout\"}"), 1);
@@ -272,15 +263,15 @@ Test(slowloris, headers_that_arrived_wait_for_a_busy_thread, .timeout = 120)
 	cr_assert_eq(send(partial, req, strlen(req) - 2, MSG_NOSIGNAL), (ssize_t)strlen(req) - 2);
 	cr_assert_eq(send(kept, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
 
-	first_answer_bytes(kept, 20 * time_scale(), buf, sizeof(buf));
+	first_answer_bytes(kept, 20 * dpg_time_scale(), buf, sizeof(buf));
 	answered = dpg_now_s() - t0;
 	cr_expect(strncmp(buf, "HTTP/1.1 200 ", 13) == 0,
 		  "the kept-alive request, answered after %.2f s: %.200s", answered, buf);
 	/* It waited for the busy thread: longer than its deadline. */
 	cr_expect_geq(answered, 2.0, "answered after %.2f s", answered);
-	first_answer_bytes(busy, 20 * time_scale(), buf, sizeof(buf));
+	first_answer_bytes(busy, 20 * dpg_time_scale(), buf, sizeof(buf));
 	cr_expect(strncmp(buf, "HTTP/1.1 201 ", 13) == 0, "the key's creation: %.200s", buf);
-	first_answer_bytes(partial, 5 * time_scale(), buf, sizeof(buf));
+	first_answer_bytes(partial, 5 * dpg_time_scale(), buf, sizeof(buf));
 	cr_expect(strncmp(buf, "HTTP/1.1 408 ", 13) == 0, "the unfinished headers: %.200s", buf);
 	dpg_switch_file(e.file[0], false);
 	cr_expect_eq(dpg_metric(&srv, "dpgate_connections_closed_total{reason=\"header_timeout\"}"),
