@@ -723,6 +723,20 @@ size_t acct_pate_ls_bound_horizon(const acct_pate_ls_bound *b, double beta, doub
 				  double at_0);
 
 /*
+ * A bound on what the distances left out of a walk cut at `distances`
+ * can add to a smooth sensitivity: at least e^(-beta d) answers T for
+ * every d >= distances (T the largest cell bound), 0 when no distance is
+ * left out.  It depends on the public configuration only, so the maximum
+ * of a cut smooth sensitivity and this tail is still beta-smooth
+ * (Nissim, Raskhodnikova, Smith 2007, Def. 2.1): for neighbours x, y the
+ * term at d of y is at most e^beta times the term at d + 1 of x, which
+ * is within the cut or at most the tail.  And it bounds the uncut one
+ * from above, which is what a release needs.
+ */
+double acct_pate_ls_bound_tail(const acct_pate_ls_bound *b, double beta, double answers,
+			       size_t distances);
+
+/*
  * Theorem 23: RDP at `order` of the GNSS release f(D) + SS_beta(D) N(0,
  * sigma^2): lambda e^{2 beta} / sigma^2 + (beta lambda - ln(1 - 2 lambda beta)
  * / 2) / (lambda - 1), valid for 1 < lambda < 1 / (2 beta) (any lambda > 1

@@ -1192,6 +1192,21 @@ size_t acct_pate_ls_bound_horizon(const acct_pate_ls_bound *b, double beta, doub
 	return n < 1 ? 1 : (size_t)n;
 }
 
+double acct_pate_ls_bound_tail(const acct_pate_ls_bound *b, double beta, double answers,
+			       size_t distances)
+{
+	double top = answers * b->smax[0] * (1 + 1e-6);
+
+	if (distances >= (size_t)b->num_teachers + 1)
+		return 0;
+	/* S(d) <= answers T <= top for every d, and e^(-beta d) <= e^(-beta
+	 * distances) from the first distance left out on; the margin in top
+	 * covers exp's ulp and the products' rounding. */
+	if (!(beta > 0))
+		return top;
+	return top * exp(-beta * (double)distances);
+}
+
 int acct_pate_gnss_rdp(double beta, double sigma, double order, double *ret_rdp, acct_error *err)
 {
 	double r;

@@ -608,17 +608,26 @@ int mech_pate_release_add(mech_pate_release *r, const double *votes, acct_error 
 /*
  * An optional first pass over the same histograms, before any
  * mech_pate_release_add: mech_pate_release_count adds each one's bound at
- * distance 0, then mech_pate_release_horizon(r, beta) cuts the distances
- * every add walks to acct_pate_ls_bound_horizon's, past which no term of
- * the smooth sensitivity at that beta can be its largest.  The figures at
- * that beta are then those of the uncut release, at a cost of the horizon
- * in place of num_teachers + 1 distances per answer.  The adds must then
- * be of the counted histograms, in the same order (a further one is
- * ACCT_EINTERNAL); figures after fewer or other adds, or at a smaller
- * beta, report an infinite SS, which no draw releases.
+ * distance 0, then mech_pate_release_horizon(r, beta, max_walk) cuts the
+ * distances every add walks to acct_pate_ls_bound_horizon's, past which
+ * no term of the smooth sensitivity at that beta can be its largest.  The
+ * figures at that beta are then those of the uncut release, at a cost of
+ * the horizon in place of num_teachers + 1 distances per answer.
+ *
+ * max_walk (> 0) bounds the work whatever the data: no answer walks more
+ * than max_walk / answers distances (at least 1).  Where that cap is
+ * below num_teachers + 1, the SS reported is the larger of the capped
+ * walk's and acct_pate_ls_bound_tail's public bound past it: equal to
+ * the uncut SS where the horizon is within the cap (up to the tail's
+ * rounding, which can only raise it), an upper bound on it and still
+ * beta-smooth elsewhere.  max_walk <= 0: no cap.
+ *
+ * The adds must then be of the counted histograms, in the same order (a
+ * further one is ACCT_EINTERNAL); figures after fewer or other adds, or
+ * at a smaller beta, report an infinite SS, which no draw releases.
  */
 int mech_pate_release_count(mech_pate_release *r, const double *votes, acct_error *err);
-void mech_pate_release_horizon(mech_pate_release *r, double beta);
+void mech_pate_release_horizon(mech_pate_release *r, double beta, int64_t max_walk);
 
 /* The figures above for `answers` added histograms and `checks` checks. */
 typedef struct mech_pate_release_figures {

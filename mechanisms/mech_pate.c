@@ -226,6 +226,7 @@ struct mech_pate_release {
 	/* The first pass (mech_pate_release_count) and its cut. */
 	int64_t counted;
 	double at_0, cut_beta;
+	double tail;               /* the public bound past a capped walk, or 0 */
 	bool cut;
 };
 
@@ -328,11 +329,26 @@ int mech_pate_release_count(mech_pate_release *r, const double *votes, acct_erro
 	return 0;
 }
 
-void mech_pate_release_horizon(mech_pate_release *r, double beta)
+void mech_pate_release_horizon(mech_pate_release *r, double beta, int64_t max_walk)
 {
+	size_t all, cap;
+
 	if (r->cut || r->answers > 0 || !r->lsb)
 		return;
 	r->distances = acct_pate_ls_bound_horizon(r->lsb, beta, (double)r->counted, r->at_0);
+	/* The cap depends on public counts only, and so does the tail that
+	 * stands for the distances past it (acct_pate_ls_bound_tail): the
+	 * released S is max(SS over the first cap distances, tail), a
+	 * beta-smooth upper bound on SS whatever the data. */
+	all = acct_pate_ls_bound_distances(r->lsb);
+	cap = max_walk > 0 && r->counted > 0 ? (size_t)(max_walk / r->counted) : all;
+	if (cap < 1)
+		cap = 1;
+	if (cap < all) {
+		if (r->distances > cap)
+			r->distances = cap;
+		r->tail = acct_pate_ls_bound_tail(r->lsb, beta, (double)r->counted, cap);
+	}
 	r->cut_beta = beta;
 	r->cut = true;
 }
@@ -349,7 +365,7 @@ void mech_pate_release_figures_get(const mech_pate_release *r, int64_t checks, d
 	if (mech_pate_agg_checks(c->agg))
 		checks_rdp = (double)checks * r->order / (2 * c->sigma1_used * c->sigma1_used);
 	ret->f = r->f + checks_rdp;
-	ret->ss = acct_pate_smooth_sensitivity(beta, r->ls_sum, r->distances);
+	ret->ss = fmax(acct_pate_smooth_sensitivity(beta, r->ls_sum, r->distances), r->tail);
 	/* The cut is exact only for the counted histograms, all added, at its
 	 * beta or a larger one: else no figure is released. */
 	if (r->cut && (beta < r->cut_beta || r->answers != r->counted ||

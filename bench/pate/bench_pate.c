@@ -245,7 +245,7 @@ static double session_release(const mech_pate_cfg *c, const double *v, int answe
 	for (int a = 0; rc == 0 && cut && a < answers; a++)
 		rc = mech_pate_release_count(r, v + (size_t)a * CLASSES, &err);
 	if (rc == 0 && cut)
-		mech_pate_release_horizon(r, beta);
+		mech_pate_release_horizon(r, beta, DPG_MAX_PATE_RELEASE_WALK);
 	for (int a = 0; rc == 0 && a < answers; a++)
 		rc = mech_pate_release_add(r, v + (size_t)a * CLASSES, &err);
 	if (rc == 0)

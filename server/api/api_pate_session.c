@@ -1209,7 +1209,7 @@ static int scan_answers(srv_db *db, const struct release *r, struct answer_scan 
 		if (rc == SRV_DB_ERROR)
 			rc = acct_error_set(scan->err, ACCT_EINTERNAL, "", "the store is unavailable");
 		if (rc == 0 && scan->counting)
-			mech_pate_release_horizon(scan->acc, r->beta);
+			mech_pate_release_horizon(scan->acc, r->beta, DPG_MAX_PATE_RELEASE_WALK);
 	}
 	return rc;
 }

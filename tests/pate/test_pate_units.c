@@ -515,7 +515,7 @@ Test(pate_units, a_counted_release_has_the_figures_of_a_full_one)
 		cr_assert_eq(mech_pate_release_new(&c, 14, &cut, NULL), 0);
 		for (size_t a = 0; a < ANSWERS; a++)
 			cr_assert_eq(mech_pate_release_count(cut, v[a], NULL), 0);
-		mech_pate_release_horizon(cut, betas[i]);
+		mech_pate_release_horizon(cut, betas[i], 0);
 		for (size_t a = 0; a < ANSWERS; a++) {
 			cr_assert_eq(mech_pate_release_add(full, v[a], NULL), 0);
 			cr_assert_eq(mech_pate_release_add(cut, v[a], NULL), 0);
@@ -542,13 +542,155 @@ Test(pate_units, a_counted_release_has_the_figures_of_a_full_one)
 		cr_assert_eq(mech_pate_release_new(&c, 14, &cut, NULL), 0);
 		for (size_t a = 0; a < ANSWERS; a++)
 			cr_assert_eq(mech_pate_release_count(cut, v[a], NULL), 0);
-		mech_pate_release_horizon(cut, 0.0329);
+		mech_pate_release_horizon(cut, 0.0329, 0);
 		for (size_t a = 0; a + 1 < ANSWERS; a++)
 			cr_assert_eq(mech_pate_release_add(cut, v[a], NULL), 0);
 		mech_pate_release_figures_get(cut, 0, 0.0329, &fc);
 		cr_assert(isinf(fc.ss), "one answer short: %g", fc.ss);
 		mech_pate_release_free(cut);
 	}
+}
+
+/* The SS of a release of the `answers` histograms in v (10 classes),
+ * counted first and its walk capped by max_walk (0: the horizon only),
+ * or walked over every distance (cut false). */
+static double capped_ss(const mech_pate_cfg *c, const double (*v)[10], size_t answers,
+			double beta, bool cut, int64_t max_walk)
+{
+	mech_pate_release *r = NULL;
+	mech_pate_release_figures f;
+
+	cr_assert_eq(mech_pate_release_new(c, 14, &r, NULL), 0);
+	for (size_t a = 0; cut && a < answers; a++)
+		cr_assert_eq(mech_pate_release_count(r, v[a], NULL), 0);
+	if (cut)
+		mech_pate_release_horizon(r, beta, max_walk);
+	for (size_t a = 0; a < answers; a++)
+		cr_assert_eq(mech_pate_release_add(r, v[a], NULL), 0);
+	mech_pate_release_figures_get(r, 0, beta, &f);
+	mech_pate_release_free(r);
+	return f.ss;
+}
+
+/*
+ * A release whose walk is capped below num_teachers + 1 distances (3000
+ * teachers, 40 answers, 64 distances each) reports max(SS of the capped
+ * walk, the public tail), which must be
+ *  - at least the SS of the walk over every distance, at every beta
+ *    (at beta 1e-9 the capped walk alone falls short of it: the tail is
+ *    what keeps the bound, and the test has power);
+ *  - beta-smooth: S(y) <= e^beta S(x) both ways when one teacher moves
+ *    its vote in every answer, on 6 random pairs at each beta;
+ *  - the uncut SS, bit for bit, where the cap (2000 distances here) is
+ *    past the horizon.
+ */
+Test(pate_units, a_capped_release_bounds_the_full_one_and_stays_smooth)
+{
+	mech_pate_cfg c = cfg_of(MECH_PATE_GNMAX, 3000, 10, 0, 40, 0, 14);
+	static const double betas[] = {0.0329, 1e-3, 1e-9};
+	enum { ANSWERS = 40, CAP = 64 };
+	static double v[ANSWERS][10], y[ANSWERS][10];
+	uint64_t state = 9;
+	bool tail_needed = false;
+
+	for (size_t pair = 0; pair < 6; pair++) {
+		for (size_t a = 0; a < ANSWERS; a++) {
+			size_t from, to;
+
+			test_vote_histogram(v[a], 10, 3000, 0.1 + 0.85 * (double)((a + pair) % 10) / 10.0,
+					    &state);
+			/* One teacher's vote in this answer, moved from a class
+			 * that has one to another. */
+			memcpy(y[a], v[a], sizeof(y[a]));
+			do {
+				state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+				from = (state >> 33) % 10;
+			} while (y[a][from] == 0);
+			state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+			to = (from + 1 + (state >> 33) % 9) % 10;
+			y[a][from]--;
+			y[a][to]++;
+		}
+		for (size_t i = 0; i < 3; i++) {
+			double beta = betas[i];
+			double sx = capped_ss(&c, (const double (*)[10])v, ANSWERS, beta, true,
+					      ANSWERS * CAP);
+			double sy = capped_ss(&c, (const double (*)[10])y, ANSWERS, beta, true,
+					      ANSWERS * CAP);
+			double full = capped_ss(&c, (const double (*)[10])v, ANSWERS, beta, false, 0);
+
+			cr_assert(isfinite(sx) && sx > 0, "beta %g: %g", beta, sx);
+			cr_assert_geq(sx, full, "beta %g: capped %.17g under the full %.17g", beta, sx,
+				      full);
+			cr_assert_leq(sy, exp(beta) * sx * (1 + 1e-12), "beta %g: S(y) %g, S(x) %g", beta,
+				      sy, sx);
+			cr_assert_leq(sx, exp(beta) * sy * (1 + 1e-12), "beta %g: S(x) %g, S(y) %g", beta,
+				      sx, sy);
+			if (beta < 1e-6) {
+				/* The capped walk alone, summed here from the
+				 * accountant's walks. */
+				acct_pate_workspace *ws = acct_pate_workspace_new(10, 3000);
+				acct_pate_ls_bound *b = NULL;
+				double ls[CAP], sum[CAP] = {0};
+
+				cr_assert_eq(acct_pate_ls_bound_new(ws, 10, 3000, c.sigma2_used, 14, &b, NULL),
+					     0);
+				for (size_t a = 0; a < ANSWERS; a++) {
+					cr_assert_eq(acct_pate_ls_bound_prefix(ws, b, v[a], ls, CAP, NULL), 0);
+					for (size_t d = 0; d < CAP; d++)
+						sum[d] += ls[d];
+				}
+				tail_needed |= acct_pate_smooth_sensitivity(beta, sum, CAP) < full;
+				acct_pate_ls_bound_free(b);
+				acct_pate_workspace_free(ws);
+			}
+		}
+		for (size_t i = 0; i < 2; i++) {
+			double beta = betas[i] == 1e-3 ? 0.01 : betas[i];
+
+			cr_assert_eq(capped_ss(&c, (const double (*)[10])v, ANSWERS, beta, true,
+					       ANSWERS * 2000),
+				     capped_ss(&c, (const double (*)[10])v, ANSWERS, beta, false, 0),
+				     "beta %g", beta);
+		}
+	}
+	cr_assert(tail_needed, "the capped walk never fell short: the test has no power");
+}
+
+/*
+ * The release that took minutes at a tiny beta: 10^6 teachers, 500
+ * answers with votes (990000, about 1111 x 9), beta 1e-9, where the
+ * horizon is every distance.  Capped at the server's walk it needs about
+ * 2 s of CPU (the bound here leaves room for a sanitizer build);
+ * uncapped it walks 5 * 10^8 distances, 53 s at this sigma.
+ */
+Test(pate_units, a_release_at_a_tiny_beta_is_bounded_in_work, .timeout = 240)
+{
+	mech_pate_cfg c = cfg_of(MECH_PATE_GNMAX, 1000000, 10, 0, 40, 0, 14);
+	enum { ANSWERS = 500 };
+	static double v[ANSWERS][10];
+	mech_pate_release *r = NULL;
+	mech_pate_release_figures f;
+	struct timespec t0, t1;
+	uint64_t state = 21;
+	double cpu;
+
+	for (size_t a = 0; a < ANSWERS; a++)
+		test_vote_histogram(v[a], 10, 1000000, 0.99, &state);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+	cr_assert_eq(mech_pate_release_new(&c, 14, &r, NULL), 0);
+	for (size_t a = 0; a < ANSWERS; a++)
+		cr_assert_eq(mech_pate_release_count(r, v[a], NULL), 0);
+	mech_pate_release_horizon(r, 1e-9, DPG_MAX_PATE_RELEASE_WALK);
+	for (size_t a = 0; a < ANSWERS; a++)
+		cr_assert_eq(mech_pate_release_add(r, v[a], NULL), 0);
+	mech_pate_release_figures_get(r, 0, 1e-9, &f);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+	mech_pate_release_free(r);
+	cpu = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	cr_log_info("capped release at beta 1e-9: %.2f s of CPU, S %g, B %g", cpu, f.ss, f.bound);
+	cr_assert(isfinite(f.ss) && f.ss > 0, "%g", f.ss);
+	cr_assert_lt(cpu, 20.0, "the release took %.1f s of CPU", cpu);
 }
 
 /* The GNSS draw is centred on f (clamped into [0, B]) with sd max(SS + g,
