@@ -1,7 +1,7 @@
 /*
  * cli/cli_serve.c: `dpgate serve`, the HTTP server on one database.
  *
- *   dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N] ...
+ *   dpgate serve [--db FILE|URL] [--listen HOST:PORT] [--data-dir DIR] [--threads N] ...
  *
  * It takes a one-server lock on the database and on the data directory,
  * opens the store, starts the job workers and serves until a signal.
@@ -31,8 +31,8 @@
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x) /* a macro's value as a string literal */
 static const char usage_serve[] =
-	"usage: dpgate serve [--db FILE] [--listen HOST:PORT] [--data-dir DIR] [--threads N]\n"
-	"                    [--body-timeout S] [--header-timeout S]\n"
+	"usage: dpgate serve [--db FILE|URL] [--listen HOST:PORT] [--data-dir DIR]\n"
+	"                    [--threads N] [--body-timeout S] [--header-timeout S]\n"
 	"                    [--max-conns-per-ip N] [--public-metrics] [--quiet]\n"
 	"                    [--cors-origin ORIGIN]... [--max-waiters N]\n"
 	"\n"
