@@ -737,7 +737,8 @@ int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID
 /*
  * Records that a user asked to cancel running job `job_id`, so that the
  * server running it stops it even when the request reached another server;
- * SRV_NOT_FOUND when the job is not running.
+ * SRV_NOT_FOUND when the job is not running, SRV_DB_MOVED (nothing
+ * written) while the store's file is not at its path.
  */
 int srv__job_request_cancel(srv_db *db, const char *job_id);
 /* Up to `max` ids of `owner`'s running jobs whose cancel was requested. */
@@ -752,7 +753,8 @@ int srv__job_ids_cancel_requested(srv_db *db, const char *owner, char (*ids)[SRV
  */
 int srv__job_fail_expired(srv_db *db, const char *job_id, int64_t now_s, const char *error,
 			  const char *actor);
-/* Stores the progress text of a running job (best effort). */
+/* Stores the progress text of a running job (best effort: nothing while
+ * the store's file is not at its path). */
 void srv__job_save_progress(srv_db *db, const char *id, const char *progress_text);
 /*
  * Ends a job in one transaction: closes its reservation (commit, or release

@@ -394,11 +394,16 @@ static int file_check(srv_store *st, srv_db *db);
  * to 30 s for the write lock); a lock still held after that is reported
  * (503), never waited on again.
  */
-int srv__begin_write(srv_db *db)
+int srv__write_allowed(srv_db *db)
 {
 	/* Before anything is written: a write to a file no path names any
 	 * more is lost at the next start (srv_store_file_check). */
-	int rc = db->store ? file_check(db->store, db) : SRV_OK;
+	return db->store ? file_check(db->store, db) : SRV_OK;
+}
+
+int srv__begin_write(srv_db *db)
+{
+	int rc = srv__write_allowed(db);
 
 	if (rc != SRV_OK)
 		return rc;

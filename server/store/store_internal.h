@@ -91,6 +91,11 @@ srv__stmt *srv__cached_stmt(srv_db *db, const char *sql);
  * nothing begun, srv_store_file_check) or SRV_DB_ERROR. */
 int srv__begin_write(srv_db *db);
 
+/* For a write of one statement outside any transaction: SRV_OK when the
+ * store's file is at its path, else SRV_DB_MOVED and nothing may be
+ * written (the check srv__begin_write makes first). */
+int srv__write_allowed(srv_db *db);
+
 /* Inside the write transaction, before the dataset's totals are read:
  * keeps every other writer off them until COMMIT (the driver's
  * lock_dataset).  SRV_OK or SRV_DB_ERROR. */

@@ -487,6 +487,8 @@ int srv__job_renew_leases(srv_db *db, const char *owner, const char (*ids)[SRV_J
 	const char *args[] = {NULL, owner, lease_text};
 	int rc = SRV_OK;
 
+	if (srv__write_allowed(db) != SRV_OK)
+		return SRV_DB_ERROR;
 	snprintf(lease_text, sizeof(lease_text), "%lld", (long long)lease_until);
 	/* By id: a running row of this owner that no worker holds any more is
 	 * left to expire, so that the sweep ends it. */
@@ -516,7 +518,10 @@ int srv__job_ids_lease_expired(srv_db *db, int64_t now_s, char (*ids)[SRV_JOB_ID
 int srv__job_request_cancel(srv_db *db, const char *job_id)
 {
 	const char *args[] = {job_id};
+	int rc = srv__write_allowed(db);
 
+	if (rc != SRV_OK)
+		return rc;
 	return exec_text(db,
 			 "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND state = 'running'",
 			 1, args);
@@ -536,7 +541,9 @@ void srv__job_save_progress(srv_db *db, const char *id, const char *progress_tex
 {
 	const char *args[] = {id, progress_text};
 
-	exec_text(db, "UPDATE jobs SET progress = ?2 WHERE id = ?1 AND state = 'running'", 2, args);
+	if (srv__write_allowed(db) == SRV_OK)
+		exec_text(db, "UPDATE jobs SET progress = ?2 WHERE id = ?1 AND state = 'running'",
+			  2, args);
 }
 
 int srv__job_ids_in_state(srv_db *db, const char *state, char (*ids)[SRV_JOB_ID_BYTES],

@@ -719,3 +719,38 @@ Test(group_commit, a_spend_is_refused_while_the_file_is_not_at_its_path)
 				    " AND kind = 'charge'"), 2);
 	store_fixture_end(&fx, db);
 }
+
+/*
+ * A running job's progress and a cancel request are single statements
+ * outside any write transaction; while the store's file is renamed away
+ * neither is written to the file the store holds (the rename keeps it the
+ * same file, so a write made then would show once it is back).
+ */
+Test(group_commit, job_progress_and_cancel_write_nothing_while_the_file_is_away)
+{
+	struct store_fixture fx;
+	srv_db *db = store_fixture_start(&fx, "w", 1.0);
+	char id[SRV_JOB_ID_BYTES], moved[160], *version = NULL;
+
+	link_data(db, "w", &version);
+	queue_job(db, "w", "job_w", 0.5, version);
+	free(version);
+	cr_assert_eq(srv__job_claim(db, "job_w", "me", 1, INT64_MAX / 2, "1", id), SRV_OK);
+	srv__job_save_progress(db, "job_w", "{\"step\":1}");
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM jobs WHERE id = 'job_w'"
+				    " AND progress = '{\"step\":1}'"), 1);
+	snprintf(moved, sizeof(moved), "%s.moved", fx.path);
+	cr_assert_eq(rename(fx.path, moved), 0);
+	srv__job_save_progress(db, "job_w", "{\"step\":2}");
+	cr_assert_eq(srv__job_request_cancel(db, "job_w"), SRV_DB_MOVED);
+	cr_assert_eq(rename(moved, fx.path), 0);
+	cr_assert_eq(srv_store_file_check(fx.st), SRV_OK);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM jobs WHERE id = 'job_w'"
+				    " AND progress = '{\"step\":1}' AND cancel_requested = 0"), 1);
+	/* Back at its path, both are written again. */
+	srv__job_save_progress(db, "job_w", "{\"step\":3}");
+	cr_assert_eq(srv__job_request_cancel(db, "job_w"), SRV_OK);
+	cr_assert_eq(count_rows(db, "SELECT count(*) FROM jobs WHERE id = 'job_w'"
+				    " AND progress = '{\"step\":3}' AND cancel_requested = 1"), 1);
+	store_fixture_end(&fx, db);
+}
