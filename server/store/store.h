@@ -217,12 +217,14 @@ enum srv_status {
  * So every write transaction checks this first (one stat(2), and the side
  * files' at most once a second) and is refused with SRV_DB_MOVED while a
  * path names another file or none; it goes through again once the files
- * are back at their paths.  Every check that finds the WAL lost and the
- * database file in place copies the WAL the server still holds into the
- * database file (a checkpoint, through a connection of the pool, while no
- * write is let in), which keeps what it held past a crash; with only the
- * index lost, the WAL at its path keeps it, and the store's close leaves
- * the WAL whole.
+ * are back at their paths.  A write's check, or the watcher's
+ * (srv_store_file_watch_start), that finds the WAL lost and the database
+ * file in place copies the WAL the server still holds into the database
+ * file (a checkpoint, through a connection of the pool, while no write is
+ * let in; one at a time), which keeps what it held past a crash; with only
+ * the index lost, the WAL at its path keeps it, and the store's close
+ * leaves the WAL whole.  srv_store_file_check itself only checks, so that
+ * it never waits behind a reader (for /healthz).
  * The first refusal after the path was last right is logged as one JSON
  * line on stderr, and so is the first check that finds the file back; a
  * copy of a lost WAL is logged once it is made (or once it failed).
@@ -231,7 +233,7 @@ enum srv_status {
 int srv_store_file_check(srv_store *st);
 
 /*
- * Starts a thread that runs srv_store_file_check once a second, so that a
+ * Starts a thread that checks the files once a second, so that a
  * loss is seen, and a lost WAL copied into the database file, within about
  * a second even while no request comes (for serve).  srv_store_close stops
  * and joins it.  0 (also for a store with no file to watch: PostgreSQL,

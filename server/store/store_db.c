@@ -189,6 +189,9 @@ struct srv_store {
 	/* The outcome of the last copy of a lost WAL logged since the files'
 	 * state last changed: 0 none, 1 copied, -1 failed (copy_lost_wal). */
 	atomic_int wal_copy_logged;
+	/* Whether a check is copying a lost WAL: another check meanwhile
+	 * leaves it to that one (file_check). */
+	atomic_bool copying;
 	/* The thread that checks the files once a second, requests or none
 	 * (srv_store_file_watch_start); `watching` is its starter's and the
 	 * close's, watch_stop is under watch_lock. */
@@ -387,7 +390,7 @@ static int64_t query_int(srv__conn *c, const char *sql)
 	return v;
 }
 
-static int file_check(srv_store *st, srv_db *db);
+static int file_check(srv_store *st, srv_db *db, bool copy);
 
 /*
  * A waiting lock is the driver's to bound (SQLite's busy handler waits up
@@ -398,7 +401,7 @@ int srv__write_allowed(srv_db *db)
 {
 	/* Before anything is written: a write to a file no path names any
 	 * more is lost at the next start (srv_store_file_check). */
-	return db->store ? file_check(db->store, db) : SRV_OK;
+	return db->store ? file_check(db->store, db, true) : SRV_OK;
 }
 
 int srv__begin_write(srv_db *db)
@@ -968,8 +971,11 @@ static void copy_lost_wal(srv_store *st, srv_db *db)
 }
 
 /* srv_store_file_check for a caller that holds db, or none (NULL): a
- * connection is then taken from the pool when a lost WAL is to be copied. */
-static int file_check(srv_store *st, srv_db *db)
+ * connection is then taken from the pool when a lost WAL is to be copied.
+ * copy: whether this check copies a lost WAL, which can wait on readers
+ * for the busy timeout; one check copies at a time, and a check that
+ * finds another copying leaves it to that one. */
+static int file_check(srv_store *st, srv_db *db, bool copy)
 {
 	bool here = still_named(&st->file) && sides_still_named(st);
 	srv_db *taken = NULL;
@@ -982,18 +988,20 @@ static int file_check(srv_store *st, srv_db *db)
 	}
 	if (here)
 		return SRV_OK;
-	if (still_named(&st->file) && !still_named(&st->wal)) {
+	if (copy && still_named(&st->file) && !still_named(&st->wal) &&
+	    !atomic_exchange(&st->copying, true)) {
 		if (!db)
 			db = taken = srv_store_acquire(st);
 		copy_lost_wal(st, db);
 		srv_store_release(st, taken);
+		atomic_store(&st->copying, false);
 	}
 	return SRV_DB_MOVED;
 }
 
 int srv_store_file_check(srv_store *st)
 {
-	return file_check(st, NULL);
+	return file_check(st, NULL, false);
 }
 
 /* Seconds between the watcher's checks. */
@@ -1017,7 +1025,7 @@ static void *file_watch_main(void *arg)
 		if (st->watch_stop)
 			break;
 		pthread_mutex_unlock(&st->watch_lock);
-		file_check(st, NULL);
+		file_check(st, NULL, true);
 		pthread_mutex_lock(&st->watch_lock);
 	}
 	pthread_mutex_unlock(&st->watch_lock);

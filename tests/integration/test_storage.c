@@ -553,6 +553,49 @@ Test(storage, a_wal_deleted_while_idle_is_copied_before_a_crash)
 	cr_assert_eq(copied_logged, 1, "the copy was not logged once");
 }
 
+/*
+ * The WAL deleted while another process reads the database (a backup,
+ * say): the copy of the lost WAL waits for that reader (SQLite's busy
+ * timeout, 30 s), but /healthz answers its 503 at once, and only one copy
+ * runs: once the reader ends, the copy is logged once and no failed copy
+ * is logged at all.
+ */
+Test(storage, a_lost_wal_behind_a_reader_answers_healthz_at_once)
+{
+	static const char copy_failed_line[] = "cannot copy the lost database WAL";
+	sqlite3 *reader = NULL;
+	char wal[400];
+	double t0, took;
+	dpg_resp r;
+
+	dpg_skip_on_pg("deletes the SQLite WAL (a PostgreSQL database has none)");
+	dpg_make_dataset(&srv, "rdr", 10.0, 1e-5, "basic");
+	dpg_expect_status(&srv, "POST", "/v1/datasets/rdr/charges", srv.admin_key, charge_half,
+			  201);
+	/* A read transaction on the WAL's frames, held until the COMMIT below. */
+	cr_assert_eq(sqlite3_open_v2(srv.db, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM ledger;", NULL, NULL, NULL),
+		     SQLITE_OK, "%s", sqlite3_errmsg(reader));
+	snprintf(wal, sizeof(wal), "%s-wal", srv.db);
+	cr_assert_eq(unlink(wal), 0);
+	usleep(1500000); /* the watcher sees the loss and starts its copy */
+	for (int i = 0; i < 3; i++) {
+		t0 = dpg_now_s();
+		r = dpg_call(&srv, "GET", "/healthz", NULL, NULL);
+		took = dpg_now_s() - t0;
+		assert_file_gone(&r, "healthz");
+		cr_assert_lt(took, 3.0 * dpg_time_scale(), "/healthz took %.1f s", took);
+	}
+	cr_assert_eq(dpg_log_lines(&srv, wal_copied_line, false), 0, "copied past a reader: %s",
+		     srv.log);
+	cr_assert_eq(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	for (int i = 0; i < 100 && dpg_log_lines(&srv, wal_copied_line, false) == 0; i++)
+		usleep(100000);
+	cr_assert_eq(sqlite3_close(reader), SQLITE_OK);
+	cr_assert_eq(dpg_log_lines(&srv, wal_copied_line, false), 1, "log %s", srv.log);
+	cr_assert_eq(dpg_log_lines(&srv, copy_failed_line, false), 0, "log %s", srv.log);
+}
+
 /* What SQLite's own check finds in the database file at path: nothing. */
 static void expect_intact(const char *path)
 {
