@@ -6,7 +6,8 @@
  * discounted maximum), the same for the two-sided bound a release uses (its
  * grid once per release, then per query, with its S against the walk's),
  * a whole session release of many answers walking every distance (the
- * baseline) against one cut at its horizon after a first pass,
+ * baseline) against one cut at its horizon (and the walk's cap) after a
+ * first pass,
  * and the number of label queries whose cost (Proposition
  * 7 + Theorem 6 at 9 orders, with the threshold check) is computed per
  * second, in the library and through the /v1/pate/cost handler (JSON in and
@@ -259,8 +260,10 @@ static double session_release(const mech_pate_cfg *c, const double *v, int answe
 	return bench_now_s() - t0;
 }
 
-/* A session's release of `answers` answers, timed once each way; the two
- * S must be the same double. */
+/* A session's release of `answers` answers, timed once each way.  The cut
+ * one's S must be the whole one's, or above it where the walk's cap
+ * (DPG_MAX_PATE_RELEASE_WALK answer-distances) is below the horizon and
+ * the public tail stands for the rest (docs/pate.md). */
 static int bench_session_release(int64_t teachers, double sigma, int answers, double beta)
 {
 	mech_pate_cfg c = {.agg = MECH_PATE_GNMAX, .num_teachers = teachers,
@@ -279,13 +282,17 @@ static int bench_session_release(int64_t teachers, double sigma, int answers, do
 	full = session_release(&c, v, answers, beta, false, &s_full);
 	cut = session_release(&c, v, answers, beta, true, &s_cut);
 	free(v);
-	if (full < 0 || cut < 0 || s_full != s_cut) {
+	if (full < 0 || cut < 0 || !(s_cut >= s_full)) {
 		fprintf(stderr, "session release: S %.17g cut, %.17g whole\n", s_cut, s_full);
 		return 1;
 	}
-	printf("session release     %6lld teachers, sigma2 %6.0f, %4d answers: every distance "
-	       "%8.3f s (baseline), cut at the horizon %8.3f s (%.1fx); S %.3g in both\n",
-	       (long long)teachers, sigma, answers, full, cut, full / cut, s_cut);
+	printf("session release     %7lld teachers, sigma2 %6.0f, %4d answers, beta %6.3g: every "
+	       "distance %8.3f s (baseline), cut %8.3f s (%.1fx); S %.6g cut, %s\n",
+	       (long long)teachers, sigma, answers, beta, full, cut, full / cut, s_cut,
+	       s_cut == s_full ? "the same whole" : "above the whole");
+	if (s_cut != s_full)
+		printf("                    S whole %.6g: the cut's is %.6f times it\n", s_full,
+		       s_cut / s_full);
 	return 0;
 }
 
@@ -490,6 +497,8 @@ int main(int argc, char **argv)
 	rc |= bench_session_release(5000, 40, 1000, 0.0329);
 	rc |= bench_session_release(100000, 100, 200, 0.0329);
 	rc |= bench_session_release(100000, 1000, 200, 0.0329);
+	/* A tiny beta: the horizon is every distance, and the cap binds. */
+	rc |= bench_session_release(1000000, 40, 500, 1e-9);
 	rc |= bench_smooth_worst(budget, 10);
 	rc |= bench_smooth_worst(budget, 100);
 	rc |= bench_smooth_worst(budget, 1000);
