@@ -134,15 +134,27 @@ int trn__event_of_parts(acct_event *const *parts, size_t n, acct_event **ret)
 	return 0;
 }
 
+/* The exponent that brings a largest entry m into [1, 2) when it is below
+ * TRN_UPSCALE_BELOW, else 0.  ilogb(m) is in [-1074, -401] there; a NaN
+ * m or an infinite one keeps 0, and the vector's sum stays non-finite. */
+static int upscale_of_max(double m)
+{
+	return m > 0.0 && m < TRN_UPSCALE_BELOW ? -ilogb(m) : 0;
+}
+
 int trn__upscale_exponent(const double *v, size_t n)
 {
 	double m = 0.0;
 
-	for (size_t k = 0; k < n; k++)
-		m = fmax(m, fabs(v[k]));
-	/* ilogb(m) in [-1074, -401] for 0 < m < 2^-400; a NaN or infinite m
-	 * keeps e = 0 and its sum stays non-finite. */
-	return m > 0.0 && m < TRN_UPSCALE_BELOW ? -ilogb(m) : 0;
+	/* A comparison, not fmax(): fmax is a libm call per entry, and this
+	 * runs on every example's errors at every step.  A NaN entry is
+	 * skipped; the sum it enters is NaN all the same. */
+	for (size_t k = 0; k < n; k++) {
+		double a = fabs(v[k]);
+
+		m = a > m ? a : m;
+	}
+	return upscale_of_max(m);
 }
 
 void trn__scale_pow2(double *v, size_t n, int e)
@@ -159,17 +171,24 @@ void trn__scale_pow2(double *v, size_t n, int e)
 
 double trn__sqnorm_upscaled(const double *v, size_t n, int *ret_e)
 {
-	int e = trn__upscale_exponent(v, n);
-	double p1, p2, s = 0.0;
+	double m = 0.0, s = 0.0, p1, p2;
+	int e;
 
-	*ret_e = e;
-	if (e == 0) {
-		for (size_t k = 0; k < n; k++)
-			s += v[k] * v[k];
-		return s;
+	/* One pass for the sum and the largest entry: at or above
+	 * TRN_UPSCALE_BELOW (every example but the rarest) the sum is the
+	 * plain one, bit for bit. */
+	for (size_t k = 0; k < n; k++) {
+		double a = fabs(v[k]);
+
+		s += v[k] * v[k];
+		m = a > m ? a : m;
 	}
+	*ret_e = e = upscale_of_max(m);
+	if (e == 0)
+		return s;
 	p1 = ldexp(1.0, e / 2);
 	p2 = ldexp(1.0, e - e / 2);
+	s = 0.0;
 	for (size_t k = 0; k < n; k++) {
 		double x = v[k] * p1 * p2;
 
