@@ -515,6 +515,18 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 		     eps_di_order, order);
 }
 
+/* A batch body of k copies of `query` in body (size cap), which must
+ * hold it. */
+static void repeated_queries(char *body, size_t cap, int k, const char *query)
+{
+	size_t n = (size_t)snprintf(body, cap, "{\"queries\":[");
+
+	for (int i = 0; i < k && n < cap; i++)
+		n += (size_t)snprintf(body + n, cap - n, "%s%s", i ? "," : "", query);
+	cr_assert_lt(n + 2, cap, "a batch of %d queries does not fit in %zu bytes", k, cap);
+	snprintf(body + n, cap - n, "]}");
+}
+
 /*
  * A batch's queries x classes is bounded before anything is allocated:
  * queries given as predictions take a few bytes each in the body but
@@ -526,7 +538,6 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 Test(pate_session, a_batch_of_queries_times_classes_is_bounded)
 {
 	char sid[128], path[256], *body = malloc(65536);
-	size_t n;
 	dpg_resp r;
 
 	cr_assert_not_null(body);
@@ -535,11 +546,7 @@ Test(pate_session, a_batch_of_queries_times_classes_is_bounded)
 		     "\"sigma2\":40}", sid, sizeof(sid));
 	snprintf(path, sizeof(path), "/v1/datasets/wide/pate/sessions/%s/queries", sid);
 	for (int k = 42; k >= 41; k--) {
-		n = (size_t)snprintf(body, 65536, "{\"queries\":[");
-		for (int i = 0; i < k; i++)
-			n += (size_t)snprintf(body + n, 65536 - n, "%s{\"predictions\":[7,7,99999]}",
-					      i ? "," : "");
-		snprintf(body + n, 65536 - n, "]}");
+		repeated_queries(body, 65536, k, "{\"predictions\":[7,7,99999]}");
 		r = dpg_call(&srv, "POST", path, srv.admin_key, body);
 		if (k == 42) {
 			cr_assert_eq(r.status, 400, "%ld %s", r.status, r.body);
@@ -569,7 +576,6 @@ Test(pate_session, a_release_at_a_tiny_beta_answers_promptly)
 	enum { ANSWERS = 500 };
 	char sid[128], path[256], *body = malloc(65536);
 	double t0, took;
-	size_t n;
 	dpg_resp r;
 
 	cr_assert_not_null(body);
@@ -577,13 +583,8 @@ Test(pate_session, a_release_at_a_tiny_beta_answers_promptly)
 	make_session("many", "{\"aggregator\":\"gnmax\",\"num_teachers\":1000000,"
 		     "\"num_classes\":10,\"sigma2\":40,\"orders\":[14]}", sid, sizeof(sid));
 	snprintf(path, sizeof(path), "/v1/datasets/many/pate/sessions/%s/queries", sid);
-	n = (size_t)snprintf(body, 65536, "{\"queries\":[");
-	for (int i = 0; i < ANSWERS; i++)
-		n += (size_t)snprintf(body + n, 65536 - n,
-				      "%s{\"votes\":[990000,1111,1111,1111,1111,1111,1111,1111,1111,1111]}",
-				      i ? "," : "");
-	cr_assert_lt(n + 3, 65536);
-	snprintf(body + n, 65536 - n, "]}");
+	repeated_queries(body, 65536, ANSWERS,
+			 "{\"votes\":[990000,1111,1111,1111,1111,1111,1111,1111,1111,1111]}");
 	dpg_expect_status(&srv, "POST", path, srv.admin_key, body, 201);
 	cr_assert_eq(charges_of("many"), 1);
 	snprintf(path, sizeof(path), "/v1/datasets/many/pate/sessions/%s/release", sid);
