@@ -515,6 +515,16 @@ Test(pate_session, synthetic_ensemble_end_to_end)
 		     eps_di_order, order);
 }
 
+/* Dataset `dataset` (budget 10^6, rdp) and a session of `config` on it:
+ * the session's id in sid[128], its queries' path in path[256]. */
+static void session_on_new_dataset(const char *dataset, const char *config, char sid[128],
+				   char path[256])
+{
+	dpg_make_dataset(&srv, dataset, 1e6, 1e-5, "rdp");
+	make_session(dataset, config, sid, 128);
+	snprintf(path, 256, "/v1/datasets/%s/pate/sessions/%s/queries", dataset, sid);
+}
+
 /* A batch body of k copies of `query` in body (size cap), which must
  * hold it. */
 static void repeated_queries(char *body, size_t cap, int k, const char *query)
@@ -541,10 +551,8 @@ Test(pate_session, a_batch_of_queries_times_classes_is_bounded)
 	dpg_resp r;
 
 	cr_assert_not_null(body);
-	dpg_make_dataset(&srv, "wide", 1e6, 1e-5, "rdp");
-	make_session("wide", "{\"aggregator\":\"gnmax\",\"num_teachers\":3,\"num_classes\":100000,"
-		     "\"sigma2\":40}", sid, sizeof(sid));
-	snprintf(path, sizeof(path), "/v1/datasets/wide/pate/sessions/%s/queries", sid);
+	session_on_new_dataset("wide", "{\"aggregator\":\"gnmax\",\"num_teachers\":3,"
+			       "\"num_classes\":100000,\"sigma2\":40}", sid, path);
 	for (int k = 42; k >= 41; k--) {
 		repeated_queries(body, 65536, k, "{\"predictions\":[7,7,99999]}");
 		r = dpg_call(&srv, "POST", path, srv.admin_key, body);
@@ -579,10 +587,8 @@ Test(pate_session, a_release_at_a_tiny_beta_answers_promptly)
 	dpg_resp r;
 
 	cr_assert_not_null(body);
-	dpg_make_dataset(&srv, "many", 1e6, 1e-5, "rdp");
-	make_session("many", "{\"aggregator\":\"gnmax\",\"num_teachers\":1000000,"
-		     "\"num_classes\":10,\"sigma2\":40,\"orders\":[14]}", sid, sizeof(sid));
-	snprintf(path, sizeof(path), "/v1/datasets/many/pate/sessions/%s/queries", sid);
+	session_on_new_dataset("many", "{\"aggregator\":\"gnmax\",\"num_teachers\":1000000,"
+			       "\"num_classes\":10,\"sigma2\":40,\"orders\":[14]}", sid, path);
 	repeated_queries(body, 65536, ANSWERS,
 			 "{\"votes\":[990000,1111,1111,1111,1111,1111,1111,1111,1111,1111]}");
 	dpg_expect_status(&srv, "POST", path, srv.admin_key, body, 201);
