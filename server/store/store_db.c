@@ -392,11 +392,6 @@ static int64_t query_int(srv__conn *c, const char *sql)
 
 static int file_check(srv_store *st, srv_db *db, bool copy);
 
-/*
- * A waiting lock is the driver's to bound (SQLite's busy handler waits up
- * to 30 s for the write lock); a lock still held after that is reported
- * (503), never waited on again.
- */
 int srv__write_allowed(srv_db *db)
 {
 	/* Before anything is written: a write to a file no path names any
@@ -404,6 +399,11 @@ int srv__write_allowed(srv_db *db)
 	return db->store ? file_check(db->store, db, true) : SRV_OK;
 }
 
+/*
+ * A waiting lock is the driver's to bound (SQLite's busy handler waits up
+ * to 30 s for the write lock); a lock still held after that is reported
+ * (503), never waited on again.
+ */
 int srv__begin_write(srv_db *db)
 {
 	int rc = srv__write_allowed(db);
