@@ -89,7 +89,7 @@
 #define DPG_MAX_PATE_BATCH_CELLS    (1u << 22)   /* queries x classes of one batch (32 MiB of votes) */
 #define DPG_MAX_PATE_ORDERS         64           /* RDP orders a PATE session tracks */
 #define DPG_MAX_PATE_RELEASE_WORK   500000000LL  /* answered queries x teachers in one release */
-#define DPG_MAX_PATE_RELEASE_WALK   (1LL << 23)  /* answers x distances a release walks (about 2 s);
+#define DPG_MAX_PATE_RELEASE_WALK   (1LL << 24)  /* answers x distances a release walks (under 1 s);
 						  * a public tail bounds the rest (docs/pate.md) */
 #define DPG_MAX_PLD_WORK            4e8          /* grid operations of one PLD pricing */
 /* Work units of one RDP pricing: a unit is one term of a

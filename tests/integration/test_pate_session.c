@@ -576,7 +576,7 @@ Test(pate_session, a_batch_of_queries_times_classes_is_bounded)
  * answers of votes (990000, 1111 x 9), beta 1e-9, where the horizon is
  * every distance.  Uncapped it walked 5 * 10^8 distances and gave no
  * answer within the harness's 60 s (2 to 2.5 minutes at sigma2 10^5).
- * Capped it takes about 3 s here and 7 s in the sanitizer build; it is
+ * Capped it takes about 5 s here and 7 s in the sanitizer build; it is
  * charged once and its figure is finite.
  */
 Test(pate_session, a_release_at_a_tiny_beta_answers_promptly)
@@ -603,7 +603,7 @@ Test(pate_session, a_release_at_a_tiny_beta_answers_promptly)
 	dpg_resp_free(&r);
 	cr_assert_eq(charges_of("many"), 2);
 	cr_log_info("release at beta 1e-9 of 500 answers from 10^6 teachers: %.2f s", took);
-	cr_assert_lt(took, 20.0 * dpg_time_scale(), "the release took %.1f s", took);
+	cr_assert_lt(took, 30.0 * dpg_time_scale(), "the release took %.1f s", took);
 	free(body);
 }
 

@@ -661,7 +661,7 @@ Test(pate_units, a_capped_release_bounds_the_full_one_and_stays_smooth)
  * The release that took minutes at a tiny beta: 10^6 teachers, 500
  * answers with votes (990000, about 1111 x 9), beta 1e-9, where the
  * horizon is every distance.  Capped at the server's walk it needs about
- * 2 s of CPU (the bound here leaves room for a sanitizer build);
+ * 3 s of CPU (7 s in the sanitizer build; the bound leaves room for it);
  * uncapped it walks 5 * 10^8 distances, 53 s at this sigma.
  */
 Test(pate_units, a_release_at_a_tiny_beta_is_bounded_in_work, .timeout = 240)
