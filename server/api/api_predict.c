@@ -476,10 +476,7 @@ static void reply_predictions(srv_response *res, const uint32_t *pred, const dou
 		srv_problem(res, 500, NULL, "the answer could not be built", NULL, NULL);
 		return;
 	}
-	res->status = 200;
-	res->content_type = "application/json";
-	res->body = text.s;
-	res->len = text.len;
+	srv_reply_raw_json(res, 200, text.s);
 }
 
 /*
