@@ -25,6 +25,7 @@
  * each statistic is an integer of sensitivity 1.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,24 +332,22 @@ int mech_pate_release_count(mech_pate_release *r, const double *votes, acct_erro
 
 void mech_pate_release_horizon(mech_pate_release *r, double beta, int64_t max_walk)
 {
-	size_t all, cap;
+	size_t cap;
 
 	if (r->cut || r->answers > 0 || !r->lsb)
 		return;
 	r->distances = acct_pate_ls_bound_horizon(r->lsb, beta, (double)r->counted, r->at_0);
 	/* The cap depends on public counts only, and so does the tail that
-	 * stands for the distances past it (acct_pate_ls_bound_tail): the
-	 * released S is max(SS over the first cap distances, tail), a
-	 * beta-smooth upper bound on SS whatever the data. */
-	all = acct_pate_ls_bound_distances(r->lsb);
-	cap = max_walk > 0 && r->counted > 0 ? (size_t)(max_walk / r->counted) : all;
+	 * stands for the distances past it (acct_pate_ls_bound_tail, 0 when
+	 * the cap leaves none out): the released S is max(SS over the first
+	 * cap distances, tail), a beta-smooth upper bound on SS whatever the
+	 * data. */
+	cap = max_walk > 0 && r->counted > 0 ? (size_t)(max_walk / r->counted) : SIZE_MAX;
 	if (cap < 1)
 		cap = 1;
-	if (cap < all) {
-		if (r->distances > cap)
-			r->distances = cap;
-		r->tail = acct_pate_ls_bound_tail(r->lsb, beta, (double)r->counted, cap);
-	}
+	if (r->distances > cap)
+		r->distances = cap;
+	r->tail = acct_pate_ls_bound_tail(r->lsb, beta, (double)r->counted, cap);
 	r->cut_beta = beta;
 	r->cut = true;
 }
