@@ -157,14 +157,20 @@ int trn__upscale_exponent(const double *v, size_t n)
 	return upscale_of_max(m);
 }
 
+/* 2^e as two factors, each a double for |e| <= 1074 (2^1074 is not). */
+static void pow2_halves(int e, double *p1, double *p2)
+{
+	*p1 = ldexp(1.0, e / 2);
+	*p2 = ldexp(1.0, e - e / 2);
+}
+
 void trn__scale_pow2(double *v, size_t n, int e)
 {
 	double p1, p2;
 
 	if (e == 0)
 		return;
-	p1 = ldexp(1.0, e / 2);
-	p2 = ldexp(1.0, e - e / 2);
+	pow2_halves(e, &p1, &p2);
 	for (size_t k = 0; k < n; k++)
 		v[k] = v[k] * p1 * p2;
 }
@@ -186,8 +192,7 @@ double trn__sqnorm_upscaled(const double *v, size_t n, int *ret_e)
 	*ret_e = e = upscale_of_max(m);
 	if (e == 0)
 		return s;
-	p1 = ldexp(1.0, e / 2);
-	p2 = ldexp(1.0, e - e / 2);
+	pow2_halves(e, &p1, &p2);
 	s = 0.0;
 	for (size_t k = 0; k < n; k++) {
 		double x = v[k] * p1 * p2;
