@@ -394,7 +394,24 @@ void dpg_server_restart(dpg_server *s)
 	spawn(s);
 }
 
-static long scaled_timeout(long seconds);
+/*
+ * DPGATE_TEST_TIME_SCALE (a number from 1 to 100, default 1) is how much
+ * slower a server built with a sanitizer is (ThreadSanitizer: 5-15 times).
+ * Every time limit of an exchange or a wait stretches by it; what a test
+ * asserts does not change.
+ */
+double dpg_time_scale(void)
+{
+	const char *v = getenv("DPGATE_TEST_TIME_SCALE");
+	double k = v ? strtod(v, NULL) : 1.0;
+
+	return k >= 1.0 && k <= 100.0 ? k : 1.0;
+}
+
+static long scaled_timeout(long seconds)
+{
+	return (long)((double)seconds * dpg_time_scale() + 0.5);
+}
 
 /* The stop's limit is scaled like an exchange's: a sanitizer's server
  * stops its running jobs as much slower as it runs them. */
@@ -482,25 +499,6 @@ int dpg_http(const dpg_server *s, const char *method, const char *path, const ch
 	     const char *body, size_t body_len, const char *const *headers, dpg_resp *ret)
 {
 	return dpg_http_opt(s, NULL, method, path, key, body, body_len, headers, ret);
-}
-
-/*
- * DPGATE_TEST_TIME_SCALE (a number from 1 to 100, default 1) is how much
- * slower a server built with a sanitizer is (ThreadSanitizer: 5-15 times).
- * Every time limit of an exchange or a wait stretches by it; what a test
- * asserts does not change.
- */
-double dpg_time_scale(void)
-{
-	const char *v = getenv("DPGATE_TEST_TIME_SCALE");
-	double k = v ? strtod(v, NULL) : 1.0;
-
-	return k >= 1.0 && k <= 100.0 ? k : 1.0;
-}
-
-static long scaled_timeout(long seconds)
-{
-	return (long)((double)seconds * dpg_time_scale() + 0.5);
 }
 
 int dpg_http_opt(const dpg_server *s, const dpg_http_opts *opts, const char *method,
@@ -994,8 +992,10 @@ json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *sta
 {
 	char path[128];
 
+	int polls = (int)(seconds * dpg_time_scale() * 10);
+
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	for (int i = 0; i < (int)(seconds * dpg_time_scale() * 10); i++) {
+	for (int i = 0; i < polls; i++) {
 		dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
 		const char *st = json_string_value(json_object_get(r.json, "state"));
 
