@@ -307,8 +307,10 @@ void srv_jobs__pate_job(srv_jobs__run *run)
 		snprintf(msg, sizeof(msg), "%s%s%s", err.text, err.where[0] ? " at " : "", err.where);
 		error = msg;
 	} else if (rc == TRN_CANCELLED) {
-		state = slot->cancel_by_user ? "cancelled" : "failed";
-		error = slot->cancel_by_user ? NULL : "the server stopped while the job ran";
+		bool by_user = srv_jobs__cancelled_by_user(slot);
+
+		state = by_user ? "cancelled" : "failed";
+		error = by_user ? NULL : "the server stopped while the job ran";
 	} else {
 		state = "succeeded";
 	}

@@ -21,7 +21,7 @@ typedef struct job_slot {
 	pthread_mutex_t lock;
 	char id[48];               /* empty when idle */
 	atomic_bool cancel;
-	bool cancel_by_user;
+	bool cancel_by_user;       /* under `lock`: a request, not the shutdown, set `cancel` */
 	trn_progress progress;
 	bool ensemble;             /* the job is an ensemble job: `ens` is its progress */
 	trn_ensemble_progress ens;
@@ -29,6 +29,8 @@ typedef struct job_slot {
 	trn_slmc_progress slmc_progress;
 	bool pate;                 /* the job is a pate job: `pate_progress` is its progress */
 	trn_pate_progress pate_progress;
+	/* Under `lock`.  The worker sets the kind flags above before its
+	 * first progress, and a reader looks at them only once this is set. */
 	bool has_progress;
 } job_slot;
 
@@ -73,6 +75,10 @@ int srv_jobs__lease_start(srv_jobs *jobs);
 void srv_jobs__lease_stop(srv_jobs *jobs);
 /* The Unix time, in seconds, a lease taken now runs until. */
 int64_t srv_jobs__lease_until(void);
+
+/* Whether the slot's job was cancelled by a request, read under the slot's
+ * lock: another server's cancel arrives through the lease thread. */
+bool srv_jobs__cancelled_by_user(job_slot *slot);
 
 /* The first and the longest wait, in milliseconds, before a job's start or
  * end is written again after the database refused it. */

@@ -1,6 +1,6 @@
 /*
- * jobs_progress.c: saving a running job's progress on its row, the leaf
- * every trainer's run in server/jobs/ calls (so that the runs and the
+ * jobs_progress.c: a running job's progress and how it was stopped, the
+ * leaf every trainer's run in server/jobs/ calls (so that the runs and the
  * worker do not call each other in a loop).
  */
 #include <stdlib.h>
@@ -38,4 +38,12 @@ bool srv_jobs__phase_progress(srv_jobs__run *run, void *live, const void *p, siz
 		return false;
 	run->phase = phase;
 	return true;
+}
+
+bool srv_jobs__cancelled_by_user(job_slot *slot)
+{
+	pthread_mutex_lock(&slot->lock);
+	bool by_user = slot->cancel_by_user;
+	pthread_mutex_unlock(&slot->lock);
+	return by_user;
 }

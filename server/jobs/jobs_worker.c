@@ -279,7 +279,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		rc = run_other(&run, &err);
 		if (rc >= 0)
 			final_state = rc == TRN_CANCELLED ?
-					      (slot->cancel_by_user ? "cancelled" : "failed") :
+					      (srv_jobs__cancelled_by_user(slot) ? "cancelled" : "failed") :
 					      "succeeded";
 		goto ended;
 	}
@@ -289,8 +289,9 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		save_progress(jobs, slot->id, &slot->progress);
 	if (rc >= 0 && result) {
 		run.result = keep_result(&run, result, &jd, &err);
-		final_state = rc == TRN_CANCELLED ? (slot->cancel_by_user ? "cancelled" : "failed") :
-						    "succeeded";
+		final_state = rc == TRN_CANCELLED ?
+				      (srv_jobs__cancelled_by_user(slot) ? "cancelled" : "failed") :
+				      "succeeded";
 	}
 ended:
 	if (rc < 0) {
