@@ -987,32 +987,73 @@ dpg_budget dpg_budget_of(const dpg_server *s, const char *id)
 	return b;
 }
 
-json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
-		     double seconds)
+/* Polls GET /v1/jobs/{id} every 0.1 s until `done` says yes of the job;
+ * returns the job (caller decrefs), or NULL after `seconds` times
+ * dpg_time_scale(). */
+static json_t *job_poll(const dpg_server *s, const char *id, double seconds,
+			bool (*done)(const json_t *job, const void *arg), const void *arg)
 {
 	char path[128];
-
 	int polls = (int)(seconds * dpg_time_scale() * 10);
 
 	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
 	for (int i = 0; i < polls; i++) {
 		dpg_resp r = dpg_call(s, "GET", path, s->admin_key, NULL);
-		const char *st = json_string_value(json_object_get(r.json, "state"));
+		json_t *j = NULL;
 
 		cr_assert_eq(r.status, 200, "%s", r.body);
-		for (const char *const *want = states; *want; want++) {
-			if (st && strcmp(st, *want) == 0) {
-				json_t *j = json_incref(r.json);
-
-				dpg_resp_free(&r);
-				return j;
-			}
-		}
+		if (done(r.json, arg))
+			j = json_incref(r.json);
 		dpg_resp_free(&r);
+		if (j)
+			return j;
 		usleep(100000);
 	}
-	cr_assert_fail("job %s did not reach the expected state", id);
 	return NULL;
+}
+
+static bool state_is_one_of(const json_t *job, const void *arg)
+{
+	const char *st = json_string_value(json_object_get(job, "state"));
+
+	for (const char *const *want = arg; st && *want; want++)
+		if (strcmp(st, *want) == 0)
+			return true;
+	return false;
+}
+
+json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
+		     double seconds)
+{
+	json_t *j = job_poll(s, id, seconds, state_is_one_of, states);
+
+	if (!j)
+		cr_assert_fail("job %s did not reach the expected state", id);
+	return j;
+}
+
+static bool ended_or_stepped(const json_t *job, const void *arg)
+{
+	static const char *const live[] = {"queued", "running", NULL};
+	json_t *step = json_object_get(json_object_get(job, "progress"), "step");
+
+	return !state_is_one_of(job, live) ||
+	       (json_is_integer(step) && json_integer_value(step) >= *(const int64_t *)arg);
+}
+
+void dpg_job_wait_steps(const dpg_server *s, const char *id, int64_t steps, double seconds)
+{
+	static const char *const running[] = {"running", NULL};
+	json_t *j = job_poll(s, id, seconds, ended_or_stepped, &steps);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	if (!j)
+		cr_assert_fail("job %s did not reach %lld steps", id, (long long)steps);
+	if (!state_is_one_of(j, running))
+		cr_assert_fail("job %s ended before %lld steps: %s", id, (long long)steps,
+			       text ? text : "");
+	free(text);
+	json_decref(j);
 }
 
 json_t *dpg_job_succeeded(const dpg_server *s, const char *id, double seconds)

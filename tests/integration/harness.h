@@ -328,6 +328,11 @@ double dpg_metric(const dpg_server *s, const char *name);
 json_t *dpg_job_wait(const dpg_server *s, const char *id, const char *const *states,
 		     double seconds);
 
+/* Polls GET /v1/jobs/{id} every 0.1 s until its progress shows at least
+ * `steps` steps.  Fails the test when the job ends first, or after `seconds`
+ * times dpg_time_scale(). */
+void dpg_job_wait_steps(const dpg_server *s, const char *id, int64_t steps, double seconds);
+
 /* dpg_job_wait until the job ends; fails the test, showing the job, unless
  * it succeeded.  Returns the job (caller decrefs). */
 json_t *dpg_job_succeeded(const dpg_server *s, const char *id, double seconds);

@@ -382,25 +382,6 @@ Test(jobs, cancel_queued_releases_running_commits)
 	dpg_expect_status(&srv, "DELETE", path, srv.admin_key, NULL, 409);
 }
 
-/* Waits until job `id` has applied at least `steps` steps (60 s at most). */
-static void wait_for_steps(const char *id, int64_t steps)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), "/v1/jobs/%s", id);
-	for (int i = 0; i < 600; i++) {
-		dpg_resp r = dpg_call(&srv, "GET", path, srv.admin_key, NULL);
-		json_t *step = json_object_get(json_object_get(r.json, "progress"), "step");
-		double done = json_is_integer(step) ? (double)json_integer_value(step) : -1;
-
-		dpg_resp_free(&r);
-		if (done >= (double)steps)
-			return;
-		usleep(100 * 1000);
-	}
-	cr_assert_fail("job %s did not reach %lld steps", id, (long long)steps);
-}
-
 /* Job `id` has ended in `state` with a model of the steps it saw: the
  * result says so, and the model is served, of dpg_fm_long_job's shape (an MLP
  * 784 -> 256 -> 10: header, three u32 widths, weights and biases). */
@@ -441,14 +422,14 @@ Test(jobs, a_stopped_job_delivers_the_model_it_trained)
 
 	dpg_start_job(&srv, "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
-	wait_for_steps(id, 2);
+	dpg_job_wait_steps(&srv, id, 2, 60);
 	cancel_job(id, 202);
 	json_decref(wait_for_state(id, ended, 60));
 	assert_partial_model(id, "cancelled", 2);
 
 	dpg_start_job(&srv, "fm", dpg_fm_long_job, id, sizeof(id));
 	json_decref(wait_for_state(id, running, 60));
-	wait_for_steps(id, 2);
+	dpg_job_wait_steps(&srv, id, 2, 60);
 	/* A graceful stop cancels the running job, which ends failed. */
 	cr_assert_eq(dpg_server_signal(&srv, SIGTERM), 0);
 	dpg_server_restart(&srv);
