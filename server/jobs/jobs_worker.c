@@ -240,6 +240,15 @@ static srv_jobs__run_fn *other_run(const char *trainer)
 	return NULL;
 }
 
+/* A run's end state from a trainer's return (not an error): a cancel by a
+ * request ends it cancelled, the shutdown's cancel failed. */
+static const char *ended_state(job_slot *slot, int rc)
+{
+	if (rc != TRN_CANCELLED)
+		return "succeeded";
+	return srv_jobs__cancelled_by_user(slot) ? "cancelled" : "failed";
+}
+
 static void run_job(srv_jobs *jobs, job_slot *slot)
 {
 	srv_ctx *ctx = jobs->ctx;
@@ -278,9 +287,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 	if (run_other) {
 		rc = run_other(&run, &err);
 		if (rc >= 0)
-			final_state = rc == TRN_CANCELLED ?
-					      (srv_jobs__cancelled_by_user(slot) ? "cancelled" : "failed") :
-					      "succeeded";
+			final_state = ended_state(slot, rc);
 		goto ended;
 	}
 	rc = train_job(&run, &jd, &result, &err);
@@ -289,9 +296,7 @@ static void run_job(srv_jobs *jobs, job_slot *slot)
 		save_progress(jobs, slot->id, &slot->progress);
 	if (rc >= 0 && result) {
 		run.result = keep_result(&run, result, &jd, &err);
-		final_state = rc == TRN_CANCELLED ?
-				      (srv_jobs__cancelled_by_user(slot) ? "cancelled" : "failed") :
-				      "succeeded";
+		final_state = ended_state(slot, rc);
 	}
 ended:
 	if (rc < 0) {
