@@ -1045,14 +1045,15 @@ void dpg_job_wait_steps(const dpg_server *s, const char *id, int64_t steps, doub
 {
 	static const char *const running[] = {"running", NULL};
 	json_t *j = job_poll(s, id, seconds, ended_or_stepped, &steps);
-	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 	if (!j)
 		cr_assert_fail("job %s did not reach %lld steps", id, (long long)steps);
-	if (!state_is_one_of(j, running))
+	if (!state_is_one_of(j, running)) {
+		char *text = json_dumps(j, JSON_COMPACT);
+
 		cr_assert_fail("job %s ended before %lld steps: %s", id, (long long)steps,
 			       text ? text : "");
-	free(text);
+	}
 	json_decref(j);
 }
 
