@@ -35,7 +35,6 @@ static int clip_from(const char *s, void *r) { return trn_clipping_from_name(s, 
 static int features_from(const char *s, void *r) { return trn_features_from_name(s, r); }
 static int precision_from(const char *s, void *r) { return trn_precision_from_name(s, r); }
 
-
 static int parse_u32(const json_t *params, const char *key, int64_t lo, int64_t hi, uint32_t *ret,
 		     acct_error *err)
 {
@@ -53,57 +52,116 @@ static int parse_real(const json_t *params, const char *key, unsigned flags, dou
 	return srv_json_real(params, "/params", key, flags, lo, hi, ret, err);
 }
 
-/* The enumerations and scalars of "params", each over its default. */
+/*
+ * One field of a job's "params": its key, the member of the trainer's
+ * params struct it sets over the default, and what it may hold.  A job
+ * kind's fields are a table of these, read in order, so the first field
+ * at fault is the one named; adding a parameter is a row.
+ */
+typedef enum { PF_U32, PF_U64, PF_REAL, PF_BOOL, PF_ENUM, PF_TEXT } param_kind;
+
+typedef struct {
+	const char *key;
+	param_kind kind;
+	size_t offset;			   /* of the member; none for PF_TEXT */
+	unsigned flags;			   /* SRV_REQUIRED, SRV_LO_OPEN, SRV_HI_OPEN */
+	double lo, hi;			   /* bounds (integers exact); PF_TEXT: most bytes */
+	int (*from)(const char *, void *); /* PF_ENUM: a name to its code */
+	const char *allowed;		   /* PF_ENUM: the names, for the error */
+} param_field;
+
+/* offsetof(T, m), refused at compile time unless T's m is a `type`. */
+#define PF_AT(T, m, type) (offsetof(T, m) + 0 * sizeof(_Generic(((T *)0)->m, type: 1)))
+#define PARAM_U32(T, key, m, lo, hi) {key, PF_U32, PF_AT(T, m, uint32_t), 0, lo, hi, NULL, NULL}
+#define PARAM_U64(T, key, m, lo, hi) {key, PF_U64, PF_AT(T, m, uint64_t), 0, lo, hi, NULL, NULL}
+#define PARAM_REAL(T, key, m, flags, lo, hi) \
+	{key, PF_REAL, PF_AT(T, m, double), flags, lo, hi, NULL, NULL}
+#define PARAM_BOOL(T, key, m) {key, PF_BOOL, PF_AT(T, m, bool), 0, 0, 0, NULL, NULL}
+#define PARAM_ENUM(T, key, m, from, allowed) {key, PF_ENUM, offsetof(T, m), 0, 0, 0, from, allowed}
+/* A string checked here for its type and length, and read later. */
+#define PARAM_TEXT(key, flags, max_bytes) {key, PF_TEXT, 0, flags, 0, max_bytes, NULL, NULL}
+#define PARAM_ROWS(table) (sizeof(table) / sizeof((table)[0]))
+
+static int parse_field(const json_t *params, const param_field *f, void *p, acct_error *err)
+{
+	void *at = (char *)p + f->offset;
+	const char *s = NULL;
+	int64_t v = 0;
+	int rc;
+
+	switch (f->kind) {
+	case PF_REAL:
+		return srv_json_real(params, "/params", f->key, f->flags, f->lo, f->hi, at, err);
+	case PF_BOOL:
+		return srv_json_bool(params, "/params", f->key, f->flags, at, err);
+	case PF_ENUM:
+		return parse_enum(params, f->key, f->from, at, f->allowed, err);
+	case PF_TEXT:
+		return srv_json_string(params, "/params", f->key, f->flags, (size_t)f->hi, &s, err);
+	case PF_U32:
+	case PF_U64:
+		break;
+	}
+	rc = srv_json_int(params, "/params", f->key, f->flags, (int64_t)f->lo, (int64_t)f->hi, &v,
+			  err);
+	if (rc == 1 && f->kind == PF_U32)
+		*(uint32_t *)at = (uint32_t)v;
+	else if (rc == 1)
+		*(uint64_t *)at = (uint64_t)v;
+	return rc;
+}
+
+/* The fields of `table` into *p, in order; the first one at fault stops. */
+static int parse_fields(const json_t *params, const param_field *table, size_t n, void *p,
+			acct_error *err)
+{
+	int rc = 0;
+
+	for (size_t i = 0; rc >= 0 && i < n; i++)
+		rc = parse_field(params, &table[i], p, err);
+	return rc < 0 ? rc : 0;
+}
+
+#define T trn_dpsgd_params
+static const param_field dpsgd_model =
+	PARAM_ENUM(T, "model", model, dpsgd_model_from, "\"logreg\", \"mlp\", \"cnn\"");
+static const param_field dpsgd_activation =
+	PARAM_ENUM(T, "activation", activation, act_from, "\"relu\", \"tanh\"");
+static const param_field cnn_activation =
+	PARAM_ENUM(T, "activation", conv_activation, conv_act_from,
+		   "\"tanh\", \"tempered_sigmoid\" (a cnn's)");
+static const param_field dpsgd_scalars[] = {
+	PARAM_ENUM(T, "clipping", clipping, clip_from, "\"global\", \"per_layer\""),
+	PARAM_U32(T, "epochs", epochs, 1, DPG_MAX_EPOCHS),
+	PARAM_U32(T, "lot_size", lot_size, 1, DPG_MAX_LOT_SIZE),
+	PARAM_REAL(T, "noise_multiplier", noise_multiplier, SRV_LO_OPEN, 0, 1e6),
+	PARAM_REAL(T, "clip_norm", clip_norm, SRV_LO_OPEN, 0, 1e6),
+	PARAM_REAL(T, "learning_rate", learning_rate, SRV_LO_OPEN, 0, 1e3),
+	PARAM_REAL(T, "learning_rate_final", learning_rate_final, SRV_LO_OPEN, 0, 1e3),
+	PARAM_U32(T, "learning_rate_decay_epochs", learning_rate_decay_epochs, 0, DPG_MAX_EPOCHS),
+	PARAM_REAL(T, "momentum", momentum, SRV_HI_OPEN, 0, 1),
+	PARAM_U32(T, "pca_components", pca_components, 0, DPG_MAX_FEATURES),
+	PARAM_REAL(T, "pca_noise_multiplier", pca_noise_multiplier, SRV_LO_OPEN, 0, 1e6),
+	PARAM_U64(T, "max_train_examples", max_train_examples, 0, DPG_MAX_TRAIN_EXAMPLES),
+};
+#undef T
+
+/* The enumerations and scalars of "params", each over its default; a
+ * cnn's activations are its own.  The learning rate is constant unless a
+ * final one is given. */
 static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
-	int rc = parse_enum(params, "model", dpsgd_model_from, &p->model,
-			    "\"logreg\", \"mlp\", \"cnn\"", err);
+	int rc = parse_field(params, &dpsgd_model, p, err);
 
-	if (rc >= 0 && p->model == TRN_MODEL_CNN)
-		rc = parse_enum(params, "activation", conv_act_from, &p->conv_activation,
-				"\"tanh\", \"tempered_sigmoid\" (a cnn's)", err);
-	else if (rc >= 0)
-		rc = parse_enum(params, "activation", act_from, &p->activation, "\"relu\", \"tanh\"", err);
 	if (rc >= 0)
-		rc = parse_enum(params, "clipping", clip_from, &p->clipping, "\"global\", \"per_layer\"", err);
+		rc = parse_field(params,
+				 p->model == TRN_MODEL_CNN ? &cnn_activation : &dpsgd_activation, p,
+				 err);
 	if (rc >= 0)
-		rc = parse_u32(params, "epochs", 1, DPG_MAX_EPOCHS, &p->epochs, err);
-	if (rc >= 0)
-		rc = parse_u32(params, "lot_size", 1, DPG_MAX_LOT_SIZE, &p->lot_size, err);
-	if (rc >= 0)
-		rc = parse_real(params, "noise_multiplier", SRV_LO_OPEN, 0, 1e6, &p->noise_multiplier, err);
-	if (rc >= 0)
-		rc = parse_real(params, "clip_norm", SRV_LO_OPEN, 0, 1e6, &p->clip_norm, err);
-	if (rc >= 0) {
-		double lr = NAN;
-
-		rc = parse_real(params, "learning_rate", SRV_LO_OPEN, 0, 1e3, &lr, err);
-		if (rc == 1) {
-			p->learning_rate = lr;
-			p->learning_rate_final = lr; /* constant unless told otherwise */
-		}
-	}
-	if (rc >= 0)
-		rc = parse_real(params, "learning_rate_final", SRV_LO_OPEN, 0, 1e3,
-				&p->learning_rate_final, err);
-	if (rc >= 0)
-		rc = parse_u32(params, "learning_rate_decay_epochs", 0, DPG_MAX_EPOCHS,
-			       &p->learning_rate_decay_epochs, err);
-	if (rc >= 0)
-		rc = parse_real(params, "momentum", SRV_HI_OPEN, 0, 1, &p->momentum, err);
-	if (rc >= 0)
-		rc = parse_u32(params, "pca_components", 0, DPG_MAX_FEATURES, &p->pca_components, err);
-	if (rc >= 0)
-		rc = parse_real(params, "pca_noise_multiplier", SRV_LO_OPEN, 0, 1e6,
-				&p->pca_noise_multiplier, err);
-	if (rc >= 0) {
-		int64_t v = 0;
-
-		rc = srv_json_int(params, "/params", "max_train_examples", 0, 0, DPG_MAX_TRAIN_EXAMPLES,
-				  &v, err);
-		if (rc == 1)
-			p->max_train_examples = (uint64_t)v;
-	}
+		rc = parse_fields(params, dpsgd_scalars, PARAM_ROWS(dpsgd_scalars), p, err);
+	if (rc >= 0 && json_object_get(params, "learning_rate") &&
+	    !json_object_get(params, "learning_rate_final"))
+		p->learning_rate_final = p->learning_rate;
 	return rc;
 }
 
@@ -235,16 +293,12 @@ static int params_object(const json_t *params, const char *const *keys, acct_err
 	return srv_json_only_keys(params, "/params", keys, err);
 }
 
-/* Each of `names` present in params is a string of a name's length. */
-static int params_names(const json_t *params, const char *const *names, acct_error *err)
-{
-	const char *s = NULL;
-	int rc = 0;
-
-	for (const char *const *k = names; rc >= 0 && *k; k++)
-		rc = srv_json_string(params, "/params", *k, 0, DPG_MAX_NAME_BYTES, &s, err);
-	return rc;
-}
+/* The label column's name, read by the worker for hosted tables, and a
+ * public dataset's id, checked against the data at submission. */
+static const param_field dpsgd_data[] = {
+	PARAM_TEXT("label", 0, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("test_data", 0, DPG_MAX_ID_BYTES),
+};
 
 int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
@@ -274,18 +328,8 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 		rc = parse_features(params, p, err);
 	if (rc >= 0)
 		rc = parse_cnn(params, p, err);
-	if (rc >= 0) {
-		const char *label = NULL;
-
-		/* Read by the worker for hosted tables; checked here for its type. */
-		rc = srv_json_string(params, "/params", "label", 0, DPG_MAX_NAME_BYTES, &label, err);
-	}
-	if (rc >= 0) {
-		const char *test = NULL;
-
-		/* A public dataset's id, checked against the data at submission. */
-		rc = srv_json_string(params, "/params", "test_data", 0, DPG_MAX_ID_BYTES, &test, err);
-	}
+	if (rc >= 0)
+		rc = parse_fields(params, dpsgd_data, PARAM_ROWS(dpsgd_data), p, err);
 	if (rc >= 0 && p->model == TRN_MODEL_LOGREG)
 		p->n_hidden = 0;
 	json_decref((json_t *)params);
@@ -501,26 +545,25 @@ static int parse_local_models(const json_t *params, trn_ensemble_params *p, acct
 	return 0;
 }
 
-/* The scalars of an ensemble job's params, each over its default. */
-static int parse_ensemble_scalars(const json_t *params, trn_ensemble_params *p, acct_error *err)
-{
-	int rc = parse_enum(params, "algorithm", algo_from, &p->algorithm,
-			    "\"soft_label\", \"majority_vote\"", err);
-
-	if (rc >= 0)
-		rc = parse_real(params, "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, 1e6, &p->epsilon, err);
-	if (rc >= 0)
-		rc = parse_real(params, "lambda", SRV_LO_OPEN, 0, 1e6, &p->lambda, err);
-	if (rc >= 0)
-		rc = parse_real(params, "input_scale", SRV_LO_OPEN, 0, 1e12, &p->input_scale, err);
-	if (rc >= 0)
-		rc = parse_real(params, "local_lambda", SRV_LO_OPEN, 0, 1e6, &p->local_lambda, err);
-	if (rc >= 0)
-		rc = parse_u32(params, "knn_k", 1, DPG_MAX_ENSEMBLE_KNN_K, &p->knn_k, err);
-	if (rc >= 0)
-		rc = parse_u32(params, "max_depth", 1, DPG_MAX_ENSEMBLE_TREE_DEPTH, &p->max_depth, err);
-	return rc;
-}
+#define T trn_ensemble_params
+/* An ensemble job's fields, each over its default; the party column and
+ * the public datasets are read at submission. */
+static const param_field ensemble_fields[] = {
+	PARAM_TEXT("party_column", SRV_REQUIRED, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("auxiliary_data", SRV_REQUIRED, DPG_MAX_ID_BYTES),
+	PARAM_TEXT("label", 0, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("test_data", 0, DPG_MAX_NAME_BYTES),
+};
+static const param_field ensemble_scalars[] = {
+	PARAM_ENUM(T, "algorithm", algorithm, algo_from, "\"soft_label\", \"majority_vote\""),
+	PARAM_REAL(T, "epsilon", epsilon, SRV_REQUIRED | SRV_LO_OPEN, 0, 1e6),
+	PARAM_REAL(T, "lambda", lambda, SRV_LO_OPEN, 0, 1e6),
+	PARAM_REAL(T, "input_scale", input_scale, SRV_LO_OPEN, 0, 1e12),
+	PARAM_REAL(T, "local_lambda", local_lambda, SRV_LO_OPEN, 0, 1e6),
+	PARAM_U32(T, "knn_k", knn_k, 1, DPG_MAX_ENSEMBLE_KNN_K),
+	PARAM_U32(T, "max_depth", max_depth, 1, DPG_MAX_ENSEMBLE_TREE_DEPTH),
+};
+#undef T
 
 int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_error *err)
 {
@@ -529,26 +572,18 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
 		"algorithm", "epsilon", "auxiliary_data", "test_data", "input_scale",
 		"local_lambda", "knn_k", "max_depth", NULL,
 	};
-	static const char *const strings[] = {"label", "test_data", NULL};
-	const char *s = NULL;
 	int rc;
 
 	trn_ensemble_params_default(p);
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
-		rc = srv_json_string(params, "/params", "party_column", SRV_REQUIRED,
-				     DPG_MAX_NAME_BYTES, &s, err);
-	if (rc >= 0)
-		rc = srv_json_string(params, "/params", "auxiliary_data", SRV_REQUIRED,
-				     DPG_MAX_ID_BYTES, &s, err);
-	if (rc >= 0)
-		rc = params_names(params, strings, err);
+		rc = parse_fields(params, ensemble_fields, PARAM_ROWS(ensemble_fields), p, err);
 	if (rc >= 0)
 		rc = parse_parties(params, DPG_MAX_ENSEMBLE_PARTIES, &p->parties, err);
 	if (rc >= 0)
 		rc = parse_local_models(params, p, err);
 	if (rc >= 0)
-		rc = parse_ensemble_scalars(params, p, err);
+		rc = parse_fields(params, ensemble_scalars, PARAM_ROWS(ensemble_scalars), p, err);
 	if (rc < 0)
 		return rc;
 	return trn_ensemble_params_validate(p, err);
@@ -556,41 +591,27 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
 
 /* ---- the slmc trainer's params ----------------------------------------- */
 
-/* The model's scalars, each over its default; trn_slmc_params_validate
- * then checks their meaning (clusters >= 2, fuzzifier > 1, ...). */
-static int parse_slmc_scalars(const json_t *params, trn_slmc_params *p, acct_error *err)
-{
-	static const struct {
-		const char *key;
-		size_t offset;
-	} counts[] = {
-		{"clusters", offsetof(trn_slmc_params, clusters)},
-		{"features", offsetof(trn_slmc_params, features)},
-		{"iterations", offsetof(trn_slmc_params, iterations)},
-	}, reals[] = {
-		{"gamma", offsetof(trn_slmc_params, gamma)},
-		{"lambda", offsetof(trn_slmc_params, lambda)},
-		{"rho", offsetof(trn_slmc_params, rho)},
-		{"fuzzifier", offsetof(trn_slmc_params, fuzzifier)},
-		{"max_norm", offsetof(trn_slmc_params, max_norm)},
-		{"noise_multiplier", offsetof(trn_slmc_params, noise_multiplier)},
-		{"epsilon", offsetof(trn_slmc_params, epsilon)},
-	};
-	int rc = 0;
-
-	for (size_t i = 0; rc >= 0 && i < sizeof(counts) / sizeof(counts[0]); i++)
-		rc = parse_u32(params, counts[i].key, 0, UINT32_MAX,
-			       (uint32_t *)((char *)p + counts[i].offset), err);
-	for (size_t i = 0; rc >= 0 && i < sizeof(reals) / sizeof(reals[0]); i++)
-		rc = parse_real(params, reals[i].key, 0, 0, 1e12,
-				(double *)((char *)p + reals[i].offset), err);
-	/* The default is a target epsilon; a noise multiplier given alone
-	 * replaces it (both given is refused by the validation). */
-	if (rc >= 0 && json_object_get(params, "noise_multiplier") &&
-	    !json_object_get(params, "epsilon"))
-		p->epsilon = 0.0;
-	return rc;
-}
+#define T trn_slmc_params
+/* An slmc job's fields, each over its default; trn_slmc_params_validate
+ * then checks their meaning (clusters >= 2, fuzzifier > 1, ...).  The
+ * strings are read at submission. */
+static const param_field slmc_fields[] = {
+	PARAM_TEXT("party_column", 0, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("label", 0, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("auxiliary_data", 0, DPG_MAX_ID_BYTES),
+	PARAM_TEXT("test_data", 0, DPG_MAX_ID_BYTES),
+	PARAM_U32(T, "clusters", clusters, 0, UINT32_MAX),
+	PARAM_U32(T, "features", features, 0, UINT32_MAX),
+	PARAM_U32(T, "iterations", iterations, 0, UINT32_MAX),
+	PARAM_REAL(T, "gamma", gamma, 0, 0, 1e12),
+	PARAM_REAL(T, "lambda", lambda, 0, 0, 1e12),
+	PARAM_REAL(T, "rho", rho, 0, 0, 1e12),
+	PARAM_REAL(T, "fuzzifier", fuzzifier, 0, 0, 1e12),
+	PARAM_REAL(T, "max_norm", max_norm, 0, 0, 1e12),
+	PARAM_REAL(T, "noise_multiplier", noise_multiplier, 0, 0, 1e12),
+	PARAM_REAL(T, "epsilon", epsilon, 0, 0, 1e12),
+};
+#undef T
 
 /* "parties": with a party column, as the ensemble's (an integer M or M
  * names); without one, the integer M of a uniform random split. */
@@ -612,14 +633,6 @@ int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *e
 		"noise_multiplier", "epsilon", "max_norm", "parties", "party_column",
 		"auxiliary_data", "test_data", "label", "classes", NULL,
 	};
-	static const struct {
-		const char *key;
-		size_t max;
-	} strings[] = {
-		{"party_column", DPG_MAX_NAME_BYTES}, {"label", DPG_MAX_NAME_BYTES},
-		{"auxiliary_data", DPG_MAX_ID_BYTES}, {"test_data", DPG_MAX_ID_BYTES},
-	};
-	const char *s = NULL;
 	uint32_t classes = 0;
 	int rc;
 
@@ -627,10 +640,13 @@ int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *e
 	if (!params)
 		return trn_slmc_params_validate(p, err);
 	rc = params_object(params, keys, err);
-	for (size_t i = 0; rc >= 0 && i < sizeof(strings) / sizeof(strings[0]); i++)
-		rc = srv_json_string(params, "/params", strings[i].key, 0, strings[i].max, &s, err);
 	if (rc >= 0)
-		rc = parse_slmc_scalars(params, p, err);
+		rc = parse_fields(params, slmc_fields, PARAM_ROWS(slmc_fields), p, err);
+	/* The default is a target epsilon; a noise multiplier given alone
+	 * replaces it (both given is refused by the validation). */
+	if (rc >= 0 && json_object_get(params, "noise_multiplier") &&
+	    !json_object_get(params, "epsilon"))
+		p->epsilon = 0.0;
 	if (rc >= 0)
 		rc = parse_slmc_parties(params, p, err);
 	/* test_data is scored against its label column, whose classes are
@@ -652,49 +668,29 @@ int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *e
 static int loss_from(const char *s, void *r) { return trn_loss_from_name(s, r); }
 static int lem_model_from(const char *s, void *r) { return trn_label_em_model_from_name(s, r); }
 
-/* The mechanism's epsilon and the loss, each over its default. */
-static int parse_label_em_loss(const json_t *params, trn_label_em_params *p, acct_error *err)
-{
-	int rc = parse_real(params, "epsilon", SRV_REQUIRED | SRV_LO_OPEN, 0, 1e6, &p->epsilon,
-			    err);
-
-	if (rc >= 0)
-		rc = parse_enum(params, "loss", loss_from, &p->loss.kind,
-				"\"barrier_hinge\", \"hinge\", \"logistic\", \"sigmoid\", \"ramp\", "
-				"\"squared\", \"unhinged\"",
-				err);
-	if (rc >= 0)
-		rc = parse_real(params, "b", SRV_LO_OPEN, 1, 1e6, &p->loss.b, err);
-	if (rc >= 0)
-		rc = parse_real(params, "r", SRV_LO_OPEN, 0, 1e6, &p->loss.r, err);
-	return rc;
-}
-
-/* The model and the optimiser, each over its default. */
-static int parse_label_em_training(const json_t *params, trn_label_em_params *p,
-				   acct_error *err)
-{
-	int rc = parse_enum(params, "model", lem_model_from, &p->model, "\"linear\", \"mlp\"", err);
-
-	if (rc >= 0)
-		rc = parse_enum(params, "activation", act_from, &p->activation, "\"relu\", \"tanh\"",
-				err);
-	if (rc >= 0)
-		rc = parse_u32(params, "epochs", 1, DPG_MAX_EPOCHS, &p->epochs, err);
-	if (rc >= 0)
-		rc = parse_u32(params, "batch_size", 1, DPG_MAX_LOT_SIZE, &p->batch_size, err);
-	if (rc >= 0)
-		rc = parse_real(params, "learning_rate", SRV_LO_OPEN, 0, 1e3, &p->learning_rate, err);
-	if (rc >= 0)
-		rc = parse_real(params, "momentum", SRV_HI_OPEN, 0, 1, &p->momentum, err);
-	if (rc >= 0)
-		rc = parse_real(params, "weight_decay", 0, 0, 1e6, &p->weight_decay, err);
-	if (rc >= 0)
-		rc = parse_real(params, "gradient_clip", 0, 0, 1e9, &p->gradient_clip, err);
-	if (rc >= 0)
-		rc = srv_json_bool(params, "/params", "center", 0, &p->center, err);
-	return rc;
-}
+#define T trn_label_em_params
+/* A label_em job's fields, each over its default: the public datasets,
+ * the mechanism's epsilon, the loss, the model and the optimiser. */
+static const param_field label_em_fields[] = {
+	PARAM_TEXT("label", 0, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("test_data", 0, DPG_MAX_NAME_BYTES),
+	PARAM_REAL(T, "epsilon", epsilon, SRV_REQUIRED | SRV_LO_OPEN, 0, 1e6),
+	PARAM_ENUM(T, "loss", loss.kind, loss_from,
+		"\"barrier_hinge\", \"hinge\", \"logistic\", \"sigmoid\", \"ramp\", \"squared\", "
+		"\"unhinged\""),
+	PARAM_REAL(T, "b", loss.b, SRV_LO_OPEN, 1, 1e6),
+	PARAM_REAL(T, "r", loss.r, SRV_LO_OPEN, 0, 1e6),
+	PARAM_ENUM(T, "model", model, lem_model_from, "\"linear\", \"mlp\""),
+	PARAM_ENUM(T, "activation", activation, act_from, "\"relu\", \"tanh\""),
+	PARAM_U32(T, "epochs", epochs, 1, DPG_MAX_EPOCHS),
+	PARAM_U32(T, "batch_size", batch_size, 1, DPG_MAX_LOT_SIZE),
+	PARAM_REAL(T, "learning_rate", learning_rate, SRV_LO_OPEN, 0, 1e3),
+	PARAM_REAL(T, "momentum", momentum, SRV_HI_OPEN, 0, 1),
+	PARAM_REAL(T, "weight_decay", weight_decay, 0, 0, 1e6),
+	PARAM_REAL(T, "gradient_clip", gradient_clip, 0, 0, 1e9),
+	PARAM_BOOL(T, "center", center),
+};
+#undef T
 
 int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_error *err)
 {
@@ -703,18 +699,13 @@ int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_
 		"activation", "epochs", "batch_size", "learning_rate", "momentum", "weight_decay",
 		"gradient_clip", "center", NULL,
 	};
-	static const char *const strings[] = {"label", "test_data", NULL};
 	trn_dpsgd_params widths;
 	int rc;
 
 	trn_label_em_params_default(p);
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
-		rc = params_names(params, strings, err);
-	if (rc >= 0)
-		rc = parse_label_em_loss(params, p, err);
-	if (rc >= 0)
-		rc = parse_label_em_training(params, p, err);
+		rc = parse_fields(params, label_em_fields, PARAM_ROWS(label_em_fields), p, err);
 	/* "hidden" as DP-SGD reads it; a linear model has none. */
 	memset(&widths, 0, sizeof(widths));
 	widths.n_hidden = 1;
@@ -830,45 +821,43 @@ static int parse_pate_model(const json_t *params, const char *key, trn_pate_mode
 	return 0;
 }
 
-/* The aggregator's scalars, each over its default. */
-static int parse_pate_scalars(const json_t *params, trn_pate_params *p, acct_error *err)
+/* A pate job's aggregators: the session's but LNMax, a Laplace one. */
+static int pate_agg_from(const char *s, void *r)
 {
-	const char *agg = NULL;
-	int rc = parse_u32(params, "teachers", 1, DPG_MAX_PATE_JOB_TEACHERS, &p->teachers, err);
+	mech_pate_agg a;
 
-	if (rc >= 0)
-		rc = parse_u32(params, "queries", 1, DPG_MAX_PATE_QUERIES, &p->queries, err);
-	if (rc >= 0)
-		rc = srv_json_string(params, "/params", "aggregator", 0, 32, &agg, err);
-	if (rc >= 0 && agg &&
-	    (mech_pate_agg_from_name(agg, &p->aggregator) < 0 || p->aggregator == MECH_PATE_LNMAX))
-		rc = acct_error_set(err, ACCT_EINVAL, "/params/aggregator",
-				    "'aggregator' must be \"gnmax\", \"confident_gnmax\" or "
-				    "\"interactive_gnmax\"");
-	if (rc >= 0)
-		rc = parse_real(params, "threshold", 0, 0, DPG_MAX_PATE_JOB_TEACHERS, &p->threshold, err);
-	if (rc >= 0)
-		rc = parse_real(params, "sigma1", 0, DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA,
-				&p->sigma1, err);
-	if (rc >= 0)
-		rc = parse_real(params, "sigma2", 0, DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA,
-				&p->sigma2, err);
-	if (rc >= 0)
-		rc = parse_real(params, "student_confidence", 0, 0, 1, &p->student_confidence, err);
-	if (rc >= 0)
-		rc = srv_json_bool(params, "/params", "semi_supervised", 0, &p->semi_supervised, err);
-	if (rc >= 0)
-		rc = parse_real(params, "confidence", SRV_LO_OPEN, 0, 1, &p->confidence, err);
-	if (rc >= 0)
-		rc = parse_real(params, "release_beta", SRV_HI_OPEN, 0, 0.5, &p->release_beta, err);
-	if (rc >= 0)
-		rc = parse_real(params, "release_sigma", 0, MECH_PATE_GNSS_MIN_SIGMA,
-				MECH_PATE_GNSS_MAX_SIGMA, &p->release_sigma, err);
-	if (rc >= 0)
-		rc = parse_real(params, "release_order", SRV_LO_OPEN, 1, DPG_MAX_RDP_ORDER,
-				&p->release_order, err);
-	return rc;
+	if (mech_pate_agg_from_name(s, &a) < 0 || a == MECH_PATE_LNMAX)
+		return -1;
+	*(mech_pate_agg *)r = a;
+	return 0;
 }
+
+#define T trn_pate_params
+/* A pate job's scalars, each over its default. */
+static const param_field pate_scalars[] = {
+	PARAM_U32(T, "teachers", teachers, 1, DPG_MAX_PATE_JOB_TEACHERS),
+	PARAM_U32(T, "queries", queries, 1, DPG_MAX_PATE_QUERIES),
+	PARAM_ENUM(T, "aggregator", aggregator, pate_agg_from,
+		"\"gnmax\", \"confident_gnmax\", \"interactive_gnmax\""),
+	PARAM_REAL(T, "threshold", threshold, 0, 0, DPG_MAX_PATE_JOB_TEACHERS),
+	PARAM_REAL(T, "sigma1", sigma1, 0, DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA),
+	PARAM_REAL(T, "sigma2", sigma2, 0, DPG_MECH_DGAUSS_MIN_SIGMA, DPG_MECH_DGAUSS_MAX_SIGMA),
+	PARAM_REAL(T, "student_confidence", student_confidence, 0, 0, 1),
+	PARAM_BOOL(T, "semi_supervised", semi_supervised),
+	PARAM_REAL(T, "confidence", confidence, SRV_LO_OPEN, 0, 1),
+	PARAM_REAL(T, "release_beta", release_beta, SRV_HI_OPEN, 0, 0.5),
+	PARAM_REAL(T, "release_sigma", release_sigma, 0, MECH_PATE_GNSS_MIN_SIGMA,
+		MECH_PATE_GNSS_MAX_SIGMA),
+	PARAM_REAL(T, "release_order", release_order, SRV_LO_OPEN, 1, DPG_MAX_RDP_ORDER),
+};
+/* Public datasets' ids and the label's name, checked against the data at
+ * submission. */
+static const param_field pate_data[] = {
+	PARAM_TEXT("student_data", 0, DPG_MAX_ID_BYTES),
+	PARAM_TEXT("test_data", 0, DPG_MAX_ID_BYTES),
+	PARAM_TEXT("label", 0, DPG_MAX_NAME_BYTES),
+};
+#undef T
 
 int srv__jobs_parse_pate(const json_t *params, trn_pate_params *p, acct_error *err)
 {
@@ -878,25 +867,18 @@ int srv__jobs_parse_pate(const json_t *params, trn_pate_params *p, acct_error *e
 		"semi_supervised", "confidence", "release_beta", "release_sigma", "release_order",
 		"label", "classes", "test_data", NULL,
 	};
-	const char *s = NULL;
 	int rc;
 
 	trn_pate_params_default(p);
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
-		rc = parse_pate_scalars(params, p, err);
+		rc = parse_fields(params, pate_scalars, PARAM_ROWS(pate_scalars), p, err);
 	if (rc >= 0)
 		rc = parse_pate_model(params, "teacher_model", &p->teacher, err);
 	if (rc >= 0)
 		rc = parse_pate_model(params, "student_model", &p->student, err);
-	/* Public datasets' ids and the label's name, checked against the data
-	 * at submission. */
 	if (rc >= 0)
-		rc = srv_json_string(params, "/params", "student_data", 0, DPG_MAX_ID_BYTES, &s, err);
-	if (rc >= 0)
-		rc = srv_json_string(params, "/params", "test_data", 0, DPG_MAX_ID_BYTES, &s, err);
-	if (rc >= 0)
-		rc = srv_json_string(params, "/params", "label", 0, DPG_MAX_NAME_BYTES, &s, err);
+		rc = parse_fields(params, pate_data, PARAM_ROWS(pate_data), p, err);
 	if (rc < 0)
 		return rc;
 	return trn_pate_params_validate(p, err);
