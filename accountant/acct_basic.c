@@ -143,9 +143,7 @@ int acct__basic_epsilon(const acct_event *ev, double delta, acct_result *ret, ac
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
 				      "no finite epsilon under basic composition: the summed "
 				      "epsilon overflows");
-	ret->epsilon = s.eps;
-	ret->delta = s.delta;
-	ret->order = NAN;
+	*ret = (acct_result){.epsilon = s.eps, .delta = s.delta, .order = NAN};
 	return 0;
 }
 
@@ -187,9 +185,7 @@ int acct__strong_epsilon(const acct_event *ev, double delta, acct_result *ret, a
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
 				      "no finite epsilon under strong composition: "
 				      "sum eps_i (e^eps_i - 1) exceeds every double");
-	ret->epsilon = eps;
-	ret->delta = delta;
-	ret->order = NAN;
+	*ret = (acct_result){.epsilon = eps, .delta = delta, .order = NAN};
 	return 0;
 }
 

@@ -241,9 +241,7 @@ int acct__exact_delta(const acct_event *ev, double epsilon, acct_result *ret, ac
 	(void)err;
 	if (!lone_curve(ev, epsilon, &d))
 		return ACCT_EUNSUPPORTED;
-	ret->epsilon = epsilon;
-	ret->delta = d;
-	ret->order = NAN;
+	*ret = (acct_result){.epsilon = epsilon, .delta = d, .order = NAN};
 	return 0;
 }
 
@@ -279,8 +277,6 @@ int acct__exact_epsilon(const acct_event *ev, double delta, acct_result *ret, ac
 				lo = mid;
 		}
 	}
-	ret->epsilon = hi;
-	ret->delta = delta;
-	ret->order = NAN;
+	*ret = (acct_result){.epsilon = hi, .delta = delta, .order = NAN};
 	return 0;
 }

@@ -159,9 +159,7 @@ int acct__moments_epsilon(const acct_event *ev, acct_neighbor nb, double delta,
 	if (!isfinite(best))
 		return acct_error_set(err, ACCT_EUNSUPPORTED, "/event",
 				      "the log moments are unbounded");
-	ret->epsilon = fmax(best, 0.0);
-	ret->delta = delta;
-	ret->order = order;
+	*ret = (acct_result){.epsilon = fmax(best, 0.0), .delta = delta, .order = order};
 	return 0;
 }
 
@@ -174,8 +172,6 @@ int acct__moments_delta(const acct_event *ev, acct_neighbor nb, double epsilon,
 	(void)nb;
 	if (rc < 0)
 		return rc;
-	ret->epsilon = epsilon;
-	ret->delta = fmin(exp(best), 1.0);
-	ret->order = order;
+	*ret = (acct_result){.epsilon = epsilon, .delta = fmin(exp(best), 1.0), .order = order};
 	return 0;
 }

@@ -1394,9 +1394,7 @@ int acct__pld_epsilon(const acct_event *ev, acct_neighbor nb, double interval, d
 				      "the event is not (epsilon, %g)-DP for any finite epsilon "
 				      "under pld (its mass at infinity plus the bound on its FFTs' "
 				      "rounding reach delta)", delta);
-	ret->epsilon = e;
-	ret->delta = delta;
-	ret->order = NAN;
+	*ret = (acct_result){.epsilon = e, .delta = delta, .order = NAN};
 	return 0;
 }
 
@@ -1424,8 +1422,6 @@ int acct__pld_delta(const acct_event *ev, acct_neighbor nb, double interval, dou
 	rc = pld_read(ev, nb, interval, work, pmf_delta, epsilon, &d, err);
 	if (rc < 0)
 		return rc;
-	ret->epsilon = epsilon;
-	ret->delta = d;
-	ret->order = NAN;
+	*ret = (acct_result){.epsilon = epsilon, .delta = d, .order = NAN};
 	return 0;
 }

@@ -1329,9 +1329,7 @@ int acct__rdp_epsilon(const acct_event *ev, acct_neighbor nb, const double *orde
 				    "no finite epsilon under rdp at delta %.6g", delta);
 		goto out;
 	}
-	ret->epsilon = s.best;
-	ret->delta = delta;
-	ret->order = s.order;
+	*ret = (acct_result){.epsilon = s.best, .delta = delta, .order = s.order};
 	rc = 0;
 out:
 	free(s.done_o);
@@ -1356,9 +1354,7 @@ int acct__rdp_delta(const acct_event *ev, acct_neighbor nb, const double *orders
 		goto out;
 	d = acct_rdp_to_delta(orders, rdp, n, epsilon, &order);
 	d = d + extra - d * extra;
-	ret->epsilon = epsilon;
-	ret->delta = fmin(d, 1.0);
-	ret->order = order;
+	*ret = (acct_result){.epsilon = epsilon, .delta = fmin(d, 1.0), .order = order};
 out:
 	free(rdp);
 	return rc;
