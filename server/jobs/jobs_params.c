@@ -46,12 +46,6 @@ static int parse_u32(const json_t *params, const char *key, int64_t lo, int64_t 
 	return rc;
 }
 
-static int parse_real(const json_t *params, const char *key, unsigned flags, double lo, double hi,
-		      double *ret, acct_error *err)
-{
-	return srv_json_real(params, "/params", key, flags, lo, hi, ret, err);
-}
-
 /*
  * One field of a job's "params": its key, the member of the trainer's
  * params struct it sets over the default, and what it may hold.  A job
@@ -239,14 +233,21 @@ static int parse_hidden(const json_t *params, trn_dpsgd_params *p, acct_error *e
  * activation "tempered_sigmoid" only), and its one dense hidden layer of
  * 32 units unless "hidden" names it.  Another model given any is refused.
  */
+#define T trn_dpsgd_params
+/* The tempered sigmoid's (Papernot et al. 2021) scale, inverse temperature
+ * and offset. */
+static const param_field cnn_sigmoid[] = {
+	PARAM_REAL(T, "sigmoid_scale", sigmoid_scale, 0, -1e3, 1e3),
+	PARAM_REAL(T, "sigmoid_temperature", sigmoid_temperature, 0, -1e3, 1e3),
+	PARAM_REAL(T, "sigmoid_offset", sigmoid_offset, 0, -1e3, 1e3),
+};
+#undef T
+
 static int parse_cnn(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
-	static const char *const sigmoid[] = {"sigmoid_scale", "sigmoid_temperature",
-					      "sigmoid_offset"};
 	static const char *const cnn_only[] = {"image_channels", "conv_channels", "kernel",
 					       "sigmoid_scale", "sigmoid_temperature",
 					       "sigmoid_offset"};
-	double *reals[] = {&p->sigmoid_scale, &p->sigmoid_temperature, &p->sigmoid_offset};
 	char ptr[ACCT_ERROR_WHERE_BYTES];
 	uint32_t nk = 0;
 	int rc = 0;
@@ -279,8 +280,8 @@ static int parse_cnn(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 	else if (rc == 1 && nk != p->n_conv)
 		return acct_error_set(err, ACCT_EINVAL, "/params/kernel",
 				      "'kernel' is one side, or one per conv block (%u)", p->n_conv);
-	for (size_t i = 0; rc >= 0 && i < 3; i++)
-		rc = parse_real(params, sigmoid[i], 0, -1e3, 1e3, reals[i], err);
+	if (rc >= 0)
+		rc = parse_fields(params, cnn_sigmoid, PARAM_ROWS(cnn_sigmoid), p, err);
 	return rc < 0 ? rc : 0;
 }
 

@@ -53,6 +53,8 @@ static int pate(const json_t *j, any_params *p, acct_error *e)
 #define ENSEMBLE_BASE \
 	"{\"party_column\":\"site\",\"auxiliary_data\":\"aux\",\"parties\":2,\"epsilon\":1}"
 #define LABEL_EM_BASE "{\"epsilon\":1}"
+/* The tempered sigmoid's fields are a cnn's with that activation only. */
+#define CNN_TS "{\"model\":\"cnn\",\"activation\":\"tempered_sigmoid\"}"
 /* student_confidence is interactive_gnmax's only. */
 #define PATE_INTERACTIVE "{\"aggregator\":\"interactive_gnmax\"}"
 
@@ -117,6 +119,25 @@ Test(params, each_dpsgd_scalar_lands_in_its_member)
 	cr_expect_eq(p->pca_components, 5);
 	cr_expect_eq(p->pca_noise_multiplier, 3.5);
 	cr_expect_eq(p->max_train_examples, 1234);
+}
+
+Test(params, each_cnn_scalar_lands_in_its_member)
+{
+	any_params a;
+	const trn_dpsgd_params *p = &a.dpsgd;
+
+	parse_ok(dpsgd,
+		 "{\"model\":\"cnn\",\"activation\":\"tempered_sigmoid\",\"image_channels\":3,"
+		 "\"sigmoid_scale\":1.5,\"sigmoid_temperature\":2.5,\"sigmoid_offset\":-0.25,"
+		 "\"precision\":\"float32\"}",
+		 &a);
+	cr_expect_eq(p->model, TRN_MODEL_CNN);
+	cr_expect_eq(p->conv_activation, TRN_CONV_TEMPERED_SIGMOID);
+	cr_expect_eq(p->image_channels, 3);
+	cr_expect_eq(p->sigmoid_scale, 1.5);
+	cr_expect_eq(p->sigmoid_temperature, 2.5);
+	cr_expect_eq(p->sigmoid_offset, -0.25);
+	cr_expect_eq(p->precision, TRN_PRECISION_FLOAT32);
 }
 
 /* A learning rate given alone is constant: its final rate is itself. */
@@ -255,6 +276,11 @@ static const bound_case bounds[] = {
 	{dpsgd, "{}", "activation", "\"relu\"", "\"sigmoid\""},
 	{dpsgd, "{}", "label", "\"y\"", "\"\""},
 	{dpsgd, "{}", "test_data", "\"iris\"", "7"},
+	{dpsgd, CNN_TS, "image_channels", "256", "257"},
+	{dpsgd, CNN_TS, "sigmoid_scale", "1e-9", "0"},
+	{dpsgd, CNN_TS, "sigmoid_temperature", "1000", "1000.5"},
+	{dpsgd, CNN_TS, "sigmoid_offset", "-1000", "-1001"},
+	{dpsgd, CNN_TS, "precision", "\"float32\"", "\"float16\""},
 	{ensemble, ENSEMBLE_BASE, "epsilon", "1e-9", "0"},
 	{ensemble, ENSEMBLE_BASE, "knn_k", "100", "101"},
 	{ensemble, ENSEMBLE_BASE, "knn_k", "1", "0"},
