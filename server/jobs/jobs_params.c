@@ -553,7 +553,7 @@ static const param_field ensemble_fields[] = {
 	PARAM_TEXT("party_column", SRV_REQUIRED, DPG_MAX_NAME_BYTES),
 	PARAM_TEXT("auxiliary_data", SRV_REQUIRED, DPG_MAX_ID_BYTES),
 	PARAM_TEXT("label", 0, DPG_MAX_NAME_BYTES),
-	PARAM_TEXT("test_data", 0, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("test_data", 0, DPG_MAX_ID_BYTES),
 };
 static const param_field ensemble_scalars[] = {
 	PARAM_ENUM(T, "algorithm", algorithm, algo_from, "\"soft_label\", \"majority_vote\""),
@@ -674,7 +674,7 @@ static int lem_model_from(const char *s, void *r) { return trn_label_em_model_fr
  * the mechanism's epsilon, the loss, the model and the optimiser. */
 static const param_field label_em_fields[] = {
 	PARAM_TEXT("label", 0, DPG_MAX_NAME_BYTES),
-	PARAM_TEXT("test_data", 0, DPG_MAX_NAME_BYTES),
+	PARAM_TEXT("test_data", 0, DPG_MAX_ID_BYTES),
 	PARAM_REAL(T, "epsilon", epsilon, SRV_REQUIRED | SRV_LO_OPEN, 0, 1e6),
 	PARAM_ENUM(T, "loss", loss.kind, loss_from,
 		"\"barrier_hinge\", \"hinge\", \"logistic\", \"sigmoid\", \"ramp\", \"squared\", "

@@ -53,6 +53,10 @@ static int pate(const json_t *j, any_params *p, acct_error *e)
 #define ENSEMBLE_BASE \
 	"{\"party_column\":\"site\",\"auxiliary_data\":\"aux\",\"parties\":2,\"epsilon\":1}"
 #define LABEL_EM_BASE "{\"epsilon\":1}"
+/* A dataset id is 1 to 64 bytes (the spec's TestDataRef). */
+#define A16 "aaaaaaaaaaaaaaaa"
+#define ID64 "\"" A16 A16 A16 A16 "\""
+#define ID65 "\"" A16 A16 A16 A16 "a\""
 /* The tempered sigmoid's fields are a cnn's with that activation only. */
 #define CNN_TS "{\"model\":\"cnn\",\"activation\":\"tempered_sigmoid\"}"
 /* student_confidence is interactive_gnmax's only. */
@@ -318,6 +322,13 @@ static const bound_case bounds[] = {
 	{pate, "{}", "release_sigma", "65536", "65537"},
 	{pate, "{}", "release_order", "1.5", "1"},
 	{pate, "{}", "student_data", "\"s\"", "\"\""},
+	{pate, "{}", "student_data", ID64, ID65},
+	{ensemble, ENSEMBLE_BASE, "auxiliary_data", ID64, ID65},
+	{slmc, "{}", "auxiliary_data", ID64, ID65},
+	{dpsgd, "{}", "test_data", ID64, ID65},
+	{ensemble, ENSEMBLE_BASE, "test_data", ID64, ID65},
+	{label_em, LABEL_EM_BASE, "test_data", ID64, ID65},
+	{pate, "{}", "test_data", ID64, ID65},
 };
 
 Test(params, each_bound_of_the_spec_holds_at_its_field)
