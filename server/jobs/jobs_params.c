@@ -134,7 +134,7 @@ static const param_field dpsgd_scalars[] = {
 	PARAM_REAL(T, "learning_rate_final", learning_rate_final, SRV_LO_OPEN, 0, 1e3),
 	PARAM_U32(T, "learning_rate_decay_epochs", learning_rate_decay_epochs, 0, DPG_MAX_EPOCHS),
 	PARAM_REAL(T, "momentum", momentum, SRV_HI_OPEN, 0, 1),
-	PARAM_U32(T, "pca_components", pca_components, 0, DPG_MAX_FEATURES),
+	PARAM_U32(T, "pca_components", pca_components, 0, DPG_MAX_PCA_COMPONENTS),
 	PARAM_REAL(T, "pca_noise_multiplier", pca_noise_multiplier, SRV_LO_OPEN, 0, 1e6),
 	PARAM_U64(T, "max_train_examples", max_train_examples, 0, DPG_MAX_TRAIN_EXAMPLES),
 };
@@ -609,8 +609,8 @@ static const param_field slmc_fields[] = {
 	PARAM_REAL(T, "rho", rho, 0, 0, 1e12),
 	PARAM_REAL(T, "fuzzifier", fuzzifier, 0, 0, 1e12),
 	PARAM_REAL(T, "max_norm", max_norm, 0, 0, 1e12),
-	PARAM_REAL(T, "noise_multiplier", noise_multiplier, 0, 0, 1e12),
-	PARAM_REAL(T, "epsilon", epsilon, 0, 0, 1e12),
+	PARAM_REAL(T, "noise_multiplier", noise_multiplier, SRV_LO_OPEN, 0, 1e12),
+	PARAM_REAL(T, "epsilon", epsilon, SRV_LO_OPEN, 0, 1e12),
 };
 #undef T
 
