@@ -85,15 +85,16 @@ class Server:
         with open(self.log, encoding="utf-8", errors="replace") as f:
             return f.read()
 
-    def call(self, method, target, body=None, key=None):
-        """One request; returns (status, parsed JSON body or None)."""
+    def call(self, method, target, body=None, key=None, content_type=None):
+        """One request, its body JSON unless a content type is given (then
+        text as it is); returns (status, parsed JSON body or None)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30 * time_scale())
         headers = {}
         if key:
             headers["Authorization"] = f"Bearer {key}"
         if body is not None:
-            body = json.dumps(body)
-            headers["Content-Type"] = "application/json"
+            body = body if content_type else json.dumps(body)
+            headers["Content-Type"] = content_type or "application/json"
         try:
             conn.request(method, target, body=body, headers=headers)
             resp = conn.getresponse()

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""check_request_bounds.py SPEC: every bound the spec gives a scalar field
+of a JSON request body, against a running server.
+
+For each operation below, a body the server takes (the base) is sent with
+one field at a time set just outside a bound its schema declares (minimum,
+maximum, either exclusive end, maxLength, minLength, enum): the server
+must refuse it with 400 as problem+json whose `field` points at that
+field.  A field whose schema declares no maximum is also sent a huge value
+(1e300, or 2^53 for an integer): a refusal of that at the field means the
+server has a maximum the spec does not state.  The refused requests change
+nothing: the datasets' budget summaries are read before and after.
+Exits 77 when PyYAML is not installed."""
+import copy
+import os
+import re
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from check_report import finish, module_or_skip  # noqa: E402
+from dpgate_server import Server  # noqa: E402
+
+yaml = module_or_skip("yaml", "PyYAML")
+
+ALL = ("*",)
+LAPLACE = {"type": "laplace", "noise_multiplier": 1000}
+GAUSSIAN = {"type": "gaussian", "noise_multiplier": 1000}
+
+# (method, path, base body, fields the huge value is not sent to).  A
+# field is left out where its maximum is a bound of the data or of another
+# field (the text of its schema says so).  A mechanism's fields are the
+# union of every mechanism's (MechanismRequest), so a huge value is refused
+# for reasons of the one named (a field it does not take, a noise scale
+# too small for the grid): none is sent there.
+OPERATIONS = [
+    ("POST", "/v1/accountant/epsilon", {"event": LAPLACE, "delta": 1e-5}, ()),
+    ("POST", "/v1/accountant/delta", {"event": LAPLACE, "epsilon": 1}, ()),
+    ("POST", "/v1/accountant/calibrate",
+     {"template": {"type": "gaussian", "noise_multiplier": None}, "epsilon": 1, "delta": 1e-5},
+     ()),
+    ("POST", "/v1/accountant/compare", {"event": GAUSSIAN, "delta": 1e-5}, ()),
+    ("POST", "/v1/accountant/rdp", {"event": GAUSSIAN}, ()),
+    ("POST", "/v1/pate/cost", {"votes": [8, 1, 1], "sigma": 5, "orders": [2, 8]}, ("threshold",)),
+    ("POST", "/v1/pate/smooth-sensitivity",
+     {"votes": [8, 1, 1], "num_teachers": 10, "sigma": 5, "order": 10, "beta": 0.01},
+     ()),
+    ("POST", "/v1/label-em/guidance", {"n": 100, "epsilon": 1}, ()),
+    ("POST", "/v1/datasets",
+     {"id": "probe", "name": "probe", "budget": {"epsilon": 1, "delta": 1e-5}, "accountant": "rdp",
+      "neighbor": "add_remove", "privacy_unit": "record"}, ()),
+    ("PATCH", "/v1/datasets/rdp", {"name": "renamed", "budget": {"epsilon": 1000, "delta": 1e-5}},
+     ()),
+    ("POST", "/v1/datasets/rdp/charges", {"event": LAPLACE}, ()),
+    ("POST", "/v1/datasets/rdp/reservations", {"event": LAPLACE, "ttl_seconds": 60}, ()),
+    ("POST", "/v1/datasets/rdp/dry-run", {"event": LAPLACE}, ()),
+    ("POST", "/v1/keys", {"role": "viewer"}, ()),
+    ("POST", "/v1/datasets/rdp/mechanisms/laplace",
+     {"value": 1, "sensitivity": 1, "epsilon": 0.5}, ALL),
+    ("POST", "/v1/datasets/basic/mechanisms/gaussian",
+     {"value": 1, "sensitivity": 1, "epsilon": 0.5, "delta": 1e-6, "ledger_delta": 1e-6}, ALL),
+    ("POST", "/v1/datasets/replace/mechanisms/randomized_response",
+     {"value": 1, "epsilon": 0.5, "num_buckets": 4}, ALL),
+    ("POST", "/v1/datasets/table/queries",
+     {"query": "quantile", "column": "x", "lo": 0, "hi": 10, "q": 0.5, "epsilon": 0.5}, ()),
+    ("POST", "/v1/datasets/rdp/pate/sessions",
+     {"aggregator": "confident_gnmax", "num_teachers": 10, "num_classes": 3,
+      "sigma1": 2, "sigma2": 1, "threshold": 3}, ("threshold", "gamma")),
+    ("POST", "/v1/datasets/rdp/pate/sessions",
+     {"aggregator": "lnmax", "num_teachers": 10, "num_classes": 3, "gamma": 0.1}, ("threshold",)),
+    ("POST", "/v1/datasets/fm/jobs",
+     {"trainer": "dpsgd", "dry_run": True, "params": {"epochs": 1}}, ()),
+]
+
+DATASETS = {
+    "rdp": {"id": "rdp", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
+    "basic": {"id": "basic", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "basic"},
+    "table": {"id": "table", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "basic"},
+    "replace": {"id": "replace", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp",
+                "neighbor": "replace"},
+    "fm": {"id": "fm", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
+}
+
+
+def deref(doc, node):
+    while isinstance(node, dict) and "$ref" in node:
+        target = doc
+        for part in node["$ref"][2:].split("/"):
+            target = target[part.replace("~1", "/").replace("~0", "~")]
+        node = target
+    return node
+
+
+def spec_path(doc, path):
+    """The spec's path template that `path` is an instance of."""
+    for template in doc["paths"]:
+        if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), path):
+            return template
+    raise KeyError(f"no path of the spec matches {path}")
+
+
+def request_schema(doc, method, path):
+    op = doc["paths"][spec_path(doc, path)][method.lower()]
+    return deref(doc, op["requestBody"]["content"]["application/json"]["schema"])
+
+
+def outside_values(s):
+    """Values just outside each bound schema `s` declares, with the bound."""
+    out = []
+    integer = s.get("type") == "integer"
+    step = (lambda b: 1) if integer else (lambda b: max(abs(b) * 1e-9, 1e-300))
+    if "minimum" in s:
+        out.append((s["minimum"] - step(s["minimum"]), f"minimum {s['minimum']}"))
+    if "exclusiveMinimum" in s:
+        out.append((s["exclusiveMinimum"], f"exclusiveMinimum {s['exclusiveMinimum']}"))
+    if "maximum" in s:
+        out.append((s["maximum"] + step(s["maximum"]), f"maximum {s['maximum']}"))
+    if "exclusiveMaximum" in s:
+        out.append((s["exclusiveMaximum"], f"exclusiveMaximum {s['exclusiveMaximum']}"))
+    if "maxLength" in s:
+        out.append(("a" * (s["maxLength"] + 1), f"maxLength {s['maxLength']}"))
+    if s.get("minLength", 0) >= 1:
+        out.append(("", f"minLength {s['minLength']}"))
+    if "enum" in s and s.get("type") == "string":
+        out.append(("zz_none_of_them", "enum"))
+    elif "enum" in s:
+        out.append((max(s["enum"]) + 1, "enum"))
+    return out
+
+
+def huge_value(s):
+    """A value past any maximum the field might have, when the spec states none."""
+    if "maximum" in s or "exclusiveMaximum" in s or "enum" in s:
+        return None
+    if s.get("type") == "integer":
+        return 2 ** 53
+    if s.get("type") == "number":
+        return 1e300
+    return None
+
+
+def refused_at(st, body, pointer):
+    return st == 400 and isinstance(body, dict) and body.get("field") == pointer
+
+
+def object_schema(doc, schema, base):
+    """The schema's own, or that of its first oneOf variant whose
+    properties hold every member of the base."""
+    for variant in [schema] + [deref(doc, v) for v in schema.get("oneOf", [])]:
+        props = variant.get("properties") or {}
+        if props and all(k in props for k in base):
+            return variant
+    raise KeyError(f"no variant of the schema holds {sorted(base)}")
+
+
+def scalar_fields(doc, method, path, base):
+    """(pointer, schema) of each scalar field of the body, and of each
+    scalar member of an object field the base holds."""
+    schema = object_schema(doc, request_schema(doc, method, path), base)
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = deref(doc, prop)
+        if prop.get("type") in ("number", "integer", "string"):
+            yield (name,), prop
+        elif isinstance(base.get(name), dict):
+            for member, sub in (prop.get("properties") or {}).items():
+                sub = deref(doc, sub)
+                if sub.get("type") in ("number", "integer", "string"):
+                    yield (name, member), sub
+
+
+def with_value(base, at, value):
+    body = copy.deepcopy(base)
+    target = body
+    for part in at[:-1]:
+        target = target[part]
+    target[at[-1]] = value
+    return body
+
+
+def probe_outside(doc, srv, method, path, base, errors):
+    """Each bound of each scalar field, just outside; returns the count."""
+    sent = 0
+    for at, prop in scalar_fields(doc, method, path, base):
+        pointer = "/" + "/".join(at)
+        for value, bound in outside_values(prop):
+            st, body = srv.call(method, path, with_value(base, at, value), srv.key)
+            sent += 1
+            if not refused_at(st, body, pointer):
+                errors.append(f"{method} {path} {pointer}={str(value)[:40]} ({bound}): {st} "
+                              f"{body}, expected 400 at {pointer}")
+    return sent
+
+
+def probe_huge(doc, srv, method, path, base, skip, errors):
+    """Each field with no maximum in the spec, at a huge value; returns the
+    count.  These may be taken (and spend budget)."""
+    sent = 0
+    for at, prop in scalar_fields(doc, method, path, base):
+        pointer = "/" + "/".join(at)
+        huge = huge_value(prop)
+        if huge is None or at[-1] in skip or skip == ALL:
+            continue
+        st, body = srv.call(method, path, with_value(base, at, huge), srv.key)
+        sent += 1
+        if refused_at(st, body, pointer):
+            errors.append(f"{method} {path} {pointer}={huge}: refused there "
+                          f"({body.get('detail')}), but the spec states no maximum")
+    return sent
+
+
+def budgets(srv):
+    """Each dataset's budget summary (spent, reserved, remaining)."""
+    return {ds: srv.call("GET", f"/v1/datasets/{ds}/budget", key=srv.key)[1] for ds in DATASETS}
+
+
+def main():
+    with open(sys.argv[1], encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    errors = []
+    sent = 0
+    with Server() as srv:
+        for body in DATASETS.values():
+            st, answer = srv.call("POST", "/v1/datasets", body, srv.key)
+            assert st == 201, (st, answer)
+        st, answer = srv.call("PUT", "/v1/datasets/table/data?columns=x:numeric",
+                              "x\n1\n2\n3\n", srv.key, content_type="text/csv")
+        assert st in (200, 201), (st, answer)
+        st, answer = srv.call("PUT", "/v1/datasets/fm/data", {"builtin": "fashion-mnist"}, srv.key)
+        assert st in (200, 201), (st, answer)
+        for method, path, base, _ in OPERATIONS:
+            st, answer = srv.call(method, path, base, srv.key)
+            if st >= 300:
+                errors.append(f"the base of {method} {path} is refused: {st} {answer}")
+        before = budgets(srv)
+        for method, path, base, _ in OPERATIONS:
+            sent += probe_outside(doc, srv, method, path, base, errors)
+        if budgets(srv) != before:
+            errors.append(f"the refused requests moved a budget: {before} -> {budgets(srv)}")
+        for method, path, base, skip in OPERATIONS:
+            sent += probe_huge(doc, srv, method, path, base, skip, errors)
+    return finish(errors, f"{len(OPERATIONS)} operations, {sent} requests; {len(errors)} errors")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
