@@ -24,6 +24,7 @@ from dpgate_server import Server  # noqa: E402
 yaml = module_or_skip("yaml", "PyYAML")
 
 ALL = ("*",)
+NOISE_PARAMETERS = ("epsilon", "noise_multiplier", "scale", "sigma")
 LAPLACE = {"type": "laplace", "noise_multiplier": 1000}
 GAUSSIAN = {"type": "gaussian", "noise_multiplier": 1000}
 
@@ -61,6 +62,24 @@ OPERATIONS = [
      {"value": 1, "sensitivity": 1, "epsilon": 0.5, "delta": 1e-6, "ledger_delta": 1e-6}, ALL),
     ("POST", "/v1/datasets/replace/mechanisms/randomized_response",
      {"value": 1, "epsilon": 0.5, "num_buckets": 4}, ALL),
+    # Each noise parameter alone: beside another it is refused as a second.
+    ("POST", "/v1/datasets/rdp/mechanisms/laplace", {"value": 1, "sensitivity": 1, "scale": 2}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/laplace",
+     {"value": 1, "sensitivity": 1, "noise_multiplier": 2}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/gaussian", {"value": 1, "sensitivity": 1, "sigma": 2}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/discrete_laplace",
+     {"value": 3, "sensitivity": 1, "epsilon": 0.5}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/discrete_gaussian",
+     {"value": 3, "sensitivity": 1, "noise_multiplier": 2}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/exponential",
+     {"scores": [1, 2, 3], "sensitivity": 1, "epsilon": 0.5}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/permute_and_flip",
+     {"scores": [1, 2, 3], "sensitivity": 1, "epsilon": 0.5}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/report_noisy_max",
+     {"scores": [1, 2, 3], "sensitivity": 1, "noise": "gumbel", "epsilon": 0.5}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/report_noisy_max",
+     {"scores": [1, 2, 3], "sensitivity": 1, "noise": "gaussian", "sigma": 2}, ALL),
+    ("POST", "/v1/datasets/replace/mechanisms/label_em", {"labels": [0, 1, 1], "epsilon": 1}, ALL),
     ("POST", "/v1/datasets/table/queries",
      {"query": "quantile", "column": "x", "lo": 0, "hi": 10, "q": 0.5, "epsilon": 0.5}, ()),
     ("POST", "/v1/datasets/rdp/pate/sessions",
@@ -177,11 +196,20 @@ def with_value(base, at, value):
     return body
 
 
+def second_noise_parameter(path, base, at):
+    """A mechanism takes one noise parameter: another beside the base's is
+    refused as a second, whatever its value."""
+    return "/mechanisms/" in path and at[-1] in NOISE_PARAMETERS and \
+        any(k in base and k != at[-1] for k in NOISE_PARAMETERS)
+
+
 def probe_outside(doc, srv, method, path, base, errors):
     """Each bound of each scalar field, just outside; returns the count."""
     sent = 0
     for at, prop in scalar_fields(doc, method, path, base):
         pointer = "/" + "/".join(at)
+        if second_noise_parameter(path, base, at):
+            continue
         for value, bound in outside_values(prop):
             st, body = srv.call(method, path, with_value(base, at, value), srv.key)
             sent += 1
