@@ -8,13 +8,16 @@ maximum, either exclusive end, maxLength, minLength, enum): the server
 must refuse it with 400 as problem+json whose `field` points at that
 field.  A field whose schema declares no maximum is also sent a huge value
 (1e300, or 2^53 for an integer): a refusal of that at the field means the
-server has a maximum the spec does not state.  The refused requests change
-nothing: the datasets' budget summaries are read before and after.
+server has a maximum the spec does not state.  Then each bound of each GET's
+query parameters, just outside, is refused with 400 naming the parameter.
+The refused requests change nothing: the datasets' budget summaries are
+read before and after.
 Exits 77 when PyYAML is not installed."""
 import copy
 import os
 import re
 import sys
+import urllib.parse
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -25,6 +28,12 @@ yaml = module_or_skip("yaml", "PyYAML")
 
 ALL = ("*",)
 NOISE_PARAMETERS = ("epsilon", "noise_multiplier", "scale", "sigma")
+# The {id} of a GET's path for its query parameters, a dataset otherwise
+# (a job's is set once its job has run).
+QUERY_IDS = {"/v1/datasets/{id}/data": "table"}
+TRAIN_CSV = "x,y\n" + "".join(f"{i % 7},{'ab'[i % 2]}\n" for i in range(40))
+TRAIN_JOB = {"trainer": "dpsgd", "params": {"model": "logreg", "label": "y", "classes": ["a", "b"],
+                                            "epochs": 1, "lot_size": 10}}
 LAPLACE = {"type": "laplace", "noise_multiplier": 1000}
 GAUSSIAN = {"type": "gaussian", "noise_multiplier": 1000}
 
@@ -98,6 +107,7 @@ DATASETS = {
     "replace": {"id": "replace", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp",
                 "neighbor": "replace"},
     "fm": {"id": "fm", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
+    "train": {"id": "train", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
 }
 
 
@@ -236,6 +246,45 @@ def probe_huge(doc, srv, method, path, base, skip, errors):
     return sent
 
 
+def probe_query(doc, srv, errors):
+    """Each bound of each query parameter of a GET, just outside, refused
+    with 400 naming the parameter; returns the count."""
+    sent = 0
+    for path, item in doc["paths"].items():
+        op = item.get("get")
+        if not op:
+            continue
+        target = path.replace("{id}", QUERY_IDS.get(path, "rdp"))
+        params = [deref(doc, p) for p in (item.get("parameters") or []) +
+                  (op.get("parameters") or [])]
+        for p in params:
+            if p.get("in") != "query":
+                continue
+            for value, bound in outside_values(deref(doc, p.get("schema", {}))):
+                query = urllib.parse.urlencode({p["name"]: value})
+                st, body = srv.call("GET", f"{target}?{query}", key=srv.key)
+                sent += 1
+                if not refused_at(st, body, p["name"]):
+                    errors.append(f"GET {path}?{query} ({bound}): {st} {body}, "
+                                  f"expected 400 naming {p['name']}")
+    return sent
+
+
+def finished_job(srv):
+    """A job that has run, for the query parameters of /v1/jobs/{id}."""
+    st, answer = srv.call("PUT", "/v1/datasets/train/data?columns=x:numeric,y:categorical"
+                          "&row_count=public", TRAIN_CSV, srv.key, content_type="text/csv")
+    assert st in (200, 201), (st, answer)
+    st, job = srv.call("POST", "/v1/datasets/train/jobs", TRAIN_JOB, srv.key)
+    assert st == 202, (st, job)
+    for _ in range(60):
+        st, answer = srv.call("GET", f"/v1/jobs/{job['id']}?wait=5", key=srv.key)
+        if answer.get("state") == "succeeded":
+            return job["id"]
+        assert answer.get("state") in ("queued", "running"), answer
+    raise AssertionError(f"the job did not end: {answer}")
+
+
 def budgets(srv):
     """Each dataset's budget summary (spent, reserved, remaining)."""
     return {ds: srv.call("GET", f"/v1/datasets/{ds}/budget", key=srv.key)[1] for ds in DATASETS}
@@ -259,9 +308,11 @@ def main():
             st, answer = srv.call(method, path, base, srv.key)
             if st >= 300:
                 errors.append(f"the base of {method} {path} is refused: {st} {answer}")
+        QUERY_IDS["/v1/jobs/{id}"] = QUERY_IDS["/v1/jobs/{id}/model"] = finished_job(srv)
         before = budgets(srv)
         for method, path, base, _ in OPERATIONS:
             sent += probe_outside(doc, srv, method, path, base, errors)
+        sent += probe_query(doc, srv, errors)
         if budgets(srv) != before:
             errors.append(f"the refused requests moved a budget: {before} -> {budgets(srv)}")
         for method, path, base, skip in OPERATIONS:
