@@ -17,12 +17,13 @@ import copy
 import os
 import re
 import sys
+import time
 import urllib.parse
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check_report import finish, module_or_skip  # noqa: E402
-from dpgate_server import Server  # noqa: E402
+from dpgate_server import Server, time_scale  # noqa: E402
 
 yaml = module_or_skip("yaml", "PyYAML")
 
@@ -277,11 +278,13 @@ def finished_job(srv):
     assert st in (200, 201), (st, answer)
     st, job = srv.call("POST", "/v1/datasets/train/jobs", TRAIN_JOB, srv.key)
     assert st == 202, (st, job)
-    for _ in range(60):
-        st, answer = srv.call("GET", f"/v1/jobs/{job['id']}?wait=5", key=srv.key)
+    deadline = time.monotonic() + 60 * time_scale()
+    while time.monotonic() < deadline:
+        st, answer = srv.call("GET", f"/v1/jobs/{job['id']}", key=srv.key)
         if answer.get("state") == "succeeded":
             return job["id"]
         assert answer.get("state") in ("queued", "running"), answer
+        time.sleep(0.05)
     raise AssertionError(f"the job did not end: {answer}")
 
 
