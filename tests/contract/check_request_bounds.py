@@ -23,6 +23,7 @@ import urllib.parse
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check_report import finish, module_or_skip  # noqa: E402
+from spec_refs import deref  # noqa: E402
 from dpgate_server import Server, time_scale  # noqa: E402
 
 yaml = module_or_skip("yaml", "PyYAML")
@@ -110,15 +111,6 @@ DATASETS = {
     "fm": {"id": "fm", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
     "train": {"id": "train", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
 }
-
-
-def deref(doc, node):
-    while isinstance(node, dict) and "$ref" in node:
-        target = doc
-        for part in node["$ref"][2:].split("/"):
-            target = target[part.replace("~1", "/").replace("~0", "~")]
-        node = target
-    return node
 
 
 def spec_path(doc, path):

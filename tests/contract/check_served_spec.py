@@ -17,20 +17,12 @@ import urllib.parse
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check_report import finish, module_or_skip  # noqa: E402
+from spec_refs import deref  # noqa: E402
 from dpgate_server import Server  # noqa: E402
 
 yaml = module_or_skip("yaml", "PyYAML")
 
 OUTSIDE_ENUM = ["yes", "1", "0", "TRUE", "True", "", "true%20", "false,true"]
-
-
-def deref(doc, node):
-    while isinstance(node, dict) and "$ref" in node:
-        target = doc
-        for part in node["$ref"][2:].split("/"):
-            target = target[part.replace("~1", "/").replace("~0", "~")]
-        node = target
-    return node
 
 
 UNDECLARED = "zz_undeclared"
