@@ -30,6 +30,10 @@ yaml = module_or_skip("yaml", "PyYAML")
 
 ALL = ("*",)
 NOISE_PARAMETERS = ("epsilon", "noise_multiplier", "scale", "sigma")
+# What the setup makes for the operations' paths: a PATE session.
+RUN_IDS = {}
+SESSION = {"aggregator": "confident_gnmax", "num_teachers": 10, "num_classes": 3,
+           "sigma1": 2, "sigma2": 1, "threshold": 3}
 # The {id} of a GET's path for its query parameters, a dataset otherwise
 # (a job's is set once its job has run).
 QUERY_IDS = {"/v1/datasets/{id}/data": "table"}
@@ -98,6 +102,10 @@ OPERATIONS = [
       "sigma1": 2, "sigma2": 1, "threshold": 3}, ("threshold", "gamma")),
     ("POST", "/v1/datasets/rdp/pate/sessions",
      {"aggregator": "lnmax", "num_teachers": 10, "num_classes": 3, "gamma": 0.1}, ("threshold",)),
+    ("POST", "/v1/datasets/rdp/pate/sessions/{sid}/release",
+     {"beta": 0.01, "sigma": 15, "order": 10, "delta": 1e-5}, ()),
+    ("POST", "/v1/datasets/rdp/pate/sessions/{sid}/queries", {"queries": [{"votes": [8, 1, 1]}]},
+     ()),
     ("POST", "/v1/datasets/fm/jobs",
      {"trainer": "dpsgd", "dry_run": True, "params": {"epochs": 1}}, ()),
 ]
@@ -111,6 +119,13 @@ DATASETS = {
     "fm": {"id": "fm", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
     "train": {"id": "train", "budget": {"epsilon": 1000, "delta": 1e-5}, "accountant": "rdp"},
 }
+
+
+def concrete(path):
+    """The path with the ids made at setup in place of their names."""
+    for name, value in RUN_IDS.items():
+        path = path.replace(name, value)
+    return path
 
 
 def spec_path(doc, path):
@@ -175,12 +190,21 @@ def object_schema(doc, schema, base):
     raise KeyError(f"no variant of the schema holds {sorted(base)}")
 
 
+def scalar(prop):
+    """A nullable scalar ("type": [T, "null"]) as its T: null is a value
+    apart, and the bounds are T's."""
+    kinds = prop.get("type")
+    if isinstance(kinds, list) and len(kinds) == 2 and "null" in kinds:
+        return dict(prop, type=[k for k in kinds if k != "null"][0])
+    return prop
+
+
 def scalar_fields(doc, method, path, base):
     """(pointer, schema) of each scalar field of the body, and of each
     scalar member of an object field the base holds."""
     schema = object_schema(doc, request_schema(doc, method, path), base)
     for name, prop in (schema.get("properties") or {}).items():
-        prop = deref(doc, prop)
+        prop = scalar(deref(doc, prop))
         if prop.get("type") in ("number", "integer", "string"):
             yield (name,), prop
         elif isinstance(base.get(name), dict):
@@ -285,34 +309,44 @@ def budgets(srv):
     return {ds: srv.call("GET", f"/v1/datasets/{ds}/budget", key=srv.key)[1] for ds in DATASETS}
 
 
+def setup(srv):
+    """The datasets, the hosted tables, a PATE session and a job that has
+    run; returns the operations with their paths made concrete."""
+    for body in DATASETS.values():
+        st, answer = srv.call("POST", "/v1/datasets", body, srv.key)
+        assert st == 201, (st, answer)
+    st, answer = srv.call("PUT", "/v1/datasets/table/data?columns=x:numeric",
+                          "x\n1\n2\n3\n", srv.key, content_type="text/csv")
+    assert st in (200, 201), (st, answer)
+    st, answer = srv.call("PUT", "/v1/datasets/fm/data", {"builtin": "fashion-mnist"}, srv.key)
+    assert st in (200, 201), (st, answer)
+    st, answer = srv.call("POST", "/v1/datasets/rdp/pate/sessions", SESSION, srv.key)
+    assert st == 201, (st, answer)
+    RUN_IDS["{sid}"] = answer["id"]
+    QUERY_IDS["/v1/jobs/{id}"] = QUERY_IDS["/v1/jobs/{id}/model"] = finished_job(srv)
+    return [(m, concrete(p), b, s) for m, p, b, s in OPERATIONS]
+
+
 def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         doc = yaml.safe_load(f)
     errors = []
     sent = 0
     with Server() as srv:
-        for body in DATASETS.values():
-            st, answer = srv.call("POST", "/v1/datasets", body, srv.key)
-            assert st == 201, (st, answer)
-        st, answer = srv.call("PUT", "/v1/datasets/table/data?columns=x:numeric",
-                              "x\n1\n2\n3\n", srv.key, content_type="text/csv")
-        assert st in (200, 201), (st, answer)
-        st, answer = srv.call("PUT", "/v1/datasets/fm/data", {"builtin": "fashion-mnist"}, srv.key)
-        assert st in (200, 201), (st, answer)
-        for method, path, base, _ in OPERATIONS:
+        operations = setup(srv)
+        for method, path, base, _ in operations:
             st, answer = srv.call(method, path, base, srv.key)
             if st >= 300:
                 errors.append(f"the base of {method} {path} is refused: {st} {answer}")
-        QUERY_IDS["/v1/jobs/{id}"] = QUERY_IDS["/v1/jobs/{id}/model"] = finished_job(srv)
         before = budgets(srv)
-        for method, path, base, _ in OPERATIONS:
+        for method, path, base, _ in operations:
             sent += probe_outside(doc, srv, method, path, base, errors)
         sent += probe_query(doc, srv, errors)
         if budgets(srv) != before:
             errors.append(f"the refused requests moved a budget: {before} -> {budgets(srv)}")
-        for method, path, base, skip in OPERATIONS:
+        for method, path, base, skip in operations:
             sent += probe_huge(doc, srv, method, path, base, skip, errors)
-    return finish(errors, f"{len(OPERATIONS)} operations, {sent} requests; {len(errors)} errors")
+    return finish(errors, f"{len(operations)} operations, {sent} requests; {len(errors)} errors")
 
 
 if __name__ == "__main__":
