@@ -6,7 +6,8 @@ For each operation below, a body the server takes (the base) is sent with
 one field at a time set just outside a bound its schema declares (minimum,
 maximum, either exclusive end, maxLength, minLength, enum): the server
 must refuse it with 400 as problem+json whose `field` points at that
-field.  A field whose schema declares no maximum is also sent a huge value
+field; likewise an array the base holds, one item short of or past the
+counts its schema allows.  A field whose schema declares no maximum is also sent a huge value
 (1e300, or 2^53 for an integer): a refusal of that at the field means the
 server has a maximum the spec does not state.  Then each bound of each GET's
 query parameters, just outside, is refused with 400 naming the parameter.
@@ -56,7 +57,7 @@ OPERATIONS = [
      {"template": {"type": "gaussian", "noise_multiplier": None}, "epsilon": 1, "delta": 1e-5},
      ()),
     ("POST", "/v1/accountant/compare", {"event": GAUSSIAN, "delta": 1e-5}, ()),
-    ("POST", "/v1/accountant/rdp", {"event": GAUSSIAN}, ()),
+    ("POST", "/v1/accountant/rdp", {"event": GAUSSIAN, "orders": [2, 8]}, ()),
     ("POST", "/v1/pate/cost", {"votes": [8, 1, 1], "sigma": 5, "orders": [2, 8]}, ("threshold",)),
     ("POST", "/v1/pate/smooth-sensitivity",
      {"votes": [8, 1, 1], "num_teachers": 10, "sigma": 5, "order": 10, "beta": 0.01},
@@ -77,6 +78,8 @@ OPERATIONS = [
      {"value": 1, "sensitivity": 1, "epsilon": 0.5, "delta": 1e-6, "ledger_delta": 1e-6}, ALL),
     ("POST", "/v1/datasets/replace/mechanisms/randomized_response",
      {"value": 1, "epsilon": 0.5, "num_buckets": 4}, ALL),
+    ("POST", "/v1/datasets/rdp/mechanisms/laplace",
+     {"values": [1, 2], "sensitivity": 1, "epsilon": 0.5}, ALL),
     # Each noise parameter alone: beside another it is refused as a second.
     ("POST", "/v1/datasets/rdp/mechanisms/laplace", {"value": 1, "sensitivity": 1, "scale": 2}, ALL),
     ("POST", "/v1/datasets/rdp/mechanisms/laplace",
@@ -99,7 +102,7 @@ OPERATIONS = [
      {"query": "quantile", "column": "x", "lo": 0, "hi": 10, "q": 0.5, "epsilon": 0.5}, ()),
     ("POST", "/v1/datasets/rdp/pate/sessions",
      {"aggregator": "confident_gnmax", "num_teachers": 10, "num_classes": 3,
-      "sigma1": 2, "sigma2": 1, "threshold": 3}, ("threshold", "gamma")),
+      "sigma1": 2, "sigma2": 1, "threshold": 3, "orders": [2, 8]}, ("threshold", "gamma")),
     ("POST", "/v1/datasets/rdp/pate/sessions",
      {"aggregator": "lnmax", "num_teachers": 10, "num_classes": 3, "gamma": 0.1}, ("threshold",)),
     ("POST", "/v1/datasets/rdp/pate/sessions/{sid}/release",
@@ -246,6 +249,35 @@ def probe_outside(doc, srv, method, path, base, errors):
     return sent
 
 
+def array_lengths(prop, items):
+    """Lists just outside the item counts array schema `prop` declares,
+    made of the base's first item."""
+    out = []
+    if prop.get("minItems", 0) >= 1:
+        out.append((items[:1] * (prop["minItems"] - 1), f"minItems {prop['minItems']}"))
+    if "maxItems" in prop:
+        out.append((items[:1] * (prop["maxItems"] + 1), f"maxItems {prop['maxItems']}"))
+    return out
+
+
+def probe_arrays(doc, srv, method, path, base, errors):
+    """Each array the base holds, one item fewer or more than its schema
+    allows; returns the count."""
+    sent = 0
+    schema = object_schema(doc, request_schema(doc, method, path), base)
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = deref(doc, prop)
+        if prop.get("type") != "array" or not base.get(name):
+            continue
+        for value, bound in array_lengths(prop, base[name]):
+            st, body = srv.call(method, path, dict(base, **{name: value}), srv.key)
+            sent += 1
+            if not refused_at(st, body, "/" + name):
+                errors.append(f"{method} {path} /{name} of {len(value)} items ({bound}): {st} "
+                              f"{body}, expected 400 at /{name}")
+    return sent
+
+
 def probe_huge(doc, srv, method, path, base, skip, errors):
     """Each field with no maximum in the spec, at a huge value; returns the
     count.  These may be taken (and spend budget)."""
@@ -341,6 +373,7 @@ def main():
         before = budgets(srv)
         for method, path, base, _ in operations:
             sent += probe_outside(doc, srv, method, path, base, errors)
+            sent += probe_arrays(doc, srv, method, path, base, errors)
         sent += probe_query(doc, srv, errors)
         if budgets(srv) != before:
             errors.append(f"the refused requests moved a budget: {before} -> {budgets(srv)}")
