@@ -226,13 +226,6 @@ static int parse_hidden(const json_t *params, trn_dpsgd_params *p, acct_error *e
 	return rc < 0 ? rc : 0;
 }
 
-/*
- * A cnn's fields: "image_channels", "conv_channels" (one block's or a list),
- * "kernel" (one side for every block, or one per block), the tempered
- * sigmoid's "sigmoid_scale", "sigmoid_temperature", "sigmoid_offset" (with
- * activation "tempered_sigmoid" only), and its one dense hidden layer of
- * 32 units unless "hidden" names it.  Another model given any is refused.
- */
 #define T trn_dpsgd_params
 /* The tempered sigmoid's (Papernot et al. 2021) scale, inverse temperature
  * and offset. */
@@ -243,6 +236,13 @@ static const param_field cnn_sigmoid[] = {
 };
 #undef T
 
+/*
+ * A cnn's fields: "image_channels", "conv_channels" (one block's or a list),
+ * "kernel" (one side for every block, or one per block), the tempered
+ * sigmoid's "sigmoid_scale", "sigmoid_temperature", "sigmoid_offset" (with
+ * activation "tempered_sigmoid" only), and its one dense hidden layer of
+ * 32 units unless "hidden" names it.  Another model given any is refused.
+ */
 static int parse_cnn(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
 	static const char *const cnn_only[] = {"image_channels", "conv_channels", "kernel",
