@@ -7,7 +7,12 @@ one alternative; the alternatives matched are printed.  Exits 0 when the
 body is valid, 1 when not (with the reasons), 2 on bad arguments, 77
 (meson's "skipped") when PyYAML or jsonschema is not installed."""
 import json
+import os
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from spec_refs import deref  # noqa: E402
 
 try:
     import yaml
@@ -15,19 +20,6 @@ try:
 except ImportError:
     print("PyYAML or jsonschema not installed: skipped")
     sys.exit(77)
-
-
-def follow(doc, ref):
-    node = doc
-    for part in ref[2:].split("/"):
-        node = node[part.replace("~1", "/").replace("~0", "~")]
-    return node
-
-
-def deref(doc, node):
-    while isinstance(node, dict) and "$ref" in node:
-        node = follow(doc, node["$ref"])
-    return node
 
 
 def main():

@@ -1,5 +1,6 @@
 """spec_refs.py: following `$ref` in the parsed openapi.yaml, for the
-contract checks that walk its schemas."""
+Python checks that walk its schemas (the contract checks, and the
+response check the integration tests call)."""
 
 
 def deref(doc, node):
