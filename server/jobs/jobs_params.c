@@ -12,17 +12,18 @@
 #include "jobs.h"
 #include "json.h"
 
-static int parse_enum(const json_t *params, const char *key, int (*from)(const char *, void *),
-		      void *ret, const char *allowed, acct_error *err)
+static int parse_enum(const json_t *params, const char *where, const char *key,
+		      int (*from)(const char *, void *), void *ret, const char *allowed,
+		      acct_error *err)
 {
 	const char *s = NULL;
 	char ptr[ACCT_ERROR_WHERE_BYTES];
-	int rc = srv_json_string(params, "/params", key, 0, 32, &s, err);
+	int rc = srv_json_string(params, where, key, 0, 32, &s, err);
 
 	if (rc <= 0)
 		return rc;
 	if (from(s, ret) < 0) {
-		srv_json_pointer(ptr, sizeof(ptr), "/params", key);
+		srv_json_pointer(ptr, sizeof(ptr), where, key);
 		return acct_error_set(err, ACCT_EINVAL, ptr, "'%s' must be one of %s", key, allowed);
 	}
 	return 1;
@@ -76,7 +77,9 @@ typedef struct {
 #define PARAM_TEXT(key, flags, max_bytes) {key, PF_TEXT, 0, flags, 0, max_bytes, NULL, NULL}
 #define PARAM_ROWS(table) (sizeof(table) / sizeof((table)[0]))
 
-static int parse_field(const json_t *params, const param_field *f, void *p, acct_error *err)
+/* Field f of the object `params` at JSON pointer `where` into *p. */
+static int parse_field(const json_t *params, const char *where, const param_field *f, void *p,
+		       acct_error *err)
 {
 	void *at = (char *)p + f->offset;
 	const char *s = NULL;
@@ -85,18 +88,18 @@ static int parse_field(const json_t *params, const param_field *f, void *p, acct
 
 	switch (f->kind) {
 	case PF_REAL:
-		return srv_json_real(params, "/params", f->key, f->flags, f->lo, f->hi, at, err);
+		return srv_json_real(params, where, f->key, f->flags, f->lo, f->hi, at, err);
 	case PF_BOOL:
-		return srv_json_bool(params, "/params", f->key, f->flags, at, err);
+		return srv_json_bool(params, where, f->key, f->flags, at, err);
 	case PF_ENUM:
-		return parse_enum(params, f->key, f->from, at, f->allowed, err);
+		return parse_enum(params, where, f->key, f->from, at, f->allowed, err);
 	case PF_TEXT:
-		return srv_json_string(params, "/params", f->key, f->flags, (size_t)f->hi, &s, err);
+		return srv_json_string(params, where, f->key, f->flags, (size_t)f->hi, &s, err);
 	case PF_U32:
 	case PF_U64:
 		break;
 	}
-	rc = srv_json_int(params, "/params", f->key, f->flags, (int64_t)f->lo, (int64_t)f->hi, &v,
+	rc = srv_json_int(params, where, f->key, f->flags, (int64_t)f->lo, (int64_t)f->hi, &v,
 			  err);
 	if (rc == 1 && f->kind == PF_U32)
 		*(uint32_t *)at = (uint32_t)v;
@@ -106,13 +109,13 @@ static int parse_field(const json_t *params, const param_field *f, void *p, acct
 }
 
 /* The fields of `table` into *p, in order; the first one at fault stops. */
-static int parse_fields(const json_t *params, const param_field *table, size_t n, void *p,
-			acct_error *err)
+static int parse_fields(const json_t *params, const char *where, const param_field *table,
+			size_t n, void *p, acct_error *err)
 {
 	int rc = 0;
 
 	for (size_t i = 0; rc >= 0 && i < n; i++)
-		rc = parse_field(params, &table[i], p, err);
+		rc = parse_field(params, where, &table[i], p, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -145,14 +148,15 @@ static const param_field dpsgd_scalars[] = {
  * final one is given. */
 static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
-	int rc = parse_field(params, &dpsgd_model, p, err);
+	int rc = parse_field(params, "/params", &dpsgd_model, p, err);
 
 	if (rc >= 0)
-		rc = parse_field(params,
+		rc = parse_field(params, "/params",
 				 p->model == TRN_MODEL_CNN ? &cnn_activation : &dpsgd_activation, p,
 				 err);
 	if (rc >= 0)
-		rc = parse_fields(params, dpsgd_scalars, PARAM_ROWS(dpsgd_scalars), p, err);
+		rc = parse_fields(params, "/params", dpsgd_scalars, PARAM_ROWS(dpsgd_scalars), p,
+				  err);
 	if (rc >= 0 && json_object_get(params, "learning_rate") &&
 	    !json_object_get(params, "learning_rate_final"))
 		p->learning_rate_final = p->learning_rate;
@@ -163,7 +167,7 @@ static int parse_scalars(const json_t *params, trn_dpsgd_params *p, acct_error *
  * as its other fields are). */
 static int parse_precision(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
-	int rc = parse_enum(params, "precision", precision_from, &p->precision,
+	int rc = parse_enum(params, "/params", "precision", precision_from, &p->precision,
 			    "\"float64\", \"float32\" (a cnn's)", err);
 
 	if (rc == 1 && p->model != TRN_MODEL_CNN)
@@ -176,7 +180,7 @@ static int parse_precision(const json_t *params, trn_dpsgd_params *p, acct_error
  * without them the rows would go in raw, which the request did not ask. */
 static int parse_features(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 {
-	int rc = parse_enum(params, "features", features_from, &p->features,
+	int rc = parse_enum(params, "/params", "features", features_from, &p->features,
 			    "\"pca\", \"raw\", \"scatter\"", err);
 
 	if (rc == 1 && p->features == TRN_FEATURES_PCA && p->pca_components == 0)
@@ -281,7 +285,7 @@ static int parse_cnn(const json_t *params, trn_dpsgd_params *p, acct_error *err)
 		return acct_error_set(err, ACCT_EINVAL, "/params/kernel",
 				      "'kernel' is one side, or one per conv block (%u)", p->n_conv);
 	if (rc >= 0)
-		rc = parse_fields(params, cnn_sigmoid, PARAM_ROWS(cnn_sigmoid), p, err);
+		rc = parse_fields(params, "/params", cnn_sigmoid, PARAM_ROWS(cnn_sigmoid), p, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -330,7 +334,7 @@ int srv__jobs_parse_params(const json_t *params, trn_dpsgd_params *p, acct_error
 	if (rc >= 0)
 		rc = parse_cnn(params, p, err);
 	if (rc >= 0)
-		rc = parse_fields(params, dpsgd_data, PARAM_ROWS(dpsgd_data), p, err);
+		rc = parse_fields(params, "/params", dpsgd_data, PARAM_ROWS(dpsgd_data), p, err);
 	if (rc >= 0 && p->model == TRN_MODEL_LOGREG)
 		p->n_hidden = 0;
 	json_decref((json_t *)params);
@@ -578,13 +582,15 @@ int srv__jobs_parse_ensemble(const json_t *params, trn_ensemble_params *p, acct_
 	trn_ensemble_params_default(p);
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
-		rc = parse_fields(params, ensemble_fields, PARAM_ROWS(ensemble_fields), p, err);
+		rc = parse_fields(params, "/params", ensemble_fields, PARAM_ROWS(ensemble_fields), p,
+				  err);
 	if (rc >= 0)
 		rc = parse_parties(params, DPG_MAX_ENSEMBLE_PARTIES, &p->parties, err);
 	if (rc >= 0)
 		rc = parse_local_models(params, p, err);
 	if (rc >= 0)
-		rc = parse_fields(params, ensemble_scalars, PARAM_ROWS(ensemble_scalars), p, err);
+		rc = parse_fields(params, "/params", ensemble_scalars, PARAM_ROWS(ensemble_scalars), p,
+				  err);
 	if (rc < 0)
 		return rc;
 	return trn_ensemble_params_validate(p, err);
@@ -642,7 +648,7 @@ int srv__jobs_parse_slmc(const json_t *params, trn_slmc_params *p, acct_error *e
 		return trn_slmc_params_validate(p, err);
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
-		rc = parse_fields(params, slmc_fields, PARAM_ROWS(slmc_fields), p, err);
+		rc = parse_fields(params, "/params", slmc_fields, PARAM_ROWS(slmc_fields), p, err);
 	/* The default is a target epsilon; a noise multiplier given alone
 	 * replaces it (both given is refused by the validation). */
 	if (rc >= 0 && json_object_get(params, "noise_multiplier") &&
@@ -706,7 +712,8 @@ int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_
 	trn_label_em_params_default(p);
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
-		rc = parse_fields(params, label_em_fields, PARAM_ROWS(label_em_fields), p, err);
+		rc = parse_fields(params, "/params", label_em_fields, PARAM_ROWS(label_em_fields), p,
+				  err);
 	/* "hidden" as DP-SGD reads it; a linear model has none. */
 	memset(&widths, 0, sizeof(widths));
 	widths.n_hidden = 1;
@@ -755,33 +762,15 @@ static int parse_pate_hidden(const json_t *m, const char *key, trn_pate_model_pa
 	return 0;
 }
 
-/* The scalars of a pate model object at `where`, each over its default. */
-static int parse_pate_model_scalars(const json_t *m, const char *key, trn_pate_model_params *ret,
-				    acct_error *err)
-{
-	char where[ACCT_ERROR_WHERE_BYTES];
-	int64_t epochs = ret->epochs, lot = ret->lot_size;
-	const char *act = NULL;
-	int rc;
-
-	snprintf(where, sizeof(where), "/params/%s", key);
-	if ((rc = srv_json_int(m, where, "epochs", 0, 1, DPG_MAX_EPOCHS, &epochs, err)) < 0 ||
-	    (rc = srv_json_int(m, where, "lot_size", 0, 1, DPG_MAX_LOT_SIZE, &lot, err)) < 0 ||
-	    (rc = srv_json_real(m, where, "learning_rate", SRV_LO_OPEN, 0, 1e3, &ret->learning_rate,
-				err)) < 0 ||
-	    (rc = srv_json_real(m, where, "momentum", SRV_HI_OPEN, 0, 1, &ret->momentum, err)) < 0 ||
-	    (rc = srv_json_string(m, where, "activation", 0, 32, &act, err)) < 0)
-		return rc;
-	if (act && trn_activation_from_name(act, &ret->activation) < 0) {
-		char ptr[ACCT_ERROR_WHERE_BYTES];
-
-		snprintf(ptr, sizeof(ptr), "/params/%s/activation", key);
-		return acct_error_set(err, ACCT_EINVAL, ptr, "'activation' must be \"relu\" or \"tanh\"");
-	}
-	ret->epochs = (uint32_t)epochs;
-	ret->lot_size = (uint32_t)lot;
-	return parse_pate_hidden(m, key, ret, err);
-}
+#define T trn_pate_model_params
+static const param_field pate_model_scalars[] = {
+	PARAM_U32(T, "epochs", epochs, 1, DPG_MAX_EPOCHS),
+	PARAM_U32(T, "lot_size", lot_size, 1, DPG_MAX_LOT_SIZE),
+	PARAM_REAL(T, "learning_rate", learning_rate, SRV_LO_OPEN, 0, 1e3),
+	PARAM_REAL(T, "momentum", momentum, SRV_HI_OPEN, 0, 1),
+	PARAM_ENUM(T, "activation", activation, act_from, "\"relu\", \"tanh\""),
+};
+#undef T
 
 /* "teacher_model" or "student_model": a kind ("logreg" | "mlp") or an
  * object {model, hidden, activation, epochs, lot_size, learning_rate,
@@ -813,7 +802,10 @@ static int parse_pate_model(const json_t *params, const char *key, trn_pate_mode
 		ret->n_hidden = 1;
 		ret->hidden[0] = 100;
 	}
-	if (json_is_object(m) && (rc = parse_pate_model_scalars(m, key, ret, err)) < 0)
+	if (json_is_object(m) &&
+	    ((rc = parse_fields(m, where, pate_model_scalars, PARAM_ROWS(pate_model_scalars), ret,
+				err)) < 0 ||
+	     (rc = parse_pate_hidden(m, key, ret, err)) < 0))
 		return rc;
 	if (ret->model == TRN_MODEL_LOGREG && ret->n_hidden > 0 && json_object_get(m, "hidden"))
 		return acct_error_set(err, ACCT_EINVAL, where, "logreg has no hidden layers");
@@ -873,13 +865,13 @@ int srv__jobs_parse_pate(const json_t *params, trn_pate_params *p, acct_error *e
 	trn_pate_params_default(p);
 	rc = params_object(params, keys, err);
 	if (rc >= 0)
-		rc = parse_fields(params, pate_scalars, PARAM_ROWS(pate_scalars), p, err);
+		rc = parse_fields(params, "/params", pate_scalars, PARAM_ROWS(pate_scalars), p, err);
 	if (rc >= 0)
 		rc = parse_pate_model(params, "teacher_model", &p->teacher, err);
 	if (rc >= 0)
 		rc = parse_pate_model(params, "student_model", &p->student, err);
 	if (rc >= 0)
-		rc = parse_fields(params, pate_data, PARAM_ROWS(pate_data), p, err);
+		rc = parse_fields(params, "/params", pate_data, PARAM_ROWS(pate_data), p, err);
 	if (rc < 0)
 		return rc;
 	return trn_pate_params_validate(p, err);

@@ -254,6 +254,39 @@ Test(params, each_pate_scalar_lands_in_its_member)
 	cr_expect_eq(p->release_order, 10.0);
 }
 
+/* A pate model object's scalars, in either model, land in that model's
+ * members, and the other model keeps its defaults. */
+Test(params, each_pate_model_scalar_lands_in_its_member)
+{
+	static const char *const keys[] = {"teacher_model", "student_model"};
+
+	for (int k = 0; k < 2; k++) {
+		char text[256];
+		any_params a, d;
+		const trn_pate_model_params *m = k ? &a.pate.student : &a.pate.teacher;
+		const trn_pate_model_params *other = k ? &a.pate.teacher : &a.pate.student;
+		const trn_pate_model_params *other_d = k ? &d.pate.teacher : &d.pate.student;
+
+		snprintf(text, sizeof(text),
+			 "{\"%s\":{\"model\":\"mlp\",\"hidden\":[7,5],\"activation\":\"tanh\","
+			 "\"epochs\":13,\"lot_size\":17,\"learning_rate\":0.375,\"momentum\":0.25}}",
+			 keys[k]);
+		parse_ok(pate, text, &a);
+		parse_ok(pate, "{}", &d);
+		cr_expect_eq(m->model, TRN_MODEL_MLP, "%s", keys[k]);
+		cr_expect_eq(m->n_hidden, 2, "%s", keys[k]);
+		cr_expect_eq(m->hidden[0], 7, "%s", keys[k]);
+		cr_expect_eq(m->hidden[1], 5, "%s", keys[k]);
+		cr_expect_eq(m->activation, TRN_ACT_TANH, "%s", keys[k]);
+		cr_expect_eq(m->epochs, 13, "%s", keys[k]);
+		cr_expect_eq(m->lot_size, 17, "%s", keys[k]);
+		cr_expect_eq(m->learning_rate, 0.375, "%s", keys[k]);
+		cr_expect_eq(m->momentum, 0.25, "%s", keys[k]);
+		cr_expect_eq(memcmp(other, other_d, sizeof(*other)), 0, "%s moved the other model",
+			     keys[k]);
+	}
+}
+
 /*
  * A field's value just inside (taken) and just outside (refused at `where`,
  * /params/<key> when NULL) a bound of the spec; no inside value where the
@@ -423,6 +456,8 @@ static const bound_case bounds[] = {
 	 "/params/teacher_model/learning_rate"},
 	{pate, "{}", "student_model", "{\"momentum\":0}", "{\"momentum\":1}",
 	 "/params/student_model/momentum"},
+	{pate, "{}", "student_model", "{\"activation\":\"tanh\"}",
+	 "{\"activation\":\"sigmoid\"}", "/params/student_model/activation"},
 	{pate, "{}", "teacher_model", "{\"model\":\"mlp\",\"hidden\":4096}",
 	 "{\"model\":\"mlp\",\"hidden\":4097}", "/params/teacher_model/hidden"},
 };
