@@ -20,6 +20,7 @@
 #include "json.h"
 #include "api.h"
 #include "test_admit.h"
+#include "test_events.h"
 #include "test_gauss.h"
 #include "test_math.h"
 
@@ -34,24 +35,6 @@ static acct_event *gauss(double s)
 	acct_event *e = acct_event_new(ACCT_EV_GAUSSIAN);
 
 	e->u.gaussian.noise_multiplier = s;
-	return e;
-}
-
-static acct_event *laplace(double b)
-{
-	acct_event *e = acct_event_new(ACCT_EV_LAPLACE);
-
-	e->u.laplace.noise_multiplier = b;
-	return e;
-}
-
-/* k-ary randomized response with noise parameter p. */
-static acct_event *rand_response(double p, int k)
-{
-	acct_event *e = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
-
-	e->u.randomized_response.noise_parameter = p;
-	e->u.randomized_response.num_buckets = k;
 	return e;
 }
 
@@ -202,7 +185,7 @@ Test(rdp, pate_gnss_is_theorem_23)
 Test(rdp, laplace_matches_quadrature)
 {
 	double orders[] = {1.5, 2, 5.5, 20}, r[4];
-	acct_event *e = laplace(2.0);
+	acct_event *e = test_laplace(2.0);
 	acct_error err;
 
 	acct_error_init(&err);
@@ -222,7 +205,7 @@ Test(rdp, randomized_response_direct_sum)
 {
 	double p = 0.3, orders[] = {2, 7.5}, r[2];
 	int k = 5;
-	acct_event *e = rand_response(p, k);
+	acct_event *e = test_rand_response(p, k);
 	acct_error err;
 
 	acct_error_init(&err);
@@ -486,7 +469,7 @@ Test(edge, delta_zero)
 	acct_options o = opts(ACCT_BASIC, ACCT_ADD_REMOVE);
 	acct_result r;
 	acct_error err;
-	acct_event *l = acct_event_self_composed(4, laplace(8.0)), *g = gauss(1.0);
+	acct_event *l = acct_event_self_composed(4, test_laplace(8.0)), *g = gauss(1.0);
 
 	acct_error_init(&err);
 	cr_assert_eq(acct_epsilon(l, 0.0, &o, &r, &err), 0);
@@ -523,9 +506,9 @@ Test(edge, unpriceable_events)
 	acct_result r;
 	acct_error err;
 	acct_options o = opts(ACCT_MOMENTS, ACCT_ADD_REMOVE);
-	acct_event *l = acct_event_self_composed(3, laplace(1.0));
+	acct_event *l = acct_event_self_composed(3, test_laplace(1.0));
 	acct_event *sg = acct_event_self_composed(3, acct_event_poisson_sampled(0.1, gauss(1.0)));
-	acct_event *sl = acct_event_poisson_sampled(0.1, laplace(1.0));
+	acct_event *sl = acct_event_poisson_sampled(0.1, test_laplace(1.0));
 
 	acct_error_init(&err);
 	cr_expect_eq(acct_epsilon(l, 1e-5, &o, &r, &err), ACCT_EUNSUPPORTED);
@@ -654,7 +637,7 @@ Test(pld, many_compositions_never_below_exact)
  */
 Test(pld, discrete_base_has_only_its_atoms)
 {
-	acct_event *rr = rand_response(0.5, 4);
+	acct_event *rr = test_rand_response(0.5, 4);
 	acct_event *two[2] = {acct_event_epsilon_delta(0.1, 1e-7),
 			      acct_event_epsilon_delta(0.3, 0)};
 	struct {
@@ -831,7 +814,7 @@ Test(pld, work_limit_and_basic_fallback)
 Test(calibrate, pld_search_shares_one_work_budget)
 {
 	acct_options o = opts(ACCT_PLD, ACCT_REPLACE);
-	acct_event *rr = rand_response(0.5, 4);
+	acct_event *rr = test_rand_response(0.5, 4);
 	acct_error err;
 	double v, e;
 
@@ -851,7 +834,7 @@ Test(calibrate, pld_search_shares_one_work_budget)
 Test(calibrate, a_target_no_value_crosses_is_refused_at_epsilon)
 {
 	acct_options o = opts(ACCT_RDP, ACCT_REPLACE);
-	acct_event *rr = rand_response(0.5, 2);
+	acct_event *rr = test_rand_response(0.5, 2);
 	acct_error err;
 	double v, e;
 
@@ -872,7 +855,7 @@ Test(calibrate, a_target_no_value_crosses_is_refused_at_epsilon)
 Test(calibrate, a_noise_parameter_near_one_is_found_not_rounded_to_one)
 {
 	acct_options o = opts(ACCT_ZCDP, ACCT_REPLACE);
-	acct_event *rr = rand_response(0.5, 1000000000);
+	acct_event *rr = test_rand_response(0.5, 1000000000);
 	acct_error err;
 	double v, e;
 
@@ -1174,7 +1157,7 @@ Test(calibrate, laplace_and_count)
 	acct_options o = opts(ACCT_BASIC, ACCT_ADD_REMOVE);
 	acct_error err;
 	double v, e;
-	acct_event *l = acct_event_self_composed(10, laplace(1.0));
+	acct_event *l = acct_event_self_composed(10, test_laplace(1.0));
 	acct_event *c = acct_event_self_composed(1, acct_event_epsilon_delta(0.125, 0));
 
 	acct_error_init(&err);

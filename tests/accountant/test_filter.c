@@ -10,6 +10,7 @@
 
 #include "acct.h"
 #include "test_admit.h"
+#include "test_events.h"
 
 static acct_cost cost2(double e, double d)
 {
@@ -120,9 +121,8 @@ Test(basic_filter, laplace_is_pure_epsilon)
 	acct_filter f;
 	acct_cost c;
 	acct_error err;
-	acct_event *ev = acct_event_new(ACCT_EV_LAPLACE);
+	acct_event *ev = test_laplace(4.0);
 
-	ev->u.laplace.noise_multiplier = 4.0;
 	acct_error_init(&err);
 	cr_assert_eq(acct_filter_init(&f, ACCT_LEDGER_BASIC, ACCT_ADD_REMOVE, 1.0, 0.0, &err), 0);
 	cr_assert_eq(acct_filter_price(&f, ev, 0.0, &c, &err), 0);
@@ -218,15 +218,6 @@ static acct_event *dlap(double a, double d)
 	return ev;
 }
 
-static acct_event *rr(double p, int64_t k)
-{
-	acct_event *ev = acct_event_new(ACCT_EV_RANDOMIZED_RESPONSE);
-
-	ev->u.randomized_response.noise_parameter = p;
-	ev->u.randomized_response.num_buckets = k;
-	return ev;
-}
-
 Test(basic_filter, discrete_laplace_is_a_times_sensitivity)
 {
 	/* pmf proportional to exp(-a|x|): loss a(|x-D| - |x|) <= a D. */
@@ -256,23 +247,25 @@ Test(basic_filter, randomized_response_is_log_of_the_ratio)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		long double p = cases[i].p, k = (long double)cases[i].k;
 		long double exact = logl(1.0L + k * (1.0L - p) / p);
-		double e = basic_cost(ACCT_REPLACE, rr(cases[i].p, cases[i].k), &rc);
+		double e =
+			basic_cost(ACCT_REPLACE, test_rand_response(cases[i].p, cases[i].k), &rc);
 
 		cr_assert_eq(rc, 0, "case %zu", i);
 		cr_assert((long double)e >= exact, "case %zu: %.17g below the exact epsilon", i, e);
 		cr_assert((long double)e <= exact * (1.0L + 16 * DBL_EPSILON), "case %zu: %.17g", i, e);
 	}
 	/* ln 5 for p = 1/2, k = 4 (the stateless basic accountant agrees). */
-	cr_assert_float_eq(basic_cost(ACCT_REPLACE, rr(0.5, 4), &rc), log(5.0), 1e-15);
+	cr_assert_float_eq(basic_cost(ACCT_REPLACE, test_rand_response(0.5, 4), &rc), log(5.0),
+			   1e-15);
 	/* p = 1: the output ignores the input. */
-	cr_assert_eq(basic_cost(ACCT_REPLACE, rr(1.0, 4), &rc), 0.0);
+	cr_assert_eq(basic_cost(ACCT_REPLACE, test_rand_response(1.0, 4), &rc), 0.0);
 }
 
 Test(basic_filter, randomized_response_needs_replace)
 {
 	int rc;
 
-	cr_assert(isnan(basic_cost(ACCT_ADD_REMOVE, rr(0.5, 4), &rc)));
+	cr_assert(isnan(basic_cost(ACCT_ADD_REMOVE, test_rand_response(0.5, 4), &rc)));
 	cr_assert_eq(rc, ACCT_EUNSUPPORTED);
 }
 
