@@ -63,9 +63,9 @@ struct srv_table_cache {
 	pthread_cond_t slot;   /* a parse slot came free */
 	srv_list list;         /* most recently used first */
 	srv_list parsing;      /* entries whose claim is held */
-	size_t max_bytes, bytes, tables;
-	unsigned parses, max_parses; /* claims held; at most that many */
-	unsigned long long hits, misses, evictions, waits, slot_waits;
+	size_t max_bytes;
+	unsigned max_parses;      /* claims held at once, at most */
+	srv_table_cache_stats st; /* kept tables, claims held, counters */
 };
 
 /* The entry whose link is l (its first member); NULL for NULL. */
@@ -102,16 +102,16 @@ static void unlink_entry(srv_table_cache *c, srv_table_ref *e)
 {
 	srv_list_unlink(&c->list, &e->link);
 	e->listed = false;
-	c->bytes -= e->bytes;
-	c->tables--;
+	c->st.bytes -= e->bytes;
+	c->st.tables--;
 }
 
 static void push_front(srv_table_cache *c, srv_table_ref *e)
 {
 	srv_list_push_front(&c->list, &e->link);
 	e->listed = true;
-	c->bytes += e->bytes;
-	c->tables++;
+	c->st.bytes += e->bytes;
+	c->st.tables++;
 }
 
 /* Takes e out of the list; frees it when nobody uses it.  Under the lock. */
@@ -128,12 +128,12 @@ static void shrink(srv_table_cache *c)
 {
 	srv_table_ref *e = ref_of(c->list.tail);
 
-	while (e && c->bytes > c->max_bytes) {
+	while (e && c->st.bytes > c->max_bytes) {
 		srv_table_ref *prev = ref_of(e->link.prev);
 
 		if (e->refs == 0) {
 			drop_entry(c, e);
-			c->evictions++;
+			c->st.evictions++;
 		}
 		e = prev;
 	}
@@ -250,9 +250,9 @@ srv_table_ref *srv_table_cache_find(srv_table_cache *c, const char *path, const 
 	pthread_mutex_lock(&c->lock);
 	e = lookup_and_use(c, path, st, schema);
 	if (e)
-		c->hits++;
+		c->st.hits++;
 	else
-		c->misses++;
+		c->st.misses++;
 	pthread_mutex_unlock(&c->lock);
 	return e;
 }
@@ -327,17 +327,17 @@ static srv_table_ref *wait_for_parse(srv_table_cache *c, srv_table_ref *e)
  * the lock, which the wait releases. */
 static void take_slot(srv_table_cache *c)
 {
-	if (c->parses >= c->max_parses)
-		c->slot_waits++;
-	while (c->parses >= c->max_parses)
+	if (c->st.parsing >= c->max_parses)
+		c->st.slot_waits++;
+	while (c->st.parsing >= c->max_parses)
 		pthread_cond_wait(&c->slot, &c->lock);
-	c->parses++;
+	c->st.parsing++;
 }
 
 /* Frees a slot take_slot took.  Under the lock. */
 static void give_slot(srv_table_cache *c)
 {
-	c->parses--;
+	c->st.parsing--;
 	pthread_cond_signal(&c->slot);
 }
 
@@ -368,7 +368,7 @@ static srv_table_claim *claim_parse(srv_table_cache *c, srv_table_ref *mine)
 {
 	mine->state = ENTRY_PARSING;
 	srv_list_push_front(&c->parsing, &mine->link);
-	c->misses++;
+	c->st.misses++;
 	take_slot(c);
 	return &mine->claim;
 }
@@ -387,11 +387,11 @@ srv_table_ref *srv_table_cache_get(srv_table_cache *c, const char *path, const s
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		if ((e = lookup_and_use(c, path, st, schema))) {
-			c->hits++;
+			c->st.hits++;
 			break;
 		}
 		if ((parsing = lookup(&c->parsing, path, st, schema))) {
-			c->waits++;
+			c->st.waits++;
 			if ((e = wait_for_parse(c, parsing)))
 				break;
 			continue;
@@ -506,13 +506,6 @@ void srv_table_cache_get_stats(srv_table_cache *c, srv_table_cache_stats *ret)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
-	ret->tables = c->tables;
-	ret->bytes = c->bytes;
-	ret->hits = c->hits;
-	ret->misses = c->misses;
-	ret->evictions = c->evictions;
-	ret->waits = c->waits;
-	ret->slot_waits = c->slot_waits;
-	ret->parsing = c->parses;
+	*ret = c->st;
 	pthread_mutex_unlock(&c->lock);
 }
