@@ -94,7 +94,6 @@
 #define GNSS_MIN_SIGMA MECH_PATE_GNSS_MIN_SIGMA
 #define GNSS_MAX_SIGMA MECH_PATE_GNSS_MAX_SIGMA
 
-#define SESSION_ID_BYTES SRV_PATE_SESSION_ID_BYTES
 #define PROB_SUM_TOLERANCE 1e-6
 
 /* The filter's orders (acct_renyi_filter.c) are a sensible default. */
@@ -102,14 +101,12 @@ static const double default_orders[] = {
 	1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 32, 48, 64, 128, 256,
 };
 
+/* A session: its stored row (ids, counts, times; the row's config text is
+ * not kept) and that configuration read back. */
 struct pate_session {
-	char id[SESSION_ID_BYTES];
-	char dataset_id[DPG_MAX_ID_BYTES + 1];
+	srv_pate_row row;
 	mech_pate_cfg cfg;
-	json_t *config;               /* normalised creation request */
-	int64_t queries, checks, teacher_answers, student_answers, abstained, releases;
-	char created_at[32], updated_at[32];
-	char actor[SRV_ACTOR_BYTES]; /* the key that opened it */
+	json_t *config; /* normalised creation request */
 };
 
 static void session_clear(struct pate_session *s)
@@ -390,18 +387,9 @@ static int session_from_row(const srv_pate_row *row, struct pate_session *s)
 		json_decref(cfg);
 		return SRV_DB_ERROR;
 	}
-	srv_strcopy(s->id, sizeof(s->id), row->id);
-	srv_strcopy(s->dataset_id, sizeof(s->dataset_id), row->dataset_id);
+	s->row = *row;
+	s->row.config = NULL;
 	s->config = cfg;
-	s->queries = row->queries;
-	s->checks = row->checks;
-	s->teacher_answers = row->teacher_answers;
-	s->student_answers = row->student_answers;
-	s->abstained = row->abstained;
-	s->releases = row->releases;
-	srv_strcopy(s->created_at, sizeof(s->created_at), row->created_at);
-	srv_strcopy(s->updated_at, sizeof(s->updated_at), row->updated_at);
-	srv_strcopy(s->actor, sizeof(s->actor), row->actor);
 	return SRV_OK;
 }
 
@@ -422,13 +410,14 @@ static int session_load(srv_db *db, const char *dataset_id, const char *sid,
  * and the data-independent event per query.  Never the data-dependent RDP. */
 static json_t *session_json(const struct pate_session *s)
 {
+	const srv_pate_row *r = &s->row;
 	json_t *o = json_pack("{s:s, s:s, s:O, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:s}", "id",
-			      s->id, "dataset_id", s->dataset_id, "config", s->config, "counts",
-			      "queries", (json_int_t)s->queries, "checks", (json_int_t)s->checks,
-			      "teacher_answers", (json_int_t)s->teacher_answers, "student_answers",
-			      (json_int_t)s->student_answers, "abstained", (json_int_t)s->abstained,
-			      "releases", (json_int_t)s->releases, "created_at", s->created_at,
-			      "updated_at", s->updated_at);
+			      r->id, "dataset_id", r->dataset_id, "config", s->config, "counts",
+			      "queries", (json_int_t)r->queries, "checks", (json_int_t)r->checks,
+			      "teacher_answers", (json_int_t)r->teacher_answers, "student_answers",
+			      (json_int_t)r->student_answers, "abstained", (json_int_t)r->abstained,
+			      "releases", (json_int_t)r->releases, "created_at", r->created_at,
+			      "updated_at", r->updated_at);
 	json_t *noise = json_object();
 
 	if (!o || !noise) {
@@ -457,10 +446,10 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 	struct query_events qe;
 	srv_dataset ds;
 	acct_error err;
-	srv_pate_row row;
-	char now[32], *cfg_text = NULL, *dd_text = NULL;
+	char *cfg_text = NULL, *dd_text = NULL;
 	double zeros[DPG_MAX_PATE_ORDERS] = {0};
 	json_t *dd = NULL;
+	int rc;
 
 	memset(&s, 0, sizeof(s));
 	memset(&qe, 0, sizeof(qe));
@@ -477,28 +466,26 @@ int srv_pate_session_create(srv_request *req, srv_response *res)
 		srv_problem_from_error(res, &err);
 		goto out;
 	}
-	if (srv_random_id("pate_", s.id, sizeof(s.id)) != SRV_OK) {
+	if (srv_random_id("pate_", s.row.id, sizeof(s.row.id)) != SRV_OK) {
 		srv_reply_store_error(res, SRV_NO_RANDOM, NULL);
 		goto out;
 	}
-	snprintf(s.dataset_id, sizeof(s.dataset_id), "%s", ds.id);
-	srv_now_text(now);
-	snprintf(s.created_at, sizeof(s.created_at), "%s", now);
-	snprintf(s.updated_at, sizeof(s.updated_at), "%s", now);
+	srv_strcopy(s.row.dataset_id, sizeof(s.row.dataset_id), ds.id);
+	srv_now_text(s.row.created_at);
+	memcpy(s.row.updated_at, s.row.created_at, sizeof(s.row.updated_at));
 	dd = srv_json_real_array(zeros, s.cfg.n_orders);
 	cfg_text = srv_json_dump(s.config);
 	dd_text = dd ? srv_json_dump(dd) : NULL;
-	memset(&row, 0, sizeof(row));
-	srv_strcopy(row.id, sizeof(row.id), s.id);
-	srv_strcopy(row.dataset_id, sizeof(row.dataset_id), ds.id);
-	srv_strcopy(row.created_at, sizeof(row.created_at), now);
-	row.config = cfg_text;
-	if (!cfg_text || !dd_text ||
-	    srv_store_pate_create(req->db, &row, dd_text, req->who->key_id) != SRV_OK) {
+	s.row.config = cfg_text;
+	rc = cfg_text && dd_text ? srv_store_pate_create(req->db, &s.row, dd_text, req->who->key_id)
+				 : SRV_DB_ERROR;
+	s.row.config = NULL;
+	if (rc != SRV_OK) {
 		srv_reply_store_error(res, SRV_DB_ERROR, NULL);
 		goto out;
 	}
-	snprintf(res->location, sizeof(res->location), "/v1/datasets/%s/pate/sessions/%s", ds.id, s.id);
+	snprintf(res->location, sizeof(res->location), "/v1/datasets/%s/pate/sessions/%s", ds.id,
+		 s.row.id);
 	srv_json_reply(res, 201, session_json(&s));
 out:
 	query_events_clear(&qe);
@@ -782,7 +769,7 @@ static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charg
 
 	(void)ds;
 	(void)rid;
-	if (srv_store_pate_dd_get(db, b->s->id, &dd_text) != SRV_OK ||
+	if (srv_store_pate_dd_get(db, b->s->row.id, &dd_text) != SRV_OK ||
 	    parse_real_array_text(dd_text, dd, c->n_orders) < 0)
 		goto out;
 	free(dd_text);
@@ -793,7 +780,7 @@ static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charg
 	a = srv_json_real_array(dd, c->n_orders);
 	dd_text = a ? srv_json_dump(a) : NULL;
 	srv_now_text(now);
-	if (!dd_text || srv_store_pate_add_batch(db, b->s->id, &add, dd_text, now) != SRV_OK)
+	if (!dd_text || srv_store_pate_add_batch(db, b->s->row.id, &add, dd_text, now) != SRV_OK)
 		goto out;
 	/* The histograms the smooth-sensitivity release needs (GNMax answers). */
 	if (c->agg != MECH_PATE_LNMAX && b->n_answers > 0) {
@@ -805,7 +792,8 @@ static int batch_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t charg
 				continue;
 			for (size_t j = 0; j < b->m; j++)
 				blob[j] = (int32_t)b->votes[i * b->m + j];
-			if (srv_store_pate_add_answer(db, b->s->id, charge_id, blob, b->m) != SRV_OK)
+			if (srv_store_pate_add_answer(db, b->s->row.id, charge_id, blob, b->m) !=
+			    SRV_OK)
 				goto out;
 		}
 	}
@@ -837,7 +825,7 @@ static json_t *batch_body(void *arg, int64_t charge_id, const char *rid, const s
 										  json_null());
 	}
 	o = json_pack("{s:s, s:I, s:I, s:I, s:b, s:o, s:I, s:I, s:I, s:o, s:I, s:o}", "session",
-		      b->s->id, "requested", (json_int_t)b->n, "answered", (json_int_t)b->k,
+		      b->s->row.id, "requested", (json_int_t)b->n, "answered", (json_int_t)b->k,
 		      "abstained", (json_int_t)b->n_abstain, "complete", b->k == b->n, "labels", labels,
 		      "checks", (json_int_t)b->n_checks, "teacher_answers", (json_int_t)b->n_answers,
 		      "student_answers", (json_int_t)b->n_student, "event", srv_event_to_json(b->event),
@@ -900,7 +888,7 @@ static bool open_or_reply(srv_request *req, srv_response *res, srv_spend *sp, ui
 	if (try_replay(req, res, sp, hash) || !srv__dataset_or_reply(req, res, ds))
 		return true;
 	rc = session_load(req->db, ds->id, req->params[1], s);
-	if (rc == SRV_OK && !srv__may_change(req, s->actor))
+	if (rc == SRV_OK && !srv__may_change(req, s->row.actor))
 		rc = SRV_FORBIDDEN;
 	if (rc != SRV_OK) {
 		session_clear(s);
@@ -1104,7 +1092,7 @@ static int release_txn(void *arg, srv_db *db, const srv_dataset *ds, int64_t cha
 	(void)charge_id;
 	(void)rid;
 	srv_now_text(now);
-	return srv_store_pate_add_release(db, r->s->id, now) == SRV_OK ? 0 : -1;
+	return srv_store_pate_add_release(db, r->s->row.id, now) == SRV_OK ? 0 : -1;
 }
 
 /* epsilon at delta of an RDP value at one order (CKS 2020, Prop. 12). */
@@ -1120,7 +1108,7 @@ static json_t *release_body(void *arg, int64_t charge_id, const char *rid, const
 
 	(void)rid;
 	return json_pack("{s:s, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:o, s:I, s:o}",
-			 "session", r->s->id, "order", r->order, "beta", r->beta, "sigma", r->sigma,
+			 "session", r->s->row.id, "order", r->order, "beta", r->beta, "sigma", r->sigma,
 			 "delta", r->delta, "answers_covered", (json_int_t)r->answers,
 			 "checks_covered", (json_int_t)r->checks, "rdp", rdp, "rdp_of_release",
 			 r->rdp_release, "epsilon", epsilon_at(r->order, rdp + r->rdp_release, r->delta),
@@ -1163,7 +1151,7 @@ static int release_event(double beta, double sigma, double delta, acct_event **r
  * snapshot. */
 static int release_counters(srv_db *db, struct release *r, acct_error *err)
 {
-	switch (srv_store_pate_counters(db, r->s->id, &r->checks, &r->answers)) {
+	switch (srv_store_pate_counters(db, r->s->row.id, &r->checks, &r->answers)) {
 	case SRV_OK:
 		return 0;
 	case SRV_NOT_FOUND:
@@ -1205,7 +1193,7 @@ static int scan_answers(srv_db *db, const struct release *r, struct answer_scan 
 
 	for (int pass = 0; rc == 0 && pass < 2; pass++) {
 		scan->counting = pass == 0;
-		rc = srv_store_pate_each_answer(db, r->s->id, scan_answer, scan);
+		rc = srv_store_pate_each_answer(db, r->s->row.id, scan_answer, scan);
 		if (rc == SRV_DB_ERROR)
 			rc = acct_error_set(scan->err, ACCT_EINTERNAL, "", "the store is unavailable");
 		if (rc == 0 && scan->counting)
