@@ -212,6 +212,40 @@ static void lnmax_law(const double *v, size_t m, double t, double *ret)
 	}
 }
 
+/*
+ * The votes of `teachers` teachers drawn at random over m classes into
+ * v[0..m-1] (a draw of m stands for an abstention, which v does not
+ * count), and into w the neighbouring histogram in which the first
+ * teacher's vote moves to another class or to or from an abstention.
+ * The move is *ret_from -> *ret_to.
+ */
+static void neighbouring_votes(mech_rng *rng, int64_t teachers, int64_t m, double *v, double *w,
+			       int64_t *ret_from, int64_t *ret_to)
+{
+	int64_t from = -1, to;
+
+	for (int64_t j = 0; j < m; j++)
+		v[j] = 0;
+	for (int64_t k = 0; k < teachers; k++) {
+		int64_t vote = (int64_t)trn_test_below(rng, (uint64_t)m + 1);
+
+		if (vote < m)
+			v[vote]++;
+		if (k == 0)
+			from = vote;
+	}
+	do
+		to = (int64_t)trn_test_below(rng, (uint64_t)m + 1);
+	while (to == from);
+	memcpy(w, v, (size_t)m * sizeof(*v));
+	if (from < m)
+		w[from]--;
+	if (to < m)
+		w[to]++;
+	*ret_from = from;
+	*ret_to = to;
+}
+
 /* The privacy loss between two histograms' output laws: max_j |ln P_j - ln P'_j|. */
 static double lnmax_loss(const double *v, const double *w, size_t m, double t)
 {
@@ -322,30 +356,14 @@ Test(pate_units, lnmax_charge_of_two_gamma_covers_every_neighbour)
 		int64_t teachers = 1 + (int64_t)trn_test_below(rng, 40);
 		size_t m = 2 + (size_t)trn_test_below(rng, LNMAX_MAX_CLASSES - 1);
 		mech_pate_cfg c = lnmax_cfg(teachers, m, gammas[trial % 4]);
-		double v[LNMAX_MAX_CLASSES] = {0}, w[LNMAX_MAX_CLASSES], t, eps, loss;
-		int64_t from = -1, to;
+		double v[LNMAX_MAX_CLASSES] = {0}, w[LNMAX_MAX_CLASSES] = {0}, t, eps, loss;
+		int64_t from, to;
 
 		t = (double)c.lap_num / (double)c.lap_den;
 		cr_assert_geq(t, 1 / c.gamma);
 		cr_assert_leq(t, (1 / c.gamma) * (1 + 1e-9));
 		eps = 2 * c.gamma;
-		/* Class m stands for an abstention. */
-		for (int64_t k = 0; k < teachers; k++) {
-			int64_t vote = (int64_t)trn_test_below(rng, (uint64_t)m + 1);
-
-			if (vote < (int64_t)m)
-				v[vote]++;
-			if (k == 0)
-				from = vote;
-		}
-		do
-			to = (int64_t)trn_test_below(rng, (uint64_t)m + 1);
-		while (to == from);
-		memcpy(w, v, sizeof(v));
-		if (from < (int64_t)m)
-			w[from]--;
-		if (to < (int64_t)m)
-			w[to]++;
+		neighbouring_votes(rng, teachers, (int64_t)m, v, w, &from, &to);
 		loss = lnmax_loss(v, w, m, t);
 		cr_assert_leq(loss, eps * (1 + 1e-9), "trial %d: loss %.17g > 2 gamma %.17g", trial,
 			      loss, eps);
@@ -738,26 +756,10 @@ Test(pate_units, threshold_statistic_moves_by_at_most_one_on_neighbours)
 		mech_pate_agg agg = trial % 2 ? MECH_PATE_INTERACTIVE : MECH_PATE_CONFIDENT;
 		mech_pate_cfg c = cfg_of(agg, teachers, classes, 50, 40,
 					 (double)teachers * trn_test_uniform(rng), 10);
-		double v[MAX_CLASSES] = {0}, w[MAX_CLASSES], p[MAX_CLASSES], psum = 0;
-		int64_t from = -1, to, moved;
+		double v[MAX_CLASSES] = {0}, w[MAX_CLASSES] = {0}, p[MAX_CLASSES], psum = 0;
+		int64_t from, to, moved;
 
-		for (int64_t t = 0; t < teachers; t++) {
-			/* Class `classes` stands for an abstention. */
-			int64_t vote = (int64_t)trn_test_below(rng, (uint64_t)classes + 1);
-
-			if (vote < classes)
-				v[vote]++;
-			if (t == 0)
-				from = vote;
-		}
-		do
-			to = (int64_t)trn_test_below(rng, (uint64_t)classes + 1);
-		while (to == from);
-		memcpy(w, v, sizeof(v));
-		if (from < classes)
-			w[from]--;
-		if (to < classes)
-			w[to]++;
+		neighbouring_votes(rng, teachers, classes, v, w, &from, &to);
 		for (int64_t j = 0; j < classes; j++)
 			psum += p[j] = trn_test_uniform(rng);
 		for (int64_t j = 0; j < classes; j++)
