@@ -1,12 +1,15 @@
 /*
  * test_params.c: a job's "params" read into each trainer's parameters.
- * Every scalar is set to a value other than its default and read back from
- * the member it names, and every bound the spec gives (openapi.yaml's
+ * Every scalar is set alone to a value other than its default and read
+ * back from the member it names, with no other byte of the params moved,
+ * and every bound the spec gives (openapi.yaml's
  * DpsgdParams, EnsembleParams, SlmcParams, LabelEmParams, PateParams) is
  * tried on both sides: the value inside is taken, the one outside refused
  * at that field's pointer.
  */
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,52 +99,184 @@ static void parse_ok(parse_fn f, const char *text, any_params *p)
 		     err.where);
 }
 
-Test(params, each_dpsgd_scalar_lands_in_its_member)
-{
-	any_params a;
-	const trn_dpsgd_params *p = &a.dpsgd;
+/*
+ * One field set alone over a base: it must change its member, to `want`,
+ * and nothing else of the params (every other byte as the base leaves
+ * it), so a row that writes the wrong member, or two, fails.
+ */
+typedef enum { MEMBER_INT, MEMBER_REAL } member_kind;
 
-	parse_ok(dpsgd,
-		 "{\"model\":\"mlp\",\"activation\":\"tanh\",\"clipping\":\"per_layer\","
-		 "\"epochs\":3,\"lot_size\":17,\"noise_multiplier\":2.5,\"clip_norm\":0.75,"
-		 "\"learning_rate\":0.125,\"learning_rate_final\":0.0625,"
-		 "\"learning_rate_decay_epochs\":2,\"momentum\":0.5,\"features\":\"pca\","
-		 "\"pca_components\":5,\"pca_noise_multiplier\":3.5,\"max_train_examples\":1234}",
-		 &a);
-	cr_expect_eq(p->model, TRN_MODEL_MLP);
-	cr_expect_eq(p->activation, TRN_ACT_TANH);
-	cr_expect_eq(p->clipping, TRN_CLIP_PER_LAYER);
-	cr_expect_eq(p->epochs, 3);
-	cr_expect_eq(p->lot_size, 17);
-	cr_expect_eq(p->noise_multiplier, 2.5);
-	cr_expect_eq(p->clip_norm, 0.75);
-	cr_expect_eq(p->learning_rate, 0.125);
-	cr_expect_eq(p->learning_rate_final, 0.0625);
-	cr_expect_eq(p->learning_rate_decay_epochs, 2);
-	cr_expect_eq(p->momentum, 0.5);
-	cr_expect_eq(p->features, TRN_FEATURES_PCA);
-	cr_expect_eq(p->pca_components, 5);
-	cr_expect_eq(p->pca_noise_multiplier, 3.5);
-	cr_expect_eq(p->max_train_examples, 1234);
+typedef struct {
+	parse_fn f;
+	const char *base, *key, *value;
+	size_t offset, size;
+	member_kind kind;
+	double want;
+} member_case;
+
+/* Where member m of params struct T lies, and how to read it. */
+#define IN(T, m)                           \
+	offsetof(T, m), sizeof(((T *)0)->m), \
+		_Generic(((T *)0)->m, double: MEMBER_REAL, default: MEMBER_INT)
+#define SET_DP(key, value, m, want) {dpsgd, "{}", key, value, IN(trn_dpsgd_params, m), want}
+#define SET_CNN(key, value, m, want) {dpsgd, CNN_TS, key, value, IN(trn_dpsgd_params, m), want}
+#define SET_EN(key, value, m, want) \
+	{ensemble, ENSEMBLE_BASE, key, value, IN(trn_ensemble_params, m), want}
+#define SET_SL(key, value, m, want) {slmc, "{}", key, value, IN(trn_slmc_params, m), want}
+#define SET_LE(key, value, m, want) \
+	{label_em, LABEL_EM_BASE, key, value, IN(trn_label_em_params, m), want}
+#define SET_PT(key, value, m, want) {pate, "{}", key, value, IN(trn_pate_params, m), want}
+
+static const member_case members[] = {
+	SET_DP("activation", "\"tanh\"", activation, TRN_ACT_TANH),
+	SET_DP("clipping", "\"per_layer\"", clipping, TRN_CLIP_PER_LAYER),
+	SET_DP("epochs", "3", epochs, 3),
+	SET_DP("lot_size", "17", lot_size, 17),
+	SET_DP("noise_multiplier", "2.5", noise_multiplier, 2.5),
+	SET_DP("clip_norm", "0.75", clip_norm, 0.75),
+	{dpsgd, "{\"learning_rate_final\":0.01}", "learning_rate", "0.125",
+	 IN(trn_dpsgd_params, learning_rate), 0.125},
+	SET_DP("learning_rate_final", "0.0625", learning_rate_final, 0.0625),
+	SET_DP("learning_rate_decay_epochs", "2", learning_rate_decay_epochs, 2),
+	SET_DP("momentum", "0.5", momentum, 0.5),
+	SET_DP("features", "\"raw\"", features, TRN_FEATURES_RAW),
+	SET_DP("pca_components", "5", pca_components, 5),
+	SET_DP("pca_noise_multiplier", "3.5", pca_noise_multiplier, 3.5),
+	SET_DP("max_train_examples", "1234", max_train_examples, 1234),
+	{dpsgd, "{\"model\":\"cnn\"}", "activation", "\"tempered_sigmoid\"",
+	 IN(trn_dpsgd_params, conv_activation), TRN_CONV_TEMPERED_SIGMOID},
+	{dpsgd, "{\"model\":\"cnn\"}", "image_channels", "3", IN(trn_dpsgd_params, image_channels),
+	 3},
+	{dpsgd, "{\"model\":\"cnn\"}", "precision", "\"float32\"", IN(trn_dpsgd_params, precision),
+	 TRN_PRECISION_FLOAT32},
+	SET_CNN("sigmoid_scale", "1.5", sigmoid_scale, 1.5),
+	SET_CNN("sigmoid_temperature", "2.5", sigmoid_temperature, 2.5),
+	SET_CNN("sigmoid_offset", "-0.25", sigmoid_offset, -0.25),
+	SET_EN("parties", "3", parties, 3),
+	SET_EN("algorithm", "\"majority_vote\"", algorithm, TRN_ENSEMBLE_MAJORITY_VOTE),
+	SET_EN("epsilon", "2.5", epsilon, 2.5),
+	SET_EN("lambda", "0.125", lambda, 0.125),
+	SET_EN("input_scale", "4", input_scale, 4),
+	SET_EN("local_lambda", "0.5", local_lambda, 0.5),
+	SET_EN("knn_k", "7", knn_k, 7),
+	SET_EN("max_depth", "9", max_depth, 9),
+	SET_SL("clusters", "4", clusters, 4),
+	SET_SL("features", "64", features, 64),
+	SET_SL("iterations", "12", iterations, 12),
+	SET_SL("gamma", "0.25", gamma, 0.25),
+	SET_SL("lambda", "0.5", lambda, 0.5),
+	SET_SL("rho", "1.5", rho, 1.5),
+	SET_SL("fuzzifier", "1.75", fuzzifier, 1.75),
+	SET_SL("max_norm", "3", max_norm, 3),
+	SET_SL("epsilon", "2.5", epsilon, 2.5),
+	SET_SL("parties", "3", parties, 3),
+	SET_LE("epsilon", "2.5", epsilon, 2.5),
+	SET_LE("loss", "\"ramp\"", loss.kind, TRN_LOSS_RAMP),
+	SET_LE("b", "3", loss.b, 3),
+	SET_LE("r", "4", loss.r, 4),
+	SET_LE("activation", "\"tanh\"", activation, TRN_ACT_TANH),
+	SET_LE("epochs", "7", epochs, 7),
+	SET_LE("batch_size", "33", batch_size, 33),
+	SET_LE("learning_rate", "0.125", learning_rate, 0.125),
+	SET_LE("momentum", "0.25", momentum, 0.25),
+	SET_LE("weight_decay", "0.0625", weight_decay, 0.0625),
+	SET_LE("gradient_clip", "5", gradient_clip, 5),
+	SET_LE("center", "false", center, false),
+	SET_PT("teachers", "300", teachers, 300),
+	SET_PT("queries", "300", queries, 300),
+	SET_PT("aggregator", "\"interactive_gnmax\"", aggregator, MECH_PATE_INTERACTIVE),
+	SET_PT("threshold", "30", threshold, 30),
+	SET_PT("sigma1", "20", sigma1, 20),
+	SET_PT("sigma2", "8", sigma2, 8),
+	{pate, PATE_INTERACTIVE, "student_confidence", "0.75",
+	 IN(trn_pate_params, student_confidence), 0.75},
+	SET_PT("semi_supervised", "true", semi_supervised, true),
+	SET_PT("confidence", "0.5", confidence, 0.5),
+	SET_PT("release_beta", "0.03125", release_beta, 0.03125),
+	SET_PT("release_sigma", "12", release_sigma, 12),
+	SET_PT("release_order", "10", release_order, 10),
+	SET_PT("teacher_model", "{\"epochs\":13}", teacher.epochs, 13),
+	SET_PT("teacher_model", "{\"lot_size\":17}", teacher.lot_size, 17),
+	SET_PT("teacher_model", "{\"learning_rate\":0.375}", teacher.learning_rate, 0.375),
+	SET_PT("teacher_model", "{\"momentum\":0.25}", teacher.momentum, 0.25),
+	SET_PT("teacher_model", "{\"activation\":\"tanh\"}", teacher.activation, TRN_ACT_TANH),
+	SET_PT("student_model", "{\"epochs\":13}", student.epochs, 13),
+	SET_PT("student_model", "{\"lot_size\":17}", student.lot_size, 17),
+	SET_PT("student_model", "{\"learning_rate\":0.375}", student.learning_rate, 0.375),
+	SET_PT("student_model", "{\"momentum\":0.25}", student.momentum, 0.25),
+	SET_PT("student_model", "{\"activation\":\"tanh\"}", student.activation, TRN_ACT_TANH),
+};
+
+#undef SET_DP
+#undef SET_CNN
+#undef SET_EN
+#undef SET_SL
+#undef SET_LE
+#undef SET_PT
+#undef IN
+
+/* The member a case names, read from p as its kind. */
+static double member_value(const member_case *c, const any_params *p)
+{
+	const unsigned char *at = (const unsigned char *)p + c->offset;
+	uint64_t u64;
+	uint32_t u32;
+	double d;
+
+	if (c->kind == MEMBER_REAL) {
+		memcpy(&d, at, sizeof(d));
+		return d;
+	}
+	if (c->size == sizeof(u64)) {
+		memcpy(&u64, at, sizeof(u64));
+		return (double)u64;
+	}
+	if (c->size == sizeof(u32)) {
+		memcpy(&u32, at, sizeof(u32));
+		return (double)u32;
+	}
+	cr_assert_eq(c->size, 1, "%s: a member of %zu bytes", c->key, c->size);
+	return (double)*at;
 }
 
-Test(params, each_cnn_scalar_lands_in_its_member)
+Test(params, each_field_sets_its_member_and_nothing_else)
+{
+	for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++) {
+		const member_case *c = &members[i];
+		const unsigned char *a_bytes, *d_bytes;
+		any_params a, d;
+		acct_error err;
+
+		parse_ok(c->f, c->base, &d);
+		cr_assert_eq(parse(c->f, c->base, c->key, c->value, &a, &err), 0, "%s %s: %s at %s",
+			     c->key, c->value, err.text, err.where);
+		cr_expect_neq(member_value(c, &d), c->want, "%s: %s is its default", c->key,
+			      c->value);
+		cr_expect_eq(member_value(c, &a), c->want, "%s %s: read %.17g", c->key, c->value,
+			     member_value(c, &a));
+		a_bytes = (const unsigned char *)&a;
+		d_bytes = (const unsigned char *)&d;
+		for (size_t k = 0; k < sizeof(a); k++)
+			if (k < c->offset || k >= c->offset + c->size)
+				cr_expect_eq(a_bytes[k], d_bytes[k],
+					     "%s %s moved byte %zu of the params", c->key, c->value,
+					     k);
+	}
+}
+
+/* A model named sets its kind and the widths that go with it. */
+Test(params, a_model_sets_its_kind_and_widths)
 {
 	any_params a;
-	const trn_dpsgd_params *p = &a.dpsgd;
 
-	parse_ok(dpsgd,
-		 "{\"model\":\"cnn\",\"activation\":\"tempered_sigmoid\",\"image_channels\":3,"
-		 "\"sigmoid_scale\":1.5,\"sigmoid_temperature\":2.5,\"sigmoid_offset\":-0.25,"
-		 "\"precision\":\"float32\"}",
-		 &a);
-	cr_expect_eq(p->model, TRN_MODEL_CNN);
-	cr_expect_eq(p->conv_activation, TRN_CONV_TEMPERED_SIGMOID);
-	cr_expect_eq(p->image_channels, 3);
-	cr_expect_eq(p->sigmoid_scale, 1.5);
-	cr_expect_eq(p->sigmoid_temperature, 2.5);
-	cr_expect_eq(p->sigmoid_offset, -0.25);
-	cr_expect_eq(p->precision, TRN_PRECISION_FLOAT32);
+	parse_ok(dpsgd, "{\"model\":\"logreg\"}", &a);
+	cr_expect_eq(a.dpsgd.model, TRN_MODEL_LOGREG);
+	cr_expect_eq(a.dpsgd.n_hidden, 0);
+	parse_ok(dpsgd, "{\"model\":\"cnn\"}", &a);
+	cr_expect_eq(a.dpsgd.model, TRN_MODEL_CNN);
+	parse_ok(label_em, "{\"epsilon\":1,\"model\":\"mlp\"}", &a);
+	cr_expect_eq(a.label_em.model, TRN_MODEL_MLP);
+	cr_expect_geq(a.label_em.n_hidden, 1);
 }
 
 /* A learning rate given alone is constant: its final rate is itself. */
@@ -158,100 +293,14 @@ Test(params, a_lone_learning_rate_is_constant)
 	cr_expect_eq(a.dpsgd.learning_rate_final, 0.01);
 }
 
-Test(params, each_ensemble_scalar_lands_in_its_member)
+/* An slmc noise multiplier given alone replaces the default target epsilon. */
+Test(params, an_slmc_noise_multiplier_replaces_the_target_epsilon)
 {
 	any_params a;
-	const trn_ensemble_params *p = &a.ensemble;
 
-	parse_ok(ensemble,
-		 "{\"party_column\":\"site\",\"auxiliary_data\":\"aux\",\"parties\":3,"
-		 "\"algorithm\":\"majority_vote\",\"epsilon\":2.5,\"lambda\":0.125,"
-		 "\"input_scale\":4,\"local_lambda\":0.5,\"knn_k\":7,\"max_depth\":9}",
-		 &a);
-	cr_expect_eq(p->parties, 3);
-	cr_expect_eq(p->algorithm, TRN_ENSEMBLE_MAJORITY_VOTE);
-	cr_expect_eq(p->epsilon, 2.5);
-	cr_expect_eq(p->lambda, 0.125);
-	cr_expect_eq(p->input_scale, 4.0);
-	cr_expect_eq(p->local_lambda, 0.5);
-	cr_expect_eq(p->knn_k, 7);
-	cr_expect_eq(p->max_depth, 9);
-}
-
-Test(params, each_slmc_scalar_lands_in_its_member)
-{
-	any_params a;
-	const trn_slmc_params *p = &a.slmc;
-
-	parse_ok(slmc,
-		 "{\"clusters\":4,\"features\":64,\"iterations\":12,\"gamma\":0.25,"
-		 "\"lambda\":0.5,\"rho\":1.5,\"fuzzifier\":1.75,\"max_norm\":3,\"epsilon\":2.5,"
-		 "\"parties\":3}",
-		 &a);
-	cr_expect_eq(p->clusters, 4);
-	cr_expect_eq(p->features, 64);
-	cr_expect_eq(p->iterations, 12);
-	cr_expect_eq(p->gamma, 0.25);
-	cr_expect_eq(p->lambda, 0.5);
-	cr_expect_eq(p->rho, 1.5);
-	cr_expect_eq(p->fuzzifier, 1.75);
-	cr_expect_eq(p->max_norm, 3.0);
-	cr_expect_eq(p->epsilon, 2.5);
-	cr_expect_eq(p->parties, 3);
-	/* A noise multiplier given alone replaces the default target epsilon. */
 	parse_ok(slmc, "{\"noise_multiplier\":6.5}", &a);
-	cr_expect_eq(p->noise_multiplier, 6.5);
-	cr_expect_eq(p->epsilon, 0.0);
-}
-
-Test(params, each_label_em_scalar_lands_in_its_member)
-{
-	any_params a;
-	const trn_label_em_params *p = &a.label_em;
-
-	parse_ok(label_em,
-		 "{\"epsilon\":2.5,\"loss\":\"ramp\",\"b\":3,\"r\":4,\"model\":\"mlp\","
-		 "\"activation\":\"tanh\",\"epochs\":7,\"batch_size\":33,\"learning_rate\":0.125,"
-		 "\"momentum\":0.25,\"weight_decay\":0.0625,\"gradient_clip\":5,\"center\":false}",
-		 &a);
-	cr_expect_eq(p->epsilon, 2.5);
-	cr_expect_eq(p->loss.kind, TRN_LOSS_RAMP);
-	cr_expect_eq(p->loss.b, 3.0);
-	cr_expect_eq(p->loss.r, 4.0);
-	cr_expect_eq(p->model, TRN_MODEL_MLP);
-	cr_expect_eq(p->activation, TRN_ACT_TANH);
-	cr_expect_eq(p->epochs, 7);
-	cr_expect_eq(p->batch_size, 33);
-	cr_expect_eq(p->learning_rate, 0.125);
-	cr_expect_eq(p->momentum, 0.25);
-	cr_expect_eq(p->weight_decay, 0.0625);
-	cr_expect_eq(p->gradient_clip, 5.0);
-	cr_expect_eq(p->center, false);
-}
-
-Test(params, each_pate_scalar_lands_in_its_member)
-{
-	any_params a;
-	const trn_pate_params *p = &a.pate;
-
-	parse_ok(pate,
-		 "{\"teachers\":50,\"queries\":300,\"aggregator\":\"interactive_gnmax\","
-		 "\"threshold\":30,\"sigma1\":20,\"sigma2\":8,\"student_confidence\":0.75,"
-		 "\"semi_supervised\":true,\"confidence\":0.5,\"release_beta\":0.03125,"
-		 "\"release_sigma\":12,\"release_order\":10}",
-		 &a);
-	cr_expect_eq(p->teachers, 50);
-	cr_expect_eq(p->queries, 300);
-	cr_expect_eq(p->aggregator, MECH_PATE_INTERACTIVE);
-	cr_expect_eq(p->threshold, 30.0);
-	cr_expect_eq(p->sigma1, 20.0);
-	cr_expect_eq(p->sigma2, 8.0);
-	cr_expect_eq(p->student_confidence, 0.75);
-	cr_expect_eq(p->semi_supervised, true);
-	cr_expect_eq(p->confidence, 0.5);
-	cr_expect_eq(p->release_beta, 0.03125);
-	cr_expect_eq(p->release_sigma, 12.0);
-	cr_expect_eq(p->release_order, 10.0);
+	cr_expect_eq(a.slmc.noise_multiplier, 6.5);
+	cr_expect_eq(a.slmc.epsilon, 0.0);
 }
 
 /* A pate model object's scalars, in either model, land in that model's
@@ -269,7 +318,8 @@ Test(params, each_pate_model_scalar_lands_in_its_member)
 
 		snprintf(text, sizeof(text),
 			 "{\"%s\":{\"model\":\"mlp\",\"hidden\":[7,5],\"activation\":\"tanh\","
-			 "\"epochs\":13,\"lot_size\":17,\"learning_rate\":0.375,\"momentum\":0.25}}",
+			 "\"epochs\":13,\"lot_size\":17,\"learning_rate\":0.375,"
+			 "\"momentum\":0.25}}",
 			 keys[k]);
 		parse_ok(pate, text, &a);
 		parse_ok(pate, "{}", &d);
