@@ -735,7 +735,7 @@ int srv__jobs_parse_label_em(const json_t *params, trn_label_em_params *p, acct_
 /* ---- the pate trainer's params ------------------------------------------ */
 
 /* "hidden" of a pate model object at `where`: one width or a list. */
-static int parse_pate_hidden(const json_t *m, const char *key, trn_pate_model_params *ret,
+static int parse_pate_hidden(const json_t *m, const char *where, trn_pate_model_params *ret,
 			     acct_error *err)
 {
 	const json_t *h = json_object_get(m, "hidden");
@@ -744,7 +744,7 @@ static int parse_pate_hidden(const json_t *m, const char *key, trn_pate_model_pa
 
 	if (!h)
 		return 0;
-	snprintf(ptr, sizeof(ptr), "/params/%s/hidden", key);
+	srv_json_pointer(ptr, sizeof(ptr), where, "hidden");
 	if (n < 1 || n > DPG_MAX_HIDDEN_LAYERS)
 		return acct_error_set(err, ACCT_EINVAL, ptr, "'hidden' lists 1 to %d layer widths",
 				      DPG_MAX_HIDDEN_LAYERS);
@@ -805,7 +805,7 @@ static int parse_pate_model(const json_t *params, const char *key, trn_pate_mode
 	if (json_is_object(m) &&
 	    ((rc = parse_fields(m, where, pate_model_scalars, PARAM_ROWS(pate_model_scalars), ret,
 				err)) < 0 ||
-	     (rc = parse_pate_hidden(m, key, ret, err)) < 0))
+	     (rc = parse_pate_hidden(m, where, ret, err)) < 0))
 		return rc;
 	if (ret->model == TRN_MODEL_LOGREG && ret->n_hidden > 0 && json_object_get(m, "hidden"))
 		return acct_error_set(err, ACCT_EINVAL, where, "logreg has no hidden layers");
