@@ -410,8 +410,9 @@ def main():
             sent += probe_outside(doc, srv, method, path, base, errors)
             sent += probe_arrays(doc, srv, method, path, base, errors)
         sent += probe_query(doc, srv, errors)
-        if budgets(srv) != before:
-            errors.append(f"the refused requests moved a budget: {before} -> {budgets(srv)}")
+        after = budgets(srv)
+        if after != before:
+            errors.append(f"the refused requests moved a budget: {before} -> {after}")
         for method, path, base, skip in operations:
             sent += probe_huge(doc, srv, method, path, base, skip, errors)
     return finish(errors, f"{len(operations)} operations, {sent} requests; {len(errors)} errors")
